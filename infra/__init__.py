@@ -1,0 +1,1 @@
+"""Component resources and pure computations for the Trainium EKS cluster stack."""

@@ -1,0 +1,202 @@
+"""Trainium/Inferentia node groups: one code path for every configured group.
+
+Per group: a launch template of our own (EFA interfaces per network card, IMDSv2, encrypted
+gp3 root, RAID0 instance store, placement group or capacity reservation), an EKS managed node
+group on the Neuron AMI in the one zone that offers the type, and the Auto Scaling group tags
+cluster-autoscaler needs to scale it up from zero.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import launch_template as lt
+from infra.catalog import InstanceFacts
+from infra.config import AcceleratorNodeGroupConfig
+from infra.efa import EfaInterface, efa_interfaces
+from infra.node_template import NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.placement import Zone
+from infra.user_data import encode, nodeadm_user_data
+from infra.versions import NEURON_AMI_TYPE
+
+
+@dataclass(frozen=True)
+class AcceleratorGroupSpec:
+    """Everything about one group that can be decided without the cloud."""
+
+    config: AcceleratorNodeGroupConfig
+    facts: InstanceFacts
+    zone: Zone
+    interfaces: list[EfaInterface]
+    labels: dict[str, str]
+    taints: list[Taint]
+    user_data: Optional[str]
+    autoscaler_tags: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def efa_interface_count(self) -> int:
+        return len(self.interfaces)
+
+
+def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone) -> AcceleratorGroupSpec:
+    interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
+    labels = node_labels(config.instance_type, config.efa_enabled, config.labels)
+    taints = [NEURON_TAINT]
+    return AcceleratorGroupSpec(
+        config=config,
+        facts=facts,
+        zone=zone,
+        interfaces=interfaces,
+        labels=labels,
+        taints=taints,
+        user_data=nodeadm_user_data(facts.nvme_disks),
+        autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
+    )
+
+
+@dataclass
+class AcceleratorNodeGroupsArgs:
+    cluster_name: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
+    cluster_security_group_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    node_subnet_by_zone_id: dict[str, pulumi.Input[str]]
+    groups: list[AcceleratorGroupSpec]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+class AcceleratorNodeGroups(pulumi.ComponentResource):
+    efa_security_group_id: Optional[pulumi.Output[str]]
+    node_groups: dict[str, aws.eks.NodeGroup]
+
+    def __init__(self, name: str, args: AcceleratorNodeGroupsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
+        self._args = args
+        efa_sg = self._efa_security_group(name) if any(g.interfaces for g in args.groups) else None
+        self.efa_security_group_id = efa_sg.id if efa_sg else None
+        self.node_groups = {g.name: self._node_group(g, efa_sg) for g in args.groups}
+        self.register_outputs({})
+
+    def _efa_security_group(self, name: str) -> aws.ec2.SecurityGroup:
+        """EFA traffic must flow between every EFA interface; nothing else is opened."""
+        child = pulumi.ResourceOptions(parent=self)
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=self._args.vpc_id,
+            description="EFA: all traffic between members of this group only",
+            tags={**self._args.tags, "Name": f"{name}-efa"},
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-in-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA from members",
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-out-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA to members",
+            opts=child,
+        )
+        return sg
+
+    def _launch_template(
+        self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]
+    ) -> aws.ec2.LaunchTemplate:
+        args, cfg = self._args, group.config
+        child = pulumi.ResourceOptions(parent=self)
+        placement = None
+        if cfg.placement_group_enabled:
+            pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=args.tags, opts=child)
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
+        reservation = market = None
+        if cfg.capacity_reservation is not None:
+            reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=cfg.capacity_reservation.id
+                )
+            )
+            if cfg.capacity_reservation.type == "capacity-block":
+                market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        interfaces = [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=i.network_card_index,
+                device_index=i.device_index,
+                interface_type=i.interface_type,
+                security_groups=[efa_sg.id, args.cluster_security_group_id] if efa_sg else [],
+                delete_on_termination="true",
+            )
+            for i in group.interfaces
+        ]
+        return aws.ec2.LaunchTemplate(
+            f"{group.name}-lt",
+            description=f"{cfg.instance_type} nodes of {group.name}",
+            metadata_options=lt.metadata_options(),
+            block_device_mappings=[lt.root_volume(cfg.root_volume_gib)],
+            network_interfaces=interfaces or None,
+            placement=placement,
+            capacity_reservation_specification=reservation,
+            instance_market_options=market,
+            user_data=encode(group.user_data) if group.user_data else None,
+            tag_specifications=lt.tag_specifications({**args.tags, "Name": group.name}),
+            update_default_version=True,
+            tags=args.tags,
+            opts=child,
+        )
+
+    def _node_group(self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]) -> aws.eks.NodeGroup:
+        args, cfg = self._args, group.config
+        template = self._launch_template(group, efa_sg)
+        capacity_block = cfg.capacity_reservation is not None and cfg.capacity_reservation.type == "capacity-block"
+        node_group = aws.eks.NodeGroup(
+            group.name,
+            cluster_name=args.cluster_name,
+            node_group_name=group.name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.node_subnet_by_zone_id[group.zone.id]],
+            ami_type=NEURON_AMI_TYPE,
+            release_version=cfg.ami_release_version,
+            instance_types=[cfg.instance_type],
+            capacity_type="CAPACITY_BLOCK" if capacity_block else "ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=cfg.min_size, desired_size=cfg.desired_size, max_size=cfg.max_size
+            ),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels=group.labels,
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in group.taints],
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=args.depends_on,
+                ignore_changes=["scalingConfig.desiredSize"],
+            ),
+        )
+        asg_name = node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        for key, value in group.autoscaler_tags.items():
+            aws.autoscaling.Tag(
+                f"{group.name}-{_slug(key.removeprefix('k8s.io/cluster-autoscaler/node-template/'))}",
+                autoscaling_group_name=asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return node_group

@@ -1,0 +1,217 @@
+"""The EKS control plane, its identity plumbing, managed add-ons and the core node group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from infra import launch_template as lt
+from infra.config import CoreNodeGroupConfig, EndpointAccessConfig
+from infra.iam import managed_policy, pod_identity_trust_policy, service_trust_policy
+from infra.versions import CORE_AMI_TYPE
+
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",  # Session Manager instead of SSH for neuron-top / neuron-ls
+)
+CORE_NODE_LABELS = {"role": "core"}
+
+
+@dataclass
+class EksClusterArgs:
+    name: str
+    kubernetes_version: str
+    partition: str
+    vpc_id: pulumi.Input[str]
+    control_plane_subnet_ids: list[pulumi.Input[str]]
+    node_subnet_ids: list[pulumi.Input[str]]
+    endpoint_access: EndpointAccessConfig
+    admin_principal_arns: list[str]
+    log_types: list[str]
+    core_node_group: CoreNodeGroupConfig
+    addon_versions: dict[str, str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class EksCluster(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    oidc_provider_url: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    core_node_group_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:infra:EksCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {args.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            tags=args.tags,
+            opts=child,
+        )
+        aws.kms.Alias(f"{name}-secrets", name=f"alias/eks/{args.name}", target_key_id=secrets_key.key_id, opts=child)
+
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=args.name,
+            version=args.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.control_plane_subnet_ids,
+            endpoint_public_access=args.endpoint_access.public,
+            endpoint_private_access=args.endpoint_access.private,
+            public_access_cidrs=args.endpoint_access.public_cidrs if args.endpoint_access.public else None,
+            # Node groups are ours (below and in AcceleratorNodeGroups), with our launch templates.
+            skip_default_node_group=True,
+            # Use the security group EKS creates; every node interface gets it explicitly.
+            skip_default_security_groups=True,
+            # The deployer is admin through EKS's cluster-creator bootstrap (pulumi-eks turns it
+            # on); further admins get access entries.
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries={
+                f"admin-{i}": eks.AccessEntryArgs(
+                    principal_arn=arn,
+                    access_policies={
+                        "cluster-admin": eks.AccessPolicyAssociationArgs(
+                            policy_arn=ADMIN_POLICY,
+                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                        )
+                    },
+                )
+                for i, arn in enumerate(args.admin_principal_arns)
+            },
+            create_oidc_provider=True,
+            enabled_cluster_log_types=args.log_types,
+            encryption_config_key_arn=secrets_key.arn,
+            # EKS-managed add-ons only, each pinned: no self-managed copies installed at creation.
+            bootstrap_self_managed_addons=False,
+            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=args.addon_versions["vpc-cni"]),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_versions["kube-proxy"]),
+            # CoreDNS needs nodes to become healthy, so it is created after the core node group.
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            tags=args.tags,
+            opts=child,
+        )
+        # A name that carries the dependency on the cluster, so node groups wait for it.
+        self.name = cluster.urn.apply(lambda _: args.name)
+
+        node_role = aws.iam.Role(
+            f"{name}-node",
+            assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
+            description=f"EKS nodes of {args.name}",
+            tags=args.tags,
+            opts=child,
+        )
+        node_policies = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(args.partition, policy), opts=child
+            )
+            for policy in NODE_POLICIES
+        ]
+
+        pod_identity_agent = self._addon(name, args, "eks-pod-identity-agent", [cluster])
+        core_group = self._core_node_group(name, args, node_role, node_policies)
+        self._addon(name, args, "coredns", [core_group])
+        ebs_role = aws.iam.Role(
+            f"{name}-ebs-csi",
+            assume_role_policy=pod_identity_trust_policy(),
+            description=f"EBS CSI controller of {args.name}",
+            tags=args.tags,
+            opts=child,
+        )
+        ebs_policy = aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi",
+            role=ebs_role.name,
+            policy_arn=managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),
+            opts=child,
+        )
+        self._addon(
+            name,
+            args,
+            "aws-ebs-csi-driver",
+            [core_group, pod_identity_agent, ebs_policy],
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account="ebs-csi-controller-sa")
+            ],
+        )
+
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        self.oidc_provider_arn = cluster.oidc_provider_arn
+        self.oidc_provider_url = cluster.oidc_provider_url
+        self.cluster_security_group_id = cluster.cluster_security_group_id
+        self.node_role_arn = node_role.arn
+        self.node_policies = node_policies
+        self.core_node_group_name = core_group.node_group_name
+        self.register_outputs({"name": self.name})
+
+    def _addon(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        addon: str,
+        depends_on: list[pulumi.Resource],
+        **extra: object,
+    ) -> aws.eks.Addon:
+        return aws.eks.Addon(
+            f"{name}-{addon}",
+            cluster_name=self.name,
+            addon_name=addon,
+            addon_version=args.addon_versions[addon],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def _core_node_group(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        node_role: aws.iam.Role,
+        node_policies: list[aws.iam.RolePolicyAttachment],
+    ) -> aws.eks.NodeGroup:
+        core = args.core_node_group
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-core",
+            description=f"Core nodes of {args.name}: system pods and Ray heads",
+            metadata_options=lt.metadata_options(),
+            block_device_mappings=[lt.root_volume(core.disk_size_gib)],
+            tag_specifications=lt.tag_specifications({**args.tags, "Name": f"{args.name}-core"}),
+            update_default_version=True,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-core",
+            cluster_name=self.name,
+            node_group_name="core",
+            node_role_arn=node_role.arn,
+            subnet_ids=args.node_subnet_ids,
+            ami_type=CORE_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            instance_types=core.instance_types,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=core.min_size, desired_size=core.desired_size, max_size=core.max_size
+            ),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels=CORE_NODE_LABELS,
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=node_policies,
+                # cluster-autoscaler owns the desired size once the group exists.
+                ignore_changes=["scalingConfig.desiredSize"],
+            ),
+        )

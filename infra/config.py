@@ -1,0 +1,331 @@
+"""The cluster stack's configuration: types, defaults, and every rule a value must obey.
+
+Values come from the stack file (``Pulumi.<stack>.yaml``) under the project namespace
+(``trainium-eks:<key>``); the region is the AWS provider's ``aws:region``. Every setting has
+a default that makes the dev stack work. ``parse_stack_config`` either returns a fully
+validated ``StackConfig`` or raises ``ConfigError`` naming each bad key, its value and what
+is allowed, before any resource is declared.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from infra import versions
+from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.errors import ConfigError
+
+PROJECT = "trainium-eks"
+REGION_KEY = "aws:region"
+
+LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+# Ranges AWS accepts as a VPC secondary CIDR besides the primary's own private block.
+SECONDARY_CIDR_RANGES = tuple(
+    ipaddress.ip_network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")
+)
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
+AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
+IAM_PRINCIPAL_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$"
+CAPACITY_RESERVATION_PATTERN = r"^cr-[0-9a-f]{8,17}$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class NetworkConfig(_Model):
+    vpc_cidr: str = "10.0.0.0/16"
+    # Node and pod subnets live here, so the primary range is never exhausted by pod IPs.
+    secondary_cidr: str = "100.64.0.0/16"
+    az_count: int = Field(default=2, ge=2, le=4)
+    nat_gateways: Literal["single", "per-az"] = "single"
+
+
+class EndpointAccessConfig(_Model):
+    public: bool = True
+    private: bool = True
+    public_cidrs: list[str] = ["0.0.0.0/0"]
+
+
+class CoreNodeGroupConfig(_Model):
+    # Ray heads ask for 6 vCPU / 30 GiB (seed), which does not fit a 32 GiB node.
+    instance_types: list[str] = ["m6i.4xlarge"]
+    min_size: int = Field(default=2, ge=1)
+    desired_size: int = Field(default=2, ge=1)
+    max_size: int = Field(default=4, ge=1)
+    disk_size_gib: int = Field(default=100, ge=20)
+
+
+class CapacityReservationConfig(_Model):
+    id: str
+    # `capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an ODCR.
+    type: Literal["on-demand", "capacity-block"] = "on-demand"
+
+
+class AcceleratorNodeGroupConfig(_Model):
+    name: str
+    instance_type: str
+    min_size: int = Field(default=0, ge=0)
+    desired_size: int = Field(default=0, ge=0)
+    max_size: int = Field(ge=1)
+    # None: on exactly when the instance type supports EFA.
+    efa: Optional[bool] = None
+    # `efa-only` interfaces take no IP address (VPC CNI >= 1.18.4); `efa` works everywhere.
+    efa_interface_type: Literal["efa-only", "efa"] = "efa-only"
+    # None: on, unless a capacity reservation is targeted (placement groups break those).
+    placement_group: Optional[bool] = None
+    capacity_reservation: Optional[CapacityReservationConfig] = None
+    az_id: Optional[str] = None
+    root_volume_gib: int = Field(default=200, ge=50)
+    ami_release_version: Optional[str] = None
+    labels: dict[str, str] = {}
+
+    @property
+    def efa_enabled(self) -> bool:
+        if self.efa is not None:
+            return self.efa
+        return NEURON_INSTANCE_TYPES[self.instance_type].efa_supported
+
+    @property
+    def placement_group_enabled(self) -> bool:
+        if self.placement_group is not None:
+            return self.placement_group
+        return self.capacity_reservation is None
+
+
+class FeaturesConfig(_Model):
+    """On/off switches for the cluster software layered on the cluster."""
+
+    neuron_device_plugin: bool = True
+    efa_device_plugin: bool = True
+    fsx_csi: bool = True
+    volcano: bool = True
+    torchx_etcd: bool = True
+    kuberay: bool = True
+    mpi_operator: bool = True
+    cluster_autoscaler: bool = True
+    metrics_server: bool = True
+    observability: bool = True
+
+
+def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
+    # The seeds' groups, idle by default: a trn1.32xlarge costs about $21.50 an hour.
+    return [
+        AcceleratorNodeGroupConfig(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", max_size=4),
+        AcceleratorNodeGroupConfig(name="trn1n-32xl-ng", instance_type="trn1n.32xlarge", max_size=2),
+    ]
+
+
+class StackConfig(_Model):
+    region: str
+    cluster_name: str = "trainium"
+    kubernetes_version: str = versions.KUBERNETES_VERSION
+    addon_versions: dict[str, str] = {}
+    network: NetworkConfig = NetworkConfig()
+    endpoint_access: EndpointAccessConfig = EndpointAccessConfig()
+    cluster_admins: list[str] = []
+    log_types: list[str] = list(LOG_TYPES)
+    core_node_group: CoreNodeGroupConfig = CoreNodeGroupConfig()
+    accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(default_factory=_default_accelerator_groups)
+    features: FeaturesConfig = FeaturesConfig()
+    tags: dict[str, str] = {}
+
+    def resolved_addon_versions(self) -> dict[str, str]:
+        """Every EKS add-on with its build: the pinned table, overridden by ``addonVersions``."""
+        return {**versions.EKS_ADDON_VERSIONS, **self.addon_versions}
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _decode(value: str) -> Any:
+    """Pulumi hands structured config over as JSON text and scalars as plain text."""
+    if value[:1] in "[{":
+        return json.loads(value)
+    return value
+
+
+def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
+    """Pick this project's keys (and the region) out of the engine's flat config map."""
+    raw: dict[str, Any] = {}
+    for key, value in all_config.items():
+        if key.startswith(f"{PROJECT}:"):
+            raw[key.split(":", 1)[1]] = _decode(value)
+    if REGION_KEY in all_config:
+        raw["region"] = all_config[REGION_KEY]
+    return raw
+
+
+def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
+    """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
+    try:
+        config = StackConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([_describe(err) for err in exc.errors()]) from None
+    problems = semantic_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def key_name(loc: tuple[Any, ...]) -> str:
+    if loc and loc[0] == "region":
+        return REGION_KEY
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return f"{PROJECT}:{path}"
+
+
+def _describe(err: Any) -> str:
+    key = key_name(tuple(err["loc"]))
+    if err["type"] == "missing":
+        return f"{key}: required but not set"
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling against README's configuration table)"
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
+    return f"{key}{shown}: {err['msg']}"
+
+
+# --- rules across fields -------------------------------------------------------------------
+
+
+def semantic_problems(config: StackConfig) -> list[str]:
+    problems: list[str] = []
+    problems += _region_problems(config)
+    problems += _cluster_problems(config)
+    problems += _network_problems(config.network)
+    problems += _endpoint_problems(config.endpoint_access)
+    problems += _size_problems("coreNodeGroup", config.core_node_group)
+    problems += _accelerator_problems(config.accelerator_node_groups)
+    return problems
+
+
+def _region_problems(config: StackConfig) -> list[str]:
+    if not re.fullmatch(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$", config.region):
+        return [f"{REGION_KEY} = {config.region!r}: not an AWS region name (for example us-west-2)"]
+    return []
+
+
+def _cluster_problems(config: StackConfig) -> list[str]:
+    problems = []
+    if not re.fullmatch(NAME_PATTERN, config.cluster_name):
+        problems.append(
+            f"{key_name(('clusterName',))} = {config.cluster_name!r}: must be 2-39 characters of lower-case letters, "
+            "digits and '-', starting with a letter"
+        )
+    unknown_addons = sorted(set(config.addon_versions) - set(versions.EKS_ADDON_VERSIONS))
+    for addon in unknown_addons:
+        problems.append(
+            f"{key_name(('addonVersions', addon))}: unknown add-on; allowed: {', '.join(versions.EKS_ADDON_VERSIONS)}"
+        )
+    if config.kubernetes_version != versions.KUBERNETES_VERSION:
+        missing = [a for a in versions.EKS_ADDON_VERSIONS if a not in config.addon_versions]
+        if missing:
+            problems.append(
+                f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: the pinned add-on builds are for "
+                f"{versions.KUBERNETES_VERSION}; set addonVersions for {', '.join(missing)} to use another version"
+            )
+    for i, arn in enumerate(config.cluster_admins):
+        if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
+            problems.append(
+                f"{key_name(('clusterAdmins', i))} = {arn!r}: must be an IAM role or user ARN "
+                "(arn:aws:iam::<account>:role/<name>)"
+            )
+    for i, log_type in enumerate(config.log_types):
+        if log_type not in LOG_TYPES:
+            problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: allowed: {', '.join(LOG_TYPES)}")
+    return problems
+
+
+def _parse_network(key: str, value: str, problems: list[str]) -> Optional[ipaddress.IPv4Network]:
+    try:
+        return ipaddress.IPv4Network(value)
+    except ValueError as exc:
+        problems.append(f"{key} = {value!r}: not a valid IPv4 CIDR block with host bits zero ({exc})")
+        return None
+
+
+def _network_problems(network: NetworkConfig) -> list[str]:
+    problems: list[str] = []
+    vpc_key, secondary_key = key_name(("network", "vpcCidr")), key_name(("network", "secondaryCidr"))
+    vpc = _parse_network(vpc_key, network.vpc_cidr, problems)
+    secondary = _parse_network(secondary_key, network.secondary_cidr, problems)
+    for key, block in ((vpc_key, vpc), (secondary_key, secondary)):
+        if block is not None and not 16 <= block.prefixlen <= 24:
+            problems.append(f"{key} = '{block}': prefix must be between /16 and /24 to hold the subnets")
+    if vpc is not None and secondary is not None:
+        if vpc.overlaps(secondary):
+            problems.append(f"{secondary_key} = '{secondary}': overlaps {vpc_key} '{vpc}'")
+        elif not any(secondary.subnet_of(r) for r in SECONDARY_CIDR_RANGES):
+            allowed = ", ".join(str(r) for r in SECONDARY_CIDR_RANGES)
+            problems.append(f"{secondary_key} = '{secondary}': must lie within one of {allowed}")
+    return problems
+
+
+def _endpoint_problems(access: EndpointAccessConfig) -> list[str]:
+    problems = []
+    if not access.public and not access.private:
+        problems.append(f"{key_name(('endpointAccess',))}: public and private are both false; enable at least one")
+    for i, cidr in enumerate(access.public_cidrs):
+        _parse_network(key_name(("endpointAccess", "publicCidrs", i)), cidr, problems)
+    return problems
+
+
+def _size_problems(key: str, group: Any) -> list[str]:
+    if group.min_size <= group.desired_size <= group.max_size:
+        return []
+    return [
+        f"{key}: sizes must satisfy minSize <= desiredSize <= maxSize "
+        f"(got minSize={group.min_size}, desiredSize={group.desired_size}, maxSize={group.max_size})"
+    ]
+
+
+def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
+    allowed_types = ", ".join(NEURON_INSTANCE_TYPES)
+    for i, group in enumerate(groups):
+        key = key_name(("acceleratorNodeGroups", i))
+        if not re.fullmatch(NAME_PATTERN, group.name):
+            problems.append(
+                f"{key}.name = {group.name!r}: must be 2-39 characters of lower-case letters, digits and '-'"
+            )
+        if group.name in seen:
+            problems.append(f"{key}.name = {group.name!r}: duplicate node group name; names must be unique")
+        seen.add(group.name)
+        problems += _size_problems(key, group)
+        facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
+        if facts is None:
+            problems.append(
+                f"{key}.instanceType = {group.instance_type!r}: not a supported Neuron instance type; "
+                f"allowed: {allowed_types}"
+            )
+            continue
+        if group.efa and not facts.efa_supported:
+            efa_types = ", ".join(t for t, f in NEURON_INSTANCE_TYPES.items() if f.efa_supported)
+            problems.append(
+                f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)"
+            )
+        if group.capacity_reservation is not None:
+            if group.placement_group:
+                problems.append(
+                    f"{key}.placementGroup = true: cannot be combined with capacityReservation "
+                    f"{group.capacity_reservation.id!r}; launches into reservations fail inside a cluster "
+                    "placement group (remove placementGroup or the reservation)"
+                )
+            if not re.fullmatch(CAPACITY_RESERVATION_PATTERN, group.capacity_reservation.id):
+                problems.append(
+                    f"{key}.capacityReservation.id = {group.capacity_reservation.id!r}: "
+                    "must look like cr-0123456789abcdef0"
+                )
+        if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
+            problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
+    return problems

@@ -1,0 +1,60 @@
+"""What an accelerator node looks like to Kubernetes, and how cluster-autoscaler learns it.
+
+Cluster-autoscaler cannot see a node group with zero nodes, so it reads the node it would
+get from tags on the Auto Scaling group: labels, taints and extended resources (Neuron
+devices, NeuronCores, EFA interfaces). Without them a pending Trainium pod never triggers a
+scale-up from zero. EKS managed node groups do not copy their labels/taints to those tags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.catalog import InstanceFacts, node_label_value
+
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
+NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # Kubernetes spelling: NoSchedule
+
+    @property
+    def eks_effect(self) -> str:
+        """The EKS API spelling: NoSchedule -> NO_SCHEDULE."""
+        return {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}[
+            self.effect
+        ]
+
+
+NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
+
+
+def node_labels(instance_type: str, efa: bool, extra: dict[str, str]) -> dict[str, str]:
+    """The labels the seeds' workloads select on, plus any from config."""
+    labels = {
+        "instance-type": node_label_value(instance_type),
+        "provisioner": "cluster-autoscaler",
+    }
+    if efa:
+        labels["vpc.amazonaws.com/efa.present"] = "true"
+    return {**labels, **extra}
+
+
+def autoscaler_tags(
+    labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int
+) -> dict[str, str]:
+    tags = {f"{NODE_TEMPLATE_PREFIX}/label/{k}": v for k, v in labels.items()}
+    tags.update({f"{NODE_TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in taints})
+    resources = {r: facts.neuron_devices for r in NEURON_RESOURCES}
+    resources[NEURONCORE_RESOURCE] = facts.neuron_cores
+    if efa_interfaces:
+        resources[EFA_RESOURCE] = efa_interfaces
+    tags.update({f"{NODE_TEMPLATE_PREFIX}/resources/{r}": str(n) for r, n in resources.items()})
+    return tags

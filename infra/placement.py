@@ -1,0 +1,96 @@
+"""Which availability zones the cluster uses and where each accelerator group lives.
+
+Trainium is offered only in some zones of a region, and zone *names* map to different
+physical zones in every account, so all decisions use zone *ids* (usw2-az4) from the EC2
+instance-type offerings look-up. Pure: the look-up results come in as plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from infra.config import AcceleratorNodeGroupConfig, key_name
+from infra.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    zones: list[Zone]
+    """The VPC's zones, accelerator zones first."""
+    group_zones: dict[str, Zone]
+    """Accelerator node group name -> the one zone its nodes (and FSx) live in."""
+
+    @property
+    def accelerator_zone(self) -> Zone:
+        return self.zones[0]
+
+
+def choose_placement(
+    available: Sequence[Zone],
+    offerings: Mapping[str, set[str]],
+    groups: Sequence[AcceleratorNodeGroupConfig],
+    az_count: int,
+    region: str,
+) -> Placement:
+    """Pick the zones; raise ``ConfigError`` if the configured types cannot be placed.
+
+    ``offerings`` maps instance type -> zone ids offering it. Groups without a pinned zone go
+    to the first zone (in id order) that offers every unpinned type, so they share one
+    zone with the file system; a pinned zone must offer its group's type.
+    """
+    by_id = {z.id: z for z in available}
+    problems: list[str] = []
+    group_zone_ids: dict[str, str] = {}
+
+    for i, group in enumerate(groups):
+        if group.az_id is None:
+            continue
+        key = key_name(("acceleratorNodeGroups", i, "azId"))
+        offered = sorted(offerings.get(group.instance_type, set()))
+        if group.az_id not in by_id:
+            problems.append(f"{key} = {group.az_id!r}: not a zone of {region}; zones: {', '.join(sorted(by_id))}")
+        elif group.az_id not in offered:
+            problems.append(
+                f"{key} = {group.az_id!r}: does not offer {group.instance_type}; "
+                f"zones that do: {', '.join(offered) or 'none in ' + region}"
+            )
+        else:
+            group_zone_ids[group.name] = group.az_id
+
+    unpinned = [g for g in groups if g.az_id is None]
+    if unpinned:
+        wanted = sorted({g.instance_type for g in unpinned})
+        common = sorted(set(by_id).intersection(*(offerings.get(t, set()) for t in wanted)))
+        if not common:
+            detail = "; ".join(f"{t}: {', '.join(sorted(offerings.get(t, set()))) or 'none'}" for t in wanted)
+            problems.append(
+                f"{key_name(('acceleratorNodeGroups',))}: no zone of {region} offers all of {', '.join(wanted)} "
+                f"({detail}); pin groups to zones with azId or use another region"
+            )
+        else:
+            for group in unpinned:
+                group_zone_ids[group.name] = common[0]
+
+    if problems:
+        raise ConfigError(problems)
+
+    needed = list(dict.fromkeys(group_zone_ids[g.name] for g in groups))
+    if len(needed) > az_count:
+        raise ConfigError(
+            [f"{key_name(('network', 'azCount'))} = {az_count}: accelerator groups need zones {', '.join(needed)}"]
+        )
+    fillers = [z.id for z in sorted(available, key=lambda z: z.id) if z.id not in needed]
+    chosen = needed + fillers[: az_count - len(needed)]
+    if len(chosen) < az_count:
+        raise ConfigError([f"{key_name(('network', 'azCount'))} = {az_count}: {region} has only {len(by_id)} zones"])
+    return Placement(
+        zones=[by_id[z] for z in chosen],
+        group_zones={name: by_id[z] for name, z in group_zone_ids.items()},
+    )

@@ -1,0 +1,1 @@
+"""Run the real Pulumi programs offline under Pulumi's mock runtime (plan and tests)."""

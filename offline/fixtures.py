@@ -1,0 +1,74 @@
+"""Stand-ins for what AWS would answer, for the offline plan and the tests.
+
+Zone names map to zone ids differently in every account; the ids and Trainium offerings
+follow the seeds (usw2-az4, use1-az6, use2-az3). These are realistic examples, not the truth
+for your account: a real deploy looks everything up.
+"""
+
+from __future__ import annotations
+
+from infra.catalog import NEURON_INSTANCE_TYPES
+
+ACCOUNT_ID = "123456789012"
+DEPLOYER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/PlatformAdmin"
+DEPLOYER_SESSION_ARN = f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/PlatformAdmin/offline-plan"
+
+# region -> [(zone name, zone id)]
+ZONES: dict[str, list[tuple[str, str]]] = {
+    "us-west-2": [("us-west-2a", "usw2-az2"), ("us-west-2b", "usw2-az1"), ("us-west-2c", "usw2-az3"), ("us-west-2d", "usw2-az4")],
+    "us-east-1": [
+        ("us-east-1a", "use1-az1"), ("us-east-1b", "use1-az2"), ("us-east-1c", "use1-az4"),
+        ("us-east-1d", "use1-az6"), ("us-east-1e", "use1-az3"), ("us-east-1f", "use1-az5"),
+    ],
+    "us-east-2": [("us-east-2a", "use2-az1"), ("us-east-2b", "use2-az2"), ("us-east-2c", "use2-az3")],
+}
+
+_INF2 = ("inf2.xlarge", "inf2.8xlarge", "inf2.24xlarge", "inf2.48xlarge")
+
+# region -> instance type -> zone ids offering it
+OFFERINGS: dict[str, dict[str, set[str]]] = {
+    "us-west-2": {
+        "trn1.2xlarge": {"usw2-az3", "usw2-az4"},
+        "trn1.32xlarge": {"usw2-az4"},
+        "trn1n.32xlarge": {"usw2-az4"},
+        **{t: {"usw2-az1", "usw2-az2", "usw2-az4"} for t in _INF2},
+    },
+    "us-east-1": {
+        "trn1.2xlarge": {"use1-az6", "use1-az5"},
+        "trn1.32xlarge": {"use1-az6"},
+        "trn1n.32xlarge": {"use1-az6"},
+        **{t: {"use1-az1", "use1-az2", "use1-az6"} for t in _INF2},
+    },
+    "us-east-2": {
+        "trn1.2xlarge": {"use2-az3"},
+        "trn1.32xlarge": {"use2-az3"},
+        "trn1n.32xlarge": {"use2-az3"},
+        "trn2.48xlarge": {"use2-az3"},
+        **{t: {"use2-az1", "use2-az2", "use2-az3"} for t in _INF2},
+    },
+}
+
+_NVME_GB = {"trn1.2xlarge": 474}
+
+
+def instance_type_answer(instance_type: str) -> dict:
+    """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from the catalog."""
+    facts = NEURON_INSTANCE_TYPES[instance_type]
+    accelerator = "Trainium2" if instance_type.startswith("trn2") else (
+        "Trainium" if instance_type.startswith("trn") else "Inferentia2"
+    )
+    return {
+        "id": instance_type,
+        "instanceType": instance_type,
+        "maximumNetworkCards": facts.network_cards,
+        "efaSupported": facts.efa_supported,
+        "efaMaximumInterfaces": facts.max_efa_interfaces,
+        "neuronDevices": [
+            {"count": facts.neuron_devices, "coreCount": facts.cores_per_device, "name": accelerator,
+             "coreVersion": 3 if accelerator == "Trainium2" else 2, "memorySize": 32768}
+        ],
+        "instanceDisks": (
+            [{"count": facts.nvme_disks, "size": _NVME_GB.get(instance_type, 1900), "type": "ssd"}]
+            if facts.nvme_disks else []
+        ),
+    }

@@ -1,0 +1,194 @@
+"""Pulumi mocks that answer like AWS would, and a monitor that records every registration.
+
+Every value AWS or Kubernetes would assign (ids, ARNs, endpoints, Auto Scaling group names)
+is a placeholder containing the word ``placeholder``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockMonitor
+
+from offline import fixtures
+
+SECRET = "[secret]"
+
+# Resource type -> prefix of the id AWS would assign.
+_ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+}
+
+
+def placeholder_id(type_: str, name: str) -> str:
+    return f"{_ID_PREFIX.get(type_, 'id')}-placeholder-{name}"
+
+
+def _kubeconfig(cluster_name: str, region: str) -> dict[str, Any]:
+    endpoint = f"https://placeholder.gr7.{region}.eks.amazonaws.com"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {"server": endpoint, "certificate-authority-data": "cGxhY2Vob2xkZXI="}}],
+        "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
+        "current-context": "aws",
+        "users": [
+            {
+                "name": "aws",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region],
+                    }
+                },
+            }
+        ],
+    }
+
+
+class CloudMocks(pulumi.runtime.Mocks):
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def _arn(self, service: str, resource: str) -> str:
+        return f"arn:aws:{service}:{self.region}:{fixtures.ACCOUNT_ID}:{resource}"
+
+    # --- look-ups -------------------------------------------------------------------------
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        token, a = args.token, args.args
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            zones = fixtures.ZONES.get(self.region, [])
+            return {"id": self.region, "names": [n for n, _ in zones], "zoneIds": [i for _, i in zones],
+                    "groupNames": [self.region] * len(zones), "state": "available"}
+        if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            wanted = {v for f in a.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
+            pairs = [
+                (t, zone)
+                for t, zones in fixtures.OFFERINGS.get(self.region, {}).items()
+                if t in wanted
+                for zone in sorted(zones)
+            ]
+            return {"id": self.region, "instanceTypes": [t for t, _ in pairs], "locations": [z for _, z in pairs],
+                    "locationTypes": ["availability-zone-id"] * len(pairs)}
+        if token == "aws:ec2/getInstanceType:getInstanceType":
+            return fixtures.instance_type_answer(a["instanceType"])
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"id": fixtures.ACCOUNT_ID, "accountId": fixtures.ACCOUNT_ID,
+                    "arn": fixtures.DEPLOYER_SESSION_ARN, "userId": "AROAPLACEHOLDER:offline-plan"}
+        if token == "aws:index/getPartition:getPartition":
+            return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws"}
+        if token == "aws:iam/getSessionContext:getSessionContext":
+            return {"id": a["arn"], "arn": a["arn"], "issuerArn": fixtures.DEPLOYER_ROLE_ARN,
+                    "issuerId": "AROAPLACEHOLDER", "issuerName": "PlatformAdmin", "sessionName": "offline-plan"}
+        raise NotImplementedError(f"the offline mocks have no stand-in for the look-up {token}")
+
+    # --- resources ------------------------------------------------------------------------
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        type_, name, inputs = args.typ, args.name, dict(args.inputs)
+        state: dict[str, Any] = {**inputs}
+        state.setdefault("name", f"{name}-placeholder")
+        state.setdefault("arn", self._arn(type_.split(":")[1].split("/")[0], f"placeholder/{name}"))
+        resource_id = placeholder_id(type_, name)
+
+        if type_ == "eks:index:Cluster":
+            cluster_name = inputs.get("name", name)
+            issuer = f"oidc.eks.{self.region}.amazonaws.com/id/PLACEHOLDER"
+            kubeconfig = _kubeconfig(cluster_name, self.region)
+            state.update(
+                kubeconfig=kubeconfig,
+                kubeconfigJson=json.dumps(kubeconfig),
+                oidcIssuer=issuer,
+                oidcProviderUrl=issuer,
+                oidcProviderArn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:oidc-provider/{issuer}",
+                clusterSecurityGroupId="sg-placeholder-eks-cluster",
+            )
+        elif type_ == "aws:eks/nodeGroup:NodeGroup":
+            group = inputs.get("nodeGroupName", name)
+            state.update(
+                resources=[{"autoscalingGroups": [{"name": f"eks-{group}-placeholder"}], "remoteAccessSecurityGroupId": ""}],
+                status="ACTIVE",
+            )
+        elif type_ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state.update(latestVersion=1, defaultVersion=1)
+        elif type_ == "aws:kms/key:Key":
+            state.update(keyId=f"placeholder-{name}", arn=self._arn("kms", f"key/placeholder-{name}"))
+        elif type_ == "aws:iam/role:Role":
+            state.update(arn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:role/{state['name']}")
+        return resource_id, state
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    protect: bool
+    custom: bool
+    inputs: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "provider": self.provider,
+            "dependencies": self.dependencies,
+            "protect": self.protect,
+            "inputs": self.inputs,
+        }
+
+
+def mask_secrets(value: Any) -> Any:
+    """Replace every secret in deserialized RPC data with ``[secret]``."""
+    if rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {k: mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    return value
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock monitor, keeping what the engine would receive for every resource."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.registrations.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    provider=request.provider,
+                    dependencies=sorted(set(request.dependencies)),
+                    protect=bool(request.protect),
+                    custom=bool(request.custom),
+                    inputs=mask_secrets(rpc.deserialize_properties(request.object)),
+                )
+            )
+        return response

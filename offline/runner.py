@@ -1,0 +1,102 @@
+"""Evaluate a Pulumi program from this repository under the mock runtime.
+
+Used by the offline plan (``offline/plan.py``) and by the tests, so both see exactly what
+``pulumi up`` would declare, minus the cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import config as runtime_config
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from offline.mocks import SECRET, CloudMocks, Registration, RecordingMonitor
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class PlanResult:
+    project: str
+    stack: str
+    registrations: list[Registration]
+    outputs: dict[str, Any]
+    secret_outputs: set[str] = field(default_factory=set)
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def named(self, name: str) -> Registration:
+        matches = [r for r in self.registrations if r.name == name]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [r.as_json() for r in self.registrations],
+            "outputs": {k: (SECRET if k in self.secret_outputs else v) for k, v in self.outputs.items()},
+        }
+
+
+def project_name(project_dir: Path) -> str:
+    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+
+
+def _config_text(value: Any) -> str:
+    """Config as the Pulumi engine hands it to a program: JSON for structures, text for scalars."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def stack_config(project_dir: Path, stack: str) -> dict[str, str]:
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"no stack file {path.relative_to(REPO_ROOT)}")
+    document = yaml.safe_load(path.read_text()) or {}
+    return {key: _config_text(value) for key, value in (document.get("config") or {}).items()}
+
+
+def run_program(
+    project_dir: Path = REPO_ROOT,
+    stack: str = "dev",
+    config: Optional[dict[str, str]] = None,
+) -> PlanResult:
+    """Run ``project_dir/__main__.py`` for ``stack``; ``config`` replaces the stack file's config."""
+    project = project_name(project_dir)
+    values = stack_config(project_dir, stack) if config is None else config
+    region = values.get("aws:region", "us-west-2")
+
+    settings.ROOT.set(None)
+    runtime_config.set_all_config(values, [])
+    monitor = RecordingMonitor(CloudMocks(region))
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
+
+    root = settings.get_root_resource()
+    outputs: dict[str, Any] = {}
+    secrets: set[str] = set()
+    for key, value in getattr(root, "outputs", {}).items():
+        output = pulumi.Output.from_input(value)
+        outputs[key] = _sync_await(output.future())
+        if _sync_await(output.is_secret()):
+            secrets.add(key)
+    return PlanResult(project, stack, monitor.registrations, outputs, secrets)
