@@ -157,14 +157,17 @@ class Registration:
         }
 
 
-def mask_secrets(value: Any) -> Any:
-    """Replace every secret in deserialized RPC data with ``[secret]``."""
+def engine_view(value: Any) -> Any:
+    """Deserialized RPC data as JSON: secrets become ``[secret]``, whole numbers print as integers
+    (the wire format carries every number as a double)."""
     if rpc.is_rpc_secret(value):
         return SECRET
     if isinstance(value, dict):
-        return {k: mask_secrets(v) for k, v in value.items()}
+        return {k: engine_view(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [mask_secrets(v) for v in value]
+        return [engine_view(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
@@ -188,7 +191,7 @@ class RecordingMonitor(MockMonitor):
                     dependencies=sorted(set(request.dependencies)),
                     protect=bool(request.protect),
                     custom=bool(request.custom),
-                    inputs=mask_secrets(rpc.deserialize_properties(request.object)),
+                    inputs=engine_view(rpc.deserialize_properties(request.object)),
                 )
             )
         return response

@@ -99,4 +99,6 @@ def run_program(
         outputs[key] = _sync_await(output.future())
         if _sync_await(output.is_secret()):
             secrets.add(key)
-    return PlanResult(project, stack, monitor.registrations, outputs, secrets)
+    # Registration order is asynchronous; URN order is stable and groups children under components.
+    registrations = sorted(monitor.registrations, key=lambda r: r.urn)
+    return PlanResult(project, stack, registrations, outputs, secrets)

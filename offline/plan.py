@@ -1,0 +1,131 @@
+"""The offline plan: what `pulumi up` would create, without an AWS account or the Pulumi CLI.
+
+    python -m offline.plan [--stack dev] [--project-dir .] [--out build/plan]
+
+Evaluates the real program under Pulumi's mock runtime, prints a table of every resource
+and writes ``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes
+object under ``manifests/``. Exit code 2 (and nothing written) on bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from infra.errors import ConfigError
+from offline.mocks import Registration
+from offline.runner import REPO_ROOT, PlanResult, run_program
+
+# The inputs worth a glance per resource type; the rest is in resources.json.
+SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "aws:ec2/vpc:Vpc": ("cidrBlock",),
+    "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("cidrBlock",),
+    "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZoneId"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName",),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+    "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "capacityType", "scalingConfig"),
+    "aws:eks/addon:Addon": ("addonName", "addonVersion"),
+    "eks:index:Cluster": ("name", "version", "authenticationMode"),
+    "aws:autoscaling/tag:Tag": ("tag",),
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("policyArn",),
+    "aws:kms/alias:Alias": ("name",),
+}
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict) and {"key", "value"} <= value.keys():
+        return f"{value['key']}={value['value']}"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def summarize(r: Registration) -> str:
+    if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
+        nics = r.inputs.get("networkInterfaces") or []
+        parts = [f"efaInterfaces={len(nics)}"] if nics else []
+        if "placement" in r.inputs:
+            parts.append("placementGroup")
+        if "capacityReservationSpecification" in r.inputs:
+            parts.append("capacityReservation")
+        parts.append(f"imds={r.inputs.get('metadataOptions', {}).get('httpTokens')}")
+        return " ".join(parts)
+    keys = SUMMARY_KEYS.get(r.type, ())
+    return " ".join(f"{k}={_short(r.inputs[k])}" for k in keys if k in r.inputs)
+
+
+def render_table(rows: Iterable[tuple[str, str, str]]) -> str:
+    rows = list(rows)
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return "\n".join(f"{t:<{widths[0]}}  {n:<{widths[1]}}  {s}".rstrip() for t, n, s in rows)
+
+
+def kubernetes_objects(result: PlanResult) -> list[dict[str, Any]]:
+    return [
+        r.inputs
+        for r in result.registrations
+        if r.type.startswith("kubernetes:") and r.custom and "apiVersion" in r.inputs and "kind" in r.inputs
+    ]
+
+
+def manifest_file_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    parts = [obj["kind"].lower(), meta.get("namespace", ""), meta.get("name", "unnamed")]
+    return "-".join(p for p in parts if p) + ".yaml"
+
+
+def write_plan(result: PlanResult, out_root: Path) -> Path:
+    out = out_root / result.project / result.stack
+    if out.exists():
+        shutil.rmtree(out)
+    manifests = out / "manifests"
+    manifests.mkdir(parents=True)
+    (out / "resources.json").write_text(json.dumps(result.as_json(), indent=2, sort_keys=False) + "\n")
+    for obj in kubernetes_objects(result):
+        (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
+    args = parser.parse_args(argv)
+
+    try:
+        result = run_program(args.project_dir.resolve(), args.stack)
+    except ConfigError as exc:
+        print(f"{exc}\n\nNothing was planned.", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    rows = [("TYPE", "NAME", "SETTINGS")]
+    rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
+    print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
+    print(render_table(rows))
+    print("\nOutputs:")
+    for key, value in result.as_json()["outputs"].items():
+        print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    out = write_plan(result, args.out)
+    print(
+        f"\nWrote {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}/resources.json "
+        f"and {len(kubernetes_objects(result))} manifests."
+        "\nIds, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
+        "\nassigns at deploy time; zone ids and instance facts come from offline/fixtures.py and infra/catalog.py."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
