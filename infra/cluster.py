@@ -60,7 +60,7 @@ class EksCluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets", name=f"alias/eks/{args.name}", target_key_id=secrets_key.key_id, opts=child)
+        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{args.name}", target_key_id=secrets_key.key_id, opts=child)
 
         cluster = eks.Cluster(
             f"{name}-eks",
@@ -130,7 +130,7 @@ class EksCluster(pulumi.ComponentResource):
             opts=child,
         )
         ebs_policy = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi",
+            f"{name}-ebs-csi-policy",
             role=ebs_role.name,
             policy_arn=managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),
             opts=child,
@@ -183,7 +183,7 @@ class EksCluster(pulumi.ComponentResource):
     ) -> aws.eks.NodeGroup:
         core = args.core_node_group
         template = aws.ec2.LaunchTemplate(
-            f"{name}-core",
+            f"{name}-core-lt",
             description=f"Core nodes of {args.name}: system pods and Ray heads",
             metadata_options=lt.metadata_options(),
             block_device_mappings=[lt.root_volume(core.disk_size_gib)],

@@ -1,0 +1,242 @@
+"""Every configuration rule: one accepted and one refused case, checking the message names
+the key, the bad value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.config import parse_stack_config, raw_from_pulumi_config
+from infra.errors import ConfigError
+
+BASE: dict[str, Any] = {
+    "region": "us-west-2",
+    "acceleratorNodeGroups": [
+        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4},
+    ],
+}
+
+
+def with_changes(**changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(BASE)
+    raw.update(changes)
+    return raw
+
+
+def group(**fields: Any) -> dict[str, Any]:
+    return {**BASE["acceleratorNodeGroups"][0], **fields}
+
+
+def refused(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(raw)
+    return str(err.value)
+
+
+def test_defaults_make_a_working_dev_config():
+    config = parse_stack_config({"region": "us-west-2"})
+    assert config.cluster_name == "trainium"
+    assert config.network.secondary_cidr == "100.64.0.0/16"
+    assert config.network.nat_gateways == "single"
+    assert [g.name for g in config.accelerator_node_groups] == ["trn1-32xl-ng1", "trn1n-32xl-ng"]
+    assert [(g.min_size, g.desired_size, g.max_size) for g in config.accelerator_node_groups] == [(0, 0, 4), (0, 0, 2)]
+    assert all(g.efa_enabled and g.placement_group_enabled for g in config.accelerator_node_groups)
+    assert all(vars(config.features).values())
+
+
+def test_region_is_required():
+    assert "aws:region: required but not set" in refused({})
+
+
+def test_bad_region():
+    assert "aws:region = 'uswest2': not an AWS region name" in refused(with_changes(region="uswest2"))
+
+
+def test_unknown_key_is_refused_not_ignored():
+    message = refused(with_changes(netwrok={"azCount": 3}))
+    assert "trainium-eks:netwrok: unknown key" in message
+
+
+def test_unknown_nested_key():
+    assert "trainium-eks:acceleratorNodeGroups[0].efaCount: unknown key" in refused(
+        with_changes(acceleratorNodeGroups=[group(efaCount=8)])
+    )
+
+
+def test_non_neuron_instance_type():
+    message = refused(with_changes(acceleratorNodeGroups=[group(instanceType="p4d.24xlarge")]))
+    assert "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge'" in message
+    assert "not a supported Neuron instance type" in message
+    assert "allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge" in message
+
+
+def test_unknown_instance_type():
+    assert "instanceType = 'trn9.64xlarge'" in refused(with_changes(acceleratorNodeGroups=[group(instanceType="trn9.64xlarge")]))
+
+
+def test_efa_on_a_type_without_efa():
+    message = refused(with_changes(acceleratorNodeGroups=[group(instanceType="trn1.2xlarge", efa=True)]))
+    assert "acceleratorNodeGroups[0].efa = true: trn1.2xlarge has no EFA" in message
+    assert "EFA types: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge" in message
+
+
+def test_efa_defaults_follow_the_type():
+    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(name="small", instanceType="trn1.2xlarge")]))
+    assert config.accelerator_node_groups[0].efa_enabled is False
+
+
+@pytest.mark.parametrize(("sizes", "ok"), [((0, 0, 4), True), ((2, 2, 2), True), ((3, 2, 4), False), ((0, 5, 4), False)])
+def test_min_desired_max(sizes, ok):
+    lo, want, hi = sizes
+    raw = with_changes(acceleratorNodeGroups=[group(minSize=lo, desiredSize=want, maxSize=hi)])
+    if ok:
+        parse_stack_config(raw)
+    else:
+        message = refused(raw)
+        assert "trainium-eks:acceleratorNodeGroups[0]: sizes must satisfy minSize <= desiredSize <= maxSize" in message
+        assert f"got minSize={lo}, desiredSize={want}, maxSize={hi}" in message
+
+
+def test_core_group_sizes():
+    message = refused(with_changes(coreNodeGroup={"minSize": 3, "desiredSize": 2, "maxSize": 4}))
+    assert "coreNodeGroup: sizes must satisfy" in message
+
+
+def test_negative_size():
+    assert "acceleratorNodeGroups[0].minSize = -1: Input should be greater than or equal to 0" in refused(
+        with_changes(acceleratorNodeGroups=[group(minSize=-1)])
+    )
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/33", "10.0.0.1/16", "ten.0.0.0/16"])
+def test_malformed_vpc_cidr(cidr):
+    message = refused(with_changes(network={"vpcCidr": cidr}))
+    assert f"trainium-eks:network.vpcCidr = '{cidr}': not a valid IPv4 CIDR block" in message
+
+
+def test_overlapping_cidrs():
+    message = refused(with_changes(network={"vpcCidr": "100.64.0.0/16", "secondaryCidr": "100.64.0.0/17"}))
+    assert "trainium-eks:network.secondaryCidr = '100.64.0.0/17': overlaps trainium-eks:network.vpcCidr '100.64.0.0/16'" in message
+
+
+def test_secondary_cidr_outside_allowed_ranges():
+    message = refused(with_changes(network={"secondaryCidr": "8.8.0.0/16"}))
+    assert "network.secondaryCidr = '8.8.0.0/16': must lie within one of" in message
+    assert "100.64.0.0/10" in message
+
+
+def test_cidr_prefix_range():
+    assert "network.vpcCidr = '10.0.0.0/26': prefix must be between /16 and /24" in refused(
+        with_changes(network={"vpcCidr": "10.0.0.0/26"})
+    )
+
+
+def test_az_count_range():
+    assert "trainium-eks:network.azCount = 1: Input should be greater than or equal to 2" in refused(
+        with_changes(network={"azCount": 1})
+    )
+
+
+def test_nat_strategy():
+    message = refused(with_changes(network={"natGateways": "none"}))
+    assert "trainium-eks:network.natGateways = 'none': Input should be 'single' or 'per-az'" in message
+
+
+def test_capacity_reservation_with_placement_group():
+    reservation = {"id": "cr-0123456789abcdef0"}
+    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation=reservation, placementGroup=True)]))
+    assert "acceleratorNodeGroups[0].placementGroup = true: cannot be combined with capacityReservation 'cr-0123456789abcdef0'" in message
+
+
+def test_capacity_reservation_turns_placement_group_off_by_default():
+    config = parse_stack_config(
+        with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "capacity-block"})])
+    )
+    assert config.accelerator_node_groups[0].placement_group_enabled is False
+
+
+def test_malformed_capacity_reservation_id():
+    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "res-1"})]))
+    assert "capacityReservation.id = 'res-1': must look like cr-0123456789abcdef0" in message
+
+
+def test_capacity_reservation_type():
+    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "spot"})]))
+    assert "capacityReservation.type = 'spot': Input should be 'on-demand' or 'capacity-block'" in message
+
+
+def test_duplicate_group_names():
+    message = refused(with_changes(acceleratorNodeGroups=[group(), group(instanceType="trn1n.32xlarge")]))
+    assert "acceleratorNodeGroups[1].name = 'trn1-32xl-ng1': duplicate node group name" in message
+
+
+def test_group_name_format():
+    assert "acceleratorNodeGroups[0].name = 'Trn_1'" in refused(with_changes(acceleratorNodeGroups=[group(name="Trn_1")]))
+
+
+def test_az_id_format():
+    assert "acceleratorNodeGroups[0].azId = 'us-west-2d': not an availability zone id" in refused(
+        with_changes(acceleratorNodeGroups=[group(azId="us-west-2d")])
+    )
+
+
+def test_efa_interface_type():
+    message = refused(with_changes(acceleratorNodeGroups=[group(efaInterfaceType="ena")]))
+    assert "efaInterfaceType = 'ena': Input should be 'efa-only' or 'efa'" in message
+
+
+def test_endpoint_needs_public_or_private():
+    assert "endpointAccess: public and private are both false" in refused(
+        with_changes(endpointAccess={"public": False, "private": False})
+    )
+
+
+def test_endpoint_public_cidrs():
+    assert "endpointAccess.publicCidrs[0] = '1.2.3.4/8'" in refused(with_changes(endpointAccess={"publicCidrs": ["1.2.3.4/8"]}))
+
+
+def test_cluster_admin_arns():
+    parse_stack_config(with_changes(clusterAdmins=["arn:aws:iam::123456789012:role/MlPlatform"]))
+    message = refused(with_changes(clusterAdmins=["arn:aws:sts::123456789012:assumed-role/MlPlatform/me"]))
+    assert "clusterAdmins[0] = 'arn:aws:sts::123456789012:assumed-role/MlPlatform/me': must be an IAM role or user ARN" in message
+
+
+def test_log_types():
+    assert "logTypes[0] = 'everything': allowed: api, audit, authenticator, controllerManager, scheduler" in refused(
+        with_changes(logTypes=["everything"])
+    )
+
+
+def test_cluster_name():
+    assert "trainium-eks:clusterName = 'My Cluster'" in refused(with_changes(clusterName="My Cluster"))
+
+
+def test_other_kubernetes_version_needs_its_addon_builds():
+    message = refused(with_changes(kubernetesVersion="1.35"))
+    assert "kubernetesVersion = '1.35': the pinned add-on builds are for 1.34" in message
+    builds = {a: "v0-eksbuild.1" for a in ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver")}
+    assert parse_stack_config(with_changes(kubernetesVersion="1.35", addonVersions=builds)).kubernetes_version == "1.35"
+
+
+def test_unknown_addon():
+    assert "addonVersions.aws-mountpoint: unknown add-on" in refused(with_changes(addonVersions={"aws-mountpoint": "v1"}))
+
+
+def test_every_problem_is_reported_at_once():
+    message = refused(with_changes(network={"secondaryCidr": "10.0.0.0/16"}, acceleratorNodeGroups=[group(instanceType="p5.48xlarge")]))
+    assert "network.secondaryCidr = '10.0.0.0/16': overlaps" in message and "instanceType = 'p5.48xlarge'" in message
+
+
+def test_reading_engine_config():
+    raw = raw_from_pulumi_config(
+        {
+            "aws:region": "us-east-2",
+            "trainium-eks:clusterName": "trn-prod",
+            "trainium-eks:kubernetesVersion": "1.34",
+            "trainium-eks:network": '{"azCount": 3}',
+            "other-project:thing": "x",
+        }
+    )
+    assert raw == {"region": "us-east-2", "clusterName": "trn-prod", "kubernetesVersion": "1.34", "network": {"azCount": 3}}
