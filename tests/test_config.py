@@ -240,3 +240,15 @@ def test_reading_engine_config():
         }
     )
     assert raw == {"region": "us-east-2", "clusterName": "trn-prod", "kubernetesVersion": "1.34", "network": {"azCount": 3}}
+
+
+def test_config_from_the_cli_environment(monkeypatch):
+    """`pulumi up` passes config in PULUMI_CONFIG, not in-process."""
+    from pulumi.runtime import config as runtime_config
+
+    from infra import stack_config
+
+    runtime_config.set_all_config({})
+    monkeypatch.setenv("PULUMI_CONFIG", '{"aws:region": "us-east-1", "trainium-eks:clusterName": "from-env"}')
+    config = stack_config.load()
+    assert (config.region, config.cluster_name) == ("us-east-1", "from-env")

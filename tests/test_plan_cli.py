@@ -1,0 +1,79 @@
+"""`make plan`'s entry point: what it writes, and how it refuses bad configuration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from offline import plan
+from offline.runner import REPO_ROOT
+
+
+def bad_project(tmp_path: Path, config: dict) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / name).write_text((REPO_ROOT / name).read_text())
+    (project / "Pulumi.bad.yaml").write_text(yaml.safe_dump({"config": config}))
+    return project
+
+
+def test_plan_writes_resources_json(tmp_path, capsys):
+    assert plan.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "trainium-eks" / "dev" / "resources.json").read_text())
+    assert (document["project"], document["stack"]) == ("trainium-eks", "dev")
+    assert set(document["resources"][0]) == {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"}
+    assert document["outputs"]["kubeconfig"] == "[secret]"
+    assert (tmp_path / "trainium-eks" / "dev" / "manifests").is_dir()
+    types = {r["type"] for r in document["resources"]}
+    assert {"eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate"} <= types
+    printed = capsys.readouterr().out
+    assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed
+    assert "placeholder" in printed
+
+
+def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
+    project = bad_project(
+        tmp_path,
+        {
+            "aws:region": "us-west-2",
+            "trainium-eks:acceleratorNodeGroups": [{"name": "gpu", "instanceType": "p4d.24xlarge", "maxSize": 2}],
+        },
+    )
+    out = tmp_path / "out"
+    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type" in err
+
+
+def test_placement_errors_also_exit_2(tmp_path, capsys):
+    project = bad_project(
+        tmp_path,
+        {
+            "aws:region": "us-west-2",
+            "trainium-eks:acceleratorNodeGroups": [
+                {"name": "trn1", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az2"}
+            ],
+        },
+    )
+    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
+    assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in capsys.readouterr().err
+
+
+def test_no_traceback_from_the_command_line(tmp_path):
+    project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
+    run = subprocess.run(
+        [sys.executable, "-m", "offline.plan", "--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "o")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert "trainium-eks:network.vpcCidr = '10.0.0.0/33'" in run.stderr
