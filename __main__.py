@@ -1,12 +1,20 @@
 """The cluster stack: network, EKS, Trainium node groups. Wiring only; logic lives in infra/."""
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from infra import lookups, stack_config
 from infra.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
+from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
+from infra.devices import DevicePlugins
+from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.network import Network, NetworkArgs
+from infra.observability import Observability, ObservabilityArgs
 from infra.placement import choose_placement
+from infra.registries import Registries, RegistriesArgs
+from infra.schedulers import Schedulers, SchedulersArgs
+from infra.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
 
 config = stack_config.load()
 groups = config.accelerator_node_groups
@@ -63,6 +71,83 @@ accelerators = AcceleratorNodeGroups(
     ),
 )
 
+# --- cluster software, through a provider built from the cluster's kubeconfig ---------------
+features = config.features
+namespaces = config.training_namespaces
+kubernetes = k8s.Provider(
+    "cluster",
+    kubeconfig=cluster.kubeconfig,
+    # Charts need somewhere to run: nothing goes onto the cluster before the core nodes.
+    opts=pulumi.ResourceOptions(depends_on=[cluster.core_node_group]),
+)
+
+identities = TrainingIdentities(
+    "training",
+    TrainingIdentitiesArgs(cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags),
+    kubernetes,
+)
+DevicePlugins(
+    "devices", features.neuron_device_plugin, features.efa_device_plugin, features.neuron_scheduler_extension, kubernetes
+)
+storage = None
+if features.fsx_csi:
+    storage = FsxStorage(
+        "fsx",
+        FsxStorageArgs(
+            cluster_name=cluster.name,
+            partition=cloud.partition,
+            vpc_id=network.vpc_id,
+            subnet_id=network.private_subnet_by_zone_id[placement.accelerator_zone.id],
+            node_security_group_ids=[cluster.cluster_security_group_id],
+            storage=config.storage,
+            identities=identities,
+            namespaces=namespaces,
+            tags=tags,
+        ),
+        kubernetes,
+    )
+schedulers = Schedulers(
+    "schedulers",
+    SchedulersArgs(
+        volcano=features.volcano,
+        queues=config.volcano_queues,
+        kuberay=features.kuberay,
+        mpi_operator=features.mpi_operator,
+        torchx_etcd=features.torchx_etcd,
+        namespaces=namespaces,
+        identities=identities,
+    ),
+    kubernetes,
+)
+Autoscaling(
+    "autoscaling",
+    AutoscalingArgs(
+        cluster_name=config.cluster_name,
+        region=config.region,
+        account_id=cloud.account_id,
+        partition=cloud.partition,
+        cluster_autoscaler=features.cluster_autoscaler,
+        metrics_server=features.metrics_server,
+        depends_on=[cluster],
+        tags=tags,
+    ),
+    kubernetes,
+)
+observability = None
+if features.observability:
+    observability = Observability(
+        "observability",
+        ObservabilityArgs(
+            cluster_name=cluster.name,
+            cluster_name_text=config.cluster_name,
+            region=config.region,
+            partition=cloud.partition,
+            depends_on=[cluster.core_node_group],
+            tags=tags,
+        ),
+    )
+registries = Registries("registries", RegistriesArgs(config.cluster_name, config.ecr_force_delete, tags))
+
 pulumi.export("clusterName", cluster.name)
 pulumi.export("region", config.region)
 pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -92,4 +177,25 @@ pulumi.export(
         for s in specs
     ],
 )
-pulumi.export("features", config.features.model_dump(by_alias=True))
+pulumi.export("features", features.model_dump(by_alias=True))
+pulumi.export("trainingNamespaces", namespaces)
+pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArn": identities.role_arn})
+pulumi.export(
+    "storage",
+    {
+        "enabled": storage is not None,
+        "storageClass": STORAGE_CLASS if storage else None,
+        "claimName": config.storage.claim_name if storage else None,
+        "namespaces": namespaces if storage else [],
+        "capacityGib": config.storage.capacity_gib,
+        "deploymentType": config.storage.deployment_type,
+        "zone": placement.accelerator_zone.id,
+        # Resolves once each claim exists; the first pod to mount it waits for FSx (5-10 min).
+        "claims": {ns: c.metadata.name for ns, c in storage.claims.items()} if storage else {},
+    },
+)
+pulumi.export("volcanoQueues", [q.name for q in config.volcano_queues] if features.volcano else [])
+pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
+pulumi.export("ecrRepositories", registries.urls)
+pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
+pulumi.export("cloudwatchDashboard", observability.dashboard_name if observability else None)

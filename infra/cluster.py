@@ -151,6 +151,7 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_security_group_id = cluster.cluster_security_group_id
         self.node_role_arn = node_role.arn
         self.node_policies = node_policies
+        self.core_node_group = core_group
         self.core_node_group_name = core_group.node_group_name
         self.register_outputs({"name": self.name})
 

@@ -103,6 +103,9 @@ class FeaturesConfig(_Model):
     """On/off switches for the cluster software layered on the cluster."""
 
     neuron_device_plugin: bool = True
+    # Packs multi-device pods onto topologically adjacent Neuron devices; worth it when pods
+    # ask for fewer devices than a node has (inference, small fine-tunes), not for whole-node jobs.
+    neuron_scheduler_extension: bool = False
     efa_device_plugin: bool = True
     fsx_csi: bool = True
     volcano: bool = True
@@ -112,6 +115,44 @@ class FeaturesConfig(_Model):
     cluster_autoscaler: bool = True
     metrics_server: bool = True
     observability: bool = True
+
+
+FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
+# MB/s/TiB each deployment type accepts; scratch has none.
+FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_2": (125, 250, 500, 1000),
+    "PERSISTENT_1": (50, 100, 200),
+    "SCRATCH_2": (),
+}
+
+
+class StorageConfig(_Model):
+    """The FSx for Lustre StorageClass and the `fsx-claim` PVC in every training namespace."""
+
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
+    per_unit_storage_throughput: Optional[int] = 125
+    capacity_gib: int = 1200
+    lustre_version: Literal["2.15", "2.12"] = "2.15"
+    compression: Literal["LZ4", "NONE"] = "LZ4"
+    s3_import_path: Optional[str] = None
+    s3_export_path: Optional[str] = None
+    kms_key_id: Optional[str] = None
+    reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+    claim_name: str = "fsx-claim"
+
+
+class QueueConfig(_Model):
+    name: str
+    weight: int = Field(default=1, ge=1)
+    reclaimable: bool = True
+    # Optional caps on what the queue's jobs may hold at once, as Kubernetes quantities.
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
+
+
+def _default_queues() -> list[QueueConfig]:
+    # `test` is what the seeds' TorchX runs submit to; the Ray seed caps its queue.
+    return [QueueConfig(name="test"), QueueConfig(name="llama2-training-queue", cpu="500", memory="1500Gi")]
 
 
 def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
@@ -134,6 +175,12 @@ class StackConfig(_Model):
     core_node_group: CoreNodeGroupConfig = CoreNodeGroupConfig()
     accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(default_factory=_default_accelerator_groups)
     features: FeaturesConfig = FeaturesConfig()
+    training_namespaces: list[str] = ["default"]
+    storage: StorageConfig = StorageConfig()
+    volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues)
+    training_data_buckets: list[str] = []
+    # Let `pulumi destroy` delete repositories that still hold images (off in prod).
+    ecr_force_delete: bool = True
     tags: dict[str, str] = {}
 
     def resolved_addon_versions(self) -> dict[str, str]:
@@ -205,6 +252,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _endpoint_problems(config.endpoint_access)
     problems += _size_problems("coreNodeGroup", config.core_node_group)
     problems += _accelerator_problems(config.accelerator_node_groups)
+    problems += _software_problems(config)
     return problems
 
 
@@ -328,4 +376,93 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]
                 )
         if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
             problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
+    return problems
+
+
+DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$"
+BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+def fsx_capacity_problem(capacity_gib: int) -> Optional[str]:
+    """FSx for Lustre SSD capacity comes in 1200 GiB, 2400 GiB, then multiples of 2400 GiB."""
+    if capacity_gib in (1200, 2400) or (capacity_gib > 2400 and capacity_gib % 2400 == 0):
+        return None
+    lower = 1200 if capacity_gib < 2400 else max(2400, capacity_gib // 2400 * 2400)
+    upper = 1200 if capacity_gib < 1200 else (2400 if capacity_gib < 2400 else lower + 2400)
+    nearest = sorted({lower, upper})
+    return f"allowed: 1200, 2400, or a multiple of 2400 (nearest: {' or '.join(map(str, nearest))})"
+
+
+def _software_problems(config: StackConfig) -> list[str]:
+    problems: list[str] = []
+    storage, skey = config.storage, (lambda *k: key_name(("storage", *k)))
+    capacity = fsx_capacity_problem(storage.capacity_gib)
+    if capacity:
+        problems.append(f"{skey('capacityGib')} = {storage.capacity_gib}: {capacity}")
+    allowed = FSX_THROUGHPUTS[storage.deployment_type]
+    if allowed and storage.per_unit_storage_throughput not in allowed:
+        problems.append(
+            f"{skey('perUnitStorageThroughput')} = {storage.per_unit_storage_throughput}: "
+            f"{storage.deployment_type} allows {', '.join(map(str, allowed))}"
+        )
+    if not allowed and storage.per_unit_storage_throughput is not None:
+        problems.append(f"{skey('perUnitStorageThroughput')}: {storage.deployment_type} takes none; set it to null")
+    for field_ in ("s3ImportPath", "s3ExportPath"):
+        path = getattr(storage, "s3_import_path" if field_ == "s3ImportPath" else "s3_export_path")
+        if path is None:
+            continue
+        if not re.fullmatch(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", path):
+            problems.append(f"{skey(field_)} = {path!r}: must be an s3://bucket[/prefix] URL")
+        if storage.deployment_type == "PERSISTENT_2":
+            # The CSI driver passes these to CreateFileSystem, which takes them only for
+            # SCRATCH and PERSISTENT_1; PERSISTENT_2 links S3 through data repository associations.
+            problems.append(
+                f"{skey(field_)} = {path!r}: not available with deploymentType PERSISTENT_2; "
+                "use SCRATCH_2 or PERSISTENT_1 for S3 import/export"
+            )
+    if storage.s3_export_path and not storage.s3_import_path:
+        problems.append(f"{skey('s3ExportPath')}: needs s3ImportPath as well")
+    if storage.kms_key_id and storage.deployment_type == "SCRATCH_2":
+        problems.append(f"{skey('kmsKeyId')}: SCRATCH_2 file systems cannot use a customer KMS key")
+    if not re.fullmatch(DNS_LABEL, storage.claim_name):
+        problems.append(f"{skey('claimName')} = {storage.claim_name!r}: not a valid Kubernetes name")
+
+    if not config.training_namespaces:
+        problems.append(f"{key_name(('trainingNamespaces',))}: list at least one namespace (default: [default])")
+    seen: set[str] = set()
+    for i, namespace in enumerate(config.training_namespaces):
+        key = key_name(("trainingNamespaces", i))
+        if not re.fullmatch(DNS_LABEL, namespace):
+            problems.append(f"{key} = {namespace!r}: not a valid Kubernetes namespace name")
+        if namespace in ("kube-system", "kube-public", "kube-node-lease"):
+            problems.append(f"{key} = {namespace!r}: a system namespace; use your own or default")
+        if namespace in seen:
+            problems.append(f"{key} = {namespace!r}: listed twice")
+        seen.add(namespace)
+
+    names: set[str] = set()
+    for i, queue in enumerate(config.volcano_queues):
+        key = key_name(("volcanoQueues", i))
+        if not re.fullmatch(DNS_LABEL, queue.name):
+            problems.append(f"{key}.name = {queue.name!r}: not a valid Kubernetes name")
+        if queue.name in names:
+            problems.append(f"{key}.name = {queue.name!r}: duplicate queue name")
+        names.add(queue.name)
+        for field_, value in (("cpu", queue.cpu), ("memory", queue.memory)):
+            if value is not None and not re.fullmatch(QUANTITY, value):
+                problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
+
+    for i, bucket in enumerate(config.training_data_buckets):
+        if not re.fullmatch(BUCKET, bucket):
+            problems.append(
+                f"{key_name(('trainingDataBuckets', i))} = {bucket!r}: not an S3 bucket name (names only, no s3://)"
+            )
+
+    features = config.features
+    if features.torchx_etcd and not features.volcano:
+        problems.append(
+            f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "
+            "turn volcano on or torchxEtcd off"
+        )
     return problems

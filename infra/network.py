@@ -29,6 +29,7 @@ class Network(pulumi.ComponentResource):
     private_subnet_ids: list[pulumi.Output[str]]
     node_subnet_ids: list[pulumi.Output[str]]
     node_subnet_by_zone_id: dict[str, pulumi.Output[str]]
+    private_subnet_by_zone_id: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Network", name, None, opts)
@@ -140,4 +141,5 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids = [s.id for s in private_subnets]
         self.node_subnet_ids = [s.id for s in node_subnets]
         self.node_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, node_subnets)}
+        self.private_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, private_subnets)}
         self.register_outputs({"vpcId": self.vpc_id})

@@ -24,3 +24,47 @@ EKS_ADDON_VERSIONS: dict[str, str] = {
 # runtime; never the NVIDIA one for Trainium/Inferentia.
 NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"
 CORE_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+
+# --- cluster software --------------------------------------------------------------------------
+# Charts, manifests and images installed on the cluster. A misspelled Helm value is silently
+# ignored, so the value keys each chart gets are pinned by tests against these versions.
+
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    chart: str
+    version: str
+    repository: str | None = None
+    """None for OCI charts, whose `chart` is the full oci:// reference."""
+
+
+CHARTS: dict[str, ChartPin] = {
+    # >= 1.1.1: earlier versions mis-schedule pods asking for more than one Neuron device.
+    "neuron": ChartPin("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0"),
+    # Chart v0.5.30 ships device plugin image v0.5.20; the chart version carries a literal "v".
+    "efa-device-plugin": ChartPin("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts"),
+    "fsx-csi-driver": ChartPin(
+        "aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
+    ),
+    "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
+    "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),
+    # 9.53.0 runs cluster-autoscaler v1.34.2, matching KUBERNETES_VERSION.
+    "cluster-autoscaler": ChartPin("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler"),
+    "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
+}
+
+# kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied as is.
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_MANIFEST = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+)
+
+# torch elastic's etcd rendezvous speaks the etcd v2 API, which 3.6 removed: stay on 3.5.
+ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
+
+# The CloudWatch Observability add-on also runs neuron-monitor on Neuron nodes.
+CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
+CLOUDWATCH_OBSERVABILITY_VERSION = "v4.4.0-eksbuild.1"

@@ -127,6 +127,9 @@ class CloudMocks(pulumi.runtime.Mocks):
             state.update(latestVersion=1, defaultVersion=1)
         elif type_ == "aws:kms/key:Key":
             state.update(keyId=f"placeholder-{name}", arn=self._arn("kms", f"key/placeholder-{name}"))
+        elif type_ == "aws:ecr/repository:Repository":
+            repo = inputs.get("name", name)
+            state.update(repositoryUrl=f"{fixtures.ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{repo}")
         elif type_ == "aws:iam/role:Role":
             state.update(arn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:role/{state['name']}")
         return resource_id, state

@@ -1,0 +1,140 @@
+"""cluster-autoscaler (scales the accelerator groups from zero and back) and metrics-server."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.iam import pod_identity_trust_policy
+from infra.kube import CORE_NODE_SELECTOR, helm_release
+from infra.versions import CHARTS
+
+SERVICE_ACCOUNT = "cluster-autoscaler"
+
+
+def autoscaler_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """Scale and terminate only in this cluster's groups (EKS tags their ASGs as owned)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ScaleOwnGroups",
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+                    },
+                },
+                {
+                    "Sid": "DescribeOwnNodeGroups",
+                    "Effect": "Allow",
+                    "Action": ["eks:DescribeNodegroup"],
+                    "Resource": f"arn:{partition}:eks:{region}:{account_id}:nodegroup/{cluster_name}/*",
+                },
+                {
+                    "Sid": "Discover",
+                    "Effect": "Allow",
+                    "Action": [
+                        "autoscaling:DescribeAutoScalingGroups",
+                        "autoscaling:DescribeAutoScalingInstances",
+                        "autoscaling:DescribeLaunchConfigurations",
+                        "autoscaling:DescribeScalingActivities",
+                        "autoscaling:DescribeTags",
+                        "ec2:DescribeImages",
+                        "ec2:DescribeInstanceTypes",
+                        "ec2:DescribeLaunchTemplateVersions",
+                        "ec2:GetInstanceTypesFromInstanceRequirements",
+                    ],
+                    "Resource": "*",
+                },
+            ],
+        }
+    )
+
+
+def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {
+            "clusterName": cluster_name,
+            "tags": ["k8s.io/cluster-autoscaler/enabled", f"k8s.io/cluster-autoscaler/{cluster_name}"],
+        },
+        "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+        "nodeSelector": CORE_NODE_SELECTOR,
+        "extraArgs": {
+            # Trainium groups of one type in one zone: least-waste picks the smallest fit.
+            "expander": "least-waste",
+            "balance-similar-node-groups": "true",
+            "skip-nodes-with-system-pods": "false",
+            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone.
+            "scale-down-unneeded-time": "10m",
+            "scale-down-delay-after-add": "10m",
+        },
+    }
+
+
+@dataclass
+class AutoscalingArgs:
+    cluster_name: str
+    region: str
+    account_id: str
+    partition: str
+    cluster_autoscaler: bool
+    metrics_server: bool
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Autoscaling(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: AutoscalingArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:Autoscaling", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        if args.cluster_autoscaler:
+            role = aws.iam.Role(
+                f"{name}-cluster-autoscaler",
+                assume_role_policy=pod_identity_trust_policy(),
+                description=f"cluster-autoscaler of {args.cluster_name}",
+                tags=args.tags,
+                opts=child,
+            )
+            aws.iam.RolePolicy(
+                f"{name}-cluster-autoscaler",
+                role=role.id,
+                policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
+                opts=child,
+            )
+            identity = aws.eks.PodIdentityAssociation(
+                f"{name}-cluster-autoscaler",
+                cluster_name=args.cluster_name,
+                namespace="kube-system",
+                service_account=SERVICE_ACCOUNT,
+                role_arn=role.arn,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            )
+            helm_release(
+                "cluster-autoscaler",
+                CHARTS["cluster-autoscaler"],
+                "kube-system",
+                autoscaler_values(args.cluster_name, args.region),
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[identity]),
+            )
+        if args.metrics_server:
+            helm_release(
+                "metrics-server",
+                CHARTS["metrics-server"],
+                "kube-system",
+                {"nodeSelector": CORE_NODE_SELECTOR},
+                pulumi.ResourceOptions(parent=self, provider=provider),
+            )
+        self.register_outputs({})

@@ -1,0 +1,91 @@
+"""Training namespaces and the service account their jobs run as, with S3 read access."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.iam import pod_identity_trust_policy
+
+TRAINING_SERVICE_ACCOUNT = "training"
+
+
+def s3_read_policy(partition: str, buckets: list[str]) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "List", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+                 "Resource": [f"arn:{partition}:s3:::{b}" for b in buckets]},
+                {"Sid": "Read", "Effect": "Allow", "Action": ["s3:GetObject"],
+                 "Resource": [f"arn:{partition}:s3:::{b}/*" for b in buckets]},
+            ],
+        }
+    )
+
+
+@dataclass
+class TrainingIdentitiesArgs:
+    cluster_name: pulumi.Input[str]
+    partition: str
+    namespaces: list[str]
+    data_buckets: list[str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class TrainingIdentities(pulumi.ComponentResource):
+    """Per training namespace: the namespace itself (unless built in) and a service account whose
+    pods assume one IAM role through EKS Pod Identity."""
+
+    namespaces: dict[str, pulumi.Resource]
+
+    def __init__(
+        self, name: str, args: TrainingIdentitiesArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:TrainingIdentities", name, None, opts)
+        aws_child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=pod_identity_trust_policy(),
+            description="Training jobs: read training data",
+            tags=args.tags,
+            opts=aws_child,
+        )
+        if args.data_buckets:
+            aws.iam.RolePolicy(
+                f"{name}-s3-read", role=role.id, policy=s3_read_policy(args.partition, args.data_buckets), opts=aws_child
+            )
+        self.namespaces = {}
+        for namespace in args.namespaces:
+            k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)
+            deps: list[pulumi.Resource] = []
+            if namespace != "default":
+                ns = k8s.core.v1.Namespace(
+                    f"ns-{namespace}", metadata={"name": namespace, "labels": {"purpose": "training"}}, opts=k8s_child
+                )
+                self.namespaces[namespace] = ns
+                deps = [ns]
+            k8s.core.v1.ServiceAccount(
+                f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-sa",
+                metadata={"name": TRAINING_SERVICE_ACCOUNT, "namespace": namespace},
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=deps),
+            )
+            aws.eks.PodIdentityAssociation(
+                f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-identity",
+                cluster_name=args.cluster_name,
+                namespace=namespace,
+                service_account=TRAINING_SERVICE_ACCOUNT,
+                role_arn=role.arn,
+                tags=args.tags,
+                opts=aws_child,
+            )
+        self.role_arn = role.arn
+        self.register_outputs({"roleArn": self.role_arn})
+
+    def depends_for(self, namespace: str) -> list[pulumi.Resource]:
+        """What an object in ``namespace`` must wait for."""
+        return [self.namespaces[namespace]] if namespace in self.namespaces else []

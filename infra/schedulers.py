@@ -1,0 +1,146 @@
+"""Gang scheduling and job operators: Volcano and its queues, TorchX's etcd, KubeRay, MPI operator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import QueueConfig
+from infra.identities import TrainingIdentities
+from infra.kube import CORE_NODE_SELECTOR, helm_release
+from infra.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
+
+ETCD_SERVICE = "etcd-server"
+ETCD_PORT = 2379
+
+
+def queue_spec(queue: QueueConfig) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable}
+    capability = {k: v for k, v in (("cpu", queue.cpu), ("memory", queue.memory)) if v is not None}
+    if capability:
+        spec["capability"] = capability
+    return spec
+
+
+def volcano_values() -> dict[str, Any]:
+    # Controllers on the core nodes; never on the Trainium nodes they schedule for.
+    return {"custom": {"default_ns": CORE_NODE_SELECTOR}}
+
+
+def kuberay_values(volcano: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {"nodeSelector": CORE_NODE_SELECTOR}
+    if volcano:
+        # `batchScheduler.enabled` is deprecated; the name selects the integration.
+        values["batchScheduler"] = {"name": "volcano"}
+    return values
+
+
+def etcd_container() -> dict[str, Any]:
+    return {
+        "name": "etcd",
+        "image": ETCD_IMAGE,
+        "command": [
+            "etcd",
+            "--name=etcd-server",
+            "--data-dir=/var/run/etcd",
+            f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
+            f"--advertise-client-urls=http://{ETCD_SERVICE}:{ETCD_PORT}",
+            "--listen-peer-urls=http://0.0.0.0:2380",
+            "--initial-cluster-state=new",
+            # torch.distributed.elastic's etcd rendezvous uses the v2 API.
+            "--enable-v2=true",
+        ],
+        "ports": [{"name": "client", "containerPort": ETCD_PORT}],
+        "readinessProbe": {"tcpSocket": {"port": ETCD_PORT}, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": "data", "mountPath": "/var/run/etcd"}],
+    }
+
+
+@dataclass
+class SchedulersArgs:
+    volcano: bool
+    queues: list[QueueConfig]
+    kuberay: bool
+    mpi_operator: bool
+    torchx_etcd: bool
+    namespaces: list[str]
+    identities: TrainingIdentities
+
+
+class Schedulers(pulumi.ComponentResource):
+    volcano: Optional[k8s.helm.v3.Release]
+    etcd_endpoints: dict[str, str]
+
+    def __init__(
+        self, name: str, args: SchedulersArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:Schedulers", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
+
+        self.volcano = None
+        if args.volcano:
+            self.volcano = helm_release(
+                "volcano", CHARTS["volcano"], "volcano-system", volcano_values(), on_cluster, create_namespace=True
+            )
+            for queue in args.queues:
+                k8s.apiextensions.CustomResource(
+                    f"queue-{queue.name}",
+                    api_version="scheduling.volcano.sh/v1beta1",
+                    kind="Queue",
+                    metadata={"name": queue.name},
+                    spec=queue_spec(queue),
+                    # The Queue CRD and its admission webhook come with the release.
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.volcano]),
+                )
+
+        if args.kuberay:
+            helm_release(
+                "kuberay-operator",
+                CHARTS["kuberay-operator"],
+                "kuberay-system",
+                kuberay_values(args.volcano),
+                on_cluster,
+                create_namespace=True,
+            )
+
+        if args.mpi_operator:
+            k8s.yaml.v2.ConfigFile("mpi-operator", file=MPI_OPERATOR_MANIFEST, opts=on_cluster)
+
+        self.etcd_endpoints = {}
+        if args.torchx_etcd:
+            for namespace in args.namespaces:
+                self._etcd(namespace, provider, args.identities.depends_for(namespace))
+                self.etcd_endpoints[namespace] = f"{ETCD_SERVICE}.{namespace}:{ETCD_PORT}"
+        self.register_outputs({})
+
+    def _etcd(self, namespace: str, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> None:
+        """A single-member etcd for TorchX rendezvous (state is per job, nothing to keep)."""
+        opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
+        labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "torchx"}
+        k8s.apps.v1.Deployment(
+            f"{namespace}-etcd",
+            metadata={"name": "etcd", "namespace": namespace, "labels": labels},
+            spec={
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": CORE_NODE_SELECTOR,
+                        "containers": [etcd_container()],
+                        "volumes": [{"name": "data", "emptyDir": {}}],
+                    },
+                },
+            },
+            opts=opts,
+        )
+        k8s.core.v1.Service(
+            f"{namespace}-{ETCD_SERVICE}",
+            metadata={"name": ETCD_SERVICE, "namespace": namespace, "labels": labels},
+            spec={"selector": labels, "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT}]},
+            opts=opts,
+        )
