@@ -43,7 +43,7 @@ def test_defaults_make_a_working_dev_config():
     assert [g.name for g in config.accelerator_node_groups] == ["trn1-32xl-ng1", "trn1n-32xl-ng"]
     assert [(g.min_size, g.desired_size, g.max_size) for g in config.accelerator_node_groups] == [(0, 0, 4), (0, 0, 2)]
     assert all(g.efa_enabled and g.placement_group_enabled for g in config.accelerator_node_groups)
-    switches = vars(config.features)
+    switches = config.features.model_dump()
     assert switches.pop("neuron_scheduler_extension") is False
     assert all(switches.values())
 
