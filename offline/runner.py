@@ -36,10 +36,10 @@ class PlanResult:
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
 
-    def named(self, name: str) -> Registration:
-        matches = [r for r in self.registrations if r.name == name]
+    def named(self, name: str, type_: Optional[str] = None) -> Registration:
+        matches = [r for r in self.registrations if r.name == name and (type_ is None or r.type == type_)]
         if len(matches) != 1:
-            raise KeyError(f"{len(matches)} resources named {name!r}")
+            raise KeyError(f"{len(matches)} resources named {name!r}" + (f" of type {type_}" if type_ else ""))
         return matches[0]
 
     def as_json(self) -> dict[str, Any]:

@@ -254,3 +254,69 @@ def test_config_from_the_cli_environment(monkeypatch):
     monkeypatch.setenv("PULUMI_CONFIG", '{"aws:region": "us-east-1", "trainium-eks:clusterName": "from-env"}')
     config = stack_config.load()
     assert (config.region, config.cluster_name) == ("us-east-1", "from-env")
+
+
+# --- cluster software ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capacity", [1200, 2400, 4800, 9600])
+def test_fsx_capacity_steps_accepted(capacity):
+    assert parse_stack_config(with_changes(storage={"capacityGib": capacity})).storage.capacity_gib == capacity
+
+
+@pytest.mark.parametrize(("capacity", "nearest"), [(1000, "1200"), (1800, "1200 or 2400"), (3600, "2400 or 4800")])
+def test_fsx_capacity_steps_refused(capacity, nearest):
+    message = refused(with_changes(storage={"capacityGib": capacity}))
+    assert f"trainium-eks:storage.capacityGib = {capacity}: allowed: 1200, 2400, or a multiple of 2400 (nearest: {nearest})" in message
+
+
+@pytest.mark.parametrize("throughput", [125, 250, 500, 1000])
+def test_persistent_2_throughputs(throughput):
+    parse_stack_config(with_changes(storage={"perUnitStorageThroughput": throughput}))
+
+
+def test_bad_throughput_names_the_allowed_values():
+    message = refused(with_changes(storage={"perUnitStorageThroughput": 200}))
+    assert "storage.perUnitStorageThroughput = 200: PERSISTENT_2 allows 125, 250, 500, 1000" in message
+
+
+def test_s3_import_needs_a_deployment_type_that_takes_it():
+    message = refused(with_changes(storage={"s3ImportPath": "s3://my-datasets/bert"}))
+    assert "storage.s3ImportPath = 's3://my-datasets/bert': not available with deploymentType PERSISTENT_2" in message
+    config = parse_stack_config(with_changes(storage={
+        "deploymentType": "SCRATCH_2", "perUnitStorageThroughput": None,
+        "s3ImportPath": "s3://my-datasets/bert", "s3ExportPath": "s3://my-datasets/out"}))
+    assert config.storage.s3_import_path == "s3://my-datasets/bert"
+
+
+def test_s3_paths_must_be_urls():
+    message = refused(with_changes(storage={"deploymentType": "PERSISTENT_1", "perUnitStorageThroughput": 50,
+                                            "s3ImportPath": "my-datasets"}))
+    assert "storage.s3ImportPath = 'my-datasets': must be an s3://bucket[/prefix] URL" in message
+
+
+def test_scratch_takes_no_throughput_and_no_kms_key():
+    message = refused(with_changes(storage={"deploymentType": "SCRATCH_2", "kmsKeyId": "arn:aws:kms:us-west-2:1:key/x"}))
+    assert "storage.perUnitStorageThroughput: SCRATCH_2 takes none" in message
+    assert "storage.kmsKeyId: SCRATCH_2 file systems cannot use a customer KMS key" in message
+
+
+def test_training_namespaces():
+    assert parse_stack_config(with_changes(trainingNamespaces=["default", "research"])).training_namespaces == ["default", "research"]
+    message = refused(with_changes(trainingNamespaces=["Research", "kube-system", "default", "default"]))
+    assert "trainingNamespaces[0] = 'Research': not a valid Kubernetes namespace name" in message
+    assert "trainingNamespaces[1] = 'kube-system': a system namespace" in message
+    assert "trainingNamespaces[3] = 'default': listed twice" in message
+
+
+def test_queues():
+    message = refused(with_changes(volcanoQueues=[{"name": "q", "cpu": "lots"}, {"name": "q"}]))
+    assert "volcanoQueues[0].cpu = 'lots': not a Kubernetes quantity" in message
+    assert "volcanoQueues[1].name = 'q': duplicate queue name" in message
+
+
+def test_data_buckets_are_names():
+    parse_stack_config(with_changes(trainingDataBuckets=["my-datasets"]))
+    assert "trainingDataBuckets[0] = 's3://my-datasets': not an S3 bucket name" in refused(
+        with_changes(trainingDataBuckets=["s3://my-datasets"])
+    )

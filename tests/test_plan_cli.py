@@ -31,6 +31,18 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert (tmp_path / "trainium-eks" / "dev" / "manifests").is_dir()
     types = {r["type"] for r in document["resources"]}
     assert {"eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate"} <= types
+    manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
+    assert manifests == [
+        "deployment-default-etcd.yaml",
+        "persistentvolumeclaim-default-fsx-claim.yaml",
+        "queue-llama2-training-queue.yaml",
+        "queue-test.yaml",
+        "service-default-etcd-server.yaml",
+        "serviceaccount-default-training.yaml",
+        "storageclass-fsx-lustre.yaml",
+    ]
+    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / manifests[1]).read_text())
+    assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
     printed = capsys.readouterr().out
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed
     assert "placeholder" in printed

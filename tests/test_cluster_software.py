@@ -1,0 +1,302 @@
+"""Cluster software (issue 3) as declared under the offline mocks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import versions
+from infra.errors import ConfigError
+from offline.runner import PlanResult
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
+ALL_OFF = {k: False for k in (
+    "neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "torchxEtcd", "kuberay", "mpiOperator",
+    "clusterAutoscaler", "metricsServer", "observability",
+)}
+
+
+def releases(plan: PlanResult) -> dict[str, dict]:
+    return {r.name: r.inputs for r in plan.of_type(RELEASE)}
+
+
+def tolerates_neuron(tolerations: list[dict]) -> bool:
+    return any(
+        t.get("operator") == "Exists" and t.get("key") in (None, "aws.amazon.com/neuron") and t.get("effect") in (None, "NoSchedule")
+        for t in tolerations
+    )
+
+
+@pytest.mark.parametrize(
+    ("release", "chart", "version", "repo", "namespace"),
+    [
+        ("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0", None, "kube-system"),
+        ("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts", "kube-system"),
+        ("aws-fsx-csi-driver", "aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver", "kube-system"),
+        ("volcano", "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts", "volcano-system"),
+        ("kuberay-operator", "kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/", "kuberay-system"),
+        ("cluster-autoscaler", "cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler", "kube-system"),
+        ("metrics-server", "metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/", "kube-system"),
+    ],
+)
+def test_release_chart_repository_and_exact_version(dev, release, chart, version, repo, namespace):
+    inputs = releases(dev)[release]
+    assert inputs["chart"] == chart
+    assert inputs["version"] == version
+    assert inputs.get("repositoryOpts", {}).get("repo") == repo
+    assert inputs["namespace"] == namespace
+    assert inputs["atomic"] is True
+
+
+def test_neuron_chart_is_new_enough():
+    major, minor, patch = map(int, versions.CHARTS["neuron"].version.split("."))
+    assert (major, minor, patch) >= (1, 1, 1)
+
+
+def test_every_kubernetes_resource_uses_the_cluster_provider(dev):
+    on_cluster = [r for r in dev.registrations if r.type.startswith("kubernetes:")]
+    assert on_cluster
+    assert all("pulumi:providers:kubernetes::cluster::" in r.provider for r in on_cluster)
+
+
+def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev):
+    values = {name: r["values"] for name, r in releases(dev).items()}
+    assert values["neuron"]["devicePlugin"]["enabled"] is True
+    assert tolerates_neuron(values["neuron"]["devicePlugin"]["tolerations"])
+    assert tolerates_neuron(values["neuron"]["npd"]["tolerations"])
+    assert values["aws-efa-k8s-device-plugin"]["tolerations"] == [NEURON_TOLERATION]
+    assert values["aws-efa-k8s-device-plugin"]["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert values["aws-fsx-csi-driver"]["node"]["tolerateAllTaints"] is True
+
+
+def test_efa_plugin_selects_the_label_the_node_groups_carry(dev):
+    selector = releases(dev)["aws-efa-k8s-device-plugin"]["values"]["nodeSelector"]
+    for group in dev.outputs["acceleratorNodeGroups"]:
+        assert selector.items() <= group["labels"].items()
+
+
+def test_neuron_scheduler_extension_is_an_option(dev, plan_with):
+    assert releases(dev)["neuron"]["values"]["scheduler"]["enabled"] is False
+    plan = plan_with(features={"neuronSchedulerExtension": True})
+    assert releases(plan)["neuron"]["values"]["scheduler"]["enabled"] is True
+
+
+def test_kuberay_uses_volcano(dev, plan_with):
+    assert releases(dev)["kuberay-operator"]["values"]["batchScheduler"] == {"name": "volcano"}
+    plan = plan_with(features={"volcano": False, "torchxEtcd": False})
+    assert "batchScheduler" not in releases(plan)["kuberay-operator"]["values"]
+
+
+def test_cluster_autoscaler(dev):
+    values = releases(dev)["cluster-autoscaler"]["values"]
+    assert values["cloudProvider"] == "aws"
+    assert values["awsRegion"] == "us-west-2"
+    assert values["autoDiscovery"] == {
+        "clusterName": "trn-dev",
+        "tags": ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/trn-dev"],
+    }
+    association = dev.named("autoscaling-cluster-autoscaler", POD_IDENTITY)
+    assert values["rbac"]["serviceAccount"]["name"] == association.inputs["serviceAccount"] == "cluster-autoscaler"
+    assert association.inputs["namespace"] == "kube-system"
+    policy = json.loads(dev.named("autoscaling-cluster-autoscaler", "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    scale = next(s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"])
+    assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/trn-dev": "owned"}}
+
+
+def test_controllers_run_on_core_nodes(dev):
+    values = {name: r["values"] for name, r in releases(dev).items()}
+    assert values["volcano"]["custom"]["default_ns"] == {"role": "core"}
+    for name in ("kuberay-operator", "cluster-autoscaler", "metrics-server"):
+        assert values[name]["nodeSelector"] == {"role": "core"}
+    assert values["aws-fsx-csi-driver"]["controller"]["nodeSelector"] == {"role": "core"}
+
+
+# --- storage ------------------------------------------------------------------------------------
+
+LUSTRE = {(988, 988), (1018, 1023)}
+
+
+def lustre_rules(plan: PlanResult) -> list[dict]:
+    kinds = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+    return [r.inputs for kind in kinds for r in plan.of_type(kind) if r.name.startswith("fsx-")]
+
+
+def test_lustre_ports_both_ways_between_file_system_and_nodes(dev):
+    rules = lustre_rules(dev)
+    assert {(r["fromPort"], r["toPort"]) for r in rules} == LUSTRE
+    assert all(r["ipProtocol"] == "tcp" and "cidrIpv4" not in r for r in rules)
+    lustre, nodes = "sg-placeholder-fsx-lustre", "sg-placeholder-eks-cluster"
+    pairs = {(r["securityGroupId"], r["referencedSecurityGroupId"], r["fromPort"]) for r in rules}
+    for low, _ in LUSTRE:
+        assert {(lustre, lustre, low), (lustre, nodes, low), (nodes, lustre, low)} <= pairs
+    assert len(rules) == 3 * 2 * 2
+
+
+def test_fsx_controller_identity(dev):
+    association = dev.named("fsx-csi-controller", POD_IDENTITY)
+    assert association.inputs["serviceAccount"] == "fsx-csi-controller-sa"
+    controller_sa = releases(dev)["aws-fsx-csi-driver"]["values"]["controller"]["serviceAccount"]
+    assert controller_sa == {"create": True, "name": "fsx-csi-controller-sa"}
+    # never on the node role
+    node_policies = [r.inputs["policyArn"] for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    assert not any("FSx" in arn for arn in node_policies)
+
+
+def test_storage_class(dev):
+    (storage_class,) = [r.inputs for r in dev.registrations if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+    assert storage_class["provisioner"] == "fsx.csi.aws.com"
+    assert storage_class["reclaimPolicy"] == "Delete"
+    assert storage_class["parameters"] == {
+        "subnetId": "subnet-placeholder-network-private-usw2-az4",
+        "securityGroupIds": "sg-placeholder-fsx-lustre",
+        "deploymentType": "PERSISTENT_2",
+        "fileSystemTypeVersion": "2.15",
+        "dataCompressionType": "LZ4",
+        "perUnitStorageThroughput": "125",
+    }
+    assert dev.outputs["acceleratorZone"]["id"] == "usw2-az4"
+
+
+def test_prod_storage_retains_and_claims_per_namespace(prod):
+    (storage_class,) = [r.inputs for r in prod.registrations if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+    assert storage_class["reclaimPolicy"] == "Retain"
+    assert storage_class["parameters"]["perUnitStorageThroughput"] == "250"
+    assert storage_class["parameters"]["subnetId"] == "subnet-placeholder-network-private-use2-az3"
+    claims = [r.inputs for r in prod.registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
+    assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"4800Gi"}
+    namespaces = [r.inputs["metadata"]["name"] for r in prod.registrations if r.type == "kubernetes:core/v1:Namespace"]
+    assert namespaces == ["research"]
+
+
+def test_fsx_claim(dev):
+    (claim,) = [r for r in dev.registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert claim.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
+    assert claim.inputs["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "fsx-lustre",
+        "resources": {"requests": {"storage": "1200Gi"}},
+    }
+    assert dev.named("aws-fsx-csi-driver").urn in claim.dependencies
+
+
+# --- schedulers ----------------------------------------------------------------------------------
+
+
+def test_volcano_queues(dev):
+    queues = {r.inputs["metadata"]["name"]: r for r in dev.registrations if r.type.endswith(":Queue")}
+    assert set(queues) == {"test", "llama2-training-queue"}
+    assert queues["llama2-training-queue"].inputs["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert queues["llama2-training-queue"].inputs["spec"] == {
+        "weight": 1, "reclaimable": True, "capability": {"cpu": "500", "memory": "1500Gi"}
+    }
+    assert "capability" not in queues["test"].inputs["spec"]
+    assert all(dev.named("volcano").urn in q.dependencies for q in queues.values())
+    assert dev.outputs["volcanoQueues"] == ["test", "llama2-training-queue"]
+
+
+def test_torchx_etcd(dev):
+    deployment = dev.named("default-etcd").inputs
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == versions.ETCD_IMAGE
+    assert container["image"].startswith("registry.k8s.io/etcd:3.5.")
+    assert "--enable-v2=true" in container["command"]
+    service = dev.named("default-etcd-server").inputs
+    assert service["metadata"] == {"name": "etcd-server", "namespace": "default", "labels": deployment["metadata"]["labels"]}
+    assert service["spec"]["ports"] == [{"name": "client", "port": 2379, "targetPort": 2379}]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert dev.outputs["etcdEndpoints"] == {"default": "etcd-server.default:2379"}
+
+
+def test_mpi_operator_release_manifest(dev):
+    config_file = dev.named("mpi-operator")
+    assert config_file.type == "kubernetes:yaml/v2:ConfigFile"
+    assert config_file.inputs["file"] == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml"
+
+
+# --- identities, registries, observability -------------------------------------------------------
+
+
+def test_training_service_account_and_s3_read(dev, plan_with):
+    sa = dev.named("default-training-sa").inputs
+    assert sa["metadata"] == {"name": "training", "namespace": "default"}
+    association = dev.named("default-training-identity").inputs
+    assert (association["namespace"], association["serviceAccount"]) == ("default", "training")
+    assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-s3-read"]
+    plan = plan_with(trainingDataBuckets=["my-datasets"])
+    policy = json.loads(plan.named("training-s3-read").inputs["policy"])
+    assert policy["Statement"][1] == {"Sid": "Read", "Effect": "Allow", "Action": ["s3:GetObject"],
+                                      "Resource": ["arn:aws:s3:::my-datasets/*"]}
+
+
+def test_ecr_repositories(dev, prod):
+    repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
+    assert set(repos) == {"trn-dev/bert-pretrain", "trn-dev/cmd-shell", "trn-dev/ray-llama2", "trn-dev/nemo-megatron"}
+    for repo in repos.values():
+        assert repo["imageTagMutability"] == "IMMUTABLE"
+        assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
+        assert repo["forceDelete"] is True
+    assert len(dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")) == 4
+    assert all(r.inputs["forceDelete"] is False for r in prod.of_type("aws:ecr/repository:Repository"))
+    assert dev.outputs["ecrRepositories"]["bert-pretrain"] == "123456789012.dkr.ecr.us-west-2.amazonaws.com/trn-dev/bert-pretrain"
+
+
+def test_observability(dev):
+    addon = dev.named("observability-amazon-cloudwatch-observability").inputs
+    assert addon["addonName"] == "amazon-cloudwatch-observability"
+    assert addon["podIdentityAssociations"][0]["serviceAccount"] == "cloudwatch-agent"
+    body = json.loads(dev.named("observability-neuron").inputs["dashboardBody"])
+    expressions = [w["properties"]["metrics"][0][0]["expression"] for w in body["widgets"]]
+    assert any("node_neuroncore_utilization" in e and 'ClusterName="trn-dev"' in e for e in expressions)
+    assert dev.outputs["cloudwatchDashboard"] == "trn-dev-neuron"
+
+
+# --- switches -------------------------------------------------------------------------------------
+
+
+def test_switches_off_remove_what_they_guard(plan_with):
+    plan = plan_with(features=ALL_OFF)
+    assert not plan.of_type(RELEASE)
+    assert not plan.of_type("kubernetes:yaml/v2:ConfigFile")
+    assert not [r for r in plan.registrations if r.type.endswith(":Queue")]
+    assert not [r for r in plan.registrations if r.type.startswith("kubernetes:") and r.type.endswith((":Deployment", ":Service", ":StorageClass", ":PersistentVolumeClaim"))]
+    assert not plan.of_type("aws:cloudwatch/dashboard:Dashboard")
+    assert not [r for r in plan.of_type("aws:eks/addon:Addon") if "cloudwatch" in r.name]
+    assert not [r for r in plan.registrations if r.name.startswith(("fsx-", "autoscaling-"))]
+    assert plan.outputs["storage"]["enabled"] is False
+    assert plan.outputs["etcdEndpoints"] == {} and plan.outputs["volcanoQueues"] == []
+
+
+@pytest.mark.parametrize(
+    ("feature", "gone"),
+    [("neuronDevicePlugin", "neuron"), ("efaDevicePlugin", "aws-efa-k8s-device-plugin"), ("kuberay", "kuberay-operator"),
+     ("clusterAutoscaler", "cluster-autoscaler"), ("metricsServer", "metrics-server"), ("fsxCsi", "aws-fsx-csi-driver")],
+)
+def test_each_switch(plan_with, feature, gone):
+    plan = plan_with(features={feature: False})
+    assert gone not in releases(plan)
+    assert len(releases(plan)) == 6
+
+
+def test_torchx_etcd_needs_volcano(plan_with):
+    with pytest.raises(ConfigError, match=r"features.torchxEtcd = true: TorchX jobs are gang-scheduled by Volcano"):
+        plan_with(features={"volcano": False})
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+def test_outputs_are_the_complete_contract(dev):
+    expected = {
+        "clusterName", "region", "kubeconfig", "vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl",
+        "clusterSecurityGroupId", "nodeRoleArn", "acceleratorZone", "acceleratorNodeGroups", "features",
+        "trainingNamespaces", "trainingServiceAccount", "storage", "volcanoQueues", "etcdEndpoints",
+        "ecrRepositories", "podIdentity", "cloudwatchDashboard",
+    }
+    assert set(dev.outputs) == expected
+    storage = dev.outputs["storage"]
+    assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
+    assert storage["claims"] == {"default": "fsx-claim"}
