@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.iam import pod_identity_trust_policy
+from infra.iam import pod_identity_role
 from infra.kube import CORE_NODE_SELECTOR, helm_release
 from infra.versions import CHARTS
 
@@ -98,36 +97,22 @@ class Autoscaling(pulumi.ComponentResource):
         self, name: str, args: AutoscalingArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:Autoscaling", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         if args.cluster_autoscaler:
-            role = aws.iam.Role(
+            _, identity = pod_identity_role(
                 f"{name}-cluster-autoscaler",
-                assume_role_policy=pod_identity_trust_policy(),
                 description=f"cluster-autoscaler of {args.cluster_name}",
+                parent=self,
                 tags=args.tags,
-                opts=child,
-            )
-            aws.iam.RolePolicy(
-                f"{name}-cluster-autoscaler",
-                role=role.id,
-                policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
-                opts=child,
-            )
-            identity = aws.eks.PodIdentityAssociation(
-                f"{name}-cluster-autoscaler",
-                cluster_name=args.cluster_name,
-                namespace="kube-system",
-                service_account=SERVICE_ACCOUNT,
-                role_arn=role.arn,
-                tags=args.tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+                inline_policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
+                association=(args.cluster_name, "kube-system", SERVICE_ACCOUNT),
+                depends_on=args.depends_on,
             )
             helm_release(
                 "cluster-autoscaler",
                 CHARTS["cluster-autoscaler"],
                 "kube-system",
                 autoscaler_values(args.cluster_name, args.region),
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[identity]),
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
             )
         if args.metrics_server:
             helm_release(

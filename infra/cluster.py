@@ -10,7 +10,7 @@ import pulumi_eks as eks
 
 from infra import launch_template as lt
 from infra.config import CoreNodeGroupConfig, EndpointAccessConfig
-from infra.iam import managed_policy, pod_identity_trust_policy, service_trust_policy
+from infra.iam import managed_policy, pod_identity_role, service_trust_policy
 from infra.versions import CORE_AMI_TYPE
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -122,24 +122,18 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity_agent = self._addon(name, args, "eks-pod-identity-agent", [cluster])
         core_group = self._core_node_group(name, args, node_role, node_policies)
         self._addon(name, args, "coredns", [core_group])
-        ebs_role = aws.iam.Role(
+        ebs_role, ebs_permissions = pod_identity_role(
             f"{name}-ebs-csi",
-            assume_role_policy=pod_identity_trust_policy(),
             description=f"EBS CSI controller of {args.name}",
+            parent=self,
             tags=args.tags,
-            opts=child,
-        )
-        ebs_policy = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi-policy",
-            role=ebs_role.name,
-            policy_arn=managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),
-            opts=child,
+            managed_policy_arns=(managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),),
         )
         self._addon(
             name,
             args,
             "aws-ebs-csi-driver",
-            [core_group, pod_identity_agent, ebs_policy],
+            [core_group, pod_identity_agent, *ebs_permissions],
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account="ebs-csi-controller-sa")
             ],

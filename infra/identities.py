@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.iam import pod_identity_trust_policy
+from infra.iam import pod_identity_role
 
 TRAINING_SERVICE_ACCOUNT = "training"
 
@@ -48,17 +48,13 @@ class TrainingIdentities(pulumi.ComponentResource):
     ) -> None:
         super().__init__("trainium:infra:TrainingIdentities", name, None, opts)
         aws_child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
+        role, _ = pod_identity_role(
             f"{name}-role",
-            assume_role_policy=pod_identity_trust_policy(),
             description="Training jobs: read training data",
+            parent=self,
             tags=args.tags,
-            opts=aws_child,
+            inline_policy=s3_read_policy(args.partition, args.data_buckets) if args.data_buckets else None,
         )
-        if args.data_buckets:
-            aws.iam.RolePolicy(
-                f"{name}-s3-read", role=role.id, policy=s3_read_policy(args.partition, args.data_buckets), opts=aws_child
-            )
         self.namespaces = {}
         for namespace in args.namespaces:
             k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from infra.iam import managed_policy, pod_identity_trust_policy
+from infra.iam import managed_policy, pod_identity_role
 from infra.versions import CLOUDWATCH_OBSERVABILITY_ADDON, CLOUDWATCH_OBSERVABILITY_VERSION
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -56,18 +56,12 @@ class Observability(pulumi.ComponentResource):
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Observability", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
+        role, permissions = pod_identity_role(
             f"{name}-cloudwatch-agent",
-            assume_role_policy=pod_identity_trust_policy(),
             description="CloudWatch agent and neuron-monitor: publish metrics and logs",
+            parent=self,
             tags=args.tags,
-            opts=child,
-        )
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-cloudwatch-agent",
-            role=role.name,
-            policy_arn=managed_policy(args.partition, "CloudWatchAgentServerPolicy"),
-            opts=child,
+            managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(
             f"{name}-{CLOUDWATCH_OBSERVABILITY_ADDON}",
@@ -80,7 +74,7 @@ class Observability(pulumi.ComponentResource):
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)
             ],
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment, *args.depends_on]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*permissions, *args.depends_on]),
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-neuron",

@@ -17,7 +17,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.config import StorageConfig
-from infra.iam import pod_identity_trust_policy
+from infra.iam import pod_identity_role
 from infra.identities import TrainingIdentities
 from infra.kube import CORE_NODE_SELECTOR, helm_release
 from infra.versions import CHARTS
@@ -116,29 +116,20 @@ class FsxStorage(pulumi.ComponentResource):
         self.security_group_id = lustre_sg.id
         self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
 
-        role = aws.iam.Role(
+        _, identity = pod_identity_role(
             f"{name}-csi-controller",
-            assume_role_policy=pod_identity_trust_policy(),
             description="FSx for Lustre CSI controller: create and delete file systems",
+            parent=self,
             tags=args.tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(f"{name}-csi-controller", role=role.id, policy=csi_controller_policy(args.partition), opts=child)
-        identity = aws.eks.PodIdentityAssociation(
-            f"{name}-csi-controller",
-            cluster_name=args.cluster_name,
-            namespace="kube-system",
-            service_account=CONTROLLER_SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            tags=args.tags,
-            opts=child,
+            inline_policy=csi_controller_policy(args.partition),
+            association=(args.cluster_name, "kube-system", CONTROLLER_SERVICE_ACCOUNT),
         )
         driver = helm_release(
             "aws-fsx-csi-driver",
             CHARTS["fsx-csi-driver"],
             "kube-system",
             self.chart_values(),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[identity]),
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
         )
 
         storage = args.storage

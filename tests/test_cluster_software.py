@@ -11,7 +11,6 @@ from infra.errors import ConfigError
 from offline.runner import PlanResult
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
 ALL_OFF = {k: False for k in (
     "neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "torchxEtcd", "kuberay", "mpiOperator",
@@ -98,10 +97,10 @@ def test_cluster_autoscaler(dev):
         "clusterName": "trn-dev",
         "tags": ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/trn-dev"],
     }
-    association = dev.named("autoscaling-cluster-autoscaler", POD_IDENTITY)
+    association = dev.named("autoscaling-cluster-autoscaler-identity")
     assert values["rbac"]["serviceAccount"]["name"] == association.inputs["serviceAccount"] == "cluster-autoscaler"
     assert association.inputs["namespace"] == "kube-system"
-    policy = json.loads(dev.named("autoscaling-cluster-autoscaler", "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    policy = json.loads(dev.named("autoscaling-cluster-autoscaler-policy").inputs["policy"])
     scale = next(s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"])
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/trn-dev": "owned"}}
 
@@ -136,7 +135,7 @@ def test_lustre_ports_both_ways_between_file_system_and_nodes(dev):
 
 
 def test_fsx_controller_identity(dev):
-    association = dev.named("fsx-csi-controller", POD_IDENTITY)
+    association = dev.named("fsx-csi-controller-identity")
     assert association.inputs["serviceAccount"] == "fsx-csi-controller-sa"
     controller_sa = releases(dev)["aws-fsx-csi-driver"]["values"]["controller"]["serviceAccount"]
     assert controller_sa == {"create": True, "name": "fsx-csi-controller-sa"}
@@ -225,9 +224,9 @@ def test_training_service_account_and_s3_read(dev, plan_with):
     assert sa["metadata"] == {"name": "training", "namespace": "default"}
     association = dev.named("default-training-identity").inputs
     assert (association["namespace"], association["serviceAccount"]) == ("default", "training")
-    assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-s3-read"]
+    assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-role-policy"]
     plan = plan_with(trainingDataBuckets=["my-datasets"])
-    policy = json.loads(plan.named("training-s3-read").inputs["policy"])
+    policy = json.loads(plan.named("training-role-policy").inputs["policy"])
     assert policy["Statement"][1] == {"Sid": "Read", "Effect": "Allow", "Action": ["s3:GetObject"],
                                       "Resource": ["arn:aws:s3:::my-datasets/*"]}
 
