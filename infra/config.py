@@ -408,8 +408,7 @@ def _software_problems(config: StackConfig) -> list[str]:
         )
     if not allowed and storage.per_unit_storage_throughput is not None:
         problems.append(f"{skey('perUnitStorageThroughput')}: {storage.deployment_type} takes none; set it to null")
-    for field_ in ("s3ImportPath", "s3ExportPath"):
-        path = getattr(storage, "s3_import_path" if field_ == "s3ImportPath" else "s3_export_path")
+    for field_, path in (("s3ImportPath", storage.s3_import_path), ("s3ExportPath", storage.s3_export_path)):
         if path is None:
             continue
         if not re.fullmatch(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", path):

@@ -8,6 +8,8 @@ A stack can override a single build with ``addonVersions`` in its config.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 KUBERNETES_VERSION = "1.34"
 
 # EKS managed add-on builds for KUBERNETES_VERSION. vpc-cni must stay >= 1.18.4:
@@ -29,9 +31,6 @@ CORE_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # --- cluster software --------------------------------------------------------------------------
 # Charts, manifests and images installed on the cluster. A misspelled Helm value is silently
 # ignored, so the value keys each chart gets are pinned by tests against these versions.
-
-from dataclasses import dataclass  # noqa: E402
-
 
 @dataclass(frozen=True)
 class ChartPin:
