@@ -10,19 +10,17 @@ is allowed, before any resource is declared.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from infra import versions
 from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.config_base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
 from infra.errors import ConfigError
 
 PROJECT = "trainium-eks"
-REGION_KEY = "aws:region"
 
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Ranges AWS accepts as a VPC secondary CIDR besides the primary's own private block.
@@ -35,11 +33,9 @@ IAM_PRINCIPAL_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]
 CAPACITY_RESERVATION_PATTERN = r"^cr-[0-9a-f]{8,17}$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
-class NetworkConfig(_Model):
+class NetworkConfig(ConfigModel):
     vpc_cidr: str = "10.0.0.0/16"
     # Node and pod subnets live here, so the primary range is never exhausted by pod IPs.
     secondary_cidr: str = "100.64.0.0/16"
@@ -47,13 +43,13 @@ class NetworkConfig(_Model):
     nat_gateways: Literal["single", "per-az"] = "single"
 
 
-class EndpointAccessConfig(_Model):
+class EndpointAccessConfig(ConfigModel):
     public: bool = True
     private: bool = True
     public_cidrs: list[str] = ["0.0.0.0/0"]
 
 
-class CoreNodeGroupConfig(_Model):
+class CoreNodeGroupConfig(ConfigModel):
     # Ray heads ask for 6 vCPU / 30 GiB (seed), which does not fit a 32 GiB node.
     instance_types: list[str] = ["m6i.4xlarge"]
     min_size: int = Field(default=2, ge=1)
@@ -62,13 +58,13 @@ class CoreNodeGroupConfig(_Model):
     disk_size_gib: int = Field(default=100, ge=20)
 
 
-class CapacityReservationConfig(_Model):
+class CapacityReservationConfig(ConfigModel):
     id: str
     # `capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an ODCR.
     type: Literal["on-demand", "capacity-block"] = "on-demand"
 
 
-class AcceleratorNodeGroupConfig(_Model):
+class AcceleratorNodeGroupConfig(ConfigModel):
     name: str
     instance_type: str
     min_size: int = Field(default=0, ge=0)
@@ -99,7 +95,7 @@ class AcceleratorNodeGroupConfig(_Model):
         return self.capacity_reservation is None
 
 
-class FeaturesConfig(_Model):
+class FeaturesConfig(ConfigModel):
     """On/off switches for the cluster software layered on the cluster."""
 
     neuron_device_plugin: bool = True
@@ -126,7 +122,7 @@ FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
 }
 
 
-class StorageConfig(_Model):
+class StorageConfig(ConfigModel):
     """The FSx for Lustre StorageClass and the `fsx-claim` PVC in every training namespace."""
 
     deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
@@ -141,7 +137,7 @@ class StorageConfig(_Model):
     claim_name: str = "fsx-claim"
 
 
-class QueueConfig(_Model):
+class QueueConfig(ConfigModel):
     name: str
     weight: int = Field(default=1, ge=1)
     reclaimable: bool = True
@@ -163,7 +159,7 @@ def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
     ]
 
 
-class StackConfig(_Model):
+class StackConfig(ConfigModel):
     region: str
     cluster_name: str = "trainium"
     kubernetes_version: str = versions.KUBERNETES_VERSION
@@ -191,19 +187,9 @@ class StackConfig(_Model):
 # --- reading -------------------------------------------------------------------------------
 
 
-def _decode(value: str) -> Any:
-    """Pulumi hands structured config over as JSON text and scalars as plain text."""
-    if value[:1] in "[{":
-        return json.loads(value)
-    return value
-
-
 def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
     """Pick this project's keys (and the region) out of the engine's flat config map."""
-    raw: dict[str, Any] = {}
-    for key, value in all_config.items():
-        if key.startswith(f"{PROJECT}:"):
-            raw[key.split(":", 1)[1]] = _decode(value)
+    raw = project_values(all_config, PROJECT)
     if REGION_KEY in all_config:
         raw["region"] = all_config[REGION_KEY]
     return raw
@@ -211,10 +197,7 @@ def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
 
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
-    try:
-        config = StackConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError([_describe(err) for err in exc.errors()]) from None
+    config = validated(StackConfig, raw, key_name)
     problems = semantic_problems(config)
     if problems:
         raise ConfigError(problems)
@@ -222,23 +205,7 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
 
 
 def key_name(loc: tuple[Any, ...]) -> str:
-    if loc and loc[0] == "region":
-        return REGION_KEY
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return f"{PROJECT}:{path}"
-
-
-def _describe(err: Any) -> str:
-    key = key_name(tuple(err["loc"]))
-    if err["type"] == "missing":
-        return f"{key}: required but not set"
-    if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key (check the spelling against README's configuration table)"
-    value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
-    return f"{key}{shown}: {err['msg']}"
+    return qualified_key(PROJECT, loc)
 
 
 # --- rules across fields -------------------------------------------------------------------

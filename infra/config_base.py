@@ -1,0 +1,72 @@
+"""What every project's configuration shares: the model base, how the engine hands values
+over, and how a refusal names the key.
+
+Both Pulumi projects in this repository (the cluster stack and the workload stacks) read
+their keys the same way and refuse bad values with the same message shape:
+``<project>:<key.path> = <value>: <what is allowed>``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from infra.errors import ConfigError
+
+REGION_KEY = "aws:region"
+
+
+class ConfigModel(BaseModel):
+    """camelCase keys in the stack file, snake_case in Python; unknown keys are refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+Model = TypeVar("Model", bound=ConfigModel)
+
+
+def decode(value: str) -> Any:
+    """Pulumi hands structured config over as JSON text and scalars as plain text."""
+    if value[:1] in "[{":
+        return json.loads(value)
+    return value
+
+
+def project_values(all_config: dict[str, str], project: str) -> dict[str, Any]:
+    """The keys under ``<project>:`` in the engine's flat config map, decoded."""
+    return {
+        key.split(":", 1)[1]: decode(value) for key, value in all_config.items() if key.startswith(f"{project}:")
+    }
+
+
+def qualified_key(project: str, loc: tuple[Any, ...]) -> str:
+    """``("groups", 0, "name")`` -> ``project:groups[0].name``; the region is ``aws:region``."""
+    if loc and loc[0] == "region":
+        return REGION_KEY
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return f"{project}:{path}"
+
+
+def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str]) -> str:
+    """One pydantic error as a line naming the key, the value and what is allowed."""
+    key = key_of(tuple(err["loc"]))
+    if err["type"] == "missing":
+        return f"{key}: required but not set"
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling against README's configuration table)"
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
+    return f"{key}{shown}: {err['msg']}"
+
+
+def validated(model: type[Model], raw: dict[str, Any], key_of: Callable[[tuple[Any, ...]], str]) -> Model:
+    """``model`` from ``raw``, or ``ConfigError`` listing every shape problem at once."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([describe(err, key_of) for err in exc.errors()]) from None
