@@ -9,6 +9,7 @@ from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
 from infra.devices import DevicePlugins
 from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
+from infra.kube import CORE_NODE_SELECTOR
 from infra.network import Network, NetworkArgs
 from infra.observability import Observability, ObservabilityArgs
 from infra.placement import choose_placement
@@ -198,4 +199,6 @@ pulumi.export("volcanoQueues", [q.name for q in config.volcano_queues] if featur
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
 pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
+# Where workloads put pods that need no accelerator (Ray heads, MPI launchers, staging jobs).
+pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
 pulumi.export("cloudwatchDashboard", observability.dashboard_name if observability else None)

@@ -67,3 +67,26 @@ ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
 # The CloudWatch Observability add-on also runs neuron-monitor on Neuron nodes.
 CLOUDWATCH_OBSERVABILITY_ADDON = "amazon-cloudwatch-observability"
 CLOUDWATCH_OBSERVABILITY_VERSION = "v4.4.0-eksbuild.1"
+
+
+# --- training images and code ------------------------------------------------------------------
+# docker/ builds these images (`make images`); the workload stacks run them. Each Dockerfile's
+# ARG defaults repeat these values so a plain `docker build` gives the same image; a test keeps
+# the two in step.
+# The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
+# ECR tags are immutable here: bump it whenever an image changes.
+TRAINING_IMAGE_TAG = "2026.11.0"
+# AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
+# BERT script; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
+NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+NEURON_DLC_PYTORCH_1_13 = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.20.2-ubuntu20.04"
+NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.18.2-ubuntu20.04"
+# Training code, fetched at these commits.
+BERT_SAMPLES_COMMIT = "d6e1754d2e65c90938565e3d23a814f2f800cc21"  # aws-neuron/aws-neuron-samples (SDK 2.21)
+RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
+NEMO_MEGATRON_COMMIT = "f4743cef5a1c8dc9eeb6b3d128e01693e041a9be"  # aws-neuron/neuronx-nemo-megatron (2.21 release)
+RAY_VERSION = "2.22.0"
+# The command shell, data staging and TensorBoard image.
+PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
+# The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer.
+NGINX_UNPRIVILEGED_IMAGE = "public.ecr.aws/nginx/nginx-unprivileged:1.29.3-alpine"

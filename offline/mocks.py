@@ -7,8 +7,8 @@ is a placeholder containing the word ``placeholder``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 import pulumi
 from pulumi.runtime import rpc
@@ -30,6 +30,14 @@ _ID_PREFIX = {
     "aws:ec2/launchTemplate:LaunchTemplate": "lt",
     "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
 }
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    """What a StackReference to another (offline-planned) stack reads."""
+
+    outputs: Mapping[str, Any]
+    secret_names: frozenset[str] = field(default_factory=frozenset)
 
 
 def placeholder_id(type_: str, name: str) -> str:
@@ -60,8 +68,9 @@ def _kubeconfig(cluster_name: str, region: str) -> dict[str, Any]:
 
 
 class CloudMocks(pulumi.runtime.Mocks):
-    def __init__(self, region: str) -> None:
+    def __init__(self, region: str, stack_references: Optional[Mapping[str, StackOutputs]] = None) -> None:
         self.region = region
+        self.stack_references = dict(stack_references or {})
 
     def _arn(self, service: str, resource: str) -> str:
         return f"arn:aws:{service}:{self.region}:{fixtures.ACCOUNT_ID}:{resource}"
@@ -105,7 +114,17 @@ class CloudMocks(pulumi.runtime.Mocks):
         state.setdefault("arn", self._arn(type_.split(":")[1].split("/")[0], f"placeholder/{name}"))
         resource_id = placeholder_id(type_, name)
 
-        if type_ == "eks:index:Cluster":
+        if type_ == "pulumi:pulumi:StackReference":
+            stack = inputs["name"]
+            if stack not in self.stack_references:
+                raise LookupError(f"the offline plan has no outputs for the stack reference {stack!r}")
+            ref = self.stack_references[stack]
+            return stack, {"name": stack, "outputs": dict(ref.outputs), "secretOutputNames": sorted(ref.secret_names)}
+        if type_ == "random:index/randomPassword:RandomPassword":
+            state.update(result="offline-placeholder-password")
+        elif type_ == "random:index/randomString:RandomString":
+            state.update(result="x" * int(inputs.get("length", 8)))
+        elif type_ == "eks:index:Cluster":
             cluster_name = inputs.get("name", name)
             issuer = f"oidc.eks.{self.region}.amazonaws.com/id/PLACEHOLDER"
             kubeconfig = _kubeconfig(cluster_name, self.region)

@@ -2,9 +2,11 @@
 
     python -m offline.plan [--stack dev] [--project-dir .] [--out build/plan]
 
-Evaluates the real program under Pulumi's mock runtime, prints a table of every resource
-and writes ``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes
-object under ``manifests/``. Exit code 2 (and nothing written) on bad configuration.
+Evaluates the real programs under Pulumi's mock runtime: the cluster stack, then the
+workload stack of the same name (``workloads/``), whose StackReference reads the cluster
+plan's outputs. For each it prints a table of every resource and writes
+``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes object under
+``manifests/``. Exit code 2 (and nothing more written) on bad configuration.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ import yaml
 
 from infra.errors import ConfigError
 from offline.mocks import Registration
-from offline.runner import REPO_ROOT, PlanResult, run_program
+from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+
+WORKLOADS_DIR = "workloads"
+# Secret config a stack file holds only encrypted; the offline plan uses stand-ins.
+OFFLINE_SECRETS = {"trainium-workloads:hfToken": "hf_offline_stand_in"}
 
 # The inputs worth a glance per resource type; the rest is in resources.json.
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -94,22 +100,7 @@ def write_plan(result: PlanResult, out_root: Path) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="dev")
-    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
-    args = parser.parse_args(argv)
-
-    try:
-        result = run_program(args.project_dir.resolve(), args.stack)
-    except ConfigError as exc:
-        print(f"{exc}\n\nNothing was planned.", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
+def print_plan(result: PlanResult, out_root: Path) -> None:
     rows = [("TYPE", "NAME", "SETTINGS")]
     rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
     print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
@@ -117,12 +108,46 @@ def main(argv: list[str] | None = None) -> int:
     print("\nOutputs:")
     for key, value in result.as_json()["outputs"].items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
-    out = write_plan(result, args.out)
+    out = write_plan(result, out_root)
+    shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
+    print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
+
+
+def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> PlanResult:
+    """The workload stack, its StackReference answered by the cluster plan of the stack it names."""
+    reference = json.loads(json.dumps(stack_config(workloads_dir, stack).get("trainium-workloads:clusterStack", '""')))
+    *_, cluster_stack = reference.split("/")
+    if cluster_stack != cluster.stack:
+        cluster = run_program(REPO_ROOT if workloads_dir.parent == REPO_ROOT else workloads_dir.parent, cluster_stack)
+    config = stack_config(workloads_dir, stack)
+    secrets = {k: v for k, v in OFFLINE_SECRETS.items() if k not in config}
+    return run_program(workloads_dir, stack, stack_references={reference: cluster.as_stack_outputs()}, secrets=secrets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
+    args = parser.parse_args(argv)
+    project_dir = args.project_dir.resolve()
+    workloads_dir = project_dir / WORKLOADS_DIR
+
+    try:
+        cluster = run_program(project_dir, args.stack)
+        print_plan(cluster, args.out)
+        if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
+            print_plan(plan_workloads(workloads_dir, args.stack, cluster), args.out)
+    except ConfigError as exc:
+        print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(
-        f"\nWrote {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}/resources.json "
-        f"and {len(kubernetes_objects(result))} manifests."
-        "\nIds, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
-        "\nassigns at deploy time; zone ids and instance facts come from offline/fixtures.py and infra/catalog.py."
+        "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
+        "\nassigns at deploy time; zone ids and instance facts come from offline/fixtures.py and infra/catalog.py;"
+        f"\nsecret config the stack files hold only encrypted uses stand-ins: {', '.join(OFFLINE_SECRETS)}."
     )
     return 0
 

@@ -20,7 +20,7 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from offline.mocks import SECRET, CloudMocks, Registration, RecordingMonitor
+from offline.mocks import SECRET, CloudMocks, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,6 +41,10 @@ class PlanResult:
         if len(matches) != 1:
             raise KeyError(f"{len(matches)} resources named {name!r}" + (f" of type {type_}" if type_ else ""))
         return matches[0]
+
+    def as_stack_outputs(self) -> StackOutputs:
+        """These outputs as another stack's StackReference sees them."""
+        return StackOutputs(self.outputs, frozenset(self.secret_outputs))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -76,15 +80,22 @@ def run_program(
     project_dir: Path = REPO_ROOT,
     stack: str = "dev",
     config: Optional[dict[str, str]] = None,
+    stack_references: Optional[dict[str, StackOutputs]] = None,
+    secrets: Optional[dict[str, str]] = None,
 ) -> PlanResult:
-    """Run ``project_dir/__main__.py`` for ``stack``; ``config`` replaces the stack file's config."""
+    """Run ``project_dir/__main__.py`` for ``stack``.
+
+    ``config`` replaces the stack file's config; ``secrets`` adds secret config values (which
+    a stack file can only hold encrypted); ``stack_references`` answers StackReferences.
+    """
     project = project_name(project_dir)
-    values = stack_config(project_dir, stack) if config is None else config
+    values = dict(stack_config(project_dir, stack) if config is None else config)
+    values.update(secrets or {})
     region = values.get("aws:region", "us-west-2")
 
     settings.ROOT.set(None)
-    runtime_config.set_all_config(values, [])
-    monitor = RecordingMonitor(CloudMocks(region))
+    runtime_config.set_all_config(values, sorted(secrets or {}))
+    monitor = RecordingMonitor(CloudMocks(region, stack_references))
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
     if str(project_dir) not in sys.path:

@@ -1,0 +1,111 @@
+"""The workload stacks: training jobs on the cluster the cluster stack built.
+
+Reads the cluster stack through a StackReference, checks every workload setting against
+what that cluster offers, and only then declares the Kubernetes objects. Which workloads
+run, and how big, is the stack file's business (see README, "Workload stacks").
+"""
+
+import json
+import sys
+from pathlib import Path
+
+# This project shares config helpers, instance facts and version pins with the cluster
+# project one directory up.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pulumi  # noqa: E402
+import pulumi_kubernetes as k8s  # noqa: E402
+
+from infra.errors import ConfigError  # noqa: E402
+from infra.stack_config import engine_config  # noqa: E402
+from workloads import checks, contract  # noqa: E402
+from workloads.bert import BertPretraining, BertPretrainingArgs  # noqa: E402
+from workloads.data_staging import DataStaging, DataStagingArgs, StagingLayout  # noqa: E402
+from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLayout, NemoLlama2, NemoLlama2Args  # noqa: E402
+from workloads.ray_llama2 import RayLayout, RayLlama2, RayLlama2Args  # noqa: E402
+from workloads.settings import WorkloadsConfig, parse_workloads_config  # noqa: E402
+from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout  # noqa: E402
+
+config = parse_workloads_config(engine_config())
+cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
+kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kc if isinstance(kc, str) else json.dumps(kc))
+
+
+def wire(outputs: dict) -> dict:
+    """Check the settings against the cluster's outputs, then declare every workload."""
+    missing = contract.missing_outputs(outputs)
+    if missing:
+        raise ConfigError(
+            [f"{config.cluster_stack}: the cluster stack has no output {', '.join(missing)}; run `pulumi up` there first"],
+            source="cluster stack reference",
+        )
+    cluster = contract.parse_contract(outputs)
+    problems = checks.workload_problems(config, cluster)
+    if problems:
+        raise ConfigError(problems, source="workload configuration")
+    return declare_workloads(config, cluster)
+
+
+def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract) -> dict:
+    provider = k8s.Provider("cluster", kubeconfig=kubeconfig, enable_server_side_apply=True)
+    opts = pulumi.ResourceOptions(provider=provider)
+    ns, claim = config.namespace, cluster.claims.get(config.namespace, "")
+
+    def image(repository: str, settings) -> str:
+        return f"{cluster.repositories[repository]}:{settings.image_tag}"
+
+    common = dict(namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector)
+    declared: dict = {}
+    secrets = []
+    if config.hf_token:
+        secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
+
+    staging = None
+    if s := config.on("data_staging"):
+        layout = StagingLayout(
+            **common, service_account=cluster.service_account, shell_image=image("cmd-shell", s),
+            nemo_image=image("nemo-megatron", s), settings=s,
+        )  # fmt: skip
+        staging = DataStaging("data-staging", DataStagingArgs(layout, tuple(secrets)), opts)
+        declared["dataStaging"] = [n for n, on in (("stage-wikicorpus", s.wikicorpus), ("stage-redpajama", s.redpajama), ("cmd-shell", s.cmd_shell)) if on]
+    if s := config.on("bert_pretraining"):
+        after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
+        args = BertPretrainingArgs(
+            settings=s, namespace=ns, repository=cluster.repositories["bert-pretrain"],
+            group=cluster.node_groups[s.node_group], claim=claim, etcd_endpoint=cluster.etcd_endpoints[ns],
+            service_account=cluster.service_account, after=after,
+        )  # fmt: skip
+        declared["bertPretraining"] = (["bert-precompile"] if s.precompile else []) + ["bert-train"]
+        BertPretraining("bert-pretraining", args, opts)
+    if s := config.on("ray_llama2"):
+        layout = RayLayout(
+            **common, image=image("ray-llama2", s), group=cluster.node_groups[s.node_group],
+            service_account=cluster.service_account, settings=s,
+        )  # fmt: skip
+        RayLlama2("ray-llama2", RayLlama2Args(layout), opts)
+        declared["rayLlama2"] = ["kuberay-trn1", *s.steps]
+    if s := config.on("nemo_llama2"):
+        after = tuple(secrets) + ((staging.redpajama,) if staging and staging.redpajama else ())
+        layout = NemoLayout(
+            **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
+            service_account=cluster.service_account, settings=s,
+        )  # fmt: skip
+        NemoLlama2("nemo-llama2", NemoLlama2Args(layout, after), opts)
+        declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
+    if s := config.on("tensorboard"):
+        layout = TensorBoardLayout(**common, image=image("cmd-shell", s), settings=s)
+        tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
+        declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}
+        if tensorboard.password is not None:
+            declared["tensorboard"]["password"] = pulumi.Output.secret(tensorboard.password)
+    return declared
+
+
+needed = [*contract.REQUIRED_OUTPUTS]
+cluster_outputs = pulumi.Output.all(*[cluster_stack.get_output(k) for k in needed]).apply(
+    lambda values: dict(zip(needed, values))
+)
+pulumi.export("clusterStack", config.cluster_stack)
+pulumi.export("namespace", config.namespace)
+# Exporting the result is what surfaces a refusal from `wire` as the stack's error.
+pulumi.export("workloads", cluster_outputs.apply(wire))

@@ -1,0 +1,137 @@
+"""BERT-large phase-1 pretraining: a precompile Volcano Job, then the training Volcano Job.
+
+Each Job is what TorchX's Kubernetes scheduler submits for the seed's ``trn1_dist_ddp``
+component (see ``torchx_trn1.py``): one task per node, gang scheduled in a Volcano queue,
+each pod owning all Neuron devices and EFA interfaces of its node, torchrun meeting its
+peers through the cluster's etcd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+
+from workloads import bert_launch, pods
+from workloads.contract import NodeGroup
+from workloads.kube import declare
+from workloads.settings import BertPretrainingSettings
+
+# Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION policy).
+RESTART_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "RestartJob"}]
+
+
+@dataclass(frozen=True)
+class BertJob:
+    name: str
+    namespace: str
+    image: str
+    group: NodeGroup
+    queue: str
+    claim: str
+    service_account: str
+    run: bert_launch.BertRun
+    max_retry: int = 3
+
+
+def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """The batch.volcano.sh/v1alpha1 Job: ``nnodes`` tasks of one pod each."""
+    # A fresh rendezvous id whenever the job changes, as TorchX's unique app ids give.
+    rdzv_id = f"{job.name}-{pods.digest([job.image, job.run.__dict__, job.group.name])}"
+    tasks = [_task(job, replica, rdzv_id) for replica in range(job.run.nnodes)]
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": job.name, "namespace": job.namespace, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": job.queue,
+            # Gang scheduling: no pod starts until every node's pod can.
+            "minAvailable": job.run.nnodes,
+            "maxRetry": job.max_retry,
+            # svc: a headless service and hosts files so the pods can resolve each other.
+            "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
+            "tasks": tasks,
+        },
+    }
+
+
+def _task(job: BertJob, replica: int, rdzv_id: str) -> dict[str, Any]:
+    container = {
+        "name": "trainer",
+        "image": job.image,
+        "command": bert_launch.command(job.run, rdzv_id),
+        "env": pods.env_list(bert_launch.environment(job.run, str(replica))),
+        "resources": pods.accelerator_resources(job.group),
+        "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
+    }
+    return {
+        "name": f"worker-{replica}",
+        "replicas": 1,
+        "minAvailable": 1,
+        "maxRetry": job.max_retry,
+        "policies": RESTART_POLICIES,
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": job.name, "app.kubernetes.io/part-of": "bert-pretraining"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "serviceAccountName": job.service_account,
+                **pods.accelerator_placement(job.group),
+                "containers": [container],
+                "volumes": [pods.shm_volume(), pods.claim_volume(job.claim)],
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class BertPretrainingArgs:
+    settings: BertPretrainingSettings
+    namespace: str
+    repository: str
+    group: NodeGroup
+    claim: str
+    etcd_endpoint: str
+    service_account: str
+    after: tuple[pulumi.Resource, ...] = ()
+
+
+class BertPretraining(pulumi.ComponentResource):
+    def __init__(self, name: str, args: BertPretrainingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:BertPretraining", name, None, opts)
+        s = args.settings
+        base = dict(
+            namespace=args.namespace,
+            image=f"{args.repository}:{s.image_tag}",
+            group=args.group,
+            queue=s.queue,
+            claim=args.claim,
+            service_account=args.service_account,
+            max_retry=s.max_retry,
+        )
+        run = dict(
+            nnodes=s.nodes,
+            nproc_per_node=args.group.neuron_cores,
+            etcd_endpoint=args.etcd_endpoint,
+            batch_size=s.batch_size,
+            grad_accum_steps=s.grad_accum_steps,
+            data_dir=s.data_dir,
+            output_dir=s.output_dir,
+            bf16=s.bf16,
+            cacheset=s.cacheset,
+        )
+        after = list(args.after)
+        self.jobs: list[pulumi.Resource] = []
+        if s.precompile:
+            compile_job = BertJob(
+                name="bert-precompile",
+                run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
+                **base,
+            )
+            done = pods.wait_for("jsonpath={.status.state.phase}=Completed", s.precompile_timeout_minutes)
+            self.jobs.append(declare(volcano_job(compile_job, done), self, after))
+            after = [self.jobs[-1]]
+        train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps), **base)
+        self.jobs.append(declare(volcano_job(train_job, pods.skip_await()), self, after))
+        self.register_outputs({})

@@ -1,0 +1,113 @@
+"""The cluster stack's outputs, as the workload stacks read them.
+
+Everything a workload needs to know about the cluster (node groups and what each node
+carries, the FSx claim, queues, the etcd endpoint, image repositories, which software is
+installed) arrives through the StackReference and is parsed here into plain typed values.
+Nothing here is configured twice: if the cluster changes, the workloads follow on the next
+``pulumi up``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# The outputs a workload stack reads. The cluster stack exports them (see its __main__.py).
+REQUIRED_OUTPUTS = (
+    "clusterName",
+    "acceleratorNodeGroups",
+    "features",
+    "trainingNamespaces",
+    "trainingServiceAccount",
+    "storage",
+    "volcanoQueues",
+    "etcdEndpoints",
+    "ecrRepositories",
+    "coreNodeSelector",
+)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def toleration(self) -> dict[str, str]:
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """One accelerator node group, with what each of its nodes offers a pod."""
+
+    name: str
+    instance_type: str
+    neuron_devices: int
+    neuron_cores: int
+    efa_interfaces: int
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    max_size: int
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        # The instance-type label is what TorchX selects on; the group's labels pin the group.
+        return {"node.kubernetes.io/instance-type": self.instance_type, **self.labels}
+
+    @property
+    def tolerations(self) -> list[dict[str, str]]:
+        return [t.toleration() for t in self.taints]
+
+
+@dataclass(frozen=True)
+class ClusterContract:
+    cluster_name: str
+    node_groups: Mapping[str, NodeGroup]
+    features: Mapping[str, bool]
+    namespaces: tuple[str, ...]
+    service_account: str
+    storage_enabled: bool
+    claims: Mapping[str, str]
+    volcano_queues: tuple[str, ...]
+    etcd_endpoints: Mapping[str, str]
+    repositories: Mapping[str, str]
+    core_node_selector: Mapping[str, str]
+
+    def feature(self, name: str) -> bool:
+        return bool(self.features.get(name, False))
+
+
+def missing_outputs(outputs: Mapping[str, Any]) -> list[str]:
+    return [key for key in REQUIRED_OUTPUTS if outputs.get(key) is None]
+
+
+def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
+    """``outputs`` holds at least REQUIRED_OUTPUTS (check with ``missing_outputs`` first)."""
+    groups = {
+        g["name"]: NodeGroup(
+            name=g["name"],
+            instance_type=g["instanceType"],
+            neuron_devices=int(g["neuronDevices"]),
+            neuron_cores=int(g["neuronCores"]),
+            efa_interfaces=int(g["efaInterfaces"]),
+            labels=dict(g.get("labels") or {}),
+            taints=tuple(Taint(t["key"], t["value"], t["effect"]) for t in g.get("taints") or []),
+            max_size=int(g["maxSize"]),
+        )
+        for g in outputs["acceleratorNodeGroups"]
+    }
+    storage = outputs["storage"]
+    return ClusterContract(
+        cluster_name=outputs["clusterName"],
+        node_groups=groups,
+        features=dict(outputs["features"]),
+        namespaces=tuple(outputs["trainingNamespaces"]),
+        service_account=outputs["trainingServiceAccount"]["name"],
+        storage_enabled=bool(storage.get("enabled")),
+        claims=dict(storage.get("claims") or {}),
+        volcano_queues=tuple(outputs["volcanoQueues"]),
+        etcd_endpoints=dict(outputs["etcdEndpoints"]),
+        repositories=dict(outputs["ecrRepositories"]),
+        core_node_selector=dict(outputs["coreNodeSelector"]),
+    )

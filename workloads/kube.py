@@ -1,0 +1,40 @@
+"""Declaring rendered Kubernetes objects as Pulumi resources."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+# Built-in kinds get their typed resource (so pulumi-kubernetes applies its await logic);
+# everything else is a custom resource.
+_BUILT_IN = {
+    ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "Pod"): k8s.core.v1.Pod,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
+}
+
+
+# Top-level manifest keys whose Python argument name differs.
+_PYTHON_NAMES = {"stringData": "string_data"}
+
+
+def resource_name(manifest: dict[str, Any]) -> str:
+    return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}"
+
+
+def declare(
+    manifest: dict[str, Any], parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+) -> pulumi.CustomResource:
+    """``manifest`` as a resource under ``parent``, created only once ``after`` are ready."""
+    opts = pulumi.ResourceOptions(parent=parent, depends_on=list(after))
+    body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    cls = _BUILT_IN.get((manifest["apiVersion"], manifest["kind"]))
+    if cls is not None:
+        return cls(resource_name(manifest), opts=opts, **{_PYTHON_NAMES.get(k, k): v for k, v in body.items()})
+    return k8s.apiextensions.CustomResource(
+        resource_name(manifest), api_version=manifest["apiVersion"], kind=manifest["kind"], opts=opts, **body
+    )

@@ -1,0 +1,161 @@
+"""Llama-2-7B pretraining with neuronx-nemo-megatron, launched by the MPI operator.
+
+Two MPIJobs (kubeflow.org/v2beta1): a compile run (neuron_parallel_compile, a few
+iterations) and, once it has succeeded, the training run. mpirun starts one rank per
+Trainium node; each rank runs torchrun with one process per NeuronCore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+
+from workloads import pods
+from workloads.contract import NodeGroup
+from workloads.kube import declare
+from workloads.settings import NemoLlama2Settings
+
+SHARED_MOUNT = "/shared"
+# Where the image puts neuronx-nemo-megatron's language-modelling examples (docker/nemo-megatron).
+EXAMPLES_DIR = "/opt/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling"
+HF_TOKEN_SECRET = "hf-token"
+HF_TOKEN_KEY = "HF_TOKEN"
+
+
+@dataclass(frozen=True)
+class NemoLayout:
+    namespace: str
+    image: str
+    group: NodeGroup
+    claim: str
+    service_account: str
+    core_node_selector: Mapping[str, str]
+    settings: NemoLlama2Settings
+
+
+def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
+    s = layout.settings
+    forwarded = ["LD_LIBRARY_PATH", "PATH", "POD_UID", "TOKENIZER_PATH", "DATASET_PATH"]
+    if compile_only:
+        forwarded.append("COMPILE=1")
+    elif s.train_iters is not None:
+        forwarded.append(f"TRAIN_ITERS={s.train_iters}")
+    command = ["mpirun", "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
+    for name in forwarded:
+        command += ["-x", name]
+    return command + ["-wdir", EXAMPLES_DIR, "./llama_7b.sh"]
+
+
+def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
+    s = layout.settings
+    launcher = {
+        "name": "launcher",
+        "image": layout.image,
+        "command": launcher_command(layout, compile_only),
+        "env": [
+            # Logs land in /shared/nemo_experiments/<launcher pod uid>/<rank>/ (train_setup.sh).
+            {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+            *pods.env_list({"TOKENIZER_PATH": s.tokenizer_path, "DATASET_PATH": s.dataset_path}),
+        ],
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+    }
+    worker = {
+        "name": "worker",
+        "image": layout.image,
+        # The launcher reaches the workers over SSH; the operator provides the keys.
+        "command": ["/usr/sbin/sshd", "-De"],
+        "env": [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {"name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}],
+        "resources": pods.accelerator_resources(layout.group),
+        "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
+    }
+    name = "llama2-compile" if compile_only else "llama2-train"
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": layout.namespace, "annotations": annotations},
+        "spec": {
+            "slotsPerWorker": 1,
+            # Start mpirun only once every worker's sshd is up (replaces the seed's wait loop).
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 20},
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "spec": {
+                            "serviceAccountName": layout.service_account,
+                            "nodeSelector": dict(layout.core_node_selector),
+                            "containers": [launcher],
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": s.nodes,
+                    "template": {
+                        "spec": {
+                            "serviceAccountName": layout.service_account,
+                            **pods.accelerator_placement(layout.group),
+                            "containers": [worker],
+                            "volumes": [pods.claim_volume(layout.claim), pods.shm_volume()],
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
+    s = layout.settings
+    jobs = []
+    if s.compile:
+        succeeded = pods.wait_for("condition=Succeeded", s.compile_timeout_minutes)
+        jobs.append(mpi_job(layout, True, succeeded if s.train else pods.skip_await()))
+    if s.train:
+        jobs.append(mpi_job(layout, False, pods.skip_await()))
+    return jobs
+
+
+def hf_token_secret(namespace: str, token: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": HF_TOKEN_SECRET, "namespace": namespace},
+        "type": "Opaque",
+        "stringData": {HF_TOKEN_KEY: token},
+    }
+
+
+@dataclass(frozen=True)
+class HuggingFaceTokenArgs:
+    namespace: str
+    token: pulumi.Output[str]
+
+
+class HuggingFaceToken(pulumi.ComponentResource):
+    """The Hugging Face token from Pulumi secret config, as the Secret pods read it from."""
+
+    def __init__(self, name: str, args: HuggingFaceTokenArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:HuggingFaceToken", name, None, opts)
+        self.secret = declare(hf_token_secret(args.namespace, args.token), self)
+        self.register_outputs({})
+
+
+@dataclass(frozen=True)
+class NemoLlama2Args:
+    layout: NemoLayout
+    after: tuple[pulumi.Resource, ...] = ()
+
+
+class NemoLlama2(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
+        previous = list(args.after)
+        self.jobs: list[pulumi.Resource] = []
+        for manifest in job_sequence(args.layout):
+            self.jobs.append(declare(manifest, self, previous))
+            previous = [self.jobs[-1]]
+        self.register_outputs({})

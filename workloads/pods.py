@@ -1,0 +1,72 @@
+"""Pod pieces every training workload shares: accelerator requests, placement, volumes,
+the EFA environment, and the annotations that order jobs.
+
+Pure functions returning Kubernetes API dicts, so tests read them without the Pulumi runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from infra.node_template import EFA_RESOURCE, NEURON_RESOURCES
+from workloads.contract import NodeGroup
+
+NEURON_DEVICE_RESOURCE = NEURON_RESOURCES[0]
+SHM_VOLUME = "dshm"
+FSX_VOLUME = "fsx"
+# libfabric over EFA for the Neuron collectives (what the seeds' jobs set).
+EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+
+
+def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str, str]]:
+    """Every Neuron device and EFA interface of one node: the pod owns the whole node."""
+    wanted = {NEURON_DEVICE_RESOURCE: str(group.neuron_devices), **extra}
+    if group.efa_interfaces:
+        wanted[EFA_RESOURCE] = str(group.efa_interfaces)
+    return {"requests": dict(wanted), "limits": dict(wanted)}
+
+
+def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
+    return {"nodeSelector": group.node_selector, "tolerations": group.tolerations}
+
+
+def env_list(values: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def shm_volume() -> dict[str, Any]:
+    # The 64 MiB container default is too small for data loaders and the Neuron runtime.
+    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+
+
+def shm_mount() -> dict[str, str]:
+    return {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+
+
+def claim_volume(claim: str) -> dict[str, Any]:
+    return {"name": FSX_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def claim_mount(path: str) -> dict[str, str]:
+    return {"name": FSX_VOLUME, "mountPath": path}
+
+
+def wait_for(condition: str, timeout_minutes: int) -> dict[str, str]:
+    """Annotations that make `pulumi up` wait until the object reports ``condition``.
+
+    The next job in a sequence depends on this one, so Pulumi submits it only after this
+    one has finished successfully (pulumi-kubernetes `pulumi.com/waitFor`).
+    """
+    return {"pulumi.com/waitFor": condition, "pulumi.com/timeoutSeconds": str(timeout_minutes * 60)}
+
+
+def skip_await() -> dict[str, str]:
+    return {"pulumi.com/skipAwait": "true"}
+
+
+def digest(value: Any) -> str:
+    """A short stable digest of a JSON-able value (job specs, to name their runs)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]

@@ -1,0 +1,127 @@
+"""The workload stacks' configuration: which workloads run, and how each is sized.
+
+Keys live under ``trainium-workloads:`` in ``workloads/Pulumi.<stack>.yaml``. A workload is
+on when its key is present (``enabled: false`` keeps the settings but switches it off).
+Shapes and ranges are checked here; whether the cluster can run what is asked for (node
+group, size, queue, installed software) is checked against its outputs in ``checks.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from infra import versions
+from infra.config_base import ConfigModel, project_values, qualified_key, validated
+
+PROJECT = "trainium-workloads"
+STACK_NAME_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+CACHESET_PATTERN = r"^[A-Za-z0-9_-]+$"
+IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+
+
+class WorkloadSettings(ConfigModel):
+    enabled: bool = True
+    image_tag: str = Field(default=versions.TRAINING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN)
+
+
+class AcceleratedWorkloadSettings(WorkloadSettings):
+    # The cluster stack's accelerator node group the job runs on.
+    node_group: str
+
+
+class BertPretrainingSettings(AcceleratedWorkloadSettings):
+    nodes: int = Field(default=2, ge=1)
+    queue: str = "test"
+    # Prefix of the Neuron compile cache on FSx; jobs running at the same time must not share one.
+    cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN)
+    batch_size: int = Field(default=16, ge=1)
+    grad_accum_steps: int = Field(default=32, ge=1)
+    # Run neuron_parallel_compile for this many steps first, then train.
+    precompile: bool = True
+    precompile_steps: int = Field(default=10, ge=1)
+    # Steps of this training run (--steps_this_run); unset trains to the script's max_steps.
+    train_steps: Optional[int] = Field(default=None, ge=1)
+    bf16: bool = True
+    data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
+    output_dir: str = "/data/output"
+    max_retry: int = Field(default=3, ge=0)
+    precompile_timeout_minutes: int = Field(default=120, ge=1)
+
+
+RAY_STEPS = ("generate-data", "precompile", "train")
+
+
+class RayLlama2Settings(AcceleratedWorkloadSettings):
+    workers: int = Field(default=2, ge=1)
+    queue: str = "llama2-training-queue"
+    head_cpu: str = "6"
+    head_memory: str = "30Gi"
+    worker_cpu: str = "120"
+    worker_memory: str = "440Gi"
+    # RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.
+    steps: list[Literal["generate-data", "precompile", "train"]] = list(RAY_STEPS)
+    step_timeout_minutes: int = Field(default=180, ge=1)
+    train_deadline_seconds: Optional[int] = Field(default=600, ge=1)
+    ttl_seconds_after_finished: int = Field(default=60, ge=0)
+
+
+class NemoLlama2Settings(AcceleratedWorkloadSettings):
+    nodes: int = Field(default=4, ge=1)
+    compile: bool = True
+    train: bool = True
+    tokenizer_path: str = "/shared/llama7b_tokenizer"
+    dataset_path: str = "/shared/data/redpajama_sample_text_document"
+    # Unset: the training script's own default (20000).
+    train_iters: Optional[int] = Field(default=None, ge=1)
+    compile_timeout_minutes: int = Field(default=180, ge=1)
+
+
+class LoadBalancerSettings(ConfigModel):
+    # Source ranges allowed to reach the load balancer; required, never 0.0.0.0/0.
+    allowed_cidrs: list[str]
+    internal: bool = True
+    username: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+
+
+class TensorBoardSettings(WorkloadSettings):
+    log_dir: str = "/shared/nemo_experiments"
+    load_balancer: Optional[LoadBalancerSettings] = None
+
+
+class DataStagingSettings(WorkloadSettings):
+    # The BERT WikiCorpus tar from the public Neuron bucket, extracted under /data.
+    wikicorpus: bool = True
+    # The RedPajama sample, the Llama-2 tokenizer and the Megatron preprocessing (needs hfToken).
+    redpajama: bool = False
+    # A long-running pod with the FSx volume at /data and /shared, for hands-on work.
+    cmd_shell: bool = False
+    timeout_minutes: int = Field(default=240, ge=1)
+
+
+class WorkloadsConfig(ConfigModel):
+    # The cluster stack, as `<organization>/trainium-eks/<stack>`.
+    cluster_stack: str = Field(pattern=STACK_NAME_PATTERN)
+    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    # Hugging Face token for the gated Llama-2 tokenizer; set it with `pulumi config set --secret`.
+    hf_token: Optional[str] = None
+    data_staging: Optional[DataStagingSettings] = None
+    bert_pretraining: Optional[BertPretrainingSettings] = None
+    ray_llama2: Optional[RayLlama2Settings] = None
+    nemo_llama2: Optional[NemoLlama2Settings] = None
+    tensorboard: Optional[TensorBoardSettings] = None
+
+    def on(self, name: str) -> Any:
+        """The settings of workload ``name`` when it is switched on, else None."""
+        settings = getattr(self, name)
+        return settings if settings is not None and settings.enabled else None
+
+
+def key_name(loc: tuple[Any, ...]) -> str:
+    return qualified_key(PROJECT, loc)
+
+
+def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
+    """The validated configuration, or ``ConfigError`` naming every bad key."""
+    return validated(WorkloadsConfig, project_values(all_config, PROJECT), key_name)

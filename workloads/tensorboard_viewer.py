@@ -1,0 +1,172 @@
+"""TensorBoard over the experiment logs on FSx.
+
+ClusterIP only by default: `kubectl port-forward svc/tensorboard 6006`. With
+`tensorboard.loadBalancer`, an nginx sidecar asks for a password (generated, exported as a
+secret output) and the load balancer accepts only the listed source ranges.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_random as random
+
+from infra import versions
+from workloads import pods
+from workloads.kube import declare
+from workloads.settings import LoadBalancerSettings, TensorBoardSettings
+
+NAME = "tensorboard"
+TENSORBOARD_PORT = 6006
+PROXY_PORT = 8080
+LABELS = {"app.kubernetes.io/name": NAME}
+NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+
+NGINX_CONF = f"""\
+server {{
+  listen {PROXY_PORT};
+  location / {{
+    auth_basic "TensorBoard";
+    auth_basic_user_file /etc/nginx/auth/htpasswd;
+    proxy_pass http://127.0.0.1:{TENSORBOARD_PORT};
+    proxy_read_timeout 900;
+  }}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class TensorBoardLayout:
+    namespace: str
+    image: str
+    claim: str
+    core_node_selector: Mapping[str, str]
+    settings: TensorBoardSettings
+
+
+def htpasswd_line(username: str, password: str, salt: bytes) -> str:
+    """An nginx `{SSHA}` entry: base64(sha1(password + salt) + salt)."""
+    digest = hashlib.sha1(password.encode() + salt).digest()
+    return f"{username}:{{SSHA}}{base64.b64encode(digest + salt).decode()}\n"
+
+
+def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
+    tensorboard = {
+        "name": NAME,
+        "image": layout.image,
+        "command": ["tensorboard", "--logdir", layout.settings.log_dir, "--host", "0.0.0.0", "--port", str(TENSORBOARD_PORT)],
+        "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+        "volumeMounts": [{**pods.claim_mount("/shared"), "readOnly": True}],
+    }
+    containers: list[dict[str, Any]] = [tensorboard]
+    volumes: list[dict[str, Any]] = [pods.claim_volume(layout.claim)]
+    if layout.settings.load_balancer is not None:
+        containers.append(
+            {
+                "name": "auth-proxy",
+                "image": versions.NGINX_UNPRIVILEGED_IMAGE,
+                "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                "volumeMounts": [
+                    {"name": "proxy-config", "mountPath": "/etc/nginx/conf.d"},
+                    {"name": "proxy-auth", "mountPath": "/etc/nginx/auth", "readOnly": True},
+                ],
+            }
+        )
+        volumes += [
+            {"name": "proxy-config", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "default.conf", "path": "default.conf"}]}},
+            {"name": "proxy-auth", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "htpasswd", "path": "htpasswd"}]}},
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": layout.namespace, "labels": LABELS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": LABELS},
+            "template": {
+                "metadata": {"labels": LABELS},
+                "spec": {
+                    "securityContext": NON_ROOT,
+                    "nodeSelector": dict(layout.core_node_selector),
+                    "containers": containers,
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": NAME, "namespace": layout.namespace, "labels": LABELS},
+        "spec": {"type": "ClusterIP", "selector": LABELS, "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": "http"}]},
+    }
+
+
+def load_balancer_service(layout: TensorBoardLayout, lb: LoadBalancerSettings) -> dict[str, Any]:
+    scheme = "internal" if lb.internal else "internet-facing"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{NAME}-public",
+            "namespace": layout.namespace,
+            "labels": LABELS,
+            "annotations": {
+                "service.beta.kubernetes.io/aws-load-balancer-scheme": scheme,
+                "service.beta.kubernetes.io/aws-load-balancer-internal": str(lb.internal).lower(),
+                "pulumi.com/skipAwait": "true",
+            },
+        },
+        # Only the proxy port is exposed; TensorBoard itself stays behind the password.
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": LABELS,
+            "loadBalancerSourceRanges": list(lb.allowed_cidrs),
+            "ports": [{"name": "http", "port": 80, "targetPort": "proxy"}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class TensorBoardArgs:
+    layout: TensorBoardLayout
+
+
+class TensorBoard(pulumi.ComponentResource):
+    """``password`` is the generated basic-auth password when a load balancer is on, else None."""
+
+    def __init__(self, name: str, args: TensorBoardArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:TensorBoard", name, None, opts)
+        layout, lb = args.layout, args.layout.settings.load_balancer
+        self.password: Optional[pulumi.Output[str]] = None
+        proxy: list[pulumi.Resource] = []
+        if lb is not None:
+            password = random.RandomPassword(f"{name}-password", length=24, special=False, opts=pulumi.ResourceOptions(parent=self))
+            salt = random.RandomString(f"{name}-salt", length=8, special=False, opts=pulumi.ResourceOptions(parent=self))
+            htpasswd = pulumi.Output.secret(
+                pulumi.Output.all(password.result, salt.result).apply(lambda ps: htpasswd_line(lb.username, ps[0], ps[1].encode()))
+            )
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{NAME}-proxy", "namespace": layout.namespace},
+                "type": "Opaque",
+                "stringData": {"default.conf": NGINX_CONF, "htpasswd": htpasswd},
+            }
+            proxy = [declare(secret, self)]
+            self.password = password.result
+        self.deployment = declare(deployment(layout), self, proxy)
+        declare(cluster_service(layout), self)
+        if lb is not None:
+            declare(load_balancer_service(layout, lb), self, [self.deployment])
+        self.register_outputs({})

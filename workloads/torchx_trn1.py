@@ -1,0 +1,98 @@
+"""A TorchX component for BERT-large pretraining on Trainium, for users of `torchx run`.
+
+    torchx run -s kubernetes -cfg queue=test,namespace=default \\
+        workloads/torchx_trn1.py:trn1_dist_ddp --image <ecr>/bert-pretrain:<tag> \\
+        --nnodes 2 --nproc_per_node 32 --precompile True
+
+(run from the repository root). The pods it produces match the Volcano Jobs the workload
+stack declares (``bert.py``): same command, environment, devices, EFA interfaces, shared
+memory and FSx mount. TorchX sets no tolerations; EKS's ExtendedResourceToleration admission
+plugin adds the one for the `aws.amazon.com/neuron` taint because the pods request that
+resource. Devices and EFA interfaces per node come from the same instance table the
+cluster stack sizes its node groups with.
+"""
+
+from __future__ import annotations
+
+import torchx.specs as specs
+
+from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.node_template import EFA_RESOURCE
+from workloads import bert_launch
+from workloads.pods import NEURON_DEVICE_RESOURCE
+
+MULTI_NODE_TYPES = sorted(t for t, facts in NEURON_INSTANCE_TYPES.items() if facts.max_efa_interfaces)
+
+
+def trn1_dist_ddp(
+    image: str,
+    nnodes: int = 2,
+    nproc_per_node: int = 32,
+    name: str = "bert",
+    instance_type: str = "trn1.32xlarge",
+    precompile: bool = False,
+    steps_this_run: int = -1,
+    batch_size: int = 16,
+    grad_accum_usteps: int = 32,
+    bf16: bool = True,
+    cacheset: str = "bert-large",
+    etcd_endpoint: str = "etcd-server:2379",
+    claim: str = "fsx-claim",
+    max_retries: int = 3,
+) -> specs.AppDef:
+    """BERT-large phase-1 data-parallel pretraining: ``nnodes`` x ``nproc_per_node`` workers.
+
+    Args:
+        image: the bert-pretrain image from the cluster's ECR repository
+        nnodes: number of Trainium nodes
+        nproc_per_node: workers per node, one per NeuronCore
+        name: job name prefix
+        instance_type: trn1.32xlarge, trn1n.32xlarge or trn2.48xlarge
+        precompile: run under neuron_parallel_compile to fill the compile cache
+        steps_this_run: stop after this many steps (-1: run to max_steps)
+        batch_size: per-worker batch size
+        grad_accum_usteps: gradient accumulation micro-steps
+        bf16: train in bf16 (else full fp32)
+        cacheset: compile cache prefix on FSx; concurrent jobs must not share one
+        etcd_endpoint: the cluster's etcd rendezvous endpoint (host:port)
+        claim: the FSx PersistentVolumeClaim mounted at /data
+        max_retries: restarts of the whole job on a pod failure
+    """
+    if instance_type not in MULTI_NODE_TYPES:
+        raise ValueError(f"instance_type {instance_type!r}: allowed: {', '.join(MULTI_NODE_TYPES)}")
+    facts = NEURON_INSTANCE_TYPES[instance_type]
+    run = bert_launch.BertRun(
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        etcd_endpoint=etcd_endpoint,
+        batch_size=batch_size,
+        grad_accum_steps=grad_accum_usteps,
+        steps_this_run=None if steps_this_run < 0 else steps_this_run,
+        bf16=bf16,
+        precompile=precompile,
+        cacheset=cacheset,
+    )
+    entrypoint, *args = bert_launch.command(run, specs.macros.app_id)
+    return specs.AppDef(
+        name=name,
+        roles=[
+            specs.Role(
+                name="worker",
+                image=image,
+                entrypoint=entrypoint,
+                args=args,
+                num_replicas=nnodes,
+                env=bert_launch.environment(run, specs.macros.replica_id),
+                resource=specs.Resource(
+                    cpu=0,
+                    gpu=0,
+                    memMB=0,
+                    capabilities={"node.kubernetes.io/instance-type": instance_type},
+                    devices={NEURON_DEVICE_RESOURCE: facts.neuron_devices, EFA_RESOURCE: facts.max_efa_interfaces},
+                ),
+                max_retries=max_retries,
+                retry_policy=specs.RetryPolicy.APPLICATION,
+                mounts=[specs.VolumeMount(src=claim, dst_path=bert_launch.DATA_MOUNT)],
+            )
+        ],
+    )
