@@ -31,3 +31,52 @@ def plan_with() -> Callable[..., PlanResult]:
         return run_program(REPO_ROOT, "dev", config)
 
     return run
+
+
+WORKLOADS_DIR = REPO_ROOT / "workloads"
+HF_TOKEN_KEY = "trainium-workloads:hfToken"
+STAND_IN_TOKEN = "hf_test_token"
+
+
+@pytest.fixture(scope="session")
+def workloads_dev(dev: PlanResult) -> PlanResult:
+    from offline.plan import plan_workloads
+
+    return plan_workloads(WORKLOADS_DIR, "dev", dev)
+
+
+@pytest.fixture(scope="session")
+def workloads_prod(prod: PlanResult) -> PlanResult:
+    from offline.plan import plan_workloads
+
+    return plan_workloads(WORKLOADS_DIR, "prod", prod)
+
+
+@pytest.fixture
+def workloads_with(dev: PlanResult) -> Callable[..., PlanResult]:
+    """The dev workload stack with keys replaced (None removes one) and the cluster's outputs
+    edited by ``cluster=lambda outputs: ...``; the HF token is set unless ``hfToken=None``."""
+
+    def run(cluster: Callable[[dict[str, Any]], None] | None = None, **overrides: Any) -> PlanResult:
+        import copy
+
+        from offline.mocks import StackOutputs
+
+        outputs = copy.deepcopy(dev.outputs)
+        if cluster is not None:
+            cluster(outputs)
+        config = stack_config(WORKLOADS_DIR, "dev")
+        secrets = {HF_TOKEN_KEY: STAND_IN_TOKEN}
+        for key, value in overrides.items():
+            full = f"trainium-workloads:{key}"
+            if key == "hfToken":
+                secrets = {} if value is None else {HF_TOKEN_KEY: value}
+            elif value is None:
+                config.pop(full, None)
+            else:
+                config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+        reference = config["trainium-workloads:clusterStack"]
+        references = {reference: StackOutputs(outputs, frozenset(dev.secret_outputs))}
+        return run_program(WORKLOADS_DIR, "dev", config, stack_references=references, secrets=secrets)
+
+    return run

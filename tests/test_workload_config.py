@@ -1,0 +1,112 @@
+"""Workload settings refused before any Kubernetes object is declared, with messages that
+name the key, the value and what the cluster offers."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+from infra.errors import ConfigError
+from offline.runner import PlanResult
+
+KUBERNETES_OBJECTS = "kubernetes:"
+
+
+def refusal(run: Callable[..., PlanResult], **kwargs: Any) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        run(**kwargs)
+    return info.value.problems
+
+
+def set_feature(name: str, value: bool) -> Callable[[dict], None]:
+    return lambda outputs: outputs["features"].__setitem__(name, value)
+
+
+def test_a_node_group_the_cluster_does_not_have(workloads_with) -> None:
+    problems = refusal(workloads_with, bertPretraining={"nodeGroup": "trn9-ng", "nodes": 2})
+    assert problems == [
+        "trainium-workloads:bertPretraining.nodeGroup = 'trn9-ng': the cluster stack has no such accelerator node "
+        "group; it has: trn1-32xl-ng1, trn1n-32xl-ng"
+    ]
+
+
+def test_more_nodes_than_the_group_can_hold(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 5})
+    assert problem.startswith("trainium-workloads:nemoLlama2.nodes = 5: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)")
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3})
+    assert problem.startswith("trainium-workloads:rayLlama2.workers = 3: more than node group 'trn1n-32xl-ng' can hold (maxSize 2)")
+
+
+def test_a_group_without_efa(workloads_with) -> None:
+    def no_efa(outputs: dict) -> None:
+        outputs["acceleratorNodeGroups"][0].update(instanceType="trn1.2xlarge", efaInterfaces=0, neuronDevices=1, neuronCores=2)
+
+    problems = refusal(workloads_with, cluster=no_efa)
+    assert any(p.startswith("trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
+    assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("feature", "workload"),
+    [("mpiOperator", "nemoLlama2"), ("torchxEtcd", "bertPretraining"), ("volcano", "bertPretraining"), ("kuberay", "rayLlama2")],
+)
+def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: str, workload: str) -> None:
+    problems = refusal(workloads_with, cluster=set_feature(feature, False))
+    assert any(p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p for p in problems)
+
+
+def test_the_hugging_face_token_is_required_for_nemo_and_redpajama(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, hfToken=None)
+    assert problem.startswith("trainium-workloads:hfToken: required by nemoLlama2 and dataStaging.redpajama")
+    assert "pulumi config set --secret hfToken" in problem
+
+
+def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
+    assert problem == "trainium-workloads:bertPretraining.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+
+
+def test_a_namespace_the_cluster_did_not_prepare(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, namespace="research")
+    assert problem.startswith("trainium-workloads:namespace = 'research': the cluster stack prepared no such training namespace; it has: default")
+
+
+def test_ray_steps_out_of_order_and_trn2_workers(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "steps": ["train", "precompile"]})
+    assert problem.startswith("trainium-workloads:rayLlama2.steps = ['train', 'precompile']: list each step once, in the order")
+
+    def trn2(outputs: dict) -> None:
+        outputs["acceleratorNodeGroups"][1].update(instanceType="trn2.48xlarge", neuronCores=64)
+
+    (problem,) = refusal(workloads_with, cluster=trn2)
+    assert "ray_train_llama2.py runs 32 workers per node" in problem and "have 64" in problem
+
+
+@pytest.mark.parametrize("cidrs", [[], ["0.0.0.0/0"], ["not-a-cidr"]])
+def test_tensorboard_is_never_opened_to_everyone(workloads_with, cidrs: list[str]) -> None:
+    (problem,) = refusal(workloads_with, tensorboard={"loadBalancer": {"allowedCidrs": cidrs}})
+    assert problem.startswith("trainium-workloads:tensorboard.loadBalancer.allowedCidrs")
+
+
+def test_shape_errors_name_the_key(workloads_with) -> None:
+    problems = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": 0, "batchSise": 8})
+    assert "trainium-workloads:bertPretraining.nodes = 0: Input should be greater than or equal to 1" in problems
+    assert any(p.startswith("trainium-workloads:bertPretraining.batchSise: unknown key") for p in problems)
+    (problem,) = refusal(workloads_with, clusterStack="dev")
+    assert problem.startswith("trainium-workloads:clusterStack = 'dev': String should match pattern")
+
+
+def test_a_cluster_stack_without_the_outputs(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, cluster=lambda outputs: outputs.pop("etcdEndpoints"))
+    assert "the cluster stack has no output etcdEndpoints" in problem
+
+
+def test_switching_every_workload_off_declares_no_objects(workloads_with) -> None:
+    off = {"enabled": False}
+    result = workloads_with(
+        bertPretraining={"nodeGroup": "x", **off}, rayLlama2={"nodeGroup": "x", **off},
+        nemoLlama2={"nodeGroup": "x", **off}, tensorboard=off, dataStaging=off, hfToken=None,
+    )  # fmt: skip
+    assert not [r for r in result.registrations if r.type.startswith(KUBERNETES_OBJECTS)]
+    assert result.outputs["workloads"] == {}

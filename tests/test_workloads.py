@@ -1,0 +1,252 @@
+"""The workload stacks under the mocks: what each workload declares, read from the cluster
+stack's outputs, and in which order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from offline.runner import PlanResult
+from tests.crd_fields import FILES, undefined_fields
+
+TRN1 = {"neuron": "16", "efa": "8"}
+TRN1N = {"neuron": "16", "efa": "16"}
+
+
+def manifest(result: PlanResult, kind: str, name: str) -> dict[str, Any]:
+    matches = [r for r in result.registrations if r.type.endswith(f":{kind}") and r.inputs.get("metadata", {}).get("name") == name]
+    assert len(matches) == 1, f"{len(matches)} {kind} named {name}"
+    return matches[0].inputs
+
+
+def registration(result: PlanResult, kind: str, name: str):
+    return next(r for r in result.registrations if r.type.endswith(f":{kind}") and r.inputs["metadata"]["name"] == name)
+
+
+def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj["spec"]
+    if obj["kind"] == "Job" and "tasks" in spec:
+        return [t["template"] for t in spec["tasks"]]
+    if obj["kind"] == "MPIJob":
+        return [r["template"] for r in spec["mpiReplicaSpecs"].values()]
+    if obj["kind"] == "RayCluster":
+        return [spec["headGroupSpec"]["template"], *(g["template"] for g in spec["workerGroupSpecs"])]
+    return [spec["template"]]
+
+
+def limits(template: dict[str, Any]) -> dict[str, str]:
+    return template["spec"]["containers"][0]["resources"]["limits"]
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def cluster_group(dev: PlanResult, name: str) -> dict[str, Any]:
+    return next(g for g in dev.outputs["acceleratorNodeGroups"] if g["name"] == name)
+
+
+# --- BERT on Volcano -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["bert-precompile", "bert-train"])
+def test_bert_jobs_gang_schedule_one_pod_per_node_in_the_queue(workloads_dev: PlanResult, name: str) -> None:
+    job = manifest(workloads_dev, "Job", name)
+    spec = job["spec"]
+    assert spec["schedulerName"] == "volcano" and spec["queue"] == "test"
+    assert spec["minAvailable"] == 2 and len(spec["tasks"]) == 2
+    assert [t["replicas"] for t in spec["tasks"]] == [1, 1]
+    assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses"]
+    assert {p["event"] for p in spec["tasks"][0]["policies"]} == {"PodEvicted", "PodFailed"}
+
+
+def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: PlanResult, dev: PlanResult) -> None:
+    group = cluster_group(dev, "trn1-32xl-ng1")
+    for template in pod_templates(manifest(workloads_dev, "Job", "bert-train")):
+        spec, container = template["spec"], template["spec"]["containers"][0]
+        assert container["resources"]["requests"] == container["resources"]["limits"] == {
+            "aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}  # fmt: skip
+        assert group["labels"].items() <= spec["nodeSelector"].items()
+        assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
+        assert spec["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
+        assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in spec["volumes"]
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", "/data"}
+        assert spec["serviceAccountName"] == "training" and spec["restartPolicy"] == "Never"
+
+
+def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanResult) -> None:
+    tasks = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"]
+    variables = [env(t["template"]["spec"]["containers"][0]) for t in tasks]
+    for replica, values in enumerate(variables):
+        assert {k: values[k] for k in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "CCOM_SOCKET_IFNAME",
+                                       "NEURON_RT_RESET_CORES", "XLA_TRANSFER_SEED_ASYNC")} == {
+            "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0",
+            "NEURON_RT_RESET_CORES": "1", "XLA_TRANSFER_SEED_ASYNC": "1"}  # fmt: skip
+        assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
+
+
+def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
+    train = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    shell, flag, line = train["command"]
+    assert (shell, flag) == ("bash", "-c")
+    assert "--rdzv_backend etcd --rdzv_endpoint etcd-server.default:2379" in line
+    assert "--nnodes 2 --nproc_per_node 32" in line
+    assert "--batch_size 16 --grad_accum_usteps 32" in line
+    assert "--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output" in line
+    assert "--steps_this_run" not in line and "--enable_fp32" not in line
+    compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    assert compile_["command"][0] == "neuron_parallel_compile" and len(compile_["command"]) == 2
+    assert compile_["command"][1].endswith("--steps_this_run 10")
+
+
+def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workloads_dev: PlanResult) -> None:
+    staging = registration(workloads_dev, "Job", "stage-wikicorpus")
+    precompile = registration(workloads_dev, "Job", "bert-precompile")
+    train = registration(workloads_dev, "Job", "bert-train")
+    assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
+    assert precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
+    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+
+
+def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:
+    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False})
+    template = pod_templates(manifest(result, "Job", "bert-train"))[0]
+    assert limits(template) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
+    assert template["spec"]["nodeSelector"]["instance-type"] == "trn1n-32xl"
+    assert "--enable_fp32" in template["spec"]["containers"][0]["command"][2]
+    assert not [r for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-precompile"]
+
+
+# --- Llama-2 on Ray ---------------------------------------------------------------------------
+
+
+def test_ray_cluster_head_on_core_nodes_workers_own_trn_nodes(workloads_dev: PlanResult) -> None:
+    cluster = manifest(workloads_dev, "RayCluster", "kuberay-trn1")
+    assert cluster["metadata"]["labels"] == {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": "llama2-training-queue"}
+    assert cluster["spec"]["rayVersion"] == "2.22.0"
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"] == {"role": "core"} and "tolerations" not in head
+    assert {p["containerPort"] for p in head["containers"][0]["ports"]} == {6379, 8265, 10001}
+    (workers,) = cluster["spec"]["workerGroupSpecs"]
+    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
+    worker = workers["template"]["spec"]
+    resources = worker["containers"][0]["resources"]
+    assert resources["requests"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16", "cpu": "120", "memory": "440Gi"}
+    assert worker["nodeSelector"]["instance-type"] == "trn1n-32xl"
+    assert worker["tolerations"][0]["key"] == "aws.amazon.com/neuron"
+    mounts = {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
+    assert mounts == {"/shared", "/dev/shm", "/tmp/ray"}
+
+
+def test_ray_jobs_run_in_order_with_the_seed_entrypoints(workloads_dev: PlanResult) -> None:
+    cluster = registration(workloads_dev, "RayCluster", "kuberay-trn1")
+    names = ["llama2-generate-pretraining-test-data", "llama2-precompilation-job", "llama2-pretraining-job"]
+    jobs = [registration(workloads_dev, "RayJob", n) for n in names]
+    assert cluster.urn in jobs[0].dependencies
+    assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
+    entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
+    assert entrypoints == [
+        "python3 get_dataset.py",
+        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile",
+        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2",
+    ]
+    for job in jobs:
+        spec = job.inputs["spec"]
+        assert spec["submissionMode"] == "K8sJobMode" and spec["clusterSelector"] == {"ray.io/cluster": "kuberay-trn1"}
+        assert spec["ttlSecondsAfterFinished"] == 60 and "working_dir: /llama2_pretrain" in spec["runtimeEnvYAML"]
+    waits = [j.inputs["metadata"]["annotations"].get("pulumi.com/waitFor") for j in jobs]
+    assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
+    assert jobs[2].inputs["spec"]["shutdownAfterJobFinishes"] is True
+    assert jobs[2].inputs["spec"]["activeDeadlineSeconds"] == 600
+
+
+# --- Llama-2 on NeMo / MPI --------------------------------------------------------------------
+
+
+def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) -> None:
+    for name, compile_only in (("llama2-compile", True), ("llama2-train", False)):
+        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
+        worker = spec["mpiReplicaSpecs"]["Worker"]
+        launcher = spec["mpiReplicaSpecs"]["Launcher"]
+        assert worker["replicas"] == 4 and spec["slotsPerWorker"] == 1 and launcher["replicas"] == 1
+        assert limits(worker["template"]) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+        assert {m["mountPath"] for m in worker["template"]["spec"]["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm"}
+        assert launcher["template"]["spec"]["nodeSelector"] == {"role": "core"}
+        command = launcher["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("-np") + 1] == "4"
+        assert ("COMPILE=1" in command) is compile_only
+        launcher_env = env(launcher["template"]["spec"]["containers"][0])
+        assert launcher_env["TOKENIZER_PATH"] == "/shared/llama7b_tokenizer"
+        assert launcher_env["DATASET_PATH"] == "/shared/data/redpajama_sample_text_document"
+        assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+
+
+def test_mpi_training_follows_compile_which_follows_the_data_and_the_token(workloads_dev: PlanResult) -> None:
+    secret = registration(workloads_dev, "Secret", "hf-token")
+    staging = registration(workloads_dev, "Job", "stage-redpajama")
+    compile_ = registration(workloads_dev, "MPIJob", "llama2-compile")
+    train = registration(workloads_dev, "MPIJob", "llama2-train")
+    assert {secret.urn, staging.urn} <= set(compile_.dependencies) and compile_.urn in train.dependencies
+    assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
+    assert secret.inputs["stringData"] == "[secret]"
+    worker = train.inputs["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert env(worker)["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}
+
+
+# --- TensorBoard and data staging ------------------------------------------------------------
+
+
+def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -> None:
+    services = [r.inputs for r in workloads_dev.of_type("kubernetes:core/v1:Service")]
+    assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
+    deployment = manifest(workloads_dev, "Deployment", "tensorboard")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:3] == ["tensorboard", "--logdir", "/shared/nemo_experiments"]
+    assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
+
+
+def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(workloads_prod: PlanResult) -> None:
+    public = manifest(workloads_prod, "Service", "tensorboard-public")
+    assert public["spec"]["type"] == "LoadBalancer"
+    assert public["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
+    assert public["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "proxy"}]
+    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    containers = manifest(workloads_prod, "Deployment", "tensorboard")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["tensorboard", "auth-proxy"]
+    assert manifest(workloads_prod, "Secret", "tensorboard-proxy")["stringData"] == "[secret]"
+    assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is True
+
+
+def test_wikicorpus_staging_downloads_once_from_the_public_bucket(workloads_dev: PlanResult) -> None:
+    job = manifest(workloads_dev, "Job", "stage-wikicorpus")
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    uri = "s3://neuron-s3/training_datasets/bert_pretrain_wikicorpus_tokenized_hdf5/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128.tar"
+    assert f"aws s3 cp {uri} . --no-sign-request --region us-east-1" in script
+    assert script.index(".staged ]; then") < script.index("aws s3 cp")
+    assert job["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Complete"
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_cmd_shell_pod_mounts_fsx_where_both_seeds_expect_it(workloads_dev: PlanResult) -> None:
+    pod = manifest(workloads_dev, "Pod", "cmd-shell")
+    mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts == {"/data", "/shared"} and pod["spec"]["containers"][0]["image"].endswith("/cmd-shell:2026.11.0")
+
+
+# --- every custom object against its pinned CRD ----------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["workloads_dev", "workloads_prod"])
+def test_custom_objects_use_only_fields_their_crds_define(stack: str, request: pytest.FixtureRequest) -> None:
+    result: PlanResult = request.getfixturevalue(stack)
+    objects = [r.inputs for r in result.registrations if (r.inputs.get("apiVersion"), r.inputs.get("kind")) in FILES]
+    assert objects
+    assert {o["metadata"]["name"]: undefined_fields(o) for o in objects} == {o["metadata"]["name"]: [] for o in objects}
+
+
+def test_the_field_check_catches_a_misspelled_field(workloads_dev: PlanResult) -> None:
+    job = manifest(workloads_dev, "MPIJob", "llama2-train")
+    bad = {**job, "spec": {**job["spec"], "slotPerWorker": 1}}
+    assert undefined_fields(bad) == ["spec.slotPerWorker"]
