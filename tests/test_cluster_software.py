@@ -293,9 +293,16 @@ def test_outputs_are_the_complete_contract(dev):
         "clusterName", "region", "kubeconfig", "vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl",
         "clusterSecurityGroupId", "nodeRoleArn", "acceleratorZone", "acceleratorNodeGroups", "features",
         "trainingNamespaces", "trainingServiceAccount", "storage", "volcanoQueues", "etcdEndpoints",
-        "ecrRepositories", "podIdentity", "cloudwatchDashboard",
+        "ecrRepositories", "podIdentity", "coreNodeSelector", "cloudwatchDashboard",
     }
     assert set(dev.outputs) == expected
     storage = dev.outputs["storage"]
     assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
     assert storage["claims"] == {"default": "fsx-claim"}
+
+
+def test_the_outputs_cover_what_the_workload_stacks_read(dev) -> None:
+    from workloads.contract import REQUIRED_OUTPUTS
+
+    assert set(REQUIRED_OUTPUTS) <= set(dev.outputs)
+    assert dev.outputs["coreNodeSelector"] == {"role": "core"}
