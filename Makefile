@@ -4,20 +4,28 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan test clean
+.PHONY: plan test lint images clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-## plan: evaluate the cluster stack offline (STACK=dev|prod) and write build/plan/
+## plan: evaluate the cluster and workload stacks offline (STACK=dev|prod) and write build/plan/
 plan: $(VENV)/.installed
 	$(PY) -m offline.plan --stack $(STACK)
 
-## test: the whole test suite (what CI runs)
-test: $(VENV)/.installed
+## test: lint the Dockerfiles, then the whole test suite (what CI runs)
+test: lint
 	$(PY) -m pytest -q
+
+## lint: hadolint over the training images' Dockerfiles
+lint: $(VENV)/.installed
+	$(VENV)/bin/hadolint docker/*/Dockerfile
+
+## images: build the training images and push them to the cluster stack's ECR (needs Docker, Pulumi, AWS)
+images: $(VENV)/.installed
+	$(PY) -m tools.push_images --stack $(STACK)
 
 clean:
 	rm -rf build .pytest_cache

@@ -74,6 +74,8 @@ def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) ->
     container["volumeMounts"] = [pods.claim_mount("/data"), pods.claim_mount("/shared")]
     return {
         "serviceAccountName": layout.service_account,
+        # The FSx file system's root directory belongs to root.
+        "securityContext": {"runAsUser": 0},
         "nodeSelector": dict(layout.core_node_selector),
         "restartPolicy": restart,
         "containers": [container],

@@ -24,7 +24,7 @@ NAME = "tensorboard"
 TENSORBOARD_PORT = 6006
 PROXY_PORT = 8080
 LABELS = {"app.kubernetes.io/name": NAME}
-NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
 
 NGINX_CONF = f"""\
 server {{

@@ -1,0 +1,65 @@
+"""Build the training images and push them to the cluster stack's ECR repositories.
+
+    python -m tools.push_images --stack dev [--dry-run]
+
+Repository URLs come from the cluster stack's `ecrRepositories` output (`pulumi stack
+output`), versions from infra/versions.py (passed as build args), the tag is
+TRAINING_IMAGE_TAG. Needs the Pulumi CLI, Docker and AWS credentials; --dry-run prints the
+commands instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from infra import versions
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+BUILD_ARGS = {
+    "bert-pretrain": {"NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_5, "BERT_SAMPLES_COMMIT": versions.BERT_SAMPLES_COMMIT},
+    "cmd-shell": {"PYTHON_IMAGE": versions.PYTHON_SLIM_IMAGE},
+    "ray-llama2": {
+        "NEURON_DLC": versions.NEURON_DLC_RAY,
+        "RAY_VERSION": versions.RAY_VERSION,
+        "RAY_LLAMA2_COMMIT": versions.RAY_LLAMA2_COMMIT,
+    },
+    "nemo-megatron": {"NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13, "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT},
+}
+
+
+def commands(repositories: dict[str, str], tag: str) -> list[list[str]]:
+    registry = next(iter(repositories.values())).split("/")[0]
+    region = registry.split(".")[3]
+    login = f"aws ecr get-login-password --region {region} | docker login --username AWS --password-stdin {registry}"
+    result = [["sh", "-c", login]]
+    for image, build_args in BUILD_ARGS.items():
+        target = f"{repositories[image]}:{tag}"
+        args = [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
+        result.append(["docker", "build", "--platform", "linux/amd64", *args, "-t", target, str(DOCKER_DIR / image)])
+        result.append(["docker", "push", target])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--tag", default=versions.TRAINING_IMAGE_TAG)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    output = subprocess.run(
+        ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
+        check=True, capture_output=True, text=True, cwd=DOCKER_DIR.parent,
+    )  # fmt: skip
+    for command in commands(json.loads(output.stdout), args.tag):
+        print("+", " ".join(command), flush=True)
+        if not args.dry_run:
+            subprocess.run(command, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
