@@ -46,6 +46,12 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed
     assert "placeholder" in printed
+    workloads = tmp_path / "trainium-workloads" / "dev" / "manifests"
+    written = {p.name for p in workloads.iterdir()}
+    assert {"job-default-bert-train.yaml", "raycluster-default-kuberay-trn1.yaml", "mpijob-default-llama2-train.yaml"} <= written
+    bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
+    assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert "Offline plan of trainium-workloads / dev" in printed
 
 
 def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
