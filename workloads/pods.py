@@ -6,6 +6,7 @@ Pure functions returning Kubernetes API dicts, so tests read them without the Pu
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Mapping
 
@@ -67,6 +68,4 @@ def skip_await() -> dict[str, str]:
 
 def digest(value: Any) -> str:
     """A short stable digest of a JSON-able value (job specs, to name their runs)."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]
