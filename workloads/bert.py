@@ -15,7 +15,7 @@ import pulumi
 
 from workloads import bert_launch, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare
+from workloads.kube import declare_in_order
 from workloads.settings import BertPretrainingSettings
 
 # Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION policy).
@@ -121,8 +121,7 @@ class BertPretraining(pulumi.ComponentResource):
             bf16=s.bf16,
             cacheset=s.cacheset,
         )
-        after = list(args.after)
-        self.jobs: list[pulumi.Resource] = []
+        manifests = []
         if s.precompile:
             compile_job = BertJob(
                 name="bert-precompile",
@@ -130,8 +129,8 @@ class BertPretraining(pulumi.ComponentResource):
                 **base,
             )
             done = pods.wait_for("jsonpath={.status.state.phase}=Completed", s.precompile_timeout_minutes)
-            self.jobs.append(declare(volcano_job(compile_job, done), self, after))
-            after = [self.jobs[-1]]
+            manifests.append(volcano_job(compile_job, done))
         train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps), **base)
-        self.jobs.append(declare(volcano_job(train_job, pods.skip_await()), self, after))
+        manifests.append(volcano_job(train_job, pods.skip_await()))
+        self.jobs = declare_in_order(manifests, self, args.after)
         self.register_outputs({})

@@ -38,3 +38,13 @@ def declare(
     return k8s.apiextensions.CustomResource(
         resource_name(manifest), api_version=manifest["apiVersion"], kind=manifest["kind"], opts=opts, **body
     )
+
+
+def declare_in_order(
+    manifests: Sequence[dict[str, Any]], parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+) -> list[pulumi.CustomResource]:
+    """Each manifest created only once the one before it is ready (see ``pods.wait_for``)."""
+    declared: list[pulumi.CustomResource] = []
+    for manifest in manifests:
+        declared.append(declare(manifest, parent, declared[-1:] or after))
+    return declared

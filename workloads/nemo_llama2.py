@@ -14,7 +14,7 @@ import pulumi
 
 from workloads import pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare
+from workloads.kube import declare, declare_in_order
 from workloads.settings import NemoLlama2Settings
 
 SHARED_MOUNT = "/shared"
@@ -153,9 +153,5 @@ class NemoLlama2Args:
 class NemoLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
-        previous = list(args.after)
-        self.jobs: list[pulumi.Resource] = []
-        for manifest in job_sequence(args.layout):
-            self.jobs.append(declare(manifest, self, previous))
-            previous = [self.jobs[-1]]
+        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after)
         self.register_outputs({})

@@ -16,7 +16,7 @@ import yaml
 from infra import versions
 from workloads import pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare
+from workloads.kube import declare, declare_in_order
 from workloads.settings import RayLlama2Settings
 
 CLUSTER_NAME = "kuberay-trn1"
@@ -163,9 +163,5 @@ class RayLlama2(pulumi.ComponentResource):
         super().__init__("trainium:workloads:RayLlama2", name, None, opts)
         # Workers become ready only once Volcano has placed the whole gang.
         self.cluster = declare(ray_cluster(args.layout), self, args.after)
-        previous: pulumi.Resource = self.cluster
-        self.jobs: list[pulumi.Resource] = []
-        for manifest in job_sequence(args.layout):
-            previous = declare(manifest, self, [previous])
-            self.jobs.append(previous)
+        self.jobs = declare_in_order(job_sequence(args.layout), self, [self.cluster])
         self.register_outputs({})
