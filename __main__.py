@@ -3,25 +3,35 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import lookups, stack_config
+from infra import addons, lookups, stack_config
 from infra.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
-from infra.devices import DevicePlugins
+from infra.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.kube import CORE_NODE_SELECTOR
 from infra.network import Network, NetworkArgs
 from infra.observability import Observability, ObservabilityArgs
-from infra.placement import choose_placement
+from infra.placement import choose_placement, with_reservation_zones
 from infra.registries import Registries, RegistriesArgs
 from infra.schedulers import Schedulers, SchedulersArgs
 from infra.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
 
 config = stack_config.load()
-groups = config.accelerator_node_groups
-cloud = lookups.look_up(config.region, sorted({g.instance_type for g in groups}))
+cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
+groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 specs = [group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name]) for g in groups]
+features = config.features
+wanted_addons = [
+    a
+    for a in addons.ADDON_NAMES
+    if (a != addons.CLOUDWATCH_OBSERVABILITY or features.observability)
+    and (a != addons.NODE_MONITORING_AGENT or features.node_monitoring_agent)
+]
+addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
+# EKS made an access entry for whoever created the cluster; a second one would be refused.
+creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_admins, cloud.deployer_arn)
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
@@ -49,11 +59,14 @@ cluster = EksCluster(
         control_plane_subnet_ids=network.private_subnet_ids,
         node_subnet_ids=network.node_subnet_ids,
         endpoint_access=config.endpoint_access,
-        # The deployer is already admin (cluster-creator bootstrap); a second entry would clash.
-        admin_principal_arns=[a for a in config.cluster_admins if a != cloud.deployer_arn],
+        admin_principal_arns=[a for a in config.cluster_admins if a not in creator_admins],
         log_types=config.log_types,
+        log_retention_days=config.log_retention_days,
+        upgrade_policy=config.upgrade_policy,
         core_node_group=config.core_node_group,
-        addon_versions=config.resolved_addon_versions(),
+        addon_builds=addon_builds,
+        node_monitoring_agent=features.node_monitoring_agent,
+        profile=config.profile,
         tags=tags,
     ),
 )
@@ -73,13 +86,14 @@ accelerators = AcceleratorNodeGroups(
 )
 
 # --- cluster software, through a provider built from the cluster's kubeconfig ---------------
-features = config.features
 namespaces = config.training_namespaces
 kubernetes = k8s.Provider(
     "cluster",
-    kubeconfig=cluster.kubeconfig,
-    # Charts need somewhere to run: nothing goes onto the cluster before the core nodes.
-    opts=pulumi.ResourceOptions(depends_on=[cluster.core_node_group]),
+    kubeconfig=cluster.deployer_kubeconfig,
+    # Nothing goes onto the cluster before there are nodes to run it and DNS to resolve names
+    # (pods that look up a Service at start-up crash-loop without CoreDNS), nor before the
+    # admins' access entries exist.
+    opts=pulumi.ResourceOptions(depends_on=[cluster.core_node_group, cluster.coredns, *cluster.admin_entries]),
 )
 
 identities = TrainingIdentities(
@@ -88,7 +102,24 @@ identities = TrainingIdentities(
     kubernetes,
 )
 DevicePlugins(
-    "devices", features.neuron_device_plugin, features.efa_device_plugin, features.neuron_scheduler_extension, kubernetes
+    "devices",
+    DevicePluginsArgs(
+        neuron=features.neuron_device_plugin,
+        efa=features.efa_device_plugin,
+        neuron_scheduler_extension=features.neuron_scheduler_extension,
+        node_recovery=NodeRecoveryArgs(
+            cluster_name=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_provider_url=cluster.oidc_provider_url,
+            tags=tags,
+        )
+        if features.neuron_node_recovery
+        else None,
+    ),
+    kubernetes,
 )
 storage = None
 if features.fsx_csi:
@@ -101,6 +132,7 @@ if features.fsx_csi:
             subnet_id=network.private_subnet_by_zone_id[placement.accelerator_zone.id],
             node_security_group_ids=[cluster.cluster_security_group_id],
             storage=config.storage,
+            retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
             tags=tags,
@@ -143,6 +175,7 @@ if features.observability:
             cluster_name_text=config.cluster_name,
             region=config.region,
             partition=cloud.partition,
+            addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             depends_on=[cluster.core_node_group],
             tags=tags,
         ),
@@ -150,6 +183,7 @@ if features.observability:
 registries = Registries("registries", RegistriesArgs(config.cluster_name, config.ecr_force_delete, tags))
 
 pulumi.export("clusterName", cluster.name)
+pulumi.export("addonBuilds", addon_builds)
 pulumi.export("region", config.region)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("vpcId", network.vpc_id)
@@ -185,13 +219,19 @@ pulumi.export(
     "storage",
     {
         "enabled": storage is not None,
+        "fileSystemId": storage.file_system.id if storage else None,
+        "dnsName": storage.file_system.dns_name if storage else None,
+        "mountName": storage.file_system.mount_name if storage else None,
         "storageClass": STORAGE_CLASS if storage else None,
         "claimName": config.storage.claim_name if storage else None,
         "namespaces": namespaces if storage else [],
         "capacityGib": config.storage.capacity_gib,
         "deploymentType": config.storage.deployment_type,
         "zone": placement.accelerator_zone.id,
-        # Resolves once each claim exists; the first pod to mount it waits for FSx (5-10 min).
+        "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in config.storage.data_repositories]
+        if storage
+        else [],
+        # Each claim is bound to a static volume of the one file system as soon as it exists.
         "claims": {ns: c.metadata.name for ns, c in storage.claims.items()} if storage else {},
     },
 )

@@ -75,6 +75,14 @@ class AcceleratorNodeGroupsArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
+    """EKS node auto-repair: nodes whose AcceleratedHardwareReady (Neuron errors, reported by
+    the node monitoring agent) stays false 10 minutes, or whose other conditions stay false
+    30 minutes, are replaced or rebooted. A training job loses the node either way; this stops
+    a broken node from failing every job scheduled onto it afterwards."""
+    return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=enabled)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -150,6 +158,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
         return aws.ec2.LaunchTemplate(
             f"{group.name}-lt",
             description=f"{cfg.instance_type} nodes of {group.name}",
+            # EKS: a Capacity Block node group names its instance type in the launch template
+            # and none on the node group (EKS user guide, "Create a managed node group with
+            # Capacity Blocks for ML"; terraform-aws-eks does the same).
+            instance_type=cfg.instance_type if cfg.capacity_block else None,
             metadata_options=lt.metadata_options(),
             block_device_mappings=[lt.root_volume(cfg.root_volume_gib)],
             network_interfaces=interfaces or None,
@@ -166,7 +178,6 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
     def _node_group(self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]) -> aws.eks.NodeGroup:
         args, cfg = self._args, group.config
         template = self._launch_template(group, efa_sg)
-        capacity_block = cfg.capacity_reservation is not None and cfg.capacity_reservation.type == "capacity-block"
         node_group = aws.eks.NodeGroup(
             group.name,
             cluster_name=args.cluster_name,
@@ -175,8 +186,8 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             subnet_ids=[args.node_subnet_by_zone_id[group.zone.id]],
             ami_type=NEURON_AMI_TYPE,
             release_version=cfg.ami_release_version,
-            instance_types=[cfg.instance_type],
-            capacity_type="CAPACITY_BLOCK" if capacity_block else "ON_DEMAND",
+            instance_types=None if cfg.capacity_block else [cfg.instance_type],
+            capacity_type="CAPACITY_BLOCK" if cfg.capacity_block else "ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=cfg.min_size, desired_size=cfg.desired_size, max_size=cfg.max_size
             ),
@@ -184,6 +195,7 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             labels=group.labels,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in group.taints],
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            node_repair_config=node_repair(cfg.auto_repair),
             tags=args.tags,
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from infra import addons
 from infra import launch_template as lt
 from infra.config import CoreNodeGroupConfig, EndpointAccessConfig
+from infra.kube import kubeconfig_for
 from infra.iam import managed_policy, pod_identity_role, service_trust_policy
+from infra.lookups import MANAGED_ENTRY_TAG
 from infra.versions import CORE_AMI_TYPE
-
-ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
@@ -21,6 +25,24 @@ NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",  # Session Manager instead of SSH for neuron-top / neuron-ls
 )
 CORE_NODE_LABELS = {"role": "core"}
+
+
+def admin_policy_arn(partition: str) -> str:
+    """EKS access policies live in the ``eks`` service namespace of the cluster's partition."""
+    return f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def principal_key(arn: str) -> str:
+    """A resource name per principal (ARNs contain '::', which URNs reserve): the same admin
+    keeps the same entry whatever the order of the list."""
+    kind_and_name = arn.split(":", 5)[5]
+    slug = re.sub(r"[^A-Za-z0-9-]+", "-", kind_and_name).strip("-")[:48]
+    return f"admin-{slug}-{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
+
+
+def control_plane_log_group(cluster_name: str) -> str:
+    """The group EKS writes control-plane logs to; created first so it has a retention."""
+    return f"/aws/eks/{cluster_name}/cluster"
 
 
 @dataclass
@@ -33,9 +55,14 @@ class EksClusterArgs:
     node_subnet_ids: list[pulumi.Input[str]]
     endpoint_access: EndpointAccessConfig
     admin_principal_arns: list[str]
+    """Admins that need an access entry (EKS's cluster-creator entry already exists for the creator)."""
     log_types: list[str]
+    log_retention_days: int
+    upgrade_policy: str
     core_node_group: CoreNodeGroupConfig
-    addon_versions: dict[str, str]
+    addon_builds: dict[str, str]
+    node_monitoring_agent: bool
+    profile: Optional[str] = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -62,6 +89,13 @@ class EksCluster(pulumi.ComponentResource):
         )
         aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{args.name}", target_key_id=secrets_key.key_id, opts=child)
 
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=control_plane_log_group(args.name),
+            retention_in_days=args.log_retention_days,
+            tags=args.tags,
+            opts=child,
+        )
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.name,
@@ -70,37 +104,30 @@ class EksCluster(pulumi.ComponentResource):
             private_subnet_ids=args.control_plane_subnet_ids,
             endpoint_public_access=args.endpoint_access.public,
             endpoint_private_access=args.endpoint_access.private,
-            public_access_cidrs=args.endpoint_access.public_cidrs if args.endpoint_access.public else None,
+            public_access_cidrs=args.endpoint_access.effective_public_cidrs(),
             # Node groups are ours (below and in AcceleratorNodeGroups), with our launch templates.
             skip_default_node_group=True,
             # Use the security group EKS creates; every node interface gets it explicitly.
             skip_default_security_groups=True,
-            # The deployer is admin through EKS's cluster-creator bootstrap (pulumi-eks turns it
-            # on); further admins get access entries.
+            # The creator is admin through EKS's cluster-creator bootstrap (pulumi-eks turns it
+            # on); further admins get access entries (below).
             authentication_mode=eks.AuthenticationMode.API,
-            access_entries={
-                f"admin-{i}": eks.AccessEntryArgs(
-                    principal_arn=arn,
-                    access_policies={
-                        "cluster-admin": eks.AccessPolicyAssociationArgs(
-                            policy_arn=ADMIN_POLICY,
-                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                        )
-                    },
-                )
-                for i, arn in enumerate(args.admin_principal_arns)
-            },
             create_oidc_provider=True,
             enabled_cluster_log_types=args.log_types,
             encryption_config_key_arn=secrets_key.arn,
             # EKS-managed add-ons only, each pinned: no self-managed copies installed at creation.
             bootstrap_self_managed_addons=False,
-            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=args.addon_versions["vpc-cni"]),
-            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_versions["kube-proxy"]),
+            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=args.addon_builds[addons.VPC_CNI]),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_builds[addons.KUBE_PROXY]),
             # CoreDNS needs nodes to become healthy, so it is created after the core node group.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            # pulumi-eks defaults to EXTENDED support ($0.60/h once the version leaves standard
+            # support); the stack chooses.
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.upgrade_policy),
+            # Its own kubeconfig (and internal Kubernetes provider) use the stack's aws:profile.
+            provider_credential_opts=eks.KubeconfigOptionsArgs(profile_name=args.profile) if args.profile else None,
             tags=args.tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
         )
         # A name that carries the dependency on the cluster, so node groups wait for it.
         self.name = cluster.urn.apply(lambda _: args.name)
@@ -119,9 +146,13 @@ class EksCluster(pulumi.ComponentResource):
             for policy in NODE_POLICIES
         ]
 
-        pod_identity_agent = self._addon(name, args, "eks-pod-identity-agent", [cluster])
+        self.admin_entries = self._admin_entries(args, cluster)
+        pod_identity_agent = self._addon(name, args, addons.POD_IDENTITY_AGENT, [cluster])
         core_group = self._core_node_group(name, args, node_role, node_policies)
-        self._addon(name, args, "coredns", [core_group])
+        self.coredns = self._addon(name, args, addons.COREDNS, [core_group])
+        if args.node_monitoring_agent:
+            # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
+            self._addon(name, args, addons.NODE_MONITORING_AGENT, [core_group])
         ebs_role, ebs_permissions = pod_identity_role(
             f"{name}-ebs-csi",
             description=f"EBS CSI controller of {args.name}",
@@ -132,14 +163,18 @@ class EksCluster(pulumi.ComponentResource):
         self._addon(
             name,
             args,
-            "aws-ebs-csi-driver",
+            addons.EBS_CSI,
             [core_group, pod_identity_agent, *ebs_permissions],
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account="ebs-csi-controller-sa")
             ],
         )
 
-        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        # For everyone else (exported): their own credentials. For this program: the stack's profile.
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json.apply(lambda k: kubeconfig_for(k, None)))
+        self.deployer_kubeconfig = pulumi.Output.secret(
+            cluster.kubeconfig_json.apply(lambda k: kubeconfig_for(k, args.profile))
+        )
         self.oidc_provider_arn = cluster.oidc_provider_arn
         self.oidc_provider_url = cluster.oidc_provider_url
         self.cluster_security_group_id = cluster.cluster_security_group_id
@@ -148,6 +183,32 @@ class EksCluster(pulumi.ComponentResource):
         self.core_node_group = core_group
         self.core_node_group_name = core_group.node_group_name
         self.register_outputs({"name": self.name})
+
+    def _admin_entries(self, args: EksClusterArgs, cluster: eks.Cluster) -> list[pulumi.Resource]:
+        """An access entry and cluster-admin association per admin, keyed by principal."""
+        entries: list[pulumi.Resource] = []
+        for arn in args.admin_principal_arns:
+            key = principal_key(arn)
+            entry = aws.eks.AccessEntry(
+                key,
+                cluster_name=self.name,
+                principal_arn=arn,
+                type="STANDARD",
+                # Marks the entry as this program's, unlike EKS's cluster-creator entry.
+                tags={**args.tags, MANAGED_ENTRY_TAG: "true"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+            )
+            entries.append(
+                aws.eks.AccessPolicyAssociation(
+                    f"{key}-cluster-admin",
+                    cluster_name=self.name,
+                    principal_arn=arn,
+                    policy_arn=admin_policy_arn(args.partition),
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+                )
+            )
+        return entries
 
     def _addon(
         self,
@@ -161,7 +222,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-{addon}",
             cluster_name=self.name,
             addon_name=addon,
-            addon_version=args.addon_versions[addon],
+            addon_version=args.addon_builds[addon],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=args.tags,

@@ -1,38 +1,39 @@
-"""The cluster stack's configuration: types, defaults, and every rule a value must obey.
+"""The cluster stack's configuration: types and defaults.
 
 Values come from the stack file (``Pulumi.<stack>.yaml``) under the project namespace
-(``trainium-eks:<key>``); the region is the AWS provider's ``aws:region``. Every setting has
-a default that makes the dev stack work. ``parse_stack_config`` either returns a fully
-validated ``StackConfig`` or raises ``ConfigError`` naming each bad key, its value and what
-is allowed, before any resource is declared.
+(``trainium-eks:<key>``); the region and profile are the AWS provider's ``aws:region`` and
+``aws:profile``. Every setting has a default that makes the dev stack work.
+``parse_stack_config`` either returns a fully validated ``StackConfig`` or raises
+``ConfigError`` naming each bad key, its value and what is allowed, before any resource is
+declared; the rules across fields live in ``infra/config_rules.py``.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Any, Literal, Optional
 
 from pydantic import Field
 
 from infra import versions
 from infra.catalog import NEURON_INSTANCE_TYPES
-from infra.config_base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config_base import PROFILE_KEY, REGION_KEY, ConfigModel, project_values, qualified_key, validated
 from infra.errors import ConfigError
 
 PROJECT = "trainium-eks"
 
+Environment = Literal["dev", "prod"]
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-# Ranges AWS accepts as a VPC secondary CIDR besides the primary's own private block.
-SECONDARY_CIDR_RANGES = tuple(
-    ipaddress.ip_network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")
-)
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
-AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
-IAM_PRINCIPAL_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$"
-CAPACITY_RESERVATION_PATTERN = r"^cr-[0-9a-f]{8,17}$"
-
-
+# CloudWatch Logs PutRetentionPolicy accepts only these retentions (days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653)
+FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
+# MB/s/TiB each deployment type accepts; scratch has none.
+FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_2": (125, 250, 500, 1000),
+    "PERSISTENT_1": (50, 100, 200),
+    "SCRATCH_2": (),
+}
+S3_EVENTS = ("NEW", "CHANGED", "DELETED")
 
 
 class NetworkConfig(ConfigModel):
@@ -44,9 +45,21 @@ class NetworkConfig(ConfigModel):
 
 
 class EndpointAccessConfig(ConfigModel):
+    """Who reaches the Kubernetes API. `pulumi up` itself needs it: the program installs the
+    cluster software through it from wherever it runs."""
+
     public: bool = True
     private: bool = True
-    public_cidrs: list[str] = ["0.0.0.0/0"]
+    # None: the whole internet in dev; prod must name its deployers' egress ranges.
+    public_cidrs: Optional[list[str]] = None
+    # A private-only endpoint is reachable only from inside the VPC (or a peered network/VPN):
+    # say so explicitly, since `pulumi up` from a laptop or hosted runner would then fail.
+    deployed_from_vpc: bool = False
+
+    def effective_public_cidrs(self) -> Optional[list[str]]:
+        if not self.public:
+            return None
+        return self.public_cidrs if self.public_cidrs is not None else ["0.0.0.0/0"]
 
 
 class CoreNodeGroupConfig(ConfigModel):
@@ -55,7 +68,7 @@ class CoreNodeGroupConfig(ConfigModel):
     min_size: int = Field(default=2, ge=1)
     desired_size: int = Field(default=2, ge=1)
     max_size: int = Field(default=4, ge=1)
-    disk_size_gib: int = Field(default=100, ge=20)
+    disk_size_gib: int = Field(default=100, ge=20, le=16384)
 
 
 class CapacityReservationConfig(ConfigModel):
@@ -77,10 +90,13 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     # None: on, unless a capacity reservation is targeted (placement groups break those).
     placement_group: Optional[bool] = None
     capacity_reservation: Optional[CapacityReservationConfig] = None
+    # Required with a capacity reservation: reservations are zonal.
     az_id: Optional[str] = None
-    root_volume_gib: int = Field(default=200, ge=50)
+    root_volume_gib: int = Field(default=200, ge=50, le=16384)
     ami_release_version: Optional[str] = None
     labels: dict[str, str] = {}
+    # EKS node auto-repair: replace a node whose Neuron/EFA/kubelet health goes bad.
+    auto_repair: bool = True
 
     @property
     def efa_enabled(self) -> bool:
@@ -94,6 +110,10 @@ class AcceleratorNodeGroupConfig(ConfigModel):
             return self.placement_group
         return self.capacity_reservation is None
 
+    @property
+    def capacity_block(self) -> bool:
+        return self.capacity_reservation is not None and self.capacity_reservation.type == "capacity-block"
+
 
 class FeaturesConfig(ConfigModel):
     """On/off switches for the cluster software layered on the cluster."""
@@ -102,6 +122,9 @@ class FeaturesConfig(ConfigModel):
     # Packs multi-device pods onto topologically adjacent Neuron devices; worth it when pods
     # ask for fewer devices than a node has (inference, small fine-tunes), not for whole-node jobs.
     neuron_scheduler_extension: bool = False
+    # The Neuron node problem detector's recovery: marks a node with Neuron hardware errors
+    # unhealthy in its Auto Scaling group so EC2 replaces it (needs the node problem detector).
+    neuron_node_recovery: bool = False
     efa_device_plugin: bool = True
     fsx_csi: bool = True
     volcano: bool = True
@@ -111,35 +134,43 @@ class FeaturesConfig(ConfigModel):
     cluster_autoscaler: bool = True
     metrics_server: bool = True
     observability: bool = True
+    # The EKS node monitoring agent reports Neuron, EFA, kernel and storage faults as node
+    # conditions, which node auto-repair acts on.
+    node_monitoring_agent: bool = True
 
 
-FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
-# MB/s/TiB each deployment type accepts; scratch has none.
-FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
-    "PERSISTENT_2": (125, 250, 500, 1000),
-    "PERSISTENT_1": (50, 100, 200),
-    "SCRATCH_2": (),
-}
+class DataRepositoryConfig(ConfigModel):
+    """An S3 link of the training file system: a data repository association."""
+
+    file_system_path: str
+    s3_path: str
+    # What S3 changes flow into the file system, and which file-system changes flow back.
+    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = list(S3_EVENTS)
+    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = []
+    import_metadata_on_create: bool = True
 
 
 class StorageConfig(ConfigModel):
-    """The FSx for Lustre StorageClass and the `fsx-claim` PVC in every training namespace."""
+    """The training file system (one per cluster), its S3 links, and the dynamic class."""
 
     deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
     per_unit_storage_throughput: Optional[int] = 125
     capacity_gib: int = 1200
     lustre_version: Literal["2.15", "2.12"] = "2.15"
     compression: Literal["LZ4", "NONE"] = "LZ4"
-    s3_import_path: Optional[str] = None
-    s3_export_path: Optional[str] = None
+    # S3 links, as data repository associations (what PERSISTENT_2 supports).
+    data_repositories: list[DataRepositoryConfig] = []
     kms_key_id: Optional[str] = None
-    reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+    # None: on in prod. Protects the file system from `pulumi destroy` and keeps a final backup.
+    retain: Optional[bool] = None
     claim_name: str = "fsx-claim"
+    # The `fsx-lustre` StorageClass for extra, per-job volumes the CSI driver creates.
+    dynamic_reclaim_policy: Literal["Delete", "Retain"] = "Delete"
 
 
 class QueueConfig(ConfigModel):
     name: str
-    weight: int = Field(default=1, ge=1)
+    weight: int = Field(default=1, ge=1, le=65535)
     reclaimable: bool = True
     # Optional caps on what the queue's jobs may hold at once, as Kubernetes quantities.
     cpu: Optional[str] = None
@@ -161,13 +192,24 @@ def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
 
 class StackConfig(ConfigModel):
     region: str
+    # The AWS CLI profile `pulumi up` authenticates with (aws:profile), also used for the
+    # program's own Kubernetes access.
+    profile: Optional[str] = None
+    # prod refuses settings that are fine for experiments (an API open to the internet...).
+    environment: Environment = "dev"
     cluster_name: str = "trainium"
     kubernetes_version: str = versions.KUBERNETES_VERSION
+    # STANDARD: the cluster must be upgraded before standard support ends; EXTENDED keeps an
+    # old version running at $0.60/h instead of $0.10/h.
+    upgrade_policy: Literal["STANDARD", "EXTENDED"] = "STANDARD"
+    # Optional exact builds per EKS add-on; the rest resolve to AWS's default build for the
+    # cluster's Kubernetes version at deploy time.
     addon_versions: dict[str, str] = {}
     network: NetworkConfig = NetworkConfig()
     endpoint_access: EndpointAccessConfig = EndpointAccessConfig()
     cluster_admins: list[str] = []
     log_types: list[str] = list(LOG_TYPES)
+    log_retention_days: int = 90
     core_node_group: CoreNodeGroupConfig = CoreNodeGroupConfig()
     accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(default_factory=_default_accelerator_groups)
     features: FeaturesConfig = FeaturesConfig()
@@ -179,24 +221,29 @@ class StackConfig(ConfigModel):
     ecr_force_delete: bool = True
     tags: dict[str, str] = {}
 
-    def resolved_addon_versions(self) -> dict[str, str]:
-        """Every EKS add-on with its build: the pinned table, overridden by ``addonVersions``."""
-        return {**versions.EKS_ADDON_VERSIONS, **self.addon_versions}
+    @property
+    def retain_storage(self) -> bool:
+        return self.storage.retain if self.storage.retain is not None else self.environment == "prod"
 
 
 # --- reading -------------------------------------------------------------------------------
 
 
 def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
-    """Pick this project's keys (and the region) out of the engine's flat config map."""
+    """Pick this project's keys (and the AWS provider's region and profile) out of the
+    engine's flat config map."""
     raw = project_values(all_config, PROJECT)
     if REGION_KEY in all_config:
         raw["region"] = all_config[REGION_KEY]
+    if PROFILE_KEY in all_config:
+        raw["profile"] = all_config[PROFILE_KEY]
     return raw
 
 
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
+    from infra.config_rules import semantic_problems
+
     config = validated(StackConfig, raw, key_name)
     problems = semantic_problems(config)
     if problems:
@@ -206,229 +253,3 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
 
 def key_name(loc: tuple[Any, ...]) -> str:
     return qualified_key(PROJECT, loc)
-
-
-# --- rules across fields -------------------------------------------------------------------
-
-
-def semantic_problems(config: StackConfig) -> list[str]:
-    problems: list[str] = []
-    problems += _region_problems(config)
-    problems += _cluster_problems(config)
-    problems += _network_problems(config.network)
-    problems += _endpoint_problems(config.endpoint_access)
-    problems += _size_problems("coreNodeGroup", config.core_node_group)
-    problems += _accelerator_problems(config.accelerator_node_groups)
-    problems += _software_problems(config)
-    return problems
-
-
-def _region_problems(config: StackConfig) -> list[str]:
-    if not re.fullmatch(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$", config.region):
-        return [f"{REGION_KEY} = {config.region!r}: not an AWS region name (for example us-west-2)"]
-    return []
-
-
-def _cluster_problems(config: StackConfig) -> list[str]:
-    problems = []
-    if not re.fullmatch(NAME_PATTERN, config.cluster_name):
-        problems.append(
-            f"{key_name(('clusterName',))} = {config.cluster_name!r}: must be 2-39 characters of lower-case letters, "
-            "digits and '-', starting with a letter"
-        )
-    unknown_addons = sorted(set(config.addon_versions) - set(versions.EKS_ADDON_VERSIONS))
-    for addon in unknown_addons:
-        problems.append(
-            f"{key_name(('addonVersions', addon))}: unknown add-on; allowed: {', '.join(versions.EKS_ADDON_VERSIONS)}"
-        )
-    if config.kubernetes_version != versions.KUBERNETES_VERSION:
-        missing = [a for a in versions.EKS_ADDON_VERSIONS if a not in config.addon_versions]
-        if missing:
-            problems.append(
-                f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: the pinned add-on builds are for "
-                f"{versions.KUBERNETES_VERSION}; set addonVersions for {', '.join(missing)} to use another version"
-            )
-    for i, arn in enumerate(config.cluster_admins):
-        if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
-            problems.append(
-                f"{key_name(('clusterAdmins', i))} = {arn!r}: must be an IAM role or user ARN "
-                "(arn:aws:iam::<account>:role/<name>)"
-            )
-    for i, log_type in enumerate(config.log_types):
-        if log_type not in LOG_TYPES:
-            problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: allowed: {', '.join(LOG_TYPES)}")
-    return problems
-
-
-def _parse_network(key: str, value: str, problems: list[str]) -> Optional[ipaddress.IPv4Network]:
-    try:
-        return ipaddress.IPv4Network(value)
-    except ValueError as exc:
-        problems.append(f"{key} = {value!r}: not a valid IPv4 CIDR block with host bits zero ({exc})")
-        return None
-
-
-def _network_problems(network: NetworkConfig) -> list[str]:
-    problems: list[str] = []
-    vpc_key, secondary_key = key_name(("network", "vpcCidr")), key_name(("network", "secondaryCidr"))
-    vpc = _parse_network(vpc_key, network.vpc_cidr, problems)
-    secondary = _parse_network(secondary_key, network.secondary_cidr, problems)
-    for key, block in ((vpc_key, vpc), (secondary_key, secondary)):
-        if block is not None and not 16 <= block.prefixlen <= 24:
-            problems.append(f"{key} = '{block}': prefix must be between /16 and /24 to hold the subnets")
-    if vpc is not None and secondary is not None:
-        if vpc.overlaps(secondary):
-            problems.append(f"{secondary_key} = '{secondary}': overlaps {vpc_key} '{vpc}'")
-        elif not any(secondary.subnet_of(r) for r in SECONDARY_CIDR_RANGES):
-            allowed = ", ".join(str(r) for r in SECONDARY_CIDR_RANGES)
-            problems.append(f"{secondary_key} = '{secondary}': must lie within one of {allowed}")
-    return problems
-
-
-def _endpoint_problems(access: EndpointAccessConfig) -> list[str]:
-    problems = []
-    if not access.public and not access.private:
-        problems.append(f"{key_name(('endpointAccess',))}: public and private are both false; enable at least one")
-    for i, cidr in enumerate(access.public_cidrs):
-        _parse_network(key_name(("endpointAccess", "publicCidrs", i)), cidr, problems)
-    return problems
-
-
-def _size_problems(key: str, group: Any) -> list[str]:
-    if group.min_size <= group.desired_size <= group.max_size:
-        return []
-    return [
-        f"{key}: sizes must satisfy minSize <= desiredSize <= maxSize "
-        f"(got minSize={group.min_size}, desiredSize={group.desired_size}, maxSize={group.max_size})"
-    ]
-
-
-def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
-    problems: list[str] = []
-    seen: set[str] = set()
-    allowed_types = ", ".join(NEURON_INSTANCE_TYPES)
-    for i, group in enumerate(groups):
-        key = key_name(("acceleratorNodeGroups", i))
-        if not re.fullmatch(NAME_PATTERN, group.name):
-            problems.append(
-                f"{key}.name = {group.name!r}: must be 2-39 characters of lower-case letters, digits and '-'"
-            )
-        if group.name in seen:
-            problems.append(f"{key}.name = {group.name!r}: duplicate node group name; names must be unique")
-        seen.add(group.name)
-        problems += _size_problems(key, group)
-        facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
-        if facts is None:
-            problems.append(
-                f"{key}.instanceType = {group.instance_type!r}: not a supported Neuron instance type; "
-                f"allowed: {allowed_types}"
-            )
-            continue
-        if group.efa and not facts.efa_supported:
-            efa_types = ", ".join(t for t, f in NEURON_INSTANCE_TYPES.items() if f.efa_supported)
-            problems.append(
-                f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)"
-            )
-        if group.capacity_reservation is not None:
-            if group.placement_group:
-                problems.append(
-                    f"{key}.placementGroup = true: cannot be combined with capacityReservation "
-                    f"{group.capacity_reservation.id!r}; launches into reservations fail inside a cluster "
-                    "placement group (remove placementGroup or the reservation)"
-                )
-            if not re.fullmatch(CAPACITY_RESERVATION_PATTERN, group.capacity_reservation.id):
-                problems.append(
-                    f"{key}.capacityReservation.id = {group.capacity_reservation.id!r}: "
-                    "must look like cr-0123456789abcdef0"
-                )
-        if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
-            problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
-    return problems
-
-
-DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
-QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$"
-BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
-
-
-def fsx_capacity_problem(capacity_gib: int) -> Optional[str]:
-    """FSx for Lustre SSD capacity comes in 1200 GiB, 2400 GiB, then multiples of 2400 GiB."""
-    if capacity_gib in (1200, 2400) or (capacity_gib > 2400 and capacity_gib % 2400 == 0):
-        return None
-    lower = 1200 if capacity_gib < 2400 else max(2400, capacity_gib // 2400 * 2400)
-    upper = 1200 if capacity_gib < 1200 else (2400 if capacity_gib < 2400 else lower + 2400)
-    nearest = sorted({lower, upper})
-    return f"allowed: 1200, 2400, or a multiple of 2400 (nearest: {' or '.join(map(str, nearest))})"
-
-
-def _software_problems(config: StackConfig) -> list[str]:
-    problems: list[str] = []
-    storage, skey = config.storage, (lambda *k: key_name(("storage", *k)))
-    capacity = fsx_capacity_problem(storage.capacity_gib)
-    if capacity:
-        problems.append(f"{skey('capacityGib')} = {storage.capacity_gib}: {capacity}")
-    allowed = FSX_THROUGHPUTS[storage.deployment_type]
-    if allowed and storage.per_unit_storage_throughput not in allowed:
-        problems.append(
-            f"{skey('perUnitStorageThroughput')} = {storage.per_unit_storage_throughput}: "
-            f"{storage.deployment_type} allows {', '.join(map(str, allowed))}"
-        )
-    if not allowed and storage.per_unit_storage_throughput is not None:
-        problems.append(f"{skey('perUnitStorageThroughput')}: {storage.deployment_type} takes none; set it to null")
-    for field_, path in (("s3ImportPath", storage.s3_import_path), ("s3ExportPath", storage.s3_export_path)):
-        if path is None:
-            continue
-        if not re.fullmatch(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", path):
-            problems.append(f"{skey(field_)} = {path!r}: must be an s3://bucket[/prefix] URL")
-        if storage.deployment_type == "PERSISTENT_2":
-            # The CSI driver passes these to CreateFileSystem, which takes them only for
-            # SCRATCH and PERSISTENT_1; PERSISTENT_2 links S3 through data repository associations.
-            problems.append(
-                f"{skey(field_)} = {path!r}: not available with deploymentType PERSISTENT_2; "
-                "use SCRATCH_2 or PERSISTENT_1 for S3 import/export"
-            )
-    if storage.s3_export_path and not storage.s3_import_path:
-        problems.append(f"{skey('s3ExportPath')}: needs s3ImportPath as well")
-    if storage.kms_key_id and storage.deployment_type == "SCRATCH_2":
-        problems.append(f"{skey('kmsKeyId')}: SCRATCH_2 file systems cannot use a customer KMS key")
-    if not re.fullmatch(DNS_LABEL, storage.claim_name):
-        problems.append(f"{skey('claimName')} = {storage.claim_name!r}: not a valid Kubernetes name")
-
-    if not config.training_namespaces:
-        problems.append(f"{key_name(('trainingNamespaces',))}: list at least one namespace (default: [default])")
-    seen: set[str] = set()
-    for i, namespace in enumerate(config.training_namespaces):
-        key = key_name(("trainingNamespaces", i))
-        if not re.fullmatch(DNS_LABEL, namespace):
-            problems.append(f"{key} = {namespace!r}: not a valid Kubernetes namespace name")
-        if namespace in ("kube-system", "kube-public", "kube-node-lease"):
-            problems.append(f"{key} = {namespace!r}: a system namespace; use your own or default")
-        if namespace in seen:
-            problems.append(f"{key} = {namespace!r}: listed twice")
-        seen.add(namespace)
-
-    names: set[str] = set()
-    for i, queue in enumerate(config.volcano_queues):
-        key = key_name(("volcanoQueues", i))
-        if not re.fullmatch(DNS_LABEL, queue.name):
-            problems.append(f"{key}.name = {queue.name!r}: not a valid Kubernetes name")
-        if queue.name in names:
-            problems.append(f"{key}.name = {queue.name!r}: duplicate queue name")
-        names.add(queue.name)
-        for field_, value in (("cpu", queue.cpu), ("memory", queue.memory)):
-            if value is not None and not re.fullmatch(QUANTITY, value):
-                problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
-
-    for i, bucket in enumerate(config.training_data_buckets):
-        if not re.fullmatch(BUCKET, bucket):
-            problems.append(
-                f"{key_name(('trainingDataBuckets', i))} = {bucket!r}: not an S3 bucket name (names only, no s3://)"
-            )
-
-    features = config.features
-    if features.torchx_etcd and not features.volcano:
-        problems.append(
-            f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "
-            "turn volcano on or torchxEtcd off"
-        )
-    return problems

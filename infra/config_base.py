@@ -17,21 +17,34 @@ from pydantic.alias_generators import to_camel
 from infra.errors import ConfigError
 
 REGION_KEY = "aws:region"
+PROFILE_KEY = "aws:profile"
+# Model fields that hold the AWS provider's own settings rather than the project's.
+PROVIDER_KEYS = {"region": REGION_KEY, "profile": PROFILE_KEY}
 
 
 class ConfigModel(BaseModel):
-    """camelCase keys in the stack file, snake_case in Python; unknown keys are refused."""
+    """camelCase keys in the stack file, snake_case in Python; unknown keys are refused, and so
+    is an empty string anywhere (no API this project feeds takes one as a meaningful value)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_min_length=1
+    )
 
 
 Model = TypeVar("Model", bound=ConfigModel)
 
 
 def decode(value: str) -> Any:
-    """Pulumi hands structured config over as JSON text and scalars as plain text."""
-    if value[:1] in "[{":
-        return json.loads(value)
+    """Pulumi hands structured config over as JSON text and scalars as plain text.
+
+    Text that merely starts like JSON (``[oops``) stays text, so the model refuses it with
+    the key's name instead of a decoding traceback.
+    """
+    if value and value[0] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
     return value
 
 
@@ -44,8 +57,8 @@ def project_values(all_config: dict[str, str], project: str) -> dict[str, Any]:
 
 def qualified_key(project: str, loc: tuple[Any, ...]) -> str:
     """``("groups", 0, "name")`` -> ``project:groups[0].name``; the region is ``aws:region``."""
-    if loc and loc[0] == "region":
-        return REGION_KEY
+    if loc and loc[0] in PROVIDER_KEYS:
+        return PROVIDER_KEYS[loc[0]]
     path = ""
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))

@@ -1,28 +1,53 @@
-"""Accelerator device plugins: Neuron (devices, cores, health) and EFA."""
+"""Accelerator device plugins: Neuron (devices, cores, health and recovery) and EFA."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.kube import NEURON_TOLERATION, helm_release
 from infra.versions import CHARTS
 
 EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
+# The Neuron chart puts its node problem detector here (npd.namespaceOverride) and has no
+# Namespace template for it (aws-neuron/neuron-helm-charts, charts/neuron-helm-chart 1.9.0,
+# templates/npd/*.yaml and values.yaml), so the namespace is ours to create.
+NPD_NAMESPACE = "neuron-healthcheck-system"
+NPD_SERVICE_ACCOUNT = "node-problem-detector"
+# Where the recovery agent reports what it did (Neuron docs, problem-detector-irsa).
+NPD_METRICS_NAMESPACE = "NeuronHealthCheck"
 
 
-def neuron_values(scheduler_extension: bool) -> dict[str, Any]:
+def neuron_values(scheduler_extension: bool, recovery_role_arn: Optional[str] = None) -> dict[str, Any]:
     # Tolerations spelled out (the chart's defaults include the Neuron taint today) so a
     # chart upgrade that changes them cannot silently strand the plugins off Trainium nodes.
+    npd: dict[str, Any] = {
+        "enabled": True,
+        "namespaceOverride": NPD_NAMESPACE,
+        "tolerations": [NEURON_TOLERATION, {"operator": "Exists", "effect": "NoExecute"}],
+        # Off: the recovery sidecar only watches ("monitor only"). On: it marks an instance with
+        # uncorrectable Neuron errors unhealthy in its Auto Scaling group, which replaces it.
+        "nodeRecovery": {"enabled": recovery_role_arn is not None},
+    }
+    if recovery_role_arn is not None:
+        # The chart's own way of giving the agent credentials (IRSA on its service account).
+        npd["serviceAccount"] = {
+            "create": True,
+            "name": NPD_SERVICE_ACCOUNT,
+            "annotations": {"eks.amazonaws.com/role-arn": recovery_role_arn},
+        }
     return {
         "devicePlugin": {
             "enabled": True,
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, NEURON_TOLERATION],
         },
         # Reports Neuron hardware errors as node conditions so broken nodes are seen and replaced.
-        "npd": {"enabled": True, "tolerations": [NEURON_TOLERATION, {"operator": "Exists", "effect": "NoExecute"}]},
+        "npd": npd,
         # The chart refuses the scheduler extension without the device plugin, which is always on here.
         "scheduler": {"enabled": scheduler_extension},
     }
@@ -33,20 +58,123 @@ def efa_values() -> dict[str, Any]:
     return {"nodeSelector": EFA_NODE_SELECTOR, "tolerations": [NEURON_TOLERATION]}
 
 
+def node_recovery_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """What the Neuron recovery agent calls (Neuron docs, deploy/infrastructure/
+    problem-detector-irsa.rst), limited to this cluster's Auto Scaling groups."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "MarkOwnInstancesUnhealthy",
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:SetInstanceHealth"],
+                    "Resource": f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/*",
+                    "Condition": {"StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name}},
+                },
+                {
+                    "Sid": "Describe",
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:DescribeAutoScalingInstances", "ec2:DescribeInstances"],
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "ReportMetrics",
+                    "Effect": "Allow",
+                    "Action": ["cloudwatch:PutMetricData"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"cloudwatch:namespace": NPD_METRICS_NAMESPACE}},
+                },
+            ],
+        }
+    )
+
+
+def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace: str, service_account: str) -> str:
+    issuer = oidc_provider_url.removeprefix("https://")
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Federated": oidc_provider_arn},
+                    "Action": "sts:AssumeRoleWithWebIdentity",
+                    "Condition": {
+                        "StringEquals": {
+                            f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                            f"{issuer}:aud": "sts.amazonaws.com",
+                        }
+                    },
+                }
+            ],
+        }
+    )
+
+
+@dataclass
+class NodeRecoveryArgs:
+    cluster_name: str
+    partition: str
+    region: str
+    account_id: str
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_provider_url: pulumi.Input[str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DevicePluginsArgs:
+    neuron: bool
+    efa: bool
+    neuron_scheduler_extension: bool
+    # None: the node problem detector only watches.
+    node_recovery: Optional[NodeRecoveryArgs] = None
+
+
 class DevicePlugins(pulumi.ComponentResource):
     def __init__(
-        self,
-        name: str,
-        neuron: bool,
-        efa: bool,
-        neuron_scheduler_extension: bool,
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: DevicePluginsArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:DevicePlugins", name, None, opts)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
-        if neuron:
-            helm_release("neuron", CHARTS["neuron"], "kube-system", neuron_values(neuron_scheduler_extension), on_cluster)
-        if efa:
+        if args.neuron:
+            namespace = k8s.core.v1.Namespace(
+                NPD_NAMESPACE, metadata={"name": NPD_NAMESPACE, "labels": {"purpose": "neuron-health"}}, opts=on_cluster
+            )
+            role_arn = self._recovery_role(name, args.node_recovery) if args.node_recovery else None
+            values = (
+                role_arn.apply(lambda arn: neuron_values(args.neuron_scheduler_extension, arn))
+                if role_arn is not None
+                else neuron_values(args.neuron_scheduler_extension)
+            )
+            helm_release(
+                "neuron",
+                CHARTS["neuron"],
+                "kube-system",
+                values,
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace]),
+            )
+        if args.efa:
             helm_release("aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(), on_cluster)
         self.register_outputs({})
+
+    def _recovery_role(self, name: str, args: NodeRecoveryArgs) -> pulumi.Output[str]:
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-neuron-node-recovery",
+            description=f"Neuron node recovery agent of {args.cluster_name}: replace nodes with Neuron errors",
+            assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url).apply(
+                lambda o: irsa_trust_policy(o[0], o[1], NPD_NAMESPACE, NPD_SERVICE_ACCOUNT)
+            ),
+            tags=args.tags,
+            opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-neuron-node-recovery-policy",
+            role=role.id,
+            policy=node_recovery_policy(args.partition, args.region, args.account_id, args.cluster_name),
+            opts=child,
+        )
+        # The ARN reaches the chart only once the role can do its job.
+        return pulumi.Output.all(role.arn, policy.id).apply(lambda v: v[0])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Optional, Union
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,7 +20,7 @@ def helm_release(
     name: str,
     pin: ChartPin,
     namespace: str,
-    values: dict[str, Any],
+    values: pulumi.Input[dict[str, Any]],
     opts: pulumi.ResourceOptions,
     *,
     create_namespace: bool = False,
@@ -40,3 +41,31 @@ def helm_release(
         timeout=900,
         opts=opts,
     )
+
+
+def kubeconfig_for(kubeconfig: Union[str, dict[str, Any]], profile: Optional[str]) -> str:
+    """The kubeconfig with its ``aws eks get-token`` bound to ``profile``, or to the caller's
+    default credential chain when None.
+
+    pulumi-eks writes the profile as ``--profile`` (not AWS_PROFILE, which ambient credentials
+    override: pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts, generateKubeconfig). The
+    program's own provider needs the stack's ``aws:profile``; the exported kubeconfig must
+    carry none, so every other user authenticates as themselves.
+    """
+    config = json.loads(kubeconfig) if isinstance(kubeconfig, str) else json.loads(json.dumps(kubeconfig))
+    for user in config.get("users", []):
+        exec_ = user.get("user", {}).get("exec")
+        if not exec_:
+            continue
+        args, kept = list(exec_.get("args", [])), []
+        while args:
+            arg = args.pop(0)
+            if arg == "--profile":
+                args = args[1:]
+            elif not arg.startswith("--profile="):
+                kept.append(arg)
+        exec_["args"] = kept + (["--profile", profile] if profile else [])
+        exec_["env"] = [e for e in exec_.get("env") or [] if e.get("name") != "AWS_PROFILE"] or None
+        if exec_["env"] is None:
+            del exec_["env"]
+    return json.dumps(config)

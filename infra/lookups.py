@@ -11,8 +11,15 @@ from dataclasses import dataclass
 import pulumi_aws as aws
 
 from infra import catalog
+from infra.addons import resolve_builds
 from infra.catalog import InstanceFacts
-from infra.placement import Zone
+from infra.config import AcceleratorNodeGroupConfig, key_name
+from infra.errors import ConfigError
+from infra.placement import ReservedCapacity, Zone
+
+# The tag this program puts on the access entries it manages; EKS's own cluster-creator
+# entry carries none, which is how the two are told apart on later runs.
+MANAGED_ENTRY_TAG = "trainium-eks/managed-access-entry"
 
 
 @dataclass(frozen=True)
@@ -49,3 +56,76 @@ def look_up(region: str, instance_types: list[str]) -> CloudFacts:
         partition=aws.get_partition().partition,
         deployer_arn=aws.iam.get_session_context(arn=caller.arn).issuer_arn,
     )
+
+
+def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str]) -> dict[str, str]:
+    """Each add-on's build for ``kubernetes_version``: the pin, else AWS's default build."""
+
+    def default_build(addon: str) -> str:
+        return aws.eks.get_addon_version(addon_name=addon, kubernetes_version=kubernetes_version, most_recent=False).version
+
+    return resolve_builds(wanted, pins, default_build)
+
+
+def _not_found(error: Exception) -> bool:
+    text = str(error).lower()
+    return any(s in text for s in ("not found", "notfound", "couldn't find", "could not find", "no cluster found"))
+
+
+def bootstrap_admins(cluster_name: str, candidates: list[str], deployer_arn: str) -> set[str]:
+    """Which of ``candidates`` already hold EKS's cluster-creator access entry.
+
+    EKS gives the identity that creates the cluster an access entry of its own
+    (``bootstrapClusterCreatorAdminPermissions``, which pulumi-eks always turns on:
+    pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts, v4.x). Declaring a second entry for that
+    principal fails with ResourceInUse. Before the cluster exists the creator is whoever runs
+    this `up`; afterwards it is the principal with an entry this program did not tag, so the
+    answer stays the same whoever deploys next.
+    """
+    if not _cluster_exists(cluster_name):
+        return {deployer_arn} & set(candidates)
+    found: set[str] = set()
+    for arn in candidates:
+        try:
+            entry = aws.eks.get_access_entry(cluster_name=cluster_name, principal_arn=arn)
+        except Exception as error:  # the invoke reports only AWS's error text
+            if not _not_found(error):
+                raise
+            continue
+        if MANAGED_ENTRY_TAG not in (entry.tags or {}):
+            found.add(arn)
+    return found
+
+
+def _cluster_exists(cluster_name: str) -> bool:
+    try:
+        aws.eks.get_cluster(name=cluster_name)
+    except Exception as error:
+        if _not_found(error):
+            return False
+        raise
+    return True
+
+
+def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, ReservedCapacity]:
+    """Zone and instance type of each Capacity Block a group targets, from EC2.
+
+    On-Demand Capacity Reservations are not looked up (pulumi-aws 7.51 has a data source for
+    Capacity Blocks only); their groups must name the zone (azId), which config requires.
+    """
+    found: dict[str, ReservedCapacity] = {}
+    for i, group in enumerate(groups):
+        if not group.capacity_block or group.capacity_reservation is None:
+            continue
+        reservation_id = group.capacity_reservation.id
+        try:
+            block = aws.ec2.get_capacity_block_reservation(id=reservation_id)
+        except Exception as error:
+            if not _not_found(error):
+                raise
+            raise ConfigError(
+                [f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'id'))} = {reservation_id!r}: "
+                 "no Capacity Block with this id in this account and region"]
+            ) from None
+        found[group.name] = ReservedCapacity(zone_id=block.availability_zone_id, instance_type=block.instance_type)
+    return found

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.iam import managed_policy, pod_identity_role
-from infra.versions import CLOUDWATCH_OBSERVABILITY_ADDON, CLOUDWATCH_OBSERVABILITY_VERSION
+from infra.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -24,9 +24,22 @@ NEURON_METRICS = (
 )
 
 
+def metric_search(metric: str, cluster_name: str) -> str:
+    """A CloudWatch SEARCH over the cluster-wide series of a Container Insights metric.
+
+    A schema matches only series with exactly its dimensions. The agent publishes each
+    Neuron metric with the dimension sets [ClusterName], [ClusterName, UltraServer],
+    [ClusterName, InstanceId, NodeName], ... (aws/amazon-cloudwatch-agent,
+    translator/translate/otel/exporter/awsemf/kubernetes.go, v1.300071.0): the bare
+    {ContainerInsights} schema matches none of them; {ContainerInsights,ClusterName} matches
+    the per-cluster aggregate.
+    """
+    return f"SEARCH('{{ContainerInsights,ClusterName}} MetricName=\"{metric}\" ClusterName=\"{cluster_name}\"', 'Average', 60)"
+
+
 def dashboard_body(cluster_name: str, region: str) -> str:
     def widget(i: int, title: str, metric: str) -> dict:
-        search = f"SEARCH('{{ContainerInsights}} MetricName=\"{metric}\" ClusterName=\"{cluster_name}\"', 'Average', 60)"
+        search = metric_search(metric, cluster_name)
         return {
             "type": "metric",
             "x": 0,
@@ -46,6 +59,7 @@ class ObservabilityArgs:
     cluster_name_text: str
     region: str
     partition: str
+    addon_build: str
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -64,10 +78,10 @@ class Observability(pulumi.ComponentResource):
             managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(
-            f"{name}-{CLOUDWATCH_OBSERVABILITY_ADDON}",
+            f"{name}-{CLOUDWATCH_OBSERVABILITY}",
             cluster_name=args.cluster_name,
-            addon_name=CLOUDWATCH_OBSERVABILITY_ADDON,
-            addon_version=CLOUDWATCH_OBSERVABILITY_VERSION,
+            addon_name=CLOUDWATCH_OBSERVABILITY,
+            addon_version=args.addon_build,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             pod_identity_associations=[

@@ -21,6 +21,44 @@ class Zone:
 
 
 @dataclass(frozen=True)
+class ReservedCapacity:
+    """What EC2 says about a Capacity Block (DescribeCapacityReservations)."""
+
+    zone_id: str
+    instance_type: str
+
+
+def with_reservation_zones(
+    groups: Sequence[AcceleratorNodeGroupConfig], reserved: Mapping[str, ReservedCapacity]
+) -> list[AcceleratorNodeGroupConfig]:
+    """Groups targeting a Capacity Block take its zone; a pinned zone or an instance type that
+    differs from the reservation's is refused (launches would fail: reservations are zonal)."""
+    problems: list[str] = []
+    placed: list[AcceleratorNodeGroupConfig] = []
+    for i, group in enumerate(groups):
+        facts = reserved.get(group.name)
+        if facts is None:
+            placed.append(group)
+            continue
+        key = key_name(("acceleratorNodeGroups", i))
+        reservation = group.capacity_reservation.id if group.capacity_reservation else "?"
+        if group.az_id is not None and group.az_id != facts.zone_id:
+            problems.append(
+                f"{key}.azId = {group.az_id!r}: capacity reservation {reservation} is in {facts.zone_id}; "
+                "set azId to that zone or remove it"
+            )
+        if group.instance_type != facts.instance_type:
+            problems.append(
+                f"{key}.instanceType = {group.instance_type!r}: capacity reservation {reservation} holds "
+                f"{facts.instance_type}"
+            )
+        placed.append(group.model_copy(update={"az_id": facts.zone_id}))
+    if problems:
+        raise ConfigError(problems)
+    return placed
+
+
+@dataclass(frozen=True)
 class Placement:
     zones: list[Zone]
     """The VPC's zones, accelerator zones first."""

@@ -1,9 +1,15 @@
-"""Shared storage: FSx for Lustre through its CSI driver, dynamically provisioned.
+"""Shared training storage: one FSx for Lustre file system per cluster, owned by the stack.
 
-The file system is created by the CSI driver when the first `fsx-claim` is bound, in the
-accelerator zone (cross-zone Lustre traffic is slow and billed). Lustre needs TCP 988 and
-1018-1023 between clients and servers in both directions; the references open only part of
-that (988 alone, or 1021-1023).
+The file system lives in the accelerator zone (cross-zone Lustre traffic is slow and billed),
+behind a security group that opens exactly what Lustre needs: TCP 988 and 1018-1023, both
+directions, between clients and servers (the references open only 988, or 1021-1023). S3 is
+linked through data repository associations. Every training namespace gets a static
+PersistentVolume pointing at the one file system and the `fsx-claim` claim bound to it:
+binding is immediate, so `pulumi up` never waits on provisioning, and no namespace gets a file
+system of its own. Destroy runs in dependency order: claims, volumes, the CSI driver, the
+associations, the file system, then its security group and subnet.
+
+The `fsx-lustre` StorageClass stays for extra, per-job volumes that the CSI driver creates.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.config import StorageConfig
+from infra.config import DataRepositoryConfig, StorageConfig
 from infra.iam import pod_identity_role
 from infra.identities import TrainingIdentities
 from infra.kube import CORE_NODE_SELECTOR, helm_release
@@ -26,20 +32,19 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 PROVISIONER = "fsx.csi.aws.com"
 STORAGE_CLASS = "fsx-lustre"
 CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+# FSx creation takes 5-15 minutes (longer for large PERSISTENT_2 file systems); deletion
+# with a final backup longer still.
+FILE_SYSTEM_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
 
 
 def csi_controller_policy(partition: str) -> str:
-    """What the driver's controller needs to create and delete file systems, nothing more."""
+    """What the driver's controller needs to create and delete dynamic volumes, nothing more.
+    The stack's own file system needs none of it: static volumes are only mounted, by the
+    node plugin, which calls no FSx API."""
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
-                {
-                    "Sid": "S3DataRepositoryServiceLinkedRole",
-                    "Effect": "Allow",
-                    "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                    "Resource": f"arn:{partition}:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
-                },
                 {
                     "Sid": "FsxServiceLinkedRole",
                     "Effect": "Allow",
@@ -51,7 +56,6 @@ def csi_controller_policy(partition: str) -> str:
                     "Sid": "ManageFileSystems",
                     "Effect": "Allow",
                     "Action": [
-                        "s3:ListBucket",
                         "fsx:CreateFileSystem",
                         "fsx:DeleteFileSystem",
                         "fsx:DescribeFileSystems",
@@ -66,7 +70,8 @@ def csi_controller_policy(partition: str) -> str:
 
 
 def storage_class_parameters(storage: StorageConfig, subnet_id: str, security_group_id: str) -> dict[str, str]:
-    """The driver's dynamic-provisioning parameters; every value is a string."""
+    """The driver's dynamic-provisioning parameters (same type and tier as the stack's file
+    system); every value is a string."""
     params = {
         "subnetId": subnet_id,
         "securityGroupIds": security_group_id,
@@ -76,10 +81,62 @@ def storage_class_parameters(storage: StorageConfig, subnet_id: str, security_gr
     }
     if storage.per_unit_storage_throughput is not None:
         params["perUnitStorageThroughput"] = str(storage.per_unit_storage_throughput)
-    optional = {"s3ImportPath": storage.s3_import_path, "s3ExportPath": storage.s3_export_path,
-                "kmsKeyId": storage.kms_key_id}
-    params.update({k: v for k, v in optional.items() if v})
+    if storage.kms_key_id:
+        params["kmsKeyId"] = storage.kms_key_id
     return params
+
+
+def static_volume(
+    name: str, namespace: str, claim: str, capacity_gib: int, file_system_id: str, dns_name: str, mount_name: str
+) -> dict[str, Any]:
+    """A PersistentVolume for the stack's file system, reserved for one namespace's claim.
+
+    kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), examples/kubernetes/
+    static_provisioning/specs/pv.yaml and pkg/driver/node.go: volumeHandle is the file system
+    id; the node mounts ``<dnsname>@tcp:/<mountname>``. Retain: the volume never owns the file
+    system, so deleting a claim must never reach it.
+    """
+    return {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "training-storage"}},
+        "spec": {
+            "capacity": {"storage": f"{capacity_gib}Gi"},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            # Empty: no class, so no provisioner ever acts on it or on its claim.
+            "storageClassName": "",
+            "mountOptions": ["flock"],
+            # Reserved for this claim: no other claim can bind it first.
+            "claimRef": {"namespace": namespace, "name": claim},
+            "csi": {
+                "driver": PROVISIONER,
+                "volumeHandle": file_system_id,
+                "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+            },
+        },
+    }
+
+
+def static_claim(namespace: str, claim: str, volume: str, capacity_gib: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": claim, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume,
+            "resources": {"requests": {"storage": f"{capacity_gib}Gi"}},
+        },
+    }
+
+
+def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociationS3Args:
+    """Which changes flow each way; an empty list means no automatic flow that way."""
+    imports = aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.auto_import))
+    exports = aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.auto_export))
+    return aws.fsx.DataRepositoryAssociationS3Args(
+        auto_import_policy=imports if repo.auto_import else None,
+        auto_export_policy=exports if repo.auto_export else None,
+    )
 
 
 @dataclass
@@ -90,13 +147,16 @@ class FsxStorageArgs:
     subnet_id: pulumi.Input[str]
     node_security_group_ids: list[pulumi.Input[str]]
     storage: StorageConfig
+    retain: bool
     identities: TrainingIdentities
     namespaces: list[str]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
 
 class FsxStorage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
+    file_system: aws.fsx.LustreFileSystem
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
 
     def __init__(
@@ -104,7 +164,7 @@ class FsxStorage(pulumi.ComponentResource):
     ) -> None:
         super().__init__("trainium:infra:FsxStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)
+        storage = args.storage
 
         lustre_sg = aws.ec2.SecurityGroup(
             f"{name}-lustre",
@@ -114,11 +174,28 @@ class FsxStorage(pulumi.ComponentResource):
             opts=child,
         )
         self.security_group_id = lustre_sg.id
-        self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
+        rules = self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
+
+        self.file_system = self._file_system(name, args, lustre_sg, rules)
+        associations = [
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-s3-{i}",
+                file_system_id=self.file_system.id,
+                file_system_path=repo.file_system_path,
+                data_repository_path=repo.s3_path,
+                batch_import_meta_data_on_create=repo.import_metadata_on_create,
+                s3=association_s3(repo),
+                # Destroying the link must not delete training data from the file system.
+                delete_data_in_filesystem=False,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, protect=args.retain),
+            )
+            for i, repo in enumerate(storage.data_repositories)
+        ]
 
         _, identity = pod_identity_role(
             f"{name}-csi-controller",
-            description="FSx for Lustre CSI controller: create and delete file systems",
+            description="FSx for Lustre CSI controller: create and delete per-job file systems",
             parent=self,
             tags=args.tags,
             inline_policy=csi_controller_policy(args.partition),
@@ -129,39 +206,79 @@ class FsxStorage(pulumi.ComponentResource):
             CHARTS["fsx-csi-driver"],
             "kube-system",
             self.chart_values(),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*identity, *args.depends_on]),
         )
-
-        storage = args.storage
-        storage_class = k8s.storage.v1.StorageClass(
+        k8s.storage.v1.StorageClass(
             STORAGE_CLASS,
             metadata={"name": STORAGE_CLASS},
             provisioner=PROVISIONER,
             parameters=pulumi.Output.all(args.subnet_id, lustre_sg.id).apply(
                 lambda ids: storage_class_parameters(storage, ids[0], ids[1])
             ),
-            reclaim_policy=storage.reclaim_policy,
-            volume_binding_mode="Immediate",
+            reclaim_policy=storage.dynamic_reclaim_policy,
+            # A claim on it binds when its first pod is scheduled, so neither `pulumi up` nor a
+            # job submission blocks for the 5-15 minutes FSx takes to create.
+            volume_binding_mode="WaitForFirstConsumer",
             mount_options=["flock"],
-            opts=k8s_child,
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[driver]),
         )
-        self.claims = {}
-        for namespace in args.namespaces:
-            self.claims[namespace] = k8s.core.v1.PersistentVolumeClaim(
-                f"{namespace}-{storage.claim_name}",
-                metadata={"name": storage.claim_name, "namespace": namespace},
-                spec={
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": STORAGE_CLASS,
-                    "resources": {"requests": {"storage": f"{storage.capacity_gib}Gi"}},
-                },
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    depends_on=[storage_class, driver, *args.identities.depends_for(namespace)],
-                ),
-            )
-        self.register_outputs({"securityGroupId": self.security_group_id})
+        self.claims = {
+            namespace: self._claim(namespace, args, provider, [driver, *associations]) for namespace in args.namespaces
+        }
+        self.register_outputs({"fileSystemId": self.file_system.id})
+
+    def _file_system(
+        self, name: str, args: FsxStorageArgs, lustre_sg: aws.ec2.SecurityGroup, rules: list[pulumi.Resource]
+    ) -> aws.fsx.LustreFileSystem:
+        storage = args.storage
+        persistent = storage.deployment_type != "SCRATCH_2"
+        return aws.fsx.LustreFileSystem(
+            f"{name}-training",
+            deployment_type=storage.deployment_type,
+            storage_type="SSD",
+            storage_capacity=storage.capacity_gib,
+            per_unit_storage_throughput=storage.per_unit_storage_throughput,
+            file_system_type_version=storage.lustre_version,
+            data_compression_type=storage.compression,
+            kms_key_id=storage.kms_key_id,
+            subnet_ids=args.subnet_id,
+            security_group_ids=[lustre_sg.id],
+            # Delete keeps a final backup when the stack retains its data (FSx's default is none).
+            skip_final_backup=not (persistent and args.retain),
+            final_backup_tags={**args.tags, "Name": f"{name}-final"} if persistent and args.retain else None,
+            tags={**args.tags, "Name": f"{name}-training"},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Lustre clients and servers must reach each other before the file system is used.
+                depends_on=rules,
+                protect=args.retain,
+                custom_timeouts=FILE_SYSTEM_TIMEOUTS,
+            ),
+        )
+
+    def _claim(
+        self, namespace: str, args: FsxStorageArgs, provider: k8s.Provider, after: list[pulumi.Resource]
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        storage, fs = args.storage, self.file_system
+        volume_name = f"{storage.claim_name}-{namespace}"
+        manifest = pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(
+            lambda v: static_volume(volume_name, namespace, storage.claim_name, storage.capacity_gib, *v)
+        )
+        volume = k8s.core.v1.PersistentVolume(
+            volume_name,
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[fs, *after]),
+        )
+        claim = static_claim(namespace, storage.claim_name, volume_name, storage.capacity_gib)
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{namespace}-{storage.claim_name}",
+            metadata=claim["metadata"],
+            spec=claim["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=provider, depends_on=[volume, *args.identities.depends_for(namespace)]
+            ),
+        )
 
     @staticmethod
     def chart_values() -> dict[str, Any]:
@@ -174,21 +291,27 @@ class FsxStorage(pulumi.ComponentResource):
             "node": {"tolerateAllTaints": True},
         }
 
-    def _lustre_rules(self, name: str, lustre_sg: pulumi.Output[str], node_sgs: list[pulumi.Input[str]]) -> None:
+    def _lustre_rules(
+        self, name: str, lustre_sg: pulumi.Output[str], node_sgs: list[pulumi.Input[str]]
+    ) -> list[pulumi.Resource]:
         """File system <-> itself and file system <-> nodes, both directions, Lustre ports only."""
         peers: list[tuple[str, pulumi.Input[str], pulumi.Input[str]]] = [("fs-self", lustre_sg, lustre_sg)]
         peers += [(f"node{i}", lustre_sg, sg) for i, sg in enumerate(node_sgs)]
         peers += [(f"node{i}-side", sg, lustre_sg) for i, sg in enumerate(node_sgs)]
+        rules: list[pulumi.Resource] = []
         for label, own, other in peers:
             for low, high in LUSTRE_PORTS:
                 for direction, rule_type in (("in", aws.vpc.SecurityGroupIngressRule), ("out", aws.vpc.SecurityGroupEgressRule)):
-                    rule_type(
-                        f"{name}-{label}-{direction}-{low}-{high}",
-                        security_group_id=own,
-                        referenced_security_group_id=other,
-                        ip_protocol="tcp",
-                        from_port=low,
-                        to_port=high,
-                        description=f"Lustre {low}-{high}",
-                        opts=pulumi.ResourceOptions(parent=self),
+                    rules.append(
+                        rule_type(
+                            f"{name}-{label}-{direction}-{low}-{high}",
+                            security_group_id=own,
+                            referenced_security_group_id=other,
+                            ip_protocol="tcp",
+                            from_port=low,
+                            to_port=high,
+                            description=f"Lustre {low}-{high}",
+                            opts=pulumi.ResourceOptions(parent=self),
+                        )
                     )
+        return rules

@@ -72,3 +72,33 @@ def instance_type_answer(instance_type: str) -> dict:
             if facts.nvme_disks else []
         ),
     }
+
+
+# Kubernetes version -> add-on -> the build DescribeAddonVersions marks as default. Stand-ins
+# in the real format; a deploy asks AWS (infra/addons.py).
+ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
+    "1.34": {
+        "vpc-cni": "v1.20.4-eksbuild.1",
+        "kube-proxy": "v1.34.1-eksbuild.2",
+        "coredns": "v1.12.4-eksbuild.1",
+        "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
+        "aws-ebs-csi-driver": "v1.51.1-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.6.0-eksbuild.1",
+        "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
+    },
+    "1.33": {
+        "vpc-cni": "v1.19.6-eksbuild.7",
+        "kube-proxy": "v1.33.3-eksbuild.6",
+        "coredns": "v1.12.1-eksbuild.2",
+        "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
+        "aws-ebs-csi-driver": "v1.46.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.3.0-eksbuild.1",
+        "eks-node-monitoring-agent": "v1.3.0-eksbuild.2",
+    },
+}
+
+# Capacity Blocks for ML that exist in the offline account: id -> (region, zone id, instance type).
+CAPACITY_BLOCKS: dict[str, tuple[str, str, str]] = {
+    "cr-0c0ffee0c0ffee001": ("us-west-2", "usw2-az4", "trn1.32xlarge"),
+    "cr-0c0ffee0c0ffee002": ("us-east-2", "use2-az3", "trn2.48xlarge"),
+}

@@ -67,10 +67,24 @@ def _kubeconfig(cluster_name: str, region: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ExistingCluster:
+    """An EKS cluster that already exists (a later `pulumi up`): principal -> access entry tags."""
+
+    access_entries: Mapping[str, Mapping[str, str]]
+
+
 class CloudMocks(pulumi.runtime.Mocks):
-    def __init__(self, region: str, stack_references: Optional[Mapping[str, StackOutputs]] = None) -> None:
+    def __init__(
+        self,
+        region: str,
+        stack_references: Optional[Mapping[str, StackOutputs]] = None,
+        existing_cluster: Optional[ExistingCluster] = None,
+    ) -> None:
         self.region = region
         self.stack_references = dict(stack_references or {})
+        # None: a first `pulumi up` into an empty account.
+        self.existing_cluster = existing_cluster
 
     def _arn(self, service: str, resource: str) -> str:
         return f"arn:aws:{service}:{self.region}:{fixtures.ACCOUNT_ID}:{resource}"
@@ -103,6 +117,29 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:iam/getSessionContext:getSessionContext":
             return {"id": a["arn"], "arn": a["arn"], "issuerArn": fixtures.DEPLOYER_ROLE_ARN,
                     "issuerId": "AROAPLACEHOLDER", "issuerName": "PlatformAdmin", "sessionName": "offline-plan"}
+        if token == "aws:eks/getAddonVersion:getAddonVersion":
+            build = fixtures.ADDON_DEFAULT_BUILDS.get(a["kubernetesVersion"], {}).get(a["addonName"])
+            if build is None:
+                return {}, [("kubernetesVersion", f"no EKS add-on versions found for {a['addonName']} on {a['kubernetesVersion']}")]
+            return {"id": a["addonName"], "addonName": a["addonName"], "kubernetesVersion": a["kubernetesVersion"],
+                    "version": build, "mostRecent": bool(a.get("mostRecent"))}
+        if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
+            block = fixtures.CAPACITY_BLOCKS.get(a.get("id", ""))
+            if block is None or block[0] != self.region:
+                return {}, [("id", "reading EC2 Capacity Block Reservation: couldn't find resource")]
+            _, zone_id, instance_type = block
+            return {"id": a["id"], "availabilityZoneId": zone_id, "instanceType": instance_type,
+                    "availabilityZone": next(n for n, z in fixtures.ZONES[self.region] if z == zone_id)}
+        if token == "aws:eks/getCluster:getCluster":
+            if self.existing_cluster is None:
+                return {}, [("name", f"reading EKS Cluster ({a['name']}): couldn't find resource")]
+            return {"id": a["name"], "name": a["name"], "arn": self._arn("eks", f"cluster/{a['name']}")}
+        if token == "aws:eks/getAccessEntry:getAccessEntry":
+            entries = self.existing_cluster.access_entries if self.existing_cluster else {}
+            if a["principalArn"] not in entries:
+                return {}, [("principalArn", "reading EKS Access Entry: ResourceNotFoundException: couldn't find resource")]
+            return {"id": a["principalArn"], "clusterName": a["clusterName"], "principalArn": a["principalArn"],
+                    "tags": dict(entries[a["principalArn"]]), "type": "STANDARD"}
         raise NotImplementedError(f"the offline mocks have no stand-in for the look-up {token}")
 
     # --- resources ------------------------------------------------------------------------
@@ -142,6 +179,10 @@ class CloudMocks(pulumi.runtime.Mocks):
                 resources=[{"autoscalingGroups": [{"name": f"eks-{group}-placeholder"}], "remoteAccessSecurityGroupId": ""}],
                 status="ACTIVE",
             )
+        elif type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            file_system = f"fs-placeholder-{name}"
+            resource_id = file_system
+            state.update(dnsName=f"{file_system}.fsx.{self.region}.amazonaws.com", mountName="placeholder")
         elif type_ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, defaultVersion=1)
         elif type_ == "aws:kms/key:Key":
@@ -165,6 +206,9 @@ class Registration:
     protect: bool
     custom: bool
     inputs: dict[str, Any]
+    lifecycle: dict[str, Any] = field(default_factory=dict)
+    """The lifecycle options set on the resource: ignoreChanges, replaceOnChanges,
+    deleteBeforeReplace, retainOnDelete, customTimeouts."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -175,8 +219,26 @@ class Registration:
             "provider": self.provider,
             "dependencies": self.dependencies,
             "protect": self.protect,
+            **self.lifecycle,
             "inputs": self.inputs,
         }
+
+
+def lifecycle_options(request: Any) -> dict[str, Any]:
+    """The lifecycle choices in a RegisterResourceRequest, only those that are set."""
+    options: dict[str, Any] = {}
+    if request.ignoreChanges:
+        options["ignoreChanges"] = list(request.ignoreChanges)
+    if request.replaceOnChanges:
+        options["replaceOnChanges"] = list(request.replaceOnChanges)
+    if request.deleteBeforeReplace:
+        options["deleteBeforeReplace"] = True
+    if request.HasField("retainOnDelete") and request.retainOnDelete:
+        options["retainOnDelete"] = True
+    timeouts = {k: getattr(request.customTimeouts, k) for k in ("create", "update", "delete")}
+    if any(timeouts.values()):
+        options["customTimeouts"] = {k: v for k, v in timeouts.items() if v}
+    return options
 
 
 def engine_view(value: Any) -> Any:
@@ -214,6 +276,7 @@ class RecordingMonitor(MockMonitor):
                     protect=bool(request.protect),
                     custom=bool(request.custom),
                     inputs=engine_view(rpc.deserialize_properties(request.object)),
+                    lifecycle=lifecycle_options(request),
                 )
             )
         return response

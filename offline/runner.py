@@ -20,7 +20,7 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from offline.mocks import SECRET, CloudMocks, Registration, RecordingMonitor, StackOutputs
+from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,11 +82,13 @@ def run_program(
     config: Optional[dict[str, str]] = None,
     stack_references: Optional[dict[str, StackOutputs]] = None,
     secrets: Optional[dict[str, str]] = None,
+    existing_cluster: Optional[ExistingCluster] = None,
 ) -> PlanResult:
     """Run ``project_dir/__main__.py`` for ``stack``.
 
     ``config`` replaces the stack file's config; ``secrets`` adds secret config values (which
-    a stack file can only hold encrypted); ``stack_references`` answers StackReferences.
+    a stack file can only hold encrypted); ``stack_references`` answers StackReferences;
+    ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists.
     """
     project = project_name(project_dir)
     values = dict(stack_config(project_dir, stack) if config is None else config)
@@ -95,7 +97,7 @@ def run_program(
 
     settings.ROOT.set(None)
     runtime_config.set_all_config(values, sorted(secrets or {}))
-    monitor = RecordingMonitor(CloudMocks(region, stack_references))
+    monitor = RecordingMonitor(CloudMocks(region, stack_references, existing_cluster))
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
     if str(project_dir) not in sys.path:

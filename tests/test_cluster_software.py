@@ -144,44 +144,6 @@ def test_fsx_controller_identity(dev):
     assert not any("FSx" in arn for arn in node_policies)
 
 
-def test_storage_class(dev):
-    (storage_class,) = [r.inputs for r in dev.registrations if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
-    assert storage_class["provisioner"] == "fsx.csi.aws.com"
-    assert storage_class["reclaimPolicy"] == "Delete"
-    assert storage_class["parameters"] == {
-        "subnetId": "subnet-placeholder-network-private-usw2-az4",
-        "securityGroupIds": "sg-placeholder-fsx-lustre",
-        "deploymentType": "PERSISTENT_2",
-        "fileSystemTypeVersion": "2.15",
-        "dataCompressionType": "LZ4",
-        "perUnitStorageThroughput": "125",
-    }
-    assert dev.outputs["acceleratorZone"]["id"] == "usw2-az4"
-
-
-def test_prod_storage_retains_and_claims_per_namespace(prod):
-    (storage_class,) = [r.inputs for r in prod.registrations if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
-    assert storage_class["reclaimPolicy"] == "Retain"
-    assert storage_class["parameters"]["perUnitStorageThroughput"] == "250"
-    assert storage_class["parameters"]["subnetId"] == "subnet-placeholder-network-private-use2-az3"
-    claims = [r.inputs for r in prod.registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
-    assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"4800Gi"}
-    namespaces = [r.inputs["metadata"]["name"] for r in prod.registrations if r.type == "kubernetes:core/v1:Namespace"]
-    assert namespaces == ["research"]
-
-
-def test_fsx_claim(dev):
-    (claim,) = [r for r in dev.registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert claim.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
-    assert claim.inputs["spec"] == {
-        "accessModes": ["ReadWriteMany"],
-        "storageClassName": "fsx-lustre",
-        "resources": {"requests": {"storage": "1200Gi"}},
-    }
-    assert dev.named("aws-fsx-csi-driver").urn in claim.dependencies
-
-
 # --- schedulers ----------------------------------------------------------------------------------
 
 
@@ -293,12 +255,15 @@ def test_outputs_are_the_complete_contract(dev):
         "clusterName", "region", "kubeconfig", "vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl",
         "clusterSecurityGroupId", "nodeRoleArn", "acceleratorZone", "acceleratorNodeGroups", "features",
         "trainingNamespaces", "trainingServiceAccount", "storage", "volcanoQueues", "etcdEndpoints",
-        "ecrRepositories", "podIdentity", "coreNodeSelector", "cloudwatchDashboard",
+        "ecrRepositories", "podIdentity", "coreNodeSelector", "cloudwatchDashboard", "addonBuilds",
     }
     assert set(dev.outputs) == expected
     storage = dev.outputs["storage"]
     assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
     assert storage["claims"] == {"default": "fsx-claim"}
+    assert storage["fileSystemId"] == "fs-placeholder-fsx-training"
+    assert storage["dnsName"] == "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com"
+    assert storage["mountName"] == "placeholder"
 
 
 def test_the_outputs_cover_what_the_workload_stacks_read(dev) -> None:

@@ -81,15 +81,16 @@ def test_eks_cluster_settings(dev):
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:us-west-2:")
     assert cluster["privateSubnetIds"] == ["subnet-placeholder-network-private-usw2-az4", "subnet-placeholder-network-private-usw2-az1"]
-    assert cluster["vpcCniOptions"]["addonVersion"] == "v1.20.5-eksbuild.1"
-    assert cluster["kubeProxyAddonOptions"]["version"] == "v1.34.6-eksbuild.2"
+    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/fixtures.py).
+    assert cluster["vpcCniOptions"]["addonVersion"] == "v1.20.4-eksbuild.1"
+    assert cluster["kubeProxyAddonOptions"]["version"] == "v1.34.1-eksbuild.2"
     assert cluster["corednsAddonOptions"]["enabled"] is False
     assert dev.named("cluster-secrets").inputs["enableKeyRotation"] is True
 
 
 def test_managed_addons_pinned_and_ordered(dev):
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon") if r.parent.endswith("::cluster")}
-    assert set(addons) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
+    assert set(addons) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver", "eks-node-monitoring-agent"}
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
     core_group = dev.named("cluster-core").urn
     assert core_group in addons["coredns"].dependencies
@@ -100,15 +101,6 @@ def test_managed_addons_pinned_and_ordered(dev):
     ]
     trust = dev.named("cluster-ebs-csi").inputs["assumeRolePolicy"]
     assert "pods.eks.amazonaws.com" in trust and "sts:TagSession" in trust
-
-
-def test_deployer_is_not_given_a_second_access_entry(plan_with):
-    plan = plan_with(clusterAdmins=["arn:aws:iam::123456789012:role/PlatformAdmin", "arn:aws:iam::123456789012:role/MlOps"])
-    entries = plan.named("cluster-eks").inputs["accessEntries"]
-    assert [e["principalArn"] for e in entries.values()] == ["arn:aws:iam::123456789012:role/MlOps"]
-    (policy,) = next(iter(entries.values()))["accessPolicies"].values()
-    assert policy["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
-    assert policy["accessScope"] == {"type": "cluster"}
 
 
 def test_core_node_group(dev):
@@ -131,11 +123,12 @@ def test_node_role_policies(dev):
     }
 
 
-def test_prod_endpoint_is_private_only(dev, prod):
-    assert dev.named("cluster-eks").inputs["endpointPublicAccess"] is True
+def test_prod_endpoint_is_public_only_to_listed_ranges(dev, prod):
+    dev_cluster = dev.named("cluster-eks").inputs
+    assert dev_cluster["endpointPublicAccess"] is True and dev_cluster["publicAccessCidrs"] == ["0.0.0.0/0"]
     cluster = prod.named("cluster-eks").inputs
-    assert cluster["endpointPublicAccess"] is False and cluster["endpointPrivateAccess"] is True
-    assert "publicAccessCidrs" not in cluster
+    assert cluster["endpointPublicAccess"] is True and cluster["endpointPrivateAccess"] is True
+    assert cluster["publicAccessCidrs"] == ["198.51.100.0/24"]
 
 
 # --- accelerator node groups ---------------------------------------------------------------
@@ -239,7 +232,9 @@ GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}
 
 
 def test_on_demand_capacity_reservation(plan_with):
-    plan = plan_with(acceleratorNodeGroups=[{**GROUP, "capacityReservation": {"id": "cr-0123456789abcdef0"}}])
+    plan = plan_with(
+        acceleratorNodeGroups=[{**GROUP, "azId": "usw2-az4", "capacityReservation": {"id": "cr-0123456789abcdef0"}}]
+    )
     template = plan.named("trn1-32xl-ng1-lt").inputs
     assert template["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
@@ -247,10 +242,11 @@ def test_on_demand_capacity_reservation(plan_with):
     assert "placement" not in template and "instanceMarketOptions" not in template
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert plan.named("trn1-32xl-ng1").inputs["capacityType"] == "ON_DEMAND"
+    assert plan.named("trn1-32xl-ng1").inputs["instanceTypes"] == ["trn1.32xlarge"]
 
 
 def test_capacity_block(plan_with):
-    reservation = {"id": "cr-0123456789abcdef0", "type": "capacity-block"}
+    reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "capacityReservation": reservation}])
     assert plan.named("trn1-32xl-ng1-lt").inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert plan.named("trn1-32xl-ng1").inputs["capacityType"] == "CAPACITY_BLOCK"

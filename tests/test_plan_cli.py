@@ -26,7 +26,13 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert plan.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     document = json.loads((tmp_path / "trainium-eks" / "dev" / "resources.json").read_text())
     assert (document["project"], document["stack"]) == ("trainium-eks", "dev")
-    assert set(document["resources"][0]) == {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"}
+    assert {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"} <= set(document["resources"][0])
+    # Lifecycle choices are visible to reviewers: the node groups leave desiredSize to the
+    # autoscaler, the file system has its own timeouts.
+    by_name = {r["name"]: r for r in document["resources"]}
+    assert by_name["trn1-32xl-ng1"]["ignoreChanges"] == ["scalingConfig.desiredSize"]
+    assert by_name["fsx-training"]["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
+    assert "ignoreChanges" not in by_name["network-vpc"]
     assert document["outputs"]["kubeconfig"] == "[secret]"
     assert (tmp_path / "trainium-eks" / "dev" / "manifests").is_dir()
     types = {r["type"] for r in document["resources"]}
@@ -34,6 +40,8 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
         "deployment-default-etcd.yaml",
+        "namespace-neuron-healthcheck-system.yaml",
+        "persistentvolume-fsx-claim-default.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",
@@ -41,7 +49,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
         "serviceaccount-default-training.yaml",
         "storageclass-fsx-lustre.yaml",
     ]
-    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / manifests[1]).read_text())
+    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / manifests[3]).read_text())
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
     printed = capsys.readouterr().out
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed

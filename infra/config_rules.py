@@ -1,0 +1,454 @@
+"""Every rule a cluster-stack setting must obey beyond its type, as one list of refusals.
+
+Each refusal reads ``<key> = <value>: <what is allowed>``. Rules that mirror what an AWS or
+Kubernetes API would refuse at deploy time cite where that rule is documented, so a bad value
+stops the program before any resource exists instead of half-way through `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any, Optional
+
+from infra import naming_rules as rules
+from infra.addons import ADDON_NAMES, addon_pin_problem
+from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.config import (
+    FSX_THROUGHPUTS,
+    LOG_RETENTION_DAYS,
+    LOG_TYPES,
+    AcceleratorNodeGroupConfig,
+    EndpointAccessConfig,
+    NetworkConfig,
+    StackConfig,
+    StorageConfig,
+    key_name,
+)
+from infra.config_base import PROFILE_KEY, REGION_KEY
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
+AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
+IAM_PRINCIPAL_PATTERN = r"^arn:(aws|aws-cn|aws-us-gov):iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$"
+CAPACITY_RESERVATION_PATTERN = r"^cr-[0-9a-f]{8,17}$"
+KUBERNETES_VERSION_PATTERN = r"^1\.[0-9]{2}$"
+# EKS AMI release versions: <kubernetes patch>-<build date>, e.g. 1.34.2-20251112.
+AMI_RELEASE_PATTERN = r"^1\.[0-9]{2}\.[0-9]+-[0-9]{8}$"
+INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
+# FSx KmsKeyId takes a key id or key ARN.
+KMS_KEY_PATTERN = r"^(arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/)?[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+# AWS CLI profile names: no spaces or brackets (they delimit sections of ~/.aws/config).
+PROFILE_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
+BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$"
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+# EKS quota "Public endpoint access CIDR ranges per cluster" (default 40).
+MAX_PUBLIC_CIDRS = 40
+# The labels this project sets on accelerator nodes; workloads select on them.
+RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.present")
+
+
+def region_partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def semantic_problems(config: StackConfig) -> list[str]:
+    problems: list[str] = []
+    problems += _provider_problems(config)
+    problems += _cluster_problems(config)
+    problems += _network_problems(config.network)
+    problems += _endpoint_problems(config.endpoint_access, config.environment)
+    problems += _core_group_problems(config)
+    problems += _accelerator_problems(config.accelerator_node_groups)
+    problems += _storage_problems(config.storage)
+    problems += _software_problems(config)
+    problems += _tag_problems(config.tags)
+    return problems
+
+
+def _provider_problems(config: StackConfig) -> list[str]:
+    problems = []
+    if not re.fullmatch(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", config.region):
+        problems.append(f"{REGION_KEY} = {config.region!r}: not an AWS region name (for example us-west-2)")
+    if config.profile is not None and not re.fullmatch(PROFILE_PATTERN, config.profile):
+        problems.append(
+            f"{PROFILE_KEY} = {config.profile!r}: not an AWS CLI profile name "
+            "(letters, digits and _ . + @ -, no spaces)"
+        )
+    return problems
+
+
+def _cluster_problems(config: StackConfig) -> list[str]:
+    problems = []
+    if not re.fullmatch(NAME_PATTERN, config.cluster_name):
+        problems.append(
+            f"{key_name(('clusterName',))} = {config.cluster_name!r}: must be 2-39 characters of lower-case letters, "
+            "digits and '-', starting with a letter"
+        )
+    if not re.fullmatch(KUBERNETES_VERSION_PATTERN, config.kubernetes_version):
+        problems.append(
+            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: a Kubernetes minor version "
+            "such as 1.34"
+        )
+    for addon, build in config.addon_versions.items():
+        key = key_name(("addonVersions", addon))
+        if addon not in ADDON_NAMES:
+            problems.append(f"{key}: unknown add-on; allowed: {', '.join(ADDON_NAMES)}")
+            continue
+        problem = addon_pin_problem(addon, build)
+        if problem:
+            problems.append(f"{key} = {build!r}: {problem}")
+    seen: set[str] = set()
+    for i, arn in enumerate(config.cluster_admins):
+        key = key_name(("clusterAdmins", i))
+        if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
+            problems.append(f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
+        elif arn.split(":")[1] != region_partition(config.region):
+            problems.append(
+                f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
+                f"({region_partition(config.region)!r})"
+            )
+        if arn in seen:
+            problems.append(f"{key} = {arn!r}: listed twice")
+        seen.add(arn)
+    for i, log_type in enumerate(config.log_types):
+        if log_type not in LOG_TYPES:
+            problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: allowed: {', '.join(LOG_TYPES)}")
+    if config.log_retention_days not in LOG_RETENTION_DAYS:
+        problems.append(
+            f"{key_name(('logRetentionDays',))} = {config.log_retention_days}: CloudWatch Logs allows "
+            f"{', '.join(map(str, LOG_RETENTION_DAYS))}"
+        )
+    return problems
+
+
+def _parse_network(key: str, value: str, problems: list[str]) -> Optional[ipaddress.IPv4Network]:
+    problem = rules.ipv4_cidr_problem(value)
+    if problem:
+        problems.append(f"{key} = {value!r}: {problem}")
+        return None
+    return ipaddress.IPv4Network(value)
+
+
+RFC1918 = tuple(ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
+BENCHMARK_RANGE = ipaddress.IPv4Network("198.19.0.0/16")
+
+
+def secondary_cidr_problem(primary: ipaddress.IPv4Network, secondary: ipaddress.IPv4Network) -> Optional[str]:
+    """AWS's IPv4 CIDR block association restrictions (Amazon VPC User Guide, "VPC CIDR
+    blocks", IPv4 CIDR block association restrictions), narrowed to private ranges: nodes
+    and pods live in the secondary range, which must never be publicly routable here."""
+    if primary.overlaps(secondary):
+        return f"overlaps the primary range {primary}"
+    family = next((r for r in (*RFC1918, BENCHMARK_RANGE, SHARED_ADDRESS_SPACE) if primary.subnet_of(r)), None)
+    own = next((r for r in (*RFC1918, BENCHMARK_RANGE, SHARED_ADDRESS_SPACE) if secondary.subnet_of(r)), None)
+    if own is None:
+        return "must lie within 100.64.0.0/10 or the primary range's own private block"
+    if own == BENCHMARK_RANGE:
+        return "AWS refuses 198.19.0.0/16 as a secondary block here; use 100.64.0.0/10"
+    if own in RFC1918 and own != family:
+        return f"AWS refuses an RFC 1918 block from {own} next to a primary in {family or primary}; use 100.64.0.0/10"
+    if family == RFC1918[1] and secondary.subnet_of(ipaddress.IPv4Network("172.31.0.0/16")):
+        return "AWS refuses 172.31.0.0/16 (the default VPC's range) next to a 172.16.0.0/12 primary"
+    if family == RFC1918[0] and primary.subnet_of(ipaddress.IPv4Network("10.0.0.0/15")) and secondary.subnet_of(
+        ipaddress.IPv4Network("10.0.0.0/16")
+    ):
+        return "AWS refuses a block from 10.0.0.0/16 when the primary lies in 10.0.0.0/15"
+    return None
+
+
+def _network_problems(network: NetworkConfig) -> list[str]:
+    problems: list[str] = []
+    vpc_key, secondary_key = key_name(("network", "vpcCidr")), key_name(("network", "secondaryCidr"))
+    vpc = _parse_network(vpc_key, network.vpc_cidr, problems)
+    secondary = _parse_network(secondary_key, network.secondary_cidr, problems)
+    for key, block in ((vpc_key, vpc), (secondary_key, secondary)):
+        if block is not None and not 16 <= block.prefixlen <= 24:
+            problems.append(f"{key} = '{block}': prefix must be between /16 and /24 to hold the subnets")
+    if vpc is not None and not any(vpc.subnet_of(r) for r in (*RFC1918, SHARED_ADDRESS_SPACE)):
+        problems.append(f"{vpc_key} = '{vpc}': must lie within a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
+    elif vpc is not None and secondary is not None:
+        problem = secondary_cidr_problem(vpc, secondary)
+        if problem:
+            problems.append(f"{secondary_key} = '{secondary}': {problem}")
+    return problems
+
+
+def _endpoint_problems(access: EndpointAccessConfig, environment: str) -> list[str]:
+    problems: list[str] = []
+    key = lambda *k: key_name(("endpointAccess", *k))  # noqa: E731
+    if not access.public and not access.private:
+        problems.append(f"{key()}: public and private are both false; enable at least one")
+    if not access.public and access.private and not access.deployed_from_vpc:
+        problems.append(
+            f"{key('public')} = false: a private-only API endpoint is unreachable from a laptop or a hosted CI runner, "
+            "and `pulumi up` installs the cluster software through it; keep public: true with publicCidrs, or set "
+            "endpointAccess.deployedFromVpc: true when you deploy from inside the VPC (runner in the VPC, VPN, peering)"
+        )
+    if not access.public and access.public_cidrs is not None:
+        problems.append(f"{key('publicCidrs')}: only meaningful with public: true")
+    if not access.public:
+        return problems
+    cidrs = access.public_cidrs
+    if cidrs is not None:
+        if not cidrs:
+            problems.append(f"{key('publicCidrs')} = []: list at least one CIDR block, or set public: false")
+        if len(cidrs) > MAX_PUBLIC_CIDRS:
+            problems.append(f"{key('publicCidrs')}: {len(cidrs)} blocks; EKS accepts at most {MAX_PUBLIC_CIDRS}")
+        for i, cidr in enumerate(cidrs):
+            _parse_network(key("publicCidrs", i), cidr, problems)
+    if environment == "prod" and (cidrs is None or rules.covers_internet(cidrs)):
+        shown = "not set (the whole internet)" if cidrs is None else f"{cidrs} (the whole internet)"
+        problems.append(
+            f"{key('publicCidrs')} = {shown}: prod refuses an API endpoint open to 0.0.0.0/0; list your deployers' "
+            "egress ranges (office, VPN, CI runners' NAT addresses)"
+        )
+    restricted = cidrs is not None and not rules.covers_internet(cidrs)
+    if restricted and not access.private:
+        # EKS user guide, "Cluster API server endpoint": with the private endpoint off, nodes
+        # reach the API through the public one, from the NAT gateways' addresses.
+        problems.append(
+            f"{key('private')} = false: with publicCidrs restricted, nodes reach the API only through the public "
+            "endpoint from the NAT gateways' addresses, which are not in the list; set private: true"
+        )
+    return problems
+
+
+def _size_problems(key: str, group: Any) -> list[str]:
+    if group.min_size <= group.desired_size <= group.max_size:
+        return []
+    return [
+        f"{key}: sizes must satisfy minSize <= desiredSize <= maxSize "
+        f"(got minSize={group.min_size}, desiredSize={group.desired_size}, maxSize={group.max_size})"
+    ]
+
+
+def _core_group_problems(config: StackConfig) -> list[str]:
+    key = key_name(("coreNodeGroup",))
+    problems = _size_problems(key, config.core_node_group)
+    types = config.core_node_group.instance_types
+    if not types:
+        problems.append(f"{key}.instanceTypes = []: list at least one instance type (for example m6i.4xlarge)")
+    for i, instance_type in enumerate(types):
+        if not re.fullmatch(INSTANCE_TYPE_PATTERN, instance_type):
+            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)")
+        elif instance_type in NEURON_INSTANCE_TYPES:
+            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: core nodes carry system pods; use a general-purpose type")
+    return problems
+
+
+def _label_problems(key: str, labels: dict[str, str]) -> list[str]:
+    problems = []
+    for label, value in labels.items():
+        label_key = f"{key}.labels.{label}"
+        problem = rules.label_key_problem(label) or rules.kubelet_label_problem(label)
+        if problem:
+            problems.append(f"{label_key}: key {label!r}: {problem}")
+        elif label in RESERVED_NODE_LABELS:
+            problems.append(f"{label_key}: set by this project (workloads select on it); choose another key")
+        problem = rules.label_value_problem(value)
+        if problem:
+            problems.append(f"{label_key} = {value!r}: {problem}")
+    return problems
+
+
+def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
+    allowed_types = ", ".join(NEURON_INSTANCE_TYPES)
+    for i, group in enumerate(groups):
+        key = key_name(("acceleratorNodeGroups", i))
+        if not re.fullmatch(NAME_PATTERN, group.name):
+            problems.append(f"{key}.name = {group.name!r}: must be 2-39 characters of lower-case letters, digits and '-'")
+        if group.name == "core":
+            problems.append(f"{key}.name = 'core': taken by the core node group")
+        if group.name in seen:
+            problems.append(f"{key}.name = {group.name!r}: duplicate node group name; names must be unique")
+        seen.add(group.name)
+        problems += _size_problems(key, group)
+        problems += _label_problems(key, group.labels)
+        if group.ami_release_version is not None and not re.fullmatch(AMI_RELEASE_PATTERN, group.ami_release_version):
+            problems.append(
+                f"{key}.amiReleaseVersion = {group.ami_release_version!r}: an EKS AMI release version such as "
+                "1.34.2-20251112"
+            )
+        if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
+            problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
+        facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
+        if facts is None:
+            problems.append(
+                f"{key}.instanceType = {group.instance_type!r}: not a supported Neuron instance type; allowed: {allowed_types}"
+            )
+            continue
+        if group.efa and not facts.efa_supported:
+            efa_types = ", ".join(t for t, f in NEURON_INSTANCE_TYPES.items() if f.efa_supported)
+            problems.append(f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)")
+        problems += _reservation_problems(key, group)
+    return problems
+
+
+def _reservation_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[str]:
+    reservation = group.capacity_reservation
+    if reservation is None:
+        return []
+    problems = []
+    if group.placement_group:
+        problems.append(
+            f"{key}.placementGroup = true: cannot be combined with capacityReservation {reservation.id!r}; launches "
+            "into reservations fail inside a cluster placement group (remove placementGroup or the reservation)"
+        )
+    if not re.fullmatch(CAPACITY_RESERVATION_PATTERN, reservation.id):
+        problems.append(f"{key}.capacityReservation.id = {reservation.id!r}: must look like cr-0123456789abcdef0")
+    if group.az_id is None and not group.capacity_block:
+        # Reservations are zonal: the node group's one subnet must be in the reservation's
+        # zone, or every launch fails. (A Capacity Block's zone is looked up.)
+        problems.append(
+            f"{key}.azId: required with capacityReservation {reservation.id!r}; reservations are zonal, give the "
+            "reservation's zone id (aws ec2 describe-capacity-reservations --query "
+            "'CapacityReservations[].AvailabilityZoneId')"
+        )
+    return problems
+
+
+def fsx_capacity_problem(capacity_gib: int) -> Optional[str]:
+    """FSx for Lustre SSD capacity comes in 1200 GiB, 2400 GiB, then multiples of 2400 GiB."""
+    if capacity_gib in (1200, 2400) or (capacity_gib > 2400 and capacity_gib % 2400 == 0):
+        return None
+    lower = 1200 if capacity_gib < 2400 else max(2400, capacity_gib // 2400 * 2400)
+    upper = 1200 if capacity_gib < 1200 else (2400 if capacity_gib < 2400 else lower + 2400)
+    nearest = sorted({lower, upper})
+    return f"allowed: 1200, 2400, or a multiple of 2400 (nearest: {' or '.join(map(str, nearest))})"
+
+
+def _storage_problems(storage: StorageConfig) -> list[str]:
+    problems: list[str] = []
+    skey = lambda *k: key_name(("storage", *k))  # noqa: E731
+    capacity = fsx_capacity_problem(storage.capacity_gib)
+    if capacity:
+        problems.append(f"{skey('capacityGib')} = {storage.capacity_gib}: {capacity}")
+    allowed = FSX_THROUGHPUTS[storage.deployment_type]
+    if allowed and storage.per_unit_storage_throughput not in allowed:
+        problems.append(
+            f"{skey('perUnitStorageThroughput')} = {storage.per_unit_storage_throughput}: "
+            f"{storage.deployment_type} allows {', '.join(map(str, allowed))}"
+        )
+    if not allowed and storage.per_unit_storage_throughput is not None:
+        problems.append(f"{skey('perUnitStorageThroughput')}: {storage.deployment_type} takes none; set it to null")
+    if storage.deployment_type == "PERSISTENT_2" and storage.lustre_version != "2.15":
+        problems.append(f"{skey('lustreVersion')} = {storage.lustre_version!r}: PERSISTENT_2 file systems run Lustre 2.15")
+    problems += _data_repository_problems(storage)
+    if storage.kms_key_id is not None:
+        if storage.deployment_type == "SCRATCH_2":
+            problems.append(f"{skey('kmsKeyId')}: SCRATCH_2 file systems cannot use a customer KMS key")
+        elif not re.fullmatch(KMS_KEY_PATTERN, storage.kms_key_id):
+            problems.append(f"{skey('kmsKeyId')} = {storage.kms_key_id!r}: a KMS key id or key ARN")
+    if storage.retain and storage.deployment_type == "SCRATCH_2":
+        problems.append(f"{skey('retain')} = true: SCRATCH_2 file systems keep no backups; use PERSISTENT_2")
+    problem = rules.dns_label_problem(storage.claim_name)
+    if problem:
+        problems.append(f"{skey('claimName')} = {storage.claim_name!r}: {problem}")
+    return problems
+
+
+# FSx CreateDataRepositoryAssociation (API reference): FileSystemPath starts with '/', '/'
+# alone only as the only association, associations do not nest; DataRepositoryPath is
+# s3://bucket/prefix and a bucket is linked once; at most 8 associations per file system.
+MAX_DATA_REPOSITORIES = 8
+
+
+def _data_repository_problems(storage: StorageConfig) -> list[str]:
+    problems: list[str] = []
+    paths: list[str] = []
+    buckets: set[str] = set()
+    for i, repo in enumerate(storage.data_repositories):
+        key = key_name(("storage", "dataRepositories", i))
+        path = repo.file_system_path
+        if not re.fullmatch(r"^/[^\s]*$", path) or (path.endswith("/") and path != "/"):
+            problems.append(f"{key}.fileSystemPath = {path!r}: an absolute path such as /data, without a trailing '/'")
+        else:
+            for other in paths:
+                if path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/"):
+                    problems.append(f"{key}.fileSystemPath = {path!r}: overlaps {other!r}; associations may not nest")
+            paths.append(path)
+        if not re.fullmatch(S3_URL, repo.s3_path):
+            problems.append(f"{key}.s3Path = {repo.s3_path!r}: must be an s3://bucket[/prefix] URL")
+        else:
+            bucket = repo.s3_path.removeprefix("s3://").split("/")[0]
+            if bucket in buckets:
+                problems.append(f"{key}.s3Path = {repo.s3_path!r}: bucket {bucket!r} is already linked; FSx links a bucket once")
+            buckets.add(bucket)
+        for field_, events in (("autoImport", repo.auto_import), ("autoExport", repo.auto_export)):
+            if len(set(events)) != len(events):
+                problems.append(f"{key}.{field_} = {events}: lists an event twice")
+    if len(storage.data_repositories) > MAX_DATA_REPOSITORIES:
+        problems.append(
+            f"{key_name(('storage', 'dataRepositories'))}: {len(storage.data_repositories)} associations; "
+            f"FSx allows at most {MAX_DATA_REPOSITORIES} per file system"
+        )
+    if "/" in paths and len(paths) > 1:
+        problems.append(f"{key_name(('storage', 'dataRepositories'))}: '/' can only be linked when it is the only association")
+    return problems
+
+
+def _software_problems(config: StackConfig) -> list[str]:
+    problems: list[str] = []
+    if not config.training_namespaces:
+        problems.append(f"{key_name(('trainingNamespaces',))}: list at least one namespace (default: [default])")
+    seen: set[str] = set()
+    for i, namespace in enumerate(config.training_namespaces):
+        key = key_name(("trainingNamespaces", i))
+        problem = rules.dns_label_problem(namespace)
+        if problem:
+            problems.append(f"{key} = {namespace!r}: {problem}")
+        if namespace in SYSTEM_NAMESPACES:
+            problems.append(f"{key} = {namespace!r}: a system namespace; use your own or default")
+        if namespace in seen:
+            problems.append(f"{key} = {namespace!r}: listed twice")
+        seen.add(namespace)
+
+    names: set[str] = set()
+    for i, queue in enumerate(config.volcano_queues):
+        key = key_name(("volcanoQueues", i))
+        problem = rules.dns_label_problem(queue.name)
+        if problem:
+            problems.append(f"{key}.name = {queue.name!r}: {problem}")
+        if queue.name in names:
+            problems.append(f"{key}.name = {queue.name!r}: duplicate queue name")
+        names.add(queue.name)
+        for field_, value in (("cpu", queue.cpu), ("memory", queue.memory)):
+            if value is not None and not re.fullmatch(QUANTITY, value):
+                problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
+
+    for i, bucket in enumerate(config.training_data_buckets):
+        if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
+            problems.append(
+                f"{key_name(('trainingDataBuckets', i))} = {bucket!r}: not an S3 bucket name (names only, no s3://)"
+            )
+
+    features = config.features
+    if features.torchx_etcd and not features.volcano:
+        problems.append(
+            f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "
+            "turn volcano on or torchxEtcd off"
+        )
+    if features.neuron_node_recovery and not features.neuron_device_plugin:
+        problems.append(
+            f"{key_name(('features', 'neuronNodeRecovery'))} = true: node recovery is part of the Neuron chart's node "
+            "problem detector; turn neuronDevicePlugin on"
+        )
+    return problems
+
+
+def _tag_problems(tags: dict[str, str]) -> list[str]:
+    problems = []
+    for tag, value in tags.items():
+        problem = rules.aws_tag_problem(tag, value)
+        if problem:
+            problems.append(f"{key_name(('tags', tag))} = {value!r}: {problem}")
+    return problems
