@@ -308,3 +308,91 @@ def test_data_buckets_are_names():
     assert "trainingDataBuckets[0] = 's3://my-datasets': not an S3 bucket name" in refused(
         with_changes(trainingDataBuckets=["s3://my-datasets"])
     )
+
+
+# --- bad input of every kind: the rule the receiving API applies, before any resource --------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        # An empty string used to crash with a JSON decoding traceback.
+        ("network", "", "trainium-eks:network = '': Input should be a valid dictionary"),
+        ("clusterName", "", "trainium-eks:clusterName = '': String should have at least 1 character"),
+        ("acceleratorNodeGroups", "[oops", "trainium-eks:acceleratorNodeGroups = '[oops': Input should be a valid list"),
+        ("trainingNamespaces", ["default", ""], "trainium-eks:trainingNamespaces[1] = '': String should have at least 1 character"),
+        ("logRetentionDays", 10, "logRetentionDays = 10: CloudWatch Logs allows 1, 3, 5, 7, 14"),
+        ("upgradePolicy", "LTS", "upgradePolicy = 'LTS': Input should be 'STANDARD' or 'EXTENDED'"),
+        ("environment", "staging", "environment = 'staging': Input should be 'dev' or 'prod'"),
+        ("addonVersions", {"coredns": "v1.11.4"}, "addonVersions.coredns = 'v1.11.4': an EKS add-on build looks like v1.20.4-eksbuild.1"),
+        ("addonVersions", {"vpc-cni": "v1.18.0-eksbuild.1"}, "vpc-cni must be at least v1.18.4 for efa-only network interfaces"),
+        ("tags", {"aws:owner": "me"}, "tags.aws:owner = 'me': the aws: prefix is reserved for AWS"),
+        ("tags", {"team": "ml<platform>"}, "tags.team = 'ml<platform>': a tag value must be at most 256 characters"),
+        ("clusterAdmins", ["arn:aws-cn:iam::123456789012:role/Admin"], "the partition 'aws-cn' is not us-west-2's ('aws')"),
+        ("clusterAdmins", [ADMIN := "arn:aws:iam::123456789012:role/A", ADMIN], "clusterAdmins[1] = 'arn:aws:iam::123456789012:role/A': listed twice"),
+        ("coreNodeGroup", {"instanceTypes": ["m6i 4xlarge"]}, "coreNodeGroup.instanceTypes[0] = 'm6i 4xlarge': not an EC2 instance type"),
+        ("coreNodeGroup", {"instanceTypes": []}, "coreNodeGroup.instanceTypes = []: list at least one instance type"),
+        ("trainingDataBuckets", ["my..bucket"], "trainingDataBuckets[0] = 'my..bucket': not an S3 bucket name"),
+        ("volcanoQueues", [{"name": "q", "memory": "30GB"}], "volcanoQueues[0].memory = '30GB': not a Kubernetes quantity"),
+    ],
+)
+def test_bad_values_are_refused_with_key_value_and_rule(key, value, message):
+    raw = raw_from_pulumi_config({
+        "aws:region": "us-west-2",
+        f"trainium-eks:{key}": value if isinstance(value, str) else __import__("json").dumps(value),
+    })
+    assert message in refused(raw)
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        # kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go
+        # (v1.34): label values are <= 63 characters of [A-Za-z0-9_.-], alphanumeric at both ends.
+        ({"team": "ml platform"}, "labels.team = 'ml platform': a label value must be at most 63 characters"),
+        ({"team": "x" * 64}, "a label value must be at most 63 characters"),
+        ({"bad key": "v"}, "key 'bad key': a label name must be 1-63 characters"),
+        ({"Example.com/team": "v"}, "the prefix before '/' must be a DNS subdomain"),
+        # kubernetes/kubernetes pkg/kubelet/apis/well_known_labels.go (v1.34), IsKubeletLabel:
+        # the kubelet refuses other kubernetes.io / k8s.io labels and the node never joins.
+        ({"node-role.kubernetes.io/trainer": "true"}, "labels in the kubernetes.io and k8s.io namespaces are reserved"),
+        ({"instance-type": "big"}, "labels.instance-type: set by this project"),
+    ],
+)
+def test_node_labels_follow_kubernetes_rules(labels, message):
+    assert message in refused(with_changes(acceleratorNodeGroups=[group(labels=labels)]))
+
+
+def test_allowed_node_labels():
+    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(labels={
+        "team": "ml-platform", "example.com/cost-center": "A1", "node.kubernetes.io/lifecycle": "normal"})]))
+    assert config.accelerator_node_groups[0].labels["team"] == "ml-platform"
+
+
+def test_ami_release_version_format():
+    message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="latest")]))
+    assert "amiReleaseVersion = 'latest': an EKS AMI release version such as 1.34.2-20251112" in message
+    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.34.2-20251112")]))
+    assert config.accelerator_node_groups[0].ami_release_version == "1.34.2-20251112"
+
+
+@pytest.mark.parametrize(
+    ("primary", "secondary", "message"),
+    [
+        # Amazon VPC User Guide, "VPC CIDR blocks", IPv4 CIDR block association restrictions.
+        ("10.0.0.0/16", "172.16.0.0/16", "AWS refuses an RFC 1918 block from 172.16.0.0/12 next to a primary in 10.0.0.0/8"),
+        ("10.0.0.0/16", "192.168.0.0/16", "AWS refuses an RFC 1918 block from 192.168.0.0/16 next to a primary in 10.0.0.0/8"),
+        ("10.0.0.0/16", "198.19.0.0/16", "AWS refuses 198.19.0.0/16"),
+        ("172.16.0.0/16", "172.31.0.0/16", "AWS refuses 172.31.0.0/16"),
+        ("10.1.0.0/16", "10.0.0.0/16", "AWS refuses a block from 10.0.0.0/16 when the primary lies in 10.0.0.0/15"),
+        ("8.8.0.0/16", "100.64.0.0/16", "network.vpcCidr = '8.8.0.0/16': must lie within a private range"),
+    ],
+)
+def test_secondary_cidr_association_restrictions(primary, secondary, message):
+    assert message in refused(with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary}))
+
+
+@pytest.mark.parametrize(("primary", "secondary"), [("10.0.0.0/16", "100.64.0.0/16"), ("172.20.0.0/16", "172.21.0.0/16"),
+                                                    ("192.168.0.0/20", "100.64.0.0/16"), ("10.20.0.0/16", "10.30.0.0/16")])
+def test_secondary_cidrs_aws_accepts(primary, secondary):
+    assert parse_stack_config(with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary})).network.secondary_cidr == secondary

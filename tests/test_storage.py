@@ -1,0 +1,215 @@
+"""Training storage as a real deploy meets it: one FSx file system per cluster, owned by the
+stack, linked to S3, mounted in every training namespace through a static volume."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import parse_stack_config
+from infra.config_rules import fsx_capacity_problem
+from infra.errors import ConfigError
+from infra.storage import static_volume
+
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+VOLUME = "kubernetes:core/v1:PersistentVolume"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+S3_LINK = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
+
+
+def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
+    # Before: each namespace's dynamic `fsx-claim` made the CSI driver create a file system of
+    # its own (prod: two 4800 GiB file systems).
+    (fs,) = prod.of_type(FILE_SYSTEM)
+    assert fs.inputs["storageCapacity"] == 4800
+    assert len(prod.of_type(CLAIM)) == 2 and len(prod.of_type(VOLUME)) == 2
+    handles = {v.inputs["spec"]["csi"]["volumeHandle"] for v in prod.of_type(VOLUME)}
+    assert handles == {"fs-placeholder-fsx-training"}
+
+
+def test_file_system_settings(dev):
+    fs = dev.named("fsx-training", FILE_SYSTEM)
+    assert fs.inputs["deploymentType"] == "PERSISTENT_2"
+    assert fs.inputs["perUnitStorageThroughput"] == 125
+    assert fs.inputs["fileSystemTypeVersion"] == "2.15"
+    assert fs.inputs["dataCompressionType"] == "LZ4"
+    assert fs.inputs["storageType"] == "SSD"
+    # The accelerator zone's private subnet, behind the Lustre security group only.
+    assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-usw2-az4"
+    assert fs.inputs["securityGroupIds"] == ["sg-placeholder-fsx-lustre"]
+    # Creating a file system takes 5-15 minutes: room beyond the default.
+    assert fs.lifecycle["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
+    # Every Lustre rule exists before the file system, so the first mount cannot hang on LNet.
+    rules = [r.urn for r in dev.registrations if r.type.startswith("aws:vpc/securityGroup") and r.name.startswith("fsx-")]
+    assert set(rules) <= set(fs.dependencies) and len(rules) == 12
+
+
+def test_dev_file_system_is_destroyable_and_prod_is_protected_with_a_final_backup(dev, prod):
+    # terraform-provider-aws, aws_fsx_lustre_file_system: skip_final_backup defaults to true
+    # (as does the FSx API), so without setting it a destroyed PERSISTENT file system leaves
+    # nothing behind.
+    dev_fs, prod_fs = dev.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
+    assert dev_fs.protect is False and dev_fs.inputs["skipFinalBackup"] is True
+    assert prod_fs.protect is True and prod_fs.inputs["skipFinalBackup"] is False
+    assert prod_fs.inputs["finalBackupTags"]["Name"] == "fsx-final"
+
+
+def test_static_volume_matches_the_csi_driver_contract():
+    # kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0): examples/kubernetes/
+    # static_provisioning/specs/pv.yaml and pkg/driver/node.go: volumeHandle is the file
+    # system id; the node mounts "<dnsname>@tcp:/<mountname>" (mountname defaults to "fsx",
+    # wrong for PERSISTENT_2, so it is always passed); mountOptions are passed to mount.
+    volume = static_volume("fsx-claim-research", "research", "fsx-claim", 2400, "fs-0abc", "fs-0abc.fsx.us-west-2.amazonaws.com", "x7yzbmav")
+    spec = volume["spec"]
+    assert spec["csi"] == {
+        "driver": "fsx.csi.aws.com",
+        "volumeHandle": "fs-0abc",
+        "volumeAttributes": {"dnsname": "fs-0abc.fsx.us-west-2.amazonaws.com", "mountname": "x7yzbmav"},
+    }
+    assert spec["mountOptions"] == ["flock"]
+    assert spec["accessModes"] == ["ReadWriteMany"] and spec["capacity"] == {"storage": "2400Gi"}
+    # Retain: deleting the claim must never ask anything to delete the stack's file system.
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    # No class and a claimRef: no provisioner acts on it and only that namespace's claim binds it.
+    assert spec["storageClassName"] == ""
+    assert spec["claimRef"] == {"namespace": "research", "name": "fsx-claim"}
+
+
+def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
+    # pulumi/pulumi-kubernetes provider/pkg/await/awaiters.go (v4.32.0, unchanged on master):
+    # a PVC is awaited until Bound with a fixed 5-minute watch; dynamic FSx takes 5-15 min,
+    # a claim pre-bound to an existing volume binds at once.
+    claim = dev.named("default-fsx-claim", CLAIM)
+    assert claim.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
+    assert claim.inputs["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "",
+        "volumeName": "fsx-claim-default",
+        "resources": {"requests": {"storage": "1200Gi"}},
+    }
+    volume = dev.named("fsx-claim-default", VOLUME)
+    assert volume.inputs["spec"]["csi"]["volumeAttributes"] == {
+        "dnsname": "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com",
+        "mountname": "placeholder",
+    }
+    assert volume.urn in claim.dependencies
+
+
+def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(dev):
+    # Pulumi deletes dependents first: each arrow below is a recorded dependency.
+    claim, volume = dev.named("default-fsx-claim", CLAIM), dev.named("fsx-claim-default", VOLUME)
+    driver, fs = dev.named("aws-fsx-csi-driver"), dev.named("fsx-training", FILE_SYSTEM)
+    assert volume.urn in claim.dependencies
+    # The node plugin must still be there to unmount while volumes go away.
+    assert driver.urn in volume.dependencies and fs.urn in volume.dependencies
+    sg = dev.named("fsx-lustre", "aws:ec2/securityGroup:SecurityGroup")
+    assert sg.urn in fs.dependencies
+    subnet = dev.named("network-private-usw2-az4", "aws:ec2/subnet:Subnet")
+    assert subnet.urn in fs.dependencies
+
+
+def test_storage_class_for_extra_volumes_never_blocks_up(dev):
+    # pulumi-kubernetes awaiters.go: a PVC whose class is WaitForFirstConsumer counts as
+    # ready while Pending, so neither `pulumi up` nor a job submission waits for FSx.
+    (storage_class,) = [r.inputs for r in dev.of_type(STORAGE_CLASS)]
+    assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert storage_class["provisioner"] == "fsx.csi.aws.com"
+    assert storage_class["reclaimPolicy"] == "Delete"
+    assert storage_class["parameters"] == {
+        "subnetId": "subnet-placeholder-network-private-usw2-az4",
+        "securityGroupIds": "sg-placeholder-fsx-lustre",
+        "deploymentType": "PERSISTENT_2",
+        "fileSystemTypeVersion": "2.15",
+        "dataCompressionType": "LZ4",
+        "perUnitStorageThroughput": "125",
+    }
+
+
+def test_prod_storage_tier_and_namespaces(prod):
+    fs = prod.named("fsx-training", FILE_SYSTEM)
+    assert fs.inputs["perUnitStorageThroughput"] == 250
+    assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
+    claims = [r.inputs for r in prod.of_type(CLAIM)]
+    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
+    assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"4800Gi"}
+    volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
+    assert volumes == ["fsx-claim-default", "fsx-claim-research"]
+    research = prod.named("research-fsx-claim", CLAIM)
+    assert prod.named("ns-research").urn in research.dependencies
+
+
+def test_s3_links_are_data_repository_associations(plan_with):
+    plan = plan_with(storage={"dataRepositories": [S3_LINK, {"fileSystemPath": "/checkpoints",
+                                                            "s3Path": "s3://my-checkpoints",
+                                                            "autoImport": [], "autoExport": ["NEW", "CHANGED"]}]})
+    datasets, checkpoints = (plan.named(f"fsx-s3-{i}", ASSOCIATION).inputs for i in (0, 1))
+    assert datasets["fileSystemId"] == "fs-placeholder-fsx-training"
+    assert datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
+    assert datasets["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    assert datasets["batchImportMetaDataOnCreate"] is True
+    # Unlinking must not delete the training data in the file system.
+    assert datasets["deleteDataInFilesystem"] is False
+    assert checkpoints["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
+    assert plan.outputs["storage"]["s3Links"] == [
+        {"path": "/datasets", "s3Path": "s3://my-training-data/datasets"},
+        {"path": "/checkpoints", "s3Path": "s3://my-checkpoints"},
+    ]
+    claim = plan.named("default-fsx-claim", CLAIM)
+    assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(plan.named("fsx-claim-default", VOLUME).dependencies)
+    assert claim
+
+
+def test_persistent_2_takes_s3_links_now():
+    # Before: S3 with PERSISTENT_2 was refused; associations are how PERSISTENT_2 links S3.
+    config = parse_stack_config({"region": "us-west-2", "storage": {"dataRepositories": [S3_LINK]}})
+    assert config.storage.data_repositories[0].s3_path == "s3://my-training-data/datasets"
+
+
+@pytest.mark.parametrize(
+    ("repositories", "message"),
+    [
+        ([{**S3_LINK, "fileSystemPath": "datasets"}], "fileSystemPath = 'datasets': an absolute path such as /data"),
+        ([S3_LINK, {**S3_LINK, "fileSystemPath": "/datasets/bert", "s3Path": "s3://other"}],
+         "dataRepositories[1].fileSystemPath = '/datasets/bert': overlaps '/datasets'; associations may not nest"),
+        ([{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/x", "s3Path": "s3://other"}],
+         "'/' can only be linked when it is the only association"),
+        ([S3_LINK, {**S3_LINK, "fileSystemPath": "/other"}],
+         "dataRepositories[1].s3Path = 's3://my-training-data/datasets': bucket 'my-training-data' is already linked"),
+        ([{**S3_LINK, "s3Path": "my-training-data"}], "s3Path = 'my-training-data': must be an s3://bucket[/prefix] URL"),
+        ([{**S3_LINK, "autoImport": ["NEW", "NEW"]}], "autoImport = ['NEW', 'NEW']: lists an event twice"),
+        ([{**S3_LINK, "autoImport": ["ADDED"]}], "autoImport[0] = 'ADDED': Input should be 'NEW', 'CHANGED' or 'DELETED'"),
+    ],
+)
+def test_s3_link_rules_the_fsx_api_applies(repositories, message):
+    # FSx API, CreateDataRepositoryAssociation: FileSystemPath starts with '/', '/' only as the
+    # sole association, associations may not overlap, a bucket is linked once, events are
+    # NEW/CHANGED/DELETED.
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "storage": {"dataRepositories": repositories}})
+    assert message in str(err.value)
+
+
+def test_persistent_2_needs_lustre_2_15():
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "storage": {"lustreVersion": "2.12"}})
+    assert "storage.lustreVersion = '2.12': PERSISTENT_2 file systems run Lustre 2.15" in str(err.value)
+
+
+def test_kms_key_must_be_a_key_id_or_arn():
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "storage": {"kmsKeyId": "alias/fsx"}})
+    assert "storage.kmsKeyId = 'alias/fsx': a KMS key id or key ARN" in str(err.value)
+    key = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    assert parse_stack_config({"region": "us-west-2", "storage": {"kmsKeyId": key}}).storage.kms_key_id == key
+
+
+def test_capacity_steps():
+    assert fsx_capacity_problem(1200) is None and fsx_capacity_problem(7200) is None
+    assert "nearest: 2400 or 4800" in (fsx_capacity_problem(3600) or "")
+
+
+def test_storage_off_declares_no_file_system(plan_with):
+    plan = plan_with(features={"fsxCsi": False})
+    assert not plan.of_type(FILE_SYSTEM) and not plan.of_type(VOLUME)
+    assert plan.outputs["storage"]["fileSystemId"] is None and plan.outputs["storage"]["claims"] == {}
