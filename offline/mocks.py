@@ -165,6 +165,10 @@ class Registration:
     protect: bool
     custom: bool
     inputs: dict[str, Any]
+    # How the engine would replace it: which input paths force a replacement, and whether the
+    # old object goes first (needed when the new one keeps its Kubernetes name).
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -214,6 +218,8 @@ class RecordingMonitor(MockMonitor):
                     protect=bool(request.protect),
                     custom=bool(request.custom),
                     inputs=engine_view(rpc.deserialize_properties(request.object)),
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
                 )
             )
         return response

@@ -153,5 +153,5 @@ class NemoLlama2Args:
 class NemoLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
-        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after)
+        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after, replace_on_change=True)
         self.register_outputs({})
