@@ -30,8 +30,13 @@ Model = TypeVar("Model", bound=ConfigModel)
 
 def decode(value: str) -> Any:
     """Pulumi hands structured config over as JSON text and scalars as plain text."""
-    if value[:1] in "[{":
-        return json.loads(value)
+    # `""[:1] in "[{"` is true: an empty value (`pulumi config set --secret hfToken ""`) must
+    # reach validation as the empty string, where it is refused with its key.
+    if value and value[0] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value  # refused by the model as the wrong type, with its key
     return value
 
 
