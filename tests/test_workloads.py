@@ -179,7 +179,7 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     ("Job", ["bert-precompile", "bert-train"]), ("RayJob", RAY_JOBS), ("MPIJob", ["llama2-compile", "llama2-train"]),
 ])  # fmt: skip
 def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, kind: str, names: list[str]) -> None:
-    # volcano-sh/volcano v1.15.1 pkg/webhooks/admission/jobs/validate (validateJobUpdate) refuses a Job
+    # volcano-sh/volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go (validateJobUpdate) refuses a Job
     # update that changes more than minAvailable, task replicas and priority class; kuberay v1.7.0
     # rayjob_controller.go ("Disregard changes in RayClusterSpec") and a finished RayJob/MPIJob
     # (kubeflow/mpi-operator v0.8.0) never run again when patched. pulumi-kubernetes
