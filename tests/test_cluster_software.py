@@ -327,7 +327,8 @@ def test_volcano_scheduler_creates_gang_pods_before_the_nodes_exist(dev):
       configured, a Pending PodGroup is moved to Inqueue there, so pods are created; allocate then
       commits a job's statement only if ssn.JobReady (gang plugin: minAvailable tasks placed), so no
       partial gang binds, and pkg/scheduler/cache/cache.go (RecordJobStatusEvent/taskUnschedulable)
-      marks the waiting pods PodScheduled=False, which cluster-autoscaler scales up for.
+      marks the waiting pods PodScheduled=False with the reason from pkg/scheduler/api/job_info.go
+      (TaskSchedulingReason: Unschedulable for pending tasks, "to support cluster autoscaler").
     This holds for BERT's Volcano Jobs and the RayJobs' PodGroups (KubeRay creates pods directly;
     without `enqueue` their Pending PodGroup is moved to Inqueue the same way).
     """
