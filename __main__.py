@@ -235,7 +235,7 @@ pulumi.export(
         "claims": {ns: c.metadata.name for ns, c in storage.claims.items()} if storage else {},
     },
 )
-pulumi.export("volcanoQueues", [q.name for q in config.volcano_queues] if features.volcano else [])
+pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
 pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})

@@ -37,8 +37,8 @@ Model = TypeVar("Model", bound=ConfigModel)
 def decode(value: str) -> Any:
     """Pulumi hands structured config over as JSON text and scalars as plain text.
 
-    Text that merely starts like JSON (``[oops``) stays text, so the model refuses it with
-    the key's name instead of a decoding traceback.
+    Text that merely starts like JSON (``[oops``) and the empty string stay text, so the
+    model refuses them with the key's name instead of a decoding traceback.
     """
     if value and value[0] in "[{":
         try:

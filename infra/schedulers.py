@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from infra.config import QueueConfig
 from infra.identities import TrainingIdentities
@@ -25,9 +26,49 @@ def queue_spec(queue: QueueConfig) -> dict[str, Any]:
     return spec
 
 
+# The chart's default scheduler conf (config/volcano-scheduler.conf at v1.15.1) minus the
+# `enqueue` action. With `enqueue`, the proportion/overcommit plugins keep a PodGroup Pending
+# while its minResources exceed what the nodes have *now*; the job controller creates no pod
+# for a Pending PodGroup, so nothing is Unschedulable and cluster-autoscaler never adds a
+# Trainium node to a group idling at zero (volcano-sh/volcano#3910). Without `enqueue`,
+# `allocate` moves the PodGroup to Inqueue itself, the pods are created and reported
+# unschedulable, and the gang plugin still binds none of them until minAvailable fit at once.
+VOLCANO_SCHEDULER_ACTIONS = ("allocate", "backfill")
+VOLCANO_SCHEDULER_TIERS: list[dict[str, Any]] = [
+    {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
+    {
+        "plugins": [
+            {"name": "overcommit"},
+            {"name": "drf", "enablePreemptable": False},
+            {"name": "predicates"},
+            # Still caps each queue at its capability when pods are allocated.
+            {"name": "proportion"},
+            {"name": "nodeorder"},
+            {"name": "binpack"},
+        ]
+    },
+]
+
+
+def volcano_scheduler_conf() -> str:
+    conf = {"actions": ", ".join(VOLCANO_SCHEDULER_ACTIONS), "tiers": VOLCANO_SCHEDULER_TIERS}
+    return yaml.safe_dump(conf, sort_keys=False)
+
+
+def queue_outputs(queues: list[QueueConfig]) -> list[dict[str, Any]]:
+    """What the workload stacks need to know of each queue: its name and its caps."""
+    return [{"name": q.name, "capability": queue_spec(q).get("capability", {})} for q in queues]
+
+
 def volcano_values() -> dict[str, Any]:
-    # Controllers on the core nodes; never on the Trainium nodes they schedule for.
-    return {"custom": {"default_ns": CORE_NODE_SELECTOR}}
+    return {
+        "custom": {
+            # Controllers on the core nodes; never on the Trainium nodes they schedule for.
+            "default_ns": CORE_NODE_SELECTOR,
+            # Replaces the whole volcano-scheduler.conf in the chart's scheduler ConfigMap.
+            "scheduler_config_override": volcano_scheduler_conf(),
+        }
+    }
 
 
 def kuberay_values(volcano: bool) -> dict[str, Any]:
@@ -73,6 +114,8 @@ class SchedulersArgs:
 
 class Schedulers(pulumi.ComponentResource):
     volcano: Optional[k8s.helm.v3.Release]
+    # Each queue's name and capability, for the workload stacks (empty without Volcano).
+    queues: list[dict[str, Any]]
     etcd_endpoints: dict[str, str]
 
     def __init__(
@@ -82,6 +125,7 @@ class Schedulers(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
 
         self.volcano = None
+        self.queues = queue_outputs(args.queues) if args.volcano else []
         if args.volcano:
             self.volcano = helm_release(
                 "volcano", CHARTS["volcano"], "volcano-system", volcano_values(), on_cluster, create_namespace=True

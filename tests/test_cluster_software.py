@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from infra import versions
 from infra.errors import ConfigError
@@ -156,7 +157,12 @@ def test_volcano_queues(dev):
     }
     assert "capability" not in queues["test"].inputs["spec"]
     assert all(dev.named("volcano").urn in q.dependencies for q in queues.values())
-    assert dev.outputs["volcanoQueues"] == ["test", "llama2-training-queue"]
+    # The workload stacks check a job's total requests against these caps (Volcano's proportion
+    # plugin refuses to allocate beyond a queue's capability: a bigger gang never starts).
+    assert dev.outputs["volcanoQueues"] == [
+        {"name": "test", "capability": {}},
+        {"name": "llama2-training-queue", "capability": {"cpu": "500", "memory": "1500Gi"}},
+    ]
 
 
 def test_torchx_etcd(dev):
@@ -271,3 +277,29 @@ def test_the_outputs_cover_what_the_workload_stacks_read(dev) -> None:
 
     assert set(REQUIRED_OUTPUTS) <= set(dev.outputs)
     assert dev.outputs["coreNodeSelector"] == {"role": "core"}
+
+
+def test_volcano_scheduler_creates_gang_pods_before_the_nodes_exist(dev):
+    """volcano-sh/volcano v1.15.1:
+    - installer/helm/chart/volcano/templates/scheduler.yaml writes `custom.scheduler_config_override`
+      verbatim as volcano-scheduler.conf; the default conf (config/volcano-scheduler.conf) lists
+      `enqueue, allocate, backfill`.
+    - pkg/controllers/job/job_controller_actions.go (syncJob) creates a Job's pods only once its
+      PodGroup has left Pending; with `enqueue`, the proportion/overcommit plugins keep it Pending
+      while its minResources exceed what the nodes have now - with Trainium groups at zero, forever,
+      and cluster-autoscaler never sees an unschedulable pod (volcano-sh/volcano#3910).
+    - pkg/scheduler/actions/allocate/allocate.go (buildAllocateContext): when `enqueue` is not
+      configured, a Pending PodGroup is moved to Inqueue there, so pods are created; allocate then
+      commits a job's statement only if ssn.JobReady (gang plugin: minAvailable tasks placed), so no
+      partial gang binds, and pkg/scheduler/cache/cache.go (RecordJobStatusEvent/taskUnschedulable)
+      marks the waiting pods PodScheduled=False with the reason from pkg/scheduler/api/job_info.go
+      (TaskSchedulingReason: Unschedulable for pending tasks, "to support cluster autoscaler").
+    This holds for BERT's Volcano Jobs and the RayJobs' PodGroups (KubeRay creates pods directly;
+    without `enqueue` their Pending PodGroup is moved to Inqueue the same way).
+    """
+    conf = yaml.safe_load(releases(dev)["volcano"]["values"]["custom"]["scheduler_config_override"])
+    actions = [a.strip() for a in conf["actions"].split(",")]
+    assert actions == ["allocate", "backfill"]
+    plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+    # gang keeps minAvailable at allocate; proportion keeps each queue within its capability.
+    assert {"gang", "proportion", "predicates", "priority"} <= set(plugins)

@@ -56,7 +56,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert "placeholder" in printed
     workloads = tmp_path / "trainium-workloads" / "dev" / "manifests"
     written = {p.name for p in workloads.iterdir()}
-    assert {"job-default-bert-train.yaml", "raycluster-default-kuberay-trn1.yaml", "mpijob-default-llama2-train.yaml"} <= written
+    assert {"job-default-bert-train.yaml", "rayjob-default-llama2-pretraining-job.yaml", "mpijob-default-llama2-train.yaml"} <= written
     bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
     assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert "Offline plan of trainium-workloads / dev" in printed

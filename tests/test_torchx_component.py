@@ -31,7 +31,8 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     return {
         "image": container["image"],
         "command": [RDZV_ID.sub("--rdzv_id <run>", c) for c in container["command"]],
-        "env": {e["name"]: e["value"] for e in container["env"] if not e["name"].startswith("TORCHX_")},
+        # Values only: each side fills its run-id variables its own way (TORCHX_*, downward API).
+        "env": {e["name"]: e["value"] for e in container["env"] if "value" in e and not e["name"].startswith("TORCHX_")},
         "devices": {k: str(v) for k, v in container["resources"]["limits"].items()},
         "mounts": mounts,
         "instance_type": spec["nodeSelector"]["node.kubernetes.io/instance-type"],

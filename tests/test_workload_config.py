@@ -32,8 +32,8 @@ def test_a_node_group_the_cluster_does_not_have(workloads_with) -> None:
 
 
 def test_more_nodes_than_the_group_can_hold(workloads_with) -> None:
-    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 5})
-    assert problem.startswith("trainium-workloads:nemoLlama2.nodes = 5: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)")
+    problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 8})
+    assert any(p.startswith("trainium-workloads:nemoLlama2.nodes = 8: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)") for p in problems)
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3})
     assert problem.startswith("trainium-workloads:rayLlama2.workers = 3: more than node group 'trn1n-32xl-ng' can hold (maxSize 2)")
 
@@ -56,10 +56,19 @@ def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: 
     assert any(p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p for p in problems)
 
 
-def test_the_hugging_face_token_is_required_for_nemo_and_redpajama(workloads_with) -> None:
+def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workloads_with) -> None:
+    # neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT) test_llama.sh loads the tokenizer from
+    # TOKENIZER_PATH, a directory on FSx the RedPajama staging job fills: NeMo needs no token.
     (problem,) = refusal(workloads_with, hfToken=None)
-    assert problem.startswith("trainium-workloads:hfToken: required by nemoLlama2 and dataStaging.redpajama")
+    assert problem.startswith("trainium-workloads:hfToken: required by dataStaging.redpajama (")
     assert "pulumi config set --secret hfToken" in problem
+    nemo_only = workloads_with(hfToken=None, dataStaging={"wikicorpus": True, "redpajama": False})
+    assert not [r for r in nemo_only.registrations if r.type == "kubernetes:core/v1:Secret" and r.name == "secret-hf-token"]
+
+
+def test_an_empty_hugging_face_token_is_refused_with_its_key(workloads_with) -> None:
+    problems = refusal(workloads_with, hfToken="")
+    assert problems == ["trainium-workloads:hfToken = '': String should have at least 1 character"]
 
 
 def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
@@ -110,3 +119,74 @@ def test_switching_every_workload_off_declares_no_objects(workloads_with) -> Non
     )  # fmt: skip
     assert not [r for r in result.registrations if r.type.startswith(KUBERNETES_OBJECTS)]
     assert result.outputs["workloads"] == {}
+
+
+def test_nemo_needs_32_neuroncores_per_node(workloads_with) -> None:
+    # neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT) train_setup.sh: PROCESSES_PER_NODE=32, one per
+    # trn1 NeuronCore; a trn2 node (64 logical cores) would be half used with a wrong world size.
+    def trn2(outputs: dict) -> None:
+        outputs["acceleratorNodeGroups"][0].update(instanceType="trn2.48xlarge", neuronCores=64)
+
+    problems = refusal(workloads_with, cluster=trn2)
+    assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': neuronx-nemo-megatron's "
+                            "train_setup.sh starts 32 processes per node") and "have 64" in p for p in problems)
+
+
+def test_nemo_node_count_must_divide_the_global_batch(workloads_with) -> None:
+    # llama_7b.sh: GBS=256, TP=8, PP=1; test_llama.sh UBS=1; 32 ranks per node -> 4 x nodes
+    # data-parallel ranks, and Megatron requires GBS % (UBS x DP) == 0: 3 nodes (DP 12) cannot.
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 3})
+    assert problem.startswith("trainium-workloads:nemoLlama2.nodes = 3: llama_7b.sh's global batch of 256 must divide")
+    assert problem.endswith("use 1, 2, 4, 8, 16, 32, 64 nodes")
+
+
+def test_ray_gang_larger_than_its_queue_capability(workloads_with) -> None:
+    # volcano-sh/volcano v1.15.1 pkg/scheduler/plugins/proportion/proportion.go: allocation stops at the
+    # queue's capability; kuberay v1.7.0 volcano_scheduler.go puts head + workers + the submitter
+    # (500m/200Mi, common/job.go) in the PodGroup's minResources. 3 x 500Gi + 30Gi > 1500Gi.
+    def roomy(outputs: dict) -> None:
+        outputs["acceleratorNodeGroups"][1]["maxSize"] = 4
+
+    (problem,) = refusal(workloads_with, cluster=roomy,
+                         rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3, "workerMemory": "500Gi"})
+    assert problem.startswith("trainium-workloads:rayLlama2.workers = 3: the job's pods together ask for more than "
+                              "Volcano queue 'llama2-training-queue' allows (memory 1530.1953125Gi > 1500Gi)")
+    # The seed's 440Gi workers: 4 of them do not fit either, 3 do.
+    (problem,) = refusal(workloads_with, cluster=roomy, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 4})
+    assert "memory 1790.1953125Gi > 1500Gi" in problem
+    workloads_with(cluster=roomy, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3})
+
+
+@pytest.mark.parametrize(("setting", "key"), [
+    ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "dataDir": "/tmp/wiki"}}, "bertPretraining.dataDir = '/tmp/wiki'"),
+    ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "outputDir": "/data/../out"}}, "bertPretraining.outputDir = '/data/../out'"),
+    ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "tokenizerPath": "llama7b_tokenizer"}}, "nemoLlama2.tokenizerPath = 'llama7b_tokenizer'"),
+    ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "datasetPath": "/sharedx/data"}}, "nemoLlama2.datasetPath = '/sharedx/data'"),
+    ({"tensorboard": {"logDir": "/data/output"}}, "tensorboard.logDir = '/data/output'"),
+])  # fmt: skip
+def test_paths_outside_the_mount_the_job_reads(workloads_with, setting: dict, key: str) -> None:
+    (problem,) = refusal(workloads_with, **setting)
+    assert problem.startswith(f"trainium-workloads:{key}: not on the FSx volume")
+
+
+def test_fp32_with_the_bf16_batch_size(workloads_with) -> None:
+    # aws-neuron-samples (BERT_SAMPLES_COMMIT) run_dp_bert_large_hf_pretrain_bf16_s128.sh: bf16 runs
+    # batch 16 x 32 micro-steps, full fp32 (--enable_fp32) 8 x 64.
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "bf16": False, "batchSize": 16})
+    assert problem.startswith("trainium-workloads:bertPretraining.batchSize = 16: with bf16: false")
+    result = workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "bf16": False})
+    job = next(r.inputs for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-train")
+    assert "--batch_size 8 --grad_accum_usteps 64" in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2]
+
+
+@pytest.mark.parametrize(("field", "value"), [("workerMemory", "440GB"), ("headCpu", "six"), ("headMemory", "1.5.0Gi")])
+def test_kubernetes_quantities_the_api_server_would_refuse(workloads_with, field: str, value: str) -> None:
+    # k8s.io/apimachinery pkg/api/resource/quantity.go: "GB" is no suffix (G or Gi are).
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", field: value})
+    assert problem == f"trainium-workloads:rayLlama2.{field} = {value!r}: not a Kubernetes quantity such as 120, 500m, 440Gi or 30G"
+
+
+def test_an_empty_setting_is_refused_with_its_key(workloads_with) -> None:
+    # Every config model refuses "" (infra/config_base.py, str_min_length) before any rule runs.
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "headMemory": ""})
+    assert problem == "trainium-workloads:rayLlama2.headMemory = '': String should have at least 1 character"

@@ -122,29 +122,39 @@ def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> No
 # --- Llama-2 on Ray ---------------------------------------------------------------------------
 
 
-def test_ray_cluster_head_on_core_nodes_workers_own_trn_nodes(workloads_dev: PlanResult) -> None:
-    cluster = manifest(workloads_dev, "RayCluster", "kuberay-trn1")
-    assert cluster["metadata"]["labels"] == {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": "llama2-training-queue"}
-    assert cluster["spec"]["rayVersion"] == "2.22.0"
-    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
-    assert head["nodeSelector"] == {"role": "core"} and "tolerations" not in head
-    assert {p["containerPort"] for p in head["containers"][0]["ports"]} == {6379, 8265, 10001}
-    (workers,) = cluster["spec"]["workerGroupSpecs"]
-    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
-    worker = workers["template"]["spec"]
-    resources = worker["containers"][0]["resources"]
-    assert resources["requests"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16", "cpu": "120", "memory": "440Gi"}
-    assert worker["nodeSelector"]["instance-type"] == "trn1n-32xl"
-    assert worker["tolerations"][0]["key"] == "aws.amazon.com/neuron"
-    mounts = {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
-    assert mounts == {"/shared", "/dev/shm", "/tmp/ray"}
+RAY_JOBS = ["llama2-generate-pretraining-test-data", "llama2-precompilation-job", "llama2-pretraining-job"]
 
 
-def test_ray_jobs_run_in_order_with_the_seed_entrypoints(workloads_dev: PlanResult) -> None:
-    cluster = registration(workloads_dev, "RayCluster", "kuberay-trn1")
-    names = ["llama2-generate-pretraining-test-data", "llama2-precompilation-job", "llama2-pretraining-job"]
-    jobs = [registration(workloads_dev, "RayJob", n) for n in names]
-    assert cluster.urn in jobs[0].dependencies
+def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_trn_nodes(workloads_dev: PlanResult) -> None:
+    # ray-project/kuberay v1.7.0, ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go
+    # (handleRayJob): with `batchScheduler.name: volcano` a RayJob without `rayClusterSpec` (clusterSelector
+    # on an existing RayCluster) is refused and requeued forever; with it, one PodGroup `ray-<job>-pg`
+    # covers head + workers (minMember = workers + 1), in the queue of the job's `volcano.sh/queue-name` label.
+    assert not [r for r in workloads_dev.registrations if r.type.endswith(":RayCluster")]
+    for name in RAY_JOBS:
+        job = manifest(workloads_dev, "RayJob", name)
+        assert "clusterSelector" not in job["spec"]
+        assert job["metadata"]["labels"] == {"volcano.sh/queue-name": "llama2-training-queue"}
+        cluster = job["spec"]["rayClusterSpec"]
+        assert cluster["rayVersion"] == "2.22.0"
+        head = cluster["headGroupSpec"]["template"]["spec"]
+        assert head["nodeSelector"] == {"role": "core"} and "tolerations" not in head
+        assert {p["containerPort"] for p in head["containers"][0]["ports"]} == {6379, 8265, 10001}
+    # The data step tokenizes on the CPU, in the entrypoint Ray runs on the head: no Trainium node.
+    assert "workerGroupSpecs" not in manifest(workloads_dev, "RayJob", RAY_JOBS[0])["spec"]["rayClusterSpec"]
+    for name in RAY_JOBS[1:]:
+        (workers,) = manifest(workloads_dev, "RayJob", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
+        worker = workers["template"]["spec"]
+        resources = worker["containers"][0]["resources"]
+        assert resources["requests"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16", "cpu": "120", "memory": "440Gi"}
+        assert worker["nodeSelector"]["instance-type"] == "trn1n-32xl"
+        assert worker["tolerations"][0]["key"] == "aws.amazon.com/neuron"
+        assert {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm", "/tmp/ray"}
+
+
+def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult) -> None:
+    jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
     entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
     assert entrypoints == [
@@ -154,12 +164,45 @@ def test_ray_jobs_run_in_order_with_the_seed_entrypoints(workloads_dev: PlanResu
     ]
     for job in jobs:
         spec = job.inputs["spec"]
-        assert spec["submissionMode"] == "K8sJobMode" and spec["clusterSelector"] == {"ray.io/cluster": "kuberay-trn1"}
-        assert spec["ttlSecondsAfterFinished"] == 60 and "working_dir: /llama2_pretrain" in spec["runtimeEnvYAML"]
+        assert spec["submissionMode"] == "K8sJobMode" and "working_dir: /llama2_pretrain" in spec["runtimeEnvYAML"]
+        # kuberay v1.7.0 rayjob_controller.go (handleShutdownAfterJobFinishes): once the job is
+        # Complete or Failed, its RayCluster is deleted ttlSecondsAfterFinished later, so the
+        # Trainium workers go and cluster-autoscaler scales the group back in. utils/validation.go
+        # (validateDeletionConfiguration) refuses ttlSecondsAfterFinished > 0 without it.
+        assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 60
     waits = [j.inputs["metadata"]["annotations"].get("pulumi.com/waitFor") for j in jobs]
     assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
-    assert jobs[2].inputs["spec"]["shutdownAfterJobFinishes"] is True
     assert jobs[2].inputs["spec"]["activeDeadlineSeconds"] == 600
+
+
+@pytest.mark.parametrize(("kind", "names"), [
+    ("Job", ["bert-precompile", "bert-train"]), ("RayJob", RAY_JOBS), ("MPIJob", ["llama2-compile", "llama2-train"]),
+])  # fmt: skip
+def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, kind: str, names: list[str]) -> None:
+    # volcano-sh/volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go (validateJobUpdate) refuses a Job
+    # update that changes more than minAvailable, task replicas and priority class; kuberay v1.7.0
+    # rayjob_controller.go ("Disregard changes in RayClusterSpec") and a finished RayJob/MPIJob
+    # (kubeflow/mpi-operator v0.8.0) never run again when patched. pulumi-kubernetes
+    # provider/pkg/provider/provider.go (Diff) compares new inputs with the old inputs only, so an
+    # unchanged job has no diff; it sets DeleteBeforeReplace only for its own forced replacements,
+    # so a job that keeps its name must ask for it, or the create would collide with the old object.
+    for name in names:
+        job = registration(workloads_dev, kind, name)
+        assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+
+
+def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(workloads_dev: PlanResult) -> None:
+    # pytorch torch/distributed/elastic/rendezvous/etcd_rendezvous.py: a run id is set "closed" when
+    # the run ends (kept 2 h, CONST_RUNID_SUBROOT_TTL) and agents joining it exit. volcano-sh/volcano
+    # v1.15.1 pkg/controllers/job/job_controller_util.go (createJobPod) annotates each pod with its
+    # PodGroup `<job>-<uid>` and `volcano.sh/job-version`, which killJob bumps on every RestartJob.
+    for name in ("bert-precompile", "bert-train"):
+        for task in manifest(workloads_dev, "Job", name)["spec"]["tasks"]:
+            container = task["template"]["spec"]["containers"][0]
+            variables = env(container)
+            assert variables["VOLCANO_PODGROUP"] == {"fieldRef": {"fieldPath": "metadata.annotations['scheduling.k8s.io/group-name']"}}
+            assert variables["VOLCANO_JOB_VERSION"] == {"fieldRef": {"fieldPath": "metadata.annotations['volcano.sh/job-version']"}}
+            assert "--rdzv_id '$(VOLCANO_PODGROUP)-v$(VOLCANO_JOB_VERSION)'" in container["command"][-1]
 
 
 # --- Llama-2 on NeMo / MPI --------------------------------------------------------------------
@@ -183,16 +226,19 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
-def test_mpi_training_follows_compile_which_follows_the_data_and_the_token(workloads_dev: PlanResult) -> None:
+def test_mpi_training_follows_compile_which_follows_the_data(workloads_dev: PlanResult) -> None:
     secret = registration(workloads_dev, "Secret", "hf-token")
     staging = registration(workloads_dev, "Job", "stage-redpajama")
     compile_ = registration(workloads_dev, "MPIJob", "llama2-compile")
     train = registration(workloads_dev, "MPIJob", "llama2-train")
-    assert {secret.urn, staging.urn} <= set(compile_.dependencies) and compile_.urn in train.dependencies
+    assert staging.urn in compile_.dependencies and compile_.urn in train.dependencies
     assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
     assert secret.inputs["stringData"] == "[secret]"
-    worker = train.inputs["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert env(worker)["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}
+    # neuronx-nemo-megatron test_llama.sh reads the tokenizer from TOKENIZER_PATH on FSx: the
+    # training ranks never talk to Hugging Face, so the token stays with the staging job.
+    for job in (compile_, train):
+        for role in job.inputs["spec"]["mpiReplicaSpecs"].values():
+            assert "HF_TOKEN" not in env(role["template"]["spec"]["containers"][0])
 
 
 # --- TensorBoard and data staging ------------------------------------------------------------
@@ -203,7 +249,9 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     deployment = manifest(workloads_dev, "Deployment", "tensorboard")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][:3] == ["tensorboard", "--logdir", "/shared/nemo_experiments"]
+    # The whole volume, so BERT's runs (/data/output in its pods = /shared/output here) show as
+    # in the seed's viewer, next to NeMo's /shared/nemo_experiments.
+    assert container["command"][:3] == ["tensorboard", "--logdir", "/shared"]
     assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
 
 

@@ -85,7 +85,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         RayLlama2("ray-llama2", RayLlama2Args(layout), opts)
         declared["rayLlama2"] = ["kuberay-trn1", *s.steps]
     if s := config.on("nemo_llama2"):
-        after = tuple(secrets) + ((staging.redpajama,) if staging and staging.redpajama else ())
+        after = (staging.redpajama,) if staging and staging.redpajama else ()
         layout = NemoLayout(
             **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
             service_account=cluster.service_account, settings=s,

@@ -37,9 +37,7 @@ class BertJob:
 
 def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
     """The batch.volcano.sh/v1alpha1 Job: ``nnodes`` tasks of one pod each."""
-    # A fresh rendezvous id whenever the job changes, as TorchX's unique app ids give.
-    rdzv_id = f"{job.name}-{pods.digest([job.image, job.run.__dict__, job.group.name])}"
-    tasks = [_task(job, replica, rdzv_id) for replica in range(job.run.nnodes)]
+    tasks = [_task(job, replica) for replica in range(job.run.nnodes)]
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -57,12 +55,33 @@ def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> d
     }
 
 
-def _task(job: BertJob, replica: int, rdzv_id: str) -> dict[str, Any]:
+# torch elastic's etcd rendezvous (torch/distributed/elastic/rendezvous/etcd_rendezvous.py)
+# marks a run id "closed" when its run ends and keeps it for two hours (CONST_RUNID_SUBROOT_TTL):
+# agents joining a closed id exit at once. So every run and every retry needs its own id.
+# Volcano v1.15.1 (pkg/controllers/job/job_controller_util.go, createJobPod) annotates each pod
+# with its PodGroup `<job>-<job uid>` (new for every submitted Job object) and the Job's
+# version, which killJob bumps whenever the whole job is restarted (RestartJob).
+RDZV_ENV = {
+    "VOLCANO_PODGROUP": "scheduling.k8s.io/group-name",
+    "VOLCANO_JOB_VERSION": "volcano.sh/job-version",
+}
+RDZV_ID = "$(VOLCANO_PODGROUP)-v$(VOLCANO_JOB_VERSION)"
+
+
+def rdzv_env() -> list[dict[str, Any]]:
+    # Kubernetes expands $(NAME) in the command from these, before the shell sees it.
+    return [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}}
+        for name, key in RDZV_ENV.items()
+    ]
+
+
+def _task(job: BertJob, replica: int) -> dict[str, Any]:
     container = {
         "name": "trainer",
         "image": job.image,
-        "command": bert_launch.command(job.run, rdzv_id),
-        "env": pods.env_list(bert_launch.environment(job.run, str(replica))),
+        "command": bert_launch.command(job.run, RDZV_ID),
+        "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
         "resources": pods.accelerator_resources(job.group),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
@@ -114,8 +133,8 @@ class BertPretraining(pulumi.ComponentResource):
             nnodes=s.nodes,
             nproc_per_node=args.group.neuron_cores,
             etcd_endpoint=args.etcd_endpoint,
-            batch_size=s.batch_size,
-            grad_accum_steps=s.grad_accum_steps,
+            batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
+            grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
             data_dir=s.data_dir,
             output_dir=s.output_dir,
             bf16=s.bf16,
@@ -132,5 +151,5 @@ class BertPretraining(pulumi.ComponentResource):
             manifests.append(volcano_job(compile_job, done))
         train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps), **base)
         manifests.append(volcano_job(train_job, pods.skip_await()))
-        self.jobs = declare_in_order(manifests, self, args.after)
+        self.jobs = declare_in_order(manifests, self, args.after, replace_on_change=True)
         self.register_outputs({})

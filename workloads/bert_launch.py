@@ -33,6 +33,18 @@ class BertRun:
     cacheset: str = "bert-large"
 
 
+# run_dp_bert_large_hf_pretrain_bf16_s128.sh (aws-neuron-samples, BERT_SAMPLES_COMMIT): bf16
+# runs 16 x 32 per worker, full fp32 (`--enable_fp32`) halves the batch and doubles the
+# accumulation, 8 x 64 (same 512 sequences per worker and step, twice the memory per sequence).
+BF16_BATCH = (16, 32)
+FP32_BATCH = (8, 64)
+
+
+def batch_defaults(bf16: bool) -> tuple[int, int]:
+    """(batch size, gradient accumulation micro-steps) of the pinned script for the precision."""
+    return BF16_BATCH if bf16 else FP32_BATCH
+
+
 def script_args(run: BertRun) -> list[str]:
     args = [
         "--batch_size", str(run.batch_size),

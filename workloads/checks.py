@@ -9,8 +9,10 @@ object is declared.
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 from typing import Any, Optional
 
+from workloads import bert_launch, nemo_llama2, quantities
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
@@ -32,6 +34,19 @@ REQUIRED_FEATURES = {
 }
 # ray_train_llama2.py starts 32 Ray Train workers per node, one per NeuronCore of a trn1.
 RAY_WORKERS_PER_NODE = 32
+# neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT), nemo/examples/nlp/language_modeling:
+# train_setup.sh hard-codes PROCESSES_PER_NODE=32 (a trn1's NeuronCores; the image is built for
+# trn1/inf2); llama_7b.sh sets GBS=256, TP=8, PP=1 and test_llama.sh UBS=1, so the data-parallel
+# size is nodes x 32 / 8 and Megatron needs GBS divisible by it x UBS.
+NEMO_PROCESSES_PER_NODE = 32
+NEMO_GLOBAL_BATCH = 256
+NEMO_MODEL_PARALLEL = 8 * 1
+NEMO_MICRO_BATCH = 1
+# Where the TensorBoard pod mounts the FSx claim (tensorboard_viewer.py).
+TENSORBOARD_MOUNT = "/shared"
+# KubeRay v1.7.0's default submitter pod (ray-operator/controllers/ray/common/job.go,
+# GetDefaultSubmitterContainer), which its Volcano plugin adds to the RayJob's PodGroup minResources.
+RAY_SUBMITTER_REQUESTS = {"cpu": "500m", "memory": "200Mi"}
 CAMEL = {
     "bert_pretraining": "bertPretraining",
     "ray_llama2": "rayLlama2",
@@ -53,6 +68,9 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list
             problems += _group_problems(name, settings, cluster)
     problems += _queue_problems(config, cluster)
     problems += _ray_problems(config, cluster)
+    problems += _nemo_problems(config, cluster)
+    problems += _bert_problems(config)
+    problems += _path_problems(config)
     problems += _token_problems(config)
     problems += _tensorboard_problems(config)
     return problems
@@ -126,7 +144,36 @@ def _queue_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[s
                 f"{_key(workload, 'queue')} = {settings.queue!r}: no such Volcano queue in the cluster stack; "
                 f"it has: {', '.join(cluster.volcano_queues) or 'none'}"
             )
+        elif settings and cluster.feature("volcano"):
+            problems += _capacity_problems(workload, settings, cluster)
     return problems
+
+
+def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
+    """The cpu and memory requests of every pod of the largest gang the workload submits."""
+    if workload == "ray_llama2":
+        head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
+        worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
+        return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
+    return []  # BERT's pods request Neuron devices and EFA interfaces only
+
+
+def _capacity_problems(workload: str, settings: Any, cluster: ClusterContract) -> list[str]:
+    """Volcano's proportion plugin (pkg/scheduler/plugins/proportion, v1.15.1) never allocates
+    beyond a queue's capability, so a gang whose minResources exceed it waits forever."""
+    capability = cluster.volcano_queues.get(settings.queue, {})
+    requests = _gang_requests(workload, settings)
+    if any(quantities.parse(v) is None for r in requests for v in r.values()):
+        return []  # reported by _quantity_problems
+    over = quantities.exceeded(quantities.total(requests), capability)
+    if not over:
+        return []
+    count = "workers" if workload == "ray_llama2" else "nodes"
+    return [
+        f"{_key(workload, count)} = {getattr(settings, count)}: the job's pods together ask for more than "
+        f"Volcano queue {settings.queue!r} allows ({'; '.join(over)}); Volcano would hold it forever. "
+        "Lower the size or the per-pod requests, or raise the queue's capability in the cluster stack"
+    ]
 
 
 def _ray_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
@@ -141,6 +188,7 @@ def _ray_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str
             f"{RAY_WORKERS_PER_NODE} workers per node, one per NeuronCore, but {group.instance_type} nodes "
             f"have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
         )
+    problems += _quantity_problems("ray_llama2", ray, ("head_cpu", "head_memory", "worker_cpu", "worker_memory"))
     order = [RAY_STEPS.index(step) for step in ray.steps]
     if not ray.steps or order != sorted(set(order)):
         problems.append(
@@ -151,9 +199,8 @@ def _ray_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str
 
 
 def _token_problems(config: WorkloadsConfig) -> list[str]:
+    # Only the download of the gated tokenizer needs it; NeMo reads the staged copy on FSx.
     needs = []
-    if config.on("nemo_llama2"):
-        needs.append("nemoLlama2")
     staging = config.on("data_staging")
     if staging and staging.redpajama:
         needs.append("dataStaging.redpajama")
@@ -182,4 +229,76 @@ def _tensorboard_problems(config: WorkloadsConfig) -> list[str]:
             continue
         if network.prefixlen == 0:
             problems.append(f"{key_name((*key, i))} = {cidr!r}: would open TensorBoard to the internet; list your ranges")
+    return problems
+
+
+def _quantity_problems(workload: str, settings: Any, fields: tuple[str, ...]) -> list[str]:
+    problems = []
+    for field in fields:
+        value = getattr(settings, field)
+        if quantities.parse(value) is None:
+            camel = "".join(w.capitalize() if i else w for i, w in enumerate(field.split("_")))
+            problems.append(f"{_key(workload, camel)} = {value!r}: not {quantities.ALLOWED}")
+    return problems
+
+
+def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
+    nemo = config.on("nemo_llama2")
+    if nemo is None:
+        return []
+    problems = []
+    group = cluster.node_groups.get(nemo.node_group)
+    if group is not None and group.neuron_cores != NEMO_PROCESSES_PER_NODE:
+        problems.append(
+            f"{_key('nemo_llama2', 'nodeGroup')} = {nemo.node_group!r}: neuronx-nemo-megatron's train_setup.sh "
+            f"starts {NEMO_PROCESSES_PER_NODE} processes per node, one per NeuronCore, but {group.instance_type} "
+            f"nodes have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
+        )
+    data_parallel = nemo.nodes * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL
+    if NEMO_GLOBAL_BATCH % (data_parallel * NEMO_MICRO_BATCH):
+        fits = [n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0]
+        problems.append(
+            f"{_key('nemo_llama2', 'nodes')} = {nemo.nodes}: llama_7b.sh's global batch of {NEMO_GLOBAL_BATCH} "
+            f"must divide evenly over {data_parallel} data-parallel ranks (nodes x 32 / tensor-parallel 8); "
+            f"use {', '.join(map(str, fits))} nodes"
+        )
+    return problems
+
+
+def _bert_problems(config: WorkloadsConfig) -> list[str]:
+    bert = config.on("bert_pretraining")
+    if bert is None or bert.bf16:
+        return []
+    fp32_batch, fp32_accum = bert_launch.FP32_BATCH
+    if bert.batch_size is not None and bert.batch_size > fp32_batch:
+        return [
+            f"{_key('bert_pretraining', 'batchSize')} = {bert.batch_size}: with bf16: false the pinned script "
+            f"trains in full fp32, where its run script uses batchSize {fp32_batch} with gradAccumSteps "
+            f"{fp32_accum} (the bf16 sizes are 16 x 32); use at most {fp32_batch}, or leave both unset"
+        ]
+    return []
+
+
+def _under(path: str, mount: str) -> bool:
+    return posixpath.isabs(path) and (posixpath.normpath(path) + "/").startswith(mount.rstrip("/") + "/")
+
+
+def _path_problems(config: WorkloadsConfig) -> list[str]:
+    """Paths a job reads or writes must be on the FSx volume where that job's pods mount it;
+    anywhere else they land in the container's ephemeral disk, or are not found."""
+    wanted: list[tuple[str, str, str, str]] = []
+    if bert := config.on("bert_pretraining"):
+        wanted += [("bert_pretraining", f, getattr(bert, f), bert_launch.DATA_MOUNT) for f in ("data_dir", "output_dir")]
+    if nemo := config.on("nemo_llama2"):
+        wanted += [("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")]
+    if board := config.on("tensorboard"):
+        wanted.append(("tensorboard", "log_dir", board.log_dir, TENSORBOARD_MOUNT))
+    problems = []
+    for workload, field, path, mount in wanted:
+        if not _under(path, mount):
+            camel = "".join(w.capitalize() if i else w for i, w in enumerate(field.split("_")))
+            problems.append(
+                f"{_key(workload, camel)} = {path!r}: not on the FSx volume, which this workload's pods "
+                f"mount at {mount}; use an absolute path under {mount}/"
+            )
     return problems

@@ -69,7 +69,8 @@ class ClusterContract:
     service_account: str
     storage_enabled: bool
     claims: Mapping[str, str]
-    volcano_queues: tuple[str, ...]
+    # Each Volcano queue by name, with its capability ({"cpu": "500", "memory": "1500Gi"}; empty: no cap).
+    volcano_queues: Mapping[str, Mapping[str, str]]
     etcd_endpoints: Mapping[str, str]
     repositories: Mapping[str, str]
     core_node_selector: Mapping[str, str]
@@ -80,6 +81,17 @@ class ClusterContract:
 
 def missing_outputs(outputs: Mapping[str, Any]) -> list[str]:
     return [key for key in REQUIRED_OUTPUTS if outputs.get(key) is None]
+
+
+def _queues(exported: list[Any]) -> dict[str, dict[str, str]]:
+    queues: dict[str, dict[str, str]] = {}
+    for queue in exported:
+        # Cluster stacks from before capabilities were exported list bare names: no cap known.
+        if isinstance(queue, str):
+            queues[queue] = {}
+        else:
+            queues[queue["name"]] = dict(queue.get("capability") or {})
+    return queues
 
 
 def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
@@ -106,7 +118,7 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
         service_account=outputs["trainingServiceAccount"]["name"],
         storage_enabled=bool(storage.get("enabled")),
         claims=dict(storage.get("claims") or {}),
-        volcano_queues=tuple(outputs["volcanoQueues"]),
+        volcano_queues=_queues(outputs["volcanoQueues"]),
         etcd_endpoints=dict(outputs["etcdEndpoints"]),
         repositories=dict(outputs["ecrRepositories"]),
         core_node_selector=dict(outputs["coreNodeSelector"]),

@@ -26,11 +26,31 @@ def resource_name(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}"
 
 
+def replacing_options() -> pulumi.ResourceOptions:
+    """Options for a run-to-completion job: a changed spec replaces it, old object first.
+
+    In place, a change would be refused (Volcano's Job admission webhook allows only
+    minAvailable, task replicas and priority class to change) or ignored (a finished MPIJob
+    or RayJob is not run again, and its old status still satisfies `pulumi.com/waitFor`).
+    pulumi-kubernetes diffs the new inputs against the old inputs only (provider.go Diff:
+    live state pruned to the old inputs), so status changes never trigger a replacement and
+    an unchanged job is left alone. Its provider asks for delete-before-replace only for its
+    own forced replacements, not for `replaceOnChanges`; the name is kept, so the old object
+    must go first - which also frees its Trainium nodes for the new run.
+    """
+    return pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+
+
 def declare(
-    manifest: dict[str, Any], parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+    manifest: dict[str, Any],
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource] = (),
+    replace_on_change: bool = False,
 ) -> pulumi.CustomResource:
     """``manifest`` as a resource under ``parent``, created only once ``after`` are ready."""
     opts = pulumi.ResourceOptions(parent=parent, depends_on=list(after))
+    if replace_on_change:
+        opts = pulumi.ResourceOptions.merge(opts, replacing_options())
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _BUILT_IN.get((manifest["apiVersion"], manifest["kind"]))
     if cls is not None:
@@ -41,10 +61,13 @@ def declare(
 
 
 def declare_in_order(
-    manifests: Sequence[dict[str, Any]], parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+    manifests: Sequence[dict[str, Any]],
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource] = (),
+    replace_on_change: bool = False,
 ) -> list[pulumi.CustomResource]:
     """Each manifest created only once the one before it is ready (see ``pods.wait_for``)."""
     declared: list[pulumi.CustomResource] = []
     for manifest in manifests:
-        declared.append(declare(manifest, parent, declared[-1:] or after))
+        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change))
     return declared

@@ -66,7 +66,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "image": layout.image,
         # The launcher reaches the workers over SSH; the operator provides the keys.
         "command": ["/usr/sbin/sshd", "-De"],
-        "env": [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {"name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}],
+        # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
+        # RedPajama staging job downloaded; only that download needs the token.
         "resources": pods.accelerator_resources(layout.group),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }
@@ -153,5 +154,5 @@ class NemoLlama2Args:
 class NemoLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
-        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after)
+        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after, replace_on_change=True)
         self.register_outputs({})

@@ -6,8 +6,6 @@ Pure functions returning Kubernetes API dicts, so tests read them without the Pu
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Mapping
 
 from infra.node_template import EFA_RESOURCE, NEURON_RESOURCES
@@ -64,8 +62,3 @@ def wait_for(condition: str, timeout_minutes: int) -> dict[str, str]:
 
 def skip_await() -> dict[str, str]:
     return {"pulumi.com/skipAwait": "true"}
-
-
-def digest(value: Any) -> str:
-    """A short stable digest of a JSON-able value (job specs, to name their runs)."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]

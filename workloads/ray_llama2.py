@@ -1,8 +1,9 @@
 """Llama-2-7B pretraining with Ray Train on KubeRay, gang scheduled by Volcano.
 
-A RayCluster (`kuberay-trn1`: head on the core nodes, one worker per Trainium node) and the
-seed's three RayJobs against it, submitted one after another: dataset generation,
-neuron_parallel_compile, training.
+The seed's three RayJobs, submitted one after another: dataset generation,
+neuron_parallel_compile, training. Each brings up its own RayCluster (head on the core
+nodes, one worker per Trainium node; the data step runs on the head alone), gang scheduled
+by Volcano, and deletes it when it finishes, which releases the Trainium nodes.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import yaml
 from infra import versions
 from workloads import pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import declare_in_order
 from workloads.settings import RayLlama2Settings
 
-CLUSTER_NAME = "kuberay-trn1"
+# KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
+QUEUE_LABEL = "volcano.sh/queue-name"
 WORKER_GROUP = "workergroup"
 CODE_DIR = "/llama2_pretrain"
 SHARED_MOUNT = "/shared"
@@ -58,7 +60,8 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
     }
 
 
-def ray_cluster(layout: RayLayout) -> dict[str, Any]:
+def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
+    """A RayCluster spec: head on the core nodes and ``workers`` Trainium workers (0: head only)."""
     s = layout.settings
     head = _container(
         "ray-head",
@@ -67,52 +70,50 @@ def ray_cluster(layout: RayLayout) -> dict[str, Any]:
         [pods.claim_mount(SHARED_MOUNT)],
     )
     head["ports"] = HEAD_PORTS
-    worker_resources = pods.accelerator_resources(layout.group)
-    worker_resources["requests"].update(cpu=s.worker_cpu, memory=s.worker_memory)
-    worker_resources["limits"].update(memory=s.worker_memory)
-    worker = _container("ray-worker", layout, worker_resources, [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()])
     volumes = [{"name": LOG_VOLUME, "emptyDir": {}}, pods.claim_volume(layout.claim)]
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": CLUSTER_NAME,
-            "namespace": layout.namespace,
-            # KubeRay hands the cluster to Volcano as one PodGroup in this queue.
-            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": s.queue},
+    spec: dict[str, Any] = {
+        "rayVersion": versions.RAY_VERSION,
+        "headGroupSpec": {
+            "rayStartParams": {"dashboard-host": "0.0.0.0"},
+            "template": {
+                "spec": {
+                    "serviceAccountName": layout.service_account,
+                    "nodeSelector": dict(layout.core_node_selector),
+                    "containers": [head],
+                    "volumes": volumes,
+                }
+            },
         },
-        "spec": {
-            "rayVersion": versions.RAY_VERSION,
-            "headGroupSpec": {
-                "rayStartParams": {"dashboard-host": "0.0.0.0"},
+    }
+    if workers:
+        worker_resources = pods.accelerator_resources(layout.group)
+        worker_resources["requests"].update(cpu=s.worker_cpu, memory=s.worker_memory)
+        worker_resources["limits"].update(memory=s.worker_memory)
+        worker = _container("ray-worker", layout, worker_resources, [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()])
+        spec["workerGroupSpecs"] = [
+            {
+                "groupName": WORKER_GROUP,
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
                 "template": {
                     "spec": {
                         "serviceAccountName": layout.service_account,
-                        "nodeSelector": dict(layout.core_node_selector),
-                        "containers": [head],
-                        "volumes": volumes,
+                        **pods.accelerator_placement(layout.group),
+                        "containers": [worker],
+                        "volumes": [*volumes, pods.shm_volume()],
                     }
                 },
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": WORKER_GROUP,
-                    "replicas": s.workers,
-                    "minReplicas": s.workers,
-                    "maxReplicas": s.workers,
-                    "rayStartParams": {},
-                    "template": {
-                        "spec": {
-                            "serviceAccountName": layout.service_account,
-                            **pods.accelerator_placement(layout.group),
-                            "containers": [worker],
-                            "volumes": [*volumes, pods.shm_volume()],
-                        }
-                    },
-                }
-            ],
-        },
-    }
+            }
+        ]
+    return spec
+
+
+def step_workers(step: str, layout: RayLayout) -> int:
+    # get_dataset.py downloads and tokenizes on the CPU; Ray runs a job's entrypoint on the
+    # head node, so the data step needs no Trainium node at all.
+    return 0 if step == "generate-data" else layout.settings.workers
 
 
 def entrypoint(step: str, layout: RayLayout) -> str:
@@ -125,22 +126,35 @@ def entrypoint(step: str, layout: RayLayout) -> str:
 
 
 def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[str, Any]:
+    """One step as a RayJob that brings up its own RayCluster and deletes it when it ends.
+
+    KubeRay v1.7.0 with Volcano refuses a RayJob on an existing cluster (`clusterSelector`),
+    and never shuts such a cluster down; a RayJob with `rayClusterSpec` gets one PodGroup
+    (`ray-<job>-pg`, in the queue its `volcano.sh/queue-name` label names) covering head and
+    workers, and `shutdownAfterJobFinishes` deletes the cluster `ttlSecondsAfterFinished`
+    after the job succeeds or fails, so its Trainium nodes go idle and are scaled in.
+    """
     s = layout.settings
     spec: dict[str, Any] = {
         "submissionMode": "K8sJobMode",
         "entrypoint": entrypoint(step, layout),
         "runtimeEnvYAML": yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": {"PYTHONUNBUFFERED": "0"}}),
-        "clusterSelector": {"ray.io/cluster": CLUSTER_NAME},
+        "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout)),
+        "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
     }
-    if step == "train":
-        spec["shutdownAfterJobFinishes"] = True
-        if s.train_deadline_seconds is not None:
-            spec["activeDeadlineSeconds"] = s.train_deadline_seconds
+    if step == "train" and s.train_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = s.train_deadline_seconds
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
-        "metadata": {"name": JOB_NAMES[step], "namespace": layout.namespace, "annotations": annotations},
+        "metadata": {
+            "name": JOB_NAMES[step],
+            "namespace": layout.namespace,
+            # Copied by KubeRay to the PodGroup (queue) and to the cluster it creates.
+            "labels": {QUEUE_LABEL: s.queue},
+            "annotations": annotations,
+        },
         "spec": spec,
     }
 
@@ -161,7 +175,6 @@ class RayLlama2Args:
 class RayLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:RayLlama2", name, None, opts)
-        # Workers become ready only once Volcano has placed the whole gang.
-        self.cluster = declare(ray_cluster(args.layout), self, args.after)
-        self.jobs = declare_in_order(job_sequence(args.layout), self, [self.cluster])
+        # Each job is replaced (and so run again, on a fresh cluster) when its spec changes.
+        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after, replace_on_change=True)
         self.register_outputs({})

@@ -36,14 +36,17 @@ class BertPretrainingSettings(AcceleratedWorkloadSettings):
     queue: str = "test"
     # Prefix of the Neuron compile cache on FSx; jobs running at the same time must not share one.
     cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN)
-    batch_size: int = Field(default=16, ge=1)
-    grad_accum_steps: int = Field(default=32, ge=1)
+    # Per-worker batch and accumulation; unset: the pinned run script's values for the precision
+    # (bf16 16 x 32, fp32 8 x 64), so the global batch stays 512 per worker either way.
+    batch_size: Optional[int] = Field(default=None, ge=1)
+    grad_accum_steps: Optional[int] = Field(default=None, ge=1)
     # Run neuron_parallel_compile for this many steps first, then train.
     precompile: bool = True
     precompile_steps: int = Field(default=10, ge=1)
     # Steps of this training run (--steps_this_run); unset trains to the script's max_steps.
     train_steps: Optional[int] = Field(default=None, ge=1)
     bf16: bool = True
+    # Both under the FSx mount of the BERT pods (/data).
     data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
     output_dir: str = "/data/output"
     max_retry: int = Field(default=3, ge=0)
@@ -73,7 +76,7 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
     train: bool = True
     tokenizer_path: str = "/shared/llama7b_tokenizer"
     dataset_path: str = "/shared/data/redpajama_sample_text_document"
-    # Unset: the training script's own default (20000).
+    # Unset: the training script's own default (llama_7b.sh: 10000).
     train_iters: Optional[int] = Field(default=None, ge=1)
     compile_timeout_minutes: int = Field(default=180, ge=1)
 
@@ -86,7 +89,9 @@ class LoadBalancerSettings(ConfigModel):
 
 
 class TensorBoardSettings(WorkloadSettings):
-    log_dir: str = "/shared/nemo_experiments"
+    # The whole FSx volume, as the seeds' viewers showed it: BERT's output (/data/output in its
+    # pods, /shared/output here) and NeMo's /shared/nemo_experiments both appear as runs.
+    log_dir: str = "/shared"
     load_balancer: Optional[LoadBalancerSettings] = None
 
 
@@ -105,7 +110,7 @@ class WorkloadsConfig(ConfigModel):
     cluster_stack: str = Field(pattern=STACK_NAME_PATTERN)
     namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     # Hugging Face token for the gated Llama-2 tokenizer; set it with `pulumi config set --secret`.
-    hf_token: Optional[str] = None
+    hf_token: Optional[str] = Field(default=None, min_length=1)
     data_staging: Optional[DataStagingSettings] = None
     bert_pretraining: Optional[BertPretrainingSettings] = None
     ray_llama2: Optional[RayLlama2Settings] = None
