@@ -1,22 +1,47 @@
-"""The TorchX component and the workload stack's Volcano Job produce the same pods.
+"""The TorchX component, loaded the way `torchx run` loads it, produces the stack's pods.
 
-TorchX's own Kubernetes scheduler renders the component's AppDef (no cluster needed); its
+TorchX's own CLI (the `torchx` console script, dry run) loads ``workloads/torchx_trn1.py``
+and renders the Volcano Job its Kubernetes scheduler would submit (no cluster needed); its
 pods must match the ones the BERT workload declares, apart from what only TorchX adds
 (labels, its job id variables) and what only we add (tolerations, group labels).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from torchx.schedulers.kubernetes_scheduler import app_to_resource
+import yaml
 
-from offline.runner import PlanResult
+from offline.runner import REPO_ROOT, PlanResult
 from workloads.torchx_trn1 import trn1_dist_ddp
 
 RDZV_ID = re.compile(r"--rdzv_id \S+")
+TORCHX = Path(sys.executable).parent / "torchx"
+COMPONENT = "workloads/torchx_trn1.py:trn1_dist_ddp"
+# What the README tells users to run, minus the component's own arguments.
+RUN = ["run", "-s", "kubernetes", "--dryrun", "--workspace", "", "-cfg", "queue=test,namespace=default,service_account=training"]
+
+
+def torchx_cli(*component_args: str, cwd: Path = REPO_ROOT, component: str = COMPONENT) -> subprocess.CompletedProcess[str]:
+    """`torchx run --dryrun` through the console script, with nothing added to sys.path.
+
+    torchx v0.7.0 (pytorch/torchx, tag v0.7.0): torchx/specs/finder.py
+    CustomComponentsFinder.find reads the component file and exec()s it in finder's own
+    globals (so the file's __file__ is not its own); the console script's sys.path holds its
+    bin directory, not the working directory; torchx/specs/builders.py materialize_appdef
+    decodes each argument with torchx/util/types.py decode(), which raises ValueError("Unknown")
+    for a string annotation (what `from __future__ import annotations` makes of every type);
+    torchx/runner/api.py Runner.dryrun docker-builds the workspace (default file://$PWD,
+    torchx/cli/cmd_run.py) even in a dry run, unless --workspace is empty.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(TORCHX), *RUN, component, *component_args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def essentials(pod: dict[str, Any]) -> dict[str, Any]:
@@ -36,19 +61,17 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
         "mounts": mounts,
         "instance_type": spec["nodeSelector"]["node.kubernetes.io/instance-type"],
         "restart": spec["restartPolicy"],
+        "service_account": spec["serviceAccountName"],
     }
 
 
 def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> list[dict[str, Any]]:
-    app = trn1_dist_ddp(
-        image=image, nnodes=2, nproc_per_node=32, instance_type=instance_type, precompile=precompile,
-        steps_this_run=steps, etcd_endpoint="etcd-server.default:2379",
+    result = torchx_cli(
+        "--image", image, "--nnodes", "2", "--nproc_per_node", "32", "--instance_type", instance_type,
+        "--precompile", str(precompile), "--steps_this_run", str(steps), "--etcd_endpoint", "etcd-server.default:2379",
     )  # fmt: skip
-    resource = app_to_resource(app, queue="test", service_account="training")
-    # The kubernetes client's models, as the API server would receive them.
-    from kubernetes.client import ApiClient
-
-    job = ApiClient().sanitize_for_serialization(resource)
+    assert result.returncode == 0, result.stderr
+    job = yaml.safe_load(result.stdout.split("=== SCHEDULER REQUEST ===")[1])
     assert job["spec"]["schedulerName"] == "volcano" and job["spec"]["queue"] == "test"
     return [task["template"] for task in job["spec"]["tasks"]]
 
@@ -62,6 +85,12 @@ def test_torchx_component_renders_the_pods_the_stack_declares(
     image = ours[0]["spec"]["containers"][0]["image"]
     theirs = torchx_pods(image, precompile, "trn1.32xlarge", steps)
     assert [essentials(p) for p in theirs] == [essentials(p) for p in ours]
+
+
+def test_the_cli_loads_the_component_from_the_repository_root_only(tmp_path: Path) -> None:
+    # Elsewhere the component cannot find the shared launch code, and says where to run it.
+    result = torchx_cli("--image", "x", cwd=tmp_path, component=str(REPO_ROOT / COMPONENT))
+    assert result.returncode != 0 and "run `torchx run` from the repository root" in result.stderr
 
 
 def test_the_component_refuses_instance_types_without_efa() -> None:
