@@ -183,6 +183,20 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
+def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanResult) -> None:
+    # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
+    # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts
+    # orted on each worker over ssh. open-mpi/ompi v4.1.x orte/mca/plm/rsh/plm_rsh_module.c
+    # setup_launch: without a prefix the remote command is bare `orted`, found through the ssh
+    # session's PATH (not the image's ENV; the seed's image also has apt's openmpi-bin there,
+    # aws-neuron/neuronx-nemo-megatron k8s/docker/Dockerfile); with --prefix it first sets PATH
+    # and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib.
+    for name in ("llama2-compile", "llama2-train"):
+        launcher = manifest(workloads_dev, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
+        command = launcher["template"]["spec"]["containers"][0]["command"]
+        assert command[:3] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
+
+
 def test_mpi_training_follows_compile_which_follows_the_data_and_the_token(workloads_dev: PlanResult) -> None:
     secret = registration(workloads_dev, "Secret", "hf-token")
     staging = registration(workloads_dev, "Job", "stage-redpajama")
