@@ -226,9 +226,15 @@ def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(work
     assert public["spec"]["type"] == "LoadBalancer"
     assert public["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
     assert public["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "proxy"}]
-    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
     containers = manifest(workloads_prod, "Deployment", "tensorboard")["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["tensorboard", "auth-proxy"]
+    # Nothing reaches TensorBoard but through the proxy: it listens on the pod's loopback, and
+    # the ClusterIP Service points at the proxy too.
+    command = containers[0]["command"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert containers[0]["readinessProbe"] == {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:6006/"]}}
+    assert manifest(workloads_prod, "Service", "tensorboard")["spec"]["ports"][0]["targetPort"] == "proxy"
     assert manifest(workloads_prod, "Secret", "tensorboard-proxy")["stringData"] == "[secret]"
     assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is True
 
