@@ -101,3 +101,15 @@ def test_the_component_refuses_instance_types_without_efa() -> None:
 def test_trn1n_gets_sixteen_efa_interfaces() -> None:
     (pod, _) = torchx_pods("repo/bert:tag", False, "trn1n.32xlarge", -1)
     assert essentials(pod)["devices"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
+
+
+def test_loading_the_component_leaves_torchx_own_names_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    # CustomComponentsFinder.find exec()s the file in torchx.specs.finder's globals (torchx
+    # v0.7.0): a module-level name of ours that is also one of finder's would replace it.
+    from torchx.cli.main import main
+    from torchx.specs import finder
+
+    before = {k: v for k, v in vars(finder).items() if not k.startswith("__")}
+    main([*RUN, COMPONENT, "--image", "repo/bert:tag"])
+    assert "=== SCHEDULER REQUEST ===" in capsys.readouterr().out
+    assert {k for k, v in before.items() if vars(finder)[k] is not v} == set()
