@@ -113,3 +113,15 @@ def test_loading_the_component_leaves_torchx_own_names_alone(capsys: pytest.Capt
     main([*RUN, COMPONENT, "--image", "repo/bert:tag"])
     assert "=== SCHEDULER REQUEST ===" in capsys.readouterr().out
     assert {k for k, v in before.items() if vars(finder)[k] is not v} == set()
+
+
+def test_the_component_needs_only_torchx_and_the_standard_library() -> None:
+    # The seed installs `torchx[kubernetes]` alone on the workstation; the shared launch code the
+    # component imports must not pull in the stacks' own dependencies.
+    code = (
+        f"exec(open({COMPONENT.split(':')[0]!r}).read(), {{}}); import sys; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'pulumi_kubernetes', 'pydantic', 'yaml'}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
