@@ -70,6 +70,11 @@ BERT_SAMPLES_COMMIT = "d6e1754d2e65c90938565e3d23a814f2f800cc21"  # aws-neuron/a
 RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
 NEMO_MEGATRON_COMMIT = "f4743cef5a1c8dc9eeb6b3d128e01693e041a9be"  # aws-neuron/neuronx-nemo-megatron (2.21 release)
 RAY_VERSION = "2.22.0"
+# The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
+# revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which
+# the build checks.
+LLAMA2_TOKENIZER_REVISION = "dacdfcde31297e34b19ee0e7532f29586d2c17bc"
+LLAMA2_TOKENIZER_SHA256 = "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347"
 # The command shell, data staging and TensorBoard image.
 PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 # The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from tools.push_images import BUILD_ARGS, DOCKER_DIR, commands
 from infra import versions
 from infra.registries import TRAINING_IMAGES
+from tests.dockerfile_runs import instructions, run_step
 
 DOCKERFILES = {image: DOCKER_DIR / image / "Dockerfile" for image in BUILD_ARGS}
 
@@ -60,3 +62,48 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
     assert pushes == [f"{repositories[i]}:{versions.TRAINING_IMAGE_TAG}" for i in BUILD_ARGS]
     bert = next(c for c in planned if c[:2] == ["docker", "build"] and c[-1].endswith("bert-pretrain"))
     assert f"BERT_SAMPLES_COMMIT={versions.BERT_SAMPLES_COMMIT}" in bert
+
+
+# --- how the build steps fail -----------------------------------------------------------------
+# POSIX Shell Command Language (IEEE 1003.1-2017, 2.9.4 "The for Loop"): a for loop's exit status
+# is that of the last command it ran; 2.14 "set -e": a failure is ignored in any command of an
+# AND-OR list but the last. So a download loop followed by `&& pip install` builds an image
+# without the files whose download failed unless each download fails the step itself.
+
+
+def test_a_failed_bert_download_fails_the_build(tmp_path: Path) -> None:
+    curl = 'for a; do url=$a; done\ncase "$url" in *lamb.py) exit 22;; esac\ntouch "${url##*/}"\n'
+    pip = 'echo pip >> pip.log\n'
+    result = run_step(DOCKERFILES["bert-pretrain"], "curl", {"curl": curl, "pip": pip}, tmp_path)
+    assert result.returncode != 0
+    assert not (tmp_path / "pip.log").exists()
+
+
+# Hugging Face serves `resolve/<revision>/<file>`; `main` moves. The LFS object id of Meta's
+# Llama-2 tokenizer.model (also in NousResearch's copy) is its SHA-256.
+CURL_WRITING = 'echo "$@" >> curl.log\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && printf "not the tokenizer" > "$2"; shift; done\n'
+
+
+def test_the_ray_tokenizer_comes_from_the_pinned_revision_and_is_checked(tmp_path: Path) -> None:
+    dockerfile = DOCKERFILES["ray-llama2"]
+    assert "resolve/main" not in dockerfile.read_text()
+    tampered = run_step(dockerfile, "tokenizer.model", {"curl": CURL_WRITING}, tmp_path)
+    assert tampered.returncode != 0
+    url = (tmp_path / "curl.log").read_text()
+    assert f"/NousResearch/Llama-2-7b-hf/resolve/{versions.LLAMA2_TOKENIZER_REVISION}/tokenizer.model" in url
+    expected = hashlib.sha256(b"not the tokenizer").hexdigest()
+    assert run_step(dockerfile, "tokenizer.model", {"curl": CURL_WRITING}, tmp_path, LLAMA2_SPM_SHA256=expected).returncode == 0
+
+
+def test_the_tokenizer_pins_are_a_commit_and_a_sha256() -> None:
+    assert re.fullmatch(r"[0-9a-f]{40}", versions.LLAMA2_TOKENIZER_REVISION)
+    assert re.fullmatch(r"[0-9a-f]{64}", versions.LLAMA2_TOKENIZER_SHA256)
+
+
+def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
+    # The launcher's absolute mpirun path and --prefix (workloads/nemo_llama2.py) must exist in
+    # the image; the build checks it.
+    from workloads.nemo_llama2 import OPEN_MPI_PREFIX
+
+    checks = [rest for keyword, rest in instructions(DOCKERFILES["nemo-megatron"]) if keyword == "RUN" and rest.startswith("test -x")]
+    assert checks == [f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted"]

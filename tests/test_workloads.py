@@ -226,6 +226,20 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
+def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanResult) -> None:
+    # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
+    # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts
+    # orted on each worker over ssh. open-mpi/ompi v4.1.x orte/mca/plm/rsh/plm_rsh_module.c
+    # setup_launch: without a prefix the remote command is bare `orted`, found through the ssh
+    # session's PATH (not the image's ENV; the seed's image also has apt's openmpi-bin there,
+    # aws-neuron/neuronx-nemo-megatron k8s/docker/Dockerfile); with --prefix it first sets PATH
+    # and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib.
+    for name in ("llama2-compile", "llama2-train"):
+        launcher = manifest(workloads_dev, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
+        command = launcher["template"]["spec"]["containers"][0]["command"]
+        assert command[:3] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
+
+
 def test_mpi_training_follows_compile_which_follows_the_data(workloads_dev: PlanResult) -> None:
     secret = registration(workloads_dev, "Secret", "hf-token")
     staging = registration(workloads_dev, "Job", "stage-redpajama")
@@ -260,9 +274,15 @@ def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(work
     assert public["spec"]["type"] == "LoadBalancer"
     assert public["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
     assert public["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "proxy"}]
-    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
     containers = manifest(workloads_prod, "Deployment", "tensorboard")["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["tensorboard", "auth-proxy"]
+    # Nothing reaches TensorBoard but through the proxy: it listens on the pod's loopback, and
+    # the ClusterIP Service points at the proxy too.
+    command = containers[0]["command"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert containers[0]["readinessProbe"] == {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:6006/"]}}
+    assert manifest(workloads_prod, "Service", "tensorboard")["spec"]["ports"][0]["targetPort"] == "proxy"
     assert manifest(workloads_prod, "Secret", "tensorboard-proxy")["stringData"] == "[secret]"
     assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is True
 

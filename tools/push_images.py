@@ -26,6 +26,8 @@ BUILD_ARGS = {
         "NEURON_DLC": versions.NEURON_DLC_RAY,
         "RAY_VERSION": versions.RAY_VERSION,
         "RAY_LLAMA2_COMMIT": versions.RAY_LLAMA2_COMMIT,
+        "LLAMA2_REPO_REVISION": versions.LLAMA2_TOKENIZER_REVISION,
+        "LLAMA2_SPM_SHA256": versions.LLAMA2_TOKENIZER_SHA256,
     },
     "nemo-megatron": {"NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13, "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT},
 }

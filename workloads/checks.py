@@ -8,12 +8,12 @@ object is declared.
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
 from typing import Any, Optional
 
 from workloads import bert_launch, nemo_llama2, quantities
 from workloads.contract import ClusterContract, NodeGroup
+from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
 # The images each workload runs, by the cluster stack's repository names.
@@ -216,20 +216,7 @@ def _tensorboard_problems(config: WorkloadsConfig) -> list[str]:
     tensorboard = config.on("tensorboard")
     if tensorboard is None or tensorboard.load_balancer is None:
         return []
-    cidrs = tensorboard.load_balancer.allowed_cidrs
-    key = ("tensorboard", "loadBalancer", "allowedCidrs")
-    if not cidrs:
-        return [f"{key_name(key)}: list the source ranges allowed to reach TensorBoard; it is never left open"]
-    problems = []
-    for i, cidr in enumerate(cidrs):
-        try:
-            network = ipaddress.ip_network(cidr)
-        except ValueError:
-            problems.append(f"{key_name((*key, i))} = {cidr!r}: not a CIDR block")
-            continue
-        if network.prefixlen == 0:
-            problems.append(f"{key_name((*key, i))} = {cidr!r}: would open TensorBoard to the internet; list your ranges")
-    return problems
+    return load_balancer_problems(tensorboard.load_balancer, lambda *rest: key_name(("tensorboard", "loadBalancer", *rest)))
 
 
 def _quantity_problems(workload: str, settings: Any, fields: tuple[str, ...]) -> list[str]:

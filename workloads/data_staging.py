@@ -22,7 +22,22 @@ WIKICORPUS_REGION = "us-east-1"
 REDPAJAMA_REPO = "togethercomputer/RedPajama-Data-1T-Sample"
 TOKENIZER_REPO = "meta-llama/Llama-2-7b-hf"
 PREPROCESS = "/opt/neuronx-nemo-megatron/nemo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
-PREPROCESS_WORKERS = 8
+REDPAJAMA_DIR = "data/RedPajama-Data-1T-Sample"
+REDPAJAMA_PREFIX = "data/redpajama_sample"
+# Sizing: the seed tokenizes the 1B-token sample in about 60 minutes with 32 workers on a
+# trn1.32xlarge (Ice Lake Xeon, like the m6i core nodes); one worker per core, the work is
+# CPU-bound, so 12 workers take about 32 x 60 / 12 = 160 minutes, plus a few for the download
+# (~5 GB) and the concatenation: under the 240-minute default timeout. 12 cores fit a fresh
+# m6i.4xlarge core node (16 vCPU) beside its daemon sets.
+PREPROCESS_WORKERS = 12
+SEED_PREPROCESS_WORKER_MINUTES = 32 * 60
+DOWNLOAD_AND_CONCAT_MINUTES = 15
+
+
+def redpajama_minutes(workers: int = PREPROCESS_WORKERS) -> int:
+    """How long the RedPajama staging Job takes, estimated from the seed's measurement."""
+    return -(-SEED_PREPROCESS_WORKER_MINUTES // workers) + DOWNLOAD_AND_CONCAT_MINUTES
+
 
 WIKICORPUS_SCRIPT = f"""\
 set -euo pipefail
@@ -36,24 +51,52 @@ rm -f {WIKICORPUS_TAR}
 touch bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/.staged
 """
 
-REDPAJAMA_SCRIPT = f"""\
+
+def redpajama_download_script(root: str = "/shared") -> str:
+    """The RedPajama sample as real files on FSx, resumable, marked complete only at the end.
+
+    Runs in the cmd-shell image (huggingface-hub 0.26.2): since 0.23 a `--local-dir` download
+    writes the files themselves there, resumes from `.cache/huggingface/download/*.incomplete`
+    and skips finished files; before, big files were links into the pod's own cache.
+    """
+    return f"""\
 set -euo pipefail
-cd /shared
+cd {root}
+dir={REDPAJAMA_DIR}
+if [ -f "$dir/.download-complete" ]; then
+  echo "RedPajama sample already downloaded"; exit 0
+fi
+mkdir -p "$dir"
+# Links left by an older huggingface-hub point into a dead pod's cache; locks left by a killed
+# pod (a soft lock where the mount has no flock) would block this retry for ever.
+find "$dir" -maxdepth 1 -type l -delete
+find "$dir" -path '*/.cache/huggingface/*' -name '*.lock' -delete
+huggingface-cli download {REDPAJAMA_REPO} --repo-type dataset --include '*.jsonl' --local-dir "$dir"
+touch "$dir/.download-complete"
+"""
+
+
+def redpajama_prepare_script(root: str = "/shared") -> str:
+    """The Llama-2 tokenizer and the Megatron dataset, each step marked only once it is whole."""
+    return f"""\
+set -euo pipefail
+cd {root}
 if [ ! -f llama7b_tokenizer/.staged ]; then
-  python3 -c 'import os, transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=os.environ["{HF_TOKEN_KEY}"]).save_pretrained("/shared/llama7b_tokenizer")'
+  python3 -c 'import os, transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=os.environ["{HF_TOKEN_KEY}"]).save_pretrained("{root}/llama7b_tokenizer")'
   touch llama7b_tokenizer/.staged
 fi
-if [ ! -f data/RedPajama-Data-1T-Sample/.staged ]; then
-  huggingface-cli download {REDPAJAMA_REPO} --repo-type dataset --include '*.jsonl' --local-dir data/RedPajama-Data-1T-Sample
-  touch data/RedPajama-Data-1T-Sample/.staged
-fi
-if [ ! -f data/redpajama_sample_text_document.staged ]; then
-  cat data/RedPajama-Data-1T-Sample/*.jsonl > redpajama_sample.jsonl
+if [ ! -f {REDPAJAMA_PREFIX}_text_document.staged ]; then
+  test -f {REDPAJAMA_DIR}/.download-complete
+  cat {REDPAJAMA_DIR}/*.jsonl > redpajama_sample.jsonl
   python3 {PREPROCESS} --input=redpajama_sample.jsonl --json-keys=text --tokenizer-library=huggingface \\
-    --tokenizer-type=/shared/llama7b_tokenizer --dataset-impl=mmap --output-prefix=/shared/data/redpajama_sample \\
+    --tokenizer-type={root}/llama7b_tokenizer --dataset-impl=mmap --output-prefix={root}/{REDPAJAMA_PREFIX} \\
     --append-eod --need-pad-id --workers={PREPROCESS_WORKERS}
+  # The index is written last (builder.finalize): both files there means the dataset is whole.
+  # One test per line: `set -e` ignores a failure left of `&&`.
+  test -s {REDPAJAMA_PREFIX}_text_document.bin
+  test -s {REDPAJAMA_PREFIX}_text_document.idx
   rm -f redpajama_sample.jsonl
-  touch data/redpajama_sample_text_document.staged
+  touch {REDPAJAMA_PREFIX}_text_document.staged
 fi
 echo "RedPajama sample, tokenizer and Megatron dataset are in place"
 """
@@ -104,10 +147,20 @@ def wikicorpus_job(layout: StagingLayout) -> dict[str, Any]:
 
 
 def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
+    """Download first (init container, shell image), then tokenizer and preprocessing (NeMo image)."""
     assert layout.nemo_image is not None
     token = {"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {"name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}
     resources = {"requests": {"cpu": str(PREPROCESS_WORKERS), "memory": "16Gi"}}
-    return staging_job(layout, "stage-redpajama", layout.nemo_image, REDPAJAMA_SCRIPT, env=[token], resources=resources)
+    job = staging_job(layout, "stage-redpajama", layout.nemo_image, redpajama_prepare_script(), env=[token], resources=resources)
+    download = {
+        "name": "download",
+        "image": layout.shell_image,
+        "command": ["bash", "-c", redpajama_download_script()],
+        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "volumeMounts": [pods.claim_mount("/shared")],
+    }
+    job["spec"]["template"]["spec"]["initContainers"] = [download]
+    return job
 
 
 def cmd_shell_pod(layout: StagingLayout) -> dict[str, Any]:

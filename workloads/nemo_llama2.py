@@ -20,6 +20,8 @@ from workloads.settings import NemoLlama2Settings
 SHARED_MOUNT = "/shared"
 # Where the image puts neuronx-nemo-megatron's language-modelling examples (docker/nemo-megatron).
 EXAMPLES_DIR = "/opt/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling"
+# The DLC's Open MPI (built for EFA), by absolute path and --prefix: see launcher_command.
+OPEN_MPI_PREFIX = "/opt/amazon/openmpi"
 HF_TOKEN_SECRET = "hf-token"
 HF_TOKEN_KEY = "HF_TOKEN"
 
@@ -42,7 +44,10 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
         forwarded.append("COMPILE=1")
     elif s.train_iters is not None:
         forwarded.append(f"TRAIN_ITERS={s.train_iters}")
-    command = ["mpirun", "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
+    # mpirun starts orted on each worker over ssh, whose PATH is not the image's: --prefix makes
+    # the remote command set PATH and LD_LIBRARY_PATH to this Open MPI first.
+    mpirun = [f"{OPEN_MPI_PREFIX}/bin/mpirun", "--prefix", OPEN_MPI_PREFIX]
+    command = [*mpirun, "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
     for name in forwarded:
         command += ["-x", name]
     return command + ["-wdir", EXAMPLES_DIR, "./llama_7b.sh"]

@@ -82,9 +82,11 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
 
 
 class LoadBalancerSettings(ConfigModel):
-    # Source ranges allowed to reach the load balancer; required, never 0.0.0.0/0.
+    # IPv4 source ranges allowed to reach the load balancer; required, never the internet.
     allowed_cidrs: list[str]
     internal: bool = True
+    # ACM certificate for HTTPS on the load balancer; required when it is not internal.
+    certificate_arn: Optional[str] = None
     username: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
 
 

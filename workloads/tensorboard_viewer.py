@@ -2,7 +2,9 @@
 
 ClusterIP only by default: `kubectl port-forward svc/tensorboard 6006`. With
 `tensorboard.loadBalancer`, an nginx sidecar asks for a password (generated, exported as a
-secret output) and the load balancer accepts only the listed source ranges.
+secret output), TensorBoard listens on the pod's localhost only (so nothing reaches it but
+through the proxy), the Services point at the proxy, and the load balancer accepts only the
+listed source ranges, over HTTPS when a certificate is given (required unless internal).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pulumi_random as random
 from infra import versions
 from workloads import pods
 from workloads.kube import declare
+from workloads.load_balancer_rules import service_annotations
 from workloads.settings import LoadBalancerSettings, TensorBoardSettings
 
 NAME = "tensorboard"
@@ -55,12 +58,18 @@ def htpasswd_line(username: str, password: str, salt: bytes) -> str:
 
 
 def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
+    proxied = layout.settings.load_balancer is not None
+    # Behind the proxy TensorBoard binds to the pod's loopback: the kubelet's probes come from
+    # outside the pod, so readiness is checked from inside it (the image has curl).
+    host = "127.0.0.1" if proxied else "0.0.0.0"
+    url = f"http://127.0.0.1:{TENSORBOARD_PORT}/"
+    probe = {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", url]}} if proxied else {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}}
     tensorboard = {
         "name": NAME,
         "image": layout.image,
-        "command": ["tensorboard", "--logdir", layout.settings.log_dir, "--host", "0.0.0.0", "--port", str(TENSORBOARD_PORT)],
+        "command": ["tensorboard", "--logdir", layout.settings.log_dir, "--host", host, "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
+        "readinessProbe": probe,
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
         "volumeMounts": [{**pods.claim_mount("/shared"), "readOnly": True}],
     }
@@ -104,16 +113,19 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
 
 
 def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
+    target = "proxy" if layout.settings.load_balancer is not None else "http"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": NAME, "namespace": layout.namespace, "labels": LABELS},
-        "spec": {"type": "ClusterIP", "selector": LABELS, "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": "http"}]},
+        # With the proxy on, in-cluster clients go through it too.
+        "spec": {"type": "ClusterIP", "selector": LABELS, "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": target}]},
     }
 
 
 def load_balancer_service(layout: TensorBoardLayout, lb: LoadBalancerSettings) -> dict[str, Any]:
-    scheme = "internal" if lb.internal else "internet-facing"
+    # HTTPS on 443 with a certificate (the ELB terminates TLS), else plain HTTP on 80 (internal only).
+    port = {"name": "https", "port": 443} if lb.certificate_arn else {"name": "http", "port": 80}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -121,18 +133,14 @@ def load_balancer_service(layout: TensorBoardLayout, lb: LoadBalancerSettings) -
             "name": f"{NAME}-public",
             "namespace": layout.namespace,
             "labels": LABELS,
-            "annotations": {
-                "service.beta.kubernetes.io/aws-load-balancer-scheme": scheme,
-                "service.beta.kubernetes.io/aws-load-balancer-internal": str(lb.internal).lower(),
-                "pulumi.com/skipAwait": "true",
-            },
+            "annotations": {**service_annotations(lb), "pulumi.com/skipAwait": "true"},
         },
         # Only the proxy port is exposed; TensorBoard itself stays behind the password.
         "spec": {
             "type": "LoadBalancer",
             "selector": LABELS,
             "loadBalancerSourceRanges": list(lb.allowed_cidrs),
-            "ports": [{"name": "http", "port": 80, "targetPort": "proxy"}],
+            "ports": [{**port, "targetPort": "proxy"}],
         },
     }
 

@@ -1,25 +1,49 @@
 """A TorchX component for BERT-large pretraining on Trainium, for users of `torchx run`.
 
-    torchx run -s kubernetes -cfg queue=test,namespace=default \\
-        workloads/torchx_trn1.py:trn1_dist_ddp --image <ecr>/bert-pretrain:<tag> \\
-        --nnodes 2 --nproc_per_node 32 --precompile True
+From the repository root, with the image `make images` pushed:
 
-(run from the repository root). The pods it produces match the Volcano Jobs the workload
-stack declares (``bert.py``): same command, environment, devices, EFA interfaces, shared
-memory and FSx mount. TorchX sets no tolerations; EKS's ExtendedResourceToleration admission
-plugin adds the one for the `aws.amazon.com/neuron` taint because the pods request that
-resource. Devices and EFA interfaces per node come from the same instance table the
-cluster stack sizes its node groups with.
+    torchx run -s kubernetes --workspace "" \\
+        -cfg queue=test,namespace=default,service_account=training \\
+        workloads/torchx_trn1.py:trn1_dist_ddp --image <ecr>/bert-pretrain:<tag> \\
+        --nnodes 2 --nproc_per_node 32 --precompile True --steps_this_run 10
+
+``--workspace ""`` matters: TorchX's default workspace is the working directory, which its
+Kubernetes scheduler would docker-build onto the image; the image already holds the script.
+The pods it produces match the Volcano Jobs the workload stack declares (``bert.py``): same
+command, environment, devices, EFA interfaces, shared memory and FSx mount. TorchX sets no
+tolerations; EKS's ExtendedResourceToleration admission plugin adds the one for the
+`aws.amazon.com/neuron` taint because the pods request that resource. Devices and EFA
+interfaces per node come from the same instance table the cluster stack sizes its node
+groups with.
+
+No ``from __future__ import annotations`` here: TorchX builds its argument parser from the
+parameters' annotation objects, and cannot decode string annotations.
 """
 
-from __future__ import annotations
+import importlib.util
+import sys
+from pathlib import Path
 
 import torchx.specs as specs
 
-from infra.catalog import NEURON_INSTANCE_TYPES
-from infra.node_template import EFA_RESOURCE
-from workloads import bert_launch
-from workloads.pods import NEURON_DEVICE_RESOURCE
+
+def _repository_root() -> str:
+    root = Path.cwd()
+    if not (root / "workloads" / "bert_launch.py").is_file():
+        raise ImportError(f"run `torchx run` from the repository root (the directory holding workloads/), not {root}")
+    return str(root)
+
+
+# `torchx run FILE:FN` exec()s this file's source inside torchx.specs.finder's globals, so
+# __file__ is TorchX's, and the `torchx` console script puts only its bin directory on
+# sys.path: the shared launch code is found from the working directory.
+if importlib.util.find_spec("workloads") is None:
+    sys.path.append(_repository_root())
+
+from infra.catalog import NEURON_INSTANCE_TYPES  # noqa: E402
+from infra.node_template import EFA_RESOURCE  # noqa: E402
+from workloads import bert_launch  # noqa: E402
+from workloads.pods import NEURON_DEVICE_RESOURCE  # noqa: E402
 
 MULTI_NODE_TYPES = sorted(t for t, facts in NEURON_INSTANCE_TYPES.items() if facts.max_efa_interfaces)
 

@@ -1,0 +1,109 @@
+"""What a load balancer in front of a workload may be: who may reach it, and over what.
+
+The cluster runs no AWS Load Balancer Controller, so a Service of type LoadBalancer is served
+by the Kubernetes cloud provider for AWS (a Classic ELB). Its rules, from
+kubernetes/cloud-provider-aws v1.34 `pkg/providers/v1/aws.go`:
+- ``loadBalancerSourceRanges`` become the ELB security group's `CidrIp` ranges: IPv4 only,
+  each parsed as a CIDR (k8s.io/cloud-provider `GetLoadBalancerSourceRanges`), so a bare
+  address or an IPv6 range makes the Service fail for ever;
+- ``aws-load-balancer-internal`` anything but "false" (or unset) makes it internal;
+- ``aws-load-balancer-ssl-cert`` on the ports in ``aws-load-balancer-ssl-ports`` makes an
+  HTTPS listener (with backend protocol ``http``) that terminates TLS with that certificate.
+Pure functions, so they are tested without the Pulumi runtime.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any, Callable
+
+from workloads.settings import LoadBalancerSettings
+
+# An ACM certificate in any partition: arn:<partition>:acm:<region>:<account>:certificate/<uuid>.
+ACM_CERTIFICATE_ARN = re.compile(
+    r"^arn:aws(-cn|-us-gov)?:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+)
+# Address space that is not the internet: RFC 1918 and the shared range (RFC 6598) VPCs use.
+PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+# Together the ranges may hold at most this many public addresses (a /8): more is the internet
+# in slices, as 0.0.0.0/1 + 128.0.0.0/1 is all of it.
+MAX_PUBLIC_ADDRESSES = 2**24
+
+
+def public_addresses(networks: list[ipaddress.IPv4Network]) -> int:
+    """How many addresses outside PRIVATE_RANGES the networks cover together (overlaps once)."""
+    total = 0
+    for net in ipaddress.collapse_addresses(networks):
+        private = 0
+        for block in PRIVATE_RANGES:
+            if block.subnet_of(net):
+                private += block.num_addresses
+            elif net.subnet_of(block):
+                private += net.num_addresses
+        total += net.num_addresses - private
+    return total
+
+
+def source_range_problems(cidrs: list[str], key: Callable[..., str]) -> list[str]:
+    if not cidrs:
+        return [f"{key()}: list the source ranges allowed to reach the load balancer; it is never left open"]
+    problems, networks = [], []
+    for i, cidr in enumerate(cidrs):
+        if "/" not in cidr:
+            example = f"{cidr}/32" if cidr else "10.0.0.0/8"
+            problems.append(f"{key(i)} = {cidr!r}: no prefix length; write a CIDR block such as {example}")
+            continue
+        try:
+            network = ipaddress.ip_network(cidr)
+        except ValueError:
+            problems.append(f"{key(i)} = {cidr!r}: not a CIDR block (network address/prefix, e.g. 10.0.0.0/8)")
+            continue
+        if network.version != 4:
+            problems.append(f"{key(i)} = {cidr!r}: the load balancer's security group takes IPv4 ranges only")
+        elif network.prefixlen == 0:
+            problems.append(f"{key(i)} = {cidr!r}: would open the load balancer to the internet; list your ranges")
+        else:
+            networks.append(network)
+    public = public_addresses(networks)
+    if not problems and public > MAX_PUBLIC_ADDRESSES:
+        problems.append(
+            f"{key()} = {cidrs!r}: together these open the load balancer to {public:,} public addresses, "
+            f"most of the internet; list your own ranges (at most {MAX_PUBLIC_ADDRESSES:,} public addresses, a /8)"
+        )
+    return problems
+
+
+def certificate_problems(lb: LoadBalancerSettings, key: str) -> list[str]:
+    arn = lb.certificate_arn
+    if arn is None:
+        if lb.internal:
+            return []
+        return [
+            f"{key}: required when internal is false: an internet-facing load balancer serves the password "
+            "only over HTTPS; give an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) "
+            "for a name you point at it, or keep it internal"
+        ]
+    if not ACM_CERTIFICATE_ARN.match(arn):
+        return [f"{key} = {arn!r}: not an ACM certificate ARN; expected arn:aws:acm:<region>:<12-digit account>:certificate/<uuid>"]
+    return []
+
+
+def load_balancer_problems(lb: LoadBalancerSettings, key: Callable[..., str]) -> list[str]:
+    """Every problem with ``lb``; ``key(*path)`` names a key under the load balancer's settings."""
+    cidrs = source_range_problems(lb.allowed_cidrs, lambda *i: key("allowedCidrs", *i))
+    return cidrs + certificate_problems(lb, key("certificateArn"))
+
+
+def service_annotations(lb: LoadBalancerSettings) -> dict[str, Any]:
+    """The cloud provider's annotations: internal or not, and TLS on the https port when a
+    certificate is given (the ELB terminates it and speaks HTTP to the proxy)."""
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-internal": str(lb.internal).lower()}
+    if lb.certificate_arn:
+        annotations |= {
+            "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": lb.certificate_arn,
+            "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
+            "service.beta.kubernetes.io/aws-load-balancer-backend-protocol": "http",
+        }
+    return annotations
