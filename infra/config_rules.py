@@ -37,8 +37,6 @@ AMI_RELEASE_PATTERN = r"^1\.[0-9]{2}\.[0-9]+-[0-9]{8}$"
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
 # FSx KmsKeyId takes a key id or key ARN.
 KMS_KEY_PATTERN = r"^(arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/)?[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
-# AWS CLI profile names: no spaces or brackets (they delimit sections of ~/.aws/config).
-PROFILE_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
 BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$"
@@ -75,7 +73,7 @@ def _provider_problems(config: StackConfig) -> list[str]:
     problems = []
     if not re.fullmatch(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", config.region):
         problems.append(f"{REGION_KEY} = {config.region!r}: not an AWS region name (for example us-west-2)")
-    if config.profile is not None and not re.fullmatch(PROFILE_PATTERN, config.profile):
+    if config.profile is not None and not re.fullmatch(rules.PROFILE_PATTERN, config.profile):
         problems.append(
             f"{PROFILE_KEY} = {config.profile!r}: not an AWS CLI profile name "
             "(letters, digits and _ . + @ -, no spaces)"

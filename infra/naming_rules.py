@@ -34,6 +34,10 @@ _KUBELET_ALLOWED_LABELS = (
 _AWS_TAG_CHARS = r"^[\w .:/=+\-@]*$"
 
 
+# AWS CLI profile names: no spaces or brackets (they delimit sections of ~/.aws/config).
+PROFILE_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
+
+
 def dns_label_problem(value: str) -> Optional[str]:
     """RFC 1123 label: namespaces, object names used as DNS names (Services, claims)."""
     if len(value) > 63 or not re.fullmatch(DNS_LABEL_PATTERN, value):

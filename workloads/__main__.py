@@ -5,7 +5,6 @@ what that cluster offers, and only then declares the Kubernetes objects. Which w
 run, and how big, is the stack file's business (see README, "Workload stacks").
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pulumi  # noqa: E402
 import pulumi_kubernetes as k8s  # noqa: E402
 
 from infra.errors import ConfigError  # noqa: E402
+from infra.kube import kubeconfig_for  # noqa: E402
 from infra.stack_config import engine_config  # noqa: E402
 from workloads import checks, contract  # noqa: E402
 from workloads.bert import BertPretraining, BertPretrainingArgs  # noqa: E402
@@ -28,7 +28,8 @@ from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoa
 
 config = parse_workloads_config(engine_config())
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
-kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kc if isinstance(kc, str) else json.dumps(kc))
+# The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
+kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile))
 
 
 def wire(outputs: dict) -> dict:

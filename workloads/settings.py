@@ -13,7 +13,8 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from infra import versions
-from infra.config_base import ConfigModel, project_values, qualified_key, validated
+from infra.config_base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.naming_rules import PROFILE_PATTERN
 
 PROJECT = "trainium-workloads"
 STACK_NAME_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
@@ -108,6 +109,9 @@ class DataStagingSettings(WorkloadSettings):
 
 
 class WorkloadsConfig(ConfigModel):
+    # The AWS CLI profile this stack deploys with (aws:profile); the cluster's exported
+    # kubeconfig carries none, so it is added for this program's own Kubernetes access.
+    profile: Optional[str] = Field(default=None, pattern=PROFILE_PATTERN)
     # The cluster stack, as `<organization>/trainium-eks/<stack>`.
     cluster_stack: str = Field(pattern=STACK_NAME_PATTERN)
     namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -131,4 +135,7 @@ def key_name(loc: tuple[Any, ...]) -> str:
 
 def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
-    return validated(WorkloadsConfig, project_values(all_config, PROJECT), key_name)
+    raw = project_values(all_config, PROJECT)
+    if PROFILE_KEY in all_config:
+        raw["profile"] = all_config[PROFILE_KEY]
+    return validated(WorkloadsConfig, raw, key_name)
