@@ -35,7 +35,11 @@ SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
     "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZoneId"),
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName",),
     "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
-    "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "capacityType", "scalingConfig"),
+    "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "capacityType", "scalingConfig", "nodeRepairConfig"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemPath", "dataRepositoryPath"),
+    "aws:eks/accessEntry:AccessEntry": ("principalArn",),
+    "aws:cloudwatch/logGroup:LogGroup": ("name", "retentionInDays"),
     "aws:eks/addon:Addon": ("addonName", "addonVersion"),
     "eks:index:Cluster": ("name", "version", "authenticationMode"),
     "aws:autoscaling/tag:Tag": ("tag",),
@@ -64,8 +68,14 @@ def summarize(r: Registration) -> str:
             parts.append("capacityReservation")
         parts.append(f"imds={r.inputs.get('metadataOptions', {}).get('httpTokens')}")
         return " ".join(parts)
+    if r.type == "kubernetes:core/v1:PersistentVolume":
+        csi = r.inputs.get("spec", {}).get("csi", {})
+        return f"volumeHandle={csi.get('volumeHandle')} claim={r.inputs['spec'].get('claimRef', {}).get('namespace')}"
     keys = SUMMARY_KEYS.get(r.type, ())
-    return " ".join(f"{k}={_short(r.inputs[k])}" for k in keys if k in r.inputs)
+    parts = [f"{k}={_short(r.inputs[k])}" for k in keys if k in r.inputs]
+    if r.protect:
+        parts.append("protected")
+    return " ".join(parts)
 
 
 def render_table(rows: Iterable[tuple[str, str, str]]) -> str:
@@ -146,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(
         "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
-        "\nassigns at deploy time; zone ids and instance facts come from offline/fixtures.py and infra/catalog.py;"
+        "\nassigns at deploy time; zone ids, instance facts and EKS add-on default builds come from"
+        "\noffline/fixtures.py and infra/catalog.py;"
         f"\nsecret config the stack files hold only encrypted uses stand-ins: {', '.join(OFFLINE_SECRETS)}."
     )
     return 0
