@@ -86,6 +86,10 @@ def storage_class_parameters(storage: StorageConfig, subnet_id: str, security_gr
     return params
 
 
+def static_volume_name(claim: str, namespace: str, file_system_id: str) -> str:
+    return f"{claim}-{namespace}-{file_system_id}"
+
+
 def static_volume(
     name: str, namespace: str, claim: str, capacity_gib: int, file_system_id: str, dns_name: str, mount_name: str
 ) -> dict[str, Any]:
@@ -260,23 +264,30 @@ class FsxStorage(pulumi.ComponentResource):
         self, namespace: str, args: FsxStorageArgs, provider: k8s.Provider, after: list[pulumi.Resource]
     ) -> k8s.core.v1.PersistentVolumeClaim:
         storage, fs = args.storage, self.file_system
-        volume_name = f"{storage.claim_name}-{namespace}"
-        manifest = pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(
-            lambda v: static_volume(volume_name, namespace, storage.claim_name, storage.capacity_gib, *v)
+        # The volume's name carries the file system id: a PersistentVolume's source is
+        # immutable, so a replaced file system gets a new volume (created first) and the claim,
+        # whose volumeName is immutable too, is replaced onto it before the old volume goes.
+        volume_name = fs.id.apply(lambda fs_id: static_volume_name(storage.claim_name, namespace, fs_id))
+        manifest = pulumi.Output.all(volume_name, fs.id, fs.dns_name, fs.mount_name).apply(
+            lambda v: static_volume(v[0], namespace, storage.claim_name, storage.capacity_gib, *v[1:])
         )
         volume = k8s.core.v1.PersistentVolume(
-            volume_name,
+            f"{storage.claim_name}-{namespace}",
             metadata=manifest["metadata"],
             spec=manifest["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[fs, *after]),
         )
-        claim = static_claim(namespace, storage.claim_name, volume_name, storage.capacity_gib)
         return k8s.core.v1.PersistentVolumeClaim(
             f"{namespace}-{storage.claim_name}",
-            metadata=claim["metadata"],
-            spec=claim["spec"],
+            metadata={"name": storage.claim_name, "namespace": namespace},
+            spec=volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name, storage.capacity_gib)["spec"]),
             opts=pulumi.ResourceOptions(
-                parent=self, provider=provider, depends_on=[volume, *args.identities.depends_for(namespace)]
+                parent=self,
+                provider=provider,
+                depends_on=[volume, *args.identities.depends_for(namespace)],
+                # Same claim name: the old claim must go before the new one can exist.
+                replace_on_changes=["spec.volumeName"],
+                delete_before_replace=True,
             ),
         )
 

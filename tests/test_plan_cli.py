@@ -41,7 +41,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert manifests == [
         "deployment-default-etcd.yaml",
         "namespace-neuron-healthcheck-system.yaml",
-        "persistentvolume-fsx-claim-default.yaml",
+        "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",

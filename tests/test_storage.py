@@ -85,7 +85,7 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
     assert claim.inputs["spec"] == {
         "accessModes": ["ReadWriteMany"],
         "storageClassName": "",
-        "volumeName": "fsx-claim-default",
+        "volumeName": "fsx-claim-default-fs-placeholder-fsx-training",
         "resources": {"requests": {"storage": "1200Gi"}},
     }
     volume = dev.named("fsx-claim-default", VOLUME)
@@ -94,6 +94,18 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
         "mountname": "placeholder",
     }
     assert volume.urn in claim.dependencies
+
+
+def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(dev):
+    # kubernetes/kubernetes pkg/apis/core/validation/validation.go (v1.34),
+    # ValidatePersistentVolumeUpdate / ValidatePersistentVolumeClaimUpdate: a volume's source
+    # and a claim's volumeName cannot change. The volume's name carries the file system id, so
+    # a new file system means a new volume (its name changes: pulumi-kubernetes replaces it,
+    # new first), and the claim is replaced old-first because its own name stays the same.
+    volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
+    assert volume.inputs["metadata"]["name"] == "fsx-claim-default-fs-placeholder-fsx-training"
+    assert claim.lifecycle["replaceOnChanges"] == ["spec.volumeName"]
+    assert claim.lifecycle["deleteBeforeReplace"] is True
 
 
 def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(dev):
@@ -134,7 +146,7 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
     assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"4800Gi"}
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
-    assert volumes == ["fsx-claim-default", "fsx-claim-research"]
+    assert volumes == ["fsx-claim-default-fs-placeholder-fsx-training", "fsx-claim-research-fs-placeholder-fsx-training"]
     research = prod.named("research-fsx-claim", CLAIM)
     assert prod.named("ns-research").urn in research.dependencies
 
