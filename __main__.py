@@ -3,7 +3,7 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import addons, lookups, stack_config
+from infra import addons, config_rules, lookups, stack_config
 from infra.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
@@ -18,6 +18,9 @@ from infra.schedulers import Schedulers, SchedulersArgs
 from infra.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
 
 config = stack_config.load()
+for advisory in config_rules.advisories(config):
+    pulumi.log.warn(advisory)
+lookups.core_instance_types(config.core_node_group.instance_types)
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
 groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)

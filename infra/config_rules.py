@@ -35,16 +35,40 @@ KUBERNETES_VERSION_PATTERN = r"^1\.[0-9]{2}$"
 # EKS AMI release versions: <kubernetes patch>-<build date>, e.g. 1.34.2-20251112.
 AMI_RELEASE_PATTERN = r"^1\.[0-9]{2}\.[0-9]+-[0-9]{8}$"
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
-# FSx KmsKeyId takes a key id or key ARN.
-KMS_KEY_PATTERN = r"^(arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/)?[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+# The provider takes the file system's kms_key_id as an ARN only (terraform-provider-aws
+# aws_fsx_lustre_file_system: ValidateFunc verify.ValidARN).
+KMS_KEY_PATTERN = r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
 BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+# Namespaces the cluster software creates or installs into: a training namespace of the same
+# name would be declared twice (AlreadyExists) or mix jobs with controllers.
+SOFTWARE_NAMESPACES = ("neuron-healthcheck-system", "volcano-system", "kuberay-system", "mpi-operator",
+                       "amazon-cloudwatch")
+# Volcano creates these queues itself (its controller's default queue and the root of the
+# queue hierarchy); declaring them again fails with AlreadyExists.
+VOLCANO_OWN_QUEUES = ("default", "root")
 # EKS quota "Public endpoint access CIDR ranges per cluster" (default 40).
 MAX_PUBLIC_CIDRS = 40
-# The labels this project sets on accelerator nodes; workloads select on them.
-RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.present")
+# The labels this project sets on nodes; workloads select on them (`role` tells core nodes).
+RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.present", "role")
+
+
+# RFC 5737 documentation ranges: no real traffic comes from them.
+DOCUMENTATION_RANGES = tuple(ipaddress.IPv4Network(c) for c in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+
+
+def advisories(config: StackConfig) -> list[str]:
+    """Settings that deploy but are almost certainly not what was meant; shown as warnings."""
+    notes = []
+    for i, cidr in enumerate(config.endpoint_access.public_cidrs or []):
+        if rules.ipv4_cidr_problem(cidr) is None and any(ipaddress.IPv4Network(cidr).subnet_of(r) for r in DOCUMENTATION_RANGES):
+            notes.append(
+                f"{key_name(('endpointAccess', 'publicCidrs', i))} = {cidr!r} is a documentation range: no deployer's "
+                "traffic comes from it, so `pulumi up` will not reach the Kubernetes API; list your real egress ranges"
+            )
+    return notes
 
 
 def region_partition(region: str) -> str:
@@ -117,6 +141,8 @@ def _cluster_problems(config: StackConfig) -> list[str]:
     for i, log_type in enumerate(config.log_types):
         if log_type not in LOG_TYPES:
             problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: allowed: {', '.join(LOG_TYPES)}")
+        elif config.log_types.index(log_type) != i:
+            problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: listed twice")
     if config.log_retention_days not in LOG_RETENTION_DAYS:
         problems.append(
             f"{key_name(('logRetentionDays',))} = {config.log_retention_days}: CloudWatch Logs allows "
@@ -133,6 +159,10 @@ def _parse_network(key: str, value: str, problems: list[str]) -> Optional[ipaddr
     return ipaddress.IPv4Network(value)
 
 
+NOT_INTERNET_SOURCES = tuple(
+    ipaddress.IPv4Network(c)
+    for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16")
+)
 RFC1918 = tuple(ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
 BENCHMARK_RANGE = ipaddress.IPv4Network("198.19.0.0/16")
@@ -200,7 +230,12 @@ def _endpoint_problems(access: EndpointAccessConfig, environment: str) -> list[s
         if len(cidrs) > MAX_PUBLIC_CIDRS:
             problems.append(f"{key('publicCidrs')}: {len(cidrs)} blocks; EKS accepts at most {MAX_PUBLIC_CIDRS}")
         for i, cidr in enumerate(cidrs):
-            _parse_network(key("publicCidrs", i), cidr, problems)
+            network = _parse_network(key("publicCidrs", i), cidr, problems)
+            if network is not None and any(network.overlaps(r) for r in NOT_INTERNET_SOURCES):
+                problems.append(
+                    f"{key('publicCidrs', i)} = {cidr!r}: a private range never reaches a public endpoint; "
+                    "in-VPC callers use the private endpoint"
+                )
     if environment == "prod" and (cidrs is None or rules.covers_internet(cidrs)):
         shown = "not set (the whole internet)" if cidrs is None else f"{cidrs} (the whole internet)"
         problems.append(
@@ -345,7 +380,10 @@ def _storage_problems(storage: StorageConfig) -> list[str]:
         if storage.deployment_type == "SCRATCH_2":
             problems.append(f"{skey('kmsKeyId')}: SCRATCH_2 file systems cannot use a customer KMS key")
         elif not re.fullmatch(KMS_KEY_PATTERN, storage.kms_key_id):
-            problems.append(f"{skey('kmsKeyId')} = {storage.kms_key_id!r}: a KMS key id or key ARN")
+            problems.append(
+                f"{skey('kmsKeyId')} = {storage.kms_key_id!r}: a KMS key ARN "
+                "(arn:aws:kms:<region>:<account>:key/<key id>)"
+            )
     if storage.retain and storage.deployment_type == "SCRATCH_2":
         problems.append(f"{skey('retain')} = true: SCRATCH_2 file systems keep no backups; use PERSISTENT_2")
     problem = rules.dns_label_problem(storage.claim_name)
@@ -404,8 +442,8 @@ def _software_problems(config: StackConfig) -> list[str]:
         problem = rules.dns_label_problem(namespace)
         if problem:
             problems.append(f"{key} = {namespace!r}: {problem}")
-        if namespace in SYSTEM_NAMESPACES:
-            problems.append(f"{key} = {namespace!r}: a system namespace; use your own or default")
+        if namespace in SYSTEM_NAMESPACES or namespace in SOFTWARE_NAMESPACES:
+            problems.append(f"{key} = {namespace!r}: a system or cluster-software namespace; use your own or default")
         if namespace in seen:
             problems.append(f"{key} = {namespace!r}: listed twice")
         seen.add(namespace)
@@ -418,6 +456,8 @@ def _software_problems(config: StackConfig) -> list[str]:
             problems.append(f"{key}.name = {queue.name!r}: {problem}")
         if queue.name in names:
             problems.append(f"{key}.name = {queue.name!r}: duplicate queue name")
+        if queue.name in VOLCANO_OWN_QUEUES:
+            problems.append(f"{key}.name = {queue.name!r}: Volcano creates this queue itself; choose another name")
         names.add(queue.name)
         for field_, value in (("cpu", queue.cpu), ("memory", queue.memory)):
             if value is not None and not re.fullmatch(QUANTITY, value):

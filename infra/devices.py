@@ -70,7 +70,9 @@ def node_recovery_policy(partition: str, region: str, account_id: str, cluster_n
                     "Effect": "Allow",
                     "Action": ["autoscaling:SetInstanceHealth"],
                     "Resource": f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/*",
-                    "Condition": {"StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name}},
+                    # The tag EKS puts on its node groups' Auto Scaling groups, which the
+                    # cluster-autoscaler policy scopes by too.
+                    "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
                 },
                 {
                     "Sid": "Describe",

@@ -62,9 +62,32 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
     """Each add-on's build for ``kubernetes_version``: the pin, else AWS's default build."""
 
     def default_build(addon: str) -> str:
-        return aws.eks.get_addon_version(addon_name=addon, kubernetes_version=kubernetes_version, most_recent=False).version
+        try:
+            return aws.eks.get_addon_version(
+                addon_name=addon, kubernetes_version=kubernetes_version, most_recent=False
+            ).version
+        except Exception as error:  # AWS offers no build of this add-on for that version
+            raise ConfigError(
+                [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: EKS offers no {addon} build for it "
+                 f"({error}); use a version EKS supports (aws eks describe-addon-versions --addon-name {addon})"]
+            ) from None
 
     return resolve_builds(wanted, pins, default_build)
+
+
+def core_instance_types(types: list[str]) -> None:
+    """Refuse core instance types the region does not offer, before the control plane exists
+    (a node group with one fails only after the 10-minute cluster creation)."""
+    found = aws.ec2.get_instance_type_offerings(
+        location_type="region",
+        filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=types)],
+    )
+    missing = [(i, t) for i, t in enumerate(types) if t not in set(found.instance_types)]
+    if missing:
+        raise ConfigError(
+            [f"{key_name(('coreNodeGroup', 'instanceTypes', i))} = {t!r}: not an instance type this region offers"
+             for i, t in missing]
+        )
 
 
 def _not_found(error: Exception) -> bool:

@@ -69,10 +69,13 @@ def label_value_problem(value: str) -> Optional[str]:
 
 
 def kubelet_label_problem(key: str) -> Optional[str]:
-    """Node labels the kubelet would refuse to register with (it then never joins)."""
+    """Node labels the kubelet would refuse to register with (it then never joins), or that
+    the kubelet and EKS set themselves (a config value would fight or fake them)."""
     prefix = key.rpartition("/")[0]
+    if key in _KUBELET_ALLOWED_LABELS or prefix == "eks.amazonaws.com" or prefix.endswith(".eks.amazonaws.com"):
+        return "set by the kubelet or EKS on every node; choose your own key"
     namespace_of = lambda p: p == "kubernetes.io" or p.endswith(".kubernetes.io") or p == "k8s.io" or p.endswith(".k8s.io")  # noqa: E731
-    if not namespace_of(prefix) or key in _KUBELET_ALLOWED_LABELS:
+    if not namespace_of(prefix):
         return None
     if any(prefix == ns or prefix.endswith("." + ns) for ns in _KUBELET_ALLOWED_NAMESPACES):
         return None

@@ -121,25 +121,33 @@ def static_volume(
     }
 
 
-def static_claim(namespace: str, claim: str, volume: str, capacity_gib: int) -> dict[str, Any]:
+# What every static claim requests: FSx's smallest size. Binding needs only the volume's
+# capacity to cover it, and a claim's request of a class-less volume cannot change later
+# (Kubernetes expands only claims whose class allows it), so growing the file system changes
+# the volume's capacity, never the claim.
+CLAIM_REQUEST = "1200Gi"
+
+
+def static_claim(namespace: str, claim: str, volume: str) -> dict[str, Any]:
     return {
         "metadata": {"name": claim, "namespace": namespace},
         "spec": {
             "accessModes": ["ReadWriteMany"],
+            # Empty: bound to the named volume, never provisioned. pulumi-kubernetes logs "no
+            # storage class found" for it and then awaits Bound, which is immediate.
             "storageClassName": "",
             "volumeName": volume,
-            "resources": {"requests": {"storage": f"{capacity_gib}Gi"}},
+            "resources": {"requests": {"storage": CLAIM_REQUEST}},
         },
     }
 
 
 def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociationS3Args:
-    """Which changes flow each way; an empty list means no automatic flow that way."""
-    imports = aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.auto_import))
-    exports = aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.auto_export))
+    """Which changes flow each way. Both policies are always sent: the provider treats an
+    omitted one as "keep what is there", so turning a flow off needs an explicit empty list."""
     return aws.fsx.DataRepositoryAssociationS3Args(
-        auto_import_policy=imports if repo.auto_import else None,
-        auto_export_policy=exports if repo.auto_export else None,
+        auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.auto_import)),
+        auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.auto_export)),
     )
 
 
@@ -192,7 +200,9 @@ class FsxStorage(pulumi.ComponentResource):
                 # Destroying the link must not delete training data from the file system.
                 delete_data_in_filesystem=False,
                 tags=args.tags,
-                opts=pulumi.ResourceOptions(parent=self, protect=args.retain),
+                # Importing a large bucket's metadata keeps the association CREATING well past
+                # the provider's 10-minute default.
+                opts=pulumi.ResourceOptions(parent=self, protect=args.retain, custom_timeouts=FILE_SYSTEM_TIMEOUTS),
             )
             for i, repo in enumerate(storage.data_repositories)
         ]
@@ -280,7 +290,7 @@ class FsxStorage(pulumi.ComponentResource):
         return k8s.core.v1.PersistentVolumeClaim(
             f"{namespace}-{storage.claim_name}",
             metadata={"name": storage.claim_name, "namespace": namespace},
-            spec=volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name, storage.capacity_gib)["spec"]),
+            spec=volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name)["spec"]),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,

@@ -50,6 +50,13 @@ OFFERINGS: dict[str, dict[str, set[str]]] = {
 
 _NVME_GB = {"trn1.2xlarge": 474}
 
+# Instance types for core nodes every offline region offers (the region-wide look-up).
+GENERAL_PURPOSE_TYPES = {
+    f"{family}.{size}"
+    for family in ("m5", "m6i", "m7i", "c6i", "c7i", "r6i", "r7i")
+    for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge")
+}
+
 
 def instance_type_answer(instance_type: str) -> dict:
     """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from the catalog."""

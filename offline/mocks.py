@@ -99,6 +99,10 @@ class CloudMocks(pulumi.runtime.Mocks):
                     "groupNames": [self.region] * len(zones), "state": "available"}
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             wanted = {v for f in a.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
+            if a.get("locationType") == "region":
+                offered = sorted(wanted & (fixtures.GENERAL_PURPOSE_TYPES | set(fixtures.OFFERINGS.get(self.region, {}))))
+                return {"id": self.region, "instanceTypes": offered, "locations": [self.region] * len(offered),
+                        "locationTypes": ["region"] * len(offered)}
             pairs = [
                 (t, zone)
                 for t, zones in fixtures.OFFERINGS.get(self.region, {}).items()

@@ -293,7 +293,7 @@ def test_training_namespaces():
     assert parse_stack_config(with_changes(trainingNamespaces=["default", "research"])).training_namespaces == ["default", "research"]
     message = refused(with_changes(trainingNamespaces=["Research", "kube-system", "default", "default"]))
     assert "trainingNamespaces[0] = 'Research': must be 1-63 characters of lower-case letters" in message
-    assert "trainingNamespaces[1] = 'kube-system': a system namespace" in message
+    assert "trainingNamespaces[1] = 'kube-system': a system or cluster-software namespace" in message
     assert "trainingNamespaces[3] = 'default': listed twice" in message
 
 
@@ -396,3 +396,36 @@ def test_secondary_cidr_association_restrictions(primary, secondary, message):
                                                     ("192.168.0.0/20", "100.64.0.0/16"), ("10.20.0.0/16", "10.30.0.0/16")])
 def test_secondary_cidrs_aws_accepts(primary, secondary):
     assert parse_stack_config(with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary})).network.secondary_cidr == secondary
+
+
+def test_namespaces_and_queues_the_cluster_software_owns():
+    message = refused(with_changes(trainingNamespaces=["neuron-healthcheck-system"], volcanoQueues=[{"name": "default"}]))
+    # devices.py declares neuron-healthcheck-system itself: a second declaration fails AlreadyExists.
+    assert "trainingNamespaces[0] = 'neuron-healthcheck-system': a system or cluster-software namespace" in message
+    assert "volcanoQueues[0].name = 'default': Volcano creates this queue itself" in message
+
+
+def test_log_types_once_each():
+    assert "logTypes[1] = 'api': listed twice" in refused(with_changes(logTypes=["api", "api"]))
+
+
+@pytest.mark.parametrize("label", ["role", "kubernetes.io/hostname", "eks.amazonaws.com/nodegroup"])
+def test_labels_set_by_the_project_the_kubelet_or_eks(label):
+    # `role: core` would make Trainium nodes match the core node selector; hostname and the
+    # eks.amazonaws.com keys are set per node by the kubelet and EKS.
+    message = refused(with_changes(acceleratorNodeGroups=[group(labels={label: "core"})]))
+    assert f"labels.{label}" in message
+
+
+def test_public_cidrs_are_internet_ranges():
+    message = refused(with_changes(endpointAccess={"publicCidrs": ["10.0.0.0/8", "203.0.113.0/24"]}))
+    assert "publicCidrs[0] = '10.0.0.0/8': a private range never reaches a public endpoint" in message
+
+
+def test_a_documentation_range_is_flagged(prod):
+    from infra.config_rules import advisories
+    from offline.runner import REPO_ROOT, stack_config
+
+    raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
+    (note,) = advisories(parse_stack_config(raw))
+    assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24' is a documentation range" in note

@@ -74,7 +74,7 @@ def test_node_recovery_gets_an_irsa_role_scoped_to_this_cluster(plan_with):
     policy = json.loads(plan.named("devices-neuron-node-recovery-policy").inputs["policy"])
     (mark,) = [s for s in policy["Statement"] if s["Sid"] == "MarkOwnInstancesUnhealthy"]
     assert mark["Action"] == ["autoscaling:SetInstanceHealth"]
-    assert mark["Condition"] == {"StringEquals": {"aws:ResourceTag/eks:cluster-name": "trn-dev"}}
+    assert mark["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/trn-dev": "owned"}}
 
 
 def test_node_recovery_helpers_are_pure():
@@ -193,11 +193,6 @@ def test_a_pinned_build_wins(plan_with):
     plan = plan_with(addonVersions={"coredns": "v1.11.4-eksbuild.2"})
     assert plan.named("cluster-coredns").inputs["addonVersion"] == "v1.11.4-eksbuild.2"
     assert plan.named("cluster-eks-pod-identity-agent").inputs["addonVersion"] == fixtures.ADDON_DEFAULT_BUILDS["1.34"]["eks-pod-identity-agent"]
-
-
-def test_a_version_aws_offers_nothing_for_fails_at_the_lookup():
-    with pytest.raises(Exception, match="no EKS add-on versions found"):
-        dev_with(kubernetesVersion="1.99")
 
 
 def test_pin_format_and_floor():
@@ -355,3 +350,16 @@ def test_accelerator_groups_repair_themselves_with_the_monitoring_agent(dev, pla
     assert agent["addonName"] == "eks-node-monitoring-agent" and "podIdentityAssociations" not in agent
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "autoRepair": False}])
     assert plan.named("trn1-32xl-ng1").inputs["nodeRepairConfig"] == {"enabled": False}
+
+
+def test_an_unsupported_kubernetes_version_is_refused_with_its_key():
+    with pytest.raises(ConfigError) as err:
+        dev_with(kubernetesVersion="1.20")
+    assert "trainium-eks:kubernetesVersion = '1.20': EKS offers no" in str(err.value)
+
+
+def test_core_instance_types_the_region_does_not_offer():
+    # Refused before the control plane exists; the node group would fail only after it.
+    with pytest.raises(ConfigError) as err:
+        dev_with(coreNodeGroup={"instanceTypes": ["m6i.4xlargee"]})
+    assert "coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': not an instance type this region offers" in str(err.value)

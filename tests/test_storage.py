@@ -108,6 +108,16 @@ def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(dev):
     assert claim.lifecycle["deleteBeforeReplace"] is True
 
 
+def test_growing_the_file_system_leaves_the_claims_unchanged(plan_with):
+    # A class-less claim's request cannot be raised (the API server allows expanding only
+    # claims whose StorageClass has allowVolumeExpansion), and pulumi-kubernetes patches a
+    # changed request in place (provider/pkg/provider/diff.go, v4.32.0): the patch would be
+    # refused half-way through `pulumi up`. Only the volume's capacity follows the config.
+    plan = plan_with(storage={"capacityGib": 2400})
+    assert plan.named("default-fsx-claim", CLAIM).inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+    assert plan.named("fsx-claim-default", VOLUME).inputs["spec"]["capacity"] == {"storage": "2400Gi"}
+
+
 def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(dev):
     # Pulumi deletes dependents first: each arrow below is a recorded dependency.
     claim, volume = dev.named("default-fsx-claim", CLAIM), dev.named("fsx-claim-default", VOLUME)
@@ -144,7 +154,9 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
     claims = [r.inputs for r in prod.of_type(CLAIM)]
     assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
-    assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"4800Gi"}
+    # The volumes carry the file system's size; the claims FSx's smallest, which any volume covers.
+    assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"1200Gi"}
+    assert {v.inputs["spec"]["capacity"]["storage"] for v in prod.of_type(VOLUME)} == {"4800Gi"}
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
     assert volumes == ["fsx-claim-default-fs-placeholder-fsx-training", "fsx-claim-research-fs-placeholder-fsx-training"]
     research = prod.named("research-fsx-claim", CLAIM)
@@ -158,11 +170,13 @@ def test_s3_links_are_data_repository_associations(plan_with):
     datasets, checkpoints = (plan.named(f"fsx-s3-{i}", ASSOCIATION).inputs for i in (0, 1))
     assert datasets["fileSystemId"] == "fs-placeholder-fsx-training"
     assert datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
-    assert datasets["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    # Both policies always sent: an omitted one would leave the previous policy in place.
+    assert datasets["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}, "autoExportPolicy": {"events": []}}
+    assert plan.named("fsx-s3-0").lifecycle["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
     assert datasets["batchImportMetaDataOnCreate"] is True
     # Unlinking must not delete the training data in the file system.
     assert datasets["deleteDataInFilesystem"] is False
-    assert checkpoints["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
+    assert checkpoints["s3"] == {"autoImportPolicy": {"events": []}, "autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
     assert plan.outputs["storage"]["s3Links"] == [
         {"path": "/datasets", "s3Path": "s3://my-training-data/datasets"},
         {"path": "/checkpoints", "s3Path": "s3://my-checkpoints"},
@@ -208,10 +222,12 @@ def test_persistent_2_needs_lustre_2_15():
     assert "storage.lustreVersion = '2.12': PERSISTENT_2 file systems run Lustre 2.15" in str(err.value)
 
 
-def test_kms_key_must_be_a_key_id_or_arn():
+@pytest.mark.parametrize("key", ["alias/fsx", "1234abcd-12ab-34cd-56ef-1234567890ab"])
+def test_kms_key_must_be_a_key_arn(key):
+    # terraform-provider-aws aws_fsx_lustre_file_system kms_key_id: ValidateFunc verify.ValidARN.
     with pytest.raises(ConfigError) as err:
-        parse_stack_config({"region": "us-west-2", "storage": {"kmsKeyId": "alias/fsx"}})
-    assert "storage.kmsKeyId = 'alias/fsx': a KMS key id or key ARN" in str(err.value)
+        parse_stack_config({"region": "us-west-2", "storage": {"kmsKeyId": key}})
+    assert f"storage.kmsKeyId = {key!r}: a KMS key ARN" in str(err.value)
     key = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     assert parse_stack_config({"region": "us-west-2", "storage": {"kmsKeyId": key}}).storage.kms_key_id == key
 
