@@ -91,8 +91,9 @@ def command(run: BertRun, rdzv_id: str) -> list[str]:
 # /torchelastic/p2p/run_<run id>/rdzv/active_version and marks it {"status": "closed"} when an
 # agent shuts down after its run ended, success or failure; agents killed by a signal leave it
 # open, and a new gang joining an open run replaces the dead members (handle_existing_rendezvous).
-# Volcano creates a retry's pods after the old ones are gone, so every pod of an attempt sees the
-# same closed runs and picks the same id.
+# Volcano creates a retry's pods only once the old ones have terminated (pkg/controllers/job/
+# state/restarting.go: Restarting -> Pending when no pod is left terminating), so every pod of an
+# attempt sees the same closed runs and picks the same id.
 RDZV_ID_PLACEHOLDER = "@RDZV_ID@"
 PICK_RDZV_ID = """\
 import json, sys, time, urllib.error, urllib.request
