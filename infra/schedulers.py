@@ -79,6 +79,25 @@ def kuberay_values(volcano: bool) -> dict[str, Any]:
     return values
 
 
+# kubeflow/mpi-operator v0.8.0: the Deployment's container and its args in the release manifest
+# (deploy/v2beta1/mpi-operator.yaml); `--gang-scheduling=volcano` (cmd/mpi-operator/app/options)
+# makes the controller create a Volcano PodGroup per MPIJob and put its launcher and worker pods
+# in it (pkg/controller/podgroup.go), so MPIJobs are gang-scheduled like the other jobs.
+MPI_OPERATOR_CONTAINER = "mpi-operator"
+MPI_OPERATOR_UPSTREAM_ARGS = ("-alsologtostderr", "--lock-namespace=mpi-operator")
+
+
+def mpi_operator_args(volcano: bool) -> list[str]:
+    return [*MPI_OPERATOR_UPSTREAM_ARGS, *(["--gang-scheduling=volcano"] if volcano else [])]
+
+
+def mpi_operator_gang_patch_spec() -> dict[str, Any]:
+    """Server-side apply of the operator container's whole args list (an atomic list: the
+    patch's field manager takes it over from the manifest's, hence patchForce)."""
+    container = {"name": MPI_OPERATOR_CONTAINER, "args": mpi_operator_args(True)}
+    return {"template": {"spec": {"containers": [container]}}}
+
+
 def etcd_container() -> dict[str, Any]:
     return {
         "name": "etcd",
@@ -152,7 +171,24 @@ class Schedulers(pulumi.ComponentResource):
             )
 
         if args.mpi_operator:
-            k8s.yaml.v2.ConfigFile("mpi-operator", file=MPI_OPERATOR_MANIFEST, opts=on_cluster)
+            manifest = k8s.yaml.v2.ConfigFile("mpi-operator", file=MPI_OPERATOR_MANIFEST, opts=on_cluster)
+            if args.volcano:
+                # The manifest is applied from upstream as is; only the flag is ours. Destroying
+                # the patch (Volcano switched off) relinquishes the args (pulumi-kubernetes
+                # ssa.Relinquish) and the operator restarts with no args: its --lock-namespace
+                # default is the same mpi-operator, and no gang scheduling.
+                k8s.apps.v1.DeploymentPatch(
+                    "mpi-operator-gang-scheduling",
+                    metadata={
+                        "name": "mpi-operator",
+                        "namespace": "mpi-operator",
+                        "annotations": {"pulumi.com/patchForce": "true"},
+                    },
+                    spec=mpi_operator_gang_patch_spec(),
+                    opts=pulumi.ResourceOptions(
+                        parent=self, provider=provider, depends_on=[manifest, *([self.volcano] if self.volcano else [])]
+                    ),
+                )
 
         self.etcd_endpoints = {}
         if args.torchx_etcd:

@@ -184,6 +184,31 @@ def test_mpi_operator_release_manifest(dev):
     assert config_file.inputs["file"] == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml"
 
 
+def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
+    """kubeflow/mpi-operator v0.8.0: cmd/mpi-operator/app/options/options.go reads
+    `--gang-scheduling`; "volcano" selects NewVolcanoCtrl (pkg/controller/mpi_job_controller.go),
+    which creates a PodGroup per MPIJob and sets schedulerName volcano and the
+    scheduling.k8s.io/group-name annotation on launcher and worker pods (pkg/controller/podgroup.go).
+    Without the flag MPIJob pods go to the default scheduler and skip Volcano's gang.
+    deploy/v2beta1/mpi-operator.yaml's container `mpi-operator` has args [-alsologtostderr,
+    --lock-namespace=mpi-operator]; `args` is an atomic list, so the server-side apply patch sends
+    all three and forces ownership (pulumi-kubernetes v4 provider/pkg/await/await.go patchForce).
+    The patch must come after the manifest, which creates the Deployment."""
+    patch = dev.named("mpi-operator-gang-scheduling")
+    assert patch.type == "kubernetes:apps/v1:DeploymentPatch"
+    assert patch.inputs["metadata"] == {
+        "name": "mpi-operator", "namespace": "mpi-operator", "annotations": {"pulumi.com/patchForce": "true"},
+    }
+    assert patch.inputs["spec"]["template"]["spec"]["containers"] == [{
+        "name": "mpi-operator",
+        "args": ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"],
+    }]
+    assert dev.named("mpi-operator").urn in patch.dependencies
+    without_volcano = plan_with(features={"volcano": False, "torchxEtcd": False})
+    assert without_volcano.named("mpi-operator").type == "kubernetes:yaml/v2:ConfigFile"
+    assert not [r for r in without_volcano.registrations if r.name == "mpi-operator-gang-scheduling"]
+
+
 # --- identities, registries, observability -------------------------------------------------------
 
 

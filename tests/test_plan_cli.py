@@ -40,6 +40,8 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
         "deployment-default-etcd.yaml",
+        # The server-side-apply patch adding --gang-scheduling=volcano to the MPI operator.
+        "deployment-mpi-operator-mpi-operator.yaml",
         "namespace-neuron-healthcheck-system.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
@@ -49,7 +51,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
         "serviceaccount-default-training.yaml",
         "storageclass-fsx-lustre.yaml",
     ]
-    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / manifests[3]).read_text())
+    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text())
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
     printed = capsys.readouterr().out
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed

@@ -8,10 +8,13 @@ pods must match the ones the BERT workload declares, apart from what only TorchX
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 import yaml
 
 from offline.runner import REPO_ROOT, PlanResult
+from workloads import bert_launch
 from workloads.torchx_trn1 import trn1_dist_ddp
 
 RDZV_ID = re.compile(r"--rdzv_id \S+")
@@ -44,6 +48,18 @@ def torchx_cli(*component_args: str, cwd: Path = REPO_ROOT, component: str = COM
     return subprocess.run([str(TORCHX), *RUN, component, *component_args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
+def unwrapped(command: list[str]) -> list[str]:
+    """The command TorchX's pods run once bash has put the picked rendezvous id in. The one
+    intended difference: TorchX's pods cannot read Volcano's job version (see
+    bert_launch.PICK_RDZV_ID), so they pick the id at run time, under a bash wrapper."""
+    wrapper = ["bash", "-c", bert_launch.WITH_FRESH_RDZV_ID, "fresh-rdzv-id", bert_launch.PICK_RDZV_ID]
+    if command[: len(wrapper)] != wrapper:
+        return command
+    base_id, endpoint, *rest = command[len(wrapper):]
+    assert re.fullmatch(r"bert-[a-z0-9]+", base_id) and endpoint == "etcd-server.default:2379"
+    return [c.replace(bert_launch.RDZV_ID_PLACEHOLDER, base_id) for c in rest]
+
+
 def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     """What decides how a pod trains: command, environment, devices, mounts and node."""
     spec = pod["spec"]
@@ -55,7 +71,7 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
         mounts[m["mountPath"]] = claims.get(m["name"]) or ("memory" if m["name"] in memory else m["name"])
     return {
         "image": container["image"],
-        "command": [RDZV_ID.sub("--rdzv_id <run>", c) for c in container["command"]],
+        "command": [RDZV_ID.sub("--rdzv_id <run>", c) for c in unwrapped(container["command"])],
         # Values only: each side fills its run-id variables its own way (TORCHX_*, downward API).
         "env": {e["name"]: e["value"] for e in container["env"] if "value" in e and not e["name"].startswith("TORCHX_")},
         "devices": {k: str(v) for k, v in container["resources"]["limits"].items()},
@@ -126,3 +142,71 @@ def test_the_component_needs_only_torchx_and_the_standard_library() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
+
+
+class FakeEtcd(http.server.BaseHTTPRequestHandler):
+    """etcd's v2 keys API for the rendezvous states in ``states`` (run id -> status)."""
+
+    states: dict[str, str] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        match = re.fullmatch(r"/v2/keys/torchelastic/p2p/run_(.+)/rdzv/active_version", self.path)
+        status = self.states.get(match.group(1)) if match else None
+        body = {"errorCode": 100, "message": "Key not found"} if status is None else {
+            "action": "get", "node": {"key": self.path[len("/v2/keys"):], "value": json.dumps({"status": status})},
+        }  # fmt: skip
+        payload = json.dumps(body).encode()
+        self.send_response(404 if status is None else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("states", "picked"),
+    [
+        ({}, "bert-x-0"),  # first attempt
+        ({"bert-x-0": "closed"}, "bert-x-1"),  # a retry after the first run ended
+        ({"bert-x-0": "closed", "bert-x-1": "closed"}, "bert-x-2"),
+        ({"bert-x-0": "closed", "bert-x-1": "final"}, "bert-x-1"),  # agents killed by a signal
+    ],
+)
+def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: Path, states: dict, picked: str) -> None:
+    """torch elastic's etcd rendezvous (pytorch/pytorch torch/distributed/elastic/rendezvous/
+    etcd_rendezvous.py: get_path, set_closed, init_phase) keeps a run's state at
+    /torchelastic/p2p/run_<id>/rdzv/active_version; EtcdRendezvousHandler.shutdown marks it
+    {"status": "closed"} when the run ends, and an agent joining a closed run raises
+    RendezvousClosedError at once. TorchX 0.7.0 (torchx/schedulers/kubernetes_scheduler.py
+    app_to_resource) gives every retry of a Volcano Job the same app id and only literal env
+    values; Volcano v1.15.1 (pkg/controllers/job/job_controller_util.go createJobPod) keeps the
+    job version in annotations. So the TorchX pods pick `<app id>-<n>`, the first run not closed,
+    from etcd's v2 keys API before torchrun starts; a run left open by killed agents is reused
+    (torch elastic replaces the dead members)."""
+    FakeEtcd.states = states
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEtcd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fake_torchrun = tmp_path / "torchrun"
+    fake_torchrun.write_text('#!/bin/sh\necho "$@"\n')
+    fake_torchrun.chmod(0o755)
+    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint=f"127.0.0.1:{server.server_port}")
+    path = f"{tmp_path}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    try:
+        result = subprocess.run(
+            bert_launch.command_with_fresh_rdzv_id(run, "bert-x"), env={"PATH": path}, capture_output=True, text=True, timeout=60
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    assert f"--rdzv_id {picked} --nnodes 2" in result.stdout
+
+
+def test_the_torchx_component_picks_its_rendezvous_id_at_run_time() -> None:
+    for pod in torchx_pods("repo/bert:tag", False, "trn1.32xlarge", -1):
+        command = pod["spec"]["containers"][0]["command"]
+        assert command[:5] == ["bash", "-c", bert_launch.WITH_FRESH_RDZV_ID, "fresh-rdzv-id", bert_launch.PICK_RDZV_ID]
+        # TorchX substituted its app id for the macro, and left bash's own `$` expressions alone.
+        assert re.fullmatch(r"bert-[a-z0-9]+", command[5]) and "--rdzv_id @RDZV_ID@" in command[-1]

@@ -76,6 +76,18 @@ def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
     assert problem == "trainium-workloads:bertPretraining.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
 
 
+def test_a_nemo_queue_the_cluster_does_not_have(workloads_with) -> None:
+    # The MPIJobs' runPolicy.schedulingPolicy.queue becomes their PodGroup's queue
+    # (kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go newPodGroup); Volcano leaves a
+    # PodGroup in a queue that does not exist unscheduled, so the name is checked up front.
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
+    assert problem == "trainium-workloads:nemoLlama2.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": ""})
+    assert problem == "trainium-workloads:nemoLlama2.queue = '': String should have at least 1 character"
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": 7})
+    assert problem.startswith("trainium-workloads:nemoLlama2.queue = 7: ")
+
+
 def test_a_namespace_the_cluster_did_not_prepare(workloads_with) -> None:
     (problem,) = refusal(workloads_with, namespace="research")
     assert problem.startswith("trainium-workloads:namespace = 'research': the cluster stack prepared no such training namespace; it has: default")

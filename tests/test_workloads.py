@@ -226,6 +226,31 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
+def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue(workloads_dev: PlanResult, workloads_with) -> None:
+    """kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
+    operator creates a PodGroup named after the MPIJob, queue = runPolicy.schedulingPolicy.queue,
+    minMember = schedulingPolicy.minAvailable or else workers + 1 (calculateMinAvailable), and
+    puts both the launcher and the workers in it (decoratePodTemplateSpec, called from newWorker
+    and newLauncherPodTemplate in pkg/controller/mpi_job_controller.go). With
+    launcherCreationPolicy WaitForWorkersReady the launcher Job is created only when every worker
+    pod is Ready (syncHandler), and Volcano v1.15.1's gang plugin (pkg/scheduler/plugins/gang/
+    gang.go) holds a job with fewer valid pods than minMember, binding none: the default N + 1
+    would never start. minAvailable = the workers keeps the gang (all Trainium nodes or none)
+    and lets the launcher follow."""
+    for name in ("llama2-compile", "llama2-train"):
+        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
+        assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"]}
+    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"})
+    policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
+    assert policy == {"queue": "llama2-training-queue", "minAvailable": 2}
+    # Without Volcano the operator has no --gang-scheduling (infra/schedulers.py) and no queue.
+    no_volcano = workloads_with(
+        cluster=lambda o: o["features"].update(volcano=False, torchxEtcd=False), bertPretraining=None, rayLlama2=None,
+    )  # fmt: skip
+    assert "schedulingPolicy" not in manifest(no_volcano, "MPIJob", "llama2-train")["spec"]["runPolicy"]
+
+
 def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanResult) -> None:
     # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
     # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts

@@ -90,6 +90,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         layout = NemoLayout(
             **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
             service_account=cluster.service_account, settings=s,
+            gang_queue=s.queue if cluster.feature("volcano") else None,
         )  # fmt: skip
         NemoLlama2("nemo-llama2", NemoLlama2Args(layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])

@@ -82,6 +82,55 @@ def command(run: BertRun, rdzv_id: str) -> list[str]:
     return ["bash", "-c", line]
 
 
+# For pods that cannot read their Volcano annotations (TorchX 0.7.0's Kubernetes scheduler writes
+# every env var as a literal value, torchx/schedulers/kubernetes_scheduler.py role_to_pod, and
+# Volcano v1.15.1 puts the Job version only in annotations, pkg/controllers/job/
+# job_controller_util.go createJobPod; its env plugin adds just the task index): each pod picks
+# `<base>-<n>` for the smallest n whose etcd rendezvous is not closed. torch elastic's etcd
+# rendezvous (torch/distributed/elastic/rendezvous/etcd_rendezvous.py) keeps its state at
+# /torchelastic/p2p/run_<run id>/rdzv/active_version and marks it {"status": "closed"} when an
+# agent shuts down after its run ended, success or failure; agents killed by a signal leave it
+# open, and a new gang joining an open run replaces the dead members (handle_existing_rendezvous).
+# Volcano creates a retry's pods only once the old ones have terminated (pkg/controllers/job/
+# state/restarting.go: Restarting -> Pending when no pod is left terminating), so every pod of an
+# attempt sees the same closed runs and picks the same id.
+RDZV_ID_PLACEHOLDER = "@RDZV_ID@"
+PICK_RDZV_ID = """\
+import json, sys, time, urllib.error, urllib.request
+base, endpoint = sys.argv[1:3]
+n, deadline = 0, time.time() + 600
+while True:
+    run_id = f"{base}-{n}"
+    url = f"http://{endpoint}/v2/keys/torchelastic/p2p/run_{run_id}/rdzv/active_version"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            closed = json.loads(json.load(response)["node"]["value"])["status"] == "closed"
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        closed = False
+    except OSError:
+        if time.time() > deadline:
+            raise
+        time.sleep(5)  # etcd not reachable yet
+        continue
+    if not closed:
+        print(run_id)
+        break
+    n += 1
+"""
+# bash puts the picked id in place of the placeholder in every argument, then runs the command.
+# The kubelet leaves `$(python3 ...)` alone: it expands only $(NAME) of the container's own env
+# vars (kubernetes third_party/forked/golang/expansion/expand.go returns unknown ones as is).
+WITH_FRESH_RDZV_ID = 'set -e; id=$(python3 -c "$1" "$2" "$3"); shift 3; exec "${@//' + RDZV_ID_PLACEHOLDER + '/$id}"'
+
+
+def command_with_fresh_rdzv_id(run: BertRun, base_id: str) -> list[str]:
+    """``command`` with a rendezvous id picked at run time from etcd (see PICK_RDZV_ID)."""
+    script = ["bash", "-c", WITH_FRESH_RDZV_ID, "fresh-rdzv-id", PICK_RDZV_ID, base_id, run.etcd_endpoint]
+    return script + command(run, RDZV_ID_PLACEHOLDER)
+
+
 def environment(run: BertRun, replica_id: str) -> dict[str, str]:
     """The seed's environment; each replica gets its own compile cache inside the cache set."""
     cache = f"{run.cacheset}_{replica_id}"

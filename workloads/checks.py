@@ -137,7 +137,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
 
 def _queue_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
     problems = []
-    for workload in ("bert_pretraining", "ray_llama2"):
+    for workload in ("bert_pretraining", "ray_llama2", "nemo_llama2"):
         settings = config.on(workload)
         if settings and cluster.feature("volcano") and settings.queue not in cluster.volcano_queues:
             problems.append(
@@ -155,6 +155,8 @@ def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
         head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
         worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
         return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
+    if workload == "nemo_llama2":
+        return [nemo_llama2.LAUNCHER_REQUESTS]
     return []  # BERT's pods request Neuron devices and EFA interfaces only
 
 

@@ -24,6 +24,8 @@ EXAMPLES_DIR = "/opt/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling"
 OPEN_MPI_PREFIX = "/opt/amazon/openmpi"
 HF_TOKEN_SECRET = "hf-token"
 HF_TOKEN_KEY = "HF_TOKEN"
+# mpirun on a core node; the workers ask for Neuron devices and EFA interfaces only.
+LAUNCHER_REQUESTS = {"cpu": "1", "memory": "2Gi"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class NemoLayout:
     service_account: str
     core_node_selector: Mapping[str, str]
     settings: NemoLlama2Settings
+    # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
+    gang_queue: Optional[str] = None
 
 
 def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
@@ -53,6 +57,19 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
     return command + ["-wdir", EXAMPLES_DIR, "./llama_7b.sh"]
 
 
+def run_policy(layout: NemoLayout) -> dict[str, Any]:
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 20}
+    if layout.gang_queue is not None:
+        # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: the PodGroup's minMember is
+        # schedulingPolicy.minAvailable, else workers + 1, and the launcher joins the PodGroup.
+        # With WaitForWorkersReady the launcher is created only once every worker is Ready, and
+        # Volcano's gang plugin binds nothing while fewer than minMember pods exist
+        # (pkg/scheduler/plugins/gang/gang.go, v1.15.1): workers + 1 would wait forever. The
+        # gang is the workers; the launcher, on a core node, is scheduled once it is created.
+        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": layout.settings.nodes}
+    return policy
+
+
 def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
     s = layout.settings
     launcher = {
@@ -64,7 +81,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
             {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
             *pods.env_list({"TOKENIZER_PATH": s.tokenizer_path, "DATASET_PATH": s.dataset_path}),
         ],
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        "resources": {"requests": dict(LAUNCHER_REQUESTS)},
     }
     worker = {
         "name": "worker",
@@ -85,7 +102,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
             "slotsPerWorker": 1,
             # Start mpirun only once every worker's sshd is up (replaces the seed's wait loop).
             "launcherCreationPolicy": "WaitForWorkersReady",
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 20},
+            "runPolicy": run_policy(layout),
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,

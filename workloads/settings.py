@@ -73,6 +73,8 @@ class RayLlama2Settings(AcceleratedWorkloadSettings):
 
 class NemoLlama2Settings(AcceleratedWorkloadSettings):
     nodes: int = Field(default=4, ge=1)
+    # The NeMo seed names no queue; `test` is the one the cluster stack always creates.
+    queue: str = "test"
     compile: bool = True
     train: bool = True
     tokenizer_path: str = "/shared/llama7b_tokenizer"

@@ -96,7 +96,9 @@ def trn1_dist_ddp(
         precompile=precompile,
         cacheset=cacheset,
     )
-    entrypoint, *args = bert_launch.command(run, specs.macros.app_id)
+    # TorchX's app id is the same for every Volcano retry of the job, and etcd rendezvous closes
+    # a run id when its run ends: each retry picks the next id still open (bert_launch).
+    entrypoint, *args = bert_launch.command_with_fresh_rdzv_id(run, specs.macros.app_id)
     return specs.AppDef(
         name=name,
         roles=[
