@@ -178,18 +178,24 @@ def _capacity_problems(workload: str, settings: Any, cluster: ClusterContract) -
     ]
 
 
+def _cores_per_node_problems(workload: str, node_group: str, cluster: ClusterContract, needed: int, why: str) -> list[str]:
+    """Code that starts one process per NeuronCore, hard-wired for ``needed`` cores per node."""
+    group = cluster.node_groups.get(node_group)
+    if group is None or group.neuron_cores == needed:
+        return []
+    return [
+        f"{_key(workload, 'nodeGroup')} = {node_group!r}: {why.format(n=needed)}, one per NeuronCore, but "
+        f"{group.instance_type} nodes have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
+    ]
+
+
 def _ray_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
     ray = config.on("ray_llama2")
     if ray is None:
         return []
-    problems = []
-    group = cluster.node_groups.get(ray.node_group)
-    if group is not None and group.neuron_cores != RAY_WORKERS_PER_NODE:
-        problems.append(
-            f"{_key('ray_llama2', 'nodeGroup')} = {ray.node_group!r}: ray_train_llama2.py runs "
-            f"{RAY_WORKERS_PER_NODE} workers per node, one per NeuronCore, but {group.instance_type} nodes "
-            f"have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
-        )
+    problems = _cores_per_node_problems(
+        "ray_llama2", ray.node_group, cluster, RAY_WORKERS_PER_NODE, "ray_train_llama2.py runs {n} workers per node"
+    )
     problems += _quantity_problems("ray_llama2", ray, ("head_cpu", "head_memory", "worker_cpu", "worker_memory"))
     order = [RAY_STEPS.index(step) for step in ray.steps]
     if not ray.steps or order != sorted(set(order)):
@@ -235,14 +241,10 @@ def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[st
     nemo = config.on("nemo_llama2")
     if nemo is None:
         return []
-    problems = []
-    group = cluster.node_groups.get(nemo.node_group)
-    if group is not None and group.neuron_cores != NEMO_PROCESSES_PER_NODE:
-        problems.append(
-            f"{_key('nemo_llama2', 'nodeGroup')} = {nemo.node_group!r}: neuronx-nemo-megatron's train_setup.sh "
-            f"starts {NEMO_PROCESSES_PER_NODE} processes per node, one per NeuronCore, but {group.instance_type} "
-            f"nodes have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
-        )
+    problems = _cores_per_node_problems(
+        "nemo_llama2", nemo.node_group, cluster, NEMO_PROCESSES_PER_NODE,
+        "neuronx-nemo-megatron's train_setup.sh starts {n} processes per node",
+    )
     data_parallel = nemo.nodes * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL
     if NEMO_GLOBAL_BATCH % (data_parallel * NEMO_MICRO_BATCH):
         fits = [n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0]
