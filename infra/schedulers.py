@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -91,11 +92,21 @@ def mpi_operator_args(volcano: bool) -> list[str]:
     return [*MPI_OPERATOR_UPSTREAM_ARGS, *(["--gang-scheduling=volcano"] if volcano else [])]
 
 
-def mpi_operator_gang_patch_spec() -> dict[str, Any]:
-    """Server-side apply of the operator container's whole args list (an atomic list: the
-    patch's field manager takes it over from the manifest's, hence patchForce)."""
-    container = {"name": MPI_OPERATOR_CONTAINER, "args": mpi_operator_args(True)}
-    return {"template": {"spec": {"containers": [container]}}}
+def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+    """A transform for the operator's manifest: its Deployment's container gets the flag.
+
+    Applied to the manifest's own object (Pulumi engine transforms reach the children of
+    yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
+    contend with the manifest for the atomic `args` list on every refresh or upgrade.
+    """
+    props = args.props
+    if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
+        return None
+    spec = copy.deepcopy(dict(props["spec"]))
+    for container in spec["template"]["spec"]["containers"]:
+        if container.get("name") == MPI_OPERATOR_CONTAINER:
+            container["args"] = mpi_operator_args(True)
+    return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 
 def etcd_container() -> dict[str, Any]:
@@ -171,24 +182,18 @@ class Schedulers(pulumi.ComponentResource):
             )
 
         if args.mpi_operator:
-            manifest = k8s.yaml.v2.ConfigFile("mpi-operator", file=MPI_OPERATOR_MANIFEST, opts=on_cluster)
-            if args.volcano:
-                # The manifest is applied from upstream as is; only the flag is ours. Destroying
-                # the patch (Volcano switched off) relinquishes the args (pulumi-kubernetes
-                # ssa.Relinquish) and the operator restarts with no args: its --lock-namespace
-                # default is the same mpi-operator, and no gang scheduling.
-                k8s.apps.v1.DeploymentPatch(
-                    "mpi-operator-gang-scheduling",
-                    metadata={
-                        "name": "mpi-operator",
-                        "namespace": "mpi-operator",
-                        "annotations": {"pulumi.com/patchForce": "true"},
-                    },
-                    spec=mpi_operator_gang_patch_spec(),
-                    opts=pulumi.ResourceOptions(
-                        parent=self, provider=provider, depends_on=[manifest, *([self.volcano] if self.volcano else [])]
-                    ),
-                )
+            # The manifest is applied from upstream as is, but for the gang-scheduling flag when
+            # Volcano is on (then also after Volcano, whose PodGroup CRD the operator uses).
+            k8s.yaml.v2.ConfigFile(
+                "mpi-operator",
+                file=MPI_OPERATOR_MANIFEST,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    transforms=[mpi_operator_gang_scheduling] if args.volcano else None,
+                    depends_on=[self.volcano] if self.volcano else None,
+                ),
+            )
 
         self.etcd_endpoints = {}
         if args.torchx_etcd:

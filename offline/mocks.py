@@ -212,7 +212,7 @@ class Registration:
     inputs: dict[str, Any]
     lifecycle: dict[str, Any] = field(default_factory=dict)
     """The lifecycle options set on the resource: ignoreChanges, replaceOnChanges,
-    deleteBeforeReplace, retainOnDelete, customTimeouts."""
+    deleteBeforeReplace, retainOnDelete, customTimeouts, and how many transforms."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -239,6 +239,9 @@ def lifecycle_options(request: Any) -> dict[str, Any]:
         options["deleteBeforeReplace"] = True
     if request.HasField("retainOnDelete") and request.retainOnDelete:
         options["retainOnDelete"] = True
+    if len(request.transforms):
+        # Callbacks the engine runs on the component's children (not visible offline).
+        options["transforms"] = len(request.transforms)
     timeouts = {k: getattr(request.customTimeouts, k) for k in ("create", "update", "delete")}
     if any(timeouts.values()):
         options["customTimeouts"] = {k: v for k, v in timeouts.items() if v}

@@ -191,22 +191,37 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     scheduling.k8s.io/group-name annotation on launcher and worker pods (pkg/controller/podgroup.go).
     Without the flag MPIJob pods go to the default scheduler and skip Volcano's gang.
     deploy/v2beta1/mpi-operator.yaml's container `mpi-operator` has args [-alsologtostderr,
-    --lock-namespace=mpi-operator]; `args` is an atomic list, so the server-side apply patch sends
-    all three and forces ownership (pulumi-kubernetes v4 provider/pkg/await/await.go patchForce).
-    The patch must come after the manifest, which creates the Deployment."""
-    patch = dev.named("mpi-operator-gang-scheduling")
-    assert patch.type == "kubernetes:apps/v1:DeploymentPatch"
-    assert patch.inputs["metadata"] == {
-        "name": "mpi-operator", "namespace": "mpi-operator", "annotations": {"pulumi.com/patchForce": "true"},
+    --lock-namespace=mpi-operator]. The flag is added by a transform of the manifest's own
+    Deployment: a separate server-side-apply patch would contend with the manifest's field
+    manager for the atomic args list on every refresh or manifest upgrade."""
+    import pulumi
+
+    from infra.schedulers import mpi_operator_gang_scheduling
+
+    manifest = dev.named("mpi-operator")
+    assert manifest.type == "kubernetes:yaml/v2:ConfigFile"
+    assert manifest.lifecycle["transforms"] == 1
+    assert dev.named("volcano").urn in manifest.dependencies
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "mpi-operator", "namespace": "mpi-operator"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "mpi-operator", "image": "mpioperator/mpi-operator:0.8.0",
+             "args": ["-alsologtostderr", "--lock-namespace=mpi-operator"]}]}}},
     }
-    assert patch.inputs["spec"]["template"]["spec"]["containers"] == [{
-        "name": "mpi-operator",
-        "args": ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"],
-    }]
-    assert dev.named("mpi-operator").urn in patch.dependencies
+    opts = pulumi.ResourceOptions()
+    result = mpi_operator_gang_scheduling(
+        pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", deployment, opts)
+    )
+    (container,) = result.props["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"]
+    assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    # The input object is left as it was; other objects are not touched.
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
+    other = pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts)
+    assert mpi_operator_gang_scheduling(other) is None
     without_volcano = plan_with(features={"volcano": False, "torchxEtcd": False})
-    assert without_volcano.named("mpi-operator").type == "kubernetes:yaml/v2:ConfigFile"
-    assert not [r for r in without_volcano.registrations if r.name == "mpi-operator-gang-scheduling"]
+    assert "transforms" not in without_volcano.named("mpi-operator").lifecycle
 
 
 # --- identities, registries, observability -------------------------------------------------------

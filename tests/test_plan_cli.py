@@ -41,7 +41,6 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert manifests == [
         "deployment-default-etcd.yaml",
         # The server-side-apply patch adding --gang-scheduling=volcano to the MPI operator.
-        "deployment-mpi-operator-mpi-operator.yaml",
         "namespace-neuron-healthcheck-system.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
