@@ -9,9 +9,9 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 from infra.errors import ConfigError
@@ -29,6 +29,17 @@ class ConfigModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_min_length=1
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_surprising_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic would read `true` as the number 1 and accept "   " as text."""
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, bool) and annotation in (int, Optional[int]):
+            raise ValueError("a number, not true/false")
+        if isinstance(value, str) and value and not value.strip():
+            raise ValueError("only whitespace; give a value or leave the key out")
+        return value
 
 
 Model = TypeVar("Model", bound=ConfigModel)
@@ -65,9 +76,11 @@ def qualified_key(project: str, loc: tuple[Any, ...]) -> str:
     return f"{project}:{path}"
 
 
-def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str]) -> str:
-    """One pydantic error as a line naming the key, the value and what is allowed."""
+def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str], secret_keys: frozenset[str] = frozenset()) -> str:
+    """One pydantic error as a line naming the key, the value (never a secret's) and what is allowed."""
     key = key_of(tuple(err["loc"]))
+    if err["loc"] and err["loc"][-1] in secret_keys:
+        return f"{key} = [secret]: {err['msg']}"
     if err["type"] == "missing":
         return f"{key}: required but not set"
     if err["type"] == "extra_forbidden":
@@ -77,9 +90,14 @@ def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str]) -> str:
     return f"{key}{shown}: {err['msg']}"
 
 
-def validated(model: type[Model], raw: dict[str, Any], key_of: Callable[[tuple[Any, ...]], str]) -> Model:
+def validated(
+    model: type[Model],
+    raw: dict[str, Any],
+    key_of: Callable[[tuple[Any, ...]], str],
+    secret_keys: frozenset[str] = frozenset(),
+) -> Model:
     """``model`` from ``raw``, or ``ConfigError`` listing every shape problem at once."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError([describe(err, key_of) for err in exc.errors()]) from None
+        raise ConfigError([describe(err, key_of, secret_keys) for err in exc.errors()]) from None

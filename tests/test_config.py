@@ -429,3 +429,10 @@ def test_a_documentation_range_is_flagged(prod):
     raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
     (note,) = advisories(parse_stack_config(raw))
     assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24' is a documentation range" in note
+
+
+def test_booleans_are_not_numbers_and_blank_is_not_text():
+    # pydantic's lax mode reads true as 1; "   " passes a length check.
+    message = refused(with_changes(network={"azCount": True}, clusterName="   "))
+    assert "network.azCount = True: Value error, a number, not true/false" in message
+    assert "clusterName = '   ': Value error, only whitespace" in message

@@ -68,7 +68,7 @@ def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workl
 
 def test_an_empty_hugging_face_token_is_refused_with_its_key(workloads_with) -> None:
     problems = refusal(workloads_with, hfToken="")
-    assert problems == ["trainium-workloads:hfToken = '': String should have at least 1 character"]
+    assert problems == ["trainium-workloads:hfToken = [secret]: String should have at least 1 character"]
 
 
 def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
@@ -224,3 +224,23 @@ def test_the_workload_stacks_profile_scopes_its_kubernetes_access(dev, monkeypat
     with pytest.raises(ConfigError) as err:
         parse_workloads_config({"trainium-workloads:clusterStack": "organization/trainium-eks/dev", PROFILE_KEY: "a b"})
     assert "aws:profile = 'a b'" in str(err.value)
+
+
+def test_settings_a_webhook_or_controller_would_turn_against_us(workloads_with) -> None:
+    # volcano v1.15.1 pkg/webhooks/admission/jobs/mutate/mutate_job.go: maxRetry 0 becomes 3,
+    # so the live job never matches and every `pulumi up` would replace a running job.
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "maxRetry": 0})
+    assert problem.startswith("trainium-workloads:bertPretraining.maxRetry = 0: Input should be greater than or equal to 1")
+    # kuberay v1.7.0 rayjob_controller.go: activeDeadlineSeconds counts cluster start-up.
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 600})
+    assert problem.startswith("trainium-workloads:rayLlama2.trainDeadlineSeconds = 600: Input should be greater than or equal to 1200")
+
+
+def test_odd_values_a_reviewer_tried(workloads_with) -> None:
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": True})
+    assert problem.startswith("trainium-workloads:bertPretraining.nodes = True: Value error, a number, not true/false")
+    (problem,) = refusal(workloads_with, hfToken="   ")
+    # A refusal never repeats a secret.
+    assert problem == "trainium-workloads:hfToken = [secret]: Value error, only whitespace; give a value or leave the key out"
+    problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
+    assert any("nemoLlama2.compile = false and train = false: the workload is on but runs nothing" in p for p in problems)

@@ -245,6 +245,11 @@ def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[st
         "nemo_llama2", nemo.node_group, cluster, NEMO_PROCESSES_PER_NODE,
         "neuronx-nemo-megatron's train_setup.sh starts {n} processes per node",
     )
+    if not nemo.compile and not nemo.train:
+        problems.append(
+            f"{_key('nemo_llama2', 'compile')} = false and train = false: the workload is on but runs nothing; "
+            "set enabled: false instead"
+        )
     data_parallel = nemo.nodes * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL
     if NEMO_GLOBAL_BATCH % (data_parallel * NEMO_MICRO_BATCH):
         fits = [n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0]

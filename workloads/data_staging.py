@@ -134,7 +134,7 @@ def staging_job(layout: StagingLayout, name: str, image: str, script: str, **con
         "metadata": {
             "name": name,
             "namespace": layout.namespace,
-            "annotations": pods.wait_for("condition=Complete", layout.settings.timeout_minutes),
+            "annotations": pods.await_timeout(layout.settings.timeout_minutes),
         },
         # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back would be re-run on the next up.
         "spec": {"backoffLimit": 2, "template": {"spec": spec}},

@@ -58,7 +58,9 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
 
 
 def run_policy(layout: NemoLayout) -> dict[str, Any]:
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 20}
+    # Each launcher retry re-runs mpirun across every Trainium node; a few are enough to ride out
+    # a transient fault without burning hours of a failing configuration.
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 3}
     if layout.gang_queue is not None:
         # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: the PodGroup's minMember is
         # schedulingPolicy.minAvailable, else workers + 1, and the launcher joins the PodGroup.

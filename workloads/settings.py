@@ -50,7 +50,10 @@ class BertPretrainingSettings(AcceleratedWorkloadSettings):
     # Both under the FSx mount of the BERT pods (/data).
     data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
     output_dir: str = "/data/output"
-    max_retry: int = Field(default=3, ge=0)
+    # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
+    # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
+    # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
+    max_retry: int = Field(default=3, ge=1)
     precompile_timeout_minutes: int = Field(default=120, ge=1)
 
 
@@ -67,7 +70,11 @@ class RayLlama2Settings(AcceleratedWorkloadSettings):
     # RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.
     steps: list[Literal["generate-data", "precompile", "train"]] = list(RAY_STEPS)
     step_timeout_minutes: int = Field(default=180, ge=1)
-    train_deadline_seconds: Optional[int] = Field(default=600, ge=1)
+    # KubeRay counts activeDeadlineSeconds from the RayJob's creation, cluster start-up included
+    # (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): from zero
+    # Trainium nodes, booting them and pulling a 10+ GB image takes 10-15 minutes, so the seed's
+    # 600 s (written for an already running cluster) would kill training before it starts.
+    train_deadline_seconds: Optional[int] = Field(default=2400, ge=1200)
     ttl_seconds_after_finished: int = Field(default=60, ge=0)
 
 
@@ -110,6 +117,10 @@ class DataStagingSettings(WorkloadSettings):
     timeout_minutes: int = Field(default=240, ge=1)
 
 
+# Set with `pulumi config set --secret`; a refusal never repeats their value.
+SECRET_KEYS = frozenset({"hfToken", "hf_token"})
+
+
 class WorkloadsConfig(ConfigModel):
     # The AWS CLI profile this stack deploys with (aws:profile); the cluster's exported
     # kubeconfig carries none, so it is added for this program's own Kubernetes access.
@@ -140,4 +151,4 @@ def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     raw = project_values(all_config, PROJECT)
     if PROFILE_KEY in all_config:
         raw["profile"] = all_config[PROFILE_KEY]
-    return validated(WorkloadsConfig, raw, key_name)
+    return validated(WorkloadsConfig, raw, key_name, secret_keys=SECRET_KEYS)
