@@ -231,7 +231,7 @@ def _endpoint_problems(access: EndpointAccessConfig, environment: str) -> list[s
             problems.append(f"{key('publicCidrs')}: {len(cidrs)} blocks; EKS accepts at most {MAX_PUBLIC_CIDRS}")
         for i, cidr in enumerate(cidrs):
             network = _parse_network(key("publicCidrs", i), cidr, problems)
-            if network is not None and any(network.overlaps(r) for r in NOT_INTERNET_SOURCES):
+            if network is not None and any(network.subnet_of(r) for r in NOT_INTERNET_SOURCES):
                 problems.append(
                     f"{key('publicCidrs', i)} = {cidr!r}: a private range never reaches a public endpoint; "
                     "in-VPC callers use the private endpoint"

@@ -66,7 +66,9 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
             return aws.eks.get_addon_version(
                 addon_name=addon, kubernetes_version=kubernetes_version, most_recent=False
             ).version
-        except Exception as error:  # AWS offers no build of this add-on for that version
+        except Exception as error:
+            if not _no_build(error):
+                raise  # credentials, permissions, throttling: not the version's fault
             raise ConfigError(
                 [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: EKS offers no {addon} build for it "
                  f"({error}); use a version EKS supports (aws eks describe-addon-versions --addon-name {addon})"]
@@ -88,6 +90,13 @@ def core_instance_types(types: list[str]) -> None:
             [f"{key_name(('coreNodeGroup', 'instanceTypes', i))} = {t!r}: not an instance type this region offers"
              for i, t in missing]
         )
+
+
+def _no_build(error: Exception) -> bool:
+    """The add-on version finder's answer when nothing matches (an empty result), or a
+    not-found error."""
+    text = str(error).lower()
+    return _not_found(error) or "empty result" in text or "no eks add-on versions" in text or "no addon" in text
 
 
 def _not_found(error: Exception) -> bool:

@@ -103,9 +103,12 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional
     if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
         return None
     spec = copy.deepcopy(dict(props["spec"]))
-    for container in spec["template"]["spec"]["containers"]:
-        if container.get("name") == MPI_OPERATOR_CONTAINER:
-            container["args"] = mpi_operator_args(True)
+    containers = [c for c in spec["template"]["spec"]["containers"] if c.get("name") == MPI_OPERATOR_CONTAINER]
+    if not containers:
+        # A manifest that renamed its container must not quietly turn gang scheduling off.
+        raise ValueError(f"the MPI operator manifest has no container {MPI_OPERATOR_CONTAINER!r} to add the flag to")
+    for container in containers:
+        container["args"] = mpi_operator_args(True)
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 

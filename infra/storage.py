@@ -142,9 +142,19 @@ def static_claim(namespace: str, claim: str, volume: str) -> dict[str, Any]:
     }
 
 
+def event_flows(repo: DataRepositoryConfig) -> str:
+    """What replaces an association when its event lists change.
+
+    terraform-provider-aws aws_fsx_data_repository_association declares the s3 policies and
+    their events Optional+Computed and drops an all-empty block when expanding it: emptying a
+    list plans no change and the old events stay. A replacement (metadata re-imported; file
+    data kept, delete_data_in_filesystem is false) is the way to make any change take effect.
+    """
+    return f"import={','.join(repo.auto_import)};export={','.join(repo.auto_export)}"
+
+
 def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociationS3Args:
-    """Which changes flow each way. Both policies are always sent: the provider treats an
-    omitted one as "keep what is there", so turning a flow off needs an explicit empty list."""
+    """Which changes flow each way; both policies are sent, empty lists included."""
     return aws.fsx.DataRepositoryAssociationS3Args(
         auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.auto_import)),
         auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.auto_export)),
@@ -202,7 +212,12 @@ class FsxStorage(pulumi.ComponentResource):
                 tags=args.tags,
                 # Importing a large bucket's metadata keeps the association CREATING well past
                 # the provider's 10-minute default.
-                opts=pulumi.ResourceOptions(parent=self, protect=args.retain, custom_timeouts=FILE_SYSTEM_TIMEOUTS),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    protect=args.retain,
+                    custom_timeouts=FILE_SYSTEM_TIMEOUTS,
+                    replacement_trigger=event_flows(repo),
+                ),
             )
             for i, repo in enumerate(storage.data_repositories)
         ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 import pulumi
+from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
@@ -239,6 +240,8 @@ def lifecycle_options(request: Any) -> dict[str, Any]:
         options["deleteBeforeReplace"] = True
     if request.HasField("retainOnDelete") and request.retainOnDelete:
         options["retainOnDelete"] = True
+    if request.HasField("replacement_trigger"):
+        options["replacementTrigger"] = engine_view(json_format.MessageToDict(request.replacement_trigger))
     if len(request.transforms):
         # Callbacks the engine runs on the component's children (not visible offline).
         options["transforms"] = len(request.transforms)

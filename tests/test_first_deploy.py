@@ -363,3 +363,33 @@ def test_core_instance_types_the_region_does_not_offer():
     with pytest.raises(ConfigError) as err:
         dev_with(coreNodeGroup={"instanceTypes": ["m6i.4xlargee"]})
     assert "coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': not an instance type this region offers" in str(err.value)
+
+
+def test_dev_may_say_the_whole_internet_explicitly():
+    plan = dev_with(endpointAccess={"publicCidrs": ["0.0.0.0/0"]})
+    assert plan.named("cluster-eks").inputs["publicAccessCidrs"] == ["0.0.0.0/0"]
+
+
+def test_an_addon_lookup_failing_for_another_reason_is_not_blamed_on_the_version(monkeypatch):
+    import pulumi_aws
+
+    from infra import lookups
+
+    def denied(**_):
+        raise Exception("invoke of aws:eks/getAddonVersion:getAddonVersion failed: AccessDeniedException: not authorized")
+
+    monkeypatch.setattr(pulumi_aws.eks, "get_addon_version", denied)
+    with pytest.raises(Exception, match="AccessDeniedException") as err:
+        lookups.addon_builds("1.34", ["coredns"], {})
+    assert not isinstance(err.value, ConfigError)
+
+
+def test_the_mpi_transform_refuses_a_manifest_it_cannot_patch():
+    import pulumi
+
+    from infra.schedulers import mpi_operator_gang_scheduling
+
+    renamed = {"metadata": {"name": "mpi-operator"}, "spec": {"template": {"spec": {"containers": [{"name": "operator"}]}}}}
+    with pytest.raises(ValueError, match="no container 'mpi-operator'"):
+        mpi_operator_gang_scheduling(pulumi.ResourceTransformArgs(
+            True, "kubernetes:apps/v1:Deployment", "mpi-operator", renamed, pulumi.ResourceOptions()))

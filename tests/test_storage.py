@@ -177,6 +177,11 @@ def test_s3_links_are_data_repository_associations(plan_with):
     # Unlinking must not delete the training data in the file system.
     assert datasets["deleteDataInFilesystem"] is False
     assert checkpoints["s3"] == {"autoImportPolicy": {"events": []}, "autoExportPolicy": {"events": ["NEW", "CHANGED"]}}
+    # terraform-provider-aws aws_fsx_data_repository_association: the policies are
+    # Optional+Computed and an all-empty block is dropped, so an emptied list would plan no
+    # change; the event lists therefore trigger a replacement instead.
+    assert plan.named("fsx-s3-1").lifecycle["replacementTrigger"] == "import=;export=NEW,CHANGED"
+    assert plan.named("fsx-s3-0").lifecycle["replacementTrigger"] == "import=NEW,CHANGED,DELETED;export="
     assert plan.outputs["storage"]["s3Links"] == [
         {"path": "/datasets", "s3Path": "s3://my-training-data/datasets"},
         {"path": "/checkpoints", "s3Path": "s3://my-checkpoints"},
