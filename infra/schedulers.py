@@ -88,8 +88,7 @@ MPI_OPERATOR_CONTAINER = "mpi-operator"
 MPI_OPERATOR_UPSTREAM_ARGS = ("-alsologtostderr", "--lock-namespace=mpi-operator")
 
 
-def mpi_operator_args(volcano: bool) -> list[str]:
-    return [*MPI_OPERATOR_UPSTREAM_ARGS, *(["--gang-scheduling=volcano"] if volcano else [])]
+MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcano"]
 
 
 def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
@@ -108,7 +107,7 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional
         # A manifest that renamed its container must not quietly turn gang scheduling off.
         raise ValueError(f"the MPI operator manifest has no container {MPI_OPERATOR_CONTAINER!r} to add the flag to")
     for container in containers:
-        container["args"] = mpi_operator_args(True)
+        container["args"] = list(MPI_OPERATOR_GANG_ARGS)
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 

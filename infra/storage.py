@@ -302,10 +302,11 @@ class FsxStorage(pulumi.ComponentResource):
             spec=manifest["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[fs, *after]),
         )
+        claim = volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name))
         return k8s.core.v1.PersistentVolumeClaim(
             f"{namespace}-{storage.claim_name}",
-            metadata={"name": storage.claim_name, "namespace": namespace},
-            spec=volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name)["spec"]),
+            metadata=claim["metadata"],
+            spec=claim["spec"],
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
