@@ -9,7 +9,7 @@ from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
 from infra.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
-from infra.kube import CORE_NODE_SELECTOR
+from infra.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
 from infra.network import Network, NetworkArgs
 from infra.observability import Observability, ObservabilityArgs
 from infra.placement import choose_placement, with_reservation_zones
@@ -21,6 +21,7 @@ config = stack_config.load()
 for advisory in config_rules.advisories(config):
     pulumi.log.warn(advisory)
 lookups.core_instance_types(config.core_node_group.instance_types)
+lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
 groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
@@ -67,6 +68,7 @@ cluster = EksCluster(
         log_retention_days=config.log_retention_days,
         upgrade_policy=config.upgrade_policy,
         core_node_group=config.core_node_group,
+        job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
         profile=config.profile,
@@ -242,6 +244,8 @@ pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
 pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
-# Where workloads put pods that need no accelerator (Ray heads, MPI launchers, staging jobs).
+# Always-on system nodes: where workloads put their long-running services (TensorBoard).
 pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
+# The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
+pulumi.export("jobSupportPlacement", JOB_SUPPORT_PLACEMENT)
 pulumi.export("cloudwatchDashboard", observability.dashboard_name if observability else None)

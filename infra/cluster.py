@@ -13,10 +13,11 @@ import pulumi_eks as eks
 
 from infra import addons
 from infra import launch_template as lt
-from infra.config import CoreNodeGroupConfig, EndpointAccessConfig
+from infra.config import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.kube import kubeconfig_for
 from infra.iam import managed_policy, pod_identity_role, service_trust_policy
 from infra.lookups import MANAGED_ENTRY_TAG
+from infra.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
 from infra.versions import CORE_AMI_TYPE
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -60,6 +61,7 @@ class EksClusterArgs:
     log_retention_days: int
     upgrade_policy: str
     core_node_group: CoreNodeGroupConfig
+    job_node_group: JobNodeGroupConfig
     addon_builds: dict[str, str]
     node_monitoring_agent: bool
     profile: Optional[str] = None
@@ -148,7 +150,13 @@ class EksCluster(pulumi.ComponentResource):
 
         self.admin_entries = self._admin_entries(args, cluster)
         pod_identity_agent = self._addon(name, args, addons.POD_IDENTITY_AGENT, [cluster])
-        core_group = self._core_node_group(name, args, node_role, node_policies)
+        core_group = self._cpu_node_group(
+            name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, []
+        )
+        self.job_node_group = self._cpu_node_group(
+            name, args, node_role, node_policies, "job-support", args.job_node_group, JOB_SUPPORT_LABELS,
+            [JOB_SUPPORT_TAINT],
+        )  # fmt: skip
         self.coredns = self._addon(name, args, addons.COREDNS, [core_group])
         if args.node_monitoring_agent:
             # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
@@ -230,38 +238,45 @@ class EksCluster(pulumi.ComponentResource):
             **extra,  # type: ignore[arg-type]
         )
 
-    def _core_node_group(
+    def _cpu_node_group(
         self,
         name: str,
         args: EksClusterArgs,
         node_role: aws.iam.Role,
         node_policies: list[aws.iam.RolePolicyAttachment],
+        group_name: str,
+        group: CoreNodeGroupConfig | JobNodeGroupConfig,
+        labels: dict[str, str],
+        taints: list[Taint],
     ) -> aws.eks.NodeGroup:
-        core = args.core_node_group
+        """A general-purpose group: `core` (system pods, always on) or `job-support` (from zero)."""
         template = aws.ec2.LaunchTemplate(
-            f"{name}-core-lt",
-            description=f"Core nodes of {args.name}: system pods and Ray heads",
+            f"{name}-{group_name}-lt",
+            description=f"{group_name} nodes of {args.name}",
             metadata_options=lt.metadata_options(),
-            block_device_mappings=[lt.root_volume(core.disk_size_gib)],
-            tag_specifications=lt.tag_specifications({**args.tags, "Name": f"{args.name}-core"}),
+            block_device_mappings=[lt.root_volume(group.disk_size_gib)],
+            tag_specifications=lt.tag_specifications({**args.tags, "Name": f"{args.name}-{group_name}"}),
             update_default_version=True,
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        return aws.eks.NodeGroup(
-            f"{name}-core",
+        node_group = aws.eks.NodeGroup(
+            f"{name}-{group_name}",
             cluster_name=self.name,
-            node_group_name="core",
+            # A prefix, not a fixed name: changing the instance types replaces the group, and the
+            # new one (a unique name) comes up before the old one goes, so system pods move over.
+            node_group_name_prefix=f"{group_name}-",
             node_role_arn=node_role.arn,
             subnet_ids=args.node_subnet_ids,
             ami_type=CORE_AMI_TYPE,
             capacity_type="ON_DEMAND",
-            instance_types=core.instance_types,
+            instance_types=group.instance_types,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=core.min_size, desired_size=core.desired_size, max_size=core.max_size
+                min_size=group.min_size, desired_size=group.desired_size, max_size=group.max_size
             ),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
-            labels=CORE_NODE_LABELS,
+            labels=labels,
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in taints] or None,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             tags=args.tags,
             opts=pulumi.ResourceOptions(
@@ -271,3 +286,16 @@ class EksCluster(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
+        if group.min_size == 0:
+            # From zero nodes cluster-autoscaler knows the group's labels and taint only from
+            # these Auto Scaling group tags (EKS does not copy them there).
+            asg_name = node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+            for key, value in label_taint_tags(labels, taints).items():
+                slug = re.sub(r"[^a-z0-9]+", "-", key.removeprefix("k8s.io/cluster-autoscaler/node-template/").lower())
+                aws.autoscaling.Tag(
+                    f"{name}-{group_name}-{slug.strip('-')}",
+                    autoscaling_group_name=asg_name,
+                    tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+        return node_group

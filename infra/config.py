@@ -63,12 +63,33 @@ class EndpointAccessConfig(ConfigModel):
 
 
 class CoreNodeGroupConfig(ConfigModel):
-    # Ray heads ask for 6 vCPU / 30 GiB (seed), which does not fit a 32 GiB node.
-    instance_types: list[str] = ["m6i.4xlarge"]
-    min_size: int = Field(default=2, ge=1)
-    desired_size: int = Field(default=2, ge=1)
-    max_size: int = Field(default=4, ge=1)
-    disk_size_gib: int = Field(default=100, ge=20, le=16384)
+    """The always-on system nodes: CoreDNS, the controllers and operators, etcd, TensorBoard.
+    Jobs' CPU pods go to the job-support group instead, which idles at zero."""
+
+    # Two m6i.large carry every system pod with room to spare (infra/system_capacity.py and its
+    # tests sum the requests and count the pods against the ENI limit).
+    instance_types: list[str] = Field(
+        default=["m6i.large"], description="EC2 instance types of the always-on system node group."
+    )
+    min_size: int = Field(default=2, ge=1, description="Fewest system nodes (two zones, so CoreDNS survives one).")
+    desired_size: int = Field(default=2, ge=1, description="System nodes at creation; cluster-autoscaler owns it after.")
+    max_size: int = Field(default=3, ge=1, description="Most system nodes cluster-autoscaler may run.")
+    disk_size_gib: int = Field(default=50, ge=20, le=16384, description="gp3 root volume per system node, GiB.")
+
+
+class JobNodeGroupConfig(ConfigModel):
+    """CPU nodes for the pods jobs need beside their Trainium workers (Ray heads, MPI launchers,
+    staging Jobs, acceptance-test launchers). Idle at zero like the Trainium groups; tainted so
+    system pods never land there and keep a node up."""
+
+    # Ray heads ask for 6 vCPU / 30 GiB (seed) and RedPajama staging for 12 vCPU: 16 vCPU / 64 GiB.
+    instance_types: list[str] = Field(
+        default=["m6i.4xlarge"], description="EC2 instance types of the job-support node group (scales from zero)."
+    )
+    min_size: int = Field(default=0, ge=0, description="Job-support nodes kept when idle (0: none, no cost).")
+    desired_size: int = Field(default=0, ge=0, description="Job-support nodes at creation; cluster-autoscaler owns it after.")
+    max_size: int = Field(default=4, ge=1, description="Most job-support nodes cluster-autoscaler may run.")
+    disk_size_gib: int = Field(default=100, ge=20, le=16384, description="gp3 root volume per job-support node, GiB.")
 
 
 class CapacityReservationConfig(ConfigModel):
@@ -211,6 +232,9 @@ class StackConfig(ConfigModel):
     log_types: list[str] = list(LOG_TYPES)
     log_retention_days: int = 90
     core_node_group: CoreNodeGroupConfig = CoreNodeGroupConfig()
+    job_node_group: JobNodeGroupConfig = Field(
+        default_factory=JobNodeGroupConfig, description="CPU nodes for jobs' support pods, scaled from zero."
+    )
     accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(default_factory=_default_accelerator_groups)
     features: FeaturesConfig = FeaturesConfig()
     training_namespaces: list[str] = ["default"]

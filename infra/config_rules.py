@@ -263,9 +263,15 @@ def _size_problems(key: str, group: Any) -> list[str]:
 
 
 def _core_group_problems(config: StackConfig) -> list[str]:
-    key = key_name(("coreNodeGroup",))
-    problems = _size_problems(key, config.core_node_group)
-    types = config.core_node_group.instance_types
+    return _cpu_group_problems(("coreNodeGroup",), config.core_node_group) + _cpu_group_problems(
+        ("jobNodeGroup",), config.job_node_group
+    ) + _system_fit_problems(config)
+
+
+def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
+    key = key_name(loc)
+    problems = _size_problems(key, group)
+    types = group.instance_types
     if not types:
         problems.append(f"{key}.instanceTypes = []: list at least one instance type (for example m6i.4xlarge)")
     for i, instance_type in enumerate(types):
@@ -273,6 +279,19 @@ def _core_group_problems(config: StackConfig) -> list[str]:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)")
         elif instance_type in NEURON_INSTANCE_TYPES:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: core nodes carry system pods; use a general-purpose type")
+    return problems
+
+
+def _system_fit_problems(config: StackConfig) -> list[str]:
+    """System nodes too small for the system pods leave CoreDNS or a controller Pending."""
+    from infra.system_capacity import system_fit_problem
+
+    key = key_name(("coreNodeGroup",))
+    problems = []
+    for i, instance_type in enumerate(config.core_node_group.instance_types):
+        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces)
+        if problem:
+            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
     return problems
 
 

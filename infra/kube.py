@@ -8,12 +8,19 @@ from typing import Any, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.node_template import NEURON_TAINT
+from infra.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.
 NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}
 CORE_NODE_SELECTOR = {"role": "core"}
+# Where jobs put the pods that need no accelerator; exported for the workload stacks.
+JOB_SUPPORT_PLACEMENT = {
+    "nodeSelector": {"role": JOB_SUPPORT_LABELS["role"]},
+    "tolerations": [
+        {"key": JOB_SUPPORT_TAINT.key, "operator": "Equal", "value": JOB_SUPPORT_TAINT.value, "effect": JOB_SUPPORT_TAINT.effect}
+    ],
+}
 
 
 def helm_release(

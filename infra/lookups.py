@@ -77,7 +77,7 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
     return resolve_builds(wanted, pins, default_build)
 
 
-def core_instance_types(types: list[str]) -> None:
+def core_instance_types(types: list[str], group: str = "coreNodeGroup") -> None:
     """Refuse core instance types the region does not offer, before the control plane exists
     (a node group with one fails only after the 10-minute cluster creation)."""
     found = aws.ec2.get_instance_type_offerings(
@@ -87,7 +87,7 @@ def core_instance_types(types: list[str]) -> None:
     missing = [(i, t) for i, t in enumerate(types) if t not in set(found.instance_types)]
     if missing:
         raise ConfigError(
-            [f"{key_name(('coreNodeGroup', 'instanceTypes', i))} = {t!r}: not an instance type this region offers"
+            [f"{key_name((group, 'instanceTypes', i))} = {t!r}: not an instance type this region offers"
              for i, t in missing]
         )
 

@@ -34,6 +34,10 @@ class Taint:
 
 
 NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
+# The CPU group for jobs' support pods: tainted so system pods (EKS add-ons have no node
+# selector) never land there and keep it from scaling back to zero.
+JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"}
+JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 
 
 def node_labels(instance_type: str, efa: bool, extra: dict[str, str]) -> dict[str, str]:
@@ -50,11 +54,18 @@ def node_labels(instance_type: str, efa: bool, extra: dict[str, str]) -> dict[st
 def autoscaler_tags(
     labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int
 ) -> dict[str, str]:
-    tags = {f"{NODE_TEMPLATE_PREFIX}/label/{k}": v for k, v in labels.items()}
-    tags.update({f"{NODE_TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in taints})
+    tags = label_taint_tags(labels, taints)
     resources = {r: facts.neuron_devices for r in NEURON_RESOURCES}
     resources[NEURONCORE_RESOURCE] = facts.neuron_cores
     if efa_interfaces:
         resources[EFA_RESOURCE] = efa_interfaces
     tags.update({f"{NODE_TEMPLATE_PREFIX}/resources/{r}": str(n) for r, n in resources.items()})
+    return tags
+
+
+def label_taint_tags(labels: dict[str, str], taints: list[Taint]) -> dict[str, str]:
+    """The node-template tags for labels and taints (cluster-autoscaler's AWS provider reads
+    them for a group with no node to look at)."""
+    tags = {f"{NODE_TEMPLATE_PREFIX}/label/{k}": v for k, v in labels.items()}
+    tags.update({f"{NODE_TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in taints})
     return tags

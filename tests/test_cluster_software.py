@@ -301,7 +301,7 @@ def test_outputs_are_the_complete_contract(dev):
         "clusterName", "region", "kubeconfig", "vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl",
         "clusterSecurityGroupId", "nodeRoleArn", "acceleratorZone", "acceleratorNodeGroups", "features",
         "trainingNamespaces", "trainingServiceAccount", "storage", "volcanoQueues", "etcdEndpoints",
-        "ecrRepositories", "podIdentity", "coreNodeSelector", "cloudwatchDashboard", "addonBuilds",
+        "ecrRepositories", "podIdentity", "coreNodeSelector", "jobSupportPlacement", "cloudwatchDashboard", "addonBuilds",
     }
     assert set(dev.outputs) == expected
     storage = dev.outputs["storage"]

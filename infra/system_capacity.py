@@ -1,0 +1,179 @@
+"""Do the system pods fit the always-on system nodes? A pure computation, tested on its own.
+
+The system node group is sized to be cheap; too small and CoreDNS or a controller stays
+Pending with no error from `pulumi up`. Two limits matter: the pods' CPU and memory requests
+against what the kubelet leaves allocatable, and the number of pods, which the VPC CNI caps
+per node by the instance's ENIs and their IPv4 addresses (no prefix delegation, no custom
+networking in this cluster: `infra/network.py` puts nodes and pods in the same node subnets,
+and the vpc-cni add-on is installed with its defaults).
+
+Every figure carries its source. Requests not set upstream count as zero, which is what the
+scheduler counts too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from infra.config import FeaturesConfig
+
+
+@dataclass(frozen=True)
+class CpuNode:
+    vcpus: int
+    memory_mib: int
+    max_pods: int  # aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt: ENIs * (IPv4 per ENI - 1) + 2
+
+
+# EC2 instance facts (vCPUs, MiB) and the VPC CNI's max pods (aws/amazon-vpc-cni-k8s,
+# misc/eni-max-pods.txt at v1.22.0-234-gb52188387). Types missing here are not checked.
+CPU_NODES: dict[str, CpuNode] = {
+    "t3.medium": CpuNode(2, 4096, 17),
+    "t3.large": CpuNode(2, 8192, 35),
+    "t3.xlarge": CpuNode(4, 16384, 58),
+    "m6i.large": CpuNode(2, 8192, 29),
+    "m6i.xlarge": CpuNode(4, 16384, 58),
+    "m6i.2xlarge": CpuNode(8, 32768, 58),
+    "m6i.4xlarge": CpuNode(16, 65536, 234),
+    "m7i.large": CpuNode(2, 8192, 29),
+    "m7i.xlarge": CpuNode(4, 16384, 58),
+    "c6i.large": CpuNode(2, 4096, 29),
+    "c6i.xlarge": CpuNode(4, 8192, 58),
+}
+
+
+def reserved_cpu_millis(vcpus: int) -> int:
+    """kube-reserved CPU on the EKS AL2023 AMI: 6% of the first core, 1% of the second, 0.5% of
+    the next two, 0.25% of the rest (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go,
+    getCPUMillicoresToReserve, at 81fec2e8)."""
+    total = vcpus * 1000
+    reserved = 0
+    for start, end, per_10k in ((0, 1000, 600), (1000, 2000, 100), (2000, 4000, 50), (4000, total, 25)):
+        if total > start:
+            reserved += (min(total, end) - start) * per_10k // 10000
+    return reserved
+
+
+def reserved_memory_mib(max_pods: int) -> int:
+    """kube-reserved memory, 11 MiB per pod + 255 MiB (same file, getMemoryMebibytesToReserve),
+    plus the 100 MiB hard-eviction threshold (same file, evictionHard memory.available)."""
+    return 11 * max_pods + 255 + 100
+
+
+@dataclass(frozen=True)
+class PodRequests:
+    name: str
+    cpu_millis: int
+    memory_mib: int
+    replicas: int
+    source: str
+
+
+# On every node (DaemonSets). The Neuron and EFA device plugins and the Neuron problem detector
+# select accelerator nodes only, so they are not here.
+def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
+    pods = [
+        # aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml: aws-node 25m, node agent none.
+        PodRequests("aws-node", 25, 0, 1, "amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml"),
+        PodRequests("kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet (cpu 100m)"),
+        PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
+        # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
+        PodRequests("ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"),
+    ]
+    if features.fsx_csi:
+        # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
+        pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
+    if features.observability:
+        # aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0 values.yaml.
+        pods.append(PodRequests("cloudwatch-agent", 250, 128, 1, "amazon-cloudwatch-observability values agent.resources"))
+        pods.append(PodRequests("fluent-bit", 50, 25, 1, "amazon-cloudwatch-observability values containerLogs.fluentBit"))
+    if features.node_monitoring_agent:
+        pods.append(PodRequests("eks-node-monitoring-agent", 10, 30, 1, "estimate: EKS add-on, no public manifest"))
+    return pods
+
+
+# Once in the cluster, on the system nodes (Deployments pinned there or free to go there).
+def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str]) -> list[PodRequests]:
+    pods = [
+        PodRequests("coredns", 100, 70, 2, "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi)"),
+        # ebs-plugin + provisioner, attacher, snapshotter, resizer, liveness: 10m/40Mi each
+        # (sidecars default to controller.resources in templates/controller.yaml).
+        PodRequests("ebs-csi-controller", 60, 240, 2, "aws-ebs-csi-driver values.yaml controller.resources"),
+    ]
+    if features.fsx_csi:
+        pods.append(PodRequests("fsx-csi-controller", 40, 136, 2, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars"))
+    if features.volcano:
+        # volcano v1.15.1 values.yaml: admission/controller/scheduler resources ~ (none).
+        pods.append(PodRequests("volcano", 0, 0, 3, "volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml"))
+    if features.kuberay:
+        # kuberay-operator 1.7.0: limits only (100m/512Mi), which become the requests.
+        pods.append(PodRequests("kuberay-operator", 100, 512, 1, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"))
+    if features.mpi_operator:
+        pods.append(PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml"))
+    if features.cluster_autoscaler:
+        pods.append(PodRequests("cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"))
+    if features.metrics_server:
+        pods.append(PodRequests("metrics-server", 100, 200, 1, "kubernetes-sigs/metrics-server chart 3.13.1 values.yaml"))
+    if features.observability:
+        pods.append(PodRequests("cloudwatch-controller", 100, 64, 1, "amazon-cloudwatch-observability values manager.resources"))
+    if features.neuron_scheduler_extension:
+        pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
+    if features.torchx_etcd:
+        pods.append(PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/schedulers.py etcd_container"))
+    # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
+    pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
+    pods.append(PodRequests("cmd-shell", 100, 256, 1, "workloads/data_staging.py cmd_shell_pod"))
+    return pods
+
+
+@dataclass(frozen=True)
+class Fit:
+    nodes: int
+    pods_per_node: int
+    max_pods: int
+    cpu_millis: int
+    allocatable_cpu_millis: int
+    memory_mib: int
+    allocatable_memory_mib: int
+
+    @property
+    def fits(self) -> bool:
+        return (
+            self.pods_per_node <= self.max_pods
+            and self.cpu_millis <= self.allocatable_cpu_millis
+            and self.memory_mib <= self.allocatable_memory_mib
+        )
+
+
+def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str]) -> Optional[Fit]:
+    """Totals over ``nodes`` system nodes, or None for a type the table does not know.
+
+    Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
+    of one Deployment across nodes by default); CPU and memory are compared in total.
+    """
+    node = CPU_NODES.get(instance_type)
+    if node is None:
+        return None
+    per_node, cluster = daemonsets(features), cluster_pods(features, namespaces)
+    cluster_pod_count = sum(p.replicas for p in cluster)
+    return Fit(
+        nodes=nodes,
+        pods_per_node=sum(p.replicas for p in per_node) + -(-cluster_pod_count // nodes),
+        max_pods=node.max_pods,
+        cpu_millis=nodes * sum(p.cpu_millis for p in per_node) + sum(p.cpu_millis * p.replicas for p in cluster),
+        allocatable_cpu_millis=nodes * (node.vcpus * 1000 - reserved_cpu_millis(node.vcpus)),
+        memory_mib=nodes * sum(p.memory_mib for p in per_node) + sum(p.memory_mib * p.replicas for p in cluster),
+        allocatable_memory_mib=nodes * (node.memory_mib - reserved_memory_mib(node.max_pods)),
+    )
+
+
+def system_fit_problem(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str]) -> Optional[str]:
+    fit = system_fit(instance_type, nodes, features, namespaces)
+    if fit is None or fit.fits:
+        return None
+    return (
+        f"{nodes} such nodes (minSize) cannot hold the system pods: {fit.pods_per_node} pods per node "
+        f"(limit {fit.max_pods}), {fit.cpu_millis}m of {fit.allocatable_cpu_millis}m CPU, "
+        f"{fit.memory_mib} of {fit.allocatable_memory_mib} MiB; use a bigger type or more nodes (m6i.large x 2 fits)"
+    )

@@ -1,0 +1,136 @@
+"""Issue 13, idle cost: small always-on system nodes, a job-support CPU group that scales from
+zero, and the idle bill under $0.50/h in dev before FSx.
+
+The figures the checks use carry their sources in infra/system_capacity.py and infra/prices.py;
+the ones restated here are checked against those sources, not copied from program output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import FeaturesConfig, parse_stack_config, raw_from_pulumi_config
+from infra.errors import ConfigError
+from infra.idle_cost import idle_cost
+from infra.system_capacity import CPU_NODES, reserved_cpu_millis, reserved_memory_mib, system_fit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def stack_config(stack: str):
+    raw = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+    return parse_stack_config(raw_from_pulumi_config(flat))
+
+
+# --- what the kubelet leaves and the CNI allows -------------------------------------------------
+
+
+def test_kube_reserved_follows_nodeadm():
+    # awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go: 6% of core 1 (60m), 1% of core 2
+    # (10m), 0.5% of cores 3-4 (10m), 0.25% of the rest (30m for 12 cores): 2 vCPU -> 70m, 16 vCPU -> 110m.
+    assert reserved_cpu_millis(2) == 70
+    assert reserved_cpu_millis(16) == 60 + 10 + 10 + 30
+    # 11 MiB per pod + 255 MiB, plus the 100 MiB eviction threshold: m6i.large (29 pods) -> 674 MiB.
+    assert reserved_memory_mib(29) == 674
+
+
+def test_max_pods_are_the_eni_formula():
+    # ENIs x (IPv4 addresses per ENI - 1) + 2, no prefix delegation (EC2 ENI limits: m6i.large 3 x 10,
+    # t3.large 3 x 12, t3.medium 3 x 6, m6i.xlarge 4 x 15), as misc/eni-max-pods.txt lists them.
+    for instance_type, enis, ips in (("m6i.large", 3, 10), ("t3.large", 3, 12), ("t3.medium", 3, 6), ("m6i.xlarge", 4, 15)):
+        assert CPU_NODES[instance_type].max_pods == enis * (ips - 1) + 2
+
+
+def test_dev_system_pods_fit_two_small_nodes():
+    config = stack_config("dev")
+    assert config.core_node_group.instance_types == ["m6i.large"] and config.core_node_group.min_size == 2
+    fit = system_fit("m6i.large", 2, config.features, config.training_namespaces)
+    assert fit is not None and fit.fits
+    # 8 DaemonSet pods per node + 17 cluster pods spread over 2 nodes = 17 of 29.
+    assert fit.pods_per_node == 8 + 9 and fit.max_pods == 29
+    assert fit.allocatable_cpu_millis == 2 * (2000 - 70)
+
+
+def test_one_small_node_is_refused_naming_the_key():
+    # A single m6i.large cannot hold DaemonSets + every cluster pod: refused before any resource.
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "coreNodeGroup": {"minSize": 1, "desiredSize": 1}})
+    assert "coreNodeGroup.instanceTypes[0] = 'm6i.large': 1 such nodes (minSize) cannot hold the system pods" in str(err.value)
+
+
+def test_tiny_nodes_run_out_of_pod_addresses():
+    # t3.medium allows 17 pods: with the Neuron scheduler extension on, 2 nodes cannot hold them.
+    features = FeaturesConfig(neuron_scheduler_extension=True)
+    fit = system_fit("t3.medium", 2, features, ["default", "research"])
+    assert fit is not None and not fit.fits and fit.pods_per_node > 17
+
+
+# --- the job-support group ---------------------------------------------------------------------
+
+
+def test_job_support_group_scales_from_zero_with_its_taint(dev):
+    group = dev.named("cluster-job-support").inputs
+    assert group["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 4}
+    assert group["instanceTypes"] == ["m6i.4xlarge"]
+    assert group["labels"] == {"role": "job-support", "provisioner": "cluster-autoscaler"}
+    assert group["taints"] == [{"key": "job-support", "value": "true", "effect": "NO_SCHEDULE"}]
+    # From zero nodes cluster-autoscaler learns labels and taints from the ASG's node-template tags
+    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "Scaling a node group to 0").
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in dev.of_type("aws:autoscaling/tag:Tag")
+            if r.name.startswith("cluster-job-support-")}
+    assert tags == {
+        "k8s.io/cluster-autoscaler/node-template/label/role": "job-support",
+        "k8s.io/cluster-autoscaler/node-template/label/provisioner": "cluster-autoscaler",
+        "k8s.io/cluster-autoscaler/node-template/taint/job-support": "true:NoSchedule",
+    }
+
+
+def test_groups_are_named_by_prefix_so_a_type_change_replaces_without_collision(dev):
+    for name in ("cluster-core", "cluster-job-support"):
+        inputs = dev.named(name).inputs
+        assert "nodeGroupName" not in inputs and inputs["nodeGroupNamePrefix"].endswith("-")
+
+
+def test_workloads_get_the_placement_from_the_outputs(dev):
+    placement = dev.outputs["jobSupportPlacement"]
+    assert placement["nodeSelector"] == {"role": "job-support"}
+    assert placement["tolerations"] == [{"key": "job-support", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+
+
+# --- the idle bill -----------------------------------------------------------------------------
+
+
+def test_dev_idles_under_half_a_dollar_an_hour():
+    cost = idle_cost(stack_config("dev"))
+    assert cost.unknown == []
+    # us-west-2 list prices: control plane 0.10, one NAT 0.045 + its IPv4 0.005, 2 x m6i.large 0.192,
+    # 2 x 50 GiB gp3 at 0.08/GiB-month (0.011), the KMS key $1/month (0.0014).
+    expected = 0.10 + 0.045 + 0.005 + 2 * 0.096 + 100 * 0.08 / 730 + 1 / 730
+    assert cost.hourly == pytest.approx(expected, abs=1e-3)
+    assert cost.hourly <= 0.50
+
+
+def test_the_old_layout_was_over_the_target():
+    # Two m6i.4xlarge core nodes with 100 GiB roots: the issue's "about $1.69/h" (which left out
+    # the root volumes, 0.022, and the KMS key, 0.0014).
+    raw: dict[str, Any] = {"region": "us-west-2", "coreNodeGroup": {"instanceTypes": ["m6i.4xlarge"], "diskSizeGib": 100}}
+    assert idle_cost(parse_stack_config(raw)).hourly == pytest.approx(1.686 + 0.022 + 0.0014, abs=1e-3)
+
+
+def test_interface_endpoints_are_billed_per_zone():
+    config = stack_config("dev")
+    assert idle_cost(config, interface_endpoints=2).hourly - idle_cost(config).hourly == pytest.approx(2 * 2 * 0.01)
+
+
+def test_prod_sizing_is_its_own():
+    config = stack_config("prod")
+    # Three zones, a NAT each, three system nodes for three zones' worth of CoreDNS and controllers.
+    assert config.core_node_group.min_size == 3
+    fit = system_fit(config.core_node_group.instance_types[0], 3, config.features, config.training_namespaces)
+    assert fit is not None and fit.fits
