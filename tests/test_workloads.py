@@ -138,7 +138,8 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
         cluster = job["spec"]["rayClusterSpec"]
         assert cluster["rayVersion"] == "2.22.0"
         head = cluster["headGroupSpec"]["template"]["spec"]
-        assert head["nodeSelector"] == {"role": "core"} and "tolerations" not in head
+        # Issue 13: heads on the job-support group, which scales from zero (tests/test_job_support_placement.py).
+        assert head["nodeSelector"] == {"role": "job-support"}
         assert {p["containerPort"] for p in head["containers"][0]["ports"]} == {6379, 8265, 10001}
     # The data step tokenizes on the CPU, in the entrypoint Ray runs on the head: no Trainium node.
     assert "workerGroupSpecs" not in manifest(workloads_dev, "RayJob", RAY_JOBS[0])["spec"]["rayClusterSpec"]
@@ -218,7 +219,7 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert worker["replicas"] == 4 and spec["slotsPerWorker"] == 1 and launcher["replicas"] == 1
         assert limits(worker["template"]) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
         assert {m["mountPath"] for m in worker["template"]["spec"]["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm"}
-        assert launcher["template"]["spec"]["nodeSelector"] == {"role": "core"}
+        assert launcher["template"]["spec"]["nodeSelector"] == {"role": "job-support"}
         command = launcher["template"]["spec"]["containers"][0]["command"]
         assert command[command.index("-np") + 1] == "4"
         assert ("COMPILE=1" in command) is compile_only

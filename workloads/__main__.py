@@ -55,7 +55,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     def image(repository: str, settings) -> str:
         return f"{cluster.repositories[repository]}:{settings.image_tag}"
 
-    common = dict(namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector)
+    common = dict(namespace=ns, claim=claim, support_placement=cluster.support_placement)
     declared: dict = {}
     secrets = []
     if config.hf_token:
@@ -64,7 +64,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     staging = None
     if s := config.on("data_staging"):
         layout = StagingLayout(
-            **common, service_account=cluster.service_account, shell_image=image("cmd-shell", s),
+            **common, core_node_selector=cluster.core_node_selector, service_account=cluster.service_account, shell_image=image("cmd-shell", s),
             nemo_image=image("nemo-megatron", s), settings=s,
         )  # fmt: skip
         staging = DataStaging("data-staging", DataStagingArgs(layout, tuple(secrets)), opts)
@@ -95,7 +95,10 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         NemoLlama2("nemo-llama2", NemoLlama2Args(layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
     if s := config.on("tensorboard"):
-        layout = TensorBoardLayout(**common, image=image("cmd-shell", s), settings=s)
+        # Always on while enabled: on the system nodes, so the job-support group can idle at zero.
+        layout = TensorBoardLayout(
+            namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector, image=image("cmd-shell", s), settings=s
+        )
         tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
         declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}
         if tensorboard.password is not None:

@@ -24,6 +24,7 @@ REQUIRED_OUTPUTS = (
     "etcdEndpoints",
     "ecrRepositories",
     "coreNodeSelector",
+    "jobSupportPlacement",
 )
 
 
@@ -74,6 +75,8 @@ class ClusterContract:
     etcd_endpoints: Mapping[str, str]
     repositories: Mapping[str, str]
     core_node_selector: Mapping[str, str]
+    # Where jobs' CPU pods go (the job-support group, idle at zero): nodeSelector and tolerations.
+    support_placement: Mapping[str, Any]
 
     def feature(self, name: str) -> bool:
         return bool(self.features.get(name, False))
@@ -122,4 +125,8 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
         etcd_endpoints=dict(outputs["etcdEndpoints"]),
         repositories=dict(outputs["ecrRepositories"]),
         core_node_selector=dict(outputs["coreNodeSelector"]),
+        support_placement={
+            "nodeSelector": dict(outputs["jobSupportPlacement"]["nodeSelector"]),
+            "tolerations": [dict(t) for t in outputs["jobSupportPlacement"]["tolerations"]],
+        },
     )

@@ -108,6 +108,7 @@ class StagingLayout:
     claim: str
     service_account: str
     core_node_selector: Mapping[str, str]
+    support_placement: Mapping[str, Any]
     shell_image: str
     nemo_image: Optional[str]
     settings: DataStagingSettings
@@ -115,11 +116,16 @@ class StagingLayout:
 
 def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) -> dict[str, Any]:
     container["volumeMounts"] = [pods.claim_mount("/data"), pods.claim_mount("/shared")]
+    # Staging Jobs on the job-support group (scaled up for them, released after); the
+    # long-running shell on the always-on system nodes, where it keeps no extra node up.
+    placement = pods.support_placement(layout.support_placement) if restart == "Never" else {
+        "nodeSelector": dict(layout.core_node_selector)
+    }
     return {
         "serviceAccountName": layout.service_account,
         # The FSx file system's root directory belongs to root.
         "securityContext": {"runAsUser": 0},
-        "nodeSelector": dict(layout.core_node_selector),
+        **placement,
         "restartPolicy": restart,
         "containers": [container],
         "volumes": [pods.claim_volume(layout.claim)],
@@ -164,7 +170,10 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
 
 
 def cmd_shell_pod(layout: StagingLayout) -> dict[str, Any]:
-    container = {"name": "shell", "image": layout.shell_image, "command": ["sleep", "infinity"]}
+    # Small requests: it shares the system nodes (infra/system_capacity.py counts it); heavy work
+    # belongs in a Job.
+    resources = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
+    container = {"name": "shell", "image": layout.shell_image, "command": ["sleep", "infinity"], "resources": resources}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

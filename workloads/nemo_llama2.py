@@ -24,7 +24,7 @@ EXAMPLES_DIR = "/opt/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling"
 OPEN_MPI_PREFIX = "/opt/amazon/openmpi"
 HF_TOKEN_SECRET = "hf-token"
 HF_TOKEN_KEY = "HF_TOKEN"
-# mpirun on a core node; the workers ask for Neuron devices and EFA interfaces only.
+# mpirun on a job-support node; the workers ask for Neuron devices and EFA interfaces only.
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "2Gi"}
 
 
@@ -35,7 +35,7 @@ class NemoLayout:
     group: NodeGroup
     claim: str
     service_account: str
-    core_node_selector: Mapping[str, str]
+    support_placement: Mapping[str, Any]
     settings: NemoLlama2Settings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: Optional[str] = None
@@ -112,7 +112,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     "template": {
                         "spec": {
                             "serviceAccountName": layout.service_account,
-                            "nodeSelector": dict(layout.core_node_selector),
+                            **pods.support_placement(layout.support_placement),
                             "containers": [launcher],
                         }
                     },

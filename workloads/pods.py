@@ -30,6 +30,12 @@ def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
     return {"nodeSelector": group.node_selector, "tolerations": group.tolerations}
 
 
+def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
+    """A CPU pod of a job (Ray head, MPI launcher, staging, check verdict) on the job-support
+    group: the cluster stack exports its selector and the toleration of its taint."""
+    return {"nodeSelector": dict(placement["nodeSelector"]), "tolerations": [dict(t) for t in placement["tolerations"]]}
+
+
 def env_list(values: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in values.items()]
 

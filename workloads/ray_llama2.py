@@ -45,7 +45,7 @@ class RayLayout:
     group: NodeGroup
     claim: str
     service_account: str
-    core_node_selector: Mapping[str, str]
+    support_placement: Mapping[str, Any]
     settings: RayLlama2Settings
 
 
@@ -78,7 +78,7 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
             "template": {
                 "spec": {
                     "serviceAccountName": layout.service_account,
-                    "nodeSelector": dict(layout.core_node_selector),
+                    **pods.support_placement(layout.support_placement),
                     "containers": [head],
                     "volumes": volumes,
                 }
@@ -125,6 +125,21 @@ def entrypoint(step: str, layout: RayLayout) -> str:
     return command + (" --neuron_parallel_compile" if step == "precompile" else "")
 
 
+def submitter_template(layout: RayLayout) -> dict[str, Any]:
+    """KubeRay's own submitter (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/common/
+    job.go GetDefaultSubmitterContainer: head image, 500m/200Mi requests, 1/1Gi limits), placed
+    beside the head on the job-support group instead of wherever it fits; a given template is
+    used as is and only its command and env are filled in (rayjob_controller.go
+    configureSubmitterContainer), so the image and the Job's restart policy are spelled out."""
+    container = {
+        "name": "ray-job-submitter",
+        "image": layout.image,
+        "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    }
+    spec = {**pods.support_placement(layout.support_placement), "restartPolicy": "Never", "containers": [container]}
+    return {"spec": spec}
+
+
 def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[str, Any]:
     """One step as a RayJob that brings up its own RayCluster and deletes it when it ends.
 
@@ -140,6 +155,7 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
         "entrypoint": entrypoint(step, layout),
         "runtimeEnvYAML": yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": {"PYTHONUNBUFFERED": "0"}}),
         "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout)),
+        "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
     }
