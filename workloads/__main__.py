@@ -20,6 +20,7 @@ from infra.kube import kubeconfig_for  # noqa: E402
 from infra.stack_config import engine_config  # noqa: E402
 from workloads import checks, contract  # noqa: E402
 from workloads.bert import BertPretraining, BertPretrainingArgs  # noqa: E402
+from workloads.cluster_check import CheckLayout, ClusterCheck, ClusterCheckArgs, summary  # noqa: E402
 from workloads.data_staging import DataStaging, DataStagingArgs, StagingLayout  # noqa: E402
 from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLayout, NemoLlama2, NemoLlama2Args  # noqa: E402
 from workloads.ray_llama2 import RayLayout, RayLlama2, RayLlama2Args  # noqa: E402
@@ -94,6 +95,15 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         )  # fmt: skip
         NemoLlama2("nemo-llama2", NemoLlama2Args(layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
+    if s := config.on("cluster_check"):
+        layout = CheckLayout(
+            **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
+            service_account=cluster.service_account, settings=s,
+            gang_queue=s.queue if cluster.feature("volcano") else None,
+        )  # fmt: skip
+        check = ClusterCheck("cluster-check", ClusterCheckArgs(layout), opts)
+        verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")
+        declared["clusterCheck"] = {**summary(layout), "result": verdict}
     if s := config.on("tensorboard"):
         # Always on while enabled: on the system nodes, so the job-support group can idle at zero.
         layout = TensorBoardLayout(

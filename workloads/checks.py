@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Optional
 
-from workloads import bert_launch, nemo_llama2, quantities
+from workloads import bert_launch, cluster_check, nemo_llama2, quantities
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
@@ -23,6 +23,7 @@ IMAGES = {
     "nemo_llama2": "nemo-megatron",
     "tensorboard": "cmd-shell",
     "data_staging": "cmd-shell",
+    "cluster_check": "nemo-megatron",
 }
 # Software each workload needs in the cluster, by the cluster stack's `features` names.
 REQUIRED_FEATURES = {
@@ -31,6 +32,7 @@ REQUIRED_FEATURES = {
     "nemo_llama2": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
     "tensorboard": ("fsxCsi",),
     "data_staging": ("fsxCsi",),
+    "cluster_check": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
 }
 # ray_train_llama2.py starts 32 Ray Train workers per node, one per NeuronCore of a trn1.
 RAY_WORKERS_PER_NODE = 32
@@ -53,6 +55,7 @@ CAMEL = {
     "nemo_llama2": "nemoLlama2",
     "tensorboard": "tensorboard",
     "data_staging": "dataStaging",
+    "cluster_check": "clusterCheck",
 }
 
 
@@ -73,6 +76,7 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list
     problems += _path_problems(config)
     problems += _token_problems(config)
     problems += _tensorboard_problems(config)
+    problems += _cluster_check_problems(config, cluster)
     return problems
 
 
@@ -120,7 +124,9 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
             f"it has: {', '.join(cluster.node_groups) or 'none'}"
         ]
     problems = []
-    if group.efa_interfaces == 0:
+    # The acceptance test on one node checks that node alone; from two on it runs the all-reduce.
+    single_node_check = workload == "cluster_check" and settings.nodes == 1
+    if group.efa_interfaces == 0 and not single_node_check:
         problems.append(
             f"{key} = {settings.node_group!r}: {group.instance_type} nodes have no EFA interfaces, "
             "and this multi-node job needs them; pick a trn1.32xlarge, trn1n.32xlarge or trn2.48xlarge group"
@@ -137,7 +143,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
 
 def _queue_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
     problems = []
-    for workload in ("bert_pretraining", "ray_llama2", "nemo_llama2"):
+    for workload in ("bert_pretraining", "ray_llama2", "nemo_llama2", "cluster_check"):
         settings = config.on(workload)
         if settings and cluster.feature("volcano") and settings.queue not in cluster.volcano_queues:
             problems.append(
@@ -155,7 +161,7 @@ def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
         head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
         worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
         return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
-    if workload == "nemo_llama2":
+    if workload in ("nemo_llama2", "cluster_check"):
         return [nemo_llama2.LAUNCHER_REQUESTS]
     return []  # BERT's pods request Neuron devices and EFA interfaces only
 
@@ -298,3 +304,17 @@ def _path_problems(config: WorkloadsConfig) -> list[str]:
                 f"mount at {mount}; use an absolute path under {mount}/"
             )
     return problems
+
+
+def _cluster_check_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
+    check = config.on("cluster_check")
+    group = cluster.node_groups.get(check.node_group) if check else None
+    if check is None or group is None or check.nodes < 2:
+        return []
+    if cluster_check.floor_for(group, check) is None:
+        return [
+            f"{_key('cluster_check', 'busBandwidthFloorGBps')}: required for {group.instance_type} nodes (group "
+            f"{group.name!r}), which have no default all-reduce floor (defaults exist for "
+            f"{', '.join(cluster_check.DEFAULT_FLOORS)}); set the lowest bus bandwidth you accept, in GB/s"
+        ]
+    return []

@@ -91,6 +91,29 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
     compile_timeout_minutes: int = Field(default=180, ge=1)
 
 
+class ClusterCheckSettings(AcceleratedWorkloadSettings):
+    """The acceptance test: is a node group fit for distributed training? (workloads/cluster_check.py)"""
+
+    nodes: int = Field(default=2, ge=1, description="Nodes to check; 2 or more also runs the nccom-test all-reduce across them (needs EFA).")
+    queue: str = Field(default="test", description="Volcano queue of the all-reduce MPIJob (when Volcano is on).")
+    bus_bandwidth_floor: Optional[float] = Field(
+        default=None,
+        gt=0,
+        alias="busBandwidthFloorGBps",
+        description="Lowest acceptable all-reduce bus bandwidth at 1 GiB, in nccom-test's GB/s; unset: the default "
+        "for the group's instance type (workloads/cluster_check.py DEFAULT_FLOORS), required for other types.",
+    )
+    fsx_test_mib: int = Field(default=1024, ge=64, le=16384, description="MiB each node writes and reads back on FSx.")
+    timeout_minutes: int = Field(
+        default=60, ge=15, description="How long `pulumi up` waits for each stage, scale-up from zero included."
+    )
+    run_id: str = Field(
+        default="1",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$",
+        description="Change it to run the check again with unchanged settings (a finished check is not re-run).",
+    )
+
+
 class LoadBalancerSettings(ConfigModel):
     # IPv4 source ranges allowed to reach the load balancer; required, never the internet.
     allowed_cidrs: list[str]
@@ -135,6 +158,9 @@ class WorkloadsConfig(ConfigModel):
     ray_llama2: Optional[RayLlama2Settings] = None
     nemo_llama2: Optional[NemoLlama2Settings] = None
     tensorboard: Optional[TensorBoardSettings] = None
+    cluster_check: Optional[ClusterCheckSettings] = Field(
+        default=None, description="Cluster acceptance test: per-node Neuron/EFA/FSx checks and an all-reduce across nodes."
+    )
 
     def on(self, name: str) -> Any:
         """The settings of workload ``name`` when it is switched on, else None."""

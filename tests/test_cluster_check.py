@@ -1,0 +1,246 @@
+"""Issue 13: the cluster acceptance test (`clusterCheck`), rendered and run.
+
+The rendered objects are checked against the cluster stack's outputs (counts, selectors,
+tolerations), the tools' documented flags and output formats (aws-neuron/aws-neuron-sdk v2.20.2,
+the docs of the SDK in our nemo-megatron image: tools/neuron-sys-tools/nccom-test.rst and
+neuron-ls.rst), and the MPI operator's hostfile (kubeflow/mpi-operator v0.8.0). The scripts run
+here under bash with stand-ins for the tools that print their documented formats.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline.runner import PlanResult
+from tests.test_workloads import manifest
+from workloads import cluster_check
+
+JOB_SUPPORT = {"role": "job-support"}
+
+
+def spec(result: PlanResult, kind: str, name: str) -> dict[str, Any]:
+    return manifest(result, kind, name)["spec"]
+
+
+def script(container: dict[str, Any]) -> str:
+    assert container["command"][:2] == ["bash", "-c"]
+    return container["command"][2]
+
+
+# --- what is declared ----------------------------------------------------------------------------
+
+
+def test_one_pod_per_node_owning_every_device_with_counts_from_the_cluster(workloads_dev: PlanResult) -> None:
+    job = spec(workloads_dev, "Job", "cluster-check-nodes")
+    assert job["completions"] == job["parallelism"] == 2 and job["backoffLimit"] == 0
+    pod = job["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
+    assert {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["tolerations"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+    text = script(container)
+    assert 'check "Neuron devices (neuron-ls)" 16 ' in text and 'check "NeuronCores (neuron-ls)" 32 ' in text
+    assert 'check "EFA devices (fi_info -p efa)" 8 ' in text
+    # Awaited by pulumi-kubernetes' Job awaiter (fails `up` on Failed), not by waitFor.
+    annotations = manifest(workloads_dev, "Job", "cluster-check-nodes")["metadata"]["annotations"]
+    assert "pulumi.com/waitFor" not in annotations and annotations["pulumi.com/timeoutSeconds"] == "3600"
+
+
+def test_expected_counts_follow_the_cluster_outputs(workloads_with) -> None:
+    def fewer(outputs: dict[str, Any]) -> None:
+        group = next(g for g in outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1")
+        group.update(neuronDevices=12, neuronCores=24, efaInterfaces=4)
+
+    result = workloads_with(cluster=fewer, nemoLlama2=None, rayLlama2=None)
+    text = script(spec(result, "Job", "cluster-check-nodes")["template"]["spec"]["containers"][0])
+    assert 'check "Neuron devices (neuron-ls)" 12 ' in text and 'check "EFA devices (fi_info -p efa)" 4 ' in text
+    launcher = spec(result, "MPIJob", "cluster-check-allreduce")["mpiReplicaSpecs"]["Launcher"]
+    assert "nccom-test -r 48 -N 2 " in script(launcher["template"]["spec"]["containers"][0])
+
+
+def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_dev: PlanResult) -> None:
+    job = spec(workloads_dev, "MPIJob", "cluster-check-allreduce")
+    assert job["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": 2}
+    assert job["launcherCreationPolicy"] == "WaitForWorkersReady"
+    workers, launcher = job["mpiReplicaSpecs"]["Worker"], job["mpiReplicaSpecs"]["Launcher"]
+    assert workers["replicas"] == 2
+    assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+    assert launcher["template"]["spec"]["nodeSelector"] == JOB_SUPPORT
+    text = script(launcher["template"]["spec"]["containers"][0])
+    # nccom-test.rst: -r total ranks, -N nodes, -b/-e/-f sizes, -d type, --hosts, and
+    # NEURON_RT_ROOT_COMM_ID = the first host's IP address and a free port.
+    assert "/opt/aws/neuron/bin/nccom-test -r 64 -N 2 -b 1MB -e 1GB -f 4 -d fp32" in text
+    assert "--non-interactive allr --hosts $hosts" in text
+    assert 'export NEURON_RT_ROOT_COMM_ID="$first:45654"' in text
+    assert "awk '{print $1}' /etc/mpi/hostfile" in text and "floor=20.0" in text
+    # Processes mpirun starts over SSH see the image's PATH and EFA settings (pam_env reads /etc/environment).
+    worker = workers["template"]["spec"]["containers"][0]
+    assert "> /etc/environment && exec /usr/sbin/sshd -De" in script(worker)
+    assert {e["name"] for e in worker["env"]} >= {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"}
+
+
+def test_verdict_fails_up_and_runs_on_the_job_support_group(workloads_dev: PlanResult) -> None:
+    verdict = manifest(workloads_dev, "Job", "cluster-check-verdict")
+    job = verdict["spec"]
+    assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 3600
+    assert int(verdict["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) > job["activeDeadlineSeconds"]
+    assert job["template"]["spec"]["nodeSelector"] == JOB_SUPPORT
+    outputs = workloads_dev.outputs["workloads"]["clusterCheck"]
+    assert outputs["expectedPerNode"] == {"neuronDevices": 16, "neuronCores": 32, "efaInterfaces": 8}
+    assert outputs["allReduce"]["floorGBps"] == 20.0 and outputs["summary"].endswith("job/cluster-check-verdict")
+
+
+def test_stages_run_in_order(workloads_dev: PlanResult) -> None:
+    by_name = {r.inputs["metadata"]["name"]: r for r in workloads_dev.registrations if r.inputs.get("metadata", {}).get("name", "").startswith("cluster-check")}
+    assert by_name["cluster-check-nodes"].urn in by_name["cluster-check-allreduce"].dependencies
+    assert by_name["cluster-check-allreduce"].urn in by_name["cluster-check-verdict"].dependencies
+
+
+def test_a_new_run_id_is_a_new_run(workloads_with) -> None:
+    first = cluster_check_dir(workloads_with())
+    again = cluster_check_dir(workloads_with(clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "runId": "2"}))
+    assert first != again and again.startswith("/shared/cluster-check/2-")
+
+
+def cluster_check_dir(result: PlanResult) -> str:
+    return result.outputs["workloads"]["clusterCheck"]["results"]
+
+
+# --- what is refused ------------------------------------------------------------------------------
+
+
+def refusal(workloads_with, **overrides: Any) -> str:
+    with pytest.raises(Exception) as err:
+        workloads_with(**overrides)
+    return str(err.value)
+
+
+def no_efa(outputs: dict[str, Any]) -> None:
+    outputs["acceleratorNodeGroups"].append(
+        {"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+    )
+
+
+def test_a_group_without_efa_is_refused_for_the_multi_node_part(workloads_with) -> None:
+    message = refusal(workloads_with, cluster=no_efa, clusterCheck={"nodeGroup": "trn1-2xl", "nodes": 2})
+    assert "trainium-workloads:clusterCheck.nodeGroup = 'trn1-2xl': trn1.2xlarge nodes have no EFA interfaces" in message
+
+
+def test_one_node_without_efa_is_checked_alone(workloads_with) -> None:
+    result = workloads_with(cluster=no_efa, clusterCheck={"nodeGroup": "trn1-2xl", "nodes": 1, "busBandwidthFloorGBps": 1})
+    assert not [r for r in result.registrations if r.type.endswith(":MPIJob") and "cluster-check" in r.name]
+    text = script(spec(result, "Job", "cluster-check-nodes")["template"]["spec"]["containers"][0])
+    assert 'check "EFA devices (fi_info -p efa)" 0 ' in text
+    assert result.outputs["workloads"]["clusterCheck"]["allReduce"] is None
+
+
+def test_a_type_without_a_default_floor_needs_one(workloads_with) -> None:
+    def trn2(outputs: dict[str, Any]) -> None:
+        outputs["acceleratorNodeGroups"].append(
+            {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
+             "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+        )
+
+    message = refusal(workloads_with, cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2})
+    assert "trainium-workloads:clusterCheck.busBandwidthFloorGBps: required for trn2.48xlarge nodes" in message
+    result = workloads_with(cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2, "busBandwidthFloorGBps": 50})
+    assert result.outputs["workloads"]["clusterCheck"]["allReduce"]["floorGBps"] == 50
+
+
+@pytest.mark.parametrize("value, expected", [(0, "greater than 0"), (True, "a number, not true/false"), ("", "")])
+def test_bad_floors_are_refused_by_key(workloads_with, value: Any, expected: str) -> None:
+    message = refusal(workloads_with, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "busBandwidthFloorGBps": value})
+    assert "clusterCheck.busBandwidthFloorGBps" in message and expected in message
+
+
+def test_prod_has_it_off(workloads_prod: PlanResult) -> None:
+    assert "clusterCheck" not in workloads_prod.outputs["workloads"]
+    assert not [r for r in workloads_prod.registrations if "cluster-check" in r.name]
+
+
+# --- the scripts, run ----------------------------------------------------------------------------
+
+
+def neuron_ls_table(devices: int, cores: int) -> str:
+    """A table in neuron-ls's documented layout (neuron-ls.rst): | device | cores | memory | ... |"""
+    rule = "+--------+--------+--------+---------------+---------+"
+    rows = [rule, "| NEURON | NEURON | NEURON |   CONNECTED   |   PCI   |", "| DEVICE | CORES  | MEMORY |    DEVICES    |   BDF   |", rule]
+    rows += [f"| {d:<6} | {cores:<6} | 32 GB  | {d}, {d}          | 00:{d:02x}.0 |" for d in range(devices)]
+    return "\n".join([*rows, rule, "Neuron Device Topology"])
+
+
+def stub(bin_dir: Path, name: str, output: str, stream: str = "stdout") -> None:
+    target = ">&2" if stream == "stderr" else ""
+    (bin_dir / name).write_text(f"#!/bin/bash\ncat {target} <<'OUT'\n{output}\nOUT\n")
+    (bin_dir / name).chmod(0o755)
+
+
+def run_node_script(tmp_path: Path, devices: int, efa_domains: int) -> subprocess.CompletedProcess[str]:
+    layout = cluster_check.CheckLayout(
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        group=_trn1_group(), settings=_settings(),
+    )  # fmt: skip
+    bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
+    bin_dir.mkdir()
+    shared.mkdir()
+    stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
+    fi_info = "\n".join(f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM" for i in range(efa_domains))
+    stub(bin_dir, "fi_info", fi_info)
+    stub(bin_dir, "stat", "lustre")
+    stub(bin_dir, "dd", "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s", "stderr")
+    text = (
+        cluster_check.node_script(layout)
+        .replace(cluster_check.NEURON_BIN, str(bin_dir))
+        .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
+        .replace(cluster_check.SHARED_MOUNT, str(shared))
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1"}
+    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=30)
+
+
+def _trn1_group():
+    from workloads.contract import NodeGroup
+
+    return NodeGroup("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, {}, (), 4)
+
+
+def _settings():
+    from workloads.settings import ClusterCheckSettings
+
+    return ClusterCheckSettings(node_group="trn1-32xl-ng1", nodes=2)
+
+
+def test_a_healthy_node_passes(tmp_path: Path) -> None:
+    run = run_node_script(tmp_path, devices=16, efa_domains=8)
+    assert run.returncode == 0, run.stdout + run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("NODE ip-100-64-1-1 trn1.32xlarge PASS neuron=16/16 cores=32/32 efa=8/8 fsx write 716 MB/s")
+
+
+def test_a_node_missing_a_device_or_an_interface_fails(tmp_path: Path) -> None:
+    run = run_node_script(tmp_path, devices=15, efa_domains=7)
+    assert run.returncode == 1
+    assert "FAIL  Neuron devices (neuron-ls): expected 16, seen 15" in run.stdout
+    assert "FAIL  EFA devices (fi_info -p efa): expected 8, seen 7" in run.stdout
+    assert " FAIL neuron=15/16 cores=30/32 efa=7/8" in run.stdout
+
+
+def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
+    # nccom-test.rst's table layout: size(B) count(elems) type time(us) algbw(GB/s) busbw(GB/s).
+    table = "\n".join([
+        "nccom-test all-reduce, 2 nodes x 32 ranks, hosts: 100.64.1.1 100.64.1.2",
+        "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)",
+        "       1048576          262144    fp32        1330           0.73           1.44",
+        "    1073741824       268435456    fp32       41000          24.39          48.01",
+        "Avg bus bandwidth:      24.7250GB/s",
+    ])  # fmt: skip
+    out = tmp_path / "allreduce.txt"
+    out.write_text(table + "\n")
+    busbw = subprocess.run(["bash", "-c", f"{cluster_check.BUSBW_AWK} {out}"], capture_output=True, text=True).stdout.strip()
+    assert busbw == "48.01"

@@ -1,0 +1,368 @@
+"""The cluster acceptance test: is a Trainium node group fit for distributed training?
+
+Three stages, each started once the one before it is ready, all in the nemo-megatron image
+(the Neuron PyTorch DLC, SDK 2.20.2: aws-neuronx-tools 2.19 puts `neuron-ls` and `nccom-test`
+in /opt/aws/neuron/bin, the EFA installer puts `fi_info` in /opt/amazon/efa/bin and Open MPI in
+/opt/amazon/openmpi; aws-neuron/deep-learning-containers 2.20.2,
+docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
+
+1. ``cluster-check-nodes``, a batch/v1 Job with one pod per node, each taking every Neuron
+   device and EFA interface of its node: the Neuron devices and NeuronCores `neuron-ls` sees,
+   the EFA devices `fi_info -p efa` sees, the FSx claim mounted read-write as Lustre with a
+   write/read throughput figure. pulumi-kubernetes awaits the Job and fails `pulumi up` as soon
+   as it fails (backoffLimit 0: a check that fails once has found something).
+2. ``cluster-check-allreduce`` (two nodes or more), an MPIJob: `nccom-test` all-reduce over every
+   NeuronCore of every node, started from the launcher. nccom-test runs its ranks through MPI
+   over SSH on the hosts it is given and needs NEURON_RT_ROOT_COMM_ID set to the first host's
+   IP address and a free port (aws-neuron/aws-neuron-sdk v2.21.0
+   tools/neuron-sys-tools/nccom-test.rst: `-r`, `-N`, `--hosts`; the launching host need not
+   take part since aws-neuronx-tools 2.16.1, release-notes/tools/aws-neuronx-tools.rst). The MPI
+   operator gives the launcher SSH keys and a hostfile of the workers
+   (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile; kubeflow/mpi-operator v0.8.0
+   pkg/controller/mpi_job_controller.go newConfigMap). The launcher writes the table and a
+   PASS/FAIL status under the run's directory on FSx.
+3. ``cluster-check-verdict``, a batch/v1 Job on a job-support node: waits for that status,
+   prints the one-screen summary (every node's line, the all-reduce table, the verdict) and
+   fails when the all-reduce failed or its bus bandwidth is under the floor, so `pulumi up`
+   fails. The MPIJob itself is not awaited: `pulumi.com/waitFor` knows only success.
+
+Every run writes under ``/shared/cluster-check/<run>``, a token of the settings, so a new run
+never reads an old run's status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+
+from workloads import pods
+from workloads.contract import NodeGroup
+from workloads.kube import declare
+from workloads.settings import ClusterCheckSettings
+
+SHARED_MOUNT = "/shared"
+RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
+NEURON_BIN = "/opt/aws/neuron/bin"
+FI_INFO = "/opt/amazon/efa/bin/fi_info"
+HOSTFILE = "/etc/mpi/hostfile"
+ROOT_COMM_PORT = 45654
+# All-reduce sizes 1 MiB .. 1 GiB, x4 per step, fp32 (the sizes and type of the Neuron docs'
+# multi-instance example); the floor applies to the largest, where bandwidth has levelled off.
+NCCOM_SIZES = ("1MB", "1GB", "4")
+NCCOM_DATATYPE = "fp32"
+
+# Default bus-bandwidth floors (nccom-test's GB/s at 1 GiB). The only published multi-node
+# figure is the Neuron docs' example (aws-neuron-sdk v2.21.0 tools/neuron-sys-tools/nccom-test.rst,
+# "Multiple Instances Example"): 2 x trn1.32xlarge, 64 ranks, fp32 all-reduce of 1 GiB at
+# 47.09 GB/s bus bandwidth, marked there as not up to date. The floor is a conservative 20 GB/s,
+# about 40% of that: it catches collectives that fell back from EFA to TCP or lost interfaces,
+# not a few percent of tuning. trn1n.32xlarge has twice trn1's EFA bandwidth and no published
+# figure: it gets the same floor as a lower bound. Other types have no default: set one.
+DEFAULT_FLOORS: dict[str, float] = {"trn1.32xlarge": 20.0, "trn1n.32xlarge": 20.0}
+FLOOR_SOURCE = "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
+
+
+# neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ... (also
+# with --topology; aws-neuron-sdk v2.20.2 tools/neuron-sys-tools/neuron-ls.rst). "devices cores".
+NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
+# fi_info lists each provider endpoint with a `domain:` line, one domain per EFA device.
+EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
+# nccom-test's table rows: size(B) count(elems) type time(us) algbw busbw; the last row is the
+# largest size, and its last column the bus bandwidth.
+BUSBW_AWK = "awk '$1 ~ /^[0-9]+$/ && NF >= 6 {bw=$NF} END {print bw}'"
+
+
+def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> Optional[float]:
+    if settings.bus_bandwidth_floor is not None:
+        return settings.bus_bandwidth_floor
+    return DEFAULT_FLOORS.get(group.instance_type)
+
+
+@dataclass(frozen=True)
+class CheckLayout:
+    namespace: str
+    image: str
+    group: NodeGroup
+    claim: str
+    service_account: str
+    support_placement: Mapping[str, Any]
+    settings: ClusterCheckSettings
+    # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
+    gang_queue: Optional[str] = None
+
+    @property
+    def floor(self) -> float:
+        floor = floor_for(self.group, self.settings)
+        assert floor is not None, "checks.py refuses a group without a floor"
+        return floor
+
+    @property
+    def ranks(self) -> int:
+        return self.settings.nodes * self.group.neuron_cores
+
+    @property
+    def run(self) -> str:
+        """A token of everything that makes a run: new settings, new directory."""
+        s = self.settings
+        facts = [self.group.name, self.group.instance_type, s.nodes, self.floor, s.fsx_test_mib, self.image, s.run_id]
+        return f"{s.run_id}-{hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:10]}"
+
+    @property
+    def run_dir(self) -> str:
+        return f"{RESULTS_ROOT}/{self.run}"
+
+
+def node_script(layout: CheckLayout) -> str:
+    """Every check runs and prints its line; the pod fails if any of them failed."""
+    g, mib = layout.group, layout.settings.fsx_test_mib
+    return f"""\
+set -uo pipefail
+node="${{NODE_NAME:-$(hostname)}}"
+dir={layout.run_dir}/nodes
+failed=0
+check() {{ # name, expected, seen
+  if [ "$2" = "$3" ]; then echo "ok    $1: $3"; else echo "FAIL  $1: expected $2, seen $3"; failed=1; fi
+}}
+devices_cores=$({NEURON_BIN}/neuron-ls --topology | {NEURON_LS_AWK})
+check "Neuron devices (neuron-ls)" {g.neuron_devices} "${{devices_cores% *}}"
+check "NeuronCores (neuron-ls)" {g.neuron_cores} "${{devices_cores#* }}"
+efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
+check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
+check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
+mkdir -p "$dir" && file="$dir/$node.bin"
+write=$(dd if=/dev/zero of="$file" bs=1M count={mib} oflag=direct 2>&1 | tail -1 | awk -F', ' '{{print $NF}}')
+read=$(dd if="$file" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1 | awk -F', ' '{{print $NF}}')
+rm -f "$file"
+if [ -n "$write" ] && [ -n "$read" ]; then echo "ok    FSx read-write {mib} MiB: write $write, read $read"; else echo "FAIL  FSx read-write: write '$write', read '$read'"; failed=1; fi
+verdict=$([ $failed = 0 ] && echo PASS || echo FAIL)
+echo "NODE $node {g.instance_type} $verdict neuron=${{devices_cores% *}}/{g.neuron_devices} cores=${{devices_cores#* }}/{g.neuron_cores} efa=$efa/{g.efa_interfaces} fsx write $write read $read" | tee "$dir/$node.txt"
+exit $failed
+"""
+
+
+def nodes_job(layout: CheckLayout) -> dict[str, Any]:
+    s = layout.settings
+    container = {
+        "name": "check",
+        "image": layout.image,
+        "command": ["bash", "-c", node_script(layout)],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        # Every device and interface of the node: one pod per node, and it sees what a job would.
+        "resources": pods.accelerator_resources(layout.group),
+        "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "cluster-check-nodes", "namespace": layout.namespace, "annotations": pods.await_timeout(s.timeout_minutes)},
+        "spec": {
+            "completions": s.nodes,
+            "parallelism": s.nodes,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "serviceAccountName": layout.service_account,
+                    **pods.accelerator_placement(layout.group),
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [pods.claim_volume(layout.claim)],
+                }
+            },
+        },
+    }
+
+
+def launcher_script(layout: CheckLayout) -> str:
+    """nccom-test over the MPI operator's workers; the status file is written whatever happens."""
+    low, high, factor = NCCOM_SIZES
+    s, dir_ = layout.settings, layout.run_dir
+    return f"""\
+set -uo pipefail
+mkdir -p {dir_}
+status=FAIL
+trap 'echo $status > {dir_}/allreduce.status' EXIT
+hosts=""
+for h in $(awk '{{print $1}}' {HOSTFILE}); do
+  ip=$(getent hosts "$h" | awk '{{print $1; exit}}')
+  [ -n "$ip" ] || {{ echo "cannot resolve $h" | tee {dir_}/allreduce.txt; exit 1; }}
+  hosts="$hosts $ip"
+done
+first=${{hosts# }}; first=${{first%% *}}
+export NEURON_RT_ROOT_COMM_ID="$first:{ROOT_COMM_PORT}"
+echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, hosts:$hosts" | tee {dir_}/allreduce.txt
+{NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} \\
+  --non-interactive allr --hosts $hosts 2>&1 | tee -a {dir_}/allreduce.txt
+[ "${{PIPESTATUS[0]}}" = 0 ] || exit 1
+# The last row of the table is the largest size; its last column is busbw(GB/s).
+busbw=$({BUSBW_AWK} {dir_}/allreduce.txt)
+echo "bus bandwidth at {high}: ${{busbw:-none}} GB/s, floor {layout.floor} GB/s" | tee -a {dir_}/allreduce.txt
+awk -v bw="${{busbw:-0}}" -v floor={layout.floor} 'BEGIN {{exit !(bw + 0 >= floor)}}' && status=PASS
+[ $status = PASS ]
+"""
+
+
+def worker_command() -> list[str]:
+    """sshd, with the image's environment for the processes mpirun starts over SSH: an SSH
+    session gets the system PATH, not the image's, and nccom-test's MPI run needs the Neuron
+    tools, Open MPI and the EFA settings there. sshd's PAM session (Ubuntu: pam_env) reads
+    /etc/environment."""
+    keep = "^(PATH|LD_LIBRARY_PATH|FI_[A-Z_]*|NEURON_[A-Z_]*|CCOM_[A-Z_]*)="
+    return ["bash", "-c", f"env | grep -E '{keep}' > /etc/environment && exec /usr/sbin/sshd -De"]
+
+
+def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
+    s = layout.settings
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0}
+    if layout.gang_queue is not None:
+        # As the NeMo MPIJobs (nemo_llama2.run_policy): the gang is the workers, so the launcher,
+        # created once they are Ready, cannot deadlock it.
+        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": s.nodes}
+    worker = {
+        "name": "worker",
+        "image": layout.image,
+        "command": worker_command(),
+        "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0"}),
+        "resources": pods.accelerator_resources(layout.group),
+        "volumeMounts": [pods.shm_mount()],
+    }
+    launcher = {
+        "name": "launcher",
+        "image": layout.image,
+        "command": ["bash", "-c", launcher_script(layout)],
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
+    }
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace, "annotations": pods.skip_await()},
+        "spec": {
+            "slotsPerWorker": 1,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": policy,
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "spec": {
+                            "serviceAccountName": layout.service_account,
+                            **pods.support_placement(layout.support_placement),
+                            "containers": [launcher],
+                            "volumes": [pods.claim_volume(layout.claim)],
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": s.nodes,
+                    "template": {
+                        "spec": {
+                            "serviceAccountName": layout.service_account,
+                            **pods.accelerator_placement(layout.group),
+                            "containers": [worker],
+                            "volumes": [pods.shm_volume()],
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def verdict_script(layout: CheckLayout) -> str:
+    dir_ = layout.run_dir
+    collective = layout.settings.nodes > 1
+    wait = f"""\
+until [ -f {dir_}/allreduce.status ]; do sleep 15; done
+echo; cat {dir_}/allreduce.txt
+""" if collective else ""
+    return f"""\
+set -uo pipefail
+{wait}echo; echo "== cluster check {layout.run}: {layout.settings.nodes} x {layout.group.instance_type} ({layout.group.name})"
+cat {dir_}/nodes/*.txt
+seen=$(ls {dir_}/nodes/*.txt 2>/dev/null | wc -l)
+failed=$(cat {dir_}/nodes/*.txt 2>/dev/null | grep -c ' FAIL ')
+[ "$seen" = {layout.settings.nodes} ] || {{ echo "only $seen of {layout.settings.nodes} nodes reported"; failed=1; }}
+{"allreduce=$(cat " + dir_ + "/allreduce.status)" if collective else "allreduce=SKIPPED"}
+echo "all-reduce: $allreduce (floor {layout.floor} GB/s at 1 GiB)"
+if [ "$failed" = 0 ] && [ "$allreduce" != FAIL ]; then echo "RESULT PASS"; else echo "RESULT FAIL"; exit 1; fi
+"""
+
+
+def verdict_job(layout: CheckLayout) -> dict[str, Any]:
+    s = layout.settings
+    container = {
+        "name": "verdict",
+        "image": layout.image,
+        "command": ["bash", "-c", verdict_script(layout)],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "cluster-check-verdict",
+            "namespace": layout.namespace,
+            # A little longer than the Job's own deadline, so its DeadlineExceeded is what fails `up`.
+            "annotations": pods.await_timeout(s.timeout_minutes + 5),
+        },
+        "spec": {
+            "backoffLimit": 0,
+            # A launcher that never starts leaves no status: the deadline turns that into a failure.
+            "activeDeadlineSeconds": s.timeout_minutes * 60,
+            "template": {
+                "spec": {
+                    "serviceAccountName": layout.service_account,
+                    **pods.support_placement(layout.support_placement),
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [pods.claim_volume(layout.claim)],
+                }
+            },
+        },
+    }
+
+
+def check_sequence(layout: CheckLayout) -> list[dict[str, Any]]:
+    stages = [nodes_job(layout)]
+    if layout.settings.nodes > 1:
+        stages.append(allreduce_job(layout))
+    return stages + [verdict_job(layout)]
+
+
+def summary(layout: CheckLayout) -> dict[str, Any]:
+    """What the stack outputs say about the check: what it expects and where its result is."""
+    g, s = layout.group, layout.settings
+    return {
+        "run": layout.run,
+        "nodeGroup": g.name,
+        "instanceType": g.instance_type,
+        "nodes": s.nodes,
+        "expectedPerNode": {"neuronDevices": g.neuron_devices, "neuronCores": g.neuron_cores, "efaInterfaces": g.efa_interfaces},
+        "allReduce": {"ranks": layout.ranks, "floorGBps": layout.floor, "floorSource": "busBandwidthFloorGBps" if s.bus_bandwidth_floor else FLOOR_SOURCE}
+        if s.nodes > 1
+        else None,
+        "summary": f"kubectl logs -n {layout.namespace} job/cluster-check-verdict",
+        "results": layout.run_dir,
+    }
+
+
+@dataclass(frozen=True)
+class ClusterCheckArgs:
+    layout: CheckLayout
+    after: tuple[pulumi.Resource, ...] = ()
+
+
+class ClusterCheck(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ClusterCheckArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:ClusterCheck", name, None, opts)
+        declared: list[pulumi.CustomResource] = []
+        for manifest in check_sequence(args.layout):
+            declared.append(declare(manifest, self, declared[-1:] or args.after, replace_on_change=True))
+        self.verdict = declared[-1]
+        self.register_outputs({})
