@@ -128,6 +128,7 @@ def test_switching_every_workload_off_declares_no_objects(workloads_with) -> Non
     result = workloads_with(
         bertPretraining={"nodeGroup": "x", **off}, rayLlama2={"nodeGroup": "x", **off},
         nemoLlama2={"nodeGroup": "x", **off}, tensorboard=off, dataStaging=off, hfToken=None,
+        clusterCheck={"nodeGroup": "x", **off},
     )  # fmt: skip
     assert not [r for r in result.registrations if r.type.startswith(KUBERNETES_OBJECTS)]
     assert result.outputs["workloads"] == {}
