@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from workloads.compile_cache import cache_dir
 from workloads.pods import EFA_ENV
 
 SCRIPT = "dp_bert_large_hf_pretrain_hdf5.py"
@@ -132,13 +133,15 @@ def command_with_fresh_rdzv_id(run: BertRun, base_id: str) -> list[str]:
 
 
 def environment(run: BertRun, replica_id: str) -> dict[str, str]:
-    """The seed's environment; each replica gets its own compile cache inside the cache set."""
+    """The seed's environment; each replica gets its own directory in the shared compile cache
+    (what Neuron's training troubleshooting guide advises for caches on shared file systems), and
+    replica i of the training run reads what replica i of the precompile run wrote."""
     cache = f"{run.cacheset}_{replica_id}"
     return {
         **EFA_ENV,
         "CCOM_SOCKET_IFNAME": "eth0",
         "NEURON_RT_RESET_CORES": "1",
         "XLA_TRANSFER_SEED_ASYNC": "1",
-        "NEURON_CC_FLAGS": f"--cache_dir={CACHE_ROOT}/neuron_cache/{cache}",
+        "NEURON_CC_FLAGS": f"--cache_dir={cache_dir(CACHE_ROOT, cache)}",
         "HF_HOME": f"{CACHE_ROOT}/hf_cache/{cache}",
     }
