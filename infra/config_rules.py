@@ -278,7 +278,7 @@ def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
         if not re.fullmatch(INSTANCE_TYPE_PATTERN, instance_type):
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)")
         elif instance_type in NEURON_INSTANCE_TYPES:
-            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: core nodes carry system pods; use a general-purpose type")
+            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: this group runs CPU pods; use a general-purpose type")
     return problems
 
 

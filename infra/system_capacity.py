@@ -76,7 +76,7 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
     pods = [
         # aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml: aws-node 25m, node agent none.
         PodRequests("aws-node", 25, 0, 1, "amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml"),
-        PodRequests("kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet (cpu 100m)"),
+        PodRequests("kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"),
         PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
         # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
         PodRequests("ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"),

@@ -101,8 +101,8 @@ def test_stages_run_in_order(workloads_dev: PlanResult) -> None:
     assert by_name["cluster-check-allreduce"].urn in by_name["cluster-check-verdict"].dependencies
 
 
-def test_a_new_run_id_is_a_new_run(workloads_with) -> None:
-    first = cluster_check_dir(workloads_with())
+def test_a_new_run_id_is_a_new_run(workloads_dev: PlanResult, workloads_with) -> None:
+    first = cluster_check_dir(workloads_dev)
     again = cluster_check_dir(workloads_with(clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "runId": "2"}))
     assert first != again and again.startswith("/shared/cluster-check/2-")
 

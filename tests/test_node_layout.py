@@ -134,3 +134,19 @@ def test_prod_sizing_is_its_own():
     assert config.core_node_group.min_size == 3
     fit = system_fit(config.core_node_group.instance_types[0], 3, config.features, config.training_namespaces)
     assert fit is not None and fit.fits
+
+
+@pytest.mark.parametrize(
+    "group, expected",
+    [
+        ({"instanceTypes": ["trn1.32xlarge"]}, "jobNodeGroup.instanceTypes[0] = 'trn1.32xlarge': this group runs CPU pods"),
+        ({"minSize": 3, "maxSize": 2}, "jobNodeGroup: sizes must satisfy minSize <= desiredSize <= maxSize"),
+        ({"instanceTypes": [""]}, "jobNodeGroup.instanceTypes[0]"),
+        ({"maxSize": "four"}, "jobNodeGroup.maxSize"),
+        ({"maxSize": True}, "jobNodeGroup.maxSize"),
+    ],
+)
+def test_bad_job_support_groups_are_refused_by_key(group: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "jobNodeGroup": group})
+    assert expected in str(err.value)
