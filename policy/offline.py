@@ -8,7 +8,8 @@ recorded (the same input property names the engine passes):
   policy name or ``all``; each value an enforcement level or an object with an optional
   ``enforcementLevel`` and the policy's properties. Defaults come from each policy's schema,
   then ``all``, then the policy's own entry. Stricter than the engine: an unknown policy name
-  or property is refused (a typo would otherwise silently keep the default).
+  or property is refused (a typo would otherwise silently keep the default), and a level below
+  the policy's default needs a ``justification`` (a key the engine passes through unread).
 - per resource, each resource policy; then each stack policy over all resources, with the
   property dependencies the engine gives (pulumi-policy ``AnalyzeStack``, policy.py v1.21.0).
 - a policy at ``disabled`` does not run; ``remediate`` reports as ``mandatory``; reading a value
@@ -55,6 +56,21 @@ def config_path(stack: str) -> Path:
 class PackConfig:
     levels: dict[str, EnforcementLevel]
     properties: dict[str, dict[str, Any]]
+    justifications: dict[str, str] = field(default_factory=dict)
+
+
+_RANK = {EnforcementLevel.DISABLED: 0, EnforcementLevel.ADVISORY: 1, EnforcementLevel.MANDATORY: 2, EnforcementLevel.REMEDIATE: 2}
+JUSTIFICATION = "justification"
+
+
+def _justification(value: dict[str, Any], where: str, problems: list[str]) -> str | None:
+    if JUSTIFICATION not in value:
+        return None
+    text = value.pop(JUSTIFICATION)
+    if not isinstance(text, str) or not text.strip():
+        problems.append(f"{where}.{JUSTIFICATION}: {json.dumps(text)} must be a sentence saying why")
+        return None
+    return text
 
 
 @dataclass(frozen=True)
@@ -128,9 +144,15 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
     if not isinstance(raw, dict):
         raise ConfigError([f"the file must hold a JSON object keyed by policy name, not {type(raw).__name__}"], source)
     entries = dict(raw)
+    justifications: dict[str, str] = {}
     if "all" in entries:
         all_value = entries.pop("all")
-        level = _level(all_value if isinstance(all_value, str) else (all_value or {}).get("enforcementLevel"), "all", problems)
+        if isinstance(all_value, dict):
+            all_value = dict(all_value)
+            if why := _justification(all_value, "all", problems):
+                justifications = {name: why for name in levels}
+            all_value = all_value.get("enforcementLevel")
+        level = _level(all_value, "all", problems)
         if level is not None:
             levels = {name: level for name in levels}
     for name, value in entries.items():
@@ -146,6 +168,8 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
             problems.append(f"{name}: {json.dumps(value)} must be an enforcement level or an object")
             continue
         value = dict(value)
+        if why := _justification(value, name, problems):
+            justifications[name] = why
         if "enforcementLevel" in value and (level := _level(value.pop("enforcementLevel"), f"{name}.enforcementLevel", problems)):
             levels[name] = level
         schema = policy.config_schema.properties if policy.config_schema else {}
@@ -156,9 +180,15 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
             else:
                 problems += schema_problems(schema[key], item, f"{name}.{key}")
                 properties[name][key] = item
+    for policy in policies:
+        default = policy.enforcement_level or EnforcementLevel.MANDATORY
+        if _RANK[levels[policy.name]] < _RANK[default] and policy.name not in justifications:
+            problems.append(f"{policy.name}: lowered from {default.value} to {levels[policy.name].value} without a "
+                            f"justification: use {{\"enforcementLevel\": \"{levels[policy.name].value}\", "
+                            f"\"{JUSTIFICATION}\": \"why\"}}")
     if problems:
         raise ConfigError(problems, source)
-    return PackConfig(levels, properties)
+    return PackConfig(levels, properties, justifications)
 
 
 def load_config(path: Path) -> PackConfig:
