@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Iterable, Iterator, Optional
 
 from pulumi_policy import PolicyResource
+from pulumi_policy.proxy import UnknownValueError
 
 
 
@@ -115,7 +116,10 @@ def containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, 
 
 
 def object_name(props: Mapping[str, Any]) -> str:
-    namespace, name = get(props, "metadata", "namespace"), get(props, "metadata", "name")
+    try:
+        namespace, name = get(props, "metadata", "namespace"), get(props, "metadata", "name")
+    except UnknownValueError:
+        return "(name known after deploy)"
     return f"{namespace}/{name}" if namespace else str(name)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from pulumi_policy.proxy import UnknownValueError
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
@@ -31,14 +32,23 @@ BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 def _namespace_overrides(values: Any) -> Iterator[str]:
     """Chart values naming a namespace the chart renders into without creating it (the Neuron
     chart's ``npd.namespaceOverride``: DESIGN §5)."""
+    # Values often hold ids and ARNs unknown at preview: skip those rather than give up the rule.
     if isinstance(values, dict) or hasattr(values, "items"):
-        for key, value in values.items():
+        for key in list(values):
+            try:
+                value = values[key]
+            except UnknownValueError:
+                continue
             if key == "namespaceOverride" and isinstance(value, str) and value:
                 yield value
             else:
                 yield from _namespace_overrides(value)
     elif is_list(values):
-        for value in values:
+        for i in range(len(values)):
+            try:
+                value = values[i]
+            except UnknownValueError:
+                continue
             yield from _namespace_overrides(value)
 
 
@@ -87,8 +97,8 @@ def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
     """Why `pulumi up` would wait on this claim (and fail after 5 minutes), or None."""
     if get(pvc, "metadata", "annotations", "pulumi.com/skipAwait") == "true":
         return None
-    if get(pvc, "spec", "volumeName"):
-        return None  # bound to a named PersistentVolume: binds as soon as both exist
+    if has(get(pvc, "spec", default={}), "volumeName"):
+        return None  # bound to a named PersistentVolume (its name may be unknown at preview)
     class_name = get(pvc, "spec", "storageClassName")
     if not class_name:
         return ("it names neither a volume nor a storage class, so it is awaited until the cluster's default class binds it")

@@ -14,8 +14,11 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from pulumi_policy.proxy import UnknownValueError
+
 from policy.guardrails.props import (
     as_list,
+    has,
     containers,
     dependencies_of,
     get,
@@ -44,11 +47,12 @@ ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", 
 
 def _eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == EKS_COMPONENT:
-        if not get(args.props, "encryptionConfigKeyArn"):
+        # The key is usually created alongside, so its ARN is unknown at preview: presence is enough.
+        if not has(args.props, "encryptionConfigKeyArn"):
             report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: set encryptionConfigKeyArn to a KMS key.")
     elif args.resource_type == EKS_CLUSTER:
         configs = as_list(get(args.props, "encryptionConfig"))
-        if not any("secrets" in as_list(get(c, "resources")) and get(c, "provider", "keyArn") for c in configs):
+        if not any("secrets" in as_list(get(c, "resources")) and has(get(c, "provider", default={}), "keyArn") for c in configs):
             report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: add encryptionConfig for 'secrets' with a KMS key.")
 
 
@@ -312,7 +316,10 @@ def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> Non
         return
     for where, spec in pod_specs(args.resource_type, args.props):
         for cwhere, c in containers(spec):
-            image = get(c, "image")
+            try:
+                image = get(c, "image")
+            except UnknownValueError:
+                continue  # e.g. a repository URL not assigned yet; its tag is checked once known
             if not isinstance(image, str):
                 continue
             if problem := image_tag_problem(image):

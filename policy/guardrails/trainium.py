@@ -21,7 +21,7 @@ from pulumi_policy import (
 
 from infra.catalog import NEURON_INSTANCE_TYPES
 from infra.versions import NEURON_AMI_TYPE
-from policy.guardrails.props import as_list, dependencies_of, get, has, of_type
+from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
 MANDATORY = EnforcementLevel.MANDATORY
@@ -101,7 +101,8 @@ def _single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
     for g in accelerator_groups(args.resources):
         if not has(g.group.props, "subnetIds"):
             continue
-        count = len(as_list(get(g.group.props, "subnetIds")))
+        subnets = get(g.group.props, "subnetIds")
+        count = len(subnets) if is_list(subnets) else 1  # len() reads no (perhaps unknown) subnet id
         if count != 1:
             report(f"Node group '{g.group.name}' spans {count} subnets: an accelerator group uses one subnet, in a zone that "
                    f"offers {g.instance_type}, so its nodes, its placement group and the file system share a zone.", g.group.urn)
