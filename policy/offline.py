@@ -40,7 +40,7 @@ from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from infra.errors import ConfigError
 from offline.mocks import Registration
-from policy.guardrails import BY_NAME, POLICIES
+from policy.guardrails import PACK_NAME, POLICIES
 
 POLICY_DIR = Path(__file__).resolve().parent
 LEVELS = [level.value for level in EnforcementLevel]
@@ -280,7 +280,7 @@ def run_policies(registrations: list[Registration], config: PackConfig, region: 
 
 
 def render_report(project: str, stack: str, report: PolicyReport) -> str:
-    lines = [f"Policy pack {'trainium-guardrails'} over {project} / {stack}: "
+    lines = [f"Policy pack {PACK_NAME} over {project} / {stack}: "
              f"{len(report.mandatory)} mandatory, {len(report.violations) - len(report.mandatory)} advisory violation(s)"]
     for v in sorted(report.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name)):
         lines.append(f"  [{v.enforcement_level}] {v.policy}: {v.name or '(stack)'}\n      {v.message}")

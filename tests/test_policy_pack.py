@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import runpy
-from pathlib import Path
 
 import pytest
 from pulumi_policy import EnforcementLevel

@@ -56,9 +56,12 @@ def as_list(value: Any) -> list[Any]:
 
 # --- Kubernetes objects ------------------------------------------------------------------------
 
+# Kubernetes provider types that are not one object (charts, manifest files, providers).
+_NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/", "pulumi:providers:")
+
+
 def is_kubernetes_object(resource_type: str) -> bool:
-    return resource_type.startswith("kubernetes:") and not resource_type.startswith("kubernetes:helm.sh/") \
-        and not resource_type.startswith("kubernetes:yaml/") and not resource_type.startswith("kubernetes:kustomize/")
+    return resource_type.startswith("kubernetes:") and not resource_type.startswith(_NOT_OBJECTS)
 
 
 def kind_of(resource_type: str) -> str:

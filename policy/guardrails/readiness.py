@@ -5,19 +5,18 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from pulumi_policy.proxy import UnknownValueError
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
-    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
-from policy.guardrails.props import as_list, get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
+from policy.guardrails.props import get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
 
 MANDATORY = EnforcementLevel.MANDATORY
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
