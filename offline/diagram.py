@@ -169,6 +169,11 @@ def _software(resources: list[dict[str, Any]], outputs: dict[str, Any]) -> list[
     by_namespace: dict[str, list[str]] = defaultdict(list)
     for addon in _of(resources, T_ADDON):
         by_namespace["EKS add-ons"].append(addon["inputs"].get("addonName", addon["name"]))
+    # pulumi-eks installs these two itself, before any node, from the cluster's own inputs.
+    for cluster in (r for t in T_CLUSTERS for r in _of(resources, t)):
+        for option, addon in (("vpcCniOptions", "vpc-cni"), ("kubeProxyAddonOptions", "kube-proxy")):
+            if cluster["inputs"].get(option):
+                by_namespace["EKS add-ons"].append(addon)
     for release in _of(resources, T_RELEASE):
         chart = release["inputs"].get("chart", release["name"]).rsplit("/", 1)[-1]
         by_namespace[release["inputs"].get("namespace", "default")].append(f"{chart} {release['inputs'].get('version', '')}".strip())

@@ -138,3 +138,10 @@ def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workl
 def test_readme_blocks_need_their_markers():
     with pytest.raises(ValueError, match="cost summary"):
         docs.fill_blocks("no markers here", {"cost summary": "x"})
+
+
+def test_s3_links_are_drawn_from_the_associations(plan_with):
+    storage = {"dataRepositories": [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]}
+    text = diagram.cluster_diagram(plan_with(storage=storage).as_json())
+    assert '"s3://my-training-data/datasets"' in text
+    assert "fs_fsx_training <-->|/datasets| s3_" in text
