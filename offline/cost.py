@@ -137,7 +137,9 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
 
 def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
     for cluster in (r for r in resources if r["type"] in T_CLUSTERS):
-        # pulumi-eks and EKS itself default to EXTENDED when no policy is given.
+        # No policy given means EXTENDED: pulumi-eks (v4.3.0 nodejs/eks/cluster/cluster.ts) passes
+        # upgradePolicy through to EKS, whose default for new and existing clusters is EXTENDED
+        # (amazon-eks-user-guide latest/ug/clusters/kubernetes-versions.adoc).
         support = (cluster["inputs"].get("upgradePolicy") or {}).get("supportType") or "EXTENDED"
         key = prices.EKS_EXTENDED if support == "EXTENDED" else prices.EKS_STANDARD
         price = prices.service_price(region, key)

@@ -148,3 +148,10 @@ def test_every_price_names_its_source_and_date():
     # No sourced figure was found for these: they stay out (unknown), never zero.
     assert prices.instance_hourly("us-east-2", "trn2.48xlarge") is None
     assert prices.service_price("us-east-2", prices.fsx_lustre_key("PERSISTENT_2", 250)) is None
+
+
+def test_a_cluster_without_upgrade_policy_is_priced_as_extended():
+    # pulumi-eks v4.3.0 (nodejs/eks/cluster/cluster.ts) passes upgradePolicy through unset, and
+    # EKS then applies EXTENDED (amazon-eks-user-guide latest/ug/clusters/kubernetes-versions.adoc).
+    resources = [{"urn": "c", "type": "eks:index:Cluster", "name": "c", "dependencies": [], "inputs": {}}]
+    assert cost.estimate_cluster(resources, "us-west-2")["hourly"]["idle"] == pytest.approx(0.60)
