@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import yaml
 
 from infra.errors import ConfigError
+from offline import report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from policy import offline as policy_pack
@@ -103,20 +104,23 @@ def manifest_file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def write_plan(result: PlanResult, out_root: Path, extra: dict[str, Any] | None = None) -> Path:
+def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
+               policy: dict[str, Any] | None = None) -> Path:
     out = out_root / result.project / result.stack
     if out.exists():
         shutil.rmtree(out)
     manifests = out / "manifests"
     manifests.mkdir(parents=True)
-    document = {**result.as_json(), **(extra or {})}
+    document = {**result.as_json(), **({"cost": cost} if cost is not None else {}),
+                **({"policy": policy} if policy is not None else {})}
     (out / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     for obj in kubernetes_objects(result):
         (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
     return out
 
 
-def print_plan(result: PlanResult, out_root: Path, policy: policy_pack.PolicyReport | None = None) -> None:
+def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
+               policy: policy_pack.PolicyReport | None = None) -> None:
     rows = [("TYPE", "NAME", "SETTINGS")]
     rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
     print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
@@ -124,7 +128,10 @@ def print_plan(result: PlanResult, out_root: Path, policy: policy_pack.PolicyRep
     print("\nOutputs:")
     for key, value in result.as_json()["outputs"].items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
-    out = write_plan(result, out_root, {"policy": policy.as_json()} if policy is not None else None)
+    if cost is not None:
+        kind = "cluster" if result.project == "trainium-eks" else "workloads"
+        print("\n" + report.render_cost(cost, region, kind))
+    out = write_plan(result, out_root, cost, policy.as_json() if policy is not None else None)
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
     if policy is not None:
@@ -163,13 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
                          else policy_pack.parse_config({}, "policy defaults"))
         cluster = run_program(project_dir, args.stack)
-        region = stack_config(project_dir, args.stack).get("aws:region")
+        region = cluster.outputs["region"]
         reports = [check_policies(cluster, policy_config, region)]
-        print_plan(cluster, args.out, reports[-1])
+        print_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[-1])
         if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
             reports.append(check_policies(workloads, policy_config, region))
-            print_plan(workloads, args.out, reports[-1])
+            print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region, reports[-1])
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
         return 2
