@@ -223,7 +223,7 @@ def policy_resources(registrations: list[Registration], region: Optional[str]) -
     providers = {r.urn: r for r in registrations if r.type.startswith("pulumi:providers:")}
     resources: dict[str, PolicyResource] = {}
     for r in registrations:
-        explicit = providers.get(r.provider.split("::id-")[0]) if r.provider else None
+        explicit = providers.get(r.provider.rsplit("::", 1)[0]) if r.provider else None  # "<urn>::<id>"
         if explicit is not None:
             provider = PolicyProviderResource(explicit.type, unknown_checking_proxy(copy.deepcopy(explicit.inputs)),
                                               explicit.urn, explicit.name)
@@ -243,40 +243,41 @@ def policy_resources(registrations: list[Registration], region: Optional[str]) -
     return list(resources.values())
 
 
+def _reporter(findings: PolicyReport, policy: str, level: str, by_urn: dict[str, PolicyResource],
+              default: Optional[PolicyResource]):
+    """pulumi-policy's ReportViolation: a stack policy may name a resource by urn."""
+    def report_violation(message: str, urn: Optional[str] = None) -> None:
+        target = by_urn.get(urn or "") or default
+        findings.violations.append(Violation(
+            policy, target.urn if target else "", target.resource_type if target else "",
+            target.name if target else "", level, message))
+    return report_violation
+
+
 def run_policies(registrations: list[Registration], config: PackConfig, region: Optional[str] = None,
                  policies: Iterable[Policy] = POLICIES) -> PolicyReport:
-    report = PolicyReport()
+    findings = PolicyReport()
     resources = [r for r in policy_resources(registrations, region) if not r.resource_type.startswith("pulumi:providers:")]
     by_urn = {r.urn: r for r in resources}
     for policy in policies:
         level = config.levels.get(policy.name, policy.enforcement_level or EnforcementLevel.MANDATORY)
         if level == EnforcementLevel.DISABLED:
             continue
-        shown_level = "mandatory" if level in (EnforcementLevel.MANDATORY, EnforcementLevel.REMEDIATE) else "advisory"
+        shown = "mandatory" if level in (EnforcementLevel.MANDATORY, EnforcementLevel.REMEDIATE) else "advisory"
         settings = config.properties.get(policy.name, {})
-
-        def reporter(default: Optional[PolicyResource]):
-            def report(message: str, urn: Optional[str] = None) -> None:
-                target = by_urn.get(urn or "") or default
-                report_to.violations.append(Violation(
-                    policy.name, target.urn if target else "", target.resource_type if target else "",
-                    target.name if target else "", shown_level, message))
-            return report
-
-        report_to = report
         try:
             if isinstance(policy, ResourceValidationPolicy):
                 for r in resources:
                     args = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, r.provider, settings, {})
                     try:
-                        policy.validate(args, reporter(r))
+                        policy.validate(args, _reporter(findings, policy.name, shown, by_urn, r))
                     except UnknownValueError as exc:
-                        report.notes.append(f"{policy.name} could not check {r.name}: {exc.message}")
+                        findings.notes.append(f"{policy.name} could not check {r.name}: {exc.message}")
             elif isinstance(policy, StackValidationPolicy):
-                policy.validate(StackValidationArgs(resources, settings, {}), reporter(None))
+                policy.validate(StackValidationArgs(resources, settings, {}), _reporter(findings, policy.name, shown, by_urn, None))
         except UnknownValueError as exc:
-            report.notes.append(f"{policy.name} could not run: {exc.message}")
-    return report
+            findings.notes.append(f"{policy.name} could not run: {exc.message}")
+    return findings
 
 
 def render_report(project: str, stack: str, report: PolicyReport) -> str:
