@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan test lint images clean
+.PHONY: plan test lint images clean docs
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,3 +29,7 @@ images: $(VENV)/.installed
 
 clean:
 	rm -rf build .pytest_cache
+
+## docs: regenerate docs/ (architecture pictures, configuration reference, stack-file schemas) and README's generated blocks
+docs: $(VENV)/.installed
+	$(PY) -m offline.docs

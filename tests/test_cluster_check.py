@@ -38,6 +38,7 @@ def script(container: dict[str, Any]) -> str:
 def test_one_pod_per_node_owning_every_device_with_counts_from_the_cluster(workloads_dev: PlanResult) -> None:
     job = spec(workloads_dev, "Job", "cluster-check-nodes")
     assert job["completions"] == job["parallelism"] == 2 and job["backoffLimit"] == 0
+    assert job["activeDeadlineSeconds"] == 3600  # a hung check releases its nodes
     pod = job["template"]["spec"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
     assert {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["tolerations"]
@@ -66,6 +67,9 @@ def test_expected_counts_follow_the_cluster_outputs(workloads_with) -> None:
 def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_dev: PlanResult) -> None:
     job = spec(workloads_dev, "MPIJob", "cluster-check-allreduce")
     assert job["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": 2}
+    # kubeflow/mpi-operator v0.8.0: runPolicy.activeDeadlineSeconds becomes the launcher Job's, and a
+    # finished MPIJob's running workers are deleted (cleanPodPolicy Running): a hang frees the nodes.
+    assert job["runPolicy"]["activeDeadlineSeconds"] == 3600 and job["runPolicy"]["cleanPodPolicy"] == "Running"
     assert job["launcherCreationPolicy"] == "WaitForWorkersReady"
     workers, launcher = job["mpiReplicaSpecs"]["Worker"], job["mpiReplicaSpecs"]["Launcher"]
     assert workers["replicas"] == 2

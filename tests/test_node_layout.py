@@ -16,7 +16,8 @@ import yaml
 
 from infra.config import FeaturesConfig, parse_stack_config, raw_from_pulumi_config
 from infra.errors import ConfigError
-from infra.idle_cost import idle_cost
+from offline import cost
+from offline.runner import PlanResult
 from infra.system_capacity import CPU_NODES, reserved_cpu_millis, reserved_memory_mib, system_fit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,28 +105,28 @@ def test_workloads_get_the_placement_from_the_outputs(dev):
 
 
 # --- the idle bill -----------------------------------------------------------------------------
+# The plan's own estimate (offline/cost.py over infra/prices.py), idle = every group at minSize.
 
 
-def test_dev_idles_under_half_a_dollar_an_hour():
-    cost = idle_cost(stack_config("dev"))
-    assert cost.unknown == []
-    # us-west-2 list prices: control plane 0.10, one NAT 0.045 + its IPv4 0.005, 2 x m6i.large 0.192,
-    # 2 x 50 GiB gp3 at 0.08/GiB-month (0.011), the KMS key $1/month (0.0014).
-    expected = 0.10 + 0.045 + 0.005 + 2 * 0.096 + 100 * 0.08 / 730 + 1 / 730
-    assert cost.hourly == pytest.approx(expected, abs=1e-3)
-    assert cost.hourly <= 0.50
+def idle_before_fsx(plan: PlanResult) -> float:
+    result = cost.estimate_cluster(plan.as_json()["resources"], plan.outputs["region"])
+    assert result["unknown"] == []
+    return sum(line["hourly"]["idle"] for line in result["lines"] if line["item"] != "FSx for Lustre")
 
 
-def test_the_old_layout_was_over_the_target():
-    # Two m6i.4xlarge core nodes with 100 GiB roots: the "about $1.69/h" (which left out
-    # the root volumes, 0.022, and the KMS key, 0.0014).
-    raw: dict[str, Any] = {"region": "us-west-2", "coreNodeGroup": {"instanceTypes": ["m6i.4xlarge"], "diskSizeGib": 100}}
-    assert idle_cost(parse_stack_config(raw)).hourly == pytest.approx(1.686 + 0.022 + 0.0014, abs=1e-3)
+def test_dev_idles_under_half_a_dollar_an_hour(dev: PlanResult) -> None:
+    # us-west-2 list prices: control plane 0.10 (STANDARD), one NAT 0.045 + its IPv4 0.005,
+    # 2 x m6i.large 0.192, 2 x 50 GiB gp3 at 0.08/GiB-month (0.011); the job-support and Trainium
+    # groups at zero; the S3 endpoint is a free gateway endpoint, there are no interface endpoints.
+    expected = 0.10 + 0.045 + 0.005 + 2 * 0.096 + 2 * 50 * 0.08 / 730
+    assert idle_before_fsx(dev) == pytest.approx(expected, abs=1e-4)
+    assert idle_before_fsx(dev) <= 0.50
 
 
-def test_interface_endpoints_are_billed_per_zone():
-    config = stack_config("dev")
-    assert idle_cost(config, interface_endpoints=2).hourly - idle_cost(config).hourly == pytest.approx(2 * 2 * 0.01)
+def test_the_old_layout_was_over_the_target(plan_with) -> None:
+    # Two m6i.4xlarge core nodes with 100 GiB roots carried the job pods before: the issue's $1.69/h.
+    old = plan_with(coreNodeGroup={"instanceTypes": ["m6i.4xlarge"], "minSize": 2, "desiredSize": 2, "maxSize": 4, "diskSizeGib": 100})
+    assert idle_before_fsx(old) == pytest.approx(0.15 + 2 * 0.768 + 200 * 0.08 / 730, abs=1e-4)
 
 
 def test_prod_sizing_is_its_own():

@@ -163,6 +163,8 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
             "completions": s.nodes,
             "parallelism": s.nodes,
             "backoffLimit": 0,
+            # A check that hangs (a device that never answers) must not hold Trainium nodes for ever.
+            "activeDeadlineSeconds": s.timeout_minutes * 60,
             "template": {
                 "spec": {
                     "serviceAccountName": layout.service_account,
@@ -216,7 +218,10 @@ def worker_command() -> list[str]:
 
 def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     s = layout.settings
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0}
+    # The deadline goes on the launcher Job (kubeflow/mpi-operator v0.8.0 newLauncherJob); when it
+    # fails, the operator deletes the running workers (cleanUpWorkerPods), so a hung all-reduce - the
+    # failure this test exists to find - releases its nodes.
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": s.timeout_minutes * 60}
     if layout.gang_queue is not None:
         # As the NeMo MPIJobs (nemo_llama2.run_policy): the gang is the workers, so the launcher,
         # created once they are Ready, cannot deadlock it.
