@@ -49,7 +49,7 @@ def test_one_pod_per_node_owning_every_device_with_counts_from_the_cluster(workl
     assert 'check "EFA devices (fi_info -p efa)" 8 ' in text
     # Awaited by pulumi-kubernetes' Job awaiter (fails `up` on Failed), not by waitFor.
     annotations = manifest(workloads_dev, "Job", "cluster-check-nodes")["metadata"]["annotations"]
-    assert "pulumi.com/waitFor" not in annotations and annotations["pulumi.com/timeoutSeconds"] == "3600"
+    assert "pulumi.com/waitFor" not in annotations and annotations["pulumi.com/timeoutSeconds"] == str(3600 + 300)
 
 
 def test_expected_counts_follow_the_cluster_outputs(workloads_with) -> None:

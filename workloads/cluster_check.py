@@ -158,7 +158,8 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "cluster-check-nodes", "namespace": layout.namespace, "annotations": pods.await_timeout(s.timeout_minutes)},
+        # Waited a little longer than the Job's own deadline, so its DeadlineExceeded is what `up` reports.
+        "metadata": {"name": "cluster-check-nodes", "namespace": layout.namespace, "annotations": pods.await_timeout(s.timeout_minutes + 5)},
         "spec": {
             "completions": s.nodes,
             "parallelism": s.nodes,
