@@ -78,9 +78,9 @@ def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_d
     text = script(launcher["template"]["spec"]["containers"][0])
     # nccom-test.rst: -r total ranks, -N nodes, -b/-e/-f sizes, -d type, --hosts, and
     # NEURON_RT_ROOT_COMM_ID = the first host's IP address and a free port.
-    assert "/opt/aws/neuron/bin/nccom-test -r 64 -N 2 -b 1MB -e 1GB -f 4 -d fp32" in text
-    assert "--non-interactive allr --hosts $hosts" in text
-    assert 'export NEURON_RT_ROOT_COMM_ID="$first:45654"' in text
+    # Run on worker 0 (the first host), as the SDK's docs run it, with its address as the root.
+    assert 'ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2' in text
+    assert "-b 1MB -e 1GB -f 4 -d fp32 --non-interactive allr --hosts$hosts" in text
     assert "awk '{print $1}' /etc/mpi/hostfile" in text and "floor=20.0" in text
     # Processes mpirun starts over SSH see the image's PATH and EFA settings (pam_env reads /etc/environment).
     worker = workers["template"]["spec"]["containers"][0]
@@ -248,3 +248,73 @@ def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
     out.write_text(table + "\n")
     busbw = subprocess.run(["bash", "-c", f"{cluster_check.BUSBW_AWK} {out}"], capture_output=True, text=True).stdout.strip()
     assert busbw == "48.01"
+
+
+def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    layout = cluster_check.CheckLayout(
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        group=_trn1_group(), settings=_settings(),
+    )  # fmt: skip
+    bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
+    bin_dir.mkdir()
+    shared.mkdir()
+    hostfile = tmp_path / "hostfile"
+    # kubeflow/mpi-operator v0.8.0 newConfigMap: "<job>-worker-<i>.<job>.<ns>.svc slots=<n>".
+    hostfile.write_text("cluster-check-allreduce-worker-0.cluster-check-allreduce.default.svc slots=1\n"
+                        "cluster-check-allreduce-worker-1.cluster-check-allreduce.default.svc slots=1\n")
+    (bin_dir / "getent").write_text('#!/bin/bash\ncase "$2" in *worker-0*) echo "100.64.1.10 $2";; *worker-1*) echo "100.64.1.11 $2";; esac\n')
+    calls = tmp_path / "ssh-calls"
+    table = "\n".join([
+        "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)",
+        f"    1073741824       268435456    fp32       41000          24.39          {busbw}",
+    ])  # fmt: skip
+    (bin_dir / "ssh").write_text(f'#!/bin/bash\necho "$@" >> {calls}\ncat <<\'OUT\'\n{table}\nOUT\n')
+    for tool in ("getent", "ssh"):
+        (bin_dir / tool).chmod(0o755)
+    text = cluster_check.launcher_script(layout).replace(cluster_check.HOSTFILE, str(hostfile)).replace(
+        cluster_check.SHARED_MOUNT, str(shared)
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=30)
+    return run, Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared))), calls.read_text()
+
+
+def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(tmp_path: Path) -> None:
+    run, results, calls = run_launcher(tmp_path, "47.09")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert calls.startswith("100.64.1.10 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2")
+    assert calls.rstrip().endswith("allr --hosts 100.64.1.10 100.64.1.11")
+    assert (results / "allreduce.status").read_text().strip() == "PASS"
+    assert "bus bandwidth at 1GB: 47.09 GB/s, floor 20.0 GB/s" in (results / "allreduce.txt").read_text()
+
+
+def test_the_launcher_fails_under_the_floor(tmp_path: Path) -> None:
+    run, results, _ = run_launcher(tmp_path, "3.20")
+    assert run.returncode == 1
+    assert (results / "allreduce.status").read_text().strip() == "FAIL"
+
+
+def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.CompletedProcess[str]:
+    layout = cluster_check.CheckLayout(
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        group=_trn1_group(), settings=_settings(),
+    )  # fmt: skip
+    shared = tmp_path / "shared"
+    results = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
+    (results / "nodes").mkdir(parents=True)
+    for i, verdict in enumerate(nodes):
+        (results / "nodes" / f"node-{i}.txt").write_text(f"NODE node-{i} trn1.32xlarge {verdict} neuron=16/16\n")
+    (results / "allreduce.txt").write_text("table\n")
+    (results / "allreduce.status").write_text(status + "\n")
+    text = cluster_check.verdict_script(layout).replace(cluster_check.SHARED_MOUNT, str(shared))
+    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "nodes, status, passed",
+    [(["PASS", "PASS"], "PASS", True), (["PASS", "FAIL"], "PASS", False), (["PASS", "PASS"], "FAIL", False), (["PASS"], "PASS", False)],
+)
+def test_the_verdict_passes_only_when_every_node_and_the_all_reduce_did(tmp_path: Path, nodes, status, passed) -> None:
+    run = run_verdict(tmp_path, nodes, status)
+    assert (run.returncode == 0) is passed
+    assert run.stdout.strip().splitlines()[-1] == ("RESULT PASS" if passed else "RESULT FAIL")

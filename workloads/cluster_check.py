@@ -12,15 +12,17 @@ docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
    write/read throughput figure. pulumi-kubernetes awaits the Job and fails `pulumi up` as soon
    as it fails (backoffLimit 0: a check that fails once has found something).
 2. ``cluster-check-allreduce`` (two nodes or more), an MPIJob: `nccom-test` all-reduce over every
-   NeuronCore of every node, started from the launcher. nccom-test runs its ranks through MPI
-   over SSH on the hosts it is given and needs NEURON_RT_ROOT_COMM_ID set to the first host's
-   IP address and a free port (aws-neuron/aws-neuron-sdk v2.21.0
-   tools/neuron-sys-tools/nccom-test.rst: `-r`, `-N`, `--hosts`; the launching host need not
-   take part since aws-neuronx-tools 2.16.1, release-notes/tools/aws-neuronx-tools.rst). The MPI
-   operator gives the launcher SSH keys and a hostfile of the workers
-   (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile; kubeflow/mpi-operator v0.8.0
-   pkg/controller/mpi_job_controller.go newConfigMap). The launcher writes the table and a
-   PASS/FAIL status under the run's directory on FSx.
+   NeuronCore of every node. The docs of the SDK in the image (aws-neuron/aws-neuron-sdk v2.20.2
+   tools/neuron-sys-tools/nccom-test.rst: `-r`, `-N`, `-b/-e/-f`, `-d`, `--hosts`,
+   `--non-interactive`) run it on one of the hosts, with NEURON_RT_ROOT_COMM_ID set to that
+   host's address and a free port; it starts its ranks on the listed hosts through MPI over SSH
+   (v2.29.0 of the same page, "MPI Execution"). So the launcher resolves the workers from the
+   MPI operator's hostfile (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile;
+   kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newConfigMap) and runs
+   nccom-test on worker 0 over SSH: the operator mounts the same key pair and authorized_keys in
+   the launcher and every worker (setupSSHOnPod), and worker 0 has the Neuron devices the tool
+   expects where it runs. The launcher writes the table and a PASS/FAIL status under the run's
+   directory on FSx.
 3. ``cluster-check-verdict``, a batch/v1 Job on a job-support node: waits for that status,
    prints the one-screen summary (every node's line, the all-reduce table, the verdict) and
    fails when the all-reduce failed or its bus bandwidth is under the floor, so `pulumi up`
@@ -195,10 +197,10 @@ for h in $(awk '{{print $1}}' {HOSTFILE}); do
   hosts="$hosts $ip"
 done
 first=${{hosts# }}; first=${{first%% *}}
-export NEURON_RT_ROOT_COMM_ID="$first:{ROOT_COMM_PORT}"
-echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, hosts:$hosts" | tee {dir_}/allreduce.txt
-{NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} \\
-  --non-interactive allr --hosts $hosts 2>&1 | tee -a {dir_}/allreduce.txt
+echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee {dir_}/allreduce.txt
+# On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).
+ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
+  -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} --non-interactive allr --hosts$hosts" 2>&1 | tee -a {dir_}/allreduce.txt
 [ "${{PIPESTATUS[0]}}" = 0 ] || exit 1
 # The last row of the table is the largest size; its last column is busbw(GB/s).
 busbw=$({BUSBW_AWK} {dir_}/allreduce.txt)
