@@ -58,14 +58,14 @@ def test_prod_by_hand_and_unknowns_never_zero(prod):
     # The unknown group at zero nodes costs nothing at idle, whatever its price.
     assert line(result, "node group trn2-48xl-ng")["hourly"]["idle"] == 0
     assert line(result, "node group trn2-48xl-ng")["hourly"]["fullScale"] is None
-    # priced lines at idle: 0.10 + system 3 x m6i.xlarge 0.192 = 0.576 + 3 x 50 x 0.08 / 730 = 0.016438
-    #   + 3 NAT x 0.045 = 0.135 + 3 IPs x 0.005 = 0.015   => 0.842438 /h
-    assert result["knownHourly"]["idle"] == pytest.approx(0.842438, abs=1e-4)
-    # priced lines at full scale add 8 x 21.50 + 4 x 24.78 = 271.12, system 6 x 0.192 = 1.152 with
+    # priced lines at idle: 0.10 + system 3 x m6i.large 0.096 = 0.288 + 3 x 50 x 0.08 / 730 = 0.016438
+    #   + 3 NAT x 0.045 = 0.135 + 3 IPs x 0.005 = 0.015   => 0.554438 /h
+    assert result["knownHourly"]["idle"] == pytest.approx(0.554438, abs=1e-4)
+    # priced lines at full scale add 8 x 21.50 + 4 x 24.78 = 271.12, system 6 x 0.096 = 0.576 with
     # roots 6 x 50 x 0.08 / 730 = 0.032877, job-support 8 x 0.768 = 6.144 with 8 x 100 x 0.08 / 730
     # = 0.087671, Trainium roots (8 + 4 + 4) x 200 x 0.08 / 730 = 0.350685
     assert result["knownHourly"]["fullScale"] == pytest.approx(
-        0.10 + 271.12 + 1.152 + 0.032877 + 6.144 + 0.087671 + 0.350685 + 0.15, abs=1e-4
+        0.10 + 271.12 + 0.576 + 0.032877 + 6.144 + 0.087671 + 0.350685 + 0.15, abs=1e-4
     )
 
 
