@@ -318,3 +318,13 @@ def test_the_verdict_passes_only_when_every_node_and_the_all_reduce_did(tmp_path
     run = run_verdict(tmp_path, nodes, status)
     assert (run.returncode == 0) is passed
     assert run.stdout.strip().splitlines()[-1] == ("RESULT PASS" if passed else "RESULT FAIL")
+
+
+def test_the_all_reduce_needs_the_mpi_operator_but_one_node_does_not(workloads_with) -> None:
+    def no_mpi(outputs: dict[str, Any]) -> None:
+        outputs["features"]["mpiOperator"] = False
+
+    message = refusal(workloads_with, cluster=no_mpi, nemoLlama2=None)
+    assert "trainium-workloads:clusterCheck: needs mpiOperator in the cluster" in message
+    result = workloads_with(cluster=no_mpi, nemoLlama2=None, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 1})
+    assert result.outputs["workloads"]["clusterCheck"]["nodes"] == 1
