@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+CHECKOV_VENV := .venv-checkov
 STACK ?= dev
 
 .PHONY: plan test lint images clean
@@ -11,13 +12,19 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
+# checkov in a virtualenv of its own: its dependency pins clash with pulumi's (requirements-checkov.txt).
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
 ## plan: evaluate the cluster and workload stacks offline (STACK=dev|prod) and write build/plan/
 plan: $(VENV)/.installed
 	$(PY) -m offline.plan --stack $(STACK)
 
-## test: lint the Dockerfiles, then the whole test suite (what CI runs)
-test: lint
-	$(PY) -m pytest -q
+## test: lint the Dockerfiles, then the whole test suite, checkov scan included (what CI runs)
+test: lint $(CHECKOV_VENV)/.installed
+	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q
 
 ## lint: hadolint over the training images' Dockerfiles
 lint: $(VENV)/.installed

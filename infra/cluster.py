@@ -25,6 +25,7 @@ NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",  # Session Manager instead of SSH for neuron-top / neuron-ls
 )
 CORE_NODE_LABELS = {"role": "core"}
+NETWORK_POLICIES = True
 
 
 def admin_policy_arn(partition: str) -> str:
@@ -117,7 +118,14 @@ class EksCluster(pulumi.ComponentResource):
             encryption_config_key_arn=secrets_key.arn,
             # EKS-managed add-ons only, each pinned: no self-managed copies installed at creation.
             bootstrap_self_managed_addons=False,
-            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=args.addon_builds[addons.VPC_CNI]),
+            # NetworkPolicies are enforced only with the CNI's network policy agent on: pulumi-eks
+            # writes `enableNetworkPolicy: "true"` into the add-on's configuration values
+            # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues), the key of the
+            # aws-vpc-cni chart (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on by
+            # default). The agent needs kernel 5.10+ (AL2023: 6.1) and Kubernetes 1.25+.
+            vpc_cni_options=eks.VpcCniOptionsArgs(
+                addon_version=args.addon_builds[addons.VPC_CNI], enable_network_policy=NETWORK_POLICIES
+            ),
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_builds[addons.KUBE_PROXY]),
             # CoreDNS needs nodes to become healthy, so it is created after the core node group.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
