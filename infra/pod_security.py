@@ -71,11 +71,6 @@ def pod_defaults(run_as_user: Optional[int] = None, fs_group: Optional[int] = No
     return {"automountServiceAccountToken": False, "securityContext": pod_security_context(run_as_user, fs_group)}
 
 
-def secured_containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every container and init container of a pod spec (for tests and checks)."""
-    return [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]
-
-
 # --- Pod Security Admission --------------------------------------------------------------------
 
 # The strictest level every training pod passes. "restricted" forbids running as root and any
