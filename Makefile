@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
 
-.PHONY: plan test lint images clean
+.PHONY: plan test lint images clean docs
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,7 @@ images: $(VENV)/.installed
 
 clean:
 	rm -rf build .pytest_cache
+
+## docs: regenerate docs/ (architecture pictures, configuration reference, stack-file schemas) and README's generated blocks
+docs: $(VENV)/.installed
+	$(PY) -m offline.docs
