@@ -101,7 +101,9 @@ kubernetes = k8s.Provider(
 
 identities = TrainingIdentities(
     "training",
-    TrainingIdentitiesArgs(cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags),
+    TrainingIdentitiesArgs(
+        cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags, config.kubernetes_version
+    ),
     kubernetes,
 )
 DevicePlugins(

@@ -314,3 +314,11 @@ def test_archives_are_unpacked_without_chown(workloads_dev: PlanResult) -> None:
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert "CHOWN" not in container["securityContext"]["capabilities"].get("add", [])
     assert "tar --no-same-owner -xf" in container["command"][-1]
+
+
+def test_pod_security_levels_are_pinned_to_the_cluster_version(plan_with) -> None:
+    # A level pinned to the version the cluster runs, not to the program's default, so what is
+    # refused changes only when the stack's kubernetesVersion does.
+    result = plan_with(kubernetesVersion="1.33")
+    labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce-version"] == labels["pod-security.kubernetes.io/warn-version"] == "v1.33"

@@ -63,6 +63,8 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
         # Let Ray drain its processes before the pod goes.
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
         "resources": resources,
+        # KubeRay v1.7.0 copies it to the wait-gcs-ready init container it adds to workers
+        # (ray-operator/controllers/ray/common/pod.go), so that one passes Pod Security too.
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [{"name": LOG_VOLUME, "mountPath": "/tmp/ray"}, *mounts],
     }
