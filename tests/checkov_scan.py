@@ -24,6 +24,8 @@ from offline.runner import REPO_ROOT, PlanResult
 
 JUSTIFICATIONS = REPO_ROOT / "security" / "checkov-justifications.yaml"
 DOCKER_DIR = REPO_ROOT / "docker"
+# Scanned once the pipeline's workflows exist (checkov reads GitHub Actions only under this path).
+WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
 DEFAULT_CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
@@ -70,7 +72,7 @@ def render(results: Iterable[PlanResult], out: Path) -> Path:
 @dataclass(frozen=True, order=True)
 class Finding:
     check: str
-    object: str  # Kind/namespace/name for manifests, Dockerfile/<image> for images
+    object: str  # Kind/namespace/name for manifests, Dockerfile/<image>, Workflow/<file>/<part>
 
     def __str__(self) -> str:
         return f"{self.check} {self.object}"
@@ -79,6 +81,8 @@ class Finding:
 def object_key(check_type: str, resource: str, file_path: str) -> str:
     if check_type == "dockerfile":
         return f"Dockerfile/{Path(file_path).parent.name}"
+    if check_type == "github_actions":
+        return f"Workflow/{Path(file_path).name}/{resource}"
     # checkov names a Kubernetes resource Kind.namespace.name.
     kind, _, rest = resource.partition(".")
     namespace, _, name = rest.partition(".")
@@ -94,12 +98,17 @@ def checkov_command() -> Path:
     return path
 
 
-def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR) -> list[Finding]:
-    """checkov's failed checks over the manifests and the Dockerfiles (no network: --skip-download)."""
-    command = [
-        str(checkov_command()), "-d", str(manifests), "-d", str(dockerfiles),
-        "--framework", "kubernetes", "dockerfile", "--output", "json", "--quiet", "--compact", "--skip-download",
-    ]  # fmt: skip
+def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Path = WORKFLOWS_DIR) -> list[Finding]:
+    """checkov's failed checks over the manifests, the Dockerfiles and the workflows if any
+    (no network: --skip-download)."""
+    folders, frameworks = [manifests, dockerfiles], ["kubernetes", "dockerfile"]
+    if workflows.is_dir():
+        folders.append(workflows)
+        frameworks.append("github_actions")
+    command = [str(checkov_command())]
+    for folder in folders:
+        command += ["-d", str(folder)]
+    command += ["--framework", *frameworks, "--output", "json", "--quiet", "--compact", "--skip-download"]
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_EXPERIMENTAL_IMAGE_REFERENCING": "False"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     if done.returncode not in (0, 1):  # 1: some check failed

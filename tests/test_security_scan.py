@@ -56,3 +56,17 @@ def test_every_justification_has_a_reason(tmp_path: Path) -> None:
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
     assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
     assert checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile") == "Dockerfile/nemo-megatron"
+
+
+def test_workflows_are_scanned_once_they_exist(tmp_path: Path) -> None:
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "ci.yml").write_text(
+        "name: ci\non: [pull_request_target]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    found = checkov_scan.run_checkov(empty, dockerfiles=empty, workflows=workflows)
+    # Script injection from an untrusted pull request title (CKV_GHA_2), named by file and step.
+    assert Finding("CKV_GHA_2", "Workflow/ci.yml/jobs(test).steps[1]") in found
