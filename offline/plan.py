@@ -4,7 +4,7 @@
 
 Evaluates the real programs under Pulumi's mock runtime: the cluster stack, then the
 workload stack of the same name (``workloads/``), whose StackReference reads the cluster
-plan's outputs. For each it prints a table of every resource and writes
+plan's outputs, then the bootstrap stack of that name (``bootstrap/``) when it has one. For each it prints a table of every resource and writes
 ``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes object under
 ``manifests/``. Exit code 2 (and nothing more written) on bad configuration.
 """
@@ -25,6 +25,7 @@ from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 WORKLOADS_DIR = "workloads"
+BOOTSTRAP_DIR = "bootstrap"
 # Secret config a stack file holds only encrypted; the offline plan uses stand-ins.
 OFFLINE_SECRETS = {"trainium-workloads:hfToken": "hf_offline_stand_in"}
 
@@ -148,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         print_plan(cluster, args.out)
         if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
             print_plan(plan_workloads(workloads_dir, args.stack, cluster), args.out)
+        bootstrap_dir = project_dir / BOOTSTRAP_DIR
+        if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
+            print_plan(run_program(bootstrap_dir, args.stack), args.out)
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
         return 2
