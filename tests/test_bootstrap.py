@@ -184,3 +184,24 @@ def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dic
     with pytest.raises(ConfigError) as refused:
         bootstrap("dev", **overrides)
     assert message in str(refused.value)
+
+
+def test_make_plan_plans_the_bootstrap_stack_too(tmp_path) -> None:
+    from offline.plan import main
+
+    assert main(["--stack", "prod", "--out", str(tmp_path)]) == 0
+    written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
+    assert written["outputs"]["deployRoleArns"] == {"prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"}
+
+
+def test_programs_import_the_installed_package_without_editing_sys_path(workloads_dev: PlanResult) -> None:
+    # pyproject.toml installs infra/, workloads/, offline/, bootstrap/ into the virtualenv every
+    # Pulumi project here uses, so running a program adds nothing to the import path.
+    import sys
+
+    before = list(sys.path)
+    bootstrap("dev")
+    from offline.plan import plan_workloads
+
+    plan_workloads(REPO_ROOT / "workloads", "dev", run_program(REPO_ROOT, "dev"))
+    assert sys.path == before
