@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan test lint images clean
+.PHONY: plan test lint images clean docs
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,7 @@ images: $(VENV)/.installed
 
 clean:
 	rm -rf build .pytest_cache
+
+## docs: regenerate docs/ (architecture pictures, configuration reference, stack-file schemas) and README's generated blocks
+docs: $(VENV)/.installed
+	$(PY) -m offline.docs

@@ -185,6 +185,7 @@ if features.observability:
     )
 registries = Registries("registries", RegistriesArgs(config.cluster_name, config.ecr_force_delete, tags))
 
+# Each output is described in infra/outputs.py (the generated reference reads it from there).
 pulumi.export("clusterName", cluster.name)
 pulumi.export("addonBuilds", addon_builds)
 pulumi.export("region", config.region)

@@ -37,24 +37,31 @@ S3_EVENTS = ("NEW", "CHANGED", "DELETED")
 
 
 class NetworkConfig(ConfigModel):
-    vpc_cidr: str = "10.0.0.0/16"
-    # Node and pod subnets live here, so the primary range is never exhausted by pod IPs.
-    secondary_cidr: str = "100.64.0.0/16"
-    az_count: int = Field(default=2, ge=2, le=4)
-    nat_gateways: Literal["single", "per-az"] = "single"
+    vpc_cidr: str = Field(default="10.0.0.0/16", description="Primary VPC range (/16 to /24): public and private subnets.")
+    secondary_cidr: str = Field(
+        default="100.64.0.0/16",
+        description="Secondary range (/16 to /24) for node and pod subnets, so pod IPs never exhaust the primary "
+        "range; 100.64.0.0/10 or the primary's own RFC 1918 block.",
+    )
+    az_count: int = Field(default=2, ge=2, le=4, description="Zones used; the accelerator zone is always one of them.")
+    nat_gateways: Literal["single", "per-az"] = Field(default="single", description="One NAT gateway, or one per zone.")
 
 
 class EndpointAccessConfig(ConfigModel):
     """Who reaches the Kubernetes API. `pulumi up` itself needs it: the program installs the
     cluster software through it from wherever it runs."""
 
-    public: bool = True
-    private: bool = True
-    # None: the whole internet in dev; prod must name its deployers' egress ranges.
-    public_cidrs: Optional[list[str]] = None
-    # A private-only endpoint is reachable only from inside the VPC (or a peered network/VPN):
-    # say so explicitly, since `pulumi up` from a laptop or hosted runner would then fail.
-    deployed_from_vpc: bool = False
+    public: bool = Field(default=True, description="Public API endpoint on.")
+    private: bool = Field(default=True, description="Private API endpoint on (nodes use it).")
+    public_cidrs: Optional[list[str]] = Field(
+        default=None,
+        description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod.",
+    )
+    deployed_from_vpc: bool = Field(
+        default=False,
+        description="Declares that `pulumi up` runs inside the VPC (or a network routed to it); required for a "
+        "private-only endpoint, which is unreachable from anywhere else.",
+    )
 
     def effective_public_cidrs(self) -> Optional[list[str]]:
         if not self.public:
@@ -63,40 +70,60 @@ class EndpointAccessConfig(ConfigModel):
 
 
 class CoreNodeGroupConfig(ConfigModel):
-    # Ray heads ask for 6 vCPU / 30 GiB (seed), which does not fit a 32 GiB node.
-    instance_types: list[str] = ["m6i.4xlarge"]
-    min_size: int = Field(default=2, ge=1)
-    desired_size: int = Field(default=2, ge=1)
-    max_size: int = Field(default=4, ge=1)
-    disk_size_gib: int = Field(default=100, ge=20, le=16384)
+    instance_types: list[str] = Field(
+        default=["m6i.4xlarge"],
+        description="Instance types of the core nodes (system pods, Ray heads, MPI launchers, staging jobs); Ray "
+        "heads ask for 6 vCPU / 30 GiB, which does not fit a 32 GiB node.",
+    )
+    min_size: int = Field(default=2, ge=1, description="Fewest core nodes.")
+    desired_size: int = Field(default=2, ge=1, description="Core nodes at creation.")
+    max_size: int = Field(default=4, ge=1, description="Most core nodes cluster-autoscaler may run.")
+    disk_size_gib: int = Field(default=100, ge=20, le=16384, description="Encrypted gp3 root volume per core node.")
 
 
 class CapacityReservationConfig(ConfigModel):
-    id: str
-    # `capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an ODCR.
-    type: Literal["on-demand", "capacity-block"] = "on-demand"
+    id: str = Field(description="The reservation id, `cr-...`.")
+    type: Literal["on-demand", "capacity-block"] = Field(
+        default="on-demand",
+        description="`capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an On-Demand Capacity "
+        "Reservation.",
+    )
 
 
 class AcceleratorNodeGroupConfig(ConfigModel):
-    name: str
-    instance_type: str
-    min_size: int = Field(default=0, ge=0)
-    desired_size: int = Field(default=0, ge=0)
-    max_size: int = Field(ge=1)
-    # None: on exactly when the instance type supports EFA.
-    efa: Optional[bool] = None
-    # `efa-only` interfaces take no IP address (VPC CNI >= 1.18.4); `efa` works everywhere.
-    efa_interface_type: Literal["efa-only", "efa"] = "efa-only"
-    # None: on, unless a capacity reservation is targeted (placement groups break those).
-    placement_group: Optional[bool] = None
-    capacity_reservation: Optional[CapacityReservationConfig] = None
-    # Required with a capacity reservation: reservations are zonal.
-    az_id: Optional[str] = None
-    root_volume_gib: int = Field(default=200, ge=50, le=16384)
-    ami_release_version: Optional[str] = None
-    labels: dict[str, str] = {}
-    # EKS node auto-repair: replace a node whose Neuron/EFA/kubelet health goes bad.
-    auto_repair: bool = True
+    name: str = Field(description="Unique; becomes the EKS node group name.")
+    instance_type: str = Field(description="A Trainium or Inferentia type: trn1.2xlarge, trn1.32xlarge, "
+                               "trn1n.32xlarge, trn2.48xlarge, inf2.*.")
+    min_size: int = Field(default=0, ge=0, description="Fewest nodes; 0 lets the group idle at no instance cost.")
+    desired_size: int = Field(default=0, ge=0, description="Nodes at creation; cluster-autoscaler owns it afterwards.")
+    max_size: int = Field(ge=1, description="Most nodes cluster-autoscaler may start.")
+    efa: Optional[bool] = Field(default=None, description="EFA interfaces; unset: on exactly when the type has EFA.")
+    efa_interface_type: Literal["efa-only", "efa"] = Field(
+        default="efa-only",
+        description="Type of the interfaces on cards 1 and up: `efa-only` takes no IP address (VPC CNI >= 1.18.4), "
+        "`efa` works everywhere.",
+    )
+    placement_group: Optional[bool] = Field(
+        default=None,
+        description="A cluster placement group; unset: on unless a capacity reservation is targeted (placement "
+        "groups break launches into reservations).",
+    )
+    capacity_reservation: Optional[CapacityReservationConfig] = Field(
+        default=None, description="An On-Demand Capacity Reservation or Capacity Block to launch into."
+    )
+    az_id: Optional[str] = Field(
+        default=None,
+        description="Zone id (e.g. usw2-az4); unset: the zone offering every type. Required with an on-demand "
+        "reservation: reservations are zonal.",
+    )
+    root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
+    ami_release_version: Optional[str] = Field(
+        default=None, description="Pin a Neuron AMI release (e.g. 1.34.2-20251112); unset: latest at creation."
+    )
+    labels: dict[str, str] = Field(default={}, description="Extra node labels (Kubernetes label syntax).")
+    auto_repair: bool = Field(
+        default=True, description="EKS node auto-repair: replace a node whose Neuron, EFA or kubelet health goes bad."
+    )
 
     @property
     def efa_enabled(self) -> bool:
@@ -118,63 +145,88 @@ class AcceleratorNodeGroupConfig(ConfigModel):
 class FeaturesConfig(ConfigModel):
     """On/off switches for the cluster software layered on the cluster."""
 
-    neuron_device_plugin: bool = True
-    # Packs multi-device pods onto topologically adjacent Neuron devices; worth it when pods
-    # ask for fewer devices than a node has (inference, small fine-tunes), not for whole-node jobs.
-    neuron_scheduler_extension: bool = False
-    # The Neuron node problem detector's recovery: marks a node with Neuron hardware errors
-    # unhealthy in its Auto Scaling group so EC2 replaces it (needs the node problem detector).
-    neuron_node_recovery: bool = False
-    efa_device_plugin: bool = True
-    fsx_csi: bool = True
-    volcano: bool = True
-    torchx_etcd: bool = True
-    kuberay: bool = True
-    mpi_operator: bool = True
-    cluster_autoscaler: bool = True
-    metrics_server: bool = True
-    observability: bool = True
-    # The EKS node monitoring agent reports Neuron, EFA, kernel and storage faults as node
-    # conditions, which node auto-repair acts on.
-    node_monitoring_agent: bool = True
+    neuron_device_plugin: bool = Field(default=True, description="Neuron device plugin and node problem detector.")
+    neuron_scheduler_extension: bool = Field(
+        default=False,
+        description="Packs multi-device pods onto adjacent Neuron devices; worth it when pods take part of a node, "
+        "not for whole-node training jobs.",
+    )
+    neuron_node_recovery: bool = Field(
+        default=False,
+        description="The Neuron node problem detector marks a node with Neuron hardware errors unhealthy in its "
+        "Auto Scaling group so EC2 replaces it (needs neuronDevicePlugin).",
+    )
+    efa_device_plugin: bool = Field(default=True, description="EFA device plugin, tolerating the Neuron taint.")
+    fsx_csi: bool = Field(default=True, description="The FSx for Lustre file system, its CSI driver and claims.")
+    volcano: bool = Field(default=True, description="Volcano gang scheduler and its queues.")
+    torchx_etcd: bool = Field(default=True, description="etcd for TorchX rendezvous in each training namespace "
+                              "(needs volcano).")
+    kuberay: bool = Field(default=True, description="KubeRay operator.")
+    mpi_operator: bool = Field(default=True, description="Kubeflow MPI operator.")
+    cluster_autoscaler: bool = Field(default=True, description="cluster-autoscaler (scales groups up from zero).")
+    metrics_server: bool = Field(default=True, description="metrics-server.")
+    observability: bool = Field(default=True, description="CloudWatch observability add-on and NeuronCore dashboard.")
+    node_monitoring_agent: bool = Field(
+        default=True,
+        description="EKS node monitoring agent: reports Neuron, EFA, kernel and storage faults as node conditions, "
+        "which node auto-repair acts on.",
+    )
 
 
 class DataRepositoryConfig(ConfigModel):
     """An S3 link of the training file system: a data repository association."""
 
-    file_system_path: str
-    s3_path: str
-    # What S3 changes flow into the file system, and which file-system changes flow back.
-    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = list(S3_EVENTS)
-    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = []
-    import_metadata_on_create: bool = True
+    file_system_path: str = Field(description="Where the bucket appears in the file system, e.g. /datasets.")
+    s3_path: str = Field(description="The linked S3 location, s3://bucket[/prefix].")
+    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
+        default=list(S3_EVENTS), description="S3 events that flow into the file system."
+    )
+    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
+        default=[], description="File-system changes that flow back to S3."
+    )
+    import_metadata_on_create: bool = Field(default=True, description="Import the bucket's listing when the link "
+                                            "is created.")
 
 
 class StorageConfig(ConfigModel):
     """The training file system (one per cluster), its S3 links, and the dynamic class."""
 
-    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
-    per_unit_storage_throughput: Optional[int] = 125
-    capacity_gib: int = 1200
-    lustre_version: Literal["2.15", "2.12"] = "2.15"
-    compression: Literal["LZ4", "NONE"] = "LZ4"
-    # S3 links, as data repository associations (what PERSISTENT_2 supports).
-    data_repositories: list[DataRepositoryConfig] = []
-    kms_key_id: Optional[str] = None
-    # None: on in prod. Protects the file system from `pulumi destroy` and keeps a final backup.
-    retain: Optional[bool] = None
-    claim_name: str = "fsx-claim"
-    # The `fsx-lustre` StorageClass for extra, per-job volumes the CSI driver creates.
-    dynamic_reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = Field(
+        default="PERSISTENT_2", description="FSx for Lustre deployment type; changing it replaces the file system."
+    )
+    per_unit_storage_throughput: Optional[int] = Field(
+        default=125,
+        description="MB/s per TiB: 125/250/500/1000 for PERSISTENT_2, 50/100/200 for PERSISTENT_1, none for "
+        "SCRATCH_2.",
+    )
+    capacity_gib: int = Field(default=1200, description="1200, 2400, then multiples of 2400; growing is in place, "
+                              "shrinking replaces the file system.")
+    lustre_version: Literal["2.15", "2.12"] = Field(default="2.15", description="Lustre version (2.15 for "
+                                                    "PERSISTENT_2).")
+    compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression (the bill is per "
+                                                "provisioned GiB either way).")
+    data_repositories: list[DataRepositoryConfig] = Field(
+        default=[], description="S3 links (at most 8, no nesting, a bucket once)."
+    )
+    kms_key_id: Optional[str] = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
+    retain: Optional[bool] = Field(
+        default=None,
+        description="Protect the file system from `pulumi destroy` and keep a final backup; unset: on in prod.",
+    )
+    claim_name: str = Field(default="fsx-claim", description="The claim each training namespace gets.")
+    dynamic_reclaim_policy: Literal["Delete", "Retain"] = Field(
+        default="Delete", description="Reclaim policy of the `fsx-lustre` StorageClass for extra, per-job volumes."
+    )
 
 
 class QueueConfig(ConfigModel):
-    name: str
-    weight: int = Field(default=1, ge=1, le=65535)
-    reclaimable: bool = True
-    # Optional caps on what the queue's jobs may hold at once, as Kubernetes quantities.
-    cpu: Optional[str] = None
-    memory: Optional[str] = None
+    name: str = Field(description="Queue name jobs submit to.")
+    weight: int = Field(default=1, ge=1, le=65535, description="Share of the cluster against other queues.")
+    reclaimable: bool = Field(default=True, description="Others may reclaim what this queue borrowed.")
+    cpu: Optional[str] = Field(default=None, description="Cap on the CPU its jobs hold at once (a Kubernetes "
+                               "quantity).")
+    memory: Optional[str] = Field(default=None, description="Cap on the memory its jobs hold at once (a Kubernetes "
+                                  "quantity).")
 
 
 def _default_queues() -> list[QueueConfig]:
@@ -191,35 +243,57 @@ def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
 
 
 class StackConfig(ConfigModel):
-    region: str
-    # The AWS CLI profile `pulumi up` authenticates with (aws:profile), also used for the
-    # program's own Kubernetes access.
-    profile: Optional[str] = None
-    # prod refuses settings that are fine for experiments (an API open to the internet...).
-    environment: Environment = "dev"
-    cluster_name: str = "trainium"
-    kubernetes_version: str = versions.KUBERNETES_VERSION
-    # STANDARD: the cluster must be upgraded before standard support ends; EXTENDED keeps an
-    # old version running at $0.60/h instead of $0.10/h.
-    upgrade_policy: Literal["STANDARD", "EXTENDED"] = "STANDARD"
-    # Optional exact builds per EKS add-on; the rest resolve to AWS's default build for the
-    # cluster's Kubernetes version at deploy time.
-    addon_versions: dict[str, str] = {}
-    network: NetworkConfig = NetworkConfig()
-    endpoint_access: EndpointAccessConfig = EndpointAccessConfig()
-    cluster_admins: list[str] = []
-    log_types: list[str] = list(LOG_TYPES)
-    log_retention_days: int = 90
-    core_node_group: CoreNodeGroupConfig = CoreNodeGroupConfig()
-    accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(default_factory=_default_accelerator_groups)
-    features: FeaturesConfig = FeaturesConfig()
-    training_namespaces: list[str] = ["default"]
-    storage: StorageConfig = StorageConfig()
-    volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues)
-    training_data_buckets: list[str] = []
-    # Let `pulumi destroy` delete repositories that still hold images (off in prod).
-    ecr_force_delete: bool = True
-    tags: dict[str, str] = {}
+    region: str = Field(description="The AWS region (`aws:region`).")
+    profile: Optional[str] = Field(
+        default=None,
+        description="The AWS CLI profile `pulumi up` authenticates with (`aws:profile`), also used for the "
+        "program's own Kubernetes access.",
+    )
+    environment: Environment = Field(
+        default="dev",
+        description="prod refuses settings fine for experiments (an API open to the internet...) and protects the "
+        "file system.",
+    )
+    cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
+    kubernetes_version: str = Field(default=versions.KUBERNETES_VERSION, description="EKS Kubernetes version; "
+                                    "add-on builds follow it.")
+    upgrade_policy: Literal["STANDARD", "EXTENDED"] = Field(
+        default="STANDARD",
+        description="STANDARD: EKS upgrades the control plane when standard support ends; EXTENDED keeps an old "
+        "version running at $0.60/h instead of $0.10/h.",
+    )
+    addon_versions: dict[str, str] = Field(
+        default={},
+        description="Exact builds per EKS add-on (vX.Y.Z-eksbuild.N); the rest resolve to AWS's default build for "
+        "the Kubernetes version at deploy time.",
+    )
+    network: NetworkConfig = Field(default=NetworkConfig(), description="The VPC.")
+    endpoint_access: EndpointAccessConfig = Field(default=EndpointAccessConfig(), description="Who reaches the "
+                                                  "Kubernetes API.")
+    cluster_admins: list[str] = Field(default=[], description="IAM role/user ARNs given cluster-admin access "
+                                      "entries; the creator has EKS's own.")
+    log_types: list[str] = Field(default=list(LOG_TYPES), description="Control-plane log types.")
+    log_retention_days: int = Field(default=90, description="Retention of the control-plane log group (a "
+                                    "CloudWatch retention value).")
+    core_node_group: CoreNodeGroupConfig = Field(default=CoreNodeGroupConfig(), description="The on-demand core "
+                                                 "node group.")
+    accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(
+        default_factory=_default_accelerator_groups, description="Trainium node groups (default: the seeds' two, "
+        "idle at zero)."
+    )
+    features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
+    training_namespaces: list[str] = Field(
+        default=["default"],
+        description="Namespaces that get the FSx claim, etcd and the `training` service account.",
+    )
+    storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
+    volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")
+    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account may "
+                                             "read.")
+    ecr_force_delete: bool = Field(
+        default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
+    )
+    tags: dict[str, str] = Field(default={}, description="Tags added to every taggable resource.")
 
     @property
     def retain_storage(self) -> bool:

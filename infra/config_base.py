@@ -84,7 +84,7 @@ def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str], secret_keys: fr
     if err["type"] == "missing":
         return f"{key}: required but not set"
     if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key (check the spelling against README's configuration table)"
+        return f"{key}: unknown key (check the spelling against docs/configuration.md)"
     value = err.get("input")
     shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
     return f"{key}{shown}: {err['msg']}"

@@ -328,17 +328,24 @@ class PlanFailed(RuntimeError):
     pass
 
 
+def run_in(checkout: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` for a revision: in its tree, its tree first on the import path. The
+    virtualenv's editable install is a meta-path finder appended after the path finders
+    (setuptools' ``__editable___*_finder``), so modules found in ``checkout`` win."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    return subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True)
+
+
 def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
     """``offline.plan`` of ``checkout`` for each stack, with this interpreter (this checkout's
     virtualenv). ``checkout`` goes first on the import path, ahead of the installed package,
     so a base revision runs its own infra/ and workloads/."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
     for stack in stacks:
         if not (checkout / f"Pulumi.{stack}.yaml").exists():
             continue
-        result = subprocess.run(
+        result = run_in(
+            checkout,
             [sys.executable, "-m", "offline.plan", "--stack", stack, "--project-dir", str(checkout), "--out", str(out)],
-            cwd=checkout, env=env, capture_output=True, text=True,
         )
         if result.returncode != 0:
             raise PlanFailed(f"offline plan of {checkout.name}/{stack} failed:\n{result.stderr.strip()}")

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import yaml
 
 from infra.errors import ConfigError
+from offline import report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
@@ -99,19 +100,20 @@ def manifest_file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def write_plan(result: PlanResult, out_root: Path) -> Path:
+def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None) -> Path:
     out = out_root / result.project / result.stack
     if out.exists():
         shutil.rmtree(out)
     manifests = out / "manifests"
     manifests.mkdir(parents=True)
-    (out / "resources.json").write_text(json.dumps(result.as_json(), indent=2, sort_keys=False) + "\n")
+    document = {**result.as_json(), **({"cost": cost} if cost is not None else {})}
+    (out / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     for obj in kubernetes_objects(result):
         (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
     return out
 
 
-def print_plan(result: PlanResult, out_root: Path) -> None:
+def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "") -> None:
     rows = [("TYPE", "NAME", "SETTINGS")]
     rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
     print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
@@ -119,7 +121,10 @@ def print_plan(result: PlanResult, out_root: Path) -> None:
     print("\nOutputs:")
     for key, value in result.as_json()["outputs"].items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
-    out = write_plan(result, out_root)
+    if cost is not None:
+        kind = "cluster" if result.project == "trainium-eks" else "workloads"
+        print("\n" + report.render_cost(cost, region, kind))
+    out = write_plan(result, out_root, cost)
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
 
@@ -146,9 +151,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cluster = run_program(project_dir, args.stack)
-        print_plan(cluster, args.out)
+        region = cluster.outputs["region"]
+        print_plan(cluster, args.out, report.cluster_cost(cluster), region)
         if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
-            print_plan(plan_workloads(workloads_dir, args.stack, cluster), args.out)
+            workloads = plan_workloads(workloads_dir, args.stack, cluster)
+            print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region)
         bootstrap_dir = project_dir / BOOTSTRAP_DIR
         if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
             print_plan(run_program(bootstrap_dir, args.stack), args.out)

@@ -61,6 +61,12 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
     assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert "Offline plan of trainium-workloads / dev" in printed
+    # Both stacks' documents carry the estimate in the shape other tools read (issue 12).
+    assert set(document["cost"]) >= {"currency", "hourly", "monthly", "lines", "unknown"}
+    assert set(document["cost"]["hourly"]) == {"idle", "configured", "fullScale"}
+    work = json.loads((tmp_path / "trainium-workloads" / "dev" / "resources.json").read_text())
+    assert work["cost"]["hourly"]["idle"] == 0
+    assert printed.count("Cost estimate (") == 2 and "TOTAL per month" in printed
 
 
 def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):

@@ -4,6 +4,8 @@ the cluster stack, and `make plan BASE=<ref>` through a git worktree."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +142,32 @@ def test_turning_a_feature_off_deletes_its_resources(base_cluster: Path, tmp_pat
     assert any(c.type == "kubernetes:helm.sh/v3:Release" and "kuberay" in c.name for c in d.changes)
 
 
-def test_make_plan_base_plans_the_base_in_a_worktree(tmp_path: Path) -> None:
-    # HEAD against this checkout: both sides planned by their own program, with this virtualenv.
-    assert diff.main(["--base", "HEAD", "--stacks", "dev", "--out", str(tmp_path)]) == 0
-    markdown = (tmp_path / "diff.md").read_text()
-    for project in ("trainium-eks/dev", "trainium-workloads/dev"):
-        assert f"| {project}" in markdown
-    assert diff.main(["--base", "no-such-ref-anywhere", "--stacks", "dev", "--out", str(tmp_path)]) == 2
+def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+
+    def fake_plan(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        seen.append((checkout, head.strip(), (checkout / "Pulumi.dev.yaml").exists(), out, stacks))
+
+    monkeypatch.setattr(diff, "plan_revision", fake_plan)
+    label = diff.plan_base("HEAD~1", tmp_path, ("dev",))
+    ((checkout, commit, has_stack_file, out, stacks),) = seen
+    assert commit == diff.git("rev-parse", "HEAD~1") and label.startswith(f"HEAD~1 ({commit[:12]}")
+    assert has_stack_file and out == tmp_path and stacks == ("dev",)
+    assert not checkout.exists() and str(checkout) not in diff.git("worktree", "list")
+    with pytest.raises(diff.PlanFailed, match="not a commit"):
+        diff.plan_base("no-such-ref-anywhere", tmp_path, ("dev",))
+
+
+def test_a_revision_runs_its_own_code_not_the_installed_package(tmp_path: Path) -> None:
+    # The editable install (pyproject.toml) maps infra/ to this checkout; a base revision must
+    # import its own infra/ and offline/, or the diff would compare this code with itself.
+    worktree = tmp_path / "rev"
+    diff.git("worktree", "add", "--detach", "--quiet", str(worktree), "HEAD")
+    try:
+        probe = "import infra, offline.plan; print(infra.__file__); print(offline.plan.__file__)"
+        result = diff.run_in(worktree, [sys.executable, "-c", probe])
+        assert result.returncode == 0, result.stderr
+        assert all(line.startswith(str(worktree)) for line in result.stdout.split())
+    finally:
+        diff.git("worktree", "remove", "--force", str(worktree))

@@ -102,6 +102,7 @@ needed = [*contract.REQUIRED_OUTPUTS]
 cluster_outputs = pulumi.Output.all(*[cluster_stack.get_output(k) for k in needed]).apply(
     lambda values: dict(zip(needed, values))
 )
+# Each output is described in infra/outputs.py (WORKLOAD_OUTPUTS).
 pulumi.export("clusterStack", config.cluster_stack)
 pulumi.export("namespace", config.namespace)
 # Exporting the result is what surfaces a refusal from `wire` as the stack's error.

@@ -23,98 +23,118 @@ IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 
 
 class WorkloadSettings(ConfigModel):
-    enabled: bool = True
-    image_tag: str = Field(default=versions.TRAINING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN)
+    enabled: bool = Field(default=True, description="false keeps the settings but switches the workload off.")
+    image_tag: str = Field(default=versions.TRAINING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN,
+                           description="Tag of the training images in the cluster's ECR repositories.")
 
 
 class AcceleratedWorkloadSettings(WorkloadSettings):
-    # The cluster stack's accelerator node group the job runs on.
-    node_group: str
+    node_group: str = Field(description="The cluster stack's accelerator node group the job runs on.")
 
 
 class BertPretrainingSettings(AcceleratedWorkloadSettings):
-    nodes: int = Field(default=2, ge=1)
-    queue: str = "test"
-    # Prefix of the Neuron compile cache on FSx; jobs running at the same time must not share one.
-    cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN)
-    # Per-worker batch and accumulation; unset: the pinned run script's values for the precision
-    # (bf16 16 x 32, fp32 8 x 64), so the global batch stays 512 per worker either way.
-    batch_size: Optional[int] = Field(default=None, ge=1)
-    grad_accum_steps: Optional[int] = Field(default=None, ge=1)
-    # Run neuron_parallel_compile for this many steps first, then train.
-    precompile: bool = True
-    precompile_steps: int = Field(default=10, ge=1)
-    # Steps of this training run (--steps_this_run); unset trains to the script's max_steps.
-    train_steps: Optional[int] = Field(default=None, ge=1)
-    bf16: bool = True
-    # Both under the FSx mount of the BERT pods (/data).
-    data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
-    output_dir: str = "/data/output"
+    nodes: int = Field(default=2, ge=1, description="Trainium nodes (one pod each, 32 workers per node).")
+    queue: str = Field(default="test", description="Volcano queue.")
+    cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN,
+                          description="Prefix of the Neuron compile cache on FSx; jobs running at the same time "
+                          "must not share one.")
+    batch_size: Optional[int] = Field(
+        default=None, ge=1,
+        description="Per-worker batch; unset: the pinned run script's value for the precision (bf16 16, fp32 8).",
+    )
+    grad_accum_steps: Optional[int] = Field(
+        default=None, ge=1, description="Gradient accumulation; unset: the run script's (bf16 32, fp32 64)."
+    )
+    precompile: bool = Field(default=True, description="Run neuron_parallel_compile first, then train.")
+    precompile_steps: int = Field(default=10, ge=1, description="Steps of the precompile run.")
+    train_steps: Optional[int] = Field(default=None, ge=1,
+                                       description="Steps of this run (--steps_this_run); unset: the script's "
+                                       "max_steps.")
+    bf16: bool = Field(default=True, description="Train in bf16 (false: fp32).")
+    data_dir: str = Field(default="/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128",
+                          description="Dataset under the pods' FSx mount (/data).")
+    output_dir: str = Field(default="/data/output", description="Checkpoints and logs under /data.")
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
-    max_retry: int = Field(default=3, ge=1)
-    precompile_timeout_minutes: int = Field(default=120, ge=1)
+    max_retry: int = Field(default=3, ge=1, description="Gang restarts Volcano allows after a pod failure.")
+    precompile_timeout_minutes: int = Field(
+        default=120, ge=1, description="How long `pulumi up` waits for the precompile job (not a limit on the job)."
+    )
 
 
 RAY_STEPS = ("generate-data", "precompile", "train")
 
 
 class RayLlama2Settings(AcceleratedWorkloadSettings):
-    workers: int = Field(default=2, ge=1)
-    queue: str = "llama2-training-queue"
-    head_cpu: str = "6"
-    head_memory: str = "30Gi"
-    worker_cpu: str = "120"
-    worker_memory: str = "440Gi"
-    # RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.
-    steps: list[Literal["generate-data", "precompile", "train"]] = list(RAY_STEPS)
-    step_timeout_minutes: int = Field(default=180, ge=1)
+    workers: int = Field(default=2, ge=1, description="Ray workers, one per Trainium node.")
+    queue: str = Field(default="llama2-training-queue", description="Volcano queue.")
+    head_cpu: str = Field(default="6", description="Ray head CPU request (on a core node).")
+    head_memory: str = Field(default="30Gi", description="Ray head memory request.")
+    worker_cpu: str = Field(default="120", description="Ray worker CPU request.")
+    worker_memory: str = Field(default="440Gi", description="Ray worker memory request.")
+    steps: list[Literal["generate-data", "precompile", "train"]] = Field(
+        default=list(RAY_STEPS),
+        description="RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.",
+    )
+    step_timeout_minutes: int = Field(default=180, ge=1, description="How long `pulumi up` waits for each step "
+                                      "before the last (not a limit on the job).")
     # KubeRay counts activeDeadlineSeconds from the RayJob's creation, cluster start-up included
     # (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): from zero
     # Trainium nodes, booting them and pulling a 10+ GB image takes 10-15 minutes, so the seed's
     # 600 s (written for an already running cluster) would kill training before it starts.
-    train_deadline_seconds: Optional[int] = Field(default=2400, ge=1200)
-    ttl_seconds_after_finished: int = Field(default=60, ge=0)
+    train_deadline_seconds: Optional[int] = Field(
+        default=2400, ge=1200,
+        description="activeDeadlineSeconds of the train RayJob, counted from its creation (cluster start-up "
+        "included); the job fails and its cluster goes once it passes.",
+    )
+    ttl_seconds_after_finished: int = Field(default=60, ge=0, description="Seconds a finished RayJob's cluster "
+                                            "lives on.")
 
 
 class NemoLlama2Settings(AcceleratedWorkloadSettings):
-    nodes: int = Field(default=4, ge=1)
-    # The NeMo seed names no queue; `test` is the one the cluster stack always creates.
-    queue: str = "test"
-    compile: bool = True
-    train: bool = True
-    tokenizer_path: str = "/shared/llama7b_tokenizer"
-    dataset_path: str = "/shared/data/redpajama_sample_text_document"
-    # Unset: the training script's own default (llama_7b.sh: 10000).
-    train_iters: Optional[int] = Field(default=None, ge=1)
-    compile_timeout_minutes: int = Field(default=180, ge=1)
+    nodes: int = Field(default=4, ge=1, description="Trainium nodes, one rank each; must divide the global batch.")
+    queue: str = Field(default="test", description="Volcano queue (the NeMo seed names none).")
+    compile: bool = Field(default=True, description="Run the compile MPIJob first.")
+    train: bool = Field(default=True, description="Run the training MPIJob.")
+    tokenizer_path: str = Field(default="/shared/llama7b_tokenizer", description="Tokenizer under /shared.")
+    dataset_path: str = Field(default="/shared/data/redpajama_sample_text_document",
+                              description="Preprocessed dataset prefix under /shared.")
+    train_iters: Optional[int] = Field(default=None, ge=1,
+                                       description="Training iterations; unset: llama_7b.sh's 10000.")
+    compile_timeout_minutes: int = Field(default=180, ge=1, description="How long `pulumi up` waits for the "
+                                         "compile MPIJob (not a limit on the job).")
 
 
 class LoadBalancerSettings(ConfigModel):
-    # IPv4 source ranges allowed to reach the load balancer; required, never the internet.
-    allowed_cidrs: list[str]
-    internal: bool = True
-    # ACM certificate for HTTPS on the load balancer; required when it is not internal.
-    certificate_arn: Optional[str] = None
-    username: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    allowed_cidrs: list[str] = Field(description="IPv4 source ranges allowed to reach the load balancer; required, "
+                                     "never the internet.")
+    internal: bool = Field(default=True, description="Internal (inside the VPC) or internet-facing.")
+    certificate_arn: Optional[str] = Field(default=None, description="ACM certificate for HTTPS; required when not "
+                                           "internal.")
+    username: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$",
+                          description="User name of the password proxy.")
 
 
 class TensorBoardSettings(WorkloadSettings):
-    # The whole FSx volume, as the seeds' viewers showed it: BERT's output (/data/output in its
-    # pods, /shared/output here) and NeMo's /shared/nemo_experiments both appear as runs.
-    log_dir: str = "/shared"
-    load_balancer: Optional[LoadBalancerSettings] = None
+    log_dir: str = Field(
+        default="/shared",
+        description="Directory under /shared shown as runs (the whole volume: BERT's output and NeMo's "
+        "nemo_experiments).",
+    )
+    load_balancer: Optional[LoadBalancerSettings] = Field(
+        default=None, description="Adds a password proxy and a load balancer limited to allowedCidrs."
+    )
 
 
 class DataStagingSettings(WorkloadSettings):
-    # The BERT WikiCorpus tar from the public Neuron bucket, extracted under /data.
-    wikicorpus: bool = True
-    # The RedPajama sample, the Llama-2 tokenizer and the Megatron preprocessing (needs hfToken).
-    redpajama: bool = False
-    # A long-running pod with the FSx volume at /data and /shared, for hands-on work.
-    cmd_shell: bool = False
-    timeout_minutes: int = Field(default=240, ge=1)
+    wikicorpus: bool = Field(default=True, description="Stage the BERT WikiCorpus from the public Neuron bucket "
+                             "under /data.")
+    redpajama: bool = Field(default=False, description="Stage the RedPajama sample, the Llama-2 tokenizer and the "
+                            "Megatron preprocessing (needs hfToken).")
+    cmd_shell: bool = Field(default=False, description="A long-running pod with the FSx volume at /data and "
+                            "/shared, for hands-on work.")
+    timeout_minutes: int = Field(default=240, ge=1, description="How long `pulumi up` waits for each staging Job.")
 
 
 # Set with `pulumi config set --secret`; a refusal never repeats their value.
@@ -122,19 +142,27 @@ SECRET_KEYS = frozenset({"hfToken", "hf_token"})
 
 
 class WorkloadsConfig(ConfigModel):
-    # The AWS CLI profile this stack deploys with (aws:profile); the cluster's exported
-    # kubeconfig carries none, so it is added for this program's own Kubernetes access.
-    profile: Optional[str] = Field(default=None, pattern=PROFILE_PATTERN)
-    # The cluster stack, as `<organization>/trainium-eks/<stack>`.
-    cluster_stack: str = Field(pattern=STACK_NAME_PATTERN)
-    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    # Hugging Face token for the gated Llama-2 tokenizer; set it with `pulumi config set --secret`.
-    hf_token: Optional[str] = Field(default=None, min_length=1)
-    data_staging: Optional[DataStagingSettings] = None
-    bert_pretraining: Optional[BertPretrainingSettings] = None
-    ray_llama2: Optional[RayLlama2Settings] = None
-    nemo_llama2: Optional[NemoLlama2Settings] = None
-    tensorboard: Optional[TensorBoardSettings] = None
+    profile: Optional[str] = Field(
+        default=None, pattern=PROFILE_PATTERN,
+        description="The AWS CLI profile this stack deploys with (`aws:profile`), added to the cluster's "
+        "profile-free kubeconfig for this program's own access.",
+    )
+    cluster_stack: str = Field(pattern=STACK_NAME_PATTERN, description="The cluster stack, as "
+                               "`<organization>/trainium-eks/<stack>`.")
+    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                           description="Training namespace of the cluster the workloads run in.")
+    hf_token: Optional[str] = Field(
+        default=None, min_length=1,
+        description="Hugging Face token for the gated Llama-2 tokenizer; set it with `pulumi config set --secret`.",
+    )
+    data_staging: Optional[DataStagingSettings] = Field(default=None, description="Dataset staging Jobs.")
+    bert_pretraining: Optional[BertPretrainingSettings] = Field(default=None, description="BERT-large "
+                                                                "pretraining with TorchX's layout on Volcano.")
+    ray_llama2: Optional[RayLlama2Settings] = Field(default=None, description="Llama-2-7B with Ray Train on "
+                                                    "KubeRay.")
+    nemo_llama2: Optional[NemoLlama2Settings] = Field(default=None, description="Llama-2-7B with NeMo Megatron on "
+                                                      "the MPI operator.")
+    tensorboard: Optional[TensorBoardSettings] = Field(default=None, description="TensorBoard on the FSx volume.")
 
     def on(self, name: str) -> Any:
         """The settings of workload ``name`` when it is switched on, else None."""

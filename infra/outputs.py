@@ -1,0 +1,41 @@
+"""What each stack output means: the one place these descriptions live.
+
+`make docs` renders them into docs/configuration.md, and a test fails when a stack exports a
+key that has no description here (or a description outlives its output).
+"""
+
+from __future__ import annotations
+
+CLUSTER_OUTPUTS: dict[str, str] = {
+    "clusterName": "The EKS cluster's name.",
+    "region": "The AWS region the cluster is in.",
+    "kubeconfig": "Secret. A kubeconfig that authenticates with `aws eks get-token` and no profile.",
+    "addonBuilds": "EKS add-on -> the build in use (AWS's default for the Kubernetes version unless pinned).",
+    "vpcId": "The VPC, for things placed next to the nodes.",
+    "nodeSubnetIds": "The node (secondary-range) subnets, one per zone.",
+    "oidcProviderArn": "The cluster's OIDC provider, for IRSA roles of workloads.",
+    "oidcProviderUrl": "The OIDC issuer URL.",
+    "clusterSecurityGroupId": "The EKS cluster security group every node carries.",
+    "nodeRoleArn": "The IAM role of every node group.",
+    "acceleratorZone": "`{name, id}` of the zone that offers every Trainium type (and holds the file system).",
+    "acceleratorNodeGroups": "Per group: name, instanceType, azId, azName, neuronDevices, neuronCores, "
+    "efaInterfaces, labels, taints, minSize, maxSize.",
+    "features": "Which cluster-software switches are on.",
+    "trainingNamespaces": "Namespaces prepared for jobs.",
+    "trainingServiceAccount": "`{name, roleArn}` of the service account jobs run as.",
+    "storage": "The file system: enabled, fileSystemId, dnsName, mountName, storageClass, claimName, namespaces, "
+    "capacityGib, deploymentType, zone, s3Links, claims (namespace -> claim).",
+    "volcanoQueues": "The Volcano queues and each one's capability.",
+    "etcdEndpoints": "Namespace -> `etcd-server.<ns>:2379` for TorchX rendezvous.",
+    "ecrRepositories": "Image -> ECR repository URL.",
+    "podIdentity": "Pod Identity details: the agent and the training role ARN.",
+    "coreNodeSelector": "The node selector of the core nodes (Ray heads, MPI launchers, staging jobs).",
+    "cloudwatchDashboard": "The NeuronCore CloudWatch dashboard's name, or null.",
+}
+
+WORKLOAD_OUTPUTS: dict[str, str] = {
+    "clusterStack": "The cluster stack this stack runs on.",
+    "namespace": "The namespace the workloads run in.",
+    "workloads": "Per enabled workload the objects it declared (jobs in order; TensorBoard's Service and, with a "
+    "load balancer, its password as a secret).",
+}

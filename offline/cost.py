@@ -1,0 +1,330 @@
+"""What a planned stack costs per hour and per month, from the plan itself.
+
+Pure functions over the plan's resources (``resources.json``'s ``resources``: type, urn,
+dependencies, inputs), so the estimate follows whatever node groups, gateways and file
+systems the program declares, and a plan diff can compare two estimates. Three scenarios:
+**idle** (every node group at its minSize), **configured** (desiredSize) and **fullScale**
+(maxSize). A price the table lacks makes its line, and every total it takes part in,
+``None`` — never zero — unless nothing of it runs in that scenario.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from infra import prices
+from infra.prices import HOURS_PER_MONTH, Price
+
+SCENARIOS = ("idle", "configured", "fullScale")
+SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "maxSize"}
+
+NOT_ESTIMATED = (
+    "data processed by NAT gateways and interface endpoints",
+    "data transfer (internet, cross-AZ, cross-region)",
+    "CloudWatch Logs ingestion and storage, Container Insights metrics",
+    "ECR image storage",
+    "S3 storage and requests (datasets, FSx data repository traffic)",
+    "FSx backups (a final backup when a retained file system is deleted)",
+    "load balancers the workloads' Services create",
+    "KMS keys and requests",
+)
+
+T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+T_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+T_NAT = "aws:ec2/natGateway:NatGateway"
+T_EIP = "aws:ec2/eip:Eip"
+T_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
+T_FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+T_CLUSTERS = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+
+
+@dataclass
+class Line:
+    """One priced item: ``unit`` USD per hour for each of ``counts`` units per scenario."""
+
+    item: str
+    detail: str
+    unit: Optional[float]
+    counts: dict[str, float]
+    note: str = ""
+    source: str = ""
+
+    def hourly(self, scenario: str) -> Optional[float]:
+        count = self.counts[scenario]
+        if count == 0:
+            return 0.0
+        return None if self.unit is None else self.unit * count
+
+    def as_json(self) -> dict[str, Any]:
+        hourly = {s: _round(self.hourly(s)) for s in SCENARIOS}
+        return {
+            "item": self.item,
+            "detail": self.detail,
+            "unitHourly": _round(self.unit),
+            "counts": dict(self.counts),
+            "hourly": hourly,
+            "monthly": {s: _round(None if v is None else v * HOURS_PER_MONTH) for s, v in hourly.items()},
+            **({"note": self.note} if self.note else {}),
+            **({"source": self.source} if self.source else {}),
+        }
+
+
+@dataclass
+class Estimate:
+    lines: list[Line] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    def add(self, line: Line, what_is_unknown: str = "") -> None:
+        self.lines.append(line)
+        if line.unit is None and what_is_unknown and what_is_unknown not in self.unknown:
+            self.unknown.append(what_is_unknown)
+
+    def total(self, scenario: str) -> Optional[float]:
+        values = [line.hourly(scenario) for line in self.lines]
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    def known_total(self, scenario: str) -> float:
+        return sum(v for line in self.lines if (v := line.hourly(scenario)) is not None)
+
+    def as_json(self) -> dict[str, Any]:
+        hourly = {s: _round(self.total(s)) for s in SCENARIOS}
+        known = {s: _round(self.known_total(s)) for s in SCENARIOS}
+        return {
+            "currency": "USD",
+            "hourly": hourly,
+            "monthly": {s: _round(None if v is None else v * HOURS_PER_MONTH) for s, v in hourly.items()},
+            # What the priced lines alone add up to: a floor when some line is unknown.
+            "knownHourly": known,
+            "lines": [line.as_json() for line in self.lines],
+            "unknown": list(self.unknown),
+            "notEstimated": list(NOT_ESTIMATED),
+            "hoursPerMonth": HOURS_PER_MONTH,
+        }
+
+
+def _round(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 4)
+
+
+def _usd(price: Optional[Price], per_hour_divisor: float = 1.0) -> Optional[float]:
+    return None if price is None else price.usd / per_hour_divisor
+
+
+def _fixed(count: float) -> dict[str, float]:
+    return {s: count for s in SCENARIOS}
+
+
+# --- the cluster stack ------------------------------------------------------------------------
+
+
+def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, Any]:
+    """The estimate of a planned cluster stack in ``region``, in resources.json's ``cost`` shape."""
+    estimate = Estimate()
+    by_urn = {r["urn"]: r for r in resources}
+    _control_plane(estimate, resources, region)
+    for group in (r for r in resources if r["type"] == T_NODE_GROUP):
+        template = next(
+            (by_urn[u] for u in group.get("dependencies", []) if by_urn.get(u, {}).get("type") == T_LAUNCH_TEMPLATE),
+            None,
+        )
+        _node_group(estimate, group, template, region)
+    _network(estimate, resources, region)
+    for fs in (r for r in resources if r["type"] == T_FSX):
+        _file_system(estimate, fs, region)
+    return estimate.as_json()
+
+
+def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
+    for cluster in (r for r in resources if r["type"] in T_CLUSTERS):
+        # No policy given means EXTENDED: pulumi-eks (v4.3.0 nodejs/eks/cluster/cluster.ts) passes
+        # upgradePolicy through to EKS, whose default for new and existing clusters is EXTENDED
+        # (amazon-eks-user-guide latest/ug/clusters/kubernetes-versions.adoc).
+        support = (cluster["inputs"].get("upgradePolicy") or {}).get("supportType") or "EXTENDED"
+        key = prices.EKS_EXTENDED if support == "EXTENDED" else prices.EKS_STANDARD
+        price = prices.service_price(region, key)
+        note = (
+            "EXTENDED upgrade policy: priced at the extended-support rate, billed once the version leaves "
+            "standard support ($0.10/h until then)"
+            if support == "EXTENDED"
+            else "STANDARD upgrade policy: EKS upgrades the control plane when standard support ends"
+        )
+        estimate.add(
+            Line("EKS control plane", f"{cluster['name']} ({support} support)", _usd(price), _fixed(1), note,
+                 price.source if price else ""),
+            f"EKS control plane ({support}) in {region}",
+        )
+
+
+def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[dict[str, Any]], region: str) -> None:
+    inputs = group["inputs"]
+    lt = (template or {}).get("inputs", {})
+    types = list(inputs.get("instanceTypes") or ([lt["instanceType"]] if lt.get("instanceType") else []))
+    scaling = inputs.get("scalingConfig") or {}
+    counts = {s: float(scaling.get(SCALING_KEY[s], 0) or 0) for s in SCENARIOS}
+    name = inputs.get("nodeGroupName") or group["name"]
+    capacity_block = inputs.get("capacityType") == "CAPACITY_BLOCK" or (
+        (lt.get("instanceMarketOptions") or {}).get("marketType") == "capacity-block"
+    )
+    sizes = f"{int(counts['idle'])}/{int(counts['configured'])}/{int(counts['fullScale'])}"
+    type_text = ", ".join(types) or "no instance type in the plan"
+
+    if capacity_block:
+        unit, note, source = None, (
+            "targets an EC2 Capacity Block: its reservation fee is paid up front at purchase and differs from the "
+            "on-demand rate, so it is not priced here"
+        ), ""
+        unknown = f"Capacity Block reservation of node group {name} ({type_text})"
+    else:
+        # Several types: price the dearest, so the estimate never under-states.
+        found = [prices.instance_hourly(region, t) for t in types]
+        unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
+        source = found[0].source if found and found[0] is not None else ""
+        note = "several types: priced at the dearest" if len(types) > 1 else ""
+        if lt.get("capacityReservationSpecification"):
+            note = (note + "; " if note else "") + (
+                "targets an On-Demand Capacity Reservation, which is billed at the on-demand rate whether or not "
+                "instances run in it"
+            )
+        unknown = f"on-demand price of {type_text} in {region}"
+    estimate.add(Line(f"node group {name}", f"{type_text} × {sizes} (min/desired/max)", unit, counts, note, source),
+                 unknown)
+
+    volume_gib = sum(
+        (m.get("ebs") or {}).get("volumeSize", 0) or 0
+        for m in lt.get("blockDeviceMappings") or []
+        if (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3"
+    )
+    if volume_gib:
+        gp3 = prices.service_price(region, prices.EBS_GP3)
+        estimate.add(
+            Line(f"node group {name} root volumes", f"{volume_gib} GiB gp3 per node", _usd(gp3, HOURS_PER_MONTH / volume_gib) if gp3 else None,
+                 counts, "", gp3.source if gp3 else ""),
+            f"gp3 storage in {region}",
+        )
+
+
+def _network(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
+    nats = [r for r in resources if r["type"] == T_NAT]
+    if nats:
+        price = prices.service_price(region, prices.NAT_GATEWAY)
+        estimate.add(Line("NAT gateways", f"{len(nats)} × hourly charge", _usd(price), _fixed(len(nats)),
+                          "plus a per-GB charge on data processed", price.source if price else ""),
+                     f"NAT gateway hour in {region}")
+    eips = [r for r in resources if r["type"] == T_EIP]
+    if eips:
+        price = prices.service_price(region, prices.PUBLIC_IPV4)
+        estimate.add(Line("public IPv4 addresses", f"{len(eips)} Elastic IP(s)", _usd(price), _fixed(len(eips)), "",
+                          price.source if price else ""),
+                     f"public IPv4 address hour in {region}")
+    for endpoint in (r for r in resources if r["type"] == T_ENDPOINT):
+        kind = endpoint["inputs"].get("vpcEndpointType") or "Gateway"
+        service = endpoint["inputs"].get("serviceName", endpoint["name"])
+        if kind == "Interface":
+            zones = len(endpoint["inputs"].get("subnetIds") or []) or 1
+            price = prices.service_price(region, prices.INTERFACE_ENDPOINT_AZ)
+            estimate.add(Line("VPC endpoint", f"{service} (Interface, {zones} AZ)", _usd(price), _fixed(zones),
+                              "plus a per-GB charge on data processed", price.source if price else ""),
+                         f"interface endpoint hour in {region}")
+        else:
+            price = prices.service_price(region, prices.GATEWAY_ENDPOINT)
+            estimate.add(Line("VPC endpoint", f"{service} ({kind})", _usd(price), _fixed(1), "",
+                              price.source if price else ""),
+                         f"{kind} endpoint in {region}")
+
+
+def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
+    inputs = fs["inputs"]
+    deployment = inputs.get("deploymentType", "SCRATCH_1")
+    throughput = inputs.get("perUnitStorageThroughput")
+    capacity = inputs.get("storageCapacity", 0)
+    price = prices.service_price(region, prices.fsx_lustre_key(deployment, throughput))
+    tier = f"{deployment}" + (f" at {throughput} MB/s/TiB" if throughput else "")
+    notes = ["billed per provisioned GiB (compression does not lower it)"]
+    if (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
+        notes.append("user-provisioned metadata IOPS are billed on top and not priced here")
+    if (inputs.get("automaticBackupRetentionDays") or 0) > 0:
+        notes.append("automatic backups are billed per GiB stored")
+    if inputs.get("skipFinalBackup") is False:
+        notes.append("keeps a final backup when deleted")
+    estimate.add(
+        Line("FSx for Lustre", f"{fs['name']}: {capacity} GiB {tier}",
+             None if price is None else price.usd * capacity / HOURS_PER_MONTH, _fixed(1), "; ".join(notes),
+             price.source if price else ""),
+        f"FSx for Lustre {tier} per GiB-month in {region}",
+    )
+    if (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
+        estimate.unknown.append(f"FSx for Lustre user-provisioned metadata IOPS in {region}")
+
+
+# --- the workload stack -----------------------------------------------------------------------
+
+# cluster-autoscaler removes a node only after it has been unneeded this long
+# (`scale-down-unneeded-time` in infra/autoscaling.py), so a finished job's nodes bill this much more.
+SCALE_DOWN_UNNEEDED_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """A workload's Trainium nodes while it runs, and a duration its settings bound it to."""
+
+    name: str
+    node_group: str
+    nodes: int
+    bound_seconds: Optional[int]
+    bound_text: str
+
+
+def workload_runs(settings: Any) -> list[WorkloadRun]:
+    """The enabled workloads that hold Trainium nodes (staging and TensorBoard run on core nodes,
+    which the cluster's estimate already counts)."""
+    runs: list[WorkloadRun] = []
+    if (bert := settings.on("bert_pretraining")) is not None:
+        runs.append(WorkloadRun(
+            "bertPretraining", bert.node_group, bert.nodes, None,
+            "no bound: precompileTimeoutMinutes is how long `pulumi up` waits, not a limit on the job, and "
+            "bert-train runs until its steps are done",
+        ))
+    if (ray := settings.on("ray_llama2")) is not None and any(step != "generate-data" for step in ray.steps):
+        if "train" in ray.steps and ray.train_deadline_seconds is not None:
+            # KubeRay v1.7.0 (ray-operator/controllers/ray/rayjob_controller.go,
+            # checkActiveDeadlineAndUpdateStatusIfNeeded) fails the RayJob once activeDeadlineSeconds
+            # have passed since its start, and handleShutdownAfterJobFinishes deletes its RayCluster
+            # ttlSecondsAfterFinished after it ended; the nodes then idle until the autoscaler removes them.
+            seconds = ray.train_deadline_seconds + ray.ttl_seconds_after_finished + SCALE_DOWN_UNNEEDED_SECONDS
+            text = (f"train step at most trainDeadlineSeconds {ray.train_deadline_seconds} + ttlSecondsAfterFinished "
+                    f"{ray.ttl_seconds_after_finished} + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay; "
+                    "the precompile step has no bound (stepTimeoutMinutes only limits the wait of `pulumi up`)")
+        else:
+            seconds, text = None, "no bound: no train deadline is set"
+        runs.append(WorkloadRun("rayLlama2", ray.node_group, ray.workers, seconds, text))
+    if (nemo := settings.on("nemo_llama2")) is not None and (nemo.compile or nemo.train):
+        runs.append(WorkloadRun(
+            "nemoLlama2", nemo.node_group, nemo.nodes, None,
+            "no bound: compileTimeoutMinutes is how long `pulumi up` waits, not a limit on the MPIJob",
+        ))
+    return runs
+
+
+def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
+    """Per workload: its nodes × the group's price while it runs (idle: nothing runs), and a USD
+    bound where its settings limit how long it holds them. ``node_groups`` is the cluster stack's
+    ``acceleratorNodeGroups`` output."""
+    types = {g["name"]: g["instanceType"] for g in node_groups}
+    estimate = Estimate()
+    bounds: dict[str, Optional[float]] = {}
+    for run in workload_runs(settings):
+        instance_type = types.get(run.node_group, "unknown type")
+        price = prices.instance_hourly(region, instance_type)
+        counts = {"idle": 0.0, "configured": float(run.nodes), "fullScale": float(run.nodes)}
+        line = Line(run.name, f"{run.nodes} × {instance_type} ({run.node_group}) while it runs", _usd(price), counts,
+                    run.bound_text, price.source if price else "")
+        estimate.add(line, f"on-demand price of {instance_type} in {region}")
+        bounds[run.name] = (
+            None if run.bound_seconds is None or price is None
+            else round(price.usd * run.nodes * run.bound_seconds / 3600, 2)
+        )
+    result = estimate.as_json()
+    # idle: no job runs; configured and fullScale: every enabled workload at once.
+    result["boundUsd"] = bounds
+    return result

@@ -1,0 +1,196 @@
+"""The configuration reference and the editors' JSON Schemas, generated from the config models.
+
+Every key (camelCase, as in the stack file), its type, default, allowed values or bounds and
+description come from the pydantic models (``infra/config.py``, ``workloads/settings.py``);
+the outputs' descriptions from ``infra/outputs.py``. Nothing here is written by hand twice.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Literal, Optional, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from infra.config_base import PROVIDER_KEYS
+
+SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+# --- reading the models -----------------------------------------------------------------------
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool, bool]:
+    """(inner type, optional?, list?)"""
+    optional = False
+    if get_origin(annotation) is typing.Union:
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        optional, annotation = True, args[0]
+    is_list = get_origin(annotation) is list
+    if is_list:
+        annotation = get_args(annotation)[0]
+    return annotation, optional, is_list
+
+
+def _is_model(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
+def type_text(annotation: Any) -> str:
+    inner, optional, is_list = _unwrap(annotation)
+    if _is_model(inner):
+        base = "object"
+    elif get_origin(inner) is Literal:
+        base = "string" if all(isinstance(v, str) for v in get_args(inner)) else "value"
+    elif get_origin(inner) is dict:
+        base = "map of string"
+    else:
+        base = {str: "string", int: "integer", bool: "boolean", float: "number"}.get(inner, str(inner))
+    return f"list of {base}" if is_list else base
+
+
+def _constraints(field: FieldInfo) -> list[str]:
+    parts: list[str] = []
+    inner, _, _ = _unwrap(field.annotation)
+    if get_origin(inner) is Literal:
+        parts.append("one of " + ", ".join(f"`{v}`" for v in get_args(inner)))
+    for meta in field.metadata:
+        if isinstance(meta, annotated_types.Ge):
+            parts.append(f"≥ {meta.ge}")
+        elif isinstance(meta, annotated_types.Gt):
+            parts.append(f"> {meta.gt}")
+        elif isinstance(meta, annotated_types.Le):
+            parts.append(f"≤ {meta.le}")
+        elif isinstance(meta, annotated_types.Lt):
+            parts.append(f"< {meta.lt}")
+        elif isinstance(meta, annotated_types.MinLen):
+            parts.append(f"length ≥ {meta.min_length}")
+        elif isinstance(meta, annotated_types.MaxLen):
+            parts.append(f"length ≤ {meta.max_length}")
+        elif getattr(meta, "pattern", None):
+            parts.append(f"matches `{meta.pattern}`")
+    return parts
+
+
+def _default_text(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "unset"
+    if isinstance(value, BaseModel):
+        return "see its keys"
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        names = [getattr(v, "name", None) for v in value]
+        return f"{len(value)}: " + ", ".join(f"`{n}`" for n in names if n) if all(names) else f"{len(value)} items"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, (list, dict)):
+        return f"`{json.dumps(value)}`"
+    return f"`{value}`"
+
+
+def key_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str, str]]:
+    """(key, type, default, allowed, description) for every key of ``model``, nested ones included."""
+    rows = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        key = PROVIDER_KEYS[name] if not prefix and name in PROVIDER_KEYS else prefix + alias
+        rows.append((key, type_text(field.annotation), _default_text(field), "; ".join(_constraints(field)),
+                     field.description or ""))
+        inner, _, is_list = _unwrap(field.annotation)
+        if _is_model(inner):
+            rows += key_rows(inner, key + ("[]." if is_list else "."))
+    return rows
+
+
+def missing_descriptions(model: type[BaseModel]) -> list[str]:
+    return [row[0] for row in key_rows(model) if not row[4].strip()]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[tuple[str, ...]], heads: tuple[str, ...]) -> str:
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def config_table(model: type[BaseModel]) -> str:
+    rows = [(f"`{k}`", t, d, a, desc) for k, t, d, a, desc in key_rows(model)]
+    return markdown_table(rows, ("key", "type", "default", "allowed", "description"))
+
+
+def outputs_table(descriptions: dict[str, str]) -> str:
+    return markdown_table([(f"`{k}`", v) for k, v in descriptions.items()], ("output", "what"))
+
+
+# --- JSON Schema for editors ------------------------------------------------------------------
+
+
+def stack_file_schema(model: type[BaseModel], project: str, secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A JSON Schema of ``Pulumi.<stack>.yaml``: values nest under ``config:`` as ``project:key``
+    (the provider's own ``aws:region``/``aws:profile`` as such); other namespaces pass."""
+    inner = model.model_json_schema(by_alias=True)
+    props: dict[str, Any] = {}
+    required = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        key = PROVIDER_KEYS.get(name, f"{project}:{alias}")
+        schema = dict(inner["properties"][alias])
+        if field.description:
+            schema["description"] = field.description
+        if alias in secret_keys:
+            secure = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}
+            schema = {"description": schema.get("description", ""), "anyOf": [schema, secure]}
+        props[key] = schema
+        if field.is_required():
+            required.append(key)
+    return {
+        "$schema": SCHEMA_DRAFT,
+        "title": f"Pulumi stack file of {project}",
+        "description": f"Generated by `make docs` from the config models; {project} keys are checked, others pass.",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": props,
+                "required": required,
+                # Keys of other namespaces (providers) are the engine's business; unknown keys of
+                # this project are refused, as the program itself refuses them.
+                "patternProperties": {f"^(?!{project}:)": {}},
+                "additionalProperties": False,
+            },
+            "secretsprovider": {"type": "string"},
+            "encryptedkey": {"type": "string"},
+            "encryptionsalt": {"type": "string"},
+            "environment": {},
+        },
+        "$defs": inner.get("$defs", {}),
+    }
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def optional_model_fields(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items() if not f.is_required()]
+
+
+__all__ = [
+    "config_table",
+    "key_rows",
+    "missing_descriptions",
+    "outputs_table",
+    "stack_file_schema",
+    "schema_text",
+    "type_text",
+    "optional_model_fields",
+    "Optional",
+]

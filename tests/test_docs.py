@@ -1,0 +1,147 @@
+"""Generated documentation: fresh, complete, and true to the plan and the models.
+
+docs/ and README's generated blocks come from `make docs` (offline/docs.py); these tests
+regenerate them in memory from the same offline plans the other tests use and compare.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from infra.config import StackConfig
+from infra.outputs import CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+from offline import diagram, docs, reference
+from offline.runner import REPO_ROOT
+from workloads.settings import WorkloadsConfig
+
+
+@pytest.fixture(scope="module")
+def plans(dev, prod, workloads_dev, workloads_prod):
+    return {"dev": (dev, workloads_dev), "prod": (prod, workloads_prod)}
+
+
+def test_generated_files_are_fresh(plans):
+    files = docs.generated(plans)
+    assert set(files) >= {"docs/architecture.md", "docs/configuration.md", "README.md",
+                          "docs/schema/trainium-eks.schema.json", "docs/schema/trainium-workloads.schema.json"}
+    assert docs.stale(files) == [], "generated documentation is stale: run `make docs`"
+
+
+def test_every_config_key_has_a_description():
+    assert reference.missing_descriptions(StackConfig) == []
+    assert reference.missing_descriptions(WorkloadsConfig) == []
+
+
+def test_every_exported_output_has_one_description(dev, workloads_dev):
+    assert set(dev.outputs) == set(CLUSTER_OUTPUTS)
+    assert set(workloads_dev.outputs) == set(WORKLOAD_OUTPUTS)
+
+
+def test_reference_rows_come_from_the_models():
+    rows = {row[0]: row for row in reference.key_rows(StackConfig)}
+    assert rows["network.azCount"][1:4] == ("integer", "`2`", "≥ 2; ≤ 4")
+    assert rows["aws:region"][2] == "required"
+    assert rows["acceleratorNodeGroups[].maxSize"][2] == "required"
+    assert rows["acceleratorNodeGroups"][2] == "2: `trn1-32xl-ng1`, `trn1n-32xl-ng`"
+    assert rows["storage.deploymentType"][3] == "one of `PERSISTENT_2`, `PERSISTENT_1`, `SCRATCH_2`"
+    assert rows["storage.dataRepositories[].autoImport"][2] == '`["NEW", "CHANGED", "DELETED"]`'
+
+
+def _stack_file(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize(
+    "schema, stack_file",
+    [
+        ("trainium-eks", "Pulumi.dev.yaml"),
+        ("trainium-eks", "Pulumi.prod.yaml"),
+        ("trainium-workloads", "workloads/Pulumi.dev.yaml"),
+        ("trainium-workloads", "workloads/Pulumi.prod.yaml"),
+    ],
+)
+def test_schema_accepts_the_stack_files(schema, stack_file):
+    import json
+
+    validator = jsonschema.Draft202012Validator(json.loads((REPO_ROOT / f"docs/schema/{schema}.schema.json").read_text()))
+    validator.validate(_stack_file(REPO_ROOT / stack_file))
+
+
+def test_schema_refuses_what_the_program_refuses():
+    schema = docs.schemas()["docs/schema/trainium-eks.schema.json"]
+    import json
+
+    validator = jsonschema.Draft202012Validator(json.loads(schema))
+    good = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
+    for bad_key, bad_value in [
+        ("trainium-eks:clusterNmae", "typo"),  # unknown key of this project
+        ("trainium-eks:network", {"azCount": 9}),  # out of bounds
+        ("trainium-eks:upgradePolicy", "SOMETIMES"),  # not an allowed value
+        ("trainium-eks:acceleratorNodeGroups", [{"name": "g", "instanceType": "trn1.32xlarge"}]),  # maxSize missing
+    ]:
+        document = copy.deepcopy(good)
+        document["config"][bad_key] = bad_value
+        assert list(validator.iter_errors(document)), bad_key
+    # Other namespaces (providers) pass; a missing region does not.
+    document = copy.deepcopy(good)
+    document["config"]["aws:defaultTags"] = {"tags": {"a": "b"}}
+    validator.validate(document)
+    del document["config"]["aws:region"]
+    assert list(validator.iter_errors(document))
+
+
+def test_workload_schema_takes_an_encrypted_secret():
+    import json
+
+    validator = jsonschema.Draft202012Validator(json.loads(docs.schemas()["docs/schema/trainium-workloads.schema.json"]))
+    document = _stack_file(REPO_ROOT / "workloads/Pulumi.dev.yaml")
+    document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abc"}
+    validator.validate(document)
+
+
+def test_cluster_picture_follows_the_plan(dev):
+    text = diagram.cluster_diagram(dev.as_json())
+    zone = dev.outputs["acceleratorZone"]["id"]
+    assert f"zone {zone} (accelerator zone)" in text
+    for group in dev.outputs["acceleratorNodeGroups"]:
+        # The outputs are computed from config; the picture from the declared resources.
+        assert f"node group {group['name']}<br/>{group['instanceType']}<br/>{group['minSize']}/0/{group['maxSize']}" in text
+        assert f"{group['efaInterfaces']} EFA interfaces" in text
+    assert text.count("cluster placement group") == len(dev.outputs["acceleratorNodeGroups"])
+    assert "1200 GiB PERSISTENT_2" in text and "volcano-system<br/>volcano" in text
+
+
+def test_capacity_block_group_drawn_without_placement_group(plan_with):
+    reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
+    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "capacityReservation": reservation}
+    text = diagram.cluster_diagram(plan_with(acceleratorNodeGroups=[group]).as_json())
+    assert "node group trn1-32xl-ng1<br/>trn1.32xlarge<br/>0/0/4" in text and "Capacity Block" in text
+    assert "cluster placement group" not in text
+
+
+def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workloads_dev):
+    text = diagram.workloads_diagram(workloads_dev.as_json(), dev.outputs)
+    assert "w_Job_bert_train --> g_trn1_32xl_ng1" in text and "w_Job_bert_train --> q_test" in text
+    assert "w_Job_bert_train --> c_fsx_claim" in text
+    assert "w_RayJob_llama2_pretraining_job --> g_trn1n_32xl_ng" in text
+    assert "w_RayJob_llama2_pretraining_job --> g_core" in text  # the head
+    assert "w_RayJob_llama2_pretraining_job --> q_llama2_training_queue" in text
+    assert "w_MPIJob_llama2_train --> g_trn1_32xl_ng1" in text
+    assert "w_Job_stage_wikicorpus --> g_core" in text and "g_trn1" not in text.split("w_Job_stage_wikicorpus -->")[1].split("\n")[0]
+
+
+def test_readme_blocks_need_their_markers():
+    with pytest.raises(ValueError, match="cost summary"):
+        docs.fill_blocks("no markers here", {"cost summary": "x"})
+
+
+def test_s3_links_are_drawn_from_the_associations(plan_with):
+    storage = {"dataRepositories": [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]}
+    text = diagram.cluster_diagram(plan_with(storage=storage).as_json())
+    assert '"s3://my-training-data/datasets"' in text
+    assert "fs_fsx_training <-->|/datasets| s3_" in text
