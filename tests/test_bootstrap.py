@@ -205,3 +205,51 @@ def test_programs_import_the_installed_package_without_editing_sys_path(workload
 
     plan_workloads(REPO_ROOT / "workloads", "dev", run_program(REPO_ROOT, "dev"))
     assert sys.path == before
+
+
+# --- the cluster side: the preview role reads Kubernetes, never administers it -------------------
+
+PREVIEW_ROLE = "arn:aws:iam::123456789012:role/trainium-github-preview"
+ADMIN = "arn:aws:iam::123456789012:role/MlOps"
+
+
+def cluster_with(**overrides: Any) -> PlanResult:
+    config = stack_config(REPO_ROOT, "dev")
+    for key, value in overrides.items():
+        config[f"trainium-eks:{key}"] = json.dumps(value)
+    return run_program(REPO_ROOT, "dev", config)
+
+
+def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits_for() -> None:
+    # `pulumi preview --refresh` reads every Kubernetes object the stacks own, Helm's release
+    # Secrets included: EKS user guide, "Review access policy permissions", AmazonEKSAdminViewPolicy
+    # lists and views all resources including Secrets. Cluster-admin would hand pull requests'
+    # code (which the preview runs) the cluster.
+    from infra.cluster import principal_key
+
+    plan = cluster_with(clusterViewers=[PREVIEW_ROLE], clusterAdmins=[ADMIN])
+    key = principal_key(PREVIEW_ROLE, "viewer")
+    assert plan.named(key, "aws:eks/accessEntry:AccessEntry").inputs["principalArn"] == PREVIEW_ROLE
+    view = plan.named(f"{key}-admin-view").inputs
+    assert view["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+    assert view["accessScope"] == {"type": "cluster"}
+    associations = {r.inputs["principalArn"]: r.inputs["policyArn"] for r in plan.of_type(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    assert associations[ADMIN].endswith("/AmazonEKSClusterAdminPolicy") and len(associations) == 2
+    provider = plan.named("cluster", "pulumi:providers:kubernetes")
+    assert plan.named(f"{key}-admin-view").urn in provider.dependencies
+
+
+@pytest.mark.parametrize(
+    ("viewers", "message"),
+    [
+        ([ADMIN], "trainium-eks:clusterViewers[0] = 'arn:aws:iam::123456789012:role/MlOps': also in clusterAdmins"),
+        ([PREVIEW_ROLE, PREVIEW_ROLE], "trainium-eks:clusterViewers[1] = '" + PREVIEW_ROLE + "': listed twice"),
+        (["trainium-github-preview"], "trainium-eks:clusterViewers[0] = 'trainium-github-preview': must be an IAM role"),
+        ([""], "trainium-eks:clusterViewers[0]"),
+    ],
+)
+def test_bad_cluster_viewers_are_refused(viewers: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        cluster_with(clusterViewers=viewers, clusterAdmins=[ADMIN])
+    assert message in str(refused.value)
