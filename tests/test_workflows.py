@@ -155,8 +155,11 @@ def test_pulumi_steps_read_the_one_cli_pin_and_apply_the_policy_pack() -> None:
             assert options["pulumi-version-file"] == ".pulumi-version"
             if options.get("command") in ("preview", "up"):
                 assert options["diff"] is True and options["refresh"] is True, (workflow, job_id)
-                assert options["policyPacks"] == "policy"
-                assert options["policyPackConfigs"] == f"policy/config.{options['stack-name']}.json"
+                # pulumi/actions (v7.0.0 src/main.ts) runs the CLI in work-dir: paths are relative to it.
+                work_dir = REPO_ROOT / options["work-dir"]
+                assert (work_dir / options["policyPacks"]).resolve() == REPO_ROOT / "policy"
+                assert (work_dir / options["policyPackConfigs"]).resolve() == \
+                    REPO_ROOT / "policy" / f"config.{options['stack-name']}.json"
                 env = options["stack-name"].upper()
                 assert options["cloud-url"] == f"${{{{ vars.PULUMI_BACKEND_URL_{env} }}}}"
 
