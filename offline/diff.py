@@ -190,7 +190,9 @@ def compare_cost(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]])
     figures = lambda c: {f"{period}.{k}": v for period in ("hourly", "monthly")  # noqa: E731
                          for k, v in ((c or {}).get(period) or {}).items()}
     a, b = figures(base), figures(head)
-    return [PathChange(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+    # A plan from before the estimate existed has no figure, which is not the same as unknown (null).
+    return [PathChange(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(a.keys() | b.keys())
+            if a.get(k, _MISSING) != b.get(k, _MISSING)]
 
 
 def compare_plans(project: str, stack: str, base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> StackDiff:
