@@ -105,6 +105,10 @@ def deploy_policy(
         {"Sid": "ManageStackIdentities", "Effect": "Allow", "Action": "iam:*",
          "Resource": [f"{iam_arn}:role/*", f"{iam_arn}:policy/*", f"{iam_arn}:instance-profile/*",
                       f"{iam_arn}:oidc-provider/*"]},
+        # AWS-managed policies the stacks attach (AmazonEKSWorkerNodePolicy...): read only, and
+        # nobody can change those anyway.
+        {"Sid": "ReadManagedPolicies", "Effect": "Allow", "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
+         "Resource": f"arn:{partition}:iam::aws:policy/*"},
         {"Sid": "ReadIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
         *state_write_statements(bucket_arn, key_arn),
         # A deploy must not edit its own trust or the preview role's, nor the provider they trust.
