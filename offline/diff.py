@@ -30,6 +30,8 @@ from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, replaces
 from offline.runner import REPO_ROOT
 
 STACKS = ("dev", "prod")
+# offline.plan's exit code when the policy pack finds mandatory violations (plans still written).
+POLICY_VIOLATIONS_EXIT = 3
 # Lines of changed paths shown per resource in Markdown before the rest is folded away.
 MARKDOWN_PATHS = 12
 
@@ -349,7 +351,8 @@ def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
             checkout,
             [sys.executable, "-m", "offline.plan", "--stack", stack, "--project-dir", str(checkout), "--out", str(out)],
         )
-        if result.returncode != 0:
+        # 3: mandatory policy violations, with every plan written; the diff shows them.
+        if result.returncode not in (0, POLICY_VIOLATIONS_EXIT):
             raise PlanFailed(f"offline plan of {checkout.name}/{stack} failed:\n{result.stderr.strip()}")
 
 

@@ -221,6 +221,9 @@ class Registration:
     lifecycle: dict[str, Any] = field(default_factory=dict)
     """The lifecycle options set on the resource: ignoreChanges, replaceOnChanges,
     deleteBeforeReplace, retainOnDelete, customTimeouts, and how many transforms."""
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    """Input property -> URNs its value came from, as the engine passes them to stack policies
+    (kept out of resources.json)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -294,6 +297,9 @@ class RecordingMonitor(MockMonitor):
                     custom=bool(request.custom),
                     inputs=engine_view(rpc.deserialize_properties(request.object)),
                     lifecycle=lifecycle_options(request),
+                    property_dependencies={
+                        k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns
+                    },
                 )
             )
         return response

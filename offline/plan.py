@@ -4,9 +4,14 @@
 
 Evaluates the real programs under Pulumi's mock runtime: the cluster stack, then the
 workload stack of the same name (``workloads/``), whose StackReference reads the cluster
-plan's outputs, then the bootstrap stack of that name (``bootstrap/``) when it has one. For each it prints a table of every resource and writes
+plan's outputs, then the bootstrap stack of that name (``bootstrap/``) when it has one. For
+each it prints a table of every resource and writes
 ``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes object under
 ``manifests/``. Exit code 2 (and nothing more written) on bad configuration.
+
+Then the policy pack (``policy/``) runs over each plan with ``policy/config.<stack>.json``:
+its report is printed and written to resources.json under ``policy``; any mandatory violation
+makes the exit code 3, after everything is written.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from infra.errors import ConfigError
 from offline import report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from policy import offline as policy_pack
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -100,20 +106,23 @@ def manifest_file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None) -> Path:
+def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
+               policy: dict[str, Any] | None = None) -> Path:
     out = out_root / result.project / result.stack
     if out.exists():
         shutil.rmtree(out)
     manifests = out / "manifests"
     manifests.mkdir(parents=True)
-    document = {**result.as_json(), **({"cost": cost} if cost is not None else {})}
+    document = {**result.as_json(), **({"cost": cost} if cost is not None else {}),
+                **({"policy": policy} if policy is not None else {})}
     (out / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     for obj in kubernetes_objects(result):
         (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
     return out
 
 
-def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "") -> None:
+def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
+               policy: policy_pack.PolicyReport | None = None) -> None:
     rows = [("TYPE", "NAME", "SETTINGS")]
     rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
     print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
@@ -124,9 +133,15 @@ def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
     if cost is not None:
         kind = "cluster" if result.project == "trainium-eks" else "workloads"
         print("\n" + report.render_cost(cost, region, kind))
-    out = write_plan(result, out_root, cost)
+    out = write_plan(result, out_root, cost, policy.as_json() if policy is not None else None)
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
+    if policy is not None:
+        print(policy_pack.render_report(result.project, result.stack, policy) + "\n")
+
+
+def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
+    return policy_pack.run_policies(result.registrations, config, region)
 
 
 def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> PlanResult:
@@ -145,19 +160,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
+    parser.add_argument("--policy-config", type=Path, help="default: <project-dir>/policy/config.<stack>.json")
     args = parser.parse_args(argv)
     project_dir = args.project_dir.resolve()
     workloads_dir = project_dir / WORKLOADS_DIR
+    policy_config_file = args.policy_config or project_dir / "policy" / f"config.{args.stack}.json"
 
     try:
+        # A stack without a policy config file gets the pack's defaults, as a preview without
+        # --policy-pack-config would.
+        policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
+                         else policy_pack.parse_config({}, "policy defaults"))
         cluster = run_program(project_dir, args.stack)
         region = cluster.outputs["region"]
-        print_plan(cluster, args.out, report.cluster_cost(cluster), region)
+        reports = [check_policies(cluster, policy_config, region)]
+        print_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[-1])
         if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
-            print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region)
+            reports.append(check_policies(workloads, policy_config, region))
+            print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region, reports[-1])
         bootstrap_dir = project_dir / BOOTSTRAP_DIR
         if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
+            # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
             print_plan(run_program(bootstrap_dir, args.stack), args.out)
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
@@ -171,6 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         "\noffline/fixtures.py and infra/catalog.py;"
         f"\nsecret config the stack files hold only encrypted uses stand-ins: {', '.join(OFFLINE_SECRETS)}."
     )
+    mandatory = [v for report in reports for v in report.mandatory]
+    if mandatory:
+        print(
+            f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
+            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (README, Guardrails).",
+            file=sys.stderr,
+        )
+        return policy_pack.MANDATORY_EXIT_CODE
     return 0
 
 

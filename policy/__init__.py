@@ -1,0 +1,1 @@
+"""The project's Pulumi policy pack: rules in ``guardrails``, the offline run in ``offline``."""

@@ -1,0 +1,75 @@
+"""Cost: what the Trainium groups cost per hour at their maximum size, against a ceiling.
+
+Prices come only from infra/prices.py. A price the table does not know is reported as unknown,
+never counted as zero. The region is the AWS provider's (``region`` of the node group's
+provider, which the engine fills from ``aws:region``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
+
+from infra.prices import instance_hourly
+from policy.guardrails.props import get
+from policy.guardrails.trainium import accelerator_groups
+
+DEFAULT_CEILING_USD = 500.0
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    urn: str
+    group: str
+    instance_type: str
+    max_size: int
+    hourly_each: Optional[float]
+
+    @property
+    def hourly_at_max(self) -> Optional[float]:
+        return None if self.hourly_each is None else self.hourly_each * self.max_size
+
+
+def group_costs(args: StackValidationArgs, default_region: Optional[str]) -> list[GroupCost]:
+    costs = []
+    for g in accelerator_groups(args.resources):
+        region = get(g.group.provider.props, "region") if g.group.provider is not None else None
+        price = instance_hourly(region or default_region or "", g.instance_type)
+        max_size = int(get(g.group.props, "scalingConfig", "maxSize", default=0))
+        costs.append(GroupCost(g.group.urn, g.group.name, g.instance_type, max_size, price.usd if price else None))
+    return costs
+
+
+def _ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
+    config = args.get_config()
+    ceiling = float(config.get("maxHourlyUsd", DEFAULT_CEILING_USD))
+    costs = group_costs(args, config.get("region"))
+    unknown = [c for c in costs if c.hourly_at_max is None]
+    for c in unknown:
+        report(f"Node group '{c.group}': no list price known for {c.instance_type} in this region (infra/prices.py), so its "
+               f"cost at maxSize {c.max_size} is unknown - not counted as zero. Add the price to check it against the ceiling.", c.urn)
+    total = sum(c.hourly_at_max for c in costs if c.hourly_at_max is not None)
+    if total > ceiling:
+        lines = "; ".join(f"{c.group}: {c.max_size} x {c.instance_type} = ${c.hourly_at_max:,.2f}/h"
+                          for c in costs if c.hourly_at_max is not None)
+        report(f"Trainium node groups at their maximum size cost ${total:,.2f}/h on demand, over the ceiling of "
+               f"${ceiling:,.2f}/h ({lines}): check maxSize, or raise maxHourlyUsd in the policy config.")
+
+
+trainium_hourly_ceiling = StackValidationPolicy(
+    name="trainium-hourly-ceiling",
+    description="The on-demand hourly cost of every Trainium group at its maximum size stays under a ceiling; unknown prices are reported.",
+    validate=_ceiling,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxHourlyUsd": {"type": "number", "minimum": 0, "default": DEFAULT_CEILING_USD,
+                             "description": "ceiling in USD per hour for all accelerator groups at maxSize"},
+            "region": {"type": "string", "description": "region to price in when the provider does not say"},
+        }
+    ),
+)
+
+POLICIES = [trainium_hourly_ceiling]

@@ -1,0 +1,179 @@
+"""Deploy readiness: the mistakes that pass every schema check and then break `pulumi up`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+from policy.guardrails.props import get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
+
+MANDATORY = EnforcementLevel.MANDATORY
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_CHARTS = (HELM_RELEASE, "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+# Namespaces every Kubernetes cluster has.
+BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _namespace_overrides(values: Any) -> Iterator[str]:
+    """Chart values naming a namespace the chart renders into without creating it (the Neuron
+    chart's ``npd.namespaceOverride``: DESIGN §5)."""
+    # Values often hold ids and ARNs unknown at preview: skip those rather than give up the rule.
+    if isinstance(values, dict) or hasattr(values, "items"):
+        for key in list(values):
+            try:
+                value = values[key]
+            except UnknownValueError:
+                continue
+            if key == "namespaceOverride" and isinstance(value, str) and value:
+                yield value
+            else:
+                yield from _namespace_overrides(value)
+    elif is_list(values):
+        for i in range(len(values)):
+            try:
+                value = values[i]
+            except UnknownValueError:
+                continue
+            yield from _namespace_overrides(value)
+
+
+def _namespaces(args: StackValidationArgs, report: ReportViolation) -> None:
+    existing = set(BUILT_IN_NAMESPACES) | set(args.get_config().get("externalNamespaces", []))
+    existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
+    releases = of_type(args.resources, *HELM_CHARTS)
+    existing |= {get(r.props, "namespace") for r in releases if get(r.props, "createNamespace") is True}
+    for r in args.resources:
+        if r.resource_type in HELM_CHARTS:
+            wanted = [("release namespace", get(r.props, "namespace", default="default"))]
+            wanted += [("values namespaceOverride", ns) for ns in _namespace_overrides(get(r.props, "values", default={}))]
+            for what, ns in wanted:
+                if ns not in existing:
+                    report(f"Helm release '{r.name}' puts objects in namespace '{ns}' ({what}), which is neither built in nor "
+                           "declared: declare a Namespace (or createNamespace for the release namespace), or list it under "
+                           "externalNamespaces if another stack owns it.", r.urn)
+        elif is_kubernetes_object(r.resource_type) and has(get(r.props, "metadata", default={}), "namespace"):
+            ns = get(r.props, "metadata", "namespace")
+            if ns not in existing:
+                report(f"{kind_of(r.resource_type)} '{object_name(r.props)}' is in namespace '{ns}', which is neither built in "
+                       "nor declared in this stack: declare the Namespace, or list it under externalNamespaces if another "
+                       "stack owns it.", r.urn)
+
+
+namespace_exists = StackValidationPolicy(
+    name="namespace-exists",
+    description="Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
+    validate=_namespaces,
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(
+        properties={"externalNamespaces": {"type": "array", "items": {"type": "string"}, "default": [],
+                                           "description": "namespaces another stack creates"}}
+    ),
+)
+
+# pulumi-kubernetes provider/pkg/await/awaiters.go (untilCoreV1PersistentVolumeClaimReady; same
+# code from v4.32.0 to the newest tag mirrored): a created PVC is awaited until Bound - or only
+# until Pending when its StorageClass binds WaitForFirstConsumer - with a fixed 5-minute limit
+# that customTimeouts do not change; `pulumi.com/skipAwait: "true"` (exactly) skips the wait
+# (provider/pkg/metadata/overrides.go SkipAwaitLogic). Dynamic FSx takes 5-15 minutes to bind.
+PVC_AWAIT_MINUTES = 5
+
+
+def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
+    """Why `pulumi up` would wait on this claim (and fail after 5 minutes), or None."""
+    if get(pvc, "metadata", "annotations", "pulumi.com/skipAwait") == "true":
+        return None
+    if has(get(pvc, "spec", default={}), "volumeName"):
+        return None  # bound to a named PersistentVolume (its name may be unknown at preview)
+    class_name = get(pvc, "spec", "storageClassName")
+    if not class_name:
+        return ("it names neither a volume nor a storage class, so it is awaited until the cluster's default class binds it")
+    mode = classes.get(class_name)
+    if mode == "WaitForFirstConsumer":
+        return None
+    if mode is None:
+        return f"its storage class '{class_name}' is not declared in this stack, so nothing says it binds on first use"
+    return f"its storage class '{class_name}' binds {mode}, so the claim is awaited until a volume is provisioned"
+
+
+def _pvcs(args: StackValidationArgs, report: ReportViolation) -> None:
+    classes = {get(c.props, "metadata", "name"): get(c.props, "volumeBindingMode", default="Immediate")
+               for c in of_type(args.resources, STORAGE_CLASS)}
+    for pvc in of_type(args.resources, PVC):
+        if reason := pvc_blocking_reason(pvc.props, classes):
+            report(f"PersistentVolumeClaim '{object_name(pvc.props)}' would hold `pulumi up` for up to {PVC_AWAIT_MINUTES} minutes "
+                   f"and then fail: {reason}. Bind it to a declared PersistentVolume (spec.volumeName), use a "
+                   "WaitForFirstConsumer class, or annotate it pulumi.com/skipAwait: \"true\".", pvc.urn)
+
+
+pvc_no_blocking_await = StackValidationPolicy(
+    name="pvc-no-blocking-await",
+    description="No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).",
+    validate=_pvcs,
+    enforcement_level=MANDATORY,
+)
+
+# Volcano's admission webhook rejects spec updates other than minAvailable, replicas and
+# priority class; finished MPIJobs and RayJobs are not re-run when patched (DESIGN §5). So a
+# changed spec must replace the object: replaceOnChanges on spec, and deleteBeforeReplace
+# because the replacement keeps its metadata.name.
+REPLACED_KINDS = ("batch.volcano.sh/Job", "kubeflow.org/MPIJob", "ray.io/RayJob")
+
+
+def _replaced(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not is_kubernetes_object(args.resource_type) or kind_of(args.resource_type) not in REPLACED_KINDS:
+        return
+    name = object_name(args.props)
+    if has(get(args.props, "metadata", default={}), "name") and args.opts.delete_before_replace is not True:
+        report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
+               "it must be deleted first. Use workloads/kube.py replacing_options().")
+    # pulumi-policy v1.21.0 PolicyResourceOptions carries no replaceOnChanges (policy.py), so a real
+    # preview cannot see it; the offline run adds it from the registration (policy/offline.py).
+    replace_on = getattr(args.opts, "replace_on_changes", None)
+    if replace_on is not None and not any(p in ("spec", "*") for p in replace_on):
+        report(f"{kind_of(args.resource_type)} '{name}' would be patched when its spec changes: the controller rejects or "
+               "ignores spec updates. Set replaceOnChanges: [\"spec\"] (workloads/kube.py replacing_options()).")
+
+
+jobs_replaced_on_change = ResourceValidationPolicy(
+    name="jobs-replaced-on-change",
+    description="Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
+    validate=_replaced,
+    enforcement_level=MANDATORY,
+)
+
+# A chart version range or none at all resolves to whatever is newest at deploy time.
+_RANGE = re.compile(r"[\^~*xX<>=| ]|\|\|")
+
+
+def _helm_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in HELM_CHARTS:
+        return
+    version = get(args.props, "version")
+    if not version:
+        report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/versions.py CHARTS).")
+    elif _RANGE.search(str(version)):
+        report(f"Helm release '{args.name}' asks for chart version range '{version}': pin one exact version.")
+
+
+helm_release_pinned = ResourceValidationPolicy(
+    name="helm-release-pinned",
+    description="Helm releases pin one exact chart version.",
+    validate=_helm_pinned,
+    enforcement_level=MANDATORY,
+)
+
+POLICIES = [namespace_exists, pvc_no_blocking_await, jobs_replaced_on_change, helm_release_pinned]

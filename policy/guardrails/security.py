@@ -1,0 +1,371 @@
+"""Security rules: what a stack-file edit must not switch off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from pulumi_policy.proxy import UnknownValueError
+
+from policy.guardrails.props import (
+    as_list,
+    has,
+    containers,
+    dependencies_of,
+    get,
+    is_kubernetes_object,
+    kind_of,
+    object_name,
+    of_type,
+    pod_specs,
+    truthy,
+)
+
+MANDATORY = EnforcementLevel.MANDATORY
+OPEN_RANGES = ("0.0.0.0/0", "::/0")
+
+EKS_COMPONENT = "eks:index:Cluster"  # pulumi-eks; its child aws:eks/cluster:Cluster is checked too
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+# --- EKS -----------------------------------------------------------------------------------------
+
+def _eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == EKS_COMPONENT:
+        # The key is usually created alongside, so its ARN is unknown at preview: presence is enough.
+        if not has(args.props, "encryptionConfigKeyArn"):
+            report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: set encryptionConfigKeyArn to a KMS key.")
+    elif args.resource_type == EKS_CLUSTER:
+        configs = as_list(get(args.props, "encryptionConfig"))
+        if not any("secrets" in as_list(get(c, "resources")) and has(get(c, "provider", default={}), "keyArn") for c in configs):
+            report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: add encryptionConfig for 'secrets' with a KMS key.")
+
+
+eks_secrets_encryption = ResourceValidationPolicy(
+    name="eks-secrets-encryption",
+    description="EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
+    validate=_eks_secrets_encryption,
+    enforcement_level=MANDATORY,
+)
+
+
+def _eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
+        return
+    required = list(args.get_config().get("requiredLogTypes", ALL_CONTROL_PLANE_LOGS))
+    missing = [t for t in required if t not in as_list(get(args.props, "enabledClusterLogTypes"))]
+    if missing:
+        report(f"EKS cluster '{args.name}' does not send control-plane logs {missing} to CloudWatch: add them to enabledClusterLogTypes.")
+
+
+eks_control_plane_logs = ResourceValidationPolicy(
+    name="eks-control-plane-logs",
+    description="EKS clusters send their control-plane logs (API, audit, authenticator, ...) to CloudWatch.",
+    validate=_eks_control_plane_logs,
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(
+        properties={"requiredLogTypes": {"type": "array", "items": {"type": "string", "enum": ALL_CONTROL_PLANE_LOGS},
+                                         "default": ALL_CONTROL_PLANE_LOGS}}
+    ),
+)
+
+
+def _eks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Both pulumi-eks and the AWS API default to a public endpoint open to 0.0.0.0/0.
+    if args.resource_type == EKS_COMPONENT:
+        public, cidrs = get(args.props, "endpointPublicAccess", default=True), get(args.props, "publicAccessCidrs")
+    elif args.resource_type == EKS_CLUSTER:
+        vpc = get(args.props, "vpcConfig", default={})
+        public, cidrs = get(vpc, "endpointPublicAccess", default=True), get(vpc, "publicAccessCidrs")
+    else:
+        return
+    if not truthy(public):
+        return
+    cidrs = as_list(cidrs) or ["0.0.0.0/0 (the default)"]
+    open_to = [c for c in cidrs if c.split(" ")[0] in OPEN_RANGES]
+    if open_to:
+        report(f"EKS cluster '{args.name}' has a public API endpoint open to {open_to}: list your networks in "
+               "publicAccessCidrs (stack key endpointAccess.publicCidrs) or turn the public endpoint off.")
+
+
+eks_endpoint_not_open = ResourceValidationPolicy(
+    name="eks-endpoint-not-open",
+    description="A public EKS API endpoint is limited to listed networks, never 0.0.0.0/0 or ::/0.",
+    validate=_eks_endpoint,
+    enforcement_level=MANDATORY,
+)
+
+
+# --- launch templates ----------------------------------------------------------------------------
+
+def _launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    if get(args.props, "metadataOptions", "httpTokens") != "required":
+        report(f"Launch template '{args.name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
+    for i, mapping in enumerate(as_list(get(args.props, "blockDeviceMappings"))):
+        if get(mapping, "ebs") is not None and not truthy(get(mapping, "ebs", "encrypted")):
+            report(f"Launch template '{args.name}' has an unencrypted EBS volume "
+                   f"({get(mapping, 'deviceName', default=f'blockDeviceMappings[{i}]')}): set ebs.encrypted to true.")
+    for i, nic in enumerate(as_list(get(args.props, "networkInterfaces"))):
+        if truthy(get(nic, "associatePublicIpAddress")):
+            report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
+
+
+launch_template_hardening = ResourceValidationPolicy(
+    name="launch-template-hardening",
+    description="Launch templates require IMDSv2, encrypt every EBS volume and give no public IP.",
+    validate=_launch_template_hardening,
+    enforcement_level=MANDATORY,
+)
+
+
+# --- security groups -----------------------------------------------------------------------------
+
+def _open_sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
+    return [c for key in cidr_keys for c in as_list(get(rule, key)) if c in OPEN_RANGES]
+
+
+def _no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    t, p = args.resource_type, args.props
+    if t == INGRESS_RULE:
+        opened = _open_sources(p, ("cidrIpv4", "cidrIpv6"))
+    elif t == LEGACY_RULE and get(p, "type") == "ingress":
+        opened = _open_sources(p, ("cidrBlocks", "ipv6CidrBlocks"))
+    elif t == SECURITY_GROUP:
+        opened = [c for rule in as_list(get(p, "ingress")) for c in _open_sources(rule, ("cidrBlocks", "ipv6CidrBlocks"))]
+    else:
+        return
+    if opened:
+        report(f"Security group rule '{args.name}' admits traffic from {sorted(set(opened))}: "
+               "allow a security group or a listed network instead.")
+
+
+security_group_no_open_ingress = ResourceValidationPolicy(
+    name="security-group-no-open-ingress",
+    description="No security group admits ingress from 0.0.0.0/0 or ::/0.",
+    validate=_no_open_ingress,
+    enforcement_level=MANDATORY,
+)
+
+
+def _efa_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The EFA group: every declared security group on an EFA interface of a launch template."""
+    efa_groups = {}
+    for lt in of_type(args.resources, LAUNCH_TEMPLATE):
+        nics = as_list(get(lt.props, "networkInterfaces"))
+        if any(get(n, "interfaceType") in ("efa", "efa-only") for n in nics):
+            for sg in dependencies_of(lt, "networkInterfaces", SECURITY_GROUP):
+                efa_groups[sg.urn] = sg
+    for sg in efa_groups.values():
+        for block in ("ingress", "egress"):
+            for rule in as_list(get(sg.props, block)):
+                if not truthy(get(rule, "self")) or any(as_list(get(rule, k)) for k in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds", "securityGroups")):
+                    report(f"EFA security group '{sg.name}' has an inline {block} rule reaching beyond itself: "
+                           "EFA traffic flows between members of the group only.", sg.urn)
+        for rule in of_type(args.resources, INGRESS_RULE, EGRESS_RULE, LEGACY_RULE):
+            if sg not in dependencies_of(rule, "securityGroupId"):
+                continue
+            referenced = dependencies_of(rule, "referencedSecurityGroupId") + dependencies_of(rule, "sourceSecurityGroupId")
+            is_self = truthy(get(rule.props, "self")) or (referenced == [sg])
+            sources = [c for k in ("cidrIpv4", "cidrIpv6", "prefixListId", "cidrBlocks", "ipv6CidrBlocks", "prefixListIds")
+                       for c in as_list(get(rule.props, k))]
+            if not is_self or sources:
+                report(f"Rule '{rule.name}' of EFA security group '{sg.name}' reaches beyond the group: EFA security "
+                       "groups allow all traffic to and from themselves and nothing else.", rule.urn)
+
+
+efa_security_group_self_only = StackValidationPolicy(
+    name="efa-security-group-self-only",
+    description="The security group on EFA interfaces allows traffic to and from itself only.",
+    validate=_efa_self_only,
+    enforcement_level=MANDATORY,
+)
+
+
+# --- registries, keys, buckets -------------------------------------------------------------------
+
+def _ecr(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "aws:ecr/repository:Repository":
+        return
+    if get(args.props, "imageTagMutability", default="MUTABLE") not in ("IMMUTABLE", "IMMUTABLE_WITH_EXCLUSION"):
+        report(f"ECR repository '{args.name}' lets a tag be pushed over: set imageTagMutability to IMMUTABLE.")
+    if not truthy(get(args.props, "imageScanningConfiguration", "scanOnPush")):
+        report(f"ECR repository '{args.name}' does not scan images on push: set imageScanningConfiguration.scanOnPush.")
+
+
+ecr_immutable_scanned = ResourceValidationPolicy(
+    name="ecr-immutable-scanned",
+    description="ECR repositories have immutable tags and scan images on push.",
+    validate=_ecr,
+    enforcement_level=MANDATORY,
+)
+
+
+def _kms_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "aws:kms/key:Key":
+        return
+    # Only symmetric encryption keys can rotate automatically.
+    if get(args.props, "customerMasterKeySpec", default="SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
+        return
+    if not truthy(get(args.props, "enableKeyRotation")):
+        report(f"KMS key '{args.name}' does not rotate: set enableKeyRotation to true.")
+
+
+kms_key_rotation = ResourceValidationPolicy(
+    name="kms-key-rotation",
+    description="Symmetric KMS keys rotate automatically.",
+    validate=_kms_rotation,
+    enforcement_level=MANDATORY,
+)
+
+BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
+PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+ENCRYPTION_TYPES = ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                    "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2")
+VERSIONING_TYPES = ("aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioningV2:BucketVersioningV2")
+PUBLIC_BLOCK_KEYS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+
+
+def _s3(args: StackValidationArgs, report: ReportViolation) -> None:
+    def attached(bucket: Any, *types: str) -> list[Any]:
+        return [r for r in of_type(args.resources, *types) if bucket in dependencies_of(r, "bucket")]
+
+    for bucket in of_type(args.resources, *BUCKET_TYPES):
+        blocks = attached(bucket, PUBLIC_ACCESS_BLOCK)
+        if not any(all(truthy(get(b.props, k)) for k in PUBLIC_BLOCK_KEYS) for b in blocks):
+            report(f"S3 bucket '{bucket.name}' does not block public access: add a BucketPublicAccessBlock with all four settings true.", bucket.urn)
+        legacy_sse = get(bucket.props, "serverSideEncryptionConfiguration")
+        if not attached(bucket, *ENCRYPTION_TYPES) and not legacy_sse:
+            report(f"S3 bucket '{bucket.name}' has no encryption configuration: add a BucketServerSideEncryptionConfiguration (SSE-KMS or SSE-S3).", bucket.urn)
+        versioned = any(get(v.props, "versioningConfiguration", "status") == "Enabled" for v in attached(bucket, *VERSIONING_TYPES))
+        if not versioned and not truthy(get(bucket.props, "versioning", "enabled")):
+            report(f"S3 bucket '{bucket.name}' is not versioned: add a BucketVersioning with status Enabled.", bucket.urn)
+
+
+s3_bucket_protected = StackValidationPolicy(
+    name="s3-bucket-protected",
+    description="S3 buckets block public access, are encrypted and versioned.",
+    validate=_s3,
+    enforcement_level=MANDATORY,
+)
+
+
+# --- Kubernetes ----------------------------------------------------------------------------------
+
+# The cluster has no AWS Load Balancer Controller: the cloud provider for AWS serves these Services
+# (kubernetes/cloud-provider-aws v1.34 pkg/providers/v1/aws.go, as workloads/load_balancer_rules.py
+# cites): its internal annotation set to anything but "false" makes the ELB internal.
+LB_INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
+LB_TLS_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+
+
+def _load_balancer(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "kubernetes:core/v1:Service" or get(args.props, "spec", "type") != "LoadBalancer":
+        return
+    annotations = get(args.props, "metadata", "annotations", default={})
+    if annotations.get(LB_INTERNAL) not in (None, "", "false"):
+        return
+    name = object_name(args.props)
+    ranges = as_list(get(args.props, "spec", "loadBalancerSourceRanges"))
+    if not ranges or any(r in OPEN_RANGES for r in ranges):
+        report(f"Service '{name}' is an internet-facing load balancer open to everyone: set spec.loadBalancerSourceRanges "
+               "to your networks, or make it internal.")
+    if not annotations.get(LB_TLS_CERT):
+        report(f"Service '{name}' is an internet-facing load balancer without TLS: set the {LB_TLS_CERT} annotation "
+               "to an ACM certificate, or make it internal.")
+
+
+load_balancer_restricted = ResourceValidationPolicy(
+    name="load-balancer-restricted",
+    description="Kubernetes Services of type LoadBalancer are internal, or have source ranges and TLS.",
+    validate=_load_balancer,
+    enforcement_level=MANDATORY,
+)
+
+
+def image_tag_problem(image: str) -> str | None:
+    """Why an image reference is not pinned, or None. A digest pins; no tag means ``latest``."""
+    if "@sha256:" in image:
+        return None
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return "has no tag (Kubernetes pulls ':latest')"
+    if last.rsplit(":", 1)[1] == "latest":
+        return "uses ':latest'"
+    return None
+
+
+def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not is_kubernetes_object(args.resource_type):
+        return
+    for where, spec in pod_specs(args.resource_type, args.props):
+        for cwhere, c in containers(spec):
+            try:
+                image = get(c, "image")
+            except UnknownValueError:
+                continue  # e.g. a repository URL not assigned yet; its tag is checked once known
+            if not isinstance(image, str):
+                continue
+            if problem := image_tag_problem(image):
+                report(f"{kind_of(args.resource_type)} '{object_name(args.props)}' {where}.{cwhere} image '{image}' {problem}: "
+                       "pin a version tag or a digest.")
+
+
+image_pinned_tag = ResourceValidationPolicy(
+    name="image-pinned-tag",
+    description="Every container image names a version tag or digest, never ':latest' or no tag.",
+    validate=_pinned_images,
+    enforcement_level=MANDATORY,
+)
+
+
+def _privileged(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not is_kubernetes_object(args.resource_type):
+        return
+    allowed = set(args.get_config().get("allowedObjects", []))
+    name = object_name(args.props)
+    if name in allowed:
+        return
+    for where, spec in pod_specs(args.resource_type, args.props):
+        for cwhere, c in containers(spec):
+            if truthy(get(c, "securityContext", "privileged")):
+                report(f"{kind_of(args.resource_type)} '{name}' {where}.{cwhere} runs privileged: request the Neuron/EFA "
+                       "devices as resources instead, or list the object under allowedObjects with a reason.")
+        for v in get(spec, "volumes", default=[]):
+            if get(v, "hostPath") is not None:
+                report(f"{kind_of(args.resource_type)} '{name}' {where} mounts hostPath '{get(v, 'hostPath', 'path')}': "
+                       "only device plugins need host paths; use a volume, or list the object under allowedObjects with a reason.")
+
+
+no_privileged_or_host_path = ResourceValidationPolicy(
+    name="no-privileged-or-host-path",
+    description="No privileged container and no hostPath volume, outside the objects listed as needing them (device plugins).",
+    validate=_privileged,
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(
+        properties={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
+                                       "description": "'namespace/name' of objects allowed to be privileged or mount host paths"}}
+    ),
+)
+
+POLICIES = [
+    eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_not_open, launch_template_hardening,
+    security_group_no_open_ingress, efa_security_group_self_only, ecr_immutable_scanned, kms_key_rotation,
+    s3_bucket_protected, load_balancer_restricted, image_pinned_tag, no_privileged_or_host_path,
+]

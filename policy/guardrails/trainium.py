@@ -1,0 +1,243 @@
+"""Trainium correctness: node groups and the file system the way Neuron training needs them.
+
+Node group rules are stack-level: a Capacity Block group names its instance type in its launch
+template, not on the group, so the type is resolved through the stack's resources (the launch
+template the group's ``launchTemplate`` property came from).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    PolicyResource,
+    ReportViolation,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.versions import NEURON_AMI_TYPE
+from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, of_type
+from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
+
+MANDATORY = EnforcementLevel.MANDATORY
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+EFA_TYPES = ("efa", "efa-only")
+# Lustre clients and servers talk on TCP 988 and 1018-1023 (FSx for Lustre user guide,
+# "File system access control with Amazon VPC"), in both directions.
+LUSTRE_PORTS = (988, *range(1018, 1024))
+
+
+@dataclass(frozen=True)
+class AcceleratorGroup:
+    group: PolicyResource
+    launch_template: Optional[PolicyResource]
+    instance_type: str
+
+    @property
+    def efa_interfaces(self) -> list:
+        nics = as_list(get(self.launch_template.props, "networkInterfaces")) if self.launch_template else []
+        return [n for n in nics if get(n, "interfaceType") in EFA_TYPES]
+
+
+def instance_type_of(group: PolicyResource, launch_template: Optional[PolicyResource]) -> Optional[str]:
+    types = as_list(get(group.props, "instanceTypes"))
+    if types:
+        return types[0]
+    return get(launch_template.props, "instanceType") if launch_template else None
+
+
+def accelerator_groups(resources: list[PolicyResource]) -> Iterator[AcceleratorGroup]:
+    """Node groups running a Neuron instance type (Trainium or Inferentia)."""
+    for group in of_type(resources, NODE_GROUP):
+        templates = dependencies_of(group, "launchTemplate", LAUNCH_TEMPLATE)
+        lt = templates[0] if templates else None
+        instance_type = instance_type_of(group, lt)
+        if instance_type in NEURON_INSTANCE_TYPES:
+            yield AcceleratorGroup(group, lt, instance_type)
+
+
+def _neuron_ami(args: StackValidationArgs, report: ReportViolation) -> None:
+    for g in accelerator_groups(args.resources):
+        ami = get(g.group.props, "amiType")
+        if ami != NEURON_AMI_TYPE:
+            report(f"Node group '{g.group.name}' runs {g.instance_type} on AMI type {ami or 'unset'}: use {NEURON_AMI_TYPE}, "
+                   "which carries the Neuron driver and runtime.", g.group.urn)
+
+
+neuron_ami_type = StackValidationPolicy(
+    name="neuron-ami-type",
+    description=f"Trainium/Inferentia node groups use the EKS Neuron AMI type ({NEURON_AMI_TYPE}).",
+    validate=_neuron_ami,
+    enforcement_level=MANDATORY,
+)
+
+
+def _neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
+    for g in accelerator_groups(args.resources):
+        taints = as_list(get(g.group.props, "taints"))
+        if not any(get(t, "key") == NEURON_TAINT_KEY and get(t, "effect") == "NO_SCHEDULE" for t in taints):
+            report(f"Node group '{g.group.name}' has no {NEURON_TAINT_KEY}:NoSchedule taint: pods that do not ask for "
+                   "Neuron devices would fill its nodes and keep them from scaling down.", g.group.urn)
+
+
+neuron_taint = StackValidationPolicy(
+    name="neuron-taint",
+    description=f"Trainium/Inferentia node groups carry the {NEURON_TAINT_KEY}=true:NoSchedule taint.",
+    validate=_neuron_taint,
+    enforcement_level=MANDATORY,
+)
+
+
+def _single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
+    offered: dict = args.get_config().get("offeredZoneIds", {})
+    for g in accelerator_groups(args.resources):
+        if not has(g.group.props, "subnetIds"):
+            continue
+        subnets = get(g.group.props, "subnetIds")
+        count = len(subnets) if is_list(subnets) else 1  # len() reads no (perhaps unknown) subnet id
+        if count != 1:
+            report(f"Node group '{g.group.name}' spans {count} subnets: an accelerator group uses one subnet, in a zone that "
+                   f"offers {g.instance_type}, so its nodes, its placement group and the file system share a zone.", g.group.urn)
+            continue
+        zones = {get(s.props, "availabilityZoneId") for s in dependencies_of(g.group, "subnetIds", SUBNET)} - {None}
+        known = offered.get(g.instance_type)
+        for zone in sorted(zones):
+            if known is not None and zone not in known:
+                report(f"Node group '{g.group.name}' is in zone {zone}, which does not offer {g.instance_type} "
+                       f"(offered in {sorted(known)}): pin the accelerator zone to one of those.", g.group.urn)
+
+
+accelerator_single_zone = StackValidationPolicy(
+    name="accelerator-single-zone",
+    description="Trainium/Inferentia node groups use one subnet, in a zone that offers the instance type.",
+    validate=_single_zone,
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(
+        properties={"offeredZoneIds": {
+            "type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}, "default": {},
+            "description": "instance type -> zone ids offering it; a type not listed is not zone-checked"}}
+    ),
+)
+
+
+def _efa_cards(args: StackValidationArgs, report: ReportViolation) -> None:
+    for g in accelerator_groups(args.resources):
+        nics = g.efa_interfaces
+        if not nics:
+            continue  # EFA off: allowed, the group just trains without it
+        facts = NEURON_INSTANCE_TYPES[g.instance_type]
+        cards = sorted(int(get(n, "networkCardIndex", default=0)) for n in nics)
+        if not facts.efa_supported:
+            report(f"Launch template of node group '{g.group.name}' has EFA interfaces, but {g.instance_type} has no EFA.", g.group.urn)
+        elif cards != list(range(facts.network_cards)):
+            report(f"Node group '{g.group.name}' ({g.instance_type}) has EFA interfaces on network cards {cards}; the type has "
+                   f"{facts.network_cards} cards and needs one EFA interface on each (0..{facts.network_cards - 1}) for full bandwidth.",
+                   g.group.urn)
+
+
+efa_interfaces_match_cards = StackValidationPolicy(
+    name="efa-interfaces-match-cards",
+    description="With EFA on, an accelerator launch template has one EFA interface per network card of the instance type.",
+    validate=_efa_cards,
+    enforcement_level=MANDATORY,
+)
+
+
+def _targets_reservation(lt: PolicyResource) -> bool:
+    return has(get(lt.props, "capacityReservationSpecification", default={}), "capacityReservationTarget") \
+        or get(lt.props, "instanceMarketOptions", "marketType") == "capacity-block"
+
+
+def _placement(args: StackValidationArgs, report: ReportViolation) -> None:
+    for g in accelerator_groups(args.resources):
+        if not g.efa_interfaces or g.launch_template is None:
+            continue  # single-node groups gain nothing from a cluster placement group
+        placed = has(get(g.launch_template.props, "placement", default={}), "groupName")
+        reserved = _targets_reservation(g.launch_template)
+        if reserved and placed:
+            report(f"Node group '{g.group.name}' targets a capacity reservation and a placement group: launches into "
+                   "reservations and Capacity Blocks fail with a placement group (terraform-aws-eks#3730); drop it.", g.group.urn)
+        elif not reserved and not placed:
+            report(f"Node group '{g.group.name}' ({g.instance_type}, EFA) has no cluster placement group: add one "
+                   "(placementGroup: true) so collective traffic stays low-latency.", g.group.urn)
+
+
+placement_group_unless_reserved = StackValidationPolicy(
+    name="placement-group-unless-reserved",
+    description="EFA node groups launch into a cluster placement group, unless they target a capacity reservation (then none).",
+    validate=_placement,
+    enforcement_level=MANDATORY,
+)
+
+
+def _capacity_block(args: StackValidationArgs, report: ReportViolation) -> None:
+    for group in of_type(args.resources, NODE_GROUP):
+        if get(group.props, "capacityType") != "CAPACITY_BLOCK":
+            continue
+        templates = dependencies_of(group, "launchTemplate", LAUNCH_TEMPLATE)
+        if as_list(get(group.props, "instanceTypes")):
+            report(f"Capacity Block node group '{group.name}' sets instanceTypes: EKS wants the instance type in the launch "
+                   "template and none on the group.", group.urn)
+        if not templates or not has(templates[0].props, "instanceType"):
+            report(f"Capacity Block node group '{group.name}' has no instance type in its launch template: set instanceType there.",
+                   group.urn)
+
+
+capacity_block_launch_template = StackValidationPolicy(
+    name="capacity-block-launch-template",
+    description="Capacity Block node groups name the instance type in the launch template, not on the group.",
+    validate=_capacity_block,
+    enforcement_level=MANDATORY,
+)
+
+
+def _covers(rule: PolicyResource, port: int) -> bool:
+    protocol = str(get(rule.props, "ipProtocol", default=get(rule.props, "protocol", default="")))
+    if protocol in ("-1", "all"):
+        return True
+    return protocol in ("tcp", "6") and int(get(rule.props, "fromPort", default=-1)) <= port <= int(get(rule.props, "toPort", default=-1))
+
+
+def _fsx(args: StackValidationArgs, report: ReportViolation) -> None:
+    accelerator_zones = {
+        get(s.props, "availabilityZoneId")
+        for g in accelerator_groups(args.resources)
+        for s in dependencies_of(g.group, "subnetIds", SUBNET)
+    } - {None}
+    for fs in of_type(args.resources, LUSTRE):
+        zones = {get(s.props, "availabilityZoneId") for s in dependencies_of(fs, "subnetIds", SUBNET)} - {None}
+        if accelerator_zones and zones and not zones & accelerator_zones:
+            report(f"FSx for Lustre file system '{fs.name}' is in {sorted(zones)}, the Trainium nodes in {sorted(accelerator_zones)}: "
+                   "put it in the accelerator zone (cross-zone Lustre traffic is slow and billed).", fs.urn)
+        for sg in dependencies_of(fs, "securityGroupIds", SECURITY_GROUP):
+            inbound = [r for r in of_type(args.resources, INGRESS_RULE, LEGACY_RULE)
+                       if sg in dependencies_of(r, "securityGroupId") and get(r.props, "type", default="ingress") == "ingress"]
+            inline = [r for r in as_list(get(sg.props, "ingress"))]
+            missing = [p for p in LUSTRE_PORTS if not any(_covers(r, p) for r in inbound) and not any(
+                str(get(r, "protocol")) in ("-1", "tcp") and int(get(r, "fromPort", default=0)) <= p <= int(get(r, "toPort", default=0))
+                for r in inline)]
+            if missing:
+                shown = "988" if missing == [988] else ", ".join(str(p) for p in missing)
+                report(f"Security group '{sg.name}' of file system '{fs.name}' does not admit Lustre TCP port(s) {shown}: "
+                       "open 988 and 1018-1023 to the file system and its clients.", fs.urn)
+
+
+fsx_zone_and_ports = StackValidationPolicy(
+    name="fsx-zone-and-lustre-ports",
+    description="FSx for Lustre sits in the accelerator zone and its security group admits TCP 988 and 1018-1023.",
+    validate=_fsx,
+    enforcement_level=MANDATORY,
+)
+
+POLICIES = [
+    neuron_ami_type, neuron_taint, accelerator_single_zone, efa_interfaces_match_cards,
+    placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports,
+]

@@ -1,0 +1,123 @@
+"""Trainium correctness rules: node groups resolved through their launch templates and subnets.
+
+Instance facts (network cards, EFA) come from infra/catalog.py (DESIGN §2); EKS Capacity Block
+node groups name their type in the launch template and none on the group (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from tests.policy_helpers import reg, violations
+
+NG = "aws:eks/nodeGroup:NodeGroup"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+SUBNET = "aws:ec2/subnet:Subnet"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+IN = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+TAINT = {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
+OFFERED = {"offeredZoneIds": {"trn1.32xlarge": ["usw2-az4"]}}
+
+
+def efa_nics(cards: int) -> list[dict]:
+    return [{"networkCardIndex": i, "deviceIndex": 0 if i == 0 else 1, "interfaceType": "efa" if i == 0 else "efa-only"}
+            for i in range(cards)]
+
+
+def stack(group=None, template=None, zone="usw2-az4", subnets=1):
+    """One trn1.32xlarge group with its launch template and subnet(s); overrides by dict update."""
+    lt_inputs = {"networkInterfaces": efa_nics(8), "placement": {"groupName": "pg"},
+                 "metadataOptions": {"httpTokens": "required"}, **(template or {})}
+    subnet_refs = [(SUBNET, f"s{i}") for i in range(subnets)]
+    ng_inputs = {"instanceTypes": ["trn1.32xlarge"], "amiType": "AL2023_x86_64_NEURON", "taints": [TAINT],
+                 "capacityType": "ON_DEMAND", "subnetIds": [f"subnet-{i}" for i in range(subnets)],
+                 "scalingConfig": {"minSize": 0, "maxSize": 4, "desiredSize": 0}, **(group or {})}
+    return [
+        *[reg(SUBNET, f"s{i}", {"availabilityZoneId": zone}) for i in range(subnets)],
+        reg(LT, "lt", lt_inputs),
+        reg(NG, "trn", ng_inputs, {"launchTemplate": [(LT, "lt")], "subnetIds": subnet_refs}),
+    ]
+
+
+def test_the_reference_group_passes_every_rule():
+    for rule in ("neuron-ami-type", "neuron-taint", "efa-interfaces-match-cards", "placement-group-unless-reserved",
+                 "capacity-block-launch-template"):
+        assert not violations(rule, *stack()), rule
+    assert not violations("accelerator-single-zone", *stack(), config=OFFERED)
+
+
+def test_neuron_ami_type():
+    [message] = violations("neuron-ami-type", *stack({"amiType": "AL2023_x86_64_NVIDIA"}))
+    assert "AL2023_x86_64_NEURON" in message and "'trn'" in message
+    # A core group is not an accelerator group.
+    assert not violations("neuron-ami-type", reg(NG, "core", {"instanceTypes": ["m6i.4xlarge"], "amiType": "AL2023_x86_64_STANDARD"}))
+
+
+def test_neuron_taint():
+    assert violations("neuron-taint", *stack({"taints": []}))
+    assert violations("neuron-taint", *stack({"taints": [{**TAINT, "effect": "PREFER_NO_SCHEDULE"}]}))
+
+
+def test_one_subnet_in_an_offering_zone():
+    [message] = violations("accelerator-single-zone", *stack(subnets=2), config=OFFERED)
+    assert "spans 2 subnets" in message
+    [message] = violations("accelerator-single-zone", *stack(zone="usw2-az1"), config=OFFERED)
+    assert "usw2-az1" in message and "usw2-az4" in message
+    # A type the config lists no zones for is not zone-checked (the program looks offerings up).
+    assert not violations("accelerator-single-zone", *stack(zone="usw2-az1"))
+
+
+def test_efa_interfaces_equal_network_cards():
+    assert violations("efa-interfaces-match-cards", *stack(template={"networkInterfaces": efa_nics(4)}))
+    # trn1n.32xlarge has 16 network cards: 8 interfaces leave half the bandwidth unused.
+    assert violations("efa-interfaces-match-cards", *stack({"instanceTypes": ["trn1n.32xlarge"]}))
+    assert not violations("efa-interfaces-match-cards", *stack({"instanceTypes": ["trn1n.32xlarge"]},
+                                                               {"networkInterfaces": efa_nics(16)}))
+    # EFA off is allowed.
+    assert not violations("efa-interfaces-match-cards", *stack(template={"networkInterfaces": []}))
+
+
+def test_placement_group_unless_a_reservation_is_targeted():
+    no_pg = stack()
+    del no_pg[1].inputs["placement"]
+    assert violations("placement-group-unless-reserved", *no_pg)
+    reserved = copy.deepcopy(no_pg)
+    reserved[1].inputs["capacityReservationSpecification"] = {"capacityReservationTarget": {"capacityReservationId": "cr-1"}}
+    assert not violations("placement-group-unless-reserved", *reserved)
+    # terraform-aws-eks#3730: a placement group breaks launches into reservations.
+    both = stack(template={"instanceMarketOptions": {"marketType": "capacity-block"}})
+    assert violations("placement-group-unless-reserved", *both)
+
+
+def test_capacity_block_type_in_the_launch_template():
+    good = stack({"capacityType": "CAPACITY_BLOCK", "instanceTypes": []},
+                 {"instanceType": "trn1.32xlarge", "instanceMarketOptions": {"marketType": "capacity-block"}})
+    assert not violations("capacity-block-launch-template", *good)
+    bad = stack({"capacityType": "CAPACITY_BLOCK"})
+    assert len(violations("capacity-block-launch-template", *bad)) == 2
+    # The type resolved through the launch template makes it an accelerator group for the other rules.
+    assert violations("neuron-ami-type", *stack({"capacityType": "CAPACITY_BLOCK", "instanceTypes": [], "amiType": "AL2023_x86_64_STANDARD"},
+                                                {"instanceType": "trn1.32xlarge"}))
+
+
+def _fsx_stack(fs_zone="usw2-az4", ports=((988, 988), (1018, 1023))):
+    sg = (SG, "fsx")
+    return [
+        *stack(),
+        reg(SUBNET, "private", {"availabilityZoneId": fs_zone}),
+        reg(SG, "fsx", {}),
+        *[reg(IN, f"in-{a}", {"ipProtocol": "tcp", "fromPort": a, "toPort": b}, {"securityGroupId": [sg], "referencedSecurityGroupId": [sg]})
+          for a, b in ports],
+        reg(FSX, "fs", {"deploymentType": "PERSISTENT_2"}, {"subnetIds": [(SUBNET, "private")], "securityGroupIds": [sg]}),
+    ]
+
+
+def test_fsx_in_the_accelerator_zone_with_both_lustre_port_ranges():
+    assert not violations("fsx-zone-and-lustre-ports", *_fsx_stack())
+    [message] = violations("fsx-zone-and-lustre-ports", *_fsx_stack(fs_zone="usw2-az1"))
+    assert "usw2-az1" in message
+    # The data-on-eks blueprint opened 1021-1023 only, the Neuron sample 988 only (DESIGN §4).
+    [message] = violations("fsx-zone-and-lustre-ports", *_fsx_stack(ports=((988, 988), (1021, 1023))))
+    assert "1018, 1019, 1020" in message
+    assert violations("fsx-zone-and-lustre-ports", *_fsx_stack(ports=((1018, 1023),)))
