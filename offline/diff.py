@@ -243,6 +243,11 @@ def summary_line(d: StackDiff) -> str:
     counts = [f"{d.count(k)} to {k}" for k in ("create", "update", "replace", "delete") if d.count(k)]
     if d.outputs:
         counts.append(f"{len(d.outputs)} output(s) changed")
+    for key in ("new", "resolved"):
+        if d.policy.get(key):
+            counts.append(f"{len(d.policy[key])} policy violation(s) {key}")
+    if d.cost:
+        counts.append("cost estimate changed")
     text = ", ".join(counts) or "no changes"
     return f"{text} (new stack)" if d.base_missing else text
 
