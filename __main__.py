@@ -63,6 +63,7 @@ cluster = EksCluster(
         node_subnet_ids=network.node_subnet_ids,
         endpoint_access=config.endpoint_access,
         admin_principal_arns=[a for a in config.cluster_admins if a not in creator_admins],
+        viewer_principal_arns=config.cluster_viewers,
         log_types=config.log_types,
         log_retention_days=config.log_retention_days,
         upgrade_policy=config.upgrade_policy,
