@@ -64,6 +64,7 @@ cluster = EksCluster(
         node_subnet_ids=network.node_subnet_ids,
         endpoint_access=config.endpoint_access,
         admin_principal_arns=[a for a in config.cluster_admins if a not in creator_admins],
+        viewer_principal_arns=config.cluster_viewers,
         log_types=config.log_types,
         log_retention_days=config.log_retention_days,
         upgrade_policy=config.upgrade_policy,
@@ -103,7 +104,9 @@ kubernetes = k8s.Provider(
 
 identities = TrainingIdentities(
     "training",
-    TrainingIdentitiesArgs(cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags),
+    TrainingIdentitiesArgs(
+        cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags, config.kubernetes_version
+    ),
     kubernetes,
 )
 DevicePlugins(

@@ -26,19 +26,25 @@ NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",  # Session Manager instead of SSH for neuron-top / neuron-ls
 )
 CORE_NODE_LABELS = {"role": "core"}
+NETWORK_POLICIES = True
 
 
-def admin_policy_arn(partition: str) -> str:
+def admin_policy_arn(partition: str, policy: str = "AmazonEKSClusterAdminPolicy") -> str:
     """EKS access policies live in the ``eks`` service namespace of the cluster's partition."""
-    return f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    return f"arn:{partition}:eks::aws:cluster-access-policy/{policy}"
 
 
-def principal_key(arn: str) -> str:
+# EKS user guide, "Review access policy permissions": list/view every resource, Secrets
+# included (Helm keeps its release records in Secrets, which `pulumi preview --refresh` reads).
+VIEW_POLICY = "AmazonEKSAdminViewPolicy"
+
+
+def principal_key(arn: str, role: str = "admin") -> str:
     """A resource name per principal (ARNs contain '::', which URNs reserve): the same admin
     keeps the same entry whatever the order of the list."""
     kind_and_name = arn.split(":", 5)[5]
     slug = re.sub(r"[^A-Za-z0-9-]+", "-", kind_and_name).strip("-")[:48]
-    return f"admin-{slug}-{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
+    return f"{role}-{slug}-{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
 
 
 def control_plane_log_group(cluster_name: str) -> str:
@@ -66,6 +72,8 @@ class EksClusterArgs:
     node_monitoring_agent: bool
     profile: Optional[str] = None
     tags: dict[str, str] = field(default_factory=dict)
+    viewer_principal_arns: list[str] = field(default_factory=list)
+    """Principals with read access (the pipeline's preview role, which runs pull requests' code)."""
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -119,7 +127,14 @@ class EksCluster(pulumi.ComponentResource):
             encryption_config_key_arn=secrets_key.arn,
             # EKS-managed add-ons only, each pinned: no self-managed copies installed at creation.
             bootstrap_self_managed_addons=False,
-            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=args.addon_builds[addons.VPC_CNI]),
+            # NetworkPolicies are enforced only with the CNI's network policy agent on: pulumi-eks
+            # writes `enableNetworkPolicy: "true"` into the add-on's configuration values
+            # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues), the key of the
+            # aws-vpc-cni chart (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on by
+            # default). The agent needs kernel 5.10+ (AL2023: 6.1) and Kubernetes 1.25+.
+            vpc_cni_options=eks.VpcCniOptionsArgs(
+                addon_version=args.addon_builds[addons.VPC_CNI], enable_network_policy=NETWORK_POLICIES
+            ),
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_builds[addons.KUBE_PROXY]),
             # CoreDNS needs nodes to become healthy, so it is created after the core node group.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
@@ -193,10 +208,13 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"name": self.name})
 
     def _admin_entries(self, args: EksClusterArgs, cluster: eks.Cluster) -> list[pulumi.Resource]:
-        """An access entry and cluster-admin association per admin, keyed by principal."""
+        """An access entry and access policy association per admin and viewer, keyed by principal."""
         entries: list[pulumi.Resource] = []
-        for arn in args.admin_principal_arns:
-            key = principal_key(arn)
+        grants = [(arn, "admin", "cluster-admin", admin_policy_arn(args.partition)) for arn in args.admin_principal_arns]
+        grants += [(arn, "viewer", "admin-view", admin_policy_arn(args.partition, VIEW_POLICY))
+                   for arn in args.viewer_principal_arns]
+        for arn, role, suffix, policy_arn in grants:
+            key = principal_key(arn, role)
             entry = aws.eks.AccessEntry(
                 key,
                 cluster_name=self.name,
@@ -208,10 +226,10 @@ class EksCluster(pulumi.ComponentResource):
             )
             entries.append(
                 aws.eks.AccessPolicyAssociation(
-                    f"{key}-cluster-admin",
+                    f"{key}-{suffix}",
                     cluster_name=self.name,
                     principal_arn=arn,
-                    policy_arn=admin_policy_arn(args.partition),
+                    policy_arn=policy_arn,
                     access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
                 )

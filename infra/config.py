@@ -294,6 +294,8 @@ class StackConfig(ConfigModel):
                                                   "Kubernetes API.")
     cluster_admins: list[str] = Field(default=[], description="IAM role/user ARNs given cluster-admin access "
                                       "entries; the creator has EKS's own.")
+    cluster_viewers: list[str] = Field(default=[], description="IAM role/user ARNs given read access to every "
+                                       "object, Secrets included (AmazonEKSAdminViewPolicy): the pipeline's preview role.")
     log_types: list[str] = Field(default=list(LOG_TYPES), description="Control-plane log types.")
     log_retention_days: int = Field(default=90, description="Retention of the control-plane log group (a "
                                     "CloudWatch retention value).")

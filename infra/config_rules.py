@@ -125,19 +125,22 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         problem = addon_pin_problem(addon, build)
         if problem:
             problems.append(f"{key} = {build!r}: {problem}")
+    # EKS holds one access entry per principal: an ARN is an admin or a viewer, once.
     seen: set[str] = set()
-    for i, arn in enumerate(config.cluster_admins):
-        key = key_name(("clusterAdmins", i))
-        if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
-            problems.append(f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
-        elif arn.split(":")[1] != region_partition(config.region):
-            problems.append(
-                f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
-                f"({region_partition(config.region)!r})"
-            )
-        if arn in seen:
-            problems.append(f"{key} = {arn!r}: listed twice")
-        seen.add(arn)
+    for list_key, arns in (("clusterAdmins", config.cluster_admins), ("clusterViewers", config.cluster_viewers)):
+        for i, arn in enumerate(arns):
+            key = key_name((list_key, i))
+            if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
+                problems.append(f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
+            elif arn.split(":")[1] != region_partition(config.region):
+                problems.append(
+                    f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
+                    f"({region_partition(config.region)!r})"
+                )
+            if arn in seen:
+                twice = "listed twice" if arn in arns[:i] else "also in clusterAdmins; a principal has one access entry"
+                problems.append(f"{key} = {arn!r}: {twice}")
+            seen.add(arn)
     for i, log_type in enumerate(config.log_types):
         if log_type not in LOG_TYPES:
             problems.append(f"{key_name(('logTypes', i))} = {log_type!r}: allowed: {', '.join(LOG_TYPES)}")

@@ -10,6 +10,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.iam import pod_identity_role
+from infra.pod_security import pod_security_labels
+from infra.versions import KUBERNETES_VERSION
 
 TRAINING_SERVICE_ACCOUNT = "training"
 
@@ -35,6 +37,8 @@ class TrainingIdentitiesArgs:
     namespaces: list[str]
     data_buckets: list[str]
     tags: dict[str, str] = field(default_factory=dict)
+    # Pod Security levels are pinned to the cluster's version (see pod_security_labels).
+    kubernetes_version: str = KUBERNETES_VERSION
 
 
 class TrainingIdentities(pulumi.ComponentResource):
@@ -59,12 +63,15 @@ class TrainingIdentities(pulumi.ComponentResource):
         for namespace in args.namespaces:
             k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)
             deps: list[pulumi.Resource] = []
+            labels = {"purpose": "training", **pod_security_labels(args.kubernetes_version)}
             if namespace != "default":
-                ns = k8s.core.v1.Namespace(
-                    f"ns-{namespace}", metadata={"name": namespace, "labels": {"purpose": "training"}}, opts=k8s_child
-                )
+                ns = k8s.core.v1.Namespace(f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child)
                 self.namespaces[namespace] = ns
                 deps = [ns]
+            else:
+                # The built-in namespace is not ours to create or delete: a server-side apply patch
+                # owns just these labels, and `pulumi destroy` removes just them again.
+                deps = [k8s.core.v1.NamespacePatch(f"ns-{namespace}-labels", metadata={"name": namespace, "labels": labels}, opts=k8s_child)]
             k8s.core.v1.ServiceAccount(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-sa",
                 metadata={"name": TRAINING_SERVICE_ACCOUNT, "namespace": namespace},

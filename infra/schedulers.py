@@ -13,10 +13,19 @@ import yaml
 from infra.config import QueueConfig
 from infra.identities import TrainingIdentities
 from infra.kube import CORE_NODE_SELECTOR, helm_release
+from infra.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
 from infra.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
 
+KUBERAY_NAMESPACE = "kuberay-system"
 ETCD_SERVICE = "etcd-server"
 ETCD_PORT = 2379
+ETCD_LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "torchx"}
+ETCD_DATA = "/var/run/etcd"
+# Who may reach etcd: pods that carry this label (the BERT jobs of the workload stacks), and
+# pods `torchx run` submits, which TorchX 0.7.0 labels app.kubernetes.io/managed-by:
+# torchx.pytorch.org (torchx/schedulers/kubernetes_scheduler.py, pod_labels).
+ETCD_CLIENT_LABEL = {"torchx-etcd/client": "true"}
+TORCHX_POD_LABEL = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
 
 
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:
@@ -118,7 +127,8 @@ def etcd_container() -> dict[str, Any]:
         "command": [
             "etcd",
             "--name=etcd-server",
-            "--data-dir=/var/run/etcd",
+            # A directory etcd creates itself, with the 0700 mode it checks for.
+            f"--data-dir={ETCD_DATA}/data",
             f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
             f"--advertise-client-urls=http://{ETCD_SERVICE}:{ETCD_PORT}",
             "--listen-peer-urls=http://0.0.0.0:2380",
@@ -128,9 +138,23 @@ def etcd_container() -> dict[str, Any]:
         ],
         "ports": [{"name": "client", "containerPort": ETCD_PORT}],
         "readinessProbe": {"tcpSocket": {"port": ETCD_PORT}, "periodSeconds": 5},
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "volumeMounts": [{"name": "data", "mountPath": "/var/run/etcd"}],
+        # A wedged member is restarted; its state (open rendezvous) is rebuilt by the next attempt.
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": ETCD_PORT},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # It writes only its data directory (an emptyDir).
+        "securityContext": container_security_context(read_only_root=True),
+        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA}],
     }
+
+
+def etcd_network_policy(namespace: str) -> dict[str, Any]:
+    """Only rendezvous clients reach etcd, and only on its client port."""
+    return network_policy("etcd", namespace, ETCD_LABELS, [from_pods(ETCD_CLIENT_LABEL, TORCHX_POD_LABEL, ports=[ETCD_PORT])])
 
 
 @dataclass
@@ -177,7 +201,7 @@ class Schedulers(pulumi.ComponentResource):
             helm_release(
                 "kuberay-operator",
                 CHARTS["kuberay-operator"],
-                "kuberay-system",
+                KUBERAY_NAMESPACE,
                 kuberay_values(args.volcano),
                 on_cluster,
                 create_namespace=True,
@@ -207,7 +231,7 @@ class Schedulers(pulumi.ComponentResource):
     def _etcd(self, namespace: str, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> None:
         """A single-member etcd for TorchX rendezvous (state is per job, nothing to keep)."""
         opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
-        labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "torchx"}
+        labels = ETCD_LABELS
         k8s.apps.v1.Deployment(
             f"{namespace}-etcd",
             metadata={"name": "etcd", "namespace": namespace, "labels": labels},
@@ -217,6 +241,8 @@ class Schedulers(pulumi.ComponentResource):
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
+                        # The image is distroless and needs no root.
+                        **pod_defaults(run_as_user=NOBODY_UID, fs_group=NOBODY_UID),
                         "nodeSelector": CORE_NODE_SELECTOR,
                         "containers": [etcd_container()],
                         "volumes": [{"name": "data", "emptyDir": {}}],
@@ -231,3 +257,5 @@ class Schedulers(pulumi.ComponentResource):
             spec={"selector": labels, "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT}]},
             opts=opts,
         )
+        policy = etcd_network_policy(namespace)
+        k8s.networking.v1.NetworkPolicy(f"{namespace}-etcd-policy", metadata=policy["metadata"], spec=policy["spec"], opts=opts)

@@ -123,7 +123,7 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str]) -> list[Po
         pods.append(PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/schedulers.py etcd_container"))
     # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
     pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
-    pods.append(PodRequests("cmd-shell", 100, 256, 1, "workloads/data_staging.py cmd_shell_pod"))
+    pods.append(PodRequests("cmd-shell", 250, 512, 1, "workloads/data_staging.py cmd_shell_pod"))
     return pods
 
 

@@ -195,6 +195,13 @@ class CloudMocks(pulumi.runtime.Mocks):
         elif type_ == "aws:ecr/repository:Repository":
             repo = inputs.get("name", name)
             state.update(repositoryUrl=f"{fixtures.ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{repo}")
+        elif type_ == "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
+            issuer = str(inputs.get("url", name)).removeprefix("https://")
+            state.update(arn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:oidc-provider/{issuer}")
+        elif type_ == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket", name)
+            resource_id = bucket
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
         elif type_ == "aws:iam/role:Role":
             state.update(arn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:role/{state['name']}")
         return resource_id, state

@@ -4,7 +4,8 @@
 
 Evaluates the real programs under Pulumi's mock runtime: the cluster stack, then the
 workload stack of the same name (``workloads/``), whose StackReference reads the cluster
-plan's outputs. For each it prints a table of every resource and writes
+plan's outputs, then the bootstrap stack of that name (``bootstrap/``) when it has one. For
+each it prints a table of every resource and writes
 ``<out>/<project>/<stack>/resources.json`` and one YAML file per Kubernetes object under
 ``manifests/``. Exit code 2 (and nothing more written) on bad configuration.
 
@@ -31,6 +32,7 @@ from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from policy import offline as policy_pack
 
 WORKLOADS_DIR = "workloads"
+BOOTSTRAP_DIR = "bootstrap"
 # Secret config a stack file holds only encrypted; the offline plan uses stand-ins.
 OFFLINE_SECRETS = {"trainium-workloads:hfToken": "hf_offline_stand_in"}
 
@@ -177,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
             reports.append(check_policies(workloads, policy_config, region))
             print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region, reports[-1])
+        bootstrap_dir = project_dir / BOOTSTRAP_DIR
+        if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
+            # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
+            print_plan(run_program(bootstrap_dir, args.stack), args.out)
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
         return 2

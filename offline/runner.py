@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import runpy
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -100,8 +99,6 @@ def run_program(
     monitor = RecordingMonitor(CloudMocks(region, stack_references, existing_cluster))
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
-    if str(project_dir) not in sys.path:
-        sys.path.insert(0, str(project_dir))
     _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
 
     root = settings.get_root_resource()

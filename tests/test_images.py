@@ -45,7 +45,10 @@ def test_commits_are_full_shas() -> None:
 
 
 def test_the_shell_image_runs_unprivileged() -> None:
-    assert "USER 1000" in DOCKERFILES["cmd-shell"].read_text()
+    # workloads/tensorboard_viewer.py runs it as UNPRIVILEGED_UID, which must be the image's own user.
+    from infra.pod_security import UNPRIVILEGED_UID
+
+    assert f"USER {UNPRIVILEGED_UID}" in DOCKERFILES["cmd-shell"].read_text()
 
 
 def test_hadolint_passes() -> None:

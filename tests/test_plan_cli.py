@@ -40,8 +40,10 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
         "deployment-default-etcd.yaml",
-        # The server-side-apply patch adding --gang-scheduling=volcano to the MPI operator.
+        # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
+        "namespace-default.yaml",
         "namespace-neuron-healthcheck-system.yaml",
+        "networkpolicy-default-etcd.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
         "queue-llama2-training-queue.yaml",

@@ -104,10 +104,11 @@ def test_torchx_component_renders_the_pods_the_stack_declares(
     assert [essentials(p) for p in theirs] == [essentials(p) for p in ours]
 
 
-def test_the_cli_loads_the_component_from_the_repository_root_only(tmp_path: Path) -> None:
-    # Elsewhere the component cannot find the shared launch code, and says where to run it.
+def test_the_cli_finds_the_shared_launch_code_from_any_directory(tmp_path: Path) -> None:
+    # The repository's package is installed into the virtualenv (pyproject.toml), so the
+    # exec()ed component imports workloads/ and infra/ whatever the working directory.
     result = torchx_cli("--image", "x", cwd=tmp_path, component=str(REPO_ROOT / COMPONENT))
-    assert result.returncode != 0 and "run `torchx run` from the repository root" in result.stderr
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_component_refuses_instance_types_without_efa() -> None:

@@ -5,27 +5,22 @@ what that cluster offers, and only then declares the Kubernetes objects. Which w
 run, and how big, is the stack file's business (see README, "Workload stacks").
 """
 
-import sys
-from pathlib import Path
+# Config helpers, instance facts and version pins come from the repository's package
+# (pyproject.toml), installed into the virtualenv this project shares with the cluster's.
+import pulumi
+import pulumi_kubernetes as k8s
 
-# This project shares config helpers, instance facts and version pins with the cluster
-# project one directory up.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import pulumi  # noqa: E402
-import pulumi_kubernetes as k8s  # noqa: E402
-
-from infra.errors import ConfigError  # noqa: E402
-from infra.kube import kubeconfig_for  # noqa: E402
-from infra.stack_config import engine_config  # noqa: E402
-from workloads import checks, contract  # noqa: E402
-from workloads.bert import BertPretraining, BertPretrainingArgs  # noqa: E402
-from workloads.cluster_check import CheckLayout, ClusterCheck, ClusterCheckArgs, summary  # noqa: E402
-from workloads.data_staging import DataStaging, DataStagingArgs, StagingLayout  # noqa: E402
-from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLayout, NemoLlama2, NemoLlama2Args  # noqa: E402
-from workloads.ray_llama2 import RayLayout, RayLlama2, RayLlama2Args  # noqa: E402
-from workloads.settings import WorkloadsConfig, parse_workloads_config  # noqa: E402
-from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout  # noqa: E402
+from infra.errors import ConfigError
+from infra.kube import kubeconfig_for
+from infra.stack_config import engine_config
+from workloads import checks, contract
+from workloads.bert import BertPretraining, BertPretrainingArgs
+from workloads.cluster_check import CheckLayout, ClusterCheck, ClusterCheckArgs, summary
+from workloads.data_staging import DataStaging, DataStagingArgs, StagingLayout
+from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLayout, NemoLlama2, NemoLlama2Args
+from workloads.ray_llama2 import RayLayout, RayLlama2, RayLlama2Args
+from workloads.settings import WorkloadsConfig, parse_workloads_config
+from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
 
 config = parse_workloads_config(engine_config())
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)

@@ -13,12 +13,14 @@ from typing import Any, Optional
 
 import pulumi
 
+from infra.schedulers import ETCD_CLIENT_LABEL
 from workloads import bert_launch, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare_in_order
+from workloads.kube import declare, declare_in_order
 from workloads.settings import BertPretrainingSettings
 
 # Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION policy).
+WORKLOAD = "bert-pretraining"
 RESTART_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "RestartJob"}]
 
 
@@ -83,8 +85,11 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "command": bert_launch.command(job.run, RDZV_ID),
         "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
         "resources": pods.accelerator_resources(job.group),
+        "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
+    # The etcd NetworkPolicy admits rendezvous clients by this label.
+    labels = {"app.kubernetes.io/name": job.name, **pods.workload_labels(WORKLOAD), **ETCD_CLIENT_LABEL}
     return {
         "name": f"worker-{replica}",
         "replicas": 1,
@@ -92,8 +97,9 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "maxRetry": job.max_retry,
         "policies": RESTART_POLICIES,
         "template": {
-            "metadata": {"labels": {"app.kubernetes.io/name": job.name, "app.kubernetes.io/part-of": "bert-pretraining"}},
+            "metadata": {"labels": labels},
             "spec": {
+                **pods.pod_defaults(),
                 "restartPolicy": "Never",
                 "serviceAccountName": job.service_account,
                 **pods.accelerator_placement(job.group),
@@ -151,5 +157,7 @@ class BertPretraining(pulumi.ComponentResource):
             manifests.append(volcano_job(compile_job, done))
         train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps), **base)
         manifests.append(volcano_job(train_job, pods.skip_await()))
-        self.jobs = declare_in_order(manifests, self, args.after, replace_on_change=True)
+        # Before the jobs: pods started before their policy exists would accept anything.
+        policy = declare(pods.peers_policy(WORKLOAD, args.namespace), self)
+        self.jobs = declare_in_order(manifests, self, [*args.after, policy], replace_on_change=True)
         self.register_outputs({})

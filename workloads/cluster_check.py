@@ -46,6 +46,7 @@ from workloads.contract import NodeGroup
 from workloads.kube import declare
 from workloads.settings import ClusterCheckSettings
 
+WORKLOAD = "cluster-check"
 SHARED_MOUNT = "/shared"
 RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
@@ -155,6 +156,7 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         # Every device and interface of the node: one pod per node, and it sees what a job would.
         "resources": pods.accelerator_resources(layout.group),
+        "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
     return {
@@ -169,7 +171,10 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
             # A check that hangs (a device that never answers) must not hold Trainium nodes for ever.
             "activeDeadlineSeconds": s.timeout_minutes * 60,
             "template": {
+                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                 "spec": {
+                    # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
+                    **pods.pod_defaults(),
                     "serviceAccountName": layout.service_account,
                     **pods.accelerator_placement(layout.group),
                     "restartPolicy": "Never",
@@ -235,13 +240,15 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "command": worker_command(),
         "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0"}),
         "resources": pods.accelerator_resources(layout.group),
+        "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.shm_mount()],
     }
     launcher = {
         "name": "launcher",
         "image": layout.image,
         "command": ["bash", "-c", launcher_script(layout)],
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+        "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
     return {
@@ -257,7 +264,9 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                     "replicas": 1,
                     "restartPolicy": "OnFailure",
                     "template": {
+                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {
+                            **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,
                             **pods.support_placement(layout.support_placement),
                             "containers": [launcher],
@@ -268,7 +277,9 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
+                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {
+                            **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,
                             **pods.accelerator_placement(layout.group),
                             "containers": [worker],
@@ -307,8 +318,10 @@ def verdict_job(layout: CheckLayout) -> dict[str, Any]:
         "name": "verdict",
         "image": layout.image,
         "command": ["bash", "-c", verdict_script(layout)],
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-        "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        # It only reads the results on FSx.
+        "securityContext": pods.container_security_context(read_only_root=True),
+        "volumeMounts": [{**pods.claim_mount(SHARED_MOUNT), "readOnly": True}],
     }
     return {
         "apiVersion": "batch/v1",
@@ -324,7 +337,10 @@ def verdict_job(layout: CheckLayout) -> dict[str, Any]:
             # A launcher that never starts leaves no status: the deadline turns that into a failure.
             "activeDeadlineSeconds": s.timeout_minutes * 60,
             "template": {
+                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                 "spec": {
+                    # Not root: it only reads what the other stages wrote (world-readable on FSx).
+                    **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
                     "serviceAccountName": layout.service_account,
                     **pods.support_placement(layout.support_placement),
                     "restartPolicy": "Never",
@@ -369,8 +385,11 @@ class ClusterCheckArgs:
 class ClusterCheck(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterCheckArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:ClusterCheck", name, None, opts)
-        declared: list[pulumi.CustomResource] = []
+        # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
+        # the workers: peers only (infra/pod_security.py peers_policy).
+        policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
+        declared: list[pulumi.CustomResource] = [policy]
         for manifest in check_sequence(args.layout):
-            declared.append(declare(manifest, self, declared[-1:] or args.after, replace_on_change=True))
+            declared.append(declare(manifest, self, declared[-1:] + list(args.after), replace_on_change=True))
         self.verdict = declared[-1]
         self.register_outputs({})

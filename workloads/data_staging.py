@@ -5,6 +5,7 @@ written only after a step has finished), plus the seeds' command-shell pod as an
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -28,10 +29,18 @@ REDPAJAMA_PREFIX = "data/redpajama_sample"
 # trn1.32xlarge (Ice Lake Xeon, like the m6i core nodes); one worker per core, the work is
 # CPU-bound, so 12 workers take about 32 x 60 / 12 = 160 minutes, plus a few for the download
 # (~5 GB) and the concatenation: under the 240-minute default timeout. 12 cores fit a fresh
-# m6i.4xlarge core node (16 vCPU) beside its daemon sets.
+# m6i.4xlarge job-support node (16 vCPU) beside its daemon sets.
 PREPROCESS_WORKERS = 12
 SEED_PREPROCESS_WORKER_MINUTES = 32 * 60
 DOWNLOAD_AND_CONCAT_MINUTES = 15
+WORKLOAD = "data-staging"
+# The Hugging Face token as a file (a secret volume), not an environment variable, which any
+# process of the container and a `kubectl describe` of the pod's env would show.
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+HF_TOKEN_FILE = f"{HF_TOKEN_DIR}/{HF_TOKEN_KEY}"
+HF_TOKEN_VOLUME = "hf-token"
+# Helpers get a cap so a runaway download or tokenizer cannot starve the other pods on its node.
+SMALL = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
 
 
 def redpajama_minutes(workers: int = PREPROCESS_WORKERS) -> int:
@@ -46,7 +55,8 @@ if [ -f bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/.staged ]; then
   echo "WikiCorpus already staged"; exit 0
 fi
 aws s3 cp {WIKICORPUS_URI} . --no-sign-request --region {WIKICORPUS_REGION}
-tar -xf {WIKICORPUS_TAR}
+# Root without CAP_CHOWN: keep the files ours instead of restoring the archive's owners.
+tar --no-same-owner -xf {WIKICORPUS_TAR}
 rm -f {WIKICORPUS_TAR}
 touch bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/.staged
 """
@@ -82,7 +92,7 @@ def redpajama_prepare_script(root: str = "/shared") -> str:
 set -euo pipefail
 cd {root}
 if [ ! -f llama7b_tokenizer/.staged ]; then
-  python3 -c 'import os, transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=os.environ["{HF_TOKEN_KEY}"]).save_pretrained("{root}/llama7b_tokenizer")'
+  python3 -c 'import transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=open("{HF_TOKEN_FILE}").read().strip()).save_pretrained("{root}/llama7b_tokenizer")'
   touch llama7b_tokenizer/.staged
 fi
 if [ ! -f {REDPAJAMA_PREFIX}_text_document.staged ]; then
@@ -115,16 +125,18 @@ class StagingLayout:
 
 
 def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) -> dict[str, Any]:
-    container["volumeMounts"] = [pods.claim_mount("/data"), pods.claim_mount("/shared")]
+    container["volumeMounts"] = [pods.claim_mount("/data"), pods.claim_mount("/shared"), *container.get("volumeMounts", [])]
+    # Writable root: the AWS and Hugging Face CLIs and transformers keep caches under $HOME.
+    container["securityContext"] = pods.container_security_context()
     # Staging Jobs on the job-support group (scaled up for them, released after); the
     # long-running shell on the always-on system nodes, where it keeps no extra node up.
     placement = pods.support_placement(layout.support_placement) if restart == "Never" else {
         "nodeSelector": dict(layout.core_node_selector)
     }
     return {
-        "serviceAccountName": layout.service_account,
         # The FSx file system's root directory belongs to root.
-        "securityContext": {"runAsUser": 0},
+        **pods.pod_defaults(run_as_user=0),
+        "serviceAccountName": layout.service_account,
         **placement,
         "restartPolicy": restart,
         "containers": [container],
@@ -143,43 +155,57 @@ def staging_job(layout: StagingLayout, name: str, image: str, script: str, **con
             "annotations": pods.await_timeout(layout.settings.timeout_minutes),
         },
         # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back would be re-run on the next up.
-        "spec": {"backoffLimit": 2, "template": {"spec": spec}},
+        "spec": {"backoffLimit": 2, "template": {"metadata": {"labels": pods.workload_labels(WORKLOAD)}, "spec": spec}},
     }
 
 
 def wikicorpus_job(layout: StagingLayout) -> dict[str, Any]:
-    resources = {"requests": {"cpu": "2", "memory": "4Gi"}}
-    return staging_job(layout, "stage-wikicorpus", layout.shell_image, WIKICORPUS_SCRIPT, resources=resources)
+    return staging_job(layout, "stage-wikicorpus", layout.shell_image, WIKICORPUS_SCRIPT, resources=copy.deepcopy(SMALL))
 
 
 def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
     """Download first (init container, shell image), then tokenizer and preprocessing (NeMo image)."""
     assert layout.nemo_image is not None
-    token = {"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {"name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}
-    resources = {"requests": {"cpu": str(PREPROCESS_WORKERS), "memory": "16Gi"}}
-    job = staging_job(layout, "stage-redpajama", layout.nemo_image, redpajama_prepare_script(), env=[token], resources=resources)
+    token = {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
+    workers = str(PREPROCESS_WORKERS)
+    resources = {"requests": {"cpu": workers, "memory": "16Gi"}, "limits": {"cpu": workers, "memory": "32Gi"}}
+    job = staging_job(
+        layout, "stage-redpajama", layout.nemo_image, redpajama_prepare_script(), volumeMounts=[token], resources=resources
+    )
     download = {
         "name": "download",
         "image": layout.shell_image,
         "command": ["bash", "-c", redpajama_download_script()],
-        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "resources": copy.deepcopy(SMALL),
+        "securityContext": pods.container_security_context(),
         "volumeMounts": [pods.claim_mount("/shared")],
     }
-    job["spec"]["template"]["spec"]["initContainers"] = [download]
+    spec = job["spec"]["template"]["spec"]
+    spec["initContainers"] = [download]
+    spec["volumes"].append({"name": HF_TOKEN_VOLUME, "secret": {"secretName": HF_TOKEN_SECRET, "items": [{"key": HF_TOKEN_KEY, "path": HF_TOKEN_KEY}]}})
     return job
 
 
 def cmd_shell_pod(layout: StagingLayout) -> dict[str, Any]:
-    # Small requests: it shares the system nodes (infra/system_capacity.py counts it); heavy work
-    # belongs in a Job.
-    resources = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
+    # It shares the system nodes (infra/system_capacity.py counts its requests); heavy work belongs in a Job.
+    resources = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     container = {"name": "shell", "image": layout.shell_image, "command": ["sleep", "infinity"], "resources": resources}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "cmd-shell", "namespace": layout.namespace, "annotations": pods.skip_await()},
+        "metadata": {
+            "name": "cmd-shell",
+            "namespace": layout.namespace,
+            "labels": pods.workload_labels(WORKLOAD),
+            "annotations": pods.skip_await(),
+        },
         "spec": _pod_spec(layout, container, "Always"),
     }
+
+
+def staging_network_policy(namespace: str) -> dict[str, Any]:
+    """Staging pods serve nothing: no ingress at all (`kubectl exec` goes through the kubelet)."""
+    return pods.network_policy(WORKLOAD, namespace, pods.workload_labels(WORKLOAD), [])
 
 
 @dataclass(frozen=True)
@@ -194,6 +220,7 @@ class DataStaging(pulumi.ComponentResource):
     def __init__(self, name: str, args: DataStagingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:DataStaging", name, None, opts)
         s, after = args.layout.settings, list(args.after)
+        after.append(declare(staging_network_policy(args.layout.namespace), self))
         self.wikicorpus = declare(wikicorpus_job(args.layout), self, after) if s.wikicorpus else None
         self.redpajama = declare(redpajama_job(args.layout), self, after) if s.redpajama else None
         self.shell = declare(cmd_shell_pod(args.layout), self, after) if s.cmd_shell else None

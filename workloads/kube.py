@@ -15,6 +15,7 @@ _BUILT_IN = {
     ("v1", "Pod"): k8s.core.v1.Pod,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
 
 

@@ -26,6 +26,8 @@ HF_TOKEN_SECRET = "hf-token"
 HF_TOKEN_KEY = "HF_TOKEN"
 # mpirun on a job-support node; the workers ask for Neuron devices and EFA interfaces only.
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "2Gi"}
+LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
+WORKLOAD = "nemo-llama2"
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
             {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
             *pods.env_list({"TOKENIZER_PATH": s.tokenizer_path, "DATASET_PATH": s.dataset_path}),
         ],
-        "resources": {"requests": dict(LAUNCHER_REQUESTS)},
+        "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
+        "securityContext": pods.accelerator_security_context(),
     }
     worker = {
         "name": "worker",
@@ -93,8 +96,11 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
         # RedPajama staging job downloaded; only that download needs the token.
         "resources": pods.accelerator_resources(layout.group),
+        "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }
+    # The MPI operator v0.8.0 adds its own labels to the templates' (mpi_job_controller.go,
+    # newWorker/newLauncherPodTemplate), keeping ours: the NetworkPolicy selects on them.
     name = "llama2-compile" if compile_only else "llama2-train"
     return {
         "apiVersion": "kubeflow.org/v2beta1",
@@ -110,7 +116,9 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     "replicas": 1,
                     "restartPolicy": "OnFailure",
                     "template": {
+                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {
+                            **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,
                             **pods.support_placement(layout.support_placement),
                             "containers": [launcher],
@@ -120,7 +128,9 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
+                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {
+                            **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,
                             **pods.accelerator_placement(layout.group),
                             "containers": [worker],
@@ -178,5 +188,7 @@ class NemoLlama2Args:
 class NemoLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
-        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after, replace_on_change=True)
+        # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
+        policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
+        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
         self.register_outputs({})

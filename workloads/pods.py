@@ -9,6 +9,17 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from infra.node_template import EFA_RESOURCE, NEURON_RESOURCES
+from infra.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
+    ACCELERATOR_CAPABILITIES,
+    SSHD_CAPABILITIES,
+    UNPRIVILEGED_UID,
+    container_security_context,
+    from_anywhere,
+    from_namespace,
+    from_pods,
+    network_policy,
+    pod_defaults,
+)
 from workloads.contract import NodeGroup
 
 NEURON_DEVICE_RESOURCE = NEURON_RESOURCES[0]
@@ -16,6 +27,33 @@ SHM_VOLUME = "dshm"
 FSX_VOLUME = "fsx"
 # libfabric over EFA for the Neuron collectives (what the seeds' jobs set).
 EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+
+
+PART_OF = "app.kubernetes.io/part-of"
+
+
+def workload_labels(workload: str) -> dict[str, str]:
+    """The label every pod of one workload carries; its NetworkPolicy selects on it."""
+    return {PART_OF: workload}
+
+
+def peers_policy(workload: str, namespace: str, *extra_ingress: dict[str, Any]) -> dict[str, Any]:
+    """The workload's pods accept traffic from each other on any port, and what ``extra_ingress``
+    lists; nothing else. Training peers talk on ports picked at run time (torchrun's c10d store
+    on the master agent, the Neuron collectives' TCP bootstrap, Ray's worker ports, Open MPI's
+    out-of-band channel back to mpirun), so the rule is by pod, not by port.
+    """
+    labels = workload_labels(workload)
+    return network_policy(workload, namespace, labels, [from_pods(labels), *extra_ingress])
+
+
+def accelerator_security_context(add: tuple[str, ...] = ACCELERATOR_CAPABILITIES) -> dict[str, Any]:
+    """A training container's context: root (the images' user), no escalation, only ``add``.
+
+    Writable root: neuronx-cc and torch write compile artefacts and caches under /tmp and the
+    image's directories.
+    """
+    return container_security_context(add=add)
 
 
 def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str, str]]:

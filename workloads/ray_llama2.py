@@ -15,9 +15,10 @@ import pulumi
 import yaml
 
 from infra import versions
+from infra.schedulers import KUBERAY_NAMESPACE
 from workloads import pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare_in_order
+from workloads.kube import declare, declare_in_order
 from workloads.settings import RayLlama2Settings
 
 # KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
@@ -31,6 +32,12 @@ HEAD_PORTS = [
     {"containerPort": 8265, "name": "dashboard"},
     {"containerPort": 10001, "name": "client"},
 ]
+WORKLOAD = "ray-llama2"
+DASHBOARD_PORT = 8265
+# KubeRay v1.7.0 labels the submitter Job's pods it creates for a K8sJobMode RayJob with
+# ray.io/originated-from-crd: RayJob (ray-operator/controllers/ray/rayjob_controller.go); the
+# submitter and the operator itself (job status) reach the head's dashboard only.
+SUBMITTER_LABEL = {"ray.io/originated-from-crd": "RayJob"}
 JOB_NAMES = {
     "generate-data": "llama2-generate-pretraining-test-data",
     "precompile": "llama2-precompilation-job",
@@ -56,8 +63,21 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
         # Let Ray drain its processes before the pod goes.
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
         "resources": resources,
+        # KubeRay v1.7.0 copies it to the wait-gcs-ready init container it adds to workers
+        # (ray-operator/controllers/ray/common/pod.go), so that one passes Pod Security too.
+        "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [{"name": LOG_VOLUME, "mountPath": "/tmp/ray"}, *mounts],
     }
+
+
+def ray_network_policy(namespace: str) -> dict[str, Any]:
+    """Ray nodes of any of the jobs' clusters talk freely; the submitter and the operator reach the dashboard."""
+    return pods.peers_policy(
+        WORKLOAD,
+        namespace,
+        pods.from_pods(SUBMITTER_LABEL, ports=[DASHBOARD_PORT]),
+        pods.from_namespace(KUBERAY_NAMESPACE, ports=[DASHBOARD_PORT]),
+    )
 
 
 def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
@@ -66,7 +86,8 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
     head = _container(
         "ray-head",
         layout,
-        {"requests": {"cpu": s.head_cpu, "memory": s.head_memory}, "limits": {"memory": s.head_memory}},
+        # The head shares a core node with system pods: capped at what it asks for.
+        {"requests": {"cpu": s.head_cpu, "memory": s.head_memory}, "limits": {"cpu": s.head_cpu, "memory": s.head_memory}},
         [pods.claim_mount(SHARED_MOUNT)],
     )
     head["ports"] = HEAD_PORTS
@@ -76,7 +97,10 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0"},
             "template": {
+                # KubeRay keeps template labels next to its own (common/pod.go labelPod).
+                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                 "spec": {
+                    **pods.pod_defaults(),
                     "serviceAccountName": layout.service_account,
                     **pods.support_placement(layout.support_placement),
                     "containers": [head],
@@ -98,7 +122,9 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
                 "maxReplicas": workers,
                 "rayStartParams": {},
                 "template": {
+                    "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                     "spec": {
+                        **pods.pod_defaults(),
                         "serviceAccountName": layout.service_account,
                         **pods.accelerator_placement(layout.group),
                         "containers": [worker],
@@ -191,6 +217,7 @@ class RayLlama2Args:
 class RayLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:RayLlama2", name, None, opts)
+        policy = declare(ray_network_policy(args.layout.namespace), self)
         # Each job is replaced (and so run again, on a fresh cluster) when its spec changes.
-        self.jobs = declare_in_order(job_sequence(args.layout), self, args.after, replace_on_change=True)
+        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
         self.register_outputs({})

@@ -27,7 +27,7 @@ NAME = "tensorboard"
 TENSORBOARD_PORT = 6006
 PROXY_PORT = 8080
 LABELS = {"app.kubernetes.io/name": NAME}
-NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
+TMP_VOLUME = "tmp"
 
 NGINX_CONF = f"""\
 server {{
@@ -51,6 +51,22 @@ class TensorBoardLayout:
     settings: TensorBoardSettings
 
 
+def tmp_mount() -> dict[str, str]:
+    return {"name": TMP_VOLUME, "mountPath": "/tmp"}
+
+
+def serving_port(layout: TensorBoardLayout) -> int:
+    """The one port the pod serves on: the proxy's when it is on (TensorBoard then listens on loopback)."""
+    return PROXY_PORT if layout.settings.load_balancer is not None else TENSORBOARD_PORT
+
+
+def network_policy(layout: TensorBoardLayout) -> dict[str, Any]:
+    """Anyone may reach the serving port, nothing else. Not narrowed by source: a load balancer's
+    traffic arrives from node addresses (kube-proxy forwards NodePort traffic), and the Service's
+    loadBalancerSourceRanges already limit who reaches it from outside."""
+    return pods.network_policy(NAME, layout.namespace, LABELS, [pods.from_anywhere([serving_port(layout)])])
+
+
 def htpasswd_line(username: str, password: str, salt: bytes) -> str:
     """An nginx `{SSHA}` entry: base64(sha1(password + salt) + salt)."""
     digest = hashlib.sha1(password.encode() + salt).digest()
@@ -70,21 +86,31 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         "command": ["tensorboard", "--logdir", layout.settings.log_dir, "--host", host, "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": probe,
-        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
-        "volumeMounts": [{**pods.claim_mount("/shared"), "readOnly": True}],
+        # A TensorBoard that stops answering (a huge event file can wedge it) is restarted.
+        "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+        # It writes only its info file under /tmp (tempfile.gettempdir()).
+        "securityContext": pods.container_security_context(read_only_root=True),
+        "volumeMounts": [{**pods.claim_mount("/shared"), "readOnly": True}, tmp_mount()],
     }
     containers: list[dict[str, Any]] = [tensorboard]
-    volumes: list[dict[str, Any]] = [pods.claim_volume(layout.claim)]
+    volumes: list[dict[str, Any]] = [pods.claim_volume(layout.claim), {"name": TMP_VOLUME, "emptyDir": {}}]
     if layout.settings.load_balancer is not None:
         containers.append(
             {
                 "name": "auth-proxy",
                 "image": versions.NGINX_UNPRIVILEGED_IMAGE,
                 "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
-                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10},
+                "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 20, "failureThreshold": 3},
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+                # nginx-unprivileged keeps its pid file and temporary files in /tmp; its
+                # entrypoint leaves a read-only conf.d alone.
+                "securityContext": pods.container_security_context(read_only_root=True),
                 "volumeMounts": [
-                    {"name": "proxy-config", "mountPath": "/etc/nginx/conf.d"},
+                    {"name": "proxy-config", "mountPath": "/etc/nginx/conf.d", "readOnly": True},
                     {"name": "proxy-auth", "mountPath": "/etc/nginx/auth", "readOnly": True},
+                    tmp_mount(),
                 ],
             }
         )
@@ -102,7 +128,8 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": LABELS},
                 "spec": {
-                    "securityContext": NON_ROOT,
+                    # The cmd-shell image's own unprivileged user.
+                    **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
                     "nodeSelector": dict(layout.core_node_selector),
                     "containers": containers,
                     "volumes": volumes,
@@ -173,7 +200,8 @@ class TensorBoard(pulumi.ComponentResource):
             }
             proxy = [declare(secret, self)]
             self.password = password.result
-        self.deployment = declare(deployment(layout), self, proxy)
+        policy = declare(network_policy(layout), self)
+        self.deployment = declare(deployment(layout), self, [*proxy, policy])
         declare(cluster_service(layout), self)
         if lb is not None:
             declare(load_balancer_service(layout, lb), self, [self.deployment])

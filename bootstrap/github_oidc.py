@@ -1,0 +1,108 @@
+"""GitHub Actions' way into the account: the OIDC provider and the preview and deploy roles."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from bootstrap import permissions, trust
+from bootstrap.settings import DeployEnvironment
+
+# One hour covers a preview of every stack; deploy sessions are configured (a first cluster
+# `pulumi up` runs past an hour, and expired credentials would fail it half-way).
+PREVIEW_SESSION_SECONDS = 3600
+
+
+def role_name(prefix: str, purpose: str) -> str:
+    return f"{prefix}-{purpose}"
+
+
+@dataclass
+class GitHubOidcArgs:
+    repository: str
+    main_branch: str
+    environments: list[DeployEnvironment]
+    existing_provider_arn: Optional[str]
+    role_name_prefix: str
+    deploy_session_hours: int
+    account: str
+    partition: str
+    bucket_arn: pulumi.Input[str]
+    key_arn: pulumi.Input[str]
+    tags: dict[str, str]
+
+
+class GitHubOidc(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GitHubOidcArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:bootstrap:GitHubOidc", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        if args.existing_provider_arn:
+            provider_arn: pulumi.Input[str] = args.existing_provider_arn
+        else:
+            # IAM no longer checks thumbprints for this issuer (it trusts its own CA library), so
+            # none is pinned; the audience is what aws-actions/configure-aws-credentials asks for.
+            provider = aws.iam.OpenIdConnectProvider(
+                f"{name}-provider", url=trust.OIDC_URL, client_id_lists=[trust.AUDIENCE], tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, protect=True),
+            )
+            provider_arn = provider.arn
+
+        preview_name = role_name(args.role_name_prefix, "preview")
+        self.preview_role = aws.iam.Role(
+            f"{name}-preview",
+            name=preview_name,
+            description=f"Pulumi previews of {args.repository}: pull requests, drift checks",
+            assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
+                lambda arn: json.dumps(trust.github_trust_policy(arn, trust.preview_subjects(args.repository, args.main_branch)))
+            ),
+            max_session_duration=PREVIEW_SESSION_SECONDS,
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-preview-read-only", role=self.preview_role.name,
+            policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}", opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-preview-state", role=self.preview_role.name,
+            policy=pulumi.Output.all(args.bucket_arn, args.key_arn).apply(
+                lambda a: json.dumps(permissions.preview_policy(a[0], a[1]))
+            ),
+            opts=child,
+        )
+
+        iam_arn = f"arn:{args.partition}:iam::{args.account}"
+        protected = [f"{iam_arn}:role/{preview_name}"] + [
+            f"{iam_arn}:role/{role_name(args.role_name_prefix, f'deploy-{e.name}')}" for e in args.environments
+        ]
+        self.deploy_roles: dict[str, aws.iam.Role] = {}
+        for env in args.environments:
+            subjects = trust.deploy_subjects(args.repository, args.main_branch, env.name, env.github_environment)
+            role = aws.iam.Role(
+                f"{name}-deploy-{env.name}",
+                name=role_name(args.role_name_prefix, f"deploy-{env.name}"),
+                description=f"pulumi up of the {env.name} stacks of {args.repository}",
+                assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
+                    lambda arn, s=subjects: json.dumps(trust.github_trust_policy(arn, s))
+                ),
+                max_session_duration=args.deploy_session_hours * 3600,
+                tags=args.tags,
+                opts=child,
+            )
+            aws.iam.RolePolicy(
+                f"{name}-deploy-{env.name}-policy", role=role.name,
+                policy=pulumi.Output.all(args.bucket_arn, args.key_arn, provider_arn).apply(
+                    lambda a: json.dumps(permissions.deploy_policy(
+                        permissions.DEPLOY_SERVICES, args.account, args.partition, a[0], a[1], protected, a[2],
+                    ))
+                ),
+                opts=child,
+            )
+            self.deploy_roles[env.name] = role
+        self.provider_arn = pulumi.Output.from_input(provider_arn)
+        self.register_outputs({})

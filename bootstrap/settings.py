@@ -1,0 +1,102 @@
+"""The bootstrap stack's configuration: one stack per AWS account the pipeline deploys into.
+
+Keys live under ``trainium-bootstrap:`` in ``bootstrap/Pulumi.<stack>.yaml``. Shapes are
+checked by the model; rules across fields in ``bootstrap_problems``; every refusal names
+the key, the value and what is allowed, before any resource is declared.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import Field
+
+from infra.config_base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config_rules import BUCKET
+from infra.errors import ConfigError
+from infra.naming_rules import aws_tag_problem
+
+PROJECT = "trainium-bootstrap"
+# GitHub: owner names are 1-39 letters, digits and single hyphens; repository names letters,
+# digits, '.', '_' and '-' (at most 100). The OIDC `sub` claim carries them as GitHub spells them,
+# and IAM compares it case-sensitively, so the spelling must match the repository's.
+REPOSITORY_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
+# Stack names the workflows deploy (Pulumi stack names; also the GitHub environment names).
+ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+BRANCH_PATTERN = r"^[A-Za-z0-9._/-]{1,200}$"
+OIDC_PROVIDER_ARN_PATTERN = (
+    r"^arn:(aws|aws-cn|aws-us-gov):iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$"
+)
+REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
+ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
+
+
+class DeployEnvironment(ConfigModel):
+    # The stack name (dev, prod) this account's deploy role may update, in both projects.
+    name: str = Field(pattern=ENVIRONMENT_PATTERN, description="Stack name the deploy role may update (dev, prod).")
+    github_environment: bool = Field(
+        default=False,
+        description=(
+            "true: the deploy role trusts only jobs in the GitHub environment of this name (the one with "
+            "required reviewers); false: it trusts pushes to the main branch."
+        ),
+    )
+
+
+class BootstrapConfig(ConfigModel):
+    region: str = Field(pattern=REGION_PATTERN, description="AWS region of the state bucket and key (aws:region).")
+    github_repository: str = Field(
+        pattern=REPOSITORY_PATTERN, description="owner/name of the repository whose workflows may assume the roles."
+    )
+    main_branch: str = Field(default="main", pattern=BRANCH_PATTERN, description="Branch whose pushes deploy.")
+    state_bucket: str = Field(pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique).")
+    secrets_key_alias: str = Field(
+        default="alias/trainium-pulumi", pattern=KMS_ALIAS_PATTERN,
+        description="Alias of the KMS key for the awskms:// secrets provider and the bucket's encryption.",
+    )
+    role_name_prefix: str = Field(
+        default="trainium-github", pattern=ROLE_PREFIX_PATTERN, description="Prefix of the IAM role names."
+    )
+    environments: list[DeployEnvironment] = Field(
+        min_length=1, description="The environments (stacks) deployed into this account, one deploy role each."
+    )
+    existing_oidc_provider_arn: Optional[str] = Field(
+        default=None, pattern=OIDC_PROVIDER_ARN_PATTERN,
+        description="Reuse the account's GitHub OIDC provider (IAM holds one per URL) instead of creating it.",
+    )
+    deploy_session_hours: int = Field(
+        default=3, ge=1, le=12,
+        description="Longest session of a deploy role; a first `pulumi up` of the cluster takes over an hour.",
+    )
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every taggable resource.")
+
+
+def key_name(loc: tuple[Any, ...]) -> str:
+    return qualified_key(PROJECT, loc)
+
+
+def bootstrap_problems(config: BootstrapConfig) -> list[str]:
+    """Rules across fields the model cannot express."""
+    problems: list[str] = []
+    names = [e.name for e in config.environments]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            problems.append(f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment")
+    for key, value in config.tags.items():
+        problem = aws_tag_problem(key, value)
+        if problem:
+            problems.append(f"{key_name(('tags', key))} = {value!r}: {problem}")
+    return problems
+
+
+def parse_bootstrap_config(all_config: dict[str, str]) -> BootstrapConfig:
+    """The validated configuration, or ``ConfigError`` naming every bad key."""
+    raw = project_values(all_config, PROJECT)
+    if REGION_KEY in all_config:
+        raw["region"] = all_config[REGION_KEY]
+    config = validated(BootstrapConfig, raw, key_name)
+    problems = bootstrap_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config

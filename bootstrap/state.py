@@ -1,0 +1,85 @@
+"""The Pulumi state backend: an S3 bucket and the KMS key that encrypts it and the stacks' secrets.
+
+Both are protected and retained: `pulumi destroy` of the bootstrap stack (or a replacement)
+must never take every stack's state with it. One key serves the bucket's encryption and the
+``awskms://`` secrets provider, so a role that can read state can also decrypt its secrets —
+the same trust either way, and one key policy to reason about.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+# AWS KMS: rotation yearly by default; the waiting period before a scheduled deletion (7-30 days).
+KEY_DELETION_WINDOW_DAYS = 30
+
+
+def tls_only_policy(bucket_arn: str) -> str:
+    """S3 user guide, "Enforce encryption in transit": deny any request over plain HTTP."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, f"{bucket_arn}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }],
+    })
+
+
+@dataclass
+class StateBackendArgs:
+    bucket_name: str
+    key_alias: str
+    tags: dict[str, str]
+
+
+class StateBackend(pulumi.ComponentResource):
+    def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:bootstrap:StateBackend", name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.key = aws.kms.Key(
+            f"{name}-key",
+            description="Pulumi state and secrets (awskms:// secrets provider) of the Trainium stacks",
+            enable_key_rotation=True,
+            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
+            tags=args.tags,
+            opts=keep,
+        )
+        self.alias = aws.kms.Alias(f"{name}-key-alias", name=args.key_alias, target_key_id=self.key.key_id, opts=child)
+
+        self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, tags=args.tags, opts=keep)
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership", bucket=self.bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child,
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True, block_public_policy=True,
+            ignore_public_acls=True, restrict_public_buckets=True, opts=child,
+        )
+        # Versioning keeps every earlier checkpoint: a state file damaged by a bad import or an
+        # interrupted write is restored from its previous version.
+        aws.s3.BucketVersioning(
+            f"{name}-versioning", bucket=self.bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption", bucket=self.bucket.id,
+            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    sse_algorithm="aws:kms", kms_master_key_id=self.key.arn,
+                ),
+                bucket_key_enabled=True,
+            )],
+            opts=child,
+        )
+        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=self.bucket.id, policy=self.bucket.arn.apply(tls_only_policy), opts=child)
+        self.register_outputs({"bucket": self.bucket.bucket, "keyArn": self.key.arn})

@@ -1,0 +1,139 @@
+"""How every pod this project renders is locked down: security contexts, service account
+tokens, Pod Security Admission labels and NetworkPolicies.
+
+One module for the cluster stack (etcd) and the workload stacks (``workloads/pods.py``
+re-exports it), so a new pod gets the same posture by calling the same functions. Pure
+functions returning Kubernetes API dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from infra.versions import KUBERNETES_VERSION
+
+# --- security contexts -------------------------------------------------------------------------
+
+# sshd as root in the MPI workers: privilege separation forks a child that chroots to an empty
+# directory and drops to the `sshd` user (SYS_CHROOT, SETUID, SETGID), PAM writes the login to
+# the audit log (AUDIT_WRITE), and it listens on port 22 (NET_BIND_SERVICE). All are in the
+# container runtime's default set, so Pod Security "baseline" admits them; NET_RAW is not needed.
+SSHD_CAPABILITIES = ("AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT")
+
+# Neuron devices and EFA interfaces need no capability: their device plugins hand the container
+# the device nodes (/dev/neuron*, /dev/infiniband/uverbs*) through the CRI's device list, which
+# also opens the device cgroup, and the nodes belong to root, the user the training images run
+# as. IPC_LOCK (unlimited memory registration) is not added: the pods ran without it under the
+# runtime's default set before (amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json
+# bounds containers to that set), and Pod Security "baseline" refuses it.
+ACCELERATOR_CAPABILITIES: tuple[str, ...] = ()
+
+# A non-root user for images that allow it: above the node's own range (CKV_K8S_40 asks >= 10000).
+UNPRIVILEGED_UID = 10001
+# `nobody` in distroless images such as registry.k8s.io/etcd.
+NOBODY_UID = 65534
+
+
+def pod_security_context(run_as_user: Optional[int] = None, fs_group: Optional[int] = None) -> dict[str, Any]:
+    """The pod-level context: the runtime's default seccomp profile, and a user when given.
+
+    ``run_as_user=None`` leaves the image's user (root for the Neuron images, see the Dockerfiles).
+    """
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if run_as_user is not None:
+        context.update(runAsNonRoot=run_as_user != 0, runAsUser=run_as_user, runAsGroup=run_as_user)
+    if fs_group is not None:
+        context["fsGroup"] = fs_group
+    return context
+
+
+def container_security_context(add: Sequence[str] = (), read_only_root: bool = False) -> dict[str, Any]:
+    """No privilege escalation, every capability dropped but ``add``, optionally a read-only root."""
+    capabilities: dict[str, list[str]] = {"drop": ["ALL"]}
+    if add:
+        capabilities["add"] = sorted(add)
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": capabilities,
+        "readOnlyRootFilesystem": read_only_root,
+    }
+
+
+def pod_defaults(run_as_user: Optional[int] = None, fs_group: Optional[int] = None) -> dict[str, Any]:
+    """Pod spec keys every pod of this project carries.
+
+    No service account token: none of our pods calls the Kubernetes API (the operators - Volcano,
+    KubeRay, the MPI operator - do, from their own namespaces; the MPI v2 launcher reaches its
+    workers over ssh, KubeRay's submitter pod is the operator's own). EKS Pod Identity does not
+    need the token either: its webhook projects its own (audience pods.eks.amazonaws.com).
+    """
+    return {"automountServiceAccountToken": False, "securityContext": pod_security_context(run_as_user, fs_group)}
+
+
+# --- Pod Security Admission --------------------------------------------------------------------
+
+# The strictest level every training pod passes. "restricted" forbids running as root and any
+# capability but NET_BIND_SERVICE, which the Neuron images (root) and the MPI workers' sshd need;
+# "baseline" forbids privileged pods, host namespaces, hostPath volumes, host ports and
+# capabilities beyond the runtime's default set - none of which a training pod uses
+# (kubernetes/pod-security-admission policy/check_*.go, v0.34.9 for Kubernetes 1.34).
+PSA_ENFORCE = "baseline"
+# What "restricted" would refuse still shows, as warnings to whoever creates a pod and in the
+# audit log, so the remaining gap stays visible.
+PSA_WARN = "restricted"
+
+
+def pod_security_labels(version: str = KUBERNETES_VERSION) -> dict[str, str]:
+    """Namespace labels: enforce baseline, warn and audit restricted, each at the cluster's version.
+
+    Pinning the version keeps an upgrade of the control plane from changing what is refused.
+    """
+    pinned = f"v{version}"
+    labels = {"pod-security.kubernetes.io/enforce": PSA_ENFORCE, "pod-security.kubernetes.io/enforce-version": pinned}
+    for mode in ("warn", "audit"):
+        labels[f"pod-security.kubernetes.io/{mode}"] = PSA_WARN
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = pinned
+    return labels
+
+
+# --- NetworkPolicies ---------------------------------------------------------------------------
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def network_policy(
+    name: str, namespace: str, pod_labels: Mapping[str, str], ingress: Iterable[dict[str, Any]]
+) -> dict[str, Any]:
+    """An ingress-only policy: the selected pods accept only what ``ingress`` lists (nothing if empty).
+
+    Egress stays open: jobs reach S3, Hugging Face, ECR, DNS and each other, and a node-mounted
+    FSx volume is not pod traffic at all. The VPC CNI's network policy agent always admits the
+    pod's own node (aws-network-policy-agent v1.4.1 pkg/fwruleprocessor/fw_rule_processor.go:
+    "Traffic from the local node should always be allowed"), so kubelet probes keep working.
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podSelector": {"matchLabels": dict(pod_labels)}, "policyTypes": ["Ingress"], "ingress": list(ingress)},
+    }
+
+
+def from_pods(*selectors: Mapping[str, str], ports: Sequence[int] = ()) -> dict[str, Any]:
+    """An ingress rule: from pods in the policy's namespace matching any selector, on ``ports`` (all if none)."""
+    rule: dict[str, Any] = {"from": [{"podSelector": {"matchLabels": dict(s)}} for s in selectors]}
+    if ports:
+        rule["ports"] = [{"protocol": "TCP", "port": p} for p in ports]
+    return rule
+
+
+def from_namespace(namespace: str, ports: Sequence[int]) -> dict[str, Any]:
+    return {
+        "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}],
+        "ports": [{"protocol": "TCP", "port": p} for p in ports],
+    }
+
+
+def from_anywhere(ports: Sequence[int | str]) -> dict[str, Any]:
+    return {"ports": [{"protocol": "TCP", "port": p} for p in ports]}

@@ -1,0 +1,412 @@
+"""What a change does to every stack: the offline plan of a base revision against this checkout.
+
+    python -m offline.diff --base <git ref> [--stacks dev,prod] [--out build/plan-diff]
+    make plan BASE=<git ref>
+
+Plans the base revision in a temporary ``git worktree`` (its own program and stack files,
+run with this checkout's virtualenv) and this checkout, each with ``offline.plan``, then
+compares ``resources.json`` per project and stack the way ``pulumi preview --diff`` reads:
+resources added, deleted, updated (changed input paths, old -> new; secrets stay
+``[secret]``) and replaced (see ``offline/replacement.py`` for which changes replace), changed
+outputs, and the ``policy`` and ``cost`` sections when the plans carry them. Prints text and
+writes ``diff.md`` (the PR comment and job summary) and ``diff.txt`` under ``--out``.
+Exit code 2 when a plan cannot be made (bad configuration, unknown ref).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from offline.mocks import SECRET
+from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, replaces
+from offline.runner import REPO_ROOT
+
+STACKS = ("dev", "prod")
+# offline.plan's exit code when the policy pack finds mandatory violations (plans still written).
+POLICY_VIOLATIONS_EXIT = 3
+# Lines of changed paths shown per resource in Markdown before the rest is folded away.
+MARKDOWN_PATHS = 12
+
+
+@dataclass(frozen=True)
+class PathChange:
+    path: str
+    old: Any
+    new: Any
+    replace_reason: Optional[str] = None
+
+
+@dataclass
+class ResourceChange:
+    kind: str  # create | delete | update | replace
+    type: str
+    name: str
+    urn: str
+    paths: list[PathChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StackDiff:
+    project: str
+    stack: str
+    changes: list[ResourceChange]
+    outputs: list[PathChange]
+    policy: dict[str, list[dict[str, Any]]]
+    cost: list[PathChange]
+    base_missing: bool = False
+    head_missing: bool = False
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.changes if c.kind == kind)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.changes or self.outputs or self.policy.get("new") or self.policy.get("resolved") or self.cost)
+
+
+# --- comparing two plans (pure) ----------------------------------------------------------------
+
+_MISSING = object()
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf paths of a JSON value: ``{"a": {"b": [1]}}`` -> ``{"a.b[0]": 1}``; empty containers are leaves."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, child in value.items():
+            out.update(flatten(child, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, child in enumerate(value):
+            out.update(flatten(child, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
+def changed_paths(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) for every leaf that differs; a secret on either side is never shown, and
+    two secrets cannot be compared offline (the plan holds neither value)."""
+    before, after = flatten(old), flatten(new)
+    changes = []
+    for path in sorted(before.keys() | after.keys()):
+        a, b = before.get(path, _MISSING), after.get(path, _MISSING)
+        if a == b:
+            continue
+        if SECRET in (a, b):
+            if a == b:
+                continue
+            a, b = (SECRET if a is not _MISSING else a), (SECRET if b is not _MISSING else b)
+        changes.append((path, a, b))
+    return changes
+
+
+def _lifecycle(resource: dict[str, Any]) -> dict[str, Any]:
+    keys = ("protect", "ignoreChanges", "replaceOnChanges", "deleteBeforeReplace", "retainOnDelete",
+            "customTimeouts", "replacementTrigger")
+    return {f"({k})": resource[k] for k in keys if resource.get(k) not in (None, False, [])}
+
+
+def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[ResourceChange]:
+    old = {r["urn"]: r for r in base}
+    new = {r["urn"]: r for r in head}
+    changes: list[ResourceChange] = []
+    for urn in sorted(new.keys() - old.keys()):
+        changes.append(ResourceChange("create", new[urn]["type"], new[urn]["name"], urn))
+    for urn in sorted(old.keys() - new.keys()):
+        changes.append(ResourceChange("delete", old[urn]["type"], old[urn]["name"], urn))
+    for urn in sorted(old.keys() & new.keys()):
+        a, b = old[urn], new[urn]
+        type_ = b["type"]
+        paths = [
+            PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or []))
+            for p, x, y in changed_paths(a.get("inputs", {}), b.get("inputs", {}))
+        ]
+        paths += [PathChange(p, x, y) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]
+        if paths:
+            kind = "replace" if any(p.replace_reason for p in paths) else "update"
+            changes.append(ResourceChange(kind, type_, b["name"], urn, paths))
+    _note_launch_template_rollouts(changes, new)
+    return changes
+
+
+def _note_launch_template_rollouts(changes: list[ResourceChange], head: dict[str, dict[str, Any]]) -> None:
+    """A launch template update is a new version; node groups that use it roll their nodes to it
+    in place (EKS UpdateNodegroupVersion). The mocks report version 1 on both sides, so the plan
+    alone shows no change on the node group: say so here."""
+    updated = {c.urn for c in changes if c.type == LAUNCH_TEMPLATE and c.kind == "update"}
+    if not updated:
+        return
+    by_urn = {c.urn: c for c in changes}
+    for urn, resource in head.items():
+        if resource["type"] != NODE_GROUP or not updated & set(resource.get("dependencies", [])):
+            continue
+        change = by_urn.get(urn)
+        if change is None:
+            change = ResourceChange("update", NODE_GROUP, resource["name"], urn)
+            changes.append(change)
+        if change.kind != "replace":
+            change.notes.append("rolls its nodes to the launch template's new version (in place, node by node)")
+
+
+def compare_outputs(base: dict[str, Any], head: dict[str, Any]) -> list[PathChange]:
+    changes = []
+    for key in sorted(base.keys() | head.keys()):
+        a, b = base.get(key, _MISSING), head.get(key, _MISSING)
+        if a != b and not (a == SECRET and b == SECRET):
+            changes.append(PathChange(key, a, b))
+    return changes
+
+
+def _violation_key(v: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(str(v.get(k, "")) for k in ("policy", "urn", "enforcementLevel", "message"))
+
+
+def compare_policy(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Violations this change introduces and resolves (the ``policy`` section, issue 10's shape)."""
+    if head is None and base is None:
+        return {}
+    old = {_violation_key(v): v for v in (base or {}).get("violations", [])}
+    new = {_violation_key(v): v for v in (head or {}).get("violations", [])}
+    return {
+        "new": [new[k] for k in sorted(new.keys() - old.keys())],
+        "resolved": [old[k] for k in sorted(old.keys() - new.keys())],
+        "remaining": [new[k] for k in sorted(new.keys() & old.keys())],
+    }
+
+
+def compare_cost(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> list[PathChange]:
+    """Changed estimate figures (the ``cost`` section, issue 12's shape: hourly/monthly x idle,
+    configured, fullScale, numbers or null)."""
+    if head is None and base is None:
+        return []
+    figures = lambda c: {f"{period}.{k}": v for period in ("hourly", "monthly")  # noqa: E731
+                         for k, v in ((c or {}).get(period) or {}).items()}
+    a, b = figures(base), figures(head)
+    # A plan from before the estimate existed has no figure, which is not the same as unknown (null).
+    return [PathChange(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(a.keys() | b.keys())
+            if a.get(k, _MISSING) != b.get(k, _MISSING)]
+
+
+def compare_plans(project: str, stack: str, base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> StackDiff:
+    empty = {"resources": [], "outputs": {}}
+    b, h = base or empty, head or empty
+    return StackDiff(
+        project, stack,
+        changes=compare_resources(b["resources"], h["resources"]),
+        outputs=compare_outputs(b["outputs"], h["outputs"]),
+        policy=compare_policy(b.get("policy"), h.get("policy")),
+        cost=compare_cost(b.get("cost"), h.get("cost")),
+        base_missing=base is None, head_missing=head is None,
+    )
+
+
+def load_plans(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every ``<project>/<stack>/resources.json`` under ``root``."""
+    return {
+        (path.parent.parent.name, path.parent.name): json.loads(path.read_text())
+        for path in sorted(root.glob("*/*/resources.json"))
+    }
+
+
+def diff_plan_dirs(base_root: Path, head_root: Path) -> list[StackDiff]:
+    base, head = load_plans(base_root), load_plans(head_root)
+    return [compare_plans(p, s, base.get((p, s)), head.get((p, s))) for p, s in sorted(base.keys() | head.keys())]
+
+
+# --- rendering (pure) --------------------------------------------------------------------------
+
+SYMBOL = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
+HEADING = {"create": "Created", "delete": "Deleted", "update": "Updated", "replace": "Replaced"}
+ORDER = ("replace", "delete", "create", "update")
+
+
+def shown(value: Any) -> str:
+    if value is _MISSING:
+        return "(unset)"
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def summary_line(d: StackDiff) -> str:
+    if d.head_missing:
+        return "removed from this revision"
+    counts = [f"{d.count(k)} to {k}" for k in ("create", "update", "replace", "delete") if d.count(k)]
+    if d.outputs:
+        counts.append(f"{len(d.outputs)} output(s) changed")
+    for key in ("new", "resolved"):
+        if d.policy.get(key):
+            counts.append(f"{len(d.policy[key])} policy violation(s) {key}")
+    if d.cost:
+        counts.append("cost estimate changed")
+    text = ", ".join(counts) or "no changes"
+    return f"{text} (new stack)" if d.base_missing else text
+
+
+def render_text(diffs: list[StackDiff], base_label: str) -> str:
+    lines = [f"Offline plan diff: {base_label} -> this checkout", ""]
+    for d in diffs:
+        lines.append(f"{d.project}/{d.stack}: {summary_line(d)}")
+        for kind in ORDER:
+            for c in (c for c in d.changes if c.kind == kind):
+                lines.append(f"  {SYMBOL[kind]:>2} {c.type} {c.name}")
+                for p in c.paths:
+                    why = f"  [replaces: {p.replace_reason}]" if p.replace_reason else ""
+                    lines.append(f"       {p.path}: {shown(p.old)} => {shown(p.new)}{why}")
+                lines += [f"       ({note})" for note in c.notes]
+        for p in d.outputs:
+            lines.append(f"  output {p.path}: {shown(p.old)} => {shown(p.new)}")
+        for v in d.policy.get("new", []):
+            lines.append(f"  policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: {v.get('message')}")
+        for v in d.policy.get("resolved", []):
+            lines.append(f"  policy resolved {v.get('policy')}: {v.get('name')}")
+        for p in d.cost:
+            lines.append(f"  cost {p.path} USD: {shown(p.old)} => {shown(p.new)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _md(value: str) -> str:
+    return value.replace("|", "\\|").replace("`", "'")
+
+
+def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
+    out = [f"### Offline plan diff against `{_md(base_label)}`", "",
+           "| stack | create | update | replace | delete | outputs | policy (new / resolved) |",
+           "|---|---|---|---|---|---|---|"]
+    for d in diffs:
+        policy = f"{len(d.policy.get('new', []))} / {len(d.policy.get('resolved', []))}" if d.policy else "n/a"
+        name = f"{d.project}/{d.stack}" + (" (new)" if d.base_missing else " (removed)" if d.head_missing else "")
+        out.append(f"| {name} | {d.count('create')} | {d.count('update')} | {d.count('replace')} | "
+                   f"{d.count('delete')} | {len(d.outputs)} | {policy} |")
+    out.append("")
+    for d in diffs:
+        if d.empty:
+            continue
+        out.append(f"<details{' open' if d.count('replace') or d.count('delete') else ''}>"
+                   f"<summary><b>{d.project}/{d.stack}</b>: {summary_line(d)}</summary>\n")
+        for kind in ORDER:
+            group = [c for c in d.changes if c.kind == kind]
+            if not group:
+                continue
+            out.append(f"**{HEADING[kind]}**" + (" (delete and create: the old one's data and nodes go)" if kind == "replace" else ""))
+            out.append("")
+            for c in group:
+                out.append(f"- `{c.type}` **{_md(c.name)}**")
+                for p in c.paths[:MARKDOWN_PATHS]:
+                    why = f" — replaces: {_md(p.replace_reason)}" if p.replace_reason else ""
+                    out.append(f"  - `{_md(p.path)}`: `{_md(shown(p.old))}` → `{_md(shown(p.new))}`{why}")
+                if len(c.paths) > MARKDOWN_PATHS:
+                    out.append(f"  - … {len(c.paths) - MARKDOWN_PATHS} more paths (see the job log)")
+                out += [f"  - _{_md(note)}_" for note in c.notes]
+            out.append("")
+        if d.outputs:
+            out.append("**Outputs**\n")
+            out += [f"- `{_md(p.path)}`: `{_md(shown(p.old))}` → `{_md(shown(p.new))}`" for p in d.outputs]
+            out.append("")
+        if d.policy.get("new") or d.policy.get("resolved"):
+            out.append("**Policy**\n")
+            out += [f"- new {v.get('enforcementLevel')}: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}: "
+                    f"{_md(str(v.get('message')))}" for v in d.policy.get("new", [])]
+            out += [f"- resolved: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}" for v in d.policy.get("resolved", [])]
+            out.append("")
+        if d.cost:
+            out.append("**Estimated cost (USD)**\n")
+            out += [f"- {p.path}: {shown(p.old)} → {shown(p.new)}" for p in d.cost]
+            out.append("")
+        out.append("</details>\n")
+    out.append("_Offline: the programs under Pulumi's mocks. Replacement follows the provider schemas' "
+               "ForceNew properties and `replaceOnChanges` (offline/replacement.py); values AWS assigns are "
+               "placeholders, secrets are never shown. The per-stack `pulumi preview` comments are the real thing._")
+    return "\n".join(out)
+
+
+# --- planning two revisions ------------------------------------------------------------------
+
+
+class PlanFailed(RuntimeError):
+    pass
+
+
+def run_in(checkout: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` for a revision: in its tree, its tree first on the import path. The
+    virtualenv's editable install is a meta-path finder appended after the path finders
+    (setuptools' ``__editable___*_finder``), so modules found in ``checkout`` win."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    return subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True)
+
+
+def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
+    """``offline.plan`` of ``checkout`` for each stack, with this interpreter (this checkout's
+    virtualenv). ``checkout`` goes first on the import path, ahead of the installed package,
+    so a base revision runs its own infra/ and workloads/."""
+    for stack in stacks:
+        if not (checkout / f"Pulumi.{stack}.yaml").exists():
+            continue
+        result = run_in(
+            checkout,
+            [sys.executable, "-m", "offline.plan", "--stack", stack, "--project-dir", str(checkout), "--out", str(out)],
+        )
+        # 3: mandatory policy violations, with every plan written; the diff shows them.
+        if result.returncode not in (0, POLICY_VIOLATIONS_EXIT):
+            raise PlanFailed(f"offline plan of {checkout.name}/{stack} failed:\n{result.stderr.strip()}")
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
+    """Plan ``ref`` in a temporary worktree; returns a label for it."""
+    try:
+        commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise PlanFailed(f"--base {ref!r}: not a commit in this repository") from None
+    with tempfile.TemporaryDirectory(prefix="plan-base-") as tmp:
+        worktree = Path(tmp) / "base"
+        git("worktree", "add", "--detach", "--quiet", str(worktree), commit)
+        try:
+            plan_revision(worktree, out, stacks)
+        finally:
+            git("worktree", "remove", "--force", str(worktree))
+    return f"{ref} ({commit[:12]})"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="git ref of the revision to compare against")
+    parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan-diff")
+    args = parser.parse_args(argv)
+    stacks = tuple(s for s in args.stacks.split(",") if s)
+    out = args.out.resolve()
+    base_dir, head_dir = out / "base", out / "head"
+    for d in (base_dir, head_dir):
+        if d.exists():
+            subprocess.run(["rm", "-rf", str(d)], check=True)
+    try:
+        label = plan_base(args.base, base_dir, stacks)
+        plan_revision(REPO_ROOT, head_dir, stacks)
+    except PlanFailed as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    diffs = diff_plan_dirs(base_dir, head_dir)
+    text = render_text(diffs, label)
+    (out / "diff.txt").write_text(text)
+    (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
+    print(text)
+    print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

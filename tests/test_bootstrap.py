@@ -1,0 +1,255 @@
+"""The bootstrap project under mocks: state backend, GitHub OIDC trust, role permissions, config."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bootstrap import permissions, trust
+from bootstrap.variables import repository_variables
+from infra.errors import ConfigError
+from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+
+BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
+REPO = "example-org/trainium-eks"
+
+
+def bootstrap(stack: str = "dev", **overrides: Any) -> PlanResult:
+    config = stack_config(BOOTSTRAP_DIR, stack)
+    for key, value in overrides.items():
+        full = key if ":" in key else f"trainium-bootstrap:{key}"
+        if value is None:
+            config.pop(full, None)
+        else:
+            config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return run_program(BOOTSTRAP_DIR, stack, config)
+
+
+@pytest.fixture(scope="module")
+def boot_dev() -> PlanResult:
+    return bootstrap("dev")
+
+
+@pytest.fixture(scope="module")
+def boot_prod() -> PlanResult:
+    return bootstrap("prod")
+
+
+def condition(role_inputs: dict[str, Any]) -> dict[str, Any]:
+    (statement,) = json.loads(role_inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Principal"]["Federated"].endswith(":oidc-provider/token.actions.githubusercontent.com")
+    assert list(statement["Condition"]) == ["StringEquals"], "no StringLike: wildcards would let other refs in"
+    return statement["Condition"]["StringEquals"]
+
+
+# GitHub docs, "Configuring OpenID Connect in Amazon Web Services" (docs.github.com/en/actions/
+# how-tos/secure-your-work/security-harden-deployments/oidc-in-aws) and "OpenID Connect reference",
+# example subject claims: aud is sts.amazonaws.com for aws-actions/configure-aws-credentials;
+# sub is repo:ORG/REPO:pull_request for pull_request runs, repo:ORG/REPO:ref:refs/heads/BRANCH for
+# pushes and schedules, and repo:ORG/REPO:environment:NAME for any job naming an environment
+# (the environment then replaces the ref, so a branch trust never matches an environment job).
+def test_preview_role_trusts_this_repositorys_pull_requests_and_main_only(boot_dev: PlanResult) -> None:
+    cond = condition(boot_dev.named("github-preview", "aws:iam/role:Role").inputs)
+    assert cond["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+    assert sorted(cond["token.actions.githubusercontent.com:sub"]) == [
+        f"repo:{REPO}:pull_request", f"repo:{REPO}:ref:refs/heads/main",
+    ]
+
+
+def test_dev_deploy_role_trusts_pushes_to_main(boot_dev: PlanResult) -> None:
+    cond = condition(boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs)
+    assert cond == {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+                    "token.actions.githubusercontent.com:sub": f"repo:{REPO}:ref:refs/heads/main"}
+
+
+def test_prod_deploy_role_trusts_only_the_prod_environment(boot_prod: PlanResult) -> None:
+    cond = condition(boot_prod.named("github-deploy-prod", "aws:iam/role:Role").inputs)
+    assert cond["token.actions.githubusercontent.com:sub"] == f"repo:{REPO}:environment:prod"
+    assert len(boot_prod.of_type("aws:iam/role:Role")) == 2
+
+
+def test_a_deploy_session_outlasts_a_first_cluster_deploy(boot_prod: PlanResult, boot_dev: PlanResult) -> None:
+    # configure-aws-credentials asks for the workflow's role-duration-seconds; IAM refuses more
+    # than the role's MaxSessionDuration, and expired credentials would fail `pulumi up` half-way.
+    assert boot_prod.named("github-deploy-prod", "aws:iam/role:Role").inputs["maxSessionDuration"] == 4 * 3600
+    assert boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs["maxSessionDuration"] == 3 * 3600
+
+
+def test_the_state_bucket_and_key_survive_destroy_and_are_locked_down(boot_dev: PlanResult) -> None:
+    bucket = boot_dev.named("state-bucket", "aws:s3/bucket:Bucket")
+    key = boot_dev.named("state-key", "aws:kms/key:Key")
+    for resource in (bucket, key):
+        assert resource.protect and resource.lifecycle.get("retainOnDelete")
+    assert key.inputs["enableKeyRotation"] is True
+    versioning = boot_dev.named("state-versioning").inputs["versioningConfiguration"]
+    assert versioning["status"] == "Enabled"
+    block = boot_dev.named("state-public-access").inputs
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    (rule,) = boot_dev.named("state-encryption").inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": key_arn(boot_dev)}
+    (deny,) = json.loads(boot_dev.named("state-tls-only").inputs["policy"])["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny["Resource"] == ["arn:aws:s3:::example-org-trainium-pulumi-state-dev",
+                                "arn:aws:s3:::example-org-trainium-pulumi-state-dev/*"]
+
+
+def key_arn(plan: PlanResult) -> str:
+    return plan.outputs["secretsKeyArn"]
+
+
+def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
+    # pulumi/pulumi pkg/backend/diy/backend.go (v3.x): Preview calls apply() with DryRun and
+    # without Lock(); apply() saves no checkpoint, history or backup on a dry run. So a preview
+    # (with --refresh, which is part of the dry run) needs s3 Get/List and kms Decrypt only.
+    policy = json.loads(boot_dev.named("github-preview-state").inputs["policy"])
+    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    assert actions == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
+    attachment = boot_dev.named("github-preview-read-only").inputs["policyArn"]
+    assert attachment == "arn:aws:iam::aws:policy/ReadOnlyAccess"
+
+
+def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: PlanResult) -> None:
+    policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
+    denies = {s["Sid"]: s for s in policy["Statement"] if s["Effect"] == "Deny"}
+    assert sorted(denies["KeepPipelineTrust"]["Resource"]) == sorted([
+        "arn:aws:iam::123456789012:role/trainium-github-preview",
+        "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
+        "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
+    ])
+    assert "s3:DeleteBucket" in denies["KeepStateBucket"]["Action"]
+    assert "kms:ScheduleKeyDeletion" in denies["KeepStateKey"]["Action"]
+    assert denies["KeepStateKey"]["Resource"] == key_arn(boot_dev)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_deploy_roles_reach_every_service_the_stacks_declare(stack: str, request: pytest.FixtureRequest) -> None:
+    # Every AWS resource type the cluster and workload programs declare, mapped to the IAM
+    # service that manages it; a type nobody mapped fails here instead of at `pulumi up`.
+    types = {r.type for name in (stack, f"workloads_{stack}") for r in request.getfixturevalue(name).registrations}
+    assert permissions.services_for_types(types) <= permissions.DEPLOY_SERVICES
+    with pytest.raises(permissions.UnmappedType, match="aws:sqs/queue:Queue"):
+        permissions.services_for_types(types | {"aws:sqs/queue:Queue"})
+
+
+def test_an_existing_oidc_provider_is_reused_not_created() -> None:
+    arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+    plan = bootstrap("dev", existingOidcProviderArn=arn)
+    assert not plan.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
+    (statement,) = json.loads(plan.named("github-preview", "aws:iam/role:Role").inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"]["Federated"] == arn
+
+
+def test_a_new_provider_is_for_githubs_issuer_and_audience(boot_dev: PlanResult) -> None:
+    (provider,) = boot_dev.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
+    assert provider.inputs["url"] == trust.OIDC_URL and provider.inputs["clientIdLists"] == ["sts.amazonaws.com"]
+    assert provider.protect
+
+
+def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanResult, boot_prod: PlanResult) -> None:
+    assert boot_dev.outputs["repositoryVariables"] == {
+        "AWS_REGION_DEV": "us-west-2",
+        "PULUMI_BACKEND_URL_DEV": "s3://example-org-trainium-pulumi-state-dev?region=us-west-2",
+        "AWS_PREVIEW_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-preview",
+        "AWS_DEPLOY_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
+    }
+    assert boot_prod.outputs["secretsProvider"] == "awskms://alias/trainium-pulumi?region=us-east-2"
+    one_account = repository_variables("us-west-2", "b", "preview", {"dev": "d", "prod": "p"})
+    assert one_account["AWS_DEPLOY_ROLE_PROD"] == "p" and one_account["PULUMI_BACKEND_URL_PROD"] == "s3://b?region=us-west-2"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"githubRepository": ""}, "trainium-bootstrap:githubRepository = '': String should have at least 1 character"),
+        ({"githubRepository": "trainium-eks"}, "trainium-bootstrap:githubRepository = 'trainium-eks': String should match pattern"),
+        ({"githubRepository": None}, "trainium-bootstrap:githubRepository: required but not set"),
+        ({"stateBucket": "My_Bucket"}, "trainium-bootstrap:stateBucket = 'My_Bucket': String should match pattern"),
+        ({"environments": []}, "trainium-bootstrap:environments: List should have at least 1 item"),
+        ({"environments": [{"name": "dev"}, {"name": "dev"}]}, "trainium-bootstrap:environments[1].name = 'dev': listed twice"),
+        ({"environments": [{"name": "prod", "githubEnvironment": "yes please"}]},
+         "trainium-bootstrap:environments[0].githubEnvironment = 'yes please': Input should be a valid boolean"),
+        ({"deploySessionHours": "true"}, "trainium-bootstrap:deploySessionHours = 'true': Input should be a valid integer"),
+        ({"deploySessionHours": 13}, "trainium-bootstrap:deploySessionHours = '13': Input should be less than or equal to 12"),
+        ({"existingOidcProviderArn": "arn:aws:iam::123456789012:oidc-provider/accounts.google.com"},
+         "trainium-bootstrap:existingOidcProviderArn = 'arn:aws:iam::123456789012:oidc-provider/accounts.google.com'"),
+        ({"tags": {"aws:owner": "me"}}, "trainium-bootstrap:tags.aws:owner = 'me': the aws: prefix is reserved"),
+        ({"stateBuckett": "x"}, "trainium-bootstrap:stateBuckett: unknown key"),
+        ({"aws:region": None}, "aws:region: required but not set"),
+    ],
+)
+def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        bootstrap("dev", **overrides)
+    assert message in str(refused.value)
+
+
+def test_make_plan_plans_the_bootstrap_stack_too(tmp_path) -> None:
+    from offline.plan import main
+
+    assert main(["--stack", "prod", "--out", str(tmp_path)]) == 0
+    written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
+    assert written["outputs"]["deployRoleArns"] == {"prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"}
+
+
+def test_programs_import_the_installed_package_without_editing_sys_path(workloads_dev: PlanResult) -> None:
+    # pyproject.toml installs infra/, workloads/, offline/, bootstrap/ into the virtualenv every
+    # Pulumi project here uses, so running a program adds nothing to the import path.
+    import sys
+
+    before = list(sys.path)
+    bootstrap("dev")
+    from offline.plan import plan_workloads
+
+    plan_workloads(REPO_ROOT / "workloads", "dev", run_program(REPO_ROOT, "dev"))
+    assert sys.path == before
+
+
+# --- the cluster side: the preview role reads Kubernetes, never administers it -------------------
+
+PREVIEW_ROLE = "arn:aws:iam::123456789012:role/trainium-github-preview"
+ADMIN = "arn:aws:iam::123456789012:role/MlOps"
+
+
+def cluster_with(**overrides: Any) -> PlanResult:
+    config = stack_config(REPO_ROOT, "dev")
+    for key, value in overrides.items():
+        config[f"trainium-eks:{key}"] = json.dumps(value)
+    return run_program(REPO_ROOT, "dev", config)
+
+
+def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits_for() -> None:
+    # `pulumi preview --refresh` reads every Kubernetes object the stacks own, Helm's release
+    # Secrets included: EKS user guide, "Review access policy permissions", AmazonEKSAdminViewPolicy
+    # lists and views all resources including Secrets. Cluster-admin would hand pull requests'
+    # code (which the preview runs) the cluster.
+    from infra.cluster import principal_key
+
+    plan = cluster_with(clusterViewers=[PREVIEW_ROLE], clusterAdmins=[ADMIN])
+    key = principal_key(PREVIEW_ROLE, "viewer")
+    assert plan.named(key, "aws:eks/accessEntry:AccessEntry").inputs["principalArn"] == PREVIEW_ROLE
+    view = plan.named(f"{key}-admin-view").inputs
+    assert view["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+    assert view["accessScope"] == {"type": "cluster"}
+    associations = {r.inputs["principalArn"]: r.inputs["policyArn"] for r in plan.of_type(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    assert associations[ADMIN].endswith("/AmazonEKSClusterAdminPolicy") and len(associations) == 2
+    provider = plan.named("cluster", "pulumi:providers:kubernetes")
+    assert plan.named(f"{key}-admin-view").urn in provider.dependencies
+
+
+@pytest.mark.parametrize(
+    ("viewers", "message"),
+    [
+        ([ADMIN], "trainium-eks:clusterViewers[0] = 'arn:aws:iam::123456789012:role/MlOps': also in clusterAdmins"),
+        ([PREVIEW_ROLE, PREVIEW_ROLE], "trainium-eks:clusterViewers[1] = '" + PREVIEW_ROLE + "': listed twice"),
+        (["trainium-github-preview"], "trainium-eks:clusterViewers[0] = 'trainium-github-preview': must be an IAM role"),
+        ([""], "trainium-eks:clusterViewers[0]"),
+    ],
+)
+def test_bad_cluster_viewers_are_refused(viewers: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        cluster_with(clusterViewers=viewers, clusterAdmins=[ADMIN])
+    assert message in str(refused.value)

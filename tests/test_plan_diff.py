@@ -1,0 +1,181 @@
+"""The offline plan diff: synthetic plans for each kind of change, real before/after pairs of
+the cluster stack, and `make plan BASE=<ref>` through a git worktree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from offline import diff
+from offline.plan import write_plan
+from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+
+
+def resource(urn: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"urn": urn, "type": type_, "name": urn.rsplit("::", 1)[-1], "dependencies": [], "inputs": inputs, **extra}
+
+
+def plan(resources: list[dict[str, Any]], outputs: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
+    return {"project": "p", "stack": "dev", "resources": resources, "outputs": outputs or {}, **sections}
+
+
+NG = "urn:pulumi:dev::p::aws:eks/nodeGroup:NodeGroup::ng"
+LT = "urn:pulumi:dev::p::aws:ec2/launchTemplate:LaunchTemplate::lt"
+FS = "urn:pulumi:dev::p::aws:fsx/lustreFileSystem:LustreFileSystem::fs"
+PV = "urn:pulumi:dev::p::kubernetes:core/v1:PersistentVolume::pv"
+
+
+def test_synthetic_plans_show_each_kind_of_change() -> None:
+    base = plan(
+        [resource(NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 4}}),
+         resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 2400, "storageType": "SSD"}),
+         resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": {"csi": {"volumeHandle": "fs-1"}}},
+                  replaceOnChanges=["spec.csi"]),
+         resource("urn:gone", "aws:ec2/eip:Eip", {"domain": "vpc"})],
+        outputs={"clusterName": "trn-dev", "kubeconfig": "[secret]"},
+    )
+    head = plan(
+        [resource(NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 6}}),
+         resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 1200, "storageType": "SSD"}),
+         resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": {"csi": {"volumeHandle": "fs-2"}}},
+                  replaceOnChanges=["spec.csi"]),
+         resource("urn:new", "aws:ec2/eip:Eip", {"domain": "vpc", "tags": {"token": "[secret]"}})],
+        outputs={"clusterName": "trn-dev2", "kubeconfig": "[secret]"},
+    )
+    d = diff.compare_plans("p", "dev", base, head)
+    kinds = {c.name: c.kind for c in d.changes}
+    assert kinds == {"ng": "update", "fs": "replace", "pv": "replace", "urn:new": "create", "urn:gone": "delete"}
+    (ng,) = [c for c in d.changes if c.name == "ng"]
+    assert ng.paths == [diff.PathChange("scalingConfig.maxSize", 4, 6, None)]
+    (fs,) = [c for c in d.changes if c.name == "fs"]
+    assert fs.paths[0].replace_reason == "FSx cannot shrink a file system"
+    (pv,) = [c for c in d.changes if c.name == "pv"]
+    assert pv.paths[0].replace_reason == "replaceOnChanges spec.csi"
+    # Two secrets cannot be told apart offline, and neither value is ever printed.
+    assert d.outputs == [diff.PathChange("clusterName", "trn-dev", "trn-dev2")]
+    text = diff.render_text([d], "base")
+    assert "scalingConfig.maxSize: 4 => 6" in text and "+- aws:fsx/lustreFileSystem:LustreFileSystem fs" in text
+    markdown = diff.render_markdown([d], "base")
+    assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
+
+
+def test_policy_and_cost_sections_are_compared_when_present() -> None:
+    violation = {"policy": "no-public-endpoint", "urn": NG, "name": "ng", "type": "aws:eks/nodeGroup:NodeGroup",
+                 "enforcementLevel": "mandatory", "message": "open to the internet"}
+    cost = lambda idle: {"currency": "USD", "hourly": {"idle": idle, "configured": 1.0, "fullScale": None},  # noqa: E731
+                         "monthly": {"idle": idle * 730, "configured": 730.0, "fullScale": None}, "lines": [], "unknown": []}
+    base = plan([], policy={"violations": []}, cost=cost(0.5))
+    head = plan([], policy={"violations": [violation]}, cost=cost(0.75))
+    d = diff.compare_plans("p", "dev", base, head)
+    assert d.policy["new"] == [violation] and d.policy["resolved"] == []
+    assert [(p.path, p.old, p.new) for p in d.cost] == [("hourly.idle", 0.5, 0.75), ("monthly.idle", 365.0, 547.5)]
+    assert "policy NEW mandatory no-public-endpoint" in diff.render_text([d], "b")
+    # Plans from before those sections existed compare without them.
+    assert diff.compare_plans("p", "dev", plan([]), plan([])).policy == {}
+
+
+def cluster_plan(tmp: Path, edit: Any = None) -> Path:
+    document = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    if edit:
+        edit(document)
+    config = {k: json.dumps(v) if isinstance(v, (dict, list)) else ("true" if v is True else "false" if v is False else str(v))
+              for k, v in document.items()}
+    write_plan(run_program(REPO_ROOT, "dev", config), tmp)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def base_cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cluster_plan(tmp_path_factory.mktemp("base"))
+
+
+def groups(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return document["trainium-eks:acceleratorNodeGroups"]
+
+
+def changes_of(base: Path, head: Path) -> dict[str, diff.ResourceChange]:
+    (d,) = diff.diff_plan_dirs(base, head)
+    return {f"{c.type} {c.name}": c for c in d.changes}
+
+
+def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tmp_path: Path) -> None:
+    # terraform-provider-aws internal/service/eks/node_group.go: scaling_config has no ForceNew;
+    # resourceNodeGroupUpdate sends it with UpdateNodegroupConfig.
+    head = cluster_plan(tmp_path, lambda d: groups(d)[0].update(maxSize=6))
+    changes = changes_of(base_cluster, head)
+    ng = changes["aws:eks/nodeGroup:NodeGroup trn1-32xl-ng1"]
+    assert ng.kind == "update" and [(p.path, p.old, p.new) for p in ng.paths] == [("scalingConfig.maxSize", 4, 6)]
+    assert all(c.kind == "update" for c in changes.values())
+
+
+def test_changing_the_instance_type_replaces_the_node_group(base_cluster: Path, tmp_path: Path) -> None:
+    # node_group.go: instance_types is ForceNew.
+    head = cluster_plan(tmp_path, lambda d: groups(d)[0].update(instanceType="trn1n.32xlarge"))
+    ng = changes_of(base_cluster, head)["aws:eks/nodeGroup:NodeGroup trn1-32xl-ng1"]
+    assert ng.kind == "replace"
+    assert ("instanceTypes[0]", "trn1.32xlarge", "trn1n.32xlarge", "instanceTypes is ForceNew") in [
+        (p.path, p.old, p.new, p.replace_reason) for p in ng.paths
+    ]
+
+
+def test_turning_efa_off_is_a_new_launch_template_version_the_group_rolls_to(base_cluster: Path, tmp_path: Path) -> None:
+    # ec2/ec2_launch_template.go: network_interfaces is not ForceNew (an update writes a new
+    # version); node_group.go: launch_template.version is updated in place (UpdateNodegroupVersion).
+    head = cluster_plan(tmp_path, lambda d: groups(d)[0].update(efa=False))
+    changes = changes_of(base_cluster, head)
+    (lt,) = [c for k, c in changes.items() if k.startswith("aws:ec2/launchTemplate") and "trn1-32xl-ng1" in k]
+    assert lt.kind == "update" and any(p.path.startswith("networkInterfaces") for p in lt.paths)
+    ng = changes["aws:eks/nodeGroup:NodeGroup trn1-32xl-ng1"]
+    assert ng.kind != "replace" and any("launch template's new version" in n for n in ng.notes)
+
+
+def test_turning_a_feature_off_deletes_its_resources(base_cluster: Path, tmp_path: Path) -> None:
+    head = cluster_plan(tmp_path, lambda d: d.__setitem__("trainium-eks:features", {"kuberay": False}))
+    (d,) = diff.diff_plan_dirs(base_cluster, head)
+    assert {c.kind for c in d.changes} == {"delete"}
+    assert any(c.type == "kubernetes:helm.sh/v3:Release" and "kuberay" in c.name for c in d.changes)
+
+
+def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+
+    def fake_plan(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        seen.append((checkout, head.strip(), (checkout / "Pulumi.dev.yaml").exists(), out, stacks))
+
+    monkeypatch.setattr(diff, "plan_revision", fake_plan)
+    label = diff.plan_base("HEAD~1", tmp_path, ("dev",))
+    ((checkout, commit, has_stack_file, out, stacks),) = seen
+    assert commit == diff.git("rev-parse", "HEAD~1") and label.startswith(f"HEAD~1 ({commit[:12]}")
+    assert has_stack_file and out == tmp_path and stacks == ("dev",)
+    assert not checkout.exists() and str(checkout) not in diff.git("worktree", "list")
+    with pytest.raises(diff.PlanFailed, match="not a commit"):
+        diff.plan_base("no-such-ref-anywhere", tmp_path, ("dev",))
+
+
+def test_a_revision_runs_its_own_code_not_the_installed_package(tmp_path: Path) -> None:
+    # The editable install (pyproject.toml) maps infra/ to this checkout; a base revision must
+    # import its own infra/ and offline/, or the diff would compare this code with itself.
+    worktree = tmp_path / "rev"
+    diff.git("worktree", "add", "--detach", "--quiet", str(worktree), "HEAD")
+    try:
+        probe = "import infra, offline.plan; print(infra.__file__); print(offline.plan.__file__)"
+        result = diff.run_in(worktree, [sys.executable, "-c", probe])
+        assert result.returncode == 0, result.stderr
+        assert all(line.startswith(str(worktree)) for line in result.stdout.split())
+    finally:
+        diff.git("worktree", "remove", "--force", str(worktree))
+
+
+def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
+    # offline.plan writes every plan, then exits with the policy pack's code for mandatory
+    # violations; the diff reads those plans (their policy section shows the violations).
+    from policy.offline import MANDATORY_EXIT_CODE
+
+    assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE

@@ -1,0 +1,72 @@
+"""checkov over everything the stacks render (cluster and workloads, dev and prod) and the
+training images: no failed check that ``security/checkov-justifications.yaml`` does not
+justify, and no justification left that matches nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offline.runner import PlanResult
+from tests import checkov_scan
+from tests.checkov_scan import Finding, Justification
+
+
+@pytest.fixture(scope="session")
+def findings(
+    dev: PlanResult, prod: PlanResult, workloads_dev: PlanResult, workloads_prod: PlanResult, tmp_path_factory
+) -> list[Finding]:
+    out = checkov_scan.render([dev, workloads_dev, prod, workloads_prod], tmp_path_factory.mktemp("manifests"))
+    return checkov_scan.run_checkov(out)
+
+
+def test_every_failed_check_is_justified(findings: list[Finding]) -> None:
+    missing = checkov_scan.unjustified(findings, checkov_scan.load_justifications())
+    assert not missing, "fix these, or justify them in security/checkov-justifications.yaml:\n" + "\n".join(map(str, missing))
+
+
+def test_no_justification_is_stale(findings: list[Finding]) -> None:
+    left = checkov_scan.stale(findings, checkov_scan.load_justifications())
+    assert not left, "these justifications match no finding any more; remove them:\n" + "\n".join(left)
+
+
+def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding], workloads_dev: PlanResult) -> None:
+    # checkov 3.3.30 has no notion of Volcano Jobs, RayJobs or MPIJobs: they are scanned as the
+    # pods they make, so their pods' settings are judged like any other pod's.
+    objects = {f.object for f in findings}
+    assert {"Pod/default/bert-train-worker-0", "Pod/default/llama2-pretraining-job-workergroup", "Pod/default/llama2-train-worker"} <= objects
+    assert not any(o.startswith(("Job/default/bert-", "RayJob/", "MPIJob/")) for o in objects)
+
+
+def test_an_unjustified_and_a_stale_entry_are_both_reported() -> None:
+    findings = [Finding("CKV_K8S_23", "Pod/default/bert-train-worker-0"), Finding("CKV_K8S_20", "Deployment/default/etcd")]
+    justifications = [Justification("CKV_K8S_23", ("Pod/*/bert-*", "Pod/*/gone"), "root for Neuron")]
+    assert checkov_scan.unjustified(findings, justifications) == [findings[1]]
+    assert checkov_scan.stale(findings, justifications) == ["CKV_K8S_23 Pod/*/gone"]
+
+
+def test_every_justification_has_a_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "j.yaml"
+    bad.write_text("- check: CKV_K8S_23\n  objects: [Pod/*/x]\n  reason: ''\n")
+    with pytest.raises(ValueError, match="reason"):
+        checkov_scan.load_justifications(bad)
+
+
+def test_checkov_resource_names_become_kind_namespace_name() -> None:
+    assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
+    assert checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile") == "Dockerfile/nemo-megatron"
+
+
+def test_workflows_are_scanned_once_they_exist(tmp_path: Path) -> None:
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "ci.yml").write_text(
+        "name: ci\non: [pull_request_target]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    found = checkov_scan.run_checkov(empty, dockerfiles=empty, workflows=workflows)
+    # Script injection from an untrusted pull request title (CKV_GHA_2), named by file and step.
+    assert Finding("CKV_GHA_2", "Workflow/ci.yml/jobs(test).steps[1]") in found

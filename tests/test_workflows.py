@@ -1,0 +1,226 @@
+"""The GitHub workflows' structure: what runs in which order, as whom, with which rights.
+
+Lint (GitHub's workflow schema, zizmor) runs in `make lint`; this checks what they cannot:
+that each job's OIDC subject is one the bootstrap's trust policy admits for the role it
+assumes, that deploys are ordered and never cancelled, and that pins and commands agree.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+from importlib.metadata import version
+
+from bootstrap import trust
+from bootstrap.settings import parse_bootstrap_config
+from bootstrap.variables import repository_variables
+from offline.runner import REPO_ROOT, stack_config
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+CONFIGURE_AWS = "aws-actions/configure-aws-credentials"
+PULUMI_ACTION = "pulumi/actions"
+SHA_PIN = re.compile(r"^\s*(?:-\s*)?uses:\s*([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)\s*$")
+ROLE_VAR = re.compile(r"^\$\{\{ vars\.AWS_(PREVIEW|DEPLOY)_ROLE_([A-Z]+) \}\}$")
+
+
+def load(name: str) -> dict[str, Any]:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads the key `on` as true
+    return document
+
+
+def expand(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A matrix job as the concrete jobs it runs, `${{ matrix.x }}` filled in."""
+    includes = (job.get("strategy") or {}).get("matrix", {}).get("include") or [{}]
+    job = {k: v for k, v in job.items() if k != "strategy"}
+    for values in includes:
+        text = yaml.safe_dump(job)
+        for key, value in values.items():
+            text = text.replace(f"${{{{ matrix.{key} }}}}", str(value))
+        yield yaml.safe_load(text)
+
+
+def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
+
+
+def concrete_jobs(name: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for job_id, job in load(name)["jobs"].items():
+        for concrete in expand(job):
+            yield job_id, concrete
+
+
+ALL = [(w.name, job_id, job) for w in sorted(WORKFLOWS.glob("*.yml")) for job_id, job in concrete_jobs(w.name)]
+
+
+def bootstrap_config(environment: str) -> Any:
+    """The bootstrap stack that holds ``environment``'s deploy role (bootstrap/Pulumi.<stack>.yaml)."""
+    for path in sorted((REPO_ROOT / "bootstrap").glob("Pulumi.*.yaml")):
+        config = parse_bootstrap_config(stack_config(REPO_ROOT / "bootstrap", path.name.split(".")[1]))
+        if any(e.name == environment for e in config.environments):
+            return config
+    raise AssertionError(f"no bootstrap stack deploys {environment}")
+
+
+def oidc_subject(workflow: dict[str, Any], job: dict[str, Any], repository: str) -> str:
+    # GitHub docs, "OpenID Connect reference", example subject claims: a job naming an
+    # environment presents environment:NAME; otherwise pull_request, or the pushed/scheduled ref.
+    if job.get("environment"):
+        return trust.environment_subject(repository, job["environment"])
+    if "pull_request" in workflow["on"]:
+        return trust.pull_request_subject(repository)
+    return trust.branch_subject(repository, "main")
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version_beside_it() -> None:
+    seen: dict[tuple[str, str], str] = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for line in path.read_text().splitlines():
+            if "uses:" not in line:
+                continue
+            match = SHA_PIN.match(line)
+            assert match, f"{path.name}: not pinned to a full commit SHA with '# vX.Y.Z': {line.strip()}"
+            action, sha, tag = match.groups()
+            assert seen.setdefault((action, tag), sha) == sha, f"{action} {tag} pinned to two commits"
+
+
+def test_workflows_grant_nothing_by_default_and_each_job_only_what_it_uses() -> None:
+    for name in ("pull-request.yml", "deploy.yml", "drift.yml"):
+        assert load(name)["permissions"] == {}, name
+    for workflow, job_id, job in ALL:
+        perms = job["permissions"]
+        assert perms.get("contents") == "read", (workflow, job_id)
+        assert ("id-token" in perms) == bool(steps_using(job, CONFIGURE_AWS)), (workflow, job_id)
+        writes = {k for k, v in perms.items() if v == "write"} - {"id-token"}
+        uses_github_api = steps_using(job, "actions/github-script") or any(
+            s.get("with", {}).get("comment-on-pr") for s in steps_using(job, PULUMI_ACTION))
+        assert bool(writes) == bool(uses_github_api), (workflow, job_id, writes)
+
+
+def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
+    for workflow, job_id, job in ALL:
+        for step in steps_using(job, CONFIGURE_AWS):
+            kind, env = ROLE_VAR.match(step["with"]["role-to-assume"]).groups()
+            config = bootstrap_config(env.lower())
+            subject = oidc_subject(load(workflow), job, config.github_repository)
+            if kind == "PREVIEW":
+                allowed = trust.preview_subjects(config.github_repository, config.main_branch)
+                longest = 3600
+            else:
+                (entry,) = [e for e in config.environments if e.name == env.lower()]
+                allowed = trust.deploy_subjects(config.github_repository, config.main_branch, entry.name,
+                                                entry.github_environment)
+                longest = config.deploy_session_hours * 3600
+            assert subject in allowed, (workflow, job_id, subject, allowed)
+            # STS refuses a session longer than the role's MaxSessionDuration.
+            assert int(step["with"]["role-duration-seconds"]) <= longest, (workflow, job_id)
+
+
+def test_deploy_order_environments_and_concurrency() -> None:
+    jobs = load("deploy.yml")["jobs"]
+    assert load("deploy.yml")["on"] == {"push": {"branches": ["main"]}}
+    chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "workloads-prod"]
+    for before, after in zip(chain, chain[1:]):
+        assert jobs[after]["needs"] == before
+    assert {j: jobs[j].get("environment") for j in chain} == {
+        "test": None, "cluster-dev": None, "workloads-dev": None, "preview-prod": None,
+        "cluster-prod": "prod", "workloads-prod": "prod",
+    }
+    groups = []
+    for job_id in chain:
+        for step in steps_using(jobs[job_id], PULUMI_ACTION):
+            if step["with"].get("command") == "up":
+                concurrency = jobs[job_id]["concurrency"]
+                assert concurrency["cancel-in-progress"] is False
+                project = "trainium-workloads" if step["with"]["work-dir"] == "workloads" else "trainium-eks"
+                assert concurrency["group"] == f"pulumi-{project}-{step['with']['stack-name']}"
+                groups.append(concurrency["group"])
+    assert len(groups) == len(set(groups)) == 4
+    # The workload stack's update never runs in the same job as, or before, its cluster's.
+    for job_id in chain:
+        dirs = [s["with"]["work-dir"] for s in steps_using(jobs[job_id], PULUMI_ACTION)]
+        assert dirs in ([], ["./"], ["workloads"], ["./", "workloads"]), job_id
+
+
+def test_pulumi_steps_read_the_one_cli_pin_and_apply_the_policy_pack() -> None:
+    cli = (REPO_ROOT / ".pulumi-version").read_text().strip()
+    assert cli.split(".")[:2] == version("pulumi").split(".")[:2], "CLI and Python SDK from the same release line"
+    for workflow, job_id, job in ALL:
+        for step in steps_using(job, PULUMI_ACTION):
+            options = step["with"]
+            assert options["pulumi-version-file"] == ".pulumi-version"
+            if options.get("command") in ("preview", "up"):
+                assert options["diff"] is True and options["refresh"] is True, (workflow, job_id)
+                # pulumi/actions (v7.0.0 src/main.ts) runs the CLI in work-dir: paths are relative to it.
+                work_dir = REPO_ROOT / options["work-dir"]
+                assert (work_dir / options["policyPacks"]).resolve() == REPO_ROOT / "policy"
+                assert (work_dir / options["policyPackConfigs"]).resolve() == \
+                    REPO_ROOT / "policy" / f"config.{options['stack-name']}.json"
+                env = options["stack-name"].upper()
+                assert options["cloud-url"] == f"${{{{ vars.PULUMI_BACKEND_URL_{env} }}}}"
+
+
+def test_pull_requests_preview_every_stack_cluster_first_and_forks_stop_offline() -> None:
+    jobs = load("pull-request.yml")["jobs"]
+    assert jobs["plan-diff"]["needs"] == "test" and "if" not in jobs["plan-diff"]
+    assert jobs["preview"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    stacks = []
+    for job in expand(jobs["preview"]):
+        steps = steps_using(job, PULUMI_ACTION)
+        assert [s["with"]["work-dir"] for s in steps] == ["./", "workloads"]
+        assert all(s["with"]["command"] == "preview" and s["with"]["comment-on-pr"] is True for s in steps)
+        stacks.append(steps[0]["with"]["stack-name"])
+    assert stacks == ["dev", "prod"]
+    diff_step = next(s for s in jobs["plan-diff"]["steps"] if "make plan BASE=" in s.get("run", ""))
+    assert diff_step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+
+
+def test_drift_checks_every_stack_and_never_cancels() -> None:
+    workflow = load("drift.yml")
+    assert "schedule" in workflow["on"]
+    checked = set()
+    for job in expand(workflow["jobs"]["drift"]):
+        assert job["concurrency"]["cancel-in-progress"] is False
+        run = next(s for s in job["steps"] if s.get("id") == "check")
+        assert "--refresh --expect-no-changes" in run["run"]
+        checked.add((run["env"]["WORK_DIR"], run["env"]["STACK"]))
+    assert checked == {("./", "dev"), ("workloads", "dev"), ("./", "prod"), ("workloads", "prod")}
+
+
+def test_prod_jobs_run_where_prods_api_endpoint_admits_them() -> None:
+    # infra/config_rules.py: prod refuses a public endpoint open to 0.0.0.0/0 and needs the
+    # deployers' egress ranges in endpointAccess.publicCidrs. GitHub-hosted standard runners
+    # have no fixed egress, so prod jobs run on the runner named by vars.PROD_RUNNER (a larger
+    # runner with static IP ranges, listed in Pulumi.prod.yaml).
+    for workflow, job_id, job in ALL:
+        uses_prod = "_PROD }}" in yaml.safe_dump(job)
+        assert (job["runs-on"] == "${{ vars.PROD_RUNNER }}") == uses_prod, (workflow, job_id)
+
+
+def test_run_scripts_never_interpolate_expressions() -> None:
+    # Expressions are expanded into the script before the shell sees it; values go through env.
+    for workflow, job_id, job in ALL:
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), (workflow, job_id, step.get("name"))
+
+
+def test_the_variables_the_workflows_read_are_the_bootstraps_outputs() -> None:
+    produced = set(repository_variables("r", "b", "p", {"dev": "d", "prod": "p"})) | {"PROD_RUNNER"}
+    read = set()
+    for path in WORKFLOWS.glob("*.yml"):
+        read |= set(re.findall(r"vars\.([A-Z_]+)", path.read_text()))
+    assert read == produced
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert re.search(r"^make test\s+#.*what CI runs", readme, re.M)
+    ci_run = (REPO_ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci_run[-1] == "make test"
+    for name in ("pull-request.yml", "deploy.yml"):
+        test = load(name)["jobs"]["test"]
+        assert [s["run"] for s in test["steps"] if "run" in s] == [".ci/run"], name
