@@ -21,6 +21,7 @@ from tests.test_workloads import manifest
 from workloads import cluster_check
 
 JOB_SUPPORT = {"role": "job-support"}
+SUPPORT = {"nodeSelector": JOB_SUPPORT, "tolerations": []}
 
 
 def spec(result: PlanResult, kind: str, name: str) -> dict[str, Any]:
@@ -66,11 +67,16 @@ def test_expected_counts_follow_the_cluster_outputs(workloads_with) -> None:
 
 def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_dev: PlanResult) -> None:
     job = spec(workloads_dev, "MPIJob", "cluster-check-allreduce")
-    assert job["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": 2}
-    # kubeflow/mpi-operator v0.8.0: runPolicy.activeDeadlineSeconds becomes the launcher Job's, and a
-    # finished MPIJob's running workers are deleted (cleanPodPolicy Running): a hang frees the nodes.
+    # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: runPolicy.activeDeadlineSeconds
+    # becomes the launcher Job's (newLauncherJob); with AtStartup that Job exists from the start
+    # (syncHandler), so workers that never all become Ready still meet a deadline, and a finished
+    # MPIJob's running and pending workers are deleted (cleanPodPolicy Running, deleteWorkerPods).
+    # With WaitForWorkersReady no launcher - and no deadline - exists until every worker is Ready.
     assert job["runPolicy"]["activeDeadlineSeconds"] == 3600 and job["runPolicy"]["cleanPodPolicy"] == "Running"
-    assert job["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert job["launcherCreationPolicy"] == "AtStartup"
+    # The launcher joins the gang from the start (podgroup.go calculateMinAvailable's default: workers + 1).
+    assert job["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": 3}
+    assert job["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never"
     workers, launcher = job["mpiReplicaSpecs"]["Worker"], job["mpiReplicaSpecs"]["Launcher"]
     assert workers["replicas"] == 2
     assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
@@ -79,19 +85,36 @@ def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_d
     # nccom-test.rst: -r total ranks, -N nodes, -b/-e/-f sizes, -d type, --hosts, and
     # NEURON_RT_ROOT_COMM_ID = the first host's IP address and a free port.
     # Run on worker 0 (the first host), as the SDK's docs run it, with its address as the root.
-    assert 'ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2' in text
+    # Every pod runs as root and nccom-test starts its ranks with Open MPI's mpirun, which refuses
+    # root without both variables; AWS's nccom-test MPIJob set both while it ran as root
+    # (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156).
+    assert ('ssh "$first" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '
+            'NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2') in text
     assert "-b 1MB -e 1GB -f 4 -d fp32 --non-interactive allr --hosts$hosts" in text
     assert "awk '{print $1}' /etc/mpi/hostfile" in text and "floor=20.0" in text
     # Processes mpirun starts over SSH see the image's PATH and EFA settings (pam_env reads /etc/environment).
     worker = workers["template"]["spec"]["containers"][0]
     assert "> /etc/environment && exec /usr/sbin/sshd -De" in script(worker)
-    assert {e["name"] for e in worker["env"]} >= {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"}
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+    assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"} <= set(env)
+    # The worker's keep pattern, run: what reaches /etc/environment (and mpirun's remote ranks).
+    kept = subprocess.run(
+        ["grep", "-E", cluster_check.WORKER_ENV_KEEP], input="OMPI_ALLOW_RUN_AS_ROOT=1\nOMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
+        "FI_PROVIDER=efa\nHOME=/root\n", capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    assert kept == ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "FI_PROVIDER=efa"]
+    assert f"grep -E '{cluster_check.WORKER_ENV_KEEP}'" in script(worker)
 
 
 def test_verdict_fails_up_and_runs_on_the_job_support_group(workloads_dev: PlanResult) -> None:
     verdict = manifest(workloads_dev, "Job", "cluster-check-verdict")
     job = verdict["spec"]
-    assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 3600
+    # Created with the MPIJob, as the launcher Job is (AtStartup): its deadline covers the
+    # launcher's (3600 s) with a margin, so a slow healthy run is never failed here first.
+    assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 3600 + 900
+    # The small image (bash and coreutils are all it runs), not the multi-GB nemo-megatron one.
+    assert "/cmd-shell:" in job["template"]["spec"]["containers"][0]["image"]
     assert int(verdict["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) > job["activeDeadlineSeconds"]
     assert job["template"]["spec"]["nodeSelector"] == JOB_SUPPORT
     outputs = workloads_dev.outputs["workloads"]["clusterCheck"]
@@ -109,6 +132,45 @@ def test_a_new_run_id_is_a_new_run(workloads_dev: PlanResult, workloads_with) ->
     first = cluster_check_dir(workloads_dev)
     again = cluster_check_dir(workloads_with(clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "runId": "2"}))
     assert first != again and again.startswith("/shared/cluster-check/2-")
+
+
+# Each of these changes what a stage runs, so `pulumi up` replaces that stage (replace_on_changes
+# on spec, workloads/kube.py): the re-run must write to a new directory, or the verdict would read
+# the previous run's allreduce.status at once and count the previous run's nodes/ files too.
+@pytest.mark.parametrize(
+    "change",
+    [{"timeoutMinutes": 45}, {"queue": "other"}, {"imageTag": "v2"}, {"fsxTestMib": 512}, {"nodes": 3},
+     {"busBandwidthFloorGBps": 30}],
+)  # fmt: skip
+def test_every_change_to_what_runs_is_a_new_run(workloads_dev: PlanResult, workloads_with, change) -> None:
+    def add_queue(outputs: dict[str, Any]) -> None:
+        test = next(q for q in outputs["volcanoQueues"] if q["name"] == "test")
+        outputs["volcanoQueues"].append({**test, "name": "other"})
+
+    before = cluster_check_dir(workloads_dev)
+    result = workloads_with(cluster=add_queue, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, **change})
+    after = cluster_check_dir(result)
+    assert after != before
+    # The verdict names the directory, so it is replaced (and waits for the new status) too.
+    verdict = script(spec(result, "Job", "cluster-check-verdict")["template"]["spec"]["containers"][0])
+    assert f"until [ -f {after}/allreduce.status ]" in verdict
+
+
+def test_a_change_in_the_group_is_a_new_run(workloads_dev: PlanResult, workloads_with) -> None:
+    def fewer(outputs: dict[str, Any]) -> None:
+        next(g for g in outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1").update(efaInterfaces=4)
+
+    assert cluster_check_dir(workloads_with(cluster=fewer)) != cluster_check_dir(workloads_dev)
+
+
+def test_an_unchanged_check_keeps_its_run(workloads_dev: PlanResult, workloads_with) -> None:
+    # Nothing is replaced by an unchanged `up`, so the token must be stable between renders.
+    assert cluster_check_dir(workloads_with()) == cluster_check_dir(workloads_dev)
+
+
+def test_a_from_zero_start_needs_at_least_30_minutes(workloads_with) -> None:
+    message = refusal(workloads_with, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "timeoutMinutes": 20})
+    assert "clusterCheck.timeoutMinutes" in message and "30" in message
 
 
 def cluster_check_dir(result: PlanResult) -> str:
@@ -136,21 +198,35 @@ def test_a_group_without_efa_is_refused_for_the_multi_node_part(workloads_with) 
     assert "trainium-workloads:clusterCheck.nodeGroup = 'trn1-2xl': trn1.2xlarge nodes have no EFA interfaces" in message
 
 
-def test_one_node_without_efa_is_checked_alone(workloads_with) -> None:
-    result = workloads_with(cluster=no_efa, clusterCheck={"nodeGroup": "trn1-2xl", "nodes": 1, "busBandwidthFloorGBps": 1})
+def trn2(outputs: dict[str, Any]) -> None:
+    outputs["acceleratorNodeGroups"].append(
+        {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
+         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+    )
+
+
+def inf2(outputs: dict[str, Any]) -> None:
+    outputs["acceleratorNodeGroups"].append(
+        {"name": "inf2", "instanceType": "inf2.xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+    )
+
+
+# No floor set: a one-node check runs no all-reduce, so checks.py asks for none (it requires one
+# only from two nodes) and the program must not need one either (it used to assert one existed).
+@pytest.mark.parametrize("group, edit", [("trn1-2xl", no_efa), ("inf2", inf2), ("trn2", trn2)])
+def test_one_node_is_checked_alone_without_a_floor(workloads_with, group, edit) -> None:
+    result = workloads_with(cluster=edit, clusterCheck={"nodeGroup": group, "nodes": 1})
     assert not [r for r in result.registrations if r.type.endswith(":MPIJob") and "cluster-check" in r.name]
     text = script(spec(result, "Job", "cluster-check-nodes")["template"]["spec"]["containers"][0])
-    assert 'check "EFA devices (fi_info -p efa)" 0 ' in text
+    efa = 16 if group == "trn2" else 0
+    assert f'check "EFA devices (fi_info -p efa)" {efa} ' in text
     assert result.outputs["workloads"]["clusterCheck"]["allReduce"] is None
+    verdict = script(spec(result, "Job", "cluster-check-verdict")["template"]["spec"]["containers"][0])
+    assert "allreduce=SKIPPED" in verdict and "floor" not in verdict
 
 
 def test_a_type_without_a_default_floor_needs_one(workloads_with) -> None:
-    def trn2(outputs: dict[str, Any]) -> None:
-        outputs["acceleratorNodeGroups"].append(
-            {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
-             "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2}
-        )
-
     message = refusal(workloads_with, cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2})
     assert "trainium-workloads:clusterCheck.busBandwidthFloorGBps: required for trn2.48xlarge nodes" in message
     result = workloads_with(cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2, "busBandwidthFloorGBps": 50})
@@ -179,15 +255,21 @@ def neuron_ls_table(devices: int, cores: int) -> str:
     return "\n".join([*rows, rule, "Neuron Device Topology"])
 
 
-def stub(bin_dir: Path, name: str, output: str, stream: str = "stdout") -> None:
+def stub(bin_dir: Path, name: str, output: str, stream: str = "stdout", status: int = 0) -> None:
     target = ">&2" if stream == "stderr" else ""
-    (bin_dir / name).write_text(f"#!/bin/bash\ncat {target} <<'OUT'\n{output}\nOUT\n")
+    (bin_dir / name).write_text(f"#!/bin/bash\ncat {target} <<'OUT'\n{output}\nOUT\nexit {status}\n")
     (bin_dir / name).chmod(0o755)
 
 
-def run_node_script(tmp_path: Path, devices: int, efa_domains: int) -> subprocess.CompletedProcess[str]:
+DD_OK = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s"
+
+
+def run_node_script(
+    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """The per-node script on node ip-100-64-1-1 of a 2-node check; ``peers`` other nodes have reported."""
     layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
         group=_trn1_group(), settings=_settings(),
     )  # fmt: skip
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
@@ -197,15 +279,20 @@ def run_node_script(tmp_path: Path, devices: int, efa_domains: int) -> subproces
     fi_info = "\n".join(f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM" for i in range(efa_domains))
     stub(bin_dir, "fi_info", fi_info)
     stub(bin_dir, "stat", "lustre")
-    stub(bin_dir, "dd", "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s", "stderr")
+    stub(bin_dir, "dd", dd[0], "stderr", dd[1])
+    nodes = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared))) / "nodes"
+    nodes.mkdir(parents=True)
+    for i in range(peers):
+        (nodes / f"ip-100-64-2-{i}.txt").write_text("NODE ip-100-64-2-{i} trn1.32xlarge PASS\n")
     text = (
         cluster_check.node_script(layout)
         .replace(cluster_check.NEURON_BIN, str(bin_dir))
         .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
         .replace(cluster_check.SHARED_MOUNT, str(shared))
+        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1"}
-    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=30)
+    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def _trn1_group():
@@ -235,6 +322,23 @@ def test_a_node_missing_a_device_or_an_interface_fails(tmp_path: Path) -> None:
     assert " FAIL neuron=15/16 cores=30/32 efa=7/8" in run.stdout
 
 
+@pytest.mark.parametrize("failing", ["dd: error writing '/shared/x.bin': No space left on device", "dd: failed to open '/shared/x.bin': Input/output error"])
+def test_a_failed_fsx_write_or_read_fails(tmp_path: Path, failing: str) -> None:
+    # dd prints its error as its last line and exits non-zero (GNU coreutils): that is no rate.
+    run = run_node_script(tmp_path, devices=16, efa_domains=8, dd=(failing, 1))
+    assert run.returncode == 1, run.stdout
+    assert "FAIL  FSx read-write: write '', read ''" in run.stdout
+    assert " FAIL neuron=16/16" in run.stdout
+
+
+def test_a_passing_node_holds_its_node_until_every_node_reported(tmp_path: Path) -> None:
+    # Each pod owns every Neuron device of its node, so while one waits here no other check pod
+    # can run on that node: the 2 reports come from 2 distinct nodes at the same time, not from
+    # one node twice while the second never comes up (the Job's deadline ends such a wait).
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_node_script(tmp_path, devices=16, efa_domains=8, peers=0, timeout=2)
+
+
 def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
     # nccom-test.rst's table layout: size(B) count(elems) type time(us) algbw(GB/s) busbw(GB/s).
     table = "\n".join([
@@ -252,7 +356,7 @@ def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
 
 def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
         group=_trn1_group(), settings=_settings(),
     )  # fmt: skip
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
@@ -262,17 +366,30 @@ def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProces
     # kubeflow/mpi-operator v0.8.0 newConfigMap: "<job>-worker-<i>.<job>.<ns>.svc slots=<n>".
     hostfile.write_text("cluster-check-allreduce-worker-0.cluster-check-allreduce.default.svc slots=1\n"
                         "cluster-check-allreduce-worker-1.cluster-check-allreduce.default.svc slots=1\n")
-    (bin_dir / "getent").write_text('#!/bin/bash\ncase "$2" in *worker-0*) echo "100.64.1.10 $2";; *worker-1*) echo "100.64.1.11 $2";; esac\n')
-    calls = tmp_path / "ssh-calls"
+    # Worker 1's DNS record lags: its first two lookups find nothing (aws/aws-k8s-tester #868,
+    # "Could not resolve hostname ...worker-3"); worker 0's sshd refuses the first connection.
+    lookups, calls = tmp_path / "lookups", tmp_path / "ssh-calls"
+    (bin_dir / "getent").write_text(
+        f'#!/bin/bash\necho "$2" >> {lookups}\n'
+        'case "$2" in *worker-0*) echo "100.64.1.10 $2";;\n'
+        f'  *worker-1*) [ "$(grep -c worker-1 {lookups})" -gt 2 ] && echo "100.64.1.11 $2";; esac\n'
+    )  # fmt: skip
     table = "\n".join([
         "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)",
         f"    1073741824       268435456    fp32       41000          24.39          {busbw}",
     ])  # fmt: skip
-    (bin_dir / "ssh").write_text(f'#!/bin/bash\necho "$@" >> {calls}\ncat <<\'OUT\'\n{table}\nOUT\n')
+    (bin_dir / "ssh").write_text(
+        f'#!/bin/bash\necho "$@" >> {calls}\n'
+        f'case "$*" in *" true") [ "$(grep -c "100.64.1.10 true" {calls})" -gt 1 ] || exit 255; exit 0;; esac\n'
+        f"cat <<'OUT'\n{table}\nOUT\n"
+    )  # fmt: skip
     for tool in ("getent", "ssh"):
         (bin_dir / tool).chmod(0o755)
-    text = cluster_check.launcher_script(layout).replace(cluster_check.HOSTFILE, str(hostfile)).replace(
-        cluster_check.SHARED_MOUNT, str(shared)
+    text = (
+        cluster_check.launcher_script(layout)
+        .replace(cluster_check.HOSTFILE, str(hostfile))
+        .replace(cluster_check.SHARED_MOUNT, str(shared))
+        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=30)
@@ -282,8 +399,12 @@ def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProces
 def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(tmp_path: Path) -> None:
     run, results, calls = run_launcher(tmp_path, "47.09")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert calls.startswith("100.64.1.10 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2")
-    assert calls.rstrip().endswith("allr --hosts 100.64.1.10 100.64.1.11")
+    # It waited for every worker - a lagging DNS record, an sshd not yet up - before the run.
+    *waits, nccom = calls.strip().split("\n", 3)
+    assert waits == ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.10 true"] * 2 + ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.11 true"]
+    assert nccom.startswith("100.64.1.10 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 "
+                            "/opt/aws/neuron/bin/nccom-test -r 64 -N 2")
+    assert nccom.rstrip().endswith("allr --hosts 100.64.1.10 100.64.1.11")
     assert (results / "allreduce.status").read_text().strip() == "PASS"
     assert "bus bandwidth at 1GB: 47.09 GB/s, floor 20.0 GB/s" in (results / "allreduce.txt").read_text()
 
@@ -296,7 +417,7 @@ def test_the_launcher_fails_under_the_floor(tmp_path: Path) -> None:
 
 def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.CompletedProcess[str]:
     layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement={},
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
         group=_trn1_group(), settings=_settings(),
     )  # fmt: skip
     shared = tmp_path / "shared"

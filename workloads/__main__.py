@@ -94,7 +94,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         layout = CheckLayout(
             **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
             service_account=cluster.service_account, settings=s,
-            gang_queue=s.queue if cluster.feature("volcano") else None,
+            gang_queue=s.queue if cluster.feature("volcano") else None, verdict_image=image("cmd-shell", s),
         )  # fmt: skip
         check = ClusterCheck("cluster-check", ClusterCheckArgs(layout), opts)
         verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")

@@ -23,17 +23,20 @@ docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
    the launcher and every worker (setupSSHOnPod), and worker 0 has the Neuron devices the tool
    expects where it runs. The launcher writes the table and a PASS/FAIL status under the run's
    directory on FSx.
-3. ``cluster-check-verdict``, a batch/v1 Job on a job-support node: waits for that status,
+3. ``cluster-check-verdict``, a batch/v1 Job on a job-support node (the small cmd-shell image:
+   it only runs bash and coreutils): waits for that status,
    prints the one-screen summary (every node's line, the all-reduce table, the verdict) and
    fails when the all-reduce failed or its bus bandwidth is under the floor, so `pulumi up`
    fails. The MPIJob itself is not awaited: `pulumi.com/waitFor` knows only success.
 
-Every run writes under ``/shared/cluster-check/<run>``, a token of the settings, so a new run
-never reads an old run's status.
+Every run writes under ``/shared/cluster-check/<run>``, a token of everything the stages run
+(their rendered manifests), so a re-run after any change never reads an old run's files, and
+the verdict, whose script names the directory, is replaced whenever an earlier stage is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -43,7 +46,7 @@ import pulumi
 
 from workloads import pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare
+from workloads.kube import declare, declare_in_order
 from workloads.settings import ClusterCheckSettings
 
 WORKLOAD = "cluster-check"
@@ -53,13 +56,26 @@ NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
 HOSTFILE = "/etc/mpi/hostfile"
 ROOT_COMM_PORT = 45654
+# Seconds between polls of the scripts' waits (a test shortens them).
+POLL_SECONDS = 10
+# The verdict's deadline beyond the launcher's: both Jobs are created when the MPIJob is, and the
+# launcher writes its status when its own deadline stops it, so a slow healthy run never fails at
+# the verdict first (a few seconds would do; the margin covers a late job-support node).
+VERDICT_MARGIN_MINUTES = 15
+# nccom-test's multi-node run starts its ranks with Open MPI's mpirun (aws-neuron-sdk v2.29.0
+# tools/neuron-sys-tools/nccom-test.rst "MPI Execution"; the v2.20.2 page of our image's SDK says
+# nothing on how hosts are reached), and every pod here runs as root, which Open MPI's mpirun
+# refuses unless both variables are set. AWS's own nccom-test MPIJob exported both while it ran as
+# root (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156,
+# #577; dropped in 96ac1d17a, #607, when it moved to a non-root user).
+OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # All-reduce sizes 1 MiB .. 1 GiB, x4 per step, fp32 (the sizes and type of the Neuron docs'
 # multi-instance example); the floor applies to the largest, where bandwidth has levelled off.
 NCCOM_SIZES = ("1MB", "1GB", "4")
 NCCOM_DATATYPE = "fp32"
 
 # Default bus-bandwidth floors (nccom-test's GB/s at 1 GiB). The only published multi-node
-# figure is the Neuron docs' example (aws-neuron-sdk v2.21.0 tools/neuron-sys-tools/nccom-test.rst,
+# figure is the Neuron docs' example (aws-neuron-sdk v2.20.2 tools/neuron-sys-tools/nccom-test.rst,
 # "Multiple Instances Example"): 2 x trn1.32xlarge, 64 ranks, fp32 all-reduce of 1 GiB at
 # 47.09 GB/s bus bandwidth, marked there as not up to date. The floor is a conservative 20 GB/s,
 # about 40% of that: it catches collectives that fell back from EFA to TCP or lost interfaces,
@@ -96,12 +112,16 @@ class CheckLayout:
     settings: ClusterCheckSettings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: Optional[str] = None
+    # The verdict's image (it needs only bash and coreutils); unset: ``image``.
+    verdict_image: Optional[str] = None
+    # Set only while rendering the stages to compute ``run`` itself.
+    pinned_run: Optional[str] = None
 
     @property
-    def floor(self) -> float:
-        floor = floor_for(self.group, self.settings)
-        assert floor is not None, "checks.py refuses a group without a floor"
-        return floor
+    def floor(self) -> Optional[float]:
+        """The all-reduce's floor; None for a one-node check, which runs no all-reduce (checks.py
+        requires a floor only from two nodes)."""
+        return floor_for(self.group, self.settings) if self.settings.nodes > 1 else None
 
     @property
     def ranks(self) -> int:
@@ -109,10 +129,14 @@ class CheckLayout:
 
     @property
     def run(self) -> str:
-        """A token of everything that makes a run: new settings, new directory."""
-        s = self.settings
-        facts = [self.group.name, self.group.instance_type, s.nodes, self.floor, s.fsx_test_mib, self.image, s.run_id]
-        return f"{s.run_id}-{hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:10]}"
+        """A token of everything the stages run: their manifests rendered with a placeholder
+        directory. Any change that replaces a stage (settings, image, queue, deadlines, the
+        group's facts) makes a new directory, and with it a new verdict."""
+        if self.pinned_run is not None:
+            return self.pinned_run
+        rendered = check_sequence(dataclasses.replace(self, pinned_run="RUN"))
+        digest = hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.settings.run_id}-{digest}"
 
     @property
     def run_dir(self) -> str:
@@ -120,8 +144,11 @@ class CheckLayout:
 
 
 def node_script(layout: CheckLayout) -> str:
-    """Every check runs and prints its line; the pod fails if any of them failed."""
-    g, mib = layout.group, layout.settings.fsx_test_mib
+    """Every check runs and prints its line; the pod fails if any of them failed. A passing pod
+    then holds its node (every device) until all ``nodes`` pods have reported, so they report
+    from distinct nodes: without the wait, one node could run two pods one after the other while
+    a second node never comes up. The Job's deadline ends a wait for a node that never comes."""
+    g, mib, n = layout.group, layout.settings.fsx_test_mib, layout.settings.nodes
     return f"""\
 set -uo pipefail
 node="${{NODE_NAME:-$(hostname)}}"
@@ -136,19 +163,59 @@ check "NeuronCores (neuron-ls)" {g.neuron_cores} "${{devices_cores#* }}"
 efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
 check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
-mkdir -p "$dir" && file="$dir/$node.bin"
-write=$(dd if=/dev/zero of="$file" bs=1M count={mib} oflag=direct 2>&1 | tail -1 | awk -F', ' '{{print $NF}}')
-read=$(dd if="$file" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1 | awk -F', ' '{{print $NF}}')
+mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+file="$dir/$node.bin"
+# A rate only from a dd that succeeded (pipefail: dd's status) and printed its "copied" line.
+rate() {{ tail -1 | awk -F', ' '/copied/ {{print $NF}}'; }}
+write=$(dd if=/dev/zero of="$file" bs=1M count={mib} oflag=direct 2>&1 | rate) || write=""
+read=$(dd if="$file" of=/dev/null bs=1M iflag=direct 2>&1 | rate) || read=""
 rm -f "$file"
 if [ -n "$write" ] && [ -n "$read" ]; then echo "ok    FSx read-write {mib} MiB: write $write, read $read"; else echo "FAIL  FSx read-write: write '$write', read '$read'"; failed=1; fi
 verdict=$([ $failed = 0 ] && echo PASS || echo FAIL)
 echo "NODE $node {g.instance_type} $verdict neuron=${{devices_cores% *}}/{g.neuron_devices} cores=${{devices_cores#* }}/{g.neuron_cores} efa=$efa/{g.efa_interfaces} fsx write $write read $read" | tee "$dir/$node.txt"
-exit $failed
+[ $failed = 0 ] || exit 1
+until [ "$(ls "$dir"/*.txt | wc -l)" -ge {n} ]; do sleep {POLL_SECONDS}; done
 """
 
 
+def _check_job(
+    layout: CheckLayout,
+    name: str,
+    container: dict[str, Any],
+    placement: Mapping[str, Any],
+    deadline_minutes: int,
+    defaults: Mapping[str, Any],
+    parallel_pods: int = 1,
+) -> dict[str, Any]:
+    """A stage that is a batch/v1 Job: one try (a check that fails once has found something), a
+    deadline so a hang releases its nodes, and `pulumi up` waiting a little longer than that
+    deadline, so the Job's own DeadlineExceeded is what `up` reports (pulumi-kubernetes' Job
+    awaiter fails `up` as soon as the Job fails)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": layout.namespace, "annotations": pods.await_timeout(deadline_minutes + 5)},
+        "spec": {
+            "completions": parallel_pods,
+            "parallelism": parallel_pods,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_minutes * 60,
+            "template": {
+                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                "spec": {
+                    **defaults,
+                    "serviceAccountName": layout.service_account,
+                    **placement,
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [pods.claim_volume(layout.claim)],
+                },
+            },
+        },
+    }
+
+
 def nodes_job(layout: CheckLayout) -> dict[str, Any]:
-    s = layout.settings
     container = {
         "name": "check",
         "image": layout.image,
@@ -159,90 +226,88 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        # Waited a little longer than the Job's own deadline, so its DeadlineExceeded is what `up` reports.
-        "metadata": {"name": "cluster-check-nodes", "namespace": layout.namespace, "annotations": pods.await_timeout(s.timeout_minutes + 5)},
-        "spec": {
-            "completions": s.nodes,
-            "parallelism": s.nodes,
-            "backoffLimit": 0,
-            # A check that hangs (a device that never answers) must not hold Trainium nodes for ever.
-            "activeDeadlineSeconds": s.timeout_minutes * 60,
-            "template": {
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
-                "spec": {
-                    # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
-                    **pods.pod_defaults(),
-                    "serviceAccountName": layout.service_account,
-                    **pods.accelerator_placement(layout.group),
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                    "volumes": [pods.claim_volume(layout.claim)],
-                }
-            },
-        },
-    }
+    # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
+    return _check_job(
+        layout, "cluster-check-nodes", container, pods.accelerator_placement(layout.group),
+        layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes,
+    )  # fmt: skip
 
 
 def launcher_script(layout: CheckLayout) -> str:
-    """nccom-test over the MPI operator's workers; the status file is written whatever happens."""
+    """Waits for every worker (its name resolves and its sshd answers), then runs nccom-test over
+    them; the status file is written whatever happens, a stop at the deadline included."""
     low, high, factor = NCCOM_SIZES
-    s, dir_ = layout.settings, layout.run_dir
+    s, dir_, floor = layout.settings, layout.run_dir, layout.floor
+    assert floor is not None, "an all-reduce runs from two nodes, where checks.py requires a floor"
+    ompi = " ".join(f"{k}={v}" for k, v in OMPI_ROOT_ENV.items())
     return f"""\
 set -uo pipefail
 mkdir -p {dir_}
 status=FAIL
 trap 'echo $status > {dir_}/allreduce.status' EXIT
+# PID 1 ignores an untrapped SIGTERM: without this the deadline's SIGKILL would leave no status.
+trap 'echo "stopped (deadline) while: $stage" | tee -a {dir_}/allreduce.txt; exit 1' TERM
+stage="waiting for {s.nodes} workers (name and sshd)"
+echo "$stage" | tee {dir_}/allreduce.txt
 hosts=""
+# The launcher starts with the workers (AtStartup): each is waited for, its DNS record included,
+# which can lag a Ready pod; only the launcher's deadline ends the wait.
 for h in $(awk '{{print $1}}' {HOSTFILE}); do
-  ip=$(getent hosts "$h" | awk '{{print $1; exit}}')
-  [ -n "$ip" ] || {{ echo "cannot resolve $h" | tee {dir_}/allreduce.txt; exit 1; }}
+  until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
+      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {POLL_SECONDS}; done
   hosts="$hosts $ip"
 done
 first=${{hosts# }}; first=${{first%% *}}
-echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee {dir_}/allreduce.txt
+stage="nccom-test"
+echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee -a {dir_}/allreduce.txt
 # On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).
-ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
+ssh "$first" "{ompi} NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
   -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} --non-interactive allr --hosts$hosts" 2>&1 | tee -a {dir_}/allreduce.txt
 [ "${{PIPESTATUS[0]}}" = 0 ] || exit 1
 # The last row of the table is the largest size; its last column is busbw(GB/s).
 busbw=$({BUSBW_AWK} {dir_}/allreduce.txt)
-echo "bus bandwidth at {high}: ${{busbw:-none}} GB/s, floor {layout.floor} GB/s" | tee -a {dir_}/allreduce.txt
-awk -v bw="${{busbw:-0}}" -v floor={layout.floor} 'BEGIN {{exit !(bw + 0 >= floor)}}' && status=PASS
+echo "bus bandwidth at {high}: ${{busbw:-none}} GB/s, floor {floor} GB/s" | tee -a {dir_}/allreduce.txt
+awk -v bw="${{busbw:-0}}" -v floor={floor} 'BEGIN {{exit !(bw + 0 >= floor)}}' && status=PASS
 [ $status = PASS ]
 """
+
+
+# What the workers' sshd sessions keep of the image's environment (/etc/environment).
+WORKER_ENV_KEEP = "^(PATH|LD_LIBRARY_PATH|FI_[A-Z_]*|NEURON_[A-Z_]*|CCOM_[A-Z_]*|OMPI_[A-Z_]*)="
 
 
 def worker_command() -> list[str]:
     """sshd, with the image's environment for the processes mpirun starts over SSH: an SSH
     session gets the system PATH, not the image's, and nccom-test's MPI run needs the Neuron
-    tools, Open MPI and the EFA settings there. sshd's PAM session (Ubuntu: pam_env) reads
-    /etc/environment."""
-    keep = "^(PATH|LD_LIBRARY_PATH|FI_[A-Z_]*|NEURON_[A-Z_]*|CCOM_[A-Z_]*)="
-    return ["bash", "-c", f"env | grep -E '{keep}' > /etc/environment && exec /usr/sbin/sshd -De"]
+    tools, Open MPI, its run-as-root consent and the EFA settings there. sshd's PAM session
+    (Ubuntu: pam_env) reads /etc/environment."""
+    return ["bash", "-c", f"env | grep -E '{WORKER_ENV_KEEP}' > /etc/environment && exec /usr/sbin/sshd -De"]
 
 
 def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     s = layout.settings
-    # The deadline goes on the launcher Job (kubeflow/mpi-operator v0.8.0 newLauncherJob); when it
-    # fails, the operator deletes the running workers (cleanUpWorkerPods), so a hung all-reduce - the
-    # failure this test exists to find - releases its nodes.
+    # The deadline goes on the launcher Job (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go
+    # newLauncherJob). AtStartup creates that Job with the workers (syncHandler), so its deadline
+    # runs while they are scheduled and started: workers that never all become Ready (a node that
+    # never comes) fail the launcher at the deadline, the MPIJob finishes, and cleanPodPolicy
+    # Running deletes its running and pending workers (cleanUpWorkerPods / deleteWorkerPods),
+    # releasing their nodes - as it does for a hung all-reduce. With WaitForWorkersReady no
+    # launcher, and no deadline, would exist until every worker is Ready.
     policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": s.timeout_minutes * 60}
     if layout.gang_queue is not None:
-        # As the NeMo MPIJobs (nemo_llama2.run_policy): the gang is the workers, so the launcher,
-        # created once they are Ready, cannot deadlock it.
-        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": s.nodes}
+        # The launcher exists from the start and joins the gang (decoratePodTemplateSpec): the
+        # gang is the workers plus the launcher, the operator's own default (calculateMinAvailable).
+        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": s.nodes + 1}
     worker = {
         "name": "worker",
         "image": layout.image,
         "command": worker_command(),
-        "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0"}),
+        "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", **OMPI_ROOT_ENV}),
         "resources": pods.accelerator_resources(layout.group),
         "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.shm_mount()],
     }
+    # The nemo-megatron image: the launcher needs ssh, which the small cmd-shell image lacks.
     launcher = {
         "name": "launcher",
         "image": layout.image,
@@ -257,12 +322,13 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace, "annotations": pods.skip_await()},
         "spec": {
             "slotsPerWorker": 1,
-            "launcherCreationPolicy": "WaitForWorkersReady",
+            "launcherCreationPolicy": "AtStartup",
             "runPolicy": policy,
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
-                    "restartPolicy": "OnFailure",
+                    # One try: its status file says what happened, and a retry would only wait again.
+                    "restartPolicy": "Never",
                     "template": {
                         "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {
@@ -293,63 +359,48 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
 
 
 def verdict_script(layout: CheckLayout) -> str:
-    dir_ = layout.run_dir
-    collective = layout.settings.nodes > 1
+    dir_, n = layout.run_dir, layout.settings.nodes
+    collective = n > 1
     wait = f"""\
-until [ -f {dir_}/allreduce.status ]; do sleep 15; done
+until [ -f {dir_}/allreduce.status ]; do sleep {POLL_SECONDS}; done
 echo; cat {dir_}/allreduce.txt
 """ if collective else ""
+    allreduce = f"allreduce=$(cat {dir_}/allreduce.status)" if collective else "allreduce=SKIPPED"
+    floor = f" (floor {layout.floor} GB/s at 1 GiB)" if collective else " (one node)"
     return f"""\
 set -uo pipefail
-{wait}echo; echo "== cluster check {layout.run}: {layout.settings.nodes} x {layout.group.instance_type} ({layout.group.name})"
+{wait}echo; echo "== cluster check {layout.run}: {n} x {layout.group.instance_type} ({layout.group.name})"
 cat {dir_}/nodes/*.txt
 seen=$(ls {dir_}/nodes/*.txt 2>/dev/null | wc -l)
 failed=$(cat {dir_}/nodes/*.txt 2>/dev/null | grep -c ' FAIL ')
-[ "$seen" = {layout.settings.nodes} ] || {{ echo "only $seen of {layout.settings.nodes} nodes reported"; failed=1; }}
-{"allreduce=$(cat " + dir_ + "/allreduce.status)" if collective else "allreduce=SKIPPED"}
-echo "all-reduce: $allreduce (floor {layout.floor} GB/s at 1 GiB)"
+[ "$seen" = {n} ] || {{ echo "$seen of {n} nodes reported"; failed=1; }}
+{allreduce}
+echo "all-reduce: $allreduce{floor}"
 if [ "$failed" = 0 ] && [ "$allreduce" != FAIL ]; then echo "RESULT PASS"; else echo "RESULT FAIL"; exit 1; fi
 """
 
 
+def verdict_deadline_minutes(layout: CheckLayout) -> int:
+    """Created with the MPIJob, as the launcher Job is: the launcher's deadline plus a margin."""
+    return layout.settings.timeout_minutes + VERDICT_MARGIN_MINUTES
+
+
 def verdict_job(layout: CheckLayout) -> dict[str, Any]:
-    s = layout.settings
     container = {
         "name": "verdict",
-        "image": layout.image,
+        "image": layout.verdict_image or layout.image,
         "command": ["bash", "-c", verdict_script(layout)],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
         # It only reads the results on FSx.
         "securityContext": pods.container_security_context(read_only_root=True),
         "volumeMounts": [{**pods.claim_mount(SHARED_MOUNT), "readOnly": True}],
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "cluster-check-verdict",
-            "namespace": layout.namespace,
-            # A little longer than the Job's own deadline, so its DeadlineExceeded is what fails `up`.
-            "annotations": pods.await_timeout(s.timeout_minutes + 5),
-        },
-        "spec": {
-            "backoffLimit": 0,
-            # A launcher that never starts leaves no status: the deadline turns that into a failure.
-            "activeDeadlineSeconds": s.timeout_minutes * 60,
-            "template": {
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
-                "spec": {
-                    # Not root: it only reads what the other stages wrote (world-readable on FSx).
-                    **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
-                    "serviceAccountName": layout.service_account,
-                    **pods.support_placement(layout.support_placement),
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                    "volumes": [pods.claim_volume(layout.claim)],
-                }
-            },
-        },
-    }
+    # Not root: it only reads what the other stages wrote (world-readable on FSx). A launcher that
+    # never starts leaves no status: the deadline turns that into a failure.
+    return _check_job(
+        layout, "cluster-check-verdict", container, pods.support_placement(layout.support_placement),
+        verdict_deadline_minutes(layout), pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
+    )  # fmt: skip
 
 
 def check_sequence(layout: CheckLayout) -> list[dict[str, Any]]:
@@ -388,8 +439,6 @@ class ClusterCheck(pulumi.ComponentResource):
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
         # the workers: peers only (infra/pod_security.py peers_policy).
         policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
-        declared: list[pulumi.CustomResource] = [policy]
-        for manifest in check_sequence(args.layout):
-            declared.append(declare(manifest, self, declared[-1:] + list(args.after), replace_on_change=True))
-        self.verdict = declared[-1]
+        stages = declare_in_order(check_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
+        self.verdict = stages[-1]
         self.register_outputs({})

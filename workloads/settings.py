@@ -119,8 +119,12 @@ class ClusterCheckSettings(AcceleratedWorkloadSettings):
         "for the group's instance type (workloads/cluster_check.py DEFAULT_FLOORS), required for other types.",
     )
     fsx_test_mib: int = Field(default=1024, ge=64, le=16384, description="MiB each node writes and reads back on FSx.")
+    # From zero a stage waits for a trn1 node to boot and join (~5 min), the Neuron and EFA device
+    # plugins to register (~2 min) and the multi-GB nemo-megatron image to pull (10+ GB, ~5-10 min;
+    # the launcher's job-support node too): 30 minutes leaves about twice that.
     timeout_minutes: int = Field(
-        default=60, ge=15, description="How long `pulumi up` waits for each stage, scale-up from zero included."
+        default=60, ge=30, description="Deadline of each stage (the per-node Job, the all-reduce's launcher; the "
+        "verdict gets 15 minutes more), scale-up from zero included; at least 30."
     )
     run_id: str = Field(
         default="1",
