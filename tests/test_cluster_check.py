@@ -239,6 +239,15 @@ def test_bad_floors_are_refused_by_key(workloads_with, value: Any, expected: str
     assert "clusterCheck.busBandwidthFloorGBps" in message and expected in message
 
 
+def test_the_verdict_image_must_exist_too(workloads_with) -> None:
+    # The verdict runs cmd-shell: a cluster stack without that repository is refused by key.
+    def no_cmd_shell(outputs: dict[str, Any]) -> None:
+        del outputs["ecrRepositories"]["cmd-shell"]
+
+    message = refusal(workloads_with, cluster=no_cmd_shell, tensorboard=None, dataStaging=None)
+    assert "trainium-workloads:clusterCheck: the cluster stack exports no image repository 'cmd-shell'" in message
+
+
 def test_prod_has_it_off(workloads_prod: PlanResult) -> None:
     assert "clusterCheck" not in workloads_prod.outputs["workloads"]
     assert not [r for r in workloads_prod.registrations if "cluster-check" in r.name]
@@ -328,6 +337,7 @@ def test_a_failed_fsx_write_or_read_fails(tmp_path: Path, failing: str) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, dd=(failing, 1))
     assert run.returncode == 1, run.stdout
     assert "FAIL  FSx read-write: write '', read ''" in run.stdout
+    assert failing in run.stderr  # dd's own error, in the pod's log
     assert " FAIL neuron=16/16" in run.stdout
 
 
@@ -354,7 +364,7 @@ def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
     assert busbw == "48.01"
 
 
-def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     layout = cluster_check.CheckLayout(
         namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
         group=_trn1_group(), settings=_settings(),
@@ -381,7 +391,7 @@ def run_launcher(tmp_path: Path, busbw: str) -> tuple[subprocess.CompletedProces
     (bin_dir / "ssh").write_text(
         f'#!/bin/bash\necho "$@" >> {calls}\n'
         f'case "$*" in *" true") [ "$(grep -c "100.64.1.10 true" {calls})" -gt 1 ] || exit 255; exit 0;; esac\n'
-        f"cat <<'OUT'\n{table}\nOUT\n"
+        f"cat <<'OUT'\n{table}\nOUT\nexit {nccom_status}\n"
     )  # fmt: skip
     for tool in ("getent", "ssh"):
         (bin_dir / tool).chmod(0o755)
@@ -411,6 +421,54 @@ def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(
 
 def test_the_launcher_fails_under_the_floor(tmp_path: Path) -> None:
     run, results, _ = run_launcher(tmp_path, "3.20")
+    assert run.returncode == 1
+    assert (results / "allreduce.status").read_text().strip() == "FAIL"
+
+
+@pytest.mark.parametrize("hung", ["waiting for 2 workers", "nccom-test"])
+def test_the_launcher_stopped_at_its_deadline_records_a_failure(tmp_path: Path, hung: str) -> None:
+    # At activeDeadlineSeconds the Job controller deletes the pod: the kubelet sends SIGTERM to
+    # the container's PID 1 only, then SIGKILL after the grace period. Bash runs a trap between
+    # commands, or at once while in `wait`: the status must be written and say what was still
+    # under way, whether the launcher was waiting for a worker or the all-reduce hung, so the
+    # verdict reports FAIL at once instead of at its own deadline. Here the script is PID 1 of
+    # its own PID namespace, as in a container, and a stand-in tool sends the SIGTERM.
+    if subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged PID namespaces here")
+    layout = cluster_check.CheckLayout(
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
+        group=_trn1_group(), settings=_settings(),
+    )  # fmt: skip
+    bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
+    bin_dir.mkdir()
+    shared.mkdir()
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("cluster-check-allreduce-worker-0.cluster-check-allreduce.default.svc slots=1\n")
+    lookups = tmp_path / "lookups"
+    if hung == "nccom-test":  # every worker answers; the all-reduce never returns
+        (bin_dir / "getent").write_text('#!/bin/bash\necho "100.64.1.10 $2"\n')
+        (bin_dir / "ssh").write_text('#!/bin/bash\ncase "$*" in *" true") exit 0;; esac\nkill -TERM 1\nexec sleep 30\n')
+        (bin_dir / "ssh").chmod(0o755)
+    else:  # a worker's name never resolves
+        (bin_dir / "getent").write_text(f'#!/bin/bash\necho "$2" >> {lookups}\n[ "$(wc -l < {lookups})" -lt 3 ] || kill -TERM 1\nexit 2\n')
+    (bin_dir / "getent").chmod(0o755)
+    text = (
+        cluster_check.launcher_script(layout)
+        .replace(cluster_check.HOSTFILE, str(hostfile))
+        .replace(cluster_check.SHARED_MOUNT, str(shared))
+        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "bash", "-c", text],
+                         capture_output=True, text=True, env=env, timeout=10)  # fmt: skip
+    results = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
+    assert run.returncode == 1
+    assert (results / "allreduce.status").read_text().strip() == "FAIL"
+    assert f"stopped (deadline) while: {hung}" in (results / "allreduce.txt").read_text()
+
+
+def test_a_failed_all_reduce_is_a_failure(tmp_path: Path) -> None:
+    run, results, _ = run_launcher(tmp_path, "47.09", nccom_status=1)
     assert run.returncode == 1
     assert (results / "allreduce.status").read_text().strip() == "FAIL"
 

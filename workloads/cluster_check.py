@@ -165,10 +165,14 @@ check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
 mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 file="$dir/$node.bin"
-# A rate only from a dd that succeeded (pipefail: dd's status) and printed its "copied" line.
-rate() {{ tail -1 | awk -F', ' '/copied/ {{print $NF}}'; }}
-write=$(dd if=/dev/zero of="$file" bs=1M count={mib} oflag=direct 2>&1 | rate) || write=""
-read=$(dd if="$file" of=/dev/null bs=1M iflag=direct 2>&1 | rate) || read=""
+# A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
+# (its error: ENOSPC, EIO, ...) goes to the log instead.
+rate() {{
+  local out; out=$(dd "$@" bs=1M 2>&1) || {{ echo "dd $*: ${{out##*$'\n'}}" >&2; return 1; }}
+  echo "$out" | tail -1 | awk -F', ' '/copied/ {{print $NF}}'
+}}
+write=$(rate if=/dev/zero of="$file" count={mib} oflag=direct) || write=""
+read=$(rate if="$file" of=/dev/null iflag=direct) || read=""
 rm -f "$file"
 if [ -n "$write" ] && [ -n "$read" ]; then echo "ok    FSx read-write {mib} MiB: write $write, read $read"; else echo "FAIL  FSx read-write: write '$write', read '$read'"; failed=1; fi
 verdict=$([ $failed = 0 ] && echo PASS || echo FAIL)
@@ -245,7 +249,7 @@ set -uo pipefail
 mkdir -p {dir_}
 status=FAIL
 trap 'echo $status > {dir_}/allreduce.status' EXIT
-# PID 1 ignores an untrapped SIGTERM: without this the deadline's SIGKILL would leave no status.
+# At the deadline the kubelet sends SIGTERM: say what was still under way, then exit (EXIT trap).
 trap 'echo "stopped (deadline) while: $stage" | tee -a {dir_}/allreduce.txt; exit 1' TERM
 stage="waiting for {s.nodes} workers (name and sshd)"
 echo "$stage" | tee {dir_}/allreduce.txt
@@ -261,9 +265,11 @@ first=${{hosts# }}; first=${{first%% *}}
 stage="nccom-test"
 echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee -a {dir_}/allreduce.txt
 # On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).
-ssh "$first" "{ompi} NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
-  -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} --non-interactive allr --hosts$hosts" 2>&1 | tee -a {dir_}/allreduce.txt
-[ "${{PIPESTATUS[0]}}" = 0 ] || exit 1
+# In the background: bash runs a trap only between commands, but at once during `wait`, so a
+# hung all-reduce still records its FAIL when the deadline's SIGTERM comes.
+(ssh "$first" "{ompi} NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
+  -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} --non-interactive allr --hosts$hosts" 2>&1 | tee -a {dir_}/allreduce.txt) &
+wait $! || exit 1
 # The last row of the table is the largest size; its last column is busbw(GB/s).
 busbw=$({BUSBW_AWK} {dir_}/allreduce.txt)
 echo "bus bandwidth at {high}: ${{busbw:-none}} GB/s, floor {floor} GB/s" | tee -a {dir_}/allreduce.txt
