@@ -43,6 +43,19 @@ def get(props: Any, *path: str | int, default: Any = None) -> Any:
     return default if value is None else value
 
 
+def known(read, unknown: Any = None) -> Any:
+    """``read()``, or ``unknown`` where it reads a value that is unknown in this preview.
+
+    For a stack rule's read of an output the provider computes when it is not set (a security
+    group's inline ``ingress``, a bucket's ``serverSideEncryptionConfiguration``, a node group's
+    ``instanceTypes``): at the first preview that output is unknown, and one unguarded read would
+    end the whole rule for every resource of the stack."""
+    try:
+        return read()
+    except UnknownValueError:
+        return unknown
+
+
 def truthy(value: Any) -> bool:
     """Booleans the AWS provider takes as strings (``encrypted: "true"``) or as booleans."""
     return value is True or (isinstance(value, str) and value.lower() == "true")
