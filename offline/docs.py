@@ -79,7 +79,7 @@ def cost_summary(plans: Plans) -> str:
             bound = work_cost["boundUsd"].get(line["item"])
             rows.append((f"{stack} workload `{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
                          report.money(line["hourly"]["configured"]),
-                         f"bounded run at most {report.money(bound)}" if bound is not None else "no bound"))
+                         f"bounded run about {report.money(bound)}" if bound is not None else "no bound"))
         if len(work_cost["lines"]) > 1:
             together, known = work_cost["hourly"]["configured"], work_cost["knownHourly"]["configured"]
             held = ", ".join(f"{n} on {g}" for g, n in work_cost.get("concurrentNodes", {}).items())

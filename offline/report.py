@@ -42,8 +42,10 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
     rows = [heads]
     rows += [(line["item"], line["detail"], *(money(line["hourly"][s]) for s in cost.SCENARIOS)) for line in
              estimate["lines"]]
-    rows.append(("TOTAL per hour", "", *(money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
-    rows.append((f"TOTAL per month ({estimate['hoursPerMonth']} h)", "",
+    # The workloads' total is not the sum of their lines: each group holds at most maxSize nodes.
+    total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
+    rows.append((f"{total} per hour", "", *(money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
+    rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)", "",
                  *(money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
     if any(estimate["hourly"][s] is None for s in cost.SCENARIOS):
         rows.append(("priced lines only, per hour", "", *(money(estimate["knownHourly"][s]) for s in cost.SCENARIOS)))
@@ -66,7 +68,7 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
             parts.append(f"  {line['item']}: {line['note']}")
     for name, bound in (estimate.get("boundUsd") or {}).items():
         if bound is not None:
-            parts.append(f"  {name}: at most {money(bound)} per run of its bounded step")
+            parts.append(f"  {name}: about {money(bound)} per run of its bounded step (see its note)")
     if estimate["unknown"]:
         parts.append("Unknown (no price in infra/prices.py): " + "; ".join(estimate["unknown"]))
     for group, nodes in (estimate.get("concurrentNodes") or {}).items():
