@@ -198,9 +198,11 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
         note = "several types: priced at the dearest" if len(types) > 1 else ""
         unknown = f"on-demand price of {type_text} in {region}"
         if lt.get("capacityReservationSpecification") and unit is not None:
-            # An ODCR bills every reserved instance at the on-demand rate whether or not a node runs
-            # in it; the reservation's size is not in the plan, so idle and configured cannot be
-            # priced (full scale assumes the reservation is no larger than maxSize).
+            # An ODCR is "charged at the equivalent On-Demand rate whether you run instances in
+            # reserved capacity or not"; a running matching instance pays for itself and nothing
+            # for the reservation (AWS EC2 User Guide, capacity-reservations-pricing-billing.html,
+            # read 2026-11-22). Its size is not in the plan, so idle and configured cannot be
+            # priced; full scale is maxSize running nodes if it reserves no more than that.
             unknown_in = ("idle", "configured")
             note = (note + "; " if note else "") + (
                 "targets an On-Demand Capacity Reservation, billed at the on-demand rate for every reserved instance "

@@ -174,8 +174,9 @@ def test_report_says_which_region_the_prices_were_read_for(dev):
 
 
 def test_on_demand_capacity_reservation_is_unknown_while_idle(plan_with):
-    # An ODCR is billed at the on-demand rate for every reserved instance whether or not a node
-    # runs in it; the plan does not carry its size, so idle is not $0 but unknown.
+    # AWS EC2 User Guide, capacity-reservations-pricing-billing.html: Capacity Reservations "are
+    # charged at the equivalent On-Demand rate whether you run instances in reserved capacity or
+    # not". The plan does not carry the reservation's size, so idle is not $0 but unknown.
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "on-demand"}
     group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "azId": "usw2-az4",
              "capacityReservation": reservation}
@@ -217,3 +218,19 @@ def test_a_cluster_without_upgrade_policy_is_priced_as_extended():
     # EKS then applies EXTENDED (amazon-eks-user-guide latest/ug/clusters/kubernetes-versions.adoc).
     resources = [{"urn": "c", "type": "eks:index:Cluster", "name": "c", "dependencies": [], "inputs": {}}]
     assert cost.estimate_cluster(resources, "us-west-2")["hourly"]["idle"] == pytest.approx(0.60)
+
+
+def test_each_unknown_is_listed_once():
+    fs = lambda name: {"urn": name, "type": cost.T_FSX, "name": name, "dependencies": [],  # noqa: E731
+                       "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": 125,
+                                  "storageCapacity": 1200, "metadataConfiguration": {"mode": "USER_PROVISIONED"}}}
+    result = cost.estimate_cluster([fs("a"), fs("b")], "us-west-2")
+    assert len(result["unknown"]) == len(set(result["unknown"])) == 1
+
+
+def test_ray_bound_text_says_why_there_is_none(dev):
+    config = stack_config(WORKLOADS_DIR, "dev")
+    ray = json.loads(config["trainium-workloads:rayLlama2"])
+    config["trainium-workloads:rayLlama2"] = json.dumps({**ray, "steps": ["generate-data", "precompile"]})
+    (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
+    assert run.bound_seconds is None and "the train step is not in steps" in run.bound_text
