@@ -179,3 +179,33 @@ def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
     from policy.offline_run import MANDATORY_EXIT_CODE
 
     assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
+
+
+def prod_cost(max_size: int) -> dict[str, Any]:
+    from offline.report import cluster_cost
+
+    document = yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    groups(document)[0]["maxSize"] = max_size
+    config = {k: json.dumps(v) if isinstance(v, (dict, list)) else ("true" if v is True else "false" if v is False else str(v))
+              for k, v in document.items()}
+    return cluster_cost(run_program(REPO_ROOT, "prod", config))
+
+
+def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown() -> None:
+    # prod's totals are unknown (no sourced trn2.48xlarge nor PERSISTENT_2-250 price), yet a PR
+    # that raises trn1-32xl-ng1's maxSize 8 -> 16 must say what it adds at full scale:
+    # 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
+    base, head = prod_cost(8), prod_cost(16)
+    assert base["hourly"]["fullScale"] is None and head["hourly"]["fullScale"] is None
+    changes = {p.path: (p.old, p.new) for p in diff.compare_cost(base, head)}
+    old, new = changes["knownHourly.fullScale"]
+    assert new - old == pytest.approx(8 * (21.50 + 200 * 0.08 / 730), abs=1e-3)
+    old, new = changes["lines.node group trn1-32xl-ng1.fullScale"]
+    assert (old, new) == (pytest.approx(8 * 21.50), pytest.approx(16 * 21.50))
+    assert "hourly.fullScale" not in changes and "knownHourly.idle" not in changes  # idle did not move
+    summary = diff.cost_summary(diff.compare_cost(base, head))
+    assert any(line.startswith("full scale per hour: unknown (priced lines: $") for line in summary)
+    assert "node group trn1-32xl-ng1, full scale per hour: $172.00 → $344.00" in summary
+    d = diff.compare_plans("trainium-eks", "prod", plan([], cost=base), plan([], cost=head))
+    assert "cost estimate changed" in diff.summary_line(d)
+    assert "priced lines:" in diff.render_text([d], "b") and "priced lines:" in diff.render_markdown([d], "b")
