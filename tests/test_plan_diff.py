@@ -179,3 +179,30 @@ def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
     from policy.offline import MANDATORY_EXIT_CODE
 
     assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
+
+
+# hashicorp/terraform-provider-aws internal/service/fsx/lustre_file_system.go, the aws-sdk-go-v2
+# version pulumi-aws 7.x bridges: per_unit_storage_throughput has no ForceNew (the update sends it
+# in UpdateFileSystem); resourceLustreFileSystemStorageCapacityCustomizeDiff forces a new file system
+# when the capacity shrinks or the deployment type is SCRATCH_1;
+# resourceLustreFileSystemMetadataConfigCustomizeDiff when USER_PROVISIONED metadata IOPS decrease.
+# fileSystemTypeVersion: pulumi_aws 7.51.1 fsx/lustre_file_system.py documents a higher version as
+# an in-place upgrade and a lower one as a replacement.
+@pytest.mark.parametrize(
+    ("path", "old", "new", "inputs", "replaced"),
+    [
+        ("perUnitStorageThroughput", 125, 250, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 2400, 1200, {"deploymentType": "PERSISTENT_2"}, True),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "SCRATCH_1"}, True),
+        ("metadataConfiguration.iops", 3000, 6000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, False),
+        ("metadataConfiguration.iops", 6000, 3000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, True),
+        ("fileSystemTypeVersion", "2.12", "2.15", {}, False),
+        ("fileSystemTypeVersion", "2.15", "2.12", {}, True),
+        ("deploymentType", "PERSISTENT_1", "PERSISTENT_2", {}, True),
+    ],
+)
+def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:
+    from offline.replacement import LUSTRE, replaces
+
+    assert bool(replaces(LUSTRE, path, old, new, [], inputs)) is replaced
