@@ -24,7 +24,16 @@ pulumi-aws 7.x bridges terraform-provider-aws; the lists come from its resource 
   version upgrades in place and a lower one replaces. We could not read the exact upstream tag
   7.51.1 pins (its repositories exceed what can be mirrored here), so these follow the newest
   aws-sdk-go-v2 source we could read plus that documentation.
-- The rest below: names and the parent they hang off (cluster, VPC, subnet, zone).
+- eks/access_entry.go: clusterName, principalArn, type. eks/access_policy_association.go has no
+  Update at all: accessScope, clusterName, policyArn, principalArn all replace.
+- ecr/repository.go: name and encryptionConfigurations; ecr/lifecycle_policy.go (no Update):
+  policy and repository.
+- ec2/vpc.go: cidrBlock; instanceTenancy is updated in place (ModifyVpcTenancy).
+- ec2/vpc_security_group_{ingress,egress}_rule.go (plugin framework): securityGroupId
+  (RequiresReplace), and ModifyPlan replaces when the source type changes (cidrIpv4, cidrIpv6,
+  prefixListId, referencedSecurityGroupId); the rest is ModifySecurityGroupRules in place.
+- The rest below: names and the parent they hang off (cluster, VPC, subnet, zone), not checked
+  against the provider source one by one.
 Kubernetes objects are replaced when metadata.name or metadata.namespace changes
 (pulumi-kubernetes); other immutable Kubernetes fields this project knows about carry
 ``replaceOnChanges`` already.
@@ -47,7 +56,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
              "importedFileChunkSize", "driveCacheType", "copyTagsToBackups", "backupId"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath",
                                                                     "dataRepositoryPath", "batchImportMetaDataOnCreate"),
-    "aws:ec2/vpc:Vpc": ("cidrBlock", "instanceTenancy"),
+    "aws:ec2/vpc:Vpc": ("cidrBlock",),
     "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("cidrBlock", "vpcId"),
     "aws:ec2/subnet:Subnet": ("cidrBlock", "vpcId", "availabilityZone", "availabilityZoneId"),
     "aws:ec2/securityGroup:SecurityGroup": ("name", "namePrefix", "description", "vpcId"),
@@ -57,7 +66,9 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation": ("subnetId", "gatewayId"),
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcId", "vpcEndpointType"),
     "aws:eks/addon:Addon": ("addonName", "clusterName"),
-    "aws:eks/accessEntry:AccessEntry": ("clusterName", "principalArn"),
+    "aws:eks/accessEntry:AccessEntry": ("clusterName", "principalArn", "type"),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("accessScope", "clusterName", "policyArn",
+                                                                "principalArn"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
     "aws:iam/role:Role": ("name", "namePrefix", "path"),
     "aws:iam/rolePolicy:RolePolicy": ("name", "namePrefix", "role"),
@@ -66,12 +77,18 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:kms/key:Key": ("customerMasterKeySpec", "keyUsage", "multiRegion"),
     "aws:kms/alias:Alias": ("name", "namePrefix"),
     "aws:s3/bucket:Bucket": ("bucket", "bucketPrefix"),
-    "aws:ecr/repository:Repository": ("name",),
+    "aws:ecr/repository:Repository": ("name", "encryptionConfigurations"),
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": ("policy", "repository"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("securityGroupId",),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("securityGroupId",),
     "aws:cloudwatch/logGroup:LogGroup": ("name", "namePrefix"),
     "aws:cloudwatch/dashboard:Dashboard": ("dashboardName",),
     "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),
 }
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
+SG_RULES = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+SG_RULE_SOURCES = ("cidrIpv4", "cidrIpv6", "prefixListId", "referencedSecurityGroupId")
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -114,4 +131,8 @@ def replaces(type_: str, path: str, old: Any, new: Any, replace_on_changes: list
             return f"{prefix} is ForceNew"
     if type_ == LUSTRE:
         return _lustre_replaces(path, old, new, inputs or {})
+    # A source that appears or disappears is a change of source type; a new value of the same one
+    # (both strings) is modified in place.
+    if type_ in SG_RULES and path in SG_RULE_SOURCES and not (isinstance(old, str) and isinstance(new, str)):
+        return "a security group rule cannot change its source type"
     return None

@@ -206,3 +206,30 @@ def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inp
     from offline.replacement import LUSTRE, replaces
 
     assert bool(replaces(LUSTRE, path, old, new, [], inputs)) is replaced
+
+
+# hashicorp/terraform-provider-aws (aws-sdk-go-v2 / plugin-framework sources, v6.x):
+# internal/service/eks/access_entry.go (type ForceNew), access_policy_association.go (no Update:
+# every input replaces), ecr/repository.go (encryption_configuration ForceNew),
+# ecr/lifecycle_policy.go (no Update), ec2/vpc.go (resourceVPCUpdate -> modifyVPCTenancy: in place),
+# ec2/vpc_security_group_ingress_rule.go (security_group_id RequiresReplace; ModifyPlan replaces on a
+# change of source type; other changes go through ModifySecurityGroupRules).
+@pytest.mark.parametrize(
+    ("type_", "path", "old", "new", "replaced"),
+    [
+        ("aws:eks/accessEntry:AccessEntry", "type", "STANDARD", "EC2_LINUX", True),
+        ("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "accessScope.type", "cluster", "namespace", True),
+        ("aws:ecr/repository:Repository", "encryptionConfigurations[0].encryptionType", "AES256", "KMS", True),
+        ("aws:ecr/repository:Repository", "imageTagMutability", "MUTABLE", "IMMUTABLE", False),
+        ("aws:ecr/lifecyclePolicy:LifecyclePolicy", "policy", "{}", '{"rules": []}', True),
+        ("aws:ec2/vpc:Vpc", "instanceTenancy", "dedicated", "default", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", "10.1.0.0/16", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", None, True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "securityGroupId", "sg-1", "sg-2", True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "fromPort", 443, 8443, False),
+    ],
+)
+def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:
+    from offline.replacement import replaces
+
+    assert bool(replaces(type_, path, old, new, [])) is replaced
