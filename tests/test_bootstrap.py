@@ -299,6 +299,12 @@ def test_the_deploy_role_reads_its_own_role_as_the_cluster_program_needs(boot_de
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
     assert allowed(policy, "iam:GetRole", DEPLOY_DEV)
     assert allowed(policy, "iam:ListRoleTags", DEPLOY_DEV)
+    # The other look-ups the cluster program makes (aws.*.get_* in infra/ and __main__.py), each
+    # the API call its terraform-provider-aws data source makes.
+    for action in ("ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
+                   "ec2:DescribeAvailabilityZones", "eks:DescribeAccessEntry", "eks:DescribeAddonVersions",
+                   "eks:DescribeCluster"):
+        assert allowed(policy, action, "*"), action
     assert allowed(policy, "iam:GetOpenIDConnectProvider", GITHUB_PROVIDER)
     assert allowed(policy, "sts:GetCallerIdentity", "*")
 
