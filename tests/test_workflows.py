@@ -284,3 +284,12 @@ def test_workload_deploys_check_images_first_and_keep_credentials_for_the_whole_
     # Credentials that expire before the job does would fail `pulumi up` half-way (S3 checkpoint
     # writes, `aws eks get-token`), leaving pending operations in the state.
     assert int(creds["with"]["role-duration-seconds"]) >= job["timeout-minutes"] * 60
+
+
+def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None:
+    # Issues of a public repository are world-readable; the preview diff names ARNs and addresses.
+    # github-script exposes the event payload as context.payload; repository.private is GitHub's flag.
+    (job,) = load("drift.yml")["jobs"].values()
+    (script,) = [s["with"]["script"] for s in job["steps"] if s.get("uses", "").startswith("actions/github-script@")]
+    assert "context.payload.repository?.private === true" in script
+    assert "isPrivate ? text.slice(-60000) : summary" in script
