@@ -128,7 +128,7 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
         a, b = old[urn], new[urn]
         type_ = b["type"]
         paths = [
-            PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or []))
+            PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or [], b.get("inputs")))
             for p, x, y in changed_paths(a.get("inputs", {}), b.get("inputs", {}))
         ]
         paths += [PathChange(p, x, y) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]

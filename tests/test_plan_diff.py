@@ -209,3 +209,57 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
     d = diff.compare_plans("trainium-eks", "prod", plan([], cost=base), plan([], cost=head))
     assert "cost estimate changed" in diff.summary_line(d)
     assert "priced lines:" in diff.render_text([d], "b") and "priced lines:" in diff.render_markdown([d], "b")
+
+
+# hashicorp/terraform-provider-aws internal/service/fsx/lustre_file_system.go, the aws-sdk-go-v2
+# version pulumi-aws 7.x bridges: per_unit_storage_throughput has no ForceNew (the update sends it
+# in UpdateFileSystem); resourceLustreFileSystemStorageCapacityCustomizeDiff forces a new file system
+# when the capacity shrinks or the deployment type is SCRATCH_1;
+# resourceLustreFileSystemMetadataConfigCustomizeDiff when USER_PROVISIONED metadata IOPS decrease.
+# fileSystemTypeVersion: pulumi_aws 7.51.1 fsx/lustre_file_system.py documents a higher version as
+# an in-place upgrade and a lower one as a replacement.
+@pytest.mark.parametrize(
+    ("path", "old", "new", "inputs", "replaced"),
+    [
+        ("perUnitStorageThroughput", 125, 250, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 2400, 1200, {"deploymentType": "PERSISTENT_2"}, True),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "SCRATCH_1"}, True),
+        ("metadataConfiguration.iops", 3000, 6000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, False),
+        ("metadataConfiguration.iops", 6000, 3000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, True),
+        ("fileSystemTypeVersion", "2.12", "2.15", {}, False),
+        ("fileSystemTypeVersion", "2.15", "2.12", {}, True),
+        ("deploymentType", "PERSISTENT_1", "PERSISTENT_2", {}, True),
+    ],
+)
+def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:
+    from offline.replacement import LUSTRE, replaces
+
+    assert bool(replaces(LUSTRE, path, old, new, [], inputs)) is replaced
+
+
+# hashicorp/terraform-provider-aws (aws-sdk-go-v2 / plugin-framework sources, v6.x):
+# internal/service/eks/access_entry.go (type ForceNew), access_policy_association.go (no Update:
+# every input replaces), ecr/repository.go (encryption_configuration ForceNew),
+# ecr/lifecycle_policy.go (no Update), ec2/vpc.go (resourceVPCUpdate -> modifyVPCTenancy: in place),
+# ec2/vpc_security_group_ingress_rule.go (security_group_id RequiresReplace; ModifyPlan replaces on a
+# change of source type; other changes go through ModifySecurityGroupRules).
+@pytest.mark.parametrize(
+    ("type_", "path", "old", "new", "replaced"),
+    [
+        ("aws:eks/accessEntry:AccessEntry", "type", "STANDARD", "EC2_LINUX", True),
+        ("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "accessScope.type", "cluster", "namespace", True),
+        ("aws:ecr/repository:Repository", "encryptionConfigurations[0].encryptionType", "AES256", "KMS", True),
+        ("aws:ecr/repository:Repository", "imageTagMutability", "MUTABLE", "IMMUTABLE", False),
+        ("aws:ecr/lifecyclePolicy:LifecyclePolicy", "policy", "{}", '{"rules": []}', True),
+        ("aws:ec2/vpc:Vpc", "instanceTenancy", "dedicated", "default", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", "10.1.0.0/16", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", None, True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "securityGroupId", "sg-1", "sg-2", True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "fromPort", 443, 8443, False),
+    ],
+)
+def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:
+    from offline.replacement import replaces
+
+    assert bool(replaces(type_, path, old, new, [])) is replaced
