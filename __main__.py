@@ -217,6 +217,8 @@ pulumi.export(
             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in s.taints],
             "minSize": s.config.min_size,
             "maxSize": s.config.max_size,
+            # The plan's cost estimate of the workloads does not price a Capacity Block at on-demand rates.
+            "capacityType": "CAPACITY_BLOCK" if s.config.capacity_block else "ON_DEMAND",
         }
         for s in specs
     ],

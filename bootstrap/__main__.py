@@ -17,7 +17,9 @@ config = parse_bootstrap_config(engine_config())
 identity = aws.get_caller_identity()
 partition = aws.get_partition().partition
 
-state = StateBackend("state", StateBackendArgs(config.state_bucket, config.secrets_key_alias, config.tags))
+state = StateBackend("state", StateBackendArgs(
+    config.state_bucket, config.secrets_key_alias, config.tags, config.state_noncurrent_version_days
+))
 github = GitHubOidc(
     "github",
     GitHubOidcArgs(

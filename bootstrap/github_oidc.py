@@ -10,15 +10,11 @@ import pulumi
 import pulumi_aws as aws
 
 from bootstrap import permissions, trust
-from bootstrap.settings import DeployEnvironment
+from bootstrap.settings import DeployEnvironment, role_name
 
 # One hour covers a preview of every stack; deploy sessions are configured (a first cluster
 # `pulumi up` runs past an hour, and expired credentials would fail it half-way).
 PREVIEW_SESSION_SECONDS = 3600
-
-
-def role_name(prefix: str, purpose: str) -> str:
-    return f"{prefix}-{purpose}"
 
 
 @dataclass

@@ -52,6 +52,15 @@ DEPLOY_SERVICES = frozenset({"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "
 _ALWAYS = {"ec2", "eks", "sts"}
 
 
+# What changes a role, an OIDC provider or who may use them (IAM's action names for roles and
+# OIDC providers: Create/Delete/Update/Put/Attach/Detach/Tag/Untag/Add/Remove, and PassRole).
+# Denied on the pipeline's own roles and provider; Get/List stay allowed.
+PIPELINE_WRITE_ACTIONS = (
+    "iam:Add*", "iam:Attach*", "iam:Create*", "iam:Delete*", "iam:Detach*", "iam:PassRole", "iam:Put*",
+    "iam:Remove*", "iam:Tag*", "iam:Untag*", "iam:Update*",
+)
+
+
 class UnmappedType(ValueError):
     pass
 
@@ -112,13 +121,21 @@ def deploy_policy(
         {"Sid": "ReadIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
         *state_write_statements(bucket_arn, key_arn),
         # A deploy must not edit its own trust or the preview role's, nor the provider they trust.
-        {"Sid": "KeepPipelineTrust", "Effect": "Deny", "Action": "iam:*",
+        # Reads stay allowed: the cluster program's aws.iam.get_session_context calls
+        # iam:GetRole on the caller's own role (terraform-provider-aws
+        # internal/service/iam/session_context_data_source.go), and an explicit Deny would win.
+        {"Sid": "KeepPipelineTrust", "Effect": "Deny", "Action": list(PIPELINE_WRITE_ACTIONS),
          "Resource": sorted([*protected_role_arns, oidc_provider_arn])},
         # ...nor take the state backend away from under every stack.
         {"Sid": "KeepStateBucket", "Effect": "Deny",
          "Action": ["s3:DeleteBucket", "s3:DeleteBucketPolicy", "s3:PutBucketPolicy", "s3:PutBucketVersioning",
-                    "s3:PutEncryptionConfiguration", "s3:PutBucketPublicAccessBlock", "s3:PutLifecycleConfiguration"],
+                    "s3:PutEncryptionConfiguration", "s3:PutBucketPublicAccessBlock", "s3:PutLifecycleConfiguration",
+                    "s3:PutBucketOwnershipControls"],
          "Resource": bucket_arn},
+        # ...nor purge the state's history: versioning keeps every earlier checkpoint only while
+        # nobody may delete a version (an update needs Get/Put/DeleteObject, never a version).
+        {"Sid": "KeepStateHistory", "Effect": "Deny", "Action": ["s3:DeleteObjectVersion"],
+         "Resource": f"{bucket_arn}/*"},
         {"Sid": "KeepStateKey", "Effect": "Deny",
          "Action": ["kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:PutKeyPolicy", "kms:DisableKeyRotation",
                     "kms:DeleteAlias", "kms:UpdateAlias"],

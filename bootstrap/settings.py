@@ -30,6 +30,13 @@ OIDC_PROVIDER_ARN_PATTERN = (
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
 ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
+# IAM quotas: a role name is at most 64 characters; AWS would refuse a longer one only at `up`.
+ROLE_NAME_MAX = 64
+
+
+def role_name(prefix: str, purpose: str) -> str:
+    """``<prefix>-preview``, ``<prefix>-deploy-<environment>``."""
+    return f"{prefix}-{purpose}"
 
 
 class DeployEnvironment(ConfigModel):
@@ -66,8 +73,16 @@ class BootstrapConfig(ConfigModel):
         description="Reuse the account's GitHub OIDC provider (IAM holds one per URL) instead of creating it.",
     )
     deploy_session_hours: int = Field(
-        default=3, ge=1, le=12,
-        description="Longest session of a deploy role; a first `pulumi up` of the cluster takes over an hour.",
+        default=6, ge=1, le=12,
+        description="Longest session of a deploy role: at least the workflows' role-duration-seconds (6 h for the "
+        "workload stack's jobs, as long as a GitHub-hosted job may run).",
+    )
+    state_noncurrent_version_days: int = Field(
+        default=90, ge=1, le=3650,
+        description=(
+            "Days an overwritten state checkpoint is kept (S3 noncurrent-version expiry): the window in which a "
+            "damaged stack can be restored from an earlier version."
+        ),
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every taggable resource.")
 
@@ -83,6 +98,13 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
     for i, name in enumerate(names):
         if name in names[:i]:
             problems.append(f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment")
+        role = role_name(config.role_name_prefix, f"deploy-{name}")
+        if len(role) > ROLE_NAME_MAX:
+            problems.append(
+                f"{key_name(('environments', i, 'name'))} = {name!r}: its deploy role {role!r} is {len(role)} characters; "
+                f"IAM allows at most {ROLE_NAME_MAX} (shorten this name or {key_name(('roleNamePrefix',))} = "
+                f"{config.role_name_prefix!r})"
+            )
     for key, value in config.tags.items():
         problem = aws_tag_problem(key, value)
         if problem:

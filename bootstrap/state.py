@@ -38,6 +38,7 @@ class StateBackendArgs:
     bucket_name: str
     key_alias: str
     tags: dict[str, str]
+    noncurrent_version_days: int = 90
 
 
 class StateBackend(pulumi.ComponentResource):
@@ -70,6 +71,22 @@ class StateBackend(pulumi.ComponentResource):
         aws.s3.BucketVersioning(
             f"{name}-versioning", bucket=self.bucket.id,
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child,
+        )
+        # ...but not forever: every `pulumi up` writes several checkpoints, so overwritten versions
+        # expire after the configured window (the current state is never touched).
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-history", bucket=self.bucket.id,
+            rules=[aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-old-checkpoints", status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=args.noncurrent_version_days,
+                ),
+                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                    days_after_initiation=7,
+                ),
+            )],
+            opts=child,
         )
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-encryption", bucket=self.bucket.id,

@@ -19,7 +19,7 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "nodeRoleArn": "The IAM role of every node group.",
     "acceleratorZone": "`{name, id}` of the zone that offers every Trainium type (and holds the file system).",
     "acceleratorNodeGroups": "Per group: name, instanceType, azId, azName, neuronDevices, neuronCores, "
-    "efaInterfaces, labels, taints, minSize, maxSize.",
+    "efaInterfaces, labels, taints, minSize, maxSize, capacityType (`ON_DEMAND` or `CAPACITY_BLOCK`).",
     "features": "Which cluster-software switches are on.",
     "trainingNamespaces": "Namespaces prepared for jobs.",
     "trainingServiceAccount": "`{name, roleArn}` of the service account jobs run as.",

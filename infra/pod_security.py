@@ -20,12 +20,13 @@ from infra.versions import KUBERNETES_VERSION
 # container runtime's default set, so Pod Security "baseline" admits them; NET_RAW is not needed.
 SSHD_CAPABILITIES = ("AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT")
 
-# Neuron devices and EFA interfaces need no capability: their device plugins hand the container
-# the device nodes (/dev/neuron*, /dev/infiniband/uverbs*) through the CRI's device list, which
-# also opens the device cgroup, and the nodes belong to root, the user the training images run
-# as. IPC_LOCK (unlimited memory registration) is not added: the pods ran without it under the
-# runtime's default set before (amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json
-# bounds containers to that set), and Pod Security "baseline" refuses it.
+# No capability is added for the Neuron devices and EFA interfaces, as in the seeds: their device
+# plugins hand the container the device nodes (/dev/neuron*, /dev/infiniband/uverbs*) through the
+# CRI's device list, which also opens the device cgroup, and the nodes belong to root, the user the
+# training images run as. IPC_LOCK is not added either (Pod Security "baseline" refuses it), so
+# EFA memory registrations count against the container's locked-memory limit, which is
+# containerd's own: AL2023's base runtime spec sets only RLIMIT_NOFILE (amazon-eks-ami
+# nodeadm/internal/containerd/base-runtime-spec.json). Unchanged from the seeds, not measured here.
 ACCELERATOR_CAPABILITIES: tuple[str, ...] = ()
 
 # A non-root user for images that allow it: above the node's own range (CKV_K8S_40 asks >= 10000).

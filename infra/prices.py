@@ -1,15 +1,19 @@
 """List prices the plan's cost estimate and the cost policy read: one table per region.
 
-Every figure carries its source and the date it was read. A region or item missing from the
-table is *unknown* (``None``), never zero: a cost report must not under-state what it cannot
-price. Known gaps (no sourced figure found when the table was written, 2026-11-22):
-trn2.48xlarge on-demand, FSx for Lustre tiers other than PERSISTENT_2 at 125 MB/s/TiB, FSx
-backups, and Capacity Block reservation fees (set per purchase, not a list price).
+Every figure carries the page it was actually read from (a third-party page where that is
+where it was read: aws.amazon.com's price pages cannot be read from where this table is
+kept) and the date, and ``copied_from`` names the region whose figure a region reuses. A
+region or item missing from the table is *unknown* (``None``), never zero: a cost report must
+not under-state what it cannot price. Known gaps (searched again 2026-11-22, no sourced
+figure found): trn2.48xlarge on-demand; FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
+PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
+readable, only its prose); FSx backups; Capacity Block reservation fees (set per purchase,
+not a list price).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 HOURS_PER_MONTH = 730  # the month AWS's own calculators and price pages use
@@ -21,32 +25,34 @@ class Price:
     unit: str  # "hour", "GiB-month", ...
     source: str
     as_of: str  # ISO date the figure was read
+    copied_from: Optional[str] = None  # the region whose figure this is, when not read for this region
 
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
-
-_EC2_ON_DEMAND = "https://aws.amazon.com/ec2/pricing/on-demand/ (Linux, on-demand)"
-# Core-type rates as AWS lists them for us-east-1, read from public price tables that copy
-# that page; us-east-2 and us-west-2 list the same rates for these families (confirmed for
-# m6i.4xlarge in us-west-2 by a second table).
-_EC2_CORE = _EC2_ON_DEMAND + " as reproduced in public us-east-1 price tables"
+# Every figure below was read for us-east-1 (or a page that gives one "US" rate); the other two
+# regions reuse it. m6i.4xlarge in us-west-2 was checked against a second table and matched.
+READ_FOR = "us-east-1"
 _READ = "2026-11-22"
+_TABLES = ("public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
+           "(Linux); the page the figures were copied from was not recorded")
 
 
-def _hourly(usd: float, source: str = _EC2_ON_DEMAND, as_of: str = "2026-11-01") -> Price:
-    return Price(usd, "hour", source, as_of)
+def _hourly(usd: float, source: str) -> Price:
+    return Price(usd, "hour", source, _READ)
 
 
+_USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
 _TRAINIUM = {
-    # $21.50/h also in https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/
-    # (June 2026); trn1.2xlarge is one of its 16 chips ($1.34375).
-    "trn1.2xlarge": _hourly(1.34375),
-    "trn1.32xlarge": _hourly(21.50),
-    "trn1n.32xlarge": _hourly(24.78),
+    "trn1.32xlarge": _hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
+    # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
+    "trn1.2xlarge": _hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
+    "trn1n.32xlarge": _hourly(24.78, "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table was "
+                              "first written (2026-11); not re-readable here; matched the US list rate in the issue-12 "
+                              "review"),
 }
 
 _CORE = {
-    name: _hourly(usd, _EC2_CORE, _READ)
+    name: _hourly(usd, _TABLES)
     for name, usd in {
         "t3.medium": 0.0416,
         "t3.large": 0.0832,
@@ -71,7 +77,13 @@ _CORE = {
     }.items()
 }
 
-INSTANCE_HOURLY: dict[str, dict[str, Price]] = {region: {**_TRAINIUM, **_CORE} for region in REGIONS}
+
+def _per_region(table: dict[str, Price]) -> dict[str, dict[str, Price]]:
+    return {region: {k: p if region == READ_FOR else replace(p, copied_from=READ_FOR) for k, p in table.items()}
+            for region in REGIONS}
+
+
+INSTANCE_HOURLY: dict[str, dict[str, Price]] = _per_region({**_TRAINIUM, **_CORE})
 
 
 # Everything that is not an instance, keyed by what the estimate asks for.
@@ -97,25 +109,32 @@ _SERVICES = {
                        "https://cloudpipelines.pages.dev/guides/aws-nat-gateway-pricing-2026/)", _READ),
     PUBLIC_IPV4: Price(0.005, "hour", "https://www.repost.aws/articles/ARapCqBMkaTfCidGWemmSjAA/public-ipv4-addresses-"
                        "cost-projection ($0.005/h per address, in use or idle, since 2024-02-01)", _READ),
-    INTERFACE_ENDPOINT_AZ: Price(0.01, "hour", "https://aws.amazon.com/privatelink/pricing/ (per endpoint per AZ; "
-                                 "rate from https://www.factualminds.com/blog/amazon-vpc-pricing-endpoints-peering-"
-                                 "transit-gateway/)", _READ),
+    INTERFACE_ENDPOINT_AZ: Price(0.01, "hour", "https://www.factualminds.com/blog/amazon-vpc-pricing-endpoints-peering-"
+                                 "transit-gateway/ (per endpoint per AZ, as on https://aws.amazon.com/privatelink/pricing/)",
+                                 _READ),
     GATEWAY_ENDPOINT: Price(0.0, "hour", "https://www.usage.ai/blogs/aws-network-costs/ (S3 and DynamoDB gateway "
                             "endpoints: no hourly or per-GB charge)", _READ),
-    EBS_GP3: Price(0.08, "GiB-month", "https://aws.amazon.com/ebs/pricing/ (gp3 storage; baseline 3000 IOPS and "
-                   "125 MB/s included) as reproduced in public us-east-1 price tables", _READ),
+    EBS_GP3: Price(0.08, "GiB-month", "public us-east-1 price tables that reproduce https://aws.amazon.com/ebs/pricing/ "
+                   "(gp3 storage; baseline 3000 IOPS and 125 MB/s included); the page copied from was not recorded",
+                   _READ),
     fsx_lustre_key("PERSISTENT_2", 125): Price(
         0.145, "GiB-month", "https://c3x.dev/resources/aws/aws_fsx_lustre_file_system/ (SSD, 125 MB/s/TiB; "
         "1.2 TB about $174/month)", _READ
     ),
 }
 
-SERVICE_PRICES: dict[str, dict[str, Price]] = {region: dict(_SERVICES) for region in REGIONS}
+SERVICE_PRICES: dict[str, dict[str, Price]] = _per_region(_SERVICES)
 
 
 def instance_hourly(region: str, instance_type: str) -> Optional[Price]:
     """The on-demand hourly price, or None when the table does not know it."""
     return INSTANCE_HOURLY.get(region, {}).get(instance_type)
+
+
+def copied_from(region: str) -> Optional[str]:
+    """The region whose figures ``region`` reuses, if any."""
+    found = {p.copied_from for table in (INSTANCE_HOURLY, SERVICE_PRICES) for p in table.get(region, {}).values()}
+    return next((r for r in found if r), None)
 
 
 def service_price(region: str, key: str) -> Optional[Price]:

@@ -49,8 +49,17 @@ class Line:
     counts: dict[str, float]
     note: str = ""
     source: str = ""
+    # Scenarios whose charge the plan cannot tell even with a unit price (an On-Demand Capacity
+    # Reservation bills its reserved size, which the plan does not carry, whether or not nodes run).
+    unknown_in: tuple[str, ...] = ()
 
     def hourly(self, scenario: str) -> Optional[float]:
+        if scenario in self.unknown_in:
+            return None
+        return self.known(scenario)
+
+    def known(self, scenario: str) -> Optional[float]:
+        """The charge of the counted units alone (a floor where the scenario is ``unknown_in``)."""
         count = self.counts[scenario]
         if count == 0:
             return 0.0
@@ -77,15 +86,20 @@ class Estimate:
 
     def add(self, line: Line, what_is_unknown: str = "") -> None:
         self.lines.append(line)
-        if line.unit is None and what_is_unknown and what_is_unknown not in self.unknown:
-            self.unknown.append(what_is_unknown)
+        unpriced = line.unit is None or any(line.hourly(s) is None for s in SCENARIOS)
+        if unpriced and what_is_unknown:
+            self.note_unknown(what_is_unknown)
+
+    def note_unknown(self, what: str) -> None:
+        if what not in self.unknown:
+            self.unknown.append(what)
 
     def total(self, scenario: str) -> Optional[float]:
         values = [line.hourly(scenario) for line in self.lines]
         return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
     def known_total(self, scenario: str) -> float:
-        return sum(v for line in self.lines if (v := line.hourly(scenario)) is not None)
+        return sum(v for line in self.lines if (v := line.known(scenario)) is not None)
 
     def as_json(self) -> dict[str, Any]:
         hourly = {s: _round(self.total(s)) for s in SCENARIOS}
@@ -132,7 +146,7 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
     _network(estimate, resources, region)
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
-    return estimate.as_json()
+    return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
 
 
 def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
@@ -168,6 +182,7 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
     )
     sizes = f"{int(counts['idle'])}/{int(counts['configured'])}/{int(counts['fullScale'])}"
     type_text = ", ".join(types) or "no instance type in the plan"
+    unknown_in: tuple[str, ...] = ()
 
     if capacity_block:
         unit, note, source = None, (
@@ -181,14 +196,22 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
         unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
         source = found[0].source if found and found[0] is not None else ""
         note = "several types: priced at the dearest" if len(types) > 1 else ""
-        if lt.get("capacityReservationSpecification"):
-            note = (note + "; " if note else "") + (
-                "targets an On-Demand Capacity Reservation, which is billed at the on-demand rate whether or not "
-                "instances run in it"
-            )
         unknown = f"on-demand price of {type_text} in {region}"
-    estimate.add(Line(f"node group {name}", f"{type_text} × {sizes} (min/desired/max)", unit, counts, note, source),
-                 unknown)
+        if lt.get("capacityReservationSpecification") and unit is not None:
+            # An ODCR is "charged at the equivalent On-Demand rate whether you run instances in
+            # reserved capacity or not"; a running matching instance pays for itself and nothing
+            # for the reservation (AWS EC2 User Guide, capacity-reservations-pricing-billing.html,
+            # read 2026-11-22). Its size is not in the plan, so idle and configured cannot be
+            # priced; full scale is maxSize running nodes if it reserves no more than that.
+            unknown_in = ("idle", "configured")
+            note = (note + "; " if note else "") + (
+                "targets an On-Demand Capacity Reservation, billed at the on-demand rate for every reserved instance "
+                "whether or not a node runs in it: its size is not in the plan, so idle and configured are unknown "
+                "(the priced-lines figure counts only running nodes); full scale assumes it reserves at most maxSize"
+            )
+            unknown = f"size of the On-Demand Capacity Reservation of node group {name} (billed while idle)"
+    estimate.add(Line(f"node group {name}", f"{type_text} × {sizes} (min/desired/max)", unit, counts, note, source,
+                      unknown_in), unknown)
 
     volume_gib = sum(
         (m.get("ebs") or {}).get("volumeSize", 0) or 0
@@ -254,7 +277,7 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
         f"FSx for Lustre {tier} per GiB-month in {region}",
     )
     if (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
-        estimate.unknown.append(f"FSx for Lustre user-provisioned metadata IOPS in {region}")
+        estimate.note_unknown(f"FSx for Lustre user-provisioned metadata IOPS in {region}")
 
 
 # --- the workload stack -----------------------------------------------------------------------
@@ -292,11 +315,16 @@ def workload_runs(settings: Any) -> list[WorkloadRun]:
             # have passed since its start, and handleShutdownAfterJobFinishes deletes its RayCluster
             # ttlSecondsAfterFinished after it ended; the nodes then idle until the autoscaler removes them.
             seconds = ray.train_deadline_seconds + ray.ttl_seconds_after_finished + SCALE_DOWN_UNNEEDED_SECONDS
-            text = (f"train step at most trainDeadlineSeconds {ray.train_deadline_seconds} + ttlSecondsAfterFinished "
-                    f"{ray.ttl_seconds_after_finished} + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay; "
-                    "the precompile step has no bound (stepTimeoutMinutes only limits the wait of `pulumi up`)")
+            text = (f"train step about trainDeadlineSeconds {ray.train_deadline_seconds} + ttlSecondsAfterFinished "
+                    f"{ray.ttl_seconds_after_finished} + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay, "
+                    "plus the autoscaler's scan interval and the instances' termination (about a minute, not "
+                    "counted); the precompile step has no bound (stepTimeoutMinutes only limits the wait of "
+                    "`pulumi up`)")
+        elif "train" not in ray.steps:
+            seconds, text = None, ("no bound: the train step is not in steps, and the precompile step has no bound "
+                                   "(stepTimeoutMinutes only limits the wait of `pulumi up`)")
         else:
-            seconds, text = None, "no bound: no train deadline is set"
+            seconds, text = None, "no bound: trainDeadlineSeconds is unset"
         runs.append(WorkloadRun("rayLlama2", ray.node_group, ray.workers, seconds, text))
     if (check := settings.on("cluster_check")) is not None:
         runs.append(WorkloadRun(
@@ -312,25 +340,68 @@ def workload_runs(settings: Any) -> list[WorkloadRun]:
     return runs
 
 
+CAPACITY_BLOCK = "CAPACITY_BLOCK"
+
+
 def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
     """Per workload: its nodes × the group's price while it runs (idle: nothing runs), and a USD
     bound where its settings limit how long it holds them. ``node_groups`` is the cluster stack's
-    ``acceleratorNodeGroups`` output."""
-    types = {g["name"]: g["instanceType"] for g in node_groups}
+    ``acceleratorNodeGroups`` output.
+
+    The totals (configured and fullScale: every enabled workload at once) hold at most each
+    group's maxSize nodes: workloads on one group queue for its nodes, so they cannot all run
+    beyond what the group can hold."""
+    groups = {g["name"]: g for g in node_groups}
     estimate = Estimate()
     bounds: dict[str, Optional[float]] = {}
+    wanted: dict[str, int] = {}
     for run in workload_runs(settings):
-        instance_type = types.get(run.node_group, "unknown type")
-        price = prices.instance_hourly(region, instance_type)
+        group = groups.get(run.node_group, {})
+        instance_type = group.get("instanceType", "unknown type")
         counts = {"idle": 0.0, "configured": float(run.nodes), "fullScale": float(run.nodes)}
-        line = Line(run.name, f"{run.nodes} × {instance_type} ({run.node_group}) while it runs", _usd(price), counts,
-                    run.bound_text, price.source if price else "")
-        estimate.add(line, f"on-demand price of {instance_type} in {region}")
+        detail = f"{run.nodes} × {instance_type} ({run.node_group}) while it runs"
+        wanted[run.node_group] = wanted.get(run.node_group, 0) + run.nodes
+        if group.get("capacityType") == CAPACITY_BLOCK:
+            # A Capacity Block's fee is paid up front at purchase and is not the on-demand rate.
+            estimate.add(Line(run.name, detail, None, counts,
+                              f"runs on a Capacity Block (paid up front at purchase, not priced here); {run.bound_text}"),
+                         f"Capacity Block reservation of node group {run.node_group} ({instance_type})")
+            bounds[run.name] = None
+            continue
+        price = prices.instance_hourly(region, instance_type)
+        estimate.add(Line(run.name, detail, _usd(price), counts, run.bound_text, price.source if price else ""),
+                     f"on-demand price of {instance_type} in {region}")
         bounds[run.name] = (
             None if run.bound_seconds is None or price is None
             else round(price.usd * run.nodes * run.bound_seconds / 3600, 2)
         )
     result = estimate.as_json()
-    # idle: no job runs; configured and fullScale: every enabled workload at once.
+    total, known = _all_at_once(wanted, groups, region)
+    for scenario in ("configured", "fullScale"):
+        result["hourly"][scenario] = _round(total)
+        result["monthly"][scenario] = _round(None if total is None else total * HOURS_PER_MONTH)
+        result["knownHourly"][scenario] = _round(known)
+    result["concurrentNodes"] = {name: min(nodes, int(groups.get(name, {}).get("maxSize", nodes)))
+                                 for name, nodes in wanted.items()}
     result["boundUsd"] = bounds
+    result["pricesCopiedFrom"] = prices.copied_from(region)
     return result
+
+
+def _all_at_once(wanted: dict[str, int], groups: dict[str, dict[str, Any]], region: str) -> tuple[Optional[float], float]:
+    """(total, priced part) per hour of every workload at once, each group capped at its maxSize."""
+    total: Optional[float] = 0.0
+    known = 0.0
+    for name, nodes in wanted.items():
+        group = groups.get(name, {})
+        running = min(nodes, int(group.get("maxSize", nodes)))
+        price = None if group.get("capacityType") == CAPACITY_BLOCK else prices.instance_hourly(
+            region, group.get("instanceType", ""))
+        if running == 0:
+            continue
+        if price is None:
+            total = None
+        else:
+            known += price.usd * running
+            total = None if total is None else total + price.usd * running
+    return total, known

@@ -129,7 +129,7 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
         s3 = dra["inputs"].get("dataRepositoryPath", "s3")
         fs_id = next((_id(fs["name"]) for fs in file_systems), "fsx")
         out.append(f"  s3_{_id(dra['name'])}[({_label(s3)})]")
-        out.append(f"  fs_{fs_id} <-->|{dra['inputs'].get('fileSystemPath', '')}| s3_{_id(dra['name'])}")
+        out.append("  " + _s3_link(dra["inputs"], f"fs_{fs_id}", f"s3_{_id(dra['name'])}"))
 
     out.extend(_software(resources, outputs))
     return "\n".join(out) + "\n"
@@ -156,6 +156,23 @@ def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: Optional[list[
     if placement:
         return [f"subgraph pg_{_id(name)}[{_label('cluster placement group')}]", f"  {node}", "end"]
     return [node]
+
+
+def _s3_link(inputs: dict[str, Any], fs: str, s3: str) -> str:
+    """The arrow follows the association's event policies (infra/storage.py association_s3):
+    S3 -> file system when S3 events are imported, back when file-system changes are exported,
+    a dotted link when neither flows automatically."""
+    policies = inputs.get("s3") or {}
+    imports = bool((policies.get("autoImportPolicy") or {}).get("events"))
+    exports = bool((policies.get("autoExportPolicy") or {}).get("events"))
+    label = inputs.get("fileSystemPath", "")
+    if imports and exports:
+        return f"{fs} <-->|{label}| {s3}"
+    if imports:
+        return f"{s3} -->|{label}| {fs}"
+    if exports:
+        return f"{fs} -->|{label}| {s3}"
+    return f"{fs} -.-|{label}| {s3}"
 
 
 def _fsx_node(fs: dict[str, Any]) -> str:

@@ -128,7 +128,7 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
         a, b = old[urn], new[urn]
         type_ = b["type"]
         paths = [
-            PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or []))
+            PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or [], b.get("inputs")))
             for p, x, y in changed_paths(a.get("inputs", {}), b.get("inputs", {}))
         ]
         paths += [PathChange(p, x, y) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]
@@ -184,17 +184,64 @@ def compare_policy(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]
     }
 
 
+COST_SCENARIOS = ("idle", "configured", "fullScale")
+COST_LABEL = {"idle": "idle", "configured": "configured", "fullScale": "full scale"}
+
+
+def _cost_figures(c: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Flat figures of a ``cost`` section: totals, the priced-lines floor (``knownHourly``) and
+    each line's hourly charge, so a change shows even where a total is unknown (null)."""
+    c = c or {}
+    out = {f"{period}.{k}": v for period in ("hourly", "monthly", "knownHourly") for k, v in (c.get(period) or {}).items()}
+    items = [line.get("item", "") for line in c.get("lines") or []]
+    for line in c.get("lines") or []:
+        # A line's item names it (a node group, the NAT gateways); repeated items (endpoints) add their detail.
+        key = line.get("item", "") if items.count(line.get("item", "")) == 1 else f"{line.get('item')} ({line.get('detail')})"
+        out.update({f"lines.{key}.{k}": v for k, v in (line.get("hourly") or {}).items()})
+    return out
+
+
 def compare_cost(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> list[PathChange]:
     """Changed estimate figures (the ``cost`` section, issue 12's shape: hourly/monthly x idle,
-    configured, fullScale, numbers or null)."""
+    configured, fullScale, numbers or null; knownHourly; lines)."""
     if head is None and base is None:
         return []
-    figures = lambda c: {f"{period}.{k}": v for period in ("hourly", "monthly")  # noqa: E731
-                         for k, v in ((c or {}).get(period) or {}).items()}
-    a, b = figures(base), figures(head)
+    a, b = _cost_figures(base), _cost_figures(head)
     # A plan from before the estimate existed has no figure, which is not the same as unknown (null).
     return [PathChange(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(a.keys() | b.keys())
             if a.get(k, _MISSING) != b.get(k, _MISSING)]
+
+
+def _usd(value: Any) -> str:
+    from offline.report import money  # the plan report's one rounding rule
+
+    return "(none)" if value is _MISSING else money(value)
+
+
+def cost_summary(changes: list[PathChange]) -> list[str]:
+    """What a change does to the estimate, per scenario: the total, or where it is unknown the
+    priced lines' sum ("unknown (priced lines: X → Y)"), then each changed line."""
+    by_path = {p.path: p for p in changes}
+    out = []
+    for scenario in COST_SCENARIOS:
+        total, known = by_path.get(f"hourly.{scenario}"), by_path.get(f"knownHourly.{scenario}")
+        label = f"{COST_LABEL[scenario]} per hour"
+        if total is not None and None not in (total.old, total.new):
+            out.append(f"{label}: {_usd(total.old)} → {_usd(total.new)}")
+        elif total is not None or known is not None:
+            # Unknown on at least one side (or both, unchanged): the priced lines still say what moved.
+            text = f"{label}: " + (f"{_usd(total.old)} → {_usd(total.new)}" if total is not None else "unknown")
+            if known is not None:
+                text += f" (priced lines: {_usd(known.old)} → {_usd(known.new)})"
+            out.append(text)
+        monthly = by_path.get(f"monthly.{scenario}")
+        if monthly is not None and None not in (monthly.old, monthly.new):
+            out.append(f"{COST_LABEL[scenario]} per month: {_usd(monthly.old)} → {_usd(monthly.new)}")
+    for p in changes:
+        if p.path.startswith("lines."):
+            item, scenario = p.path[len("lines."):].rsplit(".", 1)
+            out.append(f"{item}, {COST_LABEL.get(scenario, scenario)} per hour: {_usd(p.old)} → {_usd(p.new)}")
+    return out
 
 
 def compare_plans(project: str, stack: str, base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> StackDiff:
@@ -269,8 +316,7 @@ def render_text(diffs: list[StackDiff], base_label: str) -> str:
             lines.append(f"  policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: {v.get('message')}")
         for v in d.policy.get("resolved", []):
             lines.append(f"  policy resolved {v.get('policy')}: {v.get('name')}")
-        for p in d.cost:
-            lines.append(f"  cost {p.path} USD: {shown(p.old)} => {shown(p.new)}")
+        lines += [f"  cost {text}" for text in cost_summary(d.cost)]
         lines.append("")
     return "\n".join(lines)
 
@@ -321,7 +367,7 @@ def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
             out.append("")
         if d.cost:
             out.append("**Estimated cost (USD)**\n")
-            out += [f"- {p.path}: {shown(p.old)} → {shown(p.new)}" for p in d.cost]
+            out += [f"- {_md(text)}" for text in cost_summary(d.cost)]
             out.append("")
         out.append("</details>\n")
     out.append("_Offline: the programs under Pulumi's mocks. Replacement follows the provider schemas' "

@@ -79,12 +79,20 @@ def cost_summary(plans: Plans) -> str:
             bound = work_cost["boundUsd"].get(line["item"])
             rows.append((f"{stack} workload `{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
                          report.money(line["hourly"]["configured"]),
-                         f"bounded run at most {report.money(bound)}" if bound is not None else "no bound"))
+                         f"bounded run about {report.money(bound)}" if bound is not None else "no bound"))
+        if len(work_cost["lines"]) > 1:
+            together, known = work_cost["hourly"]["configured"], work_cost["knownHourly"]["configured"]
+            held = ", ".join(f"{n} on {g}" for g, n in work_cost.get("concurrentNodes", {}).items())
+            rows.append((f"{stack} workloads all at once (each group holds at most its maxSize: {held})",
+                         report.money(together) if together is not None else
+                         f"unknown (priced lines: {report.money(known)})", "—"))
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
     text = [reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")), "",
             "On-demand list prices from `infra/prices.py` (each with its source and date); `make plan` prints "
             "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
-            "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + "."]
+            "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
+            "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
+            "`infra/prices.py`). " + report.ROUNDING_NOTE]
     return "\n".join(text) + "\n"
 
 

@@ -29,7 +29,7 @@ from infra.errors import ConfigError
 from offline import report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
-from policy import offline as policy_pack
+from policy import offline_run as policy_pack
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"

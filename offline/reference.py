@@ -17,7 +17,24 @@ from pydantic.fields import FieldInfo
 
 from infra.config_base import PROVIDER_KEYS
 
-SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# draft-07: what redhat's yaml-language-server (the VS Code YAML extension) validates; its 2019-09
+# and 2020-12 support is still an open request (redhat-developer/yaml-language-server#856). The
+# schema uses nothing newer ($defs is only reached through "#/$defs/..." JSON pointers).
+SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
+
+# `pulumi config set KEY VALUE` without --type stores an untyped value, which it writes as a YAML
+# string (pulumi v3 pkg/cmd/pulumi/config/config.go makes a string value; sdk/go/common/resource/
+# config/value.go and object.go MarshalYAML write it back as that string), and the engine hands every scalar
+# to the program as text anyway (infra/config_base.decode), which pydantic then reads as the type.
+# So a scalar key also takes the text form of its type; bounds are checked by the program.
+TEXT_FORM = {
+    int: {"type": "string", "pattern": "^[+-]?[0-9]+$"},
+    float: {"type": "string", "pattern": "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"},
+    bool: {"type": "string", "pattern": "^(true|false|True|False)$"},
+}
+# `pulumi config set --secret` works on any key and writes `{secure: <ciphertext>}` in its place.
+SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
+          "additionalProperties": False}
 
 
 # --- reading the models -----------------------------------------------------------------------
@@ -143,12 +160,13 @@ def stack_file_schema(model: type[BaseModel], project: str, secret_keys: frozens
         alias = field.alias or name
         key = PROVIDER_KEYS.get(name, f"{project}:{alias}")
         schema = dict(inner["properties"][alias])
-        if field.description:
-            schema["description"] = field.description
+        description = field.description or schema.get("description", "")
+        schema.pop("description", None)
+        value_type, _, is_list = _unwrap(field.annotation)
+        forms = [schema] + ([TEXT_FORM[value_type]] if not is_list and value_type in TEXT_FORM else [])
         if alias in secret_keys:
-            secure = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}
-            schema = {"description": schema.get("description", ""), "anyOf": [schema, secure]}
-        props[key] = schema
+            description += " Keep it encrypted: `pulumi config set --secret`."
+        props[key] = {"description": description, "anyOf": [*forms, SECURE]}
         if field.is_required():
             required.append(key)
     return {

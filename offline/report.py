@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,10 +21,20 @@ def workloads_cost(workloads_dir: Path, stack: str, cluster: PlanResult) -> dict
     return cost.estimate_workloads(settings, cluster.outputs["acceleratorNodeGroups"], cluster.outputs["region"])
 
 
+ROUNDING_NOTE = ("Amounts under $1 print to a tenth of a cent, others to the cent (half up); totals are sums of the "
+                 "unrounded amounts, so printed rows can differ from them in the last digit.")
+
+
 def money(value: Optional[float]) -> str:
+    """One rule for every amount: under $1 to 3 decimals (NAT $0.045 stays $0.045), else cents."""
     if value is None:
         return "unknown"
-    return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:.4f}"
+    amount = Decimal(repr(value))
+    places = Decimal("0.001") if abs(amount) < 1 else Decimal("0.01")
+    rounded = amount.quantize(places, rounding=ROUND_HALF_UP)
+    if abs(rounded) >= 1 and places == Decimal("0.001"):  # 0.9996 rounds up into the cents rule
+        rounded = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"${rounded:,}"
 
 
 def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") -> str:
@@ -31,8 +42,10 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
     rows = [heads]
     rows += [(line["item"], line["detail"], *(money(line["hourly"][s]) for s in cost.SCENARIOS)) for line in
              estimate["lines"]]
-    rows.append(("TOTAL per hour", "", *(money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
-    rows.append((f"TOTAL per month ({estimate['hoursPerMonth']} h)", "",
+    # The workloads' total is not the sum of their lines: each group holds at most maxSize nodes.
+    total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
+    rows.append((f"{total} per hour", "", *(money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
+    rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)", "",
                  *(money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
     if any(estimate["hourly"][s] is None for s in cost.SCENARIOS):
         rows.append(("priced lines only, per hour", "", *(money(estimate["knownHourly"][s]) for s in cost.SCENARIOS)))
@@ -43,16 +56,23 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
     scenarios = (
         "idle = every node group at minSize, configured = desiredSize, full scale = maxSize"
         if what == "cluster"
-        else "idle = no job running; configured and full scale = every enabled workload running at once"
+        else "idle = no job running; configured and full scale = every enabled workload running at once, each node "
+        "group holding at most its maxSize nodes (workloads on one group queue for its nodes)"
     )
     parts = [f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", table]
+    if estimate.get("pricesCopiedFrom"):
+        parts.append(f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
+                     "(infra/prices.py names each figure's page)")
     for line in estimate["lines"]:
         if line.get("note"):
             parts.append(f"  {line['item']}: {line['note']}")
     for name, bound in (estimate.get("boundUsd") or {}).items():
         if bound is not None:
-            parts.append(f"  {name}: at most {money(bound)} per run of its bounded step")
+            parts.append(f"  {name}: about {money(bound)} per run of its bounded step (see its note)")
     if estimate["unknown"]:
         parts.append("Unknown (no price in infra/prices.py): " + "; ".join(estimate["unknown"]))
+    for group, nodes in (estimate.get("concurrentNodes") or {}).items():
+        parts.append(f"  all at once: {group} holds {nodes} node(s)")
     parts.append("Not estimated (priced by usage): " + "; ".join(estimate["notEstimated"]))
+    parts.append(ROUNDING_NOTE)
     return "\n".join(parts)

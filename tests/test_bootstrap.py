@@ -74,8 +74,9 @@ def test_prod_deploy_role_trusts_only_the_prod_environment(boot_prod: PlanResult
 def test_a_deploy_session_outlasts_a_first_cluster_deploy(boot_prod: PlanResult, boot_dev: PlanResult) -> None:
     # configure-aws-credentials asks for the workflow's role-duration-seconds; IAM refuses more
     # than the role's MaxSessionDuration, and expired credentials would fail `pulumi up` half-way.
-    assert boot_prod.named("github-deploy-prod", "aws:iam/role:Role").inputs["maxSessionDuration"] == 4 * 3600
-    assert boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs["maxSessionDuration"] == 3 * 3600
+    # 6 h: the workload jobs' role-duration-seconds, as long as a GitHub-hosted job may run.
+    assert boot_prod.named("github-deploy-prod", "aws:iam/role:Role").inputs["maxSessionDuration"] == 6 * 3600
+    assert boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs["maxSessionDuration"] == 6 * 3600
 
 
 def test_the_state_bucket_and_key_survive_destroy_and_are_locked_down(boot_dev: PlanResult) -> None:
@@ -178,6 +179,13 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
         ({"tags": {"aws:owner": "me"}}, "trainium-bootstrap:tags.aws:owner = 'me': the aws: prefix is reserved"),
         ({"stateBuckett": "x"}, "trainium-bootstrap:stateBuckett: unknown key"),
         ({"aws:region": None}, "aws:region: required but not set"),
+        # IAM quotas: role names are at most 64 characters; AWS refuses a longer one only at `up`.
+        ({"roleNamePrefix": "p" * 32, "environments": [{"name": "e" * 25}]},
+         "trainium-bootstrap:environments[0].name = '" + "e" * 25 + "': its deploy role '" + "p" * 32 + "-deploy-"
+         + "e" * 25 + "' is 65 characters; IAM allows at most 64"),
+        ({"stateNoncurrentVersionDays": 0},
+         "trainium-bootstrap:stateNoncurrentVersionDays = '0': Input should be greater than or equal to 1"),
+        ({"stateNoncurrentVersionDays": ""}, "trainium-bootstrap:stateNoncurrentVersionDays = ''"),
     ],
 )
 def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dict[str, Any], message: str) -> None:
@@ -253,3 +261,91 @@ def test_bad_cluster_viewers_are_refused(viewers: list[str], message: str) -> No
     with pytest.raises(ConfigError) as refused:
         cluster_with(clusterViewers=viewers, clusterAdmins=[ADMIN])
     assert message in str(refused.value)
+
+
+# --- what the deploy role may do, evaluated ------------------------------------------------------
+# IAM policy evaluation logic (AWS IAM user guide, "Policy evaluation logic"): a request is allowed
+# when some Allow statement matches its action and resource and no Deny statement does; an
+# explicit Deny always wins. Action names compare case-insensitively, `*` and `?` are wildcards
+# in both actions and resources.
+
+def _matches(pattern: str, value: str, case: bool) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(value, pattern) if case else fnmatch.fnmatchcase(value.lower(), pattern.lower())
+
+
+def allowed(policy: dict[str, Any], action: str, resource: str) -> bool:
+    def hits(statement: dict[str, Any]) -> bool:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        return any(_matches(a, action, False) for a in actions) and any(_matches(r, resource, True) for r in resources)
+
+    statements = [s for s in policy["Statement"] if hits(s)]
+    return any(s["Effect"] == "Allow" for s in statements) and not any(s["Effect"] == "Deny" for s in statements)
+
+
+DEPLOY_DEV = "arn:aws:iam::123456789012:role/trainium-github-deploy-dev"
+PREVIEW = "arn:aws:iam::123456789012:role/trainium-github-preview"
+GITHUB_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+
+
+def test_the_deploy_role_reads_its_own_role_as_the_cluster_program_needs(boot_dev: PlanResult) -> None:
+    # The cluster program calls aws.iam.get_session_context (infra/lookups.py); for an assumed-role
+    # caller that data source calls iam:GetRole on the caller's own role
+    # (hashicorp/terraform-provider-aws internal/service/iam/session_context_data_source.go,
+    # dataSourceSessionContextRead -> findRoleByName). Under `iam:*` denied on the pipeline roles,
+    # every cluster `pulumi up` from the pipeline stopped there with AccessDenied.
+    policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
+    assert allowed(policy, "iam:GetRole", DEPLOY_DEV)
+    assert allowed(policy, "iam:ListRoleTags", DEPLOY_DEV)
+    # The other look-ups the cluster program makes (aws.*.get_* in infra/ and __main__.py), each
+    # the API call its terraform-provider-aws data source makes.
+    for action in ("ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
+                   "ec2:DescribeAvailabilityZones", "eks:DescribeAccessEntry", "eks:DescribeAddonVersions",
+                   "eks:DescribeCluster"):
+        assert allowed(policy, action, "*"), action
+    assert allowed(policy, "iam:GetOpenIDConnectProvider", GITHUB_PROVIDER)
+    assert allowed(policy, "sts:GetCallerIdentity", "*")
+
+
+@pytest.mark.parametrize("action", ["iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:AttachRolePolicy",
+                                    "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:UpdateRole",
+                                    "iam:PutRolePermissionsBoundary", "iam:DeleteRole", "iam:TagRole", "iam:PassRole"])
+@pytest.mark.parametrize("role", [DEPLOY_DEV, PREVIEW])
+def test_the_deploy_role_cannot_change_the_pipeline_roles(boot_dev: PlanResult, action: str, role: str) -> None:
+    policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
+    assert not allowed(policy, action, role)
+    # ...while the stacks' own roles stay manageable.
+    assert allowed(policy, action, "arn:aws:iam::123456789012:role/trainium-dev-node-role")
+
+
+@pytest.mark.parametrize("action", ["iam:UpdateOpenIDConnectProviderThumbprint", "iam:AddClientIDToOpenIDConnectProvider",
+                                    "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider",
+                                    "iam:TagOpenIDConnectProvider"])
+def test_the_deploy_role_cannot_change_the_github_provider(boot_dev: PlanResult, action: str) -> None:
+    policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
+    assert not allowed(policy, action, GITHUB_PROVIDER)
+
+
+def test_the_deploy_role_writes_state_but_cannot_purge_its_history(boot_dev: PlanResult) -> None:
+    # A DIY update puts and deletes objects (checkpoints, the lock: gocloud blob Delete is
+    # DeleteObject without a version); deleting a version is only ever needed to erase history.
+    policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
+    bucket = "arn:aws:s3:::example-org-trainium-pulumi-state-dev"
+    state = f"{bucket}/.pulumi/stacks/trainium-eks/dev.json"
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert allowed(policy, action, state)
+    assert not allowed(policy, "s3:DeleteObjectVersion", state)
+    for action in ("s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketOwnershipControls"):
+        assert not allowed(policy, action, bucket)
+
+
+def test_old_checkpoints_expire_after_the_configured_days(boot_dev: PlanResult) -> None:
+    (rule,) = boot_dev.named("state-history").inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["filter"] == {"prefix": ""}
+    assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 90}
+    assert "expiration" not in rule, "the current state must never expire"
+    plan = bootstrap("dev", stateNoncurrentVersionDays=30)
+    (rule,) = plan.named("state-history").inputs["rules"]
+    assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 30}

@@ -68,7 +68,7 @@ def _stack_file(path: Path) -> dict:
 def test_schema_accepts_the_stack_files(schema, stack_file):
     import json
 
-    validator = jsonschema.Draft202012Validator(json.loads((REPO_ROOT / f"docs/schema/{schema}.schema.json").read_text()))
+    validator = jsonschema.Draft7Validator(json.loads((REPO_ROOT / f"docs/schema/{schema}.schema.json").read_text()))
     validator.validate(_stack_file(REPO_ROOT / stack_file))
 
 
@@ -76,7 +76,7 @@ def test_schema_refuses_what_the_program_refuses():
     schema = docs.schemas()["docs/schema/trainium-eks.schema.json"]
     import json
 
-    validator = jsonschema.Draft202012Validator(json.loads(schema))
+    validator = jsonschema.Draft7Validator(json.loads(schema))
     good = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
     for bad_key, bad_value in [
         ("trainium-eks:clusterNmae", "typo"),  # unknown key of this project
@@ -98,7 +98,7 @@ def test_schema_refuses_what_the_program_refuses():
 def test_workload_schema_takes_an_encrypted_secret():
     import json
 
-    validator = jsonschema.Draft202012Validator(json.loads(docs.schemas()["docs/schema/trainium-workloads.schema.json"]))
+    validator = jsonschema.Draft7Validator(json.loads(docs.schemas()["docs/schema/trainium-workloads.schema.json"]))
     document = _stack_file(REPO_ROOT / "workloads/Pulumi.dev.yaml")
     document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abc"}
     validator.validate(document)
@@ -145,4 +145,46 @@ def test_s3_links_are_drawn_from_the_associations(plan_with):
     storage = {"dataRepositories": [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]}
     text = diagram.cluster_diagram(plan_with(storage=storage).as_json())
     assert '"s3://my-training-data/datasets"' in text
+    # The arrow follows the association's event policies: autoExport defaults to [] (import only).
+    link = next(line.strip() for line in text.splitlines() if "|/datasets|" in line)
+    assert link.startswith("s3_") and link.endswith("fs_fsx_training") and "-->" in link and "<-->" not in link
+    both = dict(storage["dataRepositories"][0], autoExport=["NEW", "CHANGED"])
+    text = diagram.cluster_diagram(plan_with(storage={"dataRepositories": [both]}).as_json())
     assert "fs_fsx_training <-->|/datasets| s3_" in text
+
+
+def test_pictures_are_balanced_mermaid(dev, prod):
+    # A cheap guard against a broken picture: every subgraph is closed and every label quoted.
+    for plan in (dev, prod):
+        text = diagram.cluster_diagram(plan.as_json())
+        lines = [line.strip() for line in text.splitlines()]
+        assert lines[0].startswith("flowchart")
+        assert sum(line.startswith("subgraph ") for line in lines) == sum(line == "end" for line in lines)
+        assert all(text.count(c) % 2 == 0 for c in '"')
+
+
+def test_schema_takes_what_pulumi_config_set_writes():
+    # `pulumi config set logRetentionDays 30` (no --type) writes "30", `ecrForceDelete false`
+    # writes "false" (pulumi v3 pkg/cmd/pulumi/config/config.go: config.TypeUnknown, written by
+    # sdk/go/common/resource/config/value.go MarshalYAML as a string); the program reads both.
+    import json
+
+    from infra.config import parse_stack_config, raw_from_pulumi_config
+
+    schema = json.loads(docs.schemas()["docs/schema/trainium-eks.schema.json"])
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    validator = jsonschema.Draft7Validator(schema)
+    document = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
+    document["config"]["trainium-eks:logRetentionDays"] = "30"
+    document["config"]["trainium-eks:ecrForceDelete"] = "false"
+    validator.validate(document)
+    flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in document["config"].items()}
+    config = parse_stack_config(raw_from_pulumi_config(flat))
+    assert config.log_retention_days == 30 and config.ecr_force_delete is False
+    # Text that is not the type's text form is still refused.
+    document["config"]["trainium-eks:logRetentionDays"] = "thirty"
+    assert list(validator.iter_errors(document))
+    # `--secret` works on any key: any key may hold {secure: ...}.
+    document["config"]["trainium-eks:logRetentionDays"] = {"secure": "v1:abc"}
+    document["config"]["trainium-eks:clusterName"] = {"secure": "v1:def"}
+    validator.validate(document)

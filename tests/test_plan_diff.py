@@ -176,6 +176,90 @@ def test_a_revision_runs_its_own_code_not_the_installed_package(tmp_path: Path) 
 def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
     # offline.plan writes every plan, then exits with the policy pack's code for mandatory
     # violations; the diff reads those plans (their policy section shows the violations).
-    from policy.offline import MANDATORY_EXIT_CODE
+    from policy.offline_run import MANDATORY_EXIT_CODE
 
     assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
+
+
+def prod_cost(max_size: int) -> dict[str, Any]:
+    from offline.report import cluster_cost
+
+    document = yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    groups(document)[0]["maxSize"] = max_size
+    config = {k: json.dumps(v) if isinstance(v, (dict, list)) else ("true" if v is True else "false" if v is False else str(v))
+              for k, v in document.items()}
+    return cluster_cost(run_program(REPO_ROOT, "prod", config))
+
+
+def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown() -> None:
+    # prod's totals are unknown (no sourced trn2.48xlarge nor PERSISTENT_2-250 price), yet a PR
+    # that raises trn1-32xl-ng1's maxSize 8 -> 16 must say what it adds at full scale:
+    # 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
+    base, head = prod_cost(8), prod_cost(16)
+    assert base["hourly"]["fullScale"] is None and head["hourly"]["fullScale"] is None
+    changes = {p.path: (p.old, p.new) for p in diff.compare_cost(base, head)}
+    old, new = changes["knownHourly.fullScale"]
+    assert new - old == pytest.approx(8 * (21.50 + 200 * 0.08 / 730), abs=1e-3)
+    old, new = changes["lines.node group trn1-32xl-ng1.fullScale"]
+    assert (old, new) == (pytest.approx(8 * 21.50), pytest.approx(16 * 21.50))
+    assert "hourly.fullScale" not in changes and "knownHourly.idle" not in changes  # idle did not move
+    summary = diff.cost_summary(diff.compare_cost(base, head))
+    assert any(line.startswith("full scale per hour: unknown (priced lines: $") for line in summary)
+    assert "node group trn1-32xl-ng1, full scale per hour: $172.00 → $344.00" in summary
+    d = diff.compare_plans("trainium-eks", "prod", plan([], cost=base), plan([], cost=head))
+    assert "cost estimate changed" in diff.summary_line(d)
+    assert "priced lines:" in diff.render_text([d], "b") and "priced lines:" in diff.render_markdown([d], "b")
+
+
+# hashicorp/terraform-provider-aws internal/service/fsx/lustre_file_system.go, the aws-sdk-go-v2
+# version pulumi-aws 7.x bridges: per_unit_storage_throughput has no ForceNew (the update sends it
+# in UpdateFileSystem); resourceLustreFileSystemStorageCapacityCustomizeDiff forces a new file system
+# when the capacity shrinks or the deployment type is SCRATCH_1;
+# resourceLustreFileSystemMetadataConfigCustomizeDiff when USER_PROVISIONED metadata IOPS decrease.
+# fileSystemTypeVersion: pulumi_aws 7.51.1 fsx/lustre_file_system.py documents a higher version as
+# an in-place upgrade and a lower one as a replacement.
+@pytest.mark.parametrize(
+    ("path", "old", "new", "inputs", "replaced"),
+    [
+        ("perUnitStorageThroughput", 125, 250, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "PERSISTENT_2"}, False),
+        ("storageCapacity", 2400, 1200, {"deploymentType": "PERSISTENT_2"}, True),
+        ("storageCapacity", 1200, 2400, {"deploymentType": "SCRATCH_1"}, True),
+        ("metadataConfiguration.iops", 3000, 6000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, False),
+        ("metadataConfiguration.iops", 6000, 3000, {"metadataConfiguration": {"mode": "USER_PROVISIONED"}}, True),
+        ("fileSystemTypeVersion", "2.12", "2.15", {}, False),
+        ("fileSystemTypeVersion", "2.15", "2.12", {}, True),
+        ("deploymentType", "PERSISTENT_1", "PERSISTENT_2", {}, True),
+    ],
+)
+def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:
+    from offline.replacement import LUSTRE, replaces
+
+    assert bool(replaces(LUSTRE, path, old, new, [], inputs)) is replaced
+
+
+# hashicorp/terraform-provider-aws (aws-sdk-go-v2 / plugin-framework sources, v6.x):
+# internal/service/eks/access_entry.go (type ForceNew), access_policy_association.go (no Update:
+# every input replaces), ecr/repository.go (encryption_configuration ForceNew),
+# ecr/lifecycle_policy.go (no Update), ec2/vpc.go (resourceVPCUpdate -> modifyVPCTenancy: in place),
+# ec2/vpc_security_group_ingress_rule.go (security_group_id RequiresReplace; ModifyPlan replaces on a
+# change of source type; other changes go through ModifySecurityGroupRules).
+@pytest.mark.parametrize(
+    ("type_", "path", "old", "new", "replaced"),
+    [
+        ("aws:eks/accessEntry:AccessEntry", "type", "STANDARD", "EC2_LINUX", True),
+        ("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "accessScope.type", "cluster", "namespace", True),
+        ("aws:ecr/repository:Repository", "encryptionConfigurations[0].encryptionType", "AES256", "KMS", True),
+        ("aws:ecr/repository:Repository", "imageTagMutability", "MUTABLE", "IMMUTABLE", False),
+        ("aws:ecr/lifecyclePolicy:LifecyclePolicy", "policy", "{}", '{"rules": []}', True),
+        ("aws:ec2/vpc:Vpc", "instanceTenancy", "dedicated", "default", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", "10.1.0.0/16", False),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", None, True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "securityGroupId", "sg-1", "sg-2", True),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "fromPort", 443, 8443, False),
+    ],
+)
+def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:
+    from offline.replacement import replaces
+
+    assert bool(replaces(type_, path, old, new, [])) is replaced

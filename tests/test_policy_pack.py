@@ -6,17 +6,20 @@ from __future__ import annotations
 import json
 import re
 import runpy
+import subprocess
+import sys
 
 import pytest
-from pulumi_policy import EnforcementLevel
+import yaml
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from infra.errors import ConfigError
 from offline import fixtures, plan
 from offline.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
-from policy.offline import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
-from tests.policy_helpers import reg, violations
+from policy.offline_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
+from tests.policy_helpers import first_preview, reg, violations
 
 
 def _report(result, stack):
@@ -129,10 +132,12 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
     [violation] = document["policy"]["violations"]
     assert violation["policy"] == "eks-endpoint-not-open" and violation["enforcementLevel"] == "mandatory"
     assert set(violation) == {"policy", "urn", "type", "name", "enforcementLevel", "message"}
-    assert violation["type"] == "eks:index:Cluster" and violation["urn"].endswith("::cluster-eks")
+    # On pulumi-eks's AWS cluster, as in a real preview (policy/offline_run.py eks_cluster_child).
+    assert violation["type"] == "aws:eks/cluster:Cluster"
+    assert violation["urn"].endswith("$eks:index:Cluster$aws:eks/cluster:Cluster::cluster-eks-eksCluster")
     assert (out / "trainium-workloads" / "dev" / "resources.json").exists()
     captured = capsys.readouterr()
-    assert "[mandatory] eks-endpoint-not-open: cluster-eks" in captured.out
+    assert "[mandatory] eks-endpoint-not-open: cluster-eks-eksCluster" in captured.out
     assert "1 mandatory policy violation(s)" in captured.err
 
 
@@ -147,14 +152,62 @@ def test_a_bad_policy_config_file_exits_2_before_planning(tmp_path, capsys):
 def test_the_entry_point_only_builds_the_pack(monkeypatch):
     built = []
     monkeypatch.setattr("pulumi_policy.PolicyPack", lambda **kwargs: built.append(kwargs))
+    before = list(sys.path)
     runpy.run_path(str(REPO_ROOT / "policy" / "__main__.py"))
     [pack] = built
     assert pack["name"] == PACK_NAME and pack["policies"] == POLICIES
+    assert sys.path == before  # the package comes from the virtualenv (pyproject.toml), not a path edit
 
 
-def test_the_pack_pins_the_same_sdk_as_the_project():
-    pin = re.compile(r"^pulumi-policy==\S+$", re.M)
-    assert pin.findall((REPO_ROOT / "policy" / "requirements.txt").read_text()) == pin.findall((REPO_ROOT / "requirements.txt").read_text())
+# What the pulumi/pulumi Python language host runs for a local pack (HEAD after v3.259.0,
+# sdk/python/cmd/pulumi-language-python/main.go RunPlugin): `<venv>/bin/python -u -m pulumi.policy
+# <engine> <pack dir>` with the pack's directory as working directory; sdk/python/lib/pulumi/policy/
+# __main__.py then does runpy.run_path(<pack dir>), which puts that directory first on sys.path.
+_AS_THE_ENGINE_RUNS_IT = """
+import runpy, sys
+import pulumi_policy
+pulumi_policy.PolicyPack = lambda **kwargs: print("pack", kwargs["name"], len(kwargs["policies"]))
+runpy.run_path(sys.argv[1], run_name="__main__")
+import offline
+print("offline", offline.__file__)
+"""
+
+
+def test_the_pack_starts_from_its_directory_without_shadowing_the_project(tmp_path):
+    # With policy/ first on sys.path a module policy/<name>.py hides the project's top-level
+    # package <name> (the offline run was policy/offline.py, hiding offline/).
+    policy_dir = REPO_ROOT / "policy"
+    run = subprocess.run([sys.executable, "-c", _AS_THE_ENGINE_RUNS_IT, str(policy_dir)], cwd=policy_dir,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert f"pack {PACK_NAME} {len(POLICIES)}" in run.stdout
+    assert f"offline {REPO_ROOT / 'offline' / '__init__.py'}" in run.stdout, run.stdout
+
+
+def test_the_pack_runs_in_the_virtualenv_make_builds():
+    # pulumi/pulumi (HEAD after v3.259.0): NewPolicyAnalyzer (pkg/resource/plugin/analyzer_plugin.go)
+    # hands the language host the pack's absolute directory as root; parseOptions and
+    # ResolveToolchain -> newPip (sdk/python/toolchain/toolchain.go, pip.go) join a relative
+    # `virtualenv` to it; RunPlugin runs that virtualenv's python and never creates or installs it
+    # for a local pack. So it must be the one `make` builds (requirements.txt pins pulumi-policy,
+    # pyproject.toml installs policy/ and infra/ editable), and every workflow job that passes the
+    # pack to Pulumi must build it first.
+    options = yaml.safe_load((REPO_ROOT / "policy" / "PulumiPolicy.yaml").read_text())["runtime"]["options"]
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    [venv] = re.findall(r"^VENV := (\S+)$", makefile, re.M)
+    assert (REPO_ROOT / "policy" / options["virtualenv"]).resolve() == (REPO_ROOT / venv).resolve()
+    assert re.search(r"^pulumi-policy==\S+$", (REPO_ROOT / "requirements.txt").read_text(), re.M)
+    assert re.search(rf"^\$\(VENV\)/\.installed:.*\n(?:\t.*\n)*\t.*pip install .*-r requirements\.txt -e \.$", makefile, re.M)
+    assert not (REPO_ROOT / "policy" / "requirements.txt").exists(), "one place pins the dependencies"
+    checked = 0
+    for workflow in sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml")):
+        for job_id, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            built = False
+            for step in job.get("steps", []):
+                built |= step.get("run", "").strip() == f"make {venv}/.installed"
+                if "policyPacks" in (step.get("with") or {}):
+                    assert built, f"{workflow.name} {job_id}: the policy pack runs before `make {venv}/.installed`"
+                    checked += 1
+    assert checked
 
 
 def test_readme_lists_every_rule_with_its_description():
@@ -176,28 +229,23 @@ def test_lowering_a_level_needs_a_justification():
     assert load_config(config_path("dev")).justifications.keys() == {"eks-endpoint-not-open"}
 
 
-def _as_at_first_preview(value):
-    """Every value AWS assigns (the plan's placeholders) unknown, as in a preview from zero."""
-    if isinstance(value, dict):
-        return {k: _as_at_first_preview(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_at_first_preview(v) for v in value]
-    return UNKNOWN_STRING_VALUE if isinstance(value, str) and "placeholder" in value else value
-
-
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_rule_still_runs_at_the_first_preview(stack, request):
     # pulumi-policy v1.21.0 (proxy.py, policy.py AnalyzeStack): one unknown read ends a stack
-    # policy for the whole stack. The rules read ids only through property dependencies or
-    # presence, so the first preview (no ids yet) gets the same findings and no "could not check".
-    import copy
-
+    # policy for the whole stack. At a first preview resource policies get inputs whose AWS-assigned
+    # values are unknown, and stack policies get outputs (pulumi/pulumi step_generator.go
+    # AnalyzeResources), where every output the provider computes is unknown too. The rules read
+    # ids only through property dependencies or presence and guard computed outputs, so the first
+    # preview gets the same findings and no "could not check".
     result = request.getfixturevalue(stack)
-    registrations = copy.deepcopy(result.registrations)
-    for r in registrations:
-        r.inputs = _as_at_first_preview(r.inputs)
     config = load_config(config_path(stack))
     region = stack_config(REPO_ROOT, stack)["aws:region"]
-    known, preview = run_policies(result.registrations, config, region), run_policies(registrations, config, region)
-    assert [v.as_json() for v in preview.violations] == [v.as_json() for v in known.violations]
-    assert preview.notes == []
+    resource_rules = [p for p in POLICIES if isinstance(p, ResourceValidationPolicy)]
+    stack_rules = [p for p in POLICIES if isinstance(p, StackValidationPolicy)]
+    known = run_policies(result.registrations, config, region)
+    inputs = run_policies([first_preview(r, outputs=False) for r in result.registrations], config, region, resource_rules)
+    outputs = run_policies([first_preview(r, outputs=True) for r in result.registrations], config, region, stack_rules)
+    order = {p.name: i for i, p in enumerate(POLICIES)}
+    preview = sorted(inputs.violations + outputs.violations, key=lambda v: order[v.policy])
+    assert [v.as_json() for v in preview] == [v.as_json() for v in sorted(known.violations, key=lambda v: order[v.policy])]
+    assert inputs.notes + outputs.notes == []

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 
-from tests.policy_helpers import reg, violations
+from policy.guardrails import POLICIES
+from policy.offline_run import parse_config, run_policies
+from tests.policy_helpers import first_preview, reg, violations
 
 NG = "aws:eks/nodeGroup:NodeGroup"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -101,6 +103,22 @@ def test_capacity_block_type_in_the_launch_template():
                                                 {"instanceType": "trn1.32xlarge"}))
 
 
+def test_a_capacity_block_group_is_checked_at_its_first_preview():
+    # Stack rules read outputs (pulumi/pulumi step_generator.go AnalyzeResources). A group that sets
+    # no instanceTypes (infra/accelerators.py, Capacity Block) has them computed by the provider
+    # (pulumi_aws NodeGroup.instance_types is a non-optional output), so unknown at its first
+    # preview: every accelerator rule must still resolve the type through the launch template.
+    group = stack({"capacityType": "CAPACITY_BLOCK", "amiType": "AL2023_x86_64_STANDARD", "taints": []},
+                  {"instanceType": "trn1.32xlarge", "instanceMarketOptions": {"marketType": "capacity-block"}})
+    del group[-1].inputs["instanceTypes"]
+    config = parse_config({}, "t")
+    known = run_policies(group, config, "us-west-2")
+    preview = run_policies([first_preview(r, outputs=True) for r in group], config, "us-west-2",
+                           [p for p in POLICIES if p.name in {v.policy for v in known.violations} | {"capacity-block-launch-template"}])
+    assert not preview.notes
+    assert {v.policy for v in preview.violations} == {v.policy for v in known.violations} >= {"neuron-ami-type", "neuron-taint"}
+
+
 def _fsx_stack(fs_zone="usw2-az4", ports=((988, 988), (1018, 1023))):
     sg = (SG, "fsx")
     return [
@@ -121,3 +139,16 @@ def test_fsx_in_the_accelerator_zone_with_both_lustre_port_ranges():
     [message] = violations("fsx-zone-and-lustre-ports", *_fsx_stack(ports=((988, 988), (1021, 1023))))
     assert "1018, 1019, 1020" in message
     assert violations("fsx-zone-and-lustre-ports", *_fsx_stack(ports=((1018, 1023),)))
+
+
+def test_fsx_ports_found_in_rule_resources_while_inline_rules_are_unknown():
+    # aws_security_group's inline ingress is computed (pulumi_aws SecurityGroup.ingress is a
+    # non-optional output): unknown at the first preview, where the separate rules are declared.
+    config = parse_config({}, "t")
+    rule = [p for p in POLICIES if p.name == "fsx-zone-and-lustre-ports"]
+    fsx = [first_preview(r, outputs=True) for r in _fsx_stack(ports=((988, 988),))]
+    report = run_policies(fsx, config, "us-west-2", rule)
+    assert not report.notes
+    [message] = [v.message for v in report.violations]
+    assert "port(s) 1018, 1019, 1020, 1021, 1022, 1023:" in message  # 988 found in its rule resource
+    assert not run_policies([first_preview(r, outputs=True) for r in _fsx_stack()], config, "us-west-2", rule).violations

@@ -142,7 +142,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
     assert len(groups) == len(set(groups)) == 4
     # The workload stack's update never runs in the same job as, or before, its cluster's.
     for job_id in chain:
-        dirs = [s["with"]["work-dir"] for s in steps_using(jobs[job_id], PULUMI_ACTION)]
+        dirs = [s["with"]["work-dir"] for s in steps_using(jobs[job_id], PULUMI_ACTION) if s["with"].get("command")]
         assert dirs in ([], ["./"], ["workloads"], ["./", "workloads"]), job_id
 
 
@@ -224,3 +224,72 @@ def test_ci_runs_the_readmes_test_command() -> None:
     for name in ("pull-request.yml", "deploy.yml"):
         test = load(name)["jobs"]["test"]
         assert [s["run"] for s in test["steps"] if "run" in s] == [".ci/run"], name
+
+
+# --- the workload deploys: images first, and credentials that outlive the job --------------------
+
+def _all_image_refs(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {r for v in value.values() for r in _all_image_refs(v)}
+    if isinstance(value, list):
+        return {r for v in value for r in _all_image_refs(v)}
+    return {value} if isinstance(value, str) and ".dkr.ecr." in value and ":" in value.rsplit("/", 1)[-1] else set()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_preflight_checks_exactly_the_images_and_waits_the_stack_declares(
+    stack: str, request: pytest.FixtureRequest
+) -> None:
+    # Checked against the planned workload stack, not the preflight's own table: every ECR image
+    # any planned resource runs, and every await annotation (pulumi.com/timeoutSeconds, which
+    # pulumi-kubernetes honours for the resources it waits for; workloads/pods.py).
+    from tools.workloads_preflight import awaited_minutes, required_images
+    from workloads.settings import parse_workloads_config
+
+    planned = request.getfixturevalue(f"workloads_{stack}")
+    cluster = request.getfixturevalue(stack)
+    urls = {url: image for image, url in cluster.outputs["ecrRepositories"].items()}
+    refs = {r for res in planned.registrations for r in _all_image_refs(res.inputs)}
+    used = {(urls[ref.rsplit(":", 1)[0]], ref.rsplit(":", 1)[1]) for ref in refs}
+    config = parse_workloads_config(stack_config(REPO_ROOT / "workloads", stack))
+    assert required_images(config) == used
+    timeouts = [int(res.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+                for res in planned.registrations
+                if "pulumi.com/timeoutSeconds" in ((res.inputs.get("metadata") or {}).get("annotations") or {})]
+    assert sum(awaited_minutes(config).values()) * 60 == sum(timeouts)
+
+
+def test_a_missing_image_fails_the_preflight_with_the_command_that_pushes_it() -> None:
+    from tools.workloads_preflight import missing_images
+
+    repos = {"cmd-shell": "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium-dev/cmd-shell"}
+    present = {("trainium-dev/cmd-shell", "1")}
+    needed = {("cmd-shell", "1"), ("cmd-shell", "2"), ("ray-llama2", "1")}
+    assert missing_images(needed, repos, lambda r, t: (r, t) in present) == [
+        "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium-dev/cmd-shell:2", "ray-llama2:1",
+    ]
+
+
+@pytest.mark.parametrize("job_id", ["workloads-dev", "workloads-prod"])
+def test_workload_deploys_check_images_first_and_keep_credentials_for_the_whole_job(job_id: str) -> None:
+    job = load("deploy.yml")["jobs"][job_id]
+    runs = [s.get("run", "") for s in job["steps"]]
+    (check,) = [i for i, r in enumerate(runs) if "tools.workloads_preflight" in r]
+    (up,) = [i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("command") == "up"]
+    assert check < up
+    budget = int(runs[check].split("--budget-minutes")[1].split()[0])
+    # GitHub-hosted runners end a job at 6 h (GitHub docs, "Usage limits": job execution time).
+    assert job["timeout-minutes"] <= 360 and budget < job["timeout-minutes"]
+    (creds,) = steps_using(job, CONFIGURE_AWS)
+    # Credentials that expire before the job does would fail `pulumi up` half-way (S3 checkpoint
+    # writes, `aws eks get-token`), leaving pending operations in the state.
+    assert int(creds["with"]["role-duration-seconds"]) >= job["timeout-minutes"] * 60
+
+
+def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None:
+    # Issues of a public repository are world-readable; the preview diff names ARNs and addresses.
+    # github-script exposes the event payload as context.payload; repository.private is GitHub's flag.
+    (job,) = load("drift.yml")["jobs"].values()
+    (script,) = [s["with"]["script"] for s in job["steps"] if s.get("uses", "").startswith("actions/github-script@")]
+    assert "context.payload.repository?.private === true" in script
+    assert "isPrivate ? text.slice(-60000) : summary" in script

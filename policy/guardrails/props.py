@@ -1,12 +1,16 @@
-"""Reading resource inputs the way the policy engine passes them.
+"""Reading resource properties the way the policy engine passes them.
 
-Props are the engine's *input* properties, camelCase (``metadataOptions.httpTokens``), as
-``offline/mocks.py`` records them. During ``pulumi preview`` a value that depends on another
-resource's output may be unknown: pulumi-policy wraps props in ``unknown_checking_proxy``
-(pulumi/pulumi-policy sdk/python/lib/pulumi_policy/proxy.py, v1.21.0) and reading such a value
-raises ``UnknownValueError``, which the SDK turns into an advisory "can't run during preview"
-note instead of a violation (policy.py ``Analyze``/``AnalyzeStack``). So the rules read only
-what they need, and never treat a value they could not read as bad.
+Resource rules get a resource's *inputs*; stack rules get each resource's *outputs* (pulumi/pulumi
+pkg/resource/deploy/step_generator.go AnalyzeResources: "AnalyzeStack is called on the final
+outputs"), which are the inputs plus what the provider computes. Names are camelCase
+(``metadataOptions.httpTokens``), as ``offline/mocks.py`` records the inputs. During ``pulumi
+preview`` a value that depends on another resource's output is unknown, and so is every computed
+output of a resource about to be created. pulumi-policy wraps props in ``unknown_checking_proxy``
+(pulumi/pulumi-policy sdk/python/lib/pulumi_policy/proxy.py, v1.21.0): reading such a value raises
+``UnknownValueError``, which the SDK turns into an advisory "can't run during preview" note
+instead of a violation (policy.py ``Analyze``/``AnalyzeStack``) - for a stack rule, for the whole
+stack. So the rules read only what they need, never treat a value they could not read as bad,
+and read computed outputs through ``known``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,19 @@ def get(props: Any, *path: str | int, default: Any = None) -> Any:
             return default
         value = value[step]
     return default if value is None else value
+
+
+def known(read, unknown: Any = None) -> Any:
+    """``read()``, or ``unknown`` where it reads a value that is unknown in this preview.
+
+    For a stack rule's read of an output the provider computes when it is not set (a security
+    group's inline ``ingress``, a bucket's ``serverSideEncryptionConfiguration``, a node group's
+    ``instanceTypes``): at the first preview that output is unknown, and one unguarded read would
+    end the whole rule for every resource of the stack."""
+    try:
+        return read()
+    except UnknownValueError:
+        return unknown
 
 
 def truthy(value: Any) -> bool:

@@ -19,6 +19,7 @@ from pulumi_policy.proxy import UnknownValueError
 from policy.guardrails.props import (
     as_list,
     has,
+    known,
     containers,
     dependencies_of,
     get,
@@ -33,7 +34,13 @@ from policy.guardrails.props import (
 MANDATORY = EnforcementLevel.MANDATORY
 OPEN_RANGES = ("0.0.0.0/0", "::/0")
 
-EKS_COMPONENT = "eks:index:Cluster"  # pulumi-eks; its child aws:eks/cluster:Cluster is checked too
+# Only the AWS cluster is checked, never pulumi-eks's eks:index:Cluster. That component is remote: the
+# engine sees it registered from inside the pulumi-eks provider, whose @pulumi/pulumi (3.173.0,
+# pulumi-eks nodejs/eks/yarn.lock v4.3.0) sends a component's props as {} (sdk/nodejs/resource.ts
+# ComponentResource, "Explicitly ignore the props passed in"), so rules reading its props would
+# flag every real preview. Its child aws:eks/cluster:Cluster carries encryptionConfig,
+# enabledClusterLogTypes and vpcConfig (pulumi-eks nodejs/eks/cluster/cluster.ts, v4.3.0 to
+# HEAD). Offline the mocks never run the component, so policy/offline_run.py adds that child.
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
@@ -46,14 +53,21 @@ ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", 
 # --- EKS -----------------------------------------------------------------------------------------
 
 def _eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == EKS_COMPONENT:
-        # The key is usually created alongside, so its ARN is unknown at preview: presence is enough.
-        if not has(args.props, "encryptionConfigKeyArn"):
-            report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: set encryptionConfigKeyArn to a KMS key.")
-    elif args.resource_type == EKS_CLUSTER:
-        configs = as_list(get(args.props, "encryptionConfig"))
-        if not any("secrets" in as_list(get(c, "resources")) and has(get(c, "provider", default={}), "keyArn") for c in configs):
-            report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: add encryptionConfig for 'secrets' with a KMS key.")
+    if args.resource_type != EKS_CLUSTER:
+        return
+    if has(args.props, "encryptionConfig"):
+        try:
+            configs = as_list(get(args.props, "encryptionConfig"))
+        except UnknownValueError:
+            # pulumi-eks builds the whole block in an apply over the key's ARN (cluster.ts
+            # encryptionConfig), unknown while the key is new. Present is enough: EKS accepts only
+            # "secrets" as its resources and requires provider.keyArn.
+            return
+    else:
+        configs = []
+    if not any("secrets" in as_list(get(c, "resources")) and has(get(c, "provider", default={}), "keyArn") for c in configs):
+        report(f"EKS cluster '{args.name}' stores Kubernetes secrets unencrypted: add encryptionConfig for 'secrets' with a KMS key "
+               "(pulumi-eks: encryptionConfigKeyArn).")
 
 
 eks_secrets_encryption = ResourceValidationPolicy(
@@ -65,7 +79,7 @@ eks_secrets_encryption = ResourceValidationPolicy(
 
 
 def _eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in (EKS_COMPONENT, EKS_CLUSTER):
+    if args.resource_type != EKS_CLUSTER:
         return
     required = list(args.get_config().get("requiredLogTypes", ALL_CONTROL_PLANE_LOGS))
     missing = [t for t in required if t not in as_list(get(args.props, "enabledClusterLogTypes"))]
@@ -86,14 +100,12 @@ eks_control_plane_logs = ResourceValidationPolicy(
 
 
 def _eks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    # Both pulumi-eks and the AWS API default to a public endpoint open to 0.0.0.0/0.
-    if args.resource_type == EKS_COMPONENT:
-        public, cidrs = get(args.props, "endpointPublicAccess", default=True), get(args.props, "publicAccessCidrs")
-    elif args.resource_type == EKS_CLUSTER:
-        vpc = get(args.props, "vpcConfig", default={})
-        public, cidrs = get(vpc, "endpointPublicAccess", default=True), get(vpc, "publicAccessCidrs")
-    else:
+    # pulumi-eks passes endpointPublicAccess/publicAccessCidrs through unset when not given, and the
+    # AWS API then defaults to a public endpoint open to 0.0.0.0/0.
+    if args.resource_type != EKS_CLUSTER:
         return
+    vpc = get(args.props, "vpcConfig", default={})
+    public, cidrs = get(vpc, "endpointPublicAccess", default=True), get(vpc, "publicAccessCidrs")
     if not truthy(public):
         return
     cidrs = as_list(cidrs) or ["0.0.0.0/0 (the default)"]
@@ -174,7 +186,9 @@ def _efa_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
                 efa_groups[sg.urn] = sg
     for sg in efa_groups.values():
         for block in ("ingress", "egress"):
-            for rule in as_list(get(sg.props, block)):
+            # Inline rules are a computed output: unknown on a new group at the first preview,
+            # when its separate rule resources (below) are what is declared.
+            for rule in as_list(known(lambda: get(sg.props, block))):
                 if not truthy(get(rule, "self")) or any(as_list(get(rule, k)) for k in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds", "securityGroups")):
                     report(f"EFA security group '{sg.name}' has an inline {block} rule reaching beyond itself: "
                            "EFA traffic flows between members of the group only.", sg.urn)
@@ -250,11 +264,14 @@ def _s3(args: StackValidationArgs, report: ReportViolation) -> None:
         blocks = attached(bucket, PUBLIC_ACCESS_BLOCK)
         if not any(all(truthy(get(b.props, k)) for k in PUBLIC_BLOCK_KEYS) for b in blocks):
             report(f"S3 bucket '{bucket.name}' does not block public access: add a BucketPublicAccessBlock with all four settings true.", bucket.urn)
-        legacy_sse = get(bucket.props, "serverSideEncryptionConfiguration")
-        if not attached(bucket, *ENCRYPTION_TYPES) and not legacy_sse:
+        # The bucket's own serverSideEncryptionConfiguration and versioning are computed outputs,
+        # unknown at the first preview: read only when no separate resource says it, and an
+        # unknown one is no finding (the separate resources are checked).
+        if not attached(bucket, *ENCRYPTION_TYPES) and not known(
+                lambda: get(bucket.props, "serverSideEncryptionConfiguration"), unknown=True):
             report(f"S3 bucket '{bucket.name}' has no encryption configuration: add a BucketServerSideEncryptionConfiguration (SSE-KMS or SSE-S3).", bucket.urn)
         versioned = any(get(v.props, "versioningConfiguration", "status") == "Enabled" for v in attached(bucket, *VERSIONING_TYPES))
-        if not versioned and not truthy(get(bucket.props, "versioning", "enabled")):
+        if not versioned and not known(lambda: truthy(get(bucket.props, "versioning", "enabled")), unknown=True):
             report(f"S3 bucket '{bucket.name}' is not versioned: add a BucketVersioning with status Enabled.", bucket.urn)
 
 

@@ -21,7 +21,7 @@ from pulumi_policy import (
 
 from infra.catalog import NEURON_INSTANCE_TYPES
 from infra.versions import NEURON_AMI_TYPE
-from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, of_type
+from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
 MANDATORY = EnforcementLevel.MANDATORY
@@ -47,8 +47,14 @@ class AcceleratorGroup:
         return [n for n in nics if get(n, "interfaceType") in EFA_TYPES]
 
 
+def _group_instance_types(group: PolicyResource) -> list:
+    """The group's own instanceTypes. A computed output: unknown at the first preview of a group
+    that sets none (a Capacity Block group), which then names its type in its launch template."""
+    return known(lambda: as_list(get(group.props, "instanceTypes")), unknown=[])
+
+
 def instance_type_of(group: PolicyResource, launch_template: Optional[PolicyResource]) -> Optional[str]:
-    types = as_list(get(group.props, "instanceTypes"))
+    types = _group_instance_types(group)
     if types:
         return types[0]
     return get(launch_template.props, "instanceType") if launch_template else None
@@ -183,7 +189,7 @@ def _capacity_block(args: StackValidationArgs, report: ReportViolation) -> None:
         if get(group.props, "capacityType") != "CAPACITY_BLOCK":
             continue
         templates = dependencies_of(group, "launchTemplate", LAUNCH_TEMPLATE)
-        if as_list(get(group.props, "instanceTypes")):
+        if _group_instance_types(group):
             report(f"Capacity Block node group '{group.name}' sets instanceTypes: EKS wants the instance type in the launch "
                    "template and none on the group.", group.urn)
         if not templates or not has(templates[0].props, "instanceType"):
@@ -220,7 +226,7 @@ def _fsx(args: StackValidationArgs, report: ReportViolation) -> None:
         for sg in dependencies_of(fs, "securityGroupIds", SECURITY_GROUP):
             inbound = [r for r in of_type(args.resources, INGRESS_RULE, LEGACY_RULE)
                        if sg in dependencies_of(r, "securityGroupId") and get(r.props, "type", default="ingress") == "ingress"]
-            inline = [r for r in as_list(get(sg.props, "ingress"))]
+            inline = as_list(known(lambda: get(sg.props, "ingress")))  # computed: unknown on a new group
             missing = [p for p in LUSTRE_PORTS if not any(_covers(r, p) for r in inbound) and not any(
                 str(get(r, "protocol")) in ("-1", "tcp") and int(get(r, "fromPort", default=0)) <= p <= int(get(r, "toPort", default=0))
                 for r in inline)]

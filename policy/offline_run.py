@@ -2,16 +2,25 @@
 
 What the Pulumi engine does for a real ``pulumi preview --policy-pack policy
 --policy-pack-config policy/config.<stack>.json``, done here over the registrations the mocks
-recorded (the same input property names the engine passes):
+recorded (the input property names the engine passes):
 
 - config file (pulumi/pulumi ``sdk/go/pkg/resource/analyzer/config.go``): a JSON object keyed by
   policy name or ``all``; each value an enforcement level or an object with an optional
   ``enforcementLevel`` and the policy's properties. Defaults come from each policy's schema,
   then ``all``, then the policy's own entry. Stricter than the engine: an unknown policy name
-  or property is refused (a typo would otherwise silently keep the default), and a level below
-  the policy's default needs a ``justification`` (a key the engine passes through unread).
-- per resource, each resource policy; then each stack policy over all resources, with the
-  property dependencies the engine gives (pulumi-policy ``AnalyzeStack``, policy.py v1.21.0).
+  or property is refused (the engine ignores it silently, so a typo would keep the default), and
+  a level below the policy's default needs a ``justification`` (a key the engine passes through
+  unread).
+- per resource, each resource policy over its inputs; then each stack policy over all resources
+  with the property dependencies the engine gives (pulumi-policy ``AnalyzeStack``, policy.py
+  v1.21.0). The engine gives stack policies each resource's *outputs* (pulumi/pulumi
+  ``pkg/resource/deploy/step_generator.go`` AnalyzeResources: "AnalyzeStack is called on the final
+  outputs"): the inputs plus what the provider computes, unknown at a first preview. The mocks
+  know only the inputs, so here both kinds read the inputs; the rules guard their reads of
+  computed outputs (``policy.guardrails.props.known``).
+- pulumi-eks's ``eks:index:Cluster`` is a remote component: in a real preview its props are
+  empty and its child ``aws:eks/cluster:Cluster`` carries the settings. The mocks never run the
+  component, so its child is added here from the component's inputs (``eks_cluster_child``).
 - a policy at ``disabled`` does not run; ``remediate`` reports as ``mandatory``; reading a value
   that is unknown ends that policy's check with a note, never a violation.
 """
@@ -41,6 +50,7 @@ from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 from infra.errors import ConfigError
 from offline.mocks import Registration
 from policy.guardrails import PACK_NAME, POLICIES
+from policy.guardrails.security import EKS_CLUSTER
 
 POLICY_DIR = Path(__file__).resolve().parent
 LEVELS = [level.value for level in EnforcementLevel]
@@ -219,6 +229,41 @@ def _options(r: Registration) -> PolicyResourceOptions:
     return opts
 
 
+EKS_COMPONENT = "eks:index:Cluster"
+
+
+def eks_cluster_child(component: Registration) -> Registration:
+    """The ``aws:eks/cluster:Cluster`` pulumi-eks declares for a ``eks:index:Cluster``, with the
+    inputs the rules read, as pulumi-eks builds them (nodejs/eks/cluster/cluster.ts, v4.3.0 to
+    HEAD 2026-08-12): named ``<name>-eksCluster`` under the component; ``encryptionConfig``
+    ``{provider: {keyArn}, resources: ["secrets"]}`` when ``encryptionConfigKeyArn`` is set;
+    ``enabledClusterLogTypes`` as given; ``vpcConfig`` with ``endpointPrivateAccess``,
+    ``endpointPublicAccess`` and ``publicAccessCidrs`` as given (unset stays unset)."""
+    inputs = component.inputs
+    child: dict[str, Any] = {}
+    if inputs.get("encryptionConfigKeyArn"):
+        child["encryptionConfig"] = {"provider": {"keyArn": inputs["encryptionConfigKeyArn"]}, "resources": ["secrets"]}
+    if "enabledClusterLogTypes" in inputs:
+        child["enabledClusterLogTypes"] = inputs["enabledClusterLogTypes"]
+    child["vpcConfig"] = {k: inputs[k] for k in ("endpointPrivateAccess", "endpointPublicAccess", "publicAccessCidrs")
+                          if inputs.get(k) is not None}
+    prefix, project, qualified_type, name = component.urn.split("::", 3)
+    name = f"{name}-eksCluster"
+    return Registration(
+        urn=f"{prefix}::{project}::{qualified_type}${EKS_CLUSTER}::{name}", type=EKS_CLUSTER, name=name,
+        parent=component.urn, provider=component.provider, dependencies=[], protect=component.protect, custom=True,
+        inputs=child, lifecycle={},
+        property_dependencies={},
+    )
+
+
+def with_eks_children(registrations: list[Registration]) -> list[Registration]:
+    """The registrations plus the AWS cluster of each pulumi-eks component that has none."""
+    parents_of_clusters = {r.parent for r in registrations if r.type == EKS_CLUSTER}
+    return registrations + [eks_cluster_child(r) for r in registrations
+                            if r.type == EKS_COMPONENT and r.urn not in parents_of_clusters]
+
+
 def policy_resources(registrations: list[Registration], region: Optional[str]) -> list[PolicyResource]:
     providers = {r.urn: r for r in registrations if r.type.startswith("pulumi:providers:")}
     resources: dict[str, PolicyResource] = {}
@@ -257,7 +302,8 @@ def _reporter(findings: PolicyReport, policy: str, level: str, by_urn: dict[str,
 def run_policies(registrations: list[Registration], config: PackConfig, region: Optional[str] = None,
                  policies: Iterable[Policy] = POLICIES) -> PolicyReport:
     findings = PolicyReport()
-    resources = [r for r in policy_resources(registrations, region) if not r.resource_type.startswith("pulumi:providers:")]
+    resources = [r for r in policy_resources(with_eks_children(registrations), region)
+                 if not r.resource_type.startswith("pulumi:providers:")]
     by_urn = {r.urn: r for r in resources}
     for policy in policies:
         level = config.levels.get(policy.name, policy.enforcement_level or EnforcementLevel.MANDATORY)
