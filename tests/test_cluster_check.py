@@ -277,10 +277,7 @@ def run_node_script(
     tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check; ``peers`` other nodes have reported."""
-    layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
-        group=_trn1_group(), settings=_settings(),
-    )  # fmt: skip
+    layout = _layout()
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
     bin_dir.mkdir()
     shared.mkdir()
@@ -314,6 +311,13 @@ def _settings():
     from workloads.settings import ClusterCheckSettings
 
     return ClusterCheckSettings(node_group="trn1-32xl-ng1", nodes=2)
+
+
+def _layout() -> cluster_check.CheckLayout:
+    return cluster_check.CheckLayout(
+        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
+        group=_trn1_group(), settings=_settings(),
+    )  # fmt: skip
 
 
 def test_a_healthy_node_passes(tmp_path: Path) -> None:
@@ -364,36 +368,19 @@ def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
     assert busbw == "48.01"
 
 
-def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[subprocess.CompletedProcess[str], Path, str]:
-    layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
-        group=_trn1_group(), settings=_settings(),
-    )  # fmt: skip
+def launcher_run(
+    tmp_path: Path, workers: int, getent: str, ssh: str, wrapper: tuple[str, ...] = (), timeout: float = 30
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The launcher script with stand-in getent and ssh (bash bodies), ``workers`` in the hostfile."""
+    layout = _layout()
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
     bin_dir.mkdir()
     shared.mkdir()
     hostfile = tmp_path / "hostfile"
     # kubeflow/mpi-operator v0.8.0 newConfigMap: "<job>-worker-<i>.<job>.<ns>.svc slots=<n>".
-    hostfile.write_text("cluster-check-allreduce-worker-0.cluster-check-allreduce.default.svc slots=1\n"
-                        "cluster-check-allreduce-worker-1.cluster-check-allreduce.default.svc slots=1\n")
-    # Worker 1's DNS record lags: its first two lookups find nothing (aws/aws-k8s-tester #868,
-    # "Could not resolve hostname ...worker-3"); worker 0's sshd refuses the first connection.
-    lookups, calls = tmp_path / "lookups", tmp_path / "ssh-calls"
-    (bin_dir / "getent").write_text(
-        f'#!/bin/bash\necho "$2" >> {lookups}\n'
-        'case "$2" in *worker-0*) echo "100.64.1.10 $2";;\n'
-        f'  *worker-1*) [ "$(grep -c worker-1 {lookups})" -gt 2 ] && echo "100.64.1.11 $2";; esac\n'
-    )  # fmt: skip
-    table = "\n".join([
-        "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)",
-        f"    1073741824       268435456    fp32       41000          24.39          {busbw}",
-    ])  # fmt: skip
-    (bin_dir / "ssh").write_text(
-        f'#!/bin/bash\necho "$@" >> {calls}\n'
-        f'case "$*" in *" true") [ "$(grep -c "100.64.1.10 true" {calls})" -gt 1 ] || exit 255; exit 0;; esac\n'
-        f"cat <<'OUT'\n{table}\nOUT\nexit {nccom_status}\n"
-    )  # fmt: skip
-    for tool in ("getent", "ssh"):
+    hostfile.write_text("".join(f"cluster-check-allreduce-worker-{i}.cluster-check-allreduce.default.svc slots=1\n" for i in range(workers)))
+    for tool, body in (("getent", getent), ("ssh", ssh)):
+        (bin_dir / tool).write_text(f"#!/bin/bash\n{body}")
         (bin_dir / tool).chmod(0o755)
     text = (
         cluster_check.launcher_script(layout)
@@ -402,8 +389,30 @@ def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[sub
         .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=30)
-    return run, Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared))), calls.read_text()
+    run = subprocess.run([*wrapper, "bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
+    return run, Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
+
+
+def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    # Worker 1's DNS record lags: its first two lookups find nothing (aws/aws-k8s-tester #868,
+    # "Could not resolve hostname ...worker-3"); worker 0's sshd refuses the first connection.
+    lookups, calls = tmp_path / "lookups", tmp_path / "ssh-calls"
+    getent = (
+        f'echo "$2" >> {lookups}\n'
+        'case "$2" in *worker-0*) echo "100.64.1.10 $2";;\n'
+        f'  *worker-1*) [ "$(grep -c worker-1 {lookups})" -gt 2 ] && echo "100.64.1.11 $2";; esac\n'
+    )  # fmt: skip
+    table = "\n".join([
+        "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)",
+        f"    1073741824       268435456    fp32       41000          24.39          {busbw}",
+    ])  # fmt: skip
+    ssh = (
+        f'echo "$@" >> {calls}\n'
+        f'case "$*" in *" true") [ "$(grep -c "100.64.1.10 true" {calls})" -gt 1 ] || exit 255; exit 0;; esac\n'
+        f"cat <<'OUT'\n{table}\nOUT\nexit {nccom_status}\n"
+    )  # fmt: skip
+    run, results = launcher_run(tmp_path, 2, getent, ssh)
+    return run, results, calls.read_text()
 
 
 def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(tmp_path: Path) -> None:
@@ -433,35 +442,15 @@ def test_the_launcher_stopped_at_its_deadline_records_a_failure(tmp_path: Path, 
     # under way, whether the launcher was waiting for a worker or the all-reduce hung, so the
     # verdict reports FAIL at once instead of at its own deadline. Here the script is PID 1 of
     # its own PID namespace, as in a container, and a stand-in tool sends the SIGTERM.
-    if subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode:
+    wrapper = ("unshare", "--user", "--map-root-user", "--pid", "--fork")
+    if subprocess.run([*wrapper, "true"], capture_output=True).returncode:
         pytest.skip("no unprivileged PID namespaces here")
-    layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
-        group=_trn1_group(), settings=_settings(),
-    )  # fmt: skip
-    bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
-    bin_dir.mkdir()
-    shared.mkdir()
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text("cluster-check-allreduce-worker-0.cluster-check-allreduce.default.svc slots=1\n")
     lookups = tmp_path / "lookups"
     if hung == "nccom-test":  # every worker answers; the all-reduce never returns
-        (bin_dir / "getent").write_text('#!/bin/bash\necho "100.64.1.10 $2"\n')
-        (bin_dir / "ssh").write_text('#!/bin/bash\ncase "$*" in *" true") exit 0;; esac\nkill -TERM 1\nexec sleep 30\n')
-        (bin_dir / "ssh").chmod(0o755)
+        getent, ssh = 'echo "100.64.1.10 $2"\n', 'case "$*" in *" true") exit 0;; esac\nkill -TERM 1\nexec sleep 30\n'
     else:  # a worker's name never resolves
-        (bin_dir / "getent").write_text(f'#!/bin/bash\necho "$2" >> {lookups}\n[ "$(wc -l < {lookups})" -lt 3 ] || kill -TERM 1\nexit 2\n')
-    (bin_dir / "getent").chmod(0o755)
-    text = (
-        cluster_check.launcher_script(layout)
-        .replace(cluster_check.HOSTFILE, str(hostfile))
-        .replace(cluster_check.SHARED_MOUNT, str(shared))
-        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
-    )
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    run = subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "bash", "-c", text],
-                         capture_output=True, text=True, env=env, timeout=10)  # fmt: skip
-    results = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
+        getent, ssh = f'echo "$2" >> {lookups}\n[ "$(wc -l < {lookups})" -lt 3 ] || kill -TERM 1\nexit 2\n', "exit 255\n"
+    run, results = launcher_run(tmp_path, 1, getent, ssh, wrapper, timeout=10)
     assert run.returncode == 1
     assert (results / "allreduce.status").read_text().strip() == "FAIL"
     assert f"stopped (deadline) while: {hung}" in (results / "allreduce.txt").read_text()
@@ -474,10 +463,7 @@ def test_a_failed_all_reduce_is_a_failure(tmp_path: Path) -> None:
 
 
 def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.CompletedProcess[str]:
-    layout = cluster_check.CheckLayout(
-        namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
-        group=_trn1_group(), settings=_settings(),
-    )  # fmt: skip
+    layout = _layout()
     shared = tmp_path / "shared"
     results = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
     (results / "nodes").mkdir(parents=True)

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from offline.runner import stack_config
+from workloads.cluster_check import VERDICT_MARGIN_MINUTES
 from workloads.settings import WorkloadsConfig, parse_workloads_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ def required_images(config: WorkloadsConfig) -> set[tuple[str, str]]:
             needed.add(("nemo-megatron", s.image_tag))
     for workload, image in (("bert_pretraining", "bert-pretrain"), ("ray_llama2", "ray-llama2"),
                             ("nemo_llama2", "nemo-megatron"), ("cluster_check", "nemo-megatron"),
-                            ("tensorboard", "cmd-shell")):
+                            ("cluster_check", "cmd-shell"), ("tensorboard", "cmd-shell")):
         if s := config.on(workload):
             needed.add((image, s.image_tag))
     return needed
@@ -61,7 +62,8 @@ def awaited_minutes(config: WorkloadsConfig) -> dict[str, int]:
     if (s := config.on("nemo_llama2")) and s.compile:
         waits["llama2-compile"] = s.compile_timeout_minutes
     if s := config.on("cluster_check"):
-        waits.update({"cluster-check-nodes": s.timeout_minutes + 5, "cluster-check-verdict": s.timeout_minutes + 5})
+        verdict = s.timeout_minutes + VERDICT_MARGIN_MINUTES  # its deadline covers the launcher's
+        waits.update({"cluster-check-nodes": s.timeout_minutes + 5, "cluster-check-verdict": verdict + 5})
     return waits
 
 
