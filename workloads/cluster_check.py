@@ -16,16 +16,16 @@ docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
    tools/neuron-sys-tools/nccom-test.rst: `-r`, `-N`, `-b/-e/-f`, `-d`, `--hosts`,
    `--non-interactive`) run it on one of the hosts, with NEURON_RT_ROOT_COMM_ID set to that
    host's address and a free port; it starts its ranks on the listed hosts through MPI over SSH
-   (v2.29.0 of the same page, "MPI Execution"). So the launcher resolves the workers from the
-   MPI operator's hostfile (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile;
+   (v2.29.0 of the same page, "MPI Execution"; the v2.20.2 page says nothing on how the hosts
+   are reached, so this is the later docs' account, taken as the tool's behaviour). So the
+   launcher waits for the workers of the MPI operator's hostfile (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile;
    kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newConfigMap) and runs
    nccom-test on worker 0 over SSH: the operator mounts the same key pair and authorized_keys in
    the launcher and every worker (setupSSHOnPod), and worker 0 has the Neuron devices the tool
    expects where it runs. The launcher writes the table and a PASS/FAIL status under the run's
    directory on FSx.
 3. ``cluster-check-verdict``, a batch/v1 Job on a job-support node (the small cmd-shell image:
-   it only runs bash and coreutils): waits for that status,
-   prints the one-screen summary (every node's line, the all-reduce table, the verdict) and
+   it only runs bash and coreutils): waits for that status, prints the one-screen summary (every node's line, the all-reduce table, the verdict) and
    fails when the all-reduce failed or its bus bandwidth is under the floor, so `pulumi up`
    fails. The MPIJob itself is not awaited: `pulumi.com/waitFor` knows only success.
 
