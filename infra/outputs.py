@@ -42,3 +42,14 @@ WORKLOAD_OUTPUTS: dict[str, str] = {
     "load balancer, its password as a secret; clusterCheck: the expected counts per node, the all-reduce floor and "
     "its source, where the results are and whether the verdict passed).",
 }
+
+BOOTSTRAP_OUTPUTS: dict[str, str] = {
+    "stateBucket": "The S3 bucket that holds Pulumi state.",
+    "backendUrl": "`s3://<bucket>?region=<region>`: what `pulumi login` takes.",
+    "secretsProvider": "`awskms://<alias>?region=<region>`: the secrets provider of every stack.",
+    "secretsKeyArn": "The KMS key that encrypts the state bucket and the stacks' secrets.",
+    "oidcProviderArn": "The GitHub OIDC identity provider the roles trust (created or reused).",
+    "previewRoleArn": "The role pull-request and drift jobs assume: read-only on the account, read on the state.",
+    "deployRoleArns": "Environment -> the role its deploy jobs assume.",
+    "repositoryVariables": "Variable name -> value: the GitHub Actions variables the workflows read.",
+}

@@ -98,12 +98,14 @@ def cost_summary(plans: Plans) -> str:
 
 def configuration_md() -> str:
     from infra.config import StackConfig
-    from infra.outputs import CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+    from bootstrap.settings import BootstrapConfig
+    from infra.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
     from workloads.settings import WorkloadsConfig
 
     return "\n".join([
         HEADER + "# Configuration reference\n",
-        "Generated from the config models (`infra/config.py`, `workloads/settings.py`: each field's type, "
+        "Generated from the config models (`infra/config.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
+        "each field's type, "
         "default, bounds and `description`) and `infra/outputs.py`. Rules across keys (CIDR overlaps, sizes "
         "within bounds, names the cluster has...) live in `infra/config_rules.py` and `workloads/checks.py`; "
         "a refusal names the key, the value and what is allowed before anything is declared.\n",
@@ -115,21 +117,29 @@ def configuration_md() -> str:
         "Keys go under `config:` as `trainium-workloads:<key>`. A workload is on when its key is present "
         "(`enabled: false` keeps the settings but switches it off).\n",
         reference.config_table(WorkloadsConfig) + "\n",
+        "## Bootstrap stack (`bootstrap/Pulumi.<stack>.yaml`, one per AWS account)\n",
+        "Keys go under `config:` as `trainium-bootstrap:<key>`; see README, \"Running it from a pipeline\".\n",
+        reference.config_table(BootstrapConfig) + "\n",
         "## Stack outputs\n",
         "### Cluster stack\n",
         reference.outputs_table(CLUSTER_OUTPUTS) + "\n",
         "### Workload stack\n",
         reference.outputs_table(WORKLOAD_OUTPUTS) + "\n",
+        "### Bootstrap stack\n",
+        reference.outputs_table(BOOTSTRAP_OUTPUTS) + "\n",
         "## Checking stack files as you type\n",
-        "`docs/schema/trainium-eks.schema.json` and `docs/schema/trainium-workloads.schema.json` describe the "
+        "`docs/schema/trainium-eks.schema.json`, `docs/schema/trainium-workloads.schema.json` and "
+        "`docs/schema/trainium-bootstrap.schema.json` describe the "
         "stack files' shape (values under `config:` with `project:key` names, secrets as `{secure: ...}`). "
         "With VS Code's YAML extension (redhat.vscode-yaml), either put a modeline on the first line of a stack "
         "file:\n",
         "```yaml\n# yaml-language-server: $schema=docs/schema/trainium-eks.schema.json\n```\n",
-        "(from `workloads/`: `$schema=../docs/schema/trainium-workloads.schema.json`), or map them in "
+        "(from `workloads/`: `$schema=../docs/schema/trainium-workloads.schema.json`, from `bootstrap/`: "
+        "`$schema=../docs/schema/trainium-bootstrap.schema.json`), or map them in "
         "`.vscode/settings.json`:\n",
         '```json\n{\n  "yaml.schemas": {\n    "./docs/schema/trainium-eks.schema.json": ["/Pulumi.dev.yaml", '
-        '"/Pulumi.prod.yaml"],\n    "./docs/schema/trainium-workloads.schema.json": ["/workloads/Pulumi.*.yaml"]\n'
+        '"/Pulumi.prod.yaml"],\n    "./docs/schema/trainium-workloads.schema.json": ["/workloads/Pulumi.*.yaml"],\n'
+        '    "./docs/schema/trainium-bootstrap.schema.json": ["/bootstrap/Pulumi.*.yaml"]\n'
         "  }\n}\n```\n",
         "The schema checks shapes, types, allowed values and bounds; rules across keys are the program's.\n",
     ])
@@ -137,6 +147,7 @@ def configuration_md() -> str:
 
 def schemas() -> dict[str, str]:
     from infra.config import PROJECT as CLUSTER, StackConfig
+    from bootstrap.settings import PROJECT as BOOTSTRAP, BootstrapConfig
     from workloads.settings import PROJECT as WORKLOADS, SECRET_KEYS, WorkloadsConfig
 
     return {
@@ -144,6 +155,7 @@ def schemas() -> dict[str, str]:
         f"docs/schema/{WORKLOADS}.schema.json": reference.schema_text(
             reference.stack_file_schema(WorkloadsConfig, WORKLOADS, SECRET_KEYS)
         ),
+        f"docs/schema/{BOOTSTRAP}.schema.json": reference.schema_text(reference.stack_file_schema(BootstrapConfig, BOOTSTRAP)),
     }
 
 

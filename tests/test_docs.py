@@ -13,10 +13,11 @@ import jsonschema
 import pytest
 import yaml
 
+from bootstrap.settings import BootstrapConfig
 from infra.config import StackConfig
-from infra.outputs import CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+from infra.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
 from offline import diagram, docs, reference
-from offline.runner import REPO_ROOT
+from offline.runner import REPO_ROOT, run_program
 from workloads.settings import WorkloadsConfig
 
 
@@ -35,11 +36,13 @@ def test_generated_files_are_fresh(plans):
 def test_every_config_key_has_a_description():
     assert reference.missing_descriptions(StackConfig) == []
     assert reference.missing_descriptions(WorkloadsConfig) == []
+    assert reference.missing_descriptions(BootstrapConfig) == []
 
 
 def test_every_exported_output_has_one_description(dev, workloads_dev):
     assert set(dev.outputs) == set(CLUSTER_OUTPUTS)
     assert set(workloads_dev.outputs) == set(WORKLOAD_OUTPUTS)
+    assert set(run_program(REPO_ROOT / "bootstrap", "dev").outputs) == set(BOOTSTRAP_OUTPUTS)
 
 
 def test_reference_rows_come_from_the_models():
@@ -63,6 +66,8 @@ def _stack_file(path: Path) -> dict:
         ("trainium-eks", "Pulumi.prod.yaml"),
         ("trainium-workloads", "workloads/Pulumi.dev.yaml"),
         ("trainium-workloads", "workloads/Pulumi.prod.yaml"),
+        ("trainium-bootstrap", "bootstrap/Pulumi.dev.yaml"),
+        ("trainium-bootstrap", "bootstrap/Pulumi.prod.yaml"),
     ],
 )
 def test_schema_accepts_the_stack_files(schema, stack_file):
