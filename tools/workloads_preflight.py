@@ -34,7 +34,7 @@ from typing import Any, Iterable, Optional
 
 from infra.errors import ConfigError
 from offline.mocks import Registration
-from offline.plan import plan_workloads
+from offline.plan import OFFLINE_SECRETS
 from offline.runner import PlanResult, run_program, stack_config
 from workloads.settings import parse_workloads_config
 
@@ -58,11 +58,29 @@ class Step:
     minutes: int
 
 
+def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The stack file's config, and offline stand-ins for its secrets.
+
+    The pipeline's stack file holds `hfToken` encrypted (`secure: v1:...`), which only the
+    secrets provider can open; what the stack runs does not depend on the token's value.
+    """
+    config, secrets = {}, dict(OFFLINE_SECRETS)
+    for key, text in stack_config(WORKLOADS_DIR, stack).items():
+        value = json.loads(text) if text.startswith("{") else None
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets.setdefault(key, "offline-stand-in")
+        else:
+            config[key] = text
+    return config, {k: v for k, v in secrets.items() if k not in config}
+
+
 def plan(stack: str) -> tuple[PlanResult, PlanResult]:
     """The cluster stack the workload stack names, and the workload stack, rendered offline."""
-    config = parse_workloads_config(stack_config(WORKLOADS_DIR, stack))
-    cluster = run_program(REPO_ROOT, config.cluster_stack.split("/")[-1])
-    return cluster, plan_workloads(WORKLOADS_DIR, stack, cluster)
+    config, secrets = workload_config(stack)
+    reference = parse_workloads_config({**config, **secrets}).cluster_stack
+    cluster = run_program(REPO_ROOT, reference.split("/")[-1])
+    workloads = run_program(WORKLOADS_DIR, stack, config, {reference: cluster.as_stack_outputs()}, secrets)
+    return cluster, workloads
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cluster_plan, workloads = plan(args.stack)
-        cluster_stack = parse_workloads_config(stack_config(WORKLOADS_DIR, args.stack)).cluster_stack
+        cluster_stack = workloads.outputs["clusterStack"]  # what the program's StackReference reads
         output = pulumi(["stack", "output", "ecrRepositories", "--json", "--stack", cluster_stack], REPO_ROOT)
         if output is None:
             print(f"The cluster stack {cluster_stack} (clusterStack of {args.stack}) does not exist: deploy it first.",
@@ -186,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"All {len(needed)} images of the workload stack {args.stack} are in ECR.")
         done = state_urns(pulumi(["stack", "export", "--stack", args.stack], WORKLOADS_DIR))
-    except ConfigError as exc:
+    except (ConfigError, FileNotFoundError) as exc:
         print(exc, file=sys.stderr)
         return 2
     except PulumiError as exc:
