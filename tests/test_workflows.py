@@ -349,8 +349,9 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     answers = {("pulumi", "stack", "output"): (0, repos, ""), ("aws", "ecr"): (0, "{}", ""),
                ("pulumi", "stack", "export"): (255, "", "error: no stack named 'prod' found\n")}
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
-    err = capsys.readouterr().err
-    assert "420 min" in err and "stage-redpajama -> llama2-compile" in err and "laptop" in err
+    out = capsys.readouterr().out
+    assert "\n::error::This up creates awaited steps" in out  # a workflow command, on stdout
+    assert "420 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
     export = {"version": 3, "deployment": {"resources": [{"urn": r.urn} for r in workloads_prod.registrations]}}
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     cli = _Cli(answers)

@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     minutes, chain = longest_wait(workloads.registrations, steps, done)
     if minutes > args.budget_minutes:
         print(f"::error::This up creates awaited steps that can wait {minutes} min in a row ({' -> '.join(chain)}); "
-              f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack), file=sys.stderr)
+              f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack))  # stdout: GitHub's annotation
         return 1
     print(f"Awaited steps this up creates: at most {minutes} min in a row; the job allows {args.budget_minutes}.")
     return 0
