@@ -28,13 +28,21 @@ import yaml
 from infra.errors import ConfigError
 from offline import report
 from offline.mocks import Registration
-from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
 from policy import offline_run as policy_pack
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
 # Secret config a stack file holds only encrypted; the offline plan uses stand-ins.
 OFFLINE_SECRETS = {"trainium-workloads:hfToken": "hf_offline_stand_in"}
+SECRET_STAND_IN = "offline-secret-stand-in"
+
+
+def offline_secrets(project_dir: Path, stack: str, config: dict[str, str]) -> dict[str, str]:
+    """Stand-ins for the secrets a stack file holds encrypted (or leaves to `pulumi config set
+    --secret`): what the stacks render does not depend on their values."""
+    keys = set(OFFLINE_SECRETS) | set(encrypted_keys(project_dir, stack))
+    return {key: OFFLINE_SECRETS.get(key, SECRET_STAND_IN) for key in sorted(keys) if key not in config}
 
 # The inputs worth a glance per resource type; the rest is in resources.json.
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -151,7 +159,7 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
     if cluster_stack != cluster.stack:
         cluster = run_program(REPO_ROOT if workloads_dir.parent == REPO_ROOT else workloads_dir.parent, cluster_stack)
     config = stack_config(workloads_dir, stack)
-    secrets = {k: v for k, v in OFFLINE_SECRETS.items() if k not in config}
+    secrets = offline_secrets(workloads_dir, stack, config)
     return run_program(workloads_dir, stack, stack_references={reference: cluster.as_stack_outputs()}, secrets=secrets)
 
 

@@ -67,12 +67,26 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
-def stack_config(project_dir: Path, stack: str) -> dict[str, str]:
+def _stack_document(project_dir: Path, stack: str) -> dict[str, Any]:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.relative_to(REPO_ROOT)}")
-    document = yaml.safe_load(path.read_text()) or {}
-    return {key: _config_text(value) for key, value in (document.get("config") or {}).items()}
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
+def _encrypted(value: Any) -> bool:
+    """`pulumi config set --secret` writes `{secure: v1:...}`, which only the secrets provider opens."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def stack_config(project_dir: Path, stack: str) -> dict[str, str]:
+    """The stack file's plain config; encrypted values are left to ``encrypted_keys``."""
+    return {key: _config_text(value) for key, value in _stack_document(project_dir, stack).items() if not _encrypted(value)}
+
+
+def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
+    """Keys the stack file holds encrypted: offline runs give them stand-ins."""
+    return [key for key, value in _stack_document(project_dir, stack).items() if _encrypted(value)]
 
 
 def run_program(

@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from offline import plan
-from offline.runner import REPO_ROOT
+from offline.mocks import SECRET
+from offline.runner import REPO_ROOT, stack_config
 
 
 def bad_project(tmp_path: Path, config: dict) -> Path:
@@ -130,3 +131,20 @@ def test_no_traceback_from_the_command_line(tmp_path):
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
     assert "trainium-eks:network.vpcCidr = '10.0.0.0/33'" in run.stderr
+
+
+def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, dev):
+    # `pulumi config set --secret hfToken ...` writes `{secure: v1:...}` into the stack file, which
+    # only the stack's secrets provider opens: offline, the key gets a stand-in instead of being
+    # read as a (malformed) token.
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
+    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.dev.yaml").read_text())
+    document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:AAAAencryptedAAAA"}
+    (workloads / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    assert "trainium-workloads:hfToken" not in stack_config(workloads, "dev")
+    result = plan.plan_workloads(workloads, "dev", dev)
+    # Planned, and the Secret's data stays masked as a secret's.
+    assert result.named("secret-hf-token").inputs["stringData"] == SECRET

@@ -385,15 +385,20 @@ def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None
     assert "isPrivate ? text.slice(-60000) : summary" in script
 
 
-def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monkeypatch) -> None:
+def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monkeypatch, tmp_path) -> None:
     # README section 2 has the pipeline's stack files hold `hfToken` encrypted (`secure: v1:...`,
-    # Pulumi's stack file format); the config check refuses that object as a token, so the
-    # preflight plans with a stand-in, as `make plan` does for a file without the key.
+    # Pulumi's stack file format), which only the secrets provider opens: the preflight plans
+    # with a stand-in (offline/plan.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight
 
-    real = preflight.stack_config
-    monkeypatch.setattr(preflight, "stack_config", lambda d, s: {
-        **real(d, s), "trainium-workloads:hfToken": '{"secure": "v1:abcd"}'})
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
+    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.prod.yaml").read_text())
+    document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abcd"}
+    (workloads / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document))
+    monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Optional
 
 from infra.errors import ConfigError
 from offline.mocks import Registration
-from offline.plan import OFFLINE_SECRETS
+from offline.plan import offline_secrets
 from offline.runner import PlanResult, run_program, stack_config
 from workloads.settings import parse_workloads_config
 
@@ -59,19 +59,10 @@ class Step:
 
 
 def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The stack file's config, and offline stand-ins for its secrets.
-
-    The pipeline's stack file holds `hfToken` encrypted (`secure: v1:...`), which only the
-    secrets provider can open; what the stack runs does not depend on the token's value.
-    """
-    config, secrets = {}, dict(OFFLINE_SECRETS)
-    for key, text in stack_config(WORKLOADS_DIR, stack).items():
-        value = json.loads(text) if text.startswith("{") else None
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            secrets.setdefault(key, "offline-stand-in")
-        else:
-            config[key] = text
-    return config, {k: v for k, v in secrets.items() if k not in config}
+    """The stack file's config, and offline stand-ins for its secrets (the pipeline's stack file
+    holds `hfToken` encrypted; what the stack runs does not depend on the token's value)."""
+    config = stack_config(WORKLOADS_DIR, stack)
+    return config, offline_secrets(WORKLOADS_DIR, stack, config)
 
 
 def plan(stack: str) -> tuple[PlanResult, PlanResult]:
