@@ -340,9 +340,9 @@ def cluster_check_run(check: Any) -> WorkloadRun:
     """The acceptance test holds Trainium nodes in its per-node Job and, from two nodes, in the
     all-reduce MPIJob that pulumi creates once that Job has completed; each is cut at
     timeoutMinutes, start-up from zero nodes included. A Job's activeDeadlineSeconds counts from
-    its status.startTime, set when the Job controller first processes it (kubernetes v1.34
-    staging/src/k8s.io/api/batch/v1/types.go, JobSpec.activeDeadlineSeconds and
-    JobStatus.startTime), not from its pods' start. The MPIJob's deadline is its launcher Job's
+    its status.startTime, set when the Job controller starts processing it (kubernetes/api v0.34.0,
+    the Kubernetes 1.34 API, batch/v1/types.go: JobSpec.activeDeadlineSeconds "relative to the
+    startTime", JobStatus.startTime), not from its pods' start. The MPIJob's deadline is its launcher Job's
     (kubeflow/mpi-operator v0.8.0 newLauncherJob), and under AtStartup that Job is created with
     the workers (syncHandler), so workers that never get Ready are deleted when it passes
     (cleanUpWorkerPods). The verdict runs on a job-support node. Then the autoscaler removes the
