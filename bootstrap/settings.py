@@ -32,6 +32,9 @@ KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
 ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
 # IAM quotas: a role name is at most 64 characters; AWS would refuse a longer one only at `up`.
 ROLE_NAME_MAX = 64
+# The workload deploy jobs request 6-hour sessions (.github/workflows/deploy.yml, role-duration-seconds
+# 21600): as long as a GitHub-hosted job may run.
+WORKFLOW_SESSION_HOURS = 6
 
 
 def role_name(prefix: str, purpose: str) -> str:
@@ -73,7 +76,9 @@ class BootstrapConfig(ConfigModel):
         description="Reuse the account's GitHub OIDC provider (IAM holds one per URL) instead of creating it.",
     )
     deploy_session_hours: int = Field(
-        default=6, ge=1, le=12,
+        # Below the workflows' longest role-duration-seconds (21600), STS refuses the job's
+        # AssumeRoleWithWebIdentity; 12 h is IAM's MaxSessionDuration ceiling.
+        default=WORKFLOW_SESSION_HOURS, ge=WORKFLOW_SESSION_HOURS, le=12,
         description="Longest session of a deploy role: at least the workflows' role-duration-seconds (6 h for the "
         "workload stack's jobs, as long as a GitHub-hosted job may run).",
     )

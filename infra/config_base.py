@@ -18,6 +18,7 @@ from infra.errors import ConfigError
 
 REGION_KEY = "aws:region"
 PROFILE_KEY = "aws:profile"
+INT32_MAX = 2**31 - 1
 # Model fields that hold the AWS provider's own settings rather than the project's.
 PROVIDER_KEYS = {"region": REGION_KEY, "profile": PROFILE_KEY}
 
@@ -27,7 +28,9 @@ class ConfigModel(BaseModel):
     is an empty string anywhere (no API this project feeds takes one as a meaningful value)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_min_length=1
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_min_length=1,
+        # `inf` would pass every lower bound and no API (nor a bandwidth floor) has a use for it.
+        allow_inf_nan=False,
     )
 
     @field_validator("*", mode="before")
@@ -39,6 +42,16 @@ class ConfigModel(BaseModel):
             raise ValueError("a number, not true/false")
         if isinstance(value, str) and value and not value.strip():
             raise ValueError("only whitespace; give a value or leave the key out")
+        return value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _fits_an_int32(cls, value: Any) -> Any:
+        """Every count, size and timeout here lands in a 32-bit field (Kubernetes int32 such as a
+        Volcano Job's maxRetry or a RayJob's activeDeadlineSeconds, the EKS scaling config's Int):
+        a larger number would pass our bounds and fail only when the API refuses it mid-deploy."""
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT32_MAX:
+            raise ValueError(f"at most {INT32_MAX} (the APIs these settings reach take 32-bit integers)")
         return value
 
 
@@ -79,15 +92,17 @@ def qualified_key(project: str, loc: tuple[Any, ...]) -> str:
 def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str], secret_keys: frozenset[str] = frozenset()) -> str:
     """One pydantic error as a line naming the key, the value (never a secret's) and what is allowed."""
     key = key_of(tuple(err["loc"]))
+    # pydantic prefixes our own validators' messages with "Value error, ": noise to a reader.
+    message = err["msg"].removeprefix("Value error, ")
     if err["loc"] and err["loc"][-1] in secret_keys:
-        return f"{key} = [secret]: {err['msg']}"
+        return f"{key} = [secret]: {message}"
     if err["type"] == "missing":
         return f"{key}: required but not set"
     if err["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling against docs/configuration.md)"
     value = err.get("input")
     shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
-    return f"{key}{shown}: {err['msg']}"
+    return f"{key}{shown}: {message}"
 
 
 def validated(

@@ -159,9 +159,23 @@ def schemas() -> dict[str, str]:
     }
 
 
+def pinned_versions(root: Path = REPO_ROOT) -> str:
+    """Every version the stacks deploy, as `infra/versions.py` (and `.pulumi-version`) pin them."""
+    from infra import versions
+
+    rows = [("Kubernetes (control plane and nodes)", "`KUBERNETES_VERSION`", versions.KUBERNETES_VERSION)]
+    rows += [(f"Helm chart `{pin.chart}`" + (f" from {pin.repository}" if pin.repository else ""), "`CHARTS`", pin.version)
+             for pin in versions.CHARTS.values()]
+    rows += [(name.replace("_", " ").lower(), f"`{name}`", f"`{value}`") for name, value in vars(versions).items()
+             if name.isupper() and isinstance(value, str) and name != "KUBERNETES_VERSION"]
+    rows.append(("Pulumi CLI (the workflows install it)", "`.pulumi-version`", (root / ".pulumi-version").read_text().strip()))
+    return reference.markdown_table(rows, ("what", "pinned as", "version")) + "\n"
+
+
 def readme_blocks(plans: Plans) -> dict[str, str]:
     return {
         "dev architecture": _mermaid(diagram.cluster_diagram(plans["dev"][0].as_json())),
+        "pinned versions": pinned_versions(),
         "cost summary": cost_summary(plans),
     }
 

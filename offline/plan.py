@@ -171,18 +171,22 @@ def main(argv: list[str] | None = None) -> int:
         # --policy-pack-config would.
         policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
                          else policy_pack.parse_config({}, "policy defaults"))
+        # Every stack is planned before anything is printed or written: a refused workload or
+        # bootstrap stack file leaves build/plan as it was, not half new and half stale.
         cluster = run_program(project_dir, args.stack)
         region = cluster.outputs["region"]
-        reports = [check_policies(cluster, policy_config, region)]
-        print_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[-1])
+        planned = [(cluster, report.cluster_cost(cluster), check_policies(cluster, policy_config, region))]
         if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
-            reports.append(check_policies(workloads, policy_config, region))
-            print_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster), region, reports[-1])
+            planned.append((workloads, report.workloads_cost(workloads_dir, args.stack, cluster),
+                            check_policies(workloads, policy_config, region)))
         bootstrap_dir = project_dir / BOOTSTRAP_DIR
         if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
-            print_plan(run_program(bootstrap_dir, args.stack), args.out)
+            planned.append((run_program(bootstrap_dir, args.stack), None, None))
+        reports = [policy_report for _, _, policy_report in planned if policy_report is not None]
+        for result, cost, policy_report in planned:
+            print_plan(result, args.out, cost, region, policy_report)
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -120,6 +121,10 @@ def schema_problems(schema: dict[str, Any], value: Any, where: str) -> list[str]
     expected = schema.get("type")
     if expected and (not isinstance(value, _JSON_TYPES[expected]) or (expected != "boolean" and isinstance(value, bool))):
         return [f"{where}: {json.dumps(value)} is not of type {expected}"]
+    if isinstance(value, float) and not math.isfinite(value):
+        # Python's json reads Infinity and NaN, which JSON itself has no word for: a ceiling of
+        # Infinity would switch the rule off without saying so.
+        return [f"{where}: {value} is not a finite number"]
     problems = []
     if "enum" in schema and value not in schema["enum"]:
         problems.append(f"{where}: {json.dumps(value)} is not one of {schema['enum']}")

@@ -173,6 +173,9 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
         ({"environments": [{"name": "prod", "githubEnvironment": "yes please"}]},
          "trainium-bootstrap:environments[0].githubEnvironment = 'yes please': Input should be a valid boolean"),
         ({"deploySessionHours": "true"}, "trainium-bootstrap:deploySessionHours = 'true': Input should be a valid integer"),
+        # The workload jobs assume the deploy role for 21600 s; a shorter MaxSessionDuration
+        # makes STS refuse them at configure-aws-credentials (review 2, B4).
+        ({"deploySessionHours": 5}, "trainium-bootstrap:deploySessionHours = '5': Input should be greater than or equal to 6"),
         ({"deploySessionHours": 13}, "trainium-bootstrap:deploySessionHours = '13': Input should be less than or equal to 12"),
         ({"existingOidcProviderArn": "arn:aws:iam::123456789012:oidc-provider/accounts.google.com"},
          "trainium-bootstrap:existingOidcProviderArn = 'arn:aws:iam::123456789012:oidc-provider/accounts.google.com'"),
@@ -349,3 +352,17 @@ def test_old_checkpoints_expire_after_the_configured_days(boot_dev: PlanResult) 
     plan = bootstrap("dev", stateNoncurrentVersionDays=30)
     (rule,) = plan.named("state-history").inputs["rules"]
     assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+
+
+def test_the_shortest_deploy_session_allowed_is_the_workflows_longest_role_duration() -> None:
+    # configure-aws-credentials passes role-duration-seconds to AssumeRoleWithWebIdentity, which
+    # STS refuses above the role's MaxSessionDuration (deploySessionHours * 3600).
+    import yaml
+
+    from bootstrap.settings import WORKFLOW_SESSION_HOURS
+
+    workflows = (REPO_ROOT / ".github" / "workflows").glob("*.yml")
+    durations = [int(step["with"]["role-duration-seconds"]) for w in workflows
+                 for job in yaml.safe_load(w.read_text())["jobs"].values() for step in job.get("steps", [])
+                 if "role-duration-seconds" in (step.get("with") or {})]
+    assert WORKFLOW_SESSION_HOURS * 3600 == max(durations)

@@ -431,8 +431,17 @@ def test_a_documentation_range_is_flagged(prod):
     assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24' is a documentation range" in note
 
 
+def test_a_size_no_api_takes_is_refused_before_anything_is_declared():
+    # The EKS NodegroupScalingConfig sizes are Ints: 10**12 would pass `ge=1` and be priced at
+    # full scale, then fail at CreateNodegroup.
+    groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 10**12}]
+    message = refused(with_changes(acceleratorNodeGroups=groups))
+    assert ("acceleratorNodeGroups[0].maxSize = 1000000000000: at most 2147483647 "
+            "(the APIs these settings reach take 32-bit integers)") in message
+
+
 def test_booleans_are_not_numbers_and_blank_is_not_text():
     # pydantic's lax mode reads true as 1; "   " passes a length check.
     message = refused(with_changes(network={"azCount": True}, clusterName="   "))
-    assert "network.azCount = True: Value error, a number, not true/false" in message
-    assert "clusterName = '   ': Value error, only whitespace" in message
+    assert "network.azCount = True: a number, not true/false" in message
+    assert "clusterName = '   ': only whitespace" in message

@@ -193,3 +193,14 @@ def test_schema_takes_what_pulumi_config_set_writes():
     document["config"]["trainium-eks:logRetentionDays"] = {"secure": "v1:abc"}
     document["config"]["trainium-eks:clusterName"] = {"secure": "v1:def"}
     validator.validate(document)
+
+
+def test_the_readme_versions_are_the_pins():
+    # One source: the README's version table is generated from infra/versions.py and .pulumi-version.
+    from infra import versions
+
+    table = docs.pinned_versions()
+    assert all(f"| {pin.version} |" in table for pin in versions.CHARTS.values())
+    assert f"`{versions.ETCD_IMAGE}`" in table and f"`{versions.MPI_OPERATOR_VERSION}`" in table
+    assert f"| {(REPO_ROOT / '.pulumi-version').read_text().strip()} |" in table
+    assert docs.pinned_versions() in (REPO_ROOT / "README.md").read_text()

@@ -86,6 +86,24 @@ def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
     assert "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type" in err
 
 
+def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
+    # The cluster stack is fine, the workload stack file is not: nothing is written, so
+    # build/plan never holds a new cluster plan next to a stale workload plan.
+    project = bad_project(tmp_path, yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"])
+    workloads = project / "workloads"
+    workloads.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
+    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.dev.yaml").read_text())
+    document["config"]["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
+    document["config"]["trainium-workloads:nemoLlama2"]["nodes"] = 400
+    (workloads / "Pulumi.bad.yaml").write_text(yaml.safe_dump(document))
+    out = tmp_path / "out"
+    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert not out.exists()
+    assert "trainium-workloads:nemoLlama2.nodes" in capsys.readouterr().err
+
+
 def test_placement_errors_also_exit_2(tmp_path, capsys):
     project = bad_project(
         tmp_path,

@@ -82,6 +82,8 @@ def test_schema_defaults_pass_their_own_schema():
     ({"neuron-taints": "advisory"}, "neuron-taints: no such policy"),
     ({"trainium-hourly-ceiling": {"maxHourlyUsd": "500"}}, "trainium-hourly-ceiling.maxHourlyUsd: \"500\" is not of type number"),
     ({"trainium-hourly-ceiling": {"maxHourlyUsd": -1}}, "trainium-hourly-ceiling.maxHourlyUsd: -1 is below the minimum 0"),
+    # json.loads reads the non-JSON word Infinity: a ceiling nothing can exceed is no ceiling.
+    ({"trainium-hourly-ceiling": {"maxHourlyUsd": float("inf")}}, "trainium-hourly-ceiling.maxHourlyUsd: inf is not a finite number"),
     ({"trainium-hourly-ceiling": {"maxHourlyUSD": 5}}, "trainium-hourly-ceiling.maxHourlyUSD: not a setting of this policy (settings: maxHourlyUsd, region)"),
     ({"namespace-exists": {"externalNamespaces": ""}}, "namespace-exists.externalNamespaces: \"\" is not of type array"),
     ({"all": ""}, "all: \"\" is not an enforcement level"),

@@ -240,34 +240,124 @@ def _all_image_refs(value: Any) -> set[str]:
 def test_the_preflight_checks_exactly_the_images_and_waits_the_stack_declares(
     stack: str, request: pytest.FixtureRequest
 ) -> None:
-    # Checked against the planned workload stack, not the preflight's own table: every ECR image
+    # Checked against the planned workload stack with this test's own walk: every ECR image
     # any planned resource runs, and every await annotation (pulumi.com/timeoutSeconds, which
     # pulumi-kubernetes honours for the resources it waits for; workloads/pods.py).
-    from tools.workloads_preflight import awaited_minutes, required_images
-    from workloads.settings import parse_workloads_config
+    from tools.workloads_preflight import awaited_steps, required_images
 
     planned = request.getfixturevalue(f"workloads_{stack}")
     cluster = request.getfixturevalue(stack)
-    urls = {url: image for image, url in cluster.outputs["ecrRepositories"].items()}
-    refs = {r for res in planned.registrations for r in _all_image_refs(res.inputs)}
-    used = {(urls[ref.rsplit(":", 1)[0]], ref.rsplit(":", 1)[1]) for ref in refs}
-    config = parse_workloads_config(stack_config(REPO_ROOT / "workloads", stack))
-    assert required_images(config) == used
+    assert required_images(planned, cluster.outputs["ecrRepositories"]) == _planned_images(planned, cluster)
     timeouts = [int(res.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
                 for res in planned.registrations
                 if "pulumi.com/timeoutSeconds" in ((res.inputs.get("metadata") or {}).get("annotations") or {})]
-    assert sum(awaited_minutes(config).values()) * 60 == sum(timeouts)
+    assert sum(s.minutes for s in awaited_steps(planned)) * 60 == sum(timeouts)
 
 
-def test_a_missing_image_fails_the_preflight_with_the_command_that_pushes_it() -> None:
-    from tools.workloads_preflight import missing_images
+def _planned_images(planned: Any, cluster: Any) -> set[tuple[str, str]]:
+    urls = {url: image for image, url in cluster.outputs["ecrRepositories"].items()}
+    refs = {r for res in planned.registrations for r in _all_image_refs(res.inputs)}
+    return {(urls[ref.rsplit(":", 1)[0]], ref.rsplit(":", 1)[1]) for ref in refs}
 
-    repos = {"cmd-shell": "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium-dev/cmd-shell"}
-    present = {("trainium-dev/cmd-shell", "1")}
-    needed = {("cmd-shell", "1"), ("cmd-shell", "2"), ("ray-llama2", "1")}
-    assert missing_images(needed, repos, lambda r, t: (r, t) in present) == [
-        "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainium-dev/cmd-shell:2", "ray-llama2:1",
-    ]
+
+def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_step(workloads_with, dev) -> None:
+    # workloads/data_staging.py: the RedPajama Job's `download` init container runs the shell
+    # image, so a stack that stages only RedPajama still pulls cmd-shell (review 2, B1: a
+    # hand-kept table missed it and the Job would wait in ImagePullBackOff for its 240 minutes).
+    from tools.workloads_preflight import required_images
+
+    planned = workloads_with(dataStaging={"wikicorpus": False, "redpajama": True}, bertPretraining=None,
+                             rayLlama2=None, nemoLlama2=None, clusterCheck=None, tensorboard=None)
+    images = required_images(planned, dev.outputs["ecrRepositories"])
+    assert images == _planned_images(planned, dev)
+    assert {image for image, _ in images} == {"cmd-shell", "nemo-megatron"}
+
+
+def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(workloads_prod) -> None:
+    # Pulumi creates a resource only after its dependencies; prod's NeMo compile depends on the
+    # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 180 min
+    # in a row (their *TimeoutMinutes defaults in workloads/settings.py).
+    from tools.workloads_preflight import awaited_steps, longest_wait
+
+    steps = {s.name: s for s in awaited_steps(workloads_prod)}
+    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (420, ["stage-redpajama", "llama2-compile"])
+    staged = frozenset({steps["stage-redpajama"].urn})
+    assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (180, ["llama2-compile"])
+
+
+def test_the_readme_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
+    # README section 3 states the job's budget and that both shipped stacks exceed it on their
+    # first up; both figures come from deploy.yml and the preflight's own chain computation.
+    from tools.workloads_preflight import awaited_steps, longest_wait
+
+    jobs = load("deploy.yml")["jobs"]
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    for stack, planned in (("dev", workloads_dev), ("prod", workloads_prod)):
+        job = jobs[f"workloads-{stack}"]
+        (run,) = [s["run"] for s in job["steps"] if "tools.workloads_preflight" in s.get("run", "")]
+        budget = int(run.split("--budget-minutes")[1].split()[0])
+        assert f"({budget} of the job's {job['timeout-minutes']} minutes)" in readme
+        assert longest_wait(planned.registrations, awaited_steps(planned))[0] > budget, stack
+    assert "With the shipped defaults both dev and prod exceed the budget on their first up" in readme
+
+
+class _Cli:
+    """Stands in for `pulumi` and `aws`: answers by the command's first words, records each call."""
+
+    def __init__(self, answers: dict[tuple[str, ...], tuple[int, str, str]]) -> None:
+        self.answers, self.calls = answers, []
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> Any:
+        import subprocess
+
+        self.calls.append((argv, kwargs.get("cwd")))
+        key = next(k for k in self.answers if tuple(argv[: len(k)]) == k)
+        code, out, err = self.answers[key]
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _preflight(monkeypatch, cli: _Cli, planned: tuple[Any, Any], budget: int = 330) -> int:
+    import tools.workloads_preflight as preflight
+
+    monkeypatch.setattr(preflight.subprocess, "run", cli)
+    monkeypatch.setattr(preflight, "plan", lambda stack: planned)
+    return preflight.main(["--stack", "prod", "--budget-minutes", str(budget)])
+
+
+def test_the_preflight_reads_the_cluster_stack_the_workload_stack_names_and_shows_pulumis_error(
+    monkeypatch, capsys, prod, workloads_prod
+) -> None:
+    # The program's StackReference reads `clusterStack` (workloads/__main__.py); a DIY backend
+    # takes the organization/project/stack form. A failing CLI must show its own stderr.
+    cli = _Cli({("pulumi", "stack", "output"): (255, "", "error: no permission to read s3://state\n")})
+    assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 1
+    (argv, cwd), = cli.calls
+    assert argv[argv.index("--stack") + 1] == "organization/trainium-eks/prod" and cwd == REPO_ROOT
+    err = capsys.readouterr().err
+    assert "error: no permission to read s3://state" in err and "Traceback" not in err
+
+
+def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_steps_are_in_the_state(
+    monkeypatch, capsys, prod, workloads_prod
+) -> None:
+    # GitHub cancels a job at its time limit; a `pulumi up` killed that way leaves the DIY lock
+    # (pulumi pkg/backend/diy/lock.go: "locked ... delete the lock file with `pulumi cancel`").
+    # `pulumi stack export` of a stack not created yet fails with backenderr's "no stack named".
+    import json
+
+    repos = json.dumps(prod.outputs["ecrRepositories"])
+    answers = {("pulumi", "stack", "output"): (0, repos, ""), ("aws", "ecr"): (0, "{}", ""),
+               ("pulumi", "stack", "export"): (255, "", "error: no stack named 'prod' found\n")}
+    assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
+    out = capsys.readouterr().out
+    assert "\n::error::This up creates awaited steps" in out  # a workflow command, on stdout
+    assert "420 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
+    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn} for r in workloads_prod.registrations]}}
+    answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
+    cli = _Cli(answers)
+    assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 0
+    assert [cwd for argv, cwd in cli.calls if argv[:3] == ["pulumi", "stack", "export"]] == [REPO_ROOT / "workloads"]
+    assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
 
 
 @pytest.mark.parametrize("job_id", ["workloads-dev", "workloads-prod"])
@@ -293,3 +383,17 @@ def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None
     (script,) = [s["with"]["script"] for s in job["steps"] if s.get("uses", "").startswith("actions/github-script@")]
     assert "context.payload.repository?.private === true" in script
     assert "isPrivate ? text.slice(-60000) : summary" in script
+
+
+def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monkeypatch) -> None:
+    # README section 2 has the pipeline's stack files hold `hfToken` encrypted (`secure: v1:...`,
+    # Pulumi's stack file format); the config check refuses that object as a token, so the
+    # preflight plans with a stand-in, as `make plan` does for a file without the key.
+    import tools.workloads_preflight as preflight
+
+    real = preflight.stack_config
+    monkeypatch.setattr(preflight, "stack_config", lambda d, s: {
+        **real(d, s), "trainium-workloads:hfToken": '{"secure": "v1:abcd"}'})
+    cluster, planned = preflight.plan("prod")
+    assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
+    assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420

@@ -237,11 +237,26 @@ def test_settings_a_webhook_or_controller_would_turn_against_us(workloads_with) 
     assert problem.startswith("trainium-workloads:rayLlama2.trainDeadlineSeconds = 600: Input should be greater than or equal to 1200")
 
 
+def test_numbers_no_api_here_could_take(workloads_with) -> None:
+    # volcano v1.15.1 batch.volcano.sh_jobs.yaml: spec.maxRetry is int32; kuberay v1.7.0
+    # ray.io_rayjobs.yaml: spec.activeDeadlineSeconds is int32. Larger values would pass our
+    # lower bounds and be refused by the API server only after the earlier steps had run.
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "maxRetry": 10**12})
+    assert problem == ("trainium-workloads:bertPretraining.maxRetry = 1000000000000: at most 2147483647 "
+                       "(the APIs these settings reach take 32-bit integers)")
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 3 * 10**9})
+    assert problem.startswith("trainium-workloads:rayLlama2.trainDeadlineSeconds = 3000000000: at most 2147483647")
+    # A floor of infinity can never be met: every healthy cluster would fail its check.
+    problems = refusal(workloads_with, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "busBandwidthFloorGBps": "inf"})
+    assert any(p.startswith("trainium-workloads:clusterCheck.busBandwidthFloorGBps = 'inf': Input should be a finite number")
+               for p in problems), problems
+
+
 def test_odd_values_a_reviewer_tried(workloads_with) -> None:
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": True})
-    assert problem.startswith("trainium-workloads:bertPretraining.nodes = True: Value error, a number, not true/false")
+    assert problem.startswith("trainium-workloads:bertPretraining.nodes = True: a number, not true/false")
     (problem,) = refusal(workloads_with, hfToken="   ")
     # A refusal never repeats a secret.
-    assert problem == "trainium-workloads:hfToken = [secret]: Value error, only whitespace; give a value or leave the key out"
+    assert problem == "trainium-workloads:hfToken = [secret]: only whitespace; give a value or leave the key out"
     problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
     assert any("nemoLlama2.compile = false and train = false: the workload is on but runs nothing" in p for p in problems)

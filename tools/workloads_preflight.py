@@ -8,14 +8,18 @@ the cluster stack's ECR repositories. On a new account those repositories are em
 ImagePullBackOff until each await times out, hours later, while the deploy session runs out.
 This check fails in seconds instead, naming the missing image and the command that pushes it.
 
-Repository URLs come from the cluster stack's `ecrRepositories` output (`pulumi stack output`),
-tags from the workload stack's configuration; `aws ecr describe-images` answers for each.
+What the stack runs and awaits is read from the stack's own program, rendered offline
+(offline/plan.py, the same code `make plan` runs), not from a table kept here: every ECR image
+a planned object names, and every object with an await timeout (pulumi.com/timeoutSeconds,
+workloads/pods.py) with the objects it depends on. Repository URLs come from the output
+`ecrRepositories` of the cluster stack the workload stack's `clusterStack` names
+(`pulumi stack output`); `aws ecr describe-images` answers for each image.
 
-The waits: `pulumi up` waits for every step it creates or replaces with an await annotation
-(pulumi.com/timeoutSeconds, workloads/pods.py). Their sum is an upper bound on how long an up
-that (re)creates all of them can wait; a step that already finished and did not change is not
-waited for again. When the sum exceeds what the job may run, the check warns (it cannot know
-from configuration alone which steps this up will create) and the README says what to do.
+The waits: `pulumi up` waits for each awaited step it creates, and a step waits for the steps it
+depends on; independent steps wait side by side. So the longest dependency chain of awaited
+steps that are not yet in the workload stack's state (`pulumi stack export`) is what this up
+can wait at most. When that exceeds what the job may run, the check fails: GitHub would kill the
+job mid-update, leaving the stack locked with pending operations.
 """
 
 from __future__ import annotations
@@ -24,47 +28,110 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable, Optional
 
-from offline.runner import stack_config
-from workloads.cluster_check import VERDICT_MARGIN_MINUTES
-from workloads.settings import WorkloadsConfig, parse_workloads_config
+from infra.errors import ConfigError
+from offline.mocks import Registration
+from offline.plan import OFFLINE_SECRETS
+from offline.runner import PlanResult, run_program, stack_config
+from workloads.settings import parse_workloads_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS_DIR = REPO_ROOT / "workloads"
+TIMEOUT = "pulumi.com/timeoutSeconds"
+SKIP = "pulumi.com/skipAwait"
+LAPTOP = (
+    "Bring this stack up from a laptop or a runner with a longer session (`cd workloads && pulumi up "
+    "--stack {stack}`, README 'Running it from a pipeline'), or switch its workloads on one pull request "
+    "at a time; later runs of this job wait only for the steps they create."
+)
 
 
-def required_images(config: WorkloadsConfig) -> set[tuple[str, str]]:
-    """(image, tag) pairs the enabled workloads run, as workloads/__main__.py wires them."""
-    needed: set[tuple[str, str]] = set()
-    if s := config.on("data_staging"):
-        if s.wikicorpus or s.cmd_shell:
-            needed.add(("cmd-shell", s.image_tag))
-        if s.redpajama:
-            needed.add(("nemo-megatron", s.image_tag))
-    for workload, image in (("bert_pretraining", "bert-pretrain"), ("ray_llama2", "ray-llama2"),
-                            ("nemo_llama2", "nemo-megatron"), ("cluster_check", "nemo-megatron"),
-                            ("cluster_check", "cmd-shell"), ("tensorboard", "cmd-shell")):
-        if s := config.on(workload):
-            needed.add((image, s.image_tag))
+@dataclass(frozen=True)
+class Step:
+    """An object `pulumi up` waits for when it creates it."""
+
+    urn: str
+    name: str
+    minutes: int
+
+
+def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The stack file's config, and offline stand-ins for its secrets.
+
+    The pipeline's stack file holds `hfToken` encrypted (`secure: v1:...`), which only the
+    secrets provider can open; what the stack runs does not depend on the token's value.
+    """
+    config, secrets = {}, dict(OFFLINE_SECRETS)
+    for key, text in stack_config(WORKLOADS_DIR, stack).items():
+        value = json.loads(text) if text.startswith("{") else None
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets.setdefault(key, "offline-stand-in")
+        else:
+            config[key] = text
+    return config, {k: v for k, v in secrets.items() if k not in config}
+
+
+def plan(stack: str) -> tuple[PlanResult, PlanResult]:
+    """The cluster stack the workload stack names, and the workload stack, rendered offline."""
+    config, secrets = workload_config(stack)
+    reference = parse_workloads_config({**config, **secrets}).cluster_stack
+    cluster = run_program(REPO_ROOT, reference.split("/")[-1])
+    workloads = run_program(WORKLOADS_DIR, stack, config, {reference: cluster.as_stack_outputs()}, secrets)
+    return cluster, workloads
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def required_images(workloads: PlanResult, repositories: dict[str, str]) -> set[tuple[str, str]]:
+    """(image, tag) pairs the planned objects run; ``repositories`` maps image -> ECR URL."""
+    by_url = {url: image for image, url in repositories.items()}
+    needed = set()
+    for value in (s for r in workloads.registrations for s in _strings(r.inputs)):
+        url, _, tag = value.rpartition(":")
+        if url in by_url and tag:
+            needed.add((by_url[url], tag))
     return needed
 
 
-def awaited_minutes(config: WorkloadsConfig) -> dict[str, int]:
-    """Each step `pulumi up` waits for when it creates it -> its await timeout, in minutes."""
-    waits: dict[str, int] = {}
-    if s := config.on("data_staging"):
-        waits.update({f"data staging {name}": s.timeout_minutes for name, on in
-                      (("stage-wikicorpus", s.wikicorpus), ("stage-redpajama", s.redpajama)) if on})
-    if (s := config.on("bert_pretraining")) and s.precompile:
-        waits["bert-precompile"] = s.precompile_timeout_minutes
-    if s := config.on("ray_llama2"):
-        waits.update({f"ray {step}": s.step_timeout_minutes for step in s.steps[:-1]})
-    if (s := config.on("nemo_llama2")) and s.compile:
-        waits["llama2-compile"] = s.compile_timeout_minutes
-    if s := config.on("cluster_check"):
-        verdict = s.timeout_minutes + VERDICT_MARGIN_MINUTES  # its deadline covers the launcher's
-        waits.update({"cluster-check-nodes": s.timeout_minutes + 5, "cluster-check-verdict": verdict + 5})
-    return waits
+def awaited_steps(workloads: PlanResult) -> list[Step]:
+    steps = []
+    for r in workloads.registrations:
+        annotations = (r.inputs.get("metadata") or {}).get("annotations") or {}
+        if TIMEOUT in annotations and annotations.get(SKIP) != "true":
+            steps.append(Step(r.urn, (r.inputs.get("metadata") or {}).get("name", r.name), int(annotations[TIMEOUT]) // 60))
+    return steps
+
+
+def longest_wait(registrations: list[Registration], steps: list[Step], done: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """Minutes and step names of the longest dependency chain of awaited steps not in ``done``.
+
+    A resource is created after everything in its dependencies (pulumi engine, step generation),
+    so a chain waits the sum of its awaited steps; unrelated chains wait side by side.
+    """
+    deps = {r.urn: r.dependencies for r in registrations}
+    weight = {s.urn: (s.minutes, s.name) for s in steps if s.urn not in done}
+    memo: dict[str, tuple[int, list[str]]] = {}
+
+    def chain(urn: str) -> tuple[int, list[str]]:
+        if urn not in memo:
+            before = max((chain(d) for d in deps.get(urn, ()) if d in deps), default=(0, []))
+            minutes, name = weight.get(urn, (0, ""))
+            memo[urn] = (before[0] + minutes, before[1] + [name]) if minutes else before
+        return memo[urn]
+
+    return max((chain(u) for u in deps), default=(0, []))
 
 
 def missing_images(needed: set[tuple[str, str]], repositories: dict[str, str], exists) -> list[str]:
@@ -87,31 +154,69 @@ def ecr_has(repository: str, tag: str) -> bool:
         return True
     if "ImageNotFoundException" in result.stderr or "RepositoryNotFoundException" in result.stderr:
         return False
-    raise RuntimeError(f"aws ecr describe-images {repository}:{tag}: {result.stderr.strip()}")
+    raise PulumiError(f"aws ecr describe-images {repository}:{tag}", result.stderr)
+
+
+class PulumiError(Exception):
+    """A CLI the preflight ran failed; its own message is what the reader needs."""
+
+    def __init__(self, command: str, stderr: str) -> None:
+        super().__init__(f"`{command}` failed:\n{stderr.strip()}")
+
+
+def pulumi(args: list[str], cwd: Path) -> Optional[str]:
+    """stdout of a `pulumi` command; None when the stack does not exist yet."""
+    result = subprocess.run(["pulumi", *args], capture_output=True, text=True, cwd=cwd)
+    if result.returncode == 0:
+        return result.stdout
+    # backenderr.StackNotFoundError (pkg/backend/backenderr/backenderr.go): "no stack named '<s>' found".
+    if "no stack named" in result.stderr:
+        return None
+    raise PulumiError(f"pulumi {' '.join(args)}", result.stderr)
+
+
+def state_urns(export: Optional[str]) -> frozenset[str]:
+    """URNs in a `pulumi stack export` document (apitype.UntypedDeployment); none for a new stack."""
+    if export is None:
+        return frozenset()
+    return frozenset(r["urn"] for r in (json.loads(export).get("deployment") or {}).get("resources") or [])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--stack", default="dev", help="the workload stack")
     parser.add_argument("--budget-minutes", type=int, required=True, help="what `pulumi up` may run in this job")
     args = parser.parse_args(argv)
-    config = parse_workloads_config(stack_config(REPO_ROOT / "workloads", args.stack))
-    output = subprocess.run(
-        ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
-        check=True, capture_output=True, text=True, cwd=REPO_ROOT,
-    )  # fmt: skip
-    missing = missing_images(required_images(config), json.loads(output.stdout), ecr_has)
-    if missing:
-        print(f"The workload stack {args.stack} runs images that are not in ECR:", *missing, sep="\n  ", file=sys.stderr)
-        print(f"Push them first: `make images STACK={args.stack}` (needs Docker), then re-run this job.", file=sys.stderr)
+    try:
+        cluster_plan, workloads = plan(args.stack)
+        cluster_stack = workloads.outputs["clusterStack"]  # what the program's StackReference reads
+        output = pulumi(["stack", "output", "ecrRepositories", "--json", "--stack", cluster_stack], REPO_ROOT)
+        if output is None:
+            print(f"The cluster stack {cluster_stack} (clusterStack of {args.stack}) does not exist: deploy it first.",
+                  file=sys.stderr)
+            return 1
+        repositories = json.loads(output)
+        needed = required_images(workloads, cluster_plan.outputs["ecrRepositories"])
+        missing = missing_images(needed, repositories, ecr_has)
+        if missing:
+            print(f"The workload stack {args.stack} runs images that are not in ECR:", *missing, sep="\n  ", file=sys.stderr)
+            print(f"Push them first: `make images STACK={args.stack}` (needs Docker), then re-run this job.", file=sys.stderr)
+            return 1
+        print(f"All {len(needed)} images of the workload stack {args.stack} are in ECR.")
+        done = state_urns(pulumi(["stack", "export", "--stack", args.stack], WORKLOADS_DIR))
+    except (ConfigError, FileNotFoundError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except PulumiError as exc:
+        print(exc, file=sys.stderr)
         return 1
-    print(f"All {len(required_images(config))} images of the workload stack {args.stack} are in ECR.")
-    waits = awaited_minutes(config)
-    if sum(waits.values()) > args.budget_minutes:
-        steps = ", ".join(f"{k} {v} min" for k, v in waits.items())
-        print(f"::warning::An up that creates every awaited step could wait {sum(waits.values())} min ({steps}); "
-              f"this job allows {args.budget_minutes}. Steps that already finished are not waited for again. "
-              "For a first bring-up, see README 'Running it from a pipeline'.")
+    steps = awaited_steps(workloads)
+    minutes, chain = longest_wait(workloads.registrations, steps, done)
+    if minutes > args.budget_minutes:
+        print(f"::error::This up creates awaited steps that can wait {minutes} min in a row ({' -> '.join(chain)}); "
+              f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack))  # stdout: GitHub's annotation
+        return 1
+    print(f"Awaited steps this up creates: at most {minutes} min in a row; the job allows {args.budget_minutes}.")
     return 0
 
 
