@@ -327,17 +327,35 @@ def workload_runs(settings: Any) -> list[WorkloadRun]:
             seconds, text = None, "no bound: trainDeadlineSeconds is unset"
         runs.append(WorkloadRun("rayLlama2", ray.node_group, ray.workers, seconds, text))
     if (check := settings.on("cluster_check")) is not None:
-        runs.append(WorkloadRun(
-            "clusterCheck", check.node_group, check.nodes, None,
-            "minutes when healthy; no strict bound: each stage is cut at timeoutMinutes (the check Job's and the "
-            "all-reduce launcher's activeDeadlineSeconds) but the workers' start-up before the launcher is not",
-        ))
+        runs.append(cluster_check_run(check))
     if (nemo := settings.on("nemo_llama2")) is not None and (nemo.compile or nemo.train):
         runs.append(WorkloadRun(
             "nemoLlama2", nemo.node_group, nemo.nodes, None,
             "no bound: compileTimeoutMinutes is how long `pulumi up` waits, not a limit on the MPIJob",
         ))
     return runs
+
+
+def cluster_check_run(check: Any) -> WorkloadRun:
+    """The acceptance test holds Trainium nodes in its per-node Job and, from two nodes, in the
+    all-reduce MPIJob that pulumi creates once that Job has completed; each is cut at
+    timeoutMinutes, start-up from zero nodes included. A Job's activeDeadlineSeconds counts from
+    its status.startTime, set when the Job controller starts processing it (kubernetes/api v0.34.0,
+    the Kubernetes 1.34 API, batch/v1/types.go: JobSpec.activeDeadlineSeconds "relative to the
+    startTime", JobStatus.startTime), not from its pods' start. The MPIJob's deadline is its launcher Job's
+    (kubeflow/mpi-operator v0.8.0 newLauncherJob), and under AtStartup that Job is created with
+    the workers (syncHandler), so workers that never get Ready are deleted when it passes
+    (cleanUpWorkerPods). The verdict runs on a job-support node. Then the autoscaler removes the
+    idle nodes SCALE_DOWN_UNNEEDED_SECONDS later."""
+    stages = 2 if check.nodes > 1 else 1
+    minutes = check.timeout_minutes
+    seconds = stages * minutes * 60 + SCALE_DOWN_UNNEEDED_SECONDS
+    held = ("the per-node Job's and the all-reduce launcher's timeoutMinutes " f"(2 x {minutes} min)"
+            if stages == 2 else f"the per-node Job's timeoutMinutes ({minutes} min; one node: no all-reduce)")
+    text = (f"minutes when healthy; at most about {held}, start-up from zero nodes included, + "
+            f"{SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay, plus the autoscaler's scan interval and "
+            "the instances' termination (about a minute, not counted)")
+    return WorkloadRun("clusterCheck", check.node_group, check.nodes, seconds, text)
 
 
 CAPACITY_BLOCK = "CAPACITY_BLOCK"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -153,7 +153,7 @@ def test_every_change_to_what_runs_is_a_new_run(workloads_dev: PlanResult, workl
     assert after != before
     # The verdict names the directory, so it is replaced (and waits for the new status) too.
     verdict = script(spec(result, "Job", "cluster-check-verdict")["template"]["spec"]["containers"][0])
-    assert f"until [ -f {after}/allreduce.status ]" in verdict
+    assert f"id=$(cat {after}/current" in verdict and f"attempt={after}/attempts/$id" in verdict
 
 
 def test_a_change_in_the_group_is_a_new_run(workloads_dev: PlanResult, workloads_with) -> None:
@@ -273,21 +273,29 @@ def stub(bin_dir: Path, name: str, output: str, stream: str = "stdout", status: 
 DD_OK = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s"
 
 
+def attempt_dir(shared: Path, uid: str) -> Path:
+    """An attempt's directory in the sandbox: the per-node Job with this UID wrote it."""
+    return Path(_layout().attempts_dir.replace(cluster_check.SHARED_MOUNT, str(shared))) / uid
+
+
 def run_node_script(
-    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30
+    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30,
+    uid: str = "job-a",
 ) -> subprocess.CompletedProcess[str]:
-    """The per-node script on node ip-100-64-1-1 of a 2-node check; ``peers`` other nodes have reported."""
+    """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
+    ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
+    ``tmp_path`` is a second attempt on the same FSx."""
     layout = _layout()
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
-    bin_dir.mkdir()
-    shared.mkdir()
+    bin_dir.mkdir(exist_ok=True)
+    shared.mkdir(exist_ok=True)
     stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
     fi_info = "\n".join(f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM" for i in range(efa_domains))
     stub(bin_dir, "fi_info", fi_info)
     stub(bin_dir, "stat", "lustre")
     stub(bin_dir, "dd", dd[0], "stderr", dd[1])
-    nodes = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared))) / "nodes"
-    nodes.mkdir(parents=True)
+    nodes = attempt_dir(shared, uid) / "nodes"
+    nodes.mkdir(parents=True, exist_ok=True)
     for i in range(peers):
         (nodes / f"ip-100-64-2-{i}.txt").write_text("NODE ip-100-64-2-{i} trn1.32xlarge PASS\n")
     text = (
@@ -297,7 +305,7 @@ def run_node_script(
         .replace(cluster_check.SHARED_MOUNT, str(shared))
         .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
     )
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1"}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1", "JOB_UID": uid}
     return subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -376,6 +384,8 @@ def launcher_run(
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
     bin_dir.mkdir()
     shared.mkdir()
+    # The per-node stage's attempt job-b is the current one; job-a, an earlier attempt, failed.
+    write_attempts(shared, {"job-a": (["FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b")
     hostfile = tmp_path / "hostfile"
     # kubeflow/mpi-operator v0.8.0 newConfigMap: "<job>-worker-<i>.<job>.<ns>.svc slots=<n>".
     hostfile.write_text("".join(f"cluster-check-allreduce-worker-{i}.cluster-check-allreduce.default.svc slots=1\n" for i in range(workers)))
@@ -390,7 +400,8 @@ def launcher_run(
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     run = subprocess.run([*wrapper, "bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
-    return run, Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
+    assert (attempt_dir(shared, "job-a") / "allreduce.status").read_text() == "FAIL\n"  # an old attempt's, left alone
+    return run, attempt_dir(shared, "job-b")
 
 
 def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[subprocess.CompletedProcess[str], Path, str]:
@@ -462,17 +473,30 @@ def test_a_failed_all_reduce_is_a_failure(tmp_path: Path) -> None:
     assert (results / "allreduce.status").read_text().strip() == "FAIL"
 
 
+def write_attempts(shared: Path, attempts: dict[str, tuple[list[str], Optional[str]]], current: Optional[str]) -> None:
+    """Per attempt UID: its nodes' verdicts and its all-reduce status (None: none yet); ``current``
+    is what the latest per-node attempt recorded."""
+    for uid, (nodes, status) in attempts.items():
+        results = attempt_dir(shared, uid)
+        (results / "nodes").mkdir(parents=True)
+        for i, verdict in enumerate(nodes):
+            (results / "nodes" / f"{uid}-node-{i}.txt").write_text(f"NODE {uid}-node-{i} trn1.32xlarge {verdict} neuron=16/16\n")
+        if status is not None:
+            (results / "allreduce.txt").write_text(f"table of {uid}\n")
+            (results / "allreduce.status").write_text(status + "\n")
+    if current is not None:
+        Path(_layout().current_file.replace(cluster_check.SHARED_MOUNT, str(shared))).write_text(current + "\n")
+
+
+def verdict_run(shared: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    text = (cluster_check.verdict_script(_layout()).replace(cluster_check.SHARED_MOUNT, str(shared))
+            .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1"))
+    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=timeout)
+
+
 def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.CompletedProcess[str]:
-    layout = _layout()
-    shared = tmp_path / "shared"
-    results = Path(layout.run_dir.replace(cluster_check.SHARED_MOUNT, str(shared)))
-    (results / "nodes").mkdir(parents=True)
-    for i, verdict in enumerate(nodes):
-        (results / "nodes" / f"node-{i}.txt").write_text(f"NODE node-{i} trn1.32xlarge {verdict} neuron=16/16\n")
-    (results / "allreduce.txt").write_text("table\n")
-    (results / "allreduce.status").write_text(status + "\n")
-    text = cluster_check.verdict_script(layout).replace(cluster_check.SHARED_MOUNT, str(shared))
-    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30)
+    write_attempts(tmp_path / "shared", {"job-a": (nodes, status)}, current="job-a")
+    return verdict_run(tmp_path / "shared")
 
 
 @pytest.mark.parametrize(
@@ -493,3 +517,47 @@ def test_the_all_reduce_needs_the_mpi_operator_but_one_node_does_not(workloads_w
     assert "trainium-workloads:clusterCheck: needs mpiOperator in the cluster" in message
     result = workloads_with(cluster=no_mpi, nemoLlama2=None, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 1})
     assert result.outputs["workloads"]["clusterCheck"]["nodes"] == 1
+
+
+# --- a retry with unchanged manifests (`pulumi up --replace`) -------------------------------------
+# The run directory is a token of the rendered manifests, so replacing a stage without a change
+# reuses it. The Job controller labels each pod with its Job's UID (kubernetes/api v0.34.0
+# batch/v1/types.go ControllerUidLabel), which a new Job object - the replacement - does not share.
+
+
+def test_the_node_check_reads_its_job_uid_from_the_controller_label(workloads_dev: PlanResult) -> None:
+    container = spec(workloads_dev, "Job", "cluster-check-nodes")["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env["JOB_UID"] == "metadata.labels['batch.kubernetes.io/controller-uid']"
+
+
+def test_a_retried_node_check_ignores_the_failed_attempt(tmp_path: Path) -> None:
+    # Attempt job-a: this node failed its FSx check, and another node passed. Attempt job-b (the
+    # replaced Job) on a healthy node: the two old files must not count for its barrier (which
+    # would let it leave at once, before a second node reported) nor for the verdict (an old FAIL).
+    first = run_node_script(tmp_path, devices=16, efa_domains=8, dd=("dd: error writing: No space left on device", 1), uid="job-a")
+    assert first.returncode == 1 and len(list((attempt_dir(tmp_path / "shared", "job-a") / "nodes").glob("*.txt"))) == 2
+    with pytest.raises(subprocess.TimeoutExpired):  # alone in its attempt: it waits for a second node
+        run_node_script(tmp_path, devices=16, efa_domains=8, peers=0, timeout=2, uid="job-b")
+    second = run_node_script(tmp_path, devices=16, efa_domains=8, peers=1, uid="job-b")
+    assert second.returncode == 0, second.stdout + second.stderr
+    shared = tmp_path / "shared"
+    assert Path(_layout().current_file.replace(cluster_check.SHARED_MOUNT, str(shared))).read_text() == "job-b\n"
+    (attempt_dir(shared, "job-b") / "allreduce.status").write_text("PASS\n")
+    (attempt_dir(shared, "job-b") / "allreduce.txt").write_text("table\n")
+    verdict = verdict_run(shared)
+    assert verdict.returncode == 0, verdict.stdout
+    assert "RESULT PASS" in verdict.stdout and " FAIL " not in verdict.stdout and "of 2 nodes" not in verdict.stdout
+
+
+def test_the_verdict_waits_for_the_current_attempts_all_reduce(tmp_path: Path) -> None:
+    # An older attempt's FAIL status is there; the current attempt's launcher has not written yet:
+    # the verdict must wait for it, not report the old one.
+    write_attempts(tmp_path / "shared", {"job-a": (["PASS", "FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b")
+    with pytest.raises(subprocess.TimeoutExpired):
+        verdict_run(tmp_path / "shared", timeout=2)
+
+
+def test_a_job_without_its_uid_fails_at_once(tmp_path: Path) -> None:
+    run = run_node_script(tmp_path, devices=16, efa_domains=8, uid="")
+    assert run.returncode == 1 and "no Job UID" in run.stdout

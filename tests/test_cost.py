@@ -131,7 +131,10 @@ def test_workloads_by_hand(dev):
     # (2400) and deletes its cluster ttlSecondsAfterFinished (60) later; the autoscaler removes
     # the idle nodes 600 s after that: 2 x 24.78 x 3060 / 3600 = $42.13 (the autoscaler's scan and
     # the instances' termination, about a minute, are left out and said so).
-    assert result["boundUsd"] == {"bertPretraining": None, "rayLlama2": 42.13, "clusterCheck": None, "nemoLlama2": None}
+    # The acceptance test (timeoutMinutes 60 by default, 2 nodes): the per-node Job and then the
+    # all-reduce launcher, each cut at 3600 s, then the 600 s scale-down delay:
+    # 2 x 21.50 x (2 x 3600 + 600) / 3600 = 43 x 7800 / 3600 = $93.17.
+    assert result["boundUsd"] == {"bertPretraining": None, "rayLlama2": 42.13, "clusterCheck": 93.17, "nemoLlama2": None}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):
@@ -234,3 +237,29 @@ def test_ray_bound_text_says_why_there_is_none(dev):
     config["trainium-workloads:rayLlama2"] = json.dumps({**ray, "steps": ["generate-data", "precompile"]})
     (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
     assert run.bound_seconds is None and "the train step is not in steps" in run.bound_text
+
+
+def check_run(**changes):
+    config = stack_config(WORKLOADS_DIR, "dev")
+    check = json.loads(config["trainium-workloads:clusterCheck"])
+    config["trainium-workloads:clusterCheck"] = json.dumps({**check, **changes})
+    (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "clusterCheck"]
+    return run
+
+
+def test_cluster_check_is_bounded_by_its_stage_deadlines():
+    # Each stage holding Trainium nodes is cut at timeoutMinutes from its Job's start, scale-up
+    # included: the per-node Job's activeDeadlineSeconds, and the all-reduce launcher's, which
+    # under AtStartup exists from the MPIJob's creation (kubeflow/mpi-operator v0.8.0
+    # mpi_job_controller.go syncHandler, newLauncherJob); then the autoscaler's 600 s.
+    # 3 nodes, 45 min: 2 x 2700 + 600 = 6000 s.
+    run = check_run(nodes=3, timeoutMinutes=45, busBandwidthFloorGBps=20)
+    assert run.bound_seconds == 6000 and "2 x 45 min" in run.bound_text and "no bound" not in run.bound_text
+    # One node runs no all-reduce: the per-node Job only, 1800 + 600 s; 21.50 x 2400 / 3600 = $14.33.
+    run = check_run(nodes=1, timeoutMinutes=30)
+    assert run.bound_seconds == 2400 and "one node" in run.bound_text
+    groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
+    config = stack_config(WORKLOADS_DIR, "dev")
+    config["trainium-workloads:clusterCheck"] = json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30})
+    result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
+    assert result["boundUsd"]["clusterCheck"] == 14.33

@@ -32,6 +32,10 @@ docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
 Every run writes under ``/shared/cluster-check/<run>``, a token of everything the stages run
 (their rendered manifests), so a re-run after any change never reads an old run's files, and
 the verdict, whose script names the directory, is replaced whenever an earlier stage is.
+Inside it, each attempt of the per-node Job has its own directory, ``attempts/<Job UID>``, and
+``current`` names the latest: an attempt that replaces the Job with unchanged manifests
+(`pulumi up --replace`) then never counts a failed attempt's node files, and the launcher and
+the verdict created after it read and write only its directory.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
 HOSTFILE = "/etc/mpi/hostfile"
+# The Job controller's label on every pod of a Job: the Job's UID (kubernetes/api v0.34.0, the
+# Kubernetes 1.34 API, batch/v1/types.go ControllerUidLabel; the unprefixed `controller-uid` is
+# kept only for legacy). Read through the downward API, it names the per-node Job's attempt.
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 ROOT_COMM_PORT = 45654
 # Seconds between polls of the scripts' waits (a test shortens them).
 POLL_SECONDS = 10
@@ -142,17 +150,37 @@ class CheckLayout:
     def run_dir(self) -> str:
         return f"{RESULTS_ROOT}/{self.run}"
 
+    @property
+    def current_file(self) -> str:
+        """Names the latest attempt of the per-node Job, the one the later stages belong to."""
+        return f"{self.run_dir}/current"
+
+    @property
+    def attempts_dir(self) -> str:
+        return f"{self.run_dir}/attempts"
+
+
+def current_attempt(layout: CheckLayout) -> str:
+    """Shell: set ``attempt`` to the latest per-node attempt's directory, or stop. The later
+    stages are created only once the per-node Job has completed, so its attempt has written it."""
+    return (f'id=$(cat {layout.current_file} 2>/dev/null) && [ -n "$id" ] '
+            f'|| {{ echo "no per-node check has run in {layout.run_dir}"; exit 1; }}\n'
+            f'attempt={layout.attempts_dir}/$id\n')
+
 
 def node_script(layout: CheckLayout) -> str:
     """Every check runs and prints its line; the pod fails if any of them failed. A passing pod
     then holds its node (every device) until all ``nodes`` pods have reported, so they report
     from distinct nodes: without the wait, one node could run two pods one after the other while
-    a second node never comes up. The Job's deadline ends a wait for a node that never comes."""
+    a second node never comes up. The Job's deadline ends a wait for a node that never comes.
+    Each attempt of the Job writes into its own directory (its UID), so the wait counts only this
+    attempt's nodes."""
     g, mib, n = layout.group, layout.settings.fsx_test_mib, layout.settings.nodes
     return f"""\
 set -uo pipefail
 node="${{NODE_NAME:-$(hostname)}}"
-dir={layout.run_dir}/nodes
+[ -n "${{JOB_UID:-}}" ] || {{ echo "FAIL  no Job UID (label {JOB_UID_LABEL})"; exit 1; }}
+dir={layout.attempts_dir}/$JOB_UID/nodes
 failed=0
 check() {{ # name, expected, seen
   if [ "$2" = "$3" ]; then echo "ok    $1: $3"; else echo "FAIL  $1: expected $2, seen $3"; failed=1; fi
@@ -164,6 +192,7 @@ efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
 check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
 mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
 # (its error: ENOSPC, EIO, ...) goes to the log instead.
@@ -224,7 +253,10 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
         "name": "check",
         "image": layout.image,
         "command": ["bash", "-c", node_script(layout)],
-        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "JOB_UID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"}}},
+        ],
         # Every device and interface of the node: one pod per node, and it sees what a job would.
         "resources": pods.accelerator_resources(layout.group),
         "securityContext": pods.accelerator_security_context(),
@@ -239,16 +271,18 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
 
 def launcher_script(layout: CheckLayout) -> str:
     """Waits for every worker (its name resolves and its sshd answers), then runs nccom-test over
-    them; the status file is written whatever happens, a stop at the deadline included."""
+    them; the status file is written whatever happens, a stop at the deadline included. It writes
+    into the current attempt's directory (a launcher that finds none leaves no status: the verdict
+    fails at its deadline)."""
     low, high, factor = NCCOM_SIZES
-    s, dir_, floor = layout.settings, layout.run_dir, layout.floor
+    s, dir_, floor = layout.settings, '"$attempt"', layout.floor
     assert floor is not None, "an all-reduce runs from two nodes, where checks.py requires a floor"
     ompi = " ".join(f"{k}={v}" for k, v in OMPI_ROOT_ENV.items())
     return f"""\
 set -uo pipefail
-mkdir -p {dir_}
+{current_attempt(layout)}mkdir -p {dir_}
 status=FAIL
-trap 'echo $status > {dir_}/allreduce.status' EXIT
+trap 'echo $status > "$attempt/allreduce.status"' EXIT
 # At the deadline the kubelet sends SIGTERM: say what was still under way, then exit (EXIT trap).
 trap 'echo "stopped (deadline) while: $stage" | tee -a {dir_}/allreduce.txt; exit 1' TERM
 stage="waiting for {s.nodes} workers (name and sshd)"
@@ -365,7 +399,7 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
 
 
 def verdict_script(layout: CheckLayout) -> str:
-    dir_, n = layout.run_dir, layout.settings.nodes
+    dir_, n = '"$attempt"', layout.settings.nodes
     collective = n > 1
     wait = f"""\
 until [ -f {dir_}/allreduce.status ]; do sleep {POLL_SECONDS}; done
@@ -375,7 +409,7 @@ echo; cat {dir_}/allreduce.txt
     floor = f" (floor {layout.floor} GB/s at 1 GiB)" if collective else " (one node)"
     return f"""\
 set -uo pipefail
-{wait}echo; echo "== cluster check {layout.run}: {n} x {layout.group.instance_type} ({layout.group.name})"
+{current_attempt(layout)}{wait}echo; echo "== cluster check {layout.run} (attempt $id): {n} x {layout.group.instance_type} ({layout.group.name})"
 cat {dir_}/nodes/*.txt
 seen=$(ls {dir_}/nodes/*.txt 2>/dev/null | wc -l)
 failed=$(cat {dir_}/nodes/*.txt 2>/dev/null | grep -c ' FAIL ')
