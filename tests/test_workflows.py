@@ -358,6 +358,16 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 0
     assert [cwd for argv, cwd in cli.calls if argv[:3] == ["pulumi", "stack", "export"]] == [REPO_ROOT / "workloads"]
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
+    # A step whose first wait failed (it timed out while still running) is in the state with
+    # initErrors, and the next up waits for it again: it is not done.
+    failed = {"job-stage-redpajama"}
+    export["deployment"]["resources"] = [
+        {"urn": r.urn, **({"initErrors": ["timed out waiting for the Job"]} if r.name in failed else {})}
+        for r in workloads_prod.registrations
+    ]
+    answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
+    assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=200) == 1
+    assert "stage-redpajama" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("job_id", ["workloads-dev", "workloads-prod"])

@@ -167,10 +167,18 @@ def pulumi(args: list[str], cwd: Path) -> Optional[str]:
 
 
 def state_urns(export: Optional[str]) -> frozenset[str]:
-    """URNs in a `pulumi stack export` document (apitype.UntypedDeployment); none for a new stack."""
+    """URNs of the finished resources in a `pulumi stack export` document (apitype.UntypedDeployment);
+    none for a new stack.
+
+    A resource whose create failed its await is in the state with `initErrors`
+    (sdk/go/common/apitype/core.go); the next `up` gives it an empty update that waits for it
+    again (pkg/resource/deploy/step_generator.go; pulumi-kubernetes provider/pkg/await/await.go
+    Update awaits as on create), so it still counts against the job's time.
+    """
     if export is None:
         return frozenset()
-    return frozenset(r["urn"] for r in (json.loads(export).get("deployment") or {}).get("resources") or [])
+    resources = (json.loads(export).get("deployment") or {}).get("resources") or []
+    return frozenset(r["urn"] for r in resources if not r.get("initErrors"))
 
 
 def main(argv: list[str] | None = None) -> int:
