@@ -8,7 +8,6 @@ cluster-autoscaler needs to scale it up from zero.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -16,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import launch_template as lt
+from infra.autoscaling import tag_node_template
 from infra.catalog import InstanceFacts
 from infra.config import AcceleratorNodeGroupConfig
 from infra.efa import EfaInterface, efa_interfaces
@@ -81,10 +81,6 @@ def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
     30 minutes, are replaced or rebooted. A training job loses the node either way; this stops
     a broken node from failing every job scheduled onto it afterwards."""
     return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=enabled)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 class AcceleratorNodeGroups(pulumi.ComponentResource):
@@ -203,12 +199,5 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
-        asg_name = node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-        for key, value in group.autoscaler_tags.items():
-            aws.autoscaling.Tag(
-                f"{group.name}-{_slug(key.removeprefix('k8s.io/cluster-autoscaler/node-template/'))}",
-                autoscaling_group_name=asg_name,
-                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+        tag_node_template(group.name, node_group, group.autoscaler_tags, self)
         return node_group

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.iam import pod_identity_role
@@ -14,6 +16,26 @@ from infra.kube import CORE_NODE_SELECTOR, helm_release
 from infra.versions import CHARTS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
+NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
+
+
+def tag_node_template(
+    name_prefix: str, node_group: aws.eks.NodeGroup, tags: dict[str, str], parent: pulumi.Resource
+) -> None:
+    """Put a group's node-template tags on its Auto Scaling group.
+
+    From zero nodes cluster-autoscaler knows a group's labels, taints and resources only from
+    these ASG tags, and EKS does not copy a managed node group's labels there.
+    """
+    asg_name = node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+    for key, value in tags.items():
+        slug = re.sub(r"[^a-z0-9]+", "-", key.removeprefix(NODE_TEMPLATE_PREFIX).lower()).strip("-")
+        aws.autoscaling.Tag(
+            f"{name_prefix}-{slug}",
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
 
 
 def autoscaler_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:

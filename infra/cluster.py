@@ -13,6 +13,7 @@ import pulumi_eks as eks
 
 from infra import addons
 from infra import launch_template as lt
+from infra.autoscaling import tag_node_template
 from infra.config import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.kube import kubeconfig_for
 from infra.iam import managed_policy, pod_identity_role, service_trust_policy
@@ -305,15 +306,5 @@ class EksCluster(pulumi.ComponentResource):
             ),
         )
         if group.min_size == 0:
-            # From zero nodes cluster-autoscaler knows the group's labels and taint only from
-            # these Auto Scaling group tags (EKS does not copy them there).
-            asg_name = node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-            for key, value in label_taint_tags(labels, taints).items():
-                slug = re.sub(r"[^a-z0-9]+", "-", key.removeprefix("k8s.io/cluster-autoscaler/node-template/").lower())
-                aws.autoscaling.Tag(
-                    f"{name}-{group_name}-{slug.strip('-')}",
-                    autoscaling_group_name=asg_name,
-                    tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
+            tag_node_template(f"{name}-{group_name}", node_group, label_taint_tags(labels, taints), self)
         return node_group
