@@ -12,15 +12,11 @@ import yaml
 from offline import plan
 from offline.mocks import SECRET
 from offline.runner import REPO_ROOT, stack_config
+from tests.project_copy import project_copy
 
 
 def bad_project(tmp_path: Path, config: dict) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py"):
-        (project / name).write_text((REPO_ROOT / name).read_text())
-    (project / "Pulumi.bad.yaml").write_text(yaml.safe_dump({"config": config}))
-    return project
+    return project_copy(tmp_path / "project", stack="bad", config=config)
 
 
 def test_plan_writes_resources_json(tmp_path, capsys):
@@ -91,14 +87,12 @@ def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
     # The cluster stack is fine, the workload stack file is not: nothing is written, so
     # build/plan never holds a new cluster plan next to a stale workload plan.
     project = bad_project(tmp_path, yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"])
-    workloads = project / "workloads"
-    workloads.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py"):
-        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
-    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.dev.yaml").read_text())
-    document["config"]["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
-    document["config"]["trainium-workloads:nemoLlama2"]["nodes"] = 400
-    (workloads / "Pulumi.bad.yaml").write_text(yaml.safe_dump(document))
+
+    def too_many_nodes(config: dict) -> None:
+        config["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
+        config["trainium-workloads:nemoLlama2"]["nodes"] = 400
+
+    project_copy(project / "workloads", REPO_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
     out = tmp_path / "out"
     assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
@@ -137,13 +131,8 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
     # `pulumi config set --secret hfToken ...` writes `{secure: v1:...}` into the stack file, which
     # only the stack's secrets provider opens: offline, the key gets a stand-in instead of being
     # read as a (malformed) token.
-    workloads = tmp_path / "workloads"
-    workloads.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py"):
-        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
-    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.dev.yaml").read_text())
-    document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:AAAAencryptedAAAA"}
-    (workloads / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "dev",
+                             lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:AAAAencryptedAAAA"}}))
     assert "trainium-workloads:hfToken" not in stack_config(workloads, "dev")
     result = plan.plan_workloads(workloads, "dev", dev)
     # Planned, and the Secret's data stays masked as a secret's.

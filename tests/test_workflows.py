@@ -19,6 +19,7 @@ from bootstrap import trust
 from bootstrap.settings import parse_bootstrap_config
 from bootstrap.variables import repository_variables
 from offline.runner import REPO_ROOT, stack_config
+from tests.project_copy import project_copy
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 CONFIGURE_AWS = "aws-actions/configure-aws-credentials"
@@ -401,13 +402,8 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     # with a stand-in (offline/plan.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight
 
-    workloads = tmp_path / "workloads"
-    workloads.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py"):
-        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
-    document = yaml.safe_load((REPO_ROOT / "workloads" / "Pulumi.prod.yaml").read_text())
-    document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abcd"}
-    (workloads / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document))
+    workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "prod",
+                             lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:abcd"}}))
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"

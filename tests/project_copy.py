@@ -1,0 +1,32 @@
+"""A Pulumi project of this repository copied into a temporary directory with an edited stack file,
+for tests that need the real program under a stack file the repository does not ship."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from offline.runner import REPO_ROOT
+
+
+def project_copy(
+    destination: Path,
+    source: Path = REPO_ROOT,
+    stack: str = "dev",
+    edit: Optional[Callable[[dict[str, Any]], None]] = None,
+    from_stack: Optional[str] = None,
+    config: Optional[dict[str, Any]] = None,
+) -> Path:
+    """``source``'s program as ``destination`` with a ``Pulumi.<stack>.yaml``: ``config`` as given,
+    or the config of ``Pulumi.<from_stack or stack>.yaml`` changed in place by ``edit``."""
+    destination.mkdir(parents=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (destination / name).write_text((source / name).read_text())
+    if config is None:
+        config = yaml.safe_load((source / f"Pulumi.{from_stack or stack}.yaml").read_text())["config"]
+    if edit is not None:
+        edit(config)
+    (destination / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return destination
