@@ -3,19 +3,25 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import addons, config_rules, lookups, stack_config
-from infra.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
-from infra.autoscaling import Autoscaling, AutoscalingArgs
-from infra.cluster import EksCluster, EksClusterArgs
-from infra.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
-from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
-from infra.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
-from infra.network import Network, NetworkArgs
-from infra.observability import Observability, ObservabilityArgs
-from infra.placement import choose_placement, with_reservation_zones
-from infra.registries import Registries, RegistriesArgs
-from infra.schedulers import Schedulers, SchedulersArgs
-from infra.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
+from infra.facts import addons
+
+from infra.config import rules as config_rules
+
+from infra import lookups
+
+from infra.config import load as stack_config
+from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
+from infra.components.autoscaling import Autoscaling, AutoscalingArgs
+from infra.components.cluster import EksCluster, EksClusterArgs
+from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
+from infra.components.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
+from infra.components.network import Network, NetworkArgs
+from infra.components.observability import Observability, ObservabilityArgs
+from infra.plans.placement import choose_placement, with_reservation_zones
+from infra.components.registries import Registries, RegistriesArgs
+from infra.components.schedulers import Schedulers, SchedulersArgs
+from infra.components.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
 
 config = stack_config.load()
 for advisory in config_rules.advisories(config):
@@ -190,7 +196,7 @@ if features.observability:
     )
 registries = Registries("registries", RegistriesArgs(config.cluster_name, config.ecr_force_delete, tags))
 
-# Each output is described in infra/outputs.py (the generated reference reads it from there).
+# Each output is described in infra/facts/outputs.py (the generated reference reads it from there).
 pulumi.export("clusterName", cluster.name)
 pulumi.export("addonBuilds", addon_builds)
 pulumi.export("region", config.region)

@@ -11,7 +11,7 @@ from bootstrap.github_oidc import GitHubOidc, GitHubOidcArgs
 from bootstrap.settings import parse_bootstrap_config
 from bootstrap.state import StateBackend, StateBackendArgs
 from bootstrap.variables import backend_url, repository_variables, secrets_provider
-from infra.stack_config import engine_config
+from infra.config.load import engine_config
 
 config = parse_bootstrap_config(engine_config())
 identity = aws.get_caller_identity()

@@ -11,10 +11,10 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from infra.config_base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
-from infra.config_rules import BUCKET
-from infra.errors import ConfigError
-from infra.naming_rules import aws_tag_problem
+from infra.config.base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.rules import BUCKET
+from infra.config.errors import ConfigError
+from infra.config.naming import aws_tag_problem
 
 PROJECT = "trainium-bootstrap"
 # GitHub: owner names are 1-39 letters, digits and single hyphens; repository names letters,

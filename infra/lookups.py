@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import pulumi_aws as aws
 
-from infra import catalog
-from infra.addons import resolve_builds
-from infra.catalog import InstanceFacts
-from infra.config import AcceleratorNodeGroupConfig, key_name
-from infra.errors import ConfigError
-from infra.placement import ReservedCapacity, Zone
+from infra.facts import catalog
+from infra.facts.addons import resolve_builds
+from infra.facts.catalog import InstanceFacts
+from infra.config.models import AcceleratorNodeGroupConfig, key_name
+from infra.config.errors import ConfigError
+from infra.plans.placement import ReservedCapacity, Zone
 
 # The tag this program puts on the access entries it manages; EKS's own cluster-creator
 # entry carries none, which is how the two are told apart on later runs.

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from infra import prices
-from infra.prices import HOURS_PER_MONTH, Price
+from infra.facts import prices
+from infra.facts.prices import HOURS_PER_MONTH, Price
 
 SCENARIOS = ("idle", "configured", "fullScale")
 SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "maxSize"}
@@ -283,7 +283,7 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
 # --- the workload stack -----------------------------------------------------------------------
 
 # cluster-autoscaler removes a node only after it has been unneeded this long
-# (`scale-down-unneeded-time` in infra/autoscaling.py), so a finished job's nodes bill this much more.
+# (`scale-down-unneeded-time` in infra/components/autoscaling.py), so a finished job's nodes bill this much more.
 SCALE_DOWN_UNNEEDED_SECONDS = 600
 
 

@@ -159,7 +159,7 @@ def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: Optional[list[
 
 
 def _s3_link(inputs: dict[str, Any], fs: str, s3: str) -> str:
-    """The arrow follows the association's event policies (infra/storage.py association_s3):
+    """The arrow follows the association's event policies (infra/components/storage.py association_s3):
     S3 -> file system when S3 events are imported, back when file-system changes are exported,
     a dotted link when neither flows automatically."""
     policies = inputs.get("s3") or {}

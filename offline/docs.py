@@ -88,26 +88,26 @@ def cost_summary(plans: Plans) -> str:
                          f"unknown (priced lines: {report.money(known)})", "—"))
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
     text = [reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")), "",
-            "On-demand list prices from `infra/prices.py` (each with its source and date); `make plan` prints "
+            "On-demand list prices from `infra/facts/prices.py` (each with its source and date); `make plan` prints "
             "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
             "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
             "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
-            "`infra/prices.py`). " + report.ROUNDING_NOTE]
+            "`infra/facts/prices.py`). " + report.ROUNDING_NOTE]
     return "\n".join(text) + "\n"
 
 
 def configuration_md() -> str:
-    from infra.config import StackConfig
+    from infra.config.models import StackConfig
     from bootstrap.settings import BootstrapConfig
-    from infra.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+    from infra.facts.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
     from workloads.settings import WorkloadsConfig
 
     return "\n".join([
         HEADER + "# Configuration reference\n",
-        "Generated from the config models (`infra/config.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
+        "Generated from the config models (`infra/config/models.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
         "each field's type, "
-        "default, bounds and `description`) and `infra/outputs.py`. Rules across keys (CIDR overlaps, sizes "
-        "within bounds, names the cluster has...) live in `infra/config_rules.py` and `workloads/checks.py`; "
+        "default, bounds and `description`) and `infra/facts/outputs.py`. Rules across keys (CIDR overlaps, sizes "
+        "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`; "
         "a refusal names the key, the value and what is allowed before anything is declared.\n",
         "## Cluster stack (`Pulumi.<stack>.yaml`)\n",
         "Keys go under `config:` as `trainium-eks:<key>` (nested keys as YAML maps, `[]` marks a list item); "
@@ -146,7 +146,7 @@ def configuration_md() -> str:
 
 
 def schemas() -> dict[str, str]:
-    from infra.config import PROJECT as CLUSTER, StackConfig
+    from infra.config.models import PROJECT as CLUSTER, StackConfig
     from bootstrap.settings import PROJECT as BOOTSTRAP, BootstrapConfig
     from workloads.settings import PROJECT as WORKLOADS, SECRET_KEYS, WorkloadsConfig
 
@@ -160,8 +160,8 @@ def schemas() -> dict[str, str]:
 
 
 def pinned_versions(root: Path = REPO_ROOT) -> str:
-    """Every version the stacks deploy, as `infra/versions.py` (and `.pulumi-version`) pin them."""
-    from infra import versions
+    """Every version the stacks deploy, as `infra/facts/versions.py` (and `.pulumi-version`) pin them."""
+    from infra.facts import versions
 
     rows = [("Kubernetes (control plane and nodes)", "`KUBERNETES_VERSION`", versions.KUBERNETES_VERSION)]
     rows += [(f"Helm chart `{pin.chart}`" + (f" from {pin.repository}" if pin.repository else ""), "`CHARTS`", pin.version)

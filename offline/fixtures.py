@@ -7,7 +7,7 @@ for your account: a real deploy looks everything up.
 
 from __future__ import annotations
 
-from infra.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.catalog import NEURON_INSTANCE_TYPES
 
 ACCOUNT_ID = "123456789012"
 DEPLOYER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/PlatformAdmin"
@@ -82,7 +82,7 @@ def instance_type_answer(instance_type: str) -> dict:
 
 
 # Kubernetes version -> add-on -> the build DescribeAddonVersions marks as default. Stand-ins
-# in the real format; a deploy asks AWS (infra/addons.py).
+# in the real format; a deploy asks AWS (infra/facts/addons.py).
 ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
     "1.34": {
         "vpc-cni": "v1.20.4-eksbuild.1",

@@ -25,11 +25,11 @@ from typing import Any, Iterable
 
 import yaml
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline import report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
-from policy import offline_run as policy_pack
+from offline import policy_run as policy_pack
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
         "\nassigns at deploy time; zone ids, instance facts and EKS add-on default builds come from"
-        "\noffline/fixtures.py and infra/catalog.py;"
+        "\noffline/fixtures.py and infra/facts/catalog.py;"
         f"\nsecret config the stack files hold only encrypted uses stand-ins: {', '.join(OFFLINE_SECRETS)}."
     )
     mandatory = [v for report in reports for v in report.mandatory]

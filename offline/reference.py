@@ -1,8 +1,8 @@
 """The configuration reference and the editors' JSON Schemas, generated from the config models.
 
 Every key (camelCase, as in the stack file), its type, default, allowed values or bounds and
-description come from the pydantic models (``infra/config.py``, ``workloads/settings.py``);
-the outputs' descriptions from ``infra/outputs.py``. Nothing here is written by hand twice.
+description come from the pydantic models (``infra/config/models.py``, ``workloads/settings.py``);
+the outputs' descriptions from ``infra/facts/outputs.py``. Nothing here is written by hand twice.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from infra.config_base import PROVIDER_KEYS
+from infra.config.base import PROVIDER_KEYS
 
 # draft-07: what redhat's yaml-language-server (the VS Code YAML extension) validates; its 2019-09
 # and 2020-12 support is still an open request (redhat-developer/yaml-language-server#856). The

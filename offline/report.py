@@ -62,7 +62,7 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
     parts = [f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", table]
     if estimate.get("pricesCopiedFrom"):
         parts.append(f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
-                     "(infra/prices.py names each figure's page)")
+                     "(infra/facts/prices.py names each figure's page)")
     for line in estimate["lines"]:
         if line.get("note"):
             parts.append(f"  {line['item']}: {line['note']}")
@@ -70,7 +70,7 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
         if bound is not None:
             parts.append(f"  {name}: about {money(bound)} per run of its bounded step (see its note)")
     if estimate["unknown"]:
-        parts.append("Unknown (no price in infra/prices.py): " + "; ".join(estimate["unknown"]))
+        parts.append("Unknown (no price in infra/facts/prices.py): " + "; ".join(estimate["unknown"]))
     for group, nodes in (estimate.get("concurrentNodes") or {}).items():
         parts.append(f"  all at once: {group} holds {nodes} node(s)")
     parts.append("Not estimated (priced by usage): " + "; ".join(estimate["notEstimated"]))

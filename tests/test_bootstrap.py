@@ -9,7 +9,7 @@ import pytest
 
 from bootstrap import permissions, trust
 from bootstrap.variables import repository_variables
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
@@ -236,7 +236,7 @@ def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits
     # Secrets included: EKS user guide, "Review access policy permissions", AmazonEKSAdminViewPolicy
     # lists and views all resources including Secrets. Cluster-admin would hand pull requests'
     # code (which the preview runs) the cluster.
-    from infra.cluster import principal_key
+    from infra.components.cluster import principal_key
 
     plan = cluster_with(clusterViewers=[PREVIEW_ROLE], clusterAdmins=[ADMIN])
     key = principal_key(PREVIEW_ROLE, "viewer")

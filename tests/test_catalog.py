@@ -3,8 +3,8 @@
 import pytest
 from types import SimpleNamespace
 
-from infra import catalog
-from infra.catalog import NEURON_INSTANCE_TYPES, node_label_value
+from infra.facts import catalog
+from infra.facts.catalog import NEURON_INSTANCE_TYPES, node_label_value
 from offline.fixtures import instance_type_answer
 
 

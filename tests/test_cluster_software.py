@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from infra import versions
-from infra.errors import ConfigError
+from infra.facts import versions
+from infra.config.errors import ConfigError
 from offline.runner import PlanResult
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -196,7 +196,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     manager for the atomic args list on every refresh or manifest upgrade."""
     import pulumi
 
-    from infra.schedulers import mpi_operator_gang_scheduling
+    from infra.components.schedulers import mpi_operator_gang_scheduling
 
     manifest = dev.named("mpi-operator")
     assert manifest.type == "kubernetes:yaml/v2:ConfigFile"

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline.runner import PlanResult
 
 SUBNET = "aws:ec2/subnet:Subnet"

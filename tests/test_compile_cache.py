@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from infra.storage import static_volume
+from infra.components.storage import static_volume
 from offline.runner import PlanResult
 from tests.test_workloads import env, manifest
 from workloads import compile_cache

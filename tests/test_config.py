@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import parse_stack_config, raw_from_pulumi_config
-from infra.errors import ConfigError
+from infra.config.models import parse_stack_config, raw_from_pulumi_config
+from infra.config.errors import ConfigError
 
 BASE: dict[str, Any] = {
     "region": "us-west-2",
@@ -218,7 +218,7 @@ def test_cluster_name():
 
 
 def test_another_kubernetes_version_needs_no_pinned_builds():
-    # Builds resolve per version at deploy time (infra/addons.py); only the format is checked.
+    # Builds resolve per version at deploy time (infra/facts/addons.py); only the format is checked.
     assert parse_stack_config(with_changes(kubernetesVersion="1.33")).kubernetes_version == "1.33"
     assert "kubernetesVersion = '1.34.1': a Kubernetes minor version such as 1.34" in refused(
         with_changes(kubernetesVersion="1.34.1")
@@ -251,7 +251,7 @@ def test_config_from_the_cli_environment(monkeypatch):
     """`pulumi up` passes config in PULUMI_CONFIG, not in-process."""
     from pulumi.runtime import config as runtime_config
 
-    from infra import stack_config
+    from infra.config import load as stack_config
 
     runtime_config.set_all_config({})
     monkeypatch.setenv("PULUMI_CONFIG", '{"aws:region": "us-east-1", "trainium-eks:clusterName": "from-env"}')
@@ -423,7 +423,7 @@ def test_public_cidrs_are_internet_ranges():
 
 
 def test_a_documentation_range_is_flagged(prod):
-    from infra.config_rules import advisories
+    from infra.config.rules import advisories
     from offline.runner import REPO_ROOT, stack_config
 
     raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))

@@ -1,6 +1,6 @@
 """The plan's cost estimate, checked against figures worked out by hand from the price table.
 
-Prices used (infra/prices.py, each with its source): trn1.32xlarge $21.50/h, trn1n.32xlarge
+Prices used (infra/facts/prices.py, each with its source): trn1.32xlarge $21.50/h, trn1n.32xlarge
 $24.78/h, m6i.4xlarge $0.768/h, EKS standard $0.10/h and extended $0.60/h, NAT gateway
 $0.045/h, public IPv4 $0.005/h, gp3 $0.08/GiB-month, FSx PERSISTENT_2 at 125 MB/s/TiB
 $0.145/GiB-month; a month is 730 hours.
@@ -44,7 +44,7 @@ def test_dev_by_hand(dev):
     assert result["unknown"] == []
     assert line(result, "node group trn1-32xl-ng1")["counts"] == {"idle": 0, "configured": 0, "fullScale": 4}
     assert line(result, "FSx for Lustre")["hourly"]["idle"] == pytest.approx(174 / 730, abs=1e-4)
-    # The S3 endpoint is a Gateway endpoint (infra/network.py): free, not $0.01/h per AZ.
+    # The S3 endpoint is a Gateway endpoint (infra/components/network.py): free, not $0.01/h per AZ.
     assert line(result, "VPC endpoint")["hourly"]["idle"] == 0
 
 
@@ -144,14 +144,14 @@ def test_scale_down_delay_matches_the_autoscaler(dev):
 
 def test_report_prints_unknown_as_unknown(prod):
     text = render_cost(estimate(prod), "us-east-2")
-    assert "unknown" in text and "Unknown (no price in infra/prices.py)" in text and "Not estimated" in text
+    assert "unknown" in text and "Unknown (no price in infra/facts/prices.py)" in text and "Not estimated" in text
     json.dumps(estimate(prod))  # the resources.json section is plain JSON
 
 
 def test_every_price_names_its_source_and_date():
     import re
 
-    from infra import prices
+    from infra.facts import prices
 
     for region in prices.REGIONS:
         for table in (prices.INSTANCE_HOURLY[region], prices.SERVICE_PRICES[region]):

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bootstrap.settings import BootstrapConfig
-from infra.config import StackConfig
-from infra.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+from infra.config.models import StackConfig
+from infra.facts.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
 from offline import diagram, docs, reference
 from offline.runner import REPO_ROOT, run_program
 from workloads.settings import WorkloadsConfig
@@ -174,7 +174,7 @@ def test_schema_takes_what_pulumi_config_set_writes():
     # sdk/go/common/resource/config/value.go MarshalYAML as a string); the program reads both.
     import json
 
-    from infra.config import parse_stack_config, raw_from_pulumi_config
+    from infra.config.models import parse_stack_config, raw_from_pulumi_config
 
     schema = json.loads(docs.schemas()["docs/schema/trainium-eks.schema.json"])
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
@@ -196,8 +196,8 @@ def test_schema_takes_what_pulumi_config_set_writes():
 
 
 def test_the_readme_versions_are_the_pins():
-    # One source: the README's version table is generated from infra/versions.py and .pulumi-version.
-    from infra import versions
+    # One source: the README's version table is generated from infra/facts/versions.py and .pulumi-version.
+    from infra.facts import versions
 
     table = docs.pinned_versions()
     assert all(f"| {pin.version} |" in table for pin in versions.CHARTS.values())

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from infra.addons import addon_pin_problem, resolve_builds
-from infra.cluster import admin_policy_arn, principal_key
-from infra.devices import NPD_NAMESPACE, irsa_trust_policy, neuron_values, node_recovery_policy
-from infra.errors import ConfigError
-from infra.kube import kubeconfig_for
-from infra.observability import metric_search
+from infra.facts.addons import addon_pin_problem, resolve_builds
+from infra.components.cluster import admin_policy_arn, principal_key
+from infra.components.devices import NPD_NAMESPACE, irsa_trust_policy, neuron_values, node_recovery_policy
+from infra.config.errors import ConfigError
+from infra.components.kube import kubeconfig_for
+from infra.components.observability import metric_search
 from offline import fixtures
 from offline.mocks import ExistingCluster
 from offline.runner import REPO_ROOT, run_program, stack_config
@@ -216,7 +216,7 @@ def test_switching_observability_off_drops_its_addon(plan_with):
 def test_the_programs_provider_uses_the_stack_profile_and_the_export_does_not(monkeypatch):
     # pulumi-eks generateKubeconfig passes a profile as `--profile` (cluster.ts); without it
     # `aws eks get-token` uses the default chain, not the profile the AWS provider uses.
-    import infra.cluster
+    import infra.components.cluster
 
     made: list[str] = []
 
@@ -224,7 +224,7 @@ def test_the_programs_provider_uses_the_stack_profile_and_the_export_does_not(mo
         made.append(result := kubeconfig_for(kubeconfig, profile))
         return result
 
-    monkeypatch.setattr(infra.cluster, "kubeconfig_for", recording)
+    monkeypatch.setattr(infra.components.cluster, "kubeconfig_for", recording)
     plan = dev_with(**{"aws:profile": "ml-platform"})
     assert plan.named("cluster-eks").inputs["providerCredentialOpts"] == {"profileName": "ml-platform"}
     scoped = [json.loads(k)["users"][0]["user"]["exec"]["args"] for k in made]
@@ -387,7 +387,7 @@ def test_an_addon_lookup_failing_for_another_reason_is_not_blamed_on_the_version
 def test_the_mpi_transform_refuses_a_manifest_it_cannot_patch():
     import pulumi
 
-    from infra.schedulers import mpi_operator_gang_scheduling
+    from infra.components.schedulers import mpi_operator_gang_scheduling
 
     renamed = {"metadata": {"name": "mpi-operator"}, "spec": {"template": {"spec": {"containers": [{"name": "operator"}]}}}}
     with pytest.raises(ValueError, match="no container 'mpi-operator'"):

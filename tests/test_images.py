@@ -1,4 +1,4 @@
-"""The training images: lint-clean, pinned, and built with the versions in infra/versions.py."""
+"""The training images: lint-clean, pinned, and built with the versions in infra/facts/versions.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tools.push_images import BUILD_ARGS, DOCKER_DIR, commands
-from infra import versions
-from infra.registries import TRAINING_IMAGES
+from infra.facts import versions
+from infra.components.registries import TRAINING_IMAGES
 from tests.dockerfile_runs import instructions, run_step
 
 DOCKERFILES = {image: DOCKER_DIR / image / "Dockerfile" for image in BUILD_ARGS}
@@ -46,7 +46,7 @@ def test_commits_are_full_shas() -> None:
 
 def test_the_shell_image_runs_unprivileged() -> None:
     # workloads/tensorboard_viewer.py runs it as UNPRIVILEGED_UID, which must be the image's own user.
-    from infra.pod_security import UNPRIVILEGED_UID
+    from infra.plans.pod_security import UNPRIVILEGED_UID
 
     assert f"USER {UNPRIVILEGED_UID}" in DOCKERFILES["cmd-shell"].read_text()
 

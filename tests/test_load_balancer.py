@@ -17,7 +17,7 @@ import ipaddress
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from workloads.load_balancer_rules import load_balancer_problems, public_addresses, service_annotations
 from workloads.settings import LoadBalancerSettings, TensorBoardSettings
 from workloads.tensorboard_viewer import TensorBoardLayout, load_balancer_service
@@ -70,7 +70,7 @@ def test_the_certificate_must_be_an_acm_arn(arn: str) -> None:
 
 
 def test_empty_ranges_and_certificates_are_refused_by_the_settings_model() -> None:
-    # Every config model refuses "" before any rule runs (infra/config_base.py, str_min_length).
+    # Every config model refuses "" before any rule runs (infra/config/base.py, str_min_length).
     for fields in ({"allowed_cidrs": [""]}, {"allowed_cidrs": ["10.0.0.0/8"], "certificate_arn": ""}):
         with pytest.raises(ValueError, match="at least 1 character"):
             LoadBalancerSettings(**fields)

@@ -3,7 +3,7 @@ from itertools import combinations
 
 import pytest
 
-from infra.network_plan import plan_subnets
+from infra.plans.network import plan_subnets
 
 
 def test_two_zones_split():

@@ -1,7 +1,7 @@
 """Issue 13, idle cost: small always-on system nodes, a job-support CPU group that scales from
 zero, and the idle bill under $0.50/h in dev before FSx.
 
-The figures the checks use carry their sources in infra/system_capacity.py and infra/prices.py;
+The figures the checks use carry their sources in infra/plans/system_capacity.py and infra/facts/prices.py;
 the ones restated here are checked against those sources, not copied from program output.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import FeaturesConfig, parse_stack_config, raw_from_pulumi_config
-from infra.errors import ConfigError
+from infra.config.models import FeaturesConfig, parse_stack_config, raw_from_pulumi_config
+from infra.config.errors import ConfigError
 from offline import cost
 from offline.runner import PlanResult
-from infra.system_capacity import CPU_NODES, reserved_cpu_millis, reserved_memory_mib, system_fit
+from infra.plans.system_capacity import CPU_NODES, reserved_cpu_millis, reserved_memory_mib, system_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +105,7 @@ def test_workloads_get_the_placement_from_the_outputs(dev):
 
 
 # --- the idle bill -----------------------------------------------------------------------------
-# The plan's own estimate (offline/cost.py over infra/prices.py), idle = every group at minSize.
+# The plan's own estimate (offline/cost.py over infra/facts/prices.py), idle = every group at minSize.
 
 
 def idle_before_fsx(plan: PlanResult) -> float:

@@ -1,8 +1,8 @@
 import pytest
 
-from infra.config import AcceleratorNodeGroupConfig
-from infra.errors import ConfigError
-from infra.placement import Zone, choose_placement
+from infra.config.models import AcceleratorNodeGroupConfig
+from infra.config.errors import ConfigError
+from infra.plans.placement import Zone, choose_placement
 from offline import fixtures
 
 US_WEST_2 = [Zone(n, i) for n, i in fixtures.ZONES["us-west-2"]]

@@ -176,7 +176,7 @@ def test_a_revision_runs_its_own_code_not_the_installed_package(tmp_path: Path) 
 def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
     # offline.plan writes every plan, then exits with the policy pack's code for mandatory
     # violations; the diff reads those plans (their policy section shows the violations).
-    from policy.offline_run import MANDATORY_EXIT_CODE
+    from offline.policy_run import MANDATORY_EXIT_CODE
 
     assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
 

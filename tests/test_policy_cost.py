@@ -1,8 +1,8 @@
-"""The cost rule: Trainium groups at maxSize against a ceiling; prices only from infra/prices.py."""
+"""The cost rule: Trainium groups at maxSize against a ceiling; prices only from infra/facts/prices.py."""
 
 from __future__ import annotations
 
-from infra.prices import instance_hourly
+from infra.facts.prices import instance_hourly
 from tests.policy_helpers import reg, violations
 
 NG = "aws:eks/nodeGroup:NodeGroup"

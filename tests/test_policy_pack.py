@@ -14,11 +14,11 @@ import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline import fixtures, plan
 from offline.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
-from policy.offline_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
+from offline.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
 
@@ -134,7 +134,7 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
     [violation] = document["policy"]["violations"]
     assert violation["policy"] == "eks-endpoint-not-open" and violation["enforcementLevel"] == "mandatory"
     assert set(violation) == {"policy", "urn", "type", "name", "enforcementLevel", "message"}
-    # On pulumi-eks's AWS cluster, as in a real preview (policy/offline_run.py eks_cluster_child).
+    # On pulumi-eks's AWS cluster, as in a real preview (offline/policy_run.py eks_cluster_child).
     assert violation["type"] == "aws:eks/cluster:Cluster"
     assert violation["urn"].endswith("$eks:index:Cluster$aws:eks/cluster:Cluster::cluster-eks-eksCluster")
     assert (out / "trainium-workloads" / "dev" / "resources.json").exists()

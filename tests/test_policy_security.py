@@ -12,7 +12,7 @@ import pytest
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
 from policy.guardrails import POLICIES
-from policy.offline_run import parse_config, run_policies
+from offline.policy_run import parse_config, run_policies
 from tests.policy_helpers import engine_violations, first_preview, k8s, reg, urn, violations
 
 EKS = "eks:index:Cluster"
@@ -64,7 +64,7 @@ def test_endpoint_open_to_the_world_by_default():
 
 
 def test_offline_the_component_is_checked_through_the_child_pulumi_eks_declares():
-    # The mocks never run the component (no child exists offline), so policy/offline_run.py adds
+    # The mocks never run the component (no child exists offline), so offline/policy_run.py adds
     # the child from the component's inputs, the way cluster.ts builds it.
     good = {"encryptionConfigKeyArn": "arn:aws:kms:k", "enabledClusterLogTypes": ALL_LOGS,
             "endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}

@@ -1,6 +1,6 @@
 """Trainium correctness rules: node groups resolved through their launch templates and subnets.
 
-Instance facts (network cards, EFA) come from infra/catalog.py (DESIGN §2); EKS Capacity Block
+Instance facts (network cards, EFA) come from infra/facts/catalog.py (DESIGN §2); EKS Capacity Block
 node groups name their type in the launch template and none on the group (DESIGN §5).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from policy.guardrails import POLICIES
-from policy.offline_run import parse_config, run_policies
+from offline.policy_run import parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -105,7 +105,7 @@ def test_capacity_block_type_in_the_launch_template():
 
 def test_a_capacity_block_group_is_checked_at_its_first_preview():
     # Stack rules read outputs (pulumi/pulumi step_generator.go AnalyzeResources). A group that sets
-    # no instanceTypes (infra/accelerators.py, Capacity Block) has them computed by the provider
+    # no instanceTypes (infra/components/accelerators.py, Capacity Block) has them computed by the provider
     # (pulumi_aws NodeGroup.instance_types is a non-optional output), so unknown at its first
     # preview: every accelerator rule must still resolve the type through the launch template.
     group = stack({"capacityType": "CAPACITY_BLOCK", "amiType": "AL2023_x86_64_STANDARD", "taints": []},

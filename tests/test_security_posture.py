@@ -8,8 +8,8 @@ from typing import Any, Iterator, Mapping
 
 import pytest
 
-from infra import pod_security
-from infra.schedulers import ETCD_PORT
+from infra.plans import pod_security
+from infra.components.schedulers import ETCD_PORT
 from offline.plan import kubernetes_objects
 from offline.runner import PlanResult
 from tests.checkov_scan import pod_templates

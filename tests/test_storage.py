@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import parse_stack_config
-from infra.config_rules import fsx_capacity_problem
-from infra.errors import ConfigError
-from infra.storage import static_volume
+from infra.config.models import parse_stack_config
+from infra.config.rules import fsx_capacity_problem
+from infra.config.errors import ConfigError
+from infra.components.storage import static_volume
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"

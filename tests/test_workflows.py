@@ -193,7 +193,7 @@ def test_drift_checks_every_stack_and_never_cancels() -> None:
 
 
 def test_prod_jobs_run_where_prods_api_endpoint_admits_them() -> None:
-    # infra/config_rules.py: prod refuses a public endpoint open to 0.0.0.0/0 and needs the
+    # infra/config/rules.py: prod refuses a public endpoint open to 0.0.0.0/0 and needs the
     # deployers' egress ranges in endpointAccess.publicCidrs. GitHub-hosted standard runners
     # have no fixed egress, so prod jobs run on the runner named by vars.PROD_RUNNER (a larger
     # runner with static IP ranges, listed in Pulumi.prod.yaml).

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline.runner import PlanResult
 
 KUBERNETES_OBJECTS = "kubernetes:"
@@ -200,7 +200,7 @@ def test_kubernetes_quantities_the_api_server_would_refuse(workloads_with, field
 
 
 def test_an_empty_setting_is_refused_with_its_key(workloads_with) -> None:
-    # Every config model refuses "" (infra/config_base.py, str_min_length) before any rule runs.
+    # Every config model refuses "" (infra/config/base.py, str_min_length) before any rule runs.
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "headMemory": ""})
     assert problem == "trainium-workloads:rayLlama2.headMemory = '': String should have at least 1 character"
 
@@ -208,16 +208,16 @@ def test_an_empty_setting_is_refused_with_its_key(workloads_with) -> None:
 def test_the_workload_stacks_profile_scopes_its_kubernetes_access(dev, monkeypatch) -> None:
     # The cluster stack exports a kubeconfig bound to no profile (infra/kube.kubeconfig_for);
     # without this stack's aws:profile, `aws eks get-token` would use the default chain.
-    import infra.kube
-    from infra.config_base import PROFILE_KEY
+    import infra.components.kube
+    from infra.config.base import PROFILE_KEY
     from offline.mocks import StackOutputs
     from offline.runner import run_program, stack_config
     from workloads.settings import parse_workloads_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
 
     seen: list = []
-    original = infra.kube.kubeconfig_for
-    monkeypatch.setattr(infra.kube, "kubeconfig_for", lambda kc, profile: seen.append(profile) or original(kc, profile))
+    original = infra.components.kube.kubeconfig_for
+    monkeypatch.setattr(infra.components.kube, "kubeconfig_for", lambda kc, profile: seen.append(profile) or original(kc, profile))
     config = {**stack_config(WORKLOADS_DIR, "dev"), PROFILE_KEY: "research"}
     references = {config["trainium-workloads:clusterStack"]: StackOutputs(dev.outputs, frozenset(dev.secret_outputs))}
     run_program(WORKLOADS_DIR, "dev", config, stack_references=references, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN})

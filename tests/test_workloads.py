@@ -247,7 +247,7 @@ def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue(workloads_dev: PlanResul
     two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"})
     policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"queue": "llama2-training-queue", "minAvailable": 2}
-    # Without Volcano the operator has no --gang-scheduling (infra/schedulers.py) and no queue.
+    # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
     no_volcano = workloads_with(
         cluster=lambda o: o["features"].update(volcano=False, torchxEtcd=False), bertPretraining=None, rayLlama2=None,
     )  # fmt: skip

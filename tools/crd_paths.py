@@ -4,7 +4,7 @@
 
 The tests check every rendered custom object against these lists, so an object never
 carries a field the pinned CRD would prune or reject. Regenerate them when a pin in
-``infra/versions.py`` moves, from the CRD files of the new release.
+``infra/facts/versions.py`` moves, from the CRD files of the new release.
 
 Notation: ``a.b`` a field; ``a[]`` the items of a list; ``a{}`` the values of a map
 (``additionalProperties``); ``a*`` a subtree the CRD leaves open

@@ -3,7 +3,7 @@
     python -m tools.push_images --stack dev [--dry-run]
 
 Repository URLs come from the cluster stack's `ecrRepositories` output (`pulumi stack
-output`), versions from infra/versions.py (passed as build args), the tag is
+output`), versions from infra/facts/versions.py (passed as build args), the tag is
 TRAINING_IMAGE_TAG. Needs the Pulumi CLI, Docker and AWS credentials; --dry-run prints the
 commands instead.
 """
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra import versions
+from infra.facts import versions
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 BUILD_ARGS = {

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from offline.mocks import Registration
 from offline.plan import offline_secrets
 from offline.runner import PlanResult, run_program, stack_config

@@ -10,9 +10,9 @@ run, and how big, is the stack file's business (see README, "Workload stacks").
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.errors import ConfigError
-from infra.kube import kubeconfig_for
-from infra.stack_config import engine_config
+from infra.config.errors import ConfigError
+from infra.components.kube import kubeconfig_for
+from infra.config.load import engine_config
 from workloads import checks, contract
 from workloads.bert import BertPretraining, BertPretrainingArgs
 from workloads.cluster_check import CheckLayout, ClusterCheck, ClusterCheckArgs, summary
@@ -115,7 +115,7 @@ needed = [*contract.REQUIRED_OUTPUTS]
 cluster_outputs = pulumi.Output.all(*[cluster_stack.get_output(k) for k in needed]).apply(
     lambda values: dict(zip(needed, values))
 )
-# Each output is described in infra/outputs.py (WORKLOAD_OUTPUTS).
+# Each output is described in infra/facts/outputs.py (WORKLOAD_OUTPUTS).
 pulumi.export("clusterStack", config.cluster_stack)
 pulumi.export("namespace", config.namespace)
 # Exporting the result is what surfaces a refusal from `wire` as the stack's error.

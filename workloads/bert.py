@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import pulumi
 
-from infra.schedulers import ETCD_CLIENT_LABEL
+from infra.components.schedulers import ETCD_CLIENT_LABEL
 from workloads import bert_launch, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order

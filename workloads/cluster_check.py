@@ -477,7 +477,7 @@ class ClusterCheck(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterCheckArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:ClusterCheck", name, None, opts)
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
-        # the workers: peers only (infra/pod_security.py peers_policy).
+        # the workers: peers only (infra/plans/pod_security.py peers_policy).
         policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
         stages = declare_in_order(check_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
         self.verdict = stages[-1]

@@ -15,7 +15,7 @@ A precompile step (neuron_parallel_compile) and its training step run the same s
 same flags and the same cache directory, so training finds every graph precompile compiled.
 Entries are guarded by lock files the tool takes per graph (`neuron_parallel_compile --command
 clear-locks` removes stale ones); across nodes those locks need a file system with coherent
-locking, which is why the FSx volumes mount Lustre with `flock` (infra/storage.py).
+locking, which is why the FSx volumes mount Lustre with `flock` (infra/components/storage.py).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from infra.node_template import EFA_RESOURCE, NEURON_RESOURCES
-from infra.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
+from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
+from infra.plans.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
     SSHD_CAPABILITIES,
     UNPRIVILEGED_UID,

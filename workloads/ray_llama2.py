@@ -14,8 +14,8 @@ from typing import Any, Mapping, Optional
 import pulumi
 import yaml
 
-from infra import versions
-from infra.schedulers import KUBERAY_NAMESPACE
+from infra.facts import versions
+from infra.components.schedulers import KUBERAY_NAMESPACE
 from workloads import pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order

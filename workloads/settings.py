@@ -12,9 +12,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from infra import versions
-from infra.config_base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
-from infra.naming_rules import PROFILE_PATTERN
+from infra.facts import versions
+from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.naming import PROFILE_PATTERN
 
 PROJECT = "trainium-workloads"
 STACK_NAME_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"

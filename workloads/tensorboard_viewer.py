@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_random as random
 
-from infra import versions
+from infra.facts import versions
 from workloads import pods
 from workloads.kube import declare
 from workloads.load_balancer_rules import service_annotations

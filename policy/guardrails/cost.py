@@ -1,6 +1,6 @@
 """Cost: what the Trainium groups cost per hour at their maximum size, against a ceiling.
 
-Prices come only from infra/prices.py. A price the table does not know is reported as unknown,
+Prices come only from infra/facts/prices.py. A price the table does not know is reported as unknown,
 never counted as zero. The region is the AWS provider's (``region`` of the node group's
 provider, which the engine fills from ``aws:region``).
 """
@@ -12,7 +12,7 @@ from typing import Optional
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
-from infra.prices import instance_hourly
+from infra.facts.prices import instance_hourly
 from policy.guardrails.props import get
 from policy.guardrails.trainium import accelerator_groups
 
@@ -48,7 +48,7 @@ def _ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
     costs = group_costs(args, config.get("region"))
     unknown = [c for c in costs if c.hourly_at_max is None]
     for c in unknown:
-        report(f"Node group '{c.group}': no list price known for {c.instance_type} in this region (infra/prices.py), so its "
+        report(f"Node group '{c.group}': no list price known for {c.instance_type} in this region (infra/facts/prices.py), so its "
                f"cost at maxSize {c.max_size} is unknown - not counted as zero. Add the price to check it against the ceiling.", c.urn)
     total = sum(c.hourly_at_max for c in costs if c.hourly_at_max is not None)
     if total > ceiling:

@@ -141,7 +141,7 @@ def _replaced(args: ResourceValidationArgs, report: ReportViolation) -> None:
         report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
                "it must be deleted first. Use workloads/kube.py replacing_options().")
     # pulumi-policy v1.21.0 PolicyResourceOptions carries no replaceOnChanges (policy.py), so a real
-    # preview cannot see it; the offline run adds it from the registration (policy/offline_run.py).
+    # preview cannot see it; the offline run adds it from the registration (offline/policy_run.py).
     replace_on = getattr(args.opts, "replace_on_changes", None)
     if replace_on is not None and not any(p in ("spec", "*") for p in replace_on):
         report(f"{kind_of(args.resource_type)} '{name}' would be patched when its spec changes: the controller rejects or "
@@ -164,7 +164,7 @@ def _helm_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
         return
     version = get(args.props, "version")
     if not version:
-        report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/versions.py CHARTS).")
+        report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/facts/versions.py CHARTS).")
     elif _RANGE.search(str(version)):
         report(f"Helm release '{args.name}' asks for chart version range '{version}': pin one exact version.")
 

@@ -40,7 +40,7 @@ OPEN_RANGES = ("0.0.0.0/0", "::/0")
 # ComponentResource, "Explicitly ignore the props passed in"), so rules reading its props would
 # flag every real preview. Its child aws:eks/cluster:Cluster carries encryptionConfig,
 # enabledClusterLogTypes and vpcConfig (pulumi-eks nodejs/eks/cluster/cluster.ts, v4.3.0 to
-# HEAD). Offline the mocks never run the component, so policy/offline_run.py adds that child.
+# HEAD). Offline the mocks never run the component, so offline/policy_run.py adds that child.
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"

@@ -19,8 +19,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from infra.catalog import NEURON_INSTANCE_TYPES
-from infra.versions import NEURON_AMI_TYPE
+from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.versions import NEURON_AMI_TYPE
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 

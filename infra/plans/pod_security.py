@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from infra.versions import KUBERNETES_VERSION
+from infra.facts.versions import KUBERNETES_VERSION
 
 # --- security contexts -------------------------------------------------------------------------
 

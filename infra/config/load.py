@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi.runtime import config as runtime_config
 
-from infra.config import StackConfig, parse_stack_config, raw_from_pulumi_config
+from infra.config.models import StackConfig, parse_stack_config, raw_from_pulumi_config
 
 
 def engine_config() -> dict[str, str]:

@@ -11,15 +11,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra import addons
-from infra import launch_template as lt
-from infra.autoscaling import tag_node_template
-from infra.config import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
-from infra.kube import kubeconfig_for
-from infra.iam import managed_policy, pod_identity_role, service_trust_policy
+from infra.facts import addons
+from infra.components import launch_template as lt
+from infra.components.autoscaling import tag_node_template
+from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
+from infra.components.kube import kubeconfig_for
+from infra.components.iam import managed_policy, pod_identity_role, service_trust_policy
 from infra.lookups import MANAGED_ENTRY_TAG
-from infra.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
-from infra.versions import CORE_AMI_TYPE
+from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
+from infra.facts.versions import CORE_AMI_TYPE
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",

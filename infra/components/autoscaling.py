@@ -11,9 +11,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.iam import pod_identity_role
-from infra.kube import CORE_NODE_SELECTOR, helm_release
-from infra.versions import CHARTS
+from infra.components.iam import pod_identity_role
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.facts.versions import CHARTS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"

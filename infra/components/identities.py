@@ -9,9 +9,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.iam import pod_identity_role
-from infra.pod_security import pod_security_labels
-from infra.versions import KUBERNETES_VERSION
+from infra.components.iam import pod_identity_role
+from infra.plans.pod_security import pod_security_labels
+from infra.facts.versions import KUBERNETES_VERSION
 
 TRAINING_SERVICE_ACCOUNT = "training"
 

@@ -1,6 +1,6 @@
 """Every pinned version the cluster stack deploys, in one place.
 
-EKS managed add-on builds are resolved per Kubernetes version at deploy time (infra/addons.py).
+EKS managed add-on builds are resolved per Kubernetes version at deploy time (infra/facts/addons.py).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from infra.config import AcceleratorNodeGroupConfig, key_name
-from infra.errors import ConfigError
+from infra.config.models import AcceleratorNodeGroupConfig, key_name
+from infra.config.errors import ConfigError
 
 
 @dataclass(frozen=True)

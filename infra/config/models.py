@@ -5,7 +5,7 @@ Values come from the stack file (``Pulumi.<stack>.yaml``) under the project name
 ``aws:profile``. Every setting has a default that makes the dev stack work.
 ``parse_stack_config`` either returns a fully validated ``StackConfig`` or raises
 ``ConfigError`` naming each bad key, its value and what is allowed, before any resource is
-declared; the rules across fields live in ``infra/config_rules.py``.
+declared; the rules across fields live in ``infra/config/rules.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from infra import versions
-from infra.catalog import NEURON_INSTANCE_TYPES
-from infra.config_base import PROFILE_KEY, REGION_KEY, ConfigModel, project_values, qualified_key, validated
-from infra.errors import ConfigError
+from infra.facts import versions
+from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.config.base import PROFILE_KEY, REGION_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.errors import ConfigError
 
 PROJECT = "trainium-eks"
 
@@ -73,7 +73,7 @@ class CoreNodeGroupConfig(ConfigModel):
     """The always-on system nodes: CoreDNS, the controllers and operators, etcd, TensorBoard.
     Jobs' CPU pods go to the job-support group instead, which idles at zero."""
 
-    # Two m6i.large carry every system pod with room to spare (infra/system_capacity.py and its
+    # Two m6i.large carry every system pod with room to spare (infra/plans/system_capacity.py and its
     # tests sum the requests and count the pods against the ENI limit).
     instance_types: list[str] = Field(
         default=["m6i.large"],
@@ -343,7 +343,7 @@ def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
 
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
-    from infra.config_rules import semantic_problems
+    from infra.config.rules import semantic_problems
 
     config = validated(StackConfig, raw, key_name)
     problems = semantic_problems(config)

@@ -4,7 +4,7 @@ The system node group is sized to be cheap; too small and CoreDNS or a controlle
 Pending with no error from `pulumi up`. Two limits matter: the pods' CPU and memory requests
 against what the kubelet leaves allocatable, and the number of pods, which the VPC CNI caps
 per node by the instance's ENIs and their IPv4 addresses (no prefix delegation, no custom
-networking in this cluster: `infra/network.py` puts nodes and pods in the same node subnets,
+networking in this cluster: `infra/components/network.py` puts nodes and pods in the same node subnets,
 and the vpc-cni add-on is installed with its defaults).
 
 Every figure carries its source. Requests not set upstream count as zero, which is what the
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from infra.config import FeaturesConfig
+from infra.config.models import FeaturesConfig
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str]) -> list[Po
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
     if features.torchx_etcd:
-        pods.append(PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/schedulers.py etcd_container"))
+        pods.append(PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/components/schedulers.py etcd_container"))
     # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
     pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
     pods.append(PodRequests("cmd-shell", 250, 512, 1, "workloads/data_staging.py cmd_shell_pod"))

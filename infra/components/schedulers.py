@@ -10,11 +10,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.config import QueueConfig
-from infra.identities import TrainingIdentities
-from infra.kube import CORE_NODE_SELECTOR, helm_release
-from infra.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
-from infra.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
+from infra.config.models import QueueConfig
+from infra.components.identities import TrainingIdentities
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.plans.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
+from infra.facts.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
 
 KUBERAY_NAMESPACE = "kuberay-system"
 ETCD_SERVICE = "etcd-server"

@@ -8,8 +8,8 @@ from typing import Any, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
-from infra.versions import ChartPin
+from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
+from infra.facts.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.
 NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}

@@ -14,15 +14,15 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
-from infra import launch_template as lt
-from infra.autoscaling import tag_node_template
-from infra.catalog import InstanceFacts
-from infra.config import AcceleratorNodeGroupConfig
-from infra.efa import EfaInterface, efa_interfaces
-from infra.node_template import NEURON_TAINT, Taint, autoscaler_tags, node_labels
-from infra.placement import Zone
-from infra.user_data import encode, nodeadm_user_data
-from infra.versions import NEURON_AMI_TYPE
+from infra.components import launch_template as lt
+from infra.components.autoscaling import tag_node_template
+from infra.facts.catalog import InstanceFacts
+from infra.config.models import AcceleratorNodeGroupConfig
+from infra.plans.efa import EfaInterface, efa_interfaces
+from infra.plans.node_template import NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.plans.placement import Zone
+from infra.plans.user_data import encode, nodeadm_user_data
+from infra.facts.versions import NEURON_AMI_TYPE
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 
 REGION_KEY = "aws:region"
 PROFILE_KEY = "aws:profile"

@@ -22,11 +22,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.config import DataRepositoryConfig, StorageConfig
-from infra.iam import pod_identity_role
-from infra.identities import TrainingIdentities
-from infra.kube import CORE_NODE_SELECTOR, helm_release
-from infra.versions import CHARTS
+from infra.config.models import DataRepositoryConfig, StorageConfig
+from infra.components.iam import pod_identity_role
+from infra.components.identities import TrainingIdentities
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.facts.versions import CHARTS
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 PROVISIONER = "fsx.csi.aws.com"

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from infra.iam import managed_policy, pod_identity_role
-from infra.addons import CLOUDWATCH_OBSERVABILITY
+from infra.components.iam import managed_policy, pod_identity_role
+from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"

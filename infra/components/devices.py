@@ -10,8 +10,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.kube import NEURON_TOLERATION, helm_release
-from infra.versions import CHARTS
+from infra.components.kube import NEURON_TOLERATION, helm_release
+from infra.facts.versions import CHARTS
 
 EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
 # The Neuron chart puts its node problem detector here (npd.namespaceOverride) and has no

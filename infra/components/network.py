@@ -8,8 +8,8 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
-from infra.network_plan import plan_subnets
-from infra.placement import Zone
+from infra.plans.network import plan_subnets
+from infra.plans.placement import Zone
 
 
 @dataclass

@@ -11,10 +11,10 @@ import ipaddress
 import re
 from typing import Any, Optional
 
-from infra import naming_rules as rules
-from infra.addons import ADDON_NAMES, addon_pin_problem
-from infra.catalog import NEURON_INSTANCE_TYPES
-from infra.config import (
+from infra.config import naming as rules
+from infra.facts.addons import ADDON_NAMES, addon_pin_problem
+from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
     LOG_TYPES,
@@ -25,7 +25,7 @@ from infra.config import (
     StorageConfig,
     key_name,
 )
-from infra.config_base import PROFILE_KEY, REGION_KEY
+from infra.config.base import PROFILE_KEY, REGION_KEY
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -287,7 +287,7 @@ def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
 
 def _system_fit_problems(config: StackConfig) -> list[str]:
     """System nodes too small for the system pods leave CoreDNS or a controller Pending."""
-    from infra.system_capacity import system_fit_problem
+    from infra.plans.system_capacity import system_fit_problem
 
     key = key_name(("coreNodeGroup",))
     problems = []
