@@ -3,13 +3,7 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.facts import addons
-
-from infra.config import rules as config_rules
-
-from infra import lookups
-
-from infra.config import load as stack_config
+from infra import lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
@@ -18,12 +12,14 @@ from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdenti
 from infra.components.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
-from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
+from infra.config import rules as config_rules
+from infra.facts import addons
+from infra.plans.placement import choose_placement, with_reservation_zones
 
-config = stack_config.load()
+config = validate.load()
 for advisory in config_rules.advisories(config):
     pulumi.log.warn(advisory)
 lookups.core_instance_types(config.core_node_group.instance_types)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.config.models import parse_stack_config, raw_from_pulumi_config
+from infra.config.load import raw_from_pulumi_config
+from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
 
 BASE: dict[str, Any] = {
@@ -251,7 +252,7 @@ def test_config_from_the_cli_environment(monkeypatch):
     """`pulumi up` passes config in PULUMI_CONFIG, not in-process."""
     from pulumi.runtime import config as runtime_config
 
-    from infra.config import load as stack_config
+    from infra import validate as stack_config
 
     runtime_config.set_all_config({})
     monkeypatch.setenv("PULUMI_CONFIG", '{"aws:region": "us-east-1", "trainium-eks:clusterName": "from-env"}')

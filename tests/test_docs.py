@@ -174,7 +174,8 @@ def test_schema_takes_what_pulumi_config_set_writes():
     # sdk/go/common/resource/config/value.go MarshalYAML as a string); the program reads both.
     import json
 
-    from infra.config.models import parse_stack_config, raw_from_pulumi_config
+    from infra.config.load import raw_from_pulumi_config
+    from infra.validate import parse_stack_config
 
     schema = json.loads(docs.schemas()["docs/schema/trainium-eks.schema.json"])
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"

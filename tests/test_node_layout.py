@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config.models import FeaturesConfig, parse_stack_config, raw_from_pulumi_config
+from infra.config.load import raw_from_pulumi_config
+from infra.config.models import FeaturesConfig
+from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
 from offline import cost
 from offline.runner import PlanResult

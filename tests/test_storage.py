@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config.models import parse_stack_config
+from infra.validate import parse_stack_config
 from infra.config.rules import fsx_capacity_problem
 from infra.config.errors import ConfigError
 from infra.components.storage import static_volume

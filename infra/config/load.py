@@ -1,10 +1,13 @@
-"""Reading the validated configuration inside a running Pulumi program."""
+"""Reading the stack's raw configuration inside a running Pulumi program."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pulumi.runtime import config as runtime_config
 
-from infra.config.models import StackConfig, parse_stack_config, raw_from_pulumi_config
+from infra.config.base import PROFILE_KEY, REGION_KEY, project_values
+from infra.config.models import PROJECT
 
 
 def engine_config() -> dict[str, str]:
@@ -17,5 +20,12 @@ def engine_config() -> dict[str, str]:
     return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
 
 
-def load() -> StackConfig:
-    return parse_stack_config(raw_from_pulumi_config(engine_config()))
+def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
+    """Pick this project's keys (and the AWS provider's region and profile) out of the
+    engine's flat config map."""
+    raw = project_values(all_config, PROJECT)
+    if REGION_KEY in all_config:
+        raw["region"] = all_config[REGION_KEY]
+    if PROFILE_KEY in all_config:
+        raw["profile"] = all_config[PROFILE_KEY]
+    return raw

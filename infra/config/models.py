@@ -3,9 +3,9 @@
 Values come from the stack file (``Pulumi.<stack>.yaml``) under the project namespace
 (``trainium-eks:<key>``); the region and profile are the AWS provider's ``aws:region`` and
 ``aws:profile``. Every setting has a default that makes the dev stack work.
-``parse_stack_config`` either returns a fully validated ``StackConfig`` or raises
-``ConfigError`` naming each bad key, its value and what is allowed, before any resource is
-declared; the rules across fields live in ``infra/config/rules.py``.
+``infra.validate.parse_stack_config`` either returns a fully validated ``StackConfig`` or
+raises ``ConfigError`` naming each bad key, its value and what is allowed, before any
+resource is declared; the rules across fields live in ``infra/config/rules.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pydantic import Field
 
 from infra.facts import versions
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.config.base import PROFILE_KEY, REGION_KEY, ConfigModel, project_values, qualified_key, validated
-from infra.config.errors import ConfigError
+from infra.config.base import ConfigModel, qualified_key
 
 PROJECT = "trainium-eks"
 
@@ -325,31 +324,6 @@ class StackConfig(ConfigModel):
     @property
     def retain_storage(self) -> bool:
         return self.storage.retain if self.storage.retain is not None else self.environment == "prod"
-
-
-# --- reading -------------------------------------------------------------------------------
-
-
-def raw_from_pulumi_config(all_config: dict[str, str]) -> dict[str, Any]:
-    """Pick this project's keys (and the AWS provider's region and profile) out of the
-    engine's flat config map."""
-    raw = project_values(all_config, PROJECT)
-    if REGION_KEY in all_config:
-        raw["region"] = all_config[REGION_KEY]
-    if PROFILE_KEY in all_config:
-        raw["profile"] = all_config[PROFILE_KEY]
-    return raw
-
-
-def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
-    """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
-    from infra.config.rules import semantic_problems
-
-    config = validated(StackConfig, raw, key_name)
-    problems = semantic_problems(config)
-    if problems:
-        raise ConfigError(problems)
-    return config
 
 
 def key_name(loc: tuple[Any, ...]) -> str:

@@ -268,7 +268,7 @@ def _size_problems(key: str, group: Any) -> list[str]:
 def _core_group_problems(config: StackConfig) -> list[str]:
     return _cpu_group_problems(("coreNodeGroup",), config.core_node_group) + _cpu_group_problems(
         ("jobNodeGroup",), config.job_node_group
-    ) + _system_fit_problems(config)
+    )
 
 
 def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
@@ -282,19 +282,6 @@ def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)")
         elif instance_type in NEURON_INSTANCE_TYPES:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: this group runs CPU pods; use a general-purpose type")
-    return problems
-
-
-def _system_fit_problems(config: StackConfig) -> list[str]:
-    """System nodes too small for the system pods leave CoreDNS or a controller Pending."""
-    from infra.plans.system_capacity import system_fit_problem
-
-    key = key_name(("coreNodeGroup",))
-    problems = []
-    for i, instance_type in enumerate(config.core_node_group.instance_types):
-        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces)
-        if problem:
-            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
     return problems
 
 

@@ -1,0 +1,41 @@
+"""The cluster stack's configuration, validated whole: the models and rules of
+``infra.config`` plus the checks that need a plan (system pods fit the core nodes).
+
+Sits above ``infra.plans`` so the config layer never imports a computation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.config.errors import ConfigError
+from infra.config.base import validated
+from infra.config.load import engine_config, raw_from_pulumi_config
+from infra.config.models import StackConfig, key_name
+from infra.config.rules import semantic_problems
+from infra.plans.system_capacity import system_fit_problem
+
+
+def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
+    """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
+    config = validated(StackConfig, raw, key_name)
+    problems = semantic_problems(config) + plan_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def load() -> StackConfig:
+    """The running stack's configuration, validated."""
+    return parse_stack_config(raw_from_pulumi_config(engine_config()))
+
+
+def plan_problems(config: StackConfig) -> list[str]:
+    """System nodes too small for the system pods leave CoreDNS or a controller Pending."""
+    key = key_name(("coreNodeGroup",))
+    problems = []
+    for i, instance_type in enumerate(config.core_node_group.instance_types):
+        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces)
+        if problem:
+            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
+    return problems
