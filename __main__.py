@@ -14,7 +14,7 @@ from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
-from infra.components.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
+from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.config import rules as config_rules
 from infra.facts import addons
 from infra.plans.placement import choose_placement, with_reservation_zones
@@ -29,12 +29,7 @@ groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 specs = [group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name]) for g in groups]
 features = config.features
-wanted_addons = [
-    a
-    for a in addons.ADDON_NAMES
-    if (a != addons.CLOUDWATCH_OBSERVABILITY or features.observability)
-    and (a != addons.NODE_MONITORING_AGENT or features.node_monitoring_agent)
-]
+wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
 addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
 # EKS made an access entry for whoever created the cluster; a second one would be refused.
 creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_admins, cloud.deployer_arn)
@@ -204,49 +199,15 @@ pulumi.export("oidcProviderUrl", cluster.oidc_provider_url)
 pulumi.export("clusterSecurityGroupId", cluster.cluster_security_group_id)
 pulumi.export("nodeRoleArn", cluster.node_role_arn)
 pulumi.export("acceleratorZone", {"name": placement.accelerator_zone.name, "id": placement.accelerator_zone.id})
-pulumi.export(
-    "acceleratorNodeGroups",
-    [
-        {
-            "name": s.name,
-            "instanceType": s.config.instance_type,
-            "azId": s.zone.id,
-            "azName": s.zone.name,
-            "neuronDevices": s.facts.neuron_devices,
-            "neuronCores": s.facts.neuron_cores,
-            "efaInterfaces": s.efa_interface_count,
-            "labels": s.labels,
-            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in s.taints],
-            "minSize": s.config.min_size,
-            "maxSize": s.config.max_size,
-            # The plan's cost estimate of the workloads does not price a Capacity Block at on-demand rates.
-            "capacityType": "CAPACITY_BLOCK" if s.config.capacity_block else "ON_DEMAND",
-        }
-        for s in specs
-    ],
-)
+pulumi.export("acceleratorNodeGroups", [s.output() for s in specs])
 pulumi.export("features", features.model_dump(by_alias=True))
 pulumi.export("trainingNamespaces", namespaces)
 pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArn": identities.role_arn})
 pulumi.export(
     "storage",
-    {
-        "enabled": storage is not None,
-        "fileSystemId": storage.file_system.id if storage else None,
-        "dnsName": storage.file_system.dns_name if storage else None,
-        "mountName": storage.file_system.mount_name if storage else None,
-        "storageClass": STORAGE_CLASS if storage else None,
-        "claimName": config.storage.claim_name if storage else None,
-        "namespaces": namespaces if storage else [],
-        "capacityGib": config.storage.capacity_gib,
-        "deploymentType": config.storage.deployment_type,
-        "zone": placement.accelerator_zone.id,
-        "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in config.storage.data_repositories]
-        if storage
-        else [],
-        # Each claim is bound to a static volume of the one file system as soon as it exists.
-        "claims": {ns: c.metadata.name for ns, c in storage.claims.items()} if storage else {},
-    },
+    storage.output(config.storage, namespaces, placement.accelerator_zone.id)
+    if storage
+    else FsxStorage.disabled_output(config.storage, placement.accelerator_zone.id),
 )
 pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)

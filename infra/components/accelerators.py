@@ -9,7 +9,7 @@ cluster-autoscaler needs to scale it up from zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -45,6 +45,24 @@ class AcceleratorGroupSpec:
     @property
     def efa_interface_count(self) -> int:
         return len(self.interfaces)
+
+    def output(self) -> dict[str, Any]:
+        """The group as the workload stack reads it (``acceleratorNodeGroups``, infra/facts/outputs.py)."""
+        return {
+            "name": self.name,
+            "instanceType": self.config.instance_type,
+            "azId": self.zone.id,
+            "azName": self.zone.name,
+            "neuronDevices": self.facts.neuron_devices,
+            "neuronCores": self.facts.neuron_cores,
+            "efaInterfaces": self.efa_interface_count,
+            "labels": self.labels,
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.taints],
+            "minSize": self.config.min_size,
+            "maxSize": self.config.max_size,
+            # The plan's cost estimate of the workloads does not price a Capacity Block at on-demand rates.
+            "capacityType": "CAPACITY_BLOCK" if self.config.capacity_block else "ON_DEMAND",
+        }
 
 
 def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone) -> AcceleratorGroupSpec:

@@ -181,6 +181,33 @@ class FsxStorage(pulumi.ComponentResource):
     file_system: aws.fsx.LustreFileSystem
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
 
+    def output(self, storage: StorageConfig, namespaces: list[str], zone_id: str) -> dict[str, Any]:
+        """The file system as the workload stack reads it (``storage``, infra/facts/outputs.py)."""
+        return {
+            "enabled": True,
+            "fileSystemId": self.file_system.id,
+            "dnsName": self.file_system.dns_name,
+            "mountName": self.file_system.mount_name,
+            "storageClass": STORAGE_CLASS,
+            "claimName": storage.claim_name,
+            "namespaces": namespaces,
+            "capacityGib": storage.capacity_gib,
+            "deploymentType": storage.deployment_type,
+            "zone": zone_id,
+            "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in storage.data_repositories],
+            # Each claim is bound to a static volume of the one file system as soon as it exists.
+            "claims": {ns: c.metadata.name for ns, c in self.claims.items()},
+        }
+
+    @staticmethod
+    def disabled_output(storage: StorageConfig, zone_id: str) -> dict[str, Any]:
+        """The same keys when the FSx CSI feature is off: nothing to mount."""
+        return {
+            "enabled": False, "fileSystemId": None, "dnsName": None, "mountName": None, "storageClass": None,
+            "claimName": None, "namespaces": [], "capacityGib": storage.capacity_gib,
+            "deploymentType": storage.deployment_type, "zone": zone_id, "s3Links": [], "claims": {},
+        }
+
     def __init__(
         self, name: str, args: FsxStorageArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ) -> None:

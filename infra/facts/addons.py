@@ -29,6 +29,12 @@ BUILD_PATTERN = r"^v([0-9]+)\.([0-9]+)\.([0-9]+)-eksbuild\.[0-9]+$"
 MIN_BUILDS: dict[str, tuple[int, int, int]] = {VPC_CNI: (1, 18, 4)}
 
 
+def wanted(observability: bool, node_monitoring_agent: bool) -> list[str]:
+    """The add-ons a cluster runs: all of them but the two a stack can switch off."""
+    off = {CLOUDWATCH_OBSERVABILITY: not observability, NODE_MONITORING_AGENT: not node_monitoring_agent}
+    return [a for a in ADDON_NAMES if not off.get(a, False)]
+
+
 def build_version(build: str) -> Optional[tuple[int, int, int]]:
     match = re.fullmatch(BUILD_PATTERN, build)
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
