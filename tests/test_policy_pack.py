@@ -18,6 +18,7 @@ from infra.config.errors import ConfigError
 from offline import fixtures, plan
 from offline.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
+from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
 from offline.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
@@ -251,3 +252,29 @@ def test_every_rule_still_runs_at_the_first_preview(stack, request):
     preview = sorted(inputs.violations + outputs.violations, key=lambda v: order[v.policy])
     assert [v.as_json() for v in preview] == [v.as_json() for v in sorted(known.violations, key=lambda v: order[v.policy])]
     assert inputs.notes + outputs.notes == []
+
+
+def test_a_declared_rule_is_the_sdk_policy_and_its_check_sees_only_the_types_it_names():
+    # policy/guardrails/declare.py: the type test the checks no longer repeat is the decorator's,
+    # by list or by test of the type, and what the engine reads (name, description, level,
+    # schema) lands on the pulumi_policy object it expects.
+    seen: list[str] = []
+
+    def check(args, report):
+        seen.append(args.resource_type)
+
+    listed = resource_rule("listed", "by list", applies_to=("aws:kms/key:Key",),
+                           config_schema={"x": {"type": "string"}})(check)
+    tested = resource_rule("tested", "by test", applies_to=lambda t: t.startswith("kubernetes:"),
+                           level=ADVISORY)(check)
+    stack = reg("aws:kms/key:Key", "key", {}), reg("aws:ecr/repository:Repository", "repo", {}), \
+        reg("kubernetes:core/v1:ConfigMap", "cm", {})
+    run_policies(list(stack), parse_config({}, "t", [listed, tested]), policies=[listed])
+    assert seen == ["aws:kms/key:Key"]
+    seen.clear()
+    run_policies(list(stack), parse_config({}, "t", [listed, tested]), policies=[tested])
+    assert seen == ["kubernetes:core/v1:ConfigMap"]
+    assert isinstance(listed, ResourceValidationPolicy) and listed.config_schema.properties == {"x": {"type": "string"}}
+    assert (listed.enforcement_level, tested.enforcement_level) == (EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY)
+    assert tested.config_schema is None
+    assert isinstance(stack_rule("whole", "stack")(check), StackValidationPolicy)

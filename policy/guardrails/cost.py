@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import ReportViolation, StackValidationArgs
 
 from infra.facts.prices import instance_hourly
+from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import get
 from policy.guardrails.trainium import accelerator_groups
 
@@ -42,7 +43,15 @@ def group_costs(args: StackValidationArgs, default_region: Optional[str]) -> lis
     return costs
 
 
-def _ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("trainium-hourly-ceiling",
+            "The on-demand hourly cost of every Trainium group at its maximum size stays under a ceiling; unknown prices are reported.",
+            level=ADVISORY,
+            config_schema={
+                "maxHourlyUsd": {"type": "number", "minimum": 0, "default": DEFAULT_CEILING_USD,
+                                 "description": "ceiling in USD per hour for all accelerator groups at maxSize"},
+                "region": {"type": "string", "description": "region to price in when the provider does not say"},
+            })
+def trainium_hourly_ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
     config = args.get_config()
     ceiling = float(config.get("maxHourlyUsd", DEFAULT_CEILING_USD))
     costs = group_costs(args, config.get("region"))
@@ -57,19 +66,5 @@ def _ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
         report(f"Trainium node groups at their maximum size cost ${total:,.2f}/h on demand, over the ceiling of "
                f"${ceiling:,.2f}/h ({lines}): check maxSize, or raise maxHourlyUsd in the policy config.")
 
-
-trainium_hourly_ceiling = StackValidationPolicy(
-    name="trainium-hourly-ceiling",
-    description="The on-demand hourly cost of every Trainium group at its maximum size stays under a ceiling; unknown prices are reported.",
-    validate=_ceiling,
-    enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "maxHourlyUsd": {"type": "number", "minimum": 0, "default": DEFAULT_CEILING_USD,
-                             "description": "ceiling in USD per hour for all accelerator groups at maxSize"},
-            "region": {"type": "string", "description": "region to price in when the provider does not say"},
-        }
-    ),
-)
 
 POLICIES = [trainium_hourly_ceiling]

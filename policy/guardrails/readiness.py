@@ -5,20 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from policy.guardrails.declare import resource_rule, stack_rule
 from policy.guardrails.props import get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
 
-MANDATORY = EnforcementLevel.MANDATORY
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 HELM_CHARTS = (HELM_RELEASE, "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -51,7 +43,11 @@ def _namespace_overrides(values: Any) -> Iterator[str]:
             yield from _namespace_overrides(value)
 
 
-def _namespaces(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("namespace-exists",
+            "Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
+            config_schema={"externalNamespaces": {"type": "array", "items": {"type": "string"}, "default": [],
+                                                  "description": "namespaces another stack creates"}})
+def namespace_exists(args: StackValidationArgs, report: ReportViolation) -> None:
     existing = set(BUILT_IN_NAMESPACES) | set(args.get_config().get("externalNamespaces", []))
     existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
     releases = of_type(args.resources, *HELM_CHARTS)
@@ -72,17 +68,6 @@ def _namespaces(args: StackValidationArgs, report: ReportViolation) -> None:
                        "nor declared in this stack: declare the Namespace, or list it under externalNamespaces if another "
                        "stack owns it.", r.urn)
 
-
-namespace_exists = StackValidationPolicy(
-    name="namespace-exists",
-    description="Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
-    validate=_namespaces,
-    enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(
-        properties={"externalNamespaces": {"type": "array", "items": {"type": "string"}, "default": [],
-                                           "description": "namespaces another stack creates"}}
-    ),
-)
 
 # pulumi-kubernetes provider/pkg/await/awaiters.go (untilCoreV1PersistentVolumeClaimReady; same
 # code from v4.32.0 to the newest tag mirrored): a created PVC is awaited until Bound - or only
@@ -109,7 +94,9 @@ def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
     return f"its storage class '{class_name}' binds {mode}, so the claim is awaited until a volume is provisioned"
 
 
-def _pvcs(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("pvc-no-blocking-await",
+            "No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).")
+def pvc_no_blocking_await(args: StackValidationArgs, report: ReportViolation) -> None:
     classes = {get(c.props, "metadata", "name"): get(c.props, "volumeBindingMode", default="Immediate")
                for c in of_type(args.resources, STORAGE_CLASS)}
     for pvc in of_type(args.resources, PVC):
@@ -119,13 +106,6 @@ def _pvcs(args: StackValidationArgs, report: ReportViolation) -> None:
                    "WaitForFirstConsumer class, or annotate it pulumi.com/skipAwait: \"true\".", pvc.urn)
 
 
-pvc_no_blocking_await = StackValidationPolicy(
-    name="pvc-no-blocking-await",
-    description="No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).",
-    validate=_pvcs,
-    enforcement_level=MANDATORY,
-)
-
 # Volcano's admission webhook rejects spec updates other than minAvailable, replicas and
 # priority class; finished MPIJobs and RayJobs are not re-run when patched (DESIGN §5). So a
 # changed spec must replace the object: replaceOnChanges on spec, and deleteBeforeReplace
@@ -133,9 +113,13 @@ pvc_no_blocking_await = StackValidationPolicy(
 REPLACED_KINDS = ("batch.volcano.sh/Job", "kubeflow.org/MPIJob", "ray.io/RayJob")
 
 
-def _replaced(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if not is_kubernetes_object(args.resource_type) or kind_of(args.resource_type) not in REPLACED_KINDS:
-        return
+def _is_replaced_kind(resource_type: str) -> bool:
+    return is_kubernetes_object(resource_type) and kind_of(resource_type) in REPLACED_KINDS
+
+
+@resource_rule("jobs-replaced-on-change", "Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
+               applies_to=_is_replaced_kind)
+def jobs_replaced_on_change(args: ResourceValidationArgs, report: ReportViolation) -> None:
     name = object_name(args.props)
     if has(get(args.props, "metadata", default={}), "name") and args.opts.delete_before_replace is not True:
         report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
@@ -148,32 +132,17 @@ def _replaced(args: ResourceValidationArgs, report: ReportViolation) -> None:
                "ignores spec updates. Set replaceOnChanges: [\"spec\"] (workloads/kube.py replacing_options()).")
 
 
-jobs_replaced_on_change = ResourceValidationPolicy(
-    name="jobs-replaced-on-change",
-    description="Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
-    validate=_replaced,
-    enforcement_level=MANDATORY,
-)
-
 # A chart version range or none at all resolves to whatever is newest at deploy time.
 _RANGE = re.compile(r"[\^~*xX<>=| ]|\|\|")
 
 
-def _helm_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in HELM_CHARTS:
-        return
+@resource_rule("helm-release-pinned", "Helm releases pin one exact chart version.", applies_to=HELM_CHARTS)
+def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
     version = get(args.props, "version")
     if not version:
         report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/facts/versions.py CHARTS).")
     elif _RANGE.search(str(version)):
         report(f"Helm release '{args.name}' asks for chart version range '{version}': pin one exact version.")
 
-
-helm_release_pinned = ResourceValidationPolicy(
-    name="helm-release-pinned",
-    description="Helm releases pin one exact chart version.",
-    validate=_helm_pinned,
-    enforcement_level=MANDATORY,
-)
 
 POLICIES = [namespace_exists, pvc_no_blocking_await, jobs_replaced_on_change, helm_release_pinned]

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
-
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from policy.guardrails.declare import resource_rule, stack_rule
 from policy.guardrails.props import (
     as_list,
     has,
@@ -31,7 +23,6 @@ from policy.guardrails.props import (
     truthy,
 )
 
-MANDATORY = EnforcementLevel.MANDATORY
 OPEN_RANGES = ("0.0.0.0/0", "::/0")
 
 # Only the AWS cluster is checked, never pulumi-eks's eks:index:Cluster. That component is remote: the
@@ -47,14 +38,17 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+ECR_REPOSITORY = "aws:ecr/repository:Repository"
+KMS_KEY = "aws:kms/key:Key"
+SERVICE = "kubernetes:core/v1:Service"
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
 
 # --- EKS -----------------------------------------------------------------------------------------
 
-def _eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != EKS_CLUSTER:
-        return
+@resource_rule("eks-secrets-encryption", "EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
+               applies_to=(EKS_CLUSTER,))
+def eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if has(args.props, "encryptionConfig"):
         try:
             configs = as_list(get(args.props, "encryptionConfig"))
@@ -70,40 +64,22 @@ def _eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolatio
                "(pulumi-eks: encryptionConfigKeyArn).")
 
 
-eks_secrets_encryption = ResourceValidationPolicy(
-    name="eks-secrets-encryption",
-    description="EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
-    validate=_eks_secrets_encryption,
-    enforcement_level=MANDATORY,
-)
-
-
-def _eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != EKS_CLUSTER:
-        return
+@resource_rule("eks-control-plane-logs", "EKS clusters send their control-plane logs (API, audit, authenticator, ...) to CloudWatch.",
+               applies_to=(EKS_CLUSTER,),
+               config_schema={"requiredLogTypes": {"type": "array", "items": {"type": "string", "enum": ALL_CONTROL_PLANE_LOGS},
+                                                   "default": ALL_CONTROL_PLANE_LOGS}})
+def eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
     required = list(args.get_config().get("requiredLogTypes", ALL_CONTROL_PLANE_LOGS))
     missing = [t for t in required if t not in as_list(get(args.props, "enabledClusterLogTypes"))]
     if missing:
         report(f"EKS cluster '{args.name}' does not send control-plane logs {missing} to CloudWatch: add them to enabledClusterLogTypes.")
 
 
-eks_control_plane_logs = ResourceValidationPolicy(
-    name="eks-control-plane-logs",
-    description="EKS clusters send their control-plane logs (API, audit, authenticator, ...) to CloudWatch.",
-    validate=_eks_control_plane_logs,
-    enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(
-        properties={"requiredLogTypes": {"type": "array", "items": {"type": "string", "enum": ALL_CONTROL_PLANE_LOGS},
-                                         "default": ALL_CONTROL_PLANE_LOGS}}
-    ),
-)
-
-
-def _eks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("eks-endpoint-not-open", "A public EKS API endpoint is limited to listed networks, never 0.0.0.0/0 or ::/0.",
+               applies_to=(EKS_CLUSTER,))
+def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation) -> None:
     # pulumi-eks passes endpointPublicAccess/publicAccessCidrs through unset when not given, and the
     # AWS API then defaults to a public endpoint open to 0.0.0.0/0.
-    if args.resource_type != EKS_CLUSTER:
-        return
     vpc = get(args.props, "vpcConfig", default={})
     public, cidrs = get(vpc, "endpointPublicAccess", default=True), get(vpc, "publicAccessCidrs")
     if not truthy(public):
@@ -115,19 +91,11 @@ def _eks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None
                "publicAccessCidrs (stack key endpointAccess.publicCidrs) or turn the public endpoint off.")
 
 
-eks_endpoint_not_open = ResourceValidationPolicy(
-    name="eks-endpoint-not-open",
-    description="A public EKS API endpoint is limited to listed networks, never 0.0.0.0/0 or ::/0.",
-    validate=_eks_endpoint,
-    enforcement_level=MANDATORY,
-)
-
-
 # --- launch templates ----------------------------------------------------------------------------
 
-def _launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != LAUNCH_TEMPLATE:
-        return
+@resource_rule("launch-template-hardening", "Launch templates require IMDSv2, encrypt every EBS volume and give no public IP.",
+               applies_to=(LAUNCH_TEMPLATE,))
+def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if get(args.props, "metadataOptions", "httpTokens") != "required":
         report(f"Launch template '{args.name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
     for i, mapping in enumerate(as_list(get(args.props, "blockDeviceMappings"))):
@@ -139,21 +107,15 @@ def _launch_template_hardening(args: ResourceValidationArgs, report: ReportViola
             report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
 
 
-launch_template_hardening = ResourceValidationPolicy(
-    name="launch-template-hardening",
-    description="Launch templates require IMDSv2, encrypt every EBS volume and give no public IP.",
-    validate=_launch_template_hardening,
-    enforcement_level=MANDATORY,
-)
-
-
 # --- security groups -----------------------------------------------------------------------------
 
 def _open_sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
     return [c for key in cidr_keys for c in as_list(get(rule, key)) if c in OPEN_RANGES]
 
 
-def _no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("security-group-no-open-ingress", "No security group admits ingress from 0.0.0.0/0 or ::/0.",
+               applies_to=(INGRESS_RULE, LEGACY_RULE, SECURITY_GROUP))
+def security_group_no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
     t, p = args.resource_type, args.props
     if t == INGRESS_RULE:
         opened = _open_sources(p, ("cidrIpv4", "cidrIpv6"))
@@ -162,21 +124,14 @@ def _no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> N
     elif t == SECURITY_GROUP:
         opened = [c for rule in as_list(get(p, "ingress")) for c in _open_sources(rule, ("cidrBlocks", "ipv6CidrBlocks"))]
     else:
-        return
+        return  # a legacy rule of type egress
     if opened:
         report(f"Security group rule '{args.name}' admits traffic from {sorted(set(opened))}: "
                "allow a security group or a listed network instead.")
 
 
-security_group_no_open_ingress = ResourceValidationPolicy(
-    name="security-group-no-open-ingress",
-    description="No security group admits ingress from 0.0.0.0/0 or ::/0.",
-    validate=_no_open_ingress,
-    enforcement_level=MANDATORY,
-)
-
-
-def _efa_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("efa-security-group-self-only", "The security group on EFA interfaces allows traffic to and from itself only.")
+def efa_security_group_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
     """The EFA group: every declared security group on an EFA interface of a launch template."""
     efa_groups = {}
     for lt in of_type(args.resources, LAUNCH_TEMPLATE):
@@ -204,49 +159,25 @@ def _efa_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
                        "groups allow all traffic to and from themselves and nothing else.", rule.urn)
 
 
-efa_security_group_self_only = StackValidationPolicy(
-    name="efa-security-group-self-only",
-    description="The security group on EFA interfaces allows traffic to and from itself only.",
-    validate=_efa_self_only,
-    enforcement_level=MANDATORY,
-)
-
-
 # --- registries, keys, buckets -------------------------------------------------------------------
 
-def _ecr(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != "aws:ecr/repository:Repository":
-        return
+@resource_rule("ecr-immutable-scanned", "ECR repositories have immutable tags and scan images on push.",
+               applies_to=(ECR_REPOSITORY,))
+def ecr_immutable_scanned(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if get(args.props, "imageTagMutability", default="MUTABLE") not in ("IMMUTABLE", "IMMUTABLE_WITH_EXCLUSION"):
         report(f"ECR repository '{args.name}' lets a tag be pushed over: set imageTagMutability to IMMUTABLE.")
     if not truthy(get(args.props, "imageScanningConfiguration", "scanOnPush")):
         report(f"ECR repository '{args.name}' does not scan images on push: set imageScanningConfiguration.scanOnPush.")
 
 
-ecr_immutable_scanned = ResourceValidationPolicy(
-    name="ecr-immutable-scanned",
-    description="ECR repositories have immutable tags and scan images on push.",
-    validate=_ecr,
-    enforcement_level=MANDATORY,
-)
-
-
-def _kms_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != "aws:kms/key:Key":
-        return
+@resource_rule("kms-key-rotation", "Symmetric KMS keys rotate automatically.", applies_to=(KMS_KEY,))
+def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
     # Only symmetric encryption keys can rotate automatically.
     if get(args.props, "customerMasterKeySpec", default="SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
         return
     if not truthy(get(args.props, "enableKeyRotation")):
         report(f"KMS key '{args.name}' does not rotate: set enableKeyRotation to true.")
 
-
-kms_key_rotation = ResourceValidationPolicy(
-    name="kms-key-rotation",
-    description="Symmetric KMS keys rotate automatically.",
-    validate=_kms_rotation,
-    enforcement_level=MANDATORY,
-)
 
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -256,7 +187,8 @@ VERSIONING_TYPES = ("aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVe
 PUBLIC_BLOCK_KEYS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 
 
-def _s3(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("s3-bucket-protected", "S3 buckets block public access, are encrypted and versioned.")
+def s3_bucket_protected(args: StackValidationArgs, report: ReportViolation) -> None:
     def attached(bucket: Any, *types: str) -> list[Any]:
         return [r for r in of_type(args.resources, *types) if bucket in dependencies_of(r, "bucket")]
 
@@ -275,14 +207,6 @@ def _s3(args: StackValidationArgs, report: ReportViolation) -> None:
             report(f"S3 bucket '{bucket.name}' is not versioned: add a BucketVersioning with status Enabled.", bucket.urn)
 
 
-s3_bucket_protected = StackValidationPolicy(
-    name="s3-bucket-protected",
-    description="S3 buckets block public access, are encrypted and versioned.",
-    validate=_s3,
-    enforcement_level=MANDATORY,
-)
-
-
 # --- Kubernetes ----------------------------------------------------------------------------------
 
 # The cluster has no AWS Load Balancer Controller: the cloud provider for AWS serves these Services
@@ -292,8 +216,10 @@ LB_INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
 LB_TLS_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
 
 
-def _load_balancer(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != "kubernetes:core/v1:Service" or get(args.props, "spec", "type") != "LoadBalancer":
+@resource_rule("load-balancer-restricted", "Kubernetes Services of type LoadBalancer are internal, or have source ranges and TLS.",
+               applies_to=(SERVICE,))
+def load_balancer_restricted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if get(args.props, "spec", "type") != "LoadBalancer":
         return
     annotations = get(args.props, "metadata", "annotations", default={})
     if annotations.get(LB_INTERNAL) not in (None, "", "false"):
@@ -308,14 +234,6 @@ def _load_balancer(args: ResourceValidationArgs, report: ReportViolation) -> Non
                "to an ACM certificate, or make it internal.")
 
 
-load_balancer_restricted = ResourceValidationPolicy(
-    name="load-balancer-restricted",
-    description="Kubernetes Services of type LoadBalancer are internal, or have source ranges and TLS.",
-    validate=_load_balancer,
-    enforcement_level=MANDATORY,
-)
-
-
 def image_tag_problem(image: str) -> str | None:
     """Why an image reference is not pinned, or None. A digest pins; no tag means ``latest``."""
     if "@sha256:" in image:
@@ -328,9 +246,9 @@ def image_tag_problem(image: str) -> str | None:
     return None
 
 
-def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if not is_kubernetes_object(args.resource_type):
-        return
+@resource_rule("image-pinned-tag", "Every container image names a version tag or digest, never ':latest' or no tag.",
+               applies_to=is_kubernetes_object)
+def image_pinned_tag(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for where, spec in pod_specs(args.resource_type, args.props):
         for cwhere, c in containers(spec):
             try:
@@ -344,17 +262,12 @@ def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> Non
                        "pin a version tag or a digest.")
 
 
-image_pinned_tag = ResourceValidationPolicy(
-    name="image-pinned-tag",
-    description="Every container image names a version tag or digest, never ':latest' or no tag.",
-    validate=_pinned_images,
-    enforcement_level=MANDATORY,
-)
-
-
-def _privileged(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if not is_kubernetes_object(args.resource_type):
-        return
+@resource_rule("no-privileged-or-host-path",
+               "No privileged container and no hostPath volume, outside the objects listed as needing them (device plugins).",
+               applies_to=is_kubernetes_object,
+               config_schema={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
+                                                 "description": "'namespace/name' of objects allowed to be privileged or mount host paths"}})
+def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViolation) -> None:
     allowed = set(args.get_config().get("allowedObjects", []))
     name = object_name(args.props)
     if name in allowed:
@@ -369,17 +282,6 @@ def _privileged(args: ResourceValidationArgs, report: ReportViolation) -> None:
                 report(f"{kind_of(args.resource_type)} '{name}' {where} mounts hostPath '{get(v, 'hostPath', 'path')}': "
                        "only device plugins need host paths; use a volume, or list the object under allowedObjects with a reason.")
 
-
-no_privileged_or_host_path = ResourceValidationPolicy(
-    name="no-privileged-or-host-path",
-    description="No privileged container and no hostPath volume, outside the objects listed as needing them (device plugins).",
-    validate=_privileged,
-    enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(
-        properties={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
-                                       "description": "'namespace/name' of objects allowed to be privileged or mount host paths"}}
-    ),
-)
 
 POLICIES = [
     eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_not_open, launch_template_hardening,

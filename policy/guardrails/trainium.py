@@ -10,21 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
-    PolicyResource,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
 from infra.facts.versions import NEURON_AMI_TYPE
+from policy.guardrails.declare import stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
-MANDATORY = EnforcementLevel.MANDATORY
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -70,7 +63,8 @@ def accelerator_groups(resources: list[PolicyResource]) -> Iterator[AcceleratorG
             yield AcceleratorGroup(group, lt, instance_type)
 
 
-def _neuron_ami(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("neuron-ami-type", f"Trainium/Inferentia node groups use the EKS Neuron AMI type ({NEURON_AMI_TYPE}).")
+def neuron_ami_type(args: StackValidationArgs, report: ReportViolation) -> None:
     for g in accelerator_groups(args.resources):
         ami = get(g.group.props, "amiType")
         if ami != NEURON_AMI_TYPE:
@@ -78,15 +72,8 @@ def _neuron_ami(args: StackValidationArgs, report: ReportViolation) -> None:
                    "which carries the Neuron driver and runtime.", g.group.urn)
 
 
-neuron_ami_type = StackValidationPolicy(
-    name="neuron-ami-type",
-    description=f"Trainium/Inferentia node groups use the EKS Neuron AMI type ({NEURON_AMI_TYPE}).",
-    validate=_neuron_ami,
-    enforcement_level=MANDATORY,
-)
-
-
-def _neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("neuron-taint", f"Trainium/Inferentia node groups carry the {NEURON_TAINT_KEY}=true:NoSchedule taint.")
+def neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
     for g in accelerator_groups(args.resources):
         taints = as_list(get(g.group.props, "taints"))
         if not any(get(t, "key") == NEURON_TAINT_KEY and get(t, "effect") == "NO_SCHEDULE" for t in taints):
@@ -94,15 +81,11 @@ def _neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
                    "Neuron devices would fill its nodes and keep them from scaling down.", g.group.urn)
 
 
-neuron_taint = StackValidationPolicy(
-    name="neuron-taint",
-    description=f"Trainium/Inferentia node groups carry the {NEURON_TAINT_KEY}=true:NoSchedule taint.",
-    validate=_neuron_taint,
-    enforcement_level=MANDATORY,
-)
-
-
-def _single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("accelerator-single-zone", "Trainium/Inferentia node groups use one subnet, in a zone that offers the instance type.",
+            config_schema={"offeredZoneIds": {
+                "type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}, "default": {},
+                "description": "instance type -> zone ids offering it; a type not listed is not zone-checked"}})
+def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
     offered: dict = args.get_config().get("offeredZoneIds", {})
     for g in accelerator_groups(args.resources):
         if not has(g.group.props, "subnetIds"):
@@ -121,20 +104,9 @@ def _single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
                        f"(offered in {sorted(known)}): pin the accelerator zone to one of those.", g.group.urn)
 
 
-accelerator_single_zone = StackValidationPolicy(
-    name="accelerator-single-zone",
-    description="Trainium/Inferentia node groups use one subnet, in a zone that offers the instance type.",
-    validate=_single_zone,
-    enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(
-        properties={"offeredZoneIds": {
-            "type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}, "default": {},
-            "description": "instance type -> zone ids offering it; a type not listed is not zone-checked"}}
-    ),
-)
-
-
-def _efa_cards(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("efa-interfaces-match-cards",
+            "With EFA on, an accelerator launch template has one EFA interface per network card of the instance type.")
+def efa_interfaces_match_cards(args: StackValidationArgs, report: ReportViolation) -> None:
     for g in accelerator_groups(args.resources):
         nics = g.efa_interfaces
         if not nics:
@@ -149,20 +121,14 @@ def _efa_cards(args: StackValidationArgs, report: ReportViolation) -> None:
                    g.group.urn)
 
 
-efa_interfaces_match_cards = StackValidationPolicy(
-    name="efa-interfaces-match-cards",
-    description="With EFA on, an accelerator launch template has one EFA interface per network card of the instance type.",
-    validate=_efa_cards,
-    enforcement_level=MANDATORY,
-)
-
-
 def _targets_reservation(lt: PolicyResource) -> bool:
     return has(get(lt.props, "capacityReservationSpecification", default={}), "capacityReservationTarget") \
         or get(lt.props, "instanceMarketOptions", "marketType") == "capacity-block"
 
 
-def _placement(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("placement-group-unless-reserved",
+            "EFA node groups launch into a cluster placement group, unless they target a capacity reservation (then none).")
+def placement_group_unless_reserved(args: StackValidationArgs, report: ReportViolation) -> None:
     for g in accelerator_groups(args.resources):
         if not g.efa_interfaces or g.launch_template is None:
             continue  # single-node groups gain nothing from a cluster placement group
@@ -176,15 +142,9 @@ def _placement(args: StackValidationArgs, report: ReportViolation) -> None:
                    "(placementGroup: true) so collective traffic stays low-latency.", g.group.urn)
 
 
-placement_group_unless_reserved = StackValidationPolicy(
-    name="placement-group-unless-reserved",
-    description="EFA node groups launch into a cluster placement group, unless they target a capacity reservation (then none).",
-    validate=_placement,
-    enforcement_level=MANDATORY,
-)
-
-
-def _capacity_block(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("capacity-block-launch-template",
+            "Capacity Block node groups name the instance type in the launch template, not on the group.")
+def capacity_block_launch_template(args: StackValidationArgs, report: ReportViolation) -> None:
     for group in of_type(args.resources, NODE_GROUP):
         if get(group.props, "capacityType") != "CAPACITY_BLOCK":
             continue
@@ -197,14 +157,6 @@ def _capacity_block(args: StackValidationArgs, report: ReportViolation) -> None:
                    group.urn)
 
 
-capacity_block_launch_template = StackValidationPolicy(
-    name="capacity-block-launch-template",
-    description="Capacity Block node groups name the instance type in the launch template, not on the group.",
-    validate=_capacity_block,
-    enforcement_level=MANDATORY,
-)
-
-
 def _covers(rule: PolicyResource, port: int) -> bool:
     protocol = str(get(rule.props, "ipProtocol", default=get(rule.props, "protocol", default="")))
     if protocol in ("-1", "all"):
@@ -212,7 +164,9 @@ def _covers(rule: PolicyResource, port: int) -> bool:
     return protocol in ("tcp", "6") and int(get(rule.props, "fromPort", default=-1)) <= port <= int(get(rule.props, "toPort", default=-1))
 
 
-def _fsx(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fsx-zone-and-lustre-ports",
+            "FSx for Lustre sits in the accelerator zone and its security group admits TCP 988 and 1018-1023.")
+def fsx_zone_and_ports(args: StackValidationArgs, report: ReportViolation) -> None:
     accelerator_zones = {
         get(s.props, "availabilityZoneId")
         for g in accelerator_groups(args.resources)
@@ -235,13 +189,6 @@ def _fsx(args: StackValidationArgs, report: ReportViolation) -> None:
                 report(f"Security group '{sg.name}' of file system '{fs.name}' does not admit Lustre TCP port(s) {shown}: "
                        "open 988 and 1018-1023 to the file system and its clients.", fs.urn)
 
-
-fsx_zone_and_ports = StackValidationPolicy(
-    name="fsx-zone-and-lustre-ports",
-    description="FSx for Lustre sits in the accelerator zone and its security group admits TCP 988 and 1018-1023.",
-    validate=_fsx,
-    enforcement_level=MANDATORY,
-)
 
 POLICIES = [
     neuron_ami_type, neuron_taint, accelerator_single_zone, efa_interfaces_match_cards,

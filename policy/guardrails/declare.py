@@ -1,0 +1,76 @@
+"""How a rule is declared: one decorated function is one policy of the pack.
+
+``@resource_rule(...)`` / ``@stack_rule(...)`` put the name, description, enforcement level and
+config schema above the check they describe, and replace the function with the ``pulumi_policy``
+object the pack lists. A resource rule names the resource types it checks, so the type test does
+not open every check. The objects are the SDK's own ``ResourceValidationPolicy`` and
+``StackValidationPolicy`` with one callable ``validate`` (pulumi-policy v1.21.0 policy.py): the
+engine's analyzer and offline/policy_run.py call ``policy.validate(args, report_violation)`` on
+them as on any policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from functools import wraps
+from typing import Any, Optional, Union
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+ResourceCheck = Callable[[ResourceValidationArgs, ReportViolation], None]
+StackCheck = Callable[[StackValidationArgs, ReportViolation], None]
+# The resource types a rule checks, or a test of the type where no list would do (every
+# Kubernetes object, whatever its kind).
+AppliesTo = Union[Collection[str], Callable[[str], bool]]
+# A JSON schema per setting: the properties of the policy's config schema.
+Settings = Mapping[str, dict[str, Any]]
+
+
+def _config_schema(settings: Optional[Settings]) -> Optional[PolicyConfigSchema]:
+    return None if settings is None else PolicyConfigSchema(properties=dict(settings))
+
+
+def _type_test(applies_to: AppliesTo) -> Callable[[str], bool]:
+    if callable(applies_to):
+        return applies_to
+    types = frozenset(applies_to)
+    return lambda resource_type: resource_type in types
+
+
+def resource_rule(name: str, description: str, *, applies_to: AppliesTo, level: EnforcementLevel = MANDATORY,
+                  config_schema: Optional[Settings] = None) -> Callable[[ResourceCheck], ResourceValidationPolicy]:
+    """A resource policy whose check runs on the resources ``applies_to`` names; the engine hands a
+    resource policy every resource of the stack, and the others are not its business."""
+    applies = _type_test(applies_to)
+
+    def declare(check: ResourceCheck) -> ResourceValidationPolicy:
+        @wraps(check)
+        def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+            if applies(args.resource_type):
+                check(args, report)
+
+        return ResourceValidationPolicy(name=name, description=description, validate=validate,
+                                        enforcement_level=level, config_schema=_config_schema(config_schema))
+
+    return declare
+
+
+def stack_rule(name: str, description: str, *, level: EnforcementLevel = MANDATORY,
+               config_schema: Optional[Settings] = None) -> Callable[[StackCheck], StackValidationPolicy]:
+    """A stack policy: its check sees every resource of the stack at once."""
+    def declare(check: StackCheck) -> StackValidationPolicy:
+        return StackValidationPolicy(name=name, description=description, validate=check,
+                                     enforcement_level=level, config_schema=_config_schema(config_schema))
+
+    return declare
