@@ -198,12 +198,18 @@ class Schedulers(pulumi.ComponentResource):
                 )
 
         if args.kuberay:
+            # With `batchScheduler.name: volcano` the operator watches Volcano's PodGroup type from
+            # start-up (kuberay v1.7.0 volcano_scheduler.go, ConfigureReconciler: b.Owns(&PodGroup{}))
+            # and exits until that CRD exists; Volcano's chart applies its CRDs as ordinary templates,
+            # after its pre-install hook Job. Installing both at once can time the atomic release out.
             helm_release(
                 "kuberay-operator",
                 CHARTS["kuberay-operator"],
                 KUBERAY_NAMESPACE,
                 kuberay_values(args.volcano),
-                on_cluster,
+                pulumi.ResourceOptions(
+                    parent=self, provider=provider, depends_on=[self.volcano] if self.volcano else None
+                ),
                 create_namespace=True,
             )
 

@@ -84,10 +84,23 @@ def test_neuron_scheduler_extension_is_an_option(dev, plan_with):
     assert releases(plan)["neuron"]["values"]["scheduler"]["enabled"] is True
 
 
-def test_kuberay_uses_volcano(dev, plan_with):
-    assert releases(dev)["kuberay-operator"]["values"]["batchScheduler"] == {"name": "volcano"}
+def test_kuberay_uses_volcano_and_is_installed_after_it(dev, plan_with):
+    """ray-project/kuberay v1.7.0, ray-operator/controllers/ray/batchscheduler/volcano/
+    volcano_scheduler.go: with `batchScheduler.name: volcano`, ConfigureReconciler registers
+    `b.Owns(&volcanoschedulingv1beta1.PodGroup{})`, a watch the manager cannot start while the
+    PodGroup CRD is missing, so the operator crash-loops until Volcano's CRDs exist.
+    volcano-sh/volcano v1.15.1, installer/helm/chart/volcano/templates/scheduling_v1beta1_podgroup.yaml
+    renders the PodGroup CRD as an ordinary template, which Helm applies only after the
+    pre-install hook Job of templates/admission-init.yaml has finished. So the KubeRay release
+    waits for the Volcano release (atomic: its objects are ready) when Volcano is on, and for
+    nothing when it is off."""
+    kuberay, volcano = dev.named("kuberay-operator"), dev.named("volcano")
+    assert kuberay.inputs["values"]["batchScheduler"] == {"name": "volcano"}
+    assert volcano.urn in kuberay.dependencies
     plan = plan_with(features={"volcano": False, "torchxEtcd": False})
     assert "batchScheduler" not in releases(plan)["kuberay-operator"]["values"]
+    assert "volcano" not in releases(plan)
+    assert plan.named("kuberay-operator").dependencies == []
 
 
 def test_cluster_autoscaler(dev):
