@@ -51,6 +51,23 @@ def test_release_chart_repository_and_exact_version(dev, release, chart, version
     assert inputs["atomic"] is True
 
 
+def test_volcano_is_a_release_whose_hooks_run(dev):
+    """Why Volcano is a helm.v3.Release (not the webhooks: volcano-sh/volcano v1.15.1 has no
+    pre-delete hook; templates/webhooks.yaml are ordinary objects that `helm uninstall` deletes).
+    installer/helm/chart/volcano/templates/admission-init.yaml (v1.15.1): the Job
+    `<release>-admission-init` is a `helm.sh/hook: pre-install,pre-upgrade` that runs
+    gen-admission-secret.sh to create `basic.admission_secret_name`, which
+    templates/admission.yaml mounts into the admission Deployment. pulumi_kubernetes 4.34.2
+    helm/v4/Chart.py, `include_hooks`: hook resources are omitted from the rendered output and
+    hooks are not supported outside render mode; helm/v3/Release.py `disable_webhooks`
+    "Prevent hooks from running". A Chart, or a Release with hooks off, leaves the admission pod
+    without its certificate and every Volcano Job refused by a webhook with no server."""
+    volcano = dev.named("volcano")
+    assert volcano.type == RELEASE
+    assert not volcano.inputs.get("disableWebhooks") and not volcano.inputs.get("disableCRDHooks")
+    assert not dev.of_type("kubernetes:helm.sh/v4:Chart")
+
+
 def test_neuron_chart_is_new_enough():
     major, minor, patch = map(int, versions.CHARTS["neuron"].version.split("."))
     assert (major, minor, patch) >= (1, 1, 1)
