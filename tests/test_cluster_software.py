@@ -195,6 +195,19 @@ def test_volcano_queues(dev):
     ]
 
 
+def test_volcano_images_are_not_pulled_on_every_start(dev):
+    """volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml: `basic.image_pull_policy:
+    "Always"` and `basic.image_registry: "docker.io"`; every container of the chart's templates
+    (admission-init.yaml, admission.yaml, controllers.yaml, scheduler.yaml, agent*.yaml,
+    kubestatemetrics.yaml) sets `imagePullPolicy: {{ .Values.basic.image_pull_policy }}`. Left at
+    Always, each restart pulls from Docker Hub anonymously through the NAT gateway (rate limits,
+    slow starts); the tags are pinned, so a cached copy is the same image. The MPI operator
+    (mpioperator/mpi-operator:0.8.0, Docker Hub) gets the same policy in the transform above."""
+    basic = releases(dev)["volcano"]["values"]["basic"]
+    assert basic == {"image_pull_policy": "IfNotPresent"}
+    assert "image_registry" not in basic  # no pull-through cache: see README, Cluster software
+
+
 def test_torchx_etcd(dev):
     deployment = dev.named("default-etcd").inputs
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -246,6 +259,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     (container,) = result.props["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"]
     assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
     # The input object is left as it was; other objects are not touched.
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
     other = pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts)
