@@ -115,6 +115,7 @@ DevicePlugins(
         neuron=features.neuron_device_plugin,
         efa=features.efa_device_plugin,
         neuron_scheduler_extension=features.neuron_scheduler_extension,
+        region=config.region,
         node_recovery=NodeRecoveryArgs(
             cluster_name=config.cluster_name,
             partition=cloud.partition,

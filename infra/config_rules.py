@@ -26,6 +26,7 @@ from infra.config import (
     key_name,
 )
 from infra.config_base import PROFILE_KEY, REGION_KEY
+from infra.versions import EKS_ADDON_REGISTRIES
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -492,6 +493,14 @@ def _software_problems(config: StackConfig) -> list[str]:
             )
 
     features = config.features
+    if features.efa_device_plugin and config.region not in EKS_ADDON_REGISTRIES:
+        # The plugin's image is pulled from the region's EKS add-on registry (infra/devices.py).
+        problems.append(
+            f"{REGION_KEY} = {config.region!r}: no EKS add-on image registry is known for this region, so the EFA "
+            "device plugin has no image to pull; known regions are the keys of EKS_ADDON_REGISTRIES in "
+            "infra/versions.py (EKS user guide, \"View Amazon container image registries for Amazon EKS add-ons\"): add "
+            "the region's registry there, or set features.efaDevicePlugin: false"
+        )
     if features.torchx_etcd and not features.volcano:
         problems.append(
             f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "

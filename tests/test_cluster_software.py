@@ -89,6 +89,43 @@ def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev):
     assert values["aws-fsx-csi-driver"]["node"]["tolerateAllTaints"] is True
 
 
+def test_efa_plugin_image_comes_from_the_clusters_own_region(dev, prod):
+    """aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30: values.yaml defaults
+    image.repository to 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin and
+    templates/daemonset.yaml pulls `{{ .Values.image.repository }}:{{ .Values.image.tag | default
+    .Chart.AppVersion }}`. EKS replicates its add-on images to a registry in each region (EKS user
+    guide, "View Amazon container image registries for Amazon EKS add-ons"): prod (us-east-2)
+    pulls from us-east-2, not across regions."""
+    for plan, host in ((dev, "602401143452.dkr.ecr.us-west-2.amazonaws.com"),
+                       (prod, "602401143452.dkr.ecr.us-east-2.amazonaws.com")):
+        image = releases(plan)["aws-efa-k8s-device-plugin"]["values"]["image"]
+        assert image == {"repository": f"{host}/eks/aws-efa-k8s-device-plugin"}
+
+
+def test_eks_addon_registry_table():
+    """The table copies the EKS user guide page "View Amazon container image registries for Amazon
+    EKS add-ons" (awsdocs/amazon-eks-user-guide latest/ug/workloads/add-ons-images.adoc): the
+    account is 602401143452 in the older commercial regions and differs in opt-in regions, China
+    and GovCloud, whose registries also live under other domains."""
+    import re
+
+    table = versions.EKS_ADDON_REGISTRIES
+    host = re.compile(r"^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.(com|com\.cn|eu)$")
+    for region, registry in table.items():
+        match = host.fullmatch(registry)
+        assert match, registry
+        # The page lists ap-east-2's registry under an ap-east-1 host; every other host is in its region.
+        assert match[2] == region or (region, match[2]) == ("ap-east-2", "ap-east-1")
+    account = {region: registry.split(".")[0] for region, registry in table.items()}
+    assert account["us-west-2"] == account["us-east-1"] == account["us-east-2"] == "602401143452"
+    assert account["af-south-1"] == "877085696533" and account["ap-southeast-3"] == "296578399912"
+    assert account["us-gov-west-1"] == "013241004608" and table["cn-north-1"].endswith(".amazonaws.com.cn")
+    # Every region this project offers Trainium in (the offline zone table) has a registry.
+    from offline import fixtures
+
+    assert set(fixtures.ZONES) <= set(table)
+
+
 def test_efa_plugin_selects_the_label_the_node_groups_carry(dev):
     selector = releases(dev)["aws-efa-k8s-device-plugin"]["values"]["nodeSelector"]
     for group in dev.outputs["acceleratorNodeGroups"]:

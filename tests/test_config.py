@@ -59,6 +59,16 @@ def test_bad_region():
     assert "aws:region = 'uswest2': not an AWS region name" in refused(with_changes(region="uswest2"))
 
 
+def test_a_region_without_a_known_eks_addon_registry_is_refused_while_the_efa_plugin_is_on():
+    # The EFA plugin's image is pulled from the region's EKS add-on registry (infra/versions.py).
+    message = refused(with_changes(region="xx-east-1"))
+    assert "aws:region = 'xx-east-1': no EKS add-on image registry is known for this region" in message
+    assert "EKS_ADDON_REGISTRIES in infra/versions.py" in message and "features.efaDevicePlugin: false" in message
+    config = parse_stack_config(with_changes(region="xx-east-1", features={"efaDevicePlugin": False}))
+    assert config.region == "xx-east-1"
+    assert parse_stack_config(with_changes(region="ap-southeast-7")).region == "ap-southeast-7"
+
+
 def test_unknown_key_is_refused_not_ignored():
     message = refused(with_changes(netwrok={"azCount": 3}))
     assert "trainium-eks:netwrok: unknown key" in message
