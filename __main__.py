@@ -81,6 +81,7 @@ accelerators = AcceleratorNodeGroups(
     "accelerators",
     AcceleratorNodeGroupsArgs(
         cluster_name=cluster.name,
+        kubernetes_version=cluster.kubernetes_version,
         vpc_id=network.vpc_id,
         cluster_security_group_id=cluster.cluster_security_group_id,
         node_role_arn=cluster.node_role_arn,

@@ -140,7 +140,9 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     )
     root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
     ami_release_version: Optional[str] = Field(
-        default=None, description="Pin a Neuron AMI release (e.g. 1.34.2-20251112); unset: latest at creation."
+        default=None,
+        description="Pin a Neuron AMI release built for kubernetesVersion (e.g. 1.34.2-20251112); unset: latest at "
+        "creation.",
     )
     labels: dict[str, str] = Field(default={}, description="Extra node labels (Kubernetes label syntax).")
     auto_repair: bool = Field(
@@ -277,8 +279,11 @@ class StackConfig(ConfigModel):
         "file system.",
     )
     cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
-    kubernetes_version: str = Field(default=versions.KUBERNETES_VERSION, description="EKS Kubernetes version; "
-                                    "add-on builds follow it.")
+    kubernetes_version: str = Field(
+        default=versions.KUBERNETES_VERSION,
+        description=f"EKS Kubernetes version, one EKS offers ({', '.join(versions.EKS_KUBERNETES_VERSIONS)}); add-on "
+        "builds and every node group follow it, the node groups after the control plane.",
+    )
     upgrade_policy: Literal["STANDARD", "EXTENDED"] = Field(
         default="STANDARD",
         description="STANDARD: EKS upgrades the control plane when standard support ends; EXTENDED keeps an old "

@@ -26,7 +26,7 @@ from infra.config import (
     key_name,
 )
 from infra.config_base import PROFILE_KEY, REGION_KEY
-from infra.versions import EKS_ADDON_REGISTRIES
+from infra.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -87,7 +87,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _network_problems(config.network)
     problems += _endpoint_problems(config.endpoint_access, config.environment)
     problems += _core_group_problems(config)
-    problems += _accelerator_problems(config.accelerator_node_groups)
+    problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _storage_problems(config.storage)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
@@ -117,6 +117,12 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: a Kubernetes minor version "
             "such as 1.34"
+        )
+    elif config.kubernetes_version not in EKS_KUBERNETES_VERSIONS:
+        problems.append(
+            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: not a version EKS offers; allowed: "
+            f"{', '.join(EKS_KUBERNETES_VERSIONS)} (EKS_KUBERNETES_VERSIONS in infra/versions.py, from the EKS "
+            "release calendar; add a newer one there once `aws eks describe-cluster-versions` lists it)"
         )
     for addon, build in config.addon_versions.items():
         key = key_name(("addonVersions", addon))
@@ -314,7 +320,22 @@ def _label_problems(key: str, labels: dict[str, str]) -> list[str]:
     return problems
 
 
-def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
+def ami_release_problem(release: str, kubernetes_version: str) -> Optional[str]:
+    """An EKS AMI release is built for one Kubernetes minor version (<major>.<minor>.<patch>-<date>);
+    the node group takes it with its `version`, which follows the cluster's."""
+    if not re.fullmatch(AMI_RELEASE_PATTERN, release):
+        return "an EKS AMI release version such as 1.34.2-20251112"
+    built_for = ".".join(release.split("-")[0].split(".")[:2])
+    if built_for != kubernetes_version:
+        return (
+            f"built for Kubernetes {built_for}, but kubernetesVersion is {kubernetes_version}; allowed: a "
+            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI, or unset for the latest "
+            "(raise kubernetesVersion and the pin together)"
+        )
+    return None
+
+
+def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_version: str) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     allowed_types = ", ".join(NEURON_INSTANCE_TYPES)
@@ -329,11 +350,9 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]
         seen.add(group.name)
         problems += _size_problems(key, group)
         problems += _label_problems(key, group.labels)
-        if group.ami_release_version is not None and not re.fullmatch(AMI_RELEASE_PATTERN, group.ami_release_version):
-            problems.append(
-                f"{key}.amiReleaseVersion = {group.ami_release_version!r}: an EKS AMI release version such as "
-                "1.34.2-20251112"
-            )
+        release_problem = group.ami_release_version and ami_release_problem(group.ami_release_version, kubernetes_version)
+        if release_problem:
+            problems.append(f"{key}.amiReleaseVersion = {group.ami_release_version!r}: {release_problem}")
         if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
             problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
         facts = NEURON_INSTANCE_TYPES.get(group.instance_type)

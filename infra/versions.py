@@ -8,6 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KUBERNETES_VERSION = "1.34"
+# The Kubernetes minor versions EKS offers, standard or extended support (EKS user guide,
+# "Understand the Kubernetes version lifecycle on EKS", release calendar: 1.31 until
+# 2026-11-26, 1.32 until 2027-03-23, 1.33 until 2027-07-29, 1.34 until 2027-12-02 (end of extended
+# support); 1.35 and 1.36 from "Review release notes for Kubernetes versions on standard support").
+# A version missing here is refused by config validation: add a new one once EKS lists it
+# (aws eks describe-cluster-versions), drop one once its extended support has ended.
+EKS_KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36")
 
 # Managed node group AMI types. The Neuron variant carries the Neuron driver and
 # runtime; never the NVIDIA one for Trainium/Inferentia.

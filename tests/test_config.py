@@ -227,6 +227,29 @@ def test_cluster_name():
     assert "trainium-eks:clusterName = 'My Cluster'" in refused(with_changes(clusterName="My Cluster"))
 
 
+def test_a_kubernetes_version_eks_does_not_offer_is_refused():
+    for version in ("1.30", "1.37"):
+        message = refused(with_changes(kubernetesVersion=version))
+        assert f"trainium-eks:kubernetesVersion = '{version}': not a version EKS offers; allowed: 1.31, 1.32" in message
+        assert "EKS_KUBERNETES_VERSIONS in infra/versions.py" in message
+    from infra import versions
+
+    assert versions.KUBERNETES_VERSION in versions.EKS_KUBERNETES_VERSIONS
+
+
+def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
+    # An EKS AMI release (<kubernetes patch>-<date>) belongs to one minor version; the node group
+    # runs the cluster's version (infra/accelerators.py), so a pin from another minor fails at
+    # UpdateNodegroupVersion / CreateNodegroup, after the control plane was already changed.
+    message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.33.5-20251112")]))
+    assert ("trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
+            "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release") in message
+    message = refused(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.34.2-20251112")]))
+    assert "amiReleaseVersion = '1.34.2-20251112': built for Kubernetes 1.34, but kubernetesVersion is 1.35" in message
+    config = parse_stack_config(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.0-20260301")]))
+    assert config.accelerator_node_groups[0].ami_release_version == "1.35.0-20260301"
+
+
 def test_another_kubernetes_version_needs_no_pinned_builds():
     # Builds resolve per version at deploy time (infra/addons.py); only the format is checked.
     assert parse_stack_config(with_changes(kubernetesVersion="1.33")).kubernetes_version == "1.33"

@@ -180,6 +180,8 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     plan = plan_with(kubernetesVersion="1.33")
     builds = {r.inputs["addonName"]: r.inputs["addonVersion"] for r in plan.of_type("aws:eks/addon:Addon")}
     expected = fixtures.ADDON_DEFAULT_BUILDS["1.33"]
+    # Every node group follows the control plane's version too (see test_node_groups_follow_...).
+    assert {r.inputs["version"] for r in plan.of_type("aws:eks/nodeGroup:NodeGroup")} == {"1.33"}
     assert builds == {a: expected[a] for a in builds}
     assert set(builds) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver",
                            "amazon-cloudwatch-observability", "eks-node-monitoring-agent"}
@@ -187,6 +189,23 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     assert cluster["vpcCniOptions"]["addonVersion"] == expected["vpc-cni"]
     assert cluster["kubeProxyAddonOptions"]["version"] == expected["kube-proxy"]
     assert plan.outputs["addonBuilds"] == expected
+
+
+def test_node_groups_follow_the_control_plane_version_after_it(dev):
+    """pulumi-aws 7.51.1, pulumi_aws/eks/node_group.py, `version`: "Kubernetes version. Defaults to
+    EKS Cluster Kubernetes version. The provider will only perform drift detection if a
+    configuration value is provided." Without it a raised kubernetesVersion upgrades the control
+    plane and leaves every node group on the old AMI, unnoticed. Each group's `version` is the
+    cluster's, as a property that depends on the eks.Cluster component: a remote component, which
+    the SDK adds to the dependencies as is because "the construction of a remote component always
+    waits on the construction of its children" (pulumi SDK 3.272.0, pulumi/runtime/rpc.py
+    _add_dependency), so no group asks for a version the control plane does not run yet."""
+    eks_cluster = dev.named("cluster-eks", "eks:index:Cluster")
+    groups = dev.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert {g.name for g in groups} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
+    for group in groups:
+        assert group.inputs["version"] == eks_cluster.inputs["version"] == "1.34"
+        assert eks_cluster.urn in group.property_dependencies["version"], group.name
 
 
 def test_a_pinned_build_wins(plan_with):
@@ -352,10 +371,12 @@ def test_accelerator_groups_repair_themselves_with_the_monitoring_agent(dev, pla
     assert plan.named("trn1-32xl-ng1").inputs["nodeRepairConfig"] == {"enabled": False}
 
 
-def test_an_unsupported_kubernetes_version_is_refused_with_its_key():
+def test_a_version_without_addon_builds_is_refused_with_its_key():
+    # 1.31 passes config validation (EKS still lists it) but the offline account has no add-on
+    # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
-        dev_with(kubernetesVersion="1.20")
-    assert "trainium-eks:kubernetesVersion = '1.20': EKS offers no" in str(err.value)
+        dev_with(kubernetesVersion="1.31")
+    assert "trainium-eks:kubernetesVersion = '1.31': EKS offers no" in str(err.value)
 
 
 def test_core_instance_types_the_region_does_not_offer():

@@ -114,6 +114,33 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
+def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(base_cluster: Path, tmp_path: Path) -> None:
+    """1.34 -> 1.35 (offline/fixtures.py holds both minors' add-on builds).
+    - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
+      now carries the cluster's version and the upgrade reaches it.
+    - hashicorp/terraform-provider-aws internal/service/eks/node_group.go (the resource pulumi-aws
+      bridges): `version` is Optional+Computed without ForceNew, and resourceNodeGroupUpdate sends a
+      change of launch_template, release_version or version as UpdateNodegroupVersion, a rolling
+      update of the same group: no group is replaced.
+    - The groups depend on the eks.Cluster component (their `version` and `clusterName` come from
+      it), so the engine updates them after the control plane; EKS refuses a node group version
+      above its control plane's."""
+    head = cluster_plan(tmp_path, lambda d: d.__setitem__("trainium-eks:kubernetesVersion", "1.35"))
+    changes = changes_of(base_cluster, head)
+    assert {c.kind for c in changes.values()} == {"update"}
+    cluster = changes["eks:index:Cluster cluster-eks"]
+    assert ("version", "1.34", "1.35") in [(p.path, p.old, p.new) for p in cluster.paths]
+    groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
+    assert {c.name for c in groups.values()} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
+    for change in groups.values():
+        assert [(p.path, p.old, p.new, p.replace_reason) for p in change.paths] == [("version", "1.34", "1.35", None)]
+    resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]
+    cluster_urn = cluster.urn
+    for r in resources:
+        if r["type"] == "aws:eks/nodeGroup:NodeGroup":
+            assert cluster_urn in r["dependencies"], r["name"]
+
+
 def test_changing_the_instance_type_replaces_the_node_group(base_cluster: Path, tmp_path: Path) -> None:
     # node_group.go: instance_types is ForceNew.
     head = cluster_plan(tmp_path, lambda d: groups(d)[0].update(instanceType="trn1n.32xlarge"))
