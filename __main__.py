@@ -8,6 +8,7 @@ from infra.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs,
 from infra.autoscaling import Autoscaling, AutoscalingArgs
 from infra.cluster import EksCluster, EksClusterArgs
 from infra.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.errors import ConfigError
 from infra.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
 from infra.network import Network, NetworkArgs
@@ -18,8 +19,16 @@ from infra.schedulers import Schedulers, SchedulersArgs
 from infra.storage import STORAGE_CLASS, FsxStorage, FsxStorageArgs
 
 config = stack_config.load()
-for advisory in config_rules.advisories(config):
-    pulumi.log.warn(advisory)
+deploy = lookups.deploy_context()
+if deploy.deploying():
+    # `pulumi up` refuses an API endpoint its deployer cannot reach before anything exists:
+    # pulumi-eks only logs a failed API probe, and every Kubernetes resource would fail later.
+    problems = config_rules.deploy_problems(config, deploy.egress_ipv4)
+    if problems:
+        raise ConfigError(problems, "stack configuration for `pulumi up`")
+else:
+    for advisory in config_rules.advisories(config):
+        pulumi.log.warn(advisory)
 lookups.core_instance_types(config.core_node_group.instance_types)
 lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))

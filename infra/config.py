@@ -55,12 +55,15 @@ class EndpointAccessConfig(ConfigModel):
     private: bool = Field(default=True, description="Private API endpoint on (nodes use it).")
     public_cidrs: Optional[list[str]] = Field(
         default=None,
-        description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod.",
+        description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod. "
+        "`pulumi up` refuses documentation ranges and, unless deployedFromVpc, a list without the deploying "
+        "machine's public address.",
     )
     deployed_from_vpc: bool = Field(
         default=False,
         description="Declares that `pulumi up` runs inside the VPC (or a network routed to it); required for a "
-        "private-only endpoint, which is unreachable from anywhere else.",
+        "private-only endpoint, which is unreachable from anywhere else. `pulumi up` then skips checking its own "
+        "public address against publicCidrs.",
     )
 
     def effective_public_cidrs(self) -> Optional[list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from infra import naming_rules as rules
 from infra.addons import ADDON_NAMES, addon_pin_problem
@@ -26,6 +26,7 @@ from infra.config import (
     key_name,
 )
 from infra.config_base import PROFILE_KEY, REGION_KEY
+from infra.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
@@ -58,18 +59,69 @@ RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.p
 
 # RFC 5737 documentation ranges: no real traffic comes from them.
 DOCUMENTATION_RANGES = tuple(ipaddress.IPv4Network(c) for c in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+_DOCUMENTATION = ", ".join(map(str, DOCUMENTATION_RANGES))
+
+
+def _documentation_entries(access: EndpointAccessConfig) -> list[tuple[int, str]]:
+    return [
+        (i, cidr)
+        for i, cidr in enumerate(access.public_cidrs or [])
+        if rules.ipv4_cidr_problem(cidr) is None
+        and any(ipaddress.IPv4Network(cidr).subnet_of(r) for r in DOCUMENTATION_RANGES)
+    ]
+
+
+def _documentation_problem(i: int, cidr: str) -> str:
+    return (
+        f"{key_name(('endpointAccess', 'publicCidrs', i))} = {cidr!r}: inside an RFC 5737 documentation range "
+        f"({_DOCUMENTATION}), from which no deployer's traffic comes, so `pulumi up` could not reach the Kubernetes "
+        "API it installs the cluster software through; allowed: your real egress ranges (office or VPN, the CI "
+        "runners' NAT addresses)"
+    )
 
 
 def advisories(config: StackConfig) -> list[str]:
-    """Settings that deploy but are almost certainly not what was meant; shown as warnings."""
-    notes = []
-    for i, cidr in enumerate(config.endpoint_access.public_cidrs or []):
-        if rules.ipv4_cidr_problem(cidr) is None and any(ipaddress.IPv4Network(cidr).subnet_of(r) for r in DOCUMENTATION_RANGES):
-            notes.append(
-                f"{key_name(('endpointAccess', 'publicCidrs', i))} = {cidr!r} is a documentation range: no deployer's "
-                "traffic comes from it, so `pulumi up` will not reach the Kubernetes API; list your real egress ranges"
-            )
-    return notes
+    """What a preview (or the offline plan) warns about and `pulumi up` refuses (``deploy_problems``)."""
+    return [
+        f"{_documentation_problem(i, cidr)}. `pulumi up` will refuse it."
+        for i, cidr in _documentation_entries(config.endpoint_access)
+    ]
+
+
+def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
+    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach.
+
+    pulumi-eks only logs when its API health probe fails, so a wrong allow-list would otherwise
+    surface after the control plane, node groups and file system exist, when every Kubernetes
+    resource fails. ``egress_ipv4`` (infra/lookups.py) is asked only when the answer matters: a
+    public endpoint restricted to some ranges, reached from outside the VPC.
+    """
+    access = config.endpoint_access
+    if not access.public:
+        return []  # private-only requires deployedFromVpc (_endpoint_problems)
+    problems = [_documentation_problem(i, cidr) for i, cidr in _documentation_entries(access)]
+    cidrs = access.effective_public_cidrs() or []
+    if access.deployed_from_vpc or rules.covers_internet(cidrs):
+        return problems
+    key = key_name(("endpointAccess", "publicCidrs"))
+    try:
+        address = ipaddress.IPv4Address(egress_ipv4())
+    except EgressLookupFailed as error:
+        problems.append(
+            f"{key} = {cidrs}: `pulumi up` checks that this machine's public IPv4 address is in the list before "
+            f"creating anything, and could not find it ({error}); retry when the look-up answers, or set "
+            f"{EGRESS_IP_ENV}=<this machine's public IPv4 address>, or set endpointAccess.deployedFromVpc: true if "
+            "this run reaches the API from inside the VPC (runner in the VPC, VPN, peering)"
+        )
+        return problems
+    if not any(address in ipaddress.IPv4Network(cidr) for cidr in cidrs):
+        problems.append(
+            f"{key} = {cidrs}: this machine's public IPv4 address {address} is in none of them, so `pulumi up` "
+            "could not reach the Kubernetes API it installs the cluster software through; allowed: a list that "
+            f"contains {address} (for example {address}/32 or your NAT range), or endpointAccess.deployedFromVpc: "
+            "true if this run reaches the API from inside the VPC"
+        )
+    return problems
 
 
 def region_partition(region: str) -> str:

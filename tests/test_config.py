@@ -455,13 +455,111 @@ def test_public_cidrs_are_internet_ranges():
     assert "publicCidrs[0] = '10.0.0.0/8': a private range never reaches a public endpoint" in message
 
 
-def test_a_documentation_range_is_flagged(prod):
-    from infra.config_rules import advisories
+# --- What `pulumi up` refuses and a preview only warns about (infra/config_rules.py deploy_problems) ---
+# The shipped Pulumi.prod.yaml lists 198.51.100.0/24 so the offline plan works. pulumi-eks only
+# logs when its API health probe fails (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts: the
+# readiness loop breaks on success and has no throw after it), so a real `up` with an allow-list
+# the deployer is not in would create the VPC, control plane, node groups and file system, then
+# fail every Kubernetes resource. `pulumi up` (the program run with dry_run false) refuses first.
+
+EGRESS = "52.94.133.131"  # stands in for what https://checkip.amazonaws.com would answer
+
+
+def prod_config(**access: Any):
     from offline.runner import REPO_ROOT, stack_config
 
     raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
-    (note,) = advisories(parse_stack_config(raw))
-    assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24' is a documentation range" in note
+    if access:
+        raw["endpointAccess"] = {"public": True, "private": True, **access}
+    return parse_stack_config(raw)
+
+
+class Egress:
+    """A stand-in for the look-up that counts how often it is asked."""
+
+    def __init__(self, answer: str | Exception = EGRESS) -> None:
+        self.answer, self.calls = answer, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_a_documentation_range_is_a_preview_warning_that_says_up_will_refuse_it(prod):
+    from infra.config_rules import advisories
+
+    # The offline plan of the shipped prod stack works (a preview) ...
+    assert prod.named("cluster-eks").inputs["publicAccessCidrs"] == ["198.51.100.0/24"]
+    # ... and warns, naming the key, the value, what is allowed, and that `pulumi up` refuses it.
+    (note,) = advisories(prod_config())
+    assert note.startswith("trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 "
+                           "documentation range (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24)")
+    assert "allowed: your real egress ranges" in note and note.endswith("`pulumi up` will refuse it.")
+    assert advisories(prod_config(publicCidrs=["52.94.133.0/24"])) == []
+
+
+@pytest.mark.parametrize("documentation", ["192.0.2.0/24", "198.51.100.128/25", "203.0.113.7/32"])
+def test_pulumi_up_refuses_every_documentation_range(documentation):
+    from infra.config_rules import deploy_problems
+
+    egress = Egress()
+    problems = deploy_problems(prod_config(publicCidrs=["52.94.133.0/24", documentation]), egress)
+    assert problems == [
+        f"trainium-eks:endpointAccess.publicCidrs[1] = {documentation!r}: inside an RFC 5737 documentation range "
+        "(192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24), from which no deployer's traffic comes, so `pulumi up` "
+        "could not reach the Kubernetes API it installs the cluster software through; allowed: your real egress "
+        "ranges (office or VPN, the CI runners' NAT addresses)"
+    ]
+    # A real range that merely contains a documentation range is not one.
+    assert deploy_problems(prod_config(publicCidrs=["198.51.0.0/16"]), Egress("198.51.7.9")) == []
+
+
+def test_pulumi_up_goes_ahead_from_a_listed_address_and_refuses_an_unlisted_one():
+    from infra.config_rules import deploy_problems
+
+    listed = Egress()
+    assert deploy_problems(prod_config(publicCidrs=["52.94.133.0/24"]), listed) == []
+    assert listed.calls == 1
+    (problem,) = deploy_problems(prod_config(publicCidrs=["52.94.132.0/24", "3.5.0.0/16"]), Egress())
+    assert problem.startswith(
+        "trainium-eks:endpointAccess.publicCidrs = ['52.94.132.0/24', '3.5.0.0/16']: this machine's public IPv4 "
+        f"address {EGRESS} is in none of them"
+    )
+    assert f"allowed: a list that contains {EGRESS} (for example {EGRESS}/32" in problem
+    assert "endpointAccess.deployedFromVpc: true" in problem
+    # The shipped file fails both rules.
+    assert len(deploy_problems(prod_config(), Egress())) == 2
+
+
+def test_the_address_is_not_asked_for_when_it_cannot_matter():
+    from infra.config_rules import deploy_problems
+
+    never = Egress(AssertionError("looked up"))
+    # deployedFromVpc: the run reaches the API from inside; documentation ranges are still refused.
+    in_vpc = prod_config(publicCidrs=["198.51.100.0/24"], deployedFromVpc=True)
+    (problem,) = deploy_problems(in_vpc, never)
+    assert problem.startswith("trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737")
+    # The whole internet (dev's default) and a private-only endpoint.
+    assert deploy_problems(parse_stack_config(BASE), never) == []
+    private = prod_config(public=False, deployedFromVpc=True)
+    assert deploy_problems(private, never) == []
+    assert never.calls == 0
+
+
+def test_pulumi_up_refuses_when_the_address_cannot_be_found():
+    from infra.config_rules import deploy_problems
+    from infra.errors import EgressLookupFailed
+
+    failed = EgressLookupFailed("https://checkip.amazonaws.com gave no answer within 5 s: timed out")
+    (problem,) = deploy_problems(prod_config(publicCidrs=["52.94.133.0/24"]), Egress(failed))
+    assert problem.startswith("trainium-eks:endpointAccess.publicCidrs = ['52.94.133.0/24']: `pulumi up` checks")
+    assert "(https://checkip.amazonaws.com gave no answer within 5 s: timed out)" in problem
+    # How to go on: retry, give the address, or declare an in-VPC run.
+    assert "retry when the look-up answers" in problem
+    assert "TRAINIUM_EKS_EGRESS_IP=<this machine's public IPv4 address>" in problem
+    assert "endpointAccess.deployedFromVpc: true" in problem
 
 
 def test_a_size_no_api_takes_is_refused_before_anything_is_declared():

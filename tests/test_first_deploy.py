@@ -24,12 +24,12 @@ ADMIN_B = "arn:aws:iam::123456789012:role/MlOps"
 GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4}
 
 
-def dev_with(existing_cluster=None, **overrides):
+def dev_with(existing_cluster=None, deploy=None, **overrides):
     config = stack_config(REPO_ROOT, "dev")
     for key, value in overrides.items():
         full = key if ":" in key else f"trainium-eks:{key}"
         config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-    return run_program(REPO_ROOT, "dev", config, existing_cluster=existing_cluster)
+    return run_program(REPO_ROOT, "dev", config, existing_cluster=existing_cluster, deploy=deploy)
 
 
 # --- 1. Neuron chart: the node problem detector's namespace -----------------------------------
@@ -162,6 +162,106 @@ def test_prod_endpoint_rules(access, message):
     with pytest.raises(ConfigError) as err:
         run_program(REPO_ROOT, "prod", config)
     assert message in str(err.value)
+
+
+def test_pulumi_up_refuses_the_shipped_prod_allow_list_before_declaring_anything():
+    """The shipped Pulumi.prod.yaml, run as `pulumi up` runs it (dry_run false), with a stand-in
+    for the deployer's address: refused by key, value and what is allowed, before a single
+    resource is registered (the look-up runs with none), with no traceback (ConfigError is a
+    pulumi.RunError). The offline plan of the same file is a preview and goes through (the
+    `prod` fixture, test_config.py)."""
+    import pulumi
+
+    from infra.lookups import DeployContext
+
+    registered_at_lookup = []
+
+    def egress() -> str:
+        registered_at_lookup.append(len(pulumi.runtime.settings.get_monitor().registrations))
+        return "52.94.133.131"
+
+    with pytest.raises(ConfigError) as err:
+        run_program(REPO_ROOT, "prod", deploy=DeployContext(deploying=lambda: True, egress_ipv4=egress))
+    message = str(err.value)
+    assert message.startswith("Invalid stack configuration for `pulumi up`:")
+    assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in message
+    assert "this machine's public IPv4 address 52.94.133.131 is in none of them" in message
+    assert registered_at_lookup == [0]
+
+
+def test_pulumi_up_goes_ahead_from_an_address_the_endpoint_admits():
+    from infra.lookups import DeployContext
+
+    listed = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
+    plan = dev_with(endpointAccess={"publicCidrs": ["52.94.133.0/24"]}, deploy=listed)
+    assert plan.named("cluster-eks").inputs["publicAccessCidrs"] == ["52.94.133.0/24"]
+
+
+def test_pulumi_up_is_the_run_that_is_not_a_preview():
+    """The dry-run flag as the engine sets it: `pulumi preview` and the preview half of `pulumi up`
+    run the program with dry_run true (warn), the update with dry_run false (refuse)."""
+    import pulumi
+
+    from infra.lookups import PULUMI_CLI
+    from offline.mocks import CloudMocks
+    from offline.runner import OFFLINE_PREVIEW
+
+    for preview in (True, False):
+        pulumi.runtime.set_mocks(CloudMocks("us-west-2"), preview=preview)
+        assert PULUMI_CLI.deploying() is (not preview)
+    assert OFFLINE_PREVIEW.deploying() is False
+
+
+def test_the_deployer_address_look_up_never_needs_the_network_here(monkeypatch):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from infra import lookups
+    from infra.errors import EgressLookupFailed
+
+    asked = []
+
+    class Answer:
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def read(self, limit: int) -> bytes:
+            return self.body[:limit]
+
+    def answering(body):
+        def urlopen(url, timeout):
+            asked.append((url, timeout))
+            if isinstance(body, Exception):
+                raise body
+            return Answer(body)
+        return urlopen
+
+    monkeypatch.delenv(lookups.EGRESS_IP_ENV, raising=False)
+    monkeypatch.setattr(urllib.request, "urlopen", answering(b"52.94.133.131\n"))
+    assert lookups.deployer_egress_ipv4() == "52.94.133.131"
+    assert asked == [("https://checkip.amazonaws.com", 5.0)]
+    for failure, shown in ((socket.timeout("timed out"), "gave no answer within 5 s: timed out"),
+                           (urllib.error.URLError("Name or service not known"), "Name or service not known")):
+        monkeypatch.setattr(urllib.request, "urlopen", answering(failure))
+        with pytest.raises(EgressLookupFailed, match=shown):
+            lookups.deployer_egress_ipv4()
+    monkeypatch.setattr(urllib.request, "urlopen", answering(b"<html>captive portal</html>"))
+    with pytest.raises(EgressLookupFailed, match="not an IPv4 address"):
+        lookups.deployer_egress_ipv4()
+    # Given by hand: the site is not asked, and the value must still be an address.
+    monkeypatch.setattr(urllib.request, "urlopen", answering(AssertionError("asked the network")))
+    monkeypatch.setenv(lookups.EGRESS_IP_ENV, "52.94.133.7")
+    assert lookups.deployer_egress_ipv4() == "52.94.133.7"
+    monkeypatch.setenv(lookups.EGRESS_IP_ENV, "my laptop")
+    with pytest.raises(EgressLookupFailed, match="TRAINIUM_EKS_EGRESS_IP gave 'my laptop', not an IPv4 address"):
+        lookups.deployer_egress_ipv4()
 
 
 def test_private_only_endpoint_when_deployed_from_the_vpc():
