@@ -457,8 +457,9 @@ def test_public_cidrs_are_internet_ranges():
 
 # --- What `pulumi up` refuses and a preview only warns about (infra/config_rules.py deploy_problems) ---
 # The shipped Pulumi.prod.yaml lists 198.51.100.0/24 so the offline plan works. pulumi-eks only
-# logs when its API health probe fails (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts: the
-# readiness loop breaks on success and has no throw after it), so a real `up` with an allow-list
+# logs when its API health probe fails (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts at v4.3.0 and
+# at 2026-08 HEAD, the mirror has no v4.4.0 tag: when not a dry run, 60 tries of `/healthz` 5 s
+# apart, each failure a pulumi.log.info, `break` on success, no throw after), so a real `up` with an allow-list
 # the deployer is not in would create the VPC, control plane, node groups and file system, then
 # fail every Kubernetes resource. `pulumi up` (the program run with dry_run false) refuses first.
 
