@@ -65,6 +65,33 @@ def test_synthetic_plans_show_each_kind_of_change() -> None:
     assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
 
 
+def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources_along() -> None:
+    """As the engine does (pulumi/pulumi pkg/resource/deploy/step_generator.go): a replacement
+    trigger that changes replaces the resource (shouldTriggerReplace; one that only appears does
+    not), and a resource whose replaceWith lists a replaced resource is replaced too. Here: the FSx
+    volume whose trigger is its claim as declared, and the claim replaced with it
+    (infra/storage.py)."""
+    claim_urn = "urn:pulumi:dev::p::kubernetes:core/v1:PersistentVolumeClaim::claim"
+    spec = {"csi": {"volumeHandle": "fs-1"}}
+
+    def pair(trigger: Any) -> list[dict[str, Any]]:
+        volume = resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": spec}, deleteBeforeReplace=True,
+                          **({"replacementTrigger": trigger} if trigger is not None else {}))
+        claim = resource(claim_urn, "kubernetes:core/v1:PersistentVolumeClaim", {"spec": {"volumeName": "pv"}},
+                         replaceWith=[PV])
+        return [volume, claim]
+
+    d = diff.compare_plans("p", "dev", plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
+                           plan(pair({"spec": {"accessModes": ["ReadWriteOnce"]}})))
+    kinds = {c.name: c for c in d.changes}
+    assert kinds["pv"].kind == "replace"
+    assert kinds["pv"].paths[0].replace_reason == "replacementTrigger changed"
+    assert kinds["claim"].kind == "replace" and kinds["claim"].notes == ["replaced with pv (replaceWith)"]
+    # A trigger seen for the first time (a stack deployed before it existed) replaces nothing.
+    d = diff.compare_plans("p", "dev", plan(pair(None)), plan(pair({"spec": {}})))
+    assert {c.name: c.kind for c in d.changes} == {"pv": "update"}
+
+
 def test_policy_and_cost_sections_are_compared_when_present() -> None:
     violation = {"policy": "no-public-endpoint", "urn": NG, "name": "ng", "type": "aws:eks/nodeGroup:NodeGroup",
                  "enforcementLevel": "mandatory", "message": "open to the internet"}
