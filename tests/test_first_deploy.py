@@ -189,14 +189,6 @@ def test_pulumi_up_refuses_the_shipped_prod_allow_list_before_declaring_anything
     assert registered_at_lookup == [0]
 
 
-def test_pulumi_up_goes_ahead_from_an_address_the_endpoint_admits():
-    from infra.lookups import DeployContext
-
-    listed = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
-    plan = dev_with(endpointAccess={"publicCidrs": ["52.94.133.0/24"]}, deploy=listed)
-    assert plan.named("cluster-eks").inputs["publicAccessCidrs"] == ["52.94.133.0/24"]
-
-
 def test_pulumi_up_is_the_run_that_is_not_a_preview():
     """The dry-run flag as the engine sets it: `pulumi preview` and the preview half of `pulumi up`
     run the program with dry_run true (warn), the update with dry_run false (refuse)."""
@@ -487,7 +479,14 @@ def test_core_instance_types_the_region_does_not_offer():
 
 
 def test_dev_may_say_the_whole_internet_explicitly():
-    plan = dev_with(endpointAccess={"publicCidrs": ["0.0.0.0/0"]})
+    # Run as `pulumi up`: the whole program goes through, and an endpoint open to every address
+    # needs no look-up of the deployer's (the listed-address case: test_config.py).
+    from infra.lookups import DeployContext
+
+    def never() -> str:
+        raise AssertionError("looked up the deployer's address")
+
+    plan = dev_with(endpointAccess={"publicCidrs": ["0.0.0.0/0"]}, deploy=DeployContext(lambda: True, never))
     assert plan.named("cluster-eks").inputs["publicAccessCidrs"] == ["0.0.0.0/0"]
 
 
