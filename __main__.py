@@ -15,13 +15,12 @@ from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
-from infra.config import rules as config_rules
 from infra.facts import addons
 from infra.plans.placement import choose_placement, with_reservation_zones
 
 config = validate.load()
-for advisory in config_rules.advisories(config):
-    pulumi.log.warn(advisory)
+# `pulumi up` refuses an API allow-list its deployer is not in; a preview warns.
+validate.check_api_reachable(config)
 lookups.core_instance_types(config.core_node_group.instance_types)
 lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
@@ -78,6 +77,7 @@ accelerators = AcceleratorNodeGroups(
     "accelerators",
     AcceleratorNodeGroupsArgs(
         cluster_name=cluster.name,
+        kubernetes_version=cluster.kubernetes_version,
         vpc_id=network.vpc_id,
         cluster_security_group_id=cluster.cluster_security_group_id,
         node_role_arn=cluster.node_role_arn,
@@ -112,6 +112,7 @@ DevicePlugins(
         neuron=features.neuron_device_plugin,
         efa=features.efa_device_plugin,
         neuron_scheduler_extension=features.neuron_scheduler_extension,
+        region=config.region,
         node_recovery=NodeRecoveryArgs(
             cluster_name=config.cluster_name,
             partition=cloud.partition,

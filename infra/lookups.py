@@ -5,17 +5,78 @@ Under the offline plan and the tests, Pulumi's mocks answer these (offline/fixtu
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
+import os
+import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
+import pulumi
 import pulumi_aws as aws
 
 from infra.facts import catalog
 from infra.facts.addons import resolve_builds
 from infra.facts.catalog import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
-from infra.config.errors import ConfigError
+from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
 from infra.plans.placement import ReservedCapacity, Zone
+
+# --- the deployer's side of the API endpoint ----------------------------------------------------
+
+# Answers with the caller's public IPv4 address as AWS sees it (through any HTTPS proxy in
+# use, as the program's own Kubernetes client would go).
+EGRESS_CHECK_URL = "https://checkip.amazonaws.com"
+EGRESS_CHECK_TIMEOUT_SECONDS = 5.0
+
+
+def _ipv4(text: str, source: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text.strip()))
+    except ValueError:
+        raise EgressLookupFailed(f"{source} gave {text.strip()[:60]!r}, not an IPv4 address") from None
+
+
+def deployer_egress_ipv4(
+    url: str = EGRESS_CHECK_URL, timeout: float = EGRESS_CHECK_TIMEOUT_SECONDS
+) -> str:
+    """This machine's public IPv4 address: ``$TRAINIUM_EKS_EGRESS_IP`` when set (a network that
+    blocks ``url``, or a host that knows its NAT address), else what ``url`` answers within
+    ``timeout`` seconds. Raises ``EgressLookupFailed``; only `pulumi up` asks."""
+    given = os.environ.get(EGRESS_IP_ENV)
+    if given:
+        return _ipv4(given, f"${EGRESS_IP_ENV}")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (a fixed https URL)
+            text = response.read(64).decode("ascii", "replace")
+    except (OSError, ValueError, http.client.HTTPException) as error:  # URLError, timeouts, DNS: OSErrors
+        raise EgressLookupFailed(f"{url} gave no answer within {timeout:g} s: {error}") from None
+    return _ipv4(text, url)
+
+
+@dataclass(frozen=True)
+class DeployContext:
+    """Whether this run deploys, and how it finds the deployer's address; the offline runner and
+    the tests put their own in ``DEPLOY_CONTEXT`` so they never touch the network."""
+
+    deploying: Callable[[], bool]
+    """True for `pulumi up`'s update (the program runs again after the preview), False for any
+    preview, whose checks warn instead of refusing."""
+    egress_ipv4: Callable[[], str]
+
+
+def _not_dry_run() -> bool:
+    return not pulumi.runtime.is_dry_run()
+
+
+PULUMI_CLI = DeployContext(deploying=_not_dry_run, egress_ipv4=deployer_egress_ipv4)
+DEPLOY_CONTEXT = PULUMI_CLI
+
+
+def deploy_context() -> DeployContext:
+    return DEPLOY_CONTEXT
+
 
 # The tag this program puts on the access entries it manages; EKS's own cluster-creator
 # entry carries none, which is how the two are told apart on later runs.

@@ -1,5 +1,5 @@
 """The cluster stack's configuration, validated whole: the models and rules of
-``infra.config`` plus the checks that need a plan (system pods fit the core nodes).
+``infra.config.models`` plus the checks that need a plan (system pods fit the core nodes).
 
 Sits above ``infra.plans`` so the config layer never imports a computation.
 """
@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
+
+from infra import lookups
 from infra.config.errors import ConfigError
 from infra.config.base import validated
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
-from infra.config.rules import semantic_problems
+from infra.config.rules import advisories, deploy_problems, semantic_problems
 from infra.plans.system_capacity import system_fit_problem
 
 
@@ -28,6 +31,20 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
 def load() -> StackConfig:
     """The running stack's configuration, validated."""
     return parse_stack_config(raw_from_pulumi_config(engine_config()))
+
+
+def check_api_reachable(config: StackConfig) -> None:
+    """`pulumi up` refuses an API allow-list its deployer is not in, before anything exists:
+    pulumi-eks only logs a failed API probe, and every Kubernetes resource would fail later.
+    A preview (and the offline plan) warns instead."""
+    deploy = lookups.deploy_context()
+    if not deploy.deploying():
+        for advisory in advisories(config):
+            pulumi.log.warn(advisory)
+        return
+    problems = deploy_problems(config, deploy.egress_ipv4)
+    if problems:
+        raise ConfigError(problems, "stack configuration for `pulumi up`")
 
 
 def plan_problems(config: StackConfig) -> list[str]:

@@ -90,6 +90,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
         for i, child in enumerate(value):
             out.update(flatten(child, f"{prefix}[{i}]"))
         return out
+    if not prefix and value in ({}, []):
+        return {}  # nothing at all, not a change at the path ""
     return {prefix: value}
 
 
@@ -112,8 +114,20 @@ def changed_paths(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
 
 def _lifecycle(resource: dict[str, Any]) -> dict[str, Any]:
     keys = ("protect", "ignoreChanges", "replaceOnChanges", "deleteBeforeReplace", "retainOnDelete",
-            "customTimeouts", "replacementTrigger")
+            "customTimeouts", "replacementTrigger", "replaceWith")
     return {f"({k})": resource[k] for k in keys if resource.get(k) not in (None, False, [])}
+
+
+TRIGGER = "(replacementTrigger)"
+
+
+def _trigger_replaces(path: str, old: Any, new: Any) -> Optional[str]:
+    """pulumi/pulumi pkg/resource/deploy/step_generator.go shouldTriggerReplace (v3.259.0 and later):
+    a changed replacement trigger replaces the resource; one that appears or goes (null on either
+    side) does not."""
+    if (path == TRIGGER or path.startswith((TRIGGER + ".", TRIGGER + "["))) and _MISSING not in (old, new):
+        return "replacementTrigger changed"
+    return None
 
 
 def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[ResourceChange]:
@@ -131,12 +145,38 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
             PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or [], b.get("inputs")))
             for p, x, y in changed_paths(a.get("inputs", {}), b.get("inputs", {}))
         ]
-        paths += [PathChange(p, x, y) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]
+        paths += [PathChange(p, x, y, _trigger_replaces(p, x, y)) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]
         if paths:
             kind = "replace" if any(p.replace_reason for p in paths) else "update"
             changes.append(ResourceChange(kind, type_, b["name"], urn, paths))
+    _cascade_replace_with(changes, new, old)
     _note_launch_template_rollouts(changes, new)
     return changes
+
+
+def _cascade_replace_with(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
+                          base: dict[str, dict[str, Any]]) -> None:
+    """A resource whose ``replaceWith`` lists a replaced resource is replaced with it (pulumi/pulumi
+    pkg/resource/deploy/step_generator.go: "marked for replacement because ... (in its ReplaceWith
+    list) is being replaced"), and before it when that one deletes before replacing."""
+    by_urn = {c.urn: c for c in changes}
+    replaced = {c.urn for c in changes if c.kind == "replace"}
+    grew = True
+    while grew:
+        grew = False
+        for urn, resource in head.items():
+            targets = [t for t in resource.get("replaceWith") or [] if t in replaced]
+            if not targets or urn in replaced or urn not in base:
+                continue
+            change = by_urn.get(urn)
+            if change is None:
+                change = ResourceChange("replace", resource["type"], resource["name"], urn)
+                changes.append(change)
+                by_urn[urn] = change
+            change.kind = "replace"
+            change.notes.append(f"replaced with {', '.join(t.rsplit('::', 1)[-1] for t in targets)} (replaceWith)")
+            replaced.add(urn)
+            grew = True
 
 
 def _note_launch_template_rollouts(changes: list[ResourceChange], head: dict[str, dict[str, Any]]) -> None:

@@ -84,6 +84,16 @@ def instance_type_answer(instance_type: str) -> dict:
 # Kubernetes version -> add-on -> the build DescribeAddonVersions marks as default. Stand-ins
 # in the real format; a deploy asks AWS (infra/facts/addons.py).
 ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
+    # The next minor, so the plan of a Kubernetes upgrade (1.34 -> 1.35) can be made offline.
+    "1.35": {
+        "vpc-cni": "v1.20.5-eksbuild.1",
+        "kube-proxy": "v1.35.0-eksbuild.2",
+        "coredns": "v1.13.1-eksbuild.1",
+        "eks-pod-identity-agent": "v1.3.10-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.53.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.7.0-eksbuild.1",
+        "eks-node-monitoring-agent": "v1.4.2-eksbuild.1",
+    },
     "1.34": {
         "vpc-cni": "v1.20.4-eksbuild.1",
         "kube-proxy": "v1.34.1-eksbuild.2",

@@ -220,7 +220,8 @@ class Registration:
     inputs: dict[str, Any]
     lifecycle: dict[str, Any] = field(default_factory=dict)
     """The lifecycle options set on the resource: ignoreChanges, replaceOnChanges,
-    deleteBeforeReplace, retainOnDelete, customTimeouts, and how many transforms."""
+    deleteBeforeReplace, retainOnDelete, customTimeouts, replaceWith, replacementTrigger, and how
+    many transforms."""
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     """Input property -> URNs its value came from, as the engine passes them to stack policies
     (kept out of resources.json)."""
@@ -250,6 +251,8 @@ def lifecycle_options(request: Any) -> dict[str, Any]:
         options["deleteBeforeReplace"] = True
     if request.HasField("retainOnDelete") and request.retainOnDelete:
         options["retainOnDelete"] = True
+    if len(request.replace_with):
+        options["replaceWith"] = sorted(request.replace_with)
     if request.HasField("replacement_trigger"):
         options["replacementTrigger"] = engine_view(json_format.MessageToDict(request.replacement_trigger))
     if len(request.transforms):

@@ -19,9 +19,20 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from infra import lookups
 from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _no_network() -> str:
+    raise AssertionError("an offline run never looks up the deployer's address")
+
+
+# The program runs with preview=False under the mocks (so every mocked output is known), but
+# an offline plan is a preview: checks that refuse `pulumi up` warn, and nothing is asked of
+# the network. Tests pass ``deploy=`` to play a `pulumi up` with a stand-in address.
+OFFLINE_PREVIEW = lookups.DeployContext(deploying=lambda: False, egress_ipv4=_no_network)
 
 
 @dataclass
@@ -96,12 +107,14 @@ def run_program(
     stack_references: Optional[dict[str, StackOutputs]] = None,
     secrets: Optional[dict[str, str]] = None,
     existing_cluster: Optional[ExistingCluster] = None,
+    deploy: Optional[lookups.DeployContext] = None,
 ) -> PlanResult:
     """Run ``project_dir/__main__.py`` for ``stack``.
 
     ``config`` replaces the stack file's config; ``secrets`` adds secret config values (which
     a stack file can only hold encrypted); ``stack_references`` answers StackReferences;
-    ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists.
+    ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists;
+    ``deploy`` replaces the offline preview's deploy context (``OFFLINE_PREVIEW``).
     """
     project = project_name(project_dir)
     values = dict(stack_config(project_dir, stack) if config is None else config)
@@ -113,7 +126,11 @@ def run_program(
     monitor = RecordingMonitor(CloudMocks(region, stack_references, existing_cluster))
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
+    lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
+    finally:
+        lookups.DEPLOY_CONTEXT = lookups.PULUMI_CLI
 
     root = settings.get_root_resource()
     outputs: dict[str, Any] = {}

@@ -51,6 +51,23 @@ def test_release_chart_repository_and_exact_version(dev, release, chart, version
     assert inputs["atomic"] is True
 
 
+def test_volcano_is_a_release_whose_hooks_run(dev):
+    """Why Volcano is a helm.v3.Release (not the webhooks: volcano-sh/volcano v1.15.1 has no
+    pre-delete hook; templates/webhooks.yaml are ordinary objects that `helm uninstall` deletes).
+    installer/helm/chart/volcano/templates/admission-init.yaml (v1.15.1): the Job
+    `<release>-admission-init` is a `helm.sh/hook: pre-install,pre-upgrade` that runs
+    gen-admission-secret.sh to create `basic.admission_secret_name`, which
+    templates/admission.yaml mounts into the admission Deployment. pulumi_kubernetes 4.34.2
+    helm/v4/Chart.py, `include_hooks`: hook resources are omitted from the rendered output and
+    hooks are not supported outside render mode; helm/v3/Release.py `disable_webhooks`
+    "Prevent hooks from running". A Chart, or a Release with hooks off, leaves the admission pod
+    without its certificate and every Volcano Job refused by a webhook with no server."""
+    volcano = dev.named("volcano")
+    assert volcano.type == RELEASE
+    assert not volcano.inputs.get("disableWebhooks") and not volcano.inputs.get("disableCRDHooks")
+    assert not dev.of_type("kubernetes:helm.sh/v4:Chart")
+
+
 def test_neuron_chart_is_new_enough():
     major, minor, patch = map(int, versions.CHARTS["neuron"].version.split("."))
     assert (major, minor, patch) >= (1, 1, 1)
@@ -72,6 +89,43 @@ def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev):
     assert values["aws-fsx-csi-driver"]["node"]["tolerateAllTaints"] is True
 
 
+def test_efa_plugin_image_comes_from_the_clusters_own_region(dev, prod):
+    """aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30: values.yaml defaults
+    image.repository to 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin and
+    templates/daemonset.yaml pulls `{{ .Values.image.repository }}:{{ .Values.image.tag | default
+    .Chart.AppVersion }}`. EKS replicates its add-on images to a registry in each region (EKS user
+    guide, "View Amazon container image registries for Amazon EKS add-ons"): prod (us-east-2)
+    pulls from us-east-2, not across regions."""
+    for plan, host in ((dev, "602401143452.dkr.ecr.us-west-2.amazonaws.com"),
+                       (prod, "602401143452.dkr.ecr.us-east-2.amazonaws.com")):
+        image = releases(plan)["aws-efa-k8s-device-plugin"]["values"]["image"]
+        assert image == {"repository": f"{host}/eks/aws-efa-k8s-device-plugin"}
+
+
+def test_eks_addon_registry_table():
+    """The table copies the EKS user guide page "View Amazon container image registries for Amazon
+    EKS add-ons" (awsdocs/amazon-eks-user-guide latest/ug/workloads/add-ons-images.adoc): the
+    account is 602401143452 in the older commercial regions and differs in opt-in regions, China
+    and GovCloud, whose registries also live under other domains."""
+    import re
+
+    table = versions.EKS_ADDON_REGISTRIES
+    host = re.compile(r"^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.(com|com\.cn|eu)$")
+    for region, registry in table.items():
+        match = host.fullmatch(registry)
+        assert match, registry
+        # The page lists ap-east-2's registry under an ap-east-1 host; every other host is in its region.
+        assert match[2] == region or (region, match[2]) == ("ap-east-2", "ap-east-1")
+    account = {region: registry.split(".")[0] for region, registry in table.items()}
+    assert account["us-west-2"] == account["us-east-1"] == account["us-east-2"] == "602401143452"
+    assert account["af-south-1"] == "877085696533" and account["ap-southeast-3"] == "296578399912"
+    assert account["us-gov-west-1"] == "013241004608" and table["cn-north-1"].endswith(".amazonaws.com.cn")
+    # Every region this project offers Trainium in (the offline zone table) has a registry.
+    from offline import fixtures
+
+    assert set(fixtures.ZONES) <= set(table)
+
+
 def test_efa_plugin_selects_the_label_the_node_groups_carry(dev):
     selector = releases(dev)["aws-efa-k8s-device-plugin"]["values"]["nodeSelector"]
     for group in dev.outputs["acceleratorNodeGroups"]:
@@ -84,10 +138,23 @@ def test_neuron_scheduler_extension_is_an_option(dev, plan_with):
     assert releases(plan)["neuron"]["values"]["scheduler"]["enabled"] is True
 
 
-def test_kuberay_uses_volcano(dev, plan_with):
-    assert releases(dev)["kuberay-operator"]["values"]["batchScheduler"] == {"name": "volcano"}
+def test_kuberay_uses_volcano_and_is_installed_after_it(dev, plan_with):
+    """ray-project/kuberay v1.7.0, ray-operator/controllers/ray/batchscheduler/volcano/
+    volcano_scheduler.go: with `batchScheduler.name: volcano`, ConfigureReconciler registers
+    `b.Owns(&volcanoschedulingv1beta1.PodGroup{})`, a watch the manager cannot start while the
+    PodGroup CRD is missing, so the operator crash-loops until Volcano's CRDs exist.
+    volcano-sh/volcano v1.15.1, installer/helm/chart/volcano/templates/scheduling_v1beta1_podgroup.yaml
+    renders the PodGroup CRD as an ordinary template, which Helm applies only after the
+    pre-install hook Job of templates/admission-init.yaml has finished. So the KubeRay release
+    waits for the Volcano release (atomic: its objects are ready) when Volcano is on, and for
+    nothing when it is off."""
+    kuberay, volcano = dev.named("kuberay-operator"), dev.named("volcano")
+    assert kuberay.inputs["values"]["batchScheduler"] == {"name": "volcano"}
+    assert volcano.urn in kuberay.dependencies
     plan = plan_with(features={"volcano": False, "torchxEtcd": False})
     assert "batchScheduler" not in releases(plan)["kuberay-operator"]["values"]
+    assert "volcano" not in releases(plan)
+    assert plan.named("kuberay-operator").dependencies == []
 
 
 def test_cluster_autoscaler(dev):
@@ -165,6 +232,19 @@ def test_volcano_queues(dev):
     ]
 
 
+def test_volcano_images_are_not_pulled_on_every_start(dev):
+    """volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml: `basic.image_pull_policy:
+    "Always"` and `basic.image_registry: "docker.io"`; every container of the chart's templates
+    (admission-init.yaml, admission.yaml, controllers.yaml, scheduler.yaml, agent*.yaml,
+    kubestatemetrics.yaml) sets `imagePullPolicy: {{ .Values.basic.image_pull_policy }}`. Left at
+    Always, each restart pulls from Docker Hub anonymously through the NAT gateway (rate limits,
+    slow starts); the tags are pinned, so a cached copy is the same image. The MPI operator
+    (mpioperator/mpi-operator:0.8.0, Docker Hub) gets the same policy in the transform above."""
+    basic = releases(dev)["volcano"]["values"]["basic"]
+    assert basic == {"image_pull_policy": "IfNotPresent"}
+    assert "image_registry" not in basic  # no pull-through cache: see README, Cluster software
+
+
 def test_torchx_etcd(dev):
     deployment = dev.named("default-etcd").inputs
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -216,6 +296,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     (container,) = result.props["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"]
     assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
     # The input object is left as it was; other objects are not touched.
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
     other = pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts)

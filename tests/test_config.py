@@ -60,6 +60,16 @@ def test_bad_region():
     assert "aws:region = 'uswest2': not an AWS region name" in refused(with_changes(region="uswest2"))
 
 
+def test_a_region_without_a_known_eks_addon_registry_is_refused_while_the_efa_plugin_is_on():
+    # The EFA plugin's image is pulled from the region's EKS add-on registry (infra/facts/versions.py).
+    message = refused(with_changes(region="xx-east-1"))
+    assert "aws:region = 'xx-east-1': no EKS add-on image registry is known for this region" in message
+    assert "EKS_ADDON_REGISTRIES in infra/facts/versions.py" in message and "features.efaDevicePlugin: false" in message
+    config = parse_stack_config(with_changes(region="xx-east-1", features={"efaDevicePlugin": False}))
+    assert config.region == "xx-east-1"
+    assert parse_stack_config(with_changes(region="ap-southeast-7")).region == "ap-southeast-7"
+
+
 def test_unknown_key_is_refused_not_ignored():
     message = refused(with_changes(netwrok={"azCount": 3}))
     assert "trainium-eks:netwrok: unknown key" in message
@@ -216,6 +226,29 @@ def test_log_types():
 
 def test_cluster_name():
     assert "trainium-eks:clusterName = 'My Cluster'" in refused(with_changes(clusterName="My Cluster"))
+
+
+def test_a_kubernetes_version_eks_does_not_offer_is_refused():
+    for version in ("1.30", "1.37"):
+        message = refused(with_changes(kubernetesVersion=version))
+        assert f"trainium-eks:kubernetesVersion = '{version}': not a version EKS offers; allowed: 1.31, 1.32" in message
+        assert "EKS_KUBERNETES_VERSIONS in infra/facts/versions.py" in message
+    from infra.facts import versions
+
+    assert versions.KUBERNETES_VERSION in versions.EKS_KUBERNETES_VERSIONS
+
+
+def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
+    # An EKS AMI release (<kubernetes patch>-<date>) belongs to one minor version; the node group
+    # runs the cluster's version (infra/components/accelerators.py), so a pin from another minor fails at
+    # UpdateNodegroupVersion / CreateNodegroup, after the control plane was already changed.
+    message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.33.5-20251112")]))
+    assert ("trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
+            "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release") in message
+    message = refused(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.34.2-20251112")]))
+    assert "amiReleaseVersion = '1.34.2-20251112': built for Kubernetes 1.34, but kubernetesVersion is 1.35" in message
+    config = parse_stack_config(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.0-20260301")]))
+    assert config.accelerator_node_groups[0].ami_release_version == "1.35.0-20260301"
 
 
 def test_another_kubernetes_version_needs_no_pinned_builds():
@@ -423,13 +456,112 @@ def test_public_cidrs_are_internet_ranges():
     assert "publicCidrs[0] = '10.0.0.0/8': a private range never reaches a public endpoint" in message
 
 
-def test_a_documentation_range_is_flagged(prod):
-    from infra.config.rules import advisories
+# --- What `pulumi up` refuses and a preview only warns about (infra/config/rules.py deploy_problems) ---
+# The shipped Pulumi.prod.yaml lists 198.51.100.0/24 so the offline plan works. pulumi-eks only
+# logs when its API health probe fails (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts at v4.3.0 and
+# at 2026-08 HEAD, the mirror has no v4.4.0 tag: when not a dry run, 60 tries of `/healthz` 5 s
+# apart, each failure a pulumi.log.info, `break` on success, no throw after), so a real `up` with an allow-list
+# the deployer is not in would create the VPC, control plane, node groups and file system, then
+# fail every Kubernetes resource. `pulumi up` (the program run with dry_run false) refuses first.
+
+EGRESS = "52.94.133.131"  # stands in for what https://checkip.amazonaws.com would answer
+
+
+def prod_config(**access: Any):
     from offline.runner import REPO_ROOT, stack_config
 
     raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
-    (note,) = advisories(parse_stack_config(raw))
-    assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24' is a documentation range" in note
+    if access:
+        raw["endpointAccess"] = {"public": True, "private": True, **access}
+    return parse_stack_config(raw)
+
+
+class Egress:
+    """A stand-in for the look-up that counts how often it is asked."""
+
+    def __init__(self, answer: str | Exception = EGRESS) -> None:
+        self.answer, self.calls = answer, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_a_documentation_range_is_a_preview_warning_that_says_up_will_refuse_it(prod):
+    from infra.config.rules import advisories
+
+    # The offline plan of the shipped prod stack works (a preview) ...
+    assert prod.named("cluster-eks").inputs["publicAccessCidrs"] == ["198.51.100.0/24"]
+    # ... and warns, naming the key, the value, what is allowed, and that `pulumi up` refuses it.
+    (note,) = advisories(prod_config())
+    assert note.startswith("trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 "
+                           "documentation range (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24)")
+    assert "allowed: your real egress ranges" in note and note.endswith("`pulumi up` will refuse it.")
+    assert advisories(prod_config(publicCidrs=["52.94.133.0/24"])) == []
+
+
+@pytest.mark.parametrize("documentation", ["192.0.2.0/24", "198.51.100.128/25", "203.0.113.7/32"])
+def test_pulumi_up_refuses_every_documentation_range(documentation):
+    from infra.config.rules import deploy_problems
+
+    egress = Egress()
+    problems = deploy_problems(prod_config(publicCidrs=["52.94.133.0/24", documentation]), egress)
+    assert problems == [
+        f"trainium-eks:endpointAccess.publicCidrs[1] = {documentation!r}: inside an RFC 5737 documentation range "
+        "(192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24), from which no deployer's traffic comes, so `pulumi up` "
+        "could not reach the Kubernetes API it installs the cluster software through; allowed: your real egress "
+        "ranges (office or VPN, the CI runners' NAT addresses)"
+    ]
+    # A real range that merely contains a documentation range is not one.
+    assert deploy_problems(prod_config(publicCidrs=["198.51.0.0/16"]), Egress("198.51.7.9")) == []
+
+
+def test_pulumi_up_goes_ahead_from_a_listed_address_and_refuses_an_unlisted_one():
+    from infra.config.rules import deploy_problems
+
+    listed = Egress()
+    assert deploy_problems(prod_config(publicCidrs=["52.94.133.0/24"]), listed) == []
+    assert listed.calls == 1
+    (problem,) = deploy_problems(prod_config(publicCidrs=["52.94.132.0/24", "3.5.0.0/16"]), Egress())
+    assert problem.startswith(
+        "trainium-eks:endpointAccess.publicCidrs = ['52.94.132.0/24', '3.5.0.0/16']: this machine's public IPv4 "
+        f"address {EGRESS} is in none of them"
+    )
+    assert f"allowed: a list that contains {EGRESS} (for example {EGRESS}/32" in problem
+    assert "endpointAccess.deployedFromVpc: true" in problem
+    # The shipped file fails both rules.
+    assert len(deploy_problems(prod_config(), Egress())) == 2
+
+
+def test_the_address_is_not_asked_for_when_it_cannot_matter():
+    from infra.config.rules import deploy_problems
+
+    never = Egress(AssertionError("looked up"))
+    # deployedFromVpc: the run reaches the API from inside; documentation ranges are still refused.
+    in_vpc = prod_config(publicCidrs=["198.51.100.0/24"], deployedFromVpc=True)
+    (problem,) = deploy_problems(in_vpc, never)
+    assert problem.startswith("trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737")
+    # The whole internet (dev's default) and a private-only endpoint.
+    assert deploy_problems(parse_stack_config(BASE), never) == []
+    private = prod_config(public=False, deployedFromVpc=True)
+    assert deploy_problems(private, never) == []
+    assert never.calls == 0
+
+
+def test_pulumi_up_refuses_when_the_address_cannot_be_found():
+    from infra.config.rules import deploy_problems
+    from infra.config.errors import EgressLookupFailed
+
+    failed = EgressLookupFailed("https://checkip.amazonaws.com gave no answer within 5 s: timed out")
+    (problem,) = deploy_problems(prod_config(publicCidrs=["52.94.133.0/24"]), Egress(failed))
+    assert problem.startswith("trainium-eks:endpointAccess.publicCidrs = ['52.94.133.0/24']: `pulumi up` checks")
+    assert "(https://checkip.amazonaws.com gave no answer within 5 s: timed out)" in problem
+    # How to go on: retry, give the address, or declare an in-VPC run.
+    assert "retry when the look-up answers" in problem
+    assert "TRAINIUM_EKS_EGRESS_IP=<this machine's public IPv4 address>" in problem
+    assert "endpointAccess.deployedFromVpc: true" in problem
 
 
 def test_a_size_no_api_takes_is_refused_before_anything_is_declared():

@@ -24,12 +24,12 @@ ADMIN_B = "arn:aws:iam::123456789012:role/MlOps"
 GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4}
 
 
-def dev_with(existing_cluster=None, **overrides):
+def dev_with(existing_cluster=None, deploy=None, **overrides):
     config = stack_config(REPO_ROOT, "dev")
     for key, value in overrides.items():
         full = key if ":" in key else f"trainium-eks:{key}"
         config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-    return run_program(REPO_ROOT, "dev", config, existing_cluster=existing_cluster)
+    return run_program(REPO_ROOT, "dev", config, existing_cluster=existing_cluster, deploy=deploy)
 
 
 # --- 1. Neuron chart: the node problem detector's namespace -----------------------------------
@@ -164,6 +164,98 @@ def test_prod_endpoint_rules(access, message):
     assert message in str(err.value)
 
 
+def test_pulumi_up_refuses_the_shipped_prod_allow_list_before_declaring_anything():
+    """The shipped Pulumi.prod.yaml, run as `pulumi up` runs it (dry_run false), with a stand-in
+    for the deployer's address: refused by key, value and what is allowed, before a single
+    resource is registered (the look-up runs with none), with no traceback (ConfigError is a
+    pulumi.RunError). The offline plan of the same file is a preview and goes through (the
+    `prod` fixture, test_config.py)."""
+    import pulumi
+
+    from infra.lookups import DeployContext
+
+    registered_at_lookup = []
+
+    def egress() -> str:
+        registered_at_lookup.append(len(pulumi.runtime.settings.get_monitor().registrations))
+        return "52.94.133.131"
+
+    with pytest.raises(ConfigError) as err:
+        run_program(REPO_ROOT, "prod", deploy=DeployContext(deploying=lambda: True, egress_ipv4=egress))
+    message = str(err.value)
+    assert message.startswith("Invalid stack configuration for `pulumi up`:")
+    assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in message
+    assert "this machine's public IPv4 address 52.94.133.131 is in none of them" in message
+    assert registered_at_lookup == [0]
+
+
+def test_pulumi_up_is_the_run_that_is_not_a_preview():
+    """The dry-run flag as the engine sets it: `pulumi preview` and the preview half of `pulumi up`
+    run the program with dry_run true (warn), the update with dry_run false (refuse)."""
+    import pulumi
+
+    from infra.lookups import PULUMI_CLI
+    from offline.mocks import CloudMocks
+    from offline.runner import OFFLINE_PREVIEW
+
+    for preview in (True, False):
+        pulumi.runtime.set_mocks(CloudMocks("us-west-2"), preview=preview)
+        assert PULUMI_CLI.deploying() is (not preview)
+    assert OFFLINE_PREVIEW.deploying() is False
+
+
+def test_the_deployer_address_look_up_never_needs_the_network_here(monkeypatch):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from infra import lookups
+    from infra.config.errors import EgressLookupFailed
+
+    asked = []
+
+    class Answer:
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def read(self, limit: int) -> bytes:
+            return self.body[:limit]
+
+    def answering(body):
+        def urlopen(url, timeout):
+            asked.append((url, timeout))
+            if isinstance(body, Exception):
+                raise body
+            return Answer(body)
+        return urlopen
+
+    monkeypatch.delenv(lookups.EGRESS_IP_ENV, raising=False)
+    monkeypatch.setattr(urllib.request, "urlopen", answering(b"52.94.133.131\n"))
+    assert lookups.deployer_egress_ipv4() == "52.94.133.131"
+    assert asked == [("https://checkip.amazonaws.com", 5.0)]
+    for failure, shown in ((socket.timeout("timed out"), "gave no answer within 5 s: timed out"),
+                           (urllib.error.URLError("Name or service not known"), "Name or service not known")):
+        monkeypatch.setattr(urllib.request, "urlopen", answering(failure))
+        with pytest.raises(EgressLookupFailed, match=shown):
+            lookups.deployer_egress_ipv4()
+    monkeypatch.setattr(urllib.request, "urlopen", answering(b"<html>captive portal</html>"))
+    with pytest.raises(EgressLookupFailed, match="not an IPv4 address"):
+        lookups.deployer_egress_ipv4()
+    # Given by hand: the site is not asked, and the value must still be an address.
+    monkeypatch.setattr(urllib.request, "urlopen", answering(AssertionError("asked the network")))
+    monkeypatch.setenv(lookups.EGRESS_IP_ENV, "52.94.133.7")
+    assert lookups.deployer_egress_ipv4() == "52.94.133.7"
+    monkeypatch.setenv(lookups.EGRESS_IP_ENV, "my laptop")
+    with pytest.raises(EgressLookupFailed, match="TRAINIUM_EKS_EGRESS_IP gave 'my laptop', not an IPv4 address"):
+        lookups.deployer_egress_ipv4()
+
+
 def test_private_only_endpoint_when_deployed_from_the_vpc():
     config = stack_config(REPO_ROOT, "prod")
     config["trainium-eks:endpointAccess"] = json.dumps({"public": False, "private": True, "deployedFromVpc": True})
@@ -180,6 +272,8 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     plan = plan_with(kubernetesVersion="1.33")
     builds = {r.inputs["addonName"]: r.inputs["addonVersion"] for r in plan.of_type("aws:eks/addon:Addon")}
     expected = fixtures.ADDON_DEFAULT_BUILDS["1.33"]
+    # Every node group follows the control plane's version too (see test_node_groups_follow_...).
+    assert {r.inputs["version"] for r in plan.of_type("aws:eks/nodeGroup:NodeGroup")} == {"1.33"}
     assert builds == {a: expected[a] for a in builds}
     assert set(builds) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver",
                            "amazon-cloudwatch-observability", "eks-node-monitoring-agent"}
@@ -187,6 +281,23 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     assert cluster["vpcCniOptions"]["addonVersion"] == expected["vpc-cni"]
     assert cluster["kubeProxyAddonOptions"]["version"] == expected["kube-proxy"]
     assert plan.outputs["addonBuilds"] == expected
+
+
+def test_node_groups_follow_the_control_plane_version_after_it(dev):
+    """pulumi-aws 7.51.1, pulumi_aws/eks/node_group.py, `version`: "Kubernetes version. Defaults to
+    EKS Cluster Kubernetes version. The provider will only perform drift detection if a
+    configuration value is provided." Without it a raised kubernetesVersion upgrades the control
+    plane and leaves every node group on the old AMI, unnoticed. Each group's `version` is the
+    cluster's, as a property that depends on the eks.Cluster component: a remote component, which
+    the SDK adds to the dependencies as is because "the construction of a remote component always
+    waits on the construction of its children" (pulumi SDK 3.272.0, pulumi/runtime/rpc.py
+    _add_dependency), so no group asks for a version the control plane does not run yet."""
+    eks_cluster = dev.named("cluster-eks", "eks:index:Cluster")
+    groups = dev.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert {g.name for g in groups} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
+    for group in groups:
+        assert group.inputs["version"] == eks_cluster.inputs["version"] == "1.34"
+        assert eks_cluster.urn in group.property_dependencies["version"], group.name
 
 
 def test_a_pinned_build_wins(plan_with):
@@ -352,10 +463,12 @@ def test_accelerator_groups_repair_themselves_with_the_monitoring_agent(dev, pla
     assert plan.named("trn1-32xl-ng1").inputs["nodeRepairConfig"] == {"enabled": False}
 
 
-def test_an_unsupported_kubernetes_version_is_refused_with_its_key():
+def test_a_version_without_addon_builds_is_refused_with_its_key():
+    # 1.31 passes config validation (EKS still lists it) but the offline account has no add-on
+    # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
-        dev_with(kubernetesVersion="1.20")
-    assert "trainium-eks:kubernetesVersion = '1.20': EKS offers no" in str(err.value)
+        dev_with(kubernetesVersion="1.31")
+    assert "trainium-eks:kubernetesVersion = '1.31': EKS offers no" in str(err.value)
 
 
 def test_core_instance_types_the_region_does_not_offer():
@@ -366,7 +479,14 @@ def test_core_instance_types_the_region_does_not_offer():
 
 
 def test_dev_may_say_the_whole_internet_explicitly():
-    plan = dev_with(endpointAccess={"publicCidrs": ["0.0.0.0/0"]})
+    # Run as `pulumi up`: the whole program goes through, and an endpoint open to every address
+    # needs no look-up of the deployer's (the listed-address case: test_config.py).
+    from infra.lookups import DeployContext
+
+    def never() -> str:
+        raise AssertionError("looked up the deployer's address")
+
+    plan = dev_with(endpointAccess={"publicCidrs": ["0.0.0.0/0"]}, deploy=DeployContext(lambda: True, never))
     assert plan.named("cluster-eks").inputs["publicAccessCidrs"] == ["0.0.0.0/0"]
 
 

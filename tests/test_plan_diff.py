@@ -65,6 +65,33 @@ def test_synthetic_plans_show_each_kind_of_change() -> None:
     assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
 
 
+def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources_along() -> None:
+    """As the engine does (pulumi/pulumi pkg/resource/deploy/step_generator.go): a replacement
+    trigger that changes replaces the resource (shouldTriggerReplace; one that only appears does
+    not), and a resource whose replaceWith lists a replaced resource is replaced too. Here: the FSx
+    volume whose trigger is its claim as declared, and the claim replaced with it
+    (infra/components/storage.py)."""
+    claim_urn = "urn:pulumi:dev::p::kubernetes:core/v1:PersistentVolumeClaim::claim"
+    spec = {"csi": {"volumeHandle": "fs-1"}}
+
+    def pair(trigger: Any) -> list[dict[str, Any]]:
+        volume = resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": spec}, deleteBeforeReplace=True,
+                          **({"replacementTrigger": trigger} if trigger is not None else {}))
+        claim = resource(claim_urn, "kubernetes:core/v1:PersistentVolumeClaim", {"spec": {"volumeName": "pv"}},
+                         replaceWith=[PV])
+        return [volume, claim]
+
+    d = diff.compare_plans("p", "dev", plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
+                           plan(pair({"spec": {"accessModes": ["ReadWriteOnce"]}})))
+    kinds = {c.name: c for c in d.changes}
+    assert kinds["pv"].kind == "replace"
+    assert kinds["pv"].paths[0].replace_reason == "replacementTrigger changed"
+    assert kinds["claim"].kind == "replace" and kinds["claim"].notes == ["replaced with pv (replaceWith)"]
+    # A trigger seen for the first time (a stack deployed before it existed) replaces nothing.
+    d = diff.compare_plans("p", "dev", plan(pair(None)), plan(pair({"spec": {}})))
+    assert {c.name: c.kind for c in d.changes} == {"pv": "update"}
+
+
 def test_policy_and_cost_sections_are_compared_when_present() -> None:
     violation = {"policy": "no-public-endpoint", "urn": NG, "name": "ng", "type": "aws:eks/nodeGroup:NodeGroup",
                  "enforcementLevel": "mandatory", "message": "open to the internet"}
@@ -112,6 +139,33 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     ng = changes["aws:eks/nodeGroup:NodeGroup trn1-32xl-ng1"]
     assert ng.kind == "update" and [(p.path, p.old, p.new) for p in ng.paths] == [("scalingConfig.maxSize", 4, 6)]
     assert all(c.kind == "update" for c in changes.values())
+
+
+def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(base_cluster: Path, tmp_path: Path) -> None:
+    """1.34 -> 1.35 (offline/fixtures.py holds both minors' add-on builds).
+    - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
+      now carries the cluster's version and the upgrade reaches it.
+    - hashicorp/terraform-provider-aws internal/service/eks/node_group.go (the resource pulumi-aws
+      bridges): `version` is Optional+Computed without ForceNew, and resourceNodeGroupUpdate sends a
+      change of launch_template, release_version or version as UpdateNodegroupVersion, a rolling
+      update of the same group: no group is replaced.
+    - The groups depend on the eks.Cluster component (their `version` and `clusterName` come from
+      it), so the engine updates them after the control plane; EKS refuses a node group version
+      above its control plane's."""
+    head = cluster_plan(tmp_path, lambda d: d.__setitem__("trainium-eks:kubernetesVersion", "1.35"))
+    changes = changes_of(base_cluster, head)
+    assert {c.kind for c in changes.values()} == {"update"}
+    cluster = changes["eks:index:Cluster cluster-eks"]
+    assert ("version", "1.34", "1.35") in [(p.path, p.old, p.new) for p in cluster.paths]
+    groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
+    assert {c.name for c in groups.values()} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
+    for change in groups.values():
+        assert [(p.path, p.old, p.new, p.replace_reason) for p in change.paths] == [("version", "1.34", "1.35", None)]
+    resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]
+    cluster_urn = cluster.urn
+    for r in resources:
+        if r["type"] == "aws:eks/nodeGroup:NodeGroup":
+            assert cluster_urn in r["dependencies"], r["name"]
 
 
 def test_changing_the_instance_type_replaces_the_node_group(base_cluster: Path, tmp_path: Path) -> None:

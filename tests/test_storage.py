@@ -100,12 +100,49 @@ def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(dev):
     # kubernetes/kubernetes pkg/apis/core/validation/validation.go (v1.34),
     # ValidatePersistentVolumeUpdate / ValidatePersistentVolumeClaimUpdate: a volume's source
     # and a claim's volumeName cannot change. The volume's name carries the file system id, so
-    # a new file system means a new volume (its name changes: pulumi-kubernetes replaces it,
-    # new first), and the claim is replaced old-first because its own name stays the same.
+    # a new file system means a new volume (its name changes: pulumi-kubernetes replaces it) and
+    # a replaced claim, old-first because its own name stays the same (see the next test).
     volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
     assert volume.inputs["metadata"]["name"] == "fsx-claim-default-fs-placeholder-fsx-training"
     assert claim.lifecycle["replaceOnChanges"] == ["spec.volumeName"]
     assert claim.lifecycle["deleteBeforeReplace"] is True
+
+
+def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(dev):
+    """Why: the static volume is Retain. When its claim is deleted, the volume keeps the old claim's
+    UID in claimRef: kubernetes/kubernetes pkg/controller/volume/persistentvolume/pv_controller.go,
+    syncVolume ("claim ... has different UID, the old one must have been deleted": treated as
+    missing, the volume goes Released and Retain does nothing) and syncUnboundClaim (a claim
+    naming a volume "claimed by someone else" stays Pending). A claim re-created alone never binds
+    and pulumi-kubernetes awaits Bound until it times out.
+
+    How: the volume leads. pulumi SDK 3.272.0 pulumi/resource.py, ResourceOptions:
+    `replacement_trigger` "the engine will diff this with the last recorded value, and trigger a
+    replace if they are not equal" (pulumi/pulumi step_generator.go shouldTriggerReplace, v3.259.0:
+    a trigger that appears, null before, replaces nothing, so existing stacks keep their pairs);
+    `replace_with` "this resource will also be replaced whenever any of the provided resources are
+    replaced". The volume's trigger is the claim as declared, so any change to the claim replaces
+    the volume; the claim is replaced with it. The volume deletes before replacing (its name
+    does not change with the claim), and the engine then deletes, in reverse dependency order,
+    the resources replaced with it (step_generator.go, delete-before-replace:
+    calculateDependentReplacements + findDependentCascadeReplacements): the claim goes first,
+    which it must, since kubernetes pkg/controller/volume/pvprotection/pv_protection_controller.go
+    isBeingUsed keeps a Bound volume's finalizer and its deletion would wait forever. The claim
+    depends on the volume's own name output for the same ordering on destroy.
+
+    Not the other way round: a volume depending on its claim (its claimRef.uid, say) would be
+    deleted before the claim in such a chain and hang on that finalizer; and pulumi-kubernetes
+    replaces a PersistentVolume only for its volume source (provider/pkg/provider/diff.go: the
+    PersistentVolume forceNew list has no claimRef)."""
+    volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
+    declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
+    assert volume.lifecycle["replacementTrigger"] == declared
+    assert volume.lifecycle["deleteBeforeReplace"] is True
+    assert claim.lifecycle["replaceWith"] == [volume.urn]
+    assert volume.urn in claim.property_dependencies["spec"]
+    assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+    # Nothing of the claim flows into the volume: no dependency the wrong way.
+    assert claim.urn not in volume.dependencies
 
 
 def test_growing_the_file_system_leaves_the_claims_unchanged(plan_with):

@@ -84,6 +84,8 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
 @dataclass
 class AcceleratorNodeGroupsArgs:
     cluster_name: pulumi.Input[str]
+    kubernetes_version: pulumi.Input[str]
+    """The control plane's version (EksCluster.kubernetes_version, which waits for the control plane)."""
     vpc_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
@@ -199,6 +201,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.node_subnet_by_zone_id[group.zone.id]],
             ami_type=NEURON_AMI_TYPE,
+            # The control plane's version: set, so a Kubernetes upgrade rolls the group after the
+            # control plane (pulumi-aws 7.51.1 eks/node_group.py: drift detection only when set).
+            # A pinned AMI release must be built for it (config_rules.ami_release_problem).
+            version=args.kubernetes_version,
             release_version=cfg.ami_release_version,
             instance_types=None if cfg.capacity_block else [cfg.instance_type],
             capacity_type="CAPACITY_BLOCK" if cfg.capacity_block else "ON_DEMAND",

@@ -79,6 +79,7 @@ class EksClusterArgs:
 
 class EksCluster(pulumi.ComponentResource):
     name: pulumi.Output[str]
+    kubernetes_version: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
     oidc_provider_url: pulumi.Output[str]
@@ -149,6 +150,11 @@ class EksCluster(pulumi.ComponentResource):
         )
         # A name that carries the dependency on the cluster, so node groups wait for it.
         self.name = cluster.urn.apply(lambda _: args.name)
+        # Every node group's `version`, carrying the same dependency: a raised version reaches the
+        # groups only once the control plane runs it (EKS refuses a node group newer than its
+        # control plane). eks.Cluster is a remote component, and a dependency on one waits for its
+        # construction, children included (pulumi SDK 3.272.0, runtime/rpc.py _add_dependency).
+        self.kubernetes_version = cluster.urn.apply(lambda _: args.kubernetes_version)
 
         node_role = aws.iam.Role(
             f"{name}-node",
@@ -287,6 +293,9 @@ class EksCluster(pulumi.ComponentResource):
             node_group_name_prefix=f"{group_name}-",
             node_role_arn=node_role.arn,
             subnet_ids=args.node_subnet_ids,
+            # Without it the provider never sees the group lag the control plane (pulumi-aws 7.51.1
+            # eks/node_group.py: "drift detection only if a configuration value is provided").
+            version=self.kubernetes_version,
             ami_type=CORE_AMI_TYPE,
             capacity_type="ON_DEMAND",
             instance_types=group.instance_types,

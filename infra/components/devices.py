@@ -11,7 +11,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.components.kube import NEURON_TOLERATION, helm_release
-from infra.facts.versions import CHARTS
+from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
 
 EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
 # The Neuron chart puts its node problem detector here (npd.namespaceOverride) and has no
@@ -53,9 +53,22 @@ def neuron_values(scheduler_extension: bool, recovery_role_arn: Optional[str] = 
     }
 
 
-def efa_values() -> dict[str, Any]:
+def efa_image_repository(region: str) -> str:
+    """The plugin's image in the cluster's own region: the chart defaults to the us-west-2 copy
+    (eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, values.yaml image.repository; the
+    DaemonSet's image is `{{ .Values.image.repository }}:{{ .Values.image.tag | default
+    .Chart.AppVersion }}`), a cross-region pull through the NAT gateway for a critical DaemonSet.
+    Config validation refuses a region missing from the table before anything is declared."""
+    return f"{EKS_ADDON_REGISTRIES[region]}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
+
+
+def efa_values(region: str) -> dict[str, Any]:
     # The chart's default tolerations are empty: without one it never lands on Trainium nodes.
-    return {"nodeSelector": EFA_NODE_SELECTOR, "tolerations": [NEURON_TOLERATION]}
+    return {
+        "image": {"repository": efa_image_repository(region)},
+        "nodeSelector": EFA_NODE_SELECTOR,
+        "tolerations": [NEURON_TOLERATION],
+    }
 
 
 def node_recovery_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
@@ -130,6 +143,8 @@ class DevicePluginsArgs:
     neuron: bool
     efa: bool
     neuron_scheduler_extension: bool
+    region: str
+    """The cluster's region: the EFA plugin's image is pulled from its EKS registry."""
     # None: the node problem detector only watches.
     node_recovery: Optional[NodeRecoveryArgs] = None
 
@@ -158,7 +173,9 @@ class DevicePlugins(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace]),
             )
         if args.efa:
-            helm_release("aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(), on_cluster)
+            helm_release(
+                "aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(args.region), on_cluster
+            )
         self.register_outputs({})
 
     def _recovery_role(self, name: str, args: NodeRecoveryArgs) -> pulumi.Output[str]:

@@ -32,7 +32,11 @@ def helm_release(
     *,
     create_namespace: bool = False,
 ) -> k8s.helm.v3.Release:
-    """A pinned Helm release. helm.v3.Release (not helm.v4.Chart) so charts' hooks run."""
+    """A pinned Helm release. helm.v3.Release (not helm.v4.Chart) so charts' hooks run: Volcano
+    1.15.1's pre-install hook Job (templates/admission-init.yaml) creates the certificate Secret its
+    admission Deployment mounts, and pulumi-kubernetes 4.34.2's helm.v4.Chart omits hook objects
+    outside render mode (its ``include_hooks`` documentation). Volcano's webhook configurations are
+    plain templates (templates/webhooks.yaml), deleted with the release; there is no pre-delete hook."""
     return k8s.helm.v3.Release(
         name,
         name=name,

@@ -70,8 +70,16 @@ def queue_outputs(queues: list[QueueConfig]) -> list[dict[str, Any]]:
     return [{"name": q.name, "capability": queue_spec(q).get("capability", {})} for q in queues]
 
 
+# Volcano's images come from Docker Hub (chart 1.15.1 values: basic.image_registry docker.io) and
+# the chart pulls them `Always` (basic.image_pull_policy, used by every container in its
+# templates): each restart of a Volcano pod would re-pull anonymously through the NAT gateway.
+# The tags are pinned versions, so a node's cached copy is the same image.
+IMAGE_PULL_POLICY = "IfNotPresent"
+
+
 def volcano_values() -> dict[str, Any]:
     return {
+        "basic": {"image_pull_policy": IMAGE_PULL_POLICY},
         "custom": {
             # Controllers on the core nodes; never on the Trainium nodes they schedule for.
             "default_ns": CORE_NODE_SELECTOR,
@@ -101,7 +109,8 @@ MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcan
 
 
 def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
-    """A transform for the operator's manifest: its Deployment's container gets the flag.
+    """A transform for the operator's manifest: its Deployment's container gets the flag (and
+    its pull policy spelled out).
 
     Applied to the manifest's own object (Pulumi engine transforms reach the children of
     yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
@@ -117,6 +126,9 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional
         raise ValueError(f"the MPI operator manifest has no container {MPI_OPERATOR_CONTAINER!r} to add the flag to")
     for container in containers:
         container["args"] = list(MPI_OPERATOR_GANG_ARGS)
+        # What the API server defaults a non-`latest` tag to (SetDefaults_Container), said
+        # explicitly: the image (mpioperator/mpi-operator:0.8.0) is on Docker Hub.
+        container["imagePullPolicy"] = IMAGE_PULL_POLICY
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 
@@ -198,12 +210,18 @@ class Schedulers(pulumi.ComponentResource):
                 )
 
         if args.kuberay:
+            # With `batchScheduler.name: volcano` the operator watches Volcano's PodGroup type from
+            # start-up (kuberay v1.7.0 volcano_scheduler.go, ConfigureReconciler: b.Owns(&PodGroup{}))
+            # and exits until that CRD exists; Volcano's chart applies its CRDs as ordinary templates,
+            # after its pre-install hook Job. Installing both at once can time the atomic release out.
             helm_release(
                 "kuberay-operator",
                 CHARTS["kuberay-operator"],
                 KUBERAY_NAMESPACE,
                 kuberay_values(args.volcano),
-                on_cluster,
+                pulumi.ResourceOptions(
+                    parent=self, provider=provider, depends_on=[self.volcano] if self.volcano else None
+                ),
                 create_namespace=True,
             )
 

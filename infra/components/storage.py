@@ -315,21 +315,43 @@ class FsxStorage(pulumi.ComponentResource):
     def _claim(
         self, namespace: str, args: FsxStorageArgs, provider: k8s.Provider, after: list[pulumi.Resource]
     ) -> k8s.core.v1.PersistentVolumeClaim:
+        """The volume and its claim, replaced as a pair, the volume's replacement leading.
+
+        A Retain volume whose claim is deleted stays Released with the old claim's UID in its
+        claimRef, and a new claim of the same name never binds to it (Kubernetes
+        pv_controller.go: syncVolume treats a claim with another UID as missing; syncUnboundClaim
+        leaves a claim Pending on a volume "already bound to a different claim"). So the claim is
+        never re-created alone: whatever would replace it replaces the volume, whose replacement
+        brings the claim's (`replace_with`). The volume is the one the claim depends on, so
+        Pulumi deletes the claim first, then the volume (a Bound volume cannot be deleted: the
+        pv-protection finalizer stays while it is Bound), creates the volume, then the claim,
+        which binds at once. `pulumi up --replace` on the claim alone bypasses this: replace the
+        volume instead (README, Storage).
+        """
         storage, fs = args.storage, self.file_system
-        # The volume's name carries the file system id: a PersistentVolume's source is
-        # immutable, so a replaced file system gets a new volume (created first) and the claim,
-        # whose volumeName is immutable too, is replaced onto it before the old volume goes.
+        # The volume's name carries the file system id: a PersistentVolume's source is immutable,
+        # so a replaced file system means a new volume, and its claim with it.
         volume_name = fs.id.apply(lambda fs_id: static_volume_name(storage.claim_name, namespace, fs_id))
         manifest = pulumi.Output.all(volume_name, fs.id, fs.dns_name, fs.mount_name).apply(
             lambda v: static_volume(v[0], namespace, storage.claim_name, storage.capacity_gib, *v[1:])
         )
+        declared_claim = volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name))
         volume = k8s.core.v1.PersistentVolume(
             f"{storage.claim_name}-{namespace}",
             metadata=manifest["metadata"],
             spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[fs, *after]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                depends_on=[fs, *after],
+                # Any change to the claim as declared re-creates the pair, volume first.
+                replacement_trigger=declared_claim,
+                # Its name stays when only the claim changes: the old volume must go first.
+                delete_before_replace=True,
+            ),
         )
-        claim = volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name))
+        # The volume's own name output: a property dependency, so the claim is deleted before it.
+        claim = volume.metadata.apply(lambda meta: static_claim(namespace, storage.claim_name, meta["name"]))
         return k8s.core.v1.PersistentVolumeClaim(
             f"{namespace}-{storage.claim_name}",
             metadata=claim["metadata"],
@@ -338,8 +360,10 @@ class FsxStorage(pulumi.ComponentResource):
                 parent=self,
                 provider=provider,
                 depends_on=[volume, *args.identities.depends_for(namespace)],
-                # Same claim name: the old claim must go before the new one can exist.
+                # Re-created whenever its volume is, even when the volume keeps its name.
+                replace_with=[volume],
                 replace_on_changes=["spec.volumeName"],
+                # Same claim name: the old claim must go before the new one can exist.
                 delete_before_replace=True,
             ),
         )

@@ -16,3 +16,13 @@ class ConfigError(pulumi.RunError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"Invalid {source}:\n{lines}")
+
+
+# Gives the deployer's public IPv4 address instead of looking it up (infra/lookups.py); it is
+# still checked against endpointAccess.publicCidrs (infra/config/rules.py deploy_problems).
+EGRESS_IP_ENV = "TRAINIUM_EKS_EGRESS_IP"
+
+
+class EgressLookupFailed(Exception):
+    """The deployer's public IPv4 address could not be found (infra/lookups.py); the message says
+    what was asked and what went wrong."""

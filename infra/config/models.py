@@ -54,12 +54,15 @@ class EndpointAccessConfig(ConfigModel):
     private: bool = Field(default=True, description="Private API endpoint on (nodes use it).")
     public_cidrs: Optional[list[str]] = Field(
         default=None,
-        description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod.",
+        description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod. "
+        "`pulumi up` refuses documentation ranges and, unless deployedFromVpc, a list without the deploying "
+        "machine's public address.",
     )
     deployed_from_vpc: bool = Field(
         default=False,
         description="Declares that `pulumi up` runs inside the VPC (or a network routed to it); required for a "
-        "private-only endpoint, which is unreachable from anywhere else.",
+        "private-only endpoint, which is unreachable from anywhere else. `pulumi up` then skips checking its own "
+        "public address against publicCidrs.",
     )
 
     def effective_public_cidrs(self) -> Optional[list[str]]:
@@ -139,7 +142,9 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     )
     root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
     ami_release_version: Optional[str] = Field(
-        default=None, description="Pin a Neuron AMI release (e.g. 1.34.2-20251112); unset: latest at creation."
+        default=None,
+        description="Pin a Neuron AMI release built for kubernetesVersion (e.g. 1.34.2-20251112); unset: latest at "
+        "creation.",
     )
     labels: dict[str, str] = Field(default={}, description="Extra node labels (Kubernetes label syntax).")
     auto_repair: bool = Field(
@@ -276,8 +281,11 @@ class StackConfig(ConfigModel):
         "file system.",
     )
     cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
-    kubernetes_version: str = Field(default=versions.KUBERNETES_VERSION, description="EKS Kubernetes version; "
-                                    "add-on builds follow it.")
+    kubernetes_version: str = Field(
+        default=versions.KUBERNETES_VERSION,
+        description=f"EKS Kubernetes version, one EKS offers ({', '.join(versions.EKS_KUBERNETES_VERSIONS)}); add-on "
+        "builds and every node group follow it, the node groups after the control plane.",
+    )
     upgrade_policy: Literal["STANDARD", "EXTENDED"] = Field(
         default="STANDARD",
         description="STANDARD: EKS upgrades the control plane when standard support ends; EXTENDED keeps an old "

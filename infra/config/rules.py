@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
@@ -26,6 +26,8 @@ from infra.config.models import (
     key_name,
 )
 from infra.config.base import PROFILE_KEY, REGION_KEY
+from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
+from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -57,18 +59,69 @@ RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.p
 
 # RFC 5737 documentation ranges: no real traffic comes from them.
 DOCUMENTATION_RANGES = tuple(ipaddress.IPv4Network(c) for c in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+_DOCUMENTATION = ", ".join(map(str, DOCUMENTATION_RANGES))
+
+
+def _documentation_entries(access: EndpointAccessConfig) -> list[tuple[int, str]]:
+    return [
+        (i, cidr)
+        for i, cidr in enumerate(access.public_cidrs or [])
+        if rules.ipv4_cidr_problem(cidr) is None
+        and any(ipaddress.IPv4Network(cidr).subnet_of(r) for r in DOCUMENTATION_RANGES)
+    ]
+
+
+def _documentation_problem(i: int, cidr: str) -> str:
+    return (
+        f"{key_name(('endpointAccess', 'publicCidrs', i))} = {cidr!r}: inside an RFC 5737 documentation range "
+        f"({_DOCUMENTATION}), from which no deployer's traffic comes, so `pulumi up` could not reach the Kubernetes "
+        "API it installs the cluster software through; allowed: your real egress ranges (office or VPN, the CI "
+        "runners' NAT addresses)"
+    )
 
 
 def advisories(config: StackConfig) -> list[str]:
-    """Settings that deploy but are almost certainly not what was meant; shown as warnings."""
-    notes = []
-    for i, cidr in enumerate(config.endpoint_access.public_cidrs or []):
-        if rules.ipv4_cidr_problem(cidr) is None and any(ipaddress.IPv4Network(cidr).subnet_of(r) for r in DOCUMENTATION_RANGES):
-            notes.append(
-                f"{key_name(('endpointAccess', 'publicCidrs', i))} = {cidr!r} is a documentation range: no deployer's "
-                "traffic comes from it, so `pulumi up` will not reach the Kubernetes API; list your real egress ranges"
-            )
-    return notes
+    """What a preview (or the offline plan) warns about and `pulumi up` refuses (``deploy_problems``)."""
+    return [
+        f"{_documentation_problem(i, cidr)}. `pulumi up` will refuse it."
+        for i, cidr in _documentation_entries(config.endpoint_access)
+    ]
+
+
+def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
+    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach.
+
+    pulumi-eks only logs when its API health probe fails, so a wrong allow-list would otherwise
+    surface after the control plane, node groups and file system exist, when every Kubernetes
+    resource fails. ``egress_ipv4`` (infra/lookups.py) is asked only when the answer matters: a
+    public endpoint restricted to some ranges, reached from outside the VPC.
+    """
+    access = config.endpoint_access
+    if not access.public:
+        return []  # private-only requires deployedFromVpc (_endpoint_problems)
+    problems = [_documentation_problem(i, cidr) for i, cidr in _documentation_entries(access)]
+    cidrs = access.effective_public_cidrs() or []
+    if access.deployed_from_vpc or rules.covers_internet(cidrs):
+        return problems
+    key = key_name(("endpointAccess", "publicCidrs"))
+    try:
+        address = ipaddress.IPv4Address(egress_ipv4())
+    except EgressLookupFailed as error:
+        problems.append(
+            f"{key} = {cidrs}: `pulumi up` checks that this machine's public IPv4 address is in the list before "
+            f"creating anything, and could not find it ({error}); retry when the look-up answers, or set "
+            f"{EGRESS_IP_ENV}=<this machine's public IPv4 address>, or set endpointAccess.deployedFromVpc: true if "
+            "this run reaches the API from inside the VPC (runner in the VPC, VPN, peering)"
+        )
+        return problems
+    if not any(address in ipaddress.IPv4Network(cidr) for cidr in cidrs):
+        problems.append(
+            f"{key} = {cidrs}: this machine's public IPv4 address {address} is in none of them, so `pulumi up` "
+            "could not reach the Kubernetes API it installs the cluster software through; allowed: a list that "
+            f"contains {address} (for example {address}/32 or your NAT range), or endpointAccess.deployedFromVpc: "
+            "true if this run reaches the API from inside the VPC"
+        )
+    return problems
 
 
 def region_partition(region: str) -> str:
@@ -86,7 +139,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _network_problems(config.network)
     problems += _endpoint_problems(config.endpoint_access, config.environment)
     problems += _core_group_problems(config)
-    problems += _accelerator_problems(config.accelerator_node_groups)
+    problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _storage_problems(config.storage)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
@@ -116,6 +169,12 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: a Kubernetes minor version "
             "such as 1.34"
+        )
+    elif config.kubernetes_version not in EKS_KUBERNETES_VERSIONS:
+        problems.append(
+            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: not a version EKS offers; allowed: "
+            f"{', '.join(EKS_KUBERNETES_VERSIONS)} (EKS_KUBERNETES_VERSIONS in infra/facts/versions.py, from the EKS "
+            "release calendar; add a newer one there once `aws eks describe-cluster-versions` lists it)"
         )
     for addon, build in config.addon_versions.items():
         key = key_name(("addonVersions", addon))
@@ -300,7 +359,22 @@ def _label_problems(key: str, labels: dict[str, str]) -> list[str]:
     return problems
 
 
-def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
+def ami_release_problem(release: str, kubernetes_version: str) -> Optional[str]:
+    """An EKS AMI release is built for one Kubernetes minor version (<major>.<minor>.<patch>-<date>);
+    the node group takes it with its `version`, which follows the cluster's."""
+    if not re.fullmatch(AMI_RELEASE_PATTERN, release):
+        return "an EKS AMI release version such as 1.34.2-20251112"
+    built_for = ".".join(release.split("-")[0].split(".")[:2])
+    if built_for != kubernetes_version:
+        return (
+            f"built for Kubernetes {built_for}, but kubernetesVersion is {kubernetes_version}; allowed: a "
+            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI, or unset for the latest "
+            "(raise kubernetesVersion and the pin together)"
+        )
+    return None
+
+
+def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_version: str) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     allowed_types = ", ".join(NEURON_INSTANCE_TYPES)
@@ -315,11 +389,9 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]
         seen.add(group.name)
         problems += _size_problems(key, group)
         problems += _label_problems(key, group.labels)
-        if group.ami_release_version is not None and not re.fullmatch(AMI_RELEASE_PATTERN, group.ami_release_version):
-            problems.append(
-                f"{key}.amiReleaseVersion = {group.ami_release_version!r}: an EKS AMI release version such as "
-                "1.34.2-20251112"
-            )
+        release_problem = group.ami_release_version and ami_release_problem(group.ami_release_version, kubernetes_version)
+        if release_problem:
+            problems.append(f"{key}.amiReleaseVersion = {group.ami_release_version!r}: {release_problem}")
         if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
             problems.append(f"{key}.azId = {group.az_id!r}: not an availability zone id (for example usw2-az4)")
         facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
@@ -479,6 +551,14 @@ def _software_problems(config: StackConfig) -> list[str]:
             )
 
     features = config.features
+    if features.efa_device_plugin and config.region not in EKS_ADDON_REGISTRIES:
+        # The plugin's image is pulled from the region's EKS add-on registry (infra/components/devices.py).
+        problems.append(
+            f"{REGION_KEY} = {config.region!r}: no EKS add-on image registry is known for this region, so the EFA "
+            "device plugin has no image to pull; known regions are the keys of EKS_ADDON_REGISTRIES in "
+            "infra/facts/versions.py (EKS user guide, \"View Amazon container image registries for Amazon EKS add-ons\"): add "
+            "the region's registry there, or set features.efaDevicePlugin: false"
+        )
     if features.torchx_etcd and not features.volcano:
         problems.append(
             f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "

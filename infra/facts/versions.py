@@ -8,6 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KUBERNETES_VERSION = "1.34"
+# The Kubernetes minor versions EKS offers, standard or extended support (EKS user guide,
+# "Understand the Kubernetes version lifecycle on EKS", release calendar: 1.31 until
+# 2026-11-26, 1.32 until 2027-03-23, 1.33 until 2027-07-29, 1.34 until 2027-12-02 (end of extended
+# support); 1.35 and 1.36 from "Review release notes for Kubernetes versions on standard support").
+# A version missing here is refused by config validation: add a new one once EKS lists it
+# (aws eks describe-cluster-versions), drop one once its extended support has ended.
+EKS_KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36")
 
 # Managed node group AMI types. The Neuron variant carries the Neuron driver and
 # runtime; never the NVIDIA one for Trainium/Inferentia.
@@ -41,6 +48,57 @@ CHARTS: dict[str, ChartPin] = {
     "cluster-autoscaler": ChartPin("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler"),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
 }
+
+# Where EKS publishes its add-on images in each region (EKS user guide, "View Amazon container
+# image registries for Amazon EKS add-ons", awsdocs/amazon-eks-user-guide
+# latest/ug/workloads/add-ons-images.adoc at 1cc6ebb4). EKS replicates the images to every region it
+# supports, but the registry account is not the same everywhere (opt-in regions, China, GovCloud);
+# the hosts are copied as that page lists them. Charts that default to the us-west-2 copy (the EFA
+# device plugin) are pointed at the cluster's own region, so nodes pull in-region.
+EKS_ADDON_REGISTRIES: dict[str, str] = {
+    "af-south-1": "877085696533.dkr.ecr.af-south-1.amazonaws.com",
+    "ap-east-1": "800184023465.dkr.ecr.ap-east-1.amazonaws.com",
+    # Listed with an ap-east-1 host on that page.
+    "ap-east-2": "533267051163.dkr.ecr.ap-east-1.amazonaws.com",
+    "ap-northeast-1": "602401143452.dkr.ecr.ap-northeast-1.amazonaws.com",
+    "ap-northeast-2": "602401143452.dkr.ecr.ap-northeast-2.amazonaws.com",
+    "ap-northeast-3": "602401143452.dkr.ecr.ap-northeast-3.amazonaws.com",
+    "ap-south-1": "602401143452.dkr.ecr.ap-south-1.amazonaws.com",
+    "ap-south-2": "900889452093.dkr.ecr.ap-south-2.amazonaws.com",
+    "ap-southeast-1": "602401143452.dkr.ecr.ap-southeast-1.amazonaws.com",
+    "ap-southeast-2": "602401143452.dkr.ecr.ap-southeast-2.amazonaws.com",
+    "ap-southeast-3": "296578399912.dkr.ecr.ap-southeast-3.amazonaws.com",
+    "ap-southeast-4": "491585149902.dkr.ecr.ap-southeast-4.amazonaws.com",
+    "ap-southeast-6": "333609536671.dkr.ecr.ap-southeast-6.amazonaws.com",
+    "ap-southeast-7": "121268973566.dkr.ecr.ap-southeast-7.amazonaws.com",
+    "ca-central-1": "602401143452.dkr.ecr.ca-central-1.amazonaws.com",
+    "ca-west-1": "761377655185.dkr.ecr.ca-west-1.amazonaws.com",
+    "cn-north-1": "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn",
+    "cn-northwest-1": "961992271922.dkr.ecr.cn-northwest-1.amazonaws.com.cn",
+    "eu-central-1": "602401143452.dkr.ecr.eu-central-1.amazonaws.com",
+    "eu-central-2": "900612956339.dkr.ecr.eu-central-2.amazonaws.com",
+    "eu-north-1": "602401143452.dkr.ecr.eu-north-1.amazonaws.com",
+    "eu-south-1": "590381155156.dkr.ecr.eu-south-1.amazonaws.com",
+    "eu-south-2": "455263428931.dkr.ecr.eu-south-2.amazonaws.com",
+    "eu-west-1": "602401143452.dkr.ecr.eu-west-1.amazonaws.com",
+    "eu-west-2": "602401143452.dkr.ecr.eu-west-2.amazonaws.com",
+    "eu-west-3": "602401143452.dkr.ecr.eu-west-3.amazonaws.com",
+    "eusc-de-east-1": "877088126301.dkr.ecr.eusc-de-east-1.amazonaws.eu",
+    "il-central-1": "066635153087.dkr.ecr.il-central-1.amazonaws.com",
+    "me-central-1": "759879836304.dkr.ecr.me-central-1.amazonaws.com",
+    "me-south-1": "558608220178.dkr.ecr.me-south-1.amazonaws.com",
+    "mx-central-1": "730335286997.dkr.ecr.mx-central-1.amazonaws.com",
+    "sa-east-1": "602401143452.dkr.ecr.sa-east-1.amazonaws.com",
+    "us-east-1": "602401143452.dkr.ecr.us-east-1.amazonaws.com",
+    "us-east-2": "602401143452.dkr.ecr.us-east-2.amazonaws.com",
+    "us-gov-east-1": "151742754352.dkr.ecr.us-gov-east-1.amazonaws.com",
+    "us-gov-west-1": "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com",
+    "us-west-1": "602401143452.dkr.ecr.us-west-1.amazonaws.com",
+    "us-west-2": "602401143452.dkr.ecr.us-west-2.amazonaws.com",
+}
+# The EFA device plugin's repository in those registries (chart v0.5.30 values.yaml image.repository,
+# 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin, minus its host).
+EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
 
 # kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied as is.
 MPI_OPERATOR_VERSION = "v0.8.0"
