@@ -19,8 +19,7 @@ from infra.facts import addons
 from infra.plans.placement import choose_placement, with_reservation_zones
 
 config = validate.load()
-# `pulumi up` refuses an API allow-list its deployer is not in; a preview warns.
-validate.check_api_reachable(config)
+validate.check_against_the_account(config)
 lookups.core_instance_types(config.core_node_group.instance_types)
 lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))

@@ -11,7 +11,7 @@ import os
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -191,13 +191,18 @@ def bootstrap_admins(cluster_name: str, candidates: list[str], deployer_arn: str
 
 
 def _cluster_exists(cluster_name: str) -> bool:
+    return running_kubernetes_version(cluster_name) is not None
+
+
+def running_kubernetes_version(cluster_name: str) -> Optional[str]:
+    """The Kubernetes version the cluster's control plane runs now, or None before its first `up`."""
     try:
-        aws.eks.get_cluster(name=cluster_name)
+        cluster = aws.eks.get_cluster(name=cluster_name)
     except Exception as error:
         if _not_found(error):
-            return False
+            return None
         raise
-    return True
+    return cluster.version
 
 
 def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, ReservedCapacity]:

@@ -15,7 +15,7 @@ from infra.config.errors import ConfigError
 from infra.config.base import validated
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
-from infra.config.rules import advisories, deploy_problems, semantic_problems
+from infra.config.rules import advisories, deploy_problems, kubernetes_version_change_problem, semantic_problems
 from infra.plans.system_capacity import system_fit_problem
 
 
@@ -31,6 +31,16 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
 def load() -> StackConfig:
     """The running stack's configuration, validated."""
     return parse_stack_config(raw_from_pulumi_config(engine_config()))
+
+
+def check_against_the_account(config: StackConfig) -> None:
+    """What only the account can tell, checked before anything is declared: the deployer can
+    reach the API it will install through, and EKS accepts the version change."""
+    check_api_reachable(config)
+    running = lookups.running_kubernetes_version(config.cluster_name)
+    problem = running and kubernetes_version_change_problem(running, config.kubernetes_version)
+    if problem:
+        raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
 
 
 def check_api_reachable(config: StackConfig) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from infra.config.rules import kubernetes_version_change_problem
 from offline.mocks import SECRET
 from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, replaces
 from offline.runner import REPO_ROOT
@@ -310,6 +311,27 @@ def diff_plan_dirs(base_root: Path, head_root: Path) -> list[StackDiff]:
     return [compare_plans(p, s, base.get((p, s)), head.get((p, s))) for p, s in sorted(base.keys() | head.keys())]
 
 
+EKS_CLUSTER = "eks:index:Cluster"
+
+
+def _cluster_versions(plan: dict[str, Any]) -> dict[str, str]:
+    return {r["name"]: r["inputs"]["version"] for r in plan.get("resources", [])
+            if r["type"] == EKS_CLUSTER and isinstance(r["inputs"].get("version"), str)}
+
+
+def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
+    """Kubernetes version changes EKS would refuse (a downgrade, a skipped minor), per stack: the
+    real `pulumi up` would fail part-way, at UpdateClusterVersion (infra/config/rules.py)."""
+    base, head = load_plans(base_root), load_plans(head_root)
+    refusals = []
+    for (project, stack), plan in sorted(head.items()):
+        before = _cluster_versions(base.get((project, stack), {}))
+        for name, version in sorted(_cluster_versions(plan).items()):
+            if name in before and (problem := kubernetes_version_change_problem(before[name], version)):
+                refusals.append(f"{project}/{stack} (Pulumi.{stack}.yaml): {problem}")
+    return refusals
+
+
 # --- rendering (pure) --------------------------------------------------------------------------
 
 SYMBOL = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
@@ -491,6 +513,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
     print(text)
     print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
+    refusals = version_change_refusals(base_dir, head_dir)
+    if refusals:
+        print("\nEKS would refuse this change against " + label + ":\n" + "\n".join(f"  - {r}" for r in refusals),
+              file=sys.stderr)
+        return 2
     return 0
 
 

@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
+from infra.facts import versions
 from offline import fixtures
 
 SECRET = "[secret]"
@@ -70,9 +71,11 @@ def _kubeconfig(cluster_name: str, region: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ExistingCluster:
-    """An EKS cluster that already exists (a later `pulumi up`): principal -> access entry tags."""
+    """An EKS cluster that already exists (a later `pulumi up`): principal -> access entry tags,
+    and the Kubernetes version its control plane runs."""
 
     access_entries: Mapping[str, Mapping[str, str]]
+    kubernetes_version: str = versions.KUBERNETES_VERSION
 
 
 class CloudMocks(pulumi.runtime.Mocks):
@@ -138,7 +141,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:eks/getCluster:getCluster":
             if self.existing_cluster is None:
                 return {}, [("name", f"reading EKS Cluster ({a['name']}): couldn't find resource")]
-            return {"id": a["name"], "name": a["name"], "arn": self._arn("eks", f"cluster/{a['name']}")}
+            return {"id": a["name"], "name": a["name"], "arn": self._arn("eks", f"cluster/{a['name']}"),
+                    "version": self.existing_cluster.kubernetes_version}
         if token == "aws:eks/getAccessEntry:getAccessEntry":
             entries = self.existing_cluster.access_entries if self.existing_cluster else {}
             if a["principalArn"] not in entries:

@@ -124,6 +124,33 @@ def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list
     return problems
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def kubernetes_version_change_problem(running: str, wanted: str) -> Optional[str]:
+    """Why EKS would refuse moving a cluster from ``running`` to ``wanted``, or None.
+
+    EKS never downgrades a cluster ("Once you upgrade a cluster, you can't downgrade", EKS user
+    guide, update-cluster) and upgrades one minor version at a time (eksctl's cluster-upgrade
+    page in the EKS docs: "the current version of the cluster or one version higher"). A
+    `pulumi up` that asks for either would fail at UpdateClusterVersion, part-way through.
+    """
+    if wanted == running:
+        return None
+    major, minor = _minor(running)
+    following = f"{major}.{minor + 1}"
+    allowed = f"allowed: {running} (no change) or {following} (the next minor)"
+    key = key_name(("kubernetesVersion",))
+    if _minor(wanted) < (major, minor):
+        return f"{key} = {wanted!r}: the cluster runs {running} and EKS cannot downgrade a cluster; {allowed}"
+    if _minor(wanted) > (major, minor + 1):
+        return (f"{key} = {wanted!r}: the cluster runs {running} and EKS upgrades one minor version at a time; "
+                f"{allowed}: set {following}, `pulumi up`, then the next")
+    return None
+
+
 def region_partition(region: str) -> str:
     if region.startswith("cn-"):
         return "aws-cn"

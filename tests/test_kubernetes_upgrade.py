@@ -1,0 +1,92 @@
+"""Kubernetes version changes EKS refuses are refused first: by the program against the running
+cluster, and by `make plan BASE=<ref>` against the base revision.
+
+EKS user guide, "Update existing cluster to new Kubernetes version" (update-cluster.html): "Once
+you upgrade a cluster, you can't downgrade to a previous version." The EKS docs' eksctl page
+"Cluster upgrades" (cluster-upgrade.html): "The only values allowed ... are the current version of
+the cluster or one version higher. Upgrades of more than one Kubernetes version are not
+supported." UpdateClusterVersion refuses anything else, after this program has already changed
+what comes before the cluster in `pulumi up`'s order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.config.errors import ConfigError
+from infra.config.rules import kubernetes_version_change_problem
+from offline.diff import version_change_refusals
+from offline.mocks import ExistingCluster
+from offline.runner import REPO_ROOT, run_program, stack_config
+
+
+def test_no_change_and_the_next_minor_are_allowed():
+    assert kubernetes_version_change_problem("1.34", "1.34") is None
+    assert kubernetes_version_change_problem("1.34", "1.35") is None
+    assert kubernetes_version_change_problem("1.9", "1.10") is None  # minors compare as numbers
+
+
+def test_a_downgrade_is_refused():
+    assert kubernetes_version_change_problem("1.34", "1.33") == (
+        "trainium-eks:kubernetesVersion = '1.33': the cluster runs 1.34 and EKS cannot downgrade a cluster; "
+        "allowed: 1.34 (no change) or 1.35 (the next minor)"
+    )
+
+
+def test_a_skipped_minor_is_refused_with_the_way_there():
+    assert kubernetes_version_change_problem("1.34", "1.36") == (
+        "trainium-eks:kubernetesVersion = '1.36': the cluster runs 1.34 and EKS upgrades one minor version at a "
+        "time; allowed: 1.34 (no change) or 1.35 (the next minor): set 1.35, `pulumi up`, then the next"
+    )
+
+
+def _dev(kubernetes_version: str, running: str) -> object:
+    config = stack_config(REPO_ROOT, "dev")
+    config["trainium-eks:kubernetesVersion"] = kubernetes_version
+    return run_program(REPO_ROOT, "dev", config, existing_cluster=ExistingCluster({}, kubernetes_version=running))
+
+
+def test_the_program_refuses_a_skip_against_the_running_cluster_before_declaring_anything():
+    with pytest.raises(ConfigError) as refused:
+        _dev("1.35", running="1.33")
+    assert "Invalid stack configuration for the running cluster trn-dev" in str(refused.value)
+    assert "the cluster runs 1.33 and EKS upgrades one minor version at a time" in str(refused.value)
+
+
+def test_the_program_goes_ahead_with_the_next_minor():
+    plan = _dev("1.34", running="1.33")
+    (cluster,) = plan.of_type("eks:index:Cluster")
+    assert cluster.inputs["version"] == "1.34"
+
+
+def _plan_dir(root: Path, version: str) -> None:
+    stack = root / "trainium-eks" / "dev"
+    stack.mkdir(parents=True)
+    resource = {"type": "eks:index:Cluster", "name": "cluster-eks", "inputs": {"version": version}}
+    (stack / "resources.json").write_text(json.dumps({"resources": [resource]}))
+
+
+@pytest.mark.parametrize(("base", "head", "refused"), [("1.34", "1.35", False), ("1.34", "1.33", True),
+                                                       ("1.34", "1.36", True), ("1.34", "1.34", False)])
+def test_make_plan_base_refuses_what_eks_would(tmp_path, base, head, refused):
+    _plan_dir(tmp_path / "base", base)
+    _plan_dir(tmp_path / "head", head)
+    refusals = version_change_refusals(tmp_path / "base", tmp_path / "head")
+    assert bool(refusals) is refused
+    if refused:
+        (refusal,) = refusals
+        assert refusal.startswith(f"trainium-eks/dev (Pulumi.dev.yaml): trainium-eks:kubernetesVersion = '{head}'")
+
+
+def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys):
+    from offline import diff
+
+    monkeypatch.setattr(diff, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
+    monkeypatch.setattr(diff, "plan_revision", lambda checkout, out, stacks: _plan_dir(out, "1.36"))
+    assert diff.main(["--base", "main", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "EKS would refuse this change against main (0123abcd):" in err
+    assert "kubernetesVersion = '1.36': the cluster runs 1.34" in err
