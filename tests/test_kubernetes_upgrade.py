@@ -65,8 +65,9 @@ def test_the_program_goes_ahead_with_the_next_minor():
 def _plan_dir(root: Path, version: str) -> None:
     stack = root / "trainium-eks" / "dev"
     stack.mkdir(parents=True)
-    resource = {"type": "eks:index:Cluster", "name": "cluster-eks", "inputs": {"version": version}}
-    (stack / "resources.json").write_text(json.dumps({"resources": [resource]}))
+    resource = {"urn": "urn:pulumi:dev::trainium-eks::eks:index:Cluster::cluster-eks", "type": "eks:index:Cluster",
+                "name": "cluster-eks", "inputs": {"version": version}}
+    (stack / "resources.json").write_text(json.dumps({"resources": [resource], "outputs": {}}))
 
 
 @pytest.mark.parametrize(("base", "head", "refused"), [("1.34", "1.35", False), ("1.34", "1.33", True),
