@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if mandatory:
         print(
             f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
-            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (README, Guardrails).",
+            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md).",
             file=sys.stderr,
         )
         return policy_pack.MANDATORY_EXIT_CODE
