@@ -208,3 +208,13 @@ def test_the_documented_versions_are_the_pins():
     assert docs.pinned_versions() in (REPO_ROOT / "docs" / "architecture.md").read_text()
     assert docs.pulumi_version() in (REPO_ROOT / "README.md").read_text()
     assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in docs.pulumi_version()
+
+
+def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
+    box = docs.cost_box(plans)
+    assert box in (REPO_ROOT / "README.md").read_text()
+    from offline import report
+
+    idle = report.cluster_cost(dev)["hourly"]["idle"]
+    assert f"| dev cluster idle (nothing running; us-west-2) | {report.money(idle)} per hour" in box
+    assert "bertPretraining" in box and "full scale" in box
