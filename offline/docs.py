@@ -191,15 +191,41 @@ def cost_box(plans: Plans) -> str:
             "usage-priced items (data transfer, logs, S3) come on top. Every line: [docs/cost.md](docs/cost.md).\n")
 
 
-def pulumi_version(root: Path = REPO_ROOT) -> str:
-    return f"- the **Pulumi CLI {(root / '.pulumi-version').read_text().strip()}** (`.pulumi-version`, what the workflows use)\n"
+def tool_versions(root: Path = REPO_ROOT) -> str:
+    """The README's version-bound prerequisites, from .pulumi-version and infra/facts/versions.py."""
+    from infra.facts import versions
+
+    return (f"- the **Pulumi CLI {(root / '.pulumi-version').read_text().strip()}** (`.pulumi-version`, what the "
+            "workflows use);\n"
+            f"- **kubectl** within one minor version of the cluster's Kubernetes {versions.KUBERNETES_VERSION} "
+            "(`infra/facts/versions.py`);\n")
+
+
+def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
+    """The closing summary `make plan` prints for dev (offline/render.py), as the README shows it."""
+    from offline import policy_run, render
+    from offline.plan import BOOTSTRAP_DIR, WORKLOADS_DIR, offline_secrets
+    from offline.runner import stack_config
+
+    cluster, workloads = plans["dev"]
+    region = cluster.outputs["region"]
+    config = policy_run.load_config(root / "policy" / "config.dev.json")
+    cluster_cost, work_cost = _estimates(plans)["dev"]
+    shown = [render.planned(result, estimate, policy_run.run_policies(result.registrations, config, region),
+                            Path("build/plan") / result.project / result.stack)
+             for result, estimate in ((cluster, cluster_cost), (workloads, work_cost))]
+    bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
+    shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
+    stand_ins = sorted(offline_secrets(root / WORKLOADS_DIR, "dev", stack_config(root / WORKLOADS_DIR, "dev")))
+    return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
 
 
 def readme_blocks(plans: Plans) -> dict[str, str]:
     return {
+        "plan summary": plan_summary(plans),
         "dev architecture": _mermaid(diagram.cluster_diagram(plans["dev"][0].as_json())),
         "cost box": cost_box(plans),
-        "pulumi version": pulumi_version(),
+        "tool versions": tool_versions(),
     }
 
 

@@ -137,11 +137,7 @@ def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
     if policy is not None:
         text = policy_pack.render_report(result.project, result.stack, policy)
         print((text if wide else render.wrapped(text)) + "\n")
-    findings = [] if policy is None else [
-        f"[{v.enforcement_level}] {v.policy}: {result.project}/{result.stack} {v.name or '(stack)'}"
-        for v in sorted(policy.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name))]
-    return render.Planned(result, cost, len(policy.mandatory) if policy else 0,
-                          len(policy.violations) - len(policy.mandatory) if policy else 0, findings, shown)
+    return render.planned(result, cost, policy, shown)
 
 
 def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
@@ -161,9 +157,12 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="dev")
-    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
+    parser.add_argument("--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project "
+                        "(default: dev)")
+    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT,
+                        help="the cluster project's directory, with workloads/ and bootstrap/ in it (default: this repository)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan",
+                        help="where resources.json and manifests/ go, per project and stack (default: build/plan)")
     parser.add_argument("--policy-config", type=Path, help="default: <project-dir>/policy/config.<stack>.json")
     parser.add_argument("--wide", action="store_true",
                         help="print the full table, one resource a line with its settings, and outputs whole")

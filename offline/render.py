@@ -122,7 +122,7 @@ def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = 
     for line in estimate["lines"]:
         rows.append((line["item"], *(report.money(line["hourly"][s]) for s in cost.SCENARIOS)))
         details.append(line["detail"])
-    total = "Total" if what == "cluster" else "All at once (groups capped at maxSize)"
+    total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
     rows.append((f"{total} per hour", *(report.money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
     rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)",
                  *(report.money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
@@ -171,6 +171,16 @@ class Planned:
     written: Path
 
 
+def planned(result: PlanResult, estimate: Optional[dict[str, Any]], policy: Any, written: Path) -> Planned:
+    """What the summary needs of one stack; ``policy`` is a policy_run.PolicyReport or None."""
+    if policy is None:
+        return Planned(result, estimate, 0, 0, [], written)
+    findings = [f"[{v.enforcement_level}] {v.policy}: {result.project}/{result.stack} {v.name or '(stack)'}"
+                for v in sorted(policy.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name))]
+    return Planned(result, estimate, len(policy.mandatory), len(policy.violations) - len(policy.mandatory), findings,
+                   written)
+
+
 def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], width: int = WIDTH) -> str:
     """The closing summary: resources per project, cost, policy findings, where the files went."""
     lines = ["Resources:"]
@@ -205,7 +215,7 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
     lines.append("")
     lines.append("Files:")
     for p in planned:
-        lines.append(f"    {p.written}/resources.json, manifests/")
+        lines += wrap(f"{p.written}/resources.json, manifests/", "      ", width, first="    ")
     if stand_ins:
         lines += wrap("Secret config held encrypted in the stack files, or not set there, was planned with stand-ins: "
                       + ", ".join(stand_ins) + ".", "  ", width, first="")

@@ -206,8 +206,8 @@ def test_the_documented_versions_are_the_pins():
     assert f"`{versions.ETCD_IMAGE}`" in table and f"`{versions.MPI_OPERATOR_VERSION}`" in table
     assert f"| {(REPO_ROOT / '.pulumi-version').read_text().strip()} |" in table
     assert docs.pinned_versions() in (REPO_ROOT / "docs" / "architecture.md").read_text()
-    assert docs.pulumi_version() in (REPO_ROOT / "README.md").read_text()
-    assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in docs.pulumi_version()
+    assert docs.tool_versions() in (REPO_ROOT / "README.md").read_text()
+    assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in docs.tool_versions()
 
 
 def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):

@@ -74,9 +74,17 @@ def test_the_readme_is_a_guide_of_at_most_250_lines():
                  "Tear down"):
         assert step in titles, step
     walkthrough = README.split("## Deploy dev for real", 1)[1].split("## Documentation", 1)[0]
-    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", docs.pulumi_version().strip(),
+    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", docs.tool_versions().strip(),
                    "kubectl get nodes", "job/cluster-check-verdict", "RESULT PASS", "pulumi destroy", "minutes"):
         assert needed in walkthrough, needed
+
+
+def test_the_readmes_figures_are_generated_not_typed():
+    # Every dollar amount and resource count comes from a generated block (make docs), never typed.
+    typed = re.sub(r"<!-- BEGIN generated: (.+?) \(make docs; do not edit\) -->.*?<!-- END generated: \1 -->", "",
+                   README, flags=re.S)
+    assert re.findall(r"\$\d", typed) == []
+    assert "cost box" in README and "plan summary" in README and typed.count("<!-- BEGIN generated") == 0
 
 
 def _sentences(text: str) -> set[str]:
