@@ -5,7 +5,8 @@ and does not depend on it.
 
 - Types print as Pulumi's display names: ``aws:ec2/vpc:Vpc`` is ``aws:ec2:Vpc`` (pulumi/pulumi
   sdk/go/common/tokens/tokens.go ``Type.DisplayName``, which pkg/backend/display/rows.go uses
-  for the TYPE column).
+  for the TYPE column; read at pulumi/pulumi commit 1b59498, the newest stored snapshot, since
+  the v3.272.0 tag of .pulumi-version was not available to read).
 - Resources nest under their parent component with Pulumi's tree marks (``├─``, ``└─``, ``│``:
   pkg/backend/display/progress.go ``addIndentations``), each with ``+`` for create.
 - The settings worth a glance go on an indented line under their resource, wrapped; outputs print

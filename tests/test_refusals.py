@@ -64,23 +64,31 @@ def test_a_duplicate_key_is_refused_not_silently_overwritten(tmp_path):
         _stack_file(tmp_path, nested), tmp_path)
 
 
-def test_make_plan_exits_2_on_a_broken_workload_stack_file(tmp_path, capsys):
-    # Through the command: exit 2, the workload stack file named, nothing written.
+def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
+    # Through the command: exit 2, the file named, nothing written, before any program runs.
     project = tmp_path / "p"
     project.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py", "Pulumi.dev.yaml"):
-        (project / name).write_text((REPO_ROOT / name).read_text())
-    workloads = project / "workloads"
-    workloads.mkdir()
     for name in ("Pulumi.yaml", "__main__.py"):
-        (workloads / name).write_text((REPO_ROOT / "workloads" / name).read_text())
-    good = (REPO_ROOT / "workloads" / "Pulumi.dev.yaml").read_text()
-    (workloads / "Pulumi.dev.yaml").write_text(good + "  trainium-workloads:namespace: research\n")
+        (project / name).write_text((REPO_ROOT / name).read_text())
+    good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
     out = tmp_path / "out"
     assert plan.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{workloads / 'Pulumi.dev.yaml'}:" in err and "key 'trainium-workloads:namespace' is given twice" in err
+    assert f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice" in err
     assert not out.exists()
+
+
+def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
+    # The workload and bootstrap stack files are read by offline/runner.py stack_config too.
+    for project in ("workloads", "bootstrap"):
+        folder = tmp_path / project
+        folder.mkdir()
+        good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+        (folder / "Pulumi.dev.yaml").write_text(good + "  bad: [\n")
+        with pytest.raises(ConfigError) as caught:
+            stack_config(folder, "dev")
+        assert f"{folder / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 2}:1: YAML syntax error near key 'bad'" in str(caught.value)
 
 
 # --- secrets in plain text ---------------------------------------------------------------------
