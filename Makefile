@@ -1,11 +1,21 @@
 # The two commands a newcomer needs: `make plan` and `make test`. Both create .venv on first use.
+# `make help` lists the targets from the `## target: ...` comments below.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK ?= dev
+.DEFAULT_GOAL := help
+# The documentation site, strict: any warning (a broken link, a page left out of mkdocs.yml's nav) fails.
+# Never --quiet: it raises the log level to ERROR, so warnings never reach the counter that strict
+# mode checks (mkdocs 1.6.1 __main__.py quiet_option, commands/build.py CountHandler).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
-.PHONY: plan test lint images clean docs
+.PHONY: help plan test lint images clean docs
+
+## help: list these targets (the default); variables: STACK=dev|prod, BASE=<git ref>, WIDE=1, ARGS=<more options>
+help:
+	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,18 +29,21 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	touch $@
 
 ## plan: evaluate the cluster, workload and bootstrap stacks offline (STACK=dev|prod) and write build/plan/;
-##       with BASE=<git ref>, print what this checkout changes against that revision, every stack (offline/diff.py)
+##       WIDE=1 prints the full table; with BASE=<git ref> (HEAD: your uncommitted edits), print what this
+##       checkout changes against that revision, every stack (offline/diff.py). GNU make exits 2 on any
+##       failure; the plan's own code (2 bad config, 3 mandatory policy violation) is in the last line,
+##       and `bin/plan` (same options) exits with it
 plan: $(VENV)/.installed
-ifdef BASE
-	$(PY) -m offline.diff --base $(BASE)
-else
-	$(PY) -m offline.plan --stack $(STACK)
-endif
+	@bin/plan $(if $(BASE),--base $(BASE),--stack $(STACK) $(if $(WIDE),--wide)) $(ARGS) || { code=$$?; \
+	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" \
+	    "GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
 ## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
-##       git worktrees of the plan-diff tests never race), checkov scan included (what CI runs)
+##       git worktrees of the plan-diff tests never race), checkov scan included, then the documentation
+##       site built in strict mode (what CI runs)
 test: lint $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile
+	$(MKDOCS)
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
 ##       zizmor's security audits (offline: no audit that asks GitHub's API)
@@ -39,13 +52,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --no-progress .github
 
-## images: build the training images and push them to the cluster stack's ECR (needs Docker, Pulumi, AWS)
+## images: build the training images and push them to the cluster stack's ECR (needs Docker, the Pulumi CLI and
+##       the AWS CLI with credentials; says which is missing and where to get it)
 images: $(VENV)/.installed
 	$(PY) -m tools.push_images --stack $(STACK)
 
+## clean: delete build/ (plans, the documentation site) and pytest's cache
 clean:
 	rm -rf build .pytest_cache
 
-## docs: regenerate docs/ (architecture pictures, configuration reference, stack-file schemas) and README's generated blocks
+## docs: regenerate docs/ (architecture pictures, configuration reference, cost, stack-file schemas) and
+##       README's generated blocks, then build the documentation site into build/site (mkdocs, strict)
 docs: $(VENV)/.installed
 	$(PY) -m offline.docs
+	$(MKDOCS)

@@ -1,7 +1,7 @@
 """The bootstrap stack: what the pipeline needs in one AWS account. Wiring only.
 
 State backend (bucket + KMS key) and GitHub OIDC roles; its outputs are the repository
-variables the workflows read (README, "Running it from a pipeline").
+variables the workflows read (docs/pipeline.md).
 """
 
 import pulumi

@@ -131,8 +131,9 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
             if not _no_build(error):
                 raise  # credentials, permissions, throttling: not the version's fault
             raise ConfigError(
-                [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: EKS offers no {addon} build for it "
-                 f"({error}); use a version EKS supports (aws eks describe-addon-versions --addon-name {addon})"]
+                [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: the add-on look-up "
+                 f"(eks:DescribeAddonVersions) finds no {addon} build for it ({error}); use a version EKS supports "
+                 f"(aws eks describe-addon-versions --addon-name {addon})"]
             ) from None
 
     return resolve_builds(wanted, pins, default_build)
@@ -148,7 +149,8 @@ def core_instance_types(types: list[str], group: str = "coreNodeGroup") -> None:
     missing = [(i, t) for i, t in enumerate(types) if t not in set(found.instance_types)]
     if missing:
         raise ConfigError(
-            [f"{key_name((group, 'instanceTypes', i))} = {t!r}: not an instance type this region offers"
+            [f"{key_name((group, 'instanceTypes', i))} = {t!r}: the offering look-up (ec2:DescribeInstanceTypeOfferings) "
+             "finds no such instance type in this region"
              for i, t in missing]
         )
 

@@ -87,6 +87,9 @@ class CloudMocks(pulumi.runtime.Mocks):
     ) -> None:
         self.region = region
         self.stack_references = dict(stack_references or {})
+        # (what was asked, which table of offline/fixtures.py had no answer): a refusal that
+        # mentions one says it came from that table, not from AWS (offline/runner.py).
+        self.misses: list[tuple[str, str]] = []
         # None: a first `pulumi up` into an empty account.
         self.existing_cluster = existing_cluster
 
@@ -99,14 +102,18 @@ class CloudMocks(pulumi.runtime.Mocks):
         token, a = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = fixtures.ZONES.get(self.region, [])
+            if not zones:
+                self.misses.append((self.region, "ZONES"))
             return {"id": self.region, "names": [n for n, _ in zones], "zoneIds": [i for _, i in zones],
                     "groupNames": [self.region] * len(zones), "state": "available"}
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             wanted = {v for f in a.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
             if a.get("locationType") == "region":
                 offered = sorted(wanted & (fixtures.GENERAL_PURPOSE_TYPES | set(fixtures.OFFERINGS.get(self.region, {}))))
+                self.misses += [(t, "GENERAL_PURPOSE_TYPES") for t in sorted(wanted - set(offered))]
                 return {"id": self.region, "instanceTypes": offered, "locations": [self.region] * len(offered),
                         "locationTypes": ["region"] * len(offered)}
+            self.misses += [(t, f"OFFERINGS[{self.region!r}]") for t in sorted(wanted - set(fixtures.OFFERINGS.get(self.region, {})))]
             pairs = [
                 (t, zone)
                 for t, zones in fixtures.OFFERINGS.get(self.region, {}).items()
@@ -128,6 +135,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:eks/getAddonVersion:getAddonVersion":
             build = fixtures.ADDON_DEFAULT_BUILDS.get(a["kubernetesVersion"], {}).get(a["addonName"])
             if build is None:
+                self.misses.append((a["kubernetesVersion"], "ADDON_DEFAULT_BUILDS"))
                 return {}, [("kubernetesVersion", f"no EKS add-on versions found for {a['addonName']} on {a['kubernetesVersion']}")]
             return {"id": a["addonName"], "addonName": a["addonName"], "kubernetesVersion": a["kubernetesVersion"],
                     "version": build, "mostRecent": bool(a.get("mostRecent"))}

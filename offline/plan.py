@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import yaml
 
 from infra.config.errors import ConfigError
-from offline import report
+from offline import render, report
 from offline.mocks import Registration
 from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
 from offline import policy_run as policy_pack
@@ -94,12 +94,6 @@ def summarize(r: Registration) -> str:
     return " ".join(parts)
 
 
-def render_table(rows: Iterable[tuple[str, str, str]]) -> str:
-    rows = list(rows)
-    widths = [max(len(row[i]) for row in rows) for i in range(2)]
-    return "\n".join(f"{t:<{widths[0]}}  {n:<{widths[1]}}  {s}".rstrip() for t, n, s in rows)
-
-
 def kubernetes_objects(result: PlanResult) -> list[dict[str, Any]]:
     return [
         r.inputs
@@ -130,22 +124,20 @@ def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
 
 
 def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
-               policy: policy_pack.PolicyReport | None = None) -> None:
-    rows = [("TYPE", "NAME", "SETTINGS")]
-    rows += [(r.type, r.name, summarize(r)) for r in result.registrations]
-    print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources\n")
-    print(render_table(rows))
-    print("\nOutputs:")
-    for key, value in result.as_json()["outputs"].items():
-        print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
+               policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> render.Planned:
+    print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n")
+    print("\n".join(render.resource_table(result, summarize, wide)))
+    print("\n" + "\n".join(render.outputs(result, wide)))
     if cost is not None:
         kind = "cluster" if result.project == "trainium-eks" else "workloads"
-        print("\n" + report.render_cost(cost, region, kind))
+        print("\n" + render.cost_section(cost, region, kind, wide))
     out = write_plan(result, out_root, cost, policy.as_json() if policy is not None else None)
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
     if policy is not None:
-        print(policy_pack.render_report(result.project, result.stack, policy) + "\n")
+        text = policy_pack.render_report(result.project, result.stack, policy)
+        print((text if wide else render.wrapped(text)) + "\n")
+    return render.planned(result, cost, policy, shown)
 
 
 def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
@@ -165,10 +157,15 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="dev")
-    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan")
+    parser.add_argument("--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project "
+                        "(default: dev)")
+    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT,
+                        help="the cluster project's directory, with workloads/ and bootstrap/ in it (default: this repository)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan",
+                        help="where resources.json and manifests/ go, per project and stack (default: build/plan)")
     parser.add_argument("--policy-config", type=Path, help="default: <project-dir>/policy/config.<stack>.json")
+    parser.add_argument("--wide", action="store_true",
+                        help="print the full table, one resource a line with its settings, and outputs whole")
     args = parser.parse_args(argv)
     project_dir = args.project_dir.resolve()
     workloads_dir = project_dir / WORKLOADS_DIR
@@ -193,25 +190,26 @@ def main(argv: list[str] | None = None) -> int:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
             planned.append((run_program(bootstrap_dir, args.stack), None, None))
         reports = [policy_report for _, _, policy_report in planned if policy_report is not None]
-        for result, cost, policy_report in planned:
-            print_plan(result, args.out, cost, region, policy_report)
+        shown = [print_plan(result, args.out, cost, region, policy_report, args.wide)
+                 for result, cost, policy_report in planned]
+        stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
+            workloads_dir / f"Pulumi.{args.stack}.yaml").exists() else []
     except ConfigError as exc:
         print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(
-        "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS"
-        "\nassigns at deploy time; zone ids, instance facts and EKS add-on default builds come from"
-        "\noffline/fixtures.py and infra/facts/catalog.py;"
-        f"\nsecret config the stack files hold only encrypted uses stand-ins: {', '.join(OFFLINE_SECRETS)}."
-    )
+    footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
+              "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
+              "offline/fixtures.py and infra/facts/catalog.py, not from AWS.")
+    print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
+    print(render.summary(shown, region, stand_ins))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
         print(
             f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
-            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (README, Guardrails).",
+            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md).",
             file=sys.stderr,
         )
         return policy_pack.MANDATORY_EXIT_CODE

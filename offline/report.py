@@ -59,7 +59,13 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
         else "idle = no job running; configured and full scale = every enabled workload running at once, each node "
         "group holding at most its maxSize nodes (workloads on one group queue for its nodes)"
     )
-    parts = [f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", table]
+    return "\n".join([f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", table,
+                      *cost_notes(estimate, region)])
+
+
+def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
+    """The lines under the cost table: where prices came from, each line's note, bounds, unknowns."""
+    parts = []
     if estimate.get("pricesCopiedFrom"):
         parts.append(f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
                      "(infra/facts/prices.py names each figure's page)")
@@ -75,4 +81,4 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
         parts.append(f"  all at once: {group} holds {nodes} node(s)")
     parts.append("Not estimated (priced by usage): " + "; ".join(estimate["notEstimated"]))
     parts.append(ROUNDING_NOTE)
-    return "\n".join(parts)
+    return parts

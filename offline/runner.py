@@ -7,6 +7,7 @@ Used by the offline plan (``offline/plan.py``) and by the tests, so both see exa
 from __future__ import annotations
 
 import json
+import re
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from infra import lookups
+from infra.config.errors import ConfigError
+from offline import stack_files
 from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +85,7 @@ def _stack_document(project_dir: Path, stack: str) -> dict[str, Any]:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.relative_to(REPO_ROOT)}")
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    return stack_files.load(path, REPO_ROOT)
 
 
 def _encrypted(value: Any) -> bool:
@@ -98,6 +101,21 @@ def stack_config(project_dir: Path, stack: str) -> dict[str, str]:
 def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
     """Keys the stack file holds encrypted: offline runs give them stand-ins."""
     return [key for key, value in _stack_document(project_dir, stack).items() if _encrypted(value)]
+
+
+def offline_answered(error: ConfigError, misses: list[tuple[str, str]]) -> ConfigError:
+    """``error`` with a note on each refusal that rests on a look-up the offline tables could not
+    answer: offline, "not offered" means "not in offline/fixtures.py", never an AWS fact."""
+    problems = []
+    for problem in error.problems:
+        tables = sorted({table for asked, table in misses if re.search(rf"\b{re.escape(asked)}\b", problem)})
+        for table in tables:
+            asked = ", ".join(sorted({a for a, t in misses if t == table and re.search(rf"\b{re.escape(a)}\b", problem)}))
+            problem += (f" [offline answer: {table} in offline/fixtures.py has no entry for {asked}; that table stands "
+                        f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
+                        "to plan this offline]")
+        problems.append(problem)
+    return error if problems == error.problems else ConfigError(problems)
 
 
 def run_program(
@@ -123,12 +141,15 @@ def run_program(
 
     settings.ROOT.set(None)
     runtime_config.set_all_config(values, sorted(secrets or {}))
-    monitor = RecordingMonitor(CloudMocks(region, stack_references, existing_cluster))
+    mocks = CloudMocks(region, stack_references, existing_cluster)
+    monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
+    except ConfigError as error:
+        raise offline_answered(error, mocks.misses) from None
     finally:
         lookups.DEPLOY_CONTEXT = lookups.PULUMI_CLI
 

@@ -28,7 +28,7 @@ def plans(dev, prod, workloads_dev, workloads_prod):
 
 def test_generated_files_are_fresh(plans):
     files = docs.generated(plans)
-    assert set(files) >= {"docs/architecture.md", "docs/configuration.md", "README.md",
+    assert set(files) >= {"docs/architecture.md", "docs/configuration.md", "docs/cost.md", "README.md",
                           "docs/schema/trainium-eks.schema.json", "docs/schema/trainium-workloads.schema.json"}
     assert docs.stale(files) == [], "generated documentation is stale: run `make docs`"
 
@@ -196,12 +196,25 @@ def test_schema_takes_what_pulumi_config_set_writes():
     validator.validate(document)
 
 
-def test_the_readme_versions_are_the_pins():
-    # One source: the README's version table is generated from infra/facts/versions.py and .pulumi-version.
+def test_the_documented_versions_are_the_pins():
+    # One source: the version table (docs/architecture.md) is generated from infra/facts/versions.py and
+    # .pulumi-version; so is the README's Pulumi CLI prerequisite.
     from infra.facts import versions
 
     table = docs.pinned_versions()
     assert all(f"| {pin.version} |" in table for pin in versions.CHARTS.values())
     assert f"`{versions.ETCD_IMAGE}`" in table and f"`{versions.MPI_OPERATOR_VERSION}`" in table
     assert f"| {(REPO_ROOT / '.pulumi-version').read_text().strip()} |" in table
-    assert docs.pinned_versions() in (REPO_ROOT / "README.md").read_text()
+    assert docs.pinned_versions() in (REPO_ROOT / "docs" / "architecture.md").read_text()
+    assert docs.tool_versions() in (REPO_ROOT / "README.md").read_text()
+    assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in docs.tool_versions()
+
+
+def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
+    box = docs.cost_box(plans)
+    assert box in (REPO_ROOT / "README.md").read_text()
+    from offline import report
+
+    idle = report.cluster_cost(dev)["hourly"]["idle"]
+    assert f"| dev cluster idle (nothing running; us-west-2) | {report.money(idle)} per hour" in box
+    assert "bertPretraining" in box and "full scale" in box

@@ -468,14 +468,15 @@ def test_a_version_without_addon_builds_is_refused_with_its_key():
     # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
         dev_with(kubernetesVersion="1.31")
-    assert "trainium-eks:kubernetesVersion = '1.31': EKS offers no" in str(err.value)
+    assert "trainium-eks:kubernetesVersion = '1.31': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(err.value)
 
 
 def test_core_instance_types_the_region_does_not_offer():
     # Refused before the control plane exists; the node group would fail only after it.
     with pytest.raises(ConfigError) as err:
         dev_with(coreNodeGroup={"instanceTypes": ["m6i.4xlargee"]})
-    assert "coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': not an instance type this region offers" in str(err.value)
+    assert ("coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': the offering look-up (ec2:DescribeInstanceTypeOfferings) "
+            "finds no such instance type in this region") in str(err.value)
 
 
 def test_dev_may_say_the_whole_internet_explicitly():

@@ -28,7 +28,7 @@ from workloads.torchx_trn1 import trn1_dist_ddp
 RDZV_ID = re.compile(r"--rdzv_id \S+")
 TORCHX = Path(sys.executable).parent / "torchx"
 COMPONENT = "workloads/torchx_trn1.py:trn1_dist_ddp"
-# What the README tells users to run, minus the component's own arguments.
+# What docs/workloads.md tells users to run, minus the component's own arguments.
 RUN = ["run", "-s", "kubernetes", "--dryrun", "--workspace", "", "-cfg", "queue=test,namespace=default,service_account=training"]
 
 

@@ -286,20 +286,20 @@ def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(
     assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (180, ["llama2-compile"])
 
 
-def test_the_readme_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
-    # README section 3 states the job's budget and that both shipped stacks exceed it on their
-    # first up; both figures come from deploy.yml and the preflight's own chain computation.
+def test_the_pipeline_page_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
+    # docs/pipeline.md section 3 states the job's budget and that both shipped stacks exceed it on
+    # their first up; both figures come from deploy.yml and the preflight's own chain computation.
     from tools.workloads_preflight import awaited_steps, longest_wait
 
     jobs = load("deploy.yml")["jobs"]
-    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    page = " ".join((REPO_ROOT / "docs" / "pipeline.md").read_text().split())
     for stack, planned in (("dev", workloads_dev), ("prod", workloads_prod)):
         job = jobs[f"workloads-{stack}"]
         (run,) = [s["run"] for s in job["steps"] if "tools.workloads_preflight" in s.get("run", "")]
         budget = int(run.split("--budget-minutes")[1].split()[0])
-        assert f"({budget} of the job's {job['timeout-minutes']} minutes)" in readme
+        assert f"({budget} of the job's {job['timeout-minutes']} minutes)" in page
         assert longest_wait(planned.registrations, awaited_steps(planned))[0] > budget, stack
-    assert "With the shipped defaults both dev and prod exceed the budget on their first up" in readme
+    assert "With the shipped defaults both dev and prod exceed the budget on their first up" in page
 
 
 class _Cli:
@@ -397,7 +397,7 @@ def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None
 
 
 def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monkeypatch, tmp_path) -> None:
-    # README section 2 has the pipeline's stack files hold `hfToken` encrypted (`secure: v1:...`,
+    # docs/pipeline.md section 2 has the pipeline's stack files hold `hfToken` encrypted (`secure: v1:...`,
     # Pulumi's stack file format), which only the secrets provider opens: the preflight plans
     # with a stand-in (offline/plan.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight

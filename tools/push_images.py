@@ -4,8 +4,9 @@
 
 Repository URLs come from the cluster stack's `ecrRepositories` output (`pulumi stack
 output`), versions from infra/facts/versions.py (passed as build args), the tag is
-TRAINING_IMAGE_TAG. Needs the Pulumi CLI, Docker and AWS credentials; --dry-run prints the
-commands instead.
+TRAINING_IMAGE_TAG. Needs the Pulumi CLI, Docker and the AWS CLI with credentials (exit 4, naming
+what is missing and where to get it, when one is not installed); --dry-run prints the commands
+instead and needs only the Pulumi CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from infra.facts import versions
+from tools import requires
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 BUILD_ARGS = {
@@ -52,10 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default=versions.TRAINING_IMAGE_TAG)
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
+    # --dry-run only reads the stack's outputs; a real run logs in to ECR, builds and pushes.
+    code = requires.report("make images" + (" --dry-run" if args.dry_run else ""),
+                           ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"])
+    if code:
+        return code
     output = subprocess.run(
         ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
-        check=True, capture_output=True, text=True, cwd=DOCKER_DIR.parent,
+        capture_output=True, text=True, cwd=DOCKER_DIR.parent,
     )  # fmt: skip
+    if output.returncode != 0:
+        print(f"`pulumi stack output ecrRepositories --stack {args.stack}` failed (is the cluster stack deployed, and "
+              f"are you logged in to its backend?):\n{output.stderr.strip()}", file=sys.stderr)
+        return 1
     for command in commands(json.loads(output.stdout), args.tag):
         print("+", " ".join(command), flush=True)
         if not args.dry_run:

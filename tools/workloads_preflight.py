@@ -44,7 +44,7 @@ TIMEOUT = "pulumi.com/timeoutSeconds"
 SKIP = "pulumi.com/skipAwait"
 LAPTOP = (
     "Bring this stack up from a laptop or a runner with a longer session (`cd workloads && pulumi up "
-    "--stack {stack}`, README 'Running it from a pipeline'), or switch its workloads on one pull request "
+    "--stack {stack}`, docs/pipeline.md), or switch its workloads on one pull request "
     "at a time; later runs of this job wait only for the steps they create."
 )
 

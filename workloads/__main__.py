@@ -2,7 +2,7 @@
 
 Reads the cluster stack through a StackReference, checks every workload setting against
 what that cluster offers, and only then declares the Kubernetes objects. Which workloads
-run, and how big, is the stack file's business (see README, "Workload stacks").
+run, and how big, is the stack file's business (see docs/workloads.md).
 """
 
 # Config helpers, instance facts and version pins come from the repository's package

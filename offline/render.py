@@ -1,0 +1,231 @@
+"""How `make plan` prints a plan: like `pulumi preview`, in 120 columns.
+
+Only the terminal text lives here; what `make plan` writes under build/plan is offline/plan.py's
+and does not depend on it.
+
+- Types print as Pulumi's display names: ``aws:ec2/vpc:Vpc`` is ``aws:ec2:Vpc`` (pulumi/pulumi
+  sdk/go/common/tokens/tokens.go ``Type.DisplayName``, which pkg/backend/display/rows.go uses
+  for the TYPE column; read at pulumi/pulumi commit 1b59498, the newest stored snapshot, since
+  the v3.272.0 tag of .pulumi-version was not available to read).
+- Resources nest under their parent component with Pulumi's tree marks (``├─``, ``└─``, ``│``:
+  pkg/backend/display/progress.go ``addIndentations``), each with ``+`` for create.
+- The settings worth a glance go on an indented line under their resource, wrapped; outputs print
+  as ``key: value``, cut at the width (resources.json holds them whole).
+- A closing summary, as `pulumi preview` ends with "Resources:": what each project would create,
+  the cost at idle and at full scale, the policy findings, and where the files went.
+
+``wide=True`` (``make plan WIDE=1``) prints the table one resource a line, settings included,
+and outputs whole, however wide that makes it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from offline import cost, report
+from offline.mocks import Registration
+from offline.runner import PlanResult
+
+WIDTH = 120
+CREATE = "+"
+
+
+def display_type(token: str) -> str:
+    """Pulumi's display name of a type token (tokens.go ``Type.DisplayName``): the module path is
+    cut at its last slash when what follows it is the type name in camel case; otherwise the
+    token is returned as it is."""
+    parts = token.split(":")
+    if len(parts) != 3:
+        return token
+    package, module, name = parts
+    if not name or "/" not in module:
+        return token
+    head, _, file = module.rpartition("/")
+    if file != name[:1].lower() + name[1:]:
+        return token
+    return f"{package}:{head}:{name}"
+
+
+def wrap(text: str, indent: str = "", width: int = WIDTH, first: Optional[str] = None) -> list[str]:
+    """``text`` wrapped to ``width``; words longer than a line are broken, never overflow."""
+    return textwrap.wrap(text, width=width, initial_indent=indent if first is None else first,
+                         subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def _tree(registrations: Sequence[Registration]) -> list[tuple[str, Registration]]:
+    """Each resource with its tree prefix, parents before their children (URN order within)."""
+    urns = {r.urn for r in registrations}
+    children: dict[str, list[Registration]] = {}
+    roots = []
+    for r in registrations:
+        if r.parent in urns:
+            children.setdefault(r.parent, []).append(r)
+        else:
+            roots.append(r)
+    rows: list[tuple[str, Registration]] = []
+
+    def walk(nodes: list[Registration], indentation: str, root: bool) -> None:
+        for i, node in enumerate(nodes):
+            last = i == len(nodes) - 1
+            prefix = indentation if root else indentation + ("└─ " if last else "├─ ")
+            rows.append((prefix, node))
+            walk(children.get(node.urn, []), indentation if root else indentation + ("   " if last else "│  "), False)
+
+    walk(roots, "", True)
+    return rows
+
+
+def resource_table(result: PlanResult, summarize: Callable[[Registration], str], wide: bool = False,
+                   width: int = WIDTH) -> list[str]:
+    rows = [(prefix + display_type(r.type), r.name, summarize(r)) for prefix, r in _tree(result.registrations)]
+    type_width = max(len("Type"), *(len(t) for t, _, _ in rows))
+    lines = [f"     {'Type':<{type_width}}  Name" + ("  Settings" if wide else "")]
+    if wide:
+        name_width = max(len("Name"), *(len(n) for _, n, _ in rows))
+        lines[0] = f"     {'Type':<{type_width}}  {'Name':<{name_width}}  Settings"
+        lines += [f" {CREATE}   {t:<{type_width}}  {n:<{name_width}}  {s}".rstrip() for t, n, s in rows]
+        return lines
+    for type_text, name, settings in rows:
+        row = f" {CREATE}   {type_text:<{type_width}}  {name}"
+        if len(row) > width:  # a long name goes under its type
+            lines.append(f" {CREATE}   {type_text}")
+            lines += wrap(name, " " * (5 + len(type_text) - len(type_text.lstrip("│├└─ ")) + 3), width)
+        else:
+            lines.append(row)
+        if settings:
+            depth = len(type_text) - len(type_text.lstrip("│├└─ "))
+            lines += wrap(settings, " " * (5 + depth + 6), width)
+    return lines
+
+
+def outputs(result: PlanResult, wide: bool = False, width: int = WIDTH) -> list[str]:
+    lines = ["Outputs:"]
+    for key, value in result.as_json()["outputs"].items():
+        text = f"    {key}: {json.dumps(value) if not isinstance(value, str) else value}"
+        if not wide and len(text) > width:
+            text = text[: width - 1] + "…"
+        lines.append(text)
+    return lines
+
+
+def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = False, width: int = WIDTH) -> str:
+    """The cost estimate: as offline/report.py renders it with ``wide``; otherwise each line's
+    detail on an indented line under its amounts, and the notes wrapped."""
+    if wide:
+        return report.render_cost(estimate, region, what)
+    heads = ("Item", "Idle/h", "Configured/h", "Full scale/h")
+    rows: list[tuple[str, ...]] = [heads]
+    details: list[str] = [""]
+    for line in estimate["lines"]:
+        rows.append((line["item"], *(report.money(line["hourly"][s]) for s in cost.SCENARIOS)))
+        details.append(line["detail"])
+    total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
+    rows.append((f"{total} per hour", *(report.money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
+    rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)",
+                 *(report.money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
+    details += ["", ""]
+    if any(estimate["hourly"][s] is None for s in cost.SCENARIOS):
+        rows.append(("Priced lines only, per hour", *(report.money(estimate["knownHourly"][s]) for s in cost.SCENARIOS)))
+        details.append("")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
+    widths[0] = min(widths[0], width - 6 - sum(widths[1:]) - 6)
+    lines = []
+    for row, detail in zip(rows, details):
+        item = row[0] if len(row[0]) <= widths[0] else row[0][: widths[0] - 1] + "…"
+        lines.append(("    " + "  ".join([item.ljust(widths[0])] + [c.rjust(widths[i + 1]) for i, c in enumerate(row[1:])])).rstrip())
+        if detail:
+            lines += wrap(detail, "        ", width)
+    scenarios = ("idle = every node group at minSize, configured = desiredSize, full scale = maxSize" if what == "cluster"
+                 else "idle = no job running; configured and full scale = every enabled workload running at once, each "
+                 "node group holding at most its maxSize nodes (workloads on one group queue for its nodes)")
+    out = wrap(f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", "  ", width, first="")
+    out += lines
+    for note in report.cost_notes(estimate, region):
+        indent = "    " if note.startswith("  ") else "  "
+        out += wrap(note.strip(), indent + "  ", width, first=indent)
+    return "\n".join(out)
+
+
+def wrapped(text: str, width: int = WIDTH) -> str:
+    """Each line of ``text`` wrapped to ``width``, continuation lines indented under it."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out += wrap(line.strip(), indent + "    ", width, first=indent)
+    return "\n".join(out)
+
+
+@dataclass
+class Planned:
+    result: PlanResult
+    cost: Optional[dict[str, Any]]
+    mandatory: int
+    advisory: int
+    findings: list[str]
+    written: Path
+
+
+def planned(result: PlanResult, estimate: Optional[dict[str, Any]], policy: Any, written: Path) -> Planned:
+    """What the summary needs of one stack; ``policy`` is a policy_run.PolicyReport or None."""
+    if policy is None:
+        return Planned(result, estimate, 0, 0, [], written)
+    findings = [f"[{v.enforcement_level}] {v.policy}: {result.project}/{result.stack} {v.name or '(stack)'}"
+                for v in sorted(policy.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name))]
+    return Planned(result, estimate, len(policy.mandatory), len(policy.violations) - len(policy.mandatory), findings,
+                   written)
+
+
+def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], width: int = WIDTH) -> str:
+    """The closing summary: resources per project, cost, policy findings, where the files went."""
+    lines = ["Resources:"]
+    for p in planned:
+        lines.append(f"    {CREATE} {len(p.result.registrations):>4} to create   {p.result.project}/{p.result.stack}")
+    lines.append(f"    {sum(len(p.result.registrations) for p in planned)} to create in all")
+    lines.append("")
+    lines.append(f"Cost ({region}, on-demand list prices; details above):")
+    for p in planned:
+        if p.cost is None:
+            continue
+        hourly = p.cost["hourly"]
+        if p.result.project == "trainium-eks":
+            idle, full = hourly["idle"], hourly["fullScale"]
+            monthly = p.cost["monthly"]["idle"]
+            lines += wrap(f"cluster idle {_money_or_known(idle, p.cost, 'idle')}/h"
+                          + (f" ({report.money(monthly)}/month)" if monthly is not None else "")
+                          + f", full scale {_money_or_known(full, p.cost, 'fullScale')}/h", "      ", width, first="    ")
+        else:
+            together = hourly["configured"]
+            lines += wrap(f"workloads while they run, all at once {_money_or_known(together, p.cost, 'configured')}/h"
+                          + "".join(f"; {name} about {report.money(bound)} a run" for name, bound in
+                                    (p.cost.get("boundUsd") or {}).items() if bound is not None),
+                          "      ", width, first="    ")
+    lines.append("")
+    mandatory = sum(p.mandatory for p in planned)
+    advisory = sum(p.advisory for p in planned)
+    lines.append(f"Policy: {mandatory} mandatory, {advisory} advisory violation(s)")
+    for p in planned:
+        for finding in p.findings:
+            lines += wrap(finding, "      ", width, first="    ")
+    lines.append("")
+    lines.append("Files:")
+    for p in planned:
+        lines += wrap(f"{p.written}/resources.json, manifests/", "      ", width, first="    ")
+    if stand_ins:
+        lines += wrap("Secret config held encrypted in the stack files, or not set there, was planned with stand-ins: "
+                      + ", ".join(stand_ins) + ".", "  ", width, first="")
+    return "\n".join(lines)
+
+
+def _money_or_known(value: Optional[float], estimate: dict[str, Any], scenario: str) -> str:
+    if value is not None:
+        return report.money(value)
+    return f"unknown (priced lines: {report.money(estimate['knownHourly'][scenario])})"
+
+

@@ -1,0 +1,87 @@
+"""The Makefile as a newcomer meets it (issue 19, point 5): `make help` from the Makefile's own
+`##` comments, exit codes that survive GNU make, and a missing tool named instead of a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from offline.runner import REPO_ROOT
+from tools import requires
+
+MAKEFILE = (REPO_ROOT / "Makefile").read_text()
+
+
+def make(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_make_help_lists_every_target_from_its_comments():
+    run = make("help")
+    assert run.returncode == 0
+    phony = set(re.search(r"^\.PHONY: (.+)$", MAKEFILE, re.M).group(1).split())
+    documented = re.findall(r"^## ([a-z]+): (.+)$", MAKEFILE, re.M)
+    assert {name for name, _ in documented} == phony  # every target has its comment
+    for name, text in documented:
+        assert f"{name}: {text}" in run.stdout.splitlines()
+    # Plain `make` is `make help`, not a line about .venv being up to date.
+    assert make().stdout == run.stdout
+
+
+def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
+    # GNU make's exit status is 0, 1 (-q only) or 2 whatever a recipe returns (GNU make manual,
+    # "How to Run make": "The exit status of make is always one of three values"), so a mandatory
+    # policy violation (offline.plan's 3) reaches the shell as 2: the recipe prints the plan's own
+    # code, make's own "Error 3" line carries it, and bin/plan (which the recipe runs) exits with it.
+    policy = tmp_path / "all-mandatory.json"
+    policy.write_text(json.dumps({"all": "mandatory"}))
+    run = make("plan", f"ARGS=--out {tmp_path / 'out'} --policy-config {policy}")
+    assert run.returncode == 2
+    assert ("make plan: the plan exited with code 3 (2 bad configuration, 3 mandatory policy violation); "
+            "GNU make reports any failure as 2: run bin/plan for the code itself") in run.stderr
+    assert re.search(r"make(\[\d+\])?: \*\*\* \[Makefile:\d+: plan\] Error 3", run.stderr)  # [1] under make test
+    assert (tmp_path / "out" / "trainium-eks" / "dev" / "resources.json").exists()  # written before exit 3
+    # bin/plan is the same command without make in between: bad configuration is its 2.
+    bad = subprocess.run([str(REPO_ROOT / "bin" / "plan"), "--stack", "nosuch"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in bad.stderr
+
+
+def test_make_images_names_the_missing_tools(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path)}  # nothing on PATH
+    run = subprocess.run([sys.executable, "-m", "tools.push_images", "--stack", "dev"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == requires.MISSING_TOOL_EXIT == 4
+    assert "Traceback" not in run.stderr
+    version = (REPO_ROOT / ".pulumi-version").read_text().strip()
+    assert "make images needs pulumi, docker, aws; missing:" in run.stderr
+    assert (f"  - pulumi: not found on PATH; install the Pulumi CLI {version} (.pulumi-version): "
+            f"curl -fsSL https://get.pulumi.com | sh -s -- --version {version}") in run.stderr
+    assert "  - docker: not found on PATH; install Docker Engine or Docker Desktop:" in run.stderr
+    assert "  - aws: not found on PATH; install the AWS CLI v2:" in run.stderr
+    dry = subprocess.run([sys.executable, "-m", "tools.push_images", "--dry-run"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 4 and "make images --dry-run needs pulumi; missing:" in dry.stderr
+
+
+def test_every_tool_a_target_checks_says_where_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    lines = requires.missing(["pulumi", "docker", "aws", "kubectl"])
+    assert [line.split(":")[0] for line in lines] == ["pulumi", "docker", "aws", "kubectl"]
+    assert all("https://" in line for line in lines)
+    tool = tmp_path / "kubectl"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert requires.missing(["kubectl"]) == []
+
+
+def test_the_license_is_apache_2():
+    text = (REPO_ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 170  # the full text
+    assert Path(REPO_ROOT / "README.md").read_text().count("[LICENSE](LICENSE)") == 1

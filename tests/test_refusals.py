@@ -1,0 +1,162 @@
+"""Refusals a newcomer can act on (issue 19, point 4): each names the file, line and key, or the
+offline table a look-up came from, and says what to do. Every message text is asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.config.errors import ConfigError
+from offline import plan, stack_files
+from offline.runner import REPO_ROOT, run_program, stack_config
+
+
+def _stack_file(tmp_path: Path, text: str, directory: str = "") -> Path:
+    folder = tmp_path / directory if directory else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "Pulumi.dev.yaml"
+    path.write_text(text)
+    return path
+
+
+def _refusal(path: Path, root: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        stack_files.load(path, root)
+    return str(caught.value)
+
+
+# --- YAML syntax errors and duplicate keys -----------------------------------------------------
+# PyYAML 6.0.3 reads a string here, so its own marks name "<unicode string>" (yaml/error.py
+# Mark.__str__ prints self.name) and count lines and columns from 0 (Mark.line/column, printed +1);
+# the messages below are its `problem` text (yaml/parser.py, yaml/scanner.py).
+
+def test_a_yaml_syntax_error_names_the_file_line_and_key(tmp_path):
+    good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
+    # A list item indented one space too few under acceleratorNodeGroups, the usual hand-edit slip.
+    bad = good.replace("      instanceType: trn1n.32xlarge", "     instanceType: trn1n.32xlarge")
+    path = _stack_file(tmp_path, bad)
+    line = bad.splitlines().index("     instanceType: trn1n.32xlarge") + 1
+    text = _refusal(path, tmp_path)
+    assert text.startswith("Invalid stack file Pulumi.dev.yaml:")
+    assert f"Pulumi.dev.yaml:{line}:6: YAML syntax error near key 'instanceType': " in text
+    assert "<unicode string>" not in text and "Traceback" not in text
+    assert "spaces only, never tabs" in text
+
+
+def test_an_unclosed_bracket_and_a_tab_are_refused_with_their_line(tmp_path):
+    text = _refusal(_stack_file(tmp_path, "config:\n  aws:region: us-west-2\n  trainium-eks:clusterAdmins: [a, b\n"), tmp_path)
+    assert "Pulumi.dev.yaml:4:1: YAML syntax error near key 'trainium-eks:clusterAdmins': " in text
+    assert "expected ',' or ']'" in text and "(started on line 3)" in text
+    text = _refusal(_stack_file(tmp_path, "config:\n\taws:region: us-west-2\n"), tmp_path)
+    assert "Pulumi.dev.yaml:2:1: YAML syntax error near key 'aws:region': found character '\\t' that cannot start any token" in text
+
+
+def test_a_duplicate_key_is_refused_not_silently_overwritten(tmp_path):
+    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:clusterName: a\n  aws:region: us-west-2\n"
+                                          "  trainium-eks:clusterName: b\n"), tmp_path)
+    assert ("Pulumi.dev.yaml:4: key 'trainium-eks:clusterName' is given twice in one mapping (first on line 2); "
+            "YAML would silently keep the last one: delete the line you do not mean") in text
+    # Nested too: two maxSize in one node group.
+    nested = "config:\n  trainium-eks:acceleratorNodeGroups:\n    - name: g\n      maxSize: 2\n      maxSize: 4\n"
+    assert "Pulumi.dev.yaml:5: key 'maxSize' is given twice in one mapping (first on line 4)" in _refusal(
+        _stack_file(tmp_path, nested), tmp_path)
+
+
+def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
+    # Through the command: exit 2, the file named, nothing written, before any program runs.
+    project = tmp_path / "p"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / name).write_text((REPO_ROOT / name).read_text())
+    good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
+    out = tmp_path / "out"
+    assert plan.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice" in err
+    assert not out.exists()
+
+
+def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
+    # The workload and bootstrap stack files are read by offline/runner.py stack_config too.
+    for project in ("workloads", "bootstrap"):
+        folder = tmp_path / project
+        folder.mkdir()
+        good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+        (folder / "Pulumi.dev.yaml").write_text(good + "  bad: [\n")
+        with pytest.raises(ConfigError) as caught:
+            stack_config(folder, "dev")
+        assert f"{folder / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 2}:1: YAML syntax error near key 'bad'" in str(caught.value)
+
+
+# --- secrets in plain text ---------------------------------------------------------------------
+
+def test_a_plain_text_token_is_refused_with_the_command_that_encrypts_it(tmp_path):
+    path = _stack_file(tmp_path, "config:\n  trainium-workloads:hfToken: hf_AbCdEf\n", "workloads")
+    text = _refusal(path, tmp_path)
+    assert ("workloads/Pulumi.dev.yaml: trainium-workloads:hfToken holds a secret in plain text, which would be "
+            "committed with the file; delete it there and store it encrypted: cd workloads && pulumi config set "
+            "--secret --stack dev 'trainium-workloads:hfToken' '<value>'") in text
+    assert "hf_AbCdEf" not in text  # the refusal never repeats the secret
+
+
+def test_any_token_or_password_key_must_be_encrypted_at_any_depth(tmp_path):
+    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:tags:\n    githubToken: ghp_x\n"
+                                          "  trainium-workloads:tensorboard:\n    loadBalancer:\n      password: pw\n"), tmp_path)
+    assert "trainium-eks:tags.githubToken holds a secret in plain text" in text
+    assert "pulumi config set --secret --path --stack dev 'trainium-eks:tags.githubToken' '<value>'" in text
+    assert "trainium-workloads:tensorboard.loadBalancer.password holds a secret in plain text" in text
+    # What `pulumi config set --secret` writes is accepted; so are keys that only look alike.
+    ok = _stack_file(tmp_path, "config:\n  trainium-workloads:hfToken:\n    secure: v1:abc\n"
+                               "  trainium-workloads:tensorboard:\n    loadBalancer:\n      username: admin\n"
+                               "  trainium-bootstrap:secretsKeyAlias: alias/x\n")
+    assert set(stack_files.load(ok, tmp_path)) == {"trainium-workloads:hfToken", "trainium-workloads:tensorboard",
+                                                   "trainium-bootstrap:secretsKeyAlias"}
+
+
+# --- offline look-up misses: the offline table, never an AWS fact -----------------------------
+
+def _refused(**overrides) -> str:
+    config = stack_config(REPO_ROOT, "dev")
+    config.update({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in overrides.items()})
+    with pytest.raises(ConfigError) as caught:
+        run_program(REPO_ROOT, "dev", config)
+    return str(caught.value)
+
+
+def test_a_core_type_missing_from_the_offline_table_says_so():
+    text = _refused(**{"trainium-eks:coreNodeGroup": {"instanceTypes": ["m6a.large"]}})
+    assert ("trainium-eks:coreNodeGroup.instanceTypes[0] = 'm6a.large': the offering look-up "
+            "(ec2:DescribeInstanceTypeOfferings) finds no such instance type in this region [offline answer: "
+            "GENERAL_PURPOSE_TYPES in offline/fixtures.py has no entry for m6a.large; that table stands in for AWS "
+            "here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to GENERAL_PURPOSE_TYPES to plan "
+            "this offline]") in text
+    assert "this region offers" not in text
+
+
+def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
+    text = _refused(**{"trainium-eks:kubernetesVersion": "1.32"})
+    assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni" in text
+    assert "[offline answer: ADDON_DEFAULT_BUILDS in offline/fixtures.py has no entry for 1.32;" in text
+    assert "EKS offers no" not in text
+
+
+def test_a_region_or_zone_offering_missing_offline_names_the_table():
+    text = _refused(**{"aws:region": "eu-west-1"})
+    assert "[offline answer: ZONES in offline/fixtures.py has no entry for eu-west-1;" in text
+    assert ("[offline answer: OFFERINGS['eu-west-1'] in offline/fixtures.py has no entry for trn1.32xlarge, "
+            "trn1n.32xlarge;") in text
+    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups + [
+        {"name": "trn2", "instanceType": "trn2.48xlarge", "maxSize": 2}]})
+    assert "[offline answer: OFFERINGS['us-west-2'] in offline/fixtures.py has no entry for trn2.48xlarge;" in text
+
+
+def test_a_refusal_from_the_offline_tables_own_entries_gets_no_note():
+    # usw2-az1 is in the table and does not offer trn1.32xlarge there: no miss, no note.
+    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups[0]["azId"] = "usw2-az1"
+    text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
+    assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in text and "offline answer" not in text

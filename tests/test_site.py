@@ -1,0 +1,101 @@
+"""The README is a guide, the reference a strict MkDocs site, and the two never say a thing twice
+(issue 19, points 1 and 2). `make test` builds the site itself; these tests keep the build strict."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from offline import docs
+from offline.runner import REPO_ROOT
+
+README = (REPO_ROOT / "README.md").read_text()
+MKDOCS = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
+PAGES = ("architecture", "configuration", "workloads", "pipeline", "guardrails", "security", "cost", "operations",
+         "design")
+
+
+def _site_copy(tmp_path: Path) -> Path:
+    shutil.copytree(REPO_ROOT / "docs", tmp_path / "docs")
+    shutil.copy(REPO_ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    return tmp_path
+
+
+def _build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*MKDOCS, *extra, "--site-dir", str(site / "out")], cwd=site, capture_output=True, text=True,
+                          timeout=120, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+
+
+def test_the_site_has_every_page_in_its_navigation():
+    config = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(), Loader=yaml.Loader)  # !!python/name tags
+    assert config["theme"]["name"] == "material" and config["strict"] is True
+    nav = {Path(next(iter(entry.values()))).stem for entry in config["nav"]}
+    assert set(PAGES) <= nav
+    assert nav == {p.stem for p in (REPO_ROOT / "docs").glob("*.md")}
+
+
+def test_the_strict_build_fails_on_a_broken_link_and_a_page_left_out(tmp_path):
+    # mkdocs 1.6.1: strict mode aborts when its CountHandler saw a warning (commands/build.py);
+    # a link to a missing page and a page outside `nav` are warnings (mkdocs.yml `validation`).
+    site = _site_copy(tmp_path)
+    assert _build(site).returncode == 0
+    with (site / "docs" / "design.md").open("a") as page:
+        page.write("\nSee [the old page](gone.md).\n")
+    (site / "docs" / "stray.md").write_text("# Stray\n")
+    run = _build(site)
+    assert run.returncode == 1 and "Aborted with 2 warnings in strict mode!" in run.stdout
+    assert "contains a link 'gone.md', but the target is not found" in run.stderr and "stray.md" in run.stderr
+    # --quiet sets the log level to ERROR (mkdocs/__main__.py quiet_option), so no warning reaches
+    # the counter and the same broken site "builds": the Makefile must never pass it.
+    assert _build(site, "--quiet").returncode == 0
+    recipe = re.search(r"^MKDOCS := (.+)$", (REPO_ROOT / "Makefile").read_text(), re.M).group(1)
+    assert "--strict" in recipe and "--quiet" not in recipe
+    assert re.search(r"^test: .*\n(\t.*\n)*\t\$\(MKDOCS\)$", (REPO_ROOT / "Makefile").read_text(), re.M)
+
+
+def test_the_readme_is_a_guide_of_at_most_250_lines():
+    lines = README.splitlines()
+    assert len(lines) <= 250
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings == ["## What it costs", "## The two commands", "## Deploy dev for real", "## Documentation",
+                        "## License"]
+    assert README.index("```mermaid") < README.index("## What it costs")  # the picture first
+    commands = README.split("## The two commands", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert [line.split()[:2] for line in commands.splitlines()] == [["make", "plan"], ["make", "test"]]
+    steps = re.findall(r"^\*\*(\d+)\. ([^*]+)\*\*", README, re.M)
+    assert [int(n) for n, _ in steps] == list(range(1, len(steps) + 1))
+    titles = " / ".join(title for _, title in steps)
+    for step in ("Prerequisites", "Edit", "Preview", "Deploy", "Verify", "cluster check", "First training job",
+                 "Tear down"):
+        assert step in titles, step
+    walkthrough = README.split("## Deploy dev for real", 1)[1].split("## Documentation", 1)[0]
+    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", docs.tool_versions().strip(),
+                   "kubectl get nodes", "job/cluster-check-verdict", "RESULT PASS", "pulumi destroy", "minutes"):
+        assert needed in walkthrough, needed
+
+
+def test_the_readmes_figures_are_generated_not_typed():
+    # Every dollar amount and resource count comes from a generated block (make docs), never typed.
+    typed = re.sub(r"<!-- BEGIN generated: (.+?) \(make docs; do not edit\) -->.*?<!-- END generated: \1 -->", "",
+                   README, flags=re.S)
+    assert re.findall(r"\$\d", typed) == []
+    assert "cost box" in README and "plan summary" in README and typed.count("<!-- BEGIN generated") == 0
+
+
+def _sentences(text: str) -> set[str]:
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"<!-- BEGIN generated.*?END generated[^>]*-->", " ", text, flags=re.S)
+    words = " ".join(text.split())
+    return {s.strip() for s in re.split(r"(?<=[.;:])\s+", words) if len(s.split()) >= 10}
+
+
+def test_nothing_is_said_twice_between_the_readme_and_the_site():
+    site = " ".join(" ".join((REPO_ROOT / "docs" / f"{page}.md").read_text().split()) for page in
+                    (*PAGES, "index", "offline-plan"))
+    repeated = [s for s in _sentences(README) if s in site]
+    assert repeated == []
