@@ -96,12 +96,14 @@ def run_program(
     stack_references: Optional[dict[str, StackOutputs]] = None,
     secrets: Optional[dict[str, str]] = None,
     existing_cluster: Optional[ExistingCluster] = None,
+    preview: bool = False,
 ) -> PlanResult:
     """Run ``project_dir/__main__.py`` for ``stack``.
 
     ``config`` replaces the stack file's config; ``secrets`` adds secret config values (which
     a stack file can only hold encrypted); ``stack_references`` answers StackReferences;
-    ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists.
+    ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists;
+    ``preview`` runs it as `pulumi preview` does (``pulumi.runtime.is_dry_run()`` is true).
     """
     project = project_name(project_dir)
     values = dict(stack_config(project_dir, stack) if config is None else config)
@@ -111,7 +113,7 @@ def run_program(
     settings.ROOT.set(None)
     runtime_config.set_all_config(values, sorted(secrets or {}))
     monitor = RecordingMonitor(CloudMocks(region, stack_references, existing_cluster))
-    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
     _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
 
