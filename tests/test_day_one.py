@@ -353,7 +353,7 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
         assert results["preview-prod"].status == "skipped"
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=sim.StepFailed, reason=(
     "review 2026-11-24 workloads A1, fixed by the workloads issue (21): the shipped dev workload stack "
     "cannot finish. When this passes, the shipped stack deploys: remove this mark."))
 def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
