@@ -1,17 +1,25 @@
 """What the pipeline's roles may do (pure): IAM policy documents for preview and deploy.
 
-Preview (pull requests, drift): AWS's managed ReadOnlyAccess — `pulumi preview --refresh`
-reads every resource the stacks own through its Describe/Get/List calls (iam:GetRolePolicy,
+Every role belongs to one environment (stack name) and reaches only that environment's state
+objects and secrets key; where environments share an account, explicit denials keep it off the
+others' state, secrets and (deploy) tagged resources, which its broad grants would otherwise
+reach.
+
+Preview (drift, the prod preview before approval, and pull requests where the environment
+allows them): AWS's managed ReadOnlyAccess — `pulumi preview --refresh` reads every resource the
+stacks own through its Describe/Get/List calls (iam:GetRolePolicy,
 ec2:DescribeLaunchTemplateVersions, fsx:DescribeDataRepositoryAssociations...), which the
-narrower ViewOnlyAccess lacks — plus reading the state bucket and decrypting with the state
-key. It writes nothing: pulumi/pulumi pkg/backend/diy/backend.go (v3.x, ``Preview``) runs a
-dry run without taking the stack lock, saving a checkpoint or writing history.
+narrower ViewOnlyAccess lacks — plus reading its environment's state objects and decrypting
+with the state key and its environment's secrets key. It writes nothing: pulumi/pulumi
+pkg/backend/diy/backend.go (v3.x, ``Preview``) runs a dry run without taking the stack lock,
+saving a checkpoint or writing history.
 
 Deploy (`pulumi up` of the cluster and workload stacks): the AWS services behind every
 resource type those programs declare (``services_for_types``; a test keeps the map complete
 against the offline plans), IAM limited to roles, policies, instance profiles and OIDC
-providers, read/write on the state bucket and key, and explicit denials that keep a deploy
-from widening its own trust or removing the state backend.
+providers, read/write on its environment's state objects and keys, and explicit denials that
+keep a deploy from widening its own trust, removing the state backend or rewriting the
+bootstrap's state.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ command), never restated here, and every step does what its upstream does, as fa
 project relies on it. Each behaviour names its source:
 
 - GitHub Actions: a job runs when every job it `needs` succeeded and its `if:` holds, else it
-  is skipped (docs.github.com, "Using jobs in a workflow", jobs.<job_id>.needs); a job naming an
-  environment waits for that environment's required reviewers ("Managing environments for
-  deployment"); the OIDC token's `sub` is `repo:O/R:pull_request` for a pull_request run,
+  is skipped (docs.github.com, "Using jobs in a workflow", jobs.<job_id>.needs); a job
+  referencing an environment proceeds only when its protection rules pass: required reviewers,
+  deployment branches (docs.github.com/actions/reference/deployments-and-environments); the
+  OIDC token's `sub` is `repo:O/R:pull_request` for a pull_request run,
   `repo:O/R:environment:NAME` for a job naming an environment, else `repo:O/R:ref:<ref>`
   ("OpenID Connect reference", example subject claims).
 - aws-actions/configure-aws-credentials v6.2.3: `core.getIDToken(audience)` with audience
@@ -38,6 +39,7 @@ of Trainium pods can ever be placed.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -92,9 +94,20 @@ class Commit:
         return Commit(sha, configs, self.sha)
 
 
+@functools.lru_cache(maxsize=None)
+def _shipped_configs() -> dict[tuple[str, str], dict[str, str]]:
+    return {(project_name(d), stack): stack_config(d, stack) for d in PROJECT_DIRS.values() for stack in ("dev", "prod")}
+
+
 def shipped_commit(sha: str = "c0") -> Commit:
-    return Commit(sha, {(project_name(d), stack): stack_config(d, stack)
-                        for d in PROJECT_DIRS.values() for stack in ("dev", "prod")})
+    return Commit(sha, {key: dict(value) for key, value in _shipped_configs().items()})
+
+
+@functools.lru_cache(maxsize=None)
+def _workflow(name: str) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The workflow and each job's concrete (matrix-expanded) forms, parsed once."""
+    workflow = load(name)
+    return workflow, {job_id: list(expand(job)) for job_id, job in workflow["jobs"].items()}
 
 
 def set_key(project: str, key: str, value: Any) -> Callable[[dict[str, str]], None]:
@@ -277,13 +290,13 @@ class Pipeline:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
         required reviewers' answer."""
         self.runs += 1
-        workflow = load(workflow_file)
+        workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
         for job_id in _topological(workflow["jobs"]):
             job = workflow["jobs"][job_id]
             needs = job.get("needs") or []
             needs = [needs] if isinstance(needs, str) else needs
-            for concrete in expand(job):
+            for concrete in copy.deepcopy(expanded[job_id]):
                 concrete = self.substitute(concrete, event) | {"steps": concrete["steps"]}
                 result = JobRun(workflow_file, self.runs, job_id, "success", environment=concrete.get("environment"))
                 result.groups = tuple(g for g in (_group(workflow.get("concurrency"), self, event),
@@ -312,7 +325,8 @@ class Pipeline:
             return
         settings = self.repo.environments.get(name)
         if settings is None:
-            # GitHub creates an unprotected environment on first use: nobody would approve.
+            # No protection rules means no approval: the walk requires the checklist's reviewers
+            # and branch rule (docs.github.com/actions/reference/deployments-and-environments).
             raise StepFailed(f"environment {name!r} is not configured: no required reviewers")
         if not settings.get("reviewers"):
             raise StepFailed(f"environment {name!r} has no required reviewers")
@@ -623,6 +637,7 @@ class ProgramCache:
             preflight.subprocess.run, preflight.plan = saved
         if code != 0:
             raise StepFailed(f"workloads_preflight exited {code}: {(err.getvalue() + out.getvalue()).strip()}")
+        ctx.p.log.append(f"  workloads_preflight {' '.join(args)}: " + " ".join(out.getvalue().split()))
 
 
 # --- Kubernetes, as far as `pulumi up` of a workload stack depends on it ----------------------------
