@@ -530,6 +530,10 @@ class ProgramCache:
         ctx.need("kms:Decrypt", backend.state_key)          # SSE-KMS object read
         ctx.need("kms:Decrypt", state.secrets_key)          # the stack's awskms:// data key
         if not preview:
+            # An update holds its stack's concurrency group, the one the drift check of that stack
+            # shares, so no two updates of a stack and no drift check run beside it.
+            if ctx.result.workflow != "laptop" and f"pulumi-{project}-{stack}" not in ctx.result.groups:
+                raise StepFailed(f"pulumi up {project}/{stack} outside the concurrency group pulumi-{project}-{stack}")
             for action in ("s3:PutObject", "s3:DeleteObject"):
                 ctx.need(action, objects["lock"])
             ctx.need("s3:PutObject", objects["checkpoint"])

@@ -227,6 +227,7 @@ def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
     ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("push", "refs/heads/main", first_commit(account)),
                          sim.JobRun("deploy.yml", 0, "x", "success"))
     ctx.role = pipeline.repo.variables["AWS_DEPLOY_ROLE_DEV"]
+    ctx.result.groups = ("pulumi-trainium-workloads-dev",)
     backend = next(b for b in account.backends.values() if (WORKLOADS, "dev") in b.stacks)
     with pytest.raises(sim.StepFailed, match="the cluster stack has no output"):
         CACHE.simulate(ctx, backend, WORKLOADS, "dev", {"work-dir": "workloads", "policyPackConfigs": "../policy/config.dev.json"},
