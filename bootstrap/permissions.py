@@ -168,16 +168,15 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
         {"Sid": "NoOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"],
          "Resource": [others[env] for env in names]},
     ]
+    # IAM user guide, "Controlling access to AWS resources using tags": aws:ResourceTag is the
+    # tag on the resource a request acts on, aws:RequestTag a tag the request sets. A resource
+    # another environment's stack tagged is out of reach (reads too, where AWS authorizes them by
+    # tag), and no deploy may tag one as theirs.
+    statements.append({"Sid": "NoOtherEnvironmentsResources", "Effect": "Deny", "Action": "*", "Resource": "*",
+                       "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": names}}})
     if deploy:
-        # IAM user guide, "Controlling access to AWS resources using tags": aws:ResourceTag is the
-        # tag on the resource a request acts on, aws:RequestTag a tag the request sets. A resource
-        # another environment's stack tagged is out of reach, and no request may tag one as theirs.
-        statements += [
-            {"Sid": "NoOtherEnvironmentsResources", "Effect": "Deny", "Action": "*", "Resource": "*",
-             "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": names}}},
-            {"Sid": "NoTaggingAsOtherEnvironments", "Effect": "Deny", "Action": "*", "Resource": "*",
-             "Condition": {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": names}}},
-        ]
+        statements.append({"Sid": "NoTaggingAsOtherEnvironments", "Effect": "Deny", "Action": "*", "Resource": "*",
+                           "Condition": {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": names}}})
     return statements
 
 

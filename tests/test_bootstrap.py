@@ -488,6 +488,9 @@ def test_in_one_account_the_dev_deploy_role_cannot_change_prods_resources(one_ac
     assert allowed(policy, "eks:UpdateClusterConfig", "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
                    {"aws:ResourceTag/stack": "dev"})
     assert allowed(policy, "ec2:CreateVpc", "*", {"aws:RequestTag/stack": "dev"})
+    # The dev preview role (which pull requests get) is kept off prod-tagged resources as well.
+    preview = _policy(one_account, "github-preview-dev-state")
+    assert not allowed(preview, "eks:DescribeCluster", prod_cluster, {"aws:ResourceTag/stack": "prod"})
     # In an account of its own, nothing is denied by tag (there is no other environment to protect).
     alone = json.loads(bootstrap("dev").named("github-deploy-dev-policy").inputs["policy"])
     assert not [s for s in alone["Statement"] if "Condition" in s]
