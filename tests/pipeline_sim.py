@@ -132,6 +132,9 @@ class StackState:
     commit: Optional[str] = None
     creator: Optional[str] = None                      # who made its EKS cluster (EKS's creator entry)
     registrations: list[Any] = field(default_factory=list)
+    # `pulumi stack history --json`, newest first: each update's kind, result and the checkout's
+    # HEAD as `environment["git.head"]` (pulumi pkg/cmd/pulumi/metadata/metadata.go).
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -245,6 +248,17 @@ class Pipeline:
         self.jobs: list[JobRun] = []
         self.log: list[str] = []
         self.runs = 0
+        self.commits: dict[str, Commit] = {}
+
+    def is_ancestor(self, ancestor: str, sha: Optional[str]) -> Optional[bool]:
+        """`git merge-base --is-ancestor`: None for a commit this history does not hold."""
+        if sha not in self.commits:
+            return None
+        while sha is not None:
+            if sha == ancestor:
+                return True
+            sha = self.commits[sha].parent if sha in self.commits else None
+        return False
 
     # --- expressions (the few forms the workflows use; anything else is an error) ---
 
@@ -258,8 +272,13 @@ class Pipeline:
             "github.event.pull_request.base.sha": event.commit.parent,
         }
 
-    def _value(self, expr: str, event: Event) -> Any:
+    def _value(self, expr: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> Any:
         expr = expr.strip()
+        if expr.startswith("'") and expr.endswith("'"):
+            return expr[1:-1]
+        if expr.startswith("steps.") and steps is not None:
+            step_id, _, name = expr[len("steps."):].partition(".outputs.")
+            return steps.get(step_id, {}).get(name, "")  # an unset output is the empty string
         if expr.startswith("vars."):
             return self.repo.variables.get(expr[5:], "")  # an unset variable is the empty string
         context = self._context(event)
@@ -267,10 +286,10 @@ class Pipeline:
             return context[expr]
         raise AssertionError(f"the simulation does not evaluate `{expr}`")
 
-    def evaluate(self, condition: str, event: Event) -> bool:
+    def evaluate(self, condition: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> bool:
         condition = _EXPR.sub(lambda m: m.group(1), condition).strip()
         if "==" in condition:
-            left, right = (self._value(side, event) for side in condition.split("=="))
+            left, right = (self._value(side, event, steps) for side in condition.split("=="))
             return left == right
         raise AssertionError(f"the simulation does not evaluate `if: {condition}`")
 
@@ -290,6 +309,7 @@ class Pipeline:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
         required reviewers' answer."""
         self.runs += 1
+        self.commits.setdefault(event.commit.sha, event.commit)
         workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
         for job_id in _topological(workflow["jobs"]):
@@ -369,11 +389,15 @@ class JobContext:
         self.p, self.workflow, self.job, self.event, self.result = pipeline, workflow, job, event, result
         self.role: Optional[str] = None
         self.cli = False
+        self.outputs: dict[str, dict[str, str]] = {}   # step id -> its outputs ($GITHUB_OUTPUT)
+        self.step_id: Optional[str] = None
 
     def run_steps(self) -> None:
         for step in self.job["steps"]:
-            if "if" in step and not self.p.evaluate(step["if"], self.event):
+            if "if" in step and not self.p.evaluate(step["if"], self.event, self.outputs):
+                self.p.log.append(f"  skipped: {step.get('name') or step.get('uses', '').split('@')[0]} (if: {step['if']})")
                 continue
+            self.step_id = step.get("id")
             step = self.p.substitute(step, self.event)
             action = step.get("uses", "").split("@")[0]
             if action in ("actions/checkout", "actions/setup-python", "actions/github-script"):
@@ -462,7 +486,60 @@ class JobContext:
             argv = shlex.split(command)
             args = argv[argv.index("tools.workloads_preflight") + 1:]
             return self.p.cache.preflight(self, env, args)
+        if "-m tools.deploy_order" in command:
+            argv = shlex.split(command)
+            return self.deploy_order(env, argv[argv.index("tools.deploy_order") + 1:])
         raise AssertionError(f"the simulation does not know how to run: {command}")
+
+    def deploy_order(self, env: dict[str, str], args: list[str]) -> None:
+        """tools/deploy_order.py, for real, against the simulated CLI, git and $GITHUB_OUTPUT."""
+        import contextlib
+        import io
+        import os
+        import tempfile
+
+        import tools.deploy_order as order
+
+        if not self.cli:
+            raise StepFailed("deploy_order: the pulumi CLI is not installed in this job")
+        backend = self.backend(env.get("PULUMI_BACKEND_URL", ""))
+        head = self.event.commit.sha
+
+        def run(argv: list[str], cwd: Any = None, **kwargs: Any) -> subprocess.CompletedProcess:
+            if argv[:3] == ["pulumi", "stack", "history"]:
+                project = project_name(Path(cwd))
+                stack = argv[argv.index("--stack") + 1]
+                self.need("s3:ListBucket", backend.bucket_arn)
+                state = backend.stacks.get((project, stack))
+                if state is None:
+                    return subprocess.CompletedProcess(argv, 255, "", f"error: no stack named '{stack}' found\n")
+                return subprocess.CompletedProcess(argv, 0, json.dumps(state.history[:1]), "")
+            if argv[:3] == ["git", "rev-parse", "HEAD"]:
+                return subprocess.CompletedProcess(argv, 0, head + "\n", "")
+            if argv[:3] == ["git", "merge-base", "--is-ancestor"]:
+                known = self.p.is_ancestor(argv[3], argv[4])
+                return subprocess.CompletedProcess(argv, {True: 0, False: 1, None: 128}[known], "", "")
+            raise AssertionError(f"deploy_order ran something the simulation does not answer: {argv}")
+
+        with tempfile.NamedTemporaryFile("r", suffix=".out") as output:
+            saved, saved_env = order.subprocess.run, os.environ.get("GITHUB_OUTPUT")
+            order.subprocess.run, os.environ["GITHUB_OUTPUT"] = run, output.name
+            try:
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = order.main(args)
+            finally:
+                order.subprocess.run = saved
+                if saved_env is None:
+                    os.environ.pop("GITHUB_OUTPUT", None)
+                else:
+                    os.environ["GITHUB_OUTPUT"] = saved_env
+            if code != 0:
+                raise StepFailed(f"deploy_order exited {code}: {out.getvalue().strip()}")
+            written = dict(line.split("=", 1) for line in output.read().splitlines() if "=" in line)
+        if self.step_id:
+            self.outputs[self.step_id] = written
+        self.p.log.append(f"  deploy_order {' '.join(args)}: " + " ".join(out.getvalue().split()))
 
 
 # --- the programs, evaluated once per (config, what they read) ----------------------------------
@@ -568,6 +645,8 @@ class ProgramCache:
         state.registrations = list(result.registrations)
         state.outputs, state.secret_outputs = dict(result.outputs), frozenset(result.secret_outputs)
         state.commit = ctx.event.commit.sha
+        state.history.insert(0, {"kind": "update", "result": "failed" if blocked else "succeeded",
+                                 "environment": {"git.head": ctx.event.commit.sha}})
         if project == CLUSTER and state.creator is None:
             state.creator = ctx.role
         if blocked:

@@ -389,3 +389,40 @@ def test_a_drift_check_never_runs_beside_a_deploy_nor_cancels_one_waiting() -> N
         deploy = deploy_jobs[drift["group"]]
         for arrivals in (["deploy-1", "drift", "deploy-2"], ["deploy-1", "deploy-2", "drift"]):
             assert sim.queue_outcome(deploy, arrivals) == arrivals == sim.queue_outcome(drift, arrivals)
+
+
+def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
+    # GitHub queues runs by when each started waiting and does not guarantee the order: here the
+    # run of merge c3 starts before that of c2 (its parent). c2's jobs find every stack already
+    # at a commit that contains theirs (tools/deploy_order.py) and skip their updates: no stack
+    # goes back to older code, and c2's change is in c3's deploy.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+
+    def max_size(size: int):
+        def edit(config: dict[str, str]) -> None:
+            groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
+            groups[0]["maxSize"] = size
+            config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+        return edit
+
+    c2 = c1.edited("c2", {(CLUSTER, "dev"): max_size(5)})
+    c3 = c2.edited("c3", {(CLUSTER, "dev"): max_size(6)})
+    pipeline.commits[c2.sha] = c2  # pushed before c3: the checkout's history holds it
+    assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    marker = len(pipeline.log)
+    assert statuses(merge(pipeline, c2)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    late = pipeline.log[marker:]
+    assert not [line for line in late if "pulumi up" in line], late
+    assert sum("this run is superseded" in line for line in late) == 4
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c3", (project, env)
+    dev = state_of(account, CLUSTER, "dev")
+    assert next(g for g in dev.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1")["maxSize"] == 6
+    # A stack last updated from a commit the checkout does not know (a laptop's) is deployed over.
+    dev.history.insert(0, {"kind": "update", "result": "succeeded", "environment": {"git.head": "laptop-0001"}})
+    c4 = c3.edited("c4", {})
+    results = merge(pipeline, c4)
+    assert results["cluster-dev"].status == "success" and dev.commit == "c4"

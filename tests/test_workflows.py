@@ -439,3 +439,29 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420
+
+
+def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks() -> None:
+    # GitHub docs ("Control the concurrency of workflows and jobs"): a queue is first in, first
+    # out by when each run started waiting, and ordering is not guaranteed. Each `up` runs only
+    # when tools/deploy_order.py found no newer deployed commit of its stack, or, for a workload
+    # stack, of the cluster stack it reads; it needs the whole history (actions/checkout v7.0.1
+    # action.yml: `fetch-depth: 0` fetches all history for all branches and tags) and the CLI.
+    for job_id, job in concrete_jobs("deploy.yml"):
+        ups = [i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("command") == "up"]
+        if not ups:
+            continue
+        (up,) = ups
+        (order,) = [i for i, s in enumerate(job["steps"]) if s.get("id") == "order"]
+        (install,) = [i for i, s in enumerate(job["steps"])
+                      if s.get("uses", "").startswith(PULUMI_ACTION) and "command" not in s.get("with", {})]
+        assert install < order < up, job_id
+        options = job["steps"][up]["with"]
+        run = job["steps"][order]["run"].split()
+        dirs = ["workloads", "./"] if options["work-dir"] == "workloads" else ["./"]
+        assert run[run.index("--stack") + 1:] == [options["stack-name"], *dirs], job_id
+        assert job["steps"][order]["env"]["PULUMI_BACKEND_URL"] == options["cloud-url"], job_id
+        for step in job["steps"][order + 1:]:
+            assert step.get("if") == "steps.order.outputs.deploy == 'true'", (job_id, step.get("name"))
+        (checkout,) = steps_using(job, "actions/checkout")
+        assert checkout["with"]["fetch-depth"] == 0, job_id
