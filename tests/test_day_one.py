@@ -426,3 +426,21 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
     c4 = c3.edited("c4", {})
     results = merge(pipeline, c4)
     assert results["cluster-dev"].status == "success" and dev.commit == "c4"
+
+
+def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
+    # A StackReference to a stack that exists but was never deployed reads no outputs: the
+    # preview declares nothing and names the stack. Some outputs but not all is a cluster stack
+    # from another version of the contract, refused in a preview as in an up.
+    from infra.config.errors import ConfigError
+    from offline.mocks import StackOutputs
+    from offline.plan import offline_secrets
+
+    workloads = REPO_ROOT / "workloads"
+    config = first_commit(day_zero("two accounts")[1]).config(WORKLOADS, "dev")
+    reference = config[f"{WORKLOADS}:clusterStack"]
+    secrets = offline_secrets(workloads, "dev", config)
+    empty = run_program(workloads, "dev", config, {reference: StackOutputs({})}, secrets, preview=True)
+    assert empty.registrations == [] and empty.outputs["workloads"] == {"waitingFor": "organization/trainium-eks/dev"}
+    with pytest.raises(ConfigError, match="the cluster stack has no output acceleratorNodeGroups"):
+        run_program(workloads, "dev", config, {reference: StackOutputs({"clusterName": "trn-dev"})}, secrets, preview=True)
