@@ -46,11 +46,12 @@ test: lint $(CHECKOV_VENV)/.installed
 	$(MKDOCS)
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
-##       zizmor's security audits (offline: no audit that asks GitHub's API)
+##       zizmor's security audits, the default and the auditor persona (offline: no audit that asks GitHub's API)
 lint: $(VENV)/.installed
 	$(VENV)/bin/hadolint docker/*/Dockerfile
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --no-progress .github
+	$(VENV)/bin/zizmor --offline --no-progress --persona=auditor .github
 
 ## images: build the training images and push them to the cluster stack's ECR (needs Docker, the Pulumi CLI and
 ##       the AWS CLI with credentials; says which is missing and where to get it)

@@ -1,24 +1,28 @@
 """The bootstrap stack: what the pipeline needs in one AWS account. Wiring only.
 
-State backend (bucket + KMS key) and GitHub OIDC roles; its outputs are the repository
+State backend (bucket, its KMS key, one secrets key per environment) and GitHub OIDC roles
+(a preview and a deploy role per environment); its outputs are the repository
 variables the workflows read (docs/pipeline.md).
 """
 
 import pulumi
 import pulumi_aws as aws
 
+from bootstrap import permissions
 from bootstrap.github_oidc import GitHubOidc, GitHubOidcArgs
 from bootstrap.settings import parse_bootstrap_config
 from bootstrap.state import StateBackend, StateBackendArgs
-from bootstrap.variables import backend_url, repository_variables, secrets_provider
+from bootstrap.variables import backend_url, repository_variables, secrets_key_alias, secrets_provider
 from infra.config.load import engine_config
 
 config = parse_bootstrap_config(engine_config())
 identity = aws.get_caller_identity()
 partition = aws.get_partition().partition
 
+secrets_aliases = {e.name: secrets_key_alias(config.secrets_key_alias_prefix, e.name) for e in config.environments}
 state = StateBackend("state", StateBackendArgs(
-    config.state_bucket, config.secrets_key_alias, config.tags, config.state_noncurrent_version_days
+    config.state_bucket, config.state_key_alias, config.tags, config.state_noncurrent_version_days,
+    secrets_aliases, permissions.STACK_TAG,
 ))
 github = GitHubOidc(
     "github",
@@ -32,21 +36,23 @@ github = GitHubOidc(
         account=identity.account_id,
         partition=partition,
         bucket_arn=state.bucket.arn,
-        key_arn=state.key.arn,
+        state_key_arn=state.key.arn,
+        secrets_key_arns={name: key.arn for name, key in state.secrets_keys.items()},
         tags=config.tags,
     ),
 )
 
 pulumi.export("stateBucket", state.bucket.bucket)
 pulumi.export("backendUrl", backend_url(config.state_bucket, config.region))
-pulumi.export("secretsProvider", secrets_provider(config.secrets_key_alias, config.region))
-pulumi.export("secretsKeyArn", state.key.arn)
+pulumi.export("secretsProviders", {name: secrets_provider(alias, config.region) for name, alias in secrets_aliases.items()})
+pulumi.export("stateKeyArn", state.key.arn)
+pulumi.export("secretsKeyArns", {name: key.arn for name, key in state.secrets_keys.items()})
 pulumi.export("oidcProviderArn", github.provider_arn)
-pulumi.export("previewRoleArn", github.preview_role.arn)
+pulumi.export("previewRoleArns", {name: role.arn for name, role in github.preview_roles.items()})
 pulumi.export("deployRoleArns", {name: role.arn for name, role in github.deploy_roles.items()})
 pulumi.export(
     "repositoryVariables",
-    pulumi.Output.all(github.preview_role.arn, {n: r.arn for n, r in github.deploy_roles.items()}).apply(
-        lambda a: repository_variables(config.region, config.state_bucket, a[0], a[1])
-    ),
+    pulumi.Output.all(
+        {n: r.arn for n, r in github.preview_roles.items()}, {n: r.arn for n, r in github.deploy_roles.items()}
+    ).apply(lambda a: repository_variables(config.region, config.state_bucket, a[0], a[1])),
 )

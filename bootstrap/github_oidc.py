@@ -28,11 +28,16 @@ class GitHubOidcArgs:
     account: str
     partition: str
     bucket_arn: pulumi.Input[str]
-    key_arn: pulumi.Input[str]
+    state_key_arn: pulumi.Input[str]
+    # Environment -> the ARN of its secrets key.
+    secrets_key_arns: dict[str, pulumi.Input[str]]
     tags: dict[str, str]
 
 
 class GitHubOidc(pulumi.ComponentResource):
+    """One preview and one deploy role per environment: a role of one environment reads and writes
+    only that environment's state and secrets (bootstrap/permissions.py)."""
+
     def __init__(self, name: str, args: GitHubOidcArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:bootstrap:GitHubOidc", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -48,43 +53,51 @@ class GitHubOidc(pulumi.ComponentResource):
             )
             provider_arn = provider.arn
 
-        preview_name = role_name(args.role_name_prefix, "preview")
-        self.preview_role = aws.iam.Role(
-            f"{name}-preview",
-            name=preview_name,
-            description=f"Pulumi previews of {args.repository}: pull requests, drift checks",
-            assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
-                lambda arn: json.dumps(trust.github_trust_policy(arn, trust.preview_subjects(args.repository, args.main_branch)))
-            ),
-            max_session_duration=PREVIEW_SESSION_SECONDS,
-            tags=args.tags,
-            opts=child,
-        )
-        aws.iam.RolePolicyAttachment(
-            f"{name}-preview-read-only", role=self.preview_role.name,
-            policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}", opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-preview-state", role=self.preview_role.name,
-            policy=pulumi.Output.all(args.bucket_arn, args.key_arn).apply(
-                lambda a: json.dumps(permissions.preview_policy(a[0], a[1]))
-            ),
-            opts=child,
-        )
-
         iam_arn = f"arn:{args.partition}:iam::{args.account}"
-        protected = [f"{iam_arn}:role/{preview_name}"] + [
-            f"{iam_arn}:role/{role_name(args.role_name_prefix, f'deploy-{e.name}')}" for e in args.environments
-        ]
+        names = {e.name: (role_name(args.role_name_prefix, f"preview-{e.name}"),
+                          role_name(args.role_name_prefix, f"deploy-{e.name}")) for e in args.environments}
+        protected = sorted(f"{iam_arn}:role/{n}" for pair in names.values() for n in pair)
+        secrets = pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in args.secrets_key_arns.items()})
+
+        self.preview_roles: dict[str, aws.iam.Role] = {}
         self.deploy_roles: dict[str, aws.iam.Role] = {}
         for env in args.environments:
-            subjects = trust.deploy_subjects(args.repository, args.main_branch, env.name, env.github_environment)
-            role = aws.iam.Role(
-                f"{name}-deploy-{env.name}",
-                name=role_name(args.role_name_prefix, f"deploy-{env.name}"),
-                description=f"pulumi up of the {env.name} stacks of {args.repository}",
+            preview_name, deploy_name = names[env.name]
+            subjects = trust.preview_subjects(args.repository, args.main_branch, env.pull_request_previews)
+            preview = aws.iam.Role(
+                f"{name}-preview-{env.name}",
+                name=preview_name,
+                description=f"Pulumi previews of the {env.name} stacks of {args.repository}: "
+                + ("pull requests, " if env.pull_request_previews else "") + "main (drift, before approval)",
                 assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
                     lambda arn, s=subjects: json.dumps(trust.github_trust_policy(arn, s))
+                ),
+                max_session_duration=PREVIEW_SESSION_SECONDS,
+                tags=args.tags,
+                opts=child,
+            )
+            aws.iam.RolePolicyAttachment(
+                f"{name}-preview-{env.name}-read-only", role=preview.name,
+                policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}", opts=child,
+            )
+            aws.iam.RolePolicy(
+                f"{name}-preview-{env.name}-state", role=preview.name,
+                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, secrets).apply(
+                    lambda a, e=env.name: json.dumps(permissions.preview_policy(
+                        a[0], a[1], e, a[2][e], {k: v for k, v in a[2].items() if k != e},
+                    ))
+                ),
+                opts=child,
+            )
+            self.preview_roles[env.name] = preview
+
+            deploy_subjects = trust.deploy_subjects(args.repository, args.main_branch, env.name, env.github_environment)
+            role = aws.iam.Role(
+                f"{name}-deploy-{env.name}",
+                name=deploy_name,
+                description=f"pulumi up of the {env.name} stacks of {args.repository}",
+                assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
+                    lambda arn, s=deploy_subjects: json.dumps(trust.github_trust_policy(arn, s))
                 ),
                 max_session_duration=args.deploy_session_hours * 3600,
                 tags=args.tags,
@@ -92,9 +105,10 @@ class GitHubOidc(pulumi.ComponentResource):
             )
             aws.iam.RolePolicy(
                 f"{name}-deploy-{env.name}-policy", role=role.name,
-                policy=pulumi.Output.all(args.bucket_arn, args.key_arn, provider_arn).apply(
-                    lambda a: json.dumps(permissions.deploy_policy(
+                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, provider_arn, secrets).apply(
+                    lambda a, e=env.name: json.dumps(permissions.deploy_policy(
                         permissions.DEPLOY_SERVICES, args.account, args.partition, a[0], a[1], protected, a[2],
+                        e, a[3][e], {k: v for k, v in a[3].items() if k != e},
                     ))
                 ),
                 opts=child,

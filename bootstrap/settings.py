@@ -52,6 +52,14 @@ class DeployEnvironment(ConfigModel):
             "required reviewers); false: it trusts pushes to the main branch."
         ),
     )
+    pull_request_previews: bool = Field(
+        default=False,
+        description=(
+            "true: this environment's preview role also trusts pull requests, whose code nobody has reviewed yet "
+            "and which can then read this environment's state and decrypt its secrets; false: only the main "
+            "branch (drift checks, the deploy workflow's preview before an approval)."
+        ),
+    )
 
 
 class BootstrapConfig(ConfigModel):
@@ -61,9 +69,14 @@ class BootstrapConfig(ConfigModel):
     )
     main_branch: str = Field(default="main", pattern=BRANCH_PATTERN, description="Branch whose pushes deploy.")
     state_bucket: str = Field(pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique).")
-    secrets_key_alias: str = Field(
-        default="alias/trainium-pulumi", pattern=KMS_ALIAS_PATTERN,
-        description="Alias of the KMS key for the awskms:// secrets provider and the bucket's encryption.",
+    state_key_alias: str = Field(
+        default="alias/trainium-pulumi-state", pattern=KMS_ALIAS_PATTERN,
+        description="Alias of the KMS key that encrypts the state bucket (never a stack's secrets).",
+    )
+    secrets_key_alias_prefix: str = Field(
+        default="alias/trainium-pulumi-secrets", pattern=KMS_ALIAS_PATTERN,
+        description="Alias prefix of the per-environment KMS keys behind the stacks' awskms:// secrets providers: "
+        "<prefix>-<environment>, so a role of one environment cannot decrypt another's secrets.",
     )
     role_name_prefix: str = Field(
         default="trainium-github", pattern=ROLE_PREFIX_PATTERN, description="Prefix of the IAM role names."
@@ -103,12 +116,19 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
     for i, name in enumerate(names):
         if name in names[:i]:
             problems.append(f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment")
-        role = role_name(config.role_name_prefix, f"deploy-{name}")
+        role = role_name(config.role_name_prefix, f"deploy-{name}")  # the longer of its two roles
         if len(role) > ROLE_NAME_MAX:
             problems.append(
                 f"{key_name(('environments', i, 'name'))} = {name!r}: its deploy role {role!r} is {len(role)} characters; "
                 f"IAM allows at most {ROLE_NAME_MAX} (shorten this name or {key_name(('roleNamePrefix',))} = "
                 f"{config.role_name_prefix!r})"
+            )
+        entry = config.environments[i]
+        if entry.github_environment and entry.pull_request_previews:
+            problems.append(
+                f"{key_name(('environments', i, 'pullRequestPreviews'))} = true: {name!r} deploys only after an "
+                "approval (githubEnvironment: true), and a pull request's unreviewed code would read its state and "
+                "decrypt its secrets; allowed: false (its preview runs on main, before the approval)"
             )
     for key, value in config.tags.items():
         problem = aws_tag_problem(key, value)

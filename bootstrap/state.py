@@ -1,15 +1,17 @@
-"""The Pulumi state backend: an S3 bucket and the KMS key that encrypts it and the stacks' secrets.
+"""The Pulumi state backend: an S3 bucket, the KMS key that encrypts it, and one KMS key per
+environment behind that environment's ``awskms://`` secrets provider.
 
-Both are protected and retained: `pulumi destroy` of the bootstrap stack (or a replacement)
-must never take every stack's state with it. One key serves the bucket's encryption and the
-``awskms://`` secrets provider, so a role that can read state can also decrypt its secrets —
-the same trust either way, and one key policy to reason about.
+All protected and retained: `pulumi destroy` of the bootstrap stack (or a replacement) must
+never take every stack's state or secrets with it. The keys are separate so that reading state
+(which any preview needs) is not decrypting secrets, and a role of one environment, which may
+use only its own secrets key, cannot decrypt another environment's secrets even where both
+share this bucket (bootstrap/permissions.py).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -39,6 +41,11 @@ class StateBackendArgs:
     key_alias: str
     tags: dict[str, str]
     noncurrent_version_days: int = 90
+    # Environment -> alias of its secrets key.
+    secrets_key_aliases: dict[str, str] = field(default_factory=dict)
+    # The tag key the deploy roles are scoped by (permissions.STACK_TAG): each secrets key carries
+    # its environment's name, like every resource of that environment's stacks.
+    stack_tag: str = "stack"
 
 
 class StateBackend(pulumi.ComponentResource):
@@ -49,13 +56,25 @@ class StateBackend(pulumi.ComponentResource):
 
         self.key = aws.kms.Key(
             f"{name}-key",
-            description="Pulumi state and secrets (awskms:// secrets provider) of the Trainium stacks",
+            description="Pulumi state bucket of the Trainium stacks (server-side encryption; never their secrets)",
             enable_key_rotation=True,
             deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
             tags=args.tags,
             opts=keep,
         )
         self.alias = aws.kms.Alias(f"{name}-key-alias", name=args.key_alias, target_key_id=self.key.key_id, opts=child)
+        self.secrets_keys: dict[str, aws.kms.Key] = {}
+        for environment, alias in sorted(args.secrets_key_aliases.items()):
+            key = aws.kms.Key(
+                f"{name}-secrets-{environment}",
+                description=f"Secrets (awskms:// secrets provider) of the {environment} stacks",
+                enable_key_rotation=True,
+                deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
+                tags={**args.tags, args.stack_tag: environment},
+                opts=keep,
+            )
+            aws.kms.Alias(f"{name}-secrets-{environment}-alias", name=alias, target_key_id=key.key_id, opts=child)
+            self.secrets_keys[environment] = key
 
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, tags=args.tags, opts=keep)
         aws.s3.BucketOwnershipControls(

@@ -31,10 +31,11 @@ def environment_subject(repository: str, environment: str) -> str:
     return f"repo:{repository}:environment:{environment}"
 
 
-def preview_subjects(repository: str, branch: str) -> list[str]:
-    """Pull requests preview; the main branch previews too (drift on a schedule, and the
-    deploy workflow's preview of prod before its approval, which names no environment)."""
-    return [pull_request_subject(repository), branch_subject(repository, branch)]
+def preview_subjects(repository: str, branch: str, pull_requests: bool) -> list[str]:
+    """The main branch previews (drift on a schedule, and the deploy workflow's preview of prod
+    before its approval, which names no environment); pull requests only where the environment
+    allows them (dev): their code is unreviewed, and the preview runs it with the role."""
+    return ([pull_request_subject(repository)] if pull_requests else []) + [branch_subject(repository, branch)]
 
 
 def deploy_subjects(repository: str, branch: str, environment: str, github_environment: bool) -> list[str]:

@@ -126,13 +126,15 @@ def run_program(
     secrets: Optional[dict[str, str]] = None,
     existing_cluster: Optional[ExistingCluster] = None,
     deploy: Optional[lookups.DeployContext] = None,
+    preview: bool = False,
 ) -> PlanResult:
     """Run ``project_dir/__main__.py`` for ``stack``.
 
     ``config`` replaces the stack file's config; ``secrets`` adds secret config values (which
     a stack file can only hold encrypted); ``stack_references`` answers StackReferences;
     ``existing_cluster`` makes it a later `pulumi up` of a cluster that already exists;
-    ``deploy`` replaces the offline preview's deploy context (``OFFLINE_PREVIEW``).
+    ``deploy`` replaces the offline preview's deploy context (``OFFLINE_PREVIEW``);
+    ``preview`` runs it as `pulumi preview` does (``pulumi.runtime.is_dry_run()`` is true).
     """
     project = project_name(project_dir)
     values = dict(stack_config(project_dir, stack) if config is None else config)
@@ -143,7 +145,7 @@ def run_program(
     runtime_config.set_all_config(values, sorted(secrets or {}))
     mocks = CloudMocks(region, stack_references, existing_cluster)
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
     try:

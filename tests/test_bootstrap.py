@@ -51,12 +51,25 @@ def condition(role_inputs: dict[str, Any]) -> dict[str, Any]:
 # sub is repo:ORG/REPO:pull_request for pull_request runs, repo:ORG/REPO:ref:refs/heads/BRANCH for
 # pushes and schedules, and repo:ORG/REPO:environment:NAME for any job naming an environment
 # (the environment then replaces the ref, so a branch trust never matches an environment job).
-def test_preview_role_trusts_this_repositorys_pull_requests_and_main_only(boot_dev: PlanResult) -> None:
-    cond = condition(boot_dev.named("github-preview", "aws:iam/role:Role").inputs)
+def test_dev_preview_role_trusts_this_repositorys_pull_requests_and_main_only(boot_dev: PlanResult) -> None:
+    cond = condition(boot_dev.named("github-preview-dev", "aws:iam/role:Role").inputs)
     assert cond["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
     assert sorted(cond["token.actions.githubusercontent.com:sub"]) == [
         f"repo:{REPO}:pull_request", f"repo:{REPO}:ref:refs/heads/main",
     ]
+
+
+def test_no_pull_request_can_assume_a_role_of_prod(boot_prod: PlanResult) -> None:
+    # A pull_request run's token says repo:O/R:pull_request whatever its head repository (GitHub
+    # docs, "OpenID Connect reference"), and runs the PR's own workflow file and program, so the
+    # only boundary is the trust policy: prod's preview role trusts main, its deploy role prod's
+    # environment.
+    for role in boot_prod.of_type("aws:iam/role:Role"):
+        subjects = condition(role.inputs)["token.actions.githubusercontent.com:sub"]
+        subjects = [subjects] if isinstance(subjects, str) else subjects
+        assert f"repo:{REPO}:pull_request" not in subjects, role.name
+    cond = condition(boot_prod.named("github-preview-prod", "aws:iam/role:Role").inputs)
+    assert cond["token.actions.githubusercontent.com:sub"] == f"repo:{REPO}:ref:refs/heads/main"
 
 
 def test_dev_deploy_role_trusts_pushes_to_main(boot_dev: PlanResult) -> None:
@@ -82,7 +95,8 @@ def test_a_deploy_session_outlasts_a_first_cluster_deploy(boot_prod: PlanResult,
 def test_the_state_bucket_and_key_survive_destroy_and_are_locked_down(boot_dev: PlanResult) -> None:
     bucket = boot_dev.named("state-bucket", "aws:s3/bucket:Bucket")
     key = boot_dev.named("state-key", "aws:kms/key:Key")
-    for resource in (bucket, key):
+    secrets = boot_dev.named("state-secrets-dev", "aws:kms/key:Key")
+    for resource in (bucket, key, secrets):
         assert resource.protect and resource.lifecycle.get("retainOnDelete")
     assert key.inputs["enableKeyRotation"] is True
     versioning = boot_dev.named("state-versioning").inputs["versioningConfiguration"]
@@ -98,17 +112,17 @@ def test_the_state_bucket_and_key_survive_destroy_and_are_locked_down(boot_dev: 
 
 
 def key_arn(plan: PlanResult) -> str:
-    return plan.outputs["secretsKeyArn"]
+    return plan.outputs["stateKeyArn"]
 
 
 def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
     # pulumi/pulumi pkg/backend/diy/backend.go (v3.x): Preview calls apply() with DryRun and
     # without Lock(); apply() saves no checkpoint, history or backup on a dry run. So a preview
     # (with --refresh, which is part of the dry run) needs s3 Get/List and kms Decrypt only.
-    policy = json.loads(boot_dev.named("github-preview-state").inputs["policy"])
+    policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     assert actions == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
-    attachment = boot_dev.named("github-preview-read-only").inputs["policyArn"]
+    attachment = boot_dev.named("github-preview-dev-read-only").inputs["policyArn"]
     assert attachment == "arn:aws:iam::aws:policy/ReadOnlyAccess"
 
 
@@ -116,13 +130,13 @@ def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: Pla
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
     denies = {s["Sid"]: s for s in policy["Statement"] if s["Effect"] == "Deny"}
     assert sorted(denies["KeepPipelineTrust"]["Resource"]) == sorted([
-        "arn:aws:iam::123456789012:role/trainium-github-preview",
+        "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
         "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
         "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
     ])
     assert "s3:DeleteBucket" in denies["KeepStateBucket"]["Action"]
     assert "kms:ScheduleKeyDeletion" in denies["KeepStateKey"]["Action"]
-    assert denies["KeepStateKey"]["Resource"] == key_arn(boot_dev)
+    assert denies["KeepStateKey"]["Resource"] == sorted([key_arn(boot_dev), boot_dev.outputs["secretsKeyArns"]["dev"]])
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -139,7 +153,7 @@ def test_an_existing_oidc_provider_is_reused_not_created() -> None:
     arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
     plan = bootstrap("dev", existingOidcProviderArn=arn)
     assert not plan.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
-    (statement,) = json.loads(plan.named("github-preview", "aws:iam/role:Role").inputs["assumeRolePolicy"])["Statement"]
+    (statement,) = json.loads(plan.named("github-preview-dev", "aws:iam/role:Role").inputs["assumeRolePolicy"])["Statement"]
     assert statement["Principal"]["Federated"] == arn
 
 
@@ -153,11 +167,12 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
     assert boot_dev.outputs["repositoryVariables"] == {
         "AWS_REGION_DEV": "us-west-2",
         "PULUMI_BACKEND_URL_DEV": "s3://example-org-trainium-pulumi-state-dev?region=us-west-2",
-        "AWS_PREVIEW_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-preview",
+        "AWS_PREVIEW_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
         "AWS_DEPLOY_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
     }
-    assert boot_prod.outputs["secretsProvider"] == "awskms://alias/trainium-pulumi?region=us-east-2"
-    one_account = repository_variables("us-west-2", "b", "preview", {"dev": "d", "prod": "p"})
+    assert boot_prod.outputs["secretsProviders"] == {"prod": "awskms://alias/trainium-pulumi-secrets-prod?region=us-east-2"}
+    one_account = repository_variables("us-west-2", "b", {"dev": "pd", "prod": "pp"}, {"dev": "d", "prod": "p"})
+    assert one_account["AWS_PREVIEW_ROLE_DEV"] == "pd" and one_account["AWS_PREVIEW_ROLE_PROD"] == "pp"
     assert one_account["AWS_DEPLOY_ROLE_PROD"] == "p" and one_account["PULUMI_BACKEND_URL_PROD"] == "s3://b?region=us-west-2"
 
 
@@ -189,6 +204,12 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
         ({"stateNoncurrentVersionDays": 0},
          "trainium-bootstrap:stateNoncurrentVersionDays = '0': Input should be greater than or equal to 1"),
         ({"stateNoncurrentVersionDays": ""}, "trainium-bootstrap:stateNoncurrentVersionDays = ''"),
+        # Prod deploys after an approval; a pull request's code previewing it would read its secrets first.
+        ({"environments": [{"name": "prod", "githubEnvironment": True, "pullRequestPreviews": True}]},
+         "trainium-bootstrap:environments[0].pullRequestPreviews = true: 'prod' deploys only after an approval "
+         "(githubEnvironment: true), and a pull request's unreviewed code would read its state and decrypt its secrets; "
+         "allowed: false"),
+        ({"stateKeyAlias": "trainium-state"}, "trainium-bootstrap:stateKeyAlias = 'trainium-state': String should match pattern"),
     ],
 )
 def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dict[str, Any], message: str) -> None:
@@ -220,7 +241,7 @@ def test_programs_import_the_installed_package_without_editing_sys_path(workload
 
 # --- the cluster side: the preview role reads Kubernetes, never administers it -------------------
 
-PREVIEW_ROLE = "arn:aws:iam::123456789012:role/trainium-github-preview"
+PREVIEW_ROLE = "arn:aws:iam::123456789012:role/trainium-github-preview-dev"
 ADMIN = "arn:aws:iam::123456789012:role/MlOps"
 
 
@@ -278,18 +299,38 @@ def _matches(pattern: str, value: str, case: bool) -> bool:
     return fnmatch.fnmatchcase(value, pattern) if case else fnmatch.fnmatchcase(value.lower(), pattern.lower())
 
 
-def allowed(policy: dict[str, Any], action: str, resource: str) -> bool:
+def allowed(policy: dict[str, Any], action: str, resource: str, context: dict[str, str] | None = None) -> bool:
+    """``context``: the request's condition keys (aws:ResourceTag/stack...). A StringEquals condition
+    matches when the key is present and equals one of the listed values; an absent key never matches
+    (IAM user guide, "IAM JSON policy elements: Condition operators")."""
+    context = context or {}
+
+    def condition_holds(statement: dict[str, Any]) -> bool:
+        for operator, tests in statement.get("Condition", {}).items():
+            assert operator == "StringEquals", f"evaluator knows StringEquals only, not {operator}"
+            for key, values in tests.items():
+                values = values if isinstance(values, list) else [values]
+                if context.get(key) not in values:
+                    return False
+        return True
+
+    def listed(value: Any) -> list[str]:
+        return value if isinstance(value, list) else [value]
+
     def hits(statement: dict[str, Any]) -> bool:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-        return any(_matches(a, action, False) for a in actions) and any(_matches(r, resource, True) for r in resources)
+        if "NotResource" in statement:  # every resource but the listed ones
+            on_resource = not any(_matches(r, resource, True) for r in listed(statement["NotResource"]))
+        else:
+            on_resource = any(_matches(r, resource, True) for r in listed(statement["Resource"]))
+        return any(_matches(a, action, False) for a in listed(statement["Action"])) and on_resource \
+            and condition_holds(statement)
 
     statements = [s for s in policy["Statement"] if hits(s)]
     return any(s["Effect"] == "Allow" for s in statements) and not any(s["Effect"] == "Deny" for s in statements)
 
 
 DEPLOY_DEV = "arn:aws:iam::123456789012:role/trainium-github-deploy-dev"
-PREVIEW = "arn:aws:iam::123456789012:role/trainium-github-preview"
+PREVIEW = "arn:aws:iam::123456789012:role/trainium-github-preview-dev"
 GITHUB_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
 
 
@@ -366,3 +407,107 @@ def test_the_shortest_deploy_session_allowed_is_the_workflows_longest_role_durat
                  for job in yaml.safe_load(w.read_text())["jobs"].values() for step in job.get("steps", [])
                  if "role-duration-seconds" in (step.get("with") or {})]
     assert WORKFLOW_SESSION_HOURS * 3600 == max(durations)
+
+
+# --- one account for dev and prod: each environment's roles stay in their lane ----------------------
+
+@pytest.fixture(scope="module")
+def one_account() -> PlanResult:
+    return bootstrap("dev", environments=[{"name": "dev", "pullRequestPreviews": True},
+                                          {"name": "prod", "githubEnvironment": True}])
+
+
+BUCKET = "arn:aws:s3:::example-org-trainium-pulumi-state-dev"
+
+
+def _policy(plan: PlanResult, name: str) -> dict[str, Any]:
+    return json.loads(plan.named(name).inputs["policy"])
+
+
+def _state_objects(project: str, stack: str) -> list[str]:
+    # What the DIY backend writes for one stack (pulumi/pulumi v3.259.0 pkg/backend/diy: store.go,
+    # lock.go, state.go): the checkpoint and its .bak, a lock, history and backups.
+    return [f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json", f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json.bak",
+            f"{BUCKET}/.pulumi/locks/organization/{project}/{stack}/0f3c.json",
+            f"{BUCKET}/.pulumi/history/{project}/{stack}/{stack}-1732400000.history.json",
+            f"{BUCKET}/.pulumi/backups/{project}/{stack}/{stack}.1732400000.json"]
+
+
+def test_the_pipeline_projects_are_the_repositorys_projects() -> None:
+    from offline.runner import project_name
+
+    assert permissions.STACK_PROJECTS == (project_name(REPO_ROOT), project_name(REPO_ROOT / "workloads"))
+    assert permissions.BOOTSTRAP_PROJECT == project_name(BOOTSTRAP_DIR)
+
+
+@pytest.mark.parametrize(("env", "other"), [("dev", "prod"), ("prod", "dev")])
+def test_in_one_account_a_deploy_role_writes_only_its_own_environments_state(one_account, env, other) -> None:
+    policy = _policy(one_account, f"github-deploy-{env}-policy")
+    for project in permissions.STACK_PROJECTS:
+        for obj in _state_objects(project, env):
+            assert all(allowed(policy, a, obj) for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")), obj
+        for obj in _state_objects(project, other):
+            assert not any(allowed(policy, a, obj) for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")), obj
+    # Every login reads meta.yaml; nobody but the administrator writes it (it exists from day one).
+    assert allowed(policy, "s3:GetObject", f"{BUCKET}/.pulumi/meta.yaml")
+    assert not allowed(policy, "s3:PutObject", f"{BUCKET}/.pulumi/meta.yaml")
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_no_deploy_role_can_write_the_bootstraps_own_state(one_account, env) -> None:
+    # The administrator's next bootstrap `pulumi up` acts on that state with admin rights.
+    policy = _policy(one_account, f"github-deploy-{env}-policy")
+    for stack in ("dev", "prod"):
+        for obj in _state_objects("trainium-bootstrap", stack):
+            assert not allowed(policy, "s3:PutObject", obj) and not allowed(policy, "s3:DeleteObject", obj), obj
+
+
+def test_in_one_account_a_role_of_dev_cannot_decrypt_prods_secrets_or_read_its_state(one_account) -> None:
+    keys = one_account.outputs["secretsKeyArns"]
+    assert keys["dev"] != keys["prod"] != one_account.outputs["stateKeyArn"]
+    for name in ("github-deploy-dev-policy", "github-preview-dev-state"):
+        policy = _policy(one_account, name)
+        assert allowed(policy, "kms:Decrypt", keys["dev"]) and allowed(policy, "kms:Decrypt", one_account.outputs["stateKeyArn"])
+        assert not allowed(policy, "kms:Decrypt", keys["prod"]), name
+        assert not allowed(policy, "s3:GetObject", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json"), name
+    # ReadOnlyAccess (attached to the preview roles) allows s3:GetObject on every object; the explicit
+    # Deny of prod's state in the dev preview role's inline policy is what wins over it.
+    (deny,) = [s for s in _policy(one_account, "github-preview-dev-state")["Statement"]
+               if s["Sid"] == "NoOtherEnvironmentsState"]
+    assert deny["Effect"] == "Deny" and f"{BUCKET}/.pulumi/stacks/trainium-workloads/prod.json*" in deny["Resource"]
+
+
+def test_in_one_account_the_dev_deploy_role_cannot_change_prods_resources(one_account) -> None:
+    # The cluster program tags every taggable resource `stack: <stack>`; IAM compares the resource's
+    # tag (aws:ResourceTag) and a request's tags (aws:RequestTag) with the denied environments.
+    policy = _policy(one_account, "github-deploy-dev-policy")
+    prod_cluster = "arn:aws:eks:us-west-2:123456789012:cluster/trn-prod"
+    assert not allowed(policy, "eks:UpdateClusterConfig", prod_cluster, {"aws:ResourceTag/stack": "prod"})
+    assert not allowed(policy, "ec2:TerminateInstances", "*", {"aws:ResourceTag/stack": "prod"})
+    assert not allowed(policy, "ec2:CreateVpc", "*", {"aws:RequestTag/stack": "prod"})
+    assert allowed(policy, "eks:UpdateClusterConfig", "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
+                   {"aws:ResourceTag/stack": "dev"})
+    assert allowed(policy, "ec2:CreateVpc", "*", {"aws:RequestTag/stack": "dev"})
+    # The dev preview role (which pull requests get) is kept off prod-tagged resources as well.
+    preview = _policy(one_account, "github-preview-dev-state")
+    assert not allowed(preview, "eks:DescribeCluster", prod_cluster, {"aws:ResourceTag/stack": "prod"})
+    # In an account of its own, nothing is denied by tag (there is no other environment to protect).
+    alone = json.loads(bootstrap("dev").named("github-deploy-dev-policy").inputs["policy"])
+    assert not [s for s in alone["Statement"] if "Condition" in s]
+
+
+def test_each_environments_secrets_key_is_tagged_with_its_stack(one_account) -> None:
+    for env in ("dev", "prod"):
+        key = one_account.named(f"state-secrets-{env}", "aws:kms/key:Key")
+        assert key.inputs["tags"][permissions.STACK_TAG] == env
+    assert one_account.outputs["secretsProviders"] == {
+        env: f"awskms://alias/trainium-pulumi-secrets-{env}?region=us-west-2" for env in ("dev", "prod")}
+
+
+def test_every_tagged_cluster_resource_carries_its_stack_and_no_stack_file_can_move_it(dev, plan_with) -> None:
+    tagged = [r for r in dev.registrations if isinstance(r.inputs.get("tags"), dict)]
+    assert len(tagged) > 20
+    assert {r.inputs["tags"].get(permissions.STACK_TAG) for r in tagged} == {"dev"}
+    with pytest.raises(ConfigError) as refused:
+        plan_with(tags={"stack": "prod"})
+    assert "trainium-eks:tags.stack = 'prod': set by the program" in str(refused.value)

@@ -108,11 +108,11 @@ def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
             kind, env = ROLE_VAR.match(step["with"]["role-to-assume"]).groups()
             config = bootstrap_config(env.lower())
             subject = oidc_subject(load(workflow), job, config.github_repository)
+            (entry,) = [e for e in config.environments if e.name == env.lower()]
             if kind == "PREVIEW":
-                allowed = trust.preview_subjects(config.github_repository, config.main_branch)
+                allowed = trust.preview_subjects(config.github_repository, config.main_branch, entry.pull_request_previews)
                 longest = 3600
             else:
-                (entry,) = [e for e in config.environments if e.name == env.lower()]
                 allowed = trust.deploy_subjects(config.github_repository, config.main_branch, entry.name,
                                                 entry.github_environment)
                 longest = config.deploy_session_hours * 3600
@@ -124,6 +124,13 @@ def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
 def test_deploy_order_environments_and_concurrency() -> None:
     jobs = load("deploy.yml")["jobs"]
     assert load("deploy.yml")["on"] == {"push": {"branches": ["main"]}}
+    # GitHub docs, "Control the concurrency of workflows and jobs" (docs.github.com/en/actions/how-tos/
+    # write-workflows/choose-when-workflows-run/control-workflow-concurrency) and the changelog of
+    # 2026-05-07 ("concurrency groups now allow larger queues"): by default a newer pending run
+    # cancels the older pending one; `queue: max` keeps up to 100 waiting, first in, first out, and
+    # is refused together with cancel-in-progress: true. Runs of this workflow queue, never cancel.
+    assert load("deploy.yml")["concurrency"] == {"group": "deploy-${{ github.ref }}", "cancel-in-progress": False,
+                                                 "queue": "max"}
     chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "workloads-prod"]
     for before, after in zip(chain, chain[1:]):
         assert jobs[after]["needs"] == before
@@ -136,7 +143,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
         for step in steps_using(jobs[job_id], PULUMI_ACTION):
             if step["with"].get("command") == "up":
                 concurrency = jobs[job_id]["concurrency"]
-                assert concurrency["cancel-in-progress"] is False
+                assert concurrency["cancel-in-progress"] is False and concurrency["queue"] == "max"
                 project = "trainium-workloads" if step["with"]["work-dir"] == "workloads" else "trainium-eks"
                 assert concurrency["group"] == f"pulumi-{project}-{step['with']['stack-name']}"
                 groups.append(concurrency["group"])
@@ -165,31 +172,55 @@ def test_pulumi_steps_read_the_one_cli_pin_and_apply_the_policy_pack() -> None:
                 assert options["cloud-url"] == f"${{{{ vars.PULUMI_BACKEND_URL_{env} }}}}"
 
 
-def test_pull_requests_preview_every_stack_cluster_first_and_forks_stop_offline() -> None:
+def test_pull_requests_preview_dev_only_cluster_first_and_forks_stop_offline() -> None:
     jobs = load("pull-request.yml")["jobs"]
     assert jobs["plan-diff"]["needs"] == "test" and "if" not in jobs["plan-diff"]
-    assert jobs["preview"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
-    stacks = []
-    for job in expand(jobs["preview"]):
+    assert jobs["preview-dev"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    stacks = set()
+    for job_id, job in concrete_jobs("pull-request.yml"):
         steps = steps_using(job, PULUMI_ACTION)
-        assert [s["with"]["work-dir"] for s in steps] == ["./", "workloads"]
-        assert all(s["with"]["command"] == "preview" and s["with"]["comment-on-pr"] is True for s in steps)
-        stacks.append(steps[0]["with"]["stack-name"])
-    assert stacks == ["dev", "prod"]
+        assert all(s["with"]["command"] == "preview" for s in steps), job_id
+        stacks |= {(s["with"]["work-dir"], s["with"]["stack-name"]) for s in steps}
+        # No pull-request job names prod anywhere: not its role, its backend or its runner.
+        assert "PROD" not in yaml.safe_dump(job), job_id
+    assert stacks == {("./", "dev"), ("workloads", "dev")}
+    steps = steps_using(jobs["preview-dev"], PULUMI_ACTION)
+    assert [s["with"]["work-dir"] for s in steps] == ["./", "workloads"]
     diff_step = next(s for s in jobs["plan-diff"]["steps"] if "make plan BASE=" in s.get("run", ""))
     assert diff_step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
 
 
-def test_drift_checks_every_stack_and_never_cancels() -> None:
+def test_drift_checks_every_stack_in_its_deploys_group_and_never_cancels_a_deploy() -> None:
+    # Concurrency groups are per repository, across workflows (GitHub docs, as above): a drift job
+    # in the deploy's group of its stack waits for a running update and keeps an update waiting;
+    # with `queue: max` neither cancels the other while pending.
     workflow = load("drift.yml")
     assert "schedule" in workflow["on"]
+    deploy_groups = {}
+    for job_id, job in concrete_jobs("deploy.yml"):
+        for step in steps_using(job, PULUMI_ACTION):
+            if step["with"].get("command") == "up":
+                deploy_groups[(step["with"]["work-dir"], step["with"]["stack-name"])] = job["concurrency"]["group"]
     checked = set()
     for job in expand(workflow["jobs"]["drift"]):
-        assert job["concurrency"]["cancel-in-progress"] is False
+        assert job["concurrency"]["cancel-in-progress"] is False and job["concurrency"]["queue"] == "max"
         run = next(s for s in job["steps"] if s.get("id") == "check")
         assert "--refresh --expect-no-changes" in run["run"]
-        checked.add((run["env"]["WORK_DIR"], run["env"]["STACK"]))
-    assert checked == {("./", "dev"), ("workloads", "dev"), ("./", "prod"), ("workloads", "prod")}
+        stack = (run["env"]["WORK_DIR"], run["env"]["STACK"])
+        assert job["concurrency"]["group"] == deploy_groups[stack], stack
+        checked.add(stack)
+    assert checked == set(deploy_groups) == {("./", "dev"), ("workloads", "dev"), ("./", "prod"), ("workloads", "prod")}
+
+
+def test_every_job_ends_before_its_credentials_do() -> None:
+    # configure-aws-credentials v6.2.3 (src/index.ts DEFAULT_ROLE_DURATION 3600, src/assumeRole.ts
+    # DurationSeconds) asks STS for role-duration-seconds once, after checkout and set-up; an
+    # update still running when the session ends fails half-way with the lock held. GitHub ends a
+    # job at timeout-minutes (360 when unset, on hosted runners), so each job sets one within it.
+    for workflow, job_id, job in ALL:
+        assert isinstance(job.get("timeout-minutes"), int), (workflow, job_id)
+        for step in steps_using(job, CONFIGURE_AWS):
+            assert job["timeout-minutes"] * 60 <= int(step["with"]["role-duration-seconds"]), (workflow, job_id)
 
 
 def test_prod_jobs_run_where_prods_api_endpoint_admits_them() -> None:
@@ -210,7 +241,7 @@ def test_run_scripts_never_interpolate_expressions() -> None:
 
 
 def test_the_variables_the_workflows_read_are_the_bootstraps_outputs() -> None:
-    produced = set(repository_variables("r", "b", "p", {"dev": "d", "prod": "p"})) | {"PROD_RUNNER"}
+    produced = set(repository_variables("r", "b", {"dev": "pd", "prod": "pp"}, {"dev": "d", "prod": "p"})) | {"PROD_RUNNER"}
     read = set()
     for path in WORKFLOWS.glob("*.yml"):
         read |= set(re.findall(r"vars\.([A-Z_]+)", path.read_text()))
@@ -408,3 +439,29 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420
+
+
+def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks() -> None:
+    # GitHub docs ("Control the concurrency of workflows and jobs"): a queue is first in, first
+    # out by when each run started waiting, and ordering is not guaranteed. Each `up` runs only
+    # when tools/deploy_order.py found no newer deployed commit of its stack, or, for a workload
+    # stack, of the cluster stack it reads; it needs the whole history (actions/checkout v7.0.1
+    # action.yml: `fetch-depth: 0` fetches all history for all branches and tags) and the CLI.
+    for job_id, job in concrete_jobs("deploy.yml"):
+        ups = [i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("command") == "up"]
+        if not ups:
+            continue
+        (up,) = ups
+        (order,) = [i for i, s in enumerate(job["steps"]) if s.get("id") == "order"]
+        (install,) = [i for i, s in enumerate(job["steps"])
+                      if s.get("uses", "").startswith(PULUMI_ACTION) and "command" not in s.get("with", {})]
+        assert install < order < up, job_id
+        options = job["steps"][up]["with"]
+        run = job["steps"][order]["run"].split()
+        dirs = ["workloads", "./"] if options["work-dir"] == "workloads" else ["./"]
+        assert run[run.index("--stack") + 1:] == [options["stack-name"], *dirs], job_id
+        assert job["steps"][order]["env"]["PULUMI_BACKEND_URL"] == options["cloud-url"], job_id
+        for step in job["steps"][order + 1:]:
+            assert step.get("if") == "steps.order.outputs.deploy == 'true'", (job_id, step.get("name"))
+        (checkout,) = steps_using(job, "actions/checkout")
+        assert checkout["with"]["fetch-depth"] == 0, job_id

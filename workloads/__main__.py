@@ -25,12 +25,19 @@ from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoa
 config = parse_workloads_config(engine_config())
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
 # The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
-kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile))
+kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
 
 
 def wire(outputs: dict) -> dict:
     """Check the settings against the cluster's outputs, then declare every workload."""
     missing = contract.missing_outputs(outputs)
+    if missing and contract.never_deployed(outputs) and pulumi.runtime.is_dry_run():
+        # First day: this stack is previewed (pull requests, the prod preview before approval)
+        # before its cluster's first `up`. Declaring nothing keeps that preview green and says
+        # what it waits for; `pulumi up` still refuses below, as it must.
+        pulumi.log.warn(f"{config.cluster_stack} has not been deployed yet: this preview declares no workload; "
+                        "its first `pulumi up` there comes first")
+        return {"waitingFor": config.cluster_stack}
     if missing:
         raise ConfigError(
             [f"{config.cluster_stack}: the cluster stack has no output {', '.join(missing)}; run `pulumi up` there first"],

@@ -86,6 +86,13 @@ def missing_outputs(outputs: Mapping[str, Any]) -> list[str]:
     return [key for key in REQUIRED_OUTPUTS if outputs.get(key) is None]
 
 
+def never_deployed(outputs: Mapping[str, Any]) -> bool:
+    """No output at all: the cluster stack exists but no `pulumi up` has finished there yet (a
+    StackReference to such a stack reads an empty output map). Some outputs but not all is a
+    contract mismatch instead, never this."""
+    return all(outputs.get(key) is None for key in REQUIRED_OUTPUTS)
+
+
 def _queues(exported: list[Any]) -> dict[str, dict[str, str]]:
     queues: dict[str, dict[str, str]] = {}
     for queue in exported:

@@ -327,7 +327,8 @@ class StackConfig(ConfigModel):
     ecr_force_delete: bool = Field(
         default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
     )
-    tags: dict[str, str] = Field(default={}, description="Tags added to every taggable resource.")
+    tags: dict[str, str] = Field(default={}, description="Tags added to every taggable resource (besides the "
+                                 "program's own project, cluster and stack, which they may not override).")
 
     @property
     def retain_storage(self) -> bool:

@@ -599,9 +599,18 @@ def _software_problems(config: StackConfig) -> list[str]:
     return problems
 
 
+# Tags the cluster program sets itself (__main__.py): `stack` is what the pipeline's deploy roles
+# are scoped by in a shared account (bootstrap/permissions.py STACK_TAG), so no stack file may move it.
+PROGRAM_TAGS = ("project", "cluster", "stack")
+
+
 def _tag_problems(tags: dict[str, str]) -> list[str]:
     problems = []
     for tag, value in tags.items():
+        if tag in PROGRAM_TAGS:
+            problems.append(f"{key_name(('tags', tag))} = {value!r}: set by the program (project, cluster, and the "
+                            "stack's name, which scopes the deploy roles); allowed: any other key")
+            continue
         problem = rules.aws_tag_problem(tag, value)
         if problem:
             problems.append(f"{key_name(('tags', tag))} = {value!r}: {problem}")

@@ -46,10 +46,13 @@ WORKLOAD_OUTPUTS: dict[str, str] = {
 BOOTSTRAP_OUTPUTS: dict[str, str] = {
     "stateBucket": "The S3 bucket that holds Pulumi state.",
     "backendUrl": "`s3://<bucket>?region=<region>`: what `pulumi login` takes.",
-    "secretsProvider": "`awskms://<alias>?region=<region>`: the secrets provider of every stack.",
-    "secretsKeyArn": "The KMS key that encrypts the state bucket and the stacks' secrets.",
+    "secretsProviders": "Environment -> `awskms://<alias>?region=<region>`: what `pulumi stack init "
+    "--secrets-provider` takes for that environment's stacks.",
+    "stateKeyArn": "The KMS key that encrypts the state bucket (not the stacks' secrets).",
+    "secretsKeyArns": "Environment -> the KMS key behind its stacks' secrets; only that environment's roles use it.",
     "oidcProviderArn": "The GitHub OIDC identity provider the roles trust (created or reused).",
-    "previewRoleArn": "The role pull-request and drift jobs assume: read-only on the account, read on the state.",
+    "previewRoleArns": "Environment -> the role its previews assume (pull requests only where `pullRequestPreviews`; "
+    "drift checks; the prod preview before approval): read-only on the account, its own state and secrets.",
     "deployRoleArns": "Environment -> the role its deploy jobs assume.",
     "repositoryVariables": "Variable name -> value: the GitHub Actions variables the workflows read.",
 }

@@ -1,0 +1,467 @@
+"""Day one through the pipeline, offline: from an empty AWS account to dev and prod, then a day two.
+
+The walk follows README "Running it from a pipeline", "The first day", in order, and drives the
+workflows' own job graph (tests/pipeline_sim.py: needs, if-conditions, environments and their
+reviewers, concurrency, every step's action or command) against a stand-in account and Pulumi
+CLI whose state carries over from step to step: each `up` records the offline plan's resources
+and outputs as that stack's state, each preview and StackReference reads it. It fails when a job
+on the path fails on the empty account, when a job reads a stack before it exists, and when a
+pull-request job could assume a role that reaches prod.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import pytest
+
+from offline.runner import REPO_ROOT, PlanResult, run_program
+from tests import pipeline_sim as sim
+from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Event, Pipeline, Repository, StackState
+
+REPO = "example-org/trainium-eks"
+BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
+WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nemoLlama2", "tensorboard", "clusterCheck")
+DEPLOY_ORDER = ["cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "workloads-prod"]
+
+# One program cache for the module: each stack is evaluated once per distinct input (its config
+# and the outputs it reads), however many walks read it.
+CACHE = sim.ProgramCache()
+
+
+# --- the team's first day, as the README's checklist has it -------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
+    """Checklist step 1: the administrator's `pulumi up` of the bootstrap, per account (read only
+    by the walk, so evaluated once per layout)."""
+    if layout == "two accounts":
+        return {"dev": run_program(BOOTSTRAP_DIR, "dev"), "prod": run_program(BOOTSTRAP_DIR, "prod")}
+    from offline.runner import stack_config
+
+    config = stack_config(BOOTSTRAP_DIR, "dev")
+    config["trainium-bootstrap:environments"] = json.dumps(
+        [{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}])
+    return {"dev": run_program(BOOTSTRAP_DIR, "dev", config)}
+
+
+def day_zero(layout: str) -> tuple[Pipeline, Account, Repository]:
+    """Bootstrap (local state, then moved into its bucket), the four stacks created with their
+    environment's secrets provider, the repository's variables, environment and runner."""
+    plans = bootstrap_plans(layout)
+    account = Account(plans)
+    repo = Repository(REPO)
+    for stack, plan in plans.items():
+        out = plan.outputs
+        bucket_arn = f"arn:aws:s3:::{out['stateBucket']}"
+        backend = account.backends.setdefault(out["backendUrl"], Backend(out["backendUrl"], bucket_arn, out["stateKeyArn"]))
+        # The administrator's `pulumi login` of the empty bucket wrote .pulumi/meta.yaml, and the
+        # bootstrap's own state moved in (`pulumi stack import`).
+        backend.meta = True
+        backend.stacks[("trainium-bootstrap", stack)] = StackState(secrets_key=out["stateKeyArn"], outputs=dict(out))
+        for env, provider in out["secretsProviders"].items():
+            for project in (CLUSTER, WORKLOADS):  # `pulumi stack init <env> --secrets-provider <provider>`
+                backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
+        repo.variables.update(out["repositoryVariables"])
+    repo.variables["PROD_RUNNER"] = "static-ip-runner"
+    repo.environments["prod"] = {"reviewers": ["platform-leads"], "branches": ["main"]}
+    return Pipeline(repo, account, CACHE), account, repo
+
+
+PROD_ENDPOINT = {"public": True, "publicCidrs": [f"{sim.RUNNER_EGRESS_IP}/32"], "private": True}
+
+
+def first_commit(account: Account) -> Commit:
+    """The team's first pull request: each cluster lists its preview role under clusterViewers
+    (the refresh reads Kubernetes), prod's API allow-list names the prod runner, and the workload
+    stacks start empty: their images can only be pushed once the cluster's first up made the ECR
+    repositories."""
+    previews = {env: arn for plan in account.bootstraps.values() for env, arn in plan.outputs["previewRoleArns"].items()}
+    edits = {(CLUSTER, env): sim.set_key(CLUSTER, "clusterViewers", [previews[env]]) for env in ("dev", "prod")}
+    shipped = sim.shipped_commit("c0")
+    commit = shipped.edited("c1", edits)
+    # Prod's API allow-list: the shipped documentation range replaced by the prod runner's address.
+    sim.set_key(CLUSTER, "endpointAccess", PROD_ENDPOINT)(commit.configs[(CLUSTER, "prod")])
+    for env in ("dev", "prod"):
+        for key in WORKLOAD_KEYS:
+            sim.set_key(WORKLOADS, key, None)(commit.configs[(WORKLOADS, env)])
+    return commit
+
+
+def pull_request(pipeline: Pipeline, commit: Commit, number: int) -> dict[str, sim.JobRun]:
+    return pipeline.run("pull-request.yml", Event("pull_request", f"refs/pull/{number}/merge", commit, number, REPO))
+
+
+def merge(pipeline: Pipeline, commit: Commit, approvals: list[tuple[str, str]] | None = None) -> dict[str, sim.JobRun]:
+    def approve(job: str, environment: str) -> bool:
+        if approvals is not None:
+            approvals.append((job, environment))
+        return True
+
+    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve)
+
+
+def push_images(account: Account, env: str) -> None:
+    """Checklist: `make images STACK=<env>` from a machine with Docker, once the cluster is up."""
+    from infra.facts.versions import TRAINING_IMAGE_TAG
+    from tools.push_images import commands
+
+    state = next(b.stacks[(CLUSTER, env)] for b in account.backends.values() if (CLUSTER, env) in b.stacks)
+    for argv in commands(state.outputs["ecrRepositories"], TRAINING_IMAGE_TAG):
+        if argv[:2] == ["docker", "push"]:
+            url, tag = argv[2].rsplit(":", 1)
+            account.images.add((url.split("/", 1)[1], tag))
+
+
+def statuses(results: dict[str, sim.JobRun]) -> dict[str, str]:
+    return {job: r.status + (f": {r.reason}" if r.status == "failure" else "") for job, r in results.items()}
+
+
+def state_of(account: Account, project: str, env: str) -> StackState:
+    return next(b.stacks[(project, env)] for b in account.backends.values() if (project, env) in b.stacks)
+
+
+def prod_reach(account: Account, role: str) -> list[str]:
+    """What of prod ``role`` can reach: its state, its secrets, or its deploy role's trust."""
+    reached = []
+    for plan in account.bootstraps.values():
+        out = plan.outputs
+        if "prod" not in out["secretsKeyArns"]:
+            continue
+        bucket = f"arn:aws:s3:::{out['stateBucket']}"
+        for project in (CLUSTER, WORKLOADS):
+            checkpoint = sim.stack_objects(bucket, project, "prod")["checkpoint"]
+            if account.can(role, "s3:GetObject", checkpoint):
+                reached.append(f"reads {checkpoint}")
+        if account.can(role, "kms:Decrypt", out["secretsKeyArns"]["prod"]):
+            reached.append("decrypts prod's secrets")
+        if role in (out["deployRoleArns"].get("prod"), out["previewRoleArns"].get("prod")):
+            reached.append("is a prod role")
+    return reached
+
+
+# --- the walk -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["two accounts", "one account"])
+def day_one(request: pytest.FixtureRequest) -> dict[str, Any]:
+    pipeline, account, repo = day_zero(request.param)
+    commit = first_commit(account)
+    approvals: list[tuple[str, str]] = []
+    pr = pull_request(pipeline, commit, 1)
+    deploy = merge(pipeline, commit, approvals)
+    return {"layout": request.param, "pipeline": pipeline, "account": account, "repo": repo, "commit": commit,
+            "pr": pr, "deploy": deploy, "approvals": approvals}
+
+
+def test_the_first_pull_request_is_green_on_an_empty_account(day_one) -> None:
+    # Branch protection requires these checks (README): every one must pass before any cluster exists.
+    assert statuses(day_one["pr"]) == {"test": "success", "plan-diff": "success", "preview-dev": "success"}
+    # The dev workload preview ran before dev's cluster existed and declared nothing, naming what it waits for.
+    log = day_one["pipeline"].log
+    at = log.index(next(line for line in log if "pulumi preview trainium-workloads/dev" in line))
+    assert log[at + 1].strip() == "preview: 0 resources, waiting for organization/trainium-eks/dev"
+
+
+def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day_one) -> None:
+    deploy = day_one["deploy"]
+    assert statuses(deploy) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, day_one["pipeline"].log
+    log = [line.split(" @ ")[0].strip() for line in day_one["pipeline"].log if line.strip().startswith(("pulumi", "approval"))]
+    merged = log[log.index("pulumi preview trainium-workloads/dev") + 1:]  # after the pull request's previews
+    assert merged == [
+        "pulumi up trainium-eks/dev", "pulumi up trainium-workloads/dev",
+        "pulumi preview trainium-eks/prod", "pulumi preview trainium-workloads/prod",
+        "approval requested: cluster-prod (prod)", "pulumi up trainium-eks/prod",
+        "approval requested: workloads-prod (prod)", "pulumi up trainium-workloads/prod",
+    ]
+    assert day_one["approvals"] == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            state = state_of(day_one["account"], project, env)
+            assert state.commit == "c1" and state.outputs is not None, (project, env)
+    # The prod preview reviewers approved showed prod's workloads waiting for prod's cluster.
+    assert state_of(day_one["account"], WORKLOADS, "prod").outputs["workloads"] == {}
+
+
+def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_one) -> None:
+    pipeline, account = day_one["pipeline"], day_one["account"]
+    assumed = [j for j in pipeline.jobs if j.workflow == "pull-request.yml" and j.role]
+    assert [j.job for j in assumed] == ["preview-dev"]
+    for job in assumed:
+        assert job.subject == f"repo:{REPO}:pull_request"
+        assert prod_reach(account, job.role) == [], (job.job, job.role)
+    # The workflow file is the pull request's own: it may name any role. STS decides, on the
+    # trust policy, from the token's subject (repo:O/R:pull_request whatever the head repository).
+    for variable in ("AWS_PREVIEW_ROLE_PROD", "AWS_DEPLOY_ROLE_PROD"):
+        hostile = {"permissions": {"id-token": "write"}, "steps": [{
+            "uses": "aws-actions/configure-aws-credentials@x",
+            "with": {"role-to-assume": day_one["repo"].variables[variable], "role-duration-seconds": 900}}]}
+        event = Event("pull_request", "refs/pull/9/merge", day_one["commit"], 9, "someone/fork")
+        result = sim.JobRun("pull-request.yml", 0, "hostile", "success")
+        with pytest.raises(sim.StepFailed, match="does not trust repo:example-org/trainium-eks:pull_request"):
+            sim.JobContext(pipeline, {}, hostile, event, result).run_steps()
+    # ...and the one role a pull request can have reads nothing of prod, in either layout.
+    dev_preview = day_one["repo"].variables["AWS_PREVIEW_ROLE_DEV"]
+    assert prod_reach(account, dev_preview) == []
+
+
+def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
+    roles = {j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role}
+    assert roles == {
+        "cluster-dev": "trainium-github-deploy-dev", "workloads-dev": "trainium-github-deploy-dev",
+        "preview-prod": "trainium-github-preview-prod",
+        "cluster-prod": "trainium-github-deploy-prod", "workloads-prod": "trainium-github-deploy-prod",
+    }
+
+
+# --- what the walk would catch -------------------------------------------------------------------
+
+
+def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
+    # Forgetting the checklist's `pulumi stack init` of the prod workload stack: pulumi/actions
+    # selectStack (upsert false) fails preview-prod, and nothing of prod is deployed.
+    pipeline, account, _ = day_zero("two accounts")
+    del next(b for b in account.backends.values() if (WORKLOADS, "prod") in b.stacks).stacks[(WORKLOADS, "prod")]
+    results = merge(pipeline, first_commit(account))
+    assert results["preview-prod"].status == "failure" and "no stack named 'prod'" in results["preview-prod"].reason
+    assert results["cluster-prod"].status == results["workloads-prod"].status == "skipped"
+    # A workload `up` before its cluster's is refused by the program itself, never declared blind.
+    pipeline, account, _ = day_zero("two accounts")
+    ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("push", "refs/heads/main", first_commit(account)),
+                         sim.JobRun("deploy.yml", 0, "x", "success"))
+    ctx.role = pipeline.repo.variables["AWS_DEPLOY_ROLE_DEV"]
+    ctx.result.groups = ("pulumi-trainium-workloads-dev",)
+    backend = next(b for b in account.backends.values() if (WORKLOADS, "dev") in b.stacks)
+    with pytest.raises(sim.StepFailed, match="the cluster stack has no output"):
+        CACHE.simulate(ctx, backend, WORKLOADS, "dev", {"work-dir": "workloads", "policyPackConfigs": "../policy/config.dev.json"},
+                       preview=False)
+
+
+def test_missing_repository_settings_fail_the_walk_where_they_are_needed() -> None:
+    # No `prod` environment (or one without reviewers): the prod jobs never get prod's token.
+    pipeline, account, repo = day_zero("two accounts")
+    del repo.environments["prod"]
+    results = merge(pipeline, first_commit(account))
+    assert results["cluster-prod"].status == "failure" and "not configured" in results["cluster-prod"].reason
+    assert state_of(account, CLUSTER, "prod").outputs is None
+    # No clusterViewers entry for the preview role: day two's prod preview cannot refresh Kubernetes.
+    pipeline, account, repo = day_zero("two accounts")
+    commit = first_commit(account)
+    sim.set_key(CLUSTER, "clusterViewers", None)(commit.configs[(CLUSTER, "prod")])
+    assert statuses(merge(pipeline, commit))["workloads-prod"] == "success"
+    later = commit.edited("c2", {})
+    results = merge(pipeline, later)
+    assert results["preview-prod"].status == "failure" and "no access entry on the prod cluster" in results["preview-prod"].reason
+
+
+def test_prod_is_not_created_while_its_allow_list_is_the_shipped_placeholder() -> None:
+    # The shipped Pulumi.prod.yaml lists the documentation range 198.51.100.0/24: its `pulumi up`
+    # refuses before creating anything (infra/validate.py), so the first pull request must list
+    # the prod runner's range (the first-day checklist, step 4).
+    pipeline, account, repo = day_zero("two accounts")
+    commit = first_commit(account)
+    shipped = sim.shipped_commit().configs[(CLUSTER, "prod")][f"{CLUSTER}:endpointAccess"]
+    sim.set_key(CLUSTER, "endpointAccess", json.loads(shipped))(commit.configs[(CLUSTER, "prod")])
+    results = merge(pipeline, commit)
+    assert results["cluster-dev"].status == "success" and results["preview-prod"].status == "success"
+    assert results["cluster-prod"].status == "failure"
+    assert "publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in results["cluster-prod"].reason
+    assert state_of(account, CLUSTER, "prod").outputs is None
+
+
+# --- day two: a node group's maxSize and a workload setting, dev then prod --------------------------
+
+
+@pytest.fixture(scope="module")
+def day_two(day_one) -> dict[str, Any]:
+    if day_one["layout"] != "two accounts":
+        pytest.skip("day two walks the shipped two-account layout")
+    pipeline, account = day_one["pipeline"], day_one["account"]
+    for env in ("dev", "prod"):
+        push_images(account, env)
+    sizes = {"dev": 6, "prod": 10}
+
+    def grow(env: str):
+        def edit(config: dict[str, str]) -> None:
+            groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
+            next(g for g in groups if g["name"] == "trn1-32xl-ng1")["maxSize"] = sizes[env]
+            config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+        return edit
+
+    shipped = sim.shipped_commit()
+    edits = {}
+    for env in ("dev", "prod"):
+        edits[(CLUSTER, env)] = grow(env)
+        # The workload setting: the shipped acceptance test (2 trn1.32xlarge nodes) switched on, as
+        # prod's stack file says to after a node-group change.
+        check = {**json.loads(shipped.configs[(WORKLOADS, env)][f"{WORKLOADS}:clusterCheck"]), "enabled": True}
+        edits[(WORKLOADS, env)] = sim.set_key(WORKLOADS, "clusterCheck", check)
+    commit = day_one["commit"].edited("c2", edits)
+    marker = len(pipeline.log)
+    pr = pull_request(pipeline, commit, 2)
+    deploy = merge(pipeline, commit)
+    return {**day_one, "commit2": commit, "pr2": pr, "deploy2": deploy, "sizes": sizes, "log2": pipeline.log[marker:]}
+
+
+def test_day_two_reaches_dev_then_prod_in_order(day_two) -> None:
+    assert statuses(day_two["pr2"]) == {"test": "success", "plan-diff": "success", "preview-dev": "success"}
+    assert statuses(day_two["deploy2"]) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, day_two["log2"]
+    ups = [line.split(" @ ")[0].strip() for line in day_two["log2"] if "pulumi up" in line]
+    assert ups == ["pulumi up trainium-eks/dev", "pulumi up trainium-workloads/dev",
+                   "pulumi up trainium-eks/prod", "pulumi up trainium-workloads/prod"]
+    account = day_two["account"]
+    for env in ("dev", "prod"):
+        cluster = state_of(account, CLUSTER, env)
+        (group,) = [g for g in cluster.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1"]
+        assert group["maxSize"] == day_two["sizes"][env] and cluster.commit == "c2"
+        workloads = state_of(account, WORKLOADS, env)
+        assert workloads.commit == "c2"
+        # The workload stack ran against the cluster this commit deployed (its job needs the cluster's).
+        assert workloads.outputs["workloads"].get("clusterCheck", {}).get("nodes") == 2, (env, workloads.outputs)
+        assert any(r.type == "kubernetes:batch/v1:Job" and r.inputs["metadata"]["name"] == "cluster-check-nodes"
+                   for r in workloads.registrations)
+
+
+def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two) -> None:
+    previews = [line.strip().split(" as ") for line in day_two["log2"] if "pulumi preview" in line]
+    assert [(p[0].split(" @ ")[0], p[1].rsplit("/", 1)[-1]) for p in previews] == [
+        ("pulumi preview trainium-eks/dev", "trainium-github-preview-dev"),
+        ("pulumi preview trainium-workloads/dev", "trainium-github-preview-dev"),
+        ("pulumi preview trainium-eks/prod", "trainium-github-preview-prod"),
+        ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
+    ]
+
+
+# --- a workload stack that can never finish (review 2026-11-24 workloads, A1) -------------------------
+
+
+def _a1_world() -> tuple[Pipeline, Account, Commit]:
+    pipeline, account, _ = day_zero("two accounts")
+    commit = first_commit(account)
+    assert statuses(merge(pipeline, commit))["workloads-prod"] == "success"
+    push_images(account, "dev")
+    return pipeline, account, commit
+
+
+def laptop_up(pipeline: Pipeline, account: Account, commit: Commit, project: str, env: str) -> None:
+    """The README's first bring-up of a workload stack from a laptop (admin credentials)."""
+    backend = next(b for b in account.backends.values() if (project, env) in b.stacks)
+    ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("push", "refs/heads/main", commit),
+                         sim.JobRun("laptop", 0, "laptop", "success"))
+    ctx.need = lambda action, resource: None  # the administrator's own credentials
+    CACHE.simulate(ctx, backend, project, env, {"work-dir": "workloads", "policyPacks": "../policy",
+                                                "policyPackConfigs": f"../policy/config.{env}.json"}, preview=False)
+
+
+def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> None:
+    # BERT's unbounded training (2 nodes, not awaited) runs on beside NeMo's compile (4 nodes,
+    # awaited 180 min) on a group of maxSize 4: the compile's gang never starts, its await fails
+    # the up, and every later push waits for it again.
+    pipeline, account, commit = _a1_world()
+    dev = commit.edited("c-a1", {(WORKLOADS, "dev"): lambda c: c.update({
+        f"{WORKLOADS}:bertPretraining": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "precompile": False}),
+        f"{WORKLOADS}:nemoLlama2": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
+    })})
+    with pytest.raises(sim.StepFailed, match=r"llama2-compile needs 4 nodes of trn1-32xl-ng1 \(maxSize 4\) while bert-train hold 2"):
+        laptop_up(pipeline, account, dev, WORKLOADS, "dev")
+    for _ in range(2):  # ...and on every push after it
+        results = merge(pipeline, dev)
+        assert results["workloads-dev"].status == "failure", pipeline.log[-8:]
+        assert "llama2-compile needs 4 nodes" in results["workloads-dev"].reason
+        assert results["preview-prod"].status == "skipped"
+
+
+@pytest.mark.xfail(strict=True, raises=sim.StepFailed, reason=(
+    "review 2026-11-24 workloads A1, fixed by the workloads issue (21): the shipped dev workload stack "
+    "cannot finish. When this passes, the shipped stack deploys: remove this mark."))
+def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
+    pipeline, account, commit = _a1_world()
+    shipped = commit.edited("c-shipped", {(WORKLOADS, "dev"): lambda c: c.update(sim.shipped_commit().configs[(WORKLOADS, "dev")])})
+    laptop_up(pipeline, account, shipped, WORKLOADS, "dev")
+    assert merge(pipeline, shipped)["workloads-dev"].status == "success"
+
+
+# --- concurrency: every merge reaches every stack, in order, nothing beside a deploy ------------------
+
+
+def test_three_quick_merges_all_reach_every_stack_in_merge_order() -> None:
+    # Merges 2 and 3 arrive while run 1 still deploys. The workflow's group queues them (runs,
+    # and within a run each stack's one job, go first in, first out), so each stack's updates
+    # are 1, 2, 3. With GitHub's default queue the model drops 2 (it would be cancelled).
+    concurrency = sim.workflow_concurrency("deploy.yml")
+    assert sim.queue_outcome(concurrency, ["m1", "m2", "m3"]) == ["m1", "m2", "m3"]
+    default = {k: v for k, v in concurrency.items() if k != "queue"}
+    assert sim.queue_outcome(default, ["m1", "m2", "m3"]) == ["m1", "m3"]
+
+
+def test_a_drift_check_never_runs_beside_a_deploy_nor_cancels_one_waiting() -> None:
+    from tests.test_workflows import concrete_jobs
+
+    deploy_jobs = {job["concurrency"]["group"]: job["concurrency"] for _, job in concrete_jobs("deploy.yml")
+                   if job.get("concurrency")}
+    drift_jobs = [job["concurrency"] for _, job in concrete_jobs("drift.yml")]
+    assert {d["group"] for d in drift_jobs} == set(deploy_jobs)
+    for drift in drift_jobs:
+        # A deploy job runs; the drift check and the next deploy's job arrive, in either order:
+        # all three run, one after another.
+        deploy = deploy_jobs[drift["group"]]
+        for arrivals in (["deploy-1", "drift", "deploy-2"], ["deploy-1", "deploy-2", "drift"]):
+            assert sim.queue_outcome(deploy, arrivals) == arrivals == sim.queue_outcome(drift, arrivals)
+
+
+def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
+    # GitHub queues runs by when each started waiting and does not guarantee the order: here the
+    # run of merge c3 starts before that of c2 (its parent). c2's jobs find every stack already
+    # at a commit that contains theirs (tools/deploy_order.py) and skip their updates: no stack
+    # goes back to older code, and c2's change is in c3's deploy.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+
+    def max_size(size: int):
+        def edit(config: dict[str, str]) -> None:
+            groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
+            groups[0]["maxSize"] = size
+            config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+        return edit
+
+    c2 = c1.edited("c2", {(CLUSTER, "dev"): max_size(5)})
+    c3 = c2.edited("c3", {(CLUSTER, "dev"): max_size(6)})
+    pipeline.commits[c2.sha] = c2  # pushed before c3: the checkout's history holds it
+    assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    marker = len(pipeline.log)
+    assert statuses(merge(pipeline, c2)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    late = pipeline.log[marker:]
+    assert not [line for line in late if "pulumi up" in line], late
+    assert sum("this run is superseded" in line for line in late) == 4
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c3", (project, env)
+    dev = state_of(account, CLUSTER, "dev")
+    assert next(g for g in dev.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1")["maxSize"] == 6
+    # A stack last updated from a commit the checkout does not know (a laptop's) is deployed over.
+    dev.history.insert(0, {"kind": "update", "result": "succeeded", "environment": {"git.head": "laptop-0001"}})
+    c4 = c3.edited("c4", {})
+    results = merge(pipeline, c4)
+    assert results["cluster-dev"].status == "success" and dev.commit == "c4"
+
+
+def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
+    # A StackReference to a stack that exists but was never deployed reads no outputs: the
+    # preview declares nothing and names the stack. Some outputs but not all is a cluster stack
+    # from another version of the contract, refused in a preview as in an up.
+    from infra.config.errors import ConfigError
+    from offline.mocks import StackOutputs
+    from offline.plan import offline_secrets
+
+    workloads = REPO_ROOT / "workloads"
+    config = first_commit(day_zero("two accounts")[1]).config(WORKLOADS, "dev")
+    reference = config[f"{WORKLOADS}:clusterStack"]
+    secrets = offline_secrets(workloads, "dev", config)
+    empty = run_program(workloads, "dev", config, {reference: StackOutputs({})}, secrets, preview=True)
+    assert empty.registrations == [] and empty.outputs["workloads"] == {"waitingFor": "organization/trainium-eks/dev"}
+    with pytest.raises(ConfigError, match="the cluster stack has no output acceleratorNodeGroups"):
+        run_program(workloads, "dev", config, {reference: StackOutputs({"clusterName": "trn-dev"})}, secrets, preview=True)
