@@ -44,9 +44,9 @@ def test_bert_precompile_fills_exactly_what_training_reads(workloads_dev: PlanRe
     assert caches["bert-precompile"] == caches["bert-train"] == ["neuron_cache/bert-large_0", "neuron_cache/bert-large_1"]
 
 
-def test_nemo_cache_is_the_shared_one_on_fsx(workloads_dev: PlanResult) -> None:
+def test_nemo_cache_is_the_shared_one_on_fsx(workloads_all: PlanResult) -> None:
     for job in ("llama2-compile", "llama2-train"):
-        replicas = manifest(workloads_dev, "MPIJob", job)["spec"]["mpiReplicaSpecs"]
+        replicas = manifest(workloads_all, "MPIJob", job)["spec"]["mpiReplicaSpecs"]
         pod = replicas["Worker"]["template"]["spec"]
         container = pod["containers"][0]
         assert fsx_path(container, pod, compile_cache.UPSTREAM_URL) == compile_cache.FSX_DIR

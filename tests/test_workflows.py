@@ -276,14 +276,15 @@ def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_
 
 def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(workloads_prod) -> None:
     # Pulumi creates a resource only after its dependencies; prod's NeMo compile depends on the
-    # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 180 min
-    # in a row (their *TimeoutMinutes defaults in workloads/settings.py).
+    # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 185 min
+    # in a row (staging's timeoutMinutes; the compile's deadline of 180 min + the 5-minute margin,
+    # workloads/deadlines.py).
     from tools.workloads_preflight import awaited_steps, longest_wait
 
     steps = {s.name: s for s in awaited_steps(workloads_prod)}
-    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (420, ["stage-redpajama", "llama2-compile"])
+    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (425, ["stage-redpajama", "llama2-compile"])
     staged = frozenset({steps["stage-redpajama"].urn})
-    assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (180, ["llama2-compile"])
+    assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (185, ["llama2-compile"])
 
 
 def test_the_readme_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
@@ -352,7 +353,7 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
     out = capsys.readouterr().out
     assert "\n::error::This up creates awaited steps" in out  # a workflow command, on stdout
-    assert "420 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
+    assert "425 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
     export = {"version": 3, "deployment": {"resources": [{"urn": r.urn} for r in workloads_prod.registrations]}}
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     cli = _Cli(answers)
@@ -407,4 +408,4 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
-    assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420
+    assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 425

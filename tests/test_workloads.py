@@ -58,7 +58,15 @@ def test_bert_jobs_gang_schedule_one_pod_per_node_in_the_queue(workloads_dev: Pl
     assert spec["minAvailable"] == 2 and len(spec["tasks"]) == 2
     assert [t["replicas"] for t in spec["tasks"]] == [1, 1]
     assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses"]
-    assert {p["event"] for p in spec["tasks"][0]["policies"]} == {"PodEvicted", "PodFailed"}
+    # volcano v1.15.1 job_controller_util.go applyPolicies: the first matching policy of the task
+    # wins, so the deadline's exit code (coreutils `timeout`: 124) ends the job before PodFailed
+    # restarts it; a pod still Pending after the timeout ends it too.
+    assert spec["tasks"][0]["policies"] == [
+        {"exitCode": 124, "action": "TerminateJob"},
+        {"event": "PodPending", "timeout": "45m", "action": "TerminateJob"},
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
 
 
 def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: PlanResult, dev: PlanResult) -> None:
@@ -89,16 +97,19 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
 
 def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
     train = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
-    shell, flag, line = train["command"]
+    # Each attempt under coreutils `timeout`: SIGTERM at trainDeadlineMinutes (dev: 60), SIGKILL 5 min later.
+    assert train["command"][:3] == ["timeout", "--kill-after=300", "3600"]
+    shell, flag, line = train["command"][3:]
     assert (shell, flag) == ("bash", "-c")
     assert "--rdzv_backend etcd --rdzv_endpoint etcd-server.default:2379" in line
     assert "--nnodes 2 --nproc_per_node 32" in line
     assert "--batch_size 16 --grad_accum_usteps 32" in line
     assert "--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output" in line
-    assert "--steps_this_run" not in line and "--enable_fp32" not in line
+    assert line.endswith("--steps_this_run 200") and "--enable_fp32" not in line
     compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
-    assert compile_["command"][0] == "neuron_parallel_compile" and len(compile_["command"]) == 2
-    assert compile_["command"][1].endswith("--steps_this_run 10")
+    assert compile_["command"][:3] == ["timeout", "--kill-after=300", "7200"]
+    assert compile_["command"][3] == "neuron_parallel_compile" and len(compile_["command"]) == 5
+    assert compile_["command"][4].endswith("--steps_this_run 10")
 
 
 def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workloads_dev: PlanResult) -> None:
@@ -111,11 +122,12 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:
-    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False})
+    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False},
+                            rayLlama2=None)
     template = pod_templates(manifest(result, "Job", "bert-train"))[0]
     assert limits(template) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
     assert template["spec"]["nodeSelector"]["instance-type"] == "trn1n-32xl"
-    assert "--enable_fp32" in template["spec"]["containers"][0]["command"][2]
+    assert "--enable_fp32" in template["spec"]["containers"][0]["command"][-1]
     assert not [r for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-precompile"]
 
 
@@ -181,7 +193,7 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
 @pytest.mark.parametrize(("kind", "names"), [
     ("Job", ["bert-precompile", "bert-train"]), ("RayJob", RAY_JOBS), ("MPIJob", ["llama2-compile", "llama2-train"]),
 ])  # fmt: skip
-def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, kind: str, names: list[str]) -> None:
+def test_a_changed_job_is_replaced_old_object_first(workloads_all: PlanResult, kind: str, names: list[str]) -> None:
     # volcano-sh/volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go (validateJobUpdate) refuses a Job
     # update that changes more than minAvailable, task replicas and priority class; kuberay v1.7.0
     # rayjob_controller.go ("Disregard changes in RayClusterSpec") and a finished RayJob/MPIJob
@@ -190,7 +202,7 @@ def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, k
     # unchanged job has no diff; it sets DeleteBeforeReplace only for its own forced replacements,
     # so a job that keeps its name must ask for it, or the create would collide with the old object.
     for name in names:
-        job = registration(workloads_dev, kind, name)
+        job = registration(workloads_all, kind, name)
         assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
 
 
@@ -211,9 +223,9 @@ def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(worklo
 # --- Llama-2 on NeMo / MPI --------------------------------------------------------------------
 
 
-def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) -> None:
+def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) -> None:
     for name, compile_only in (("llama2-compile", True), ("llama2-train", False)):
-        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
+        spec = manifest(workloads_all, "MPIJob", name)["spec"]
         worker = spec["mpiReplicaSpecs"]["Worker"]
         launcher = spec["mpiReplicaSpecs"]["Launcher"]
         assert worker["replicas"] == 4 and spec["slotsPerWorker"] == 1 and launcher["replicas"] == 1
@@ -229,32 +241,34 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
-def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue(workloads_dev: PlanResult, workloads_with) -> None:
+def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(workloads_all: PlanResult, workloads_with) -> None:
     """kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
     operator creates a PodGroup named after the MPIJob, queue = runPolicy.schedulingPolicy.queue,
-    minMember = schedulingPolicy.minAvailable or else workers + 1 (calculateMinAvailable), and
-    puts both the launcher and the workers in it (decoratePodTemplateSpec, called from newWorker
-    and newLauncherPodTemplate in pkg/controller/mpi_job_controller.go). With
-    launcherCreationPolicy WaitForWorkersReady the launcher Job is created only when every worker
-    pod is Ready (syncHandler), and Volcano v1.15.1's gang plugin (pkg/scheduler/plugins/gang/
-    gang.go) holds a job with fewer valid pods than minMember, binding none: the default N + 1
-    would never start. minAvailable = the workers keeps the gang (all Trainium nodes or none)
-    and lets the launcher follow."""
-    for name in ("llama2-compile", "llama2-train"):
-        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
-        assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
-        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"]}
-    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"})
+    minMember = schedulingPolicy.minAvailable, and puts both the launcher and the workers in it
+    (decoratePodTemplateSpec, called from newWorker and newLauncherPodTemplate in
+    pkg/controller/mpi_job_controller.go). With launcherCreationPolicy AtStartup the launcher Job
+    is created with the workers (syncHandler), so it is part of the gang: workers + 1; and its
+    activeDeadlineSeconds (newLauncherJob copies runPolicy's) counts from the start, which is the
+    MPIJob's only pending timeout under Volcano (VolcanoCtrl.newPodGroup passes no
+    scheduleTimeoutSeconds)."""
+    for name, deadline in (("llama2-compile", 180), ("llama2-train", 240)):
+        spec = manifest(workloads_all, "MPIJob", name)["spec"]
+        assert spec["launcherCreationPolicy"] == "AtStartup"
+        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"] + 1}
+        assert spec["runPolicy"]["activeDeadlineSeconds"] == deadline * 60
+    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"},
+                         rayLlama2=None)
     policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
-    assert policy == {"queue": "llama2-training-queue", "minAvailable": 2}
+    assert policy == {"queue": "llama2-training-queue", "minAvailable": 3}
     # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
     no_volcano = workloads_with(
         cluster=lambda o: o["features"].update(volcano=False, torchxEtcd=False), bertPretraining=None, rayLlama2=None,
+        nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}, clusterCheck=None,
     )  # fmt: skip
     assert "schedulingPolicy" not in manifest(no_volcano, "MPIJob", "llama2-train")["spec"]["runPolicy"]
 
 
-def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanResult) -> None:
+def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_all: PlanResult) -> None:
     # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
     # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts
     # orted on each worker over ssh. open-mpi/ompi v4.1.x orte/mca/plm/rsh/plm_rsh_module.c
@@ -263,16 +277,18 @@ def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanRe
     # aws-neuron/neuronx-nemo-megatron k8s/docker/Dockerfile); with --prefix it first sets PATH
     # and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib.
     for name in ("llama2-compile", "llama2-train"):
-        launcher = manifest(workloads_dev, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
+        launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         command = launcher["template"]["spec"]["containers"][0]["command"]
-        assert command[:3] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
+        # Created at start-up, it first waits for every worker's sshd, then execs mpirun.
+        assert command[:2] == ["bash", "-c"] and "ssh -o BatchMode=yes" in command[2] and command[2].endswith('exec "$@"\n')
+        assert command[4:7] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
 
 
-def test_mpi_training_follows_compile_which_follows_the_data(workloads_dev: PlanResult) -> None:
-    secret = registration(workloads_dev, "Secret", "hf-token")
-    staging = registration(workloads_dev, "Job", "stage-redpajama")
-    compile_ = registration(workloads_dev, "MPIJob", "llama2-compile")
-    train = registration(workloads_dev, "MPIJob", "llama2-train")
+def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: PlanResult) -> None:
+    secret = registration(workloads_all, "Secret", "hf-token")
+    staging = registration(workloads_all, "Job", "stage-redpajama")
+    compile_ = registration(workloads_all, "MPIJob", "llama2-compile")
+    train = registration(workloads_all, "MPIJob", "llama2-train")
     assert staging.urn in compile_.dependencies and compile_.urn in train.dependencies
     assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
     assert secret.inputs["stringData"] == "[secret]"
@@ -344,7 +360,7 @@ def test_custom_objects_use_only_fields_their_crds_define(stack: str, request: p
     assert {o["metadata"]["name"]: undefined_fields(o) for o in objects} == {o["metadata"]["name"]: [] for o in objects}
 
 
-def test_the_field_check_catches_a_misspelled_field(workloads_dev: PlanResult) -> None:
-    job = manifest(workloads_dev, "MPIJob", "llama2-train")
+def test_the_field_check_catches_a_misspelled_field(workloads_all: PlanResult) -> None:
+    job = manifest(workloads_all, "MPIJob", "llama2-train")
     bad = {**job, "spec": {**job["spec"], "slotPerWorker": 1}}
     assert undefined_fields(bad) == ["spec.slotPerWorker"]

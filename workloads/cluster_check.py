@@ -58,7 +58,7 @@ SHARED_MOUNT = "/shared"
 RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
-HOSTFILE = "/etc/mpi/hostfile"
+HOSTFILE = pods.MPI_HOSTFILE
 # The Job controller's label on every pod of a Job: the Job's UID (kubernetes/api v0.34.0, the
 # Kubernetes 1.34 API, batch/v1/types.go ControllerUidLabel; the unprefixed `controller-uid` is
 # kept only for legacy). Read through the downward API, it names the per-node Job's attempt.
@@ -287,15 +287,7 @@ trap 'echo $status > "$attempt/allreduce.status"' EXIT
 trap 'echo "stopped (deadline) while: $stage" | tee -a {dir_}/allreduce.txt; exit 1' TERM
 stage="waiting for {s.nodes} workers (name and sshd)"
 echo "$stage" | tee {dir_}/allreduce.txt
-hosts=""
-# The launcher starts with the workers (AtStartup): each is waited for, its DNS record included,
-# which can lag a Ready pod; only the launcher's deadline ends the wait.
-for h in $(awk '{{print $1}}' {HOSTFILE}); do
-  until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
-      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {POLL_SECONDS}; done
-  hosts="$hosts $ip"
-done
-first=${{hosts# }}; first=${{first%% *}}
+{pods.wait_for_mpi_workers(POLL_SECONDS)}first=${{hosts# }}; first=${{first%% *}}
 stage="nccom-test"
 echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee -a {dir_}/allreduce.txt
 # On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).

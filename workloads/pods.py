@@ -95,6 +95,26 @@ def claim_mount(path: str) -> dict[str, str]:
     return {"name": FSX_VOLUME, "mountPath": path}
 
 
+# The MPI operator's hostfile in the launcher (kubeflow/mpi-operator v0.8.0
+# pkg/controller/mpi_job_controller.go newConfigMap): `<job>-worker-<i>.<job>.<ns>.svc slots=<n>`.
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+
+
+def wait_for_mpi_workers(poll_seconds: int = 10) -> str:
+    """Shell: wait until every worker in the MPI hostfile resolves and answers over SSH, and set
+    ``hosts`` to their addresses. A launcher created at start-up (`launcherCreationPolicy:
+    AtStartup`) runs before its workers are Ready, and a worker's DNS record can lag its Ready pod;
+    only the launcher Job's deadline ends the wait."""
+    return f"""\
+hosts=""
+for h in $(awk '{{print $1}}' {MPI_HOSTFILE}); do
+  until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
+      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {poll_seconds}; done
+  hosts="$hosts $ip"
+done
+"""
+
+
 def wait_for(condition: str, timeout_minutes: int) -> dict[str, str]:
     """Annotations that make `pulumi up` wait until the object reports ``condition``.
 

@@ -16,10 +16,10 @@ import yaml
 
 from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
-from workloads import pods
+from workloads import deadlines, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
-from workloads.settings import RayLlama2Settings
+from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
 
 # KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -38,11 +38,7 @@ DASHBOARD_PORT = 8265
 # ray.io/originated-from-crd: RayJob (ray-operator/controllers/ray/rayjob_controller.go); the
 # submitter and the operator itself (job status) reach the head's dashboard only.
 SUBMITTER_LABEL = {"ray.io/originated-from-crd": "RayJob"}
-JOB_NAMES = {
-    "generate-data": "llama2-generate-pretraining-test-data",
-    "precompile": "llama2-precompilation-job",
-    "train": "llama2-pretraining-job",
-}
+JOB_NAMES = RAY_JOB_NAMES
 
 
 @dataclass(frozen=True)
@@ -184,9 +180,13 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
+        # Every step ends by its deadline, counted from the RayJob's start (cluster start-up
+        # included); a cluster not running its job within pendingTimeoutMinutes (a gang that cannot
+        # be scheduled, nodes that never come) fails it sooner. Either way KubeRay marks the RayJob
+        # Failed and shutdownAfterJobFinishes deletes its cluster (workloads/deadlines.py).
+        "activeDeadlineSeconds": deadlines.ray_step_deadline_seconds(s, step),
+        "preRunningDeadlineSeconds": s.pending_timeout_minutes * 60,
     }
-    if step == "train" and s.train_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = s.train_deadline_seconds
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -203,9 +203,14 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
 
 def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
     """The configured steps in order; all but the last make `pulumi up` wait for success."""
-    steps = layout.settings.steps
-    succeeded = pods.wait_for("jsonpath={.status.jobStatus}=SUCCEEDED", layout.settings.step_timeout_minutes)
-    return [ray_job(step, layout, pods.skip_await() if i == len(steps) - 1 else succeeded) for i, step in enumerate(steps)]
+    s = layout.settings
+
+    def annotations(i: int, step: str) -> dict[str, str]:
+        if i == len(s.steps) - 1:
+            return pods.skip_await()
+        return pods.wait_for("jsonpath={.status.jobStatus}=SUCCEEDED", deadlines.ray_await_minutes(s, step))
+
+    return [ray_job(step, layout, annotations(i, step)) for i, step in enumerate(s.steps)]
 
 
 @dataclass(frozen=True)
