@@ -152,45 +152,50 @@ class BertPretrainingArgs:
     after: tuple[pulumi.Resource, ...] = ()
 
 
+def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
+    """The precompile Job (awaited) when on, then the training Job."""
+    s = args.settings
+    base = dict(
+        namespace=args.namespace,
+        image=f"{args.repository}:{s.image_tag}",
+        group=args.group,
+        queue=s.queue,
+        claim=args.claim,
+        service_account=args.service_account,
+        max_retry=s.max_retry,
+        pending_timeout_minutes=s.pending_timeout_minutes,
+    )
+    run = dict(
+        nnodes=s.nodes,
+        nproc_per_node=args.group.neuron_cores,
+        etcd_endpoint=args.etcd_endpoint,
+        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
+        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
+        data_dir=s.data_dir,
+        output_dir=s.output_dir,
+        bf16=s.bf16,
+        cacheset=s.cacheset,
+    )
+    manifests = []
+    if s.precompile:
+        compile_job = BertJob(
+            name="bert-precompile",
+            run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
+            deadline_minutes=s.precompile_deadline_minutes,
+            **base,
+        )
+        done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
+        manifests.append(volcano_job(compile_job, done))
+    train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps),
+                        deadline_minutes=s.train_deadline_minutes, **base)
+    manifests.append(volcano_job(train_job, pods.skip_await()))
+    return manifests
+
+
 class BertPretraining(pulumi.ComponentResource):
     def __init__(self, name: str, args: BertPretrainingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:BertPretraining", name, None, opts)
-        s = args.settings
-        base = dict(
-            namespace=args.namespace,
-            image=f"{args.repository}:{s.image_tag}",
-            group=args.group,
-            queue=s.queue,
-            claim=args.claim,
-            service_account=args.service_account,
-            max_retry=s.max_retry,
-            pending_timeout_minutes=s.pending_timeout_minutes,
-        )
-        run = dict(
-            nnodes=s.nodes,
-            nproc_per_node=args.group.neuron_cores,
-            etcd_endpoint=args.etcd_endpoint,
-            batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
-            grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
-            data_dir=s.data_dir,
-            output_dir=s.output_dir,
-            bf16=s.bf16,
-            cacheset=s.cacheset,
-        )
-        manifests = []
-        if s.precompile:
-            compile_job = BertJob(
-                name="bert-precompile",
-                run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
-                deadline_minutes=s.precompile_deadline_minutes,
-                **base,
-            )
-            done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
-            manifests.append(volcano_job(compile_job, done))
-        train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps),
-                            deadline_minutes=s.train_deadline_minutes, **base)
-        manifests.append(volcano_job(train_job, pods.skip_await()))
         # Before the jobs: pods started before their policy exists would accept anything.
         policy = declare(pods.peers_policy(WORKLOAD, args.namespace), self)
-        self.jobs = declare_in_order(manifests, self, [*args.after, policy], replace_on_change=True)
+        self.jobs = declare_in_order(job_sequence(args), self, [*args.after, policy], replace_on_change=True)
         self.register_outputs({})

@@ -95,6 +95,13 @@ RAY_JOB_NAMES = {
 class RayLlama2Settings(GangTimeoutSettings):
     workers: int = Field(default=2, ge=1, description="Ray workers, one per Trainium node.")
     queue: str = Field(default="llama2-training-queue", description="Volcano queue.")
+    # KubeRay counts it, like the train step's deadline, from the RayJob's start: it must stay shorter.
+    pending_timeout_minutes: int = Field(
+        default=30, ge=15,
+        description="preRunningDeadlineSeconds of every step, in minutes: a RayJob whose cluster does not run its "
+        "job by then (scale-up from zero and the image pull included) fails and releases its nodes; at least 15, "
+        "and shorter than every step's deadline.",
+    )
     head_cpu: str = Field(default="6", description="Ray head CPU request (on a core node).")
     head_memory: str = Field(default="30Gi", description="Ray head memory request.")
     worker_cpu: str = Field(default="120", description="Ray worker CPU request.")
