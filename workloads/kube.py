@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Sequence
 
 import pulumi
@@ -61,14 +62,60 @@ def declare(
     )
 
 
+# The annotation that ties a job to the one before it in its chain: that job's UID, in the pod
+# templates of this one's spec (see ``follow``).
+FOLLOWS = "trainium.workloads/follows-uid"
+
+
+def pod_templates(value: Any) -> list[dict[str, Any]]:
+    """Every pod template inside an object's spec (`template` with a `spec`): a Volcano Job's
+    tasks, an MPIJob's replicas, a RayJob's head and worker groups, a batch Job's template."""
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key == "template" and isinstance(child, dict) and "spec" in child:
+                found.append(child)
+            found += pod_templates(child)
+    elif isinstance(value, list):
+        for child in value:
+            found += pod_templates(child)
+    return found
+
+
+def _uid(resource: pulumi.CustomResource) -> pulumi.Output[str]:
+    return resource.metadata.apply(lambda m: (m.get("uid") if isinstance(m, dict) else getattr(m, "uid", None)) or "")
+
+
+def follow(manifest: dict[str, Any], before: pulumi.Output[str]) -> dict[str, Any]:
+    """``manifest`` with ``before`` (the previous job's UID) in its pod templates' annotations.
+
+    A property dependency, not `depends_on`: with deleteBeforeReplace, pulumi deletes a dependent
+    before the resource it depends on is replaced only when one of its input properties comes from
+    that resource; it then asks the provider to diff the dependent with those properties unknown
+    and applies its replaceOnChanges (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go
+    calculateDependentReplacements). The UID sits in `spec`, which replaceOnChanges names, so a
+    replaced precompile or compile job first takes the training job that follows it down: never two
+    runs on one compile cache and one node group at once. A new UID also means a new training run
+    after every new precompile, which is what the chain is for.
+    """
+    linked = copy.deepcopy(manifest)
+    for template in pod_templates(linked["spec"]):
+        metadata = template.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), FOLLOWS: before}
+    return linked
+
+
 def declare_in_order(
     manifests: Sequence[dict[str, Any]],
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     replace_on_change: bool = False,
 ) -> list[pulumi.CustomResource]:
-    """Each manifest created only once the one before it is ready (see ``pods.wait_for``)."""
+    """Each manifest created only once the one before it is ready (see ``pods.wait_for``); with
+    ``replace_on_change``, each also follows the one before it (see ``follow``)."""
     declared: list[pulumi.CustomResource] = []
     for manifest in manifests:
+        if declared and replace_on_change:
+            manifest = follow(manifest, _uid(declared[-1]))
         declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change))
     return declared
