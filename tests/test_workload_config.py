@@ -178,7 +178,7 @@ def test_ray_gang_larger_than_its_queue_capability(workloads_with) -> None:
     ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "outputDir": "/data/../out"}}, "bertPretraining.outputDir = '/data/../out'"),
     ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "tokenizerPath": "llama7b_tokenizer"}}, "nemoLlama2.tokenizerPath = 'llama7b_tokenizer'"),
     ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "datasetPath": "/sharedx/data"}}, "nemoLlama2.datasetPath = '/sharedx/data'"),
-    ({"tensorboard": {"logDir": "/data/output"}}, "tensorboard.logDir = '/data/output'"),
+    ({"tensorboard": {"logDirs": ["/shared/output", "/data/output"]}}, "tensorboard.logDirs = '/data/output'"),
 ])  # fmt: skip
 def test_paths_outside_the_mount_the_job_reads(workloads_with, setting: dict, key: str) -> None:
     (problem,) = refusal(workloads_with, **setting)

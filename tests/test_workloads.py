@@ -73,8 +73,10 @@ def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: P
     group = cluster_group(dev, "trn1-32xl-ng1")
     for template in pod_templates(manifest(workloads_dev, "Job", "bert-train")):
         spec, container = template["spec"], template["spec"]["containers"][0]
-        assert container["resources"]["requests"] == container["resources"]["limits"] == {
-            "aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}  # fmt: skip
+        # Every device and interface of the node; CPU and memory requested so the pod is not BestEffort
+        # (first evicted, oom_score_adj 1000), with no limit to be OOM-killed at.
+        assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+        assert container["resources"]["requests"] == {**container["resources"]["limits"], "cpu": "100", "memory": "400Gi"}
         assert group["labels"].items() <= spec["nodeSelector"].items()
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
         assert spec["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
@@ -170,10 +172,14 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
     entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
+    # B6: the data step skips what a finished run left (the marker comes only after get_dataset.py
+    # returns); C7: dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
+    # --steps_this_run, awslabs/data-on-eks a32d9f2).
     assert entrypoints == [
-        "python3 get_dataset.py",
+        "test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged || "
+        "{ python3 get_dataset.py && touch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; }",
         "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile",
-        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2",
+        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20",
     ]
     for job in jobs:
         spec = job.inputs["spec"]
@@ -187,7 +193,9 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
     # ray-project/kuberay v1.7.0 rayjob_controller.go: the deadline runs from the RayJob's
     # creation, so it must leave room for the cluster to come up from zero Trainium nodes.
-    assert jobs[2].inputs["spec"]["activeDeadlineSeconds"] == 2400
+    assert [j.inputs["spec"]["activeDeadlineSeconds"] for j in jobs] == [10800, 10800, 3600]
+    assert [j.inputs["spec"]["preRunningDeadlineSeconds"] for j in jobs] == [1800] * 3
+    assert workloads_dev.outputs["workloads"]["rayLlama2"]["trainEnds"].startswith("Succeeded after 20 steps")
 
 
 @pytest.mark.parametrize(("kind", "names"), [
@@ -201,9 +209,12 @@ def test_a_changed_job_is_replaced_old_object_first(workloads_all: PlanResult, k
     # provider/pkg/provider/provider.go (Diff) compares new inputs with the old inputs only, so an
     # unchanged job has no diff; it sets DeleteBeforeReplace only for its own forced replacements,
     # so a job that keeps its name must ask for it, or the create would collide with the old object.
+    # kuberay v1.7.0 volcano_scheduler.go createPodGroup reads the RayJob's queue label only when it
+    # creates the PodGroup (C1): a changed label replaces the RayJob too.
+    paths = ["spec", "metadata.labels"] if kind == "RayJob" else ["spec"]
     for name in names:
         job = registration(workloads_all, kind, name)
-        assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+        assert job.lifecycle["replaceOnChanges"] == paths and job.lifecycle["deleteBeforeReplace"] is True
 
 
 def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(workloads_dev: PlanResult) -> None:
@@ -307,9 +318,12 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     deployment = manifest(workloads_dev, "Deployment", "tensorboard")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # The whole volume, so BERT's runs (/data/output in its pods = /shared/output here) show as
-    # in the seed's viewer, next to NeMo's /shared/nemo_experiments.
-    assert container["command"][:3] == ["tensorboard", "--logdir", "/shared"]
+    # B5: the run directories only (BERT's /data/output = /shared/output here, NeMo's, Ray's), not
+    # the whole volume with its datasets and compile cache; tensorboard 2.18.0
+    # tensorboard/plugins/core/core_plugin.py: --logdir_spec "name:path,...".
+    assert container["command"][:3] == [
+        "tensorboard", "--logdir_spec", "output:/shared/output,nemo_experiments:/shared/nemo_experiments,"
+        "llama2_output:/shared/llama2_output"]
     assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
 
 

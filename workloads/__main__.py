@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
-from workloads import checks, contract, layouts, schedule
+from workloads import checks, contract, layouts, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, ClusterCheckArgs, summary
 from workloads.data_staging import DataStaging, DataStagingArgs
@@ -66,7 +66,14 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         BertPretraining("bert-pretraining", bert_args, opts)
     if (ray_layout := layouts.ray(config, cluster)) is not None:
         RayLlama2("ray-llama2", RayLlama2Args(ray_layout), opts)
-        declared["rayLlama2"] = ["kuberay-trn1", *ray_layout.settings.steps]
+        s = ray_layout.settings
+        declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in s.steps]}
+        if "train" in s.steps:
+            # ray_train_llama2.py runs 10000 steps unless told fewer: the deadline then ends it.
+            declared["rayLlama2"]["trainEnds"] = (
+                f"Succeeded after {s.train_steps} steps, or Failed at trainDeadlineSeconds" if s.train_steps
+                else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
+                "that ends Succeeded")
     if (nemo_layout := layouts.nemo(config, cluster)) is not None:
         s = nemo_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()

@@ -114,7 +114,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "image": job.image,
         "command": with_deadline(bert_launch.command(job.run, RDZV_ID), job.deadline_minutes),
         "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
-        "resources": pods.accelerator_resources(job.group),
+        "resources": pods.training_resources(job.group),
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }

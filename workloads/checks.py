@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Optional
 
-from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, quantities
+from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, pods, quantities
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
@@ -193,9 +193,11 @@ def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
         head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
         worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
         return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
-    if workload in ("nemo_llama2", "cluster_check"):
-        return [nemo_llama2.LAUNCHER_REQUESTS]
-    return []  # BERT's pods request Neuron devices and EFA interfaces only
+    if workload == "nemo_llama2":
+        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.TRAINING_REQUESTS] * settings.nodes
+    if workload == "cluster_check":
+        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.CHECK_REQUESTS] * settings.nodes
+    return [pods.TRAINING_REQUESTS] * settings.nodes  # BERT: one training pod per node
 
 
 def _capacity_problems(workload: str, settings: Any, cluster: ClusterContract) -> list[str]:
@@ -326,7 +328,7 @@ def _path_problems(config: WorkloadsConfig) -> list[str]:
     if nemo := config.on("nemo_llama2"):
         wanted += [("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")]
     if board := config.on("tensorboard"):
-        wanted.append(("tensorboard", "log_dir", board.log_dir, TENSORBOARD_MOUNT))
+        wanted += [("tensorboard", "log_dirs", d, TENSORBOARD_MOUNT) for d in board.log_dirs]
     problems = []
     for workload, field, path, mount in wanted:
         if not _under(path, mount):

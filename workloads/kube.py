@@ -28,7 +28,7 @@ def resource_name(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}"
 
 
-def replacing_options() -> pulumi.ResourceOptions:
+def replacing_options(paths: Sequence[str] = ("spec",)) -> pulumi.ResourceOptions:
     """Options for a run-to-completion job: a changed spec replaces it, old object first.
 
     In place, a change would be refused (Volcano's Job admission webhook allows only
@@ -40,7 +40,7 @@ def replacing_options() -> pulumi.ResourceOptions:
     own forced replacements, not for `replaceOnChanges`; the name is kept, so the old object
     must go first - which also frees its Trainium nodes for the new run.
     """
-    return pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+    return pulumi.ResourceOptions(replace_on_changes=list(paths), delete_before_replace=True)
 
 
 def declare(
@@ -48,11 +48,12 @@ def declare(
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     replace_on_change: bool = False,
+    replace_on: Sequence[str] = ("spec",),
 ) -> pulumi.CustomResource:
     """``manifest`` as a resource under ``parent``, created only once ``after`` are ready."""
     opts = pulumi.ResourceOptions(parent=parent, depends_on=list(after))
     if replace_on_change:
-        opts = pulumi.ResourceOptions.merge(opts, replacing_options())
+        opts = pulumi.ResourceOptions.merge(opts, replacing_options(replace_on))
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _BUILT_IN.get((manifest["apiVersion"], manifest["kind"]))
     if cls is not None:
@@ -110,6 +111,7 @@ def declare_in_order(
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     replace_on_change: bool = False,
+    replace_on: Sequence[str] = ("spec",),
 ) -> list[pulumi.CustomResource]:
     """Each manifest created only once the one before it is ready (see ``pods.wait_for``); with
     ``replace_on_change``, each also follows the one before it (see ``follow``)."""
@@ -117,5 +119,5 @@ def declare_in_order(
     for manifest in manifests:
         if declared and replace_on_change:
             manifest = follow(manifest, _uid(declared[-1]))
-        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change))
+        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change, replace_on))
     return declared

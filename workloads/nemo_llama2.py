@@ -103,7 +103,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "command": ["/usr/sbin/sshd", "-De"],
         # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
         # RedPajama staging job downloaded; only that download needs the token.
-        "resources": pods.accelerator_resources(layout.group),
+        "resources": pods.training_resources(layout.group),
         "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }

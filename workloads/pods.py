@@ -56,6 +56,20 @@ def accelerator_security_context(add: tuple[str, ...] = ACCELERATOR_CAPABILITIES
     return container_security_context(add=add)
 
 
+# CPU and memory a training pod asks for beside its node's devices (about what the Ray worker asks):
+# without them it is BestEffort, the first pod the kubelet evicts under memory pressure, with
+# oom_score_adj 1000. Requests only: no limit to be OOM-killed at. The cluster check's pods need little.
+TRAINING_REQUESTS = {"cpu": "100", "memory": "400Gi"}
+CHECK_REQUESTS = {"cpu": "4", "memory": "16Gi"}
+
+
+def training_resources(group: NodeGroup, requests: Mapping[str, str] = TRAINING_REQUESTS) -> dict[str, dict[str, str]]:
+    """Every Neuron device and EFA interface of the node, and CPU and memory requests."""
+    resources = accelerator_resources(group)
+    resources["requests"].update(requests)
+    return resources
+
+
 def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str, str]]:
     """Every Neuron device and EFA interface of one node: the pod owns the whole node."""
     wanted = {NEURON_DEVICE_RESOURCE: str(group.neuron_devices), **extra}

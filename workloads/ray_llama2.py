@@ -138,13 +138,26 @@ def step_workers(step: str, layout: RayLayout) -> int:
     return 0 if step == "generate-data" else layout.settings.workers
 
 
+# get_dataset.py (awslabs/data-on-eks a32d9f2, raytrain-llama2-pretrain-trn1/llama2_pretrain)
+# downloads and tokenises WikiCorpus into this directory every time it runs (save_to_disk); the
+# marker is written only once it has finished, so a replaced data step skips the work already done.
+DATASET_DIR = "/shared/wikicorpus_llama2_7B_tokenized_4k"
+DATASET_MARKER = f"{DATASET_DIR}/.staged"
+
+
 def entrypoint(step: str, layout: RayLayout) -> str:
     if step == "generate-data":
-        return "python3 get_dataset.py"
+        # Ray runs a job's entrypoint through a shell (the steps below set variables the same way).
+        return f"test -f {DATASET_MARKER} || {{ python3 get_dataset.py && touch {DATASET_MARKER}; }}"
     # The script reads the device count from the environment and starts 32 workers per node.
     devices = layout.settings.workers * layout.group.neuron_devices
     command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py --num_nodes {layout.settings.workers}"
-    return command + (" --neuron_parallel_compile" if step == "precompile" else "")
+    if step == "precompile":
+        return command + " --neuron_parallel_compile"
+    # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama2_7b_hf_pretrain.py
+    # breaks out of its loop) and trainer.fit() returns: the RayJob Succeeds.
+    steps = layout.settings.train_steps
+    return command + (f" --steps_this_run {steps}" if steps is not None else "")
 
 
 def submitter_template(layout: RayLayout) -> dict[str, Any]:
@@ -223,6 +236,10 @@ class RayLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:RayLlama2", name, None, opts)
         policy = declare(ray_network_policy(args.layout.namespace), self)
-        # Each job is replaced (and so run again, on a fresh cluster) when its spec changes.
-        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
+        # Each job is replaced (and so run again, on a fresh cluster) when its spec changes, or its
+        # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
+        # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending
+        # gang in the old queue.
+        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True,
+                                     replace_on=("spec", "metadata.labels"))
         self.register_outputs({})

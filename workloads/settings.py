@@ -118,6 +118,11 @@ class RayLlama2Settings(GangTimeoutSettings):
     # (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): from zero
     # Trainium nodes, booting them and pulling a 10+ GB image takes 10-15 minutes, so the seed's
     # 600 s (written for an already running cluster) would kill training before it starts.
+    train_steps: Optional[int] = Field(
+        default=None, ge=1,
+        description="Steps of the train step (ray_train_llama2.py --steps_this_run); unset: the script's 10000, "
+        "which the deadline cuts, so the train RayJob then ends Failed (DeadlineExceeded).",
+    )
     train_deadline_seconds: int = Field(
         default=2400, ge=1200,
         description="activeDeadlineSeconds of the train RayJob, counted from its creation (cluster start-up "
@@ -188,10 +193,14 @@ class LoadBalancerSettings(ConfigModel):
 
 
 class TensorBoardSettings(WorkloadSettings):
-    log_dir: str = Field(
-        default="/shared",
-        description="Directory under /shared shown as runs (the whole volume: BERT's output and NeMo's "
-        "nemo_experiments).",
+    # Not the whole volume: TensorBoard walks its log directories on every reload, and /shared holds
+    # the datasets, Hugging Face caches and thousands of compile-cache directories (a constant
+    # metadata load on Lustre).
+    log_dirs: list[str] = Field(
+        default=["/shared/output", "/shared/nemo_experiments", "/shared/llama2_output"],
+        min_length=1,
+        description="Directories under /shared shown as runs, each under its last path component (BERT's output "
+        "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output).",
     )
     load_balancer: Optional[LoadBalancerSettings] = Field(
         default=None, description="Adds a password proxy and a load balancer limited to allowedCidrs."
