@@ -3,7 +3,7 @@ precompile populates what training reads (see workloads/compile_cache.py for the
 
 Ray's and NeMo's training code hard-codes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache
 (data-on-eks a32d9f25 gen-ai/training/raytrain-llama2-pretrain-trn1/llama2_pretrain/
-ray_train_llama2.py; neuronx-nemo-megatron f4743cef nemo/examples/nlp/language_modeling/
+ray_train_llama2.py; neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/
 train_setup.sh), overwriting the pod's environment: what keeps their cache on FSx is that their
 pods mount the claim at /shared. The acceptance test compiles nothing through torch-neuronx
 (nccom-test builds its own collectives), so it has no cache to share.
