@@ -96,6 +96,19 @@ def test_cpu_pods_of_all_jobs_must_fit_the_job_support_group(dev) -> None:
     assert problems(dev, support_nodes(2), **ALL_ON) == []
 
 
+def test_gangs_sharing_a_capped_queue_must_fit_its_capability_together(dev) -> None:
+    # volcano v1.15.1 pkg/scheduler/plugins/proportion/proportion.go: no allocation beyond a queue's
+    # capability (dev's llama2-training-queue: 500 CPU, 1500Gi). Ray's gang alone asks for 246.5 CPU
+    # and 910.2Gi (2 x 120/440Gi workers, head 6/30Gi, submitter 0.5/200Mi); BERT's two training
+    # pods 200 CPU and 800Gi: 1710.2Gi together.
+    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "queue": "llama2-training-queue", "trainSteps": 200,
+            "trainDeadlineMinutes": 60, "maxRetry": 1}
+    (problem,) = problems(dev, bertPretraining=bert)
+    assert problem.startswith("trainium-workloads:bertPretraining, trainium-workloads:rayLlama2: their gangs in Volcano "
+                              "queue 'llama2-training-queue' ask together for more than it allows (memory 1710.1953125Gi > 1500Gi)")
+    assert problems(dev, bertPretraining={**bert, "queue": "test"}) == []
+
+
 def test_a_cluster_stack_without_allocatable_figures_is_checked_for_devices_only(dev) -> None:
     def old_cluster(outputs: dict[str, Any]) -> None:
         for group in outputs["acceleratorNodeGroups"]:

@@ -13,6 +13,9 @@ objects the program declares (``layouts.job_chains``):
   step at once. Otherwise a gang waits behind another one's run, beyond its own pending timeout
   and `pulumi up`'s wait, while the autoscaler adds nodes the gang cannot use (volcano v1.15.1
   pkg/scheduler/plugins/gang/gang.go binds no pod of a job below its minMember).
+- **Gangs sharing a Volcano queue fit its capability together**: the proportion plugin never
+  allocates a queue beyond its capability (volcano v1.15.1 pkg/scheduler/plugins/proportion), so a
+  gang whose queue is full waits, nodes and all (``checks.py`` checks each workload alone).
 - **The job-support group holds every job's CPU pods together** (Ray heads and submitters, MPI
   launchers, staging and check Jobs): a Ray gang spans both groups, and its Trainium workers sit
   idle while the job-support group is full.
@@ -185,6 +188,53 @@ def nodes_needed(pods: Iterable[Mapping[str, Decimal]], node: Node) -> int:
     return len(free)
 
 
+def queue_of(obj: Mapping[str, Any]) -> Optional[str]:
+    """The Volcano queue of a gang: a Volcano Job's spec.queue, the label KubeRay v1.7.0 reads
+    (volcano_scheduler.go), the MPI operator's runPolicy.schedulingPolicy.queue (podgroup.go)."""
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "Job" and obj["apiVersion"].startswith("batch.volcano.sh"):
+        return spec.get("queue")
+    if obj["kind"] == "RayJob":
+        return ((obj.get("metadata") or {}).get("labels") or {}).get("volcano.sh/queue-name")
+    if obj["kind"] == "MPIJob":
+        return ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("queue")
+    return None
+
+
+def queue_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster: ClusterContract) -> list[str]:
+    """Workloads whose largest gangs in one capped queue ask together for more than it allows."""
+    demand: dict[str, dict[str, dict[str, Decimal]]] = {}  # queue -> workload -> largest gang's cpu/memory
+    for workload, workload_chains in chains.items():
+        for chain in workload_chains:
+            for phase in phases(chain):
+                for obj in phase:
+                    queue = queue_of(obj)
+                    if queue is None:
+                        continue
+                    asked = quantities.total([{k: str(v) for k, v in p.requests.items() if k in ("cpu", "memory")}
+                                              for p in pods_of(obj) for _ in range(p.count)])
+                    best = demand.setdefault(queue, {}).setdefault(workload, {})
+                    for name, amount in asked.items():
+                        best[name] = max(best.get(name, Decimal(0)), amount)
+    problems = []
+    for queue, by_workload in demand.items():
+        capability = cluster.volcano_queues.get(queue) or {}
+        if len(by_workload) < 2 or not capability:
+            continue
+        together: dict[str, Decimal] = {}
+        for asked in by_workload.values():
+            for name, amount in asked.items():
+                together[name] = together.get(name, Decimal(0)) + amount
+        over = quantities.exceeded(together, capability)
+        if over:
+            problems.append(
+                f"{', '.join(key_name((w,)) for w in by_workload)}: their gangs in Volcano queue {queue!r} ask together "
+                f"for more than it allows ({'; '.join(over)}); Volcano would hold one of them, with the nodes it was "
+                "given, until another ends. Use separate queues, lower the requests, or raise the queue's capability "
+                "in the cluster stack")
+    return problems
+
+
 def schedule_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster: ClusterContract) -> list[str]:
     """Every problem of the schedule as a whole; ``chains`` per workload key (layouts.job_chains)."""
     rooms = {g.name: _room(g) for g in cluster.node_groups.values()}
@@ -218,6 +268,7 @@ def schedule_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], clust
                 peaks.setdefault(where, {}).setdefault(workload, []).extend(pods)
     if problems:
         return problems
+    problems += queue_problems(chains, cluster)
     for where, by_workload in peaks.items():
         limit = cluster.support_max_size if where == SUPPORT else cluster.node_groups[where].max_size
         if limit is None or (where == SUPPORT and cluster.support_allocatable is None):
