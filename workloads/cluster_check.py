@@ -58,6 +58,8 @@ SHARED_MOUNT = "/shared"
 RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
+# Where the Neuron device plugin's devices appear in the container (/dev/neuron0, /dev/neuron1, ...).
+DEVICE_FILES = "/dev/neuron"
 HOSTFILE = pods.MPI_HOSTFILE
 # The Job controller's label on every pod of a Job: the Job's UID (kubernetes/api v0.34.0, the
 # Kubernetes 1.34 API, batch/v1/types.go ControllerUidLabel; the unprefixed `controller-uid` is
@@ -93,8 +95,11 @@ DEFAULT_FLOORS: dict[str, float] = {"trn1.32xlarge": 20.0, "trn1n.32xlarge": 20.
 FLOOR_SOURCE = "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
 
 
-# neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ... (also
-# with --topology; aws-neuron-sdk v2.20.2 tools/neuron-sys-tools/neuron-ls.rst). "devices cores".
+# neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ...; a
+# process continuation row has an empty first cell (aws-neuron-sdk v2.20.2
+# tools/neuron-sys-tools/neuron-ls.rst; its options are --wide, --show-all-procs and --topology,
+# no machine-readable output, so the table it is). "devices cores". Plain neuron-ls: --topology
+# only appends a drawing.
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 # fi_info lists each provider endpoint with a `domain:` line, one domain per EFA device.
 EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
@@ -185,9 +190,11 @@ failed=0
 check() {{ # name, expected, seen
   if [ "$2" = "$3" ]; then echo "ok    $1: $3"; else echo "FAIL  $1: expected $2, seen $3"; failed=1; fi
 }}
-devices_cores=$({NEURON_BIN}/neuron-ls --topology | {NEURON_LS_AWK})
+devices_cores=$({NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
 check "Neuron devices (neuron-ls)" {g.neuron_devices} "${{devices_cores% *}}"
 check "NeuronCores (neuron-ls)" {g.neuron_cores} "${{devices_cores#* }}"
+# A second count that does not read neuron-ls's table: the device files the device plugin gave us.
+check "Neuron device files ({DEVICE_FILES}*)" {g.neuron_devices} "$(ls -d {DEVICE_FILES}[0-9]* 2>/dev/null | wc -l)"
 efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
 check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
