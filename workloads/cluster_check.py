@@ -58,7 +58,9 @@ SHARED_MOUNT = "/shared"
 RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
-# Where the Neuron device plugin's devices appear in the container (/dev/neuron0, /dev/neuron1, ...).
+# Where the Neuron device plugin's devices appear in the container: it hands each allocated device
+# to the runtime as --device=/dev/neuron<i> (aws-neuron-sdk v2.20.2
+# containers/tutorials/k8s-neuron-scheduler-flow.rst, step 11).
 DEVICE_FILES = "/dev/neuron"
 HOSTFILE = pods.MPI_HOSTFILE
 # The Job controller's label on every pod of a Job: the Job's UID (kubernetes/api v0.34.0, the
