@@ -23,7 +23,7 @@ Where each deadline lives on the object, and what it counts:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from workloads.settings import RAY_JOB_NAMES
 
@@ -109,8 +109,3 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                                       minutes * 60, f"the all-reduce launcher's timeoutMinutes ({minutes} min)"))
     return steps
 
-
-def run_seconds(steps: list[TrainiumStep], workload: str) -> Optional[int]:
-    """The most one run of ``workload`` holds Trainium nodes: its steps run one after another."""
-    mine = [s.hold_seconds for s in steps if s.workload == workload]
-    return sum(mine) if mine else None
