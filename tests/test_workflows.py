@@ -398,6 +398,19 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
 
 
+def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod) -> None:
+    # The state holds the inputs `pulumi up` sent, rendered from the real cluster outputs: the plan
+    # compared with it must be rendered from them too (real ECR URLs, not the offline account), or
+    # every job would look replaced. A masked secret output keeps the offline value.
+    import tools.workloads_preflight as preflight
+
+    deployed = {**prod.outputs, "kubeconfig": "[secret]",
+                "ecrRepositories": {k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()}}
+    _, planned = preflight.plan("prod", deployed)
+    images = {i for r in planned.registrations for i in preflight._strings(r.inputs) if ".dkr.ecr." in i}
+    assert images and all(i.startswith("999999999999.dkr.ecr.") for i in images)
+
+
 def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_all) -> None:
     # pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go calculateDependentReplacements: a
     # dependent is deleted before a deleteBeforeReplace resource only when one of its properties
