@@ -95,6 +95,10 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
             "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0",
             "NEURON_RT_RESET_CORES": "1", "XLA_TRANSFER_SEED_ASYNC": "1"}  # fmt: skip
         assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
+        # Review C5: aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
+        # these for every run (lines 7-8) and BUCKET_CAP_MB for multi-node runs (line 70).
+        assert {k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")} == {
+            "NEURON_RT_EXEC_TIMEOUT": "600", "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0", "BUCKET_CAP_MB": "512"}
 
 
 def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
