@@ -9,7 +9,7 @@ from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
-from infra.components.kube import CORE_NODE_SELECTOR, JOB_SUPPORT_PLACEMENT
+from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
@@ -17,6 +17,7 @@ from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
 from infra.plans.placement import choose_placement, with_reservation_zones
+from infra.plans.system_capacity import node_allocatable
 
 config = validate.load()
 validate.check_against_the_account(config)
@@ -25,8 +26,12 @@ lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup"
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
 groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
-specs = [group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name]) for g in groups]
 features = config.features
+specs = [
+    group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
+               node_allocatable(g.instance_type, features, accelerator=True))
+    for g in groups
+]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
 addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
 # EKS made an access entry for whoever created the cluster; a second one would be refused.
@@ -216,5 +221,5 @@ pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_
 # Always-on system nodes: where workloads put their long-running services (TensorBoard).
 pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
 # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
-pulumi.export("jobSupportPlacement", JOB_SUPPORT_PLACEMENT)
+pulumi.export("jobSupportPlacement", job_support_output(config.job_node_group, features))
 pulumi.export("cloudwatchDashboard", observability.dashboard_name if observability else None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from infra.facts import prices
+from workloads import deadlines
 from infra.facts.prices import HOURS_PER_MONTH, Price
 
 SCENARIOS = ("idle", "configured", "fullScale")
@@ -300,62 +301,32 @@ class WorkloadRun:
 
 def workload_runs(settings: Any) -> list[WorkloadRun]:
     """The enabled workloads that hold Trainium nodes (staging and TensorBoard run on core nodes,
-    which the cluster's estimate already counts)."""
-    runs: list[WorkloadRun] = []
-    if (bert := settings.on("bert_pretraining")) is not None:
-        runs.append(WorkloadRun(
-            "bertPretraining", bert.node_group, bert.nodes, None,
-            "no bound: precompileTimeoutMinutes is how long `pulumi up` waits, not a limit on the job, and "
-            "bert-train runs until its steps are done",
-        ))
-    if (ray := settings.on("ray_llama2")) is not None and any(step != "generate-data" for step in ray.steps):
-        if "train" in ray.steps and ray.train_deadline_seconds is not None:
-            # KubeRay v1.7.0 (ray-operator/controllers/ray/rayjob_controller.go,
-            # checkActiveDeadlineAndUpdateStatusIfNeeded) fails the RayJob once activeDeadlineSeconds
-            # have passed since its start, and handleShutdownAfterJobFinishes deletes its RayCluster
-            # ttlSecondsAfterFinished after it ended; the nodes then idle until the autoscaler removes them.
-            seconds = ray.train_deadline_seconds + ray.ttl_seconds_after_finished + SCALE_DOWN_UNNEEDED_SECONDS
-            text = (f"train step about trainDeadlineSeconds {ray.train_deadline_seconds} + ttlSecondsAfterFinished "
-                    f"{ray.ttl_seconds_after_finished} + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay, "
-                    "plus the autoscaler's scan interval and the instances' termination (about a minute, not "
-                    "counted); the precompile step has no bound (stepTimeoutMinutes only limits the wait of "
-                    "`pulumi up`)")
-        elif "train" not in ray.steps:
-            seconds, text = None, ("no bound: the train step is not in steps, and the precompile step has no bound "
-                                   "(stepTimeoutMinutes only limits the wait of `pulumi up`)")
-        else:
-            seconds, text = None, "no bound: trainDeadlineSeconds is unset"
-        runs.append(WorkloadRun("rayLlama2", ray.node_group, ray.workers, seconds, text))
-    if (check := settings.on("cluster_check")) is not None:
-        runs.append(cluster_check_run(check))
-    if (nemo := settings.on("nemo_llama2")) is not None and (nemo.compile or nemo.train):
-        runs.append(WorkloadRun(
-            "nemoLlama2", nemo.node_group, nemo.nodes, None,
-            "no bound: compileTimeoutMinutes is how long `pulumi up` waits, not a limit on the MPIJob",
-        ))
+    which the cluster's estimate already counts), each bounded by its steps' deadlines
+    (workloads/deadlines.py, the table the jobs' deadlines and `pulumi up`'s awaits come from):
+    the steps of one workload run one after another, and after the last one the autoscaler
+    removes the idle nodes SCALE_DOWN_UNNEEDED_SECONDS later."""
+    steps = deadlines.trainium_steps(settings)
+    runs = []
+    for workload in dict.fromkeys(s.workload for s in steps):
+        mine = [s for s in steps if s.workload == workload]
+        seconds = sum(s.hold_seconds for s in mine) + SCALE_DOWN_UNNEEDED_SECONDS
+        parts = "; ".join(f"{s.name} at most {s.why}" for s in mine)
+        text = (f"at most {seconds // 60} min a run: {parts}; + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down "
+                "delay, plus the autoscaler's scan interval and the instances' termination (about a minute, not counted)")
+        runs.append(WorkloadRun(workload, mine[0].node_group, max(s.nodes for s in mine), seconds, text))
     return runs
 
 
 def cluster_check_run(check: Any) -> WorkloadRun:
-    """The acceptance test holds Trainium nodes in its per-node Job and, from two nodes, in the
-    all-reduce MPIJob that pulumi creates once that Job has completed; each is cut at
-    timeoutMinutes, start-up from zero nodes included. A Job's activeDeadlineSeconds counts from
-    its status.startTime, set when the Job controller starts processing it (kubernetes/api v0.34.0,
-    the Kubernetes 1.34 API, batch/v1/types.go: JobSpec.activeDeadlineSeconds "relative to the
-    startTime", JobStatus.startTime), not from its pods' start. The MPIJob's deadline is its launcher Job's
-    (kubeflow/mpi-operator v0.8.0 newLauncherJob), and under AtStartup that Job is created with
-    the workers (syncHandler), so workers that never get Ready are deleted when it passes
-    (cleanUpWorkerPods). The verdict runs on a job-support node. Then the autoscaler removes the
-    idle nodes SCALE_DOWN_UNNEEDED_SECONDS later."""
-    stages = 2 if check.nodes > 1 else 1
-    minutes = check.timeout_minutes
-    seconds = stages * minutes * 60 + SCALE_DOWN_UNNEEDED_SECONDS
-    held = ("the per-node Job's and the all-reduce launcher's timeoutMinutes " f"(2 x {minutes} min)"
-            if stages == 2 else f"the per-node Job's timeoutMinutes ({minutes} min; one node: no all-reduce)")
-    text = (f"minutes when healthy; at most about {held}, start-up from zero nodes included, + "
-            f"{SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down delay, plus the autoscaler's scan interval and "
-            "the instances' termination (about a minute, not counted)")
-    return WorkloadRun("clusterCheck", check.node_group, check.nodes, seconds, text)
+    """The acceptance test's run alone (see ``workload_runs``). Its per-node Job's
+    activeDeadlineSeconds counts from the Job's status.startTime (kubernetes/api v0.34.0 batch/v1
+    types.go), and the all-reduce's from its launcher Job's, created with the workers (AtStartup),
+    so workers never Ready are deleted when it passes (mpi-operator v0.8.0 cleanUpWorkerPods)."""
+    from types import SimpleNamespace
+
+    only = SimpleNamespace(on=lambda name: check if name == "cluster_check" else None)
+    (run,) = workload_runs(only)
+    return run
 
 
 CAPACITY_BLOCK = "CAPACITY_BLOCK"

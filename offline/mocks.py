@@ -168,6 +168,9 @@ class CloudMocks(pulumi.runtime.Mocks):
         state.setdefault("arn", self._arn(type_.split(":")[1].split("/")[0], f"placeholder/{name}"))
         resource_id = placeholder_id(type_, name)
 
+        if type_.startswith("kubernetes:") and isinstance(inputs.get("metadata"), dict):
+            # The API server gives every object a UID; the workloads' job chains read it (workloads/kube.py follow).
+            state["metadata"] = {**inputs["metadata"], "uid": f"uid-placeholder-{name}"}
         if type_ == "pulumi:pulumi:StackReference":
             stack = inputs["name"]
             if stack not in self.stack_references:

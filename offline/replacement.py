@@ -35,8 +35,10 @@ pulumi-aws 7.x bridges terraform-provider-aws; the lists come from its resource 
 - The rest below: names and the parent they hang off (cluster, VPC, subnet, zone), not checked
   against the provider source one by one.
 Kubernetes objects are replaced when metadata.name or metadata.namespace changes
-(pulumi-kubernetes); other immutable Kubernetes fields this project knows about carry
-``replaceOnChanges`` already.
+(pulumi-kubernetes), and a batch/v1 Job when spec.completions, spec.parallelism, spec.selector or
+spec.template changes (pulumi/pulumi-kubernetes v4.32.0, the newest tag readable here (the pin is
+4.34.2), provider/pkg/provider/diff.go ``forceNew``: ``job``); other immutable Kubernetes fields
+this project knows about carry ``replaceOnChanges`` already.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:cloudwatch/logGroup:LogGroup": ("name", "namePrefix"),
     "aws:cloudwatch/dashboard:Dashboard": ("dashboardName",),
     "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),
+    "kubernetes:batch/v1:Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
 }
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
 SG_RULES = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",

@@ -74,7 +74,7 @@ def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
             parts.append(f"  {line['item']}: {line['note']}")
     for name, bound in (estimate.get("boundUsd") or {}).items():
         if bound is not None:
-            parts.append(f"  {name}: about {money(bound)} per run of its bounded step (see its note)")
+            parts.append(f"  {name}: at most {money(bound)} per run (bounded by its deadlines, see its note)")
     if estimate["unknown"]:
         parts.append("Unknown (no price in infra/facts/prices.py): " + "; ".join(estimate["unknown"]))
     for group, nodes in (estimate.get("concurrentNodes") or {}).items():

@@ -652,7 +652,9 @@ class ProgramCache:
                              + (f", waiting for {waiting}" if waiting else ""))
             return
         blocked = gangs_that_never_start(result, references, state) if project == WORKLOADS else {}
-        state.resources = {r.urn: ({"initErrors": [blocked[r.urn]]} if r.urn in blocked else {})
+        # As `pulumi stack export` shows them: each resource's inputs, and initErrors for a create
+        # whose await failed.
+        state.resources = {r.urn: {"inputs": r.inputs, **({"initErrors": [blocked[r.urn]]} if r.urn in blocked else {})}
                            for r in result.registrations}
         state.registrations = list(result.registrations)
         state.outputs, state.secret_outputs = dict(result.outputs), frozenset(result.secret_outputs)
@@ -687,10 +689,15 @@ class ProgramCache:
         cluster_stack = reference.split("/")[-1]
         cluster_state = backend.stacks.get((CLUSTER, cluster_stack))
 
-        def planned(_stack: str) -> tuple[PlanResult, PlanResult]:
-            # What the preflight renders from the checked-out stack files (this commit's).
-            cluster = self.program(CLUSTER, cluster_stack, commit.config(CLUSTER, cluster_stack), {}, False, None)
-            workloads = self.program(WORKLOADS, stack, config, {reference: cluster.as_stack_outputs()}, False, None)
+        def planned(_stack: str, deployed: Optional[dict[str, Any]] = None) -> tuple[PlanResult, PlanResult]:
+            # What the preflight renders from the checked-out stack files (this commit's), with the
+            # deployed cluster's outputs where `pulumi stack output --json` shows them.
+            cluster = self.program(CLUSTER, cluster_stack, commit.config(CLUSTER, cluster_stack), {}, True, None)
+            outputs = cluster.as_stack_outputs()
+            if deployed is not None:
+                real = {k: v for k, v in deployed.items() if v != preflight.MASKED}
+                outputs = StackOutputs({**outputs.outputs, **real}, outputs.secret_names)
+            workloads = self.program(WORKLOADS, stack, config, {reference: outputs}, False, None)
             return cluster, workloads
 
         def cli(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
@@ -698,6 +705,10 @@ class ProgramCache:
                 ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, CLUSTER, cluster_stack)["checkpoint"])
                 if cluster_state is None:
                     return subprocess.CompletedProcess(argv, 255, "", f"error: no stack named '{cluster_stack}' found\n")
+                if argv[3] == "--json":  # every output, secrets masked as the CLI shows them
+                    shown = {k: (preflight.MASKED if k in cluster_state.secret_outputs else v)
+                             for k, v in (cluster_state.outputs or {}).items()}
+                    return subprocess.CompletedProcess(argv, 0, json.dumps(shown), "")
                 name = argv[3]
                 if not cluster_state.outputs or name not in cluster_state.outputs:
                     return subprocess.CompletedProcess(

@@ -148,7 +148,9 @@ def test_every_change_to_what_runs_is_a_new_run(workloads_dev: PlanResult, workl
         outputs["volcanoQueues"].append({**test, "name": "other"})
 
     before = cluster_check_dir(workloads_dev)
-    result = workloads_with(cluster=add_queue, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, **change})
+    # Three check nodes and BERT's two would not fit trn1-32xl-ng1 (maxSize 4) together (workloads/schedule.py).
+    others = {"bertPretraining": None} if change.get("nodes", 2) > 2 else {}
+    result = workloads_with(cluster=add_queue, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, **change}, **others)
     after = cluster_check_dir(result)
     assert after != before
     # The verdict names the directory, so it is replaced (and waits for the new status) too.
@@ -280,7 +282,7 @@ def attempt_dir(shared: Path, uid: str) -> Path:
 
 def run_node_script(
     tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30,
-    uid: str = "job-a",
+    uid: str = "job-a", device_files: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
     ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
@@ -290,6 +292,10 @@ def run_node_script(
     bin_dir.mkdir(exist_ok=True)
     shared.mkdir(exist_ok=True)
     stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
+    dev = tmp_path / "dev"
+    dev.mkdir(exist_ok=True)
+    for d in range(devices if device_files is None else device_files):
+        (dev / f"neuron{d}").touch()
     fi_info = "\n".join(f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM" for i in range(efa_domains))
     stub(bin_dir, "fi_info", fi_info)
     stub(bin_dir, "stat", "lustre")
@@ -302,6 +308,7 @@ def run_node_script(
         cluster_check.node_script(layout)
         .replace(cluster_check.NEURON_BIN, str(bin_dir))
         .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
+        .replace(cluster_check.DEVICE_FILES, str(tmp_path / "dev" / "neuron"))
         .replace(cluster_check.SHARED_MOUNT, str(shared))
         .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
     )
@@ -333,6 +340,17 @@ def test_a_healthy_node_passes(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("NODE ip-100-64-1-1 trn1.32xlarge PASS neuron=16/16 cores=32/32 efa=8/8 fsx write 716 MB/s")
+
+
+def test_neuron_ls_and_the_device_files_must_agree(tmp_path: Path) -> None:
+    # Review C6: neuron-ls (aws-neuron-sdk v2.20.2 neuron-ls.rst) has no machine-readable output, so
+    # its table is parsed; the device files the device plugin hands the container are a second
+    # count that does not depend on that table's layout.
+    run = run_node_script(tmp_path, devices=16, efa_domains=8, device_files=15)
+    assert run.returncode == 1
+    assert "ok    Neuron devices (neuron-ls): 16" in run.stdout
+    assert "FAIL  Neuron device files (/dev/neuron*): expected 16, seen 15" in run.stdout.replace(str(tmp_path / "dev"), "/dev")
+    assert "info  hugepages-2Mi reserved on the node: " in run.stdout  # C4: reported, not judged
 
 
 def test_a_node_missing_a_device_or_an_interface_fails(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ precompile populates what training reads (see workloads/compile_cache.py for the
 
 Ray's and NeMo's training code hard-codes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache
 (data-on-eks a32d9f25 gen-ai/training/raytrain-llama2-pretrain-trn1/llama2_pretrain/
-ray_train_llama2.py; neuronx-nemo-megatron f4743cef nemo/examples/nlp/language_modeling/
+ray_train_llama2.py; neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/
 train_setup.sh), overwriting the pod's environment: what keeps their cache on FSx is that their
 pods mount the claim at /shared. The acceptance test compiles nothing through torch-neuronx
 (nccom-test builds its own collectives), so it has no cache to share.
@@ -44,9 +44,9 @@ def test_bert_precompile_fills_exactly_what_training_reads(workloads_dev: PlanRe
     assert caches["bert-precompile"] == caches["bert-train"] == ["neuron_cache/bert-large_0", "neuron_cache/bert-large_1"]
 
 
-def test_nemo_cache_is_the_shared_one_on_fsx(workloads_dev: PlanResult) -> None:
+def test_nemo_cache_is_the_shared_one_on_fsx(workloads_all: PlanResult) -> None:
     for job in ("llama2-compile", "llama2-train"):
-        replicas = manifest(workloads_dev, "MPIJob", job)["spec"]["mpiReplicaSpecs"]
+        replicas = manifest(workloads_all, "MPIJob", job)["spec"]["mpiReplicaSpecs"]
         pod = replicas["Worker"]["template"]["spec"]
         container = pod["containers"][0]
         assert fsx_path(container, pod, compile_cache.UPSTREAM_URL) == compile_cache.FSX_DIR

@@ -114,27 +114,24 @@ def test_interface_endpoints_are_charged_per_zone():
 def test_workloads_by_hand(dev):
     settings = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
     result = cost.estimate_workloads(settings, dev.outputs["acceleratorNodeGroups"], "us-west-2")
-    # BERT 2 x 21.50 = 43, Ray 2 workers x 24.78 = 49.56, NeMo 4 x 21.50 = 86, the acceptance test
-    # (issue 13) 2 x 21.50 = 43 while it runs; nothing at idle.
+    # BERT 2 x 21.50 = 43, Ray 2 workers x 24.78 = 49.56, the acceptance test 2 x 21.50 = 43 while
+    # it runs (NeMo is off in dev); nothing at idle.
     assert {entry["item"]: entry["hourly"]["configured"] for entry in result["lines"]} == {
-        "bertPretraining": 43.0, "rayLlama2": 49.56, "clusterCheck": 43.0, "nemoLlama2": 86.0}
+        "bertPretraining": 43.0, "rayLlama2": 49.56, "clusterCheck": 43.0}
     assert result["hourly"]["idle"] == 0
-    # All at once cannot exceed what the groups hold: bert 2 + check 2 + nemo 4 want trn1-32xl-ng1,
-    # whose maxSize is 4 (they queue for its nodes), ray's 2 fit trn1n-32xl-ng's 2:
-    # 4 x 21.50 + 2 x 24.78 = 135.56, not the sum of the lines (221.56, more than the cluster's own
-    # full scale).
+    # bert 2 + check 2 fill trn1-32xl-ng1 (maxSize 4), ray's 2 fit trn1n-32xl-ng's 2:
+    # 4 x 21.50 + 2 x 24.78 = 135.56.
     assert result["concurrentNodes"] == {"trn1-32xl-ng1": 4, "trn1n-32xl-ng": 2}
     assert result["hourly"]["configured"] == pytest.approx(135.56)
     assert result["hourly"]["fullScale"] == pytest.approx(135.56)
     assert result["monthly"]["configured"] == pytest.approx(135.56 * 730)
-    # Only the Ray train step has a hard limit: KubeRay fails it after activeDeadlineSeconds
-    # (2400) and deletes its cluster ttlSecondsAfterFinished (60) later; the autoscaler removes
-    # the idle nodes 600 s after that: 2 x 24.78 x 3060 / 3600 = $42.13 (the autoscaler's scan and
-    # the instances' termination, about a minute, are left out and said so).
-    # The acceptance test (timeoutMinutes 60 by default, 2 nodes): the per-node Job and then the
-    # all-reduce launcher, each cut at 3600 s, then the 600 s scale-down delay:
-    # 2 x 21.50 x (2 x 3600 + 600) / 3600 = 43 x 7800 / 3600 = $93.17.
-    assert result["boundUsd"] == {"bertPretraining": None, "rayLlama2": 42.13, "clusterCheck": 93.17, "nemoLlama2": None}
+    # Every Trainium step has a deadline (workloads/deadlines.py), and a run's steps follow each other:
+    # BERT (dev: maxRetry 1, so 2 attempts; pending 45, precompile 120, train 60 min):
+    #   2 x (45 + 120) + 2 x (45 + 60) = 540 min, + 600 s scale-down: 33000 s; 43 x 33000 / 3600 = $394.17.
+    # Ray: precompile 10800 s + ttl 60, train (dev: 3600) + 60 (the data step uses no Trainium node),
+    #   + 600: 15120 s; 49.56 x 15120 / 3600 = $208.15.
+    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600: 43 x 7800 / 3600 = $93.17.
+    assert result["boundUsd"] == {"bertPretraining": 394.17, "rayLlama2": 208.15, "clusterCheck": 93.17}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):
@@ -231,12 +228,15 @@ def test_each_unknown_is_listed_once():
     assert len(result["unknown"]) == len(set(result["unknown"])) == 1
 
 
-def test_ray_bound_text_says_why_there_is_none(dev):
+def test_ray_bound_counts_only_the_steps_it_runs(dev):
     config = stack_config(WORKLOADS_DIR, "dev")
     ray = json.loads(config["trainium-workloads:rayLlama2"])
-    config["trainium-workloads:rayLlama2"] = json.dumps({**ray, "steps": ["generate-data", "precompile"]})
+    config["trainium-workloads:rayLlama2"] = json.dumps({**ray, "steps": ["generate-data", "precompile"],
+                                                         "stepDeadlineMinutes": 90})
     (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
-    assert run.bound_seconds is None and "the train step is not in steps" in run.bound_text
+    # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 600.
+    assert run.bound_seconds == 6060 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
+    assert "llama2-pretraining-job" not in run.bound_text
 
 
 def check_run(**changes):
@@ -254,10 +254,10 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
     # mpi_job_controller.go syncHandler, newLauncherJob); then the autoscaler's 600 s.
     # 3 nodes, 45 min: 2 x 2700 + 600 = 6000 s.
     run = check_run(nodes=3, timeoutMinutes=45, busBandwidthFloorGBps=20)
-    assert run.bound_seconds == 6000 and "2 x 45 min" in run.bound_text and "no bound" not in run.bound_text
+    assert run.bound_seconds == 6000 and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
     # One node runs no all-reduce: the per-node Job only, 1800 + 600 s; 21.50 x 2400 / 3600 = $14.33.
     run = check_run(nodes=1, timeoutMinutes=30)
-    assert run.bound_seconds == 2400 and "one node" in run.bound_text
+    assert run.bound_seconds == 2400 and "cluster-check-allreduce" not in run.bound_text
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
     config = stack_config(WORKLOADS_DIR, "dev")
     config["trainium-workloads:clusterCheck"] = json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30})

@@ -105,12 +105,23 @@ def test_links_into_a_dead_pods_cache_and_stale_locks_are_cleared(pod) -> None:
     assert not lock.exists() and not (sample / "book_sample.jsonl").is_symlink()
 
 
-def test_the_download_runs_where_huggingface_hub_writes_real_files(workloads_dev: PlanResult) -> None:
+def test_the_gated_tokenizer_download_passes_the_token_as_transformers_4_31_takes_it() -> None:
+    # C8 of the 2026-11-24 review. transformers v4.31.0 (the NeMo image's, neuronx-nemo-megatron
+    # requirements.txt) src/transformers/models/auto/tokenization_auto.py: from_pretrained calls
+    # get_tokenizer_config(name, **kwargs), whose parameter is use_auth_token; a token= kwarg stays
+    # in its **kwargs and cached_file is called with use_auth_token=None, so the gated
+    # tokenizer_config.json would be asked for without the token.
+    script = redpajama_prepare_script()
+    assert "from_pretrained(\"meta-llama/Llama-2-7b-hf\", use_auth_token=open(" in script
+    assert "token=open" not in script.replace("use_auth_token=open", "")
+
+
+def test_the_download_runs_where_huggingface_hub_writes_real_files(workloads_all: PlanResult) -> None:
     # huggingface/huggingface_hub v0.26.2 src/huggingface_hub/file_download.py
     # _hf_hub_download_to_local_dir: the file is downloaded to <local_dir>/.cache/huggingface/
     # download/*.incomplete (resumed on retry) and moved into local_dir; a file already there
     # with matching metadata is skipped. `local_dir_use_symlinks` is ignored from 0.23.
-    job = manifest(workloads_dev, "Job", "stage-redpajama")["spec"]["template"]["spec"]
+    job = manifest(workloads_all, "Job", "stage-redpajama")["spec"]["template"]["spec"]
     (download,) = job["initContainers"]
     assert download["image"].rsplit("/", 1)[1].startswith("cmd-shell:")
     assert "HF_TOKEN" not in str(download)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import pytest
@@ -365,18 +366,17 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
         f"{WORKLOADS}:bertPretraining": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "precompile": False}),
         f"{WORKLOADS}:nemoLlama2": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
     })})
-    with pytest.raises(sim.StepFailed, match=r"llama2-compile needs 4 nodes of trn1-32xl-ng1 \(maxSize 4\) while bert-train hold 2"):
+    # The workload program itself now refuses the pair before declaring anything (workloads/schedule.py).
+    refusal = "need 6 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)"
+    with pytest.raises(sim.StepFailed, match=re.escape(refusal)):
         laptop_up(pipeline, account, dev, WORKLOADS, "dev")
     for _ in range(2):  # ...and on every push after it
         results = merge(pipeline, dev)
         assert results["workloads-dev"].status == "failure", pipeline.log[-8:]
-        assert "llama2-compile needs 4 nodes" in results["workloads-dev"].reason
+        assert refusal in results["workloads-dev"].reason
         assert results["preview-prod"].status == "skipped"
 
 
-@pytest.mark.xfail(strict=True, raises=sim.StepFailed, reason=(
-    "review 2026-11-24 workloads A1, fixed by the workloads issue (21): the shipped dev workload stack "
-    "cannot finish. When this passes, the shipped stack deploys: remove this mark."))
 def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
     pipeline, account, commit = _a1_world()
     shipped = commit.edited("c-shipped", {(WORKLOADS, "dev"): lambda c: c.update(sim.shipped_commit().configs[(WORKLOADS, "dev")])})

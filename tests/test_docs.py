@@ -136,7 +136,7 @@ def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workl
     assert "w_RayJob_llama2_pretraining_job --> g_trn1n_32xl_ng" in text
     assert "w_RayJob_llama2_pretraining_job --> g_job_support" in text  # the head (issue 13: job-support group)
     assert "w_RayJob_llama2_pretraining_job --> q_llama2_training_queue" in text
-    assert "w_MPIJob_llama2_train --> g_trn1_32xl_ng1" in text
+    assert "w_MPIJob_cluster_check_allreduce --> g_trn1_32xl_ng1" in text
     assert "w_Job_stage_wikicorpus --> g_job_support" in text and "g_trn1" not in text.split("w_Job_stage_wikicorpus -->")[1].split("\n")[0]
     assert "w_Deployment_tensorboard --> g_core" in text
 

@@ -62,6 +62,10 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
     planned = commands(repositories, versions.TRAINING_IMAGE_TAG)
     assert planned[0][2].startswith("aws ecr get-login-password --region us-west-2 | docker login")
     pushes = [c[2] for c in planned if c[:2] == ["docker", "push"]]
+    # After each push, what the image resolved goes back into its constraints.txt (review B8).
+    records = [c[2] for c in planned if c[:2] == ["sh", "-c"] and "pip-constraints.txt" in c[2]]
+    assert len(records) == len(BUILD_ARGS)
+    assert all(f"docker run --rm --entrypoint cat {p} /opt/pip-constraints.txt" in r for p, r in zip(pushes, records))
     assert pushes == [f"{repositories[i]}:{versions.TRAINING_IMAGE_TAG}" for i in BUILD_ARGS]
     bert = next(c for c in planned if c[:2] == ["docker", "build"] and c[-1].endswith("bert-pretrain"))
     assert f"BERT_SAMPLES_COMMIT={versions.BERT_SAMPLES_COMMIT}" in bert
@@ -101,6 +105,30 @@ def test_the_ray_tokenizer_comes_from_the_pinned_revision_and_is_checked(tmp_pat
 def test_the_tokenizer_pins_are_a_commit_and_a_sha256() -> None:
     assert re.fullmatch(r"[0-9a-f]{40}", versions.LLAMA2_TOKENIZER_REVISION)
     assert re.fullmatch(r"[0-9a-f]{64}", versions.LLAMA2_TOKENIZER_SHA256)
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_every_pip_install_resolves_within_the_images_constraints(image: str) -> None:
+    # Review B8: pip reads PIP_CONSTRAINT as --constraint (pip's option-from-environment rule), and
+    # a Dockerfile ARG is in the environment of every later RUN of the build, not of the image.
+    steps = instructions(DOCKERFILES[image])
+    keywords = [k for k, _ in steps]
+    copy = steps.index(("COPY", "constraints.txt /tmp/pip-constraints.txt"))
+    arg = steps.index(("ARG", "PIP_CONSTRAINT=/tmp/pip-constraints.txt"))
+    installs = [i for i, (k, rest) in enumerate(steps) if k == "RUN" and "pip install" in rest]
+    assert installs and copy < arg < min(installs) and keywords[copy - 1] == "FROM"
+    record = steps.index(("RUN", "pip list --format=freeze > /opt/pip-constraints.txt"))
+    assert record > max(installs)
+    from tools.push_images import constraint_problems
+
+    assert constraint_problems((DOCKERFILES[image].parent / "constraints.txt").read_text()) == []
+
+
+def test_constraints_are_exact_pins_or_comments() -> None:
+    from tools.push_images import constraint_problems
+
+    assert constraint_problems("# header\nray==2.22.0\ntorch-neuronx==1.13.1.1.14.0\n") == []
+    assert constraint_problems("datasets>=2\nnumpy\nfoo @ file:///x.whl\n") == ["datasets>=2", "numpy", "foo @ file:///x.whl"]
 
 
 def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:

@@ -16,14 +16,14 @@ def placed_on_job_support(spec: dict[str, Any]) -> bool:
     return spec["nodeSelector"] == JOB_SUPPORT and TOLERATION in spec["tolerations"]
 
 
-def test_job_cpu_pods_go_to_the_job_support_group(workloads_dev: PlanResult) -> None:
+def test_job_cpu_pods_go_to_the_job_support_group(workloads_all: PlanResult) -> None:
     for name in ("stage-wikicorpus", "stage-redpajama"):
-        assert placed_on_job_support(manifest(workloads_dev, "Job", name)["spec"]["template"]["spec"])
+        assert placed_on_job_support(manifest(workloads_all, "Job", name)["spec"]["template"]["spec"])
     for name in ("llama2-compile", "llama2-train"):
-        launcher = manifest(workloads_dev, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
+        launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         assert placed_on_job_support(launcher["template"]["spec"])
     for name in ("llama2-generate-pretraining-test-data", "llama2-precompilation-job", "llama2-pretraining-job"):
-        spec = manifest(workloads_dev, "RayJob", name)["spec"]
+        spec = manifest(workloads_all, "RayJob", name)["spec"]
         assert placed_on_job_support(spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"])
         # KubeRay uses a given submitter template as is, filling only command and env
         # (ray-project/kuberay v1.7.0 rayjob_controller.go configureSubmitterContainer): without an

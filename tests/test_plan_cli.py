@@ -56,7 +56,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert "placeholder" in printed
     workloads = tmp_path / "trainium-workloads" / "dev" / "manifests"
     written = {p.name for p in workloads.iterdir()}
-    assert {"job-default-bert-train.yaml", "rayjob-default-llama2-pretraining-job.yaml", "mpijob-default-llama2-train.yaml"} <= written
+    assert {"job-default-bert-train.yaml", "rayjob-default-llama2-pretraining-job.yaml", "mpijob-default-cluster-check-allreduce.yaml"} <= written
     bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
     assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert "Offline plan of trainium-workloads / dev" in printed
@@ -90,7 +90,7 @@ def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
 
     def too_many_nodes(config: dict) -> None:
         config["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
-        config["trainium-workloads:nemoLlama2"]["nodes"] = 400
+        config["trainium-workloads:nemoLlama2"].update(enabled=True, nodes=400)
 
     project_copy(project / "workloads", REPO_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
     out = tmp_path / "out"

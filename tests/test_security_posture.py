@@ -252,9 +252,9 @@ def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(worklo
             assert admits(policy, labels, 12345) == peers_on_any_port, name
 
 
-def test_the_mpi_launcher_reaches_its_workers_over_ssh_and_they_reach_it_back(workloads_dev: PlanResult) -> None:
-    by_name = {name: labels for name, _, labels, _ in pods(workloads_dev)}
-    policy = next(p for p in policies(workloads_dev) if selects(p, by_name["MPIJob/llama2-train/worker"]))
+def test_the_mpi_launcher_reaches_its_workers_over_ssh_and_they_reach_it_back(workloads_all: PlanResult) -> None:
+    by_name = {name: labels for name, _, labels, _ in pods(workloads_all)}
+    policy = next(p for p in policies(workloads_all) if selects(p, by_name["MPIJob/llama2-train/worker"]))
     assert admits(policy, by_name["MPIJob/llama2-train/launcher"], 22)
     assert selects(policy, by_name["MPIJob/llama2-train/launcher"]) and admits(policy, by_name["MPIJob/llama2-train/worker"], 40000)
 
@@ -297,8 +297,8 @@ def test_the_vpc_cni_enforces_network_policies(dev: PlanResult, prod: PlanResult
         assert cluster.inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
 
 
-def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_dev: PlanResult) -> None:
-    job = next(o for o in kubernetes_objects(workloads_dev) if o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama")
+def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_all: PlanResult) -> None:
+    job = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama")
     spec = job["spec"]["template"]["spec"]
     assert "secretKeyRef" not in str(spec)
     volume = next(v for v in spec["volumes"] if "secret" in v)

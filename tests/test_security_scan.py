@@ -15,9 +15,9 @@ from tests.checkov_scan import Finding, Justification
 
 @pytest.fixture(scope="session")
 def findings(
-    dev: PlanResult, prod: PlanResult, workloads_dev: PlanResult, workloads_prod: PlanResult, tmp_path_factory
+    dev: PlanResult, prod: PlanResult, workloads_all: PlanResult, workloads_prod: PlanResult, tmp_path_factory
 ) -> list[Finding]:
-    out = checkov_scan.render([dev, workloads_dev, prod, workloads_prod], tmp_path_factory.mktemp("manifests"))
+    out = checkov_scan.render([dev, workloads_all, prod, workloads_prod], tmp_path_factory.mktemp("manifests"))
     return checkov_scan.run_checkov(out)
 
 
@@ -31,7 +31,7 @@ def test_no_justification_is_stale(findings: list[Finding]) -> None:
     assert not left, "these justifications match no finding any more; remove them:\n" + "\n".join(left)
 
 
-def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding], workloads_dev: PlanResult) -> None:
+def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding], workloads_all: PlanResult) -> None:
     # checkov 3.3.30 has no notion of Volcano Jobs, RayJobs or MPIJobs: they are scanned as the
     # pods they make, so their pods' settings are judged like any other pod's.
     objects = {f.object for f in findings}

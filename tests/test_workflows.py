@@ -307,14 +307,15 @@ def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_
 
 def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(workloads_prod) -> None:
     # Pulumi creates a resource only after its dependencies; prod's NeMo compile depends on the
-    # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 180 min
-    # in a row (their *TimeoutMinutes defaults in workloads/settings.py).
+    # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 185 min
+    # in a row (staging's timeoutMinutes; the compile's deadline of 180 min + the 5-minute margin,
+    # workloads/deadlines.py).
     from tools.workloads_preflight import awaited_steps, longest_wait
 
     steps = {s.name: s for s in awaited_steps(workloads_prod)}
-    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (420, ["stage-redpajama", "llama2-compile"])
+    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (425, ["stage-redpajama", "llama2-compile"])
     staged = frozenset({steps["stage-redpajama"].urn})
-    assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (180, ["llama2-compile"])
+    assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (185, ["llama2-compile"])
 
 
 def test_the_pipeline_page_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
@@ -352,7 +353,7 @@ def _preflight(monkeypatch, cli: _Cli, planned: tuple[Any, Any], budget: int = 3
     import tools.workloads_preflight as preflight
 
     monkeypatch.setattr(preflight.subprocess, "run", cli)
-    monkeypatch.setattr(preflight, "plan", lambda stack: planned)
+    monkeypatch.setattr(preflight, "plan", lambda stack, deployed=None: planned)
     return preflight.main(["--stack", "prod", "--budget-minutes", str(budget)])
 
 
@@ -377,14 +378,15 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     # `pulumi stack export` of a stack not created yet fails with backenderr's "no stack named".
     import json
 
-    repos = json.dumps(prod.outputs["ecrRepositories"])
-    answers = {("pulumi", "stack", "output"): (0, repos, ""), ("aws", "ecr"): (0, "{}", ""),
+    outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})  # `pulumi stack output --json`
+    answers = {("pulumi", "stack", "output"): (0, outputs, ""), ("aws", "ecr"): (0, "{}", ""),
                ("pulumi", "stack", "export"): (255, "", "error: no stack named 'prod' found\n")}
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
     out = capsys.readouterr().out
     assert "\n::error::This up creates awaited steps" in out  # a workflow command, on stdout
-    assert "420 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
-    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn} for r in workloads_prod.registrations]}}
+    assert "425 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
+    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn, "type": r.type, "inputs": r.inputs}
+                                                         for r in workloads_prod.registrations]}}
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     cli = _Cli(answers)
     assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 0
@@ -394,12 +396,87 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     # initErrors, and the next up waits for it again: it is not done.
     failed = {"job-stage-redpajama"}
     export["deployment"]["resources"] = [
-        {"urn": r.urn, **({"initErrors": ["timed out waiting for the Job"]} if r.name in failed else {})}
+        {"urn": r.urn, "type": r.type, "inputs": r.inputs,
+         **({"initErrors": ["timed out waiting for the Job"]} if r.name in failed else {})}
         for r in workloads_prod.registrations
     ]
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=200) == 1
     assert "stage-redpajama" in capsys.readouterr().out
+
+
+def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, workloads_prod) -> None:
+    # B1 of the 2026-11-24 review: an image-tag bump keeps every URN but replaces the jobs. A batch/v1
+    # Job with a new pod template is replaced (pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go
+    # forceNew `job`: .spec.template), the MPIJob by its replaceOnChanges ["spec"]: the chain waits
+    # 240 + 185 min again, as on the first up, decided by offline/replacement.py `replaces`.
+    import json
+
+    outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
+    older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.1", ":2026.10.0"))
+    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn, "type": r.type, "inputs": i}
+                                                         for r, i in zip(workloads_prod.registrations, older)]}}
+    answers = {("pulumi", "stack", "output"): (0, outputs, ""), ("aws", "ecr"): (0, "{}", ""),
+               ("pulumi", "stack", "export"): (0, json.dumps(export), "")}
+    assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
+    out = capsys.readouterr().out
+    assert "425 min in a row (stage-redpajama -> llama2-compile)" in out
+    assert "stage-redpajama: replaced (spec.template.spec.containers[0].image: spec.template is ForceNew)" in out
+    assert "llama2-compile: replaced (spec.mpiReplicaSpecs" in out
+    # The same state with the new tag: nothing to wait for.
+    export["deployment"]["resources"] = [{"urn": r.urn, "type": r.type, "inputs": r.inputs} for r in workloads_prod.registrations]
+    answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
+    assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
+
+
+def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod) -> None:
+    # The state holds the inputs `pulumi up` sent, rendered from the real cluster outputs: the plan
+    # compared with it must be rendered from them too (real ECR URLs, not the offline account), or
+    # every job would look replaced. A masked secret output keeps the offline value.
+    import tools.workloads_preflight as preflight
+
+    deployed = {**prod.outputs, "kubeconfig": "[secret]",
+                "ecrRepositories": {k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()}}
+    _, planned = preflight.plan("prod", deployed)
+    images = {i for r in planned.registrations for i in preflight._strings(r.inputs) if ".dkr.ecr." in i}
+    assert images and all(i.startswith("999999999999.dkr.ecr.") for i in images)
+
+
+def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_all) -> None:
+    # pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go calculateDependentReplacements: a
+    # dependent is deleted before a deleteBeforeReplace resource only when one of its properties
+    # comes from it (PropertyDependencies) and its diff with that property unknown replaces it
+    # (applyReplaceOnChanges). The training job carries the precompile's UID in its spec
+    # (workloads/kube.py follow); `depends_on` alone (the staging Job before the precompile) is not one.
+    from tools.workloads_preflight import waiting_steps
+
+    by_name = {r.name: r for r in workloads_all.registrations}
+    precompile, train = by_name["job-bert-precompile"], by_name["job-bert-train"]
+    assert train.property_dependencies["spec"] == [precompile.urn]
+    assert by_name["job-stage-wikicorpus"].urn in precompile.dependencies
+    assert by_name["job-stage-wikicorpus"].urn not in precompile.property_dependencies.get("spec", [])
+    for later, before in (("mpijob-llama2-train", "mpijob-llama2-compile"),
+                          ("rayjob-llama2-pretraining-job", "rayjob-llama2-precompilation-job")):
+        assert by_name[later].property_dependencies["spec"] == [by_name[before].urn]
+    task = train.inputs["spec"]["tasks"][0]["template"]
+    assert task["metadata"]["annotations"]["trainium.workloads/follows-uid"] == "uid-placeholder-job-bert-precompile"
+
+    def state(change: str) -> dict[str, dict]:
+        out = {}
+        for r in workloads_all.registrations:
+            inputs = json.loads(json.dumps(r.inputs))
+            if r.name == change:
+                inputs["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
+            out[r.urn] = {"urn": r.urn, "inputs": inputs}
+        return out
+
+    import json
+
+    why = waiting_steps(workloads_all.registrations, state("job-bert-precompile"))
+    assert why == {precompile.urn: why[precompile.urn], train.urn: "replaced (follows job-bert-precompile)"}
+    assert why[precompile.urn].startswith("replaced (spec.tasks[0].template.spec.containers[0].command[2]: replaceOnChanges spec)")
+    # Only the training run changes: the precompile stays, and nothing waits.
+    assert list(waiting_steps(workloads_all.registrations, state("job-bert-train"))) == [train.urn]
 
 
 @pytest.mark.parametrize("job_id", ["workloads-dev", "workloads-prod"])
@@ -438,7 +515,7 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
-    assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 420
+    assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 425
 
 
 def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks() -> None:

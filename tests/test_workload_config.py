@@ -9,6 +9,9 @@ import pytest
 
 from infra.config.errors import ConfigError
 from offline.runner import PlanResult
+from tests.conftest import ALL_ON
+
+NEMO_ON = {"nemoLlama2": ALL_ON["nemoLlama2"]}
 
 KUBERNETES_OBJECTS = "kubernetes:"
 
@@ -42,7 +45,7 @@ def test_a_group_without_efa(workloads_with) -> None:
     def no_efa(outputs: dict) -> None:
         outputs["acceleratorNodeGroups"][0].update(instanceType="trn1.2xlarge", efaInterfaces=0, neuronDevices=1, neuronCores=2)
 
-    problems = refusal(workloads_with, cluster=no_efa)
+    problems = refusal(workloads_with, cluster=no_efa, **NEMO_ON)
     assert any(p.startswith("trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
     assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
 
@@ -52,14 +55,14 @@ def test_a_group_without_efa(workloads_with) -> None:
     [("mpiOperator", "nemoLlama2"), ("torchxEtcd", "bertPretraining"), ("volcano", "bertPretraining"), ("kuberay", "rayLlama2")],
 )
 def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: str, workload: str) -> None:
-    problems = refusal(workloads_with, cluster=set_feature(feature, False))
+    problems = refusal(workloads_with, cluster=set_feature(feature, False), **NEMO_ON)
     assert any(p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p for p in problems)
 
 
 def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workloads_with) -> None:
     # neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT) test_llama.sh loads the tokenizer from
     # TOKENIZER_PATH, a directory on FSx the RedPajama staging job fills: NeMo needs no token.
-    (problem,) = refusal(workloads_with, hfToken=None)
+    (problem,) = refusal(workloads_with, hfToken=None, dataStaging=ALL_ON["dataStaging"])
     assert problem.startswith("trainium-workloads:hfToken: required by dataStaging.redpajama (")
     assert "pulumi config set --secret hfToken" in problem
     nemo_only = workloads_with(hfToken=None, dataStaging={"wikicorpus": True, "redpajama": False})
@@ -140,7 +143,7 @@ def test_nemo_needs_32_neuroncores_per_node(workloads_with) -> None:
     def trn2(outputs: dict) -> None:
         outputs["acceleratorNodeGroups"][0].update(instanceType="trn2.48xlarge", neuronCores=64)
 
-    problems = refusal(workloads_with, cluster=trn2)
+    problems = refusal(workloads_with, cluster=trn2, **NEMO_ON)
     assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': neuronx-nemo-megatron's "
                             "train_setup.sh starts 32 processes per node") and "have 64" in p for p in problems)
 
@@ -175,7 +178,7 @@ def test_ray_gang_larger_than_its_queue_capability(workloads_with) -> None:
     ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "outputDir": "/data/../out"}}, "bertPretraining.outputDir = '/data/../out'"),
     ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "tokenizerPath": "llama7b_tokenizer"}}, "nemoLlama2.tokenizerPath = 'llama7b_tokenizer'"),
     ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "datasetPath": "/sharedx/data"}}, "nemoLlama2.datasetPath = '/sharedx/data'"),
-    ({"tensorboard": {"logDir": "/data/output"}}, "tensorboard.logDir = '/data/output'"),
+    ({"tensorboard": {"logDirs": ["/shared/output", "/data/output"]}}, "tensorboard.logDirs = '/data/output'"),
 ])  # fmt: skip
 def test_paths_outside_the_mount_the_job_reads(workloads_with, setting: dict, key: str) -> None:
     (problem,) = refusal(workloads_with, **setting)
@@ -189,7 +192,7 @@ def test_fp32_with_the_bf16_batch_size(workloads_with) -> None:
     assert problem.startswith("trainium-workloads:bertPretraining.batchSize = 16: with bf16: false")
     result = workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "bf16": False})
     job = next(r.inputs for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-train")
-    assert "--batch_size 8 --grad_accum_usteps 64" in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2]
+    assert "--batch_size 8 --grad_accum_usteps 64" in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][-1]
 
 
 @pytest.mark.parametrize(("field", "value"), [("workerMemory", "440GB"), ("headCpu", "six"), ("headMemory", "1.5.0Gi")])

@@ -58,15 +58,25 @@ def test_bert_jobs_gang_schedule_one_pod_per_node_in_the_queue(workloads_dev: Pl
     assert spec["minAvailable"] == 2 and len(spec["tasks"]) == 2
     assert [t["replicas"] for t in spec["tasks"]] == [1, 1]
     assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses"]
-    assert {p["event"] for p in spec["tasks"][0]["policies"]} == {"PodEvicted", "PodFailed"}
+    # volcano v1.15.1 job_controller_util.go applyPolicies: the first matching policy of the task
+    # wins, so the deadline's exit code (coreutils `timeout`: 124) ends the job before PodFailed
+    # restarts it; a pod still Pending after the timeout ends it too.
+    assert spec["tasks"][0]["policies"] == [
+        {"exitCode": 124, "action": "TerminateJob"},
+        {"event": "PodPending", "timeout": "45m", "action": "TerminateJob"},
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
 
 
 def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: PlanResult, dev: PlanResult) -> None:
     group = cluster_group(dev, "trn1-32xl-ng1")
     for template in pod_templates(manifest(workloads_dev, "Job", "bert-train")):
         spec, container = template["spec"], template["spec"]["containers"][0]
-        assert container["resources"]["requests"] == container["resources"]["limits"] == {
-            "aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}  # fmt: skip
+        # Every device and interface of the node; CPU and memory requested so the pod is not BestEffort
+        # (first evicted, oom_score_adj 1000), with no limit to be OOM-killed at.
+        assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+        assert container["resources"]["requests"] == {**container["resources"]["limits"], "cpu": "100", "memory": "400Gi"}
         assert group["labels"].items() <= spec["nodeSelector"].items()
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
         assert spec["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
@@ -85,20 +95,27 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
             "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0",
             "NEURON_RT_RESET_CORES": "1", "XLA_TRANSFER_SEED_ASYNC": "1"}  # fmt: skip
         assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
+        # Review C5: aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
+        # these for every run (lines 7-8) and BUCKET_CAP_MB for multi-node runs (line 70).
+        assert {k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")} == {
+            "NEURON_RT_EXEC_TIMEOUT": "600", "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0", "BUCKET_CAP_MB": "512"}
 
 
 def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
     train = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
-    shell, flag, line = train["command"]
+    # Each attempt under coreutils `timeout`: SIGTERM at trainDeadlineMinutes (dev: 60), SIGKILL 5 min later.
+    assert train["command"][:3] == ["timeout", "--kill-after=300", "3600"]
+    shell, flag, line = train["command"][3:]
     assert (shell, flag) == ("bash", "-c")
     assert "--rdzv_backend etcd --rdzv_endpoint etcd-server.default:2379" in line
     assert "--nnodes 2 --nproc_per_node 32" in line
     assert "--batch_size 16 --grad_accum_usteps 32" in line
     assert "--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output" in line
-    assert "--steps_this_run" not in line and "--enable_fp32" not in line
+    assert line.endswith("--steps_this_run 200") and "--enable_fp32" not in line
     compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
-    assert compile_["command"][0] == "neuron_parallel_compile" and len(compile_["command"]) == 2
-    assert compile_["command"][1].endswith("--steps_this_run 10")
+    assert compile_["command"][:3] == ["timeout", "--kill-after=300", "7200"]
+    assert compile_["command"][3] == "neuron_parallel_compile" and len(compile_["command"]) == 5
+    assert compile_["command"][4].endswith("--steps_this_run 10")
 
 
 def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workloads_dev: PlanResult) -> None:
@@ -111,11 +128,12 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:
-    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False})
+    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False},
+                            rayLlama2=None)
     template = pod_templates(manifest(result, "Job", "bert-train"))[0]
     assert limits(template) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
     assert template["spec"]["nodeSelector"]["instance-type"] == "trn1n-32xl"
-    assert "--enable_fp32" in template["spec"]["containers"][0]["command"][2]
+    assert "--enable_fp32" in template["spec"]["containers"][0]["command"][-1]
     assert not [r for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-precompile"]
 
 
@@ -158,10 +176,14 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
     entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
+    # B6: the data step skips what a finished run left (the marker comes only after get_dataset.py
+    # returns); C7: dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
+    # --steps_this_run, awslabs/data-on-eks a32d9f2).
     assert entrypoints == [
-        "python3 get_dataset.py",
+        "test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged || "
+        "{ python3 get_dataset.py && touch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; }",
         "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile",
-        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2",
+        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20",
     ]
     for job in jobs:
         spec = job.inputs["spec"]
@@ -175,13 +197,15 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
     # ray-project/kuberay v1.7.0 rayjob_controller.go: the deadline runs from the RayJob's
     # creation, so it must leave room for the cluster to come up from zero Trainium nodes.
-    assert jobs[2].inputs["spec"]["activeDeadlineSeconds"] == 2400
+    assert [j.inputs["spec"]["activeDeadlineSeconds"] for j in jobs] == [10800, 10800, 3600]
+    assert [j.inputs["spec"]["preRunningDeadlineSeconds"] for j in jobs] == [1800] * 3
+    assert workloads_dev.outputs["workloads"]["rayLlama2"]["trainEnds"].startswith("Succeeded after 20 steps")
 
 
 @pytest.mark.parametrize(("kind", "names"), [
     ("Job", ["bert-precompile", "bert-train"]), ("RayJob", RAY_JOBS), ("MPIJob", ["llama2-compile", "llama2-train"]),
 ])  # fmt: skip
-def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, kind: str, names: list[str]) -> None:
+def test_a_changed_job_is_replaced_old_object_first(workloads_all: PlanResult, kind: str, names: list[str]) -> None:
     # volcano-sh/volcano v1.15.1 pkg/webhooks/admission/jobs/validate/admit_job.go (validateJobUpdate) refuses a Job
     # update that changes more than minAvailable, task replicas and priority class; kuberay v1.7.0
     # rayjob_controller.go ("Disregard changes in RayClusterSpec") and a finished RayJob/MPIJob
@@ -189,9 +213,12 @@ def test_a_changed_job_is_replaced_old_object_first(workloads_dev: PlanResult, k
     # provider/pkg/provider/provider.go (Diff) compares new inputs with the old inputs only, so an
     # unchanged job has no diff; it sets DeleteBeforeReplace only for its own forced replacements,
     # so a job that keeps its name must ask for it, or the create would collide with the old object.
+    # kuberay v1.7.0 volcano_scheduler.go createPodGroup reads the RayJob's queue label only when it
+    # creates the PodGroup (C1): a changed label replaces the RayJob too.
+    paths = ["spec", "metadata.labels"] if kind == "RayJob" else ["spec"]
     for name in names:
-        job = registration(workloads_dev, kind, name)
-        assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+        job = registration(workloads_all, kind, name)
+        assert job.lifecycle["replaceOnChanges"] == paths and job.lifecycle["deleteBeforeReplace"] is True
 
 
 def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(workloads_dev: PlanResult) -> None:
@@ -211,9 +238,9 @@ def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(worklo
 # --- Llama-2 on NeMo / MPI --------------------------------------------------------------------
 
 
-def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) -> None:
+def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) -> None:
     for name, compile_only in (("llama2-compile", True), ("llama2-train", False)):
-        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
+        spec = manifest(workloads_all, "MPIJob", name)["spec"]
         worker = spec["mpiReplicaSpecs"]["Worker"]
         launcher = spec["mpiReplicaSpecs"]["Launcher"]
         assert worker["replicas"] == 4 and spec["slotsPerWorker"] == 1 and launcher["replicas"] == 1
@@ -229,32 +256,34 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_dev: PlanResult) 
         assert launcher_env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
-def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue(workloads_dev: PlanResult, workloads_with) -> None:
+def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(workloads_all: PlanResult, workloads_with) -> None:
     """kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
     operator creates a PodGroup named after the MPIJob, queue = runPolicy.schedulingPolicy.queue,
-    minMember = schedulingPolicy.minAvailable or else workers + 1 (calculateMinAvailable), and
-    puts both the launcher and the workers in it (decoratePodTemplateSpec, called from newWorker
-    and newLauncherPodTemplate in pkg/controller/mpi_job_controller.go). With
-    launcherCreationPolicy WaitForWorkersReady the launcher Job is created only when every worker
-    pod is Ready (syncHandler), and Volcano v1.15.1's gang plugin (pkg/scheduler/plugins/gang/
-    gang.go) holds a job with fewer valid pods than minMember, binding none: the default N + 1
-    would never start. minAvailable = the workers keeps the gang (all Trainium nodes or none)
-    and lets the launcher follow."""
-    for name in ("llama2-compile", "llama2-train"):
-        spec = manifest(workloads_dev, "MPIJob", name)["spec"]
-        assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
-        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"]}
-    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"})
+    minMember = schedulingPolicy.minAvailable, and puts both the launcher and the workers in it
+    (decoratePodTemplateSpec, called from newWorker and newLauncherPodTemplate in
+    pkg/controller/mpi_job_controller.go). With launcherCreationPolicy AtStartup the launcher Job
+    is created with the workers (syncHandler), so it is part of the gang: workers + 1; and its
+    activeDeadlineSeconds (newLauncherJob copies runPolicy's) counts from the start, which is the
+    MPIJob's only pending timeout under Volcano (VolcanoCtrl.newPodGroup passes no
+    scheduleTimeoutSeconds)."""
+    for name, deadline in (("llama2-compile", 180), ("llama2-train", 240)):
+        spec = manifest(workloads_all, "MPIJob", name)["spec"]
+        assert spec["launcherCreationPolicy"] == "AtStartup"
+        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"] + 1}
+        assert spec["runPolicy"]["activeDeadlineSeconds"] == deadline * 60
+    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"},
+                         rayLlama2=None)
     policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
-    assert policy == {"queue": "llama2-training-queue", "minAvailable": 2}
+    assert policy == {"queue": "llama2-training-queue", "minAvailable": 3}
     # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
     no_volcano = workloads_with(
         cluster=lambda o: o["features"].update(volcano=False, torchxEtcd=False), bertPretraining=None, rayLlama2=None,
+        nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}, clusterCheck=None,
     )  # fmt: skip
     assert "schedulingPolicy" not in manifest(no_volcano, "MPIJob", "llama2-train")["spec"]["runPolicy"]
 
 
-def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanResult) -> None:
+def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_all: PlanResult) -> None:
     # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
     # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts
     # orted on each worker over ssh. open-mpi/ompi v4.1.x orte/mca/plm/rsh/plm_rsh_module.c
@@ -263,16 +292,18 @@ def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_dev: PlanRe
     # aws-neuron/neuronx-nemo-megatron k8s/docker/Dockerfile); with --prefix it first sets PATH
     # and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib.
     for name in ("llama2-compile", "llama2-train"):
-        launcher = manifest(workloads_dev, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
+        launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         command = launcher["template"]["spec"]["containers"][0]["command"]
-        assert command[:3] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
+        # Created at start-up, it first waits for every worker's sshd, then execs mpirun.
+        assert command[:2] == ["bash", "-c"] and "ssh -o BatchMode=yes" in command[2] and command[2].endswith('exec "$@"\n')
+        assert command[4:7] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
 
 
-def test_mpi_training_follows_compile_which_follows_the_data(workloads_dev: PlanResult) -> None:
-    secret = registration(workloads_dev, "Secret", "hf-token")
-    staging = registration(workloads_dev, "Job", "stage-redpajama")
-    compile_ = registration(workloads_dev, "MPIJob", "llama2-compile")
-    train = registration(workloads_dev, "MPIJob", "llama2-train")
+def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: PlanResult) -> None:
+    secret = registration(workloads_all, "Secret", "hf-token")
+    staging = registration(workloads_all, "Job", "stage-redpajama")
+    compile_ = registration(workloads_all, "MPIJob", "llama2-compile")
+    train = registration(workloads_all, "MPIJob", "llama2-train")
     assert staging.urn in compile_.dependencies and compile_.urn in train.dependencies
     assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
     assert secret.inputs["stringData"] == "[secret]"
@@ -291,9 +322,12 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     deployment = manifest(workloads_dev, "Deployment", "tensorboard")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # The whole volume, so BERT's runs (/data/output in its pods = /shared/output here) show as
-    # in the seed's viewer, next to NeMo's /shared/nemo_experiments.
-    assert container["command"][:3] == ["tensorboard", "--logdir", "/shared"]
+    # B5: the run directories only (BERT's /data/output = /shared/output here, NeMo's, Ray's), not
+    # the whole volume with its datasets and compile cache; tensorboard 2.18.0
+    # tensorboard/plugins/core/core_plugin.py: --logdir_spec "name:path,...".
+    assert container["command"][:3] == [
+        "tensorboard", "--logdir_spec", "output:/shared/output,nemo_experiments:/shared/nemo_experiments,"
+        "llama2_output:/shared/llama2_output"]
     assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
 
 
@@ -330,7 +364,7 @@ def test_wikicorpus_staging_downloads_once_from_the_public_bucket(workloads_dev:
 def test_cmd_shell_pod_mounts_fsx_where_both_seeds_expect_it(workloads_dev: PlanResult) -> None:
     pod = manifest(workloads_dev, "Pod", "cmd-shell")
     mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
-    assert mounts == {"/data", "/shared"} and pod["spec"]["containers"][0]["image"].endswith("/cmd-shell:2026.11.0")
+    assert mounts == {"/data", "/shared"} and pod["spec"]["containers"][0]["image"].endswith("/cmd-shell:2026.11.1")
 
 
 # --- every custom object against its pinned CRD ----------------------------------------------
@@ -344,7 +378,7 @@ def test_custom_objects_use_only_fields_their_crds_define(stack: str, request: p
     assert {o["metadata"]["name"]: undefined_fields(o) for o in objects} == {o["metadata"]["name"]: [] for o in objects}
 
 
-def test_the_field_check_catches_a_misspelled_field(workloads_dev: PlanResult) -> None:
-    job = manifest(workloads_dev, "MPIJob", "llama2-train")
+def test_the_field_check_catches_a_misspelled_field(workloads_all: PlanResult) -> None:
+    job = manifest(workloads_all, "MPIJob", "llama2-train")
     bad = {**job, "spec": {**job["spec"], "slotPerWorker": 1}}
     assert undefined_fields(bad) == ["spec.slotPerWorker"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,27 @@ BUILD_ARGS = {
 }
 
 
+RESOLVED = "/opt/pip-constraints.txt"  # what each Dockerfile's last pip step records
+
+
+def record_constraints(image: str, target: str) -> str:
+    """Shell: write what the built image resolved (`pip list --format=freeze`) into the image's
+    constraints.txt, keeping its header, so the next build of any tag resolves the same (review
+    B8); git then shows what changed, to commit."""
+    path = DOCKER_DIR / image / CONSTRAINTS
+    return (f"{{ grep '^#' {path}; docker run --rm --entrypoint cat {target} {RESOLVED}; }} > {path}.new "
+            f"&& mv {path}.new {path}")
+
+
+CONSTRAINTS = "constraints.txt"
+
+
+def constraint_problems(text: str) -> list[str]:
+    """Lines of a constraints file that are neither comments nor exact `name==version` pins."""
+    pin = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#") and not pin.match(line.strip())]
+
+
 def commands(repositories: dict[str, str], tag: str) -> list[list[str]]:
     registry = next(iter(repositories.values())).split("/")[0]
     region = registry.split(".")[3]
@@ -45,6 +67,7 @@ def commands(repositories: dict[str, str], tag: str) -> list[list[str]]:
         args = [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
         result.append(["docker", "build", "--platform", "linux/amd64", *args, "-t", target, str(DOCKER_DIR / image)])
         result.append(["docker", "push", target])
+        result.append(["sh", "-c", record_constraints(image, target)])
     return result
 
 

@@ -15,16 +15,21 @@ workloads/pods.py) with the objects it depends on. Repository URLs come from the
 `ecrRepositories` of the cluster stack the workload stack's `clusterStack` names
 (`pulumi stack output`); `aws ecr describe-images` answers for each image.
 
-The waits: `pulumi up` waits for each awaited step it creates, and a step waits for the steps it
-depends on; independent steps wait side by side. So the longest dependency chain of awaited
-steps that are not yet in the workload stack's state (`pulumi stack export`) is what this up
-can wait at most. When that exceeds what the job may run, the check fails: GitHub would kill the
-job mid-update, leaving the stack locked with pending operations.
+The waits: `pulumi up` waits for each awaited step it creates or replaces, and a step waits for
+the steps it depends on; independent steps wait side by side. Which steps this up creates or
+replaces is decided against the workload stack's state (`pulumi stack export`) by the rule the
+plan diff uses (offline/replacement.py ``replaces``: replaceOnChanges, names, ForceNew inputs),
+with the planned inputs rendered from the cluster stack's real outputs, plus the engine's own
+rule for chains: a job whose spec carries the UID of a job that is created or replaced is
+replaced too (workloads/kube.py ``follow``). So the longest dependency chain of such steps is what
+this up can wait at most. When that exceeds what the job may run, the check fails: GitHub would
+kill the job mid-update, leaving the stack locked with pending operations.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import subprocess
 import sys
@@ -33,7 +38,10 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from infra.config.errors import ConfigError
-from offline.mocks import Registration
+from offline.diff import changed_paths
+from offline.mocks import Registration, StackOutputs
+from offline.replacement import replaces
+from workloads.kube import FOLLOWS, pod_templates
 from offline.plan import offline_secrets
 from offline.runner import PlanResult, run_program, stack_config
 from workloads.settings import parse_workloads_config
@@ -41,11 +49,13 @@ from workloads.settings import parse_workloads_config
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS_DIR = REPO_ROOT / "workloads"
 TIMEOUT = "pulumi.com/timeoutSeconds"
+# How `pulumi stack output --json` shows a secret output without --show-secrets.
+MASKED = "[secret]"
 SKIP = "pulumi.com/skipAwait"
 LAPTOP = (
     "Bring this stack up from a laptop or a runner with a longer session (`cd workloads && pulumi up "
     "--stack {stack}`, docs/pipeline.md), or switch its workloads on one pull request "
-    "at a time; later runs of this job wait only for the steps they create."
+    "at a time; later runs of this job wait only for the steps they create or replace."
 )
 
 
@@ -65,12 +75,18 @@ def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
     return config, offline_secrets(WORKLOADS_DIR, stack, config)
 
 
-def plan(stack: str) -> tuple[PlanResult, PlanResult]:
-    """The cluster stack the workload stack names, and the workload stack, rendered offline."""
+def plan(stack: str, deployed: Optional[dict[str, Any]] = None) -> tuple[PlanResult, PlanResult]:
+    """The cluster stack the workload stack names, and the workload stack, rendered offline; with
+    ``deployed`` (the cluster stack's real outputs, secrets masked), rendered from those, so its
+    inputs are the ones `pulumi up` will send (a masked secret keeps the offline value)."""
     config, secrets = workload_config(stack)
     reference = parse_workloads_config({**config, **secrets}).cluster_stack
     cluster = run_program(REPO_ROOT, reference.split("/")[-1])
-    workloads = run_program(WORKLOADS_DIR, stack, config, {reference: cluster.as_stack_outputs()}, secrets)
+    outputs = cluster.as_stack_outputs()
+    if deployed is not None:
+        real = {k: v for k, v in deployed.items() if v != MASKED}
+        outputs = StackOutputs({**outputs.outputs, **real}, outputs.secret_names)
+    workloads = run_program(WORKLOADS_DIR, stack, config, {reference: outputs}, secrets)
     return cluster, workloads
 
 
@@ -166,19 +182,62 @@ def pulumi(args: list[str], cwd: Path) -> Optional[str]:
     raise PulumiError(f"pulumi {' '.join(args)}", result.stderr)
 
 
-def state_urns(export: Optional[str]) -> frozenset[str]:
-    """URNs of the finished resources in a `pulumi stack export` document (apitype.UntypedDeployment);
-    none for a new stack.
-
-    A resource whose create failed its await is in the state with `initErrors`
-    (sdk/go/common/apitype/core.go); the next `up` gives it an empty update that waits for it
-    again (pkg/resource/deploy/step_generator.go; pulumi-kubernetes provider/pkg/await/await.go
-    Update awaits as on create), so it still counts against the job's time.
-    """
+def state_resources(export: Optional[str]) -> dict[str, dict[str, Any]]:
+    """The resources of a `pulumi stack export` document (apitype.UntypedDeployment) by URN;
+    none for a new stack."""
     if export is None:
-        return frozenset()
+        return {}
     resources = (json.loads(export).get("deployment") or {}).get("resources") or []
-    return frozenset(r["urn"] for r in resources if not r.get("initErrors"))
+    return {r["urn"]: r for r in resources}
+
+
+def _without_follows(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs without the chain's UID annotation, which the offline plan cannot know: its
+    effect is counted by the chain rule in ``waiting_steps`` instead."""
+    stripped = copy.deepcopy(inputs)
+    for template in pod_templates(stripped.get("spec") or {}):
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        annotations.pop(FOLLOWS, None)
+        if not annotations and "annotations" in (template.get("metadata") or {}):
+            del template["metadata"]["annotations"]
+    return stripped
+
+
+def waiting_steps(registrations: list[Registration], state: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """URN -> why, for every resource this up creates or replaces (and so awaits, if awaited).
+
+    - not in the state: created;
+    - in the state with `initErrors` (its create failed its await): pulumi gives it an empty update
+      that waits for it again (pkg/resource/deploy/step_generator.go; pulumi-kubernetes
+      provider/pkg/await/await.go Update awaits as on create);
+    - an input change that replaces it, decided by offline/replacement.py ``replaces`` (the rule
+      the plan diff prints), with its own replaceOnChanges;
+    - a job whose spec follows a job created or replaced here: pulumi diffs it with that property
+      unknown and its replaceOnChanges ["spec"] replaces it (pulumi/pulumi v3.259.0
+      pkg/resource/deploy/step_generator.go calculateDependentReplacements).
+    """
+    why: dict[str, str] = {}
+    for r in registrations:
+        old = state.get(r.urn)
+        if old is None:
+            why[r.urn] = "created"
+            continue
+        if old.get("initErrors"):
+            why[r.urn] = "awaited again (its create failed)"
+            continue
+        rules = r.lifecycle.get("replaceOnChanges") or []
+        for path, before, after in changed_paths(_without_follows(old.get("inputs") or {}), _without_follows(r.inputs)):
+            reason = replaces(r.type, path, before, after, rules, r.inputs)
+            if reason:
+                why[r.urn] = f"replaced ({path}: {reason})"
+                break
+        else:
+            for prop, sources in r.property_dependencies.items():
+                followed = [u for u in sources if u in why]
+                if followed and any(rule == "*" or rule == prop or rule.startswith(prop + ".") for rule in rules):
+                    why[r.urn] = f"replaced (follows {followed[0].split('::')[-1]})"
+                    break
+    return why
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,22 +246,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-minutes", type=int, required=True, help="what `pulumi up` may run in this job")
     args = parser.parse_args(argv)
     try:
-        cluster_plan, workloads = plan(args.stack)
-        cluster_stack = workloads.outputs["clusterStack"]  # what the program's StackReference reads
-        output = pulumi(["stack", "output", "ecrRepositories", "--json", "--stack", cluster_stack], REPO_ROOT)
+        config, secrets = workload_config(args.stack)
+        cluster_stack = parse_workloads_config({**config, **secrets}).cluster_stack  # what its StackReference reads
+        output = pulumi(["stack", "output", "--json", "--stack", cluster_stack], REPO_ROOT)
         if output is None:
             print(f"The cluster stack {cluster_stack} (clusterStack of {args.stack}) does not exist: deploy it first.",
                   file=sys.stderr)
             return 1
-        repositories = json.loads(output)
-        needed = required_images(workloads, cluster_plan.outputs["ecrRepositories"])
+        deployed = json.loads(output)
+        repositories = deployed["ecrRepositories"]
+        cluster_plan, workloads = plan(args.stack, deployed)
+        needed = required_images(workloads, repositories)
         missing = missing_images(needed, repositories, ecr_has)
         if missing:
             print(f"The workload stack {args.stack} runs images that are not in ECR:", *missing, sep="\n  ", file=sys.stderr)
             print(f"Push them first: `make images STACK={args.stack}` (needs Docker), then re-run this job.", file=sys.stderr)
             return 1
         print(f"All {len(needed)} images of the workload stack {args.stack} are in ECR.")
-        done = state_urns(pulumi(["stack", "export", "--stack", args.stack], WORKLOADS_DIR))
+        state = state_resources(pulumi(["stack", "export", "--stack", args.stack], WORKLOADS_DIR))
     except (ConfigError, FileNotFoundError) as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -210,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     steps = awaited_steps(workloads)
+    waiting = waiting_steps(workloads.registrations, state)
+    done = frozenset(r.urn for r in workloads.registrations if r.urn not in waiting)
     minutes, chain = longest_wait(workloads.registrations, steps, done)
+    for step in steps:
+        if step.urn in waiting and state:
+            print(f"  {step.name}: {waiting[step.urn]}, awaited up to {step.minutes} min")
     if minutes > args.budget_minutes:
         print(f"::error::This up creates awaited steps that can wait {minutes} min in a row ({' -> '.join(chain)}); "
               f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack))  # stdout: GitHub's annotation

@@ -13,12 +13,12 @@ import pulumi_kubernetes as k8s
 from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
-from workloads import checks, contract
-from workloads.bert import BertPretraining, BertPretrainingArgs
-from workloads.cluster_check import CheckLayout, ClusterCheck, ClusterCheckArgs, summary
-from workloads.data_staging import DataStaging, DataStagingArgs, StagingLayout
-from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLayout, NemoLlama2, NemoLlama2Args
-from workloads.ray_llama2 import RayLayout, RayLlama2, RayLlama2Args
+from workloads import checks, contract, layouts, ray_llama2, schedule
+from workloads.bert import BertPretraining
+from workloads.cluster_check import ClusterCheck, ClusterCheckArgs, summary
+from workloads.data_staging import DataStaging, DataStagingArgs
+from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLlama2, NemoLlama2Args
+from workloads.ray_llama2 import RayLlama2, RayLlama2Args
 from workloads.settings import WorkloadsConfig, parse_workloads_config
 from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
 
@@ -44,7 +44,9 @@ def wire(outputs: dict) -> dict:
             source="cluster stack reference",
         )
     cluster = contract.parse_contract(outputs)
-    problems = checks.workload_problems(config, cluster)
+    # Each workload on its own first; the whole schedule only once each one is sound.
+    problems = checks.workload_problems(config, cluster) or schedule.schedule_problems(
+        layouts.job_chains(config, cluster), cluster)
     if problems:
         raise ConfigError(problems, source="workload configuration")
     return declare_workloads(config, cluster)
@@ -54,62 +56,45 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     provider = k8s.Provider("cluster", kubeconfig=kubeconfig, enable_server_side_apply=True)
     opts = pulumi.ResourceOptions(provider=provider)
     ns, claim = config.namespace, cluster.claims.get(config.namespace, "")
-
-    def image(repository: str, settings) -> str:
-        return f"{cluster.repositories[repository]}:{settings.image_tag}"
-
-    common = dict(namespace=ns, claim=claim, support_placement=cluster.support_placement)
     declared: dict = {}
     secrets = []
     if config.hf_token:
         secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
 
     staging = None
-    if s := config.on("data_staging"):
-        layout = StagingLayout(
-            **common, core_node_selector=cluster.core_node_selector, service_account=cluster.service_account, shell_image=image("cmd-shell", s),
-            nemo_image=image("nemo-megatron", s), settings=s,
-        )  # fmt: skip
-        staging = DataStaging("data-staging", DataStagingArgs(layout, tuple(secrets)), opts)
+    if (staging_layout := layouts.staging(config, cluster)) is not None:
+        s = staging_layout.settings
+        staging = DataStaging("data-staging", DataStagingArgs(staging_layout, tuple(secrets)), opts)
         declared["dataStaging"] = [n for n, on in (("stage-wikicorpus", s.wikicorpus), ("stage-redpajama", s.redpajama), ("cmd-shell", s.cmd_shell)) if on]
-    if s := config.on("bert_pretraining"):
-        after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
-        args = BertPretrainingArgs(
-            settings=s, namespace=ns, repository=cluster.repositories["bert-pretrain"],
-            group=cluster.node_groups[s.node_group], claim=claim, etcd_endpoint=cluster.etcd_endpoints[ns],
-            service_account=cluster.service_account, after=after,
-        )  # fmt: skip
+    after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
+    if (bert_args := layouts.bert_args(config, cluster, after)) is not None:
+        s = bert_args.settings
         declared["bertPretraining"] = (["bert-precompile"] if s.precompile else []) + ["bert-train"]
-        BertPretraining("bert-pretraining", args, opts)
-    if s := config.on("ray_llama2"):
-        layout = RayLayout(
-            **common, image=image("ray-llama2", s), group=cluster.node_groups[s.node_group],
-            service_account=cluster.service_account, settings=s,
-        )  # fmt: skip
-        RayLlama2("ray-llama2", RayLlama2Args(layout), opts)
-        declared["rayLlama2"] = ["kuberay-trn1", *s.steps]
-    if s := config.on("nemo_llama2"):
+        BertPretraining("bert-pretraining", bert_args, opts)
+    if (ray_layout := layouts.ray(config, cluster)) is not None:
+        RayLlama2("ray-llama2", RayLlama2Args(ray_layout), opts)
+        s = ray_layout.settings
+        declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in s.steps]}
+        if "train" in s.steps:
+            # ray_train_llama2.py runs 10000 steps unless told fewer: the deadline then ends it.
+            declared["rayLlama2"]["trainEnds"] = (
+                f"Succeeded after {s.train_steps} steps, or Failed at trainDeadlineSeconds" if s.train_steps
+                else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
+                "that ends Succeeded")
+    if (nemo_layout := layouts.nemo(config, cluster)) is not None:
+        s = nemo_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()
-        layout = NemoLayout(
-            **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
-            service_account=cluster.service_account, settings=s,
-            gang_queue=s.queue if cluster.feature("volcano") else None,
-        )  # fmt: skip
-        NemoLlama2("nemo-llama2", NemoLlama2Args(layout, after), opts)
+        NemoLlama2("nemo-llama2", NemoLlama2Args(nemo_layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
-    if s := config.on("cluster_check"):
-        layout = CheckLayout(
-            **common, image=image("nemo-megatron", s), group=cluster.node_groups[s.node_group],
-            service_account=cluster.service_account, settings=s,
-            gang_queue=s.queue if cluster.feature("volcano") else None, verdict_image=image("cmd-shell", s),
-        )  # fmt: skip
-        check = ClusterCheck("cluster-check", ClusterCheckArgs(layout), opts)
+    if (check_layout := layouts.check(config, cluster)) is not None:
+        check = ClusterCheck("cluster-check", ClusterCheckArgs(check_layout), opts)
         verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")
-        declared["clusterCheck"] = {**summary(layout), "result": verdict}
+        declared["clusterCheck"] = {**summary(check_layout), "result": verdict}
     if s := config.on("tensorboard"):
         # Always on while enabled: on the system nodes, so the job-support group can idle at zero.
         layout = TensorBoardLayout(
-            namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector, image=image("cmd-shell", s), settings=s
+            namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector,
+            image=layouts.image(cluster, "cmd-shell", s), settings=s,
         )
         tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
         declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}

@@ -14,14 +14,42 @@ from typing import Any, Optional
 import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
-from workloads import bert_launch, pods
+from workloads import bert_launch, deadlines, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
 from workloads.settings import BertPretrainingSettings
 
-# Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION policy).
 WORKLOAD = "bert-pretraining"
-RESTART_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "RestartJob"}]
+# The run's command runs under coreutils `timeout`, which exits 124 when the deadline passed.
+DEADLINE_EXIT_CODE = 124
+# `timeout` sends SIGTERM at the deadline (torchrun passes it to its workers), SIGKILL this later.
+KILL_AFTER_SECONDS = 300
+
+
+def task_policies(pending_timeout_minutes: int) -> list[dict[str, Any]]:
+    """Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION
+    policy), except when the run's deadline stopped it; a pod Pending too long ends the job.
+
+    volcano v1.15.1 pkg/controllers/job/job_controller_util.go applyPolicies walks a task's
+    policies in order and takes the first whose event or exit code matches (a failed pod's request
+    carries its first container's exit code, job_controller_handler.go updatePod), so the
+    exit-code policy comes before PodFailed. A PodPending policy needs a timeout
+    (shouldConfigureTimeout): the action is delayed by it and cancelled when that pod reports
+    another phase (job_controller.go CleanPodDelayActionsIfNeed), so only a pod still Pending then
+    (unschedulable, its node never coming, its image never pulled) ends the job and releases the
+    gang's nodes. The admission webhook accepts PodPending, TerminateJob and exit codes other than 0
+    (pkg/webhooks/admission/jobs/validate/util.go validatePolicies).
+    """
+    return [
+        {"exitCode": DEADLINE_EXIT_CODE, "action": "TerminateJob"},
+        {"event": "PodPending", "timeout": f"{pending_timeout_minutes}m", "action": "TerminateJob"},
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
+
+
+def with_deadline(command: list[str], minutes: int) -> list[str]:
+    return ["timeout", f"--kill-after={KILL_AFTER_SECONDS}", f"{minutes * 60}", *command]
 
 
 @dataclass(frozen=True)
@@ -34,6 +62,8 @@ class BertJob:
     claim: str
     service_account: str
     run: bert_launch.BertRun
+    deadline_minutes: int
+    pending_timeout_minutes: int
     max_retry: int = 3
 
 
@@ -82,9 +112,9 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
     container = {
         "name": "trainer",
         "image": job.image,
-        "command": bert_launch.command(job.run, RDZV_ID),
+        "command": with_deadline(bert_launch.command(job.run, RDZV_ID), job.deadline_minutes),
         "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
-        "resources": pods.accelerator_resources(job.group),
+        "resources": pods.training_resources(job.group),
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
@@ -95,7 +125,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "replicas": 1,
         "minAvailable": 1,
         "maxRetry": job.max_retry,
-        "policies": RESTART_POLICIES,
+        "policies": task_policies(job.pending_timeout_minutes),
         "template": {
             "metadata": {"labels": labels},
             "spec": {
@@ -122,42 +152,50 @@ class BertPretrainingArgs:
     after: tuple[pulumi.Resource, ...] = ()
 
 
+def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
+    """The precompile Job (awaited) when on, then the training Job."""
+    s = args.settings
+    base = dict(
+        namespace=args.namespace,
+        image=f"{args.repository}:{s.image_tag}",
+        group=args.group,
+        queue=s.queue,
+        claim=args.claim,
+        service_account=args.service_account,
+        max_retry=s.max_retry,
+        pending_timeout_minutes=s.pending_timeout_minutes,
+    )
+    run = dict(
+        nnodes=s.nodes,
+        nproc_per_node=args.group.neuron_cores,
+        etcd_endpoint=args.etcd_endpoint,
+        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
+        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
+        data_dir=s.data_dir,
+        output_dir=s.output_dir,
+        bf16=s.bf16,
+        cacheset=s.cacheset,
+    )
+    manifests = []
+    if s.precompile:
+        compile_job = BertJob(
+            name="bert-precompile",
+            run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
+            deadline_minutes=s.precompile_deadline_minutes,
+            **base,
+        )
+        done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
+        manifests.append(volcano_job(compile_job, done))
+    train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps),
+                        deadline_minutes=s.train_deadline_minutes, **base)
+    manifests.append(volcano_job(train_job, pods.skip_await()))
+    return manifests
+
+
 class BertPretraining(pulumi.ComponentResource):
     def __init__(self, name: str, args: BertPretrainingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:BertPretraining", name, None, opts)
-        s = args.settings
-        base = dict(
-            namespace=args.namespace,
-            image=f"{args.repository}:{s.image_tag}",
-            group=args.group,
-            queue=s.queue,
-            claim=args.claim,
-            service_account=args.service_account,
-            max_retry=s.max_retry,
-        )
-        run = dict(
-            nnodes=s.nodes,
-            nproc_per_node=args.group.neuron_cores,
-            etcd_endpoint=args.etcd_endpoint,
-            batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
-            grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
-            data_dir=s.data_dir,
-            output_dir=s.output_dir,
-            bf16=s.bf16,
-            cacheset=s.cacheset,
-        )
-        manifests = []
-        if s.precompile:
-            compile_job = BertJob(
-                name="bert-precompile",
-                run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
-                **base,
-            )
-            done = pods.wait_for("jsonpath={.status.state.phase}=Completed", s.precompile_timeout_minutes)
-            manifests.append(volcano_job(compile_job, done))
-        train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps), **base)
-        manifests.append(volcano_job(train_job, pods.skip_await()))
         # Before the jobs: pods started before their policy exists would accept anything.
         policy = declare(pods.peers_policy(WORKLOAD, args.namespace), self)
-        self.jobs = declare_in_order(manifests, self, [*args.after, policy], replace_on_change=True)
+        self.jobs = declare_in_order(job_sequence(args), self, [*args.after, policy], replace_on_change=True)
         self.register_outputs({})

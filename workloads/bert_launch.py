@@ -138,6 +138,11 @@ def environment(run: BertRun, replica_id: str) -> dict[str, str]:
     replica i of the training run reads what replica i of the precompile run wrote."""
     cache = f"{run.cacheset}_{replica_id}"
     return {
+        # run_dp_bert_large_hf_pretrain_bf16_s128.sh (BERT_SAMPLES_COMMIT) exports these two for
+        # every run, and BUCKET_CAP_MB for multi-node ones.
+        "NEURON_RT_EXEC_TIMEOUT": "600",
+        "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0",
+        "BUCKET_CAP_MB": "512",
         **EFA_ENV,
         "CCOM_SOCKET_IFNAME": "eth0",
         "NEURON_RT_RESET_CORES": "1",

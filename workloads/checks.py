@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Optional
 
-from workloads import bert_launch, cluster_check, nemo_llama2, quantities
+from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, pods, quantities
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
@@ -78,6 +78,34 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list
     problems += _token_problems(config)
     problems += _tensorboard_problems(config)
     problems += _cluster_check_problems(config, cluster)
+    problems += _deadline_problems(config)
+    return problems
+
+
+def _deadline_problems(config: WorkloadsConfig) -> list[str]:
+    """KubeRay counts both a RayJob's deadlines from its start (kuberay v1.7.0
+    rayjob_controller.go): a pending timeout at or past the step's deadline would never act. A
+    finished step's cluster lives ttlSecondsAfterFinished on beside the next step's gang, which
+    waits for its nodes that long: it must stay well inside the pending timeout."""
+    ray = config.on("ray_llama2")
+    if ray is None:
+        return []
+    problems = []
+    pending = ray.pending_timeout_minutes * 60
+    for step in ray.steps:
+        if step == "generate-data":
+            continue
+        deadline = deadlines.ray_step_deadline_seconds(ray, step)
+        key = "trainDeadlineSeconds" if step == "train" else "stepDeadlineMinutes"
+        if pending >= deadline:
+            problems.append(
+                f"{_key('ray_llama2', 'pendingTimeoutMinutes')} = {ray.pending_timeout_minutes}: not shorter than the "
+                f"{step} step's deadline ({key}, {deadline} s); lower it or raise the deadline")
+    if ray.ttl_seconds_after_finished * 2 > pending:
+        problems.append(
+            f"{_key('ray_llama2', 'ttlSecondsAfterFinished')} = {ray.ttl_seconds_after_finished}: a finished step's "
+            f"cluster keeps its Trainium nodes that long while the next step's gang waits for them; keep it under half "
+            f"of pendingTimeoutMinutes ({pending} s)")
     return problems
 
 
@@ -165,9 +193,11 @@ def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
         head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
         worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
         return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
-    if workload in ("nemo_llama2", "cluster_check"):
-        return [nemo_llama2.LAUNCHER_REQUESTS]
-    return []  # BERT's pods request Neuron devices and EFA interfaces only
+    if workload == "nemo_llama2":
+        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.TRAINING_REQUESTS] * settings.nodes
+    if workload == "cluster_check":
+        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.CHECK_REQUESTS] * settings.nodes
+    return [pods.TRAINING_REQUESTS] * settings.nodes  # BERT: one training pod per node
 
 
 def _capacity_problems(workload: str, settings: Any, cluster: ClusterContract) -> list[str]:
@@ -298,7 +328,7 @@ def _path_problems(config: WorkloadsConfig) -> list[str]:
     if nemo := config.on("nemo_llama2"):
         wanted += [("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")]
     if board := config.on("tensorboard"):
-        wanted.append(("tensorboard", "log_dir", board.log_dir, TENSORBOARD_MOUNT))
+        wanted += [("tensorboard", "log_dirs", d, TENSORBOARD_MOUNT) for d in board.log_dirs]
     problems = []
     for workload, field, path, mount in wanted:
         if not _under(path, mount):

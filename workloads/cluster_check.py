@@ -58,7 +58,11 @@ SHARED_MOUNT = "/shared"
 RESULTS_ROOT = f"{SHARED_MOUNT}/cluster-check"
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
-HOSTFILE = "/etc/mpi/hostfile"
+# Where the Neuron device plugin's devices appear in the container: it hands each allocated device
+# to the runtime as --device=/dev/neuron<i> (aws-neuron-sdk v2.20.2
+# containers/tutorials/k8s-neuron-scheduler-flow.rst, step 11).
+DEVICE_FILES = "/dev/neuron"
+HOSTFILE = pods.MPI_HOSTFILE
 # The Job controller's label on every pod of a Job: the Job's UID (kubernetes/api v0.34.0, the
 # Kubernetes 1.34 API, batch/v1/types.go ControllerUidLabel; the unprefixed `controller-uid` is
 # kept only for legacy). Read through the downward API, it names the per-node Job's attempt.
@@ -93,8 +97,11 @@ DEFAULT_FLOORS: dict[str, float] = {"trn1.32xlarge": 20.0, "trn1n.32xlarge": 20.
 FLOOR_SOURCE = "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
 
 
-# neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ... (also
-# with --topology; aws-neuron-sdk v2.20.2 tools/neuron-sys-tools/neuron-ls.rst). "devices cores".
+# neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ...; a
+# process continuation row has an empty first cell (aws-neuron-sdk v2.20.2
+# tools/neuron-sys-tools/neuron-ls.rst; its options are --wide, --show-all-procs and --topology,
+# no machine-readable output, so the table it is). "devices cores". Plain neuron-ls: --topology
+# only appends a drawing.
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 # fi_info lists each provider endpoint with a `domain:` line, one domain per EFA device.
 EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
@@ -185,12 +192,17 @@ failed=0
 check() {{ # name, expected, seen
   if [ "$2" = "$3" ]; then echo "ok    $1: $3"; else echo "FAIL  $1: expected $2, seen $3"; failed=1; fi
 }}
-devices_cores=$({NEURON_BIN}/neuron-ls --topology | {NEURON_LS_AWK})
+devices_cores=$({NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
 check "Neuron devices (neuron-ls)" {g.neuron_devices} "${{devices_cores% *}}"
 check "NeuronCores (neuron-ls)" {g.neuron_cores} "${{devices_cores#* }}"
+# A second count that does not read neuron-ls's table: the device files the device plugin gave us.
+check "Neuron device files ({DEVICE_FILES}*)" {g.neuron_devices} "$(ls -d {DEVICE_FILES}[0-9]* 2>/dev/null | wc -l)"
 efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
 check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
+# Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
+# reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
+echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' /proc/meminfo)"
 mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
@@ -258,7 +270,7 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
             {"name": "JOB_UID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"}}},
         ],
         # Every device and interface of the node: one pod per node, and it sees what a job would.
-        "resources": pods.accelerator_resources(layout.group),
+        "resources": pods.training_resources(layout.group, pods.CHECK_REQUESTS),
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
@@ -287,15 +299,7 @@ trap 'echo $status > "$attempt/allreduce.status"' EXIT
 trap 'echo "stopped (deadline) while: $stage" | tee -a {dir_}/allreduce.txt; exit 1' TERM
 stage="waiting for {s.nodes} workers (name and sshd)"
 echo "$stage" | tee {dir_}/allreduce.txt
-hosts=""
-# The launcher starts with the workers (AtStartup): each is waited for, its DNS record included,
-# which can lag a Ready pod; only the launcher's deadline ends the wait.
-for h in $(awk '{{print $1}}' {HOSTFILE}); do
-  until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
-      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {POLL_SECONDS}; done
-  hosts="$hosts $ip"
-done
-first=${{hosts# }}; first=${{first%% *}}
+{pods.wait_for_mpi_workers(POLL_SECONDS)}first=${{hosts# }}; first=${{first%% *}}
 stage="nccom-test"
 echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee -a {dir_}/allreduce.txt
 # On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).
@@ -343,7 +347,7 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "image": layout.image,
         "command": worker_command(),
         "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", **OMPI_ROOT_ENV}),
-        "resources": pods.accelerator_resources(layout.group),
+        "resources": pods.training_resources(layout.group, pods.CHECK_REQUESTS),
         "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.shm_mount()],
     }

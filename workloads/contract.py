@@ -10,7 +10,7 @@ Nothing here is configured twice: if the cluster changes, the workloads follow o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 # The outputs a workload stack reads. The cluster stack exports them (see its __main__.py).
 REQUIRED_OUTPUTS = (
@@ -50,6 +50,9 @@ class NodeGroup:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     max_size: int
+    # CPU and memory a pod can request per node ({"cpu": "127080m", "memory": "520729Mi"}); None from
+    # cluster stacks that do not export it (then only Neuron devices and EFA interfaces are checked).
+    allocatable: Optional[Mapping[str, str]] = None
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -77,6 +80,10 @@ class ClusterContract:
     core_node_selector: Mapping[str, str]
     # Where jobs' CPU pods go (the job-support group, idle at zero): nodeSelector and tolerations.
     support_placement: Mapping[str, Any]
+    # How much the job-support group holds: its maxSize and what each node leaves to pods (None
+    # from cluster stacks that do not export them).
+    support_max_size: Optional[int] = None
+    support_allocatable: Optional[Mapping[str, str]] = None
 
     def feature(self, name: str) -> bool:
         return bool(self.features.get(name, False))
@@ -116,6 +123,7 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
             labels=dict(g.get("labels") or {}),
             taints=tuple(Taint(t["key"], t["value"], t["effect"]) for t in g.get("taints") or []),
             max_size=int(g["maxSize"]),
+            allocatable=dict(g["allocatable"]) if g.get("allocatable") else None,
         )
         for g in outputs["acceleratorNodeGroups"]
     }
@@ -136,4 +144,7 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
             "nodeSelector": dict(outputs["jobSupportPlacement"]["nodeSelector"]),
             "tolerations": [dict(t) for t in outputs["jobSupportPlacement"]["tolerations"]],
         },
+        support_max_size=outputs["jobSupportPlacement"].get("maxSize"),
+        support_allocatable=dict(outputs["jobSupportPlacement"]["allocatable"])
+        if outputs["jobSupportPlacement"].get("allocatable") else None,
     )

@@ -86,13 +86,18 @@ touch "$dir/.download-complete"
 """
 
 
+# The NeMo image has transformers 4.31.0 (neuronx-nemo-megatron requirements.txt at
+# NEMO_MEGATRON_COMMIT). Its AutoTokenizer.from_pretrained first reads tokenizer_config.json through
+# get_tokenizer_config(**kwargs), whose parameter is `use_auth_token`: a `token=` lands in its
+# **kwargs and the gated file is requested without a token (transformers v4.31.0
+# src/transformers/models/auto/tokenization_auto.py). `use_auth_token` reaches every download.
 def redpajama_prepare_script(root: str = "/shared") -> str:
     """The Llama-2 tokenizer and the Megatron dataset, each step marked only once it is whole."""
     return f"""\
 set -euo pipefail
 cd {root}
 if [ ! -f llama7b_tokenizer/.staged ]; then
-  python3 -c 'import transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=open("{HF_TOKEN_FILE}").read().strip()).save_pretrained("{root}/llama7b_tokenizer")'
+  python3 -c 'import transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", use_auth_token=open("{HF_TOKEN_FILE}").read().strip()).save_pretrained("{root}/llama7b_tokenizer")'
   touch llama7b_tokenizer/.staged
 fi
 if [ ! -f {REDPAJAMA_PREFIX}_text_document.staged ]; then

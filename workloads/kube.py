@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Sequence
 
 import pulumi
@@ -27,7 +28,7 @@ def resource_name(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}"
 
 
-def replacing_options() -> pulumi.ResourceOptions:
+def replacing_options(paths: Sequence[str] = ("spec",)) -> pulumi.ResourceOptions:
     """Options for a run-to-completion job: a changed spec replaces it, old object first.
 
     In place, a change would be refused (Volcano's Job admission webhook allows only
@@ -39,7 +40,7 @@ def replacing_options() -> pulumi.ResourceOptions:
     own forced replacements, not for `replaceOnChanges`; the name is kept, so the old object
     must go first - which also frees its Trainium nodes for the new run.
     """
-    return pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+    return pulumi.ResourceOptions(replace_on_changes=list(paths), delete_before_replace=True)
 
 
 def declare(
@@ -47,11 +48,12 @@ def declare(
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     replace_on_change: bool = False,
+    replace_on: Sequence[str] = ("spec",),
 ) -> pulumi.CustomResource:
     """``manifest`` as a resource under ``parent``, created only once ``after`` are ready."""
     opts = pulumi.ResourceOptions(parent=parent, depends_on=list(after))
     if replace_on_change:
-        opts = pulumi.ResourceOptions.merge(opts, replacing_options())
+        opts = pulumi.ResourceOptions.merge(opts, replacing_options(replace_on))
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _BUILT_IN.get((manifest["apiVersion"], manifest["kind"]))
     if cls is not None:
@@ -61,14 +63,61 @@ def declare(
     )
 
 
+# The annotation that ties a job to the one before it in its chain: that job's UID, in the pod
+# templates of this one's spec (see ``follow``).
+FOLLOWS = "trainium.workloads/follows-uid"
+
+
+def pod_templates(value: Any) -> list[dict[str, Any]]:
+    """Every pod template inside an object's spec (`template` with a `spec`): a Volcano Job's
+    tasks, an MPIJob's replicas, a RayJob's head and worker groups, a batch Job's template."""
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key == "template" and isinstance(child, dict) and "spec" in child:
+                found.append(child)
+            found += pod_templates(child)
+    elif isinstance(value, list):
+        for child in value:
+            found += pod_templates(child)
+    return found
+
+
+def _uid(resource: pulumi.CustomResource) -> pulumi.Output[str]:
+    return resource.metadata.apply(lambda m: (m.get("uid") if isinstance(m, dict) else getattr(m, "uid", None)) or "")
+
+
+def follow(manifest: dict[str, Any], before: pulumi.Output[str]) -> dict[str, Any]:
+    """``manifest`` with ``before`` (the previous job's UID) in its pod templates' annotations.
+
+    A property dependency, not `depends_on`: with deleteBeforeReplace, pulumi deletes a dependent
+    before the resource it depends on is replaced only when one of its input properties comes from
+    that resource; it then asks the provider to diff the dependent with those properties unknown
+    and applies its replaceOnChanges (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go
+    calculateDependentReplacements). The UID sits in `spec`, which replaceOnChanges names, so a
+    replaced precompile or compile job first takes the training job that follows it down: never two
+    runs on one compile cache and one node group at once. A new UID also means a new training run
+    after every new precompile, which is what the chain is for.
+    """
+    linked = copy.deepcopy(manifest)
+    for template in pod_templates(linked["spec"]):
+        metadata = template.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), FOLLOWS: before}
+    return linked
+
+
 def declare_in_order(
     manifests: Sequence[dict[str, Any]],
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     replace_on_change: bool = False,
+    replace_on: Sequence[str] = ("spec",),
 ) -> list[pulumi.CustomResource]:
-    """Each manifest created only once the one before it is ready (see ``pods.wait_for``)."""
+    """Each manifest created only once the one before it is ready (see ``pods.wait_for``); with
+    ``replace_on_change``, each also follows the one before it (see ``follow``)."""
     declared: list[pulumi.CustomResource] = []
     for manifest in manifests:
-        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change))
+        if declared and replace_on_change:
+            manifest = follow(manifest, _uid(declared[-1]))
+        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change, replace_on))
     return declared

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import pods
+from workloads import deadlines, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
 from workloads.settings import NemoLlama2Settings
@@ -59,27 +59,35 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
     return command + ["-wdir", EXAMPLES_DIR, "./llama_7b.sh"]
 
 
-def run_policy(layout: NemoLayout) -> dict[str, Any]:
+def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     # Each launcher retry re-runs mpirun across every Trainium node; a few are enough to ride out
-    # a transient fault without burning hours of a failing configuration.
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 3}
+    # a transient fault without burning hours of a failing configuration. The deadline is on the
+    # launcher Job (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go newLauncherJob), created
+    # with the workers (AtStartup, below), so it counts from the MPIJob's creation: a gang that is
+    # never scheduled ends at it too. The MPIJob then finishes and cleanPodPolicy Running deletes
+    # its running and pending workers, releasing their nodes. Volcano PodGroups get no
+    # scheduleTimeoutSeconds from the operator (podgroup.go VolcanoCtrl.newPodGroup), so this
+    # deadline is the MPIJob's pending timeout as well.
+    minutes = deadlines.nemo_deadline_minutes(layout.settings, compile_only)
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 3, "activeDeadlineSeconds": minutes * 60}
     if layout.gang_queue is not None:
         # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: the PodGroup's minMember is
-        # schedulingPolicy.minAvailable, else workers + 1, and the launcher joins the PodGroup.
-        # With WaitForWorkersReady the launcher is created only once every worker is Ready, and
-        # Volcano's gang plugin binds nothing while fewer than minMember pods exist
-        # (pkg/scheduler/plugins/gang/gang.go, v1.15.1): workers + 1 would wait forever. The
-        # gang is the workers; the launcher, on a core node, is scheduled once it is created.
-        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": layout.settings.nodes}
+        # schedulingPolicy.minAvailable, and the launcher joins the PodGroup
+        # (decoratePodTemplateSpec). Created at start-up, the launcher is part of the gang:
+        # workers + 1, the operator's own default (calculateMinAvailable). Volcano's gang plugin
+        # binds none of them until all fit (pkg/scheduler/plugins/gang/gang.go, v1.15.1).
+        policy["schedulingPolicy"] = {"queue": layout.gang_queue, "minAvailable": layout.settings.nodes + 1}
     return policy
 
 
 def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
     s = layout.settings
+    # Created with the workers, the launcher waits until each answers over SSH, then runs mpirun.
+    wait_then_run = pods.wait_for_mpi_workers() + 'exec "$@"\n'
     launcher = {
         "name": "launcher",
         "image": layout.image,
-        "command": launcher_command(layout, compile_only),
+        "command": ["bash", "-c", wait_then_run, "launcher", *launcher_command(layout, compile_only)],
         "env": [
             # Logs land in /shared/nemo_experiments/<launcher pod uid>/<rank>/ (train_setup.sh).
             {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
@@ -95,7 +103,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "command": ["/usr/sbin/sshd", "-De"],
         # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
         # RedPajama staging job downloaded; only that download needs the token.
-        "resources": pods.accelerator_resources(layout.group),
+        "resources": pods.training_resources(layout.group),
         "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }
@@ -108,9 +116,10 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "metadata": {"name": name, "namespace": layout.namespace, "annotations": annotations},
         "spec": {
             "slotsPerWorker": 1,
-            # Start mpirun only once every worker's sshd is up (replaces the seed's wait loop).
-            "launcherCreationPolicy": "WaitForWorkersReady",
-            "runPolicy": run_policy(layout),
+            # The launcher Job, and with it the deadline, exists from the start (see run_policy);
+            # its command waits for the workers' sshd (as the seed's wait loop did).
+            "launcherCreationPolicy": "AtStartup",
+            "runPolicy": run_policy(layout, compile_only),
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
@@ -147,7 +156,7 @@ def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
     s = layout.settings
     jobs = []
     if s.compile:
-        succeeded = pods.wait_for("condition=Succeeded", s.compile_timeout_minutes)
+        succeeded = pods.wait_for("condition=Succeeded", deadlines.nemo_await_minutes(s))
         jobs.append(mpi_job(layout, True, succeeded if s.train else pods.skip_await()))
     if s.train:
         jobs.append(mpi_job(layout, False, pods.skip_await()))

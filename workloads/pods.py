@@ -56,6 +56,20 @@ def accelerator_security_context(add: tuple[str, ...] = ACCELERATOR_CAPABILITIES
     return container_security_context(add=add)
 
 
+# CPU and memory a training pod asks for beside its node's devices (about what the Ray worker asks):
+# without them it is BestEffort, the first pod the kubelet evicts under memory pressure, with
+# oom_score_adj 1000. Requests only: no limit to be OOM-killed at. The cluster check's pods need little.
+TRAINING_REQUESTS = {"cpu": "100", "memory": "400Gi"}
+CHECK_REQUESTS = {"cpu": "4", "memory": "16Gi"}
+
+
+def training_resources(group: NodeGroup, requests: Mapping[str, str] = TRAINING_REQUESTS) -> dict[str, dict[str, str]]:
+    """Every Neuron device and EFA interface of the node, and CPU and memory requests."""
+    resources = accelerator_resources(group)
+    resources["requests"].update(requests)
+    return resources
+
+
 def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str, str]]:
     """Every Neuron device and EFA interface of one node: the pod owns the whole node."""
     wanted = {NEURON_DEVICE_RESOURCE: str(group.neuron_devices), **extra}
@@ -93,6 +107,26 @@ def claim_volume(claim: str) -> dict[str, Any]:
 
 def claim_mount(path: str) -> dict[str, str]:
     return {"name": FSX_VOLUME, "mountPath": path}
+
+
+# The MPI operator's hostfile in the launcher (kubeflow/mpi-operator v0.8.0
+# pkg/controller/mpi_job_controller.go newConfigMap): `<job>-worker-<i>.<job>.<ns>.svc slots=<n>`.
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+
+
+def wait_for_mpi_workers(poll_seconds: int = 10) -> str:
+    """Shell: wait until every worker in the MPI hostfile resolves and answers over SSH, and set
+    ``hosts`` to their addresses. A launcher created at start-up (`launcherCreationPolicy:
+    AtStartup`) runs before its workers are Ready, and a worker's DNS record can lag its Ready pod;
+    only the launcher Job's deadline ends the wait."""
+    return f"""\
+hosts=""
+for h in $(awk '{{print $1}}' {MPI_HOSTFILE}); do
+  until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
+      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {poll_seconds}; done
+  hosts="$hosts $ip"
+done
+"""
 
 
 def wait_for(condition: str, timeout_minutes: int) -> dict[str, str]:

@@ -53,11 +53,11 @@ def exceeded(requests: Mapping[str, Decimal], capability: Mapping[str, str]) -> 
     for name, cap in capability.items():
         limit = parse(cap)
         if limit is not None and requests.get(name, Decimal(0)) > limit:
-            over.append(f"{name} {_show(name, requests[name])} > {cap}")
+            over.append(f"{name} {show(name, requests[name])} > {cap}")
     return over
 
 
-def _show(name: str, amount: Decimal) -> str:
+def show(name: str, amount: Decimal) -> str:
     if name == "memory" and amount >= 2**30:
         return f"{(amount / 2**30).normalize():f}Gi"
     return f"{amount.normalize():f}"

@@ -16,10 +16,10 @@ import yaml
 
 from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
-from workloads import pods
+from workloads import deadlines, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
-from workloads.settings import RayLlama2Settings
+from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
 
 # KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -38,11 +38,7 @@ DASHBOARD_PORT = 8265
 # ray.io/originated-from-crd: RayJob (ray-operator/controllers/ray/rayjob_controller.go); the
 # submitter and the operator itself (job status) reach the head's dashboard only.
 SUBMITTER_LABEL = {"ray.io/originated-from-crd": "RayJob"}
-JOB_NAMES = {
-    "generate-data": "llama2-generate-pretraining-test-data",
-    "precompile": "llama2-precompilation-job",
-    "train": "llama2-pretraining-job",
-}
+JOB_NAMES = RAY_JOB_NAMES
 
 
 @dataclass(frozen=True)
@@ -142,13 +138,26 @@ def step_workers(step: str, layout: RayLayout) -> int:
     return 0 if step == "generate-data" else layout.settings.workers
 
 
+# get_dataset.py (awslabs/data-on-eks a32d9f2, raytrain-llama2-pretrain-trn1/llama2_pretrain)
+# downloads and tokenises WikiCorpus into this directory every time it runs (save_to_disk); the
+# marker is written only once it has finished, so a replaced data step skips the work already done.
+DATASET_DIR = "/shared/wikicorpus_llama2_7B_tokenized_4k"
+DATASET_MARKER = f"{DATASET_DIR}/.staged"
+
+
 def entrypoint(step: str, layout: RayLayout) -> str:
     if step == "generate-data":
-        return "python3 get_dataset.py"
+        # Ray runs a job's entrypoint through a shell (the steps below set variables the same way).
+        return f"test -f {DATASET_MARKER} || {{ python3 get_dataset.py && touch {DATASET_MARKER}; }}"
     # The script reads the device count from the environment and starts 32 workers per node.
     devices = layout.settings.workers * layout.group.neuron_devices
     command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py --num_nodes {layout.settings.workers}"
-    return command + (" --neuron_parallel_compile" if step == "precompile" else "")
+    if step == "precompile":
+        return command + " --neuron_parallel_compile"
+    # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama2_7b_hf_pretrain.py
+    # breaks out of its loop) and trainer.fit() returns: the RayJob Succeeds.
+    steps = layout.settings.train_steps
+    return command + (f" --steps_this_run {steps}" if steps is not None else "")
 
 
 def submitter_template(layout: RayLayout) -> dict[str, Any]:
@@ -184,9 +193,13 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
+        # Every step ends by its deadline, counted from the RayJob's start (cluster start-up
+        # included); a cluster not running its job within pendingTimeoutMinutes (a gang that cannot
+        # be scheduled, nodes that never come) fails it sooner. Either way KubeRay marks the RayJob
+        # Failed and shutdownAfterJobFinishes deletes its cluster (workloads/deadlines.py).
+        "activeDeadlineSeconds": deadlines.ray_step_deadline_seconds(s, step),
+        "preRunningDeadlineSeconds": s.pending_timeout_minutes * 60,
     }
-    if step == "train" and s.train_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = s.train_deadline_seconds
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -203,9 +216,14 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
 
 def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
     """The configured steps in order; all but the last make `pulumi up` wait for success."""
-    steps = layout.settings.steps
-    succeeded = pods.wait_for("jsonpath={.status.jobStatus}=SUCCEEDED", layout.settings.step_timeout_minutes)
-    return [ray_job(step, layout, pods.skip_await() if i == len(steps) - 1 else succeeded) for i, step in enumerate(steps)]
+    s = layout.settings
+
+    def annotations(i: int, step: str) -> dict[str, str]:
+        if i == len(s.steps) - 1:
+            return pods.skip_await()
+        return pods.wait_for("jsonpath={.status.jobStatus}=SUCCEEDED", deadlines.ray_await_minutes(s, step))
+
+    return [ray_job(step, layout, annotations(i, step)) for i, step in enumerate(s.steps)]
 
 
 @dataclass(frozen=True)
@@ -218,6 +236,10 @@ class RayLlama2(pulumi.ComponentResource):
     def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:RayLlama2", name, None, opts)
         policy = declare(ray_network_policy(args.layout.namespace), self)
-        # Each job is replaced (and so run again, on a fresh cluster) when its spec changes.
-        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
+        # Each job is replaced (and so run again, on a fresh cluster) when its spec changes, or its
+        # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
+        # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending
+        # gang in the old queue.
+        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True,
+                                     replace_on=("spec", "metadata.labels"))
         self.register_outputs({})

@@ -32,7 +32,20 @@ class AcceleratedWorkloadSettings(WorkloadSettings):
     node_group: str = Field(description="The cluster stack's accelerator node group the job runs on.")
 
 
-class BertPretrainingSettings(AcceleratedWorkloadSettings):
+# From zero Trainium nodes a gang waits for the nodes to boot and join (~5 min), the device
+# plugins to register (~2 min) and a 10+ GB image to pull (~5-10 min): 45 minutes is about twice that.
+PENDING_TIMEOUT_MINUTES = 45
+
+
+class GangTimeoutSettings(AcceleratedWorkloadSettings):
+    pending_timeout_minutes: int = Field(
+        default=PENDING_TIMEOUT_MINUTES, ge=15,
+        description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
+        "pull included) before the job is ended and its Trainium nodes released; at least 15.",
+    )
+
+
+class BertPretrainingSettings(GangTimeoutSettings):
     nodes: int = Field(default=2, ge=1, description="Trainium nodes (one pod each, 32 workers per node).")
     queue: str = Field(default="test", description="Volcano queue.")
     cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN,
@@ -58,17 +71,37 @@ class BertPretrainingSettings(AcceleratedWorkloadSettings):
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
     max_retry: int = Field(default=3, ge=1, description="Gang restarts Volcano allows after a pod failure.")
-    precompile_timeout_minutes: int = Field(
-        default=120, ge=1, description="How long `pulumi up` waits for the precompile job (not a limit on the job)."
+    # Each attempt (the first and every Volcano retry) is cut at its deadline: the run's command
+    # runs under `timeout`, whose exit code 124 ends the job (bert.py DEADLINE_EXIT_CODE).
+    precompile_deadline_minutes: int = Field(
+        default=120, ge=10, description="Deadline of each attempt of the precompile run once its pods run; "
+        "`pulumi up` waits pendingTimeoutMinutes + this + 5 minutes for it."
+    )
+    train_deadline_minutes: int = Field(
+        default=2880, ge=10, description="Deadline of each attempt of the training run once its pods run; the "
+        "default covers the pinned script's full 28125 steps (about 40 h at the seed's throughput)."
     )
 
 
 RAY_STEPS = ("generate-data", "precompile", "train")
+# The seed's RayJob names, one per step.
+RAY_JOB_NAMES = {
+    "generate-data": "llama2-generate-pretraining-test-data",
+    "precompile": "llama2-precompilation-job",
+    "train": "llama2-pretraining-job",
+}
 
 
-class RayLlama2Settings(AcceleratedWorkloadSettings):
+class RayLlama2Settings(GangTimeoutSettings):
     workers: int = Field(default=2, ge=1, description="Ray workers, one per Trainium node.")
     queue: str = Field(default="llama2-training-queue", description="Volcano queue.")
+    # KubeRay counts it, like the train step's deadline, from the RayJob's start: it must stay shorter.
+    pending_timeout_minutes: int = Field(
+        default=30, ge=15,
+        description="preRunningDeadlineSeconds of every step, in minutes: a RayJob whose cluster does not run its "
+        "job by then (scale-up from zero and the image pull included) fails and releases its nodes; at least 15, "
+        "and shorter than every step's deadline.",
+    )
     head_cpu: str = Field(default="6", description="Ray head CPU request (on a core node).")
     head_memory: str = Field(default="30Gi", description="Ray head memory request.")
     worker_cpu: str = Field(default="120", description="Ray worker CPU request.")
@@ -77,13 +110,20 @@ class RayLlama2Settings(AcceleratedWorkloadSettings):
         default=list(RAY_STEPS),
         description="RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.",
     )
-    step_timeout_minutes: int = Field(default=180, ge=1, description="How long `pulumi up` waits for each step "
-                                      "before the last (not a limit on the job).")
+    step_deadline_minutes: int = Field(
+        default=180, ge=20, description="activeDeadlineSeconds of the generate-data and precompile RayJobs, "
+        "counted from their creation (cluster start-up included); `pulumi up` waits this + 5 minutes for each."
+    )
     # KubeRay counts activeDeadlineSeconds from the RayJob's creation, cluster start-up included
     # (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): from zero
     # Trainium nodes, booting them and pulling a 10+ GB image takes 10-15 minutes, so the seed's
     # 600 s (written for an already running cluster) would kill training before it starts.
-    train_deadline_seconds: Optional[int] = Field(
+    train_steps: Optional[int] = Field(
+        default=None, ge=1,
+        description="Steps of the train step (ray_train_llama2.py --steps_this_run); unset: the script's 10000, "
+        "which the deadline cuts, so the train RayJob then ends Failed (DeadlineExceeded).",
+    )
+    train_deadline_seconds: int = Field(
         default=2400, ge=1200,
         description="activeDeadlineSeconds of the train RayJob, counted from its creation (cluster start-up "
         "included); the job fails and its cluster goes once it passes.",
@@ -102,8 +142,17 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
                               description="Preprocessed dataset prefix under /shared.")
     train_iters: Optional[int] = Field(default=None, ge=1,
                                        description="Training iterations; unset: llama_7b.sh's 10000.")
-    compile_timeout_minutes: int = Field(default=180, ge=1, description="How long `pulumi up` waits for the "
-                                         "compile MPIJob (not a limit on the job).")
+    # runPolicy.activeDeadlineSeconds, which the MPI operator puts on the launcher Job; with the
+    # launcher created at start-up (nemo_llama2.py) it counts from the MPIJob's creation, so it
+    # also ends a gang that never gets scheduled.
+    compile_deadline_minutes: int = Field(
+        default=180, ge=20, description="Deadline of the compile MPIJob from its creation (scheduling and "
+        "start-up included); `pulumi up` waits this + 5 minutes for it."
+    )
+    train_deadline_minutes: int = Field(
+        default=4320, ge=20, description="Deadline of the training MPIJob from its creation; set trainIters and "
+        "a deadline that fits them."
+    )
 
 
 class ClusterCheckSettings(AcceleratedWorkloadSettings):
@@ -144,10 +193,14 @@ class LoadBalancerSettings(ConfigModel):
 
 
 class TensorBoardSettings(WorkloadSettings):
-    log_dir: str = Field(
-        default="/shared",
-        description="Directory under /shared shown as runs (the whole volume: BERT's output and NeMo's "
-        "nemo_experiments).",
+    # Not the whole volume: TensorBoard walks its log directories on every reload, and /shared holds
+    # the datasets, Hugging Face caches and thousands of compile-cache directories (a constant
+    # metadata load on Lustre).
+    log_dirs: list[str] = Field(
+        default=["/shared/output", "/shared/nemo_experiments", "/shared/llama2_output"],
+        min_length=1,
+        description="Directories under /shared shown as runs, each under its last path component (BERT's output "
+        "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output).",
     )
     load_balancer: Optional[LoadBalancerSettings] = Field(
         default=None, description="Adds a password proxy and a load balancer limited to allowedCidrs."

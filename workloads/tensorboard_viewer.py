@@ -73,6 +73,12 @@ def htpasswd_line(username: str, password: str, salt: bytes) -> str:
     return f"{username}:{{SSHA}}{base64.b64encode(digest + salt).decode()}\n"
 
 
+def logdir_spec(directories: list[str]) -> str:
+    """TensorBoard 2.18's `--logdir_spec` (tensorboard/plugins/core/core_plugin.py: comma-separated
+    `name:path`), each run group named after its directory: only these are walked."""
+    return ",".join(f"{d.rstrip('/').rsplit('/', 1)[-1]}:{d}" for d in directories)
+
+
 def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
     proxied = layout.settings.load_balancer is not None
     # Behind the proxy TensorBoard binds to the pod's loopback: the kubelet's probes come from
@@ -83,7 +89,8 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
     tensorboard = {
         "name": NAME,
         "image": layout.image,
-        "command": ["tensorboard", "--logdir", layout.settings.log_dir, "--host", host, "--port", str(TENSORBOARD_PORT)],
+        "command": ["tensorboard", "--logdir_spec", logdir_spec(layout.settings.log_dirs), "--host", host,
+                    "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": probe,
         # A TensorBoard that stops answering (a huge event file can wedge it) is restarted.

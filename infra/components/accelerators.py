@@ -37,6 +37,9 @@ class AcceleratorGroupSpec:
     taints: list[Taint]
     user_data: Optional[str]
     autoscaler_tags: dict[str, str]
+    # CPU and memory a pod can request on one node after the kubelet and the DaemonSets there
+    # (infra/plans/system_capacity.py node_allocatable); None for a type the tables lack.
+    allocatable: Optional[dict[str, str]] = None
 
     @property
     def name(self) -> str:
@@ -62,10 +65,13 @@ class AcceleratorGroupSpec:
             "maxSize": self.config.max_size,
             # The plan's cost estimate of the workloads does not price a Capacity Block at on-demand rates.
             "capacityType": "CAPACITY_BLOCK" if self.config.capacity_block else "ON_DEMAND",
+            # What a pod can request per node; the workload stacks refuse pods that ask for more.
+            "allocatable": self.allocatable,
         }
 
 
-def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone) -> AcceleratorGroupSpec:
+def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,
+               allocatable: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
     labels = node_labels(config.instance_type, config.efa_enabled, config.labels)
     taints = [NEURON_TAINT]
@@ -78,6 +84,7 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
         taints=taints,
         user_data=nodeadm_user_data(facts.nvme_disks),
         autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
+        allocatable=allocatable,
     )
 
 

@@ -19,7 +19,8 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "nodeRoleArn": "The IAM role of every node group.",
     "acceleratorZone": "`{name, id}` of the zone that offers every Trainium type (and holds the file system).",
     "acceleratorNodeGroups": "Per group: name, instanceType, azId, azName, neuronDevices, neuronCores, "
-    "efaInterfaces, labels, taints, minSize, maxSize, capacityType (`ON_DEMAND` or `CAPACITY_BLOCK`).",
+    "efaInterfaces, labels, taints, minSize, maxSize, capacityType (`ON_DEMAND` or `CAPACITY_BLOCK`), allocatable "
+    "(`{cpu, memory}` a pod can request per node after the kubelet's reservations and the DaemonSets there).",
     "features": "Which cluster-software switches are on.",
     "trainingNamespaces": "Namespaces prepared for jobs.",
     "trainingServiceAccount": "`{name, roleArn}` of the service account jobs run as.",
@@ -30,8 +31,9 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "ecrRepositories": "Image -> ECR repository URL.",
     "podIdentity": "Pod Identity details: the agent and the training role ARN.",
     "coreNodeSelector": "The node selector of the always-on system nodes (where TensorBoard and the shell go).",
-    "jobSupportPlacement": "`{nodeSelector, tolerations}` of the job-support group, which scales from zero: where jobs "
-    "put their CPU pods (Ray heads, MPI launchers, staging and check Jobs).",
+    "jobSupportPlacement": "`{nodeSelector, tolerations, maxSize, allocatable}` of the job-support group, which "
+    "scales from zero: where jobs put their CPU pods (Ray heads, MPI launchers, staging and check Jobs), and how "
+    "much it holds (maxSize nodes, each leaving `allocatable` to pods).",
     "cloudwatchDashboard": "The NeuronCore CloudWatch dashboard's name, or null.",
 }
 

@@ -117,7 +117,7 @@ ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
 # the two in step.
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
-TRAINING_IMAGE_TAG = "2026.11.0"
+TRAINING_IMAGE_TAG = "2026.11.1"
 # AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
 # BERT script; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
 NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
@@ -126,7 +126,11 @@ NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-
 # Training code, fetched at these commits.
 BERT_SAMPLES_COMMIT = "d6e1754d2e65c90938565e3d23a814f2f800cc21"  # aws-neuron/aws-neuron-samples (SDK 2.21)
 RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
-NEMO_MEGATRON_COMMIT = "f4743cef5a1c8dc9eeb6b3d128e01693e041a9be"  # aws-neuron/neuronx-nemo-megatron (2.21 release)
+# aws-neuron/neuronx-nemo-megatron, "Adding 2.20 release changes (#34)": the release for the SDK
+# 2.20.2 DLC it runs on (there is no torch 1.13 DLC for SDK 2.21). The Llama scripts this project
+# runs (llama_7b.sh, test_llama.sh, train_setup.sh, k8s/docker/nodelist_helper.py) are the same
+# at the 2.21 release (f4743ce), which changed model code built against the 2.21 compiler.
+NEMO_MEGATRON_COMMIT = "d22aabf42ceb1be5bd1f647806caf4598db801cc"
 RAY_VERSION = "2.22.0"
 # The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
 # revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which

@@ -43,6 +43,20 @@ CPU_NODES: dict[str, CpuNode] = {
 }
 
 
+# The accelerator types (EC2 instance types: vCPUs and memory; max pods from the same
+# eni-max-pods.txt), for what their nodes leave a training pod (``node_allocatable``).
+ACCELERATOR_NODES: dict[str, CpuNode] = {
+    "trn1.2xlarge": CpuNode(8, 32768, 58),
+    "trn1.32xlarge": CpuNode(128, 524288, 247),
+    "trn1n.32xlarge": CpuNode(128, 524288, 247),
+    "trn2.48xlarge": CpuNode(192, 2097152, 100),
+    "inf2.xlarge": CpuNode(4, 16384, 58),
+    "inf2.8xlarge": CpuNode(32, 131072, 234),
+    "inf2.24xlarge": CpuNode(96, 393216, 737),
+    "inf2.48xlarge": CpuNode(192, 786432, 737),
+}
+
+
 def reserved_cpu_millis(vcpus: int) -> int:
     """kube-reserved CPU on the EKS AL2023 AMI: 6% of the first core, 1% of the second, 0.5% of
     the next two, 0.25% of the rest (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go,
@@ -91,6 +105,35 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
     if features.node_monitoring_agent:
         pods.append(PodRequests("eks-node-monitoring-agent", 10, 30, 1, "estimate: EKS add-on, no public manifest"))
     return pods
+
+
+# On accelerator nodes only: the Neuron chart's DaemonSets (aws-neuron/neuron-helm-charts
+# charts/neuron-helm-chart/values.yaml at 1.0.0, the newest copy readable here; the pin is 1.9.0:
+# the device plugin sets no requests, the node problem detector 10m/80Mi, node recovery 10m/150Mi)
+# and the EFA device plugin (eks-charts aws-efa-k8s-device-plugin v0.5.30 values.yaml: resources {}).
+def accelerator_daemonsets(features: FeaturesConfig) -> list[PodRequests]:
+    pods = []
+    if features.neuron_device_plugin:
+        pods.append(PodRequests("neuron-device-plugin", 0, 0, 1, "neuron-helm-chart values.yaml devicePlugin (none)"))
+        pods.append(PodRequests("neuron-problem-detector", 10, 80, 1, "neuron-helm-chart values.yaml npd resources"))
+    if features.neuron_node_recovery:
+        pods.append(PodRequests("neuron-node-recovery", 10, 150, 1, "neuron-helm-chart values.yaml node recovery resources"))
+    if features.efa_device_plugin:
+        pods.append(PodRequests("efa-device-plugin", 0, 0, 1, "aws-efa-k8s-device-plugin v0.5.30 values.yaml resources {}"))
+    return pods
+
+
+def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: bool) -> Optional[dict[str, str]]:
+    """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
+    reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
+    a type the tables do not know."""
+    node = (ACCELERATOR_NODES if accelerator else CPU_NODES).get(instance_type)
+    if node is None:
+        return None
+    on_node = daemonsets(features) + (accelerator_daemonsets(features) if accelerator else [])
+    cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
+    memory = node.memory_mib - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
+    return {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
 
 
 # Once in the cluster, on the system nodes (Deployments pinned there or free to go there).

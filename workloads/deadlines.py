@@ -1,0 +1,111 @@
+"""How long each Trainium step may hold its nodes, and how long `pulumi up` waits for it.
+
+One table for the jobs (their deadlines and pending timeouts are rendered from it), `pulumi
+up`'s awaits (each a little longer than what it waits for, so the object's own deadline is what
+ends a hang) and the cost report's bound per run (offline/cost.py). Pure: settings in, numbers out.
+
+Where each deadline lives on the object, and what it counts:
+- BERT (Volcano Job): a pod Pending longer than ``pendingTimeoutMinutes`` ends the job (Volcano
+  ``PodPending`` policy with a timeout, TerminateJob); once running, the command runs under
+  ``timeout``, whose exit code 124 ends the job (an ``exitCode`` policy, TerminateJob). Both
+  count per attempt: Volcano's RestartJob after another failure starts a new attempt, up to
+  ``maxRetry`` (volcano v1.15.1 pkg/controllers/job/job_controller_util.go applyPolicies).
+- Ray (RayJob): ``activeDeadlineSeconds`` from the RayJob's start, cluster start-up included, and
+  ``preRunningDeadlineSeconds`` for reaching Running (kuberay v1.7.0
+  ray-operator/controllers/ray/rayjob_controller.go checkActiveDeadlineAndUpdateStatusIfNeeded,
+  checkPreRunningDeadlineAndUpdateStatusIfNeeded); the cluster goes ``ttlSecondsAfterFinished`` later.
+- NeMo and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
+  (kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherJob), created with
+  the workers (``launcherCreationPolicy: AtStartup``), so it counts from the MPIJob's creation and
+  also ends a gang that is never scheduled; a batch/v1 Job's deadline counts from its start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.settings import RAY_JOB_NAMES
+
+# `pulumi up` waits this much longer than the step can run, so the step's own deadline ends it.
+AWAIT_MARGIN_MINUTES = 5
+
+
+@dataclass(frozen=True)
+class TrainiumStep:
+    """One job that holds Trainium nodes, in the order the workload runs them."""
+
+    workload: str  # the stack file's key, e.g. "bertPretraining"
+    name: str  # the object's name
+    node_group: str
+    nodes: int
+    hold_seconds: int  # the most it can hold its nodes, every attempt and start-up included
+    why: str
+
+
+def bert_attempt_minutes(pending: int, deadline: int) -> int:
+    return pending + deadline
+
+
+def bert_await_minutes(settings: Any) -> int:
+    """The precompile's wait: one attempt (pending, then the run's deadline) and the margin."""
+    return bert_attempt_minutes(settings.pending_timeout_minutes, settings.precompile_deadline_minutes) + AWAIT_MARGIN_MINUTES
+
+
+def ray_step_deadline_seconds(settings: Any, step: str) -> int:
+    return settings.train_deadline_seconds if step == "train" else settings.step_deadline_minutes * 60
+
+
+def ray_await_minutes(settings: Any, step: str) -> int:
+    return -(-ray_step_deadline_seconds(settings, step) // 60) + AWAIT_MARGIN_MINUTES
+
+
+def nemo_deadline_minutes(settings: Any, compile_only: bool) -> int:
+    return settings.compile_deadline_minutes if compile_only else settings.train_deadline_minutes
+
+
+def nemo_await_minutes(settings: Any) -> int:
+    return settings.compile_deadline_minutes + AWAIT_MARGIN_MINUTES
+
+
+def trainium_steps(config: Any) -> list[TrainiumStep]:
+    """Every enabled workload's Trainium steps, each bounded by its deadlines."""
+    steps: list[TrainiumStep] = []
+    if (bert := config.on("bert_pretraining")) is not None:
+        attempts = bert.max_retry + 1
+        runs = [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")] if bert.precompile else []
+        runs.append(("bert-train", bert.train_deadline_minutes, "trainDeadlineMinutes"))
+        for name, deadline, key in runs:
+            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
+            steps.append(TrainiumStep(
+                "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
+                f"{attempts} attempts (maxRetry {bert.max_retry} + 1) x (pendingTimeoutMinutes "
+                f"{bert.pending_timeout_minutes} + {key} {deadline})",
+            ))
+    if (ray := config.on("ray_llama2")) is not None:
+        for step in ray.steps:
+            if step == "generate-data":
+                continue  # on the head alone: no Trainium node
+            key = "trainDeadlineSeconds" if step == "train" else "stepDeadlineMinutes"
+            seconds = ray_step_deadline_seconds(ray, step) + ray.ttl_seconds_after_finished
+            steps.append(TrainiumStep(
+                "rayLlama2", RAY_JOB_NAMES[step], ray.node_group, ray.workers, seconds,
+                f"{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
+                f"{ray.ttl_seconds_after_finished} s",
+            ))
+    if (nemo := config.on("nemo_llama2")) is not None:
+        for name, on, compile_only, key in (("llama2-compile", nemo.compile, True, "compileDeadlineMinutes"),
+                                             ("llama2-train", nemo.train, False, "trainDeadlineMinutes")):
+            if on:
+                minutes = nemo_deadline_minutes(nemo, compile_only)
+                steps.append(TrainiumStep("nemoLlama2", name, nemo.node_group, nemo.nodes, minutes * 60,
+                                          f"{key} ({minutes} min, scheduling and start-up included)"))
+    if (check := config.on("cluster_check")) is not None:
+        minutes = check.timeout_minutes
+        steps.append(TrainiumStep("clusterCheck", "cluster-check-nodes", check.node_group, check.nodes, minutes * 60,
+                                  f"the per-node Job's timeoutMinutes ({minutes} min)"))
+        if check.nodes > 1:
+            steps.append(TrainiumStep("clusterCheck", "cluster-check-allreduce", check.node_group, check.nodes,
+                                      minutes * 60, f"the all-reduce launcher's timeoutMinutes ({minutes} min)"))
+    return steps
+

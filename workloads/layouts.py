@@ -1,0 +1,97 @@
+"""Each enabled workload's layout, from the settings and the cluster's outputs: pure data.
+
+The program declares its objects from these (``__main__.py``), and the whole-stack scheduling
+check renders the same objects from them before anything is declared (``schedule.py``), so both
+read one description of every job.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from workloads import bert, cluster_check, data_staging, nemo_llama2, ray_llama2
+from workloads.bert import BertPretrainingArgs
+from workloads.cluster_check import CheckLayout
+from workloads.contract import ClusterContract
+from workloads.data_staging import StagingLayout
+from workloads.nemo_llama2 import NemoLayout
+from workloads.ray_llama2 import RayLayout
+from workloads.settings import WorkloadsConfig
+
+
+def image(cluster: ClusterContract, repository: str, settings: Any) -> str:
+    return f"{cluster.repositories[repository]}:{settings.image_tag}"
+
+
+def _common(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, Any]:
+    return dict(namespace=config.namespace, claim=cluster.claims.get(config.namespace, ""),
+                support_placement=cluster.support_placement)
+
+
+def staging(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[StagingLayout]:
+    if (s := config.on("data_staging")) is None:
+        return None
+    return StagingLayout(
+        **_common(config, cluster), core_node_selector=cluster.core_node_selector, service_account=cluster.service_account,
+        shell_image=image(cluster, "cmd-shell", s), nemo_image=image(cluster, "nemo-megatron", s), settings=s,
+    )  # fmt: skip
+
+
+def bert_args(config: WorkloadsConfig, cluster: ClusterContract, after: tuple[Any, ...] = ()) -> Optional[BertPretrainingArgs]:
+    if (s := config.on("bert_pretraining")) is None:
+        return None
+    return BertPretrainingArgs(
+        settings=s, namespace=config.namespace, repository=cluster.repositories["bert-pretrain"],
+        group=cluster.node_groups[s.node_group], claim=cluster.claims.get(config.namespace, ""),
+        etcd_endpoint=cluster.etcd_endpoints[config.namespace], service_account=cluster.service_account, after=after,
+    )  # fmt: skip
+
+
+def ray(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[RayLayout]:
+    if (s := config.on("ray_llama2")) is None:
+        return None
+    return RayLayout(
+        **_common(config, cluster), image=image(cluster, "ray-llama2", s), group=cluster.node_groups[s.node_group],
+        service_account=cluster.service_account, settings=s,
+    )  # fmt: skip
+
+
+def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[NemoLayout]:
+    if (s := config.on("nemo_llama2")) is None:
+        return None
+    return NemoLayout(
+        **_common(config, cluster), image=image(cluster, "nemo-megatron", s), group=cluster.node_groups[s.node_group],
+        service_account=cluster.service_account, settings=s,
+        gang_queue=s.queue if cluster.feature("volcano") else None,
+    )  # fmt: skip
+
+
+def check(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[CheckLayout]:
+    if (s := config.on("cluster_check")) is None:
+        return None
+    return CheckLayout(
+        **_common(config, cluster), image=image(cluster, "nemo-megatron", s), group=cluster.node_groups[s.node_group],
+        service_account=cluster.service_account, settings=s,
+        gang_queue=s.queue if cluster.feature("volcano") else None, verdict_image=image(cluster, "cmd-shell", s),
+    )  # fmt: skip
+
+
+def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, list[list[dict[str, Any]]]]:
+    """Per workload (its stack-file key), the chains of jobs it submits: each chain in the order
+    `pulumi up` creates it, chains side by side. Only what runs on the job-support or Trainium
+    groups: the shell and TensorBoard stay on the system nodes."""
+    chains: dict[str, list[list[dict[str, Any]]]] = {}
+    if (layout := staging(config, cluster)) is not None:
+        s = layout.settings
+        # Independent Jobs: each its own chain.
+        chains["dataStaging"] = ([[data_staging.wikicorpus_job(layout)]] if s.wikicorpus else []) + (
+            [[data_staging.redpajama_job(layout)]] if s.redpajama else [])
+    if (args := bert_args(config, cluster)) is not None:
+        chains["bertPretraining"] = [bert.job_sequence(args)]
+    if (layout := ray(config, cluster)) is not None:
+        chains["rayLlama2"] = [ray_llama2.job_sequence(layout)]
+    if (layout := nemo(config, cluster)) is not None:
+        chains["nemoLlama2"] = [nemo_llama2.job_sequence(layout)]
+    if (layout := check(config, cluster)) is not None:
+        chains["clusterCheck"] = [cluster_check.check_sequence(layout)]
+    return chains
