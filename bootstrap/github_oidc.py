@@ -20,6 +20,8 @@ PREVIEW_SESSION_SECONDS = 3600
 @dataclass
 class GitHubOidcArgs:
     repository: str
+    # What the tokens' sub starts with (bootstrap/settings.py subject_prefix).
+    subject_prefix: str
     main_branch: str
     environments: list[DeployEnvironment]
     existing_provider_arn: Optional[str]
@@ -31,6 +33,7 @@ class GitHubOidcArgs:
     state_key_arn: pulumi.Input[str]
     # Environment -> the ARN of its secrets key.
     secrets_key_arns: dict[str, pulumi.Input[str]]
+    bootstrap_secrets_key_arn: pulumi.Input[str]
     tags: dict[str, str]
 
 
@@ -63,7 +66,7 @@ class GitHubOidc(pulumi.ComponentResource):
         self.deploy_roles: dict[str, aws.iam.Role] = {}
         for env in args.environments:
             preview_name, deploy_name = names[env.name]
-            subjects = trust.preview_subjects(args.repository, args.main_branch, env.pull_request_previews)
+            subjects = trust.preview_subjects(args.subject_prefix, args.main_branch, env.pull_request_previews)
             preview = aws.iam.Role(
                 f"{name}-preview-{env.name}",
                 name=preview_name,
@@ -82,16 +85,16 @@ class GitHubOidc(pulumi.ComponentResource):
             )
             aws.iam.RolePolicy(
                 f"{name}-preview-{env.name}-state", role=preview.name,
-                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, secrets).apply(
+                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, secrets, args.bootstrap_secrets_key_arn).apply(
                     lambda a, e=env.name: json.dumps(permissions.preview_policy(
-                        a[0], a[1], e, a[2][e], {k: v for k, v in a[2].items() if k != e},
+                        a[0], a[1], e, a[2][e], {k: v for k, v in a[2].items() if k != e}, a[3],
                     ))
                 ),
                 opts=child,
             )
             self.preview_roles[env.name] = preview
 
-            deploy_subjects = trust.deploy_subjects(args.repository, args.main_branch, env.name, env.github_environment)
+            deploy_subjects = trust.deploy_subjects(args.subject_prefix, args.main_branch, env.name, env.github_environment)
             role = aws.iam.Role(
                 f"{name}-deploy-{env.name}",
                 name=deploy_name,
@@ -105,10 +108,12 @@ class GitHubOidc(pulumi.ComponentResource):
             )
             aws.iam.RolePolicy(
                 f"{name}-deploy-{env.name}-policy", role=role.name,
-                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, provider_arn, secrets).apply(
+                policy=pulumi.Output.all(
+                    args.bucket_arn, args.state_key_arn, provider_arn, secrets, args.bootstrap_secrets_key_arn,
+                ).apply(
                     lambda a, e=env.name: json.dumps(permissions.deploy_policy(
                         permissions.DEPLOY_SERVICES, args.account, args.partition, a[0], a[1], protected, a[2],
-                        e, a[3][e], {k: v for k, v in a[3].items() if k != e},
+                        e, a[3][e], {k: v for k, v in a[3].items() if k != e}, a[4],
                     ))
                 ),
                 opts=child,

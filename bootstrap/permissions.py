@@ -120,6 +120,28 @@ def bootstrap_state_objects(bucket_arn: str) -> list[str]:
     return [f"{bucket_arn}/.pulumi/*/{BOOTSTRAP_PROJECT}/*"]
 
 
+# Every S3 action that reads or changes an object's data or versions (Service Authorization
+# Reference, "Actions defined by Amazon S3": GetObject, GetObjectVersion, GetObjectAttributes,
+# GetObjectVersionAttributes, GetObjectTorrent, GetObjectVersionForReplication... all match
+# `s3:GetObject*`; S3 API reference, GetObject: with a versionId "you must have the
+# s3:GetObjectVersion permission ... s3:GetObject is not required"; RestoreObject brings an
+# archived version back; ReplicateObject writes a replica). What a role must never do to state
+# that is not its own: ReadOnlyAccess (s3:Get* on *) and `s3:*` would otherwise allow it, and the
+# bucket is versioned.
+OBJECT_ACCESS_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:RestoreObject", "s3:ReplicateObject")
+
+
+def bootstrap_denials(bucket_arn: str, bootstrap_secrets_key_arn: str) -> list[dict[str, Any]]:
+    """No pipeline role reads, writes or decrypts the bootstrap stack's own state: it names every
+    role, key and trust policy, and the administrator's next bootstrap `up` acts on it with admin
+    rights (an indirect way round KeepPipelineTrust). Its secrets are under a key of its own."""
+    return [
+        {"Sid": "KeepBootstrapState", "Effect": "Deny", "Action": list(OBJECT_ACCESS_ACTIONS),
+         "Resource": bootstrap_state_objects(bucket_arn)},
+        {"Sid": "KeepBootstrapSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": bootstrap_secrets_key_arn},
+    ]
+
+
 def _meta(bucket_arn: str) -> str:
     # pulumi/pulumi pkg/backend/diy/meta.go: every login reads .pulumi/meta.yaml and writes it only
     # when it is missing (the administrator's first login, when the bootstrap state moved in).
@@ -163,7 +185,7 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
         return []
     names = sorted(others)
     statements: list[dict[str, Any]] = [
-        {"Sid": "NoOtherEnvironmentsState", "Effect": "Deny", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+        {"Sid": "NoOtherEnvironmentsState", "Effect": "Deny", "Action": list(OBJECT_ACCESS_ACTIONS),
          "Resource": [o for env in names for o in environment_state_objects(bucket_arn, env)]},
         {"Sid": "NoOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"],
          "Resource": [others[env] for env in names]},
@@ -182,9 +204,11 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
 
 def preview_policy(
     bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str, others: dict[str, str],
+    bootstrap_secrets_key_arn: str,
 ) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [
         *state_read_statements(bucket_arn, state_key_arn, environment, secrets_key_arn),
+        *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
         *other_environment_denials(bucket_arn, others, deploy=False),
     ]}
 
@@ -192,7 +216,7 @@ def preview_policy(
 def deploy_policy(
     services: frozenset[str], account: str, partition: str, bucket_arn: str, state_key_arn: str,
     protected_role_arns: list[str], oidc_provider_arn: str, environment: str, secrets_key_arn: str,
-    others: dict[str, str],
+    others: dict[str, str], bootstrap_secrets_key_arn: str,
 ) -> dict[str, Any]:
     iam_arn = f"arn:{partition}:iam::{account}"
     statements: list[dict[str, Any]] = [
@@ -227,10 +251,8 @@ def deploy_policy(
         # nobody may delete a version (an update needs Get/Put/DeleteObject, never a version).
         {"Sid": "KeepStateHistory", "Effect": "Deny", "Action": ["s3:DeleteObjectVersion"],
          "Resource": f"{bucket_arn}/*"},
-        # ...nor rewrite the bootstrap's own state, which an administrator's next `pulumi up` of the
-        # bootstrap would act on with admin rights (an indirect way round KeepPipelineTrust).
-        {"Sid": "KeepBootstrapState", "Effect": "Deny", "Action": ["s3:PutObject", "s3:DeleteObject"],
-         "Resource": bootstrap_state_objects(bucket_arn)},
+        # ...nor read or rewrite the bootstrap's own state and secrets.
+        *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
         {"Sid": "KeepStateKey", "Effect": "Deny",
          "Action": ["kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:PutKeyPolicy", "kms:DisableKeyRotation",
                     "kms:DeleteAlias", "kms:UpdateAlias", "kms:CreateGrant"],

@@ -7,6 +7,8 @@ the key, the value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Optional
 
 from pydantic import Field
@@ -24,6 +26,14 @@ REPOSITORY_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$
 # Stack names the workflows deploy (Pulumi stack names; also the GitHub environment names).
 ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
 BRANCH_PATTERN = r"^[A-Za-z0-9._/-]{1,200}$"
+# What a token's `sub` starts with before `:pull_request`, `:ref:...` or `:environment:...`. GitHub
+# docs, "OpenID Connect" concepts, "Immutable subject claims" (github/docs PR #45221) and the changelog
+# 2026-04-23 "Immutable subject claims for GitHub Actions OIDC tokens": repositories created, renamed
+# or transferred after mid-2026 (and any that opted in) carry the owner's and the repository's numeric
+# IDs, `repo:octocat@123456/my-repo@456789`; older ones `repo:octocat/my-repo`. The docs write the ID
+# after `@`, the changelog's example after `-`: both are accepted, the prefix is copied from
+# GitHub's OIDC settings (docs/pipeline.md), and IAM compares it exactly.
+SUBJECT_ID = r"(?:[@-][0-9]{1,20})?"
 OIDC_PROVIDER_ARN_PATTERN = (
     r"^arn:(aws|aws-cn|aws-us-gov):iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$"
 )
@@ -35,6 +45,10 @@ ROLE_NAME_MAX = 64
 # The workload deploy jobs request 6-hour sessions (.github/workflows/deploy.yml, role-duration-seconds
 # 21600): as long as a GitHub-hosted job may run.
 WORKFLOW_SESSION_HOURS = 6
+
+
+# The bootstrap stack's own secrets key: <secretsKeyAliasPrefix>-bootstrap (bootstrap/state.py).
+BOOTSTRAP_SECRETS = "bootstrap"
 
 
 def role_name(prefix: str, purpose: str) -> str:
@@ -66,6 +80,14 @@ class BootstrapConfig(ConfigModel):
     region: str = Field(pattern=REGION_PATTERN, description="AWS region of the state bucket and key (aws:region).")
     github_repository: str = Field(
         pattern=REPOSITORY_PATTERN, description="owner/name of the repository whose workflows may assume the roles."
+    )
+    oidc_subject_prefix: Optional[str] = Field(
+        default=None,
+        description=(
+            "What the repository's OIDC tokens' sub claim starts with, as GitHub's OIDC settings show it: "
+            "repo:OWNER/REPO (the default, repositories from before the immutable subject claims) or "
+            "repo:OWNER@OWNER_ID/REPO@REPO_ID (created, renamed or transferred since, or opted in)."
+        ),
     )
     main_branch: str = Field(default="main", pattern=BRANCH_PATTERN, description="Branch whose pushes deploy.")
     state_bucket: str = Field(pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique).")
@@ -105,6 +127,20 @@ class BootstrapConfig(ConfigModel):
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every taggable resource.")
 
 
+def subject_prefix(config: BootstrapConfig) -> str:
+    return config.oidc_subject_prefix or f"repo:{config.github_repository}"
+
+
+def subject_prefix_problem(prefix: str, repository: str) -> str | None:
+    owner, _, name = repository.partition("/")
+    form = rf"^repo:{re.escape(owner)}{SUBJECT_ID}/{re.escape(name)}{SUBJECT_ID}$"
+    if re.fullmatch(form, prefix):
+        return None
+    return (f"allowed: repo:{repository} or, with the immutable IDs GitHub's OIDC settings show, "
+            f"repo:{owner}@<owner id>/{name}@<repository id> (this repository's names, exactly as spelled "
+            "in githubRepository; no wildcards, nothing after the repository)")
+
+
 def key_name(loc: tuple[Any, ...]) -> str:
     return qualified_key(PROJECT, loc)
 
@@ -114,6 +150,11 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
     problems: list[str] = []
     names = [e.name for e in config.environments]
     for i, name in enumerate(names):
+        if name == BOOTSTRAP_SECRETS:
+            problems.append(
+                f"{key_name(('environments', i, 'name'))} = {name!r}: the bootstrap stack's own secrets key is "
+                f"{config.secrets_key_alias_prefix}-{BOOTSTRAP_SECRETS}; allowed: any other stack name"
+            )
         if name in names[:i]:
             problems.append(f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment")
         role = role_name(config.role_name_prefix, f"deploy-{name}")  # the longer of its two roles
@@ -130,6 +171,10 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
                 "approval (githubEnvironment: true), and a pull request's unreviewed code would read its state and "
                 "decrypt its secrets; allowed: false (its preview runs on main, before the approval)"
             )
+    if config.oidc_subject_prefix is not None:
+        problem = subject_prefix_problem(config.oidc_subject_prefix, config.github_repository)
+        if problem:
+            problems.append(f"{key_name(('oidcSubjectPrefix',))} = {config.oidc_subject_prefix!r}: {problem}")
     for key, value in config.tags.items():
         problem = aws_tag_problem(key, value)
         if problem:

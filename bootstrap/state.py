@@ -46,6 +46,10 @@ class StateBackendArgs:
     # The tag key the deploy roles are scoped by (permissions.STACK_TAG): each secrets key carries
     # its environment's name, like every resource of that environment's stacks.
     stack_tag: str = "stack"
+    # Alias of the key behind the bootstrap stack's own awskms:// secrets provider: none of the
+    # environments' keys, which their pipeline roles decrypt (bootstrap/permissions.py
+    # bootstrap_denials keeps every pipeline role off it).
+    bootstrap_secrets_key_alias: str = "alias/trainium-pulumi-secrets-bootstrap"
 
 
 class StateBackend(pulumi.ComponentResource):
@@ -75,6 +79,17 @@ class StateBackend(pulumi.ComponentResource):
             )
             aws.kms.Alias(f"{name}-secrets-{environment}-alias", name=alias, target_key_id=key.key_id, opts=child)
             self.secrets_keys[environment] = key
+
+        self.bootstrap_secrets_key = aws.kms.Key(
+            f"{name}-secrets-bootstrap",
+            description="Secrets (awskms:// secrets provider) of the bootstrap stack: no pipeline role may use it",
+            enable_key_rotation=True,
+            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
+            tags=args.tags,
+            opts=keep,
+        )
+        aws.kms.Alias(f"{name}-secrets-bootstrap-alias", name=args.bootstrap_secrets_key_alias,
+                      target_key_id=self.bootstrap_secrets_key.key_id, opts=child)
 
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, tags=args.tags, opts=keep)
         aws.s3.BucketOwnershipControls(

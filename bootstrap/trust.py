@@ -6,7 +6,9 @@ aws-actions/configure-aws-credentials, and its ``sub`` is
 ``repo:OWNER/REPO:pull_request`` for a pull_request run,
 ``repo:OWNER/REPO:ref:refs/heads/BRANCH`` for a push or schedule on a branch, and
 ``repo:OWNER/REPO:environment:NAME`` for any job that names an environment (which then
-replaces the ref). The conditions compare with ``StringEquals``: no wildcards, so no other
+replaces the ref). ``REPO`` here is the subject prefix (bootstrap/settings.py ``subject_prefix``):
+``repo:OWNER/REPO`` or, for repositories with immutable subject claims, ``repo:OWNER@ID/REPO@ID``
+(GitHub docs, "OpenID Connect", "Immutable subject claims"). The conditions compare with ``StringEquals``: no wildcards, so no other
 repository, branch or environment matches.
 """
 
@@ -19,29 +21,29 @@ OIDC_URL = f"https://{OIDC_HOST}"
 AUDIENCE = "sts.amazonaws.com"
 
 
-def pull_request_subject(repository: str) -> str:
-    return f"repo:{repository}:pull_request"
+def pull_request_subject(prefix: str) -> str:
+    return f"{prefix}:pull_request"
 
 
-def branch_subject(repository: str, branch: str) -> str:
-    return f"repo:{repository}:ref:refs/heads/{branch}"
+def branch_subject(prefix: str, branch: str) -> str:
+    return f"{prefix}:ref:refs/heads/{branch}"
 
 
-def environment_subject(repository: str, environment: str) -> str:
-    return f"repo:{repository}:environment:{environment}"
+def environment_subject(prefix: str, environment: str) -> str:
+    return f"{prefix}:environment:{environment}"
 
 
-def preview_subjects(repository: str, branch: str, pull_requests: bool) -> list[str]:
+def preview_subjects(prefix: str, branch: str, pull_requests: bool) -> list[str]:
     """The main branch previews (drift on a schedule, and the deploy workflow's preview of prod
     before its approval, which names no environment); pull requests only where the environment
     allows them (dev): their code is unreviewed, and the preview runs it with the role."""
-    return ([pull_request_subject(repository)] if pull_requests else []) + [branch_subject(repository, branch)]
+    return ([pull_request_subject(prefix)] if pull_requests else []) + [branch_subject(prefix, branch)]
 
 
-def deploy_subjects(repository: str, branch: str, environment: str, github_environment: bool) -> list[str]:
+def deploy_subjects(prefix: str, branch: str, environment: str, github_environment: bool) -> list[str]:
     if github_environment:
-        return [environment_subject(repository, environment)]
-    return [branch_subject(repository, branch)]
+        return [environment_subject(prefix, environment)]
+    return [branch_subject(prefix, branch)]
 
 
 def github_trust_policy(provider_arn: str, subjects: list[str]) -> dict[str, Any]:

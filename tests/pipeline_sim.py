@@ -211,6 +211,13 @@ def stack_objects(bucket_arn: str, project: str, stack: str) -> dict[str, str]:
 @dataclass
 class Repository:
     name: str
+    # What its OIDC tokens' `sub` starts with: `repo:OWNER/REPO`, or with the immutable owner and
+    # repository IDs GitHub gives repositories created, renamed or transferred since mid-2026,
+    # `repo:OWNER@ID/REPO@ID` (GitHub docs, "OpenID Connect", "Immutable subject claims").
+    subject_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        self.subject_prefix = self.subject_prefix or f"repo:{self.name}"
     variables: dict[str, str] = field(default_factory=dict)
     # Environment -> its protection rules: {"reviewers": [...], "branches": ["main"]}
     environments: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -415,11 +422,12 @@ class JobContext:
     # --- configure-aws-credentials ---
 
     def subject(self) -> str:
+        prefix = self.p.repo.subject_prefix
         if self.job.get("environment"):
-            return f"repo:{self.p.repo.name}:environment:{self.job['environment']}"
+            return f"{prefix}:environment:{self.job['environment']}"
         if self.event.name == "pull_request":
-            return f"repo:{self.p.repo.name}:pull_request"
-        return f"repo:{self.p.repo.name}:ref:{self.event.ref}"
+            return f"{prefix}:pull_request"
+        return f"{prefix}:ref:{self.event.ref}"
 
     def assume(self, options: dict[str, Any]) -> None:
         arn = options.get("role-to-assume") or ""

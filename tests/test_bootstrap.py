@@ -72,6 +72,32 @@ def test_no_pull_request_can_assume_a_role_of_prod(boot_prod: PlanResult) -> Non
     assert cond["token.actions.githubusercontent.com:sub"] == f"repo:{REPO}:ref:refs/heads/main"
 
 
+# GitHub docs, "OpenID Connect" concepts, "Immutable subject claims" (github/docs PR #45221) and
+# changelog 2026-04-23 "Immutable subject claims for GitHub Actions OIDC tokens": repositories
+# created, renamed or transferred after mid-2026 carry immutable owner and repository IDs,
+# repo:octocat@123456/my-repo@456789:ref:refs/heads/main; "Configuring OpenID Connect in AWS": "Make
+# sure your trust policy matches the format your repository uses".
+IMMUTABLE = "repo:example-org@123456/trainium-eks@456789"
+
+
+@pytest.mark.parametrize("prefix", [None, IMMUTABLE])
+def test_every_trust_uses_the_configured_subject_prefix_and_only_it(prefix: str | None) -> None:
+    plan = bootstrap("dev", oidcSubjectPrefix=prefix, environments=[
+        {"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}])
+    expected, other = (prefix, f"repo:{REPO}") if prefix else (f"repo:{REPO}", IMMUTABLE)
+    subjects = {
+        role.name: condition(role.inputs)["token.actions.githubusercontent.com:sub"]
+        for role in plan.of_type("aws:iam/role:Role")
+    }
+    assert subjects == {
+        "github-preview-dev": sorted([f"{expected}:pull_request", f"{expected}:ref:refs/heads/main"]),
+        "github-deploy-dev": f"{expected}:ref:refs/heads/main",
+        "github-preview-prod": f"{expected}:ref:refs/heads/main",
+        "github-deploy-prod": f"{expected}:environment:prod",
+    }
+    assert other not in json.dumps(subjects)
+
+
 def test_dev_deploy_role_trusts_pushes_to_main(boot_dev: PlanResult) -> None:
     cond = condition(boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs)
     assert cond == {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
@@ -120,7 +146,7 @@ def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
     # without Lock(); apply() saves no checkpoint, history or backup on a dry run. So a preview
     # (with --refresh, which is part of the dry run) needs s3 Get/List and kms Decrypt only.
     policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
-    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    actions = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in s["Action"]}
     assert actions == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
     attachment = boot_dev.named("github-preview-dev-read-only").inputs["policyArn"]
     assert attachment == "arn:aws:iam::aws:policy/ReadOnlyAccess"
@@ -210,6 +236,19 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
          "(githubEnvironment: true), and a pull request's unreviewed code would read its state and decrypt its secrets; "
          "allowed: false"),
         ({"stateKeyAlias": "trainium-state"}, "trainium-bootstrap:stateKeyAlias = 'trainium-state': String should match pattern"),
+        ({"environments": [{"name": "bootstrap"}]},
+         "trainium-bootstrap:environments[0].name = 'bootstrap': the bootstrap stack's own secrets key is "
+         "alias/trainium-pulumi-secrets-bootstrap; allowed: any other stack name"),
+        # The sub claim's prefix must be this repository's, in one of GitHub's two forms, exactly.
+        ({"oidcSubjectPrefix": "repo:example-org/*"},
+         "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org/*': allowed: repo:example-org/trainium-eks or, "
+         "with the immutable IDs GitHub's OIDC settings show, repo:example-org@<owner id>/trainium-eks@<repository id>"),
+        ({"oidcSubjectPrefix": "repo:other-org@1/trainium-eks@2"}, "trainium-bootstrap:oidcSubjectPrefix = "
+         "'repo:other-org@1/trainium-eks@2': allowed: repo:example-org/trainium-eks"),
+        ({"oidcSubjectPrefix": "repo:example-org@123/trainium-eks@456:ref:refs/heads/main"},
+         "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org@123/trainium-eks@456:ref:refs/heads/main': allowed"),
+        ({"oidcSubjectPrefix": "repo:Example-Org@123/trainium-eks@456"},
+         "trainium-bootstrap:oidcSubjectPrefix = 'repo:Example-Org@123/trainium-eks@456': allowed"),
     ],
 )
 def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dict[str, Any], message: str) -> None:
@@ -453,13 +492,60 @@ def test_in_one_account_a_deploy_role_writes_only_its_own_environments_state(one
     assert not allowed(policy, "s3:PutObject", f"{BUCKET}/.pulumi/meta.yaml")
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_no_deploy_role_can_write_the_bootstraps_own_state(one_account, env) -> None:
-    # The administrator's next bootstrap `pulumi up` acts on that state with admin rights.
-    policy = _policy(one_account, f"github-deploy-{env}-policy")
+# Every S3 action that reads an object's data, a version of it, or its metadata (Service Authorization
+# Reference, "Actions defined by Amazon S3"). S3 API reference, GetObject: with a versionId "you must
+# have the s3:GetObjectVersion permission ... s3:GetObject is not required"; the state bucket is
+# versioned, so a Deny of s3:GetObject alone leaves every earlier checkpoint readable.
+OBJECT_READS = ("s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes",
+                "s3:GetObjectTorrent", "s3:GetObjectVersionForReplication", "s3:RestoreObject")
+OBJECT_WRITES = ("s3:PutObject", "s3:DeleteObject", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:ReplicateObject")
+
+
+def with_read_only_access(policy: dict[str, Any]) -> dict[str, Any]:
+    """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess it has
+    attached (AWS managed policy reference, ReadOnlyAccess: s3:Get* and s3:List* on *)."""
+    return {**policy, "Statement": [*policy["Statement"],
+                                    {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}]}
+
+
+@pytest.mark.parametrize("name", ["github-deploy-dev-policy", "github-deploy-prod-policy", "github-preview-dev-state",
+                                  "github-preview-prod-state"])
+def test_no_pipeline_role_reads_or_writes_the_bootstraps_own_state_or_secrets(one_account, name) -> None:
+    # The administrator's next bootstrap `pulumi up` acts on that state with admin rights; its
+    # secrets live under a key of their own that no pipeline role (pull requests' included) opens.
+    policy = _policy(one_account, name)
+    policy = with_read_only_access(policy) if "preview" in name else policy
     for stack in ("dev", "prod"):
         for obj in _state_objects("trainium-bootstrap", stack):
-            assert not allowed(policy, "s3:PutObject", obj) and not allowed(policy, "s3:DeleteObject", obj), obj
+            assert not any(allowed(policy, a, obj) for a in OBJECT_READS + OBJECT_WRITES), obj
+    bootstrap_key = one_account.outputs["bootstrapSecretsKeyArn"]
+    assert bootstrap_key not in {one_account.outputs["stateKeyArn"], *one_account.outputs["secretsKeyArns"].values()}
+    assert not any(allowed(policy, a, bootstrap_key) for a in ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"))
+    # Both sides: the role still reads its own environment's state, versions included where
+    # ReadOnlyAccess grants them (a preview role), and decrypts its own secrets.
+    env = name.split("-")[2]
+    assert allowed(policy, "s3:GetObject", f"{BUCKET}/.pulumi/stacks/trainium-eks/{env}.json")
+    assert allowed(policy, "kms:Decrypt", one_account.outputs["secretsKeyArns"][env])
+    if "preview" in name:
+        assert allowed(policy, "s3:GetObjectVersion", f"{BUCKET}/.pulumi/stacks/trainium-eks/{env}.json")
+
+
+def test_the_bootstrap_stack_has_a_secrets_provider_of_its_own(boot_dev: PlanResult) -> None:
+    assert boot_dev.outputs["bootstrapSecretsProvider"] == \
+        "awskms://alias/trainium-pulumi-secrets-bootstrap?region=us-west-2"
+    assert boot_dev.named("state-secrets-bootstrap", "aws:kms/key:Key").protect
+
+
+@pytest.mark.parametrize("name", ["github-preview-dev-state", "github-deploy-dev-policy"])
+def test_in_one_account_no_role_of_dev_reads_any_version_of_prods_state(one_account, name) -> None:
+    # Review 2026-11-24 A2: denying s3:GetObject alone left GetObjectVersion (ReadOnlyAccess's
+    # s3:Get*) open on prod's earlier checkpoints, decrypted by the shared state key.
+    policy = _policy(one_account, name)
+    policy = with_read_only_access(policy) if "preview" in name else policy
+    for project in permissions.STACK_PROJECTS:
+        for obj in _state_objects(project, "prod"):
+            assert not any(allowed(policy, a, obj) for a in OBJECT_READS + OBJECT_WRITES), (obj, name)
+        assert allowed(policy, "s3:GetObject", f"{BUCKET}/.pulumi/stacks/{project}/dev.json")
 
 
 def test_in_one_account_a_role_of_dev_cannot_decrypt_prods_secrets_or_read_its_state(one_account) -> None:

@@ -35,6 +35,14 @@ CACHE = sim.ProgramCache()
 # --- the team's first day, as the README's checklist has it -------------------------------------
 
 
+# GitHub docs, "OpenID Connect" concepts, "Immutable subject claims" (github/docs PR #45221; changelog
+# 2026-04-23): a repository created, renamed or transferred after mid-2026 gets tokens whose `sub`
+# starts `repo:OWNER@OWNER_ID/REPO@REPO_ID`. The one-account walk's repository is such a one (its
+# bootstrap sets oidcSubjectPrefix), the two-account walk's an older one (`repo:OWNER/REPO`).
+IMMUTABLE_PREFIX = "repo:example-org@123456/trainium-eks@456789"
+SUBJECT_PREFIX = {"two accounts": f"repo:{REPO}", "one account": IMMUTABLE_PREFIX}
+
+
 @functools.lru_cache(maxsize=None)
 def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
     """Checklist step 1: the administrator's `pulumi up` of the bootstrap, per account (read only
@@ -46,15 +54,18 @@ def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
     config = stack_config(BOOTSTRAP_DIR, "dev")
     config["trainium-bootstrap:environments"] = json.dumps(
         [{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}])
+    config["trainium-bootstrap:oidcSubjectPrefix"] = IMMUTABLE_PREFIX
     return {"dev": run_program(BOOTSTRAP_DIR, "dev", config)}
 
 
-def day_zero(layout: str) -> tuple[Pipeline, Account, Repository]:
+def day_zero(layout: str, token_prefix: str | None = None) -> tuple[Pipeline, Account, Repository]:
     """Bootstrap (local state, then moved into its bucket), the four stacks created with their
-    environment's secrets provider, the repository's variables, environment and runner."""
+    environment's secrets provider, the repository's variables, environment and runner.
+    ``token_prefix``: what the repository's tokens' `sub` starts with, if not what the layout's
+    bootstrap was configured for."""
     plans = bootstrap_plans(layout)
     account = Account(plans)
-    repo = Repository(REPO)
+    repo = Repository(REPO, token_prefix or SUBJECT_PREFIX[layout])
     for stack, plan in plans.items():
         out = plan.outputs
         bucket_arn = f"arn:aws:s3:::{out['stateBucket']}"
@@ -62,7 +73,8 @@ def day_zero(layout: str) -> tuple[Pipeline, Account, Repository]:
         # The administrator's `pulumi login` of the empty bucket wrote .pulumi/meta.yaml, and the
         # bootstrap's own state moved in (`pulumi stack import`).
         backend.meta = True
-        backend.stacks[("trainium-bootstrap", stack)] = StackState(secrets_key=out["stateKeyArn"], outputs=dict(out))
+        # Its secrets provider is the key of its own (docs/pipeline.md), no environment's.
+        backend.stacks[("trainium-bootstrap", stack)] = StackState(secrets_key=out["bootstrapSecretsKeyArn"], outputs=dict(out))
         for env, provider in out["secretsProviders"].items():
             for project in (CLUSTER, WORKLOADS):  # `pulumi stack init <env> --secrets-provider <provider>`
                 backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
@@ -125,18 +137,29 @@ def state_of(account: Account, project: str, env: str) -> StackState:
     return next(b.stacks[(project, env)] for b in account.backends.values() if (project, env) in b.stacks)
 
 
+# Reading an object or any earlier version of it (S3 API reference, GetObject: with a versionId "you
+# must have the s3:GetObjectVersion permission ... s3:GetObject is not required"; the state bucket is
+# versioned), or its attributes.
+STATE_READS = ("s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes")
+
+
 def prod_reach(account: Account, role: str) -> list[str]:
-    """What of prod ``role`` can reach: its state, its secrets, or its deploy role's trust."""
+    """What of prod ``role`` can reach: its state (any version), its secrets, its deploy role's
+    trust, or the bootstrap's state and secrets (which name and could rewrite every role)."""
     reached = []
     for plan in account.bootstraps.values():
         out = plan.outputs
+        bucket = f"arn:aws:s3:::{out['stateBucket']}"
+        for stack in ("dev", "prod"):
+            checkpoint = f"{bucket}/.pulumi/stacks/trainium-bootstrap/{stack}.json"
+            reached += [f"{action} {checkpoint}" for action in STATE_READS if account.can(role, action, checkpoint)]
+        if account.can(role, "kms:Decrypt", out["bootstrapSecretsKeyArn"]):
+            reached.append("decrypts the bootstrap's secrets")
         if "prod" not in out["secretsKeyArns"]:
             continue
-        bucket = f"arn:aws:s3:::{out['stateBucket']}"
         for project in (CLUSTER, WORKLOADS):
-            checkpoint = sim.stack_objects(bucket, project, "prod")["checkpoint"]
-            if account.can(role, "s3:GetObject", checkpoint):
-                reached.append(f"reads {checkpoint}")
+            for obj in sim.stack_objects(bucket, project, "prod").values():
+                reached += [f"{action} {obj}" for action in STATE_READS if account.can(role, action, obj)]
         if account.can(role, "kms:Decrypt", out["secretsKeyArns"]["prod"]):
             reached.append("decrypts prod's secrets")
         if role in (out["deployRoleArns"].get("prod"), out["previewRoleArns"].get("prod")):
@@ -191,8 +214,9 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
     pipeline, account = day_one["pipeline"], day_one["account"]
     assumed = [j for j in pipeline.jobs if j.workflow == "pull-request.yml" and j.role]
     assert [j.job for j in assumed] == ["preview-dev"]
+    prefix = SUBJECT_PREFIX[day_one["layout"]]
     for job in assumed:
-        assert job.subject == f"repo:{REPO}:pull_request"
+        assert job.subject == f"{prefix}:pull_request"
         assert prod_reach(account, job.role) == [], (job.job, job.role)
     # The workflow file is the pull request's own: it may name any role. STS decides, on the
     # trust policy, from the token's subject (repo:O/R:pull_request whatever the head repository).
@@ -202,7 +226,7 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
             "with": {"role-to-assume": day_one["repo"].variables[variable], "role-duration-seconds": 900}}]}
         event = Event("pull_request", "refs/pull/9/merge", day_one["commit"], 9, "someone/fork")
         result = sim.JobRun("pull-request.yml", 0, "hostile", "success")
-        with pytest.raises(sim.StepFailed, match="does not trust repo:example-org/trainium-eks:pull_request"):
+        with pytest.raises(sim.StepFailed, match=f"does not trust {re.escape(prefix)}:pull_request"):
             sim.JobContext(pipeline, {}, hostile, event, result).run_steps()
     # ...and the one role a pull request can have reads nothing of prod, in either layout.
     dev_preview = day_one["repo"].variables["AWS_PREVIEW_ROLE_DEV"]
@@ -219,6 +243,17 @@ def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
 
 
 # --- what the walk would catch -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layout", "tokens"), [("two accounts", IMMUTABLE_PREFIX), ("one account", f"repo:{REPO}")])
+def test_a_trust_in_the_other_subject_format_fails_the_walk(layout: str, tokens: str) -> None:
+    # A bootstrap configured for one subject format while the repository's tokens carry the other
+    # (a repository renamed or transferred after mid-2026 switches to the immutable IDs): STS
+    # refuses every role, and the walk says which subject it was.
+    pipeline, account, _ = day_zero(layout, tokens)
+    results = pull_request(pipeline, first_commit(account), 1)
+    assert results["preview-dev"].status == "failure"
+    assert f"does not trust {tokens}:pull_request" in results["preview-dev"].reason
 
 
 def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
