@@ -234,11 +234,14 @@ class JobRun:
     subject: Optional[str] = None
     environment: Optional[str] = None
     groups: tuple[str, ...] = ()
+    outputs: dict[str, str] = field(default_factory=dict)   # jobs.<id>.outputs, as `needs.<id>.outputs`
+    steps: dict[str, dict[str, str]] = field(default_factory=dict)  # each step id's $GITHUB_OUTPUT
+    summary: str = ""                                       # what the job wrote to $GITHUB_STEP_SUMMARY
 
 
 @dataclass
 class Event:
-    name: str                                          # pull_request, push
+    name: str                                          # pull_request, push, schedule
     ref: str                                           # refs/heads/main, refs/pull/N/merge
     commit: Commit
     pr_number: Optional[int] = None
@@ -280,10 +283,16 @@ class Pipeline:
             "github.event.pull_request.base.sha": event.commit.parent,
         }
 
-    def _value(self, expr: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> Any:
+    def _value(self, expr: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None,
+               needs: Optional[dict[str, JobRun]] = None) -> Any:
         expr = expr.strip()
         if expr.startswith("'") and expr.endswith("'"):
             return expr[1:-1]
+        if expr.startswith("needs.") and needs is not None:
+            # GitHub docs, "Contexts reference", needs context: needs.<job_id>.outputs.<name> of a
+            # job this one needs; an output the job did not set is the empty string.
+            job_id, _, name = expr[len("needs."):].partition(".outputs.")
+            return needs[job_id].outputs.get(name, "")
         if expr.startswith("steps.") and steps is not None:
             step_id, _, name = expr[len("steps."):].partition(".outputs.")
             return steps.get(step_id, {}).get(name, "")  # an unset output is the empty string
@@ -294,20 +303,22 @@ class Pipeline:
             return context[expr]
         raise AssertionError(f"the simulation does not evaluate `{expr}`")
 
-    def evaluate(self, condition: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> bool:
+    def evaluate(self, condition: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None,
+                 needs: Optional[dict[str, JobRun]] = None) -> bool:
         condition = _EXPR.sub(lambda m: m.group(1), condition).strip()
-        if "==" in condition:
-            left, right = (self._value(side, event, steps) for side in condition.split("=="))
-            return left == right
+        for operator, compare in (("!=", lambda a, b: a != b), ("==", lambda a, b: a == b)):
+            if operator in condition:
+                left, right = (self._value(side, event, steps, needs) for side in condition.split(operator))
+                return compare(left, right)
         raise AssertionError(f"the simulation does not evaluate `if: {condition}`")
 
-    def substitute(self, value: Any, event: Event) -> Any:
+    def substitute(self, value: Any, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> Any:
         if isinstance(value, str):
-            return _EXPR.sub(lambda m: str(self._value(m.group(1), event)), value)
+            return _EXPR.sub(lambda m: str(self._value(m.group(1), event, steps)), value)
         if isinstance(value, dict):
-            return {k: self.substitute(v, event) for k, v in value.items()}
+            return {k: self.substitute(v, event, steps) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.substitute(v, event) for v in value]
+            return [self.substitute(v, event, steps) for v in value]
         return value
 
     # --- a run ---
@@ -325,7 +336,8 @@ class Pipeline:
             needs = job.get("needs") or []
             needs = [needs] if isinstance(needs, str) else needs
             for concrete in copy.deepcopy(expanded[job_id]):
-                concrete = self.substitute(concrete, event) | {"steps": concrete["steps"]}
+                late = {k: concrete[k] for k in ("steps", "outputs", "if") if k in concrete}  # evaluated as they run
+                concrete = self.substitute({k: v for k, v in concrete.items() if k not in late}, event) | late
                 result = JobRun(workflow_file, self.runs, job_id, "success", environment=concrete.get("environment"))
                 result.groups = tuple(g for g in (_group(workflow.get("concurrency"), self, event),
                                                   _group(concrete.get("concurrency"), self, event)) if g)
@@ -333,12 +345,18 @@ class Pipeline:
                     result.status, result.reason = "failure", "runs-on is empty: no runner (repository variable not set)"
                 elif any(results[n].status != "success" for n in needs):
                     result.status, result.reason = "skipped", "a job it needs did not succeed"
-                elif "if" in concrete and not self.evaluate(concrete["if"], event):
+                elif "if" in concrete and not self.evaluate(concrete["if"], event, None, results):
                     result.status, result.reason = "skipped", f"if: {concrete['if']}"
                 else:
                     try:
                         self._environment_gate(concrete, event, approve, job_id)
-                        JobContext(self, workflow, concrete, event, result).run_steps()
+                        ctx = JobContext(self, workflow, concrete, event, result)
+                        try:
+                            ctx.run_steps()
+                        finally:
+                            result.steps = ctx.outputs
+                        result.outputs = {k: str(self.substitute(v, event, ctx.outputs))
+                                          for k, v in (concrete.get("outputs") or {}).items()}
                     except StepFailed as exc:
                         result.status, result.reason = "failure", str(exc)
                 results[job_id] = result
@@ -395,6 +413,8 @@ class JobContext:
     def __init__(self, pipeline: Pipeline, workflow: dict[str, Any], job: dict[str, Any], event: Event,
                  result: JobRun) -> None:
         self.p, self.workflow, self.job, self.event, self.result = pipeline, workflow, job, event, result
+        # What is checked out: the event's commit, until a step checks out another (the drift check).
+        self.checkout: Commit = event.commit
         self.role: Optional[str] = None
         self.cli = False
         self.outputs: dict[str, dict[str, str]] = {}   # step id -> its outputs ($GITHUB_OUTPUT)
@@ -406,7 +426,7 @@ class JobContext:
                 self.p.log.append(f"  skipped: {step.get('name') or step.get('uses', '').split('@')[0]} (if: {step['if']})")
                 continue
             self.step_id = step.get("id")
-            step = self.p.substitute(step, self.event)
+            step = self.p.substitute(step, self.event, self.outputs)
             action = step.get("uses", "").split("@")[0]
             if action in ("actions/checkout", "actions/setup-python", "actions/github-script"):
                 continue
@@ -473,7 +493,7 @@ class JobContext:
         if (project, stack) not in backend.stacks:
             raise StepFailed(f"selectStack: no stack named '{stack}' found in {backend.url} ({project})")
         self.p.cache.check_policy_config(work_dir, options)
-        self.p.log.append(f"  pulumi {command} {project}/{stack} @ {self.event.commit.sha} as {self.role}")
+        self.p.log.append(f"  pulumi {command} {project}/{stack} @ {self.checkout.sha} as {self.role}")
         if command == "preview":
             self.p.cache.simulate(self, backend, project, stack, options, preview=True)
         elif command == "up":
@@ -497,7 +517,17 @@ class JobContext:
             return self.p.cache.preflight(self, env, args)
         if "-m tools.deploy_order" in command:
             argv = shlex.split(command)
-            return self.deploy_order(env, argv[argv.index("tools.deploy_order") + 1:])
+            args = [a.replace('"$STACK"', env.get("STACK", "")).replace("$STACK", env.get("STACK", ""))
+                    .replace("$WORK_DIR", env.get("WORK_DIR", "")) for a in argv[argv.index("tools.deploy_order") + 1:]]
+            return self.deploy_order(env, args)
+        if command == 'git checkout --detach "$COMMIT"':
+            if env["COMMIT"] not in self.p.commits:
+                raise StepFailed(f"git checkout: {env['COMMIT']} is not in this checkout's history")
+            self.checkout = self.p.commits[env["COMMIT"]]
+            self.p.log.append(f"  git checkout {self.checkout.sha}")
+            return
+        if "pulumi preview" in command and "--expect-no-changes" in command:
+            return self.drift_check(env)
         raise AssertionError(f"the simulation does not know how to run: {command}")
 
     def deploy_order(self, env: dict[str, str], args: list[str]) -> None:
@@ -512,7 +542,7 @@ class JobContext:
         if not self.cli:
             raise StepFailed("deploy_order: the pulumi CLI is not installed in this job")
         backend = self.backend(env.get("PULUMI_BACKEND_URL", ""))
-        head = self.event.commit.sha
+        head = self.checkout.sha
 
         def run(argv: list[str], cwd: Any = None, **kwargs: Any) -> subprocess.CompletedProcess:
             if argv[:3] == ["pulumi", "stack", "history"]:
@@ -530,25 +560,62 @@ class JobContext:
                 return subprocess.CompletedProcess(argv, {True: 0, False: 1, None: 128}[known], "", "")
             raise AssertionError(f"deploy_order ran something the simulation does not answer: {argv}")
 
-        with tempfile.NamedTemporaryFile("r", suffix=".out") as output:
-            saved, saved_env = order.subprocess.run, os.environ.get("GITHUB_OUTPUT")
-            order.subprocess.run, os.environ["GITHUB_OUTPUT"] = run, output.name
+        with tempfile.NamedTemporaryFile("r", suffix=".out") as output, \
+                tempfile.NamedTemporaryFile("r", suffix=".md") as summary:
+            names = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+            saved, saved_env = order.subprocess.run, {n: os.environ.get(n) for n in names}
+            order.subprocess.run = run
+            os.environ.update(GITHUB_OUTPUT=output.name, GITHUB_STEP_SUMMARY=summary.name)
             try:
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     code = order.main(args)
             finally:
                 order.subprocess.run = saved
-                if saved_env is None:
-                    os.environ.pop("GITHUB_OUTPUT", None)
-                else:
-                    os.environ["GITHUB_OUTPUT"] = saved_env
+                for name, value in saved_env.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
             if code != 0:
                 raise StepFailed(f"deploy_order exited {code}: {out.getvalue().strip()}")
             written = dict(line.split("=", 1) for line in output.read().splitlines() if "=" in line)
+            self.result.summary += summary.read()
         if self.step_id:
             self.outputs[self.step_id] = written
         self.p.log.append(f"  deploy_order {' '.join(args)}: " + " ".join(out.getvalue().split()))
+
+
+    def drift_check(self, env: dict[str, str]) -> None:
+        """drift.yml's `pulumi preview --refresh --expect-no-changes` of the checked-out commit: exit 0
+        when the program declares what the stack's state holds (the stand-in account never changes
+        behind the state's back, so a difference is the program's), else 255 (pulumi/pulumi v3.259.0
+        pkg/cmd/pulumi/operations/preview.go: --expect-no-changes "Return an error if any changes
+        occur during this preview"). The status goes to $GITHUB_OUTPUT as the workflow's script does."""
+        if not self.cli:
+            raise StepFailed("drift check: the pulumi CLI is not installed in this job")
+        backend = self.backend(env.get("PULUMI_BACKEND_URL", ""))
+        work_dir = (REPO_ROOT / env["WORK_DIR"]).resolve()
+        project, stack = project_name(work_dir), env["STACK"]
+        state = backend.stacks[(project, stack)]
+        self.p.log.append(f"  pulumi preview --expect-no-changes {project}/{stack} @ {self.checkout.sha} as {self.role}")
+        for obj in ("checkpoint",):
+            self.need("s3:GetObject", stack_objects(backend.bucket_arn, project, stack)[obj])
+        self.need("kms:Decrypt", backend.state_key)
+        self.need("kms:Decrypt", state.secrets_key)
+        config = self.checkout.config(project, stack)
+        references = self.p.cache.references(self, backend, config) if project == WORKLOADS else {}
+        existing = None
+        if project == CLUSTER and state.outputs is not None:  # as the update that wrote the state saw it
+            entries = {r.inputs["principalArn"]: dict(r.inputs.get("tags") or {})
+                       for r in state.registrations if r.type == "aws:eks/accessEntry:AccessEntry"}
+            existing = ExistingCluster({fixtures.DEPLOYER_ROLE_ARN: {}, **entries})
+        result = self.p.cache.program(project, stack, config, references, False, existing)
+        declared = {r.urn: r.inputs for r in result.registrations}
+        held = {urn: extra.get("inputs") for urn, extra in state.resources.items()}
+        status = "0" if declared == held else "255"
+        self.outputs[self.step_id or "check"] = {"status": status}
+        self.p.log.append(f"    drift: {'none' if status == '0' else 'changes'}")
 
 
 # --- the programs, evaluated once per (config, what they read) ----------------------------------
@@ -637,7 +704,7 @@ class ProgramCache:
             ctx.need("s3:PutObject", objects["history"])
             ctx.need("kms:GenerateDataKey", backend.state_key)
             ctx.need("kms:Encrypt", state.secrets_key)
-        config = ctx.event.commit.config(project, stack)
+        config = ctx.checkout.config(project, stack)
         references = self.references(ctx, backend, config) if project == WORKLOADS else {}
         # `--refresh` reads every Kubernetes object in the state through the cluster's API:
         # the role needs an access entry there (EKS creator entry, clusterAdmins or clusterViewers).
@@ -666,9 +733,9 @@ class ProgramCache:
                            for r in result.registrations}
         state.registrations = list(result.registrations)
         state.outputs, state.secret_outputs = dict(result.outputs), frozenset(result.secret_outputs)
-        state.commit = ctx.event.commit.sha
+        state.commit = ctx.checkout.sha
         state.history.insert(0, {"kind": "update", "result": "failed" if blocked else "succeeded",
-                                 "environment": {"git.head": ctx.event.commit.sha}})
+                                 "environment": {"git.head": ctx.checkout.sha}})
         if project == CLUSTER and state.creator is None:
             state.creator = ctx.role
         if blocked:
@@ -691,7 +758,7 @@ class ProgramCache:
             raise StepFailed("workloads_preflight: the pulumi CLI is not installed in this job")
         backend = ctx.backend(env.get("PULUMI_BACKEND_URL", ""))
         stack = args[args.index("--stack") + 1]
-        commit = ctx.event.commit
+        commit = ctx.checkout
         config = commit.config(WORKLOADS, stack)
         reference = config[f"{WORKLOADS}:clusterStack"]
         cluster_stack = reference.split("/")[-1]

@@ -25,7 +25,7 @@ from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Eve
 REPO = "example-org/trainium-eks"
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
 WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nemoLlama2", "tensorboard", "clusterCheck")
-DEPLOY_ORDER = ["cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "workloads-prod"]
+DEPLOY_ORDER = ["cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "preview-workloads-prod", "workloads-prod"]
 
 # One program cache for the module: each stack is evaluated once per distinct input (its config
 # and the outputs it reads), however many walks read it.
@@ -199,6 +199,9 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
         "pulumi up trainium-eks/dev", "pulumi up trainium-workloads/dev",
         "pulumi preview trainium-eks/prod", "pulumi preview trainium-workloads/prod",
         "approval requested: cluster-prod (prod)", "pulumi up trainium-eks/prod",
+        # Review B3: the workload preview reviewers read before the second approval is made against
+        # the prod cluster just deployed.
+        "pulumi preview trainium-workloads/prod",
         "approval requested: workloads-prod (prod)", "pulumi up trainium-workloads/prod",
     ]
     assert day_one["approvals"] == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
@@ -237,7 +240,7 @@ def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
     roles = {j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role}
     assert roles == {
         "cluster-dev": "trainium-github-deploy-dev", "workloads-dev": "trainium-github-deploy-dev",
-        "preview-prod": "trainium-github-preview-prod",
+        "preview-prod": "trainium-github-preview-prod", "preview-workloads-prod": "trainium-github-preview-prod",
         "cluster-prod": "trainium-github-deploy-prod", "workloads-prod": "trainium-github-deploy-prod",
     }
 
@@ -368,7 +371,14 @@ def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two)
         ("pulumi preview trainium-workloads/dev", "trainium-github-preview-dev"),
         ("pulumi preview trainium-eks/prod", "trainium-github-preview-prod"),
         ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
+        ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
     ]
+    # Review B3: the second prod workload preview, the one workloads-prod's reviewers read, comes
+    # after prod's cluster took c2's maxSize, and before the approval.
+    log = [line.strip().split(" @ ")[0] for line in day_two["log2"]]
+    cluster_up = log.index("pulumi up trainium-eks/prod")
+    last_preview = len(log) - 1 - log[::-1].index("pulumi preview trainium-workloads/prod")
+    assert cluster_up < last_preview < log.index("approval requested: workloads-prod (prod)")
 
 
 # --- a workload stack that can never finish (review 2026-11-24 workloads, A1) -------------------------
@@ -468,10 +478,20 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
     pipeline.commits[c2.sha] = c2  # pushed before c3: the checkout's history holds it
     assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     marker = len(pipeline.log)
-    assert statuses(merge(pipeline, c2)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    approvals: list[tuple[str, str]] = []
+    late_run = merge(pipeline, c2, approvals)
+    # Review C1: prod's preview finds prod's cluster at c3 already; the prod jobs behind it are
+    # skipped, so nobody is asked to approve a run that would update nothing, and its summary says why.
+    assert statuses(late_run) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success",
+                                  "preview-prod": "success", "cluster-prod": "skipped",
+                                  "preview-workloads-prod": "skipped", "workloads-prod": "skipped"}
+    assert approvals == []
+    assert late_run["preview-prod"].outputs == {"deploy": "false"}
+    assert "Superseded: nothing to deploy or approve" in late_run["preview-prod"].summary
+    assert "`./` `prod` was last deployed from `c3`" in late_run["preview-prod"].summary
     late = pipeline.log[marker:]
-    assert not [line for line in late if "pulumi up" in line], late
-    assert sum("this run is superseded" in line for line in late) == 4
+    assert not [line for line in late if "pulumi up" in line or "pulumi preview" in line], late
+    assert sum("this run is superseded" in line for line in late) == 3
     for project in (CLUSTER, WORKLOADS):
         for env in ("dev", "prod"):
             assert state_of(account, project, env).commit == "c3", (project, env)

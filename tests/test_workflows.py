@@ -16,7 +16,7 @@ import yaml
 from importlib.metadata import version
 
 from bootstrap import trust
-from bootstrap.settings import parse_bootstrap_config
+from bootstrap.settings import parse_bootstrap_config, subject_prefix
 from bootstrap.variables import repository_variables
 from offline.runner import REPO_ROOT, stack_config
 from tests.project_copy import project_copy
@@ -67,14 +67,14 @@ def bootstrap_config(environment: str) -> Any:
     raise AssertionError(f"no bootstrap stack deploys {environment}")
 
 
-def oidc_subject(workflow: dict[str, Any], job: dict[str, Any], repository: str) -> str:
+def oidc_subject(workflow: dict[str, Any], job: dict[str, Any], prefix: str) -> str:
     # GitHub docs, "OpenID Connect reference", example subject claims: a job naming an
     # environment presents environment:NAME; otherwise pull_request, or the pushed/scheduled ref.
     if job.get("environment"):
-        return trust.environment_subject(repository, job["environment"])
+        return trust.environment_subject(prefix, job["environment"])
     if "pull_request" in workflow["on"]:
-        return trust.pull_request_subject(repository)
-    return trust.branch_subject(repository, "main")
+        return trust.pull_request_subject(prefix)
+    return trust.branch_subject(prefix, "main")
 
 
 def test_every_action_is_pinned_to_a_commit_with_its_version_beside_it() -> None:
@@ -107,13 +107,13 @@ def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
         for step in steps_using(job, CONFIGURE_AWS):
             kind, env = ROLE_VAR.match(step["with"]["role-to-assume"]).groups()
             config = bootstrap_config(env.lower())
-            subject = oidc_subject(load(workflow), job, config.github_repository)
+            subject = oidc_subject(load(workflow), job, subject_prefix(config))
             (entry,) = [e for e in config.environments if e.name == env.lower()]
             if kind == "PREVIEW":
-                allowed = trust.preview_subjects(config.github_repository, config.main_branch, entry.pull_request_previews)
+                allowed = trust.preview_subjects(subject_prefix(config), config.main_branch, entry.pull_request_previews)
                 longest = 3600
             else:
-                allowed = trust.deploy_subjects(config.github_repository, config.main_branch, entry.name,
+                allowed = trust.deploy_subjects(subject_prefix(config), config.main_branch, entry.name,
                                                 entry.github_environment)
                 longest = config.deploy_session_hours * 3600
             assert subject in allowed, (workflow, job_id, subject, allowed)
@@ -131,13 +131,36 @@ def test_deploy_order_environments_and_concurrency() -> None:
     # is refused together with cancel-in-progress: true. Runs of this workflow queue, never cancel.
     assert load("deploy.yml")["concurrency"] == {"group": "deploy-${{ github.ref }}", "cancel-in-progress": False,
                                                  "queue": "max"}
-    chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "workloads-prod"]
+    chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "preview-workloads-prod",
+             "workloads-prod"]
+    assert list(jobs) == chain
     for before, after in zip(chain, chain[1:]):
         assert jobs[after]["needs"] == before
     assert {j: jobs[j].get("environment") for j in chain} == {
         "test": None, "cluster-dev": None, "workloads-dev": None, "preview-prod": None,
-        "cluster-prod": "prod", "workloads-prod": "prod",
+        "cluster-prod": "prod", "preview-workloads-prod": None, "workloads-prod": "prod",
     }
+    # Review B3: each approval follows a preview of what it approves, made after every update that
+    # preview reads: prod's workloads are previewed once prod's cluster is updated, with prod's
+    # read-only preview role (no environment, so no approval and no deploy role).
+    workloads_preview = [s["with"] for s in steps_using(jobs["preview-workloads-prod"], PULUMI_ACTION)
+                         if s["with"].get("command")]
+    assert [(w["command"], w["work-dir"], w["stack-name"]) for w in workloads_preview] == [("preview", "workloads", "prod")]
+    (assume,) = steps_using(jobs["preview-workloads-prod"], CONFIGURE_AWS)
+    assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
+    # Review C1: a run a newer merge's run superseded asks nobody to approve: each prod preview
+    # runs tools/deploy_order.py and the job behind it runs only on deploy == 'true' (GitHub docs,
+    # "Using conditions to control job execution": a job whose `if` is false is skipped, and a
+    # skipped job never reaches its environment's protection rules; "Contexts reference", needs).
+    for preview, approved, dirs in (("preview-prod", "cluster-prod", ["./"]),
+                                    ("preview-workloads-prod", "workloads-prod", ["workloads", "./"])):
+        assert jobs[preview]["outputs"] == {"deploy": "${{ steps.order.outputs.deploy }}"}
+        (order,) = [s for s in jobs[preview]["steps"] if s.get("id") == "order"]
+        run = order["run"].split()
+        assert run[run.index("--stack") + 1:] == ["prod", *dirs]
+        assert jobs[approved]["if"] == f"needs.{preview}.outputs.deploy == 'true'"
+        previews = [s for s in steps_using(jobs[preview], PULUMI_ACTION) if s["with"].get("command")]
+        assert previews and all(s["if"] == "steps.order.outputs.deploy == 'true'" for s in previews)
     groups = []
     for job_id in chain:
         for step in steps_using(jobs[job_id], PULUMI_ACTION):

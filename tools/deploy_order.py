@@ -19,7 +19,17 @@ A stack never updated, or last updated from a commit this checkout does not know
 is deployed: only a known newer commit supersedes.
 
 The first directory is the stack's own project; the others are those its program reads.
-``PULUMI_BACKEND_URL`` selects the backend, as for `pulumi login`.
+``PULUMI_BACKEND_URL`` selects the backend, as for `pulumi login`. A superseded run also says so
+in the job's summary (``$GITHUB_STEP_SUMMARY``), where reviewers look: the deploy workflow's
+preview of prod runs this check too, and the prod jobs behind it (and their approvals) are then
+skipped.
+
+    python -m tools.deploy_order --deployed --stack prod workloads
+
+``--deployed`` (the drift check) writes instead ``commit=<sha>``, the commit the stack was last
+deployed from (empty for a stack never deployed; this checkout's HEAD, with a warning, for a
+commit it does not know), and ``pending=true`` when this checkout is ahead of it: a merge waiting
+for its deploy (prod's approval, say), which the check must not report as drift.
 """
 
 from __future__ import annotations
@@ -63,35 +73,77 @@ def supersedes(deployed: str, head: str) -> Optional[bool]:
     return None  # not a commit of this repository's fetched history
 
 
+def write(lines: list[str], variable: str) -> None:
+    path = os.environ.get(variable)
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("".join(f"{line}\n" for line in lines))
+
+
+def deployed(stack: str, work_dir: str, head: str) -> int:
+    """The drift check's commit: the one ``stack`` was last deployed from."""
+    try:
+        commit = last_update_commit(stack, REPO_ROOT / work_dir)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    pending = False
+    if commit is None:
+        print(f"::notice::{work_dir} {stack} was never deployed: there is nothing to drift from.")
+        commit = ""
+    elif commit == head:
+        pass
+    elif supersedes(head, commit):  # this checkout (main) is a strict descendant of what is deployed
+        pending = True
+        print(f"::notice::{work_dir} {stack} was last deployed from {commit}; main ({head}) is ahead of it, "
+              "a deploy is pending: checking the deployed commit, so the pending change is not drift.")
+    else:
+        print(f"::warning::{work_dir} {stack} was last deployed from {commit}, which is not in main's history "
+              f"(a laptop's commit?): checking main ({head}) instead.")
+        commit = head
+    lines = [f"commit={commit}", f"pending={'true' if pending else 'false'}"]
+    write(lines, "GITHUB_OUTPUT")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True, help="the stack name, in every directory given")
+    parser.add_argument("--deployed", action="store_true",
+                        help="print the commit the stack was last deployed from (the drift check), decide nothing")
     parser.add_argument("dirs", nargs="+", help="the stack's project directory, then those its program reads")
     args = parser.parse_args(argv)
     head = git("rev-parse", "HEAD").stdout.strip()
+    if args.deployed:
+        return deployed(args.stack, args.dirs[0], head)
     deploy = True
+    superseded: list[str] = []
     try:
         for work_dir in args.dirs:
-            deployed = last_update_commit(args.stack, REPO_ROOT / work_dir)
-            if deployed is None:
+            deployed_from = last_update_commit(args.stack, REPO_ROOT / work_dir)
+            if deployed_from is None:
                 continue
-            newer = supersedes(deployed, head)
+            newer = supersedes(deployed_from, head)
             if newer:
-                print(f"::notice::{work_dir} {args.stack} was last updated from {deployed}, which already "
+                print(f"::notice::{work_dir} {args.stack} was last updated from {deployed_from}, which already "
                       f"contains this commit ({head}): this run is superseded and updates nothing.")
+                superseded.append(f"`{work_dir}` `{args.stack}` was last deployed from `{deployed_from}`, which already "
+                                  f"contains this commit (`{head}`).")
                 deploy = False
             elif newer is None:
-                print(f"::warning::{work_dir} {args.stack} was last updated from {deployed}, which this "
+                print(f"::warning::{work_dir} {args.stack} was last updated from {deployed_from}, which this "
                       "checkout does not know (a laptop's commit?): deploying this commit over it.")
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1
-    line = f"deploy={'true' if deploy else 'false'}\n"
-    output = os.environ.get("GITHUB_OUTPUT")
-    if output:
-        with open(output, "a", encoding="utf-8") as handle:
-            handle.write(line)
-    print(line.strip())
+    line = f"deploy={'true' if deploy else 'false'}"
+    write([line], "GITHUB_OUTPUT")
+    if superseded:
+        write(["### Superseded: nothing to deploy or approve", "", *(f"- {why}" for why in superseded), "",
+               "A newer merge's run deployed this commit's changes already; this run's updates (and, in the "
+               "prod preview, the prod jobs and their approvals) are skipped."], "GITHUB_STEP_SUMMARY")
+    print(line)
     return 0
 
 
