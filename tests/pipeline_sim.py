@@ -324,10 +324,15 @@ class Pipeline:
     # --- a run ---
 
     def run(self, workflow_file: str, event: Event,
-            approve: Callable[[str, str], bool] = lambda job, env: True) -> dict[str, JobRun]:
+            approve: Callable[[str, str], bool] = lambda job, env: True,
+            previous: Optional[dict[str, JobRun]] = None) -> dict[str, JobRun]:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
-        required reviewers' answer."""
+        required reviewers' answer. ``previous``: "Re-run failed jobs" of that attempt (GitHub docs,
+        "Re-running workflows and jobs": a re-run uses the original event's GITHUB_SHA and
+        GITHUB_REF; GitHub also re-runs the jobs that depend on the failed ones, and jobs not
+        included keep their outputs from the previous attempt)."""
         self.runs += 1
+        run_number = self.runs
         self.commits.setdefault(event.commit.sha, event.commit)
         workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
@@ -335,10 +340,14 @@ class Pipeline:
             job = workflow["jobs"][job_id]
             needs = job.get("needs") or []
             needs = [needs] if isinstance(needs, str) else needs
+            if previous is not None and previous[job_id].status == "success":
+                results[job_id] = previous[job_id]  # kept, outputs and all
+                self.log.append(f"{workflow_file}#{run_number} {job_id}: kept from the previous attempt")
+                continue
             for concrete in copy.deepcopy(expanded[job_id]):
                 late = {k: concrete[k] for k in ("steps", "outputs", "if") if k in concrete}  # evaluated as they run
                 concrete = self.substitute({k: v for k, v in concrete.items() if k not in late}, event) | late
-                result = JobRun(workflow_file, self.runs, job_id, "success", environment=concrete.get("environment"))
+                result = JobRun(workflow_file, run_number, job_id, "success", environment=concrete.get("environment"))
                 result.groups = tuple(g for g in (_group(workflow.get("concurrency"), self, event),
                                                   _group(concrete.get("concurrency"), self, event)) if g)
                 if not concrete.get("runs-on"):
@@ -361,7 +370,7 @@ class Pipeline:
                         result.status, result.reason = "failure", str(exc)
                 results[job_id] = result
                 self.jobs.append(result)
-                self.log.append(f"{workflow_file}#{self.runs} {job_id}: {result.status}"
+                self.log.append(f"{workflow_file}#{run_number} {job_id}: {result.status}"
                                 + (f" ({result.reason})" if result.reason else ""))
         return results
 

@@ -520,3 +520,141 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
     assert empty.registrations == [] and empty.outputs["workloads"] == {"waitingFor": "organization/trainium-eks/dev"}
     with pytest.raises(ConfigError, match="the cluster stack has no output acceleratorNodeGroups"):
         run_program(workloads, "dev", config, {reference: StackOutputs({"clusterName": "trn-dev"})}, secrets, preview=True)
+
+
+# --- a failed job and its retry; drift beside a pending deploy (review B4, B2) ----------------------
+
+
+def _max_size(env: str, size: int):
+    def edit(config: dict[str, str]) -> None:
+        groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
+        groups[0]["maxSize"] = size
+        config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+    return {(CLUSTER, env): edit}
+
+
+def _failing_dev_deploy(pipeline: Pipeline, repo: Repository, commit: Commit) -> dict[str, sim.JobRun]:
+    """A merge whose first update fails (here: the dev deploy role's variable was cleared by
+    mistake), so nothing after it runs; the variable is then put back."""
+    saved = repo.variables.pop("AWS_DEPLOY_ROLE_DEV")
+    results = merge(pipeline, commit)
+    repo.variables["AWS_DEPLOY_ROLE_DEV"] = saved
+    assert results["cluster-dev"].status == "failure" and "role-to-assume is empty" in results["cluster-dev"].reason
+    assert all(results[job].status == "skipped" for job in DEPLOY_ORDER[1:])
+    return results
+
+
+def rerun_failed(pipeline: Pipeline, commit: Commit, previous: dict[str, sim.JobRun],
+                 approvals: list[tuple[str, str]] | None = None) -> dict[str, sim.JobRun]:
+    def approve(job: str, environment: str) -> bool:
+        if approvals is not None:
+            approvals.append((job, environment))
+        return True
+
+    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve, previous)
+
+
+def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere() -> None:
+    pipeline, account, repo = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 5)})
+    failed = _failing_dev_deploy(pipeline, repo, c2)
+    approvals: list[tuple[str, str]] = []
+    retried = rerun_failed(pipeline, c2, failed, approvals)
+    assert retried["test"] is failed["test"]  # kept from the first attempt, not run again
+    assert statuses(retried) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    assert approvals == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c2", (project, env)
+
+
+def test_a_failed_job_rerun_after_a_newer_merges_run_changes_nothing_and_asks_nobody() -> None:
+    # The re-run checks out the original event's commit (c2); c3, merged after it, has deployed
+    # every stack meanwhile. tools/deploy_order.py finds c3 contains c2: no update goes back to
+    # c2's code, and the prod jobs (and their approvals) are skipped.
+    pipeline, account, repo = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", _max_size("dev", 5))
+    failed = _failing_dev_deploy(pipeline, repo, c2)
+    c3 = c2.edited("c3", _max_size("dev", 6))
+    assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    marker, approvals = len(pipeline.log), []
+    retried = rerun_failed(pipeline, c2, failed, approvals)
+    assert statuses(retried) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success",
+                                 "preview-prod": "success", "cluster-prod": "skipped",
+                                 "preview-workloads-prod": "skipped", "workloads-prod": "skipped"}
+    assert approvals == [] and not [line for line in pipeline.log[marker:] if "pulumi up" in line]
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c3", (project, env)
+    dev = state_of(account, CLUSTER, "dev")
+    assert next(g for g in dev.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1")["maxSize"] == 6
+
+
+def drift(pipeline: Pipeline, commit: Commit) -> dict[str, dict[str, str]]:
+    """drift.yml's scheduled run on main at ``commit``: per stack, what its steps wrote."""
+    runs = []
+    saved = pipeline.jobs[:]
+    pipeline.run("drift.yml", Event("schedule", "refs/heads/main", commit))
+    for job in pipeline.jobs[len(saved):]:
+        runs.append(job)
+    assert all(j.status == "success" for j in runs), [(j.job, j.reason) for j in runs]
+    keys = [("trainium-eks", "dev"), ("trainium-workloads", "dev"), ("trainium-eks", "prod"), ("trainium-workloads", "prod")]
+    return {f"{p}/{s}": {**j.steps.get("deployed", {}), **j.steps.get("check", {})} for (p, s), j in zip(keys, runs)}
+
+
+def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deploy_not_drift() -> None:
+    # Review B2: c2 has reached dev and waits for prod's approval when the daily check runs on
+    # main (c2). Each stack is checked at the commit it was last deployed from (`git.head` of
+    # its last update, as `pulumi stack history --json` prints it, pulumi/pulumi v3.259.0
+    # pkg/cmd/pulumi/metadata/metadata.go addGitCommitMetadata): dev at c2, prod at c1 with main
+    # ahead (pending). None has drifted.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    assert {k: v["commit"] for k, v in drift(pipeline, c1).items()} == dict.fromkeys(
+        ["trainium-eks/dev", "trainium-workloads/dev", "trainium-eks/prod", "trainium-workloads/prod"], "c1")
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 5)})
+    checks: list[dict[str, dict[str, str]]] = []
+    backend = next(b for b in account.backends.values() if (CLUSTER, "prod") in b.stacks)
+    env = {"PULUMI_BACKEND_URL": backend.url, "WORK_DIR": "./", "STACK": "prod"}
+
+    def main_head_check() -> str:
+        """The other side: what the check used to do, main's HEAD (c2) against prod's state."""
+        ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("schedule", "refs/heads/main", c2),
+                             sim.JobRun("drift.yml", 0, "drift", "success"))
+        ctx.role, ctx.cli, ctx.step_id = pipeline.repo.variables["AWS_PREVIEW_ROLE_PROD"], True, "check"
+        ctx.drift_check(env)
+        return ctx.outputs["check"]["status"]
+
+    def approve(job: str, environment: str) -> bool:
+        if job == "cluster-prod":  # the reviewers have not answered yet: the daily check runs now
+            checks.append(drift(pipeline, c2))
+            checks.append({"main's HEAD against prod": {"status": main_head_check()}})
+        return True
+
+    assert statuses(pipeline.run("deploy.yml", Event("push", "refs/heads/main", c2), approve))["workloads-prod"] == "success"
+    during, head = checks
+    assert during == {
+        "trainium-eks/dev": {"commit": "c2", "pending": "false", "status": "0"},
+        "trainium-workloads/dev": {"commit": "c2", "pending": "false", "status": "0"},
+        "trainium-eks/prod": {"commit": "c1", "pending": "true", "status": "0"},
+        "trainium-workloads/prod": {"commit": "c1", "pending": "true", "status": "0"},
+    }
+    assert head == {"main's HEAD against prod": {"status": "255"}}
+    # Once deployed, prod is checked at c2; a real difference in its resources is drift.
+    after = drift(pipeline, c2)
+    assert after["trainium-eks/prod"] == {"commit": "c2", "pending": "false", "status": "0"}
+    prod_state = state_of(account, CLUSTER, "prod")
+    urn, entry = next((u, e) for u, e in prod_state.resources.items() if (e["inputs"] or {}).get("tags"))
+    prod_state.resources[urn] = {"inputs": {**entry["inputs"], "tags": {**entry["inputs"]["tags"], "changed": "by hand"}}}
+    assert drift(pipeline, c2)["trainium-eks/prod"]["status"] == "255"
+
+
+def test_a_stack_never_deployed_has_no_drift_check() -> None:
+    pipeline, account, _ = day_zero("two accounts")
+    checks = drift(pipeline, first_commit(account))
+    assert checks == dict.fromkeys(checks, {"commit": "", "pending": "false"})

@@ -565,3 +565,33 @@ def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks(
             assert step.get("if") == "steps.order.outputs.deploy == 'true'", (job_id, step.get("name"))
         (checkout,) = steps_using(job, "actions/checkout")
         assert checkout["with"]["fetch-depth"] == 0, job_id
+
+
+def test_drift_previews_the_commit_each_stack_was_last_deployed_from() -> None:
+    # Review B2: main may be ahead of a stack (a merge waiting for prod's approval, or queued);
+    # previewing main would report that pending deploy as drift. The check reads the commit of the
+    # stack's last update (tools/deploy_order.py --deployed: `git.head` from `pulumi stack history
+    # --json`, pulumi/pulumi v3.259.0 pkg/cmd/pulumi/stack/stack_history.go), checks it out (the
+    # whole history is fetched: actions/checkout v7.0.1 action.yml, `fetch-depth: 0`), builds that
+    # commit's virtualenv and previews it; a stack never deployed is not checked.
+    for job in expand(load("drift.yml")["jobs"]["drift"]):
+        steps = job["steps"]
+        (checkout,) = steps_using(job, "actions/checkout")
+        assert checkout["with"]["fetch-depth"] == 0
+        index = {s.get("id") or s.get("name") or s.get("uses"): i for i, s in enumerate(steps)}
+        deployed = steps[index["deployed"]]
+        assert deployed["run"] == 'python -m tools.deploy_order --deployed --stack "$STACK" "$WORK_DIR"'
+        assert deployed["env"]["STACK"] == next(s for s in steps if s.get("id") == "check")["env"]["STACK"]
+        (git_checkout,) = [i for i, s in enumerate(steps) if s.get("run") == 'git checkout --detach "$COMMIT"']
+        (venv,) = [i for i, s in enumerate(steps) if s.get("run") == "make .venv/.installed"]
+        assert index["deployed"] < git_checkout < venv < index["check"]
+        assert steps[git_checkout]["env"] == {"COMMIT": "${{ steps.deployed.outputs.commit }}"}
+        for i in (git_checkout, venv, index["check"], len(steps) - 1):
+            assert steps[i]["if"] == "steps.deployed.outputs.commit != ''", steps[i].get("name")
+    # The check reads only the standard library before the virtualenv exists.
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "tools" / "deploy_order.py").read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "argparse", "json", "os", "subprocess", "sys", "pathlib", "typing"}
