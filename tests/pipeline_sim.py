@@ -183,7 +183,7 @@ class Account:
         """The bootstrap (account) whose state bucket or key ``resource`` is, if any."""
         for plan in self.bootstraps.values():
             out = plan.outputs
-            keys = {out["stateKeyArn"], *out["secretsKeyArns"].values()}
+            keys = {out["stateKeyArn"], out["bootstrapSecretsKeyArn"], *out["secretsKeyArns"].values()}
             if resource in keys or resource.startswith(f"arn:aws:s3:::{out['stateBucket']}/"):
                 return plan
         return None
@@ -336,14 +336,16 @@ class Pipeline:
         self.commits.setdefault(event.commit.sha, event.commit)
         workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
+        rerun: set[str] = set()  # the failed jobs and those that depend on them
         for job_id in _topological(workflow["jobs"]):
             job = workflow["jobs"][job_id]
             needs = job.get("needs") or []
             needs = [needs] if isinstance(needs, str) else needs
-            if previous is not None and previous[job_id].status == "success":
+            if previous is not None and previous[job_id].status != "failure" and not any(n in rerun for n in needs):
                 results[job_id] = previous[job_id]  # kept, outputs and all
                 self.log.append(f"{workflow_file}#{run_number} {job_id}: kept from the previous attempt")
                 continue
+            rerun.add(job_id)
             for concrete in copy.deepcopy(expanded[job_id]):
                 late = {k: concrete[k] for k in ("steps", "outputs", "if") if k in concrete}  # evaluated as they run
                 concrete = self.substitute({k: v for k, v in concrete.items() if k not in late}, event) | late

@@ -50,6 +50,9 @@ BOOTSTRAP_OUTPUTS: dict[str, str] = {
     "backendUrl": "`s3://<bucket>?region=<region>`: what `pulumi login` takes.",
     "secretsProviders": "Environment -> `awskms://<alias>?region=<region>`: what `pulumi stack init "
     "--secrets-provider` takes for that environment's stacks.",
+    "bootstrapSecretsProvider": "`awskms://<alias>?region=<region>` of the bootstrap stack's own secrets key: what "
+    "`pulumi stack init --secrets-provider` takes for the bootstrap stack (no pipeline role may use it).",
+    "bootstrapSecretsKeyArn": "The KMS key behind the bootstrap stack's own secrets; every pipeline role is denied it.",
     "stateKeyArn": "The KMS key that encrypts the state bucket (not the stacks' secrets).",
     "secretsKeyArns": "Environment -> the KMS key behind its stacks' secrets; only that environment's roles use it.",
     "oidcProviderArn": "The GitHub OIDC identity provider the roles trust (created or reused).",
