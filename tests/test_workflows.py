@@ -150,8 +150,11 @@ def test_deploy_order_environments_and_concurrency() -> None:
     assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
     # Review C1: a run a newer merge's run superseded asks nobody to approve: each prod preview
     # runs tools/deploy_order.py and the job behind it runs only on deploy == 'true' (GitHub docs,
-    # "Using conditions to control job execution": a job whose `if` is false is skipped, and a
-    # skipped job never reaches its environment's protection rules; "Contexts reference", needs).
+    # "Control jobs with conditions": a job whose `if` is false "will be marked as skipped";
+    # "Reviewing deployments" (github/docs content/actions/managing-workflow-runs/
+    # reviewing-deployments.md): "Jobs that reference an environment configured with required
+    # reviewers will wait for an approval before starting", so a job that never starts asks
+    # nobody; "Contexts reference", needs.<job_id>.outputs).
     for preview, approved, dirs in (("preview-prod", "cluster-prod", ["./"]),
                                     ("preview-workloads-prod", "workloads-prod", ["workloads", "./"])):
         assert jobs[preview]["outputs"] == {"deploy": "${{ steps.order.outputs.deploy }}"}
