@@ -526,6 +526,8 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
 
 
 def _max_size(env: str, size: int):
+    # The sizes the other walks use (dev 5, prod 10: the superseded run's and day two's), so the
+    # program cache already holds these evaluations.
     def edit(config: dict[str, str]) -> None:
         groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
         groups[0]["maxSize"] = size
@@ -558,7 +560,7 @@ def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere
     pipeline, account, repo = day_zero("two accounts")
     c1 = first_commit(account)
     assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
-    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 5)})
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
     failed = _failing_dev_deploy(pipeline, repo, c2)
     approvals: list[tuple[str, str]] = []
     retried = rerun_failed(pipeline, c2, failed, approvals)
@@ -617,7 +619,7 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
     assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
     assert {k: v["commit"] for k, v in drift(pipeline, c1).items()} == dict.fromkeys(
         ["trainium-eks/dev", "trainium-workloads/dev", "trainium-eks/prod", "trainium-workloads/prod"], "c1")
-    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 5)})
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
     checks: list[dict[str, dict[str, str]]] = []
     backend = next(b for b in account.backends.values() if (CLUSTER, "prod") in b.stacks)
     env = {"PULUMI_BACKEND_URL": backend.url, "WORK_DIR": "./", "STACK": "prod"}
