@@ -207,6 +207,12 @@ def running_kubernetes_version(cluster_name: str) -> Optional[str]:
     return cluster.version
 
 
+def node_group_versions(cluster_name: str) -> dict[str, str]:
+    """The Kubernetes version each managed node group of the cluster runs now."""
+    names = aws.eks.get_node_groups(cluster_name=cluster_name).names or []
+    return {name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).version for name in names}
+
+
 def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, ReservedCapacity]:
     """Zone and instance type of each Capacity Block a group targets, from EC2.
 

@@ -15,7 +15,13 @@ from infra.config.errors import ConfigError
 from infra.config.base import validated
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
-from infra.config.rules import advisories, deploy_problems, kubernetes_version_change_problem, semantic_problems
+from infra.config.rules import (
+    advisories,
+    deploy_problems,
+    kubernetes_version_change_problem,
+    lagging_node_groups_problem,
+    semantic_problems,
+)
 from infra.plans.system_capacity import system_fit_problem
 
 
@@ -39,6 +45,9 @@ def check_against_the_account(config: StackConfig) -> None:
     check_api_reachable(config)
     running = lookups.running_kubernetes_version(config.cluster_name)
     problem = running and kubernetes_version_change_problem(running, config.kubernetes_version)
+    if running and not problem and config.kubernetes_version != running:
+        groups = lookups.node_group_versions(config.cluster_name)
+        problem = lagging_node_groups_problem(running, config.kubernetes_version, groups)
     if problem:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
 

@@ -76,6 +76,8 @@ class ExistingCluster:
 
     access_entries: Mapping[str, Mapping[str, str]]
     kubernetes_version: str = versions.KUBERNETES_VERSION
+    # Managed node group name -> the Kubernetes version it runs.
+    node_groups: Mapping[str, str] = field(default_factory=dict)
 
 
 class CloudMocks(pulumi.runtime.Mocks):
@@ -151,6 +153,15 @@ class CloudMocks(pulumi.runtime.Mocks):
                 return {}, [("name", f"reading EKS Cluster ({a['name']}): couldn't find resource")]
             return {"id": a["name"], "name": a["name"], "arn": self._arn("eks", f"cluster/{a['name']}"),
                     "version": self.existing_cluster.kubernetes_version}
+        if token == "aws:eks/getNodeGroups:getNodeGroups":
+            groups = self.existing_cluster.node_groups if self.existing_cluster else {}
+            return {"id": a["clusterName"], "clusterName": a["clusterName"], "names": sorted(groups)}
+        if token == "aws:eks/getNodeGroup:getNodeGroup":
+            groups = self.existing_cluster.node_groups if self.existing_cluster else {}
+            if a["nodeGroupName"] not in groups:
+                return {}, [("nodeGroupName", "reading EKS Node Group: ResourceNotFoundException: couldn't find resource")]
+            return {"id": f"{a['clusterName']}:{a['nodeGroupName']}", "clusterName": a["clusterName"],
+                    "nodeGroupName": a["nodeGroupName"], "version": groups[a["nodeGroupName"]]}
         if token == "aws:eks/getAccessEntry:getAccessEntry":
             entries = self.existing_cluster.access_entries if self.existing_cluster else {}
             if a["principalArn"] not in entries:

@@ -91,3 +91,56 @@ def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert "EKS would refuse this change against main (0123abcd):" in err
     assert "kubernetesVersion = '1.36': the cluster runs 1.34" in err
+
+
+# --- node groups must match the control plane before it moves ------------------------------------
+# AWS CLI reference, eks update-cluster-version: "If your cluster has managed node groups attached to
+# it, all of your node groups' Kubernetes versions must match the cluster's Kubernetes version in
+# order to update the cluster to a new Kubernetes version."
+
+
+def test_an_upgrade_waits_for_node_groups_left_behind():
+    from infra.config.rules import lagging_node_groups_problem
+
+    assert lagging_node_groups_problem("1.34", "1.35", {"core-1a2b": "1.34", "trn1-32xl-ng1": "1.34"}) is None
+    assert lagging_node_groups_problem("1.34", "1.34", {"trn1-32xl-ng1": "1.33"}) is None  # no upgrade asked
+    assert lagging_node_groups_problem("1.34", "1.35", {"core-1a2b": "1.34", "trn1-32xl-ng1": "1.33"}) == (
+        "trainium-eks:kubernetesVersion = '1.35': the control plane runs 1.34 but the managed node groups "
+        "trn1-32xl-ng1 (1.33) do not, and EKS upgrades the control plane only when every managed node group matches "
+        "it; allowed: 1.34 until `pulumi up` with kubernetesVersion 1.34 has brought them level, then 1.35"
+    )
+
+
+def test_the_program_refuses_an_upgrade_over_a_lagging_node_group():
+    config = stack_config(REPO_ROOT, "dev")
+    config["trainium-eks:kubernetesVersion"] = "1.35"
+    lagging = ExistingCluster({}, kubernetes_version="1.34", node_groups={"trn1-32xl-ng1": "1.33", "core-x": "1.34"})
+    with pytest.raises(ConfigError) as refused:
+        run_program(REPO_ROOT, "dev", config, existing_cluster=lagging)
+    assert "managed node groups trn1-32xl-ng1 (1.33) do not" in str(refused.value)
+    level = ExistingCluster({}, kubernetes_version="1.34", node_groups={"trn1-32xl-ng1": "1.34", "core-x": "1.34"})
+    (cluster,) = run_program(REPO_ROOT, "dev", config, existing_cluster=level).of_type("eks:index:Cluster")
+    assert cluster.inputs["version"] == "1.35"
+
+
+def test_trainium_groups_roll_without_surging_an_extra_instance(dev):
+    # EKS API reference, NodegroupUpdateConfig.updateStrategy: DEFAULT "launches the new instances
+    # first, before terminating the old instances"; MINIMAL terminates first, "useful in scenarios
+    # where you are constrained to resources or costs (for example, with hardware accelerators)".
+    # A group on a Capacity Block or a full reservation has no spare instance to surge into.
+    for name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):
+        assert dev.named(name, "aws:eks/nodeGroup:NodeGroup").inputs["updateConfig"] == {
+            "maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+
+
+def test_a_cluster_past_the_autoscalers_kubernetes_minor_is_warned_about():
+    from infra.config.rules import advisories
+    from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES
+    from infra.validate import parse_stack_config
+
+    assert not any("cluster-autoscaler" in n for n in advisories(parse_stack_config(
+        {"region": "us-west-2", "kubernetesVersion": CLUSTER_AUTOSCALER_KUBERNETES})))
+    (note,) = [n for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"}))
+               if "cluster-autoscaler" in n]
+    assert note.startswith("trainium-eks:kubernetesVersion = '1.35': the pinned cluster-autoscaler chart runs the "
+                           f"release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}")

@@ -221,7 +221,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             labels=group.labels,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in group.taints],
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # MINIMAL: no new instance before an old one goes (EKS API NodegroupUpdateConfig
+            # updateStrategy; DEFAULT launches first): a group on a Capacity Block or a full
+            # reservation has no spare Trainium instance to surge into.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy="MINIMAL"),
             node_repair_config=node_repair(cfg.auto_repair),
             tags=args.tags,
             opts=pulumi.ResourceOptions(

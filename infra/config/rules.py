@@ -27,7 +27,7 @@ from infra.config.models import (
 )
 from infra.config.base import PROFILE_KEY, REGION_KEY
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
-from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
+from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES, EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -81,11 +81,20 @@ def _documentation_problem(i: int, cidr: str) -> str:
 
 
 def advisories(config: StackConfig) -> list[str]:
-    """What a preview (or the offline plan) warns about and `pulumi up` refuses (``deploy_problems``)."""
-    return [
+    """What a preview (or the offline plan) warns about: what `pulumi up` refuses
+    (``deploy_problems``), and what deploys but is likely not what was meant."""
+    notes = [
         f"{_documentation_problem(i, cidr)}. `pulumi up` will refuse it."
         for i, cidr in _documentation_entries(config.endpoint_access)
     ]
+    if config.features.cluster_autoscaler and config.kubernetes_version != CLUSTER_AUTOSCALER_KUBERNETES:
+        notes.append(
+            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: the pinned cluster-autoscaler chart "
+            f"runs the release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}; cluster-autoscaler releases follow "
+            "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
+            "in infra/facts/versions.py)"
+        )
+    return notes
 
 
 def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
@@ -615,3 +624,24 @@ def _tag_problems(tags: dict[str, str]) -> list[str]:
         if problem:
             problems.append(f"{key_name(('tags', tag))} = {value!r}: {problem}")
     return problems
+
+
+def lagging_node_groups_problem(running: str, wanted: str, node_groups: dict[str, str]) -> Optional[str]:
+    """Why EKS would refuse raising the control plane while managed node groups lag it, or None.
+
+    UpdateClusterVersion: "If your cluster has managed node groups attached to it, all of your
+    node groups' Kubernetes versions must match the cluster's Kubernetes version in order to
+    update the cluster to a new Kubernetes version" (AWS CLI reference, eks update-cluster-version).
+    A node group left behind by a failed update (a pod that would not drain) would otherwise
+    fail the next `pulumi up` at the control plane, part-way through.
+    """
+    if _minor(wanted) <= _minor(running):
+        return None
+    behind = {name: version for name, version in sorted(node_groups.items()) if version != running}
+    if not behind:
+        return None
+    listed = ", ".join(f"{name} ({version})" for name, version in behind.items())
+    return (f"{key_name(('kubernetesVersion',))} = {wanted!r}: the control plane runs {running} but the managed node "
+            f"groups {listed} do not, and EKS upgrades the control plane only when every managed node group matches "
+            f"it; allowed: {running} until `pulumi up` with kubernetesVersion {running} has brought them level, then "
+            f"{wanted}")

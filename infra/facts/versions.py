@@ -44,7 +44,7 @@ CHARTS: dict[str, ChartPin] = {
     ),
     "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
     "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),
-    # 9.53.0 runs cluster-autoscaler v1.34.2, matching KUBERNETES_VERSION.
+    # 9.53.0 runs cluster-autoscaler v1.34.2 (CLUSTER_AUTOSCALER_KUBERNETES below).
     "cluster-autoscaler": ChartPin("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler"),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
 }
@@ -69,6 +69,7 @@ EKS_ADDON_REGISTRIES: dict[str, str] = {
     "ap-southeast-2": "602401143452.dkr.ecr.ap-southeast-2.amazonaws.com",
     "ap-southeast-3": "296578399912.dkr.ecr.ap-southeast-3.amazonaws.com",
     "ap-southeast-4": "491585149902.dkr.ecr.ap-southeast-4.amazonaws.com",
+    "ap-southeast-5": "151610086707.dkr.ecr.ap-southeast-5.amazonaws.com",
     "ap-southeast-6": "333609536671.dkr.ecr.ap-southeast-6.amazonaws.com",
     "ap-southeast-7": "121268973566.dkr.ecr.ap-southeast-7.amazonaws.com",
     "ca-central-1": "602401143452.dkr.ecr.ca-central-1.amazonaws.com",
@@ -141,3 +142,9 @@ LLAMA2_TOKENIZER_SHA256 = "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee
 PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 # The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer.
 NGINX_UNPRIVILEGED_IMAGE = "public.ecr.aws/nginx/nginx-unprivileged:1.29.3-alpine"
+
+# The Kubernetes minor the pinned cluster-autoscaler chart's image is built for. Its releases
+# follow Kubernetes minors ("use the cluster-autoscaler release that matches your Kubernetes
+# minor version", kubernetes/autoscaler cluster-autoscaler README, Releases): a cluster raised
+# past it is warned about until the chart pin follows.
+CLUSTER_AUTOSCALER_KUBERNETES = "1.34"
