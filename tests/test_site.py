@@ -99,3 +99,57 @@ def test_nothing_is_said_twice_between_the_readme_and_the_site():
                     (*PAGES, "index", "offline-plan"))
     repeated = [s for s in _sentences(README) if s in site]
     assert repeated == []
+
+
+def _broken_file_links(site: Path) -> list[str]:
+    """Relative links of every built page that a browser reading the files (file://) cannot open as a
+    file: it resolves a link against the page's directory and shows a directory as a listing."""
+    from urllib.parse import unquote, urlsplit
+
+    broken = []
+    # 404.html is only ever served by a web server for a missing path, so its links are site-absolute.
+    for page in sorted(p for p in site.rglob("*.html") if p.name != "404.html"):
+        for href in re.findall(r'(?:href|src)="([^"]*)"', page.read_text()):
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or not parts.path:  # other sites, mailto:, #anchors
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {href}")
+    return broken
+
+
+def test_the_built_site_works_opened_from_the_file_system(tmp_path):
+    # README: `make docs`, then open build/site/index.html. mkdocs 1.6.1 structure/files.py
+    # File._get_dest_path/_get_url: with use_directory_urls (its default) architecture.md becomes
+    # architecture/index.html linked as "architecture/", which file:// shows as a directory listing;
+    # with it false, architecture.html linked as "architecture.html".
+    project = _site_copy(tmp_path / "repo")
+    shutil.copy(REPO_ROOT / "README.md", project / "README.md")
+    site = project / "build" / "site"
+    assert subprocess.run([*MKDOCS, "--site-dir", str(site)], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}).returncode == 0
+    index = (site / "index.html").read_text()
+    assert 'href="architecture.html"' in index and 'href="../../README.md"' in index  # the README, from build/site
+    assert _broken_file_links(site) == []
+    # The other side: directory URLs, as mkdocs defaults, leave every nav link a directory.
+    config = (project / "mkdocs.yml").read_text()
+    assert "\nuse_directory_urls: false\n" in config
+    (project / "mkdocs.yml").write_text(config.replace("\nuse_directory_urls: false\n", "\n"))
+    other = tmp_path / "directory-urls"
+    assert subprocess.run([*MKDOCS, "--site-dir", str(other)], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}).returncode == 0
+    assert "index.html: architecture/" in _broken_file_links(other)
+
+
+def test_the_docs_say_the_diagrams_need_a_network():
+    # mkdocs-material 9.8.2 loads Mermaid from unpkg.com when a page has a diagram (its JavaScript
+    # bundle names https://unpkg.com/mermaid@11/dist/mermaid.min.js), so a site read offline shows
+    # the diagrams' source text: the README and the Home page say so.
+    import material
+
+    bundle = " ".join(p.read_text() for p in (Path(material.__file__).parent / "templates" / "assets" / "javascripts")
+                      .glob("bundle.*.min.js"))
+    assert "unpkg.com/mermaid@11/dist/mermaid.min.js" in bundle
+    assert "the diagrams need a network connection" in README
+    assert "loads Mermaid from unpkg.com" in (REPO_ROOT / "docs" / "index.md").read_text()
