@@ -11,11 +11,15 @@ STACK ?= dev
 # mode checks (mkdocs 1.6.1 __main__.py quiet_option, commands/build.py CountHandler).
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
-.PHONY: help plan test lint images clean docs
+.PHONY: help venv plan test lint images clean docs
 
 ## help: list these targets (the default); variables: STACK=dev|prod, BASE=<git ref>, WIDE=1, ARGS=<more options>
 help:
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)
+
+## venv: create .venv from the pinned requirements.txt with this repository installed (make plan, test and docs
+##       do it on first use); `pulumi preview`/`up` and the policy pack run in it
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
