@@ -153,3 +153,58 @@ def test_the_docs_say_the_diagrams_need_a_network():
     assert "unpkg.com/mermaid@11/dist/mermaid.min.js" in bundle
     assert "the diagrams need a network connection" in README
     assert "loads Mermaid from unpkg.com" in (REPO_ROOT / "docs" / "index.md").read_text()
+
+
+def _shell_commands(text: str) -> list[tuple[str, str]]:
+    """(directory, command) of every `pulumi ...` line in the page's bash blocks, the directory
+    followed through `cd` (relative to the repository root; `(cd x && ...)` counts for its line)."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        cwd = Path(".")
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            inline = re.match(r"^(\(?)cd (\S+) && (.*?)\)?$", line)
+            here = cwd / inline.group(2) if inline else cwd
+            command = inline.group(3) if inline else line
+            if re.match(r"^cd (\S+)$", line) or (inline and not inline.group(1)):  # `(cd x && ...)` is scoped
+                cwd = cwd / line.split()[1]
+            for part in command.split(" && "):
+                if part.startswith("pulumi "):
+                    found.append((str(Path(*[p for p in here.parts if p != "."]) if here.parts else "."), part))
+    return found
+
+
+def test_every_preview_and_up_of_the_cluster_and_workload_stacks_runs_the_guardrails():
+    # The pipeline runs the policy pack on every preview and update of the cluster and workload stacks
+    # (deploy.yml: `policyPacks: ../policy` for the workload stack); the guide and the pages must too.
+    # Flag names as the Pulumi CLI defines them for preview and up (pulumi/pulumi pkg/cmd/pulumi
+    # operations up.go/preview.go: StringSliceVar "policy-pack", "policy-pack-config", "Path to JSON file
+    # containing the config for the policy pack of the corresponding --policy-pack flag"; CLI reference
+    # pulumi_up). The bootstrap stack has no guardrails (offline/plan.py), so its commands are exempt.
+    assert "policyPacks: ../policy" in (REPO_ROOT / ".github" / "workflows" / "deploy.yml").read_text()
+    checked = []
+    for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        for cwd, command in _shell_commands(page.read_text()):
+            if not re.match(r"pulumi (up|preview)\b", command) or cwd.startswith("bootstrap"):
+                continue
+            pack = "policy" if cwd == "." else "../policy"
+            assert cwd in (".", "workloads"), (page.name, cwd, command)
+            stack = re.search(r"config\.(\w+)\.json", command)
+            assert f"--policy-pack {pack} --policy-pack-config {pack}/config." in " ".join(command.split()), \
+                (page.name, command)
+            assert stack and (REPO_ROOT / "policy" / f"config.{stack.group(1)}.json").exists()
+            checked.append((page.name, cwd))
+    # README's preview, deploy and both workload updates, and the pages' own.
+    assert ("README.md", ".") in checked and ("README.md", "workloads") in checked
+    assert ("workloads.md", "workloads") in checked and ("operations.md", ".") in checked
+    # The other side: a plain `pulumi up` in workloads/ is caught.
+    assert _shell_commands("```bash\ncd workloads\npulumi up\n```") == [("workloads", "pulumi up")]
+
+
+def test_the_tear_down_removes_the_workload_stack_and_the_cluster_stack():
+    tear_down = README.split("**10. Tear down**", 1)[1].split("## Documentation", 1)[0]
+    commands = _shell_commands(tear_down)
+    for cwd in ("workloads", "."):
+        assert (cwd, "pulumi destroy") in commands and (cwd, "pulumi stack rm dev") in commands, cwd
+    # The workloads go first, so no pod holds the file system the cluster stack deletes.
+    assert commands.index(("workloads", "pulumi destroy")) < commands.index((".", "pulumi destroy"))
