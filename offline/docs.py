@@ -220,6 +220,19 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
 
 
+def offline_tables() -> str:
+    """What the offline tables cover (docs/offline-plan.md), from offline/fixtures.py itself."""
+    from offline import fixtures
+
+    def listed(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    regions = list(fixtures.ZONES)
+    versions = sorted(fixtures.ADDON_DEFAULT_BUILDS, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return (f"the regions {listed(regions)} (`ZONES`, `OFFERINGS`), and EKS add-on default builds for Kubernetes "
+            f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n")
+
+
 def readme_blocks(plans: Plans) -> dict[str, str]:
     return {
         "plan summary": plan_summary(plans),
@@ -233,6 +246,7 @@ def readme_blocks(plans: Plans) -> dict[str, str]:
 PAGE_BLOCKS = {
     "docs/architecture.md": lambda plans: {"pictures": architecture_pictures(plans), "pinned versions": pinned_versions()},
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},
+    "docs/offline-plan.md": lambda plans: {"offline tables": offline_tables()},
 }
 
 

@@ -50,6 +50,8 @@ def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     bad = subprocess.run([str(REPO_ROOT / "bin" / "plan"), "--stack", "nosuch"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in bad.stderr
+    # ... and names the stacks there are (review C6).
+    assert "; the stacks here: dev, prod (make plan STACK=<stack>)" in bad.stderr
 
 
 def test_make_images_names_the_missing_tools(tmp_path):
@@ -85,6 +87,18 @@ def test_the_license_is_apache_2():
     assert "Apache License\n                           Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 170  # the full text
     assert Path(REPO_ROOT / "README.md").read_text().count("[LICENSE](LICENSE)") == 1
+
+
+def test_no_page_says_make_plan_exits_3():
+    # GNU make exits 2 whatever the recipe returned (GNU make manual, "How to Run make": "The exit
+    # status of make is always one of three values"): 3 is bin/plan's code, never `make plan`'s (B2).
+    # Every paragraph that gives the code 3 says whose it is (bin/plan) or links the exit codes.
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    unqualified = [(page.name, paragraph[:80]) for page in pages for paragraph in page.read_text().split("\n\n")
+                   if re.search(r"exit(s| code)?( with)?( code)?( is)? \**3\b", " ".join(paragraph.split()))
+                   and "bin/plan" not in paragraph and "#exit-codes" not in paragraph]
+    assert unqualified == []
+    assert "`bin/plan`\nexits 3, `make plan` exits 2" in (REPO_ROOT / "docs" / "guardrails.md").read_text()
 
 
 def test_every_make_command_the_docs_give_is_a_target_make_help_lists():
