@@ -71,7 +71,7 @@ def cost_summary(plans: Plans) -> str:
                                 ("fullScale", "full scale (max sizes)")):
             hourly = cluster_cost["hourly"][scenario]
             known = cluster_cost["knownHourly"][scenario]
-            text = report.money(hourly) if hourly is not None else f"unknown (priced lines: {report.money(known)})"
+            text = report.money(hourly) if hourly is not None else f"at least {report.money(known)} (a line has no price)"
             monthly = report.money(cluster_cost["monthly"][scenario]) if hourly is not None else "unknown"
             rows.append((f"{stack} ({region}) cluster, {label}", text, monthly))
         for line in work_cost["lines"]:
@@ -84,7 +84,7 @@ def cost_summary(plans: Plans) -> str:
             held = ", ".join(f"{n} on {g}" for g, n in work_cost.get("concurrentNodes", {}).items())
             rows.append((f"{stack} workloads all at once (each group holds at most its maxSize: {held})",
                          report.money(together) if together is not None else
-                         f"unknown (priced lines: {report.money(known)})", "—"))
+                         f"at least {report.money(known)} (a line has no price)", "—"))
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
     text = [reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")), "",
             "On-demand list prices from `infra/facts/prices.py` (each with its source and date); `make plan` prints "
