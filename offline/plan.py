@@ -140,13 +140,13 @@ def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
     return render.planned(result, cost, policy, shown)
 
 
-def kept_files(out: Path) -> str:
+def kept_files(out: Path, stack: str) -> str:
     """What a refused plan leaves under ``out``: the last successful plan's files, untouched (every
     stack is planned before anything is written, so they are never half new and half stale)."""
-    if not any(out.glob("*/*/resources.json")):
+    if not any(out.glob(f"*/{stack}/resources.json")):
         return f"Nothing was written to {_shown(out)}."
-    return (f"{_shown(out)} was left as it was: its files are from the last plan that succeeded, not from this "
-            "configuration.")
+    return (f"{_shown(out)} was left as it was: its {stack} files are from the last {stack} plan that succeeded, not "
+            "from this configuration.")
 
 
 def _shown(path: Path) -> str:
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
             workloads_dir / f"Pulumi.{args.stack}.yaml").exists() else []
     except ConfigError as exc:
-        print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out)}"), file=sys.stderr)
+        print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out, args.stack)}"), file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in project_dir.glob("Pulumi.*.yaml"))

@@ -150,8 +150,8 @@ def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_pat
     earlier.parent.mkdir(parents=True)
     earlier.write_text('{"from": "the last plan that succeeded"}')
     assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
-    assert (f"Nothing more was planned. {out} was left as it was: its files are from the last plan that succeeded, "
-            "not from this configuration.") in capsys.readouterr().err
+    assert (f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
+            "succeeded, not from this configuration.") in capsys.readouterr().err
     assert earlier.read_text() == '{"from": "the last plan that succeeded"}'
 
 
