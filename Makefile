@@ -39,8 +39,8 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 ##       and `bin/plan` (same options) exits with it
 plan: $(VENV)/.installed
 	@bin/plan $(if $(BASE),--base $(BASE),--stack $(STACK) $(if $(WIDE),--wide)) $(ARGS) || { code=$$?; \
-	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" \
-	    "GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
+	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" >&2; \
+	  echo "  GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
 ## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
 ##       git worktrees of the plan-diff tests never race), checkov scan included, then the documentation

@@ -42,8 +42,8 @@ def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     policy.write_text(json.dumps({"all": "mandatory"}))
     run = make("plan", f"ARGS=--out {tmp_path / 'out'} --policy-config {policy}")
     assert run.returncode == 2
-    assert ("make plan: the plan exited with code 3 (2 bad configuration, 3 mandatory policy violation); "
-            "GNU make reports any failure as 2: run bin/plan for the code itself") in run.stderr
+    assert ("make plan: the plan exited with code 3 (2 bad configuration, 3 mandatory policy violation);\n"
+            "  GNU make reports any failure as 2: run bin/plan for the code itself\n") in run.stderr
     assert re.search(r"make(\[\d+\])?: \*\*\* \[Makefile:\d+: plan\] Error 3", run.stderr)  # [1] under make test
     assert (tmp_path / "out" / "trainium-eks" / "dev" / "resources.json").exists()  # written before exit 3
     # bin/plan is the same command without make in between: bad configuration is its 2.
