@@ -11,11 +11,15 @@ STACK ?= dev
 # mode checks (mkdocs 1.6.1 __main__.py quiet_option, commands/build.py CountHandler).
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
-.PHONY: help plan test lint images clean docs
+.PHONY: help venv plan test lint images clean docs
 
 ## help: list these targets (the default); variables: STACK=dev|prod, BASE=<git ref>, WIDE=1, ARGS=<more options>
 help:
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)
+
+## venv: create .venv from the pinned requirements.txt with this repository installed (make plan, test and docs
+##       do it on first use); `pulumi preview`/`up` and the policy pack run in it
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +39,8 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 ##       and `bin/plan` (same options) exits with it
 plan: $(VENV)/.installed
 	@bin/plan $(if $(BASE),--base $(BASE),--stack $(STACK) $(if $(WIDE),--wide)) $(ARGS) || { code=$$?; \
-	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" \
-	    "GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
+	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" >&2; \
+	  echo "  GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
 ## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
 ##       git worktrees of the plan-diff tests never race), checkov scan included, then the documentation

@@ -133,7 +133,7 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
             raise ConfigError(
                 [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: the add-on look-up "
                  f"(eks:DescribeAddonVersions) finds no {addon} build for it ({error}); use a version EKS supports "
-                 f"(aws eks describe-addon-versions --addon-name {addon})"]
+                 f"(`aws eks describe-addon-versions --addon-name {addon}`)"]
             ) from None
 
     return resolve_builds(wanted, pins, default_build)

@@ -27,8 +27,9 @@ from typing import Any, Optional
 
 from infra.config.rules import kubernetes_version_change_problem
 from offline.mocks import SECRET
+from offline import render
 from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, replaces
-from offline.runner import REPO_ROOT
+from offline.runner import REPO_ROOT, project_name
 
 STACKS = ("dev", "prod")
 # offline.plan's exit code when the policy pack finds mandatory violations (plans still written).
@@ -327,7 +328,9 @@ def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
     for (project, stack), plan in sorted(head.items()):
         before = _cluster_versions(base.get((project, stack), {}))
         for name, version in sorted(_cluster_versions(plan).items()):
-            if name in before and (problem := kubernetes_version_change_problem(before[name], version)):
+            problem = name in before and kubernetes_version_change_problem(
+                before[name], version, holder="the base revision declares")
+            if problem:
                 refusals.append(f"{project}/{stack} (Pulumi.{stack}.yaml): {problem}")
     return refusals
 
@@ -339,11 +342,20 @@ HEADING = {"create": "Created", "delete": "Deleted", "update": "Updated", "repla
 ORDER = ("replace", "delete", "create", "update")
 
 
-def shown(value: Any) -> str:
+# The terminal shows a changed value wrapped under its path up to this many characters, then a
+# marker; diff.md (the PR comment) carries values up to MARKDOWN_VALUE.
+TEXT_VALUE = 600
+MARKDOWN_VALUE = 4000
+
+
+def shown(value: Any, limit: Optional[int] = None) -> str:
+    """``value`` as JSON; past ``limit`` characters cut with a marker that says how much is left out."""
     if value is _MISSING:
         return "(unset)"
     text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… (+{len(text) - limit} characters)"
 
 
 def summary_line(d: StackDiff) -> str:
@@ -361,24 +373,46 @@ def summary_line(d: StackDiff) -> str:
     return f"{text} (new stack)" if d.base_missing else text
 
 
-def render_text(diffs: list[StackDiff], base_label: str) -> str:
-    lines = [f"Offline plan diff: {base_label} -> this checkout", ""]
+def render_text(diffs: list[StackDiff], base_label: str, width: int = render.WIDTH) -> str:
+    """The diff for the terminal and diff.txt, in ``width`` columns like the plan table: types in
+    Pulumi's display form (offline/render.py), each changed path on its own line with old and new
+    value wrapped under it, values past TEXT_VALUE characters cut with a marker (diff.md has them)."""
+    lines = render.wrap(f"Offline plan diff: {base_label} -> this checkout", "    ", width, first="") + [""]
+
+    def change(label: str, p: PathChange, indent: str) -> None:
+        why = f"  [replaces: {p.replace_reason}]" if p.replace_reason else ""
+        old, new = shown(p.old, TEXT_VALUE), shown(p.new, TEXT_VALUE)
+        one = f"{indent}{label}: {old} => {new}{why}"
+        if len(one) <= width:
+            lines.append(one)
+            return
+        lines.extend(render.wrap(f"{label}:{why}", indent + "    ", width, first=indent))
+        lines.extend(render.wrap(f"- {old}", indent + "      ", width, first=indent + "    "))
+        lines.extend(render.wrap(f"+ {new}", indent + "      ", width, first=indent + "    "))
+
     for d in diffs:
-        lines.append(f"{d.project}/{d.stack}: {summary_line(d)}")
+        lines += render.wrap(f"{d.project}/{d.stack}: {summary_line(d)}", "    ", width, first="")
         for kind in ORDER:
             for c in (c for c in d.changes if c.kind == kind):
-                lines.append(f"  {SYMBOL[kind]:>2} {c.type} {c.name}")
+                row = f"  {SYMBOL[kind]:>2} {render.display_type(c.type)} {c.name}"
+                if len(row) <= width:
+                    lines.append(row)
+                else:  # a long name goes under its type, as in the plan table
+                    lines.append(f"  {SYMBOL[kind]:>2} {render.display_type(c.type)}")
+                    lines += render.wrap(c.name, "       ", width)
                 for p in c.paths:
-                    why = f"  [replaces: {p.replace_reason}]" if p.replace_reason else ""
-                    lines.append(f"       {p.path}: {shown(p.old)} => {shown(p.new)}{why}")
-                lines += [f"       ({note})" for note in c.notes]
+                    change(p.path, p, "       ")
+                for note in c.notes:
+                    lines += render.wrap(f"({note})", "        ", width, first="       ")
         for p in d.outputs:
-            lines.append(f"  output {p.path}: {shown(p.old)} => {shown(p.new)}")
+            change(f"output {p.path}", p, "  ")
         for v in d.policy.get("new", []):
-            lines.append(f"  policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: {v.get('message')}")
+            lines += render.wrap(f"policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: "
+                                 f"{v.get('message')}", "      ", width, first="  ")
         for v in d.policy.get("resolved", []):
-            lines.append(f"  policy resolved {v.get('policy')}: {v.get('name')}")
-        lines += [f"  cost {text}" for text in cost_summary(d.cost)]
+            lines += render.wrap(f"policy resolved {v.get('policy')}: {v.get('name')}", "      ", width, first="  ")
+        for text in cost_summary(d.cost):
+            lines += render.wrap(f"cost {text}", "      ", width, first="  ")
         lines.append("")
     return "\n".join(lines)
 
@@ -412,14 +446,16 @@ def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
                 out.append(f"- `{c.type}` **{_md(c.name)}**")
                 for p in c.paths[:MARKDOWN_PATHS]:
                     why = f" — replaces: {_md(p.replace_reason)}" if p.replace_reason else ""
-                    out.append(f"  - `{_md(p.path)}`: `{_md(shown(p.old))}` → `{_md(shown(p.new))}`{why}")
+                    out.append(f"  - `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → "
+                               f"`{_md(shown(p.new, MARKDOWN_VALUE))}`{why}")
                 if len(c.paths) > MARKDOWN_PATHS:
                     out.append(f"  - … {len(c.paths) - MARKDOWN_PATHS} more paths (see the job log)")
                 out += [f"  - _{_md(note)}_" for note in c.notes]
             out.append("")
         if d.outputs:
             out.append("**Outputs**\n")
-            out += [f"- `{_md(p.path)}`: `{_md(shown(p.old))}` → `{_md(shown(p.new))}`" for p in d.outputs]
+            out += [f"- `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → `{_md(shown(p.new, MARKDOWN_VALUE))}`"
+                    for p in d.outputs]
             out.append("")
         if d.policy.get("new") or d.policy.get("resolved"):
             out.append("**Policy**\n")
@@ -453,7 +489,7 @@ def run_in(checkout: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True)
 
 
-def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
+def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...], label: str = "this checkout") -> None:
     """``offline.plan`` of ``checkout`` for each stack, with this interpreter (this checkout's
     virtualenv). ``checkout`` goes first on the import path, ahead of the installed package,
     so a base revision runs its own infra/ and workloads/."""
@@ -466,7 +502,8 @@ def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
         )
         # 3: mandatory policy violations, with every plan written; the diff shows them.
         if result.returncode not in (0, POLICY_VIOLATIONS_EXIT):
-            raise PlanFailed(f"offline plan of {checkout.name}/{stack} failed:\n{result.stderr.strip()}")
+            raise PlanFailed(f"The offline plan of {project_name(checkout)}/{stack} (and the workload and bootstrap "
+                             f"stacks of that name) in {label} failed:\n{result.stderr.strip()}")
 
 
 def git(*args: str) -> str:
@@ -483,7 +520,7 @@ def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
         worktree = Path(tmp) / "base"
         git("worktree", "add", "--detach", "--quiet", str(worktree), commit)
         try:
-            plan_revision(worktree, out, stacks)
+            plan_revision(worktree, out, stacks, f"the base revision {ref} ({commit[:12]})")
         finally:
             git("worktree", "remove", "--force", str(worktree))
     return f"{ref} ({commit[:12]})"
@@ -505,7 +542,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         label = plan_base(args.base, base_dir, stacks)
         plan_revision(REPO_ROOT, head_dir, stacks)
     except PlanFailed as exc:
-        print(exc, file=sys.stderr)
+        print(render.message(str(exc)), file=sys.stderr)
         return 2
     diffs = diff_plan_dirs(base_dir, head_dir)
     text = render_text(diffs, label)
@@ -515,8 +552,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
     refusals = version_change_refusals(base_dir, head_dir)
     if refusals:
-        print("\nEKS would refuse this change against " + label + ":\n" + "\n".join(f"  - {r}" for r in refusals),
-              file=sys.stderr)
+        print(render.message("\nEKS would refuse this change against " + label + ":\n"
+                             + "\n".join(f"  - {r}" for r in refusals)), file=sys.stderr)
         return 2
     return 0
 

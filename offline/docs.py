@@ -71,7 +71,7 @@ def cost_summary(plans: Plans) -> str:
                                 ("fullScale", "full scale (max sizes)")):
             hourly = cluster_cost["hourly"][scenario]
             known = cluster_cost["knownHourly"][scenario]
-            text = report.money(hourly) if hourly is not None else f"unknown (priced lines: {report.money(known)})"
+            text = report.money(hourly) if hourly is not None else f"at least {report.money(known)} (a line has no price)"
             monthly = report.money(cluster_cost["monthly"][scenario]) if hourly is not None else "unknown"
             rows.append((f"{stack} ({region}) cluster, {label}", text, monthly))
         for line in work_cost["lines"]:
@@ -84,7 +84,7 @@ def cost_summary(plans: Plans) -> str:
             held = ", ".join(f"{n} on {g}" for g, n in work_cost.get("concurrentNodes", {}).items())
             rows.append((f"{stack} workloads all at once (each group holds at most its maxSize: {held})",
                          report.money(together) if together is not None else
-                         f"unknown (priced lines: {report.money(known)})", "—"))
+                         f"at least {report.money(known)} (a line has no price)", "—"))
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
     text = [reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")), "",
             "On-demand list prices from `infra/facts/prices.py` (each with its source and date); `make plan` prints "
@@ -220,6 +220,19 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
 
 
+def offline_tables() -> str:
+    """What the offline tables cover (docs/offline-plan.md), from offline/fixtures.py itself."""
+    from offline import fixtures
+
+    def listed(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    regions = list(fixtures.ZONES)
+    versions = sorted(fixtures.ADDON_DEFAULT_BUILDS, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return (f"the regions {listed(regions)} (`ZONES`, `OFFERINGS`), and EKS add-on default builds for Kubernetes "
+            f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n")
+
+
 def readme_blocks(plans: Plans) -> dict[str, str]:
     return {
         "plan summary": plan_summary(plans),
@@ -233,6 +246,7 @@ def readme_blocks(plans: Plans) -> dict[str, str]:
 PAGE_BLOCKS = {
     "docs/architecture.md": lambda plans: {"pictures": architecture_pictures(plans), "pinned versions": pinned_versions()},
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},
+    "docs/offline-plan.md": lambda plans: {"offline tables": offline_tables()},
 }
 
 

@@ -84,6 +84,18 @@ def instance_type_answer(instance_type: str) -> dict:
 # Kubernetes version -> add-on -> the build DescribeAddonVersions marks as default. Stand-ins
 # in the real format; a deploy asks AWS (infra/facts/addons.py).
 ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
+    # Two minors on (EKS_KUBERNETES_VERSIONS lists it), so `make plan BASE=<ref>` of a skipped minor
+    # (1.34 -> 1.36) plans both revisions and reaches the version-change refusal (offline/diff.py)
+    # instead of stopping at this table. Made-up builds in the real format, like 1.35's.
+    "1.36": {
+        "vpc-cni": "v1.20.6-eksbuild.1",
+        "kube-proxy": "v1.36.0-eksbuild.1",
+        "coredns": "v1.13.2-eksbuild.1",
+        "eks-pod-identity-agent": "v1.3.11-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.54.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.8.0-eksbuild.1",
+        "eks-node-monitoring-agent": "v1.4.3-eksbuild.1",
+    },
     # The next minor, so the plan of a Kubernetes upgrade (1.34 -> 1.35) can be made offline.
     "1.35": {
         "vpc-cni": "v1.20.5-eksbuild.1",

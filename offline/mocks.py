@@ -92,6 +92,9 @@ class CloudMocks(pulumi.runtime.Mocks):
         # (what was asked, which table of offline/fixtures.py had no answer): a refusal that
         # mentions one says it came from that table, not from AWS (offline/runner.py).
         self.misses: list[tuple[str, str]] = []
+        # (what was asked, which table answered it): a refusal built on such an answer (a zone
+        # that does not offer a type, say) is the table's word too, and says so.
+        self.answered: list[tuple[str, str]] = []
         # None: a first `pulumi up` into an empty account.
         self.existing_cluster = existing_cluster
 
@@ -106,6 +109,7 @@ class CloudMocks(pulumi.runtime.Mocks):
             zones = fixtures.ZONES.get(self.region, [])
             if not zones:
                 self.misses.append((self.region, "ZONES"))
+            self.answered += [(zone_id, "ZONES") for _, zone_id in zones]
             return {"id": self.region, "names": [n for n, _ in zones], "zoneIds": [i for _, i in zones],
                     "groupNames": [self.region] * len(zones), "state": "available"}
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
@@ -115,7 +119,9 @@ class CloudMocks(pulumi.runtime.Mocks):
                 self.misses += [(t, "GENERAL_PURPOSE_TYPES") for t in sorted(wanted - set(offered))]
                 return {"id": self.region, "instanceTypes": offered, "locations": [self.region] * len(offered),
                         "locationTypes": ["region"] * len(offered)}
-            self.misses += [(t, f"OFFERINGS[{self.region!r}]") for t in sorted(wanted - set(fixtures.OFFERINGS.get(self.region, {})))]
+            table = f"OFFERINGS[{self.region!r}]"
+            self.misses += [(t, table) for t in sorted(wanted - set(fixtures.OFFERINGS.get(self.region, {})))]
+            self.answered += [(t, table) for t in sorted(wanted & set(fixtures.OFFERINGS.get(self.region, {})))]
             pairs = [
                 (t, zone)
                 for t, zones in fixtures.OFFERINGS.get(self.region, {}).items()
@@ -144,6 +150,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             block = fixtures.CAPACITY_BLOCKS.get(a.get("id", ""))
             if block is None or block[0] != self.region:
+                self.misses.append((a.get("id", ""), "CAPACITY_BLOCKS"))
                 return {}, [("id", "reading EC2 Capacity Block Reservation: couldn't find resource")]
             _, zone_id, instance_type = block
             return {"id": a["id"], "availabilityZoneId": zone_id, "instanceType": instance_type,

@@ -140,6 +140,19 @@ def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
     return render.planned(result, cost, policy, shown)
 
 
+def kept_files(out: Path, stack: str) -> str:
+    """What a refused plan leaves under ``out``: the last successful plan's files, untouched (every
+    stack is planned before anything is written, so they are never half new and half stale)."""
+    if not any(out.glob(f"*/{stack}/resources.json")):
+        return f"Nothing was written to {_shown(out)}."
+    return (f"{_shown(out)} was left as it was: its {stack} files are from the last {stack} plan that succeeded, not "
+            "from this configuration.")
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
     return policy_pack.run_policies(result.registrations, config, region)
 
@@ -195,10 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
             workloads_dir / f"Pulumi.{args.stack}.yaml").exists() else []
     except ConfigError as exc:
-        print(f"{exc}\n\nNothing more was planned.", file=sys.stderr)
+        print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out, args.stack)}"), file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in project_dir.glob("Pulumi.*.yaml"))
+        print(render.message(f"error: {exc}; the stacks here: {', '.join(stacks) or 'none'} "
+                             "(make plan STACK=<stack>)"), file=sys.stderr)
         return 2
     footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
               "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
@@ -207,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     print(render.summary(shown, region, stand_ins))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
-        print(
+        print(render.message(
             f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
-            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md).",
+            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md)."),
             file=sys.stderr,
         )
         return policy_pack.MANDATORY_EXIT_CODE

@@ -21,6 +21,7 @@ and outputs whole, however wide that makes it.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,46 @@ def wrap(text: str, indent: str = "", width: int = WIDTH, first: Optional[str] =
     """``text`` wrapped to ``width``; words longer than a line are broken, never overflow."""
     return textwrap.wrap(text, width=width, initial_indent=indent if first is None else first,
                          subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def stderr_width() -> Optional[int]:
+    """The columns of the terminal stderr is, ``COLUMNS`` first (as shutil.get_terminal_size reads
+    it); None when stderr is no terminal (a pipe, a log, a test's capture), which gets lines whole."""
+    import os
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return WIDTH
+
+
+def message(text: str, width: Optional[int] = None) -> str:
+    """A refusal for stderr, each line wrapped to ``width`` (default: the terminal's, if stderr is
+    one; else left whole for logs and greps), continuation lines indented under it; a `command` in
+    backticks is never broken, so it can be copied whole."""
+    width = width or stderr_width()
+    if not width:
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
+        # Spaces inside backticks become NUL for the wrap, then spaces again.
+        protected = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), line.strip())
+        out += [part.replace("\0", " ") for part in
+                textwrap.wrap(protected, width=width, initial_indent=indent, subsequent_indent=hanging,
+                              break_long_words=False, break_on_hyphens=False)]
+    return "\n".join(out)
 
 
 def _tree(registrations: Sequence[Registration]) -> list[tuple[str, Registration]]:
@@ -197,12 +238,12 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
         if p.result.project == "trainium-eks":
             idle, full = hourly["idle"], hourly["fullScale"]
             monthly = p.cost["monthly"]["idle"]
-            lines += wrap(f"cluster idle {_money_or_known(idle, p.cost, 'idle')}/h"
+            lines += wrap(f"cluster idle {_per_hour(idle, p.cost, 'idle')}"
                           + (f" ({report.money(monthly)}/month)" if monthly is not None else "")
-                          + f", full scale {_money_or_known(full, p.cost, 'fullScale')}/h", "      ", width, first="    ")
+                          + f", full scale {_per_hour(full, p.cost, 'fullScale')}", "      ", width, first="    ")
         else:
             together = hourly["configured"]
-            lines += wrap(f"workloads while they run, all at once {_money_or_known(together, p.cost, 'configured')}/h"
+            lines += wrap(f"workloads while they run, all at once {_per_hour(together, p.cost, 'configured')}"
                           + "".join(f"; {name} about {report.money(bound)} a run" for name, bound in
                                     (p.cost.get("boundUsd") or {}).items() if bound is not None),
                           "      ", width, first="    ")
@@ -223,9 +264,11 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
     return "\n".join(lines)
 
 
-def _money_or_known(value: Optional[float], estimate: dict[str, Any], scenario: str) -> str:
+def _per_hour(value: Optional[float], estimate: dict[str, Any], scenario: str) -> str:
+    """``$0.591/h``; where a line has no price, the priced lines' sum as a floor: ``at least $0.554/h
+    (a line has no price)``."""
     if value is not None:
-        return report.money(value)
-    return f"unknown (priced lines: {report.money(estimate['knownHourly'][scenario])})"
+        return f"{report.money(value)}/h"
+    return f"at least {report.money(estimate['knownHourly'][scenario])}/h (a line has no price)"
 
 

@@ -103,17 +103,31 @@ def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
     return [key for key, value in _stack_document(project_dir, stack).items() if _encrypted(value)]
 
 
-def offline_answered(error: ConfigError, misses: list[tuple[str, str]]) -> ConfigError:
-    """``error`` with a note on each refusal that rests on a look-up the offline tables could not
-    answer: offline, "not offered" means "not in offline/fixtures.py", never an AWS fact."""
+def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
+                     answered: list[tuple[str, str]] = ()) -> ConfigError:
+    """``error`` with a note on each refusal that rests on an offline table: a look-up the tables
+    could not answer (``misses``: "not offered" means "not in offline/fixtures.py"), or one they
+    answered (``answered``: which zones offer a type is the table's word, not AWS's)."""
+
+    def named(asked: str, problem: str) -> bool:
+        return re.search(rf"(?<![\w.-]){re.escape(asked)}(?![\w-])", problem) is not None
+
     problems = []
     for problem in error.problems:
-        tables = sorted({table for asked, table in misses if re.search(rf"\b{re.escape(asked)}\b", problem)})
-        for table in tables:
-            asked = ", ".join(sorted({a for a, t in misses if t == table and re.search(rf"\b{re.escape(a)}\b", problem)}))
+        noted = set()
+        for table in sorted({table for asked, table in misses if named(asked, problem)}):
+            asked = ", ".join(sorted({a for a, t in misses if t == table and named(a, problem)}))
             problem += (f" [offline answer: {table} in offline/fixtures.py has no entry for {asked}; that table stands "
                         f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
                         "to plan this offline]")
+            noted.add(table)
+        # One note on what the tables answered, the offerings' first (it covers the zones too).
+        for table in sorted({table for asked, table in answered if not noted and named(asked, problem)},
+                            key=lambda t: (t == "ZONES", t))[:1]:
+            asked = ", ".join(sorted({a for a, t in answered if t == table and named(a, problem)}))
+            problem += (f" [offline answer: what {table} in offline/fixtures.py says about {asked}; that table stands "
+                        f"in for AWS here (your account's zones and offerings may differ), and a real `pulumi preview` "
+                        f"asks AWS. If AWS answers otherwise, edit {table} to plan this offline]")
         problems.append(problem)
     return error if problems == error.problems else ConfigError(problems)
 
@@ -151,7 +165,7 @@ def run_program(
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
     except ConfigError as error:
-        raise offline_answered(error, mocks.misses) from None
+        raise offline_answered(error, mocks.misses, mocks.answered) from None
     finally:
         lookups.DEPLOY_CONTEXT = lookups.PULUMI_CLI
 

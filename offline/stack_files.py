@@ -8,8 +8,14 @@ a ``ConfigError`` (exit code 2) that names the file, the line and the key:
   string, so its marks say ``"<unicode string>"``; yaml/error.py ``Mark``);
 - a key given twice in one mapping (PyYAML keeps the last one without a word:
   yaml/constructor.py ``BaseConstructor.construct_mapping`` assigns ``mapping[key] = value``);
-- a secret in plain text: a key named like a token or password holds a plain value instead of
-  the ``{secure: v1:...}`` that ``pulumi config set --secret`` writes.
+- a secret in plain text: a key named like a token or password, or a value that looks like a
+  credential whatever its key (a GitHub, Hugging Face or AWS access key), holds a plain value
+  instead of the ``{secure: v1:...}`` that ``pulumi config set --secret`` writes. The refusal gives
+  the line and the command without the value: `pulumi config set` prompts for a value not on its
+  command line (Pulumi CLI reference, ``pulumi config set``: "If a value is not present on the
+  command line, pulumi will prompt for the value"), so the secret stays out of shell history;
+- a credential in a tag (``tags.*``): tag values reach AWS in plain text on every tagged resource,
+  encrypted in the stack file or not, so the only fix is to leave it out.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ from infra.config.errors import ConfigError
 
 # Keys whose values are credentials: hfToken, hf_token, githubToken, adminPassword, apiSecret...
 SECRET_NAME = re.compile(r"(token|password|passwd|secret)$", re.I)
+# Values that are credentials whatever their key: GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_,
+# github_pat_), Hugging Face tokens (hf_), AWS access key ids (AKIA long-term, ASIA temporary).
+SECRET_VALUE = re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|hf_[A-Za-z0-9]{30,}"
+                          r"|(?:AKIA|ASIA)[A-Z0-9]{16})\b")
 _KEY_ON_LINE = re.compile(r"^\s*(?:-\s+)?([^\s#\[{-][^#]*?)\s*:(?:\s|$)")
 
 
@@ -92,23 +102,67 @@ def load(path: Path, root: Path) -> dict[str, Any]:
     plain = [found for key, value in config.items() for found in _plain_secrets(key, value)]
     if plain:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        lines = _key_lines(text)
         problems = []
         for key in plain:
+            where = f"{name}:{lines[key]}" if key in lines else name
+            if _in_tags(key):
+                problems.append(f"{where}: {key} looks like a credential, and tag values reach AWS in plain text on "
+                                "every tagged resource (encrypting it in the stack file would not change that): delete "
+                                "it, and keep credentials out of tags")
+                continue
             nested = " --path" if "." in key.split(":", 1)[-1] or "[" in key else ""
-            command = f"pulumi config set --secret{nested} --stack {stack} '{key}' '<value>'"
+            command = f"pulumi config set --secret{nested} --stack {stack} '{key}'"
             if path.parent != root:
                 command = f"cd {shown(path.parent, root)} && {command}"
-            problems.append(f"{name}: {key} holds a secret in plain text, which would be committed with the file; "
-                            f"delete it there and store it encrypted: {command}")
+            problems.append(f"{where}: {key} holds a secret in plain text, which would be committed with the file; "
+                            f"delete that line and store it encrypted with `{command}`, which prompts for the value "
+                            "(so it stays out of your shell history)")
         raise ConfigError(problems, source=f"stack file {name}")
     return config
+
+
+def _in_tags(key: str) -> bool:
+    """A key under a ``tags`` map (``trainium-eks:tags.x``): its value becomes an AWS tag."""
+    head, _, rest = key.partition(":")
+    parts = re.split(r"[.\[]", rest)
+    return "tags" in parts[:-1]
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """1-based line of every key and list item under ``config:``, named as ``_plain_secrets`` names
+    them (``ns:key``, ``ns:key.child``, ``ns:key[0]``)."""
+    lines: dict[str, int] = {}
+
+    def walk(node: yaml.Node, key: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                walk_child(k, v, f"{key}.{k.value}")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                lines.setdefault(f"{key}[{i}]", v.start_mark.line + 1)
+                walk(v, f"{key}[{i}]")
+
+    def walk_child(k: yaml.Node, v: yaml.Node, name: str) -> None:
+        lines[name] = k.start_mark.line + 1
+        walk(v, name)
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if isinstance(root, yaml.MappingNode):
+        for k, v in root.value:
+            if k.value == "config" and isinstance(v, yaml.MappingNode):
+                for ck, cv in v.value:
+                    walk_child(ck, cv, ck.value)
+    return lines
 
 
 def _plain_secrets(key: str, value: Any) -> list[str]:
     """The credential-named keys under ``key`` (itself included) whose value is not `{secure: ...}`."""
     if isinstance(value, dict) and set(value) == {"secure"}:
-        return []
+        return [key] if _in_tags(key) else []  # encrypted here, but AWS shows a tag's value to anyone
     if SECRET_NAME.search(key.rsplit(":", 1)[-1].rsplit(".", 1)[-1]) and value not in (None, ""):
+        return [key]
+    if isinstance(value, str) and SECRET_VALUE.search(value):
         return [key]
     if isinstance(value, dict):
         return [found for k, v in value.items() for found in _plain_secrets(f"{key}.{k}", v)]

@@ -218,3 +218,16 @@ def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
     idle = report.cluster_cost(dev)["hourly"]["idle"]
     assert f"| dev cluster idle (nothing running; us-west-2) | {report.money(idle)} per hour" in box
     assert "bertPretraining" in box and "full scale" in box
+
+
+def test_the_offline_tables_coverage_is_generated_from_them():
+    # docs/offline-plan.md once said "Kubernetes 1.33 and 1.34" while the tables had 1.35 (review C3);
+    # the sentence is now a generated block, which test_generated_files_are_fresh keeps current.
+    from offline import fixtures
+
+    text = docs.offline_tables()
+    assert all(version in text for version in fixtures.ADDON_DEFAULT_BUILDS)
+    assert all(region in text for region in fixtures.ZONES)
+    page = (REPO_ROOT / "docs" / "offline-plan.md").read_text()
+    assert docs.fill_blocks(page, {"offline tables": text}) == page  # the page carries exactly that block
+    assert "Kubernetes 1.33 and 1.34" not in page

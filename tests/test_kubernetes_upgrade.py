@@ -36,6 +36,12 @@ def test_a_downgrade_is_refused():
     )
 
 
+def test_the_refusal_names_who_holds_the_current_version():
+    # At deploy time the running cluster; offline (make plan BASE=) the base revision's declaration.
+    assert kubernetes_version_change_problem("1.34", "1.33", holder="the base revision declares").startswith(
+        "trainium-eks:kubernetesVersion = '1.33': the base revision declares 1.34 and EKS cannot downgrade")
+
+
 def test_a_skipped_minor_is_refused_with_the_way_there():
     assert kubernetes_version_change_problem("1.34", "1.36") == (
         "trainium-eks:kubernetesVersion = '1.36': the cluster runs 1.34 and EKS upgrades one minor version at a "
@@ -80,17 +86,69 @@ def test_make_plan_base_refuses_what_eks_would(tmp_path, base, head, refused):
     if refused:
         (refusal,) = refusals
         assert refusal.startswith(f"trainium-eks/dev (Pulumi.dev.yaml): trainium-eks:kubernetesVersion = '{head}'")
+        assert f"'{head}': the base revision declares {base} and EKS" in refusal
 
 
 def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys):
     from offline import diff
 
     monkeypatch.setattr(diff, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
-    monkeypatch.setattr(diff, "plan_revision", lambda checkout, out, stacks: _plan_dir(out, "1.36"))
+    monkeypatch.setattr(diff, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "1.36"))
     assert diff.main(["--base", "main", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "EKS would refuse this change against main (0123abcd):" in err
-    assert "kubernetesVersion = '1.36': the cluster runs 1.34" in err
+    # Offline, 1.34 is what the base revision declares, not what a cluster runs (review C2).
+    assert "kubernetesVersion = '1.36': the base revision declares 1.34 and EKS upgrades one minor" in err
+    assert "the cluster runs" not in err
+
+
+def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
+    # So `make plan BASE=` of a skipped minor plans both revisions and reaches the version-change
+    # refusal, instead of stopping at the offline add-on table (review C1). They are stand-ins,
+    # said so beside the table (offline/fixtures.py) and in docs/offline-plan.md.
+    from infra.facts import versions
+    from offline import fixtures
+
+    def minor(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split("."))
+
+    above = {v for v in versions.EKS_KUBERNETES_VERSIONS if minor(v) >= minor(versions.KUBERNETES_VERSION)}
+    assert "1.36" in above and above <= set(fixtures.ADDON_DEFAULT_BUILDS)
+    builds = fixtures.ADDON_DEFAULT_BUILDS
+    assert set(builds["1.36"]) == set(builds[versions.KUBERNETES_VERSION])
+    assert all(b.endswith(tuple(f"-eksbuild.{n}" for n in range(1, 10))) for b in builds["1.36"].values())
+    assert "Made-up builds in the real format" in (REPO_ROOT / "offline" / "fixtures.py").read_text()
+
+
+def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_path):
+    # Both revisions planned by the real program (the base: the shipped dev stack at 1.34), then
+    # compared as `make plan BASE=` does: the skip to 1.36 plans offline and is refused.
+    from offline.plan import write_plan
+
+    write_plan(dev, tmp_path / "base")
+    write_plan(_dev("1.36", running="1.36"), tmp_path / "head")
+    (refusal,) = version_change_refusals(tmp_path / "base", tmp_path / "head")
+    assert refusal == (
+        "trainium-eks/dev (Pulumi.dev.yaml): trainium-eks:kubernetesVersion = '1.36': the base revision declares 1.34 "
+        "and EKS upgrades one minor version at a time; allowed: 1.34 (no change) or 1.35 (the next minor): set 1.35, "
+        "`pulumi up`, then the next")
+
+
+def test_a_failed_base_plan_names_the_project_stack_and_revision_not_a_directory(tmp_path, monkeypatch):
+    import subprocess
+
+    from offline import diff
+
+    checkout = tmp_path / "review19"  # what a worktree or clone happens to be called
+    checkout.mkdir()
+    (checkout / "Pulumi.yaml").write_text("name: trainium-eks\nruntime: python\n")
+    (checkout / "Pulumi.dev.yaml").write_text("config: {}\n")
+    monkeypatch.setattr(diff, "run_in", lambda where, argv: subprocess.CompletedProcess(argv, 2, "", "Invalid stack ..."))
+    with pytest.raises(diff.PlanFailed) as failed:
+        diff.plan_revision(checkout, tmp_path / "out", ("dev",), "the base revision main (0123abcd)")
+    assert str(failed.value) == ("The offline plan of trainium-eks/dev (and the workload and bootstrap stacks of that "
+                                 "name) in the base revision main (0123abcd) failed:\nInvalid stack ...")
+    assert "review19" not in str(failed.value)
 
 
 # --- node groups must match the control plane before it moves ------------------------------------

@@ -42,14 +42,16 @@ def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     policy.write_text(json.dumps({"all": "mandatory"}))
     run = make("plan", f"ARGS=--out {tmp_path / 'out'} --policy-config {policy}")
     assert run.returncode == 2
-    assert ("make plan: the plan exited with code 3 (2 bad configuration, 3 mandatory policy violation); "
-            "GNU make reports any failure as 2: run bin/plan for the code itself") in run.stderr
+    assert ("make plan: the plan exited with code 3 (2 bad configuration, 3 mandatory policy violation);\n"
+            "  GNU make reports any failure as 2: run bin/plan for the code itself\n") in run.stderr
     assert re.search(r"make(\[\d+\])?: \*\*\* \[Makefile:\d+: plan\] Error 3", run.stderr)  # [1] under make test
     assert (tmp_path / "out" / "trainium-eks" / "dev" / "resources.json").exists()  # written before exit 3
     # bin/plan is the same command without make in between: bad configuration is its 2.
     bad = subprocess.run([str(REPO_ROOT / "bin" / "plan"), "--stack", "nosuch"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in bad.stderr
+    # ... and names the stacks there are (review C6).
+    assert "; the stacks here: dev, prod (make plan STACK=<stack>)" in bad.stderr
 
 
 def test_make_images_names_the_missing_tools(tmp_path):
@@ -85,3 +87,27 @@ def test_the_license_is_apache_2():
     assert "Apache License\n                           Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 170  # the full text
     assert Path(REPO_ROOT / "README.md").read_text().count("[LICENSE](LICENSE)") == 1
+
+
+def test_no_page_says_make_plan_exits_3():
+    # GNU make exits 2 whatever the recipe returned (GNU make manual, "How to Run make": "The exit
+    # status of make is always one of three values"): 3 is bin/plan's code, never `make plan`'s (B2).
+    # Every paragraph that gives the code 3 says whose it is (bin/plan) or links the exit codes.
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    unqualified = [(page.name, paragraph[:80]) for page in pages for paragraph in page.read_text().split("\n\n")
+                   if re.search(r"exit(s| code)?( with)?( code)?( is)? \**3\b", " ".join(paragraph.split()))
+                   and "bin/plan" not in paragraph and "#exit-codes" not in paragraph]
+    assert unqualified == []
+    assert "`bin/plan`\nexits 3, `make plan` exits 2" in (REPO_ROOT / "docs" / "guardrails.md").read_text()
+
+
+def test_every_make_command_the_docs_give_is_a_target_make_help_lists():
+    # README step 3 once ran `make .venv/.installed`, a file target `make help` never showed.
+    listed = set(re.findall(r"^([a-z]+): ", make("help").stdout, re.M))
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    used = {(page.name, target) for page in pages
+            for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
+            for target in re.findall(r"^make ([^\s=]+)(?:\s|$)", block, re.M)}
+    assert ("README.md", "venv") in used and "venv" in listed
+    # docs/pipeline.md mirrors the workflows' own `make .venv/.installed` (the file `make venv` makes).
+    assert {(page, t) for page, t in used if t not in listed} <= {("pipeline.md", ".venv/.installed")}

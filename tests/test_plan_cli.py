@@ -137,3 +137,36 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
     result = plan.plan_workloads(workloads, "dev", dev)
     # Planned, and the Secret's data stays masked as a secret's.
     assert result.named("secret-hf-token").inputs["stringData"] == SECRET
+
+
+def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_path, capsys):
+    # Every stack is planned before anything is written, so a refusal leaves the previous plan's
+    # files as they were (never half new); the refusal says so, lest they be read as this one's (C11).
+    project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
+    out = tmp_path / "out"
+    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert f"Nothing more was planned. Nothing was written to {out}." in capsys.readouterr().err
+    earlier = out / "trainium-eks" / "bad" / "resources.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text('{"from": "the last plan that succeeded"}')
+    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert (f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
+            "succeeded, not from this configuration.") in capsys.readouterr().err
+    assert earlier.read_text() == '{"from": "the last plan that succeeded"}'
+
+
+def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
+    from offline import render
+
+    command = "`cd workloads && pulumi config set --secret --stack dev 'trainium-workloads:hfToken'`"
+    text = ("Invalid stack file workloads/Pulumi.dev.yaml:\n  - workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken "
+            f"holds a secret in plain text, which would be committed with the file; delete that line and store it "
+            f"encrypted with {command}, which prompts for the value")
+    wrapped = render.message(text, width=100)
+    lines = wrapped.splitlines()
+    assert len(lines) > 2 and max(len(line) for line in lines) <= 100
+    assert command in wrapped  # on one line, so it copies whole
+    assert all(line.startswith("      ") for line in lines[2:])  # under the "- " of its problem
+    assert " ".join(wrapped.split()) == " ".join(text.split())  # nothing lost
+    # stderr captured (a pipe, a CI log, this test): lines stay whole, as grep and the tests read them.
+    assert render.stderr_width() is None and render.message(text) == text

@@ -60,7 +60,7 @@ def test_synthetic_plans_show_each_kind_of_change() -> None:
     # Two secrets cannot be told apart offline, and neither value is ever printed.
     assert d.outputs == [diff.PathChange("clusterName", "trn-dev", "trn-dev2")]
     text = diff.render_text([d], "base")
-    assert "scalingConfig.maxSize: 4 => 6" in text and "+- aws:fsx/lustreFileSystem:LustreFileSystem fs" in text
+    assert "scalingConfig.maxSize: 4 => 6" in text and "+- aws:fsx:LustreFileSystem fs" in text
     markdown = diff.render_markdown([d], "base")
     assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
 
@@ -199,7 +199,7 @@ def test_turning_a_feature_off_deletes_its_resources(base_cluster: Path, tmp_pat
 def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
 
-    def fake_plan(checkout: Path, out: Path, stacks: tuple[str, ...]) -> None:
+    def fake_plan(checkout: Path, out: Path, stacks: tuple[str, ...], label: str = "") -> None:
         head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
         seen.append((checkout, head.strip(), (checkout / "Pulumi.dev.yaml").exists(), out, stacks))
 
@@ -317,3 +317,31 @@ def test_other_replacements_follow_the_provider_source(type_, path, old, new, re
     from offline.replacement import replaces
 
     assert bool(replaces(type_, path, old, new, [])) is replaced
+
+
+def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
+    # Review B4: `make plan BASE=` printed lines up to 274 characters with full type tokens. It now
+    # reads like the plan table (offline/render.py): display types, 120 columns, long values wrapped
+    # under their path; diff.md (the PR comment) keeps each value whole.
+    from offline import render
+
+    long_name = "cluster-eks-" + "x" * 120
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*",
+                                                                  "Action": [f"s3:Action{i}" for i in range(20)]}]})
+    huge = "y" * (diff.TEXT_VALUE + 50)
+    lt = "urn:pulumi:dev::p::aws:ec2/launchTemplate:LaunchTemplate::" + long_name
+    base = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": "{}", "userData": "a"})],
+                {"addonBuilds": {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1"}})
+    head = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": policy, "userData": huge})],
+                {"addonBuilds": {"vpc-cni": "v1.20.6-eksbuild.1", "coredns": "v1.13.2-eksbuild.1" + "z" * 80}})
+    d = diff.compare_plans("p", "dev", base, head)
+    text = diff.render_text([d], "main (0123456789ab)")
+    assert max(len(line) for line in text.splitlines()) <= render.WIDTH
+    assert "aws:ec2:LaunchTemplate" in text and "aws:ec2/launchTemplate:LaunchTemplate" not in text
+    # Wrapped, not lost: the policy's last action is there; the huge value is cut with a marker.
+    flat = " ".join(line.strip() for line in text.splitlines())
+    assert '\\"s3:Action19\\"]' in flat and "… (+52 characters)" in flat  # 650 characters and its quotes
+    markdown = diff.render_markdown([d], "main")
+    assert huge in markdown and json.dumps(policy) in markdown
+    # The other side: the old rendering (full tokens, one line per path) would not fit.
+    assert len(f"       userData: {json.dumps(huge)}") > render.WIDTH

@@ -104,3 +104,14 @@ def test_the_closing_summary_says_what_where_and_how_much(dev_parts, tmp_path):
     assert f"{tmp_path}/trainium-eks/dev/resources.json, manifests/" in " ".join(text.split())
     assert "planned with stand-ins: trainium-workloads:hfToken." in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= render.WIDTH
+
+
+def test_an_unknown_total_reads_as_a_floor(prod, tmp_path):
+    # Prod's cluster has a line without a price (review C9 read "cluster idle unknown (priced lines:
+    # $0.554)/h"): the summary gives the priced lines' sum as what it is, a floor.
+    estimate = report.cluster_cost(prod)
+    assert estimate["hourly"]["idle"] is None  # the case itself: some line has no price
+    text = render.summary([render.Planned(prod, estimate, 0, 0, [], tmp_path)], "us-east-2", [])
+    floor = report.money(estimate["knownHourly"]["idle"])
+    assert f"cluster idle at least {floor}/h (a line has no price)" in text
+    assert "unknown (priced lines" not in text and ")/h" not in text

@@ -94,26 +94,66 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
 # --- secrets in plain text ---------------------------------------------------------------------
 
 def test_a_plain_text_token_is_refused_with_the_command_that_encrypts_it(tmp_path):
-    path = _stack_file(tmp_path, "config:\n  trainium-workloads:hfToken: hf_AbCdEf\n", "workloads")
+    # The command carries no value: `pulumi config set` prompts for a value not on its command line
+    # (Pulumi CLI reference, pulumi config set: "If a value is not present on the command line, pulumi
+    # will prompt for the value"), so the token never reaches the shell's history.
+    path = _stack_file(tmp_path, "config:\n  aws:region: us-west-2\n  trainium-workloads:hfToken: hf_AbCdEf\n", "workloads")
     text = _refusal(path, tmp_path)
-    assert ("workloads/Pulumi.dev.yaml: trainium-workloads:hfToken holds a secret in plain text, which would be "
-            "committed with the file; delete it there and store it encrypted: cd workloads && pulumi config set "
-            "--secret --stack dev 'trainium-workloads:hfToken' '<value>'") in text
-    assert "hf_AbCdEf" not in text  # the refusal never repeats the secret
+    assert ("workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken holds a secret in plain text, which would be "
+            "committed with the file; delete that line and store it encrypted with `cd workloads && pulumi config set "
+            "--secret --stack dev 'trainium-workloads:hfToken'`, which prompts for the value (so it stays out of your "
+            "shell history)") in text
+    assert "hf_AbCdEf" not in text and "<value>" not in text  # never the secret, never a value to type
 
 
 def test_any_token_or_password_key_must_be_encrypted_at_any_depth(tmp_path):
-    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:tags:\n    githubToken: ghp_x\n"
-                                          "  trainium-workloads:tensorboard:\n    loadBalancer:\n      password: pw\n"), tmp_path)
-    assert "trainium-eks:tags.githubToken holds a secret in plain text" in text
-    assert "pulumi config set --secret --path --stack dev 'trainium-eks:tags.githubToken' '<value>'" in text
-    assert "trainium-workloads:tensorboard.loadBalancer.password holds a secret in plain text" in text
+    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-workloads:tensorboard:\n    loadBalancer:\n"
+                                          "      password: pw\n"), tmp_path)
+    assert ("Pulumi.dev.yaml:4: trainium-workloads:tensorboard.loadBalancer.password holds a secret in plain text"
+            in text)
+    assert "`pulumi config set --secret --path --stack dev 'trainium-workloads:tensorboard.loadBalancer.password'`" in text
     # What `pulumi config set --secret` writes is accepted; so are keys that only look alike.
     ok = _stack_file(tmp_path, "config:\n  trainium-workloads:hfToken:\n    secure: v1:abc\n"
                                "  trainium-workloads:tensorboard:\n    loadBalancer:\n      username: admin\n"
                                "  trainium-bootstrap:secretsKeyAlias: alias/x\n")
     assert set(stack_files.load(ok, tmp_path)) == {"trainium-workloads:hfToken", "trainium-workloads:tensorboard",
                                                    "trainium-bootstrap:secretsKeyAlias"}
+
+
+GITHUB_TOKEN = "ghp_" + "A1b2C3d4" * 5  # the shape of a classic personal access token, not a real one
+AWS_KEY_ID = "AKIA" + "EXAMPLE0" * 2  # AWS's documentation key id shape
+
+
+def test_a_credential_in_a_tag_is_refused_not_sent_to_secret_storage(tmp_path):
+    # Tags reach AWS as plain text on every tagged resource, so encrypting one in the stack file
+    # would not help: the refusal says to leave it out, with no `pulumi config set --secret`.
+    text = _refusal(_stack_file(tmp_path, f"config:\n  trainium-eks:tags:\n    team: ml\n    githubToken: ghp_x\n"
+                                          f"    owner: {AWS_KEY_ID}\n"), tmp_path)
+    assert ("Pulumi.dev.yaml:4: trainium-eks:tags.githubToken looks like a credential, and tag values reach AWS in "
+            "plain text on every tagged resource (encrypting it in the stack file would not change that): delete it, "
+            "and keep credentials out of tags") in text
+    assert "Pulumi.dev.yaml:5: trainium-eks:tags.owner looks like a credential" in text  # by its value
+    assert "config set" not in text and "team" not in text
+    encrypted = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:tags:\n    apiToken:\n      secure: v1:x\n"),
+                         tmp_path)
+    assert "Pulumi.dev.yaml:3: trainium-eks:tags.apiToken looks like a credential" in encrypted
+
+
+@pytest.mark.parametrize("value", [GITHUB_TOKEN, AWS_KEY_ID, "hf_" + "AbCdEfGhIj" * 3 + "AbCd",
+                                   "github_pat_" + "11ABCDEFG0" * 4])
+def test_a_value_that_looks_like_a_credential_is_refused_whatever_its_key(tmp_path, value):
+    text = _refusal(_stack_file(tmp_path, f"config:\n  trainium-workloads:notes: {value}\n"), tmp_path)
+    assert ("Pulumi.dev.yaml:2: trainium-workloads:notes holds a secret in plain text, which would be committed "
+            "with the file; delete that line and store it encrypted with `pulumi config set --secret --stack dev "
+            "'trainium-workloads:notes'`") in text
+    assert value not in text
+
+
+@pytest.mark.parametrize("value", ["hf_offline", "ghp_short", "AKIA-not-a-key", "alias/trainium-dev", "arn:aws:iam::"
+                                   "123456789012:role/AKIAROLE"])
+def test_values_that_only_start_alike_are_not_credentials(tmp_path, value):
+    path = _stack_file(tmp_path, f"config:\n  trainium-workloads:notes: '{value}'\n")
+    assert stack_files.load(path, tmp_path) == {"trainium-workloads:notes": value}
 
 
 # --- offline look-up misses: the offline table, never an AWS fact -----------------------------
@@ -154,9 +194,25 @@ def test_a_region_or_zone_offering_missing_offline_names_the_table():
     assert "[offline answer: OFFERINGS['us-west-2'] in offline/fixtures.py has no entry for trn2.48xlarge;" in text
 
 
-def test_a_refusal_from_the_offline_tables_own_entries_gets_no_note():
-    # usw2-az1 is in the table and does not offer trn1.32xlarge there: no miss, no note.
+def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
+    # usw2-az1 is in the table and the table says it does not offer trn1.32xlarge: that is the
+    # table's word, not AWS's, and the refusal says so (review B3).
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     groups[0]["azId"] = "usw2-az1"
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
-    assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in text and "offline answer" not in text
+    assert ("trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az1': does not offer trn1.32xlarge; zones that do: "
+            "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/fixtures.py says about trn1.32xlarge; "
+            "that table stands in for AWS here (your account's zones and offerings may differ), and a real `pulumi "
+            "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'] to plan this offline]") in text
+    groups[0]["azId"] = "usw2-az9"  # not a zone of the region: the zone list is the ZONES table's
+    text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
+    assert "'usw2-az9': not a zone of us-west-2; zones: usw2-az1, usw2-az2, usw2-az3, usw2-az4 [offline answer: " \
+           "what ZONES in offline/fixtures.py says about usw2-az1, usw2-az2, usw2-az3, usw2-az4;" in text
+
+
+def test_a_refusal_that_rests_on_no_offline_table_gets_no_note():
+    # The other side: a rule of the program's own (a maxSize below minSize) is no look-up's answer.
+    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups[0]["minSize"], groups[0]["maxSize"] = 3, 1
+    text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
+    assert "acceleratorNodeGroups[0]" in text and "offline answer" not in text

@@ -99,3 +99,112 @@ def test_nothing_is_said_twice_between_the_readme_and_the_site():
                     (*PAGES, "index", "offline-plan"))
     repeated = [s for s in _sentences(README) if s in site]
     assert repeated == []
+
+
+def _broken_file_links(site: Path) -> list[str]:
+    """Relative links of every built page that a browser reading the files (file://) cannot open as a
+    file: it resolves a link against the page's directory and shows a directory as a listing."""
+    from urllib.parse import unquote, urlsplit
+
+    broken = []
+    # 404.html is only ever served by a web server for a missing path, so its links are site-absolute.
+    for page in sorted(p for p in site.rglob("*.html") if p.name != "404.html"):
+        for href in re.findall(r'(?:href|src)="([^"]*)"', page.read_text()):
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or not parts.path:  # other sites, mailto:, #anchors
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {href}")
+    return broken
+
+
+def test_the_built_site_works_opened_from_the_file_system(tmp_path):
+    # README: `make docs`, then open build/site/index.html. mkdocs 1.6.1 structure/files.py
+    # File._get_dest_path/_get_url: with use_directory_urls (its default) architecture.md becomes
+    # architecture/index.html linked as "architecture/", which file:// shows as a directory listing;
+    # with it false, architecture.html linked as "architecture.html".
+    project = _site_copy(tmp_path / "repo")
+    shutil.copy(REPO_ROOT / "README.md", project / "README.md")
+    site = project / "build" / "site"
+    assert subprocess.run([*MKDOCS, "--site-dir", str(site)], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}).returncode == 0
+    index = (site / "index.html").read_text()
+    assert 'href="architecture.html"' in index and 'href="../../README.md"' in index  # the README, from build/site
+    assert _broken_file_links(site) == []
+    # The other side: directory URLs, as mkdocs defaults, leave every nav link a directory.
+    config = (project / "mkdocs.yml").read_text()
+    assert "\nuse_directory_urls: false\n" in config
+    (project / "mkdocs.yml").write_text(config.replace("\nuse_directory_urls: false\n", "\n"))
+    other = tmp_path / "directory-urls"
+    assert subprocess.run([*MKDOCS, "--site-dir", str(other)], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}).returncode == 0
+    assert "index.html: architecture/" in _broken_file_links(other)
+
+
+def test_the_docs_say_the_diagrams_need_a_network():
+    # mkdocs-material 9.8.2 loads Mermaid from unpkg.com when a page has a diagram (its JavaScript
+    # bundle names https://unpkg.com/mermaid@11/dist/mermaid.min.js), so a site read offline shows
+    # the diagrams' source text: the README and the Home page say so.
+    import material
+
+    bundle = " ".join(p.read_text() for p in (Path(material.__file__).parent / "templates" / "assets" / "javascripts")
+                      .glob("bundle.*.min.js"))
+    assert "unpkg.com/mermaid@11/dist/mermaid.min.js" in bundle
+    assert "the diagrams need a network connection" in README
+    assert "loads Mermaid from unpkg.com" in (REPO_ROOT / "docs" / "index.md").read_text()
+
+
+def _shell_commands(text: str) -> list[tuple[str, str]]:
+    """(directory, command) of every `pulumi ...` line in the page's bash blocks, the directory
+    followed through `cd` (relative to the repository root; `(cd x && ...)` counts for its line)."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        cwd = Path(".")
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            inline = re.match(r"^(\(?)cd (\S+) && (.*?)\)?$", line)
+            here = cwd / inline.group(2) if inline else cwd
+            command = inline.group(3) if inline else line
+            if re.match(r"^cd (\S+)$", line) or (inline and not inline.group(1)):  # `(cd x && ...)` is scoped
+                cwd = cwd / line.split()[1]
+            for part in command.split(" && "):
+                if part.startswith("pulumi "):
+                    found.append((str(Path(*[p for p in here.parts if p != "."]) if here.parts else "."), part))
+    return found
+
+
+def test_every_preview_and_up_of_the_cluster_and_workload_stacks_runs_the_guardrails():
+    # The pipeline runs the policy pack on every preview and update of the cluster and workload stacks
+    # (deploy.yml: `policyPacks: ../policy` for the workload stack); the guide and the pages must too.
+    # Flag names as the Pulumi CLI defines them for preview and up (pulumi/pulumi pkg/cmd/pulumi
+    # operations up.go/preview.go: StringSliceVar "policy-pack", "policy-pack-config", "Path to JSON file
+    # containing the config for the policy pack of the corresponding --policy-pack flag"; CLI reference
+    # pulumi_up). The bootstrap stack has no guardrails (offline/plan.py), so its commands are exempt.
+    assert "policyPacks: ../policy" in (REPO_ROOT / ".github" / "workflows" / "deploy.yml").read_text()
+    checked = []
+    for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        for cwd, command in _shell_commands(page.read_text()):
+            if not re.match(r"pulumi (up|preview)\b", command) or cwd.startswith("bootstrap"):
+                continue
+            pack = "policy" if cwd == "." else "../policy"
+            assert cwd in (".", "workloads"), (page.name, cwd, command)
+            stack = re.search(r"config\.(\w+)\.json", command)
+            assert f"--policy-pack {pack} --policy-pack-config {pack}/config." in " ".join(command.split()), \
+                (page.name, command)
+            assert stack and (REPO_ROOT / "policy" / f"config.{stack.group(1)}.json").exists()
+            checked.append((page.name, cwd))
+    # README's preview, deploy and both workload updates, and the pages' own.
+    assert ("README.md", ".") in checked and ("README.md", "workloads") in checked
+    assert ("workloads.md", "workloads") in checked and ("operations.md", ".") in checked
+    # The other side: a plain `pulumi up` in workloads/ is caught.
+    assert _shell_commands("```bash\ncd workloads\npulumi up\n```") == [("workloads", "pulumi up")]
+
+
+def test_the_tear_down_removes_the_workload_stack_and_the_cluster_stack():
+    tear_down = README.split("**10. Tear down**", 1)[1].split("## Documentation", 1)[0]
+    commands = _shell_commands(tear_down)
+    for cwd in ("workloads", "."):
+        assert (cwd, "pulumi destroy") in commands and (cwd, "pulumi stack rm dev") in commands, cwd
+    # The workloads go first, so no pod holds the file system the cluster stack deletes.
+    assert commands.index(("workloads", "pulumi destroy")) < commands.index((".", "pulumi destroy"))

@@ -138,8 +138,11 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def kubernetes_version_change_problem(running: str, wanted: str) -> Optional[str]:
+def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "the cluster runs") -> Optional[str]:
     """Why EKS would refuse moving a cluster from ``running`` to ``wanted``, or None.
+
+    ``holder`` says where ``running`` comes from: the live cluster at deploy time ("the cluster
+    runs"), or, offline, the revision a plan diff compares against ("the base revision declares").
 
     EKS never downgrades a cluster ("Once you upgrade a cluster, you can't downgrade", EKS user
     guide, update-cluster) and upgrades one minor version at a time (eksctl's cluster-upgrade
@@ -153,9 +156,9 @@ def kubernetes_version_change_problem(running: str, wanted: str) -> Optional[str
     allowed = f"allowed: {running} (no change) or {following} (the next minor)"
     key = key_name(("kubernetesVersion",))
     if _minor(wanted) < (major, minor):
-        return f"{key} = {wanted!r}: the cluster runs {running} and EKS cannot downgrade a cluster; {allowed}"
+        return f"{key} = {wanted!r}: {holder} {running} and EKS cannot downgrade a cluster; {allowed}"
     if _minor(wanted) > (major, minor + 1):
-        return (f"{key} = {wanted!r}: the cluster runs {running} and EKS upgrades one minor version at a time; "
+        return (f"{key} = {wanted!r}: {holder} {running} and EKS upgrades one minor version at a time; "
                 f"{allowed}: set {following}, `pulumi up`, then the next")
     return None
 
