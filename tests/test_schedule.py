@@ -195,8 +195,25 @@ def test_awaits_outlast_the_deadlines_they_wait_for(workloads_all) -> None:
     by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_all.registrations if "metadata" in r.inputs}
     wait = {n: int(o["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) for n, o in by_name.items()
             if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})}
-    # BERT: pending 45 min + precompile deadline 120 min, then 5 minutes' margin.
-    assert wait["bert-precompile"] == (45 + 120 + 5) * 60
+    # BERT: pending 45 min + precompile deadline 120 min + timeout's 5-minute --kill-after, then 5 minutes' margin.
+    assert wait["bert-precompile"] == (45 + 120 + 5 + 5) * 60
     assert wait["llama2-precompilation-job"] == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
     assert wait["llama2-compile"] == by_name["llama2-compile"]["spec"]["runPolicy"]["activeDeadlineSeconds"] + 300
     assert wait["cluster-check-nodes"] == by_name["cluster-check-nodes"]["spec"]["activeDeadlineSeconds"] + 300
+
+
+def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:
+    # volcano v1.15.1 pkg/controllers/job/state/running.go l.35-39: RestartJob on the first failure sets
+    # RetryCount to 1; state/restarting.go l.35: the job is Failed once RetryCount >= maxRetry. So
+    # maxRetry N is N attempts in all (1: never retried), and each attempt can outlast its deadline by
+    # `timeout --kill-after` (bert.py with_deadline).
+    from workloads import bert, deadlines
+    config = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
+    assert config.bert_pretraining.max_retry == 2  # the dev stack means one retry
+    steps = {s.name: s for s in deadlines.trainium_steps(config)}
+    assert steps["bert-train"].hold_seconds == 2 * (45 + 60 + 5) * 60
+    assert steps["bert-precompile"].hold_seconds == 2 * (45 + 120 + 5) * 60
+    assert "2 attempts (maxRetry 2)" in steps["bert-train"].why
+    assert bert.with_deadline(["x"], 60)[1] == f"--kill-after={deadlines.BERT_KILL_AFTER_MINUTES * 60}"
+    one = config.bert_pretraining.model_copy(update={"max_retry": 1})
+    assert deadlines.bert_attempts(one) == 1 and deadlines.bert_attempts(config.bert_pretraining) == 2

@@ -23,7 +23,7 @@ WORKLOAD = "bert-pretraining"
 # The run's command runs under coreutils `timeout`, which exits 124 when the deadline passed.
 DEADLINE_EXIT_CODE = 124
 # `timeout` sends SIGTERM at the deadline (torchrun passes it to its workers), SIGKILL this later.
-KILL_AFTER_SECONDS = 300
+KILL_AFTER_SECONDS = deadlines.BERT_KILL_AFTER_MINUTES * 60
 
 
 def task_policies(pending_timeout_minutes: int) -> list[dict[str, Any]]:

@@ -70,7 +70,8 @@ class BertPretrainingSettings(GangTimeoutSettings):
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
-    max_retry: int = Field(default=3, ge=1, description="Gang restarts Volcano allows after a pod failure.")
+    max_retry: int = Field(default=3, ge=1, description="Attempts Volcano allows in all, the first included: a pod failure "
+                           "restarts the gang while fewer than maxRetry have run (1: never retried).")
     # Each attempt (the first and every Volcano retry) is cut at its deadline: the run's command
     # runs under `timeout`, whose exit code 124 ends the job (bert.py DEADLINE_EXIT_CODE).
     precompile_deadline_minutes: int = Field(
