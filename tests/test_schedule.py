@@ -13,7 +13,7 @@ import pytest
 
 from offline.runner import PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-from workloads import checks, contract, layouts, schedule
+from workloads import checks, contract, gang_watchdog, layouts, schedule
 from workloads.settings import parse_workloads_config
 
 
@@ -147,15 +147,13 @@ def test_a_pending_timeout_longer_than_a_ray_deadline_is_refused(dev) -> None:
 def pending_bound(obj: dict[str, Any]) -> Optional[int]:
     """Seconds after which an unscheduled gang of ``obj`` is ended, read from the object."""
     spec = obj["spec"]
-    if obj["kind"] == "Job" and "tasks" in spec:
-        timeouts = [p["timeout"] for t in spec["tasks"] for p in t["policies"]
-                    if p.get("event") == "PodPending" and p.get("action") == "TerminateJob"]
-        return int(timeouts[0].removesuffix("m")) * 60 if len(timeouts) == len(spec["tasks"]) else None
+    if obj["kind"] in ("Job", "MPIJob") and ("tasks" in spec or obj["kind"] == "MPIJob"):
+        # Volcano Jobs and MPIJobs: the gang watchdog's bound (workloads/watchdog_loop.py), the only one
+        # that survives a Volcano controller restart and the only one the MPI operator leaves.
+        bound = (obj["metadata"].get("annotations") or {}).get(gang_watchdog.ANNOTATION)
+        return int(bound) if bound else None
     if obj["kind"] == "RayJob":
         return spec.get("preRunningDeadlineSeconds")
-    if obj["kind"] == "MPIJob":
-        # mpi-operator v0.8.0: the launcher Job carries the deadline and exists from the start only with AtStartup.
-        return spec["runPolicy"].get("activeDeadlineSeconds") if spec.get("launcherCreationPolicy") == "AtStartup" else None
     return spec.get("activeDeadlineSeconds")
 
 

@@ -48,7 +48,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import pods
+from workloads import gang_watchdog, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
 from workloads.settings import ClusterCheckSettings
@@ -363,7 +363,8 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace, "annotations": pods.skip_await()},
+        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace,
+                     "annotations": {**pods.skip_await(), **gang_watchdog.pending_bound(s.pending_timeout_minutes)}},
         "spec": {
             "slotsPerWorker": 1,
             "launcherCreationPolicy": "AtStartup",

@@ -5,8 +5,9 @@ up`'s awaits (each a little longer than what it waits for, so the object's own d
 ends a hang) and the cost report's bound per run (offline/cost.py). Pure: settings in, numbers out.
 
 Where each deadline lives on the object, and what it counts:
-- BERT (Volcano Job): a pod Pending longer than ``pendingTimeoutMinutes`` ends the job (Volcano
-  ``PodPending`` policy with a timeout, TerminateJob); once running, the command runs under
+- BERT (Volcano Job): an attempt still Pending after ``pendingTimeoutMinutes`` is ended by the gang
+  watchdog (gang_watchdog.py; not Volcano's ``PodPending`` policy, which a controller restart
+  re-arms on running pods: watchdog_loop.py); once running, the command runs under
   ``timeout``, whose exit code 124 ends the job (an ``exitCode`` policy, TerminateJob). Both
   count per attempt: Volcano's RestartJob after another failure starts a new attempt. ``maxRetry``
   is the number of attempts, not of retries: the first failure sets RetryCount to 1 (volcano
@@ -20,7 +21,8 @@ Where each deadline lives on the object, and what it counts:
 - NeMo and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
   (kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherJob), created with
   the workers (``launcherCreationPolicy: AtStartup``), so it counts from the MPIJob's creation and
-  also ends a gang that is never scheduled; a batch/v1 Job's deadline counts from its start.
+  also ends a gang that is never scheduled; the gang watchdog suspends one not Running after
+  ``pendingTimeoutMinutes``, sooner. A batch/v1 Job's deadline counts from its start.
 """
 
 from __future__ import annotations

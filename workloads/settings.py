@@ -41,7 +41,8 @@ class GangTimeoutSettings(AcceleratedWorkloadSettings):
     pending_timeout_minutes: int = Field(
         default=PENDING_TIMEOUT_MINUTES, ge=15,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
-        "pull included) before the job is ended and its Trainium nodes released; at least 15.",
+        "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
+        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it.",
     )
 
 
@@ -133,7 +134,7 @@ class RayLlama2Settings(GangTimeoutSettings):
                                             "lives on.")
 
 
-class NemoLlama2Settings(AcceleratedWorkloadSettings):
+class NemoLlama2Settings(GangTimeoutSettings):
     nodes: int = Field(default=4, ge=1, description="Trainium nodes, one rank each; must divide the global batch.")
     queue: str = Field(default="test", description="Volcano queue (the NeMo seed names none).")
     compile: bool = Field(default=True, description="Run the compile MPIJob first.")
@@ -156,7 +157,7 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
     )
 
 
-class ClusterCheckSettings(AcceleratedWorkloadSettings):
+class ClusterCheckSettings(GangTimeoutSettings):
     """The acceptance test: is a node group fit for distributed training? (workloads/cluster_check.py)"""
 
     nodes: int = Field(default=2, ge=1, description="Nodes to check; 2 or more also runs the nccom-test all-reduce across them (needs EFA).")
