@@ -473,7 +473,10 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
     import json
 
     why = waiting_steps(workloads_all.registrations, state("job-bert-precompile"))
-    assert why == {precompile.urn: why[precompile.urn], train.urn: "replaced (follows job-bert-precompile)"}
+    # The chain rule is offline/replacement.py dependent_replacements, the one the plan diff applies
+    # (tests/test_plan_diff.py test_a_changed_precompile_replaces_the_training_in_the_plan_diff).
+    assert why == {precompile.urn: why[precompile.urn], train.urn: "replaced (follows: spec comes from "
+                   "job-bert-precompile, which is replaced (replaceOnChanges spec))"}
     assert why[precompile.urn].startswith("replaced (spec.tasks[0].template.spec.containers[0].command[2]: replaceOnChanges spec)")
     # Only the training run changes: the precompile stays, and nothing waits.
     assert list(waiting_steps(workloads_all.registrations, state("job-bert-train"))) == [train.urn]
