@@ -215,3 +215,22 @@ def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:
     assert bert.with_deadline(["x"], 60)[1] == f"--kill-after={deadlines.BERT_KILL_AFTER_MINUTES * 60}"
     one = config.bert_pretraining.model_copy(update={"max_retry": 1})
     assert deadlines.bert_attempts(one) == 1 and deadlines.bert_attempts(config.bert_pretraining) == 2
+
+
+def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
+    # docs/workloads.md "The dev stack" and the header of workloads/Pulumi.dev.yaml: NeMo (4 nodes) takes
+    # trn1-32xl-ng1's whole maxSize (4), so BERT and the check both go off. BERT alone off is refused.
+    config = stack_config(WORKLOADS_DIR, "dev")
+    shipped = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if v.startswith("{")}
+    nemo_on = {**shipped["nemoLlama2"], "enabled": True}
+    staging = {**shipped["dataStaging"], "redpajama": True}
+    documented = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
+                          bertPretraining={**shipped["bertPretraining"], "enabled": False},
+                          clusterCheck={**shipped["clusterCheck"], "enabled": False})
+    assert documented == []
+    bert_only_off = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
+                             bertPretraining={**shipped["bertPretraining"], "enabled": False})
+    assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nemoLlama2" in bert_only_off[0]
+    docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
+    assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
+    assert "enabled: false on bertPretraining AND clusterCheck" in (WORKLOADS_DIR / "Pulumi.dev.yaml").read_text()
