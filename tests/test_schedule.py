@@ -234,3 +234,24 @@ def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
     docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
     assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
     assert "enabled: false on bertPretraining AND clusterCheck" in (WORKLOADS_DIR / "Pulumi.dev.yaml").read_text()
+
+
+def test_two_groups_that_pods_cannot_tell_apart_are_refused(dev) -> None:
+    # Review C5: pods select a group by instance type and labels (contract.NodeGroup.node_selector), so
+    # a second trn1.32xlarge group with the same labels takes BERT's pods too, and schedule.placement
+    # would count both gangs on whichever group it meets first.
+    def twin(labels: dict[str, str], first: Optional[dict[str, str]] = None) -> Callable[[dict[str, Any]], None]:
+        def add(outputs: dict[str, Any]) -> None:
+            groups = outputs["acceleratorNodeGroups"]
+            groups.append({**copy.deepcopy(groups[0]), "name": "trn1-32xl-ng2"})
+            groups[-1]["labels"].update(labels)
+            groups[0]["labels"].update(first or {})
+        return add
+    refused = problems(dev, twin({}))
+    assert refused and all("'trn1-32xl-ng2'" in p and "distinguishing label" in p for p in refused)
+    assert {p.split(" = ")[0] for p in refused} == {
+        "trainium-workloads:bertPretraining.nodeGroup", "trainium-workloads:clusterCheck.nodeGroup"}
+    # A label only the second group has is not enough: its nodes still match the first group's selector.
+    assert len(problems(dev, twin({"team": "b"}))) == 2
+    # The other side: one key, a value per group, tells them apart.
+    assert problems(dev, twin({"team": "b"}, first={"team": "a"})) == []
