@@ -579,3 +579,21 @@ def test_the_verdict_waits_for_the_current_attempts_all_reduce(tmp_path: Path) -
 def test_a_job_without_its_uid_fails_at_once(tmp_path: Path) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, uid="")
     assert run.returncode == 1 and "no Job UID" in run.stdout
+
+
+def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) -> None:
+    # Review C6. cluster-autoscaler v1.34.2 (chart 9.53.0's, infra/facts/versions.py) cluster-autoscaler/FAQ.md
+    # l.111-115: a pod annotated "cluster-autoscaler.kubernetes.io/safe-to-evict": "false" keeps its node
+    # from scale-down. The check's pods request 4 CPU / 16Gi of a 128-CPU node, so without it their nodes
+    # look underused and a running check could be evicted.
+    from workloads.kube import pod_templates
+    key = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_dev.registrations
+               if isinstance(r.inputs.get("metadata"), dict) and "spec" in r.inputs}
+    checks = {n: o for n, o in by_name.items() if n.startswith("cluster-check-")}
+    assert set(checks) == {"cluster-check-nodes", "cluster-check-allreduce", "cluster-check-verdict"}
+    for name, obj in checks.items():
+        templates = pod_templates(obj["spec"])
+        assert templates and all(t["metadata"]["annotations"][key] == "false" for t in templates), name
+    # The other side: the staging Jobs can simply run again, and stay evictable.
+    assert key not in (pod_templates(by_name["stage-wikicorpus"]["spec"])[0]["metadata"].get("annotations") or {})

@@ -50,7 +50,7 @@ import pulumi
 
 from workloads import gang_watchdog, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import declare, declare_in_order, pod_templates
 from workloads.settings import ClusterCheckSettings
 
 WORKLOAD = "cluster-check"
@@ -448,11 +448,26 @@ def verdict_job(layout: CheckLayout) -> dict[str, Any]:
     )  # fmt: skip
 
 
+# cluster-autoscaler v1.34.2 (what chart 9.53.0 runs, infra/facts/versions.py) cluster-autoscaler/FAQ.md
+# l.111-115, "What types of pods can prevent CA from removing a node?": pods annotated
+# safe-to-evict "false". The check's pods request little CPU and memory (pods.CHECK_REQUESTS), so
+# their nodes look underused to the autoscaler's scale-down, which would evict them mid-check (the
+# per-node stage and the all-reduce wait for each other: a moved pod fails the attempt).
+NOT_EVICTABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def _not_evictable(manifest: dict[str, Any]) -> dict[str, Any]:
+    for template in pod_templates(manifest["spec"]):
+        metadata = template.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **NOT_EVICTABLE}
+    return manifest
+
+
 def check_sequence(layout: CheckLayout) -> list[dict[str, Any]]:
     stages = [nodes_job(layout)]
     if layout.settings.nodes > 1:
         stages.append(allreduce_job(layout))
-    return stages + [verdict_job(layout)]
+    return [_not_evictable(m) for m in stages + [verdict_job(layout)]]
 
 
 def summary(layout: CheckLayout) -> dict[str, Any]:
