@@ -210,6 +210,9 @@ class TensorBoardSettings(WorkloadSettings):
 
 
 class DataStagingSettings(WorkloadSettings):
+    image_tag: str = Field(default=versions.STAGING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN,
+                           description="Tag of the staging Jobs' images (cmd-shell, nemo-megatron); default "
+                           "STAGING_IMAGE_TAG, not the training tag, so a training-image bump leaves them alone.")
     wikicorpus: bool = Field(default=True, description="Stage the BERT WikiCorpus from the public Neuron bucket "
                              "under /data.")
     redpajama: bool = Field(default=False, description="Stage the RedPajama sample, the Llama-2 tokenizer and the "
