@@ -88,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-constraints", action="store_true",
                         help="write what each built image resolved back into its docker/<image>/constraints.txt")
     args = parser.parse_args(argv)
+    # --dry-run only reads the stack's outputs; a real run logs in to ECR, builds and pushes.
+    code = requires.report("make images" + (" --dry-run" if args.dry_run else ""),
+                           ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"])
+    if code:
+        return code
     if not args.record_constraints and (unpinned := unpinned_images()):
         print("make images: refusing: these images' constraints.txt pin nothing (comments only), so the build would "
               "install whatever pip resolves today and a rebuild of the same tag could differ:\n  "
@@ -95,11 +100,6 @@ def main(argv: list[str] | None = None) -> int:
               + "\nBuild once with `make images ARGS=--record-constraints` (it writes what each image resolved back "
               "into the file), review and commit the files, then build again without it.", file=sys.stderr)
         return 2
-    # --dry-run only reads the stack's outputs; a real run logs in to ECR, builds and pushes.
-    code = requires.report("make images" + (" --dry-run" if args.dry_run else ""),
-                           ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"])
-    if code:
-        return code
     output = subprocess.run(
         ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
         capture_output=True, text=True, cwd=DOCKER_DIR.parent,
