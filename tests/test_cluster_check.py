@@ -597,3 +597,25 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
         assert templates and all(t["metadata"]["annotations"][key] == "false" for t in templates), name
     # The other side: the staging Jobs can simply run again, and stay evictable.
     assert key not in (pod_templates(by_name["stage-wikicorpus"]["spec"])[0]["metadata"].get("annotations") or {})
+
+
+def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
+    # Review C2: the kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
+    # cluster stack's allocatable (infra/plans/system_capacity.py) is an estimate the schedule check trusts.
+    from workloads.contract import NodeGroup
+
+    group = NodeGroup("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, {}, (), 4, allocatable={"cpu": "127080m", "memory": "481407Mi"})
+    script = cluster_check.memory_check(group)
+
+    def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:
+        meminfo = tmp_path / "meminfo"
+        meminfo.write_text(f"MemTotal:       {memtotal_kb} kB\nHugePages_Total:       0\n")
+        text = "failed=0\n" + script.replace(cluster_check.MEMINFO, str(meminfo)) + 'exit "$failed"\n'
+        return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=10)
+
+    ok = run(500_000 * 1024)  # a trn1.32xlarge with 500000 MiB
+    assert ok.returncode == 0 and "info  memory: MemTotal 500000Mi" in ok.stdout and "promises pods 481407Mi" in ok.stdout
+    short = run(470_000 * 1024)
+    assert short.returncode == 1 and "FAIL  memory: MemTotal 470000Mi is below the 481407Mi" in short.stdout
+    assert cluster_check.memory_check(_trn1_group()) == ""  # no figure exported: nothing to compare
+    assert cluster_check.MEMINFO in cluster_check.node_script(_layout())

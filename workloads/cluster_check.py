@@ -48,7 +48,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import gang_watchdog, pods
+from workloads import gang_watchdog, pods, quantities
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order, pod_templates
 from workloads.settings import ClusterCheckSettings
@@ -175,6 +175,25 @@ def current_attempt(layout: CheckLayout) -> str:
             f'attempt={layout.attempts_dir}/$id\n')
 
 
+MEMINFO = "/proc/meminfo"
+
+
+def memory_check(group: NodeGroup) -> str:
+    """Shell: the node's MemTotal (what the kubelet reports as memory capacity) beside what the
+    cluster stack promises pods (its exported allocatable, infra/plans/system_capacity.py, an
+    estimate below EC2's listed memory); a node with less than that fails, because the schedule
+    check admitted pods against the promise. Nothing when the stack exports no figure."""
+    memory = (group.allocatable or {}).get("memory")
+    amount = quantities.parse(memory) if memory else None
+    if amount is None:
+        return ""
+    promised = int(amount / 2**20)
+    return f"""total=$(( $(awk '/^MemTotal:/ {{print $2}}' {MEMINFO}) / 1024 ))
+echo "info  memory: MemTotal ${{total}}Mi (the kubelet's capacity; its status.allocatable is that less kube-reserved and eviction); the cluster stack promises pods {promised}Mi"
+if [ "$total" -lt {promised} ]; then echo "FAIL  memory: MemTotal ${{total}}Mi is below the {promised}Mi the cluster stack promises pods: lower infra/plans/system_capacity.py's figure"; failed=1; fi
+"""
+
+
 def node_script(layout: CheckLayout) -> str:
     """Every check runs and prints its line; the pod fails if any of them failed. A passing pod
     then holds its node (every device) until all ``nodes`` pods have reported, so they report
@@ -202,8 +221,8 @@ check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
 # Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
 # reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
-echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' /proc/meminfo)"
-mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' {MEMINFO})"
+{memory_check(g)}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
