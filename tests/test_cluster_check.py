@@ -619,3 +619,22 @@ def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatabl
     assert short.returncode == 1 and "FAIL  memory: MemTotal 470000Mi is below the 481407Mi" in short.stdout
     assert cluster_check.memory_check(_trn1_group()) == ""  # no figure exported: nothing to compare
     assert cluster_check.MEMINFO in cluster_check.node_script(_layout())
+
+
+def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_on(workloads_dev) -> None:
+    # Review C3: with the default scheduler beside Volcano on one Trainium group, two schedulers could bind
+    # to one free node at once and the kubelet would refuse one pod (backoffLimit 0 fails the check).
+    # volcano v1.15.1 pkg/controllers/podgroup: a pod with schedulerName volcano and no group gets
+    # podgroup-<owner uid> (staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go l.193-207), minMember
+    # from the owner's scheduling.volcano.sh/group-min-member (pg_controller_handler.go l.270-289), queue
+    # from the pod's scheduling.volcano.sh/queue-name (l.400-402).
+    job = next(r.inputs for r in workloads_dev.registrations
+               if isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == "cluster-check-nodes")
+    template = job["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "volcano"
+    assert template["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "test"
+    assert job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "2" == str(job["spec"]["parallelism"])
+    # The other side: without Volcano (no gang queue) the default scheduler, and no Volcano annotations.
+    plain = cluster_check.nodes_job(_layout())
+    assert "schedulerName" not in plain["spec"]["template"]["spec"]
+    assert cluster_check.GROUP_MIN_MEMBER not in plain["metadata"]["annotations"]

@@ -294,10 +294,37 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
     # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
-    return _check_job(
+    job = _check_job(
         layout, "cluster-check-nodes", container, pods.accelerator_placement(layout.group),
         layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes,
     )  # fmt: skip
+    if layout.gang_queue is not None:
+        through_volcano(job, layout.gang_queue, layout.settings.nodes)
+    return job
+
+
+# Annotations Volcano v1.15.1's PodGroup controller reads (staging/src/volcano.sh/apis/pkg/apis/
+# scheduling/v1beta1/labels.go; GroupName scheduling.volcano.sh, register.go l.33).
+GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+
+
+def through_volcano(job: dict[str, Any], queue: str, nodes: int) -> None:
+    """Schedule a batch/v1 Job's pods with Volcano, as one gang in ``queue``, not with the default
+    scheduler beside Volcano on the same Trainium group (two schedulers binding to one free node at
+    once: the kubelet refuses one pod for want of Neuron devices, and this Job has no retry).
+
+    volcano v1.15.1 pkg/controllers/podgroup (pg-controller, on by default: cmd/controller-manager/
+    app/options/options.go l.47 "*,-sharding-controller"; it handles pods whose schedulerName is
+    "volcano", l.39/124): for a pod without a PodGroup it creates ``podgroup-<owner uid>``
+    (helpers.go GeneratePodgroupName l.193-207), one for all the Job's pods, with minMember from the
+    owner's ``group-min-member`` annotation (pg_controller_handler.go getMinMemberFromUpperRes l.270-289,
+    owner annotations inherited by default: options.go l.130) and the queue from the pod's
+    ``queue-name`` annotation (buildPodGroupFromPod l.400-402)."""
+    job["metadata"]["annotations"] = {**job["metadata"]["annotations"], GROUP_MIN_MEMBER: str(nodes)}
+    template = job["spec"]["template"]
+    template["metadata"]["annotations"] = {**(template["metadata"].get("annotations") or {}), QUEUE_NAME: queue}
+    template["spec"]["schedulerName"] = "volcano"
 
 
 def launcher_script(layout: CheckLayout) -> str:
