@@ -21,7 +21,8 @@ from the object's status, so a restart of the watchdog (or of Volcano) changes n
   (job_controller_handler.go processNextCommand l.419-448; job_controller_util.go applyPolicies
   l.194-197 takes a command's action as it is), the action the PodPending policy took.
 - MPIJob (kubeflow.org/v2beta1): acted on while it has no Running, Succeeded or Failed condition and
-  is not suspended, from its creation. Ended by ``runPolicy.suspend: true``: kubeflow/mpi-operator
+  is not suspended, from its creation; the operator sets Running only once the launcher and every
+  worker run (mpi_job_controller.go updateMPIJobStatus l.1163-1165). Ended by ``runPolicy.suspend: true``: kubeflow/mpi-operator
   v0.8.0 pkg/controller/mpi_job_controller.go l.711-724 suspends the launcher Job and deletes the
   workers, so the gang's pods leave the queue. The MPI operator gives Volcano no schedule timeout
   (pkg/controller/podgroup.go l.105-134), so nothing else ends a gang that never schedules.
