@@ -58,9 +58,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/zizmor --offline --no-progress --persona=auditor .github
 
 ## images: build the training images and push them to the cluster stack's ECR (needs Docker, the Pulumi CLI and
-##       the AWS CLI with credentials; says which is missing and where to get it)
+##       the AWS CLI with credentials; says which is missing and where to get it); refuses while a
+##       docker/*/constraints.txt pins nothing, unless ARGS=--record-constraints (writes them back)
 images: $(VENV)/.installed
-	$(PY) -m tools.push_images --stack $(STACK)
+	$(PY) -m tools.push_images --stack $(STACK) $(ARGS)
 
 ## clean: delete build/ (plans, the documentation site) and pytest's cache
 clean:

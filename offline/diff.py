@@ -28,7 +28,7 @@ from typing import Any, Optional
 from infra.config.rules import kubernetes_version_change_problem
 from offline.mocks import SECRET
 from offline import render
-from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, replaces
+from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, dependent_replacements, replaces
 from offline.runner import REPO_ROOT, project_name
 
 STACKS = ("dev", "prod")
@@ -151,9 +151,28 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
         if paths:
             kind = "replace" if any(p.replace_reason for p in paths) else "update"
             changes.append(ResourceChange(kind, type_, b["name"], urn, paths))
+    _cascade_dependents(changes, new, old)
     _cascade_replace_with(changes, new, old)
     _note_launch_template_rollouts(changes, new)
     return changes
+
+
+def _cascade_dependents(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
+                        base: dict[str, dict[str, Any]]) -> None:
+    """Resources replaced because an input comes from a replaced one (offline/replacement.py
+    ``dependent_replacements``, the rule the deploy preflight uses too). The offline plan's outputs
+    (a job's UID) are the same on both sides, so the inputs alone never show it."""
+    by_urn = {c.urn: c for c in changes}
+    sources = {c.urn: c.kind for c in changes if c.kind in ("replace", "create")}
+    existing = {urn: r for urn, r in head.items() if urn in base}
+    for urn, why in dependent_replacements(existing, sources).items():
+        change = by_urn.get(urn)
+        if change is None:
+            change = ResourceChange("replace", head[urn]["type"], head[urn]["name"], urn)
+            changes.append(change)
+            by_urn[urn] = change
+        change.kind = "replace"
+        change.notes.append(f"replaced: {why}")
 
 
 def _cascade_replace_with(changes: list[ResourceChange], head: dict[str, dict[str, Any]],

@@ -257,7 +257,7 @@ class Registration:
     many transforms."""
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     """Input property -> URNs its value came from, as the engine passes them to stack policies
-    (kept out of resources.json)."""
+    (and in resources.json, for the plan diff's replacement cascade)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -269,6 +269,8 @@ class Registration:
             "dependencies": self.dependencies,
             "protect": self.protect,
             **self.lifecycle,
+            # What the plan diff's replacement cascade reads (offline/replacement.py dependent_replacements).
+            **({"propertyDependencies": self.property_dependencies} if self.property_dependencies else {}),
             "inputs": self.inputs,
         }
 

@@ -139,3 +139,43 @@ def replaces(type_: str, path: str, old: Any, new: Any, replace_on_changes: list
     if type_ in SG_RULES and path in SG_RULE_SOURCES and not (isinstance(old, str) and isinstance(new, str)):
         return "a security group rule cannot change its source type"
     return None
+
+
+# --- replacements that follow other replacements ------------------------------------------------
+
+UNKNOWN = "<unknown>"
+
+
+def dependent_replacements(resources: dict[str, dict[str, Any]], replaced: dict[str, str]) -> dict[str, str]:
+    """URN -> why, for every resource replaced because a property of it comes from a resource that
+    is replaced (or created anew) - the rule the plan diff and the deploy preflight share.
+
+    pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go: a replaced resource with
+    deleteBeforeReplace (l.2044-2075) has calculateDependentReplacements (l.3220-3330) walk its
+    dependents; each one with an input property whose propertyDependencies name a resource in the
+    replace set is diffed with that property unknown, after applyReplaceOnChanges, and joins the set
+    when that diff replaces. Without deleteBeforeReplace the same dependent is replaced a step later,
+    when the new resource's outputs reach it (its input then changes); so either way it is replaced,
+    and this rule does not need to know which. Transitive: a replaced dependent's dependents follow.
+
+    ``resources``: URN -> {"type", "replaceOnChanges", "propertyDependencies" (property -> URNs),
+    "inputs"}; ``replaced``: URN -> why, the resources replaced or created by their own changes.
+    """
+    found: dict[str, str] = {}
+    grew = True
+    while grew:
+        grew = False
+        for urn, r in resources.items():
+            if urn in replaced or urn in found:
+                continue
+            for prop, sources in sorted((r.get("propertyDependencies") or {}).items()):
+                from_replaced = [u for u in sources if u in replaced or u in found]
+                if not from_replaced:
+                    continue
+                reason = replaces(r["type"], prop, (r.get("inputs") or {}).get(prop), UNKNOWN,
+                                  list(r.get("replaceOnChanges") or []), r.get("inputs"))
+                if reason:
+                    found[urn] = f"{prop} comes from {from_replaced[0].rsplit('::', 1)[-1]}, which is replaced ({reason})"
+                    grew = True
+                    break
+    return found

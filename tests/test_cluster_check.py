@@ -579,3 +579,62 @@ def test_the_verdict_waits_for_the_current_attempts_all_reduce(tmp_path: Path) -
 def test_a_job_without_its_uid_fails_at_once(tmp_path: Path) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, uid="")
     assert run.returncode == 1 and "no Job UID" in run.stdout
+
+
+def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) -> None:
+    # Review C6. cluster-autoscaler v1.34.2 (chart 9.53.0's, infra/facts/versions.py) cluster-autoscaler/FAQ.md
+    # l.111-115: a pod annotated "cluster-autoscaler.kubernetes.io/safe-to-evict": "false" keeps its node
+    # from scale-down. The check's pods request 4 CPU / 16Gi of a 128-CPU node, so without it their nodes
+    # look underused and a running check could be evicted.
+    from workloads.kube import pod_templates
+    key = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_dev.registrations
+               if isinstance(r.inputs.get("metadata"), dict) and "spec" in r.inputs}
+    checks = {n: o for n, o in by_name.items() if n.startswith("cluster-check-")}
+    assert set(checks) == {"cluster-check-nodes", "cluster-check-allreduce", "cluster-check-verdict"}
+    for name, obj in checks.items():
+        templates = pod_templates(obj["spec"])
+        assert templates and all(t["metadata"]["annotations"][key] == "false" for t in templates), name
+    # The other side: the staging Jobs can simply run again, and stay evictable.
+    assert key not in (pod_templates(by_name["stage-wikicorpus"]["spec"])[0]["metadata"].get("annotations") or {})
+
+
+def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
+    # Review C2: the kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
+    # cluster stack's allocatable (infra/plans/system_capacity.py) is an estimate the schedule check trusts.
+    from workloads.contract import NodeGroup
+
+    group = NodeGroup("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, {}, (), 4, allocatable={"cpu": "127080m", "memory": "481407Mi"})
+    script = cluster_check.memory_check(group)
+
+    def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:
+        meminfo = tmp_path / "meminfo"
+        meminfo.write_text(f"MemTotal:       {memtotal_kb} kB\nHugePages_Total:       0\n")
+        text = "failed=0\n" + script.replace(cluster_check.MEMINFO, str(meminfo)) + 'exit "$failed"\n'
+        return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=10)
+
+    ok = run(500_000 * 1024)  # a trn1.32xlarge with 500000 MiB
+    assert ok.returncode == 0 and "info  memory: MemTotal 500000Mi" in ok.stdout and "promises pods 481407Mi" in ok.stdout
+    short = run(470_000 * 1024)
+    assert short.returncode == 1 and "FAIL  memory: MemTotal 470000Mi is below the 481407Mi" in short.stdout
+    assert cluster_check.memory_check(_trn1_group()) == ""  # no figure exported: nothing to compare
+    assert cluster_check.MEMINFO in cluster_check.node_script(_layout())
+
+
+def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_on(workloads_dev) -> None:
+    # Review C3: with the default scheduler beside Volcano on one Trainium group, two schedulers could bind
+    # to one free node at once and the kubelet would refuse one pod (backoffLimit 0 fails the check).
+    # volcano v1.15.1 pkg/controllers/podgroup: a pod with schedulerName volcano and no group gets
+    # podgroup-<owner uid> (staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go l.193-207), minMember
+    # from the owner's scheduling.volcano.sh/group-min-member (pg_controller_handler.go l.270-289), queue
+    # from the pod's scheduling.volcano.sh/queue-name (l.400-402).
+    job = next(r.inputs for r in workloads_dev.registrations
+               if isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == "cluster-check-nodes")
+    template = job["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "volcano"
+    assert template["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "test"
+    assert job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "2" == str(job["spec"]["parallelism"])
+    # The other side: without Volcano (no gang queue) the default scheduler, and no Volcano annotations.
+    plain = cluster_check.nodes_job(_layout())
+    assert "schedulerName" not in plain["spec"]["template"]["spec"]
+    assert cluster_check.GROUP_MIN_MEMBER not in plain["metadata"]["annotations"]

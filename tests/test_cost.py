@@ -126,12 +126,13 @@ def test_workloads_by_hand(dev):
     assert result["hourly"]["fullScale"] == pytest.approx(135.56)
     assert result["monthly"]["configured"] == pytest.approx(135.56 * 730)
     # Every Trainium step has a deadline (workloads/deadlines.py), and a run's steps follow each other:
-    # BERT (dev: maxRetry 1, so 2 attempts; pending 45, precompile 120, train 60 min):
-    #   2 x (45 + 120) + 2 x (45 + 60) = 540 min, + 600 s scale-down: 33000 s; 43 x 33000 / 3600 = $394.17.
+    # BERT (dev: maxRetry 2, which is 2 attempts in all; pending 45, precompile 120, train 60 min, each
+    #   attempt + timeout's 5-minute --kill-after): 2 x (45 + 120 + 5) + 2 x (45 + 60 + 5) = 560 min,
+    #   + 600 s scale-down: 34200 s; 43 x 34200 / 3600 = $408.50.
     # Ray: precompile 10800 s + ttl 60, train (dev: 3600) + 60 (the data step uses no Trainium node),
     #   + 600: 15120 s; 49.56 x 15120 / 3600 = $208.15.
     # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600: 43 x 7800 / 3600 = $93.17.
-    assert result["boundUsd"] == {"bertPretraining": 394.17, "rayLlama2": 208.15, "clusterCheck": 93.17}
+    assert result["boundUsd"] == {"bertPretraining": 408.5, "rayLlama2": 208.15, "clusterCheck": 93.17}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):

@@ -59,7 +59,7 @@ def test_hadolint_passes() -> None:
 
 def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(dev) -> None:
     repositories = dev.outputs["ecrRepositories"]
-    planned = commands(repositories, versions.TRAINING_IMAGE_TAG)
+    planned = commands(repositories, versions.TRAINING_IMAGE_TAG, record=True)
     assert planned[0][2].startswith("aws ecr get-login-password --region us-west-2 | docker login")
     pushes = [c[2] for c in planned if c[:2] == ["docker", "push"]]
     # After each push, what the image resolved goes back into its constraints.txt (review B8).
@@ -138,3 +138,26 @@ def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
 
     checks = [rest for keyword, rest in instructions(DOCKERFILES["nemo-megatron"]) if keyword == "RUN" and rest.startswith("test -x")]
     assert checks == [f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted"]
+
+
+def test_images_refuse_to_build_from_constraints_that_pin_nothing(dev, monkeypatch, tmp_path, capsys) -> None:
+    # Review C4: the shipped docker/*/constraints.txt are comments only, so a build resolves whatever pip
+    # finds that day. `make images` refuses unless told to record what it resolved.
+    import tools.push_images as push
+
+    assert set(push.unpinned_images()) == {i for i in BUILD_ARGS
+                                           if all(not l.strip() or l.startswith("#") for l in
+                                                  (DOCKER_DIR / i / "constraints.txt").read_text().splitlines())}
+    for image in BUILD_ARGS:
+        (tmp_path / image).mkdir()
+        (tmp_path / image / "constraints.txt").write_text("# header\n")
+    monkeypatch.setattr(push, "DOCKER_DIR", tmp_path)
+    monkeypatch.setattr(push.requires, "report", lambda *a, **k: 0)
+    assert push.main(["--dry-run"]) == 2
+    assert "docker/bert-pretrain/constraints.txt" in capsys.readouterr().err
+    # Without the flag nothing writes back; with it, each pushed image's resolution is recorded.
+    assert not any("pip-constraints" in " ".join(c) for c in commands(dev.outputs["ecrRepositories"], "t"))
+    # Pinned files build without the flag (the refusal is about empty files only).
+    for image in BUILD_ARGS:
+        (tmp_path / image / "constraints.txt").write_text("# header\nnumpy==1.26.4\n")
+    assert push.unpinned_images() == []

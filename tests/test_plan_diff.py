@@ -345,3 +345,29 @@ def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
     assert huge in markdown and json.dumps(policy) in markdown
     # The other side: the old rendering (full tokens, one line per path) would not fit.
     assert len(f"       userData: {json.dumps(huge)}") > render.WIDTH
+
+
+def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_all: PlanResult) -> None:
+    # The offline plan's UIDs are stable placeholders, so bert-train's inputs are the same on both sides:
+    # only the cascade shows it replaced. pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go
+    # l.2044-2075 (deleteBeforeReplace) and calculateDependentReplacements l.3220-3330: a dependent whose
+    # property comes from a replaced resource, diffed with that property unknown, is replaced when its
+    # replaceOnChanges covers it. One rule for the diff and the preflight (offline/replacement.py).
+    base = [r.as_json() for r in workloads_all.registrations]
+    head = json.loads(json.dumps(base))
+    precompile = next(r for r in head if r["name"] == "job-bert-precompile")
+    precompile["inputs"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
+    changes = {c.name: c for c in diff.compare_resources(base, head)}
+    assert {n: c.kind for n, c in changes.items()} == {"job-bert-precompile": "replace", "job-bert-train": "replace"}
+    assert changes["job-bert-train"].notes == [
+        "replaced: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec)"]
+    # The other side: only the training job changes, and the precompile stays.
+    head = json.loads(json.dumps(base))
+    train = next(r for r in head if r["name"] == "job-bert-train")
+    train["inputs"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
+    assert {c.name: c.kind for c in diff.compare_resources(base, head)} == {"job-bert-train": "replace"}
+    # `depends_on` is no property dependency: a replaced staging Job takes nothing with it.
+    head = json.loads(json.dumps(base))
+    stage = next(r for r in head if r["name"] == "job-stage-wikicorpus")
+    stage["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] += "-x"
+    assert {c.name: c.kind for c in diff.compare_resources(base, head)} == {"job-stage-wikicorpus": "replace"}

@@ -13,7 +13,7 @@ import pytest
 
 from offline.runner import PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-from workloads import checks, contract, layouts, schedule
+from workloads import checks, contract, gang_watchdog, layouts, schedule
 from workloads.settings import parse_workloads_config
 
 
@@ -52,17 +52,17 @@ def test_gangs_sharing_a_group_must_fit_it_together(dev) -> None:
 
 
 def test_a_pod_larger_than_its_node_is_refused(dev) -> None:
-    # trn1n.32xlarge: 128 vCPU, 512 GiB; the kubelet keeps 0.92 vCPU and 3072 MiB (11 x 247 max
-    # pods + 255 + 100 eviction, awslabs/amazon-eks-ami nodeadm kubelet config), the DaemonSets
-    # their requests: 127080m and 520729Mi are left (infra/plans/system_capacity.py).
+    # trn1n.32xlarge: 128 vCPU, 512 GiB listed, 7.5% less as MemTotal; the kubelet keeps 0.92 vCPU and
+    # 3072 MiB (11 x 247 max pods + 255 + 100 eviction, awslabs/amazon-eks-ami nodeadm kubelet config),
+    # the DaemonSets their requests: 127080m and 481407Mi are left (infra/plans/system_capacity.py).
     problem, train = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerCpu": "128"})
     assert "workergroup pods of llama2-pretraining-job" in train
     assert problem.startswith("trainium-workloads:rayLlama2: workergroup pods of llama2-precompilation-job ask for more "
                               "than a trn1n.32xlarge node of group 'trn1n-32xl-ng' can allocate")
     assert "cpu 128 (it can allocate 127.08)" in problem
     problem, _ = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerMemory": "510Gi"})
-    assert "memory 510Gi (it can allocate 520729Mi)" in problem
-    assert problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerCpu": "127", "workerMemory": "500Gi"}) == []
+    assert "memory 510Gi (it can allocate 481407Mi)" in problem
+    assert problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerCpu": "127", "workerMemory": "470Gi"}) == []
 
 
 def test_neuron_devices_and_efa_interfaces_count_against_the_node(dev) -> None:
@@ -147,15 +147,13 @@ def test_a_pending_timeout_longer_than_a_ray_deadline_is_refused(dev) -> None:
 def pending_bound(obj: dict[str, Any]) -> Optional[int]:
     """Seconds after which an unscheduled gang of ``obj`` is ended, read from the object."""
     spec = obj["spec"]
-    if obj["kind"] == "Job" and "tasks" in spec:
-        timeouts = [p["timeout"] for t in spec["tasks"] for p in t["policies"]
-                    if p.get("event") == "PodPending" and p.get("action") == "TerminateJob"]
-        return int(timeouts[0].removesuffix("m")) * 60 if len(timeouts) == len(spec["tasks"]) else None
+    if obj["kind"] in ("Job", "MPIJob") and ("tasks" in spec or obj["kind"] == "MPIJob"):
+        # Volcano Jobs and MPIJobs: the gang watchdog's bound (workloads/watchdog_loop.py), the only one
+        # that survives a Volcano controller restart and the only one the MPI operator leaves.
+        bound = (obj["metadata"].get("annotations") or {}).get(gang_watchdog.ANNOTATION)
+        return int(bound) if bound else None
     if obj["kind"] == "RayJob":
         return spec.get("preRunningDeadlineSeconds")
-    if obj["kind"] == "MPIJob":
-        # mpi-operator v0.8.0: the launcher Job carries the deadline and exists from the start only with AtStartup.
-        return spec["runPolicy"].get("activeDeadlineSeconds") if spec.get("launcherCreationPolicy") == "AtStartup" else None
     return spec.get("activeDeadlineSeconds")
 
 
@@ -195,8 +193,65 @@ def test_awaits_outlast_the_deadlines_they_wait_for(workloads_all) -> None:
     by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_all.registrations if "metadata" in r.inputs}
     wait = {n: int(o["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) for n, o in by_name.items()
             if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})}
-    # BERT: pending 45 min + precompile deadline 120 min, then 5 minutes' margin.
-    assert wait["bert-precompile"] == (45 + 120 + 5) * 60
+    # BERT: pending 45 min + precompile deadline 120 min + timeout's 5-minute --kill-after, then 5 minutes' margin.
+    assert wait["bert-precompile"] == (45 + 120 + 5 + 5) * 60
     assert wait["llama2-precompilation-job"] == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
     assert wait["llama2-compile"] == by_name["llama2-compile"]["spec"]["runPolicy"]["activeDeadlineSeconds"] + 300
     assert wait["cluster-check-nodes"] == by_name["cluster-check-nodes"]["spec"]["activeDeadlineSeconds"] + 300
+
+
+def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:
+    # volcano v1.15.1 pkg/controllers/job/state/running.go l.35-39: RestartJob on the first failure sets
+    # RetryCount to 1; state/restarting.go l.35: the job is Failed once RetryCount >= maxRetry. So
+    # maxRetry N is N attempts in all (1: never retried), and each attempt can outlast its deadline by
+    # `timeout --kill-after` (bert.py with_deadline).
+    from workloads import bert, deadlines
+    config = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
+    assert config.bert_pretraining.max_retry == 2  # the dev stack means one retry
+    steps = {s.name: s for s in deadlines.trainium_steps(config)}
+    assert steps["bert-train"].hold_seconds == 2 * (45 + 60 + 5) * 60
+    assert steps["bert-precompile"].hold_seconds == 2 * (45 + 120 + 5) * 60
+    assert "2 attempts (maxRetry 2)" in steps["bert-train"].why
+    assert bert.with_deadline(["x"], 60)[1] == f"--kill-after={deadlines.BERT_KILL_AFTER_MINUTES * 60}"
+    one = config.bert_pretraining.model_copy(update={"max_retry": 1})
+    assert deadlines.bert_attempts(one) == 1 and deadlines.bert_attempts(config.bert_pretraining) == 2
+
+
+def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
+    # docs/workloads.md "The dev stack" and the header of workloads/Pulumi.dev.yaml: NeMo (4 nodes) takes
+    # trn1-32xl-ng1's whole maxSize (4), so BERT and the check both go off. BERT alone off is refused.
+    config = stack_config(WORKLOADS_DIR, "dev")
+    shipped = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if v.startswith("{")}
+    nemo_on = {**shipped["nemoLlama2"], "enabled": True}
+    staging = {**shipped["dataStaging"], "redpajama": True}
+    documented = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
+                          bertPretraining={**shipped["bertPretraining"], "enabled": False},
+                          clusterCheck={**shipped["clusterCheck"], "enabled": False})
+    assert documented == []
+    bert_only_off = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
+                             bertPretraining={**shipped["bertPretraining"], "enabled": False})
+    assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nemoLlama2" in bert_only_off[0]
+    docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
+    assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
+    assert "enabled: false on bertPretraining AND clusterCheck" in (WORKLOADS_DIR / "Pulumi.dev.yaml").read_text()
+
+
+def test_two_groups_that_pods_cannot_tell_apart_are_refused(dev) -> None:
+    # Review C5: pods select a group by instance type and labels (contract.NodeGroup.node_selector), so
+    # a second trn1.32xlarge group with the same labels takes BERT's pods too, and schedule.placement
+    # would count both gangs on whichever group it meets first.
+    def twin(labels: dict[str, str], first: Optional[dict[str, str]] = None) -> Callable[[dict[str, Any]], None]:
+        def add(outputs: dict[str, Any]) -> None:
+            groups = outputs["acceleratorNodeGroups"]
+            groups.append({**copy.deepcopy(groups[0]), "name": "trn1-32xl-ng2"})
+            groups[-1]["labels"].update(labels)
+            groups[0]["labels"].update(first or {})
+        return add
+    refused = problems(dev, twin({}))
+    assert refused and all("'trn1-32xl-ng2'" in p and "distinguishing label" in p for p in refused)
+    assert {p.split(" = ")[0] for p in refused} == {
+        "trainium-workloads:bertPretraining.nodeGroup", "trainium-workloads:clusterCheck.nodeGroup"}
+    # A label only the second group has is not enough: its nodes still match the first group's selector.
+    assert len(problems(dev, twin({"team": "b"}))) == 2
+    # The other side: one key, a value per group, tells them apart.
+    assert problems(dev, twin({"team": "b"}, first={"team": "a"})) == []

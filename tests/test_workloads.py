@@ -60,10 +60,11 @@ def test_bert_jobs_gang_schedule_one_pod_per_node_in_the_queue(workloads_dev: Pl
     assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses"]
     # volcano v1.15.1 job_controller_util.go applyPolicies: the first matching policy of the task
     # wins, so the deadline's exit code (coreutils `timeout`: 124) ends the job before PodFailed
-    # restarts it; a pod still Pending after the timeout ends it too.
+    # restarts it. No PodPending policy (volcano v1.15.1 job_controller_handler.go addPod l.142-200
+    # re-arms it on a healthy running job after any controller restart): the gang watchdog's
+    # annotation carries the pending bound instead (tests/test_gang_watchdog.py).
     assert spec["tasks"][0]["policies"] == [
         {"exitCode": 124, "action": "TerminateJob"},
-        {"event": "PodPending", "timeout": "45m", "action": "TerminateJob"},
         {"event": "PodEvicted", "action": "RestartJob"},
         {"event": "PodFailed", "action": "RestartJob"},
     ]
@@ -124,7 +125,7 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     train = registration(workloads_dev, "Job", "bert-train")
     assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
     assert precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700"}
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:

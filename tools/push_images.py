@@ -57,7 +57,15 @@ def constraint_problems(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith("#") and not pin.match(line.strip())]
 
 
-def commands(repositories: dict[str, str], tag: str) -> list[list[str]]:
+def unpinned_images() -> list[str]:
+    """Images whose constraints.txt pins nothing (comments only): a build would resolve whatever
+    the index serves that day, so two builds of one tag could differ."""
+    return [image for image in BUILD_ARGS
+            if not any(line.strip() and not line.startswith("#")
+                       for line in (DOCKER_DIR / image / CONSTRAINTS).read_text().splitlines())]
+
+
+def commands(repositories: dict[str, str], tag: str, record: bool = False) -> list[list[str]]:
     registry = next(iter(repositories.values())).split("/")[0]
     region = registry.split(".")[3]
     login = f"aws ecr get-login-password --region {region} | docker login --username AWS --password-stdin {registry}"
@@ -67,7 +75,8 @@ def commands(repositories: dict[str, str], tag: str) -> list[list[str]]:
         args = [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
         result.append(["docker", "build", "--platform", "linux/amd64", *args, "-t", target, str(DOCKER_DIR / image)])
         result.append(["docker", "push", target])
-        result.append(["sh", "-c", record_constraints(image, target)])
+        if record:
+            result.append(["sh", "-c", record_constraints(image, target)])
     return result
 
 
@@ -76,12 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--tag", default=versions.TRAINING_IMAGE_TAG)
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--record-constraints", action="store_true",
+                        help="write what each built image resolved back into its docker/<image>/constraints.txt")
     args = parser.parse_args(argv)
     # --dry-run only reads the stack's outputs; a real run logs in to ECR, builds and pushes.
     code = requires.report("make images" + (" --dry-run" if args.dry_run else ""),
                            ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"])
     if code:
         return code
+    if not args.record_constraints and (unpinned := unpinned_images()):
+        print("make images: refusing: these images' constraints.txt pin nothing (comments only), so the build would "
+              "install whatever pip resolves today and a rebuild of the same tag could differ:\n  "
+              + "\n  ".join(f"docker/{i}/{CONSTRAINTS}" for i in unpinned)
+              + "\nBuild once with `make images ARGS=--record-constraints` (it writes what each image resolved back "
+              "into the file), review and commit the files, then build again without it.", file=sys.stderr)
+        return 2
     output = subprocess.run(
         ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
         capture_output=True, text=True, cwd=DOCKER_DIR.parent,
@@ -90,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"`pulumi stack output ecrRepositories --stack {args.stack}` failed (is the cluster stack deployed, and "
               f"are you logged in to its backend?):\n{output.stderr.strip()}", file=sys.stderr)
         return 1
-    for command in commands(json.loads(output.stdout), args.tag):
+    for command in commands(json.loads(output.stdout), args.tag, record=args.record_constraints):
         print("+", " ".join(command), flush=True)
         if not args.dry_run:
             subprocess.run(command, check=True)

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Optional
 from infra.config.errors import ConfigError
 from offline.diff import changed_paths
 from offline.mocks import Registration, StackOutputs
-from offline.replacement import replaces
+from offline.replacement import dependent_replacements, replaces
 from workloads.kube import FOLLOWS, pod_templates
 from offline.plan import offline_secrets
 from offline.runner import PlanResult, run_program, stack_config
@@ -231,12 +231,14 @@ def waiting_steps(registrations: list[Registration], state: dict[str, dict[str, 
             if reason:
                 why[r.urn] = f"replaced ({path}: {reason})"
                 break
-        else:
-            for prop, sources in r.property_dependencies.items():
-                followed = [u for u in sources if u in why]
-                if followed and any(rule == "*" or rule == prop or rule.startswith(prop + ".") for rule in rules):
-                    why[r.urn] = f"replaced (follows {followed[0].split('::')[-1]})"
-                    break
+    # The chain: the plan diff's rule (offline/replacement.py dependent_replacements). A step awaited
+    # again keeps its UID, so only created and replaced ones take their followers with them.
+    existing = {r.urn: {"type": r.type, "replaceOnChanges": r.lifecycle.get("replaceOnChanges") or [],
+                        "propertyDependencies": r.property_dependencies, "inputs": r.inputs}
+                for r in registrations if r.urn in state}
+    sources = {u: w for u, w in why.items() if not w.startswith("awaited again")}
+    for urn, reason in dependent_replacements(existing, sources).items():
+        why[urn] = f"replaced (follows: {reason})"
     return why
 
 

@@ -17,6 +17,7 @@ from workloads import checks, contract, layouts, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, ClusterCheckArgs, summary
 from workloads.data_staging import DataStaging, DataStagingArgs
+from workloads.gang_watchdog import GangWatchdog, WatchdogLayout
 from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLlama2, NemoLlama2Args
 from workloads.ray_llama2 import RayLlama2, RayLlama2Args
 from workloads.settings import WorkloadsConfig, parse_workloads_config
@@ -60,6 +61,11 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     secrets = []
     if config.hf_token:
         secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
+
+    if any(config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")):
+        # Ends a Volcano Job or MPIJob whose gang does not run within its pending bound.
+        GangWatchdog("gang-watchdog", WatchdogLayout(ns, cluster.core_node_selector), opts)
+        declared["gangWatchdog"] = "gang-watchdog"
 
     staging = None
     if (staging_layout := layouts.staging(config, cluster)) is not None:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
-from workloads import bert_launch, deadlines, pods
+from workloads import bert_launch, deadlines, gang_watchdog, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
 from workloads.settings import BertPretrainingSettings
@@ -23,26 +23,27 @@ WORKLOAD = "bert-pretraining"
 # The run's command runs under coreutils `timeout`, which exits 124 when the deadline passed.
 DEADLINE_EXIT_CODE = 124
 # `timeout` sends SIGTERM at the deadline (torchrun passes it to its workers), SIGKILL this later.
-KILL_AFTER_SECONDS = 300
+KILL_AFTER_SECONDS = deadlines.BERT_KILL_AFTER_MINUTES * 60
 
 
-def task_policies(pending_timeout_minutes: int) -> list[dict[str, Any]]:
+def task_policies() -> list[dict[str, Any]]:
     """Volcano restarts the whole gang when one pod fails or is evicted (TorchX's APPLICATION
-    policy), except when the run's deadline stopped it; a pod Pending too long ends the job.
+    policy), except when the run's deadline stopped it.
 
     volcano v1.15.1 pkg/controllers/job/job_controller_util.go applyPolicies walks a task's
     policies in order and takes the first whose event or exit code matches (a failed pod's request
     carries its first container's exit code, job_controller_handler.go updatePod), so the
-    exit-code policy comes before PodFailed. A PodPending policy needs a timeout
-    (shouldConfigureTimeout): the action is delayed by it and cancelled when that pod reports
-    another phase (job_controller.go CleanPodDelayActionsIfNeed), so only a pod still Pending then
-    (unschedulable, its node never coming, its image never pulled) ends the job and releases the
-    gang's nodes. The admission webhook accepts PodPending, TerminateJob and exit codes other than 0
-    (pkg/webhooks/admission/jobs/validate/util.go validatePolicies).
+    exit-code policy comes before PodFailed.
+
+    No PodPending policy: in v1.15.1 a restarted job controller re-lists every pod as
+    PodPendingEvent whatever its phase (job_controller_handler.go addPod l.142-200), which arms
+    the policy's delayed TerminateJob on the pods of a healthy running job, and nothing cancels
+    it (job_controller.go CleanPodDelayActionsIfNeed l.415-452 needs a later non-Pending event of
+    that pod). The pending bound is the gang watchdog's instead (gang_watchdog.py), from the
+    annotation ``volcano_job`` puts on the Job.
     """
     return [
         {"exitCode": DEADLINE_EXIT_CODE, "action": "TerminateJob"},
-        {"event": "PodPending", "timeout": f"{pending_timeout_minutes}m", "action": "TerminateJob"},
         {"event": "PodEvicted", "action": "RestartJob"},
         {"event": "PodFailed", "action": "RestartJob"},
     ]
@@ -73,7 +74,8 @@ def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> d
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": job.name, "namespace": job.namespace, "annotations": annotations or {}},
+        "metadata": {"name": job.name, "namespace": job.namespace,
+                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes)}},
         "spec": {
             "schedulerName": "volcano",
             "queue": job.queue,
@@ -125,7 +127,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "replicas": 1,
         "minAvailable": 1,
         "maxRetry": job.max_retry,
-        "policies": task_policies(job.pending_timeout_minutes),
+        "policies": task_policies(),
         "template": {
             "metadata": {"labels": labels},
             "spec": {

@@ -156,6 +156,19 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
             f"it has: {', '.join(cluster.node_groups) or 'none'}"
         ]
     problems = []
+    # A pod selects its group by the group's node selector (instance type and labels: contract.py
+    # NodeGroup.node_selector); another group whose nodes carry all of those labels (the same, or
+    # more) takes its pods too, and the whole-schedule check (schedule.placement) could not tell
+    # which group holds which gang.
+    twins = sorted(g.name for g in cluster.node_groups.values()
+                   if g.name != group.name and group.node_selector.items() <= g.node_selector.items())
+    if twins:
+        problems.append(
+            f"{key} = {settings.node_group!r}: node group(s) {', '.join(map(repr, twins))} have the same instance type "
+            f"({group.instance_type}) and every label {group.name!r} has, so this workload's pods could land on either "
+            "and its nodes cannot be counted; give each a distinguishing label (one key, a value per group: "
+            "`labels` in the cluster stack)"
+        )
     # The acceptance test on one node checks that node alone; from two on it runs the all-reduce.
     single_node_check = workload == "cluster_check" and settings.nodes == 1
     if group.efa_interfaces == 0 and not single_node_check:

@@ -48,9 +48,9 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import pods
+from workloads import gang_watchdog, pods, quantities
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import declare, declare_in_order, pod_templates
 from workloads.settings import ClusterCheckSettings
 
 WORKLOAD = "cluster-check"
@@ -175,6 +175,25 @@ def current_attempt(layout: CheckLayout) -> str:
             f'attempt={layout.attempts_dir}/$id\n')
 
 
+MEMINFO = "/proc/meminfo"
+
+
+def memory_check(group: NodeGroup) -> str:
+    """Shell: the node's MemTotal (what the kubelet reports as memory capacity) beside what the
+    cluster stack promises pods (its exported allocatable, infra/plans/system_capacity.py, an
+    estimate below EC2's listed memory); a node with less than that fails, because the schedule
+    check admitted pods against the promise. Nothing when the stack exports no figure."""
+    memory = (group.allocatable or {}).get("memory")
+    amount = quantities.parse(memory) if memory else None
+    if amount is None:
+        return ""
+    promised = int(amount / 2**20)
+    return f"""total=$(( $(awk '/^MemTotal:/ {{print $2}}' {MEMINFO}) / 1024 ))
+echo "info  memory: MemTotal ${{total}}Mi (the kubelet's capacity; its status.allocatable is that less kube-reserved and eviction); the cluster stack promises pods {promised}Mi"
+if [ "$total" -lt {promised} ]; then echo "FAIL  memory: MemTotal ${{total}}Mi is below the {promised}Mi the cluster stack promises pods: lower infra/plans/system_capacity.py's figure"; failed=1; fi
+"""
+
+
 def node_script(layout: CheckLayout) -> str:
     """Every check runs and prints its line; the pod fails if any of them failed. A passing pod
     then holds its node (every device) until all ``nodes`` pods have reported, so they report
@@ -202,8 +221,8 @@ check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
 check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
 # Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
 # reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
-echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' /proc/meminfo)"
-mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' {MEMINFO})"
+{memory_check(g)}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
@@ -275,10 +294,37 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
     # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
-    return _check_job(
+    job = _check_job(
         layout, "cluster-check-nodes", container, pods.accelerator_placement(layout.group),
         layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes,
     )  # fmt: skip
+    if layout.gang_queue is not None:
+        through_volcano(job, layout.gang_queue, layout.settings.nodes)
+    return job
+
+
+# Annotations Volcano v1.15.1's PodGroup controller reads (staging/src/volcano.sh/apis/pkg/apis/
+# scheduling/v1beta1/labels.go; GroupName scheduling.volcano.sh, register.go l.33).
+GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+
+
+def through_volcano(job: dict[str, Any], queue: str, nodes: int) -> None:
+    """Schedule a batch/v1 Job's pods with Volcano, as one gang in ``queue``, not with the default
+    scheduler beside Volcano on the same Trainium group (two schedulers binding to one free node at
+    once: the kubelet refuses one pod for want of Neuron devices, and this Job has no retry).
+
+    volcano v1.15.1 pkg/controllers/podgroup (pg-controller, on by default: cmd/controller-manager/
+    app/options/options.go l.47 "*,-sharding-controller"; it handles pods whose schedulerName is
+    "volcano", l.39/124): for a pod without a PodGroup it creates ``podgroup-<owner uid>``
+    (helpers.go GeneratePodgroupName l.193-207), one for all the Job's pods, with minMember from the
+    owner's ``group-min-member`` annotation (pg_controller_handler.go getMinMemberFromUpperRes l.270-289,
+    owner annotations inherited by default: options.go l.130) and the queue from the pod's
+    ``queue-name`` annotation (buildPodGroupFromPod l.400-402)."""
+    job["metadata"]["annotations"] = {**job["metadata"]["annotations"], GROUP_MIN_MEMBER: str(nodes)}
+    template = job["spec"]["template"]
+    template["metadata"]["annotations"] = {**(template["metadata"].get("annotations") or {}), QUEUE_NAME: queue}
+    template["spec"]["schedulerName"] = "volcano"
 
 
 def launcher_script(layout: CheckLayout) -> str:
@@ -363,7 +409,8 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace, "annotations": pods.skip_await()},
+        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace,
+                     "annotations": {**pods.skip_await(), **gang_watchdog.pending_bound(s.pending_timeout_minutes)}},
         "spec": {
             "slotsPerWorker": 1,
             "launcherCreationPolicy": "AtStartup",
@@ -447,11 +494,26 @@ def verdict_job(layout: CheckLayout) -> dict[str, Any]:
     )  # fmt: skip
 
 
+# cluster-autoscaler v1.34.2 (what chart 9.53.0 runs, infra/facts/versions.py) cluster-autoscaler/FAQ.md
+# l.111-115, "What types of pods can prevent CA from removing a node?": pods annotated
+# safe-to-evict "false". The check's pods request little CPU and memory (pods.CHECK_REQUESTS), so
+# their nodes look underused to the autoscaler's scale-down, which would evict them mid-check (the
+# per-node stage and the all-reduce wait for each other: a moved pod fails the attempt).
+NOT_EVICTABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def _not_evictable(manifest: dict[str, Any]) -> dict[str, Any]:
+    for template in pod_templates(manifest["spec"]):
+        metadata = template.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **NOT_EVICTABLE}
+    return manifest
+
+
 def check_sequence(layout: CheckLayout) -> list[dict[str, Any]]:
     stages = [nodes_job(layout)]
     if layout.settings.nodes > 1:
         stages.append(allreduce_job(layout))
-    return stages + [verdict_job(layout)]
+    return [_not_evictable(m) for m in stages + [verdict_job(layout)]]
 
 
 def summary(layout: CheckLayout) -> dict[str, Any]:

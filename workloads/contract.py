@@ -50,7 +50,7 @@ class NodeGroup:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     max_size: int
-    # CPU and memory a pod can request per node ({"cpu": "127080m", "memory": "520729Mi"}); None from
+    # CPU and memory a pod can request per node ({"cpu": "127080m", "memory": "481407Mi"}); None from
     # cluster stacks that do not export it (then only Neuron devices and EFA interfaces are checked).
     allocatable: Optional[Mapping[str, str]] = None
 

@@ -5,11 +5,15 @@ up`'s awaits (each a little longer than what it waits for, so the object's own d
 ends a hang) and the cost report's bound per run (offline/cost.py). Pure: settings in, numbers out.
 
 Where each deadline lives on the object, and what it counts:
-- BERT (Volcano Job): a pod Pending longer than ``pendingTimeoutMinutes`` ends the job (Volcano
-  ``PodPending`` policy with a timeout, TerminateJob); once running, the command runs under
+- BERT (Volcano Job): an attempt still Pending after ``pendingTimeoutMinutes`` is ended by the gang
+  watchdog (gang_watchdog.py; not Volcano's ``PodPending`` policy, which a controller restart
+  re-arms on running pods: watchdog_loop.py); once running, the command runs under
   ``timeout``, whose exit code 124 ends the job (an ``exitCode`` policy, TerminateJob). Both
-  count per attempt: Volcano's RestartJob after another failure starts a new attempt, up to
-  ``maxRetry`` (volcano v1.15.1 pkg/controllers/job/job_controller_util.go applyPolicies).
+  count per attempt: Volcano's RestartJob after another failure starts a new attempt. ``maxRetry``
+  is the number of attempts, not of retries: the first failure sets RetryCount to 1 (volcano
+  v1.15.1 pkg/controllers/job/state/running.go l.35-39) and Restarting fails the job once
+  RetryCount >= maxRetry (state/restarting.go l.35), so maxRetry 1 never retries. Each attempt
+  can run ``timeout``'s ``--kill-after`` past its deadline (bert.KILL_AFTER_SECONDS).
 - Ray (RayJob): ``activeDeadlineSeconds`` from the RayJob's start, cluster start-up included, and
   ``preRunningDeadlineSeconds`` for reaching Running (kuberay v1.7.0
   ray-operator/controllers/ray/rayjob_controller.go checkActiveDeadlineAndUpdateStatusIfNeeded,
@@ -17,7 +21,8 @@ Where each deadline lives on the object, and what it counts:
 - NeMo and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
   (kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherJob), created with
   the workers (``launcherCreationPolicy: AtStartup``), so it counts from the MPIJob's creation and
-  also ends a gang that is never scheduled; a batch/v1 Job's deadline counts from its start.
+  also ends a gang that is never scheduled; the gang watchdog suspends one not Running after
+  ``pendingTimeoutMinutes``, sooner. A batch/v1 Job's deadline counts from its start.
 """
 
 from __future__ import annotations
@@ -43,8 +48,19 @@ class TrainiumStep:
     why: str
 
 
+# coreutils `timeout --kill-after`: a command that ignores SIGTERM runs this much past its deadline
+# (bert.KILL_AFTER_SECONDS, kept here so this module stays free of the Pulumi program).
+BERT_KILL_AFTER_MINUTES = 5
+
+
 def bert_attempt_minutes(pending: int, deadline: int) -> int:
-    return pending + deadline
+    """One attempt: scheduling, the run's deadline, then `timeout`'s SIGKILL grace."""
+    return pending + deadline + BERT_KILL_AFTER_MINUTES
+
+
+def bert_attempts(settings: Any) -> int:
+    """Volcano runs a Job at most ``maxRetry`` times in all (see the module's docstring)."""
+    return settings.max_retry
 
 
 def bert_await_minutes(settings: Any) -> int:
@@ -72,15 +88,15 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
     """Every enabled workload's Trainium steps, each bounded by its deadlines."""
     steps: list[TrainiumStep] = []
     if (bert := config.on("bert_pretraining")) is not None:
-        attempts = bert.max_retry + 1
+        attempts = bert_attempts(bert)
         runs = [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")] if bert.precompile else []
         runs.append(("bert-train", bert.train_deadline_minutes, "trainDeadlineMinutes"))
         for name, deadline, key in runs:
             minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
             steps.append(TrainiumStep(
                 "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
-                f"{attempts} attempts (maxRetry {bert.max_retry} + 1) x (pendingTimeoutMinutes "
-                f"{bert.pending_timeout_minutes} + {key} {deadline})",
+                f"{attempts} attempts (maxRetry {bert.max_retry}) x (pendingTimeoutMinutes "
+                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})",
             ))
     if (ray := config.on("ray_llama2")) is not None:
         for step in ray.steps:

@@ -14,6 +14,9 @@ _BUILT_IN = {
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "Pod"): k8s.core.v1.Pod,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
@@ -21,7 +24,7 @@ _BUILT_IN = {
 
 
 # Top-level manifest keys whose Python argument name differs.
-_PYTHON_NAMES = {"stringData": "string_data"}
+_PYTHON_NAMES = {"stringData": "string_data", "roleRef": "role_ref"}
 
 
 def resource_name(manifest: dict[str, Any]) -> str:

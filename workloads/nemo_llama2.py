@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import deadlines, pods
+from workloads import deadlines, gang_watchdog, pods
 from workloads.contract import NodeGroup
 from workloads.kube import declare, declare_in_order
 from workloads.settings import NemoLlama2Settings
@@ -113,7 +113,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": layout.namespace, "annotations": annotations},
+        "metadata": {"name": name, "namespace": layout.namespace,
+                     "annotations": {**annotations, **gang_watchdog.pending_bound(s.pending_timeout_minutes)}},
         "spec": {
             "slotsPerWorker": 1,
             # The launcher Job, and with it the deadline, exists from the start (see run_policy);

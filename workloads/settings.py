@@ -41,7 +41,8 @@ class GangTimeoutSettings(AcceleratedWorkloadSettings):
     pending_timeout_minutes: int = Field(
         default=PENDING_TIMEOUT_MINUTES, ge=15,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
-        "pull included) before the job is ended and its Trainium nodes released; at least 15.",
+        "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
+        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it.",
     )
 
 
@@ -70,7 +71,8 @@ class BertPretrainingSettings(GangTimeoutSettings):
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
-    max_retry: int = Field(default=3, ge=1, description="Gang restarts Volcano allows after a pod failure.")
+    max_retry: int = Field(default=3, ge=1, description="Attempts Volcano allows in all, the first included: a pod failure "
+                           "restarts the gang while fewer than maxRetry have run (1: never retried).")
     # Each attempt (the first and every Volcano retry) is cut at its deadline: the run's command
     # runs under `timeout`, whose exit code 124 ends the job (bert.py DEADLINE_EXIT_CODE).
     precompile_deadline_minutes: int = Field(
@@ -132,7 +134,7 @@ class RayLlama2Settings(GangTimeoutSettings):
                                             "lives on.")
 
 
-class NemoLlama2Settings(AcceleratedWorkloadSettings):
+class NemoLlama2Settings(GangTimeoutSettings):
     nodes: int = Field(default=4, ge=1, description="Trainium nodes, one rank each; must divide the global batch.")
     queue: str = Field(default="test", description="Volcano queue (the NeMo seed names none).")
     compile: bool = Field(default=True, description="Run the compile MPIJob first.")
@@ -155,7 +157,7 @@ class NemoLlama2Settings(AcceleratedWorkloadSettings):
     )
 
 
-class ClusterCheckSettings(AcceleratedWorkloadSettings):
+class ClusterCheckSettings(GangTimeoutSettings):
     """The acceptance test: is a node group fit for distributed training? (workloads/cluster_check.py)"""
 
     nodes: int = Field(default=2, ge=1, description="Nodes to check; 2 or more also runs the nccom-test all-reduce across them (needs EFA).")
@@ -208,6 +210,9 @@ class TensorBoardSettings(WorkloadSettings):
 
 
 class DataStagingSettings(WorkloadSettings):
+    image_tag: str = Field(default=versions.STAGING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN,
+                           description="Tag of the staging Jobs' images (cmd-shell, nemo-megatron); default "
+                           "STAGING_IMAGE_TAG, not the training tag, so a training-image bump leaves them alone.")
     wikicorpus: bool = Field(default=True, description="Stage the BERT WikiCorpus from the public Neuron bucket "
                              "under /data.")
     redpajama: bool = Field(default=False, description="Stage the RedPajama sample, the Llama-2 tokenizer and the "

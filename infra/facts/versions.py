@@ -119,6 +119,13 @@ ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
 TRAINING_IMAGE_TAG = "2026.11.1"
+# The tag the data staging Jobs run (cmd-shell for WikiCorpus, nemo-megatron for RedPajama). Its own,
+# so bumping TRAINING_IMAGE_TAG does not replace the staging Jobs: a replaced stage-wikicorpus (240 min
+# await) followed by the replaced bert-precompile would outlast the CI deploy job's budget
+# (tools/workloads_preflight.py, .github/workflows/deploy.yml). Bump it only when what staging runs
+# changed, and to a tag `make images` has pushed (ECR keeps the last 30 tags of each image); a bump
+# re-runs the staging Jobs, which skip what is already on FSx.
+STAGING_IMAGE_TAG = "2026.11.1"
 # AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
 # BERT script; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
 NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"

@@ -69,6 +69,21 @@ def reserved_cpu_millis(vcpus: int) -> int:
     return reserved
 
 
+# The kubelet reports a node's memory capacity as the kernel's MemTotal (cAdvisor's machine info),
+# which is below the EC2-listed memory by what the firmware, hypervisor and kernel keep: nodeadm's
+# kube-reserved below is subtracted from that capacity, not from the listed figure. The share is
+# Karpenter's default estimate of that gap for every instance type (aws/karpenter-provider-aws v1.14.1
+# pkg/operator/options/options.go l.58, VM_MEMORY_OVERHEAD_PERCENT 0.075), applied until a real node
+# says otherwise: the acceptance test prints each node's MemTotal beside the allocatable figure the
+# cluster stack exports, and fails when the node has less (workloads/cluster_check.py node_script).
+MEMORY_OVERHEAD_FRACTION = 0.075
+
+
+def memory_capacity_mib(listed_mib: int) -> int:
+    """What the kubelet will report as memory capacity for an EC2-listed ``listed_mib``."""
+    return int(listed_mib * (1 - MEMORY_OVERHEAD_FRACTION))
+
+
 def reserved_memory_mib(max_pods: int) -> int:
     """kube-reserved memory, 11 MiB per pod + 255 MiB (same file, getMemoryMebibytesToReserve),
     plus the 100 MiB hard-eviction threshold (same file, evictionHard memory.available)."""
@@ -132,7 +147,7 @@ def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: 
         return None
     on_node = daemonsets(features) + (accelerator_daemonsets(features) if accelerator else [])
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
-    memory = node.memory_mib - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
+    memory = memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
     return {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
 
 
@@ -207,7 +222,7 @@ def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespa
         cpu_millis=nodes * sum(p.cpu_millis for p in per_node) + sum(p.cpu_millis * p.replicas for p in cluster),
         allocatable_cpu_millis=nodes * (node.vcpus * 1000 - reserved_cpu_millis(node.vcpus)),
         memory_mib=nodes * sum(p.memory_mib for p in per_node) + sum(p.memory_mib * p.replicas for p in cluster),
-        allocatable_memory_mib=nodes * (node.memory_mib - reserved_memory_mib(node.max_pods)),
+        allocatable_memory_mib=nodes * (memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods)),
     )
 
 

@@ -1,0 +1,100 @@
+"""The gang watchdog: a small Deployment on the system nodes that ends a Volcano Job or MPIJob
+whose gang has not run within its pending bound (``watchdog_loop.py`` says how and why, from
+the Volcano v1.15.1 and MPI operator v0.8.0 sources).
+
+Each job carries its bound in the annotation ``watchdog_loop.ANNOTATION`` (metadata, not spec:
+changing a bound never replaces a running job). The watchdog may only read Volcano Jobs and
+MPIJobs, create Volcano Commands and patch MPIJobs, in its own namespace; nothing may connect to
+it (an ingress NetworkPolicy admitting nothing); it runs as a non-root user with a read-only root
+and every capability dropped. It is the one pod of the project with a service account token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import pulumi
+
+from infra.facts import versions
+from workloads import pods, watchdog_loop
+from workloads.kube import declare
+
+NAME = "gang-watchdog"
+LABELS = {"app.kubernetes.io/name": NAME, **pods.workload_labels(NAME)}
+ANNOTATION = watchdog_loop.ANNOTATION
+
+
+def pending_bound(minutes: int) -> dict[str, str]:
+    """The annotation that gives a job's gang ``minutes`` to run before the watchdog ends it."""
+    return {ANNOTATION: str(minutes * 60)}
+
+
+def loop_source() -> str:
+    return Path(watchdog_loop.__file__).read_text()
+
+
+@dataclass(frozen=True)
+class WatchdogLayout:
+    namespace: str
+    core_node_selector: Mapping[str, str]
+
+
+def rules() -> list[dict[str, Any]]:
+    """Exactly what ``watchdog_loop.sweep`` calls, nothing more."""
+    return [
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["get", "list"]},
+        {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "list", "patch"]},
+    ]
+
+
+def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
+    meta = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
+    container = {
+        "name": "watchdog",
+        "image": versions.PYTHON_SLIM_IMAGE,
+        "command": ["python", "-c", loop_source()],
+        "env": [{"name": "WATCH_NAMESPACE", "value": layout.namespace}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "securityContext": pods.container_security_context(read_only_root=True),
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": layout.namespace}]},
+        pods.network_policy(NAME, layout.namespace, LABELS, []),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": LABELS},
+                "template": {
+                    "metadata": {"labels": LABELS},
+                    "spec": {
+                        **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
+                        # The one pod that calls the API: it needs its token.
+                        "automountServiceAccountToken": True,
+                        "serviceAccountName": NAME,
+                        "nodeSelector": dict(layout.core_node_selector),
+                        "containers": [container],
+                    },
+                },
+            },
+        },
+    ]
+
+
+class GangWatchdog(pulumi.ComponentResource):
+    def __init__(self, name: str, layout: WatchdogLayout, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainium:workloads:GangWatchdog", name, None, opts)
+        declared: list[pulumi.Resource] = []
+        for manifest in manifests(layout):
+            declared.append(declare(manifest, self, declared[-1:]))
+        self.ready = declared[-1]
+        self.register_outputs({})

@@ -1,0 +1,152 @@
+"""The gang watchdog's loop: ends a Volcano Job or MPIJob whose gang is not running within its
+pending bound. Standard library only: this file's text is what the watchdog pod runs
+(``python -c``, see ``gang_watchdog.py``), and the tests import the same functions.
+
+Why not Volcano's own ``PodPending`` policy: in v1.15.1 the job controller's ``addPod``
+(pkg/controllers/job/job_controller_handler.go l.142-200) sends ``PodPendingEvent`` for every pod
+it lists, whatever its phase, so after any restart of the controller every pod of a running job
+arms the delayed TerminateJob again (job_controller.go processNextReq, AddDelayActionForJob
+l.461-509); only a later non-Pending event of that pod cancels it (CleanPodDelayActionsIfNeed
+l.415-452), and updatePod sends PodRunningEvent only on a change of phase, which a pod already
+Running never makes. A healthy run was ended ``pendingTimeoutMinutes`` after the restart.
+
+This loop keeps no state: it reads the bound from the object's annotation and the attempt's start
+from the object's status, so a restart of the watchdog (or of Volcano) changes nothing.
+
+- Volcano Job (batch.volcano.sh/v1alpha1): acted on only while ``status.state.phase`` is Pending.
+  The attempt starts at the job's creation or at its latest ``Restarting`` condition (volcano
+  v1.15.1 job_controller_actions.go killJob l.231-236 stamps a condition per phase change, and
+  appendJobCondition l.1072-1080 keeps the latest of each phase); an attempt that reached Running
+  after it began is left alone. Ended by a bus.volcano.sh/v1alpha1 Command ``TerminateJob``
+  (job_controller_handler.go processNextCommand l.419-448; job_controller_util.go applyPolicies
+  l.194-197 takes a command's action as it is), the action the PodPending policy took.
+- MPIJob (kubeflow.org/v2beta1): acted on while it has no Running, Succeeded or Failed condition and
+  is not suspended, from its creation; the operator sets Running only once the launcher and every
+  worker run (mpi_job_controller.go updateMPIJobStatus l.1163-1165). Ended by ``runPolicy.suspend: true``: kubeflow/mpi-operator
+  v0.8.0 pkg/controller/mpi_job_controller.go l.711-724 suspends the launcher Job and deletes the
+  workers, so the gang's pods leave the queue. The MPI operator gives Volcano no schedule timeout
+  (pkg/controller/podgroup.go l.105-134), so nothing else ends a gang that never schedules.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Optional
+
+ANNOTATION = "trainium.workloads/pending-timeout-seconds"
+VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
+VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1/namespaces/{ns}/commands"
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
+POLL_SECONDS = 60
+
+
+def _time(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def _bound(obj: dict[str, Any]) -> Optional[int]:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    return int(value) if value and value.isdigit() else None
+
+
+def volcano_overdue(job: dict[str, Any], now: float) -> bool:
+    """True when the job's current attempt has been Pending longer than its bound."""
+    bound = _bound(job)
+    status = job.get("status") or {}
+    if bound is None or (status.get("state") or {}).get("phase", "Pending") != "Pending":
+        return False
+    seen = {c.get("status"): _time(c.get("lastTransitionTime")) for c in status.get("conditions") or []}
+    start = max(t for t in (_time(job["metadata"].get("creationTimestamp")), seen.get("Restarting")) if t is not None)
+    running = seen.get("Running")
+    if running is not None and running >= start:
+        return False
+    return now - start > bound
+
+
+def mpijob_overdue(job: dict[str, Any], now: float) -> bool:
+    """True when the MPIJob's gang has not run within its bound of its creation."""
+    bound = _bound(job)
+    if bound is None or ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    if any(c.get("type") in ("Running", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions):
+        return False
+    return now - _time(job["metadata"]["creationTimestamp"]) > bound
+
+
+def terminate_command(job: dict[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"]
+    return {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"generateName": f"{meta['name']}-pending-", "namespace": meta["namespace"]},
+        "action": "TerminateJob",
+        "reason": "PendingTimeout",
+        "message": f"the gang did not run within {_bound(job)} s ({ANNOTATION})",
+        "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": meta["name"],
+                   "uid": meta["uid"], "controller": True},
+    }
+
+
+SUSPEND = {"spec": {"runPolicy": {"suspend": True}}}
+
+Api = Callable[[str, str, Optional[dict[str, Any]]], dict[str, Any]]
+
+
+def sweep(api: Api, namespace: str, now: float) -> list[str]:
+    """One pass: end every overdue gang in ``namespace``; returns what it ended."""
+    ended = []
+    for job in api("GET", VOLCANO_JOBS.format(ns=namespace), None).get("items", []):
+        if volcano_overdue(job, now):
+            api("POST", VOLCANO_COMMANDS.format(ns=namespace), terminate_command(job))
+            ended.append(f"Job/{job['metadata']['name']}")
+    for job in api("GET", MPIJOBS.format(ns=namespace), None).get("items", []):
+        if mpijob_overdue(job, now):
+            api("PATCH", f"{MPIJOBS.format(ns=namespace)}/{job['metadata']['name']}", SUSPEND)
+            ended.append(f"MPIJob/{job['metadata']['name']}")
+    return ended
+
+
+def in_cluster_api() -> Api:  # pragma: no cover - runs in the pod
+    account = "/var/run/secrets/kubernetes.io/serviceaccount"
+    context = ssl.create_default_context(cafile=f"{account}/ca.crt")
+    server = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
+
+    def call(method: str, path: str, body: Optional[dict[str, Any]]) -> dict[str, Any]:
+        with open(f"{account}/token") as f:
+            token = f.read().strip()
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        request = urllib.request.Request(server + path, method=method, data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": kind})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            if error.code == 404 and method == "GET":  # that CRD is not installed: nothing to watch
+                return {}
+            raise
+    return call
+
+
+def main() -> None:  # pragma: no cover - runs in the pod
+    namespace, api = os.environ["WATCH_NAMESPACE"], in_cluster_api()
+    while True:
+        try:
+            for ended in sweep(api, namespace, time.time()):
+                print(f"ended {ended}: its gang did not run within its pending bound", flush=True)
+        except Exception as error:  # a failed pass is retried on the next
+            print(f"sweep failed: {error!r}", file=sys.stderr, flush=True)
+        time.sleep(POLL_SECONDS)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
