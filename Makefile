@@ -28,9 +28,10 @@ else
 endif
 
 ## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
-##       git worktrees of the plan-diff tests never race), checkov scan included (what CI runs)
+##       git worktrees of the plan-diff tests never race; the slowest files first, tests/conftest.py),
+##       checkov scan included (what CI runs)
 test: lint $(CHECKOV_VENV)/.installed
-	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile
+	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
 ##       zizmor's security audits (offline: no audit that asks GitHub's API)

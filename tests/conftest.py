@@ -39,6 +39,29 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
         _freeze_what_is_loaded()
 
 
+# --- scheduling ----------------------------------------------------------------------------------
+# `make test` hands whole files to its two workers (--dist loadfile) in collection order
+# (--no-loadscope-reorder): xdist's own order, most tests first, left the slowest files (the
+# checkov scan, the TorchX CLI runs: few tests, long ones) for last, so one worker ran on alone
+# at the end. The slowest files go first instead; the rest keep their order. Refresh the list
+# from `pytest --durations=0` summed per file when it drifts (it only decides the order).
+SLOWEST_FIRST = (
+    "test_security_scan.py",
+    "test_first_deploy.py",
+    "test_cluster_check.py",
+    "test_torchx_component.py",
+    "test_bootstrap.py",
+    "test_workload_config.py",
+    "test_cluster_software.py",
+    "test_plan_diff.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def dev() -> PlanResult:
     return run_program(REPO_ROOT, "dev")
