@@ -1,4 +1,5 @@
-"""Shared fixtures: the real program evaluated under the offline mocks."""
+"""Shared fixtures: the real program evaluated under the offline mocks; and how the two workers
+of `make test` spend their time (garbage collection, the order files are handed out in)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 
 # --- garbage collection --------------------------------------------------------------------------
-# The programs load the SDKs' submodules (pulumi_aws.ec2, pulumi_kubernetes.core.v1, ...) on first
-# use: a few hundred thousand objects that live as long as the worker. Every full pass of the
-# cyclic collector walked all of them again, about half of each program run's time. Whenever a
-# test has loaded modules, what is alive then goes to the collector's permanent generation
-# (gc.freeze), so later passes walk only what the tests create since. A collection first keeps
-# that test's garbage out of it; nothing a test sees or checks depends on it.
-# Collection (importing every test module and what it imports) runs without the collector: it
-# creates almost only objects that stay, and its full passes were a third of its time. The SDK
-# modules the programs declare resources from are loaded then too, not in a worker's first
-# program run under the collector (0.4 s of CPU per worker); one missing here loads later, as before.
-_modules_at_last_freeze = 0
+# The programs load the SDKs' submodules (pulumi_aws.ec2, pulumi_kubernetes.core.v1, ...): a few
+# hundred thousand objects that live as long as the worker, which every full pass of the cyclic
+# collector walked again (about half of each program run's time). So:
+# - collection (every test module imported, then the SDK modules the programs declare resources
+#   from) runs without the collector: it creates objects that stay, and its passes were a third
+#   of its time; loading the SDK modules here, not in a worker's first program run, saves that
+#   run's passes too (a module missing from the list simply loads later, as before);
+# - what is alive after collection, and after any test that loaded modules, goes to the
+#   collector's permanent generation (gc.freeze), so later passes walk only what tests create
+#   since; a collection first keeps a test's garbage out of it.
+# Nothing a test sees or checks depends on when garbage is collected.
 PROGRAM_SDK_MODULES = (
     "pulumi_aws.autoscaling", "pulumi_aws.cloudwatch", "pulumi_aws.ec2", "pulumi_aws.ecr", "pulumi_aws.eks",
     "pulumi_aws.fsx", "pulumi_aws.iam", "pulumi_aws.kms", "pulumi_aws.s3", "pulumi_aws.vpc",
@@ -33,23 +34,11 @@ PROGRAM_SDK_MODULES = (
     "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.storage.v1", "pulumi_kubernetes.yaml.v2",
     "pulumi_eks", "pulumi_random",
 )  # fmt: skip
-
-
-def _load_program_sdks() -> None:
-    for name in PROGRAM_SDK_MODULES:
-        # The SDKs' packages are lazy modules: the first attribute read executes them.
-        getattr(importlib.import_module(name), "__all__", None)
+_modules_at_last_freeze = 0
 
 
 def pytest_configure(config: pytest.Config) -> None:
     gc.disable()
-
-
-def _freeze_what_is_loaded() -> None:
-    global _modules_at_last_freeze
-    gc.collect()
-    gc.freeze()
-    _modules_at_last_freeze = len(sys.modules)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -62,6 +51,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
     if len(sys.modules) > _modules_at_last_freeze:
         _freeze_what_is_loaded()
+
+
+def _load_program_sdks() -> None:
+    for name in PROGRAM_SDK_MODULES:
+        # The SDKs' packages are lazy modules: the first attribute read executes them.
+        getattr(importlib.import_module(name), "__all__", None)
+
+
+def _freeze_what_is_loaded() -> None:
+    global _modules_at_last_freeze
+    gc.collect()
+    gc.freeze()
+    _modules_at_last_freeze = len(sys.modules)
 
 
 # --- scheduling ----------------------------------------------------------------------------------
