@@ -37,8 +37,8 @@ PROGRAM_SDK_MODULES = (
 _modules_at_last_freeze = 0
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    gc.disable()
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    gc.disable()  # from the first collector on (the xdist controller collects nothing)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
