@@ -77,6 +77,11 @@ def test_a_failing_plan_is_an_error_not_a_fast_plan(capsys):
     assert "offline.plan exited 2" in capsys.readouterr().err
 
 
-def test_a_real_failing_command_raises(tmp_path):
+def test_a_real_failing_command_raises():
     with pytest.raises(bench_plan.PlanFailed, match="exited 2"):
         bench_plan.time_run([sys.executable, "-c", "import sys; sys.exit(2)"])
+
+
+def test_a_plan_refused_by_policy_still_counts():
+    # Exit code 3: mandatory policy violations, with every plan written (offline/plan.py).
+    assert bench_plan.time_run([sys.executable, "-c", "import sys; sys.exit(3)"]) > 0
