@@ -17,11 +17,14 @@ makes the exit code 3, after everything is written.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import logging
+import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NoReturn
 
 import yaml
 
@@ -231,5 +234,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the process the moment the plan is out. A normal interpreter exit spends about a
+    second joining the runtime's idle asyncio worker threads and finalising the SDKs' huge
+    object graph, which writes nothing. Every file the plan writes is already closed
+    (``write_text``); flushed here are the only open streams, stdout and stderr, and logging's
+    handlers. Should a flush fail (a closed pipe), the interpreter's own exit reports it as it
+    always did."""
+    try:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # A run of a few seconds that allocates a few hundred thousand long-lived objects (the SDK
+    # modules, every Output) and drops little: the cyclic collector's full passes over that
+    # heap cost about a third of the run and would free a few megabytes. The process is gone
+    # right after, so it goes without; `pulumi up` (the programs under the real CLI) is untouched.
+    gc.disable()
+    exit_without_teardown(main())

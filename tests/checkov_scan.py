@@ -98,12 +98,13 @@ def checkov_command() -> Path:
     return path
 
 
-def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Path = WORKFLOWS_DIR) -> list[Finding]:
-    """checkov's failed checks over the manifests, the Dockerfiles and the workflows if any
-    (no network: --skip-download)."""
+def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Iterable[Path] = (WORKFLOWS_DIR,)) -> list[Finding]:
+    """checkov's failed checks over the manifests, the Dockerfiles and the workflow folders
+    that exist (no network: --skip-download)."""
     folders, frameworks = [manifests, dockerfiles], ["kubernetes", "dockerfile"]
-    if workflows.is_dir():
-        folders.append(workflows)
+    existing = [folder for folder in workflows if folder.is_dir()]
+    if existing:
+        folders += existing
         frameworks.append("github_actions")
     command = [str(checkov_command())]
     for folder in folders:

@@ -1,13 +1,92 @@
-"""Shared fixtures: the real program evaluated under the offline mocks."""
+"""Shared fixtures: the real program evaluated under the offline mocks; and how the two workers
+of `make test` spend their time (garbage collection, the order files are handed out in)."""
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
+import sys
 from typing import Any, Callable
 
 import pytest
 
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+
+
+# --- garbage collection --------------------------------------------------------------------------
+# The programs load the SDKs' submodules (pulumi_aws.ec2, pulumi_kubernetes.core.v1, ...): a few
+# hundred thousand objects that live as long as the worker, which every full pass of the cyclic
+# collector walked again (about half of each program run's time). So:
+# - collection (every test module imported, then the SDK modules the programs declare resources
+#   from) runs without the collector: it creates objects that stay, and its passes were a third
+#   of its time; loading the SDK modules here, not in a worker's first program run, saves that
+#   run's passes too (a module missing from the list simply loads later, as before);
+# - what is alive after collection, and after any test that loaded modules, goes to the
+#   collector's permanent generation (gc.freeze), so later passes walk only what tests create
+#   since; a collection first keeps a test's garbage out of it.
+# Nothing a test sees or checks depends on when garbage is collected.
+PROGRAM_SDK_MODULES = (
+    "pulumi_aws.autoscaling", "pulumi_aws.cloudwatch", "pulumi_aws.ec2", "pulumi_aws.ecr", "pulumi_aws.eks",
+    "pulumi_aws.fsx", "pulumi_aws.iam", "pulumi_aws.kms", "pulumi_aws.s3", "pulumi_aws.vpc",
+    "pulumi_kubernetes.apiextensions", "pulumi_kubernetes.apps.v1", "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1", "pulumi_kubernetes.helm.v3", "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.storage.v1", "pulumi_kubernetes.yaml.v2",
+    "pulumi_eks", "pulumi_random",
+)  # fmt: skip
+_modules_at_last_freeze = 0
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    gc.disable()  # from the first collector on (the xdist controller collects nothing)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _load_program_sdks()
+    _freeze_what_is_loaded()
+    gc.enable()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    if len(sys.modules) > _modules_at_last_freeze:
+        _freeze_what_is_loaded()
+
+
+def _load_program_sdks() -> None:
+    for name in PROGRAM_SDK_MODULES:
+        # The SDKs' packages are lazy modules: the first attribute read executes them.
+        getattr(importlib.import_module(name), "__all__", None)
+
+
+def _freeze_what_is_loaded() -> None:
+    global _modules_at_last_freeze
+    gc.collect()
+    gc.freeze()
+    _modules_at_last_freeze = len(sys.modules)
+
+
+# --- scheduling ----------------------------------------------------------------------------------
+# `make test` hands whole files to its two workers (--dist loadfile) in collection order
+# (--no-loadscope-reorder): xdist's own order, most tests first, left the slowest files (the
+# checkov scan, the TorchX CLI runs: few tests, long ones) for last, so one worker ran on alone
+# at the end. The slowest files go first instead; the rest keep their order. Refresh the list
+# from `pytest --durations=0` summed per file when it drifts (it only decides the order).
+SLOWEST_FIRST = (
+    "test_security_scan.py",
+    "test_first_deploy.py",
+    "test_cluster_check.py",
+    "test_torchx_component.py",
+    "test_bootstrap.py",
+    "test_workload_config.py",
+    "test_cluster_software.py",
+    "test_plan_diff.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -280,10 +281,42 @@ def attempt_dir(shared: Path, uid: str) -> Path:
     return Path(_layout().attempts_dir.replace(cluster_check.SHARED_MOUNT, str(shared))) / uid
 
 
-def run_node_script(
-    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, timeout: float = 30,
-    uid: str = "job-a", device_files: int | None = None,
-) -> subprocess.CompletedProcess[str]:
+# --- running the scripts -------------------------------------------------------------------------
+# In a cluster each script polls every POLL_SECONDS; here every 20 ms, and each round is counted
+# in a file outside the shared tree, so a test sees a script wait (still running after rounds of
+# its poll) instead of sitting out a timeout.
+POLL_ROUNDS = "poll-rounds"
+
+
+def fast_polls(text: str, sandbox: Path) -> str:
+    return text.replace(f"sleep {cluster_check.POLL_SECONDS}", f"{{ echo >> '{sandbox / POLL_ROUNDS}'; sleep 0.02; }}")
+
+
+def poll_rounds(sandbox: Path) -> int:
+    rounds = sandbox / POLL_ROUNDS
+    return len(rounds.read_text().splitlines()) if rounds.exists() else 0
+
+
+def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Path, rounds: int = 10) -> bool:
+    """Whether the script is still running once it has polled ``rounds`` more times (then it is
+    stopped, as a timeout would have)."""
+    start, deadline = poll_rounds(sandbox), time.monotonic() + 30
+    with subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
+        try:
+            while poll_rounds(sandbox) < start + rounds:
+                if process.poll() is not None:
+                    return False
+                assert time.monotonic() < deadline, "the script neither finished nor polled within 30 s"
+                time.sleep(0.01)
+            return process.poll() is None
+        finally:
+            process.kill()
+
+
+def node_script_command(
+    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, uid: str = "job-a",
+    device_files: int | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
     ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
     ``tmp_path`` is a second attempt on the same FSx."""
@@ -304,16 +337,26 @@ def run_node_script(
     nodes.mkdir(parents=True, exist_ok=True)
     for i in range(peers):
         (nodes / f"ip-100-64-2-{i}.txt").write_text("NODE ip-100-64-2-{i} trn1.32xlarge PASS\n")
-    text = (
+    text = fast_polls(
         cluster_check.node_script(layout)
         .replace(cluster_check.NEURON_BIN, str(bin_dir))
         .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
         .replace(cluster_check.DEVICE_FILES, str(tmp_path / "dev" / "neuron"))
-        .replace(cluster_check.SHARED_MOUNT, str(shared))
-        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
+        .replace(cluster_check.SHARED_MOUNT, str(shared)),
+        tmp_path,
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1", "JOB_UID": uid}
-    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
+    return ["bash", "-c", text], env
+
+
+def run_node_script(tmp_path: Path, devices: int, efa_domains: int, **options: Any) -> subprocess.CompletedProcess[str]:
+    command, env = node_script_command(tmp_path, devices, efa_domains, **options)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=30)
+
+
+def node_script_waits(tmp_path: Path, devices: int, efa_domains: int, **options: Any) -> bool:
+    command, env = node_script_command(tmp_path, devices, efa_domains, **options)
+    return keeps_waiting(command, env, tmp_path)
 
 
 def _trn1_group():
@@ -375,8 +418,7 @@ def test_a_passing_node_holds_its_node_until_every_node_reported(tmp_path: Path)
     # Each pod owns every Neuron device of its node, so while one waits here no other check pod
     # can run on that node: the 2 reports come from 2 distinct nodes at the same time, not from
     # one node twice while the second never comes up (the Job's deadline ends such a wait).
-    with pytest.raises(subprocess.TimeoutExpired):
-        run_node_script(tmp_path, devices=16, efa_domains=8, peers=0, timeout=2)
+    assert node_script_waits(tmp_path, devices=16, efa_domains=8, peers=0)
 
 
 def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
@@ -410,11 +452,9 @@ def launcher_run(
     for tool, body in (("getent", getent), ("ssh", ssh)):
         (bin_dir / tool).write_text(f"#!/bin/bash\n{body}")
         (bin_dir / tool).chmod(0o755)
-    text = (
-        cluster_check.launcher_script(layout)
-        .replace(cluster_check.HOSTFILE, str(hostfile))
-        .replace(cluster_check.SHARED_MOUNT, str(shared))
-        .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1")
+    text = fast_polls(
+        cluster_check.launcher_script(layout).replace(cluster_check.HOSTFILE, str(hostfile)).replace(cluster_check.SHARED_MOUNT, str(shared)),
+        tmp_path,
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     run = subprocess.run([*wrapper, "bash", "-c", text], capture_output=True, text=True, env=env, timeout=timeout)
@@ -506,10 +546,13 @@ def write_attempts(shared: Path, attempts: dict[str, tuple[list[str], Optional[s
         Path(_layout().current_file.replace(cluster_check.SHARED_MOUNT, str(shared))).write_text(current + "\n")
 
 
-def verdict_run(shared: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    text = (cluster_check.verdict_script(_layout()).replace(cluster_check.SHARED_MOUNT, str(shared))
-            .replace(f"sleep {cluster_check.POLL_SECONDS}", "sleep 0.1"))
-    return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=timeout)
+def verdict_command(shared: Path) -> list[str]:
+    """The verdict script over ``shared``; its poll rounds are counted next to it."""
+    return ["bash", "-c", fast_polls(cluster_check.verdict_script(_layout()).replace(cluster_check.SHARED_MOUNT, str(shared)), shared.parent)]
+
+
+def verdict_run(shared: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(verdict_command(shared), capture_output=True, text=True, timeout=30)
 
 
 def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.CompletedProcess[str]:
@@ -555,8 +598,8 @@ def test_a_retried_node_check_ignores_the_failed_attempt(tmp_path: Path) -> None
     # would let it leave at once, before a second node reported) nor for the verdict (an old FAIL).
     first = run_node_script(tmp_path, devices=16, efa_domains=8, dd=("dd: error writing: No space left on device", 1), uid="job-a")
     assert first.returncode == 1 and len(list((attempt_dir(tmp_path / "shared", "job-a") / "nodes").glob("*.txt"))) == 2
-    with pytest.raises(subprocess.TimeoutExpired):  # alone in its attempt: it waits for a second node
-        run_node_script(tmp_path, devices=16, efa_domains=8, peers=0, timeout=2, uid="job-b")
+    # Alone in its attempt: it waits for a second node.
+    assert node_script_waits(tmp_path, devices=16, efa_domains=8, peers=0, uid="job-b")
     second = run_node_script(tmp_path, devices=16, efa_domains=8, peers=1, uid="job-b")
     assert second.returncode == 0, second.stdout + second.stderr
     shared = tmp_path / "shared"
@@ -572,8 +615,7 @@ def test_the_verdict_waits_for_the_current_attempts_all_reduce(tmp_path: Path) -
     # An older attempt's FAIL status is there; the current attempt's launcher has not written yet:
     # the verdict must wait for it, not report the old one.
     write_attempts(tmp_path / "shared", {"job-a": (["PASS", "FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b")
-    with pytest.raises(subprocess.TimeoutExpired):
-        verdict_run(tmp_path / "shared", timeout=2)
+    assert keeps_waiting(verdict_command(tmp_path / "shared"), None, tmp_path)
 
 
 def test_a_job_without_its_uid_fails_at_once(tmp_path: Path) -> None:

@@ -13,12 +13,39 @@ from tests import checkov_scan
 from tests.checkov_scan import Finding, Justification
 
 
+# A workflow of the tests' own with a script injection, scanned with the repository's.
+INSECURE_WORKFLOW = "insecure-ci.yml"
+
+
+def insecure_workflows(root: Path) -> Path:
+    workflows = root / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / INSECURE_WORKFLOW).write_text(
+        "name: ci\non: [pull_request_target]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n"
+    )
+    return workflows
+
+
 @pytest.fixture(scope="session")
-def findings(
+def scan(
     dev: PlanResult, prod: PlanResult, workloads_all: PlanResult, workloads_prod: PlanResult, tmp_path_factory
 ) -> list[Finding]:
+    """One checkov run for every test here (starting checkov is most of a scan's time): what the
+    stacks render, the Dockerfiles, the repository's workflows and INSECURE_WORKFLOW."""
     out = checkov_scan.render([dev, workloads_all, prod, workloads_prod], tmp_path_factory.mktemp("manifests"))
-    return checkov_scan.run_checkov(out)
+    extra = insecure_workflows(tmp_path_factory.mktemp("insecure"))
+    return checkov_scan.run_checkov(out, workflows=(checkov_scan.WORKFLOWS_DIR, extra))
+
+
+def of_insecure_workflow(finding: Finding) -> bool:
+    return finding.object.startswith(f"Workflow/{INSECURE_WORKFLOW}/")
+
+
+@pytest.fixture(scope="session")
+def findings(scan: list[Finding]) -> list[Finding]:
+    """The findings in the repository's own files."""
+    return [f for f in scan if not of_insecure_workflow(f)]
 
 
 def test_every_failed_check_is_justified(findings: list[Finding]) -> None:
@@ -58,15 +85,6 @@ def test_checkov_resource_names_become_kind_namespace_name() -> None:
     assert checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile") == "Dockerfile/nemo-megatron"
 
 
-def test_workflows_are_scanned_once_they_exist(tmp_path: Path) -> None:
-    workflows = tmp_path / ".github" / "workflows"
-    workflows.mkdir(parents=True)
-    (workflows / "ci.yml").write_text(
-        "name: ci\non: [pull_request_target]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
-        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n"
-    )
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    found = checkov_scan.run_checkov(empty, dockerfiles=empty, workflows=workflows)
+def test_workflows_are_scanned_once_they_exist(scan: list[Finding]) -> None:
     # Script injection from an untrusted pull request title (CKV_GHA_2), named by file and step.
-    assert Finding("CKV_GHA_2", "Workflow/ci.yml/jobs(test).steps[1]") in found
+    assert Finding("CKV_GHA_2", f"Workflow/{INSECURE_WORKFLOW}/jobs(test).steps[1]") in scan

@@ -193,7 +193,8 @@ def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: P
     (torch elastic replaces the dead members)."""
     FakeEtcd.states = states
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEtcd)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for serve_forever's next poll: 20 ms instead of its default half second.
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     fake_torchrun = tmp_path / "torchrun"
     fake_torchrun.write_text('#!/bin/sh\necho "$@"\n')
     fake_torchrun.chmod(0o755)
