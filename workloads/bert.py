@@ -16,7 +16,7 @@ import pulumi
 from infra.components.schedulers import ETCD_CLIENT_LABEL
 from workloads import bert_launch, deadlines, gang_watchdog, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import JobChain
 from workloads.settings import BertPretrainingSettings
 
 WORKLOAD = "bert-pretraining"
@@ -194,10 +194,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
     return manifests
 
 
-class BertPretraining(pulumi.ComponentResource):
+class BertPretraining(JobChain):
     def __init__(self, name: str, args: BertPretrainingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("trainium:workloads:BertPretraining", name, None, opts)
-        # Before the jobs: pods started before their policy exists would accept anything.
-        policy = declare(pods.peers_policy(WORKLOAD, args.namespace), self)
-        self.jobs = declare_in_order(job_sequence(args), self, [*args.after, policy], replace_on_change=True)
-        self.register_outputs({})
+        super().__init__("trainium:workloads:BertPretraining", name, pods.peers_policy(WORKLOAD, args.namespace),
+                         job_sequence(args), args.after, opts)

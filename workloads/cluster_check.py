@@ -50,7 +50,7 @@ import pulumi
 
 from workloads import gang_watchdog, pods, quantities
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order, pod_templates
+from workloads.kube import JobChain, pod_templates
 from workloads.settings import ClusterCheckSettings
 
 WORKLOAD = "cluster-check"
@@ -539,12 +539,10 @@ class ClusterCheckArgs:
     after: tuple[pulumi.Resource, ...] = ()
 
 
-class ClusterCheck(pulumi.ComponentResource):
+class ClusterCheck(JobChain):
     def __init__(self, name: str, args: ClusterCheckArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("trainium:workloads:ClusterCheck", name, None, opts)
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
         # the workers: peers only (infra/plans/pod_security.py peers_policy).
-        policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
-        stages = declare_in_order(check_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
-        self.verdict = stages[-1]
-        self.register_outputs({})
+        super().__init__("trainium:workloads:ClusterCheck", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
+                         check_sequence(args.layout), args.after, opts)
+        self.verdict = self.jobs[-1]

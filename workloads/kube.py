@@ -124,3 +124,26 @@ def declare_in_order(
             manifest = follow(manifest, _uid(declared[-1]))
         declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change, replace_on))
     return declared
+
+
+class JobChain(pulumi.ComponentResource):
+    """A workload that is a NetworkPolicy and jobs run one after another: the policy first (pods
+    started before it exists would accept anything), then each job once the one before it is
+    ready, each replaced when its ``replace_on`` fields change and following the one before it."""
+
+    jobs: list[pulumi.CustomResource]
+
+    def __init__(
+        self,
+        type_: str,
+        name: str,
+        policy: dict[str, Any],
+        manifests: Sequence[dict[str, Any]],
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+        replace_on: Sequence[str] = ("spec",),
+    ) -> None:
+        super().__init__(type_, name, None, opts)
+        declared_policy = declare(policy, self)
+        self.jobs = declare_in_order(manifests, self, [*after, declared_policy], replace_on_change=True, replace_on=replace_on)
+        self.register_outputs({})

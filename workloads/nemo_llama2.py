@@ -14,7 +14,7 @@ import pulumi
 
 from workloads import deadlines, gang_watchdog, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import JobChain, declare
 from workloads.settings import NemoLlama2Settings
 
 SHARED_MOUNT = "/shared"
@@ -195,10 +195,8 @@ class NemoLlama2Args:
     after: tuple[pulumi.Resource, ...] = ()
 
 
-class NemoLlama2(pulumi.ComponentResource):
+class NemoLlama2(JobChain):
     def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("trainium:workloads:NemoLlama2", name, None, opts)
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
-        policy = declare(pods.peers_policy(WORKLOAD, args.layout.namespace), self)
-        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True)
-        self.register_outputs({})
+        super().__init__("trainium:workloads:NemoLlama2", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
+                         job_sequence(args.layout), args.after, opts)

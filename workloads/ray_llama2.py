@@ -18,7 +18,7 @@ from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
 from workloads import deadlines, pods
 from workloads.contract import NodeGroup
-from workloads.kube import declare, declare_in_order
+from workloads.kube import JobChain
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
 
 # KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
@@ -232,14 +232,11 @@ class RayLlama2Args:
     after: tuple[pulumi.Resource, ...] = ()
 
 
-class RayLlama2(pulumi.ComponentResource):
+class RayLlama2(JobChain):
     def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("trainium:workloads:RayLlama2", name, None, opts)
-        policy = declare(ray_network_policy(args.layout.namespace), self)
         # Each job is replaced (and so run again, on a fresh cluster) when its spec changes, or its
         # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
         # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending
         # gang in the old queue.
-        self.jobs = declare_in_order(job_sequence(args.layout), self, [*args.after, policy], replace_on_change=True,
-                                     replace_on=("spec", "metadata.labels"))
-        self.register_outputs({})
+        super().__init__("trainium:workloads:RayLlama2", name, ray_network_policy(args.layout.namespace),
+                         job_sequence(args.layout), args.after, opts, replace_on=("spec", "metadata.labels"))
