@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_without_teardown(code: int) -> NoReturn:
-    """End the process the moment the plan is out. A normal interpreter exit spends about a
+    """End the process the moment the plan is out. A normal interpreter exit spends most of a
     second joining the runtime's idle asyncio worker threads and finalising the SDKs' huge
     object graph, which writes nothing. Every file the plan writes is already closed
     (``write_text``); flushed here are the only open streams, stdout and stderr, and logging's
@@ -251,7 +251,7 @@ def exit_without_teardown(code: int) -> NoReturn:
 
 
 if __name__ == "__main__":
-    # A run of a few seconds that allocates a few hundred thousand long-lived objects (the SDK
+    # A short run that allocates a few hundred thousand long-lived objects (the SDK
     # modules, every Output) and drops little: the cyclic collector's full passes over that
     # heap cost about a third of the run and would free a few megabytes. The process is gone
     # right after, so it goes without; `pulumi up` (the programs under the real CLI) is untouched.
