@@ -82,18 +82,26 @@ def message(text: str, width: Optional[int] = None) -> str:
     width = width or stderr_width()
     if not width:
         return text
+
+    def wrap_line(line: str, indent: str) -> list[str]:
+        hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
+        # Spaces inside backticks become NUL for the wrap, then spaces again.
+        protected = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), line.strip())
+        return [part.replace("\0", " ") for part in
+                textwrap.wrap(protected, width=width, initial_indent=indent, subsequent_indent=hanging,
+                              break_long_words=False, break_on_hyphens=False)]
+
+    return _wrap_long_lines(text, width, wrap_line)
+
+
+def _wrap_long_lines(text: str, width: int, wrap_line: Callable[[str, str], list[str]]) -> str:
+    """``text`` with each line longer than ``width`` replaced by ``wrap_line(line, its indent)``."""
     out: list[str] = []
     for line in text.splitlines():
         if len(line) <= width:
             out.append(line)
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
-        hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
-        # Spaces inside backticks become NUL for the wrap, then spaces again.
-        protected = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), line.strip())
-        out += [part.replace("\0", " ") for part in
-                textwrap.wrap(protected, width=width, initial_indent=indent, subsequent_indent=hanging,
-                              break_long_words=False, break_on_hyphens=False)]
+        else:
+            out += wrap_line(line, line[: len(line) - len(line.lstrip())])
     return "\n".join(out)
 
 
@@ -193,14 +201,7 @@ def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = 
 
 def wrapped(text: str, width: int = WIDTH) -> str:
     """Each line of ``text`` wrapped to ``width``, continuation lines indented under it."""
-    out: list[str] = []
-    for line in text.splitlines():
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
-        out += wrap(line.strip(), indent + "    ", width, first=indent)
-    return "\n".join(out)
+    return _wrap_long_lines(text, width, lambda line, indent: wrap(line.strip(), indent + "    ", width, first=indent))
 
 
 @dataclass

@@ -67,26 +67,11 @@ def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": layout.namespace}]},
         pods.network_policy(NAME, layout.namespace, LABELS, []),
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": LABELS},
-                "template": {
-                    "metadata": {"labels": LABELS},
-                    "spec": {
-                        **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
-                        # The one pod that calls the API: it needs its token.
-                        "automountServiceAccountToken": True,
-                        "serviceAccountName": NAME,
-                        "nodeSelector": dict(layout.core_node_selector),
-                        "containers": [container],
-                    },
-                },
-            },
-        },
+        pods.system_deployment(
+            meta, LABELS, layout.core_node_selector,
+            # The one pod that calls the API: it needs its token.
+            automountServiceAccountToken=True, serviceAccountName=NAME, containers=[container],
+        ),
     ]
 
 

@@ -88,6 +88,29 @@ def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
     return {"nodeSelector": dict(placement["nodeSelector"]), "tolerations": [dict(t) for t in placement["tolerations"]]}
 
 
+def system_deployment(metadata: Mapping[str, Any], labels: Mapping[str, str], node_selector: Mapping[str, str],
+                      **pod_spec: Any) -> dict[str, Any]:
+    """One replica of a long-running pod on the always-on system nodes, as an unprivileged user
+    under the posture's pod defaults; ``pod_spec`` adds containers, volumes and the rest."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": dict(metadata),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    **pod_defaults(run_as_user=UNPRIVILEGED_UID),
+                    "nodeSelector": dict(node_selector),
+                    **pod_spec,
+                },
+            },
+        },
+    }
+
+
 def env_list(values: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in values.items()]
 

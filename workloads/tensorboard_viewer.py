@@ -125,25 +125,9 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
             {"name": "proxy-config", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "default.conf", "path": "default.conf"}]}},
             {"name": "proxy-auth", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "htpasswd", "path": "htpasswd"}]}},
         ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": layout.namespace, "labels": LABELS},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": LABELS},
-            "template": {
-                "metadata": {"labels": LABELS},
-                "spec": {
-                    # The cmd-shell image's own unprivileged user.
-                    **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
-                    "nodeSelector": dict(layout.core_node_selector),
-                    "containers": containers,
-                    "volumes": volumes,
-                },
-            },
-        },
-    }
+    # Runs as the cmd-shell image's own unprivileged user.
+    metadata = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
+    return pods.system_deployment(metadata, LABELS, layout.core_node_selector, containers=containers, volumes=volumes)
 
 
 def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
