@@ -6,6 +6,7 @@ import pulumi_kubernetes as k8s
 from infra import lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
+from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
@@ -16,6 +17,7 @@ from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
+from infra.plans.burn_in import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
 from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.plans.system_capacity import node_allocatable
 
@@ -24,12 +26,14 @@ validate.check_against_the_account(config)
 lookups.core_instance_types(config.core_node_group.instance_types)
 lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
-groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
+blocks = lookups.capacity_blocks(config.accelerator_node_groups)
+groups = with_reservation_zones(config.accelerator_node_groups, blocks)
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 features = config.features
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
-               node_allocatable(g.instance_type, features, accelerator=True))
+               node_allocatable(g.instance_type, features, accelerator=True),
+               blocks[g.name].end_date if g.name in blocks else None)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
@@ -131,6 +135,12 @@ DevicePlugins(
     ),
     kubernetes,
 )
+burn_in_targets = [
+    BurnInTarget(s.name, s.config.instance_type, s.facts.neuron_devices, s.facts.neuron_cores, s.efa_interface_count,
+                 config.storage.claim_name if features.fsx_csi else None)
+    for s in specs if s.startup_taints
+]
+burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets), kubernetes) if burn_in_targets else None
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(
@@ -146,6 +156,7 @@ if features.fsx_csi:
             identities=identities,
             namespaces=namespaces,
             tags=tags,
+            system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
         kubernetes,
     )

@@ -8,12 +8,16 @@ from typing import Any, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
+from infra.plans.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.plans.system_capacity import node_allocatable
 from infra.facts.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.
 NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}
+# The node agents a new Trainium node needs before its burn-in can pass (the Neuron and EFA device
+# plugins advertise the devices it checks; the problem detector watches it meanwhile) tolerate the
+# burn-in's taint too. Training pods never do.
+BURN_IN_TOLERATION = {"key": BURN_IN_TAINT.key, "operator": "Exists", "effect": BURN_IN_TAINT.effect}
 CORE_NODE_SELECTOR = {"role": "core"}
 # Where jobs put the pods that need no accelerator; exported for the workload stacks.
 JOB_SUPPORT_PLACEMENT = {

@@ -174,6 +174,9 @@ class FsxStorageArgs:
     namespaces: list[str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
+    # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
+    # each with the resource that creates it.
+    system_namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
 
 
 class FsxStorage(pulumi.ComponentResource):
@@ -279,7 +282,8 @@ class FsxStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[driver]),
         )
         self.claims = {
-            namespace: self._claim(namespace, args, provider, [driver, *associations]) for namespace in args.namespaces
+            namespace: self._claim(namespace, args, provider, [driver, *associations])
+            for namespace in [*args.namespaces, *args.system_namespaces]
         }
         self.register_outputs({"fileSystemId": self.file_system.id})
 
@@ -359,7 +363,8 @@ class FsxStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[volume, *args.identities.depends_for(namespace)],
+                depends_on=[volume, *args.identities.depends_for(namespace),
+                            *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else [])],
                 # Re-created whenever its volume is, even when the volume keeps its name.
                 replace_with=[volume],
                 replace_on_changes=["spec.volumeName"],

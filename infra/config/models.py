@@ -150,6 +150,12 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     auto_repair: bool = Field(
         default=True, description="EKS node auto-repair: replace a node whose Neuron, EFA or kubelet health goes bad."
     )
+    burn_in: bool = Field(
+        default=True,
+        description="Health-gate new nodes: each registers tainted, and a burn-in on it (Neuron devices and cores, "
+        "an all-reduce over its NeuronCores, EFA interfaces, locked-memory limit, FSx mount) removes the taint "
+        "when every check passes or labels the node with the failed check.",
+    )
 
     @property
     def efa_enabled(self) -> bool:
