@@ -33,7 +33,7 @@ features = config.features
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
                node_allocatable(g.instance_type, features, accelerator=True),
-               blocks[g.name].end_date if g.name in blocks else None)
+               blocks[g.name].window() if g.name in blocks else None)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)

@@ -45,8 +45,8 @@ class AcceleratorGroupSpec:
     # Taints a node starts with and loses once it is found healthy (the burn-in's): on the node
     # group, never tolerated by training pods, and not in the autoscaler's node template.
     startup_taints: list[Taint] = field(default_factory=list)
-    # When the Capacity Block the group launches into ends (RFC 3339), from the EC2 look-up.
-    capacity_block_end: Optional[str] = None
+    # The Capacity Block the group launches into, from the EC2 look-up: {"start", "end"} (RFC 3339).
+    capacity_block: Optional[dict[str, str]] = None
 
     @property
     def name(self) -> str:
@@ -76,13 +76,13 @@ class AcceleratorGroupSpec:
             "allocatable": self.allocatable,
             "startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.startup_taints],
             # The workload stacks refuse a run that cannot end before EKS scales the group to zero.
-            "capacityBlockEnd": self.capacity_block_end,
+            "capacityBlock": self.capacity_block,
         }
 
 
 def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,
                allocatable: Optional[dict[str, str]] = None,
-               capacity_block_end: Optional[str] = None) -> AcceleratorGroupSpec:
+               capacity_block: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
     labels = node_labels(config.instance_type, config.efa_enabled, config.labels)
     taints = [NEURON_TAINT]
@@ -97,7 +97,7 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
         autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
         allocatable=allocatable,
         startup_taints=[BURN_IN_TAINT] if config.burn_in else [],
-        capacity_block_end=capacity_block_end,
+        capacity_block=capacity_block,
     )
 
 

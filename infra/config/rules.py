@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -94,11 +95,41 @@ def advisories(config: StackConfig) -> list[str]:
             "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
             "in infra/facts/versions.py)"
         )
+    notes += [f"{p}. `pulumi up` will refuse it." for p in neuron_compatibility_problems(config, latest=True)]
     return notes
 
 
+def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
+    """Training images against the Neuron driver of each Trainium group's AMI (infra/facts/neuron.py):
+    groups on a pinned AMI release, or (``latest``) unpinned groups, which get the newest AMI when their
+    nodes launch. A preview only warns about the latter; `pulumi up` and the plan refuse both."""
+    problems = []
+    for i, group in enumerate(config.accelerator_node_groups):
+        pinned = group.ami_release_version
+        if not group.instance_type.startswith("trn") or (pinned is None) != latest:
+            continue  # Inferentia groups run no training image
+        found = incompatibilities(pinned, group.instance_type)
+        for rule in dict.fromkeys(r for _, _, r in found):
+            images = ", ".join(
+                f"docker/{image.name} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
+                f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
+            )
+            problems.append(
+                f"{key_name(('acceleratorNodeGroups', i, 'amiReleaseVersion'))} = "
+                f"{pinned if pinned else 'unset (the latest AMI)'}: {found[0][1].describe()} cannot run {images}: "
+                f"{rule.what} ({rule.source}); fix: {rule.fix}"
+            )
+    return problems
+
+
 def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
-    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach.
+    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach,
+    and an unpinned Trainium group whose latest AMI the training images cannot run on."""
+    return neuron_compatibility_problems(config, latest=True) + _api_reach_problems(config, egress_ipv4)
+
+
+def _api_reach_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
+    """An API endpoint the deployer cannot reach.
 
     pulumi-eks only logs when its API health probe fails, so a wrong allow-list would otherwise
     surface after the control plane, node groups and file system exist, when every Kubernetes

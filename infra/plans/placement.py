@@ -31,6 +31,11 @@ class ReservedCapacity:
     """When the block starts and ends (RFC 3339, UTC); EC2 starts terminating its instances 30 minutes
     before the end."""
 
+    def window(self) -> Optional[dict[str, str]]:
+        if self.start_date is None or self.end_date is None:
+            return None
+        return {"start": self.start_date, "end": self.end_date}
+
 
 def with_reservation_zones(
     groups: Sequence[AcceleratorNodeGroupConfig], reserved: Mapping[str, ReservedCapacity]

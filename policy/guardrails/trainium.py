@@ -13,8 +13,9 @@ from typing import Iterator, Optional
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
-from policy.guardrails.declare import stack_rule
+from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
@@ -157,6 +158,31 @@ def capacity_block_launch_template(args: StackValidationArgs, report: ReportViol
                    group.urn)
 
 
+def _neuron_incompatibilities(args: StackValidationArgs, report: ReportViolation, latest: bool) -> None:
+    for g in accelerator_groups(args.resources):
+        release = known(lambda: get(g.group.props, "releaseVersion")) or None
+        if not g.instance_type.startswith("trn") or (release is None) != latest:
+            continue
+        for image, driver, rule in incompatibilities(release, g.instance_type):
+            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run docker/{image.name} "
+                   f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
+                   f"fix: {rule.fix}.", g.group.urn)
+
+
+@stack_rule("neuron-compatibility",
+            "Trainium node groups on a pinned AMI release run a Neuron driver the training images' Neuron runtime "
+            "works with (infra/facts/neuron.py, from the Neuron release notes).")
+def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> None:
+    _neuron_incompatibilities(args, report, latest=False)
+
+
+@stack_rule("neuron-compatibility-latest",
+            "Trainium node groups without a pinned AMI release get the latest AMI's Neuron driver: warned about when "
+            "the training images' runtime fails on it (the stack's `pulumi up` refuses it).", level=ADVISORY)
+def neuron_compatibility_latest(args: StackValidationArgs, report: ReportViolation) -> None:
+    _neuron_incompatibilities(args, report, latest=True)
+
+
 def _covers(rule: PolicyResource, port: int) -> bool:
     protocol = str(get(rule.props, "ipProtocol", default=get(rule.props, "protocol", default="")))
     if protocol in ("-1", "all"):
@@ -192,5 +218,6 @@ def fsx_zone_and_ports(args: StackValidationArgs, report: ReportViolation) -> No
 
 POLICIES = [
     neuron_ami_type, neuron_taint, accelerator_single_zone, efa_interfaces_match_cards,
-    placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports,
+    placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports, neuron_compatibility,
+    neuron_compatibility_latest,
 ]
