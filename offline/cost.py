@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from infra.facts import prices
+from infra.plans.burn_in import BURN_IN_MINUTES
 from workloads import deadlines
 from infra.facts.prices import HOURS_PER_MONTH, Price
 
@@ -332,6 +333,15 @@ def cluster_check_run(check: Any) -> WorkloadRun:
 CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 
+def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
+    """A group that health-gates its nodes (``startupTaints`` in its output) bills each new node for its
+    burn-in (infra/plans/burn_in.py) before the run can start on it."""
+    if not group.get("startupTaints") or run.bound_seconds is None:
+        return run
+    return WorkloadRun(run.name, run.node_group, run.nodes, run.bound_seconds + BURN_IN_MINUTES * 60,
+                       f"{run.bound_text}; + {BURN_IN_MINUTES} min burn-in of each new node before it takes the run")
+
+
 def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
     """Per workload: its nodes × the group's price while it runs (idle: nothing runs), and a USD
     bound where its settings limit how long it holds them. ``node_groups`` is the cluster stack's
@@ -346,6 +356,7 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
     wanted: dict[str, int] = {}
     for run in workload_runs(settings):
         group = groups.get(run.node_group, {})
+        run = with_burn_in(run, group)
         instance_type = group.get("instanceType", "unknown type")
         counts = {"idle": 0.0, "configured": float(run.nodes), "fullScale": float(run.nodes)}
         detail = f"{run.nodes} × {instance_type} ({run.node_group}) while it runs"

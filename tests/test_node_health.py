@@ -344,11 +344,11 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     _config(amiReleaseVersion="1.34.2-20260706")  # the day before: driver 2.28
 
 
-def test_the_latest_ami_is_warned_about_in_a_preview_and_refused_by_pulumi_up():
-    from infra.config.rules import advisories, deploy_problems
+def test_the_latest_ami_is_a_warning():
+    from infra.config.rules import advisories
     config = _config()
-    assert any("unset (the latest AMI)" in a and "`pulumi up` will refuse it" in a for a in advisories(config))
-    assert any("unset (the latest AMI)" in p for p in deploy_problems(config, lambda: "203.0.113.9"))
+    [note] = [a for a in advisories(config) if "unset (the latest AMI)" in a]
+    assert "Neuron driver 2.30 or newer (latest AL2023 Neuron AMI)" in note and "pin an AMI release" in note
 
 
 def test_trn2_on_a_driver_older_than_2_22_with_a_new_runtime_fails():
@@ -372,6 +372,14 @@ def test_the_policy_pack_reports_a_failing_combination():
                  if "bert-pretrain" in m]
     assert "Node group 'trn' (trn1.32xlarge) on Neuron driver 2.29 or newer, below 2.30" in message
     assert "runtime 2.23.110.0" in message and "nrt_init() fails" in message and "fix: pin" in message
-    # Unpinned: the latest AMI, an advisory (the stack's `pulumi up` refuses it).
+    # Unpinned: the latest AMI, an advisory.
     assert violations("neuron-compatibility", *stack()) == []
     assert violations("neuron-compatibility-latest", *stack())
+
+
+def test_the_burn_in_is_billed_per_run_on_a_health_gated_group():
+    from offline.cost import WorkloadRun, with_burn_in
+    run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min")
+    gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
+    assert gated.bound_seconds == 3600 + burn_in.BURN_IN_MINUTES * 60 and "burn-in" in gated.bound_text
+    assert with_burn_in(run, {"startupTaints": []}) == run

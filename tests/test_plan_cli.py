@@ -36,18 +36,30 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert {"eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate"} <= types
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
+        # The Trainium burn-in: its identity, admission policy and a DaemonSet per group (docs/node-health.md).
+        "clusterrole-neuron-burn-in.yaml",
+        "clusterrolebinding-neuron-burn-in.yaml",
+        "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
+        "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
         "deployment-default-etcd.yaml",
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
         "namespace-default.yaml",
+        "namespace-neuron-burn-in.yaml",
         "namespace-neuron-healthcheck-system.yaml",
         "networkpolicy-default-etcd.yaml",
+        "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
+        "persistentvolume-fsx-claim-neuron-burn-in-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
+        "persistentvolumeclaim-neuron-burn-in-fsx-claim.yaml",
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",
         "service-default-etcd-server.yaml",
         "serviceaccount-default-training.yaml",
+        "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",
         "storageclass-fsx-lustre.yaml",
+        "validatingadmissionpolicy-neuron-burn-in.yaml",
+        "validatingadmissionpolicybinding-neuron-burn-in.yaml",
     ]
     claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text())
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")

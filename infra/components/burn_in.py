@@ -19,6 +19,7 @@ _KINDS = {
     "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
     "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
     "DaemonSet": k8s.apps.v1.DaemonSet,
+    "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
 }
 
 

@@ -199,7 +199,7 @@ class FsxStorage(pulumi.ComponentResource):
             "zone": zone_id,
             "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in storage.data_repositories],
             # Each claim is bound to a static volume of the one file system as soon as it exists.
-            "claims": {ns: c.metadata.name for ns, c in self.claims.items()},
+            "claims": {ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
         }
 
     @staticmethod

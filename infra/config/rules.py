@@ -95,14 +95,16 @@ def advisories(config: StackConfig) -> list[str]:
             "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
             "in infra/facts/versions.py)"
         )
-    notes += [f"{p}. `pulumi up` will refuse it." for p in neuron_compatibility_problems(config, latest=True)]
+    notes += [f"{p}. The nodes come up, but every training job on them fails: pin an AMI release."
+              for p in neuron_compatibility_problems(config, latest=True)]
     return notes
 
 
 def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
     """Training images against the Neuron driver of each Trainium group's AMI (infra/facts/neuron.py):
     groups on a pinned AMI release, or (``latest``) unpinned groups, which get the newest AMI when their
-    nodes launch. A preview only warns about the latter; `pulumi up` and the plan refuse both."""
+    nodes launch. The plan refuses the former; the latter is a warning, since which AMI is "latest" is
+    EKS's answer at launch time and the table only knows the drivers released so far."""
     problems = []
     for i, group in enumerate(config.accelerator_node_groups):
         pinned = group.ami_release_version
@@ -123,13 +125,7 @@ def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str
 
 
 def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
-    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach,
-    and an unpinned Trainium group whose latest AMI the training images cannot run on."""
-    return neuron_compatibility_problems(config, latest=True) + _api_reach_problems(config, egress_ipv4)
-
-
-def _api_reach_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
-    """An API endpoint the deployer cannot reach.
+    """What `pulumi up` refuses before declaring anything: an API endpoint the deployer cannot reach.
 
     pulumi-eks only logs when its API health probe fails, so a wrong allow-list would otherwise
     surface after the control plane, node groups and file system exist, when every Kubernetes

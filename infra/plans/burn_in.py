@@ -46,6 +46,7 @@ from infra.plans.node_template import (
 from infra.plans.pod_security import (
     ACCELERATOR_CAPABILITIES,
     container_security_context,
+    network_policy,
     pod_security_context,
     pod_security_labels,
 )
@@ -284,6 +285,7 @@ def admission_policy_binding() -> dict[str, Any]:
 
 
 def cluster_objects() -> list[dict[str, Any]]:
-    """Everything but the DaemonSets, in the order they must exist."""
-    return [namespace(), service_account(), cluster_role(), cluster_role_binding(), admission_policy(),
-            admission_policy_binding()]
+    """Everything but the DaemonSets, in the order they must exist. The burn-in pods serve nothing:
+    their NetworkPolicy admits no traffic in."""
+    return [namespace(), network_policy(SERVICE_ACCOUNT, NAMESPACE, APP_LABELS, []), service_account(), cluster_role(),
+            cluster_role_binding(), admission_policy(), admission_policy_binding()]

@@ -178,7 +178,7 @@ def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> 
 
 @stack_rule("neuron-compatibility-latest",
             "Trainium node groups without a pinned AMI release get the latest AMI's Neuron driver: warned about when "
-            "the training images' runtime fails on it (the stack's `pulumi up` refuses it).", level=ADVISORY)
+            "the training images' runtime fails on it.", level=ADVISORY)
 def neuron_compatibility_latest(args: StackValidationArgs, report: ReportViolation) -> None:
     _neuron_incompatibilities(args, report, latest=True)
 
