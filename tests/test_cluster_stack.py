@@ -255,6 +255,9 @@ def test_capacity_block(plan_with):
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "capacityReservation": reservation}])
     assert plan.named("trn1-32xl-ng1-lt").inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert plan.named("trn1-32xl-ng1").inputs["capacityType"] == "CAPACITY_BLOCK"
+    # The block's window, from the look-up (offline/fixtures.py CAPACITY_BLOCKS), for the workload stack.
+    [group] = plan.outputs["acceleratorNodeGroups"]
+    assert group["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}
 
 
 def test_placement_group_can_be_turned_off(plan_with):

@@ -383,3 +383,26 @@ def test_the_burn_in_is_billed_per_run_on_a_health_gated_group():
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
     assert gated.bound_seconds == 3600 + burn_in.BURN_IN_MINUTES * 60 and "burn-in" in gated.bound_text
     assert with_burn_in(run, {"startupTaints": []}) == run
+
+
+def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
+    """Through the contract and the checks the workload program runs (workloads/__main__.py)."""
+    from tests.test_schedule import problems
+    from workloads import checks
+
+    def on_a_block(outputs: dict[str, Any]) -> None:
+        for g in outputs["acceleratorNodeGroups"]:
+            g["capacityBlock"] = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-01T20:30:00Z"}  # 9 h
+
+    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py): more than 9 h - 40 min.
+    before = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    outputs = copy.deepcopy(dev.outputs)
+    on_a_block(outputs)
+    from offline.runner import stack_config
+    from tests.conftest import WORKLOADS_DIR
+    from workloads.settings import parse_workloads_config
+    settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
+    found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
+    [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
+    assert "needs up to 9 h 20 min on node group trn1-32xl-ng1" in bert and "8 h 20 min from the block start" in bert
+    assert problems(dev) == []  # on-demand groups: no window
