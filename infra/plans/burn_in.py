@@ -178,7 +178,12 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": f"burn-in-{t.node_group}", "namespace": NAMESPACE, "labels": labels},
+        "metadata": {
+            "name": f"burn-in-{t.node_group}", "namespace": NAMESPACE, "labels": labels,
+            # Not awaited: its pods exist only on nodes being burnt in (one whose patch is refused
+            # restarts until it gets through), which says nothing about this `pulumi up`.
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
         "spec": {
             "selector": {"matchLabels": labels},
             # Only nodes still waiting for burn-in have a pod, so a new spec may replace all at once.
