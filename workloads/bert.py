@@ -14,7 +14,7 @@ from typing import Any, Optional
 import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
-from workloads import bert_launch, deadlines, gang_watchdog, pods
+from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain
 from workloads.settings import BertPretrainingSettings
@@ -66,6 +66,8 @@ class BertJob:
     deadline_minutes: int
     pending_timeout_minutes: int
     max_retry: int = 3
+    # The training run's hang detection (resumable.liveness_probe); the precompile has none.
+    liveness_probe: Optional[dict[str, Any]] = None
 
 
 def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
@@ -120,6 +122,8 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
+    if job.liveness_probe is not None:
+        container["livenessProbe"] = job.liveness_probe
     # The etcd NetworkPolicy admits rendezvous clients by this label.
     labels = {"app.kubernetes.io/name": job.name, **pods.workload_labels(WORKLOAD), **ETCD_CLIENT_LABEL}
     return {
@@ -177,6 +181,8 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         output_dir=s.output_dir,
         bf16=s.bf16,
         cacheset=s.cacheset,
+        checkpoint_every_shards=s.checkpoint_every_shards,
+        checkpoints_to_keep=s.checkpoints_to_keep,
     )
     manifests = []
     if s.precompile:
@@ -188,8 +194,11 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         )
         done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
         manifests.append(volcano_job(compile_job, done))
-    train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps),
-                        deadline_minutes=s.train_deadline_minutes, **base)
+    train_run = bert_launch.BertRun(**run, steps_this_run=s.train_steps)
+    probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s.first_step_timeout_minutes,
+                                     s.hang_timeout_minutes)
+    train_job = BertJob(name="bert-train", run=train_run, deadline_minutes=s.train_deadline_minutes,
+                        liveness_probe=probe, **base)
     manifests.append(volcano_job(train_job, pods.skip_await()))
     return manifests
 
