@@ -259,3 +259,11 @@ def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloa
 def test_resilience_settings_are_refused_out_of_range(workloads_with) -> None:
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "hangTimeoutMinutes": 5})
     assert problem.startswith("trainium-workloads:bertPretraining.hangTimeoutMinutes = 5") and "10" in problem
+
+
+def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanResult) -> None:
+    runs = workloads_dev.outputs["workloads"]["runDirectories"]
+    assert set(runs) == {"bertPretraining", "rayLlama2"}  # NeMo is off in dev
+    bert_line = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])["command"][-1]
+    assert f"--output_dir {runs['bertPretraining']} " in bert_line
+    assert f"--output_dir {runs['rayLlama2']} " in manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]["entrypoint"]

@@ -158,6 +158,28 @@ class BertPretrainingArgs:
     after: tuple[pulumi.Resource, ...] = ()
 
 
+def run_fields(args: BertPretrainingArgs) -> dict[str, Any]:
+    """The launch settings both jobs share."""
+    s = args.settings
+    return dict(
+        nnodes=s.nodes,
+        nproc_per_node=args.group.neuron_cores,
+        etcd_endpoint=args.etcd_endpoint,
+        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
+        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
+        data_dir=s.data_dir,
+        output_dir=s.output_dir,
+        bf16=s.bf16,
+        cacheset=s.cacheset,
+        checkpoint_every_shards=s.checkpoint_every_shards,
+        checkpoints_to_keep=s.checkpoints_to_keep,
+    )
+
+
+def train_run_dir(args: BertPretrainingArgs) -> str:
+    return bert_launch.run_dir(bert_launch.BertRun(**run_fields(args), steps_this_run=args.settings.train_steps))
+
+
 def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
     """The precompile Job (awaited) when on, then the training Job."""
     s = args.settings
@@ -171,19 +193,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         max_retry=s.max_retry,
         pending_timeout_minutes=s.pending_timeout_minutes,
     )
-    run = dict(
-        nnodes=s.nodes,
-        nproc_per_node=args.group.neuron_cores,
-        etcd_endpoint=args.etcd_endpoint,
-        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
-        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
-        data_dir=s.data_dir,
-        output_dir=s.output_dir,
-        bf16=s.bf16,
-        cacheset=s.cacheset,
-        checkpoint_every_shards=s.checkpoint_every_shards,
-        checkpoints_to_keep=s.checkpoints_to_keep,
-    )
+    run = run_fields(args)
     manifests = []
     if s.precompile:
         compile_job = BertJob(
