@@ -232,10 +232,12 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     worker = train["mpiReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
     assert "probe nemo /shared/nemo_experiments/run-" in container(worker["template"])["livenessProbe"]["exec"]["command"][-1]
-    launcher = container(train["mpiReplicaSpecs"]["Launcher"]["template"])
-    command = launcher["command"]
-    assert command[command.index("-x", command.index("DATASET_PATH")) + 1] == "RESILIENCE_PY"
-    assert command[-1].endswith("&& exec ./llama_7b_resumable.sh") and "nemo-scripts nemo 100 2" in command[-1]
+    # The ranks mpirun starts over ssh do not see the container's environment: the worker writes
+    # resilience.py to a file when it starts, and the ranks run it from there.
+    assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
+    command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
+    assert command[-1].startswith("python3 /tmp/resilience.py nemo-scripts nemo 100 2 /shared/nemo_experiments/run-")
+    assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])
     assert compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1] == "./llama_7b.sh"
 
@@ -259,6 +261,13 @@ def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloa
 def test_resilience_settings_are_refused_out_of_range(workloads_with) -> None:
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "hangTimeoutMinutes": 5})
     assert problem.startswith("trainium-workloads:bertPretraining.hangTimeoutMinutes = 5") and "10" in problem
+
+
+def test_the_worker_command_writes_the_script_file_then_runs_its_own(tmp_path: Path) -> None:
+    command = resumable.with_script_file(["sh", "-c", "echo started"])
+    command[2] = command[2].replace(resumable.SCRIPT_FILE, str(tmp_path / "r.py"))
+    result = subprocess.run(command, env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, text=True)
+    assert result.stdout == "started\n" and (tmp_path / "r.py").read_text() == resumable.source()
 
 
 def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanResult) -> None:

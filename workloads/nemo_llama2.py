@@ -60,7 +60,7 @@ def rank_command(layout: NemoLayout) -> list[str]:
     """What mpirun starts on each worker for training: the pinned scripts, rewritten to checkpoint
     every checkpointEverySteps and to continue from the newest complete checkpoint."""
     s = layout.settings
-    write = resumable.call("nemo-scripts", "nemo", str(s.checkpoint_every_steps), str(s.checkpoints_to_keep),
+    write = resumable.call_file("nemo-scripts", "nemo", str(s.checkpoint_every_steps), str(s.checkpoints_to_keep),
                            f"{run_dir(layout)}/checkpoints", node0_log(layout))
     return ["bash", "-c", f"{write} && exec ./llama_7b_resumable.sh"]
 
@@ -83,10 +83,8 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
     forwarded = ["LD_LIBRARY_PATH", "PATH", "POD_UID", "TOKENIZER_PATH", "DATASET_PATH"]
     if compile_only:
         forwarded.append("COMPILE=1")
-    else:
-        forwarded.append(resumable.ENV_NAME)
-        if s.train_iters is not None:
-            forwarded.append(f"TRAIN_ITERS={s.train_iters}")
+    elif s.train_iters is not None:
+        forwarded.append(f"TRAIN_ITERS={s.train_iters}")
     # mpirun starts orted on each worker over ssh, whose PATH is not the image's: --prefix makes
     # the remote command set PATH and LD_LIBRARY_PATH to this Open MPI first.
     mpirun = [f"{OPEN_MPI_PREFIX}/bin/mpirun", "--prefix", OPEN_MPI_PREFIX]
@@ -101,7 +99,7 @@ def launcher_run_env(layout: NemoLayout, compile_only: bool) -> list[dict[str, A
     the run directory for training, the same for every restart, so each resumes the one before."""
     if compile_only:
         return [{"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
-    return pods.env_list({"POD_UID": run_dir(layout).rsplit("/", 1)[1], **resumable.env()})
+    return pods.env_list({"POD_UID": run_dir(layout).rsplit("/", 1)[1]})
 
 
 def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
@@ -154,6 +152,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
     }
     if not compile_only:
         worker["livenessProbe"] = train_probe(layout)
+        worker["env"] = pods.env_list(resumable.env())
+        worker["command"] = resumable.with_script_file(worker["command"])
     # The MPI operator v0.8.0 adds its own labels to the templates' (mpi_job_controller.go,
     # newWorker/newLauncherPodTemplate), keeping ours: the NetworkPolicy selects on them.
     name = "llama2-compile" if compile_only else "llama2-train"

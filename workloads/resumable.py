@@ -61,6 +61,21 @@ def call(*args: str) -> str:
     return f'python3 -c "${ENV_NAME}" ' + shlex.join(args)
 
 
+# Processes that mpirun starts over ssh do not see the container's environment: the worker writes
+# the file at start, and the ranks run it from there.
+SCRIPT_FILE = "/tmp/resilience.py"
+
+
+def with_script_file(command: list[str]) -> list[str]:
+    """A container command that first writes resilience.py (from the environment) to SCRIPT_FILE."""
+    return ["bash", "-c", f'printf "%s" "${ENV_NAME}" > {SCRIPT_FILE} && exec "$@"', "with-resilience", *command]
+
+
+def call_file(*args: str) -> str:
+    """Shell: run SCRIPT_FILE with ``args``."""
+    return shlex.join(["python3", SCRIPT_FILE, *args])
+
+
 def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int) -> str:
     """Shell: drop BERT's incomplete and surplus checkpoints, append the resume arguments to
     ``command`` (word-split on purpose: none, or flag and value), and filter its output through
