@@ -194,8 +194,9 @@ def run_probe(probe: dict[str, Any], env: dict[str, str], cwd: Path) -> subproce
 def test_bert_training_pods_carry_the_probe_and_volcano_restarts_the_gang(workloads_dev: PlanResult) -> None:
     """A probe failure kills the container; with restartPolicy Never the pod goes Failed and the
     PodFailed -> RestartJob policy restarts every task (volcano v1.15.1 job_controller_util.go
-    applyPolicies), at most maxRetry attempts. The exit code is not `timeout`'s 124 (coreutils
-    timeout returns 124 only when its own timer fired), so the deadline policy does not take it."""
+    applyPolicies), at most maxRetry attempts. The exit code is not `timeout`'s 124: coreutils
+    src/timeout.c (v8.32, Ubuntu 22.04's, l.182-184 and l.573-574) sets timed_out only on its own
+    SIGALRM and returns 124 only then, so the kubelet's SIGTERM is not taken for the deadline."""
     train = manifest(workloads_dev, "Job", "bert-train")["spec"]
     precompile = manifest(workloads_dev, "Job", "bert-precompile")["spec"]
     for task in train["tasks"]:
