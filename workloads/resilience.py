@@ -22,7 +22,7 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   every rank's save (nlp_overrides.py NLPCheckpointIOState.end l.478-485, removal protection on by
   default). Complete = named in such a line of node 0's log; resumed with
   ``model.resume_from_checkpoint=<dir>/<name>`` (megatron_gpt_pretraining.py l.86-88; the
-  checkpoint IO puts the rank directory back in).
+  checkpoint IO puts the rank directory back in, nlp_overrides.py load_checkpoint l.586-588).
 
 Heartbeat: the step counter the scripts print. BERT and Ray Train print
 ``LOG <time> - (<epoch>, <step>) step_loss : ...`` on global rank 0 every step (the logger.log of
