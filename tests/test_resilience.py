@@ -277,3 +277,12 @@ def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanRes
     bert_line = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])["command"][-1]
     assert f"--output_dir {runs['bertPretraining']} " in bert_line
     assert f"--output_dir {runs['rayLlama2']} " in manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]["entrypoint"]
+
+
+def test_a_hang_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:
+    """dev's BERT deadline is 60 minutes: a 58-minute limit is ended 61 minutes after the last step."""
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60,
+                                                          "hangTimeoutMinutes": 58})
+    assert problem.startswith("trainium-workloads:bertPretraining.hangTimeoutMinutes = 58: a hang is ended 61 minutes")
+    assert "(trainDeadlineMinutes, 60 minutes)" in problem
+    workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60, "hangTimeoutMinutes": 56})
