@@ -6,8 +6,9 @@ terminating the instances 30 minutes before the end (EKS user guide ml/capacity-
 awsdocs/amazon-eks-user-guide at 4d52b4d0). A step's bound (workloads/deadlines.py: every attempt,
 scheduling and start-up included) that reaches past the scale-down would be cut by the drain
 instead of its own deadline; so the workload stack refuses it, naming the time it needs and the
-time the block leaves. Steps that do fit end by their own deadline, whose SIGTERM the training
-processes answer with a checkpoint; the scale-down's eviction (SIGTERM as well) is the fallback.
+time the block leaves. Steps that do fit end by their own deadline, before the drain, keeping
+every checkpoint they completed (docs/resilience.md, "A Capacity Block ends"); the drain's eviction
+is the fallback.
 Pure: the steps, the groups' windows and the clock come in.
 """
 

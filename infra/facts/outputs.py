@@ -34,7 +34,7 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "jobSupportPlacement": "`{nodeSelector, tolerations, maxSize, allocatable}` of the job-support group, which "
     "scales from zero: where jobs put their CPU pods (Ray heads, MPI launchers, staging and check Jobs), and how "
     "much it holds (maxSize nodes, each leaving `allocatable` to pods).",
-    "cloudwatchDashboard": "The NeuronCore CloudWatch dashboard's name, or null.",
+    "cloudwatchDashboard": "The CloudWatch dashboard's name (NeuronCores; training restarts and failed pods), or null.",
 }
 
 WORKLOAD_OUTPUTS: dict[str, str] = {
@@ -42,7 +42,8 @@ WORKLOAD_OUTPUTS: dict[str, str] = {
     "namespace": "The namespace the workloads run in.",
     "workloads": "Per enabled workload the objects it declared (jobs in order; TensorBoard's Service and, with a "
     "load balancer, its password as a secret; clusterCheck: the expected counts per node, the all-reduce floor and "
-    "its source, where the results are and whether the verdict passed).",
+    "its source, where the results are and whether the verdict passed; runDirectories: each training run's directory "
+    "on FSx, run-<hash of its model settings>, with its checkpoints and heartbeat).",
 }
 
 BOOTSTRAP_OUTPUTS: dict[str, str] = {
