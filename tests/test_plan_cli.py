@@ -199,7 +199,10 @@ def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_pa
     out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     assert out.replace(str(tmp_path / "two"), "OUT") == sequential.out.replace(str(tmp_path / "one"), "OUT")
-    assert err == sequential.err == ""
+    # Besides the preview's warnings (the Neuron table's, on dev's unpinned groups), which the program
+    # logs: on the subprocess's stderr, in the log records here.
+    assert [line for line in err.splitlines() if "amiReleaseVersion = unset" not in line] == []
+    assert sequential.err == ""
     written = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*") if p.is_file()}
     assert len(written) > 30
     assert {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*") if p.is_file()} == written
