@@ -6,16 +6,19 @@ import pulumi_kubernetes as k8s
 from infra import lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
-from infra.components.cluster import EksCluster, EksClusterArgs
+from infra.components.cluster import NODE_POLICIES, EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
+from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
+from infra.components.launch_template import IMDS_HOP_LIMIT
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
+from infra.plans import karpenter as karpenter_plan
 from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.plans.system_capacity import node_allocatable
 
@@ -27,9 +30,10 @@ cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.a
 groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 features = config.features
+use_karpenter = config.node_provisioner == "karpenter"
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
-               node_allocatable(g.instance_type, features, accelerator=True))
+               node_allocatable(g.instance_type, features, accelerator=True), config.node_provisioner)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
@@ -50,6 +54,7 @@ network = Network(
         zones=placement.zones,
         nat_gateways=config.network.nat_gateways,
         tags=tags,
+        node_subnet_tags={karpenter_plan.DISCOVERY_TAG: config.cluster_name} if use_karpenter else {},
     ),
 )
 
@@ -77,20 +82,21 @@ cluster = EksCluster(
     ),
 )
 
-accelerators = AcceleratorNodeGroups(
-    "accelerators",
-    AcceleratorNodeGroupsArgs(
-        cluster_name=cluster.name,
-        kubernetes_version=cluster.kubernetes_version,
-        vpc_id=network.vpc_id,
-        cluster_security_group_id=cluster.cluster_security_group_id,
-        node_role_arn=cluster.node_role_arn,
-        node_subnet_by_zone_id=network.node_subnet_by_zone_id,
-        groups=specs,
-        depends_on=cluster.node_policies,
-        tags=tags,
-    ),
-)
+if not use_karpenter:
+    AcceleratorNodeGroups(
+        "accelerators",
+        AcceleratorNodeGroupsArgs(
+            cluster_name=cluster.name,
+            kubernetes_version=cluster.kubernetes_version,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=cluster.node_role_arn,
+            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
+            groups=specs,
+            depends_on=cluster.node_policies,
+            tags=tags,
+        ),
+    )
 
 # --- cluster software, through a provider built from the cluster's kubeconfig ---------------
 namespaces = config.training_namespaces
@@ -176,6 +182,29 @@ Autoscaling(
     ),
     kubernetes,
 )
+if use_karpenter:
+    Karpenter(
+        "karpenter",
+        KarpenterArgs(
+            cluster_name=cluster.name,
+            cluster_name_text=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            groups=specs,
+            lifetimes=karpenter_plan.Lifetimes(
+                config.karpenter.expire_after, config.karpenter.termination_grace_period,
+                config.karpenter.consolidate_after,
+            ),
+            hop_limit=IMDS_HOP_LIMIT,
+            node_policies=NODE_POLICIES,
+            depends_on=[cluster],
+            tags=tags,
+        ),
+        kubernetes,
+    )
 observability = None
 if features.observability:
     observability = Observability(

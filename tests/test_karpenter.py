@@ -1,0 +1,376 @@
+"""nodeProvisioner: karpenter (issue 23): the setting, the install, the NodePools and EC2NodeClasses.
+
+Upstream read for these tests, at the pinned versions:
+- aws/karpenter-provider-aws v1.14.0: pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml and
+  karpenter.sh_nodepools.yaml (field paths in tests/crd_paths; enums and CEL rules restated in
+  ``crd_rule_problems`` below), charts/karpenter values.yaml, charts/karpenter-crd/templates,
+  pkg/providers/amifamily/al2023.go, pkg/providers/launchtemplate/launchtemplate.go
+  (generateNetworkInterfaces), pkg/providers/instancetype/types.go (efas), pkg/cloudprovider/
+  cloudprovider.go (RepairPolicies), and the release's docs (commit 692ccdd06,
+  website/content/en/v1.14: getting-started cloudformation.yaml, concepts/disruption.md,
+  concepts/nodeclasses.md);
+- kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/nodepool.go, pkg/controllers/provisioning/
+  scheduling/scheduler.go (limits.nodes enforced for dynamic NodePools).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from infra.components.accelerators import group_spec
+from infra.components.launch_template import IMDS_HOP_LIMIT
+from infra.config.errors import ConfigError
+from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.plans import karpenter as plan
+from infra.plans.efa import karpenter_interfaces
+from infra.plans.node_template import NEURON_TAINT, Taint
+from infra.plans.placement import Zone
+from infra.validate import parse_stack_config
+from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from tests.crd_fields import undefined_fields
+
+NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+# A third group beside the dev stack's two: reserved capacity selected by tag, Spot allowed.
+TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
+                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}}
+
+
+@pytest.fixture(scope="module")
+def karp() -> PlanResult:
+    """The dev stack with nodeProvisioner: karpenter (what `make test` plans of the Karpenter variant)."""
+    config = stack_config(REPO_ROOT, "dev")
+    groups = json.loads(config["trainium-eks:acceleratorNodeGroups"]) + [TAGGED_GROUP]
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+    return run_program(REPO_ROOT, "dev", config)
+
+
+def by_name(plan_: PlanResult, type_: str) -> dict[str, dict[str, Any]]:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in plan_.of_type(type_)}
+
+
+def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
+    """The enums, patterns and CEL rules of the v1.14.0 CRDs our objects touch (the field paths
+    are checked separately against tests/crd_paths)."""
+    spec, problems = obj["spec"], []
+    duration = r"([0-9]+(s|m|h))+"
+    if obj["kind"] == "EC2NodeClass":
+        # exactly one of role and instanceProfile; an alias family@version from the allowed families.
+        if ("role" in spec) == ("instanceProfile" in spec):
+            problems.append("role xor instanceProfile")
+        for term in spec["amiSelectorTerms"]:
+            if "alias" in term and (not re.fullmatch(r"[a-zA-Z0-9]+@.+", term["alias"]) or len(term["alias"]) > 30
+                                    or term["alias"].split("@")[0] not in ("al2", "al2023", "bottlerocket")):
+                problems.append(f"alias {term['alias']}")
+        nics = spec.get("networkInterfaces", [])
+        if nics and not any(n == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"} for n in nics):
+            problems.append("networkInterfaces without a primary interface")
+        pairs = [(n["networkCardIndex"], n["deviceIndex"]) for n in nics]
+        efa_cards = [n["networkCardIndex"] for n in nics if n["interfaceType"] == "efa-only"]
+        if len(set(pairs)) != len(pairs) or len(set(efa_cards)) != len(efa_cards):
+            problems.append("duplicate interface or two efa-only on one card")
+        problems += [f"interfaceType {n['interfaceType']}" for n in nics if n["interfaceType"] not in ("interface", "efa-only")]
+        if spec.get("instanceStorePolicy", "RAID0") != "RAID0":
+            problems.append("instanceStorePolicy")
+        for term in spec.get("capacityReservationSelectorTerms", []):
+            if "id" in term and (set(term) - {"id"} or not re.fullmatch(r"cr-[0-9a-z]+", term["id"])):
+                problems.append(f"reservation term {term}")
+            if not ({"id", "tags", "instanceMatchCriteria"} & set(term)):
+                problems.append("empty reservation term")
+        hop = spec["metadataOptions"]["httpPutResponseHopLimit"]
+        if not 1 <= hop <= 64 or spec["metadataOptions"]["httpTokens"] not in ("required", "optional"):
+            problems.append("metadataOptions")
+    else:
+        template = spec["template"]["spec"]
+        if spec["disruption"]["consolidationPolicy"] not in ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"):
+            problems.append("consolidationPolicy")
+        for budget in spec["disruption"]["budgets"]:
+            if not re.fullmatch(r"((100|[0-9]{1,2})%|[0-9]+)", budget["nodes"]):
+                problems.append(f"budget nodes {budget['nodes']}")
+            problems += [f"reason {r}" for r in budget.get("reasons", []) if r not in ("Underutilized", "Empty", "Drifted")]
+        for field_ in ("expireAfter",):
+            if not re.fullmatch(f"({duration}|Never)", template[field_]):
+                problems.append(field_)
+        if not re.fullmatch(duration, template["terminationGracePeriod"]):
+            problems.append("terminationGracePeriod")
+        for req in template["requirements"]:
+            if req["key"].split("/")[0].endswith("karpenter.sh") and req["key"] != plan.CAPACITY_TYPE_LABEL:
+                problems.append(f"restricted requirement {req['key']}")
+            if req["operator"] not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"):
+                problems.append(f"operator {req['operator']}")
+        for taint in template["taints"]:
+            if taint["effect"] not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                problems.append(f"taint effect {taint['effect']}")
+    return problems
+
+
+# --- 1. the setting ------------------------------------------------------------------------------
+
+BASE = {"region": "us-west-2", "nodeProvisioner": "karpenter",
+        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]}
+
+
+def refusal(**group: Any) -> str:
+    raw = json.loads(json.dumps(BASE))
+    raw["acceleratorNodeGroups"][0].update(group)
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(raw)
+    return str(caught.value)
+
+
+def test_the_default_is_cluster_autoscaler_and_karpenter_accepts_the_seed_groups():
+    assert parse_stack_config({"region": "us-west-2"}).node_provisioner == "cluster-autoscaler"
+    assert parse_stack_config(BASE).node_provisioner == "karpenter"
+    with pytest.raises(ConfigError, match="nodeProvisioner"):
+        parse_stack_config({**BASE, "nodeProvisioner": "auto-mode"})
+
+
+@pytest.mark.parametrize(("group", "message"), [
+    ({"minSize": 1}, "acceleratorNodeGroups[0].minSize = 1: with trainium-eks:nodeProvisioner: karpenter nodes "
+                     "exist only while pods need them; allowed: 0"),
+    ({"desiredSize": 2}, "acceleratorNodeGroups[0].desiredSize = 2"),
+    ({"efaInterfaceType": "efa"}, "efaInterfaceType = 'efa': an EC2NodeClass (Karpenter 1.14) knows only "
+                                  "`interface` and `efa-only` interfaces; allowed: efa-only"),
+    ({"capacityReservation": {"tags": {"team": "ml"}}}, "azId: required with capacityReservation"),
+    ({"capacityReservation": {"id": "cr-0123456789abcdef0", "tags": {"a": "b"}}, "azId": "usw2-az4"},
+     "give exactly one of id (cr-...) and tags"),
+])
+def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
+    assert message in refusal(**group)
+
+
+def test_cluster_wide_and_autoscaler_only_keys_are_refused():
+    two = json.loads(json.dumps(BASE))
+    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False})
+    with pytest.raises(ConfigError, match=r"autoRepair: differs between groups; Karpenter's node repair is one switch"):
+        parse_stack_config(two)
+    with pytest.raises(ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"):
+        parse_stack_config({**BASE, "features": {"neuronNodeRecovery": True}})
+    with pytest.raises(ConfigError, match=r"karpenter.expireAfter = '30d': a duration such as 720h"):
+        parse_stack_config({**BASE, "karpenter": {"expireAfter": "30d"}})
+
+
+def test_karpenter_only_keys_are_refused_with_cluster_autoscaler():
+    cas = {**BASE, "nodeProvisioner": "cluster-autoscaler"}
+    cas["acceleratorNodeGroups"] = [{**BASE["acceleratorNodeGroups"][0], "spot": True,
+                                     "capacityReservation": {"tags": {"team": "ml"}}, "azId": "usw2-az4"}]
+    message = str(pytest.raises(ConfigError, parse_stack_config, cas).value)
+    assert "spot = true: a managed node group has one capacity type" in message
+    assert "capacityReservation.tags = {'team': 'ml'}: a node group launches into one reservation id" in message
+
+
+def test_with_cluster_autoscaler_nothing_of_karpenter_is_declared(dev):
+    assert not [r for r in dev.registrations if "karpenter" in r.type.lower() or "karpenter" in json.dumps(r.inputs)]
+
+
+# --- 2. the install ------------------------------------------------------------------------------
+
+def test_charts_pinned_and_crds_from_their_own_chart(karp):
+    """charts/karpenter/crds/ holds the CRDs (symlinks to pkg/apis/crds) that Helm installs once
+    and never upgrades; charts/karpenter-crd ships the same CRDs as templates, which it does.
+    So the CRD chart owns them and the controller's release skips its crds/."""
+    releases = {r.name: r for r in karp.of_type(RELEASE)}
+    crd, controller = releases["karpenter-crd"], releases["karpenter"]
+    assert (crd.inputs["chart"], crd.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0")
+    assert (controller.inputs["chart"], controller.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter", "1.14.0")
+    assert controller.inputs["skipCrds"] is True and not crd.inputs.get("skipCrds")
+    assert crd.urn in controller.dependencies
+    values = controller.inputs["values"]
+    assert values["settings"]["clusterName"] == "trn-dev"
+    assert values["nodeSelector"] == {"role": "core"}
+    assert values["serviceAccount"]["name"] == "karpenter"
+    queue = karp.of_type("aws:sqs/queue:Queue")[0]
+    assert values["settings"]["interruptionQueue"] == queue.inputs["name"]
+    # autoRepair (default on) -> Karpenter's node repair, which replaces a node whose
+    # AcceleratedHardwareReady stays False 10 minutes, as EKS auto-repair does.
+    assert values["settings"]["featureGates"] == {"nodeRepair": True}
+
+
+def test_every_nodepool_and_nodeclass_waits_for_crds_and_controller(karp):
+    releases = {r.name: r.urn for r in karp.of_type(RELEASE)}
+    for r in karp.of_type(NODEPOOL) + karp.of_type(NODECLASS):
+        assert {releases["karpenter-crd"], releases["karpenter"]} <= set(r.dependencies), r.name
+
+
+def test_interruption_queue_and_rules(karp):
+    """cloudformation.yaml (v1.14): five rules -> the queue; retention 300 s, SSE; the queue
+    accepts events and sqs, and refuses plain HTTP."""
+    queue = karp.of_type("aws:sqs/queue:Queue")[0]
+    assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
+    patterns = [json.loads(r.inputs["eventPattern"]) for r in karp.of_type("aws:cloudwatch/eventRule:EventRule")
+                if "Karpenter" in r.inputs.get("description", "")]
+    kinds = {p["detail-type"][0] for p in patterns}
+    assert kinds == {"AWS Health Event", "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
+                     "EC2 Instance State-change Notification", "EC2 Capacity Reservation Instance Interruption Warning"}
+    targets = [r for r in karp.of_type("aws:cloudwatch/eventTarget:EventTarget") if r.name.startswith("karpenter-")]
+    assert len(targets) == 5
+    policy = json.loads(plan.queue_policy("arn:q"))
+    assert policy["Statement"][0]["Principal"]["Service"] == ["events.amazonaws.com", "sqs.amazonaws.com"]
+    assert policy["Statement"][1]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_controller_policy_has_every_statement_of_the_reference_and_fits_inline():
+    document = plan.controller_policy("aws", "us-west-2", "123456789012", "trn-dev", "arn:node", "arn:queue")
+    sids = [s["Sid"] for s in json.loads(document)["Statement"]]
+    assert sids == [
+        "AllowScopedEC2InstanceAccessActions", "AllowScopedEC2LaunchTemplateAccessActions",
+        "AllowScopedEC2InstanceActionsWithTags", "AllowScopedResourceCreationTagging", "AllowScopedResourceTagging",
+        "AllowScopedDeletion", "AllowPassingInstanceRole", "AllowScopedInstanceProfileCreationActions",
+        "AllowScopedInstanceProfileTagActions", "AllowScopedInstanceProfileActions", "AllowAPIServerEndpointDiscovery",
+        "AllowInterruptionQueueActions", "AllowRegionalReadActions", "AllowSSMReadActions", "AllowPricingReadActions",
+        "AllowUnscopedInstanceProfileListAction", "AllowInstanceProfileReadActions",
+    ]
+    # IAM: a role's inline policies together at most 10,240 characters, whitespace not counted.
+    assert len(re.sub(r"\s", "", document)) < 10240
+    statements = {s["Sid"]: s for s in json.loads(document)["Statement"]}
+    assert statements["AllowPassingInstanceRole"]["Resource"] == "arn:node"
+    assert statements["AllowScopedDeletion"]["Condition"]["StringEquals"] == {
+        "aws:ResourceTag/kubernetes.io/cluster/trn-dev": "owned"}
+
+
+def test_controller_identity_node_role_and_access_entry(karp):
+    association = [r for r in karp.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                   if r.inputs["serviceAccount"] == "karpenter"]
+    assert [a.inputs["namespace"] for a in association] == ["kube-system"]
+    entries = [r for r in karp.of_type("aws:eks/accessEntry:AccessEntry") if r.inputs.get("type") == "EC2_LINUX"]
+    assert len(entries) == 1
+    node_role = karp.named("karpenter-node", "aws:iam/role:Role")
+    assert "ec2.amazonaws.com" in node_role.inputs["assumeRolePolicy"]
+
+
+def test_discovery_tags_on_node_subnets_and_security_groups(karp, dev):
+    subnets = [r for r in karp.of_type("aws:ec2/subnet:Subnet") if r.name.startswith("network-node-")]
+    assert subnets and all(s.inputs["tags"]["karpenter.sh/discovery"] == "trn-dev" for s in subnets)
+    others = [r for r in karp.of_type("aws:ec2/subnet:Subnet") if not r.name.startswith("network-node-")]
+    assert not any("karpenter.sh/discovery" in r.inputs["tags"] for r in others)
+    assert [t.inputs["key"] for t in karp.of_type("aws:ec2/tag:Tag")] == ["karpenter.sh/discovery"]
+    efa_sg = karp.named("karpenter-efa", "aws:ec2/securityGroup:SecurityGroup")
+    assert efa_sg.inputs["tags"]["karpenter.sh/discovery"] == "trn-dev"
+
+
+def test_trainium_capacity_is_nodepools_and_the_cpu_groups_stay_managed(karp):
+    groups = {r.name for r in karp.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert groups == {"cluster-core", "cluster-job-support"}
+    assert not karp.of_type("aws:autoscaling/tag:Tag") or all(
+        "neuron" not in t.inputs["tag"]["key"] for t in karp.of_type("aws:autoscaling/tag:Tag"))
+    assert set(by_name(karp, NODEPOOL)) == set(by_name(karp, NODECLASS)) == {"trn1-32xl-ng1", "trn1n-32xl-ng", "trn1-reserved"}
+
+
+# --- 3. what the objects guarantee ----------------------------------------------------------------
+
+def test_objects_validate_against_the_pinned_crds(karp):
+    objects = [r.inputs for r in karp.of_type(NODEPOOL) + karp.of_type(NODECLASS)]
+    assert len(objects) == 6
+    for obj in objects:
+        assert undefined_fields(obj) == [], obj["metadata"]["name"]
+        assert crd_rule_problems(obj) == [], obj["metadata"]["name"]
+
+
+def test_nodepools_carry_what_the_workloads_select_on(karp):
+    """The workload stacks select on the exported labels and tolerate the exported taints; the
+    NodePool puts exactly those on its nodes, in the exported zone, of the exported type."""
+    pools = by_name(karp, NODEPOOL)
+    for group in karp.outputs["acceleratorNodeGroups"]:
+        template = pools[group["name"]]["spec"]["template"]
+        assert template["metadata"]["labels"] == group["labels"]
+        assert group["labels"]["provisioner"] == "karpenter"
+        assert template["spec"]["taints"] == group["taints"]
+        requirements = {r["key"]: r["values"] for r in template["spec"]["requirements"]}
+        assert requirements[plan.INSTANCE_TYPE_LABEL] == [group["instanceType"]]
+        assert requirements[plan.ZONE_ID_LABEL] == [group["azId"]]
+        assert pools[group["name"]]["spec"]["limits"] == {"nodes": str(group["maxSize"])}
+
+
+def test_efa_devices_match_the_node_groups_count(karp):
+    """Karpenter counts vpc.amazonaws.com/efa as the efa-only entries (instancetype/types.go efas);
+    pods ask for every EFA interface the exported group offers."""
+    classes = by_name(karp, NODECLASS)
+    for group in karp.outputs["acceleratorNodeGroups"]:
+        nics = classes[group["name"]]["spec"]["networkInterfaces"]
+        assert sum(n["interfaceType"] == "efa-only" for n in nics) == group["efaInterfaces"]
+        assert {n["networkCardIndex"] for n in nics} == set(range(group["efaInterfaces"]))
+    for type_, facts in NEURON_INSTANCE_TYPES.items():
+        if facts.efa_supported:
+            layout = karpenter_interfaces(facts.network_cards)
+            assert sum(i.interface_type == "efa-only" for i in layout) == facts.network_cards, type_
+
+
+def test_nodeclass_matches_the_launch_templates(karp):
+    """Same root volume, IMDS (the launch templates' shared hop-limit constant), RAID0 on the
+    instance store, placement group only without a reservation."""
+    classes = by_name(karp, NODECLASS)
+    for name, obj in classes.items():
+        spec = obj["spec"]
+        assert spec["metadataOptions"]["httpTokens"] == "required"
+        assert spec["metadataOptions"]["httpPutResponseHopLimit"] == IMDS_HOP_LIMIT
+        root = spec["blockDeviceMappings"][0]
+        assert root["rootVolume"] is True and root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
+        assert spec["instanceStorePolicy"] == "RAID0"  # trn1: 4 (32xl) NVMe disks
+        assert spec["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+        assert ("placementGroupSelector" in spec) == (name != "trn1-reserved")
+    assert classes["trn1-reserved"]["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "ml"}}]
+
+
+def test_ami_release_pin_maps_to_the_same_build():
+    """al2023.go resolvePath: .../x86_64/neuron/amazon-eks-node-al2023-x86_64-neuron-<k8s>-<version>;
+    EKS release 1.34.2-20251112 is that AMI's v20251112 build."""
+    assert plan.ami_alias("1.34.2-20251112") == "al2023@v20251112"
+    assert plan.ami_alias(None) == "al2023@latest"
+
+
+@pytest.mark.parametrize(("reserved", "block", "spot", "expected"), [
+    (False, False, False, ["on-demand"]),
+    (True, False, False, ["reserved", "on-demand"]),
+    (True, False, True, ["reserved", "on-demand", "spot"]),
+    (True, True, True, ["reserved"]),
+])
+def test_capacity_types(reserved, block, spot, expected):
+    assert plan.capacity_types(reserved, block, spot) == expected
+
+
+def test_capacity_block_and_reservation_ids_render_as_reserved_only(plan_with):
+    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2,
+               "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}]
+    result = plan_with(nodeProvisioner="karpenter", acceleratorNodeGroups=groups)
+    pool = by_name(result, NODEPOOL)["trn1-cb"]
+    requirements = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert requirements[plan.CAPACITY_TYPE_LABEL] == ["reserved"]
+    assert requirements[plan.ZONE_ID_LABEL] == ["usw2-az4"]  # the block's zone, looked up as for node groups
+    node_class = by_name(result, NODECLASS)["trn1-cb"]["spec"]
+    assert node_class["capacityReservationSelectorTerms"] == [{"id": "cr-0c0ffee0c0ffee001"}]
+    assert "placementGroupSelector" not in node_class
+
+
+def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
+    """Labels and taints come from the same AcceleratorGroupSpec the node groups use."""
+    config = parse_stack_config(BASE).accelerator_node_groups[0]
+    spec = group_spec(config, NEURON_INSTANCE_TYPES["trn1.32xlarge"], Zone("us-west-2d", "usw2-az4"), None, "karpenter")
+    extra = Taint("example.com/burn-in", "pending", "NoSchedule")
+    from dataclasses import replace
+    spec = replace(spec, taints=[*spec.taints, extra], labels={**spec.labels, "extra": "yes"})
+    lifetimes = plan.Lifetimes("720h", "24h", "10m")
+    template = plan.node_pool(spec, lifetimes)["spec"]["template"]
+    assert template["spec"]["taints"][0] == {"key": NEURON_TAINT.key, "value": "true", "effect": "NoSchedule"}
+    assert template["spec"]["taints"][1]["key"] == "example.com/burn-in"
+    assert template["metadata"]["labels"]["extra"] == "yes"
+
+
+# --- 4. disruption ---------------------------------------------------------------------------------
+
+def test_training_nodes_are_only_consolidated_when_empty(karp):
+    """disruption.md (v1.14): WhenEmpty removes only nodes without pods that cost anything to
+    disrupt; with terminationGracePeriod set, Drift may disrupt nodes whose pods carry
+    karpenter.sh/do-not-disrupt, so Drifted gets a zero budget; expiry drains after expireAfter
+    and deletes what is left after terminationGracePeriod."""
+    for pool in by_name(karp, NODEPOOL).values():
+        disruption = pool["spec"]["disruption"]
+        assert disruption["consolidationPolicy"] == "WhenEmpty"
+        assert {"nodes": "0", "reasons": ["Drifted"]} in disruption["budgets"]
+        template = pool["spec"]["template"]["spec"]
+        assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", "24h")
