@@ -374,3 +374,56 @@ def test_training_nodes_are_only_consolidated_when_empty(karp):
         assert {"nodes": "0", "reasons": ["Drifted"]} in disruption["budgets"]
         template = pool["spec"]["template"]["spec"]
         assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", "24h")
+
+
+# --- 5. the policy pack's Trainium rules reach the NodePools ----------------------------------------
+
+TRAINIUM_RULES = ("neuron-ami-type", "neuron-taint", "accelerator-single-zone", "efa-interfaces-match-cards",
+                  "placement-group-unless-reserved", "karpenter-training-not-consolidated")
+
+
+def _karpenter_objects(karp: PlanResult, edit=None) -> list:  # noqa: ANN001
+    import copy
+    from dataclasses import replace as copy_with
+
+    chosen = [r for r in karp.registrations if r.type in (NODEPOOL, NODECLASS)]
+    if edit is None:
+        return chosen
+    return [copy_with(r, inputs=edit(copy.deepcopy(r.inputs))) for r in chosen]
+
+
+def test_the_rendered_nodepools_pass_the_trainium_rules(karp):
+    from tests.policy_helpers import violations
+
+    for rule in TRAINIUM_RULES:
+        assert not violations(rule, *_karpenter_objects(karp)), rule
+
+
+@pytest.mark.parametrize(("rule", "edit", "expected"), [
+    ("neuron-taint", lambda o: o["spec"]["template"]["spec"].update(taints=[]) if o["kind"] == "NodePool" else None,
+     "has no aws.amazon.com/neuron:NoSchedule taint"),
+    ("neuron-ami-type", lambda o: o["spec"].update(amiSelectorTerms=[{"id": "ami-0123"}]) if o["kind"] == "EC2NodeClass" else None,
+     "not an `al2023@<version>` alias"),
+    ("efa-interfaces-match-cards",
+     lambda o: o["spec"].update(networkInterfaces=o["spec"]["networkInterfaces"][:3]) if o["kind"] == "EC2NodeClass" else None,
+     "needs one on each of its"),
+    ("placement-group-unless-reserved", lambda o: o["spec"].pop("placementGroupSelector", None) if o["kind"] == "EC2NodeClass" else None,
+     "has no placementGroupSelector"),
+    ("karpenter-training-not-consolidated",
+     lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenEmptyOrUnderutilized", budgets=[]) if o["kind"] == "NodePool" else None,
+     "NodePool 'trn1"),
+    ("accelerator-single-zone", lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
+     "is not pinned to one zone id"),
+])
+def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected):
+    from tests.policy_helpers import violations
+
+    def apply(obj):  # noqa: ANN001, ANN202
+        edit(obj)
+        return obj
+
+    found = violations(rule, *_karpenter_objects(karp, apply))
+    assert found and all(expected in m for m in found), found
+    if rule == "karpenter-training-not-consolidated":
+        assert any("consolidates nodes that still run pods" in m for m in found)
+        assert any("without a zero Drifted budget" in m for m in found)
