@@ -49,7 +49,7 @@ CHARTS: dict[str, ChartPin] = {
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
     # nodeProvisioner: karpenter. Karpenter 1.14.0 (aws/karpenter-provider-aws, release commit 692ccdd06,
     # 2026-07-11; ai-on-eks's default). The CRDs come from their own chart at the same version, which
-    # Helm upgrades (a chart's crds/ directory is installed once and never upgraded); see docs/karpenter.md.
+    # Helm upgrades (a chart's crds/ directory is installed once and never upgraded); see docs/provisioners.md.
     "karpenter-crd": ChartPin("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0"),
     "karpenter": ChartPin("oci://public.ecr.aws/karpenter/karpenter", "1.14.0"),
 }
