@@ -36,16 +36,20 @@ from tests.crd_fields import undefined_fields
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-# A third group beside the dev stack's two: reserved capacity selected by tag, Spot allowed.
+# A third group beside the dev stack's two: reserved capacity selected by tag, Spot allowed; a
+# label tells it from the dev stack's trn1.32xlarge group (the workload stack refuses groups its
+# pods cannot tell apart).
 TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}}
+                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"}}
 
 
 @pytest.fixture(scope="module")
 def karp() -> PlanResult:
     """The dev stack with nodeProvisioner: karpenter (what `make test` plans of the Karpenter variant)."""
     config = stack_config(REPO_ROOT, "dev")
-    groups = json.loads(config["trainium-eks:acceleratorNodeGroups"]) + [TAGGED_GROUP]
+    groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
+    groups[0]["labels"] = {"capacity": "on-demand"}
+    groups.append(TAGGED_GROUP)
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
     config["trainium-eks:nodeProvisioner"] = "karpenter"
     return run_program(REPO_ROOT, "dev", config)
@@ -427,3 +431,80 @@ def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected
     if rule == "karpenter-training-not-consolidated":
         assert any("consolidates nodes that still run pods" in m for m in found)
         assert any("without a zero Drifted budget" in m for m in found)
+
+
+# --- 4. the workloads on a Karpenter cluster ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def karp_workloads(karp: PlanResult) -> PlanResult:
+    """Every workload on, against the Karpenter variant's outputs (the same stack file as on
+    cluster-autoscaler: the workloads run unchanged)."""
+    from tests.conftest import ALL_ON, all_on_cluster, run_workloads
+
+    return run_workloads(karp, all_on_cluster, **ALL_ON)
+
+
+def _pod_templates(result: PlanResult) -> list[tuple[str, dict[str, Any]]]:
+    from workloads.kube import pod_templates
+
+    return [(r.name, t) for r in result.registrations if isinstance(r.inputs.get("spec"), dict)
+            for t in pod_templates(r.inputs["spec"])]
+
+
+def test_training_pods_on_karpenter_nodes_carry_do_not_disrupt(karp_workloads, workloads_dev):
+    """Only pods placed on a Karpenter group (its `provisioner: karpenter` label) are annotated:
+    on cluster-autoscaler clusters the workload plans stay exactly as they were."""
+    accelerator, other = [], []
+    for name, template in _pod_templates(karp_workloads):
+        selector = template["spec"].get("nodeSelector") or {}
+        (accelerator if selector.get("provisioner") == "karpenter" else other).append((name, template))
+    # Every job kind that runs on Trainium: Volcano Jobs (BERT), batch Jobs and MPIJobs (the cluster
+    # check), MPIJobs (NeMo), RayJobs (Ray Train).
+    assert {n for n, _ in accelerator} == {
+        "job-bert-precompile", "job-bert-train", "job-cluster-check-nodes", "mpijob-cluster-check-allreduce",
+        "mpijob-llama2-compile", "mpijob-llama2-train", "rayjob-llama2-precompilation-job", "rayjob-llama2-pretraining-job",
+    }
+    for name, template in accelerator:
+        assert template["metadata"]["annotations"][plan.DO_NOT_DISRUPT] == "true", name
+    for name, template in other:
+        assert plan.DO_NOT_DISRUPT not in (template.get("metadata", {}).get("annotations") or {}), name
+    assert all(plan.DO_NOT_DISRUPT not in json.dumps(t) for _, t in _pod_templates(workloads_dev))
+
+
+def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
+    """A gang scales up from zero when every one of its pods is one Karpenter can place:
+    - volcano-sh/volcano v1.15.1 pkg/scheduler/api/job_info.go TaskSchedulingReason marks a
+      pending gang task PodScheduled=False reason Unschedulable (pkg/scheduler/cache/cache.go
+      taskUnschedulable writes it), with `enqueue` off as tests/test_cluster_software.py checks;
+    - kubernetes-sigs/karpenter v1.14.0 pkg/utils/pod/scheduling.go IsProvisionable takes exactly
+      such pods, whichever scheduler owns them (provisioning/provisioner.go GetPendingPods has no
+      schedulerName filter), and launches nodes from a NodePool whose requirements and labels
+      satisfy the pod's nodeSelector and whose taints it tolerates, with the instance type's
+      resources (aws.amazon.com/neuron from EC2's NeuronInfo, vpc.amazonaws.com/efa = the
+      NodeClass's efa-only count: karpenter-provider-aws v1.14.0 instancetype/types.go), up to
+      limits.nodes (scheduling/scheduler.go), which is the exported maxSize the workload stack
+      already counts each gang against (workloads/schedule.py; test_nodepools_carry_what_...)."""
+    pools, classes = by_name(karp, NODEPOOL), by_name(karp, NODECLASS)
+    checked = 0
+    for name, template in _pod_templates(karp_workloads):
+        spec = template["spec"]
+        selector = spec.get("nodeSelector") or {}
+        if selector.get("provisioner") != "karpenter":
+            continue
+        fits = []
+        for pool_name, pool in pools.items():
+            t = pool["spec"]["template"]
+            requirements = {r["key"]: r["values"] for r in t["spec"]["requirements"]}
+            labels_ok = all(t["metadata"]["labels"].get(k) == v or v in requirements.get(k, []) for k, v in selector.items())
+            tolerated = all(any(tol.get("key") == taint["key"] and tol.get("effect") == taint["effect"]
+                                for tol in spec.get("tolerations", [])) for taint in t["spec"]["taints"])
+            instance = NEURON_INSTANCE_TYPES[requirements[plan.INSTANCE_TYPE_LABEL][0]]
+            efa = sum(n["interfaceType"] == "efa-only" for n in classes[pool_name]["spec"].get("networkInterfaces", []))
+            offered = {"aws.amazon.com/neuron": instance.neuron_devices, "vpc.amazonaws.com/efa": efa}
+            requests = {k: int(v) for c in spec["containers"] for k, v in c["resources"].get("requests", {}).items()
+                        if k in offered}
+            if labels_ok and tolerated and all(requests[k] <= offered[k] for k in requests):
+                fits.append(pool_name)
+        assert len(fits) == 1, (name, fits)
+        checked += 1
+    assert checked >= 5

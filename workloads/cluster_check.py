@@ -250,6 +250,7 @@ def _check_job(
     deadline_minutes: int,
     defaults: Mapping[str, Any],
     parallel_pods: int = 1,
+    group: Optional[NodeGroup] = None,
 ) -> dict[str, Any]:
     """A stage that is a batch/v1 Job: one try (a check that fails once has found something), a
     deadline so a hang releases its nodes, and `pulumi up` waiting a little longer than that
@@ -265,7 +266,7 @@ def _check_job(
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline_minutes * 60,
             "template": {
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), group),
                 "spec": {
                     **defaults,
                     "serviceAccountName": layout.service_account,
@@ -296,7 +297,7 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
     # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
     job = _check_job(
         layout, "cluster-check-nodes", container, pods.accelerator_placement(layout.group),
-        layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes,
+        layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes, group=layout.group,
     )  # fmt: skip
     if layout.gang_queue is not None:
         through_volcano(job, layout.gang_queue, layout.settings.nodes)
@@ -434,7 +435,7 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
                             **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,

@@ -138,7 +138,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
                             **pods.pod_defaults(),
                             "serviceAccountName": layout.service_account,

@@ -118,7 +118,7 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
                 "maxReplicas": workers,
                 "rayStartParams": {},
                 "template": {
-                    "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                    "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                     "spec": {
                         **pods.pod_defaults(),
                         "serviceAccountName": layout.service_account,
