@@ -508,3 +508,55 @@ def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
         assert len(fits) == 1, (name, fits)
         checked += 1
     assert checked >= 5
+
+
+# --- 5. cost, diagram, the offline plan ---------------------------------------------------------------
+
+def test_cost_prices_nodepools_like_the_node_groups(karp, dev):
+    """Idle and configured: no Karpenter node without a pending pod; full scale: limits.nodes at the
+    same on-demand rate (and the same root volumes) as the managed group of the same config."""
+    from offline import cost
+
+    ours = {line["item"]: line for line in cost.estimate_cluster(karp.as_json()["resources"], "us-west-2")["lines"]}
+    theirs = {line["item"]: line for line in cost.estimate_cluster(dev.as_json()["resources"], "us-west-2")["lines"]}
+    for group in ("trn1-32xl-ng1", "trn1n-32xl-ng"):
+        pool, node_group = ours[f"NodePool {group}"], theirs[f"node group {group}"]
+        assert pool["hourly"] == node_group["hourly"] and pool["hourly"]["fullScale"] > 0
+        assert ours[f"NodePool {group} root volumes"]["hourly"] == theirs[f"node group {group} root volumes"]["hourly"]
+    reserved = ours["NodePool trn1-reserved"]
+    assert reserved["hourly"]["idle"] is None and reserved["hourly"]["fullScale"] > 0  # reservations bill while idle
+
+
+def test_the_architecture_picture_shows_the_nodepools(karp):
+    from offline import diagram
+
+    text = diagram.cluster_diagram(karp.as_json())
+    zone = text[text.index("subgraph z_usw2_az4"):]
+    zone = zone[:zone.index("\n      end")]
+    for name in ("trn1_32xl_ng1", "trn1n_32xl_ng", "trn1_reserved"):
+        assert f"np_{name}[" in zone
+    assert "Karpenter NodePool trn1-reserved<br/>trn1.32xlarge<br/>0..2 nodes, on demand<br/>reserved > on-demand > spot" in text
+    assert "subgraph pg_trn1n_32xl_ng" in zone and "subgraph pg_trn1_reserved" not in text
+    assert "karpenter 1.14.0" in text and "karpenter-crd 1.14.0" in text
+    assert "node group trn1" not in text
+
+
+def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
+    """What `make plan` does with a stack, done to the variant: the whole policy pack at dev's
+    levels passes with no mandatory violation, and the plan writes the NodePools and
+    EC2NodeClasses as manifests beside their priced resources.json."""
+    import yaml
+
+    from offline import report
+    from offline.plan import check_policies, write_plan
+    from offline.policy_run import config_path, load_config
+
+    policy = check_policies(karp, load_config(config_path("dev")), "us-west-2")
+    assert policy.mandatory == [], [v.message for v in policy.mandatory]
+    out = write_plan(karp, tmp_path, report.cluster_cost(karp), policy.as_json())
+    pool = yaml.safe_load((out / "manifests" / "nodepool-trn1n-32xl-ng.yaml").read_text())
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "trn1n-32xl-ng"
+    node_class = yaml.safe_load((out / "manifests" / "ec2nodeclass-trn1n-32xl-ng.yaml").read_text())
+    assert len(node_class["spec"]["networkInterfaces"]) == 17  # trn1n: 16 cards, card 0 twice
+    lines = json.loads((out / "resources.json").read_text())["cost"]["lines"]
+    assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {l["item"] for l in lines}
