@@ -16,23 +16,25 @@ makes the exit code 3, after everything is written.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before anything is imported: see the end of this file
+    import gc
+
+    from offline import lazy_sdk
+
+    gc.disable()
+    lazy_sdk.install()
+
 import argparse
-import gc
 import json
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable, NoReturn
-
-import yaml
+from typing import NoReturn
 
 from infra.config.errors import ConfigError
-from offline import render, report
-from offline.mocks import Registration
+from offline import companion, lazy_sdk
 from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
-from offline import policy_run as policy_pack
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -47,102 +49,6 @@ def offline_secrets(project_dir: Path, stack: str, config: dict[str, str]) -> di
     keys = set(OFFLINE_SECRETS) | set(encrypted_keys(project_dir, stack))
     return {key: OFFLINE_SECRETS.get(key, SECRET_STAND_IN) for key in sorted(keys) if key not in config}
 
-# The inputs worth a glance per resource type; the rest is in resources.json.
-SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "aws:ec2/vpc:Vpc": ("cidrBlock",),
-    "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("cidrBlock",),
-    "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZoneId"),
-    "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName",),
-    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
-    "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "capacityType", "scalingConfig", "nodeRepairConfig"),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemPath", "dataRepositoryPath"),
-    "aws:eks/accessEntry:AccessEntry": ("principalArn",),
-    "aws:cloudwatch/logGroup:LogGroup": ("name", "retentionInDays"),
-    "aws:eks/addon:Addon": ("addonName", "addonVersion"),
-    "eks:index:Cluster": ("name", "version", "authenticationMode"),
-    "aws:autoscaling/tag:Tag": ("tag",),
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("policyArn",),
-    "aws:kms/alias:Alias": ("name",),
-}
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, dict) and {"key", "value"} <= value.keys():
-        return f"{value['key']}={value['value']}"
-    if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in value.items())
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def summarize(r: Registration) -> str:
-    if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
-        nics = r.inputs.get("networkInterfaces") or []
-        parts = [f"efaInterfaces={len(nics)}"] if nics else []
-        if "placement" in r.inputs:
-            parts.append("placementGroup")
-        if "capacityReservationSpecification" in r.inputs:
-            parts.append("capacityReservation")
-        parts.append(f"imds={r.inputs.get('metadataOptions', {}).get('httpTokens')}")
-        return " ".join(parts)
-    if r.type == "kubernetes:core/v1:PersistentVolume":
-        csi = r.inputs.get("spec", {}).get("csi", {})
-        return f"volumeHandle={csi.get('volumeHandle')} claim={r.inputs['spec'].get('claimRef', {}).get('namespace')}"
-    keys = SUMMARY_KEYS.get(r.type, ())
-    parts = [f"{k}={_short(r.inputs[k])}" for k in keys if k in r.inputs]
-    if r.protect:
-        parts.append("protected")
-    return " ".join(parts)
-
-
-def kubernetes_objects(result: PlanResult) -> list[dict[str, Any]]:
-    return [
-        r.inputs
-        for r in result.registrations
-        if r.type.startswith("kubernetes:") and r.custom and "apiVersion" in r.inputs and "kind" in r.inputs
-    ]
-
-
-def manifest_file_name(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata", {})
-    parts = [obj["kind"].lower(), meta.get("namespace", ""), meta.get("name", "unnamed")]
-    return "-".join(p for p in parts if p) + ".yaml"
-
-
-def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
-               policy: dict[str, Any] | None = None) -> Path:
-    out = out_root / result.project / result.stack
-    if out.exists():
-        shutil.rmtree(out)
-    manifests = out / "manifests"
-    manifests.mkdir(parents=True)
-    document = {**result.as_json(), **({"cost": cost} if cost is not None else {}),
-                **({"policy": policy} if policy is not None else {})}
-    (out / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
-    for obj in kubernetes_objects(result):
-        (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
-    return out
-
-
-def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
-               policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> render.Planned:
-    print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n")
-    print("\n".join(render.resource_table(result, summarize, wide)))
-    print("\n" + "\n".join(render.outputs(result, wide)))
-    if cost is not None:
-        kind = "cluster" if result.project == "trainium-eks" else "workloads"
-        print("\n" + render.cost_section(cost, region, kind, wide))
-    out = write_plan(result, out_root, cost, policy.as_json() if policy is not None else None)
-    shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
-    print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
-    if policy is not None:
-        text = policy_pack.render_report(result.project, result.stack, policy)
-        print((text if wide else render.wrapped(text)) + "\n")
-    return render.planned(result, cost, policy, shown)
-
-
 def kept_files(out: Path, stack: str) -> str:
     """What a refused plan leaves under ``out``: the last successful plan's files, untouched (every
     stack is planned before anything is written, so they are never half new and half stale)."""
@@ -156,10 +62,6 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
-    return policy_pack.run_policies(result.registrations, config, region)
-
-
 def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> PlanResult:
     """The workload stack, its StackReference answered by the cluster plan of the stack it names."""
     reference = json.loads(json.dumps(stack_config(workloads_dir, stack).get("trainium-workloads:clusterStack", '""')))
@@ -171,7 +73,7 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
     return run_program(workloads_dir, stack, stack_references={reference: cluster.as_stack_outputs()}, secrets=secrets)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, parallel: bool = False) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project "
                         "(default: dev)")
@@ -184,32 +86,41 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the full table, one resource a line with its settings, and outputs whole")
     args = parser.parse_args(argv)
     project_dir = args.project_dir.resolve()
-    workloads_dir = project_dir / WORKLOADS_DIR
+    workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
+    has_workloads = (workloads_dir / f"Pulumi.{args.stack}.yaml").exists()
     policy_config_file = args.policy_config or project_dir / "policy" / f"config.{args.stack}.json"
+    cluster_run = (companion.Forked if parallel else companion.Deferred)(lambda: run_program(project_dir, args.stack))
+    # Loaded here, not at the top: in the parallel form the cluster program is already running
+    # in its own process and does not wait for the reporting modules (offline/companion.py).
+    from offline import plan_output, render, report
+    from offline import policy_run as policy_pack
 
     try:
         # A stack without a policy config file gets the pack's defaults, as a preview without
         # --policy-pack-config would.
         policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
                          else policy_pack.parse_config({}, "policy defaults"))
+        bootstrap_run = (companion.Captured if parallel else companion.Deferred)(
+            lambda: run_program(bootstrap_dir, args.stack)) if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists() else None
+        if parallel and has_workloads:
+            lazy_sdk.load(lazy_sdk.program_modules(workloads_dir))
         # Every stack is planned before anything is printed or written: a refused workload or
         # bootstrap stack file leaves build/plan as it was, not half new and half stale.
-        cluster = run_program(project_dir, args.stack)
+        cluster = cluster_run.result()
         region = cluster.outputs["region"]
-        planned = [(cluster, report.cluster_cost(cluster), check_policies(cluster, policy_config, region))]
-        if (workloads_dir / f"Pulumi.{args.stack}.yaml").exists():
+        planned = [(cluster, report.cluster_cost(cluster), plan_output.check_policies(cluster, policy_config, region))]
+        if has_workloads:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
             planned.append((workloads, report.workloads_cost(workloads_dir, args.stack, cluster),
-                            check_policies(workloads, policy_config, region)))
-        bootstrap_dir = project_dir / BOOTSTRAP_DIR
-        if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists():
+                            plan_output.check_policies(workloads, policy_config, region)))
+        if bootstrap_run is not None:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
-            planned.append((run_program(bootstrap_dir, args.stack), None, None))
+            planned.append((bootstrap_run.result(), None, None))
         reports = [policy_report for _, _, policy_report in planned if policy_report is not None]
-        shown = [print_plan(result, args.out, cost, region, policy_report, args.wide)
+        shown = [plan_output.print_plan(result, args.out, cost, region, policy_report, args.wide)
                  for result, cost, policy_report in planned]
         stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
-            workloads_dir / f"Pulumi.{args.stack}.yaml").exists() else []
+            has_workloads) else []
     except ConfigError as exc:
         print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out, args.stack)}"), file=sys.stderr)
         return 2
@@ -218,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         print(render.message(f"error: {exc}; the stacks here: {', '.join(stacks) or 'none'} "
                              "(make plan STACK=<stack>)"), file=sys.stderr)
         return 2
+    finally:
+        cluster_run.abandon()  # a step before it failed: its process is not waited for
     footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
               "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
               "offline/fixtures.py and infra/facts/catalog.py, not from AWS.")
@@ -251,9 +164,10 @@ def exit_without_teardown(code: int) -> NoReturn:
 
 
 if __name__ == "__main__":
-    # A short run that allocates a few hundred thousand long-lived objects (the SDK
-    # modules, every Output) and drops little: the cyclic collector's full passes over that
-    # heap cost about a third of the run and would free a few megabytes. The process is gone
-    # right after, so it goes without; `pulumi up` (the programs under the real CLI) is untouched.
-    gc.disable()
-    exit_without_teardown(main())
+    # The command runs with the cyclic collector off (from the first import, above): a short run
+    # that allocates a few hundred thousand long-lived objects (the SDK modules, every Output)
+    # and drops little, whose full passes over that heap cost about a third of the run and
+    # would free a few megabytes. The SDK packages load their resource modules on first use
+    # (offline/lazy_sdk.py); with a second core, the cluster program runs in its own process
+    # (offline/companion.py). `pulumi up` (the programs under the real CLI) is untouched by all three.
+    exit_without_teardown(main(parallel=companion.second_core()))

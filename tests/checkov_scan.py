@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
-from offline.plan import kubernetes_objects, manifest_file_name
+from offline.plan_output import kubernetes_objects, manifest_file_name
 from offline.runner import REPO_ROOT, PlanResult
 
 JUSTIFICATIONS = REPO_ROOT / "security" / "checkov-justifications.yaml"

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
+from offline import lazy_sdk
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 
@@ -26,14 +27,7 @@ from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 #   collector's permanent generation (gc.freeze), so later passes walk only what tests create
 #   since; a collection first keeps a test's garbage out of it.
 # Nothing a test sees or checks depends on when garbage is collected.
-PROGRAM_SDK_MODULES = (
-    "pulumi_aws.autoscaling", "pulumi_aws.cloudwatch", "pulumi_aws.ec2", "pulumi_aws.ecr", "pulumi_aws.eks",
-    "pulumi_aws.fsx", "pulumi_aws.iam", "pulumi_aws.kms", "pulumi_aws.s3", "pulumi_aws.vpc",
-    "pulumi_kubernetes.apiextensions", "pulumi_kubernetes.apps.v1", "pulumi_kubernetes.batch.v1",
-    "pulumi_kubernetes.core.v1", "pulumi_kubernetes.helm.v3", "pulumi_kubernetes.meta.v1",
-    "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.storage.v1", "pulumi_kubernetes.yaml.v2",
-    "pulumi_eks", "pulumi_random",
-)  # fmt: skip
+PROGRAM_SDK_MODULES = lazy_sdk.PROGRAM_SDK_PACKAGES
 _modules_at_last_freeze = 0
 
 
@@ -54,9 +48,7 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
 
 
 def _load_program_sdks() -> None:
-    for name in PROGRAM_SDK_MODULES:
-        # The SDKs' packages are lazy modules: the first attribute read executes them.
-        getattr(importlib.import_module(name), "__all__", None)
+    lazy_sdk.load(PROGRAM_SDK_MODULES)
 
 
 def _freeze_what_is_loaded() -> None:

@@ -123,7 +123,7 @@ def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
 def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_path):
     # Both revisions planned by the real program (the base: the shipped dev stack at 1.34), then
     # compared as `make plan BASE=` does: the skip to 1.36 plans offline and is refused.
-    from offline.plan import write_plan
+    from offline.plan_output import write_plan
 
     write_plan(dev, tmp_path / "base")
     write_plan(_dev("1.36", running="1.36"), tmp_path / "head")

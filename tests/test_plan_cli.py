@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from offline import plan
+from offline import companion, plan
 from offline.mocks import SECRET
 from offline.runner import REPO_ROOT, stack_config
 from tests.project_copy import project_copy
@@ -170,3 +171,24 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     assert " ".join(wrapped.split()) == " ".join(text.split())  # nothing lost
     # stderr captured (a pipe, a CI log, this test): lines stay whole, as grep and the tests read them.
     assert render.stderr_width() is None and render.message(text) == text
+
+
+def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_path):
+    """`make plan` runs the cluster program in a second process when it has a second core
+    (offline/companion.py) and loads SDK modules on first use (offline/lazy_sdk.py); neither may
+    change a byte of what it prints or writes, compared with the plan run sequentially on the
+    SDKs as shipped. Prod: its stack file draws a warning, on stderr."""
+    if not companion.second_core():
+        pytest.skip("one core: `make plan` runs sequentially here too")
+    sequential = "import sys; from offline import plan; sys.exit(plan.main(sys.argv[1:], parallel=False))"
+    commands = {"one": [sys.executable, "-c", sequential], "two": [sys.executable, "-m", "offline.plan"]}
+    runs = {name: subprocess.Popen([*command, "--stack", "prod", "--out", str(tmp_path / name)], cwd=REPO_ROOT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for name, command in commands.items()}
+    (one_out, one_err), (two_out, two_err) = (run.communicate(timeout=120) for run in runs.values())
+    assert [run.returncode for run in runs.values()] == [0, 0], one_err + two_err
+    assert two_out.replace(str(tmp_path / "two"), "OUT") == one_out.replace(str(tmp_path / "one"), "OUT")
+    assert two_err == one_err and "198.51.100.0/24" in two_err
+    written = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*") if p.is_file()}
+    assert len(written) > 30
+    assert {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*") if p.is_file()} == written

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from offline import diff
-from offline.plan import write_plan
+from offline.plan_output import write_plan
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 

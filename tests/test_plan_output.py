@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from offline import plan, policy_run, render, report
+from offline import plan_output, policy_run, render, report
 from offline.runner import REPO_ROOT
 
 
@@ -33,7 +33,7 @@ def test_types_print_as_pulumis_display_names(token, shown):
 
 def _stack_text(result, estimate, policy, wide=False) -> str:
     kind = "cluster" if result.project == "trainium-eks" else "workloads"
-    parts = [*render.resource_table(result, plan.summarize, wide), *render.outputs(result, wide),
+    parts = [*render.resource_table(result, plan_output.summarize, wide), *render.outputs(result, wide),
              render.cost_section(estimate, result.outputs.get("region", "us-west-2"), kind, wide)]
     if policy is not None:
         text = policy_run.render_report(result.project, result.stack, policy)
@@ -65,18 +65,18 @@ def test_every_line_fits_120_columns(dev_parts, prod):
 
 def test_wide_keeps_one_resource_a_line_with_its_settings(dev_parts):
     result, estimate, policy = dev_parts[0]
-    wide = render.resource_table(result, plan.summarize, wide=True)
+    wide = render.resource_table(result, plan_output.summarize, wide=True)
     assert len(wide) == len(result.registrations) + 1  # a header, then one line each
     row = next(line for line in wide if line.rstrip().endswith("imds=required") and "trn1-32xl-ng1-lt" in line)
     assert "aws:ec2:LaunchTemplate" in row and "efaInterfaces=8 placementGroup" in row
     assert max(len(line) for line in wide) > render.WIDTH  # the full table, however wide
-    narrow = render.resource_table(result, plan.summarize)
+    narrow = render.resource_table(result, plan_output.summarize)
     assert len(narrow) > len(wide)  # settings moved to lines of their own
 
 
 def test_resources_nest_under_their_component_like_pulumi_preview(dev):
     # pkg/backend/display/progress.go addIndentations: "├─ " for a child, "└─ " for the last one.
-    lines = render.resource_table(dev, plan.summarize)
+    lines = render.resource_table(dev, plan_output.summarize)
     assert lines[0].split() == ["Type", "Name"]
     component = next(i for i, line in enumerate(lines) if "trainium:infra:AcceleratorNodeGroups" in line)
     assert lines[component].startswith(" +   trainium:infra:AcceleratorNodeGroups")

@@ -10,7 +10,7 @@ import pytest
 
 from infra.plans import pod_security
 from infra.components.schedulers import ETCD_PORT
-from offline.plan import kubernetes_objects
+from offline.plan_output import kubernetes_objects
 from offline.runner import PlanResult
 from tests.checkov_scan import pod_templates
 from workloads import data_staging, ray_llama2, tensorboard_viewer

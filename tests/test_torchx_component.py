@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from offline.runner import REPO_ROOT, PlanResult
-from workloads import bert_launch
+from workloads import bert_launch, resumable
 from workloads.torchx_trn1 import trn1_dist_ddp
 
 RDZV_ID = re.compile(r"--rdzv_id \S+")
@@ -198,11 +198,13 @@ def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: P
     fake_torchrun = tmp_path / "torchrun"
     fake_torchrun.write_text('#!/bin/sh\necho "$@"\n')
     fake_torchrun.chmod(0o755)
-    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint=f"127.0.0.1:{server.server_port}")
+    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint=f"127.0.0.1:{server.server_port}",
+                              output_dir=str(tmp_path / "output"))
     path = f"{tmp_path}:{Path(sys.executable).parent}:{os.environ['PATH']}"
     try:
         result = subprocess.run(
-            bert_launch.command_with_fresh_rdzv_id(run, "bert-x"), env={"PATH": path}, capture_output=True, text=True, timeout=60
+            bert_launch.command_with_fresh_rdzv_id(run, "bert-x"), env={"PATH": path, **resumable.env()},
+            capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     finally:
         server.shutdown()

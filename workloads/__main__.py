@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
-from workloads import checks, contract, layouts, ray_llama2, schedule
+from workloads import bert, checks, contract, layouts, nemo_llama2, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, ClusterCheckArgs, summary
 from workloads.data_staging import DataStaging, DataStagingArgs
@@ -51,6 +51,18 @@ def wire(outputs: dict) -> dict:
     if problems:
         raise ConfigError(problems, source="workload configuration")
     return declare_workloads(config, cluster)
+
+
+def run_directories(bert_args, ray_layout, nemo_layout) -> dict[str, str]:
+    """Where each training run keeps its checkpoints and heartbeat on FSx (docs/resilience.md)."""
+    runs = {}
+    if bert_args is not None:
+        runs["bertPretraining"] = bert.train_run_dir(bert_args)
+    if ray_layout is not None and "train" in ray_layout.settings.steps:
+        runs["rayLlama2"] = ray_llama2.run_dir(ray_layout)
+    if nemo_layout is not None and nemo_layout.settings.train:
+        runs["nemoLlama2"] = nemo_llama2.run_dir(nemo_layout)
+    return runs
 
 
 def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract) -> dict:
@@ -92,6 +104,8 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         after = (staging.redpajama,) if staging and staging.redpajama else ()
         NemoLlama2("nemo-llama2", NemoLlama2Args(nemo_layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
+    if runs := run_directories(bert_args, ray_layout, nemo_layout):
+        declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:
         check = ClusterCheck("cluster-check", ClusterCheckArgs(check_layout), opts)
         verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
-from workloads import bert_launch, deadlines, gang_watchdog, pods
+from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain
 from workloads.settings import BertPretrainingSettings
@@ -66,6 +66,8 @@ class BertJob:
     deadline_minutes: int
     pending_timeout_minutes: int
     max_retry: int = 3
+    # The training run's hang detection (resumable.liveness_probe); the precompile has none.
+    liveness_probe: Optional[dict[str, Any]] = None
 
 
 def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
@@ -120,6 +122,8 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
+    if job.liveness_probe is not None:
+        container["livenessProbe"] = job.liveness_probe
     # The etcd NetworkPolicy admits rendezvous clients by this label.
     labels = {"app.kubernetes.io/name": job.name, **pods.workload_labels(WORKLOAD), **ETCD_CLIENT_LABEL}
     return {
@@ -154,6 +158,28 @@ class BertPretrainingArgs:
     after: tuple[pulumi.Resource, ...] = ()
 
 
+def run_fields(args: BertPretrainingArgs) -> dict[str, Any]:
+    """The launch settings both jobs share."""
+    s = args.settings
+    return dict(
+        nnodes=s.nodes,
+        nproc_per_node=args.group.neuron_cores,
+        etcd_endpoint=args.etcd_endpoint,
+        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
+        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
+        data_dir=s.data_dir,
+        output_dir=s.output_dir,
+        bf16=s.bf16,
+        cacheset=s.cacheset,
+        checkpoint_every_shards=s.checkpoint_every_shards,
+        checkpoints_to_keep=s.checkpoints_to_keep,
+    )
+
+
+def train_run_dir(args: BertPretrainingArgs) -> str:
+    return bert_launch.run_dir(bert_launch.BertRun(**run_fields(args), steps_this_run=args.settings.train_steps))
+
+
 def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
     """The precompile Job (awaited) when on, then the training Job."""
     s = args.settings
@@ -167,17 +193,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         max_retry=s.max_retry,
         pending_timeout_minutes=s.pending_timeout_minutes,
     )
-    run = dict(
-        nnodes=s.nodes,
-        nproc_per_node=args.group.neuron_cores,
-        etcd_endpoint=args.etcd_endpoint,
-        batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
-        grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
-        data_dir=s.data_dir,
-        output_dir=s.output_dir,
-        bf16=s.bf16,
-        cacheset=s.cacheset,
-    )
+    run = run_fields(args)
     manifests = []
     if s.precompile:
         compile_job = BertJob(
@@ -188,8 +204,11 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         )
         done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
         manifests.append(volcano_job(compile_job, done))
-    train_job = BertJob(name="bert-train", run=bert_launch.BertRun(**run, steps_this_run=s.train_steps),
-                        deadline_minutes=s.train_deadline_minutes, **base)
+    train_run = bert_launch.BertRun(**run, steps_this_run=s.train_steps)
+    probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s.first_step_timeout_minutes,
+                                     s.hang_timeout_minutes)
+    train_job = BertJob(name="bert-train", run=train_run, deadline_minutes=s.train_deadline_minutes,
+                        liveness_probe=probe, **base)
     manifests.append(volcano_job(train_job, pods.skip_await()))
     return manifests
 

@@ -11,6 +11,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from infra.facts import versions
+from workloads import resumable
 from workloads.compile_cache import cache_dir
 from workloads.pods import EFA_ENV
 
@@ -32,6 +34,32 @@ class BertRun:
     bf16: bool = True
     precompile: bool = False
     cacheset: str = "bert-large"
+    checkpoint_every_shards: int = 1
+    checkpoints_to_keep: int = 2
+
+
+def model_settings(run: BertRun) -> dict[str, object]:
+    """What a checkpoint depends on: the script, the model's precision, the data and the global
+    batch (world size x batch x accumulation). Not the steps of a run or the deadlines: a longer
+    run continues the same one (the learning-rate schedule runs to the script's fixed max_steps)."""
+    return {
+        "script": versions.BERT_SAMPLES_COMMIT,
+        "nnodes": run.nnodes,
+        "nproc_per_node": run.nproc_per_node,
+        "batch_size": run.batch_size,
+        "grad_accum_steps": run.grad_accum_steps,
+        "bf16": run.bf16,
+        "data_dir": run.data_dir,
+    }
+
+
+def run_dir(run: BertRun) -> str:
+    """Checkpoints, logs and the heartbeat of every run with these model settings."""
+    return f"{run.output_dir}/{resumable.run_name(model_settings(run))}"
+
+
+def heartbeat(run: BertRun) -> str:
+    return f"{run_dir(run)}/{resumable.HEARTBEAT}"
 
 
 # run_dp_bert_large_hf_pretrain_bf16_s128.sh (aws-neuron-samples, BERT_SAMPLES_COMMIT): bf16
@@ -51,7 +79,9 @@ def script_args(run: BertRun) -> list[str]:
         "--batch_size", str(run.batch_size),
         "--grad_accum_usteps", str(run.grad_accum_steps),
         "--data_dir", run.data_dir,
-        "--output_dir", run.output_dir,
+        "--output_dir", run_dir(run),
+        "--shards_per_ckpt", str(run.checkpoint_every_shards),
+        "--num_ckpts_to_keep", str(run.checkpoints_to_keep),
     ]  # fmt: skip
     if run.steps_this_run is not None:
         args += ["--steps_this_run", str(run.steps_this_run)]
@@ -76,11 +106,13 @@ def torchrun(run: BertRun, rdzv_id: str) -> list[str]:
 
 
 def command(run: BertRun, rdzv_id: str) -> list[str]:
-    """The container command: torchrun under neuron_parallel_compile for the precompile run."""
+    """The container command: torchrun under neuron_parallel_compile for the precompile run; the
+    training run continues from its run directory's newest complete checkpoint (resilience.py),
+    and its output feeds the heartbeat."""
     line = shlex.join(torchrun(run, rdzv_id) + script_args(run))
     if run.precompile:
         return ["neuron_parallel_compile", line]
-    return ["bash", "-c", line]
+    return ["bash", "-c", resumable.training_line(line, "bert", run_dir(run), heartbeat(run), run.checkpoints_to_keep)]
 
 
 # For pods that cannot read their Volcano annotations (TorchX 0.7.0's Kubernetes scheduler writes
@@ -149,4 +181,5 @@ def environment(run: BertRun, replica_id: str) -> dict[str, str]:
         "XLA_TRANSFER_SEED_ASYNC": "1",
         "NEURON_CC_FLAGS": f"--cache_dir={cache_dir(CACHE_ROOT, cache)}",
         "HF_HOME": f"{CACHE_ROOT}/hf_cache/{cache}",
+        **({} if run.precompile else resumable.env()),
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Optional
 
-from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, pods, quantities
+from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
@@ -79,6 +79,30 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list
     problems += _tensorboard_problems(config)
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
+    problems += _hang_problems(config)
+    return problems
+
+
+def _hang_problems(config: WorkloadsConfig) -> list[str]:
+    """A hang must be caught before the training run's deadline: a run the deadline ends is not
+    restarted (BERT's exit code 124 -> TerminateJob; a RayJob that failed DeadlineExceeded is not
+    retried, kuberay v1.7.0 checkBackoffLimitAndUpdateStatusIfNeeded; the MPIJob's deadline ends
+    the whole job), so a hang limit at or past it would lose the restart it is there for."""
+    runs = []
+    if bert := config.on("bert_pretraining"):
+        runs.append(("bert_pretraining", bert, bert.train_deadline_minutes, "trainDeadlineMinutes"))
+    if (ray := config.on("ray_llama2")) and "train" in ray.steps:
+        runs.append(("ray_llama2", ray, ray.train_deadline_seconds // 60, "trainDeadlineSeconds"))
+    if (nemo := config.on("nemo_llama2")) and nemo.train:
+        runs.append(("nemo_llama2", nemo, nemo.train_deadline_minutes, "trainDeadlineMinutes"))
+    problems = []
+    for workload, s, deadline, key in runs:
+        detected = resumable.detection_minutes(s.hang_timeout_minutes)
+        if detected >= deadline:
+            problems.append(
+                f"{_key(workload, 'hangTimeoutMinutes')} = {s.hang_timeout_minutes}: a hang is ended {detected} minutes "
+                f"after the last step (the liveness probe's limit and failed reads), not before the training run's "
+                f"deadline ({key}, {deadline} minutes), which ends it without a restart; lower it or raise the deadline")
     return problems
 
 

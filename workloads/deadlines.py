@@ -18,6 +18,9 @@ Where each deadline lives on the object, and what it counts:
   ``preRunningDeadlineSeconds`` for reaching Running (kuberay v1.7.0
   ray-operator/controllers/ray/rayjob_controller.go checkActiveDeadlineAndUpdateStatusIfNeeded,
   checkPreRunningDeadlineAndUpdateStatusIfNeeded); the cluster goes ``ttlSecondsAfterFinished`` later.
+  The train step's ``backoffLimit`` (``maxRetries``) retries a failed run on a new cluster, and each
+  retry resets the start both deadlines count from (initRayJobStatusIfNeed l.916), so the step can
+  hold its nodes ``maxRetries + 1`` deadlines; a run ended by its deadline is not retried.
 - NeMo and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
   (kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherJob), created with
   the workers (``launcherCreationPolicy: AtStartup``), so it counts from the MPIJob's creation and
@@ -72,8 +75,13 @@ def ray_step_deadline_seconds(settings: Any, step: str) -> int:
     return settings.train_deadline_seconds if step == "train" else settings.step_deadline_minutes * 60
 
 
+def ray_attempts(settings: Any, step: str) -> int:
+    """The train step is retried ``maxRetries`` times (RayJob backoffLimit), each with a fresh deadline."""
+    return settings.max_retries + 1 if step == "train" else 1
+
+
 def ray_await_minutes(settings: Any, step: str) -> int:
-    return -(-ray_step_deadline_seconds(settings, step) // 60) + AWAIT_MARGIN_MINUTES
+    return ray_attempts(settings, step) * -(-ray_step_deadline_seconds(settings, step) // 60) + AWAIT_MARGIN_MINUTES
 
 
 def nemo_deadline_minutes(settings: Any, compile_only: bool) -> int:
@@ -103,10 +111,12 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
             if step == "generate-data":
                 continue  # on the head alone: no Trainium node
             key = "trainDeadlineSeconds" if step == "train" else "stepDeadlineMinutes"
-            seconds = ray_step_deadline_seconds(ray, step) + ray.ttl_seconds_after_finished
+            attempts = ray_attempts(ray, step)
+            seconds = attempts * ray_step_deadline_seconds(ray, step) + ray.ttl_seconds_after_finished
+            tries = f"{attempts} attempts (maxRetries {ray.max_retries}) x " if attempts > 1 else ""
             steps.append(TrainiumStep(
                 "rayLlama2", RAY_JOB_NAMES[step], ray.node_group, ray.workers, seconds,
-                f"{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
+                f"{tries}{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
                 f"{ray.ttl_seconds_after_finished} s",
             ))
     if (nemo := config.on("nemo_llama2")) is not None:

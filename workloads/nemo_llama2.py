@@ -12,7 +12,8 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from workloads import deadlines, gang_watchdog, pods
+from infra.facts import versions
+from workloads import deadlines, gang_watchdog, pods, resumable
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain, declare
 from workloads.settings import NemoLlama2Settings
@@ -28,6 +29,40 @@ HF_TOKEN_KEY = "HF_TOKEN"
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "2Gi"}
 LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
 WORKLOAD = "nemo-llama2"
+# train_setup.sh (neuronx-nemo-megatron d22aabf) logs to EXPLICIT_LOGDIR=/shared/nemo_experiments/$POD_UID,
+# node <rank>'s output to <that>/<rank>/log (tee -a), checkpoints to <that>/checkpoints (exp_manager).
+EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo_experiments"
+
+
+def model_settings(layout: NemoLayout) -> dict[str, object]:
+    """What a checkpoint depends on: the code, the world size, the data and tokenizer, and the
+    iterations (llama_7b.sh's TRAIN_ITERS sets max_steps, so the learning-rate schedule)."""
+    s = layout.settings
+    return {"script": versions.NEMO_MEGATRON_COMMIT, "nodes": s.nodes, "neuron_cores": layout.group.neuron_cores,
+            "tokenizer_path": s.tokenizer_path, "dataset_path": s.dataset_path, "train_iters": s.train_iters}
+
+
+def run_dir(layout: NemoLayout) -> str:
+    return f"{EXPERIMENTS_DIR}/{resumable.run_name(model_settings(layout))}"
+
+
+def node0_log(layout: NemoLayout) -> str:
+    """The heartbeat: rank 0's progress bar (global_step=<n>) and its checkpoint messages."""
+    return f"{run_dir(layout)}/0/log"
+
+
+def train_probe(layout: NemoLayout) -> dict[str, Any]:
+    s = layout.settings
+    return resumable.liveness_probe("nemo", node0_log(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes)
+
+
+def rank_command(layout: NemoLayout) -> list[str]:
+    """What mpirun starts on each worker for training: the pinned scripts, rewritten to checkpoint
+    every checkpointEverySteps and to continue from the newest complete checkpoint."""
+    s = layout.settings
+    write = resumable.call_file("nemo-scripts", "nemo", str(s.checkpoint_every_steps), str(s.checkpoints_to_keep),
+                           f"{run_dir(layout)}/checkpoints", node0_log(layout))
+    return ["bash", "-c", f"{write} && exec ./llama_7b_resumable.sh"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +91,15 @@ def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
     command = [*mpirun, "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
     for name in forwarded:
         command += ["-x", name]
-    return command + ["-wdir", EXAMPLES_DIR, "./llama_7b.sh"]
+    return command + ["-wdir", EXAMPLES_DIR, *(["./llama_7b.sh"] if compile_only else rank_command(layout))]
+
+
+def launcher_run_env(layout: NemoLayout, compile_only: bool) -> list[dict[str, Any]]:
+    """POD_UID names the log directory (train_setup.sh): the launcher pod's uid for the compile run;
+    the run directory for training, the same for every restart, so each resumes the one before."""
+    if compile_only:
+        return [{"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
+    return pods.env_list({"POD_UID": run_dir(layout).rsplit("/", 1)[1]})
 
 
 def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
@@ -69,7 +112,8 @@ def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     # scheduleTimeoutSeconds from the operator (podgroup.go VolcanoCtrl.newPodGroup), so this
     # deadline is the MPIJob's pending timeout as well.
     minutes = deadlines.nemo_deadline_minutes(layout.settings, compile_only)
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 3, "activeDeadlineSeconds": minutes * 60}
+    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": layout.settings.max_restarts,
+                              "activeDeadlineSeconds": minutes * 60}
     if layout.gang_queue is not None:
         # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: the PodGroup's minMember is
         # schedulingPolicy.minAvailable, and the launcher joins the PodGroup
@@ -89,8 +133,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "image": layout.image,
         "command": ["bash", "-c", wait_then_run, "launcher", *launcher_command(layout, compile_only)],
         "env": [
-            # Logs land in /shared/nemo_experiments/<launcher pod uid>/<rank>/ (train_setup.sh).
-            {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+            *launcher_run_env(layout, compile_only),
             *pods.env_list({"TOKENIZER_PATH": s.tokenizer_path, "DATASET_PATH": s.dataset_path}),
         ],
         "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
@@ -107,6 +150,10 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }
+    if not compile_only:
+        worker["livenessProbe"] = train_probe(layout)
+        worker["env"] = pods.env_list(resumable.env())
+        worker["command"] = resumable.with_script_file(worker["command"])
     # The MPI operator v0.8.0 adds its own labels to the templates' (mpi_job_controller.go,
     # newWorker/newLauncherPodTemplate), keeping ours: the NetworkPolicy selects on them.
     name = "llama2-compile" if compile_only else "llama2-train"
@@ -137,6 +184,10 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                 },
                 "Worker": {
                     "replicas": s.nodes,
+                    # A worker whose container the probe or a crash ended comes back on its node, and the
+                    # launcher's next mpirun uses it; the operator never replaces a worker pod that still
+                    # exists (v0.8.0 mpi_job_controller.go getOrCreateWorker), so Never would end the run.
+                    "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {

@@ -8,6 +8,7 @@ by Volcano, and deletes it when it finishes, which releases the Trainium nodes.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -16,7 +17,7 @@ import yaml
 
 from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
-from workloads import deadlines, pods
+from workloads import deadlines, pods, resumable
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
@@ -76,8 +77,9 @@ def ray_network_policy(namespace: str) -> dict[str, Any]:
     )
 
 
-def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
-    """A RayCluster spec: head on the core nodes and ``workers`` Trainium workers (0: head only)."""
+def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """A RayCluster spec: head on the core nodes and ``workers`` Trainium workers (0: head only),
+    each worker watched by ``liveness_probe`` when given."""
     s = layout.settings
     head = _container(
         "ray-head",
@@ -110,6 +112,8 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
         worker_resources["requests"].update(cpu=s.worker_cpu, memory=s.worker_memory)
         worker_resources["limits"].update(memory=s.worker_memory)
         worker = _container("ray-worker", layout, worker_resources, [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()])
+        if liveness_probe is not None:
+            worker["livenessProbe"] = liveness_probe
         spec["workerGroupSpecs"] = [
             {
                 "groupName": WORKER_GROUP,
@@ -145,6 +149,34 @@ DATASET_DIR = "/shared/wikicorpus_llama2_7B_tokenized_4k"
 DATASET_MARKER = f"{DATASET_DIR}/.staged"
 
 
+# ray_train_llama2.py's --output_dir default; each run gets run-<hash> below it.
+OUTPUT_ROOT = "/shared/llama2_output"
+
+
+def model_settings(layout: RayLayout) -> dict[str, object]:
+    """What a checkpoint depends on: the training code and the world size (workers x NeuronCores;
+    the script fixes the model, data and batch). Not the steps of a run or its deadline."""
+    return {"script": versions.RAY_LLAMA2_COMMIT, "workers": layout.settings.workers,
+            "neuron_cores": layout.group.neuron_cores}
+
+
+def run_dir(layout: RayLayout) -> str:
+    return f"{OUTPUT_ROOT}/{resumable.run_name(model_settings(layout))}"
+
+
+def checkpoint_dir(layout: RayLayout) -> str:
+    return f"{run_dir(layout)}/checkpoints"
+
+
+def heartbeat(layout: RayLayout) -> str:
+    return f"{run_dir(layout)}/{resumable.HEARTBEAT}"
+
+
+def train_probe(layout: RayLayout) -> dict[str, Any]:
+    s = layout.settings
+    return resumable.liveness_probe("ray", heartbeat(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes)
+
+
 def entrypoint(step: str, layout: RayLayout) -> str:
     if step == "generate-data":
         # Ray runs a job's entrypoint through a shell (the steps below set variables the same way).
@@ -156,8 +188,14 @@ def entrypoint(step: str, layout: RayLayout) -> str:
         return command + " --neuron_parallel_compile"
     # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama2_7b_hf_pretrain.py
     # breaks out of its loop) and trainer.fit() returns: the RayJob Succeeds.
-    steps = layout.settings.train_steps
-    return command + (f" --steps_this_run {steps}" if steps is not None else "")
+    s = layout.settings
+    command += f" --steps_this_run {s.train_steps}" if s.train_steps is not None else ""
+    # The script checkpoints with NxD every --checkpoint_freq steps and keeps --num_kept_checkpoint
+    # (tp_zero1_llama2_7b_hf_pretrain.py l.432-445); every retry continues from the newest complete one.
+    command += (f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
+                f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}")
+    line = resumable.training_line(command, "ray", checkpoint_dir(layout), heartbeat(layout), s.checkpoints_to_keep)
+    return "bash -c " + shlex.quote(line)
 
 
 def submitter_template(layout: RayLayout) -> dict[str, Any]:
@@ -175,6 +213,11 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
     return {"spec": spec}
 
 
+def runtime_env_vars(step: str) -> dict[str, str]:
+    # Ray runs the entrypoint with the job's runtime environment: the train step's shell calls resilience.py.
+    return {"PYTHONUNBUFFERED": "0", **(resumable.env() if step == "train" else {})}
+
+
 def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[str, Any]:
     """One step as a RayJob that brings up its own RayCluster and deletes it when it ends.
 
@@ -188,8 +231,8 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
     spec: dict[str, Any] = {
         "submissionMode": "K8sJobMode",
         "entrypoint": entrypoint(step, layout),
-        "runtimeEnvYAML": yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": {"PYTHONUNBUFFERED": "0"}}),
-        "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout)),
+        "runtimeEnvYAML": yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": runtime_env_vars(step)}),
+        "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout), train_probe(layout) if step == "train" else None),
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
@@ -200,6 +243,11 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
         "activeDeadlineSeconds": deadlines.ray_step_deadline_seconds(s, step),
         "preRunningDeadlineSeconds": s.pending_timeout_minutes * 60,
     }
+    if step == "train":
+        # Each retry brings up a new RayCluster and resets the RayJob's start, so both deadlines count
+        # per attempt; one that ended by activeDeadlineSeconds is not retried (kuberay v1.7.0
+        # rayjob_controller.go initRayJobStatusIfNeed l.916, checkBackoffLimitAndUpdateStatusIfNeeded).
+        spec["backoffLimit"] = s.max_retries
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",

@@ -46,7 +46,25 @@ class GangTimeoutSettings(AcceleratedWorkloadSettings):
     )
 
 
-class BertPretrainingSettings(GangTimeoutSettings):
+class ResumableSettings(GangTimeoutSettings):
+    """A training run that checkpoints to FSx, resumes from its newest complete checkpoint on every
+    restart, and is ended when its step counter stops (workloads/resumable.py, docs/resilience.md)."""
+
+    checkpoints_to_keep: int = Field(default=2, ge=1, le=20,
+                                     description="Complete checkpoints kept in the run directory, newest first.")
+    hang_timeout_minutes: int = Field(
+        default=30, ge=10, le=1440,
+        description="The training pods' liveness probe fails once the training step has not advanced for this long "
+        "(a checkpoint save included: keep it above the longest save), and the job restarts from its last checkpoint.",
+    )
+    first_step_timeout_minutes: int = Field(
+        default=60, ge=10, le=1440,
+        description="Like hangTimeoutMinutes, for the time from a container's start to its first step (rendezvous, "
+        "checkpoint load, compiled graphs loaded from the cache).",
+    )
+
+
+class BertPretrainingSettings(ResumableSettings):
     nodes: int = Field(default=2, ge=1, description="Trainium nodes (one pod each, 32 workers per node).")
     queue: str = Field(default="test", description="Volcano queue.")
     cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN,
@@ -67,7 +85,11 @@ class BertPretrainingSettings(GangTimeoutSettings):
     bf16: bool = Field(default=True, description="Train in bf16 (false: fp32).")
     data_dir: str = Field(default="/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128",
                           description="Dataset under the pods' FSx mount (/data).")
-    output_dir: str = Field(default="/data/output", description="Checkpoints and logs under /data.")
+    output_dir: str = Field(default="/data/output",
+                            description="Under /data: each run's checkpoints and logs go to run-<hash of the model "
+                            "settings> below it.")
+    checkpoint_every_shards: int = Field(default=1, ge=1, description="Checkpoint after every this many dataset shards "
+                                         "(the script's --shards_per_ckpt; it counts steps per shard, not time).")
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
@@ -94,7 +116,7 @@ RAY_JOB_NAMES = {
 }
 
 
-class RayLlama2Settings(GangTimeoutSettings):
+class RayLlama2Settings(ResumableSettings):
     workers: int = Field(default=2, ge=1, description="Ray workers, one per Trainium node.")
     queue: str = Field(default="llama2-training-queue", description="Volcano queue.")
     # KubeRay counts it, like the train step's deadline, from the RayJob's start: it must stay shorter.
@@ -132,9 +154,13 @@ class RayLlama2Settings(GangTimeoutSettings):
     )
     ttl_seconds_after_finished: int = Field(default=60, ge=0, description="Seconds a finished RayJob's cluster "
                                             "lives on.")
+    checkpoint_every_steps: int = Field(default=100, ge=1, description="Checkpoint the train step every this many "
+                                        "steps (ray_train_llama2.py --checkpoint_freq).")
+    max_retries: int = Field(default=2, ge=0, le=10, description="RayJob backoffLimit of the train step: failed runs "
+                             "retried on a new RayCluster, each from the last checkpoint (not after its deadline).")
 
 
-class NemoLlama2Settings(GangTimeoutSettings):
+class NemoLlama2Settings(ResumableSettings):
     nodes: int = Field(default=4, ge=1, description="Trainium nodes, one rank each; must divide the global batch.")
     queue: str = Field(default="test", description="Volcano queue (the NeMo seed names none).")
     compile: bool = Field(default=True, description="Run the compile MPIJob first.")
@@ -155,6 +181,10 @@ class NemoLlama2Settings(GangTimeoutSettings):
         default=4320, ge=20, description="Deadline of the training MPIJob from its creation; set trainIters and "
         "a deadline that fits them."
     )
+    checkpoint_every_steps: int = Field(default=100, ge=1, description="Checkpoint the training run every this many "
+                                        "steps (exp_manager every_n_train_steps).")
+    max_restarts: int = Field(default=3, ge=0, le=10, description="runPolicy.backoffLimit: how often the launcher "
+                              "reruns mpirun on every worker after a failure, each run from the last checkpoint.")
 
 
 class ClusterCheckSettings(GangTimeoutSettings):

@@ -63,6 +63,8 @@ def trn1_dist_ddp(
     etcd_endpoint: str = "etcd-server:2379",
     claim: str = "fsx-claim",
     max_retries: int = 3,
+    checkpoint_every_shards: int = 1,
+    checkpoints_to_keep: int = 2,
 ) -> specs.AppDef:
     """BERT-large phase-1 data-parallel pretraining: ``nnodes`` x ``nproc_per_node`` workers.
 
@@ -81,6 +83,9 @@ def trn1_dist_ddp(
         etcd_endpoint: the cluster's etcd rendezvous endpoint (host:port)
         claim: the FSx PersistentVolumeClaim mounted at /data
         max_retries: restarts of the whole job on a pod failure
+        checkpoint_every_shards: checkpoint after every this many dataset shards
+        checkpoints_to_keep: complete checkpoints kept; a training run (not precompile) resumes
+            from the newest complete one in its run directory (/data/output/run-<hash>)
     """
     if instance_type not in MULTI_NODE_TYPES:
         raise ValueError(f"instance_type {instance_type!r}: allowed: {', '.join(MULTI_NODE_TYPES)}")
@@ -95,6 +100,8 @@ def trn1_dist_ddp(
         bf16=bf16,
         precompile=precompile,
         cacheset=cacheset,
+        checkpoint_every_shards=checkpoint_every_shards,
+        checkpoints_to_keep=checkpoints_to_keep,
     )
     # TorchX's app id is the same for every Volcano retry of the job, and etcd rendezvous closes
     # a run id when its run ends: each retry picks the next id still open (bert_launch).

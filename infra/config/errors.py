@@ -14,8 +14,14 @@ class ConfigError(pulumi.RunError):
 
     def __init__(self, problems: list[str], source: str = "stack configuration") -> None:
         self.problems = problems
+        self.source = source
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"Invalid {source}:\n{lines}")
+
+    def __reduce__(self) -> tuple[type, tuple[list[str], str]]:
+        # Rebuilt from its arguments, not its message: the offline plan's second process
+        # (offline/companion.py) hands refusals back pickled.
+        return type(self), (self.problems, self.source)
 
 
 # Gives the deployer's public IPv4 address instead of looking it up (infra/lookups.py); it is

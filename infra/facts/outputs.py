@@ -42,7 +42,8 @@ WORKLOAD_OUTPUTS: dict[str, str] = {
     "namespace": "The namespace the workloads run in.",
     "workloads": "Per enabled workload the objects it declared (jobs in order; TensorBoard's Service and, with a "
     "load balancer, its password as a secret; clusterCheck: the expected counts per node, the all-reduce floor and "
-    "its source, where the results are and whether the verdict passed).",
+    "its source, where the results are and whether the verdict passed; runDirectories: each training run's directory "
+    "on FSx, run-<hash of its model settings>, with its checkpoints and heartbeat).",
 }
 
 BOOTSTRAP_OUTPUTS: dict[str, str] = {

@@ -1,0 +1,142 @@
+"""The offline plan's process loads each SDK resource module the first time a program names it.
+
+A generated SDK package (``pulumi_aws.ec2``, ``pulumi_kubernetes.core.v1``, ...) star-imports
+every module in it from its ``__init__``: importing ``pulumi_aws.ec2`` for a VPC executes
+the 180 modules of every EC2 resource and data source. The programs name a few dozen classes,
+so most of that work (about a quarter of a second) went to classes nothing uses.
+
+``install()`` puts a finder on ``sys.meta_path`` that loads such a package with its
+``from .<module> import *`` lines removed and a module ``__getattr__`` (PEP 562) in their
+place, mapping each name the module exports (its ``__all__``, read from the file's head) to
+it. Nothing else changes: the package's other lines run as written, ``_enums`` and ``_inputs``
+still load with the package (every resource module imports them anyway), and a package whose
+layout is not exactly that (a module without a literal ``__all__``, a name two modules export,
+a name the kept lines define too) loads as it always did. A name resolves to the object the
+star-import would have bound, so the programs, and what the plan prints and writes, are the
+same; ``tests/test_lazy_sdk.py`` checks that against the eager packages.
+
+Only ``python -m offline.plan`` installs it; ``pulumi up`` and the tests load the SDKs as
+shipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.abc
+import importlib.machinery
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional, Sequence
+
+SDK_PREFIXES = ("pulumi_aws.", "pulumi_kubernetes.", "pulumi_eks.", "pulumi_random.")
+GENERATED_MARKER = "# Export this package's modules as members:"
+STAR_IMPORT = re.compile(r"^from \.(\w+) import \*$", re.MULTILINE)
+EAGER_MODULES = frozenset({"_enums", "_inputs"})
+DUNDER_ALL = re.compile(r"^__all__ = \[(.*?)\]", re.MULTILINE | re.DOTALL)
+QUOTED_NAME = re.compile(r"""['"](\w+)['"]""")
+HEAD_BYTES = 8192
+# The SDK packages the three programs declare resources from. Loading one early is an
+# optimisation only (the tests' workers, the plan's second process): a package missing here
+# still loads when a program first names it.
+PROGRAM_SDK_PACKAGES = (
+    "pulumi_aws.autoscaling", "pulumi_aws.cloudwatch", "pulumi_aws.ec2", "pulumi_aws.ecr", "pulumi_aws.eks",
+    "pulumi_aws.fsx", "pulumi_aws.iam", "pulumi_aws.kms", "pulumi_aws.s3", "pulumi_aws.vpc",
+    "pulumi_kubernetes.apiextensions", "pulumi_kubernetes.apps.v1", "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1", "pulumi_kubernetes.helm.v3", "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.storage.v1", "pulumi_kubernetes.yaml.v2",
+    "pulumi_eks", "pulumi_random",
+)  # fmt: skip
+
+
+def exported_names(module_file: Path) -> Optional[list[str]]:
+    """The names ``from <module> import *`` binds, when the file states them as a literal
+    ``__all__`` near its top (every generated resource and data-source module does); else None."""
+    with module_file.open(encoding="utf-8") as handle:
+        head = handle.read(HEAD_BYTES)
+    match = DUNDER_ALL.search(head)
+    if match is None:
+        return None
+    return QUOTED_NAME.findall(match.group(1))
+
+
+def deferred_exports(init_source: str, package_dir: Path) -> Optional[tuple[str, dict[str, str]]]:
+    """``init_source`` without its deferrable star-imports, and which module each name they
+    bound comes from; None when any of them cannot be deferred exactly."""
+    owner: dict[str, str] = {}
+    for module in STAR_IMPORT.findall(init_source):
+        if module in EAGER_MODULES:
+            continue
+        module_file = package_dir / f"{module}.py"
+        names = exported_names(module_file) if module_file.is_file() else None
+        if names is None or any(name in owner for name in names):
+            return None
+        owner.update(dict.fromkeys(names, module))
+    kept = STAR_IMPORT.sub(lambda m: m.group(0) if m.group(1) in EAGER_MODULES else "", init_source)
+    return kept, owner
+
+
+class _LazyPackageLoader(importlib.machinery.SourceFileLoader):
+    def exec_module(self, module: ModuleType) -> None:
+        source = self.get_source(module.__name__) or ""
+        split = deferred_exports(source, Path(self.path).parent) if GENERATED_MARKER in source else None
+        if split is None:
+            super().exec_module(module)
+            return
+        kept, owner = split
+        exec(compile(kept, self.path, "exec"), module.__dict__)
+        if owner.keys() & module.__dict__.keys():
+            super().exec_module(module)  # a kept line binds an exported name too: the order decides
+            return
+        module.__getattr__ = _resolver(module, owner)  # type: ignore[method-assign]
+        module.__dir__ = lambda: sorted(module.__dict__.keys() | owner.keys())  # type: ignore[method-assign]
+
+
+def _resolver(package: ModuleType, owner: dict[str, str]) -> Any:
+    modules = set(owner.values())
+
+    def resolve(name: str) -> Any:
+        module = owner.get(name)
+        if module is None and name in modules:  # the package's attribute for a module it star-imported
+            return importlib.import_module(f"{package.__name__}.{name}")
+        if module is None:
+            raise AttributeError(f"module {package.__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package.__name__}.{module}"), name)
+        setattr(package, name, value)
+        return value
+
+    return resolve
+
+
+class _LazyPackageFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None) -> Any:
+        if not fullname.startswith(SDK_PREFIXES):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.origin is None or not spec.origin.endswith("__init__.py"):
+            return spec
+        spec.loader = _LazyPackageLoader(fullname, spec.origin)
+        return spec
+
+
+def program_modules(project_dir: Path) -> list[str]:
+    """The modules ``project_dir/__main__.py`` imports at its top level, and the SDK packages."""
+    tree = ast.parse((project_dir / "__main__.py").read_text(encoding="utf-8"))
+    imported = [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module and not node.level]
+    return [*imported, *PROGRAM_SDK_PACKAGES]
+
+
+def load(modules: Sequence[str]) -> None:
+    """Import ``modules`` now, executing the SDKs' lazily imported packages too."""
+    for name in modules:
+        # Any attribute but the introspection ones (pulumi/_utils.py _LazyModule) runs a lazy module.
+        getattr(importlib.import_module(name), "__all__", None)
+
+
+def install() -> None:
+    """Defer the SDK packages' resource modules in this process (idempotent)."""
+    if not any(isinstance(finder, _LazyPackageFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _LazyPackageFinder())

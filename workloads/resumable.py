@@ -1,0 +1,104 @@
+"""What the training jobs declare to resume and to be ended when hung: the run directory, the
+environment that carries ``resilience.py`` into the pods, the shell around the training command,
+and the liveness probe on the heartbeat. Pure: settings in, Kubernetes API dicts and strings out.
+
+Why a liveness probe and not the gang watchdog: the kubelet ends the hung container itself, and
+each controller already turns a dead container into the bounded whole-gang restart
+(docs/resilience.md walks through each):
+- Volcano Job (BERT, pods ``restartPolicy: Never``): the pod goes Failed, the ``PodFailed ->
+  RestartJob`` policy restarts every task (volcano v1.15.1 job_controller_util.go applyPolicies),
+  at most ``maxRetry`` attempts (state/running.go l.35-39, state/restarting.go l.35).
+- MPIJob (NeMo, workers ``restartPolicy: OnFailure``): the worker container restarts in place, the
+  launcher's mpirun loses that rank and fails, and the launcher Job reruns mpirun on every worker,
+  at most ``runPolicy.backoffLimit`` times (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go
+  newLauncherJob l.1542-1543). Workers must not be ``Never``: the operator never recreates a worker
+  pod that exists, Failed or not (getOrCreateWorker l.1010-1024).
+- RayJob (Ray Train): the worker container dies, Ray Train's worker group fails, the job ends FAILED
+  and KubeRay retries it on a new RayCluster while ``failed < backoffLimit + 1``
+  (ray-project/kuberay v1.7.0 rayjob_controller.go checkBackoffLimitAndUpdateStatusIfNeeded
+  l.518-557); a user livenessProbe is kept (common/pod.go initLivenessAndReadinessProbe l.775).
+The kubelet records the probe's message in the pod's ``Unhealthy`` event (``kubectl describe pod``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shlex
+from pathlib import Path
+from typing import Any, Mapping
+
+from workloads import resilience
+
+ENV_NAME = "RESILIENCE_PY"
+HEARTBEAT = "heartbeat"
+# The probe's memory lives in the container: a restarted container starts counting afresh.
+PROBE_STATE = "/tmp/heartbeat-probe.json"
+PROBE_PERIOD_SECONDS = 60
+# Three failed reads in a row (an FSx hiccup is not a hang); a stall itself fails every read.
+PROBE_FAILURES = 3
+
+
+def source() -> str:
+    return Path(resilience.__file__).read_text()
+
+
+def env() -> dict[str, str]:
+    """The variable the shell and the probe run ``resilience.py`` from."""
+    return {ENV_NAME: source()}
+
+
+def run_name(model: Mapping[str, Any]) -> str:
+    """The run directory's name: a hash of the settings a checkpoint depends on. A change to any of
+    them starts a new directory, so a restart never loads an incompatible checkpoint."""
+    digest = hashlib.sha256(json.dumps(dict(model), sort_keys=True, default=str).encode()).hexdigest()
+    return f"run-{digest[:12]}"
+
+
+def call(*args: str) -> str:
+    """Shell: run resilience.py from the environment with ``args``."""
+    return f'python3 -c "${ENV_NAME}" ' + shlex.join(args)
+
+
+# Processes that mpirun starts over ssh do not see the container's environment: the worker writes
+# the file at start, and the ranks run it from there.
+SCRIPT_FILE = "/tmp/resilience.py"
+
+
+def with_script_file(command: list[str]) -> list[str]:
+    """A container command that first writes resilience.py (from the environment) to SCRIPT_FILE."""
+    return ["bash", "-c", f'printf "%s" "${ENV_NAME}" > {SCRIPT_FILE} && exec "$@"', "with-resilience", *command]
+
+
+def call_file(*args: str) -> str:
+    """Shell: run SCRIPT_FILE with ``args``."""
+    return shlex.join(["python3", SCRIPT_FILE, *args])
+
+
+def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int) -> str:
+    """Shell: drop BERT's incomplete and surplus checkpoints, append the resume arguments to
+    ``command`` (word-split on purpose: none, or flag and value), and filter its output through
+    the heartbeat writer. pipefail keeps the training command's exit status."""
+    folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat)}))
+    return (
+        f"set -o pipefail; mkdir -p {folders}; {call('prune', kind, directory, str(keep))}; "
+        f"{command} $({call('resume', kind, directory)}) 2>&1 | {call('beat', kind, heartbeat)}"
+    )
+
+
+def liveness_probe(kind: str, heartbeat: str, first_step_minutes: int, hang_minutes: int) -> dict[str, Any]:
+    """Fails once the heartbeat's step has not moved for ``hang_minutes`` (``first_step_minutes``
+    until the first step of this container's life)."""
+    check = call("probe", kind, heartbeat, PROBE_STATE, str(first_step_minutes * 60), str(hang_minutes * 60))
+    return {
+        "exec": {"command": ["bash", "-c", check]},
+        "periodSeconds": PROBE_PERIOD_SECONDS,
+        "timeoutSeconds": 30,
+        "failureThreshold": PROBE_FAILURES,
+    }
+
+
+def detection_minutes(hang_minutes: int) -> int:
+    """The longest a hang runs before the kubelet ends it: the limit, then the failed reads."""
+    return hang_minutes + -(-PROBE_PERIOD_SECONDS * PROBE_FAILURES // 60)
