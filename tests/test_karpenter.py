@@ -548,7 +548,7 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     import yaml
 
     from offline import report
-    from offline.plan import check_policies, write_plan
+    from offline.plan_output import check_policies, write_plan
     from offline.policy_run import config_path, load_config
 
     policy = check_policies(karp, load_config(config_path("dev")), "us-west-2")
