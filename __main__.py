@@ -33,7 +33,8 @@ features = config.features
 use_karpenter = config.node_provisioner == "karpenter"
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
-               node_allocatable(g.instance_type, features, accelerator=True), config.node_provisioner)
+               node_allocatable(g.instance_type, features, accelerator=True),
+               provisioner=config.node_provisioner)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)

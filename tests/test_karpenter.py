@@ -363,6 +363,15 @@ def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
     assert template["spec"]["taints"][0] == {"key": NEURON_TAINT.key, "value": "true", "effect": "NoSchedule"}
     assert template["spec"]["taints"][1]["key"] == "example.com/burn-in"
     assert template["metadata"]["labels"]["extra"] == "yes"
+    assert "startupTaints" not in template["spec"]
+    # A startup taint (a burn-in's) becomes a NodePool startup taint, not a taint pods must tolerate.
+    from types import SimpleNamespace
+    burn_in = Taint("startup-taint.cluster-autoscaler.kubernetes.io/burn-in", "pending", "NoSchedule")
+    with_startup = SimpleNamespace(**vars(spec), name=spec.name, startup_taints=[burn_in])
+    template = plan.node_pool(with_startup, lifetimes)["spec"]["template"]
+    assert template["spec"]["startupTaints"] == [{"key": burn_in.key, "value": "pending", "effect": "NoSchedule"}]
+    assert burn_in.key not in {t["key"] for t in template["spec"]["taints"]}
+    assert undefined_fields(plan.node_pool(with_startup, lifetimes)) == []
 
 
 # --- 4. disruption ---------------------------------------------------------------------------------

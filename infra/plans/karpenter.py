@@ -129,6 +129,12 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": spec.name},
                     "requirements": requirements,
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in spec.taints],
+                    # Taints a node starts with and loses once a DaemonSet finds it healthy (a burn-in):
+                    # "ignored for provisioning purposes in that pods are not required to tolerate a
+                    # StartupTaint" (kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/nodeclaim.go).
+                    # A spec without the field (before the burn-in's) has none.
+                    **({"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect}
+                                          for t in startup]} if (startup := getattr(spec, "startup_taints", None)) else {}),
                     # Drain starts at expireAfter even under running pods; terminationGracePeriod
                     # bounds the drain (disruption.md, Expiration and TerminationGracePeriod).
                     "expireAfter": lifetimes.expire_after,
