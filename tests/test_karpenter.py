@@ -189,11 +189,34 @@ def test_charts_pinned_and_crds_from_their_own_chart(karp):
     assert values["settings"]["clusterName"] == "trn-dev"
     assert values["nodeSelector"] == {"role": "core"}
     assert values["serviceAccount"]["name"] == "karpenter"
+    assert values["controller"]["env"] == [{"name": "AWS_REGION", "value": "us-west-2"}]  # not from IMDS
     queue = karp.of_type("aws:sqs/queue:Queue")[0]
     assert values["settings"]["interruptionQueue"] == queue.inputs["name"]
     # autoRepair (default on) -> Karpenter's node repair, which replaces a node whose
     # AcceleratedHardwareReady stays False 10 minutes, as EKS auto-repair does.
     assert values["settings"]["featureGates"] == {"nodeRepair": True}
+
+
+# Value keys of charts/karpenter/values.yaml at the v1.14.0 release (commit 692ccdd06) that the
+# stack sets; Helm ignores a misspelled key silently, so each is checked against this copy.
+CHART_VALUE_KEYS = {
+    "settings.clusterName", "settings.interruptionQueue", "settings.featureGates.nodeRepair",
+    "serviceAccount.name", "nodeSelector", "controller.env",
+}
+
+
+def _leaf_keys(values: dict[str, Any], prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else key
+        # nodeSelector's and env's contents are the chart's to pass through, not its keys.
+        keys |= _leaf_keys(value, path) if isinstance(value, dict) and path != "nodeSelector" else {path}
+    return keys
+
+
+def test_chart_values_use_keys_the_pinned_chart_reads(karp):
+    values = {r.name: r for r in karp.of_type(RELEASE)}["karpenter"].inputs["values"]
+    assert _leaf_keys(values) == CHART_VALUE_KEYS
 
 
 def test_every_nodepool_and_nodeclass_waits_for_crds_and_controller(karp):

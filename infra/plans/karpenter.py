@@ -159,11 +159,16 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
     }
 
 
-def chart_values(cluster_name: str, queue_name: str, node_repair: bool, node_selector: dict[str, str]) -> dict[str, Any]:
+def chart_values(cluster_name: str, region: str, queue_name: str, node_repair: bool,
+                 node_selector: dict[str, str]) -> dict[str, Any]:
     """charts/karpenter values.yaml (v1.14.0): settings.clusterName, settings.interruptionQueue,
-    settings.featureGates.nodeRepair, serviceAccount.name, nodeSelector. The endpoint is found
-    through eks:DescribeCluster (EKSIntegrationPolicy)."""
+    settings.featureGates.nodeRepair, serviceAccount.name, nodeSelector, controller.env. The
+    endpoint is found through eks:DescribeCluster (EKSIntegrationPolicy)."""
     return {
+        # Without a region in its AWS config the controller asks IMDS (pkg/operator/operator.go
+        # NewOperator, v1.14.0) and panics when the metadata service is out of a pod's reach, as
+        # it is at hop limit 1 (aws/karpenter-provider-aws#8219); the chart sets no region itself.
+        "controller": {"env": [{"name": "AWS_REGION", "value": region}]},
         "settings": {
             "clusterName": cluster_name,
             "interruptionQueue": queue_name,
