@@ -87,6 +87,15 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
                 problems.append(f"reservation term {term}")
             if not ({"id", "tags", "instanceMatchCriteria"} & set(term)):
                 problems.append("empty reservation term")
+        restricted = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
+        problems += [f"tag {k}" for k in spec.get("tags", {}) if not k or k in restricted or k.startswith("kubernetes.io/cluster")]
+        for terms in ("subnetSelectorTerms", "securityGroupSelectorTerms"):
+            if not spec[terms] or any(not ({"tags", "id", "name"} & set(t)) or ("id" in t and len(t) > 1) for t in spec[terms]):
+                problems.append(terms)
+        roots = [m for m in spec.get("blockDeviceMappings", []) if m.get("rootVolume")]
+        if len(roots) > 1 or any(not re.fullmatch(r"[1-9][0-9]{0,3}Gi|[1-4][0-9]{4}Gi", m["ebs"]["volumeSize"])
+                                 for m in spec.get("blockDeviceMappings", [])):
+            problems.append("blockDeviceMappings")
         hop = spec["metadataOptions"]["httpPutResponseHopLimit"]
         if not 1 <= hop <= 64 or spec["metadataOptions"]["httpTokens"] not in ("required", "optional"):
             problems.append("metadataOptions")
@@ -158,6 +167,8 @@ def test_cluster_wide_and_autoscaler_only_keys_are_refused():
         parse_stack_config({**BASE, "features": {"neuronNodeRecovery": True}})
     with pytest.raises(ConfigError, match=r"karpenter.expireAfter = '30d': a duration such as 720h"):
         parse_stack_config({**BASE, "karpenter": {"expireAfter": "30d"}})
+    with pytest.raises(ConfigError, match=r"tags.kubernetes.io/cluster/x: Karpenter sets this tag on its nodes itself"):
+        parse_stack_config({**BASE, "tags": {"kubernetes.io/cluster/x": "owned"}})
 
 
 def test_karpenter_only_keys_are_refused_with_cluster_autoscaler():

@@ -524,6 +524,14 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
             f"group, and Karpenter's nodes have none; with {provisioner_key}: karpenter use autoRepair (Karpenter "
             "node repair) instead"
         )
+    for tag in config.tags:
+        # karpenter.k8s.aws_ec2nodeclasses.yaml (v1.14.0) spec.tags CEL rules: Karpenter sets these itself.
+        if tag == "eks:eks-cluster-name" or tag.startswith("kubernetes.io/cluster") or tag in (
+                "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"):
+            problems.append(
+                f"{key_name(('tags',))}.{tag}: Karpenter sets this tag on its nodes itself and an EC2NodeClass may not "
+                f"carry it (with {provisioner_key}: karpenter); remove it"
+            )
     for field_, value in (("expireAfter", config.karpenter.expire_after),
                           ("terminationGracePeriod", config.karpenter.termination_grace_period),
                           ("consolidateAfter", config.karpenter.consolidate_after)):
