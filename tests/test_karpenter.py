@@ -365,7 +365,7 @@ def test_ami_release_pin_maps_to_the_same_build():
 @pytest.mark.parametrize(("reserved", "block", "spot", "expected"), [
     (False, False, False, ["on-demand"]),
     (True, False, False, ["reserved", "on-demand"]),
-    (True, False, True, ["reserved", "on-demand", "spot"]),
+    (True, False, True, ["reserved", "spot", "on-demand"]),
     (True, True, True, ["reserved"]),
 ])
 def test_capacity_types(reserved, block, spot, expected):
@@ -578,7 +578,7 @@ def test_the_architecture_picture_shows_the_nodepools(karp):
     zone = zone[:zone.index("\n      end")]
     for name in ("trn1_32xl_ng1", "trn1n_32xl_ng", "trn1_reserved"):
         assert f"np_{name}[" in zone
-    assert "Karpenter NodePool trn1-reserved<br/>trn1.32xlarge<br/>0..2 nodes, on demand<br/>reserved > on-demand > spot" in text
+    assert "Karpenter NodePool trn1-reserved<br/>trn1.32xlarge<br/>0..2 nodes, on demand<br/>reserved > spot > on-demand" in text
     assert "subgraph pg_trn1n_32xl_ng" in zone and "subgraph pg_trn1_reserved" not in text
     assert "karpenter 1.14.0" in text and "karpenter-crd 1.14.0" in text
     assert "node group trn1" not in text

@@ -158,8 +158,8 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     )
     spot: bool = Field(
         default=False,
-        description="nodeProvisioner karpenter only: fall back to Spot capacity after reserved and on-demand "
-        "(a Spot interruption ends the training run on that node).",
+        description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
+        "on-demand (after reservations); a Spot interruption ends the training run on that node.",
     )
 
     @property

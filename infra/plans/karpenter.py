@@ -55,13 +55,14 @@ def ami_alias(release_version: Optional[str]) -> str:
 
 
 def capacity_types(reserved: bool, capacity_block: bool, spot: bool) -> list[str]:
-    """reserved first (Karpenter prefers a matching reservation's offerings when `reserved` is
-    allowed), then on-demand; a Capacity Block group never falls back to on-demand, which would
-    bill list price for a size planned around the block; spot only where a group opts in."""
+    """The allowed capacity types, in the order Karpenter prefers them whatever the list's order:
+    reserved, then spot, then on-demand (website/content/en/v1.14/concepts/nodepools.md,
+    "karpenter.sh/capacity-type"; tasks/odcrs.md). A Capacity Block group never falls back, which
+    would bill list price for a size planned around the block; spot only where a group opts in
+    (and then before on-demand: that is Karpenter's order)."""
     if capacity_block:
         return ["reserved"]
-    types = (["reserved"] if reserved else []) + ["on-demand"]
-    return types + (["spot"] if spot else [])
+    return (["reserved"] if reserved else []) + (["spot"] if spot else []) + ["on-demand"]
 
 
 def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group: Any,
