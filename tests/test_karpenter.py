@@ -188,8 +188,12 @@ def test_with_cluster_autoscaler_nothing_of_karpenter_is_declared(dev):
 
 def test_charts_pinned_and_crds_from_their_own_chart(karp):
     """charts/karpenter/crds/ holds the CRDs (symlinks to pkg/apis/crds) that Helm installs once
-    and never upgrades; charts/karpenter-crd ships the same CRDs as templates, which it does.
-    So the CRD chart owns them and the controller's release skips its crds/."""
+    and never upgrades (the release's upgrading/upgrade-guide.md, "CRD Upgrades", recommends the
+    karpenter-crd chart for that reason); charts/karpenter-crd ships the same CRDs as templates,
+    which upgrades do update. pulumi-kubernetes' Release passes skipCrds to Helm's install
+    (provider/pkg/provider/helm_release.go: client.SkipCRDs = newRelease.SkipCrds; its update is a
+    plain action.NewUpgrade, which leaves crds/ alone; mirror 94977969d, 2026-07-01, the 4.34.2 tag
+    not mirrored). So the CRD chart owns them and the controller's release skips its crds/."""
     releases = {r.name: r for r in karp.of_type(RELEASE)}
     crd, controller = releases["karpenter-crd"], releases["karpenter"]
     assert (crd.inputs["chart"], crd.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0")
