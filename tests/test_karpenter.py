@@ -607,3 +607,17 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     assert len(node_class["spec"]["networkInterfaces"]) == 17  # trn1n: 16 cards, card 0 twice
     lines = json.loads((out / "resources.json").read_text())["cost"]["lines"]
     assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {l["item"] for l in lines}
+
+
+def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):
+    """policy/guardrails/cost.py: limits.nodes x the on-demand price, like maxSize for a node group
+    (trn1 4 + trn1n 2 + trn1-reserved 2 at us-west-2 prices: 6 x 21.50 + 2 x 24.78)."""
+    from tests.policy_helpers import violations
+
+    # The subnets stand for the stack's AWS resources, whose default provider names the region.
+    stack = [*_karpenter_objects(karp), *(r for r in karp.registrations if r.type == "aws:ec2/subnet:Subnet")]
+    [message] = violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 100})
+    assert "trn1-32xl-ng1-nodepool: 4 x trn1.32xlarge = $86.00/h" in message
+    assert "trn1-reserved-nodepool: 2 x trn1.32xlarge" in message and "trn1n-32xl-ng-nodepool: 2 x trn1n.32xlarge" in message
+    assert not violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 500})
+    assert "no list price known" in violations("trainium-hourly-ceiling", *_karpenter_objects(karp))[0]
