@@ -216,6 +216,7 @@ if features.observability:
             region=config.region,
             partition=cloud.partition,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
+            training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],
             tags=tags,
         ),

@@ -23,7 +23,7 @@ SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "max
 NOT_ESTIMATED = (
     "data processed by NAT gateways and interface endpoints",
     "data transfer (internet, cross-AZ, cross-region)",
-    "CloudWatch Logs ingestion and storage, Container Insights metrics",
+    "CloudWatch Logs ingestion and storage, Container Insights metrics, the dashboard and alarms",
     "ECR image storage",
     "S3 storage and requests (datasets, FSx data repository traffic)",
     "FSx backups (a final backup when a retained file system is deleted)",

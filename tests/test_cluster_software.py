@@ -352,6 +352,7 @@ def test_switches_off_remove_what_they_guard(plan_with):
     assert not [r for r in plan.registrations if r.type.endswith(":Queue")]
     assert not [r for r in plan.registrations if r.type.startswith("kubernetes:") and r.type.endswith((":Deployment", ":Service", ":StorageClass", ":PersistentVolumeClaim"))]
     assert not plan.of_type("aws:cloudwatch/dashboard:Dashboard")
+    assert not plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
     assert not [r for r in plan.of_type("aws:eks/addon:Addon") if "cloudwatch" in r.name]
     assert not [r for r in plan.registrations if r.name.startswith(("fsx-", "autoscaling-"))]
     assert plan.outputs["storage"]["enabled"] is False

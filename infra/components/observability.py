@@ -1,13 +1,17 @@
-"""Container and Neuron metrics: the CloudWatch Observability add-on and a NeuronCore dashboard.
+"""Container and Neuron metrics: the CloudWatch Observability add-on, a dashboard and alarms.
 
 The add-on runs the CloudWatch agent and, on Trainium/Inferentia nodes, neuron-monitor, so
 NeuronCore utilisation lands in CloudWatch Container Insights without exec'ing into a node.
+The same dashboard shows the training namespaces' container restarts and failed pods: a hung
+run ended by its liveness probe (workloads/resumable.py) is a container restart (MPIJob and
+Ray workers restart in place) or a failed pod (Volcano pods are ``restartPolicy: Never``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -37,20 +41,64 @@ def metric_search(metric: str, cluster_name: str) -> str:
     return f"SEARCH('{{ContainerInsights,ClusterName}} MetricName=\"{metric}\" ClusterName=\"{cluster_name}\"', 'Average', 60)"
 
 
-def dashboard_body(cluster_name: str, region: str) -> str:
-    def widget(i: int, title: str, metric: str) -> dict:
-        search = metric_search(metric, cluster_name)
+# (widget title, metric, statistic). Restarts are the pod's cumulative count, so the worst pod
+# (MAX) is the number of times it was restarted; pod_status_failed is 1 per failed pod a minute.
+TRAINING_HEALTH_METRICS = (
+    ("Training container restarts (hung runs ended by the liveness probe, crashes)",
+     "pod_number_of_container_restarts", "MAX"),
+    ("Failed training pods", "pod_status_failed", "SUM"),
+)
+RESTART_ALARM_METRIC = "pod_number_of_container_restarts"
+
+
+def namespace_query(metric: str, statistic: str, cluster_name: str, namespace: str, per_pod: bool = True) -> str:
+    """A CloudWatch Metrics Insights query over one Kubernetes namespace's pod series.
+
+    With enhanced observability (the add-on's default agent config) the agent publishes
+    pod_number_of_container_restarts and pod_status_failed with the dimension sets
+    [PodName, Namespace, ClusterName], [ClusterName], [FullPodName, PodName, Namespace,
+    ClusterName] and [Service, Namespace, ClusterName] -- none is [ClusterName, Namespace]
+    (aws/amazon-cloudwatch-agent translator/translate/otel/exporter/awsemf/kubernetes.go
+    getPodMetricDeclarations, v1.300058.0 to v1.300071.0). SCHEMA matches exactly one set, so
+    each pod is counted once. Not a SEARCH: there ``Namespace="x"`` names the CloudWatch
+    namespace, not the dimension (CloudWatch user guide, search-expression-syntax), and an
+    alarm cannot use one. The label key is double-quoted, which Metrics Insights allows for any
+    label key and requires for a reserved word (user guide,
+    cloudwatch-metrics-insights-querylanguage). Only ``=`` and ``AND``, the operators every
+    Metrics Insights release supports: one query per training namespace.
+    """
+    query = (
+        f'SELECT {statistic}({metric}) FROM SCHEMA(ContainerInsights, ClusterName, "Namespace", PodName) '
+        f"WHERE ClusterName = '{cluster_name}' AND \"Namespace\" = '{namespace}'"
+    )
+    return f"{query} GROUP BY PodName" if per_pod else query
+
+
+def dashboard_body(cluster_name: str, region: str, training_namespaces: Sequence[str] = ()) -> str:
+    """NeuronCore widgets, then one restarts and one failed-pods widget over the training namespaces."""
+
+    def widget(i: int, title: str, expressions: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "type": "metric",
             "x": 0,
             "y": 6 * i,
             "width": 24,
             "height": 6,
-            "properties": {"title": title, "region": region, "view": "timeSeries",
-                           "metrics": [[{"expression": search, "id": f"m{i}"}]]},
+            "properties": {"title": title, "region": region, "view": "timeSeries", "period": 60,
+                           "metrics": [[e] for e in expressions]},
         }
 
-    return json.dumps({"widgets": [widget(i, title, metric) for i, (title, metric) in enumerate(NEURON_METRICS)]})
+    panels = [(title, [{"expression": metric_search(metric, cluster_name), "id": f"m{i}"}])
+              for i, (title, metric) in enumerate(NEURON_METRICS)]
+    if training_namespaces:
+        panels += [(title, [{"expression": namespace_query(metric, statistic, cluster_name, ns), "id": f"h{i}n{j}", "label": ns}
+                            for j, ns in enumerate(training_namespaces)])
+                   for i, (title, metric, statistic) in enumerate(TRAINING_HEALTH_METRICS)]
+    return json.dumps({"widgets": [widget(i, title, expressions) for i, (title, expressions) in enumerate(panels)]})
+
+
+def restart_alarm_name(cluster_name: str, namespace: str) -> str:
+    return f"{cluster_name}-{namespace}-training-restarts"
 
 
 @dataclass
@@ -60,6 +108,7 @@ class ObservabilityArgs:
     region: str
     partition: str
     addon_build: str
+    training_namespaces: list[str] = field(default_factory=list)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -93,8 +142,30 @@ class Observability(pulumi.ComponentResource):
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-neuron",
             dashboard_name=f"{args.cluster_name_text}-neuron",
-            dashboard_body=dashboard_body(args.cluster_name_text, args.region),
+            dashboard_body=dashboard_body(args.cluster_name_text, args.region, args.training_namespaces),
             opts=child,
         )
+        for namespace in args.training_namespaces:
+            # No actions: the alarm state is what the dashboard and `aws cloudwatch
+            # describe-alarms` show; a team subscribes its own topic. It stays in ALARM while a
+            # restarted pod exists (the count is cumulative) and clears when the gang is replaced.
+            aws.cloudwatch.MetricAlarm(
+                f"{name}-{namespace}-training-restarts",
+                name=restart_alarm_name(args.cluster_name_text, namespace),
+                alarm_description=f"A container in training namespace {namespace} restarted: a hung run ended by "
+                "its liveness probe, or a crash (kubectl describe pod shows which).",
+                metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                    id="restarts",
+                    expression=namespace_query(RESTART_ALARM_METRIC, "MAX", args.cluster_name_text, namespace, per_pod=False),
+                    period=60,
+                    return_data=True,
+                )],
+                comparison_operator="GreaterThanThreshold",
+                threshold=0,
+                evaluation_periods=1,
+                treat_missing_data="notBreaching",
+                tags=args.tags,
+                opts=child,
+            )
         self.dashboard_name = dashboard.dashboard_name
         self.register_outputs({"dashboardName": self.dashboard_name})

@@ -202,7 +202,8 @@ class FeaturesConfig(ConfigModel):
     mpi_operator: bool = Field(default=True, description="Kubeflow MPI operator.")
     cluster_autoscaler: bool = Field(default=True, description="cluster-autoscaler (scales groups up from zero).")
     metrics_server: bool = Field(default=True, description="metrics-server.")
-    observability: bool = Field(default=True, description="CloudWatch observability add-on and NeuronCore dashboard.")
+    observability: bool = Field(default=True, description="CloudWatch observability add-on, a dashboard (NeuronCores, "
+                                  "training restarts, failed pods) and a restart alarm per training namespace.")
     node_monitoring_agent: bool = Field(
         default=True,
         description="EKS node monitoring agent: reports Neuron, EFA, kernel and storage faults as node conditions, "

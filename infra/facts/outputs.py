@@ -34,7 +34,7 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "jobSupportPlacement": "`{nodeSelector, tolerations, maxSize, allocatable}` of the job-support group, which "
     "scales from zero: where jobs put their CPU pods (Ray heads, MPI launchers, staging and check Jobs), and how "
     "much it holds (maxSize nodes, each leaving `allocatable` to pods).",
-    "cloudwatchDashboard": "The NeuronCore CloudWatch dashboard's name, or null.",
+    "cloudwatchDashboard": "The CloudWatch dashboard's name (NeuronCores; training restarts and failed pods), or null.",
 }
 
 WORKLOAD_OUTPUTS: dict[str, str] = {
