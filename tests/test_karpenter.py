@@ -205,6 +205,7 @@ def test_charts_pinned_and_crds_from_their_own_chart(karp):
     assert values["nodeSelector"] == {"role": "core"}
     assert values["serviceAccount"]["name"] == "karpenter"
     assert values["controller"]["env"] == [{"name": "AWS_REGION", "value": "us-west-2"}]  # not from IMDS
+    assert values["controller"]["resources"] == plan.CONTROLLER_RESOURCES
     queue = karp.of_type("aws:sqs/queue:Queue")[0]
     assert values["settings"]["interruptionQueue"] == queue.inputs["name"]
     # autoRepair (default on) -> Karpenter's node repair, which replaces a node whose
@@ -212,11 +213,31 @@ def test_charts_pinned_and_crds_from_their_own_chart(karp):
     assert values["settings"]["featureGates"] == {"nodeRepair": True}
 
 
+def test_the_controller_counts_against_the_system_nodes():
+    """Two controller replicas (chart v1.14.0 values.yaml replicas: 2) with CONTROLLER_RESOURCES
+    on the core group: counted by the system-capacity check, which still passes on the default two
+    m6i.large."""
+    from infra.config.models import FeaturesConfig
+    from infra.plans.system_capacity import system_fit
+
+    without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"])
+    with_karpenter = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], karpenter=True)
+    assert with_karpenter.cpu_millis - without.cpu_millis == 2 * 250
+    assert with_karpenter.memory_mib - without.memory_mib == 2 * 1024
+    assert with_karpenter.fits
+    # Four training namespaces (an etcd each) still fit two m6i.large beside cluster-autoscaler's
+    # pods, not beside Karpenter's as well.
+    busy = {**BASE, "trainingNamespaces": ["default", "team-a", "team-b", "team-c"]}
+    parse_stack_config({**busy, "nodeProvisioner": "cluster-autoscaler"})
+    with pytest.raises(ConfigError, match=r"coreNodeGroup.*cannot hold the system pods"):
+        parse_stack_config(busy)
+
+
 # Value keys of charts/karpenter/values.yaml at the v1.14.0 release (commit 692ccdd06) that the
 # stack sets; Helm ignores a misspelled key silently, so each is checked against this copy.
 CHART_VALUE_KEYS = {
     "settings.clusterName", "settings.interruptionQueue", "settings.featureGates.nodeRepair",
-    "serviceAccount.name", "nodeSelector", "controller.env",
+    "serviceAccount.name", "nodeSelector", "controller.env", "controller.resources",
 }
 
 
@@ -225,7 +246,8 @@ def _leaf_keys(values: dict[str, Any], prefix: str = "") -> set[str]:
     for key, value in values.items():
         path = f"{prefix}.{key}" if prefix else key
         # nodeSelector's and env's contents are the chart's to pass through, not its keys.
-        keys |= _leaf_keys(value, path) if isinstance(value, dict) and path != "nodeSelector" else {path}
+        opaque = path in ("nodeSelector", "controller.resources")
+        keys |= _leaf_keys(value, path) if isinstance(value, dict) and not opaque else {path}
     return keys
 
 

@@ -160,6 +160,13 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
     }
 
 
+# The controller's requests (the chart sets none; the getting-started script sets 1 CPU and 1Gi,
+# limits equal). The memory is the documented figure, as request and limit; one CPU per replica is
+# sized for large clusters and would not fit the two m6i.large system nodes beside everything else
+# (infra/plans/system_capacity.py counts these), so a quarter core, without a CPU limit.
+CONTROLLER_RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+
+
 def chart_values(cluster_name: str, region: str, queue_name: str, node_repair: bool,
                  node_selector: dict[str, str]) -> dict[str, Any]:
     """charts/karpenter values.yaml (v1.14.0): settings.clusterName, settings.interruptionQueue,
@@ -169,7 +176,7 @@ def chart_values(cluster_name: str, region: str, queue_name: str, node_repair: b
         # Without a region in its AWS config the controller asks IMDS (pkg/operator/operator.go
         # NewOperator, v1.14.0) and panics when the metadata service is out of a pod's reach, as
         # it is at hop limit 1 (aws/karpenter-provider-aws#8219); the chart sets no region itself.
-        "controller": {"env": [{"name": "AWS_REGION", "value": region}]},
+        "controller": {"env": [{"name": "AWS_REGION", "value": region}], "resources": CONTROLLER_RESOURCES},
         "settings": {
             "clusterName": cluster_name,
             "interruptionQueue": queue_name,
