@@ -151,6 +151,7 @@ def test_the_default_is_cluster_autoscaler_and_karpenter_accepts_the_seed_groups
     ({"efaInterfaceType": "efa"}, "efaInterfaceType = 'efa': an EC2NodeClass (Karpenter 1.14) knows only "
                                   "`interface` and `efa-only` interfaces; allowed: efa-only"),
     ({"capacityReservation": {"tags": {"team": "ml"}}}, "azId: required with capacityReservation"),
+    ({"labels": {"karpenter.sh/team": "ml"}}, "labels.karpenter.sh/team: a NodePool may not set labels of Karpenter's own"),
     ({"capacityReservation": {"id": "cr-0123456789abcdef0", "tags": {"a": "b"}}, "azId": "usw2-az4"},
      "give exactly one of id (cr-...) and tags"),
 ])

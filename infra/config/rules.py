@@ -507,6 +507,15 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                     f"{key}.{field_} = {value}: with {provisioner_key}: karpenter nodes exist only while pods need "
                     "them; allowed: 0 (maxSize becomes the NodePool's node limit)"
                 )
+        for label in group.labels:
+            # karpenter.sh_nodepools.yaml v1.14.0 template.metadata.labels CEL rules (and kubernetes-sigs/
+            # karpenter pkg/apis/v1/labels.go IsRestrictedLabel): Karpenter owns these.
+            domain = label.split("/", 1)[0] if "/" in label else ""
+            if domain.endswith(("karpenter.sh", "karpenter.k8s.aws")) or label == "kubernetes.io/hostname":
+                problems.append(
+                    f"{key}.labels.{label}: a NodePool may not set labels of Karpenter's own domains "
+                    f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
+                )
         if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
             problems.append(
                 f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "
