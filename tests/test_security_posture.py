@@ -4,6 +4,8 @@ setting that makes the policies count. Computed from the real plans (dev and pro
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Iterator, Mapping
 
 import pytest
@@ -294,12 +296,11 @@ def test_staging_pods_accept_no_traffic(workloads_dev: PlanResult) -> None:
 
 
 def test_the_vpc_cni_enforces_network_policies(dev: PlanResult, prod: PlanResult) -> None:
-    # pulumi-eks turns enableNetworkPolicy into the add-on's `enableNetworkPolicy: "true"`
-    # (nodejs/eks/addons/cni-addon.ts mergeConfigurationValues); without it the policies above
-    # are stored and ignored.
+    # The aws-vpc-cni chart's `enableNetworkPolicy` (charts/aws-vpc-cni/values.yaml, v1.20.4), the
+    # add-on's configuration value; without it the policies above are stored and ignored.
     for plan in (dev, prod):
-        cluster = plan.of_type("eks:index:Cluster")[0]
-        assert cluster.inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
+        cni = plan.named("cluster-vpc-cni", "aws:eks/addon:Addon")
+        assert json.loads(cni.inputs["configurationValues"])["enableNetworkPolicy"] == "true"
 
 
 def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_all: PlanResult) -> None:

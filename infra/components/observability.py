@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from infra.components.iam import managed_policy, pod_identity_role
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -59,6 +59,7 @@ class ObservabilityArgs:
     cluster_name_text: str
     region: str
     partition: str
+    account_id: str
     addon_build: str
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
@@ -75,6 +76,8 @@ class Observability(pulumi.ComponentResource):
             description="CloudWatch agent and neuron-monitor: publish metrics and logs",
             parent=self,
             tags=args.tags,
+            scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name_text),
+            service_account=(AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT),
             managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(
