@@ -120,9 +120,8 @@ def ray_cluster_spec(layout: RayLayout, workers: int) -> dict[str, Any]:
                 "template": {
                     "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                     "spec": {
-                        **pods.pod_defaults(),
+                        **pods.training_pod(layout.group),
                         "serviceAccountName": layout.service_account,
-                        **pods.accelerator_placement(layout.group),
                         "containers": [worker],
                         "volumes": [*volumes, pods.shm_volume()],
                     }
