@@ -352,6 +352,7 @@ def node_script_command(
         .replace(cluster_check.NEURON_BIN, str(bin_dir))
         .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
         .replace(cluster_check.FI_PINGPONG, str(bin_dir / "fi_pingpong"))
+        .replace(f"sleep {cluster_check.PINGPONG_SERVER_SECONDS}", "sleep 0.01")
         .replace(cluster_check.PROC_STATUS, str(tmp_path / "status"))
         .replace(f"memlock=$({cluster_check.MEMLOCK_COMMAND})", f"memlock=$(echo {memlock})")
         .replace(cluster_check.DEVICE_FILES, str(tmp_path / "dev" / "neuron"))

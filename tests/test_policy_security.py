@@ -106,6 +106,16 @@ def test_a_metadata_hop_limit_above_one_is_refused(hops):
     assert not engine_violations("launch-template-hardening", LT, lt)
 
 
+def test_karpenter_node_classes_keep_one_metadata_hop():
+    node_class = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+    meta = {"metadata": {"name": "trainium"}}
+    # Unset: the CRD's defaults, one hop and tokens required (karpenter-provider-aws v1.14.1).
+    assert not engine_violations("node-class-metadata", node_class, {**meta, "spec": {"amiFamily": "AL2023"}})
+    [message] = engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpPutResponseHopLimit": 2}}})
+    assert "httpPutResponseHopLimit to 2" in message
+    assert engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpTokens": "optional"}}})
+
+
 def test_a_launch_template_without_an_encrypted_volume_is_refused():
     # No blockDeviceMappings: the root volume takes the AMI snapshot's encryption.
     lt = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1}}

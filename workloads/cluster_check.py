@@ -185,6 +185,8 @@ PROC_STATUS = "/proc/self/status"
 SECCOMP_FILTER = "2"
 MEMLOCK_COMMAND = "ulimit -l"
 FI_PINGPONG = "/opt/amazon/efa/bin/fi_pingpong"
+# fi_pingpong's client connects to a server started just before it on the same node.
+PINGPONG_SERVER_SECONDS = 2
 IMDS_TOKEN_URL = "http://169.254.169.254/latest/api/token"
 # An IMDSv2 token request (EC2 user guide, "Use IMDSv2"): a pod that gets one could read the node's
 # role credentials next. Exit 0 means the metadata service answered.
@@ -220,7 +222,7 @@ if [ "$memlock" = unlimited ]; then echo "ok    locked memory (ulimit -l): unlim
 if out=$({NEURON_BIN}/nccom-test -r 2 -b 1KB -e 1MB -f 4 -d {NCCOM_DATATYPE} --non-interactive allr 2>&1); then echo "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)"; else echo "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): ${{out##*$'\n'}} ({POSTURE_DOCS})"; failed=1; fi
 if [ -x {FI_PINGPONG} ]; then
   {FI_PINGPONG} -p efa -e rdm >/dev/null 2>&1 & server=$!
-  sleep 1
+  sleep {PINGPONG_SERVER_SECONDS}
   if out=$(timeout 60 {FI_PINGPONG} -p efa -e rdm localhost 2>&1); then echo "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)"; else echo "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): ${{out##*$'\n'}} ({POSTURE_DOCS})"; failed=1; fi
   kill $server 2>/dev/null
 else

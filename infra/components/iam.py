@@ -41,7 +41,8 @@ def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_a
     EKS Pod Identity tags its AssumeRole session with eks-cluster-arn, kubernetes-namespace and
     kubernetes-service-account (EKS user guide, pod-id-role.adoc and pod-id-abac.adoc, "Enable or
     disable session tags"), so the trust policy can name them as aws:RequestTag conditions; and
-    aws:SourceAccount, the account the request comes from. The cluster is named through the
+    aws:SourceAccount, the account the request comes from (a trust policy with it alone works,
+    awslabs/mountpoint-s3-csi-driver#781; EKS best practices recommend it). The cluster is named through the
     eks-cluster-arn tag, not aws:SourceArn: the user guide documents no aws:SourceArn for
     pods.eks.amazonaws.com, and users report it carries the association's ARN, not the cluster's
     (awslabs/mountpoint-s3-csi-driver#781): a wrong value there would refuse every credential.

@@ -145,6 +145,23 @@ def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolat
             report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
 
 
+def is_node_class(resource_type: str) -> bool:
+    return resource_type.startswith("kubernetes:karpenter.k8s.aws/") and resource_type.endswith(":EC2NodeClass")
+
+
+@resource_rule("node-class-metadata", "Karpenter EC2NodeClasses keep IMDSv2 with one metadata hop.", applies_to=is_node_class)
+def node_class_metadata(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Unset keys take the CRD's defaults: httpTokens required, httpPutResponseHopLimit 1
+    # (aws/karpenter-provider-aws v1.14.1 pkg/apis/v1/ec2nodeclass.go, kubebuilder defaults).
+    options = get(args.props, "spec", "metadataOptions", default={})
+    hops = get(options, "httpPutResponseHopLimit", default=1)
+    if isinstance(hops, (int, float)) and hops > IMDS_HOP_LIMIT:
+        report(f"EC2NodeClass '{object_name(args.props)}' sets metadataOptions.httpPutResponseHopLimit to {hops}: keep it at "
+               f"{IMDS_HOP_LIMIT}, so pods on the pod network cannot take the node's credentials.")
+    if get(options, "httpTokens", default="required") != "required":
+        report(f"EC2NodeClass '{object_name(args.props)}' allows IMDSv1: keep metadataOptions.httpTokens 'required'.")
+
+
 @resource_rule("ebs-volume-encrypted", "Standalone EBS volumes are encrypted.", applies_to=(EBS_VOLUME,))
 def ebs_volume_encrypted(args: ResourceValidationArgs, report: ReportViolation) -> None:
     # pulumi-aws ebs.Volume `encrypted`: unset, the volume is encrypted only under the account's
@@ -398,7 +415,7 @@ def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViola
 
 POLICIES = [
     eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_not_open, launch_template_hardening,
-    ebs_volume_encrypted, node_group_no_open_ssh, load_balancer_internal,
+    node_class_metadata, ebs_volume_encrypted, node_group_no_open_ssh, load_balancer_internal,
     security_group_no_open_ingress, security_group_no_sliced_open_ingress, efa_security_group_self_only,
     ecr_immutable_scanned, kms_key_rotation, s3_bucket_protected, load_balancer_restricted, image_pinned_tag,
     no_privileged_or_host_path,
