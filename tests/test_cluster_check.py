@@ -17,9 +17,8 @@ from typing import Any, Optional
 
 import pytest
 
-from offline.plan import kubernetes_objects
 from offline.runner import PlanResult
-from tests.checkov_scan import pod_templates
+from tests.checkov_scan import kubernetes_objects, pod_templates  # kubernetes_objects: offline.plan, offline.plan_output after the plan-speed work
 from tests.test_workloads import manifest
 from workloads import cluster_check
 

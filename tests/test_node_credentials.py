@@ -16,8 +16,8 @@ from infra.components.cluster import pulumi_eks_cni_urn
 from infra.config.errors import ConfigError
 from infra.plans import node_security
 from infra.validate import parse_stack_config
-from offline.plan import kubernetes_objects
 from offline.runner import PlanResult
+from tests.checkov_scan import kubernetes_objects
 
 METADATA = ipaddress.ip_network(node_security.IMDS_IPV4_CIDR)
 
