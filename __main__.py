@@ -8,6 +8,7 @@ from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNode
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
 from infra.components.network import Network, NetworkArgs
@@ -39,6 +40,8 @@ creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_ad
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
+# The one cluster whose pods may assume the stack's Pod Identity roles (their trust policies).
+pod_identity = PodIdentityScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
 
 network = Network(
     "network",
@@ -72,6 +75,8 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
+        pod_identity=pod_identity,
+        session_manager=features.session_manager,
         profile=config.profile,
         tags=tags,
     ),
@@ -106,7 +111,7 @@ kubernetes = k8s.Provider(
 identities = TrainingIdentities(
     "training",
     TrainingIdentitiesArgs(
-        cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags, config.kubernetes_version
+        cluster.name, pod_identity, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
     ),
     kubernetes,
 )
@@ -145,6 +150,7 @@ if features.fsx_csi:
             retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
+            pod_identity=pod_identity,
             tags=tags,
         ),
         kubernetes,
@@ -185,6 +191,7 @@ if features.observability:
             cluster_name_text=config.cluster_name,
             region=config.region,
             partition=cloud.partition,
+            account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],
@@ -208,7 +215,7 @@ pulumi.export("acceleratorZone", {"name": placement.accelerator_zone.name, "id":
 pulumi.export("acceleratorNodeGroups", [s.output() for s in specs])
 pulumi.export("features", features.model_dump(by_alias=True))
 pulumi.export("trainingNamespaces", namespaces)
-pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArn": identities.role_arn})
+pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArns": identities.role_arns})
 pulumi.export(
     "storage",
     storage.output(config.storage, namespaces, placement.accelerator_zone.id)
@@ -218,7 +225,7 @@ pulumi.export(
 pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
-pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
+pulumi.export("podIdentity", {"agent": True, "trainingRoleArns": identities.role_arns})
 # Always-on system nodes: where workloads put their long-running services (TensorBoard).
 pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
 # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
