@@ -6,12 +6,12 @@ import pulumi_kubernetes as k8s
 from infra import lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
-from infra.components.cluster import NODE_POLICIES, EksCluster, EksClusterArgs
+from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
-from infra.components.launch_template import IMDS_HOP_LIMIT
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
@@ -19,6 +19,7 @@ from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
 from infra.plans import karpenter as karpenter_plan
+from infra.plans import node_security
 from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.plans.system_capacity import node_allocatable
 
@@ -44,6 +45,8 @@ creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_ad
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
+# The one cluster whose pods may assume the stack's Pod Identity roles (their trust policies).
+pod_identity = PodIdentityScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
 
 network = Network(
     "network",
@@ -78,6 +81,8 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
+        pod_identity=pod_identity,
+        session_manager=features.session_manager,
         profile=config.profile,
         tags=tags,
     ),
@@ -113,7 +118,7 @@ kubernetes = k8s.Provider(
 identities = TrainingIdentities(
     "training",
     TrainingIdentitiesArgs(
-        cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags, config.kubernetes_version
+        cluster.name, pod_identity, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
     ),
     kubernetes,
 )
@@ -152,6 +157,7 @@ if features.fsx_csi:
             retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
+            pod_identity=pod_identity,
             tags=tags,
         ),
         kubernetes,
@@ -199,8 +205,10 @@ if use_karpenter:
                 config.karpenter.expire_after, config.karpenter.termination_grace_period,
                 config.karpenter.consolidate_after,
             ),
-            hop_limit=IMDS_HOP_LIMIT,
-            node_policies=NODE_POLICIES,
+            # The same node posture as the managed groups' (infra/plans/node_security.py).
+            hop_limit=node_security.IMDS_HOP_LIMIT,
+            node_policies=node_security.node_policies(features.session_manager),
+            pod_identity=pod_identity,
             depends_on=[cluster],
             tags=tags,
         ),
@@ -215,6 +223,7 @@ if features.observability:
             cluster_name_text=config.cluster_name,
             region=config.region,
             partition=cloud.partition,
+            account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],
@@ -238,7 +247,7 @@ pulumi.export("acceleratorZone", {"name": placement.accelerator_zone.name, "id":
 pulumi.export("acceleratorNodeGroups", [s.output() for s in specs])
 pulumi.export("features", features.model_dump(by_alias=True))
 pulumi.export("trainingNamespaces", namespaces)
-pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArn": identities.role_arn})
+pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArns": identities.role_arns})
 pulumi.export(
     "storage",
     storage.output(config.storage, namespaces, placement.accelerator_zone.id)
@@ -248,7 +257,7 @@ pulumi.export(
 pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
-pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
+pulumi.export("podIdentity", {"agent": True, "trainingRoleArns": identities.role_arns})
 # Always-on system nodes: where workloads put their long-running services (TensorBoard).
 pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
 # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.

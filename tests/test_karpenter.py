@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from infra.components.accelerators import group_spec
-from infra.components.launch_template import IMDS_HOP_LIMIT
+from infra.plans.node_security import IMDS_HOP_LIMIT
 from infra.config.errors import ConfigError
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
 from infra.plans import karpenter as plan
@@ -307,6 +307,15 @@ def test_controller_identity_node_role_and_access_entry(karp):
     assert len(entries) == 1
     node_role = karp.named("karpenter-node", "aws:iam/role:Role")
     assert "ec2.amazonaws.com" in node_role.inputs["assumeRolePolicy"]
+    # Only kube-system/karpenter of this cluster may assume the controller's role (infra/components/iam.py).
+    trust = json.loads(karp.named("karpenter-controller", "aws:iam/role:Role").inputs["assumeRolePolicy"])
+    conditions = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert (conditions["aws:RequestTag/kubernetes-namespace"], conditions["aws:RequestTag/kubernetes-service-account"]) \
+        == ("kube-system", "karpenter")
+    # The node role has what the managed groups' role has (node_security.node_policies): no CNI policy.
+    attached = {r.inputs["policyArn"].rsplit("/", 1)[1] for r in karp.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if r.name.startswith("karpenter-node-")}
+    assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"}
 
 
 def test_discovery_tags_on_node_subnets_and_security_groups(karp, dev):

@@ -41,6 +41,8 @@ def test_plan_writes_resources_json(tmp_path, capsys):
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
         "namespace-default.yaml",
         "namespace-neuron-healthcheck-system.yaml",
+        # Every pod of the namespace kept from the instance metadata service (infra/plans/node_security.py).
+        "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-default-etcd.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",

@@ -96,6 +96,26 @@ def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
     return {"nodeSelector": group.node_selector, "tolerations": group.tolerations}
 
 
+# --- the training posture ------------------------------------------------------------------------
+# What every pod that trains on a Trainium node runs under, and the cluster check with it, so the
+# check proves on a real node what the jobs will meet (issue 20, point 4): seccomp RuntimeDefault,
+# no token, every capability dropped (sshd's five for MPI workers), no IPC_LOCK (locked memory is
+# the container's limit), and the node's devices as requests and limits.
+
+
+def training_pod(group: NodeGroup) -> dict[str, Any]:
+    """Pod-spec keys of a pod that owns a Trainium node: the posture and the placement."""
+    return {**pod_defaults(), **accelerator_placement(group)}
+
+
+def training_container(
+    group: NodeGroup, requests: Mapping[str, str] = TRAINING_REQUESTS, add: tuple[str, ...] = ACCELERATOR_CAPABILITIES
+) -> dict[str, Any]:
+    """Container keys of a training container: its context and the node's devices (``requests``:
+    CPU and memory beside them, which set no limit)."""
+    return {"resources": training_resources(group, requests), "securityContext": accelerator_security_context(add)}
+
+
 def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
     """A CPU pod of a job (Ray head, MPI launcher, staging, check verdict) on the job-support
     group: the cluster stack exports its selector and the toleration of its taint."""

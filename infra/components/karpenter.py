@@ -17,7 +17,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.components.accelerators import AcceleratorGroupSpec, efa_security_group
-from infra.components.iam import managed_policy, pod_identity_role, service_trust_policy
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role, service_trust_policy
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 from infra.plans import karpenter as plan
@@ -37,6 +37,7 @@ class KarpenterArgs:
     lifetimes: plan.Lifetimes
     hop_limit: int
     node_policies: tuple[str, ...]
+    pod_identity: PodIdentityScope
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -94,11 +95,13 @@ class Karpenter(pulumi.ComponentResource):
             description=f"Karpenter controller of {args.cluster_name_text}",
             parent=self,
             tags=args.tags,
+            scope=args.pod_identity,
+            service_account=(plan.NAMESPACE, plan.SERVICE_ACCOUNT),
             inline_policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
                 lambda a: plan.controller_policy(args.partition, args.region, args.account_id,
                                                  args.cluster_name_text, a[0], a[1])
             ),
-            association=(args.cluster_name, plan.NAMESPACE, plan.SERVICE_ACCOUNT),
+            associate_in=args.cluster_name,
             depends_on=args.depends_on,
         )
 

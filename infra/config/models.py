@@ -209,6 +209,12 @@ class FeaturesConfig(ConfigModel):
         description="EKS node monitoring agent: reports Neuron, EFA, kernel and storage faults as node conditions, "
         "which node auto-repair acts on.",
     )
+    session_manager: bool = Field(
+        default=False,
+        description="Attach AmazonSSMManagedInstanceCore to the node role, for a shell on a node through SSM "
+        "Session Manager (neuron-top, neuron-ls). Off: its ssm:GetParameter(s) on every parameter of the account "
+        "would belong to every process holding the node's credentials.",
+    )
 
 
 class DataRepositoryConfig(ConfigModel):
@@ -363,8 +369,18 @@ class StackConfig(ConfigModel):
     )
     storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
     volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")
-    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account may "
-                                             "read.")
+    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account of "
+                                             "every training namespace may read (unless namespaceDataBuckets names "
+                                             "the namespace).")
+    namespace_data_buckets: dict[str, list[str]] = Field(
+        default={},
+        description="Per training namespace, the only buckets its `training` service account may read, instead of "
+        "trainingDataBuckets: each namespace has its own IAM role.",
+    )
+
+    def data_buckets(self, namespace: str) -> list[str]:
+        """The buckets the training role of ``namespace`` reads."""
+        return self.namespace_data_buckets.get(namespace, self.training_data_buckets)
     ecr_force_delete: bool = Field(
         default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
     )

@@ -666,11 +666,17 @@ def _software_problems(config: StackConfig) -> list[str]:
             if value is not None and not re.fullmatch(QUANTITY, value):
                 problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
 
-    for i, bucket in enumerate(config.training_data_buckets):
-        if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
+    buckets = [(("trainingDataBuckets", i), b) for i, b in enumerate(config.training_data_buckets)]
+    for namespace, listed in config.namespace_data_buckets.items():
+        if namespace not in config.training_namespaces:
             problems.append(
-                f"{key_name(('trainingDataBuckets', i))} = {bucket!r}: not an S3 bucket name (names only, no s3://)"
+                f"{key_name(('namespaceDataBuckets', namespace))} = {listed!r}: not a training namespace; "
+                f"trainingNamespaces lists {config.training_namespaces}"
             )
+        buckets += [(("namespaceDataBuckets", namespace, i), b) for i, b in enumerate(listed)]
+    for loc, bucket in buckets:
+        if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
+            problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
 
     features = config.features
     if features.efa_device_plugin and config.region not in EKS_ADDON_REGISTRIES:
