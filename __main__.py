@@ -9,7 +9,9 @@ from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
+from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
@@ -17,6 +19,8 @@ from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
+from infra.plans import karpenter as karpenter_plan
+from infra.plans import node_security
 from infra.plans.burn_in import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
 from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.plans.system_capacity import node_allocatable
@@ -30,10 +34,11 @@ blocks = lookups.capacity_blocks(config.accelerator_node_groups)
 groups = with_reservation_zones(config.accelerator_node_groups, blocks)
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 features = config.features
+use_karpenter = config.node_provisioner == "karpenter"
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
                node_allocatable(g.instance_type, features, accelerator=True),
-               blocks[g.name].window() if g.name in blocks else None)
+               provisioner=config.node_provisioner, capacity_block=blocks[g.name].window() if g.name in blocks else None)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
@@ -43,6 +48,8 @@ creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_ad
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
+# The one cluster whose pods may assume the stack's Pod Identity roles (their trust policies).
+pod_identity = PodIdentityScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
 
 network = Network(
     "network",
@@ -54,6 +61,7 @@ network = Network(
         zones=placement.zones,
         nat_gateways=config.network.nat_gateways,
         tags=tags,
+        node_subnet_tags={karpenter_plan.DISCOVERY_TAG: config.cluster_name} if use_karpenter else {},
     ),
 )
 
@@ -76,25 +84,28 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
+        pod_identity=pod_identity,
+        session_manager=features.session_manager,
         profile=config.profile,
         tags=tags,
     ),
 )
 
-accelerators = AcceleratorNodeGroups(
-    "accelerators",
-    AcceleratorNodeGroupsArgs(
-        cluster_name=cluster.name,
-        kubernetes_version=cluster.kubernetes_version,
-        vpc_id=network.vpc_id,
-        cluster_security_group_id=cluster.cluster_security_group_id,
-        node_role_arn=cluster.node_role_arn,
-        node_subnet_by_zone_id=network.node_subnet_by_zone_id,
-        groups=specs,
-        depends_on=cluster.node_policies,
-        tags=tags,
-    ),
-)
+if not use_karpenter:
+    AcceleratorNodeGroups(
+        "accelerators",
+        AcceleratorNodeGroupsArgs(
+            cluster_name=cluster.name,
+            kubernetes_version=cluster.kubernetes_version,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=cluster.node_role_arn,
+            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
+            groups=specs,
+            depends_on=cluster.node_policies,
+            tags=tags,
+        ),
+    )
 
 # --- cluster software, through a provider built from the cluster's kubeconfig ---------------
 namespaces = config.training_namespaces
@@ -110,7 +121,7 @@ kubernetes = k8s.Provider(
 identities = TrainingIdentities(
     "training",
     TrainingIdentitiesArgs(
-        cluster.name, cloud.partition, namespaces, config.training_data_buckets, tags, config.kubernetes_version
+        cluster.name, pod_identity, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
     ),
     kubernetes,
 )
@@ -155,6 +166,7 @@ if features.fsx_csi:
             retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
+            pod_identity=pod_identity,
             tags=tags,
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
@@ -187,6 +199,31 @@ Autoscaling(
     ),
     kubernetes,
 )
+if use_karpenter:
+    Karpenter(
+        "karpenter",
+        KarpenterArgs(
+            cluster_name=cluster.name,
+            cluster_name_text=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            groups=specs,
+            lifetimes=karpenter_plan.Lifetimes(
+                config.karpenter.expire_after, config.karpenter.termination_grace_period,
+                config.karpenter.consolidate_after,
+            ),
+            # The same node posture as the managed groups' (infra/plans/node_security.py).
+            hop_limit=node_security.IMDS_HOP_LIMIT,
+            node_policies=node_security.node_policies(features.session_manager),
+            pod_identity=pod_identity,
+            depends_on=[cluster],
+            tags=tags,
+        ),
+        kubernetes,
+    )
 observability = None
 if features.observability:
     observability = Observability(
@@ -196,6 +233,7 @@ if features.observability:
             cluster_name_text=config.cluster_name,
             region=config.region,
             partition=cloud.partition,
+            account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],
@@ -219,7 +257,7 @@ pulumi.export("acceleratorZone", {"name": placement.accelerator_zone.name, "id":
 pulumi.export("acceleratorNodeGroups", [s.output() for s in specs])
 pulumi.export("features", features.model_dump(by_alias=True))
 pulumi.export("trainingNamespaces", namespaces)
-pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArn": identities.role_arn})
+pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArns": identities.role_arns})
 pulumi.export(
     "storage",
     storage.output(config.storage, namespaces, placement.accelerator_zone.id)
@@ -229,7 +267,7 @@ pulumi.export(
 pulumi.export("volcanoQueues", schedulers.queues)
 pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
 pulumi.export("ecrRepositories", registries.urls)
-pulumi.export("podIdentity", {"agent": True, "trainingRoleArn": identities.role_arn})
+pulumi.export("podIdentity", {"agent": True, "trainingRoleArns": identities.role_arns})
 # Always-on system nodes: where workloads put their long-running services (TensorBoard).
 pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
 # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.

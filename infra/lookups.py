@@ -221,8 +221,8 @@ def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, Reser
     """
     found: dict[str, ReservedCapacity] = {}
     for i, group in enumerate(groups):
-        if not group.capacity_block or group.capacity_reservation is None:
-            continue
+        if not group.capacity_block or group.capacity_reservation is None or group.capacity_reservation.id is None:
+            continue  # blocks selected by tags (Karpenter) are found by Karpenter; config requires their azId
         reservation_id = group.capacity_reservation.id
         try:
             block = aws.ec2.get_capacity_block_reservation(id=reservation_id)

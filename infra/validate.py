@@ -73,7 +73,8 @@ def plan_problems(config: StackConfig) -> list[str]:
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
-        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces)
+        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces,
+                                     karpenter=config.node_provisioner == "karpenter")
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
     return problems + neuron_compatibility_problems(config, latest=False)

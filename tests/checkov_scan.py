@@ -2,9 +2,9 @@
 findings against ``security/checkov-justifications.yaml``.
 
 checkov 3.3.30 knows the built-in workload kinds only: a Volcano Job (kind ``Job``) is read as
-a batch/v1 Job without a pod template, RayJobs and MPIJobs not at all. So each custom
-resource that carries pod templates is scanned as the pods it makes (one ``Pod`` per
-template, named ``<object>-<role>``), which is what the operators create from it.
+a batch/v1 Job without a pod template, RayJobs and MPIJobs not at all. So each other object
+that carries pod templates, wherever in it they sit, is scanned as the pods it makes (one
+``Pod`` per template, named ``<object>-<role>``), which is what the operators create from it.
 """
 
 from __future__ import annotations
@@ -29,27 +29,59 @@ WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
 DEFAULT_CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
+# Kinds checkov 3.3.30 reads with their pod templates (checkov/kubernetes/checks/resource/
+# base_root_container_check.py supported_kind, base_container_check.py): scanned as they are. Anything else holding pod
+# templates - Volcano Jobs (batch.volcano.sh, kind Job), RayJobs, RayClusters, MPIJobs, and any
+# custom resource added later - is scanned as the pods it makes.
+CHECKOV_WORKLOADS = {
+    ("v1", "Pod"), ("apps/v1", "Deployment"), ("apps/v1", "DaemonSet"), ("apps/v1", "StatefulSet"),
+    ("apps/v1", "ReplicaSet"), ("v1", "ReplicationController"), ("batch/v1", "Job"), ("batch/v1", "CronJob"),
+}  # fmt: skip
+
+
+def is_pod_template(value: Any) -> bool:
+    """A pod template (or a Pod): a mapping whose `spec` lists containers."""
+    return isinstance(value, dict) and isinstance(value.get("spec"), dict) and isinstance(value["spec"].get("containers"), list)
+
+
 def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(role, pod template) of a custom resource that makes pods; nothing for other objects."""
-    spec, api = obj.get("spec", {}), obj.get("apiVersion", "")
-    if api.startswith("batch.volcano.sh/"):
-        for task in spec.get("tasks", []):
-            yield task["name"], task["template"]
-    elif api.startswith("ray.io/") and obj["kind"] == "RayJob":
-        cluster = spec.get("rayClusterSpec", {})
-        yield "head", cluster["headGroupSpec"]["template"]
-        for group in cluster.get("workerGroupSpecs", []):
-            yield group["groupName"], group["template"]
-    elif api.startswith("kubeflow.org/") and obj["kind"] == "MPIJob":
-        for role, replica in spec.get("mpiReplicaSpecs", {}).items():
-            yield role.lower(), replica["template"]
+    """(role, pod template) of every pod an object makes, found by walking the whole object, so a
+    template at a path nobody listed is found too: a Pod is its own template ("pod"), a
+    Deployment's or Job's is "pod", a custom resource's is named by where it sits - the list
+    item's name or groupName (Volcano tasks, Ray worker groups), the map key (MPIJob Launcher,
+    Worker), or the field (headGroupSpec: head, submitterPodTemplate: submitter)."""
+    if is_pod_template(obj):
+        yield "pod", {"metadata": obj.get("metadata", {}), "spec": obj["spec"]}
+        return
+    yield from _walk(obj.get("spec"), "pod")
+
+
+def _walk(value: Any, role: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if is_pod_template(value):
+        yield role, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _walk(child, _role(key, role))
+    elif isinstance(value, list):
+        for item in value:
+            named = item.get("groupName") or item.get("name") if isinstance(item, dict) else None
+            yield from _walk(item, named or role)
+
+
+def _role(key: str, role: str) -> str:
+    if key[:1].isupper():  # a map of replica types: MPIJob mpiReplicaSpecs.Launcher
+        return key.lower()
+    for suffix in ("GroupSpec", "PodTemplate"):
+        if key.endswith(suffix):
+            return key[: -len(suffix)].lower()
+    return role
 
 
 def scanned_objects(result: PlanResult) -> Iterator[dict[str, Any]]:
     """The plan's Kubernetes objects as checkov should see them (custom resources as their pods)."""
     for obj in kubernetes_objects(result):
         templates = list(pod_templates(obj))
-        if not templates:
+        if not templates or (obj["apiVersion"], obj["kind"]) in CHECKOV_WORKLOADS:
             yield obj
             continue
         meta = obj["metadata"]
@@ -142,12 +174,25 @@ class Justification:
         return finding.check == self.check and any(fnmatch.fnmatchcase(finding.object, p) for p in self.objects)
 
 
+WILDCARDS = set("*?[]!")
+
+
+def blanket_pattern(pattern: str) -> bool:
+    """A pattern that names no object: its kind (first part) or its name (last part) is only
+    wildcards, so it covers whatever is added later (`Pod/*/*`, `*/default/*`, `Dockerfile/*`)."""
+    parts = pattern.split("/")
+    return len(parts) < 2 or any(set(part) <= WILDCARDS for part in (parts[0], parts[-1]))
+
+
 def load_justifications(path: Path = JUSTIFICATIONS) -> list[Justification]:
     entries = yaml.safe_load(path.read_text()) or []
     justifications = []
     for entry in entries:
         if not (entry.get("check") and entry.get("objects") and str(entry.get("reason", "")).strip()):
             raise ValueError(f"{path.name}: every entry needs check, objects and a reason: {entry}")
+        blanket = [p for p in entry["objects"] if blanket_pattern(p)]
+        if blanket:
+            raise ValueError(f"{path.name}: {entry['check']}: {blanket} name no object; list the objects it covers")
         justifications.append(Justification(entry["check"], tuple(entry["objects"]), entry["reason"].strip()))
     return justifications
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import pytest
 
 from offline.runner import PlanResult
+from tests.checkov_scan import kubernetes_objects, pod_templates  # kubernetes_objects: offline.plan, offline.plan_output after the plan-speed work
 from tests.test_workloads import manifest
 from workloads import cluster_check
 
@@ -315,16 +316,24 @@ def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Pa
 
 def node_script_command(
     tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, uid: str = "job-a",
-    device_files: int | None = None,
+    device_files: int | None = None, seccomp: str = "2", memlock: str = "unlimited", runtime: tuple[str, int] = ("ok", 0),
+    imds_answers: bool = False, pingpong: tuple[str, int] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
     ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
-    ``tmp_path`` is a second attempt on the same FSx."""
+    ``tmp_path`` is a second attempt on the same FSx. The posture the node shows: ``seccomp`` mode,
+    ``ulimit -l``, nccom-test's output and status, whether the metadata service answers, and
+    fi_pingpong's (None: not in the image)."""
     layout = _layout()
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
     bin_dir.mkdir(exist_ok=True)
     shared.mkdir(exist_ok=True)
     stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
+    stub(bin_dir, "nccom-test", runtime[0], status=runtime[1])
+    stub(bin_dir, "python3", "", status=0 if imds_answers else 1)  # only the metadata probe runs python3
+    if pingpong is not None:
+        stub(bin_dir, "fi_pingpong", pingpong[0], status=pingpong[1])
+    (tmp_path / "status").write_text(f"Name:\tbash\nSeccomp:\t{seccomp}\n")
     dev = tmp_path / "dev"
     dev.mkdir(exist_ok=True)
     for d in range(devices if device_files is None else device_files):
@@ -341,6 +350,10 @@ def node_script_command(
         cluster_check.node_script(layout)
         .replace(cluster_check.NEURON_BIN, str(bin_dir))
         .replace(cluster_check.FI_INFO, str(bin_dir / "fi_info"))
+        .replace(cluster_check.FI_PINGPONG, str(bin_dir / "fi_pingpong"))
+        .replace(f"sleep {cluster_check.PINGPONG_SERVER_SECONDS}", "sleep 0.01")
+        .replace(cluster_check.PROC_STATUS, str(tmp_path / "status"))
+        .replace(f"memlock=$({cluster_check.MEMLOCK_COMMAND})", f"memlock=$(echo {memlock})")
         .replace(cluster_check.DEVICE_FILES, str(tmp_path / "dev" / "neuron"))
         .replace(cluster_check.SHARED_MOUNT, str(shared)),
         tmp_path,
@@ -383,6 +396,51 @@ def test_a_healthy_node_passes(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("NODE ip-100-64-1-1 trn1.32xlarge PASS neuron=16/16 cores=32/32 efa=8/8 fsx write 716 MB/s")
+
+
+def test_a_healthy_node_proves_the_training_posture(tmp_path: Path) -> None:
+    run = run_node_script(tmp_path, devices=16, efa_domains=8, pingpong=("bytes 64", 0))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for line in ("ok    seccomp: RuntimeDefault in force (filter mode)", "ok    locked memory (ulimit -l): unlimited",
+                 "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)",
+                 "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)", "ok    instance metadata unreachable from the pod"):
+        assert line in run.stdout, line
+
+
+@pytest.mark.parametrize("posture, failure", [
+    ({"seccomp": "0"}, "FAIL  seccomp: mode '0'"),
+    ({"memlock": "65536"}, "FAIL  locked memory (ulimit -l): 65536 KiB; EFA registers its buffers against it (no IPC_LOCK): raise containerd's LimitMEMLOCK"),
+    ({"runtime": ("nrt_init: mbind failed: Operation not permitted", 1)},
+     "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): nrt_init: mbind failed: Operation not permitted"),
+    ({"pingpong": ("fi_mr_reg(): Cannot allocate memory", 1)}, "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): fi_mr_reg(): Cannot allocate memory"),
+    ({"imds_answers": True}, "FAIL  instance metadata: this pod got an IMDSv2 token"),
+])
+def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: Path, posture, failure) -> None:
+    run = run_node_script(tmp_path, devices=16, efa_domains=8, **posture)
+    assert run.returncode == 1, run.stdout
+    assert failure in run.stdout
+    assert cluster_check.POSTURE_DOCS in run.stdout or "seccomp" in failure
+    assert " FAIL neuron=16/16" in run.stdout
+
+
+def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: PlanResult) -> None:
+    """Issue 20, point 4: the per-node pod is a BERT worker's posture, the all-reduce workers a NeMo
+    MPI worker's (sshd's capabilities), both from workloads/pods.py training_pod/training_container:
+    pod security context, token, container context (capabilities, escalation), device limits."""
+    def pod(kind: str, name: str, role: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        obj = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == kind and o["metadata"]["name"] == name)
+        template = dict(pod_templates(obj))[role]
+        return template["spec"], template["spec"]["containers"][0]
+
+    def posture(spec: dict[str, Any], container: dict[str, Any]) -> tuple[Any, ...]:
+        return (spec["securityContext"], spec["automountServiceAccountToken"], spec["nodeSelector"], spec["tolerations"],
+                container["securityContext"], container["resources"]["limits"])
+
+    assert posture(*pod("Job", "cluster-check-nodes", "pod")) == posture(*pod("Job", "bert-train", "worker-0"))
+    assert posture(*pod("MPIJob", "cluster-check-allreduce", "worker")) == posture(*pod("MPIJob", "llama2-train", "worker"))
+    spec, container = pod("Job", "cluster-check-nodes", "pod")
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "IPC_LOCK" not in str(container["securityContext"])
 
 
 def test_neuron_ls_and_the_device_files_must_agree(tmp_path: Path) -> None:

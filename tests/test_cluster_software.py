@@ -310,16 +310,61 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
 # --- identities, registries, observability -------------------------------------------------------
 
 
+def role_arn(role) -> str:
+    """The ARN the offline mocks give a role (offline/mocks.py: its name, with a placeholder suffix)."""
+    return f"arn:aws:iam::123456789012:role/{role.name}-placeholder"
+
+
 def test_training_service_account_and_s3_read(dev, plan_with):
     sa = dev.named("default-training-sa").inputs
     assert sa["metadata"] == {"name": "training", "namespace": "default"}
     association = dev.named("default-training-identity").inputs
     assert (association["namespace"], association["serviceAccount"]) == ("default", "training")
-    assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-role-policy"]
-    plan = plan_with(trainingDataBuckets=["my-datasets"])
-    policy = json.loads(plan.named("training-role-policy").inputs["policy"])
-    assert policy["Statement"][1] == {"Sid": "Read", "Effect": "Allow", "Action": ["s3:GetObject"],
-                                      "Resource": ["arn:aws:s3:::my-datasets/*"]}
+    assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-default-role-policy"]
+    plan = plan_with(trainingNamespaces=["default", "research"], trainingDataBuckets=["shared-data"],
+                     namespaceDataBuckets={"research": ["research-data"]})
+
+    def reads(namespace: str) -> list[str]:
+        policy = json.loads(plan.named(f"training-{namespace}-role-policy").inputs["policy"])
+        assert policy["Statement"][1]["Action"] == ["s3:GetObject"]
+        return policy["Statement"][1]["Resource"]
+
+    # One role per namespace, each reading only its own buckets.
+    assert reads("default") == ["arn:aws:s3:::shared-data/*"]
+    assert reads("research") == ["arn:aws:s3:::research-data/*"]
+    roles = {r.name: r for r in plan.of_type("aws:iam/role:Role")}
+    for namespace in ("default", "research"):
+        association = plan.named(f"{namespace}-training-identity").inputs
+        assert association["roleArn"] == role_arn(roles[f"training-{namespace}-role"])
+        trust = json.loads(roles[f"training-{namespace}-role"].inputs["assumeRolePolicy"])
+        assert trust["Statement"][0]["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == namespace
+
+
+def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_account(dev, prod):
+    """EKS user guide (awsdocs/amazon-eks-user-guide, latest/ug/manage-access/aws-access/pod-id-role.adoc
+    and pod-id-abac.adoc): Pod Identity assumes the role with sts:TagSession and the session tags
+    eks-cluster-arn, kubernetes-namespace and kubernetes-service-account, which the trust policy
+    may require; aws:SourceAccount names the account. Every role trusted by pods.eks.amazonaws.com
+    requires all four, and the namespace and service account are those of its association."""
+    for plan in (dev, prod):
+        associations = [(r.inputs["namespace"], r.inputs["serviceAccount"], r.inputs["roleArn"])
+                        for r in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")]
+        associations += [("", a["serviceAccount"], a["roleArn"]) for r in plan.of_type("aws:eks/addon:Addon")
+                         for a in r.inputs.get("podIdentityAssociations", [])]
+        pod_roles = {}
+        for role in plan.of_type("aws:iam/role:Role"):
+            trust = json.loads(role.inputs["assumeRolePolicy"])
+            (statement,) = trust["Statement"]
+            if statement["Principal"] != {"Service": "pods.eks.amazonaws.com"}:
+                continue
+            pod_roles[role_arn(role)] = statement["Condition"]["StringEquals"]
+        assert len(pod_roles) >= 5, plan.stack
+        for namespace, account, arn in associations:
+            condition = pod_roles[arn]
+            assert condition["aws:SourceAccount"] == "123456789012"
+            assert condition["aws:RequestTag/eks-cluster-arn"] == f"arn:aws:eks:{plan.outputs['region']}:123456789012:cluster/{plan.outputs['clusterName']}"
+            assert condition["aws:RequestTag/kubernetes-service-account"] == account
+            assert namespace in ("", condition["aws:RequestTag/kubernetes-namespace"])
 
 
 def test_ecr_repositories(dev, prod):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import ipaddress
 
 import pytest
@@ -82,7 +84,8 @@ def test_eks_cluster_settings(dev):
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:us-west-2:")
     assert cluster["privateSubnetIds"] == ["subnet-placeholder-network-private-usw2-az4", "subnet-placeholder-network-private-usw2-az1"]
     # The builds AWS marks default for 1.34 (the offline stand-ins in offline/fixtures.py).
-    assert cluster["vpcCniOptions"]["addonVersion"] == "v1.20.4-eksbuild.1"
+    # pulumi-eks installs no VPC CNI of its own: the add-on is ours, with its own role.
+    assert cluster["useDefaultVpcCni"] is True and "vpcCniOptions" not in cluster
     assert cluster["kubeProxyAddonOptions"]["version"] == "v1.34.1-eksbuild.2"
     assert cluster["corednsAddonOptions"]["enabled"] is False
     assert dev.named("cluster-secrets").inputs["enableKeyRotation"] is True
@@ -90,7 +93,9 @@ def test_eks_cluster_settings(dev):
 
 def test_managed_addons_pinned_and_ordered(dev):
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon") if r.parent.endswith("::cluster")}
-    assert set(addons) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver", "eks-node-monitoring-agent"}
+    assert set(addons) == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver", "eks-node-monitoring-agent"}
+    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/fixtures.py).
+    assert addons["vpc-cni"].inputs["addonVersion"] == "v1.20.4-eksbuild.1"
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
     core_group = dev.named("cluster-core").urn
     assert core_group in addons["coredns"].dependencies
@@ -114,14 +119,38 @@ def test_core_node_group(dev):
     assert "taints" not in core
 
 
-def test_node_role_policies(dev):
-    policies = {r.inputs["policyArn"] for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("cluster-node-")}
-    assert policies == {
-        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-    }
+def node_role_policies(plan) -> set[str]:
+    return {r.inputs["policyArn"].rsplit("/", 1)[1] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if r.name.startswith("cluster-node-")}
+
+
+def test_node_role_policies(dev, prod, plan_with):
+    # What every process that reaches the node's credentials holds: the kubelet's and image pulls'
+    # needs only. The VPC CNI's ENI permissions are aws-node's own (below); Session Manager's
+    # account-wide ssm:GetParameter comes only with features.sessionManager.
+    for plan in (dev, prod):
+        assert node_role_policies(plan) == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"}
+    with_ssm = plan_with(features={"sessionManager": True})
+    assert node_role_policies(with_ssm) == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly",
+                                            "AmazonSSMManagedInstanceCore"}
+
+
+def test_the_vpc_cni_has_its_own_role_through_pod_identity(dev):
+    cni = dev.named("cluster-vpc-cni", "aws:eks/addon:Addon")
+    (association,) = cni.inputs["podIdentityAssociations"]
+    assert association == {"roleArn": "arn:aws:iam::123456789012:role/cluster-vpc-cni-placeholder", "serviceAccount": "aws-node"}
+    attached = {r.inputs["policyArn"] for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if r.name.startswith("cluster-vpc-cni-attach")}
+    assert attached == {"arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"}
+    # The Pod Identity agent hands aws-node its credentials; nodes wait for both (they are not Ready
+    # without a working CNI).
+    assert dev.named("cluster-eks-pod-identity-agent").urn in cni.dependencies
+    for group in dev.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert cni.urn in group.dependencies, group.name
+    # pulumi-eks 4.4.0 kept aws-node on deletion (addons/cni-addon.ts, preserve: true), and the
+    # add-on it declared is adopted under its old URN rather than created a second time.
+    assert cni.inputs["preserve"] is True
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
 def test_prod_endpoint_is_public_only_to_listed_ranges(dev, prod):

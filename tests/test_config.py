@@ -47,6 +47,8 @@ def test_defaults_make_a_working_dev_config():
     switches = config.features.model_dump()
     assert switches.pop("neuron_scheduler_extension") is False
     assert switches.pop("neuron_node_recovery") is False
+    # Session Manager's policy would give every holder of the node's credentials the account's SSM parameters.
+    assert switches.pop("session_manager") is False
     assert all(switches.values())
     assert config.environment == "dev" and config.upgrade_policy == "STANDARD" and config.log_retention_days == 90
     assert all(g.auto_repair for g in config.accelerator_node_groups)

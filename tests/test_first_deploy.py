@@ -275,10 +275,9 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     # Every node group follows the control plane's version too (see test_node_groups_follow_...).
     assert {r.inputs["version"] for r in plan.of_type("aws:eks/nodeGroup:NodeGroup")} == {"1.33"}
     assert builds == {a: expected[a] for a in builds}
-    assert set(builds) == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver",
+    assert set(builds) == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver",
                            "amazon-cloudwatch-observability", "eks-node-monitoring-agent"}
     cluster = plan.named("cluster-eks").inputs
-    assert cluster["vpcCniOptions"]["addonVersion"] == expected["vpc-cni"]
     assert cluster["kubeProxyAddonOptions"]["version"] == expected["kube-proxy"]
     assert plan.outputs["addonBuilds"] == expected
 
@@ -317,7 +316,7 @@ def test_pin_format_and_floor():
 def test_switching_observability_off_drops_its_addon(plan_with):
     plan = plan_with(features={"observability": False, "nodeMonitoringAgent": False})
     names = {r.inputs["addonName"] for r in plan.of_type("aws:eks/addon:Addon")}
-    assert names == {"coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
+    assert names == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
     assert "amazon-cloudwatch-observability" not in plan.outputs["addonBuilds"]
 
 

@@ -47,6 +47,8 @@ def test_plan_writes_resources_json(tmp_path, capsys):
         "namespace-default.yaml",
         "namespace-neuron-burn-in.yaml",
         "namespace-neuron-healthcheck-system.yaml",
+        # Every pod of the namespace kept from the instance metadata service (infra/plans/node_security.py).
+        "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-default-etcd.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",

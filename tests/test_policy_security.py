@@ -12,6 +12,7 @@ import pytest
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
 from policy.guardrails import POLICIES
+from policy.guardrails.security import world_open
 from offline.policy_run import parse_config, run_policies
 from tests.policy_helpers import engine_violations, first_preview, k8s, reg, urn, violations
 
@@ -82,7 +83,7 @@ def test_offline_the_component_is_checked_through_the_child_pulumi_eks_declares(
 
 
 def test_launch_template_imdsv2_encryption_no_public_ip():
-    good = {"metadataOptions": {"httpTokens": "required"},
+    good = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
             "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
             "networkInterfaces": [{"deviceIndex": 0, "interfaceType": "efa"}]}
     assert not violations("launch-template-hardening", reg(LT, "lt", good))
@@ -90,7 +91,93 @@ def test_launch_template_imdsv2_encryption_no_public_ip():
            "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": 100}}],
            "networkInterfaces": [{"associatePublicIpAddress": "true"}]}
     messages = violations("launch-template-hardening", reg(LT, "lt", bad))
-    assert len(messages) == 3 and "IMDSv1" in messages[0] and "/dev/xvdb" in messages[1] and "public IP" in messages[2]
+    assert len(messages) == 4 and "IMDSv1" in messages[0] and "/dev/xvdb" in messages[2] and "public IP" in messages[3]
+    assert "httpPutResponseHopLimit to None" in messages[1]
+
+
+@pytest.mark.parametrize("hops", [2, 3])
+def test_a_metadata_hop_limit_above_one_is_refused(hops):
+    # Two hops reach pods on the pod network (one more hop, the veth): they could take the node's role.
+    lt = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": hops},
+          "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}
+    [message] = engine_violations("launch-template-hardening", LT, lt)
+    assert f"httpPutResponseHopLimit to {hops}: set it to 1" in message
+    lt["metadataOptions"]["httpPutResponseHopLimit"] = 1
+    assert not engine_violations("launch-template-hardening", LT, lt)
+
+
+def test_karpenter_node_classes_keep_one_metadata_hop():
+    node_class = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+    meta = {"metadata": {"name": "trainium"}}
+    # Unset: the CRD's defaults, one hop and tokens required (karpenter-provider-aws v1.14.1).
+    assert not engine_violations("node-class-metadata", node_class, {**meta, "spec": {"amiFamily": "AL2023"}})
+    [message] = engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpPutResponseHopLimit": 2}}})
+    assert "httpPutResponseHopLimit to 2" in message
+    assert engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpTokens": "optional"}}})
+
+
+def test_a_launch_template_without_an_encrypted_volume_is_refused():
+    # No blockDeviceMappings: the root volume takes the AMI snapshot's encryption.
+    lt = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1}}
+    [message] = engine_violations("launch-template-hardening", LT, lt)
+    assert "declares no EBS volume" in message
+    lt["blockDeviceMappings"] = [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": 100, "encrypted": "true"}}]
+    assert not engine_violations("launch-template-hardening", LT, lt)
+
+
+def test_standalone_ebs_volumes_are_encrypted():
+    volume = "aws:ebs/volume:Volume"
+    assert engine_violations("ebs-volume-encrypted", volume, {"size": 100})
+    assert engine_violations("ebs-volume-encrypted", volume, {"size": 100, "encrypted": False})
+    assert not engine_violations("ebs-volume-encrypted", volume, {"size": 100, "encrypted": True})
+
+
+def test_node_group_ssh_only_from_named_security_groups():
+    group = "aws:eks/nodeGroup:NodeGroup"
+    [message] = engine_violations("node-group-no-open-ssh", group, {"remoteAccess": {"ec2SshKey": "ops"}})
+    assert "opens port 22 to 0.0.0.0/0" in message
+    assert not engine_violations("node-group-no-open-ssh", group,
+                                 {"remoteAccess": {"ec2SshKey": "ops", "sourceSecurityGroupIds": ["sg-bastion"]}})
+    assert not engine_violations("node-group-no-open-ssh", group, {"nodeGroupName": "core"})
+
+
+@pytest.mark.parametrize("type_", ["aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer",
+                                   "aws:elb/loadBalancer:LoadBalancer"])
+def test_aws_load_balancers_are_internal(type_):
+    # pulumi-aws: `internal` unset is an internet-facing load balancer.
+    assert engine_violations("load-balancer-internal", type_, {"loadBalancerType": "application"})
+    assert engine_violations("load-balancer-internal", type_, {"internal": False})
+    assert not engine_violations("load-balancer-internal", type_, {"internal": True})
+    assert not engine_violations("load-balancer-internal", type_, {"internal": False}, config={"allowedNames": ["r"]})
+
+
+@pytest.mark.parametrize("sources", [["0.0.0.0/1", "128.0.0.0/1"], ["::/1", "8000::/1"],
+                                     ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"]])
+def test_the_world_in_slices_is_the_world(sources):
+    assert world_open(sources)
+    assert violations("security-group-no-open-ingress", reg("aws:ec2/securityGroupRule:SecurityGroupRule", "r",
+                                                            {"type": "ingress", "cidrBlocks": sources}))
+    assert violations("security-group-no-open-ingress", reg(SG, "r", {"ingress": [{"cidrBlocks": sources}]}))
+    assert violations("load-balancer-restricted", _service({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:acm"}, sources))
+    assert engine_violations("eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"publicAccessCidrs": sources}})
+
+
+def test_listed_networks_are_not_the_world():
+    assert not world_open(["203.0.113.0/24", "198.51.100.0/24"])
+    assert not world_open(["0.0.0.0/1"])  # half the internet is too much, but not this rule's finding
+    assert not world_open(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"])
+
+
+def test_separate_ingress_rules_adding_up_to_the_world_are_refused():
+    group = (SG, "web")
+    halves = [reg(IN, f"half-{i}", {"cidrIpv4": cidr, "ipProtocol": "tcp"}, {"securityGroupId": [group]})
+              for i, cidr in enumerate(("0.0.0.0/1", "128.0.0.0/1"))]
+    [message] = violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), *halves)
+    assert "'web'" in message and "the whole" in message
+    # One half alone, or the two halves on different groups, is not the world.
+    assert not violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), halves[0])
+    other = reg(IN, "half-1", {"cidrIpv4": "128.0.0.0/1", "ipProtocol": "tcp"}, {"securityGroupId": [(SG, "other")]})
+    assert not violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), reg(SG, "other", {}), halves[0], other)
 
 
 @pytest.mark.parametrize("type_, inputs", [
@@ -231,3 +318,30 @@ def test_privileged_and_host_path_only_where_allowed():
     assert len(violations("no-privileged-or-host-path", privileged)) == 2
     assert not violations("no-privileged-or-host-path", privileged, config={"allowedObjects": ["default/p"]})
     assert not violations("no-privileged-or-host-path", _pod("x:1", volumes=[{"name": "shm", "emptyDir": {"medium": "Memory"}}]))
+
+
+@pytest.mark.parametrize("spec", [{"hostNetwork": True}, {"hostPID": True}, {"hostIPC": True}])
+def test_host_namespaces_only_where_allowed(spec):
+    [message] = violations("no-privileged-or-host-path", _pod("x:1", **spec))
+    assert next(iter(spec)) in message
+    assert not violations("no-privileged-or-host-path", _pod("x:1", **spec), config={"allowedObjects": ["default/p"]})
+
+
+def test_capabilities_beyond_the_runtime_default_set_are_refused():
+    def pod(add):
+        return k8s("kubernetes:kubeflow.org/v2beta1:MPIJob", "m", {"metadata": {"name": "m", "namespace": "default"}, "spec": {
+            "mpiReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [
+                {"name": "w", "image": "x:1", "securityContext": {"capabilities": {"drop": ["ALL"], "add": add}}}]}}}}}})
+
+    [message] = violations("no-privileged-or-host-path", pod(["SYS_ADMIN", "SETUID"]))
+    assert "['SYS_ADMIN']" in message and "spec.mpiReplicaSpecs.Worker.template.spec" in message
+    # sshd's five (workloads' MPI workers) are in the default set Pod Security baseline admits.
+    assert not violations("no-privileged-or-host-path", pod(["AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"]))
+
+
+def test_controller_made_pods_are_checked_too():
+    # A RayJob's submitter template is a pod KubeRay creates as given.
+    rayjob = k8s("kubernetes:ray.io/v1:RayJob", "r", {"metadata": {"name": "r", "namespace": "default"}, "spec": {
+        "submitterPodTemplate": {"spec": {"hostNetwork": True, "containers": [{"name": "s", "image": "x:1"}]}}}})
+    [message] = violations("no-privileged-or-host-path", rayjob)
+    assert "spec.submitterPodTemplate.spec" in message and "hostNetwork" in message

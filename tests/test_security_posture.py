@@ -4,6 +4,8 @@ setting that makes the policies count. Computed from the real plans (dev and pro
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Iterator, Mapping
 
 import pytest
@@ -12,6 +14,7 @@ from infra.plans import pod_security
 from infra.components.schedulers import ETCD_PORT
 from offline.plan_output import kubernetes_objects
 from offline.runner import PlanResult
+from tests import crd_fields
 from tests.checkov_scan import pod_templates
 from workloads import data_staging, ray_llama2, tensorboard_viewer
 
@@ -81,17 +84,54 @@ def strictest_level(specs: list[Mapping[str, Any]]) -> str:
 
 
 def pods(result: PlanResult) -> Iterator[tuple[str, str, dict[str, str], dict[str, Any]]]:
-    """(object/role, namespace, pod labels, pod spec) of every pod the plan's objects make."""
+    """(Kind/object/role, namespace, pod labels, pod spec) of every pod the plan's objects make,
+    found by walking each object (tests/checkov_scan.py pod_templates), controller-made pods
+    included: a template added anywhere in any object is checked without a change here."""
     for obj in kubernetes_objects(result):
         meta = obj["metadata"]
         namespace = meta.get("namespace", "default")
-        templates = list(pod_templates(obj))
-        if obj["kind"] in ("Deployment", "Job") and obj["apiVersion"] in ("apps/v1", "batch/v1"):
-            templates = [("pod", obj["spec"]["template"])]
-        elif obj["kind"] == "Pod":
-            templates = [("pod", {"metadata": meta, "spec": obj["spec"]})]
-        for role, template in templates:
+        for role, template in pod_templates(obj):
             yield f"{obj['kind']}/{meta['name']}/{role}", namespace, template.get("metadata", {}).get("labels", {}), template["spec"]
+
+
+def crd_template_paths(obj: dict[str, Any]) -> list[str]:
+    """The pod-template paths the object's pinned CRD defines (tests/crd_paths, `= @pod-template`)."""
+    tree = crd_fields.load(obj["apiVersion"], obj["kind"])
+    return [path for path, section in tree.references.items() if section.startswith("pod-template")]
+
+
+def present(value: Any, path: list[str]) -> int:
+    """How many values sit at a CRD path (``[]`` walks a list, ``{}`` every value of a map)."""
+    if not path:
+        return 1 if value is not None else 0
+    head, rest = path[0], path[1:]
+    key, _, marker = head.partition("[")
+    if head.endswith("{}"):
+        key, marker = head[:-2], "{"
+    child = value.get(key) if isinstance(value, dict) else None
+    if child is None:
+        return 0
+    if marker.startswith("]"):
+        return sum(present(item, rest) for item in child)
+    if marker == "{":
+        return sum(present(item, rest) for item in child.values())
+    return present(child, rest)
+
+
+def test_the_walk_finds_every_pod_template_the_crds_define(workloads_all: PlanResult, workloads_prod: PlanResult) -> None:
+    # Every custom resource with pod templates: as many found by the walk as sit at the template
+    # paths of its pinned CRD (RayJob: head, worker groups and the submitter; MPIJob: each replica
+    # type; Volcano Job: each task).
+    kinds = set()
+    for plan in (workloads_all, workloads_prod):
+        for obj in kubernetes_objects(plan):
+            if (obj["apiVersion"], obj["kind"]) not in crd_fields.FILES:
+                continue
+            kinds.add(obj["kind"])
+            expected = sum(present(obj, p.split(".")) for p in crd_template_paths(obj))
+            assert len(list(pod_templates(obj))) == expected > 0, obj["metadata"]["name"]
+    assert kinds >= {"RayJob", "MPIJob", "Job"}
+    assert "spec.submitterPodTemplate" in crd_template_paths({"apiVersion": "ray.io/v1", "kind": "RayJob"})
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +145,11 @@ def all_pods(plans: list[PlanResult]) -> list[tuple[str, str, dict[str, str], di
     # Every workload and the cluster's etcd are on in these plans.
     names = {name.split("/")[1] for name, *_ in found}
     assert {"etcd", "bert-train", "llama2-pretraining-job", "llama2-train", "stage-redpajama", "cmd-shell", "tensorboard"} <= names
+    # Pods the operators make from our templates are among them: KubeRay's submitter, head and
+    # workers, the MPI launcher and workers, Volcano's tasks.
+    roles = {name for name, *_ in found}
+    assert {"RayJob/llama2-pretraining-job/submitter", "RayJob/llama2-pretraining-job/head",
+            "MPIJob/llama2-train/launcher", "Job/bert-train/worker-0"} <= roles
     return found
 
 
@@ -294,12 +339,11 @@ def test_staging_pods_accept_no_traffic(workloads_dev: PlanResult) -> None:
 
 
 def test_the_vpc_cni_enforces_network_policies(dev: PlanResult, prod: PlanResult) -> None:
-    # pulumi-eks turns enableNetworkPolicy into the add-on's `enableNetworkPolicy: "true"`
-    # (nodejs/eks/addons/cni-addon.ts mergeConfigurationValues); without it the policies above
-    # are stored and ignored.
+    # The aws-vpc-cni chart's `enableNetworkPolicy` (charts/aws-vpc-cni/values.yaml, v1.20.4), the
+    # add-on's configuration value; without it the policies above are stored and ignored.
     for plan in (dev, prod):
-        cluster = plan.of_type("eks:index:Cluster")[0]
-        assert cluster.inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
+        cni = plan.named("cluster-vpc-cni", "aws:eks/addon:Addon")
+        assert json.loads(cni.inputs["configurationValues"])["enableNetworkPolicy"] == "true"
 
 
 def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_all: PlanResult) -> None:

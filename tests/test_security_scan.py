@@ -80,6 +80,26 @@ def test_every_justification_has_a_reason(tmp_path: Path) -> None:
         checkov_scan.load_justifications(bad)
 
 
+@pytest.mark.parametrize("pattern", ["Pod/*/*", "*/default/*", "Dockerfile/*", "Job/default/**", "*"])
+def test_a_blanket_justification_is_refused(tmp_path: Path, pattern: str) -> None:
+    # A pattern that names no object absorbs every later finding of its check unseen (issue 20, point 3).
+    bad = tmp_path / "j.yaml"
+    bad.write_text(f"- check: CKV_K8S_15\n  objects: ['{pattern}']\n  reason: pinned\n")
+    with pytest.raises(ValueError, match="name no object"):
+        checkov_scan.load_justifications(bad)
+
+
+def test_every_justification_names_its_objects() -> None:
+    entries = checkov_scan.load_justifications()
+    assert entries and not [p for j in entries for p in j.objects if checkov_scan.blanket_pattern(p)]
+    assert not checkov_scan.blanket_pattern("Pod/*/bert-*-worker-*")
+
+
+def test_the_scan_sees_controller_made_pods(findings: list[Finding]) -> None:
+    # KubeRay's submitter pods are made from our submitterPodTemplate: scanned like any pod.
+    assert any(f.object == "Pod/default/llama2-pretraining-job-submitter" for f in findings)
+
+
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
     assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
     assert checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile") == "Dockerfile/nemo-megatron"

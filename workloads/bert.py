@@ -118,8 +118,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "image": job.image,
         "command": with_deadline(bert_launch.command(job.run, RDZV_ID), job.deadline_minutes),
         "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
-        "resources": pods.training_resources(job.group),
-        "securityContext": pods.accelerator_security_context(),
+        **pods.training_container(job.group),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
     if job.liveness_probe is not None:
@@ -133,12 +132,11 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "maxRetry": job.max_retry,
         "policies": task_policies(),
         "template": {
-            "metadata": {"labels": labels},
+            "metadata": pods.pod_metadata(labels, job.group),
             "spec": {
-                **pods.pod_defaults(),
+                **pods.training_pod(job.group),
                 "restartPolicy": "Never",
                 "serviceAccountName": job.service_account,
-                **pods.accelerator_placement(job.group),
                 "containers": [container],
                 "volumes": [pods.shm_volume(), pods.claim_volume(job.claim)],
             },

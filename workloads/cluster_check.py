@@ -177,6 +177,60 @@ def current_attempt(layout: CheckLayout) -> str:
 
 MEMINFO = "/proc/meminfo"
 
+# --- the training posture, proved on the node ----------------------------------------------------
+# The per-node pod runs under the training pods' posture (pods.training_pod/training_container):
+# these lines check what that posture could break and no test here can run.
+PROC_STATUS = "/proc/self/status"
+# `Seccomp: 2` is filter mode, the RuntimeDefault profile applied (proc(5), /proc/pid/status).
+SECCOMP_FILTER = "2"
+MEMLOCK_COMMAND = "ulimit -l"
+FI_PINGPONG = "/opt/amazon/efa/bin/fi_pingpong"
+# fi_pingpong's client connects to a server started just before it on the same node.
+PINGPONG_SERVER_SECONDS = 2
+IMDS_TOKEN_URL = "http://169.254.169.254/latest/api/token"
+# An IMDSv2 token request (EC2 user guide, "Use IMDSv2"): a pod that gets one could read the node's
+# role credentials next. Exit 0 means the metadata service answered.
+IMDS_PROBE = (
+    "import urllib.request as u; u.urlopen(u.Request('" + IMDS_TOKEN_URL + "', method='PUT', "
+    "headers={'X-aws-ec2-metadata-token-ttl-seconds': '60'}), timeout=3)"
+)
+# Where the fixes for a failed posture line are written up.
+POSTURE_DOCS = "docs/operations.md#when-a-posture-check-fails"
+
+
+def posture_checks() -> str:
+    """Shell: the lines that prove the training posture on a real node.
+
+    - seccomp: the pod's RuntimeDefault profile is in force (filter mode).
+    - locked memory: without IPC_LOCK (Pod Security baseline refuses it) libfabric registers EFA
+      buffers against the container's RLIMIT_MEMLOCK, which is containerd's own on AL2023
+      (amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json sets only RLIMIT_NOFILE);
+      registrations fail with -12 ENOMEM at 64 MiB (awslabs/awsome-distributed-ai#647), so anything
+      short of unlimited fails here, with the fix.
+    - a Neuron runtime call under that profile: nccom-test on two NeuronCores of this node (the
+      runtime's NUMA placement calls, mbind and set_mempolicy, need CAP_SYS_NICE under
+      containerd's default profile: containerd contrib/seccomp/seccomp_default.go).
+    - an EFA transfer under that profile: fi_pingpong over the EFA provider on this node, when the
+      image has it; the all-reduce stage carries EFA traffic between nodes either way.
+    - the instance metadata service: an IMDSv2 token request must go unanswered (hop limit 1 and
+      the namespace's deny-instance-metadata NetworkPolicy).
+    """
+    return f"""seccomp=$(awk '/^Seccomp:/ {{print $2}}' {PROC_STATUS})
+if [ "$seccomp" = {SECCOMP_FILTER} ]; then echo "ok    seccomp: RuntimeDefault in force (filter mode)"; else echo "FAIL  seccomp: mode '$seccomp', not the RuntimeDefault filter the pod asks for"; failed=1; fi
+memlock=$({MEMLOCK_COMMAND})
+if [ "$memlock" = unlimited ]; then echo "ok    locked memory (ulimit -l): unlimited"; else echo "FAIL  locked memory (ulimit -l): $memlock KiB; EFA registers its buffers against it (no IPC_LOCK): raise containerd's LimitMEMLOCK to infinity in the node user data ({POSTURE_DOCS})"; failed=1; fi
+if out=$({NEURON_BIN}/nccom-test -r 2 -b 1KB -e 1MB -f 4 -d {NCCOM_DATATYPE} --non-interactive allr 2>&1); then echo "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)"; else echo "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): ${{out##*$'\n'}} ({POSTURE_DOCS})"; failed=1; fi
+if [ -x {FI_PINGPONG} ]; then
+  {FI_PINGPONG} -p efa -e rdm >/dev/null 2>&1 & server=$!
+  sleep {PINGPONG_SERVER_SECONDS}
+  if out=$(timeout 60 {FI_PINGPONG} -p efa -e rdm localhost 2>&1); then echo "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)"; else echo "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): ${{out##*$'\n'}} ({POSTURE_DOCS})"; failed=1; fi
+  kill $server 2>/dev/null
+else
+  echo "info  EFA transfer: no fi_pingpong in the image; the all-reduce stage carries EFA traffic between nodes"
+fi
+if timeout 10 python3 -c "{IMDS_PROBE}" >/dev/null 2>&1; then echo "FAIL  instance metadata: this pod got an IMDSv2 token, so it could take the node's role: check the launch template's hop limit (1) and the deny-instance-metadata NetworkPolicy ({POSTURE_DOCS})"; failed=1; else echo "ok    instance metadata unreachable from the pod"; fi
+"""
+
 
 def memory_check(group: NodeGroup) -> str:
     """Shell: the node's MemTotal (what the kubelet reports as memory capacity) beside what the
@@ -222,7 +276,7 @@ check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED
 # Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
 # reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
 echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' {MEMINFO})"
-{memory_check(g)}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+{memory_check(g)}{posture_checks()}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
@@ -250,6 +304,7 @@ def _check_job(
     deadline_minutes: int,
     defaults: Mapping[str, Any],
     parallel_pods: int = 1,
+    group: Optional[NodeGroup] = None,
 ) -> dict[str, Any]:
     """A stage that is a batch/v1 Job: one try (a check that fails once has found something), a
     deadline so a hang releases its nodes, and `pulumi up` waiting a little longer than that
@@ -265,7 +320,7 @@ def _check_job(
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline_minutes * 60,
             "template": {
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), group),
                 "spec": {
                     **defaults,
                     "serviceAccountName": layout.service_account,
@@ -289,14 +344,14 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
             {"name": "JOB_UID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"}}},
         ],
         # Every device and interface of the node: one pod per node, and it sees what a job would.
-        "resources": pods.training_resources(layout.group, pods.CHECK_REQUESTS),
-        "securityContext": pods.accelerator_security_context(),
+        # The training containers' posture (pods.training_container): what passes here passes there.
+        **pods.training_container(layout.group, pods.CHECK_REQUESTS),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
     # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
     job = _check_job(
-        layout, "cluster-check-nodes", container, pods.accelerator_placement(layout.group),
-        layout.settings.timeout_minutes, pods.pod_defaults(), parallel_pods=layout.settings.nodes,
+        layout, "cluster-check-nodes", container, {}, layout.settings.timeout_minutes,
+        pods.training_pod(layout.group), parallel_pods=layout.settings.nodes, group=layout.group,
     )  # fmt: skip
     if layout.gang_queue is not None:
         through_volcano(job, layout.gang_queue, layout.settings.nodes)
@@ -393,8 +448,8 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "image": layout.image,
         "command": worker_command(),
         "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", **OMPI_ROOT_ENV}),
-        "resources": pods.training_resources(layout.group, pods.CHECK_REQUESTS),
-        "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
+        # The NeMo MPI workers' posture, sshd's capabilities included.
+        **pods.training_container(layout.group, pods.CHECK_REQUESTS, add=pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.shm_mount()],
     }
     # The nemo-megatron image: the launcher needs ssh, which the small cmd-shell image lacks.
@@ -434,11 +489,10 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
-                            **pods.pod_defaults(),
+                            **pods.training_pod(layout.group),
                             "serviceAccountName": layout.service_account,
-                            **pods.accelerator_placement(layout.group),
                             "containers": [worker],
                             "volumes": [pods.shm_volume()],
                         }

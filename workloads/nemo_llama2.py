@@ -146,8 +146,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "command": ["/usr/sbin/sshd", "-De"],
         # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
         # RedPajama staging job downloaded; only that download needs the token.
-        "resources": pods.training_resources(layout.group),
-        "securityContext": pods.accelerator_security_context(pods.SSHD_CAPABILITIES),
+        **pods.training_container(layout.group, add=pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
     }
     if not compile_only:
@@ -189,11 +188,10 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # exists (v0.8.0 mpi_job_controller.go getOrCreateWorker), so Never would end the run.
                     "restartPolicy": "OnFailure",
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
-                            **pods.pod_defaults(),
+                            **pods.training_pod(layout.group),
                             "serviceAccountName": layout.service_account,
-                            **pods.accelerator_placement(layout.group),
                             "containers": [worker],
                             "volumes": [pods.claim_volume(layout.claim), pods.shm_volume()],
                         }

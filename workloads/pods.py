@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from infra.plans.karpenter import DO_NOT_DISRUPT
 from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
 from infra.plans.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
@@ -78,8 +79,41 @@ def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str,
     return {"requests": dict(wanted), "limits": dict(wanted)}
 
 
+def pod_metadata(labels: Mapping[str, str], group: NodeGroup | None = None) -> dict[str, Any]:
+    """A pod template's metadata; on a group Karpenter provisions (its `provisioner` label, set by
+    the cluster stack's nodeProvisioner), the annotation that keeps Karpenter from voluntarily
+    disrupting the node while the pod runs: consolidation skips it, and drift too unless the
+    NodePool sets terminationGracePeriod (karpenter-provider-aws v1.14 concepts/disruption.md,
+    "Pod-Level Controls"; the cluster's NodePools also hold drift to empty nodes). Only there: on
+    cluster-autoscaler groups it would mean nothing, and their pods stay as they were."""
+    metadata: dict[str, Any] = {"labels": dict(labels)}
+    if group is not None and group.labels.get("provisioner") == "karpenter":
+        metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    return metadata
+
+
 def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
     return {"nodeSelector": group.node_selector, "tolerations": group.tolerations}
+
+
+# --- the training posture ------------------------------------------------------------------------
+# What every pod that trains on a Trainium node runs under, and the cluster check with it, so the
+# check proves on a real node what the jobs will meet (issue 20, point 4): seccomp RuntimeDefault,
+# no token, every capability dropped (sshd's five for MPI workers), no IPC_LOCK (locked memory is
+# the container's limit), and the node's devices as requests and limits.
+
+
+def training_pod(group: NodeGroup) -> dict[str, Any]:
+    """Pod-spec keys of a pod that owns a Trainium node: the posture and the placement."""
+    return {**pod_defaults(), **accelerator_placement(group)}
+
+
+def training_container(
+    group: NodeGroup, requests: Mapping[str, str] = TRAINING_REQUESTS, add: tuple[str, ...] = ACCELERATOR_CAPABILITIES
+) -> dict[str, Any]:
+    """Container keys of a training container: its context and the node's devices (``requests``:
+    CPU and memory beside them, which set no limit)."""
+    return {"resources": training_resources(group, requests), "securityContext": accelerator_security_context(add)}
 
 
 def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:

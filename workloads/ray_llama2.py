@@ -122,11 +122,10 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
                 "maxReplicas": workers,
                 "rayStartParams": {},
                 "template": {
-                    "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                    "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                     "spec": {
-                        **pods.pod_defaults(),
+                        **pods.training_pod(layout.group),
                         "serviceAccountName": layout.service_account,
-                        **pods.accelerator_placement(layout.group),
                         "containers": [worker],
                         "volumes": [*volumes, pods.shm_volume()],
                     }
@@ -208,9 +207,18 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
         "name": "ray-job-submitter",
         "image": layout.image,
         "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # `ray job submit` is an HTTP client of the head's dashboard: no capability, no escalation.
+        "securityContext": pods.container_security_context(),
     }
-    spec = {**pods.support_placement(layout.support_placement), "restartPolicy": "Never", "containers": [container]}
-    return {"spec": spec}
+    spec = {
+        **pods.pod_defaults(),
+        **pods.support_placement(layout.support_placement),
+        "restartPolicy": "Never",
+        "containers": [container],
+    }
+    # KubeRay adds its own labels to the template's (rayjob_controller.go getSubmitterTemplate), so
+    # the workload's label stays and the ray-llama2 NetworkPolicy selects the submitter too.
+    return {"metadata": {"labels": pods.workload_labels(WORKLOAD)}, "spec": spec}
 
 
 def runtime_env_vars(step: str) -> dict[str, str]:

@@ -81,10 +81,12 @@ class AcceleratorGroupSpec:
 
 
 def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,
-               allocatable: Optional[dict[str, str]] = None,
+               allocatable: Optional[dict[str, str]] = None, provisioner: str = "cluster-autoscaler",
                capacity_block: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
+    """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
+    NodePool and EC2NodeClass (karpenter, infra/plans/karpenter.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
-    labels = node_labels(config.instance_type, config.efa_enabled, config.labels)
+    labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner)
     taints = [NEURON_TAINT]
     return AcceleratorGroupSpec(
         config=config,
@@ -134,6 +136,36 @@ def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
     )
 
 
+def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str],
+                       parent: pulumi.Resource) -> aws.ec2.SecurityGroup:
+    """EFA traffic must flow between every EFA interface; nothing else is opened."""
+    child = pulumi.ResourceOptions(parent=parent)
+    sg = aws.ec2.SecurityGroup(
+        f"{name}-efa",
+        vpc_id=vpc_id,
+        description="EFA: all traffic between members of this group only",
+        tags={**tags, "Name": f"{name}-efa"},
+        opts=child,
+    )
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-efa-in-self",
+        security_group_id=sg.id,
+        referenced_security_group_id=sg.id,
+        ip_protocol="-1",
+        description="EFA from members",
+        opts=child,
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-efa-out-self",
+        security_group_id=sg.id,
+        referenced_security_group_id=sg.id,
+        ip_protocol="-1",
+        description="EFA to members",
+        opts=child,
+    )
+    return sg
+
+
 class AcceleratorNodeGroups(pulumi.ComponentResource):
     efa_security_group_id: Optional[pulumi.Output[str]]
     node_groups: dict[str, aws.eks.NodeGroup]
@@ -141,38 +173,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
     def __init__(self, name: str, args: AcceleratorNodeGroupsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
         self._args = args
-        efa_sg = self._efa_security_group(name) if any(g.interfaces for g in args.groups) else None
+        efa_sg = efa_security_group(name, args.vpc_id, args.tags, self) if any(g.interfaces for g in args.groups) else None
         self.efa_security_group_id = efa_sg.id if efa_sg else None
         self.node_groups = {g.name: self._node_group(g, efa_sg) for g in args.groups}
         self.register_outputs({})
-
-    def _efa_security_group(self, name: str) -> aws.ec2.SecurityGroup:
-        """EFA traffic must flow between every EFA interface; nothing else is opened."""
-        child = pulumi.ResourceOptions(parent=self)
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-efa",
-            vpc_id=self._args.vpc_id,
-            description="EFA: all traffic between members of this group only",
-            tags={**self._args.tags, "Name": f"{name}-efa"},
-            opts=child,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA from members",
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA to members",
-            opts=child,
-        )
-        return sg
 
     def _launch_template(
         self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]

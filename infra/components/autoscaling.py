@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 
@@ -125,8 +125,10 @@ class Autoscaling(pulumi.ComponentResource):
                 description=f"cluster-autoscaler of {args.cluster_name}",
                 parent=self,
                 tags=args.tags,
+                scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name),
+                service_account=("kube-system", SERVICE_ACCOUNT),
                 inline_policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
-                association=(args.cluster_name, "kube-system", SERVICE_ACCOUNT),
+                associate_in=args.cluster_name,
                 depends_on=args.depends_on,
             )
             helm_release(

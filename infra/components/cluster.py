@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,18 +17,25 @@ from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.components.kube import kubeconfig_for
-from infra.components.iam import managed_policy, pod_identity_role, service_trust_policy
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role, service_trust_policy
 from infra.lookups import MANAGED_ENTRY_TAG
+from infra.plans import node_security
 from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
 from infra.facts.versions import CORE_AMI_TYPE
-NODE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryReadOnly",
-    "AmazonSSMManagedInstanceCore",  # Session Manager instead of SSH for neuron-top / neuron-ls
-)
+
 CORE_NODE_LABELS = {"role": "core"}
 NETWORK_POLICIES = True
+
+
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+
+
+def pulumi_eks_cni_urn(cluster_urn: str) -> str:
+    """The URN of the vpc-cni add-on pulumi-eks 4.4.0 declared inside the eks.Cluster ``cluster_urn``:
+    an aws.eks.Addon ``<cluster>-vpc-cni`` in a VpcCniAddon of that name, a child of the cluster
+    component (nodejs/eks/cluster/cluster.ts createCore, nodejs/eks/addons/cni-addon.ts)."""
+    prefix, _, name = cluster_urn.rpartition("::")
+    return f"{prefix}$eks:index:VpcCniAddon$aws:eks/addon:Addon::{name}-vpc-cni"
 
 
 def admin_policy_arn(partition: str, policy: str = "AmazonEKSClusterAdminPolicy") -> str:
@@ -71,6 +79,9 @@ class EksClusterArgs:
     job_node_group: JobNodeGroupConfig
     addon_builds: dict[str, str]
     node_monitoring_agent: bool
+    pod_identity: PodIdentityScope
+    session_manager: bool = False
+    """AmazonSSMManagedInstanceCore on the node role (features.sessionManager)."""
     profile: Optional[str] = None
     tags: dict[str, str] = field(default_factory=dict)
     viewer_principal_arns: list[str] = field(default_factory=list)
@@ -129,14 +140,10 @@ class EksCluster(pulumi.ComponentResource):
             encryption_config_key_arn=secrets_key.arn,
             # EKS-managed add-ons only, each pinned: no self-managed copies installed at creation.
             bootstrap_self_managed_addons=False,
-            # NetworkPolicies are enforced only with the CNI's network policy agent on: pulumi-eks
-            # writes `enableNetworkPolicy: "true"` into the add-on's configuration values
-            # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues), the key of the
-            # aws-vpc-cni chart (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on by
-            # default). The agent needs kernel 5.10+ (AL2023: 6.1) and Kubernetes 1.25+.
-            vpc_cni_options=eks.VpcCniOptionsArgs(
-                addon_version=args.addon_builds[addons.VPC_CNI], enable_network_policy=NETWORK_POLICIES
-            ),
+            # The VPC CNI add-on is ours (below): pulumi-eks's VpcCniAddon takes an IRSA role only
+            # (nodejs/eks/addons/cni-addon.ts: serviceAccountRoleArn, no Pod Identity), and an IRSA
+            # role would need this cluster's OIDC provider before the cluster exists.
+            use_default_vpc_cni=True,
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=args.addon_builds[addons.KUBE_PROXY]),
             # CoreDNS needs nodes to become healthy, so it is created after the core node group.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
@@ -163,15 +170,17 @@ class EksCluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        node_policies = [
+        node_policies: list[pulumi.Resource] = [
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(args.partition, policy), opts=child
             )
-            for policy in NODE_POLICIES
+            for policy in node_security.node_policies(args.session_manager)
         ]
 
         self.admin_entries = self._admin_entries(args, cluster)
         pod_identity_agent = self._addon(name, args, addons.POD_IDENTITY_AGENT, [cluster])
+        # Nodes become Ready only once aws-node runs with its permissions: the groups wait for it.
+        node_policies.append(self._vpc_cni(name, args, cluster.urn, [cluster, pod_identity_agent]))
         core_group = self._cpu_node_group(
             name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, []
         )
@@ -188,6 +197,8 @@ class EksCluster(pulumi.ComponentResource):
             description=f"EBS CSI controller of {args.name}",
             parent=self,
             tags=args.tags,
+            scope=args.pod_identity,
+            service_account=("kube-system", EBS_CSI_SERVICE_ACCOUNT),
             managed_policy_arns=(managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),),
         )
         self._addon(
@@ -196,7 +207,7 @@ class EksCluster(pulumi.ComponentResource):
             addons.EBS_CSI,
             [core_group, pod_identity_agent, *ebs_permissions],
             pod_identity_associations=[
-                aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account="ebs-csi-controller-sa")
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account=EBS_CSI_SERVICE_ACCOUNT)
             ],
         )
 
@@ -213,6 +224,45 @@ class EksCluster(pulumi.ComponentResource):
         self.core_node_group = core_group
         self.core_node_group_name = core_group.node_group_name
         self.register_outputs({"name": self.name})
+
+    def _vpc_cni(
+        self, name: str, args: EksClusterArgs, cluster_urn: pulumi.Output[str], depends_on: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
+        """The VPC CNI with its own role: AmazonEKS_CNI_Policy (ENI create/attach/modify/delete on
+        "*") belongs to the aws-node service account through EKS Pod Identity, not to the node
+        role every pod could once reach. The CNI supports the Pod Identity agent
+        (aws/amazon-vpc-cni-k8s#2780; terraform-aws-modules/terraform-aws-eks-pod-identity ships an
+        aws_vpc_cni role for it), and aws-node runs on the host network, where the agent
+        (169.254.170.23, host network too) answers before the node is Ready.
+        """
+        role, permissions = pod_identity_role(
+            f"{name}-vpc-cni",
+            description=f"VPC CNI (aws-node) of {args.name}",
+            parent=self,
+            tags=args.tags,
+            scope=args.pod_identity,
+            service_account=(node_security.CNI_NAMESPACE, node_security.CNI_SERVICE_ACCOUNT),
+            managed_policy_arns=(managed_policy(args.partition, node_security.CNI_POLICY),),
+        )
+        return self._addon(
+            name,
+            args,
+            addons.VPC_CNI,
+            [*depends_on, *permissions],
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=node_security.CNI_SERVICE_ACCOUNT)
+            ],
+            # NetworkPolicies are enforced only with the CNI's network policy agent on: the
+            # aws-vpc-cni chart's key (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on
+            # by default), as pulumi-eks wrote it (cni-addon.ts, mergeConfigurationValues). The
+            # agent needs kernel 5.10+ (AL2023: 6.1) and Kubernetes 1.25+.
+            configuration_values=json.dumps({"enableNetworkPolicy": "true" if NETWORK_POLICIES else "false"}),
+            # As pulumi-eks had it: deleting the resource leaves aws-node running on the cluster.
+            preserve=True,
+            # The add-on pulumi-eks declared until now (eks:index:VpcCniAddon, child of the
+            # cluster component): adopted, not created again (EKS refuses a second vpc-cni).
+            aliases=[cluster_urn.apply(pulumi_eks_cni_urn)],
+        )
 
     def _admin_entries(self, args: EksClusterArgs, cluster: eks.Cluster) -> list[pulumi.Resource]:
         """An access entry and access policy association per admin and viewer, keyed by principal."""
@@ -249,6 +299,7 @@ class EksCluster(pulumi.ComponentResource):
         args: EksClusterArgs,
         addon: str,
         depends_on: list[pulumi.Resource],
+        aliases: list[pulumi.Input[str]] | None = None,
         **extra: object,
     ) -> aws.eks.Addon:
         return aws.eks.Addon(
@@ -259,7 +310,7 @@ class EksCluster(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, aliases=aliases),
             **extra,  # type: ignore[arg-type]
         )
 

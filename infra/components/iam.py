@@ -3,24 +3,64 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 
-def service_trust_policy(service: str, *, tag_session: bool = False) -> str:
+
+def service_trust_policy(service: str, *, tag_session: bool = False, conditions: dict[str, Any] | None = None) -> str:
     """A role trust policy for an AWS service principal (EKS Pod Identity also needs TagSession)."""
     actions = ["sts:AssumeRole", "sts:TagSession"] if tag_session else ["sts:AssumeRole"]
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": actions}],
-        }
+    statement: dict[str, Any] = {"Effect": "Allow", "Principal": {"Service": service}, "Action": actions}
+    if conditions:
+        statement["Condition"] = conditions
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+
+
+@dataclass(frozen=True)
+class PodIdentityScope:
+    """The one cluster whose pods may assume the stack's Pod Identity roles."""
+
+    partition: str
+    region: str
+    account_id: str
+    cluster_name: str
+
+    @property
+    def cluster_arn(self) -> str:
+        return f"arn:{self.partition}:eks:{self.region}:{self.account_id}:cluster/{self.cluster_name}"
+
+
+def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_account: str) -> str:
+    """Pod Identity may assume the role only for this account, this cluster and this service account.
+
+    EKS Pod Identity tags its AssumeRole session with eks-cluster-arn, kubernetes-namespace and
+    kubernetes-service-account (EKS user guide, pod-id-role.adoc and pod-id-abac.adoc, "Enable or
+    disable session tags"), so the trust policy can name them as aws:RequestTag conditions; and
+    aws:SourceAccount, the account the request comes from (a trust policy with it alone works,
+    awslabs/mountpoint-s3-csi-driver#781; EKS best practices recommend it). The cluster is named through the
+    eks-cluster-arn tag, not aws:SourceArn: the user guide documents no aws:SourceArn for
+    pods.eks.amazonaws.com, and users report it carries the association's ARN, not the cluster's
+    (awslabs/mountpoint-s3-csi-driver#781): a wrong value there would refuse every credential.
+    Without these conditions any association in the account could bind the role to any cluster,
+    namespace or service account.
+    """
+    return service_trust_policy(
+        POD_IDENTITY_SERVICE,
+        tag_session=True,
+        conditions={
+            "StringEquals": {
+                "aws:SourceAccount": scope.account_id,
+                "aws:RequestTag/eks-cluster-arn": scope.cluster_arn,
+                "aws:RequestTag/kubernetes-namespace": namespace,
+                "aws:RequestTag/kubernetes-service-account": service_account,
+            }
+        },
     )
-
-
-def pod_identity_trust_policy() -> str:
-    return service_trust_policy("pods.eks.amazonaws.com", tag_session=True)
 
 
 def managed_policy(partition: str, name: str) -> str:
@@ -30,37 +70,43 @@ def managed_policy(partition: str, name: str) -> str:
 def pod_identity_role(
     name: str,
     *,
+    scope: PodIdentityScope,
+    service_account: "tuple[str, str]",
     description: str,
     parent: "pulumi.Resource",
     tags: dict[str, str],
     inline_policy: "str | None" = None,
     managed_policy_arns: "tuple[str, ...]" = (),
-    association: "tuple[pulumi.Input[str], str, str] | None" = None,
+    associate_in: "pulumi.Input[str] | None" = None,
     depends_on: "list[pulumi.Resource] | None" = None,
 ) -> "tuple[aws.iam.Role, list[pulumi.Resource]]":
-    """An IAM role pods assume through EKS Pod Identity, with its permissions.
+    """An IAM role the pods of one (namespace, service account) assume through EKS Pod Identity.
 
-    ``association`` is (cluster name, namespace, service account) when the role is bound here;
-    add-ons bind theirs through the add-on instead. Returns the role and everything a
-    consumer should wait for (permissions, association).
+    ``associate_in`` is the cluster name when the association is declared here; add-ons bind
+    theirs through the add-on instead. Returns the role and everything a consumer should wait
+    for (permissions, association).
     """
+    namespace, account = service_account
     opts = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(
-        name, assume_role_policy=pod_identity_trust_policy(), description=description, tags=tags, opts=opts
+        name,
+        assume_role_policy=pod_identity_trust_policy(scope, namespace, account),
+        description=description,
+        tags=tags,
+        opts=opts,
     )
     ready: list[pulumi.Resource] = []
     if inline_policy is not None:
         ready.append(aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=inline_policy, opts=opts))
     for i, arn in enumerate(managed_policy_arns):
         ready.append(aws.iam.RolePolicyAttachment(f"{name}-attach-{i}", role=role.name, policy_arn=arn, opts=opts))
-    if association is not None:
-        cluster_name, namespace, service_account = association
+    if associate_in is not None:
         ready.append(
             aws.eks.PodIdentityAssociation(
                 f"{name}-identity",
-                cluster_name=cluster_name,
+                cluster_name=associate_in,
                 namespace=namespace,
-                service_account=service_account,
+                service_account=account,
                 role_arn=role.arn,
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),

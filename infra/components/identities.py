@@ -1,4 +1,6 @@
-"""Training namespaces and the service account their jobs run as, with S3 read access."""
+"""Training namespaces, the service account their jobs run as with S3 read access of its own, and
+the NetworkPolicy that keeps every pod of a training namespace away from the instance metadata
+service."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
+from infra.plans.node_security import metadata_wall
 from infra.plans.pod_security import pod_security_labels
 from infra.facts.versions import KUBERNETES_VERSION
 
@@ -33,50 +36,61 @@ def s3_read_policy(partition: str, buckets: list[str]) -> str:
 @dataclass
 class TrainingIdentitiesArgs:
     cluster_name: pulumi.Input[str]
-    partition: str
-    namespaces: list[str]
-    data_buckets: list[str]
+    pod_identity: PodIdentityScope
+    data_buckets: dict[str, list[str]]
+    """Per training namespace, the buckets its role reads (the namespaces are its keys)."""
     tags: dict[str, str] = field(default_factory=dict)
     # Pod Security levels are pinned to the cluster's version (see pod_security_labels).
     kubernetes_version: str = KUBERNETES_VERSION
 
 
 class TrainingIdentities(pulumi.ComponentResource):
-    """Per training namespace: the namespace itself (unless built in) and a service account whose
-    pods assume one IAM role through EKS Pod Identity."""
+    """Per training namespace: the namespace itself (unless built in), a service account whose pods
+    assume the namespace's own IAM role through EKS Pod Identity, and the metadata wall."""
 
     namespaces: dict[str, pulumi.Resource]
+    role_arns: dict[str, pulumi.Output[str]]
 
     def __init__(
         self, name: str, args: TrainingIdentitiesArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:TrainingIdentities", name, None, opts)
-        aws_child = pulumi.ResourceOptions(parent=self)
-        role, _ = pod_identity_role(
-            f"{name}-role",
-            description="Training jobs: read training data",
-            parent=self,
-            tags=args.tags,
-            inline_policy=s3_read_policy(args.partition, args.data_buckets) if args.data_buckets else None,
-        )
         self.namespaces = {}
-        for namespace in args.namespaces:
+        self.role_arns = {}
+        for namespace, buckets in args.data_buckets.items():
             k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)
-            deps: list[pulumi.Resource] = []
             labels = {"purpose": "training", **pod_security_labels(args.kubernetes_version)}
             if namespace != "default":
                 ns = k8s.core.v1.Namespace(f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child)
                 self.namespaces[namespace] = ns
-                deps = [ns]
+                deps: list[pulumi.Resource] = [ns]
             else:
                 # The built-in namespace is not ours to create or delete: a server-side apply patch
                 # owns just these labels, and `pulumi destroy` removes just them again.
                 deps = [k8s.core.v1.NamespacePatch(f"ns-{namespace}-labels", metadata={"name": namespace, "labels": labels}, opts=k8s_child)]
+            in_namespace = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=deps)
             k8s.core.v1.ServiceAccount(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-sa",
                 metadata={"name": TRAINING_SERVICE_ACCOUNT, "namespace": namespace},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=deps),
+                opts=in_namespace,
             )
+            wall = metadata_wall(namespace)
+            k8s.networking.v1.NetworkPolicy(
+                f"{namespace}-{wall['metadata']['name']}", metadata=wall["metadata"], spec=wall["spec"], opts=in_namespace
+            )
+            # One role per namespace: a job in one namespace never holds another's data access.
+            role, _ = pod_identity_role(
+                f"{name}-{namespace}-role",
+                description=f"Training jobs in namespace {namespace}: read training data",
+                parent=self,
+                tags=args.tags,
+                scope=args.pod_identity,
+                service_account=(namespace, TRAINING_SERVICE_ACCOUNT),
+                inline_policy=s3_read_policy(args.pod_identity.partition, buckets) if buckets else None,
+            )
+            # Declared here under the name it always had: a changed role is an in-place update
+            # (UpdatePodIdentityAssociation takes roleArn), where a new resource would be refused as
+            # a second association of the same service account.
             aws.eks.PodIdentityAssociation(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-identity",
                 cluster_name=args.cluster_name,
@@ -84,10 +98,10 @@ class TrainingIdentities(pulumi.ComponentResource):
                 service_account=TRAINING_SERVICE_ACCOUNT,
                 role_arn=role.arn,
                 tags=args.tags,
-                opts=aws_child,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-        self.role_arn = role.arn
-        self.register_outputs({"roleArn": self.role_arn})
+            self.role_arns[namespace] = role.arn
+        self.register_outputs({"roleArns": self.role_arns})
 
     def depends_for(self, namespace: str) -> list[pulumi.Resource]:
         """What an object in ``namespace`` must wait for."""

@@ -45,6 +45,7 @@ def helm_release(
     opts: pulumi.ResourceOptions,
     *,
     create_namespace: bool = False,
+    skip_crds: bool = False,
 ) -> k8s.helm.v3.Release:
     """A pinned Helm release. helm.v3.Release (not helm.v4.Chart) so charts' hooks run: Volcano
     1.15.1's pre-install hook Job (templates/admission-init.yaml) creates the certificate Secret its
@@ -59,6 +60,9 @@ def helm_release(
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository) if pin.repository else None,
         namespace=namespace,
         create_namespace=create_namespace,
+        # Only for charts whose CRDs another release owns (Helm installs a chart's crds/ once and
+        # never upgrades them).
+        skip_crds=True if skip_crds else None,
         values=values,
         # Wait for the workloads to be ready so dependents (CRs, PVCs) find CRDs and webhooks.
         atomic=True,

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import pulumi_aws as aws
 
+from infra.plans.node_security import IMDS_HOP_LIMIT, IMDS_IPV6, IMDS_TOKENS
+
 ROOT_DEVICE = "/dev/xvda"  # AL2023 EKS AMIs
-# Two hops so containers that still read instance metadata (CloudWatch agent, CSI node
-# plugins) reach it; tokens are required either way.
-IMDS_HOP_LIMIT = 2
 
 
 def metadata_options() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
+    """IMDSv2 only, one hop: the node and its host-network pods reach the metadata service, pods on
+    the pod network do not (infra/plans/node_security.py; what each node component needs from it
+    is in tests/test_node_credentials.py)."""
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(
         http_endpoint="enabled",
-        http_tokens="required",
+        http_tokens=IMDS_TOKENS,
         http_put_response_hop_limit=IMDS_HOP_LIMIT,
+        http_protocol_ipv6=IMDS_IPV6,
     )
 
 

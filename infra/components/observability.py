@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from infra.components.iam import managed_policy, pod_identity_role
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -107,6 +107,7 @@ class ObservabilityArgs:
     cluster_name_text: str
     region: str
     partition: str
+    account_id: str
     addon_build: str
     training_namespaces: list[str] = field(default_factory=list)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
@@ -124,6 +125,8 @@ class Observability(pulumi.ComponentResource):
             description="CloudWatch agent and neuron-monitor: publish metrics and logs",
             parent=self,
             tags=args.tags,
+            scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name_text),
+            service_account=(AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT),
             managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(

@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.config.models import DataRepositoryConfig, StorageConfig
-from infra.components.iam import pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
@@ -172,6 +172,7 @@ class FsxStorageArgs:
     retain: bool
     identities: TrainingIdentities
     namespaces: list[str]
+    pod_identity: PodIdentityScope
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
@@ -257,8 +258,10 @@ class FsxStorage(pulumi.ComponentResource):
             description="FSx for Lustre CSI controller: create and delete per-job file systems",
             parent=self,
             tags=args.tags,
+            scope=args.pod_identity,
+            service_account=("kube-system", CONTROLLER_SERVICE_ACCOUNT),
             inline_policy=csi_controller_policy(args.partition),
-            association=(args.cluster_name, "kube-system", CONTROLLER_SERVICE_ACCOUNT),
+            associate_in=args.cluster_name,
         )
         driver = helm_release(
             "aws-fsx-csi-driver",

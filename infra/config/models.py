@@ -106,7 +106,13 @@ class JobNodeGroupConfig(ConfigModel):
 
 
 class CapacityReservationConfig(ConfigModel):
-    id: str = Field(description="The reservation id, `cr-...`.")
+    id: Optional[str] = Field(default=None, description="The reservation id, `cr-...`; required unless tags select "
+                              "the reservations (Karpenter only).")
+    tags: Optional[dict[str, str]] = Field(
+        default=None,
+        description="nodeProvisioner karpenter only: launch into any reservation carrying all these tags (a value "
+        "`*` matches any), instead of one id.",
+    )
     type: Literal["on-demand", "capacity-block"] = Field(
         default="on-demand",
         description="`capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an On-Demand Capacity "
@@ -156,6 +162,11 @@ class AcceleratorNodeGroupConfig(ConfigModel):
         "an all-reduce over its NeuronCores, EFA interfaces, locked-memory limit, FSx mount) removes the taint "
         "when every check passes or labels the node with the failed check.",
     )
+    spot: bool = Field(
+        default=False,
+        description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
+        "on-demand (after reservations); a Spot interruption ends the training run on that node.",
+    )
 
     @property
     def efa_enabled(self) -> bool:
@@ -203,6 +214,12 @@ class FeaturesConfig(ConfigModel):
         default=True,
         description="EKS node monitoring agent: reports Neuron, EFA, kernel and storage faults as node conditions, "
         "which node auto-repair acts on.",
+    )
+    session_manager: bool = Field(
+        default=False,
+        description="Attach AmazonSSMManagedInstanceCore to the node role, for a shell on a node through SSM "
+        "Session Manager (neuron-top, neuron-ls). Off: its ssm:GetParameter(s) on every parameter of the account "
+        "would belong to every process holding the node's credentials.",
     )
 
 
@@ -275,6 +292,27 @@ def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
     ]
 
 
+NodeProvisioner = Literal["cluster-autoscaler", "karpenter"]
+
+
+class KarpenterConfig(ConfigModel):
+    """How Karpenter treats the Trainium nodes it starts (nodeProvisioner: karpenter)."""
+
+    expire_after: str = Field(
+        default="720h",
+        description="Longest life of a Trainium node (Go duration, or Never); when it ends the node drains even "
+        "under a running job, so it bounds how stale an AMI gets.",
+    )
+    termination_grace_period: str = Field(
+        default="24h",
+        description="How long a draining node waits for its training pods before they are deleted: time for a "
+        "job to checkpoint and stop.",
+    )
+    consolidate_after: str = Field(
+        default="10m", description="How long a Trainium node stays empty before Karpenter removes it."
+    )
+
+
 class StackConfig(ConfigModel):
     region: str = Field(description="The AWS region (`aws:region`).")
     profile: Optional[str] = Field(
@@ -322,6 +360,14 @@ class StackConfig(ConfigModel):
         default_factory=_default_accelerator_groups, description="Trainium node groups (default: the seeds' two, "
         "idle at zero)."
     )
+    node_provisioner: NodeProvisioner = Field(
+        default="cluster-autoscaler",
+        description="What starts Trainium nodes: `cluster-autoscaler` scales one managed node group per "
+        "acceleratorNodeGroups entry; `karpenter` turns each entry into a Karpenter NodePool and EC2NodeClass "
+        "(docs/provisioners.md). The core and job-support groups stay managed node groups either way.",
+    )
+    karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig, description="Karpenter's node lifetimes "
+                                       "(nodeProvisioner: karpenter).")
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
     training_namespaces: list[str] = Field(
         default=["default"],
@@ -329,8 +375,18 @@ class StackConfig(ConfigModel):
     )
     storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
     volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")
-    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account may "
-                                             "read.")
+    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account of "
+                                             "every training namespace may read (unless namespaceDataBuckets names "
+                                             "the namespace).")
+    namespace_data_buckets: dict[str, list[str]] = Field(
+        default={},
+        description="Per training namespace, the only buckets its `training` service account may read, instead of "
+        "trainingDataBuckets: each namespace has its own IAM role.",
+    )
+
+    def data_buckets(self, namespace: str) -> list[str]:
+        """The buckets the training role of ``namespace`` reads."""
+        return self.namespace_data_buckets.get(namespace, self.training_data_buckets)
     ecr_force_delete: bool = Field(
         default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
     )

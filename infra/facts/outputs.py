@@ -23,13 +23,13 @@ CLUSTER_OUTPUTS: dict[str, str] = {
     "(`{cpu, memory}` a pod can request per node after the kubelet's reservations and the DaemonSets there).",
     "features": "Which cluster-software switches are on.",
     "trainingNamespaces": "Namespaces prepared for jobs.",
-    "trainingServiceAccount": "`{name, roleArn}` of the service account jobs run as.",
+    "trainingServiceAccount": "`{name, roleArns}` of the service account jobs run as: its IAM role per training namespace.",
     "storage": "The file system: enabled, fileSystemId, dnsName, mountName, storageClass, claimName, namespaces, "
     "capacityGib, deploymentType, zone, s3Links, claims (namespace -> claim).",
     "volcanoQueues": "The Volcano queues and each one's capability.",
     "etcdEndpoints": "Namespace -> `etcd-server.<ns>:2379` for TorchX rendezvous.",
     "ecrRepositories": "Image -> ECR repository URL.",
-    "podIdentity": "Pod Identity details: the agent and the training role ARN.",
+    "podIdentity": "Pod Identity details: the agent and the training role ARN per namespace.",
     "coreNodeSelector": "The node selector of the always-on system nodes (where TensorBoard and the shell go).",
     "jobSupportPlacement": "`{nodeSelector, tolerations, maxSize, allocatable}` of the job-support group, which "
     "scales from zero: where jobs put their CPU pods (Ray heads, MPI launchers, staging and check Jobs), and how "

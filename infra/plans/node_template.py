@@ -55,11 +55,12 @@ JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"
 JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 
 
-def node_labels(instance_type: str, efa: bool, extra: dict[str, str]) -> dict[str, str]:
-    """The labels the seeds' workloads select on, plus any from config."""
+def node_labels(instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler") -> dict[str, str]:
+    """The labels the seeds' workloads select on, plus any from config. ``provisioner`` names what
+    starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods."""
     labels = {
         "instance-type": node_label_value(instance_type),
-        "provisioner": "cluster-autoscaler",
+        "provisioner": provisioner,
     }
     if efa:
         labels["vpc.amazonaws.com/efa.present"] = "true"

@@ -109,8 +109,9 @@ def network_policy(
 ) -> dict[str, Any]:
     """An ingress-only policy: the selected pods accept only what ``ingress`` lists (nothing if empty).
 
-    Egress stays open: jobs reach S3, Hugging Face, ECR, DNS and each other, and a node-mounted
-    FSx volume is not pod traffic at all. The VPC CNI's network policy agent always admits the
+    Egress is not this policy's business: jobs reach S3, Hugging Face, ECR, DNS and each other, and
+    a node-mounted FSx volume is not pod traffic at all; the one egress rule of a training
+    namespace is its metadata wall (infra/plans/node_security.py metadata_wall). The VPC CNI's network policy agent always admits the
     pod's own node (aws-network-policy-agent v1.4.1 pkg/fwruleprocessor/fw_rule_processor.go:
     "Traffic from the local node should always be allowed"), so kubelet probes keep working.
     """

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from infra.plans.node_security import IMDS_HOP_LIMIT
 from policy.guardrails.declare import resource_rule, stack_rule
 from policy.guardrails.props import (
     as_list,
@@ -24,6 +26,27 @@ from policy.guardrails.props import (
 )
 
 OPEN_RANGES = ("0.0.0.0/0", "::/0")
+# Ranges that are no one's public address: whatever else a list covers is the internet's.
+PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "0.0.0.0/8",
+    "224.0.0.0/3",
+))  # fmt: skip
+
+
+def world_open(cidrs: list[Any]) -> bool:
+    """Whether the ranges together cover every public address of IPv4 or IPv6: 0.0.0.0/0 itself,
+    or the world in slices (0.0.0.0/1 + 128.0.0.0/1, or every public block but the private ones)."""
+    v4, v6 = [], []
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            continue
+        (v4 if network.version == 4 else v6).append(network)
+    if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(v6)):
+        return True
+    covered = list(ipaddress.collapse_addresses([*v4, *PRIVATE_RANGES]))
+    return any(n.prefixlen == 0 for n in covered) and bool(v4)
 
 # Only the AWS cluster is checked, never pulumi-eks's eks:index:Cluster. That component is remote: the
 # engine sees it registered from inside the pulumi-eks provider, whose @pulumi/pulumi (3.173.0,
@@ -33,6 +56,9 @@ OPEN_RANGES = ("0.0.0.0/0", "::/0")
 # enabledClusterLogTypes and vpcConfig (pulumi-eks nodejs/eks/cluster/cluster.ts, v4.3.0 to
 # HEAD). Offline the mocks never run the component, so offline/policy_run.py adds that child.
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+EBS_VOLUME = "aws:ebs/volume:Volume"
+LOAD_BALANCERS = ("aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer", "aws:elb/loadBalancer:LoadBalancer")
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -85,7 +111,7 @@ def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation)
     if not truthy(public):
         return
     cidrs = as_list(cidrs) or ["0.0.0.0/0 (the default)"]
-    open_to = [c for c in cidrs if c.split(" ")[0] in OPEN_RANGES]
+    open_to = cidrs if world_open([c.split(" ")[0] for c in cidrs]) else []
     if open_to:
         report(f"EKS cluster '{args.name}' has a public API endpoint open to {open_to}: list your networks in "
                "publicAccessCidrs (stack key endpointAccess.publicCidrs) or turn the public endpoint off.")
@@ -93,41 +119,124 @@ def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation)
 
 # --- launch templates ----------------------------------------------------------------------------
 
-@resource_rule("launch-template-hardening", "Launch templates require IMDSv2, encrypt every EBS volume and give no public IP.",
+@resource_rule("launch-template-hardening",
+               "Launch templates require IMDSv2 with one metadata hop, encrypt every EBS volume they declare (the "
+               "root volume included) and give no public IP.",
                applies_to=(LAUNCH_TEMPLATE,))
 def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if get(args.props, "metadataOptions", "httpTokens") != "required":
         report(f"Launch template '{args.name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
-    for i, mapping in enumerate(as_list(get(args.props, "blockDeviceMappings"))):
+    hops = get(args.props, "metadataOptions", "httpPutResponseHopLimit")
+    if hops is None or not isinstance(hops, (int, float)) or hops > IMDS_HOP_LIMIT:
+        # With two hops every pod on the pod network reaches the metadata service and the node's role.
+        report(f"Launch template '{args.name}' sets metadataOptions.httpPutResponseHopLimit to {hops}: set it to "
+               f"{IMDS_HOP_LIMIT}, so pods on the pod network cannot take the node's credentials (unset, the AMI's or "
+               "the account's default applies).")
+    mappings = as_list(get(args.props, "blockDeviceMappings"))
+    for i, mapping in enumerate(mappings):
         if get(mapping, "ebs") is not None and not truthy(get(mapping, "ebs", "encrypted")):
             report(f"Launch template '{args.name}' has an unencrypted EBS volume "
                    f"({get(mapping, 'deviceName', default=f'blockDeviceMappings[{i}]')}): set ebs.encrypted to true.")
+    if not any(get(m, "ebs") is not None for m in mappings):
+        report(f"Launch template '{args.name}' declares no EBS volume: the root volume then takes the AMI snapshot's "
+               "encryption; declare it in blockDeviceMappings with ebs.encrypted true.")
     for i, nic in enumerate(as_list(get(args.props, "networkInterfaces"))):
         if truthy(get(nic, "associatePublicIpAddress")):
             report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
 
 
+def is_node_class(resource_type: str) -> bool:
+    return resource_type.startswith("kubernetes:karpenter.k8s.aws/") and resource_type.endswith(":EC2NodeClass")
+
+
+@resource_rule("node-class-metadata", "Karpenter EC2NodeClasses keep IMDSv2 with one metadata hop.", applies_to=is_node_class)
+def node_class_metadata(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Unset keys take the CRD's defaults: httpTokens required, httpPutResponseHopLimit 1
+    # (aws/karpenter-provider-aws v1.14.1 pkg/apis/v1/ec2nodeclass.go, kubebuilder defaults).
+    options = get(args.props, "spec", "metadataOptions", default={})
+    hops = get(options, "httpPutResponseHopLimit", default=1)
+    if isinstance(hops, (int, float)) and hops > IMDS_HOP_LIMIT:
+        report(f"EC2NodeClass '{object_name(args.props)}' sets metadataOptions.httpPutResponseHopLimit to {hops}: keep it at "
+               f"{IMDS_HOP_LIMIT}, so pods on the pod network cannot take the node's credentials.")
+    if get(options, "httpTokens", default="required") != "required":
+        report(f"EC2NodeClass '{object_name(args.props)}' allows IMDSv1: keep metadataOptions.httpTokens 'required'.")
+
+
+@resource_rule("ebs-volume-encrypted", "Standalone EBS volumes are encrypted.", applies_to=(EBS_VOLUME,))
+def ebs_volume_encrypted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # pulumi-aws ebs.Volume `encrypted`: unset, the volume is encrypted only under the account's
+    # default encryption, which this program does not manage.
+    if not truthy(get(args.props, "encrypted")):
+        report(f"EBS volume '{args.name}' is not encrypted: set encrypted to true (and a kmsKeyId if a key of your own).")
+
+
+@resource_rule("node-group-no-open-ssh",
+               "EKS node groups take no SSH key unless remoteAccess names the security groups allowed in.",
+               applies_to=(NODE_GROUP,))
+def node_group_no_open_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    remote = get(args.props, "remoteAccess")
+    if remote is None:
+        return
+    if not as_list(get(remote, "sourceSecurityGroupIds")):
+        # EKS API RemoteAccessConfig: "If you specify ec2SshKey but don't specify a source security group
+        # ... port 22 on the worker nodes is opened to the internet (0.0.0.0/0)".
+        report(f"Node group '{args.name}' sets remoteAccess without sourceSecurityGroupIds: EKS then opens port 22 "
+               "to 0.0.0.0/0. Use SSM Session Manager (features.sessionManager), or name the security groups allowed in.")
+
+
+@resource_rule("load-balancer-internal", "Load balancers declared as AWS resources are internal.",
+               applies_to=LOAD_BALANCERS, config_schema={"allowedNames": {
+                   "type": "array", "items": {"type": "string"}, "default": [],
+                   "description": "resource names of load balancers meant to face the internet, each with a reason"}})
+def load_balancer_internal(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.name in set(args.get_config().get("allowedNames", [])):
+        return
+    # pulumi-aws lb.LoadBalancer / elb.LoadBalancer `internal`: unset means internet-facing.
+    if not truthy(get(args.props, "internal")):
+        report(f"Load balancer '{args.name}' is internet-facing: set internal to true, or list it under allowedNames "
+               "with a reason.")
+
+
 # --- security groups -----------------------------------------------------------------------------
 
-def _open_sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
-    return [c for key in cidr_keys for c in as_list(get(rule, key)) if c in OPEN_RANGES]
+def _sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
+    return [c for key in cidr_keys for c in as_list(get(rule, key))]
 
 
-@resource_rule("security-group-no-open-ingress", "No security group admits ingress from 0.0.0.0/0 or ::/0.",
+@resource_rule("security-group-no-open-ingress",
+               "No security group admits ingress from 0.0.0.0/0 or ::/0, whole or in slices (0.0.0.0/1 + 128.0.0.0/1).",
                applies_to=(INGRESS_RULE, LEGACY_RULE, SECURITY_GROUP))
 def security_group_no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
     t, p = args.resource_type, args.props
     if t == INGRESS_RULE:
-        opened = _open_sources(p, ("cidrIpv4", "cidrIpv6"))
+        sources = _sources(p, ("cidrIpv4", "cidrIpv6"))
     elif t == LEGACY_RULE and get(p, "type") == "ingress":
-        opened = _open_sources(p, ("cidrBlocks", "ipv6CidrBlocks"))
+        sources = _sources(p, ("cidrBlocks", "ipv6CidrBlocks"))
     elif t == SECURITY_GROUP:
-        opened = [c for rule in as_list(get(p, "ingress")) for c in _open_sources(rule, ("cidrBlocks", "ipv6CidrBlocks"))]
+        sources = [c for rule in as_list(get(p, "ingress")) for c in _sources(rule, ("cidrBlocks", "ipv6CidrBlocks"))]
     else:
         return  # a legacy rule of type egress
-    if opened:
-        report(f"Security group rule '{args.name}' admits traffic from {sorted(set(opened))}: "
+    if world_open(sources):
+        report(f"Security group rule '{args.name}' admits traffic from {sorted(set(sources))}, the whole internet: "
                "allow a security group or a listed network instead.")
+
+
+@stack_rule("security-group-no-sliced-open-ingress",
+            "The separate ingress rules of one security group do not add up to the whole internet.")
+def security_group_no_sliced_open_ingress(args: StackValidationArgs, report: ReportViolation) -> None:
+    # One aws:vpc/securityGroupIngressRule holds one range: 0.0.0.0/1 and 128.0.0.0/1 in two rules
+    # of the same group open it to the world as surely as 0.0.0.0/0 does.
+    by_group: dict[str, tuple[Any, list[str]]] = {}
+    for rule in of_type(args.resources, INGRESS_RULE, LEGACY_RULE):
+        if rule.resource_type == LEGACY_RULE and get(rule.props, "type") != "ingress":
+            continue
+        sources = known(lambda: _sources(rule.props, ("cidrIpv4", "cidrIpv6", "cidrBlocks", "ipv6CidrBlocks")), unknown=[])
+        for group in dependencies_of(rule, "securityGroupId"):
+            by_group.setdefault(group.urn, (group, []))[1].extend(sources)
+    for group, sources in by_group.values():
+        if world_open(sources) and not any(c in OPEN_RANGES for c in sources):
+            report(f"The ingress rules of security group '{group.name}' admit {sorted(set(sources))} together, the whole "
+                   "internet: allow a security group or listed networks instead.", group.urn)
 
 
 @stack_rule("efa-security-group-self-only", "The security group on EFA interfaces allows traffic to and from itself only.")
@@ -226,7 +335,7 @@ def load_balancer_restricted(args: ResourceValidationArgs, report: ReportViolati
         return
     name = object_name(args.props)
     ranges = as_list(get(args.props, "spec", "loadBalancerSourceRanges"))
-    if not ranges or any(r in OPEN_RANGES for r in ranges):
+    if not ranges or world_open(ranges):
         report(f"Service '{name}' is an internet-facing load balancer open to everyone: set spec.loadBalancerSourceRanges "
                "to your networks, or make it internal.")
     if not annotations.get(LB_TLS_CERT):
@@ -262,29 +371,52 @@ def image_pinned_tag(args: ResourceValidationArgs, report: ReportViolation) -> N
                        "pin a version tag or a digest.")
 
 
+# Pod Security "baseline" admits these added capabilities and no other (the container runtime's
+# default set; kubernetes/pod-security-admission policy/check_capabilities_baseline.go, v0.34.9).
+BASELINE_CAPABILITIES = frozenset({
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+})  # fmt: skip
+HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
+
+
 @resource_rule("no-privileged-or-host-path",
-               "No privileged container and no hostPath volume, outside the objects listed as needing them (device plugins).",
+               "No privileged container, host namespace (network, PID, IPC), hostPath volume or capability beyond the "
+               "runtime's default set, outside the objects listed as needing them (device plugins).",
                applies_to=is_kubernetes_object,
                config_schema={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
-                                                 "description": "'namespace/name' of objects allowed to be privileged or mount host paths"}})
+                                                 "description": "'namespace/name' of objects allowed to be privileged, "
+                                                 "share host namespaces, mount host paths or add capabilities"}})
 def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViolation) -> None:
     allowed = set(args.get_config().get("allowedObjects", []))
     name = object_name(args.props)
     if name in allowed:
         return
+    kind = kind_of(args.resource_type)
     for where, spec in pod_specs(args.resource_type, args.props):
+        shared = [k for k in HOST_NAMESPACES if truthy(get(spec, k))]
+        if shared:
+            report(f"{kind} '{name}' {where} shares the node's {', '.join(shared)}: a pod there sees the node's network, "
+                   "processes or IPC (and, on the host network, the instance metadata service); drop them, or list the "
+                   "object under allowedObjects with a reason.")
         for cwhere, c in containers(spec):
             if truthy(get(c, "securityContext", "privileged")):
-                report(f"{kind_of(args.resource_type)} '{name}' {where}.{cwhere} runs privileged: request the Neuron/EFA "
+                report(f"{kind} '{name}' {where}.{cwhere} runs privileged: request the Neuron/EFA "
                        "devices as resources instead, or list the object under allowedObjects with a reason.")
+            added = sorted(set(map(str, as_list(get(c, "securityContext", "capabilities", "add")))) - BASELINE_CAPABILITIES)
+            if added:
+                report(f"{kind} '{name}' {where}.{cwhere} adds capabilities {added} beyond the runtime's default set: "
+                       "drop them, or list the object under allowedObjects with a reason.")
         for v in get(spec, "volumes", default=[]):
             if get(v, "hostPath") is not None:
-                report(f"{kind_of(args.resource_type)} '{name}' {where} mounts hostPath '{get(v, 'hostPath', 'path')}': "
+                report(f"{kind} '{name}' {where} mounts hostPath '{get(v, 'hostPath', 'path')}': "
                        "only device plugins need host paths; use a volume, or list the object under allowedObjects with a reason.")
 
 
 POLICIES = [
     eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_not_open, launch_template_hardening,
-    security_group_no_open_ingress, efa_security_group_self_only, ecr_immutable_scanned, kms_key_rotation,
-    s3_bucket_protected, load_balancer_restricted, image_pinned_tag, no_privileged_or_host_path,
+    node_class_metadata, ebs_volume_encrypted, node_group_no_open_ssh, load_balancer_internal,
+    security_group_no_open_ingress, security_group_no_sliced_open_ingress, efa_security_group_self_only,
+    ecr_immutable_scanned, kms_key_rotation, s3_bucket_protected, load_balancer_restricted, image_pinned_tag,
+    no_privileged_or_host_path,
 ]

@@ -1,0 +1,68 @@
+"""What keeps a pod from the node's identity: the instance metadata service's hop limit, the
+node role's policies, and the egress rule every pod in a training namespace carries.
+
+Pure values and functions, shared by the launch templates (infra/components/launch_template.py),
+the cluster component, the NetworkPolicies and the policy pack, so a node class declared
+elsewhere (Karpenter's EC2NodeClass) takes the same hop limit from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# One hop: the metadata service answers the node itself and host-network pods (the EKS Pod
+# Identity agent, the CloudWatch agent, the VPC CNI's aws-node, kube-proxy), and no pod on the pod
+# network, whose packets cross one more hop (the veth) and are dropped when the TTL runs out
+# (EC2 user guide, "Instance metadata access considerations"; EKS best practices, "Restrict access
+# to the instance profile assigned to the worker node"). Training pods take their AWS credentials
+# from EKS Pod Identity (169.254.170.23), not from the instance.
+IMDS_HOP_LIMIT = 1
+IMDS_TOKENS = "required"  # IMDSv2 only
+# The IPv6 endpoint (fd00:ec2::254) stays off: the launch templates leave httpProtocolIpv6 disabled,
+# so there is no second address to fence.
+IMDS_IPV6 = "disabled"
+IMDS_IPV4_CIDR = "169.254.169.254/32"
+
+WORKER_POLICY = "AmazonEKSWorkerNodePolicy"
+REGISTRY_POLICY = "AmazonEC2ContainerRegistryReadOnly"
+# Session Manager (neuron-top / neuron-ls on a node without SSH). Its managed policy also allows
+# ssm:GetParameter(s) on every parameter of the account, to every process that reaches the node's
+# credentials: off unless a stack asks for it (features.sessionManager).
+SESSION_MANAGER_POLICY = "AmazonSSMManagedInstanceCore"
+# The VPC CNI's permissions (ENI create/attach/modify/delete on "*") go to the aws-node service
+# account through EKS Pod Identity, never to the node role.
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+CNI_NAMESPACE = "kube-system"
+CNI_SERVICE_ACCOUNT = "aws-node"
+
+
+def node_policies(session_manager: bool) -> tuple[str, ...]:
+    """The managed policies of the node role: what the kubelet and image pulls need, and Session
+    Manager only when switched on."""
+    return (WORKER_POLICY, REGISTRY_POLICY, *((SESSION_MANAGER_POLICY,) if session_manager else ()))
+
+
+def egress_except_instance_metadata() -> dict[str, Any]:
+    """An egress rule to everywhere but the instance metadata service.
+
+    NetworkPolicy is an allow-list: a policy with policyTypes [Egress] limits the pods it selects
+    to the union of its rules and every other Egress policy's. So this rule alone leaves DNS, the
+    API server, S3, ECR, Hugging Face, peers and the Pod Identity agent (169.254.170.23) reachable,
+    and 169.254.169.254 not.
+    """
+    return {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_IPV4_CIDR]}}]}
+
+
+METADATA_POLICY_NAME = "deny-instance-metadata"
+
+
+def metadata_wall(namespace: str) -> dict[str, Any]:
+    """The second wall after the hop limit: every pod of the namespace (podSelector {}) may send
+    anywhere but the instance metadata service. No other policy of ours opens egress, so the
+    union stays closed to it."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": METADATA_POLICY_NAME, "namespace": namespace},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [egress_except_instance_metadata()]},
+    }

@@ -1,0 +1,167 @@
+"""No workload pod can obtain the node's credentials (issue 20, point 1): one metadata hop on every
+launch template, a node role without the VPC CNI's or Session Manager's permissions, and a
+NetworkPolicy wall around 169.254.169.254 in every training namespace. And what each component
+that runs on the nodes does with the instance metadata service, read from its pinned source."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from infra.components.autoscaling import autoscaler_values
+from infra.components.cluster import pulumi_eks_cni_urn
+from infra.config.errors import ConfigError
+from infra.plans import node_security
+from infra.validate import parse_stack_config
+from offline.runner import PlanResult
+from tests.checkov_scan import kubernetes_objects
+
+METADATA = ipaddress.ip_network(node_security.IMDS_IPV4_CIDR)
+
+
+def test_every_launch_template_requires_imdsv2_with_one_hop(dev: PlanResult, prod: PlanResult) -> None:
+    for plan in (dev, prod):
+        templates = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+        # Core, job-support and every Trainium group: one code path (infra/components/launch_template.py).
+        assert {t.name for t in templates} >= {"cluster-core-lt", "cluster-job-support-lt", "trn1-32xl-ng1-lt"}
+        for template in templates:
+            assert template.inputs["metadataOptions"] == {
+                "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1,
+                "httpProtocolIpv6": "disabled",
+            }, template.name
+    assert node_security.IMDS_HOP_LIMIT == 1
+
+
+def egress_reaches_metadata(rule: dict[str, Any]) -> bool:
+    """Whether a NetworkPolicy egress rule admits 169.254.169.254 (no `to`: everywhere)."""
+    if "to" not in rule:
+        return True
+    for peer in rule["to"]:
+        if "ipBlock" not in peer:
+            continue  # pod and namespace selectors name pods, never the metadata address
+        block = peer["ipBlock"]
+        cidr = ipaddress.ip_network(block["cidr"])
+        if cidr.version == 4 and METADATA.subnet_of(cidr):  # type: ignore[arg-type]
+            if not any(METADATA.subnet_of(ipaddress.ip_network(e)) for e in block.get("except", [])):  # type: ignore[arg-type]
+                return True
+    return False
+
+
+def test_every_training_namespace_walls_its_pods_off_from_instance_metadata(
+    dev: PlanResult, prod: PlanResult, workloads_all: PlanResult, workloads_prod: PlanResult
+) -> None:
+    """NetworkPolicy is an allow-list, and egress allowed by any policy selecting a pod is allowed:
+    so the wall holds if one policy per training namespace selects every pod (podSelector {}) with
+    egress everywhere but 169.254.169.254, and no policy of either stack admits it. The VPC CNI's
+    network policy agent turns an `except` into a deny entry for that range
+    (aws/aws-network-policy-agent v1.4.1, pkg/fwruleprocessor/fw_rule_processor.go: "each `except`
+    CIDR is added explicitly with a deny-all L4 entry")."""
+    for cluster, workloads in ((dev, workloads_all), (prod, workloads_prod)):
+        policies = [o for plan in (cluster, workloads) for o in kubernetes_objects(plan) if o["kind"] == "NetworkPolicy"]
+        for namespace in cluster.outputs["trainingNamespaces"]:
+            walls = [p for p in policies if p["metadata"] == {"name": "deny-instance-metadata", "namespace": namespace}]
+            assert len(walls) == 1, namespace
+            spec = walls[0]["spec"]
+            assert spec["podSelector"] == {} and spec["policyTypes"] == ["Egress"]
+            # Everything else stays reachable: DNS, the API, S3, peers, the Pod Identity agent.
+            assert not egress_reaches_metadata(spec["egress"][0])
+            assert ipaddress.ip_address("169.254.170.23") in ipaddress.ip_network(spec["egress"][0]["to"][0]["ipBlock"]["cidr"])
+        for policy in policies:
+            if "Egress" in policy["spec"]["policyTypes"]:
+                assert not any(egress_reaches_metadata(r) for r in policy["spec"].get("egress", [])), policy["metadata"]
+
+
+def test_the_wall_check_would_see_an_open_rule() -> None:
+    assert egress_reaches_metadata({})
+    assert egress_reaches_metadata({"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]})
+    assert egress_reaches_metadata({"to": [{"ipBlock": {"cidr": "0.0.0.0/1"}}, {"ipBlock": {"cidr": "128.0.0.0/1"}}]})
+    assert not egress_reaches_metadata(node_security.egress_except_instance_metadata())
+    assert not egress_reaches_metadata({"to": [{"podSelector": {}}]})
+
+
+def test_the_vpc_cni_add_on_pulumi_eks_made_is_adopted_under_its_urn(dev: PlanResult) -> None:
+    # pulumi-eks 4.4.0 declared `new VpcCniAddon(`${name}-vpc-cni`, ...)` with the cluster component as
+    # parent and inside it `new aws.eks.Addon(name, ...)` (nodejs/eks/cluster/cluster.ts createCore,
+    # nodejs/eks/addons/cni-addon.ts); our add-on aliases that URN, so the switch is an update.
+    cluster = dev.named("cluster-eks", "eks:index:Cluster").urn
+    assert pulumi_eks_cni_urn(cluster) == (
+        "urn:pulumi:dev::trainium-eks::trainium:infra:EksCluster$eks:index:Cluster$eks:index:VpcCniAddon"
+        "$aws:eks/addon:Addon::cluster-eks-vpc-cni"
+    )
+
+
+def test_namespace_buckets_name_training_namespaces_only() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config({"region": "us-west-2", "namespaceDataBuckets": {"research": ["data"], "default": ["bad/"]}})
+    text = str(caught.value)
+    assert ("trainium-eks:namespaceDataBuckets.research = ['data']: not a training namespace; "
+            "trainingNamespaces lists ['default']") in text
+    assert "trainium-eks:namespaceDataBuckets.default[0] = 'bad/': not an S3 bucket name" in text
+    config = parse_stack_config({"region": "us-west-2", "trainingNamespaces": ["default", "research"],
+                                 "trainingDataBuckets": ["shared"], "namespaceDataBuckets": {"research": []}})
+    assert config.data_buckets("default") == ["shared"] and config.data_buckets("research") == []
+
+
+# --- what each component on the nodes does with the metadata service ---------------------------
+
+
+@dataclass(frozen=True)
+class NodeComponent:
+    name: str
+    host_network: bool
+    """Host-network pods are one hop from the metadata service: a hop limit of 1 reaches them."""
+    reads_imds: bool
+    without_imds: str
+    """What it does when it cannot reach the metadata service ("" when it never asks)."""
+    source: str
+
+
+COMPONENTS = (
+    NodeComponent("EKS Pod Identity agent", True, False, "",
+                  "EKS user guide, pod-id-agent-setup.adoc: a host-network DaemonSet serving 169.254.170.23"),
+    NodeComponent("VPC CNI (aws-node)", True, True, "",
+                  "aws/amazon-vpc-cni-k8s#2780: supports the Pod Identity agent; the add-on's DaemonSet is host-network"),
+    NodeComponent("EFA device plugin", True, False, "",
+                  "aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, templates/daemonset.yaml: hostNetwork: "
+                  "true; device nodes under /dev/infiniband only"),
+    NodeComponent("FSx CSI node plugin", False, True, "the Kubernetes API (its node object, CSI_NODE_NAME)",
+                  "kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), pkg/cloud/metadata.go NewMetadataService"),
+    NodeComponent("EBS CSI node plugin", False, True, "the Kubernetes API (metadata sources [imds, kubernetes])",
+                  "kubernetes-sigs/aws-ebs-csi-driver v1.64.0, pkg/cloud/metadata/metadata.go DefaultMetadataSources; "
+                  "chart node.hostNetwork: false"),
+    NodeComponent("CloudWatch agent", True, True, "",
+                  "aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0, values.yaml agent.hostNetwork: true"),
+    NodeComponent("neuron-monitor (CloudWatch add-on)", False, True,
+                  "its instance_info section stays empty (a binary, not verified); the host-network agent adds the "
+                  "instance dimensions itself",
+                  "aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0, values.yaml neuronMonitor "
+                  "(no hostNetwork)"),
+    NodeComponent("cluster-autoscaler", False, True, "the region from AWS_REGION, which the chart sets from awsRegion",
+                  "kubernetes/autoscaler cluster-autoscaler-1.34.2, cloudprovider/aws/aws_sdk_provider.go getRegion; "
+                  "chart 9.53.0 templates/deployment.yaml AWS_REGION"),
+    NodeComponent("Neuron device plugin", False, False, "",
+                  "aws-neuron/neuron-helm-charts templates/device-plugin-daemonset.yaml: no AWS environment; the "
+                  "Neuron driver's device nodes and the kubelet socket"),
+    NodeComponent("Neuron node problem detector recovery", False, True,
+                  "unknown: check-health.py ships in the image, not the chart; off by default",
+                  "aws-neuron/neuron-helm-charts templates/npd-daemonset.yaml: node-recovery gets NODE_NAME and "
+                  "ENABLE_RECOVERY only"),
+    NodeComponent("EKS node monitoring agent", True, False, "", "EKS user guide: an add-on needing no AWS permissions"),
+    NodeComponent("Volcano, KubeRay, MPI operator", False, False, "",
+                  "volcano-sh/volcano v1.15.1 pkg/, ray-project/kuberay ray-operator/v1.7.0, kubeflow/mpi-operator "
+                  "v0.8.0 pkg/: no 169.254.169.254, ec2metadata or imds client"),
+)
+
+
+def test_no_node_component_depends_on_reaching_imds_from_the_pod_network(dev: PlanResult) -> None:
+    pod_network = [c for c in COMPONENTS if c.reads_imds and not c.host_network]
+    assert {c.name for c in pod_network} == {"FSx CSI node plugin", "EBS CSI node plugin", "neuron-monitor (CloudWatch add-on)",
+                                             "cluster-autoscaler", "Neuron node problem detector recovery"}
+    assert all(c.without_imds for c in pod_network)
+    # cluster-autoscaler: the region is set, so it never asks IMDS.
+    assert autoscaler_values("trn-dev", "us-west-2")["awsRegion"] == "us-west-2"
+    # Neuron node recovery is the one left unverified: off unless a stack turns it on (docs/security.md).
+    assert dev.outputs["features"]["neuronNodeRecovery"] is False
