@@ -148,7 +148,7 @@ DevicePlugins(
 )
 burn_in_targets = [
     BurnInTarget(s.name, s.config.instance_type, s.facts.neuron_devices, s.facts.neuron_cores, s.efa_interface_count,
-                 config.storage.claim_name if features.fsx_csi else None)
+                 config.storage.claim_name if features.fsx_csi else None, config.node_provisioner)
     for s in specs if s.startup_taints
 ]
 burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets), kubernetes) if burn_in_targets else None

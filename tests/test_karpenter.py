@@ -427,7 +427,8 @@ def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
     spec = group_spec(config, NEURON_INSTANCE_TYPES["trn1.32xlarge"], Zone("us-west-2d", "usw2-az4"), None, "karpenter")
     extra = Taint("example.com/burn-in", "pending", "NoSchedule")
     from dataclasses import replace
-    spec = replace(spec, taints=[*spec.taints, extra], labels={**spec.labels, "extra": "yes"})
+    # startup_taints=[]: a group without the burn-in (tests/test_node_health.py has the group with it).
+    spec = replace(spec, taints=[*spec.taints, extra], labels={**spec.labels, "extra": "yes"}, startup_taints=[])
     lifetimes = plan.Lifetimes("720h", "24h", "10m")
     template = plan.node_pool(spec, lifetimes)["spec"]["template"]
     assert template["spec"]["taints"][0] == {"key": NEURON_TAINT.key, "value": "true", "effect": "NoSchedule"}
@@ -435,9 +436,8 @@ def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
     assert template["metadata"]["labels"]["extra"] == "yes"
     assert "startupTaints" not in template["spec"]
     # A startup taint (a burn-in's) becomes a NodePool startup taint, not a taint pods must tolerate.
-    from types import SimpleNamespace
     burn_in = Taint("startup-taint.cluster-autoscaler.kubernetes.io/burn-in", "pending", "NoSchedule")
-    with_startup = SimpleNamespace(**vars(spec), name=spec.name, startup_taints=[burn_in])
+    with_startup = replace(spec, startup_taints=[burn_in])
     template = plan.node_pool(with_startup, lifetimes)["spec"]["template"]
     assert template["spec"]["startupTaints"] == [{"key": burn_in.key, "value": "pending", "effect": "NoSchedule"}]
     assert burn_in.key not in {t["key"] for t in template["spec"]["taints"]}

@@ -4,6 +4,7 @@ Capacity Block windows (workloads/capacity_windows.py): pure functions, plus the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import subprocess
@@ -186,6 +187,12 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_leaves_la
     assert {t["key"] for t in pod["tolerations"]} == {NEURON_TAINT.key, BURN_IN_TAINT.key}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": BURN_IN_RESULT_LABEL, "operator": "DoesNotExist"} in terms[0]["matchExpressions"]
+    assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0]["matchExpressions"]
+    # Karpenter's nodes carry their NodePool's name instead (the NodePool is named after the group).
+    karpenter = burn_in.daemon_set(dataclasses.replace(TARGET, provisioner="karpenter"))
+    k_terms = karpenter["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["trn1-32xl-ng1"]} in \
+        k_terms["nodeSelectorTerms"][0]["matchExpressions"]
     assert container["securityContext"]["privileged"] is False
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}

@@ -87,6 +87,14 @@ class BurnInTarget:
     efa_interfaces: int
     fsx_claim: Optional[str]
     """The claim in ``NAMESPACE`` to mount at /shared; None when the stack has no file system."""
+    provisioner: str = "cluster-autoscaler"
+
+    @property
+    def group_label(self) -> str:
+        """The label naming the group on its nodes: EKS's on a managed node group's nodes, Karpenter's
+        on a NodePool's (kubernetes-sigs/karpenter pkg/apis/v1 NodePoolLabelKey; the NodePool is named
+        after the group, infra/plans/karpenter.py)."""
+        return "karpenter.sh/nodepool" if self.provisioner == "karpenter" else "eks.amazonaws.com/nodegroup"
 
 
 def check_script(t: BurnInTarget) -> str:
@@ -198,7 +206,7 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
                     "securityContext": pod_security_context(),
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [{"matchExpressions": [
-                            {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": [t.node_group]},
+                            {"key": t.group_label, "operator": "In", "values": [t.node_group]},
                             {"key": BURN_IN_RESULT_LABEL, "operator": "DoesNotExist"},
                         ]}],
                     }}},
