@@ -369,6 +369,8 @@ def test_efa_devices_match_the_node_groups_count(karp):
         nics = classes[group["name"]]["spec"]["networkInterfaces"]
         assert sum(n["interfaceType"] == "efa-only" for n in nics) == group["efaInterfaces"]
         assert {n["networkCardIndex"] for n in nics} == set(range(group["efaInterfaces"]))
+        # EFA nodes give containers a locked-memory limit, as the managed node groups' user data does.
+        assert "RLIMIT_MEMLOCK" in classes[group["name"]]["spec"]["userData"]
     for type_, facts in NEURON_INSTANCE_TYPES.items():
         if facts.efa_supported:
             layout = karpenter_interfaces(facts.network_cards)

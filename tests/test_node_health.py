@@ -200,7 +200,8 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_leaves_la
     assert "hostPath" not in json.dumps(pod) and "hostNetwork" not in pod
 
 
-def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int) -> str:
+def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int,
+                locked: str = "unlimited") -> str:
     """The check script under bash, with the node's tools replaced by stubs printing what the real
     ones print (neuron-ls's table rows, fi_info's ``domain:`` lines)."""
     bin_ = tmp_path / "bin"
@@ -215,11 +216,10 @@ def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, ef
         (devices / f"neuron{i}").write_text("")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    limit = subprocess.run(["bash", "-c", "ulimit -l"], capture_output=True, text=True).stdout.strip()
     script = (burn_in.check_script(target)
               .replace(burn_in.NEURON_BIN, str(bin_)).replace(burn_in.FI_INFO, str(bin_ / "fi_info"))
               .replace("/dev/neuron", str(devices / "neuron"))
-              .replace(f"{burn_in.LOCKED_MEMORY} \"$(ulimit -l)\"", f"{limit} \"$(ulimit -l)\"")
+              .replace("l=$(ulimit -l)", f"l={locked}")
               .replace(f"stat -f -c %T {burn_in.SHARED_MOUNT}", "echo lustre")
               .replace("exec sleep infinity", "exit 0"))
     patch = "import sys; print('PATCH', sys.argv[1], sys.argv[2] or '-')"
@@ -235,13 +235,20 @@ def test_a_healthy_node_passes(tmp_path):
     assert _run_script(tmp_path, TARGET, TABLE_16, 8, 0).splitlines()[-1] == "PATCH passed -"
 
 
-@pytest.mark.parametrize("table, efa, nccom, reason", [
-    ("\n".join(TABLE_16.splitlines()[:15]), 8, 0, "neuron-devices"),
-    (TABLE_16, 7, 0, "efa-interfaces"),
-    (TABLE_16, 8, 1, "neuron-runtime"),
+def test_a_locked_memory_limit_at_the_user_datas_passes(tmp_path):
+    """The check's floor is what the EFA nodes' user data sets (2**53 bytes), in KiB as `ulimit -l` prints."""
+    assert burn_in.LOCKED_MEMORY_KIB == 2**43
+    assert _run_script(tmp_path, TARGET, TABLE_16, 8, 0, str(2**43)).splitlines()[-1] == "PATCH passed -"
+
+
+@pytest.mark.parametrize("table, efa, nccom, locked, reason", [
+    ("\n".join(TABLE_16.splitlines()[:15]), 8, 0, "unlimited", "neuron-devices"),
+    (TABLE_16, 7, 0, "unlimited", "efa-interfaces"),
+    (TABLE_16, 8, 0, "8192", "locked-memory"),  # containerd's own limit: systemd's 8 MiB
+    (TABLE_16, 8, 1, "unlimited", "neuron-runtime"),
 ])
-def test_a_failed_check_names_itself(tmp_path, table, efa, nccom, reason):
-    out = _run_script(tmp_path, TARGET, table, efa, nccom)
+def test_a_failed_check_names_itself(tmp_path, table, efa, nccom, locked, reason):
+    out = _run_script(tmp_path, TARGET, table, efa, nccom, locked)
     assert out.splitlines()[-1] == f"PATCH failed {reason}"
     assert "FAIL" in out
 
@@ -429,3 +436,22 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
     assert "needs up to 9 h 20 min on node group trn1-32xl-ng1" in bert and "8 h 20 min from the block start" in bert
     assert problems(dev) == []  # on-demand groups: no window
+
+
+def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
+    """awslabs/amazon-eks-ami nodeadm: containerd.baseRuntimeSpec is merged over
+    internal/containerd/base-runtime-spec.json (RLIMIT_NOFILE 65536/1048576 only) by mergo with
+    override through float64 numbers (internal/util/merge.go): the list must repeat NOFILE, and the
+    limit must be exact in a float64."""
+    import yaml
+    from infra.plans.user_data import LOCKED_MEMORY_BYTES, nodeadm_user_data
+    text = nodeadm_user_data(4, efa=True)
+    document = text.split("Content-Type: application/node.eks.aws\n\n", 1)[1].split("\n--", 1)[0]
+    config = yaml.safe_load(document)
+    assert config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+    rlimits = config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]
+    assert rlimits == [{"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
+                       {"type": "RLIMIT_MEMLOCK", "soft": LOCKED_MEMORY_BYTES, "hard": LOCKED_MEMORY_BYTES}]
+    assert int(float(LOCKED_MEMORY_BYTES)) == LOCKED_MEMORY_BYTES
+    assert "RLIMIT_MEMLOCK" not in nodeadm_user_data(4)  # no EFA: nothing to register
+    assert nodeadm_user_data(0) is None

@@ -95,7 +95,7 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
         interfaces=interfaces,
         labels=labels,
         taints=taints,
-        user_data=nodeadm_user_data(facts.nvme_disks),
+        user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces)),
         autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
         allocatable=allocatable,
         startup_taints=[BURN_IN_TAINT] if config.burn_in else [],

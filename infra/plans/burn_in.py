@@ -9,8 +9,9 @@ burn-in result yet; the pod takes every Neuron device and EFA interface of the n
   its result check (``--check``; aws-neuron/aws-neuron-sdk v2.21.0
   tools/neuron-sys-tools/nccom-test.rst, "Single Instance Examples");
 - the EFA devices libfabric sees (`fi_info -p efa`, one ``domain:`` per device);
-- the container's locked-memory limit (EFA registers training buffers as locked memory, and no
-  capability lifts the limit here: infra/plans/pod_security.py ACCELERATOR_CAPABILITIES);
+- on EFA nodes, the container's locked-memory limit (EFA registers training buffers as locked
+  memory, no capability lifts the limit here: infra/plans/pod_security.py ACCELERATOR_CAPABILITIES;
+  the node's user data raises it, infra/plans/user_data.py);
 - the training file system mounted as Lustre.
 
 Then it patches its own node once: result label ``passed`` and the taint removed, or ``failed``, the
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from infra.facts.versions import NEURON_DLC_PYTORCH_2_5
+from infra.plans.user_data import LOCKED_MEMORY_BYTES
 from infra.plans.node_template import (
     BURN_IN_REASON_LABEL,
     BURN_IN_RESULT_LABEL,
@@ -69,8 +71,9 @@ CHECK_TIMEOUT_SECONDS = 300
 # What a node spends in burn-in before it takes training pods: image pull of the multi-GB DLC,
 # the checks, the all-reduce. The cost estimate charges it per node start (offline/cost.py).
 BURN_IN_MINUTES = 10
-# The locked-memory limit EFA needs: libfabric registers every buffer it sends from.
-LOCKED_MEMORY = "unlimited"
+# The locked-memory limit (KiB, as `ulimit -l` prints it) EFA nodes give containers
+# (infra/plans/user_data.py): libfabric registers every buffer it sends from.
+LOCKED_MEMORY_KIB = LOCKED_MEMORY_BYTES // 1024
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
 APP_LABELS = {"app.kubernetes.io/name": "neuron-burn-in"}
@@ -102,6 +105,8 @@ def check_script(t: BurnInTarget) -> str:
     then sleeps until the DaemonSet controller deletes the pod (the node no longer matches)."""
     efa = (f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
            f'"$(timeout {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
+           'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt ' f'{LOCKED_MEMORY_KIB} ] || l=ok\n'
+           f'expect locked-memory "locked-memory limit (ulimit -l, KiB, at least {LOCKED_MEMORY_KIB})" ok "${{l/unlimited/ok}}"\n'
            if t.efa_interfaces else "")
     fsx = (f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
            f'"$(timeout {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
@@ -115,8 +120,7 @@ dc=$(timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
 expect neuron-devices "Neuron devices (neuron-ls)" {t.neuron_devices} "${{dc% *}}"
 expect neuron-cores "NeuronCores (neuron-ls)" {t.neuron_cores} "${{dc#* }}"
 expect neuron-device-files "Neuron device files (/dev/neuron*)" {t.neuron_devices} "$(ls -d /dev/neuron[0-9]* 2>/dev/null | wc -l)"
-{efa}expect locked-memory "locked-memory limit (ulimit -l)" {LOCKED_MEMORY} "$(ulimit -l)"
-{fsx}timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
+{efa}{fsx}timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
   --datatype fp32 --check --non-interactive allr
 expect neuron-runtime "nccom-test all-reduce over {t.neuron_cores} NeuronCores (exit code)" 0 "$?"
 result=$([ -z "$reason" ] && echo passed || echo failed)

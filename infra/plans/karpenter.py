@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from infra.plans.efa import karpenter_interfaces
+from infra.plans.user_data import nodeadm_user_data
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -97,6 +98,10 @@ def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group:
         # ephemeral storage (nodeclasses.md, spec.instanceStorePolicy).
         body["instanceStorePolicy"] = "RAID0"
     if spec.interfaces:
+        # The locked-memory limit EFA needs (infra/plans/user_data.py); Karpenter merges a NodeConfig
+        # part of userData with its own on AL2023 (nodeclasses.md, spec.userData). RAID0 stays
+        # Karpenter's (instanceStorePolicy above).
+        body["userData"] = nodeadm_user_data(0, efa=True)
         body["networkInterfaces"] = [
             {"networkCardIndex": i.network_card_index, "deviceIndex": i.device_index, "interfaceType": i.interface_type}
             for i in karpenter_interfaces(spec.facts.network_cards)
