@@ -16,7 +16,9 @@ from typing import Any, Optional
 import pulumi
 import yaml
 from pulumi.runtime import config as runtime_config
+from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import settings
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -26,6 +28,18 @@ from offline import stack_files
 from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _no_stack_trace() -> source_pb2.StackTrace:
+    return source_pb2.StackTrace()
+
+
+# Each registration carries the Python stack that declared it (the CLI shows it in errors):
+# the runtime walks and formats the whole stack, a file URI a frame, for every resource
+# (pulumi 3.x sdk/python/lib/pulumi/runtime/resource.py _get_stack_trace). The mock monitor
+# discards it, and it was a tenth of every offline program run; offline runs send an empty
+# one. `pulumi up` never imports this module. tests/test_plan_cli.py checks the hook is there.
+runtime_resource._get_stack_trace = _no_stack_trace
 
 
 def _no_network() -> str:

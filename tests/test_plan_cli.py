@@ -208,3 +208,19 @@ def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_pa
     written = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*") if p.is_file()}
     assert len(written) > 30
     assert {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*") if p.is_file()} == written
+
+
+def test_offline_runs_skip_the_stack_trace_the_mock_monitor_discards():
+    """pulumi's runtime computes a stack trace a resource (sdk/python/lib/pulumi/runtime/resource.py
+    ``_get_stack_trace``, called from ``register_resource`` and ``read_resource`` in the pinned
+    pulumi 3.x); offline/runner.py replaces it with an empty one. If an SDK bump renames it, the
+    replacement would silently stop saving a tenth of every program run: this fails instead."""
+    import inspect
+
+    import pulumi.runtime.resource as runtime_resource
+
+    from offline import runner
+
+    assert runtime_resource._get_stack_trace is runner._no_stack_trace
+    assert "_get_stack_trace()" in inspect.getsource(runtime_resource.register_resource)
+    assert not runner._no_stack_trace().frames
