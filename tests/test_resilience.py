@@ -423,7 +423,7 @@ def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: 
     spec = manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]
     c = container(spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
     server = http.server.HTTPServer(("127.0.0.1", 0), RayletHealth)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/api/local_raylet_healthz"
     try:
         probe, env = declared_probe(c, tmp_path, "/shared/llama2_output", **{resumable.RAYLET_HEALTH_URL: url})
@@ -433,7 +433,10 @@ def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: 
         server.shutdown()
         server.server_close()
     (tmp_path / "state.json").unlink()
-    down = run_probe(probe, env, tmp_path)  # the raylet (and its agent) gone
+    assert run_probe(probe, env, tmp_path).returncode == 0  # the raylet (and its agent) gone: KubeRay waits too
+    health = tmp_path / "state.json.health"
+    health.write_text(str(float(health.read_text()) - resilience.HEALTH_GRACE_SECONDS - 1))
+    down = run_probe(probe, env, tmp_path)
     assert down.returncode == 1 and "local_raylet_healthz unreachable" in down.stdout
 
 

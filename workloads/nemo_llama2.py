@@ -180,6 +180,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # job_controller.go syncJob exceedsBackoffLimit). OnFailure would count container
                     # restarts with >= (pastBackoffLimitOnFailure): one rerun fewer, none at 1.
                     # mpi-operator v0.8.0 puts this on the launcher Job's template (setRestartPolicy).
+                    # Under Volcano the new pod joins the running gang: the running workers count
+                    # toward minAvailable (volcano v1.15.1 api/job_info.go ReadyTaskNum).
                     "restartPolicy": "Never",
                     "template": {
                         "metadata": {"labels": pods.workload_labels(WORKLOAD)},

@@ -242,7 +242,12 @@ def _alive(pid: int) -> bool:
 # below 2.53) is the dashboard agent's raylet health, ``wget -T 2 -q -O- http://localhost:52365/
 # api/local_raylet_healthz | grep success`` (utils/constant.go BaseWgetHealthCommand,
 # DefaultDashboardAgentListenPort, RayAgentRayletHealthPath); it adds it only when the container has
-# no livenessProbe, so a probe that replaces it runs the same check.
+# no livenessProbe, so a probe that replaces it runs the same check, with the same patience: KubeRay
+# fails after 120 failed reads 5 s apart (DefaultLivenessProbeFailureThreshold, ...PeriodSeconds),
+# 10 minutes, which also covers the raylet's start; the kubelet adds our probe's 3 reads 60 s apart.
+HEALTH_GRACE_SECONDS = 600 - 3 * 60
+
+
 def unhealthy(url: str, timeout: float = 10) -> Optional[str]:
     """Why the health endpoint at ``url`` does not answer success, or None."""
     try:
@@ -254,12 +259,26 @@ def unhealthy(url: str, timeout: float = 10) -> Optional[str]:
         return f"{url} unreachable: {error}"
 
 
+def unhealthy_for_long(url: str, since_file: str, now: float) -> Optional[str]:
+    """``unhealthy(url)`` once it has lasted HEALTH_GRACE_SECONDS (``since_file`` keeps its start)."""
+    problem = unhealthy(url)
+    if problem is None:
+        if os.path.exists(since_file):
+            os.remove(since_file)
+        return None
+    if not os.path.exists(since_file):
+        with open(since_file, "w") as f:
+            f.write(str(now))
+    failing = now - float(_read(since_file) or now)
+    return f"{problem} for {int(failing)} s" if failing > HEALTH_GRACE_SECONDS else None
+
+
 def probe(kind: str, heartbeat: str, state_file: str, first_step_seconds: int, hang_seconds: int, now: float,
           attempt_marker: str = "", health_url: str = "") -> Optional[str]:
     """The liveness verdict. With ``attempt_marker``, only an attempt running in this container is
     watched: none running (between attempts, before the first) passes, and the launcher's retries
     and the job's deadline bound that time."""
-    if health_url and (problem := unhealthy(health_url)):
+    if health_url and (problem := unhealthy_for_long(health_url, state_file + ".health", now)):
         return problem
     attempt = None
     if attempt_marker and (attempt := running_attempt(attempt_marker)) is None:
