@@ -229,7 +229,9 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
 
 def runtime_env_vars(step: str) -> dict[str, str]:
     # Ray runs the entrypoint with the job's runtime environment: the train step's shell calls resilience.py.
-    return {"PYTHONUNBUFFERED": "1", **(resumable.env() if step == "train" else {})}
+    # "0" is the seed's value and means unbuffered too (Python: any non-empty value); spelling it
+    # "1" would change, so replace and re-run, every step's RayJob, the precompile included.
+    return {"PYTHONUNBUFFERED": "0", **(resumable.env() if step == "train" else {})}
 
 
 def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[str, Any]:
