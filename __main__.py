@@ -6,10 +6,12 @@ import pulumi_kubernetes as k8s
 from infra import lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
+from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
+from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
@@ -17,6 +19,9 @@ from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
+from infra.plans import karpenter as karpenter_plan
+from infra.plans import node_security
+from infra.plans.burn_in import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
 from infra.plans.placement import choose_placement, with_reservation_zones
 from infra.plans.system_capacity import node_allocatable
 
@@ -25,12 +30,15 @@ validate.check_against_the_account(config)
 lookups.core_instance_types(config.core_node_group.instance_types)
 lookups.core_instance_types(config.job_node_group.instance_types, "jobNodeGroup")
 cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.accelerator_node_groups}))
-groups = with_reservation_zones(config.accelerator_node_groups, lookups.capacity_blocks(config.accelerator_node_groups))
+blocks = lookups.capacity_blocks(config.accelerator_node_groups)
+groups = with_reservation_zones(config.accelerator_node_groups, blocks)
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
 features = config.features
+use_karpenter = config.node_provisioner == "karpenter"
 specs = [
     group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
-               node_allocatable(g.instance_type, features, accelerator=True))
+               node_allocatable(g.instance_type, features, accelerator=True),
+               provisioner=config.node_provisioner, capacity_block=blocks[g.name].window() if g.name in blocks else None)
     for g in groups
 ]
 wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
@@ -53,6 +61,7 @@ network = Network(
         zones=placement.zones,
         nat_gateways=config.network.nat_gateways,
         tags=tags,
+        node_subnet_tags={karpenter_plan.DISCOVERY_TAG: config.cluster_name} if use_karpenter else {},
     ),
 )
 
@@ -82,20 +91,21 @@ cluster = EksCluster(
     ),
 )
 
-accelerators = AcceleratorNodeGroups(
-    "accelerators",
-    AcceleratorNodeGroupsArgs(
-        cluster_name=cluster.name,
-        kubernetes_version=cluster.kubernetes_version,
-        vpc_id=network.vpc_id,
-        cluster_security_group_id=cluster.cluster_security_group_id,
-        node_role_arn=cluster.node_role_arn,
-        node_subnet_by_zone_id=network.node_subnet_by_zone_id,
-        groups=specs,
-        depends_on=cluster.node_policies,
-        tags=tags,
-    ),
-)
+if not use_karpenter:
+    AcceleratorNodeGroups(
+        "accelerators",
+        AcceleratorNodeGroupsArgs(
+            cluster_name=cluster.name,
+            kubernetes_version=cluster.kubernetes_version,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=cluster.node_role_arn,
+            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
+            groups=specs,
+            depends_on=cluster.node_policies,
+            tags=tags,
+        ),
+    )
 
 # --- cluster software, through a provider built from the cluster's kubeconfig ---------------
 namespaces = config.training_namespaces
@@ -136,6 +146,12 @@ DevicePlugins(
     ),
     kubernetes,
 )
+burn_in_targets = [
+    BurnInTarget(s.name, s.config.instance_type, s.facts.neuron_devices, s.facts.neuron_cores, s.efa_interface_count,
+                 config.storage.claim_name if features.fsx_csi else None, config.node_provisioner)
+    for s in specs if s.startup_taints
+]
+burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets), kubernetes) if burn_in_targets else None
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(
@@ -152,6 +168,7 @@ if features.fsx_csi:
             namespaces=namespaces,
             pod_identity=pod_identity,
             tags=tags,
+            system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
         kubernetes,
     )
@@ -182,6 +199,31 @@ Autoscaling(
     ),
     kubernetes,
 )
+if use_karpenter:
+    Karpenter(
+        "karpenter",
+        KarpenterArgs(
+            cluster_name=cluster.name,
+            cluster_name_text=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            groups=specs,
+            lifetimes=karpenter_plan.Lifetimes(
+                config.karpenter.expire_after, config.karpenter.termination_grace_period,
+                config.karpenter.consolidate_after,
+            ),
+            # The same node posture as the managed groups' (infra/plans/node_security.py).
+            hop_limit=node_security.IMDS_HOP_LIMIT,
+            node_policies=node_security.node_policies(features.session_manager),
+            pod_identity=pod_identity,
+            depends_on=[cluster],
+            tags=tags,
+        ),
+        kubernetes,
+    )
 observability = None
 if features.observability:
     observability = Observability(

@@ -214,15 +214,15 @@ def node_group_versions(cluster_name: str) -> dict[str, str]:
 
 
 def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, ReservedCapacity]:
-    """Zone and instance type of each Capacity Block a group targets, from EC2.
+    """Zone, instance type and end of each Capacity Block a group targets, from EC2.
 
     On-Demand Capacity Reservations are not looked up (pulumi-aws 7.51 has a data source for
     Capacity Blocks only); their groups must name the zone (azId), which config requires.
     """
     found: dict[str, ReservedCapacity] = {}
     for i, group in enumerate(groups):
-        if not group.capacity_block or group.capacity_reservation is None:
-            continue
+        if not group.capacity_block or group.capacity_reservation is None or group.capacity_reservation.id is None:
+            continue  # blocks selected by tags (Karpenter) are found by Karpenter; config requires their azId
         reservation_id = group.capacity_reservation.id
         try:
             block = aws.ec2.get_capacity_block_reservation(id=reservation_id)
@@ -233,5 +233,8 @@ def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, Reser
                 [f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'id'))} = {reservation_id!r}: "
                  "no Capacity Block with this id in this account and region"]
             ) from None
-        found[group.name] = ReservedCapacity(zone_id=block.availability_zone_id, instance_type=block.instance_type)
+        found[group.name] = ReservedCapacity(
+            zone_id=block.availability_zone_id, instance_type=block.instance_type,
+            start_date=block.start_date, end_date=block.end_date,
+        )
     return found

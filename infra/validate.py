@@ -20,6 +20,7 @@ from infra.config.rules import (
     deploy_problems,
     kubernetes_version_change_problem,
     lagging_node_groups_problem,
+    neuron_compatibility_problems,
     semantic_problems,
 )
 from infra.plans.system_capacity import system_fit_problem
@@ -67,11 +68,14 @@ def check_api_reachable(config: StackConfig) -> None:
 
 
 def plan_problems(config: StackConfig) -> list[str]:
-    """System nodes too small for the system pods leave CoreDNS or a controller Pending."""
+    """System nodes too small for the system pods leave CoreDNS or a controller Pending; a Trainium
+    group on a pinned AMI whose Neuron driver the training images cannot run on fails every job."""
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
-        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces)
+        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces,
+                                     karpenter=config.node_provisioner == "karpenter")
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
-    return problems
+    return problems + neuron_compatibility_problems(config, latest=False)
+

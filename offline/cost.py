@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from infra.facts import prices
+from infra.plans.burn_in import BURN_IN_MINUTES
 from workloads import deadlines
 from infra.facts.prices import HOURS_PER_MONTH, Price
 
@@ -38,6 +39,8 @@ T_EIP = "aws:ec2/eip:Eip"
 T_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
 T_FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 T_CLUSTERS = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+T_NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+T_NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 
 
 @dataclass
@@ -144,6 +147,10 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
             None,
         )
         _node_group(estimate, group, template, region)
+    classes = {r["inputs"]["metadata"]["name"]: r for r in resources if r["type"] == T_NODECLASS}
+    for pool in (r for r in resources if r["type"] == T_NODEPOOL):
+        ref = pool["inputs"]["spec"]["template"]["spec"]["nodeClassRef"]["name"]
+        _node_pool(estimate, pool, classes.get(ref), region)
     _network(estimate, resources, region)
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
@@ -226,6 +233,53 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
                  counts, "", gp3.source if gp3 else ""),
             f"gp3 storage in {region}",
         )
+
+
+def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: Optional[dict[str, Any]], region: str) -> None:
+    """A Karpenter NodePool: no node while no pod asks for one (idle and configured are 0), and at
+    most ``limits.nodes`` nodes at full scale (kubernetes-sigs/karpenter v1.14.0 scheduler.go
+    enforces it for dynamic NodePools)."""
+    spec = pool["inputs"]["spec"]
+    name = pool["inputs"]["metadata"]["name"]
+    requirements = {r["key"]: r.get("values") or [] for r in spec["template"]["spec"].get("requirements", [])}
+    types = requirements.get("node.kubernetes.io/instance-type", [])
+    capacity = requirements.get("karpenter.sh/capacity-type", ["on-demand", "spot"])
+    limit = (spec.get("limits") or {}).get("nodes")
+    counts = {"idle": 0.0, "configured": 0.0, "fullScale": float(limit or 0)}
+    type_text = ", ".join(types) or "any instance type"
+    reserved = bool(((node_class or {}).get("inputs", {}).get("spec") or {}).get("capacityReservationSelectorTerms"))
+    detail = f"{type_text} × 0/0/{limit if limit is not None else '?'} (Karpenter, {' > '.join(capacity)})"
+    unknown_in: tuple[str, ...] = ()
+    if limit is None:
+        unit, note, source = None, "no limits.nodes: Karpenter may start any number of nodes", ""
+        unknown_in = ("fullScale",)
+        unknown = f"NodePool {name} has no node limit"
+    elif capacity == ["reserved"]:
+        unit, note, source = None, (
+            "reserved capacity only (a Capacity Block or reservations): paid for by the reservation, not priced here"
+        ), ""
+        unknown = f"reserved capacity of NodePool {name} ({type_text})"
+    else:
+        found = [prices.instance_hourly(region, t) for t in types]
+        unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
+        source = found[0].source if found and found[0] is not None else ""
+        note = "priced at the on-demand rate" + (" (Spot would cost less)" if "spot" in capacity else "")
+        unknown = f"on-demand price of {type_text} in {region}"
+        if reserved and unit is not None:
+            # As for a node group on an On-Demand Capacity Reservation (see _node_group).
+            unknown_in = ("idle", "configured")
+            note += ("; selects capacity reservations, billed whether or not a node runs in them: their size is not "
+                     "in the plan, so idle and configured are unknown")
+            unknown = f"size of the capacity reservations NodePool {name} selects (billed while idle)"
+    estimate.add(Line(f"NodePool {name}", detail, unit, counts, note, source, unknown_in), unknown)
+    volume = sum(int(str((m.get("ebs") or {}).get("volumeSize", "0")).removesuffix("Gi") or 0)
+                 for m in ((node_class or {}).get("inputs", {}).get("spec") or {}).get("blockDeviceMappings") or []
+                 if (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3")
+    if volume and limit is not None:
+        gp3 = prices.service_price(region, prices.EBS_GP3)
+        estimate.add(Line(f"NodePool {name} root volumes", f"{volume} GiB gp3 per node",
+                          _usd(gp3, HOURS_PER_MONTH / volume) if gp3 else None, counts, "", gp3.source if gp3 else ""),
+                     f"gp3 storage in {region}")
 
 
 def _network(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
@@ -332,6 +386,15 @@ def cluster_check_run(check: Any) -> WorkloadRun:
 CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 
+def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
+    """A group that health-gates its nodes (``startupTaints`` in its output) bills each new node for its
+    burn-in (infra/plans/burn_in.py) before the run can start on it."""
+    if not group.get("startupTaints") or run.bound_seconds is None:
+        return run
+    return WorkloadRun(run.name, run.node_group, run.nodes, run.bound_seconds + BURN_IN_MINUTES * 60,
+                       f"{run.bound_text}; + {BURN_IN_MINUTES} min burn-in of each new node before it takes the run")
+
+
 def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
     """Per workload: its nodes × the group's price while it runs (idle: nothing runs), and a USD
     bound where its settings limit how long it holds them. ``node_groups`` is the cluster stack's
@@ -346,6 +409,7 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
     wanted: dict[str, int] = {}
     for run in workload_runs(settings):
         group = groups.get(run.node_group, {})
+        run = with_burn_in(run, group)
         instance_type = group.get("instanceType", "unknown type")
         counts = {"idle": 0.0, "configured": float(run.nodes), "fullScale": float(run.nodes)}
         detail = f"{run.nodes} × {instance_type} ({run.node_group}) while it runs"

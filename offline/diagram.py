@@ -28,6 +28,8 @@ T_ADDON = "aws:eks/addon:Addon"
 T_RELEASE = "kubernetes:helm.sh/v3:Release"
 T_CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 T_CLUSTERS = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+T_NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+T_NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 WORKLOAD_KINDS = ("Job", "RayJob", "MPIJob", "Deployment", "Pod")
 
 
@@ -89,6 +91,14 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
         zones = sorted({zones_of.get(s, "?") for s in group["inputs"].get("subnetIds") or []})
         (single_zone[zones[0]].append((group, lt)) if len(zones) == 1 else multi_zone.append((group, lt, zones)))
 
+    classes = {c["inputs"]["metadata"]["name"]: c["inputs"]["spec"] for c in _of(resources, T_NODECLASS)}
+    pools_by_zone: dict[str, list[list[str]]] = defaultdict(list)
+    for pool in _of(resources, T_NODEPOOL):
+        requirements = {r["key"]: r.get("values") or [] for r in pool["inputs"]["spec"]["template"]["spec"]["requirements"]}
+        zones = requirements.get("topology.k8s.aws/zone-id") or ["?"]
+        node_class = classes.get(pool["inputs"]["spec"]["template"]["spec"]["nodeClassRef"]["name"], {})
+        pools_by_zone[zones[0] if len(zones) == 1 else "?"].append(_node_pool(pool["inputs"], requirements, node_class))
+
     file_systems = _of(resources, T_FSX)
     for zone in sorted(subnets_by_zone):
         title = f"zone {zone}" + (" (accelerator zone)" if zone == accel_zone else "")
@@ -99,6 +109,8 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
         out.append(f"        sn_{_id(zone)}[{_label(*subnet_lines)}]")
         for group, lt in single_zone.get(zone, []):
             out.extend("        " + line for line in _node_group(group, lt))
+        for lines in pools_by_zone.get(zone, []):
+            out.extend("        " + line for line in lines)
         for fs in file_systems:
             subnet = fs["inputs"].get("subnetIds")
             subnet = subnet[0] if isinstance(subnet, list) else subnet
@@ -154,6 +166,24 @@ def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: Optional[list[
     node = f"ng_{_id(name)}[{_label(f'node group {name}', types, sizes, *extra)}]"
     placement = (lt.get("placement") or {}).get("groupName")
     if placement:
+        return [f"subgraph pg_{_id(name)}[{_label('cluster placement group')}]", f"  {node}", "end"]
+    return [node]
+
+
+def _node_pool(pool: dict[str, Any], requirements: dict[str, list[str]], node_class: dict[str, Any]) -> list[str]:
+    """A Karpenter NodePool, drawn where a node group would be: its type, 0 to limits.nodes nodes,
+    the capacity types in order, EFA devices, inside its placement group when it has one."""
+    name = pool["metadata"]["name"]
+    types = ", ".join(requirements.get("node.kubernetes.io/instance-type", []))
+    limit = (pool["spec"].get("limits") or {}).get("nodes", "?")
+    efa = sum(n.get("interfaceType") == "efa-only" for n in node_class.get("networkInterfaces") or [])
+    extra = [" > ".join(requirements.get("karpenter.sh/capacity-type", []))]
+    if efa:
+        extra.append(f"{efa} EFA interfaces")
+    if node_class.get("capacityReservationSelectorTerms"):
+        extra.append("capacity reservations")
+    node = f"np_{_id(name)}[{_label(f'Karpenter NodePool {name}', types, f'0..{limit} nodes, on demand', *extra)}]"
+    if node_class.get("placementGroupSelector"):
         return [f"subgraph pg_{_id(name)}[{_label('cluster placement group')}]", f"  {node}", "end"]
     return [node]
 

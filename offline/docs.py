@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from offline import cost, diagram, reference, report
-from offline.runner import REPO_ROOT, PlanResult, run_program
+from infra.facts import neuron
+from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 STACKS = ("dev", "prod")
 BEGIN = "<!-- BEGIN generated: {name} (make docs; do not edit) -->"
@@ -233,12 +234,53 @@ def offline_tables() -> str:
             f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n")
 
 
+def _trainium_groups(root: Path, stack: str) -> list[dict[str, Any]]:
+    import json
+    groups = json.loads(stack_config(root, stack).get("trainium-eks:acceleratorNodeGroups", "[]"))
+    return [g for g in groups if g["instanceType"].startswith("trn")]
+
+
+def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "prod")) -> str:
+    """The Neuron parts each stack combines and the table's verdict (infra/facts/neuron.py)."""
+    lines = [f"Neuron chart {neuron.CHARTS['neuron'].version} (device plugin {neuron.DEVICE_PLUGIN}) on every stack.\n\n",
+             "| stack | node group | AMI release | Neuron driver | image | SDK | runtime | compiler | framework | verdict |\n",
+             "|---|---|---|---|---|---|---|---|---|---|\n"]
+    for stack in stacks:
+        for g in _trainium_groups(root, stack):
+            release = g.get("amiReleaseVersion")
+            driver = neuron.ami_driver(release)
+            failing = {(i.name, r.what) for i, _, r in neuron.incompatibilities(release, g["instanceType"])}
+            for image in neuron.TRAINING_IMAGES:
+                why = [what for name, what in failing if name == image.name]
+                verdict = "fails: " + "; ".join(why) if why else "works"
+                drv = driver.describe().split(" (")[0].replace("Neuron driver ", "")
+                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {drv} | docker/{image.name} | "
+                             f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n")
+    lines.append("\nCombinations the table refuses (the plan and the policy pack name the parts and the fix):\n\n")
+    lines += [f"- {r.what}. Source: {r.source}. Fix: {r.fix}.\n" for r in neuron.RULES]
+    return "".join(lines)
+
+
+def neuron_summary(root: Path = REPO_ROOT) -> str:
+    """README's line per stack: the AMI pins and images the matrix checked."""
+    lines = []
+    for stack in ("dev", "prod"):
+        groups = _trainium_groups(root, stack)
+        pins = sorted({g.get("amiReleaseVersion") or "latest" for g in groups})
+        bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"])]
+        lines.append(f"- **{stack}**: AMI {', '.join(pins)}; images "
+                     + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.TRAINING_IMAGES)
+                     + f"; chart {neuron.CHARTS['neuron'].version}: " + (f"fails on {', '.join(bad)}" if bad else "works") + "\n")
+    return "".join(lines) + "Full matrix and sources: [docs/node-health.md](docs/node-health.md).\n"
+
+
 def readme_blocks(plans: Plans) -> dict[str, str]:
     return {
         "plan summary": plan_summary(plans),
         "dev architecture": _mermaid(diagram.cluster_diagram(plans["dev"][0].as_json())),
         "cost box": cost_box(plans),
         "tool versions": tool_versions(),
+        "neuron matrix": neuron_summary(),
     }
 
 
@@ -247,6 +289,7 @@ PAGE_BLOCKS = {
     "docs/architecture.md": lambda plans: {"pictures": architecture_pictures(plans), "pinned versions": pinned_versions()},
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},
     "docs/offline-plan.md": lambda plans: {"offline tables": offline_tables()},
+    "docs/node-health.md": lambda plans: {"neuron compatibility": neuron_matrix()},
 }
 
 

@@ -126,8 +126,10 @@ ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
     },
 }
 
-# Capacity Blocks for ML that exist in the offline account: id -> (region, zone id, instance type).
-CAPACITY_BLOCKS: dict[str, tuple[str, str, str]] = {
-    "cr-0c0ffee0c0ffee001": ("us-west-2", "usw2-az4", "trn1.32xlarge"),
-    "cr-0c0ffee0c0ffee002": ("us-east-2", "use2-az3", "trn2.48xlarge"),
+# Capacity Blocks for ML that exist in the offline account: id -> (region, zone id, instance type,
+# start, end). Blocks start and end at 11:30 UTC and last 1-14 days or a multiple of 7 days (EC2 user
+# guide, "Capacity Blocks for ML"): one two-week block and one of a single day.
+CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str]] = {
+    "cr-0c0ffee0c0ffee001": ("us-west-2", "usw2-az4", "trn1.32xlarge", "2026-12-01T11:30:00Z", "2026-12-15T11:30:00Z"),
+    "cr-0c0ffee0c0ffee002": ("us-east-2", "use2-az3", "trn2.48xlarge", "2026-12-01T11:30:00Z", "2026-12-02T11:30:00Z"),
 }

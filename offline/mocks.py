@@ -152,8 +152,9 @@ class CloudMocks(pulumi.runtime.Mocks):
             if block is None or block[0] != self.region:
                 self.misses.append((a.get("id", ""), "CAPACITY_BLOCKS"))
                 return {}, [("id", "reading EC2 Capacity Block Reservation: couldn't find resource")]
-            _, zone_id, instance_type = block
+            _, zone_id, instance_type, start, end = block
             return {"id": a["id"], "availabilityZoneId": zone_id, "instanceType": instance_type,
+                    "startDate": start, "endDate": end,
                     "availabilityZone": next(n for n, z in fixtures.ZONES[self.region] if z == zone_id)}
         if token == "aws:eks/getCluster:getCluster":
             if self.existing_cluster is None:

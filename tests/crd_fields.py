@@ -18,6 +18,8 @@ FILES = {
     ("ray.io/v1", "RayJob"): "rayjob.txt",
     ("kubeflow.org/v2beta1", "MPIJob"): "mpijob.txt",
     ("batch.volcano.sh/v1alpha1", "Job"): "volcano-job.txt",
+    ("karpenter.sh/v1", "NodePool"): "nodepool.txt",
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"): "ec2nodeclass.txt",
 }
 
 

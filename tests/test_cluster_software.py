@@ -13,6 +13,7 @@ from offline.runner import PlanResult
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
+BURN_IN_TOLERATION = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in", "operator": "Exists", "effect": "NoSchedule"}
 ALL_OFF = {k: False for k in (
     "neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "torchxEtcd", "kuberay", "mpiOperator",
     "clusterAutoscaler", "metricsServer", "observability",
@@ -84,7 +85,8 @@ def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev):
     assert values["neuron"]["devicePlugin"]["enabled"] is True
     assert tolerates_neuron(values["neuron"]["devicePlugin"]["tolerations"])
     assert tolerates_neuron(values["neuron"]["npd"]["tolerations"])
-    assert values["aws-efa-k8s-device-plugin"]["tolerations"] == [NEURON_TOLERATION]
+    # And the burn-in's taint, which a new node keeps until the devices these plugins advertise pass.
+    assert values["aws-efa-k8s-device-plugin"]["tolerations"] == [NEURON_TOLERATION, BURN_IN_TOLERATION]
     assert values["aws-efa-k8s-device-plugin"]["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
     assert values["aws-fsx-csi-driver"]["node"]["tolerateAllTaints"] is True
 

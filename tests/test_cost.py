@@ -128,11 +128,12 @@ def test_workloads_by_hand(dev):
     # Every Trainium step has a deadline (workloads/deadlines.py), and a run's steps follow each other:
     # BERT (dev: maxRetry 2, which is 2 attempts in all; pending 45, precompile 120, train 60 min, each
     #   attempt + timeout's 5-minute --kill-after): 2 x (45 + 120 + 5) + 2 x (45 + 60 + 5) = 560 min,
-    #   + 600 s scale-down: 34200 s; 43 x 34200 / 3600 = $408.50.
+    #   + 600 s scale-down + 600 s burn-in of each new node (infra/plans/burn_in.py): 34800 s;
+    #   43 x 34800 / 3600 = $415.67.
     # Ray: precompile 10800 s + ttl 60, train 3 attempts (maxRetries 2) x 3600 (dev) + 60 (the data
-    #   step uses no Trainium node), + 600: 22320 s; 49.56 x 22320 / 3600 = $307.27.
-    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600: 43 x 7800 / 3600 = $93.17.
-    assert result["boundUsd"] == {"bertPretraining": 408.5, "rayLlama2": 307.27, "clusterCheck": 93.17}
+    #   step uses no Trainium node), + 600 + 600: 22920 s; 49.56 x 22920 / 3600 = $315.53.
+    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600 + 600: 43 x 8400 / 3600 = $100.33.
+    assert result["boundUsd"] == {"bertPretraining": 415.67, "rayLlama2": 315.53, "clusterCheck": 100.33}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):

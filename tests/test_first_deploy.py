@@ -456,7 +456,8 @@ def test_accelerator_groups_repair_themselves_with_the_monitoring_agent(dev, pla
     # EKS node auto-repair acts on AcceleratedHardwareReady (Neuron errors) only with the
     # EKS node monitoring agent; alone it sees kubelet Ready only.
     for name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):
-        assert dev.named(name).inputs["nodeRepairConfig"] == {"enabled": True}
+        repair = dev.named(name).inputs["nodeRepairConfig"]
+        assert repair["enabled"] is True and repair["nodeRepairConfigOverrides"]  # tests/test_node_health.py
     agent = dev.named("cluster-eks-node-monitoring-agent").inputs
     assert agent["addonName"] == "eks-node-monitoring-agent" and "podIdentityAssociations" not in agent
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "autoRepair": False}])

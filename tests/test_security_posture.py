@@ -158,10 +158,14 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
     for name, _, _, spec in all_pods:
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
         if spec["automountServiceAccountToken"] is not False:
-            with_token.add(name.split("/")[1])
-            assert spec["serviceAccountName"] == "gang-watchdog", name  # its own account, a namespaced Role
-    # The gang watchdog alone calls the API (workloads/gang_watchdog.py): it ends gangs that never schedule.
-    assert with_token == {"gang-watchdog"}
+            pod = name.split("/")[1]
+            with_token.add("burn-in-*" if pod.startswith("burn-in-") else pod)
+            # Each its own account: a namespaced Role for the watchdog; for the burn-in, patch of nodes
+            # narrowed by a ValidatingAdmissionPolicy to its own node (tests/test_node_health.py).
+            assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else "gang-watchdog"), name
+    # Only two call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
+    # schedule, and the Trainium burn-in (infra/plans/burn_in.py), which untaints its own node.
+    assert with_token == {"gang-watchdog", "burn-in-*"}
 
 
 def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) -> None:

@@ -23,7 +23,8 @@ def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
     # its own (prod: two 4800 GiB file systems).
     (fs,) = prod.of_type(FILE_SYSTEM)
     assert fs.inputs["storageCapacity"] == 4800
-    assert len(prod.of_type(CLAIM)) == 2 and len(prod.of_type(VOLUME)) == 2
+    # One claim per training namespace and the burn-in's (which checks the mount).
+    assert len(prod.of_type(CLAIM)) == 3 and len(prod.of_type(VOLUME)) == 3
     handles = {v.inputs["spec"]["csi"]["volumeHandle"] for v in prod.of_type(VOLUME)}
     assert handles == {"fs-placeholder-fsx-training"}
 
@@ -190,14 +191,19 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert fs.inputs["perUnitStorageThroughput"] == 250
     assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
     claims = [r.inputs for r in prod.of_type(CLAIM)]
-    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "research"]
+    # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node).
+    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "neuron-burn-in", "research"]
     # The volumes carry the file system's size; the claims FSx's smallest, which any volume covers.
     assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"1200Gi"}
     assert {v.inputs["spec"]["capacity"]["storage"] for v in prod.of_type(VOLUME)} == {"4800Gi"}
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
-    assert volumes == ["fsx-claim-default-fs-placeholder-fsx-training", "fsx-claim-research-fs-placeholder-fsx-training"]
+    assert volumes == ["fsx-claim-default-fs-placeholder-fsx-training",
+                       "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
+                       "fsx-claim-research-fs-placeholder-fsx-training"]
     research = prod.named("research-fsx-claim", CLAIM)
     assert prod.named("ns-research").urn in research.dependencies
+    burn_in = prod.named("neuron-burn-in-fsx-claim", CLAIM)
+    assert prod.named("burn-in-namespace-neuron-burn-in").urn in burn_in.dependencies
 
 
 def test_s3_links_are_data_repository_associations(plan_with):

@@ -132,7 +132,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "maxRetry": job.max_retry,
         "policies": task_policies(),
         "template": {
-            "metadata": {"labels": labels},
+            "metadata": pods.pod_metadata(labels, job.group),
             "spec": {
                 **pods.training_pod(job.group),
                 "restartPolicy": "Never",

@@ -9,9 +9,10 @@ object is declared.
 from __future__ import annotations
 
 import posixpath
+from datetime import datetime, timezone
 from typing import Any, Optional
 
-from workloads import bert_launch, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
+from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
@@ -60,7 +61,9 @@ CAMEL = {
 }
 
 
-def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
+def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: Optional[datetime] = None) -> list[str]:
+    """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
+    time unless given."""
     problems = _namespace_problems(config, cluster)
     for name in IMAGES:
         settings = config.on(name)
@@ -79,6 +82,10 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list
     problems += _tensorboard_problems(config)
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
+    problems += capacity_windows.window_problems(
+        deadlines.trainium_steps(config), {n: g.capacity_block for n, g in cluster.node_groups.items()},
+        now or datetime.now(timezone.utc), lambda workload: key_name((workload,)),
+    )
     problems += _hang_problems(config)
     return problems
 

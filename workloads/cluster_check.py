@@ -304,6 +304,7 @@ def _check_job(
     deadline_minutes: int,
     defaults: Mapping[str, Any],
     parallel_pods: int = 1,
+    group: Optional[NodeGroup] = None,
 ) -> dict[str, Any]:
     """A stage that is a batch/v1 Job: one try (a check that fails once has found something), a
     deadline so a hang releases its nodes, and `pulumi up` waiting a little longer than that
@@ -319,7 +320,7 @@ def _check_job(
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline_minutes * 60,
             "template": {
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), group),
                 "spec": {
                     **defaults,
                     "serviceAccountName": layout.service_account,
@@ -350,7 +351,7 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
     # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
     job = _check_job(
         layout, "cluster-check-nodes", container, {}, layout.settings.timeout_minutes,
-        pods.training_pod(layout.group), parallel_pods=layout.settings.nodes,
+        pods.training_pod(layout.group), parallel_pods=layout.settings.nodes, group=layout.group,
     )  # fmt: skip
     if layout.gang_queue is not None:
         through_volcano(job, layout.gang_queue, layout.settings.nodes)
@@ -488,7 +489,7 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                 "Worker": {
                     "replicas": s.nodes,
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
                             **pods.training_pod(layout.group),
                             "serviceAccountName": layout.service_account,

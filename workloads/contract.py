@@ -53,6 +53,8 @@ class NodeGroup:
     # CPU and memory a pod can request per node ({"cpu": "127080m", "memory": "481407Mi"}); None from
     # cluster stacks that do not export it (then only Neuron devices and EFA interfaces are checked).
     allocatable: Optional[Mapping[str, str]] = None
+    # {"start", "end"} (RFC 3339) of the Capacity Block the group launches into; None otherwise.
+    capacity_block: Optional[Mapping[str, str]] = None
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -124,6 +126,7 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
             taints=tuple(Taint(t["key"], t["value"], t["effect"]) for t in g.get("taints") or []),
             max_size=int(g["maxSize"]),
             allocatable=dict(g["allocatable"]) if g.get("allocatable") else None,
+            capacity_block=dict(g["capacityBlock"]) if g.get("capacityBlock") else None,
         )
         for g in outputs["acceleratorNodeGroups"]
     }

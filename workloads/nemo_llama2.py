@@ -200,7 +200,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # exists (v0.8.0 mpi_job_controller.go getOrCreateWorker), so Never would end the run.
                     "restartPolicy": "OnFailure",
                     "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                         "spec": {
                             **pods.training_pod(layout.group),
                             "serviceAccountName": layout.service_account,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from infra.plans.karpenter import DO_NOT_DISRUPT
 from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
 from infra.plans.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
@@ -76,6 +77,19 @@ def accelerator_resources(group: NodeGroup, **extra: str) -> dict[str, dict[str,
     if group.efa_interfaces:
         wanted[EFA_RESOURCE] = str(group.efa_interfaces)
     return {"requests": dict(wanted), "limits": dict(wanted)}
+
+
+def pod_metadata(labels: Mapping[str, str], group: NodeGroup | None = None) -> dict[str, Any]:
+    """A pod template's metadata; on a group Karpenter provisions (its `provisioner` label, set by
+    the cluster stack's nodeProvisioner), the annotation that keeps Karpenter from voluntarily
+    disrupting the node while the pod runs: consolidation skips it, and drift too unless the
+    NodePool sets terminationGracePeriod (karpenter-provider-aws v1.14 concepts/disruption.md,
+    "Pod-Level Controls"; the cluster's NodePools also hold drift to empty nodes). Only there: on
+    cluster-autoscaler groups it would mean nothing, and their pods stay as they were."""
+    metadata: dict[str, Any] = {"labels": dict(labels)}
+    if group is not None and group.labels.get("provisioner") == "karpenter":
+        metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    return metadata
 
 
 def accelerator_placement(group: NodeGroup) -> dict[str, Any]:

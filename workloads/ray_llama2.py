@@ -125,7 +125,7 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
                 "maxReplicas": workers,
                 "rayStartParams": {},
                 "template": {
-                    "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                    "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                     "spec": {
                         **pods.training_pod(layout.group),
                         "serviceAccountName": layout.service_account,

@@ -19,7 +19,8 @@ from infra.components.autoscaling import tag_node_template
 from infra.facts.catalog import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.plans.efa import EfaInterface, efa_interfaces
-from infra.plans.node_template import NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.plans.node_health import node_repair_settings
+from infra.plans.node_template import BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
 from infra.plans.placement import Zone
 from infra.plans.user_data import encode, nodeadm_user_data
 from infra.facts.versions import NEURON_AMI_TYPE
@@ -35,11 +36,17 @@ class AcceleratorGroupSpec:
     interfaces: list[EfaInterface]
     labels: dict[str, str]
     taints: list[Taint]
+    """The taints training pods tolerate (the workload stacks read them from the output)."""
     user_data: Optional[str]
     autoscaler_tags: dict[str, str]
     # CPU and memory a pod can request on one node after the kubelet and the DaemonSets there
     # (infra/plans/system_capacity.py node_allocatable); None for a type the tables lack.
     allocatable: Optional[dict[str, str]] = None
+    # Taints a node starts with and loses once it is found healthy (the burn-in's): on the node
+    # group, never tolerated by training pods, and not in the autoscaler's node template.
+    startup_taints: list[Taint] = field(default_factory=list)
+    # The Capacity Block the group launches into, from the EC2 look-up: {"start", "end"} (RFC 3339).
+    capacity_block: Optional[dict[str, str]] = None
 
     @property
     def name(self) -> str:
@@ -67,13 +74,19 @@ class AcceleratorGroupSpec:
             "capacityType": "CAPACITY_BLOCK" if self.config.capacity_block else "ON_DEMAND",
             # What a pod can request per node; the workload stacks refuse pods that ask for more.
             "allocatable": self.allocatable,
+            "startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.startup_taints],
+            # The workload stacks refuse a run that cannot end before EKS scales the group to zero.
+            "capacityBlock": self.capacity_block,
         }
 
 
 def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,
-               allocatable: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
+               allocatable: Optional[dict[str, str]] = None, provisioner: str = "cluster-autoscaler",
+               capacity_block: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
+    """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
+    NodePool and EC2NodeClass (karpenter, infra/plans/karpenter.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
-    labels = node_labels(config.instance_type, config.efa_enabled, config.labels)
+    labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner)
     taints = [NEURON_TAINT]
     return AcceleratorGroupSpec(
         config=config,
@@ -82,9 +95,11 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
         interfaces=interfaces,
         labels=labels,
         taints=taints,
-        user_data=nodeadm_user_data(facts.nvme_disks),
+        user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces)),
         autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
         allocatable=allocatable,
+        startup_taints=[BURN_IN_TAINT] if config.burn_in else [],
+        capacity_block=capacity_block,
     )
 
 
@@ -103,11 +118,52 @@ class AcceleratorNodeGroupsArgs:
 
 
 def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
-    """EKS node auto-repair: nodes whose AcceleratedHardwareReady (Neuron errors, reported by
-    the node monitoring agent) stays false 10 minutes, or whose other conditions stay false
-    30 minutes, are replaced or rebooted. A training job loses the node either way; this stops
-    a broken node from failing every job scheduled onto it afterwards."""
-    return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=enabled)
+    """EKS node auto-repair, tuned for Neuron faults (infra/plans/node_health.py says how and why)."""
+    if not enabled:
+        return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=False)
+    settings = node_repair_settings()
+    return aws.eks.NodeGroupNodeRepairConfigArgs(
+        enabled=True,
+        max_unhealthy_node_threshold_percentage=settings.max_unhealthy_percentage,
+        max_parallel_nodes_repaired_percentage=settings.max_parallel_percentage,
+        node_repair_config_overrides=[
+            aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs(
+                node_monitoring_condition=o.condition, node_unhealthy_reason=o.reason,
+                min_repair_wait_time_mins=o.wait_minutes, repair_action=o.action,
+            )
+            for o in settings.overrides
+        ],
+    )
+
+
+def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str],
+                       parent: pulumi.Resource) -> aws.ec2.SecurityGroup:
+    """EFA traffic must flow between every EFA interface; nothing else is opened."""
+    child = pulumi.ResourceOptions(parent=parent)
+    sg = aws.ec2.SecurityGroup(
+        f"{name}-efa",
+        vpc_id=vpc_id,
+        description="EFA: all traffic between members of this group only",
+        tags={**tags, "Name": f"{name}-efa"},
+        opts=child,
+    )
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-efa-in-self",
+        security_group_id=sg.id,
+        referenced_security_group_id=sg.id,
+        ip_protocol="-1",
+        description="EFA from members",
+        opts=child,
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-efa-out-self",
+        security_group_id=sg.id,
+        referenced_security_group_id=sg.id,
+        ip_protocol="-1",
+        description="EFA to members",
+        opts=child,
+    )
+    return sg
 
 
 class AcceleratorNodeGroups(pulumi.ComponentResource):
@@ -117,38 +173,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
     def __init__(self, name: str, args: AcceleratorNodeGroupsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
         self._args = args
-        efa_sg = self._efa_security_group(name) if any(g.interfaces for g in args.groups) else None
+        efa_sg = efa_security_group(name, args.vpc_id, args.tags, self) if any(g.interfaces for g in args.groups) else None
         self.efa_security_group_id = efa_sg.id if efa_sg else None
         self.node_groups = {g.name: self._node_group(g, efa_sg) for g in args.groups}
         self.register_outputs({})
-
-    def _efa_security_group(self, name: str) -> aws.ec2.SecurityGroup:
-        """EFA traffic must flow between every EFA interface; nothing else is opened."""
-        child = pulumi.ResourceOptions(parent=self)
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-efa",
-            vpc_id=self._args.vpc_id,
-            description="EFA: all traffic between members of this group only",
-            tags={**self._args.tags, "Name": f"{name}-efa"},
-            opts=child,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA from members",
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA to members",
-            opts=child,
-        )
-        return sg
 
     def _launch_template(
         self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]
@@ -220,7 +248,8 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             ),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             labels=group.labels,
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in group.taints],
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect)
+                    for t in [*group.taints, *group.startup_taints]],
             # MINIMAL: no new instance before an old one goes (EKS API NodegroupUpdateConfig
             # updateStrategy; DEFAULT launches first): a group on a Capacity Block or a full
             # reservation has no spare Trainium instance to surge into.

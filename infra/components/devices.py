@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.kube import NEURON_TOLERATION, helm_release
+from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
 
 EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
@@ -29,7 +29,7 @@ def neuron_values(scheduler_extension: bool, recovery_role_arn: Optional[str] = 
     npd: dict[str, Any] = {
         "enabled": True,
         "namespaceOverride": NPD_NAMESPACE,
-        "tolerations": [NEURON_TOLERATION, {"operator": "Exists", "effect": "NoExecute"}],
+        "tolerations": [NEURON_TOLERATION, BURN_IN_TOLERATION, {"operator": "Exists", "effect": "NoExecute"}],
         # Off: the recovery sidecar only watches ("monitor only"). On: it marks an instance with
         # uncorrectable Neuron errors unhealthy in its Auto Scaling group, which replaces it.
         "nodeRecovery": {"enabled": recovery_role_arn is not None},
@@ -44,7 +44,7 @@ def neuron_values(scheduler_extension: bool, recovery_role_arn: Optional[str] = 
     return {
         "devicePlugin": {
             "enabled": True,
-            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, NEURON_TOLERATION],
+            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, NEURON_TOLERATION, BURN_IN_TOLERATION],
         },
         # Reports Neuron hardware errors as node conditions so broken nodes are seen and replaced.
         "npd": npd,
@@ -67,7 +67,7 @@ def efa_values(region: str) -> dict[str, Any]:
     return {
         "image": {"repository": efa_image_repository(region)},
         "nodeSelector": EFA_NODE_SELECTOR,
-        "tolerations": [NEURON_TOLERATION],
+        "tolerations": [NEURON_TOLERATION, BURN_IN_TOLERATION],
     }
 
 

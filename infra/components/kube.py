@@ -8,12 +8,16 @@ from typing import Any, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
+from infra.plans.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.plans.system_capacity import node_allocatable
 from infra.facts.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.
 NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}
+# The node agents a new Trainium node needs before its burn-in can pass (the Neuron and EFA device
+# plugins advertise the devices it checks; the problem detector watches it meanwhile) tolerate the
+# burn-in's taint too. Training pods never do.
+BURN_IN_TOLERATION = {"key": BURN_IN_TAINT.key, "operator": "Exists", "effect": BURN_IN_TAINT.effect}
 CORE_NODE_SELECTOR = {"role": "core"}
 # Where jobs put the pods that need no accelerator; exported for the workload stacks.
 JOB_SUPPORT_PLACEMENT = {
@@ -41,6 +45,7 @@ def helm_release(
     opts: pulumi.ResourceOptions,
     *,
     create_namespace: bool = False,
+    skip_crds: bool = False,
 ) -> k8s.helm.v3.Release:
     """A pinned Helm release. helm.v3.Release (not helm.v4.Chart) so charts' hooks run: Volcano
     1.15.1's pre-install hook Job (templates/admission-init.yaml) creates the certificate Secret its
@@ -55,6 +60,9 @@ def helm_release(
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository) if pin.repository else None,
         namespace=namespace,
         create_namespace=create_namespace,
+        # Only for charts whose CRDs another release owns (Helm installs a chart's crds/ once and
+        # never upgrades them).
+        skip_crds=True if skip_crds else None,
         values=values,
         # Wait for the workloads to be ready so dependents (CRs, PVCs) find CRDs and webhooks.
         atomic=True,

@@ -21,6 +21,9 @@ class NetworkArgs:
     zones: list[Zone]
     nat_gateways: Literal["single", "per-az"]
     tags: dict[str, str] = field(default_factory=dict)
+    # Extra tags on the node subnets only: Karpenter's discovery tag (its EC2NodeClasses select
+    # subnets by it) when it provisions the Trainium nodes.
+    node_subnet_tags: dict[str, str] = field(default_factory=dict)
 
 
 class Network(pulumi.ComponentResource):
@@ -113,7 +116,7 @@ class Network(pulumi.ComponentResource):
                 vpc_id=secondary.vpc_id,
                 cidr_block=layout.node[i],
                 availability_zone_id=zone.id,
-                tags=tags(f"node-{zone.id}", cluster_tag),
+                tags=tags(f"node-{zone.id}", {**cluster_tag, **args.node_subnet_tags}),
                 # The secondary block must be associated before a subnet can use it.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[secondary]),
             )

@@ -175,6 +175,9 @@ class FsxStorageArgs:
     pod_identity: PodIdentityScope
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
+    # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
+    # each with the resource that creates it.
+    system_namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
 
 
 class FsxStorage(pulumi.ComponentResource):
@@ -197,7 +200,7 @@ class FsxStorage(pulumi.ComponentResource):
             "zone": zone_id,
             "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in storage.data_repositories],
             # Each claim is bound to a static volume of the one file system as soon as it exists.
-            "claims": {ns: c.metadata.name for ns, c in self.claims.items()},
+            "claims": {ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
         }
 
     @staticmethod
@@ -282,7 +285,8 @@ class FsxStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[driver]),
         )
         self.claims = {
-            namespace: self._claim(namespace, args, provider, [driver, *associations]) for namespace in args.namespaces
+            namespace: self._claim(namespace, args, provider, [driver, *associations])
+            for namespace in [*args.namespaces, *args.system_namespaces]
         }
         self.register_outputs({"fileSystemId": self.file_system.id})
 
@@ -362,7 +366,8 @@ class FsxStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[volume, *args.identities.depends_for(namespace)],
+                depends_on=[volume, *args.identities.depends_for(namespace),
+                            *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else [])],
                 # Re-created whenever its volume is, even when the volume keeps its name.
                 replace_with=[volume],
                 replace_on_changes=["spec.volumeName"],

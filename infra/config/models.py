@@ -106,7 +106,13 @@ class JobNodeGroupConfig(ConfigModel):
 
 
 class CapacityReservationConfig(ConfigModel):
-    id: str = Field(description="The reservation id, `cr-...`.")
+    id: Optional[str] = Field(default=None, description="The reservation id, `cr-...`; required unless tags select "
+                              "the reservations (Karpenter only).")
+    tags: Optional[dict[str, str]] = Field(
+        default=None,
+        description="nodeProvisioner karpenter only: launch into any reservation carrying all these tags (a value "
+        "`*` matches any), instead of one id.",
+    )
     type: Literal["on-demand", "capacity-block"] = Field(
         default="on-demand",
         description="`capacity-block` for EC2 Capacity Blocks for ML, `on-demand` for an On-Demand Capacity "
@@ -149,6 +155,17 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     labels: dict[str, str] = Field(default={}, description="Extra node labels (Kubernetes label syntax).")
     auto_repair: bool = Field(
         default=True, description="EKS node auto-repair: replace a node whose Neuron, EFA or kubelet health goes bad."
+    )
+    burn_in: bool = Field(
+        default=True,
+        description="Health-gate new nodes: each registers tainted, and a burn-in on it (Neuron devices and cores, "
+        "an all-reduce over its NeuronCores, EFA interfaces, locked-memory limit, FSx mount) removes the taint "
+        "when every check passes or labels the node with the failed check.",
+    )
+    spot: bool = Field(
+        default=False,
+        description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
+        "on-demand (after reservations); a Spot interruption ends the training run on that node.",
     )
 
     @property
@@ -275,6 +292,27 @@ def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
     ]
 
 
+NodeProvisioner = Literal["cluster-autoscaler", "karpenter"]
+
+
+class KarpenterConfig(ConfigModel):
+    """How Karpenter treats the Trainium nodes it starts (nodeProvisioner: karpenter)."""
+
+    expire_after: str = Field(
+        default="720h",
+        description="Longest life of a Trainium node (Go duration, or Never); when it ends the node drains even "
+        "under a running job, so it bounds how stale an AMI gets.",
+    )
+    termination_grace_period: str = Field(
+        default="24h",
+        description="How long a draining node waits for its training pods before they are deleted: time for a "
+        "job to checkpoint and stop.",
+    )
+    consolidate_after: str = Field(
+        default="10m", description="How long a Trainium node stays empty before Karpenter removes it."
+    )
+
+
 class StackConfig(ConfigModel):
     region: str = Field(description="The AWS region (`aws:region`).")
     profile: Optional[str] = Field(
@@ -322,6 +360,14 @@ class StackConfig(ConfigModel):
         default_factory=_default_accelerator_groups, description="Trainium node groups (default: the seeds' two, "
         "idle at zero)."
     )
+    node_provisioner: NodeProvisioner = Field(
+        default="cluster-autoscaler",
+        description="What starts Trainium nodes: `cluster-autoscaler` scales one managed node group per "
+        "acceleratorNodeGroups entry; `karpenter` turns each entry into a Karpenter NodePool and EC2NodeClass "
+        "(docs/provisioners.md). The core and job-support groups stay managed node groups either way.",
+    )
+    karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig, description="Karpenter's node lifetimes "
+                                       "(nodeProvisioner: karpenter).")
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
     training_namespaces: list[str] = Field(
         default=["default"],

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -54,6 +55,9 @@ VOLCANO_OWN_QUEUES = ("default", "root")
 # EKS quota "Public endpoint access CIDR ranges per cluster" (default 40).
 MAX_PUBLIC_CIDRS = 40
 # The labels this project sets on nodes; workloads select on them (`role` tells core nodes).
+# NodePool duration fields (karpenter.sh_nodepools.yaml v1.14.0: expireAfter, consolidateAfter,
+# terminationGracePeriod patterns, without the fractional forms).
+KARPENTER_DURATION = r"([0-9]+(s|m|h))+"
 RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.present", "role")
 
 
@@ -94,7 +98,33 @@ def advisories(config: StackConfig) -> list[str]:
             "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
             "in infra/facts/versions.py)"
         )
+    notes += [f"{p}. The nodes come up, but every training job on them fails: pin an AMI release."
+              for p in neuron_compatibility_problems(config, latest=True)]
     return notes
+
+
+def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
+    """Training images against the Neuron driver of each Trainium group's AMI (infra/facts/neuron.py):
+    groups on a pinned AMI release, or (``latest``) unpinned groups, which get the newest AMI when their
+    nodes launch. The plan refuses the former; the latter is a warning, since which AMI is "latest" is
+    EKS's answer at launch time and the table only knows the drivers released so far."""
+    problems = []
+    for i, group in enumerate(config.accelerator_node_groups):
+        pinned = group.ami_release_version
+        if not group.instance_type.startswith("trn") or (pinned is None) != latest:
+            continue  # Inferentia groups run no training image
+        found = incompatibilities(pinned, group.instance_type)
+        for rule in dict.fromkeys(r for _, _, r in found):
+            images = ", ".join(
+                f"docker/{image.name} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
+                f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
+            )
+            problems.append(
+                f"{key_name(('acceleratorNodeGroups', i, 'amiReleaseVersion'))} = "
+                f"{pinned if pinned else 'unset (the latest AMI)'}: {found[0][1].describe()} cannot run {images}: "
+                f"{rule.what} ({rule.source}); fix: {rule.fix}"
+            )
+    return problems
 
 
 def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list[str]:
@@ -179,6 +209,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _endpoint_problems(config.endpoint_access, config.environment)
     problems += _core_group_problems(config)
     problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
+    problems += _provisioner_problems(config)
     problems += _storage_problems(config.storage)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
@@ -451,21 +482,100 @@ def _reservation_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[s
     if reservation is None:
         return []
     problems = []
+    named = reservation.id if reservation.id is not None else f"tagged {reservation.tags}"
+    if (reservation.id is None) == (reservation.tags is None):
+        problems.append(
+            f"{key}.capacityReservation: give exactly one of id (cr-...) and tags (Karpenter only), got "
+            f"id={reservation.id!r} tags={reservation.tags!r}"
+        )
     if group.placement_group:
         problems.append(
-            f"{key}.placementGroup = true: cannot be combined with capacityReservation {reservation.id!r}; launches "
+            f"{key}.placementGroup = true: cannot be combined with capacityReservation {named!r}; launches "
             "into reservations fail inside a cluster placement group (remove placementGroup or the reservation)"
         )
-    if not re.fullmatch(CAPACITY_RESERVATION_PATTERN, reservation.id):
+    if reservation.id is not None and not re.fullmatch(CAPACITY_RESERVATION_PATTERN, reservation.id):
         problems.append(f"{key}.capacityReservation.id = {reservation.id!r}: must look like cr-0123456789abcdef0")
-    if group.az_id is None and not group.capacity_block:
+    if group.az_id is None and (reservation.id is None or not group.capacity_block):
         # Reservations are zonal: the node group's one subnet must be in the reservation's
-        # zone, or every launch fails. (A Capacity Block's zone is looked up.)
+        # zone, or every launch fails. (A Capacity Block's zone is looked up by its id.)
         problems.append(
-            f"{key}.azId: required with capacityReservation {reservation.id!r}; reservations are zonal, give the "
+            f"{key}.azId: required with capacityReservation {named!r}; reservations are zonal, give the "
             "reservation's zone id (aws ec2 describe-capacity-reservations --query "
             "'CapacityReservations[].AvailabilityZoneId')"
         )
+    return problems
+
+
+def _provisioner_problems(config: StackConfig) -> list[str]:
+    """Accelerator-group keys whose meaning depends on what starts the nodes (nodeProvisioner)."""
+    problems: list[str] = []
+    provisioner_key = key_name(("nodeProvisioner",))
+    groups = config.accelerator_node_groups
+    if config.node_provisioner == "cluster-autoscaler":
+        for i, group in enumerate(groups):
+            key = key_name(("acceleratorNodeGroups", i))
+            if group.spot:
+                problems.append(
+                    f"{key}.spot = true: a managed node group has one capacity type; Spot fallback needs "
+                    f"{provisioner_key}: karpenter (or remove spot)"
+                )
+            if group.capacity_reservation is not None and group.capacity_reservation.tags is not None:
+                problems.append(
+                    f"{key}.capacityReservation.tags = {group.capacity_reservation.tags!r}: a node group launches into "
+                    f"one reservation id; selecting reservations by tag needs {provisioner_key}: karpenter"
+                )
+        return problems
+    # Karpenter starts nodes only for pending pods (a NodePool without replicas has no size to hold).
+    for i, group in enumerate(groups):
+        key = key_name(("acceleratorNodeGroups", i))
+        for field_, value in (("minSize", group.min_size), ("desiredSize", group.desired_size)):
+            if value != 0:
+                problems.append(
+                    f"{key}.{field_} = {value}: with {provisioner_key}: karpenter nodes exist only while pods need "
+                    "them; allowed: 0 (maxSize becomes the NodePool's node limit)"
+                )
+        for label in group.labels:
+            # karpenter.sh_nodepools.yaml v1.14.0 template.metadata.labels CEL rules (and kubernetes-sigs/
+            # karpenter pkg/apis/v1/labels.go IsRestrictedLabel): Karpenter owns these.
+            domain = label.split("/", 1)[0] if "/" in label else ""
+            if domain.endswith(("karpenter.sh", "karpenter.k8s.aws")) or label == "kubernetes.io/hostname":
+                problems.append(
+                    f"{key}.labels.{label}: a NodePool may not set labels of Karpenter's own domains "
+                    f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
+                )
+        if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
+            problems.append(
+                f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "
+                "`interface` and `efa-only` interfaces; allowed: efa-only"
+            )
+    repair = {g.auto_repair for g in groups}
+    if len(repair) > 1:
+        problems.append(
+            f"{key_name(('acceleratorNodeGroups',))}[*].autoRepair: differs between groups; Karpenter's node repair "
+            f"is one switch for the cluster (feature gate nodeRepair); set the same value on every group"
+        )
+    if config.features.neuron_node_recovery:
+        problems.append(
+            f"{key_name(('features', 'neuronNodeRecovery'))} = true: it marks nodes unhealthy in their Auto Scaling "
+            f"group, and Karpenter's nodes have none; with {provisioner_key}: karpenter use autoRepair (Karpenter "
+            "node repair) instead"
+        )
+    for tag in config.tags:
+        # karpenter.k8s.aws_ec2nodeclasses.yaml (v1.14.0) spec.tags CEL rules: Karpenter sets these itself.
+        if tag == "eks:eks-cluster-name" or tag.startswith("kubernetes.io/cluster") or tag in (
+                "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"):
+            problems.append(
+                f"{key_name(('tags',))}.{tag}: Karpenter sets this tag on its nodes itself and an EC2NodeClass may not "
+                f"carry it (with {provisioner_key}: karpenter); remove it"
+            )
+    for field_, value in (("expireAfter", config.karpenter.expire_after),
+                          ("terminationGracePeriod", config.karpenter.termination_grace_period),
+                          ("consolidateAfter", config.karpenter.consolidate_after)):
+        if not re.fullmatch(KARPENTER_DURATION, value) and not (value == "Never" and field_ != "terminationGracePeriod"):
+            problems.append(
+                f"{key_name(('karpenter', field_))} = {value!r}: a duration such as 720h, 90m or 1h30m"
+                + ("" if field_ == "terminationGracePeriod" else ", or Never")
+            )
     return problems
 
 

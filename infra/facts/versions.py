@@ -47,6 +47,11 @@ CHARTS: dict[str, ChartPin] = {
     # 9.53.0 runs cluster-autoscaler v1.34.2 (CLUSTER_AUTOSCALER_KUBERNETES below).
     "cluster-autoscaler": ChartPin("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler"),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
+    # nodeProvisioner: karpenter. Karpenter 1.14.0 (aws/karpenter-provider-aws, release commit 692ccdd06,
+    # 2026-07-11; ai-on-eks's default). The CRDs come from their own chart at the same version, which
+    # Helm upgrades (a chart's crds/ directory is installed once and never upgraded); see docs/provisioners.md.
+    "karpenter-crd": ChartPin("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0"),
+    "karpenter": ChartPin("oci://public.ecr.aws/karpenter/karpenter", "1.14.0"),
 }
 
 # Where EKS publishes its add-on images in each region (EKS user guide, "View Amazon container

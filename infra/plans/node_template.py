@@ -34,17 +34,33 @@ class Taint:
 
 
 NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
+# Every new Trainium node registers with this taint (the node group's taints, which nodeadm passes
+# to the kubelet's registerWithTaints) and keeps it until its burn-in passes (infra/plans/burn_in.py).
+# Training pods never tolerate it. The key's prefix is cluster-autoscaler's startup-taint prefix:
+# the autoscaler drops such taints from the node it imagines for a scale-up, so a pending gang still
+# scales a group up from zero, and it counts a node carrying one as not ready yet rather than as a
+# node the gang cannot use (kubernetes/autoscaler cluster-autoscaler-1.34.2, the release chart 9.53.0
+# runs: utils/taints/taints.go StartupTaintPrefix, SanitizeTaints, FilterOutNodesWithStartupTaints;
+# simulator/node_info_utils.go createSanitizedNode). EKS puts a managed node group's taints on a node
+# when it registers and does not put back one removed later (EKS user guide
+# ml/node-taints-managed-node-groups.adoc), so removing it once is final for that node.
+AUTOSCALER_STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+BURN_IN_TAINT = Taint(f"{AUTOSCALER_STARTUP_TAINT_PREFIX}neuron-burn-in", "pending", "NoSchedule")
+# What the burn-in leaves on its node: passed or failed, and on failure the first check that failed.
+BURN_IN_RESULT_LABEL = "node-health.trainium-eks/burn-in"
+BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
 # The CPU group for jobs' support pods: tainted so system pods (EKS add-ons have no node
 # selector) never land there and keep it from scaling back to zero.
 JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"}
 JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 
 
-def node_labels(instance_type: str, efa: bool, extra: dict[str, str]) -> dict[str, str]:
-    """The labels the seeds' workloads select on, plus any from config."""
+def node_labels(instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler") -> dict[str, str]:
+    """The labels the seeds' workloads select on, plus any from config. ``provisioner`` names what
+    starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods."""
     labels = {
         "instance-type": node_label_value(instance_type),
-        "provisioner": "cluster-autoscaler",
+        "provisioner": provisioner,
     }
     if efa:
         labels["vpc.amazonaws.com/efa.present"] = "true"

@@ -8,7 +8,7 @@ instance-type offerings look-up. Pure: the look-up results come in as plain data
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.config.errors import ConfigError
@@ -26,6 +26,15 @@ class ReservedCapacity:
 
     zone_id: str
     instance_type: str
+    start_date: Optional[str] = None
+    end_date: Optional[str] = None
+    """When the block starts and ends (RFC 3339, UTC); EC2 starts terminating its instances 30 minutes
+    before the end."""
+
+    def window(self) -> Optional[dict[str, str]]:
+        if self.start_date is None or self.end_date is None:
+            return None
+        return {"start": self.start_date, "end": self.end_date}
 
 
 def with_reservation_zones(

@@ -25,8 +25,9 @@ SSHD_CAPABILITIES = ("AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS
 # CRI's device list, which also opens the device cgroup, and the nodes belong to root, the user the
 # training images run as. IPC_LOCK is not added either (Pod Security "baseline" refuses it), so
 # EFA memory registrations count against the container's locked-memory limit, which is
-# containerd's own: AL2023's base runtime spec sets only RLIMIT_NOFILE (amazon-eks-ami
-# nodeadm/internal/containerd/base-runtime-spec.json). Unchanged from the seeds, not measured here.
+# containerd's own unless set: AL2023's base runtime spec sets only RLIMIT_NOFILE (amazon-eks-ami
+# nodeadm/internal/containerd/base-runtime-spec.json), so EFA nodes' user data adds RLIMIT_MEMLOCK
+# (infra/plans/user_data.py) and the burn-in checks it on each new node (infra/plans/burn_in.py).
 ACCELERATOR_CAPABILITIES: tuple[str, ...] = ()
 
 # A non-root user for images that allow it: above the node's own range (CKV_K8S_40 asks >= 10000).

@@ -152,7 +152,7 @@ def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: 
 
 
 # Once in the cluster, on the system nodes (Deployments pinned there or free to go there).
-def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str]) -> list[PodRequests]:
+def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False) -> list[PodRequests]:
     pods = [
         PodRequests("coredns", 100, 70, 2, "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi)"),
         # ebs-plugin + provisioner, attacher, snapshotter, resizer, liveness: 10m/40Mi each
@@ -171,6 +171,10 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str]) -> list[Po
         pods.append(PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml"))
     if features.cluster_autoscaler:
         pods.append(PodRequests("cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"))
+    if karpenter:
+        # nodeProvisioner: karpenter. Chart v1.14.0 values.yaml replicas 2; requests from
+        # infra/plans/karpenter.py CONTROLLER_RESOURCES (the chart sets none).
+        pods.append(PodRequests("karpenter", 250, 1024, 2, "infra/plans/karpenter.py CONTROLLER_RESOURCES, chart replicas 2"))
     if features.metrics_server:
         pods.append(PodRequests("metrics-server", 100, 200, 1, "kubernetes-sigs/metrics-server chart 3.13.1 values.yaml"))
     if features.observability:
@@ -204,7 +208,8 @@ class Fit:
         )
 
 
-def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str]) -> Optional[Fit]:
+def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str],
+               karpenter: bool = False) -> Optional[Fit]:
     """Totals over ``nodes`` system nodes, or None for a type the table does not know.
 
     Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
@@ -213,7 +218,7 @@ def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespa
     node = CPU_NODES.get(instance_type)
     if node is None:
         return None
-    per_node, cluster = daemonsets(features), cluster_pods(features, namespaces)
+    per_node, cluster = daemonsets(features), cluster_pods(features, namespaces, karpenter)
     cluster_pod_count = sum(p.replicas for p in cluster)
     return Fit(
         nodes=nodes,
@@ -226,8 +231,9 @@ def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespa
     )
 
 
-def system_fit_problem(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str]) -> Optional[str]:
-    fit = system_fit(instance_type, nodes, features, namespaces)
+def system_fit_problem(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str],
+                       karpenter: bool = False) -> Optional[str]:
+    fit = system_fit(instance_type, nodes, features, namespaces, karpenter)
     if fit is None or fit.fits:
         return None
     return (

@@ -3,7 +3,8 @@
 With a managed node group on an EKS AMI type, EKS writes the cluster bootstrap part itself
 and merges ours, so we only add what differs: instance-store NVMe assembled as RAID0 and
 used for kubelet and containerd, which keeps 10+ GB Neuron images and compile caches off
-the root volume.
+the root volume; and, on EFA nodes, a locked-memory limit for containers that EFA can register
+training buffers under.
 """
 
 from __future__ import annotations
@@ -13,27 +14,50 @@ from typing import Optional
 
 BOUNDARY = "==TRAINIUM-EKS=="
 
-_NODECONFIG_RAID0 = """\
+_NODECONFIG = """\
 ---
 apiVersion: node.eks.aws/v1alpha1
 kind: NodeConfig
 spec:
+"""
+_RAID0 = """\
   instance:
     localStorage:
       strategy: RAID0
 """
+# Containers get the rlimits of containerd's base runtime spec, which on AL2023 sets RLIMIT_NOFILE
+# only (65536 soft, 1048576 hard: awslabs/amazon-eks-ami nodeadm/internal/containerd/base-runtime-spec.json),
+# so RLIMIT_MEMLOCK is containerd's own (systemd's 8 MiB default), far below what EFA pins. nodeadm
+# merges NodeConfig containerd.baseRuntimeSpec over that file with mergo, override on, through
+# map[string]interface{} (nodeadm/internal/containerd/base_runtime_spec.go, internal/util/merge.go):
+# a list replaces the default's, so RLIMIT_NOFILE is repeated, and numbers pass through float64, so
+# the limit is 2**53 bytes (exact in a float64; RLIM_INFINITY, 2**64-1, is not).
+LOCKED_MEMORY_BYTES = 2**53
+_LOCKED_MEMORY = f"""\
+  containerd:
+    baseRuntimeSpec:
+      process:
+        rlimits:
+          - type: RLIMIT_NOFILE
+            soft: 65536
+            hard: 1048576
+          - type: RLIMIT_MEMLOCK
+            soft: {LOCKED_MEMORY_BYTES}
+            hard: {LOCKED_MEMORY_BYTES}
+"""
 
 
-def nodeadm_user_data(nvme_disks: int) -> Optional[str]:
+def nodeadm_user_data(nvme_disks: int, efa: bool = False) -> Optional[str]:
     """MIME multi-part user data (plain text), or None when there is nothing to add."""
-    if nvme_disks < 1:
+    if nvme_disks < 1 and not efa:
         return None
+    node_config = _NODECONFIG + (_RAID0 if nvme_disks >= 1 else "") + (_LOCKED_MEMORY if efa else "")
     return (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"\n\n'
         f"--{BOUNDARY}\n"
         "Content-Type: application/node.eks.aws\n\n"
-        f"{_NODECONFIG_RAID0}\n"
+        f"{node_config}\n"
         f"--{BOUNDARY}--\n"
     )
 

@@ -15,7 +15,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 from infra.facts.prices import instance_hourly
 from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import get
-from policy.guardrails.trainium import accelerator_groups
+from policy.guardrails.trainium import accelerator_groups, karpenter_groups
 
 DEFAULT_CEILING_USD = 500.0
 
@@ -27,6 +27,7 @@ class GroupCost:
     instance_type: str
     max_size: int
     hourly_each: Optional[float]
+    kind: str = "Node group"
 
     @property
     def hourly_at_max(self) -> Optional[float]:
@@ -40,6 +41,15 @@ def group_costs(args: StackValidationArgs, default_region: Optional[str]) -> lis
         price = instance_hourly(region or default_region or "", g.instance_type)
         max_size = int(get(g.group.props, "scalingConfig", "maxSize", default=0))
         costs.append(GroupCost(g.group.urn, g.group.name, g.instance_type, max_size, price.usd if price else None))
+    # A NodePool's maximum is its limits.nodes; it has no AWS provider of its own, so it is priced in
+    # the stack's AWS region (any AWS resource's provider names it).
+    stack_region = next((get(r.provider.props, "region") for r in args.resources
+                         if r.provider is not None and r.resource_type.startswith("aws:")
+                         and get(r.provider.props, "region", default=None)), None)
+    for k in karpenter_groups(args.resources):
+        price = instance_hourly(default_region or stack_region or "", k.instance_type)
+        max_size = int(get(k.pool.props, "spec", "limits", "nodes", default=0))
+        costs.append(GroupCost(k.pool.urn, k.pool.name, k.instance_type, max_size, price.usd if price else None, "NodePool"))
     return costs
 
 
@@ -57,7 +67,7 @@ def trainium_hourly_ceiling(args: StackValidationArgs, report: ReportViolation) 
     costs = group_costs(args, config.get("region"))
     unknown = [c for c in costs if c.hourly_at_max is None]
     for c in unknown:
-        report(f"Node group '{c.group}': no list price known for {c.instance_type} in this region (infra/facts/prices.py), so its "
+        report(f"{c.kind} '{c.group}': no list price known for {c.instance_type} in this region (infra/facts/prices.py), so its "
                f"cost at maxSize {c.max_size} is unknown - not counted as zero. Add the price to check it against the ceiling.", c.urn)
     total = sum(c.hourly_at_max for c in costs if c.hourly_at_max is not None)
     if total > ceiling:

@@ -13,8 +13,9 @@ from typing import Iterator, Optional
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
-from policy.guardrails.declare import stack_rule
+from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
@@ -53,6 +54,41 @@ def instance_type_of(group: PolicyResource, launch_template: Optional[PolicyReso
     return get(launch_template.props, "instanceType") if launch_template else None
 
 
+NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+
+
+@dataclass(frozen=True)
+class KarpenterGroup:
+    """A Karpenter NodePool of a Neuron type and the EC2NodeClass it references (nodeProvisioner: karpenter)."""
+
+    pool: PolicyResource
+    node_class: Optional[PolicyResource]
+    instance_type: str
+
+    def requirement(self, key: str) -> list:
+        for r in as_list(get(self.pool.props, "spec", "template", "spec", "requirements", default=[])):
+            if get(r, "key") == key and get(r, "operator") == "In":
+                return as_list(get(r, "values"))
+        return []
+
+    def class_spec(self, *path: str, default=None):  # noqa: ANN001, ANN201
+        return get(self.node_class.props, "spec", *path, default=default) if self.node_class else default
+
+    @property
+    def efa_interfaces(self) -> list:
+        return [n for n in as_list(self.class_spec("networkInterfaces", default=[])) if get(n, "interfaceType") == "efa-only"]
+
+
+def karpenter_groups(resources: list[PolicyResource]) -> Iterator[KarpenterGroup]:
+    classes = {get(c.props, "metadata", "name"): c for c in of_type(resources, NODECLASS)}
+    for pool in of_type(resources, NODEPOOL):
+        group = KarpenterGroup(pool, classes.get(get(pool.props, "spec", "template", "spec", "nodeClassRef", "name")), "")
+        types = [t for t in group.requirement("node.kubernetes.io/instance-type") if t in NEURON_INSTANCE_TYPES]
+        if types:
+            yield KarpenterGroup(pool, group.node_class, types[0])
+
+
 def accelerator_groups(resources: list[PolicyResource]) -> Iterator[AcceleratorGroup]:
     """Node groups running a Neuron instance type (Trainium or Inferentia)."""
     for group in of_type(resources, NODE_GROUP):
@@ -70,6 +106,13 @@ def neuron_ami_type(args: StackValidationArgs, report: ReportViolation) -> None:
         if ami != NEURON_AMI_TYPE:
             report(f"Node group '{g.group.name}' runs {g.instance_type} on AMI type {ami or 'unset'}: use {NEURON_AMI_TYPE}, "
                    "which carries the Neuron driver and runtime.", g.group.urn)
+    for k in karpenter_groups(args.resources):
+        # An al2023 alias resolves the Neuron variant for Neuron types (karpenter-provider-aws
+        # v1.14.0 pkg/providers/amifamily/al2023.go); ids or names could pick any image.
+        terms = as_list(k.class_spec("amiSelectorTerms", default=[]))
+        if not terms or not all(str(get(t, "alias", default="")).startswith("al2023@") for t in terms):
+            report(f"NodePool '{k.pool.name}' runs {k.instance_type} on an EC2NodeClass whose amiSelectorTerms are not an "
+                   "`al2023@<version>` alias: use the alias, which selects the EKS AL2023 Neuron AMI.", k.pool.urn)
 
 
 @stack_rule("neuron-taint", f"Trainium/Inferentia node groups carry the {NEURON_TAINT_KEY}=true:NoSchedule taint.")
@@ -79,6 +122,11 @@ def neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
         if not any(get(t, "key") == NEURON_TAINT_KEY and get(t, "effect") == "NO_SCHEDULE" for t in taints):
             report(f"Node group '{g.group.name}' has no {NEURON_TAINT_KEY}:NoSchedule taint: pods that do not ask for "
                    "Neuron devices would fill its nodes and keep them from scaling down.", g.group.urn)
+    for k in karpenter_groups(args.resources):
+        taints = as_list(get(k.pool.props, "spec", "template", "spec", "taints", default=[]))
+        if not any(get(t, "key") == NEURON_TAINT_KEY and get(t, "effect") == "NoSchedule" for t in taints):
+            report(f"NodePool '{k.pool.name}' has no {NEURON_TAINT_KEY}:NoSchedule taint: pods that do not ask for "
+                   "Neuron devices would fill its nodes and keep them from being removed.", k.pool.urn)
 
 
 @stack_rule("accelerator-single-zone", "Trainium/Inferentia node groups use one subnet, in a zone that offers the instance type.",
@@ -102,6 +150,13 @@ def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) 
             if known is not None and zone not in known:
                 report(f"Node group '{g.group.name}' is in zone {zone}, which does not offer {g.instance_type} "
                        f"(offered in {sorted(known)}): pin the accelerator zone to one of those.", g.group.urn)
+    for k in karpenter_groups(args.resources):
+        zones = k.requirement("topology.k8s.aws/zone-id")
+        if len(zones) != 1:
+            report(f"NodePool '{k.pool.name}' is not pinned to one zone id (topology.k8s.aws/zone-id In [one zone]): its "
+                   "nodes, placement group and the file system must share a zone.", k.pool.urn)
+        elif offered.get(k.instance_type) is not None and zones[0] not in offered[k.instance_type]:
+            report(f"NodePool '{k.pool.name}' is in zone {zones[0]}, which does not offer {k.instance_type}.", k.pool.urn)
 
 
 @stack_rule("efa-interfaces-match-cards",
@@ -119,6 +174,12 @@ def efa_interfaces_match_cards(args: StackValidationArgs, report: ReportViolatio
             report(f"Node group '{g.group.name}' ({g.instance_type}) has EFA interfaces on network cards {cards}; the type has "
                    f"{facts.network_cards} cards and needs one EFA interface on each (0..{facts.network_cards - 1}) for full bandwidth.",
                    g.group.urn)
+    for k in karpenter_groups(args.resources):
+        cards = sorted(int(get(n, "networkCardIndex", default=0)) for n in k.efa_interfaces)
+        facts = NEURON_INSTANCE_TYPES[k.instance_type]
+        if cards and cards != list(range(facts.network_cards)):
+            report(f"NodePool '{k.pool.name}' ({k.instance_type}) has efa-only interfaces on network cards {cards}; the type "
+                   f"needs one on each of its {facts.network_cards} cards.", k.pool.urn)
 
 
 def _targets_reservation(lt: PolicyResource) -> bool:
@@ -140,6 +201,37 @@ def placement_group_unless_reserved(args: StackValidationArgs, report: ReportVio
         elif not reserved and not placed:
             report(f"Node group '{g.group.name}' ({g.instance_type}, EFA) has no cluster placement group: add one "
                    "(placementGroup: true) so collective traffic stays low-latency.", g.group.urn)
+    for k in karpenter_groups(args.resources):
+        if not k.efa_interfaces:
+            continue
+        placed = k.class_spec("placementGroupSelector") is not None
+        reserved = bool(k.class_spec("capacityReservationSelectorTerms"))
+        if reserved and placed:
+            report(f"NodePool '{k.pool.name}' selects capacity reservations and a placement group: launches into "
+                   "reservations fail with a placement group (terraform-aws-eks#3730); drop it.", k.pool.urn)
+        elif not reserved and not placed:
+            report(f"NodePool '{k.pool.name}' ({k.instance_type}, EFA) has no placementGroupSelector: add one "
+                   "(placementGroup: true) so collective traffic stays low-latency.", k.pool.urn)
+
+
+@stack_rule("karpenter-training-not-consolidated",
+            "Trainium NodePools consolidate only empty nodes and hold drift to empty nodes, so running training is "
+            "never disrupted voluntarily.")
+def karpenter_training_not_consolidated(args: StackValidationArgs, report: ReportViolation) -> None:
+    """karpenter-provider-aws v1.14 website concepts/disruption.md: WhenEmptyOrUnderutilized (the
+    default) moves pods off underused nodes; with terminationGracePeriod set, drift disrupts nodes
+    whose pods carry karpenter.sh/do-not-disrupt."""
+    for k in karpenter_groups(args.resources):
+        disruption = get(k.pool.props, "spec", "disruption", default={})
+        if get(disruption, "consolidationPolicy", default="WhenEmptyOrUnderutilized") != "WhenEmpty":
+            report(f"NodePool '{k.pool.name}' consolidates nodes that still run pods: set consolidationPolicy WhenEmpty, "
+                   "or a multi-day training run is evicted to save a node.", k.pool.urn)
+        grace = get(k.pool.props, "spec", "template", "spec", "terminationGracePeriod", default=None)
+        drift_held = any(get(b, "nodes") == "0" and "Drifted" in as_list(get(b, "reasons", default=[]))
+                         for b in as_list(get(disruption, "budgets", default=[])))
+        if grace is not None and not drift_held:
+            report(f"NodePool '{k.pool.name}' sets terminationGracePeriod without a zero Drifted budget: drift would "
+                   "drain nodes under running training despite karpenter.sh/do-not-disrupt.", k.pool.urn)
 
 
 @stack_rule("capacity-block-launch-template",
@@ -155,6 +247,31 @@ def capacity_block_launch_template(args: StackValidationArgs, report: ReportViol
         if not templates or not has(templates[0].props, "instanceType"):
             report(f"Capacity Block node group '{group.name}' has no instance type in its launch template: set instanceType there.",
                    group.urn)
+
+
+def _neuron_incompatibilities(args: StackValidationArgs, report: ReportViolation, latest: bool) -> None:
+    for g in accelerator_groups(args.resources):
+        release = known(lambda: get(g.group.props, "releaseVersion")) or None
+        if not g.instance_type.startswith("trn") or (release is None) != latest:
+            continue
+        for image, driver, rule in incompatibilities(release, g.instance_type):
+            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run docker/{image.name} "
+                   f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
+                   f"fix: {rule.fix}.", g.group.urn)
+
+
+@stack_rule("neuron-compatibility",
+            "Trainium node groups on a pinned AMI release run a Neuron driver the training images' Neuron runtime "
+            "works with (infra/facts/neuron.py, from the Neuron release notes).")
+def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> None:
+    _neuron_incompatibilities(args, report, latest=False)
+
+
+@stack_rule("neuron-compatibility-latest",
+            "Trainium node groups without a pinned AMI release get the latest AMI's Neuron driver: warned about when "
+            "the training images' runtime fails on it.", level=ADVISORY)
+def neuron_compatibility_latest(args: StackValidationArgs, report: ReportViolation) -> None:
+    _neuron_incompatibilities(args, report, latest=True)
 
 
 def _covers(rule: PolicyResource, port: int) -> bool:
@@ -192,5 +309,6 @@ def fsx_zone_and_ports(args: StackValidationArgs, report: ReportViolation) -> No
 
 POLICIES = [
     neuron_ami_type, neuron_taint, accelerator_single_zone, efa_interfaces_match_cards,
-    placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports,
+    placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports, karpenter_training_not_consolidated,
+    neuron_compatibility, neuron_compatibility_latest,
 ]

@@ -1,0 +1,53 @@
+"""The Trainium burn-in on the cluster: its namespace, identity, admission policy and one DaemonSet
+per health-gated node group (infra/plans/burn_in.py renders them; this declares them)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.plans import burn_in
+
+_KINDS = {
+    "Namespace": k8s.core.v1.Namespace,
+    "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "ClusterRole": k8s.rbac.v1.ClusterRole,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+    "DaemonSet": k8s.apps.v1.DaemonSet,
+    "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
+}
+
+
+@dataclass
+class BurnInArgs:
+    targets: list[burn_in.BurnInTarget]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class BurnIn(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace
+
+    def __init__(self, name: str, args: BurnInArgs, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:infra:BurnIn", name, None, opts)
+        declared: list[pulumi.Resource] = []
+        for manifest in burn_in.cluster_objects():
+            declared.append(self._declare(manifest, provider, [*args.depends_on, *declared]))
+        self.namespace = declared[0]  # type: ignore[assignment]
+        # The DaemonSets come last: the policy must be in force before any pod can patch a node.
+        for target in args.targets:
+            self._declare(burn_in.daemon_set(target), provider, [*args.depends_on, *declared])
+        self.register_outputs({})
+
+    def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:
+        # Top-level fields as the SDK's keyword arguments (roleRef -> role_ref); nested dicts keep API names.
+        body = {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+        name = manifest["metadata"]["name"]
+        kind = manifest["kind"]
+        return _KINDS[kind](f"burn-in-{kind.lower()}-{name}", **body,
+                            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after))

@@ -1,0 +1,154 @@
+"""Karpenter as the Trainium node provisioner (nodeProvisioner: karpenter).
+
+Installed the way the pinned release documents it (aws/karpenter-provider-aws v1.14.0,
+website/content/en/v1.14/getting-started/getting-started-with-karpenter, release commit 692ccdd06):
+the interruption queue and its EventBridge rules, a node role with an EC2_LINUX access entry, the
+controller role (here through EKS Pod Identity instead of IRSA), the CRD chart, then the
+controller chart on the core nodes, then one EC2NodeClass and NodePool per accelerator group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.components.accelerators import AcceleratorGroupSpec, efa_security_group
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role, service_trust_policy
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.facts.versions import CHARTS
+from infra.plans import karpenter as plan
+
+
+@dataclass
+class KarpenterArgs:
+    cluster_name: pulumi.Input[str]
+    """The cluster's name as an Output (carries the dependency on the cluster)."""
+    cluster_name_text: str
+    partition: str
+    region: str
+    account_id: str
+    vpc_id: pulumi.Input[str]
+    cluster_security_group_id: pulumi.Input[str]
+    groups: list[AcceleratorGroupSpec]
+    lifetimes: plan.Lifetimes
+    hop_limit: int
+    node_policies: tuple[str, ...]
+    pod_identity: PodIdentityScope
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Karpenter(pulumi.ComponentResource):
+    node_pools: dict[str, k8s.apiextensions.CustomResource]
+
+    def __init__(self, name: str, args: KarpenterArgs, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:infra:Karpenter", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        discovery = {plan.DISCOVERY_TAG: args.cluster_name_text}
+
+        queue = aws.sqs.Queue(
+            f"{name}-interruptions",
+            name=plan.queue_name(args.cluster_name_text),
+            message_retention_seconds=plan.QUEUE_RETENTION_SECONDS,
+            sqs_managed_sse_enabled=True,
+            tags=args.tags,
+            opts=child,
+        )
+        aws.sqs.QueuePolicy(f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(plan.queue_policy),
+                            opts=child)
+        for rule_name, pattern in plan.INTERRUPTION_RULES.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{rule_name}",
+                description=f"Karpenter interruption queue of {args.cluster_name_text}: {pattern['detail-type'][0]}",
+                event_pattern=pulumi.Output.json_dumps(pattern),
+                tags=args.tags,
+                opts=child,
+            )
+            aws.cloudwatch.EventTarget(f"{name}-{rule_name}", rule=rule.name, arn=queue.arn, opts=child)
+
+        # A role of its own: EKS already made an access entry for the managed groups' role, and a
+        # second entry for the same principal is refused.
+        node_role = aws.iam.Role(
+            f"{name}-node",
+            assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
+            description=f"Karpenter's Trainium nodes of {args.cluster_name_text}",
+            tags=args.tags,
+            opts=child,
+        )
+        node_ready: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(f"{name}-node-{p}", role=node_role.name,
+                                         policy_arn=managed_policy(args.partition, p), opts=child)
+            for p in args.node_policies
+        ]
+        node_ready.append(aws.eks.AccessEntry(
+            f"{name}-node", cluster_name=args.cluster_name, principal_arn=node_role.arn, type="EC2_LINUX",
+            tags=args.tags, opts=child,
+        ))
+
+        _, controller_ready = pod_identity_role(
+            f"{name}-controller",
+            description=f"Karpenter controller of {args.cluster_name_text}",
+            parent=self,
+            tags=args.tags,
+            scope=args.pod_identity,
+            service_account=(plan.NAMESPACE, plan.SERVICE_ACCOUNT),
+            inline_policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
+                lambda a: plan.controller_policy(args.partition, args.region, args.account_id,
+                                                 args.cluster_name_text, a[0], a[1])
+            ),
+            associate_in=args.cluster_name,
+            depends_on=args.depends_on,
+        )
+
+        # Discovery: the EC2NodeClasses select subnets (tagged in Network) and these groups.
+        aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
+                    key=plan.DISCOVERY_TAG, value=args.cluster_name_text, opts=child)
+        if any(g.interfaces for g in args.groups):
+            efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self)
+
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
+        crds = helm_release("karpenter-crd", CHARTS["karpenter-crd"], plan.NAMESPACE, {}, on_cluster)
+        repair = all(g.config.auto_repair for g in args.groups) if args.groups else False
+        controller = helm_release(
+            "karpenter",
+            CHARTS["karpenter"],
+            plan.NAMESPACE,
+            plan.chart_values(args.cluster_name_text, args.region, plan.queue_name(args.cluster_name_text), repair,
+                              CORE_NODE_SELECTOR),
+            pulumi.ResourceOptions(parent=self, provider=provider,
+                                   depends_on=[crds, *controller_ready, *node_ready, queue]),
+            skip_crds=True,
+        )
+
+        self.node_pools = {}
+        for group in args.groups:
+            placement = None
+            if group.config.placement_group_enabled:
+                pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=args.tags, opts=child)
+                placement = pg.name
+            # Both need the CRDs, and the controller running to act on them.
+            after = [crds, controller]
+            node_class = _custom(
+                f"{group.name}-nodeclass",
+                plan.node_class(group, cluster_name=args.cluster_name_text, node_role=node_role.name,
+                                placement_group=placement, hop_limit=args.hop_limit, tags=args.tags),
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after),
+            )
+            self.node_pools[group.name] = _custom(
+                f"{group.name}-nodepool",
+                plan.node_pool(group, args.lifetimes),
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, node_class]),
+            )
+        self.register_outputs({})
+
+
+def _custom(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
+        spec=manifest["spec"], opts=opts,
+    )

@@ -1,0 +1,308 @@
+"""The burn-in that health-gates a new Trainium node, as Kubernetes API dicts.
+
+A node registers with ``BURN_IN_TAINT`` (infra/plans/node_template.py), which training pods never
+tolerate. One DaemonSet per accelerator node group puts a pod on each of its nodes that has no
+burn-in result yet; the pod takes every Neuron device and EFA interface of the node and checks:
+
+- the Neuron devices and NeuronCores `neuron-ls` sees, and the device files the plugin handed over;
+- the Neuron runtime and collectives: `nccom-test` all-reduce over every NeuronCore of the node with
+  its result check (``--check``; aws-neuron/aws-neuron-sdk v2.21.0
+  tools/neuron-sys-tools/nccom-test.rst, "Single Instance Examples");
+- the EFA devices libfabric sees (`fi_info -p efa`, one ``domain:`` per device);
+- on EFA nodes, the container's locked-memory limit (EFA registers training buffers as locked
+  memory, no capability lifts the limit here: infra/plans/pod_security.py ACCELERATOR_CAPABILITIES;
+  the node's user data raises it, infra/plans/user_data.py);
+- the training file system mounted as Lustre.
+
+Then it patches its own node once: result label ``passed`` and the taint removed, or ``failed``, the
+first failed check in a second label, and the taint kept (cluster-autoscaler counts a node with a
+startup taint as not ready and removes it after ``scale-down-unready-time``, 20 minutes by default:
+kubernetes/autoscaler cluster-autoscaler-1.34.2 config/flags/flags.go). The DaemonSet selects only
+nodes without a result label, so its controller deletes the pod once the label is there, which
+frees the devices for training pods. Deleting the label re-runs the burn-in on that node.
+
+The pod's service account may change only that taint and those labels on the node it runs on: RBAC
+grants ``patch`` on nodes, and a ValidatingAdmissionPolicy refuses anything else from it. The node
+comes from the token: a bound service-account token carries its pod's node, which the API server
+puts in ``request.userInfo.extra['authentication.kubernetes.io/node-name']`` (KEP-4193,
+feature gate ServiceAccountTokenPodNodeInfo, beta and on by default from Kubernetes 1.30:
+kubernetes/website feature-gates/service-account-token-pod-node-info.md), and
+``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicy is GA from 1.30.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from infra.facts.versions import NEURON_DLC_PYTORCH_2_5
+from infra.plans.user_data import LOCKED_MEMORY_BYTES
+from infra.plans.node_template import (
+    BURN_IN_REASON_LABEL,
+    BURN_IN_RESULT_LABEL,
+    BURN_IN_TAINT,
+    EFA_RESOURCE,
+    NEURON_RESOURCES,
+    NEURON_TAINT,
+)
+from infra.plans.pod_security import (
+    ACCELERATOR_CAPABILITIES,
+    container_security_context,
+    network_policy,
+    pod_security_context,
+    pod_security_labels,
+)
+
+NAMESPACE = "neuron-burn-in"
+SERVICE_ACCOUNT = "neuron-burn-in"
+USERNAME = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# Both the node-name extra and ValidatingAdmissionPolicy v1 arrive in Kubernetes 1.30 (module docstring).
+MIN_KUBERNETES = "1.30"
+# The Neuron PyTorch DLC: neuron-ls and nccom-test (aws-neuronx-tools) in /opt/aws/neuron/bin, the EFA
+# installer's fi_info in /opt/amazon/efa/bin, python3 for the one API call (workloads/cluster_check.py
+# reads the same paths in the SDK 2.20.2 DLC).
+IMAGE = NEURON_DLC_PYTORCH_2_5
+NEURON_BIN = "/opt/aws/neuron/bin"
+FI_INFO = "/opt/amazon/efa/bin/fi_info"
+SHARED_MOUNT = "/shared"
+# Wall-clock bound of each check command, so a hung device never holds the pod forever.
+CHECK_TIMEOUT_SECONDS = 300
+# What a node spends in burn-in before it takes training pods: image pull of the multi-GB DLC,
+# the checks, the all-reduce. The cost estimate charges it per node start (offline/cost.py).
+BURN_IN_MINUTES = 10
+# The locked-memory limit (KiB, as `ulimit -l` prints it) EFA nodes give containers
+# (infra/plans/user_data.py): libfabric registers every buffer it sends from.
+LOCKED_MEMORY_KIB = LOCKED_MEMORY_BYTES // 1024
+NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
+EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
+APP_LABELS = {"app.kubernetes.io/name": "neuron-burn-in"}
+
+
+@dataclass(frozen=True)
+class BurnInTarget:
+    """What one node group's nodes must show."""
+
+    node_group: str
+    instance_type: str
+    neuron_devices: int
+    neuron_cores: int
+    efa_interfaces: int
+    fsx_claim: Optional[str]
+    """The claim in ``NAMESPACE`` to mount at /shared; None when the stack has no file system."""
+    provisioner: str = "cluster-autoscaler"
+
+    @property
+    def group_label(self) -> str:
+        """The label naming the group on its nodes: EKS's on a managed node group's nodes, Karpenter's
+        on a NodePool's (kubernetes-sigs/karpenter pkg/apis/v1 NodePoolLabelKey; the NodePool is named
+        after the group, infra/plans/karpenter.py)."""
+        return "karpenter.sh/nodepool" if self.provisioner == "karpenter" else "eks.amazonaws.com/nodegroup"
+
+
+def check_script(t: BurnInTarget) -> str:
+    """Every check prints its line; the first failure names the result. Ends by patching the node,
+    then sleeps until the DaemonSet controller deletes the pod (the node no longer matches)."""
+    efa = (f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
+           f'"$(timeout {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
+           'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt ' f'{LOCKED_MEMORY_KIB} ] || l=ok\n'
+           f'expect locked-memory "locked-memory limit (ulimit -l, KiB, at least {LOCKED_MEMORY_KIB})" ok "${{l/unlimited/ok}}"\n'
+           if t.efa_interfaces else "")
+    fsx = (f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
+           f'"$(timeout {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
+    return f"""\
+set -uo pipefail
+reason=""
+expect() {{ # reason, what, expected, seen
+  if [ "$3" = "$4" ]; then echo "ok    $2: $4"; else echo "FAIL  $2: expected $3, seen $4"; [ -n "$reason" ] || reason="$1"; fi
+}}
+dc=$(timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
+expect neuron-devices "Neuron devices (neuron-ls)" {t.neuron_devices} "${{dc% *}}"
+expect neuron-cores "NeuronCores (neuron-ls)" {t.neuron_cores} "${{dc#* }}"
+expect neuron-device-files "Neuron device files (/dev/neuron*)" {t.neuron_devices} "$(ls -d /dev/neuron[0-9]* 2>/dev/null | wc -l)"
+{efa}{fsx}timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
+  --datatype fp32 --check --non-interactive allr
+expect neuron-runtime "nccom-test all-reduce over {t.neuron_cores} NeuronCores (exit code)" 0 "$?"
+result=$([ -z "$reason" ] && echo passed || echo failed)
+echo "burn-in $result on $NODE_NAME ({t.instance_type}, node group {t.node_group})${{reason:+: $reason}}"
+python3 -c "$PATCH_NODE" "$result" "$reason" || exit 1
+exec sleep infinity
+"""
+
+
+# One merge patch of the pod's own node: the result labels, and the taint list without the burn-in
+# taint when it passed. The node's resourceVersion makes it conditional (409 on a concurrent change,
+# then read again), so a taint another controller adds meanwhile is never dropped.
+PATCH_NODE = f"""\
+import json, os, ssl, sys, time, urllib.request, urllib.error
+result, reason = sys.argv[1], sys.argv[2]
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+url = "https://kubernetes.default.svc/api/v1/nodes/" + os.environ["NODE_NAME"]
+context = ssl.create_default_context(cafile=sa + "/ca.crt")
+def call(method, body=None):
+    token = open(sa + "/token").read()
+    request = urllib.request.Request(url, method=method, data=body, headers={{
+        "Authorization": "Bearer " + token, "Content-Type": "application/merge-patch+json"}})
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        return json.load(response)
+for attempt in range(10):
+    node = call("GET")
+    labels = {{{BURN_IN_RESULT_LABEL!r}: result, {BURN_IN_REASON_LABEL!r}: reason or None}}
+    patch = {{"metadata": {{"labels": labels, "resourceVersion": node["metadata"]["resourceVersion"]}}}}
+    if result == "passed":
+        patch["spec"] = {{"taints": [t for t in node["spec"].get("taints", []) if t["key"] != {BURN_IN_TAINT.key!r}]}}
+    try:
+        call("PATCH", json.dumps(patch).encode())
+        sys.exit(0)
+    except urllib.error.HTTPError as error:
+        print("patch refused:", error.code, error.read().decode()[:500], flush=True)
+        if error.code != 409:
+            sys.exit(1)
+    time.sleep(2)
+sys.exit(1)
+"""
+
+
+def toleration(taint: Any) -> dict[str, str]:
+    return {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+
+
+def daemon_set(t: BurnInTarget) -> dict[str, Any]:
+    labels = {**APP_LABELS, "node-group": t.node_group}
+    limits = {NEURON_RESOURCES[0]: str(t.neuron_devices), "cpu": "2", "memory": "8Gi"}
+    if t.efa_interfaces:
+        limits[EFA_RESOURCE] = str(t.efa_interfaces)
+    container: dict[str, Any] = {
+        "name": "burn-in",
+        "image": IMAGE,
+        "command": ["bash", "-c", check_script(t)],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "PATCH_NODE", "value": PATCH_NODE},
+        ],
+        "resources": {"requests": dict(limits), "limits": dict(limits)},
+        "securityContext": container_security_context(ACCELERATOR_CAPABILITIES),
+    }
+    volumes = []
+    if t.fsx_claim:
+        container["volumeMounts"] = [{"name": "fsx", "mountPath": SHARED_MOUNT, "readOnly": True}]
+        volumes.append({"name": "fsx", "persistentVolumeClaim": {"claimName": t.fsx_claim, "readOnly": True}})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": f"burn-in-{t.node_group}", "namespace": NAMESPACE, "labels": labels,
+            # Not awaited: its pods exist only on nodes being burnt in (one whose patch is refused
+            # restarts until it gets through), which says nothing about this `pulumi up`.
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
+        "spec": {
+            "selector": {"matchLabels": labels},
+            # Only nodes still waiting for burn-in have a pod, so a new spec may replace all at once.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    # The one pod of this project that calls the API with its own token: to patch its
+                    # node, which the admission policy checks against the token's node claim.
+                    "automountServiceAccountToken": True,
+                    "securityContext": pod_security_context(),
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": t.group_label, "operator": "In", "values": [t.node_group]},
+                            {"key": BURN_IN_RESULT_LABEL, "operator": "DoesNotExist"},
+                        ]}],
+                    }}},
+                    "tolerations": [toleration(NEURON_TAINT), toleration(BURN_IN_TAINT)],
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def namespace() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": pod_security_labels()}}
+
+
+def service_account() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}
+
+
+def cluster_role() -> dict[str, Any]:
+    """Read and patch nodes; the admission policy narrows patch to the pod's own node, one taint and
+    two labels. Not nodes/status: the result is a label, not a condition."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": SERVICE_ACCOUNT},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]}
+
+
+def cluster_role_binding() -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": SERVICE_ACCOUNT},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]}
+
+
+RESULT_LABELS = (BURN_IN_RESULT_LABEL, BURN_IN_REASON_LABEL)
+_KEY = f"'{BURN_IN_TAINT.key}'"
+_RESULT_KEYS = "[" + ", ".join(f"'{k}'" for k in RESULT_LABELS) + "]"
+
+# (expression, message) pairs; every one must hold for an update by the burn-in's service account.
+VALIDATIONS: tuple[tuple[str, str], ...] = (
+    (f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+     f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+     "the burn-in may change only the node its pod runs on"),
+    (f"variables.newTaints.filter(t, t.key != {_KEY}) == variables.oldTaints.filter(t, t.key != {_KEY})",
+     f"the burn-in may change no taint but {BURN_IN_TAINT.key}"),
+    (f"!variables.newTaints.exists(t, t.key == {_KEY}) || variables.oldTaints.exists(t, t.key == {_KEY})",
+     f"the burn-in may remove {BURN_IN_TAINT.key}, not add it"),
+    (f"variables.newLabels.all(k, k in {_RESULT_KEYS} || "
+     "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "
+     f"variables.oldLabels.all(k, k in {_RESULT_KEYS} || k in variables.newLabels)",
+     "the burn-in may set no label but its result labels"),
+    ("object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({}) && "
+     "object.spec.?unschedulable.orValue(false) == oldObject.spec.?unschedulable.orValue(false) && "
+     "object.spec.?providerID.orValue('') == oldObject.spec.?providerID.orValue('')",
+     "the burn-in may not change annotations, cordon or the provider id"),
+)
+
+
+def admission_policy() -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": SERVICE_ACCOUNT},
+        "spec": {
+            "failurePolicy": "Fail",
+            # PATCH reaches admission as UPDATE; the node's status is another resource (nodes/status).
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+            ]},
+            "matchConditions": [{"name": "burn-in-service-account", "expression": f"request.userInfo.username == '{USERNAME}'"}],
+            "variables": [
+                {"name": "oldTaints", "expression": "oldObject.spec.?taints.orValue([])"},
+                {"name": "newTaints", "expression": "object.spec.?taints.orValue([])"},
+                {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
+                {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
+            ],
+            "validations": [{"expression": e, "message": m} for e, m in VALIDATIONS],
+        },
+    }
+
+
+def admission_policy_binding() -> dict[str, Any]:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": SERVICE_ACCOUNT},
+            "spec": {"policyName": SERVICE_ACCOUNT, "validationActions": ["Deny"]}}
+
+
+def cluster_objects() -> list[dict[str, Any]]:
+    """Everything but the DaemonSets, in the order they must exist. The burn-in pods serve nothing:
+    their NetworkPolicy admits no traffic in."""
+    return [namespace(), network_policy(SERVICE_ACCOUNT, NAMESPACE, APP_LABELS, []), service_account(), cluster_role(),
+            cluster_role_binding(), admission_policy(), admission_policy_binding()]

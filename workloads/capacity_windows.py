@@ -1,0 +1,63 @@
+"""Capacity Block windows: a run on a Capacity Block group must end before EKS takes the nodes.
+
+For a managed node group on a Capacity Block, EKS sets a scheduled scale-down to zero 40 minutes
+before the reservation ends, which drains the nodes (evicting their pods), and EC2 starts
+terminating the instances 30 minutes before the end (EKS user guide ml/capacity-blocks-mng.adoc,
+awsdocs/amazon-eks-user-guide at 4d52b4d0). A step's bound (workloads/deadlines.py: every attempt,
+scheduling and start-up included) that reaches past the scale-down would be cut by the drain
+instead of its own deadline; so the workload stack refuses it, naming the time it needs and the
+time the block leaves. Steps that do fit end by their own deadline, before the drain, keeping
+every checkpoint they completed (docs/resilience.md, "A Capacity Block ends"); the drain's eviction
+is the fallback.
+Pure: the steps, the groups' windows and the clock come in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Mapping, Optional, Sequence
+
+from workloads.deadlines import TrainiumStep
+
+EKS_SCALE_DOWN_BEFORE_END = timedelta(minutes=40)
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _hours(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def window_problems(
+    steps: Sequence[TrainiumStep], windows: Mapping[str, Optional[Mapping[str, str]]], now: datetime, key: Any
+) -> list[str]:
+    """One problem per workload whose steps on a Capacity Block group, run one after another from
+    ``now`` (or the block's start, if later), cannot end before the scale-down. ``key(workload)``
+    names the workload's stack key."""
+    needed: dict[tuple[str, str], list[TrainiumStep]] = {}
+    for step in steps:
+        if windows.get(step.node_group):
+            needed.setdefault((step.workload, step.node_group), []).append(step)
+    problems = []
+    for (workload, group), on_group in needed.items():
+        window = windows[group]
+        assert window is not None
+        start, end = parse_time(window["start"]), parse_time(window["end"])
+        scale_down = end - EKS_SCALE_DOWN_BEFORE_END
+        begins = max(now, start)
+        left = (scale_down - begins).total_seconds()
+        seconds = sum(s.hold_seconds for s in on_group)
+        if seconds <= left:
+            continue
+        parts = " + ".join(f"{s.name} {_hours(s.hold_seconds)}" for s in on_group)
+        problems.append(
+            f"{key(workload)}: needs up to {_hours(seconds)} on node group {group} ({parts}), but its Capacity Block "
+            f"ends {window['end']} and EKS scales the group to zero 40 minutes before, at "
+            f"{scale_down.isoformat().replace('+00:00', 'Z')}: {_hours(max(left, 0))} from "
+            f"{'now' if begins == now else 'the block start'}; lower the steps' deadlines (training resumes from "
+            "its last checkpoint in the next block) or use a later or longer block"
+        )
+    return problems
