@@ -59,7 +59,7 @@ class ResumableSettings(GangTimeoutSettings):
     )
     first_step_timeout_minutes: int = Field(
         default=60, ge=10, le=1440,
-        description="Like hangTimeoutMinutes, for the time from a container's start to its first step (rendezvous, "
+        description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
         "checkpoint load, compiled graphs loaded from the cache).",
     )
 
