@@ -4,10 +4,13 @@ shell around the training command run for real, and what each job kind declares.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import subprocess
+import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,8 @@ import pytest
 from offline.runner import PlanResult
 from tests.test_workload_config import refusal
 from tests.test_workloads import manifest
+from infra.facts import versions
+from tools.push_images import BUILD_ARGS
 from workloads import bert_launch, resilience, resumable
 
 # What the pinned scripts print, copied from them.
@@ -24,9 +29,37 @@ from workloads import bert_launch, resilience, resumable
 # line from data-on-eks a32d9f2 llama2_pretrain/logger.py l.64 (Ray prefixes a worker's output).
 BERT_LINE = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 812.00 \n"
 RAY_LINE = "(RayTrainWorker pid=4242, ip=10.0.1.7) " + BERT_LINE
-# PyTorch Lightning's progress bar with NeMo's prog_bar metrics (neuronx-nemo-megatron d22aabf
-# megatron_gpt_model.py l.452-461), redrawn with carriage returns.
-NEMO_BAR = "Epoch 0: :   {step}it [01:02, 0.3it/s, loss=9.1, v_num=, reduced_train_loss=9.1, global_step={step}.0, consumed_samples=2.56e+4]\r"
+
+
+def tqdm_format_num(n: float) -> str:
+    """tqdm (tqdm/tqdm v4.66.1 tqdm/std.py) format_num: 3 significant digits, exponent when shorter."""
+    f = "{0:.3g}".format(n).replace("+0", "+").replace("-0", "-")
+    return f if len(f) < len(str(n)) else str(n)
+
+
+def lightning_format_num(n: float) -> str:
+    """PyTorch Lightning 1.8.6 (neuronx-nemo-megatron d22aabf pins it) Tqdm.format_num: tqdm's, then
+    floats padded to 5 characters unless in exponent form (callbacks/progress/tqdm_progress.py)."""
+    text = tqdm_format_num(n)
+    if "e" not in text:
+        if "." not in text and len(text) < 5:
+            text += "."
+        text += "0" * (5 - len(text))
+    return text
+
+
+def nemo_bar(batch: int, total: int | None = None) -> str:
+    """One redraw of Lightning's main progress bar (TQDMProgressBar: description "Epoch <n>", n set
+    to the batch on every batch) as tqdm v4.66.1 format_meter draws it with and without a total, with
+    NeMo's prog_bar metrics (megatron_gpt_model.py l.452-461: global_step and consumed_samples are
+    logged as floats), redrawn with a carriage return."""
+    metrics = {"loss": 9.1, "reduced_train_loss": 9.1, "global_step": float(batch), "consumed_samples": batch * 256.0}
+    postfix = "loss=9.1, v_num=, " + ", ".join(f"{k}={lightning_format_num(v)}" for k, v in metrics.items() if k != "loss")
+    if total is None:
+        return f"Epoch 0: {batch}it [01:02:03, 3.01s/it, {postfix}]\r"
+    return f"Epoch 0: {100 * batch / total:3.0f}%|██        | {batch}/{total} [01:02:03<3:04:05, 3.01s/it, {postfix}]\r"
+
+
 # neuronx-nemo-megatron d22aabf nlp_overrides.py NLPCheckpointIOState.begin/end l.435-485.
 NEMO_BEGAN = "[NeMo I 2026-11-24 21:00:00 nlp_overrides:436] Synchronous saving of checkpoint {name} began\n"
 NEMO_DONE = "[NeMo I 2026-11-24 21:00:09 nlp_overrides:485] Synchronous saving of checkpoint {name} fully completed\n"
@@ -94,49 +127,114 @@ def test_nemo_resumes_from_the_newest_save_its_log_reports_complete(tmp_path: Pa
         for name in names.values():
             (checkpoints / f"mp_rank_{rank:02d}" / name).write_text("x")
     log.write_text("".join([NEMO_BEGAN.format(name=names[100]), NEMO_DONE.format(name=names[100]),
-                            NEMO_BAR.format(step=150), NEMO_BEGAN.format(name=names[200]), NEMO_DONE.format(name=names[200]),
+                            nemo_bar(150), NEMO_BEGAN.format(name=names[200]), NEMO_DONE.format(name=names[200]),
                             NEMO_BEGAN.format(name=names[300])]))  # the pod died saving step 300
-    expected = f"model.resume_from_checkpoint={checkpoints}/{names[200]}"
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [expected]
+    escaped = names[200].replace("=", "\\=")  # Hydra's escape for its grammar's EQUAL (below)
+    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [f"model.resume_from_checkpoint={checkpoints}/{escaped}"]
     # A completed save since removed by save_top_k is not picked.
     for rank in range(8):
         (checkpoints / f"mp_rank_{rank:02d}" / names[200]).unlink()
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [
-        f"model.resume_from_checkpoint={checkpoints}/{names[100]}"]
+    escaped = names[100].replace("=", "\\=")
+    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [f"model.resume_from_checkpoint={checkpoints}/{escaped}"]
     assert resilience.resume_args("nemo", str(tmp_path / "none"), str(tmp_path / "nolog")) == []
 
 
 def test_the_nemo_scripts_are_rewritten_to_checkpoint_by_steps_and_resume() -> None:
-    llama, test = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 50, 3, ["model.resume_from_checkpoint=/x/a.ckpt"])
+    llama, test = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 50, 3, ["model.resume_from_checkpoint=/x/a\\=1.ckpt"])
     assert llama.endswith("./test_llama_resumable.sh\n") and "./test_llama.sh" not in llama
     assert "train_time_interval" not in test
     assert ("    +exp_manager.checkpoint_callback_params.every_n_train_steps=50 \\\n"
             "    exp_manager.checkpoint_callback_params.save_top_k=3 \\\n"
-            "    model.resume_from_checkpoint=/x/a.ckpt \\\n"
+            "    'model.resume_from_checkpoint=/x/a\\=1.ckpt' \\\n"
             "    model.use_cpu_initialization=True") in test
     # A different pinned script is refused, not silently left checkpointing every 10 hours.
     with pytest.raises(ValueError, match="train_time_interval"):
         resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA.replace("36000", "7200"), 50, 3, [])
 
 
+# facebookresearch/hydra v1.2.0 hydra/grammar/OverrideLexer.g4, VALUE_MODE: each token's
+# alternatives. ANTLR takes the longest match, the first rule on a tie. hydra-core is not in the
+# project's environment (1.2.0 does not import on Python 3.11), so the lexer is written out here.
+_INT_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
+_POINT_FLOAT = [_INT_UNSIGNED + r"\.", f"(?:{_INT_UNSIGNED})?" + r"\.[0-9](?:_?[0-9])*"]
+_EXPONENT = r"[eE][+-]?[0-9](?:_?[0-9])*"
+HYDRA_VALUE_TOKENS = [
+    ("POPEN", [r"[ \t]*\([ \t]*"]), ("COMMA", [r"[ \t]*,[ \t]*"]), ("PCLOSE", [r"[ \t]*\)"]),
+    ("BRACKET_OPEN", [r"\[[ \t]*"]), ("BRACKET_CLOSE", [r"[ \t]*\]"]), ("BRACE_OPEN", [r"\{[ \t]*"]),
+    ("BRACE_CLOSE", [r"[ \t]*\}"]), ("COLON", [r"[ \t]*:[ \t]*"]), ("EQUAL", [r"[ \t]*=[ \t]*"]),
+    ("FLOAT", [f"[+-]?(?:{x})" for x in [*_POINT_FLOAT, *(f"(?:{b}){_EXPONENT}" for b in [_INT_UNSIGNED, *_POINT_FLOAT]),
+                                          "[Ii][Nn][Ff]", "[Nn][Aa][Nn]"]]),
+    ("INT", [r"[+-]?" + _INT_UNSIGNED]), ("BOOL", [r"(?i:true|false)"]), ("NULL", [r"(?i:null)"]),
+    ("UNQUOTED_CHAR", [r"[/\-\\+.$%*@?|]"]), ("ID", [r"[a-zA-Z_][a-zA-Z0-9_]*"]),
+    ("ESC", [r"(?:\\\\|\\[()\[\]{}:=, \t])+"]), ("WS", [r"[ \t]+"]), ("INTERPOLATION", [r"\$\{[^}]+\}"]),
+]
+# OverrideParser.g4 `primitive`: the tokens an unquoted value may be made of.
+HYDRA_PRIMITIVE = {"ID", "NULL", "INT", "FLOAT", "BOOL", "INTERPOLATION", "UNQUOTED_CHAR", "COLON", "ESC", "WS"}
+
+
+def hydra_value(text: str) -> str:
+    """The string Hydra makes of an unquoted override value: refused unless every token is a
+    primitive's; ESC tokens un-escaped by skipping every other character, the rest joined
+    (hydra v1.2.0 core/override_parser/overrides_visitor.py _createPrimitive)."""
+    out, at = [], 0
+    while at < len(text):
+        length, name = max((len(m.group()), -i, name) for i, (name, alternatives) in enumerate(HYDRA_VALUE_TOKENS)
+                           for alt in alternatives if (m := re.compile(alt).match(text, at)))[::2]
+        assert name in HYDRA_PRIMITIVE, f"{name} token at {text[at:at + length]!r} in {text!r}"
+        out.append(text[at:at + length][1::2] if name == "ESC" else text[at:at + length])
+        at += length
+    return "".join(out)
+
+
+def test_the_nemo_resume_override_reaches_hydra_as_the_checkpoint_path(tmp_path: Path) -> None:
+    """A real NeMo checkpoint name (conf/megatron_llama_config.yaml filename
+    'megatron_llama--{step}-{consumed_samples}', Lightning inserting `step=`): written into
+    test_llama_resumable.sh, read back by bash, then lexed as Hydra's override grammar does. Unescaped,
+    the second `=` is an EQUAL token the parser refuses ("mismatched input '='"); the pinned
+    test_llama.sh's own resume note (l.86) escapes it as `\=`."""
+    path = "/shared/nemo_experiments/run-0123456789ab/checkpoints/megatron_llama--step=12000-consumed_samples=3072000.0.ckpt"
+    with pytest.raises(AssertionError, match="EQUAL"):
+        hydra_value(path)  # what the override used to carry
+    for name in (path, path.replace(".ckpt", "-last.ckpt"), "/x/a b(c)[d]{e}:f,g\\h.ckpt"):
+        override = f"model.resume_from_checkpoint={resilience.hydra_escape(name)}"
+        _, script = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 100, 2, [override])
+        (line,) = [li for li in script.splitlines() if "resume_from_checkpoint" in li]
+        shell_word = line.removesuffix("\\").strip()
+        word = subprocess.run(["bash", "-c", "printf '%s\\n' " + shell_word], capture_output=True, text=True).stdout
+        key, value = word.rstrip("\n").split("=", 1)
+        assert key == "model.resume_from_checkpoint" and hydra_value(value) == name
+
+
 @pytest.mark.parametrize(("kind", "text", "step"), [
     ("bert", BERT_LINE.format(step=7) + "Checkpointing...\n" + BERT_LINE.format(step=8), 8),
     ("ray", RAY_LINE.format(step=12), 12),
-    ("nemo", NEMO_BAR.format(step=3) + NEMO_BAR.format(step=4) + NEMO_DONE.format(name="a--step=4.ckpt"), 4),
+    ("nemo", nemo_bar(3) + nemo_bar(4, 10000) + NEMO_DONE.format(name="a--step=4.ckpt"), 4),
     ("bert", "Rank 3 working on shard x\n", None),
 ])  # fmt: skip
 def test_the_heartbeat_is_the_step_counter_the_scripts_print(kind: str, text: str, step: int | None) -> None:
     assert resilience.last_step(text, kind) == step
 
 
+def test_nemo_heartbeat_reads_the_bars_integer_counter_not_the_rounded_global_step() -> None:
+    """Past 10000 steps tqdm's format_num shows global_step with 3 significant digits (12000 ->
+    1.2e+4), so a step read from it stood still for up to 101 steps, and from 100000 on for good;
+    the bar's own counter is str(n), an integer, with or without a total."""
+    assert "global_step=1.2e+4," in nemo_bar(12000) and "global_step=1e+5," in nemo_bar(100099)
+    for steps in (range(10950, 11050), range(100000, 100100)):
+        for total in (None, 2000000):
+            log = "".join(nemo_bar(n, total) for n in steps)
+            assert resilience.last_step(log, "nemo") == steps[-1]
+            assert resilience.last_step(log + "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01]\r", "nemo") == steps[-1]
+
+
 def test_the_probe_fails_only_when_the_step_stops_advancing() -> None:
     first, hang = 3600, 1800
     state = resilience.observe(None, 500, 0)  # a step left by the attempt before
     assert resilience.stalled(state, 3600, first, hang) is None  # start-up gets firstStepTimeout
-    assert "no new step since the container started" in resilience.stalled(state, 3601, first, hang)
+    assert "no new step since the attempt started" in resilience.stalled(state, 3601, first, hang)
     state = resilience.observe(state, 401, 3000)  # resumed from 400: any change is progress
     state = resilience.observe(state, 402, 3010)
-    assert state == {"step": 402, "since": 3010, "advanced": True}
+    assert state == {"step": 402, "since": 3010, "advanced": True, "attempt": None}
     assert resilience.stalled(resilience.observe(state, 402, 4810), 4810, first, hang) is None
     verdict = resilience.stalled(resilience.observe(state, 402, 4811), 4811, first, hang)
     assert verdict == "training hung: step 402, unchanged for 1801 s (limit 1800 s)"
@@ -147,8 +245,41 @@ def test_the_probe_keeps_its_memory_in_the_container(tmp_path: Path) -> None:
     assert resilience.probe("bert", str(heartbeat), str(state), 600, 300, 1000.0) is None  # no heartbeat yet
     heartbeat.write_text(BERT_LINE.format(step=1))
     assert resilience.probe("bert", str(heartbeat), str(state), 600, 300, 1100.0) is None
-    assert json.loads(state.read_text()) == {"step": 1, "since": 1100.0, "advanced": True}
+    assert json.loads(state.read_text()) == {"step": 1, "since": 1100.0, "advanced": True, "attempt": None}
     assert resilience.probe("bert", str(heartbeat), str(state), 600, 300, 1401.0).startswith("training hung: step 1")
+
+
+def test_in_a_container_that_outlives_attempts_the_clock_restarts_with_each_attempt(tmp_path: Path) -> None:
+    """NeMo's MPIJob workers are sshd containers that serve attempt after attempt: a new attempt gets
+    firstStepTimeout from its own start, not the hang limit counted from the last attempt's last
+    step; between attempts (none running) the probe passes."""
+    heartbeat, state, marker = tmp_path / "log", tmp_path / "state.json", tmp_path / "attempt"
+    first, hang = 3600, 1800
+
+    def attempt(started: float) -> subprocess.Popen:
+        process = subprocess.Popen(["sleep", "60"])
+        marker.write_text(f"{process.pid}\n")
+        os.utime(marker, (started, started))
+        return process
+
+    def verdict(now: float) -> str | None:
+        return resilience.probe("nemo", str(heartbeat), str(state), first, hang, now, str(marker))
+
+    assert verdict(0) is None  # no attempt yet
+    one = attempt(100)
+    heartbeat.write_text(nemo_bar(10))
+    assert verdict(160) is None and verdict(200) is None
+    heartbeat.write_text(nemo_bar(10) + nemo_bar(11))
+    assert verdict(260) is None  # advanced at 260
+    one.kill(), one.wait()  # a rank crashed: mpirun and its ranks are gone
+    assert verdict(260 + hang + 1) is None  # between attempts
+    two = attempt(2000)  # the launcher's next mpirun; start-up prints nothing for a while
+    try:
+        assert verdict(2000 + hang + 1) is None  # the old attempt's last step does not count
+        assert verdict(2000 + first + 1) == f"training hung: no new step since the attempt started, unchanged for {first + 1} s (limit {first} s)"
+    finally:
+        two.kill(), two.wait()
+    assert verdict(2000 + first + 61) is None
 
 
 def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_status(tmp_path: Path) -> None:
@@ -168,6 +299,42 @@ def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_stat
     assert f"args: --output_dir {run_dir} --resume_ckpt --resume_ckpt_path {run_dir}/ckpt_20.pt" in result.stdout
     assert "(0, 22) step_loss" in result.stdout and resilience.last_step(heartbeat.read_text(), "bert") == 22
     assert sorted(os.listdir(run_dir)) == ["ckpt_20.pt", "heartbeat"]  # the cut save is gone
+
+
+def test_a_failed_resume_look_up_ends_the_attempt_instead_of_training_from_step_0(tmp_path: Path) -> None:
+    """An FSx error in the look-up (here: resilience.py failing on `resume`, or on `prune`) must not
+    start the trainer without its resume arguments, in the run directory it failed to read."""
+    fake = tmp_path / "trainer"
+    fake.write_text('#!/bin/sh\necho started\n')
+    fake.chmod(0o755)
+    line = resumable.training_line(str(fake), "bert", str(tmp_path / "run"), str(tmp_path / "run" / "heartbeat"), 2)
+    for failing in ("resume", "prune"):
+        script = f"import sys\nif sys.argv[1] == {failing!r}: sys.exit(2)\n"
+        result = subprocess.run(["bash", "-c", line], env={"PATH": os.environ["PATH"], resumable.ENV_NAME: script},
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and "started" not in result.stdout, (failing, result)
+
+
+def test_the_heartbeat_filter_never_takes_the_training_output_down(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 and a heartbeat it cannot write (ENOSPC/EIO on FSx; here a missing
+    directory) leave the output flowing and the filter's status 0, so pipefail reports the trainer's."""
+    output = b"\xff\xfe not utf-8\n" + BERT_LINE.format(step=5).encode() + b"tail \xc3\n"
+    result = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "missing" / "heartbeat"))],
+                            input=output, env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == output, result.stderr
+    ok = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "heartbeat"))], input=output,
+                        env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, timeout=60)
+    assert ok.stdout == output and resilience.last_step((tmp_path / "heartbeat").read_text(), "bert") == 5
+
+
+def test_the_run_directory_follows_the_neuron_sdk_the_image_is_built_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new SDK's torch-neuronx / neuronx-distributed may not read the old one's checkpoints: a new
+    base image starts a new run directory. The hashed image is the one the job's image is built from."""
+    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379")
+    assert bert_launch.model_settings(run)["neuron_sdk_image"] == BUILD_ARGS["bert-pretrain"]["NEURON_DLC"]
+    before = bert_launch.run_dir(run)
+    monkeypatch.setattr(versions, "NEURON_DLC_PYTORCH_2_5", versions.NEURON_DLC_PYTORCH_2_5.replace("sdk2.21.0", "sdk2.22.0"))
+    assert bert_launch.run_dir(run) != before
 
 
 def test_a_change_to_model_settings_starts_a_new_run_directory() -> None:
@@ -210,16 +377,109 @@ def test_bert_training_pods_carry_the_probe_and_volcano_restarts_the_gang(worklo
     assert all("livenessProbe" not in container(t["template"]) for t in precompile["tasks"])
 
 
-def test_the_declared_probe_command_runs(workloads_dev: PlanResult, tmp_path: Path) -> None:
-    c = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])
-    env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
-    probe = json.loads(json.dumps(c["livenessProbe"]).replace("/data/output", str(tmp_path)).replace(
-        resumable.PROBE_STATE, str(tmp_path / "state.json")))
-    assert run_probe(probe, env, tmp_path).returncode == 0  # starting: within firstStepTimeoutMinutes
+def declared_probe(c: dict[str, Any], tmp_path: Path, root: str, **more: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A container's rendered probe with its FSx ``root`` and /tmp files under ``tmp_path``, and the
+    container's own environment (where the kubelet runs it), nothing else."""
+    text = json.dumps(c["livenessProbe"]).replace(root, str(tmp_path)).replace(resumable.PROBE_STATE, str(tmp_path / "state.json"))
+    for old, new in more.items():
+        text = text.replace(old, new)
+    return json.loads(text), {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+
+
+def assert_fails_on_a_stale_heartbeat(probe: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    started = run_probe(probe, env, tmp_path)
+    assert started.returncode == 0, started  # starting: within firstStepTimeoutMinutes
     state = json.loads((tmp_path / "state.json").read_text())
     (tmp_path / "state.json").write_text(json.dumps({**state, "since": state["since"] - 3601 * 24}))
     stuck = run_probe(probe, env, tmp_path)
-    assert stuck.returncode == 1 and stuck.stdout.startswith("training hung: no new step")
+    assert stuck.returncode == 1 and stuck.stdout.startswith("training hung: no new step"), stuck
+    # Without its variable the probe fails loudly; `python3 -c ""` would pass forever.
+    missing = run_probe(probe, {}, tmp_path)
+    assert missing.returncode != 0 and "RESILIENCE_PY: parameter null or not set" in missing.stderr
+
+
+def test_the_declared_probe_command_runs(workloads_dev: PlanResult, tmp_path: Path) -> None:
+    c = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])
+    assert_fails_on_a_stale_heartbeat(*declared_probe(c, tmp_path, "/data/output"), tmp_path)
+
+
+class RayletHealth(http.server.BaseHTTPRequestHandler):
+    """The dashboard agent's /api/local_raylet_healthz answers "success" while the raylet is up."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"success")
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: PlanResult, tmp_path: Path) -> None:
+    """The kubelet runs the probe in the ray-worker container with that container's env: the job's
+    runtimeEnv reaches Ray's processes, not the container. The probe replaces KubeRay's own (kuberay
+    v1.7.0 common/pod.go: injected only when livenessProbe is nil), so it also fails when the raylet's
+    health endpoint does not answer success."""
+    spec = manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]
+    c = container(spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+    server = http.server.HTTPServer(("127.0.0.1", 0), RayletHealth)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api/local_raylet_healthz"
+    try:
+        probe, env = declared_probe(c, tmp_path, "/shared/llama2_output", **{resumable.RAYLET_HEALTH_URL: url})
+        assert resumable.RAYLET_HEALTH_URL in json.dumps(c["livenessProbe"])
+        assert_fails_on_a_stale_heartbeat(probe, env, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    (tmp_path / "state.json").unlink()
+    assert run_probe(probe, env, tmp_path).returncode == 0  # the raylet (and its agent) gone: KubeRay waits too
+    health = tmp_path / "state.json.health"
+    health.write_text(str(float(health.read_text()) - resilience.HEALTH_GRACE_SECONDS - 1))
+    down = run_probe(probe, env, tmp_path)
+    assert down.returncode == 1 and "local_raylet_healthz unreachable" in down.stdout
+
+
+def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(workloads_all: PlanResult, tmp_path: Path) -> None:
+    spec = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]
+    c = container(spec["Worker"]["template"])
+    marker = tmp_path / "attempt"
+    probe, env = declared_probe(c, tmp_path, "/shared/nemo_experiments", **{resumable.ATTEMPT_MARKER: str(marker)})
+    assert run_probe(probe, env, tmp_path).returncode == 0 and not (tmp_path / "state.json").exists()  # no attempt yet
+    # The rank command announces itself in the worker container before anything else.
+    rank = container(spec["Launcher"]["template"])["command"][-1]
+    assert rank.startswith(resumable.announce_attempt() + " && ")
+    attempt = subprocess.Popen(["bash", "-c", resumable.announce_attempt().replace(resumable.ATTEMPT_MARKER, str(marker))
+                                + " && exec sleep 60"])
+    try:
+        for _ in range(100):
+            if marker.exists() and marker.read_text().strip() == str(attempt.pid):
+                break
+            time.sleep(0.05)
+        assert_fails_on_a_stale_heartbeat(probe, env, tmp_path)
+    finally:
+        attempt.kill(), attempt.wait()
+
+
+def mpirun_runs(restart_policy: str, backoff_limit: int) -> int:
+    """How many times the launcher Job runs mpirun when every run fails. kubernetes
+    pkg/controller/job/job_controller.go (6ae037f, a 1.3x tree; unchanged in substance since
+    backoffLimit began): syncJob fails the Job once ``failed > backoffLimit`` (failed pods, the
+    measure under Never), and for OnFailure pastBackoffLimitOnFailure fails it once the container
+    restarts summed reach ``>= backoffLimit`` (``> 0`` when it is 0), killing that restart."""
+    runs = 0
+    while True:
+        runs += 1  # this run fails
+        if restart_policy == "Never" and runs > backoff_limit:  # failed pods
+            return runs
+        restarts = runs  # OnFailure: the container restarts in place
+        if restart_policy == "OnFailure" and (restarts > 0 if backoff_limit == 0 else restarts >= backoff_limit):
+            return runs
+
+
+def test_the_job_controller_rules_behind_maxrestarts() -> None:
+    assert [mpirun_runs("Never", n) for n in (0, 1, 3)] == [1, 2, 4]
+    assert [mpirun_runs("OnFailure", n) for n in (0, 1, 3)] == [1, 1, 3]  # why the launcher is not OnFailure
 
 
 def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(workloads_all: PlanResult) -> None:
@@ -230,6 +490,7 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     train = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]
     compile_ = manifest(workloads_all, "MPIJob", "llama2-compile")["spec"]
     assert train["runPolicy"]["backoffLimit"] == 3  # maxRestarts' default
+    assert mpirun_runs(train["mpiReplicaSpecs"]["Launcher"]["restartPolicy"], train["runPolicy"]["backoffLimit"]) == 3 + 1
     worker = train["mpiReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
     assert "probe nemo /shared/nemo_experiments/run-" in container(worker["template"])["livenessProbe"]["exec"]["command"][-1]
@@ -237,7 +498,8 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     # resilience.py to a file when it starts, and the ranks run it from there.
     assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
-    assert command[-1].startswith("python3 /tmp/resilience.py nemo-scripts nemo 100 2 /shared/nemo_experiments/run-")
+    assert command[-1].startswith(f"{resumable.announce_attempt()} && python3 /tmp/resilience.py nemo-scripts nemo 100 2 "
+                                  "/shared/nemo_experiments/run-")
     assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])
     assert compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1] == "./llama_7b.sh"
@@ -253,8 +515,9 @@ def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloa
     worker = container(train["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
     assert "probe ray /shared/llama2_output/run-" in worker["livenessProbe"]["exec"]["command"][-1]
     assert "RESILIENCE_PY" in train["runtimeEnvYAML"]
-    assert re.search(r"--checkpoint_freq 100 --num_kept_checkpoint 2 \$\(python3 -c \"\$RESILIENCE_PY\" resume ray "
-                     r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\)", train["entrypoint"])
+    assert re.search(r"resume_args=\$\(python3 -c \"\$\{RESILIENCE_PY:\?\}\" resume ray "
+                     r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\) \|\| exit 1; .* --checkpoint_freq 100 "
+                     r"--num_kept_checkpoint 2 \$resume_args 2>&1", train["entrypoint"])
     precompile_worker = container(jobs["llama2-precompilation-job"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
     assert "livenessProbe" not in precompile_worker
 

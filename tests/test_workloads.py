@@ -113,7 +113,7 @@ def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workl
     assert "--nnodes 2 --nproc_per_node 32" in line
     assert "--batch_size 16 --grad_accum_usteps 32" in line
     assert re.search(r"--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output/run-[0-9a-f]{12} ", line)
-    assert "--steps_this_run 200 $(python3" in line and "--enable_fp32" not in line
+    assert "--steps_this_run 200 $resume_args " in line and "--enable_fp32" not in line
     compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
     assert compile_["command"][:3] == ["timeout", "--kill-after=300", "7200"]
     assert compile_["command"][3] == "neuron_parallel_compile" and len(compile_["command"]) == 5

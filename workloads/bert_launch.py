@@ -39,11 +39,13 @@ class BertRun:
 
 
 def model_settings(run: BertRun) -> dict[str, object]:
-    """What a checkpoint depends on: the script, the model's precision, the data and the global
-    batch (world size x batch x accumulation). Not the steps of a run or the deadlines: a longer
-    run continues the same one (the learning-rate schedule runs to the script's fixed max_steps)."""
+    """What a checkpoint depends on: the script, the Neuron SDK the image is built on (its torch-neuronx
+    writes the checkpoint), the model's precision, the data and the global batch (world size x batch x
+    accumulation). Not the steps of a run or the deadlines: a longer run continues the same one (the
+    learning-rate schedule runs to the script's fixed max_steps)."""
     return {
         "script": versions.BERT_SAMPLES_COMMIT,
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_5,  # bert-pretrain's base (tools/push_images.py)
         "nnodes": run.nnodes,
         "nproc_per_node": run.nproc_per_node,
         "batch_size": run.batch_size,

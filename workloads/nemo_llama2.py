@@ -35,10 +35,11 @@ EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo_experiments"
 
 
 def model_settings(layout: NemoLayout) -> dict[str, object]:
-    """What a checkpoint depends on: the code, the world size, the data and tokenizer, and the
-    iterations (llama_7b.sh's TRAIN_ITERS sets max_steps, so the learning-rate schedule)."""
+    """What a checkpoint depends on: the code, the Neuron SDK the image is built on, the world size,
+    the data and tokenizer, and the iterations (llama_7b.sh's TRAIN_ITERS sets max_steps, so the
+    learning-rate schedule)."""
     s = layout.settings
-    return {"script": versions.NEMO_MEGATRON_COMMIT, "nodes": s.nodes, "neuron_cores": layout.group.neuron_cores,
+    return {"script": versions.NEMO_MEGATRON_COMMIT, "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_1_13, "nodes": s.nodes, "neuron_cores": layout.group.neuron_cores,
             "tokenizer_path": s.tokenizer_path, "dataset_path": s.dataset_path, "train_iters": s.train_iters}
 
 
@@ -47,22 +48,25 @@ def run_dir(layout: NemoLayout) -> str:
 
 
 def node0_log(layout: NemoLayout) -> str:
-    """The heartbeat: rank 0's progress bar (global_step=<n>) and its checkpoint messages."""
+    """The heartbeat: rank 0's progress bar (its batch counter) and its checkpoint messages."""
     return f"{run_dir(layout)}/0/log"
 
 
 def train_probe(layout: NemoLayout) -> dict[str, Any]:
     s = layout.settings
-    return resumable.liveness_probe("nemo", node0_log(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes)
+    # The workers' sshd containers outlive attempts: the probe watches the attempt rank_command announced.
+    return resumable.liveness_probe("nemo", node0_log(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
+                                    per_attempt=True)
 
 
 def rank_command(layout: NemoLayout) -> list[str]:
-    """What mpirun starts on each worker for training: the pinned scripts, rewritten to checkpoint
-    every checkpointEverySteps and to continue from the newest complete checkpoint."""
+    """What mpirun starts on each worker for training: the attempt's announcement (the probe's clock
+    starts there), then the pinned scripts, rewritten to checkpoint every checkpointEverySteps and to
+    continue from the newest complete checkpoint."""
     s = layout.settings
     write = resumable.call_file("nemo-scripts", "nemo", str(s.checkpoint_every_steps), str(s.checkpoints_to_keep),
                            f"{run_dir(layout)}/checkpoints", node0_log(layout))
-    return ["bash", "-c", f"{write} && exec ./llama_7b_resumable.sh"]
+    return ["bash", "-c", f"{resumable.announce_attempt()} && {write} && exec ./llama_7b_resumable.sh"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ def launcher_run_env(layout: NemoLayout, compile_only: bool) -> list[dict[str, A
 
 def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     # Each launcher retry re-runs mpirun across every Trainium node; a few are enough to ride out
-    # a transient fault without burning hours of a failing configuration. The deadline is on the
+    # a transient fault without burning hours of a failing configuration. The launcher is
+    # restartPolicy Never (mpi_job), so backoffLimit counts reruns exactly. The deadline is on the
     # launcher Job (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go newLauncherJob), created
     # with the workers (AtStartup, below), so it counts from the MPIJob's creation: a gang that is
     # never scheduled ends at it too. The MPIJob then finishes and cleanPodPolicy Running deletes
@@ -170,7 +175,14 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
-                    "restartPolicy": "OnFailure",
+                    # Never: each rerun is a new launcher pod, and the Job fails once failed pods >
+                    # backoffLimit, so maxRestarts counts reruns (kubernetes pkg/controller/job/
+                    # job_controller.go syncJob exceedsBackoffLimit). OnFailure would count container
+                    # restarts with >= (pastBackoffLimitOnFailure): one rerun fewer, none at 1.
+                    # mpi-operator v0.8.0 puts this on the launcher Job's template (setRestartPolicy).
+                    # Under Volcano the new pod joins the running gang: the running workers count
+                    # toward minAvailable (volcano v1.15.1 api/job_info.go ReadyTaskNum).
+                    "restartPolicy": "Never",
                     "template": {
                         "metadata": {"labels": pods.workload_labels(WORKLOAD)},
                         "spec": {

@@ -114,6 +114,9 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
         worker = _container("ray-worker", layout, worker_resources, [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()])
         if liveness_probe is not None:
             worker["livenessProbe"] = liveness_probe
+            # The kubelet runs the probe in the container, with the container's environment, not the
+            # job's runtimeEnv (which reaches Ray's processes).
+            worker["env"] = pods.env_list(resumable.env())
         spec["workerGroupSpecs"] = [
             {
                 "groupName": WORKER_GROUP,
@@ -153,9 +156,10 @@ OUTPUT_ROOT = "/shared/llama2_output"
 
 
 def model_settings(layout: RayLayout) -> dict[str, object]:
-    """What a checkpoint depends on: the training code and the world size (workers x NeuronCores;
-    the script fixes the model, data and batch). Not the steps of a run or its deadline."""
-    return {"script": versions.RAY_LLAMA2_COMMIT, "workers": layout.settings.workers,
+    """What a checkpoint depends on: the training code, the Neuron SDK the image is built on (its
+    neuronx-distributed writes the checkpoint) and the world size (workers x NeuronCores; the script
+    fixes the model, data and batch). Not the steps of a run or its deadline."""
+    return {"script": versions.RAY_LLAMA2_COMMIT, "neuron_sdk_image": versions.NEURON_DLC_RAY, "workers": layout.settings.workers,
             "neuron_cores": layout.group.neuron_cores}
 
 
@@ -173,7 +177,9 @@ def heartbeat(layout: RayLayout) -> str:
 
 def train_probe(layout: RayLayout) -> dict[str, Any]:
     s = layout.settings
-    return resumable.liveness_probe("ray", heartbeat(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes)
+    # Replacing KubeRay's own worker probe, it keeps that probe's raylet health check.
+    return resumable.liveness_probe("ray", heartbeat(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
+                                    health_url=resumable.RAYLET_HEALTH_URL)
 
 
 def entrypoint(step: str, layout: RayLayout) -> str:
@@ -223,6 +229,8 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
 
 def runtime_env_vars(step: str) -> dict[str, str]:
     # Ray runs the entrypoint with the job's runtime environment: the train step's shell calls resilience.py.
+    # "0" is the seed's value and means unbuffered too (Python: any non-empty value); spelling it
+    # "1" would change, so replace and re-run, every step's RayJob, the precompile included.
     return {"PYTHONUNBUFFERED": "0", **(resumable.env() if step == "train" else {})}
 
 

@@ -22,14 +22,21 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   every rank's save (nlp_overrides.py NLPCheckpointIOState.end l.478-485, removal protection on by
   default). Complete = named in such a line of node 0's log; resumed with
   ``model.resume_from_checkpoint=<dir>/<name>`` (megatron_gpt_pretraining.py l.86-88; the
-  checkpoint IO puts the rank directory back in, nlp_overrides.py load_checkpoint l.586-588).
+  checkpoint IO puts the rank directory back in, nlp_overrides.py load_checkpoint l.586-588). The
+  name has ``=`` in it (``megatron_llama--step=100-consumed_samples=25600.0.ckpt``), which Hydra's
+  override lexer reads as a second EQUAL token: the value is escaped the way Hydra escapes it
+  (``hydra_escape``), as the pinned test_llama.sh's own resume note writes ``step\\=1085``.
 
 Heartbeat: the step counter the scripts print. BERT and Ray Train print
 ``LOG <time> - (<epoch>, <step>) step_loss : ...`` on global rank 0 every step (the logger.log of
-both scripts); NeMo's progress bar shows ``global_step=<n>`` (megatron_gpt_model.py l.458,
-``prog_bar=True``). ``beat`` copies its input through and rewrites the heartbeat file with each
-step line (temp file + rename, so a reader never sees half a line); the liveness probe (``probe``)
-fails once the step has not changed for the configured time.
+both scripts). NeMo's is PyTorch Lightning 1.8.6's progress bar (neuronx-nemo-megatron d22aabf
+pins pytorch-lightning==1.8.6): its ``global_step`` metric is a float that tqdm's ``format_num``
+cuts to 3 significant digits (``1.2e+4`` for 12000), so the bar's own batch counter is read
+instead, an integer (tqdm format_meter ``str(n)``: ``| <n>/<total> [`` or ``<n>it [``) that
+TQDMProgressBar sets on every batch (tqdm_progress.py on_train_batch_end, _update_n). ``beat``
+copies its input through and rewrites the heartbeat file with each step line (temp file + rename,
+so a reader never sees half a line); the liveness probe (``probe``) fails once the step has not
+changed for the configured time, counted from the start of the attempt it watches.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
+import urllib.request
 import time
 import zipfile
 from typing import Any, Iterable, Optional
@@ -45,10 +54,13 @@ from typing import Any, Iterable, Optional
 STEP_PATTERNS = {
     "bert": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
     "ray": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
-    "nemo": r"\bglobal_step=(\d+)",
+    # The main bar only ("Epoch <n>: "), one redraw at a time (\r separates them).
+    "nemo": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
 }
 NEMO_SAVED = re.compile(r"saving of checkpoint (\S+\.ckpt) fully completed")
 NEMO_STEP = re.compile(r"step=(\d+)")
+# hydra v1.2.0 hydra/_internal/grammar/utils.py _ESC: what the override lexer's ESC token covers.
+HYDRA_SPECIAL = "\\()[]{}:=, \t"
 BERT_NAME = re.compile(r"^ckpt_(\d+)\.pt$")
 NXD_NAME = re.compile(r"^step_(\d+)$")
 # The heartbeat's tail is enough: NeMo's progress bar rewrites its line every step.
@@ -110,7 +122,14 @@ def resume_args(kind: str, directory: str, log_file: str = "") -> list[str]:
     names = nemo_complete(_read(log_file))
     on_disk = {n for sub in _listdir(directory) if sub.startswith("mp_rank_") for n in _listdir(f"{directory}/{sub}")}
     steps = [step for step, name in names.items() if name in on_disk]
-    return [f"model.resume_from_checkpoint={directory}/{names[max(steps)]}"] if steps else []
+    return [f"model.resume_from_checkpoint={hydra_escape(f'{directory}/{names[max(steps)]}')}"] if steps else []
+
+
+def hydra_escape(value: str) -> str:
+    """``value`` as one Hydra override value: each special character backslash-escaped (hydra
+    v1.2.0 escape_special_characters; OverrideLexer.g4 ESC, un-escaped by the visitor's
+    ``text[1::2]``)."""
+    return "".join("\\" + c if c in HYDRA_SPECIAL else c for c in value)
 
 
 def prune(kind: str, directory: str, keep: int) -> list[str]:
@@ -139,7 +158,8 @@ def nemo_scripts(llama_7b: str, test_llama: str, every: int, keep: int, resume: 
             raise ValueError(f"expected {line!r} once in the pinned NeMo scripts")
     overrides = [f"+exp_manager.checkpoint_callback_params.every_n_train_steps={every}",
                  f"exp_manager.checkpoint_callback_params.save_top_k={keep}", *resume]
-    lines = "".join(f"    {o} \\\n" for o in overrides)
+    # One shell word each: test_llama.sh is a shell script, and an escaped value has backslashes.
+    lines = "".join(f"    {shlex.quote(o)} \\\n" for o in overrides)
     return (llama_7b.replace(NEMO_SCRIPT + "\n", NEMO_RESUMABLE + "\n"), test_llama.replace(NEMO_INTERVAL_LINE, lines))
 
 
@@ -153,13 +173,17 @@ def write_nemo_scripts(every: int, keep: int, checkpoints: str, log_file: str) -
         os.chmod(name, 0o755)
 
 
-def observe(state: Optional[dict[str, Any]], step: Optional[int], now: float) -> dict[str, Any]:
-    """The probe's memory: the step last seen, since when, and whether it has moved since the
-    container started (a step left by an earlier attempt counts as no progress yet)."""
-    if state is None:
-        return {"step": step, "since": now, "advanced": False}
+def observe(state: Optional[dict[str, Any]], step: Optional[int], now: float,
+            attempt: Optional[tuple[str, float]] = None) -> dict[str, Any]:
+    """The probe's memory: the step last seen, since when, and whether it has moved in this attempt
+    (a step left by an earlier attempt counts as no progress yet). ``attempt``: the id and start of
+    the attempt running in the container, where the container outlives attempts (MPIJob workers);
+    a new one starts the count afresh, from its start."""
+    key = attempt[0] if attempt else None
+    if state is None or state.get("attempt") != key:
+        return {"step": step, "since": attempt[1] if attempt else now, "advanced": False, "attempt": key}
     if step != state["step"]:
-        return {"step": step, "since": now, "advanced": True}
+        return {**state, "step": step, "since": now, "advanced": True}
     return state
 
 
@@ -168,25 +192,99 @@ def stalled(state: dict[str, Any], now: float, first_step_seconds: int, hang_sec
     limit = hang_seconds if state["advanced"] else first_step_seconds
     if now - state["since"] <= limit:
         return None
-    what = f"step {state['step']}" if state["advanced"] else "no new step since the container started"
+    what = f"step {state['step']}" if state["advanced"] else "no new step since the attempt started"
     return f"training hung: {what}, unchanged for {int(now - state['since'])} s (limit {limit} s)"
 
 
-def beat(lines: Iterable[str], kind: str, heartbeat: str, out: Any) -> None:
-    """Copies ``lines`` to ``out``; rewrites ``heartbeat`` with each step line."""
+def beat(lines: Iterable[bytes], kind: str, heartbeat: str, out: Any) -> None:
+    """Copies ``lines`` (bytes) to ``out``; rewrites ``heartbeat`` with each step line. Never
+    raises on what it reads or on the heartbeat's file system: the training output must keep
+    flowing (a dead filter closes the pipe the trainer writes to), and under pipefail a failed
+    filter would fail a run that succeeded. A heartbeat it cannot write is a missed beat."""
     pattern = re.compile(STEP_PATTERNS[kind])
     for line in lines:
         out.write(line)
         out.flush()
-        if pattern.search(line):
-            with open(heartbeat + ".tmp", "w") as f:
-                f.write(line)
-            os.replace(heartbeat + ".tmp", heartbeat)
+        if pattern.search(line.decode(errors="replace")):
+            try:
+                with open(heartbeat + ".tmp", "wb") as f:
+                    f.write(line)
+                os.replace(heartbeat + ".tmp", heartbeat)
+            except OSError:
+                pass
 
 
-def probe(kind: str, heartbeat: str, state_file: str, first_step_seconds: int, hang_seconds: int, now: float) -> Optional[str]:
+def running_attempt(marker: str) -> Optional[tuple[str, float]]:
+    """The attempt a job's command announced in ``marker`` (its process id, written at its start):
+    (id, start time) while that process is alive in this container, else None."""
+    try:
+        pid, started = int(_read(marker).strip() or 0), os.path.getmtime(marker)
+    except (OSError, ValueError):
+        return None
+    return (f"{pid}@{started}", started) if pid > 0 and _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:  # a zombie (exited, not reaped yet) is no attempt
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# KubeRay v1.7.0 common/pod.go initLivenessAndReadinessProbe: a worker's own liveness check (Ray
+# below 2.53) is the dashboard agent's raylet health, ``wget -T 2 -q -O- http://localhost:52365/
+# api/local_raylet_healthz | grep success`` (utils/constant.go BaseWgetHealthCommand,
+# DefaultDashboardAgentListenPort, RayAgentRayletHealthPath); it adds it only when the container has
+# no livenessProbe, so a probe that replaces it runs the same check, with the same patience: KubeRay
+# fails after 120 failed reads 5 s apart (DefaultLivenessProbeFailureThreshold, ...PeriodSeconds),
+# 10 minutes, which also covers the raylet's start; the kubelet adds our probe's 3 reads 60 s apart.
+HEALTH_GRACE_SECONDS = 600 - 3 * 60
+
+
+def unhealthy(url: str, timeout: float = 10) -> Optional[str]:
+    """Why the health endpoint at ``url`` does not answer success, or None."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            if b"success" in response.read():
+                return None
+            return f"{url} did not answer success"
+    except OSError as error:
+        return f"{url} unreachable: {error}"
+
+
+def unhealthy_for_long(url: str, since_file: str, now: float) -> Optional[str]:
+    """``unhealthy(url)`` once it has lasted HEALTH_GRACE_SECONDS (``since_file`` keeps its start)."""
+    problem = unhealthy(url)
+    if problem is None:
+        if os.path.exists(since_file):
+            os.remove(since_file)
+        return None
+    if not os.path.exists(since_file):
+        with open(since_file, "w") as f:
+            f.write(str(now))
+    failing = now - float(_read(since_file) or now)
+    return f"{problem} for {int(failing)} s" if failing > HEALTH_GRACE_SECONDS else None
+
+
+def probe(kind: str, heartbeat: str, state_file: str, first_step_seconds: int, hang_seconds: int, now: float,
+          attempt_marker: str = "", health_url: str = "") -> Optional[str]:
+    """The liveness verdict. With ``attempt_marker``, only an attempt running in this container is
+    watched: none running (between attempts, before the first) passes, and the launcher's retries
+    and the job's deadline bound that time."""
+    if health_url and (problem := unhealthy_for_long(health_url, state_file + ".health", now)):
+        return problem
+    attempt = None
+    if attempt_marker and (attempt := running_attempt(attempt_marker)) is None:
+        return None
     saved = json.loads(_read(state_file)) if os.path.exists(state_file) else None
-    state = observe(saved, last_step(_read(heartbeat, TAIL_BYTES), kind), now)
+    state = observe(saved, last_step(_read(heartbeat, TAIL_BYTES), kind), now, attempt)
     with open(state_file, "w") as f:
         json.dump(state, f)
     return stalled(state, now, first_step_seconds, hang_seconds)
@@ -215,9 +313,11 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
     elif command == "nemo-scripts":  # nemo-scripts nemo <every> <keep> <checkpoint dir> <node 0 log>
         write_nemo_scripts(int(rest[0]), int(rest[1]), rest[2], rest[3])
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output
-        beat(iter(sys.stdin.readline, ""), kind, rest[0], sys.stdout)
-    elif command == "probe":  # probe <kind> <heartbeat> <state file> <first step s> <hang s>
-        verdict = probe(kind, rest[0], rest[1], int(rest[2]), int(rest[3]), time.time())
+        beat(iter(sys.stdin.buffer.readline, b""), kind, rest[0], sys.stdout.buffer)
+    elif command == "probe":  # probe <kind> <heartbeat> <state file> <first step s> <hang s> [--attempt F] [--health URL]
+        options = dict(zip(rest[4::2], rest[5::2]))
+        verdict = probe(kind, rest[0], rest[1], int(rest[2]), int(rest[3]), time.time(),
+                        options.get("--attempt", ""), options.get("--health", ""))
         if verdict:
             print(verdict)  # the kubelet puts this in the pod's Unhealthy event
             return 1

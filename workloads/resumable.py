@@ -9,10 +9,12 @@ each controller already turns a dead container into the bounded whole-gang resta
   RestartJob`` policy restarts every task (volcano v1.15.1 job_controller_util.go applyPolicies),
   at most ``maxRetry`` attempts (state/running.go l.35-39, state/restarting.go l.35).
 - MPIJob (NeMo, workers ``restartPolicy: OnFailure``): the worker container restarts in place, the
-  launcher's mpirun loses that rank and fails, and the launcher Job reruns mpirun on every worker,
-  at most ``runPolicy.backoffLimit`` times (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go
-  newLauncherJob l.1542-1543). Workers must not be ``Never``: the operator never recreates a worker
-  pod that exists, Failed or not (getOrCreateWorker l.1010-1024).
+  launcher's mpirun loses that rank and fails, and the launcher Job starts a new launcher pod
+  (``restartPolicy: Never``) that reruns mpirun on every worker, at most ``runPolicy.backoffLimit``
+  times (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go newLauncherJob l.1542-1543; the Job
+  fails once ``failed > backoffLimit``). Workers must not be ``Never``: the operator never recreates
+  a worker pod that exists, Failed or not (getOrCreateWorker l.1010-1024). Their containers outlive
+  attempts, so each attempt announces itself (``ATTEMPT_MARKER``) and the probe counts per attempt.
 - RayJob (Ray Train): the worker container dies, Ray Train's worker group fails, the job ends FAILED
   and KubeRay retries it on a new RayCluster while ``failed < backoffLimit + 1``
   (ray-project/kuberay v1.7.0 rayjob_controller.go checkBackoffLimitAndUpdateStatusIfNeeded
@@ -35,6 +37,11 @@ ENV_NAME = "RESILIENCE_PY"
 HEARTBEAT = "heartbeat"
 # The probe's memory lives in the container: a restarted container starts counting afresh.
 PROBE_STATE = "/tmp/heartbeat-probe.json"
+# Where an attempt that runs in a long-lived container writes its process id when it starts.
+ATTEMPT_MARKER = "/tmp/training-attempt"
+# KubeRay v1.7.0's raylet health check on a worker (see resilience.unhealthy), at the dashboard
+# agent's default port (rayStartParams sets no dashboard-agent-listen-port).
+RAYLET_HEALTH_URL = "http://localhost:52365/api/local_raylet_healthz"
 PROBE_PERIOD_SECONDS = 60
 # Three failed reads in a row (an FSx hiccup is not a hang); a stall itself fails every read.
 PROBE_FAILURES = 3
@@ -57,8 +64,15 @@ def run_name(model: Mapping[str, Any]) -> str:
 
 
 def call(*args: str) -> str:
-    """Shell: run resilience.py from the environment with ``args``."""
-    return f'python3 -c "${ENV_NAME}" ' + shlex.join(args)
+    """Shell: run resilience.py from the environment with ``args``; an unset or empty variable is an
+    error (bash exits 127), not ``python3 -c ""``, which does nothing and succeeds."""
+    return f'python3 -c "${{{ENV_NAME}:?}}" ' + shlex.join(args)
+
+
+def announce_attempt() -> str:
+    """Shell, at the start of an attempt in a long-lived container: its process id to ATTEMPT_MARKER.
+    $BASHPID, not $$: the kubelet turns ``$$`` in a container's command into ``$``."""
+    return f"echo $BASHPID > {ATTEMPT_MARKER}"
 
 
 # Processes that mpirun starts over ssh do not see the container's environment: the worker writes
@@ -79,18 +93,23 @@ def call_file(*args: str) -> str:
 def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int) -> str:
     """Shell: drop BERT's incomplete and surplus checkpoints, append the resume arguments to
     ``command`` (word-split on purpose: none, or flag and value), and filter its output through
-    the heartbeat writer. pipefail keeps the training command's exit status."""
+    the heartbeat writer. pipefail keeps the training command's exit status. A failed look-up
+    ends the attempt (exit 1) instead of training from step 0 beside the checkpoints it missed."""
     folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat)}))
     return (
-        f"set -o pipefail; mkdir -p {folders}; {call('prune', kind, directory, str(keep))}; "
-        f"{command} $({call('resume', kind, directory)}) 2>&1 | {call('beat', kind, heartbeat)}"
+        f"set -o pipefail; mkdir -p {folders} || exit 1; {call('prune', kind, directory, str(keep))} || exit 1; "
+        f"resume_args=$({call('resume', kind, directory)}) || exit 1; "
+        f"{command} $resume_args 2>&1 | {call('beat', kind, heartbeat)}"
     )
 
 
-def liveness_probe(kind: str, heartbeat: str, first_step_minutes: int, hang_minutes: int) -> dict[str, Any]:
+def liveness_probe(kind: str, heartbeat: str, first_step_minutes: int, hang_minutes: int, per_attempt: bool = False,
+                   health_url: str = "") -> dict[str, Any]:
     """Fails once the heartbeat's step has not moved for ``hang_minutes`` (``first_step_minutes``
-    until the first step of this container's life)."""
-    check = call("probe", kind, heartbeat, PROBE_STATE, str(first_step_minutes * 60), str(hang_minutes * 60))
+    until the first step of the container's life, or with ``per_attempt`` of the attempt that
+    announce_attempt started), or when ``health_url`` does not answer success."""
+    options = [*(["--attempt", ATTEMPT_MARKER] if per_attempt else []), *(["--health", health_url] if health_url else [])]
+    check = call("probe", kind, heartbeat, PROBE_STATE, str(first_step_minutes * 60), str(hang_minutes * 60), *options)
     return {
         "exec": {"command": ["bash", "-c", check]},
         "periodSeconds": PROBE_PERIOD_SECONDS,

@@ -59,7 +59,7 @@ class ResumableSettings(GangTimeoutSettings):
     )
     first_step_timeout_minutes: int = Field(
         default=60, ge=10, le=1440,
-        description="Like hangTimeoutMinutes, for the time from a container's start to its first step (rendezvous, "
+        description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
         "checkpoint load, compiled graphs loaded from the cache).",
     )
 
@@ -183,8 +183,9 @@ class NemoLlama2Settings(ResumableSettings):
     )
     checkpoint_every_steps: int = Field(default=100, ge=1, description="Checkpoint the training run every this many "
                                         "steps (exp_manager every_n_train_steps).")
-    max_restarts: int = Field(default=3, ge=0, le=10, description="runPolicy.backoffLimit: how often the launcher "
-                              "reruns mpirun on every worker after a failure, each run from the last checkpoint.")
+    max_restarts: int = Field(default=3, ge=0, le=10, description="runPolicy.backoffLimit: how often a new launcher "
+                              "pod reruns mpirun on every worker after a failure, each run from the last checkpoint "
+                              "(maxRestarts + 1 runs in all).")
 
 
 class ClusterCheckSettings(GangTimeoutSettings):
