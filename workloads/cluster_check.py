@@ -202,8 +202,11 @@ IMDS_PROBE = (
 # volume whatever automountServiceAccountToken says, which the training posture sets false). The agent
 # takes the token as the Authorization header and answers JSON with AccessKeyId, SecretAccessKey,
 # Token, Expiration, or the EKS Auth error as text (aws/eks-pod-identity-agent d4dc0f3, release
-# 0.1.37, pkg/handlers/eks_credential_handler.go HandleRequest, pkg/credentials/model.go). An answer
-# with a key proves the role's trust conditions (infra/components/iam.py) let the agent assume it.
+# 0.1.37, pkg/handlers/eks_credential_handler.go HandleRequest, pkg/credentials/model.go,
+# pkg/errors/errors.go; the add-on build for Kubernetes 1.34 is v1.3.9-eksbuild.3, offline/fixtures.py,
+# and the public repository numbers its releases 0.1.x, so this is its newest source, not a matched
+# version). An answer with a key proves the role's trust conditions (infra/components/iam.py) let the
+# agent assume it.
 POD_IDENTITY_URI_ENV = "AWS_CONTAINER_CREDENTIALS_FULL_URI"
 POD_IDENTITY_TOKEN_ENV = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
 # Python, not curl (the image's python3 is sure; the agent's error text is the useful part); no
