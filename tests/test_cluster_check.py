@@ -793,3 +793,16 @@ def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_
     plain = cluster_check.nodes_job(_layout())
     assert "schedulerName" not in plain["spec"]["template"]["spec"]
     assert cluster_check.GROUP_MIN_MEMBER not in plain["metadata"]["annotations"]
+
+
+def test_the_per_node_pod_runs_as_a_service_account_with_a_pod_identity_association(
+    dev: PlanResult, workloads_all: PlanResult
+) -> None:
+    """The Pod Identity line needs an association for the pod's service account: the check's Job runs
+    as the cluster's training service account, which has one in every training namespace."""
+    job = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes")
+    account = (job["metadata"]["namespace"], job["spec"]["template"]["spec"]["serviceAccountName"])
+    associated = {(r.inputs["namespace"], r.inputs["serviceAccount"])
+                  for r in dev.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    assert account in associated, (account, associated)
+    assert f"Pod Identity credentials for {account[0]}/{account[1]}" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
