@@ -9,9 +9,14 @@ here under bash with stand-ins for the tools that print their documented formats
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
+import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 
@@ -274,6 +279,38 @@ def stub(bin_dir: Path, name: str, output: str, stream: str = "stdout", status: 
     (bin_dir / name).chmod(0o755)
 
 
+POD_IDENTITY_TOKEN = "eyJ.pod-identity-token"
+# What the EKS Pod Identity agent answers (aws/eks-pod-identity-agent d4dc0f3 pkg/handlers/
+# eks_credential_handler.go: JSON credentials, or http.Error with pkg/errors/errors.go's
+# "[request id] (code): message, fault: ..." and EKS Auth's status).
+AGENT_ANSWERS = {
+    "/v1/credentials": (200, json.dumps({"AccessKeyId": "ASIAEXAMPLE", "SecretAccessKey": "s", "Token": "t",
+                                         "AccountId": "111122223333", "Expiration": "2026-11-24T23:00:00Z"})),
+    "/denied": (400, "[0f1e] (AccessDeniedException): Unauthorized Exception! EKS does not have permissions to assume "
+                     "the associated role., fault: client\n"),
+    "/empty": (200, "{}"),
+}
+
+
+class _FakeAgent(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        status, body = AGENT_ANSWERS[self.path] if self.headers.get("Authorization") == POD_IDENTITY_TOKEN else (400, "bad token")
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@functools.cache
+def fake_agent() -> str:
+    """A stand-in for the node's Pod Identity agent (169.254.170.23), shared by the module's tests."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeAgent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}"
+
+
 DD_OK = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s"
 
 
@@ -317,20 +354,24 @@ def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Pa
 def node_script_command(
     tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, uid: str = "job-a",
     device_files: int | None = None, seccomp: str = "2", memlock: str = "unlimited", runtime: tuple[str, int] = ("ok", 0),
-    imds_answers: bool = False, pingpong: tuple[str, int] | None = None,
+    imds_answers: bool = False, pingpong: tuple[str, int] | None = None, pod_identity: str | None = "/v1/credentials",
 ) -> tuple[list[str], dict[str, str]]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
     ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
     ``tmp_path`` is a second attempt on the same FSx. The posture the node shows: ``seccomp`` mode,
-    ``ulimit -l``, nccom-test's output and status, whether the metadata service answers, and
-    fi_pingpong's (None: not in the image)."""
+    ``ulimit -l``, nccom-test's output and status, whether the metadata service answers,
+    fi_pingpong's (None: not in the image), and the path the Pod Identity agent answers the pod's
+    credentials request on (an AGENT_ANSWERS key; None: the pod has no association)."""
     layout = _layout()
     bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
     bin_dir.mkdir(exist_ok=True)
     shared.mkdir(exist_ok=True)
     stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
     stub(bin_dir, "nccom-test", runtime[0], status=runtime[1])
-    stub(bin_dir, "python3", "", status=0 if imds_answers else 1)  # only the metadata probe runs python3
+    # The metadata probe is stubbed; the Pod Identity probe runs for real against the fake agent.
+    (bin_dir / "python3").write_text(f"#!/bin/bash\ncase \"$*\" in *169.254.169.254*) exit {0 if imds_answers else 1};; esac\n"
+                                     f"exec {sys.executable} -I -S \"$@\"\n")  # -I -S: the stdlib only, a quick start
+    (bin_dir / "python3").chmod(0o755)
     if pingpong is not None:
         stub(bin_dir, "fi_pingpong", pingpong[0], status=pingpong[1])
     (tmp_path / "status").write_text(f"Name:\tbash\nSeccomp:\t{seccomp}\n")
@@ -359,6 +400,12 @@ def node_script_command(
         tmp_path,
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-100-64-1-1", "JOB_UID": uid}
+    for key in (cluster_check.POD_IDENTITY_URI_ENV, cluster_check.POD_IDENTITY_TOKEN_ENV):
+        env.pop(key, None)
+    if pod_identity is not None:
+        (tmp_path / "eks-pod-identity-token").write_text(POD_IDENTITY_TOKEN + "\n")
+        env[cluster_check.POD_IDENTITY_URI_ENV] = fake_agent() + pod_identity
+        env[cluster_check.POD_IDENTITY_TOKEN_ENV] = str(tmp_path / "eks-pod-identity-token")
     return ["bash", "-c", text], env
 
 
@@ -403,7 +450,8 @@ def test_a_healthy_node_proves_the_training_posture(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     for line in ("ok    seccomp: RuntimeDefault in force (filter mode)", "ok    locked memory (ulimit -l): unlimited",
                  "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)",
-                 "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)", "ok    instance metadata unreachable from the pod"):
+                 "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)", "ok    instance metadata unreachable from the pod",
+                 "ok    Pod Identity credentials for default/training (the agent answered with a key)"):
         assert line in run.stdout, line
 
 
@@ -414,6 +462,13 @@ def test_a_healthy_node_proves_the_training_posture(tmp_path: Path) -> None:
      "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): nrt_init: mbind failed: Operation not permitted"),
     ({"pingpong": ("fi_mr_reg(): Cannot allocate memory", 1)}, "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): fi_mr_reg(): Cannot allocate memory"),
     ({"imds_answers": True}, "FAIL  instance metadata: this pod got an IMDSv2 token"),
+    # Review 20 F2: the trust conditions refuse the agent; the agent's EKS Auth error is shown.
+    ({"pod_identity": "/denied"}, "FAIL  Pod Identity credentials for default/training: HTTP 400: [0f1e] (AccessDeniedException): "
+                                  "Unauthorized Exception! EKS does not have permissions to assume the associated role., fault: client: "
+                                  "check the role's trust conditions (aws:SourceAccount, aws:RequestTag/eks-cluster-arn"),
+    ({"pod_identity": "/empty"}, "FAIL  Pod Identity credentials for default/training: the answer carries no AccessKeyId"),
+    ({"pod_identity": None}, "FAIL  Pod Identity credentials: no AWS_CONTAINER_CREDENTIALS_FULL_URI in the pod: check the association "
+                             "of default/training"),
 ])
 def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: Path, posture, failure) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, **posture)
@@ -738,3 +793,16 @@ def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_
     plain = cluster_check.nodes_job(_layout())
     assert "schedulerName" not in plain["spec"]["template"]["spec"]
     assert cluster_check.GROUP_MIN_MEMBER not in plain["metadata"]["annotations"]
+
+
+def test_the_per_node_pod_runs_as_a_service_account_with_a_pod_identity_association(
+    dev: PlanResult, workloads_all: PlanResult
+) -> None:
+    """The Pod Identity line needs an association for the pod's service account: the check's Job runs
+    as the cluster's training service account, which has one in every training namespace."""
+    job = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes")
+    account = (job["metadata"]["namespace"], job["spec"]["template"]["spec"]["serviceAccountName"])
+    associated = {(r.inputs["namespace"], r.inputs["serviceAccount"])
+                  for r in dev.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    assert account in associated, (account, associated)
+    assert f"Pod Identity credentials for {account[0]}/{account[1]}" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]

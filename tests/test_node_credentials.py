@@ -56,9 +56,11 @@ def test_every_training_namespace_walls_its_pods_off_from_instance_metadata(
     """NetworkPolicy is an allow-list, and egress allowed by any policy selecting a pod is allowed:
     so the wall holds if one policy per training namespace selects every pod (podSelector {}) with
     egress everywhere but 169.254.169.254, and no policy of either stack admits it. The VPC CNI's
-    network policy agent turns an `except` into a deny entry for that range
-    (aws/aws-network-policy-agent v1.4.1, pkg/fwruleprocessor/fw_rule_processor.go: "each `except`
-    CIDR is added explicitly with a deny-all L4 entry")."""
+    network policy agent turns an `except` into a deny entry for that range: the agent the pinned
+    vpc-cni add-on runs (v1.20.4-eksbuild.1 for Kubernetes 1.34, offline/fixtures.py; its chart
+    aws/amazon-vpc-cni-k8s v1.20.4 charts/aws-vpc-cni/values.yaml nodeAgent.image.tag v1.2.7),
+    aws/aws-network-policy-agent v1.2.7 pkg/fwruleprocessor/fw_rule_processor.go l.63-64 ("each
+    `except` CIDR is added explicitly with a deny-all L4 entry") and l.135-146 (addDenyAllL4Entry)."""
     for cluster, workloads in ((dev, workloads_all), (prod, workloads_prod)):
         policies = [o for plan in (cluster, workloads) for o in kubernetes_objects(plan) if o["kind"] == "NetworkPolicy"]
         for namespace in cluster.outputs["trainingNamespaces"]:
@@ -119,6 +121,10 @@ class NodeComponent:
     source: str
 
 
+# Versions: the add-on builds EKS marks default for Kubernetes 1.34 (offline/fixtures.py
+# ADDON_DEFAULT_BUILDS: vpc-cni v1.20.4, aws-ebs-csi-driver v1.51.1, amazon-cloudwatch-observability
+# v4.6.0, eks-node-monitoring-agent v1.4.1) read in their public source at those versions, and the
+# charts infra/facts/versions.py pins (aws-fsx-csi-driver 1.17.0, cluster-autoscaler 9.53.0).
 COMPONENTS = (
     NodeComponent("EKS Pod Identity agent", True, False, "",
                   "EKS user guide, pod-id-agent-setup.adoc: a host-network DaemonSet serving 169.254.170.23"),
@@ -129,16 +135,32 @@ COMPONENTS = (
                   "true; device nodes under /dev/infiniband only"),
     NodeComponent("FSx CSI node plugin", False, True, "the Kubernetes API (its node object, CSI_NODE_NAME)",
                   "kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), pkg/cloud/metadata.go NewMetadataService"),
+    NodeComponent("FSx CSI controller", False, True,
+                  "the Kubernetes API (its node object: CSI_NODE_NAME, and the chart's ClusterRole grants nodes get)",
+                  "kubernetes-sigs/aws-fsx-csi-driver helm-chart-aws-fsx-csi-driver-1.17.0 (driver v1.9.0), "
+                  "pkg/driver/controller.go newControllerService l.89-99 (no AWS_REGION: NewMetadataService), "
+                  "pkg/cloud/metadata.go NewMetadataService (IMDS, then the Kubernetes API), "
+                  "charts/aws-fsx-csi-driver/templates/controller-deployment.yaml l.58 CSI_NODE_NAME, "
+                  "templates/controller-serviceaccount.yaml l.42-44 (fsx-csi-external-provisioner-role: nodes get)"),
     NodeComponent("EBS CSI node plugin", False, True, "the Kubernetes API (metadata sources [imds, kubernetes])",
-                  "kubernetes-sigs/aws-ebs-csi-driver v1.64.0, pkg/cloud/metadata/metadata.go DefaultMetadataSources; "
-                  "chart node.hostNetwork: false"),
+                  "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, pkg/cloud/metadata/metadata.go l.51-52 "
+                  "DefaultMetadataSources; charts/aws-ebs-csi-driver/values.yaml node.hostNetwork: false (l.440)"),
+    NodeComponent("EBS CSI controller", False, True, "the Kubernetes API (metadata sources [imds, kubernetes])",
+                  "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, cmd/main.go l.143-179 (no AWS_REGION: "
+                  "NewMetadataService over DefaultMetadataSources), charts/aws-ebs-csi-driver/templates/controller.yaml "
+                  "l.117 CSI_NODE_NAME"),
     NodeComponent("CloudWatch agent", True, True, "",
-                  "aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0, values.yaml agent.hostNetwork: true"),
+                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+                  "templates/linux/cloudwatch-agent-custom-resource.yaml l.99 hostNetwork: true"),
+    NodeComponent("Fluent Bit (CloudWatch add-on)", True, True, "",
+                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+                  "templates/linux/fluent-bit-daemonset.yaml l.89 hostNetwork: true, service account cloudwatch-agent "
+                  "(l.125), the one the add-on's association covers"),
     NodeComponent("neuron-monitor (CloudWatch add-on)", False, True,
                   "its instance_info section stays empty (a binary, not verified); the host-network agent adds the "
                   "instance dimensions itself",
-                  "aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0, values.yaml neuronMonitor "
-                  "(no hostNetwork)"),
+                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+                  "templates/linux/neuron-monitor-daemonset.yaml (no hostNetwork)"),
     NodeComponent("cluster-autoscaler", False, True, "the region from AWS_REGION, which the chart sets from awsRegion",
                   "kubernetes/autoscaler cluster-autoscaler-1.34.2, cloudprovider/aws/aws_sdk_provider.go getRegion; "
                   "chart 9.53.0 templates/deployment.yaml AWS_REGION"),
@@ -149,7 +171,12 @@ COMPONENTS = (
                   "unknown: check-health.py ships in the image, not the chart; off by default",
                   "aws-neuron/neuron-helm-charts templates/npd-daemonset.yaml: node-recovery gets NODE_NAME and "
                   "ENABLE_RECOVERY only"),
-    NodeComponent("EKS node monitoring agent", True, False, "", "EKS user guide: an add-on needing no AWS permissions"),
+    # The add-on build (v1.4.1-eksbuild.1) is not tagged in the public repository (its tags start at
+    # v1.6.0): the chart there is hostNetwork from its first commit to v1.7.0, taken as the add-on's.
+    NodeComponent("EKS node monitoring agent", True, True, "",
+                  "aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/templates/daemonset.yaml "
+                  "hostNetwork: true at 2cce168 (2025-02-14, first commit) and at v1.7.0; it reads IMDS "
+                  "(internal/pkg/instanceinfo/provider.go at v1.7.0). Not verified at v1.4.1"),
     NodeComponent("Volcano, KubeRay, MPI operator", False, False, "",
                   "volcano-sh/volcano v1.15.1 pkg/, ray-project/kuberay ray-operator/v1.7.0, kubeflow/mpi-operator "
                   "v0.8.0 pkg/: no 169.254.169.254, ec2metadata or imds client"),
@@ -158,7 +185,8 @@ COMPONENTS = (
 
 def test_no_node_component_depends_on_reaching_imds_from_the_pod_network(dev: PlanResult) -> None:
     pod_network = [c for c in COMPONENTS if c.reads_imds and not c.host_network]
-    assert {c.name for c in pod_network} == {"FSx CSI node plugin", "EBS CSI node plugin", "neuron-monitor (CloudWatch add-on)",
+    assert {c.name for c in pod_network} == {"FSx CSI node plugin", "FSx CSI controller", "EBS CSI node plugin",
+                                             "EBS CSI controller", "neuron-monitor (CloudWatch add-on)",
                                              "cluster-autoscaler", "Neuron node problem detector recovery"}
     assert all(c.without_imds for c in pod_network)
     # cluster-autoscaler: the region is set, so it never asks IMDS.

@@ -106,6 +106,19 @@ def test_a_metadata_hop_limit_above_one_is_refused(hops):
     assert not engine_violations("launch-template-hardening", LT, lt)
 
 
+def test_a_launch_template_with_the_metadata_service_off_is_not_called_imdsv1():
+    # pulumi-aws LaunchTemplate metadataOptions.httpEndpoint "disabled": no metadata service, so no
+    # tokens to require and no hops to count; the rest of the rule still applies.
+    off = {"metadataOptions": {"httpEndpoint": "disabled"},
+           "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}
+    assert not engine_violations("launch-template-hardening", LT, off)
+    off["blockDeviceMappings"][0]["ebs"]["encrypted"] = "false"
+    [message] = engine_violations("launch-template-hardening", LT, off)
+    assert "unencrypted EBS volume" in message
+    on = {**off, "metadataOptions": {"httpEndpoint": "enabled", "httpPutResponseHopLimit": 2}}
+    assert [m for m in engine_violations("launch-template-hardening", LT, on) if "IMDSv1" in m or "HopLimit to 2" in m]
+
+
 def test_karpenter_node_classes_keep_one_metadata_hop():
     node_class = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
     meta = {"metadata": {"name": "trainium"}}
@@ -141,6 +154,32 @@ def test_node_group_ssh_only_from_named_security_groups():
     assert not engine_violations("node-group-no-open-ssh", group, {"nodeGroupName": "core"})
 
 
+def test_node_group_without_a_launch_template_is_refused():
+    # EKS generates a launch template with its default metadata options for such a group (EKS user
+    # guide, launch-templates.html), and remoteAccess is accepted only there: the SSH key case of
+    # node-group-no-open-ssh comes with it. Engine names: aws:eks/nodeGroup:NodeGroup inputs
+    # launchTemplate {id, version} and remoteAccess {ec2SshKey, sourceSecurityGroupIds}.
+    group = "aws:eks/nodeGroup:NodeGroup"
+    ssh = {"nodeGroupName": "ops", "remoteAccess": {"ec2SshKey": "ops", "sourceSecurityGroupIds": ["sg-1"]}}
+    [message] = engine_violations("node-group-launch-template", group, ssh)
+    assert "'r' has no launch template" in message and "default metadata options" in message
+    assert not engine_violations("node-group-no-open-ssh", group, ssh)  # what F1 of review 20 found passing
+    # At a first preview the template is new and its id unknown: present is enough.
+    assert not engine_violations("node-group-launch-template", group,
+                                 {"nodeGroupName": "core", "launchTemplate": UNKNOWN_OBJECT_VALUE})
+    assert not engine_violations("node-group-launch-template", group,
+                                 {"nodeGroupName": "core", "launchTemplate": {"id": "lt-1", "version": "3"}})
+
+
+def test_every_shipped_node_group_names_its_launch_template(dev, prod):
+    # The property the rule reads is the one the components set (infra/components/cluster.py,
+    # accelerators.py: launch_template=NodeGroupLaunchTemplateArgs), recorded under the engine's name.
+    for result in (dev, prod):
+        groups = result.of_type("aws:eks/nodeGroup:NodeGroup")
+        assert groups and all(set(g.inputs["launchTemplate"]) == {"id", "version"} for g in groups)
+        assert not violations("node-group-launch-template", *result.registrations)
+
+
 @pytest.mark.parametrize("type_", ["aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer",
                                    "aws:elb/loadBalancer:LoadBalancer"])
 def test_aws_load_balancers_are_internal(type_):
@@ -151,7 +190,7 @@ def test_aws_load_balancers_are_internal(type_):
     assert not engine_violations("load-balancer-internal", type_, {"internal": False}, config={"allowedNames": ["r"]})
 
 
-@pytest.mark.parametrize("sources", [["0.0.0.0/1", "128.0.0.0/1"], ["::/1", "8000::/1"],
+@pytest.mark.parametrize("sources", [["0.0.0.0/1", "128.0.0.0/1"], ["::/1", "8000::/1"], ["2000::/3"], ["2000::/4", "3000::/4"],
                                      ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"]])
 def test_the_world_in_slices_is_the_world(sources):
     assert world_open(sources)
@@ -166,6 +205,9 @@ def test_listed_networks_are_not_the_world():
     assert not world_open(["203.0.113.0/24", "198.51.100.0/24"])
     assert not world_open(["0.0.0.0/1"])  # half the internet is too much, but not this rule's finding
     assert not world_open(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"])
+    # Only 2000::/3 is routed on the internet: a slice of it, or private IPv6, is not the world.
+    assert not world_open(["2000::/4"])
+    assert not world_open(["fc00::/7", "fe80::/10", "::/8", "4000::/2"])
 
 
 def test_separate_ingress_rules_adding_up_to_the_world_are_refused():
@@ -325,6 +367,16 @@ def test_host_namespaces_only_where_allowed(spec):
     [message] = violations("no-privileged-or-host-path", _pod("x:1", **spec))
     assert next(iter(spec)) in message
     assert not violations("no-privileged-or-host-path", _pod("x:1", **spec), config={"allowedObjects": ["default/p"]})
+
+
+def test_host_ports_only_where_allowed():
+    # Pod Security baseline: hostPort unset or 0 (pod-security-admission v0.34.9 check_hostPorts.go).
+    init = {"initContainers": [{"name": "i", "image": "x:1", "ports": [{"containerPort": 22, "hostPort": 2222}]}]}
+    [message] = violations("no-privileged-or-host-path", _pod("x:1", **init))
+    assert "initContainers[i] binds host ports [2222]" in message
+    assert not violations("no-privileged-or-host-path", _pod("x:1", **init), config={"allowedObjects": ["default/p"]})
+    init["initContainers"][0]["ports"][0]["hostPort"] = 0
+    assert not violations("no-privileged-or-host-path", _pod("x:1", **init))
 
 
 def test_capabilities_beyond_the_runtime_default_set_are_refused():

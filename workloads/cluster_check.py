@@ -194,12 +194,39 @@ IMDS_PROBE = (
     "import urllib.request as u; u.urlopen(u.Request('" + IMDS_TOKEN_URL + "', method='PUT', "
     "headers={'X-aws-ec2-metadata-token-ttl-seconds': '60'}), timeout=3)"
 )
+# EKS Pod Identity: the webhook gives every container of a pod whose service account has an
+# association AWS_CONTAINER_CREDENTIALS_FULL_URI (the node's agent, http://169.254.170.23/v1/credentials)
+# and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, a projected token of its own (EKS user guide,
+# pod-id-how-it-works.html; AWS SDKs reference guide, feature-container-credentials.html;
+# aws/amazon-eks-pod-identity-webhook v0.6.9 pkg/handler testdata/containercredentials: it adds the
+# volume whatever automountServiceAccountToken says, which the training posture sets false). The agent
+# takes the token as the Authorization header and answers JSON with AccessKeyId, SecretAccessKey,
+# Token, Expiration, or the EKS Auth error as text (aws/eks-pod-identity-agent d4dc0f3, release
+# 0.1.37, pkg/handlers/eks_credential_handler.go HandleRequest, pkg/credentials/model.go,
+# pkg/errors/errors.go; the add-on build for Kubernetes 1.34 is v1.3.9-eksbuild.3, offline/fixtures.py,
+# and the public repository numbers its releases 0.1.x, so this is its newest source, not a matched
+# version). An answer with a key proves the role's trust conditions (infra/components/iam.py) let the
+# agent assume it.
+POD_IDENTITY_URI_ENV = "AWS_CONTAINER_CREDENTIALS_FULL_URI"
+POD_IDENTITY_TOKEN_ENV = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+# Python, not curl (the image's python3 is sure; the agent's error text is the useful part); no
+# double quote, dollar or backslash: it is passed inside a double-quoted shell string.
+POD_IDENTITY_PROBE = f"""import json, os, sys, urllib.error, urllib.request as u
+token = open(os.environ['{POD_IDENTITY_TOKEN_ENV}']).read().strip()
+request = u.Request(os.environ['{POD_IDENTITY_URI_ENV}'], headers={{'Authorization': token}})
+try:
+    answer = json.load(u.urlopen(request, timeout=10))
+except urllib.error.HTTPError as e:
+    sys.exit('HTTP ' + str(e.code) + ': ' + ' '.join(e.read().decode(errors='replace').split())[:300])
+sys.exit(None if answer.get('AccessKeyId') else 'the answer carries no AccessKeyId')
+"""
 # Where the fixes for a failed posture line are written up.
 POSTURE_DOCS = "docs/operations.md#when-a-posture-check-fails"
 
 
-def posture_checks() -> str:
-    """Shell: the lines that prove the training posture on a real node.
+def posture_checks(identity: str) -> str:
+    """Shell: the lines that prove the training posture on a real node, in a pod running as the
+    service account ``identity`` (namespace/name), which has a Pod Identity association.
 
     - seccomp: the pod's RuntimeDefault profile is in force (filter mode).
     - locked memory: without IPC_LOCK (Pod Security baseline refuses it) libfabric registers EFA
@@ -214,6 +241,8 @@ def posture_checks() -> str:
       image has it; the all-reduce stage carries EFA traffic between nodes either way.
     - the instance metadata service: an IMDSv2 token request must go unanswered (hop limit 1 and
       the namespace's deny-instance-metadata NetworkPolicy).
+    - Pod Identity: the other side of that wall, the agent at 169.254.170.23 answers the pod's token
+      with credentials of the namespace's role, under the role's trust conditions.
     """
     return f"""seccomp=$(awk '/^Seccomp:/ {{print $2}}' {PROC_STATUS})
 if [ "$seccomp" = {SECCOMP_FILTER} ]; then echo "ok    seccomp: RuntimeDefault in force (filter mode)"; else echo "FAIL  seccomp: mode '$seccomp', not the RuntimeDefault filter the pod asks for"; failed=1; fi
@@ -229,6 +258,9 @@ else
   echo "info  EFA transfer: no fi_pingpong in the image; the all-reduce stage carries EFA traffic between nodes"
 fi
 if timeout 10 python3 -c "{IMDS_PROBE}" >/dev/null 2>&1; then echo "FAIL  instance metadata: this pod got an IMDSv2 token, so it could take the node's role: check the launch template's hop limit (1) and the deny-instance-metadata NetworkPolicy ({POSTURE_DOCS})"; failed=1; else echo "ok    instance metadata unreachable from the pod"; fi
+if [ -z "${{{POD_IDENTITY_URI_ENV}:-}}" ] || [ -z "${{{POD_IDENTITY_TOKEN_ENV}:-}}" ]; then echo "FAIL  Pod Identity credentials: no {POD_IDENTITY_URI_ENV} in the pod: check the association of {identity} (aws eks list-pod-identity-associations) and the eks-pod-identity-agent add-on ({POSTURE_DOCS})"; failed=1
+elif out=$(timeout 30 python3 -c "{POD_IDENTITY_PROBE}" 2>&1); then echo "ok    Pod Identity credentials for {identity} (the agent answered with a key)"
+else echo "FAIL  Pod Identity credentials for {identity}: ${{out##*$'\n'}}: check the role's trust conditions (aws:SourceAccount, aws:RequestTag/eks-cluster-arn, kubernetes-namespace, kubernetes-service-account) and kubectl -n kube-system logs ds/eks-pod-identity-agent ({POSTURE_DOCS})"; failed=1; fi
 """
 
 
@@ -276,7 +308,7 @@ check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED
 # Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
 # reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
 echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' {MEMINFO})"
-{memory_check(g)}{posture_checks()}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+{memory_check(g)}{posture_checks(f"{layout.namespace}/{layout.service_account}")}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line

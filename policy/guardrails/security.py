@@ -31,11 +31,13 @@ PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "0.0.0.0/8",
     "224.0.0.0/3",
 ))  # fmt: skip
+GLOBAL_IPV6 = ipaddress.ip_network("2000::/3")
 
 
 def world_open(cidrs: list[Any]) -> bool:
     """Whether the ranges together cover every public address of IPv4 or IPv6: 0.0.0.0/0 itself,
-    or the world in slices (0.0.0.0/1 + 128.0.0.0/1, or every public block but the private ones)."""
+    or the world in slices (0.0.0.0/1 + 128.0.0.0/1, or every public block but the private ones;
+    for IPv6 all of 2000::/3, the global unicast space)."""
     v4, v6 = [], []
     for cidr in cidrs:
         try:
@@ -43,7 +45,9 @@ def world_open(cidrs: list[Any]) -> bool:
         except ValueError:
             continue
         (v4 if network.version == 4 else v6).append(network)
-    if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(v6)):
+    # Outside 2000::/3 (global unicast, RFC 4291 2.4 / IANA's IPv6 address space) nothing is routed on
+    # the internet, so covering 2000::/3 is covering the world: ::/0, 2000::/3 itself, or its slices.
+    if any(GLOBAL_IPV6.subnet_of(n) for n in ipaddress.collapse_addresses(v6)):
         return True
     covered = list(ipaddress.collapse_addresses([*v4, *PRIVATE_RANGES]))
     return any(n.prefixlen == 0 for n in covered) and bool(v4)
@@ -120,18 +124,14 @@ def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation)
 # --- launch templates ----------------------------------------------------------------------------
 
 @resource_rule("launch-template-hardening",
-               "Launch templates require IMDSv2 with one metadata hop, encrypt every EBS volume they declare (the "
+               "Launch templates require IMDSv2 with one metadata hop (or turn the metadata service off), encrypt every EBS volume they declare (the "
                "root volume included) and give no public IP.",
                applies_to=(LAUNCH_TEMPLATE,))
 def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if get(args.props, "metadataOptions", "httpTokens") != "required":
-        report(f"Launch template '{args.name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
-    hops = get(args.props, "metadataOptions", "httpPutResponseHopLimit")
-    if hops is None or not isinstance(hops, (int, float)) or hops > IMDS_HOP_LIMIT:
-        # With two hops every pod on the pod network reaches the metadata service and the node's role.
-        report(f"Launch template '{args.name}' sets metadataOptions.httpPutResponseHopLimit to {hops}: set it to "
-               f"{IMDS_HOP_LIMIT}, so pods on the pod network cannot take the node's credentials (unset, the AMI's or "
-               "the account's default applies).")
+    # pulumi-aws LaunchTemplate metadataOptions.httpEndpoint: "enabled" (the default) or "disabled".
+    # With the endpoint off there are no tokens to require and no hops to count.
+    if get(args.props, "metadataOptions", "httpEndpoint") != "disabled":
+        _metadata_hardening(args.name, args.props, report)
     mappings = as_list(get(args.props, "blockDeviceMappings"))
     for i, mapping in enumerate(mappings):
         if get(mapping, "ebs") is not None and not truthy(get(mapping, "ebs", "encrypted")):
@@ -143,6 +143,17 @@ def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolat
     for i, nic in enumerate(as_list(get(args.props, "networkInterfaces"))):
         if truthy(get(nic, "associatePublicIpAddress")):
             report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
+
+
+def _metadata_hardening(name: str, props: Any, report: ReportViolation) -> None:
+    if get(props, "metadataOptions", "httpTokens") != "required":
+        report(f"Launch template '{name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
+    hops = get(props, "metadataOptions", "httpPutResponseHopLimit")
+    if hops is None or not isinstance(hops, (int, float)) or hops > IMDS_HOP_LIMIT:
+        # With two hops every pod on the pod network reaches the metadata service and the node's role.
+        report(f"Launch template '{name}' sets metadataOptions.httpPutResponseHopLimit to {hops}: set it to "
+               f"{IMDS_HOP_LIMIT}, so pods on the pod network cannot take the node's credentials (unset, the AMI's or "
+               "the account's default applies).")
 
 
 def is_node_class(resource_type: str) -> bool:
@@ -184,6 +195,22 @@ def node_group_no_open_ssh(args: ResourceValidationArgs, report: ReportViolation
                "to 0.0.0.0/0. Use SSM Session Manager (features.sessionManager), or name the security groups allowed in.")
 
 
+@resource_rule("node-group-launch-template",
+               "EKS node groups name a launch template of the stack's, not the one EKS generates with its own metadata "
+               "options.", applies_to=(NODE_GROUP,))
+def node_group_launch_template(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    # Without one, "the Amazon EKS API creates one automatically with default values" (EKS user guide,
+    # launch-templates.html): not our metadata hop limit, which launch-template-hardening checks only on
+    # templates the stack declares. remoteAccess (an SSH key) is accepted only on such groups, so an
+    # SSH key and the default metadata options come together. The input is {id, version}, unknown at
+    # a first preview while the template is new: its presence is what counts.
+    if not has(args.props, "launchTemplate"):
+        report(f"Node group '{args.name}' has no launch template: EKS then generates one with its default metadata "
+               f"options, not IMDSv2 with {IMDS_HOP_LIMIT} hop, so pods on the pod network could take the node's "
+               "credentials. Give it a launch template (put an SSH key there, or use SSM Session Manager: "
+               "features.sessionManager).")
+
+
 @resource_rule("load-balancer-internal", "Load balancers declared as AWS resources are internal.",
                applies_to=LOAD_BALANCERS, config_schema={"allowedNames": {
                    "type": "array", "items": {"type": "string"}, "default": [],
@@ -204,7 +231,7 @@ def _sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
 
 
 @resource_rule("security-group-no-open-ingress",
-               "No security group admits ingress from 0.0.0.0/0 or ::/0, whole or in slices (0.0.0.0/1 + 128.0.0.0/1).",
+               "No security group admits ingress from 0.0.0.0/0 or ::/0 (2000::/3, all global IPv6, counts), whole or in slices (0.0.0.0/1 + 128.0.0.0/1).",
                applies_to=(INGRESS_RULE, LEGACY_RULE, SECURITY_GROUP))
 def security_group_no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
     t, p = args.resource_type, args.props
@@ -381,12 +408,12 @@ HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 
 
 @resource_rule("no-privileged-or-host-path",
-               "No privileged container, host namespace (network, PID, IPC), hostPath volume or capability beyond the "
-               "runtime's default set, outside the objects listed as needing them (device plugins).",
+               "No privileged container, host namespace (network, PID, IPC), host port, hostPath volume or capability "
+               "beyond the runtime's default set, outside the objects listed as needing them (device plugins).",
                applies_to=is_kubernetes_object,
                config_schema={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
                                                  "description": "'namespace/name' of objects allowed to be privileged, "
-                                                 "share host namespaces, mount host paths or add capabilities"}})
+                                                 "share host namespaces or ports, mount host paths or add capabilities"}})
 def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViolation) -> None:
     allowed = set(args.get_config().get("allowedObjects", []))
     name = object_name(args.props)
@@ -403,6 +430,12 @@ def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViola
             if truthy(get(c, "securityContext", "privileged")):
                 report(f"{kind} '{name}' {where}.{cwhere} runs privileged: request the Neuron/EFA "
                        "devices as resources instead, or list the object under allowedObjects with a reason.")
+            # Pod Security baseline allows hostPort only unset or 0 (kubernetes/pod-security-admission
+            # policy/check_hostPorts.go, v0.34.9): a host port binds the node's address, past NetworkPolicy.
+            host_ports = sorted({p for port in as_list(get(c, "ports")) if (p := get(port, "hostPort"))})
+            if host_ports:
+                report(f"{kind} '{name}' {where}.{cwhere} binds host ports {host_ports}: reach it through a Service "
+                       "instead, or list the object under allowedObjects with a reason.")
             added = sorted(set(map(str, as_list(get(c, "securityContext", "capabilities", "add")))) - BASELINE_CAPABILITIES)
             if added:
                 report(f"{kind} '{name}' {where}.{cwhere} adds capabilities {added} beyond the runtime's default set: "
@@ -415,7 +448,7 @@ def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViola
 
 POLICIES = [
     eks_secrets_encryption, eks_control_plane_logs, eks_endpoint_not_open, launch_template_hardening,
-    node_class_metadata, ebs_volume_encrypted, node_group_no_open_ssh, load_balancer_internal,
+    node_class_metadata, ebs_volume_encrypted, node_group_no_open_ssh, node_group_launch_template, load_balancer_internal,
     security_group_no_open_ingress, security_group_no_sliced_open_ingress, efa_security_group_self_only,
     ecr_immutable_scanned, kms_key_rotation, s3_bucket_protected, load_balancer_restricted, image_pinned_tag,
     no_privileged_or_host_path,
