@@ -20,10 +20,23 @@ from typing import Any, Mapping, Optional, Sequence
 from workloads.deadlines import TrainiumStep
 
 EKS_SCALE_DOWN_BEFORE_END = timedelta(minutes=40)
+# How long before the scale-down the gang watchdog ends a job still running on the block: one
+# watchdog pass (watchdog_loop.POLL_SECONDS), the controller deleting the pods, and their
+# termination grace, so the drain finds nothing of ours and no pod is cut by EC2's reclaim.
+STOP_MARGIN = timedelta(minutes=10)
 
 
 def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def stop_by(window: Optional[Mapping[str, str]]) -> Optional[str]:
+    """When the gang watchdog ends a job on a group with this Capacity Block window (None: the group
+    is not on a block): the block's end, less EKS's scale-down lead and ``STOP_MARGIN``."""
+    if not window:
+        return None
+    when = parse_time(window["end"]) - EKS_SCALE_DOWN_BEFORE_END - STOP_MARGIN
+    return when.isoformat().replace("+00:00", "Z")
 
 
 def _hours(seconds: float) -> str:
