@@ -248,7 +248,8 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
     outputs = copy.deepcopy(dev.outputs)
     all_on_cluster(outputs)
     on_demand = stops(outputs)
-    assert {"bert-train", "llama2-train", "cluster-check-allreduce"} <= set(on_demand)
+    from workloads.ray_llama2 import JOB_NAMES
+    assert {"bert-train", "llama2-train", "cluster-check-allreduce", JOB_NAMES["train"]} <= set(on_demand)
     assert set(on_demand.values()) == {None}
     for group in outputs["acceleratorNodeGroups"]:
         group["capacityBlock"] = {"start": "2026-12-01T11:30:00Z", "end": END}
