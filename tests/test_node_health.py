@@ -316,16 +316,17 @@ def _steps(hours: float) -> list[TrainiumStep]:
 
 def test_a_run_that_ends_before_the_scale_down_fits():
     now = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
-    # 24 h block, EKS scales to zero 40 min before its end (EKS user guide ml/capacity-blocks-mng.adoc).
-    assert window_problems(_steps(23 + 20 / 60), {"cb": BLOCK}, now, str) == []
-    [problem] = window_problems(_steps(23 + 21 / 60), {"cb": BLOCK}, now, str)
-    assert "needs up to 23 h 21 min" in problem and "2026-12-02T10:50:00Z" in problem and "23 h 20 min" in problem
+    # 24 h block, EKS scales to zero 40 min before its end (EKS user guide ml/capacity-blocks-mng.adoc),
+    # and the gang watchdog stops the group's jobs 10 min before that (capacity_windows.stop_by).
+    assert window_problems(_steps(23 + 10 / 60), {"cb": BLOCK}, now, str) == []
+    [problem] = window_problems(_steps(23 + 11 / 60), {"cb": BLOCK}, now, str)
+    assert "needs up to 23 h 11 min" in problem and "2026-12-02T10:40:00Z" in problem and "23 h 10 min" in problem
 
 
 def test_the_window_counts_from_now_once_the_block_has_started():
     later = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
     [problem] = window_problems(_steps(2), {"cb": BLOCK}, later, str)
-    assert "1 h 50 min from now" in problem
+    assert "1 h 40 min from now" in problem
     assert window_problems(_steps(2), {"cb": None}, later, str) == []
 
 
@@ -424,7 +425,7 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
         for g in outputs["acceleratorNodeGroups"]:
             g["capacityBlock"] = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-01T20:30:00Z"}  # 9 h
 
-    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py): more than 9 h - 40 min.
+    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py): more than 9 h - 50 min.
     before = datetime(2026, 11, 1, tzinfo=timezone.utc)
     outputs = copy.deepcopy(dev.outputs)
     on_a_block(outputs)
@@ -434,7 +435,7 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
     found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
-    assert "needs up to 9 h 20 min on node group trn1-32xl-ng1" in bert and "8 h 20 min from the block start" in bert
+    assert "needs up to 9 h 20 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
     assert problems(dev) == []  # on-demand groups: no window
 
 

@@ -74,9 +74,11 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     if config.hf_token:
         secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
 
-    if any(config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")):
-        # Ends a Volcano Job or MPIJob whose gang does not run within its pending bound.
-        GangWatchdog("gang-watchdog", WatchdogLayout(ns, cluster.core_node_selector), opts)
+    ray_on_block = bool((ray := config.on("ray_llama2")) and cluster.node_groups[ray.node_group].capacity_block)
+    if ray_on_block or any(config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")):
+        # Ends a Volcano Job or MPIJob whose gang does not run within its pending bound, and stops
+        # any job on a Capacity Block group before the block's nodes are drained.
+        GangWatchdog("gang-watchdog", WatchdogLayout(ns, cluster.core_node_selector, ray_on_block), opts)
         declared["gangWatchdog"] = "gang-watchdog"
 
     staging = None

@@ -497,7 +497,8 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace,
-                     "annotations": {**pods.skip_await(), **gang_watchdog.pending_bound(s.pending_timeout_minutes)}},
+                     "annotations": {**pods.skip_await(), **gang_watchdog.pending_bound(s.pending_timeout_minutes),
+                                     **gang_watchdog.stop_by(layout.group)}},
         "spec": {
             "slotsPerWorker": 1,
             "launcherCreationPolicy": "AtStartup",

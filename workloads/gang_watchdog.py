@@ -1,10 +1,13 @@
 """The gang watchdog: a small Deployment on the system nodes that ends a Volcano Job or MPIJob
-whose gang has not run within its pending bound (``watchdog_loop.py`` says how and why, from
-the Volcano v1.15.1 and MPI operator v0.8.0 sources).
+whose gang has not run within its pending bound, and stops a job on a Capacity Block group at its
+stop-by time, before EKS drains the nodes (``watchdog_loop.py`` says how and why, from the
+Volcano v1.15.1, MPI operator v0.8.0 and KubeRay v1.7.0 sources).
 
-Each job carries its bound in the annotation ``watchdog_loop.ANNOTATION`` (metadata, not spec:
-changing a bound never replaces a running job). The watchdog may only read Volcano Jobs and
-MPIJobs, create Volcano Commands and patch MPIJobs, in its own namespace; nothing may connect to
+Each job carries its bound in the annotation ``watchdog_loop.ANNOTATION`` and, on a block, its
+stop-by time in ``watchdog_loop.STOP_BY`` (metadata, not spec: changing either never replaces a
+running job). The watchdog may only read Volcano Jobs and MPIJobs, create Volcano Commands, patch
+MPIJobs, create Events and, when a RayJob runs on a block, read and patch RayJobs, in its own
+namespace; nothing may connect to
 it (an ingress NetworkPolicy admitting nothing); it runs as a non-root user with a read-only root
 and every capability dropped. It is the one pod of the project with a service account token.
 """
@@ -18,7 +21,8 @@ from typing import Any, Mapping, Optional
 import pulumi
 
 from infra.facts import versions
-from workloads import pods, watchdog_loop
+from workloads import capacity_windows, pods, watchdog_loop
+from workloads.contract import NodeGroup
 from workloads.kube import declare
 
 NAME = "gang-watchdog"
@@ -31,6 +35,13 @@ def pending_bound(minutes: int) -> dict[str, str]:
     return {ANNOTATION: str(minutes * 60)}
 
 
+def stop_by(group: NodeGroup) -> dict[str, str]:
+    """The annotation that has the watchdog stop a job on ``group`` before its Capacity Block is
+    reclaimed; none for a group not on a block."""
+    when = capacity_windows.stop_by(group.capacity_block)
+    return {} if when is None else {watchdog_loop.STOP_BY: when}
+
+
 def loop_source() -> str:
     return Path(watchdog_loop.__file__).read_text()
 
@@ -39,15 +50,18 @@ def loop_source() -> str:
 class WatchdogLayout:
     namespace: str
     core_node_selector: Mapping[str, str]
+    # A RayJob runs on a Capacity Block group: the watchdog may suspend RayJobs.
+    rayjobs: bool = False
 
 
-def rules() -> list[dict[str, Any]]:
+def rules(rayjobs: bool = False) -> list[dict[str, Any]]:
     """Exactly what ``watchdog_loop.sweep`` calls, nothing more."""
     return [
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["get", "list"]},
         {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["get", "list", "patch"]},
-    ]
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ] + ([{"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "patch"]}] if rayjobs else [])
 
 
 def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
@@ -56,13 +70,14 @@ def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
         "name": "watchdog",
         "image": versions.PYTHON_SLIM_IMAGE,
         "command": ["python", "-c", loop_source()],
-        "env": [{"name": "WATCH_NAMESPACE", "value": layout.namespace}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "env": [{"name": "WATCH_NAMESPACE", "value": layout.namespace}, {"name": "PYTHONUNBUFFERED", "value": "1"},
+                *([{"name": "WATCH_RAYJOBS", "value": "1"}] if layout.rayjobs else [])],
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
         "securityContext": pods.container_security_context(read_only_root=True),
     }
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules(layout.rayjobs)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": layout.namespace}]},

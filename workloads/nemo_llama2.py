@@ -165,7 +165,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": {"name": name, "namespace": layout.namespace,
-                     "annotations": {**annotations, **gang_watchdog.pending_bound(s.pending_timeout_minutes)}},
+                     "annotations": {**annotations, **gang_watchdog.pending_bound(s.pending_timeout_minutes),
+                                     **gang_watchdog.stop_by(layout.group)}},
         "spec": {
             "slotsPerWorker": 1,
             # The launcher Job, and with it the deadline, exists from the start (see run_policy);

@@ -17,7 +17,7 @@ import yaml
 
 from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
-from workloads import deadlines, pods, resumable
+from workloads import deadlines, gang_watchdog, pods, resumable
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
@@ -272,7 +272,8 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
             "namespace": layout.namespace,
             # Copied by KubeRay to the PodGroup (queue) and to the cluster it creates.
             "labels": {QUEUE_LABEL: s.queue},
-            "annotations": annotations,
+            # On a Capacity Block group, the gang watchdog suspends it before the block's nodes go.
+            "annotations": {**annotations, **gang_watchdog.stop_by(layout.group)},
         },
         "spec": spec,
     }

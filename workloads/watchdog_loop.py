@@ -26,6 +26,30 @@ from the object's status, so a restart of the watchdog (or of Volcano) changes n
   v0.8.0 pkg/controller/mpi_job_controller.go l.711-724 suspends the launcher Job and deletes the
   workers, so the gang's pods leave the queue. The MPI operator gives Volcano no schedule timeout
   (pkg/controller/podgroup.go l.105-134), so nothing else ends a gang that never schedules.
+
+A job on a Capacity Block group also carries ``STOP_BY`` (capacity_windows.stop_by: the block's end
+less EKS's 40-minute scale-down lead and a margin). From then on the watchdog stops it, whatever
+its phase, so it ends by our hand and not by the drain or EC2's reclaim, and stays resumable:
+
+- Volcano Job: a Command ``AbortJob`` (not TerminateJob): volcano v1.15.1
+  pkg/controllers/job/state/running.go and pending.go take it to Aborting with
+  ``KillJob(PodRetainPhaseSoft)``, which deletes every pod not Succeeded or Failed; aborting.go then
+  Aborted, where every event but ``ResumeJob`` only kills again (aborted.go), so a pod deleted by
+  the stop does not fire the job's PodEvicted -> RestartJob policy; ``ResumeJob`` (``vcctl job
+  resume``) takes it to Restarting (and counts one retry, ``status.retryCount++``).
+- MPIJob: ``runPolicy.suspend: true`` as above; unsuspending it recreates the workers and the
+  launcher Job (mpi_job_controller.go l.691-710).
+- RayJob (ray.io/v1, only when ``WATCH_RAYJOBS`` is set): ``spec.suspend: true``. kuberay v1.7.0
+  ray-operator/controllers/ray/rayjob_controller.go updateStatusToSuspendingIfNeeded takes only an
+  Initializing or Running job to Suspending, which deletes its RayCluster and submitter Job and
+  becomes Suspended; ``suspend: false`` turns it New, which creates both again. KubeRay sends no
+  SIGTERM-first stop (the TODO there), and validation.go ValidateRayJobSpec requires
+  ``shutdownAfterJobFinishes`` for a suspend, which ray_llama2.ray_job sets.
+
+No training script checkpoints on SIGTERM (docs/resilience.md), so a stop keeps every checkpoint
+completed before it and loses the steps since; every restart resumes from the newest complete one.
+Each stop (and each pending-bound end) is recorded as a Warning Event on the job, which
+``kubectl describe`` shows.
 """
 
 from __future__ import annotations
@@ -41,9 +65,16 @@ import urllib.request
 from typing import Any, Callable, Optional
 
 ANNOTATION = "trainium.workloads/pending-timeout-seconds"
+STOP_BY = "trainium.workloads/stop-by"
 VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1/namespaces/{ns}/commands"
 MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
+RAYJOBS = "/apis/ray.io/v1/namespaces/{ns}/rayjobs"
+EVENTS = "/api/v1/namespaces/{ns}/events"
+# Volcano phases a stop still has something to end in (v1.15.1 pkg/apis batch JobPhase).
+VOLCANO_LIVE = ("Pending", "Running", "Restarting")
+# KubeRay v1.7.0 suspends only these (rayjob_controller.go updateStatusToSuspendingIfNeeded).
+RAY_SUSPENDABLE = ("Initializing", "Running")
 POLL_SECONDS = 60
 
 
@@ -56,6 +87,19 @@ def _time(value: Optional[str]) -> Optional[float]:
 def _bound(obj: dict[str, Any]) -> Optional[int]:
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
     return int(value) if value and value.isdigit() else None
+
+
+def _annotation(obj: dict[str, Any], key: str) -> Optional[str]:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+
+
+def past_stop_by(obj: dict[str, Any], now: float) -> bool:
+    """True once the job's ``STOP_BY`` time (its Capacity Block's) has come."""
+    try:
+        when = _time(_annotation(obj, STOP_BY))
+    except ValueError:  # not a time we wrote: leave the job alone rather than fail the pass
+        return False
+    return when is not None and now >= when
 
 
 def volcano_overdue(job: dict[str, Any], now: float) -> bool:
@@ -83,36 +127,103 @@ def mpijob_overdue(job: dict[str, Any], now: float) -> bool:
     return now - _time(job["metadata"]["creationTimestamp"]) > bound
 
 
-def terminate_command(job: dict[str, Any]) -> dict[str, Any]:
+def command(job: dict[str, Any], action: str, reason: str, message: str) -> dict[str, Any]:
     meta = job["metadata"]
     return {
         "apiVersion": "bus.volcano.sh/v1alpha1",
         "kind": "Command",
-        "metadata": {"generateName": f"{meta['name']}-pending-", "namespace": meta["namespace"]},
-        "action": "TerminateJob",
-        "reason": "PendingTimeout",
-        "message": f"the gang did not run within {_bound(job)} s ({ANNOTATION})",
+        "metadata": {"generateName": f"{meta['name']}-{reason.lower()}-", "namespace": meta["namespace"]},
+        "action": action,
+        "reason": reason,
+        "message": message,
         "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": meta["name"],
                    "uid": meta["uid"], "controller": True},
     }
 
 
+def pending_message(job: dict[str, Any]) -> str:
+    return f"the gang did not run within {_bound(job)} s ({ANNOTATION})"
+
+
+def stop_message(job: dict[str, Any]) -> str:
+    return (f"its nodes' Capacity Block is reclaimed soon: stopped at {_annotation(job, STOP_BY)} ({STOP_BY}); "
+            "every checkpoint completed is kept and the next run resumes from the newest")
+
+
+def terminate_command(job: dict[str, Any]) -> dict[str, Any]:
+    return command(job, "TerminateJob", "PendingTimeout", pending_message(job))
+
+
+def abort_command(job: dict[str, Any]) -> dict[str, Any]:
+    return command(job, "AbortJob", "CapacityBlockEnding", stop_message(job))
+
+
+def event(job: dict[str, Any], kind: str, api_version: str, reason: str, message: str, now: float) -> dict[str, Any]:
+    """A Warning Event on the job: ``kubectl describe`` lists it under the job (matched by uid)."""
+    meta = job["metadata"]
+    stamp = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": api_version, "kind": kind, "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta.get("uid", "")},
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "source": {"component": "gang-watchdog"},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def mpijob_live(job: dict[str, Any]) -> bool:
+    if ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def rayjob_live(job: dict[str, Any]) -> bool:
+    return (not (job.get("spec") or {}).get("suspend")
+            and (job.get("status") or {}).get("jobDeploymentStatus") in RAY_SUSPENDABLE)
+
+
 SUSPEND = {"spec": {"runPolicy": {"suspend": True}}}
+RAY_SUSPEND = {"spec": {"suspend": True}}
 
 Api = Callable[[str, str, Optional[dict[str, Any]]], dict[str, Any]]
 
 
-def sweep(api: Api, namespace: str, now: float) -> list[str]:
-    """One pass: end every overdue gang in ``namespace``; returns what it ended."""
+def sweep(api: Api, namespace: str, now: float, rayjobs: bool = False) -> list[str]:
+    """One pass: end every overdue gang and stop every job past its stop-by time in ``namespace``;
+    returns what it ended and why. ``rayjobs``: RayJobs too (the Role allows it only then)."""
     ended = []
+
+    def end(job: dict[str, Any], kind: str, api_version: str, reason: str, message: str) -> None:
+        api("POST", EVENTS.format(ns=namespace), event(job, kind, api_version, reason, message, now))
+        ended.append(f"{kind}/{job['metadata']['name']}: {reason}")
+
     for job in api("GET", VOLCANO_JOBS.format(ns=namespace), None).get("items", []):
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "Pending")
         if volcano_overdue(job, now):
             api("POST", VOLCANO_COMMANDS.format(ns=namespace), terminate_command(job))
-            ended.append(f"Job/{job['metadata']['name']}")
+            end(job, "Job", "batch.volcano.sh/v1alpha1", "PendingTimeout", pending_message(job))
+        elif past_stop_by(job, now) and phase in VOLCANO_LIVE:
+            api("POST", VOLCANO_COMMANDS.format(ns=namespace), abort_command(job))
+            end(job, "Job", "batch.volcano.sh/v1alpha1", "CapacityBlockEnding", stop_message(job))
     for job in api("GET", MPIJOBS.format(ns=namespace), None).get("items", []):
-        if mpijob_overdue(job, now):
+        overdue, stop = mpijob_overdue(job, now), past_stop_by(job, now) and mpijob_live(job)
+        if overdue or stop:
             api("PATCH", f"{MPIJOBS.format(ns=namespace)}/{job['metadata']['name']}", SUSPEND)
-            ended.append(f"MPIJob/{job['metadata']['name']}")
+            reason, message = ("PendingTimeout", pending_message(job)) if overdue else ("CapacityBlockEnding", stop_message(job))
+            end(job, "MPIJob", "kubeflow.org/v2beta1", reason, message)
+    if rayjobs:
+        for job in api("GET", RAYJOBS.format(ns=namespace), None).get("items", []):
+            if past_stop_by(job, now) and rayjob_live(job):
+                api("PATCH", f"{RAYJOBS.format(ns=namespace)}/{job['metadata']['name']}", RAY_SUSPEND)
+                end(job, "RayJob", "ray.io/v1", "CapacityBlockEnding", stop_message(job))
     return ended
 
 
@@ -139,10 +250,11 @@ def in_cluster_api() -> Api:  # pragma: no cover - runs in the pod
 
 def main() -> None:  # pragma: no cover - runs in the pod
     namespace, api = os.environ["WATCH_NAMESPACE"], in_cluster_api()
+    rayjobs = os.environ.get("WATCH_RAYJOBS") == "1"
     while True:
         try:
-            for ended in sweep(api, namespace, time.time()):
-                print(f"ended {ended}: its gang did not run within its pending bound", flush=True)
+            for ended in sweep(api, namespace, time.time(), rayjobs):
+                print(f"ended {ended}", flush=True)
         except Exception as error:  # a failed pass is retried on the next
             print(f"sweep failed: {error!r}", file=sys.stderr, flush=True)
         time.sleep(POLL_SECONDS)
