@@ -24,6 +24,8 @@ from infra.plans import burn_in
 from infra.plans.node_health import NEURON_FATAL_REASONS
 from infra.plans.node_template import (
     AUTOSCALER_STARTUP_TAINT_PREFIX,
+    BURN_IN_FAILED_TAINT_KEY,
+    BURN_IN_PENDING_LABEL,
     BURN_IN_REASON_LABEL,
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
@@ -147,26 +149,51 @@ NODE = {"metadata": {"name": "ip-10-0-1-1", "labels": {"role": "x"}},
         "spec": {"taints": [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}, {"key": BURN_IN_TAINT.key, "effect": "NoSchedule"}]}}
 
 
+NODE["metadata"]["labels"][BURN_IN_PENDING_LABEL] = "true"
+
+
 def _passed(n: dict[str, Any]) -> None:
     n["spec"]["taints"] = n["spec"]["taints"][:1]
+    del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
     n["metadata"]["labels"][BURN_IN_RESULT_LABEL] = "passed"
+
+
+def _failed(n: dict[str, Any]) -> None:
+    n["spec"]["taints"] = [n["spec"]["taints"][0], {"key": BURN_IN_FAILED_TAINT_KEY, "value": "efa-interfaces",
+                                                    "effect": "NoSchedule"}]
+    del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
+    n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces"})
 
 
 @pytest.mark.parametrize("change, claim, refused_by", [
     (_passed, "ip-10-0-1-1", []),
-    (lambda n: n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces"}),
-     "ip-10-0-1-1", []),
+    (_failed, "ip-10-0-1-1", []),
     (_passed, "ip-10-0-9-9", [0]),  # another node than its pod's
     (lambda n: n["spec"].update(taints=[]), "ip-10-0-1-1", [1]),  # the Neuron taint too
     (lambda n: n["spec"]["taints"].append({"key": "x", "effect": "NoSchedule"}), "ip-10-0-1-1", [1]),
-    (lambda n: n["metadata"]["labels"].update(role="other"), "ip-10-0-1-1", [3]),
-    (lambda n: n["spec"].update(unschedulable=True), "ip-10-0-1-1", [4]),
-    (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [4]),
+    (lambda n: n["spec"]["taints"].append({"key": BURN_IN_FAILED_TAINT_KEY, "effect": "NoExecute"}), "ip-10-0-1-1", [3]),
+    (lambda n: n["metadata"]["labels"].update(role="other"), "ip-10-0-1-1", [4]),
+    (lambda n: n["metadata"]["labels"].update({BURN_IN_PENDING_LABEL: "again"}), "ip-10-0-1-1", [5]),
+    (lambda n: n["spec"].update(unschedulable=True), "ip-10-0-1-1", [6]),
+    (lambda n: n["spec"].update(podCIDR="10.9.0.0/24"), "ip-10-0-1-1", [6]),
+    (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [6]),
+    # A dangling owner has the garbage collector delete the node; a finalizer keeps it forever.
+    (lambda n: n["metadata"].update(ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                                                      "uid": "0"}]), "ip-10-0-1-1", [6]),
+    (lambda n: n["metadata"].update(finalizers=["example.com/keep"]), "ip-10-0-1-1", [6]),
 ])
-def test_the_policy_allows_its_own_taint_and_labels_on_its_own_node_only(change, claim, refused_by):
+def test_the_policy_allows_its_own_taints_and_labels_on_its_own_node_only(change, claim, refused_by):
     new = copy.deepcopy(NODE)
     change(new)
     assert _refused_by(NODE, new, claim) == refused_by
+
+
+def test_the_policy_refuses_setting_the_pending_label_on_a_node_without_it():
+    done = copy.deepcopy(NODE)
+    _passed(done)
+    again = copy.deepcopy(done)
+    again["metadata"]["labels"][BURN_IN_PENDING_LABEL] = "true"
+    assert _refused_by(done, again, "ip-10-0-1-1") == [5]
 
 
 def test_the_policy_refuses_adding_the_taint_back_and_leaves_other_users_alone():
@@ -178,7 +205,7 @@ def test_the_policy_refuses_adding_the_taint_back_and_leaves_other_users_alone()
 
 # --- the DaemonSet and its script ----------------------------------------------------------------
 
-def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_leaves_labelled_nodes():
+def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only_on_pending_nodes():
     ds = burn_in.daemon_set(TARGET)
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -186,7 +213,7 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_leaves_la
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "8"
     assert {t["key"] for t in pod["tolerations"]} == {NEURON_TAINT.key, BURN_IN_TAINT.key}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert {"key": BURN_IN_RESULT_LABEL, "operator": "DoesNotExist"} in terms[0]["matchExpressions"]
+    assert {"key": BURN_IN_PENDING_LABEL, "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
     assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0]["matchExpressions"]
     # Karpenter's nodes carry their NodePool's name instead (the NodePool is named after the group).
     karpenter = burn_in.daemon_set(dataclasses.replace(TARGET, provisioner="karpenter"))
@@ -201,7 +228,7 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_leaves_la
 
 
 def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int,
-                locked: str = "unlimited") -> str:
+                locked: str = "unlimited", age: int = 60, nccom: str = "") -> str:
     """The check script under bash, with the node's tools replaced by stubs printing what the real
     ones print (neuron-ls's table rows, fi_info's ``domain:`` lines)."""
     bin_ = tmp_path / "bin"
@@ -209,7 +236,7 @@ def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, ef
     (bin_ / "neuron-ls").write_text(f"#!/bin/sh\ncat <<'EOF'\n{neuron_ls}\nEOF\n")
     domains = "".join(f"    domain: rdmap{i}s0-rdm\\n" for i in range(efa_domains))
     (bin_ / "fi_info").write_text(f"#!/bin/sh\nprintf '{domains}'\n")
-    (bin_ / "nccom-test").write_text(f"#!/bin/sh\nexit {nccom_exit}\n")
+    (bin_ / "nccom-test").write_text(f"#!/bin/sh\n{nccom}exit {nccom_exit}\n")
     devices = tmp_path / "dev"
     devices.mkdir()
     for i in range(target.neuron_devices):
@@ -222,10 +249,10 @@ def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, ef
               .replace("l=$(ulimit -l)", f"l={locked}")
               .replace(f"stat -f -c %T {burn_in.SHARED_MOUNT}", "echo lustre")
               .replace("exec sleep infinity", "exit 0"))
-    patch = "import sys; print('PATCH', sys.argv[1], sys.argv[2] or '-')"
+    patch = (f"import sys; print({age}) if sys.argv[1] == 'age' else print('PATCH', sys.argv[1], sys.argv[2] or '-')")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "NODE_NAME": "n1", "PATCH_NODE": patch})
-    return out.stdout
+    return out.stderr + out.stdout
 
 
 TABLE_16 = "\n".join(f"| {i}      | 2        | 32 GB  | 10:1e.0 |" for i in range(16))
@@ -239,6 +266,26 @@ def test_a_locked_memory_limit_at_the_user_datas_passes(tmp_path):
     """The check's floor is what the EFA nodes' user data sets (2**53 bytes), in KiB as `ulimit -l` prints."""
     assert burn_in.LOCKED_MEMORY_KIB == 2**43
     assert _run_script(tmp_path, TARGET, TABLE_16, 8, 0, str(2**43)).splitlines()[-1] == "PATCH passed -"
+
+
+def test_a_burn_in_over_its_budget_fails_with_timeout(tmp_path):
+    """The budget counts from the node's creation, so a slow image pull uses it up too; a hung check
+    is cut off when the budget runs out (the stub sleeps past the 2 s left)."""
+    assert burn_in.BUDGET_SECONDS == 600 and burn_in.BURN_IN_MINUTES == 10
+    late = tmp_path / "late"
+    late.mkdir()
+    assert _run_script(late, TARGET, TABLE_16, 8, 0, age=601).splitlines()[-1] == "PATCH failed timeout"
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    out = _run_script(hung, TARGET, TABLE_16, 8, 0, age=598, nccom="sleep 30\n")
+    assert out.splitlines()[-1] == "PATCH failed timeout" and "2 s left" in out
+
+
+def test_the_budget_is_well_under_the_autoscalers_node_startup_limit():
+    """kubernetes/autoscaler cluster-autoscaler-1.34.2 clusterstate/clusterstate.go: MaxNodeStartupTime =
+    15 * time.Minute from registration to ready (a node with a startup taint is not ready), then it
+    counts as unready; config/flags/flags.go: max-node-provision-time defaults to 15 minutes too."""
+    assert burn_in.BUDGET_SECONDS + 120 <= 15 * 60  # two minutes left for the patch and the boot
 
 
 @pytest.mark.parametrize("table, efa, nccom, locked, reason", [
@@ -261,14 +308,16 @@ class _Response(io.BytesIO):
         return False
 
 
-def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0) -> list[dict[str, Any]]:
+def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0,
+                created: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
     """Runs PATCH_NODE against a fake API server: returns the patches it sent."""
     sent: list[dict[str, Any]] = []
     state = {"conflicts": conflicts}
 
     def urlopen(request, context=None, timeout=None):
         if request.get_method() == "GET":
-            return _Response(json.dumps({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "7"}}).encode())
+            return _Response(json.dumps({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "7",
+                                                               "creationTimestamp": created}}).encode())
         sent.append(json.loads(request.data))
         if state["conflicts"]:
             state["conflicts"] -= 1
@@ -292,17 +341,32 @@ def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0) -> li
     return sent
 
 
-def test_a_pass_removes_only_the_burn_in_taint_conditionally(monkeypatch):
+def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally(monkeypatch):
     [patch] = _patch_node(monkeypatch, "passed", "")
     assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}]
-    assert patch["metadata"] == {"labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None},
-                                 "resourceVersion": "7"}
+    assert patch["metadata"] == {"labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None,
+                                            BURN_IN_PENDING_LABEL: None}, "resourceVersion": "7"}
 
 
-def test_a_failure_keeps_the_taint_and_says_why_and_a_conflict_is_retried(monkeypatch):
+def test_a_failure_swaps_the_startup_taint_for_the_failed_one_and_says_why(monkeypatch):
     patches = _patch_node(monkeypatch, "failed", "efa-interfaces", conflicts=1)
-    assert len(patches) == 2 and "spec" not in patches[-1]
-    assert patches[-1]["metadata"]["labels"] == {BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces"}
+    assert len(patches) == 2
+    assert patches[-1]["spec"]["taints"] == [
+        {"key": NEURON_TAINT.key, "effect": "NoSchedule"},
+        {"key": BURN_IN_FAILED_TAINT_KEY, "value": "efa-interfaces", "effect": "NoSchedule"}]
+    assert patches[-1]["metadata"]["labels"] == {BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces",
+                                                 BURN_IN_PENDING_LABEL: None}
+    # What the policy sees from that patch is allowed.
+    new = copy.deepcopy(NODE)
+    new["spec"]["taints"] = patches[-1]["spec"]["taints"]
+    labels = {**new["metadata"]["labels"], **patches[-1]["metadata"]["labels"]}
+    new["metadata"]["labels"] = {k: v for k, v in labels.items() if v is not None}
+    assert _refused_by(NODE, new, "ip-10-0-1-1") == []
+
+
+def test_the_age_of_the_node_comes_from_its_creation(monkeypatch, capsys):
+    _patch_node(monkeypatch, "age", "", created="2020-01-01T00:00:00Z")
+    assert int(capsys.readouterr().out) > 10**8
 
 
 # --- Capacity Block windows ----------------------------------------------------------------------

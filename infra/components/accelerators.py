@@ -20,7 +20,7 @@ from infra.facts.catalog import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.plans.efa import EfaInterface, efa_interfaces
 from infra.plans.node_health import node_repair_settings
-from infra.plans.node_template import BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.plans.node_template import BURN_IN_PENDING_LABELS, BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
 from infra.plans.placement import Zone
 from infra.plans.user_data import encode, nodeadm_user_data
 from infra.facts.versions import NEURON_AMI_TYPE
@@ -45,6 +45,8 @@ class AcceleratorGroupSpec:
     # Taints a node starts with and loses once it is found healthy (the burn-in's): on the node
     # group, never tolerated by training pods, and not in the autoscaler's node template.
     startup_taints: list[Taint] = field(default_factory=list)
+    # Labels the kubelet sets at registration (the user data), which no template shows.
+    registration_labels: dict[str, str] = field(default_factory=dict)
     # The Capacity Block the group launches into, from the EC2 look-up: {"start", "end"} (RFC 3339).
     capacity_block: Optional[dict[str, str]] = None
 
@@ -88,6 +90,8 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
     labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner)
     taints = [NEURON_TAINT]
+    # Never in ``labels``: those reach the node group, its node-template tags and the NodePool template.
+    registration_labels = dict(BURN_IN_PENDING_LABELS) if config.burn_in else {}
     return AcceleratorGroupSpec(
         config=config,
         facts=facts,
@@ -95,10 +99,11 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
         interfaces=interfaces,
         labels=labels,
         taints=taints,
-        user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces)),
+        user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces), node_labels=registration_labels),
         autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
         allocatable=allocatable,
         startup_taints=[BURN_IN_TAINT] if config.burn_in else [],
+        registration_labels=registration_labels,
         capacity_block=capacity_block,
     )
 

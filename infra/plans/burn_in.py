@@ -14,12 +14,28 @@ burn-in result yet; the pod takes every Neuron device and EFA interface of the n
   the node's user data raises it, infra/plans/user_data.py);
 - the training file system mounted as Lustre.
 
-Then it patches its own node once: result label ``passed`` and the taint removed, or ``failed``, the
-first failed check in a second label, and the taint kept (cluster-autoscaler counts a node with a
-startup taint as not ready and removes it after ``scale-down-unready-time``, 20 minutes by default:
-kubernetes/autoscaler cluster-autoscaler-1.34.2 config/flags/flags.go). The DaemonSet selects only
-nodes without a result label, so its controller deletes the pod once the label is there, which
-frees the devices for training pods. Deleting the label re-runs the burn-in on that node.
+The DaemonSet selects its group's nodes that carry ``BURN_IN_PENDING_LABEL``, which only a real node
+has: the kubelet sets it at registration (infra/plans/node_template.py says why neither autoscaler
+then counts the DaemonSet on the node it imagines for a scale-up). Then it patches its own node once,
+removing the pending label and the startup taint and setting the result label: ``passed``; or
+``failed`` with the first failed check in a second label and the NoSchedule taint
+``BURN_IN_FAILED_TAINT_KEY``, so the node is ready but takes no pod and the provisioner removes it as
+an empty node (cluster-autoscaler-1.34.2: unneeded after scale-down-unneeded-time, 10 minutes, below
+the 0.5 utilization threshold, config/const.go; Karpenter v1.14.0: WhenEmpty consolidation after the
+NodePool's consolidateAfter). Without the pending label the node no longer matches, so the DaemonSet
+controller deletes the pod, which frees the devices for training pods. Setting the label again
+re-runs the burn-in on that node.
+
+The whole burn-in, image pull included, is bounded: the checks get what is left of
+``BUDGET_SECONDS`` since the node was created, and a node over it fails with reason ``timeout``.
+That keeps a node well inside cluster-autoscaler's 15 minutes for a registered node to become ready
+(cluster-autoscaler-1.34.2 clusterstate/clusterstate.go MaxNodeStartupTime; the same 15 minutes is
+the max-node-provision-time default, config/flags/flags.go), after which it would count as unready.
+A pod that never starts (image pull failing, the FSx mount stuck) runs no script and sets nothing:
+the node keeps its startup taint and pending label. cluster-autoscaler counts it unready after
+those 15 minutes and deletes it after scale-down-unready-time (20 minutes), unless more than
+ok-total-unready-count (3) and 45% of the nodes are unready, when it stops acting at all; Karpenter
+v1.14.0 never initializes it and removes it only at expireAfter (docs/node-health.md).
 
 The pod's service account may change only that taint and those labels on the node it runs on: RBAC
 grants ``patch`` on nodes, and a ValidatingAdmissionPolicy refuses anything else from it. The node
@@ -38,6 +54,9 @@ from typing import Any, Optional
 from infra.facts.versions import NEURON_DLC_PYTORCH_2_5
 from infra.plans.user_data import LOCKED_MEMORY_BYTES
 from infra.plans.node_template import (
+    BURN_IN_FAILED_TAINT_KEY,
+    BURN_IN_PENDING_LABEL,
+    BURN_IN_PENDING_LABELS,
     BURN_IN_REASON_LABEL,
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
@@ -68,9 +87,13 @@ FI_INFO = "/opt/amazon/efa/bin/fi_info"
 SHARED_MOUNT = "/shared"
 # Wall-clock bound of each check command, so a hung device never holds the pod forever.
 CHECK_TIMEOUT_SECONDS = 300
-# What a node spends in burn-in before it takes training pods: image pull of the multi-GB DLC,
-# the checks, the all-reduce. The cost estimate charges it per node start (offline/cost.py).
-BURN_IN_MINUTES = 10
+# Wall-clock bound of the whole burn-in from the node's creation: image pull, checks, all-reduce. Well
+# under cluster-autoscaler's 15 minutes (module docstring), with room for the patch and the pod's end.
+BUDGET_SECONDS = 600
+# What a node spends in burn-in at most before it takes training pods, or fails; the cost estimate
+# charges it per node launch (offline/cost.py), the Capacity Block windows per run start
+# (workloads/capacity_windows.py).
+BURN_IN_MINUTES = BUDGET_SECONDS // 60
 # The locked-memory limit (KiB, as `ulimit -l` prints it) EFA nodes give containers
 # (infra/plans/user_data.py): libfabric registers every buffer it sends from.
 LOCKED_MEMORY_KIB = LOCKED_MEMORY_BYTES // 1024
@@ -101,8 +124,10 @@ class BurnInTarget:
 
 
 def check_script(t: BurnInTarget) -> str:
-    """Every check prints its line; the first failure names the result. Ends by patching the node,
-    then sleeps until the DaemonSet controller deletes the pod (the node no longer matches)."""
+    """Every check prints its line; the first failure names the result, running out of the budget
+    names ``timeout``. Ends by patching the node, then sleeps until the DaemonSet controller deletes
+    the pod (the node no longer matches). The checks run in their own shell under ``timeout`` and
+    hand back only the failed check's name on descriptor 3; their lines go to the log as they come."""
     efa = (f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
            f'"$(timeout {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
            'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt ' f'{LOCKED_MEMORY_KIB} ] || l=ok\n'
@@ -112,6 +137,7 @@ def check_script(t: BurnInTarget) -> str:
            f'"$(timeout {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
     return f"""\
 set -uo pipefail
+read -r -d '' checks <<'CHECKS'
 reason=""
 expect() {{ # reason, what, expected, seen
   if [ "$3" = "$4" ]; then echo "ok    $2: $4"; else echo "FAIL  $2: expected $3, seen $4"; [ -n "$reason" ] || reason="$1"; fi
@@ -123,6 +149,17 @@ expect neuron-device-files "Neuron device files (/dev/neuron*)" {t.neuron_device
 {efa}{fsx}timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
   --datatype fp32 --check --non-interactive allr
 expect neuron-runtime "nccom-test all-reduce over {t.neuron_cores} NeuronCores (exit code)" 0 "$?"
+echo "${{reason:-none}}" >&3
+CHECKS
+age=$(python3 -c "$PATCH_NODE" age) || age=0
+left=$(({BUDGET_SECONDS} - age))
+echo "node created ${{age}} s ago; {BUDGET_SECONDS} s budget, ${{left}} s left for the checks"
+reason=timeout
+if [ "$left" -gt 0 ]; then
+  found=$(timeout "$left" bash -c "$checks" 3>&1 1>&2); code=$?
+  [ "$code" -eq 124 ] || reason=${{found:-script-error}}
+fi
+[ "$reason" = none ] && reason=""
 result=$([ -z "$reason" ] && echo passed || echo failed)
 echo "burn-in $result on $NODE_NAME ({t.instance_type}, node group {t.node_group})${{reason:+: $reason}}"
 python3 -c "$PATCH_NODE" "$result" "$reason" || exit 1
@@ -130,12 +167,13 @@ exec sleep infinity
 """
 
 
-# One merge patch of the pod's own node: the result labels, and the taint list without the burn-in
-# taint when it passed. The node's resourceVersion makes it conditional (409 on a concurrent change,
-# then read again), so a taint another controller adds meanwhile is never dropped.
+# One merge patch of the pod's own node: the result labels, the pending label removed, the startup
+# taint removed and, on failure, the failed taint added. The node's resourceVersion makes it
+# conditional (409 on a concurrent change, then read again), so a taint another controller adds
+# meanwhile is never dropped. With ``age`` it prints the node's age in seconds instead.
 PATCH_NODE = f"""\
 import json, os, ssl, sys, time, urllib.request, urllib.error
-result, reason = sys.argv[1], sys.argv[2]
+from datetime import datetime, timezone
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
 url = "https://kubernetes.default.svc/api/v1/nodes/" + os.environ["NODE_NAME"]
 context = ssl.create_default_context(cafile=sa + "/ca.crt")
@@ -145,12 +183,19 @@ def call(method, body=None):
         "Authorization": "Bearer " + token, "Content-Type": "application/merge-patch+json"}})
     with urllib.request.urlopen(request, context=context, timeout=30) as response:
         return json.load(response)
+if sys.argv[1] == "age":
+    created = datetime.strptime(call("GET")["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    print(int((datetime.now(timezone.utc) - created.replace(tzinfo=timezone.utc)).total_seconds()))
+    sys.exit(0)
+result, reason = sys.argv[1], sys.argv[2]
 for attempt in range(10):
     node = call("GET")
-    labels = {{{BURN_IN_RESULT_LABEL!r}: result, {BURN_IN_REASON_LABEL!r}: reason or None}}
+    labels = {{{BURN_IN_RESULT_LABEL!r}: result, {BURN_IN_REASON_LABEL!r}: reason or None, {BURN_IN_PENDING_LABEL!r}: None}}
     patch = {{"metadata": {{"labels": labels, "resourceVersion": node["metadata"]["resourceVersion"]}}}}
-    if result == "passed":
-        patch["spec"] = {{"taints": [t for t in node["spec"].get("taints", []) if t["key"] != {BURN_IN_TAINT.key!r}]}}
+    taints = [t for t in node["spec"].get("taints", []) if t["key"] not in ({BURN_IN_TAINT.key!r}, {BURN_IN_FAILED_TAINT_KEY!r})]
+    if result != "passed":
+        taints.append({{"key": {BURN_IN_FAILED_TAINT_KEY!r}, "value": reason, "effect": "NoSchedule"}})
+    patch["spec"] = {{"taints": taints}}
     try:
         call("PATCH", json.dumps(patch).encode())
         sys.exit(0)
@@ -211,7 +256,7 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [{"matchExpressions": [
                             {"key": t.group_label, "operator": "In", "values": [t.node_group]},
-                            {"key": BURN_IN_RESULT_LABEL, "operator": "DoesNotExist"},
+                            *({"key": k, "operator": "In", "values": [v]} for k, v in BURN_IN_PENDING_LABELS.items()),
                         ]}],
                     }}},
                     "tolerations": [toleration(NEURON_TAINT), toleration(BURN_IN_TAINT)],
@@ -234,8 +279,8 @@ def service_account() -> dict[str, Any]:
 
 
 def cluster_role() -> dict[str, Any]:
-    """Read and patch nodes; the admission policy narrows patch to the pod's own node, one taint and
-    two labels. Not nodes/status: the result is a label, not a condition."""
+    """Read and patch nodes; the admission policy narrows patch to the pod's own node, two taints and
+    three labels. Not nodes/status: the result is a label, not a condition."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": SERVICE_ACCOUNT},
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]}
@@ -248,27 +293,38 @@ def cluster_role_binding() -> dict[str, Any]:
             "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]}
 
 
-RESULT_LABELS = (BURN_IN_RESULT_LABEL, BURN_IN_REASON_LABEL)
+RESULT_LABELS = (BURN_IN_RESULT_LABEL, BURN_IN_REASON_LABEL, BURN_IN_PENDING_LABEL)
 _KEY = f"'{BURN_IN_TAINT.key}'"
+_FAILED = f"'{BURN_IN_FAILED_TAINT_KEY}'"
+_PENDING = f"'{BURN_IN_PENDING_LABEL}'"
 _RESULT_KEYS = "[" + ", ".join(f"'{k}'" for k in RESULT_LABELS) + "]"
+# Node fields besides taints and labels, each compared as it was: metadata a pod could use to have its
+# node deleted (a dangling ownerReference) or kept (a finalizer), and the whole of the node's spec.
+_UNCHANGED = ("metadata.?annotations.orValue({})", "metadata.?ownerReferences.orValue([])",
+              "metadata.?finalizers.orValue([])", "spec.?unschedulable.orValue(false)", "spec.?providerID.orValue('')",
+              "spec.?podCIDR.orValue('')", "spec.?podCIDRs.orValue([])", "spec.?externalID.orValue('')")
 
 # (expression, message) pairs; every one must hold for an update by the burn-in's service account.
 VALIDATIONS: tuple[tuple[str, str], ...] = (
     (f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && "
      f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
      "the burn-in may change only the node its pod runs on"),
-    (f"variables.newTaints.filter(t, t.key != {_KEY}) == variables.oldTaints.filter(t, t.key != {_KEY})",
-     f"the burn-in may change no taint but {BURN_IN_TAINT.key}"),
+    (f"variables.newTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED}) == "
+     f"variables.oldTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED})",
+     f"the burn-in may change no taint but {BURN_IN_TAINT.key} and {BURN_IN_FAILED_TAINT_KEY}"),
     (f"!variables.newTaints.exists(t, t.key == {_KEY}) || variables.oldTaints.exists(t, t.key == {_KEY})",
      f"the burn-in may remove {BURN_IN_TAINT.key}, not add it"),
+    (f"variables.newTaints.filter(t, t.key == {_FAILED}).all(t, t.effect == 'NoSchedule')",
+     f"the burn-in may add {BURN_IN_FAILED_TAINT_KEY} only as NoSchedule"),
     (f"variables.newLabels.all(k, k in {_RESULT_KEYS} || "
      "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "
      f"variables.oldLabels.all(k, k in {_RESULT_KEYS} || k in variables.newLabels)",
      "the burn-in may set no label but its result labels"),
-    ("object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({}) && "
-     "object.spec.?unschedulable.orValue(false) == oldObject.spec.?unschedulable.orValue(false) && "
-     "object.spec.?providerID.orValue('') == oldObject.spec.?providerID.orValue('')",
-     "the burn-in may not change annotations, cordon or the provider id"),
+    (f"!({_PENDING} in variables.newLabels) || "
+     f"({_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == variables.newLabels[{_PENDING}])",
+     f"the burn-in may remove {BURN_IN_PENDING_LABEL}, not set it"),
+    (" && ".join(f"object.{f} == oldObject.{f}" for f in _UNCHANGED),
+     "the burn-in may not change annotations, owner references, finalizers or the node's spec besides its taints"),
 )
 
 

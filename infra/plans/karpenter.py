@@ -97,11 +97,13 @@ def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group:
         # Karpenter writes the nodeadm localStorage RAID0 setting itself and counts the array as
         # ephemeral storage (nodeclasses.md, spec.instanceStorePolicy).
         body["instanceStorePolicy"] = "RAID0"
+    # The locked-memory limit EFA needs and the burn-in's registration label (infra/plans/user_data.py);
+    # Karpenter merges a NodeConfig part of userData with its own on AL2023 (nodeclasses.md,
+    # spec.userData). RAID0 stays Karpenter's (instanceStorePolicy above).
+    user_data = nodeadm_user_data(0, efa=bool(spec.interfaces), node_labels=getattr(spec, "registration_labels", None))
+    if user_data:
+        body["userData"] = user_data
     if spec.interfaces:
-        # The locked-memory limit EFA needs (infra/plans/user_data.py); Karpenter merges a NodeConfig
-        # part of userData with its own on AL2023 (nodeclasses.md, spec.userData). RAID0 stays
-        # Karpenter's (instanceStorePolicy above).
-        body["userData"] = nodeadm_user_data(0, efa=True)
         body["networkInterfaces"] = [
             {"networkCardIndex": i.network_card_index, "deviceIndex": i.device_index, "interfaceType": i.interface_type}
             for i in karpenter_interfaces(spec.facts.network_cards)

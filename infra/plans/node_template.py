@@ -49,6 +49,29 @@ BURN_IN_TAINT = Taint(f"{AUTOSCALER_STARTUP_TAINT_PREFIX}neuron-burn-in", "pendi
 # What the burn-in leaves on its node: passed or failed, and on failure the first check that failed.
 BURN_IN_RESULT_LABEL = "node-health.trainium-eks/burn-in"
 BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
+# The label that selects a node for its burn-in. Only a real node carries it: the kubelet sets it at
+# registration (``--node-labels`` in the nodeadm NodeConfig, infra/plans/user_data.py), and it is in
+# neither the node group's labels, its Auto Scaling group's node-template tags nor a NodePool's
+# template. So the node both autoscalers imagine for a scale-up lacks it and the burn-in DaemonSet,
+# which takes every Neuron device, is not counted on it (cluster-autoscaler-1.34.2
+# simulator/node_info_utils.go podsExpectedOnFreshNode; kubernetes-sigs/karpenter v1.14.0
+# pkg/scheduling/requirements.go Compatible: a custom key the template does not define is
+# incompatible). NodeRestriction lets a kubelet set labels outside kubernetes.io and k8s.io
+# (kubernetes/kubernetes plugin/pkg/admission/noderestriction/admission.go getForbiddenLabels).
+# The burn-in removes it with its result.
+BURN_IN_PENDING_LABEL = "node-health.trainium-eks/burn-in-pending"
+BURN_IN_PENDING_LABELS = {BURN_IN_PENDING_LABEL: "true"}
+# What a failed burn-in puts on its node instead of the startup taint, its value the failed check.
+# A plain NoSchedule taint, so the node is initialized and ready but takes no pod, and each
+# provisioner's empty-node removal replaces it: cluster-autoscaler's scale-down of unneeded nodes,
+# Karpenter's WhenEmpty consolidation (which skips uninitialized nodes, and a node keeping a startup
+# taint never initializes: kubernetes-sigs/karpenter v1.14.0 pkg/controllers/state/statenode.go
+# ValidateNodeDisruptable, nodeclaim/lifecycle/initialization.go StartupTaintsRemoved). The prefix is
+# cluster-autoscaler's status-taint prefix: dropped from a template node built from this node, yet
+# not counted as unready (cluster-autoscaler-1.34.2 utils/taints/taints.go StatusTaintPrefix), so
+# failed nodes neither stop scale-up of their group nor count towards ok-total-unready-count.
+AUTOSCALER_STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+BURN_IN_FAILED_TAINT_KEY = f"{AUTOSCALER_STATUS_TAINT_PREFIX}neuron-burn-in-failed"
 # The CPU group for jobs' support pods: tainted so system pods (EKS add-ons have no node
 # selector) never land there and keep it from scaling back to zero.
 JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"}

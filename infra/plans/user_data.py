@@ -4,7 +4,8 @@ With a managed node group on an EKS AMI type, EKS writes the cluster bootstrap p
 and merges ours, so we only add what differs: instance-store NVMe assembled as RAID0 and
 used for kubelet and containerd, which keeps 10+ GB Neuron images and compile caches off
 the root volume; and, on EFA nodes, a locked-memory limit for containers that EFA can register
-training buffers under.
+training buffers under; and, on health-gated nodes, the label that starts their burn-in
+(infra/plans/node_template.py BURN_IN_PENDING_LABEL).
 """
 
 from __future__ import annotations
@@ -47,11 +48,26 @@ _LOCKED_MEMORY = f"""\
 """
 
 
-def nodeadm_user_data(nvme_disks: int, efa: bool = False) -> Optional[str]:
-    """MIME multi-part user data (plain text), or None when there is nothing to add."""
-    if nvme_disks < 1 and not efa:
+# Labels the kubelet registers the node with. nodeadm appends kubelet.flags of every NodeConfig it
+# merges (EKS's or Karpenter's own and ours), and the kubelet merges repeated --node-labels
+# (awslabs/amazon-eks-ami nodeadm/internal/api/merge.go mergeKubeletFlags; kubernetes component-base
+# cli/flag/map_string_string.go Set), so ours add to the group's labels instead of replacing them.
+def _kubelet_labels(labels: dict[str, str]) -> str:
+    joined = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return f"""\
+  kubelet:
+    flags:
+      - --node-labels={joined}
+"""
+
+
+def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: Optional[dict[str, str]] = None) -> Optional[str]:
+    """MIME multi-part user data (plain text), or None when there is nothing to add. ``node_labels``:
+    labels only a real node carries (set at registration), never a template's."""
+    if nvme_disks < 1 and not efa and not node_labels:
         return None
-    node_config = _NODECONFIG + (_RAID0 if nvme_disks >= 1 else "") + (_LOCKED_MEMORY if efa else "")
+    node_config = (_NODECONFIG + (_RAID0 if nvme_disks >= 1 else "") + (_LOCKED_MEMORY if efa else "")
+                   + (_kubelet_labels(node_labels) if node_labels else ""))
     return (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"\n\n'
