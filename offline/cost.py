@@ -351,6 +351,7 @@ class WorkloadRun:
     nodes: int
     bound_seconds: Optional[int]
     bound_text: str
+    launches: int = 1  # how many times its steps may start on new nodes: every attempt of every step
 
 
 def workload_runs(settings: Any) -> list[WorkloadRun]:
@@ -367,7 +368,8 @@ def workload_runs(settings: Any) -> list[WorkloadRun]:
         parts = "; ".join(f"{s.name} at most {s.why}" for s in mine)
         text = (f"at most {seconds // 60} min a run: {parts}; + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down "
                 "delay, plus the autoscaler's scan interval and the instances' termination (about a minute, not counted)")
-        runs.append(WorkloadRun(workload, mine[0].node_group, max(s.nodes for s in mine), seconds, text))
+        runs.append(WorkloadRun(workload, mine[0].node_group, max(s.nodes for s in mine), seconds, text,
+                                sum(s.attempts for s in mine)))
     return runs
 
 
@@ -387,12 +389,16 @@ CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 
 def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
-    """A group that health-gates its nodes (``startupTaints`` in its output) bills each new node for its
-    burn-in (infra/plans/burn_in.py) before the run can start on it."""
+    """A group that health-gates its nodes (``startupTaints`` in its output) bills each node launch for
+    its burn-in (infra/plans/burn_in.py) before the run can start on it: every attempt of every step
+    may start on new nodes (a retry after auto-repair replaced a node, or after a scale-down between
+    steps), so the bound counts one burn-in per attempt. A node that fails its burn-in is billed too
+    until its provisioner removes it (docs/node-health.md), which this bound does not count."""
     if not group.get("startupTaints") or run.bound_seconds is None:
         return run
-    return WorkloadRun(run.name, run.node_group, run.nodes, run.bound_seconds + BURN_IN_MINUTES * 60,
-                       f"{run.bound_text}; + {BURN_IN_MINUTES} min burn-in of each new node before it takes the run")
+    return WorkloadRun(run.name, run.node_group, run.nodes, run.bound_seconds + run.launches * BURN_IN_MINUTES * 60,
+                       f"{run.bound_text}; + {run.launches} × {BURN_IN_MINUTES} min burn-in: each attempt of each step "
+                       "may start on new nodes, each burnt in before it takes the run", run.launches)
 
 
 def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:

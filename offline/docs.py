@@ -249,12 +249,13 @@ def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
         for g in _trainium_groups(root, stack):
             release = g.get("amiReleaseVersion")
             driver = neuron.ami_driver(release)
-            failing = {(i.name, r.what) for i, _, r in neuron.incompatibilities(release, g["instanceType"])}
-            for image in neuron.TRAINING_IMAGES:
+            images = neuron.images_for(g.get("burnIn", True))
+            failing = {(i.name, r.what) for i, _, r in neuron.incompatibilities(release, g["instanceType"], images)}
+            for image in images:
                 why = [what for name, what in failing if name == image.name]
                 verdict = "fails: " + "; ".join(why) if why else "works"
                 drv = driver.describe().split(" (")[0].replace("Neuron driver ", "")
-                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {drv} | docker/{image.name} | "
+                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {drv} | {image.shown} | "
                              f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n")
     lines.append("\nCombinations the table refuses (the plan and the policy pack name the parts and the fix):\n\n")
     lines += [f"- {r.what}. Source: {r.source}. Fix: {r.fix}.\n" for r in neuron.RULES]
@@ -267,9 +268,10 @@ def neuron_summary(root: Path = REPO_ROOT) -> str:
     for stack in ("dev", "prod"):
         groups = _trainium_groups(root, stack)
         pins = sorted({g.get("amiReleaseVersion") or "latest" for g in groups})
-        bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"])]
+        bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"],
+                                                                     neuron.images_for(g.get("burnIn", True)))]
         lines.append(f"- **{stack}**: AMI {', '.join(pins)}; images "
-                     + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.TRAINING_IMAGES)
+                     + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.images_for(True))
                      + f"; chart {neuron.CHARTS['neuron'].version}: " + (f"fails on {', '.join(bad)}" if bad else "works") + "\n")
     return "".join(lines) + "Full matrix and sources: [docs/node-health.md](docs/node-health.md).\n"
 

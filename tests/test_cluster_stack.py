@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import ipaddress
@@ -304,7 +305,11 @@ def test_efa_off_and_plain_efa_interfaces(plan_with):
     )
     assert {n["interfaceType"] for n in plan.named("trn1-32xl-ng1-lt").inputs["networkInterfaces"]} == {"efa"}
     inf2 = plan.named("inf2-ng-lt").inputs
-    assert "networkInterfaces" not in inf2 and "userData" not in inf2
+    assert "networkInterfaces" not in inf2
+    # No EFA, no instance store: the user data only registers the node for its burn-in (infra/plans/user_data.py).
+    user_data = base64.b64decode(inf2["userData"]).decode()
+    assert "RLIMIT_MEMLOCK" not in user_data and "localStorage" not in user_data
+    assert "--node-labels=node-health.trainium-eks/burn-in-pending=true" in user_data
     assert "vpc.amazonaws.com/efa.present" not in plan.named("inf2-ng").inputs["labels"]
     assert not any(k.endswith("/efa") for k in asg_tags(plan, "inf2-ng"))
 

@@ -387,6 +387,15 @@ def test_a_run_that_ends_before_the_scale_down_fits():
     assert "needs up to 23 h 11 min" in problem and "2026-12-02T10:40:00Z" in problem and "23 h 10 min" in problem
 
 
+def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group():
+    now = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+    steps = [dataclasses.replace(s, attempts=2) for s in _steps(22 + 55 / 60)]
+    assert window_problems(steps, {"cb": BLOCK}, now, str) == []
+    assert window_problems(steps, {"cb": BLOCK}, now, str, {"cb": 0}) == []
+    [problem] = window_problems(steps, {"cb": BLOCK}, now, str, {"cb": burn_in.BURN_IN_MINUTES * 60})
+    assert "needs up to 23 h 15 min" in problem and "+ 2 burn-ins of 10 min" in problem
+
+
 def test_the_window_counts_from_now_once_the_block_has_started():
     later = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
     [problem] = window_problems(_steps(2), {"cb": BLOCK}, later, str)
@@ -467,16 +476,24 @@ def test_the_policy_pack_reports_a_failing_combination():
                  if "bert-pretrain" in m]
     assert "Node group 'trn' (trn1.32xlarge) on Neuron driver 2.29 or newer, below 2.30" in message
     assert "runtime 2.23.110.0" in message and "nrt_init() fails" in message and "fix: pin" in message
+    assert not any("burn-in" in m for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"})))
+    # A group with the burn-in's startup taint runs the burn-in image too.
+    gated = {"releaseVersion": "1.34.2-20260801", "taints": [
+        {"key": NEURON_TAINT.key, "value": "true", "effect": "NO_SCHEDULE"},
+        {"key": BURN_IN_TAINT.key, "value": "pending", "effect": "NO_SCHEDULE"}]}
+    [burn] = [m for m in violations("neuron-compatibility", *stack(gated)) if "burn-in" in m]
+    assert "cannot run the burn-in image (Neuron SDK 2.21.0, runtime 2.23.110.0)" in burn
     # Unpinned: the latest AMI, an advisory.
     assert violations("neuron-compatibility", *stack()) == []
     assert violations("neuron-compatibility-latest", *stack())
 
 
-def test_the_burn_in_is_billed_per_run_on_a_health_gated_group():
+def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
     from offline.cost import WorkloadRun, with_burn_in
-    run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min")
+    run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min", launches=4)
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
-    assert gated.bound_seconds == 3600 + burn_in.BURN_IN_MINUTES * 60 and "burn-in" in gated.bound_text
+    assert gated.bound_seconds == 3600 + 4 * burn_in.BURN_IN_MINUTES * 60
+    assert "+ 4 × 10 min burn-in: each attempt of each step" in gated.bound_text
     assert with_burn_in(run, {"startupTaints": []}) == run
 
 
@@ -489,7 +506,8 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
         for g in outputs["acceleratorNodeGroups"]:
             g["capacityBlock"] = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-01T20:30:00Z"}  # 9 h
 
-    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py): more than 9 h - 50 min.
+    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py), plus a 10-minute burn-in for
+    # each of the 2 attempts of its 2 steps: more than 9 h - 50 min.
     before = datetime(2026, 11, 1, tzinfo=timezone.utc)
     outputs = copy.deepcopy(dev.outputs)
     on_a_block(outputs)
@@ -499,7 +517,8 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
     found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
-    assert "needs up to 9 h 20 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
+    assert "needs up to 10 h 00 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
+    assert "+ 4 burn-ins of 10 min" in bert
     assert problems(dev) == []  # on-demand groups: no window
 
 
@@ -520,3 +539,35 @@ def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
     assert int(float(LOCKED_MEMORY_BYTES)) == LOCKED_MEMORY_BYTES
     assert "RLIMIT_MEMLOCK" not in nodeadm_user_data(4)  # no EFA: nothing to register
     assert nodeadm_user_data(0) is None
+
+
+def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in_runs():
+    """Review 22-nodes F3: the burn-in's nccom-test needs a runtime the node's driver works with, or
+    every new node fails its burn-in; the table checks its DLC on groups with burnIn."""
+    from infra.config.errors import ConfigError
+    from infra.facts import neuron
+    assert burn_in.IMAGE == neuron.BURN_IN_IMAGE.base
+    assert neuron.BURN_IN_IMAGE in neuron.images_for(True) and neuron.BURN_IN_IMAGE not in neuron.images_for(False)
+    assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
+    with pytest.raises(ConfigError) as err:
+        _config(amiReleaseVersion="1.34.2-20260707")
+    assert "the burn-in image (Neuron SDK 2.21.0: runtime 2.23.110.0" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        _config(amiReleaseVersion="1.34.2-20260707", burnIn=False)
+    assert "burn-in image" not in str(err.value)
+
+
+def test_a_karpenter_group_on_tag_selected_capacity_blocks_is_warned_about():
+    """aws/karpenter-provider-aws v1.14.0 pkg/apis/v1/ec2nodeclass_status.go: capacityReservationExpirationPeriod
+    = 40 minutes, after which the expiration controller deletes the block's NodeClaims."""
+    from infra.config.rules import advisories
+    from infra.validate import parse_stack_config
+    group = {"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
+             "capacityReservation": {"tags": {"team": "ml"}, "type": "capacity-block"}}
+    config = parse_stack_config({"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [group]})
+    [note] = [a for a in advisories(config) if "Capacity Blocks by tag" in a]
+    assert note.startswith("trainium-eks:acceleratorNodeGroups[0].capacityReservation.tags = {'team': 'ml'}: node group trn1-cb")
+    assert "40 minutes before a block ends" in note and "60 for UltraServers" in note
+    by_id = {**group, "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}
+    config = parse_stack_config({"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [by_id]})
+    assert not [a for a in advisories(config) if "Capacity Blocks by tag" in a]

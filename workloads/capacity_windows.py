@@ -47,11 +47,13 @@ def _hours(seconds: float) -> str:
 
 
 def window_problems(
-    steps: Sequence[TrainiumStep], windows: Mapping[str, Optional[Mapping[str, str]]], now: datetime, key: Any
+    steps: Sequence[TrainiumStep], windows: Mapping[str, Optional[Mapping[str, str]]], now: datetime, key: Any,
+    burn_in_seconds: Optional[Mapping[str, int]] = None,
 ) -> list[str]:
     """One problem per workload whose steps on a Capacity Block group, run one after another from
     ``now`` (or the block's start, if later), cannot end before the scale-down. ``key(workload)``
-    names the workload's stack key."""
+    names the workload's stack key. ``burn_in_seconds``: per health-gated group, the most a new node
+    spends in its burn-in, counted once for every attempt of every step (each may start on new nodes)."""
     needed: dict[tuple[str, str], list[TrainiumStep]] = {}
     for step in steps:
         if windows.get(step.node_group):
@@ -63,10 +65,14 @@ def window_problems(
         start, stop = parse_time(window["start"]), parse_time(stop_by(window) or "")
         begins = max(now, start)
         left = (stop - begins).total_seconds()
-        seconds = sum(s.hold_seconds for s in on_group)
+        launches = sum(s.attempts for s in on_group)
+        burn_in = launches * (burn_in_seconds or {}).get(group, 0)
+        seconds = sum(s.hold_seconds for s in on_group) + burn_in
         if seconds <= left:
             continue
         parts = " + ".join(f"{s.name} {_hours(s.hold_seconds)}" for s in on_group)
+        if burn_in:
+            parts += f" + {launches} burn-ins of {burn_in // launches // 60} min"
         problems.append(
             f"{key(workload)}: needs up to {_hours(seconds)} on node group {group} ({parts}), but its Capacity Block "
             f"ends {window['end']}, EKS scales the group to zero 40 minutes before, and the gang watchdog stops its "

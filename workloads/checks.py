@@ -12,6 +12,7 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from infra.plans.burn_in import BURN_IN_MINUTES
 from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
 from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
@@ -85,6 +86,7 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: Op
     problems += capacity_windows.window_problems(
         deadlines.trainium_steps(config), {n: g.capacity_block for n, g in cluster.node_groups.items()},
         now or datetime.now(timezone.utc), lambda workload: key_name((workload,)),
+        {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
     )
     problems += _hang_problems(config)
     return problems

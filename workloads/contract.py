@@ -55,6 +55,8 @@ class NodeGroup:
     allocatable: Optional[Mapping[str, str]] = None
     # {"start", "end"} (RFC 3339) of the Capacity Block the group launches into; None otherwise.
     capacity_block: Optional[Mapping[str, str]] = None
+    # Whether each new node is burnt in before it takes a pod (the group's exported startupTaints).
+    burn_in: bool = False
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -127,6 +129,7 @@ def parse_contract(outputs: Mapping[str, Any]) -> ClusterContract:
             max_size=int(g["maxSize"]),
             allocatable=dict(g["allocatable"]) if g.get("allocatable") else None,
             capacity_block=dict(g["capacityBlock"]) if g.get("capacityBlock") else None,
+            burn_in=bool(g.get("startupTaints")),
         )
         for g in outputs["acceleratorNodeGroups"]
     }

@@ -49,6 +49,9 @@ class TrainiumStep:
     nodes: int
     hold_seconds: int  # the most it can hold its nodes, every attempt and start-up included
     why: str
+    # How many times it may start on new nodes: each attempt may land on nodes launched for it, and
+    # on a health-gated group each new node is burnt in first (infra/plans/burn_in.py).
+    attempts: int = 1
 
 
 # coreutils `timeout --kill-after`: a command that ignores SIGTERM runs this much past its deadline
@@ -105,6 +108,7 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                 "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
                 f"{attempts} attempts (maxRetry {bert.max_retry}) x (pendingTimeoutMinutes "
                 f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})",
+                attempts,
             ))
     if (ray := config.on("ray_llama2")) is not None:
         for step in ray.steps:
@@ -118,6 +122,7 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                 "rayLlama2", RAY_JOB_NAMES[step], ray.node_group, ray.workers, seconds,
                 f"{tries}{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
                 f"{ray.ttl_seconds_after_finished} s",
+                attempts,
             ))
     if (nemo := config.on("nemo_llama2")) is not None:
         for name, on, compile_only, key in (("llama2-compile", nemo.compile, True, "compileDeadlineMinutes"),

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.facts.neuron import incompatibilities
+from infra.facts.neuron import images_for, incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -100,7 +100,28 @@ def advisories(config: StackConfig) -> list[str]:
         )
     notes += [f"{p}. The nodes come up, but every training job on them fails: pin an AMI release."
               for p in neuron_compatibility_problems(config, latest=True)]
+    notes += unchecked_capacity_block_windows(config)
     return notes
+
+
+def unchecked_capacity_block_windows(config: StackConfig) -> list[str]:
+    """Karpenter groups that find their Capacity Blocks by tag: the plan looks up only a block named by
+    id (infra/lookups.py), so such a group exports no window and the workload stacks cannot check their
+    runs against its end. Karpenter deletes a block's nodes 40 minutes before the block ends
+    (aws/karpenter-provider-aws v1.14.0 pkg/apis/v1/ec2nodeclass_status.go capacityReservationExpirationPeriod,
+    pkg/controllers/capacityreservation/expiration/controller.go), 10 minutes before EC2 starts
+    reclaiming the instances: 30 minutes before the end, 60 for UltraServers."""
+    if config.node_provisioner != "karpenter":
+        return []
+    return [
+        f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'tags'))} = {g.capacity_reservation.tags}: "
+        f"node group {g.name} finds its Capacity Blocks by tag, so their windows are unknown to the plan and the "
+        "workload stacks cannot refuse a run that outlasts a block. Karpenter deletes the nodes 40 minutes before "
+        "a block ends (EC2 reclaims them 30 minutes before the end, 60 for UltraServers): keep each run's "
+        "deadlines that far inside the block, or name the block by id"
+        for i, g in enumerate(config.accelerator_node_groups)
+        if g.capacity_reservation is not None and g.capacity_block and not g.capacity_reservation.id
+    ]
 
 
 def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
@@ -113,10 +134,10 @@ def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str
         pinned = group.ami_release_version
         if not group.instance_type.startswith("trn") or (pinned is None) != latest:
             continue  # Inferentia groups run no training image
-        found = incompatibilities(pinned, group.instance_type)
+        found = incompatibilities(pinned, group.instance_type, images_for(group.burn_in))
         for rule in dict.fromkeys(r for _, _, r in found):
             images = ", ".join(
-                f"docker/{image.name} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
+                f"{image.shown} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
                 f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
             )
             problems.append(

@@ -64,6 +64,11 @@ class TrainingImage:
     name: str  # docker/<name>/Dockerfile
     base: str  # the DLC it builds on (infra/facts/versions.py)
     framework: str
+    where: str = ""  # how messages name it; docker/<name> when empty
+
+    @property
+    def shown(self) -> str:
+        return self.where or f"docker/{self.name}"
 
     @property
     def sdk(self) -> SdkRelease:
@@ -83,6 +88,18 @@ TRAINING_IMAGES: tuple[TrainingImage, ...] = (
     TrainingImage("nemo-megatron", NEURON_DLC_PYTORCH_1_13, "torch-neuronx 1.13.1"),
     TrainingImage("ray-llama2", NEURON_DLC_RAY, "torch-neuronx 1.13.1"),
 )
+
+
+# The burn-in (infra/plans/burn_in.py) runs nccom-test from this DLC on every new node of a group with
+# burnIn: its runtime must work with the node's driver like the training images', or every node fails
+# its burn-in and none takes a job.
+BURN_IN_IMAGE = TrainingImage("neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test",
+                              where="the burn-in image")
+
+
+def images_for(burn_in: bool) -> tuple[TrainingImage, ...]:
+    """What runs on a Trainium group's nodes: the training images, and the burn-in's when it is on."""
+    return TRAINING_IMAGES + ((BURN_IN_IMAGE,) if burn_in else ())
 
 
 def version_key(version: str) -> tuple[int, ...]:

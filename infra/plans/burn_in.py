@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.facts.versions import NEURON_DLC_PYTORCH_2_5
+from infra.facts.neuron import BURN_IN_IMAGE
 from infra.plans.user_data import LOCKED_MEMORY_BYTES
 from infra.plans.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
@@ -81,7 +81,9 @@ MIN_KUBERNETES = "1.30"
 # The Neuron PyTorch DLC: neuron-ls and nccom-test (aws-neuronx-tools) in /opt/aws/neuron/bin, the EFA
 # installer's fi_info in /opt/amazon/efa/bin, python3 for the one API call (workloads/cluster_check.py
 # reads the same paths in the SDK 2.20.2 DLC).
-IMAGE = NEURON_DLC_PYTORCH_2_5
+# Checked against each group's AMI driver like the training images (infra/facts/neuron.py). Pinned by
+# tag: infra/facts/versions.py has no digest mechanism yet.
+IMAGE = BURN_IN_IMAGE.base
 NEURON_BIN = "/opt/aws/neuron/bin"
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
 SHARED_MOUNT = "/shared"

@@ -13,8 +13,9 @@ from typing import Iterator, Optional
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.facts.neuron import incompatibilities
+from infra.facts.neuron import images_for, incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
+from infra.plans.node_template import BURN_IN_TAINT
 from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
@@ -254,8 +255,10 @@ def _neuron_incompatibilities(args: StackValidationArgs, report: ReportViolation
         release = known(lambda: get(g.group.props, "releaseVersion")) or None
         if not g.instance_type.startswith("trn") or (release is None) != latest:
             continue
-        for image, driver, rule in incompatibilities(release, g.instance_type):
-            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run docker/{image.name} "
+        # A group with the burn-in's startup taint runs the burn-in image on each new node.
+        burn_in = any(get(t, "key") == BURN_IN_TAINT.key for t in as_list(get(g.group.props, "taints")))
+        for image, driver, rule in incompatibilities(release, g.instance_type, images_for(burn_in)):
+            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run {image.shown} "
                    f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
                    f"fix: {rule.fix}.", g.group.urn)
 
