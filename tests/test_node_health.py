@@ -211,7 +211,7 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only
     container = pod["containers"][0]
     assert container["resources"]["limits"]["aws.amazon.com/neuron"] == "16"
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "8"
-    assert {t["key"] for t in pod["tolerations"]} == {NEURON_TAINT.key, BURN_IN_TAINT.key}
+    assert {t["key"] for t in pod["tolerations"]} == {NEURON_TAINT.key, BURN_IN_TAINT.key, BURN_IN_FAILED_TAINT_KEY}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": BURN_IN_PENDING_LABEL, "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
     assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0]["matchExpressions"]
@@ -308,16 +308,18 @@ class _Response(io.BytesIO):
         return False
 
 
-def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0,
-                created: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
+def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0, created: str = "2026-01-01T00:00:00Z",
+                labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Runs PATCH_NODE against a fake API server: returns the patches it sent."""
     sent: list[dict[str, Any]] = []
     state = {"conflicts": conflicts}
 
     def urlopen(request, context=None, timeout=None):
         if request.get_method() == "GET":
-            return _Response(json.dumps({**NODE, "metadata": {**NODE["metadata"], "resourceVersion": "7",
-                                                               "creationTimestamp": created}}).encode())
+            node = {"metadata": {**NODE["metadata"], "resourceVersion": "7", "creationTimestamp": created,
+                                 "labels": labels if labels is not None else NODE["metadata"]["labels"]},
+                    "spec": {"taints": taints if taints is not None else NODE["spec"]["taints"]}}
+            return _Response(json.dumps(node).encode())
         sent.append(json.loads(request.data))
         if state["conflicts"]:
             state["conflicts"] -= 1
@@ -364,9 +366,17 @@ def test_a_failure_swaps_the_startup_taint_for_the_failed_one_and_says_why(monke
     assert _refused_by(NODE, new, "ip-10-0-1-1") == []
 
 
-def test_the_age_of_the_node_comes_from_its_creation(monkeypatch, capsys):
+def test_the_age_of_the_node_comes_from_its_creation_unless_it_is_a_re_run(monkeypatch, capsys):
     _patch_node(monkeypatch, "age", "", created="2020-01-01T00:00:00Z")
     assert int(capsys.readouterr().out) > 10**8
+    _patch_node(monkeypatch, "age", "", created="2020-01-01T00:00:00Z", labels={BURN_IN_RESULT_LABEL: "failed"})
+    assert int(capsys.readouterr().out) == 0
+
+
+def test_a_pass_after_a_failure_removes_the_failed_taint(monkeypatch):
+    failed_taint = {"key": BURN_IN_FAILED_TAINT_KEY, "value": "timeout", "effect": "NoSchedule"}
+    [patch] = _patch_node(monkeypatch, "passed", "", taints=[NODE["spec"]["taints"][0], failed_taint])
+    assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}]
 
 
 # --- Capacity Block windows ----------------------------------------------------------------------

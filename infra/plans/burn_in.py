@@ -24,7 +24,7 @@ an empty node (cluster-autoscaler-1.34.2: unneeded after scale-down-unneeded-tim
 the 0.5 utilization threshold, config/const.go; Karpenter v1.14.0: WhenEmpty consolidation after the
 NodePool's consolidateAfter). Without the pending label the node no longer matches, so the DaemonSet
 controller deletes the pod, which frees the devices for training pods. Setting the label again
-re-runs the burn-in on that node.
+re-runs the burn-in on that node, with a whole budget from then; a pass removes the failed taint.
 
 The whole burn-in, image pull included, is bounded: the checks get what is left of
 ``BUDGET_SECONDS`` since the node was created, and a node over it fails with reason ``timeout``.
@@ -186,8 +186,11 @@ def call(method, body=None):
     with urllib.request.urlopen(request, context=context, timeout=30) as response:
         return json.load(response)
 if sys.argv[1] == "age":
-    created = datetime.strptime(call("GET")["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-    print(int((datetime.now(timezone.utc) - created.replace(tzinfo=timezone.utc)).total_seconds()))
+    meta = call("GET")["metadata"]
+    # A re-run (the node has a result already) gets its whole budget from now.
+    created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    rerun = {BURN_IN_RESULT_LABEL!r} in meta.get("labels", {{}})
+    print(0 if rerun else int((datetime.now(timezone.utc) - created).total_seconds()))
     sys.exit(0)
 result, reason = sys.argv[1], sys.argv[2]
 for attempt in range(10):
@@ -261,7 +264,9 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
                             *({"key": k, "operator": "In", "values": [v]} for k, v in BURN_IN_PENDING_LABELS.items()),
                         ]}],
                     }}},
-                    "tolerations": [toleration(NEURON_TAINT), toleration(BURN_IN_TAINT)],
+                    # The failed taint too, so setting the pending label again re-runs a failed node.
+                    "tolerations": [toleration(NEURON_TAINT), toleration(BURN_IN_TAINT),
+                                    {"key": BURN_IN_FAILED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 10,
                     "containers": [container],
                     "volumes": volumes,
