@@ -105,25 +105,37 @@ def _training_pod_fits(left: dict[str, int], neuron: int, efa: int) -> bool:
     return left.get("aws.amazon.com/neuron", 0) >= neuron and left.get("vpc.amazonaws.com/efa", 0) >= efa
 
 
-def test_cluster_autoscalers_template_from_zero_leaves_a_training_pod_room(dev):
+def _training_pods(result: Any) -> list[dict[str, Any]]:
+    """The workload stack's pod templates that ask for Neuron devices."""
+    from workloads.kube import pod_templates
+    pods = [t["spec"] for r in result.registrations if isinstance(r.inputs.get("spec"), dict)
+            for t in pod_templates(r.inputs["spec"])]
+    return [p for p in pods if _requests(p).get("aws.amazon.com/neuron")]
+
+
+def test_cluster_autoscalers_template_from_zero_leaves_the_training_pods_room(dev, workloads_dev):
     """cluster-autoscaler-1.34.2, group without a usable node: processors/nodeinfosprovider/
     mixed_nodeinfos_processor.go Process -> simulator/node_info_utils.go SanitizedTemplateNodeInfoFromNodeGroup
     (forceDaemonSets=true) -> podsExpectedOnFreshNode adds every DaemonSet NodeShouldRunDaemonPod
-    accepts. The template's labels: the ASG's node-template label tags, the managed node group's
-    labels from DescribeNodegroup and eks.amazonaws.com/nodegroup (cloudprovider/aws/aws_manager.go
-    buildNodeFromTemplate); its taints sanitized (utils/taints/taints.go SanitizeTaints)."""
+    accepts. The template's labels: the generic ones, the ASG's node-template label tags, the managed
+    node group's labels from DescribeNodegroup and eks.amazonaws.com/nodegroup
+    (cloudprovider/aws/aws_manager.go buildNodeFromTemplate); its taints sanitized
+    (utils/taints/taints.go SanitizeTaints); its resources the node-template resource tags. The
+    training pods are the dev workload stack's."""
     daemon_pods = [r.inputs["spec"]["template"]["spec"] for r in dev.of_type(DAEMON_SET)]
     burn_in_pods = [p for p in daemon_pods if p.get("serviceAccountName") == burn_in.SERVICE_ACCOUNT]
     assert burn_in_pods, "the dev stack health-gates its Trainium nodes"
     tags = [(r.name, r.inputs["tag"]) for r in dev.of_type(ASG_TAG)]
-    checked = 0
+    checked = fitted = 0
     for group in dev.of_type(NODE_GROUP):
         if not any(t["key"].startswith(AUTOSCALER_STARTUP_TAINT_PREFIX) for t in group.inputs.get("taints") or []):
             continue
         name = group.inputs["nodeGroupName"]
         own = {t["key"].removeprefix(f"{NODE_TEMPLATE_PREFIX}/"): t["value"] for n, t in tags if n.startswith(f"{name}-")}
         labels = {**{k.removeprefix("label/"): v for k, v in own.items() if k.startswith("label/")},
-                  **(group.inputs.get("labels") or {}), "eks.amazonaws.com/nodegroup": name}
+                  **(group.inputs.get("labels") or {}), "eks.amazonaws.com/nodegroup": name,
+                  # buildGenericLabels (aws_manager.go): the ASG's instance type among others.
+                  "node.kubernetes.io/instance-type": group.inputs["instanceTypes"][0]}
         assert BURN_IN_PENDING_LABEL not in labels
         taints = [{"key": t["key"], "value": t.get("value"), "effect": {"NO_SCHEDULE": "NoSchedule",
                    "NO_EXECUTE": "NoExecute"}.get(t["effect"], t["effect"])} for t in group.inputs["taints"]]
@@ -134,10 +146,15 @@ def test_cluster_autoscalers_template_from_zero_leaves_a_training_pod_room(dev):
         counted = [p for p in daemon_pods if ca_should_run(p, labels, taints)]
         assert not any(p in burn_in_pods for p in counted), name
         assert _training_pod_fits(_minus(offered, counted), neuron, efa), name
+        # The workload stack's own Trainium pods for this group, by their node selector and tolerations.
+        mine = [p for p in _training_pods(workloads_dev) if ca_should_run(p, labels, taints)]
+        left = _minus(offered, counted)
+        assert all(all(left.get(k, 0) >= v for k, v in _requests(p).items()) for p in mine), name
+        fitted += len(mine)
         # The real node carries the label, so the burn-in does run there.
         assert any(ca_should_run(p, {**labels, **BURN_IN_PENDING_LABELS}, taints) for p in burn_in_pods), name
         checked += 1
-    assert checked
+    assert checked and fitted >= 4
 
 
 def test_the_simulation_catches_a_burn_in_selected_by_template_labels(dev):
@@ -179,11 +196,12 @@ def test_karpenters_daemonset_overhead_leaves_a_training_pod_room(instance_type)
     target = burn_in.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores,
                                   len(spec.interfaces), None, provisioner="karpenter")
     pod = burn_in.daemon_set(target)["spec"]["template"]["spec"]
-    assert not karpenter_overhead_counts(pod, labels, template["spec"]["taints"])
-    assert karpenter_overhead_counts(pod, {**labels, **BURN_IN_PENDING_LABELS}, template["spec"]["taints"])
+    overhead = [p for p in (pod,) if karpenter_overhead_counts(p, labels, template["spec"]["taints"])]
     efa = len(spec.interfaces)
     offered = {"aws.amazon.com/neuron": facts.neuron_devices, "vpc.amazonaws.com/efa": efa}
-    assert _training_pod_fits(_minus(offered, []), facts.neuron_devices, efa)
+    assert _training_pod_fits(_minus(offered, overhead), facts.neuron_devices, efa)
+    # Were the label on the template, the burn-in would eat the node.
+    assert karpenter_overhead_counts(pod, {**labels, **BURN_IN_PENDING_LABELS}, template["spec"]["taints"])
 
 
 def test_the_pending_label_is_set_at_registration_and_in_no_template():
