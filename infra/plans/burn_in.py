@@ -1,8 +1,8 @@
 """The burn-in that health-gates a new Trainium node, as Kubernetes API dicts.
 
 A node registers with ``BURN_IN_TAINT`` (infra/plans/node_template.py), which training pods never
-tolerate. One DaemonSet per accelerator node group puts a pod on each of its nodes that has no
-burn-in result yet; the pod takes every Neuron device and EFA interface of the node and checks:
+tolerate. One DaemonSet per accelerator node group puts a pod on each of its nodes still waiting
+for its burn-in (below); the pod takes every Neuron device and EFA interface of the node and checks:
 
 - the Neuron devices and NeuronCores `neuron-ls` sees, and the device files the plugin handed over;
 - the Neuron runtime and collectives: `nccom-test` all-reduce over every NeuronCore of the node with

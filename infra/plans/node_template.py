@@ -35,7 +35,7 @@ class Taint:
 
 NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
 # Every new Trainium node registers with this taint (the node group's taints, which nodeadm passes
-# to the kubelet's registerWithTaints) and keeps it until its burn-in passes (infra/plans/burn_in.py).
+# to the kubelet's registerWithTaints) and keeps it until its burn-in ends (infra/plans/burn_in.py).
 # Training pods never tolerate it. The key's prefix is cluster-autoscaler's startup-taint prefix:
 # the autoscaler drops such taints from the node it imagines for a scale-up, so a pending gang still
 # scales a group up from zero, and it counts a node carrying one as not ready yet rather than as a
