@@ -129,14 +129,14 @@ def check_script(t: BurnInTarget) -> str:
     """Every check prints its line; the first failure names the result, running out of the budget
     names ``timeout``. Ends by patching the node, then sleeps until the DaemonSet controller deletes
     the pod (the node no longer matches). The checks run in their own shell under ``timeout`` and
-    hand back only the failed check's name on descriptor 3; their lines go to the log as they come."""
+    hand back only the failed check's name on descriptor 3 (``none`` when all passed)."""
     efa = (f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
-           f'"$(timeout {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
+           f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
            'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt ' f'{LOCKED_MEMORY_KIB} ] || l=ok\n'
            f'expect locked-memory "locked-memory limit (ulimit -l, KiB, at least {LOCKED_MEMORY_KIB})" ok "${{l/unlimited/ok}}"\n'
            if t.efa_interfaces else "")
     fsx = (f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
-           f'"$(timeout {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
+           f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
     return f"""\
 set -uo pipefail
 read -r -d '' checks <<'CHECKS'
@@ -144,11 +144,11 @@ reason=""
 expect() {{ # reason, what, expected, seen
   if [ "$3" = "$4" ]; then echo "ok    $2: $4"; else echo "FAIL  $2: expected $3, seen $4"; [ -n "$reason" ] || reason="$1"; fi
 }}
-dc=$(timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
+dc=$(timeout --foreground {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/neuron-ls | {NEURON_LS_AWK})
 expect neuron-devices "Neuron devices (neuron-ls)" {t.neuron_devices} "${{dc% *}}"
 expect neuron-cores "NeuronCores (neuron-ls)" {t.neuron_cores} "${{dc#* }}"
 expect neuron-device-files "Neuron device files (/dev/neuron*)" {t.neuron_devices} "$(ls -d /dev/neuron[0-9]* 2>/dev/null | wc -l)"
-{efa}{fsx}timeout {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
+{efa}{fsx}timeout --foreground {CHECK_TIMEOUT_SECONDS} {NEURON_BIN}/nccom-test -r {t.neuron_cores} --minbytes 1kb --maxbytes 64mb --stepfactor 8 \\
   --datatype fp32 --check --non-interactive allr
 expect neuron-runtime "nccom-test all-reduce over {t.neuron_cores} NeuronCores (exit code)" 0 "$?"
 echo "${{reason:-none}}" >&3
@@ -157,9 +157,12 @@ age=$(python3 -c "$PATCH_NODE" age) || age=0
 left=$(({BUDGET_SECONDS} - age))
 echo "node created ${{age}} s ago; {BUDGET_SECONDS} s budget, ${{left}} s left for the checks"
 reason=timeout
+found=$(mktemp)
 if [ "$left" -gt 0 ]; then
-  found=$(timeout "$left" bash -c "$checks" 3>&1 1>&2); code=$?
-  [ "$code" -eq 124 ] || reason=${{found:-script-error}}
+  # The checks' own timeouts stay in this timeout's process group (--foreground), so all of them end
+  # with the budget; the result comes back in a file, which nothing left over could hold open.
+  timeout "$left" bash -c "$checks" 3>"$found"; code=$?
+  [ "$code" -eq 124 ] || reason=$(cat "$found"); reason=${{reason:-script-error}}
 fi
 [ "$reason" = none ] && reason=""
 result=$([ -z "$reason" ] && echo passed || echo failed)
