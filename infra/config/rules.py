@@ -543,6 +543,13 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                     f"{key}.labels.{label}: a NodePool may not set labels of Karpenter's own domains "
                     f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
                 )
+        if group.spot and group.capacity_block:
+            # A Capacity Block group's NodePool allows only `reserved` (infra/plans/karpenter.py
+            # capacity_types): Spot would never be used, and a fallback off the block is not wanted.
+            problems.append(
+                f"{key}.spot = true: a Capacity Block group launches only into its block (capacity type "
+                "`reserved`), never Spot; allowed: false (or a separate group with spot: true and no capacityBlock)"
+            )
         if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
             problems.append(
                 f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "
