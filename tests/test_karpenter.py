@@ -743,3 +743,42 @@ def test_pods_select_a_group_without_the_provisioner_label():
     assert group("cluster-autoscaler").node_selector == group("karpenter").node_selector == {
         "node.kubernetes.io/instance-type": "trn1.32xlarge", "instance-type": "trn1-32xl"}
     assert group("manual").node_selector["provisioner"] == "manual"
+
+
+def test_a_switch_under_running_trainium_nodes_is_refused_with_the_steps():
+    from infra.config.rules import provisioner_switch_problem
+
+    to_karpenter = provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 2, "trn1n-32xl-ng": 0}, 0)
+    assert to_karpenter.startswith("trainium-eks:nodeProvisioner = 'karpenter': the running cluster's node groups "
+                                   "trn1-32xl-ng1 (2) still have Trainium nodes")
+    assert "set their minSize and desiredSize to 0" in to_karpenter and "allowed now: cluster-autoscaler" in to_karpenter
+    back = provisioner_switch_problem("cluster-autoscaler", {}, 3)
+    assert back.startswith("trainium-eks:nodeProvisioner = 'cluster-autoscaler': the running cluster has 3 Trainium "
+                           "node(s) Karpenter launched")
+    assert "`kubectl get nodeclaims` lists none" in back and "allowed now: karpenter" in back
+    # Groups at zero, no Karpenter nodes, or no switch at all: nothing to refuse.
+    assert provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 0}, 0) is None
+    assert provisioner_switch_problem("cluster-autoscaler", {}, 0) is None
+    assert provisioner_switch_problem("cluster-autoscaler", {"trn1-32xl-ng1": 2}, 0) is None
+    assert provisioner_switch_problem("karpenter", {}, 5) is None
+
+
+def test_pulumi_up_refuses_the_switch_against_the_running_cluster_before_declaring_anything():
+    """The look-ups behind the refusal (eks:DescribeNodegroup's desired size; ec2:DescribeInstances
+    for Karpenter's tags) run only against a cluster that exists, and only `pulumi up` refuses."""
+    from infra.lookups import DeployContext
+    from offline.mocks import ExistingCluster
+
+    config = stack_config(REPO_ROOT, "dev")
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+    running = ExistingCluster({}, node_groups={"trn1-32xl-ng1": "1.34", "core": "1.34"},
+                              node_group_sizes={"trn1-32xl-ng1": 2, "core": 2})
+    up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
+    with pytest.raises(ConfigError) as refused:
+        run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)
+    message = str(refused.value)
+    assert "Invalid stack configuration for the running cluster trn-dev" in message
+    assert "node groups trn1-32xl-ng1 (2) still have Trainium nodes" in message and "core (" not in message
+    back = stack_config(REPO_ROOT, "dev")
+    with pytest.raises(ConfigError, match=r"the running cluster has 1 Trainium node\(s\) Karpenter launched"):
+        run_program(REPO_ROOT, "dev", back, existing_cluster=ExistingCluster({}, karpenter_instances=1), deploy=up)
