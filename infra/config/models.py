@@ -306,7 +306,7 @@ class KarpenterConfig(ConfigModel):
     )
     termination_grace_period: str = Field(
         default="24h",
-        description="How long a node Karpenter drains (at expireAfter, node repair, an AWS Health event) keeps "
+        description="How long a node Karpenter drains (at expireAfter, an AWS Health event) keeps "
         "the training pods it may not evict (karpenter.sh/do-not-disrupt) before deleting them, which sends "
         "SIGTERM; they run until then, and no pinned script checkpoints on SIGTERM. Capacity Block and Spot "
         "groups use at most 8m and 90s, inside EC2's notice.",

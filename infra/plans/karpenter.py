@@ -73,8 +73,8 @@ def duration_seconds(duration: str) -> int:
 
 
 def termination_grace_period(configured: str, capacity_block: bool, spot: bool) -> str:
-    """A group's NodePool terminationGracePeriod: the configured one (the drain at expireAfter, node
-    repair, AWS Health events), cut for groups whose instances EC2 takes back at a known short notice
+    """A group's NodePool terminationGracePeriod: the configured one (the drain at expireAfter, AWS
+    Health events; node repair ignores it: node/health/controller.go sets the termination time to now), cut for groups whose instances EC2 takes back at a known short notice
     so that their pods get SIGTERM before the instance goes (the constants above)."""
     bound = CAPACITY_BLOCK_TERMINATION_GRACE if capacity_block else SPOT_TERMINATION_GRACE if spot else None
     if bound is None or duration_seconds(configured) <= duration_seconds(bound):
