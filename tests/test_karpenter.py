@@ -507,8 +507,8 @@ def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them
     every node has drained (up to terminationGracePeriod) and terminated: its delete timeout covers
     that instead of the provider's 10 minutes. The EC2NodeClass finalizer waits for every NodeClaim of
     the class, then deletes the instance profile it made (karpenter-provider-aws v1.14.0 pkg/controllers/
-    nodeclass/controller.go finalize): the class depends on the security groups its nodes use, the
-    discovery tag, the node role's policies and access entry, and the controller, so Pulumi deletes
+    nodeclass/controller.go finalize): the class depends on the security groups its nodes use and
+    their rules (EFA traffic of a pod still draining), the discovery tag, the node role's policies and access entry, and the controller, so Pulumi deletes
     none of them before it."""
     pools = {r.inputs["metadata"]["name"]: r for r in karp.of_type(NODEPOOL)}
     classes = {r.inputs["metadata"]["name"]: r for r in karp.of_type(NODECLASS)}
@@ -520,7 +520,8 @@ def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them
         assert classes[name].urn in pool.dependencies
         needed = {by_urn[u].type for u in classes[name].dependencies}
         assert {"aws:ec2/tag:Tag", "aws:eks/accessEntry:AccessEntry", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-                RELEASE} <= needed, (name, needed)
+                RELEASE, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"} <= needed, (name, needed)
         efa = [by_urn[u] for u in classes[name].dependencies if by_urn[u].type == "aws:ec2/securityGroup:SecurityGroup"]
         assert [g.name for g in efa] == ["karpenter-efa"], name
     assert pools["trn1-32xl-ng1"].lifecycle["customTimeouts"]["delete"] == f"{24 * 3600 + 900}s"

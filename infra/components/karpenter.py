@@ -118,7 +118,7 @@ class Karpenter(pulumi.ComponentResource):
             *node_ready,
         ]
         if any(g.interfaces for g in args.groups):
-            node_uses.append(efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self))
+            node_uses.append(efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self, rules_out=node_uses))
 
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         crds = helm_release("karpenter-crd", CHARTS["karpenter-crd"], plan.NAMESPACE, {}, on_cluster)
