@@ -19,6 +19,7 @@ from infra.config.rules import (
     advisories,
     deploy_problems,
     kubernetes_version_change_problem,
+    provisioner_switch_problem,
     lagging_node_groups_problem,
     neuron_compatibility_problems,
     semantic_problems,
@@ -51,6 +52,23 @@ def check_against_the_account(config: StackConfig) -> None:
         problem = lagging_node_groups_problem(running, config.kubernetes_version, groups)
     if problem:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    if running:
+        check_provisioner_switch(config)
+
+
+def check_provisioner_switch(config: StackConfig) -> None:
+    """A nodeProvisioner switch while the old provisioner's Trainium nodes run is refused by
+    `pulumi up` with the steps to take (a preview warns: it changes nothing)."""
+    if config.node_provisioner == "karpenter":
+        names = [g.name for g in config.accelerator_node_groups]
+        problem = provisioner_switch_problem("karpenter", lookups.accelerator_group_sizes(config.cluster_name, names), 0)
+    else:
+        problem = provisioner_switch_problem("cluster-autoscaler", {},
+                                             lookups.karpenter_instance_count(config.cluster_name))
+    if problem and lookups.deploy_context().deploying():
+        raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    if problem:
+        pulumi.log.warn(problem)
 
 
 def check_api_reachable(config: StackConfig) -> None:

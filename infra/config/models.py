@@ -165,7 +165,8 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     spot: bool = Field(
         default=False,
         description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
-        "on-demand (after reservations); a Spot interruption ends the training run on that node.",
+        "on-demand (after reservations); a Spot interruption ends the training run on that node (SIGTERM "
+        "about a minute after EC2's 2-minute warning). Not with a Capacity Block.",
     )
 
     @property
@@ -305,8 +306,10 @@ class KarpenterConfig(ConfigModel):
     )
     termination_grace_period: str = Field(
         default="24h",
-        description="How long a draining node waits for its training pods before they are deleted: time for a "
-        "job to checkpoint and stop.",
+        description="How long a node Karpenter drains (at expireAfter, an AWS Health event) keeps "
+        "the training pods it may not evict (karpenter.sh/do-not-disrupt) before deleting them, which sends "
+        "SIGTERM; they run until then, and no pinned script checkpoints on SIGTERM. Capacity Block and Spot "
+        "groups use at most 8m and 90s, inside EC2's notice.",
     )
     consolidate_after: str = Field(
         default="10m", description="How long a Trainium node stays empty before Karpenter removes it."

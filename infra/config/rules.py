@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
@@ -166,6 +166,34 @@ def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")
     return int(major), int(minor)
+
+
+def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], karpenter_nodes: int) -> Optional[str]:
+    """`pulumi up` that switches nodeProvisioner while the old provisioner's Trainium nodes run
+    would evict their training: to karpenter it deletes the managed node groups (EKS drains them),
+    back to cluster-autoscaler it deletes NodePools that wait for every node to drain, up to
+    terminationGracePeriod (docs/provisioners.md, "Switching provisioners"). ``managed_nodes``: the
+    running cluster's accelerator managed node groups and their desired sizes; ``karpenter_nodes``:
+    its running instances Karpenter launched."""
+    key = key_name(("nodeProvisioner",))
+    steps = "docs/provisioners.md, \"Switching provisioners\""
+    busy = {name: n for name, n in sorted(managed_nodes.items()) if n > 0}
+    if wanted == "karpenter" and busy:
+        groups = ", ".join(f"{name} ({n})" for name, n in busy.items())
+        return (
+            f"{key} = 'karpenter': the running cluster's node groups {groups} still have Trainium nodes, which the "
+            "switch would drain under their training; first stop the training jobs and, still with cluster-autoscaler, "
+            "set their minSize and desiredSize to 0 and `pulumi up`; once the groups are at zero, switch "
+            f"({steps}); allowed now: cluster-autoscaler"
+        )
+    if wanted == "cluster-autoscaler" and karpenter_nodes > 0:
+        return (
+            f"{key} = 'cluster-autoscaler': the running cluster has {karpenter_nodes} Trainium node(s) Karpenter "
+            "launched; deleting their NodePools would wait up to terminationGracePeriod for their training pods and "
+            "fail part-way; first stop the training jobs and wait until `kubectl get nodeclaims` lists none, then "
+            f"switch ({steps}); allowed now: karpenter"
+        )
+    return None
 
 
 def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "the cluster runs") -> Optional[str]:
@@ -543,6 +571,13 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                     f"{key}.labels.{label}: a NodePool may not set labels of Karpenter's own domains "
                     f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
                 )
+        if group.spot and group.capacity_block:
+            # A Capacity Block group's NodePool allows only `reserved` (infra/plans/karpenter.py
+            # capacity_types): Spot would never be used, and a fallback off the block is not wanted.
+            problems.append(
+                f"{key}.spot = true: a Capacity Block group launches only into its block (capacity type "
+                "`reserved`), never Spot; allowed: false (or a separate group with spot: true and no capacityBlock)"
+            )
         if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
             problems.append(
                 f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "
