@@ -30,6 +30,7 @@ from infra.plans.efa import karpenter_interfaces
 from infra.plans.node_template import NEURON_TAINT, Taint
 from infra.plans.placement import Zone
 from infra.validate import parse_stack_config
+from infra.facts.neuron import compatible_ami_release
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
 
@@ -40,7 +41,8 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 # label tells it from the dev stack's trn1.32xlarge group (the workload stack refuses groups its
 # pods cannot tell apart).
 TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"}}
+                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"},
+                "amiReleaseVersion": compatible_ami_release()}
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +128,8 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
 # --- 1. the setting ------------------------------------------------------------------------------
 
 BASE = {"region": "us-west-2", "nodeProvisioner": "karpenter",
-        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]}
+        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
+                                   "amiReleaseVersion": compatible_ami_release()}]}
 
 
 def refusal(**group: Any) -> str:
@@ -161,7 +164,8 @@ def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
 
 def test_cluster_wide_and_autoscaler_only_keys_are_refused():
     two = json.loads(json.dumps(BASE))
-    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False})
+    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False,
+                                         "amiReleaseVersion": compatible_ami_release()})
     with pytest.raises(ConfigError, match=r"autoRepair: differs between groups; Karpenter's node repair is one switch"):
         parse_stack_config(two)
     with pytest.raises(ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"):
@@ -388,7 +392,8 @@ def test_nodeclass_matches_the_launch_templates(karp):
         root = spec["blockDeviceMappings"][0]
         assert root["rootVolume"] is True and root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
         assert spec["instanceStorePolicy"] == "RAID0"  # trn1: 4 (32xl) NVMe disks
-        assert spec["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+        # The pinned release's build (its Neuron driver the images run on), not the latest AMI's.
+        assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260625"}]
         assert ("placementGroupSelector" in spec) == (name != "trn1-reserved")
     assert classes["trn1-reserved"]["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "ml"}}]
 
@@ -411,7 +416,7 @@ def test_capacity_types(reserved, block, spot, expected):
 
 
 def test_capacity_block_and_reservation_ids_render_as_reserved_only(plan_with):
-    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2,
+    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release(),
                "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}]
     result = plan_with(nodeProvisioner="karpenter", acceleratorNodeGroups=groups)
     pool = by_name(result, NODEPOOL)["trn1-cb"]
