@@ -469,7 +469,7 @@ def test_training_nodes_are_only_consolidated_when_empty(karp):
 # --- 5. the policy pack's Trainium rules reach the NodePools ----------------------------------------
 
 TRAINIUM_RULES = ("neuron-ami-type", "neuron-taint", "accelerator-single-zone", "efa-interfaces-match-cards",
-                  "placement-group-unless-reserved", "karpenter-training-not-consolidated")
+                  "placement-group-unless-reserved", "karpenter-training-not-consolidated", "neuron-compatibility")
 
 
 def _karpenter_objects(karp: PlanResult, edit=None) -> list:  # noqa: ANN001
@@ -504,6 +504,13 @@ def test_the_rendered_nodepools_pass_the_trainium_rules(karp):
      "NodePool 'trn1"),
     ("accelerator-single-zone", lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
      "is not pinned to one zone id"),
+    # Karpenter re-resolves al2023@latest to the newest AMI, whose driver 2.29+ the images' runtime fails on.
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@latest"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.30 or newer (latest AL2023 Neuron AMI) cannot run docker/"),
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@v20260714"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.29 or newer, below 2.30 (AMI release al2023@v20260714, built 2026-07-14) cannot run"),
 ])
 def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected):
     from tests.policy_helpers import violations

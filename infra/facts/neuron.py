@@ -153,7 +153,9 @@ def ami_driver(ami_release_version: Optional[str]) -> DriverRange:
     """The driver an AMI release carries; the latest AMI's when unpinned."""
     if ami_release_version is None:
         return DriverRange(DRIVER_RELEASES[-1][0], None, "latest AL2023 Neuron AMI")
-    built = ami_release_version.rsplit("-", 1)[-1]
+    # The build date ends both a node group's release (1.34.9-20260625) and a Karpenter alias's
+    # version (al2023@v20260625, infra/plans/karpenter.py ami_alias).
+    built = ami_release_version[-8:]
     built = f"{built[:4]}-{built[4:6]}-{built[6:8]}"
     low = below = None
     for driver, _, date in DRIVER_RELEASES:

@@ -250,19 +250,30 @@ def capacity_block_launch_template(args: StackValidationArgs, report: ReportViol
 
 
 @stack_rule("neuron-compatibility",
-            "Trainium node groups run a Neuron driver the training images' Neuron runtime works with: the pinned "
-            "AMI release's, or unpinned the latest AMI's (infra/facts/neuron.py, from the Neuron release notes).")
+            "Trainium node groups and NodePools run a Neuron driver the training images' Neuron runtime works with: "
+            "the pinned AMI release's, or unpinned the latest AMI's (infra/facts/neuron.py, from the Neuron release "
+            "notes).")
 def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> None:
-    for g in accelerator_groups(args.resources):
-        if not g.instance_type.startswith("trn"):
-            continue  # Inferentia groups run no training image
-        release = known(lambda: get(g.group.props, "releaseVersion")) or None
-        minor = known(lambda: get(g.group.props, "version"))
-        for image, driver, rule in incompatibilities(release, g.instance_type):
+    def check(what: str, instance_type: str, release: Optional[str], minor: object, urn: str) -> None:
+        for image, driver, rule in incompatibilities(release, instance_type):
             hint = compatible_release_hint(minor) if rule.pinning_fixes and isinstance(minor, str) else ""
-            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run docker/{image.name} "
+            report(f"{what} ({instance_type}) on {driver.describe()} cannot run docker/{image.name} "
                    f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
-                   f"fix: {rule.fix}{hint}.", g.group.urn)
+                   f"fix: {rule.fix}{hint}.", urn)
+
+    # Inferentia groups run no training image.
+    for g in accelerator_groups(args.resources):
+        if g.instance_type.startswith("trn"):
+            check(f"Node group '{g.group.name}'", g.instance_type, known(lambda: get(g.group.props, "releaseVersion")) or None,
+                  known(lambda: get(g.group.props, "version")), g.group.urn)
+    for k in karpenter_groups(args.resources):
+        if not k.instance_type.startswith("trn"):
+            continue
+        for term in as_list(k.class_spec("amiSelectorTerms", default=[])):
+            alias = str(get(term, "alias", default=""))
+            # al2023@latest is the latest AMI, al2023@v<date> that date's build; neuron-ami-type reports other terms.
+            if alias.startswith("al2023@"):
+                check(f"NodePool '{k.pool.name}'", k.instance_type, None if alias == "al2023@latest" else alias, None, k.pool.urn)
 
 
 def _covers(rule: PolicyResource, port: int) -> bool:
