@@ -55,19 +55,19 @@ DRIVER_RELEASES: tuple[tuple[str, str, str], ...] = (  # (driver, SDK, release d
 
 # EKS AL2023 Neuron AMI releases whose driver the training images run on, one per Kubernetes minor,
 # with the aws-neuronx-dkms their package list names: awslabs/amazon-eks-ami tag v20260707
-# CHANGELOG.md, "AMI Release v20260625" (line 5); for 1.34 the release version 1.34.9-20260625 is on
-# line 226 (AMI amazon-eks-node-al2023-x86_64-neuron-1.34-v20260625) and aws-neuronx-dkms
-# 2.28.0.0-dkms on line 258, the same driver for every minor below. The next release, v20260714
-# (tag v20260724 CHANGELOG.md), carries 2.29.0.0, the driver RULES[0] refuses with these images.
-# Driver 2.28.0.0 is SDK 2.30.0's (SDK_RELEASES) and its release notes list no incompatibility
-# (aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, Neuron Driver 2.28.0.0).
+# CHANGELOG.md, "AMI Release v20260625" (line 5), each minor's <details> block giving the release
+# version (AMI amazon-eks-node-al2023-x86_64-neuron-<minor>-v20260625) and, in the
+# AL2023_x86_64_NEURON column, aws-neuronx-dkms 2.28.0.0-dkms (line numbers below). The next
+# release, v20260714 (tag v20260724 CHANGELOG.md), carries 2.29.0.0, the driver RULES[0] refuses
+# with these images. Driver 2.28.0.0 is SDK 2.30.0's (SDK_RELEASES), and its release notes list no
+# incompatibility (aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, Neuron Driver 2.28.0.0).
 COMPATIBLE_AMI_RELEASES: dict[str, tuple[str, str]] = {  # minor: (release version, aws-neuronx-dkms)
-    "1.31": ("1.31.14-20260625", "2.28.0.0"),
-    "1.32": ("1.32.13-20260625", "2.28.0.0"),
-    "1.33": ("1.33.13-20260625", "2.28.0.0"),
-    "1.34": ("1.34.9-20260625", "2.28.0.0"),
-    "1.35": ("1.35.6-20260625", "2.28.0.0"),
-    "1.36": ("1.36.2-20260625", "2.28.0.0"),
+    "1.31": ("1.31.14-20260625", "2.28.0.0"),  # lines 477, 509
+    "1.32": ("1.32.13-20260625", "2.28.0.0"),  # lines 388, 420
+    "1.33": ("1.33.13-20260625", "2.28.0.0"),  # lines 307, 339
+    "1.34": ("1.34.9-20260625", "2.28.0.0"),  # lines 226, 258 (the shipped stacks' pin)
+    "1.35": ("1.35.6-20260625", "2.28.0.0"),  # lines 145, 177
+    "1.36": ("1.36.2-20260625", "2.28.0.0"),  # lines 68, 100
 }
 KNOWN_AMI_DRIVERS = {release: driver for release, driver in COMPATIBLE_AMI_RELEASES.values()}
 
@@ -79,10 +79,10 @@ def compatible_ami_release(kubernetes_version: str = KUBERNETES_VERSION) -> Opti
 
 def compatible_release_hint(kubernetes_version: str) -> str:
     """The fix's example: the release listed above for the stack's Kubernetes minor."""
-    known = COMPATIBLE_AMI_RELEASES.get(kubernetes_version)
-    if known is None:
+    release = compatible_ami_release(kubernetes_version)
+    if release is None:
         return ""
-    return f" (for Kubernetes {kubernetes_version}: {known[0]}, Neuron driver {known[1]})"
+    return f" (for Kubernetes {kubernetes_version}: {release}, Neuron driver {KNOWN_AMI_DRIVERS[release]})"
 
 
 # The Neuron Helm chart's device plugin and scheduler extension (GitHub release
