@@ -87,7 +87,8 @@ def check_api_reachable(config: StackConfig) -> None:
 
 def plan_problems(config: StackConfig) -> list[str]:
     """System nodes too small for the system pods leave CoreDNS or a controller Pending; a Trainium
-    group on a pinned AMI whose Neuron driver the training images cannot run on fails every job."""
+    group whose AMI (pinned, or the latest when unset) carries a Neuron driver the training images
+    cannot run on fails every job."""
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
@@ -95,5 +96,5 @@ def plan_problems(config: StackConfig) -> list[str]:
                                      karpenter=config.node_provisioner == "karpenter")
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
-    return problems + neuron_compatibility_problems(config, latest=False)
+    return problems + neuron_compatibility_problems(config)
 

@@ -253,8 +253,7 @@ def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
             for image in neuron.TRAINING_IMAGES:
                 why = [what for name, what in failing if name == image.name]
                 verdict = "fails: " + "; ".join(why) if why else "works"
-                drv = driver.describe().split(" (")[0].replace("Neuron driver ", "")
-                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {drv} | docker/{image.name} | "
+                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {driver.span()} | docker/{image.name} | "
                              f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n")
     lines.append("\nCombinations the table refuses (the plan and the policy pack name the parts and the fix):\n\n")
     lines += [f"- {r.what}. Source: {r.source}. Fix: {r.fix}.\n" for r in neuron.RULES]
@@ -266,7 +265,8 @@ def neuron_summary(root: Path = REPO_ROOT) -> str:
     lines = []
     for stack in ("dev", "prod"):
         groups = _trainium_groups(root, stack)
-        pins = sorted({g.get("amiReleaseVersion") or "latest" for g in groups})
+        pins = sorted({f"{g.get('amiReleaseVersion') or 'latest'} (Neuron driver "
+                       f"{neuron.ami_driver(g.get('amiReleaseVersion')).span()})" for g in groups})
         bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"])]
         lines.append(f"- **{stack}**: AMI {', '.join(pins)}; images "
                      + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.TRAINING_IMAGES)

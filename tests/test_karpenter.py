@@ -30,6 +30,7 @@ from infra.plans.efa import karpenter_interfaces
 from infra.plans.node_template import NEURON_TAINT, Taint
 from infra.plans.placement import Zone
 from infra.validate import parse_stack_config
+from infra.facts.neuron import compatible_ami_release
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
 
@@ -40,7 +41,8 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 # label tells it from the dev stack's trn1.32xlarge group (the workload stack refuses groups its
 # pods cannot tell apart).
 TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"}}
+                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"},
+                "amiReleaseVersion": compatible_ami_release()}
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +128,8 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
 # --- 1. the setting ------------------------------------------------------------------------------
 
 BASE = {"region": "us-west-2", "nodeProvisioner": "karpenter",
-        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]}
+        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
+                                   "amiReleaseVersion": compatible_ami_release()}]}
 
 
 def refusal(**group: Any) -> str:
@@ -164,7 +167,8 @@ def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
 
 def test_cluster_wide_and_autoscaler_only_keys_are_refused():
     two = json.loads(json.dumps(BASE))
-    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False})
+    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False,
+                                         "amiReleaseVersion": compatible_ami_release()})
     with pytest.raises(ConfigError, match=r"autoRepair: differs between groups; Karpenter's node repair is one switch"):
         parse_stack_config(two)
     with pytest.raises(ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"):
@@ -391,7 +395,8 @@ def test_nodeclass_matches_the_launch_templates(karp):
         root = spec["blockDeviceMappings"][0]
         assert root["rootVolume"] is True and root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
         assert spec["instanceStorePolicy"] == "RAID0"  # trn1: 4 (32xl) NVMe disks
-        assert spec["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+        # The pinned release's build (its Neuron driver the images run on), not the latest AMI's.
+        assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260625"}]
         assert ("placementGroupSelector" in spec) == (name != "trn1-reserved")
     assert classes["trn1-reserved"]["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "ml"}}]
 
@@ -414,7 +419,7 @@ def test_capacity_types(reserved, block, spot, expected):
 
 
 def test_capacity_block_and_reservation_ids_render_as_reserved_only(plan_with):
-    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2,
+    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release(),
                "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}]
     result = plan_with(nodeProvisioner="karpenter", acceleratorNodeGroups=groups)
     pool = by_name(result, NODEPOOL)["trn1-cb"]
@@ -530,7 +535,7 @@ def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them
 # --- 5. the policy pack's Trainium rules reach the NodePools ----------------------------------------
 
 TRAINIUM_RULES = ("neuron-ami-type", "neuron-taint", "accelerator-single-zone", "efa-interfaces-match-cards",
-                  "placement-group-unless-reserved", "karpenter-training-not-consolidated")
+                  "placement-group-unless-reserved", "karpenter-training-not-consolidated", "neuron-compatibility")
 
 
 def _karpenter_objects(karp: PlanResult, edit=None) -> list:  # noqa: ANN001
@@ -565,6 +570,13 @@ def test_the_rendered_nodepools_pass_the_trainium_rules(karp):
      "NodePool 'trn1"),
     ("accelerator-single-zone", lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
      "is not pinned to one zone id"),
+    # Karpenter re-resolves al2023@latest to the newest AMI, whose driver 2.29+ the images' runtime fails on.
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@latest"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.30 or newer (latest AL2023 Neuron AMI) cannot run docker/"),
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@v20260714"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.29 or newer, below 2.30 (AMI release al2023@v20260714, built 2026-07-14) cannot run"),
 ])
 def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected):
     from tests.policy_helpers import violations

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.facts.neuron import incompatibilities
+from infra.facts.neuron import compatible_release_hint, incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -98,31 +98,30 @@ def advisories(config: StackConfig) -> list[str]:
             "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
             "in infra/facts/versions.py)"
         )
-    notes += [f"{p}. The nodes come up, but every training job on them fails: pin an AMI release."
-              for p in neuron_compatibility_problems(config, latest=True)]
     return notes
 
 
-def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
+def neuron_compatibility_problems(config: StackConfig) -> list[str]:
     """Training images against the Neuron driver of each Trainium group's AMI (infra/facts/neuron.py):
-    groups on a pinned AMI release, or (``latest``) unpinned groups, which get the newest AMI when their
-    nodes launch. The plan refuses the former; the latter is a warning, since which AMI is "latest" is
-    EKS's answer at launch time and the table only knows the drivers released so far."""
+    a pinned AMI release, or, unpinned, the latest AMI, which EKS picks when the nodes launch and
+    which carries at least the newest driver the table knows. Either way the nodes come up and every
+    training job on them fails, so both are refused."""
     problems = []
     for i, group in enumerate(config.accelerator_node_groups):
-        pinned = group.ami_release_version
-        if not group.instance_type.startswith("trn") or (pinned is None) != latest:
+        if not group.instance_type.startswith("trn"):
             continue  # Inferentia groups run no training image
+        pinned = group.ami_release_version
         found = incompatibilities(pinned, group.instance_type)
         for rule in dict.fromkeys(r for _, _, r in found):
             images = ", ".join(
                 f"docker/{image.name} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
                 f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
             )
+            hint = compatible_release_hint(config.kubernetes_version) if rule.pinning_fixes else ""
             problems.append(
                 f"{key_name(('acceleratorNodeGroups', i, 'amiReleaseVersion'))} = "
                 f"{pinned if pinned else 'unset (the latest AMI)'}: {found[0][1].describe()} cannot run {images}: "
-                f"{rule.what} ({rule.source}); fix: {rule.fix}"
+                f"{rule.what} ({rule.source}); fix: {rule.fix}{hint}"
             )
     return problems
 
@@ -466,8 +465,9 @@ def ami_release_problem(release: str, kubernetes_version: str) -> Optional[str]:
     if built_for != kubernetes_version:
         return (
             f"built for Kubernetes {built_for}, but kubernetesVersion is {kubernetes_version}; allowed: a "
-            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI, or unset for the latest "
-            "(raise kubernetesVersion and the pin together)"
+            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the "
+            f"training images run on{compatible_release_hint(kubernetes_version)} (raise kubernetesVersion and the "
+            "pin together; docs/node-health.md)"
         )
     return None
 
