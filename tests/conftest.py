@@ -65,14 +65,19 @@ def _freeze_what_is_loaded() -> None:
 # at the end. The slowest files go first instead; the rest keep their order. Refresh the list
 # from `pytest --durations=0` summed per file when it drifts (it only decides the order).
 SLOWEST_FIRST = (
-    "test_security_scan.py",
-    "test_first_deploy.py",
+    "test_day_one.py",
     "test_cluster_check.py",
+    "test_security_scan.py",
     "test_torchx_component.py",
-    "test_bootstrap.py",
+    "test_plan_cli.py",
     "test_workload_config.py",
-    "test_cluster_software.py",
+    "test_first_deploy.py",
+    "test_site.py",
+    "test_resilience.py",
+    "test_make.py",
     "test_plan_diff.py",
+    "test_workflows.py",
+    "test_cluster_software.py",
 )
 
 
