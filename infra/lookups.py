@@ -213,6 +213,26 @@ def node_group_versions(cluster_name: str) -> dict[str, str]:
     return {name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).version for name in names}
 
 
+def accelerator_group_sizes(cluster_name: str, group_names: list[str]) -> dict[str, int]:
+    """The desired size of each managed node group of the cluster named like an accelerator group
+    (cluster-autoscaler's; under karpenter there are none)."""
+    names = set(aws.eks.get_node_groups(cluster_name=cluster_name).names or []) & set(group_names)
+    return {name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).scaling_configs[0].desired_size
+            for name in sorted(names)}
+
+
+def karpenter_instance_count(cluster_name: str) -> int:
+    """How many instances Karpenter launched for the cluster are up: it tags every one with
+    karpenter.sh/nodepool and eks:eks-cluster-name (the controller policy's request-tag conditions,
+    infra/plans/karpenter.py)."""
+    found = aws.ec2.get_instances(
+        filters=[aws.ec2.GetInstancesFilterArgs(name="tag-key", values=["karpenter.sh/nodepool"]),
+                 aws.ec2.GetInstancesFilterArgs(name="tag:eks:eks-cluster-name", values=[cluster_name])],
+        instance_state_names=["pending", "running", "stopping", "stopped"],
+    )
+    return len(found.ids or [])
+
+
 def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, ReservedCapacity]:
     """Zone, instance type and end of each Capacity Block a group targets, from EC2.
 

@@ -19,6 +19,7 @@ from infra.config.rules import (
     advisories,
     deploy_problems,
     kubernetes_version_change_problem,
+    provisioner_switch_problem,
     lagging_node_groups_problem,
     neuron_compatibility_problems,
     semantic_problems,
@@ -51,6 +52,23 @@ def check_against_the_account(config: StackConfig) -> None:
         problem = lagging_node_groups_problem(running, config.kubernetes_version, groups)
     if problem:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    if running:
+        check_provisioner_switch(config)
+
+
+def check_provisioner_switch(config: StackConfig) -> None:
+    """A nodeProvisioner switch while the old provisioner's Trainium nodes run is refused by
+    `pulumi up` with the steps to take (a preview warns: it changes nothing)."""
+    if config.node_provisioner == "karpenter":
+        names = [g.name for g in config.accelerator_node_groups]
+        problem = provisioner_switch_problem("karpenter", lookups.accelerator_group_sizes(config.cluster_name, names), 0)
+    else:
+        problem = provisioner_switch_problem("cluster-autoscaler", {},
+                                             lookups.karpenter_instance_count(config.cluster_name))
+    if problem and lookups.deploy_context().deploying():
+        raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    if problem:
+        pulumi.log.warn(problem)
 
 
 def check_api_reachable(config: StackConfig) -> None:
@@ -69,7 +87,8 @@ def check_api_reachable(config: StackConfig) -> None:
 
 def plan_problems(config: StackConfig) -> list[str]:
     """System nodes too small for the system pods leave CoreDNS or a controller Pending; a Trainium
-    group on a pinned AMI whose Neuron driver the training images cannot run on fails every job."""
+    group whose AMI (pinned, or the latest when unset) carries a Neuron driver the training images
+    cannot run on fails every job."""
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
@@ -77,5 +96,5 @@ def plan_problems(config: StackConfig) -> list[str]:
                                      karpenter=config.node_provisioner == "karpenter")
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
-    return problems + neuron_compatibility_problems(config, latest=False)
+    return problems + neuron_compatibility_problems(config)
 

@@ -254,8 +254,7 @@ def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
             for image in images:
                 why = [what for name, what in failing if name == image.name]
                 verdict = "fails: " + "; ".join(why) if why else "works"
-                drv = driver.describe().split(" (")[0].replace("Neuron driver ", "")
-                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {drv} | {image.shown} | "
+                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {driver.span()} | {image.shown} | "
                              f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n")
     lines.append("\nCombinations the table refuses (the plan and the policy pack name the parts and the fix):\n\n")
     lines += [f"- {r.what}. Source: {r.source}. Fix: {r.fix}.\n" for r in neuron.RULES]
@@ -267,7 +266,8 @@ def neuron_summary(root: Path = REPO_ROOT) -> str:
     lines = []
     for stack in ("dev", "prod"):
         groups = _trainium_groups(root, stack)
-        pins = sorted({g.get("amiReleaseVersion") or "latest" for g in groups})
+        pins = sorted({f"{g.get('amiReleaseVersion') or 'latest'} (Neuron driver "
+                       f"{neuron.ami_driver(g.get('amiReleaseVersion')).span()})" for g in groups})
         bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"],
                                                                      neuron.images_for(g.get("burnIn", True)))]
         lines.append(f"- **{stack}**: AMI {', '.join(pins)}; images "

@@ -78,6 +78,10 @@ class ExistingCluster:
     kubernetes_version: str = versions.KUBERNETES_VERSION
     # Managed node group name -> the Kubernetes version it runs.
     node_groups: Mapping[str, str] = field(default_factory=dict)
+    # Managed node group name -> its desired size (0 when not given).
+    node_group_sizes: Mapping[str, int] = field(default_factory=dict)
+    # How many instances Karpenter launched for the cluster are up.
+    karpenter_instances: int = 0
 
 
 class CloudMocks(pulumi.runtime.Mocks):
@@ -169,7 +173,14 @@ class CloudMocks(pulumi.runtime.Mocks):
             if a["nodeGroupName"] not in groups:
                 return {}, [("nodeGroupName", "reading EKS Node Group: ResourceNotFoundException: couldn't find resource")]
             return {"id": f"{a['clusterName']}:{a['nodeGroupName']}", "clusterName": a["clusterName"],
-                    "nodeGroupName": a["nodeGroupName"], "version": groups[a["nodeGroupName"]]}
+                    "nodeGroupName": a["nodeGroupName"], "version": groups[a["nodeGroupName"]],
+                    "scalingConfigs": [{"desiredSize": self.existing_cluster.node_group_sizes.get(a["nodeGroupName"], 0),
+                                        "minSize": 0, "maxSize": 1}]}
+        if token == "aws:ec2/getInstances:getInstances":
+            count = self.existing_cluster.karpenter_instances if self.existing_cluster else 0
+            ids = [f"i-{n:017x}" for n in range(count)]
+            return {"id": self.region, "ids": ids, "privateIps": [], "publicIps": [], "ipv6Addresses": [],
+                    "instanceStateNames": a.get("instanceStateNames", [])}
         if token == "aws:eks/getAccessEntry:getAccessEntry":
             entries = self.existing_cluster.access_entries if self.existing_cluster else {}
             if a["principalArn"] not in entries:

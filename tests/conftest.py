@@ -65,14 +65,19 @@ def _freeze_what_is_loaded() -> None:
 # at the end. The slowest files go first instead; the rest keep their order. Refresh the list
 # from `pytest --durations=0` summed per file when it drifts (it only decides the order).
 SLOWEST_FIRST = (
-    "test_security_scan.py",
-    "test_first_deploy.py",
+    "test_day_one.py",
     "test_cluster_check.py",
+    "test_security_scan.py",
     "test_torchx_component.py",
-    "test_bootstrap.py",
+    "test_plan_cli.py",
     "test_workload_config.py",
-    "test_cluster_software.py",
+    "test_first_deploy.py",
+    "test_site.py",
+    "test_resilience.py",
+    "test_make.py",
     "test_plan_diff.py",
+    "test_workflows.py",
+    "test_cluster_software.py",
 )
 
 
@@ -99,7 +104,7 @@ def plan_with() -> Callable[..., PlanResult]:
         config = stack_config(REPO_ROOT, "dev")
         for key, value in overrides.items():
             config[f"trainium-eks:{key}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-        return run_program(REPO_ROOT, "dev", config)
+        return _remembered_run(REPO_ROOT, "dev", config)
 
     return run
 
@@ -161,7 +166,21 @@ def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | N
             config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     reference = config["trainium-workloads:clusterStack"]
     references = {reference: StackOutputs(outputs, frozenset(dev.secret_outputs))}
-    return run_program(WORKLOADS_DIR, "dev", config, stack_references=references, secrets=secrets)
+    return _remembered_run(WORKLOADS_DIR, "dev", config, stack_references=references, secrets=secrets)
+
+
+# Tests of one worker that plan the same configuration share one run (a program run is a tenth of
+# a second or more; a dozen were repeats). Only successful runs are kept: a refusal is raised anew
+# each time. Callers only read a PlanResult.
+_RUNS: dict[str, PlanResult] = {}
+
+
+def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **options: Any) -> PlanResult:
+    references = {name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()}
+    key = json.dumps([str(project_dir), stack, config, references, options.get("secrets")], sort_keys=True, default=str)
+    if key not in _RUNS:
+        _RUNS[key] = run_program(project_dir, stack, config, **options)
+    return _RUNS[key]
 
 
 @pytest.fixture

@@ -30,3 +30,13 @@ def project_copy(
         edit(config)
     (destination / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
     return destination
+
+
+def dev_groups_at(kubernetes_version: str) -> list[dict[str, Any]]:
+    """The dev stack's Trainium groups as an upgrade to ``kubernetes_version`` must set them: an AMI
+    release is built for one minor, so each pin moves with kubernetesVersion, to the release
+    infra/facts/neuron.py records for that minor (docs/node-health.md, upgrading with a pinned AMI)."""
+    from infra.facts.neuron import compatible_ami_release
+
+    groups = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]["trainium-eks:acceleratorNodeGroups"]
+    return [{**g, "amiReleaseVersion": compatible_ami_release(kubernetes_version)} for g in groups]

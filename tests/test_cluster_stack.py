@@ -10,6 +10,7 @@ import ipaddress
 import pytest
 
 from infra.config.errors import ConfigError
+from infra.facts.neuron import compatible_ami_release
 from offline.runner import PlanResult
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -263,7 +264,7 @@ def test_placement_groups_by_default(dev):
     assert dev.named("trn1-32xl-ng1-lt").inputs["placement"] == {"groupName": "trn1-32xl-ng1-pg-placeholder"}
 
 
-GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}
+GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "amiReleaseVersion": compatible_ami_release()}
 
 
 def test_on_demand_capacity_reservation(plan_with):

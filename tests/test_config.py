@@ -11,11 +11,14 @@ import pytest
 from infra.config.load import raw_from_pulumi_config
 from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
+from infra.facts.neuron import COMPATIBLE_AMI_RELEASES
+from infra.facts.versions import KUBERNETES_VERSION
 
 BASE: dict[str, Any] = {
     "region": "us-west-2",
     "acceleratorNodeGroups": [
-        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4},
+        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4,
+         "amiReleaseVersion": COMPATIBLE_AMI_RELEASES[KUBERNETES_VERSION][0]},
     ],
 }
 
@@ -247,15 +250,22 @@ def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
     message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.33.5-20251112")]))
     assert ("trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
             "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release") in message
-    message = refused(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.34.2-20251112")]))
-    assert "amiReleaseVersion = '1.34.2-20251112': built for Kubernetes 1.34, but kubernetesVersion is 1.35" in message
-    config = parse_stack_config(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.0-20260301")]))
-    assert config.accelerator_node_groups[0].ami_release_version == "1.35.0-20260301"
+    message = refused(with_changes(kubernetesVersion="1.35"))  # the stack's 1.34 pin left behind
+    assert ("amiReleaseVersion = '1.34.9-20260625': built for Kubernetes 1.34, but kubernetesVersion is 1.35; allowed: "
+            "a 1.35.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the training images run on "
+            "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0) (raise kubernetesVersion and the pin "
+            "together; docs/node-health.md)") in message
+    config = parse_stack_config(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.6-20260625")]))
+    assert config.accelerator_node_groups[0].ami_release_version == "1.35.6-20260625"
 
 
 def test_another_kubernetes_version_needs_no_pinned_builds():
     # Builds resolve per version at deploy time (infra/facts/addons.py); only the format is checked.
-    assert parse_stack_config(with_changes(kubernetesVersion="1.33")).kubernetes_version == "1.33"
+    raw = with_changes(kubernetesVersion="1.33", acceleratorNodeGroups=[group(amiReleaseVersion="1.33.13-20260625")])
+    assert parse_stack_config(raw).kubernetes_version == "1.33"
+    # The default Trainium groups take the AMI release recorded for the version (infra/facts/neuron.py).
+    defaults = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.33"}).accelerator_node_groups
+    assert [g.ami_release_version for g in defaults] == ["1.33.13-20260625"] * 2
     assert "kubernetesVersion = '1.34.1': a Kubernetes minor version such as 1.34" in refused(
         with_changes(kubernetesVersion="1.34.1")
     )

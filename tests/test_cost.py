@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from infra.facts.neuron import compatible_ami_release
 from offline import cost
 from offline.report import render_cost
 from workloads.settings import parse_workloads_config
@@ -79,7 +80,7 @@ def test_capacity_block_group_is_not_priced_at_the_on_demand_rate(plan_with):
     # the estimate must still find it, and say the reservation fee differs.
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
     group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
-             "capacityReservation": reservation}
+             "capacityReservation": reservation, "amiReleaseVersion": compatible_ami_release()}
     result = estimate(plan_with(acceleratorNodeGroups=[group]))
     entry = line(result, "node group trn1-32xl-ng1")
     assert "trn1.32xlarge" in entry["detail"]
@@ -93,6 +94,7 @@ def test_more_nodes_more_cost(plan_with, dev):
     # 2 x (21.50 + 200 x 0.08 / 730).
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 6},
               {"name": "trn1n-32xl-ng", "instanceType": "trn1n.32xlarge", "maxSize": 2}]
+    groups = [{**g, "amiReleaseVersion": compatible_ami_release()} for g in groups]
     before, after = estimate(dev), estimate(plan_with(acceleratorNodeGroups=groups))
     assert after["hourly"]["idle"] == pytest.approx(before["hourly"]["idle"])
     assert after["hourly"]["fullScale"] - before["hourly"]["fullScale"] == pytest.approx(2 * (21.50 + 16 / 730), abs=1e-3)
@@ -181,7 +183,7 @@ def test_on_demand_capacity_reservation_is_unknown_while_idle(plan_with):
     # not". The plan does not carry the reservation's size, so idle is not $0 but unknown.
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "on-demand"}
     group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "azId": "usw2-az4",
-             "capacityReservation": reservation}
+             "capacityReservation": reservation, "amiReleaseVersion": compatible_ami_release()}
     result = estimate(plan_with(acceleratorNodeGroups=[group]))
     entry = line(result, "node group trn1-32xl-ng1")
     assert entry["hourly"]["idle"] is None and entry["hourly"]["configured"] is None

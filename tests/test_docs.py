@@ -16,6 +16,7 @@ import yaml
 from bootstrap.settings import BootstrapConfig
 from infra.config.models import StackConfig
 from infra.facts.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+from infra.facts.neuron import compatible_ami_release
 from offline import diagram, docs, reference
 from offline.runner import REPO_ROOT, run_program
 from workloads.settings import WorkloadsConfig
@@ -123,7 +124,8 @@ def test_cluster_picture_follows_the_plan(dev):
 
 def test_capacity_block_group_drawn_without_placement_group(plan_with):
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
-    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "capacityReservation": reservation}
+    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "capacityReservation": reservation,
+             "amiReleaseVersion": compatible_ami_release()}
     text = diagram.cluster_diagram(plan_with(acceleratorNodeGroups=[group]).as_json())
     assert "node group trn1-32xl-ng1<br/>trn1.32xlarge<br/>0/0/4" in text and "Capacity Block" in text
     assert "cluster placement group" not in text

@@ -30,6 +30,7 @@ from infra.plans.efa import karpenter_interfaces
 from infra.plans.node_template import NEURON_TAINT, Taint
 from infra.plans.placement import Zone
 from infra.validate import parse_stack_config
+from infra.facts.neuron import compatible_ami_release
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
 
@@ -40,7 +41,8 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 # label tells it from the dev stack's trn1.32xlarge group (the workload stack refuses groups its
 # pods cannot tell apart).
 TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"}}
+                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"},
+                "amiReleaseVersion": compatible_ami_release()}
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +128,8 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
 # --- 1. the setting ------------------------------------------------------------------------------
 
 BASE = {"region": "us-west-2", "nodeProvisioner": "karpenter",
-        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]}
+        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
+                                   "amiReleaseVersion": compatible_ami_release()}]}
 
 
 def refusal(**group: Any) -> str:
@@ -154,6 +157,9 @@ def test_the_default_is_cluster_autoscaler_and_karpenter_accepts_the_seed_groups
     ({"labels": {"karpenter.sh/team": "ml"}}, "labels.karpenter.sh/team: a NodePool may not set labels of Karpenter's own"),
     ({"capacityReservation": {"id": "cr-0123456789abcdef0", "tags": {"a": "b"}}, "azId": "usw2-az4"},
      "give exactly one of id (cr-...) and tags"),
+    ({"spot": True, "capacityReservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"}, "azId": "usw2-az4"},
+     "acceleratorNodeGroups[0].spot = true: a Capacity Block group launches only into its block (capacity type "
+     "`reserved`), never Spot; allowed: false"),
 ])
 def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
     assert message in refusal(**group)
@@ -161,7 +167,8 @@ def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
 
 def test_cluster_wide_and_autoscaler_only_keys_are_refused():
     two = json.loads(json.dumps(BASE))
-    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False})
+    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False,
+                                         "amiReleaseVersion": compatible_ami_release()})
     with pytest.raises(ConfigError, match=r"autoRepair: differs between groups; Karpenter's node repair is one switch"):
         parse_stack_config(two)
     with pytest.raises(ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"):
@@ -388,7 +395,8 @@ def test_nodeclass_matches_the_launch_templates(karp):
         root = spec["blockDeviceMappings"][0]
         assert root["rootVolume"] is True and root["ebs"]["encrypted"] is True and root["ebs"]["volumeType"] == "gp3"
         assert spec["instanceStorePolicy"] == "RAID0"  # trn1: 4 (32xl) NVMe disks
-        assert spec["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+        # The pinned release's build (its Neuron driver the images run on), not the latest AMI's.
+        assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260625"}]
         assert ("placementGroupSelector" in spec) == (name != "trn1-reserved")
     assert classes["trn1-reserved"]["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "ml"}}]
 
@@ -411,7 +419,7 @@ def test_capacity_types(reserved, block, spot, expected):
 
 
 def test_capacity_block_and_reservation_ids_render_as_reserved_only(plan_with):
-    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2,
+    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release(),
                "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}]
     result = plan_with(nodeProvisioner="karpenter", acceleratorNodeGroups=groups)
     pool = by_name(result, NODEPOOL)["trn1-cb"]
@@ -458,13 +466,76 @@ def test_training_nodes_are_only_consolidated_when_empty(karp):
         assert disruption["consolidationPolicy"] == "WhenEmpty"
         assert {"nodes": "0", "reasons": ["Drifted"]} in disruption["budgets"]
         template = pool["spec"]["template"]["spec"]
-        assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", "24h")
+        # The Spot group's grace is cut to the interruption notice (test_forced_ends_...).
+        grace = "90s" if pool["metadata"]["name"] == TAGGED_GROUP["name"] else "24h"
+        assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", grace)
+
+
+@pytest.mark.parametrize(("configured", "block", "spot", "expected"), [
+    ("24h", False, False, "24h"),
+    ("24h", True, False, "8m"),
+    ("24h", False, True, "90s"),
+    ("24h", True, True, "8m"),
+    ("5m", True, False, "5m"),     # a shorter configured grace stays
+    ("1m", False, True, "1m"),
+])
+def test_forced_ends_with_short_notice_get_a_grace_period_inside_the_notice(configured, block, spot, expected):
+    """Pods with karpenter.sh/do-not-disrupt are never evicted by the drain (kubernetes-sigs/karpenter
+    v1.14.0 pkg/utils/pod/scheduling.go IsEvictable); the termination controller deletes them at the
+    NodeClaim's deletion + terminationGracePeriod - the pod's terminationGracePeriodSeconds
+    (node/termination/terminator/terminator.go DeleteExpiringPods; nodeclaim/lifecycle/controller.go
+    sets the time). Karpenter deletes a Capacity Block's NodeClaims 40 min before its end, 10 before
+    EC2 reclaims, polling each minute (karpenter-provider-aws v1.14.0 pkg/controllers/
+    capacityreservation/expiration/controller.go), and a Spot node's on EC2's 2-minute warning
+    (pkg/controllers/interruption/utils.go: CordonAndDrain). So the grace must end inside the notice,
+    with a pod's default 30 s grace, for the pods to get SIGTERM before the instance goes."""
+    grace = plan.termination_grace_period(configured, block, spot)
+    assert grace == expected
+    notice = 10 * 60 - 60 if block else 120 if spot else None
+    if notice is not None:
+        assert plan.duration_seconds(grace) <= notice - 30
+        assert plan.duration_seconds(grace) - 30 > 0  # the pod's SIGTERM comes after the drain starts
+
+
+def test_duration_seconds_reads_the_crd_pattern_only():
+    assert plan.duration_seconds("1h30m") == 5400 and plan.duration_seconds("90s") == 90
+    for bad in ("", "30d", "1.5h", "h", "10"):
+        with pytest.raises(ValueError):
+            plan.duration_seconds(bad)
+
+
+def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them(karp):
+    """Finding 4 of the issue-23 review. The NodePool has no finalizer of its own, but each NodeClaim
+    carries an ownerReference with blockOwnerDeletion (kubernetes-sigs/karpenter v1.14.0 pkg/controllers/
+    provisioning/scheduling/nodeclaimtemplate.go) and the termination finalizer, and pulumi-kubernetes
+    deletes in the foreground (v4.32.0 provider/pkg/await/await.go), so the NodePool goes only after
+    every node has drained (up to terminationGracePeriod) and terminated: its delete timeout covers
+    that instead of the provider's 10 minutes. The EC2NodeClass finalizer waits for every NodeClaim of
+    the class, then deletes the instance profile it made (karpenter-provider-aws v1.14.0 pkg/controllers/
+    nodeclass/controller.go finalize): the class depends on the security groups its nodes use and
+    their rules (EFA traffic of a pod still draining), the discovery tag, the node role's policies and access entry, and the controller, so Pulumi deletes
+    none of them before it."""
+    pools = {r.inputs["metadata"]["name"]: r for r in karp.of_type(NODEPOOL)}
+    classes = {r.inputs["metadata"]["name"]: r for r in karp.of_type(NODECLASS)}
+    by_urn = {r.urn: r for r in karp.registrations}
+    for name, pool in pools.items():
+        grace = pool.inputs["spec"]["template"]["spec"]["terminationGracePeriod"]
+        timeout = pool.lifecycle["customTimeouts"]["delete"]
+        assert int(timeout.removesuffix("s")) == plan.duration_seconds(grace) + 15 * 60, name
+        assert classes[name].urn in pool.dependencies
+        needed = {by_urn[u].type for u in classes[name].dependencies}
+        assert {"aws:ec2/tag:Tag", "aws:eks/accessEntry:AccessEntry", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                RELEASE, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+                "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"} <= needed, (name, needed)
+        efa = [by_urn[u] for u in classes[name].dependencies if by_urn[u].type == "aws:ec2/securityGroup:SecurityGroup"]
+        assert [g.name for g in efa] == ["karpenter-efa"], name
+    assert pools["trn1-32xl-ng1"].lifecycle["customTimeouts"]["delete"] == f"{24 * 3600 + 900}s"
 
 
 # --- 5. the policy pack's Trainium rules reach the NodePools ----------------------------------------
 
 TRAINIUM_RULES = ("neuron-ami-type", "neuron-taint", "accelerator-single-zone", "efa-interfaces-match-cards",
-                  "placement-group-unless-reserved", "karpenter-training-not-consolidated")
+                  "placement-group-unless-reserved", "karpenter-training-not-consolidated", "neuron-compatibility")
 
 
 def _karpenter_objects(karp: PlanResult, edit=None) -> list:  # noqa: ANN001
@@ -499,6 +570,13 @@ def test_the_rendered_nodepools_pass_the_trainium_rules(karp):
      "NodePool 'trn1"),
     ("accelerator-single-zone", lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
      "is not pinned to one zone id"),
+    # Karpenter re-resolves al2023@latest to the newest AMI, whose driver 2.29+ the images' runtime fails on.
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@latest"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.30 or newer (latest AL2023 Neuron AMI) cannot run "),  # the images and the burn-in's
+    ("neuron-compatibility",
+     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@v20260714"}]) if o["kind"] == "EC2NodeClass" else None,
+     "on Neuron driver 2.29 or newer, below 2.30 (AMI release al2023@v20260714, built 2026-07-14) cannot run"),
 ])
 def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected):
     from tests.policy_helpers import violations
@@ -532,13 +610,17 @@ def _pod_templates(result: PlanResult) -> list[tuple[str, dict[str, Any]]]:
             for t in pod_templates(r.inputs["spec"])]
 
 
+def _on_trainium(template: dict[str, Any]) -> bool:
+    """A pod template placed on an accelerator group: it tolerates the Neuron taint."""
+    return any(t.get("key") == NEURON_TAINT.key for t in template["spec"].get("tolerations") or [])
+
+
 def test_training_pods_on_karpenter_nodes_carry_do_not_disrupt(karp_workloads, workloads_dev):
     """Only pods placed on a Karpenter group (its `provisioner: karpenter` label) are annotated:
     on cluster-autoscaler clusters the workload plans stay exactly as they were."""
     accelerator, other = [], []
     for name, template in _pod_templates(karp_workloads):
-        selector = template["spec"].get("nodeSelector") or {}
-        (accelerator if selector.get("provisioner") == "karpenter" else other).append((name, template))
+        (accelerator if _on_trainium(template) else other).append((name, template))
     # Every job kind that runs on Trainium: Volcano Jobs (BERT), batch Jobs and MPIJobs (the cluster
     # check), MPIJobs (NeMo), RayJobs (Ray Train).
     assert {n for n, _ in accelerator} == {
@@ -547,6 +629,9 @@ def test_training_pods_on_karpenter_nodes_carry_do_not_disrupt(karp_workloads, w
     }
     for name, template in accelerator:
         assert template["metadata"]["annotations"][plan.DO_NOT_DISRUPT] == "true", name
+        # The selector leaves out the provisioner label: the same pods place on either provisioner's
+        # nodes, so a nodeProvisioner switch does not strand the pods Volcano restarts.
+        assert "provisioner" not in template["spec"]["nodeSelector"], name
     for name, template in other:
         assert plan.DO_NOT_DISRUPT not in (template.get("metadata", {}).get("annotations") or {}), name
     assert all(plan.DO_NOT_DISRUPT not in json.dumps(t) for _, t in _pod_templates(workloads_dev))
@@ -570,7 +655,7 @@ def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
     for name, template in _pod_templates(karp_workloads):
         spec = template["spec"]
         selector = spec.get("nodeSelector") or {}
-        if selector.get("provisioner") != "karpenter":
+        if not _on_trainium(template):
             continue
         fits = []
         for pool_name, pool in pools.items():
@@ -655,3 +740,58 @@ def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):
     assert "trn1-reserved-nodepool: 2 x trn1.32xlarge" in message and "trn1n-32xl-ng-nodepool: 2 x trn1n.32xlarge" in message
     assert not violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 500})
     assert "no list price known" in violations("trainium-hourly-ceiling", *_karpenter_objects(karp))[0]
+
+
+def test_pods_select_a_group_without_the_provisioner_label():
+    """Finding 3 of the issue-23 review: training pods that selected `provisioner: <nodeProvisioner>`
+    stayed Pending after a switch (the new provisioner's nodes carry the other value) until every
+    workload stack was re-run. The selector leaves out only the stack's own value; a group's label
+    of the same key with a value of its own still tells groups apart."""
+    from workloads.contract import NodeGroup
+
+    def group(provisioner: str) -> NodeGroup:
+        return NodeGroup(name="g", instance_type="trn1.32xlarge", neuron_devices=16, neuron_cores=32, efa_interfaces=8,
+                         labels={"instance-type": "trn1-32xl", "provisioner": provisioner}, taints=(), max_size=2)
+
+    assert group("cluster-autoscaler").node_selector == group("karpenter").node_selector == {
+        "node.kubernetes.io/instance-type": "trn1.32xlarge", "instance-type": "trn1-32xl"}
+    assert group("manual").node_selector["provisioner"] == "manual"
+
+
+def test_a_switch_under_running_trainium_nodes_is_refused_with_the_steps():
+    from infra.config.rules import provisioner_switch_problem
+
+    to_karpenter = provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 2, "trn1n-32xl-ng": 0}, 0)
+    assert to_karpenter.startswith("trainium-eks:nodeProvisioner = 'karpenter': the running cluster's node groups "
+                                   "trn1-32xl-ng1 (2) still have Trainium nodes")
+    assert "set their minSize and desiredSize to 0" in to_karpenter and "allowed now: cluster-autoscaler" in to_karpenter
+    back = provisioner_switch_problem("cluster-autoscaler", {}, 3)
+    assert back.startswith("trainium-eks:nodeProvisioner = 'cluster-autoscaler': the running cluster has 3 Trainium "
+                           "node(s) Karpenter launched")
+    assert "`kubectl get nodeclaims` lists none" in back and "allowed now: karpenter" in back
+    # Groups at zero, no Karpenter nodes, or no switch at all: nothing to refuse.
+    assert provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 0}, 0) is None
+    assert provisioner_switch_problem("cluster-autoscaler", {}, 0) is None
+    assert provisioner_switch_problem("cluster-autoscaler", {"trn1-32xl-ng1": 2}, 0) is None
+    assert provisioner_switch_problem("karpenter", {}, 5) is None
+
+
+def test_pulumi_up_refuses_the_switch_against_the_running_cluster_before_declaring_anything():
+    """The look-ups behind the refusal (eks:DescribeNodegroup's desired size; ec2:DescribeInstances
+    for Karpenter's tags) run only against a cluster that exists, and only `pulumi up` refuses."""
+    from infra.lookups import DeployContext
+    from offline.mocks import ExistingCluster
+
+    config = stack_config(REPO_ROOT, "dev")
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+    running = ExistingCluster({}, node_groups={"trn1-32xl-ng1": "1.34", "core": "1.34"},
+                              node_group_sizes={"trn1-32xl-ng1": 2, "core": 2})
+    up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
+    with pytest.raises(ConfigError) as refused:
+        run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)
+    message = str(refused.value)
+    assert "Invalid stack configuration for the running cluster trn-dev" in message
+    assert "node groups trn1-32xl-ng1 (2) still have Trainium nodes" in message and "core (" not in message
+    back = stack_config(REPO_ROOT, "dev")
+    with pytest.raises(ConfigError, match=r"the running cluster has 1 Trainium node\(s\) Karpenter launched"):
+        run_program(REPO_ROOT, "dev", back, existing_cluster=ExistingCluster({}, karpenter_instances=1), deploy=up)

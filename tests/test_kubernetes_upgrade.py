@@ -21,6 +21,7 @@ from infra.config.rules import kubernetes_version_change_problem
 from offline.diff import version_change_refusals
 from offline.mocks import ExistingCluster
 from offline.runner import REPO_ROOT, run_program, stack_config
+from tests.project_copy import dev_groups_at
 
 
 def test_no_change_and_the_next_minor_are_allowed():
@@ -49,9 +50,16 @@ def test_a_skipped_minor_is_refused_with_the_way_there():
     )
 
 
-def _dev(kubernetes_version: str, running: str) -> object:
+def _at(kubernetes_version: str) -> dict[str, str]:
+    """The dev stack moved to ``kubernetes_version`` with its Trainium groups' AMI pins."""
     config = stack_config(REPO_ROOT, "dev")
     config["trainium-eks:kubernetesVersion"] = kubernetes_version
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps(dev_groups_at(kubernetes_version))
+    return config
+
+
+def _dev(kubernetes_version: str, running: str) -> object:
+    config = _at(kubernetes_version)
     return run_program(REPO_ROOT, "dev", config, existing_cluster=ExistingCluster({}, kubernetes_version=running))
 
 
@@ -170,8 +178,7 @@ def test_an_upgrade_waits_for_node_groups_left_behind():
 
 
 def test_the_program_refuses_an_upgrade_over_a_lagging_node_group():
-    config = stack_config(REPO_ROOT, "dev")
-    config["trainium-eks:kubernetesVersion"] = "1.35"
+    config = _at("1.35")
     lagging = ExistingCluster({}, kubernetes_version="1.34", node_groups={"trn1-32xl-ng1": "1.33", "core-x": "1.34"})
     with pytest.raises(ConfigError) as refused:
         run_program(REPO_ROOT, "dev", config, existing_cluster=lagging)

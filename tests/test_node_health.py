@@ -462,11 +462,49 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     _config(amiReleaseVersion="1.34.2-20260706")  # the day before: driver 2.28
 
 
-def test_the_latest_ami_is_a_warning():
-    from infra.config.rules import advisories
-    config = _config()
-    [note] = [a for a in advisories(config) if "unset (the latest AMI)" in a]
-    assert "Neuron driver 2.30 or newer (latest AL2023 Neuron AMI)" in note and "pin an AMI release" in note
+def test_the_latest_ami_is_refused_with_the_release_to_pin():
+    """Unpinned, the nodes launch on the latest AMI, which carries driver 2.29 or newer (awslabs/amazon-eks-ami
+    v20260724 CHANGELOG.md, AMI Release v20260714: aws-neuronx-dkms 2.29.0.0-dkms): refused like a failing pin,
+    the fix naming the release for the cluster's minor."""
+    from infra.config.errors import ConfigError
+    with pytest.raises(ConfigError) as err:
+        _config()
+    text = str(err.value)
+    assert "acceleratorNodeGroups[0].amiReleaseVersion = unset (the latest AMI): Neuron driver 2.30 or newer " \
+           "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.21.0" in text
+    assert "nrt_init() fails" in text
+    assert "(for Kubernetes 1.34: 1.34.9-20260625, Neuron driver 2.28.0.0)" in text
+    # An Inferentia group runs no training image: unpinned is fine there.
+    from infra.validate import parse_stack_config
+    parse_stack_config({"region": "us-west-2", "acceleratorNodeGroups": [
+        {"name": "inf2", "instanceType": "inf2.xlarge", "maxSize": 1}]})
+
+
+def test_the_recorded_releases_carry_a_driver_the_images_run_on():
+    """awslabs/amazon-eks-ami v20260707 CHANGELOG.md, AMI Release v20260625: release 1.34.9-20260625
+    (line 226), aws-neuronx-dkms 2.28.0.0-dkms (line 258), the same driver for 1.30-1.36. One release per
+    minor EKS offers, each built for that minor, before driver 2.29 shipped, and accepted for every
+    Trainium type (trn2 included: driver 2.28 is past RULES[1]'s 2.22)."""
+    from infra.config.rules import ami_release_problem
+    from infra.facts import neuron
+    from infra.facts.versions import EKS_KUBERNETES_VERSIONS
+    assert set(neuron.COMPATIBLE_AMI_RELEASES) == set(EKS_KUBERNETES_VERSIONS)
+    for minor, (release, driver) in neuron.COMPATIBLE_AMI_RELEASES.items():
+        assert ami_release_problem(release, minor) is None
+        assert driver == neuron.SDK_RELEASES["2.30.0"].driver  # SDK 2.30.0's driver, which no rule refuses
+        assert neuron.ami_driver(release).describe().startswith(f"Neuron driver {driver} (AMI release {release}")
+        for instance_type in ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"):
+            assert neuron.incompatibilities(release, instance_type) == []
+    # The release after it carries driver 2.29.0.0: the table refuses it by date alone.
+    assert neuron.incompatibilities("1.34.9-20260714", "trn1.32xlarge")
+
+
+def test_the_shipped_stacks_pin_a_recorded_release_on_every_trainium_group():
+    from infra.facts import neuron
+    from offline.docs import REPO_ROOT, _trainium_groups
+    for stack in ("dev", "prod"):
+        groups = _trainium_groups(REPO_ROOT, stack)
+        assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES["1.34"][0]}
 
 
 def test_trn2_on_a_driver_older_than_2_22_with_a_new_runtime_fails():
@@ -497,9 +535,11 @@ def test_the_policy_pack_reports_a_failing_combination():
         {"key": BURN_IN_TAINT.key, "value": "pending", "effect": "NO_SCHEDULE"}]}
     [burn] = [m for m in violations("neuron-compatibility", *stack(gated)) if "burn-in" in m]
     assert "cannot run the burn-in image (Neuron SDK 2.21.0, runtime 2.23.110.0)" in burn
-    # Unpinned: the latest AMI, an advisory.
-    assert violations("neuron-compatibility", *stack()) == []
-    assert violations("neuron-compatibility-latest", *stack())
+    assert violations("neuron-compatibility", *stack({"releaseVersion": "1.34.9-20260625"})) == []
+    # Unpinned: the latest AMI, refused alike, the fix naming the release for the group's minor.
+    unpinned = violations("neuron-compatibility", *stack({"version": "1.34"}))
+    assert len(unpinned) == 3 and all("Neuron driver 2.30 or newer (latest AL2023 Neuron AMI)" in m for m in unpinned)
+    assert all("(for Kubernetes 1.34: 1.34.9-20260625, Neuron driver 2.28.0.0)." in m for m in unpinned)
 
 
 def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
@@ -577,6 +617,7 @@ def test_a_karpenter_group_on_tag_selected_capacity_blocks_is_warned_about():
     from infra.config.rules import advisories
     from infra.validate import parse_stack_config
     group = {"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
+             "amiReleaseVersion": "1.34.9-20260625",
              "capacityReservation": {"tags": {"team": "ml"}, "type": "capacity-block"}}
     config = parse_stack_config({"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [group]})
     [note] = [a for a in advisories(config) if "Capacity Blocks by tag" in a]

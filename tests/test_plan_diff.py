@@ -15,6 +15,7 @@ import yaml
 from offline import diff
 from offline.plan_output import write_plan
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from tests.project_copy import dev_groups_at
 
 
 def resource(urn: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -152,7 +153,11 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     - The groups depend on the eks.Cluster component (their `version` and `clusterName` come from
       it), so the engine updates them after the control plane; EKS refuses a node group version
       above its control plane's."""
-    head = cluster_plan(tmp_path, lambda d: d.__setitem__("trainium-eks:kubernetesVersion", "1.35"))
+    def upgrade(d: dict[str, Any]) -> None:  # kubernetesVersion and the AMI pins together (docs/node-health.md)
+        d["trainium-eks:kubernetesVersion"] = "1.35"
+        d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at("1.35")
+
+    head = cluster_plan(tmp_path, upgrade)
     changes = changes_of(base_cluster, head)
     assert {c.kind for c in changes.values()} == {"update"}
     cluster = changes["eks:index:Cluster cluster-eks"]
@@ -160,7 +165,10 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
     assert {c.name for c in groups.values()} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
     for change in groups.values():
-        assert [(p.path, p.old, p.new, p.replace_reason) for p in change.paths] == [("version", "1.34", "1.35", None)]
+        expected = {("version", "1.34", "1.35", None)}
+        if change.name.startswith("trn"):  # the pinned Trainium groups move to the 1.35 release in the same update
+            expected.add(("releaseVersion", "1.34.9-20260625", "1.35.6-20260625", None))
+        assert {(p.path, p.old, p.new, p.replace_reason) for p in change.paths} == expected
     resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]
     cluster_urn = cluster.urn
     for r in resources:

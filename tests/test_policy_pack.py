@@ -128,9 +128,7 @@ def test_an_unknown_value_is_a_note_never_a_violation():
 
 def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp_path, capsys):
     strict = tmp_path / "strict.json"
-    # The unpinned dev groups' Neuron advisory (tests/test_node_health.py) stays advisory here.
-    strict.write_text(json.dumps({"all": "mandatory", "neuron-compatibility-latest": {
-        "enforcementLevel": "advisory", "justification": "the dev stack takes the latest AMI"}}))
+    strict.write_text(json.dumps({"all": "mandatory"}))
     out = tmp_path / "out"
     assert plan.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
     document = json.loads((out / "trainium-eks" / "dev" / "resources.json").read_text())

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from infra.config.errors import ConfigError
+from infra.facts.neuron import compatible_ami_release
 from offline import plan, stack_files
 from offline.runner import REPO_ROOT, run_program, stack_config
+from tests.project_copy import dev_groups_at
 
 
 def _stack_file(tmp_path: Path, text: str, directory: str = "") -> Path:
@@ -177,7 +179,7 @@ def test_a_core_type_missing_from_the_offline_table_says_so():
 
 
 def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
-    text = _refused(**{"trainium-eks:kubernetesVersion": "1.32"})
+    text = _refused(**{"trainium-eks:kubernetesVersion": "1.32", "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32")})
     assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni" in text
     assert "[offline answer: ADDON_DEFAULT_BUILDS in offline/fixtures.py has no entry for 1.32;" in text
     assert "EKS offers no" not in text
@@ -190,7 +192,7 @@ def test_a_region_or_zone_offering_missing_offline_names_the_table():
             "trn1n.32xlarge;") in text
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups + [
-        {"name": "trn2", "instanceType": "trn2.48xlarge", "maxSize": 2}]})
+        {"name": "trn2", "instanceType": "trn2.48xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release()}]})
     assert "[offline answer: OFFERINGS['us-west-2'] in offline/fixtures.py has no entry for trn2.48xlarge;" in text
 
 

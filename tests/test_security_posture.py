@@ -17,6 +17,7 @@ from offline.runner import PlanResult
 from tests import crd_fields
 from tests.checkov_scan import pod_templates
 from workloads import data_staging, ray_llama2, tensorboard_viewer
+from tests.project_copy import dev_groups_at
 
 
 # --- what Pod Security Admission checks (kubernetes/pod-security-admission v0.34.9, policy/) -----
@@ -372,6 +373,6 @@ def test_archives_are_unpacked_without_chown(workloads_dev: PlanResult) -> None:
 def test_pod_security_levels_are_pinned_to_the_cluster_version(plan_with) -> None:
     # A level pinned to the version the cluster runs, not to the program's default, so what is
     # refused changes only when the stack's kubernetesVersion does.
-    result = plan_with(kubernetesVersion="1.33")
+    result = plan_with(kubernetesVersion="1.33", acceleratorNodeGroups=dev_groups_at("1.33"))
     labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce-version"] == labels["pod-security.kubernetes.io/warn-version"] == "v1.33"

@@ -28,6 +28,11 @@ REQUIRED_OUTPUTS = (
 )
 
 
+# The node label the cluster stack sets to its nodeProvisioner (infra/plans/node_template.py
+# node_labels); a group's own `labels` may use the key with other values, which stay selected on.
+PROVISIONER_LABELS = frozenset({("provisioner", "cluster-autoscaler"), ("provisioner", "karpenter")})
+
+
 @dataclass(frozen=True)
 class Taint:
     key: str
@@ -60,8 +65,13 @@ class NodeGroup:
 
     @property
     def node_selector(self) -> dict[str, str]:
-        # The instance-type label is what TorchX selects on; the group's labels pin the group.
-        return {"node.kubernetes.io/instance-type": self.instance_type, **self.labels}
+        # The instance-type label is what TorchX selects on; the group's labels pin the group. All
+        # but the `provisioner` label the stack sets itself: it names what starts the nodes, which
+        # `nodeProvisioner` may switch under running jobs; pods that selected on it would stay Pending
+        # after the switch until every workload stack is re-run (docs/provisioners.md, "Switching
+        # provisioners"). Pods still read it (pods.pod_metadata) to annotate.
+        return {"node.kubernetes.io/instance-type": self.instance_type,
+                **{k: v for k, v in self.labels.items() if (k, v) not in PROVISIONER_LABELS}}
 
     @property
     def tolerations(self) -> list[dict[str, str]]:

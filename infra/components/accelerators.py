@@ -142,8 +142,9 @@ def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
 
 
 def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str],
-                       parent: pulumi.Resource) -> aws.ec2.SecurityGroup:
-    """EFA traffic must flow between every EFA interface; nothing else is opened."""
+                       parent: pulumi.Resource, rules_out: Optional[list[pulumi.Resource]] = None) -> aws.ec2.SecurityGroup:
+    """EFA traffic must flow between every EFA interface; nothing else is opened. ``rules_out``
+    receives the group's rules, for what must be deleted before them (nodes still training)."""
     child = pulumi.ResourceOptions(parent=parent)
     sg = aws.ec2.SecurityGroup(
         f"{name}-efa",
@@ -152,22 +153,23 @@ def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str
         tags={**tags, "Name": f"{name}-efa"},
         opts=child,
     )
-    aws.vpc.SecurityGroupIngressRule(
+    rules: list[pulumi.Resource] = [aws.vpc.SecurityGroupIngressRule(
         f"{name}-efa-in-self",
         security_group_id=sg.id,
         referenced_security_group_id=sg.id,
         ip_protocol="-1",
         description="EFA from members",
         opts=child,
-    )
-    aws.vpc.SecurityGroupEgressRule(
+    ), aws.vpc.SecurityGroupEgressRule(
         f"{name}-efa-out-self",
         security_group_id=sg.id,
         referenced_security_group_id=sg.id,
         ip_protocol="-1",
         description="EFA to members",
         opts=child,
-    )
+    )]
+    if rules_out is not None:
+        rules_out.extend(rules)
     return sg
 
 

@@ -106,10 +106,19 @@ class Karpenter(pulumi.ComponentResource):
         )
 
         # Discovery: the EC2NodeClasses select subnets (tagged in Network) and these groups.
-        aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
-                    key=plan.DISCOVERY_TAG, value=args.cluster_name_text, opts=child)
+        # What a NodeClass's nodes use without a property link to it (found by tag, or by the role's
+        # name): the NodeClasses depend on all of it, so Pulumi deletes them first and these only once
+        # Karpenter has drained and terminated every node (its EC2NodeClass finalizer waits for every
+        # NodeClaim: karpenter-provider-aws v1.14.0 pkg/controllers/nodeclass/controller.go finalize,
+        # then deletes the instance profile it made from the role). Otherwise the EFA security group
+        # delete fails on the nodes' interfaces and the role goes from under running nodes.
+        node_uses: list[pulumi.Resource] = [
+            aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
+                        key=plan.DISCOVERY_TAG, value=args.cluster_name_text, opts=child),
+            *node_ready,
+        ]
         if any(g.interfaces for g in args.groups):
-            efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self)
+            node_uses.append(efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self, rules_out=node_uses))
 
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         crds = helm_release("karpenter-crd", CHARTS["karpenter-crd"], plan.NAMESPACE, {}, on_cluster)
@@ -131,18 +140,22 @@ class Karpenter(pulumi.ComponentResource):
             if group.config.placement_group_enabled:
                 pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=args.tags, opts=child)
                 placement = pg.name
-            # Both need the CRDs, and the controller running to act on them.
+            # Both need the CRDs, and the controller running to act on them (and, on delete, to drain
+            # and terminate the nodes before their finalizers let them go).
             after = [crds, controller]
             node_class = _custom(
                 f"{group.name}-nodeclass",
                 plan.node_class(group, cluster_name=args.cluster_name_text, node_role=node_role.name,
                                 placement_group=placement, hop_limit=args.hop_limit, tags=args.tags),
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after),
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, *node_uses]),
             )
+            pool = plan.node_pool(group, args.lifetimes)
+            grace = pool["spec"]["template"]["spec"]["terminationGracePeriod"]
             self.node_pools[group.name] = _custom(
                 f"{group.name}-nodepool",
-                plan.node_pool(group, args.lifetimes),
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, node_class]),
+                pool,
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, node_class],
+                                       custom_timeouts=pulumi.CustomTimeouts(delete=plan.delete_timeout(grace))),
             )
         self.register_outputs({})
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from infra.facts import versions
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import compatible_ami_release
 from infra.config.base import ConfigModel, qualified_key
 
 PROJECT = "trainium-eks"
@@ -149,8 +150,9 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
     ami_release_version: Optional[str] = Field(
         default=None,
-        description="Pin a Neuron AMI release built for kubernetesVersion (e.g. 1.34.2-20251112); unset: latest at "
-        "creation.",
+        description="The Neuron AMI release, built for kubernetesVersion (e.g. 1.34.9-20260625), whose Neuron driver "
+        "the training images run on; unset means the latest AMI at creation, refused while its driver fails them "
+        "(docs/node-health.md).",
     )
     labels: dict[str, str] = Field(default={}, description="Extra node labels (Kubernetes label syntax).")
     auto_repair: bool = Field(
@@ -166,7 +168,8 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     spot: bool = Field(
         default=False,
         description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
-        "on-demand (after reservations); a Spot interruption ends the training run on that node.",
+        "on-demand (after reservations); a Spot interruption ends the training run on that node (SIGTERM "
+        "about a minute after EC2's 2-minute warning). Not with a Capacity Block.",
     )
 
     @property
@@ -285,11 +288,16 @@ def _default_queues() -> list[QueueConfig]:
     return [QueueConfig(name="test"), QueueConfig(name="llama2-training-queue", cpu="500", memory="1500Gi")]
 
 
-def _default_accelerator_groups() -> list[AcceleratorNodeGroupConfig]:
-    # The seeds' groups, idle by default: a trn1.32xlarge costs about $21.50 an hour.
+def _default_accelerator_groups(kubernetes_version: str = versions.KUBERNETES_VERSION) -> list[AcceleratorNodeGroupConfig]:
+    # The seeds' groups, idle by default: a trn1.32xlarge costs about $21.50 an hour. Pinned to the
+    # AMI release whose Neuron driver the training images run on: the latest AMI's fails them all
+    # (infra/facts/neuron.py), so an unpinned group is refused.
+    release = compatible_ami_release(kubernetes_version)
     return [
-        AcceleratorNodeGroupConfig(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", max_size=4),
-        AcceleratorNodeGroupConfig(name="trn1n-32xl-ng", instance_type="trn1n.32xlarge", max_size=2),
+        AcceleratorNodeGroupConfig(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", max_size=4,
+                                   ami_release_version=release),
+        AcceleratorNodeGroupConfig(name="trn1n-32xl-ng", instance_type="trn1n.32xlarge", max_size=2,
+                                   ami_release_version=release),
     ]
 
 
@@ -306,8 +314,10 @@ class KarpenterConfig(ConfigModel):
     )
     termination_grace_period: str = Field(
         default="24h",
-        description="How long a draining node waits for its training pods before they are deleted: time for a "
-        "job to checkpoint and stop.",
+        description="How long a node Karpenter drains (at expireAfter, an AWS Health event) keeps "
+        "the training pods it may not evict (karpenter.sh/do-not-disrupt) before deleting them, which sends "
+        "SIGTERM; they run until then, and no pinned script checkpoints on SIGTERM. Capacity Block and Spot "
+        "groups use at most 8m and 90s, inside EC2's notice.",
     )
     consolidate_after: str = Field(
         default="10m", description="How long a Trainium node stays empty before Karpenter removes it."
@@ -315,6 +325,17 @@ class KarpenterConfig(ConfigModel):
 
 
 class StackConfig(ConfigModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _default_groups_follow_kubernetes_version(cls, raw: Any) -> Any:
+        """The default groups' AMI release is the one for the stack's kubernetesVersion, so raising
+        it alone keeps them on a release built for it."""
+        if isinstance(raw, dict) and not {"acceleratorNodeGroups", "accelerator_node_groups"} & set(raw):
+            version = raw.get("kubernetesVersion", raw.get("kubernetes_version", versions.KUBERNETES_VERSION))
+            if isinstance(version, str):
+                raw = {**raw, "acceleratorNodeGroups": _default_accelerator_groups(version)}
+        return raw
+
     region: str = Field(description="The AWS region (`aws:region`).")
     profile: Optional[str] = Field(
         default=None,
@@ -359,7 +380,7 @@ class StackConfig(ConfigModel):
     )
     accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(
         default_factory=_default_accelerator_groups, description="Trainium node groups (default: the seeds' two, "
-        "idle at zero)."
+        "idle at zero, on the AMI release infra/facts/neuron.py COMPATIBLE_AMI_RELEASES records for kubernetesVersion)."
     )
     node_provisioner: NodeProvisioner = Field(
         default="cluster-autoscaler",

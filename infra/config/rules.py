@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.facts.neuron import images_for, incompatibilities
+from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -98,8 +98,6 @@ def advisories(config: StackConfig) -> list[str]:
             "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
             "in infra/facts/versions.py)"
         )
-    notes += [f"{p}. The nodes come up, but every training job on them fails: pin an AMI release."
-              for p in neuron_compatibility_problems(config, latest=True)]
     notes += unchecked_capacity_block_windows(config)
     return notes
 
@@ -124,26 +122,27 @@ def unchecked_capacity_block_windows(config: StackConfig) -> list[str]:
     ]
 
 
-def neuron_compatibility_problems(config: StackConfig, latest: bool) -> list[str]:
+def neuron_compatibility_problems(config: StackConfig) -> list[str]:
     """Training images against the Neuron driver of each Trainium group's AMI (infra/facts/neuron.py):
-    groups on a pinned AMI release, or (``latest``) unpinned groups, which get the newest AMI when their
-    nodes launch. The plan refuses the former; the latter is a warning, since which AMI is "latest" is
-    EKS's answer at launch time and the table only knows the drivers released so far."""
+    a pinned AMI release, or, unpinned, the latest AMI, which EKS picks when the nodes launch and
+    which carries at least the newest driver the table knows. Either way the nodes come up and every
+    training job on them fails, so both are refused."""
     problems = []
     for i, group in enumerate(config.accelerator_node_groups):
-        pinned = group.ami_release_version
-        if not group.instance_type.startswith("trn") or (pinned is None) != latest:
+        if not group.instance_type.startswith("trn"):
             continue  # Inferentia groups run no training image
+        pinned = group.ami_release_version
         found = incompatibilities(pinned, group.instance_type, images_for(group.burn_in))
         for rule in dict.fromkeys(r for _, _, r in found):
             images = ", ".join(
                 f"{image.shown} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
                 f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
             )
+            hint = compatible_release_hint(config.kubernetes_version) if rule.pinning_fixes else ""
             problems.append(
                 f"{key_name(('acceleratorNodeGroups', i, 'amiReleaseVersion'))} = "
                 f"{pinned if pinned else 'unset (the latest AMI)'}: {found[0][1].describe()} cannot run {images}: "
-                f"{rule.what} ({rule.source}); fix: {rule.fix}"
+                f"{rule.what} ({rule.source}); fix: {rule.fix}{hint}"
             )
     return problems
 
@@ -187,6 +186,34 @@ def deploy_problems(config: StackConfig, egress_ipv4: Callable[[], str]) -> list
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")
     return int(major), int(minor)
+
+
+def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], karpenter_nodes: int) -> Optional[str]:
+    """`pulumi up` that switches nodeProvisioner while the old provisioner's Trainium nodes run
+    would evict their training: to karpenter it deletes the managed node groups (EKS drains them),
+    back to cluster-autoscaler it deletes NodePools that wait for every node to drain, up to
+    terminationGracePeriod (docs/provisioners.md, "Switching provisioners"). ``managed_nodes``: the
+    running cluster's accelerator managed node groups and their desired sizes; ``karpenter_nodes``:
+    its running instances Karpenter launched."""
+    key = key_name(("nodeProvisioner",))
+    steps = "docs/provisioners.md, \"Switching provisioners\""
+    busy = {name: n for name, n in sorted(managed_nodes.items()) if n > 0}
+    if wanted == "karpenter" and busy:
+        groups = ", ".join(f"{name} ({n})" for name, n in busy.items())
+        return (
+            f"{key} = 'karpenter': the running cluster's node groups {groups} still have Trainium nodes, which the "
+            "switch would drain under their training; first stop the training jobs and, still with cluster-autoscaler, "
+            "set their minSize and desiredSize to 0 and `pulumi up`; once the groups are at zero, switch "
+            f"({steps}); allowed now: cluster-autoscaler"
+        )
+    if wanted == "cluster-autoscaler" and karpenter_nodes > 0:
+        return (
+            f"{key} = 'cluster-autoscaler': the running cluster has {karpenter_nodes} Trainium node(s) Karpenter "
+            "launched; deleting their NodePools would wait up to terminationGracePeriod for their training pods and "
+            "fail part-way; first stop the training jobs and wait until `kubectl get nodeclaims` lists none, then "
+            f"switch ({steps}); allowed now: karpenter"
+        )
+    return None
 
 
 def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "the cluster runs") -> Optional[str]:
@@ -459,8 +486,9 @@ def ami_release_problem(release: str, kubernetes_version: str) -> Optional[str]:
     if built_for != kubernetes_version:
         return (
             f"built for Kubernetes {built_for}, but kubernetesVersion is {kubernetes_version}; allowed: a "
-            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI, or unset for the latest "
-            "(raise kubernetesVersion and the pin together)"
+            f"{kubernetes_version}.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the "
+            f"training images run on{compatible_release_hint(kubernetes_version)} (raise kubernetesVersion and the "
+            "pin together; docs/node-health.md)"
         )
     return None
 
@@ -564,6 +592,13 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                     f"{key}.labels.{label}: a NodePool may not set labels of Karpenter's own domains "
                     f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
                 )
+        if group.spot and group.capacity_block:
+            # A Capacity Block group's NodePool allows only `reserved` (infra/plans/karpenter.py
+            # capacity_types): Spot would never be used, and a fallback off the block is not wanted.
+            problems.append(
+                f"{key}.spot = true: a Capacity Block group launches only into its block (capacity type "
+                "`reserved`), never Spot; allowed: false (or a separate group with spot: true and no capacityBlock)"
+            )
         if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
             problems.append(
                 f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from infra.facts.versions import CHARTS, NEURON_DLC_PYTORCH_1_13, NEURON_DLC_PYTORCH_2_5, NEURON_DLC_RAY
+from infra.facts.versions import CHARTS, KUBERNETES_VERSION, NEURON_DLC_PYTORCH_1_13, NEURON_DLC_PYTORCH_2_5, NEURON_DLC_RAY
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,38 @@ DRIVER_RELEASES: tuple[tuple[str, str, str], ...] = (  # (driver, SDK, release d
     ("2.29", "2.31.0", "2026-07-07"),
     ("2.30", "2.32.0", "2026-08-17"),
 )
+
+# EKS AL2023 Neuron AMI releases whose driver the training images run on, one per Kubernetes minor,
+# with the aws-neuronx-dkms their package list names: awslabs/amazon-eks-ami tag v20260707
+# CHANGELOG.md, "AMI Release v20260625" (line 5), each minor's <details> block giving the release
+# version (AMI amazon-eks-node-al2023-x86_64-neuron-<minor>-v20260625) and, in the
+# AL2023_x86_64_NEURON column, aws-neuronx-dkms 2.28.0.0-dkms (line numbers below). The next
+# release, v20260714 (tag v20260724 CHANGELOG.md), carries 2.29.0.0, the driver RULES[0] refuses
+# with these images. Driver 2.28.0.0 is SDK 2.30.0's (SDK_RELEASES), and its release notes list no
+# incompatibility (aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, Neuron Driver 2.28.0.0).
+COMPATIBLE_AMI_RELEASES: dict[str, tuple[str, str]] = {  # minor: (release version, aws-neuronx-dkms)
+    "1.31": ("1.31.14-20260625", "2.28.0.0"),  # lines 477, 509
+    "1.32": ("1.32.13-20260625", "2.28.0.0"),  # lines 388, 420
+    "1.33": ("1.33.13-20260625", "2.28.0.0"),  # lines 307, 339
+    "1.34": ("1.34.9-20260625", "2.28.0.0"),  # lines 226, 258 (the shipped stacks' pin)
+    "1.35": ("1.35.6-20260625", "2.28.0.0"),  # lines 145, 177
+    "1.36": ("1.36.2-20260625", "2.28.0.0"),  # lines 68, 100
+}
+KNOWN_AMI_DRIVERS = {release: driver for release, driver in COMPATIBLE_AMI_RELEASES.values()}
+
+
+def compatible_ami_release(kubernetes_version: str = KUBERNETES_VERSION) -> Optional[str]:
+    """The release above for a Kubernetes minor, if one is recorded."""
+    return COMPATIBLE_AMI_RELEASES.get(kubernetes_version, (None, None))[0]
+
+
+def compatible_release_hint(kubernetes_version: str) -> str:
+    """The fix's example: the release listed above for the stack's Kubernetes minor."""
+    release = compatible_ami_release(kubernetes_version)
+    if release is None:
+        return ""
+    return f" (for Kubernetes {kubernetes_version}: {release}, Neuron driver {KNOWN_AMI_DRIVERS[release]})"
+
 
 # The Neuron Helm chart's device plugin and scheduler extension (GitHub release
 # aws-neuron/neuron-helm-charts 1.9.0: device plugin 2.31.0.0; ../shared/reviews anchors §1.4).
@@ -118,20 +150,29 @@ class DriverRange:
     low: Optional[str]
     below: Optional[str]
     source: str
+    exact: Optional[str] = None  # the release's package list names it (COMPATIBLE_AMI_RELEASES)
+
+    def span(self) -> str:
+        """The driver versions alone: "2.28.0.0", "2.29 or newer, below 2.30"."""
+        if self.exact:
+            return self.exact
+        if self.low and self.below:
+            return f"{self.low} or newer, below {self.below}"
+        if self.low:
+            return f"{self.low} or newer"
+        return f"below {self.below}"
 
     def describe(self) -> str:
-        if self.low and self.below:
-            return f"Neuron driver {self.low} or newer, below {self.below} ({self.source})"
-        if self.low:
-            return f"Neuron driver {self.low} or newer ({self.source})"
-        return f"Neuron driver below {self.below} ({self.source})"
+        return f"Neuron driver {self.span()} ({self.source})"
 
 
 def ami_driver(ami_release_version: Optional[str]) -> DriverRange:
     """The driver an AMI release carries; the latest AMI's when unpinned."""
     if ami_release_version is None:
         return DriverRange(DRIVER_RELEASES[-1][0], None, "latest AL2023 Neuron AMI")
-    built = ami_release_version.rsplit("-", 1)[-1]
+    # The build date ends both a node group's release (1.34.9-20260625) and a Karpenter alias's
+    # version (al2023@v20260625, infra/plans/karpenter.py ami_alias).
+    built = ami_release_version[-8:]
     built = f"{built[:4]}-{built[4:6]}-{built[6:8]}"
     low = below = None
     for driver, _, date in DRIVER_RELEASES:
@@ -139,6 +180,9 @@ def ami_driver(ami_release_version: Optional[str]) -> DriverRange:
             low = driver
         elif below is None:
             below = driver
+    exact = KNOWN_AMI_DRIVERS.get(ami_release_version)
+    if exact:
+        return DriverRange(exact, below, f"AMI release {ami_release_version}, built {built}", exact)
     return DriverRange(low, below, f"AMI release {ami_release_version}, built {built}")
 
 
@@ -155,6 +199,11 @@ class Rule:
     runtime_at_least: Optional[str] = None
     sdk_below: Optional[str] = None
     instance_prefix: Optional[str] = None
+
+    @property
+    def pinning_fixes(self) -> bool:
+        """A driver rule: an AMI release with another driver is a fix."""
+        return bool(self.driver_at_least or self.driver_below)
 
     def fails(self, driver: DriverRange, image: TrainingImage, instance_type: str) -> bool:
         """Only a failure the table is sure of: the whole driver range on the failing side."""
@@ -185,7 +234,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         what="Neuron runtime 2.26 or newer on Trainium2 with a Neuron driver below 2.22",
         source="aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, runtime 2.26.42.0, Breaking Changes",
-        fix="pin an AMI release built on or after 2025-06-24 (driver 2.22+), or unpin amiReleaseVersion",
+        fix="pin an AMI release built on or after 2025-06-24 (driver 2.22+)",
         driver_below="2.22", runtime_at_least="2.26", instance_prefix="trn2",
     ),
     Rule(

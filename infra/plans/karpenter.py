@@ -43,6 +43,55 @@ class Lifetimes:
     consolidate_after: str
 
 
+# How long a NodeClaim that Karpenter deletes because its instance is going away anyway may keep
+# pods that carry karpenter.sh/do-not-disrupt. The drain never evicts such pods
+# (kubernetes-sigs/karpenter v1.14.0 pkg/utils/pod/scheduling.go IsEvictable); it deletes them
+# only at the NodeClaim's deletion time + terminationGracePeriod, less the pod's own
+# terminationGracePeriodSeconds (node/termination/terminator/terminator.go DeleteExpiringPods,
+# nodeclaim/lifecycle/controller.go ensureTerminationGracePeriodTerminationTimeAnnotation). With
+# 24h, a reclaimed instance is gone long before: the pods are killed with the instance, no SIGTERM.
+# - Capacity Block: Karpenter deletes the NodeClaims 40 minutes before the block ends, 10 before EC2
+#   starts reclaiming (karpenter-provider-aws v1.14.0 pkg/controllers/capacityreservation/
+#   expiration/controller.go, polled every minute); 8m leaves that minute and one more.
+# - Spot: EC2's interruption warning comes 2 minutes ahead; Karpenter deletes the NodeClaim on it
+#   (pkg/controllers/interruption/utils.go actionForMessage: CordonAndDrain); 90s leaves the queue's
+#   delay. A pod's default 30 s grace then starts 60 s after the warning.
+CAPACITY_BLOCK_TERMINATION_GRACE = "8m"
+SPOT_TERMINATION_GRACE = "90s"
+# After the drain, Karpenter terminates the instance and waits for EC2 before the NodeClaim (and so
+# a NodePool being deleted in the foreground) goes: time allowed on top of the grace period.
+INSTANCE_TERMINATION_ALLOWANCE_SECONDS = 15 * 60
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(duration: str) -> int:
+    """Seconds of a Karpenter duration (the CRDs' pattern ^([0-9]+(s|m|h))+$, e.g. 1h30m)."""
+    parts = re.findall(r"([0-9]+)([smh])", duration)
+    if not parts or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"not a Karpenter duration: {duration!r}")
+    return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def termination_grace_period(configured: str, capacity_block: bool, spot: bool) -> str:
+    """A group's NodePool terminationGracePeriod: the configured one (the drain at expireAfter, AWS
+    Health events; node repair ignores it: node/health/controller.go sets the termination time to now), cut for groups whose instances EC2 takes back at a known short notice
+    so that their pods get SIGTERM before the instance goes (the constants above)."""
+    bound = CAPACITY_BLOCK_TERMINATION_GRACE if capacity_block else SPOT_TERMINATION_GRACE if spot else None
+    if bound is None or duration_seconds(configured) <= duration_seconds(bound):
+        return configured
+    return bound
+
+
+def delete_timeout(grace: str) -> str:
+    """How long `pulumi up`/`destroy` waits for a NodePool to go. pulumi-kubernetes deletes in the
+    foreground and waits 10 minutes unless customTimeouts.delete says otherwise (provider/pkg/await/
+    await.go Deletion, metadata/overrides.go TimeoutDuration; v4.32.0, 4.34.2 not mirrored); the
+    NodeClaims carry ownerReferences with blockOwnerDeletion (kubernetes-sigs/karpenter v1.14.0
+    provisioning/scheduling/nodeclaimtemplate.go), so the NodePool stays until every NodeClaim has
+    drained (at most ``grace``) and its instance is terminated."""
+    return f"{duration_seconds(grace) + INSTANCE_TERMINATION_ALLOWANCE_SECONDS}s"
+
+
 def ami_alias(release_version: Optional[str]) -> str:
     """The EC2NodeClass alias for a managed node group release version.
 
@@ -146,7 +195,8 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
                     # Drain starts at expireAfter even under running pods; terminationGracePeriod
                     # bounds the drain (disruption.md, Expiration and TerminationGracePeriod).
                     "expireAfter": lifetimes.expire_after,
-                    "terminationGracePeriod": lifetimes.termination_grace_period,
+                    "terminationGracePeriod": termination_grace_period(
+                        lifetimes.termination_grace_period, cfg.capacity_block, cfg.spot),
                 },
             },
             "limits": {"nodes": str(cfg.max_size)},

@@ -13,10 +13,10 @@ from typing import Iterator, Optional
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.catalog import NEURON_INSTANCE_TYPES
-from infra.facts.neuron import images_for, incompatibilities
+from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
 from infra.plans.node_template import BURN_IN_TAINT
-from policy.guardrails.declare import ADVISORY, stack_rule
+from policy.guardrails.declare import stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP
 
@@ -250,31 +250,34 @@ def capacity_block_launch_template(args: StackValidationArgs, report: ReportViol
                    group.urn)
 
 
-def _neuron_incompatibilities(args: StackValidationArgs, report: ReportViolation, latest: bool) -> None:
-    for g in accelerator_groups(args.resources):
-        release = known(lambda: get(g.group.props, "releaseVersion")) or None
-        if not g.instance_type.startswith("trn") or (release is None) != latest:
-            continue
-        # A group with the burn-in's startup taint runs the burn-in image on each new node.
-        burn_in = any(get(t, "key") == BURN_IN_TAINT.key for t in as_list(get(g.group.props, "taints")))
-        for image, driver, rule in incompatibilities(release, g.instance_type, images_for(burn_in)):
-            report(f"Node group '{g.group.name}' ({g.instance_type}) on {driver.describe()} cannot run {image.shown} "
-                   f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
-                   f"fix: {rule.fix}.", g.group.urn)
-
-
 @stack_rule("neuron-compatibility",
-            "Trainium node groups on a pinned AMI release run a Neuron driver the training images' Neuron runtime "
-            "works with (infra/facts/neuron.py, from the Neuron release notes).")
+            "Trainium node groups and NodePools run a Neuron driver the training images' Neuron runtime works with: "
+            "the pinned AMI release's, or unpinned the latest AMI's (infra/facts/neuron.py, from the Neuron release "
+            "notes).")
 def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> None:
-    _neuron_incompatibilities(args, report, latest=False)
+    def check(what: str, instance_type: str, release: Optional[str], minor: object, urn: str, taints: object) -> None:
+        # A group or pool with the burn-in's startup taint runs the burn-in image on each new node.
+        burn_in = any(get(t, "key") == BURN_IN_TAINT.key for t in as_list(taints))
+        for image, driver, rule in incompatibilities(release, instance_type, images_for(burn_in)):
+            hint = compatible_release_hint(minor) if rule.pinning_fixes and isinstance(minor, str) else ""
+            report(f"{what} ({instance_type}) on {driver.describe()} cannot run {image.shown} "
+                   f"(Neuron SDK {image.sdk.version}, runtime {image.sdk.runtime}): {rule.what} ({rule.source}); "
+                   f"fix: {rule.fix}{hint}.", urn)
 
-
-@stack_rule("neuron-compatibility-latest",
-            "Trainium node groups without a pinned AMI release get the latest AMI's Neuron driver: warned about when "
-            "the training images' runtime fails on it.", level=ADVISORY)
-def neuron_compatibility_latest(args: StackValidationArgs, report: ReportViolation) -> None:
-    _neuron_incompatibilities(args, report, latest=True)
+    # Inferentia groups run no training image.
+    for g in accelerator_groups(args.resources):
+        if g.instance_type.startswith("trn"):
+            check(f"Node group '{g.group.name}'", g.instance_type, known(lambda: get(g.group.props, "releaseVersion")) or None,
+                  known(lambda: get(g.group.props, "version")), g.group.urn, get(g.group.props, "taints"))
+    for k in karpenter_groups(args.resources):
+        if not k.instance_type.startswith("trn"):
+            continue
+        for term in as_list(k.class_spec("amiSelectorTerms", default=[])):
+            alias = str(get(term, "alias", default=""))
+            # al2023@latest is the latest AMI, al2023@v<date> that date's build; neuron-ami-type reports other terms.
+            if alias.startswith("al2023@"):
+                check(f"NodePool '{k.pool.name}'", k.instance_type, None if alias == "al2023@latest" else alias, None, k.pool.urn,
+                      get(k.pool.props, "spec", "template", "spec", "startupTaints"))
 
 
 def _covers(rule: PolicyResource, port: int) -> bool:
@@ -313,5 +316,5 @@ def fsx_zone_and_ports(args: StackValidationArgs, report: ReportViolation) -> No
 POLICIES = [
     neuron_ami_type, neuron_taint, accelerator_single_zone, efa_interfaces_match_cards,
     placement_group_unless_reserved, capacity_block_launch_template, fsx_zone_and_ports, karpenter_training_not_consolidated,
-    neuron_compatibility, neuron_compatibility_latest,
+    neuron_compatibility,
 ]
