@@ -151,7 +151,7 @@ burn_in_targets = [
                  config.storage.claim_name if features.fsx_csi else None, config.node_provisioner)
     for s in specs if s.startup_taints
 ]
-burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets), kubernetes) if burn_in_targets else None
+burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR), kubernetes) if burn_in_targets else None
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(

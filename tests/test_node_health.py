@@ -123,7 +123,8 @@ def test_the_policy_binds_only_the_burn_in_identity_and_checks_its_own_node():
     assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
 
 
-def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, username: str = burn_in.USERNAME) -> list[int]:
+def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, username: str = burn_in.USERNAME,
+                policy: dict[str, Any] | None = None) -> list[int]:
     """The policy's validations that fail for this update, evaluated by a CEL runtime (cel-cpp through
     cel-expr-python, with the optional-types extension Kubernetes' CEL environment includes); the
     policy's variables are inlined, as the API server binds them. None when the policy does not match."""
@@ -132,7 +133,7 @@ def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, usern
 
     env = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN},
                      extensions=[ext_optional.ExtOptional()])
-    spec = burn_in.admission_policy()["spec"]
+    spec = (policy or burn_in.admission_policy())["spec"]
     data = {"object": new, "oldObject": old,
             "request": {"userInfo": {"username": username, "extra": {burn_in.NODE_NAME_EXTRA: [node_claim]}}}}
 
@@ -204,6 +205,14 @@ def test_the_policy_refuses_adding_the_taint_back_and_leaves_other_users_alone()
     assert _refused_by(NODE, untainted, "ip-10-0-9-9", username="system:node:ip-10-0-1-1") is None
 
 
+@pytest.mark.parametrize("effects", [["NoExecute"], ["NoSchedule", "NoExecute"]])
+def test_the_policy_refuses_changing_the_startup_taints_effect(effects):
+    """A NoExecute startup taint would evict every pod on the node that does not tolerate it."""
+    new = copy.deepcopy(NODE)
+    new["spec"]["taints"] = new["spec"]["taints"][:1] + [{"key": BURN_IN_TAINT.key, "effect": e} for e in effects]
+    assert _refused_by(NODE, new, "ip-10-0-1-1") == [2]
+
+
 # --- the DaemonSet and its script ----------------------------------------------------------------
 
 def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only_on_pending_nodes():
@@ -272,14 +281,15 @@ def test_a_locked_memory_limit_at_the_user_datas_passes(tmp_path):
 def test_a_burn_in_over_its_budget_fails_with_timeout(tmp_path):
     """The budget counts from the node's creation, so a slow image pull uses it up too; a hung check
     is cut off when the budget runs out (the stub sleeps past the 1 s left)."""
-    assert burn_in.BUDGET_SECONDS == 600 and burn_in.BURN_IN_MINUTES == 10
+    assert burn_in.BUDGET_SECONDS == 780 and burn_in.BURN_IN_MINUTES == 13
     late = tmp_path / "late"
     late.mkdir()
-    assert _run_script(late, TARGET, TABLE_16, 8, 0, age=601).splitlines()[-1] == "PATCH failed timeout"
+    budget = burn_in.BUDGET_SECONDS
+    assert _run_script(late, TARGET, TABLE_16, 8, 0, age=budget + 1).splitlines()[-1] == "PATCH failed timeout"
     hung = tmp_path / "hung"
     hung.mkdir()
     started = time.monotonic()
-    out = _run_script(hung, TARGET, TABLE_16, 8, 0, age=599, nccom="sleep 30\n")
+    out = _run_script(hung, TARGET, TABLE_16, 8, 0, age=budget - 1, nccom="sleep 30\n")
     assert out.splitlines()[-1] == "PATCH failed timeout" and "1 s left" in out
     # The hung check ends with the budget, not after its own 30 s (which would also hold the output).
     assert time.monotonic() - started < 15
@@ -407,7 +417,7 @@ def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group()
     assert window_problems(steps, {"cb": BLOCK}, now, str) == []
     assert window_problems(steps, {"cb": BLOCK}, now, str, {"cb": 0}) == []
     [problem] = window_problems(steps, {"cb": BLOCK}, now, str, {"cb": burn_in.BURN_IN_MINUTES * 60})
-    assert "needs up to 23 h 15 min" in problem and "+ 2 burn-ins of 10 min" in problem
+    assert "needs up to 23 h 21 min" in problem and "+ 2 burn-ins of 13 min" in problem
 
 
 def test_the_window_counts_from_now_once_the_block_has_started():
@@ -547,7 +557,7 @@ def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
     run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min", launches=4)
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
     assert gated.bound_seconds == 3600 + 4 * burn_in.BURN_IN_MINUTES * 60
-    assert "+ 4 × 10 min burn-in: each attempt of each step" in gated.bound_text
+    assert "+ 4 × 13 min burn-in: each attempt of each step" in gated.bound_text
     assert with_burn_in(run, {"startupTaints": []}) == run
 
 
@@ -560,7 +570,7 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
         for g in outputs["acceleratorNodeGroups"]:
             g["capacityBlock"] = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-01T20:30:00Z"}  # 9 h
 
-    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py), plus a 10-minute burn-in for
+    # BERT's steps hold trn1-32xl-ng1 up to 560 min (tests/test_cost.py), plus a 13-minute burn-in for
     # each of the 2 attempts of its 2 steps: more than 9 h - 50 min.
     before = datetime(2026, 11, 1, tzinfo=timezone.utc)
     outputs = copy.deepcopy(dev.outputs)
@@ -571,8 +581,8 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
     found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
-    assert "needs up to 10 h 00 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
-    assert "+ 4 burn-ins of 10 min" in bert
+    assert "needs up to 10 h 12 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
+    assert "+ 4 burn-ins of 13 min" in bert
     assert problems(dev) == []  # on-demand groups: no window
 
 

@@ -1,5 +1,5 @@
-"""The Trainium burn-in on the cluster: its namespace, identity, admission policy and one DaemonSet
-per health-gated node group (infra/plans/burn_in.py renders them; this declares them)."""
+"""The Trainium burn-in on the cluster: its namespace, identities, admission policies, the sweeper of
+burn-ins that never started, and one DaemonSet per health-gated node group (infra/plans/burn_in.py renders them; this declares them)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ _KINDS = {
     "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
     "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
     "DaemonSet": k8s.apps.v1.DaemonSet,
+    "CronJob": k8s.batch.v1.CronJob,
     "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
 }
 
@@ -26,6 +27,8 @@ _KINDS = {
 @dataclass
 class BurnInArgs:
     targets: list[burn_in.BurnInTarget]
+    core_node_selector: dict[str, str]
+    """Where the sweeper runs: the always-on core nodes."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
@@ -36,7 +39,7 @@ class BurnIn(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:BurnIn", name, None, opts)
         declared: list[pulumi.Resource] = []
-        for manifest in burn_in.cluster_objects():
+        for manifest in burn_in.cluster_objects(args.core_node_selector):
             declared.append(self._declare(manifest, provider, [*args.depends_on, *declared]))
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.

@@ -31,11 +31,14 @@ The whole burn-in, image pull included, is bounded: the checks get what is left 
 That keeps a node well inside cluster-autoscaler's 15 minutes for a registered node to become ready
 (cluster-autoscaler-1.34.2 clusterstate/clusterstate.go MaxNodeStartupTime; the same 15 minutes is
 the max-node-provision-time default, config/flags/flags.go), after which it would count as unready.
-A pod that never starts (image pull failing, the FSx mount stuck) runs no script and sets nothing:
-the node keeps its startup taint and pending label. cluster-autoscaler counts it unready after
-those 15 minutes and deletes it after scale-down-unready-time (20 minutes), unless more than
-ok-total-unready-count (3) and 45% of the nodes are unready, when it stops acting at all; Karpenter
-v1.14.0 never initializes it and removes it only at expireAfter (docs/node-health.md).
+A pod that never starts (image pull failing, the FSx mount stuck) runs no script and sets nothing, so a
+sweeper outside it bounds that too: a CronJob on the core nodes (``sweeper_cron_job``) gives every
+node still pending ``SWEEP_MARGIN_SECONDS`` past the budget the same failure patch with reason
+``not-started``, and the provisioner removes it as an empty node. Without it such a node would keep
+its startup taint: cluster-autoscaler counts it unready after those 15 minutes and stops acting at
+all once more than ok-total-unready-count (3) and 45% of the nodes are unready
+(clusterstate/clusterstate.go); Karpenter v1.14.0 never initializes it and removes it only at
+expireAfter (nodeclaim/lifecycle/initialization.go).
 
 The pod's service account may change only that taint and those labels on the node it runs on: RBAC
 grants ``patch`` on nodes, and a ValidatingAdmissionPolicy refuses anything else from it. The node
@@ -48,8 +51,12 @@ kubernetes/website feature-gates/service-account-token-pod-node-info.md), and
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Optional
+from datetime import datetime, timezone
+from typing import Any, Mapping, Optional
+
+from infra.facts.versions import PYTHON_SLIM_IMAGE
 
 from infra.facts.neuron import BURN_IN_IMAGE
 from infra.plans.user_data import LOCKED_MEMORY_BYTES
@@ -67,7 +74,9 @@ from infra.plans.node_template import (
 from infra.plans.pod_security import (
     ACCELERATOR_CAPABILITIES,
     container_security_context,
+    UNPRIVILEGED_UID,
     network_policy,
+    pod_defaults,
     pod_security_context,
     pod_security_labels,
 )
@@ -89,9 +98,20 @@ FI_INFO = "/opt/amazon/efa/bin/fi_info"
 SHARED_MOUNT = "/shared"
 # Wall-clock bound of each check command, so a hung device never holds the pod forever.
 CHECK_TIMEOUT_SECONDS = 300
-# Wall-clock bound of the whole burn-in from the node's creation: image pull, checks, all-reduce. Well
-# under cluster-autoscaler's 15 minutes (module docstring), with room for the patch and the pod's end.
-BUDGET_SECONDS = 600
+# Wall-clock bound of the whole burn-in from the node's creation: the plugins, the FSx mount, a cold pull
+# of the multi-GB image, the checks and the all-reduce. Not timed on hardware yet (docs/node-health.md
+# says how to tune it); under cluster-autoscaler's 15 minutes (module docstring) with room for the patch.
+BUDGET_SECONDS = 780
+# How long past the budget the sweeper waits before it fails a node whose burn-in never reported: a
+# running burn-in times itself out at the budget and patches within seconds, so this only catches
+# pods that never ran their script.
+SWEEP_MARGIN_SECONDS = 120
+# The sweeper's period; a node never started is failed between margin and margin + period past the budget.
+SWEEP_SCHEDULE = "*/2 * * * *"
+SWEEP_PERIOD_SECONDS = 120
+SWEEP_REASON = "not-started"
+SWEEPER = "neuron-burn-in-sweeper"
+SWEEPER_USERNAME = f"system:serviceaccount:{NAMESPACE}:{SWEEPER}"
 # What a node spends in burn-in at most before it takes training pods, or fails; the cost estimate
 # charges it per node launch (offline/cost.py), the Capacity Block windows per run start
 # (workloads/capacity_windows.py).
@@ -102,6 +122,8 @@ LOCKED_MEMORY_KIB = LOCKED_MEMORY_BYTES // 1024
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
 APP_LABELS = {"app.kubernetes.io/name": "neuron-burn-in"}
+# Under APP_LABELS, so the namespace's NetworkPolicy (no ingress) covers the sweeper's pods too.
+SWEEPER_LABELS = {**APP_LABELS, "app.kubernetes.io/component": "sweeper"}
 
 
 @dataclass(frozen=True)
@@ -172,48 +194,121 @@ exec sleep infinity
 """
 
 
-# One merge patch of the pod's own node: the result labels, the pending label removed, the startup
-# taint removed and, on failure, the failed taint added. The node's resourceVersion makes it
-# conditional (409 on a concurrent change, then read again), so a taint another controller adds
-# meanwhile is never dropped. With ``age`` it prints the node's age in seconds instead.
-PATCH_NODE = f"""\
-import json, os, ssl, sys, time, urllib.request, urllib.error
-from datetime import datetime, timezone
+BURN_IN_TAINT_KEY = BURN_IN_TAINT.key
+
+
+def result_patch(node: Mapping[str, Any], result: str, reason: str) -> dict[str, Any]:
+    """The one merge patch that records a burn-in result on ``node`` (as the API returns it): the result
+    labels, the pending label removed, the startup taint removed and, on failure, the failed taint added.
+    The node's resourceVersion makes it conditional (409 on a concurrent change, then read again), so a
+    taint another controller adds meanwhile is never dropped. Runs in the pods too (``_client``)."""
+    labels = {BURN_IN_RESULT_LABEL: result, BURN_IN_REASON_LABEL: reason or None, BURN_IN_PENDING_LABEL: None}
+    taints = [t for t in node["spec"].get("taints", []) if t["key"] not in (BURN_IN_TAINT_KEY, BURN_IN_FAILED_TAINT_KEY)]
+    if result != "passed":
+        taints.append({"key": BURN_IN_FAILED_TAINT_KEY, "value": reason, "effect": "NoSchedule"})
+    return {"metadata": {"labels": labels, "resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": taints}}
+
+
+def overdue(nodes: list[Mapping[str, Any]], now: datetime, limit_seconds: int) -> list[str]:
+    """The nodes the sweeper fails: still carrying the pending label from their registration (no result
+    label: a re-run an operator started has no creation time to count from) and created more than
+    ``limit_seconds`` before ``now``. Runs in the sweeper's pod (``_client``)."""
+    names = []
+    for node in nodes:
+        meta = node["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(BURN_IN_PENDING_LABEL) != "true" or BURN_IN_RESULT_LABEL in labels:
+            continue
+        created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        if (now - created).total_seconds() > limit_seconds:
+            names.append(meta["name"])
+    return names
+
+
+def _client() -> str:
+    """What both in-pod programs share: the constants and pure functions above, and one API call with
+    the pod's own token."""
+    constants = {k: globals()[k] for k in ("BURN_IN_RESULT_LABEL", "BURN_IN_REASON_LABEL", "BURN_IN_PENDING_LABEL",
+                                           "BURN_IN_TAINT_KEY", "BURN_IN_FAILED_TAINT_KEY")}
+    # The future import keeps the annotations unevaluated: the pod's Python has no typing names here.
+    return ("from __future__ import annotations\n"
+            "import json, os, ssl, sys, time, urllib.parse, urllib.request, urllib.error\n"
+            "from datetime import datetime, timezone\n"
+            + "".join(f"{k} = {v!r}\n" for k, v in constants.items())
+            + inspect.getsource(result_patch) + inspect.getsource(overdue)
+            + """\
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-url = "https://kubernetes.default.svc/api/v1/nodes/" + os.environ["NODE_NAME"]
+api = "https://kubernetes.default.svc/api/v1/nodes"
 context = ssl.create_default_context(cafile=sa + "/ca.crt")
-def call(method, body=None):
+def call(method, url, body=None):
     token = open(sa + "/token").read()
-    request = urllib.request.Request(url, method=method, data=body, headers={{
-        "Authorization": "Bearer " + token, "Content-Type": "application/merge-patch+json"}})
+    request = urllib.request.Request(url, method=method, data=body, headers={
+        "Authorization": "Bearer " + token, "Content-Type": "application/merge-patch+json"})
     with urllib.request.urlopen(request, context=context, timeout=30) as response:
         return json.load(response)
+def patch(url, node, result, reason):
+    \"\"\"True once patched, False when refused for good; None on a conflict (read again).\"\"\"
+    try:
+        call("PATCH", url, json.dumps(result_patch(node, result, reason)).encode())
+        return True
+    except urllib.error.HTTPError as error:
+        print("patch refused:", error.code, error.read().decode()[:500], flush=True)
+        return None if error.code == 409 else False
+""")
+
+
+# The burn-in's own node: with ``age``, its age in seconds; else patches the result into it.
+PATCH_NODE = _client() + f"""\
+url = api + "/" + os.environ["NODE_NAME"]
 if sys.argv[1] == "age":
-    meta = call("GET")["metadata"]
+    meta = call("GET", url)["metadata"]
     # A re-run (the node has a result already) gets its whole budget from now.
     created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     rerun = {BURN_IN_RESULT_LABEL!r} in meta.get("labels", {{}})
     print(0 if rerun else int((datetime.now(timezone.utc) - created).total_seconds()))
     sys.exit(0)
-result, reason = sys.argv[1], sys.argv[2]
 for attempt in range(10):
-    node = call("GET")
-    labels = {{{BURN_IN_RESULT_LABEL!r}: result, {BURN_IN_REASON_LABEL!r}: reason or None, {BURN_IN_PENDING_LABEL!r}: None}}
-    patch = {{"metadata": {{"labels": labels, "resourceVersion": node["metadata"]["resourceVersion"]}}}}
-    taints = [t for t in node["spec"].get("taints", []) if t["key"] not in ({BURN_IN_TAINT.key!r}, {BURN_IN_FAILED_TAINT_KEY!r})]
-    if result != "passed":
-        taints.append({{"key": {BURN_IN_FAILED_TAINT_KEY!r}, "value": reason, "effect": "NoSchedule"}})
-    patch["spec"] = {{"taints": taints}}
-    try:
-        call("PATCH", json.dumps(patch).encode())
-        sys.exit(0)
-    except urllib.error.HTTPError as error:
-        print("patch refused:", error.code, error.read().decode()[:500], flush=True)
-        if error.code != 409:
-            sys.exit(1)
+    done = patch(url, call("GET", url), sys.argv[1], sys.argv[2])
+    if done is not None:
+        sys.exit(0 if done else 1)
     time.sleep(2)
 sys.exit(1)
 """
+
+# The sweeper: fails every node whose burn-in never reported (``overdue``), each read again just before
+# its conditional patch, so one that finished meanwhile is left alone. Exits 1 if any patch was refused.
+SWEEP_NODES = _client() + f"""\
+limit = {BUDGET_SECONDS + SWEEP_MARGIN_SECONDS}
+selector = urllib.parse.quote({BURN_IN_PENDING_LABEL!r} + "=true", safe="")
+refused = 0
+for name in overdue(call("GET", api + "?labelSelector=" + selector)["items"], datetime.now(timezone.utc), limit):
+    url = api + "/" + name
+    for attempt in range(5):
+        node = call("GET", url)
+        if not overdue([node], datetime.now(timezone.utc), limit):
+            break
+        done = patch(url, node, "failed", {SWEEP_REASON!r})
+        if done is not None:
+            print("burn-in never reported on", name, "- failed it:", {SWEEP_REASON!r} if done else "refused", flush=True)
+            refused += not done
+            break
+        time.sleep(2)
+sys.exit(1 if refused else 0)
+"""
+
+
+# nccom-test starts one Neuron runtime process per rank (NeuronCore): a CPU and 2 GiB each, 8 GiB at
+# least. Not measured on hardware; the node is otherwise idle and neither autoscaler counts this pod
+# (module docstring), so a generous size costs nothing but must fit the smallest type's allocatable.
+CPU_PER_RANK = 1
+MEMORY_GIB_PER_RANK = 2
+MIN_MEMORY_GIB = 8
+
+
+def burn_in_resources(t: BurnInTarget) -> dict[str, str]:
+    return {"cpu": str(CPU_PER_RANK * t.neuron_cores),
+            "memory": f"{max(MIN_MEMORY_GIB, MEMORY_GIB_PER_RANK * t.neuron_cores)}Gi"}
 
 
 def toleration(taint: Any) -> dict[str, str]:
@@ -222,7 +317,7 @@ def toleration(taint: Any) -> dict[str, str]:
 
 def daemon_set(t: BurnInTarget) -> dict[str, Any]:
     labels = {**APP_LABELS, "node-group": t.node_group}
-    limits = {NEURON_RESOURCES[0]: str(t.neuron_devices), "cpu": "2", "memory": "8Gi"}
+    limits = {NEURON_RESOURCES[0]: str(t.neuron_devices), **burn_in_resources(t)}
     if t.efa_interfaces:
         limits[EFA_RESOURCE] = str(t.efa_interfaces)
     container: dict[str, Any] = {
@@ -284,23 +379,65 @@ def namespace() -> dict[str, Any]:
             "metadata": {"name": NAMESPACE, "labels": pod_security_labels()}}
 
 
-def service_account() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}
+def service_account(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": NAMESPACE}}
 
 
-def cluster_role() -> dict[str, Any]:
-    """Read and patch nodes; the admission policy narrows patch to the pod's own node, two taints and
-    three labels. Not nodes/status: the result is a label, not a condition."""
+def cluster_role(name: str = SERVICE_ACCOUNT, verbs: tuple[str, ...] = ("get", "patch")) -> dict[str, Any]:
+    """Read and patch nodes (the sweeper lists them too); the admission policies narrow patch to the
+    failure or result patch. Not nodes/status: the result is a label, not a condition."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": SERVICE_ACCOUNT},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]}
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": list(verbs)}]}
 
 
-def cluster_role_binding() -> dict[str, Any]:
+def cluster_role_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": SERVICE_ACCOUNT},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]}
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]}
+
+
+def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """The sweeper, on the always-on core nodes: it tolerates no taint, so it never lands on a Trainium
+    node, and as a plain pod there it is in no node group's template, so it cannot hold back a scale-up.
+    One run at a time, each bounded, none piling up behind a slow API server."""
+    container = {
+        "name": "sweeper",
+        "image": PYTHON_SLIM_IMAGE,
+        "command": ["python", "-c", SWEEP_NODES],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "securityContext": container_security_context(read_only_root=True),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": SWEEPER, "namespace": NAMESPACE, "labels": SWEEPER_LABELS},
+        "spec": {
+            "schedule": SWEEP_SCHEDULE,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": SWEEP_PERIOD_SECONDS // 2,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": SWEEP_PERIOD_SECONDS - 30,
+                "ttlSecondsAfterFinished": 3600,
+                "template": {
+                    "metadata": {"labels": SWEEPER_LABELS},
+                    "spec": {
+                        **pod_defaults(run_as_user=UNPRIVILEGED_UID),
+                        # It calls the API: it needs its token.
+                        "automountServiceAccountToken": True,
+                        "serviceAccountName": SWEEPER,
+                        "nodeSelector": dict(core_node_selector),
+                        "restartPolicy": "Never",
+                        "containers": [container],
+                    },
+                },
+            }},
+        },
+    }
 
 
 RESULT_LABELS = (BURN_IN_RESULT_LABEL, BURN_IN_REASON_LABEL, BURN_IN_PENDING_LABEL)
@@ -322,8 +459,10 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
     (f"variables.newTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED}) == "
      f"variables.oldTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED})",
      f"the burn-in may change no taint but {BURN_IN_TAINT.key} and {BURN_IN_FAILED_TAINT_KEY}"),
-    (f"!variables.newTaints.exists(t, t.key == {_KEY}) || variables.oldTaints.exists(t, t.key == {_KEY})",
-     f"the burn-in may remove {BURN_IN_TAINT.key}, not add it"),
+    # Every startup taint left must be one that was there as it was: not added, nor its effect turned into
+    # NoExecute, which would evict every pod on the node that does not tolerate it.
+    (f"variables.newTaints.filter(t, t.key == {_KEY}).all(t, variables.oldTaints.exists(o, o == t))",
+     f"the burn-in may remove {BURN_IN_TAINT.key}, not add or change it"),
     (f"variables.newTaints.filter(t, t.key == {_FAILED}).all(t, t.effect == 'NoSchedule')",
      f"the burn-in may add {BURN_IN_FAILED_TAINT_KEY} only as NoSchedule"),
     (f"variables.newLabels.all(k, k in {_RESULT_KEYS} || "
@@ -336,39 +475,61 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
     (" && ".join(f"object.{f} == oldObject.{f}" for f in _UNCHANGED),
      "the burn-in may not change annotations, owner references, finalizers or the node's spec besides its taints"),
 )
+# Which of VALIDATIONS bind the sweeper as well: no other taint, the failed taint NoSchedule only, no
+# label but the result labels, the rest of the node unchanged.
+_SHARED = (1, 3, 4, 6)
+_REASON = f"'{BURN_IN_REASON_LABEL}'"
+_RESULT = f"'{BURN_IN_RESULT_LABEL}'"
+# The sweeper may make exactly one change, the failure patch, and only to a node still pending.
+SWEEPER_VALIDATIONS: tuple[tuple[str, str], ...] = (
+    (f"{_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == 'true'",
+     f"the sweeper may change only nodes that still carry {BURN_IN_PENDING_LABEL}"),
+    (f"!({_PENDING} in variables.newLabels) && !variables.newTaints.exists(t, t.key == {_KEY}) && "
+     f"{_RESULT} in variables.newLabels && variables.newLabels[{_RESULT}] == 'failed' && "
+     f"{_REASON} in variables.newLabels && variables.newLabels[{_REASON}] == '{SWEEP_REASON}' && "
+     f"variables.newTaints.exists(t, t.key == {_FAILED} && t.?value.orValue('') == '{SWEEP_REASON}')",
+     f"the sweeper may only fail a node as {SWEEP_REASON}: the pending label and startup taint removed, "
+     "the failed labels and taint set"),
+    *(VALIDATIONS[i] for i in _SHARED),
+)
 
 
-def admission_policy() -> dict[str, Any]:
+def admission_policy(name: str = SERVICE_ACCOUNT, username: str = USERNAME,
+                     validations: tuple[tuple[str, str], ...] = VALIDATIONS) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": SERVICE_ACCOUNT},
+        "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
             # PATCH reaches admission as UPDATE; the node's status is another resource (nodes/status).
             "matchConstraints": {"resourceRules": [
                 {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
             ]},
-            "matchConditions": [{"name": "burn-in-service-account", "expression": f"request.userInfo.username == '{USERNAME}'"}],
+            "matchConditions": [{"name": "service-account", "expression": f"request.userInfo.username == '{username}'"}],
             "variables": [
                 {"name": "oldTaints", "expression": "oldObject.spec.?taints.orValue([])"},
                 {"name": "newTaints", "expression": "object.spec.?taints.orValue([])"},
                 {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
                 {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
             ],
-            "validations": [{"expression": e, "message": m} for e, m in VALIDATIONS],
+            "validations": [{"expression": e, "message": m} for e, m in validations],
         },
     }
 
 
-def admission_policy_binding() -> dict[str, Any]:
+def admission_policy_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": SERVICE_ACCOUNT},
-            "spec": {"policyName": SERVICE_ACCOUNT, "validationActions": ["Deny"]}}
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]}}
 
 
-def cluster_objects() -> list[dict[str, Any]]:
-    """Everything but the DaemonSets, in the order they must exist. The burn-in pods serve nothing:
-    their NetworkPolicy admits no traffic in."""
+def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Everything but the DaemonSets, in the order they must exist: each identity's policy before the
+    pods that use it. The burn-in pods and the sweeper serve nothing: their NetworkPolicy admits no
+    traffic in."""
     return [namespace(), network_policy(SERVICE_ACCOUNT, NAMESPACE, APP_LABELS, []), service_account(), cluster_role(),
-            cluster_role_binding(), admission_policy(), admission_policy_binding()]
+            cluster_role_binding(), admission_policy(), admission_policy_binding(),
+            service_account(SWEEPER), cluster_role(SWEEPER, ("get", "list", "patch")), cluster_role_binding(SWEEPER),
+            admission_policy(SWEEPER, SWEEPER_USERNAME, SWEEPER_VALIDATIONS), admission_policy_binding(SWEEPER),
+            sweeper_cron_job(core_node_selector)]
