@@ -38,9 +38,13 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     assert {"eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate"} <= types
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
-        # The Trainium burn-in: its identity, admission policy and a DaemonSet per group (docs/node-health.md).
+        # The Trainium burn-in: its identity, admission policy and a DaemonSet per group, and its sweeper
+        # with its own (docs/node-health.md).
+        "clusterrole-neuron-burn-in-sweeper.yaml",
         "clusterrole-neuron-burn-in.yaml",
+        "clusterrolebinding-neuron-burn-in-sweeper.yaml",
         "clusterrolebinding-neuron-burn-in.yaml",
+        "cronjob-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
         "deployment-default-etcd.yaml",
@@ -60,9 +64,12 @@ def test_plan_writes_resources_json(tmp_path, capsys):
         "queue-test.yaml",
         "service-default-etcd-server.yaml",
         "serviceaccount-default-training.yaml",
+        "serviceaccount-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",
         "storageclass-fsx-lustre.yaml",
+        "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicy-neuron-burn-in.yaml",
+        "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
     ]
     claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text())

@@ -161,12 +161,15 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
         if spec["automountServiceAccountToken"] is not False:
             pod = name.split("/")[1]
             with_token.add("burn-in-*" if pod.startswith("burn-in-") else pod)
-            # Each its own account: a namespaced Role for the watchdog; for the burn-in, patch of nodes
-            # narrowed by a ValidatingAdmissionPolicy to its own node (tests/test_node_health.py).
-            assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else "gang-watchdog"), name
-    # Only two call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
-    # schedule, and the Trainium burn-in (infra/plans/burn_in.py), which untaints its own node.
-    assert with_token == {"gang-watchdog", "burn-in-*"}
+            # Each its own account: a namespaced Role for the watchdog; for the burn-in and its sweeper,
+            # patch of nodes narrowed by a ValidatingAdmissionPolicy each (tests/test_node_health.py,
+            # tests/test_burn_in_sweeper.py).
+            accounts = {"neuron-burn-in-sweeper": "neuron-burn-in-sweeper", "gang-watchdog": "gang-watchdog"}
+            assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), name
+    # Only three call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
+    # schedule, the Trainium burn-in (infra/plans/burn_in.py), which untaints its own node, and its
+    # sweeper, which fails nodes whose burn-in never started.
+    assert with_token == {"gang-watchdog", "burn-in-*", "neuron-burn-in-sweeper"}
 
 
 def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) -> None:

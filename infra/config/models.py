@@ -161,7 +161,7 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     burn_in: bool = Field(
         default=True,
         description="Health-gate new nodes: each registers tainted, and a burn-in on it (Neuron devices and cores, "
-        "an all-reduce over its NeuronCores, EFA interfaces, locked-memory limit, FSx mount; ten minutes at most) removes "
+        "an all-reduce over its NeuronCores, EFA interfaces, locked-memory limit, FSx mount; 13 minutes at most) removes "
         "the taint when every check passes, or else labels the node with the failed check and taints it so that its "
         "provisioner replaces it as an empty node.",
     )
