@@ -50,8 +50,10 @@ def test_the_sweeper_picks_only_first_burn_ins_past_the_budget_and_margin():
 
 def test_the_sweepers_limit_lets_a_running_burn_in_time_itself_out_first():
     """A running burn-in fails itself at the budget (tests/test_node_health.py); the sweeper waits a
-    margin more, and acts before cluster-autoscaler's scale-down-unready-time (20 minutes,
-    kubernetes/autoscaler cluster-autoscaler-1.34.2 config/flags/flags.go) would delete the node."""
+    margin more, and acts before cluster-autoscaler's scale-down-unready-time (kubernetes/autoscaler
+    cluster-autoscaler-1.34.2 config/const.go DefaultScaleDownUnreadyTime = 20 * time.Minute, the
+    flag's default in config/flags/flags.go; infra/components/autoscaling.py does not set it) would
+    delete the node."""
     assert burn_in.SWEEP_MARGIN_SECONDS >= 60
     assert LIMIT + burn_in.SWEEP_PERIOD_SECONDS < 20 * 60
     assert burn_in.SWEEP_SCHEDULE == f"*/{burn_in.SWEEP_PERIOD_SECONDS // 60} * * * *"
