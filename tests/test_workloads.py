@@ -141,6 +141,21 @@ def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> No
     assert not [r for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-precompile"]
 
 
+def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: PlanResult, workloads_with) -> None:
+    """Both Jobs are replaced on any spec change (replaceOnChanges), and the precompile saves no
+    checkpoint (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.560, 572: only
+    `if is_root and not extract_graphs_only`): a new checkpoint interval, count kept or maxRetry must
+    leave the precompile object as it was, not re-run hours of compilation on two trn1.32xlarge."""
+    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60}
+    before = workloads_with(bertPretraining={**bert, "maxRetry": 2})
+    after = workloads_with(bertPretraining={**bert, "maxRetry": 3, "checkpointEveryShards": 4, "checkpointsToKeep": 3})
+    assert manifest(after, "Job", "bert-precompile") == manifest(before, "Job", "bert-precompile")
+    train = manifest(after, "Job", "bert-train")
+    assert train != manifest(before, "Job", "bert-train") and train["spec"]["maxRetry"] == 3
+    command = " ".join(train["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"])
+    assert "--shards_per_ckpt 4 --num_ckpts_to_keep 3" in command
+
+
 # --- Llama-2 on Ray ---------------------------------------------------------------------------
 
 
