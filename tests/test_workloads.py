@@ -149,7 +149,8 @@ def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: Pl
     bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60}
     before = workloads_with(bertPretraining={**bert, "maxRetry": 2})
     after = workloads_with(bertPretraining={**bert, "maxRetry": 3, "checkpointEveryShards": 4, "checkpointsToKeep": 3})
-    assert manifest(after, "Job", "bert-precompile") == manifest(before, "Job", "bert-precompile")
+    precompile = manifest(after, "Job", "bert-precompile")
+    assert precompile == manifest(before, "Job", "bert-precompile") and precompile["spec"]["maxRetry"] == 2
     train = manifest(after, "Job", "bert-train")
     assert train != manifest(before, "Job", "bert-train") and train["spec"]["maxRetry"] == 3
     command = " ".join(train["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"])

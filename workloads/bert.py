@@ -175,12 +175,6 @@ def run_fields(args: BertPretrainingArgs) -> dict[str, Any]:
     )
 
 
-# The precompile's checkpoint flags are fixed (bert_launch.script_args) and so is its retry count:
-# the Job is replaced on any spec change (replaceOnChanges), and changing the training's
-# maxRetry must not re-run hours of compilation. One retry after a pod failure (a lost node).
-PRECOMPILE_MAX_RETRY = 2
-
-
 def train_run_dir(args: BertPretrainingArgs) -> str:
     return bert_launch.run_dir(bert_launch.BertRun(**run_fields(args), steps_this_run=args.settings.train_steps))
 
@@ -205,7 +199,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
             name="bert-precompile",
             run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
             deadline_minutes=s.precompile_deadline_minutes,
-            **{**base, "max_retry": PRECOMPILE_MAX_RETRY},
+            **{**base, "max_retry": deadlines.bert_attempts(s, precompile=True)},
         )
         done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
         manifests.append(volcano_job(compile_job, done))

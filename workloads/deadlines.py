@@ -64,9 +64,14 @@ def bert_attempt_minutes(pending: int, deadline: int) -> int:
     return pending + deadline + BERT_KILL_AFTER_MINUTES
 
 
-def bert_attempts(settings: Any) -> int:
+# The precompile's maxRetry, fixed (bert.py): a change of the training's maxRetry must not change,
+# and so replace and re-run, the precompile Job. One retry after a pod failure (a lost node).
+BERT_PRECOMPILE_ATTEMPTS = 2
+
+
+def bert_attempts(settings: Any, precompile: bool = False) -> int:
     """Volcano runs a Job at most ``maxRetry`` times in all (see the module's docstring)."""
-    return settings.max_retry
+    return BERT_PRECOMPILE_ATTEMPTS if precompile else settings.max_retry
 
 
 def bert_await_minutes(settings: Any) -> int:
@@ -99,14 +104,15 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
     """Every enabled workload's Trainium steps, each bounded by its deadlines."""
     steps: list[TrainiumStep] = []
     if (bert := config.on("bert_pretraining")) is not None:
-        attempts = bert_attempts(bert)
         runs = [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")] if bert.precompile else []
         runs.append(("bert-train", bert.train_deadline_minutes, "trainDeadlineMinutes"))
         for name, deadline, key in runs:
+            attempts = bert_attempts(bert, precompile=name == "bert-precompile")
+            retry = f"maxRetry {bert.max_retry}" if name == "bert-train" else "the precompile's fixed maxRetry"
             minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
             steps.append(TrainiumStep(
                 "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
-                f"{attempts} attempts (maxRetry {bert.max_retry}) x (pendingTimeoutMinutes "
+                f"{attempts} attempts ({retry}) x (pendingTimeoutMinutes "
                 f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})",
                 attempts,
             ))
