@@ -146,7 +146,8 @@ def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: Pl
     checkpoint (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.560, 572: only
     `if is_root and not extract_graphs_only`): a new checkpoint interval, count kept or maxRetry must
     leave the precompile object as it was, not re-run hours of compilation on two trn1.32xlarge."""
-    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60}
+    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60,
+            "firstStepTimeoutMinutes": 30}
     before = workloads_with(bertPretraining={**bert, "maxRetry": 2})
     after = workloads_with(bertPretraining={**bert, "maxRetry": 3, "checkpointEveryShards": 4, "checkpointsToKeep": 3})
     precompile = manifest(after, "Job", "bert-precompile")
