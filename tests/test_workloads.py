@@ -128,7 +128,8 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     train = registration(workloads_dev, "Job", "bert-train")
     assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
     assert precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700"}
+    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700",
+                                                       "trainium.workloads/restart-pending-timeout-seconds": str((45 + 35) * 60)}
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:

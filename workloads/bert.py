@@ -77,7 +77,8 @@ def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> d
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": job.name, "namespace": job.namespace,
-                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes),
+                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes,
+                                                                  deadlines.bert_restart_pending_minutes(job.pending_timeout_minutes)),
                                      **gang_watchdog.stop_by(job.group)}},
         "spec": {
             "schedulerName": "volcano",

@@ -59,6 +59,20 @@ class TrainiumStep:
 BERT_KILL_AFTER_MINUTES = 5
 
 
+# A restarted BERT attempt may first wait for a node that went silent: its pod stays Terminating
+# until the Node object is deleted, and Volcano creates the new gang only once no pod is left
+# terminating (volcano v1.15.1 pkg/controllers/job/state/restarting.go). EKS node repair replaces
+# a node whose Ready condition is False or Unknown after 30 minutes (EKS user guide, node-repair,
+# "Ready ... 30m ... Replace"; infra/plans/node_health.py overrides only AcceleratedHardwareReady),
+# and the replacement's instance termination deletes the Node; 5 minutes for that. The restart's
+# pending bound is this on top of pendingTimeoutMinutes, which covers launching the new node.
+SILENT_NODE_REPAIR_MINUTES = 30 + 5
+
+
+def bert_restart_pending_minutes(pending: int) -> int:
+    return pending + SILENT_NODE_REPAIR_MINUTES
+
+
 def bert_attempt_minutes(pending: int, deadline: int) -> int:
     """One attempt: scheduling, the run's deadline, then `timeout`'s SIGKILL grace."""
     return pending + deadline + BERT_KILL_AFTER_MINUTES
@@ -109,11 +123,14 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
         for name, deadline, key in runs:
             attempts = bert_attempts(bert, precompile=name == "bert-precompile")
             retry = f"maxRetry {bert.max_retry}" if name == "bert-train" else "the precompile's fixed maxRetry"
-            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
+            restarts = attempts - 1
+            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline) + \
+                restarts * SILENT_NODE_REPAIR_MINUTES
             steps.append(TrainiumStep(
                 "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
                 f"{attempts} attempts ({retry}) x (pendingTimeoutMinutes "
-                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})",
+                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})"
+                f" + {restarts} x {SILENT_NODE_REPAIR_MINUTES} (a restart's wait for a silent node's repair)",
                 attempts,
             ))
     if (ray := config.on("ray_llama2")) is not None:
