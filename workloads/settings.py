@@ -42,7 +42,8 @@ class GangTimeoutSettings(AcceleratedWorkloadSettings):
         default=PENDING_TIMEOUT_MINUTES, ge=15,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
         "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
-        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it.",
+        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it; a restarted BERT attempt gets 35 "
+        "minutes more, for a silent node's repair (docs/resilience.md).",
     )
 
 
