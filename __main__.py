@@ -235,7 +235,6 @@ if features.observability:
             partition=cloud.partition,
             account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
-            log_retention_days=config.log_retention_days,
             training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],
             tags=tags,

@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import re
 
-from offline.runner import REPO_ROOT, stack_config
-
 from infra.components.observability import (
     TRAINING_HEALTH_METRICS,
     dashboard_body,
@@ -112,20 +110,3 @@ def test_a_restart_and_a_failed_pod_alarm_per_training_namespace(prod, dev):
     assert "BERT" in alarms["trn-prod-research-training-pods-failed"]["alarmDescription"]
     assert sorted(a.inputs["name"] for a in dev.of_type(ALARM)) == [
         "trn-dev-default-training-pods-failed", "trn-dev-default-training-restarts"]
-
-
-def test_container_insights_log_groups_belong_to_the_stack(dev, prod):
-    """The add-on's Fluent Bit and agent write to /aws/containerinsights/<cluster>/{application,
-    dataplane,host,performance} and create a group only when it is missing (fluent-bit
-    cloudwatch_api.c create_log_group takes ResourceAlreadyExistsException as success, v1.9.10 to
-    v4.0.0; helm-charts amazon-cloudwatch-observability 4.8.0/6.4.0 values.yaml auto_create_group
-    true). Declared in the stack, they carry logRetentionDays and go with `pulumi destroy`; the
-    add-on waits for them, so no agent creates one first without a retention."""
-    for plan, cluster in ((dev, "trn-dev"), (prod, "trn-prod")):
-        configured = int(stack_config(REPO_ROOT, plan.stack).get("trainium-eks:logRetentionDays", 90))
-        groups = {g.inputs["name"]: g for g in plan.of_type("aws:cloudwatch/logGroup:LogGroup")}
-        wanted = {f"/aws/containerinsights/{cluster}/{kind}" for kind in ("application", "dataplane", "host", "performance")}
-        assert wanted <= set(groups)
-        assert {groups[name].inputs["retentionInDays"] for name in wanted} == {configured}
-        (addon,) = [a for a in plan.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "amazon-cloudwatch-observability"]
-        assert {groups[name].urn for name in wanted} <= set(addon.dependencies)

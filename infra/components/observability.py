@@ -108,26 +108,6 @@ def dashboard_body(cluster_name: str, region: str, training_namespaces: Sequence
     return json.dumps({"widgets": [widget(i, title, expressions) for i, (title, expressions) in enumerate(panels)]})
 
 
-# The log groups the add-on writes to. Fluent Bit (containerLogs, on by default) ships every
-# container's stdout to `application`, the node's journal and kubelet logs to `dataplane` and
-# `host` (aws-observability/helm-charts amazon-cloudwatch-observability 4.8.0 and 6.4.0 values.yaml,
-# containerLogs.fluentBit.config, each output `auto_create_group true`); the agent writes Container
-# Insights' performance events to `performance` (aws/amazon-cloudwatch-agent
-# translator/translate/otel/exporter/awsemf, its Kubernetes default log_group_name). Left to them, the groups are created at run time
-# with no retention and outlive `pulumi destroy`. Declared here, they keep the stack's retention:
-# Fluent Bit's cloudwatch_logs output takes ResourceAlreadyExistsException from CreateLogGroup as
-# success and sets a retention only when its own log_retention_days is set, which the chart does
-# not (fluent/fluent-bit v1.9.10 to v4.0.0 plugins/out_cloudwatch_logs/cloudwatch_api.c
-# create_log_group, set_log_group_retention); the agent's EMF exporter creates its group only when
-# CreateLogStream answers ResourceNotFoundException (opentelemetry-collector-contrib
-# internal/aws/cwlogs/cwlog_client.go CreateStream).
-CONTAINER_INSIGHTS_LOG_GROUPS = ("application", "dataplane", "host", "performance")
-
-
-def container_insights_log_group(cluster_name: str, kind: str) -> str:
-    return f"/aws/containerinsights/{cluster_name}/{kind}"
-
-
 def training_alarm_name(cluster_name: str, namespace: str, kind: str) -> str:
     return f"{cluster_name}-{namespace}-{kind}"
 
@@ -140,7 +120,6 @@ class ObservabilityArgs:
     partition: str
     account_id: str
     addon_build: str
-    log_retention_days: int
     training_namespaces: list[str] = field(default_factory=list)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
@@ -161,18 +140,6 @@ class Observability(pulumi.ComponentResource):
             service_account=(AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT),
             managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
-        # Before the add-on, so no agent creates them first; deleted after it on destroy, once
-        # its agents are gone.
-        log_groups = [
-            aws.cloudwatch.LogGroup(
-                f"{name}-containerinsights-{kind}",
-                name=container_insights_log_group(args.cluster_name_text, kind),
-                retention_in_days=args.log_retention_days,
-                tags=args.tags,
-                opts=child,
-            )
-            for kind in CONTAINER_INSIGHTS_LOG_GROUPS
-        ]
         aws.eks.Addon(
             f"{name}-{CLOUDWATCH_OBSERVABILITY}",
             cluster_name=args.cluster_name,
@@ -184,7 +151,7 @@ class Observability(pulumi.ComponentResource):
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)
             ],
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*permissions, *log_groups, *args.depends_on]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*permissions, *args.depends_on]),
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-neuron",

@@ -371,9 +371,8 @@ class StackConfig(ConfigModel):
     cluster_viewers: list[str] = Field(default=[], description="IAM role/user ARNs given read access to every "
                                        "object, Secrets included (AmazonEKSAdminViewPolicy): the pipeline's preview role.")
     log_types: list[str] = Field(default=list(LOG_TYPES), description="Control-plane log types.")
-    log_retention_days: int = Field(default=90, description="Retention of the control-plane log group and "
-                                    "of Container Insights' (application, dataplane, host, performance) log groups "
-                                    "(a CloudWatch retention value).")
+    log_retention_days: int = Field(default=90, description="Retention of the control-plane log group (a "
+                                    "CloudWatch retention value).")
     core_node_group: CoreNodeGroupConfig = Field(default=CoreNodeGroupConfig(), description="The on-demand core "
                                                  "node group.")
     job_node_group: JobNodeGroupConfig = Field(
