@@ -259,3 +259,25 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
     manifests = gang_watchdog.manifests(gang_watchdog.WatchdogLayout("default", {}, rayjobs=True))
     [deployment] = [m for m in manifests if m["kind"] == "Deployment"]
     assert {"name": "WATCH_RAYJOBS", "value": "1"} in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_a_restart_may_wait_for_a_silent_node_to_be_repaired() -> None:
+    """volcano v1.15.1 pkg/controllers/job/state/restarting.go: a restarting job turns Pending only
+    once total - Terminating >= minAvailable (every pod, for BERT), and a pod on a node whose kubelet
+    went silent stays Terminating until the Node object goes, which EKS node repair does after
+    30 minutes of Ready False/Unknown (EKS user guide, node-repair). The restarted attempt's bound
+    leaves that room on top of pendingTimeoutMinutes; the first attempt keeps the shorter one."""
+    from workloads import deadlines
+
+    annotations = gang_watchdog.pending_bound(45, deadlines.bert_restart_pending_minutes(45))
+    restart_bound = int(annotations[loop.RESTART_ANNOTATION])
+    assert restart_bound == (45 + 30 + 5) * 60 and int(annotations[loop.ANNOTATION]) == 45 * 60
+    restarted = vcjob("Pending", {"Running": T0 + 600, "Restarting": T0 + 5000, "Pending": T0 + 5000 + 31 * 60})
+    restarted["metadata"]["annotations"].update(annotations)
+    # Node repair (30 min) and a new node's launch (~15 min) fit; the plain 45-minute bound did not.
+    assert not loop.volcano_overdue(restarted, T0 + 5000 + 46 * 60)
+    assert loop.volcano_overdue(restarted, T0 + 5000 + restart_bound + 1)
+    assert loop.RESTART_ANNOTATION in loop.pending_message(restarted)
+    first = vcjob("Pending", {"Pending": T0})
+    first["metadata"]["annotations"].update(annotations)
+    assert loop.volcano_overdue(first, T0 + 45 * 60 + 1) and loop.ANNOTATION + ")" in loop.pending_message(first)

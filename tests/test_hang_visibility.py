@@ -22,7 +22,7 @@ from infra.components.observability import (
     TRAINING_HEALTH_METRICS,
     dashboard_body,
     namespace_query,
-    restart_alarm_name,
+    training_alarm_name,
 )
 
 PUBLISHED_POD_DIMENSION_SETS = (
@@ -87,17 +87,26 @@ def test_no_training_namespace_means_only_the_neuron_widgets():
     assert training_widgets(dashboard_body("c", "us-west-2", [])) == {}
 
 
-def test_one_restart_alarm_per_training_namespace(prod, dev):
+def test_a_restart_and_a_failed_pod_alarm_per_training_namespace(prod, dev):
+    """NeMo and Ray workers restart in place (a restart count); BERT's Volcano pods are
+    restartPolicy Never, so a probe kill leaves a Failed pod and the restart count stays 0: the
+    failed-pod alarm is the one a BERT hang raises."""
+    kinds = {"training-restarts": "pod_number_of_container_restarts", "training-pods-failed": "pod_status_failed"}
     alarms = {a.inputs["name"]: a.inputs for a in prod.of_type(ALARM)}
-    assert set(alarms) == {restart_alarm_name("trn-prod", ns) for ns in ("default", "research")}
-    alarm = alarms["trn-prod-research-training-restarts"]
-    (query,) = alarm["metricQueries"]
-    # An alarm needs one time series: the worst pod of the namespace, no GROUP BY.
-    assert query["expression"] == namespace_query("pod_number_of_container_restarts", "MAX", "trn-prod", "research",
-                                                  per_pod=False)
-    assert schema_dimensions(query["expression"]) in PUBLISHED_POD_DIMENSION_SETS
-    assert query["returnData"] is True and query["period"] == 60
-    assert (alarm["comparisonOperator"], alarm["threshold"], alarm["evaluationPeriods"]) == ("GreaterThanThreshold", 0, 1)
-    # No pods, no data: an idle namespace is not a hang.
-    assert alarm["treatMissingData"] == "notBreaching"
-    assert [a.inputs["name"] for a in dev.of_type(ALARM)] == ["trn-dev-default-training-restarts"]
+    assert set(alarms) == {training_alarm_name("trn-prod", ns, k) for ns in ("default", "research") for k in kinds}
+    for kind, metric in kinds.items():
+        alarm = alarms[f"trn-prod-research-{kind}"]
+        (query,) = alarm["metricQueries"]
+        # An alarm needs one time series: the worst pod of the namespace, no GROUP BY.
+        assert query["expression"] == namespace_query(metric, "MAX", "trn-prod", "research", per_pod=False)
+        assert schema_dimensions(query["expression"]) in PUBLISHED_POD_DIMENSION_SETS
+        assert metric in PUBLISHED_WITH_THOSE_SETS
+        assert query["returnData"] is True and query["period"] == 60
+        assert (alarm["comparisonOperator"], alarm["threshold"], alarm["evaluationPeriods"]) == ("GreaterThanThreshold", 0, 1)
+        # No pods, no data: an idle namespace is not a hang.
+        assert alarm["treatMissingData"] == "notBreaching"
+        # It says it counts every pod of the namespace, not only training pods.
+        assert "any pod there" in alarm["alarmDescription"]
+    assert "BERT" in alarms["trn-prod-research-training-pods-failed"]["alarmDescription"]
+    assert sorted(a.inputs["name"] for a in dev.of_type(ALARM)) == [
+        "trn-dev-default-training-pods-failed", "trn-dev-default-training-restarts"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,8 +24,25 @@ def bad_project(tmp_path: Path, config: dict) -> Path:
     return project_copy(tmp_path / "project", stack="bad", config=config)
 
 
-def test_plan_writes_resources_json(tmp_path, capsys):
-    assert plan.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+@dataclass(frozen=True)
+class Planned:
+    out: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def planned_dev(tmp_path_factory) -> Planned:
+    """`make plan`'s dev plan, run sequentially here (on the SDKs as shipped), once for this file."""
+    out = tmp_path_factory.mktemp("plan")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert plan.main(["--stack", "dev", "--out", str(out)], parallel=False) == 0
+    return Planned(out, stdout.getvalue(), stderr.getvalue())
+
+
+def test_plan_writes_resources_json(planned_dev):
+    tmp_path = planned_dev.out
     document = json.loads((tmp_path / "trainium-eks" / "dev" / "resources.json").read_text())
     assert (document["project"], document["stack"]) == ("trainium-eks", "dev")
     assert {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"} <= set(document["resources"][0])
@@ -74,7 +94,7 @@ def test_plan_writes_resources_json(tmp_path, capsys):
     ]
     claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text())
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
-    printed = capsys.readouterr().out
+    printed = planned_dev.stdout
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed
     assert "placeholder" in printed
     workloads = tmp_path / "trainium-workloads" / "dev" / "manifests"
@@ -196,25 +216,22 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     assert render.stderr_width() is None and render.message(text) == text
 
 
-def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_path, capsys):
+def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_path_factory, planned_dev):
     """`make plan` runs the cluster program in a second process when it has a second core
     (offline/companion.py) and loads SDK modules on first use (offline/lazy_sdk.py); neither may
     change a byte of what it prints or writes, compared with the plan run sequentially, here, on
     the SDKs as shipped. (Each step's own stderr is replayed in order: tests/test_companion.py.)"""
     if not companion.second_core():
         pytest.skip("one core: `make plan` runs sequentially here too")
-    run = subprocess.Popen([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path / "two")],
-                           cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert plan.main(["--stack", "dev", "--out", str(tmp_path / "one")], parallel=False) == 0
-    sequential = capsys.readouterr()
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 0, err
-    assert out.replace(str(tmp_path / "two"), "OUT") == sequential.out.replace(str(tmp_path / "one"), "OUT")
-    assert err == ""
-    assert sequential.err == ""
-    written = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*") if p.is_file()}
+    tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
+    run = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.replace(str(tmp_path), "OUT") == planned_dev.stdout.replace(str(planned_dev.out), "OUT")
+    assert run.stderr == planned_dev.stderr == ""
+    written = {p.relative_to(planned_dev.out): p.read_bytes() for p in planned_dev.out.rglob("*") if p.is_file()}
     assert len(written) > 30
-    assert {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*") if p.is_file()} == written
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == written
 
 
 def test_offline_runs_skip_the_stack_trace_the_mock_monitor_discards():

@@ -545,7 +545,20 @@ def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanRes
 def test_a_hang_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:
     """dev's BERT deadline is 60 minutes: a 58-minute limit is ended 61 minutes after the last step."""
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60,
-                                                          "hangTimeoutMinutes": 58})
+                                                          "hangTimeoutMinutes": 58, "firstStepTimeoutMinutes": 30})
     assert problem.startswith("trainium-workloads:bertPretraining.hangTimeoutMinutes = 58: a hang is ended 61 minutes")
     assert "(trainDeadlineMinutes, 60 minutes)" in problem
-    workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60, "hangTimeoutMinutes": 56})
+    workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60, "hangTimeoutMinutes": 56,
+                                    "firstStepTimeoutMinutes": 56})
+
+
+def test_a_first_step_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:
+    """The shipped dev file once had BERT's default 60-minute first-step limit under a 60-minute
+    deadline: a hang before the first step ended with exit 124 (TerminateJob), never restarted."""
+    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60})
+    assert problem.startswith("trainium-workloads:bertPretraining.firstStepTimeoutMinutes = 60: a hang is ended "
+                              "63 minutes after an attempt's start")
+    assert "(trainDeadlineMinutes, 60 minutes)" in problem
+    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 2100,
+                                                    "hangTimeoutMinutes": 20, "firstStepTimeoutMinutes": 32})
+    assert problem.startswith("trainium-workloads:rayLlama2.firstStepTimeoutMinutes = 32: a hang is ended 35 minutes")

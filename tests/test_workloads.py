@@ -128,7 +128,8 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     train = registration(workloads_dev, "Job", "bert-train")
     assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
     assert precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700"}
+    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700",
+                                                       "trainium.workloads/restart-pending-timeout-seconds": str((45 + 35) * 60)}
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:
@@ -139,6 +140,23 @@ def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> No
     assert template["spec"]["nodeSelector"]["instance-type"] == "trn1n-32xl"
     assert "--enable_fp32" in template["spec"]["containers"][0]["command"][-1]
     assert not [r for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-precompile"]
+
+
+def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: PlanResult, workloads_with) -> None:
+    """Both Jobs are replaced on any spec change (replaceOnChanges), and the precompile saves no
+    checkpoint (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.560, 572: only
+    `if is_root and not extract_graphs_only`): a new checkpoint interval, count kept or maxRetry must
+    leave the precompile object as it was, not re-run hours of compilation on two trn1.32xlarge."""
+    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60,
+            "firstStepTimeoutMinutes": 30}
+    before = workloads_with(bertPretraining={**bert, "maxRetry": 2})
+    after = workloads_with(bertPretraining={**bert, "maxRetry": 3, "checkpointEveryShards": 4, "checkpointsToKeep": 3})
+    precompile = manifest(after, "Job", "bert-precompile")
+    assert precompile == manifest(before, "Job", "bert-precompile") and precompile["spec"]["maxRetry"] == 2
+    train = manifest(after, "Job", "bert-train")
+    assert train != manifest(before, "Job", "bert-train") and train["spec"]["maxRetry"] == 3
+    command = " ".join(train["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"])
+    assert "--shards_per_ckpt 4 --num_ckpts_to_keep 3" in command
 
 
 # --- Llama-2 on Ray ---------------------------------------------------------------------------

@@ -77,7 +77,8 @@ def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> d
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": job.name, "namespace": job.namespace,
-                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes),
+                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes,
+                                                                  deadlines.bert_restart_pending_minutes(job.pending_timeout_minutes)),
                                      **gang_watchdog.stop_by(job.group)}},
         "spec": {
             "schedulerName": "volcano",
@@ -199,7 +200,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
             name="bert-precompile",
             run=bert_launch.BertRun(**run, precompile=True, steps_this_run=s.precompile_steps),
             deadline_minutes=s.precompile_deadline_minutes,
-            **base,
+            **{**base, "max_retry": deadlines.bert_attempts(s, precompile=True)},
         )
         done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
         manifests.append(volcano_job(compile_job, done))

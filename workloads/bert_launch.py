@@ -76,14 +76,24 @@ def batch_defaults(bf16: bool) -> tuple[int, int]:
     return BF16_BATCH if bf16 else FP32_BATCH
 
 
+# The precompile saves no checkpoint: the pinned script writes and prunes them only
+# `if is_root and not extract_graphs_only` (BERT_SAMPLES_COMMIT, torch-neuronx/training/
+# dp_bert_hf_pretrain/dp_bert_large_hf_pretrain_hdf5.py l.560, 572-600; l.282 reads
+# NEURON_EXTRACT_GRAPHS_ONLY, which neuron_parallel_compile sets for its trial run, Neuron docs
+# "PyTorch NeuronX Environment Variables"). So it gets fixed values, not the training's: a new
+# checkpoint interval must not change (and so replace and re-run) the precompile Job.
+PRECOMPILE_CHECKPOINTS = (1, 1)
+
+
 def script_args(run: BertRun) -> list[str]:
+    every, keep = PRECOMPILE_CHECKPOINTS if run.precompile else (run.checkpoint_every_shards, run.checkpoints_to_keep)
     args = [
         "--batch_size", str(run.batch_size),
         "--grad_accum_usteps", str(run.grad_accum_steps),
         "--data_dir", run.data_dir,
         "--output_dir", run_dir(run),
-        "--shards_per_ckpt", str(run.checkpoint_every_shards),
-        "--num_ckpts_to_keep", str(run.checkpoints_to_keep),
+        "--shards_per_ckpt", str(every),
+        "--num_ckpts_to_keep", str(keep),
     ]  # fmt: skip
     if run.steps_this_run is not None:
         args += ["--steps_this_run", str(run.steps_this_run)]

@@ -106,12 +106,16 @@ def _hang_problems(config: WorkloadsConfig) -> list[str]:
         runs.append(("nemo_llama2", nemo, nemo.train_deadline_minutes, "trainDeadlineMinutes"))
     problems = []
     for workload, s, deadline, key in runs:
-        detected = resumable.detection_minutes(s.hang_timeout_minutes)
-        if detected >= deadline:
-            problems.append(
-                f"{_key(workload, 'hangTimeoutMinutes')} = {s.hang_timeout_minutes}: a hang is ended {detected} minutes "
-                f"after the last step (the liveness probe's limit and failed reads), not before the training run's "
-                f"deadline ({key}, {deadline} minutes), which ends it without a restart; lower it or raise the deadline")
+        # The first-step limit likewise: a hang before the first step (rendezvous, graph or checkpoint
+        # load after a restart) the deadline ends first is not retried either.
+        for limit, minutes, since in (("hangTimeoutMinutes", s.hang_timeout_minutes, "the last step"),
+                                      ("firstStepTimeoutMinutes", s.first_step_timeout_minutes, "an attempt's start")):
+            detected = resumable.detection_minutes(minutes)
+            if detected >= deadline:
+                problems.append(
+                    f"{_key(workload, limit)} = {minutes}: a hang is ended {detected} minutes after {since} (the "
+                    f"liveness probe's limit and failed reads), not before the training run's deadline ({key}, "
+                    f"{deadline} minutes), which ends it without a restart; lower it or raise the deadline")
     return problems
 
 

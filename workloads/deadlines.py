@@ -59,14 +59,33 @@ class TrainiumStep:
 BERT_KILL_AFTER_MINUTES = 5
 
 
+# A restarted BERT attempt may first wait for a node that went silent: its pod stays Terminating
+# until the Node object is deleted, and Volcano creates the new gang only once no pod is left
+# terminating (volcano v1.15.1 pkg/controllers/job/state/restarting.go). EKS node repair replaces
+# a node whose Ready condition is False or Unknown after 30 minutes (EKS user guide, node-repair,
+# "Ready ... 30m ... Replace"; infra/plans/node_health.py overrides only AcceleratedHardwareReady),
+# and the replacement's instance termination deletes the Node; 5 minutes for that. The restart's
+# pending bound is this on top of pendingTimeoutMinutes, which covers launching the new node.
+SILENT_NODE_REPAIR_MINUTES = 30 + 5
+
+
+def bert_restart_pending_minutes(pending: int) -> int:
+    return pending + SILENT_NODE_REPAIR_MINUTES
+
+
 def bert_attempt_minutes(pending: int, deadline: int) -> int:
     """One attempt: scheduling, the run's deadline, then `timeout`'s SIGKILL grace."""
     return pending + deadline + BERT_KILL_AFTER_MINUTES
 
 
-def bert_attempts(settings: Any) -> int:
+# The precompile's maxRetry, fixed (bert.py): a change of the training's maxRetry must not change,
+# and so replace and re-run, the precompile Job. One retry after a pod failure (a lost node).
+BERT_PRECOMPILE_ATTEMPTS = 2
+
+
+def bert_attempts(settings: Any, precompile: bool = False) -> int:
     """Volcano runs a Job at most ``maxRetry`` times in all (see the module's docstring)."""
-    return settings.max_retry
+    return BERT_PRECOMPILE_ATTEMPTS if precompile else settings.max_retry
 
 
 def bert_await_minutes(settings: Any) -> int:
@@ -99,15 +118,19 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
     """Every enabled workload's Trainium steps, each bounded by its deadlines."""
     steps: list[TrainiumStep] = []
     if (bert := config.on("bert_pretraining")) is not None:
-        attempts = bert_attempts(bert)
         runs = [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")] if bert.precompile else []
         runs.append(("bert-train", bert.train_deadline_minutes, "trainDeadlineMinutes"))
         for name, deadline, key in runs:
-            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
+            attempts = bert_attempts(bert, precompile=name == "bert-precompile")
+            retry = f"maxRetry {bert.max_retry}" if name == "bert-train" else "the precompile's fixed maxRetry"
+            restarts = attempts - 1
+            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline) + \
+                restarts * SILENT_NODE_REPAIR_MINUTES
             steps.append(TrainiumStep(
                 "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
-                f"{attempts} attempts (maxRetry {bert.max_retry}) x (pendingTimeoutMinutes "
-                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})",
+                f"{attempts} attempts ({retry}) x (pendingTimeoutMinutes "
+                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})"
+                f" + {restarts} x {SILENT_NODE_REPAIR_MINUTES} (a restart's wait for a silent node's repair)",
                 attempts,
             ))
     if (ray := config.on("ray_llama2")) is not None:

@@ -30,9 +30,11 @@ LABELS = {"app.kubernetes.io/name": NAME, **pods.workload_labels(NAME)}
 ANNOTATION = watchdog_loop.ANNOTATION
 
 
-def pending_bound(minutes: int) -> dict[str, str]:
-    """The annotation that gives a job's gang ``minutes`` to run before the watchdog ends it."""
-    return {ANNOTATION: str(minutes * 60)}
+def pending_bound(minutes: int, restart_minutes: Optional[int] = None) -> dict[str, str]:
+    """The annotation that gives a job's gang ``minutes`` to run before the watchdog ends it, and
+    a restarted Volcano attempt ``restart_minutes`` from its Restarting condition."""
+    restart = {} if restart_minutes is None else {watchdog_loop.RESTART_ANNOTATION: str(restart_minutes * 60)}
+    return {ANNOTATION: str(minutes * 60), **restart}
 
 
 def stop_by(group: NodeGroup) -> dict[str, str]:

@@ -42,7 +42,8 @@ class GangTimeoutSettings(AcceleratedWorkloadSettings):
         default=PENDING_TIMEOUT_MINUTES, ge=15,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
         "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
-        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it.",
+        "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it; a restarted BERT attempt gets 35 "
+        "minutes more, for a silent node's repair (docs/resilience.md).",
     )
 
 
@@ -130,6 +131,13 @@ class RayLlama2Settings(ResumableSettings):
     head_memory: str = Field(default="30Gi", description="Ray head memory request.")
     worker_cpu: str = Field(default="120", description="Ray worker CPU request.")
     worker_memory: str = Field(default="440Gi", description="Ray worker memory request.")
+    # The train step's default deadline is 40 minutes: the shared 60-minute first-step limit could
+    # never act before it (checks.py refuses that), so Ray's is shorter.
+    first_step_timeout_minutes: int = Field(
+        default=30, ge=10, le=1440,
+        description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
+        "checkpoint load, compiled graphs loaded from the cache).",
+    )
     steps: list[Literal["generate-data", "precompile", "train"]] = Field(
         default=list(RAY_STEPS),
         description="RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.",

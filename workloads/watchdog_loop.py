@@ -17,7 +17,8 @@ from the object's status, so a restart of the watchdog (or of Volcano) changes n
   The attempt starts at the job's creation or at its latest ``Restarting`` condition (volcano
   v1.15.1 job_controller_actions.go killJob l.231-236 stamps a condition per phase change, and
   appendJobCondition l.1072-1080 keeps the latest of each phase); an attempt that reached Running
-  after it began is left alone. Ended by a bus.volcano.sh/v1alpha1 Command ``TerminateJob``
+  after it began is left alone. A restarted attempt gets ``RESTART_ANNOTATION``'s bound when the job
+  carries one (volcano_bound: a restart may first wait for a silent node's repair). Ended by a bus.volcano.sh/v1alpha1 Command ``TerminateJob``
   (job_controller_handler.go processNextCommand l.419-448; job_controller_util.go applyPolicies
   l.194-197 takes a command's action as it is), the action the PodPending policy took.
 - MPIJob (kubeflow.org/v2beta1): acted on while it has no Running, Succeeded or Failed condition and
@@ -65,6 +66,8 @@ import urllib.request
 from typing import Any, Callable, Optional
 
 ANNOTATION = "trainium.workloads/pending-timeout-seconds"
+# A restarted Volcano attempt's bound, counted from its Restarting condition (ANNOTATION when absent).
+RESTART_ANNOTATION = "trainium.workloads/restart-pending-timeout-seconds"
 STOP_BY = "trainium.workloads/stop-by"
 VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1/namespaces/{ns}/commands"
@@ -84,9 +87,22 @@ def _time(value: Optional[str]) -> Optional[float]:
     return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
 
 
-def _bound(obj: dict[str, Any]) -> Optional[int]:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+def _bound(obj: dict[str, Any], key: str = ANNOTATION) -> Optional[int]:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
     return int(value) if value and value.isdigit() else None
+
+
+def _restarted(job: dict[str, Any]) -> bool:
+    return any(c.get("status") == "Restarting" for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def volcano_bound(job: dict[str, Any]) -> Optional[int]:
+    """The current attempt's bound: a restart's own when the job has one. A restart waits in
+    Restarting until no pod of the gang is left terminating (volcano v1.15.1
+    pkg/controllers/job/state/restarting.go restartingUpdateStatus: Pending once total -
+    Terminating >= minAvailable, and minAvailable is every pod), and a pod on a node that went
+    silent stays Terminating until its Node object is deleted (by node repair's replacement)."""
+    return (_bound(job, RESTART_ANNOTATION) if _restarted(job) else None) or _bound(job)
 
 
 def _annotation(obj: dict[str, Any], key: str) -> Optional[str]:
@@ -104,7 +120,7 @@ def past_stop_by(obj: dict[str, Any], now: float) -> bool:
 
 def volcano_overdue(job: dict[str, Any], now: float) -> bool:
     """True when the job's current attempt has been Pending longer than its bound."""
-    bound = _bound(job)
+    bound = volcano_bound(job)
     status = job.get("status") or {}
     if bound is None or (status.get("state") or {}).get("phase", "Pending") != "Pending":
         return False
@@ -142,7 +158,8 @@ def command(job: dict[str, Any], action: str, reason: str, message: str) -> dict
 
 
 def pending_message(job: dict[str, Any]) -> str:
-    return f"the gang did not run within {_bound(job)} s ({ANNOTATION})"
+    key = RESTART_ANNOTATION if _restarted(job) and _bound(job, RESTART_ANNOTATION) else ANNOTATION
+    return f"the gang did not run within {_bound(job, key)} s ({key})"
 
 
 def stop_message(job: dict[str, Any]) -> str:

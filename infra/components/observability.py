@@ -48,7 +48,18 @@ TRAINING_HEALTH_METRICS = (
      "pod_number_of_container_restarts", "MAX"),
     ("Failed training pods", "pod_status_failed", "SUM"),
 )
-RESTART_ALARM_METRIC = "pod_number_of_container_restarts"
+# One alarm per training namespace and metric (an alarm holds one Metrics Insights query, MAX over
+# the namespace: any pod). Both count every pod of the namespace: the dimension sets have no
+# label or owner to tell training pods from etcd, TensorBoard or the gang watchdog (see
+# namespace_query), and Metrics Insights cannot match pod-name patterns with `=` alone.
+TRAINING_ALARMS = (
+    ("training-restarts", "pod_number_of_container_restarts",
+     "A container in training namespace {ns} restarted (any pod there: training, etcd, TensorBoard, the gang "
+     "watchdog): a NeMo or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which)."),
+    ("training-pods-failed", "pod_status_failed",
+     "A pod in training namespace {ns} failed (any pod there): a BERT (Volcano, restartPolicy Never) run hung and "
+     "ended by its liveness probe, a crash, or a job that ran out of retries (kubectl get pods, kubectl describe vcjob)."),
+)
 
 
 def namespace_query(metric: str, statistic: str, cluster_name: str, namespace: str, per_pod: bool = True) -> str:
@@ -97,8 +108,8 @@ def dashboard_body(cluster_name: str, region: str, training_namespaces: Sequence
     return json.dumps({"widgets": [widget(i, title, expressions) for i, (title, expressions) in enumerate(panels)]})
 
 
-def restart_alarm_name(cluster_name: str, namespace: str) -> str:
-    return f"{cluster_name}-{namespace}-training-restarts"
+def training_alarm_name(cluster_name: str, namespace: str, kind: str) -> str:
+    return f"{cluster_name}-{namespace}-{kind}"
 
 
 @dataclass
@@ -149,26 +160,26 @@ class Observability(pulumi.ComponentResource):
             opts=child,
         )
         for namespace in args.training_namespaces:
-            # No actions: the alarm state is what the dashboard and `aws cloudwatch
-            # describe-alarms` show; a team subscribes its own topic. It stays in ALARM while a
-            # restarted pod exists (the count is cumulative) and clears when the gang is replaced.
-            aws.cloudwatch.MetricAlarm(
-                f"{name}-{namespace}-training-restarts",
-                name=restart_alarm_name(args.cluster_name_text, namespace),
-                alarm_description=f"A container in training namespace {namespace} restarted: a hung run ended by "
-                "its liveness probe, or a crash (kubectl describe pod shows which).",
-                metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
-                    id="restarts",
-                    expression=namespace_query(RESTART_ALARM_METRIC, "MAX", args.cluster_name_text, namespace, per_pod=False),
-                    period=60,
-                    return_data=True,
-                )],
-                comparison_operator="GreaterThanThreshold",
-                threshold=0,
-                evaluation_periods=1,
-                treat_missing_data="notBreaching",
-                tags=args.tags,
-                opts=child,
-            )
+            for kind, metric, description in TRAINING_ALARMS:
+                # No actions: the alarm state is what the dashboard and `aws cloudwatch
+                # describe-alarms` show; a team subscribes its own topic. It stays in ALARM while a
+                # restarted or failed pod exists and clears when the pod is replaced.
+                aws.cloudwatch.MetricAlarm(
+                    f"{name}-{namespace}-{kind}",
+                    name=training_alarm_name(args.cluster_name_text, namespace, kind),
+                    alarm_description=description.format(ns=namespace),
+                    metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                        id="pods",
+                        expression=namespace_query(metric, "MAX", args.cluster_name_text, namespace, per_pod=False),
+                        period=60,
+                        return_data=True,
+                    )],
+                    comparison_operator="GreaterThanThreshold",
+                    threshold=0,
+                    evaluation_periods=1,
+                    treat_missing_data="notBreaching",
+                    tags=args.tags,
+                    opts=child,
+                )
         self.dashboard_name = dashboard.dashboard_name
         self.register_outputs({"dashboardName": self.dashboard_name})
