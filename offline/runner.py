@@ -6,6 +6,8 @@ Used by the offline plan (``offline/plan.py``) and by the tests, so both see exa
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import re
 import runpy
@@ -40,6 +42,21 @@ def _no_stack_trace() -> source_pb2.StackTrace:
 # discards it, and it was a tenth of every offline program run; offline runs send an empty
 # one. `pulumi up` never imports this module. tests/test_plan_cli.py checks the hook is there.
 runtime_resource._get_stack_trace = _no_stack_trace
+
+
+class _Inline(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call at once, in the caller's thread. The runtime hands every call to the
+    resource monitor to the event loop's default executor (pulumi runtime/resource.py, invoke.py:
+    ``run_in_executor(None, ...)``), because a real monitor is a gRPC round trip; the mock monitor
+    answers in microseconds and never calls back into the loop, so the thread hop was pure cost."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:  # type: ignore[override]
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the awaiting coroutine, as the pool would
+            future.set_exception(exc)
+        return future
 
 
 def _no_network() -> str:
@@ -176,6 +193,7 @@ def run_program(
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
+    asyncio.get_event_loop().set_default_executor(_Inline())
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
     except ConfigError as error:

@@ -248,3 +248,17 @@ def test_offline_runs_skip_the_stack_trace_the_mock_monitor_discards():
     assert runtime_resource._get_stack_trace is runner._no_stack_trace
     assert "_get_stack_trace()" in inspect.getsource(runtime_resource.register_resource)
     assert not runner._no_stack_trace().frames
+
+
+def test_offline_runs_answer_the_mock_monitor_in_the_callers_thread():
+    """The runtime sends each monitor call through the event loop's default executor (pulumi
+    runtime/resource.py ``run_in_executor(None, do_rpc_call)``); offline runs make that executor
+    run the call at once, in the loop's thread, errors included, as the pool would hand them back."""
+    import threading
+
+    from offline import runner
+
+    inline = runner._Inline()
+    assert inline.submit(threading.get_ident).result() == threading.get_ident()
+    failed = inline.submit(lambda: 1 / 0)
+    assert failed.done() and isinstance(failed.exception(), ZeroDivisionError)
