@@ -121,8 +121,11 @@ def test_the_component_refuses_instance_types_without_efa() -> None:
 
 
 def test_trn1n_gets_sixteen_efa_interfaces() -> None:
-    (pod, _) = torchx_pods("repo/bert:tag", False, "trn1n.32xlarge", -1)
-    assert essentials(pod)["devices"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
+    # The component's request; how the CLI turns role devices into pod limits is what the two
+    # rendering tests above check against the stack's own pods.
+    (role,) = trn1_dist_ddp(image="repo/bert:tag", instance_type="trn1n.32xlarge", steps_this_run=-1).roles
+    assert role.resource.devices == {"aws.amazon.com/neuron": 16, "vpc.amazonaws.com/efa": 16}
+    assert role.resource.capabilities == {"node.kubernetes.io/instance-type": "trn1n.32xlarge"}
 
 
 def test_loading_the_component_leaves_torchx_own_names_alone(capsys: pytest.CaptureFixture[str]) -> None:
