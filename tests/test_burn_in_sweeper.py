@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import json
 import sys
@@ -24,7 +25,7 @@ from infra.plans.node_template import (
     NEURON_TAINT,
 )
 from infra.plans.system_capacity import ACCELERATOR_NODES, node_allocatable
-from tests.test_node_health import NODE, _passed, _refused_by, _Response
+from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 LIMIT = burn_in.BUDGET_SECONDS + burn_in.SWEEP_MARGIN_SECONDS
@@ -132,11 +133,7 @@ def test_the_sweeper_leaves_a_node_whose_burn_in_reported_meanwhile_and_reports_
     assert len(sent) == 1 and code == 1
 
 
-def _failed_not_started(n: dict[str, Any]) -> None:
-    n["spec"]["taints"] = [n["spec"]["taints"][0], {"key": BURN_IN_FAILED_TAINT_KEY, "value": "not-started",
-                                                    "effect": "NoSchedule"}]
-    del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
-    n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "not-started"})
+_failed_not_started = functools.partial(_failed_because, "not-started")
 
 
 @pytest.mark.parametrize("change, refused_by", [

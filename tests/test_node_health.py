@@ -4,6 +4,7 @@ Capacity Block windows (workloads/capacity_windows.py): pure functions, plus the
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import io
 import json
@@ -160,11 +161,15 @@ def _passed(n: dict[str, Any]) -> None:
     n["metadata"]["labels"][BURN_IN_RESULT_LABEL] = "passed"
 
 
-def _failed(n: dict[str, Any]) -> None:
-    n["spec"]["taints"] = [n["spec"]["taints"][0], {"key": BURN_IN_FAILED_TAINT_KEY, "value": "efa-interfaces",
+def _failed_because(reason: str, n: dict[str, Any]) -> None:
+    """``n`` as the burn-in's (or the sweeper's) failure patch leaves it."""
+    n["spec"]["taints"] = [n["spec"]["taints"][0], {"key": BURN_IN_FAILED_TAINT_KEY, "value": reason,
                                                     "effect": "NoSchedule"}]
     del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
-    n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces"})
+    n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: reason})
+
+
+_failed = functools.partial(_failed_because, "efa-interfaces")
 
 
 @pytest.mark.parametrize("change, claim, refused_by", [
