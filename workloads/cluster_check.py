@@ -508,28 +508,13 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                     "replicas": 1,
                     # One try: its status file says what happened, and a retry would only wait again.
                     "restartPolicy": "Never",
-                    "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
-                        "spec": {
-                            **pods.pod_defaults(),
-                            "serviceAccountName": layout.service_account,
-                            **pods.support_placement(layout.support_placement),
-                            "containers": [launcher],
-                            "volumes": [pods.claim_volume(layout.claim)],
-                        }
-                    },
+                    "template": pods.mpi_launcher_template(WORKLOAD, layout.service_account, layout.support_placement,
+                                                           launcher, (pods.claim_volume(layout.claim),)),
                 },
                 "Worker": {
                     "replicas": s.nodes,
-                    "template": {
-                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
-                        "spec": {
-                            **pods.training_pod(layout.group),
-                            "serviceAccountName": layout.service_account,
-                            "containers": [worker],
-                            "volumes": [pods.shm_volume()],
-                        }
-                    },
+                    "template": pods.mpi_worker_template(WORKLOAD, layout.group, layout.service_account, worker,
+                                                         (pods.shm_volume(),)),
                 },
             },
         },

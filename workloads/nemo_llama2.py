@@ -184,15 +184,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # Under Volcano the new pod joins the running gang: the running workers count
                     # toward minAvailable (volcano v1.15.1 api/job_info.go ReadyTaskNum).
                     "restartPolicy": "Never",
-                    "template": {
-                        "metadata": {"labels": pods.workload_labels(WORKLOAD)},
-                        "spec": {
-                            **pods.pod_defaults(),
-                            "serviceAccountName": layout.service_account,
-                            **pods.support_placement(layout.support_placement),
-                            "containers": [launcher],
-                        }
-                    },
+                    "template": pods.mpi_launcher_template(WORKLOAD, layout.service_account, layout.support_placement,
+                                                           launcher),
                 },
                 "Worker": {
                     "replicas": s.nodes,
@@ -200,15 +193,8 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # launcher's next mpirun uses it; the operator never replaces a worker pod that still
                     # exists (v0.8.0 mpi_job_controller.go getOrCreateWorker), so Never would end the run.
                     "restartPolicy": "OnFailure",
-                    "template": {
-                        "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
-                        "spec": {
-                            **pods.training_pod(layout.group),
-                            "serviceAccountName": layout.service_account,
-                            "containers": [worker],
-                            "volumes": [pods.claim_volume(layout.claim), pods.shm_volume()],
-                        }
-                    },
+                    "template": pods.mpi_worker_template(WORKLOAD, layout.group, layout.service_account, worker,
+                                                         (pods.claim_volume(layout.claim), pods.shm_volume())),
                 },
             },
         },

@@ -122,6 +122,24 @@ def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
     return {"nodeSelector": dict(placement["nodeSelector"]), "tolerations": [dict(t) for t in placement["tolerations"]]}
 
 
+def mpi_launcher_template(workload: str, service_account: str, placement: Mapping[str, Any], launcher: Mapping[str, Any],
+                          volumes: tuple[Mapping[str, Any], ...] = ()) -> dict[str, Any]:
+    """An MPIJob's launcher pod: a CPU pod on the job-support group under the pod defaults."""
+    spec = {**pod_defaults(), "serviceAccountName": service_account, **support_placement(placement),
+            "containers": [dict(launcher)]}
+    return {"metadata": {"labels": workload_labels(workload)}, "spec": {**spec, **({"volumes": list(volumes)} if volumes else {})}}
+
+
+def mpi_worker_template(workload: str, group: NodeGroup, service_account: str, worker: Mapping[str, Any],
+                        volumes: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
+    """An MPIJob's worker pod: one per Trainium node, owning it (``training_pod``)."""
+    return {
+        "metadata": pod_metadata(workload_labels(workload), group),
+        "spec": {**training_pod(group), "serviceAccountName": service_account, "containers": [dict(worker)],
+                 "volumes": list(volumes)},
+    }
+
+
 def system_deployment(metadata: Mapping[str, Any], labels: Mapping[str, str], node_selector: Mapping[str, str],
                       **pod_spec: Any) -> dict[str, Any]:
     """One replica of a long-running pod on the always-on system nodes, as an unprivileged user
