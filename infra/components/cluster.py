@@ -17,7 +17,7 @@ from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.components.kube import kubeconfig_for
-from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role, service_trust_policy
+from infra.components.iam import PodIdentityScope, managed_policy, node_role_with_policies, pod_identity_role
 from infra.lookups import MANAGED_ENTRY_TAG
 from infra.plans import node_security
 from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
@@ -163,19 +163,10 @@ class EksCluster(pulumi.ComponentResource):
         # construction, children included (pulumi SDK 3.272.0, runtime/rpc.py _add_dependency).
         self.kubernetes_version = cluster.urn.apply(lambda _: args.kubernetes_version)
 
-        node_role = aws.iam.Role(
-            f"{name}-node",
-            assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
-            description=f"EKS nodes of {args.name}",
-            tags=args.tags,
-            opts=child,
+        node_role, node_policies = node_role_with_policies(
+            f"{name}-node", f"EKS nodes of {args.name}", args.partition,
+            node_security.node_policies(args.session_manager), args.tags, child,
         )
-        node_policies: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}", role=node_role.name, policy_arn=managed_policy(args.partition, policy), opts=child
-            )
-            for policy in node_security.node_policies(args.session_manager)
-        ]
 
         self.admin_entries = self._admin_entries(args, cluster)
         pod_identity_agent = self._addon(name, args, addons.POD_IDENTITY_AGENT, [cluster])

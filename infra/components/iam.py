@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -65,6 +65,19 @@ def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_a
 
 def managed_policy(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
+
+
+def node_role_with_policies(name: str, description: str, partition: str, policies: Sequence[str], tags: Mapping[str, str],
+              opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+    """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``)."""
+    role = aws.iam.Role(name, assume_role_policy=service_trust_policy("ec2.amazonaws.com"), description=description,
+                        tags=dict(tags), opts=opts)
+    attached: list[pulumi.Resource] = [
+        aws.iam.RolePolicyAttachment(f"{name}-{policy}", role=role.name, policy_arn=managed_policy(partition, policy),
+                                     opts=opts)
+        for policy in policies
+    ]
+    return role, attached
 
 
 def pod_identity_role(

@@ -17,7 +17,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.components.accelerators import AcceleratorGroupSpec, efa_security_group
-from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role, service_trust_policy
+from infra.components.iam import PodIdentityScope, node_role_with_policies, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 from infra.plans import karpenter as plan
@@ -73,18 +73,10 @@ class Karpenter(pulumi.ComponentResource):
 
         # A role of its own: EKS already made an access entry for the managed groups' role, and a
         # second entry for the same principal is refused.
-        node_role = aws.iam.Role(
-            f"{name}-node",
-            assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
-            description=f"Karpenter's Trainium nodes of {args.cluster_name_text}",
-            tags=args.tags,
-            opts=child,
+        node_role, node_ready = node_role_with_policies(
+            f"{name}-node", f"Karpenter's Trainium nodes of {args.cluster_name_text}", args.partition,
+            args.node_policies, args.tags, child,
         )
-        node_ready: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-{p}", role=node_role.name,
-                                         policy_arn=managed_policy(args.partition, p), opts=child)
-            for p in args.node_policies
-        ]
         node_ready.append(aws.eks.AccessEntry(
             f"{name}-node", cluster_name=args.cluster_name, principal_arn=node_role.arn, type="EC2_LINUX",
             tags=args.tags, opts=child,
