@@ -8,23 +8,38 @@ so most of that work (about a quarter of a second) went to classes nothing uses.
 ``install()`` puts a finder on ``sys.meta_path`` that loads such a package with its
 ``from .<module> import *`` lines removed and a module ``__getattr__`` (PEP 562) in their
 place, mapping each name the module exports (its ``__all__``, read from the file's head) to
-it. Nothing else changes: the package's other lines run as written, ``_enums`` and ``_inputs``
+it. The package's other lines run as written, ``_enums`` and ``_inputs``
 still load with the package (every resource module imports them anyway), and a package whose
 layout is not exactly that (a module without a literal ``__all__``, a name two modules export,
 a name the kept lines define too) loads as it always did. A name resolves to the object the
 star-import would have bound, so the programs, and what the plan prints and writes, are the
 same; ``tests/test_lazy_sdk.py`` checks that against the eager packages.
 
+Every SDK module this finder loads is also compiled as if it began with ``from __future__
+import annotations`` (PEP 563), and its ``class FooArgsDict(TypedDict)`` classes, which only
+type checkers read, as plain classes. Building the ``typing`` objects of every annotation in a
+module (``Optional[pulumi.Input[Sequence[...]]]``, thousands in ``core.v1._inputs``) was about
+half of its import time; pulumi reads a class's hints only when it (de)serializes that class,
+through ``typing.get_type_hints`` (pulumi/_types.py ``_raw_return_hints``,
+``_types_from_annotations``), which evaluates a postponed annotation to the same object. The
+compiled code is cached beside the package's own bytecode (``code_cache_path``): compiling the
+SDK's large modules takes longer than running them.
+
 Only ``python -m offline.plan`` installs it; ``pulumi up`` and the tests load the SDKs as
-shipped.
+shipped (``tests/test_plan_cli.py`` compares the plan both ways, byte for byte).
 """
 
 from __future__ import annotations
+
+import __future__
 
 import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
+import marshal
+import os
 import re
 import sys
 from pathlib import Path
@@ -38,6 +53,10 @@ EAGER_MODULES = frozenset({"_enums", "_inputs"})
 DUNDER_ALL = re.compile(r"^__all__ = \[(.*?)\]", re.MULTILINE | re.DOTALL)
 QUOTED_NAME = re.compile(r"""['"](\w+)['"]""")
 HEAD_BYTES = 8192
+TYPED_DICT_CLASS = re.compile(r"^class (\w+)\(TypedDict\):$", re.MULTILINE)
+# Part of each cached file's key: a new value when the compilation below changes.
+OFFLINE_COMPILATION = "postponed-annotations, plain ArgsDict classes, v1"
+CODE_CACHE_TAG = "offlineplan"
 # The SDK packages the three programs declare resources from. Loading one early is an
 # optimisation only (the tests' workers, the plan's second process): a package missing here
 # still loads when a program first names it.
@@ -78,7 +97,53 @@ def deferred_exports(init_source: str, package_dir: Path) -> Optional[tuple[str,
     return kept, owner
 
 
-class _LazyPackageLoader(importlib.machinery.SourceFileLoader):
+def offline_source(source: str) -> str:
+    """The module as the offline plan compiles it: ``ArgsDict`` TypedDicts as plain classes."""
+    return TYPED_DICT_CLASS.sub(r"class \1:", source)
+
+
+def offline_compile(source: str, path: str) -> Any:
+    return compile(offline_source(source), path, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+
+
+def code_cache_path(source_path: Path) -> Path:
+    """``__pycache__/<module>.cpython-3XX.opt-offlineplan.pyc``: an interpreter never reads it."""
+    return Path(importlib.util.cache_from_source(str(source_path), optimization=CODE_CACHE_TAG))
+
+
+def cached_code(source_path: Path) -> Any:
+    """The offline compilation of ``source_path``, from its cache file while that matches the
+    source's size and modification time; else compiled now and cached (written whole, then
+    renamed, so the plan's two processes may both write it). It is written whatever
+    PYTHONDONTWRITEBYTECODE says: that setting is about the interpreter's own ``.pyc`` files,
+    and without this cache every plan would compile a few megabytes of SDK source. A cache
+    that cannot be read or written only costs the compilation."""
+    stat = source_path.stat()
+    key = (OFFLINE_COMPILATION, importlib.util.MAGIC_NUMBER, stat.st_mtime_ns, stat.st_size)
+    cache = code_cache_path(source_path)
+    try:
+        cached_key, code = marshal.loads(cache.read_bytes())
+        if cached_key == key:
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = offline_compile(source_path.read_text(encoding="utf-8"), str(source_path))
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}")
+        partial.write_bytes(marshal.dumps((key, code)))
+        os.replace(partial, cache)
+    except OSError:
+        pass
+    return code
+
+
+class _OfflineModuleLoader(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname: str) -> Any:
+        return cached_code(Path(self.path))
+
+
+class _LazyPackageLoader(_OfflineModuleLoader):
     def exec_module(self, module: ModuleType) -> None:
         source = self.get_source(module.__name__) or ""
         split = deferred_exports(source, Path(self.path).parent) if GENERATED_MARKER in source else None
@@ -86,7 +151,7 @@ class _LazyPackageLoader(importlib.machinery.SourceFileLoader):
             super().exec_module(module)
             return
         kept, owner = split
-        exec(compile(kept, self.path, "exec"), module.__dict__)
+        exec(offline_compile(kept, self.path), module.__dict__)
         if owner.keys() & module.__dict__.keys():
             super().exec_module(module)  # a kept line binds an exported name too: the order decides
             return
@@ -115,9 +180,10 @@ class _LazyPackageFinder(importlib.abc.MetaPathFinder):
         if not fullname.startswith(SDK_PREFIXES):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.origin is None or not spec.origin.endswith("__init__.py"):
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
             return spec
-        spec.loader = _LazyPackageLoader(fullname, spec.origin)
+        loader = _LazyPackageLoader if spec.origin.endswith("__init__.py") else _OfflineModuleLoader
+        spec.loader = loader(fullname, spec.origin)
         return spec
 
 
@@ -137,6 +203,7 @@ def load(modules: Sequence[str]) -> None:
 
 
 def install() -> None:
-    """Defer the SDK packages' resource modules in this process (idempotent)."""
+    """Defer the SDK packages' resource modules, and compile SDK modules for the offline plan, in this
+    process (idempotent)."""
     if not any(isinstance(finder, _LazyPackageFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _LazyPackageFinder())

@@ -96,3 +96,65 @@ print(json.dumps({
         "listed": True,
         "unknown": False,
     }
+
+
+def test_offline_compilation_postpones_annotations_and_builds_argsdicts_as_plain_classes(tmp_path: Path):
+    source = ("from typing import Optional, TypedDict\n__all__ = ['FooArgsDict', 'hint']\n"
+              "class FooArgsDict(TypedDict):\n    name: Optional[int]\n"
+              "def hint(x: 'Missing[int]') -> Optional[int]: ...\n")
+    namespace: dict = {}
+    exec(lazy_sdk.offline_compile(source, str(tmp_path / "m.py")), namespace)
+    assert namespace["hint"].__annotations__ == {"x": "'Missing[int]'", "return": "Optional[int]"}
+    assert type(namespace["FooArgsDict"]) is type and namespace["FooArgsDict"].__annotations__ == {"name": "Optional[int]"}
+    assert namespace["__all__"] == ["FooArgsDict", "hint"]
+
+
+def test_the_code_cache_is_reused_until_the_source_changes(tmp_path: Path, monkeypatch):
+    module = tmp_path / "generated.py"
+    module.write_text("VALUE = 1\n")
+    first = lazy_sdk.cached_code(module)
+    cache = lazy_sdk.code_cache_path(module)
+    assert cache.is_file() and cache.parent.name == "__pycache__" and ".opt-offlineplan." in cache.name
+
+    def no_compile(source: str, path: str):
+        raise AssertionError("compiled although the cache matches")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(lazy_sdk, "offline_compile", no_compile)
+        assert lazy_sdk.cached_code(module) == first
+    module.write_text("VALUE = 22\n")  # another size: compiled again
+    namespace: dict = {}
+    exec(lazy_sdk.cached_code(module), namespace)
+    assert namespace["VALUE"] == 22
+    cache.write_bytes(b"not marshal data")  # a damaged cache only costs the compilation
+    exec(lazy_sdk.cached_code(module), namespace)
+    assert namespace["VALUE"] == 22
+
+
+def test_postponed_annotations_resolve_to_the_types_pulumi_reads_from_the_shipped_modules():
+    """pulumi reads a class's types through typing.get_type_hints (pulumi 3.272.0
+    sdk/python/lib/pulumi/_types.py ``_raw_return_hints``, ``_types_from_annotations``), which
+    evaluates a postponed annotation in the class's module: the types must be the ones the
+    shipped modules' evaluated annotations give, for resources, input types and output types."""
+    probe = """
+import json, sys
+from offline import lazy_sdk
+if sys.argv[1] == "offline":
+    lazy_sdk.install()
+import pulumi._types as types
+import pulumi_aws as aws, pulumi_eks as eks, pulumi_kubernetes as k8s
+resources = [aws.ec2.LaunchTemplate, aws.eks.NodeGroup, eks.Cluster, k8s.apps.v1.DaemonSet, k8s.helm.v3.Release]
+inputs = [k8s.core.v1.PodSpecArgs, aws.ec2.LaunchTemplateNetworkInterfaceArgs, eks.ClusterNodeGroupOptionsArgs]
+outputs = [k8s.core.v1.outputs.PodSpec, aws.eks.outputs.NodeGroupScalingConfig]
+print(json.dumps({
+    "resources": {c.__name__: repr(sorted(types.resource_types(c).items())) for c in resources},
+    "inputs": {c.__name__: repr(sorted(types.input_type_types(c).items())) for c in inputs},
+    "outputs": {c.__name__: repr(sorted(types.output_type_types(c).items())) for c in outputs},
+}))
+"""
+    seen = {}
+    for how in ("shipped", "offline"):
+        run = subprocess.run([sys.executable, "-c", probe, how], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+        seen[how] = json.loads(run.stdout)
+    assert seen["offline"] == seen["shipped"]
+    assert "ObjectMeta" in seen["offline"]["resources"]["DaemonSet"]  # the nested output types resolved
