@@ -1,16 +1,19 @@
-"""How the offline plan runs its longest step, the cluster program, in a second process.
+"""How the offline plan runs its programs in a second process.
 
 The plan's steps are sequential on paper: the cluster program, the workload program (its
 StackReference reads the cluster's outputs), the bootstrap program, then the reports. On a
-machine with a second core, ``Forked`` runs the cluster program in a forked child while this
-process loads the reporting modules, runs the bootstrap program (``Captured``) and loads what
-the workload program needs; then it continues with the cluster plan the child sends back.
+machine with a second core, ``Forked`` runs the cluster program and then the workload program
+in a forked child, sending each plan back as soon as it is ready. Meanwhile this process loads
+the reporting modules and runs the bootstrap program (``Captured``), then renders the cluster's
+part of the report while the child runs the workload program.
 
 Each step's result is collected where the sequential plan computed it: errors are raised in
 the same order, and a step's own output (a program's warnings on stderr) is replayed at that
 point, so what `make plan` prints and writes does not depend on which form ran
-(``tests/test_plan_cli.py`` compares them). ``Deferred`` is the sequential form: the step runs
+(``tests/test_plan_cli.py`` compares them). ``Deferred`` is the sequential form: a step runs
 when its result is asked for (the tests, which run the plan inside a pytest worker, use it).
+Every form takes a chain of steps, each given the value of the one before; none runs after a
+step that failed.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import struct
 import sys
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Sequence, Union
 
 
 @dataclass
@@ -44,68 +48,84 @@ class Outcome:
 
 
 class Deferred:
-    """Runs ``work`` when its result is first asked for."""
+    """Runs each step when its result is first asked for (the ones before it first)."""
 
-    def __init__(self, work: Callable[[], Any]) -> None:
-        self._work = work
+    def __init__(self, *steps: Callable[..., Any]) -> None:
+        self._steps = steps
+        self._values: list[Any] = []
 
-    def result(self) -> Any:
-        return self._work()
+    def result(self, step: int = 0) -> Any:
+        while len(self._values) <= step:
+            index = len(self._values)
+            self._values.append(self._steps[index](*self._values[-1:]))
+        return self._values[step]
 
     def abandon(self) -> None:
         pass
 
 
 class Captured:
-    """Runs ``work`` now, its output held back until its result is asked for."""
+    """Runs the steps now, their output held back until each result is asked for."""
 
-    def __init__(self, work: Callable[[], Any]) -> None:
-        self._outcome = captured(work)
+    def __init__(self, *steps: Callable[..., Any]) -> None:
+        self._outcomes = list(chained(steps))
 
-    def result(self) -> Any:
-        return self._outcome.unwrap()
+    def result(self, step: int = 0) -> Any:
+        return self._outcomes[step].unwrap()
 
     def abandon(self) -> None:
         pass
 
 
 class Forked:
-    """Runs ``work`` now in a forked child; its result comes back pickled."""
+    """Runs the steps now in a forked child; each result comes back pickled as soon as it is
+    ready, so this process can work on one while the child computes the next."""
 
-    def __init__(self, work: Callable[[], Any]) -> None:
+    def __init__(self, *steps: Callable[..., Any]) -> None:
         self._from_child, to_parent = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         self._pid = os.fork()
         if self._pid == 0:  # pragma: no cover - the child; tests/test_plan_cli.py runs it
             os.close(self._from_child)
-            _child(work, to_parent)
+            _child(steps, to_parent)
         os.close(to_parent)
+        self._pipe = os.fdopen(self._from_child, "rb")
+        self._outcomes: list[Outcome] = []
         self._collected = False
 
-    def result(self) -> Any:
-        with os.fdopen(self._from_child, "rb") as pipe:
-            data = pipe.read()
-        os.waitpid(self._pid, 0)
-        self._collected = True
-        if not data:
+    def result(self, step: int = 0) -> Any:
+        while len(self._outcomes) <= step and not self._collected:
+            outcome = _read_frame(self._pipe)
+            if outcome is None:
+                self._end()
+            else:
+                self._outcomes.append(outcome)
+        if len(self._outcomes) <= step:
             raise RuntimeError("the offline plan's second process ended without a result")
-        outcome: Outcome = pickle.loads(data)
-        return outcome.unwrap()
+        return self._outcomes[step].unwrap()
 
     def abandon(self) -> None:
-        """End the child unless its result was collected (a step before it failed)."""
+        """End the child unless it has sent everything (a step before it failed)."""
         if self._collected:
             return
-        self._collected = True
         try:
             os.kill(self._pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self._end()
+
+    def _end(self) -> None:
+        self._collected = True
+        self._pipe.close()
+        try:
             os.waitpid(self._pid, 0)
         except OSError:
             pass
 
 
 Step = Union[Deferred, Captured, Forked]
+FRAME_LENGTH = struct.Struct(">Q")
 
 
 def second_core() -> bool:
@@ -114,20 +134,46 @@ def second_core() -> bool:
     return hasattr(os, "fork") and cores > 1
 
 
-def _child(work: Callable[[], Any], to_parent: int) -> None:  # pragma: no cover - see Forked
+def chained(steps: Sequence[Callable[..., Any]]) -> Iterator[Outcome]:
+    """Each step's outcome, each step given the value of the one before; none after a failure."""
+    previous: tuple[Any, ...] = ()
+    for step in steps:
+        outcome = captured(lambda: step(*previous))
+        yield outcome
+        if outcome.error is not None:
+            return
+        previous = (outcome.value,)
+
+
+def _child(steps: Sequence[Callable[..., Any]], to_parent: int) -> None:  # pragma: no cover - see Forked
     try:
-        outcome = captured(work)
-        try:
-            data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # an error that does not pickle goes as its traceback's text
-            text = "".join(traceback.format_exception(outcome.error)) if outcome.error else ""
-            outcome.error = RuntimeError(f"the offline plan's second process failed:\n{text}")
-            outcome.value = None
-            data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(to_parent, "wb") as pipe:
-            pipe.write(data)
+            for outcome in chained(steps):
+                pipe.write(_frame(outcome))
+                pipe.flush()
     finally:
         os._exit(0)
+
+
+def _frame(outcome: Outcome) -> bytes:
+    try:
+        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # an error that does not pickle goes as its traceback's text
+        text = "".join(traceback.format_exception(outcome.error)) if outcome.error else ""
+        outcome.error = RuntimeError(f"the offline plan's second process failed:\n{text}")
+        outcome.value = None
+        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    return FRAME_LENGTH.pack(len(data)) + data
+
+
+def _read_frame(pipe: BinaryIO) -> Optional[Outcome]:
+    """The next outcome the child sent; None when it sent no more (or died midway)."""
+    head = pipe.read(FRAME_LENGTH.size)
+    if len(head) < FRAME_LENGTH.size:
+        return None
+    (length,) = FRAME_LENGTH.unpack(head)
+    data = pipe.read(length)
+    return pickle.loads(data) if len(data) == length else None
 
 
 def captured(work: Callable[[], Any]) -> Outcome:

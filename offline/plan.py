@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from infra.config.errors import ConfigError
-from offline import companion, lazy_sdk
+from offline import companion
 from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
 
 WORKLOADS_DIR = "workloads"
@@ -89,9 +89,12 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
     workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
     has_workloads = (workloads_dir / f"Pulumi.{args.stack}.yaml").exists()
     policy_config_file = args.policy_config or project_dir / "policy" / f"config.{args.stack}.json"
-    cluster_run = (companion.Forked if parallel else companion.Deferred)(lambda: run_program(project_dir, args.stack))
-    # Loaded here, not at the top: in the parallel form the cluster program is already running
-    # in its own process and does not wait for the reporting modules (offline/companion.py).
+    steps = [lambda: run_program(project_dir, args.stack)]
+    if has_workloads:
+        steps.append(lambda cluster: plan_workloads(workloads_dir, args.stack, cluster))
+    programs = (companion.Forked if parallel else companion.Deferred)(*steps)
+    # Loaded here, not at the top: in the parallel form the programs are already running in
+    # their own process and do not wait for the reporting modules (offline/companion.py).
     from offline import plan_output, render, report
     from offline import policy_run as policy_pack
 
@@ -102,25 +105,24 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
                          else policy_pack.parse_config({}, "policy defaults"))
         bootstrap_run = (companion.Captured if parallel else companion.Deferred)(
             lambda: run_program(bootstrap_dir, args.stack)) if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists() else None
-        if parallel and has_workloads:
-            lazy_sdk.load(lazy_sdk.program_modules(workloads_dir))
         # Every stack is planned before anything is printed or written: a refused workload or
-        # bootstrap stack file leaves build/plan as it was, not half new and half stale.
-        cluster = cluster_run.result()
+        # bootstrap stack file leaves build/plan as it was, not half new and half stale. Each
+        # stack is rendered as soon as it is planned (the cluster's while the workload program runs).
+        cluster = programs.result(0)
         region = cluster.outputs["region"]
-        planned = [(cluster, report.cluster_cost(cluster), plan_output.check_policies(cluster, policy_config, region))]
+        reports = [plan_output.check_policies(cluster, policy_config, region)]
+        rendered = [plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)]
         if has_workloads:
-            workloads = plan_workloads(workloads_dir, args.stack, cluster)
-            planned.append((workloads, report.workloads_cost(workloads_dir, args.stack, cluster),
-                            plan_output.check_policies(workloads, policy_config, region)))
+            workloads = programs.result(1)
+            reports.append(plan_output.check_policies(workloads, policy_config, region))
+            rendered.append(plan_output.render_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster),
+                                                    region, reports[-1], args.wide))
         if bootstrap_run is not None:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
-            planned.append((bootstrap_run.result(), None, None))
-        reports = [policy_report for _, _, policy_report in planned if policy_report is not None]
-        shown = [plan_output.print_plan(result, args.out, cost, region, policy_report, args.wide)
-                 for result, cost, policy_report in planned]
+            rendered.append(plan_output.render_plan(bootstrap_run.result(), args.out, None, region, None, args.wide))
         stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
             has_workloads) else []
+        shown = [plan_output.emit(stack) for stack in rendered]
     except ConfigError as exc:
         print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out, args.stack)}"), file=sys.stderr)
         return 2
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
                              "(make plan STACK=<stack>)"), file=sys.stderr)
         return 2
     finally:
-        cluster_run.abandon()  # a step before it failed: its process is not waited for
+        programs.abandon()  # a step before it failed: its process is not waited for
     footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
               "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
               "offline/fixtures.py and infra/facts/catalog.py, not from AWS.")
@@ -167,7 +169,8 @@ if __name__ == "__main__":
     # The command runs with the cyclic collector off (from the first import, above): a short run
     # that allocates a few hundred thousand long-lived objects (the SDK modules, every Output)
     # and drops little, whose full passes over that heap cost about a third of the run and
-    # would free a few megabytes. The SDK packages load their resource modules on first use
-    # (offline/lazy_sdk.py); with a second core, the cluster program runs in its own process
-    # (offline/companion.py). `pulumi up` (the programs under the real CLI) is untouched by all three.
+    # would free a few megabytes. The SDK packages load their resource modules on first use,
+    # compiled for the plan (offline/lazy_sdk.py); with a second core, the cluster and workload
+    # programs run in a second process (offline/companion.py). `pulumi up` (the programs under
+    # the real CLI) is untouched by all of it.
     exit_without_teardown(main(parallel=companion.second_core()))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,36 +82,67 @@ def manifest_file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
-               policy: dict[str, Any] | None = None) -> Path:
-    out = out_root / result.project / result.stack
-    if out.exists():
-        shutil.rmtree(out)
-    manifests = out / "manifests"
-    manifests.mkdir(parents=True)
+@dataclass(frozen=True)
+class RenderedPlan:
+    """One stack's part of the plan, ready to go out: the text to print, the files to write
+    (by path under ``out``), and what the closing summary needs."""
+    text: str
+    out: Path
+    files: dict[str, str]
+    planned: render.Planned
+
+
+def plan_files(result: PlanResult, cost: dict[str, Any] | None = None,
+               policy: dict[str, Any] | None = None) -> dict[str, str]:
+    """``resources.json`` and one YAML file per Kubernetes object under ``manifests/``."""
     document = {**result.as_json(), **({"cost": cost} if cost is not None else {}),
                 **({"policy": policy} if policy is not None else {})}
-    (out / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
+    files = {"resources.json": json.dumps(document, indent=2, sort_keys=False) + "\n"}
     for obj in kubernetes_objects(result):
-        (manifests / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
+        files[f"manifests/{manifest_file_name(obj)}"] = yaml.safe_dump(obj, sort_keys=False)
+    return files
+
+
+def write_files(out: Path, files: dict[str, str]) -> Path:
+    """``out`` made anew with exactly ``files``."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "manifests").mkdir(parents=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
     return out
 
 
-def print_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
-               policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> render.Planned:
-    print(f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n")
-    print("\n".join(render.resource_table(result, summarize, wide)))
-    print("\n" + "\n".join(render.outputs(result, wide)))
+def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
+               policy: dict[str, Any] | None = None) -> Path:
+    return write_files(out_root / result.project / result.stack, plan_files(result, cost, policy))
+
+
+def render_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
+                policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> RenderedPlan:
+    """Everything one stack's plan prints and writes, computed without printing or writing: the
+    offline plan renders a stack while the next one is planned (offline/companion.py)."""
+    out = out_root / result.project / result.stack
+    shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
+    files = plan_files(result, cost, policy.as_json() if policy is not None else None)
+    parts = [f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n",
+             "\n".join(render.resource_table(result, summarize, wide)),
+             "\n" + "\n".join(render.outputs(result, wide))]
     if cost is not None:
         kind = "cluster" if result.project == "trainium-eks" else "workloads"
-        print("\n" + render.cost_section(cost, region, kind, wide))
-    out = write_plan(result, out_root, cost, policy.as_json() if policy is not None else None)
-    shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
-    print(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
+        parts.append("\n" + render.cost_section(cost, region, kind, wide))
+    parts.append(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
     if policy is not None:
         text = policy_pack.render_report(result.project, result.stack, policy)
-        print((text if wide else render.wrapped(text)) + "\n")
-    return render.planned(result, cost, policy, shown)
+        parts.append((text if wide else render.wrapped(text)) + "\n")
+    return RenderedPlan("".join(f"{part}\n" for part in parts), out, files, render.planned(result, cost, policy, shown))
+
+
+def emit(rendered: RenderedPlan) -> render.Planned:
+    """Write a rendered stack's files, then print its text."""
+    write_files(rendered.out, rendered.files)
+    print(rendered.text, end="")
+    return rendered.planned
 
 
 def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:

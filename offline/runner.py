@@ -112,11 +112,20 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
+# Parsed stack files by path and text: a plan reads the workload stack's file seven times
+# (config, secrets, cost, the summary), each parse a few milliseconds of pure-Python YAML.
+# Callers only read the documents.
+_parsed_stack_files: dict[tuple[Path, str], dict[str, Any]] = {}
+
+
 def _stack_document(project_dir: Path, stack: str) -> dict[str, Any]:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.relative_to(REPO_ROOT)}")
-    return stack_files.load(path, REPO_ROOT)
+    key = (path, path.read_text())
+    if key not in _parsed_stack_files:
+        _parsed_stack_files[key] = stack_files.load(path, REPO_ROOT)
+    return _parsed_stack_files[key]
 
 
 def _encrypted(value: Any) -> bool:

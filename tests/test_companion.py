@@ -74,3 +74,41 @@ def test_abandoning_a_forked_step_ends_its_process():
     with pytest.raises(ChildProcessError):
         os.waitpid(step._pid, os.WNOHANG)  # already reaped
     step.abandon()  # twice is harmless
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_each_step_gets_the_value_of_the_one_before_and_replays_its_own_output(form, capfd):
+    def cluster():
+        print("cluster planned", flush=True)
+        return {"region": "us-west-2"}
+
+    def workloads(cluster_outputs):
+        print("warning: from the workload program", file=sys.stderr, flush=True)
+        return f"workloads in {cluster_outputs['region']}"
+
+    steps = form(cluster, workloads)
+    assert steps.result(0) == {"region": "us-west-2"}
+    out, err = capfd.readouterr()
+    assert (out, _without_grpc_fork_notice(err)) == ("cluster planned\n", "")
+    assert steps.result(1) == "workloads in us-west-2"
+    out, err = capfd.readouterr()
+    assert (out, _without_grpc_fork_notice(err)) == ("", "warning: from the workload program\n")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_no_step_runs_after_one_that_failed(form, tmp_path):
+    ran = tmp_path / "second-step-ran"
+    steps = form(_refused, lambda _: ran.write_text("yes"))
+    with pytest.raises(ConfigError):
+        steps.result(0)
+    steps.abandon()
+    assert not ran.exists()
+
+
+def test_a_forked_step_hands_over_its_result_before_the_next_step_ends():
+    """The plan renders the cluster's part while the child runs the workload program."""
+    steps = companion.Forked(lambda: "cluster", lambda _: time.sleep(30))
+    started = time.monotonic()
+    assert steps.result(0) == "cluster"
+    assert time.monotonic() - started < 10
+    steps.abandon()

@@ -217,7 +217,7 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
 
 
 def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_path_factory, planned_dev):
-    """`make plan` runs the cluster program in a second process when it has a second core
+    """`make plan` runs the cluster and workload programs in a second process when it has a second core
     (offline/companion.py) and loads SDK modules on first use (offline/lazy_sdk.py); neither may
     change a byte of what it prints or writes, compared with the plan run sequentially, here, on
     the SDKs as shipped. (Each step's own stderr is replayed in order: tests/test_companion.py.)"""
