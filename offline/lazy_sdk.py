@@ -71,14 +71,40 @@ PROGRAM_SDK_PACKAGES = (
 
 
 def exported_names(module_file: Path) -> Optional[list[str]]:
-    """The names ``from <module> import *`` binds, when the file states them as a literal
-    ``__all__`` near its top (every generated resource and data-source module does); else None."""
+    """The names ``from <module> import *`` binds: the file's literal ``__all__`` near its top
+    (every generated resource and data-source module has one), else its public top-level
+    bindings when they can be read off the syntax (``public_bindings``); else None."""
     with module_file.open(encoding="utf-8") as handle:
         head = handle.read(HEAD_BYTES)
     match = DUNDER_ALL.search(head)
     if match is None:
-        return None
+        return public_bindings(module_file.read_text(encoding="utf-8"))
     return QUOTED_NAME.findall(match.group(1))
+
+
+def public_bindings(source: str) -> Optional[list[str]]:
+    """What a star-import of a module without ``__all__`` binds: every top-level name not starting
+    with an underscore (the import system's rule). Only for a module whose top level is imports,
+    classes, functions and plain assignments (pulumi_kubernetes.helm.v3's hand-written ``helm.py``,
+    whose Chart pulls in ``requests``); anything that could bind a name conditionally, a nested
+    star-import or an ``__all__`` of another form gives None."""
+    names: list[str] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            names += [alias.asname or alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and all(alias.name != "*" for alias in node.names):
+            names += [alias.asname or alias.name for alias in node.names]
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign) and all(isinstance(target, ast.Name) for target in node.targets):
+            names += [target.id for target in node.targets]  # type: ignore[attr-defined]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names += [node.target.id] if node.value is not None else []  # a bare annotation binds nothing
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # a docstring is fine
+            return None
+    if "__all__" in names:
+        return None
+    return list(dict.fromkeys(name for name in names if not name.startswith("_")))
 
 
 def deferred_exports(init_source: str, package_dir: Path) -> Optional[tuple[str, dict[str, str]]]:

@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from offline import policy_run as policy_pack
-from offline import render
+from offline import render, yaml_text
 from offline.mocks import Registration
 from offline.runner import PlanResult
 
@@ -99,7 +97,7 @@ def plan_files(result: PlanResult, cost: dict[str, Any] | None = None,
                 **({"policy": policy} if policy is not None else {})}
     files = {"resources.json": json.dumps(document, indent=2, sort_keys=False) + "\n"}
     for obj in kubernetes_objects(result):
-        files[f"manifests/{manifest_file_name(obj)}"] = yaml.safe_dump(obj, sort_keys=False)
+        files[f"manifests/{manifest_file_name(obj)}"] = yaml_text.dump(obj)  # yaml.safe_dump's text, faster
     return files
 
 
