@@ -147,30 +147,30 @@ def test_the_code_cache_is_reused_until_the_source_changes(tmp_path: Path, monke
     assert namespace["VALUE"] == 22
 
 
-def test_postponed_annotations_resolve_to_the_types_pulumi_reads_from_the_shipped_modules():
-    """pulumi reads a class's types through typing.get_type_hints (pulumi 3.272.0
-    sdk/python/lib/pulumi/_types.py ``_raw_return_hints``, ``_types_from_annotations``), which
-    evaluates a postponed annotation in the class's module: the types must be the ones the
-    shipped modules' evaluated annotations give, for resources, input types and output types."""
-    probe = """
-import json, sys
-from offline import lazy_sdk
-if sys.argv[1] == "offline":
-    lazy_sdk.install()
+# The types pulumi reads from a few resource, input and output classes the programs use.
+TYPES_PROBE = """
 import pulumi._types as types
 import pulumi_aws as aws, pulumi_eks as eks, pulumi_kubernetes as k8s
 resources = [aws.ec2.LaunchTemplate, aws.eks.NodeGroup, eks.Cluster, k8s.apps.v1.DaemonSet, k8s.helm.v3.Release]
 inputs = [k8s.core.v1.PodSpecArgs, aws.ec2.LaunchTemplateNetworkInterfaceArgs, eks.ClusterNodeGroupOptionsArgs]
 outputs = [k8s.core.v1.outputs.PodSpec, aws.eks.outputs.NodeGroupScalingConfig]
-print(json.dumps({
+seen = {
     "resources": {c.__name__: repr(sorted(types.resource_types(c).items())) for c in resources},
     "inputs": {c.__name__: repr(sorted(types.input_type_types(c).items())) for c in inputs},
     "outputs": {c.__name__: repr(sorted(types.output_type_types(c).items())) for c in outputs},
-}))
+}
 """
-    seen = {}
-    for how in ("shipped", "offline"):
-        run = subprocess.run([sys.executable, "-c", probe, how], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
-        seen[how] = json.loads(run.stdout)
-    assert seen["offline"] == seen["shipped"]
-    assert "ObjectMeta" in seen["offline"]["resources"]["DaemonSet"]  # the nested output types resolved
+
+
+def test_postponed_annotations_resolve_to_the_types_pulumi_reads_from_the_shipped_modules():
+    """pulumi reads a class's types through typing.get_type_hints (pulumi 3.272.0
+    sdk/python/lib/pulumi/_types.py ``_raw_return_hints``, ``_types_from_annotations``), which
+    evaluates a postponed annotation in the class's module: the types must be the ones the
+    shipped modules' evaluated annotations give (this process), for resources, input types and
+    output types."""
+    offline_probe = f"from offline import lazy_sdk\nlazy_sdk.install()\n{TYPES_PROBE}\nimport json\nprint(json.dumps(seen))"
+    run = subprocess.run([sys.executable, "-c", offline_probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+    shipped: dict = {}
+    exec(TYPES_PROBE, shipped)
+    assert json.loads(run.stdout) == shipped["seen"]
+    assert "ObjectMeta" in shipped["seen"]["resources"]["DaemonSet"]  # the nested output types resolved
