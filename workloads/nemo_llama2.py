@@ -52,10 +52,8 @@ def node0_log(layout: NemoLayout) -> str:
 
 
 def train_probe(layout: NemoLayout) -> dict[str, Any]:
-    s = layout.settings
     # The workers' sshd containers outlive attempts: the probe watches the attempt rank_command announced.
-    return resumable.liveness_probe("nemo", node0_log(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
-                                    per_attempt=True)
+    return resumable.liveness_probe("nemo", node0_log(layout), layout.settings, per_attempt=True)
 
 
 def rank_command(layout: NemoLayout) -> list[str]:

@@ -169,10 +169,8 @@ def heartbeat(layout: RayLayout) -> str:
 
 
 def train_probe(layout: RayLayout) -> dict[str, Any]:
-    s = layout.settings
     # Replacing KubeRay's own worker probe, it keeps that probe's raylet health check.
-    return resumable.liveness_probe("ray", heartbeat(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
-                                    health_url=resumable.RAYLET_HEALTH_URL)
+    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAYLET_HEALTH_URL)
 
 
 def entrypoint(step: str, layout: RayLayout) -> str:
