@@ -9,7 +9,7 @@ from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
-from infra.components.iam import ClusterScope
+from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
@@ -48,9 +48,8 @@ creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_ad
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
-# The cluster in its account: what ARNs and policies name, and the one cluster whose pods may
-# assume the stack's Pod Identity roles (their trust policies).
-scope = ClusterScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
+# The one cluster whose pods may assume the stack's Pod Identity roles (their trust policies).
+pod_identity = PodIdentityScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
 
 network = Network(
     "network",
@@ -85,7 +84,7 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
-        pod_identity=scope,
+        pod_identity=pod_identity,
         session_manager=features.session_manager,
         profile=config.profile,
         tags=tags,
@@ -122,7 +121,7 @@ kubernetes = k8s.Provider(
 identities = TrainingIdentities(
     "training",
     TrainingIdentitiesArgs(
-        cluster.name, scope, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
+        cluster.name, pod_identity, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
     ),
     kubernetes,
 )
@@ -134,7 +133,10 @@ DevicePlugins(
         neuron_scheduler_extension=features.neuron_scheduler_extension,
         region=config.region,
         node_recovery=NodeRecoveryArgs(
-            scope=scope,
+            cluster_name=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
             oidc_provider_arn=cluster.oidc_provider_arn,
             oidc_provider_url=cluster.oidc_provider_url,
             tags=tags,
@@ -164,7 +166,7 @@ if features.fsx_csi:
             retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
-            pod_identity=scope,
+            pod_identity=pod_identity,
             tags=tags,
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
@@ -186,7 +188,10 @@ schedulers = Schedulers(
 Autoscaling(
     "autoscaling",
     AutoscalingArgs(
-        scope=scope,
+        cluster_name=config.cluster_name,
+        region=config.region,
+        account_id=cloud.account_id,
+        partition=cloud.partition,
         cluster_autoscaler=features.cluster_autoscaler,
         metrics_server=features.metrics_server,
         depends_on=[cluster],
@@ -199,7 +204,10 @@ if use_karpenter:
         "karpenter",
         KarpenterArgs(
             cluster_name=cluster.name,
-            scope=scope,
+            cluster_name_text=config.cluster_name,
+            partition=cloud.partition,
+            region=config.region,
+            account_id=cloud.account_id,
             vpc_id=network.vpc_id,
             cluster_security_group_id=cluster.cluster_security_group_id,
             groups=specs,
@@ -210,6 +218,7 @@ if use_karpenter:
             # The same node posture as the managed groups' (infra/plans/node_security.py).
             hop_limit=node_security.IMDS_HOP_LIMIT,
             node_policies=node_security.node_policies(features.session_manager),
+            pod_identity=pod_identity,
             depends_on=[cluster],
             tags=tags,
         ),
@@ -221,7 +230,10 @@ if features.observability:
         "observability",
         ObservabilityArgs(
             cluster_name=cluster.name,
-            scope=scope,
+            cluster_name_text=config.cluster_name,
+            region=config.region,
+            partition=cloud.partition,
+            account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             training_namespaces=namespaces,
             depends_on=[cluster.core_node_group],

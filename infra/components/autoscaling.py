@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import ClusterScope, pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 
@@ -104,7 +104,10 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
 
 @dataclass
 class AutoscalingArgs:
-    scope: ClusterScope
+    cluster_name: str
+    region: str
+    account_id: str
+    partition: str
     cluster_autoscaler: bool
     metrics_server: bool
     depends_on: list[pulumi.Resource] = field(default_factory=list)
@@ -116,24 +119,23 @@ class Autoscaling(pulumi.ComponentResource):
         self, name: str, args: AutoscalingArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:Autoscaling", name, None, opts)
-        scope = args.scope
         if args.cluster_autoscaler:
             _, identity = pod_identity_role(
                 f"{name}-cluster-autoscaler",
-                description=f"cluster-autoscaler of {scope.cluster_name}",
+                description=f"cluster-autoscaler of {args.cluster_name}",
                 parent=self,
                 tags=args.tags,
-                scope=scope,
+                scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name),
                 service_account=("kube-system", SERVICE_ACCOUNT),
-                inline_policy=autoscaler_policy(scope.partition, scope.region, scope.account_id, scope.cluster_name),
-                associate_in=scope.cluster_name,
+                inline_policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
+                associate_in=args.cluster_name,
                 depends_on=args.depends_on,
             )
             helm_release(
                 "cluster-autoscaler",
                 CHARTS["cluster-autoscaler"],
                 "kube-system",
-                autoscaler_values(scope.cluster_name, scope.region),
+                autoscaler_values(args.cluster_name, args.region),
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
             )
         if args.metrics_server:

@@ -17,7 +17,7 @@ from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.components.kube import kubeconfig_for
-from infra.components.iam import ClusterScope, managed_policy, node_role_with_policies, pod_identity_role
+from infra.components.iam import PodIdentityScope, managed_policy, node_role_with_policies, pod_identity_role
 from infra.lookups import MANAGED_ENTRY_TAG
 from infra.plans import node_security
 from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
@@ -79,7 +79,7 @@ class EksClusterArgs:
     job_node_group: JobNodeGroupConfig
     addon_builds: dict[str, str]
     node_monitoring_agent: bool
-    pod_identity: ClusterScope
+    pod_identity: PodIdentityScope
     session_manager: bool = False
     """AmazonSSMManagedInstanceCore on the node role (features.sessionManager)."""
     profile: Optional[str] = None

@@ -10,7 +10,6 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import ClusterScope
 from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
 
@@ -130,7 +129,10 @@ def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace:
 
 @dataclass
 class NodeRecoveryArgs:
-    scope: ClusterScope
+    cluster_name: str
+    partition: str
+    region: str
+    account_id: str
     oidc_provider_arn: pulumi.Input[str]
     oidc_provider_url: pulumi.Input[str]
     tags: dict[str, str] = field(default_factory=dict)
@@ -177,10 +179,10 @@ class DevicePlugins(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _recovery_role(self, name: str, args: NodeRecoveryArgs) -> pulumi.Output[str]:
-        child, scope = pulumi.ResourceOptions(parent=self), args.scope
+        child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-neuron-node-recovery",
-            description=f"Neuron node recovery agent of {scope.cluster_name}: replace nodes with Neuron errors",
+            description=f"Neuron node recovery agent of {args.cluster_name}: replace nodes with Neuron errors",
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url).apply(
                 lambda o: irsa_trust_policy(o[0], o[1], NPD_NAMESPACE, NPD_SERVICE_ACCOUNT)
             ),
@@ -190,7 +192,7 @@ class DevicePlugins(pulumi.ComponentResource):
         policy = aws.iam.RolePolicy(
             f"{name}-neuron-node-recovery-policy",
             role=role.id,
-            policy=node_recovery_policy(scope.partition, scope.region, scope.account_id, scope.cluster_name),
+            policy=node_recovery_policy(args.partition, args.region, args.account_id, args.cluster_name),
             opts=child,
         )
         # The ARN reaches the chart only once the role can do its job.

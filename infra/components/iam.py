@@ -22,9 +22,8 @@ def service_trust_policy(service: str, *, tag_session: bool = False, conditions:
 
 
 @dataclass(frozen=True)
-class ClusterScope:
-    """The cluster in its partition, region and account: what the stack's ARNs and IAM policies
-    name, and the one cluster whose pods may assume its Pod Identity roles."""
+class PodIdentityScope:
+    """The one cluster whose pods may assume the stack's Pod Identity roles."""
 
     partition: str
     region: str
@@ -36,7 +35,7 @@ class ClusterScope:
         return f"arn:{self.partition}:eks:{self.region}:{self.account_id}:cluster/{self.cluster_name}"
 
 
-def pod_identity_trust_policy(scope: ClusterScope, namespace: str, service_account: str) -> str:
+def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_account: str) -> str:
     """Pod Identity may assume the role only for this account, this cluster and this service account.
 
     EKS Pod Identity tags its AssumeRole session with eks-cluster-arn, kubernetes-namespace and
@@ -84,7 +83,7 @@ def node_role_with_policies(name: str, description: str, partition: str, policie
 def pod_identity_role(
     name: str,
     *,
-    scope: ClusterScope,
+    scope: PodIdentityScope,
     service_account: "tuple[str, str]",
     description: str,
     parent: "pulumi.Resource",

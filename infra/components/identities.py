@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import ClusterScope, pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
 from infra.plans.node_security import metadata_wall
 from infra.plans.pod_security import pod_security_labels
 from infra.facts.versions import KUBERNETES_VERSION
@@ -36,7 +36,7 @@ def s3_read_policy(partition: str, buckets: list[str]) -> str:
 @dataclass
 class TrainingIdentitiesArgs:
     cluster_name: pulumi.Input[str]
-    pod_identity: ClusterScope
+    pod_identity: PodIdentityScope
     data_buckets: dict[str, list[str]]
     """Per training namespace, the buckets its role reads (the namespaces are its keys)."""
     tags: dict[str, str] = field(default_factory=dict)

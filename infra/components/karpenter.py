@@ -17,7 +17,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.components.accelerators import AcceleratorGroupSpec, efa_security_group
-from infra.components.iam import ClusterScope, node_role_with_policies, pod_identity_role
+from infra.components.iam import PodIdentityScope, node_role_with_policies, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 from infra.plans import karpenter as plan
@@ -27,13 +27,17 @@ from infra.plans import karpenter as plan
 class KarpenterArgs:
     cluster_name: pulumi.Input[str]
     """The cluster's name as an Output (carries the dependency on the cluster)."""
-    scope: ClusterScope
+    cluster_name_text: str
+    partition: str
+    region: str
+    account_id: str
     vpc_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]
     groups: list[AcceleratorGroupSpec]
     lifetimes: plan.Lifetimes
     hop_limit: int
     node_policies: tuple[str, ...]
+    pod_identity: PodIdentityScope
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -44,12 +48,12 @@ class Karpenter(pulumi.ComponentResource):
     def __init__(self, name: str, args: KarpenterArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Karpenter", name, None, opts)
-        child, scope = pulumi.ResourceOptions(parent=self), args.scope
-        discovery = {plan.DISCOVERY_TAG: scope.cluster_name}
+        child = pulumi.ResourceOptions(parent=self)
+        discovery = {plan.DISCOVERY_TAG: args.cluster_name_text}
 
         queue = aws.sqs.Queue(
             f"{name}-interruptions",
-            name=plan.queue_name(scope.cluster_name),
+            name=plan.queue_name(args.cluster_name_text),
             message_retention_seconds=plan.QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=args.tags,
@@ -60,7 +64,7 @@ class Karpenter(pulumi.ComponentResource):
         for rule_name, pattern in plan.INTERRUPTION_RULES.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{rule_name}",
-                description=f"Karpenter interruption queue of {scope.cluster_name}: {pattern['detail-type'][0]}",
+                description=f"Karpenter interruption queue of {args.cluster_name_text}: {pattern['detail-type'][0]}",
                 event_pattern=pulumi.Output.json_dumps(pattern),
                 tags=args.tags,
                 opts=child,
@@ -70,7 +74,7 @@ class Karpenter(pulumi.ComponentResource):
         # A role of its own: EKS already made an access entry for the managed groups' role, and a
         # second entry for the same principal is refused.
         node_role, node_ready = node_role_with_policies(
-            f"{name}-node", f"Karpenter's Trainium nodes of {scope.cluster_name}", scope.partition,
+            f"{name}-node", f"Karpenter's Trainium nodes of {args.cluster_name_text}", args.partition,
             args.node_policies, args.tags, child,
         )
         node_ready.append(aws.eks.AccessEntry(
@@ -80,14 +84,14 @@ class Karpenter(pulumi.ComponentResource):
 
         _, controller_ready = pod_identity_role(
             f"{name}-controller",
-            description=f"Karpenter controller of {scope.cluster_name}",
+            description=f"Karpenter controller of {args.cluster_name_text}",
             parent=self,
             tags=args.tags,
-            scope=scope,
+            scope=args.pod_identity,
             service_account=(plan.NAMESPACE, plan.SERVICE_ACCOUNT),
             inline_policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
-                lambda a: plan.controller_policy(scope.partition, scope.region, scope.account_id,
-                                                 scope.cluster_name, a[0], a[1])
+                lambda a: plan.controller_policy(args.partition, args.region, args.account_id,
+                                                 args.cluster_name_text, a[0], a[1])
             ),
             associate_in=args.cluster_name,
             depends_on=args.depends_on,
@@ -102,7 +106,7 @@ class Karpenter(pulumi.ComponentResource):
         # delete fails on the nodes' interfaces and the role goes from under running nodes.
         node_uses: list[pulumi.Resource] = [
             aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
-                        key=plan.DISCOVERY_TAG, value=scope.cluster_name, opts=child),
+                        key=plan.DISCOVERY_TAG, value=args.cluster_name_text, opts=child),
             *node_ready,
         ]
         if any(g.interfaces for g in args.groups):
@@ -115,7 +119,7 @@ class Karpenter(pulumi.ComponentResource):
             "karpenter",
             CHARTS["karpenter"],
             plan.NAMESPACE,
-            plan.chart_values(scope.cluster_name, scope.region, plan.queue_name(scope.cluster_name), repair,
+            plan.chart_values(args.cluster_name_text, args.region, plan.queue_name(args.cluster_name_text), repair,
                               CORE_NODE_SELECTOR),
             pulumi.ResourceOptions(parent=self, provider=provider,
                                    depends_on=[crds, *controller_ready, *node_ready, queue]),
@@ -133,7 +137,7 @@ class Karpenter(pulumi.ComponentResource):
             after = [crds, controller]
             node_class = _custom(
                 f"{group.name}-nodeclass",
-                plan.node_class(group, cluster_name=scope.cluster_name, node_role=node_role.name,
+                plan.node_class(group, cluster_name=args.cluster_name_text, node_role=node_role.name,
                                 placement_group=placement, hop_limit=args.hop_limit, tags=args.tags),
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, *node_uses]),
             )

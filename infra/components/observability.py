@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from infra.components.iam import ClusterScope, managed_policy, pod_identity_role
+from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -115,8 +115,10 @@ def training_alarm_name(cluster_name: str, namespace: str, kind: str) -> str:
 @dataclass
 class ObservabilityArgs:
     cluster_name: pulumi.Input[str]
-    """The cluster's name as an Output (carries the dependency on the cluster)."""
-    scope: ClusterScope
+    cluster_name_text: str
+    region: str
+    partition: str
+    account_id: str
     addon_build: str
     training_namespaces: list[str] = field(default_factory=list)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
@@ -128,15 +130,15 @@ class Observability(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Observability", name, None, opts)
-        child, scope = pulumi.ResourceOptions(parent=self), args.scope
+        child = pulumi.ResourceOptions(parent=self)
         role, permissions = pod_identity_role(
             f"{name}-cloudwatch-agent",
             description="CloudWatch agent and neuron-monitor: publish metrics and logs",
             parent=self,
             tags=args.tags,
-            scope=scope,
+            scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name_text),
             service_account=(AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT),
-            managed_policy_arns=(managed_policy(scope.partition, "CloudWatchAgentServerPolicy"),),
+            managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(
             f"{name}-{CLOUDWATCH_OBSERVABILITY}",
@@ -153,8 +155,8 @@ class Observability(pulumi.ComponentResource):
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-neuron",
-            dashboard_name=f"{scope.cluster_name}-neuron",
-            dashboard_body=dashboard_body(scope.cluster_name, scope.region, args.training_namespaces),
+            dashboard_name=f"{args.cluster_name_text}-neuron",
+            dashboard_body=dashboard_body(args.cluster_name_text, args.region, args.training_namespaces),
             opts=child,
         )
         for namespace in args.training_namespaces:
@@ -164,11 +166,11 @@ class Observability(pulumi.ComponentResource):
                 # restarted or failed pod exists and clears when the pod is replaced.
                 aws.cloudwatch.MetricAlarm(
                     f"{name}-{namespace}-{kind}",
-                    name=training_alarm_name(scope.cluster_name, namespace, kind),
+                    name=training_alarm_name(args.cluster_name_text, namespace, kind),
                     alarm_description=description.format(ns=namespace),
                     metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
                         id="pods",
-                        expression=namespace_query(metric, "MAX", scope.cluster_name, namespace, per_pod=False),
+                        expression=namespace_query(metric, "MAX", args.cluster_name_text, namespace, per_pod=False),
                         period=60,
                         return_data=True,
                     )],

@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.config.models import DataRepositoryConfig, StorageConfig
-from infra.components.iam import ClusterScope, pod_identity_role
+from infra.components.iam import PodIdentityScope, pod_identity_role
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
@@ -172,7 +172,7 @@ class FsxStorageArgs:
     retain: bool
     identities: TrainingIdentities
     namespaces: list[str]
-    pod_identity: ClusterScope
+    pod_identity: PodIdentityScope
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
