@@ -1,5 +1,5 @@
-"""Pod pieces every training workload shares: accelerator requests, placement, volumes,
-the EFA environment, and the annotations that order jobs.
+"""Pod pieces every training workload shares: the layout fields of a workload on Trainium,
+accelerator requests, placement, volumes, the EFA environment, and the annotations that order jobs.
 
 Pure functions returning Kubernetes API dicts, so tests read them without the Pulumi runtime.
 """
