@@ -58,38 +58,28 @@ class StateBackend(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
         child = pulumi.ResourceOptions(parent=self)
 
-        self.key = aws.kms.Key(
-            f"{name}-key",
-            description="Pulumi state bucket of the Trainium stacks (server-side encryption; never their secrets)",
-            enable_key_rotation=True,
-            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-            tags=args.tags,
-            opts=keep,
-        )
-        self.alias = aws.kms.Alias(f"{name}-key-alias", name=args.key_alias, target_key_id=self.key.key_id, opts=child)
-        self.secrets_keys: dict[str, aws.kms.Key] = {}
-        for environment, alias in sorted(args.secrets_key_aliases.items()):
-            key = aws.kms.Key(
-                f"{name}-secrets-{environment}",
-                description=f"Secrets (awskms:// secrets provider) of the {environment} stacks",
-                enable_key_rotation=True,
-                deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-                tags={**args.tags, args.stack_tag: environment},
-                opts=keep,
-            )
-            aws.kms.Alias(f"{name}-secrets-{environment}-alias", name=alias, target_key_id=key.key_id, opts=child)
-            self.secrets_keys[environment] = key
+        def key_with_alias(resource_name: str, description: str, alias: str, tags: dict[str, str]) -> aws.kms.Key:
+            key = aws.kms.Key(resource_name, description=description, enable_key_rotation=True,
+                              deletion_window_in_days=KEY_DELETION_WINDOW_DAYS, tags=tags, opts=keep)
+            aws.kms.Alias(f"{resource_name}-alias", name=alias, target_key_id=key.key_id, opts=child)
+            return key
 
-        self.bootstrap_secrets_key = aws.kms.Key(
-            f"{name}-secrets-bootstrap",
-            description="Secrets (awskms:// secrets provider) of the bootstrap stack: no pipeline role may use it",
-            enable_key_rotation=True,
-            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
-            tags=args.tags,
-            opts=keep,
+        self.key = key_with_alias(
+            f"{name}-key", "Pulumi state bucket of the Trainium stacks (server-side encryption; never their secrets)",
+            args.key_alias, args.tags,
         )
-        aws.kms.Alias(f"{name}-secrets-bootstrap-alias", name=args.bootstrap_secrets_key_alias,
-                      target_key_id=self.bootstrap_secrets_key.key_id, opts=child)
+        self.secrets_keys: dict[str, aws.kms.Key] = {
+            environment: key_with_alias(
+                f"{name}-secrets-{environment}", f"Secrets (awskms:// secrets provider) of the {environment} stacks",
+                alias, {**args.tags, args.stack_tag: environment},
+            )
+            for environment, alias in sorted(args.secrets_key_aliases.items())
+        }
+        self.bootstrap_secrets_key = key_with_alias(
+            f"{name}-secrets-bootstrap",
+            "Secrets (awskms:// secrets provider) of the bootstrap stack: no pipeline role may use it",
+            args.bootstrap_secrets_key_alias, args.tags,
+        )
 
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, tags=args.tags, opts=keep)
         aws.s3.BucketOwnershipControls(

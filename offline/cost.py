@@ -178,6 +178,14 @@ def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: 
         )
 
 
+def _dearest_on_demand(types: list[str], region: str) -> tuple[Optional[float], str]:
+    """The hourly on-demand price of the dearest of ``types`` (several types: the estimate never
+    under-states), None unless every one is known; and the source of the first one's price."""
+    found = [prices.instance_hourly(region, t) for t in types]
+    unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
+    return unit, found[0].source if found and found[0] is not None else ""
+
+
 def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[dict[str, Any]], region: str) -> None:
     inputs = group["inputs"]
     lt = (template or {}).get("inputs", {})
@@ -199,10 +207,7 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
         ), ""
         unknown = f"Capacity Block reservation of node group {name} ({type_text})"
     else:
-        # Several types: price the dearest, so the estimate never under-states.
-        found = [prices.instance_hourly(region, t) for t in types]
-        unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
-        source = found[0].source if found and found[0] is not None else ""
+        unit, source = _dearest_on_demand(types, region)
         note = "several types: priced at the dearest" if len(types) > 1 else ""
         unknown = f"on-demand price of {type_text} in {region}"
         if lt.get("capacityReservationSpecification") and unit is not None:
@@ -260,9 +265,7 @@ def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: Optional[di
         ), ""
         unknown = f"reserved capacity of NodePool {name} ({type_text})"
     else:
-        found = [prices.instance_hourly(region, t) for t in types]
-        unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
-        source = found[0].source if found and found[0] is not None else ""
+        unit, source = _dearest_on_demand(types, region)
         note = "priced at the on-demand rate" + (" (Spot would cost less)" if "spot" in capacity else "")
         unknown = f"on-demand price of {type_text} in {region}"
         if reserved and unit is not None:

@@ -69,24 +69,23 @@ def type_text(annotation: Any) -> str:
     return f"list of {base}" if is_list else base
 
 
+# A field's bounds as the reference shows them: the constraint, its text, the attribute with the value.
+_BOUNDS = (
+    (annotated_types.Ge, "≥", "ge"), (annotated_types.Gt, ">", "gt"),
+    (annotated_types.Le, "≤", "le"), (annotated_types.Lt, "<", "lt"),
+    (annotated_types.MinLen, "length ≥", "min_length"), (annotated_types.MaxLen, "length ≤", "max_length"),
+)
+
+
 def _constraints(field: FieldInfo) -> list[str]:
     parts: list[str] = []
     inner, _, _ = _unwrap(field.annotation)
     if get_origin(inner) is Literal:
         parts.append("one of " + ", ".join(f"`{v}`" for v in get_args(inner)))
     for meta in field.metadata:
-        if isinstance(meta, annotated_types.Ge):
-            parts.append(f"≥ {meta.ge}")
-        elif isinstance(meta, annotated_types.Gt):
-            parts.append(f"> {meta.gt}")
-        elif isinstance(meta, annotated_types.Le):
-            parts.append(f"≤ {meta.le}")
-        elif isinstance(meta, annotated_types.Lt):
-            parts.append(f"< {meta.lt}")
-        elif isinstance(meta, annotated_types.MinLen):
-            parts.append(f"length ≥ {meta.min_length}")
-        elif isinstance(meta, annotated_types.MaxLen):
-            parts.append(f"length ≤ {meta.max_length}")
+        bound = next(((text, attribute) for kind, text, attribute in _BOUNDS if isinstance(meta, kind)), None)
+        if bound is not None:
+            parts.append(f"{bound[0]} {getattr(meta, bound[1])}")
         elif getattr(meta, "pattern", None):
             parts.append(f"matches `{meta.pattern}`")
     return parts

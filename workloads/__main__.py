@@ -15,11 +15,12 @@ from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
 from workloads import bert, checks, contract, layouts, nemo_llama2, ray_llama2, schedule
 from workloads.bert import BertPretraining
-from workloads.cluster_check import ClusterCheck, ClusterCheckArgs, summary
-from workloads.data_staging import DataStaging, DataStagingArgs
+from workloads.cluster_check import ClusterCheck, summary
+from workloads.data_staging import DataStaging
 from workloads.gang_watchdog import GangWatchdog, WatchdogLayout
-from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLlama2, NemoLlama2Args
-from workloads.ray_llama2 import RayLlama2, RayLlama2Args
+from workloads.kube import LayoutArgs
+from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLlama2
+from workloads.ray_llama2 import RayLlama2
 from workloads.settings import WorkloadsConfig, parse_workloads_config
 from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
 
@@ -84,7 +85,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     staging = None
     if (staging_layout := layouts.staging(config, cluster)) is not None:
         s = staging_layout.settings
-        staging = DataStaging("data-staging", DataStagingArgs(staging_layout, tuple(secrets)), opts)
+        staging = DataStaging("data-staging", LayoutArgs(staging_layout, tuple(secrets)), opts)
         declared["dataStaging"] = [n for n, on in (("stage-wikicorpus", s.wikicorpus), ("stage-redpajama", s.redpajama), ("cmd-shell", s.cmd_shell)) if on]
     after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
     if (bert_args := layouts.bert_args(config, cluster, after)) is not None:
@@ -92,7 +93,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         declared["bertPretraining"] = (["bert-precompile"] if s.precompile else []) + ["bert-train"]
         BertPretraining("bert-pretraining", bert_args, opts)
     if (ray_layout := layouts.ray(config, cluster)) is not None:
-        RayLlama2("ray-llama2", RayLlama2Args(ray_layout), opts)
+        RayLlama2("ray-llama2", LayoutArgs(ray_layout), opts)
         s = ray_layout.settings
         declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in s.steps]}
         if "train" in s.steps:
@@ -104,12 +105,12 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     if (nemo_layout := layouts.nemo(config, cluster)) is not None:
         s = nemo_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()
-        NemoLlama2("nemo-llama2", NemoLlama2Args(nemo_layout, after), opts)
+        NemoLlama2("nemo-llama2", LayoutArgs(nemo_layout, after), opts)
         declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
     if runs := run_directories(bert_args, ray_layout, nemo_layout):
         declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:
-        check = ClusterCheck("cluster-check", ClusterCheckArgs(check_layout), opts)
+        check = ClusterCheck("cluster-check", LayoutArgs(check_layout), opts)
         verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")
         declared["clusterCheck"] = {**summary(check_layout), "result": verdict}
     if s := config.on("tensorboard"):

@@ -205,8 +205,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
         manifests.append(volcano_job(compile_job, done))
     train_run = bert_launch.BertRun(**run, steps_this_run=s.train_steps)
-    probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s.first_step_timeout_minutes,
-                                     s.hang_timeout_minutes)
+    probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s)
     train_job = BertJob(name="bert-train", run=train_run, deadline_minutes=s.train_deadline_minutes,
                         liveness_probe=probe, **base)
     manifests.append(volcano_job(train_job, pods.skip_await()))

@@ -50,7 +50,7 @@ import pulumi
 
 from workloads import gang_watchdog, pods, quantities
 from workloads.contract import NodeGroup
-from workloads.kube import JobChain, pod_templates
+from workloads.kube import JobChain, LayoutArgs, pod_templates
 from workloads.settings import ClusterCheckSettings
 
 WORKLOAD = "cluster-check"
@@ -117,13 +117,7 @@ def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> Optional[floa
 
 
 @dataclass(frozen=True)
-class CheckLayout:
-    namespace: str
-    image: str
-    group: NodeGroup
-    claim: str
-    service_account: str
-    support_placement: Mapping[str, Any]
+class CheckLayout(pods.TrainiumLayout):
     settings: ClusterCheckSettings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: Optional[str] = None
@@ -605,14 +599,8 @@ def summary(layout: CheckLayout) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class ClusterCheckArgs:
-    layout: CheckLayout
-    after: tuple[pulumi.Resource, ...] = ()
-
-
 class ClusterCheck(JobChain):
-    def __init__(self, name: str, args: ClusterCheckArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[CheckLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
         # the workers: peers only (infra/plans/pod_security.py peers_policy).
         super().__init__("trainium:workloads:ClusterCheck", name, pods.peers_policy(WORKLOAD, args.layout.namespace),

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 
 from workloads import pods
-from workloads.kube import declare
+from workloads.kube import LayoutArgs, declare
 from workloads.nemo_llama2 import HF_TOKEN_KEY, HF_TOKEN_SECRET
 from workloads.settings import DataStagingSettings
 
@@ -213,16 +213,10 @@ def staging_network_policy(namespace: str) -> dict[str, Any]:
     return pods.network_policy(WORKLOAD, namespace, pods.workload_labels(WORKLOAD), [])
 
 
-@dataclass(frozen=True)
-class DataStagingArgs:
-    layout: StagingLayout
-    after: tuple[pulumi.Resource, ...] = ()
-
-
 class DataStaging(pulumi.ComponentResource):
     """``wikicorpus`` and ``redpajama`` are the staging Jobs (None when off), for others to wait on."""
 
-    def __init__(self, name: str, args: DataStagingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[StagingLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("trainium:workloads:DataStaging", name, None, opts)
         s, after = args.layout.settings, list(args.after)
         after.append(declare(staging_network_policy(args.layout.namespace), self))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Sequence, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,6 +22,18 @@ _BUILT_IN = {
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
+
+
+Layout = TypeVar("Layout")
+
+
+@dataclass(frozen=True)
+class LayoutArgs(Generic[Layout]):
+    """A workload component's arguments: its layout (everything its objects are rendered from) and
+    what its first object waits for (a staging Job, the Hugging Face token)."""
+
+    layout: Layout
+    after: tuple[pulumi.Resource, ...] = ()
 
 
 # Top-level manifest keys whose Python argument name differs.

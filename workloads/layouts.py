@@ -28,6 +28,17 @@ def _common(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, Any]
                 support_placement=cluster.support_placement)
 
 
+def _on_trainium(config: WorkloadsConfig, cluster: ClusterContract, repository: str, settings: Any) -> dict[str, Any]:
+    """The TrainiumLayout fields (workloads/pods.py) and the settings of a workload on ``settings.node_group``."""
+    return dict(**_common(config, cluster), image=image(cluster, repository, settings),
+                group=cluster.node_groups[settings.node_group], service_account=cluster.service_account, settings=settings)
+
+
+def _gang_queue(cluster: ClusterContract, settings: Any) -> Optional[str]:
+    """The Volcano queue of a workload's MPIJobs when the cluster gang-schedules them (Volcano on)."""
+    return settings.queue if cluster.feature("volcano") else None
+
+
 def staging(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[StagingLayout]:
     if (s := config.on("data_staging")) is None:
         return None
@@ -50,30 +61,20 @@ def bert_args(config: WorkloadsConfig, cluster: ClusterContract, after: tuple[An
 def ray(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[RayLayout]:
     if (s := config.on("ray_llama2")) is None:
         return None
-    return RayLayout(
-        **_common(config, cluster), image=image(cluster, "ray-llama2", s), group=cluster.node_groups[s.node_group],
-        service_account=cluster.service_account, settings=s,
-    )  # fmt: skip
+    return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s))
 
 
 def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[NemoLayout]:
     if (s := config.on("nemo_llama2")) is None:
         return None
-    return NemoLayout(
-        **_common(config, cluster), image=image(cluster, "nemo-megatron", s), group=cluster.node_groups[s.node_group],
-        service_account=cluster.service_account, settings=s,
-        gang_queue=s.queue if cluster.feature("volcano") else None,
-    )  # fmt: skip
+    return NemoLayout(**_on_trainium(config, cluster, "nemo-megatron", s), gang_queue=_gang_queue(cluster, s))
 
 
 def check(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[CheckLayout]:
     if (s := config.on("cluster_check")) is None:
         return None
-    return CheckLayout(
-        **_common(config, cluster), image=image(cluster, "nemo-megatron", s), group=cluster.node_groups[s.node_group],
-        service_account=cluster.service_account, settings=s,
-        gang_queue=s.queue if cluster.feature("volcano") else None, verdict_image=image(cluster, "cmd-shell", s),
-    )  # fmt: skip
+    return CheckLayout(**_on_trainium(config, cluster, "nemo-megatron", s), gang_queue=_gang_queue(cluster, s),
+                       verdict_image=image(cluster, "cmd-shell", s))
 
 
 def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, list[list[dict[str, Any]]]]:

@@ -8,14 +8,13 @@ Trainium node; each rank runs torchrun with one process per NeuronCore.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pulumi
 
 from infra.facts import versions
 from workloads import deadlines, gang_watchdog, pods, resumable
-from workloads.contract import NodeGroup
-from workloads.kube import JobChain, declare
+from workloads.kube import JobChain, LayoutArgs, declare
 from workloads.settings import NemoLlama2Settings
 
 SHARED_MOUNT = "/shared"
@@ -53,10 +52,8 @@ def node0_log(layout: NemoLayout) -> str:
 
 
 def train_probe(layout: NemoLayout) -> dict[str, Any]:
-    s = layout.settings
     # The workers' sshd containers outlive attempts: the probe watches the attempt rank_command announced.
-    return resumable.liveness_probe("nemo", node0_log(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
-                                    per_attempt=True)
+    return resumable.liveness_probe("nemo", node0_log(layout), layout.settings, per_attempt=True)
 
 
 def rank_command(layout: NemoLayout) -> list[str]:
@@ -70,13 +67,7 @@ def rank_command(layout: NemoLayout) -> list[str]:
 
 
 @dataclass(frozen=True)
-class NemoLayout:
-    namespace: str
-    image: str
-    group: NodeGroup
-    claim: str
-    service_account: str
-    support_placement: Mapping[str, Any]
+class NemoLayout(pods.TrainiumLayout):
     settings: NemoLlama2Settings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: Optional[str] = None
@@ -237,14 +228,8 @@ class HuggingFaceToken(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-@dataclass(frozen=True)
-class NemoLlama2Args:
-    layout: NemoLayout
-    after: tuple[pulumi.Resource, ...] = ()
-
-
 class NemoLlama2(JobChain):
-    def __init__(self, name: str, args: NemoLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[NemoLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
         super().__init__("trainium:workloads:NemoLlama2", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
                          job_sequence(args.layout), args.after, opts)

@@ -1,11 +1,12 @@
-"""Pod pieces every training workload shares: accelerator requests, placement, volumes,
-the EFA environment, and the annotations that order jobs.
+"""Pod pieces every training workload shares: the layout fields of a workload on Trainium,
+accelerator requests, placement, volumes, the EFA environment, and the annotations that order jobs.
 
 Pure functions returning Kubernetes API dicts, so tests read them without the Pulumi runtime.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from infra.plans.karpenter import DO_NOT_DISRUPT
@@ -22,6 +23,21 @@ from infra.plans.pod_security import (  # noqa: F401  (the one place workloads t
     pod_defaults,
 )
 from workloads.contract import NodeGroup
+
+
+@dataclass(frozen=True)
+class TrainiumLayout:
+    """What a workload on a Trainium group is rendered from besides its settings: its namespace and
+    image, the node group, the FSx claim, the service account, and where its support pods (MPI
+    launchers, Ray heads, verdicts) go."""
+
+    namespace: str
+    image: str
+    group: NodeGroup
+    claim: str
+    service_account: str
+    support_placement: Mapping[str, Any]
+
 
 NEURON_DEVICE_RESOURCE = NEURON_RESOURCES[0]
 SHM_VOLUME = "dshm"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pulumi
 import yaml
@@ -18,8 +18,7 @@ import yaml
 from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
 from workloads import deadlines, gang_watchdog, pods, resumable
-from workloads.contract import NodeGroup
-from workloads.kube import JobChain
+from workloads.kube import JobChain, LayoutArgs
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
 
 # KubeRay's Volcano plugin reads the queue from this label (volcano_scheduler.go, v1.7.0).
@@ -43,13 +42,7 @@ JOB_NAMES = RAY_JOB_NAMES
 
 
 @dataclass(frozen=True)
-class RayLayout:
-    namespace: str
-    image: str
-    group: NodeGroup
-    claim: str
-    service_account: str
-    support_placement: Mapping[str, Any]
+class RayLayout(pods.TrainiumLayout):
     settings: RayLlama2Settings
 
 
@@ -176,10 +169,8 @@ def heartbeat(layout: RayLayout) -> str:
 
 
 def train_probe(layout: RayLayout) -> dict[str, Any]:
-    s = layout.settings
     # Replacing KubeRay's own worker probe, it keeps that probe's raylet health check.
-    return resumable.liveness_probe("ray", heartbeat(layout), s.first_step_timeout_minutes, s.hang_timeout_minutes,
-                                    health_url=resumable.RAYLET_HEALTH_URL)
+    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAYLET_HEALTH_URL)
 
 
 def entrypoint(step: str, layout: RayLayout) -> str:
@@ -291,14 +282,8 @@ def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
     return [ray_job(step, layout, annotations(i, step)) for i, step in enumerate(s.steps)]
 
 
-@dataclass(frozen=True)
-class RayLlama2Args:
-    layout: RayLayout
-    after: tuple[pulumi.Resource, ...] = ()
-
-
 class RayLlama2(JobChain):
-    def __init__(self, name: str, args: RayLlama2Args, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[RayLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         # Each job is replaced (and so run again, on a fresh cluster) when its spec changes, or its
         # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
         # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending

@@ -29,7 +29,7 @@ import json
 import posixpath
 import shlex
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from workloads import resilience
 
@@ -103,13 +103,22 @@ def training_line(command: str, kind: str, directory: str, heartbeat: str, keep:
     )
 
 
-def liveness_probe(kind: str, heartbeat: str, first_step_minutes: int, hang_minutes: int, per_attempt: bool = False,
+class ProbeTimeouts(Protocol):
+    """What a workload's settings say about hangs (workloads/settings.py ResumableSettings; not
+    imported: the TorchX component imports this module with the standard library alone)."""
+
+    first_step_timeout_minutes: int
+    hang_timeout_minutes: int
+
+
+def liveness_probe(kind: str, heartbeat: str, settings: ProbeTimeouts, per_attempt: bool = False,
                    health_url: str = "") -> dict[str, Any]:
-    """Fails once the heartbeat's step has not moved for ``hang_minutes`` (``first_step_minutes``
-    until the first step of the container's life, or with ``per_attempt`` of the attempt that
-    announce_attempt started), or when ``health_url`` does not answer success."""
+    """Fails once the heartbeat's step has not moved for the workload's hangTimeoutMinutes
+    (firstStepTimeoutMinutes until the first step of the container's life, or with ``per_attempt``
+    of the attempt that announce_attempt started), or when ``health_url`` does not answer success."""
     options = [*(["--attempt", ATTEMPT_MARKER] if per_attempt else []), *(["--health", health_url] if health_url else [])]
-    check = call("probe", kind, heartbeat, PROBE_STATE, str(first_step_minutes * 60), str(hang_minutes * 60), *options)
+    check = call("probe", kind, heartbeat, PROBE_STATE, str(settings.first_step_timeout_minutes * 60),
+                 str(settings.hang_timeout_minutes * 60), *options)
     return {
         "exec": {"command": ["bash", "-c", check]},
         "periodSeconds": PROBE_PERIOD_SECONDS,

@@ -153,21 +153,13 @@ def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str
         tags={**tags, "Name": f"{name}-efa"},
         opts=child,
     )
-    rules: list[pulumi.Resource] = [aws.vpc.SecurityGroupIngressRule(
-        f"{name}-efa-in-self",
-        security_group_id=sg.id,
-        referenced_security_group_id=sg.id,
-        ip_protocol="-1",
-        description="EFA from members",
-        opts=child,
-    ), aws.vpc.SecurityGroupEgressRule(
-        f"{name}-efa-out-self",
-        security_group_id=sg.id,
-        referenced_security_group_id=sg.id,
-        ip_protocol="-1",
-        description="EFA to members",
-        opts=child,
-    )]
+    rules: list[pulumi.Resource] = [
+        rule(f"{name}-efa-{way}-self", security_group_id=sg.id, referenced_security_group_id=sg.id, ip_protocol="-1",
+             description=f"EFA {preposition} members", opts=child)
+        for rule, way, preposition in (
+            (aws.vpc.SecurityGroupIngressRule, "in", "from"), (aws.vpc.SecurityGroupEgressRule, "out", "to"),
+        )
+    ]
     if rules_out is not None:
         rules_out.extend(rules)
     return sg

@@ -183,23 +183,10 @@ class EksCluster(pulumi.ComponentResource):
         if args.node_monitoring_agent:
             # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
             self._addon(name, args, addons.NODE_MONITORING_AGENT, [core_group])
-        ebs_role, ebs_permissions = pod_identity_role(
-            f"{name}-ebs-csi",
-            description=f"EBS CSI controller of {args.name}",
-            parent=self,
-            tags=args.tags,
-            scope=args.pod_identity,
+        self._addon_with_role(
+            name, args, addons.EBS_CSI, role_name="ebs-csi", what="EBS CSI controller",
             service_account=("kube-system", EBS_CSI_SERVICE_ACCOUNT),
-            managed_policy_arns=(managed_policy(args.partition, "service-role/AmazonEBSCSIDriverPolicy"),),
-        )
-        self._addon(
-            name,
-            args,
-            addons.EBS_CSI,
-            [core_group, pod_identity_agent, *ebs_permissions],
-            pod_identity_associations=[
-                aws.eks.AddonPodIdentityAssociationArgs(role_arn=ebs_role.arn, service_account=EBS_CSI_SERVICE_ACCOUNT)
-            ],
+            managed_policy_name="service-role/AmazonEBSCSIDriverPolicy", depends_on=[core_group, pod_identity_agent],
         )
 
         # For everyone else (exported): their own credentials. For this program: the stack's profile.
@@ -226,23 +213,10 @@ class EksCluster(pulumi.ComponentResource):
         aws_vpc_cni role for it), and aws-node runs on the host network, where the agent
         (169.254.170.23, host network too) answers before the node is Ready.
         """
-        role, permissions = pod_identity_role(
-            f"{name}-vpc-cni",
-            description=f"VPC CNI (aws-node) of {args.name}",
-            parent=self,
-            tags=args.tags,
-            scope=args.pod_identity,
+        return self._addon_with_role(
+            name, args, addons.VPC_CNI, role_name="vpc-cni", what="VPC CNI (aws-node)",
             service_account=(node_security.CNI_NAMESPACE, node_security.CNI_SERVICE_ACCOUNT),
-            managed_policy_arns=(managed_policy(args.partition, node_security.CNI_POLICY),),
-        )
-        return self._addon(
-            name,
-            args,
-            addons.VPC_CNI,
-            [*depends_on, *permissions],
-            pod_identity_associations=[
-                aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=node_security.CNI_SERVICE_ACCOUNT)
-            ],
+            managed_policy_name=node_security.CNI_POLICY, depends_on=depends_on,
             # NetworkPolicies are enforced only with the CNI's network policy agent on: the
             # aws-vpc-cni chart's key (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on
             # by default), as pulumi-eks wrote it (cni-addon.ts, mergeConfigurationValues). The
@@ -303,6 +277,40 @@ class EksCluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, aliases=aliases),
             **extra,  # type: ignore[arg-type]
+        )
+
+    def _addon_with_role(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        addon: str,
+        role_name: str,
+        what: str,
+        service_account: tuple[str, str],
+        managed_policy_name: str,
+        depends_on: list[pulumi.Resource],
+        **extra: object,
+    ) -> aws.eks.Addon:
+        """An add-on whose service account has a Pod Identity role of its own (``name-role_name``)
+        with one AWS managed policy, bound through the add-on; the add-on waits for the policy."""
+        role, permissions = pod_identity_role(
+            f"{name}-{role_name}",
+            description=f"{what} of {args.name}",
+            parent=self,
+            tags=args.tags,
+            scope=args.pod_identity,
+            service_account=service_account,
+            managed_policy_arns=(managed_policy(args.partition, managed_policy_name),),
+        )
+        return self._addon(
+            name,
+            args,
+            addon,
+            [*depends_on, *permissions],
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=service_account[1])
+            ],
+            **extra,
         )
 
     def _cpu_node_group(
