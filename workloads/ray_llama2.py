@@ -8,6 +8,8 @@ by Volcano, and deletes it when it finishes, which releases the Trainium nodes.
 
 from __future__ import annotations
 
+import functools
+
 import shlex
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -225,6 +227,14 @@ def runtime_env_vars(step: str) -> dict[str, str]:
     return {"PYTHONUNBUFFERED": "0", **(resumable.env() if step == "train" else {})}
 
 
+@functools.cache
+def runtime_env_yaml(step: str) -> str:
+    """The step's runtime environment as the RayJob carries it. The train step's holds the text of
+    resilience.py, which PyYAML writes a character at a time: made once a process (the tests plan
+    the workloads a hundred times)."""
+    return yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": runtime_env_vars(step)})
+
+
 def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[str, Any]:
     """One step as a RayJob that brings up its own RayCluster and deletes it when it ends.
 
@@ -238,7 +248,7 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
     spec: dict[str, Any] = {
         "submissionMode": "K8sJobMode",
         "entrypoint": entrypoint(step, layout),
-        "runtimeEnvYAML": yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": runtime_env_vars(step)}),
+        "runtimeEnvYAML": runtime_env_yaml(step),
         "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout), train_probe(layout) if step == "train" else None),
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
