@@ -42,8 +42,9 @@ def test_the_site_has_every_page_in_its_navigation():
 def test_the_strict_build_fails_on_a_broken_link_and_a_page_left_out(tmp_path):
     # mkdocs 1.6.1: strict mode aborts when its CountHandler saw a warning (commands/build.py);
     # a link to a missing page and a page outside `nav` are warnings (mkdocs.yml `validation`).
+    # The copy as it is builds (test_the_built_site_works_opened_from_the_file_system): the two
+    # edits below are what breaks it.
     site = _site_copy(tmp_path)
-    assert _build(site).returncode == 0
     with (site / "docs" / "design.md").open("a") as page:
         page.write("\nSee [the old page](gone.md).\n")
     (site / "docs" / "stray.md").write_text("# Stray\n")
