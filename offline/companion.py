@@ -93,6 +93,7 @@ class Forked:
         self._pipe = os.fdopen(self._from_child, "rb")
         self._outcomes: list[Outcome] = []
         self._collected = False
+        self._ended = "status unknown"
 
     def result(self, step: int = 0) -> Any:
         while len(self._outcomes) <= step and not self._collected:
@@ -102,7 +103,7 @@ class Forked:
             else:
                 self._outcomes.append(outcome)
         if len(self._outcomes) <= step:
-            raise RuntimeError("the offline plan's second process ended without a result")
+            raise RuntimeError(f"the offline plan's second process ended without a result ({self._ended})")
         return self._outcomes[step].unwrap()
 
     def abandon(self) -> None:
@@ -119,9 +120,13 @@ class Forked:
         self._collected = True
         self._pipe.close()
         try:
-            os.waitpid(self._pid, 0)
+            _, status = os.waitpid(self._pid, 0)
         except OSError:
-            pass
+            return
+        # A child killed for memory (SIGKILL) and one that crashed read differently.
+        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        self._ended = (f"killed by {signal.Signals(signal_number).name}" if signal_number
+                       else f"exit status {os.waitstatus_to_exitcode(status)}")
 
 
 Step = Union[Deferred, Captured, Forked]

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import __future__
 
+import _imp
 import ast
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -54,8 +56,9 @@ DUNDER_ALL = re.compile(r"^__all__ = \[(.*?)\]", re.MULTILINE | re.DOTALL)
 QUOTED_NAME = re.compile(r"""['"](\w+)['"]""")
 HEAD_BYTES = 8192
 TYPED_DICT_CLASS = re.compile(r"^class (\w+)\(TypedDict\):$", re.MULTILINE)
-# Part of each cached file's key: a new value when the compilation below changes.
-OFFLINE_COMPILATION = "postponed-annotations, plain ArgsDict classes, v1"
+# Part of each cached file's key: this file's text, so any change to the compilation below
+# (or anything else here) compiles afresh.
+OFFLINE_COMPILATION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 CODE_CACHE_TAG = "offlineplan"
 # The SDK packages the three programs declare resources from. Loading one early is an
 # optimisation only (the tests' workers, the plan's second process): a package missing here
@@ -150,17 +153,18 @@ def cached_code(source_path: Path) -> Any:
     try:
         cached_key, code = marshal.loads(cache.read_bytes())
         if cached_key == key:
+            _imp._fix_co_filename(code, str(source_path))  # as the interpreter's loader does: a moved venv
             return code
     except (OSError, ValueError, EOFError, TypeError):
         pass
     code = offline_compile(source_path.read_text(encoding="utf-8"), str(source_path))
+    partial = cache.with_name(f"{cache.name}.{os.getpid()}")
     try:
-        cache.parent.mkdir(exist_ok=True)
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}")
+        cache.parent.mkdir(parents=True, exist_ok=True)  # parents: under PYTHONPYCACHEPREFIX
         partial.write_bytes(marshal.dumps((key, code)))
         os.replace(partial, cache)
     except OSError:
-        pass
+        partial.unlink(missing_ok=True)
     return code
 
 
@@ -181,24 +185,47 @@ class _LazyPackageLoader(_OfflineModuleLoader):
         if owner.keys() & module.__dict__.keys():
             super().exec_module(module)  # a kept line binds an exported name too: the order decides
             return
-        module.__getattr__ = _resolver(module, owner)  # type: ignore[method-assign]
-        module.__dir__ = lambda: sorted(module.__dict__.keys() | owner.keys())  # type: ignore[method-assign]
+        _EXPORTS[module.__name__] = _exports_by_module(owner)
+        module.__class__ = _DeferredPackage
 
 
-def _resolver(package: ModuleType, owner: dict[str, str]) -> Any:
-    modules = set(owner.values())
+# Per deferred package: each star-imported module and the names its star-import binds.
+_EXPORTS: dict[str, dict[str, list[str]]] = {}
 
-    def resolve(name: str) -> Any:
-        module = owner.get(name)
-        if module is None and name in modules:  # the package's attribute for a module it star-imported
-            return importlib.import_module(f"{package.__name__}.{name}")
-        if module is None:
-            raise AttributeError(f"module {package.__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package.__name__}.{module}"), name)
-        setattr(package, name, value)
-        return value
 
-    return resolve
+def _exports_by_module(owner: dict[str, str]) -> dict[str, list[str]]:
+    exports: dict[str, list[str]] = {}
+    for name, module in owner.items():
+        exports.setdefault(module, []).append(name)
+    return exports
+
+
+class _DeferredPackage(ModuleType):
+    """A package whose ``from .<module> import *`` lines run when one of their names is first
+    asked for. The moment a star-imported module has loaded (by a name resolved here, or imported
+    by anything else), the package binds every name that module exports, as its star-import
+    would. The import system then setting the package's attribute for the module itself must not
+    win over an exported name of the same spelling (``helm.v3.Release`` the class, not the module
+    ``Release.py``; ``eks.get_addon_version`` the function): with the eager star-import the name
+    is bound after the module attribute."""
+
+    def __getattr__(self, name: str) -> Any:
+        exports = _EXPORTS[self.__name__]
+        module = next((module for module, names in exports.items() if name in names), None)
+        if module is None and name not in exports:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        importlib.import_module(f"{self.__name__}.{module or name}")  # binds its names (__setattr__)
+        return self.__dict__[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        exports = _EXPORTS.get(self.__name__, {}).get(name)
+        if exports is not None and isinstance(value, ModuleType) and value.__name__ == f"{self.__name__}.{name}":
+            for exported in exports:
+                super().__setattr__(exported, getattr(value, exported))
+
+    def __dir__(self) -> list[str]:
+        return sorted(self.__dict__.keys() | {n for names in _EXPORTS[self.__name__].values() for n in names})
 
 
 class _LazyPackageFinder(importlib.abc.MetaPathFinder):

@@ -112,3 +112,9 @@ def test_a_forked_step_hands_over_its_result_before_the_next_step_ends():
     assert steps.result(0) == "cluster"
     assert time.monotonic() - started < 10
     steps.abandon()
+
+
+def test_a_child_that_dies_says_how_it_ended():
+    steps = companion.Forked(lambda: os.kill(os.getpid(), 9))
+    with pytest.raises(RuntimeError, match=r"second process ended without a result \(killed by SIGKILL\)"):
+        steps.result()

@@ -174,3 +174,60 @@ def test_postponed_annotations_resolve_to_the_types_pulumi_reads_from_the_shippe
     exec(TYPES_PROBE, shipped)
     assert json.loads(run.stdout) == shipped["seen"]
     assert "ObjectMeta" in shipped["seen"]["resources"]["DaemonSet"]  # the nested output types resolved
+
+
+def _described(value) -> str:
+    return f"{type(value).__name__} {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', getattr(value, '__name__', ''))}"
+
+
+# Packages with modules named like what they export: helm.v3's Release.py (Release, ReleaseArgs),
+# core.v1's Service.py (Service, ServiceInitArgs), eks's get_addon_version.py (get_addon_version,
+# get_addon_version_output, GetAddonVersionResult).
+SAME_NAME_PACKAGES = ("pulumi_kubernetes.helm.v3", "pulumi_kubernetes.core.v1", "pulumi_aws.eks")
+
+
+def test_a_name_spelled_like_its_module_resolves_to_what_the_star_import_binds_in_any_order():
+    """Importing a submodule sets the package's attribute of that name to the module; the eager
+    star-import binds the exported name after it, so ``helm.v3.Release`` is the class. The lazy
+    package must give the same whichever name is asked first (ReleaseArgs before Release)."""
+    probe = f"""
+import importlib, json
+from offline import lazy_sdk
+lazy_sdk.install()
+seen = {{}}
+for package_name in {SAME_NAME_PACKAGES!r}:
+    package = importlib.import_module(package_name)
+    getattr(package, "__all__", None)
+    names = [n for module in lazy_sdk._EXPORTS[package_name].values() for n in reversed(module)]
+    seen[package_name] = {{n: f"{{type(getattr(package, n)).__name__}} {{getattr(getattr(package, n), '__module__', '')}}."
+                                f"{{getattr(getattr(package, n), '__qualname__', getattr(getattr(package, n), '__name__', ''))}}"
+                           for n in names}}
+print(json.dumps(seen))
+"""
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+    seen = json.loads(run.stdout)
+    for package_name in SAME_NAME_PACKAGES:
+        package = _package(package_name)
+        assert len(seen[package_name]) > 3
+        assert seen[package_name] == {name: _described(getattr(package, name)) for name in seen[package_name]}, package_name
+    assert seen["pulumi_kubernetes.helm.v3"]["Release"] == "type pulumi_kubernetes.helm.v3.Release.Release"
+
+
+def test_the_code_cache_follows_a_pycache_prefix_and_leaves_no_partial_file(tmp_path: Path, monkeypatch):
+    module = tmp_path / "pkg" / "generated.py"
+    module.parent.mkdir()
+    module.write_text("VALUE = 1\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))  # PYTHONPYCACHEPREFIX
+    lazy_sdk.cached_code(module)
+    cache = lazy_sdk.code_cache_path(module)
+    assert cache.is_file() and cache.is_relative_to(tmp_path / "prefix")
+    cache.unlink()
+
+    def refused(*_: object) -> None:
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(lazy_sdk.os, "replace", refused)
+    namespace: dict = {}
+    exec(lazy_sdk.cached_code(module), namespace)  # compiled all the same
+    assert namespace["VALUE"] == 1
+    assert list(cache.parent.iterdir()) == []
