@@ -6,12 +6,14 @@ the 180 modules of every EC2 resource and data source. The programs name a few d
 so most of that work (about a quarter of a second) went to classes nothing uses.
 
 ``install()`` puts a finder on ``sys.meta_path`` that loads such a package with its
-``from .<module> import *`` lines removed and a module ``__getattr__`` (PEP 562) in their
-place, mapping each name the module exports (its ``__all__``, read from the file's head) to
-it. The package's other lines run as written, ``_enums`` and ``_inputs``
-still load with the package (every resource module imports them anyway), and a package whose
-layout is not exactly that (a module without a literal ``__all__``, a name two modules export,
-a name the kept lines define too) loads as it always did. A name resolves to the object the
+``from .<module> import *`` lines removed, knowing which names each of those modules exports
+(its ``__all__``, read from the file's head, or for a hand-written module without one, its
+public top-level names). The package's class then loads a module when one of its names is
+first asked for, and binds all of that module's names the moment it loads, as its star-import
+would (``_DeferredPackage``). The package's other lines run as written, ``_enums`` and
+``_inputs`` still load with the package (every resource module imports them anyway), and a
+package whose layout is not exactly that (names that cannot be read off a module, a name two
+modules export, a name the kept lines define too) loads as it always did. A name resolves to the object the
 star-import would have bound, so the programs, and what the plan prints and writes, are the
 same; ``tests/test_lazy_sdk.py`` checks that against the eager packages.
 
