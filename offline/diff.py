@@ -16,6 +16,7 @@ Exit code 2 when a plan cannot be made (bad configuration, unknown ref).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import subprocess
@@ -154,7 +155,51 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
     _cascade_dependents(changes, new, old)
     _cascade_replace_with(changes, new, old)
     _note_launch_template_rollouts(changes, new)
-    return changes
+    return in_deploy_order(changes, new, old)
+
+
+def in_deploy_order(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
+                    base: dict[str, dict[str, Any]]) -> list[ResourceChange]:
+    """Changes in an order the engine could take them: creates, updates and replacements after
+    everything they depend on (the control plane before its node groups: EKS refuses a group
+    version above the cluster's), deletions of dependents before what they depend on; ties by URN."""
+    head_rank, base_rank = deploy_ranks(head), deploy_ranks(base)
+
+    def key(change: ResourceChange) -> tuple[bool, int]:
+        if change.kind == "delete":
+            return True, -base_rank.get(change.urn, 0)
+        return False, head_rank.get(change.urn, 0)
+
+    return sorted(changes, key=key)
+
+
+def deploy_ranks(resources: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Each resource's place in a dependency order (its dependencies, property dependencies,
+    parent and provider first; among the ready, the smallest URN first)."""
+    needs: dict[str, set[str]] = {}
+    for urn, resource in resources.items():
+        provider = (resource.get("provider") or "").rsplit("::", 1)[0]  # "<provider urn>::<id>"
+        wanted = {*(resource.get("dependencies") or []), resource.get("parent") or "", provider,
+                  *(u for urns in (resource.get("propertyDependencies") or {}).values() for u in urns)}
+        needs[urn] = {u for u in wanted if u in resources and u != urn}
+    waiting_on = {urn: len(deps) for urn, deps in needs.items()}
+    dependents: dict[str, list[str]] = {}
+    for urn, deps in needs.items():
+        for dep in deps:
+            dependents.setdefault(dep, []).append(urn)
+    ready = [urn for urn, count in waiting_on.items() if count == 0]
+    heapq.heapify(ready)
+    ranks: dict[str, int] = {}
+    while ready:
+        urn = heapq.heappop(ready)
+        ranks[urn] = len(ranks)
+        for dependent in dependents.get(urn, []):
+            waiting_on[dependent] -= 1
+            if waiting_on[dependent] == 0:
+                heapq.heappush(ready, dependent)
+    for urn in sorted(resources.keys() - ranks.keys()):  # a cycle (never from a real program): URN order
+        ranks[urn] = len(ranks)
+    return ranks
 
 
 def _cascade_dependents(changes: list[ResourceChange], head: dict[str, dict[str, Any]],

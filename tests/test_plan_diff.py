@@ -174,6 +174,9 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     for r in resources:
         if r["type"] == "aws:eks/nodeGroup:NodeGroup":
             assert cluster_urn in r["dependencies"], r["name"]
+    # ... and the diff lists them in that order: the control plane, then its node groups.
+    order = list(changes)
+    assert all(order.index("eks:index:Cluster cluster-eks") < order.index(name) for name in groups)
 
 
 def test_changing_the_instance_type_replaces_the_node_group(base_cluster: Path, tmp_path: Path) -> None:
@@ -379,3 +382,21 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
     stage = next(r for r in head if r["name"] == "job-stage-wikicorpus")
     stage["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] += "-x"
     assert {c.name: c.kind for c in diff.compare_resources(base, head)} == {"job-stage-wikicorpus": "replace"}
+
+
+def test_the_diff_lists_dependencies_first_and_deletes_dependents_first() -> None:
+    def resource(name: str, *needs: str, parent: str = "", provider: str = "") -> dict[str, Any]:
+        return {"urn": f"urn:{name}", "type": "t", "name": name, "dependencies": [f"urn:{n}" for n in needs],
+                "parent": parent and f"urn:{parent}", "provider": provider and f"urn:{provider}::id-1", "inputs": {"v": 1}}
+
+    def bumped(r: dict[str, Any]) -> dict[str, Any]:
+        return {**r, "inputs": {"v": 2}}
+
+    # "a-group" sorts before "b-cluster" by name but needs it; "c-addon" is reached through its provider.
+    base = [resource("b-cluster"), resource("a-group", "b-cluster"), resource("k8s"), resource("c-addon", provider="k8s"),
+            resource("z-old"), resource("y-old-child", "z-old")]
+    head = [bumped(r) for r in base[:4]]
+    changes = diff.compare_resources(base, head)
+    assert [(c.kind, c.name) for c in changes] == [
+        ("update", "b-cluster"), ("update", "a-group"), ("update", "k8s"), ("update", "c-addon"),
+        ("delete", "y-old-child"), ("delete", "z-old")]
