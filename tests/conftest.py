@@ -25,7 +25,12 @@ from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 #   run's passes too (a module missing from the list simply loads later, as before);
 # - what is alive after collection, and after any test that loaded modules, goes to the
 #   collector's permanent generation (gc.freeze), so later passes walk only what tests create
-#   since; a collection first keeps a test's garbage out of it.
+#   since; a collection first keeps a test's garbage out of it;
+# - so does what is alive after every other test, once the young generations are collected: the
+#   plans that session fixtures and memos keep (tests/conftest.py _RUNS, the pipeline
+#   simulation's program cache) pile up over a session, and each full pass walked them all
+#   again (a twentieth of the suite's time). Garbage a test left in the oldest generation stays
+#   until the worker ends: a few hundred megabytes at most.
 # Nothing a test sees or checks depends on when garbage is collected.
 PROGRAM_SDK_MODULES = lazy_sdk.PROGRAM_SDK_PACKAGES
 _modules_at_last_freeze = 0
@@ -45,6 +50,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
     if len(sys.modules) > _modules_at_last_freeze:
         _freeze_what_is_loaded()
+    else:
+        gc.collect(1)
+        gc.freeze()
 
 
 def _load_program_sdks() -> None:
