@@ -124,9 +124,12 @@ class Forked:
         except OSError:
             return
         # A child killed for memory (SIGKILL) and one that crashed read differently.
-        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        self._ended = (f"killed by {signal.Signals(signal_number).name}" if signal_number
-                       else f"exit status {os.waitstatus_to_exitcode(status)}")
+        if not os.WIFSIGNALED(status):
+            self._ended = f"exit status {os.waitstatus_to_exitcode(status)}"
+            return
+        number = os.WTERMSIG(status)
+        names = {s.value: s.name for s in signal.Signals}  # a real-time signal has no name
+        self._ended = f"killed by {names.get(number, f'signal {number}')}"
 
 
 Step = Union[Deferred, Captured, Forked]
@@ -163,8 +166,9 @@ def _child(steps: Sequence[Callable[..., Any]], to_parent: int) -> None:  # prag
 def _frame(outcome: Outcome) -> bytes:
     try:
         data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # an error that does not pickle goes as its traceback's text
-        text = "".join(traceback.format_exception(outcome.error)) if outcome.error else ""
+    except Exception as unpicklable:  # an error (or a value) that does not pickle goes as text
+        failure = outcome.error or unpicklable
+        text = "".join(traceback.format_exception(failure))
         outcome.error = RuntimeError(f"the offline plan's second process failed:\n{text}")
         outcome.value = None
         data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)

@@ -150,7 +150,8 @@ def cached_code(source_path: Path) -> Any:
     and without this cache every plan would compile a few megabytes of SDK source. A cache
     that cannot be read or written only costs the compilation."""
     stat = source_path.stat()
-    key = (OFFLINE_COMPILATION, importlib.util.MAGIC_NUMBER, stat.st_mtime_ns, stat.st_size)
+    # The optimisation level too: compile() under -O strips asserts, as CPython's opt-1 files do.
+    key = (OFFLINE_COMPILATION, importlib.util.MAGIC_NUMBER, sys.flags.optimize, stat.st_mtime_ns, stat.st_size)
     cache = code_cache_path(source_path)
     try:
         cached_key, code = marshal.loads(cache.read_bytes())
@@ -166,7 +167,10 @@ def cached_code(source_path: Path) -> Any:
         partial.write_bytes(marshal.dumps((key, code)))
         os.replace(partial, cache)
     except OSError:
-        partial.unlink(missing_ok=True)
+        try:
+            partial.unlink(missing_ok=True)
+        except OSError:  # a read-only file system refuses even a missing file's unlink (EROFS)
+            pass
     return code
 
 
@@ -216,7 +220,13 @@ class _DeferredPackage(ModuleType):
         module = next((module for module, names in exports.items() if name in names), None)
         if module is None and name not in exports:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-        importlib.import_module(f"{self.__name__}.{module or name}")  # binds its names (__setattr__)
+        loaded = importlib.import_module(f"{self.__name__}.{module or name}")
+        # Bound here too: a module imported before the package ran (pulumi's lazy module restores
+        # such attributes without __setattr__) is in sys.modules, and importing it sets nothing.
+        for exported in exports[module or name]:
+            super().__setattr__(exported, getattr(loaded, exported))
+        if module is None:  # the module itself, unless it exports a name spelled like it
+            self.__dict__.setdefault(name, loaded)
         return self.__dict__[name]
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -227,7 +237,8 @@ class _DeferredPackage(ModuleType):
                 super().__setattr__(exported, getattr(value, exported))
 
     def __dir__(self) -> list[str]:
-        return sorted(self.__dict__.keys() | {n for names in _EXPORTS[self.__name__].values() for n in names})
+        exports = _EXPORTS[self.__name__]
+        return sorted(self.__dict__.keys() | exports.keys() | {n for names in exports.values() for n in names})
 
 
 class _LazyPackageFinder(importlib.abc.MetaPathFinder):

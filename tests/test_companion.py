@@ -118,3 +118,8 @@ def test_a_child_that_dies_says_how_it_ended():
     steps = companion.Forked(lambda: os.kill(os.getpid(), 9))
     with pytest.raises(RuntimeError, match=r"second process ended without a result \(killed by SIGKILL\)"):
         steps.result()
+
+
+def test_a_result_that_does_not_pickle_comes_back_as_the_reason():
+    with pytest.raises(RuntimeError, match="(?s)second process failed.*(pickle|lambda)"):
+        companion.Forked(lambda: (lambda: None)).result()

@@ -231,3 +231,21 @@ def test_the_code_cache_follows_a_pycache_prefix_and_leaves_no_partial_file(tmp_
     exec(lazy_sdk.cached_code(module), namespace)  # compiled all the same
     assert namespace["VALUE"] == 1
     assert list(cache.parent.iterdir()) == []
+
+
+def test_a_module_imported_before_its_package_ran_still_gives_its_names():
+    """pulumi_aws's subpackages are pulumi's lazy modules (pulumi/_utils.py _LazyModule): importing
+    a submodule first sets the package's attribute for it before the package runs, and the lazy
+    module restores it afterwards without setattr; the names must resolve all the same."""
+    probe = """
+import json
+from offline import lazy_sdk
+lazy_sdk.install()
+import pulumi_aws
+import pulumi_aws.eks.pod_identity_association
+import pulumi_aws.eks as eks
+print(json.dumps([eks.PodIdentityAssociationArgs.__qualname__, hasattr(eks, "PodIdentityAssociation"),
+                  "cluster" in dir(eks), eks.cluster.__name__]))
+"""
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(run.stdout) == ["PodIdentityAssociationArgs", True, True, "pulumi_aws.eks.cluster"]
