@@ -26,7 +26,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Sequence
 
 
 @dataclass
@@ -132,7 +132,6 @@ class Forked:
         self._ended = f"killed by {names.get(number, f'signal {number}')}"
 
 
-Step = Union[Deferred, Captured, Forked]
 FRAME_LENGTH = struct.Struct(">Q")
 
 

@@ -63,7 +63,7 @@ TYPED_DICT_CLASS = re.compile(r"^class (\w+)\(TypedDict\):$", re.MULTILINE)
 OFFLINE_COMPILATION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 CODE_CACHE_TAG = "offlineplan"
 # The SDK packages the three programs declare resources from. Loading one early is an
-# optimisation only (the tests' workers, the plan's second process): a package missing here
+# optimisation only (the tests' workers load them before freezing the collector): a package missing here
 # still loads when a program first names it.
 PROGRAM_SDK_PACKAGES = (
     "pulumi_aws.autoscaling", "pulumi_aws.cloudwatch", "pulumi_aws.ec2", "pulumi_aws.ecr", "pulumi_aws.eks",
@@ -191,11 +191,13 @@ class _LazyPackageLoader(_OfflineModuleLoader):
         if owner.keys() & module.__dict__.keys():
             super().exec_module(module)  # a kept line binds an exported name too: the order decides
             return
+        _OWNERS[module.__name__] = owner
         _EXPORTS[module.__name__] = _exports_by_module(owner)
         module.__class__ = _DeferredPackage
 
 
-# Per deferred package: each star-imported module and the names its star-import binds.
+# Per deferred package: each exported name's module, and each star-imported module's names.
+_OWNERS: dict[str, dict[str, str]] = {}
 _EXPORTS: dict[str, dict[str, list[str]]] = {}
 
 
@@ -217,7 +219,7 @@ class _DeferredPackage(ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         exports = _EXPORTS[self.__name__]
-        module = next((module for module, names in exports.items() if name in names), None)
+        module = _OWNERS[self.__name__].get(name)
         if module is None and name not in exports:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         loaded = importlib.import_module(f"{self.__name__}.{module or name}")
@@ -251,14 +253,6 @@ class _LazyPackageFinder(importlib.abc.MetaPathFinder):
         loader = _LazyPackageLoader if spec.origin.endswith("__init__.py") else _OfflineModuleLoader
         spec.loader = loader(fullname, spec.origin)
         return spec
-
-
-def program_modules(project_dir: Path) -> list[str]:
-    """The modules ``project_dir/__main__.py`` imports at its top level, and the SDK packages."""
-    tree = ast.parse((project_dir / "__main__.py").read_text(encoding="utf-8"))
-    imported = [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
-    imported += [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module and not node.level]
-    return [*imported, *PROGRAM_SDK_PACKAGES]
 
 
 def load(modules: Sequence[str]) -> None:
