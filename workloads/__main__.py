@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
-from workloads import bert, checks, contract, layouts, nemo_llama2, ray_llama2, schedule
+from workloads import bert, checks, contract, layouts, nemo_llama2, ray_llama2, schedule, stack_outputs
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
@@ -27,7 +27,7 @@ from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoa
 config = parse_workloads_config(engine_config())
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
 # The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
-kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
+kubeconfig = stack_outputs.output(cluster_stack, "kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
 
 
 def wire(outputs: dict) -> dict:
@@ -126,10 +126,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     return declared
 
 
-needed = [*contract.REQUIRED_OUTPUTS]
-cluster_outputs = pulumi.Output.all(*[cluster_stack.get_output(k) for k in needed]).apply(
-    lambda values: dict(zip(needed, values))
-)
+cluster_outputs = stack_outputs.read(cluster_stack, contract.REQUIRED_OUTPUTS)
 # Each output is described in infra/facts/outputs.py (WORKLOAD_OUTPUTS).
 pulumi.export("clusterStack", config.cluster_stack)
 pulumi.export("namespace", config.namespace)
