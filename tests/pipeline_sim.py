@@ -648,27 +648,34 @@ class ProgramCache:
 
     def __init__(self) -> None:
         self.runs: dict[str, Any] = {}
-        self.evaluations = 0
 
     def program(self, project: str, stack: str, config: dict[str, str], references: dict[str, StackOutputs],
                 preview: bool, existing: Optional[ExistingCluster]) -> PlanResult:
         project_dir = PROJECT_DIRS[project]
-        # An update runs as `pulumi up` does: the cluster program's deploy-time checks refuse.
-        deploy = None if preview else RUNNER_DEPLOY
         # Only the workload program reads is_dry_run (workloads/__main__.py); the cluster program's
-        # preview is told by its deploy context.
-        preview = preview and project == WORKLOADS
-        key = _key(project, stack, config, {k: (dict(v.outputs), sorted(v.secret_names)) for k, v in references.items()},
-                   preview, deploy is None, existing and dict(existing.access_entries))
-        if key not in self.runs:
-            self.evaluations += 1
-            try:
-                secrets = offline_secrets(project_dir, stack, config) if project == WORKLOADS else None
-                self.runs[key] = run_program(project_dir, stack, config, references, secrets, existing, preview=preview,
-                                             deploy=deploy)
-            except Exception as exc:  # the program refused (ConfigError) or failed: the step fails
-                self.runs[key] = exc
-        result = self.runs[key]
+        # preview is told by its deploy context, and an update runs as `pulumi up` does: its
+        # deploy-time checks refuse.
+        dry_run = preview and project == WORKLOADS
+        inputs = (project, stack, config, {k: (dict(v.outputs), sorted(v.secret_names)) for k, v in references.items()},
+                  dry_run, existing and dict(existing.access_entries))
+
+        def run(deploy: Optional[DeployContext]) -> Any:
+            key = _key(*inputs, deploy is None)
+            if key not in self.runs:
+                try:
+                    secrets = offline_secrets(project_dir, stack, config) if project == WORKLOADS else None
+                    self.runs[key] = run_program(project_dir, stack, config, references, secrets, existing,
+                                                 preview=dry_run, deploy=deploy)
+                except Exception as exc:  # the program refused (ConfigError) or failed: the step fails
+                    self.runs[key] = exc
+            return self.runs[key]
+
+        # A cluster preview declares what the update of the same inputs declares whenever that
+        # update passes its deploy-time checks, which only refuse where a preview warns (infra/
+        # validate.py; tests/test_day_one.py checks the two agree): one run serves both.
+        result = run(RUNNER_DEPLOY if not preview or project == CLUSTER else None)
+        if preview and project == CLUSTER and isinstance(result, Exception):
+            result = run(None)
         if isinstance(result, Exception):
             raise StepFailed(f"{project}/{stack}: {type(result).__name__}: {result}")
         return result

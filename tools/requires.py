@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
-from offline.runner import REPO_ROOT
+# Not offline.runner's: that import loads pulumi, and this runs before anything heavy.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 MISSING_TOOL_EXIT = 4
 
