@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import re
 import runpy
@@ -100,7 +101,12 @@ class PlanResult:
 
 
 def project_name(project_dir: Path) -> str:
-    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    return _project_name((project_dir / "Pulumi.yaml").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _project_name(text: str) -> str:
+    return yaml.safe_load(text)["name"]  # a few milliseconds of pure-Python YAML, for every run
 
 
 def _config_text(value: Any) -> str:

@@ -7,6 +7,8 @@ assumes, that deploys are ordered and never cancelled, and that pins and command
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,21 +30,36 @@ SHA_PIN = re.compile(r"^\s*(?:-\s*)?uses:\s*([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (
 ROLE_VAR = re.compile(r"^\$\{\{ vars\.AWS_(PREVIEW|DEPLOY)_ROLE_([A-Z]+) \}\}$")
 
 
-def load(name: str) -> dict[str, Any]:
-    document = yaml.safe_load((WORKFLOWS / name).read_text())
+@functools.lru_cache(maxsize=None)
+def _parsed(name: str, text: str) -> dict[str, Any]:
+    document = yaml.safe_load(text)
     document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads the key `on` as true
     return document
 
 
+def load(name: str) -> dict[str, Any]:
+    """The workflow file, parsed (each text once per process; callers get their own copy)."""
+    return copy.deepcopy(_parsed(name, (WORKFLOWS / name).read_text()))
+
+
+def _filled(value: Any, values: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        for key, filling in values.items():
+            value = value.replace(f"${{{{ matrix.{key} }}}}", str(filling))
+        return value
+    if isinstance(value, dict):
+        return {_filled(k, values): _filled(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, values) for v in value]
+    return value
+
+
 def expand(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A matrix job as the concrete jobs it runs, `${{ matrix.x }}` filled in."""
+    """A matrix job as the concrete jobs it runs, `${{ matrix.x }}` filled in (a string stays a string)."""
     includes = (job.get("strategy") or {}).get("matrix", {}).get("include") or [{}]
     job = {k: v for k, v in job.items() if k != "strategy"}
     for values in includes:
-        text = yaml.safe_dump(job)
-        for key, value in values.items():
-            text = text.replace(f"${{{{ matrix.{key} }}}}", str(value))
-        yield yaml.safe_load(text)
+        yield _filled(job, values)
 
 
 def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
