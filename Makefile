@@ -43,11 +43,10 @@ plan: $(VENV)/.installed
 	  echo "  GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
 ## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
-##       git worktrees of the plan-diff tests never race; the slowest files first, tests/conftest.py), checkov scan included, then the documentation
-##       site built in strict mode (what CI runs)
+##       git worktrees of the plan-diff tests never race; the slowest files first, tests/conftest.py), the checkov
+##       scan and the documentation site's strict build included (tests/test_site.py); what CI runs
 test: lint $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
-	$(MKDOCS)
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
 ##       zizmor's security audits, the default and the auditor persona (offline: no audit that asks GitHub's API)
