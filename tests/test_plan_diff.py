@@ -119,8 +119,11 @@ def cluster_plan(tmp: Path, edit: Any = None) -> Path:
 
 
 @pytest.fixture(scope="module")
-def base_cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cluster_plan(tmp_path_factory.mktemp("base"))
+def base_cluster(dev: PlanResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped dev stack's plan (cluster_plan without an edit, the session's run of it)."""
+    base = tmp_path_factory.mktemp("base")
+    write_plan(dev, base)
+    return base
 
 
 def groups(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -256,11 +259,14 @@ def prod_cost(max_size: int) -> dict[str, Any]:
     return cluster_cost(run_program(REPO_ROOT, "prod", config))
 
 
-def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown() -> None:
+def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown(prod: PlanResult) -> None:
     # prod's totals are unknown (no sourced trn2.48xlarge nor PERSISTENT_2-250 price), yet a PR
-    # that raises trn1-32xl-ng1's maxSize 8 -> 16 must say what it adds at full scale:
-    # 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
-    base, head = prod_cost(8), prod_cost(16)
+    # that raises trn1-32xl-ng1's maxSize 8 (the shipped file's) -> 16 must say what it adds at full
+    # scale: 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
+    from offline.report import cluster_cost
+
+    assert groups(yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"])[0]["maxSize"] == 8
+    base, head = cluster_cost(prod), prod_cost(16)
     assert base["hourly"]["fullScale"] is None and head["hourly"]["fullScale"] is None
     changes = {p.path: (p.old, p.new) for p in diff.compare_cost(base, head)}
     old, new = changes["knownHourly.fullScale"]

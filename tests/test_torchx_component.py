@@ -8,6 +8,7 @@ pods must match the ones the BERT workload declares, apart from what only TorchX
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import os
@@ -86,25 +87,37 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> list[dict[str, Any]]:
+@functools.cache
+def _torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> str:
     result = torchx_cli(
         "--image", image, "--nnodes", "2", "--nproc_per_node", "32", "--instance_type", instance_type,
         "--precompile", str(precompile), "--steps_this_run", str(steps), "--etcd_endpoint", "etcd-server.default:2379",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    job = yaml.safe_load(result.stdout.split("=== SCHEDULER REQUEST ===")[1])
+    return result.stdout
+
+
+def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> list[dict[str, Any]]:
+    """The pods `torchx run --dryrun` asks Volcano for (each distinct run once per process)."""
+    job = yaml.safe_load(_torchx_pods(image, precompile, instance_type, steps).split("=== SCHEDULER REQUEST ===")[1])
     assert job["spec"]["schedulerName"] == "volcano" and job["spec"]["queue"] == "test"
     return [task["template"] for task in job["spec"]["tasks"]]
+
+
+def stack_job(result: PlanResult, name: str) -> dict[str, Any]:
+    return next(r.inputs for r in result.registrations if r.inputs.get("metadata", {}).get("name") == name)
+
+
+def stack_image(result: PlanResult, name: str) -> str:
+    return stack_job(result, name)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
 
 
 @pytest.mark.parametrize(("name", "precompile", "steps"), [("bert-precompile", True, 10), ("bert-train", False, 200)])
 def test_torchx_component_renders_the_pods_the_stack_declares(
     workloads_dev: PlanResult, name: str, precompile: bool, steps: int
 ) -> None:
-    job = next(r.inputs for r in workloads_dev.registrations if r.inputs.get("metadata", {}).get("name") == name)
-    ours = [task["template"] for task in job["spec"]["tasks"]]
-    image = ours[0]["spec"]["containers"][0]["image"]
-    theirs = torchx_pods(image, precompile, "trn1.32xlarge", steps)
+    ours = [task["template"] for task in stack_job(workloads_dev, name)["spec"]["tasks"]]
+    theirs = torchx_pods(stack_image(workloads_dev, name), precompile, "trn1.32xlarge", steps)
     assert [essentials(p) for p in theirs] == [essentials(p) for p in ours]
 
 
@@ -215,8 +228,9 @@ def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: P
     assert f"--rdzv_id {picked} --nnodes 2" in result.stdout
 
 
-def test_the_torchx_component_picks_its_rendezvous_id_at_run_time() -> None:
-    for pod in torchx_pods("repo/bert:tag", False, "trn1.32xlarge", -1):
+def test_the_torchx_component_picks_its_rendezvous_id_at_run_time(workloads_dev: PlanResult) -> None:
+    # The training run's pods, as the rendering test above has TorchX render them.
+    for pod in torchx_pods(stack_image(workloads_dev, "bert-train"), False, "trn1.32xlarge", 200):
         command = pod["spec"]["containers"][0]["command"]
         assert command[:5] == ["bash", "-c", bert_launch.WITH_FRESH_RDZV_ID, "fresh-rdzv-id", bert_launch.PICK_RDZV_ID]
         # TorchX substituted its app id for the macro, and left bash's own `$` expressions alone.
