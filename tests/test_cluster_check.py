@@ -320,14 +320,14 @@ def attempt_dir(shared: Path, uid: str) -> Path:
 
 
 # --- running the scripts -------------------------------------------------------------------------
-# In a cluster each script polls every POLL_SECONDS; here every 20 ms, and each round is counted
+# In a cluster each script polls every POLL_SECONDS; here every 5 ms, and each round is counted
 # in a file outside the shared tree, so a test sees a script wait (still running after rounds of
 # its poll) instead of sitting out a timeout.
 POLL_ROUNDS = "poll-rounds"
 
 
 def fast_polls(text: str, sandbox: Path) -> str:
-    return text.replace(f"sleep {cluster_check.POLL_SECONDS}", f"{{ echo >> '{sandbox / POLL_ROUNDS}'; sleep 0.02; }}")
+    return text.replace(f"sleep {cluster_check.POLL_SECONDS}", f"{{ echo >> '{sandbox / POLL_ROUNDS}'; sleep 0.005; }}")
 
 
 def poll_rounds(sandbox: Path) -> int:
@@ -345,7 +345,7 @@ def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Pa
                 if process.poll() is not None:
                     return False
                 assert time.monotonic() < deadline, "the script neither finished nor polled within 30 s"
-                time.sleep(0.01)
+                time.sleep(0.005)
             return process.poll() is None
         finally:
             process.kill()
