@@ -455,7 +455,7 @@ def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(w
         for _ in range(100):
             if marker.exists() and marker.read_text().strip() == str(attempt.pid):
                 break
-            time.sleep(0.05)
+            time.sleep(0.005)
         assert_fails_on_a_stale_heartbeat(probe, env, tmp_path)
     finally:
         attempt.kill(), attempt.wait()
