@@ -7,12 +7,20 @@ import gc
 import importlib
 import json
 import sys
-from typing import Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from offline import lazy_sdk
-from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+
+if TYPE_CHECKING:
+    from offline.runner import PlanResult
+
+# The xdist controller loads this file too, and runs no test: what the tests need (pulumi, the
+# SDKs, offline.runner) is imported in the fixtures and hooks below, so it starts the workers
+# without waiting for imports only they use.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- garbage collection --------------------------------------------------------------------------
@@ -96,11 +104,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def dev() -> PlanResult:
+    from offline.runner import run_program
+
     return run_program(REPO_ROOT, "dev")
 
 
 @pytest.fixture(scope="session")
 def prod() -> PlanResult:
+    from offline.runner import run_program
+
     return run_program(REPO_ROOT, "prod")
 
 
@@ -109,6 +121,8 @@ def plan_with() -> Callable[..., PlanResult]:
     """Run the dev stack with some project keys replaced: plan_with(acceleratorNodeGroups=[...])."""
 
     def run(**overrides: Any) -> PlanResult:
+        from offline.runner import stack_config
+
         config = stack_config(REPO_ROOT, "dev")
         for key, value in overrides.items():
             config[f"trainium-eks:{key}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
@@ -158,6 +172,7 @@ def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | N
     import copy
 
     from offline.mocks import StackOutputs
+    from offline.runner import stack_config
 
     outputs = copy.deepcopy(dev.outputs)
     if cluster is not None:
@@ -187,6 +202,8 @@ def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **opti
     references = {name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()}
     key = json.dumps([str(project_dir), stack, config, references, options.get("secrets")], sort_keys=True, default=str)
     if key not in _RUNS:
+        from offline.runner import run_program
+
         _RUNS[key] = run_program(project_dir, stack, config, **options)
     return _RUNS[key]
 
