@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -27,6 +28,9 @@ from workloads import bert_launch, resilience, resumable
 # What the pinned scripts print, copied from them.
 # aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.152 (Logger.log), and the same
 # line from data-on-eks a32d9f2 llama2_pretrain/logger.py l.64 (Ray prefixes a worker's output).
+# The scripts' `python3` is this interpreter (the images bring their own; the resilience script
+# needs only the standard library), not a version manager's shim that starts another process first.
+SCRIPT_PATH = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
 BERT_LINE = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 812.00 \n"
 RAY_LINE = "(RayTrainWorker pid=4242, ip=10.0.1.7) " + BERT_LINE
 
@@ -293,7 +297,7 @@ def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_stat
     fake.write_text('#!/bin/sh\necho "args: $*"\n' + "".join(f"echo '{BERT_LINE.format(step=s).strip()}'\n" for s in (21, 22)) + "exit 3\n")
     fake.chmod(0o755)
     line = resumable.training_line(f"{fake} --output_dir {run_dir}", "bert", str(run_dir), str(heartbeat), 2)
-    result = subprocess.run(["bash", "-c", line], env={"PATH": os.environ["PATH"], **resumable.env()},
+    result = subprocess.run(["bash", "-c", line], env={"PATH": SCRIPT_PATH, **resumable.env()},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 3, result.stderr  # pipefail: the trainer's status, not the filter's
     assert f"args: --output_dir {run_dir} --resume_ckpt --resume_ckpt_path {run_dir}/ckpt_20.pt" in result.stdout
@@ -310,7 +314,7 @@ def test_a_failed_resume_look_up_ends_the_attempt_instead_of_training_from_step_
     line = resumable.training_line(str(fake), "bert", str(tmp_path / "run"), str(tmp_path / "run" / "heartbeat"), 2)
     for failing in ("resume", "prune"):
         script = f"import sys\nif sys.argv[1] == {failing!r}: sys.exit(2)\n"
-        result = subprocess.run(["bash", "-c", line], env={"PATH": os.environ["PATH"], resumable.ENV_NAME: script},
+        result = subprocess.run(["bash", "-c", line], env={"PATH": SCRIPT_PATH, resumable.ENV_NAME: script},
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 1 and "started" not in result.stdout, (failing, result)
 
@@ -320,10 +324,10 @@ def test_the_heartbeat_filter_never_takes_the_training_output_down(tmp_path: Pat
     directory) leave the output flowing and the filter's status 0, so pipefail reports the trainer's."""
     output = b"\xff\xfe not utf-8\n" + BERT_LINE.format(step=5).encode() + b"tail \xc3\n"
     result = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "missing" / "heartbeat"))],
-                            input=output, env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, timeout=60)
+                            input=output, env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, timeout=60)
     assert result.returncode == 0 and result.stdout == output, result.stderr
     ok = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "heartbeat"))], input=output,
-                        env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, timeout=60)
+                        env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, timeout=60)
     assert ok.stdout == output and resilience.last_step((tmp_path / "heartbeat").read_text(), "bert") == 5
 
 
@@ -354,7 +358,7 @@ def container(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_probe(probe: dict[str, Any], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(probe["exec"]["command"], env={"PATH": os.environ["PATH"], **env}, cwd=cwd,
+    return subprocess.run(probe["exec"]["command"], env={"PATH": SCRIPT_PATH, **env}, cwd=cwd,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -530,7 +534,7 @@ def test_resilience_settings_are_refused_out_of_range(workloads_with) -> None:
 def test_the_worker_command_writes_the_script_file_then_runs_its_own(tmp_path: Path) -> None:
     command = resumable.with_script_file(["sh", "-c", "echo started"])
     command[2] = command[2].replace(resumable.SCRIPT_FILE, str(tmp_path / "r.py"))
-    result = subprocess.run(command, env={"PATH": os.environ["PATH"], **resumable.env()}, capture_output=True, text=True)
+    result = subprocess.run(command, env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, text=True)
     assert result.stdout == "started\n" and (tmp_path / "r.py").read_text() == resumable.source()
 
 
