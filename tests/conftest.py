@@ -104,16 +104,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def dev() -> PlanResult:
-    from offline.runner import run_program
-
-    return run_program(REPO_ROOT, "dev")
+    return remembered_program(REPO_ROOT, "dev")
 
 
 @pytest.fixture(scope="session")
 def prod() -> PlanResult:
-    from offline.runner import run_program
-
-    return run_program(REPO_ROOT, "prod")
+    return remembered_program(REPO_ROOT, "prod")
 
 
 @pytest.fixture
@@ -196,6 +192,16 @@ def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | N
 # a second or more; a dozen were repeats). Only successful runs are kept: a refusal is raised anew
 # each time. Callers only read a PlanResult.
 _RUNS: dict[str, PlanResult] = {}
+
+
+def remembered_program(project_dir: Any, stack: str, config: dict[str, str] | None = None,
+                       stack_references: Any = None, secrets: dict[str, str] | None = None) -> PlanResult:
+    """offline.runner.run_program (config: the stack file's when None), each distinct input once a
+    worker: for code under test that runs the programs itself (tools/workloads_preflight.py)."""
+    from offline.runner import stack_config
+
+    config = stack_config(project_dir, stack) if config is None else config
+    return _remembered_run(project_dir, stack, config, stack_references=stack_references, secrets=secrets)
 
 
 def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **options: Any) -> PlanResult:

@@ -149,15 +149,14 @@ def test_readme_blocks_need_their_markers():
 
 
 def test_s3_links_are_drawn_from_the_associations(plan_with):
-    storage = {"dataRepositories": [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]}
-    text = diagram.cluster_diagram(plan_with(storage=storage).as_json())
-    assert '"s3://my-training-data/datasets"' in text
+    imported = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
+    both_ways = {"fileSystemPath": "/results", "s3Path": "s3://my-training-results/runs", "autoExport": ["NEW", "CHANGED"]}
+    text = diagram.cluster_diagram(plan_with(storage={"dataRepositories": [imported, both_ways]}).as_json())
+    assert '"s3://my-training-data/datasets"' in text and '"s3://my-training-results/runs"' in text
     # The arrow follows the association's event policies: autoExport defaults to [] (import only).
     link = next(line.strip() for line in text.splitlines() if "|/datasets|" in line)
     assert link.startswith("s3_") and link.endswith("fs_fsx_training") and "-->" in link and "<-->" not in link
-    both = dict(storage["dataRepositories"][0], autoExport=["NEW", "CHANGED"])
-    text = diagram.cluster_diagram(plan_with(storage={"dataRepositories": [both]}).as_json())
-    assert "fs_fsx_training <-->|/datasets| s3_" in text
+    assert "fs_fsx_training <-->|/results| s3_" in text
 
 
 def test_pictures_are_balanced_mermaid(dev, prod):

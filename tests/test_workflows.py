@@ -21,6 +21,7 @@ from bootstrap import trust
 from bootstrap.settings import parse_bootstrap_config, subject_prefix
 from bootstrap.variables import repository_variables
 from offline.runner import REPO_ROOT, stack_config
+from tests.conftest import remembered_program
 from tests.project_copy import project_copy
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -472,12 +473,13 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
 
 
-def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod) -> None:
+def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod, monkeypatch) -> None:
     # The state holds the inputs `pulumi up` sent, rendered from the real cluster outputs: the plan
     # compared with it must be rendered from them too (real ECR URLs, not the offline account), or
     # every job would look replaced. A masked secret output keeps the offline value.
     import tools.workloads_preflight as preflight
 
+    monkeypatch.setattr(preflight, "run_program", remembered_program)
     deployed = {**prod.outputs, "kubeconfig": "[secret]",
                 "ecrRepositories": {k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()}}
     _, planned = preflight.plan("prod", deployed)
@@ -559,6 +561,7 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "prod",
                              lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:abcd"}}))
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
+    monkeypatch.setattr(preflight, "run_program", remembered_program)
     cluster, planned = preflight.plan("prod")
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 425
