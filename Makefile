@@ -42,10 +42,10 @@ plan: $(VENV)/.installed
 	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" >&2; \
 	  echo "  GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
-## test: lint the Dockerfiles, then the whole test suite on two workers (a test file each at a time, so the
-##       git worktrees of the plan-diff tests never race; the slowest files first, tests/conftest.py), the checkov
-##       scan and the documentation site's strict build included (tests/test_site.py); what CI runs
-test: lint $(CHECKOV_VENV)/.installed
+## test: the whole test suite on two workers (a test file each at a time, so the git worktrees of the plan-diff
+##       tests never race; the slowest files first, tests/conftest.py): `make lint` (tests/test_make.py), the
+##       checkov scan and the documentation site's strict build included (tests/test_site.py); what CI runs
+test: $(VENV)/.installed $(CHECKOV_VENV)/.installed
 	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and

@@ -33,6 +33,16 @@ def test_make_help_lists_every_target_from_its_comments():
     assert make().stdout == run.stdout
 
 
+def test_make_lint_passes():
+    # `make test` runs lint here, beside the other tests, rather than alone before them: hadolint over
+    # the Dockerfiles, the workflows against GitHub's schema, and zizmor's two personas (Makefile).
+    run = make("lint", timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    recipe = re.search(r"^lint: .*\n((?:\t.*\n)+)", MAKEFILE, re.M).group(1)
+    assert [line.split()[0] for line in recipe.splitlines()] == [
+        "$(VENV)/bin/hadolint", "$(VENV)/bin/check-jsonschema", "$(VENV)/bin/zizmor", "$(VENV)/bin/zizmor"]
+
+
 def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     # GNU make's exit status is 0, 1 (-q only) or 2 whatever a recipe returns (GNU make manual,
     # "How to Run make": "The exit status of make is always one of three values"), so a mandatory
