@@ -37,7 +37,7 @@ def test_a_cluster_update_that_passes_its_checks_declares_what_its_preview_decla
     # update passes (pipeline_sim.ProgramCache.program). Only infra/validate.py reads the deploy
     # context (infra/lookups.py holds it), and its checks refuse on `up` where a preview warns.
     readers = {path.relative_to(REPO_ROOT).as_posix() for path in [REPO_ROOT / "__main__.py", *(REPO_ROOT / "infra").rglob("*.py")]
-               if re.search(r"deploy_context\(|DEPLOY_CONTEXT", path.read_text())}
+               if re.search(r"deploy_context\(|DEPLOY_CONTEXT|PULUMI_CLI|is_dry_run", path.read_text())}
     assert readers == {"infra/validate.py", "infra/lookups.py"}
     assert run_program(REPO_ROOT, "dev", deploy=sim.RUNNER_DEPLOY).as_json() == dev.as_json()
 

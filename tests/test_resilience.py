@@ -9,7 +9,7 @@ import json
 import os
 import re
 import subprocess
-import sys
+import sysconfig
 import threading
 import time
 import zipfile
@@ -28,9 +28,10 @@ from workloads import bert_launch, resilience, resumable
 # What the pinned scripts print, copied from them.
 # aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.152 (Logger.log), and the same
 # line from data-on-eks a32d9f2 llama2_pretrain/logger.py l.64 (Ray prefixes a worker's output).
-# The scripts' `python3` is this interpreter (the images bring their own; the resilience script
-# needs only the standard library), not a version manager's shim that starts another process first.
-SCRIPT_PATH = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+# The scripts' `python3` is the base interpreter this virtualenv was made from: the standard
+# library only, as the resilience script must need (the images bring their own Python), and not a
+# version manager's shim found on PATH, which starts bash and another process first (pyenv's).
+SCRIPT_PATH = f"{sysconfig.get_config_var('BINDIR')}:{os.environ['PATH']}"
 BERT_LINE = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 812.00 \n"
 RAY_LINE = "(RayTrainWorker pid=4242, ip=10.0.1.7) " + BERT_LINE
 
@@ -456,9 +457,9 @@ def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(w
     attempt = subprocess.Popen(["bash", "-c", resumable.announce_attempt().replace(resumable.ATTEMPT_MARKER, str(marker))
                                 + " && exec sleep 60"])
     try:
-        for _ in range(100):
-            if marker.exists() and marker.read_text().strip() == str(attempt.pid):
-                break
+        deadline = time.monotonic() + 10
+        while not (marker.exists() and marker.read_text().strip() == str(attempt.pid)):
+            assert time.monotonic() < deadline, "the rank command never announced its attempt"
             time.sleep(0.005)
         assert_fails_on_a_stale_heartbeat(probe, env, tmp_path)
     finally:

@@ -31,8 +31,10 @@ def _small_site(tmp_path: Path, config: str | None = None) -> Path:
     cut to them: how mkdocs treats the settings, without rendering all of docs/ again."""
     config = (REPO_ROOT / "mkdocs.yml").read_text() if config is None else config
     tmp_path.mkdir(parents=True, exist_ok=True)
-    head, _, _ = config.partition("\nnav:\n")
-    (tmp_path / "mkdocs.yml").write_text(head + "\nnav:\n  - Home: index.md\n  - Architecture: architecture.md\n")
+    nav = "nav:\n  - Home: index.md\n  - Architecture: architecture.md\n"
+    config, replaced = re.subn(r"^nav:\n(?:[ \t].*\n|\n)*", nav, config if config.endswith("\n") else config + "\n", flags=re.M)
+    assert replaced == 1, "mkdocs.yml has no nav block"
+    (tmp_path / "mkdocs.yml").write_text(config)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Home\n\nSee [the architecture](architecture.md).\n")
     (tmp_path / "docs" / "architecture.md").write_text("# Architecture\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,10 +44,18 @@ def load(name: str) -> dict[str, Any]:
     return copy.deepcopy(_parsed(name, (WORKFLOWS / name).read_text()))
 
 
+MATRIX_EXPRESSION = re.compile(r"^\$\{\{ matrix\.([\w-]+) \}\}$")
+
+
 def _filled(value: Any, values: dict[str, Any]) -> Any:
+    """``${{ matrix.x }}`` filled in as GitHub does: a value that is only the expression takes the
+    matrix value's own type; inside a longer string, its text (booleans as `true`/`false`)."""
     if isinstance(value, str):
+        whole = MATRIX_EXPRESSION.match(value)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
         for key, filling in values.items():
-            value = value.replace(f"${{{{ matrix.{key} }}}}", str(filling))
+            value = value.replace(f"${{{{ matrix.{key} }}}}", json.dumps(filling) if isinstance(filling, bool) else str(filling))
         return value
     if isinstance(value, dict):
         return {_filled(k, values): _filled(v, values) for k, v in value.items()}
@@ -65,6 +74,17 @@ def expand(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
+
+
+def test_matrix_values_are_filled_in_as_github_fills_them() -> None:
+    # Expressions have boolean, null, number and string values, booleans spelled `true`/`false`
+    # (GitHub docs, "Evaluate expressions in workflows and actions", Literals): a value that is one
+    # expression keeps the matrix value (`timeout-minutes` takes a number); inside a string, its text.
+    job = {"runs-on": "${{ matrix.runner }}", "timeout-minutes": "${{ matrix.minutes }}",
+           "name": "drift ${{ matrix.stack }} ${{ matrix.on }}", "strategy": {"matrix": {"include": [
+               {"runner": "ubuntu-latest", "minutes": 30, "stack": "dev", "on": True}]}}}
+    (concrete,) = expand(job)
+    assert concrete == {"runs-on": "ubuntu-latest", "timeout-minutes": 30, "name": "drift dev true"}
 
 
 def concrete_jobs(name: str) -> Iterator[tuple[str, dict[str, Any]]]:
