@@ -257,12 +257,9 @@ def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dic
     assert message in str(refused.value)
 
 
-def test_make_plan_plans_the_bootstrap_stack_too(tmp_path) -> None:
-    from offline.plan import main
-
-    assert main(["--stack", "prod", "--out", str(tmp_path)]) == 0
-    written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
-    assert written["outputs"]["deployRoleArns"] == {"prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"}
+def test_make_plan_plans_the_bootstrap_stack_too(planned_dev) -> None:
+    written = json.loads((planned_dev.out / "trainium-bootstrap" / "dev" / "resources.json").read_text())
+    assert written["outputs"]["deployRoleArns"] == {"dev": "arn:aws:iam::123456789012:role/trainium-github-deploy-dev"}
 
 
 def test_programs_import_the_installed_package_without_editing_sys_path(workloads_dev: PlanResult) -> None:
