@@ -92,12 +92,14 @@ def scanned_objects(result: PlanResult) -> Iterator[dict[str, Any]]:
 
 
 def render(results: Iterable[PlanResult], out: Path) -> Path:
-    """One YAML file per scanned object, a folder per project and stack."""
+    """One file per scanned object, a folder per project and stack. JSON, which checkov 3.3.30
+    reads as it reads YAML (checkov/kubernetes/parser/parser.py: .yaml/.yml and .json): its YAML
+    loader is pure Python, a tenth of the scan's time; the findings are the same."""
     for result in results:
         folder = out / result.project / result.stack
         folder.mkdir(parents=True, exist_ok=True)
         for obj in scanned_objects(result):
-            (folder / manifest_file_name(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
+            (folder / manifest_file_name(obj)).with_suffix(".json").write_text(json.dumps(obj, indent=2))
     return out
 
 
