@@ -45,8 +45,10 @@ plan: $(VENV)/.installed
 ## test: the whole test suite on two workers (a test file each at a time, so the git worktrees of the plan-diff
 ##       tests never race; the slowest files first, tests/conftest.py): `make lint` (tests/test_make.py), the
 ##       checkov scan and the documentation site's strict build included (tests/test_site.py); what CI runs
+# Bytecode, and pytest's rewritten test modules, are cached (in the gitignored __pycache__ folders)
+# whatever PYTHONDONTWRITEBYTECODE says: compiling them anew cost each worker about a second a run.
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed
-	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 ## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
 ##       zizmor's security audits, the default and the auditor persona (offline: no audit that asks GitHub's API)
