@@ -7,7 +7,6 @@ import gc
 import importlib
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -111,29 +110,6 @@ def dev() -> PlanResult:
 @pytest.fixture(scope="session")
 def prod() -> PlanResult:
     return remembered_program(REPO_ROOT, "prod")
-
-
-@dataclass(frozen=True)
-class Planned:
-    out: Path
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture(scope="session")
-def planned_dev(tmp_path_factory: pytest.TempPathFactory) -> Planned:
-    """`make plan`'s dev plan (all three stacks), run sequentially here (on the SDKs as shipped),
-    once a worker: what it prints and writes."""
-    import contextlib
-    import io
-
-    from offline import plan
-
-    out = tmp_path_factory.mktemp("plan")
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        assert plan.main(["--stack", "dev", "--out", str(out)], parallel=False) == 0
-    return Planned(out, stdout.getvalue(), stderr.getvalue())
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from bootstrap import permissions, trust
 from bootstrap.variables import repository_variables
 from infra.config.errors import ConfigError
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from tests.conftest import remembered_program
 
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
 REPO = "example-org/trainium-eks"
@@ -257,9 +258,16 @@ def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dic
     assert message in str(refused.value)
 
 
-def test_make_plan_plans_the_bootstrap_stack_too(planned_dev) -> None:
-    written = json.loads((planned_dev.out / "trainium-bootstrap" / "dev" / "resources.json").read_text())
-    assert written["outputs"]["deployRoleArns"] == {"dev": "arn:aws:iam::123456789012:role/trainium-github-deploy-dev"}
+def test_make_plan_plans_the_bootstrap_stack_too(tmp_path, monkeypatch) -> None:
+    # `make plan STACK=prod` end to end (sequential), its programs' runs shared with the worker's.
+    from offline import plan
+
+    monkeypatch.setattr(plan, "run_program", remembered_program)
+    assert plan.main(["--stack", "prod", "--out", str(tmp_path)], parallel=False) == 0
+    for project in ("trainium-eks", "trainium-workloads", "trainium-bootstrap"):
+        assert (tmp_path / project / "prod" / "resources.json").is_file(), project
+    written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
+    assert written["outputs"]["deployRoleArns"] == {"prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"}
 
 
 def test_programs_import_the_installed_package_without_editing_sys_path(workloads_dev: PlanResult) -> None:

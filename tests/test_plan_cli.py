@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,23 @@ from tests.project_copy import project_copy
 
 def bad_project(tmp_path: Path, config: dict) -> Path:
     return project_copy(tmp_path / "project", stack="bad", config=config)
+
+
+@dataclass(frozen=True)
+class Planned:
+    out: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def planned_dev(tmp_path_factory) -> Planned:
+    """`make plan`'s dev plan, run sequentially here (on the SDKs as shipped), once for this file."""
+    out = tmp_path_factory.mktemp("plan")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert plan.main(["--stack", "dev", "--out", str(out)], parallel=False) == 0
+    return Planned(out, stdout.getvalue(), stderr.getvalue())
 
 
 def test_plan_writes_resources_json(planned_dev):
