@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -87,19 +88,25 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A directory outside the repository, for the runs that name the component by its absolute path.
+ELSEWHERE = Path(tempfile.gettempdir())
+
+
 @functools.cache
-def _torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> str:
+def _torchx_pods(image: str, precompile: bool, instance_type: str, steps: int, elsewhere: bool) -> str:
     result = torchx_cli(
         "--image", image, "--nnodes", "2", "--nproc_per_node", "32", "--instance_type", instance_type,
         "--precompile", str(precompile), "--steps_this_run", str(steps), "--etcd_endpoint", "etcd-server.default:2379",
+        **({"cwd": ELSEWHERE, "component": str(REPO_ROOT / COMPONENT)} if elsewhere else {}),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int) -> list[dict[str, Any]]:
-    """The pods `torchx run --dryrun` asks Volcano for (each distinct run once per process)."""
-    job = yaml.safe_load(_torchx_pods(image, precompile, instance_type, steps).split("=== SCHEDULER REQUEST ===")[1])
+def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int, elsewhere: bool = False) -> list[dict[str, Any]]:
+    """The pods `torchx run --dryrun` asks Volcano for (each distinct run once per process), run
+    from the repository as docs/workloads.md says, or ``elsewhere``."""
+    job = yaml.safe_load(_torchx_pods(image, precompile, instance_type, steps, elsewhere).split("=== SCHEDULER REQUEST ===")[1])
     assert job["spec"]["schedulerName"] == "volcano" and job["spec"]["queue"] == "test"
     return [task["template"] for task in job["spec"]["tasks"]]
 
@@ -112,20 +119,23 @@ def stack_image(result: PlanResult, name: str) -> str:
     return stack_job(result, name)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
 
 
-@pytest.mark.parametrize(("name", "precompile", "steps"), [("bert-precompile", True, 10), ("bert-train", False, 200)])
+# The precompile run goes from another directory (test_the_cli_finds_the_shared_launch_code_...).
+@pytest.mark.parametrize(("name", "precompile", "steps", "elsewhere"),
+                         [("bert-precompile", True, 10, True), ("bert-train", False, 200, False)])
 def test_torchx_component_renders_the_pods_the_stack_declares(
-    workloads_dev: PlanResult, name: str, precompile: bool, steps: int
+    workloads_dev: PlanResult, name: str, precompile: bool, steps: int, elsewhere: bool
 ) -> None:
     ours = [task["template"] for task in stack_job(workloads_dev, name)["spec"]["tasks"]]
-    theirs = torchx_pods(stack_image(workloads_dev, name), precompile, "trn1.32xlarge", steps)
+    theirs = torchx_pods(stack_image(workloads_dev, name), precompile, "trn1.32xlarge", steps, elsewhere)
     assert [essentials(p) for p in theirs] == [essentials(p) for p in ours]
 
 
-def test_the_cli_finds_the_shared_launch_code_from_any_directory(tmp_path: Path) -> None:
+def test_the_cli_finds_the_shared_launch_code_from_any_directory(workloads_dev: PlanResult) -> None:
     # The repository's package is installed into the virtualenv (pyproject.toml), so the
-    # exec()ed component imports workloads/ and infra/ whatever the working directory.
-    result = torchx_cli("--image", "x", cwd=tmp_path, component=str(REPO_ROOT / COMPONENT))
-    assert result.returncode == 0, result.stderr
+    # exec()ed component imports workloads/ and infra/ whatever the working directory: the
+    # precompile run above names it by its absolute path from outside the repository.
+    assert not ELSEWHERE.resolve().is_relative_to(REPO_ROOT)
+    assert torchx_pods(stack_image(workloads_dev, "bert-precompile"), True, "trn1.32xlarge", 10, elsewhere=True)
 
 
 def test_the_component_refuses_instance_types_without_efa() -> None:
