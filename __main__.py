@@ -8,8 +8,8 @@ from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNode
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
+from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
-from infra.components.iam import PodIdentityScope
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
@@ -48,29 +48,25 @@ creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_ad
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
-# The one cluster whose pods may assume the stack's Pod Identity roles (their trust policies).
-pod_identity = PodIdentityScope(cloud.partition, config.region, cloud.account_id, config.cluster_name)
+ctx = ClusterContext(cloud.partition, config.region, cloud.account_id, config.cluster_name, tags)
 
 network = Network(
     "network",
+    ctx,
     NetworkArgs(
-        cluster_name=config.cluster_name,
-        region=config.region,
         vpc_cidr=config.network.vpc_cidr,
         secondary_cidr=config.network.secondary_cidr,
         zones=placement.zones,
         nat_gateways=config.network.nat_gateways,
-        tags=tags,
         node_subnet_tags={karpenter_plan.DISCOVERY_TAG: config.cluster_name} if use_karpenter else {},
     ),
 )
 
 cluster = EksCluster(
     "cluster",
+    ctx,
     EksClusterArgs(
-        name=config.cluster_name,
         kubernetes_version=config.kubernetes_version,
-        partition=cloud.partition,
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.private_subnet_ids,
         node_subnet_ids=network.node_subnet_ids,
@@ -84,31 +80,10 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
-        pod_identity=pod_identity,
         session_manager=features.session_manager,
         profile=config.profile,
-        tags=tags,
     ),
 )
-
-if not use_karpenter:
-    AcceleratorNodeGroups(
-        "accelerators",
-        AcceleratorNodeGroupsArgs(
-            cluster_name=cluster.name,
-            kubernetes_version=cluster.kubernetes_version,
-            vpc_id=network.vpc_id,
-            cluster_security_group_id=cluster.cluster_security_group_id,
-            node_role_arn=cluster.node_role_arn,
-            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
-            groups=specs,
-            depends_on=cluster.node_policies,
-            tags=tags,
-        ),
-    )
-
-# --- cluster software, through a provider built from the cluster's kubeconfig ---------------
-namespaces = config.training_namespaces
 kubernetes = k8s.Provider(
     "cluster",
     kubeconfig=cluster.deployer_kubeconfig,
@@ -117,48 +92,55 @@ kubernetes = k8s.Provider(
     # admins' access entries exist.
     opts=pulumi.ResourceOptions(depends_on=[cluster.core_node_group, cluster.coredns, *cluster.admin_entries]),
 )
+# From here on, components build on the cluster: its name as an Output waits for the control plane.
+ctx = ctx.with_cluster(cluster.name, kubernetes)
 
+if not use_karpenter:
+    AcceleratorNodeGroups(
+        "accelerators",
+        ctx,
+        AcceleratorNodeGroupsArgs(
+            kubernetes_version=cluster.kubernetes_version,
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=cluster.node_role_arn,
+            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
+            groups=specs,
+            node_groups_after=cluster.node_policies,
+        ),
+    )
+
+# --- cluster software, through the Kubernetes provider ----------------------------------------
+namespaces = config.training_namespaces
 identities = TrainingIdentities(
     "training",
-    TrainingIdentitiesArgs(
-        cluster.name, pod_identity, {ns: config.data_buckets(ns) for ns in namespaces}, tags, config.kubernetes_version
-    ),
-    kubernetes,
+    ctx,
+    TrainingIdentitiesArgs({ns: config.data_buckets(ns) for ns in namespaces}, config.kubernetes_version),
 )
 DevicePlugins(
     "devices",
+    ctx,
     DevicePluginsArgs(
         neuron=features.neuron_device_plugin,
         efa=features.efa_device_plugin,
         neuron_scheduler_extension=features.neuron_scheduler_extension,
-        region=config.region,
-        node_recovery=NodeRecoveryArgs(
-            cluster_name=config.cluster_name,
-            partition=cloud.partition,
-            region=config.region,
-            account_id=cloud.account_id,
-            oidc_provider_arn=cluster.oidc_provider_arn,
-            oidc_provider_url=cluster.oidc_provider_url,
-            tags=tags,
-        )
+        node_recovery=NodeRecoveryArgs(cluster.oidc_provider_arn, cluster.oidc_provider_url)
         if features.neuron_node_recovery
         else None,
     ),
-    kubernetes,
 )
 burn_in_targets = [
     BurnInTarget(s.name, s.config.instance_type, s.facts.neuron_devices, s.facts.neuron_cores, s.efa_interface_count,
                  config.storage.claim_name if features.fsx_csi else None, config.node_provisioner)
     for s in specs if s.startup_taints
 ]
-burn_in = BurnIn("burn-in", BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR), kubernetes) if burn_in_targets else None
+burn_in = BurnIn("burn-in", ctx, BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR)) if burn_in_targets else None
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(
         "fsx",
+        ctx,
         FsxStorageArgs(
-            cluster_name=cluster.name,
-            partition=cloud.partition,
             vpc_id=network.vpc_id,
             subnet_id=network.private_subnet_by_zone_id[placement.accelerator_zone.id],
             node_security_group_ids=[cluster.cluster_security_group_id],
@@ -166,14 +148,12 @@ if features.fsx_csi:
             retain=config.retain_storage,
             identities=identities,
             namespaces=namespaces,
-            pod_identity=pod_identity,
-            tags=tags,
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
-        kubernetes,
     )
 schedulers = Schedulers(
     "schedulers",
+    ctx,
     SchedulersArgs(
         volcano=features.volcano,
         queues=config.volcano_queues,
@@ -183,31 +163,21 @@ schedulers = Schedulers(
         namespaces=namespaces,
         identities=identities,
     ),
-    kubernetes,
 )
 Autoscaling(
     "autoscaling",
+    ctx,
     AutoscalingArgs(
-        cluster_name=config.cluster_name,
-        region=config.region,
-        account_id=cloud.account_id,
-        partition=cloud.partition,
         cluster_autoscaler=features.cluster_autoscaler,
         metrics_server=features.metrics_server,
-        depends_on=[cluster],
-        tags=tags,
+        association_after=[cluster],
     ),
-    kubernetes,
 )
 if use_karpenter:
     Karpenter(
         "karpenter",
+        ctx,
         KarpenterArgs(
-            cluster_name=cluster.name,
-            cluster_name_text=config.cluster_name,
-            partition=cloud.partition,
-            region=config.region,
-            account_id=cloud.account_id,
             vpc_id=network.vpc_id,
             cluster_security_group_id=cluster.cluster_security_group_id,
             groups=specs,
@@ -218,29 +188,21 @@ if use_karpenter:
             # The same node posture as the managed groups' (infra/plans/node_security.py).
             hop_limit=node_security.IMDS_HOP_LIMIT,
             node_policies=node_security.node_policies(features.session_manager),
-            pod_identity=pod_identity,
-            depends_on=[cluster],
-            tags=tags,
+            association_after=[cluster],
         ),
-        kubernetes,
     )
 observability = None
 if features.observability:
     observability = Observability(
         "observability",
+        ctx,
         ObservabilityArgs(
-            cluster_name=cluster.name,
-            cluster_name_text=config.cluster_name,
-            region=config.region,
-            partition=cloud.partition,
-            account_id=cloud.account_id,
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
+            addon_after=[cluster.core_node_group],
             training_namespaces=namespaces,
-            depends_on=[cluster.core_node_group],
-            tags=tags,
         ),
     )
-registries = Registries("registries", RegistriesArgs(config.cluster_name, config.ecr_force_delete, tags))
+registries = Registries("registries", ctx, RegistriesArgs(config.ecr_force_delete))
 
 # Each output is described in infra/facts/outputs.py (the generated reference reads it from there).
 pulumi.export("clusterName", cluster.name)

@@ -16,6 +16,7 @@ import pulumi_aws as aws
 
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
+from infra.components.context import ClusterContext
 from infra.facts.catalog import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.plans.efa import EfaInterface, efa_interfaces
@@ -110,7 +111,6 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
 
 @dataclass
 class AcceleratorNodeGroupsArgs:
-    cluster_name: pulumi.Input[str]
     kubernetes_version: pulumi.Input[str]
     """The control plane's version (EksCluster.kubernetes_version, which waits for the control plane)."""
     vpc_id: pulumi.Input[str]
@@ -118,8 +118,8 @@ class AcceleratorNodeGroupsArgs:
     node_role_arn: pulumi.Input[str]
     node_subnet_by_zone_id: dict[str, pulumi.Input[str]]
     groups: list[AcceleratorGroupSpec]
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-    tags: dict[str, str] = field(default_factory=dict)
+    node_groups_after: list[pulumi.Resource]
+    """What each node group waits for: what its nodes need to join (EksCluster.node_policies)."""
 
 
 def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
@@ -169,10 +169,11 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
     efa_security_group_id: Optional[pulumi.Output[str]]
     node_groups: dict[str, aws.eks.NodeGroup]
 
-    def __init__(self, name: str, args: AcceleratorNodeGroupsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, ctx: ClusterContext, args: AcceleratorNodeGroupsArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
-        self._args = args
-        efa_sg = efa_security_group(name, args.vpc_id, args.tags, self) if any(g.interfaces for g in args.groups) else None
+        self._ctx, self._args = ctx, args
+        efa_sg = efa_security_group(name, args.vpc_id, ctx.tags, self) if any(g.interfaces for g in args.groups) else None
         self.efa_security_group_id = efa_sg.id if efa_sg else None
         self.node_groups = {g.name: self._node_group(g, efa_sg) for g in args.groups}
         self.register_outputs({})
@@ -184,7 +185,7 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         placement = None
         if cfg.placement_group_enabled:
-            pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=args.tags, opts=child)
+            pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=self._ctx.tags, opts=child)
             placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
         reservation = market = None
         if cfg.capacity_reservation is not None:
@@ -219,9 +220,9 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             capacity_reservation_specification=reservation,
             instance_market_options=market,
             user_data=encode(group.user_data) if group.user_data else None,
-            tag_specifications=lt.tag_specifications({**args.tags, "Name": group.name}),
+            tag_specifications=lt.tag_specifications({**self._ctx.tags, "Name": group.name}),
             update_default_version=True,
-            tags=args.tags,
+            tags=self._ctx.tags,
             opts=child,
         )
 
@@ -230,7 +231,7 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
         template = self._launch_template(group, efa_sg)
         node_group = aws.eks.NodeGroup(
             group.name,
-            cluster_name=args.cluster_name,
+            cluster_name=self._ctx.cluster_name_output,
             node_group_name=group.name,
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.node_subnet_by_zone_id[group.zone.id]],
@@ -254,10 +255,10 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             # reservation has no spare Trainium instance to surge into.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy="MINIMAL"),
             node_repair_config=node_repair(cfg.auto_repair),
-            tags=args.tags,
+            tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=args.depends_on,
+                depends_on=args.node_groups_after,
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
-from infra.components.iam import PodIdentityScope, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 
@@ -104,39 +104,35 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
 
 @dataclass
 class AutoscalingArgs:
-    cluster_name: str
-    region: str
-    account_id: str
-    partition: str
     cluster_autoscaler: bool
     metrics_server: bool
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-    tags: dict[str, str] = field(default_factory=dict)
+    association_after: list[pulumi.Resource]
+    """What cluster-autoscaler's Pod Identity association waits for (the association names the
+    cluster by its text name, which carries no dependency on it)."""
 
 
 class Autoscaling(pulumi.ComponentResource):
     def __init__(
-        self, name: str, args: AutoscalingArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self, name: str, ctx: ClusterContext, args: AutoscalingArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:Autoscaling", name, None, opts)
         if args.cluster_autoscaler:
             _, identity = pod_identity_role(
                 f"{name}-cluster-autoscaler",
-                description=f"cluster-autoscaler of {args.cluster_name}",
+                description=f"cluster-autoscaler of {ctx.cluster_name}",
                 parent=self,
-                tags=args.tags,
-                scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name),
+                cluster=ctx,
                 service_account=("kube-system", SERVICE_ACCOUNT),
-                inline_policy=autoscaler_policy(args.partition, args.region, args.account_id, args.cluster_name),
-                associate_in=args.cluster_name,
-                depends_on=args.depends_on,
+                inline_policy=autoscaler_policy(ctx.partition, ctx.region, ctx.account_id, ctx.cluster_name),
+                associate_in=ctx.cluster_name,
+                depends_on=args.association_after,
             )
             helm_release(
                 "cluster-autoscaler",
                 CHARTS["cluster-autoscaler"],
                 "kube-system",
-                autoscaler_values(args.cluster_name, args.region),
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
+                autoscaler_values(ctx.cluster_name, ctx.region),
+                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=identity),
             )
         if args.metrics_server:
             helm_release(
@@ -144,6 +140,6 @@ class Autoscaling(pulumi.ComponentResource):
                 CHARTS["metrics-server"],
                 "kube-system",
                 {"nodeSelector": CORE_NODE_SELECTOR},
-                pulumi.ResourceOptions(parent=self, provider=provider),
+                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes),
             )
         self.register_outputs({})

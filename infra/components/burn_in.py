@@ -4,11 +4,12 @@ burn-ins that never started, and one DaemonSet per health-gated node group (infr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.components.context import ClusterContext
 from infra.plans import burn_in
 
 _KINDS = {
@@ -29,22 +30,21 @@ class BurnInArgs:
     targets: list[burn_in.BurnInTarget]
     core_node_selector: dict[str, str]
     """Where the sweeper runs: the always-on core nodes."""
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class BurnIn(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
 
-    def __init__(self, name: str, args: BurnInArgs, provider: k8s.Provider,
+    def __init__(self, name: str, ctx: ClusterContext, args: BurnInArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:BurnIn", name, None, opts)
         declared: list[pulumi.Resource] = []
         for manifest in burn_in.cluster_objects(args.core_node_selector):
-            declared.append(self._declare(manifest, provider, [*args.depends_on, *declared]))
+            declared.append(self._declare(manifest, ctx.kubernetes, list(declared)))
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.
         for target in args.targets:
-            self._declare(burn_in.daemon_set(target), provider, [*args.depends_on, *declared])
+            self._declare(burn_in.daemon_set(target), ctx.kubernetes, list(declared))
         self.register_outputs({})
 
     def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:

@@ -17,7 +17,8 @@ from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.components.kube import kubeconfig_for
-from infra.components.iam import PodIdentityScope, managed_policy, node_role_with_policies, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import managed_policy, node_role_with_policies, pod_identity_role
 from infra.lookups import MANAGED_ENTRY_TAG
 from infra.plans import node_security
 from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
@@ -63,9 +64,7 @@ def control_plane_log_group(cluster_name: str) -> str:
 
 @dataclass
 class EksClusterArgs:
-    name: str
     kubernetes_version: str
-    partition: str
     vpc_id: pulumi.Input[str]
     control_plane_subnet_ids: list[pulumi.Input[str]]
     node_subnet_ids: list[pulumi.Input[str]]
@@ -79,11 +78,9 @@ class EksClusterArgs:
     job_node_group: JobNodeGroupConfig
     addon_builds: dict[str, str]
     node_monitoring_agent: bool
-    pod_identity: PodIdentityScope
     session_manager: bool = False
     """AmazonSSMManagedInstanceCore on the node role (features.sessionManager)."""
     profile: Optional[str] = None
-    tags: dict[str, str] = field(default_factory=dict)
     viewer_principal_arns: list[str] = field(default_factory=list)
     """Principals with read access (the pipeline's preview role, which runs pull requests' code)."""
 
@@ -98,30 +95,32 @@ class EksCluster(pulumi.ComponentResource):
     node_role_arn: pulumi.Output[str]
     core_node_group_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, ctx: ClusterContext, args: EksClusterArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:EksCluster", name, None, opts)
+        self._ctx = ctx
         child = pulumi.ResourceOptions(parent=self)
 
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
-            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {args.name}",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {ctx.cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=7,
-            tags=args.tags,
+            tags=ctx.tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{args.name}", target_key_id=secrets_key.key_id, opts=child)
+        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{ctx.cluster_name}", target_key_id=secrets_key.key_id, opts=child)
 
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
-            name=control_plane_log_group(args.name),
+            name=control_plane_log_group(ctx.cluster_name),
             retention_in_days=args.log_retention_days,
-            tags=args.tags,
+            tags=ctx.tags,
             opts=child,
         )
         cluster = eks.Cluster(
             f"{name}-eks",
-            name=args.name,
+            name=ctx.cluster_name,
             version=args.kubernetes_version,
             vpc_id=args.vpc_id,
             private_subnet_ids=args.control_plane_subnet_ids,
@@ -152,11 +151,11 @@ class EksCluster(pulumi.ComponentResource):
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.upgrade_policy),
             # Its own kubeconfig (and internal Kubernetes provider) use the stack's aws:profile.
             provider_credential_opts=eks.KubeconfigOptionsArgs(profile_name=args.profile) if args.profile else None,
-            tags=args.tags,
+            tags=ctx.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
         )
         # A name that carries the dependency on the cluster, so node groups wait for it.
-        self.name = cluster.urn.apply(lambda _: args.name)
+        self.name = cluster.urn.apply(lambda _: ctx.cluster_name)
         # Every node group's `version`, carrying the same dependency: a raised version reaches the
         # groups only once the control plane runs it (EKS refuses a node group newer than its
         # control plane). eks.Cluster is a remote component, and a dependency on one waits for its
@@ -164,8 +163,8 @@ class EksCluster(pulumi.ComponentResource):
         self.kubernetes_version = cluster.urn.apply(lambda _: args.kubernetes_version)
 
         node_role, node_policies = node_role_with_policies(
-            f"{name}-node", f"EKS nodes of {args.name}", args.partition,
-            node_security.node_policies(args.session_manager), args.tags, child,
+            f"{name}-node", f"EKS nodes of {ctx.cluster_name}", ctx,
+            node_security.node_policies(args.session_manager), child,
         )
 
         self.admin_entries = self._admin_entries(args, cluster)
@@ -232,8 +231,8 @@ class EksCluster(pulumi.ComponentResource):
     def _admin_entries(self, args: EksClusterArgs, cluster: eks.Cluster) -> list[pulumi.Resource]:
         """An access entry and access policy association per admin and viewer, keyed by principal."""
         entries: list[pulumi.Resource] = []
-        grants = [(arn, "admin", "cluster-admin", admin_policy_arn(args.partition)) for arn in args.admin_principal_arns]
-        grants += [(arn, "viewer", "admin-view", admin_policy_arn(args.partition, VIEW_POLICY))
+        grants = [(arn, "admin", "cluster-admin", admin_policy_arn(self._ctx.partition)) for arn in args.admin_principal_arns]
+        grants += [(arn, "viewer", "admin-view", admin_policy_arn(self._ctx.partition, VIEW_POLICY))
                    for arn in args.viewer_principal_arns]
         for arn, role, suffix, policy_arn in grants:
             key = principal_key(arn, role)
@@ -243,7 +242,7 @@ class EksCluster(pulumi.ComponentResource):
                 principal_arn=arn,
                 type="STANDARD",
                 # Marks the entry as this program's, unlike EKS's cluster-creator entry.
-                tags={**args.tags, MANAGED_ENTRY_TAG: "true"},
+                tags={**self._ctx.tags, MANAGED_ENTRY_TAG: "true"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
             entries.append(
@@ -274,7 +273,7 @@ class EksCluster(pulumi.ComponentResource):
             addon_version=args.addon_builds[addon],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
-            tags=args.tags,
+            tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, aliases=aliases),
             **extra,  # type: ignore[arg-type]
         )
@@ -295,12 +294,11 @@ class EksCluster(pulumi.ComponentResource):
         with one AWS managed policy, bound through the add-on; the add-on waits for the policy."""
         role, permissions = pod_identity_role(
             f"{name}-{role_name}",
-            description=f"{what} of {args.name}",
+            description=f"{what} of {self._ctx.cluster_name}",
             parent=self,
-            tags=args.tags,
-            scope=args.pod_identity,
+            cluster=self._ctx,
             service_account=service_account,
-            managed_policy_arns=(managed_policy(args.partition, managed_policy_name),),
+            managed_policy_arns=(managed_policy(self._ctx.partition, managed_policy_name),),
         )
         return self._addon(
             name,
@@ -327,12 +325,12 @@ class EksCluster(pulumi.ComponentResource):
         """A general-purpose group: `core` (system pods, always on) or `job-support` (from zero)."""
         template = aws.ec2.LaunchTemplate(
             f"{name}-{group_name}-lt",
-            description=f"{group_name} nodes of {args.name}",
+            description=f"{group_name} nodes of {self._ctx.cluster_name}",
             metadata_options=lt.metadata_options(),
             block_device_mappings=[lt.root_volume(group.disk_size_gib)],
-            tag_specifications=lt.tag_specifications({**args.tags, "Name": f"{args.name}-{group_name}"}),
+            tag_specifications=lt.tag_specifications({**self._ctx.tags, "Name": f"{self._ctx.cluster_name}-{group_name}"}),
             update_default_version=True,
-            tags=args.tags,
+            tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         node_group = aws.eks.NodeGroup(
@@ -356,7 +354,7 @@ class EksCluster(pulumi.ComponentResource):
             labels=labels,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in taints] or None,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            tags=args.tags,
+            tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=node_policies,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra.components.context import ClusterContext
 from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
 
@@ -129,13 +130,10 @@ def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace:
 
 @dataclass
 class NodeRecoveryArgs:
-    cluster_name: str
-    partition: str
-    region: str
-    account_id: str
+    """The cluster's IRSA identity provider, which the recovery agent's role trusts."""
+
     oidc_provider_arn: pulumi.Input[str]
     oidc_provider_url: pulumi.Input[str]
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,23 +141,21 @@ class DevicePluginsArgs:
     neuron: bool
     efa: bool
     neuron_scheduler_extension: bool
-    region: str
-    """The cluster's region: the EFA plugin's image is pulled from its EKS registry."""
     # None: the node problem detector only watches.
     node_recovery: Optional[NodeRecoveryArgs] = None
 
 
 class DevicePlugins(pulumi.ComponentResource):
     def __init__(
-        self, name: str, args: DevicePluginsArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self, name: str, ctx: ClusterContext, args: DevicePluginsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:DevicePlugins", name, None, opts)
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
         if args.neuron:
             namespace = k8s.core.v1.Namespace(
                 NPD_NAMESPACE, metadata={"name": NPD_NAMESPACE, "labels": {"purpose": "neuron-health"}}, opts=on_cluster
             )
-            role_arn = self._recovery_role(name, args.node_recovery) if args.node_recovery else None
+            role_arn = self._recovery_role(name, ctx, args.node_recovery) if args.node_recovery else None
             values = (
                 role_arn.apply(lambda arn: neuron_values(args.neuron_scheduler_extension, arn))
                 if role_arn is not None
@@ -170,29 +166,30 @@ class DevicePlugins(pulumi.ComponentResource):
                 CHARTS["neuron"],
                 "kube-system",
                 values,
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace]),
+                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[namespace]),
             )
         if args.efa:
+            # The EFA plugin's image is pulled from the cluster's own region's EKS registry.
             helm_release(
-                "aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(args.region), on_cluster
+                "aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(ctx.region), on_cluster
             )
         self.register_outputs({})
 
-    def _recovery_role(self, name: str, args: NodeRecoveryArgs) -> pulumi.Output[str]:
+    def _recovery_role(self, name: str, ctx: ClusterContext, args: NodeRecoveryArgs) -> pulumi.Output[str]:
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-neuron-node-recovery",
-            description=f"Neuron node recovery agent of {args.cluster_name}: replace nodes with Neuron errors",
+            description=f"Neuron node recovery agent of {ctx.cluster_name}: replace nodes with Neuron errors",
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url).apply(
                 lambda o: irsa_trust_policy(o[0], o[1], NPD_NAMESPACE, NPD_SERVICE_ACCOUNT)
             ),
-            tags=args.tags,
+            tags=ctx.tags,
             opts=child,
         )
         policy = aws.iam.RolePolicy(
             f"{name}-neuron-node-recovery-policy",
             role=role.id,
-            policy=node_recovery_policy(args.partition, args.region, args.account_id, args.cluster_name),
+            policy=node_recovery_policy(ctx.partition, ctx.region, ctx.account_id, ctx.cluster_name),
             opts=child,
         )
         # The ARN reaches the chart only once the role can do its job.

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import pulumi
 import pulumi_aws as aws
+
+from infra.components.context import ClusterContext
 
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 
@@ -21,21 +22,7 @@ def service_trust_policy(service: str, *, tag_session: bool = False, conditions:
     return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
 
 
-@dataclass(frozen=True)
-class PodIdentityScope:
-    """The one cluster whose pods may assume the stack's Pod Identity roles."""
-
-    partition: str
-    region: str
-    account_id: str
-    cluster_name: str
-
-    @property
-    def cluster_arn(self) -> str:
-        return f"arn:{self.partition}:eks:{self.region}:{self.account_id}:cluster/{self.cluster_name}"
-
-
-def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_account: str) -> str:
+def pod_identity_trust_policy(cluster: ClusterContext, namespace: str, service_account: str) -> str:
     """Pod Identity may assume the role only for this account, this cluster and this service account.
 
     EKS Pod Identity tags its AssumeRole session with eks-cluster-arn, kubernetes-namespace and
@@ -54,8 +41,8 @@ def pod_identity_trust_policy(scope: PodIdentityScope, namespace: str, service_a
         tag_session=True,
         conditions={
             "StringEquals": {
-                "aws:SourceAccount": scope.account_id,
-                "aws:RequestTag/eks-cluster-arn": scope.cluster_arn,
+                "aws:SourceAccount": cluster.account_id,
+                "aws:RequestTag/eks-cluster-arn": cluster.cluster_arn,
                 "aws:RequestTag/kubernetes-namespace": namespace,
                 "aws:RequestTag/kubernetes-service-account": service_account,
             }
@@ -67,14 +54,14 @@ def managed_policy(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
 
 
-def node_role_with_policies(name: str, description: str, partition: str, policies: Sequence[str], tags: Mapping[str, str],
-              opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+def node_role_with_policies(name: str, description: str, cluster: ClusterContext, policies: Sequence[str],
+                            opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``)."""
     role = aws.iam.Role(name, assume_role_policy=service_trust_policy("ec2.amazonaws.com"), description=description,
-                        tags=dict(tags), opts=opts)
+                        tags=dict(cluster.tags), opts=opts)
     attached: list[pulumi.Resource] = [
-        aws.iam.RolePolicyAttachment(f"{name}-{policy}", role=role.name, policy_arn=managed_policy(partition, policy),
-                                     opts=opts)
+        aws.iam.RolePolicyAttachment(f"{name}-{policy}", role=role.name,
+                                     policy_arn=managed_policy(cluster.partition, policy), opts=opts)
         for policy in policies
     ]
     return role, attached
@@ -83,17 +70,16 @@ def node_role_with_policies(name: str, description: str, partition: str, policie
 def pod_identity_role(
     name: str,
     *,
-    scope: PodIdentityScope,
+    cluster: ClusterContext,
     service_account: "tuple[str, str]",
     description: str,
     parent: "pulumi.Resource",
-    tags: dict[str, str],
     inline_policy: "str | None" = None,
     managed_policy_arns: "tuple[str, ...]" = (),
     associate_in: "pulumi.Input[str] | None" = None,
     depends_on: "list[pulumi.Resource] | None" = None,
 ) -> "tuple[aws.iam.Role, list[pulumi.Resource]]":
-    """An IAM role the pods of one (namespace, service account) assume through EKS Pod Identity.
+    """An IAM role the pods of one (namespace, service account) of ``cluster`` assume through EKS Pod Identity.
 
     ``associate_in`` is the cluster name when the association is declared here; add-ons bind
     theirs through the add-on instead. Returns the role and everything a consumer should wait
@@ -103,9 +89,9 @@ def pod_identity_role(
     opts = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(
         name,
-        assume_role_policy=pod_identity_trust_policy(scope, namespace, account),
+        assume_role_policy=pod_identity_trust_policy(cluster, namespace, account),
         description=description,
-        tags=tags,
+        tags=cluster.tags,
         opts=opts,
     )
     ready: list[pulumi.Resource] = []
@@ -121,7 +107,7 @@ def pod_identity_role(
                 namespace=namespace,
                 service_account=account,
                 role_arn=role.arn,
-                tags=tags,
+                tags=cluster.tags,
                 opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
             )
         )

@@ -5,13 +5,14 @@ service."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.components.iam import PodIdentityScope, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import pod_identity_role
 from infra.plans.node_security import metadata_wall
 from infra.plans.pod_security import pod_security_labels
 from infra.facts.versions import KUBERNETES_VERSION
@@ -35,11 +36,8 @@ def s3_read_policy(partition: str, buckets: list[str]) -> str:
 
 @dataclass
 class TrainingIdentitiesArgs:
-    cluster_name: pulumi.Input[str]
-    pod_identity: PodIdentityScope
     data_buckets: dict[str, list[str]]
     """Per training namespace, the buckets its role reads (the namespaces are its keys)."""
-    tags: dict[str, str] = field(default_factory=dict)
     # Pod Security levels are pinned to the cluster's version (see pod_security_labels).
     kubernetes_version: str = KUBERNETES_VERSION
 
@@ -52,13 +50,13 @@ class TrainingIdentities(pulumi.ComponentResource):
     role_arns: dict[str, pulumi.Output[str]]
 
     def __init__(
-        self, name: str, args: TrainingIdentitiesArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self, name: str, ctx: ClusterContext, args: TrainingIdentitiesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:TrainingIdentities", name, None, opts)
         self.namespaces = {}
         self.role_arns = {}
         for namespace, buckets in args.data_buckets.items():
-            k8s_child = pulumi.ResourceOptions(parent=self, provider=provider)
+            k8s_child = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
             labels = {"purpose": "training", **pod_security_labels(args.kubernetes_version)}
             if namespace != "default":
                 ns = k8s.core.v1.Namespace(f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child)
@@ -68,7 +66,7 @@ class TrainingIdentities(pulumi.ComponentResource):
                 # The built-in namespace is not ours to create or delete: a server-side apply patch
                 # owns just these labels, and `pulumi destroy` removes just them again.
                 deps = [k8s.core.v1.NamespacePatch(f"ns-{namespace}-labels", metadata={"name": namespace, "labels": labels}, opts=k8s_child)]
-            in_namespace = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=deps)
+            in_namespace = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=deps)
             k8s.core.v1.ServiceAccount(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-sa",
                 metadata={"name": TRAINING_SERVICE_ACCOUNT, "namespace": namespace},
@@ -83,21 +81,20 @@ class TrainingIdentities(pulumi.ComponentResource):
                 f"{name}-{namespace}-role",
                 description=f"Training jobs in namespace {namespace}: read training data",
                 parent=self,
-                tags=args.tags,
-                scope=args.pod_identity,
+                cluster=ctx,
                 service_account=(namespace, TRAINING_SERVICE_ACCOUNT),
-                inline_policy=s3_read_policy(args.pod_identity.partition, buckets) if buckets else None,
+                inline_policy=s3_read_policy(ctx.partition, buckets) if buckets else None,
             )
             # Declared here under the name it always had: a changed role is an in-place update
             # (UpdatePodIdentityAssociation takes roleArn), where a new resource would be refused as
             # a second association of the same service account.
             aws.eks.PodIdentityAssociation(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-identity",
-                cluster_name=args.cluster_name,
+                cluster_name=ctx.cluster_name_output,
                 namespace=namespace,
                 service_account=TRAINING_SERVICE_ACCOUNT,
                 role_arn=role.arn,
-                tags=args.tags,
+                tags=ctx.tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.role_arns[namespace] = role.arn

@@ -9,7 +9,7 @@ controller chart on the core nodes, then one EC2NodeClass and NodePool per accel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -17,7 +17,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.components.accelerators import AcceleratorGroupSpec, efa_security_group
-from infra.components.iam import PodIdentityScope, node_role_with_policies, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import node_role_with_policies, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 from infra.plans import karpenter as plan
@@ -25,38 +26,31 @@ from infra.plans import karpenter as plan
 
 @dataclass
 class KarpenterArgs:
-    cluster_name: pulumi.Input[str]
-    """The cluster's name as an Output (carries the dependency on the cluster)."""
-    cluster_name_text: str
-    partition: str
-    region: str
-    account_id: str
     vpc_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]
     groups: list[AcceleratorGroupSpec]
     lifetimes: plan.Lifetimes
     hop_limit: int
     node_policies: tuple[str, ...]
-    pod_identity: PodIdentityScope
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-    tags: dict[str, str] = field(default_factory=dict)
+    association_after: list[pulumi.Resource]
+    """What the controller's Pod Identity association waits for besides the control plane."""
 
 
 class Karpenter(pulumi.ComponentResource):
     node_pools: dict[str, k8s.apiextensions.CustomResource]
 
-    def __init__(self, name: str, args: KarpenterArgs, provider: k8s.Provider,
+    def __init__(self, name: str, ctx: ClusterContext, args: KarpenterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Karpenter", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        discovery = {plan.DISCOVERY_TAG: args.cluster_name_text}
+        discovery = {plan.DISCOVERY_TAG: ctx.cluster_name}
 
         queue = aws.sqs.Queue(
             f"{name}-interruptions",
-            name=plan.queue_name(args.cluster_name_text),
+            name=plan.queue_name(ctx.cluster_name),
             message_retention_seconds=plan.QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
-            tags=args.tags,
+            tags=ctx.tags,
             opts=child,
         )
         aws.sqs.QueuePolicy(f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(plan.queue_policy),
@@ -64,9 +58,9 @@ class Karpenter(pulumi.ComponentResource):
         for rule_name, pattern in plan.INTERRUPTION_RULES.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{rule_name}",
-                description=f"Karpenter interruption queue of {args.cluster_name_text}: {pattern['detail-type'][0]}",
+                description=f"Karpenter interruption queue of {ctx.cluster_name}: {pattern['detail-type'][0]}",
                 event_pattern=pulumi.Output.json_dumps(pattern),
-                tags=args.tags,
+                tags=ctx.tags,
                 opts=child,
             )
             aws.cloudwatch.EventTarget(f"{name}-{rule_name}", rule=rule.name, arn=queue.arn, opts=child)
@@ -74,27 +68,25 @@ class Karpenter(pulumi.ComponentResource):
         # A role of its own: EKS already made an access entry for the managed groups' role, and a
         # second entry for the same principal is refused.
         node_role, node_ready = node_role_with_policies(
-            f"{name}-node", f"Karpenter's Trainium nodes of {args.cluster_name_text}", args.partition,
-            args.node_policies, args.tags, child,
+            f"{name}-node", f"Karpenter's Trainium nodes of {ctx.cluster_name}", ctx, args.node_policies, child,
         )
         node_ready.append(aws.eks.AccessEntry(
-            f"{name}-node", cluster_name=args.cluster_name, principal_arn=node_role.arn, type="EC2_LINUX",
-            tags=args.tags, opts=child,
+            f"{name}-node", cluster_name=ctx.cluster_name_output, principal_arn=node_role.arn, type="EC2_LINUX",
+            tags=ctx.tags, opts=child,
         ))
 
         _, controller_ready = pod_identity_role(
             f"{name}-controller",
-            description=f"Karpenter controller of {args.cluster_name_text}",
+            description=f"Karpenter controller of {ctx.cluster_name}",
             parent=self,
-            tags=args.tags,
-            scope=args.pod_identity,
+            cluster=ctx,
             service_account=(plan.NAMESPACE, plan.SERVICE_ACCOUNT),
             inline_policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
-                lambda a: plan.controller_policy(args.partition, args.region, args.account_id,
-                                                 args.cluster_name_text, a[0], a[1])
+                lambda a: plan.controller_policy(ctx.partition, ctx.region, ctx.account_id,
+                                                 ctx.cluster_name, a[0], a[1])
             ),
-            associate_in=args.cluster_name,
-            depends_on=args.depends_on,
+            associate_in=ctx.cluster_name_output,
+            depends_on=args.association_after,
         )
 
         # Discovery: the EC2NodeClasses select subnets (tagged in Network) and these groups.
@@ -106,12 +98,13 @@ class Karpenter(pulumi.ComponentResource):
         # delete fails on the nodes' interfaces and the role goes from under running nodes.
         node_uses: list[pulumi.Resource] = [
             aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
-                        key=plan.DISCOVERY_TAG, value=args.cluster_name_text, opts=child),
+                        key=plan.DISCOVERY_TAG, value=ctx.cluster_name, opts=child),
             *node_ready,
         ]
         if any(g.interfaces for g in args.groups):
-            node_uses.append(efa_security_group(name, args.vpc_id, {**args.tags, **discovery}, self, rules_out=node_uses))
+            node_uses.append(efa_security_group(name, args.vpc_id, {**ctx.tags, **discovery}, self, rules_out=node_uses))
 
+        provider = ctx.kubernetes
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         crds = helm_release("karpenter-crd", CHARTS["karpenter-crd"], plan.NAMESPACE, {}, on_cluster)
         repair = all(g.config.auto_repair for g in args.groups) if args.groups else False
@@ -119,7 +112,7 @@ class Karpenter(pulumi.ComponentResource):
             "karpenter",
             CHARTS["karpenter"],
             plan.NAMESPACE,
-            plan.chart_values(args.cluster_name_text, args.region, plan.queue_name(args.cluster_name_text), repair,
+            plan.chart_values(ctx.cluster_name, ctx.region, plan.queue_name(ctx.cluster_name), repair,
                               CORE_NODE_SELECTOR),
             pulumi.ResourceOptions(parent=self, provider=provider,
                                    depends_on=[crds, *controller_ready, *node_ready, queue]),
@@ -130,15 +123,15 @@ class Karpenter(pulumi.ComponentResource):
         for group in args.groups:
             placement = None
             if group.config.placement_group_enabled:
-                pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=args.tags, opts=child)
+                pg = aws.ec2.PlacementGroup(f"{group.name}-pg", strategy="cluster", tags=ctx.tags, opts=child)
                 placement = pg.name
             # Both need the CRDs, and the controller running to act on them (and, on delete, to drain
             # and terminate the nodes before their finalizers let them go).
             after = [crds, controller]
             node_class = _custom(
                 f"{group.name}-nodeclass",
-                plan.node_class(group, cluster_name=args.cluster_name_text, node_role=node_role.name,
-                                placement_group=placement, hop_limit=args.hop_limit, tags=args.tags),
+                plan.node_class(group, cluster_name=ctx.cluster_name, node_role=node_role.name,
+                                placement_group=placement, hop_limit=args.hop_limit, tags=ctx.tags),
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, *node_uses]),
             )
             pool = plan.node_pool(group, args.lifetimes)

@@ -8,19 +8,17 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
+from infra.components.context import ClusterContext
 from infra.plans.network import plan_subnets
 from infra.plans.placement import Zone
 
 
 @dataclass
 class NetworkArgs:
-    cluster_name: str
-    region: str
     vpc_cidr: str
     secondary_cidr: str
     zones: list[Zone]
     nat_gateways: Literal["single", "per-az"]
-    tags: dict[str, str] = field(default_factory=dict)
     # Extra tags on the node subnets only: Karpenter's discovery tag (its EC2NodeClasses select
     # subnets by it) when it provisions the Trainium nodes.
     node_subnet_tags: dict[str, str] = field(default_factory=dict)
@@ -34,14 +32,15 @@ class Network(pulumi.ComponentResource):
     node_subnet_by_zone_id: dict[str, pulumi.Output[str]]
     private_subnet_by_zone_id: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, ctx: ClusterContext, args: NetworkArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         layout = plan_subnets(args.vpc_cidr, args.secondary_cidr, len(args.zones))
-        cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
+        cluster_tag = {f"kubernetes.io/cluster/{ctx.cluster_name}": "shared"}
 
         def tags(name_: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-            return {**args.tags, "Name": f"{args.cluster_name}-{name_}", **(extra or {})}
+            return {**ctx.tags, "Name": f"{ctx.cluster_name}-{name_}", **(extra or {})}
 
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -132,7 +131,7 @@ class Network(pulumi.ComponentResource):
         aws.ec2.VpcEndpoint(
             f"{name}-s3",
             vpc_id=vpc.id,
-            service_name=f"com.amazonaws.{args.region}.s3",
+            service_name=f"com.amazonaws.{ctx.region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=[rt.id for rt in private_rts],
             tags=tags("s3"),

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from infra.components.iam import PodIdentityScope, managed_policy, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import managed_policy, pod_identity_role
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -114,35 +115,30 @@ def training_alarm_name(cluster_name: str, namespace: str, kind: str) -> str:
 
 @dataclass
 class ObservabilityArgs:
-    cluster_name: pulumi.Input[str]
-    cluster_name_text: str
-    region: str
-    partition: str
-    account_id: str
     addon_build: str
+    addon_after: list[pulumi.Resource]
+    """What the add-on waits for besides its role (nodes for its agents to run on)."""
     training_namespaces: list[str] = field(default_factory=list)
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 class Observability(pulumi.ComponentResource):
     dashboard_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, ctx: ClusterContext, args: ObservabilityArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Observability", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         role, permissions = pod_identity_role(
             f"{name}-cloudwatch-agent",
             description="CloudWatch agent and neuron-monitor: publish metrics and logs",
             parent=self,
-            tags=args.tags,
-            scope=PodIdentityScope(args.partition, args.region, args.account_id, args.cluster_name_text),
+            cluster=ctx,
             service_account=(AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT),
-            managed_policy_arns=(managed_policy(args.partition, "CloudWatchAgentServerPolicy"),),
+            managed_policy_arns=(managed_policy(ctx.partition, "CloudWatchAgentServerPolicy"),),
         )
         aws.eks.Addon(
             f"{name}-{CLOUDWATCH_OBSERVABILITY}",
-            cluster_name=args.cluster_name,
+            cluster_name=ctx.cluster_name_output,
             addon_name=CLOUDWATCH_OBSERVABILITY,
             addon_version=args.addon_build,
             resolve_conflicts_on_create="OVERWRITE",
@@ -150,13 +146,13 @@ class Observability(pulumi.ComponentResource):
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=AGENT_SERVICE_ACCOUNT)
             ],
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*permissions, *args.depends_on]),
+            tags=ctx.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*permissions, *args.addon_after]),
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-neuron",
-            dashboard_name=f"{args.cluster_name_text}-neuron",
-            dashboard_body=dashboard_body(args.cluster_name_text, args.region, args.training_namespaces),
+            dashboard_name=f"{ctx.cluster_name}-neuron",
+            dashboard_body=dashboard_body(ctx.cluster_name, ctx.region, args.training_namespaces),
             opts=child,
         )
         for namespace in args.training_namespaces:
@@ -166,11 +162,11 @@ class Observability(pulumi.ComponentResource):
                 # restarted or failed pod exists and clears when the pod is replaced.
                 aws.cloudwatch.MetricAlarm(
                     f"{name}-{namespace}-{kind}",
-                    name=training_alarm_name(args.cluster_name_text, namespace, kind),
+                    name=training_alarm_name(ctx.cluster_name, namespace, kind),
                     alarm_description=description.format(ns=namespace),
                     metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
                         id="pods",
-                        expression=namespace_query(metric, "MAX", args.cluster_name_text, namespace, per_pod=False),
+                        expression=namespace_query(metric, "MAX", ctx.cluster_name, namespace, per_pod=False),
                         period=60,
                         return_data=True,
                     )],
@@ -178,7 +174,7 @@ class Observability(pulumi.ComponentResource):
                     threshold=0,
                     evaluation_periods=1,
                     treat_missing_data="notBreaching",
-                    tags=args.tags,
+                    tags=ctx.tags,
                     opts=child,
                 )
         self.dashboard_name = dashboard.dashboard_name

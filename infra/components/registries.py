@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+
+from infra.components.context import ClusterContext
 
 # Image name -> what it holds (the images in docker/).
 TRAINING_IMAGES = {
@@ -44,27 +46,26 @@ def lifecycle_policy() -> str:
 
 @dataclass
 class RegistriesArgs:
-    prefix: str
     force_delete: bool
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 class Registries(pulumi.ComponentResource):
     urls: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, args: RegistriesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, ctx: ClusterContext, args: RegistriesArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:Registries", name, None, opts)
         self.urls = {}
         for image in TRAINING_IMAGES:
             repo = aws.ecr.Repository(
                 f"ecr-{image}",
-                name=f"{args.prefix}/{image}",
+                name=f"{ctx.cluster_name}/{image}",
                 image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
                 encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
                 # Dev repositories go with the stack; prod keeps images unless emptied by hand.
                 force_delete=args.force_delete,
-                tags=args.tags,
+                tags=ctx.tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             aws.ecr.LifecyclePolicy(

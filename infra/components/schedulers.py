@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.config.models import QueueConfig
+from infra.components.context import ClusterContext
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.plans.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
@@ -187,9 +188,10 @@ class Schedulers(pulumi.ComponentResource):
     etcd_endpoints: dict[str, str]
 
     def __init__(
-        self, name: str, args: SchedulersArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self, name: str, ctx: ClusterContext, args: SchedulersArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:Schedulers", name, None, opts)
+        provider = ctx.kubernetes
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
 
         self.volcano = None

@@ -23,7 +23,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.config.models import DataRepositoryConfig, StorageConfig
-from infra.components.iam import PodIdentityScope, pod_identity_role
+from infra.components.context import ClusterContext
+from infra.components.iam import pod_identity_role
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
@@ -163,8 +164,6 @@ def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociat
 
 @dataclass
 class FsxStorageArgs:
-    cluster_name: pulumi.Input[str]
-    partition: str
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     node_security_group_ids: list[pulumi.Input[str]]
@@ -172,9 +171,6 @@ class FsxStorageArgs:
     retain: bool
     identities: TrainingIdentities
     namespaces: list[str]
-    pod_identity: PodIdentityScope
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-    tags: dict[str, str] = field(default_factory=dict)
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
     # each with the resource that creates it.
     system_namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
@@ -213,9 +209,10 @@ class FsxStorage(pulumi.ComponentResource):
         }
 
     def __init__(
-        self, name: str, args: FsxStorageArgs, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self, name: str, ctx: ClusterContext, args: FsxStorageArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("trainium:infra:FsxStorage", name, None, opts)
+        provider = ctx.kubernetes
         child = pulumi.ResourceOptions(parent=self)
         storage = args.storage
 
@@ -223,13 +220,13 @@ class FsxStorage(pulumi.ComponentResource):
             f"{name}-lustre",
             vpc_id=args.vpc_id,
             description="FSx for Lustre: LNet (TCP 988, 1018-1023) with the nodes and between servers",
-            tags={**args.tags, "Name": f"{name}-lustre"},
+            tags={**ctx.tags, "Name": f"{name}-lustre"},
             opts=child,
         )
         self.security_group_id = lustre_sg.id
         rules = self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
 
-        self.file_system = self._file_system(name, args, lustre_sg, rules)
+        self.file_system = self._file_system(name, ctx, args, lustre_sg, rules)
         associations = [
             aws.fsx.DataRepositoryAssociation(
                 f"{name}-s3-{i}",
@@ -240,7 +237,7 @@ class FsxStorage(pulumi.ComponentResource):
                 s3=association_s3(repo),
                 # Destroying the link must not delete training data from the file system.
                 delete_data_in_filesystem=False,
-                tags=args.tags,
+                tags=ctx.tags,
                 # Importing a large bucket's metadata keeps the association CREATING well past
                 # the provider's 10-minute default.
                 opts=pulumi.ResourceOptions(
@@ -257,18 +254,17 @@ class FsxStorage(pulumi.ComponentResource):
             f"{name}-csi-controller",
             description="FSx for Lustre CSI controller: create and delete per-job file systems",
             parent=self,
-            tags=args.tags,
-            scope=args.pod_identity,
+            cluster=ctx,
             service_account=("kube-system", CONTROLLER_SERVICE_ACCOUNT),
-            inline_policy=csi_controller_policy(args.partition),
-            associate_in=args.cluster_name,
+            inline_policy=csi_controller_policy(ctx.partition),
+            associate_in=ctx.cluster_name_output,
         )
         driver = helm_release(
             "aws-fsx-csi-driver",
             CHARTS["fsx-csi-driver"],
             "kube-system",
             self.chart_values(),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*identity, *args.depends_on]),
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
         )
         k8s.storage.v1.StorageClass(
             STORAGE_CLASS,
@@ -291,7 +287,8 @@ class FsxStorage(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": self.file_system.id})
 
     def _file_system(
-        self, name: str, args: FsxStorageArgs, lustre_sg: aws.ec2.SecurityGroup, rules: list[pulumi.Resource]
+        self, name: str, ctx: ClusterContext, args: FsxStorageArgs, lustre_sg: aws.ec2.SecurityGroup,
+        rules: list[pulumi.Resource],
     ) -> aws.fsx.LustreFileSystem:
         storage = args.storage
         persistent = storage.deployment_type != "SCRATCH_2"
@@ -308,8 +305,8 @@ class FsxStorage(pulumi.ComponentResource):
             security_group_ids=[lustre_sg.id],
             # Delete keeps a final backup when the stack retains its data (FSx's default is none).
             skip_final_backup=not (persistent and args.retain),
-            final_backup_tags={**args.tags, "Name": f"{name}-final"} if persistent and args.retain else None,
-            tags={**args.tags, "Name": f"{name}-training"},
+            final_backup_tags={**ctx.tags, "Name": f"{name}-final"} if persistent and args.retain else None,
+            tags={**ctx.tags, "Name": f"{name}-training"},
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # Lustre clients and servers must reach each other before the file system is used.
