@@ -173,7 +173,8 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
         self._ctx, self._args = ctx, args
-        efa_sg = efa_security_group(name, args.vpc_id, ctx.tags, self) if any(g.interfaces for g in args.groups) else None
+        efa = any(g.interfaces for g in args.groups)
+        efa_sg = efa_security_group(name, args.vpc_id, ctx.tags, self) if efa else None
         self.efa_security_group_id = efa_sg.id if efa_sg else None
         self.node_groups = {g.name: self._node_group(g, efa_sg) for g in args.groups}
         self.register_outputs({})

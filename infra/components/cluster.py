@@ -109,7 +109,8 @@ class EksCluster(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{ctx.cluster_name}", target_key_id=secrets_key.key_id, opts=child)
+        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{ctx.cluster_name}", target_key_id=secrets_key.key_id,
+                      opts=child)
 
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
@@ -231,8 +232,9 @@ class EksCluster(pulumi.ComponentResource):
     def _admin_entries(self, args: EksClusterArgs, cluster: eks.Cluster) -> list[pulumi.Resource]:
         """An access entry and access policy association per admin and viewer, keyed by principal."""
         entries: list[pulumi.Resource] = []
-        grants = [(arn, "admin", "cluster-admin", admin_policy_arn(self._ctx.partition)) for arn in args.admin_principal_arns]
-        grants += [(arn, "viewer", "admin-view", admin_policy_arn(self._ctx.partition, VIEW_POLICY))
+        partition = self._ctx.partition
+        grants = [(arn, "admin", "cluster-admin", admin_policy_arn(partition)) for arn in args.admin_principal_arns]
+        grants += [(arn, "viewer", "admin-view", admin_policy_arn(partition, VIEW_POLICY))
                    for arn in args.viewer_principal_arns]
         for arn, role, suffix, policy_arn in grants:
             key = principal_key(arn, role)
@@ -328,7 +330,9 @@ class EksCluster(pulumi.ComponentResource):
             description=f"{group_name} nodes of {self._ctx.cluster_name}",
             metadata_options=lt.metadata_options(),
             block_device_mappings=[lt.root_volume(group.disk_size_gib)],
-            tag_specifications=lt.tag_specifications({**self._ctx.tags, "Name": f"{self._ctx.cluster_name}-{group_name}"}),
+            tag_specifications=lt.tag_specifications(
+                {**self._ctx.tags, "Name": f"{self._ctx.cluster_name}-{group_name}"}
+            ),
             update_default_version=True,
             tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(parent=self),

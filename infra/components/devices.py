@@ -170,9 +170,8 @@ class DevicePlugins(pulumi.ComponentResource):
             )
         if args.efa:
             # The EFA plugin's image is pulled from the cluster's own region's EKS registry.
-            helm_release(
-                "aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(ctx.region), on_cluster
-            )
+            helm_release("aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(ctx.region),
+                         on_cluster)
         self.register_outputs({})
 
     def _recovery_role(self, name: str, ctx: ClusterContext, args: NodeRecoveryArgs) -> pulumi.Output[str]:

@@ -102,7 +102,9 @@ class Karpenter(pulumi.ComponentResource):
             *node_ready,
         ]
         if any(g.interfaces for g in args.groups):
-            node_uses.append(efa_security_group(name, args.vpc_id, {**ctx.tags, **discovery}, self, rules_out=node_uses))
+            node_uses.append(
+                efa_security_group(name, args.vpc_id, {**ctx.tags, **discovery}, self, rules_out=node_uses)
+            )
 
         provider = ctx.kubernetes
         on_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
