@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.config.models import FeaturesConfig
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans import burn_in
 from infra.plans.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
