@@ -29,8 +29,9 @@ _EC2_ONLY = ("network cards, EFA and NVMe disks not read from a page here: a dep
 _MAX_PODS = "max pods: aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt at v1.22.0-234-gb52188387"
 _EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
 
-# Instance prices: every figure was read for us-east-1 (or a page that gives one "US" rate);
+# Instance prices (read 2026-11-22): every figure was read for us-east-1 (or a page that gives one "US" rate);
 # ``read_for_us_east_1`` marks the other regions' copies with ``copied_from``.
+_PRICES_READ = "2026-11-22"
 _USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
 _TABLES = ("public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
            "(Linux); the page the figures were copied from was not recorded")
@@ -141,7 +142,7 @@ def _neuron(name: str, accelerator: Accelerator, *, devices: int, cores_per_devi
 
 
 def _us_hourly(usd: float, source: str) -> dict[str, Price]:
-    return read_for_us_east_1(Price(usd, "hour", source, "2026-11-22"))
+    return read_for_us_east_1(Price(usd, "hour", source, _PRICES_READ))
 
 
 def _general(name: str, node: Optional[tuple[int, int, int]], usd: Optional[float]) -> InstanceType:

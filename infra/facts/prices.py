@@ -6,7 +6,7 @@ where it was read: aws.amazon.com's price pages cannot be read from where this t
 kept) and the date, and ``copied_from`` names the region whose figure a region reuses. A
 region or item missing from the table is *unknown* (``None``), never zero: a cost report must
 not under-state what it cannot price. Known gaps (searched again 2026-11-22, no sourced
-figure found): trn2.48xlarge on-demand; FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
+figure found): FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
 PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
 readable, only its prose); FSx backups; Capacity Block reservation fees (set per purchase,
 not a list price).
