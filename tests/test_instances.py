@@ -227,6 +227,9 @@ def test_a_new_type_is_one_row(tmp_path):
     anchor = '        _neuron("inf2.xlarge",'
     assert source.count(anchor) == 1
     table.write_text(source.replace(anchor, _NEW_ROW + anchor))
+    # PYTHONPATH puts the copy ahead of this checkout: the editable install's finder (written by
+    # setuptools==84.2.1, pyproject.toml; .venv/.../__editable___trainium_eks_0_1_0_finder.py install())
+    # is appended to sys.meta_path, after the path finder that reads PYTHONPATH.
     run = subprocess.run([sys.executable, "-c", _CHECK_NEW_ROW], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

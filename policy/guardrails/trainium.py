@@ -49,7 +49,9 @@ def _group_instance_types(group: PolicyResource) -> list:
 
 
 def instance_type_of(group: PolicyResource, launch_template: Optional[PolicyResource]) -> Optional[str]:
-    # instanceTypes read through `known`, the rest as it is: the launch template's instanceType is an input.
+    # instanceTypes read through `known`: an unknown value raises UnknownValueError on any read, `.get`
+    # included (pulumi-policy 1.21.0 proxy.py _DictProxy.__getitem__; Mapping.get catches only KeyError).
+    # The launch template's instanceType is an input, known at preview.
     own = {"instanceTypes": _group_instance_types(group)}
     types = node_group_instance_types(own, launch_template.props if launch_template else None)
     return types[0] if types else None
