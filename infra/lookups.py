@@ -16,9 +16,8 @@ from typing import Callable, Optional
 import pulumi
 import pulumi_aws as aws
 
-from infra.facts import catalog
 from infra.facts.addons import resolve_builds
-from infra.facts.catalog import InstanceFacts
+from infra.facts.instances import InstanceFacts, from_ec2
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
 from infra.plans.placement import ReservedCapacity, Zone
@@ -112,7 +111,7 @@ def look_up(region: str, instance_types: list[str]) -> CloudFacts:
     return CloudFacts(
         zones=[Zone(name, zone_id) for name, zone_id in zip(azs.names, azs.zone_ids)],
         offerings=dict(offerings),
-        instance_facts={t: catalog.from_ec2(t, aws.ec2.get_instance_type(instance_type=t)) for t in instance_types},
+        instance_facts={t: from_ec2(t, aws.ec2.get_instance_type(instance_type=t)) for t in instance_types},
         account_id=caller.account_id,
         partition=aws.get_partition().partition,
         deployer_arn=aws.iam.get_session_context(arn=caller.arn).issuer_arn,

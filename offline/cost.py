@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from infra.facts import prices
+from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.plans.burn_in import BURN_IN_MINUTES
 from workloads import deadlines
 from infra.facts.prices import HOURS_PER_MONTH, Price
@@ -181,7 +182,7 @@ def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: 
 def _dearest_on_demand(types: list[str], region: str) -> tuple[Optional[float], str]:
     """The hourly on-demand price of the dearest of ``types`` (several types: the estimate never
     under-states), None unless every one is known; and the source of the first one's price."""
-    found = [prices.instance_hourly(region, t) for t in types]
+    found = [instance_hourly(region, t) for t in types]
     unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
     return unit, found[0].source if found and found[0] is not None else ""
 
@@ -189,7 +190,7 @@ def _dearest_on_demand(types: list[str], region: str) -> tuple[Optional[float], 
 def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[dict[str, Any]], region: str) -> None:
     inputs = group["inputs"]
     lt = (template or {}).get("inputs", {})
-    types = list(inputs.get("instanceTypes") or ([lt["instanceType"]] if lt.get("instanceType") else []))
+    types = node_group_instance_types(inputs, lt)
     scaling = inputs.get("scalingConfig") or {}
     counts = {s: float(scaling.get(SCALING_KEY[s], 0) or 0) for s in SCENARIOS}
     name = inputs.get("nodeGroupName") or group["name"]
@@ -430,7 +431,7 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
                          f"Capacity Block reservation of node group {run.node_group} ({instance_type})")
             bounds[run.name] = None
             continue
-        price = prices.instance_hourly(region, instance_type)
+        price = instance_hourly(region, instance_type)
         estimate.add(Line(run.name, detail, _usd(price), counts, run.bound_text, price.source if price else ""),
                      f"on-demand price of {instance_type} in {region}")
         bounds[run.name] = (
@@ -457,7 +458,7 @@ def _all_at_once(wanted: dict[str, int], groups: dict[str, dict[str, Any]], regi
     for name, nodes in wanted.items():
         group = groups.get(name, {})
         running = min(nodes, int(group.get("maxSize", nodes)))
-        price = None if group.get("capacityType") == CAPACITY_BLOCK else prices.instance_hourly(
+        price = None if group.get("capacityType") == CAPACITY_BLOCK else instance_hourly(
             region, group.get("instanceType", ""))
         if running == 0:
             continue

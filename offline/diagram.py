@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from typing import Any, Iterable, Optional
 
+from infra.facts.instances import node_group_instance_types
 from offline.mocks import placeholder_id
 
 T_SUBNET = "aws:ec2/subnet:Subnet"
@@ -150,7 +151,7 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
 def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: Optional[list[str]] = None) -> list[str]:
     inputs = group["inputs"]
     name = inputs.get("nodeGroupName") or group["name"]
-    types = ", ".join(inputs.get("instanceTypes") or ([lt["instanceType"]] if lt.get("instanceType") else []))
+    types = ", ".join(node_group_instance_types(inputs, lt))
     scaling = inputs.get("scalingConfig") or {}
     sizes = f"{scaling.get('minSize', 0)}/{scaling.get('desiredSize', 0)}/{scaling.get('maxSize', 0)} min/desired/max"
     efa = len(lt.get("networkInterfaces") or [])

@@ -19,6 +19,7 @@ from typing import Any
 
 from offline import cost, diagram, reference, report
 from infra.facts import neuron
+from infra.facts.instances import trains
 from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
 
 STACKS = ("dev", "prod")
@@ -237,7 +238,7 @@ def offline_tables() -> str:
 def _trainium_groups(root: Path, stack: str) -> list[dict[str, Any]]:
     import json
     groups = json.loads(stack_config(root, stack).get("trainium-eks:acceleratorNodeGroups", "[]"))
-    return [g for g in groups if g["instanceType"].startswith("trn")]
+    return [g for g in groups if trains(g["instanceType"])]
 
 
 def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "prod")) -> str:

@@ -7,7 +7,7 @@ for your account: a real deploy looks everything up.
 
 from __future__ import annotations
 
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 
 ACCOUNT_ID = "123456789012"
 DEPLOYER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/PlatformAdmin"
@@ -48,8 +48,6 @@ OFFERINGS: dict[str, dict[str, set[str]]] = {
     },
 }
 
-_NVME_GB = {"trn1.2xlarge": 474}
-
 # Instance types for core nodes every offline region offers (the region-wide look-up).
 GENERAL_PURPOSE_TYPES = {
     f"{family}.{size}"
@@ -59,11 +57,9 @@ GENERAL_PURPOSE_TYPES = {
 
 
 def instance_type_answer(instance_type: str) -> dict:
-    """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from the catalog."""
+    """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from its row in
+    infra/facts/instances.py (the device memory is a stand-in: the program does not read it)."""
     facts = NEURON_INSTANCE_TYPES[instance_type]
-    accelerator = "Trainium2" if instance_type.startswith("trn2") else (
-        "Trainium" if instance_type.startswith("trn") else "Inferentia2"
-    )
     return {
         "id": instance_type,
         "instanceType": instance_type,
@@ -71,11 +67,11 @@ def instance_type_answer(instance_type: str) -> dict:
         "efaSupported": facts.efa_supported,
         "efaMaximumInterfaces": facts.max_efa_interfaces,
         "neuronDevices": [
-            {"count": facts.neuron_devices, "coreCount": facts.cores_per_device, "name": accelerator,
-             "coreVersion": 3 if accelerator == "Trainium2" else 2, "memorySize": 32768}
+            {"count": facts.neuron_devices, "coreCount": facts.cores_per_device, "name": facts.accelerator.name,
+             "coreVersion": facts.accelerator.core_version, "memorySize": 32768}
         ],
         "instanceDisks": (
-            [{"count": facts.nvme_disks, "size": _NVME_GB.get(instance_type, 1900), "type": "ssd"}]
+            [{"count": facts.nvme_disks, "size": facts.nvme_disk_gb, "type": "ssd"}]
             if facts.nvme_disks else []
         ),
     }

@@ -11,7 +11,7 @@ import pytest
 
 from infra.components.accelerators import group_spec
 from infra.config.models import AcceleratorNodeGroupConfig
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans import burn_in, karpenter
 from infra.plans.node_template import (
     AUTOSCALER_STARTUP_TAINT_PREFIX,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.config.models import FeaturesConfig
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans import burn_in
 from infra.plans.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
@@ -24,7 +24,7 @@ from infra.plans.node_template import (
     BURN_IN_TAINT,
     NEURON_TAINT,
 )
-from infra.plans.system_capacity import ACCELERATOR_NODES, node_allocatable
+from infra.plans.system_capacity import node_allocatable
 from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
@@ -199,6 +199,6 @@ def test_the_burn_in_pod_has_a_cpu_and_2_gib_per_rank_and_fits_the_node(instance
     assert limits["cpu"] == str(facts.neuron_cores)
     assert limits["memory"] == f"{max(8, 2 * facts.neuron_cores)}Gi"
     allocatable = node_allocatable(instance_type, FeaturesConfig(), accelerator=True)
-    if instance_type in ACCELERATOR_NODES:
-        assert int(limits["cpu"]) * 1000 <= int(allocatable["cpu"][:-1])
-        assert int(limits["memory"][:-2]) * 1024 <= int(allocatable["memory"][:-2])
+    # Every Neuron row has a node size (tests/test_instances.py), so every type is checked.
+    assert int(limits["cpu"]) * 1000 <= int(allocatable["cpu"][:-1])
+    assert int(limits["memory"][:-2]) * 1024 <= int(allocatable["memory"][:-2])

@@ -154,20 +154,24 @@ def test_every_price_names_its_source_and_date():
     import re
 
     from infra.facts import prices
+    from infra.facts.instances import INSTANCE_TYPES, instance_hourly
 
     for region in prices.REGIONS:
-        for table in (prices.INSTANCE_HOURLY[region], prices.SERVICE_PRICES[region]):
+        instance_prices = {name: row.on_demand[region] for name, row in INSTANCE_TYPES.items() if region in row.on_demand}
+        for table in (instance_prices, prices.SERVICE_PRICES[region]):
             for key, price in table.items():
                 assert "https://" in price.source, key
                 assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.as_of), key
                 assert price.usd >= 0 and price.unit in ("hour", "GiB-month"), key
                 # Each figure was read for us-east-1; the other regions say they reuse it.
                 assert price.copied_from == (None if region == "us-east-1" else "us-east-1"), (region, key)
+                # ... which is what the report's region-wide note says.
+                assert price.copied_from == prices.copied_from(region), (region, key)
     # Figures not read for the type are marked so (trn1.2xlarge is trn1.32xlarge / 16).
-    assert "derived" in prices.instance_hourly("us-east-1", "trn1.2xlarge").source
+    assert "derived" in instance_hourly("us-east-1", "trn1.2xlarge").source
     # Searched again 2026-11-22 (pages and docs): no sourced figure for these, so they stay out
     # (unknown), never zero.
-    assert prices.instance_hourly("us-east-2", "trn2.48xlarge") is None
+    assert instance_hourly("us-east-2", "trn2.48xlarge") is None
     for throughput in (250, 500, 1000):
         assert prices.service_price("us-east-2", prices.fsx_lustre_key("PERSISTENT_2", throughput)) is None
 

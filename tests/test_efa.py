@@ -1,6 +1,6 @@
 import pytest
 
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans.efa import efa_interfaces
 
 

@@ -24,7 +24,7 @@ import pytest
 from infra.components.accelerators import group_spec
 from infra.plans.node_security import IMDS_HOP_LIMIT
 from infra.config.errors import ConfigError
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans import karpenter as plan
 from infra.plans.efa import karpenter_interfaces
 from infra.plans.node_template import NEURON_TAINT, Taint

@@ -20,7 +20,7 @@ import pytest
 
 from infra.components.accelerators import group_spec, node_repair
 from infra.config.models import AcceleratorNodeGroupConfig
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.facts.versions import EKS_KUBERNETES_VERSIONS
 from infra.plans import burn_in
 from infra.plans.node_health import NEURON_FATAL_REASONS

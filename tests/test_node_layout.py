@@ -20,7 +20,8 @@ from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
 from offline import cost
 from offline.runner import PlanResult
-from infra.plans.system_capacity import CPU_NODES, reserved_cpu_millis, reserved_memory_mib, system_fit
+from infra.facts.instances import INSTANCE_TYPES
+from infra.plans.system_capacity import reserved_cpu_millis, reserved_memory_mib, system_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +48,7 @@ def test_max_pods_are_the_eni_formula():
     # ENIs x (IPv4 addresses per ENI - 1) + 2, no prefix delegation (EC2 ENI limits: m6i.large 3 x 10,
     # t3.large 3 x 12, t3.medium 3 x 6, m6i.xlarge 4 x 15), as misc/eni-max-pods.txt lists them.
     for instance_type, enis, ips in (("m6i.large", 3, 10), ("t3.large", 3, 12), ("t3.medium", 3, 6), ("m6i.xlarge", 4, 15)):
-        assert CPU_NODES[instance_type].max_pods == enis * (ips - 1) + 2
+        assert INSTANCE_TYPES[instance_type].node.max_pods == enis * (ips - 1) + 2
 
 
 def test_dev_system_pods_fit_two_small_nodes():
@@ -165,11 +166,11 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
     # VM_MEMORY_OVERHEAD_PERCENT 0.075), 484966 MiB. From that it keeps 11 x 247 + 255 + 100 = 3072 MiB
     # (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go getMemoryMebibytesToReserve, evictionHard)
     # and 60 + 10 + 10 + 310 = 390m; the DaemonSets on it ask for the rest of the difference.
-    from infra.plans.system_capacity import (ACCELERATOR_NODES, MEMORY_OVERHEAD_FRACTION, accelerator_daemonsets,
-                                             daemonsets, memory_capacity_mib, node_allocatable)
+    from infra.plans.system_capacity import (MEMORY_OVERHEAD_FRACTION, accelerator_daemonsets, daemonsets,
+                                             memory_capacity_mib, node_allocatable)
 
     features = FeaturesConfig()
-    assert ACCELERATOR_NODES["trn1.32xlarge"].max_pods == 247 and reserved_cpu_millis(128) == 390
+    assert INSTANCE_TYPES["trn1.32xlarge"].node.max_pods == 247 and reserved_cpu_millis(128) == 390
     assert reserved_memory_mib(247) == 3072
     on_node = daemonsets(features) + accelerator_daemonsets(features)
     cpu = 128_000 - 390 - sum(p.cpu_millis for p in on_node)

@@ -1,4 +1,4 @@
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.plans.node_template import NEURON_TAINT, autoscaler_tags, node_labels
 from infra.plans.user_data import nodeadm_user_data
 

@@ -169,7 +169,7 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     assert {c.name for c in groups.values()} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
     for change in groups.values():
         expected = {("version", "1.34", "1.35", None)}
-        if change.name.startswith("trn"):  # the pinned Trainium groups move to the 1.35 release in the same update
+        if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the 1.35 release too
             expected.add(("releaseVersion", "1.34.9-20260625", "1.35.6-20260625", None))
         assert {(p.path, p.old, p.new, p.replace_reason) for p in change.paths} == expected
     resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]

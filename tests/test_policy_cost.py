@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.facts.prices import instance_hourly
+from infra.facts.instances import instance_hourly
 from tests.policy_helpers import reg, violations
 
 NG = "aws:eks/nodeGroup:NodeGroup"

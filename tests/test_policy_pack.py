@@ -15,6 +15,7 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from infra.config.errors import ConfigError
+from infra.facts.instances import trains
 from offline import fixtures, plan
 from offline.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
@@ -58,7 +59,7 @@ def test_config_offered_zones_match_the_offering_facts(stack):
     expected: dict[str, set[str]] = {}
     for types in fixtures.OFFERINGS.values():
         for t, z in types.items():
-            if t.startswith("trn"):
+            if trains(t):
                 expected.setdefault(t, set()).update(z)
     assert {t: set(z) for t, z in zones.items()} == expected
 

@@ -1,6 +1,6 @@
 """Trainium correctness rules: node groups resolved through their launch templates and subnets.
 
-Instance facts (network cards, EFA) come from infra/facts/catalog.py (DESIGN §2); EKS Capacity Block
+Instance facts (network cards, EFA) come from infra/facts/instances.py (DESIGN §2); EKS Capacity Block
 node groups name their type in the launch template and none on the group (DESIGN §5).
 """
 

@@ -48,6 +48,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
+from infra.facts.instances import NEURON_INSTANCE_TYPES, AllReduceFloor
 from workloads import gang_watchdog, pods, quantities
 from workloads.contract import NodeGroup
 from workloads.kube import JobChain, LayoutArgs, pod_templates
@@ -86,15 +87,11 @@ OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"
 NCCOM_SIZES = ("1MB", "1GB", "4")
 NCCOM_DATATYPE = "fp32"
 
-# Default bus-bandwidth floors (nccom-test's GB/s at 1 GiB). The only published multi-node
-# figure is the Neuron docs' example (aws-neuron-sdk v2.20.2 tools/neuron-sys-tools/nccom-test.rst,
-# "Multiple Instances Example"): 2 x trn1.32xlarge, 64 ranks, fp32 all-reduce of 1 GiB at
-# 47.09 GB/s bus bandwidth, marked there as not up to date. The floor is a conservative 20 GB/s,
-# about 40% of that: it catches collectives that fell back from EFA to TCP or lost interfaces,
-# not a few percent of tuning. trn1n.32xlarge has twice trn1's EFA bandwidth and no published
-# figure: it gets the same floor as a lower bound. Other types have no default: set one.
-DEFAULT_FLOORS: dict[str, float] = {"trn1.32xlarge": 20.0, "trn1n.32xlarge": 20.0}
-FLOOR_SOURCE = "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
+# Default bus-bandwidth floors (nccom-test's GB/s at 1 GiB) by instance type, with the reasoning and
+# source beside each in infra/facts/instances.py; a type without one needs busBandwidthFloorGBps.
+DEFAULT_FLOORS: dict[str, AllReduceFloor] = {
+    name: facts.allreduce_floor for name, facts in NEURON_INSTANCE_TYPES.items() if facts.allreduce_floor is not None
+}
 
 
 # neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ...; a
@@ -113,7 +110,8 @@ BUSBW_AWK = "awk '$1 ~ /^[0-9]+$/ && NF >= 6 {bw=$NF} END {print bw}'"
 def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> Optional[float]:
     if settings.bus_bandwidth_floor is not None:
         return settings.bus_bandwidth_floor
-    return DEFAULT_FLOORS.get(group.instance_type)
+    default = DEFAULT_FLOORS.get(group.instance_type)
+    return default.gbps if default else None
 
 
 @dataclass(frozen=True)
@@ -591,7 +589,7 @@ def summary(layout: CheckLayout) -> dict[str, Any]:
         "instanceType": g.instance_type,
         "nodes": s.nodes,
         "expectedPerNode": {"neuronDevices": g.neuron_devices, "neuronCores": g.neuron_cores, "efaInterfaces": g.efa_interfaces},
-        "allReduce": {"ranks": layout.ranks, "floorGBps": layout.floor, "floorSource": "busBandwidthFloorGBps" if s.bus_bandwidth_floor else FLOOR_SOURCE}
+        "allReduce": {"ranks": layout.ranks, "floorGBps": layout.floor, "floorSource": "busBandwidthFloorGBps" if s.bus_bandwidth_floor else DEFAULT_FLOORS[g.instance_type].source}
         if s.nodes > 1
         else None,
         "summary": f"kubectl logs -n {layout.namespace} job/cluster-check-verdict",

@@ -17,7 +17,7 @@ import pulumi_aws as aws
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
-from infra.facts.catalog import InstanceFacts
+from infra.facts.instances import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.plans.efa import EfaInterface, efa_interfaces
 from infra.plans.node_health import node_repair_settings

@@ -15,7 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, model_validator
 
 from infra.facts import versions
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.facts.neuron import compatible_ami_release
 from infra.config.base import ConfigModel, qualified_key
 

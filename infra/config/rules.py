@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from infra.config import naming as rules
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.config.models import (
     FSX_THROUGHPUTS,
@@ -129,7 +129,7 @@ def neuron_compatibility_problems(config: StackConfig) -> list[str]:
     training job on them fails, so both are refused."""
     problems = []
     for i, group in enumerate(config.accelerator_node_groups):
-        if not group.instance_type.startswith("trn"):
+        if not trains(group.instance_type):
             continue  # Inferentia groups run no training image
         pinned = group.ami_release_version
         found = incompatibilities(pinned, group.instance_type, images_for(group.burn_in))

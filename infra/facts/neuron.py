@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from infra.facts.instances import TRAINIUM2, Accelerator, accelerator_of
 from infra.facts.versions import CHARTS, KUBERNETES_VERSION, NEURON_DLC_PYTORCH_1_13, NEURON_DLC_PYTORCH_2_5, NEURON_DLC_RAY
 
 
@@ -198,7 +199,7 @@ class Rule:
     runtime_below: Optional[str] = None
     runtime_at_least: Optional[str] = None
     sdk_below: Optional[str] = None
-    instance_prefix: Optional[str] = None
+    accelerator: Optional[Accelerator] = None  # only on this accelerator's types
 
     @property
     def pinning_fixes(self) -> bool:
@@ -207,7 +208,7 @@ class Rule:
 
     def fails(self, driver: DriverRange, image: TrainingImage, instance_type: str) -> bool:
         """Only a failure the table is sure of: the whole driver range on the failing side."""
-        if self.instance_prefix and not instance_type.startswith(self.instance_prefix):
+        if self.accelerator is not None and accelerator_of(instance_type) != self.accelerator:
             return False
         sdk = image.sdk
         if self.runtime_below and at_least(sdk.runtime, self.runtime_below):
@@ -235,7 +236,7 @@ RULES: tuple[Rule, ...] = (
         what="Neuron runtime 2.26 or newer on Trainium2 with a Neuron driver below 2.22",
         source="aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, runtime 2.26.42.0, Breaking Changes",
         fix="pin an AMI release built on or after 2025-06-24 (driver 2.22+)",
-        driver_below="2.22", runtime_at_least="2.26", instance_prefix="trn2",
+        driver_below="2.22", runtime_at_least="2.26", accelerator=TRAINIUM2,
     ),
     Rule(
         what="the Neuron node problem detector (Neuron chart, npd) needs the runtime at SDK 2.18 or later",

@@ -1,11 +1,12 @@
-"""List prices the plan's cost estimate and the cost policy read: one table per region.
+"""List prices the plan's cost estimate and the cost policy read, beside the instance prices in
+infra/facts/instances.py: one table per region.
 
 Every figure carries the page it was actually read from (a third-party page where that is
 where it was read: aws.amazon.com's price pages cannot be read from where this table is
 kept) and the date, and ``copied_from`` names the region whose figure a region reuses. A
 region or item missing from the table is *unknown* (``None``), never zero: a cost report must
 not under-state what it cannot price. Known gaps (searched again 2026-11-22, no sourced
-figure found): trn2.48xlarge on-demand; FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
+figure found): FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
 PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
 readable, only its prose); FSx backups; Capacity Block reservation fees (set per purchase,
 not a list price).
@@ -29,61 +30,16 @@ class Price:
 
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
-# Every figure below was read for us-east-1 (or a page that gives one "US" rate); the other two
-# regions reuse it. m6i.4xlarge in us-west-2 was checked against a second table and matched.
+# Every figure here and in infra/facts/instances.py was read for us-east-1 (or a page that gives one
+# "US" rate); the other two regions reuse it. m6i.4xlarge in us-west-2 was checked against a second
+# table and matched.
 READ_FOR = "us-east-1"
 _READ = "2026-11-22"
-_TABLES = ("public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
-           "(Linux); the page the figures were copied from was not recorded")
 
 
-def _hourly(usd: float, source: str) -> Price:
-    return Price(usd, "hour", source, _READ)
-
-
-_USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
-_TRAINIUM = {
-    "trn1.32xlarge": _hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
-    # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
-    "trn1.2xlarge": _hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
-    "trn1n.32xlarge": _hourly(24.78, "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table was "
-                              "first written (2026-11); not re-readable here; matched the US list rate in the issue-12 "
-                              "review"),
-}
-
-_CORE = {
-    name: _hourly(usd, _TABLES)
-    for name, usd in {
-        "t3.medium": 0.0416,
-        "t3.large": 0.0832,
-        "t3a.medium": 0.0376,
-        "t3a.large": 0.0752,
-        "m6i.large": 0.096,
-        "m6i.xlarge": 0.192,
-        "m6i.2xlarge": 0.384,
-        "m6i.4xlarge": 0.768,
-        "m7i.large": 0.1008,
-        "m7i.xlarge": 0.2016,
-        "m7i.2xlarge": 0.4032,
-        "m7i.4xlarge": 0.8064,
-        "c6i.large": 0.085,
-        "c6i.xlarge": 0.17,
-        "c6i.2xlarge": 0.34,
-        "c6i.4xlarge": 0.68,
-        "c7i.large": 0.08925,
-        "c7i.xlarge": 0.1785,
-        "c7i.2xlarge": 0.357,
-        "c7i.4xlarge": 0.714,
-    }.items()
-}
-
-
-def _per_region(table: dict[str, Price]) -> dict[str, dict[str, Price]]:
-    return {region: {k: p if region == READ_FOR else replace(p, copied_from=READ_FOR) for k, p in table.items()}
-            for region in REGIONS}
-
-
-INSTANCE_HOURLY: dict[str, dict[str, Price]] = _per_region({**_TRAINIUM, **_CORE})
+def read_for_us_east_1(price: Price) -> dict[str, Price]:
+    """``price`` in every region of the table, marked as a copy outside the region it was read for."""
+    return {region: price if region == READ_FOR else replace(price, copied_from=READ_FOR) for region in REGIONS}
 
 
 # Everything that is not an instance, keyed by what the estimate asks for.
@@ -123,17 +79,16 @@ _SERVICES = {
     ),
 }
 
-SERVICE_PRICES: dict[str, dict[str, Price]] = _per_region(_SERVICES)
-
-
-def instance_hourly(region: str, instance_type: str) -> Optional[Price]:
-    """The on-demand hourly price, or None when the table does not know it."""
-    return INSTANCE_HOURLY.get(region, {}).get(instance_type)
+# region -> key -> price
+SERVICE_PRICES: dict[str, dict[str, Price]] = {
+    region: {key: read_for_us_east_1(price)[region] for key, price in _SERVICES.items()} for region in REGIONS
+}
 
 
 def copied_from(region: str) -> Optional[str]:
-    """The region whose figures ``region`` reuses, if any."""
-    found = {p.copied_from for table in (INSTANCE_HOURLY, SERVICE_PRICES) for p in table.get(region, {}).values()}
+    """The region whose figures ``region`` reuses, if any (the instance prices are copied the same way:
+    tests/test_cost.py holds the two together)."""
+    found = {p.copied_from for p in SERVICE_PRICES.get(region, {}).values()}
     return next((r for r in found if r), None)
 
 

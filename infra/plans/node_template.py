@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.facts.catalog import InstanceFacts, node_label_value
+from infra.facts.instances import InstanceFacts, node_label_value
 
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template"

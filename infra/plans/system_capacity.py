@@ -7,8 +7,9 @@ per node by the instance's ENIs and their IPv4 addresses (no prefix delegation, 
 networking in this cluster: `infra/components/network.py` puts nodes and pods in the same node subnets,
 and the vpc-cni add-on is installed with its defaults).
 
-Every figure carries its source. Requests not set upstream count as zero, which is what the
-scheduler counts too.
+Every figure carries its source; each instance type's vCPUs, memory and max pods are in its row
+of infra/facts/instances.py, and a type whose row has none is not checked. Requests not set
+upstream count as zero, which is what the scheduler counts too.
 """
 
 from __future__ import annotations
@@ -17,44 +18,12 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from infra.config.models import FeaturesConfig
+from infra.facts.instances import INSTANCE_TYPES, NodeSize
 
 
-@dataclass(frozen=True)
-class CpuNode:
-    vcpus: int
-    memory_mib: int
-    max_pods: int  # aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt: ENIs * (IPv4 per ENI - 1) + 2
-
-
-# EC2 instance facts (vCPUs, MiB) and the VPC CNI's max pods (aws/amazon-vpc-cni-k8s,
-# misc/eni-max-pods.txt at v1.22.0-234-gb52188387). Types missing here are not checked.
-CPU_NODES: dict[str, CpuNode] = {
-    "t3.medium": CpuNode(2, 4096, 17),
-    "t3.large": CpuNode(2, 8192, 35),
-    "t3.xlarge": CpuNode(4, 16384, 58),
-    "m6i.large": CpuNode(2, 8192, 29),
-    "m6i.xlarge": CpuNode(4, 16384, 58),
-    "m6i.2xlarge": CpuNode(8, 32768, 58),
-    "m6i.4xlarge": CpuNode(16, 65536, 234),
-    "m7i.large": CpuNode(2, 8192, 29),
-    "m7i.xlarge": CpuNode(4, 16384, 58),
-    "c6i.large": CpuNode(2, 4096, 29),
-    "c6i.xlarge": CpuNode(4, 8192, 58),
-}
-
-
-# The accelerator types (EC2 instance types: vCPUs and memory; max pods from the same
-# eni-max-pods.txt), for what their nodes leave a training pod (``node_allocatable``).
-ACCELERATOR_NODES: dict[str, CpuNode] = {
-    "trn1.2xlarge": CpuNode(8, 32768, 58),
-    "trn1.32xlarge": CpuNode(128, 524288, 247),
-    "trn1n.32xlarge": CpuNode(128, 524288, 247),
-    "trn2.48xlarge": CpuNode(192, 2097152, 100),
-    "inf2.xlarge": CpuNode(4, 16384, 58),
-    "inf2.8xlarge": CpuNode(32, 131072, 234),
-    "inf2.24xlarge": CpuNode(96, 393216, 737),
-    "inf2.48xlarge": CpuNode(192, 786432, 737),
-}
+def _node_size(instance_type: str) -> Optional[NodeSize]:
+    row = INSTANCE_TYPES.get(instance_type)
+    return row.node if row else None
 
 
 def reserved_cpu_millis(vcpus: int) -> int:
@@ -141,8 +110,8 @@ def accelerator_daemonsets(features: FeaturesConfig) -> list[PodRequests]:
 def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: bool) -> Optional[dict[str, str]]:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
-    a type the tables do not know."""
-    node = (ACCELERATOR_NODES if accelerator else CPU_NODES).get(instance_type)
+    a type the table does not size."""
+    node = _node_size(instance_type)
     if node is None:
         return None
     on_node = daemonsets(features) + (accelerator_daemonsets(features) if accelerator else [])
@@ -215,7 +184,7 @@ def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespa
     Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
     of one Deployment across nodes by default); CPU and memory are compared in total.
     """
-    node = CPU_NODES.get(instance_type)
+    node = _node_size(instance_type)
     if node is None:
         return None
     per_node, cluster = daemonsets(features), cluster_pods(features, namespaces, karpenter)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from infra.facts.prices import instance_hourly
+from infra.facts.instances import instance_hourly
 from policy.guardrails.declare import ADVISORY, stack_rule
 from policy.guardrails.props import get
 from policy.guardrails.trainium import accelerator_groups, karpenter_groups

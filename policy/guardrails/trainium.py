@@ -12,7 +12,7 @@ from typing import Iterator, Optional
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from infra.facts.catalog import NEURON_INSTANCE_TYPES
+from infra.facts.instances import NEURON_INSTANCE_TYPES, node_group_instance_types, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
 from infra.plans.node_template import BURN_IN_TAINT
@@ -49,10 +49,12 @@ def _group_instance_types(group: PolicyResource) -> list:
 
 
 def instance_type_of(group: PolicyResource, launch_template: Optional[PolicyResource]) -> Optional[str]:
-    types = _group_instance_types(group)
-    if types:
-        return types[0]
-    return get(launch_template.props, "instanceType") if launch_template else None
+    # instanceTypes read through `known`: an unknown value raises UnknownValueError on any read, `.get`
+    # included (pulumi-policy 1.21.0 proxy.py _DictProxy.__getitem__; Mapping.get catches only KeyError).
+    # The launch template's instanceType is an input, known at preview.
+    own = {"instanceTypes": _group_instance_types(group)}
+    types = node_group_instance_types(own, launch_template.props if launch_template else None)
+    return types[0] if types else None
 
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -266,11 +268,11 @@ def neuron_compatibility(args: StackValidationArgs, report: ReportViolation) -> 
 
     # Inferentia groups run no training image.
     for g in accelerator_groups(args.resources):
-        if g.instance_type.startswith("trn"):
+        if trains(g.instance_type):
             check(f"Node group '{g.group.name}'", g.instance_type, known(lambda: get(g.group.props, "releaseVersion")) or None,
                   known(lambda: get(g.group.props, "version")), g.group.urn, get(g.group.props, "taints"))
     for k in karpenter_groups(args.resources):
-        if not k.instance_type.startswith("trn"):
+        if not trains(k.instance_type):
             continue
         for term in as_list(k.class_spec("amiSelectorTerms", default=[])):
             alias = str(get(term, "alias", default=""))

@@ -1,0 +1,262 @@
+"""One row per instance type: everything the program knows about a type, each figure with its source.
+
+``INSTANCE_TYPES`` is the table. Adding a type is one row in it: validation, the node groups'
+specs and labels, the system-node fit, the cost estimate and the cost policy, the acceptance
+test's all-reduce floor and the offline plan's EC2 answers all read it. No code decides anything
+from a type's name.
+
+When deploying, the counts EC2 knows (Neuron devices and cores, network cards, EFA, NVMe) come
+from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
+from this same table, so both paths share one code path. Which zones offer a type is a fact of
+the account, not of the type: a deploy looks it up, the offline plan reads
+``offline/fixtures.py OFFERINGS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional
+
+from infra.facts.prices import Price, read_for_us_east_1
+
+# Pages the figures were read from (2026-11-27), one per family.
+_NEURON_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/"
+_TRN1_PAGE = _NEURON_DOCS + "trn1-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: trainium.html)"
+_TRN2_PAGE = _NEURON_DOCS + "trn2-arch.html (16 Trainium2 devices, 192 vCPUs, 2,048 GiB host memory)"
+_INF2_PAGE = _NEURON_DOCS + "inf2-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: inferentia2.html)"
+_EC2_ONLY = ("network cards, EFA and NVMe disks not read from a page here: a deploy reads them from "
+             "ec2:DescribeInstanceTypes (from_ec2), and the table is what the offline plan answers in its place")
+_MAX_PODS = "max pods: aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt at v1.22.0-234-gb52188387"
+_EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
+
+# Instance prices (read 2026-11-22): every figure was read for us-east-1 (or a page that gives one "US" rate);
+# ``read_for_us_east_1`` marks the other regions' copies with ``copied_from``.
+_PRICES_READ = "2026-11-22"
+_USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
+_TABLES = ("public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
+           "(Linux); the page the figures were copied from was not recorded")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """The Neuron device as EC2 names it (``neuronInfo.neuronDevices[].name``)."""
+
+    name: str
+    core_version: int  # NeuronCore-v<n>
+    # Runs the training images, so the Neuron driver/runtime compatibility rules apply to its groups.
+    trains: bool
+
+
+TRAINIUM = Accelerator("Trainium", core_version=2, trains=True)
+TRAINIUM2 = Accelerator("Trainium2", core_version=3, trains=True)
+INFERENTIA2 = Accelerator("Inferentia2", core_version=2, trains=False)
+
+
+@dataclass(frozen=True)
+class AllReduceFloor:
+    """The acceptance test's default lowest bus bandwidth (nccom-test's GB/s at 1 GiB)."""
+
+    gbps: float
+    source: str
+
+
+# The only published multi-node figure is the Neuron docs' example (aws-neuron-sdk v2.20.2
+# tools/neuron-sys-tools/nccom-test.rst, "Multiple Instances Example"): 2 x trn1.32xlarge, 64 ranks,
+# fp32 all-reduce of 1 GiB at 47.09 GB/s bus bandwidth, marked there as not up to date. The floor is
+# a conservative 20 GB/s, about 40% of that: it catches collectives that fell back from EFA to TCP
+# or lost interfaces, not a few percent of tuning. trn1n.32xlarge has twice trn1's EFA bandwidth and
+# no published figure: it gets the same floor as a lower bound. Other types have no default (the
+# workload stack then requires one).
+_NCCOM_EXAMPLE_FLOOR = AllReduceFloor(
+    20.0, "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
+)
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """A Neuron type's accelerator facts: what a node group and the workloads on it are built from."""
+
+    instance_type: str
+    accelerator: Accelerator
+    neuron_devices: int
+    # NeuronCores per device as EC2 reports them (physical cores).
+    cores_per_device: int
+    # Logical NeuronCore config the Neuron runtime defaults to: trn2 pairs two physical
+    # cores into one logical core (LNC=2), so the device plugin advertises half of them.
+    logical_nc_config: int
+    network_cards: int
+    efa_supported: bool
+    nvme_disks: int
+    nvme_disk_gb: Optional[int]  # size of each NVMe disk; None without any
+    allreduce_floor: Optional[AllReduceFloor]
+    source: str
+
+    @property
+    def physical_neuron_cores(self) -> int:
+        return self.neuron_devices * self.cores_per_device
+
+    @property
+    def neuron_cores(self) -> int:
+        """NeuronCores the device plugin advertises as ``aws.amazon.com/neuroncore``."""
+        return self.physical_neuron_cores // self.logical_nc_config
+
+    @property
+    def max_efa_interfaces(self) -> int:
+        """One EFA interface per network card; zero without EFA."""
+        return self.network_cards if self.efa_supported else 0
+
+
+@dataclass(frozen=True)
+class NodeSize:
+    """What the kubelet's reservations and the pod limit are computed from (infra/plans/system_capacity.py)."""
+
+    vcpus: int
+    memory_mib: int  # as EC2 lists it
+    max_pods: int  # the VPC CNI's limit without prefix delegation: ENIs * (IPv4 per ENI - 1) + 2
+    source: str
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    # None: the system-node fit and the allocatable figures do not know this type.
+    node: Optional[NodeSize] = None
+    # region -> on-demand hourly list price; a region missing is unknown, never zero.
+    on_demand: Mapping[str, Price] = field(default_factory=dict)
+    # Neuron types only: the accelerator node groups accept exactly these.
+    neuron: Optional[InstanceFacts] = None
+
+    @property
+    def node_label(self) -> str:
+        """The seeds' ``instance-type`` label value: ``trn1.32xlarge`` -> ``trn1-32xl``."""
+        family, size = self.name.split(".", 1)
+        return f"{family}-{size.replace('xlarge', 'xl')}"
+
+
+def _neuron(name: str, accelerator: Accelerator, *, devices: int, cores_per_device: int, cards: int, efa: bool,
+            nvme: tuple[int, Optional[int]], node: NodeSize, on_demand: Optional[dict[str, Price]] = None, lnc: int = 1,
+            floor: Optional[AllReduceFloor] = None, source: str) -> InstanceType:
+    facts = InstanceFacts(name, accelerator, devices, cores_per_device, lnc, cards, efa, nvme[0], nvme[1], floor,
+                          f"{source}; {_EC2_ONLY}")
+    return InstanceType(name, node, on_demand or {}, facts)
+
+
+def _us_hourly(usd: float, source: str) -> dict[str, Price]:
+    return read_for_us_east_1(Price(usd, "hour", source, _PRICES_READ))
+
+
+def _general(name: str, node: Optional[tuple[int, int, int]], usd: Optional[float]) -> InstanceType:
+    return InstanceType(name, NodeSize(*node, _EC2_SIZES) if node else None,
+                        _us_hourly(usd, _TABLES) if usd is not None else {})
+
+
+# Rows in this order: validation lists the Neuron types in it. trn2.48xlarge has no on-demand
+# price: none with a source was found (searched again 2026-11-22).
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    row.name: row
+    for row in (
+        _neuron("trn1.2xlarge", TRAINIUM, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(1, 474),
+                node=NodeSize(8, 32768, 58, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+                # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
+                on_demand=_us_hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
+                source=_TRN1_PAGE),
+        _neuron("trn1.32xlarge", TRAINIUM, devices=16, cores_per_device=2, cards=8, efa=True, nvme=(4, 1900),
+                node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+                on_demand=_us_hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
+                floor=_NCCOM_EXAMPLE_FLOOR, source=_TRN1_PAGE),
+        _neuron("trn1n.32xlarge", TRAINIUM, devices=16, cores_per_device=2, cards=16, efa=True, nvme=(4, 1900),
+                node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+                on_demand=_us_hourly(24.78, "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table "
+                                     "was first written (2026-11); not re-readable here; matched the US list rate in "
+                                     "the issue-12 review"),
+                floor=_NCCOM_EXAMPLE_FLOOR, source=_TRN1_PAGE),
+        _neuron("trn2.48xlarge", TRAINIUM2, devices=16, cores_per_device=8, cards=16, efa=True, nvme=(4, 1900), lnc=2,
+                node=NodeSize(192, 2097152, 100, f"{_TRN2_PAGE}; {_MAX_PODS}"), source=_TRN2_PAGE),
+        _neuron("inf2.xlarge", INFERENTIA2, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
+                node=NodeSize(4, 16384, 58, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
+        _neuron("inf2.8xlarge", INFERENTIA2, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
+                node=NodeSize(32, 131072, 234, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
+        _neuron("inf2.24xlarge", INFERENTIA2, devices=6, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
+                node=NodeSize(96, 393216, 737, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
+        _neuron("inf2.48xlarge", INFERENTIA2, devices=12, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
+                node=NodeSize(192, 786432, 737, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
+        # General-purpose types for the core and job-support groups: (vCPUs, MiB, max pods), hourly USD.
+        _general("t3.medium", (2, 4096, 17), 0.0416),
+        _general("t3.large", (2, 8192, 35), 0.0832),
+        _general("t3.xlarge", (4, 16384, 58), None),
+        _general("t3a.medium", None, 0.0376),
+        _general("t3a.large", None, 0.0752),
+        _general("m6i.large", (2, 8192, 29), 0.096),
+        _general("m6i.xlarge", (4, 16384, 58), 0.192),
+        _general("m6i.2xlarge", (8, 32768, 58), 0.384),
+        _general("m6i.4xlarge", (16, 65536, 234), 0.768),
+        _general("m7i.large", (2, 8192, 29), 0.1008),
+        _general("m7i.xlarge", (4, 16384, 58), 0.2016),
+        _general("m7i.2xlarge", None, 0.4032),
+        _general("m7i.4xlarge", None, 0.8064),
+        _general("c6i.large", (2, 4096, 29), 0.085),
+        _general("c6i.xlarge", (4, 8192, 58), 0.17),
+        _general("c6i.2xlarge", None, 0.34),
+        _general("c6i.4xlarge", None, 0.68),
+        _general("c7i.large", None, 0.08925),
+        _general("c7i.xlarge", None, 0.1785),
+        _general("c7i.2xlarge", None, 0.357),
+        _general("c7i.4xlarge", None, 0.714),
+    )
+}
+
+# The Neuron types, in the table's order: what an accelerator node group may run.
+NEURON_INSTANCE_TYPES: dict[str, InstanceFacts] = {
+    name: row.neuron for name, row in INSTANCE_TYPES.items() if row.neuron is not None
+}
+
+
+def accelerator_of(instance_type: str) -> Optional[Accelerator]:
+    """The type's Neuron device; None for a type without one or not in the table."""
+    facts = NEURON_INSTANCE_TYPES.get(instance_type)
+    return facts.accelerator if facts else None
+
+
+def trains(instance_type: str) -> bool:
+    """Whether groups of this type run the training images (Trainium, not Inferentia or unknown types)."""
+    accelerator = accelerator_of(instance_type)
+    return accelerator is not None and accelerator.trains
+
+
+def node_label_value(instance_type: str) -> str:
+    """The seeds' ``instance-type`` label value of a type in the table."""
+    return INSTANCE_TYPES[instance_type].node_label
+
+
+def instance_hourly(region: str, instance_type: str) -> Optional[Price]:
+    """The on-demand hourly price, or None when the table does not know it."""
+    row = INSTANCE_TYPES.get(instance_type)
+    return row.on_demand.get(region) if row else None
+
+
+def from_ec2(instance_type: str, ec2: Any) -> InstanceFacts:
+    """Facts from an ``aws.ec2.get_instance_type`` result (or anything shaped like it).
+
+    EC2's counts replace the table's; the rest (the logical NeuronCore config, a Neuron runtime
+    default, and the acceptance floor) is not EC2 data, so it comes from the table.
+    """
+    return replace(
+        NEURON_INSTANCE_TYPES[instance_type],
+        neuron_devices=sum(d.count for d in ec2.neuron_devices),
+        cores_per_device=ec2.neuron_devices[0].core_count if ec2.neuron_devices else 0,
+        network_cards=ec2.maximum_network_cards,
+        efa_supported=bool(ec2.efa_supported),
+        nvme_disks=sum(d.count for d in (ec2.instance_disks or []) if d.type == "ssd"),
+    )
+
+
+def node_group_instance_types(group: Mapping[str, Any], launch_template: Optional[Mapping[str, Any]]) -> list[str]:
+    """The instance types an ``aws:eks/nodeGroup:NodeGroup`` runs, from its properties as the plan
+    records them and the policy engine passes them: its ``instanceTypes``, or, when it sets none (a
+    Capacity Block group must name the type in its launch template), its launch template's
+    ``instanceType``."""
+    types = list(group.get("instanceTypes") or [])
+    if types:
+        return types
+    named = (launch_template or {}).get("instanceType")
+    return [named] if named else []
