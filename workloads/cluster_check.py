@@ -48,8 +48,8 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
+from infra.contract import NodeGroup
 from workloads import gang_watchdog, pods, quantities
-from workloads.contract import NodeGroup
 from workloads.kube import JobChain, LayoutArgs, pod_templates
 from workloads.settings import ClusterCheckSettings
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from infra.contract import NodeGroup
 from infra.plans.karpenter import DO_NOT_DISRUPT
 from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
 from infra.plans.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
@@ -22,7 +23,6 @@ from infra.plans.pod_security import (  # noqa: F401  (the one place workloads t
     network_policy,
     pod_defaults,
 )
-from workloads.contract import NodeGroup
 
 
 @dataclass(frozen=True)
