@@ -63,7 +63,7 @@ def type_text(annotation: Any) -> str:
     elif get_origin(inner) is Literal:
         base = "string" if all(isinstance(v, str) for v in get_args(inner)) else "value"
     elif get_origin(inner) is dict:
-        base = "map of string"
+        base = "map of " + type_text(get_args(inner)[1])
     else:
         base = {str: "string", int: "integer", bool: "boolean", float: "number"}.get(inner, str(inner))
     return f"list of {base}" if is_list else base
