@@ -182,7 +182,9 @@ class ClusterContract(ContractModel):
     )
     storage: Storage = Field(description="The shared file system.")
     # Named for what the workloads read of it (``volcano_queues``, by name), so the field is `queues`.
-    queues: list[VolcanoQueue] = Field(alias="volcanoQueues", description="The Volcano queues and each one's capability.")
+    queues: list[VolcanoQueue] = Field(
+        alias="volcanoQueues", description="The Volcano queues and each one's capability."
+    )
     etcd_endpoints: dict[str, str] = Field(description="Namespace -> `etcd-server.<ns>:2379` for TorchX rendezvous.")
     ecr_repositories: dict[str, str] = Field(description="Image -> ECR repository URL.")
     core_node_selector: dict[str, str] = Field(

@@ -198,7 +198,8 @@ def refusal(workloads_with, **overrides: Any) -> str:
 def no_efa(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2, "capacityType": "ON_DEMAND"}
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
@@ -210,14 +211,16 @@ def test_a_group_without_efa_is_refused_for_the_multi_node_part(workloads_with) 
 def trn2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
-         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2, "capacityType": "ON_DEMAND"}
+         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
 def inf2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "inf2", "instanceType": "inf2.xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2, "capacityType": "ON_DEMAND"}
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
@@ -423,7 +426,8 @@ def _trn1_group():
     from infra.contract import NodeGroup
 
     return NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
-                     neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4, capacity_type="ON_DEMAND")
+                     neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
+                     capacity_type="ON_DEMAND")
 
 
 def _settings():
@@ -761,8 +765,8 @@ def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatabl
     from infra.contract import NodeGroup
 
     group = NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
-                      neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4, capacity_type="ON_DEMAND",
-                      allocatable={"cpu": "127080m", "memory": "481407Mi"})
+                      neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
+                      capacity_type="ON_DEMAND", allocatable={"cpu": "127080m", "memory": "481407Mi"})
     script = cluster_check.memory_check(group)
 
     def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:

@@ -34,6 +34,8 @@ def test_a_gang_over_its_queue_capability() -> None:
 def test_the_cluster_exports_queues_with_their_capability() -> None:
     exported = [{"name": "test", "capability": {}}, {"name": "llama2-training-queue", "capability": {"memory": "1500Gi"}}]
     assert [VolcanoQueue.model_validate(q) for q in exported] == [
-        VolcanoQueue(name="test", capability={}), VolcanoQueue(name="llama2-training-queue", capability={"memory": "1500Gi"})]
+        VolcanoQueue(name="test", capability={}),
+        VolcanoQueue(name="llama2-training-queue", capability={"memory": "1500Gi"}),
+    ]
     # A cluster stack from before capabilities were exported: names only, no cap known.
     assert VolcanoQueue.model_validate("test") == VolcanoQueue(name="test", capability={})

@@ -79,7 +79,7 @@ def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: P
         # (first evicted, oom_score_adj 1000), with no limit to be OOM-killed at.
         assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
         assert container["resources"]["requests"] == {**container["resources"]["limits"], "cpu": "100", "memory": "400Gi"}
-        # Every group label but the provisioner's, which a nodeProvisioner switch changes (contract.py).
+        # Every group label but the provisioner's, which a nodeProvisioner switch changes (infra/contract.py).
         assert {k: v for k, v in group["labels"].items() if k != "provisioner"}.items() <= spec["nodeSelector"].items()
         assert "provisioner" not in spec["nodeSelector"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
@@ -425,11 +425,13 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     from offline.runner import run_program, stack_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
 
-    wire_secret = {rpc._special_sig_key: rpc._special_secret_sig, "value": dev.outputs["kubeconfig"]}  # noqa: SLF001 (the wire form)
+    # The wire form of a secret value (pulumi/runtime/rpc.py), as the engine sends it inside the map.
+    wire_secret = {rpc._special_sig_key: rpc._special_secret_sig, "value": dev.outputs["kubeconfig"]}  # noqa: SLF001
     config = stack_config(WORKLOADS_DIR, "dev")
     reference = StackOutputs({**dev.outputs, "kubeconfig": wire_secret}, frozenset({"kubeconfig"}))
-    result = run_program(WORKLOADS_DIR, "dev", config, stack_references={config["trainium-workloads:clusterStack"]: reference},
-                         secrets={HF_TOKEN_KEY: STAND_IN_TOKEN})
+    result = run_program(WORKLOADS_DIR, "dev", config, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN},
+                         stack_references={config["trainium-workloads:clusterStack"]: reference})
     provider = next(r for r in result.registrations if r.type == "pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
-    assert result.secret_outputs == set() and result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]
+    assert result.secret_outputs == set()
+    assert result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]

@@ -193,7 +193,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
             f"it has: {', '.join(cluster.node_groups) or 'none'}"
         ]
     problems = []
-    # A pod selects its group by the group's node selector (instance type and labels: contract.py
+    # A pod selects its group by the group's node selector (instance type and labels: infra/contract.py
     # NodeGroup.node_selector); another group whose nodes carry all of those labels (the same, or
     # more) takes its pods too, and the whole-schedule check (schedule.placement) could not tell
     # which group holds which gang.
