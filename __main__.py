@@ -3,7 +3,7 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import lookups, validate
+from infra import contract, lookups, validate
 from infra.components.accelerators import AcceleratorNodeGroups, AcceleratorNodeGroupsArgs, group_spec
 from infra.components.autoscaling import Autoscaling, AutoscalingArgs
 from infra.components.burn_in import BurnIn, BurnInArgs
@@ -204,34 +204,41 @@ if features.observability:
     )
 registries = Registries("registries", ctx, RegistriesArgs(config.ecr_force_delete))
 
-# Each output is described in infra/facts/outputs.py (the generated reference reads it from there).
-pulumi.export("clusterName", cluster.name)
-pulumi.export("addonBuilds", addon_builds)
-pulumi.export("region", config.region)
-pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("vpcId", network.vpc_id)
-pulumi.export("nodeSubnetIds", network.node_subnet_ids)
-pulumi.export("oidcProviderArn", cluster.oidc_provider_arn)
-pulumi.export("oidcProviderUrl", cluster.oidc_provider_url)
-pulumi.export("clusterSecurityGroupId", cluster.cluster_security_group_id)
-pulumi.export("nodeRoleArn", cluster.node_role_arn)
-pulumi.export("acceleratorZone", {"name": placement.accelerator_zone.name, "id": placement.accelerator_zone.id})
-pulumi.export("acceleratorNodeGroups", [s.output() for s in specs])
-pulumi.export("features", features.model_dump(by_alias=True))
-pulumi.export("trainingNamespaces", namespaces)
-pulumi.export("trainingServiceAccount", {"name": TRAINING_SERVICE_ACCOUNT, "roleArns": identities.role_arns})
-pulumi.export(
-    "storage",
-    storage.output(config.storage, namespaces, placement.accelerator_zone.id)
+# The outputs are the contract with the workload stacks: each field is described, and parsed
+# there, by infra/contract.py, and `exported` refuses a field missing or unknown to it.
+outputs = contract.exported(
+    contract.ClusterOutputs,
+    cluster_name=cluster.name,
+    addon_builds=addon_builds,
+    region=config.region,
+    kubeconfig=cluster.kubeconfig,
+    vpc_id=network.vpc_id,
+    node_subnet_ids=network.node_subnet_ids,
+    oidc_provider_arn=cluster.oidc_provider_arn,
+    oidc_provider_url=cluster.oidc_provider_url,
+    cluster_security_group_id=cluster.cluster_security_group_id,
+    node_role_arn=cluster.node_role_arn,
+    accelerator_zone=contract.exported(
+        contract.Zone, name=placement.accelerator_zone.name, id=placement.accelerator_zone.id
+    ),
+    accelerator_node_groups=[s.output() for s in specs],
+    features=features.model_dump(by_alias=True),
+    training_namespaces=namespaces,
+    training_service_account=contract.exported(
+        contract.TrainingServiceAccount, name=TRAINING_SERVICE_ACCOUNT, role_arns=identities.role_arns
+    ),
+    storage=storage.output(config.storage, namespaces, placement.accelerator_zone.id)
     if storage
     else FsxStorage.disabled_output(config.storage, placement.accelerator_zone.id),
+    queues=schedulers.queues,
+    etcd_endpoints=schedulers.etcd_endpoints,
+    ecr_repositories=registries.urls,
+    pod_identity=contract.exported(contract.PodIdentity, agent=True, training_role_arns=identities.role_arns),
+    # Always-on system nodes: where workloads put their long-running services (TensorBoard).
+    core_node_selector=CORE_NODE_SELECTOR,
+    # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
+    job_support_placement=job_support_output(config.job_node_group, features),
+    cloudwatch_dashboard=observability.dashboard_name if observability else None,
 )
-pulumi.export("volcanoQueues", schedulers.queues)
-pulumi.export("etcdEndpoints", schedulers.etcd_endpoints)
-pulumi.export("ecrRepositories", registries.urls)
-pulumi.export("podIdentity", {"agent": True, "trainingRoleArns": identities.role_arns})
-# Always-on system nodes: where workloads put their long-running services (TensorBoard).
-pulumi.export("coreNodeSelector", CORE_NODE_SELECTOR)
-# The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
-pulumi.export("jobSupportPlacement", job_support_output(config.job_node_group, features))
-pulumi.export("cloudwatchDashboard", observability.dashboard_name if observability else None)
+for name, value in outputs.items():
+    pulumi.export(name, value)

@@ -100,14 +100,14 @@ def cost_summary(plans: Plans) -> str:
 def configuration_md() -> str:
     from infra.config.models import StackConfig
     from bootstrap.settings import BootstrapConfig
-    from infra.facts.outputs import BOOTSTRAP_OUTPUTS, CLUSTER_OUTPUTS, WORKLOAD_OUTPUTS
+    from infra.contract import BOOTSTRAP_OUTPUTS, WORKLOAD_INPUTS, WORKLOAD_OUTPUTS, ClusterOutputs
     from workloads.settings import WorkloadsConfig
 
     return "\n".join([
         HEADER + "# Configuration reference\n",
         "Generated from the config models (`infra/config/models.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
         "each field's type, "
-        "default, bounds and `description`) and `infra/facts/outputs.py`. Rules across keys (CIDR overlaps, sizes "
+        "default, bounds and `description`) and `infra/contract.py`. Rules across keys (CIDR overlaps, sizes "
         "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`; "
         "a refusal names the key, the value and what is allowed before anything is declared, so a typo never "
         "silently falls back to a default. A stack file that is not valid YAML, gives a key twice, or holds a "
@@ -125,7 +125,10 @@ def configuration_md() -> str:
         reference.config_table(BootstrapConfig) + "\n",
         "## Stack outputs\n",
         "### Cluster stack\n",
-        reference.outputs_table(CLUSTER_OUTPUTS) + "\n",
+        "The contract with the workload stacks (`infra/contract.py`): the cluster program builds these outputs from "
+        "it and the workload program parses them with it. The workload stacks read "
+        + ", ".join(f"`{name}`" for name in WORKLOAD_INPUTS) + ".\n",
+        reference.outputs_table(ClusterOutputs) + "\n",
         "### Workload stack\n",
         reference.outputs_table(WORKLOAD_OUTPUTS) + "\n",
         "### Bootstrap stack\n",

@@ -2,7 +2,7 @@
 
 Every key (camelCase, as in the stack file), its type, default, allowed values or bounds and
 description come from the pydantic models (``infra/config/models.py``, ``workloads/settings.py``);
-the outputs' descriptions from ``infra/facts/outputs.py``. Nothing here is written by hand twice.
+the outputs' from ``infra/contract.py``. Nothing here is written by hand twice.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def type_text(annotation: Any) -> str:
     elif get_origin(inner) is Literal:
         base = "string" if all(isinstance(v, str) for v in get_args(inner)) else "value"
     elif get_origin(inner) is dict:
-        base = "map of string"
+        base = "map of " + type_text(get_args(inner)[1])
     else:
         base = {str: "string", int: "integer", bool: "boolean", float: "number"}.get(inner, str(inner))
     return f"list of {base}" if is_list else base
@@ -142,8 +142,24 @@ def config_table(model: type[BaseModel]) -> str:
     return markdown_table(rows, ("key", "type", "default", "allowed", "description"))
 
 
-def outputs_table(descriptions: dict[str, str]) -> str:
-    return markdown_table([(f"`{k}`", v) for k, v in descriptions.items()], ("output", "what"))
+def output_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, type, description) for every key of a stack's outputs, nested ones included."""
+    rows = []
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        inner, optional, is_list = _unwrap(field.annotation)
+        rows.append((key, type_text(field.annotation) + (" or null" if optional else ""), field.description or ""))
+        if _is_model(inner):
+            rows += output_rows(inner, key + ("[]." if is_list else "."))
+    return rows
+
+
+def outputs_table(outputs: type[BaseModel] | dict[str, str]) -> str:
+    """A model's outputs with their types, or outputs described in prose only."""
+    if isinstance(outputs, dict):
+        return markdown_table([(f"`{k}`", v) for k, v in outputs.items()], ("output", "what"))
+    rows = [(f"`{key}`", type_, description) for key, type_, description in output_rows(outputs)]
+    return markdown_table(rows, ("output", "type", "what"))
 
 
 # --- JSON Schema for editors ------------------------------------------------------------------
@@ -204,6 +220,7 @@ __all__ = [
     "config_table",
     "key_rows",
     "missing_descriptions",
+    "output_rows",
     "outputs_table",
     "stack_file_schema",
     "schema_text",

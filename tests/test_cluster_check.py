@@ -198,7 +198,8 @@ def refusal(workloads_with, **overrides: Any) -> str:
 def no_efa(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
@@ -210,14 +211,16 @@ def test_a_group_without_efa_is_refused_for_the_multi_node_part(workloads_with) 
 def trn2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
-         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
 def inf2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
         {"name": "inf2", "instanceType": "inf2.xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2}
+         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2,
+         "capacityType": "ON_DEMAND"}
     )
 
 
@@ -420,9 +423,11 @@ def node_script_waits(tmp_path: Path, devices: int, efa_domains: int, **options:
 
 
 def _trn1_group():
-    from workloads.contract import NodeGroup
+    from infra.contract import NodeGroup
 
-    return NodeGroup("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, {}, (), 4)
+    return NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
+                     neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
+                     capacity_type="ON_DEMAND")
 
 
 def _settings():
@@ -757,9 +762,11 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
 def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
     # Review C2: the kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
     # cluster stack's allocatable (infra/plans/system_capacity.py) is an estimate the schedule check trusts.
-    from workloads.contract import NodeGroup
+    from infra.contract import NodeGroup
 
-    group = NodeGroup("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, {}, (), 4, allocatable={"cpu": "127080m", "memory": "481407Mi"})
+    group = NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
+                      neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
+                      capacity_type="ON_DEMAND", allocatable={"cpu": "127080m", "memory": "481407Mi"})
     script = cluster_check.memory_check(group)
 
     def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:

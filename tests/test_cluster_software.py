@@ -442,9 +442,9 @@ def test_outputs_are_the_complete_contract(dev):
 
 
 def test_the_outputs_cover_what_the_workload_stacks_read(dev) -> None:
-    from workloads.contract import REQUIRED_OUTPUTS
+    from infra.contract import WORKLOAD_INPUTS
 
-    assert set(REQUIRED_OUTPUTS) <= set(dev.outputs)
+    assert set(WORKLOAD_INPUTS) <= set(dev.outputs)
     assert dev.outputs["coreNodeSelector"] == {"role": "core"}
 
 

@@ -140,7 +140,7 @@ def at(text: str) -> float:
 
 def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin() -> None:
     from workloads import capacity_windows
-    from workloads.contract import NodeGroup
+    from infra.contract import NodeGroup
     # EKS scales a Capacity Block group to zero 40 min before the end (EKS user guide
     # ml/capacity-blocks-mng.adoc); the stop comes STOP_MARGIN (10 min) before that.
     assert capacity_windows.stop_by({"start": "2026-12-01T11:30:00Z", "end": END}) == STOP
@@ -148,9 +148,11 @@ def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin
     # The loop reads back what the workload stack writes.
     assert loop._time(STOP) == at(END) - 50 * 60
     block = {"start": "2026-12-01T11:30:00Z", "end": END}
-    group = NodeGroup("g", "trn1.32xlarge", 16, 32, 8, {}, (), 2, capacity_block=block)
+    shape = dict(name="g", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d", neuron_devices=16,
+                 neuron_cores=32, efa_interfaces=8, min_size=0, max_size=2)
+    group = NodeGroup(**shape, capacity_type="CAPACITY_BLOCK", capacity_block=block)
     assert gang_watchdog.stop_by(group) == {loop.STOP_BY: STOP}
-    assert gang_watchdog.stop_by(NodeGroup("g", "trn1.32xlarge", 16, 32, 8, {}, (), 2)) == {}
+    assert gang_watchdog.stop_by(NodeGroup(**shape, capacity_type="ON_DEMAND")) == {}
 
 
 def test_a_running_volcano_job_on_a_block_is_aborted_at_its_stop_by_time_and_stays_resumable() -> None:
@@ -232,7 +234,8 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
 
     from offline.runner import stack_config
     from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-    from workloads import contract, layouts
+    from infra import contract
+    from workloads import layouts
     from workloads.settings import parse_workloads_config
 
     config = stack_config(WORKLOADS_DIR, "dev")

@@ -747,11 +747,13 @@ def test_pods_select_a_group_without_the_provisioner_label():
     stayed Pending after a switch (the new provisioner's nodes carry the other value) until every
     workload stack was re-run. The selector leaves out only the stack's own value; a group's label
     of the same key with a value of its own still tells groups apart."""
-    from workloads.contract import NodeGroup
+    from infra.contract import NodeGroup
 
     def group(provisioner: str) -> NodeGroup:
-        return NodeGroup(name="g", instance_type="trn1.32xlarge", neuron_devices=16, neuron_cores=32, efa_interfaces=8,
-                         labels={"instance-type": "trn1-32xl", "provisioner": provisioner}, taints=(), max_size=2)
+        return NodeGroup(name="g", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
+                         neuron_devices=16, neuron_cores=32, efa_interfaces=8,
+                         labels={"instance-type": "trn1-32xl", "provisioner": provisioner}, taints=[], min_size=0,
+                         max_size=2, capacity_type="ON_DEMAND")
 
     assert group("cluster-autoscaler").node_selector == group("karpenter").node_selector == {
         "node.kubernetes.io/instance-type": "trn1.32xlarge", "instance-type": "trn1-32xl"}

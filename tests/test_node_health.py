@@ -35,7 +35,7 @@ from infra.plans.node_template import (
     NODE_TEMPLATE_PREFIX,
 )
 from infra.plans.placement import Zone
-from workloads import contract
+from infra import contract
 from workloads.capacity_windows import window_problems
 from workloads.deadlines import TrainiumStep
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from workloads import quantities
-from workloads.contract import _queues
+from infra.contract import VolcanoQueue
 
 
 # k8s.io/apimachinery pkg/api/resource/quantity.go: binary suffixes Ki..Ei, decimal n u m "" k M G T P E,
@@ -33,6 +33,9 @@ def test_a_gang_over_its_queue_capability() -> None:
 
 def test_the_cluster_exports_queues_with_their_capability() -> None:
     exported = [{"name": "test", "capability": {}}, {"name": "llama2-training-queue", "capability": {"memory": "1500Gi"}}]
-    assert _queues(exported) == {"test": {}, "llama2-training-queue": {"memory": "1500Gi"}}
+    assert [VolcanoQueue.model_validate(q) for q in exported] == [
+        VolcanoQueue(name="test", capability={}),
+        VolcanoQueue(name="llama2-training-queue", capability={"memory": "1500Gi"}),
+    ]
     # A cluster stack from before capabilities were exported: names only, no cap known.
-    assert _queues(["test"]) == {"test": {}}
+    assert VolcanoQueue.model_validate("test") == VolcanoQueue(name="test", capability={})

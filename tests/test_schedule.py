@@ -13,7 +13,8 @@ import pytest
 
 from offline.runner import PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-from workloads import checks, contract, gang_watchdog, layouts, schedule
+from infra import contract
+from workloads import checks, gang_watchdog, layouts, schedule
 from workloads.settings import parse_workloads_config
 
 

@@ -79,7 +79,7 @@ def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: P
         # (first evicted, oom_score_adj 1000), with no limit to be OOM-killed at.
         assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
         assert container["resources"]["requests"] == {**container["resources"]["limits"], "cpu": "100", "memory": "400Gi"}
-        # Every group label but the provisioner's, which a nodeProvisioner switch changes (contract.py).
+        # Every group label but the provisioner's, which a nodeProvisioner switch changes (infra/contract.py).
         assert {k: v for k, v in group["labels"].items() if k != "provisioner"}.items() <= spec["nodeSelector"].items()
         assert "provisioner" not in spec["nodeSelector"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
@@ -411,3 +411,27 @@ def test_the_field_check_catches_a_misspelled_field(workloads_all: PlanResult) -
     job = manifest(workloads_all, "MPIJob", "llama2-train")
     bad = {**job, "spec": {**job["spec"], "slotPerWorker": 1}}
     assert undefined_fields(bad) == ["spec.slotPerWorker"]
+
+
+def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: PlanResult) -> None:
+    # The engine sends the referenced stack's outputs as one map, the kubeconfig a secret value in
+    # it, and lists that name in secretOutputNames. The workload program reads each output by name
+    # (StackReference.get_output, pulumi 3.272.0 sdk/python/lib/pulumi/stack_reference.py: secret
+    # when the name is listed), so the provider's kubeconfig is secret and the `workloads` export
+    # built from the other outputs is not, as a whole-map read would make it.
+    from pulumi.runtime import rpc
+
+    from offline.mocks import StackOutputs
+    from offline.runner import run_program, stack_config
+    from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
+
+    # The wire form of a secret value (pulumi/runtime/rpc.py), as the engine sends it inside the map.
+    wire_secret = {rpc._special_sig_key: rpc._special_secret_sig, "value": dev.outputs["kubeconfig"]}  # noqa: SLF001
+    config = stack_config(WORKLOADS_DIR, "dev")
+    reference = StackOutputs({**dev.outputs, "kubeconfig": wire_secret}, frozenset({"kubeconfig"}))
+    result = run_program(WORKLOADS_DIR, "dev", config, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN},
+                         stack_references={config["trainium-workloads:clusterStack"]: reference})
+    provider = next(r for r in result.registrations if r.type == "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+    assert result.secret_outputs == set()
+    assert result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]

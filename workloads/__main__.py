@@ -10,10 +10,11 @@ run, and how big, is the stack file's business (see docs/workloads.md).
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra import contract
 from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.config.load import engine_config
-from workloads import bert, checks, contract, layouts, nemo_llama2, ray_llama2, schedule, stack_outputs
+from workloads import bert, checks, layouts, nemo_llama2, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
@@ -27,7 +28,7 @@ from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoa
 config = parse_workloads_config(engine_config())
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
 # The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
-kubeconfig = stack_outputs.output(cluster_stack, "kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
+kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
 
 
 def wire(outputs: dict) -> dict:
@@ -45,7 +46,7 @@ def wire(outputs: dict) -> dict:
             [f"{config.cluster_stack}: the cluster stack has no output {', '.join(missing)}; run `pulumi up` there first"],
             source="cluster stack reference",
         )
-    cluster = contract.parse_contract(outputs)
+    cluster = contract.parse_contract(outputs, config.cluster_stack)
     # Each workload on its own first; the whole schedule only once each one is sound.
     problems = checks.workload_problems(config, cluster) or schedule.schedule_problems(
         layouts.job_chains(config, cluster), cluster)
@@ -126,8 +127,12 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     return declared
 
 
-cluster_outputs = stack_outputs.read(cluster_stack, contract.REQUIRED_OUTPUTS)
-# Each output is described in infra/facts/outputs.py (WORKLOAD_OUTPUTS).
+# One get_output per name the workloads read: pulumi 3.272.0's get_output
+# (sdk/python/lib/pulumi/stack_reference.py) makes a value secret only when the cluster stack lists
+# its name as secret, so the map's secret kubeconfig (read above, for the provider) leaves these
+# outputs, and the `workloads` export built from them, readable.
+cluster_outputs = pulumi.Output.all(**{name: cluster_stack.get_output(name) for name in contract.WORKLOAD_INPUTS})
+# Each output is described in infra/contract.py (WORKLOAD_OUTPUTS).
 pulumi.export("clusterStack", config.cluster_stack)
 pulumi.export("namespace", config.namespace)
 # Exporting the result is what surfaces a refusal from `wire` as the stack's error.

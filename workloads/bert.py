@@ -14,8 +14,8 @@ from typing import Any, Optional
 import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
+from infra.contract import NodeGroup
 from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable
-from workloads.contract import NodeGroup
 from workloads.kube import JobChain
 from workloads.settings import BertPretrainingSettings
 

@@ -12,9 +12,9 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from infra.contract import ClusterContract, NodeGroup
 from infra.plans.burn_in import BURN_IN_MINUTES
 from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
-from workloads.contract import ClusterContract, NodeGroup
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
@@ -193,7 +193,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
             f"it has: {', '.join(cluster.node_groups) or 'none'}"
         ]
     problems = []
-    # A pod selects its group by the group's node selector (instance type and labels: contract.py
+    # A pod selects its group by the group's node selector (instance type and labels: infra/contract.py
     # NodeGroup.node_selector); another group whose nodes carry all of those labels (the same, or
     # more) takes its pods too, and the whole-schedule check (schedule.placement) could not tell
     # which group holds which gang.

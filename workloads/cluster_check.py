@@ -48,9 +48,9 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
+from infra.contract import NodeGroup
 from infra.facts.instances import NEURON_INSTANCE_TYPES, AllReduceFloor
 from workloads import gang_watchdog, pods, quantities
-from workloads.contract import NodeGroup
 from workloads.kube import JobChain, LayoutArgs, pod_templates
 from workloads.settings import ClusterCheckSettings
 

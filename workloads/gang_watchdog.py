@@ -20,9 +20,9 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
+from infra.contract import NodeGroup
 from infra.facts import versions
 from workloads import capacity_windows, pods, watchdog_loop
-from workloads.contract import NodeGroup
 from workloads.kube import declare
 
 NAME = "gang-watchdog"

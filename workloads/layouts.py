@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from infra.contract import ClusterContract
 from workloads import bert, cluster_check, data_staging, nemo_llama2, ray_llama2
 from workloads.bert import BertPretrainingArgs
 from workloads.cluster_check import CheckLayout
-from workloads.contract import ClusterContract
 from workloads.data_staging import StagingLayout
 from workloads.nemo_llama2 import NemoLayout
 from workloads.ray_llama2 import RayLayout

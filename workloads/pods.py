@@ -7,7 +7,7 @@ Pure functions returning Kubernetes API dicts, so tests read them without the Pu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from infra.plans.karpenter import DO_NOT_DISRUPT
 from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
@@ -22,7 +22,11 @@ from infra.plans.pod_security import (  # noqa: F401  (the one place workloads t
     network_policy,
     pod_defaults,
 )
-from workloads.contract import NodeGroup
+
+if TYPE_CHECKING:
+    # Only annotations: the TorchX component imports this module on a workstation that has torchx
+    # alone, and the contract's model needs pydantic and pulumi.
+    from infra.contract import NodeGroup
 
 
 @dataclass(frozen=True)

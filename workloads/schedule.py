@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional
 
+from infra.contract import ClusterContract, NodeGroup
 from workloads import quantities
-from workloads.contract import ClusterContract, NodeGroup
 from workloads.settings import key_name
 
 NEURON = "aws.amazon.com/neuron"

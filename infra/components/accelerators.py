@@ -14,6 +14,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_aws as aws
 
+from infra import contract
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
@@ -60,27 +61,30 @@ class AcceleratorGroupSpec:
         return len(self.interfaces)
 
     def output(self) -> dict[str, Any]:
-        """The group as the workload stack reads it (``acceleratorNodeGroups``, infra/facts/outputs.py)."""
-        return {
-            "name": self.name,
-            "instanceType": self.config.instance_type,
-            "azId": self.zone.id,
-            "azName": self.zone.name,
-            "neuronDevices": self.facts.neuron_devices,
-            "neuronCores": self.facts.neuron_cores,
-            "efaInterfaces": self.efa_interface_count,
-            "labels": self.labels,
-            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.taints],
-            "minSize": self.config.min_size,
-            "maxSize": self.config.max_size,
+        """The group as the workload stacks read it (``acceleratorNodeGroups``, infra/contract.py)."""
+        return contract.exported(
+            contract.NodeGroup,
+            name=self.name,
+            instance_type=self.config.instance_type,
+            az_id=self.zone.id,
+            az_name=self.zone.name,
+            neuron_devices=self.facts.neuron_devices,
+            neuron_cores=self.facts.neuron_cores,
+            efa_interfaces=self.efa_interface_count,
+            labels=self.labels,
+            taints=[_taint(t) for t in self.taints],
+            min_size=self.config.min_size,
+            max_size=self.config.max_size,
             # The plan's cost estimate of the workloads does not price a Capacity Block at on-demand rates.
-            "capacityType": "CAPACITY_BLOCK" if self.config.capacity_block else "ON_DEMAND",
-            # What a pod can request per node; the workload stacks refuse pods that ask for more.
-            "allocatable": self.allocatable,
-            "startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.startup_taints],
-            # The workload stacks refuse a run that cannot end before EKS scales the group to zero.
-            "capacityBlock": self.capacity_block,
-        }
+            capacity_type="CAPACITY_BLOCK" if self.config.capacity_block else "ON_DEMAND",
+            allocatable=self.allocatable,
+            startup_taints=[_taint(t) for t in self.startup_taints],
+            capacity_block=self.capacity_block,
+        )
+
+
+def _taint(taint: Taint) -> dict[str, Any]:
+    return contract.exported(contract.Taint, key=taint.key, value=taint.value, effect=taint.effect)
 
 
 def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,

@@ -8,6 +8,7 @@ from typing import Any, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra import contract
 from infra.plans.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.plans.system_capacity import node_allocatable
 from infra.facts.versions import ChartPin
@@ -29,12 +30,18 @@ JOB_SUPPORT_PLACEMENT = {
 
 
 def job_support_output(group: Any, features: Any) -> dict[str, Any]:
-    """``jobSupportPlacement`` as the workload stacks read it: where a job's CPU pods go, and how
-    much the group holds (maxSize nodes, each leaving ``allocatable`` to pods; with several
-    instance types, the smallest's, so a check on it never promises more than a node has)."""
+    """``jobSupportPlacement`` as the workload stacks read it (infra/contract.py): where a job's CPU
+    pods go, and how much the group holds (maxSize nodes, each leaving ``allocatable`` to pods; with
+    several instance types, the smallest's, so a check on it never promises more than a node has)."""
     sizes = [a for t in group.instance_types if (a := node_allocatable(t, features, accelerator=False)) is not None]
     smallest = min(sizes, key=lambda a: (int(a["cpu"].rstrip("m")), int(a["memory"].rstrip("Mi"))), default=None)
-    return {**JOB_SUPPORT_PLACEMENT, "maxSize": group.max_size, "allocatable": smallest}
+    return contract.exported(
+        contract.JobSupportPlacement,
+        node_selector=JOB_SUPPORT_PLACEMENT["nodeSelector"],
+        tolerations=JOB_SUPPORT_PLACEMENT["tolerations"],
+        max_size=group.max_size,
+        allocatable=smallest,
+    )
 
 
 def helm_release(

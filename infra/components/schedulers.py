@@ -10,6 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra import contract
 from infra.config.models import QueueConfig
 from infra.components.context import ClusterContext
 from infra.components.identities import TrainingIdentities
@@ -68,7 +69,8 @@ def volcano_scheduler_conf() -> str:
 
 def queue_outputs(queues: list[QueueConfig]) -> list[dict[str, Any]]:
     """What the workload stacks need to know of each queue: its name and its caps."""
-    return [{"name": q.name, "capability": queue_spec(q).get("capability", {})} for q in queues]
+    return [contract.exported(contract.VolcanoQueue, name=q.name, capability=queue_spec(q).get("capability", {}))
+            for q in queues]
 
 
 # Volcano's images come from Docker Hub (chart 1.15.1 values: basic.image_registry docker.io) and

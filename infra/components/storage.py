@@ -22,6 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra import contract
 from infra.config.models import DataRepositoryConfig, StorageConfig
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
@@ -154,6 +155,11 @@ def event_flows(repo: DataRepositoryConfig) -> str:
     return f"import={','.join(repo.auto_import)};export={','.join(repo.auto_export)}"
 
 
+def _s3_links(storage: StorageConfig) -> list[dict[str, Any]]:
+    return [contract.exported(contract.S3Link, path=r.file_system_path, s3_path=r.s3_path)
+            for r in storage.data_repositories]
+
+
 def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociationS3Args:
     """Which changes flow each way; both policies are sent, empty lists included."""
     return aws.fsx.DataRepositoryAssociationS3Args(
@@ -182,31 +188,32 @@ class FsxStorage(pulumi.ComponentResource):
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
 
     def output(self, storage: StorageConfig, namespaces: list[str], zone_id: str) -> dict[str, Any]:
-        """The file system as the workload stack reads it (``storage``, infra/facts/outputs.py)."""
-        return {
-            "enabled": True,
-            "fileSystemId": self.file_system.id,
-            "dnsName": self.file_system.dns_name,
-            "mountName": self.file_system.mount_name,
-            "storageClass": STORAGE_CLASS,
-            "claimName": storage.claim_name,
-            "namespaces": namespaces,
-            "capacityGib": storage.capacity_gib,
-            "deploymentType": storage.deployment_type,
-            "zone": zone_id,
-            "s3Links": [{"path": r.file_system_path, "s3Path": r.s3_path} for r in storage.data_repositories],
-            # Each claim is bound to a static volume of the one file system as soon as it exists.
-            "claims": {ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
-        }
+        """The file system as the workload stacks read it (``storage``, infra/contract.py)."""
+        return contract.exported(
+            contract.Storage,
+            enabled=True,
+            file_system_id=self.file_system.id,
+            dns_name=self.file_system.dns_name,
+            mount_name=self.file_system.mount_name,
+            storage_class=STORAGE_CLASS,
+            claim_name=storage.claim_name,
+            namespaces=namespaces,
+            capacity_gib=storage.capacity_gib,
+            deployment_type=storage.deployment_type,
+            zone=zone_id,
+            s3_links=_s3_links(storage),
+            claims={ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
+        )
 
     @staticmethod
     def disabled_output(storage: StorageConfig, zone_id: str) -> dict[str, Any]:
         """The same keys when the FSx CSI feature is off: nothing to mount."""
-        return {
-            "enabled": False, "fileSystemId": None, "dnsName": None, "mountName": None, "storageClass": None,
-            "claimName": None, "namespaces": [], "capacityGib": storage.capacity_gib,
-            "deploymentType": storage.deployment_type, "zone": zone_id, "s3Links": [], "claims": {},
-        }
+        return contract.exported(
+            contract.Storage,
+            enabled=False, file_system_id=None, dns_name=None, mount_name=None, storage_class=None,
+            claim_name=None, namespaces=[], capacity_gib=storage.capacity_gib,
+            deployment_type=storage.deployment_type, zone=zone_id, s3_links=[], claims={},
+        )
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: FsxStorageArgs, opts: pulumi.ResourceOptions | None = None
