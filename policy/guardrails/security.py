@@ -261,7 +261,7 @@ def security_group_no_sliced_open_ingress(args: StackValidationArgs, report: Rep
     for rule in of_type(args.resources, INGRESS_RULE, LEGACY_RULE):
         if rule.resource_type == LEGACY_RULE and get(rule.props, "type") != "ingress":
             continue
-        sources = known(lambda: _sources(rule.props, ("cidrIpv4", "cidrIpv6", "cidrBlocks", "ipv6CidrBlocks")), unknown=[])
+        sources = known(_sources, rule.props, ("cidrIpv4", "cidrIpv6", "cidrBlocks", "ipv6CidrBlocks"), unknown=[])
         for group in dependencies_of(rule, "securityGroupId"):
             by_group.setdefault(group.urn, (group, []))[1].extend(sources)
     for group, sources in by_group.values():
@@ -283,7 +283,7 @@ def efa_security_group_self_only(args: StackValidationArgs, report: Report) -> N
         for block in ("ingress", "egress"):
             # Inline rules are a computed output: unknown on a new group at the first preview,
             # when its separate rule resources (below) are what is declared.
-            for rule in as_list(known(lambda: get(sg.props, block))):
+            for rule in as_list(known(get, sg.props, block)):
                 if not truthy(get(rule, "self")) or any(as_list(get(rule, k)) for k in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds", "securityGroups")):
                     report(f"EFA security group '{sg.name}' has an inline {block} rule reaching beyond itself: "
                            "EFA traffic flows between members of the group only.", sg.urn)
@@ -340,10 +340,10 @@ def s3_bucket_protected(args: StackValidationArgs, report: Report) -> None:
         # unknown at the first preview: read only when no separate resource says it, and an
         # unknown one is no finding (the separate resources are checked).
         if not attached(bucket, *ENCRYPTION_TYPES) and not known(
-                lambda: get(bucket.props, "serverSideEncryptionConfiguration"), unknown=True):
+                get, bucket.props, "serverSideEncryptionConfiguration", unknown=True):
             report(f"S3 bucket '{bucket.name}' has no encryption configuration: add a BucketServerSideEncryptionConfiguration (SSE-KMS or SSE-S3).", bucket.urn)
         versioned = any(get(v.props, "versioningConfiguration", "status") == "Enabled" for v in attached(bucket, *VERSIONING_TYPES))
-        if not versioned and not known(lambda: truthy(get(bucket.props, "versioning", "enabled")), unknown=True):
+        if not versioned and not truthy(known(get, bucket.props, "versioning", "enabled", unknown=True)):
             report(f"S3 bucket '{bucket.name}' is not versioned: add a BucketVersioning with status Enabled.", bucket.urn)
 
 
