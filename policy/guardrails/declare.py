@@ -51,7 +51,7 @@ ResourceCheck = Callable[[ResourceValidationArgs, Report], None]
 StackCheck = Callable[[StackValidationArgs, Report], None]
 # The resource types a rule checks, or a test of the type where no list would do (every
 # Kubernetes object, whatever its kind).
-AppliesTo = Union[Collection[str], Callable[[str], bool]]
+AppliesTo = Collection[str] | Callable[[str], bool]
 # A JSON schema per setting: the properties of the policy's config schema.
 Settings = Mapping[str, dict[str, Any]]
 
