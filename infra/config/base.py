@@ -9,7 +9,7 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel

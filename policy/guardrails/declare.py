@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from functools import wraps
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Optional, Protocol
 
 from pulumi_policy import (
     EnforcementLevel,
