@@ -50,9 +50,14 @@ plan: $(VENV)/.installed
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-## lint: hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's schema and
-##       zizmor's security audits, the default and the auditor persona (offline: no audit that asks GitHub's API)
+## lint: ruff's formatter check and linter over all the Python (tests included), mypy over the program code
+##       (pyproject.toml); hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's
+##       schema and zizmor's security audits, the default and the auditor persona (offline: no audit that asks
+##       GitHub's API)
 lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy __main__.py infra offline workloads bootstrap policy tools
 	$(VENV)/bin/hadolint docker/*/Dockerfile
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --no-progress .github
@@ -64,9 +69,9 @@ lint: $(VENV)/.installed
 images: $(VENV)/.installed
 	$(PY) -m tools.push_images --stack $(STACK) $(ARGS)
 
-## clean: delete build/ (plans, the documentation site) and pytest's cache
+## clean: delete build/ (plans, the documentation site) and pytest's, ruff's and mypy's caches
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache
 
 ## docs: regenerate docs/ (architecture pictures, configuration reference, cost, stack-file schemas) and
 ##       README's generated blocks, then build the documentation site into build/site (mkdocs, strict)

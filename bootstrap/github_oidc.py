@@ -64,7 +64,9 @@ class GitHubOidc(pulumi.ComponentResource):
 
         self.preview_roles: dict[str, aws.iam.Role] = {}
         self.deploy_roles: dict[str, aws.iam.Role] = {}
-        for env in args.environments:
+
+        # One call per environment: the documents computed later (apply) close over that call's env.
+        def declare_roles(env: DeployEnvironment) -> None:
             preview_name, deploy_name = names[env.name]
             subjects = trust.preview_subjects(args.subject_prefix, args.main_branch, env.pull_request_previews)
             preview = aws.iam.Role(
@@ -73,7 +75,7 @@ class GitHubOidc(pulumi.ComponentResource):
                 description=f"Pulumi previews of the {env.name} stacks of {args.repository}: "
                 + ("pull requests, " if env.pull_request_previews else "") + "main (drift, before approval)",
                 assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
-                    lambda arn, s=subjects: json.dumps(trust.github_trust_policy(arn, s))
+                    lambda arn: json.dumps(trust.github_trust_policy(arn, subjects))
                 ),
                 max_session_duration=PREVIEW_SESSION_SECONDS,
                 tags=args.tags,
@@ -86,8 +88,8 @@ class GitHubOidc(pulumi.ComponentResource):
             aws.iam.RolePolicy(
                 f"{name}-preview-{env.name}-state", role=preview.name,
                 policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, secrets, args.bootstrap_secrets_key_arn).apply(
-                    lambda a, e=env.name: json.dumps(permissions.preview_policy(
-                        a[0], a[1], e, a[2][e], {k: v for k, v in a[2].items() if k != e}, a[3],
+                    lambda a: json.dumps(permissions.preview_policy(
+                        a[0], a[1], env.name, a[2][env.name], {k: v for k, v in a[2].items() if k != env.name}, a[3],
                     ))
                 ),
                 opts=child,
@@ -100,7 +102,7 @@ class GitHubOidc(pulumi.ComponentResource):
                 name=deploy_name,
                 description=f"pulumi up of the {env.name} stacks of {args.repository}",
                 assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
-                    lambda arn, s=deploy_subjects: json.dumps(trust.github_trust_policy(arn, s))
+                    lambda arn: json.dumps(trust.github_trust_policy(arn, deploy_subjects))
                 ),
                 max_session_duration=args.deploy_session_hours * 3600,
                 tags=args.tags,
@@ -111,13 +113,16 @@ class GitHubOidc(pulumi.ComponentResource):
                 policy=pulumi.Output.all(
                     args.bucket_arn, args.state_key_arn, provider_arn, secrets, args.bootstrap_secrets_key_arn,
                 ).apply(
-                    lambda a, e=env.name: json.dumps(permissions.deploy_policy(
+                    lambda a: json.dumps(permissions.deploy_policy(
                         permissions.DEPLOY_SERVICES, args.account, args.partition, a[0], a[1], protected, a[2],
-                        e, a[3][e], {k: v for k, v in a[3].items() if k != e}, a[4],
+                        env.name, a[3][env.name], {k: v for k, v in a[3].items() if k != env.name}, a[4],
                     ))
                 ),
                 opts=child,
             )
             self.deploy_roles[env.name] = role
+
+        for env in args.environments:
+            declare_roles(env)
         self.provider_arn = pulumi.Output.from_input(provider_arn)
         self.register_outputs({})

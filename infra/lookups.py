@@ -105,11 +105,11 @@ def look_up(region: str, instance_types: list[str]) -> CloudFacts:
             location_type="availability-zone-id",
             filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=instance_types)],
         )
-        for instance_type, location in zip(found.instance_types, found.locations):
+        for instance_type, location in zip(found.instance_types, found.locations, strict=True):
             offerings[instance_type].add(location)
     caller = aws.get_caller_identity()
     return CloudFacts(
-        zones=[Zone(name, zone_id) for name, zone_id in zip(azs.names, azs.zone_ids)],
+        zones=[Zone(name, zone_id) for name, zone_id in zip(azs.names, azs.zone_ids, strict=True)],
         offerings=dict(offerings),
         instance_facts={t: from_ec2(t, aws.ec2.get_instance_type(instance_type=t)) for t in instance_types},
         account_id=caller.account_id,

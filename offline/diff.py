@@ -351,7 +351,7 @@ def cost_summary(changes: list[PathChange]) -> list[str]:
 
 
 def compare_plans(project: str, stack: str, base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> StackDiff:
-    empty = {"resources": [], "outputs": {}}
+    empty: dict[str, Any] = {"resources": [], "outputs": {}}
     b, h = base or empty, head or empty
     return StackDiff(
         project, stack,

@@ -113,7 +113,7 @@ class PolicyReport:
 
 # --- configuration -------------------------------------------------------------------------------
 
-_JSON_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool, "array": list, "object": dict}
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "boolean": bool, "array": list, "object": dict}
 
 
 def schema_problems(schema: dict[str, Any], value: Any, where: str) -> list[str]:

@@ -183,7 +183,7 @@ def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = 
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
     widths[0] = min(widths[0], width - 6 - sum(widths[1:]) - 6)
     lines = []
-    for row, detail in zip(rows, details):
+    for row, detail in zip(rows, details, strict=True):
         item = row[0] if len(row[0]) <= widths[0] else row[0][: widths[0] - 1] + "…"
         lines.append(("    " + "  ".join([item.ljust(widths[0])] + [c.rjust(widths[i + 1]) for i, c in enumerate(row[1:])])).rstrip())
         if detail:

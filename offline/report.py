@@ -39,7 +39,7 @@ def money(value: Optional[float]) -> str:
 
 def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") -> str:
     heads = ("ITEM", "DETAIL", "IDLE/h", "CONFIGURED/h", "FULL SCALE/h")
-    rows = [heads]
+    rows: list[tuple[str, ...]] = [heads]
     rows += [(line["item"], line["detail"], *(money(line["hourly"][s]) for s in cost.SCENARIOS)) for line in
              estimate["lines"]]
     # The workloads' total is not the sum of their lines: each group holds at most maxSize nodes.

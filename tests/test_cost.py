@@ -9,6 +9,7 @@ $0.145/GiB-month; a month is 730 hours.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -230,9 +231,11 @@ def test_a_cluster_without_upgrade_policy_is_priced_as_extended():
 
 
 def test_each_unknown_is_listed_once():
-    fs = lambda name: {"urn": name, "type": cost.T_FSX, "name": name, "dependencies": [],  # noqa: E731
-                       "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": 125,
-                                  "storageCapacity": 1200, "metadataConfiguration": {"mode": "USER_PROVISIONED"}}}
+    def fs(name: str) -> dict[str, Any]:
+        return {"urn": name, "type": cost.T_FSX, "name": name, "dependencies": [],
+                "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": 125,
+                           "storageCapacity": 1200, "metadataConfiguration": {"mode": "USER_PROVISIONED"}}}
+
     result = cost.estimate_cluster([fs("a"), fs("b")], "us-west-2")
     assert len(result["unknown"]) == len(set(result["unknown"])) == 1
 

@@ -87,7 +87,7 @@ def day_zero(layout: str, token_prefix: str | None = None) -> tuple[Pipeline, Ac
         backend.meta = True
         # Its secrets provider is the key of its own (docs/pipeline.md), no environment's.
         backend.stacks[("trainium-bootstrap", stack)] = StackState(secrets_key=out["bootstrapSecretsKeyArn"], outputs=dict(out))
-        for env, provider in out["secretsProviders"].items():
+        for env in out["secretsProviders"]:
             for project in (CLUSTER, WORKLOADS):  # `pulumi stack init <env> --secrets-provider <provider>`
                 backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
         repo.variables.update(out["repositoryVariables"])
@@ -617,7 +617,7 @@ def drift(pipeline: Pipeline, commit: Commit) -> dict[str, dict[str, str]]:
         runs.append(job)
     assert all(j.status == "success" for j in runs), [(j.job, j.reason) for j in runs]
     keys = [("trainium-eks", "dev"), ("trainium-workloads", "dev"), ("trainium-eks", "prod"), ("trainium-workloads", "prod")]
-    return {f"{p}/{s}": {**j.steps.get("deployed", {}), **j.steps.get("check", {})} for (p, s), j in zip(keys, runs)}
+    return {f"{p}/{s}": {**j.steps.get("deployed", {}), **j.steps.get("check", {})} for (p, s), j in zip(keys, runs, strict=True)}
 
 
 def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deploy_not_drift() -> None:

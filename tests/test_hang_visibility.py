@@ -70,7 +70,7 @@ def test_dashboard_has_restart_and_failed_pod_widgets_per_training_namespace(pro
     for expressions in widgets.values():
         assert [e["label"] for e in expressions] == ["default", "research"]
         assert len({e["id"] for e in expressions}) == 2
-        for e, namespace in zip(expressions, ["default", "research"]):
+        for e, namespace in zip(expressions, ["default", "research"], strict=True):
             query = e["expression"]
             metric = re.match(r"SELECT (MAX|SUM)\((\w+)\)", query).group(2)
             metrics_shown.add(metric)

@@ -65,7 +65,7 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
     # After each push, what the image resolved goes back into its constraints.txt (review B8).
     records = [c[2] for c in planned if c[:2] == ["sh", "-c"] and "pip-constraints.txt" in c[2]]
     assert len(records) == len(BUILD_ARGS)
-    assert all(f"docker run --rm --entrypoint cat {p} /opt/pip-constraints.txt" in r for p, r in zip(pushes, records))
+    assert all(f"docker run --rm --entrypoint cat {p} /opt/pip-constraints.txt" in r for p, r in zip(pushes, records, strict=True))
     assert pushes == [f"{repositories[i]}:{versions.TRAINING_IMAGE_TAG}" for i in BUILD_ARGS]
     bert = next(c for c in planned if c[:2] == ["docker", "build"] and c[-1].endswith("bert-pretrain"))
     assert f"BERT_SAMPLES_COMMIT={versions.BERT_SAMPLES_COMMIT}" in bert
@@ -146,7 +146,7 @@ def test_images_refuse_to_build_from_constraints_that_pin_nothing(dev, monkeypat
     import tools.push_images as push
 
     assert set(push.unpinned_images()) == {i for i in BUILD_ARGS
-                                           if all(not l.strip() or l.startswith("#") for l in
+                                           if all(not line.strip() or line.startswith("#") for line in
                                                   (DOCKER_DIR / i / "constraints.txt").read_text().splitlines())}
     for image in BUILD_ARGS:
         (tmp_path / image).mkdir()

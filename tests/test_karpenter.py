@@ -725,7 +725,7 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     node_class = yaml.safe_load((out / "manifests" / "ec2nodeclass-trn1n-32xl-ng.yaml").read_text())
     assert len(node_class["spec"]["networkInterfaces"]) == 17  # trn1n: 16 cards, card 0 twice
     lines = json.loads((out / "resources.json").read_text())["cost"]["lines"]
-    assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {l["item"] for l in lines}
+    assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {line["item"] for line in lines}
 
 
 def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):

@@ -34,13 +34,21 @@ def test_make_help_lists_every_target_from_its_comments():
 
 
 def test_make_lint_passes():
-    # `make test` runs lint here, beside the other tests, rather than alone before them: hadolint over
-    # the Dockerfiles, the workflows against GitHub's schema, and zizmor's two personas (Makefile).
+    # `make test` runs lint here, beside the other tests, rather than alone before them: the Python's
+    # formatting, lint and types, hadolint over the Dockerfiles, the workflows against GitHub's schema,
+    # and zizmor's two personas (Makefile).
     run = make("lint", timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     recipe = re.search(r"^lint: .*\n((?:\t.*\n)+)", MAKEFILE, re.M).group(1)
-    assert [line.split()[0] for line in recipe.splitlines()] == [
-        "$(VENV)/bin/hadolint", "$(VENV)/bin/check-jsonschema", "$(VENV)/bin/zizmor", "$(VENV)/bin/zizmor"]
+    commands = [line.split() for line in recipe.splitlines()]
+    assert [command[:2] for command in commands] == [
+        ["$(VENV)/bin/ruff", "format"], ["$(VENV)/bin/ruff", "check"], ["$(VENV)/bin/mypy", "__main__.py"],
+        ["$(VENV)/bin/hadolint", "docker/*/Dockerfile"], ["$(VENV)/bin/check-jsonschema", "--builtin-schema"],
+        ["$(VENV)/bin/zizmor", "--offline"], ["$(VENV)/bin/zizmor", "--offline"]]
+    assert commands[0][2:] == ["--check"]  # a check: lint never rewrites the tree
+    # mypy checks the program and every package beside it but the tests: a new package is checked too.
+    packages = {path.parent.name for path in REPO_ROOT.glob("*/__init__.py")} - {"tests"}
+    assert set(commands[2][1:]) == packages | {"__main__.py"}
 
 
 def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):

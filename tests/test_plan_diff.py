@@ -96,8 +96,10 @@ def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources
 def test_policy_and_cost_sections_are_compared_when_present() -> None:
     violation = {"policy": "no-public-endpoint", "urn": NG, "name": "ng", "type": "aws:eks/nodeGroup:NodeGroup",
                  "enforcementLevel": "mandatory", "message": "open to the internet"}
-    cost = lambda idle: {"currency": "USD", "hourly": {"idle": idle, "configured": 1.0, "fullScale": None},  # noqa: E731
-                         "monthly": {"idle": idle * 730, "configured": 730.0, "fullScale": None}, "lines": [], "unknown": []}
+    def cost(idle: float) -> dict[str, Any]:
+        return {"currency": "USD", "hourly": {"idle": idle, "configured": 1.0, "fullScale": None},
+                "monthly": {"idle": idle * 730, "configured": 730.0, "fullScale": None}, "lines": [], "unknown": []}
+
     base = plan([], policy={"violations": []}, cost=cost(0.5))
     head = plan([], policy={"violations": [violation]}, cost=cost(0.75))
     d = diff.compare_plans("p", "dev", base, head)

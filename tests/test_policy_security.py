@@ -13,6 +13,7 @@ from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
 from policy.guardrails import POLICIES
 from policy.guardrails.security import world_open
+from offline.mocks import Registration
 from offline.policy_run import parse_config, run_policies
 from tests.policy_helpers import engine_violations, first_preview, k8s, reg, urn, violations
 
@@ -255,12 +256,19 @@ def test_efa_group_allows_only_itself():
     # The group is found through the launch template's EFA interfaces (property dependencies, which
     # the engine passes to stack policies even while the group's id is unknown at preview).
     assert not violations("efa-security-group-self-only", *_efa_stack(lambda efa: []))
-    ssh = lambda efa: [reg(IN, "ssh", {"cidrIpv4": "10.0.0.0/8", "ipProtocol": "tcp"}, {"securityGroupId": [efa]})]
-    [message] = violations("efa-security-group-self-only", *_efa_stack(ssh))
+    [message] = violations("efa-security-group-self-only", *_efa_stack(_ssh_rule))
     assert "'ssh'" in message and "'efa'" in message
-    other = lambda efa: [reg(SG, "other", {}),
-                         reg(IN, "from-other", {"ipProtocol": "-1"}, {"securityGroupId": [efa], "referencedSecurityGroupId": [(SG, "other")]})]
+
+    def other(efa: tuple[str, str]) -> list[Registration]:
+        return [reg(SG, "other", {}),
+                reg(IN, "from-other", {"ipProtocol": "-1"}, {"securityGroupId": [efa], "referencedSecurityGroupId": [(SG, "other")]})]
+
     assert violations("efa-security-group-self-only", *_efa_stack(other))
+
+
+def _ssh_rule(efa: tuple[str, str]) -> list[Registration]:
+    """SSH from 10.0.0.0/8 into the EFA group: a rule reaching beyond the group."""
+    return [reg(IN, "ssh", {"cidrIpv4": "10.0.0.0/8", "ipProtocol": "tcp"}, {"securityGroupId": [efa]})]
 
 
 def test_efa_group_checked_while_its_inline_rules_are_unknown():
@@ -268,8 +276,7 @@ def test_efa_group_checked_while_its_inline_rules_are_unknown():
     # (pulumi_aws SecurityGroup.ingress/egress are non-optional outputs), unknown at the first
     # preview of a new group. The separate rule resources are still checked.
     rule = [p for p in POLICIES if p.name == "efa-security-group-self-only"]
-    ssh = lambda efa: [reg(IN, "ssh", {"cidrIpv4": "10.0.0.0/8", "ipProtocol": "tcp"}, {"securityGroupId": [efa]})]
-    report = run_policies([first_preview(r, outputs=True) for r in _efa_stack(ssh)], parse_config({}, "t"), "us-west-2", rule)
+    report = run_policies([first_preview(r, outputs=True) for r in _efa_stack(_ssh_rule)], parse_config({}, "t"), "us-west-2", rule)
     assert not report.notes and len(report.violations) == 1 and "'ssh'" in report.violations[0].message
 
 

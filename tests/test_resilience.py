@@ -38,7 +38,7 @@ RAY_LINE = "(RayTrainWorker pid=4242, ip=10.0.1.7) " + BERT_LINE
 
 def tqdm_format_num(n: float) -> str:
     """tqdm (tqdm/tqdm v4.66.1 tqdm/std.py) format_num: 3 significant digits, exponent when shorter."""
-    f = "{0:.3g}".format(n).replace("+0", "+").replace("-0", "-")
+    f = f"{n:.3g}".replace("+0", "+").replace("-0", "-")
     return f if len(f) < len(str(n)) else str(n)
 
 

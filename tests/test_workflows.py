@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import re
 from pathlib import Path
@@ -172,7 +173,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
     chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "preview-workloads-prod",
              "workloads-prod"]
     assert list(jobs) == chain
-    for before, after in zip(chain, chain[1:]):
+    for before, after in itertools.pairwise(chain):
         assert jobs[after]["needs"] == before
     assert {j: jobs[j].get("environment") for j in chain} == {
         "test": None, "cluster-dev": None, "workloads-dev": None, "preview-prod": None,
@@ -261,7 +262,7 @@ def test_drift_checks_every_stack_in_its_deploys_group_and_never_cancels_a_deplo
     workflow = load("drift.yml")
     assert "schedule" in workflow["on"]
     deploy_groups = {}
-    for job_id, job in concrete_jobs("deploy.yml"):
+    for _, job in concrete_jobs("deploy.yml"):
         for step in steps_using(job, PULUMI_ACTION):
             if step["with"].get("command") == "up":
                 deploy_groups[(step["with"]["work-dir"], step["with"]["stack-name"])] = job["concurrency"]["group"]
@@ -479,7 +480,7 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
     older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.1", ":2026.10.0"))
     export = {"version": 3, "deployment": {"resources": [{"urn": r.urn, "type": r.type, "inputs": i}
-                                                         for r, i in zip(workloads_prod.registrations, older)]}}
+                                                         for r, i in zip(workloads_prod.registrations, older, strict=True)]}}
     answers = {("pulumi", "stack", "output"): (0, outputs, ""), ("aws", "ecr"): (0, "{}", ""),
                ("pulumi", "stack", "export"): (0, json.dumps(export), "")}
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1

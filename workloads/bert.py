@@ -183,7 +183,8 @@ def train_run_dir(args: BertPretrainingArgs) -> str:
 def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
     """The precompile Job (awaited) when on, then the training Job."""
     s = args.settings
-    base = dict(
+    # The fields both jobs share, as keyword arguments of BertJob.
+    base: dict[str, Any] = dict(
         namespace=args.namespace,
         image=f"{args.repository}:{s.image_tag}",
         group=args.group,

@@ -99,7 +99,9 @@ def pod_templates(value: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _uid(resource: pulumi.CustomResource) -> pulumi.Output[str]:
+def _uid(resource: Any) -> pulumi.Output[str]:
+    """The UID of ``resource``, any pulumi_kubernetes resource: each class has its own ``metadata``
+    output, and their only common base, ``pulumi.CustomResource``, has none."""
     return resource.metadata.apply(lambda m: (m.get("uid") if isinstance(m, dict) else getattr(m, "uid", None)) or "")
 
 

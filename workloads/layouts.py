@@ -82,17 +82,17 @@ def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, l
     `pulumi up` creates it, chains side by side. Only what runs on the job-support or Trainium
     groups: the shell and TensorBoard stay on the system nodes."""
     chains: dict[str, list[list[dict[str, Any]]]] = {}
-    if (layout := staging(config, cluster)) is not None:
-        s = layout.settings
+    if (staging_layout := staging(config, cluster)) is not None:
+        s = staging_layout.settings
         # Independent Jobs: each its own chain.
-        chains["dataStaging"] = ([[data_staging.wikicorpus_job(layout)]] if s.wikicorpus else []) + (
-            [[data_staging.redpajama_job(layout)]] if s.redpajama else [])
+        chains["dataStaging"] = ([[data_staging.wikicorpus_job(staging_layout)]] if s.wikicorpus else []) + (
+            [[data_staging.redpajama_job(staging_layout)]] if s.redpajama else [])
     if (args := bert_args(config, cluster)) is not None:
         chains["bertPretraining"] = [bert.job_sequence(args)]
-    if (layout := ray(config, cluster)) is not None:
-        chains["rayLlama2"] = [ray_llama2.job_sequence(layout)]
-    if (layout := nemo(config, cluster)) is not None:
-        chains["nemoLlama2"] = [nemo_llama2.job_sequence(layout)]
-    if (layout := check(config, cluster)) is not None:
-        chains["clusterCheck"] = [cluster_check.check_sequence(layout)]
+    if (ray_layout := ray(config, cluster)) is not None:
+        chains["rayLlama2"] = [ray_llama2.job_sequence(ray_layout)]
+    if (nemo_layout := nemo(config, cluster)) is not None:
+        chains["nemoLlama2"] = [nemo_llama2.job_sequence(nemo_layout)]
+    if (check_layout := check(config, cluster)) is not None:
+        chains["clusterCheck"] = [cluster_check.check_sequence(check_layout)]
     return chains

@@ -26,7 +26,7 @@ ACM_CERTIFICATE_ARN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 )
 # Address space that is not the internet: RFC 1918 and the shared range (RFC 6598) VPCs use.
-PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
 # Together the ranges may hold at most this many public addresses (a /8): more is the internet
 # in slices, as 0.0.0.0/1 + 128.0.0.0/1 is all of it.
 MAX_PUBLIC_ADDRESSES = 2**24

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -36,7 +36,7 @@ def parse(value: str) -> Optional[Decimal]:
     return None
 
 
-def total(requests: list[Mapping[str, str]]) -> dict[str, Decimal]:
+def total(requests: Sequence[Mapping[str, str]]) -> dict[str, Decimal]:
     """The sum per resource of several pods' requests (all values already valid)."""
     summed: dict[str, Decimal] = {}
     for request in requests:

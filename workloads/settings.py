@@ -8,7 +8,7 @@ group, size, queue, installed software) is checked against its outputs in ``chec
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, get_args
 
 from pydantic import Field
 
@@ -108,7 +108,8 @@ class BertPretrainingSettings(ResumableSettings):
     )
 
 
-RAY_STEPS = ("generate-data", "precompile", "train")
+RayStep = Literal["generate-data", "precompile", "train"]
+RAY_STEPS: tuple[RayStep, ...] = get_args(RayStep)
 # The seed's RayJob names, one per step.
 RAY_JOB_NAMES = {
     "generate-data": "llama2-generate-pretraining-test-data",
@@ -138,7 +139,7 @@ class RayLlama2Settings(ResumableSettings):
         description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
         "checkpoint load, compiled graphs loaded from the cache).",
     )
-    steps: list[Literal["generate-data", "precompile", "train"]] = Field(
+    steps: list[RayStep] = Field(
         default=list(RAY_STEPS),
         description="RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.",
     )

@@ -179,7 +179,7 @@ class TensorBoard(pulumi.ComponentResource):
         if lb is not None:
             password = random.RandomPassword(f"{name}-password", length=24, special=False, opts=pulumi.ResourceOptions(parent=self))
             salt = random.RandomString(f"{name}-salt", length=8, special=False, opts=pulumi.ResourceOptions(parent=self))
-            htpasswd = pulumi.Output.secret(
+            htpasswd: pulumi.Output[str] = pulumi.Output.secret(
                 pulumi.Output.all(password.result, salt.result).apply(lambda ps: htpasswd_line(lb.username, ps[0], ps[1].encode()))
             )
             secret = {

@@ -140,7 +140,8 @@ def mpijob_overdue(job: dict[str, Any], now: float) -> bool:
     conditions = (job.get("status") or {}).get("conditions") or []
     if any(c.get("type") in ("Running", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions):
         return False
-    return now - _time(job["metadata"]["creationTimestamp"]) > bound
+    created = _time(job["metadata"]["creationTimestamp"])
+    return created is not None and now - created > bound
 
 
 def command(job: dict[str, Any], action: str, reason: str, message: str) -> dict[str, Any]:

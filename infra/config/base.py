@@ -9,7 +9,7 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -38,7 +38,7 @@ class ConfigModel(BaseModel):
     def _no_surprising_coercion(cls, value: Any, info: ValidationInfo) -> Any:
         """pydantic would read `true` as the number 1 and accept "   " as text."""
         annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
-        if isinstance(value, bool) and annotation in (int, Optional[int], float, Optional[float]):
+        if isinstance(value, bool) and annotation in (int, int | None, float, float | None):
             raise ValueError("a number, not true/false")
         if isinstance(value, str) and value and not value.strip():
             raise ValueError("only whitespace; give a value or leave the key out")

@@ -10,7 +10,7 @@ resource is declared; the rules across fields live in ``infra/config/rules.py``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, get_args
 
 from pydantic import Field, model_validator
 
@@ -26,14 +26,14 @@ LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # CloudWatch Logs PutRetentionPolicy accepts only these retentions (days).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
                       3288, 3653)
-FSX_DEPLOYMENT_TYPES = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
+FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 # MB/s/TiB each deployment type accepts; scratch has none.
-FSX_THROUGHPUTS: dict[str, tuple[int, ...]] = {
+FSX_THROUGHPUTS: dict[FsxDeploymentType, tuple[int, ...]] = {
     "PERSISTENT_2": (125, 250, 500, 1000),
     "PERSISTENT_1": (50, 100, 200),
     "SCRATCH_2": (),
 }
-S3_EVENTS = ("NEW", "CHANGED", "DELETED")
+S3Event = Literal["NEW", "CHANGED", "DELETED"]
 
 
 class NetworkConfig(ConfigModel):
@@ -232,10 +232,10 @@ class DataRepositoryConfig(ConfigModel):
 
     file_system_path: str = Field(description="Where the bucket appears in the file system, e.g. /datasets.")
     s3_path: str = Field(description="The linked S3 location, s3://bucket[/prefix].")
-    auto_import: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
-        default=list(S3_EVENTS), description="S3 events that flow into the file system."
+    auto_import: list[S3Event] = Field(
+        default=list(get_args(S3Event)), description="S3 events that flow into the file system."
     )
-    auto_export: list[Literal["NEW", "CHANGED", "DELETED"]] = Field(
+    auto_export: list[S3Event] = Field(
         default=[], description="File-system changes that flow back to S3."
     )
     import_metadata_on_create: bool = Field(default=True, description="Import the bucket's listing when the link "
@@ -245,7 +245,7 @@ class DataRepositoryConfig(ConfigModel):
 class StorageConfig(ConfigModel):
     """The training file system (one per cluster), its S3 links, and the dynamic class."""
 
-    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = Field(
+    deployment_type: FsxDeploymentType = Field(
         default="PERSISTENT_2", description="FSx for Lustre deployment type; changing it replaces the file system."
     )
     per_unit_storage_throughput: Optional[int] = Field(
@@ -405,10 +405,6 @@ class StackConfig(ConfigModel):
         description="Per training namespace, the only buckets its `training` service account may read, instead of "
         "trainingDataBuckets: each namespace has its own IAM role.",
     )
-
-    def data_buckets(self, namespace: str) -> list[str]:
-        """The buckets the training role of ``namespace`` reads."""
-        return self.namespace_data_buckets.get(namespace, self.training_data_buckets)
     ecr_force_delete: bool = Field(
         default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
     )
@@ -418,6 +414,10 @@ class StackConfig(ConfigModel):
     @property
     def retain_storage(self) -> bool:
         return self.storage.retain if self.storage.retain is not None else self.environment == "prod"
+
+    def data_buckets(self, namespace: str) -> list[str]:
+        """The buckets the training role of ``namespace`` reads."""
+        return self.namespace_data_buckets.get(namespace, self.training_data_buckets)
 
 
 def key_name(loc: tuple[Any, ...]) -> str:

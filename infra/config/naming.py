@@ -74,8 +74,7 @@ def kubelet_label_problem(key: str) -> Optional[str]:
     prefix = key.rpartition("/")[0]
     if key in _KUBELET_ALLOWED_LABELS or prefix == "eks.amazonaws.com" or prefix.endswith(".eks.amazonaws.com"):
         return "set by the kubelet or EKS on every node; choose your own key"
-    namespace_of = lambda p: p == "kubernetes.io" or p.endswith(".kubernetes.io") or p == "k8s.io" or p.endswith(".k8s.io")  # noqa: E731
-    if not namespace_of(prefix):
+    if not any(prefix == ns or prefix.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io")):
         return None
     if any(prefix == ns or prefix.endswith("." + ns) for ns in _KUBELET_ALLOWED_NAMESPACES):
         return None

@@ -624,13 +624,13 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                 f"{key_name(('tags',))}.{tag}: Karpenter sets this tag on its nodes itself and an EC2NodeClass may not "
                 f"carry it (with {provisioner_key}: karpenter); remove it"
             )
-    for field_, value in (("expireAfter", config.karpenter.expire_after),
-                          ("terminationGracePeriod", config.karpenter.termination_grace_period),
-                          ("consolidateAfter", config.karpenter.consolidate_after)):
-        if not re.fullmatch(KARPENTER_DURATION, value) and not (value == "Never" and field_ != "terminationGracePeriod"):
+    for setting, duration in (("expireAfter", config.karpenter.expire_after),
+                              ("terminationGracePeriod", config.karpenter.termination_grace_period),
+                              ("consolidateAfter", config.karpenter.consolidate_after)):
+        if not re.fullmatch(KARPENTER_DURATION, duration) and not (duration == "Never" and setting != "terminationGracePeriod"):
             problems.append(
-                f"{key_name(('karpenter', field_))} = {value!r}: a duration such as 720h, 90m or 1h30m"
-                + ("" if field_ == "terminationGracePeriod" else ", or Never")
+                f"{key_name(('karpenter', setting))} = {duration!r}: a duration such as 720h, 90m or 1h30m"
+                + ("" if setting == "terminationGracePeriod" else ", or Never")
             )
     return problems
 
@@ -749,7 +749,8 @@ def _software_problems(config: StackConfig) -> list[str]:
             if value is not None and not re.fullmatch(QUANTITY, value):
                 problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
 
-    buckets = [(("trainingDataBuckets", i), b) for i, b in enumerate(config.training_data_buckets)]
+    buckets: list[tuple[tuple[str | int, ...], str]] = [
+        (("trainingDataBuckets", i), b) for i, b in enumerate(config.training_data_buckets)]
     for namespace, listed in config.namespace_data_buckets.items():
         if namespace not in config.training_namespaces:
             problems.append(

@@ -27,7 +27,6 @@ NEURON_FATAL_REASONS = (
     "NeuronNCUncorrectableError",
     "NeuronSRAMUncorrectableError",
 )
-REPAIR_ACTIONS = ("Replace", "Reboot", "NoAction")
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from pulumi_policy import ReportViolation, StackValidationArgs
+from pulumi_policy import StackValidationArgs
 
 from infra.facts.instances import instance_hourly
-from policy.guardrails.declare import ADVISORY, stack_rule
+from policy.guardrails.declare import ADVISORY, Report, stack_rule
 from policy.guardrails.props import get
 from policy.guardrails.trainium import accelerator_groups, karpenter_groups
 
@@ -61,7 +61,7 @@ def group_costs(args: StackValidationArgs, default_region: Optional[str]) -> lis
                                  "description": "ceiling in USD per hour for all accelerator groups at maxSize"},
                 "region": {"type": "string", "description": "region to price in when the provider does not say"},
             })
-def trainium_hourly_ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
+def trainium_hourly_ceiling(args: StackValidationArgs, report: Report) -> None:
     config = args.get_config()
     ceiling = float(config.get("maxHourlyUsd", DEFAULT_CEILING_USD))
     costs = group_costs(args, config.get("region"))

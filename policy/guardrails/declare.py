@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from functools import wraps
-from typing import Any, Optional, Union
+from typing import Any, Optional, Protocol
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -28,11 +28,30 @@ from pulumi_policy import (
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
 
-ResourceCheck = Callable[[ResourceValidationArgs, ReportViolation], None]
-StackCheck = Callable[[StackValidationArgs, ReportViolation], None]
+
+
+class Report(Protocol):
+    """How a check reports a violation: the message, and the URN of the resource it concerns where a
+    stack check names one. pulumi-policy's callbacks take the URN as optional (v1.21.0 policy.py:
+    ``report_violation`` in ``_create_report_violation``, ``empty_report_violation``) but its
+    ``ReportViolation`` alias, ``Callable[[str, Optional[str]], None]``, cannot say so: the checks
+    see this signature, and ``_reporting`` adapts the SDK's callback to it."""
+
+    def __call__(self, message: str, urn: Optional[str] = None) -> None: ...
+
+
+def _reporting(report_violation: ReportViolation) -> Report:
+    def report(message: str, urn: Optional[str] = None) -> None:
+        report_violation(message, urn)
+
+    return report
+
+
+ResourceCheck = Callable[[ResourceValidationArgs, Report], None]
+StackCheck = Callable[[StackValidationArgs, Report], None]
 # The resource types a rule checks, or a test of the type where no list would do (every
 # Kubernetes object, whatever its kind).
-AppliesTo = Union[Collection[str], Callable[[str], bool]]
+AppliesTo = Collection[str] | Callable[[str], bool]
 # A JSON schema per setting: the properties of the policy's config schema.
 Settings = Mapping[str, dict[str, Any]]
 
@@ -56,9 +75,9 @@ def resource_rule(name: str, description: str, *, applies_to: AppliesTo, level: 
 
     def declare(check: ResourceCheck) -> ResourceValidationPolicy:
         @wraps(check)
-        def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
             if applies(args.resource_type):
-                check(args, report)
+                check(args, _reporting(report_violation))
 
         return ResourceValidationPolicy(name=name, description=description, validate=validate,
                                         enforcement_level=level, config_schema=_config_schema(config_schema))
@@ -70,7 +89,11 @@ def stack_rule(name: str, description: str, *, level: EnforcementLevel = MANDATO
                config_schema: Optional[Settings] = None) -> Callable[[StackCheck], StackValidationPolicy]:
     """A stack policy: its check sees every resource of the stack at once."""
     def declare(check: StackCheck) -> StackValidationPolicy:
-        return StackValidationPolicy(name=name, description=description, validate=check,
+        @wraps(check)
+        def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+            check(args, _reporting(report_violation))
+
+        return StackValidationPolicy(name=name, description=description, validate=validate,
                                      enforcement_level=level, config_schema=_config_schema(config_schema))
 
     return declare

@@ -15,7 +15,7 @@ and read computed outputs through ``known``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Iterable, Iterator, Optional
 
 from pulumi_policy import PolicyResource
@@ -47,15 +47,15 @@ def get(props: Any, *path: str | int, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def known(read, unknown: Any = None) -> Any:
-    """``read()``, or ``unknown`` where it reads a value that is unknown in this preview.
+def known(read: Callable[..., Any], *args: Any, unknown: Any = None) -> Any:
+    """``read(*args)``, or ``unknown`` where it reads a value that is unknown in this preview.
 
     For a stack rule's read of an output the provider computes when it is not set (a security
     group's inline ``ingress``, a bucket's ``serverSideEncryptionConfiguration``, a node group's
     ``instanceTypes``): at the first preview that output is unknown, and one unguarded read would
     end the whole rule for every resource of the stack."""
     try:
-        return read()
+        return read(*args)
     except UnknownValueError:
         return unknown
 

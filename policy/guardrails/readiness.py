@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
-from policy.guardrails.declare import resource_rule, stack_rule
+from policy.guardrails.declare import Report, resource_rule, stack_rule
 from policy.guardrails.props import get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -47,7 +47,7 @@ def _namespace_overrides(values: Any) -> Iterator[str]:
             "Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
             config_schema={"externalNamespaces": {"type": "array", "items": {"type": "string"}, "default": [],
                                                   "description": "namespaces another stack creates"}})
-def namespace_exists(args: StackValidationArgs, report: ReportViolation) -> None:
+def namespace_exists(args: StackValidationArgs, report: Report) -> None:
     existing = set(BUILT_IN_NAMESPACES) | set(args.get_config().get("externalNamespaces", []))
     existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
     releases = of_type(args.resources, *HELM_CHARTS)
@@ -96,7 +96,7 @@ def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
 
 @stack_rule("pvc-no-blocking-await",
             "No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).")
-def pvc_no_blocking_await(args: StackValidationArgs, report: ReportViolation) -> None:
+def pvc_no_blocking_await(args: StackValidationArgs, report: Report) -> None:
     classes = {get(c.props, "metadata", "name"): get(c.props, "volumeBindingMode", default="Immediate")
                for c in of_type(args.resources, STORAGE_CLASS)}
     for pvc in of_type(args.resources, PVC):
@@ -119,7 +119,7 @@ def _is_replaced_kind(resource_type: str) -> bool:
 
 @resource_rule("jobs-replaced-on-change", "Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
                applies_to=_is_replaced_kind)
-def jobs_replaced_on_change(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def jobs_replaced_on_change(args: ResourceValidationArgs, report: Report) -> None:
     name = object_name(args.props)
     if has(get(args.props, "metadata", default={}), "name") and args.opts.delete_before_replace is not True:
         report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
@@ -137,7 +137,7 @@ _RANGE = re.compile(r"[\^~*xX<>=| ]|\|\|")
 
 
 @resource_rule("helm-release-pinned", "Helm releases pin one exact chart version.", applies_to=HELM_CHARTS)
-def helm_release_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def helm_release_pinned(args: ResourceValidationArgs, report: Report) -> None:
     version = get(args.props, "version")
     if not version:
         report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/facts/versions.py CHARTS).")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
 from infra.plans.node_security import IMDS_HOP_LIMIT
-from policy.guardrails.declare import resource_rule, stack_rule
+from policy.guardrails.declare import Report, resource_rule, stack_rule
 from policy.guardrails.props import (
     as_list,
     has,
@@ -27,24 +27,28 @@ from policy.guardrails.props import (
 
 OPEN_RANGES = ("0.0.0.0/0", "::/0")
 # Ranges that are no one's public address: whatever else a list covers is the internet's.
-PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in (
+PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "0.0.0.0/8",
     "224.0.0.0/3",
 ))  # fmt: skip
-GLOBAL_IPV6 = ipaddress.ip_network("2000::/3")
+GLOBAL_IPV6 = ipaddress.IPv6Network("2000::/3")
 
 
 def world_open(cidrs: list[Any]) -> bool:
     """Whether the ranges together cover every public address of IPv4 or IPv6: 0.0.0.0/0 itself,
     or the world in slices (0.0.0.0/1 + 128.0.0.0/1, or every public block but the private ones;
     for IPv6 all of 2000::/3, the global unicast space)."""
-    v4, v6 = [], []
+    v4: list[ipaddress.IPv4Network] = []
+    v6: list[ipaddress.IPv6Network] = []
     for cidr in cidrs:
         try:
             network = ipaddress.ip_network(str(cidr), strict=False)
         except ValueError:
             continue
-        (v4 if network.version == 4 else v6).append(network)
+        if isinstance(network, ipaddress.IPv4Network):
+            v4.append(network)
+        else:
+            v6.append(network)
     # Outside 2000::/3 (global unicast, RFC 4291 2.4 / IANA's IPv6 address space) nothing is routed on
     # the internet, so covering 2000::/3 is covering the world: ::/0, 2000::/3 itself, or its slices.
     if any(GLOBAL_IPV6.subnet_of(n) for n in ipaddress.collapse_addresses(v6)):
@@ -78,7 +82,7 @@ ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", 
 
 @resource_rule("eks-secrets-encryption", "EKS clusters encrypt Kubernetes secrets with a KMS key (envelope encryption).",
                applies_to=(EKS_CLUSTER,))
-def eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def eks_secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
     if has(args.props, "encryptionConfig"):
         try:
             configs = as_list(get(args.props, "encryptionConfig"))
@@ -98,7 +102,7 @@ def eks_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation
                applies_to=(EKS_CLUSTER,),
                config_schema={"requiredLogTypes": {"type": "array", "items": {"type": "string", "enum": ALL_CONTROL_PLANE_LOGS},
                                                    "default": ALL_CONTROL_PLANE_LOGS}})
-def eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def eks_control_plane_logs(args: ResourceValidationArgs, report: Report) -> None:
     required = list(args.get_config().get("requiredLogTypes", ALL_CONTROL_PLANE_LOGS))
     missing = [t for t in required if t not in as_list(get(args.props, "enabledClusterLogTypes"))]
     if missing:
@@ -107,7 +111,7 @@ def eks_control_plane_logs(args: ResourceValidationArgs, report: ReportViolation
 
 @resource_rule("eks-endpoint-not-open", "A public EKS API endpoint is limited to listed networks, never 0.0.0.0/0 or ::/0.",
                applies_to=(EKS_CLUSTER,))
-def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def eks_endpoint_not_open(args: ResourceValidationArgs, report: Report) -> None:
     # pulumi-eks passes endpointPublicAccess/publicAccessCidrs through unset when not given, and the
     # AWS API then defaults to a public endpoint open to 0.0.0.0/0.
     vpc = get(args.props, "vpcConfig", default={})
@@ -127,7 +131,7 @@ def eks_endpoint_not_open(args: ResourceValidationArgs, report: ReportViolation)
                "Launch templates require IMDSv2 with one metadata hop (or turn the metadata service off), encrypt every EBS volume they declare (the "
                "root volume included) and give no public IP.",
                applies_to=(LAUNCH_TEMPLATE,))
-def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def launch_template_hardening(args: ResourceValidationArgs, report: Report) -> None:
     # pulumi-aws LaunchTemplate metadataOptions.httpEndpoint: "enabled" (the default) or "disabled".
     # With the endpoint off there are no tokens to require and no hops to count.
     if get(args.props, "metadataOptions", "httpEndpoint") != "disabled":
@@ -145,7 +149,7 @@ def launch_template_hardening(args: ResourceValidationArgs, report: ReportViolat
             report(f"Launch template '{args.name}' gives network interface {i} a public IP: nodes stay in private subnets.")
 
 
-def _metadata_hardening(name: str, props: Any, report: ReportViolation) -> None:
+def _metadata_hardening(name: str, props: Any, report: Report) -> None:
     if get(props, "metadataOptions", "httpTokens") != "required":
         report(f"Launch template '{name}' allows IMDSv1: set metadataOptions.httpTokens to 'required'.")
     hops = get(props, "metadataOptions", "httpPutResponseHopLimit")
@@ -161,7 +165,7 @@ def is_node_class(resource_type: str) -> bool:
 
 
 @resource_rule("node-class-metadata", "Karpenter EC2NodeClasses keep IMDSv2 with one metadata hop.", applies_to=is_node_class)
-def node_class_metadata(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def node_class_metadata(args: ResourceValidationArgs, report: Report) -> None:
     # Unset keys take the CRD's defaults: httpTokens required, httpPutResponseHopLimit 1
     # (aws/karpenter-provider-aws v1.14.1 pkg/apis/v1/ec2nodeclass.go, kubebuilder defaults).
     options = get(args.props, "spec", "metadataOptions", default={})
@@ -174,7 +178,7 @@ def node_class_metadata(args: ResourceValidationArgs, report: ReportViolation) -
 
 
 @resource_rule("ebs-volume-encrypted", "Standalone EBS volumes are encrypted.", applies_to=(EBS_VOLUME,))
-def ebs_volume_encrypted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def ebs_volume_encrypted(args: ResourceValidationArgs, report: Report) -> None:
     # pulumi-aws ebs.Volume `encrypted`: unset, the volume is encrypted only under the account's
     # default encryption, which this program does not manage.
     if not truthy(get(args.props, "encrypted")):
@@ -184,7 +188,7 @@ def ebs_volume_encrypted(args: ResourceValidationArgs, report: ReportViolation) 
 @resource_rule("node-group-no-open-ssh",
                "EKS node groups take no SSH key unless remoteAccess names the security groups allowed in.",
                applies_to=(NODE_GROUP,))
-def node_group_no_open_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def node_group_no_open_ssh(args: ResourceValidationArgs, report: Report) -> None:
     remote = get(args.props, "remoteAccess")
     if remote is None:
         return
@@ -198,7 +202,7 @@ def node_group_no_open_ssh(args: ResourceValidationArgs, report: ReportViolation
 @resource_rule("node-group-launch-template",
                "EKS node groups name a launch template of the stack's, not the one EKS generates with its own metadata "
                "options.", applies_to=(NODE_GROUP,))
-def node_group_launch_template(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def node_group_launch_template(args: ResourceValidationArgs, report: Report) -> None:
     # Without one, "the Amazon EKS API creates one automatically with default values" (EKS user guide,
     # launch-templates.html): not our metadata hop limit, which launch-template-hardening checks only on
     # templates the stack declares. remoteAccess (an SSH key) is accepted only on such groups, so an
@@ -215,7 +219,7 @@ def node_group_launch_template(args: ResourceValidationArgs, report: ReportViola
                applies_to=LOAD_BALANCERS, config_schema={"allowedNames": {
                    "type": "array", "items": {"type": "string"}, "default": [],
                    "description": "resource names of load balancers meant to face the internet, each with a reason"}})
-def load_balancer_internal(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def load_balancer_internal(args: ResourceValidationArgs, report: Report) -> None:
     if args.name in set(args.get_config().get("allowedNames", [])):
         return
     # pulumi-aws lb.LoadBalancer / elb.LoadBalancer `internal`: unset means internet-facing.
@@ -233,7 +237,7 @@ def _sources(rule: Any, cidr_keys: tuple[str, ...]) -> list[str]:
 @resource_rule("security-group-no-open-ingress",
                "No security group admits ingress from 0.0.0.0/0 or ::/0 (2000::/3, all global IPv6, counts), whole or in slices (0.0.0.0/1 + 128.0.0.0/1).",
                applies_to=(INGRESS_RULE, LEGACY_RULE, SECURITY_GROUP))
-def security_group_no_open_ingress(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def security_group_no_open_ingress(args: ResourceValidationArgs, report: Report) -> None:
     t, p = args.resource_type, args.props
     if t == INGRESS_RULE:
         sources = _sources(p, ("cidrIpv4", "cidrIpv6"))
@@ -250,14 +254,14 @@ def security_group_no_open_ingress(args: ResourceValidationArgs, report: ReportV
 
 @stack_rule("security-group-no-sliced-open-ingress",
             "The separate ingress rules of one security group do not add up to the whole internet.")
-def security_group_no_sliced_open_ingress(args: StackValidationArgs, report: ReportViolation) -> None:
+def security_group_no_sliced_open_ingress(args: StackValidationArgs, report: Report) -> None:
     # One aws:vpc/securityGroupIngressRule holds one range: 0.0.0.0/1 and 128.0.0.0/1 in two rules
     # of the same group open it to the world as surely as 0.0.0.0/0 does.
     by_group: dict[str, tuple[Any, list[str]]] = {}
     for rule in of_type(args.resources, INGRESS_RULE, LEGACY_RULE):
         if rule.resource_type == LEGACY_RULE and get(rule.props, "type") != "ingress":
             continue
-        sources = known(lambda: _sources(rule.props, ("cidrIpv4", "cidrIpv6", "cidrBlocks", "ipv6CidrBlocks")), unknown=[])
+        sources = known(_sources, rule.props, ("cidrIpv4", "cidrIpv6", "cidrBlocks", "ipv6CidrBlocks"), unknown=[])
         for group in dependencies_of(rule, "securityGroupId"):
             by_group.setdefault(group.urn, (group, []))[1].extend(sources)
     for group, sources in by_group.values():
@@ -267,7 +271,7 @@ def security_group_no_sliced_open_ingress(args: StackValidationArgs, report: Rep
 
 
 @stack_rule("efa-security-group-self-only", "The security group on EFA interfaces allows traffic to and from itself only.")
-def efa_security_group_self_only(args: StackValidationArgs, report: ReportViolation) -> None:
+def efa_security_group_self_only(args: StackValidationArgs, report: Report) -> None:
     """The EFA group: every declared security group on an EFA interface of a launch template."""
     efa_groups = {}
     for lt in of_type(args.resources, LAUNCH_TEMPLATE):
@@ -279,7 +283,7 @@ def efa_security_group_self_only(args: StackValidationArgs, report: ReportViolat
         for block in ("ingress", "egress"):
             # Inline rules are a computed output: unknown on a new group at the first preview,
             # when its separate rule resources (below) are what is declared.
-            for rule in as_list(known(lambda: get(sg.props, block))):
+            for rule in as_list(known(get, sg.props, block)):
                 if not truthy(get(rule, "self")) or any(as_list(get(rule, k)) for k in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds", "securityGroups")):
                     report(f"EFA security group '{sg.name}' has an inline {block} rule reaching beyond itself: "
                            "EFA traffic flows between members of the group only.", sg.urn)
@@ -299,7 +303,7 @@ def efa_security_group_self_only(args: StackValidationArgs, report: ReportViolat
 
 @resource_rule("ecr-immutable-scanned", "ECR repositories have immutable tags and scan images on push.",
                applies_to=(ECR_REPOSITORY,))
-def ecr_immutable_scanned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def ecr_immutable_scanned(args: ResourceValidationArgs, report: Report) -> None:
     if get(args.props, "imageTagMutability", default="MUTABLE") not in ("IMMUTABLE", "IMMUTABLE_WITH_EXCLUSION"):
         report(f"ECR repository '{args.name}' lets a tag be pushed over: set imageTagMutability to IMMUTABLE.")
     if not truthy(get(args.props, "imageScanningConfiguration", "scanOnPush")):
@@ -307,7 +311,7 @@ def ecr_immutable_scanned(args: ResourceValidationArgs, report: ReportViolation)
 
 
 @resource_rule("kms-key-rotation", "Symmetric KMS keys rotate automatically.", applies_to=(KMS_KEY,))
-def kms_key_rotation(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
     # Only symmetric encryption keys can rotate automatically.
     if get(args.props, "customerMasterKeySpec", default="SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
         return
@@ -324,7 +328,7 @@ PUBLIC_BLOCK_KEYS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
 
 
 @stack_rule("s3-bucket-protected", "S3 buckets block public access, are encrypted and versioned.")
-def s3_bucket_protected(args: StackValidationArgs, report: ReportViolation) -> None:
+def s3_bucket_protected(args: StackValidationArgs, report: Report) -> None:
     def attached(bucket: Any, *types: str) -> list[Any]:
         return [r for r in of_type(args.resources, *types) if bucket in dependencies_of(r, "bucket")]
 
@@ -336,10 +340,10 @@ def s3_bucket_protected(args: StackValidationArgs, report: ReportViolation) -> N
         # unknown at the first preview: read only when no separate resource says it, and an
         # unknown one is no finding (the separate resources are checked).
         if not attached(bucket, *ENCRYPTION_TYPES) and not known(
-                lambda: get(bucket.props, "serverSideEncryptionConfiguration"), unknown=True):
+                get, bucket.props, "serverSideEncryptionConfiguration", unknown=True):
             report(f"S3 bucket '{bucket.name}' has no encryption configuration: add a BucketServerSideEncryptionConfiguration (SSE-KMS or SSE-S3).", bucket.urn)
         versioned = any(get(v.props, "versioningConfiguration", "status") == "Enabled" for v in attached(bucket, *VERSIONING_TYPES))
-        if not versioned and not known(lambda: truthy(get(bucket.props, "versioning", "enabled")), unknown=True):
+        if not versioned and not truthy(known(get, bucket.props, "versioning", "enabled", unknown=True)):
             report(f"S3 bucket '{bucket.name}' is not versioned: add a BucketVersioning with status Enabled.", bucket.urn)
 
 
@@ -354,7 +358,7 @@ LB_TLS_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
 
 @resource_rule("load-balancer-restricted", "Kubernetes Services of type LoadBalancer are internal, or have source ranges and TLS.",
                applies_to=(SERVICE,))
-def load_balancer_restricted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def load_balancer_restricted(args: ResourceValidationArgs, report: Report) -> None:
     if get(args.props, "spec", "type") != "LoadBalancer":
         return
     annotations = get(args.props, "metadata", "annotations", default={})
@@ -384,7 +388,7 @@ def image_tag_problem(image: str) -> str | None:
 
 @resource_rule("image-pinned-tag", "Every container image names a version tag or digest, never ':latest' or no tag.",
                applies_to=is_kubernetes_object)
-def image_pinned_tag(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def image_pinned_tag(args: ResourceValidationArgs, report: Report) -> None:
     for where, spec in pod_specs(args.resource_type, args.props):
         for cwhere, c in containers(spec):
             try:
@@ -414,7 +418,7 @@ HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
                config_schema={"allowedObjects": {"type": "array", "items": {"type": "string"}, "default": [],
                                                  "description": "'namespace/name' of objects allowed to be privileged, "
                                                  "share host namespaces or ports, mount host paths or add capabilities"}})
-def no_privileged_or_host_path(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def no_privileged_or_host_path(args: ResourceValidationArgs, report: Report) -> None:
     allowed = set(args.get_config().get("allowedObjects", []))
     name = object_name(args.props)
     if name in allowed:
