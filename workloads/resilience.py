@@ -315,7 +315,7 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output
         beat(iter(sys.stdin.buffer.readline, b""), kind, rest[0], sys.stdout.buffer)
     elif command == "probe":  # probe <kind> <heartbeat> <state file> <first step s> <hang s> [--attempt F] [--health URL]
-        options = dict(zip(rest[4::2], rest[5::2], strict=False))  # a trailing option without a value is ignored
+        options = dict(zip(rest[4::2], rest[5::2]))
         verdict = probe(kind, rest[0], rest[1], int(rest[2]), int(rest[3]), time.time(),
                         options.get("--attempt", ""), options.get("--health", ""))
         if verdict:

@@ -197,6 +197,9 @@ exec sleep infinity
 BURN_IN_TAINT_KEY = BURN_IN_TAINT.key
 
 
+# fmt: off
+# The two functions below run in the burn-in sweeper's pod as their source text (sweeper_script): a
+# reformat would change the DaemonSet's spec and roll it on every cluster.
 def result_patch(node: Mapping[str, Any], result: str, reason: str) -> dict[str, Any]:
     """The one merge patch that records a burn-in result on ``node`` (as the API returns it): the result
     labels, the pending label removed, the startup taint removed and, on failure, the failed taint added.
@@ -224,6 +227,7 @@ def overdue(nodes: list[Mapping[str, Any]], now: datetime, limit_seconds: int) -
         if (now - created).total_seconds() > limit_seconds:
             names.append(meta["name"])
     return names
+# fmt: on
 
 
 def _client() -> str:
