@@ -214,3 +214,18 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     assert " ".join(wrapped.split()) == " ".join(text.split())  # nothing lost
     # stderr captured (a pipe, a CI log, this test): lines stay whole, as grep and the tests read them.
     assert render.stderr_width() is None and render.message(text) == text
+
+
+def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_dev):
+    """`python -m offline.plan` runs with the collector off and ends with ``os._exit`` once the plan
+    is out (offline/plan.py exit_without_teardown): every line printed and every file written still
+    gets out, byte for byte what ``main`` prints and writes in this process."""
+    tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
+    run = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.replace(str(tmp_path), "OUT") == planned_dev.stdout.replace(str(planned_dev.out), "OUT")
+    assert run.stderr == planned_dev.stderr == ""
+    written = {p.relative_to(planned_dev.out): p.read_bytes() for p in planned_dev.out.rglob("*") if p.is_file()}
+    assert len(written) > 30
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == written
