@@ -73,7 +73,7 @@ def misplaced_inputs(result: PlanResult, monitor: Optional[RecordingMonitor],
             held = engine_view(state.get(key))
             if key == "metadata" and isinstance(held, dict):
                 held = {k: v for k, v in held.items() if k != "uid"}  # the API server's, added by the mocks
-            if held != value and r.type != "pulumi:pulumi:StackReference":
+            if held != value:
                 problems.append(f"{r.name}: input {key} is not what the monitor received for {r.urn}")
         if r.type.startswith("kubernetes:") and r.custom and "kind" in r.inputs:
             _, group_version, kind = r.type.split(":")
