@@ -42,13 +42,13 @@ plan: $(VENV)/.installed
 	  echo "make plan: the plan exited with code $$code (2 bad configuration, 3 mandatory policy violation);" >&2; \
 	  echo "  GNU make reports any failure as 2: run bin/plan for the code itself" >&2; exit $$code; }
 
-## test: the whole test suite on two workers (a test file each at a time, so the git worktrees of the plan-diff
-##       tests never race; the slowest files first, tests/conftest.py): `make lint` (tests/test_make.py), the
-##       checkov scan and the documentation site's strict build included (tests/test_site.py); what CI runs
-# Bytecode, and pytest's rewritten test modules, are cached (in the gitignored __pycache__ folders)
-# whatever PYTHONDONTWRITEBYTECODE says: compiling them anew cost each worker about a second a run.
+## test: the whole test suite on two workers: `make lint` (tests/test_make.py), the checkov scan and the
+##       documentation site's strict build included (tests/test_site.py); what CI runs
+# Whole files to a worker (--dist loadfile): the plan-diff tests add git worktrees to this one
+# repository, which two workers must not do at once, and a file's module-scoped fixtures (the
+# checkov scan, the dev plan of tests/test_plan_cli.py) then run once, not once a worker.
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed
-	PYTHONDONTWRITEBYTECODE= CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile
 
 ## lint: ruff's formatter check and linter over all the Python (tests included), mypy over the program code
 ##       (pyproject.toml); hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's

@@ -325,46 +325,24 @@ def engine_view(value: Any) -> Any:
     return value
 
 
-class _KeepsInputs(pulumi.runtime.Mocks):
-    """The monitor's mocks, handing the inputs the monitor decoded for a resource to its record, so
-    that the record need not decode the request a second time (a tenth of a workload program's run:
-    the objects carry whole scripts). Registrations nest (answering one runs the event loop, which
-    may register others), so each registration in progress has its own slot, innermost last."""
-
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        self.mocks = mocks
-        self.slots: list[dict[str, Any]] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[Optional[str], dict]:
-        self.slots[-1]["inputs"] = args.inputs
-        return self.mocks.new_resource(args)
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
-        return self.mocks.call(args)
-
-
 class RecordingMonitor(MockMonitor):
-    """The mock monitor, keeping what the engine would receive for every resource."""
+    """The mock monitor, keeping what the engine would receive for every resource.
+
+    Each record is decoded from its own request, so it holds that resource's inputs whichever
+    thread the runtime sends the call on (pulumi 3.272.0 runtime/resource.py hands every monitor
+    call to the event loop's default executor, a thread pool)."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        self._decoded = _KeepsInputs(mocks)
-        super().__init__(self._decoded)
+        super().__init__(mocks)
         self.registrations: list[Registration] = []
 
-    def ReadResource(self, request: Any) -> Any:
-        self._decoded.slots.append({})  # a read answers through new_resource too
-        try:
-            return super().ReadResource(request)
-        finally:
-            self._decoded.slots.pop()
-
     def RegisterResource(self, request: Any) -> Any:
-        self._decoded.slots.append({})
-        try:
-            response = super().RegisterResource(request)
-        finally:
-            decoded = self._decoded.slots.pop()
+        response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
+            # The same decoding MockMonitor.RegisterResource gives the mocks (pulumi 3.272.0
+            # runtime/mocks.py), on this thread's event loop, which that call made sure exists:
+            # decoding a resource reference needs one.
+            inputs = rpc.deserialize_properties(request.object)
             self.registrations.append(
                 Registration(
                     urn=response.urn,
@@ -375,7 +353,7 @@ class RecordingMonitor(MockMonitor):
                     dependencies=sorted(set(request.dependencies)),
                     protect=bool(request.protect),
                     custom=bool(request.custom),
-                    inputs=engine_view(decoded["inputs"]),  # rpc.deserialize_properties(request.object)
+                    inputs=engine_view(inputs),
                     lifecycle=lifecycle_options(request),
                     property_dependencies={
                         k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns

@@ -19,10 +19,7 @@ from __future__ import annotations
 if __name__ == "__main__":  # before anything is imported: see the end of this file
     import gc
 
-    from offline import lazy_sdk
-
     gc.disable()
-    lazy_sdk.install()
 
 import argparse
 import json
@@ -33,7 +30,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from infra.config.errors import ConfigError
-from offline import companion
+from offline import plan_output, render, report
+from offline import policy_run as policy_pack
 from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
 
 WORKLOADS_DIR = "workloads"
@@ -73,7 +71,7 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
     return run_program(workloads_dir, stack, stack_references={reference: cluster.as_stack_outputs()}, secrets=secrets)
 
 
-def main(argv: list[str] | None = None, parallel: bool = False) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project "
                         "(default: dev)")
@@ -88,38 +86,28 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
     project_dir = args.project_dir.resolve()
     workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
     has_workloads = (workloads_dir / f"Pulumi.{args.stack}.yaml").exists()
+    has_bootstrap = (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists()
     policy_config_file = args.policy_config or project_dir / "policy" / f"config.{args.stack}.json"
-    steps = [lambda: run_program(project_dir, args.stack)]
-    if has_workloads:
-        steps.append(lambda cluster: plan_workloads(workloads_dir, args.stack, cluster))
-    programs = (companion.Forked if parallel else companion.Deferred)(*steps)
-    # Loaded here, not at the top: in the parallel form the programs are already running in
-    # their own process and do not wait for the reporting modules (offline/companion.py).
-    from offline import plan_output, render, report
-    from offline import policy_run as policy_pack
-
     try:
         # A stack without a policy config file gets the pack's defaults, as a preview without
         # --policy-pack-config would.
         policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
                          else policy_pack.parse_config({}, "policy defaults"))
-        bootstrap_run = (companion.Captured if parallel else companion.Deferred)(
-            lambda: run_program(bootstrap_dir, args.stack)) if (bootstrap_dir / f"Pulumi.{args.stack}.yaml").exists() else None
         # Every stack is planned before anything is printed or written: a refused workload or
-        # bootstrap stack file leaves build/plan as it was, not half new and half stale. Each
-        # stack is rendered as soon as it is planned (the cluster's while the workload program runs).
-        cluster = programs.result(0)
+        # bootstrap stack file leaves build/plan as it was, not half new and half stale.
+        cluster = run_program(project_dir, args.stack)
         region = cluster.outputs["region"]
         reports = [plan_output.check_policies(cluster, policy_config, region)]
         rendered = [plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)]
         if has_workloads:
-            workloads = programs.result(1)
+            workloads = plan_workloads(workloads_dir, args.stack, cluster)
             reports.append(plan_output.check_policies(workloads, policy_config, region))
             rendered.append(plan_output.render_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster),
                                                     region, reports[-1], args.wide))
-        if bootstrap_run is not None:
+        if has_bootstrap:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
-            rendered.append(plan_output.render_plan(bootstrap_run.result(), args.out, None, region, None, args.wide))
+            rendered.append(plan_output.render_plan(run_program(bootstrap_dir, args.stack), args.out, None, region, None,
+                                                    args.wide))
         stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
             has_workloads) else []
         shown = [plan_output.emit(stack) for stack in rendered]
@@ -131,8 +119,6 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
         print(render.message(f"error: {exc}; the stacks here: {', '.join(stacks) or 'none'} "
                              "(make plan STACK=<stack>)"), file=sys.stderr)
         return 2
-    finally:
-        programs.abandon()  # a step before it failed: its process is not waited for
     footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
               "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
               "offline/fixtures.py and infra/facts/catalog.py, not from AWS.")
@@ -150,27 +136,19 @@ def main(argv: list[str] | None = None, parallel: bool = False) -> int:
 
 
 def exit_without_teardown(code: int) -> NoReturn:
-    """End the process the moment the plan is out. A normal interpreter exit spends most of a
-    second joining the runtime's idle asyncio worker threads and finalising the SDKs' huge
-    object graph, which writes nothing. Every file the plan writes is already closed
-    (``write_text``); flushed here are the only open streams, stdout and stderr, and logging's
-    handlers. Should a flush fail (a closed pipe), the interpreter's own exit reports it as it
-    always did."""
-    try:
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:
-        sys.exit(code)
+    """End the process the moment the plan is out. A normal interpreter exit joins the runtime's
+    idle worker threads and finalises the SDKs' large object graph, which writes nothing. Every
+    file the plan writes is already closed (``write_text``); stdout, stderr and logging's handlers
+    are the only open streams, so they are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(code)
 
 
 if __name__ == "__main__":
     # The command runs with the cyclic collector off (from the first import, above): a short run
     # that allocates a few hundred thousand long-lived objects (the SDK modules, every Output)
-    # and drops little, whose full passes over that heap cost about a third of the run and
-    # would free a few megabytes. The SDK packages load their resource modules on first use,
-    # compiled for the plan (offline/lazy_sdk.py); with a second core, the cluster and workload
-    # programs run in a second process (offline/companion.py). `pulumi up` (the programs under
-    # the real CLI) is untouched by all of it.
-    exit_without_teardown(main(parallel=companion.second_core()))
+    # and drops little, so the collector's full passes over that heap would only cost time.
+    # `pulumi up` (the programs under the real CLI) is untouched by this.
+    exit_without_teardown(main())

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from offline import policy_run as policy_pack
-from offline import render, yaml_text
+from offline import render
 from offline.mocks import Registration
 from offline.runner import PlanResult
 
@@ -97,7 +99,9 @@ def plan_files(result: PlanResult, cost: dict[str, Any] | None = None,
                 **({"policy": policy} if policy is not None else {})}
     files = {"resources.json": json.dumps(document, indent=2, sort_keys=False) + "\n"}
     for obj in kubernetes_objects(result):
-        files[f"manifests/{manifest_file_name(obj)}"] = yaml_text.dump(obj)  # yaml.safe_dump's text, faster
+        # The pure-Python SafeDumper: PyYAML 6.0.3's libyaml CSafeDumper folds long quoted strings (the scripts
+        # the workload objects carry) at other places, so the same object would read differently.
+        files[f"manifests/{manifest_file_name(obj)}"] = yaml.safe_dump(obj, sort_keys=False)
     return files
 
 
@@ -119,7 +123,7 @@ def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None =
 def render_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
                 policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> RenderedPlan:
     """Everything one stack's plan prints and writes, computed without printing or writing: the
-    offline plan renders a stack while the next one is planned (offline/companion.py)."""
+    offline plan renders every stack before it writes any (a refused stack leaves build/plan as it was)."""
     out = out_root / result.project / result.stack
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     files = plan_files(result, cost, policy.as_json() if policy is not None else None)

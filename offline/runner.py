@@ -6,9 +6,6 @@ Used by the offline plan (``offline/plan.py``) and by the tests, so both see exa
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import functools
 import json
 import re
 import runpy
@@ -19,9 +16,7 @@ from typing import Any, Optional
 import pulumi
 import yaml
 from pulumi.runtime import config as runtime_config
-from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import settings
-from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -31,33 +26,6 @@ from offline import stack_files
 from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _no_stack_trace() -> source_pb2.StackTrace:
-    return source_pb2.StackTrace()
-
-
-# Each registration carries the Python stack that declared it (the CLI shows it in errors):
-# the runtime walks and formats the whole stack, a file URI a frame, for every resource
-# (pulumi 3.x sdk/python/lib/pulumi/runtime/resource.py _get_stack_trace). The mock monitor
-# discards it, and it was a tenth of every offline program run; offline runs send an empty
-# one. `pulumi up` never imports this module. tests/test_plan_cli.py checks the hook is there.
-runtime_resource._get_stack_trace = _no_stack_trace
-
-
-class _Inline(concurrent.futures.ThreadPoolExecutor):
-    """Runs each call at once, in the caller's thread. The runtime hands every call to the
-    resource monitor to the event loop's default executor (pulumi runtime/resource.py, invoke.py:
-    ``run_in_executor(None, ...)``), because a real monitor is a gRPC round trip; the mock monitor
-    answers in microseconds and never calls back into the loop, so the thread hop was pure cost."""
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:  # type: ignore[override]
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to the awaiting coroutine, as the pool would
-            future.set_exception(exc)
-        return future
 
 
 def _no_network() -> str:
@@ -101,12 +69,7 @@ class PlanResult:
 
 
 def project_name(project_dir: Path) -> str:
-    return _project_name((project_dir / "Pulumi.yaml").read_text())
-
-
-@functools.lru_cache(maxsize=None)
-def _project_name(text: str) -> str:
-    return yaml.safe_load(text)["name"]  # a few milliseconds of pure-Python YAML, for every run
+    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
 
 
 def _config_text(value: Any) -> str:
@@ -118,20 +81,11 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
-# Parsed stack files by path and text: a plan reads the workload stack's file seven times
-# (config, secrets, cost, the summary), each parse a few milliseconds of pure-Python YAML.
-# Callers only read the documents.
-_parsed_stack_files: dict[tuple[Path, str], dict[str, Any]] = {}
-
-
 def _stack_document(project_dir: Path, stack: str) -> dict[str, Any]:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.relative_to(REPO_ROOT)}")
-    key = (path, path.read_text())
-    if key not in _parsed_stack_files:
-        _parsed_stack_files[key] = stack_files.load(path, REPO_ROOT)
-    return _parsed_stack_files[key]
+    return stack_files.load(path, REPO_ROOT)
 
 
 def _encrypted(value: Any) -> bool:
@@ -208,7 +162,6 @@ def run_program(
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
-    asyncio.get_event_loop().set_default_executor(_Inline())
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
     except ConfigError as error:

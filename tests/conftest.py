@@ -1,105 +1,20 @@
-"""Shared fixtures: the real program evaluated under the offline mocks; and how the two workers
-of `make test` spend their time (garbage collection, the order files are handed out in)."""
+"""Shared fixtures: the real program evaluated under the offline mocks."""
 
 from __future__ import annotations
 
-import gc
-import importlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from offline import lazy_sdk
-
 if TYPE_CHECKING:
     from offline.runner import PlanResult
 
 # The xdist controller loads this file too, and runs no test: what the tests need (pulumi, the
-# SDKs, offline.runner) is imported in the fixtures and hooks below, so it starts the workers
-# without waiting for imports only they use.
+# SDKs, offline.runner) is imported in the fixtures below, so it starts the workers without
+# waiting for imports only they use.
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-# --- garbage collection --------------------------------------------------------------------------
-# The programs load the SDKs' submodules (pulumi_aws.ec2, pulumi_kubernetes.core.v1, ...): a few
-# hundred thousand objects that live as long as the worker, which every full pass of the cyclic
-# collector walked again (about half of each program run's time). So:
-# - collection (every test module imported, then the SDK modules the programs declare resources
-#   from) runs without the collector: it creates objects that stay, and its passes were a third
-#   of its time; loading the SDK modules here, not in a worker's first program run, saves that
-#   run's passes too (a module missing from the list simply loads later, as before);
-# - what is alive after collection, and after any test that loaded modules, goes to the
-#   collector's permanent generation (gc.freeze), so later passes walk only what tests create
-#   since; a collection first keeps a test's garbage out of it;
-# - so does what is alive after every other test, once the young generations are collected: the
-#   plans that session fixtures and memos keep (tests/conftest.py _RUNS, the pipeline
-#   simulation's program cache) pile up over a session, and each full pass walked them all
-#   again (a twentieth of the suite's time). Garbage a test left in the oldest generation stays
-#   until the worker ends: a few hundred megabytes at most.
-# Nothing a test sees or checks depends on when garbage is collected.
-PROGRAM_SDK_MODULES = lazy_sdk.PROGRAM_SDK_PACKAGES
-_modules_at_last_freeze = 0
-
-
-def pytest_collectstart(collector: pytest.Collector) -> None:
-    gc.disable()  # from the first collector on (the xdist controller collects nothing)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    _load_program_sdks()
-    _freeze_what_is_loaded()
-    gc.enable()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    if len(sys.modules) > _modules_at_last_freeze:
-        _freeze_what_is_loaded()
-    else:
-        gc.collect(1)
-        gc.freeze()
-
-
-def _load_program_sdks() -> None:
-    lazy_sdk.load(PROGRAM_SDK_MODULES)
-
-
-def _freeze_what_is_loaded() -> None:
-    global _modules_at_last_freeze
-    gc.collect()
-    gc.freeze()
-    _modules_at_last_freeze = len(sys.modules)
-
-
-# --- scheduling ----------------------------------------------------------------------------------
-# `make test` hands whole files to its two workers (--dist loadfile) in collection order
-# (--no-loadscope-reorder): xdist's own order, most tests first, left the slowest files (the
-# checkov scan, the TorchX CLI runs: few tests, long ones) for last, so one worker ran on alone
-# at the end. The slowest files go first instead; the rest keep their order. Refresh the list
-# from `pytest --durations=0` summed per file when it drifts (it only decides the order).
-SLOWEST_FIRST = (
-    "test_day_one.py",
-    "test_cluster_check.py",
-    "test_security_scan.py",
-    "test_torchx_component.py",
-    "test_plan_cli.py",
-    "test_workload_config.py",
-    "test_first_deploy.py",
-    "test_site.py",
-    "test_resilience.py",
-    "test_make.py",
-    "test_plan_diff.py",
-    "test_workflows.py",
-    "test_cluster_software.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
 
 
 @pytest.fixture(scope="session")

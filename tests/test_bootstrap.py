@@ -259,11 +259,11 @@ def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dic
 
 
 def test_make_plan_plans_the_bootstrap_stack_too(tmp_path, monkeypatch) -> None:
-    # `make plan STACK=prod` end to end (sequential), its programs' runs shared with the worker's.
+    # `make plan STACK=prod` end to end, its programs' runs shared with the worker's.
     from offline import plan
 
     monkeypatch.setattr(plan, "run_program", remembered_program)
-    assert plan.main(["--stack", "prod", "--out", str(tmp_path)], parallel=False) == 0
+    assert plan.main(["--stack", "prod", "--out", str(tmp_path)]) == 0
     for project in ("trainium-eks", "trainium-workloads", "trainium-bootstrap"):
         assert (tmp_path / project / "prod" / "resources.json").is_file(), project
     written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.facts.neuron import compatible_ami_release
-from offline import companion, plan
+from offline import plan
 from offline.mocks import SECRET
 from offline.runner import REPO_ROOT, stack_config
 from tests.project_copy import project_copy
@@ -33,11 +33,11 @@ class Planned:
 
 @pytest.fixture(scope="module")
 def planned_dev(tmp_path_factory) -> Planned:
-    """`make plan`'s dev plan, run sequentially here (on the SDKs as shipped), once for this file."""
+    """`make plan`'s dev plan, once for this file."""
     out = tmp_path_factory.mktemp("plan")
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        assert plan.main(["--stack", "dev", "--out", str(out)], parallel=False) == 0
+        assert plan.main(["--stack", "dev", "--out", str(out)]) == 0
     return Planned(out, stdout.getvalue(), stderr.getvalue())
 
 
@@ -216,13 +216,10 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     assert render.stderr_width() is None and render.message(text) == text
 
 
-def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_path_factory, planned_dev):
-    """`make plan` runs the cluster and workload programs in a second process when it has a second core
-    (offline/companion.py) and loads SDK modules on first use (offline/lazy_sdk.py); neither may
-    change a byte of what it prints or writes, compared with the plan run sequentially, here, on
-    the SDKs as shipped. (Each step's own stderr is replayed in order: tests/test_companion.py.)"""
-    if not companion.second_core():
-        pytest.skip("one core: `make plan` runs sequentially here too")
+def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_dev):
+    """`python -m offline.plan` runs with the collector off and ends with ``os._exit`` once the plan
+    is out (offline/plan.py exit_without_teardown): every line printed and every file written still
+    gets out, byte for byte what ``main`` prints and writes in this process."""
     tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
     run = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
@@ -232,33 +229,3 @@ def test_the_parallel_plan_prints_and_writes_what_the_sequential_one_does(tmp_pa
     written = {p.relative_to(planned_dev.out): p.read_bytes() for p in planned_dev.out.rglob("*") if p.is_file()}
     assert len(written) > 30
     assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == written
-
-
-def test_offline_runs_skip_the_stack_trace_the_mock_monitor_discards():
-    """pulumi's runtime computes a stack trace a resource (sdk/python/lib/pulumi/runtime/resource.py
-    ``_get_stack_trace``, called from ``register_resource`` and ``read_resource`` in the pinned
-    pulumi 3.x); offline/runner.py replaces it with an empty one. If an SDK bump renames it, the
-    replacement would silently stop saving a tenth of every program run: this fails instead."""
-    import inspect
-
-    import pulumi.runtime.resource as runtime_resource
-
-    from offline import runner
-
-    assert runtime_resource._get_stack_trace is runner._no_stack_trace
-    assert "_get_stack_trace()" in inspect.getsource(runtime_resource.register_resource)
-    assert not runner._no_stack_trace().frames
-
-
-def test_offline_runs_answer_the_mock_monitor_in_the_callers_thread():
-    """The runtime sends each monitor call through the event loop's default executor (pulumi
-    runtime/resource.py ``run_in_executor(None, do_rpc_call)``); offline runs make that executor
-    run the call at once, in the loop's thread, errors included, as the pool would hand them back."""
-    import threading
-
-    from offline import runner
-
-    inline = runner._Inline()
-    assert inline.submit(threading.get_ident).result() == threading.get_ident()
-    failed = inline.submit(lambda: 1 / 0)
-    assert failed.done() and isinstance(failed.exception(), ZeroDivisionError)

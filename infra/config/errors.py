@@ -18,11 +18,6 @@ class ConfigError(pulumi.RunError):
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"Invalid {source}:\n{lines}")
 
-    def __reduce__(self) -> tuple[type, tuple[list[str], str]]:
-        # Rebuilt from its arguments, not its message: the offline plan's second process
-        # (offline/companion.py) hands refusals back pickled.
-        return type(self), (self.problems, self.source)
-
 
 # Gives the deployer's public IPv4 address instead of looking it up (infra/lookups.py); it is
 # still checked against endpointAccess.publicCidrs (infra/config/rules.py deploy_problems).
