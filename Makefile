@@ -34,7 +34,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 
 ## plan: evaluate the cluster, workload and bootstrap stacks offline (STACK=dev|prod) and write build/plan/;
 ##       WIDE=1 prints the full table; with BASE=<git ref> (HEAD: your uncommitted edits), print what this
-##       checkout changes against that revision, every stack (offline/diff.py). GNU make exits 2 on any
+##       checkout changes against that revision, every stack (offline/diff/compare.py). GNU make exits 2 on any
 ##       failure; the plan's own code (2 bad config, 3 mandatory policy violation) is in the last line,
 ##       and `bin/plan` (same options) exits with it
 plan: $(VENV)/.installed

@@ -19,11 +19,11 @@ from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
-from infra.plans import karpenter as karpenter_plan
-from infra.plans import node_security
-from infra.plans.burn_in import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
-from infra.plans.placement import choose_placement, with_reservation_zones
-from infra.plans.system_capacity import node_allocatable
+from infra.specs import nodepools as karpenter_plan
+from infra.specs import node_security
+from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
+from infra.specs.placement import choose_placement, with_reservation_zones
+from infra.specs.system_capacity import node_allocatable
 
 config = validate.load()
 validate.check_against_the_account(config)
@@ -185,7 +185,7 @@ if use_karpenter:
                 config.karpenter.expire_after, config.karpenter.termination_grace_period,
                 config.karpenter.consolidate_after,
             ),
-            # The same node posture as the managed groups' (infra/plans/node_security.py).
+            # The same node posture as the managed groups' (infra/specs/node_security.py).
             hop_limit=node_security.IMDS_HOP_LIMIT,
             node_policies=node_security.node_policies(features.session_manager),
             association_after=[cluster],

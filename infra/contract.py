@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from infra.config.errors import ConfigError
 
-# The node label the cluster stack sets to its nodeProvisioner (infra/plans/node_template.py
+# The node label the cluster stack sets to its nodeProvisioner (infra/specs/node_template.py
 # node_labels); a group's own `labels` may use the key with other values, which stay selected on.
 PROVISIONER_LABELS = frozenset({("provisioner", "cluster-autoscaler"), ("provisioner", "karpenter")})
 

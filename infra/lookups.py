@@ -1,6 +1,6 @@
 """The cloud look-ups the program makes before declaring anything, returned as plain data.
 
-Under the offline plan and the tests, Pulumi's mocks answer these (offline/fixtures.py).
+Under the offline plan and the tests, Pulumi's mocks answer these (offline/plan/fixtures.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from infra.facts.addons import resolve_builds
 from infra.facts.instances import InstanceFacts, from_ec2
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
-from infra.plans.placement import ReservedCapacity, Zone
+from infra.specs.placement import ReservedCapacity, Zone
 
 # --- the deployer's side of the API endpoint ----------------------------------------------------
 
@@ -223,7 +223,7 @@ def accelerator_group_sizes(cluster_name: str, group_names: list[str]) -> dict[s
 def karpenter_instance_count(cluster_name: str) -> int:
     """How many instances Karpenter launched for the cluster are up: it tags every one with
     karpenter.sh/nodepool and eks:eks-cluster-name (the controller policy's request-tag conditions,
-    infra/plans/karpenter.py)."""
+    infra/specs/nodepools.py)."""
     found = aws.ec2.get_instances(
         filters=[aws.ec2.GetInstancesFilterArgs(name="tag-key", values=["karpenter.sh/nodepool"]),
                  aws.ec2.GetInstancesFilterArgs(name="tag:eks:eks-cluster-name", values=[cluster_name])],

@@ -1,7 +1,7 @@
 """The cluster stack's configuration, validated whole: the models and rules of
 ``infra.config.models`` plus the checks that need a plan (system pods fit the core nodes).
 
-Sits above ``infra.plans`` so the config layer never imports a computation.
+Sits above ``infra.specs`` so the config layer never imports a computation.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from infra.config.rules import (
     neuron_compatibility_problems,
     semantic_problems,
 )
-from infra.plans.system_capacity import system_fit_problem
+from infra.specs.system_capacity import system_fit_problem
 
 
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:

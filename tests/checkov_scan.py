@@ -19,8 +19,8 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
-from offline.plan_output import kubernetes_objects, manifest_file_name
-from offline.runner import REPO_ROOT, PlanResult
+from offline.report.plan_output import kubernetes_objects, manifest_file_name
+from offline.plan.runner import REPO_ROOT, PlanResult
 
 JUSTIFICATIONS = REPO_ROOT / "security" / "checkov-justifications.yaml"
 DOCKER_DIR = REPO_ROOT / "docker"

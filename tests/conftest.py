@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 if TYPE_CHECKING:
-    from offline.runner import PlanResult
+    from offline.plan.runner import PlanResult
 
 # The xdist controller loads this file too, and runs no test: what the tests need (pulumi, the
-# SDKs, offline.runner) is imported in the fixtures below, so it starts the workers without
+# SDKs, offline.plan.runner) is imported in the fixtures below, so it starts the workers without
 # waiting for imports only they use.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ def plan_with() -> Callable[..., PlanResult]:
     """Run the dev stack with some project keys replaced: plan_with(acceleratorNodeGroups=[...])."""
 
     def run(**overrides: Any) -> PlanResult:
-        from offline.runner import stack_config
+        from offline.plan.runner import stack_config
 
         config = stack_config(REPO_ROOT, "dev")
         for key, value in overrides.items():
@@ -49,14 +49,14 @@ STAND_IN_TOKEN = "hf_test_token"
 
 @pytest.fixture(scope="session")
 def workloads_dev(dev: PlanResult) -> PlanResult:
-    from offline.plan import plan_workloads
+    from offline.plan.command import plan_workloads
 
     return plan_workloads(WORKLOADS_DIR, "dev", dev)
 
 
 @pytest.fixture(scope="session")
 def workloads_prod(prod: PlanResult) -> PlanResult:
-    from offline.plan import plan_workloads
+    from offline.plan.command import plan_workloads
 
     return plan_workloads(WORKLOADS_DIR, "prod", prod)
 
@@ -82,8 +82,8 @@ def workloads_all(dev: PlanResult) -> PlanResult:
 def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | None = None, **overrides: Any) -> PlanResult:
     import copy
 
-    from offline.mocks import StackOutputs
-    from offline.runner import stack_config
+    from offline.plan.mocks import StackOutputs
+    from offline.plan.runner import stack_config
 
     outputs = copy.deepcopy(dev.outputs)
     if cluster is not None:
@@ -111,9 +111,9 @@ _RUNS: dict[str, PlanResult] = {}
 
 def remembered_program(project_dir: Any, stack: str, config: dict[str, str] | None = None,
                        stack_references: Any = None, secrets: dict[str, str] | None = None) -> PlanResult:
-    """offline.runner.run_program (config: the stack file's when None), each distinct input once a
+    """offline.plan.runner.run_program (config: the stack file's when None), each distinct input once a
     worker: for code under test that runs the programs itself (tools/workloads_preflight.py)."""
-    from offline.runner import stack_config
+    from offline.plan.runner import stack_config
 
     config = stack_config(project_dir, stack) if config is None else config
     return _remembered_run(project_dir, stack, config, stack_references=stack_references, secrets=secrets)
@@ -123,7 +123,7 @@ def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **opti
     references = {name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()}
     key = json.dumps([str(project_dir), stack, config, references, options.get("secrets")], sort_keys=True, default=str)
     if key not in _RUNS:
-        from offline.runner import run_program
+        from offline.plan.runner import run_program
 
         _RUNS[key] = run_program(project_dir, stack, config, **options)
     return _RUNS[key]

@@ -32,7 +32,7 @@ project relies on it. Each behaviour names its source:
   `allowed`, evaluated on the bootstrap plan's own role policies).
 
 What it does not model (said where it matters): the AWS APIs the programs call beyond their
-mocks (offline/mocks.py), the time a step really takes, and Kubernetes beyond whether a gang
+mocks (offline/plan/mocks.py), the time a step really takes, and Kubernetes beyond whether a gang
 of Trainium pods can ever be placed.
 """
 
@@ -52,11 +52,11 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from offline import fixtures
-from offline.mocks import ExistingCluster, StackOutputs
-from offline.plan import offline_secrets
+from offline.plan import fixtures
+from offline.plan.mocks import ExistingCluster, StackOutputs
+from offline.plan.command import offline_secrets
 from infra.lookups import DeployContext
-from offline.runner import REPO_ROOT, PlanResult, project_name, run_program, stack_config
+from offline.plan.runner import REPO_ROOT, PlanResult, project_name, run_program, stack_config
 from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
 
@@ -644,7 +644,7 @@ def _key(*parts: Any) -> str:
 
 
 class ProgramCache:
-    """Runs the repository's programs under mocks (offline/runner.py), each distinct input once."""
+    """Runs the repository's programs under mocks (offline/plan/runner.py), each distinct input once."""
 
     def __init__(self) -> None:
         self.runs: dict[str, Any] = {}
@@ -687,7 +687,7 @@ class ProgramCache:
             raise StepFailed(f"policy pack {pack} or its config {config} missing")
 
     def policy(self, result: PlanResult, work_dir: Path, options: dict[str, Any], region: str) -> list[str]:
-        from offline.policy_run import load_config, run_policies
+        from offline.plan.policy_run import load_config, run_policies
 
         key = _key("policy", id(result), options["policyPackConfigs"])
         if key not in self.runs:

@@ -1,12 +1,12 @@
-"""Small stacks of registrations for the policy tests, run the way offline/policy_run.py runs them."""
+"""Small stacks of registrations for the policy tests, run the way offline/plan/policy_run.py runs them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from offline.mocks import Registration
+from offline.plan.mocks import Registration
 from policy.guardrails import BY_NAME
-from offline.policy_run import parse_config, run_policies
+from offline.plan.policy_run import parse_config, run_policies
 
 
 def urn(type_: str, name: str) -> str:
@@ -39,7 +39,7 @@ def k8s(kind_type: str, name: str, manifest: dict[str, Any], **lifecycle: Any) -
 
 def engine_violations(policy: str, type_: str, props: dict[str, Any], config: dict[str, Any] | None = None) -> list[str]:
     """One resource policy over one resource exactly as the engine hands it over (no offline
-    additions such as offline/policy_run.py's EKS child)."""
+    additions such as offline/plan/policy_run.py's EKS child)."""
     from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
     from pulumi_policy.proxy import unknown_checking_proxy
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from offline.runner import REPO_ROOT
+from offline.plan.runner import REPO_ROOT
 
 
 def project_copy(

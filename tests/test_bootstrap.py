@@ -10,7 +10,7 @@ import pytest
 from bootstrap import permissions, trust
 from bootstrap.variables import repository_variables
 from infra.config.errors import ConfigError
-from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.conftest import remembered_program
 
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
@@ -260,10 +260,10 @@ def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dic
 
 def test_make_plan_plans_the_bootstrap_stack_too(tmp_path, monkeypatch) -> None:
     # `make plan STACK=prod` end to end, its programs' runs shared with the worker's.
-    from offline import plan
+    from offline.plan import command
 
-    monkeypatch.setattr(plan, "run_program", remembered_program)
-    assert plan.main(["--stack", "prod", "--out", str(tmp_path)]) == 0
+    monkeypatch.setattr(command, "run_program", remembered_program)
+    assert command.main(["--stack", "prod", "--out", str(tmp_path)]) == 0
     for project in ("trainium-eks", "trainium-workloads", "trainium-bootstrap"):
         assert (tmp_path / project / "prod" / "resources.json").is_file(), project
     written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
@@ -277,7 +277,7 @@ def test_programs_import_the_installed_package_without_editing_sys_path(workload
 
     before = list(sys.path)
     bootstrap("dev")
-    from offline.plan import plan_workloads
+    from offline.plan.command import plan_workloads
 
     plan_workloads(REPO_ROOT / "workloads", "dev", run_program(REPO_ROOT, "dev"))
     assert sys.path == before
@@ -478,7 +478,7 @@ def _state_objects(project: str, stack: str) -> list[str]:
 
 
 def test_the_pipeline_projects_are_the_repositorys_projects() -> None:
-    from offline.runner import project_name
+    from offline.plan.runner import project_name
 
     assert permissions.STACK_PROJECTS == (project_name(REPO_ROOT), project_name(REPO_ROOT / "workloads"))
     assert permissions.BOOTSTRAP_PROJECT == project_name(BOOTSTRAP_DIR)

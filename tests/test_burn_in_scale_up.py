@@ -12,8 +12,8 @@ import pytest
 from infra.components.accelerators import group_spec
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.facts.instances import NEURON_INSTANCE_TYPES
-from infra.plans import burn_in, karpenter
-from infra.plans.node_template import (
+from infra.specs import burn_in_objects, nodepools
+from infra.specs.node_template import (
     AUTOSCALER_STARTUP_TAINT_PREFIX,
     AUTOSCALER_STATUS_TAINT_PREFIX,
     BURN_IN_FAILED_TAINT_KEY,
@@ -21,7 +21,7 @@ from infra.plans.node_template import (
     BURN_IN_PENDING_LABELS,
     NODE_TEMPLATE_PREFIX,
 )
-from infra.plans.placement import Zone
+from infra.specs.placement import Zone
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 ASG_TAG = "aws:autoscaling/tag:Tag"
@@ -123,7 +123,7 @@ def test_cluster_autoscalers_template_from_zero_leaves_the_training_pods_room(de
     (utils/taints/taints.go SanitizeTaints); its resources the node-template resource tags. The
     training pods are the dev workload stack's."""
     daemon_pods = [r.inputs["spec"]["template"]["spec"] for r in dev.of_type(DAEMON_SET)]
-    burn_in_pods = [p for p in daemon_pods if p.get("serviceAccountName") == burn_in.SERVICE_ACCOUNT]
+    burn_in_pods = [p for p in daemon_pods if p.get("serviceAccountName") == burn_in_objects.SERVICE_ACCOUNT]
     assert burn_in_pods, "the dev stack health-gates its Trainium nodes"
     tags = [(r.name, r.inputs["tag"]) for r in dev.of_type(ASG_TAG)]
     checked = fitted = 0
@@ -160,8 +160,8 @@ def test_cluster_autoscalers_template_from_zero_leaves_the_training_pods_room(de
 def test_the_simulation_catches_a_burn_in_selected_by_template_labels(dev):
     """The check above fails for the DaemonSet the reviews found (selecting on the group label and
     the absent result label only), so it is not vacuous."""
-    target = burn_in.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, None)
-    old = burn_in.daemon_set(target)["spec"]["template"]["spec"]
+    target = burn_in_objects.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, None)
+    old = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]
     term = old["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     term["matchExpressions"] = [e for e in term["matchExpressions"] if e["key"] != BURN_IN_PENDING_LABEL] + [
         {"key": "node-health.trainium-eks/burn-in", "operator": "DoesNotExist"}]
@@ -170,7 +170,7 @@ def test_the_simulation_catches_a_burn_in_selected_by_template_labels(dev):
     assert ca_should_run(old, labels, taints)
     assert not _training_pod_fits(_minus({"aws.amazon.com/neuron": 16, "vpc.amazonaws.com/efa": 8}, [old]), 16, 8)
     karpenter_old = dataclasses.replace(target, provisioner="karpenter")
-    pod = burn_in.daemon_set(karpenter_old)["spec"]["template"]["spec"]
+    pod = burn_in_objects.daemon_set(karpenter_old)["spec"]["template"]["spec"]
     term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     term["matchExpressions"] = [e for e in term["matchExpressions"] if e["key"] != BURN_IN_PENDING_LABEL]
     assert karpenter_overhead_counts(pod, {"karpenter.sh/nodepool": "trn1-32xl-ng1"}, taints)
@@ -186,16 +186,16 @@ def test_karpenters_daemonset_overhead_leaves_a_training_pod_room(instance_type)
     group = AcceleratorNodeGroupConfig.model_validate({"name": "g", "instanceType": instance_type, "maxSize": 2})
     facts = NEURON_INSTANCE_TYPES[instance_type]
     spec = group_spec(group, facts, Zone("us-west-2d", "usw2-az4"), provisioner="karpenter")
-    pool = karpenter.node_pool(spec, karpenter.Lifetimes("720h", "24h", "10m"))
-    node_class = karpenter.node_class(spec, cluster_name="c", node_role="r", placement_group=None, hop_limit=1, tags={})
+    pool = nodepools.node_pool(spec, nodepools.Lifetimes("720h", "24h", "10m"))
+    node_class = nodepools.node_class(spec, cluster_name="c", node_role="r", placement_group=None, hop_limit=1, tags={})
     template = pool["spec"]["template"]
     labels = {**template["metadata"]["labels"], "karpenter.sh/nodepool": pool["metadata"]["name"],
               **{r["key"]: r["values"][0] for r in template["spec"]["requirements"] if r["operator"] == "In"}}
     assert BURN_IN_PENDING_LABEL not in labels
     assert f"--node-labels={BURN_IN_PENDING_LABEL}=true" in node_class["spec"]["userData"]
-    target = burn_in.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores,
+    target = burn_in_objects.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores,
                                   len(spec.interfaces), None, provisioner="karpenter")
-    pod = burn_in.daemon_set(target)["spec"]["template"]["spec"]
+    pod = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]
     overhead = [p for p in (pod,) if karpenter_overhead_counts(p, labels, template["spec"]["taints"])]
     efa = len(spec.interfaces)
     offered = {"aws.amazon.com/neuron": facts.neuron_devices, "vpc.amazonaws.com/efa": efa}

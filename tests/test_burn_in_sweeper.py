@@ -15,8 +15,8 @@ import pytest
 
 from infra.config.models import FeaturesConfig
 from infra.facts.instances import NEURON_INSTANCE_TYPES
-from infra.plans import burn_in
-from infra.plans.node_template import (
+from infra.specs import burn_in_objects
+from infra.specs.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
     BURN_IN_REASON_LABEL,
@@ -24,12 +24,12 @@ from infra.plans.node_template import (
     BURN_IN_TAINT,
     NEURON_TAINT,
 )
-from infra.plans.system_capacity import node_allocatable
+from infra.specs.system_capacity import node_allocatable
 from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
-LIMIT = burn_in.BUDGET_SECONDS + burn_in.SWEEP_MARGIN_SECONDS
-SWEEPER_POLICY = burn_in.admission_policy(burn_in.SWEEPER, burn_in.SWEEPER_USERNAME, burn_in.SWEEPER_VALIDATIONS)
+LIMIT = burn_in_objects.BUDGET_SECONDS + burn_in_objects.SWEEP_MARGIN_SECONDS
+SWEEPER_POLICY = burn_in_objects.admission_policy(burn_in_objects.SWEEPER, burn_in_objects.SWEEPER_USERNAME, burn_in_objects.SWEEPER_VALIDATIONS)
 
 
 def _node(name: str, age_seconds: int, **labels: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def test_the_sweeper_picks_only_first_burn_ins_past_the_budget_and_margin():
              _node("rerun", LIMIT + 1, **{BURN_IN_RESULT_LABEL: "failed"}),
              _node("done", LIMIT + 1)]
     del nodes[3]["metadata"]["labels"][BURN_IN_PENDING_LABEL]
-    assert burn_in.overdue(nodes, NOW, LIMIT) == ["old"]
+    assert burn_in_objects.overdue(nodes, NOW, LIMIT) == ["old"]
 
 
 def test_the_sweepers_limit_lets_a_running_burn_in_time_itself_out_first():
@@ -55,9 +55,9 @@ def test_the_sweepers_limit_lets_a_running_burn_in_time_itself_out_first():
     cluster-autoscaler-1.34.2 config/const.go DefaultScaleDownUnreadyTime = 20 * time.Minute, the
     flag's default in config/flags/flags.go; infra/components/autoscaling.py does not set it) would
     delete the node."""
-    assert burn_in.SWEEP_MARGIN_SECONDS >= 60
-    assert LIMIT + burn_in.SWEEP_PERIOD_SECONDS < 20 * 60
-    assert burn_in.SWEEP_SCHEDULE == f"*/{burn_in.SWEEP_PERIOD_SECONDS // 60} * * * *"
+    assert burn_in_objects.SWEEP_MARGIN_SECONDS >= 60
+    assert LIMIT + burn_in_objects.SWEEP_PERIOD_SECONDS < 20 * 60
+    assert burn_in_objects.SWEEP_SCHEDULE == f"*/{burn_in_objects.SWEEP_PERIOD_SECONDS // 60} * * * *"
 
 
 def _sweep(monkeypatch, nodes: list[dict[str, Any]], later: dict[str, dict[str, Any]] | None = None,
@@ -102,7 +102,7 @@ def _sweep(monkeypatch, nodes: list[dict[str, Any]], later: dict[str, dict[str, 
     monkeypatch.setattr(datetime_module, "datetime", Clock)
     monkeypatch.setattr(sys, "argv", ["-c"])
     with pytest.raises(SystemExit) as exit_:
-        exec(compile(burn_in.SWEEP_NODES, "SWEEP_NODES", "exec"), {})
+        exec(compile(burn_in_objects.SWEEP_NODES, "SWEEP_NODES", "exec"), {})
     return sent, exit_.value.code
 
 
@@ -121,7 +121,7 @@ def test_the_sweeper_fails_a_node_never_started_with_the_burn_ins_own_patch(monk
     new["spec"]["taints"] = patch["spec"]["taints"]
     labels = {**new["metadata"]["labels"], **patch["metadata"]["labels"]}
     new["metadata"]["labels"] = {k: v for k, v in labels.items() if v is not None}
-    assert _refused_by(old, new, "", burn_in.SWEEPER_USERNAME, SWEEPER_POLICY) == []
+    assert _refused_by(old, new, "", burn_in_objects.SWEEPER_USERNAME, SWEEPER_POLICY) == []
 
 
 def test_the_sweeper_leaves_a_node_whose_burn_in_reported_meanwhile_and_reports_a_refusal(monkeypatch):
@@ -149,7 +149,7 @@ _failed_not_started = functools.partial(_failed_because, "not-started")
 def test_the_sweepers_policy_allows_exactly_the_failure_patch(change, refused_by):
     new = copy.deepcopy(NODE)
     change(new)
-    assert _refused_by(NODE, new, "", burn_in.SWEEPER_USERNAME, SWEEPER_POLICY) == refused_by
+    assert _refused_by(NODE, new, "", burn_in_objects.SWEEPER_USERNAME, SWEEPER_POLICY) == refused_by
 
 
 def test_the_sweepers_policy_refuses_nodes_no_longer_pending_and_binds_only_the_sweeper():
@@ -158,44 +158,44 @@ def test_the_sweepers_policy_refuses_nodes_no_longer_pending_and_binds_only_the_
     again = copy.deepcopy(done)
     again["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "not-started"})
     again["spec"]["taints"].append({"key": BURN_IN_FAILED_TAINT_KEY, "value": "not-started", "effect": "NoSchedule"})
-    assert _refused_by(done, again, "", burn_in.SWEEPER_USERNAME, SWEEPER_POLICY) == [0]
-    assert _refused_by(done, again, "", burn_in.USERNAME, SWEEPER_POLICY) is None
+    assert _refused_by(done, again, "", burn_in_objects.SWEEPER_USERNAME, SWEEPER_POLICY) == [0]
+    assert _refused_by(done, again, "", burn_in_objects.USERNAME, SWEEPER_POLICY) is None
     # The burn-in's own policy does not match the sweeper, which has no node claim.
-    assert _refused_by(done, again, "", burn_in.SWEEPER_USERNAME) is None
+    assert _refused_by(done, again, "", burn_in_objects.SWEEPER_USERNAME) is None
 
 
 def test_the_sweeper_runs_on_core_nodes_with_its_own_identity_and_least_rights():
-    objects = burn_in.cluster_objects({"role": "core"})
+    objects = burn_in_objects.cluster_objects({"role": "core"})
     [cron] = [o for o in objects if o["kind"] == "CronJob"]
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     # No toleration: the Trainium nodes' Neuron taint keeps it off them, and no node group template counts it.
     assert pod["nodeSelector"] == {"role": "core"} and "tolerations" not in pod
-    assert pod["serviceAccountName"] == burn_in.SWEEPER and pod["automountServiceAccountToken"] is True
+    assert pod["serviceAccountName"] == burn_in_objects.SWEEPER and pod["automountServiceAccountToken"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-    assert cron["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] < burn_in.SWEEP_PERIOD_SECONDS
+    assert cron["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] < burn_in_objects.SWEEP_PERIOD_SECONDS
     # Under the namespace's no-ingress NetworkPolicy.
     [policy] = [o for o in objects if o["kind"] == "NetworkPolicy"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= cron["metadata"]["labels"].items()
-    [role] = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == burn_in.SWEEPER]
+    [role] = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == burn_in_objects.SWEEPER]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
-    [binding] = [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == burn_in.SWEEPER]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": burn_in.SWEEPER, "namespace": burn_in.NAMESPACE}]
+    [binding] = [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == burn_in_objects.SWEEPER]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": burn_in_objects.SWEEPER, "namespace": burn_in_objects.NAMESPACE}]
     kinds = [o["kind"] for o in objects]
     # Its policy is in force before the CronJob can run.
     assert kinds.index("CronJob") == len(kinds) - 1
     assert [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"] == \
-        [burn_in.SERVICE_ACCOUNT, burn_in.SWEEPER]
+        [burn_in_objects.SERVICE_ACCOUNT, burn_in_objects.SWEEPER]
 
 
 @pytest.mark.parametrize("instance_type", sorted(NEURON_INSTANCE_TYPES))
 def test_the_burn_in_pod_has_a_cpu_and_2_gib_per_rank_and_fits_the_node(instance_type):
     facts = NEURON_INSTANCE_TYPES[instance_type]
-    target = burn_in.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores, 0, None)
-    limits = burn_in.daemon_set(target)["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    target = burn_in_objects.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores, 0, None)
+    limits = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["cpu"] == str(facts.neuron_cores)
     assert limits["memory"] == f"{max(8, 2 * facts.neuron_cores)}Gi"
     allocatable = node_allocatable(instance_type, FeaturesConfig(), accelerator=True)

@@ -22,8 +22,8 @@ from typing import Any, Optional
 
 import pytest
 
-from offline.runner import PlanResult
-from tests.checkov_scan import kubernetes_objects, pod_templates  # kubernetes_objects: offline.plan, offline.plan_output after the plan-speed work
+from offline.plan.runner import PlanResult
+from tests.checkov_scan import kubernetes_objects, pod_templates  # kubernetes_objects: offline.plan.command, offline.report.plan_output after the plan-speed work
 from tests.test_workloads import manifest
 from workloads import cluster_check
 
@@ -761,7 +761,7 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
 
 def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
     # Review C2: the kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
-    # cluster stack's allocatable (infra/plans/system_capacity.py) is an estimate the schedule check trusts.
+    # cluster stack's allocatable (infra/specs/system_capacity.py) is an estimate the schedule check trusts.
     from infra.contract import NodeGroup
 
     group = NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",

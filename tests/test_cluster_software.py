@@ -9,7 +9,7 @@ import yaml
 
 from infra.facts import versions
 from infra.config.errors import ConfigError
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
@@ -123,7 +123,7 @@ def test_eks_addon_registry_table():
     assert account["af-south-1"] == "877085696533" and account["ap-southeast-3"] == "296578399912"
     assert account["us-gov-west-1"] == "013241004608" and table["cn-north-1"].endswith(".amazonaws.com.cn")
     # Every region this project offers Trainium in (the offline zone table) has a registry.
-    from offline import fixtures
+    from offline.plan import fixtures
 
     assert set(fixtures.ZONES) <= set(table)
 
@@ -311,7 +311,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
 
 
 def role_arn(role) -> str:
-    """The ARN the offline mocks give a role (offline/mocks.py: its name, with a placeholder suffix)."""
+    """The ARN the offline mocks give a role (offline/plan/mocks.py: its name, with a placeholder suffix)."""
     return f"arn:aws:iam::123456789012:role/{role.name}-placeholder"
 
 

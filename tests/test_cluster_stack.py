@@ -11,7 +11,7 @@ import pytest
 
 from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 
 SUBNET = "aws:ec2/subnet:Subnet"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -85,7 +85,7 @@ def test_eks_cluster_settings(dev):
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:us-west-2:")
     assert cluster["privateSubnetIds"] == ["subnet-placeholder-network-private-usw2-az4", "subnet-placeholder-network-private-usw2-az1"]
-    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/fixtures.py).
+    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
     # pulumi-eks installs no VPC CNI of its own: the add-on is ours, with its own role.
     assert cluster["useDefaultVpcCni"] is True and "vpcCniOptions" not in cluster
     assert cluster["kubeProxyAddonOptions"]["version"] == "v1.34.1-eksbuild.2"
@@ -96,7 +96,7 @@ def test_eks_cluster_settings(dev):
 def test_managed_addons_pinned_and_ordered(dev):
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon") if r.parent.endswith("::cluster")}
     assert set(addons) == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver", "eks-node-monitoring-agent"}
-    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/fixtures.py).
+    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
     assert addons["vpc-cni"].inputs["addonVersion"] == "v1.20.4-eksbuild.1"
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
     core_group = dev.named("cluster-core").urn
@@ -286,7 +286,7 @@ def test_capacity_block(plan_with):
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "capacityReservation": reservation}])
     assert plan.named("trn1-32xl-ng1-lt").inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert plan.named("trn1-32xl-ng1").inputs["capacityType"] == "CAPACITY_BLOCK"
-    # The block's window, from the look-up (offline/fixtures.py CAPACITY_BLOCKS), for the workload stack.
+    # The block's window, from the look-up (offline/plan/fixtures.py CAPACITY_BLOCKS), for the workload stack.
     [group] = plan.outputs["acceleratorNodeGroups"]
     assert group["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}
 
@@ -307,7 +307,7 @@ def test_efa_off_and_plain_efa_interfaces(plan_with):
     assert {n["interfaceType"] for n in plan.named("trn1-32xl-ng1-lt").inputs["networkInterfaces"]} == {"efa"}
     inf2 = plan.named("inf2-ng-lt").inputs
     assert "networkInterfaces" not in inf2
-    # No EFA, no instance store: the user data only registers the node for its burn-in (infra/plans/user_data.py).
+    # No EFA, no instance store: the user data only registers the node for its burn-in (infra/specs/user_data.py).
     user_data = base64.b64decode(inf2["userData"]).decode()
     assert "RLIMIT_MEMLOCK" not in user_data and "localStorage" not in user_data
     assert "--node-labels=node-health.trainium-eks/burn-in-pending=true" in user_data

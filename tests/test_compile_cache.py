@@ -15,7 +15,7 @@ import posixpath
 from typing import Any
 
 from infra.components.storage import static_volume
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.test_workloads import env, manifest
 from workloads import compile_cache
 

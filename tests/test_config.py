@@ -480,7 +480,7 @@ EGRESS = "52.94.133.131"  # stands in for what https://checkip.amazonaws.com wou
 
 
 def prod_config(**access: Any):
-    from offline.runner import REPO_ROOT, stack_config
+    from offline.plan.runner import REPO_ROOT, stack_config
 
     raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
     if access:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from infra import contract
 from infra.config.errors import ConfigError
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 
 
 def round_trip(outputs: dict[str, Any]) -> dict[str, Any]:

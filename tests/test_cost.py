@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from infra.facts.neuron import compatible_ami_release
-from offline import cost
-from offline.report import render_cost
+from offline.report import cost
+from offline.report.report import render_cost
 from workloads.settings import parse_workloads_config
-from offline.runner import stack_config
+from offline.plan.runner import stack_config
 from tests.conftest import WORKLOADS_DIR
 
 
@@ -133,7 +133,7 @@ def test_workloads_by_hand(dev):
     #   attempt + timeout's 5-minute --kill-after, each restart + 35 min waiting for a silent node's
     #   repair): 2 x (45 + 120 + 5) + 2 x (45 + 60 + 5) + 2 x 35 = 630 min,
     #   + 600 s scale-down + a 780 s burn-in for each of the 4 attempts, each of which may start on new
-    #   nodes (infra/plans/burn_in.py): 41520 s; 43 x 41520 / 3600 = $495.93.
+    #   nodes (infra/specs/burn_in_objects.py): 41520 s; 43 x 41520 / 3600 = $495.93.
     # Ray: precompile 10800 s + ttl 60, train 3 attempts (maxRetries 2) x 3600 (dev) + 60 (the data
     #   step uses no Trainium node), + 600 + 4 x 780 (1 + 3 attempts): 25440 s; 49.56 x 25440 / 3600 = $350.22.
     # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600 + 2 x 780: 43 x 9360 / 3600 = $111.80.
@@ -214,7 +214,7 @@ def test_workloads_on_a_capacity_block_are_not_priced_on_demand(dev):
 
 
 def test_printed_amounts_round_one_way():
-    from offline.report import ROUNDING_NOTE, money
+    from offline.report.report import ROUNDING_NOTE, money
 
     # Half up to a tenth of a cent under $1 (one NAT $0.045, three $0.135, three IPv4 $0.015), cents above.
     assert [money(v) for v in (0.045, 0.135, 0.015, 0.005, 0.0125, 0.9996, 139.500137, 1234.5)] == [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.test_workloads import manifest
 from workloads.data_staging import (
     PREPROCESS_WORKERS,

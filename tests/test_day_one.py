@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from offline.runner import REPO_ROOT, PlanResult, run_program
+from offline.plan.runner import REPO_ROOT, PlanResult, run_program
 from tests import pipeline_sim as sim
 from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Event, Pipeline, Repository, StackState
 
@@ -61,7 +61,7 @@ def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
     by the walk, so evaluated once per layout)."""
     if layout == "two accounts":
         return {"dev": run_program(BOOTSTRAP_DIR, "dev"), "prod": run_program(BOOTSTRAP_DIR, "prod")}
-    from offline.runner import stack_config
+    from offline.plan.runner import stack_config
 
     config = stack_config(BOOTSTRAP_DIR, "dev")
     config["trainium-bootstrap:environments"] = json.dumps(
@@ -521,8 +521,8 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
     # preview declares nothing and names the stack. Some outputs but not all is a cluster stack
     # from another version of the contract, refused in a preview as in an up.
     from infra.config.errors import ConfigError
-    from offline.mocks import StackOutputs
-    from offline.plan import offline_secrets
+    from offline.plan.mocks import StackOutputs
+    from offline.plan.command import offline_secrets
 
     workloads = REPO_ROOT / "workloads"
     config = first_commit(day_zero("two accounts")[1]).config(WORKLOADS, "dev")

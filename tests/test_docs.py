@@ -1,6 +1,6 @@
 """Generated documentation: fresh, complete, and true to the plan and the models.
 
-docs/ and README's generated blocks come from `make docs` (offline/docs.py); these tests
+docs/ and README's generated blocks come from `make docs` (offline/docs/generate.py); these tests
 regenerate them in memory from the same offline plans the other tests use and compare.
 """
 
@@ -17,8 +17,10 @@ from bootstrap.settings import BootstrapConfig
 from infra.config.models import StackConfig
 from infra.contract import BOOTSTRAP_OUTPUTS, WORKLOAD_OUTPUTS, ClusterOutputs
 from infra.facts.neuron import compatible_ami_release
-from offline import diagram, docs, reference
-from offline.runner import REPO_ROOT, run_program
+from offline.report import diagram
+from offline.docs import generate
+from offline.docs import reference
+from offline.plan.runner import REPO_ROOT, run_program
 from workloads.settings import WorkloadsConfig
 
 
@@ -28,10 +30,10 @@ def plans(dev, prod, workloads_dev, workloads_prod):
 
 
 def test_generated_files_are_fresh(plans):
-    files = docs.generated(plans)
+    files = generate.generated(plans)
     assert set(files) >= {"docs/architecture.md", "docs/configuration.md", "docs/cost.md", "README.md",
                           "docs/schema/trainium-eks.schema.json", "docs/schema/trainium-workloads.schema.json"}
-    assert docs.stale(files) == [], "generated documentation is stale: run `make docs`"
+    assert generate.stale(files) == [], "generated documentation is stale: run `make docs`"
 
 
 def test_every_config_key_has_a_description():
@@ -81,7 +83,7 @@ def test_schema_accepts_the_stack_files(schema, stack_file):
 
 
 def test_schema_refuses_what_the_program_refuses():
-    schema = docs.schemas()["docs/schema/trainium-eks.schema.json"]
+    schema = generate.schemas()["docs/schema/trainium-eks.schema.json"]
     import json
 
     validator = jsonschema.Draft7Validator(json.loads(schema))
@@ -106,7 +108,7 @@ def test_schema_refuses_what_the_program_refuses():
 def test_workload_schema_takes_an_encrypted_secret():
     import json
 
-    validator = jsonschema.Draft7Validator(json.loads(docs.schemas()["docs/schema/trainium-workloads.schema.json"]))
+    validator = jsonschema.Draft7Validator(json.loads(generate.schemas()["docs/schema/trainium-workloads.schema.json"]))
     document = _stack_file(REPO_ROOT / "workloads/Pulumi.dev.yaml")
     document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abc"}
     validator.validate(document)
@@ -147,7 +149,7 @@ def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workl
 
 def test_readme_blocks_need_their_markers():
     with pytest.raises(ValueError, match="cost summary"):
-        docs.fill_blocks("no markers here", {"cost summary": "x"})
+        generate.fill_blocks("no markers here", {"cost summary": "x"})
 
 
 def test_s3_links_are_drawn_from_the_associations(plan_with):
@@ -180,7 +182,7 @@ def test_schema_takes_what_pulumi_config_set_writes():
     from infra.config.load import raw_from_pulumi_config
     from infra.validate import parse_stack_config
 
-    schema = json.loads(docs.schemas()["docs/schema/trainium-eks.schema.json"])
+    schema = json.loads(generate.schemas()["docs/schema/trainium-eks.schema.json"])
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
     validator = jsonschema.Draft7Validator(schema)
     document = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
@@ -204,19 +206,19 @@ def test_the_documented_versions_are_the_pins():
     # .pulumi-version; so is the README's Pulumi CLI prerequisite.
     from infra.facts import versions
 
-    table = docs.pinned_versions()
+    table = generate.pinned_versions()
     assert all(f"| {pin.version} |" in table for pin in versions.CHARTS.values())
     assert f"`{versions.ETCD_IMAGE}`" in table and f"`{versions.MPI_OPERATOR_VERSION}`" in table
     assert f"| {(REPO_ROOT / '.pulumi-version').read_text().strip()} |" in table
-    assert docs.pinned_versions() in (REPO_ROOT / "docs" / "architecture.md").read_text()
-    assert docs.tool_versions() in (REPO_ROOT / "README.md").read_text()
-    assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in docs.tool_versions()
+    assert generate.pinned_versions() in (REPO_ROOT / "docs" / "architecture.md").read_text()
+    assert generate.tool_versions() in (REPO_ROOT / "README.md").read_text()
+    assert f"Pulumi CLI {(REPO_ROOT / '.pulumi-version').read_text().strip()}" in generate.tool_versions()
 
 
 def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
-    box = docs.cost_box(plans)
+    box = generate.cost_box(plans)
     assert box in (REPO_ROOT / "README.md").read_text()
-    from offline import report
+    from offline.report import report
 
     idle = report.cluster_cost(dev)["hourly"]["idle"]
     assert f"| dev cluster idle (nothing running; us-west-2) | {report.money(idle)} per hour" in box
@@ -226,11 +228,11 @@ def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
 def test_the_offline_tables_coverage_is_generated_from_them():
     # docs/offline-plan.md once said "Kubernetes 1.33 and 1.34" while the tables had 1.35 (review C3);
     # the sentence is now a generated block, which test_generated_files_are_fresh keeps current.
-    from offline import fixtures
+    from offline.plan import fixtures
 
-    text = docs.offline_tables()
+    text = generate.offline_tables()
     assert all(version in text for version in fixtures.ADDON_DEFAULT_BUILDS)
     assert all(region in text for region in fixtures.ZONES)
     page = (REPO_ROOT / "docs" / "offline-plan.md").read_text()
-    assert docs.fill_blocks(page, {"offline tables": text}) == page  # the page carries exactly that block
+    assert generate.fill_blocks(page, {"offline tables": text}) == page  # the page carries exactly that block
     assert "Kubernetes 1.33 and 1.34" not in page

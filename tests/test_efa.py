@@ -1,7 +1,7 @@
 import pytest
 
 from infra.facts.instances import NEURON_INSTANCE_TYPES
-from infra.plans.efa import efa_interfaces
+from infra.specs.efa import efa_interfaces
 
 
 @pytest.mark.parametrize(("instance_type", "count"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)])

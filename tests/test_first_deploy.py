@@ -16,9 +16,9 @@ from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.components.observability import metric_search
 from infra.facts.neuron import compatible_ami_release
-from offline import fixtures
-from offline.mocks import ExistingCluster
-from offline.runner import REPO_ROOT, run_program, stack_config
+from offline.plan import fixtures
+from offline.plan.mocks import ExistingCluster
+from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
 ADMIN_A = "arn:aws:iam::123456789012:role/PlatformAdmin"  # the offline deployer (fixtures)
@@ -198,8 +198,8 @@ def test_pulumi_up_is_the_run_that_is_not_a_preview():
     import pulumi
 
     from infra.lookups import PULUMI_CLI
-    from offline.mocks import CloudMocks
-    from offline.runner import OFFLINE_PREVIEW
+    from offline.plan.mocks import CloudMocks
+    from offline.plan.runner import OFFLINE_PREVIEW
 
     for preview in (True, False):
         pulumi.runtime.set_mocks(CloudMocks("us-west-2"), preview=preview)

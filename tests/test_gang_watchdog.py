@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any, Optional
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from workloads import bert, gang_watchdog, watchdog_loop as loop
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -124,7 +124,7 @@ def test_every_gang_carries_its_bound_and_the_watchdog_is_scoped(workloads_all: 
 
 # --- Capacity Block stops ------------------------------------------------------------------------
 
-END = "2026-12-15T11:30:00Z"  # offline/fixtures.py: blocks end at 11:30 UTC
+END = "2026-12-15T11:30:00Z"  # offline/plan/fixtures.py: blocks end at 11:30 UTC
 STOP = "2026-12-15T10:40:00Z"
 
 
@@ -232,7 +232,7 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
     import copy
     import json
 
-    from offline.runner import stack_config
+    from offline.plan.runner import stack_config
     from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
     from infra import contract
     from workloads import layouts

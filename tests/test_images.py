@@ -46,7 +46,7 @@ def test_commits_are_full_shas() -> None:
 
 def test_the_shell_image_runs_unprivileged() -> None:
     # workloads/tensorboard_viewer.py runs it as UNPRIVILEGED_UID, which must be the image's own user.
-    from infra.plans.pod_security import UNPRIVILEGED_UID
+    from infra.specs.pod_security import UNPRIVILEGED_UID
 
     assert f"USER {UNPRIVILEGED_UID}" in DOCKERFILES["cmd-shell"].read_text()
 

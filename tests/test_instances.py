@@ -19,7 +19,7 @@ from infra.facts.instances import (
     node_label_value, trains,
 )
 from infra.facts.prices import REGIONS
-from offline.fixtures import instance_type_answer
+from offline.plan.fixtures import instance_type_answer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,10 +176,10 @@ from infra.config.models import FeaturesConfig
 from infra.facts.instances import INSTANCE_TYPES, NEURON_INSTANCE_TYPES, from_ec2, instance_hourly
 from infra.facts.neuron import COMPATIBLE_AMI_RELEASES
 from infra.facts.versions import KUBERNETES_VERSION
-from infra.plans.placement import Zone
-from infra.plans.system_capacity import node_allocatable
+from infra.specs.placement import Zone
+from infra.specs.system_capacity import node_allocatable
 from infra.validate import parse_stack_config
-from offline.fixtures import instance_type_answer
+from offline.plan.fixtures import instance_type_answer
 from workloads.cluster_check import floor_for
 
 config = parse_stack_config({"region": "us-east-2", "acceleratorNodeGroups": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.test_workloads import manifest
 
 JOB_SUPPORT = {"role": "job-support"}
@@ -39,7 +39,7 @@ def test_always_on_pods_stay_on_system_nodes(workloads_dev: PlanResult) -> None:
     shell = manifest(workloads_dev, "Pod", "cmd-shell")["spec"]
     for spec in (tensorboard, shell):
         assert spec["nodeSelector"] == {"role": "core"} and "tolerations" not in spec
-    # What infra/plans/system_capacity.py counts for it on the system nodes.
+    # What infra/specs/system_capacity.py counts for it on the system nodes.
     assert shell["containers"][0]["resources"]["requests"] == {"cpu": "250m", "memory": "512Mi"}
 
 

@@ -22,16 +22,16 @@ from typing import Any
 import pytest
 
 from infra.components.accelerators import group_spec
-from infra.plans.node_security import IMDS_HOP_LIMIT
+from infra.specs.node_security import IMDS_HOP_LIMIT
 from infra.config.errors import ConfigError
 from infra.facts.instances import NEURON_INSTANCE_TYPES
-from infra.plans import karpenter as plan
-from infra.plans.efa import karpenter_interfaces
-from infra.plans.node_template import NEURON_TAINT, Taint
-from infra.plans.placement import Zone
+from infra.specs import nodepools as plan
+from infra.specs.efa import karpenter_interfaces
+from infra.specs.node_template import NEURON_TAINT, Taint
+from infra.specs.placement import Zone
 from infra.validate import parse_stack_config
 from infra.facts.neuron import compatible_ami_release
-from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -226,7 +226,7 @@ def test_the_controller_counts_against_the_system_nodes():
     on the core group: counted by the system-capacity check, which still passes on the default two
     m6i.large."""
     from infra.config.models import FeaturesConfig
-    from infra.plans.system_capacity import system_fit
+    from infra.specs.system_capacity import system_fit
 
     without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"])
     with_karpenter = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], karpenter=True)
@@ -681,7 +681,7 @@ def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
 def test_cost_prices_nodepools_like_the_node_groups(karp, dev):
     """Idle and configured: no Karpenter node without a pending pod; full scale: limits.nodes at the
     same on-demand rate (and the same root volumes) as the managed group of the same config."""
-    from offline import cost
+    from offline.report import cost
 
     ours = {line["item"]: line for line in cost.estimate_cluster(karp.as_json()["resources"], "us-west-2")["lines"]}
     theirs = {line["item"]: line for line in cost.estimate_cluster(dev.as_json()["resources"], "us-west-2")["lines"]}
@@ -694,7 +694,7 @@ def test_cost_prices_nodepools_like_the_node_groups(karp, dev):
 
 
 def test_the_architecture_picture_shows_the_nodepools(karp):
-    from offline import diagram
+    from offline.report import diagram
 
     text = diagram.cluster_diagram(karp.as_json())
     zone = text[text.index("subgraph z_usw2_az4"):]
@@ -713,9 +713,9 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     EC2NodeClasses as manifests beside their priced resources.json."""
     import yaml
 
-    from offline import report
-    from offline.plan_output import check_policies, write_plan
-    from offline.policy_run import config_path, load_config
+    from offline.report import report
+    from offline.report.plan_output import check_policies, write_plan
+    from offline.plan.policy_run import config_path, load_config
 
     policy = check_policies(karp, load_config(config_path("dev")), "us-west-2")
     assert policy.mandatory == [], [v.message for v in policy.mandatory]
@@ -782,7 +782,7 @@ def test_pulumi_up_refuses_the_switch_against_the_running_cluster_before_declari
     """The look-ups behind the refusal (eks:DescribeNodegroup's desired size; ec2:DescribeInstances
     for Karpenter's tags) run only against a cluster that exists, and only `pulumi up` refuses."""
     from infra.lookups import DeployContext
-    from offline.mocks import ExistingCluster
+    from offline.plan.mocks import ExistingCluster
 
     config = stack_config(REPO_ROOT, "dev")
     config["trainium-eks:nodeProvisioner"] = "karpenter"

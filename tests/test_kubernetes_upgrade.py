@@ -18,9 +18,9 @@ import pytest
 
 from infra.config.errors import ConfigError
 from infra.config.rules import kubernetes_version_change_problem
-from offline.diff import version_change_refusals
-from offline.mocks import ExistingCluster
-from offline.runner import REPO_ROOT, run_program, stack_config
+from offline.diff.compare import version_change_refusals
+from offline.plan.mocks import ExistingCluster
+from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
 
@@ -98,11 +98,11 @@ def test_make_plan_base_refuses_what_eks_would(tmp_path, base, head, refused):
 
 
 def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys):
-    from offline import diff
+    from offline.diff import compare
 
-    monkeypatch.setattr(diff, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
-    monkeypatch.setattr(diff, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "1.36"))
-    assert diff.main(["--base", "main", "--out", str(tmp_path)]) == 2
+    monkeypatch.setattr(compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
+    monkeypatch.setattr(compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "1.36"))
+    assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "EKS would refuse this change against main (0123abcd):" in err
     # Offline, 1.34 is what the base revision declares, not what a cluster runs (review C2).
@@ -113,9 +113,9 @@ def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys
 def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
     # So `make plan BASE=` of a skipped minor plans both revisions and reaches the version-change
     # refusal, instead of stopping at the offline add-on table (review C1). They are stand-ins,
-    # said so beside the table (offline/fixtures.py) and in docs/offline-plan.md.
+    # said so beside the table (offline/plan/fixtures.py) and in docs/offline-plan.md.
     from infra.facts import versions
-    from offline import fixtures
+    from offline.plan import fixtures
 
     def minor(v: str) -> tuple[int, ...]:
         return tuple(int(p) for p in v.split("."))
@@ -125,13 +125,13 @@ def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
     builds = fixtures.ADDON_DEFAULT_BUILDS
     assert set(builds["1.36"]) == set(builds[versions.KUBERNETES_VERSION])
     assert all(b.endswith(tuple(f"-eksbuild.{n}" for n in range(1, 10))) for b in builds["1.36"].values())
-    assert "Made-up builds in the real format" in (REPO_ROOT / "offline" / "fixtures.py").read_text()
+    assert "Made-up builds in the real format" in (REPO_ROOT / "offline" / "plan" / "fixtures.py").read_text()
 
 
 def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_path):
     # Both revisions planned by the real program (the base: the shipped dev stack at 1.34), then
     # compared as `make plan BASE=` does: the skip to 1.36 plans offline and is refused.
-    from offline.plan_output import write_plan
+    from offline.report.plan_output import write_plan
 
     write_plan(dev, tmp_path / "base")
     write_plan(_dev("1.36", running="1.36"), tmp_path / "head")
@@ -145,15 +145,15 @@ def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_p
 def test_a_failed_base_plan_names_the_project_stack_and_revision_not_a_directory(tmp_path, monkeypatch):
     import subprocess
 
-    from offline import diff
+    from offline.diff import compare
 
     checkout = tmp_path / "review19"  # what a worktree or clone happens to be called
     checkout.mkdir()
     (checkout / "Pulumi.yaml").write_text("name: trainium-eks\nruntime: python\n")
     (checkout / "Pulumi.dev.yaml").write_text("config: {}\n")
-    monkeypatch.setattr(diff, "run_in", lambda where, argv: subprocess.CompletedProcess(argv, 2, "", "Invalid stack ..."))
-    with pytest.raises(diff.PlanFailed) as failed:
-        diff.plan_revision(checkout, tmp_path / "out", ("dev",), "the base revision main (0123abcd)")
+    monkeypatch.setattr(compare, "run_in", lambda where, argv: subprocess.CompletedProcess(argv, 2, "", "Invalid stack ..."))
+    with pytest.raises(compare.PlanFailed) as failed:
+        compare.plan_revision(checkout, tmp_path / "out", ("dev",), "the base revision main (0123abcd)")
     assert str(failed.value) == ("The offline plan of trainium-eks/dev (and the workload and bootstrap stacks of that "
                                  "name) in the base revision main (0123abcd) failed:\nInvalid stack ...")
     assert "review19" not in str(failed.value)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from offline.runner import REPO_ROOT
+from offline.plan.runner import REPO_ROOT
 from tools import requires
 
 MAKEFILE = (REPO_ROOT / "Makefile").read_text()
@@ -54,7 +54,7 @@ def test_make_lint_passes():
 def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     # GNU make's exit status is 0, 1 (-q only) or 2 whatever a recipe returns (GNU make manual,
     # "How to Run make": "The exit status of make is always one of three values"), so a mandatory
-    # policy violation (offline.plan's 3) reaches the shell as 2: the recipe prints the plan's own
+    # policy violation (offline.plan.command's 3) reaches the shell as 2: the recipe prints the plan's own
     # code, make's own "Error 3" line carries it, and bin/plan (which the recipe runs) exits with it.
     policy = tmp_path / "all-mandatory.json"
     policy.write_text(json.dumps({"all": "mandatory"}))

@@ -148,7 +148,7 @@ def test_the_graph_sees_the_imports_that_matter(graph):
     assert "infra.config.models" in graph["infra.validate"]  # from infra.config.models import ...
     assert "infra.components.launch_template" in graph["infra.components.cluster"]  # from infra.components import x as y
     assert "infra.lookups" in graph["__main__"]  # from infra import lookups, validate
-    assert "offline.policy_run" in graph["offline.plan"]
+    assert "offline.plan.policy_run" in graph["offline.plan.command"]
 
 
 def test_no_module_imports_itself_through_others(graph):
@@ -167,9 +167,9 @@ def test_infra_layers_point_down(graph):
 
 
 def test_the_checks_catch_what_they_guard_against():
-    circle = {"infra.config.rules": {"infra.plans.system_capacity"}, "infra.plans.system_capacity": {"infra.config.rules"}}
-    assert cycles(circle) == [["infra.config.rules", "infra.plans.system_capacity"]]
+    circle = {"infra.config.rules": {"infra.specs.system_capacity"}, "infra.specs.system_capacity": {"infra.config.rules"}}
+    assert cycles(circle) == [["infra.config.rules", "infra.specs.system_capacity"]]
     assert layer_violations(circle) == [
-        "infra.config.rules (config) imports infra.plans.system_capacity (plans), a higher layer"
+        "infra.config.rules (config) imports infra.specs.system_capacity (plans), a higher layer"
     ]
-    assert package_order_violations({"policy.x": {"offline.mocks"}, "offline.mocks": set()}) == ["policy imports offline"]
+    assert package_order_violations({"policy.x": {"offline.plan.mocks"}, "offline.plan.mocks": set()}) == ["policy imports offline"]

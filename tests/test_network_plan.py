@@ -3,7 +3,7 @@ from itertools import combinations
 
 import pytest
 
-from infra.plans.network import plan_subnets
+from infra.specs.cidrs import plan_subnets
 
 
 def test_two_zones_split():

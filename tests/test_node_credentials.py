@@ -14,9 +14,9 @@ import pytest
 from infra.components.autoscaling import autoscaler_values
 from infra.components.cluster import pulumi_eks_cni_urn
 from infra.config.errors import ConfigError
-from infra.plans import node_security
+from infra.specs import node_security
 from infra.validate import parse_stack_config
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.checkov_scan import kubernetes_objects
 
 METADATA = ipaddress.ip_network(node_security.IMDS_IPV4_CIDR)
@@ -57,7 +57,7 @@ def test_every_training_namespace_walls_its_pods_off_from_instance_metadata(
     so the wall holds if one policy per training namespace selects every pod (podSelector {}) with
     egress everywhere but 169.254.169.254, and no policy of either stack admits it. The VPC CNI's
     network policy agent turns an `except` into a deny entry for that range: the agent the pinned
-    vpc-cni add-on runs (v1.20.4-eksbuild.1 for Kubernetes 1.34, offline/fixtures.py; its chart
+    vpc-cni add-on runs (v1.20.4-eksbuild.1 for Kubernetes 1.34, offline/plan/fixtures.py; its chart
     aws/amazon-vpc-cni-k8s v1.20.4 charts/aws-vpc-cni/values.yaml nodeAgent.image.tag v1.2.7),
     aws/aws-network-policy-agent v1.2.7 pkg/fwruleprocessor/fw_rule_processor.go l.63-64 ("each
     `except` CIDR is added explicitly with a deny-all L4 entry") and l.135-146 (addDenyAllL4Entry)."""
@@ -121,7 +121,7 @@ class NodeComponent:
     source: str
 
 
-# Versions: the add-on builds EKS marks default for Kubernetes 1.34 (offline/fixtures.py
+# Versions: the add-on builds EKS marks default for Kubernetes 1.34 (offline/plan/fixtures.py
 # ADDON_DEFAULT_BUILDS: vpc-cni v1.20.4, aws-ebs-csi-driver v1.51.1, amazon-cloudwatch-observability
 # v4.6.0, eks-node-monitoring-agent v1.4.1) read in their public source at those versions, and the
 # charts infra/facts/versions.py pins (aws-fsx-csi-driver 1.17.0, cluster-autoscaler 9.53.0).

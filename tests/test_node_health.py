@@ -1,4 +1,4 @@
-"""Health-gated Trainium nodes (infra/plans/burn_in.py, node_template.py, node_health.py) and
+"""Health-gated Trainium nodes (infra/specs/burn_in_objects.py, node_template.py, node_health.py) and
 Capacity Block windows (workloads/capacity_windows.py): pure functions, plus the dev plan's objects."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from infra.components.accelerators import group_spec, node_repair
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.facts.versions import EKS_KUBERNETES_VERSIONS
-from infra.plans import burn_in
-from infra.plans.node_health import NEURON_FATAL_REASONS
-from infra.plans.node_template import (
+from infra.specs import burn_in_objects
+from infra.specs.node_health import NEURON_FATAL_REASONS
+from infra.specs.node_template import (
     AUTOSCALER_STARTUP_TAINT_PREFIX,
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
@@ -34,13 +34,13 @@ from infra.plans.node_template import (
     NEURON_TAINT,
     NODE_TEMPLATE_PREFIX,
 )
-from infra.plans.placement import Zone
+from infra.specs.placement import Zone
 from infra import contract
 from workloads.capacity_windows import window_problems
 from workloads.deadlines import TrainiumStep
 
 TRN1 = NEURON_INSTANCE_TYPES["trn1.32xlarge"]
-TARGET = burn_in.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, "fsx-claim")
+TARGET = burn_in_objects.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, "fsx-claim")
 
 
 def spec(**config: Any):
@@ -107,11 +107,11 @@ def test_every_offered_kubernetes_version_has_the_node_claim_and_admission_polic
     """The node-name extra (ServiceAccountTokenPodNodeInfo) is on by default, and
     ValidatingAdmissionPolicy is GA, from 1.30 (kubernetes/website feature-gates)."""
     assert all(tuple(map(int, v.split("."))) >= (1, 30) for v in EKS_KUBERNETES_VERSIONS)
-    assert burn_in.MIN_KUBERNETES == "1.30"
+    assert burn_in_objects.MIN_KUBERNETES == "1.30"
 
 
 def test_the_policy_binds_only_the_burn_in_identity_and_checks_its_own_node():
-    policy = burn_in.admission_policy()["spec"]
+    policy = burn_in_objects.admission_policy()["spec"]
     assert policy["failurePolicy"] == "Fail"
     assert policy["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]
@@ -119,12 +119,12 @@ def test_the_policy_binds_only_the_burn_in_identity_and_checks_its_own_node():
         "request.userInfo.username == 'system:serviceaccount:neuron-burn-in:neuron-burn-in'"
     first = policy["validations"][0]["expression"]
     assert "request.userInfo.extra['authentication.kubernetes.io/node-name'] == [object.metadata.name]" in first
-    assert burn_in.admission_policy_binding()["spec"] == {"policyName": "neuron-burn-in", "validationActions": ["Deny"]}
-    rules = burn_in.cluster_role()["rules"]
+    assert burn_in_objects.admission_policy_binding()["spec"] == {"policyName": "neuron-burn-in", "validationActions": ["Deny"]}
+    rules = burn_in_objects.cluster_role()["rules"]
     assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
 
 
-def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, username: str = burn_in.USERNAME,
+def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, username: str = burn_in_objects.USERNAME,
                 policy: dict[str, Any] | None = None) -> list[int]:
     """The policy's validations that fail for this update, evaluated by a CEL runtime (cel-cpp through
     cel-expr-python, with the optional-types extension Kubernetes' CEL environment includes); the
@@ -134,9 +134,9 @@ def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, usern
 
     env = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN},
                      extensions=[ext_optional.ExtOptional()])
-    spec = (policy or burn_in.admission_policy())["spec"]
+    spec = (policy or burn_in_objects.admission_policy())["spec"]
     data = {"object": new, "oldObject": old,
-            "request": {"userInfo": {"username": username, "extra": {burn_in.NODE_NAME_EXTRA: [node_claim]}}}}
+            "request": {"userInfo": {"username": username, "extra": {burn_in_objects.NODE_NAME_EXTRA: [node_claim]}}}}
 
     def value(expression: str) -> Any:
         for v in spec["variables"]:
@@ -221,7 +221,7 @@ def test_the_policy_refuses_changing_the_startup_taints_effect(effects):
 # --- the DaemonSet and its script ----------------------------------------------------------------
 
 def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only_on_pending_nodes():
-    ds = burn_in.daemon_set(TARGET)
+    ds = burn_in_objects.daemon_set(TARGET)
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["resources"]["limits"]["aws.amazon.com/neuron"] == "16"
@@ -231,7 +231,7 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only
     assert {"key": BURN_IN_PENDING_LABEL, "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
     assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0]["matchExpressions"]
     # Karpenter's nodes carry their NodePool's name instead (the NodePool is named after the group).
-    karpenter = burn_in.daemon_set(dataclasses.replace(TARGET, provisioner="karpenter"))
+    karpenter = burn_in_objects.daemon_set(dataclasses.replace(TARGET, provisioner="karpenter"))
     k_terms = karpenter["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["trn1-32xl-ng1"]} in \
         k_terms["nodeSelectorTerms"][0]["matchExpressions"]
@@ -242,7 +242,7 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only
     assert "hostPath" not in json.dumps(pod) and "hostNetwork" not in pod
 
 
-def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int,
+def _run_script(tmp_path: Path, target: burn_in_objects.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int,
                 locked: str = "unlimited", age: int = 60, nccom: str = "") -> str:
     """The check script under bash, with the node's tools replaced by stubs printing what the real
     ones print (neuron-ls's table rows, fi_info's ``domain:`` lines)."""
@@ -258,11 +258,11 @@ def _run_script(tmp_path: Path, target: burn_in.BurnInTarget, neuron_ls: str, ef
         (devices / f"neuron{i}").write_text("")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    script = (burn_in.check_script(target)
-              .replace(burn_in.NEURON_BIN, str(bin_)).replace(burn_in.FI_INFO, str(bin_ / "fi_info"))
+    script = (burn_in_objects.check_script(target)
+              .replace(burn_in_objects.NEURON_BIN, str(bin_)).replace(burn_in_objects.FI_INFO, str(bin_ / "fi_info"))
               .replace("/dev/neuron", str(devices / "neuron"))
               .replace("l=$(ulimit -l)", f"l={locked}")
-              .replace(f"stat -f -c %T {burn_in.SHARED_MOUNT}", "echo lustre")
+              .replace(f"stat -f -c %T {burn_in_objects.SHARED_MOUNT}", "echo lustre")
               .replace("exec sleep infinity", "exit 0"))
     patch = (f"import sys; print({age}) if sys.argv[1] == 'age' else print('PATCH', sys.argv[1], sys.argv[2] or '-')")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
@@ -279,17 +279,17 @@ def test_a_healthy_node_passes(tmp_path):
 
 def test_a_locked_memory_limit_at_the_user_datas_passes(tmp_path):
     """The check's floor is what the EFA nodes' user data sets (2**53 bytes), in KiB as `ulimit -l` prints."""
-    assert burn_in.LOCKED_MEMORY_KIB == 2**43
+    assert burn_in_objects.LOCKED_MEMORY_KIB == 2**43
     assert _run_script(tmp_path, TARGET, TABLE_16, 8, 0, str(2**43)).splitlines()[-1] == "PATCH passed -"
 
 
 def test_a_burn_in_over_its_budget_fails_with_timeout(tmp_path):
     """The budget counts from the node's creation, so a slow image pull uses it up too; a hung check
     is cut off when the budget runs out (the stub sleeps past the 1 s left)."""
-    assert burn_in.BUDGET_SECONDS == 780 and burn_in.BURN_IN_MINUTES == 13
+    assert burn_in_objects.BUDGET_SECONDS == 780 and burn_in_objects.BURN_IN_MINUTES == 13
     late = tmp_path / "late"
     late.mkdir()
-    budget = burn_in.BUDGET_SECONDS
+    budget = burn_in_objects.BUDGET_SECONDS
     assert _run_script(late, TARGET, TABLE_16, 8, 0, age=budget + 1).splitlines()[-1] == "PATCH failed timeout"
     hung = tmp_path / "hung"
     hung.mkdir()
@@ -304,7 +304,7 @@ def test_the_budget_is_well_under_the_autoscalers_node_startup_limit():
     """kubernetes/autoscaler cluster-autoscaler-1.34.2 clusterstate/clusterstate.go: MaxNodeStartupTime =
     15 * time.Minute from registration to ready (a node with a startup taint is not ready), then it
     counts as unready; config/flags/flags.go: max-node-provision-time defaults to 15 minutes too."""
-    assert burn_in.BUDGET_SECONDS + 120 <= 15 * 60  # two minutes left for the patch and the boot
+    assert burn_in_objects.BUDGET_SECONDS + 120 <= 15 * 60  # two minutes left for the patch and the boot
 
 
 @pytest.mark.parametrize("table, efa, nccom, locked, reason", [
@@ -357,7 +357,7 @@ def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0, creat
     monkeypatch.setenv("NODE_NAME", "ip-10-0-1-1")
     monkeypatch.setattr(sys, "argv", ["-c", result, reason])
     with pytest.raises(SystemExit) as exit_:
-        exec(compile(burn_in.PATCH_NODE, "PATCH_NODE", "exec"), {})
+        exec(compile(burn_in_objects.PATCH_NODE, "PATCH_NODE", "exec"), {})
     assert exit_.value.code == 0
     return sent
 
@@ -421,7 +421,7 @@ def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group()
     steps = [dataclasses.replace(s, attempts=2) for s in _steps(22 + 55 / 60)]
     assert window_problems(steps, {"cb": BLOCK}, now, str) == []
     assert window_problems(steps, {"cb": BLOCK}, now, str, {"cb": 0}) == []
-    [problem] = window_problems(steps, {"cb": BLOCK}, now, str, {"cb": burn_in.BURN_IN_MINUTES * 60})
+    [problem] = window_problems(steps, {"cb": BLOCK}, now, str, {"cb": burn_in_objects.BURN_IN_MINUTES * 60})
     assert "needs up to 23 h 21 min" in problem and "+ 2 burn-ins of 13 min" in problem
 
 
@@ -433,7 +433,7 @@ def test_the_window_counts_from_now_once_the_block_has_started():
 
 
 def test_the_mock_block_has_a_realistic_end_and_the_output_carries_it():
-    from offline.fixtures import CAPACITY_BLOCKS
+    from offline.plan.fixtures import CAPACITY_BLOCKS
     for _, _, _, start, end in CAPACITY_BLOCKS.values():
         s, e = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
         assert s.hour == e.hour == 11 and s.minute == e.minute == 30  # blocks start and end at 11:30 UTC
@@ -516,7 +516,7 @@ def test_the_recorded_releases_carry_a_driver_the_images_run_on():
 
 def test_the_shipped_stacks_pin_a_recorded_release_on_every_trainium_group():
     from infra.facts import neuron
-    from offline.docs import REPO_ROOT, _trainium_groups
+    from offline.docs.generate import REPO_ROOT, _trainium_groups
     for stack in ("dev", "prod"):
         groups = _trainium_groups(REPO_ROOT, stack)
         assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES["1.34"][0]}
@@ -558,10 +558,10 @@ def test_the_policy_pack_reports_a_failing_combination():
 
 
 def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
-    from offline.cost import WorkloadRun, with_burn_in
+    from offline.report.cost import WorkloadRun, with_burn_in
     run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min", launches=4)
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
-    assert gated.bound_seconds == 3600 + 4 * burn_in.BURN_IN_MINUTES * 60
+    assert gated.bound_seconds == 3600 + 4 * burn_in_objects.BURN_IN_MINUTES * 60
     assert "+ 4 × 13 min burn-in: each attempt of each step" in gated.bound_text
     assert with_burn_in(run, {"startupTaints": []}) == run
 
@@ -580,7 +580,7 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     before = datetime(2026, 11, 1, tzinfo=timezone.utc)
     outputs = copy.deepcopy(dev.outputs)
     on_a_block(outputs)
-    from offline.runner import stack_config
+    from offline.plan.runner import stack_config
     from tests.conftest import WORKLOADS_DIR
     from workloads.settings import parse_workloads_config
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
@@ -597,7 +597,7 @@ def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
     override through float64 numbers (internal/util/merge.go): the list must repeat NOFILE, and the
     limit must be exact in a float64."""
     import yaml
-    from infra.plans.user_data import LOCKED_MEMORY_BYTES, nodeadm_user_data
+    from infra.specs.user_data import LOCKED_MEMORY_BYTES, nodeadm_user_data
     text = nodeadm_user_data(4, efa=True)
     document = text.split("Content-Type: application/node.eks.aws\n\n", 1)[1].split("\n--", 1)[0]
     config = yaml.safe_load(document)
@@ -615,7 +615,7 @@ def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in
     every new node fails its burn-in; the table checks its DLC on groups with burnIn."""
     from infra.config.errors import ConfigError
     from infra.facts import neuron
-    assert burn_in.IMAGE == neuron.BURN_IN_IMAGE.base
+    assert burn_in_objects.IMAGE == neuron.BURN_IN_IMAGE.base
     assert neuron.BURN_IN_IMAGE in neuron.images_for(True) and neuron.BURN_IN_IMAGE not in neuron.images_for(False)
     assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
     with pytest.raises(ConfigError) as err:

@@ -1,7 +1,7 @@
 """Issue 13, idle cost: small always-on system nodes, a job-support CPU group that scales from
 zero, and the idle bill under $0.50/h in dev before FSx.
 
-The figures the checks use carry their sources in infra/plans/system_capacity.py and infra/facts/prices.py;
+The figures the checks use carry their sources in infra/specs/system_capacity.py and infra/facts/prices.py;
 the ones restated here are checked against those sources, not copied from program output.
 """
 
@@ -18,10 +18,10 @@ from infra.config.load import raw_from_pulumi_config
 from infra.config.models import FeaturesConfig
 from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
-from offline import cost
-from offline.runner import PlanResult
+from offline.report import cost
+from offline.plan.runner import PlanResult
 from infra.facts.instances import INSTANCE_TYPES
-from infra.plans.system_capacity import reserved_cpu_millis, reserved_memory_mib, system_fit
+from infra.specs.system_capacity import reserved_cpu_millis, reserved_memory_mib, system_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +108,7 @@ def test_workloads_get_the_placement_from_the_outputs(dev):
 
 
 # --- the idle bill -----------------------------------------------------------------------------
-# The plan's own estimate (offline/cost.py over infra/facts/prices.py), idle = every group at minSize.
+# The plan's own estimate (offline/report/cost.py over infra/facts/prices.py), idle = every group at minSize.
 
 
 def idle_before_fsx(plan: PlanResult) -> float:
@@ -166,7 +166,7 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
     # VM_MEMORY_OVERHEAD_PERCENT 0.075), 484966 MiB. From that it keeps 11 x 247 + 255 + 100 = 3072 MiB
     # (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go getMemoryMebibytesToReserve, evictionHard)
     # and 60 + 10 + 10 + 310 = 390m; the DaemonSets on it ask for the rest of the difference.
-    from infra.plans.system_capacity import (MEMORY_OVERHEAD_FRACTION, accelerator_daemonsets, daemonsets,
+    from infra.specs.system_capacity import (MEMORY_OVERHEAD_FRACTION, accelerator_daemonsets, daemonsets,
                                              memory_capacity_mib, node_allocatable)
 
     features = FeaturesConfig()

@@ -1,6 +1,6 @@
 from infra.facts.instances import NEURON_INSTANCE_TYPES
-from infra.plans.node_template import NEURON_TAINT, autoscaler_tags, node_labels
-from infra.plans.user_data import nodeadm_user_data
+from infra.specs.node_template import NEURON_TAINT, autoscaler_tags, node_labels
+from infra.specs.user_data import nodeadm_user_data
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template"
 

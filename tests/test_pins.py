@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from offline.runner import REPO_ROOT
+from offline.plan.runner import REPO_ROOT
 
 EXACT = re.compile(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+$")
 

@@ -2,8 +2,8 @@ import pytest
 
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.config.errors import ConfigError
-from infra.plans.placement import Zone, choose_placement
-from offline import fixtures
+from infra.specs.placement import Zone, choose_placement
+from offline.plan import fixtures
 
 US_WEST_2 = [Zone(n, i) for n, i in fixtures.ZONES["us-west-2"]]
 OFFERS = fixtures.OFFERINGS["us-west-2"]

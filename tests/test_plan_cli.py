@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from infra.facts.neuron import compatible_ami_release
-from offline import plan
-from offline.mocks import SECRET
-from offline.runner import REPO_ROOT, stack_config
+from offline.plan import command
+from offline.plan.mocks import SECRET
+from offline.plan.runner import REPO_ROOT, stack_config
 from tests.project_copy import project_copy
 
 
@@ -37,7 +37,7 @@ def planned_dev(tmp_path_factory) -> Planned:
     out = tmp_path_factory.mktemp("plan")
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        assert plan.main(["--stack", "dev", "--out", str(out)]) == 0
+        assert command.main(["--stack", "dev", "--out", str(out)]) == 0
     return Planned(out, stdout.getvalue(), stderr.getvalue())
 
 
@@ -72,7 +72,7 @@ def test_plan_writes_resources_json(planned_dev):
         "namespace-default.yaml",
         "namespace-neuron-burn-in.yaml",
         "namespace-neuron-healthcheck-system.yaml",
-        # Every pod of the namespace kept from the instance metadata service (infra/plans/node_security.py).
+        # Every pod of the namespace kept from the instance metadata service (infra/specs/node_security.py).
         "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-default-etcd.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
@@ -120,7 +120,7 @@ def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
         },
     )
     out = tmp_path / "out"
-    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
     err = capsys.readouterr().err
     assert "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type" in err
@@ -137,7 +137,7 @@ def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
 
     project_copy(project / "workloads", REPO_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
     out = tmp_path / "out"
-    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
     assert "trainium-workloads:nemoLlama2.nodes" in capsys.readouterr().err
 
@@ -153,7 +153,7 @@ def test_placement_errors_also_exit_2(tmp_path, capsys):
             ],
         },
     )
-    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
+    assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
     assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in capsys.readouterr().err
 
 
@@ -178,7 +178,7 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
     workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "dev",
                              lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:AAAAencryptedAAAA"}}))
     assert "trainium-workloads:hfToken" not in stack_config(workloads, "dev")
-    result = plan.plan_workloads(workloads, "dev", dev)
+    result = command.plan_workloads(workloads, "dev", dev)
     # Planned, and the Secret's data stays masked as a secret's.
     assert result.named("secret-hf-token").inputs["stringData"] == SECRET
 
@@ -188,19 +188,19 @@ def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_pat
     # files as they were (never half new); the refusal says so, lest they be read as this one's (C11).
     project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
     out = tmp_path / "out"
-    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert f"Nothing more was planned. Nothing was written to {out}." in capsys.readouterr().err
     earlier = out / "trainium-eks" / "bad" / "resources.json"
     earlier.parent.mkdir(parents=True)
     earlier.write_text('{"from": "the last plan that succeeded"}')
-    assert plan.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert (f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
             "succeeded, not from this configuration.") in capsys.readouterr().err
     assert earlier.read_text() == '{"from": "the last plan that succeeded"}'
 
 
 def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
-    from offline import render
+    from offline.report import render
 
     command = "`cd workloads && pulumi config set --secret --stack dev 'trainium-workloads:hfToken'`"
     text = ("Invalid stack file workloads/Pulumi.dev.yaml:\n  - workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken "
@@ -218,7 +218,7 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
 
 def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_dev):
     """`python -m offline.plan` runs with the collector off and ends with ``os._exit`` once the plan
-    is out (offline/plan.py exit_without_teardown): every line printed and every file written still
+    is out (offline/plan/command.py exit_without_teardown): every line printed and every file written still
     gets out, byte for byte what ``main`` prints and writes in this process."""
     tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
     run = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],

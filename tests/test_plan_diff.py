@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from offline import diff
-from offline.plan_output import write_plan
-from offline.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.diff import compare
+from offline.report.plan_output import write_plan
+from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
 
@@ -49,20 +49,20 @@ def test_synthetic_plans_show_each_kind_of_change() -> None:
          resource("urn:new", "aws:ec2/eip:Eip", {"domain": "vpc", "tags": {"token": "[secret]"}})],
         outputs={"clusterName": "trn-dev2", "kubeconfig": "[secret]"},
     )
-    d = diff.compare_plans("p", "dev", base, head)
+    d = compare.compare_plans("p", "dev", base, head)
     kinds = {c.name: c.kind for c in d.changes}
     assert kinds == {"ng": "update", "fs": "replace", "pv": "replace", "urn:new": "create", "urn:gone": "delete"}
     (ng,) = [c for c in d.changes if c.name == "ng"]
-    assert ng.paths == [diff.PathChange("scalingConfig.maxSize", 4, 6, None)]
+    assert ng.paths == [compare.PathChange("scalingConfig.maxSize", 4, 6, None)]
     (fs,) = [c for c in d.changes if c.name == "fs"]
     assert fs.paths[0].replace_reason == "FSx cannot shrink a file system"
     (pv,) = [c for c in d.changes if c.name == "pv"]
     assert pv.paths[0].replace_reason == "replaceOnChanges spec.csi"
     # Two secrets cannot be told apart offline, and neither value is ever printed.
-    assert d.outputs == [diff.PathChange("clusterName", "trn-dev", "trn-dev2")]
-    text = diff.render_text([d], "base")
+    assert d.outputs == [compare.PathChange("clusterName", "trn-dev", "trn-dev2")]
+    text = compare.render_text([d], "base")
     assert "scalingConfig.maxSize: 4 => 6" in text and "+- aws:fsx:LustreFileSystem fs" in text
-    markdown = diff.render_markdown([d], "base")
+    markdown = compare.render_markdown([d], "base")
     assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
 
 
@@ -82,14 +82,14 @@ def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources
                          replaceWith=[PV])
         return [volume, claim]
 
-    d = diff.compare_plans("p", "dev", plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
+    d = compare.compare_plans("p", "dev", plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
                            plan(pair({"spec": {"accessModes": ["ReadWriteOnce"]}})))
     kinds = {c.name: c for c in d.changes}
     assert kinds["pv"].kind == "replace"
     assert kinds["pv"].paths[0].replace_reason == "replacementTrigger changed"
     assert kinds["claim"].kind == "replace" and kinds["claim"].notes == ["replaced with pv (replaceWith)"]
     # A trigger seen for the first time (a stack deployed before it existed) replaces nothing.
-    d = diff.compare_plans("p", "dev", plan(pair(None)), plan(pair({"spec": {}})))
+    d = compare.compare_plans("p", "dev", plan(pair(None)), plan(pair({"spec": {}})))
     assert {c.name: c.kind for c in d.changes} == {"pv": "update"}
 
 
@@ -102,12 +102,12 @@ def test_policy_and_cost_sections_are_compared_when_present() -> None:
 
     base = plan([], policy={"violations": []}, cost=cost(0.5))
     head = plan([], policy={"violations": [violation]}, cost=cost(0.75))
-    d = diff.compare_plans("p", "dev", base, head)
+    d = compare.compare_plans("p", "dev", base, head)
     assert d.policy["new"] == [violation] and d.policy["resolved"] == []
     assert [(p.path, p.old, p.new) for p in d.cost] == [("hourly.idle", 0.5, 0.75), ("monthly.idle", 365.0, 547.5)]
-    assert "policy NEW mandatory no-public-endpoint" in diff.render_text([d], "b")
+    assert "policy NEW mandatory no-public-endpoint" in compare.render_text([d], "b")
     # Plans from before those sections existed compare without them.
-    assert diff.compare_plans("p", "dev", plan([]), plan([])).policy == {}
+    assert compare.compare_plans("p", "dev", plan([]), plan([])).policy == {}
 
 
 def cluster_plan(tmp: Path, edit: Any = None) -> Path:
@@ -132,8 +132,8 @@ def groups(document: dict[str, Any]) -> list[dict[str, Any]]:
     return document["trainium-eks:acceleratorNodeGroups"]
 
 
-def changes_of(base: Path, head: Path) -> dict[str, diff.ResourceChange]:
-    (d,) = diff.diff_plan_dirs(base, head)
+def changes_of(base: Path, head: Path) -> dict[str, compare.ResourceChange]:
+    (d,) = compare.diff_plan_dirs(base, head)
     return {f"{c.type} {c.name}": c for c in d.changes}
 
 
@@ -148,7 +148,7 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
 
 
 def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(base_cluster: Path, tmp_path: Path) -> None:
-    """1.34 -> 1.35 (offline/fixtures.py holds both minors' add-on builds).
+    """1.34 -> 1.35 (offline/plan/fixtures.py holds both minors' add-on builds).
     - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
       now carries the cluster's version and the upgrade reaches it.
     - hashicorp/terraform-provider-aws internal/service/eks/node_group.go (the resource pulumi-aws
@@ -207,7 +207,7 @@ def test_turning_efa_off_is_a_new_launch_template_version_the_group_rolls_to(bas
 
 def test_turning_a_feature_off_deletes_its_resources(base_cluster: Path, tmp_path: Path) -> None:
     head = cluster_plan(tmp_path, lambda d: d.__setitem__("trainium-eks:features", {"kuberay": False}))
-    (d,) = diff.diff_plan_dirs(base_cluster, head)
+    (d,) = compare.diff_plan_dirs(base_cluster, head)
     assert {c.kind for c in d.changes} == {"delete"}
     assert any(c.type == "kubernetes:helm.sh/v3:Release" and "kuberay" in c.name for c in d.changes)
 
@@ -219,40 +219,40 @@ def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(tmp_path: Pa
         head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
         seen.append((checkout, head.strip(), (checkout / "Pulumi.dev.yaml").exists(), out, stacks))
 
-    monkeypatch.setattr(diff, "plan_revision", fake_plan)
-    label = diff.plan_base("HEAD~1", tmp_path, ("dev",))
+    monkeypatch.setattr(compare, "plan_revision", fake_plan)
+    label = compare.plan_base("HEAD~1", tmp_path, ("dev",))
     ((checkout, commit, has_stack_file, out, stacks),) = seen
-    assert commit == diff.git("rev-parse", "HEAD~1") and label.startswith(f"HEAD~1 ({commit[:12]}")
+    assert commit == compare.git("rev-parse", "HEAD~1") and label.startswith(f"HEAD~1 ({commit[:12]}")
     assert has_stack_file and out == tmp_path and stacks == ("dev",)
-    assert not checkout.exists() and str(checkout) not in diff.git("worktree", "list")
-    with pytest.raises(diff.PlanFailed, match="not a commit"):
-        diff.plan_base("no-such-ref-anywhere", tmp_path, ("dev",))
+    assert not checkout.exists() and str(checkout) not in compare.git("worktree", "list")
+    with pytest.raises(compare.PlanFailed, match="not a commit"):
+        compare.plan_base("no-such-ref-anywhere", tmp_path, ("dev",))
 
 
 def test_a_revision_runs_its_own_code_not_the_installed_package(tmp_path: Path) -> None:
     # The editable install (pyproject.toml) maps infra/ to this checkout; a base revision must
     # import its own infra/ and offline/, or the diff would compare this code with itself.
     worktree = tmp_path / "rev"
-    diff.git("worktree", "add", "--detach", "--quiet", str(worktree), "HEAD")
+    compare.git("worktree", "add", "--detach", "--quiet", str(worktree), "HEAD")
     try:
-        probe = "import infra, offline.plan; print(infra.__file__); print(offline.plan.__file__)"
-        result = diff.run_in(worktree, [sys.executable, "-c", probe])
+        probe = "import infra, offline.plan.command; print(infra.__file__); print(offline.plan.command.__file__)"
+        result = compare.run_in(worktree, [sys.executable, "-c", probe])
         assert result.returncode == 0, result.stderr
         assert all(line.startswith(str(worktree)) for line in result.stdout.split())
     finally:
-        diff.git("worktree", "remove", "--force", str(worktree))
+        compare.git("worktree", "remove", "--force", str(worktree))
 
 
 def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
-    # offline.plan writes every plan, then exits with the policy pack's code for mandatory
+    # offline.plan.command writes every plan, then exits with the policy pack's code for mandatory
     # violations; the diff reads those plans (their policy section shows the violations).
-    from offline.policy_run import MANDATORY_EXIT_CODE
+    from offline.plan.policy_run import MANDATORY_EXIT_CODE
 
-    assert diff.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
+    assert compare.POLICY_VIOLATIONS_EXIT == MANDATORY_EXIT_CODE
 
 
 def prod_cost(max_size: int) -> dict[str, Any]:
-    from offline.report import cluster_cost
+    from offline.report.report import cluster_cost
 
     document = yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"]
     groups(document)[0]["maxSize"] = max_size
@@ -265,23 +265,23 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
     # prod's totals are unknown (no sourced trn2.48xlarge nor PERSISTENT_2-250 price), yet a PR
     # that raises trn1-32xl-ng1's maxSize 8 (the shipped file's) -> 16 must say what it adds at full
     # scale: 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
-    from offline.report import cluster_cost
+    from offline.report.report import cluster_cost
 
     assert groups(yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"])[0]["maxSize"] == 8
     base, head = cluster_cost(prod), prod_cost(16)
     assert base["hourly"]["fullScale"] is None and head["hourly"]["fullScale"] is None
-    changes = {p.path: (p.old, p.new) for p in diff.compare_cost(base, head)}
+    changes = {p.path: (p.old, p.new) for p in compare.compare_cost(base, head)}
     old, new = changes["knownHourly.fullScale"]
     assert new - old == pytest.approx(8 * (21.50 + 200 * 0.08 / 730), abs=1e-3)
     old, new = changes["lines.node group trn1-32xl-ng1.fullScale"]
     assert (old, new) == (pytest.approx(8 * 21.50), pytest.approx(16 * 21.50))
     assert "hourly.fullScale" not in changes and "knownHourly.idle" not in changes  # idle did not move
-    summary = diff.cost_summary(diff.compare_cost(base, head))
+    summary = compare.cost_summary(compare.compare_cost(base, head))
     assert any(line.startswith("full scale per hour: unknown (priced lines: $") for line in summary)
     assert "node group trn1-32xl-ng1, full scale per hour: $172.00 → $344.00" in summary
-    d = diff.compare_plans("trainium-eks", "prod", plan([], cost=base), plan([], cost=head))
-    assert "cost estimate changed" in diff.summary_line(d)
-    assert "priced lines:" in diff.render_text([d], "b") and "priced lines:" in diff.render_markdown([d], "b")
+    d = compare.compare_plans("trainium-eks", "prod", plan([], cost=base), plan([], cost=head))
+    assert "cost estimate changed" in compare.summary_line(d)
+    assert "priced lines:" in compare.render_text([d], "b") and "priced lines:" in compare.render_markdown([d], "b")
 
 
 # hashicorp/terraform-provider-aws internal/service/fsx/lustre_file_system.go, the aws-sdk-go-v2
@@ -306,7 +306,7 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
     ],
 )
 def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:
-    from offline.replacement import LUSTRE, replaces
+    from offline.diff.replacement import LUSTRE, replaces
 
     assert bool(replaces(LUSTRE, path, old, new, [], inputs)) is replaced
 
@@ -333,34 +333,34 @@ def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inp
     ],
 )
 def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:
-    from offline.replacement import replaces
+    from offline.diff.replacement import replaces
 
     assert bool(replaces(type_, path, old, new, [])) is replaced
 
 
 def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
     # Review B4: `make plan BASE=` printed lines up to 274 characters with full type tokens. It now
-    # reads like the plan table (offline/render.py): display types, 120 columns, long values wrapped
+    # reads like the plan table (offline/report/render.py): display types, 120 columns, long values wrapped
     # under their path; diff.md (the PR comment) keeps each value whole.
-    from offline import render
+    from offline.report import render
 
     long_name = "cluster-eks-" + "x" * 120
     policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*",
                                                                   "Action": [f"s3:Action{i}" for i in range(20)]}]})
-    huge = "y" * (diff.TEXT_VALUE + 50)
+    huge = "y" * (compare.TEXT_VALUE + 50)
     lt = "urn:pulumi:dev::p::aws:ec2/launchTemplate:LaunchTemplate::" + long_name
     base = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": "{}", "userData": "a"})],
                 {"addonBuilds": {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1"}})
     head = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": policy, "userData": huge})],
                 {"addonBuilds": {"vpc-cni": "v1.20.6-eksbuild.1", "coredns": "v1.13.2-eksbuild.1" + "z" * 80}})
-    d = diff.compare_plans("p", "dev", base, head)
-    text = diff.render_text([d], "main (0123456789ab)")
+    d = compare.compare_plans("p", "dev", base, head)
+    text = compare.render_text([d], "main (0123456789ab)")
     assert max(len(line) for line in text.splitlines()) <= render.WIDTH
     assert "aws:ec2:LaunchTemplate" in text and "aws:ec2/launchTemplate:LaunchTemplate" not in text
     # Wrapped, not lost: the policy's last action is there; the huge value is cut with a marker.
     flat = " ".join(line.strip() for line in text.splitlines())
     assert '\\"s3:Action19\\"]' in flat and "… (+52 characters)" in flat  # 650 characters and its quotes
-    markdown = diff.render_markdown([d], "main")
+    markdown = compare.render_markdown([d], "main")
     assert huge in markdown and json.dumps(policy) in markdown
     # The other side: the old rendering (full tokens, one line per path) would not fit.
     assert len(f"       userData: {json.dumps(huge)}") > render.WIDTH
@@ -371,12 +371,12 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
     # only the cascade shows it replaced. pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go
     # l.2044-2075 (deleteBeforeReplace) and calculateDependentReplacements l.3220-3330: a dependent whose
     # property comes from a replaced resource, diffed with that property unknown, is replaced when its
-    # replaceOnChanges covers it. One rule for the diff and the preflight (offline/replacement.py).
+    # replaceOnChanges covers it. One rule for the diff and the preflight (offline/diff/replacement.py).
     base = [r.as_json() for r in workloads_all.registrations]
     head = json.loads(json.dumps(base))
     precompile = next(r for r in head if r["name"] == "job-bert-precompile")
     precompile["inputs"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
-    changes = {c.name: c for c in diff.compare_resources(base, head)}
+    changes = {c.name: c for c in compare.compare_resources(base, head)}
     assert {n: c.kind for n, c in changes.items()} == {"job-bert-precompile": "replace", "job-bert-train": "replace"}
     assert changes["job-bert-train"].notes == [
         "replaced: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec)"]
@@ -384,12 +384,12 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
     head = json.loads(json.dumps(base))
     train = next(r for r in head if r["name"] == "job-bert-train")
     train["inputs"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
-    assert {c.name: c.kind for c in diff.compare_resources(base, head)} == {"job-bert-train": "replace"}
+    assert {c.name: c.kind for c in compare.compare_resources(base, head)} == {"job-bert-train": "replace"}
     # `depends_on` is no property dependency: a replaced staging Job takes nothing with it.
     head = json.loads(json.dumps(base))
     stage = next(r for r in head if r["name"] == "job-stage-wikicorpus")
     stage["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] += "-x"
-    assert {c.name: c.kind for c in diff.compare_resources(base, head)} == {"job-stage-wikicorpus": "replace"}
+    assert {c.name: c.kind for c in compare.compare_resources(base, head)} == {"job-stage-wikicorpus": "replace"}
 
 
 def test_the_diff_lists_dependencies_first_and_deletes_dependents_first() -> None:
@@ -404,7 +404,7 @@ def test_the_diff_lists_dependencies_first_and_deletes_dependents_first() -> Non
     base = [resource("b-cluster"), resource("a-group", "b-cluster"), resource("k8s"), resource("c-addon", provider="k8s"),
             resource("z-old"), resource("y-old-child", "z-old")]
     head = [bumped(r) for r in base[:4]]
-    changes = diff.compare_resources(base, head)
+    changes = compare.compare_resources(base, head)
     assert [(c.kind, c.name) for c in changes] == [
         ("update", "b-cluster"), ("update", "a-group"), ("update", "k8s"), ("update", "c-addon"),
         ("delete", "y-old-child"), ("delete", "z-old")]

@@ -1,12 +1,15 @@
 """`make plan` prints like `pulumi preview`, in 120 columns, and ends with a summary (issue 19,
-point 3). The rendering is offline/render.py, tested on the session's plans (no extra runs)."""
+point 3). The rendering is offline/report/render.py, tested on the session's plans (no extra runs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from offline import plan_output, policy_run, render, report
-from offline.runner import REPO_ROOT
+from offline.report import plan_output
+from offline.plan import policy_run
+from offline.report import render
+from offline.report import report
+from offline.plan.runner import REPO_ROOT
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,10 @@ from unittest import mock
 import pytest
 import yaml
 
-from offline import runner
-from offline.mocks import RecordingMonitor, engine_view
-from offline.plan import plan_workloads
-from offline.runner import REPO_ROOT, PlanResult, stack_config
+from offline.plan import runner
+from offline.plan.mocks import RecordingMonitor, engine_view
+from offline.plan.command import plan_workloads
+from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
 
 WORKLOADS_DIR = REPO_ROOT / "workloads"
 
@@ -57,7 +57,7 @@ def misplaced_inputs(result: PlanResult, monitor: Optional[RecordingMonitor],
     """What in ``result`` says a resource holds inputs that are not its own, each as a line:
 
     - its record differs from the inputs the mock monitor itself handed the mocks for that URN (the
-      state it keeps per URN: the inputs with the placeholders the mocks add, offline/mocks.py;
+      state it keeps per URN: the inputs with the placeholders the mocks add, offline/plan/mocks.py;
       pulumi 3.272.0 runtime/mocks.py MockMonitor.RegisterResource), when ``monitor`` is given;
     - a Kubernetes object whose kind or apiVersion is not its resource type's, or whose name is not
       part of the name it was registered under (nor that name part of it);

@@ -16,11 +16,12 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from infra.config.errors import ConfigError
 from infra.facts.instances import trains
-from offline import fixtures, plan
-from offline.runner import REPO_ROOT, stack_config
+from offline.plan import fixtures
+from offline.plan import command
+from offline.plan.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
-from offline.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
+from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
 
@@ -131,12 +132,12 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
     strict = tmp_path / "strict.json"
     strict.write_text(json.dumps({"all": "mandatory"}))
     out = tmp_path / "out"
-    assert plan.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
+    assert command.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
     document = json.loads((out / "trainium-eks" / "dev" / "resources.json").read_text())
     [violation] = [v for v in document["policy"]["violations"] if v["enforcementLevel"] == "mandatory"]
     assert violation["policy"] == "eks-endpoint-not-open" and violation["enforcementLevel"] == "mandatory"
     assert set(violation) == {"policy", "urn", "type", "name", "enforcementLevel", "message"}
-    # On pulumi-eks's AWS cluster, as in a real preview (offline/policy_run.py eks_cluster_child).
+    # On pulumi-eks's AWS cluster, as in a real preview (offline/plan/policy_run.py eks_cluster_child).
     assert violation["type"] == "aws:eks/cluster:Cluster"
     assert violation["urn"].endswith("$eks:index:Cluster$aws:eks/cluster:Cluster::cluster-eks-eksCluster")
     assert (out / "trainium-workloads" / "dev" / "resources.json").exists()
@@ -148,7 +149,7 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
 def test_a_bad_policy_config_file_exits_2_before_planning(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"neuron-taint": "warn"}')
-    assert plan.main(["--stack", "dev", "--out", str(tmp_path / "out"), "--policy-config", str(bad)]) == 2
+    assert command.main(["--stack", "dev", "--out", str(tmp_path / "out"), "--policy-config", str(bad)]) == 2
     assert not (tmp_path / "out").exists()
     assert "is not an enforcement level" in capsys.readouterr().err
 

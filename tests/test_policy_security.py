@@ -1,6 +1,6 @@
 """Security rules of the policy pack: one resource that passes and one that violates, per rule.
 
-Props are the engine's input property names (camelCase), as offline/mocks.py records them and
+Props are the engine's input property names (camelCase), as offline/plan/mocks.py records them and
 pulumi-policy passes them (pulumi/pulumi-policy sdk/python/lib/pulumi_policy/policy.py v1.21.0:
 ResourceValidationArgs.props "The inputs of the resource").
 """
@@ -13,8 +13,8 @@ from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
 from policy.guardrails import POLICIES
 from policy.guardrails.security import world_open
-from offline.mocks import Registration
-from offline.policy_run import parse_config, run_policies
+from offline.plan.mocks import Registration
+from offline.plan.policy_run import parse_config, run_policies
 from tests.policy_helpers import engine_violations, first_preview, k8s, reg, urn, violations
 
 EKS = "eks:index:Cluster"
@@ -66,7 +66,7 @@ def test_endpoint_open_to_the_world_by_default():
 
 
 def test_offline_the_component_is_checked_through_the_child_pulumi_eks_declares():
-    # The mocks never run the component (no child exists offline), so offline/policy_run.py adds
+    # The mocks never run the component (no child exists offline), so offline/plan/policy_run.py adds
     # the child from the component's inputs, the way cluster.ts builds it.
     good = {"encryptionConfigKeyArn": "arn:aws:kms:k", "enabledClusterLogTypes": ALL_LOGS,
             "endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from policy.guardrails import POLICIES
-from offline.policy_run import parse_config, run_policies
+from offline.plan.policy_run import parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
 NG = "aws:eks/nodeGroup:NodeGroup"

@@ -1,4 +1,4 @@
-"""The offline runs' record of what the engine would receive (offline/mocks.py RecordingMonitor)."""
+"""The offline runs' record of what the engine would receive (offline/plan/mocks.py RecordingMonitor)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pulumi
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import resource_pb2
 
-from offline.mocks import RecordingMonitor
+from offline.plan.mocks import RecordingMonitor
 
 
 def _request(name: str, inputs: dict[str, Any]) -> resource_pb2.RegisterResourceRequest:

@@ -10,8 +10,9 @@ import pytest
 
 from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
-from offline import plan, stack_files
-from offline.runner import REPO_ROOT, run_program, stack_config
+from offline.plan import command
+from offline.plan import stack_files
+from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
 
@@ -75,14 +76,14 @@ def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
     good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
     (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
     out = tmp_path / "out"
-    assert plan.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
+    assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice" in err
     assert not out.exists()
 
 
 def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
-    # The workload and bootstrap stack files are read by offline/runner.py stack_config too.
+    # The workload and bootstrap stack files are read by offline/plan/runner.py stack_config too.
     for project in ("workloads", "bootstrap"):
         folder = tmp_path / project
         folder.mkdir()
@@ -172,7 +173,7 @@ def test_a_core_type_missing_from_the_offline_table_says_so():
     text = _refused(**{"trainium-eks:coreNodeGroup": {"instanceTypes": ["m6a.large"]}})
     assert ("trainium-eks:coreNodeGroup.instanceTypes[0] = 'm6a.large': the offering look-up "
             "(ec2:DescribeInstanceTypeOfferings) finds no such instance type in this region [offline answer: "
-            "GENERAL_PURPOSE_TYPES in offline/fixtures.py has no entry for m6a.large; that table stands in for AWS "
+            "GENERAL_PURPOSE_TYPES in offline/plan/fixtures.py has no entry for m6a.large; that table stands in for AWS "
             "here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to GENERAL_PURPOSE_TYPES to plan "
             "this offline]") in text
     assert "this region offers" not in text
@@ -181,19 +182,19 @@ def test_a_core_type_missing_from_the_offline_table_says_so():
 def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
     text = _refused(**{"trainium-eks:kubernetesVersion": "1.32", "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32")})
     assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni" in text
-    assert "[offline answer: ADDON_DEFAULT_BUILDS in offline/fixtures.py has no entry for 1.32;" in text
+    assert "[offline answer: ADDON_DEFAULT_BUILDS in offline/plan/fixtures.py has no entry for 1.32;" in text
     assert "EKS offers no" not in text
 
 
 def test_a_region_or_zone_offering_missing_offline_names_the_table():
     text = _refused(**{"aws:region": "eu-west-1"})
-    assert "[offline answer: ZONES in offline/fixtures.py has no entry for eu-west-1;" in text
-    assert ("[offline answer: OFFERINGS['eu-west-1'] in offline/fixtures.py has no entry for trn1.32xlarge, "
+    assert "[offline answer: ZONES in offline/plan/fixtures.py has no entry for eu-west-1;" in text
+    assert ("[offline answer: OFFERINGS['eu-west-1'] in offline/plan/fixtures.py has no entry for trn1.32xlarge, "
             "trn1n.32xlarge;") in text
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups + [
         {"name": "trn2", "instanceType": "trn2.48xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release()}]})
-    assert "[offline answer: OFFERINGS['us-west-2'] in offline/fixtures.py has no entry for trn2.48xlarge;" in text
+    assert "[offline answer: OFFERINGS['us-west-2'] in offline/plan/fixtures.py has no entry for trn2.48xlarge;" in text
 
 
 def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
@@ -203,13 +204,13 @@ def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
     groups[0]["azId"] = "usw2-az1"
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
     assert ("trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az1': does not offer trn1.32xlarge; zones that do: "
-            "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/fixtures.py says about trn1.32xlarge; "
+            "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/plan/fixtures.py says about trn1.32xlarge; "
             "that table stands in for AWS here (your account's zones and offerings may differ), and a real `pulumi "
             "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'] to plan this offline]") in text
     groups[0]["azId"] = "usw2-az9"  # not a zone of the region: the zone list is the ZONES table's
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
     assert "'usw2-az9': not a zone of us-west-2; zones: usw2-az1, usw2-az2, usw2-az3, usw2-az4 [offline answer: " \
-           "what ZONES in offline/fixtures.py says about usw2-az1, usw2-az2, usw2-az3, usw2-az4;" in text
+           "what ZONES in offline/plan/fixtures.py says about usw2-az1, usw2-az2, usw2-az3, usw2-az4;" in text
 
 
 def test_a_refusal_that_rests_on_no_offline_table_gets_no_note():

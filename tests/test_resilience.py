@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.test_workload_config import refusal
 from tests.test_workloads import manifest
 from infra.facts import versions

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from offline.runner import PlanResult, stack_config
+from offline.plan.runner import PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
 from infra import contract
 from workloads import checks, gang_watchdog, layouts, schedule
@@ -55,7 +55,7 @@ def test_gangs_sharing_a_group_must_fit_it_together(dev) -> None:
 def test_a_pod_larger_than_its_node_is_refused(dev) -> None:
     # trn1n.32xlarge: 128 vCPU, 512 GiB listed, 7.5% less as MemTotal; the kubelet keeps 0.92 vCPU and
     # 3072 MiB (11 x 247 max pods + 255 + 100 eviction, awslabs/amazon-eks-ami nodeadm kubelet config),
-    # the DaemonSets their requests: 127080m and 481407Mi are left (infra/plans/system_capacity.py).
+    # the DaemonSets their requests: 127080m and 481407Mi are left (infra/specs/system_capacity.py).
     problem, train = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerCpu": "128"})
     assert "workergroup pods of llama2-pretraining-job" in train
     assert problem.startswith("trainium-workloads:rayLlama2: workergroup pods of llama2-precompilation-job ask for more "

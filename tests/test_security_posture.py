@@ -10,10 +10,10 @@ from typing import Any, Iterator, Mapping
 
 import pytest
 
-from infra.plans import pod_security
+from infra.specs import pod_security
 from infra.components.schedulers import ETCD_PORT
-from offline.plan_output import kubernetes_objects
-from offline.runner import PlanResult
+from offline.report.plan_output import kubernetes_objects
+from offline.plan.runner import PlanResult
 from tests import crd_fields
 from tests.checkov_scan import pod_templates
 from workloads import data_staging, ray_llama2, tensorboard_viewer
@@ -167,7 +167,7 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
             accounts = {"neuron-burn-in-sweeper": "neuron-burn-in-sweeper", "gang-watchdog": "gang-watchdog"}
             assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), name
     # Only three call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
-    # schedule, the Trainium burn-in (infra/plans/burn_in.py), which untaints its own node, and its
+    # schedule, the Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, and its
     # sweeper, which fails nodes whose burn-in never started.
     assert with_token == {"gang-watchdog", "burn-in-*", "neuron-burn-in-sweeper"}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests import checkov_scan
 from tests.checkov_scan import Finding, Justification
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from offline import docs
-from offline.runner import REPO_ROOT
+from offline.docs import generate
+from offline.plan.runner import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
 MKDOCS = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
@@ -89,7 +89,7 @@ def test_the_readme_is_a_guide_of_at_most_250_lines():
                  "Tear down"):
         assert step in titles, step
     walkthrough = README.split("## Deploy dev for real", 1)[1].split("## Documentation", 1)[0]
-    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", docs.tool_versions().strip(),
+    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", generate.tool_versions().strip(),
                    "kubectl get nodes", "job/cluster-check-verdict", "RESULT PASS", "pulumi destroy", "minutes"):
         assert needed in walkthrough, needed
 
@@ -195,7 +195,7 @@ def test_every_preview_and_up_of_the_cluster_and_workload_stacks_runs_the_guardr
     # Flag names as the Pulumi CLI defines them for preview and up (pulumi/pulumi pkg/cmd/pulumi
     # operations up.go/preview.go: StringSliceVar "policy-pack", "policy-pack-config", "Path to JSON file
     # containing the config for the policy pack of the corresponding --policy-pack flag"; CLI reference
-    # pulumi_up). The bootstrap stack has no guardrails (offline/plan.py), so its commands are exempt.
+    # pulumi_up). The bootstrap stack has no guardrails (offline/plan/command.py), so its commands are exempt.
     assert "policyPacks: ../policy" in (REPO_ROOT / ".github" / "workflows" / "deploy.yml").read_text()
     checked = []
     for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline.runner import REPO_ROOT, PlanResult
+from offline.plan.runner import REPO_ROOT, PlanResult
 from workloads import bert_launch, resumable
 from workloads.torchx_trn1 import trn1_dist_ddp
 

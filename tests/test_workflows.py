@@ -22,7 +22,7 @@ from importlib.metadata import version
 from bootstrap import trust
 from bootstrap.settings import parse_bootstrap_config, subject_prefix
 from bootstrap.variables import repository_variables
-from offline.runner import REPO_ROOT, stack_config
+from offline.plan.runner import REPO_ROOT, stack_config
 from tests.conftest import remembered_program
 from tests.project_copy import project_copy
 
@@ -474,7 +474,7 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     # B1 of the 2026-11-24 review: an image-tag bump keeps every URN but replaces the jobs. A batch/v1
     # Job with a new pod template is replaced (pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go
     # forceNew `job`: .spec.template), the MPIJob by its replaceOnChanges ["spec"]: the chain waits
-    # 240 + 185 min again, as on the first up, decided by offline/replacement.py `replaces`.
+    # 240 + 185 min again, as on the first up, decided by offline/diff/replacement.py `replaces`.
     import json
 
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
@@ -539,7 +539,7 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
     import json
 
     why = waiting_steps(workloads_all.registrations, state("job-bert-precompile"))
-    # The chain rule is offline/replacement.py dependent_replacements, the one the plan diff applies
+    # The chain rule is offline/diff/replacement.py dependent_replacements, the one the plan diff applies
     # (tests/test_plan_diff.py test_a_changed_precompile_replaces_the_training_in_the_plan_diff).
     assert why == {precompile.urn: why[precompile.urn], train.urn: "replaced (follows: spec comes from "
                    "job-bert-precompile, which is replaced (replaceOnChanges spec))"}
@@ -576,7 +576,7 @@ def test_drift_issues_carry_the_full_diff_only_in_private_repositories() -> None
 def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monkeypatch, tmp_path) -> None:
     # docs/pipeline.md section 2 has the pipeline's stack files hold `hfToken` encrypted (`secure: v1:...`,
     # Pulumi's stack file format), which only the secrets provider opens: the preflight plans
-    # with a stand-in (offline/plan.py offline_secrets), as `make plan` does.
+    # with a stand-in (offline/plan/command.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight
 
     workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "prod",

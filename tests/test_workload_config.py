@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from infra.config.errors import ConfigError
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.conftest import ALL_ON
 
 NEMO_ON = {"nemoLlama2": ALL_ON["nemoLlama2"]}
@@ -213,8 +213,8 @@ def test_the_workload_stacks_profile_scopes_its_kubernetes_access(dev, monkeypat
     # without this stack's aws:profile, `aws eks get-token` would use the default chain.
     import infra.components.kube
     from infra.config.base import PROFILE_KEY
-    from offline.mocks import StackOutputs
-    from offline.runner import run_program, stack_config
+    from offline.plan.mocks import StackOutputs
+    from offline.plan.runner import run_program, stack_config
     from workloads.settings import parse_workloads_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
 

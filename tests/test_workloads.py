@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from offline.runner import PlanResult
+from offline.plan.runner import PlanResult
 from tests.crd_fields import FILES, undefined_fields
 
 TRN1 = {"neuron": "16", "efa": "8"}
@@ -421,8 +421,8 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     # built from the other outputs is not, as a whole-map read would make it.
     from pulumi.runtime import rpc
 
-    from offline.mocks import StackOutputs
-    from offline.runner import run_program, stack_config
+    from offline.plan.mocks import StackOutputs
+    from offline.plan.runner import run_program, stack_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
 
     # The wire form of a secret value (pulumi/runtime/rpc.py), as the engine sends it inside the map.

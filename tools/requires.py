@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-# Not offline.runner's: that import loads pulumi, and this runs before anything heavy.
+# Not offline.plan.runner's: that import loads pulumi, and this runs before anything heavy.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 MISSING_TOOL_EXIT = 4

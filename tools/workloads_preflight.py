@@ -9,7 +9,7 @@ ImagePullBackOff until each await times out, hours later, while the deploy sessi
 This check fails in seconds instead, naming the missing image and the command that pushes it.
 
 What the stack runs and awaits is read from the stack's own program, rendered offline
-(offline/plan.py, the same code `make plan` runs), not from a table kept here: every ECR image
+(offline/plan/command.py, the same code `make plan` runs), not from a table kept here: every ECR image
 a planned object names, and every object with an await timeout (pulumi.com/timeoutSeconds,
 workloads/pods.py) with the objects it depends on. Repository URLs come from the output
 `ecrRepositories` of the cluster stack the workload stack's `clusterStack` names
@@ -18,7 +18,7 @@ workloads/pods.py) with the objects it depends on. Repository URLs come from the
 The waits: `pulumi up` waits for each awaited step it creates or replaces, and a step waits for
 the steps it depends on; independent steps wait side by side. Which steps this up creates or
 replaces is decided against the workload stack's state (`pulumi stack export`) by the rule the
-plan diff uses (offline/replacement.py ``replaces``: replaceOnChanges, names, ForceNew inputs),
+plan diff uses (offline/diff/replacement.py ``replaces``: replaceOnChanges, names, ForceNew inputs),
 with the planned inputs rendered from the cluster stack's real outputs, plus the engine's own
 rule for chains: a job whose spec carries the UID of a job that is created or replaced is
 replaced too (workloads/kube.py ``follow``). So the longest dependency chain of such steps is what
@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from infra.config.errors import ConfigError
-from offline.diff import changed_paths
-from offline.mocks import Registration, StackOutputs
-from offline.replacement import dependent_replacements, replaces
+from offline.diff.compare import changed_paths
+from offline.plan.mocks import Registration, StackOutputs
+from offline.diff.replacement import dependent_replacements, replaces
 from workloads.kube import FOLLOWS, pod_templates
-from offline.plan import offline_secrets
-from offline.runner import PlanResult, run_program, stack_config
+from offline.plan.command import offline_secrets
+from offline.plan.runner import PlanResult, run_program, stack_config
 from workloads.settings import parse_workloads_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -210,7 +210,7 @@ def waiting_steps(registrations: list[Registration], state: dict[str, dict[str, 
     - in the state with `initErrors` (its create failed its await): pulumi gives it an empty update
       that waits for it again (pkg/resource/deploy/step_generator.go; pulumi-kubernetes
       provider/pkg/await/await.go Update awaits as on create);
-    - an input change that replaces it, decided by offline/replacement.py ``replaces`` (the rule
+    - an input change that replaces it, decided by offline/diff/replacement.py ``replaces`` (the rule
       the plan diff prints), with its own replaceOnChanges;
     - a job whose spec follows a job created or replaced here: pulumi diffs it with that property
       unknown and its replaceOnChanges ["spec"] replaces it (pulumi/pulumi v3.259.0
@@ -231,7 +231,7 @@ def waiting_steps(registrations: list[Registration], state: dict[str, dict[str, 
             if reason:
                 why[r.urn] = f"replaced ({path}: {reason})"
                 break
-    # The chain: the plan diff's rule (offline/replacement.py dependent_replacements). A step awaited
+    # The chain: the plan diff's rule (offline/diff/replacement.py dependent_replacements). A step awaited
     # again keeps its UID, so only created and replaced ones take their followers with them.
     existing = {r.urn: {"type": r.type, "replaceOnChanges": r.lifecycle.get("replaceOnChanges") or [],
                         "propertyDependencies": r.property_dependencies, "inputs": r.inputs}

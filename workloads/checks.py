@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from infra.contract import ClusterContract, NodeGroup
-from infra.plans.burn_in import BURN_IN_MINUTES
+from infra.specs.burn_in_objects import BURN_IN_MINUTES
 from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name

@@ -195,7 +195,7 @@ IMDS_PROBE = (
 # takes the token as the Authorization header and answers JSON with AccessKeyId, SecretAccessKey,
 # Token, Expiration, or the EKS Auth error as text (aws/eks-pod-identity-agent d4dc0f3, release
 # 0.1.37, pkg/handlers/eks_credential_handler.go HandleRequest, pkg/credentials/model.go,
-# pkg/errors/errors.go; the add-on build for Kubernetes 1.34 is v1.3.9-eksbuild.3, offline/fixtures.py,
+# pkg/errors/errors.go; the add-on build for Kubernetes 1.34 is v1.3.9-eksbuild.3, offline/plan/fixtures.py,
 # and the public repository numbers its releases 0.1.x, so this is its newest source, not a matched
 # version). An answer with a key proves the role's trust conditions (infra/components/iam.py) let the
 # agent assume it.
@@ -258,7 +258,7 @@ else echo "FAIL  Pod Identity credentials for {identity}: ${{out##*$'\n'}}: chec
 
 def memory_check(group: NodeGroup) -> str:
     """Shell: the node's MemTotal (what the kubelet reports as memory capacity) beside what the
-    cluster stack promises pods (its exported allocatable, infra/plans/system_capacity.py, an
+    cluster stack promises pods (its exported allocatable, infra/specs/system_capacity.py, an
     estimate below EC2's listed memory); a node with less than that fails, because the schedule
     check admitted pods against the promise. Nothing when the stack exports no figure."""
     memory = (group.allocatable or {}).get("memory")
@@ -268,7 +268,7 @@ def memory_check(group: NodeGroup) -> str:
     promised = int(amount / 2**20)
     return f"""total=$(( $(awk '/^MemTotal:/ {{print $2}}' {MEMINFO}) / 1024 ))
 echo "info  memory: MemTotal ${{total}}Mi (the kubelet's capacity; its status.allocatable is that less kube-reserved and eviction); the cluster stack promises pods {promised}Mi"
-if [ "$total" -lt {promised} ]; then echo "FAIL  memory: MemTotal ${{total}}Mi is below the {promised}Mi the cluster stack promises pods: lower infra/plans/system_capacity.py's figure"; failed=1; fi
+if [ "$total" -lt {promised} ]; then echo "FAIL  memory: MemTotal ${{total}}Mi is below the {promised}Mi the cluster stack promises pods: lower infra/specs/system_capacity.py's figure"; failed=1; fi
 """
 
 
@@ -600,7 +600,7 @@ def summary(layout: CheckLayout) -> dict[str, Any]:
 class ClusterCheck(JobChain):
     def __init__(self, name: str, args: LayoutArgs[CheckLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
-        # the workers: peers only (infra/plans/pod_security.py peers_policy).
+        # the workers: peers only (infra/specs/pod_security.py peers_policy).
         super().__init__("trainium:workloads:ClusterCheck", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
                          check_sequence(args.layout), args.after, opts)
         self.verdict = self.jobs[-1]

@@ -192,7 +192,7 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
 
 
 def cmd_shell_pod(layout: StagingLayout) -> dict[str, Any]:
-    # It shares the system nodes (infra/plans/system_capacity.py counts its requests); heavy work belongs in a Job.
+    # It shares the system nodes (infra/specs/system_capacity.py counts its requests); heavy work belongs in a Job.
     resources = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     container = {"name": "shell", "image": layout.shell_image, "command": ["sleep", "infinity"], "resources": resources}
     return {

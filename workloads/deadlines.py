@@ -2,7 +2,7 @@
 
 One table for the jobs (their deadlines and pending timeouts are rendered from it), `pulumi
 up`'s awaits (each a little longer than what it waits for, so the object's own deadline is what
-ends a hang) and the cost report's bound per run (offline/cost.py). Pure: settings in, numbers out.
+ends a hang) and the cost report's bound per run (offline/report/cost.py). Pure: settings in, numbers out.
 
 Where each deadline lives on the object, and what it counts:
 - BERT (Volcano Job): an attempt still Pending after ``pendingTimeoutMinutes`` is ended by the gang
@@ -50,7 +50,7 @@ class TrainiumStep:
     hold_seconds: int  # the most it can hold its nodes, every attempt and start-up included
     why: str
     # How many times it may start on new nodes: each attempt may land on nodes launched for it, and
-    # on a health-gated group each new node is burnt in first (infra/plans/burn_in.py).
+    # on a health-gated group each new node is burnt in first (infra/specs/burn_in_objects.py).
     attempts: int = 1
 
 
@@ -63,7 +63,7 @@ BERT_KILL_AFTER_MINUTES = 5
 # until the Node object is deleted, and Volcano creates the new gang only once no pod is left
 # terminating (volcano v1.15.1 pkg/controllers/job/state/restarting.go). EKS node repair replaces
 # a node whose Ready condition is False or Unknown after 30 minutes (EKS user guide, node-repair,
-# "Ready ... 30m ... Replace"; infra/plans/node_health.py overrides only AcceleratedHardwareReady),
+# "Ready ... 30m ... Replace"; infra/specs/node_health.py overrides only AcceleratedHardwareReady),
 # and the replacement's instance termination deletes the Node; 5 minutes for that. The restart's
 # pending bound is this on top of pendingTimeoutMinutes, which covers launching the new node.
 SILENT_NODE_REPAIR_MINUTES = 30 + 5

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from infra.plans.karpenter import DO_NOT_DISRUPT
-from infra.plans.node_template import EFA_RESOURCE, NEURON_RESOURCES
-from infra.plans.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
+from infra.specs.nodepools import DO_NOT_DISRUPT
+from infra.specs.node_template import EFA_RESOURCE, NEURON_RESOURCES
+from infra.specs.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
     SSHD_CAPABILITIES,
     UNPRIVILEGED_UID,

@@ -41,7 +41,7 @@ if importlib.util.find_spec("workloads") is None:
     sys.path.append(_repository_root())
 
 from infra.facts.instances import NEURON_INSTANCE_TYPES  # noqa: E402
-from infra.plans.node_template import EFA_RESOURCE  # noqa: E402
+from infra.specs.node_template import EFA_RESOURCE  # noqa: E402
 from workloads import bert_launch  # noqa: E402
 from workloads.pods import NEURON_DEVICE_RESOURCE  # noqa: E402
 

@@ -20,11 +20,11 @@ from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
 from infra.facts.instances import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
-from infra.plans.efa import EfaInterface, efa_interfaces
-from infra.plans.node_health import node_repair_settings
-from infra.plans.node_template import BURN_IN_PENDING_LABELS, BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
-from infra.plans.placement import Zone
-from infra.plans.user_data import encode, nodeadm_user_data
+from infra.specs.efa import EfaInterface, efa_interfaces
+from infra.specs.node_health import node_repair_settings
+from infra.specs.node_template import BURN_IN_PENDING_LABELS, BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.specs.placement import Zone
+from infra.specs.user_data import encode, nodeadm_user_data
 from infra.facts.versions import NEURON_AMI_TYPE
 
 
@@ -42,7 +42,7 @@ class AcceleratorGroupSpec:
     user_data: Optional[str]
     autoscaler_tags: dict[str, str]
     # CPU and memory a pod can request on one node after the kubelet and the DaemonSets there
-    # (infra/plans/system_capacity.py node_allocatable); None for a type the tables lack.
+    # (infra/specs/system_capacity.py node_allocatable); None for a type the tables lack.
     allocatable: Optional[dict[str, str]] = None
     # Taints a node starts with and loses once it is found healthy (the burn-in's): on the node
     # group, never tolerated by training pods, and not in the autoscaler's node template.
@@ -91,7 +91,7 @@ def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Z
                allocatable: Optional[dict[str, str]] = None, provisioner: str = "cluster-autoscaler",
                capacity_block: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
     """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
-    NodePool and EC2NodeClass (karpenter, infra/plans/karpenter.py) read the same labels and taints."""
+    NodePool and EC2NodeClass (karpenter, infra/specs/nodepools.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
     labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner)
     taints = [NEURON_TAINT]
@@ -127,7 +127,7 @@ class AcceleratorNodeGroupsArgs:
 
 
 def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
-    """EKS node auto-repair, tuned for Neuron faults (infra/plans/node_health.py says how and why)."""
+    """EKS node auto-repair, tuned for Neuron faults (infra/specs/node_health.py says how and why)."""
     if not enabled:
         return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=False)
     settings = node_repair_settings()

@@ -1,5 +1,5 @@
 """The Trainium burn-in on the cluster: its namespace, identities, admission policies, the sweeper of
-burn-ins that never started, and one DaemonSet per health-gated node group (infra/plans/burn_in.py renders them; this declares them)."""
+burn-ins that never started, and one DaemonSet per health-gated node group (infra/specs/burn_in_objects.py renders them; this declares them)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
-from infra.plans import burn_in
+from infra.specs import burn_in_objects
 
 _KINDS = {
     "Namespace": k8s.core.v1.Namespace,
@@ -27,7 +27,7 @@ _KINDS = {
 
 @dataclass
 class BurnInArgs:
-    targets: list[burn_in.BurnInTarget]
+    targets: list[burn_in_objects.BurnInTarget]
     core_node_selector: dict[str, str]
     """Where the sweeper runs: the always-on core nodes."""
 
@@ -39,12 +39,12 @@ class BurnIn(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:infra:BurnIn", name, None, opts)
         declared: list[pulumi.Resource] = []
-        for manifest in burn_in.cluster_objects(args.core_node_selector):
+        for manifest in burn_in_objects.cluster_objects(args.core_node_selector):
             declared.append(self._declare(manifest, ctx.kubernetes, list(declared)))
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.
         for target in args.targets:
-            self._declare(burn_in.daemon_set(target), ctx.kubernetes, list(declared))
+            self._declare(burn_in_objects.daemon_set(target), ctx.kubernetes, list(declared))
         self.register_outputs({})
 
     def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:

@@ -20,8 +20,8 @@ from infra.components.kube import kubeconfig_for
 from infra.components.context import ClusterContext
 from infra.components.iam import managed_policy, node_role_with_policies, pod_identity_role
 from infra.lookups import MANAGED_ENTRY_TAG
-from infra.plans import node_security
-from infra.plans.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
+from infra.specs import node_security
+from infra.specs.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
 from infra.facts.versions import CORE_AMI_TYPE
 
 CORE_NODE_LABELS = {"role": "core"}

@@ -13,8 +13,8 @@ import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
-from infra.plans.node_security import metadata_wall
-from infra.plans.pod_security import pod_security_labels
+from infra.specs.node_security import metadata_wall
+from infra.specs.pod_security import pod_security_labels
 from infra.facts.versions import KUBERNETES_VERSION
 
 TRAINING_SERVICE_ACCOUNT = "training"

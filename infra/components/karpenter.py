@@ -21,7 +21,7 @@ from infra.components.context import ClusterContext
 from infra.components.iam import node_role_with_policies, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
-from infra.plans import karpenter as plan
+from infra.specs import nodepools as plan
 
 
 @dataclass

@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import contract
-from infra.plans.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
-from infra.plans.system_capacity import node_allocatable
+from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
+from infra.specs.system_capacity import node_allocatable
 from infra.facts.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.

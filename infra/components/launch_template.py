@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pulumi_aws as aws
 
-from infra.plans.node_security import IMDS_HOP_LIMIT, IMDS_IPV6, IMDS_TOKENS
+from infra.specs.node_security import IMDS_HOP_LIMIT, IMDS_IPV6, IMDS_TOKENS
 
 ROOT_DEVICE = "/dev/xvda"  # AL2023 EKS AMIs
 
 
 def metadata_options() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
     """IMDSv2 only, one hop: the node and its host-network pods reach the metadata service, pods on
-    the pod network do not (infra/plans/node_security.py; what each node component needs from it
+    the pod network do not (infra/specs/node_security.py; what each node component needs from it
     is in tests/test_node_credentials.py)."""
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(
         http_endpoint="enabled",

@@ -9,8 +9,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.components.context import ClusterContext
-from infra.plans.network import plan_subnets
-from infra.plans.placement import Zone
+from infra.specs.cidrs import plan_subnets
+from infra.specs.placement import Zone
 
 
 @dataclass

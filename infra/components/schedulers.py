@@ -15,7 +15,7 @@ from infra.config.models import QueueConfig
 from infra.components.context import ClusterContext
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
-from infra.plans.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
+from infra.specs.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
 from infra.facts.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
 
 KUBERAY_NAMESPACE = "kuberay-system"

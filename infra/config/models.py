@@ -76,7 +76,7 @@ class CoreNodeGroupConfig(ConfigModel):
     """The always-on system nodes: CoreDNS, the controllers and operators, etcd, TensorBoard.
     Jobs' CPU pods go to the job-support group instead, which idles at zero."""
 
-    # Two m6i.large carry every system pod with room to spare (infra/plans/system_capacity.py and its
+    # Two m6i.large carry every system pod with room to spare (infra/specs/system_capacity.py and its
     # tests sum the requests and count the pods against the ENI limit).
     instance_types: list[str] = Field(
         default=["m6i.large"],

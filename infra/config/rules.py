@@ -593,7 +593,7 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                     f"(karpenter.sh, karpenter.k8s.aws) or kubernetes.io/hostname; use a domain of your own"
                 )
         if group.spot and group.capacity_block:
-            # A Capacity Block group's NodePool allows only `reserved` (infra/plans/karpenter.py
+            # A Capacity Block group's NodePool allows only `reserved` (infra/specs/nodepools.py
             # capacity_types): Spot would never be used, and a fallback off the block is not wanted.
             problems.append(
                 f"{key}.spot = true: a Capacity Block group launches only into its block (capacity type "

@@ -9,7 +9,7 @@ When deploying, the counts EC2 knows (Neuron devices and cores, network cards, E
 from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
 from this same table, so both paths share one code path. Which zones offer a type is a fact of
 the account, not of the type: a deploy looks it up, the offline plan reads
-``offline/fixtures.py OFFERINGS``.
+``offline/plan/fixtures.py OFFERINGS``.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class InstanceFacts:
 
 @dataclass(frozen=True)
 class NodeSize:
-    """What the kubelet's reservations and the pod limit are computed from (infra/plans/system_capacity.py)."""
+    """What the kubelet's reservations and the pod limit are computed from (infra/specs/system_capacity.py)."""
 
     vcpus: int
     memory_mib: int  # as EC2 lists it

@@ -123,7 +123,7 @@ TRAINING_IMAGES: tuple[TrainingImage, ...] = (
 )
 
 
-# The burn-in (infra/plans/burn_in.py) runs nccom-test from this DLC on every new node of a group with
+# The burn-in (infra/specs/burn_in_objects.py) runs nccom-test from this DLC on every new node of a group with
 # burnIn: its runtime must work with the node's driver like the training images', or every node fails
 # its burn-in and none takes a job.
 BURN_IN_IMAGE = TrainingImage("neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test",
@@ -172,7 +172,7 @@ def ami_driver(ami_release_version: Optional[str]) -> DriverRange:
     if ami_release_version is None:
         return DriverRange(DRIVER_RELEASES[-1][0], None, "latest AL2023 Neuron AMI")
     # The build date ends both a node group's release (1.34.9-20260625) and a Karpenter alias's
-    # version (al2023@v20260625, infra/plans/karpenter.py ami_alias).
+    # version (al2023@v20260625, infra/specs/nodepools.py ami_alias).
     built = ami_release_version[-8:]
     built = f"{built[:4]}-{built[4:6]}-{built[6:8]}"
     low = below = None

@@ -5,7 +5,7 @@ config schema above the check they describe, and replace the function with the `
 object the pack lists. A resource rule names the resource types it checks, so the type test does
 not open every check. The objects are the SDK's own ``ResourceValidationPolicy`` and
 ``StackValidationPolicy`` with one callable ``validate`` (pulumi-policy v1.21.0 policy.py): the
-engine's analyzer and offline/policy_run.py call ``policy.validate(args, report_violation)`` on
+engine's analyzer and offline/plan/policy_run.py call ``policy.validate(args, report_violation)`` on
 them as on any policy.
 """
 

@@ -3,7 +3,7 @@
 Resource rules get a resource's *inputs*; stack rules get each resource's *outputs* (pulumi/pulumi
 pkg/resource/deploy/step_generator.go AnalyzeResources: "AnalyzeStack is called on the final
 outputs"), which are the inputs plus what the provider computes. Names are camelCase
-(``metadataOptions.httpTokens``), as ``offline/mocks.py`` records the inputs. During ``pulumi
+(``metadataOptions.httpTokens``), as ``offline/plan/mocks.py`` records the inputs. During ``pulumi
 preview`` a value that depends on another resource's output is unknown, and so is every computed
 output of a resource about to be created. pulumi-policy wraps props in ``unknown_checking_proxy``
 (pulumi/pulumi-policy sdk/python/lib/pulumi_policy/proxy.py, v1.21.0): reading such a value raises

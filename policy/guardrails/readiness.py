@@ -125,7 +125,7 @@ def jobs_replaced_on_change(args: ResourceValidationArgs, report: Report) -> Non
         report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
                "it must be deleted first. Use workloads/kube.py replacing_options().")
     # pulumi-policy v1.21.0 PolicyResourceOptions carries no replaceOnChanges (policy.py), so a real
-    # preview cannot see it; the offline run adds it from the registration (offline/policy_run.py).
+    # preview cannot see it; the offline run adds it from the registration (offline/plan/policy_run.py).
     replace_on = getattr(args.opts, "replace_on_changes", None)
     if replace_on is not None and not any(p in ("spec", "*") for p in replace_on):
         report(f"{kind_of(args.resource_type)} '{name}' would be patched when its spec changes: the controller rejects or "

@@ -8,7 +8,7 @@ from typing import Any
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
-from infra.plans.node_security import IMDS_HOP_LIMIT
+from infra.specs.node_security import IMDS_HOP_LIMIT
 from policy.guardrails.declare import Report, resource_rule, stack_rule
 from policy.guardrails.props import (
     as_list,
@@ -62,7 +62,7 @@ def world_open(cidrs: list[Any]) -> bool:
 # ComponentResource, "Explicitly ignore the props passed in"), so rules reading its props would
 # flag every real preview. Its child aws:eks/cluster:Cluster carries encryptionConfig,
 # enabledClusterLogTypes and vpcConfig (pulumi-eks nodejs/eks/cluster/cluster.ts, v4.3.0 to
-# HEAD). Offline the mocks never run the component, so offline/policy_run.py adds that child.
+# HEAD). Offline the mocks never run the component, so offline/plan/policy_run.py adds that child.
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EBS_VOLUME = "aws:ebs/volume:Volume"

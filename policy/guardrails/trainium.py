@@ -15,7 +15,7 @@ from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 from infra.facts.instances import NEURON_INSTANCE_TYPES, node_group_instance_types, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.facts.versions import NEURON_AMI_TYPE
-from infra.plans.node_template import BURN_IN_TAINT
+from infra.specs.node_template import BURN_IN_TAINT
 from policy.guardrails.declare import stack_rule
 from policy.guardrails.props import as_list, dependencies_of, get, has, is_list, known, of_type
 from policy.guardrails.security import INGRESS_RULE, LAUNCH_TEMPLATE, LEGACY_RULE, SECURITY_GROUP

@@ -27,7 +27,7 @@ SSHD_CAPABILITIES = ("AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS
 # EFA memory registrations count against the container's locked-memory limit, which is
 # containerd's own unless set: AL2023's base runtime spec sets only RLIMIT_NOFILE (amazon-eks-ami
 # nodeadm/internal/containerd/base-runtime-spec.json), so EFA nodes' user data adds RLIMIT_MEMLOCK
-# (infra/plans/user_data.py) and the burn-in checks it on each new node (infra/plans/burn_in.py).
+# (infra/specs/user_data.py) and the burn-in checks it on each new node (infra/specs/burn_in_objects.py).
 ACCELERATOR_CAPABILITIES: tuple[str, ...] = ()
 
 # A non-root user for images that allow it: above the node's own range (CKV_K8S_40 asks >= 10000).
@@ -112,7 +112,7 @@ def network_policy(
 
     Egress is not this policy's business: jobs reach S3, Hugging Face, ECR, DNS and each other, and
     a node-mounted FSx volume is not pod traffic at all; the one egress rule of a training
-    namespace is its metadata wall (infra/plans/node_security.py metadata_wall). The VPC CNI's network policy agent always admits the
+    namespace is its metadata wall (infra/specs/node_security.py metadata_wall). The VPC CNI's network policy agent always admits the
     pod's own node (aws-network-policy-agent v1.4.1 pkg/fwruleprocessor/fw_rule_processor.go:
     "Traffic from the local node should always be allowed"), so kubelet probes keep working.
     """

@@ -49,11 +49,11 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from infra.config.errors import ConfigError
-from offline.mocks import Registration
+from offline.plan.mocks import Registration
 from policy.guardrails import PACK_NAME, POLICIES
 from policy.guardrails.security import EKS_CLUSTER
 
-POLICY_DIR = Path(__file__).resolve().parent.parent / "policy"
+POLICY_DIR = Path(__file__).resolve().parents[2] / "policy"
 LEVELS = [level.value for level in EnforcementLevel]
 # Exit code of `make plan` when a mandatory violation exists (2 is bad configuration).
 MANDATORY_EXIT_CODE = 3

@@ -81,7 +81,7 @@ def instance_type_answer(instance_type: str) -> dict:
 # in the real format; a deploy asks AWS (infra/facts/addons.py).
 ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
     # Two minors on (EKS_KUBERNETES_VERSIONS lists it), so `make plan BASE=<ref>` of a skipped minor
-    # (1.34 -> 1.36) plans both revisions and reaches the version-change refusal (offline/diff.py)
+    # (1.34 -> 1.36) plans both revisions and reaches the version-change refusal (offline/diff/compare.py)
     # instead of stopping at this table. Made-up builds in the real format, like 1.35's.
     "1.36": {
         "vpc-cni": "v1.20.6-eksbuild.1",

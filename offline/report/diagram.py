@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Optional
 
 from infra.facts.instances import node_group_instance_types
-from offline.mocks import placeholder_id
+from offline.plan.mocks import placeholder_id
 
 T_SUBNET = "aws:ec2/subnet:Subnet"
 T_VPC = "aws:ec2/vpc:Vpc"

@@ -11,7 +11,7 @@ pkg/reasons/reasons.yaml, docs/node-health-issues.adoc): four Neuron reasons und
 ``AcceleratedHardwareReady`` condition, all of severity Fatal; EKS acts on that condition after
 10 minutes unless told otherwise. EFA has only ``EFAErrorMetric``, a Warning event that no repair
 acts on: a node whose EFA is short of interfaces is caught by the burn-in when it joins
-(infra/plans/burn_in.py) instead.
+(infra/specs/burn_in_objects.py) instead.
 """
 
 from __future__ import annotations

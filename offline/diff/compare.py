@@ -4,10 +4,10 @@
     make plan BASE=<git ref>
 
 Plans the base revision in a temporary ``git worktree`` (its own program and stack files,
-run with this checkout's virtualenv) and this checkout, each with ``offline.plan``, then
+run with this checkout's virtualenv) and this checkout, each with ``offline.plan.command``, then
 compares ``resources.json`` per project and stack the way ``pulumi preview --diff`` reads:
 resources added, deleted, updated (changed input paths, old -> new; secrets stay
-``[secret]``) and replaced (see ``offline/replacement.py`` for which changes replace), changed
+``[secret]``) and replaced (see ``offline/diff/replacement.py`` for which changes replace), changed
 outputs, and the ``policy`` and ``cost`` sections when the plans carry them. Prints text and
 writes ``diff.md`` (the PR comment and job summary) and ``diff.txt`` under ``--out``.
 Exit code 2 when a plan cannot be made (bad configuration, unknown ref).
@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from infra.config.rules import kubernetes_version_change_problem
-from offline.mocks import SECRET
-from offline import render
-from offline.replacement import LAUNCH_TEMPLATE, NODE_GROUP, dependent_replacements, replaces
-from offline.runner import REPO_ROOT, project_name
+from offline.plan.mocks import SECRET
+from offline.report import render
+from offline.diff.replacement import LAUNCH_TEMPLATE, NODE_GROUP, dependent_replacements, replaces
+from offline.plan.runner import REPO_ROOT, project_name
 
 STACKS = ("dev", "prod")
-# offline.plan's exit code when the policy pack finds mandatory violations (plans still written).
+# offline.plan.command's exit code when the policy pack finds mandatory violations (plans still written).
 POLICY_VIOLATIONS_EXIT = 3
 # Lines of changed paths shown per resource in Markdown before the rest is folded away.
 MARKDOWN_PATHS = 12
@@ -204,7 +204,7 @@ def deploy_ranks(resources: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 def _cascade_dependents(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
                         base: dict[str, dict[str, Any]]) -> None:
-    """Resources replaced because an input comes from a replaced one (offline/replacement.py
+    """Resources replaced because an input comes from a replaced one (offline/diff/replacement.py
     ``dependent_replacements``, the rule the deploy preflight uses too). The offline plan's outputs
     (a job's UID) are the same on both sides, so the inputs alone never show it."""
     by_urn = {c.urn: c for c in changes}
@@ -319,7 +319,7 @@ def compare_cost(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]])
 
 
 def _usd(value: Any) -> str:
-    from offline.report import money  # the plan report's one rounding rule
+    from offline.report.report import money  # the plan report's one rounding rule
 
     return "(none)" if value is _MISSING else money(value)
 
@@ -439,7 +439,7 @@ def summary_line(d: StackDiff) -> str:
 
 def render_text(diffs: list[StackDiff], base_label: str, width: int = render.WIDTH) -> str:
     """The diff for the terminal and diff.txt, in ``width`` columns like the plan table: types in
-    Pulumi's display form (offline/render.py), each changed path on its own line with old and new
+    Pulumi's display form (offline/report/render.py), each changed path on its own line with old and new
     value wrapped under it, values past TEXT_VALUE characters cut with a marker (diff.md has them)."""
     lines = render.wrap(f"Offline plan diff: {base_label} -> this checkout", "    ", width, first="") + [""]
 
@@ -533,7 +533,7 @@ def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
             out.append("")
         out.append("</details>\n")
     out.append("_Offline: the programs under Pulumi's mocks. Replacement follows the provider schemas' "
-               "ForceNew properties and `replaceOnChanges` (offline/replacement.py); values AWS assigns are "
+               "ForceNew properties and `replaceOnChanges` (offline/diff/replacement.py); values AWS assigns are "
                "placeholders, secrets are never shown. The per-stack `pulumi preview` comments are the real thing._")
     return "\n".join(out)
 
@@ -554,7 +554,7 @@ def run_in(checkout: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...], label: str = "this checkout") -> None:
-    """``offline.plan`` of ``checkout`` for each stack, with this interpreter (this checkout's
+    """``offline.plan.command`` of ``checkout`` for each stack, with this interpreter (this checkout's
     virtualenv). ``checkout`` goes first on the import path, ahead of the installed package,
     so a base revision runs its own infra/ and workloads/."""
     for stack in stacks:

@@ -1,6 +1,6 @@
 """The burn-in that health-gates a new Trainium node, as Kubernetes API dicts.
 
-A node registers with ``BURN_IN_TAINT`` (infra/plans/node_template.py), which training pods never
+A node registers with ``BURN_IN_TAINT`` (infra/specs/node_template.py), which training pods never
 tolerate. One DaemonSet per accelerator node group puts a pod on each of its nodes still waiting
 for its burn-in (below); the pod takes every Neuron device and EFA interface of the node and checks:
 
@@ -10,12 +10,12 @@ for its burn-in (below); the pod takes every Neuron device and EFA interface of 
   tools/neuron-sys-tools/nccom-test.rst, "Single Instance Examples");
 - the EFA devices libfabric sees (`fi_info -p efa`, one ``domain:`` per device);
 - on EFA nodes, the container's locked-memory limit (EFA registers training buffers as locked
-  memory, no capability lifts the limit here: infra/plans/pod_security.py ACCELERATOR_CAPABILITIES;
-  the node's user data raises it, infra/plans/user_data.py);
+  memory, no capability lifts the limit here: infra/specs/pod_security.py ACCELERATOR_CAPABILITIES;
+  the node's user data raises it, infra/specs/user_data.py);
 - the training file system mounted as Lustre.
 
 The DaemonSet selects its group's nodes that carry ``BURN_IN_PENDING_LABEL``, which only a real node
-has: the kubelet sets it at registration (infra/plans/node_template.py says why neither autoscaler
+has: the kubelet sets it at registration (infra/specs/node_template.py says why neither autoscaler
 then counts the DaemonSet on the node it imagines for a scale-up). Then it patches its own node once,
 removing the pending label and the startup taint and setting the result label: ``passed``; or
 ``failed`` with the first failed check in a second label and the NoSchedule taint
@@ -59,8 +59,8 @@ from typing import Any, Mapping, Optional
 from infra.facts.versions import PYTHON_SLIM_IMAGE
 
 from infra.facts.neuron import BURN_IN_IMAGE
-from infra.plans.user_data import LOCKED_MEMORY_BYTES
-from infra.plans.node_template import (
+from infra.specs.user_data import LOCKED_MEMORY_BYTES
+from infra.specs.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
     BURN_IN_PENDING_LABELS,
@@ -71,7 +71,7 @@ from infra.plans.node_template import (
     NEURON_RESOURCES,
     NEURON_TAINT,
 )
-from infra.plans.pod_security import (
+from infra.specs.pod_security import (
     ACCELERATOR_CAPABILITIES,
     container_security_context,
     UNPRIVILEGED_UID,
@@ -113,11 +113,11 @@ SWEEP_REASON = "not-started"
 SWEEPER = "neuron-burn-in-sweeper"
 SWEEPER_USERNAME = f"system:serviceaccount:{NAMESPACE}:{SWEEPER}"
 # What a node spends in burn-in at most before it takes training pods, or fails; the cost estimate
-# charges it per node launch (offline/cost.py), the Capacity Block windows per run start
+# charges it per node launch (offline/report/cost.py), the Capacity Block windows per run start
 # (workloads/capacity_windows.py).
 BURN_IN_MINUTES = BUDGET_SECONDS // 60
 # The locked-memory limit (KiB, as `ulimit -l` prints it) EFA nodes give containers
-# (infra/plans/user_data.py): libfabric registers every buffer it sends from.
+# (infra/specs/user_data.py): libfabric registers every buffer it sends from.
 LOCKED_MEMORY_KIB = LOCKED_MEMORY_BYTES // 1024
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
@@ -143,7 +143,7 @@ class BurnInTarget:
     def group_label(self) -> str:
         """The label naming the group on its nodes: EKS's on a managed node group's nodes, Karpenter's
         on a NodePool's (kubernetes-sigs/karpenter pkg/apis/v1 NodePoolLabelKey; the NodePool is named
-        after the group, infra/plans/karpenter.py)."""
+        after the group, infra/specs/nodepools.py)."""
         return "karpenter.sh/nodepool" if self.provisioner == "karpenter" else "eks.amazonaws.com/nodegroup"
 
 

@@ -16,11 +16,6 @@ makes the exit code 3, after everything is written.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # before anything is imported: see the end of this file
-    import gc
-
-    gc.disable()
-
 import argparse
 import json
 import logging
@@ -30,9 +25,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from infra.config.errors import ConfigError
-from offline import plan_output, render, report
-from offline import policy_run as policy_pack
-from offline.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
+from offline.report import plan_output
+from offline.report import render
+from offline.report import report
+from offline.plan import policy_run as policy_pack
+from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -121,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
               "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
-              "offline/fixtures.py and infra/facts/catalog.py, not from AWS.")
+              "offline/plan/fixtures.py and infra/facts/catalog.py, not from AWS.")
     print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
     print(render.summary(shown, region, stand_ins))
     mandatory = [v for report in reports for v in report.mandatory]
@@ -144,11 +141,3 @@ def exit_without_teardown(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    # The command runs with the cyclic collector off (from the first import, above): a short run
-    # that allocates a few hundred thousand long-lived objects (the SDK modules, every Output)
-    # and drops little, so the collector's full passes over that heap would only cost time.
-    # `pulumi up` (the programs under the real CLI) is untouched by this.
-    exit_without_teardown(main())

@@ -35,7 +35,7 @@ class Taint:
 
 NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
 # Every new Trainium node registers with this taint (the node group's taints, which nodeadm passes
-# to the kubelet's registerWithTaints) and keeps it until its burn-in ends (infra/plans/burn_in.py).
+# to the kubelet's registerWithTaints) and keeps it until its burn-in ends (infra/specs/burn_in_objects.py).
 # Training pods never tolerate it. The key's prefix is cluster-autoscaler's startup-taint prefix:
 # the autoscaler drops such taints from the node it imagines for a scale-up, so a pending gang still
 # scales a group up from zero, and it counts a node carrying one as not ready yet rather than as a
@@ -50,7 +50,7 @@ BURN_IN_TAINT = Taint(f"{AUTOSCALER_STARTUP_TAINT_PREFIX}neuron-burn-in", "pendi
 BURN_IN_RESULT_LABEL = "node-health.trainium-eks/burn-in"
 BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
 # The label that selects a node for its burn-in. Only a real node carries it: the kubelet sets it at
-# registration (``--node-labels`` in the nodeadm NodeConfig, infra/plans/user_data.py), and it is in
+# registration (``--node-labels`` in the nodeadm NodeConfig, infra/specs/user_data.py), and it is in
 # neither the node group's labels, its Auto Scaling group's node-template tags nor a NodePool's
 # template. So the node both autoscalers imagine for a scale-up lacks it and the burn-in DaemonSet,
 # which takes every Neuron device, is not counted on it (cluster-autoscaler-1.34.2

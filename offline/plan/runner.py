@@ -1,6 +1,6 @@
 """Evaluate a Pulumi program from this repository under the mock runtime.
 
-Used by the offline plan (``offline/plan.py``) and by the tests, so both see exactly what
+Used by the offline plan (``offline/plan/command.py``) and by the tests, so both see exactly what
 ``pulumi up`` would declare, minus the cloud.
 """
 
@@ -22,10 +22,10 @@ from pulumi.runtime.sync_await import _sync_await
 
 from infra import lookups
 from infra.config.errors import ConfigError
-from offline import stack_files
-from offline.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
+from offline.plan import stack_files
+from offline.plan.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _no_network() -> str:
@@ -106,7 +106,7 @@ def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
 def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
                      answered: list[tuple[str, str]] = ()) -> ConfigError:
     """``error`` with a note on each refusal that rests on an offline table: a look-up the tables
-    could not answer (``misses``: "not offered" means "not in offline/fixtures.py"), or one they
+    could not answer (``misses``: "not offered" means "not in offline/plan/fixtures.py"), or one they
     answered (``answered``: which zones offer a type is the table's word, not AWS's)."""
 
     def named(asked: str, problem: str) -> bool:
@@ -117,7 +117,7 @@ def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
         noted = set()
         for table in sorted({table for asked, table in misses if named(asked, problem)}):
             asked = ", ".join(sorted({a for a, t in misses if t == table and named(a, problem)}))
-            problem += (f" [offline answer: {table} in offline/fixtures.py has no entry for {asked}; that table stands "
+            problem += (f" [offline answer: {table} in offline/plan/fixtures.py has no entry for {asked}; that table stands "
                         f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
                         "to plan this offline]")
             noted.add(table)
@@ -125,7 +125,7 @@ def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
         for table in sorted({table for asked, table in answered if not noted and named(asked, problem)},
                             key=lambda t: (t == "ZONES", t))[:1]:
             asked = ", ".join(sorted({a for a, t in answered if t == table and named(a, problem)}))
-            problem += (f" [offline answer: what {table} in offline/fixtures.py says about {asked}; that table stands "
+            problem += (f" [offline answer: what {table} in offline/plan/fixtures.py says about {asked}; that table stands "
                         f"in for AWS here (your account's zones and offerings may differ), and a real `pulumi preview` "
                         f"asks AWS. If AWS answers otherwise, edit {table} to plan this offline]")
         problems.append(problem)

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 
 from infra.facts import prices
 from infra.facts.instances import instance_hourly, node_group_instance_types
-from infra.plans.burn_in import BURN_IN_MINUTES
+from infra.specs.burn_in_objects import BURN_IN_MINUTES
 from workloads import deadlines
 from infra.facts.prices import HOURS_PER_MONTH, Price
 
@@ -394,7 +394,7 @@ CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
     """A group that health-gates its nodes (``startupTaints`` in its output) bills each node launch for
-    its burn-in (infra/plans/burn_in.py) before the run can start on it: every attempt of every step
+    its burn-in (infra/specs/burn_in_objects.py) before the run can start on it: every attempt of every step
     may start on new nodes (a retry after auto-repair replaced a node, or after a scale-down between
     steps), so the bound counts one burn-in per attempt. A node that fails its burn-in is billed too
     until its provisioner removes it (docs/node-health.md), which this bound does not count."""

@@ -6,8 +6,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Optional
 
-from offline import cost
-from offline.runner import PlanResult, stack_config
+from offline.report import cost
+from offline.plan.runner import PlanResult, stack_config
 
 
 def cluster_cost(result: PlanResult) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What the offline plan prints and writes for each planned stack: the resource table, the
 outputs, the cost estimate, the policy report, ``resources.json`` and one YAML file per
-Kubernetes object (``offline/plan.py`` runs the programs and calls these)."""
+Kubernetes object (``offline/plan/command.py`` runs the programs and calls these)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from offline import policy_run as policy_pack
-from offline import render
-from offline.mocks import Registration
-from offline.runner import PlanResult
+from offline.plan import policy_run as policy_pack
+from offline.report import render
+from offline.plan.mocks import Registration
+from offline.plan.runner import PlanResult
 
 
 # The inputs worth a glance per resource type; the rest is in resources.json.

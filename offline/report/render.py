@@ -1,6 +1,6 @@
 """How `make plan` prints a plan: like `pulumi preview`, in 120 columns.
 
-Only the terminal text lives here; what `make plan` writes under build/plan is offline/plan.py's
+Only the terminal text lives here; what `make plan` writes under build/plan is offline/plan/command.py's
 and does not depend on it.
 
 - Types print as Pulumi's display names: ``aws:ec2/vpc:Vpc`` is ``aws:ec2:Vpc`` (pulumi/pulumi
@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from offline import cost, report
-from offline.mocks import Registration
-from offline.runner import PlanResult
+from offline.report import cost
+from offline.report import report
+from offline.plan.mocks import Registration
+from offline.plan.runner import PlanResult
 
 WIDTH = 120
 CREATE = "+"
@@ -162,7 +163,7 @@ def outputs(result: PlanResult, wide: bool = False, width: int = WIDTH) -> list[
 
 
 def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = False, width: int = WIDTH) -> str:
-    """The cost estimate: as offline/report.py renders it with ``wide``; otherwise each line's
+    """The cost estimate: as offline/report/report.py renders it with ``wide``; otherwise each line's
     detail on an indented line under its amounts, and the notes wrapped."""
     if wide:
         return report.render_cost(estimate, region, what)

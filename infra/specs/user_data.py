@@ -5,7 +5,7 @@ and merges ours, so we only add what differs: instance-store NVMe assembled as R
 used for kubelet and containerd, which keeps 10+ GB Neuron images and compile caches off
 the root volume; and, on EFA nodes, a locked-memory limit for containers that EFA can register
 training buffers under; and, on health-gated nodes, the label that starts their burn-in
-(infra/plans/node_template.py BURN_IN_PENDING_LABEL).
+(infra/specs/node_template.py BURN_IN_PENDING_LABEL).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading a Pulumi stack file (``Pulumi.<stack>.yaml``) the way a newcomer can act on.
 
 Every offline tool (``make plan``, ``make plan BASE=``, ``make docs``, the workload preflight)
-reads stack files through ``offline/runner.py``, which calls ``load`` here. Three refusals, each
+reads stack files through ``offline/plan/runner.py``, which calls ``load`` here. Three refusals, each
 a ``ConfigError`` (exit code 2) that names the file, the line and the key:
 
 - a YAML syntax error (PyYAML's own message, with the file name it cannot know: it reads a

@@ -16,7 +16,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 from infra.facts import versions
-from offline import fixtures
+from offline.plan import fixtures
 
 SECRET = "[secret]"
 
@@ -93,8 +93,8 @@ class CloudMocks(pulumi.runtime.Mocks):
     ) -> None:
         self.region = region
         self.stack_references = dict(stack_references or {})
-        # (what was asked, which table of offline/fixtures.py had no answer): a refusal that
-        # mentions one says it came from that table, not from AWS (offline/runner.py).
+        # (what was asked, which table of offline/plan/fixtures.py had no answer): a refusal that
+        # mentions one says it came from that table, not from AWS (offline/plan/runner.py).
         self.misses: list[tuple[str, str]] = []
         # (what was asked, which table answered it): a refusal built on such an answer (a zone
         # that does not offer a type, say) is the table's word too, and says so.
@@ -281,7 +281,7 @@ class Registration:
             "dependencies": self.dependencies,
             "protect": self.protect,
             **self.lifecycle,
-            # What the plan diff's replacement cascade reads (offline/replacement.py dependent_replacements).
+            # What the plan diff's replacement cascade reads (offline/diff/replacement.py dependent_replacements).
             **({"propertyDependencies": self.property_dependencies} if self.property_dependencies else {}),
             "inputs": self.inputs,
         }

@@ -142,8 +142,8 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter:
         pods.append(PodRequests("cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"))
     if karpenter:
         # nodeProvisioner: karpenter. Chart v1.14.0 values.yaml replicas 2; requests from
-        # infra/plans/karpenter.py CONTROLLER_RESOURCES (the chart sets none).
-        pods.append(PodRequests("karpenter", 250, 1024, 2, "infra/plans/karpenter.py CONTROLLER_RESOURCES, chart replicas 2"))
+        # infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
+        pods.append(PodRequests("karpenter", 250, 1024, 2, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart replicas 2"))
     if features.metrics_server:
         pods.append(PodRequests("metrics-server", 100, 200, 1, "kubernetes-sigs/metrics-server chart 3.13.1 values.yaml"))
     if features.observability:

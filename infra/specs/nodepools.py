@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.plans.efa import karpenter_interfaces
-from infra.plans.user_data import nodeadm_user_data
+from infra.specs.efa import karpenter_interfaces
+from infra.specs.user_data import nodeadm_user_data
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -146,7 +146,7 @@ def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group:
         # Karpenter writes the nodeadm localStorage RAID0 setting itself and counts the array as
         # ephemeral storage (nodeclasses.md, spec.instanceStorePolicy).
         body["instanceStorePolicy"] = "RAID0"
-    # The locked-memory limit EFA needs and the burn-in's registration label (infra/plans/user_data.py);
+    # The locked-memory limit EFA needs and the burn-in's registration label (infra/specs/user_data.py);
     # Karpenter merges a NodeConfig part of userData with its own on AL2023 (nodeclasses.md,
     # spec.userData). RAID0 stays Karpenter's (instanceStorePolicy above).
     user_data = nodeadm_user_data(0, efa=bool(spec.interfaces), node_labels=getattr(spec, "registration_labels", None))
@@ -220,7 +220,7 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
 # The controller's requests (the chart sets none; the getting-started script sets 1 CPU and 1Gi,
 # limits equal). The memory is the documented figure, as request and limit; one CPU per replica is
 # sized for large clusters and would not fit the two m6i.large system nodes beside everything else
-# (infra/plans/system_capacity.py counts these), so a quarter core, without a CPU limit.
+# (infra/specs/system_capacity.py counts these), so a quarter core, without a CPU limit.
 CONTROLLER_RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
 
 

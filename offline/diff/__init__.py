@@ -1,0 +1,1 @@
+"""What a change does: this checkout's plan against a base revision's, with replacements named."""

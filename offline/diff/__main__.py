@@ -1,0 +1,5 @@
+import sys
+
+from offline.diff.compare import main
+
+sys.exit(main())

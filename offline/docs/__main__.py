@@ -1,0 +1,5 @@
+import sys
+
+from offline.docs.generate import main
+
+sys.exit(main())

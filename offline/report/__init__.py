@@ -1,0 +1,1 @@
+"""What a plan shows: the resource table, the cost estimate, the architecture picture."""
