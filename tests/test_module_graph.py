@@ -15,7 +15,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("infra", "offline", "policy", "workloads", "bootstrap", "tools")
 # Lower layers never import higher ones; each can be read without the ones above it.
-INFRA_LAYERS = ("facts", "config", "contract", "plans", "lookups", "validate", "components")
+INFRA_LAYERS = ("facts", "config", "contract", "specs", "lookups", "validate", "components")
 # Which top-level package may import which: the arrows point down this list.
 PACKAGE_ORDER = ("infra", "policy", "workloads", "bootstrap", "offline", "tools", "__main__")
 
@@ -170,6 +170,6 @@ def test_the_checks_catch_what_they_guard_against():
     circle = {"infra.config.rules": {"infra.specs.system_capacity"}, "infra.specs.system_capacity": {"infra.config.rules"}}
     assert cycles(circle) == [["infra.config.rules", "infra.specs.system_capacity"]]
     assert layer_violations(circle) == [
-        "infra.config.rules (config) imports infra.specs.system_capacity (plans), a higher layer"
+        "infra.config.rules (config) imports infra.specs.system_capacity (specs), a higher layer"
     ]
     assert package_order_violations({"policy.x": {"offline.plan.mocks"}, "offline.plan.mocks": set()}) == ["policy imports offline"]
