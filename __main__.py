@@ -19,9 +19,10 @@ from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
-from infra.specs import nodepools as karpenter_plan
 from infra.specs import node_security
-from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE, BurnInTarget
+from infra.specs import nodepools as karpenter_plan
+from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
+from infra.specs.burn_in_objects import BurnInTarget
 from infra.specs.placement import choose_placement, with_reservation_zones
 from infra.specs.system_capacity import node_allocatable
 
@@ -36,12 +37,19 @@ placement = choose_placement(cloud.zones, cloud.offerings, groups, config.networ
 features = config.features
 use_karpenter = config.node_provisioner == "karpenter"
 specs = [
-    group_spec(g, cloud.instance_facts[g.instance_type], placement.group_zones[g.name],
-               node_allocatable(g.instance_type, features, accelerator=True),
-               provisioner=config.node_provisioner, capacity_block=blocks[g.name].window() if g.name in blocks else None)
+    group_spec(
+        g,
+        cloud.instance_facts[g.instance_type],
+        placement.group_zones[g.name],
+        node_allocatable(g.instance_type, features, accelerator=True),
+        provisioner=config.node_provisioner,
+        capacity_block=blocks[g.name].window() if g.name in blocks else None,
+    )
     for g in groups
 ]
-wanted_addons = addons.wanted(observability=features.observability, node_monitoring_agent=features.node_monitoring_agent)
+wanted_addons = addons.wanted(
+    observability=features.observability, node_monitoring_agent=features.node_monitoring_agent
+)
 addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
 # EKS made an access entry for whoever created the cluster; a second one would be refused.
 creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_admins, cloud.deployer_arn)
@@ -130,9 +138,17 @@ DevicePlugins(
     ),
 )
 burn_in_targets = [
-    BurnInTarget(s.name, s.config.instance_type, s.facts.neuron_devices, s.facts.neuron_cores, s.efa_interface_count,
-                 config.storage.claim_name if features.fsx_csi else None, config.node_provisioner)
-    for s in specs if s.startup_taints
+    BurnInTarget(
+        s.name,
+        s.config.instance_type,
+        s.facts.neuron_devices,
+        s.facts.neuron_cores,
+        s.efa_interface_count,
+        config.storage.claim_name if features.fsx_csi else None,
+        config.node_provisioner,
+    )
+    for s in specs
+    if s.startup_taints
 ]
 burn_in = BurnIn("burn-in", ctx, BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR)) if burn_in_targets else None
 storage = None
@@ -182,7 +198,8 @@ if use_karpenter:
             cluster_security_group_id=cluster.cluster_security_group_id,
             groups=specs,
             lifetimes=karpenter_plan.Lifetimes(
-                config.karpenter.expire_after, config.karpenter.termination_grace_period,
+                config.karpenter.expire_after,
+                config.karpenter.termination_grace_period,
                 config.karpenter.consolidate_after,
             ),
             # The same node posture as the managed groups' (infra/specs/node_security.py).

@@ -21,10 +21,18 @@ partition = aws.get_partition().partition
 
 secrets_aliases = {e.name: secrets_key_alias(config.secrets_key_alias_prefix, e.name) for e in config.environments}
 bootstrap_alias = secrets_key_alias(config.secrets_key_alias_prefix, BOOTSTRAP_SECRETS)
-state = StateBackend("state", StateBackendArgs(
-    config.state_bucket, config.state_key_alias, config.tags, config.state_noncurrent_version_days,
-    secrets_aliases, permissions.STACK_TAG, bootstrap_alias,
-))
+state = StateBackend(
+    "state",
+    StateBackendArgs(
+        config.state_bucket,
+        config.state_key_alias,
+        config.tags,
+        config.state_noncurrent_version_days,
+        secrets_aliases,
+        permissions.STACK_TAG,
+        bootstrap_alias,
+    ),
+)
 github = GitHubOidc(
     "github",
     GitHubOidcArgs(
@@ -47,7 +55,9 @@ github = GitHubOidc(
 
 pulumi.export("stateBucket", state.bucket.bucket)
 pulumi.export("backendUrl", backend_url(config.state_bucket, config.region))
-pulumi.export("secretsProviders", {name: secrets_provider(alias, config.region) for name, alias in secrets_aliases.items()})
+pulumi.export(
+    "secretsProviders", {name: secrets_provider(alias, config.region) for name, alias in secrets_aliases.items()}
+)
 # The bootstrap stack's own (docs/pipeline.md, "Its own state"): no pipeline role can decrypt it.
 pulumi.export("bootstrapSecretsProvider", secrets_provider(bootstrap_alias, config.region))
 pulumi.export("bootstrapSecretsKeyArn", state.bootstrap_secrets_key.arn)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -24,7 +23,7 @@ class GitHubOidcArgs:
     subject_prefix: str
     main_branch: str
     environments: list[DeployEnvironment]
-    existing_provider_arn: Optional[str]
+    existing_provider_arn: str | None
     role_name_prefix: str
     deploy_session_hours: int
     account: str
@@ -51,14 +50,22 @@ class GitHubOidc(pulumi.ComponentResource):
             # IAM no longer checks thumbprints for this issuer (it trusts its own CA library), so
             # none is pinned; the audience is what aws-actions/configure-aws-credentials asks for.
             provider = aws.iam.OpenIdConnectProvider(
-                f"{name}-provider", url=trust.OIDC_URL, client_id_lists=[trust.AUDIENCE], tags=args.tags,
+                f"{name}-provider",
+                url=trust.OIDC_URL,
+                client_id_lists=[trust.AUDIENCE],
+                tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, protect=True),
             )
             provider_arn = provider.arn
 
         iam_arn = f"arn:{args.partition}:iam::{args.account}"
-        names = {e.name: (role_name(args.role_name_prefix, f"preview-{e.name}"),
-                          role_name(args.role_name_prefix, f"deploy-{e.name}")) for e in args.environments}
+        names = {
+            e.name: (
+                role_name(args.role_name_prefix, f"preview-{e.name}"),
+                role_name(args.role_name_prefix, f"deploy-{e.name}"),
+            )
+            for e in args.environments
+        }
         protected = sorted(f"{iam_arn}:role/{n}" for pair in names.values() for n in pair)
         secrets = pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in args.secrets_key_arns.items()})
 
@@ -73,7 +80,8 @@ class GitHubOidc(pulumi.ComponentResource):
                 f"{name}-preview-{env.name}",
                 name=preview_name,
                 description=f"Pulumi previews of the {env.name} stacks of {args.repository}: "
-                + ("pull requests, " if env.pull_request_previews else "") + "main (drift, before approval)",
+                + ("pull requests, " if env.pull_request_previews else "")
+                + "main (drift, before approval)",
                 assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
                     lambda arn: json.dumps(trust.github_trust_policy(arn, subjects))
                 ),
@@ -82,21 +90,35 @@ class GitHubOidc(pulumi.ComponentResource):
                 opts=child,
             )
             aws.iam.RolePolicyAttachment(
-                f"{name}-preview-{env.name}-read-only", role=preview.name,
-                policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}", opts=child,
+                f"{name}-preview-{env.name}-read-only",
+                role=preview.name,
+                policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}",
+                opts=child,
             )
             aws.iam.RolePolicy(
-                f"{name}-preview-{env.name}-state", role=preview.name,
-                policy=pulumi.Output.all(args.bucket_arn, args.state_key_arn, secrets, args.bootstrap_secrets_key_arn).apply(
-                    lambda a: json.dumps(permissions.preview_policy(
-                        a[0], a[1], env.name, a[2][env.name], {k: v for k, v in a[2].items() if k != env.name}, a[3],
-                    ))
+                f"{name}-preview-{env.name}-state",
+                role=preview.name,
+                policy=pulumi.Output.all(
+                    args.bucket_arn, args.state_key_arn, secrets, args.bootstrap_secrets_key_arn
+                ).apply(
+                    lambda a: json.dumps(
+                        permissions.preview_policy(
+                            a[0],
+                            a[1],
+                            env.name,
+                            a[2][env.name],
+                            {k: v for k, v in a[2].items() if k != env.name},
+                            a[3],
+                        )
+                    )
                 ),
                 opts=child,
             )
             self.preview_roles[env.name] = preview
 
-            deploy_subjects = trust.deploy_subjects(args.subject_prefix, args.main_branch, env.name, env.github_environment)
+            deploy_subjects = trust.deploy_subjects(
+                args.subject_prefix, args.main_branch, env.name, env.github_environment
+            )
             role = aws.iam.Role(
                 f"{name}-deploy-{env.name}",
                 name=deploy_name,
@@ -109,14 +131,30 @@ class GitHubOidc(pulumi.ComponentResource):
                 opts=child,
             )
             aws.iam.RolePolicy(
-                f"{name}-deploy-{env.name}-policy", role=role.name,
+                f"{name}-deploy-{env.name}-policy",
+                role=role.name,
                 policy=pulumi.Output.all(
-                    args.bucket_arn, args.state_key_arn, provider_arn, secrets, args.bootstrap_secrets_key_arn,
+                    args.bucket_arn,
+                    args.state_key_arn,
+                    provider_arn,
+                    secrets,
+                    args.bootstrap_secrets_key_arn,
                 ).apply(
-                    lambda a: json.dumps(permissions.deploy_policy(
-                        permissions.DEPLOY_SERVICES, args.account, args.partition, a[0], a[1], protected, a[2],
-                        env.name, a[3][env.name], {k: v for k, v in a[3].items() if k != env.name}, a[4],
-                    ))
+                    lambda a: json.dumps(
+                        permissions.deploy_policy(
+                            permissions.DEPLOY_SERVICES,
+                            args.account,
+                            args.partition,
+                            a[0],
+                            a[1],
+                            protected,
+                            a[2],
+                            env.name,
+                            a[3][env.name],
+                            {k: v for k, v in a[3].items() if k != env.name},
+                            a[4],
+                        )
+                    )
                 ),
                 opts=child,
             )

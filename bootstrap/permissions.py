@@ -24,7 +24,8 @@ bootstrap's state.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 PREVIEW_MANAGED_POLICY = "ReadOnlyAccess"
 
@@ -54,7 +55,9 @@ _TYPE_SERVICES = {
 }
 # The services the deploy roles may manage: what ``services_for_types`` finds in the cluster
 # and workload programs (tests/test_bootstrap.py checks the plans of every stack against it).
-DEPLOY_SERVICES = frozenset({"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs", "s3", "ssm", "sts"})
+DEPLOY_SERVICES = frozenset(
+    {"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs", "s3", "ssm", "sts"}
+)
 
 # Look-ups every run makes whatever it declares (instance offerings, the caller's identity).
 _ALWAYS = {"ec2", "eks", "sts"}
@@ -64,8 +67,17 @@ _ALWAYS = {"ec2", "eks", "sts"}
 # OIDC providers: Create/Delete/Update/Put/Attach/Detach/Tag/Untag/Add/Remove, and PassRole).
 # Denied on the pipeline's own roles and provider; Get/List stay allowed.
 PIPELINE_WRITE_ACTIONS = (
-    "iam:Add*", "iam:Attach*", "iam:Create*", "iam:Delete*", "iam:Detach*", "iam:PassRole", "iam:Put*",
-    "iam:Remove*", "iam:Tag*", "iam:Untag*", "iam:Update*",
+    "iam:Add*",
+    "iam:Attach*",
+    "iam:Create*",
+    "iam:Delete*",
+    "iam:Detach*",
+    "iam:PassRole",
+    "iam:Put*",
+    "iam:Remove*",
+    "iam:Tag*",
+    "iam:Untag*",
+    "iam:Update*",
 )
 
 
@@ -136,8 +148,12 @@ def bootstrap_denials(bucket_arn: str, bootstrap_secrets_key_arn: str) -> list[d
     role, key and trust policy, and the administrator's next bootstrap `up` acts on it with admin
     rights (an indirect way round KeepPipelineTrust). Its secrets are under a key of its own."""
     return [
-        {"Sid": "KeepBootstrapState", "Effect": "Deny", "Action": list(OBJECT_ACCESS_ACTIONS),
-         "Resource": bootstrap_state_objects(bucket_arn)},
+        {
+            "Sid": "KeepBootstrapState",
+            "Effect": "Deny",
+            "Action": list(OBJECT_ACCESS_ACTIONS),
+            "Resource": bootstrap_state_objects(bucket_arn),
+        },
         {"Sid": "KeepBootstrapSecrets", "Effect": "Deny", "Action": ["kms:*"], "Resource": bootstrap_secrets_key_arn},
     ]
 
@@ -148,32 +164,71 @@ def _meta(bucket_arn: str) -> str:
     return f"{bucket_arn}/.pulumi/meta.yaml"
 
 
-def state_read_statements(bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str) -> list[dict[str, Any]]:
+def state_read_statements(
+    bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str
+) -> list[dict[str, Any]]:
     return [
-        {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
-        {"Sid": "ReadState", "Effect": "Allow", "Action": ["s3:GetObject"],
-         "Resource": [_meta(bucket_arn), *environment_state_objects(bucket_arn, environment)]},
+        {
+            "Sid": "ListState",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+            "Resource": bucket_arn,
+        },
+        {
+            "Sid": "ReadState",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject"],
+            "Resource": [_meta(bucket_arn), *environment_state_objects(bucket_arn, environment)],
+        },
         # SSE-KMS: reading an object decrypts its data key with the bucket's key.
-        {"Sid": "DecryptState", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:DescribeKey"], "Resource": state_key_arn},
+        {
+            "Sid": "DecryptState",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:DescribeKey"],
+            "Resource": state_key_arn,
+        },
         # pulumi/pulumi pkg/cmd/pulumi/stack/secrets.go: a stack with an awskms:// provider
         # decrypts its data key even to preview.
-        {"Sid": "DecryptOwnSecrets", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:DescribeKey"],
-         "Resource": secrets_key_arn},
+        {
+            "Sid": "DecryptOwnSecrets",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:DescribeKey"],
+            "Resource": secrets_key_arn,
+        },
     ]
 
 
-def state_write_statements(bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str) -> list[dict[str, Any]]:
+def state_write_statements(
+    bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str
+) -> list[dict[str, Any]]:
     """An update takes a lock object, writes checkpoints, history and backups, then deletes the lock:
     all under its own environment's stacks."""
     return [
-        {"Sid": "ListState", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
+        {
+            "Sid": "ListState",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+            "Resource": bucket_arn,
+        },
         {"Sid": "ReadStateMeta", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": _meta(bucket_arn)},
-        {"Sid": "WriteState", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-         "Resource": environment_state_objects(bucket_arn, environment)},
-        {"Sid": "UseStateKey", "Effect": "Allow",
-         "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"], "Resource": state_key_arn},
-        {"Sid": "UseOwnSecretsKey", "Effect": "Allow",
-         "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"], "Resource": secrets_key_arn},
+        {
+            "Sid": "WriteState",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": environment_state_objects(bucket_arn, environment),
+        },
+        {
+            "Sid": "UseStateKey",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            "Resource": state_key_arn,
+        },
+        {
+            "Sid": "UseOwnSecretsKey",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            "Resource": secrets_key_arn,
+        },
     ]
 
 
@@ -185,78 +240,171 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
         return []
     names = sorted(others)
     statements: list[dict[str, Any]] = [
-        {"Sid": "NoOtherEnvironmentsState", "Effect": "Deny", "Action": list(OBJECT_ACCESS_ACTIONS),
-         "Resource": [o for env in names for o in environment_state_objects(bucket_arn, env)]},
-        {"Sid": "NoOtherEnvironmentsSecrets", "Effect": "Deny", "Action": ["kms:*"],
-         "Resource": [others[env] for env in names]},
+        {
+            "Sid": "NoOtherEnvironmentsState",
+            "Effect": "Deny",
+            "Action": list(OBJECT_ACCESS_ACTIONS),
+            "Resource": [o for env in names for o in environment_state_objects(bucket_arn, env)],
+        },
+        {
+            "Sid": "NoOtherEnvironmentsSecrets",
+            "Effect": "Deny",
+            "Action": ["kms:*"],
+            "Resource": [others[env] for env in names],
+        },
     ]
     # IAM user guide, "Controlling access to AWS resources using tags": aws:ResourceTag is the
     # tag on the resource a request acts on, aws:RequestTag a tag the request sets. A resource
     # another environment's stack tagged is out of reach (reads too, where AWS authorizes them by
     # tag), and no deploy may tag one as theirs.
-    statements.append({"Sid": "NoOtherEnvironmentsResources", "Effect": "Deny", "Action": "*", "Resource": "*",
-                       "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": names}}})
+    statements.append(
+        {
+            "Sid": "NoOtherEnvironmentsResources",
+            "Effect": "Deny",
+            "Action": "*",
+            "Resource": "*",
+            "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": names}},
+        }
+    )
     if deploy:
-        statements.append({"Sid": "NoTaggingAsOtherEnvironments", "Effect": "Deny", "Action": "*", "Resource": "*",
-                           "Condition": {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": names}}})
+        statements.append(
+            {
+                "Sid": "NoTaggingAsOtherEnvironments",
+                "Effect": "Deny",
+                "Action": "*",
+                "Resource": "*",
+                "Condition": {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": names}},
+            }
+        )
     return statements
 
 
 def preview_policy(
-    bucket_arn: str, state_key_arn: str, environment: str, secrets_key_arn: str, others: dict[str, str],
+    bucket_arn: str,
+    state_key_arn: str,
+    environment: str,
+    secrets_key_arn: str,
+    others: dict[str, str],
     bootstrap_secrets_key_arn: str,
 ) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [
-        *state_read_statements(bucket_arn, state_key_arn, environment, secrets_key_arn),
-        *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
-        *other_environment_denials(bucket_arn, others, deploy=False),
-    ]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            *state_read_statements(bucket_arn, state_key_arn, environment, secrets_key_arn),
+            *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
+            *other_environment_denials(bucket_arn, others, deploy=False),
+        ],
+    }
 
 
 def deploy_policy(
-    services: frozenset[str], account: str, partition: str, bucket_arn: str, state_key_arn: str,
-    protected_role_arns: list[str], oidc_provider_arn: str, environment: str, secrets_key_arn: str,
-    others: dict[str, str], bootstrap_secrets_key_arn: str,
+    services: frozenset[str],
+    account: str,
+    partition: str,
+    bucket_arn: str,
+    state_key_arn: str,
+    protected_role_arns: list[str],
+    oidc_provider_arn: str,
+    environment: str,
+    secrets_key_arn: str,
+    others: dict[str, str],
+    bootstrap_secrets_key_arn: str,
 ) -> dict[str, Any]:
     iam_arn = f"arn:{partition}:iam::{account}"
     statements: list[dict[str, Any]] = [
-        {"Sid": "ManageStackServices", "Effect": "Allow",
-         "Action": sorted(f"{s}:*" for s in services - {"iam", "sts", "s3"}), "Resource": "*"},
+        {
+            "Sid": "ManageStackServices",
+            "Effect": "Allow",
+            "Action": sorted(f"{s}:*" for s in services - {"iam", "sts", "s3"}),
+            "Resource": "*",
+        },
         # Buckets the stacks own, never the state bucket: its objects are reached only through
         # WriteState below (this environment's stacks), so `s3:*` cannot write another's state.
-        *([{"Sid": "ManageStackBuckets", "Effect": "Allow", "Action": "s3:*",
-            "NotResource": [bucket_arn, f"{bucket_arn}/*"]}] if "s3" in services else []),
-        {"Sid": "ManageStackIdentities", "Effect": "Allow", "Action": "iam:*",
-         "Resource": [f"{iam_arn}:role/*", f"{iam_arn}:policy/*", f"{iam_arn}:instance-profile/*",
-                      f"{iam_arn}:oidc-provider/*"]},
+        *(
+            [
+                {
+                    "Sid": "ManageStackBuckets",
+                    "Effect": "Allow",
+                    "Action": "s3:*",
+                    "NotResource": [bucket_arn, f"{bucket_arn}/*"],
+                }
+            ]
+            if "s3" in services
+            else []
+        ),
+        {
+            "Sid": "ManageStackIdentities",
+            "Effect": "Allow",
+            "Action": "iam:*",
+            "Resource": [
+                f"{iam_arn}:role/*",
+                f"{iam_arn}:policy/*",
+                f"{iam_arn}:instance-profile/*",
+                f"{iam_arn}:oidc-provider/*",
+            ],
+        },
         # AWS-managed policies the stacks attach (AmazonEKSWorkerNodePolicy...): read only, and
         # nobody can change those anyway.
-        {"Sid": "ReadManagedPolicies", "Effect": "Allow", "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
-         "Resource": f"arn:{partition}:iam::aws:policy/*"},
+        {
+            "Sid": "ReadManagedPolicies",
+            "Effect": "Allow",
+            "Action": ["iam:GetPolicy", "iam:GetPolicyVersion"],
+            "Resource": f"arn:{partition}:iam::aws:policy/*",
+        },
         {"Sid": "ReadIdentity", "Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"},
         *state_write_statements(bucket_arn, state_key_arn, environment, secrets_key_arn),
         # A deploy must not edit its own trust or the preview role's, nor the provider they trust.
         # Reads stay allowed: the cluster program's aws.iam.get_session_context calls
         # iam:GetRole on the caller's own role (terraform-provider-aws
         # internal/service/iam/session_context_data_source.go), and an explicit Deny would win.
-        {"Sid": "KeepPipelineTrust", "Effect": "Deny", "Action": list(PIPELINE_WRITE_ACTIONS),
-         "Resource": sorted([*protected_role_arns, oidc_provider_arn])},
+        {
+            "Sid": "KeepPipelineTrust",
+            "Effect": "Deny",
+            "Action": list(PIPELINE_WRITE_ACTIONS),
+            "Resource": sorted([*protected_role_arns, oidc_provider_arn]),
+        },
         # ...nor take the state backend away from under every stack.
-        {"Sid": "KeepStateBucket", "Effect": "Deny",
-         "Action": ["s3:DeleteBucket", "s3:DeleteBucketPolicy", "s3:PutBucketPolicy", "s3:PutBucketVersioning",
-                    "s3:PutEncryptionConfiguration", "s3:PutBucketPublicAccessBlock", "s3:PutLifecycleConfiguration",
-                    "s3:PutBucketOwnershipControls", "s3:PutReplicationConfiguration", "s3:PutBucketNotification"],
-         "Resource": bucket_arn},
+        {
+            "Sid": "KeepStateBucket",
+            "Effect": "Deny",
+            "Action": [
+                "s3:DeleteBucket",
+                "s3:DeleteBucketPolicy",
+                "s3:PutBucketPolicy",
+                "s3:PutBucketVersioning",
+                "s3:PutEncryptionConfiguration",
+                "s3:PutBucketPublicAccessBlock",
+                "s3:PutLifecycleConfiguration",
+                "s3:PutBucketOwnershipControls",
+                "s3:PutReplicationConfiguration",
+                "s3:PutBucketNotification",
+            ],
+            "Resource": bucket_arn,
+        },
         # ...nor purge the state's history: versioning keeps every earlier checkpoint only while
         # nobody may delete a version (an update needs Get/Put/DeleteObject, never a version).
-        {"Sid": "KeepStateHistory", "Effect": "Deny", "Action": ["s3:DeleteObjectVersion"],
-         "Resource": f"{bucket_arn}/*"},
+        {
+            "Sid": "KeepStateHistory",
+            "Effect": "Deny",
+            "Action": ["s3:DeleteObjectVersion"],
+            "Resource": f"{bucket_arn}/*",
+        },
         # ...nor read or rewrite the bootstrap's own state and secrets.
         *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
-        {"Sid": "KeepStateKey", "Effect": "Deny",
-         "Action": ["kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:PutKeyPolicy", "kms:DisableKeyRotation",
-                    "kms:DeleteAlias", "kms:UpdateAlias", "kms:CreateGrant"],
-         "Resource": sorted({state_key_arn, secrets_key_arn})},
+        {
+            "Sid": "KeepStateKey",
+            "Effect": "Deny",
+            "Action": [
+                "kms:ScheduleKeyDeletion",
+                "kms:DisableKey",
+                "kms:PutKeyPolicy",
+                "kms:DisableKeyRotation",
+                "kms:DeleteAlias",
+                "kms:UpdateAlias",
+                "kms:CreateGrant",
+            ],
+            "Resource": sorted({state_key_arn, secrets_key_arn}),
+        },
         *other_environment_denials(bucket_arn, others, deploy=True),
     ]
     return {"Version": "2012-10-17", "Statement": statements}

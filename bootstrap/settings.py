@@ -8,15 +8,14 @@ the key, the value and what is allowed, before any resource is declared.
 from __future__ import annotations
 
 import re
-
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import Field
 
 from infra.config.base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
-from infra.config.rules import BUCKET
 from infra.config.errors import ConfigError
 from infra.config.naming import aws_tag_problem
+from infra.config.rules import BUCKET
 
 PROJECT = "trainium-bootstrap"
 # GitHub: owner names are 1-39 letters, digits and single hyphens; repository names letters,
@@ -81,7 +80,7 @@ class BootstrapConfig(ConfigModel):
     github_repository: str = Field(
         pattern=REPOSITORY_PATTERN, description="owner/name of the repository whose workflows may assume the roles."
     )
-    oidc_subject_prefix: Optional[str] = Field(
+    oidc_subject_prefix: str | None = Field(
         default=None,
         description=(
             "What the repository's OIDC tokens' sub claim starts with, as GitHub's OIDC settings show it: "
@@ -90,13 +89,17 @@ class BootstrapConfig(ConfigModel):
         ),
     )
     main_branch: str = Field(default="main", pattern=BRANCH_PATTERN, description="Branch whose pushes deploy.")
-    state_bucket: str = Field(pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique).")
+    state_bucket: str = Field(
+        pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique)."
+    )
     state_key_alias: str = Field(
-        default="alias/trainium-pulumi-state", pattern=KMS_ALIAS_PATTERN,
+        default="alias/trainium-pulumi-state",
+        pattern=KMS_ALIAS_PATTERN,
         description="Alias of the KMS key that encrypts the state bucket (never a stack's secrets).",
     )
     secrets_key_alias_prefix: str = Field(
-        default="alias/trainium-pulumi-secrets", pattern=KMS_ALIAS_PATTERN,
+        default="alias/trainium-pulumi-secrets",
+        pattern=KMS_ALIAS_PATTERN,
         description="Alias prefix of the per-environment KMS keys behind the stacks' awskms:// secrets providers: "
         "<prefix>-<environment>, so a role of one environment cannot decrypt another's secrets.",
     )
@@ -106,19 +109,24 @@ class BootstrapConfig(ConfigModel):
     environments: list[DeployEnvironment] = Field(
         min_length=1, description="The environments (stacks) deployed into this account, one deploy role each."
     )
-    existing_oidc_provider_arn: Optional[str] = Field(
-        default=None, pattern=OIDC_PROVIDER_ARN_PATTERN,
+    existing_oidc_provider_arn: str | None = Field(
+        default=None,
+        pattern=OIDC_PROVIDER_ARN_PATTERN,
         description="Reuse the account's GitHub OIDC provider (IAM holds one per URL) instead of creating it.",
     )
     deploy_session_hours: int = Field(
         # Below the workflows' longest role-duration-seconds (21600), STS refuses the job's
         # AssumeRoleWithWebIdentity; 12 h is IAM's MaxSessionDuration ceiling.
-        default=WORKFLOW_SESSION_HOURS, ge=WORKFLOW_SESSION_HOURS, le=12,
+        default=WORKFLOW_SESSION_HOURS,
+        ge=WORKFLOW_SESSION_HOURS,
+        le=12,
         description="Longest session of a deploy role: at least the workflows' role-duration-seconds (6 h for the "
         "workload stack's jobs, as long as a GitHub-hosted job may run).",
     )
     state_noncurrent_version_days: int = Field(
-        default=90, ge=1, le=3650,
+        default=90,
+        ge=1,
+        le=3650,
         description=(
             "Days an overwritten state checkpoint is kept (S3 noncurrent-version expiry): the window in which a "
             "damaged stack can be restored from an earlier version."
@@ -136,9 +144,11 @@ def subject_prefix_problem(prefix: str, repository: str) -> str | None:
     form = rf"^repo:{re.escape(owner)}{SUBJECT_ID}/{re.escape(name)}{SUBJECT_ID}$"
     if re.fullmatch(form, prefix):
         return None
-    return (f"allowed: repo:{repository} or, with the immutable IDs GitHub's OIDC settings show, "
-            f"repo:{owner}@<owner id>/{name}@<repository id> (this repository's names, exactly as spelled "
-            "in githubRepository; no wildcards, nothing after the repository)")
+    return (
+        f"allowed: repo:{repository} or, with the immutable IDs GitHub's OIDC settings show, "
+        f"repo:{owner}@<owner id>/{name}@<repository id> (this repository's names, exactly as spelled "
+        "in githubRepository; no wildcards, nothing after the repository)"
+    )
 
 
 def key_name(loc: tuple[Any, ...]) -> str:
@@ -156,7 +166,9 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
                 f"{config.secrets_key_alias_prefix}-{BOOTSTRAP_SECRETS}; allowed: any other stack name"
             )
         if name in names[:i]:
-            problems.append(f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment")
+            problems.append(
+                f"{key_name(('environments', i, 'name'))} = {name!r}: listed twice; one deploy role per environment"
+            )
         role = role_name(config.role_name_prefix, f"deploy-{name}")  # the longer of its two roles
         if len(role) > ROLE_NAME_MAX:
             problems.append(

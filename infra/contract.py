@@ -13,7 +13,8 @@ they stay descriptions (``WORKLOAD_OUTPUTS``, ``BOOTSTRAP_OUTPUTS``).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -78,7 +79,7 @@ class NodeGroup(ContractModel):
         description="`CAPACITY_BLOCK` when the group launches into a Capacity Block (priced as such), else `ON_DEMAND`."
     )
     # None from cluster stacks that do not export it: only Neuron devices and EFA interfaces are checked then.
-    allocatable: Optional[dict[str, str]] = Field(
+    allocatable: dict[str, str] | None = Field(
         default=None,
         description="`{cpu, memory}` a pod can request per node after the kubelet's reservations and the DaemonSets "
         "there; the workload stacks refuse pods that ask for more. Null for a type the cluster has no figures for.",
@@ -87,7 +88,7 @@ class NodeGroup(ContractModel):
         default_factory=list,
         description="Taints a new node starts with and loses once its burn-in passes (never tolerated by jobs).",
     )
-    capacity_block: Optional[dict[str, str]] = Field(
+    capacity_block: dict[str, str] | None = Field(
         default=None,
         description="`{start, end}` (RFC 3339) of the Capacity Block the group launches into, or null; the "
         "workload stacks refuse a run that cannot end before EKS scales the group to zero.",
@@ -105,8 +106,10 @@ class NodeGroup(ContractModel):
         # `nodeProvisioner` may switch under running jobs; pods that selected on it would stay Pending
         # after the switch until every workload stack is re-run (docs/provisioners.md, "Switching
         # provisioners"). Pods still read it (pods.pod_metadata) to annotate.
-        return {"node.kubernetes.io/instance-type": self.instance_type,
-                **{k: v for k, v in self.labels.items() if (k, v) not in PROVISIONER_LABELS}}
+        return {
+            "node.kubernetes.io/instance-type": self.instance_type,
+            **{k: v for k, v in self.labels.items() if (k, v) not in PROVISIONER_LABELS},
+        }
 
     @property
     def tolerations(self) -> list[dict[str, str]]:
@@ -124,13 +127,15 @@ class S3Link(ContractModel):
 
 
 class Storage(ContractModel):
-    enabled: bool = Field(description="Whether the file system exists (the `fsxCsi` feature); every other key "
-                          "but capacityGib, deploymentType and zone is null or empty when not.")
-    file_system_id: Optional[str] = Field(description="The FSx for Lustre file system.")
-    dns_name: Optional[str] = Field(description="Its DNS name.")
-    mount_name: Optional[str] = Field(description="Its Lustre mount name.")
-    storage_class: Optional[str] = Field(description="The StorageClass of its volumes.")
-    claim_name: Optional[str] = Field(description="The PersistentVolumeClaim's name in each namespace.")
+    enabled: bool = Field(
+        description="Whether the file system exists (the `fsxCsi` feature); every other key "
+        "but capacityGib, deploymentType and zone is null or empty when not."
+    )
+    file_system_id: str | None = Field(description="The FSx for Lustre file system.")
+    dns_name: str | None = Field(description="Its DNS name.")
+    mount_name: str | None = Field(description="Its Lustre mount name.")
+    storage_class: str | None = Field(description="The StorageClass of its volumes.")
+    claim_name: str | None = Field(description="The PersistentVolumeClaim's name in each namespace.")
     namespaces: list[str] = Field(description="The namespaces that have a claim.")
     capacity_gib: int = Field(description="Its capacity.")
     deployment_type: str = Field(description="Its FSx deployment type.")
@@ -143,7 +148,7 @@ class Storage(ContractModel):
 class VolcanoQueue(ContractModel):
     name: str = Field(description="The queue's name.")
     capability: dict[str, str] = Field(
-        default_factory=dict, description="Its cap (`{cpu: \"500\", memory: \"1500Gi\"}`); empty: no cap."
+        default_factory=dict, description='Its cap (`{cpu: "500", memory: "1500Gi"}`); empty: no cap.'
     )
 
     @model_validator(mode="before")
@@ -158,8 +163,8 @@ class JobSupportPlacement(ContractModel):
     # Kubernetes tolerations (core/v1 Toleration), which pods take as they come.
     tolerations: list[dict[str, str]] = Field(description="The tolerations a pod needs to run there.")
     # Both None from cluster stacks that do not export them.
-    max_size: Optional[int] = Field(default=None, description="The group's maximum node count.")
-    allocatable: Optional[dict[str, str]] = Field(
+    max_size: int | None = Field(default=None, description="The group's maximum node count.")
+    allocatable: dict[str, str] | None = Field(
         default=None,
         description="`{cpu, memory}` each node leaves to pods (with several instance types, the smallest's).",
     )
@@ -234,11 +239,11 @@ class ClusterContract(ContractModel):
         return {"nodeSelector": dict(placement.node_selector), "tolerations": [dict(t) for t in placement.tolerations]}
 
     @property
-    def support_max_size(self) -> Optional[int]:
+    def support_max_size(self) -> int | None:
         return self.job_support_placement.max_size
 
     @property
-    def support_allocatable(self) -> Optional[dict[str, str]]:
+    def support_allocatable(self) -> dict[str, str] | None:
         return self.job_support_placement.allocatable
 
 
@@ -258,11 +263,9 @@ class ClusterOutputs(ClusterContract):
     oidc_provider_url: str = Field(description="The OIDC issuer URL.")
     cluster_security_group_id: str = Field(description="The EKS cluster security group every node carries.")
     node_role_arn: str = Field(description="The IAM role of every node group.")
-    accelerator_zone: Zone = Field(
-        description="The zone that offers every Trainium type (and holds the file system)."
-    )
+    accelerator_zone: Zone = Field(description="The zone that offers every Trainium type (and holds the file system).")
     pod_identity: PodIdentity = Field(description="Pod Identity details.")
-    cloudwatch_dashboard: Optional[str] = Field(
+    cloudwatch_dashboard: str | None = Field(
         description="The CloudWatch dashboard's name (NeuronCores; training restarts and failed pods), or null."
     )
 

@@ -10,16 +10,16 @@ import ipaddress
 import os
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
+from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.facts.addons import resolve_builds
 from infra.facts.instances import InstanceFacts, from_ec2
-from infra.config.models import AcceleratorNodeGroupConfig, key_name
-from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
 from infra.specs.placement import ReservedCapacity, Zone
 
 # --- the deployer's side of the API endpoint ----------------------------------------------------
@@ -37,9 +37,7 @@ def _ipv4(text: str, source: str) -> str:
         raise EgressLookupFailed(f"{source} gave {text.strip()[:60]!r}, not an IPv4 address") from None
 
 
-def deployer_egress_ipv4(
-    url: str = EGRESS_CHECK_URL, timeout: float = EGRESS_CHECK_TIMEOUT_SECONDS
-) -> str:
+def deployer_egress_ipv4(url: str = EGRESS_CHECK_URL, timeout: float = EGRESS_CHECK_TIMEOUT_SECONDS) -> str:
     """This machine's public IPv4 address: ``$TRAINIUM_EKS_EGRESS_IP`` when set (a network that
     blocks ``url``, or a host that knows its NAT address), else what ``url`` answers within
     ``timeout`` seconds. Raises ``EgressLookupFailed``; only `pulumi up` asks."""
@@ -130,9 +128,11 @@ def addon_builds(kubernetes_version: str, wanted: list[str], pins: dict[str, str
             if not _no_build(error):
                 raise  # credentials, permissions, throttling: not the version's fault
             raise ConfigError(
-                [f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: the add-on look-up "
-                 f"(eks:DescribeAddonVersions) finds no {addon} build for it ({error}); use a version EKS supports "
-                 f"(`aws eks describe-addon-versions --addon-name {addon}`)"]
+                [
+                    f"{key_name(('kubernetesVersion',))} = {kubernetes_version!r}: the add-on look-up "
+                    f"(eks:DescribeAddonVersions) finds no {addon} build for it ({error}); use a version EKS supports "
+                    f"(`aws eks describe-addon-versions --addon-name {addon}`)"
+                ]
             ) from None
 
     return resolve_builds(wanted, pins, default_build)
@@ -148,9 +148,11 @@ def core_instance_types(types: list[str], group: str = "coreNodeGroup") -> None:
     missing = [(i, t) for i, t in enumerate(types) if t not in set(found.instance_types)]
     if missing:
         raise ConfigError(
-            [f"{key_name((group, 'instanceTypes', i))} = {t!r}: the offering look-up (ec2:DescribeInstanceTypeOfferings) "
-             "finds no such instance type in this region"
-             for i, t in missing]
+            [
+                f"{key_name((group, 'instanceTypes', i))} = {t!r}: the offering look-up (ec2:DescribeInstanceTypeOfferings) "
+                "finds no such instance type in this region"
+                for i, t in missing
+            ]
         )
 
 
@@ -195,7 +197,7 @@ def _cluster_exists(cluster_name: str) -> bool:
     return running_kubernetes_version(cluster_name) is not None
 
 
-def running_kubernetes_version(cluster_name: str) -> Optional[str]:
+def running_kubernetes_version(cluster_name: str) -> str | None:
     """The Kubernetes version the cluster's control plane runs now, or None before its first `up`."""
     try:
         cluster = aws.eks.get_cluster(name=cluster_name)
@@ -216,8 +218,10 @@ def accelerator_group_sizes(cluster_name: str, group_names: list[str]) -> dict[s
     """The desired size of each managed node group of the cluster named like an accelerator group
     (cluster-autoscaler's; under karpenter there are none)."""
     names = set(aws.eks.get_node_groups(cluster_name=cluster_name).names or []) & set(group_names)
-    return {name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).scaling_configs[0].desired_size
-            for name in sorted(names)}
+    return {
+        name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).scaling_configs[0].desired_size
+        for name in sorted(names)
+    }
 
 
 def karpenter_instance_count(cluster_name: str) -> int:
@@ -225,8 +229,10 @@ def karpenter_instance_count(cluster_name: str) -> int:
     karpenter.sh/nodepool and eks:eks-cluster-name (the controller policy's request-tag conditions,
     infra/specs/nodepools.py)."""
     found = aws.ec2.get_instances(
-        filters=[aws.ec2.GetInstancesFilterArgs(name="tag-key", values=["karpenter.sh/nodepool"]),
-                 aws.ec2.GetInstancesFilterArgs(name="tag:eks:eks-cluster-name", values=[cluster_name])],
+        filters=[
+            aws.ec2.GetInstancesFilterArgs(name="tag-key", values=["karpenter.sh/nodepool"]),
+            aws.ec2.GetInstancesFilterArgs(name="tag:eks:eks-cluster-name", values=[cluster_name]),
+        ],
         instance_state_names=["pending", "running", "stopping", "stopped"],
     )
     return len(found.ids or [])
@@ -249,11 +255,15 @@ def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, Reser
             if not _not_found(error):
                 raise
             raise ConfigError(
-                [f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'id'))} = {reservation_id!r}: "
-                 "no Capacity Block with this id in this account and region"]
+                [
+                    f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'id'))} = {reservation_id!r}: "
+                    "no Capacity Block with this id in this account and region"
+                ]
             ) from None
         found[group.name] = ReservedCapacity(
-            zone_id=block.availability_zone_id, instance_type=block.instance_type,
-            start_date=block.start_date, end_date=block.end_date,
+            zone_id=block.availability_zone_id,
+            instance_type=block.instance_type,
+            start_date=block.start_date,
+            end_date=block.end_date,
         )
     return found

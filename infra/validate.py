@@ -11,17 +11,17 @@ from typing import Any
 import pulumi
 
 from infra import lookups
-from infra.config.errors import ConfigError
 from infra.config.base import validated
+from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
 from infra.config.rules import (
     advisories,
     deploy_problems,
     kubernetes_version_change_problem,
-    provisioner_switch_problem,
     lagging_node_groups_problem,
     neuron_compatibility_problems,
+    provisioner_switch_problem,
     semantic_problems,
 )
 from infra.specs.system_capacity import system_fit_problem
@@ -61,10 +61,13 @@ def check_provisioner_switch(config: StackConfig) -> None:
     `pulumi up` with the steps to take (a preview warns: it changes nothing)."""
     if config.node_provisioner == "karpenter":
         names = [g.name for g in config.accelerator_node_groups]
-        problem = provisioner_switch_problem("karpenter", lookups.accelerator_group_sizes(config.cluster_name, names), 0)
+        problem = provisioner_switch_problem(
+            "karpenter", lookups.accelerator_group_sizes(config.cluster_name, names), 0
+        )
     else:
-        problem = provisioner_switch_problem("cluster-autoscaler", {},
-                                             lookups.karpenter_instance_count(config.cluster_name))
+        problem = provisioner_switch_problem(
+            "cluster-autoscaler", {}, lookups.karpenter_instance_count(config.cluster_name)
+        )
     if problem and lookups.deploy_context().deploying():
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
     if problem:
@@ -92,9 +95,13 @@ def plan_problems(config: StackConfig) -> list[str]:
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
-        problem = system_fit_problem(instance_type, config.core_node_group.min_size, config.features, config.training_namespaces,
-                                     karpenter=config.node_provisioner == "karpenter")
+        problem = system_fit_problem(
+            instance_type,
+            config.core_node_group.min_size,
+            config.features,
+            config.training_namespaces,
+            karpenter=config.node_provisioner == "karpenter",
+        )
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
     return problems + neuron_compatibility_problems(config)
-

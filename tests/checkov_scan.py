@@ -13,14 +13,15 @@ import fnmatch
 import json
 import os
 import subprocess
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import yaml
 
-from offline.report.plan_output import kubernetes_objects, manifest_file_name
 from offline.plan.runner import REPO_ROOT, PlanResult
+from offline.report.plan_output import kubernetes_objects, manifest_file_name
 
 JUSTIFICATIONS = REPO_ROOT / "security" / "checkov-justifications.yaml"
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -41,7 +42,11 @@ CHECKOV_WORKLOADS = {
 
 def is_pod_template(value: Any) -> bool:
     """A pod template (or a Pod): a mapping whose `spec` lists containers."""
-    return isinstance(value, dict) and isinstance(value.get("spec"), dict) and isinstance(value["spec"].get("containers"), list)
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("spec"), dict)
+        and isinstance(value["spec"].get("containers"), list)
+    )
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -134,7 +139,9 @@ def checkov_command() -> Path:
     return path
 
 
-def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Iterable[Path] = (WORKFLOWS_DIR,)) -> list[Finding]:
+def run_checkov(
+    manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Iterable[Path] = (WORKFLOWS_DIR,)
+) -> list[Finding]:
     """checkov's failed checks over the manifests, the Dockerfiles and the workflow folders
     that exist (no network: --skip-download)."""
     folders, frameworks = [manifests, dockerfiles], ["kubernetes", "dockerfile"]
@@ -153,7 +160,9 @@ def run_checkov(manifests: Path, dockerfiles: Path = DOCKER_DIR, workflows: Iter
     findings = set()
     for report in json_reports(done.stdout):
         for failed in report.get("results", {}).get("failed_checks", []):
-            findings.add(Finding(failed["check_id"], object_key(report["check_type"], failed["resource"], failed["file_path"])))
+            findings.add(
+                Finding(failed["check_id"], object_key(report["check_type"], failed["resource"], failed["file_path"]))
+            )
     return sorted(findings)
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -64,8 +65,10 @@ def workloads_prod(prod: PlanResult) -> PlanResult:
 # The dev workload stack with every workload on: NeMo and the RedPajama staging it reads (off in the
 # shipped dev file, whose trn1-32xl-ng1 holds 4 nodes) switched on, and that group's maxSize raised
 # to 8 so BERT (2), NeMo (4) and the check (2) fit it together (workloads/schedule.py).
-ALL_ON = {"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "trainDeadlineMinutes": 240},
-          "dataStaging": {"wikicorpus": True, "redpajama": True, "cmdShell": True}}
+ALL_ON = {
+    "nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "trainDeadlineMinutes": 240},
+    "dataStaging": {"wikicorpus": True, "redpajama": True, "cmdShell": True},
+}
 ALL_ON_MAX_SIZE = {"trn1-32xl-ng1": 8}
 
 
@@ -79,7 +82,9 @@ def workloads_all(dev: PlanResult) -> PlanResult:
     return run_workloads(dev, all_on_cluster, **ALL_ON)
 
 
-def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | None = None, **overrides: Any) -> PlanResult:
+def run_workloads(
+    dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | None = None, **overrides: Any
+) -> PlanResult:
     import copy
 
     from offline.plan.mocks import StackOutputs
@@ -109,8 +114,13 @@ def run_workloads(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | N
 _RUNS: dict[str, PlanResult] = {}
 
 
-def remembered_program(project_dir: Any, stack: str, config: dict[str, str] | None = None,
-                       stack_references: Any = None, secrets: dict[str, str] | None = None) -> PlanResult:
+def remembered_program(
+    project_dir: Any,
+    stack: str,
+    config: dict[str, str] | None = None,
+    stack_references: Any = None,
+    secrets: dict[str, str] | None = None,
+) -> PlanResult:
     """offline.plan.runner.run_program (config: the stack file's when None), each distinct input once a
     worker: for code under test that runs the programs itself (tools/workloads_preflight.py)."""
     from offline.plan.runner import stack_config
@@ -120,7 +130,9 @@ def remembered_program(project_dir: Any, stack: str, config: dict[str, str] | No
 
 
 def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **options: Any) -> PlanResult:
-    references = {name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()}
+    references = {
+        name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()
+    }
     key = json.dumps([str(project_dir), stack, config, references, options.get("secrets")], sort_keys=True, default=str)
     if key not in _RUNS:
         from offline.plan.runner import run_program

@@ -8,7 +8,7 @@ pruned or refused by the API server, so the tests require there are none.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ class FieldTree:
     sections: dict[str, frozenset[str]]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(api_version: str, kind: str) -> FieldTree:
     paths: set[str] = set()
     references: dict[str, str] = {}

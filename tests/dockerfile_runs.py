@@ -32,7 +32,9 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return result
 
 
-def run_step(dockerfile: Path, containing: str, fakes: dict[str, str], workdir: Path, **args: str) -> subprocess.CompletedProcess[str]:
+def run_step(
+    dockerfile: Path, containing: str, fakes: dict[str, str], workdir: Path, **args: str
+) -> subprocess.CompletedProcess[str]:
     """Run the first RUN instruction containing ``containing``; ``fakes`` maps command names to
     shell scripts put first on PATH; ``args`` override the Dockerfile's ARG defaults."""
     shell, env = ["/bin/sh", "-c"], {}

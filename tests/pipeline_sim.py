@@ -46,16 +46,17 @@ import math
 import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import yaml
 
-from offline.plan import fixtures
-from offline.plan.mocks import ExistingCluster, StackOutputs
-from offline.plan.command import offline_secrets
 from infra.lookups import DeployContext
+from offline.plan import fixtures
+from offline.plan.command import offline_secrets
+from offline.plan.mocks import ExistingCluster, StackOutputs
 from offline.plan.runner import REPO_ROOT, PlanResult, project_name, run_program, stack_config
 from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
@@ -83,28 +84,30 @@ class Commit:
 
     sha: str
     configs: dict[tuple[str, str], dict[str, str]]  # (project, stack) -> the stack file's config
-    parent: Optional[str] = None
+    parent: str | None = None
 
     def config(self, project: str, stack: str) -> dict[str, str]:
         return dict(self.configs[(project, stack)])
 
-    def edited(self, sha: str, edits: dict[tuple[str, str], Callable[[dict[str, str]], None]]) -> "Commit":
+    def edited(self, sha: str, edits: dict[tuple[str, str], Callable[[dict[str, str]], None]]) -> Commit:
         configs = {key: dict(value) for key, value in self.configs.items()}
         for key, edit in edits.items():
             edit(configs[key])
         return Commit(sha, configs, self.sha)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shipped_configs() -> dict[tuple[str, str], dict[str, str]]:
-    return {(project_name(d), stack): stack_config(d, stack) for d in PROJECT_DIRS.values() for stack in ("dev", "prod")}
+    return {
+        (project_name(d), stack): stack_config(d, stack) for d in PROJECT_DIRS.values() for stack in ("dev", "prod")
+    }
 
 
 def shipped_commit(sha: str = "c0") -> Commit:
     return Commit(sha, {key: dict(value) for key, value in _shipped_configs().items()})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _workflow(name: str) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """The workflow and each job's concrete (matrix-expanded) forms, parsed once."""
     workflow = load(name)
@@ -118,6 +121,7 @@ def set_key(project: str, key: str, value: Any) -> Callable[[dict[str, str]], No
             config.pop(full, None)
         else:
             config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
     return edit
 
 
@@ -126,12 +130,12 @@ def set_key(project: str, key: str, value: Any) -> Callable[[dict[str, str]], No
 
 @dataclass
 class StackState:
-    secrets_key: str                                   # the KMS key its awskms:// provider names
+    secrets_key: str  # the KMS key its awskms:// provider names
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # urn -> {"initErrors": [...]}
-    outputs: Optional[dict[str, Any]] = None           # None: never deployed
+    outputs: dict[str, Any] | None = None  # None: never deployed
     secret_outputs: frozenset[str] = frozenset()
-    commit: Optional[str] = None
-    creator: Optional[str] = None                      # who made its EKS cluster (EKS's creator entry)
+    commit: str | None = None
+    creator: str | None = None  # who made its EKS cluster (EKS's creator entry)
     registrations: list[Any] = field(default_factory=list)
     # `pulumi stack history --json`, newest first: each update's kind, result and the checkout's
     # HEAD as `environment["git.head"]` (pulumi pkg/cmd/pulumi/metadata/metadata.go).
@@ -145,7 +149,7 @@ class Backend:
     url: str
     bucket_arn: str
     state_key: str
-    meta: bool = False                                  # .pulumi/meta.yaml written (first login)
+    meta: bool = False  # .pulumi/meta.yaml written (first login)
     stacks: dict[tuple[str, str], StackState] = field(default_factory=dict)
 
 
@@ -153,7 +157,7 @@ class Backend:
 class Account:
     """Everything AWS holds for the simulation: bootstrap stacks, backends, ECR images."""
 
-    bootstraps: dict[str, PlanResult]                   # bootstrap stack -> its plan (roles, outputs)
+    bootstraps: dict[str, PlanResult]  # bootstrap stack -> its plan (roles, outputs)
     backends: dict[str, Backend] = field(default_factory=dict)
     images: set[tuple[str, str]] = field(default_factory=set)  # (ECR repository name, tag)
 
@@ -179,7 +183,7 @@ class Account:
                 statements.append({"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"})
         return {"Version": "2012-10-17", "Statement": statements}
 
-    def owner(self, resource: str) -> Optional[PlanResult]:
+    def owner(self, resource: str) -> PlanResult | None:
         """The bootstrap (account) whose state bucket or key ``resource`` is, if any."""
         for plan in self.bootstraps.values():
             out = plan.outputs
@@ -200,9 +204,11 @@ class Account:
 
 
 def stack_objects(bucket_arn: str, project: str, stack: str) -> dict[str, str]:
-    return {"checkpoint": f"{bucket_arn}/.pulumi/stacks/{project}/{stack}.json",
-            "lock": f"{bucket_arn}/.pulumi/locks/organization/{project}/{stack}/sim.json",
-            "history": f"{bucket_arn}/.pulumi/history/{project}/{stack}/{stack}-sim.history.json"}
+    return {
+        "checkpoint": f"{bucket_arn}/.pulumi/stacks/{project}/{stack}.json",
+        "lock": f"{bucket_arn}/.pulumi/locks/organization/{project}/{stack}/sim.json",
+        "history": f"{bucket_arn}/.pulumi/history/{project}/{stack}/{stack}-sim.history.json",
+    }
 
 
 # --- GitHub: the repository's settings and the runs ----------------------------------------------
@@ -218,6 +224,7 @@ class Repository:
 
     def __post_init__(self) -> None:
         self.subject_prefix = self.subject_prefix or f"repo:{self.name}"
+
     variables: dict[str, str] = field(default_factory=dict)
     # Environment -> its protection rules: {"reviewers": [...], "branches": ["main"]}
     environments: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -228,24 +235,24 @@ class JobRun:
     workflow: str
     run: int
     job: str
-    status: str                                        # success, failure, skipped
+    status: str  # success, failure, skipped
     reason: str = ""
-    role: Optional[str] = None
-    subject: Optional[str] = None
-    environment: Optional[str] = None
+    role: str | None = None
+    subject: str | None = None
+    environment: str | None = None
     groups: tuple[str, ...] = ()
-    outputs: dict[str, str] = field(default_factory=dict)   # jobs.<id>.outputs, as `needs.<id>.outputs`
+    outputs: dict[str, str] = field(default_factory=dict)  # jobs.<id>.outputs, as `needs.<id>.outputs`
     steps: dict[str, dict[str, str]] = field(default_factory=dict)  # each step id's $GITHUB_OUTPUT
-    summary: str = ""                                       # what the job wrote to $GITHUB_STEP_SUMMARY
+    summary: str = ""  # what the job wrote to $GITHUB_STEP_SUMMARY
 
 
 @dataclass
 class Event:
-    name: str                                          # pull_request, push, schedule
-    ref: str                                           # refs/heads/main, refs/pull/N/merge
+    name: str  # pull_request, push, schedule
+    ref: str  # refs/heads/main, refs/pull/N/merge
     commit: Commit
-    pr_number: Optional[int] = None
-    head_repository: Optional[str] = None
+    pr_number: int | None = None
+    head_repository: str | None = None
 
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -254,14 +261,14 @@ _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 class Pipeline:
     """Runs workflows against the account, one job at a time, in the YAML's order."""
 
-    def __init__(self, repo: Repository, account: Account, caches: "ProgramCache") -> None:
+    def __init__(self, repo: Repository, account: Account, caches: ProgramCache) -> None:
         self.repo, self.account, self.cache = repo, account, caches
         self.jobs: list[JobRun] = []
         self.log: list[str] = []
         self.runs = 0
         self.commits: dict[str, Commit] = {}
 
-    def is_ancestor(self, ancestor: str, sha: Optional[str]) -> Optional[bool]:
+    def is_ancestor(self, ancestor: str, sha: str | None) -> bool | None:
         """`git merge-base --is-ancestor`: None for a commit this history does not hold."""
         if sha not in self.commits:
             return None
@@ -283,18 +290,23 @@ class Pipeline:
             "github.event.pull_request.base.sha": event.commit.parent,
         }
 
-    def _value(self, expr: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None,
-               needs: Optional[dict[str, JobRun]] = None) -> Any:
+    def _value(
+        self,
+        expr: str,
+        event: Event,
+        steps: dict[str, dict[str, str]] | None = None,
+        needs: dict[str, JobRun] | None = None,
+    ) -> Any:
         expr = expr.strip()
         if expr.startswith("'") and expr.endswith("'"):
             return expr[1:-1]
         if expr.startswith("needs.") and needs is not None:
             # GitHub docs, "Contexts reference", needs context: needs.<job_id>.outputs.<name> of a
             # job this one needs; an output the job did not set is the empty string.
-            job_id, _, name = expr[len("needs."):].partition(".outputs.")
+            job_id, _, name = expr[len("needs.") :].partition(".outputs.")
             return needs[job_id].outputs.get(name, "")
         if expr.startswith("steps.") and steps is not None:
-            step_id, _, name = expr[len("steps."):].partition(".outputs.")
+            step_id, _, name = expr[len("steps.") :].partition(".outputs.")
             return steps.get(step_id, {}).get(name, "")  # an unset output is the empty string
         if expr.startswith("vars."):
             return self.repo.variables.get(expr[5:], "")  # an unset variable is the empty string
@@ -303,8 +315,13 @@ class Pipeline:
             return context[expr]
         raise AssertionError(f"the simulation does not evaluate `{expr}`")
 
-    def evaluate(self, condition: str, event: Event, steps: Optional[dict[str, dict[str, str]]] = None,
-                 needs: Optional[dict[str, JobRun]] = None) -> bool:
+    def evaluate(
+        self,
+        condition: str,
+        event: Event,
+        steps: dict[str, dict[str, str]] | None = None,
+        needs: dict[str, JobRun] | None = None,
+    ) -> bool:
         condition = _EXPR.sub(lambda m: m.group(1), condition).strip()
         for operator, compare in (("!=", lambda a, b: a != b), ("==", lambda a, b: a == b)):
             if operator in condition:
@@ -312,7 +329,7 @@ class Pipeline:
                 return compare(left, right)
         raise AssertionError(f"the simulation does not evaluate `if: {condition}`")
 
-    def substitute(self, value: Any, event: Event, steps: Optional[dict[str, dict[str, str]]] = None) -> Any:
+    def substitute(self, value: Any, event: Event, steps: dict[str, dict[str, str]] | None = None) -> Any:
         if isinstance(value, str):
             return _EXPR.sub(lambda m: str(self._value(m.group(1), event, steps)), value)
         if isinstance(value, dict):
@@ -323,9 +340,13 @@ class Pipeline:
 
     # --- a run ---
 
-    def run(self, workflow_file: str, event: Event,
-            approve: Callable[[str, str], bool] = lambda job, env: True,
-            previous: Optional[dict[str, JobRun]] = None) -> dict[str, JobRun]:
+    def run(
+        self,
+        workflow_file: str,
+        event: Event,
+        approve: Callable[[str, str], bool] = lambda job, env: True,
+        previous: dict[str, JobRun] | None = None,
+    ) -> dict[str, JobRun]:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
         required reviewers' answer. ``previous``: "Re-run failed jobs" of that attempt (GitHub docs,
         "Re-running workflows and jobs": a re-run uses the original event's GITHUB_SHA and
@@ -350,10 +371,19 @@ class Pipeline:
                 late = {k: concrete[k] for k in ("steps", "outputs", "if") if k in concrete}  # evaluated as they run
                 concrete = self.substitute({k: v for k, v in concrete.items() if k not in late}, event) | late
                 result = JobRun(workflow_file, run_number, job_id, "success", environment=concrete.get("environment"))
-                result.groups = tuple(g for g in (_group(workflow.get("concurrency"), self, event),
-                                                  _group(concrete.get("concurrency"), self, event)) if g)
+                result.groups = tuple(
+                    g
+                    for g in (
+                        _group(workflow.get("concurrency"), self, event),
+                        _group(concrete.get("concurrency"), self, event),
+                    )
+                    if g
+                )
                 if not concrete.get("runs-on"):
-                    result.status, result.reason = "failure", "runs-on is empty: no runner (repository variable not set)"
+                    result.status, result.reason = (
+                        "failure",
+                        "runs-on is empty: no runner (repository variable not set)",
+                    )
                 elif any(results[n].status != "success" for n in needs):
                     result.status, result.reason = "skipped", "a job it needs did not succeed"
                 elif "if" in concrete and not self.evaluate(concrete["if"], event, None, results):
@@ -366,14 +396,18 @@ class Pipeline:
                             ctx.run_steps()
                         finally:
                             result.steps = ctx.outputs
-                        result.outputs = {k: str(self.substitute(v, event, ctx.outputs))
-                                          for k, v in (concrete.get("outputs") or {}).items()}
+                        result.outputs = {
+                            k: str(self.substitute(v, event, ctx.outputs))
+                            for k, v in (concrete.get("outputs") or {}).items()
+                        }
                     except StepFailed as exc:
                         result.status, result.reason = "failure", str(exc)
                 results[job_id] = result
                 self.jobs.append(result)
-                self.log.append(f"{workflow_file}#{run_number} {job_id}: {result.status}"
-                                + (f" ({result.reason})" if result.reason else ""))
+                self.log.append(
+                    f"{workflow_file}#{run_number} {job_id}: {result.status}"
+                    + (f" ({result.reason})" if result.reason else "")
+                )
         return results
 
     def _environment_gate(self, job: dict[str, Any], event: Event, approve, job_id: str) -> None:
@@ -389,13 +423,15 @@ class Pipeline:
             raise StepFailed(f"environment {name!r} has no required reviewers")
         branch = event.ref.removeprefix("refs/heads/")
         if event.name != "push" or branch not in settings.get("branches", []):
-            raise StepFailed(f"environment {name!r} admits deployments from {settings.get('branches')} only, not {event.ref}")
+            raise StepFailed(
+                f"environment {name!r} admits deployments from {settings.get('branches')} only, not {event.ref}"
+            )
         self.log.append(f"  approval requested: {job_id} ({name})")
         if not approve(job_id, name):
             raise StepFailed(f"{name}: rejected by its reviewers")
 
 
-def _group(concurrency: Any, pipeline: Pipeline, event: Event) -> Optional[str]:
+def _group(concurrency: Any, pipeline: Pipeline, event: Event) -> str | None:
     if not concurrency:
         return None
     group = concurrency["group"] if isinstance(concurrency, dict) else concurrency
@@ -421,20 +457,23 @@ def _topological(jobs: dict[str, Any]) -> list[str]:
 class JobContext:
     """One job on its runner: the credentials it assumed and what its steps did."""
 
-    def __init__(self, pipeline: Pipeline, workflow: dict[str, Any], job: dict[str, Any], event: Event,
-                 result: JobRun) -> None:
+    def __init__(
+        self, pipeline: Pipeline, workflow: dict[str, Any], job: dict[str, Any], event: Event, result: JobRun
+    ) -> None:
         self.p, self.workflow, self.job, self.event, self.result = pipeline, workflow, job, event, result
         # What is checked out: the event's commit, until a step checks out another (the drift check).
         self.checkout: Commit = event.commit
-        self.role: Optional[str] = None
+        self.role: str | None = None
         self.cli = False
-        self.outputs: dict[str, dict[str, str]] = {}   # step id -> its outputs ($GITHUB_OUTPUT)
-        self.step_id: Optional[str] = None
+        self.outputs: dict[str, dict[str, str]] = {}  # step id -> its outputs ($GITHUB_OUTPUT)
+        self.step_id: str | None = None
 
     def run_steps(self) -> None:
         for step in self.job["steps"]:
             if "if" in step and not self.p.evaluate(step["if"], self.event, self.outputs):
-                self.p.log.append(f"  skipped: {step.get('name') or step.get('uses', '').split('@')[0]} (if: {step['if']})")
+                self.p.log.append(
+                    f"  skipped: {step.get('name') or step.get('uses', '').split('@')[0]} (if: {step['if']})"
+                )
                 continue
             self.step_id = step.get("id")
             step = self.p.substitute(step, self.event, self.outputs)
@@ -524,12 +563,16 @@ class JobContext:
             return  # offline, no credentials: tests/test_plan_diff.py runs it for real
         if "-m tools.workloads_preflight" in command:
             argv = shlex.split(command)
-            args = argv[argv.index("tools.workloads_preflight") + 1:]
+            args = argv[argv.index("tools.workloads_preflight") + 1 :]
             return self.p.cache.preflight(self, env, args)
         if "-m tools.deploy_order" in command:
             argv = shlex.split(command)
-            args = [a.replace('"$STACK"', env.get("STACK", "")).replace("$STACK", env.get("STACK", ""))
-                    .replace("$WORK_DIR", env.get("WORK_DIR", "")) for a in argv[argv.index("tools.deploy_order") + 1:]]
+            args = [
+                a.replace('"$STACK"', env.get("STACK", ""))
+                .replace("$STACK", env.get("STACK", ""))
+                .replace("$WORK_DIR", env.get("WORK_DIR", ""))
+                for a in argv[argv.index("tools.deploy_order") + 1 :]
+            ]
             return self.deploy_order(env, args)
         if command == 'git checkout --detach "$COMMIT"':
             if env["COMMIT"] not in self.p.commits:
@@ -571,8 +614,10 @@ class JobContext:
                 return subprocess.CompletedProcess(argv, {True: 0, False: 1, None: 128}[known], "", "")
             raise AssertionError(f"deploy_order ran something the simulation does not answer: {argv}")
 
-        with tempfile.NamedTemporaryFile("r", suffix=".out") as output, \
-                tempfile.NamedTemporaryFile("r", suffix=".md") as summary:
+        with (
+            tempfile.NamedTemporaryFile("r", suffix=".out") as output,
+            tempfile.NamedTemporaryFile("r", suffix=".md") as summary,
+        ):
             names = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
             saved, saved_env = order.subprocess.run, {n: os.environ.get(n) for n in names}
             order.subprocess.run = run
@@ -596,7 +641,6 @@ class JobContext:
             self.outputs[self.step_id] = written
         self.p.log.append(f"  deploy_order {' '.join(args)}: " + " ".join(out.getvalue().split()))
 
-
     def drift_check(self, env: dict[str, str]) -> None:
         """drift.yml's `pulumi preview --refresh --expect-no-changes` of the checked-out commit: exit 0
         when the program declares what the stack's state holds (the stand-in account never changes
@@ -609,7 +653,9 @@ class JobContext:
         work_dir = (REPO_ROOT / env["WORK_DIR"]).resolve()
         project, stack = project_name(work_dir), env["STACK"]
         state = backend.stacks[(project, stack)]
-        self.p.log.append(f"  pulumi preview --expect-no-changes {project}/{stack} @ {self.checkout.sha} as {self.role}")
+        self.p.log.append(
+            f"  pulumi preview --expect-no-changes {project}/{stack} @ {self.checkout.sha} as {self.role}"
+        )
         for obj in ("checkpoint",):
             self.need("s3:GetObject", stack_objects(backend.bucket_arn, project, stack)[obj])
         self.need("kms:Decrypt", backend.state_key)
@@ -618,8 +664,11 @@ class JobContext:
         references = self.p.cache.references(self, backend, config) if project == WORKLOADS else {}
         existing = None
         if project == CLUSTER and state.outputs is not None:  # as the update that wrote the state saw it
-            entries = {r.inputs["principalArn"]: dict(r.inputs.get("tags") or {})
-                       for r in state.registrations if r.type == "aws:eks/accessEntry:AccessEntry"}
+            entries = {
+                r.inputs["principalArn"]: dict(r.inputs.get("tags") or {})
+                for r in state.registrations
+                if r.type == "aws:eks/accessEntry:AccessEntry"
+            }
             existing = ExistingCluster({fixtures.DEPLOYER_ROLE_ARN: {}, **entries})
         result = self.p.cache.program(project, stack, config, references, False, existing)
         declared = {r.urn: r.inputs for r in result.registrations}
@@ -649,23 +698,37 @@ class ProgramCache:
     def __init__(self) -> None:
         self.runs: dict[str, Any] = {}
 
-    def program(self, project: str, stack: str, config: dict[str, str], references: dict[str, StackOutputs],
-                preview: bool, existing: Optional[ExistingCluster]) -> PlanResult:
+    def program(
+        self,
+        project: str,
+        stack: str,
+        config: dict[str, str],
+        references: dict[str, StackOutputs],
+        preview: bool,
+        existing: ExistingCluster | None,
+    ) -> PlanResult:
         project_dir = PROJECT_DIRS[project]
         # Only the workload program reads is_dry_run (workloads/__main__.py); the cluster program's
         # preview is told by its deploy context, and an update runs as `pulumi up` does: its
         # deploy-time checks refuse.
         dry_run = preview and project == WORKLOADS
-        inputs = (project, stack, config, {k: (dict(v.outputs), sorted(v.secret_names)) for k, v in references.items()},
-                  dry_run, existing and dict(existing.access_entries))
+        inputs = (
+            project,
+            stack,
+            config,
+            {k: (dict(v.outputs), sorted(v.secret_names)) for k, v in references.items()},
+            dry_run,
+            existing and dict(existing.access_entries),
+        )
 
-        def run(deploy: Optional[DeployContext]) -> Any:
+        def run(deploy: DeployContext | None) -> Any:
             key = _key(*inputs, deploy is None)
             if key not in self.runs:
                 try:
                     secrets = offline_secrets(project_dir, stack, config) if project == WORKLOADS else None
-                    self.runs[key] = run_program(project_dir, stack, config, references, secrets, existing,
-                                                 preview=dry_run, deploy=deploy)
+                    self.runs[key] = run_program(
+                        project_dir, stack, config, references, secrets, existing, preview=dry_run, deploy=deploy
+                    )
                 except Exception as exc:  # the program refused (ConfigError) or failed: the step fails
                     self.runs[key] = exc
             return self.runs[key]
@@ -692,7 +755,9 @@ class ProgramCache:
         key = _key("policy", id(result), options["policyPackConfigs"])
         if key not in self.runs:
             config = load_config((work_dir / options["policyPackConfigs"]).resolve())
-            self.runs[key] = [f"{v.policy}: {v.message}" for v in run_policies(result.registrations, config, region).mandatory]
+            self.runs[key] = [
+                f"{v.policy}: {v.message}" for v in run_policies(result.registrations, config, region).mandatory
+            ]
         return self.runs[key]
 
     def references(self, ctx: JobContext, backend: Backend, config: dict[str, str]) -> dict[str, StackOutputs]:
@@ -704,13 +769,14 @@ class ProgramCache:
         ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, project, stack)["checkpoint"])
         return {reference: StackOutputs(state.outputs or {}, state.secret_outputs)}
 
-    def simulate(self, ctx: JobContext, backend: Backend, project: str, stack: str, options: dict[str, Any],
-                 preview: bool) -> None:
+    def simulate(
+        self, ctx: JobContext, backend: Backend, project: str, stack: str, options: dict[str, Any], preview: bool
+    ) -> None:
         state = backend.stacks[(project, stack)]
         objects = stack_objects(backend.bucket_arn, project, stack)
         ctx.need("s3:GetObject", objects["checkpoint"])
-        ctx.need("kms:Decrypt", backend.state_key)          # SSE-KMS object read
-        ctx.need("kms:Decrypt", state.secrets_key)          # the stack's awskms:// data key
+        ctx.need("kms:Decrypt", backend.state_key)  # SSE-KMS object read
+        ctx.need("kms:Decrypt", state.secrets_key)  # the stack's awskms:// data key
         if not preview:
             # An update holds its stack's concurrency group, the one the drift check of that stack
             # shares, so no two updates of a stack and no drift check run beside it.
@@ -726,13 +792,17 @@ class ProgramCache:
         references = self.references(ctx, backend, config) if project == WORKLOADS else {}
         # `--refresh` reads every Kubernetes object in the state through the cluster's API:
         # the role needs an access entry there (EKS creator entry, clusterAdmins or clusterViewers).
-        if options.get("refresh") and any(urn.split("::")[2].split("$")[-1].startswith("kubernetes:")
-                                          for urn in state.resources):
+        if options.get("refresh") and any(
+            urn.split("::")[2].split("$")[-1].startswith("kubernetes:") for urn in state.resources
+        ):
             self.need_kubernetes(ctx, backend, project, stack)
         existing = None
         if project == CLUSTER and state.outputs is not None:
-            entries = {r.inputs["principalArn"]: dict(r.inputs.get("tags") or {})
-                       for r in state.registrations if r.type == "aws:eks/accessEntry:AccessEntry"}
+            entries = {
+                r.inputs["principalArn"]: dict(r.inputs.get("tags") or {})
+                for r in state.registrations
+                if r.type == "aws:eks/accessEntry:AccessEntry"
+            }
             existing = ExistingCluster({fixtures.DEPLOYER_ROLE_ARN: {}, **entries})
         result = self.program(project, stack, config, references, preview, existing)
         work_dir = (REPO_ROOT / options["work-dir"]).resolve()
@@ -741,19 +811,28 @@ class ProgramCache:
             raise StepFailed(f"{project}/{stack}: mandatory policy violations: {mandatory}")
         if preview:
             waiting = (result.outputs.get("workloads") or {}).get("waitingFor") if project == WORKLOADS else None
-            ctx.p.log.append(f"    preview: {len(result.registrations)} resources"
-                             + (f", waiting for {waiting}" if waiting else ""))
+            ctx.p.log.append(
+                f"    preview: {len(result.registrations)} resources" + (f", waiting for {waiting}" if waiting else "")
+            )
             return
         blocked = gangs_that_never_start(result, references, state) if project == WORKLOADS else {}
         # As `pulumi stack export` shows them: each resource's inputs, and initErrors for a create
         # whose await failed.
-        state.resources = {r.urn: {"inputs": r.inputs, **({"initErrors": [blocked[r.urn]]} if r.urn in blocked else {})}
-                           for r in result.registrations}
+        state.resources = {
+            r.urn: {"inputs": r.inputs, **({"initErrors": [blocked[r.urn]]} if r.urn in blocked else {})}
+            for r in result.registrations
+        }
         state.registrations = list(result.registrations)
         state.outputs, state.secret_outputs = dict(result.outputs), frozenset(result.secret_outputs)
         state.commit = ctx.checkout.sha
-        state.history.insert(0, {"kind": "update", "result": "failed" if blocked else "succeeded",
-                                 "environment": {"git.head": ctx.checkout.sha}})
+        state.history.insert(
+            0,
+            {
+                "kind": "update",
+                "result": "failed" if blocked else "succeeded",
+                "environment": {"git.head": ctx.checkout.sha},
+            },
+        )
         if project == CLUSTER and state.creator is None:
             state.creator = ctx.role
         if blocked:
@@ -761,11 +840,16 @@ class ProgramCache:
 
     def need_kubernetes(self, ctx: JobContext, backend: Backend, project: str, stack: str) -> None:
         cluster = backend.stacks.get((CLUSTER, stack))
-        viewers = {r.inputs["principalArn"] for r in (cluster.registrations if cluster else [])
-                   if r.type == "aws:eks/accessEntry:AccessEntry"}
+        viewers = {
+            r.inputs["principalArn"]
+            for r in (cluster.registrations if cluster else [])
+            if r.type == "aws:eks/accessEntry:AccessEntry"
+        }
         if cluster is None or (ctx.role != cluster.creator and ctx.role not in viewers):
-            raise StepFailed(f"{project}/{stack}: {ctx.role} has no access entry on the {stack} cluster "
-                             "(clusterViewers / clusterAdmins): the refresh cannot read its Kubernetes objects")
+            raise StepFailed(
+                f"{project}/{stack}: {ctx.role} has no access entry on the {stack} cluster "
+                "(clusterViewers / clusterAdmins): the refresh cannot read its Kubernetes objects"
+            )
 
     # --- tools/workloads_preflight.py, for real, against the simulated CLI and ECR ---
 
@@ -782,7 +866,7 @@ class ProgramCache:
         cluster_stack = reference.split("/")[-1]
         cluster_state = backend.stacks.get((CLUSTER, cluster_stack))
 
-        def planned(_stack: str, deployed: Optional[dict[str, Any]] = None) -> tuple[PlanResult, PlanResult]:
+        def planned(_stack: str, deployed: dict[str, Any] | None = None) -> tuple[PlanResult, PlanResult]:
             # What the preflight renders from the checked-out stack files (this commit's), with the
             # deployed cluster's outputs where `pulumi stack output --json` shows them.
             cluster = self.program(CLUSTER, cluster_stack, commit.config(CLUSTER, cluster_stack), {}, True, None)
@@ -797,15 +881,20 @@ class ProgramCache:
             if argv[:3] == ["pulumi", "stack", "output"]:
                 ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, CLUSTER, cluster_stack)["checkpoint"])
                 if cluster_state is None:
-                    return subprocess.CompletedProcess(argv, 255, "", f"error: no stack named '{cluster_stack}' found\n")
+                    return subprocess.CompletedProcess(
+                        argv, 255, "", f"error: no stack named '{cluster_stack}' found\n"
+                    )
                 if argv[3] == "--json":  # every output, secrets masked as the CLI shows them
-                    shown = {k: (preflight.MASKED if k in cluster_state.secret_outputs else v)
-                             for k, v in (cluster_state.outputs or {}).items()}
+                    shown = {
+                        k: (preflight.MASKED if k in cluster_state.secret_outputs else v)
+                        for k, v in (cluster_state.outputs or {}).items()
+                    }
                     return subprocess.CompletedProcess(argv, 0, json.dumps(shown), "")
                 name = argv[3]
                 if not cluster_state.outputs or name not in cluster_state.outputs:
                     return subprocess.CompletedProcess(
-                        argv, 255, "", f'error: current stack does not have output property "{name}"\n')
+                        argv, 255, "", f'error: current stack does not have output property "{name}"\n'
+                    )
                 return subprocess.CompletedProcess(argv, 0, json.dumps(cluster_state.outputs[name]), "")
             if argv[:3] == ["pulumi", "stack", "export"]:
                 ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, WORKLOADS, stack)["checkpoint"])
@@ -813,7 +902,9 @@ class ProgramCache:
                 if state is None:
                     return subprocess.CompletedProcess(argv, 255, "", f"error: no stack named '{stack}' found\n")
                 resources = [{"urn": urn, **extra} for urn, extra in state.resources.items()]
-                return subprocess.CompletedProcess(argv, 0, json.dumps({"version": 3, "deployment": {"resources": resources}}), "")
+                return subprocess.CompletedProcess(
+                    argv, 0, json.dumps({"version": 3, "deployment": {"resources": resources}}), ""
+                )
             if argv[:3] == ["aws", "ecr", "describe-images"]:
                 repository = argv[argv.index("--repository-name") + 1]
                 tag = argv[argv.index("--image-ids") + 1].removeprefix("imageTag=")
@@ -856,8 +947,10 @@ def _trainium_gangs(result: PlanResult, groups: list[dict[str, Any]]) -> dict[st
                 for group in groups:
                     labels = group.get("labels") or {}
                     if labels and all(selector.get(k) == v for k, v in labels.items()):
-                        devices = sum(int((c.get("resources") or {}).get("limits", {}).get(NEURON, 0) or 0)
-                                      for c in pod["containers"])
+                        devices = sum(
+                            int((c.get("resources") or {}).get("limits", {}).get(NEURON, 0) or 0)
+                            for c in pod["containers"]
+                        )
                         pods = int(value.get("replicas") or value.get("parallelism") or 1)
                         per_node = max(1, int(group["neuronDevices"]) // max(devices, 1))
                         found[group["name"]] = found.get(group["name"], 0) + math.ceil(pods / per_node)
@@ -875,8 +968,9 @@ def _trainium_gangs(result: PlanResult, groups: list[dict[str, Any]]) -> dict[st
     return gangs
 
 
-def gangs_that_never_start(result: PlanResult, references: dict[str, StackOutputs],
-                           state: StackState) -> dict[str, str]:
+def gangs_that_never_start(
+    result: PlanResult, references: dict[str, StackOutputs], state: StackState
+) -> dict[str, str]:
     """Awaited steps this `up` waits for whose Trainium gang can never be placed: the nodes it
     needs plus those held by training runs `up` does not wait for (skipAwait: they run on after
     it) and that do not come after it, exceed the group's maxSize. Volcano binds a gang only
@@ -914,15 +1008,17 @@ def gangs_that_never_start(result: PlanResult, references: dict[str, StackOutput
             held = sum(gangs[u].get(group, 0) for u in beside)
             if nodes + held > max_size.get(group, 0):
                 holders = ", ".join(sorted(by_urn[u].inputs["metadata"]["name"] for u in beside if gangs[u].get(group)))
-                blocked[urn] = (f"{by_urn[urn].inputs['metadata']['name']} needs {nodes} nodes of {group} "
-                                f"(maxSize {max_size.get(group, 0)}) while {holders} hold {held}: it never starts")
+                blocked[urn] = (
+                    f"{by_urn[urn].inputs['metadata']['name']} needs {nodes} nodes of {group} "
+                    f"(maxSize {max_size.get(group, 0)}) while {holders} hold {held}: it never starts"
+                )
     return blocked
 
 
 # --- GitHub's concurrency groups --------------------------------------------------------------------
 
 
-def queue_outcome(concurrency: Optional[dict[str, Any]], arrivals: list[str]) -> list[str]:
+def queue_outcome(concurrency: dict[str, Any] | None, arrivals: list[str]) -> list[str]:
     """Which of ``arrivals`` (runs or jobs entering one group while the first still runs) run, in
     order. GitHub docs, "Control the concurrency of workflows and jobs": at most one running and,
     by default (`queue: single`), one pending, a newer pending one cancelling it; with `queue: max`
@@ -940,7 +1036,7 @@ def workflow_file(name: str) -> Path:
     return WORKFLOWS / name
 
 
-def workflow_concurrency(name: str) -> Optional[dict[str, Any]]:
+def workflow_concurrency(name: str) -> dict[str, Any] | None:
     return yaml.safe_load(workflow_file(name).read_text()).get("concurrency")
 
 

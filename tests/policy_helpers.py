@@ -5,26 +5,40 @@ from __future__ import annotations
 from typing import Any
 
 from offline.plan.mocks import Registration
-from policy.guardrails import BY_NAME
 from offline.plan.policy_run import parse_config, run_policies
+from policy.guardrails import BY_NAME
 
 
 def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:test::trainium-eks::{type_}::{name}"
 
 
-def reg(type_: str, name: str, inputs: dict[str, Any], deps: dict[str, list[tuple[str, str]]] | None = None,
-        **lifecycle: Any) -> Registration:
+def reg(
+    type_: str,
+    name: str,
+    inputs: dict[str, Any],
+    deps: dict[str, list[tuple[str, str]]] | None = None,
+    **lifecycle: Any,
+) -> Registration:
     """A registration; ``deps`` maps a property to the (type, name) of the resources it came from."""
     return Registration(
-        urn=urn(type_, name), type=type_, name=name, parent="", provider="", dependencies=[], protect=False,
-        custom=True, inputs=inputs, lifecycle=dict(lifecycle),
+        urn=urn(type_, name),
+        type=type_,
+        name=name,
+        parent="",
+        provider="",
+        dependencies=[],
+        protect=False,
+        custom=True,
+        inputs=inputs,
+        lifecycle=dict(lifecycle),
         property_dependencies={k: [urn(*d) for d in v] for k, v in (deps or {}).items()},
     )
 
 
-def violations(policy: str, *registrations: Registration, config: dict[str, Any] | None = None,
-               region: str = "us-west-2") -> list[str]:
+def violations(
+    policy: str, *registrations: Registration, config: dict[str, Any] | None = None, region: str = "us-west-2"
+) -> list[str]:
     """The messages one policy reports over these resources."""
     pack_config = parse_config({policy: config} if config else {}, "test policy config")
     report = run_policies(list(registrations), pack_config, region, [BY_NAME[policy]])
@@ -37,7 +51,9 @@ def k8s(kind_type: str, name: str, manifest: dict[str, Any], **lifecycle: Any) -
     return reg(kind_type, name, {"apiVersion": api_version, "kind": kind, **manifest}, **lifecycle)
 
 
-def engine_violations(policy: str, type_: str, props: dict[str, Any], config: dict[str, Any] | None = None) -> list[str]:
+def engine_violations(
+    policy: str, type_: str, props: dict[str, Any], config: dict[str, Any] | None = None
+) -> list[str]:
     """One resource policy over one resource exactly as the engine hands it over (no offline
     additions such as offline/plan/policy_run.py's EKS child)."""
     from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
@@ -46,8 +62,10 @@ def engine_violations(policy: str, type_: str, props: dict[str, Any], config: di
     found: list[str] = []
     settings = parse_config({policy: config} if config else {}, "test policy config").properties[policy]
     opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
-    BY_NAME[policy].validate(ResourceValidationArgs(type_, unknown_checking_proxy(props), urn(type_, "r"), "r", opts, None, settings, {}),
-                             lambda message, urn=None: found.append(message))
+    BY_NAME[policy].validate(
+        ResourceValidationArgs(type_, unknown_checking_proxy(props), urn(type_, "r"), "r", opts, None, settings, {}),
+        lambda message, urn=None: found.append(message),
+    )
     return found
 
 

@@ -3,8 +3,9 @@ for tests that need the real program under a stack file the repository does not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import yaml
 
@@ -15,9 +16,9 @@ def project_copy(
     destination: Path,
     source: Path = REPO_ROOT,
     stack: str = "dev",
-    edit: Optional[Callable[[dict[str, Any]], None]] = None,
-    from_stack: Optional[str] = None,
-    config: Optional[dict[str, Any]] = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    from_stack: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> Path:
     """``source``'s program as ``destination`` with a ``Pulumi.<stack>.yaml``: ``config`` as given,
     or the config of ``Pulumi.<from_stack or stack>.yaml`` changed in place by ``edit``."""

@@ -56,7 +56,8 @@ def test_dev_preview_role_trusts_this_repositorys_pull_requests_and_main_only(bo
     cond = condition(boot_dev.named("github-preview-dev", "aws:iam/role:Role").inputs)
     assert cond["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
     assert sorted(cond["token.actions.githubusercontent.com:sub"]) == [
-        f"repo:{REPO}:pull_request", f"repo:{REPO}:ref:refs/heads/main",
+        f"repo:{REPO}:pull_request",
+        f"repo:{REPO}:ref:refs/heads/main",
     ]
 
 
@@ -83,8 +84,11 @@ IMMUTABLE = "repo:example-org@123456/trainium-eks@456789"
 
 @pytest.mark.parametrize("prefix", [None, IMMUTABLE])
 def test_every_trust_uses_the_configured_subject_prefix_and_only_it(prefix: str | None) -> None:
-    plan = bootstrap("dev", oidcSubjectPrefix=prefix, environments=[
-        {"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}])
+    plan = bootstrap(
+        "dev",
+        oidcSubjectPrefix=prefix,
+        environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}],
+    )
     expected, other = (prefix, f"repo:{REPO}") if prefix else (f"repo:{REPO}", IMMUTABLE)
     subjects = {
         role.name: condition(role.inputs)["token.actions.githubusercontent.com:sub"]
@@ -101,8 +105,10 @@ def test_every_trust_uses_the_configured_subject_prefix_and_only_it(prefix: str 
 
 def test_dev_deploy_role_trusts_pushes_to_main(boot_dev: PlanResult) -> None:
     cond = condition(boot_dev.named("github-deploy-dev", "aws:iam/role:Role").inputs)
-    assert cond == {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
-                    "token.actions.githubusercontent.com:sub": f"repo:{REPO}:ref:refs/heads/main"}
+    assert cond == {
+        "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+        "token.actions.githubusercontent.com:sub": f"repo:{REPO}:ref:refs/heads/main",
+    }
 
 
 def test_prod_deploy_role_trusts_only_the_prod_environment(boot_prod: PlanResult) -> None:
@@ -129,13 +135,20 @@ def test_the_state_bucket_and_key_survive_destroy_and_are_locked_down(boot_dev: 
     versioning = boot_dev.named("state-versioning").inputs["versioningConfiguration"]
     assert versioning["status"] == "Enabled"
     block = boot_dev.named("state-public-access").inputs
-    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert all(
+        block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
     (rule,) = boot_dev.named("state-encryption").inputs["rules"]
-    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": key_arn(boot_dev)}
+    assert rule["applyServerSideEncryptionByDefault"] == {
+        "sseAlgorithm": "aws:kms",
+        "kmsMasterKeyId": key_arn(boot_dev),
+    }
     (deny,) = json.loads(boot_dev.named("state-tls-only").inputs["policy"])["Statement"]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert deny["Resource"] == ["arn:aws:s3:::example-org-trainium-pulumi-state-dev",
-                                "arn:aws:s3:::example-org-trainium-pulumi-state-dev/*"]
+    assert deny["Resource"] == [
+        "arn:aws:s3:::example-org-trainium-pulumi-state-dev",
+        "arn:aws:s3:::example-org-trainium-pulumi-state-dev/*",
+    ]
 
 
 def key_arn(plan: PlanResult) -> str:
@@ -156,11 +169,13 @@ def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
 def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: PlanResult) -> None:
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
     denies = {s["Sid"]: s for s in policy["Statement"] if s["Effect"] == "Deny"}
-    assert sorted(denies["KeepPipelineTrust"]["Resource"]) == sorted([
-        "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
-        "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
-        "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
-    ])
+    assert sorted(denies["KeepPipelineTrust"]["Resource"]) == sorted(
+        [
+            "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
+            "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
+            "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
+        ]
+    )
     assert "s3:DeleteBucket" in denies["KeepStateBucket"]["Action"]
     assert "kms:ScheduleKeyDeletion" in denies["KeepStateKey"]["Action"]
     assert denies["KeepStateKey"]["Resource"] == sorted([key_arn(boot_dev), boot_dev.outputs["secretsKeyArns"]["dev"]])
@@ -180,7 +195,9 @@ def test_an_existing_oidc_provider_is_reused_not_created() -> None:
     arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
     plan = bootstrap("dev", existingOidcProviderArn=arn)
     assert not plan.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
-    (statement,) = json.loads(plan.named("github-preview-dev", "aws:iam/role:Role").inputs["assumeRolePolicy"])["Statement"]
+    (statement,) = json.loads(plan.named("github-preview-dev", "aws:iam/role:Role").inputs["assumeRolePolicy"])[
+        "Statement"
+    ]
     assert statement["Principal"]["Federated"] == arn
 
 
@@ -197,59 +214,108 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
         "AWS_PREVIEW_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
         "AWS_DEPLOY_ROLE_DEV": "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
     }
-    assert boot_prod.outputs["secretsProviders"] == {"prod": "awskms://alias/trainium-pulumi-secrets-prod?region=us-east-2"}
+    assert boot_prod.outputs["secretsProviders"] == {
+        "prod": "awskms://alias/trainium-pulumi-secrets-prod?region=us-east-2"
+    }
     one_account = repository_variables("us-west-2", "b", {"dev": "pd", "prod": "pp"}, {"dev": "d", "prod": "p"})
     assert one_account["AWS_PREVIEW_ROLE_DEV"] == "pd" and one_account["AWS_PREVIEW_ROLE_PROD"] == "pp"
-    assert one_account["AWS_DEPLOY_ROLE_PROD"] == "p" and one_account["PULUMI_BACKEND_URL_PROD"] == "s3://b?region=us-west-2"
+    assert (
+        one_account["AWS_DEPLOY_ROLE_PROD"] == "p"
+        and one_account["PULUMI_BACKEND_URL_PROD"] == "s3://b?region=us-west-2"
+    )
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         ({"githubRepository": ""}, "trainium-bootstrap:githubRepository = '': String should have at least 1 character"),
-        ({"githubRepository": "trainium-eks"}, "trainium-bootstrap:githubRepository = 'trainium-eks': String should match pattern"),
+        (
+            {"githubRepository": "trainium-eks"},
+            "trainium-bootstrap:githubRepository = 'trainium-eks': String should match pattern",
+        ),
         ({"githubRepository": None}, "trainium-bootstrap:githubRepository: required but not set"),
         ({"stateBucket": "My_Bucket"}, "trainium-bootstrap:stateBucket = 'My_Bucket': String should match pattern"),
         ({"environments": []}, "trainium-bootstrap:environments: List should have at least 1 item"),
-        ({"environments": [{"name": "dev"}, {"name": "dev"}]}, "trainium-bootstrap:environments[1].name = 'dev': listed twice"),
-        ({"environments": [{"name": "prod", "githubEnvironment": "yes please"}]},
-         "trainium-bootstrap:environments[0].githubEnvironment = 'yes please': Input should be a valid boolean"),
-        ({"deploySessionHours": "true"}, "trainium-bootstrap:deploySessionHours = 'true': Input should be a valid integer"),
+        (
+            {"environments": [{"name": "dev"}, {"name": "dev"}]},
+            "trainium-bootstrap:environments[1].name = 'dev': listed twice",
+        ),
+        (
+            {"environments": [{"name": "prod", "githubEnvironment": "yes please"}]},
+            "trainium-bootstrap:environments[0].githubEnvironment = 'yes please': Input should be a valid boolean",
+        ),
+        (
+            {"deploySessionHours": "true"},
+            "trainium-bootstrap:deploySessionHours = 'true': Input should be a valid integer",
+        ),
         # The workload jobs assume the deploy role for 21600 s; a shorter MaxSessionDuration
         # makes STS refuse them at configure-aws-credentials (review 2, B4).
-        ({"deploySessionHours": 5}, "trainium-bootstrap:deploySessionHours = '5': Input should be greater than or equal to 6"),
-        ({"deploySessionHours": 13}, "trainium-bootstrap:deploySessionHours = '13': Input should be less than or equal to 12"),
-        ({"existingOidcProviderArn": "arn:aws:iam::123456789012:oidc-provider/accounts.google.com"},
-         "trainium-bootstrap:existingOidcProviderArn = 'arn:aws:iam::123456789012:oidc-provider/accounts.google.com'"),
+        (
+            {"deploySessionHours": 5},
+            "trainium-bootstrap:deploySessionHours = '5': Input should be greater than or equal to 6",
+        ),
+        (
+            {"deploySessionHours": 13},
+            "trainium-bootstrap:deploySessionHours = '13': Input should be less than or equal to 12",
+        ),
+        (
+            {"existingOidcProviderArn": "arn:aws:iam::123456789012:oidc-provider/accounts.google.com"},
+            "trainium-bootstrap:existingOidcProviderArn = 'arn:aws:iam::123456789012:oidc-provider/accounts.google.com'",
+        ),
         ({"tags": {"aws:owner": "me"}}, "trainium-bootstrap:tags.aws:owner = 'me': the aws: prefix is reserved"),
         ({"stateBuckett": "x"}, "trainium-bootstrap:stateBuckett: unknown key"),
         ({"aws:region": None}, "aws:region: required but not set"),
         # IAM quotas: role names are at most 64 characters; AWS refuses a longer one only at `up`.
-        ({"roleNamePrefix": "p" * 32, "environments": [{"name": "e" * 25}]},
-         "trainium-bootstrap:environments[0].name = '" + "e" * 25 + "': its deploy role '" + "p" * 32 + "-deploy-"
-         + "e" * 25 + "' is 65 characters; IAM allows at most 64"),
-        ({"stateNoncurrentVersionDays": 0},
-         "trainium-bootstrap:stateNoncurrentVersionDays = '0': Input should be greater than or equal to 1"),
+        (
+            {"roleNamePrefix": "p" * 32, "environments": [{"name": "e" * 25}]},
+            "trainium-bootstrap:environments[0].name = '"
+            + "e" * 25
+            + "': its deploy role '"
+            + "p" * 32
+            + "-deploy-"
+            + "e" * 25
+            + "' is 65 characters; IAM allows at most 64",
+        ),
+        (
+            {"stateNoncurrentVersionDays": 0},
+            "trainium-bootstrap:stateNoncurrentVersionDays = '0': Input should be greater than or equal to 1",
+        ),
         ({"stateNoncurrentVersionDays": ""}, "trainium-bootstrap:stateNoncurrentVersionDays = ''"),
         # Prod deploys after an approval; a pull request's code previewing it would read its secrets first.
-        ({"environments": [{"name": "prod", "githubEnvironment": True, "pullRequestPreviews": True}]},
-         "trainium-bootstrap:environments[0].pullRequestPreviews = true: 'prod' deploys only after an approval "
-         "(githubEnvironment: true), and a pull request's unreviewed code would read its state and decrypt its secrets; "
-         "allowed: false"),
-        ({"stateKeyAlias": "trainium-state"}, "trainium-bootstrap:stateKeyAlias = 'trainium-state': String should match pattern"),
-        ({"environments": [{"name": "bootstrap"}]},
-         "trainium-bootstrap:environments[0].name = 'bootstrap': the bootstrap stack's own secrets key is "
-         "alias/trainium-pulumi-secrets-bootstrap; allowed: any other stack name"),
+        (
+            {"environments": [{"name": "prod", "githubEnvironment": True, "pullRequestPreviews": True}]},
+            "trainium-bootstrap:environments[0].pullRequestPreviews = true: 'prod' deploys only after an approval "
+            "(githubEnvironment: true), and a pull request's unreviewed code would read its state and decrypt its secrets; "
+            "allowed: false",
+        ),
+        (
+            {"stateKeyAlias": "trainium-state"},
+            "trainium-bootstrap:stateKeyAlias = 'trainium-state': String should match pattern",
+        ),
+        (
+            {"environments": [{"name": "bootstrap"}]},
+            "trainium-bootstrap:environments[0].name = 'bootstrap': the bootstrap stack's own secrets key is "
+            "alias/trainium-pulumi-secrets-bootstrap; allowed: any other stack name",
+        ),
         # The sub claim's prefix must be this repository's, in one of GitHub's two forms, exactly.
-        ({"oidcSubjectPrefix": "repo:example-org/*"},
-         "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org/*': allowed: repo:example-org/trainium-eks or, "
-         "with the immutable IDs GitHub's OIDC settings show, repo:example-org@<owner id>/trainium-eks@<repository id>"),
-        ({"oidcSubjectPrefix": "repo:other-org@1/trainium-eks@2"}, "trainium-bootstrap:oidcSubjectPrefix = "
-         "'repo:other-org@1/trainium-eks@2': allowed: repo:example-org/trainium-eks"),
-        ({"oidcSubjectPrefix": "repo:example-org@123/trainium-eks@456:ref:refs/heads/main"},
-         "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org@123/trainium-eks@456:ref:refs/heads/main': allowed"),
-        ({"oidcSubjectPrefix": "repo:Example-Org@123/trainium-eks@456"},
-         "trainium-bootstrap:oidcSubjectPrefix = 'repo:Example-Org@123/trainium-eks@456': allowed"),
+        (
+            {"oidcSubjectPrefix": "repo:example-org/*"},
+            "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org/*': allowed: repo:example-org/trainium-eks or, "
+            "with the immutable IDs GitHub's OIDC settings show, repo:example-org@<owner id>/trainium-eks@<repository id>",
+        ),
+        (
+            {"oidcSubjectPrefix": "repo:other-org@1/trainium-eks@2"},
+            "trainium-bootstrap:oidcSubjectPrefix = "
+            "'repo:other-org@1/trainium-eks@2': allowed: repo:example-org/trainium-eks",
+        ),
+        (
+            {"oidcSubjectPrefix": "repo:example-org@123/trainium-eks@456:ref:refs/heads/main"},
+            "trainium-bootstrap:oidcSubjectPrefix = 'repo:example-org@123/trainium-eks@456:ref:refs/heads/main': allowed",
+        ),
+        (
+            {"oidcSubjectPrefix": "repo:Example-Org@123/trainium-eks@456"},
+            "trainium-bootstrap:oidcSubjectPrefix = 'repo:Example-Org@123/trainium-eks@456': allowed",
+        ),
     ],
 )
 def test_bad_configuration_is_refused_before_anything_is_declared(overrides: dict[str, Any], message: str) -> None:
@@ -267,7 +333,9 @@ def test_make_plan_plans_the_bootstrap_stack_too(tmp_path, monkeypatch) -> None:
     for project in ("trainium-eks", "trainium-workloads", "trainium-bootstrap"):
         assert (tmp_path / project / "prod" / "resources.json").is_file(), project
     written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
-    assert written["outputs"]["deployRoleArns"] == {"prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"}
+    assert written["outputs"]["deployRoleArns"] == {
+        "prod": "arn:aws:iam::123456789012:role/trainium-github-deploy-prod"
+    }
 
 
 def test_programs_import_the_installed_package_without_editing_sys_path(workloads_dev: PlanResult) -> None:
@@ -309,8 +377,10 @@ def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits
     view = plan.named(f"{key}-admin-view").inputs
     assert view["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
     assert view["accessScope"] == {"type": "cluster"}
-    associations = {r.inputs["principalArn"]: r.inputs["policyArn"] for r in plan.of_type(
-        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    associations = {
+        r.inputs["principalArn"]: r.inputs["policyArn"]
+        for r in plan.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
     assert associations[ADMIN].endswith("/AmazonEKSClusterAdminPolicy") and len(associations) == 2
     provider = plan.named("cluster", "pulumi:providers:kubernetes")
     assert plan.named(f"{key}-admin-view").urn in provider.dependencies
@@ -321,7 +391,10 @@ def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits
     [
         ([ADMIN], "trainium-eks:clusterViewers[0] = 'arn:aws:iam::123456789012:role/MlOps': also in clusterAdmins"),
         ([PREVIEW_ROLE, PREVIEW_ROLE], "trainium-eks:clusterViewers[1] = '" + PREVIEW_ROLE + "': listed twice"),
-        (["trainium-github-preview"], "trainium-eks:clusterViewers[0] = 'trainium-github-preview': must be an IAM role"),
+        (
+            ["trainium-github-preview"],
+            "trainium-eks:clusterViewers[0] = 'trainium-github-preview': must be an IAM role",
+        ),
         ([""], "trainium-eks:clusterViewers[0]"),
     ],
 )
@@ -336,6 +409,7 @@ def test_bad_cluster_viewers_are_refused(viewers: list[str], message: str) -> No
 # when some Allow statement matches its action and resource and no Deny statement does; an
 # explicit Deny always wins. Action names compare case-insensitively, `*` and `?` are wildcards
 # in both actions and resources.
+
 
 def _matches(pattern: str, value: str, case: bool) -> bool:
     import fnmatch
@@ -366,8 +440,11 @@ def allowed(policy: dict[str, Any], action: str, resource: str, context: dict[st
             on_resource = not any(_matches(r, resource, True) for r in listed(statement["NotResource"]))
         else:
             on_resource = any(_matches(r, resource, True) for r in listed(statement["Resource"]))
-        return any(_matches(a, action, False) for a in listed(statement["Action"])) and on_resource \
+        return (
+            any(_matches(a, action, False) for a in listed(statement["Action"]))
+            and on_resource
             and condition_holds(statement)
+        )
 
     statements = [s for s in policy["Statement"] if hits(s)]
     return any(s["Effect"] == "Allow" for s in statements) and not any(s["Effect"] == "Deny" for s in statements)
@@ -389,17 +466,35 @@ def test_the_deploy_role_reads_its_own_role_as_the_cluster_program_needs(boot_de
     assert allowed(policy, "iam:ListRoleTags", DEPLOY_DEV)
     # The other look-ups the cluster program makes (aws.*.get_* in infra/ and __main__.py), each
     # the API call its terraform-provider-aws data source makes.
-    for action in ("ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
-                   "ec2:DescribeAvailabilityZones", "eks:DescribeAccessEntry", "eks:DescribeAddonVersions",
-                   "eks:DescribeCluster"):
+    for action in (
+        "ec2:DescribeCapacityReservations",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeInstanceTypeOfferings",
+        "ec2:DescribeAvailabilityZones",
+        "eks:DescribeAccessEntry",
+        "eks:DescribeAddonVersions",
+        "eks:DescribeCluster",
+    ):
         assert allowed(policy, action, "*"), action
     assert allowed(policy, "iam:GetOpenIDConnectProvider", GITHUB_PROVIDER)
     assert allowed(policy, "sts:GetCallerIdentity", "*")
 
 
-@pytest.mark.parametrize("action", ["iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:AttachRolePolicy",
-                                    "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:UpdateRole",
-                                    "iam:PutRolePermissionsBoundary", "iam:DeleteRole", "iam:TagRole", "iam:PassRole"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "iam:PutRolePolicy",
+        "iam:UpdateAssumeRolePolicy",
+        "iam:AttachRolePolicy",
+        "iam:DeleteRolePolicy",
+        "iam:DetachRolePolicy",
+        "iam:UpdateRole",
+        "iam:PutRolePermissionsBoundary",
+        "iam:DeleteRole",
+        "iam:TagRole",
+        "iam:PassRole",
+    ],
+)
 @pytest.mark.parametrize("role", [DEPLOY_DEV, PREVIEW])
 def test_the_deploy_role_cannot_change_the_pipeline_roles(boot_dev: PlanResult, action: str, role: str) -> None:
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
@@ -408,9 +503,16 @@ def test_the_deploy_role_cannot_change_the_pipeline_roles(boot_dev: PlanResult, 
     assert allowed(policy, action, "arn:aws:iam::123456789012:role/trainium-dev-node-role")
 
 
-@pytest.mark.parametrize("action", ["iam:UpdateOpenIDConnectProviderThumbprint", "iam:AddClientIDToOpenIDConnectProvider",
-                                    "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider",
-                                    "iam:TagOpenIDConnectProvider"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "iam:UpdateOpenIDConnectProviderThumbprint",
+        "iam:AddClientIDToOpenIDConnectProvider",
+        "iam:RemoveClientIDFromOpenIDConnectProvider",
+        "iam:DeleteOpenIDConnectProvider",
+        "iam:TagOpenIDConnectProvider",
+    ],
+)
 def test_the_deploy_role_cannot_change_the_github_provider(boot_dev: PlanResult, action: str) -> None:
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
     assert not allowed(policy, action, GITHUB_PROVIDER)
@@ -447,18 +549,24 @@ def test_the_shortest_deploy_session_allowed_is_the_workflows_longest_role_durat
     from bootstrap.settings import WORKFLOW_SESSION_HOURS
 
     workflows = (REPO_ROOT / ".github" / "workflows").glob("*.yml")
-    durations = [int(step["with"]["role-duration-seconds"]) for w in workflows
-                 for job in yaml.safe_load(w.read_text())["jobs"].values() for step in job.get("steps", [])
-                 if "role-duration-seconds" in (step.get("with") or {})]
+    durations = [
+        int(step["with"]["role-duration-seconds"])
+        for w in workflows
+        for job in yaml.safe_load(w.read_text())["jobs"].values()
+        for step in job.get("steps", [])
+        if "role-duration-seconds" in (step.get("with") or {})
+    ]
     assert WORKFLOW_SESSION_HOURS * 3600 == max(durations)
 
 
 # --- one account for dev and prod: each environment's roles stay in their lane ----------------------
 
+
 @pytest.fixture(scope="module")
 def one_account() -> PlanResult:
-    return bootstrap("dev", environments=[{"name": "dev", "pullRequestPreviews": True},
-                                          {"name": "prod", "githubEnvironment": True}])
+    return bootstrap(
+        "dev", environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}]
+    )
 
 
 BUCKET = "arn:aws:s3:::example-org-trainium-pulumi-state-dev"
@@ -471,10 +579,13 @@ def _policy(plan: PlanResult, name: str) -> dict[str, Any]:
 def _state_objects(project: str, stack: str) -> list[str]:
     # What the DIY backend writes for one stack (pulumi/pulumi v3.259.0 pkg/backend/diy: store.go,
     # lock.go, state.go): the checkpoint and its .bak, a lock, history and backups.
-    return [f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json", f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json.bak",
-            f"{BUCKET}/.pulumi/locks/organization/{project}/{stack}/0f3c.json",
-            f"{BUCKET}/.pulumi/history/{project}/{stack}/{stack}-1732400000.history.json",
-            f"{BUCKET}/.pulumi/backups/{project}/{stack}/{stack}.1732400000.json"]
+    return [
+        f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json",
+        f"{BUCKET}/.pulumi/stacks/{project}/{stack}.json.bak",
+        f"{BUCKET}/.pulumi/locks/organization/{project}/{stack}/0f3c.json",
+        f"{BUCKET}/.pulumi/history/{project}/{stack}/{stack}-1732400000.history.json",
+        f"{BUCKET}/.pulumi/backups/{project}/{stack}/{stack}.1732400000.json",
+    ]
 
 
 def test_the_pipeline_projects_are_the_repositorys_projects() -> None:
@@ -501,20 +612,31 @@ def test_in_one_account_a_deploy_role_writes_only_its_own_environments_state(one
 # Reference, "Actions defined by Amazon S3"). S3 API reference, GetObject: with a versionId "you must
 # have the s3:GetObjectVersion permission ... s3:GetObject is not required"; the state bucket is
 # versioned, so a Deny of s3:GetObject alone leaves every earlier checkpoint readable.
-OBJECT_READS = ("s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes",
-                "s3:GetObjectTorrent", "s3:GetObjectVersionForReplication", "s3:RestoreObject")
+OBJECT_READS = (
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",
+    "s3:GetObjectTorrent",
+    "s3:GetObjectVersionForReplication",
+    "s3:RestoreObject",
+)
 OBJECT_WRITES = ("s3:PutObject", "s3:DeleteObject", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:ReplicateObject")
 
 
 def with_read_only_access(policy: dict[str, Any]) -> dict[str, Any]:
     """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess it has
     attached (AWS managed policy reference, ReadOnlyAccess: s3:Get* and s3:List* on *)."""
-    return {**policy, "Statement": [*policy["Statement"],
-                                    {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}]}
+    return {
+        **policy,
+        "Statement": [*policy["Statement"], {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}],
+    }
 
 
-@pytest.mark.parametrize("name", ["github-deploy-dev-policy", "github-deploy-prod-policy", "github-preview-dev-state",
-                                  "github-preview-prod-state"])
+@pytest.mark.parametrize(
+    "name",
+    ["github-deploy-dev-policy", "github-deploy-prod-policy", "github-preview-dev-state", "github-preview-prod-state"],
+)
 def test_no_pipeline_role_reads_or_writes_the_bootstraps_own_state_or_secrets(one_account, name) -> None:
     # The administrator's next bootstrap `pulumi up` acts on that state with admin rights; its
     # secrets live under a key of their own that no pipeline role (pull requests' included) opens.
@@ -536,8 +658,10 @@ def test_no_pipeline_role_reads_or_writes_the_bootstraps_own_state_or_secrets(on
 
 
 def test_the_bootstrap_stack_has_a_secrets_provider_of_its_own(boot_dev: PlanResult) -> None:
-    assert boot_dev.outputs["bootstrapSecretsProvider"] == \
-        "awskms://alias/trainium-pulumi-secrets-bootstrap?region=us-west-2"
+    assert (
+        boot_dev.outputs["bootstrapSecretsProvider"]
+        == "awskms://alias/trainium-pulumi-secrets-bootstrap?region=us-west-2"
+    )
     assert boot_dev.named("state-secrets-bootstrap", "aws:kms/key:Key").protect
 
 
@@ -558,13 +682,18 @@ def test_in_one_account_a_role_of_dev_cannot_decrypt_prods_secrets_or_read_its_s
     assert keys["dev"] != keys["prod"] != one_account.outputs["stateKeyArn"]
     for name in ("github-deploy-dev-policy", "github-preview-dev-state"):
         policy = _policy(one_account, name)
-        assert allowed(policy, "kms:Decrypt", keys["dev"]) and allowed(policy, "kms:Decrypt", one_account.outputs["stateKeyArn"])
+        assert allowed(policy, "kms:Decrypt", keys["dev"]) and allowed(
+            policy, "kms:Decrypt", one_account.outputs["stateKeyArn"]
+        )
         assert not allowed(policy, "kms:Decrypt", keys["prod"]), name
         assert not allowed(policy, "s3:GetObject", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json"), name
     # ReadOnlyAccess (attached to the preview roles) allows s3:GetObject on every object; the explicit
     # Deny of prod's state in the dev preview role's inline policy is what wins over it.
-    (deny,) = [s for s in _policy(one_account, "github-preview-dev-state")["Statement"]
-               if s["Sid"] == "NoOtherEnvironmentsState"]
+    (deny,) = [
+        s
+        for s in _policy(one_account, "github-preview-dev-state")["Statement"]
+        if s["Sid"] == "NoOtherEnvironmentsState"
+    ]
     assert deny["Effect"] == "Deny" and f"{BUCKET}/.pulumi/stacks/trainium-workloads/prod.json*" in deny["Resource"]
 
 
@@ -576,8 +705,12 @@ def test_in_one_account_the_dev_deploy_role_cannot_change_prods_resources(one_ac
     assert not allowed(policy, "eks:UpdateClusterConfig", prod_cluster, {"aws:ResourceTag/stack": "prod"})
     assert not allowed(policy, "ec2:TerminateInstances", "*", {"aws:ResourceTag/stack": "prod"})
     assert not allowed(policy, "ec2:CreateVpc", "*", {"aws:RequestTag/stack": "prod"})
-    assert allowed(policy, "eks:UpdateClusterConfig", "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
-                   {"aws:ResourceTag/stack": "dev"})
+    assert allowed(
+        policy,
+        "eks:UpdateClusterConfig",
+        "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
+        {"aws:ResourceTag/stack": "dev"},
+    )
     assert allowed(policy, "ec2:CreateVpc", "*", {"aws:RequestTag/stack": "dev"})
     # The dev preview role (which pull requests get) is kept off prod-tagged resources as well.
     preview = _policy(one_account, "github-preview-dev-state")
@@ -592,7 +725,8 @@ def test_each_environments_secrets_key_is_tagged_with_its_stack(one_account) -> 
         key = one_account.named(f"state-secrets-{env}", "aws:kms/key:Key")
         assert key.inputs["tags"][permissions.STACK_TAG] == env
     assert one_account.outputs["secretsProviders"] == {
-        env: f"awskms://alias/trainium-pulumi-secrets-{env}?region=us-west-2" for env in ("dev", "prod")}
+        env: f"awskms://alias/trainium-pulumi-secrets-{env}?region=us-west-2" for env in ("dev", "prod")
+    }
 
 
 def test_every_tagged_cluster_resource_carries_its_stack_and_no_stack_file_can_move_it(dev, plan_with) -> None:

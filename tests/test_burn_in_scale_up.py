@@ -28,18 +28,32 @@ ASG_TAG = "aws:autoscaling/tag:Tag"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 # cluster-autoscaler-1.34.2 utils/taints/taints.go: IgnoreTaintPrefix and StartupTaintPrefix are startup
 # taints, StatusTaintPrefix a status taint; SanitizeTaints drops both kinds from a template node.
-SANITIZED_PREFIXES = ("ignore-taint.cluster-autoscaler.kubernetes.io/", AUTOSCALER_STARTUP_TAINT_PREFIX,
-                      AUTOSCALER_STATUS_TAINT_PREFIX)
+SANITIZED_PREFIXES = (
+    "ignore-taint.cluster-autoscaler.kubernetes.io/",
+    AUTOSCALER_STARTUP_TAINT_PREFIX,
+    AUTOSCALER_STATUS_TAINT_PREFIX,
+)
 # kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/labels.go WellKnownLabels (the ones a NodePool may leave
 # undefined and still be compatible): the keys our pods and DaemonSets use.
-KARPENTER_WELL_KNOWN = {"node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "topology.k8s.aws/zone-id",
-                        "kubernetes.io/arch", "kubernetes.io/os", "karpenter.sh/capacity-type", "karpenter.sh/nodepool"}
+KARPENTER_WELL_KNOWN = {
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone",
+    "topology.k8s.aws/zone-id",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "karpenter.sh/capacity-type",
+    "karpenter.sh/nodepool",
+}
 
 
 def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = expression["key"], expression["operator"], expression.get("values", [])
-    return {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
-            "Exists": key in labels, "DoesNotExist": key not in labels}[op]
+    return {
+        "In": key in labels and labels[key] in values,
+        "NotIn": labels.get(key) not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }[op]
 
 
 def _required_terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -52,9 +66,17 @@ def _required_terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
 
 def _tolerates(pod: dict[str, Any], taints: list[dict[str, str]]) -> bool:
     def tolerated(taint: dict[str, str]) -> bool:
-        return any((tol.get("operator") == "Exists" and tol.get("key") in (None, taint["key"]) or
-                    tol.get("key") == taint["key"] and tol.get("value") == taint.get("value"))
-                   and tol.get("effect") in (None, taint["effect"]) for tol in pod.get("tolerations", []))
+        return any(
+            (
+                tol.get("operator") == "Exists"
+                and tol.get("key") in (None, taint["key"])
+                or tol.get("key") == taint["key"]
+                and tol.get("value") == taint.get("value")
+            )
+            and tol.get("effect") in (None, taint["effect"])
+            for tol in pod.get("tolerations", [])
+        )
+
     return all(tolerated(t) for t in taints if t["effect"] in ("NoSchedule", "NoExecute"))
 
 
@@ -65,7 +87,9 @@ def ca_should_run(pod: dict[str, Any], labels: dict[str, str], taints: list[dict
     return _tolerates(pod, taints) and any(all(_matches(e, labels) for e in term) for term in _required_terms(pod))
 
 
-def karpenter_overhead_counts(pod: dict[str, Any], template_labels: dict[str, str], taints: list[dict[str, str]]) -> bool:
+def karpenter_overhead_counts(
+    pod: dict[str, Any], template_labels: dict[str, str], taints: list[dict[str, str]]
+) -> bool:
     """kubernetes-sigs/karpenter v1.14.0 scheduling/scheduler.go isDaemonPodCompatible: the template's
     taints (not its startupTaints) tolerated, and its requirements Compatible with the pod's with
     AllowUndefinedWellKnownLabels (pkg/scheduling/requirements.go Compatible: a key the template
@@ -108,8 +132,13 @@ def _training_pod_fits(left: dict[str, int], neuron: int, efa: int) -> bool:
 def _training_pods(result: Any) -> list[dict[str, Any]]:
     """The workload stack's pod templates that ask for Neuron devices."""
     from workloads.kube import pod_templates
-    pods = [t["spec"] for r in result.registrations if isinstance(r.inputs.get("spec"), dict)
-            for t in pod_templates(r.inputs["spec"])]
+
+    pods = [
+        t["spec"]
+        for r in result.registrations
+        if isinstance(r.inputs.get("spec"), dict)
+        for t in pod_templates(r.inputs["spec"])
+    ]
     return [p for p in pods if _requests(p).get("aws.amazon.com/neuron")]
 
 
@@ -131,14 +160,25 @@ def test_cluster_autoscalers_template_from_zero_leaves_the_training_pods_room(de
         if not any(t["key"].startswith(AUTOSCALER_STARTUP_TAINT_PREFIX) for t in group.inputs.get("taints") or []):
             continue
         name = group.inputs["nodeGroupName"]
-        own = {t["key"].removeprefix(f"{NODE_TEMPLATE_PREFIX}/"): t["value"] for n, t in tags if n.startswith(f"{name}-")}
-        labels = {**{k.removeprefix("label/"): v for k, v in own.items() if k.startswith("label/")},
-                  **(group.inputs.get("labels") or {}), "eks.amazonaws.com/nodegroup": name,
-                  # buildGenericLabels (aws_manager.go): the ASG's instance type among others.
-                  "node.kubernetes.io/instance-type": group.inputs["instanceTypes"][0]}
+        own = {
+            t["key"].removeprefix(f"{NODE_TEMPLATE_PREFIX}/"): t["value"] for n, t in tags if n.startswith(f"{name}-")
+        }
+        labels = {
+            **{k.removeprefix("label/"): v for k, v in own.items() if k.startswith("label/")},
+            **(group.inputs.get("labels") or {}),
+            "eks.amazonaws.com/nodegroup": name,
+            # buildGenericLabels (aws_manager.go): the ASG's instance type among others.
+            "node.kubernetes.io/instance-type": group.inputs["instanceTypes"][0],
+        }
         assert BURN_IN_PENDING_LABEL not in labels
-        taints = [{"key": t["key"], "value": t.get("value"), "effect": {"NO_SCHEDULE": "NoSchedule",
-                   "NO_EXECUTE": "NoExecute"}.get(t["effect"], t["effect"])} for t in group.inputs["taints"]]
+        taints = [
+            {
+                "key": t["key"],
+                "value": t.get("value"),
+                "effect": {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute"}.get(t["effect"], t["effect"]),
+            }
+            for t in group.inputs["taints"]
+        ]
         taints = [t for t in taints if not t["key"].startswith(SANITIZED_PREFIXES)]
         offered = {k.removeprefix("resources/"): int(v) for k, v in own.items() if k.startswith("resources/")}
         neuron, efa = offered["aws.amazon.com/neuron"], offered.get("vpc.amazonaws.com/efa", 0)
@@ -164,7 +204,8 @@ def test_the_simulation_catches_a_burn_in_selected_by_template_labels(dev):
     old = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]
     term = old["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     term["matchExpressions"] = [e for e in term["matchExpressions"] if e["key"] != BURN_IN_PENDING_LABEL] + [
-        {"key": "node-health.trainium-eks/burn-in", "operator": "DoesNotExist"}]
+        {"key": "node-health.trainium-eks/burn-in", "operator": "DoesNotExist"}
+    ]
     labels = {"eks.amazonaws.com/nodegroup": "trn1-32xl-ng1", "instance-type": "trn1-32xl"}
     taints = [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}]
     assert ca_should_run(old, labels, taints)
@@ -189,12 +230,22 @@ def test_karpenters_daemonset_overhead_leaves_a_training_pod_room(instance_type)
     pool = nodepools.node_pool(spec, nodepools.Lifetimes("720h", "24h", "10m"))
     node_class = nodepools.node_class(spec, cluster_name="c", node_role="r", placement_group=None, hop_limit=1, tags={})
     template = pool["spec"]["template"]
-    labels = {**template["metadata"]["labels"], "karpenter.sh/nodepool": pool["metadata"]["name"],
-              **{r["key"]: r["values"][0] for r in template["spec"]["requirements"] if r["operator"] == "In"}}
+    labels = {
+        **template["metadata"]["labels"],
+        "karpenter.sh/nodepool": pool["metadata"]["name"],
+        **{r["key"]: r["values"][0] for r in template["spec"]["requirements"] if r["operator"] == "In"},
+    }
     assert BURN_IN_PENDING_LABEL not in labels
     assert f"--node-labels={BURN_IN_PENDING_LABEL}=true" in node_class["spec"]["userData"]
-    target = burn_in_objects.BurnInTarget("g", instance_type, facts.neuron_devices, facts.neuron_cores,
-                                  len(spec.interfaces), None, provisioner="karpenter")
+    target = burn_in_objects.BurnInTarget(
+        "g",
+        instance_type,
+        facts.neuron_devices,
+        facts.neuron_cores,
+        len(spec.interfaces),
+        None,
+        provisioner="karpenter",
+    )
     pod = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]
     overhead = [p for p in (pod,) if karpenter_overhead_counts(p, labels, template["spec"]["taints"])]
     efa = len(spec.interfaces)
@@ -214,8 +265,11 @@ def test_the_pending_label_is_set_at_registration_and_in_no_template():
     assert f"      - --node-labels={BURN_IN_PENDING_LABEL}=true\n" in spec.user_data
     assert BURN_IN_PENDING_LABEL not in spec.labels
     assert not any(BURN_IN_PENDING_LABEL in k for k in spec.autoscaler_tags)
-    off = group_spec(AcceleratorNodeGroupConfig.model_validate({**group.model_dump(by_alias=True), "burnIn": False}),
-                     NEURON_INSTANCE_TYPES["trn1.32xlarge"], Zone("us-west-2d", "usw2-az4"))
+    off = group_spec(
+        AcceleratorNodeGroupConfig.model_validate({**group.model_dump(by_alias=True), "burnIn": False}),
+        NEURON_INSTANCE_TYPES["trn1.32xlarge"],
+        Zone("us-west-2d", "usw2-az4"),
+    )
     assert off.registration_labels == {} and "--node-labels" not in (off.user_data or "")
 
 

@@ -7,8 +7,7 @@ import functools
 import io
 import json
 import sys
-import urllib.error
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,9 +26,11 @@ from infra.specs.node_template import (
 from infra.specs.system_capacity import node_allocatable
 from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response
 
-NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 LIMIT = burn_in_objects.BUDGET_SECONDS + burn_in_objects.SWEEP_MARGIN_SECONDS
-SWEEPER_POLICY = burn_in_objects.admission_policy(burn_in_objects.SWEEPER, burn_in_objects.SWEEPER_USERNAME, burn_in_objects.SWEEPER_VALIDATIONS)
+SWEEPER_POLICY = burn_in_objects.admission_policy(
+    burn_in_objects.SWEEPER, burn_in_objects.SWEEPER_USERNAME, burn_in_objects.SWEEPER_VALIDATIONS
+)
 
 
 def _node(name: str, age_seconds: int, **labels: str) -> dict[str, Any]:
@@ -41,10 +42,13 @@ def _node(name: str, age_seconds: int, **labels: str) -> dict[str, Any]:
 
 
 def test_the_sweeper_picks_only_first_burn_ins_past_the_budget_and_margin():
-    nodes = [_node("old", LIMIT + 1), _node("young", LIMIT - 1),
-             # An operator's re-run: the creation time says nothing about when it was started.
-             _node("rerun", LIMIT + 1, **{BURN_IN_RESULT_LABEL: "failed"}),
-             _node("done", LIMIT + 1)]
+    nodes = [
+        _node("old", LIMIT + 1),
+        _node("young", LIMIT - 1),
+        # An operator's re-run: the creation time says nothing about when it was started.
+        _node("rerun", LIMIT + 1, **{BURN_IN_RESULT_LABEL: "failed"}),
+        _node("done", LIMIT + 1),
+    ]
     del nodes[3]["metadata"]["labels"][BURN_IN_PENDING_LABEL]
     assert burn_in_objects.overdue(nodes, NOW, LIMIT) == ["old"]
 
@@ -60,8 +64,13 @@ def test_the_sweepers_limit_lets_a_running_burn_in_time_itself_out_first():
     assert burn_in_objects.SWEEP_SCHEDULE == f"*/{burn_in_objects.SWEEP_PERIOD_SECONDS // 60} * * * *"
 
 
-def _sweep(monkeypatch, nodes: list[dict[str, Any]], later: dict[str, dict[str, Any]] | None = None,
-           conflicts: int = 0, refuse: int = 0) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+def _sweep(
+    monkeypatch,
+    nodes: list[dict[str, Any]],
+    later: dict[str, dict[str, Any]] | None = None,
+    conflicts: int = 0,
+    refuse: int = 0,
+) -> tuple[list[tuple[str, dict[str, Any]]], int]:
     """Runs SWEEP_NODES against a fake API server; ``later`` is what a node reads as once listed.
     Returns the patches it sent (url tail, body) and its exit code."""
     sent: list[tuple[str, dict[str, Any]]] = []
@@ -97,8 +106,13 @@ def _sweep(monkeypatch, nodes: list[dict[str, Any]], later: dict[str, dict[str, 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     monkeypatch.setattr(ssl, "create_default_context", lambda **_: None)
     monkeypatch.setattr(time, "sleep", lambda _: None)
-    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k))
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k),
+    )
     import datetime as datetime_module
+
     monkeypatch.setattr(datetime_module, "datetime", Clock)
     monkeypatch.setattr(sys, "argv", ["-c"])
     with pytest.raises(SystemExit) as exit_:
@@ -111,10 +125,14 @@ def test_the_sweeper_fails_a_node_never_started_with_the_burn_ins_own_patch(monk
     assert code == 0
     assert [t for t, _ in sent] == ["stuck", "stuck"]  # the 409 made it read and patch again
     patch = sent[-1][1]
-    assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"},
-                                       {"key": BURN_IN_FAILED_TAINT_KEY, "value": "not-started", "effect": "NoSchedule"}]
-    assert patch["metadata"] == {"labels": {BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "not-started",
-                                            BURN_IN_PENDING_LABEL: None}, "resourceVersion": "7"}
+    assert patch["spec"]["taints"] == [
+        {"key": NEURON_TAINT.key, "effect": "NoSchedule"},
+        {"key": BURN_IN_FAILED_TAINT_KEY, "value": "not-started", "effect": "NoSchedule"},
+    ]
+    assert patch["metadata"] == {
+        "labels": {BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "not-started", BURN_IN_PENDING_LABEL: None},
+        "resourceVersion": "7",
+    }
     # What the sweeper's policy sees from that patch is allowed.
     old = _node("stuck", LIMIT + 30)
     new = copy.deepcopy(old)
@@ -136,16 +154,25 @@ def test_the_sweeper_leaves_a_node_whose_burn_in_reported_meanwhile_and_reports_
 _failed_not_started = functools.partial(_failed_because, "not-started")
 
 
-@pytest.mark.parametrize("change, refused_by", [
-    (_failed_not_started, []),
-    (_passed, [1]),  # it may only fail a node
-    (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update({BURN_IN_REASON_LABEL: "efa"})), [1]),
-    (lambda n: (_failed_not_started(n), n["spec"]["taints"].append({"key": BURN_IN_TAINT.key, "effect": "NoExecute"})), [1]),
-    (lambda n: (_failed_not_started(n), n["spec"]["taints"].pop(0)), [2]),  # the Neuron taint too
-    (lambda n: (_failed_not_started(n), n["spec"]["taints"][1].update(effect="NoExecute")), [3]),
-    (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update(role="other")), [4]),
-    (lambda n: (_failed_not_started(n), n["spec"].update(unschedulable=True)), [5]),
-])
+@pytest.mark.parametrize(
+    "change, refused_by",
+    [
+        (_failed_not_started, []),
+        (_passed, [1]),  # it may only fail a node
+        (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update({BURN_IN_REASON_LABEL: "efa"})), [1]),
+        (
+            lambda n: (
+                _failed_not_started(n),
+                n["spec"]["taints"].append({"key": BURN_IN_TAINT.key, "effect": "NoExecute"}),
+            ),
+            [1],
+        ),
+        (lambda n: (_failed_not_started(n), n["spec"]["taints"].pop(0)), [2]),  # the Neuron taint too
+        (lambda n: (_failed_not_started(n), n["spec"]["taints"][1].update(effect="NoExecute")), [3]),
+        (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update(role="other")), [4]),
+        (lambda n: (_failed_not_started(n), n["spec"].update(unschedulable=True)), [5]),
+    ],
+)
 def test_the_sweepers_policy_allows_exactly_the_failure_patch(change, refused_by):
     new = copy.deepcopy(NODE)
     change(new)
@@ -182,13 +209,19 @@ def test_the_sweeper_runs_on_core_nodes_with_its_own_identity_and_least_rights()
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= cron["metadata"]["labels"].items()
     [role] = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == burn_in_objects.SWEEPER]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
-    [binding] = [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == burn_in_objects.SWEEPER]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": burn_in_objects.SWEEPER, "namespace": burn_in_objects.NAMESPACE}]
+    [binding] = [
+        o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == burn_in_objects.SWEEPER
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": burn_in_objects.SWEEPER, "namespace": burn_in_objects.NAMESPACE}
+    ]
     kinds = [o["kind"] for o in objects]
     # Its policy is in force before the CronJob can run.
     assert kinds.index("CronJob") == len(kinds) - 1
-    assert [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"] == \
-        [burn_in_objects.SERVICE_ACCOUNT, burn_in_objects.SWEEPER]
+    assert [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"] == [
+        burn_in_objects.SERVICE_ACCOUNT,
+        burn_in_objects.SWEEPER,
+    ]
 
 
 @pytest.mark.parametrize("instance_type", sorted(NEURON_INSTANCE_TYPES))

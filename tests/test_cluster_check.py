@@ -18,12 +18,15 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from offline.plan.runner import PlanResult
-from tests.checkov_scan import kubernetes_objects, pod_templates  # kubernetes_objects: offline.plan.command, offline.report.plan_output after the plan-speed work
+from tests.checkov_scan import (
+    kubernetes_objects,
+    pod_templates,
+)  # kubernetes_objects: offline.plan.command, offline.report.plan_output after the plan-speed work
 from tests.test_workloads import manifest
 from workloads import cluster_check
 
@@ -49,7 +52,9 @@ def test_one_pod_per_node_owning_every_device_with_counts_from_the_cluster(workl
     assert job["activeDeadlineSeconds"] == 3600  # a hung check releases its nodes
     pod = job["template"]["spec"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
-    assert {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
     (container,) = pod["containers"]
     assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
     text = script(container)
@@ -86,7 +91,10 @@ def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_d
     assert job["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never"
     workers, launcher = job["mpiReplicaSpecs"]["Worker"], job["mpiReplicaSpecs"]["Launcher"]
     assert workers["replicas"] == 2
-    assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
+    assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "aws.amazon.com/neuron": "16",
+        "vpc.amazonaws.com/efa": "8",
+    }
     assert launcher["template"]["spec"]["nodeSelector"] == JOB_SUPPORT
     text = script(launcher["template"]["spec"]["containers"][0])
     # nccom-test.rst: -r total ranks, -N nodes, -b/-e/-f sizes, -d type, --hosts, and
@@ -95,8 +103,10 @@ def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_d
     # Every pod runs as root and nccom-test starts its ranks with Open MPI's mpirun, which refuses
     # root without both variables; AWS's nccom-test MPIJob set both while it ran as root
     # (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156).
-    assert ('ssh "$first" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '
-            'NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2') in text
+    assert (
+        'ssh "$first" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '
+        "NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2"
+    ) in text
     assert "-b 1MB -e 1GB -f 4 -d fp32 --non-interactive allr --hosts$hosts" in text
     assert "awk '{print $1}' /etc/mpi/hostfile" in text and "floor=20.0" in text
     # Processes mpirun starts over SSH see the image's PATH and EFA settings (pam_env reads /etc/environment).
@@ -130,7 +140,11 @@ def test_verdict_fails_up_and_runs_on_the_job_support_group(workloads_dev: PlanR
 
 
 def test_stages_run_in_order(workloads_dev: PlanResult) -> None:
-    by_name = {r.inputs["metadata"]["name"]: r for r in workloads_dev.registrations if r.inputs.get("metadata", {}).get("name", "").startswith("cluster-check")}
+    by_name = {
+        r.inputs["metadata"]["name"]: r
+        for r in workloads_dev.registrations
+        if r.inputs.get("metadata", {}).get("name", "").startswith("cluster-check")
+    }
     assert by_name["cluster-check-nodes"].urn in by_name["cluster-check-allreduce"].dependencies
     assert by_name["cluster-check-allreduce"].urn in by_name["cluster-check-verdict"].dependencies
 
@@ -157,7 +171,9 @@ def test_every_change_to_what_runs_is_a_new_run(workloads_dev: PlanResult, workl
     before = cluster_check_dir(workloads_dev)
     # Three check nodes and BERT's two would not fit trn1-32xl-ng1 (maxSize 4) together (workloads/schedule.py).
     others = {"bertPretraining": None} if change.get("nodes", 2) > 2 else {}
-    result = workloads_with(cluster=add_queue, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, **change}, **others)
+    result = workloads_with(
+        cluster=add_queue, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2, **change}, **others
+    )
     after = cluster_check_dir(result)
     assert after != before
     # The verdict names the directory, so it is replaced (and waits for the new status) too.
@@ -197,30 +213,65 @@ def refusal(workloads_with, **overrides: Any) -> str:
 
 def no_efa(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
-        {"name": "trn1-2xl", "instanceType": "trn1.2xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "trn1-2xl"}, "taints": [], "minSize": 0, "maxSize": 2,
-         "capacityType": "ON_DEMAND"}
+        {
+            "name": "trn1-2xl",
+            "instanceType": "trn1.2xlarge",
+            "azId": "usw2-az4",
+            "azName": "us-west-2d",
+            "neuronDevices": 1,
+            "neuronCores": 2,
+            "efaInterfaces": 0,
+            "labels": {"instance-type": "trn1-2xl"},
+            "taints": [],
+            "minSize": 0,
+            "maxSize": 2,
+            "capacityType": "ON_DEMAND",
+        }
     )
 
 
 def test_a_group_without_efa_is_refused_for_the_multi_node_part(workloads_with) -> None:
     message = refusal(workloads_with, cluster=no_efa, clusterCheck={"nodeGroup": "trn1-2xl", "nodes": 2})
-    assert "trainium-workloads:clusterCheck.nodeGroup = 'trn1-2xl': trn1.2xlarge nodes have no EFA interfaces" in message
+    assert (
+        "trainium-workloads:clusterCheck.nodeGroup = 'trn1-2xl': trn1.2xlarge nodes have no EFA interfaces" in message
+    )
 
 
 def trn2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
-        {"name": "trn2", "instanceType": "trn2.48xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 16,
-         "neuronCores": 128, "efaInterfaces": 16, "labels": {"instance-type": "trn2-48xl"}, "taints": [], "minSize": 0, "maxSize": 2,
-         "capacityType": "ON_DEMAND"}
+        {
+            "name": "trn2",
+            "instanceType": "trn2.48xlarge",
+            "azId": "usw2-az4",
+            "azName": "us-west-2d",
+            "neuronDevices": 16,
+            "neuronCores": 128,
+            "efaInterfaces": 16,
+            "labels": {"instance-type": "trn2-48xl"},
+            "taints": [],
+            "minSize": 0,
+            "maxSize": 2,
+            "capacityType": "ON_DEMAND",
+        }
     )
 
 
 def inf2(outputs: dict[str, Any]) -> None:
     outputs["acceleratorNodeGroups"].append(
-        {"name": "inf2", "instanceType": "inf2.xlarge", "azId": "usw2-az4", "azName": "us-west-2d", "neuronDevices": 1,
-         "neuronCores": 2, "efaInterfaces": 0, "labels": {"instance-type": "inf2-xl"}, "taints": [], "minSize": 0, "maxSize": 2,
-         "capacityType": "ON_DEMAND"}
+        {
+            "name": "inf2",
+            "instanceType": "inf2.xlarge",
+            "azId": "usw2-az4",
+            "azName": "us-west-2d",
+            "neuronDevices": 1,
+            "neuronCores": 2,
+            "efaInterfaces": 0,
+            "labels": {"instance-type": "inf2-xl"},
+            "taints": [],
+            "minSize": 0,
+            "maxSize": 2,
+            "capacityType": "ON_DEMAND",
+        }
     )
 
 
@@ -271,7 +322,12 @@ def test_prod_has_it_off(workloads_prod: PlanResult) -> None:
 def neuron_ls_table(devices: int, cores: int) -> str:
     """A table in neuron-ls's documented layout (neuron-ls.rst): | device | cores | memory | ... |"""
     rule = "+--------+--------+--------+---------------+---------+"
-    rows = [rule, "| NEURON | NEURON | NEURON |   CONNECTED   |   PCI   |", "| DEVICE | CORES  | MEMORY |    DEVICES    |   BDF   |", rule]
+    rows = [
+        rule,
+        "| NEURON | NEURON | NEURON |   CONNECTED   |   PCI   |",
+        "| DEVICE | CORES  | MEMORY |    DEVICES    |   BDF   |",
+        rule,
+    ]
     rows += [f"| {d:<6} | {cores:<6} | 32 GB  | {d}, {d}          | 00:{d:02x}.0 |" for d in range(devices)]
     return "\n".join([*rows, rule, "Neuron Device Topology"])
 
@@ -287,17 +343,32 @@ POD_IDENTITY_TOKEN = "eyJ.pod-identity-token"
 # eks_credential_handler.go: JSON credentials, or http.Error with pkg/errors/errors.go's
 # "[request id] (code): message, fault: ..." and EKS Auth's status).
 AGENT_ANSWERS = {
-    "/v1/credentials": (200, json.dumps({"AccessKeyId": "ASIAEXAMPLE", "SecretAccessKey": "s", "Token": "t",
-                                         "AccountId": "111122223333", "Expiration": "2026-11-24T23:00:00Z"})),
-    "/denied": (400, "[0f1e] (AccessDeniedException): Unauthorized Exception! EKS does not have permissions to assume "
-                     "the associated role., fault: client\n"),
+    "/v1/credentials": (
+        200,
+        json.dumps(
+            {
+                "AccessKeyId": "ASIAEXAMPLE",
+                "SecretAccessKey": "s",
+                "Token": "t",
+                "AccountId": "111122223333",
+                "Expiration": "2026-11-24T23:00:00Z",
+            }
+        ),
+    ),
+    "/denied": (
+        400,
+        "[0f1e] (AccessDeniedException): Unauthorized Exception! EKS does not have permissions to assume "
+        "the associated role., fault: client\n",
+    ),
     "/empty": (200, "{}"),
 }
 
 
 class _FakeAgent(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        status, body = AGENT_ANSWERS[self.path] if self.headers.get("Authorization") == POD_IDENTITY_TOKEN else (400, "bad token")
+        status, body = (
+            AGENT_ANSWERS[self.path] if self.headers.get("Authorization") == POD_IDENTITY_TOKEN else (400, "bad token")
+        )
         self.send_response(status)
         self.end_headers()
         self.wfile.write(body.encode())
@@ -338,7 +409,7 @@ def poll_rounds(sandbox: Path) -> int:
     return len(rounds.read_text().splitlines()) if rounds.exists() else 0
 
 
-def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Path, rounds: int = 10) -> bool:
+def keeps_waiting(command: list[str], env: dict[str, str] | None, sandbox: Path, rounds: int = 10) -> bool:
     """Whether the script is still running once it has polled ``rounds`` more times (then it is
     stopped, as a timeout would have)."""
     start, deadline = poll_rounds(sandbox), time.monotonic() + 30
@@ -355,9 +426,19 @@ def keeps_waiting(command: list[str], env: Optional[dict[str, str]], sandbox: Pa
 
 
 def node_script_command(
-    tmp_path: Path, devices: int, efa_domains: int, dd: tuple[str, int] = (DD_OK, 0), peers: int = 1, uid: str = "job-a",
-    device_files: int | None = None, seccomp: str = "2", memlock: str = "unlimited", runtime: tuple[str, int] = ("ok", 0),
-    imds_answers: bool = False, pingpong: tuple[str, int] | None = None, pod_identity: str | None = "/v1/credentials",
+    tmp_path: Path,
+    devices: int,
+    efa_domains: int,
+    dd: tuple[str, int] = (DD_OK, 0),
+    peers: int = 1,
+    uid: str = "job-a",
+    device_files: int | None = None,
+    seccomp: str = "2",
+    memlock: str = "unlimited",
+    runtime: tuple[str, int] = ("ok", 0),
+    imds_answers: bool = False,
+    pingpong: tuple[str, int] | None = None,
+    pod_identity: str | None = "/v1/credentials",
 ) -> tuple[list[str], dict[str, str]]:
     """The per-node script on node ip-100-64-1-1 of a 2-node check, in the per-node Job with UID
     ``uid``; ``peers`` other nodes of that attempt have reported. A second call with the same
@@ -372,8 +453,10 @@ def node_script_command(
     stub(bin_dir, "neuron-ls", neuron_ls_table(devices, 2))
     stub(bin_dir, "nccom-test", runtime[0], status=runtime[1])
     # The metadata probe is stubbed; the Pod Identity probe runs for real against the fake agent.
-    (bin_dir / "python3").write_text(f"#!/bin/bash\ncase \"$*\" in *169.254.169.254*) exit {0 if imds_answers else 1};; esac\n"
-                                     f"exec {sys.executable} -I -S \"$@\"\n")  # -I -S: the stdlib only, a quick start
+    (bin_dir / "python3").write_text(
+        f'#!/bin/bash\ncase "$*" in *169.254.169.254*) exit {0 if imds_answers else 1};; esac\n'
+        f'exec {sys.executable} -I -S "$@"\n'
+    )  # -I -S: the stdlib only, a quick start
     (bin_dir / "python3").chmod(0o755)
     if pingpong is not None:
         stub(bin_dir, "fi_pingpong", pingpong[0], status=pingpong[1])
@@ -382,7 +465,10 @@ def node_script_command(
     dev.mkdir(exist_ok=True)
     for d in range(devices if device_files is None else device_files):
         (dev / f"neuron{d}").touch()
-    fi_info = "\n".join(f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM" for i in range(efa_domains))
+    fi_info = "\n".join(
+        f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 120.0\n    type: FI_EP_RDM"
+        for i in range(efa_domains)
+    )
     stub(bin_dir, "fi_info", fi_info)
     stub(bin_dir, "stat", "lustre")
     stub(bin_dir, "dd", dd[0], "stderr", dd[1])
@@ -425,9 +511,18 @@ def node_script_waits(tmp_path: Path, devices: int, efa_domains: int, **options:
 def _trn1_group():
     from infra.contract import NodeGroup
 
-    return NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
-                     neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
-                     capacity_type="ON_DEMAND")
+    return NodeGroup(
+        name="trn1-32xl-ng1",
+        instance_type="trn1.32xlarge",
+        az_id="usw2-az4",
+        az_name="us-west-2d",
+        neuron_devices=16,
+        neuron_cores=32,
+        efa_interfaces=8,
+        min_size=0,
+        max_size=4,
+        capacity_type="ON_DEMAND",
+    )
 
 
 def _settings():
@@ -453,28 +548,52 @@ def test_a_healthy_node_passes(tmp_path: Path) -> None:
 def test_a_healthy_node_proves_the_training_posture(tmp_path: Path) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, pingpong=("bytes 64", 0))
     assert run.returncode == 0, run.stdout + run.stderr
-    for line in ("ok    seccomp: RuntimeDefault in force (filter mode)", "ok    locked memory (ulimit -l): unlimited",
-                 "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)",
-                 "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)", "ok    instance metadata unreachable from the pod",
-                 "ok    Pod Identity credentials for default/training (the agent answered with a key)"):
+    for line in (
+        "ok    seccomp: RuntimeDefault in force (filter mode)",
+        "ok    locked memory (ulimit -l): unlimited",
+        "ok    Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores)",
+        "ok    EFA transfer under RuntimeDefault seccomp (fi_pingpong)",
+        "ok    instance metadata unreachable from the pod",
+        "ok    Pod Identity credentials for default/training (the agent answered with a key)",
+    ):
         assert line in run.stdout, line
 
 
-@pytest.mark.parametrize("posture, failure", [
-    ({"seccomp": "0"}, "FAIL  seccomp: mode '0'"),
-    ({"memlock": "65536"}, "FAIL  locked memory (ulimit -l): 65536 KiB; EFA registers its buffers against it (no IPC_LOCK): raise containerd's LimitMEMLOCK"),
-    ({"runtime": ("nrt_init: mbind failed: Operation not permitted", 1)},
-     "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): nrt_init: mbind failed: Operation not permitted"),
-    ({"pingpong": ("fi_mr_reg(): Cannot allocate memory", 1)}, "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): fi_mr_reg(): Cannot allocate memory"),
-    ({"imds_answers": True}, "FAIL  instance metadata: this pod got an IMDSv2 token"),
-    # Review 20 F2: the trust conditions refuse the agent; the agent's EKS Auth error is shown.
-    ({"pod_identity": "/denied"}, "FAIL  Pod Identity credentials for default/training: HTTP 400: [0f1e] (AccessDeniedException): "
-                                  "Unauthorized Exception! EKS does not have permissions to assume the associated role., fault: client: "
-                                  "check the role's trust conditions (aws:SourceAccount, aws:RequestTag/eks-cluster-arn"),
-    ({"pod_identity": "/empty"}, "FAIL  Pod Identity credentials for default/training: the answer carries no AccessKeyId"),
-    ({"pod_identity": None}, "FAIL  Pod Identity credentials: no AWS_CONTAINER_CREDENTIALS_FULL_URI in the pod: check the association "
-                             "of default/training"),
-])
+@pytest.mark.parametrize(
+    "posture, failure",
+    [
+        ({"seccomp": "0"}, "FAIL  seccomp: mode '0'"),
+        (
+            {"memlock": "65536"},
+            "FAIL  locked memory (ulimit -l): 65536 KiB; EFA registers its buffers against it (no IPC_LOCK): raise containerd's LimitMEMLOCK",
+        ),
+        (
+            {"runtime": ("nrt_init: mbind failed: Operation not permitted", 1)},
+            "FAIL  Neuron runtime under RuntimeDefault seccomp (nccom-test, 2 NeuronCores): nrt_init: mbind failed: Operation not permitted",
+        ),
+        (
+            {"pingpong": ("fi_mr_reg(): Cannot allocate memory", 1)},
+            "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): fi_mr_reg(): Cannot allocate memory",
+        ),
+        ({"imds_answers": True}, "FAIL  instance metadata: this pod got an IMDSv2 token"),
+        # Review 20 F2: the trust conditions refuse the agent; the agent's EKS Auth error is shown.
+        (
+            {"pod_identity": "/denied"},
+            "FAIL  Pod Identity credentials for default/training: HTTP 400: [0f1e] (AccessDeniedException): "
+            "Unauthorized Exception! EKS does not have permissions to assume the associated role., fault: client: "
+            "check the role's trust conditions (aws:SourceAccount, aws:RequestTag/eks-cluster-arn",
+        ),
+        (
+            {"pod_identity": "/empty"},
+            "FAIL  Pod Identity credentials for default/training: the answer carries no AccessKeyId",
+        ),
+        (
+            {"pod_identity": None},
+            "FAIL  Pod Identity credentials: no AWS_CONTAINER_CREDENTIALS_FULL_URI in the pod: check the association "
+            "of default/training",
+        ),
+    ],
+)
 def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: Path, posture, failure) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, **posture)
     assert run.returncode == 1, run.stdout
@@ -487,17 +606,26 @@ def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: Pla
     """Issue 20, point 4: the per-node pod is a BERT worker's posture, the all-reduce workers a NeMo
     MPI worker's (sshd's capabilities), both from workloads/pods.py training_pod/training_container:
     pod security context, token, container context (capabilities, escalation), device limits."""
+
     def pod(kind: str, name: str, role: str) -> tuple[dict[str, Any], dict[str, Any]]:
         obj = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == kind and o["metadata"]["name"] == name)
         template = dict(pod_templates(obj))[role]
         return template["spec"], template["spec"]["containers"][0]
 
     def posture(spec: dict[str, Any], container: dict[str, Any]) -> tuple[Any, ...]:
-        return (spec["securityContext"], spec["automountServiceAccountToken"], spec["nodeSelector"], spec["tolerations"],
-                container["securityContext"], container["resources"]["limits"])
+        return (
+            spec["securityContext"],
+            spec["automountServiceAccountToken"],
+            spec["nodeSelector"],
+            spec["tolerations"],
+            container["securityContext"],
+            container["resources"]["limits"],
+        )
 
     assert posture(*pod("Job", "cluster-check-nodes", "pod")) == posture(*pod("Job", "bert-train", "worker-0"))
-    assert posture(*pod("MPIJob", "cluster-check-allreduce", "worker")) == posture(*pod("MPIJob", "llama2-train", "worker"))
+    assert posture(*pod("MPIJob", "cluster-check-allreduce", "worker")) == posture(
+        *pod("MPIJob", "llama2-train", "worker")
+    )
     spec, container = pod("Job", "cluster-check-nodes", "pod")
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert "IPC_LOCK" not in str(container["securityContext"])
@@ -510,7 +638,9 @@ def test_neuron_ls_and_the_device_files_must_agree(tmp_path: Path) -> None:
     run = run_node_script(tmp_path, devices=16, efa_domains=8, device_files=15)
     assert run.returncode == 1
     assert "ok    Neuron devices (neuron-ls): 16" in run.stdout
-    assert "FAIL  Neuron device files (/dev/neuron*): expected 16, seen 15" in run.stdout.replace(str(tmp_path / "dev"), "/dev")
+    assert "FAIL  Neuron device files (/dev/neuron*): expected 16, seen 15" in run.stdout.replace(
+        str(tmp_path / "dev"), "/dev"
+    )
     assert "info  hugepages-2Mi reserved on the node: " in run.stdout  # C4: reported, not judged
 
 
@@ -522,7 +652,13 @@ def test_a_node_missing_a_device_or_an_interface_fails(tmp_path: Path) -> None:
     assert " FAIL neuron=15/16 cores=30/32 efa=7/8" in run.stdout
 
 
-@pytest.mark.parametrize("failing", ["dd: error writing '/shared/x.bin': No space left on device", "dd: failed to open '/shared/x.bin': Input/output error"])
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "dd: error writing '/shared/x.bin': No space left on device",
+        "dd: failed to open '/shared/x.bin': Input/output error",
+    ],
+)
 def test_a_failed_fsx_write_or_read_fails(tmp_path: Path, failing: str) -> None:
     # dd prints its error as its last line and exits non-zero (GNU coreutils): that is no rate.
     run = run_node_script(tmp_path, devices=16, efa_domains=8, dd=(failing, 1))
@@ -550,7 +686,9 @@ def test_bus_bandwidth_is_read_from_the_largest_size(tmp_path: Path) -> None:
     ])  # fmt: skip
     out = tmp_path / "allreduce.txt"
     out.write_text(table + "\n")
-    busbw = subprocess.run(["bash", "-c", f"{cluster_check.BUSBW_AWK} {out}"], capture_output=True, text=True).stdout.strip()
+    busbw = subprocess.run(
+        ["bash", "-c", f"{cluster_check.BUSBW_AWK} {out}"], capture_output=True, text=True
+    ).stdout.strip()
     assert busbw == "48.01"
 
 
@@ -566,12 +704,18 @@ def launcher_run(
     write_attempts(shared, {"job-a": (["FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b")
     hostfile = tmp_path / "hostfile"
     # kubeflow/mpi-operator v0.8.0 newConfigMap: "<job>-worker-<i>.<job>.<ns>.svc slots=<n>".
-    hostfile.write_text("".join(f"cluster-check-allreduce-worker-{i}.cluster-check-allreduce.default.svc slots=1\n" for i in range(workers)))
+    hostfile.write_text(
+        "".join(
+            f"cluster-check-allreduce-worker-{i}.cluster-check-allreduce.default.svc slots=1\n" for i in range(workers)
+        )
+    )
     for tool, body in (("getent", getent), ("ssh", ssh)):
         (bin_dir / tool).write_text(f"#!/bin/bash\n{body}")
         (bin_dir / tool).chmod(0o755)
     text = fast_polls(
-        cluster_check.launcher_script(layout).replace(cluster_check.HOSTFILE, str(hostfile)).replace(cluster_check.SHARED_MOUNT, str(shared)),
+        cluster_check.launcher_script(layout)
+        .replace(cluster_check.HOSTFILE, str(hostfile))
+        .replace(cluster_check.SHARED_MOUNT, str(shared)),
         tmp_path,
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
@@ -580,7 +724,9 @@ def launcher_run(
     return run, attempt_dir(shared, "job-b")
 
 
-def run_launcher(tmp_path: Path, busbw: str, nccom_status: int = 0) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+def run_launcher(
+    tmp_path: Path, busbw: str, nccom_status: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     # Worker 1's DNS record lags: its first two lookups find nothing (aws/aws-k8s-tester #868,
     # "Could not resolve hostname ...worker-3"); worker 0's sshd refuses the first connection.
     lookups, calls = tmp_path / "lookups", tmp_path / "ssh-calls"
@@ -607,9 +753,13 @@ def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(
     assert run.returncode == 0, run.stdout + run.stderr
     # It waited for every worker - a lagging DNS record, an sshd not yet up - before the run.
     *waits, nccom = calls.strip().split("\n", 3)
-    assert waits == ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.10 true"] * 2 + ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.11 true"]
-    assert nccom.startswith("100.64.1.10 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 "
-                            "/opt/aws/neuron/bin/nccom-test -r 64 -N 2")
+    assert waits == ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.10 true"] * 2 + [
+        "-o BatchMode=yes -o ConnectTimeout=10 100.64.1.11 true"
+    ]
+    assert nccom.startswith(
+        "100.64.1.10 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 "
+        "/opt/aws/neuron/bin/nccom-test -r 64 -N 2"
+    )
     assert nccom.rstrip().endswith("allr --hosts 100.64.1.10 100.64.1.11")
     assert (results / "allreduce.status").read_text().strip() == "PASS"
     assert "bus bandwidth at 1GB: 47.09 GB/s, floor 20.0 GB/s" in (results / "allreduce.txt").read_text()
@@ -636,7 +786,10 @@ def test_the_launcher_stopped_at_its_deadline_records_a_failure(tmp_path: Path, 
     if hung == "nccom-test":  # every worker answers; the all-reduce never returns
         getent, ssh = 'echo "100.64.1.10 $2"\n', 'case "$*" in *" true") exit 0;; esac\nkill -TERM 1\nexec sleep 30\n'
     else:  # a worker's name never resolves
-        getent, ssh = f'echo "$2" >> {lookups}\n[ "$(wc -l < {lookups})" -lt 3 ] || kill -TERM 1\nexit 2\n', "exit 255\n"
+        getent, ssh = (
+            f'echo "$2" >> {lookups}\n[ "$(wc -l < {lookups})" -lt 3 ] || kill -TERM 1\nexit 2\n',
+            "exit 255\n",
+        )
     run, results = launcher_run(tmp_path, 1, getent, ssh, wrapper, timeout=10)
     assert run.returncode == 1
     assert (results / "allreduce.status").read_text().strip() == "FAIL"
@@ -649,14 +802,16 @@ def test_a_failed_all_reduce_is_a_failure(tmp_path: Path) -> None:
     assert (results / "allreduce.status").read_text().strip() == "FAIL"
 
 
-def write_attempts(shared: Path, attempts: dict[str, tuple[list[str], Optional[str]]], current: Optional[str]) -> None:
+def write_attempts(shared: Path, attempts: dict[str, tuple[list[str], str | None]], current: str | None) -> None:
     """Per attempt UID: its nodes' verdicts and its all-reduce status (None: none yet); ``current``
     is what the latest per-node attempt recorded."""
     for uid, (nodes, status) in attempts.items():
         results = attempt_dir(shared, uid)
         (results / "nodes").mkdir(parents=True)
         for i, verdict in enumerate(nodes):
-            (results / "nodes" / f"{uid}-node-{i}.txt").write_text(f"NODE {uid}-node-{i} trn1.32xlarge {verdict} neuron=16/16\n")
+            (results / "nodes" / f"{uid}-node-{i}.txt").write_text(
+                f"NODE {uid}-node-{i} trn1.32xlarge {verdict} neuron=16/16\n"
+            )
         if status is not None:
             (results / "allreduce.txt").write_text(f"table of {uid}\n")
             (results / "allreduce.status").write_text(status + "\n")
@@ -666,7 +821,13 @@ def write_attempts(shared: Path, attempts: dict[str, tuple[list[str], Optional[s
 
 def verdict_command(shared: Path) -> list[str]:
     """The verdict script over ``shared``; its poll rounds are counted next to it."""
-    return ["bash", "-c", fast_polls(cluster_check.verdict_script(_layout()).replace(cluster_check.SHARED_MOUNT, str(shared)), shared.parent)]
+    return [
+        "bash",
+        "-c",
+        fast_polls(
+            cluster_check.verdict_script(_layout()).replace(cluster_check.SHARED_MOUNT, str(shared)), shared.parent
+        ),
+    ]
 
 
 def verdict_run(shared: Path) -> subprocess.CompletedProcess[str]:
@@ -680,7 +841,12 @@ def run_verdict(tmp_path: Path, nodes: list[str], status: str) -> subprocess.Com
 
 @pytest.mark.parametrize(
     "nodes, status, passed",
-    [(["PASS", "PASS"], "PASS", True), (["PASS", "FAIL"], "PASS", False), (["PASS", "PASS"], "FAIL", False), (["PASS"], "PASS", False)],
+    [
+        (["PASS", "PASS"], "PASS", True),
+        (["PASS", "FAIL"], "PASS", False),
+        (["PASS", "PASS"], "FAIL", False),
+        (["PASS"], "PASS", False),
+    ],
 )
 def test_the_verdict_passes_only_when_every_node_and_the_all_reduce_did(tmp_path: Path, nodes, status, passed) -> None:
     run = run_verdict(tmp_path, nodes, status)
@@ -714,7 +880,9 @@ def test_a_retried_node_check_ignores_the_failed_attempt(tmp_path: Path) -> None
     # Attempt job-a: this node failed its FSx check, and another node passed. Attempt job-b (the
     # replaced Job) on a healthy node: the two old files must not count for its barrier (which
     # would let it leave at once, before a second node reported) nor for the verdict (an old FAIL).
-    first = run_node_script(tmp_path, devices=16, efa_domains=8, dd=("dd: error writing: No space left on device", 1), uid="job-a")
+    first = run_node_script(
+        tmp_path, devices=16, efa_domains=8, dd=("dd: error writing: No space left on device", 1), uid="job-a"
+    )
     assert first.returncode == 1 and len(list((attempt_dir(tmp_path / "shared", "job-a") / "nodes").glob("*.txt"))) == 2
     # Alone in its attempt: it waits for a second node.
     assert node_script_waits(tmp_path, devices=16, efa_domains=8, peers=0, uid="job-b")
@@ -732,7 +900,9 @@ def test_a_retried_node_check_ignores_the_failed_attempt(tmp_path: Path) -> None
 def test_the_verdict_waits_for_the_current_attempts_all_reduce(tmp_path: Path) -> None:
     # An older attempt's FAIL status is there; the current attempt's launcher has not written yet:
     # the verdict must wait for it, not report the old one.
-    write_attempts(tmp_path / "shared", {"job-a": (["PASS", "FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b")
+    write_attempts(
+        tmp_path / "shared", {"job-a": (["PASS", "FAIL"], "FAIL"), "job-b": (["PASS", "PASS"], None)}, current="job-b"
+    )
     assert keeps_waiting(verdict_command(tmp_path / "shared"), None, tmp_path)
 
 
@@ -747,9 +917,13 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
     # from scale-down. The check's pods request 4 CPU / 16Gi of a 128-CPU node, so without it their nodes
     # look underused and a running check could be evicted.
     from workloads.kube import pod_templates
+
     key = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-    by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_dev.registrations
-               if isinstance(r.inputs.get("metadata"), dict) and "spec" in r.inputs}
+    by_name = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in workloads_dev.registrations
+        if isinstance(r.inputs.get("metadata"), dict) and "spec" in r.inputs
+    }
     checks = {n: o for n, o in by_name.items() if n.startswith("cluster-check-")}
     assert set(checks) == {"cluster-check-nodes", "cluster-check-allreduce", "cluster-check-verdict"}
     for name, obj in checks.items():
@@ -764,9 +938,19 @@ def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatabl
     # cluster stack's allocatable (infra/specs/system_capacity.py) is an estimate the schedule check trusts.
     from infra.contract import NodeGroup
 
-    group = NodeGroup(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
-                      neuron_devices=16, neuron_cores=32, efa_interfaces=8, min_size=0, max_size=4,
-                      capacity_type="ON_DEMAND", allocatable={"cpu": "127080m", "memory": "481407Mi"})
+    group = NodeGroup(
+        name="trn1-32xl-ng1",
+        instance_type="trn1.32xlarge",
+        az_id="usw2-az4",
+        az_name="us-west-2d",
+        neuron_devices=16,
+        neuron_cores=32,
+        efa_interfaces=8,
+        min_size=0,
+        max_size=4,
+        capacity_type="ON_DEMAND",
+        allocatable={"cpu": "127080m", "memory": "481407Mi"},
+    )
     script = cluster_check.memory_check(group)
 
     def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:
@@ -776,7 +960,9 @@ def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatabl
         return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=10)
 
     ok = run(500_000 * 1024)  # a trn1.32xlarge with 500000 MiB
-    assert ok.returncode == 0 and "info  memory: MemTotal 500000Mi" in ok.stdout and "promises pods 481407Mi" in ok.stdout
+    assert (
+        ok.returncode == 0 and "info  memory: MemTotal 500000Mi" in ok.stdout and "promises pods 481407Mi" in ok.stdout
+    )
     short = run(470_000 * 1024)
     assert short.returncode == 1 and "FAIL  memory: MemTotal 470000Mi is below the 481407Mi" in short.stdout
     assert cluster_check.memory_check(_trn1_group()) == ""  # no figure exported: nothing to compare
@@ -790,12 +976,19 @@ def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_
     # podgroup-<owner uid> (staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go l.193-207), minMember
     # from the owner's scheduling.volcano.sh/group-min-member (pg_controller_handler.go l.270-289), queue
     # from the pod's scheduling.volcano.sh/queue-name (l.400-402).
-    job = next(r.inputs for r in workloads_dev.registrations
-               if isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == "cluster-check-nodes")
+    job = next(
+        r.inputs
+        for r in workloads_dev.registrations
+        if isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == "cluster-check-nodes"
+    )
     template = job["spec"]["template"]
     assert template["spec"]["schedulerName"] == "volcano"
     assert template["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "test"
-    assert job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "2" == str(job["spec"]["parallelism"])
+    assert (
+        job["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"]
+        == "2"
+        == str(job["spec"]["parallelism"])
+    )
     # The other side: without Volcano (no gang queue) the default scheduler, and no Volcano annotations.
     plain = cluster_check.nodes_job(_layout())
     assert "schedulerName" not in plain["spec"]["template"]["spec"]
@@ -807,9 +1000,18 @@ def test_the_per_node_pod_runs_as_a_service_account_with_a_pod_identity_associat
 ) -> None:
     """The Pod Identity line needs an association for the pod's service account: the check's Job runs
     as the cluster's training service account, which has one in every training namespace."""
-    job = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes")
+    job = next(
+        o
+        for o in kubernetes_objects(workloads_all)
+        if o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes"
+    )
     account = (job["metadata"]["namespace"], job["spec"]["template"]["spec"]["serviceAccountName"])
-    associated = {(r.inputs["namespace"], r.inputs["serviceAccount"])
-                  for r in dev.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    associated = {
+        (r.inputs["namespace"], r.inputs["serviceAccount"])
+        for r in dev.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
     assert account in associated, (account, associated)
-    assert f"Pod Identity credentials for {account[0]}/{account[1]}" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert (
+        f"Pod Identity credentials for {account[0]}/{account[1]}"
+        in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    )

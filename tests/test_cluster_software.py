@@ -7,17 +7,32 @@ import json
 import pytest
 import yaml
 
-from infra.facts import versions
 from infra.config.errors import ConfigError
+from infra.facts import versions
 from offline.plan.runner import PlanResult
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
-BURN_IN_TOLERATION = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in", "operator": "Exists", "effect": "NoSchedule"}
-ALL_OFF = {k: False for k in (
-    "neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "torchxEtcd", "kuberay", "mpiOperator",
-    "clusterAutoscaler", "metricsServer", "observability",
-)}
+BURN_IN_TOLERATION = {
+    "key": "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+ALL_OFF = {
+    k: False
+    for k in (
+        "neuronDevicePlugin",
+        "efaDevicePlugin",
+        "fsxCsi",
+        "volcano",
+        "torchxEtcd",
+        "kuberay",
+        "mpiOperator",
+        "clusterAutoscaler",
+        "metricsServer",
+        "observability",
+    )
+}
 
 
 def releases(plan: PlanResult) -> dict[str, dict]:
@@ -26,7 +41,9 @@ def releases(plan: PlanResult) -> dict[str, dict]:
 
 def tolerates_neuron(tolerations: list[dict]) -> bool:
     return any(
-        t.get("operator") == "Exists" and t.get("key") in (None, "aws.amazon.com/neuron") and t.get("effect") in (None, "NoSchedule")
+        t.get("operator") == "Exists"
+        and t.get("key") in (None, "aws.amazon.com/neuron")
+        and t.get("effect") in (None, "NoSchedule")
         for t in tolerations
     )
 
@@ -35,12 +52,42 @@ def tolerates_neuron(tolerations: list[dict]) -> bool:
     ("release", "chart", "version", "repo", "namespace"),
     [
         ("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0", None, "kube-system"),
-        ("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts", "kube-system"),
-        ("aws-fsx-csi-driver", "aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver", "kube-system"),
+        (
+            "aws-efa-k8s-device-plugin",
+            "aws-efa-k8s-device-plugin",
+            "v0.5.30",
+            "https://aws.github.io/eks-charts",
+            "kube-system",
+        ),
+        (
+            "aws-fsx-csi-driver",
+            "aws-fsx-csi-driver",
+            "1.17.0",
+            "https://kubernetes-sigs.github.io/aws-fsx-csi-driver",
+            "kube-system",
+        ),
         ("volcano", "volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts", "volcano-system"),
-        ("kuberay-operator", "kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/", "kuberay-system"),
-        ("cluster-autoscaler", "cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler", "kube-system"),
-        ("metrics-server", "metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/", "kube-system"),
+        (
+            "kuberay-operator",
+            "kuberay-operator",
+            "1.7.0",
+            "https://ray-project.github.io/kuberay-helm/",
+            "kuberay-system",
+        ),
+        (
+            "cluster-autoscaler",
+            "cluster-autoscaler",
+            "9.53.0",
+            "https://kubernetes.github.io/autoscaler",
+            "kube-system",
+        ),
+        (
+            "metrics-server",
+            "metrics-server",
+            "3.13.1",
+            "https://kubernetes-sigs.github.io/metrics-server/",
+            "kube-system",
+        ),
     ],
 )
 def test_release_chart_repository_and_exact_version(dev, release, chart, version, repo, namespace):
@@ -98,8 +145,10 @@ def test_efa_plugin_image_comes_from_the_clusters_own_region(dev, prod):
     .Chart.AppVersion }}`. EKS replicates its add-on images to a registry in each region (EKS user
     guide, "View Amazon container image registries for Amazon EKS add-ons"): prod (us-east-2)
     pulls from us-east-2, not across regions."""
-    for plan, host in ((dev, "602401143452.dkr.ecr.us-west-2.amazonaws.com"),
-                       (prod, "602401143452.dkr.ecr.us-east-2.amazonaws.com")):
+    for plan, host in (
+        (dev, "602401143452.dkr.ecr.us-west-2.amazonaws.com"),
+        (prod, "602401143452.dkr.ecr.us-east-2.amazonaws.com"),
+    ):
         image = releases(plan)["aws-efa-k8s-device-plugin"]["values"]["image"]
         assert image == {"repository": f"{host}/eks/aws-efa-k8s-device-plugin"}
 
@@ -189,7 +238,10 @@ LUSTRE = {(988, 988), (1018, 1023)}
 
 
 def lustre_rules(plan: PlanResult) -> list[dict]:
-    kinds = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+    kinds = (
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    )
     return [r.inputs for kind in kinds for r in plan.of_type(kind) if r.name.startswith("fsx-")]
 
 
@@ -222,7 +274,9 @@ def test_volcano_queues(dev):
     assert set(queues) == {"test", "llama2-training-queue"}
     assert queues["llama2-training-queue"].inputs["apiVersion"] == "scheduling.volcano.sh/v1beta1"
     assert queues["llama2-training-queue"].inputs["spec"] == {
-        "weight": 1, "reclaimable": True, "capability": {"cpu": "500", "memory": "1500Gi"}
+        "weight": 1,
+        "reclaimable": True,
+        "capability": {"cpu": "500", "memory": "1500Gi"},
     }
     assert "capability" not in queues["test"].inputs["spec"]
     assert all(dev.named("volcano").urn in q.dependencies for q in queues.values())
@@ -254,7 +308,11 @@ def test_torchx_etcd(dev):
     assert container["image"].startswith("registry.k8s.io/etcd:3.5.")
     assert "--enable-v2=true" in container["command"]
     service = dev.named("default-etcd-server").inputs
-    assert service["metadata"] == {"name": "etcd-server", "namespace": "default", "labels": deployment["metadata"]["labels"]}
+    assert service["metadata"] == {
+        "name": "etcd-server",
+        "namespace": "default",
+        "labels": deployment["metadata"]["labels"],
+    }
     assert service["spec"]["ports"] == [{"name": "client", "port": 2379, "targetPort": 2379}]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert dev.outputs["etcdEndpoints"] == {"default": "etcd-server.default:2379"}
@@ -263,7 +321,10 @@ def test_torchx_etcd(dev):
 def test_mpi_operator_release_manifest(dev):
     config_file = dev.named("mpi-operator")
     assert config_file.type == "kubernetes:yaml/v2:ConfigFile"
-    assert config_file.inputs["file"] == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml"
+    assert (
+        config_file.inputs["file"]
+        == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml"
+    )
 
 
 def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
@@ -285,23 +346,41 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     assert manifest.lifecycle["transforms"] == 1
     assert dev.named("volcano").urn in manifest.dependencies
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": "mpi-operator", "namespace": "mpi-operator"},
-        "spec": {"template": {"spec": {"containers": [
-            {"name": "mpi-operator", "image": "mpioperator/mpi-operator:0.8.0",
-             "args": ["-alsologtostderr", "--lock-namespace=mpi-operator"]}]}}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "mpi-operator",
+                            "image": "mpioperator/mpi-operator:0.8.0",
+                            "args": ["-alsologtostderr", "--lock-namespace=mpi-operator"],
+                        }
+                    ]
+                }
+            }
+        },
     }
     opts = pulumi.ResourceOptions()
     result = mpi_operator_gang_scheduling(
-        pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", deployment, opts)
+        pulumi.ResourceTransformArgs(
+            True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", deployment, opts
+        )
     )
     (container,) = result.props["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"]
     assert container["image"] == "mpioperator/mpi-operator:0.8.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
     # The input object is left as it was; other objects are not touched.
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
-    other = pulumi.ResourceTransformArgs(True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "-alsologtostderr",
+        "--lock-namespace=mpi-operator",
+    ]
+    other = pulumi.ResourceTransformArgs(
+        True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts
+    )
     assert mpi_operator_gang_scheduling(other) is None
     without_volcano = plan_with(features={"volcano": False, "torchxEtcd": False})
     assert "transforms" not in without_volcano.named("mpi-operator").lifecycle
@@ -321,8 +400,11 @@ def test_training_service_account_and_s3_read(dev, plan_with):
     association = dev.named("default-training-identity").inputs
     assert (association["namespace"], association["serviceAccount"]) == ("default", "training")
     assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-default-role-policy"]
-    plan = plan_with(trainingNamespaces=["default", "research"], trainingDataBuckets=["shared-data"],
-                     namespaceDataBuckets={"research": ["research-data"]})
+    plan = plan_with(
+        trainingNamespaces=["default", "research"],
+        trainingDataBuckets=["shared-data"],
+        namespaceDataBuckets={"research": ["research-data"]},
+    )
 
     def reads(namespace: str) -> list[str]:
         policy = json.loads(plan.named(f"training-{namespace}-role-policy").inputs["policy"])
@@ -347,10 +429,15 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
     may require; aws:SourceAccount names the account. Every role trusted by pods.eks.amazonaws.com
     requires all four, and the namespace and service account are those of its association."""
     for plan in (dev, prod):
-        associations = [(r.inputs["namespace"], r.inputs["serviceAccount"], r.inputs["roleArn"])
-                        for r in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")]
-        associations += [("", a["serviceAccount"], a["roleArn"]) for r in plan.of_type("aws:eks/addon:Addon")
-                         for a in r.inputs.get("podIdentityAssociations", [])]
+        associations = [
+            (r.inputs["namespace"], r.inputs["serviceAccount"], r.inputs["roleArn"])
+            for r in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        ]
+        associations += [
+            ("", a["serviceAccount"], a["roleArn"])
+            for r in plan.of_type("aws:eks/addon:Addon")
+            for a in r.inputs.get("podIdentityAssociations", [])
+        ]
         pod_roles = {}
         for role in plan.of_type("aws:iam/role:Role"):
             trust = json.loads(role.inputs["assumeRolePolicy"])
@@ -362,7 +449,10 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
         for namespace, account, arn in associations:
             condition = pod_roles[arn]
             assert condition["aws:SourceAccount"] == "123456789012"
-            assert condition["aws:RequestTag/eks-cluster-arn"] == f"arn:aws:eks:{plan.outputs['region']}:123456789012:cluster/{plan.outputs['clusterName']}"
+            assert (
+                condition["aws:RequestTag/eks-cluster-arn"]
+                == f"arn:aws:eks:{plan.outputs['region']}:123456789012:cluster/{plan.outputs['clusterName']}"
+            )
             assert condition["aws:RequestTag/kubernetes-service-account"] == account
             assert namespace in ("", condition["aws:RequestTag/kubernetes-namespace"])
 
@@ -376,7 +466,10 @@ def test_ecr_repositories(dev, prod):
         assert repo["forceDelete"] is True
     assert len(dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")) == 4
     assert all(r.inputs["forceDelete"] is False for r in prod.of_type("aws:ecr/repository:Repository"))
-    assert dev.outputs["ecrRepositories"]["bert-pretrain"] == "123456789012.dkr.ecr.us-west-2.amazonaws.com/trn-dev/bert-pretrain"
+    assert (
+        dev.outputs["ecrRepositories"]["bert-pretrain"]
+        == "123456789012.dkr.ecr.us-west-2.amazonaws.com/trn-dev/bert-pretrain"
+    )
 
 
 def test_observability(dev):
@@ -397,7 +490,12 @@ def test_switches_off_remove_what_they_guard(plan_with):
     assert not plan.of_type(RELEASE)
     assert not plan.of_type("kubernetes:yaml/v2:ConfigFile")
     assert not [r for r in plan.registrations if r.type.endswith(":Queue")]
-    assert not [r for r in plan.registrations if r.type.startswith("kubernetes:") and r.type.endswith((":Deployment", ":Service", ":StorageClass", ":PersistentVolumeClaim"))]
+    assert not [
+        r
+        for r in plan.registrations
+        if r.type.startswith("kubernetes:")
+        and r.type.endswith((":Deployment", ":Service", ":StorageClass", ":PersistentVolumeClaim"))
+    ]
     assert not plan.of_type("aws:cloudwatch/dashboard:Dashboard")
     assert not plan.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
     assert not [r for r in plan.of_type("aws:eks/addon:Addon") if "cloudwatch" in r.name]
@@ -408,8 +506,14 @@ def test_switches_off_remove_what_they_guard(plan_with):
 
 @pytest.mark.parametrize(
     ("feature", "gone"),
-    [("neuronDevicePlugin", "neuron"), ("efaDevicePlugin", "aws-efa-k8s-device-plugin"), ("kuberay", "kuberay-operator"),
-     ("clusterAutoscaler", "cluster-autoscaler"), ("metricsServer", "metrics-server"), ("fsxCsi", "aws-fsx-csi-driver")],
+    [
+        ("neuronDevicePlugin", "neuron"),
+        ("efaDevicePlugin", "aws-efa-k8s-device-plugin"),
+        ("kuberay", "kuberay-operator"),
+        ("clusterAutoscaler", "cluster-autoscaler"),
+        ("metricsServer", "metrics-server"),
+        ("fsxCsi", "aws-fsx-csi-driver"),
+    ],
 )
 def test_each_switch(plan_with, feature, gone):
     plan = plan_with(features={feature: False})
@@ -427,10 +531,29 @@ def test_torchx_etcd_needs_volcano(plan_with):
 
 def test_outputs_are_the_complete_contract(dev):
     expected = {
-        "clusterName", "region", "kubeconfig", "vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl",
-        "clusterSecurityGroupId", "nodeRoleArn", "acceleratorZone", "acceleratorNodeGroups", "features",
-        "trainingNamespaces", "trainingServiceAccount", "storage", "volcanoQueues", "etcdEndpoints",
-        "ecrRepositories", "podIdentity", "coreNodeSelector", "jobSupportPlacement", "cloudwatchDashboard", "addonBuilds",
+        "clusterName",
+        "region",
+        "kubeconfig",
+        "vpcId",
+        "nodeSubnetIds",
+        "oidcProviderArn",
+        "oidcProviderUrl",
+        "clusterSecurityGroupId",
+        "nodeRoleArn",
+        "acceleratorZone",
+        "acceleratorNodeGroups",
+        "features",
+        "trainingNamespaces",
+        "trainingServiceAccount",
+        "storage",
+        "volcanoQueues",
+        "etcdEndpoints",
+        "ecrRepositories",
+        "podIdentity",
+        "coreNodeSelector",
+        "jobSupportPlacement",
+        "cloudwatchDashboard",
+        "addonBuilds",
     }
     assert set(dev.outputs) == expected
     storage = dev.outputs["storage"]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import base64
-import json
-
 import ipaddress
+import json
 
 import pytest
 
@@ -67,7 +66,11 @@ def test_routes(dev):
 def test_prod_network_nat_per_zone(prod):
     assert len(prod.of_type("aws:ec2/natGateway:NatGateway")) == 3
     assert len(subnets(prod, "node")) == 3
-    natted = {r.inputs["routes"][0]["natGatewayId"] for r in prod.of_type("aws:ec2/routeTable:RouteTable") if "private" in r.name}
+    natted = {
+        r.inputs["routes"][0]["natGatewayId"]
+        for r in prod.of_type("aws:ec2/routeTable:RouteTable")
+        if "private" in r.name
+    }
     assert len(natted) == 3
 
 
@@ -84,7 +87,10 @@ def test_eks_cluster_settings(dev):
     assert cluster["bootstrapSelfManagedAddons"] is False
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:us-west-2:")
-    assert cluster["privateSubnetIds"] == ["subnet-placeholder-network-private-usw2-az4", "subnet-placeholder-network-private-usw2-az1"]
+    assert cluster["privateSubnetIds"] == [
+        "subnet-placeholder-network-private-usw2-az4",
+        "subnet-placeholder-network-private-usw2-az1",
+    ]
     # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
     # pulumi-eks installs no VPC CNI of its own: the add-on is ours, with its own role.
     assert cluster["useDefaultVpcCni"] is True and "vpcCniOptions" not in cluster
@@ -95,7 +101,13 @@ def test_eks_cluster_settings(dev):
 
 def test_managed_addons_pinned_and_ordered(dev):
     addons = {r.inputs["addonName"]: r for r in dev.of_type("aws:eks/addon:Addon") if r.parent.endswith("::cluster")}
-    assert set(addons) == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver", "eks-node-monitoring-agent"}
+    assert set(addons) == {
+        "vpc-cni",
+        "coredns",
+        "eks-pod-identity-agent",
+        "aws-ebs-csi-driver",
+        "eks-node-monitoring-agent",
+    }
     # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
     assert addons["vpc-cni"].inputs["addonVersion"] == "v1.20.4-eksbuild.1"
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
@@ -104,7 +116,10 @@ def test_managed_addons_pinned_and_ordered(dev):
     assert core_group in addons["aws-ebs-csi-driver"].dependencies
     assert addons["eks-pod-identity-agent"].urn in addons["aws-ebs-csi-driver"].dependencies
     assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"] == [
-        {"roleArn": "arn:aws:iam::123456789012:role/cluster-ebs-csi-placeholder", "serviceAccount": "ebs-csi-controller-sa"}
+        {
+            "roleArn": "arn:aws:iam::123456789012:role/cluster-ebs-csi-placeholder",
+            "serviceAccount": "ebs-csi-controller-sa",
+        }
     ]
     trust = dev.named("cluster-ebs-csi").inputs["assumeRolePolicy"]
     assert "pods.eks.amazonaws.com" in trust and "sts:TagSession" in trust
@@ -122,8 +137,11 @@ def test_core_node_group(dev):
 
 
 def node_role_policies(plan) -> set[str]:
-    return {r.inputs["policyArn"].rsplit("/", 1)[1] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-            if r.name.startswith("cluster-node-")}
+    return {
+        r.inputs["policyArn"].rsplit("/", 1)[1]
+        for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("cluster-node-")
+    }
 
 
 def test_node_role_policies(dev, prod, plan_with):
@@ -133,16 +151,25 @@ def test_node_role_policies(dev, prod, plan_with):
     for plan in (dev, prod):
         assert node_role_policies(plan) == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"}
     with_ssm = plan_with(features={"sessionManager": True})
-    assert node_role_policies(with_ssm) == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly",
-                                            "AmazonSSMManagedInstanceCore"}
+    assert node_role_policies(with_ssm) == {
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEC2ContainerRegistryReadOnly",
+        "AmazonSSMManagedInstanceCore",
+    }
 
 
 def test_the_vpc_cni_has_its_own_role_through_pod_identity(dev):
     cni = dev.named("cluster-vpc-cni", "aws:eks/addon:Addon")
     (association,) = cni.inputs["podIdentityAssociations"]
-    assert association == {"roleArn": "arn:aws:iam::123456789012:role/cluster-vpc-cni-placeholder", "serviceAccount": "aws-node"}
-    attached = {r.inputs["policyArn"] for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                if r.name.startswith("cluster-vpc-cni-attach")}
+    assert association == {
+        "roleArn": "arn:aws:iam::123456789012:role/cluster-vpc-cni-placeholder",
+        "serviceAccount": "aws-node",
+    }
+    attached = {
+        r.inputs["policyArn"]
+        for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("cluster-vpc-cni-attach")
+    }
     assert attached == {"arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"}
     # The Pod Identity agent hands aws-node its credentials; nodes wait for both (they are not Ready
     # without a working CNI).
@@ -195,11 +222,23 @@ def test_efa_interfaces_per_group(plan_name, group, interfaces, request):
 
 
 def test_efa_security_group_only_talks_to_itself(dev):
-    (ingress,) = [r for r in dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if r.name.startswith("accelerators-")]
-    (egress,) = [r for r in dev.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule") if r.name.startswith("accelerators-")]
+    (ingress,) = [
+        r
+        for r in dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.name.startswith("accelerators-")
+    ]
+    (egress,) = [
+        r
+        for r in dev.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+        if r.name.startswith("accelerators-")
+    ]
     for rule in (ingress, egress):
         assert rule.inputs["ipProtocol"] == "-1"
-        assert rule.inputs["referencedSecurityGroupId"] == rule.inputs["securityGroupId"] == "sg-placeholder-accelerators-efa"
+        assert (
+            rule.inputs["referencedSecurityGroupId"]
+            == rule.inputs["securityGroupId"]
+            == "sg-placeholder-accelerators-efa"
+        )
         assert "cidrIpv4" not in rule.inputs
 
 
@@ -226,7 +265,11 @@ def test_accelerator_node_groups(dev):
     assert group["taints"] == [
         {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"},
         # Until the burn-in passes (tests/test_node_health.py).
-        {"key": "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in", "value": "pending", "effect": "NO_SCHEDULE"},
+        {
+            "key": "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in",
+            "value": "pending",
+            "effect": "NO_SCHEDULE",
+        },
     ]
     assert group["launchTemplate"] == {"id": "lt-placeholder-trn1-32xl-ng1-lt", "version": "1"}
     assert dev.named("trn1n-32xl-ng").inputs["scalingConfig"]["maxSize"] == 2
@@ -264,7 +307,12 @@ def test_placement_groups_by_default(dev):
     assert dev.named("trn1-32xl-ng1-lt").inputs["placement"] == {"groupName": "trn1-32xl-ng1-pg-placeholder"}
 
 
-GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "amiReleaseVersion": compatible_ami_release()}
+GROUP = {
+    "name": "trn1-32xl-ng1",
+    "instanceType": "trn1.32xlarge",
+    "maxSize": 4,
+    "amiReleaseVersion": compatible_ami_release(),
+}
 
 
 def test_on_demand_capacity_reservation(plan_with):
@@ -338,13 +386,25 @@ def test_outputs(dev):
     assert groups["trn1-32xl-ng1"]["neuronDevices"] == 16
     assert groups["trn1-32xl-ng1"]["efaInterfaces"] == 8
     assert groups["trn1n-32xl-ng"]["efaInterfaces"] == 16
-    assert groups["trn1-32xl-ng1"]["taints"] == [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}]
-    for key in ("vpcId", "nodeSubnetIds", "oidcProviderArn", "oidcProviderUrl", "clusterSecurityGroupId", "nodeRoleArn", "features"):
+    assert groups["trn1-32xl-ng1"]["taints"] == [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}
+    ]
+    for key in (
+        "vpcId",
+        "nodeSubnetIds",
+        "oidcProviderArn",
+        "oidcProviderUrl",
+        "clusterSecurityGroupId",
+        "nodeRoleArn",
+        "features",
+    ):
         assert key in dev.outputs
 
 
 def test_prod_differs_from_dev(dev, prod):
     assert prod.outputs["region"] == "us-east-2"
-    assert {g["name"] for g in prod.outputs["acceleratorNodeGroups"]} - {g["name"] for g in dev.outputs["acceleratorNodeGroups"]} == {"trn2-48xl-ng"}
+    assert {g["name"] for g in prod.outputs["acceleratorNodeGroups"]} - {
+        g["name"] for g in dev.outputs["acceleratorNodeGroups"]
+    } == {"trn2-48xl-ng"}
     assert prod.named("cluster-core").inputs["scalingConfig"]["minSize"] == 3
     assert prod.named("network-vpc").inputs["tags"]["environment"] == "prod"

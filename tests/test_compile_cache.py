@@ -41,7 +41,9 @@ def test_bert_precompile_fills_exactly_what_training_reads(workloads_dev: PlanRe
             assert flags.startswith("--cache_dir=")
             caches.setdefault(job, []).append(fsx_path(container, pod, flags.removeprefix("--cache_dir=")))
     # Replica i of training reads the directory replica i of precompile wrote, inside the one cache.
-    assert caches["bert-precompile"] == caches["bert-train"] == ["neuron_cache/bert-large_0", "neuron_cache/bert-large_1"]
+    assert (
+        caches["bert-precompile"] == caches["bert-train"] == ["neuron_cache/bert-large_0", "neuron_cache/bert-large_1"]
+    )
 
 
 def test_nemo_cache_is_the_shared_one_on_fsx(workloads_all: PlanResult) -> None:
@@ -67,5 +69,7 @@ def test_cache_locks_are_coherent_across_nodes() -> None:
     # The cache takes a lock per graph (neuron_parallel_compile's `clear-locks` removes stale ones);
     # Neuron's training troubleshooting guide (v2.20.2) blames shared-cache errors on file systems
     # without coherent locking. Lustre gives cluster-wide flock only with the `flock` mount option.
-    volume = static_volume("fsx-claim-default", "default", "fsx-claim", 1200, "fs-0abc", "fs-0abc.fsx.us-west-2.amazonaws.com", "x7yz")
+    volume = static_volume(
+        "fsx-claim-default", "default", "fsx-claim", 1200, "fs-0abc", "fs-0abc.fsx.us-west-2.amazonaws.com", "x7yz"
+    )
     assert "flock" in volume["spec"]["mountOptions"]

@@ -8,17 +8,23 @@ from typing import Any
 
 import pytest
 
-from infra.config.load import raw_from_pulumi_config
-from infra.validate import parse_stack_config
 from infra.config.errors import ConfigError
+from infra.config.load import raw_from_pulumi_config
 from infra.facts.neuron import COMPATIBLE_AMI_RELEASES
 from infra.facts.versions import KUBERNETES_VERSION
+from infra.validate import parse_stack_config
 
 BASE: dict[str, Any] = {
     "region": "us-west-2",
     "acceleratorNodeGroups": [
-        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4,
-         "amiReleaseVersion": COMPATIBLE_AMI_RELEASES[KUBERNETES_VERSION][0]},
+        {
+            "name": "trn1-32xl-ng1",
+            "instanceType": "trn1.32xlarge",
+            "minSize": 0,
+            "desiredSize": 0,
+            "maxSize": 4,
+            "amiReleaseVersion": COMPATIBLE_AMI_RELEASES[KUBERNETES_VERSION][0],
+        },
     ],
 }
 
@@ -94,7 +100,9 @@ def test_non_neuron_instance_type():
 
 
 def test_unknown_instance_type():
-    assert "instanceType = 'trn9.64xlarge'" in refused(with_changes(acceleratorNodeGroups=[group(instanceType="trn9.64xlarge")]))
+    assert "instanceType = 'trn9.64xlarge'" in refused(
+        with_changes(acceleratorNodeGroups=[group(instanceType="trn9.64xlarge")])
+    )
 
 
 def test_efa_on_a_type_without_efa():
@@ -108,7 +116,9 @@ def test_efa_defaults_follow_the_type():
     assert config.accelerator_node_groups[0].efa_enabled is False
 
 
-@pytest.mark.parametrize(("sizes", "ok"), [((0, 0, 4), True), ((2, 2, 2), True), ((3, 2, 4), False), ((0, 5, 4), False)])
+@pytest.mark.parametrize(
+    ("sizes", "ok"), [((0, 0, 4), True), ((2, 2, 2), True), ((3, 2, 4), False), ((0, 5, 4), False)]
+)
 def test_min_desired_max(sizes, ok):
     lo, want, hi = sizes
     raw = with_changes(acceleratorNodeGroups=[group(minSize=lo, desiredSize=want, maxSize=hi)])
@@ -167,12 +177,17 @@ def test_nat_strategy():
 def test_capacity_reservation_with_placement_group():
     reservation = {"id": "cr-0123456789abcdef0"}
     message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation=reservation, placementGroup=True)]))
-    assert "acceleratorNodeGroups[0].placementGroup = true: cannot be combined with capacityReservation 'cr-0123456789abcdef0'" in message
+    assert (
+        "acceleratorNodeGroups[0].placementGroup = true: cannot be combined with capacityReservation 'cr-0123456789abcdef0'"
+        in message
+    )
 
 
 def test_capacity_reservation_turns_placement_group_off_by_default():
     config = parse_stack_config(
-        with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "capacity-block"})])
+        with_changes(
+            acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "capacity-block"})]
+        )
     )
     assert config.accelerator_node_groups[0].placement_group_enabled is False
 
@@ -183,7 +198,9 @@ def test_malformed_capacity_reservation_id():
 
 
 def test_capacity_reservation_type():
-    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "spot"})]))
+    message = refused(
+        with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "cr-0123456789abcdef0", "type": "spot"})])
+    )
     assert "capacityReservation.type = 'spot': Input should be 'on-demand' or 'capacity-block'" in message
 
 
@@ -193,7 +210,9 @@ def test_duplicate_group_names():
 
 
 def test_group_name_format():
-    assert "acceleratorNodeGroups[0].name = 'Trn_1'" in refused(with_changes(acceleratorNodeGroups=[group(name="Trn_1")]))
+    assert "acceleratorNodeGroups[0].name = 'Trn_1'" in refused(
+        with_changes(acceleratorNodeGroups=[group(name="Trn_1")])
+    )
 
 
 def test_az_id_format():
@@ -214,13 +233,18 @@ def test_endpoint_needs_public_or_private():
 
 
 def test_endpoint_public_cidrs():
-    assert "endpointAccess.publicCidrs[0] = '1.2.3.4/8'" in refused(with_changes(endpointAccess={"publicCidrs": ["1.2.3.4/8"]}))
+    assert "endpointAccess.publicCidrs[0] = '1.2.3.4/8'" in refused(
+        with_changes(endpointAccess={"publicCidrs": ["1.2.3.4/8"]})
+    )
 
 
 def test_cluster_admin_arns():
     parse_stack_config(with_changes(clusterAdmins=["arn:aws:iam::123456789012:role/MlPlatform"]))
     message = refused(with_changes(clusterAdmins=["arn:aws:sts::123456789012:assumed-role/MlPlatform/me"]))
-    assert "clusterAdmins[0] = 'arn:aws:sts::123456789012:assumed-role/MlPlatform/me': must be an IAM role or user ARN" in message
+    assert (
+        "clusterAdmins[0] = 'arn:aws:sts::123456789012:assumed-role/MlPlatform/me': must be an IAM role or user ARN"
+        in message
+    )
 
 
 def test_log_types():
@@ -248,14 +272,20 @@ def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
     # runs the cluster's version (infra/components/accelerators.py), so a pin from another minor fails at
     # UpdateNodegroupVersion / CreateNodegroup, after the control plane was already changed.
     message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.33.5-20251112")]))
-    assert ("trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
-            "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release") in message
+    assert (
+        "trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
+        "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release"
+    ) in message
     message = refused(with_changes(kubernetesVersion="1.35"))  # the stack's 1.34 pin left behind
-    assert ("amiReleaseVersion = '1.34.9-20260625': built for Kubernetes 1.34, but kubernetesVersion is 1.35; allowed: "
-            "a 1.35.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the training images run on "
-            "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0) (raise kubernetesVersion and the pin "
-            "together; docs/node-health.md)") in message
-    config = parse_stack_config(with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.6-20260625")]))
+    assert (
+        "amiReleaseVersion = '1.34.9-20260625': built for Kubernetes 1.34, but kubernetesVersion is 1.35; allowed: "
+        "a 1.35.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the training images run on "
+        "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0) (raise kubernetesVersion and the pin "
+        "together; docs/node-health.md)"
+    ) in message
+    config = parse_stack_config(
+        with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.6-20260625")])
+    )
     assert config.accelerator_node_groups[0].ami_release_version == "1.35.6-20260625"
 
 
@@ -272,11 +302,17 @@ def test_another_kubernetes_version_needs_no_pinned_builds():
 
 
 def test_unknown_addon():
-    assert "addonVersions.aws-mountpoint: unknown add-on" in refused(with_changes(addonVersions={"aws-mountpoint": "v1"}))
+    assert "addonVersions.aws-mountpoint: unknown add-on" in refused(
+        with_changes(addonVersions={"aws-mountpoint": "v1"})
+    )
 
 
 def test_every_problem_is_reported_at_once():
-    message = refused(with_changes(network={"secondaryCidr": "10.0.0.0/16"}, acceleratorNodeGroups=[group(instanceType="p5.48xlarge")]))
+    message = refused(
+        with_changes(
+            network={"secondaryCidr": "10.0.0.0/16"}, acceleratorNodeGroups=[group(instanceType="p5.48xlarge")]
+        )
+    )
     assert "network.secondaryCidr = '10.0.0.0/16': overlaps" in message and "instanceType = 'p5.48xlarge'" in message
 
 
@@ -290,7 +326,12 @@ def test_reading_engine_config():
             "other-project:thing": "x",
         }
     )
-    assert raw == {"region": "us-east-2", "clusterName": "trn-prod", "kubernetesVersion": "1.34", "network": {"azCount": 3}}
+    assert raw == {
+        "region": "us-east-2",
+        "clusterName": "trn-prod",
+        "kubernetesVersion": "1.34",
+        "network": {"azCount": 3},
+    }
 
 
 def test_config_from_the_cli_environment(monkeypatch):
@@ -316,7 +357,10 @@ def test_fsx_capacity_steps_accepted(capacity):
 @pytest.mark.parametrize(("capacity", "nearest"), [(1000, "1200"), (1800, "1200 or 2400"), (3600, "2400 or 4800")])
 def test_fsx_capacity_steps_refused(capacity, nearest):
     message = refused(with_changes(storage={"capacityGib": capacity}))
-    assert f"trainium-eks:storage.capacityGib = {capacity}: allowed: 1200, 2400, or a multiple of 2400 (nearest: {nearest})" in message
+    assert (
+        f"trainium-eks:storage.capacityGib = {capacity}: allowed: 1200, 2400, or a multiple of 2400 (nearest: {nearest})"
+        in message
+    )
 
 
 @pytest.mark.parametrize("throughput", [125, 250, 500, 1000])
@@ -330,13 +374,23 @@ def test_bad_throughput_names_the_allowed_values():
 
 
 def test_scratch_takes_no_throughput_and_no_kms_key():
-    message = refused(with_changes(storage={"deploymentType": "SCRATCH_2", "kmsKeyId": "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"}))
+    message = refused(
+        with_changes(
+            storage={
+                "deploymentType": "SCRATCH_2",
+                "kmsKeyId": "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            }
+        )
+    )
     assert "storage.perUnitStorageThroughput: SCRATCH_2 takes none" in message
     assert "storage.kmsKeyId: SCRATCH_2 file systems cannot use a customer KMS key" in message
 
 
 def test_training_namespaces():
-    assert parse_stack_config(with_changes(trainingNamespaces=["default", "research"])).training_namespaces == ["default", "research"]
+    assert parse_stack_config(with_changes(trainingNamespaces=["default", "research"])).training_namespaces == [
+        "default",
+        "research",
+    ]
     message = refused(with_changes(trainingNamespaces=["Research", "kube-system", "default", "default"]))
     assert "trainingNamespaces[0] = 'Research': must be 1-63 characters of lower-case letters" in message
     assert "trainingNamespaces[1] = 'kube-system': a system or cluster-software namespace" in message
@@ -365,28 +419,62 @@ def test_data_buckets_are_names():
         # An empty string used to crash with a JSON decoding traceback.
         ("network", "", "trainium-eks:network = '': Input should be a valid dictionary"),
         ("clusterName", "", "trainium-eks:clusterName = '': String should have at least 1 character"),
-        ("acceleratorNodeGroups", "[oops", "trainium-eks:acceleratorNodeGroups = '[oops': Input should be a valid list"),
-        ("trainingNamespaces", ["default", ""], "trainium-eks:trainingNamespaces[1] = '': String should have at least 1 character"),
+        (
+            "acceleratorNodeGroups",
+            "[oops",
+            "trainium-eks:acceleratorNodeGroups = '[oops': Input should be a valid list",
+        ),
+        (
+            "trainingNamespaces",
+            ["default", ""],
+            "trainium-eks:trainingNamespaces[1] = '': String should have at least 1 character",
+        ),
         ("logRetentionDays", 10, "logRetentionDays = 10: CloudWatch Logs allows 1, 3, 5, 7, 14"),
         ("upgradePolicy", "LTS", "upgradePolicy = 'LTS': Input should be 'STANDARD' or 'EXTENDED'"),
         ("environment", "staging", "environment = 'staging': Input should be 'dev' or 'prod'"),
-        ("addonVersions", {"coredns": "v1.11.4"}, "addonVersions.coredns = 'v1.11.4': an EKS add-on build looks like v1.20.4-eksbuild.1"),
-        ("addonVersions", {"vpc-cni": "v1.18.0-eksbuild.1"}, "vpc-cni must be at least v1.18.4 for efa-only network interfaces"),
+        (
+            "addonVersions",
+            {"coredns": "v1.11.4"},
+            "addonVersions.coredns = 'v1.11.4': an EKS add-on build looks like v1.20.4-eksbuild.1",
+        ),
+        (
+            "addonVersions",
+            {"vpc-cni": "v1.18.0-eksbuild.1"},
+            "vpc-cni must be at least v1.18.4 for efa-only network interfaces",
+        ),
         ("tags", {"aws:owner": "me"}, "tags.aws:owner = 'me': the aws: prefix is reserved for AWS"),
         ("tags", {"team": "ml<platform>"}, "tags.team = 'ml<platform>': a tag value must be at most 256 characters"),
-        ("clusterAdmins", ["arn:aws-cn:iam::123456789012:role/Admin"], "the partition 'aws-cn' is not us-west-2's ('aws')"),
-        ("clusterAdmins", [ADMIN := "arn:aws:iam::123456789012:role/A", ADMIN], "clusterAdmins[1] = 'arn:aws:iam::123456789012:role/A': listed twice"),
-        ("coreNodeGroup", {"instanceTypes": ["m6i 4xlarge"]}, "coreNodeGroup.instanceTypes[0] = 'm6i 4xlarge': not an EC2 instance type"),
+        (
+            "clusterAdmins",
+            ["arn:aws-cn:iam::123456789012:role/Admin"],
+            "the partition 'aws-cn' is not us-west-2's ('aws')",
+        ),
+        (
+            "clusterAdmins",
+            [ADMIN := "arn:aws:iam::123456789012:role/A", ADMIN],
+            "clusterAdmins[1] = 'arn:aws:iam::123456789012:role/A': listed twice",
+        ),
+        (
+            "coreNodeGroup",
+            {"instanceTypes": ["m6i 4xlarge"]},
+            "coreNodeGroup.instanceTypes[0] = 'm6i 4xlarge': not an EC2 instance type",
+        ),
         ("coreNodeGroup", {"instanceTypes": []}, "coreNodeGroup.instanceTypes = []: list at least one instance type"),
         ("trainingDataBuckets", ["my..bucket"], "trainingDataBuckets[0] = 'my..bucket': not an S3 bucket name"),
-        ("volcanoQueues", [{"name": "q", "memory": "30GB"}], "volcanoQueues[0].memory = '30GB': not a Kubernetes quantity"),
+        (
+            "volcanoQueues",
+            [{"name": "q", "memory": "30GB"}],
+            "volcanoQueues[0].memory = '30GB': not a Kubernetes quantity",
+        ),
     ],
 )
 def test_bad_values_are_refused_with_key_value_and_rule(key, value, message):
-    raw = raw_from_pulumi_config({
-        "aws:region": "us-west-2",
-        f"trainium-eks:{key}": value if isinstance(value, str) else __import__("json").dumps(value),
-    })
+    raw = raw_from_pulumi_config(
+        {
+            "aws:region": "us-west-2",
+            f"trainium-eks:{key}": value if isinstance(value, str) else __import__("json").dumps(value),
+        }
+    )
     assert message in refused(raw)
 
 
@@ -410,8 +498,19 @@ def test_node_labels_follow_kubernetes_rules(labels, message):
 
 
 def test_allowed_node_labels():
-    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(labels={
-        "team": "ml-platform", "example.com/cost-center": "A1", "node.kubernetes.io/lifecycle": "normal"})]))
+    config = parse_stack_config(
+        with_changes(
+            acceleratorNodeGroups=[
+                group(
+                    labels={
+                        "team": "ml-platform",
+                        "example.com/cost-center": "A1",
+                        "node.kubernetes.io/lifecycle": "normal",
+                    }
+                )
+            ]
+        )
+    )
     assert config.accelerator_node_groups[0].labels["team"] == "ml-platform"
 
 
@@ -426,8 +525,16 @@ def test_ami_release_version_format():
     ("primary", "secondary", "message"),
     [
         # Amazon VPC User Guide, "VPC CIDR blocks", IPv4 CIDR block association restrictions.
-        ("10.0.0.0/16", "172.16.0.0/16", "AWS refuses an RFC 1918 block from 172.16.0.0/12 next to a primary in 10.0.0.0/8"),
-        ("10.0.0.0/16", "192.168.0.0/16", "AWS refuses an RFC 1918 block from 192.168.0.0/16 next to a primary in 10.0.0.0/8"),
+        (
+            "10.0.0.0/16",
+            "172.16.0.0/16",
+            "AWS refuses an RFC 1918 block from 172.16.0.0/12 next to a primary in 10.0.0.0/8",
+        ),
+        (
+            "10.0.0.0/16",
+            "192.168.0.0/16",
+            "AWS refuses an RFC 1918 block from 192.168.0.0/16 next to a primary in 10.0.0.0/8",
+        ),
         ("10.0.0.0/16", "198.19.0.0/16", "AWS refuses 198.19.0.0/16"),
         ("172.16.0.0/16", "172.31.0.0/16", "AWS refuses 172.31.0.0/16"),
         ("10.1.0.0/16", "10.0.0.0/16", "AWS refuses a block from 10.0.0.0/16 when the primary lies in 10.0.0.0/15"),
@@ -438,14 +545,28 @@ def test_secondary_cidr_association_restrictions(primary, secondary, message):
     assert message in refused(with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary}))
 
 
-@pytest.mark.parametrize(("primary", "secondary"), [("10.0.0.0/16", "100.64.0.0/16"), ("172.20.0.0/16", "172.21.0.0/16"),
-                                                    ("192.168.0.0/20", "100.64.0.0/16"), ("10.20.0.0/16", "10.30.0.0/16")])
+@pytest.mark.parametrize(
+    ("primary", "secondary"),
+    [
+        ("10.0.0.0/16", "100.64.0.0/16"),
+        ("172.20.0.0/16", "172.21.0.0/16"),
+        ("192.168.0.0/20", "100.64.0.0/16"),
+        ("10.20.0.0/16", "10.30.0.0/16"),
+    ],
+)
 def test_secondary_cidrs_aws_accepts(primary, secondary):
-    assert parse_stack_config(with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary})).network.secondary_cidr == secondary
+    assert (
+        parse_stack_config(
+            with_changes(network={"vpcCidr": primary, "secondaryCidr": secondary})
+        ).network.secondary_cidr
+        == secondary
+    )
 
 
 def test_namespaces_and_queues_the_cluster_software_owns():
-    message = refused(with_changes(trainingNamespaces=["neuron-healthcheck-system"], volcanoQueues=[{"name": "default"}]))
+    message = refused(
+        with_changes(trainingNamespaces=["neuron-healthcheck-system"], volcanoQueues=[{"name": "default"}])
+    )
     # devices.py declares neuron-healthcheck-system itself: a second declaration fails AlreadyExists.
     assert "trainingNamespaces[0] = 'neuron-healthcheck-system': a system or cluster-software namespace" in message
     assert "volcanoQueues[0].name = 'default': Volcano creates this queue itself" in message
@@ -508,8 +629,10 @@ def test_a_documentation_range_is_a_preview_warning_that_says_up_will_refuse_it(
     assert prod.named("cluster-eks").inputs["publicAccessCidrs"] == ["198.51.100.0/24"]
     # ... and warns, naming the key, the value, what is allowed, and that `pulumi up` refuses it.
     note = advisories(prod_config())[0]
-    assert note.startswith("trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 "
-                           "documentation range (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24)")
+    assert note.startswith(
+        "trainium-eks:endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 "
+        "documentation range (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24)"
+    )
     assert "allowed: your real egress ranges" in note and note.endswith("`pulumi up` will refuse it.")
     # (The rest are the unpinned Trainium groups' Neuron warnings: tests/test_node_health.py.)
     assert not any("publicCidrs" in n for n in advisories(prod_config(publicCidrs=["52.94.133.0/24"])))
@@ -564,8 +687,8 @@ def test_the_address_is_not_asked_for_when_it_cannot_matter():
 
 
 def test_pulumi_up_refuses_when_the_address_cannot_be_found():
-    from infra.config.rules import deploy_problems
     from infra.config.errors import EgressLookupFailed
+    from infra.config.rules import deploy_problems
 
     failed = EgressLookupFailed("https://checkip.amazonaws.com gave no answer within 5 s: timed out")
     (problem,) = deploy_problems(prod_config(publicCidrs=["52.94.133.0/24"]), Egress(failed))
@@ -582,8 +705,10 @@ def test_a_size_no_api_takes_is_refused_before_anything_is_declared():
     # full scale, then fail at CreateNodegroup.
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 10**12}]
     message = refused(with_changes(acceleratorNodeGroups=groups))
-    assert ("acceleratorNodeGroups[0].maxSize = 1000000000000: at most 2147483647 "
-            "(the APIs these settings reach take 32-bit integers)") in message
+    assert (
+        "acceleratorNodeGroups[0].maxSize = 1000000000000: at most 2147483647 "
+        "(the APIs these settings reach take 32-bit integers)"
+    ) in message
 
 
 def test_booleans_are_not_numbers_and_blank_is_not_text():

@@ -32,9 +32,9 @@ def test_pod_identity_roles_trust_only_the_context_account_and_cluster():
 
 def test_what_exists_only_once_the_cluster_is_declared_is_refused_before():
     with pytest.raises(ValueError, match="trn-cn: the cluster's name as an Output exists once it is declared"):
-        CTX.cluster_name_output
+        _ = CTX.cluster_name_output
     with pytest.raises(ValueError, match="trn-cn: the Kubernetes provider exists once the cluster is declared"):
-        CTX.kubernetes
+        _ = CTX.kubernetes
 
 
 def test_with_cluster_is_a_new_context_with_the_same_facts():
@@ -42,9 +42,14 @@ def test_with_cluster_is_a_new_context_with_the_same_facts():
     after = CTX.with_cluster(name, provider)
     assert (after.cluster_name_output, after.kubernetes) == (name, provider)
     assert (after.partition, after.region, after.account_id, after.cluster_name, after.tags) == (
-        CTX.partition, CTX.region, CTX.account_id, CTX.cluster_name, CTX.tags)
+        CTX.partition,
+        CTX.region,
+        CTX.account_id,
+        CTX.cluster_name,
+        CTX.tags,
+    )
     with pytest.raises(ValueError):
-        CTX.kubernetes  # the context before the cluster is unchanged
+        _ = CTX.kubernetes  # the context before the cluster is unchanged
 
 
 # A component given a provider in its options registers only once that provider has a URN and an ID,
@@ -53,7 +58,7 @@ def test_with_cluster_is_a_new_context_with_the_same_facts():
 # the components take the Kubernetes provider from the context and give it to their Kubernetes
 # children only; their AWS children do not wait for the cluster's nodes. Here the provider takes a
 # second to come up.
-_PROGRAM = textwrap.dedent('''
+_PROGRAM = textwrap.dedent("""
     import asyncio, json, time
     import pulumi
 
@@ -81,7 +86,7 @@ _PROGRAM = textwrap.dedent('''
     children = [Mixed("explicit").child, Mixed("in-options", pulumi.ResourceOptions(provider=kubernetes)).child]
     asyncio.get_event_loop().run_until_complete(asyncio.gather(*(c.urn.future() for c in children)))
     print(json.dumps(registered))
-''')
+""")
 
 
 def test_a_component_given_a_provider_holds_back_its_other_packages_children_until_the_provider_exists():

@@ -34,8 +34,9 @@ def test_the_workload_program_parses_what_the_cluster_exports(stack: str, reques
     assert contract.missing_outputs(plan.outputs) == []
     cluster = contract.parse_contract(plan.outputs)
     assert list(cluster.node_groups) == [g["name"] for g in plan.outputs["acceleratorNodeGroups"]]
-    assert cluster.support_placement == {key: plan.outputs["jobSupportPlacement"][key]
-                                         for key in ("nodeSelector", "tolerations")}
+    assert cluster.support_placement == {
+        key: plan.outputs["jobSupportPlacement"][key] for key in ("nodeSelector", "tolerations")
+    }
     assert cluster.volcano_queues == {q["name"]: q["capability"] for q in plan.outputs["volcanoQueues"]}
     assert cluster.claims == plan.outputs["storage"]["claims"]
     assert cluster.service_account == plan.outputs["trainingServiceAccount"]["name"]

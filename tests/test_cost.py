@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from infra.facts.neuron import compatible_ami_release
+from offline.plan.runner import stack_config
 from offline.report import cost
 from offline.report.report import render_cost
-from workloads.settings import parse_workloads_config
-from offline.plan.runner import stack_config
 from tests.conftest import WORKLOADS_DIR
+from workloads.settings import parse_workloads_config
 
 
 def estimate(plan):
@@ -80,8 +80,13 @@ def test_capacity_block_group_is_not_priced_at_the_on_demand_rate(plan_with):
     # A Capacity Block group carries its type only in the launch template (EKS requires it);
     # the estimate must still find it, and say the reservation fee differs.
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
-    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
-             "capacityReservation": reservation, "amiReleaseVersion": compatible_ami_release()}
+    group = {
+        "name": "trn1-32xl-ng1",
+        "instanceType": "trn1.32xlarge",
+        "maxSize": 4,
+        "capacityReservation": reservation,
+        "amiReleaseVersion": compatible_ami_release(),
+    }
     result = estimate(plan_with(acceleratorNodeGroups=[group]))
     entry = line(result, "node group trn1-32xl-ng1")
     assert "trn1.32xlarge" in entry["detail"]
@@ -93,12 +98,16 @@ def test_capacity_block_group_is_not_priced_at_the_on_demand_rate(plan_with):
 def test_more_nodes_more_cost(plan_with, dev):
     # The estimate follows the plan: raising maxSize raises only the full-scale figure, by
     # 2 x (21.50 + 200 x 0.08 / 730).
-    groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 6},
-              {"name": "trn1n-32xl-ng", "instanceType": "trn1n.32xlarge", "maxSize": 2}]
+    groups = [
+        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 6},
+        {"name": "trn1n-32xl-ng", "instanceType": "trn1n.32xlarge", "maxSize": 2},
+    ]
     groups = [{**g, "amiReleaseVersion": compatible_ami_release()} for g in groups]
     before, after = estimate(dev), estimate(plan_with(acceleratorNodeGroups=groups))
     assert after["hourly"]["idle"] == pytest.approx(before["hourly"]["idle"])
-    assert after["hourly"]["fullScale"] - before["hourly"]["fullScale"] == pytest.approx(2 * (21.50 + 16 / 730), abs=1e-3)
+    assert after["hourly"]["fullScale"] - before["hourly"]["fullScale"] == pytest.approx(
+        2 * (21.50 + 16 / 730), abs=1e-3
+    )
 
 
 def test_unknown_region_is_unknown_not_free(dev):
@@ -107,9 +116,19 @@ def test_unknown_region_is_unknown_not_free(dev):
 
 
 def test_interface_endpoints_are_charged_per_zone():
-    resources = [{"urn": "u", "type": cost.T_ENDPOINT, "name": "ecr", "dependencies": [],
-                  "inputs": {"vpcEndpointType": "Interface", "serviceName": "com.amazonaws.us-west-2.ecr.api",
-                             "subnetIds": ["a", "b", "c"]}}]
+    resources = [
+        {
+            "urn": "u",
+            "type": cost.T_ENDPOINT,
+            "name": "ecr",
+            "dependencies": [],
+            "inputs": {
+                "vpcEndpointType": "Interface",
+                "serviceName": "com.amazonaws.us-west-2.ecr.api",
+                "subnetIds": ["a", "b", "c"],
+            },
+        }
+    ]
     result = cost.estimate_cluster(resources, "us-west-2")
     assert result["hourly"]["idle"] == pytest.approx(3 * 0.01)
 
@@ -120,7 +139,10 @@ def test_workloads_by_hand(dev):
     # BERT 2 x 21.50 = 43, Ray 2 workers x 24.78 = 49.56, the acceptance test 2 x 21.50 = 43 while
     # it runs (NeMo is off in dev); nothing at idle.
     assert {entry["item"]: entry["hourly"]["configured"] for entry in result["lines"]} == {
-        "bertPretraining": 43.0, "rayLlama2": 49.56, "clusterCheck": 43.0}
+        "bertPretraining": 43.0,
+        "rayLlama2": 49.56,
+        "clusterCheck": 43.0,
+    }
     assert result["hourly"]["idle"] == 0
     # bert 2 + check 2 fill trn1-32xl-ng1 (maxSize 4), ray's 2 fit trn1n-32xl-ng's 2:
     # 4 x 21.50 + 2 x 24.78 = 135.56.
@@ -158,7 +180,9 @@ def test_every_price_names_its_source_and_date():
     from infra.facts.instances import INSTANCE_TYPES, instance_hourly
 
     for region in prices.REGIONS:
-        instance_prices = {name: row.on_demand[region] for name, row in INSTANCE_TYPES.items() if region in row.on_demand}
+        instance_prices = {
+            name: row.on_demand[region] for name, row in INSTANCE_TYPES.items() if region in row.on_demand
+        }
         for table in (instance_prices, prices.SERVICE_PRICES[region]):
             for key, price in table.items():
                 assert "https://" in price.source, key
@@ -188,8 +212,14 @@ def test_on_demand_capacity_reservation_is_unknown_while_idle(plan_with):
     # charged at the equivalent On-Demand rate whether you run instances in reserved capacity or
     # not". The plan does not carry the reservation's size, so idle is not $0 but unknown.
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "on-demand"}
-    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "azId": "usw2-az4",
-             "capacityReservation": reservation, "amiReleaseVersion": compatible_ami_release()}
+    group = {
+        "name": "trn1-32xl-ng1",
+        "instanceType": "trn1.32xlarge",
+        "maxSize": 4,
+        "azId": "usw2-az4",
+        "capacityReservation": reservation,
+        "amiReleaseVersion": compatible_ami_release(),
+    }
     result = estimate(plan_with(acceleratorNodeGroups=[group]))
     entry = line(result, "node group trn1-32xl-ng1")
     assert entry["hourly"]["idle"] is None and entry["hourly"]["configured"] is None
@@ -202,8 +232,10 @@ def test_on_demand_capacity_reservation_is_unknown_while_idle(plan_with):
 
 def test_workloads_on_a_capacity_block_are_not_priced_on_demand(dev):
     settings = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
-    groups = [dict(g, capacityType="CAPACITY_BLOCK") if g["name"] == "trn1n-32xl-ng" else g
-              for g in dev.outputs["acceleratorNodeGroups"]]
+    groups = [
+        dict(g, capacityType="CAPACITY_BLOCK") if g["name"] == "trn1n-32xl-ng" else g
+        for g in dev.outputs["acceleratorNodeGroups"]
+    ]
     result = cost.estimate_workloads(settings, groups, "us-west-2")
     ray = line(result, "rayLlama2")
     assert ray["unitHourly"] is None and "Capacity Block" in ray["note"]
@@ -218,7 +250,15 @@ def test_printed_amounts_round_one_way():
 
     # Half up to a tenth of a cent under $1 (one NAT $0.045, three $0.135, three IPv4 $0.015), cents above.
     assert [money(v) for v in (0.045, 0.135, 0.015, 0.005, 0.0125, 0.9996, 139.500137, 1234.5)] == [
-        "$0.045", "$0.135", "$0.015", "$0.005", "$0.013", "$1.00", "$139.50", "$1,234.50"]
+        "$0.045",
+        "$0.135",
+        "$0.015",
+        "$0.005",
+        "$0.013",
+        "$1.00",
+        "$139.50",
+        "$1,234.50",
+    ]
     assert money(None) == "unknown"
     assert ROUNDING_NOTE in render_cost(cost.estimate_cluster([], "us-west-2"), "us-west-2")
 
@@ -232,9 +272,18 @@ def test_a_cluster_without_upgrade_policy_is_priced_as_extended():
 
 def test_each_unknown_is_listed_once():
     def fs(name: str) -> dict[str, Any]:
-        return {"urn": name, "type": cost.T_FSX, "name": name, "dependencies": [],
-                "inputs": {"deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": 125,
-                           "storageCapacity": 1200, "metadataConfiguration": {"mode": "USER_PROVISIONED"}}}
+        return {
+            "urn": name,
+            "type": cost.T_FSX,
+            "name": name,
+            "dependencies": [],
+            "inputs": {
+                "deploymentType": "PERSISTENT_2",
+                "perUnitStorageThroughput": 125,
+                "storageCapacity": 1200,
+                "metadataConfiguration": {"mode": "USER_PROVISIONED"},
+            },
+        }
 
     result = cost.estimate_cluster([fs("a"), fs("b")], "us-west-2")
     assert len(result["unknown"]) == len(set(result["unknown"])) == 1
@@ -243,11 +292,14 @@ def test_each_unknown_is_listed_once():
 def test_ray_bound_counts_only_the_steps_it_runs(dev):
     config = stack_config(WORKLOADS_DIR, "dev")
     ray = json.loads(config["trainium-workloads:rayLlama2"])
-    config["trainium-workloads:rayLlama2"] = json.dumps({**ray, "steps": ["generate-data", "precompile"],
-                                                         "stepDeadlineMinutes": 90})
+    config["trainium-workloads:rayLlama2"] = json.dumps(
+        {**ray, "steps": ["generate-data", "precompile"], "stepDeadlineMinutes": 90}
+    )
     (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
     # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 600.
-    assert run.bound_seconds == 6060 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
+    assert (
+        run.bound_seconds == 6060 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
+    )
     assert "llama2-pretraining-job" not in run.bound_text
 
 
@@ -266,12 +318,17 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
     # mpi_job_controller.go syncHandler, newLauncherJob); then the autoscaler's 600 s.
     # 3 nodes, 45 min: 2 x 2700 + 600 = 6000 s.
     run = check_run(nodes=3, timeoutMinutes=45, busBandwidthFloorGBps=20)
-    assert run.bound_seconds == 6000 and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
+    assert (
+        run.bound_seconds == 6000
+        and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
+    )
     # One node runs no all-reduce: the per-node Job only, 1800 + 600 s; 21.50 x 2400 / 3600 = $14.33.
     run = check_run(nodes=1, timeoutMinutes=30)
     assert run.bound_seconds == 2400 and "cluster-check-allreduce" not in run.bound_text
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
     config = stack_config(WORKLOADS_DIR, "dev")
-    config["trainium-workloads:clusterCheck"] = json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30})
+    config["trainium-workloads:clusterCheck"] = json.dumps(
+        {"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30}
+    )
     result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
     assert result["boundUsd"]["clusterCheck"] == 14.33

@@ -58,7 +58,9 @@ def pod(tmp_path: Path):
         download = subprocess.run(["bash", "-c", redpajama_download_script(str(root))], env=env, capture_output=True)
         if download.returncode:
             return download.returncode, None
-        return 0, subprocess.run(["bash", "-c", redpajama_prepare_script(str(root))], env=env, capture_output=True).returncode
+        return 0, subprocess.run(
+            ["bash", "-c", redpajama_prepare_script(str(root))], env=env, capture_output=True
+        ).returncode
 
     run.root, run.state = root, state  # type: ignore[attr-defined]
     run.calls = lambda: (state / "calls").read_text().split() if (state / "calls").exists() else []  # type: ignore[attr-defined]
@@ -112,7 +114,7 @@ def test_the_gated_tokenizer_download_passes_the_token_as_transformers_4_31_take
     # in its **kwargs and cached_file is called with use_auth_token=None, so the gated
     # tokenizer_config.json would be asked for without the token.
     script = redpajama_prepare_script()
-    assert "from_pretrained(\"meta-llama/Llama-2-7b-hf\", use_auth_token=open(" in script
+    assert 'from_pretrained("meta-llama/Llama-2-7b-hf", use_auth_token=open(' in script
     assert "token=open" not in script.replace("use_auth_token=open", "")
 
 

@@ -25,7 +25,14 @@ from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Eve
 REPO = "example-org/trainium-eks"
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
 WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nemoLlama2", "tensorboard", "clusterCheck")
-DEPLOY_ORDER = ["cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "preview-workloads-prod", "workloads-prod"]
+DEPLOY_ORDER = [
+    "cluster-dev",
+    "workloads-dev",
+    "preview-prod",
+    "cluster-prod",
+    "preview-workloads-prod",
+    "workloads-prod",
+]
 
 # One program cache for the module: each stack is evaluated once per distinct input (its config
 # and the outputs it reads), however many walks read it.
@@ -36,11 +43,16 @@ def test_a_cluster_update_that_passes_its_checks_declares_what_its_preview_decla
     # The program cache serves a cluster preview with the update of the same inputs when that
     # update passes (pipeline_sim.ProgramCache.program). Only infra/validate.py reads the deploy
     # context (infra/lookups.py holds it), and its checks refuse on `up` where a preview warns.
-    readers = {path.relative_to(REPO_ROOT).as_posix() for path in [REPO_ROOT / "__main__.py", *(REPO_ROOT / "infra").rglob("*.py")]
-               if re.search(r"deploy_context\(|DEPLOY_CONTEXT|PULUMI_CLI|is_dry_run", path.read_text())}
+    readers = {
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in [REPO_ROOT / "__main__.py", *(REPO_ROOT / "infra").rglob("*.py")]
+        if re.search(r"deploy_context\(|DEPLOY_CONTEXT|PULUMI_CLI|is_dry_run", path.read_text())
+    }
     assert readers == {"infra/validate.py", "infra/lookups.py"}
     # The shipped dev stack's first update, run as the walks below run theirs.
-    update = CACHE.program(CLUSTER, "dev", sim.shipped_commit().config(CLUSTER, "dev"), {}, preview=False, existing=None)
+    update = CACHE.program(
+        CLUSTER, "dev", sim.shipped_commit().config(CLUSTER, "dev"), {}, preview=False, existing=None
+    )
     assert update.as_json() == dev.as_json()
 
 
@@ -55,7 +67,7 @@ IMMUTABLE_PREFIX = "repo:example-org@123456/trainium-eks@456789"
 SUBJECT_PREFIX = {"two accounts": f"repo:{REPO}", "one account": IMMUTABLE_PREFIX}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
     """Checklist step 1: the administrator's `pulumi up` of the bootstrap, per account (read only
     by the walk, so evaluated once per layout)."""
@@ -65,7 +77,8 @@ def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
 
     config = stack_config(BOOTSTRAP_DIR, "dev")
     config["trainium-bootstrap:environments"] = json.dumps(
-        [{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}])
+        [{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}]
+    )
     config["trainium-bootstrap:oidcSubjectPrefix"] = IMMUTABLE_PREFIX
     return {"dev": run_program(BOOTSTRAP_DIR, "dev", config)}
 
@@ -81,12 +94,16 @@ def day_zero(layout: str, token_prefix: str | None = None) -> tuple[Pipeline, Ac
     for stack, plan in plans.items():
         out = plan.outputs
         bucket_arn = f"arn:aws:s3:::{out['stateBucket']}"
-        backend = account.backends.setdefault(out["backendUrl"], Backend(out["backendUrl"], bucket_arn, out["stateKeyArn"]))
+        backend = account.backends.setdefault(
+            out["backendUrl"], Backend(out["backendUrl"], bucket_arn, out["stateKeyArn"])
+        )
         # The administrator's `pulumi login` of the empty bucket wrote .pulumi/meta.yaml, and the
         # bootstrap's own state moved in (`pulumi stack import`).
         backend.meta = True
         # Its secrets provider is the key of its own (docs/pipeline.md), no environment's.
-        backend.stacks[("trainium-bootstrap", stack)] = StackState(secrets_key=out["bootstrapSecretsKeyArn"], outputs=dict(out))
+        backend.stacks[("trainium-bootstrap", stack)] = StackState(
+            secrets_key=out["bootstrapSecretsKeyArn"], outputs=dict(out)
+        )
         for env in out["secretsProviders"]:
             for project in (CLUSTER, WORKLOADS):  # `pulumi stack init <env> --secrets-provider <provider>`
                 backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
@@ -104,7 +121,9 @@ def first_commit(account: Account) -> Commit:
     (the refresh reads Kubernetes), prod's API allow-list names the prod runner, and the workload
     stacks start empty: their images can only be pushed once the cluster's first up made the ECR
     repositories."""
-    previews = {env: arn for plan in account.bootstraps.values() for env, arn in plan.outputs["previewRoleArns"].items()}
+    previews = {
+        env: arn for plan in account.bootstraps.values() for env, arn in plan.outputs["previewRoleArns"].items()
+    }
     edits = {(CLUSTER, env): sim.set_key(CLUSTER, "clusterViewers", [previews[env]]) for env in ("dev", "prod")}
     shipped = sim.shipped_commit("c0")
     commit = shipped.edited("c1", edits)
@@ -189,8 +208,16 @@ def day_one(request: pytest.FixtureRequest) -> dict[str, Any]:
     approvals: list[tuple[str, str]] = []
     pr = pull_request(pipeline, commit, 1)
     deploy = merge(pipeline, commit, approvals)
-    return {"layout": request.param, "pipeline": pipeline, "account": account, "repo": repo, "commit": commit,
-            "pr": pr, "deploy": deploy, "approvals": approvals}
+    return {
+        "layout": request.param,
+        "pipeline": pipeline,
+        "account": account,
+        "repo": repo,
+        "commit": commit,
+        "pr": pr,
+        "deploy": deploy,
+        "approvals": approvals,
+    }
 
 
 def test_the_first_pull_request_is_green_on_an_empty_account(day_one) -> None:
@@ -205,16 +232,24 @@ def test_the_first_pull_request_is_green_on_an_empty_account(day_one) -> None:
 def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day_one) -> None:
     deploy = day_one["deploy"]
     assert statuses(deploy) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, day_one["pipeline"].log
-    log = [line.split(" @ ")[0].strip() for line in day_one["pipeline"].log if line.strip().startswith(("pulumi", "approval"))]
-    merged = log[log.index("pulumi preview trainium-workloads/dev") + 1:]  # after the pull request's previews
+    log = [
+        line.split(" @ ")[0].strip()
+        for line in day_one["pipeline"].log
+        if line.strip().startswith(("pulumi", "approval"))
+    ]
+    merged = log[log.index("pulumi preview trainium-workloads/dev") + 1 :]  # after the pull request's previews
     assert merged == [
-        "pulumi up trainium-eks/dev", "pulumi up trainium-workloads/dev",
-        "pulumi preview trainium-eks/prod", "pulumi preview trainium-workloads/prod",
-        "approval requested: cluster-prod (prod)", "pulumi up trainium-eks/prod",
+        "pulumi up trainium-eks/dev",
+        "pulumi up trainium-workloads/dev",
+        "pulumi preview trainium-eks/prod",
+        "pulumi preview trainium-workloads/prod",
+        "approval requested: cluster-prod (prod)",
+        "pulumi up trainium-eks/prod",
         # Review B3: the workload preview reviewers read before the second approval is made against
         # the prod cluster just deployed.
         "pulumi preview trainium-workloads/prod",
-        "approval requested: workloads-prod (prod)", "pulumi up trainium-workloads/prod",
+        "approval requested: workloads-prod (prod)",
+        "pulumi up trainium-workloads/prod",
     ]
     assert day_one["approvals"] == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
     for project in (CLUSTER, WORKLOADS):
@@ -236,9 +271,15 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
     # The workflow file is the pull request's own: it may name any role. STS decides, on the
     # trust policy, from the token's subject (repo:O/R:pull_request whatever the head repository).
     for variable in ("AWS_PREVIEW_ROLE_PROD", "AWS_DEPLOY_ROLE_PROD"):
-        hostile = {"permissions": {"id-token": "write"}, "steps": [{
-            "uses": "aws-actions/configure-aws-credentials@x",
-            "with": {"role-to-assume": day_one["repo"].variables[variable], "role-duration-seconds": 900}}]}
+        hostile = {
+            "permissions": {"id-token": "write"},
+            "steps": [
+                {
+                    "uses": "aws-actions/configure-aws-credentials@x",
+                    "with": {"role-to-assume": day_one["repo"].variables[variable], "role-duration-seconds": 900},
+                }
+            ],
+        }
         event = Event("pull_request", "refs/pull/9/merge", day_one["commit"], 9, "someone/fork")
         result = sim.JobRun("pull-request.yml", 0, "hostile", "success")
         with pytest.raises(sim.StepFailed, match=f"does not trust {re.escape(prefix)}:pull_request"):
@@ -249,11 +290,16 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
 
 
 def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
-    roles = {j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role}
+    roles = {
+        j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role
+    }
     assert roles == {
-        "cluster-dev": "trainium-github-deploy-dev", "workloads-dev": "trainium-github-deploy-dev",
-        "preview-prod": "trainium-github-preview-prod", "preview-workloads-prod": "trainium-github-preview-prod",
-        "cluster-prod": "trainium-github-deploy-prod", "workloads-prod": "trainium-github-deploy-prod",
+        "cluster-dev": "trainium-github-deploy-dev",
+        "workloads-dev": "trainium-github-deploy-dev",
+        "preview-prod": "trainium-github-preview-prod",
+        "preview-workloads-prod": "trainium-github-preview-prod",
+        "cluster-prod": "trainium-github-deploy-prod",
+        "workloads-prod": "trainium-github-deploy-prod",
     }
 
 
@@ -281,14 +327,25 @@ def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
     assert results["cluster-prod"].status == results["workloads-prod"].status == "skipped"
     # A workload `up` before its cluster's is refused by the program itself, never declared blind.
     pipeline, account, _ = day_zero("two accounts")
-    ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("push", "refs/heads/main", first_commit(account)),
-                         sim.JobRun("deploy.yml", 0, "x", "success"))
+    ctx = sim.JobContext(
+        pipeline,
+        {},
+        {"steps": []},
+        Event("push", "refs/heads/main", first_commit(account)),
+        sim.JobRun("deploy.yml", 0, "x", "success"),
+    )
     ctx.role = pipeline.repo.variables["AWS_DEPLOY_ROLE_DEV"]
     ctx.result.groups = ("pulumi-trainium-workloads-dev",)
     backend = next(b for b in account.backends.values() if (WORKLOADS, "dev") in b.stacks)
     with pytest.raises(sim.StepFailed, match="the cluster stack has no output"):
-        CACHE.simulate(ctx, backend, WORKLOADS, "dev", {"work-dir": "workloads", "policyPackConfigs": "../policy/config.dev.json"},
-                       preview=False)
+        CACHE.simulate(
+            ctx,
+            backend,
+            WORKLOADS,
+            "dev",
+            {"work-dir": "workloads", "policyPackConfigs": "../policy/config.dev.json"},
+            preview=False,
+        )
 
 
 def test_missing_repository_settings_fail_the_walk_where_they_are_needed() -> None:
@@ -305,7 +362,10 @@ def test_missing_repository_settings_fail_the_walk_where_they_are_needed() -> No
     assert statuses(merge(pipeline, commit))["workloads-prod"] == "success"
     later = commit.edited("c2", {})
     results = merge(pipeline, later)
-    assert results["preview-prod"].status == "failure" and "no access entry on the prod cluster" in results["preview-prod"].reason
+    assert (
+        results["preview-prod"].status == "failure"
+        and "no access entry on the prod cluster" in results["preview-prod"].reason
+    )
 
 
 def test_prod_is_not_created_while_its_allow_list_is_the_shipped_placeholder() -> None:
@@ -319,7 +379,9 @@ def test_prod_is_not_created_while_its_allow_list_is_the_shipped_placeholder() -
     results = merge(pipeline, commit)
     assert results["cluster-dev"].status == "success" and results["preview-prod"].status == "success"
     assert results["cluster-prod"].status == "failure"
-    assert "publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in results["cluster-prod"].reason
+    assert (
+        "publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in results["cluster-prod"].reason
+    )
     assert state_of(account, CLUSTER, "prod").outputs is None
 
 
@@ -340,6 +402,7 @@ def day_two(day_one) -> dict[str, Any]:
             groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
             next(g for g in groups if g["name"] == "trn1-32xl-ng1")["maxSize"] = sizes[env]
             config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+
         return edit
 
     shipped = sim.shipped_commit()
@@ -359,10 +422,16 @@ def day_two(day_one) -> dict[str, Any]:
 
 def test_day_two_reaches_dev_then_prod_in_order(day_two) -> None:
     assert statuses(day_two["pr2"]) == {"test": "success", "plan-diff": "success", "preview-dev": "success"}
-    assert statuses(day_two["deploy2"]) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, day_two["log2"]
+    assert statuses(day_two["deploy2"]) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, day_two[
+        "log2"
+    ]
     ups = [line.split(" @ ")[0].strip() for line in day_two["log2"] if "pulumi up" in line]
-    assert ups == ["pulumi up trainium-eks/dev", "pulumi up trainium-workloads/dev",
-                   "pulumi up trainium-eks/prod", "pulumi up trainium-workloads/prod"]
+    assert ups == [
+        "pulumi up trainium-eks/dev",
+        "pulumi up trainium-workloads/dev",
+        "pulumi up trainium-eks/prod",
+        "pulumi up trainium-workloads/prod",
+    ]
     account = day_two["account"]
     for env in ("dev", "prod"):
         cluster = state_of(account, CLUSTER, env)
@@ -372,8 +441,10 @@ def test_day_two_reaches_dev_then_prod_in_order(day_two) -> None:
         assert workloads.commit == "c2"
         # The workload stack ran against the cluster this commit deployed (its job needs the cluster's).
         assert workloads.outputs["workloads"].get("clusterCheck", {}).get("nodes") == 2, (env, workloads.outputs)
-        assert any(r.type == "kubernetes:batch/v1:Job" and r.inputs["metadata"]["name"] == "cluster-check-nodes"
-                   for r in workloads.registrations)
+        assert any(
+            r.type == "kubernetes:batch/v1:Job" and r.inputs["metadata"]["name"] == "cluster-check-nodes"
+            for r in workloads.registrations
+        )
 
 
 def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two) -> None:
@@ -407,11 +478,22 @@ def _a1_world() -> tuple[Pipeline, Account, Commit]:
 def laptop_up(pipeline: Pipeline, account: Account, commit: Commit, project: str, env: str) -> None:
     """The README's first bring-up of a workload stack from a laptop (admin credentials)."""
     backend = next(b for b in account.backends.values() if (project, env) in b.stacks)
-    ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("push", "refs/heads/main", commit),
-                         sim.JobRun("laptop", 0, "laptop", "success"))
+    ctx = sim.JobContext(
+        pipeline,
+        {},
+        {"steps": []},
+        Event("push", "refs/heads/main", commit),
+        sim.JobRun("laptop", 0, "laptop", "success"),
+    )
     ctx.need = lambda action, resource: None  # the administrator's own credentials
-    CACHE.simulate(ctx, backend, project, env, {"work-dir": "workloads", "policyPacks": "../policy",
-                                                "policyPackConfigs": f"../policy/config.{env}.json"}, preview=False)
+    CACHE.simulate(
+        ctx,
+        backend,
+        project,
+        env,
+        {"work-dir": "workloads", "policyPacks": "../policy", "policyPackConfigs": f"../policy/config.{env}.json"},
+        preview=False,
+    )
 
 
 def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> None:
@@ -419,10 +501,19 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
     # awaited 180 min) on a group of maxSize 4: the compile's gang never starts, its await fails
     # the up, and every later push waits for it again.
     pipeline, account, commit = _a1_world()
-    dev = commit.edited("c-a1", {(WORKLOADS, "dev"): lambda c: c.update({
-        f"{WORKLOADS}:bertPretraining": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "precompile": False}),
-        f"{WORKLOADS}:nemoLlama2": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
-    })})
+    dev = commit.edited(
+        "c-a1",
+        {
+            (WORKLOADS, "dev"): lambda c: c.update(
+                {
+                    f"{WORKLOADS}:bertPretraining": json.dumps(
+                        {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "precompile": False}
+                    ),
+                    f"{WORKLOADS}:nemoLlama2": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
+                }
+            )
+        },
+    )
     # The workload program itself now refuses the pair before declaring anything (workloads/schedule.py).
     refusal = "need 6 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)"
     with pytest.raises(sim.StepFailed, match=re.escape(refusal)):
@@ -436,7 +527,9 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
 
 def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
     pipeline, account, commit = _a1_world()
-    shipped = commit.edited("c-shipped", {(WORKLOADS, "dev"): lambda c: c.update(sim.shipped_commit().configs[(WORKLOADS, "dev")])})
+    shipped = commit.edited(
+        "c-shipped", {(WORKLOADS, "dev"): lambda c: c.update(sim.shipped_commit().configs[(WORKLOADS, "dev")])}
+    )
     laptop_up(pipeline, account, shipped, WORKLOADS, "dev")
     assert merge(pipeline, shipped)["workloads-dev"].status == "success"
 
@@ -457,8 +550,11 @@ def test_three_quick_merges_all_reach_every_stack_in_merge_order() -> None:
 def test_a_drift_check_never_runs_beside_a_deploy_nor_cancels_one_waiting() -> None:
     from tests.test_workflows import concrete_jobs
 
-    deploy_jobs = {job["concurrency"]["group"]: job["concurrency"] for _, job in concrete_jobs("deploy.yml")
-                   if job.get("concurrency")}
+    deploy_jobs = {
+        job["concurrency"]["group"]: job["concurrency"]
+        for _, job in concrete_jobs("deploy.yml")
+        if job.get("concurrency")
+    }
     drift_jobs = [job["concurrency"] for _, job in concrete_jobs("drift.yml")]
     assert {d["group"] for d in drift_jobs} == set(deploy_jobs)
     for drift in drift_jobs:
@@ -483,6 +579,7 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
             groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
             groups[0]["maxSize"] = size
             config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+
         return edit
 
     c2 = c1.edited("c2", {(CLUSTER, "dev"): max_size(5)})
@@ -494,9 +591,15 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
     late_run = merge(pipeline, c2, approvals)
     # Review C1: prod's preview finds prod's cluster at c3 already; the prod jobs behind it are
     # skipped, so nobody is asked to approve a run that would update nothing, and its summary says why.
-    assert statuses(late_run) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success",
-                                  "preview-prod": "success", "cluster-prod": "skipped",
-                                  "preview-workloads-prod": "skipped", "workloads-prod": "skipped"}
+    assert statuses(late_run) == {
+        "test": "success",
+        "cluster-dev": "success",
+        "workloads-dev": "success",
+        "preview-prod": "success",
+        "cluster-prod": "skipped",
+        "preview-workloads-prod": "skipped",
+        "workloads-prod": "skipped",
+    }
     assert approvals == []
     assert late_run["preview-prod"].outputs == {"deploy": "false"}
     assert "Superseded: nothing to deploy or approve" in late_run["preview-prod"].summary
@@ -521,8 +624,8 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
     # preview declares nothing and names the stack. Some outputs but not all is a cluster stack
     # from another version of the contract, refused in a preview as in an up.
     from infra.config.errors import ConfigError
-    from offline.plan.mocks import StackOutputs
     from offline.plan.command import offline_secrets
+    from offline.plan.mocks import StackOutputs
 
     workloads = REPO_ROOT / "workloads"
     config = first_commit(day_zero("two accounts")[1]).config(WORKLOADS, "dev")
@@ -531,7 +634,9 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
     empty = run_program(workloads, "dev", config, {reference: StackOutputs({})}, secrets, preview=True)
     assert empty.registrations == [] and empty.outputs["workloads"] == {"waitingFor": "organization/trainium-eks/dev"}
     with pytest.raises(ConfigError, match="the cluster stack has no output acceleratorNodeGroups"):
-        run_program(workloads, "dev", config, {reference: StackOutputs({"clusterName": "trn-dev"})}, secrets, preview=True)
+        run_program(
+            workloads, "dev", config, {reference: StackOutputs({"clusterName": "trn-dev"})}, secrets, preview=True
+        )
 
 
 # --- a failed job and its retry; drift beside a pending deploy (review B4, B2) ----------------------
@@ -544,6 +649,7 @@ def _max_size(env: str, size: int):
         groups = json.loads(config[f"{CLUSTER}:acceleratorNodeGroups"])
         groups[0]["maxSize"] = size
         config[f"{CLUSTER}:acceleratorNodeGroups"] = json.dumps(groups)
+
     return {(CLUSTER, env): edit}
 
 
@@ -558,8 +664,9 @@ def _failing_dev_deploy(pipeline: Pipeline, repo: Repository, commit: Commit) ->
     return results
 
 
-def rerun_failed(pipeline: Pipeline, commit: Commit, previous: dict[str, sim.JobRun],
-                 approvals: list[tuple[str, str]] | None = None) -> dict[str, sim.JobRun]:
+def rerun_failed(
+    pipeline: Pipeline, commit: Commit, previous: dict[str, sim.JobRun], approvals: list[tuple[str, str]] | None = None
+) -> dict[str, sim.JobRun]:
     def approve(job: str, environment: str) -> bool:
         if approvals is not None:
             approvals.append((job, environment))
@@ -597,9 +704,15 @@ def test_a_failed_job_rerun_after_a_newer_merges_run_changes_nothing_and_asks_no
     assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     marker, approvals = len(pipeline.log), []
     retried = rerun_failed(pipeline, c2, failed, approvals)
-    assert statuses(retried) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success",
-                                 "preview-prod": "success", "cluster-prod": "skipped",
-                                 "preview-workloads-prod": "skipped", "workloads-prod": "skipped"}
+    assert statuses(retried) == {
+        "test": "success",
+        "cluster-dev": "success",
+        "workloads-dev": "success",
+        "preview-prod": "success",
+        "cluster-prod": "skipped",
+        "preview-workloads-prod": "skipped",
+        "workloads-prod": "skipped",
+    }
     assert approvals == [] and not [line for line in pipeline.log[marker:] if "pulumi up" in line]
     for project in (CLUSTER, WORKLOADS):
         for env in ("dev", "prod"):
@@ -613,11 +726,19 @@ def drift(pipeline: Pipeline, commit: Commit) -> dict[str, dict[str, str]]:
     runs = []
     saved = pipeline.jobs[:]
     pipeline.run("drift.yml", Event("schedule", "refs/heads/main", commit))
-    for job in pipeline.jobs[len(saved):]:
+    for job in pipeline.jobs[len(saved) :]:
         runs.append(job)
     assert all(j.status == "success" for j in runs), [(j.job, j.reason) for j in runs]
-    keys = [("trainium-eks", "dev"), ("trainium-workloads", "dev"), ("trainium-eks", "prod"), ("trainium-workloads", "prod")]
-    return {f"{p}/{s}": {**j.steps.get("deployed", {}), **j.steps.get("check", {})} for (p, s), j in zip(keys, runs, strict=True)}
+    keys = [
+        ("trainium-eks", "dev"),
+        ("trainium-workloads", "dev"),
+        ("trainium-eks", "prod"),
+        ("trainium-workloads", "prod"),
+    ]
+    return {
+        f"{p}/{s}": {**j.steps.get("deployed", {}), **j.steps.get("check", {})}
+        for (p, s), j in zip(keys, runs, strict=True)
+    }
 
 
 def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deploy_not_drift() -> None:
@@ -630,7 +751,8 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
     c1 = first_commit(account)
     assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
     assert {k: v["commit"] for k, v in drift(pipeline, c1).items()} == dict.fromkeys(
-        ["trainium-eks/dev", "trainium-workloads/dev", "trainium-eks/prod", "trainium-workloads/prod"], "c1")
+        ["trainium-eks/dev", "trainium-workloads/dev", "trainium-eks/prod", "trainium-workloads/prod"], "c1"
+    )
     c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
     checks: list[dict[str, dict[str, str]]] = []
     backend = next(b for b in account.backends.values() if (CLUSTER, "prod") in b.stacks)
@@ -638,8 +760,13 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
 
     def main_head_check() -> str:
         """The other side: what the check used to do, main's HEAD (c2) against prod's state."""
-        ctx = sim.JobContext(pipeline, {}, {"steps": []}, Event("schedule", "refs/heads/main", c2),
-                             sim.JobRun("drift.yml", 0, "drift", "success"))
+        ctx = sim.JobContext(
+            pipeline,
+            {},
+            {"steps": []},
+            Event("schedule", "refs/heads/main", c2),
+            sim.JobRun("drift.yml", 0, "drift", "success"),
+        )
         ctx.role, ctx.cli, ctx.step_id = pipeline.repo.variables["AWS_PREVIEW_ROLE_PROD"], True, "check"
         ctx.drift_check(env)
         return ctx.outputs["check"]["status"]
@@ -650,7 +777,10 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
             checks.append({"main's HEAD against prod": {"status": main_head_check()}})
         return True
 
-    assert statuses(pipeline.run("deploy.yml", Event("push", "refs/heads/main", c2), approve))["workloads-prod"] == "success"
+    assert (
+        statuses(pipeline.run("deploy.yml", Event("push", "refs/heads/main", c2), approve))["workloads-prod"]
+        == "success"
+    )
     during, head = checks
     assert during == {
         "trainium-eks/dev": {"commit": "c2", "pending": "false", "status": "0"},
@@ -664,7 +794,9 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
     assert after["trainium-eks/prod"] == {"commit": "c2", "pending": "false", "status": "0"}
     prod_state = state_of(account, CLUSTER, "prod")
     urn, entry = next((u, e) for u, e in prod_state.resources.items() if (e["inputs"] or {}).get("tags"))
-    prod_state.resources[urn] = {"inputs": {**entry["inputs"], "tags": {**entry["inputs"]["tags"], "changed": "by hand"}}}
+    prod_state.resources[urn] = {
+        "inputs": {**entry["inputs"], "tags": {**entry["inputs"]["tags"], "changed": "by hand"}}
+    }
     assert drift(pipeline, c2)["trainium-eks/prod"]["status"] == "255"
 
 

@@ -17,10 +17,9 @@ from bootstrap.settings import BootstrapConfig
 from infra.config.models import StackConfig
 from infra.contract import BOOTSTRAP_OUTPUTS, WORKLOAD_OUTPUTS, ClusterOutputs
 from infra.facts.neuron import compatible_ami_release
-from offline.report import diagram
-from offline.docs import generate
-from offline.docs import reference
+from offline.docs import generate, reference
 from offline.plan.runner import REPO_ROOT, run_program
+from offline.report import diagram
 from workloads.settings import WorkloadsConfig
 
 
@@ -31,8 +30,14 @@ def plans(dev, prod, workloads_dev, workloads_prod):
 
 def test_generated_files_are_fresh(plans):
     files = generate.generated(plans)
-    assert set(files) >= {"docs/architecture.md", "docs/configuration.md", "docs/cost.md", "README.md",
-                          "docs/schema/trainium-eks.schema.json", "docs/schema/trainium-workloads.schema.json"}
+    assert set(files) >= {
+        "docs/architecture.md",
+        "docs/configuration.md",
+        "docs/cost.md",
+        "README.md",
+        "docs/schema/trainium-eks.schema.json",
+        "docs/schema/trainium-workloads.schema.json",
+    }
     assert generate.stale(files) == [], "generated documentation is stale: run `make docs`"
 
 
@@ -120,7 +125,10 @@ def test_cluster_picture_follows_the_plan(dev):
     assert f"zone {zone} (accelerator zone)" in text
     for group in dev.outputs["acceleratorNodeGroups"]:
         # The outputs are computed from config; the picture from the declared resources.
-        assert f"node group {group['name']}<br/>{group['instanceType']}<br/>{group['minSize']}/0/{group['maxSize']}" in text
+        assert (
+            f"node group {group['name']}<br/>{group['instanceType']}<br/>{group['minSize']}/0/{group['maxSize']}"
+            in text
+        )
         assert f"{group['efaInterfaces']} EFA interfaces" in text
     assert text.count("cluster placement group") == len(dev.outputs["acceleratorNodeGroups"])
     assert "1200 GiB PERSISTENT_2" in text and "volcano-system<br/>volcano" in text
@@ -128,8 +136,13 @@ def test_cluster_picture_follows_the_plan(dev):
 
 def test_capacity_block_group_drawn_without_placement_group(plan_with):
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
-    group = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, "capacityReservation": reservation,
-             "amiReleaseVersion": compatible_ami_release()}
+    group = {
+        "name": "trn1-32xl-ng1",
+        "instanceType": "trn1.32xlarge",
+        "maxSize": 4,
+        "capacityReservation": reservation,
+        "amiReleaseVersion": compatible_ami_release(),
+    }
     text = diagram.cluster_diagram(plan_with(acceleratorNodeGroups=[group]).as_json())
     assert "node group trn1-32xl-ng1<br/>trn1.32xlarge<br/>0/0/4" in text and "Capacity Block" in text
     assert "cluster placement group" not in text
@@ -143,7 +156,10 @@ def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workl
     assert "w_RayJob_llama2_pretraining_job --> g_job_support" in text  # the head (issue 13: job-support group)
     assert "w_RayJob_llama2_pretraining_job --> q_llama2_training_queue" in text
     assert "w_MPIJob_cluster_check_allreduce --> g_trn1_32xl_ng1" in text
-    assert "w_Job_stage_wikicorpus --> g_job_support" in text and "g_trn1" not in text.split("w_Job_stage_wikicorpus -->")[1].split("\n")[0]
+    assert (
+        "w_Job_stage_wikicorpus --> g_job_support" in text
+        and "g_trn1" not in text.split("w_Job_stage_wikicorpus -->")[1].split("\n")[0]
+    )
     assert "w_Deployment_tensorboard --> g_core" in text
 
 
@@ -154,7 +170,11 @@ def test_readme_blocks_need_their_markers():
 
 def test_s3_links_are_drawn_from_the_associations(plan_with):
     imported = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
-    both_ways = {"fileSystemPath": "/results", "s3Path": "s3://my-training-results/runs", "autoExport": ["NEW", "CHANGED"]}
+    both_ways = {
+        "fileSystemPath": "/results",
+        "s3Path": "s3://my-training-results/runs",
+        "autoExport": ["NEW", "CHANGED"],
+    }
     text = diagram.cluster_diagram(plan_with(storage={"dataRepositories": [imported, both_ways]}).as_json())
     assert '"s3://my-training-data/datasets"' in text and '"s3://my-training-results/runs"' in text
     # The arrow follows the association's event policies: autoExport defaults to [] (import only).

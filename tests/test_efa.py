@@ -4,7 +4,9 @@ from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.specs.efa import efa_interfaces
 
 
-@pytest.mark.parametrize(("instance_type", "count"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)])
+@pytest.mark.parametrize(
+    ("instance_type", "count"), [("trn1.32xlarge", 8), ("trn1n.32xlarge", 16), ("trn2.48xlarge", 16)]
+)
 def test_one_interface_per_network_card(instance_type, count):
     interfaces = efa_interfaces(NEURON_INSTANCE_TYPES[instance_type].network_cards)
     assert len(interfaces) == count

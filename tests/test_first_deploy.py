@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from infra.facts.addons import addon_pin_problem, resolve_builds
 from infra.components.cluster import admin_policy_arn, principal_key
 from infra.components.devices import NPD_NAMESPACE, irsa_trust_policy, neuron_values, node_recovery_policy
-from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
 from infra.components.observability import metric_search
+from infra.config.errors import ConfigError
+from infra.facts.addons import addon_pin_problem, resolve_builds
 from infra.facts.neuron import compatible_ami_release
 from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
@@ -23,8 +23,14 @@ from tests.project_copy import dev_groups_at
 
 ADMIN_A = "arn:aws:iam::123456789012:role/PlatformAdmin"  # the offline deployer (fixtures)
 ADMIN_B = "arn:aws:iam::123456789012:role/MlOps"
-GROUP = {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "minSize": 0, "desiredSize": 0, "maxSize": 4,
-         "amiReleaseVersion": compatible_ami_release()}
+GROUP = {
+    "name": "trn1-32xl-ng1",
+    "instanceType": "trn1.32xlarge",
+    "minSize": 0,
+    "desiredSize": 0,
+    "maxSize": 4,
+    "amiReleaseVersion": compatible_ami_release(),
+}
 
 
 def dev_with(existing_cluster=None, deploy=None, **overrides):
@@ -66,7 +72,9 @@ def test_node_recovery_gets_an_irsa_role_scoped_to_this_cluster(plan_with):
     assert npd["serviceAccount"] == {
         "create": True,
         "name": "node-problem-detector",
-        "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/devices-neuron-node-recovery-placeholder"},
+        "annotations": {
+            "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/devices-neuron-node-recovery-placeholder"
+        },
     }
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
     issuer = "oidc.eks.us-west-2.amazonaws.com/id/PLACEHOLDER"
@@ -91,8 +99,14 @@ def test_node_recovery_helpers_are_pure():
 
 def test_node_recovery_needs_the_neuron_chart():
     with pytest.raises(ConfigError) as err:
-        run_program(REPO_ROOT, "dev", {**stack_config(REPO_ROOT, "dev"), "trainium-eks:features": json.dumps(
-            {"neuronNodeRecovery": True, "neuronDevicePlugin": False})})
+        run_program(
+            REPO_ROOT,
+            "dev",
+            {
+                **stack_config(REPO_ROOT, "dev"),
+                "trainium-eks:features": json.dumps({"neuronNodeRecovery": True, "neuronDevicePlugin": False}),
+            },
+        )
     assert "features.neuronNodeRecovery = true: node recovery is part of the Neuron chart" in str(err.value)
 
 
@@ -121,16 +135,29 @@ def test_on_demand_groups_keep_the_instance_type_on_the_node_group(dev):
 def test_capacity_block_zone_or_type_mismatch_is_refused(plan_with):
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
     with pytest.raises(ConfigError) as err:
-        plan_with(acceleratorNodeGroups=[{**GROUP, "instanceType": "trn1n.32xlarge", "azId": "usw2-az3",
-                                          "capacityReservation": reservation}])
+        plan_with(
+            acceleratorNodeGroups=[
+                {**GROUP, "instanceType": "trn1n.32xlarge", "azId": "usw2-az3", "capacityReservation": reservation}
+            ]
+        )
     message = str(err.value)
-    assert "acceleratorNodeGroups[0].azId = 'usw2-az3': capacity reservation cr-0c0ffee0c0ffee001 is in usw2-az4" in message
-    assert "acceleratorNodeGroups[0].instanceType = 'trn1n.32xlarge': capacity reservation cr-0c0ffee0c0ffee001 holds trn1.32xlarge" in message
+    assert (
+        "acceleratorNodeGroups[0].azId = 'usw2-az3': capacity reservation cr-0c0ffee0c0ffee001 is in usw2-az4"
+        in message
+    )
+    assert (
+        "acceleratorNodeGroups[0].instanceType = 'trn1n.32xlarge': capacity reservation cr-0c0ffee0c0ffee001 holds trn1.32xlarge"
+        in message
+    )
 
 
 def test_unknown_capacity_block_is_refused(plan_with):
     with pytest.raises(ConfigError) as err:
-        plan_with(acceleratorNodeGroups=[{**GROUP, "capacityReservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"}}])
+        plan_with(
+            acceleratorNodeGroups=[
+                {**GROUP, "capacityReservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"}}
+            ]
+        )
     assert "capacityReservation.id = 'cr-0123456789abcdef0': no Capacity Block with this id" in str(err.value)
 
 
@@ -147,13 +174,20 @@ def test_on_demand_reservation_needs_its_zone(plan_with):
 @pytest.mark.parametrize(
     ("access", "message"),
     [
-        ({"public": False, "private": True},
-         "endpointAccess.public = false: a private-only API endpoint is unreachable from a laptop or a hosted CI runner"),
-        ({}, "endpointAccess.publicCidrs = not set (the whole internet): prod refuses an API endpoint open to 0.0.0.0/0"),
+        (
+            {"public": False, "private": True},
+            "endpointAccess.public = false: a private-only API endpoint is unreachable from a laptop or a hosted CI runner",
+        ),
+        (
+            {},
+            "endpointAccess.publicCidrs = not set (the whole internet): prod refuses an API endpoint open to 0.0.0.0/0",
+        ),
         ({"publicCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, "prod refuses an API endpoint open to 0.0.0.0/0"),
         ({"publicCidrs": ["203.0.113.7"]}, "endpointAccess.publicCidrs[0] = '203.0.113.7': give a prefix length"),
-        ({"publicCidrs": ["203.0.113.0/24"], "private": False},
-         "endpointAccess.private = false: with publicCidrs restricted, nodes reach the API only through the public endpoint"),
+        (
+            {"publicCidrs": ["203.0.113.0/24"], "private": False},
+            "endpointAccess.private = false: with publicCidrs restricted, nodes reach the API only through the public endpoint",
+        ),
         ({"publicCidrs": []}, "endpointAccess.publicCidrs = []: list at least one CIDR block"),
     ],
 )
@@ -208,7 +242,6 @@ def test_pulumi_up_is_the_run_that_is_not_a_preview():
 
 
 def test_the_deployer_address_look_up_never_needs_the_network_here(monkeypatch):
-    import socket
     import urllib.error
     import urllib.request
 
@@ -236,14 +269,17 @@ def test_the_deployer_address_look_up_never_needs_the_network_here(monkeypatch):
             if isinstance(body, Exception):
                 raise body
             return Answer(body)
+
         return urlopen
 
     monkeypatch.delenv(lookups.EGRESS_IP_ENV, raising=False)
     monkeypatch.setattr(urllib.request, "urlopen", answering(b"52.94.133.131\n"))
     assert lookups.deployer_egress_ipv4() == "52.94.133.131"
     assert asked == [("https://checkip.amazonaws.com", 5.0)]
-    for failure, shown in ((socket.timeout("timed out"), "gave no answer within 5 s: timed out"),
-                           (urllib.error.URLError("Name or service not known"), "Name or service not known")):
+    for failure, shown in (
+        (TimeoutError("timed out"), "gave no answer within 5 s: timed out"),
+        (urllib.error.URLError("Name or service not known"), "Name or service not known"),
+    ):
         monkeypatch.setattr(urllib.request, "urlopen", answering(failure))
         with pytest.raises(EgressLookupFailed, match=shown):
             lookups.deployer_egress_ipv4()
@@ -278,8 +314,14 @@ def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     # Every node group follows the control plane's version too (see test_node_groups_follow_...).
     assert {r.inputs["version"] for r in plan.of_type("aws:eks/nodeGroup:NodeGroup")} == {"1.33"}
     assert builds == {a: expected[a] for a in builds}
-    assert set(builds) == {"vpc-cni", "coredns", "eks-pod-identity-agent", "aws-ebs-csi-driver",
-                           "amazon-cloudwatch-observability", "eks-node-monitoring-agent"}
+    assert set(builds) == {
+        "vpc-cni",
+        "coredns",
+        "eks-pod-identity-agent",
+        "aws-ebs-csi-driver",
+        "amazon-cloudwatch-observability",
+        "eks-node-monitoring-agent",
+    }
     cluster = plan.named("cluster-eks").inputs
     assert cluster["kubeProxyAddonOptions"]["version"] == expected["kube-proxy"]
     assert plan.outputs["addonBuilds"] == expected
@@ -305,7 +347,10 @@ def test_node_groups_follow_the_control_plane_version_after_it(dev):
 def test_a_pinned_build_wins(plan_with):
     plan = plan_with(addonVersions={"coredns": "v1.11.4-eksbuild.2"})
     assert plan.named("cluster-coredns").inputs["addonVersion"] == "v1.11.4-eksbuild.2"
-    assert plan.named("cluster-eks-pod-identity-agent").inputs["addonVersion"] == fixtures.ADDON_DEFAULT_BUILDS["1.34"]["eks-pod-identity-agent"]
+    assert (
+        plan.named("cluster-eks-pod-identity-agent").inputs["addonVersion"]
+        == fixtures.ADDON_DEFAULT_BUILDS["1.34"]["eks-pod-identity-agent"]
+    )
 
 
 def test_pin_format_and_floor():
@@ -347,8 +392,20 @@ def test_the_programs_provider_uses_the_stack_profile_and_the_export_does_not(mo
 
 
 def test_kubeconfig_for_sets_and_strips_the_profile():
-    source = {"users": [{"name": "aws", "user": {"exec": {"command": "aws", "args": ["eks", "get-token", "--profile", "old"],
-                                                          "env": [{"name": "AWS_PROFILE", "value": "old"}]}}}]}
+    source = {
+        "users": [
+            {
+                "name": "aws",
+                "user": {
+                    "exec": {
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--profile", "old"],
+                        "env": [{"name": "AWS_PROFILE", "value": "old"}],
+                    }
+                },
+            }
+        ]
+    }
     scoped = json.loads(kubeconfig_for(source, "ml-platform"))["users"][0]["user"]["exec"]
     assert scoped["args"] == ["eks", "get-token", "--profile", "ml-platform"] and "env" not in scoped
     plain = json.loads(kubeconfig_for(json.dumps(source), None))["users"][0]["user"]["exec"]
@@ -391,7 +448,9 @@ def test_a_second_admins_up_keeps_the_same_entries():
 
 def test_an_admin_added_later_gets_an_entry():
     existing = ExistingCluster({ADMIN_A: {}})
-    assert entries(dev_with(existing_cluster=existing, clusterAdmins=[ADMIN_A, ADMIN_B])) == {principal_key(ADMIN_B): ADMIN_B}
+    assert entries(dev_with(existing_cluster=existing, clusterAdmins=[ADMIN_A, ADMIN_B])) == {
+        principal_key(ADMIN_B): ADMIN_B
+    }
 
 
 def test_entries_are_keyed_by_principal_not_position():
@@ -425,7 +484,9 @@ def test_dashboard_search_matches_the_per_cluster_series(dev):
     body = json.loads(dev.named("observability-neuron").inputs["dashboardBody"])
     expressions = [w["properties"]["metrics"][0][0]["expression"] for w in body["widgets"]]
     expressions = [e for e in expressions if e.startswith("SEARCH(")]  # the training widgets query by namespace
-    assert len(expressions) == 3 and all("{ContainerInsights,ClusterName}" in e and 'ClusterName="trn-dev"' in e for e in expressions)
+    assert len(expressions) == 3 and all(
+        "{ContainerInsights,ClusterName}" in e and 'ClusterName="trn-dev"' in e for e in expressions
+    )
 
 
 # --- 10. Partitions ------------------------------------------------------------------------------
@@ -472,15 +533,19 @@ def test_a_version_without_addon_builds_is_refused_with_its_key():
     # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
         dev_with(kubernetesVersion="1.31", acceleratorNodeGroups=dev_groups_at("1.31"))
-    assert "trainium-eks:kubernetesVersion = '1.31': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(err.value)
+    assert "trainium-eks:kubernetesVersion = '1.31': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(
+        err.value
+    )
 
 
 def test_core_instance_types_the_region_does_not_offer():
     # Refused before the control plane exists; the node group would fail only after it.
     with pytest.raises(ConfigError) as err:
         dev_with(coreNodeGroup={"instanceTypes": ["m6i.4xlargee"]})
-    assert ("coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': the offering look-up (ec2:DescribeInstanceTypeOfferings) "
-            "finds no such instance type in this region") in str(err.value)
+    assert (
+        "coreNodeGroup.instanceTypes[0] = 'm6i.4xlargee': the offering look-up (ec2:DescribeInstanceTypeOfferings) "
+        "finds no such instance type in this region"
+    ) in str(err.value)
 
 
 def test_dev_may_say_the_whole_internet_explicitly():
@@ -501,7 +566,9 @@ def test_an_addon_lookup_failing_for_another_reason_is_not_blamed_on_the_version
     from infra import lookups
 
     def denied(**_):
-        raise Exception("invoke of aws:eks/getAddonVersion:getAddonVersion failed: AccessDeniedException: not authorized")
+        raise Exception(
+            "invoke of aws:eks/getAddonVersion:getAddonVersion failed: AccessDeniedException: not authorized"
+        )
 
     monkeypatch.setattr(pulumi_aws.eks, "get_addon_version", denied)
     with pytest.raises(Exception, match="AccessDeniedException") as err:
@@ -514,7 +581,13 @@ def test_the_mpi_transform_refuses_a_manifest_it_cannot_patch():
 
     from infra.components.schedulers import mpi_operator_gang_scheduling
 
-    renamed = {"metadata": {"name": "mpi-operator"}, "spec": {"template": {"spec": {"containers": [{"name": "operator"}]}}}}
+    renamed = {
+        "metadata": {"name": "mpi-operator"},
+        "spec": {"template": {"spec": {"containers": [{"name": "operator"}]}}},
+    }
     with pytest.raises(ValueError, match="no container 'mpi-operator'"):
-        mpi_operator_gang_scheduling(pulumi.ResourceTransformArgs(
-            True, "kubernetes:apps/v1:Deployment", "mpi-operator", renamed, pulumi.ResourceOptions()))
+        mpi_operator_gang_scheduling(
+            pulumi.ResourceTransformArgs(
+                True, "kubernetes:apps/v1:Deployment", "mpi-operator", renamed, pulumi.ResourceOptions()
+            )
+        )

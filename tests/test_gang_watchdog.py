@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from offline.plan.runner import PlanResult
-from workloads import bert, gang_watchdog, watchdog_loop as loop
+from workloads import bert, gang_watchdog
+from workloads import watchdog_loop as loop
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def stamp(t: float) -> str:
     import datetime as dt
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def vcjob(phase: str, conditions: dict[str, float], bound: Optional[int] = 2700) -> dict[str, Any]:
+def vcjob(phase: str, conditions: dict[str, float], bound: int | None = 2700) -> dict[str, Any]:
     annotations = {} if bound is None else {loop.ANNOTATION: str(bound)}
     return {
-        "metadata": {"name": "bert-train", "namespace": "default", "uid": "u1", "creationTimestamp": stamp(T0),
-                     "annotations": annotations},
-        "status": {"state": {"phase": phase},
-                   "conditions": [{"status": s, "lastTransitionTime": stamp(t)} for s, t in conditions.items()]},
+        "metadata": {
+            "name": "bert-train",
+            "namespace": "default",
+            "uid": "u1",
+            "creationTimestamp": stamp(T0),
+            "annotations": annotations,
+        },
+        "status": {
+            "state": {"phase": phase},
+            "conditions": [{"status": s, "lastTransitionTime": stamp(t)} for s, t in conditions.items()],
+        },
     }
 
 
@@ -57,8 +66,12 @@ def test_a_restarted_attempt_gets_its_own_bound() -> None:
 
 def mpijob(conditions: dict[str, str], suspend: bool = False) -> dict[str, Any]:
     return {
-        "metadata": {"name": "llama2-compile", "namespace": "default", "creationTimestamp": stamp(T0),
-                     "annotations": {loop.ANNOTATION: "2700"}},
+        "metadata": {
+            "name": "llama2-compile",
+            "namespace": "default",
+            "creationTimestamp": stamp(T0),
+            "annotations": {loop.ANNOTATION: "2700"},
+        },
         "spec": {"runPolicy": {"suspend": True} if suspend else {}},
         "status": {"conditions": [{"type": t, "status": s} for t, s in conditions.items()]},
     }
@@ -75,23 +88,35 @@ def test_an_mpijob_that_never_runs_is_suspended_and_a_running_one_is_not() -> No
 
 def test_a_sweep_terminates_volcano_jobs_by_command_and_suspends_mpijobs() -> None:
     calls: list[tuple[str, str, Any]] = []
-    listed = {loop.VOLCANO_JOBS.format(ns="default"): [vcjob("Pending", {"Pending": T0}), {**vcjob("Running", {"Running": T0}),
-                                                                                           "metadata": {**vcjob("Running", {})["metadata"], "name": "ok"}}],
-              loop.MPIJOBS.format(ns="default"): [mpijob({"Created": "True"})]}
+    listed = {
+        loop.VOLCANO_JOBS.format(ns="default"): [
+            vcjob("Pending", {"Pending": T0}),
+            {**vcjob("Running", {"Running": T0}), "metadata": {**vcjob("Running", {})["metadata"], "name": "ok"}},
+        ],
+        loop.MPIJOBS.format(ns="default"): [mpijob({"Created": "True"})],
+    }
 
     def api(method: str, path: str, body: Any) -> dict[str, Any]:
         calls.append((method, path, body))
         return {"items": listed.get(path, [])} if method == "GET" else {}
 
-    assert loop.sweep(api, "default", T0 + 3000) == ["Job/bert-train: PendingTimeout", "MPIJob/llama2-compile: PendingTimeout"]
+    assert loop.sweep(api, "default", T0 + 3000) == [
+        "Job/bert-train: PendingTimeout",
+        "MPIJob/llama2-compile: PendingTimeout",
+    ]
     (post,) = [c for c in calls if c[0] == "POST" and c[1].endswith("/commands")]
     # Each end is a Warning Event on the job, which `kubectl describe` lists.
-    assert [(c[2]["involvedObject"]["kind"], c[2]["reason"]) for c in calls if c[1] == "/api/v1/namespaces/default/events"] == [
-        ("Job", "PendingTimeout"), ("MPIJob", "PendingTimeout")]
+    assert [
+        (c[2]["involvedObject"]["kind"], c[2]["reason"]) for c in calls if c[1] == "/api/v1/namespaces/default/events"
+    ] == [("Job", "PendingTimeout"), ("MPIJob", "PendingTimeout")]
     # bus.volcano.sh/v1alpha1 Command (volcano v1.15.1 installer/helm/chart/volcano/crd/bases/
     # bus.volcano.sh_commands.yaml: action, target); processNextCommand hands its action to the job.
     assert post[1] == "/apis/bus.volcano.sh/v1alpha1/namespaces/default/commands"
-    assert post[2]["action"] == "TerminateJob" and post[2]["target"]["name"] == "bert-train" and post[2]["target"]["uid"] == "u1"
+    assert (
+        post[2]["action"] == "TerminateJob"
+        and post[2]["target"]["name"] == "bert-train"
+        and post[2]["target"]["uid"] == "u1"
+    )
     (patch,) = [c for c in calls if c[0] == "PATCH"]
     assert patch[1].endswith("/mpijobs/llama2-compile") and patch[2] == {"spec": {"runPolicy": {"suspend": True}}}
 
@@ -99,23 +124,36 @@ def test_a_sweep_terminates_volcano_jobs_by_command_and_suspends_mpijobs() -> No
 def test_the_loop_runs_as_a_script_on_the_standard_library_alone() -> None:
     # What the pod runs is this file's text under `python -c`: it must compile without the project.
     source = gang_watchdog.loop_source()
-    check = "import sys; src = sys.stdin.read(); compile(src, 'watchdog', 'exec'); ns = {'__name__': 'x'}; exec(src, ns)"
+    check = (
+        "import sys; src = sys.stdin.read(); compile(src, 'watchdog', 'exec'); ns = {'__name__': 'x'}; exec(src, ns)"
+    )
     assert subprocess.run([sys.executable, "-I", "-c", check], input=source, text=True).returncode == 0
     assert "from workloads" not in source and "import pulumi" not in source
 
 
 def test_every_gang_carries_its_bound_and_the_watchdog_is_scoped(workloads_all: PlanResult) -> None:
-    objects = {(r.inputs.get("kind"), r.inputs["metadata"]["name"]): r.inputs for r in workloads_all.registrations
-               if "metadata" in r.inputs and isinstance(r.inputs["metadata"], dict) and "name" in r.inputs["metadata"]}
+    objects = {
+        (r.inputs.get("kind"), r.inputs["metadata"]["name"]): r.inputs
+        for r in workloads_all.registrations
+        if "metadata" in r.inputs and isinstance(r.inputs["metadata"], dict) and "name" in r.inputs["metadata"]
+    }
     gangs = {n for (k, n), o in objects.items() if k == "MPIJob" or (k == "Job" and "tasks" in o.get("spec", {}))}
     assert gangs == {"bert-precompile", "bert-train", "llama2-compile", "llama2-train", "cluster-check-allreduce"}
     assert {n: objects[(k, n)]["metadata"]["annotations"].get(loop.ANNOTATION) for (k, n) in objects if n in gangs} == {
-        n: "2700" for n in gangs}
+        n: "2700" for n in gangs
+    }
     rules = objects[("Role", gang_watchdog.NAME)]["rules"]
-    assert {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]} == {
-        ("batch.volcano.sh", "jobs", "get"), ("batch.volcano.sh", "jobs", "list"), ("bus.volcano.sh", "commands", "create"),
-        ("kubeflow.org", "mpijobs", "get"), ("kubeflow.org", "mpijobs", "list"), ("kubeflow.org", "mpijobs", "patch"),
-        ("", "events", "create")}
+    assert {
+        (g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    } == {
+        ("batch.volcano.sh", "jobs", "get"),
+        ("batch.volcano.sh", "jobs", "list"),
+        ("bus.volcano.sh", "commands", "create"),
+        ("kubeflow.org", "mpijobs", "get"),
+        ("kubeflow.org", "mpijobs", "list"),
+        ("kubeflow.org", "mpijobs", "patch"),
+        ("", "events", "create"),
+    }
     pod = objects[("Deployment", gang_watchdog.NAME)]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == gang_watchdog.NAME and pod["securityContext"]["runAsNonRoot"] is True
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
@@ -135,12 +173,14 @@ def on_block(job: dict[str, Any], stop: str = STOP) -> dict[str, Any]:
 
 def at(text: str) -> float:
     import datetime as dt
+
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin() -> None:
-    from workloads import capacity_windows
     from infra.contract import NodeGroup
+    from workloads import capacity_windows
+
     # EKS scales a Capacity Block group to zero 40 min before the end (EKS user guide
     # ml/capacity-blocks-mng.adoc); the stop comes STOP_MARGIN (10 min) before that.
     assert capacity_windows.stop_by({"start": "2026-12-01T11:30:00Z", "end": END}) == STOP
@@ -148,8 +188,17 @@ def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin
     # The loop reads back what the workload stack writes.
     assert loop._time(STOP) == at(END) - 50 * 60
     block = {"start": "2026-12-01T11:30:00Z", "end": END}
-    shape = dict(name="g", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d", neuron_devices=16,
-                 neuron_cores=32, efa_interfaces=8, min_size=0, max_size=2)
+    shape = dict(
+        name="g",
+        instance_type="trn1.32xlarge",
+        az_id="usw2-az4",
+        az_name="us-west-2d",
+        neuron_devices=16,
+        neuron_cores=32,
+        efa_interfaces=8,
+        min_size=0,
+        max_size=2,
+    )
     group = NodeGroup(**shape, capacity_type="CAPACITY_BLOCK", capacity_block=block)
     assert gang_watchdog.stop_by(group) == {loop.STOP_BY: STOP}
     assert gang_watchdog.stop_by(NodeGroup(**shape, capacity_type="ON_DEMAND")) == {}
@@ -173,7 +222,12 @@ def test_a_running_volcano_job_on_a_block_is_aborted_at_its_stop_by_time_and_sta
     assert command["action"] == "AbortJob" and command["target"]["uid"] == "u1"
     [event] = [c[2] for c in calls if c[1].endswith("/events")]
     assert event["type"] == "Warning" and event["involvedObject"] == {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "bert-train", "namespace": "default", "uid": "u1"}
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": "bert-train",
+        "namespace": "default",
+        "uid": "u1",
+    }
     assert STOP in event["message"] and loop.STOP_BY in event["message"]
     # A job without the annotation (not on a block) is never stopped.
     assert not loop.past_stop_by(vcjob("Running", {"Running": T0}), at(END) + 86400)
@@ -199,10 +253,16 @@ def test_an_mpijob_on_a_block_is_suspended_once_and_a_finished_one_is_left() -> 
 
 
 def rayjob(status: str, suspend: bool = False) -> dict[str, Any]:
-    return {"metadata": {"name": "llama2-pretraining-job", "namespace": "default", "uid": "r1",
-                         "annotations": {loop.STOP_BY: STOP}},
-            "spec": {"suspend": suspend, "shutdownAfterJobFinishes": True},
-            "status": {"jobDeploymentStatus": status}}
+    return {
+        "metadata": {
+            "name": "llama2-pretraining-job",
+            "namespace": "default",
+            "uid": "r1",
+            "annotations": {loop.STOP_BY: STOP},
+        },
+        "spec": {"suspend": suspend, "shutdownAfterJobFinishes": True},
+        "status": {"jobDeploymentStatus": status},
+    }
 
 
 def test_a_rayjob_on_a_block_is_suspended_only_when_the_watchdog_may() -> None:
@@ -221,8 +281,16 @@ def test_a_rayjob_on_a_block_is_suspended_only_when_the_watchdog_may() -> None:
     # Without WATCH_RAYJOBS the Role has no rayjobs rule: the loop must not even list them.
     assert loop.sweep(api, "default", at(STOP)) == [] and not any("rayjobs" in c[1] for c in calls)
     assert loop.sweep(api, "default", at(STOP), rayjobs=True) == ["RayJob/llama2-pretraining-job: CapacityBlockEnding"]
-    assert ("PATCH", "/apis/ray.io/v1/namespaces/default/rayjobs/llama2-pretraining-job", {"spec": {"suspend": True}}) in calls
-    assert {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "patch"]} in gang_watchdog.rules(True)
+    assert (
+        "PATCH",
+        "/apis/ray.io/v1/namespaces/default/rayjobs/llama2-pretraining-job",
+        {"spec": {"suspend": True}},
+    ) in calls
+    assert {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs"],
+        "verbs": ["get", "list", "patch"],
+    } in gang_watchdog.rules(True)
     assert not any("ray.io" in r["apiGroups"] for r in gang_watchdog.rules(False))
 
 
@@ -232,9 +300,9 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
     import copy
     import json
 
+    from infra import contract
     from offline.plan.runner import stack_config
     from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-    from infra import contract
     from workloads import layouts
     from workloads.settings import parse_workloads_config
 
@@ -242,16 +310,21 @@ def test_every_job_on_a_block_group_carries_its_stop_by_time_and_none_elsewhere(
     config.update({f"trainium-workloads:{k}": json.dumps(v) for k, v in ALL_ON.items()})
     settings = parse_workloads_config({**config, "trainium-workloads:hfToken": "hf_x"})
 
-    def stops(outputs: dict[str, Any]) -> dict[str, Optional[str]]:
+    def stops(outputs: dict[str, Any]) -> dict[str, str | None]:
         chains = layouts.job_chains(settings, contract.parse_contract(outputs))
-        return {o["metadata"]["name"]: o["metadata"].get("annotations", {}).get(loop.STOP_BY)
-                for workload in chains.values() for chain in workload for o in chain
-                if o["kind"] in ("MPIJob", "RayJob") or (o["kind"] == "Job" and "tasks" in o["spec"])}
+        return {
+            o["metadata"]["name"]: o["metadata"].get("annotations", {}).get(loop.STOP_BY)
+            for workload in chains.values()
+            for chain in workload
+            for o in chain
+            if o["kind"] in ("MPIJob", "RayJob") or (o["kind"] == "Job" and "tasks" in o["spec"])
+        }
 
     outputs = copy.deepcopy(dev.outputs)
     all_on_cluster(outputs)
     on_demand = stops(outputs)
     from workloads.ray_llama2 import JOB_NAMES
+
     assert {"bert-train", "llama2-train", "cluster-check-allreduce", JOB_NAMES["train"]} <= set(on_demand)
     assert set(on_demand.values()) == {None}
     for group in outputs["acceleratorNodeGroups"]:

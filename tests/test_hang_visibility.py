@@ -44,8 +44,11 @@ def schema_dimensions(query: str) -> set[str]:
 def training_widgets(body: str) -> dict[str, list[dict]]:
     widgets = json.loads(body)["widgets"]
     titles = {title for title, _, _ in TRAINING_HEALTH_METRICS}
-    return {w["properties"]["title"]: [row[0] for row in w["properties"]["metrics"]]
-            for w in widgets if w["properties"]["title"] in titles}
+    return {
+        w["properties"]["title"]: [row[0] for row in w["properties"]["metrics"]]
+        for w in widgets
+        if w["properties"]["title"] in titles
+    }
 
 
 def test_the_query_filters_the_kubernetes_namespace_dimension_on_a_published_set():
@@ -102,11 +105,17 @@ def test_a_restart_and_a_failed_pod_alarm_per_training_namespace(prod, dev):
         assert schema_dimensions(query["expression"]) in PUBLISHED_POD_DIMENSION_SETS
         assert metric in PUBLISHED_WITH_THOSE_SETS
         assert query["returnData"] is True and query["period"] == 60
-        assert (alarm["comparisonOperator"], alarm["threshold"], alarm["evaluationPeriods"]) == ("GreaterThanThreshold", 0, 1)
+        assert (alarm["comparisonOperator"], alarm["threshold"], alarm["evaluationPeriods"]) == (
+            "GreaterThanThreshold",
+            0,
+            1,
+        )
         # No pods, no data: an idle namespace is not a hang.
         assert alarm["treatMissingData"] == "notBreaching"
         # It says it counts every pod of the namespace, not only training pods.
         assert "any pod there" in alarm["alarmDescription"]
     assert "BERT" in alarms["trn-prod-research-training-pods-failed"]["alarmDescription"]
     assert sorted(a.inputs["name"] for a in dev.of_type(ALARM)) == [
-        "trn-dev-default-training-pods-failed", "trn-dev-default-training-restarts"]
+        "trn-dev-default-training-pods-failed",
+        "trn-dev-default-training-restarts",
+    ]

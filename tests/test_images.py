@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.push_images import BUILD_ARGS, DOCKER_DIR, commands
-from infra.facts import versions
 from infra.components.registries import TRAINING_IMAGES
+from infra.facts import versions
 from tests.dockerfile_runs import instructions, run_step
+from tools.push_images import BUILD_ARGS, DOCKER_DIR, commands
 
 DOCKERFILES = {image: DOCKER_DIR / image / "Dockerfile" for image in BUILD_ARGS}
 
@@ -65,7 +65,10 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
     # After each push, what the image resolved goes back into its constraints.txt (review B8).
     records = [c[2] for c in planned if c[:2] == ["sh", "-c"] and "pip-constraints.txt" in c[2]]
     assert len(records) == len(BUILD_ARGS)
-    assert all(f"docker run --rm --entrypoint cat {p} /opt/pip-constraints.txt" in r for p, r in zip(pushes, records, strict=True))
+    assert all(
+        f"docker run --rm --entrypoint cat {p} /opt/pip-constraints.txt" in r
+        for p, r in zip(pushes, records, strict=True)
+    )
     assert pushes == [f"{repositories[i]}:{versions.TRAINING_IMAGE_TAG}" for i in BUILD_ARGS]
     bert = next(c for c in planned if c[:2] == ["docker", "build"] and c[-1].endswith("bert-pretrain"))
     assert f"BERT_SAMPLES_COMMIT={versions.BERT_SAMPLES_COMMIT}" in bert
@@ -80,7 +83,7 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
 
 def test_a_failed_bert_download_fails_the_build(tmp_path: Path) -> None:
     curl = 'for a; do url=$a; done\ncase "$url" in *lamb.py) exit 22;; esac\ntouch "${url##*/}"\n'
-    pip = 'echo pip >> pip.log\n'
+    pip = "echo pip >> pip.log\n"
     result = run_step(DOCKERFILES["bert-pretrain"], "curl", {"curl": curl, "pip": pip}, tmp_path)
     assert result.returncode != 0
     assert not (tmp_path / "pip.log").exists()
@@ -88,7 +91,9 @@ def test_a_failed_bert_download_fails_the_build(tmp_path: Path) -> None:
 
 # Hugging Face serves `resolve/<revision>/<file>`; `main` moves. The LFS object id of Meta's
 # Llama-2 tokenizer.model (also in NousResearch's copy) is its SHA-256.
-CURL_WRITING = 'echo "$@" >> curl.log\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && printf "not the tokenizer" > "$2"; shift; done\n'
+CURL_WRITING = (
+    'echo "$@" >> curl.log\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && printf "not the tokenizer" > "$2"; shift; done\n'
+)
 
 
 def test_the_ray_tokenizer_comes_from_the_pinned_revision_and_is_checked(tmp_path: Path) -> None:
@@ -99,7 +104,10 @@ def test_the_ray_tokenizer_comes_from_the_pinned_revision_and_is_checked(tmp_pat
     url = (tmp_path / "curl.log").read_text()
     assert f"/NousResearch/Llama-2-7b-hf/resolve/{versions.LLAMA2_TOKENIZER_REVISION}/tokenizer.model" in url
     expected = hashlib.sha256(b"not the tokenizer").hexdigest()
-    assert run_step(dockerfile, "tokenizer.model", {"curl": CURL_WRITING}, tmp_path, LLAMA2_SPM_SHA256=expected).returncode == 0
+    assert (
+        run_step(dockerfile, "tokenizer.model", {"curl": CURL_WRITING}, tmp_path, LLAMA2_SPM_SHA256=expected).returncode
+        == 0
+    )
 
 
 def test_the_tokenizer_pins_are_a_commit_and_a_sha256() -> None:
@@ -128,7 +136,11 @@ def test_constraints_are_exact_pins_or_comments() -> None:
     from tools.push_images import constraint_problems
 
     assert constraint_problems("# header\nray==2.22.0\ntorch-neuronx==1.13.1.1.14.0\n") == []
-    assert constraint_problems("datasets>=2\nnumpy\nfoo @ file:///x.whl\n") == ["datasets>=2", "numpy", "foo @ file:///x.whl"]
+    assert constraint_problems("datasets>=2\nnumpy\nfoo @ file:///x.whl\n") == [
+        "datasets>=2",
+        "numpy",
+        "foo @ file:///x.whl",
+    ]
 
 
 def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
@@ -136,7 +148,11 @@ def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
     # the image; the build checks it.
     from workloads.nemo_llama2 import OPEN_MPI_PREFIX
 
-    checks = [rest for keyword, rest in instructions(DOCKERFILES["nemo-megatron"]) if keyword == "RUN" and rest.startswith("test -x")]
+    checks = [
+        rest
+        for keyword, rest in instructions(DOCKERFILES["nemo-megatron"])
+        if keyword == "RUN" and rest.startswith("test -x")
+    ]
     assert checks == [f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted"]
 
 
@@ -145,9 +161,14 @@ def test_images_refuse_to_build_from_constraints_that_pin_nothing(dev, monkeypat
     # finds that day. `make images` refuses unless told to record what it resolved.
     import tools.push_images as push
 
-    assert set(push.unpinned_images()) == {i for i in BUILD_ARGS
-                                           if all(not line.strip() or line.startswith("#") for line in
-                                                  (DOCKER_DIR / i / "constraints.txt").read_text().splitlines())}
+    assert set(push.unpinned_images()) == {
+        i
+        for i in BUILD_ARGS
+        if all(
+            not line.strip() or line.startswith("#")
+            for line in (DOCKER_DIR / i / "constraints.txt").read_text().splitlines()
+        )
+    }
     for image in BUILD_ARGS:
         (tmp_path / image).mkdir()
         (tmp_path / image / "constraints.txt").write_text("# header\n")

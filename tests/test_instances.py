@@ -15,8 +15,14 @@ import pytest
 
 from infra.facts import instances
 from infra.facts.instances import (
-    INFERENTIA2, INSTANCE_TYPES, NEURON_INSTANCE_TYPES, TRAINIUM, TRAINIUM2, node_group_instance_types,
-    node_label_value, trains,
+    INFERENTIA2,
+    INSTANCE_TYPES,
+    NEURON_INSTANCE_TYPES,
+    TRAINIUM,
+    TRAINIUM2,
+    node_group_instance_types,
+    node_label_value,
+    trains,
 )
 from infra.facts.prices import REGIONS
 from offline.plan.fixtures import instance_type_answer
@@ -52,8 +58,12 @@ def test_trn2_physical_cores():
 
 @pytest.mark.parametrize(
     ("instance_type", "label"),
-    [("trn1.32xlarge", "trn1-32xl"), ("trn1n.32xlarge", "trn1n-32xl"), ("trn2.48xlarge", "trn2-48xl"),
-     ("inf2.xlarge", "inf2-xl")],
+    [
+        ("trn1.32xlarge", "trn1-32xl"),
+        ("trn1n.32xlarge", "trn1n-32xl"),
+        ("trn2.48xlarge", "trn2-48xl"),
+        ("inf2.xlarge", "inf2-xl"),
+    ],
 )
 def test_node_label_value(instance_type, label):
     assert node_label_value(instance_type) == label
@@ -62,8 +72,9 @@ def test_node_label_value(instance_type, label):
 def _as_ec2_result(answer: dict) -> SimpleNamespace:
     return SimpleNamespace(
         neuron_devices=[SimpleNamespace(count=d["count"], core_count=d["coreCount"]) for d in answer["neuronDevices"]],
-        instance_disks=[SimpleNamespace(count=d["count"], type=d["type"], size=d["size"])
-                        for d in answer["instanceDisks"]],
+        instance_disks=[
+            SimpleNamespace(count=d["count"], type=d["type"], size=d["size"]) for d in answer["instanceDisks"]
+        ],
         maximum_network_cards=answer["maximumNetworkCards"],
         efa_supported=answer["efaSupported"],
     )
@@ -94,11 +105,14 @@ def test_from_ec2_trusts_ec2_counts():
     ("instance_type", "accelerator", "vcpus", "memory_gib"),
     [
         # The Neuron docs' architecture pages each row cites.
-        ("trn1.2xlarge", TRAINIUM, 8, 32), ("trn1.32xlarge", TRAINIUM, 128, 512),
+        ("trn1.2xlarge", TRAINIUM, 8, 32),
+        ("trn1.32xlarge", TRAINIUM, 128, 512),
         ("trn1n.32xlarge", TRAINIUM, 128, 512),
         ("trn2.48xlarge", TRAINIUM2, 192, 2048),
-        ("inf2.xlarge", INFERENTIA2, 4, 16), ("inf2.8xlarge", INFERENTIA2, 32, 128),
-        ("inf2.24xlarge", INFERENTIA2, 96, 384), ("inf2.48xlarge", INFERENTIA2, 192, 768),
+        ("inf2.xlarge", INFERENTIA2, 4, 16),
+        ("inf2.8xlarge", INFERENTIA2, 32, 128),
+        ("inf2.24xlarge", INFERENTIA2, 96, 384),
+        ("inf2.48xlarge", INFERENTIA2, 192, 768),
     ],
 )
 def test_accelerator_and_size(instance_type, accelerator, vcpus, memory_gib):
@@ -230,17 +244,28 @@ def test_a_new_type_is_one_row(tmp_path):
     # PYTHONPATH puts the copy ahead of this checkout: the editable install's finder (written by
     # setuptools==84.2.1, pyproject.toml; .venv/.../__editable___trainium_eks_0_1_0_finder.py install())
     # is appended to sys.meta_path, after the path finder that reads PYTHONPATH.
-    run = subprocess.run([sys.executable, "-c", _CHECK_NEW_ROW], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", _CHECK_NEW_ROW],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     found = json.loads(run.stdout)
     assert found.pop("allocatable")["cpu"].endswith("m")
     assert found == {
-        "refused": True, "efa": True, "from_ec2": True, "accelerator": "Trainium2", "interfaces": 8,
+        "refused": True,
+        "efa": True,
+        "from_ec2": True,
+        "accelerator": "Trainium2",
+        "interfaces": 8,
         "label": "zz9-24xl",
         # 8 devices x 8 physical cores at LNC=2
         "output": {"neuronDevices": 8, "neuronCores": 32},
-        "price": {"us-east-1": 33.0, "us-west-2": 33.0}, "floor": 31.0,
+        "price": {"us-east-1": 33.0, "us-west-2": 33.0},
+        "floor": 31.0,
     }
 
 
@@ -258,8 +283,11 @@ def _prefix_tests(tree: ast.AST) -> list[int]:
     ``family == "trn2"``, ``"inf" in t``."""
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith",
-                                                                                                       "endswith"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+        ):
             args = [a for arg in node.args for a in (arg.elts if isinstance(arg, ast.Tuple) else [arg])]
             if any(_is_family(a) for a in args):
                 lines.append(node.lineno)
@@ -269,11 +297,15 @@ def _prefix_tests(tree: ast.AST) -> list[int]:
 
 
 def test_the_prefix_finder_finds_prefix_tests():
-    found = _prefix_tests(ast.parse('t.startswith("trn")\nt.startswith(("trn2", "inf2"))\nt.startswith("trn1n.")\n'
-                                    'family == "trn2"\n"inf" in t'))
+    found = _prefix_tests(
+        ast.parse(
+            't.startswith("trn")\nt.startswith(("trn2", "inf2"))\nt.startswith("trn1n.")\nfamily == "trn2"\n"inf" in t'
+        )
+    )
     assert found == [1, 2, 3, 4, 5]
-    allowed = ('t.startswith("al2023@")\nname.startswith("tr")\nt == "trn1.32xlarge"\n'
-               't in ("trn1.32xlarge", "inf2.xlarge")')
+    allowed = (
+        't.startswith("al2023@")\nname.startswith("tr")\nt == "trn1.32xlarge"\nt in ("trn1.32xlarge", "inf2.xlarge")'
+    )
     assert _prefix_tests(ast.parse(allowed)) == []
 
 

@@ -30,7 +30,10 @@ def test_job_cpu_pods_go_to_the_job_support_group(workloads_all: PlanResult) -> 
         # image the submitter Job could not start.
         submitter = spec["submitterPodTemplate"]["spec"]
         assert placed_on_job_support(submitter) and submitter["restartPolicy"] == "Never"
-        assert submitter["containers"][0]["image"] == spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+        assert (
+            submitter["containers"][0]["image"]
+            == spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+        )
 
 
 def test_always_on_pods_stay_on_system_nodes(workloads_dev: PlanResult) -> None:

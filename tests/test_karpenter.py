@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 
 from infra.components.accelerators import group_spec
-from infra.specs.node_security import IMDS_HOP_LIMIT
 from infra.config.errors import ConfigError
 from infra.facts.instances import NEURON_INSTANCE_TYPES
+from infra.facts.neuron import compatible_ami_release
 from infra.specs import nodepools as plan
 from infra.specs.efa import karpenter_interfaces
+from infra.specs.node_security import IMDS_HOP_LIMIT
 from infra.specs.node_template import NEURON_TAINT, Taint
 from infra.specs.placement import Zone
 from infra.validate import parse_stack_config
-from infra.facts.neuron import compatible_ami_release
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
 
@@ -40,9 +40,16 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 # A third group beside the dev stack's two: reserved capacity selected by tag, Spot allowed; a
 # label tells it from the dev stack's trn1.32xlarge group (the workload stack refuses groups its
 # pods cannot tell apart).
-TAGGED_GROUP = {"name": "trn1-reserved", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-                "spot": True, "capacityReservation": {"tags": {"team": "ml"}}, "labels": {"capacity": "reserved"},
-                "amiReleaseVersion": compatible_ami_release()}
+TAGGED_GROUP = {
+    "name": "trn1-reserved",
+    "instanceType": "trn1.32xlarge",
+    "maxSize": 2,
+    "azId": "usw2-az4",
+    "spot": True,
+    "capacityReservation": {"tags": {"team": "ml"}},
+    "labels": {"capacity": "reserved"},
+    "amiReleaseVersion": compatible_ami_release(),
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +78,11 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
         if ("role" in spec) == ("instanceProfile" in spec):
             problems.append("role xor instanceProfile")
         for term in spec["amiSelectorTerms"]:
-            if "alias" in term and (not re.fullmatch(r"[a-zA-Z0-9]+@.+", term["alias"]) or len(term["alias"]) > 30
-                                    or term["alias"].split("@")[0] not in ("al2", "al2023", "bottlerocket")):
+            if "alias" in term and (
+                not re.fullmatch(r"[a-zA-Z0-9]+@.+", term["alias"])
+                or len(term["alias"]) > 30
+                or term["alias"].split("@")[0] not in ("al2", "al2023", "bottlerocket")
+            ):
                 problems.append(f"alias {term['alias']}")
         nics = spec.get("networkInterfaces", [])
         if nics and not any(n == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"} for n in nics):
@@ -81,7 +91,9 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
         efa_cards = [n["networkCardIndex"] for n in nics if n["interfaceType"] == "efa-only"]
         if len(set(pairs)) != len(pairs) or len(set(efa_cards)) != len(efa_cards):
             problems.append("duplicate interface or two efa-only on one card")
-        problems += [f"interfaceType {n['interfaceType']}" for n in nics if n["interfaceType"] not in ("interface", "efa-only")]
+        problems += [
+            f"interfaceType {n['interfaceType']}" for n in nics if n["interfaceType"] not in ("interface", "efa-only")
+        ]
         if spec.get("instanceStorePolicy", "RAID0") != "RAID0":
             problems.append("instanceStorePolicy")
         for term in spec.get("capacityReservationSelectorTerms", []):
@@ -89,14 +101,27 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
                 problems.append(f"reservation term {term}")
             if not ({"id", "tags", "instanceMatchCriteria"} & set(term)):
                 problems.append("empty reservation term")
-        restricted = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
-        problems += [f"tag {k}" for k in spec.get("tags", {}) if not k or k in restricted or k.startswith("kubernetes.io/cluster")]
+        restricted = (
+            "eks:eks-cluster-name",
+            "karpenter.sh/nodepool",
+            "karpenter.sh/nodeclaim",
+            "karpenter.k8s.aws/ec2nodeclass",
+        )
+        problems += [
+            f"tag {k}"
+            for k in spec.get("tags", {})
+            if not k or k in restricted or k.startswith("kubernetes.io/cluster")
+        ]
         for terms in ("subnetSelectorTerms", "securityGroupSelectorTerms"):
-            if not spec[terms] or any(not ({"tags", "id", "name"} & set(t)) or ("id" in t and len(t) > 1) for t in spec[terms]):
+            if not spec[terms] or any(
+                not ({"tags", "id", "name"} & set(t)) or ("id" in t and len(t) > 1) for t in spec[terms]
+            ):
                 problems.append(terms)
         roots = [m for m in spec.get("blockDeviceMappings", []) if m.get("rootVolume")]
-        if len(roots) > 1 or any(not re.fullmatch(r"[1-9][0-9]{0,3}Gi|[1-4][0-9]{4}Gi", m["ebs"]["volumeSize"])
-                                 for m in spec.get("blockDeviceMappings", [])):
+        if len(roots) > 1 or any(
+            not re.fullmatch(r"[1-9][0-9]{0,3}Gi|[1-4][0-9]{4}Gi", m["ebs"]["volumeSize"])
+            for m in spec.get("blockDeviceMappings", [])
+        ):
             problems.append("blockDeviceMappings")
         hop = spec["metadataOptions"]["httpPutResponseHopLimit"]
         if not 1 <= hop <= 64 or spec["metadataOptions"]["httpTokens"] not in ("required", "optional"):
@@ -108,7 +133,9 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
         for budget in spec["disruption"]["budgets"]:
             if not re.fullmatch(r"((100|[0-9]{1,2})%|[0-9]+)", budget["nodes"]):
                 problems.append(f"budget nodes {budget['nodes']}")
-            problems += [f"reason {r}" for r in budget.get("reasons", []) if r not in ("Underutilized", "Empty", "Drifted")]
+            problems += [
+                f"reason {r}" for r in budget.get("reasons", []) if r not in ("Underutilized", "Empty", "Drifted")
+            ]
         for field_ in ("expireAfter",):
             if not re.fullmatch(f"({duration}|Never)", template[field_]):
                 problems.append(field_)
@@ -127,9 +154,18 @@ def crd_rule_problems(obj: dict[str, Any]) -> list[str]:
 
 # --- 1. the setting ------------------------------------------------------------------------------
 
-BASE = {"region": "us-west-2", "nodeProvisioner": "karpenter",
-        "acceleratorNodeGroups": [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4,
-                                   "amiReleaseVersion": compatible_ami_release()}]}
+BASE = {
+    "region": "us-west-2",
+    "nodeProvisioner": "karpenter",
+    "acceleratorNodeGroups": [
+        {
+            "name": "trn1-32xl-ng1",
+            "instanceType": "trn1.32xlarge",
+            "maxSize": 4,
+            "amiReleaseVersion": compatible_ami_release(),
+        }
+    ],
+}
 
 
 def refusal(**group: Any) -> str:
@@ -147,31 +183,60 @@ def test_the_default_is_cluster_autoscaler_and_karpenter_accepts_the_seed_groups
         parse_stack_config({**BASE, "nodeProvisioner": "auto-mode"})
 
 
-@pytest.mark.parametrize(("group", "message"), [
-    ({"minSize": 1}, "acceleratorNodeGroups[0].minSize = 1: with trainium-eks:nodeProvisioner: karpenter nodes "
-                     "exist only while pods need them; allowed: 0"),
-    ({"desiredSize": 2}, "acceleratorNodeGroups[0].desiredSize = 2"),
-    ({"efaInterfaceType": "efa"}, "efaInterfaceType = 'efa': an EC2NodeClass (Karpenter 1.14) knows only "
-                                  "`interface` and `efa-only` interfaces; allowed: efa-only"),
-    ({"capacityReservation": {"tags": {"team": "ml"}}}, "azId: required with capacityReservation"),
-    ({"labels": {"karpenter.sh/team": "ml"}}, "labels.karpenter.sh/team: a NodePool may not set labels of Karpenter's own"),
-    ({"capacityReservation": {"id": "cr-0123456789abcdef0", "tags": {"a": "b"}}, "azId": "usw2-az4"},
-     "give exactly one of id (cr-...) and tags"),
-    ({"spot": True, "capacityReservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"}, "azId": "usw2-az4"},
-     "acceleratorNodeGroups[0].spot = true: a Capacity Block group launches only into its block (capacity type "
-     "`reserved`), never Spot; allowed: false"),
-])
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        (
+            {"minSize": 1},
+            "acceleratorNodeGroups[0].minSize = 1: with trainium-eks:nodeProvisioner: karpenter nodes "
+            "exist only while pods need them; allowed: 0",
+        ),
+        ({"desiredSize": 2}, "acceleratorNodeGroups[0].desiredSize = 2"),
+        (
+            {"efaInterfaceType": "efa"},
+            "efaInterfaceType = 'efa': an EC2NodeClass (Karpenter 1.14) knows only "
+            "`interface` and `efa-only` interfaces; allowed: efa-only",
+        ),
+        ({"capacityReservation": {"tags": {"team": "ml"}}}, "azId: required with capacityReservation"),
+        (
+            {"labels": {"karpenter.sh/team": "ml"}},
+            "labels.karpenter.sh/team: a NodePool may not set labels of Karpenter's own",
+        ),
+        (
+            {"capacityReservation": {"id": "cr-0123456789abcdef0", "tags": {"a": "b"}}, "azId": "usw2-az4"},
+            "give exactly one of id (cr-...) and tags",
+        ),
+        (
+            {
+                "spot": True,
+                "capacityReservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"},
+                "azId": "usw2-az4",
+            },
+            "acceleratorNodeGroups[0].spot = true: a Capacity Block group launches only into its block (capacity type "
+            "`reserved`), never Spot; allowed: false",
+        ),
+    ],
+)
 def test_group_keys_without_a_karpenter_meaning_are_refused(group, message):
     assert message in refusal(**group)
 
 
 def test_cluster_wide_and_autoscaler_only_keys_are_refused():
     two = json.loads(json.dumps(BASE))
-    two["acceleratorNodeGroups"].append({"name": "b", "instanceType": "trn1.32xlarge", "maxSize": 1, "autoRepair": False,
-                                         "amiReleaseVersion": compatible_ami_release()})
+    two["acceleratorNodeGroups"].append(
+        {
+            "name": "b",
+            "instanceType": "trn1.32xlarge",
+            "maxSize": 1,
+            "autoRepair": False,
+            "amiReleaseVersion": compatible_ami_release(),
+        }
+    )
     with pytest.raises(ConfigError, match=r"autoRepair: differs between groups; Karpenter's node repair is one switch"):
         parse_stack_config(two)
-    with pytest.raises(ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"):
+    with pytest.raises(
+        ConfigError, match=r"features.neuronNodeRecovery = true: it marks nodes unhealthy in their Auto Scaling"
+    ):
         parse_stack_config({**BASE, "features": {"neuronNodeRecovery": True}})
     with pytest.raises(ConfigError, match=r"karpenter.expireAfter = '30d': a duration such as 720h"):
         parse_stack_config({**BASE, "karpenter": {"expireAfter": "30d"}})
@@ -181,8 +246,14 @@ def test_cluster_wide_and_autoscaler_only_keys_are_refused():
 
 def test_karpenter_only_keys_are_refused_with_cluster_autoscaler():
     cas = {**BASE, "nodeProvisioner": "cluster-autoscaler"}
-    cas["acceleratorNodeGroups"] = [{**BASE["acceleratorNodeGroups"][0], "spot": True,
-                                     "capacityReservation": {"tags": {"team": "ml"}}, "azId": "usw2-az4"}]
+    cas["acceleratorNodeGroups"] = [
+        {
+            **BASE["acceleratorNodeGroups"][0],
+            "spot": True,
+            "capacityReservation": {"tags": {"team": "ml"}},
+            "azId": "usw2-az4",
+        }
+    ]
     message = str(pytest.raises(ConfigError, parse_stack_config, cas).value)
     assert "spot = true: a managed node group has one capacity type" in message
     assert "capacityReservation.tags = {'team': 'ml'}: a node group launches into one reservation id" in message
@@ -193,6 +264,7 @@ def test_with_cluster_autoscaler_nothing_of_karpenter_is_declared(dev):
 
 
 # --- 2. the install ------------------------------------------------------------------------------
+
 
 def test_charts_pinned_and_crds_from_their_own_chart(karp):
     """charts/karpenter/crds/ holds the CRDs (symlinks to pkg/apis/crds) that Helm installs once
@@ -205,7 +277,10 @@ def test_charts_pinned_and_crds_from_their_own_chart(karp):
     releases = {r.name: r for r in karp.of_type(RELEASE)}
     crd, controller = releases["karpenter-crd"], releases["karpenter"]
     assert (crd.inputs["chart"], crd.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0")
-    assert (controller.inputs["chart"], controller.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter", "1.14.0")
+    assert (controller.inputs["chart"], controller.inputs["version"]) == (
+        "oci://public.ecr.aws/karpenter/karpenter",
+        "1.14.0",
+    )
     assert controller.inputs["skipCrds"] is True and not crd.inputs.get("skipCrds")
     assert crd.urn in controller.dependencies
     values = controller.inputs["values"]
@@ -244,8 +319,13 @@ def test_the_controller_counts_against_the_system_nodes():
 # Value keys of charts/karpenter/values.yaml at the v1.14.0 release (commit 692ccdd06) that the
 # stack sets; Helm ignores a misspelled key silently, so each is checked against this copy.
 CHART_VALUE_KEYS = {
-    "settings.clusterName", "settings.interruptionQueue", "settings.featureGates.nodeRepair",
-    "serviceAccount.name", "nodeSelector", "controller.env", "controller.resources",
+    "settings.clusterName",
+    "settings.interruptionQueue",
+    "settings.featureGates.nodeRepair",
+    "serviceAccount.name",
+    "nodeSelector",
+    "controller.env",
+    "controller.resources",
 }
 
 
@@ -275,11 +355,19 @@ def test_interruption_queue_and_rules(karp):
     accepts events and sqs, and refuses plain HTTP."""
     queue = karp.of_type("aws:sqs/queue:Queue")[0]
     assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
-    patterns = [json.loads(r.inputs["eventPattern"]) for r in karp.of_type("aws:cloudwatch/eventRule:EventRule")
-                if "Karpenter" in r.inputs.get("description", "")]
+    patterns = [
+        json.loads(r.inputs["eventPattern"])
+        for r in karp.of_type("aws:cloudwatch/eventRule:EventRule")
+        if "Karpenter" in r.inputs.get("description", "")
+    ]
     kinds = {p["detail-type"][0] for p in patterns}
-    assert kinds == {"AWS Health Event", "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
-                     "EC2 Instance State-change Notification", "EC2 Capacity Reservation Instance Interruption Warning"}
+    assert kinds == {
+        "AWS Health Event",
+        "EC2 Spot Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+    }
     targets = [r for r in karp.of_type("aws:cloudwatch/eventTarget:EventTarget") if r.name.startswith("karpenter-")]
     assert len(targets) == 5
     policy = json.loads(plan.queue_policy("arn:q"))
@@ -291,24 +379,39 @@ def test_controller_policy_has_every_statement_of_the_reference_and_fits_inline(
     document = plan.controller_policy("aws", "us-west-2", "123456789012", "trn-dev", "arn:node", "arn:queue")
     sids = [s["Sid"] for s in json.loads(document)["Statement"]]
     assert sids == [
-        "AllowScopedEC2InstanceAccessActions", "AllowScopedEC2LaunchTemplateAccessActions",
-        "AllowScopedEC2InstanceActionsWithTags", "AllowScopedResourceCreationTagging", "AllowScopedResourceTagging",
-        "AllowScopedDeletion", "AllowPassingInstanceRole", "AllowScopedInstanceProfileCreationActions",
-        "AllowScopedInstanceProfileTagActions", "AllowScopedInstanceProfileActions", "AllowAPIServerEndpointDiscovery",
-        "AllowInterruptionQueueActions", "AllowRegionalReadActions", "AllowSSMReadActions", "AllowPricingReadActions",
-        "AllowUnscopedInstanceProfileListAction", "AllowInstanceProfileReadActions",
+        "AllowScopedEC2InstanceAccessActions",
+        "AllowScopedEC2LaunchTemplateAccessActions",
+        "AllowScopedEC2InstanceActionsWithTags",
+        "AllowScopedResourceCreationTagging",
+        "AllowScopedResourceTagging",
+        "AllowScopedDeletion",
+        "AllowPassingInstanceRole",
+        "AllowScopedInstanceProfileCreationActions",
+        "AllowScopedInstanceProfileTagActions",
+        "AllowScopedInstanceProfileActions",
+        "AllowAPIServerEndpointDiscovery",
+        "AllowInterruptionQueueActions",
+        "AllowRegionalReadActions",
+        "AllowSSMReadActions",
+        "AllowPricingReadActions",
+        "AllowUnscopedInstanceProfileListAction",
+        "AllowInstanceProfileReadActions",
     ]
     # IAM: a role's inline policies together at most 10,240 characters, whitespace not counted.
     assert len(re.sub(r"\s", "", document)) < 10240
     statements = {s["Sid"]: s for s in json.loads(document)["Statement"]}
     assert statements["AllowPassingInstanceRole"]["Resource"] == "arn:node"
     assert statements["AllowScopedDeletion"]["Condition"]["StringEquals"] == {
-        "aws:ResourceTag/kubernetes.io/cluster/trn-dev": "owned"}
+        "aws:ResourceTag/kubernetes.io/cluster/trn-dev": "owned"
+    }
 
 
 def test_controller_identity_node_role_and_access_entry(karp):
-    association = [r for r in karp.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
-                   if r.inputs["serviceAccount"] == "karpenter"]
+    association = [
+        r
+        for r in karp.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if r.inputs["serviceAccount"] == "karpenter"
+    ]
     assert [a.inputs["namespace"] for a in association] == ["kube-system"]
     entries = [r for r in karp.of_type("aws:eks/accessEntry:AccessEntry") if r.inputs.get("type") == "EC2_LINUX"]
     assert len(entries) == 1
@@ -317,11 +420,16 @@ def test_controller_identity_node_role_and_access_entry(karp):
     # Only kube-system/karpenter of this cluster may assume the controller's role (infra/components/iam.py).
     trust = json.loads(karp.named("karpenter-controller", "aws:iam/role:Role").inputs["assumeRolePolicy"])
     conditions = trust["Statement"][0]["Condition"]["StringEquals"]
-    assert (conditions["aws:RequestTag/kubernetes-namespace"], conditions["aws:RequestTag/kubernetes-service-account"]) \
-        == ("kube-system", "karpenter")
+    assert (
+        conditions["aws:RequestTag/kubernetes-namespace"],
+        conditions["aws:RequestTag/kubernetes-service-account"],
+    ) == ("kube-system", "karpenter")
     # The node role has what the managed groups' role has (node_security.node_policies): no CNI policy.
-    attached = {r.inputs["policyArn"].rsplit("/", 1)[1] for r in karp.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                if r.name.startswith("karpenter-node-")}
+    attached = {
+        r.inputs["policyArn"].rsplit("/", 1)[1]
+        for r in karp.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("karpenter-node-")
+    }
     assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"}
 
 
@@ -339,11 +447,17 @@ def test_trainium_capacity_is_nodepools_and_the_cpu_groups_stay_managed(karp):
     groups = {r.name for r in karp.of_type("aws:eks/nodeGroup:NodeGroup")}
     assert groups == {"cluster-core", "cluster-job-support"}
     assert not karp.of_type("aws:autoscaling/tag:Tag") or all(
-        "neuron" not in t.inputs["tag"]["key"] for t in karp.of_type("aws:autoscaling/tag:Tag"))
-    assert set(by_name(karp, NODEPOOL)) == set(by_name(karp, NODECLASS)) == {"trn1-32xl-ng1", "trn1n-32xl-ng", "trn1-reserved"}
+        "neuron" not in t.inputs["tag"]["key"] for t in karp.of_type("aws:autoscaling/tag:Tag")
+    )
+    assert (
+        set(by_name(karp, NODEPOOL))
+        == set(by_name(karp, NODECLASS))
+        == {"trn1-32xl-ng1", "trn1n-32xl-ng", "trn1-reserved"}
+    )
 
 
 # --- 3. what the objects guarantee ----------------------------------------------------------------
+
 
 def test_objects_validate_against_the_pinned_crds(karp):
     objects = [r.inputs for r in karp.of_type(NODEPOOL) + karp.of_type(NODECLASS)]
@@ -408,19 +522,29 @@ def test_ami_release_pin_maps_to_the_same_build():
     assert plan.ami_alias(None) == "al2023@latest"
 
 
-@pytest.mark.parametrize(("reserved", "block", "spot", "expected"), [
-    (False, False, False, ["on-demand"]),
-    (True, False, False, ["reserved", "on-demand"]),
-    (True, False, True, ["reserved", "spot", "on-demand"]),
-    (True, True, True, ["reserved"]),
-])
+@pytest.mark.parametrize(
+    ("reserved", "block", "spot", "expected"),
+    [
+        (False, False, False, ["on-demand"]),
+        (True, False, False, ["reserved", "on-demand"]),
+        (True, False, True, ["reserved", "spot", "on-demand"]),
+        (True, True, True, ["reserved"]),
+    ],
+)
 def test_capacity_types(reserved, block, spot, expected):
     assert plan.capacity_types(reserved, block, spot) == expected
 
 
 def test_capacity_block_and_reservation_ids_render_as_reserved_only(plan_with):
-    groups = [{"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release(),
-               "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}]
+    groups = [
+        {
+            "name": "trn1-cb",
+            "instanceType": "trn1.32xlarge",
+            "maxSize": 2,
+            "amiReleaseVersion": compatible_ami_release(),
+            "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"},
+        }
+    ]
     result = plan_with(nodeProvisioner="karpenter", acceleratorNodeGroups=groups)
     pool = by_name(result, NODEPOOL)["trn1-cb"]
     requirements = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
@@ -437,6 +561,7 @@ def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
     spec = group_spec(config, NEURON_INSTANCE_TYPES["trn1.32xlarge"], Zone("us-west-2d", "usw2-az4"), None, "karpenter")
     extra = Taint("example.com/burn-in", "pending", "NoSchedule")
     from dataclasses import replace
+
     # startup_taints=[]: a group without the burn-in (tests/test_node_health.py has the group with it).
     spec = replace(spec, taints=[*spec.taints, extra], labels={**spec.labels, "extra": "yes"}, startup_taints=[])
     lifetimes = plan.Lifetimes("720h", "24h", "10m")
@@ -456,6 +581,7 @@ def test_a_taint_added_to_the_group_spec_reaches_the_nodepool():
 
 # --- 4. disruption ---------------------------------------------------------------------------------
 
+
 def test_training_nodes_are_only_consolidated_when_empty(karp):
     """disruption.md (v1.14): WhenEmpty removes only nodes without pods that cost anything to
     disrupt; with terminationGracePeriod set, Drift may disrupt nodes whose pods carry
@@ -471,14 +597,17 @@ def test_training_nodes_are_only_consolidated_when_empty(karp):
         assert (template["expireAfter"], template["terminationGracePeriod"]) == ("720h", grace)
 
 
-@pytest.mark.parametrize(("configured", "block", "spot", "expected"), [
-    ("24h", False, False, "24h"),
-    ("24h", True, False, "8m"),
-    ("24h", False, True, "90s"),
-    ("24h", True, True, "8m"),
-    ("5m", True, False, "5m"),     # a shorter configured grace stays
-    ("1m", False, True, "1m"),
-])
+@pytest.mark.parametrize(
+    ("configured", "block", "spot", "expected"),
+    [
+        ("24h", False, False, "24h"),
+        ("24h", True, False, "8m"),
+        ("24h", False, True, "90s"),
+        ("24h", True, True, "8m"),
+        ("5m", True, False, "5m"),  # a shorter configured grace stays
+        ("1m", False, True, "1m"),
+    ],
+)
 def test_forced_ends_with_short_notice_get_a_grace_period_inside_the_notice(configured, block, spot, expected):
     """Pods with karpenter.sh/do-not-disrupt are never evicted by the drain (kubernetes-sigs/karpenter
     v1.14.0 pkg/utils/pod/scheduling.go IsEvictable); the termination controller deletes them at the
@@ -524,9 +653,14 @@ def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them
         assert int(timeout.removesuffix("s")) == plan.duration_seconds(grace) + 15 * 60, name
         assert classes[name].urn in pool.dependencies
         needed = {by_urn[u].type for u in classes[name].dependencies}
-        assert {"aws:ec2/tag:Tag", "aws:eks/accessEntry:AccessEntry", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-                RELEASE, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
-                "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"} <= needed, (name, needed)
+        assert {
+            "aws:ec2/tag:Tag",
+            "aws:eks/accessEntry:AccessEntry",
+            "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+            RELEASE,
+            "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+        } <= needed, (name, needed)
         efa = [by_urn[u] for u in classes[name].dependencies if by_urn[u].type == "aws:ec2/securityGroup:SecurityGroup"]
         assert [g.name for g in efa] == ["karpenter-efa"], name
     assert pools["trn1-32xl-ng1"].lifecycle["customTimeouts"]["delete"] == f"{24 * 3600 + 900}s"
@@ -534,8 +668,15 @@ def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them
 
 # --- 5. the policy pack's Trainium rules reach the NodePools ----------------------------------------
 
-TRAINIUM_RULES = ("neuron-ami-type", "neuron-taint", "accelerator-single-zone", "efa-interfaces-match-cards",
-                  "placement-group-unless-reserved", "karpenter-training-not-consolidated", "neuron-compatibility")
+TRAINIUM_RULES = (
+    "neuron-ami-type",
+    "neuron-taint",
+    "accelerator-single-zone",
+    "efa-interfaces-match-cards",
+    "placement-group-unless-reserved",
+    "karpenter-training-not-consolidated",
+    "neuron-compatibility",
+)
 
 
 def _karpenter_objects(karp: PlanResult, edit=None) -> list:  # noqa: ANN001
@@ -555,29 +696,66 @@ def test_the_rendered_nodepools_pass_the_trainium_rules(karp):
         assert not violations(rule, *_karpenter_objects(karp)), rule
 
 
-@pytest.mark.parametrize(("rule", "edit", "expected"), [
-    ("neuron-taint", lambda o: o["spec"]["template"]["spec"].update(taints=[]) if o["kind"] == "NodePool" else None,
-     "has no aws.amazon.com/neuron:NoSchedule taint"),
-    ("neuron-ami-type", lambda o: o["spec"].update(amiSelectorTerms=[{"id": "ami-0123"}]) if o["kind"] == "EC2NodeClass" else None,
-     "not an `al2023@<version>` alias"),
-    ("efa-interfaces-match-cards",
-     lambda o: o["spec"].update(networkInterfaces=o["spec"]["networkInterfaces"][:3]) if o["kind"] == "EC2NodeClass" else None,
-     "needs one on each of its"),
-    ("placement-group-unless-reserved", lambda o: o["spec"].pop("placementGroupSelector", None) if o["kind"] == "EC2NodeClass" else None,
-     "has no placementGroupSelector"),
-    ("karpenter-training-not-consolidated",
-     lambda o: o["spec"]["disruption"].update(consolidationPolicy="WhenEmptyOrUnderutilized", budgets=[]) if o["kind"] == "NodePool" else None,
-     "NodePool 'trn1"),
-    ("accelerator-single-zone", lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
-     "is not pinned to one zone id"),
-    # Karpenter re-resolves al2023@latest to the newest AMI, whose driver 2.29+ the images' runtime fails on.
-    ("neuron-compatibility",
-     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@latest"}]) if o["kind"] == "EC2NodeClass" else None,
-     "on Neuron driver 2.30 or newer (latest AL2023 Neuron AMI) cannot run "),  # the images and the burn-in's
-    ("neuron-compatibility",
-     lambda o: o["spec"].update(amiSelectorTerms=[{"alias": "al2023@v20260714"}]) if o["kind"] == "EC2NodeClass" else None,
-     "on Neuron driver 2.29 or newer, below 2.30 (AMI release al2023@v20260714, built 2026-07-14) cannot run"),
-])
+@pytest.mark.parametrize(
+    ("rule", "edit", "expected"),
+    [
+        (
+            "neuron-taint",
+            lambda o: o["spec"]["template"]["spec"].update(taints=[]) if o["kind"] == "NodePool" else None,
+            "has no aws.amazon.com/neuron:NoSchedule taint",
+        ),
+        (
+            "neuron-ami-type",
+            lambda o: o["spec"].update(amiSelectorTerms=[{"id": "ami-0123"}]) if o["kind"] == "EC2NodeClass" else None,
+            "not an `al2023@<version>` alias",
+        ),
+        (
+            "efa-interfaces-match-cards",
+            lambda o: (
+                o["spec"].update(networkInterfaces=o["spec"]["networkInterfaces"][:3])
+                if o["kind"] == "EC2NodeClass"
+                else None
+            ),
+            "needs one on each of its",
+        ),
+        (
+            "placement-group-unless-reserved",
+            lambda o: o["spec"].pop("placementGroupSelector", None) if o["kind"] == "EC2NodeClass" else None,
+            "has no placementGroupSelector",
+        ),
+        (
+            "karpenter-training-not-consolidated",
+            lambda o: (
+                o["spec"]["disruption"].update(consolidationPolicy="WhenEmptyOrUnderutilized", budgets=[])
+                if o["kind"] == "NodePool"
+                else None
+            ),
+            "NodePool 'trn1",
+        ),
+        (
+            "accelerator-single-zone",
+            lambda o: o["spec"]["template"]["spec"]["requirements"].pop(1) if o["kind"] == "NodePool" else None,
+            "is not pinned to one zone id",
+        ),
+        # Karpenter re-resolves al2023@latest to the newest AMI, whose driver 2.29+ the images' runtime fails on.
+        (
+            "neuron-compatibility",
+            lambda o: (
+                o["spec"].update(amiSelectorTerms=[{"alias": "al2023@latest"}]) if o["kind"] == "EC2NodeClass" else None
+            ),
+            "on Neuron driver 2.30 or newer (latest AL2023 Neuron AMI) cannot run ",
+        ),  # the images and the burn-in's
+        (
+            "neuron-compatibility",
+            lambda o: (
+                o["spec"].update(amiSelectorTerms=[{"alias": "al2023@v20260714"}])
+                if o["kind"] == "EC2NodeClass"
+                else None
+            ),
+            "on Neuron driver 2.29 or newer, below 2.30 (AMI release al2023@v20260714, built 2026-07-14) cannot run",
+        ),
+    ],
+)
 def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected):
     from tests.policy_helpers import violations
 
@@ -594,6 +772,7 @@ def test_each_trainium_rule_catches_a_broken_nodepool(karp, rule, edit, expected
 
 # --- 4. the workloads on a Karpenter cluster ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def karp_workloads(karp: PlanResult) -> PlanResult:
     """Every workload on, against the Karpenter variant's outputs (the same stack file as on
@@ -606,8 +785,12 @@ def karp_workloads(karp: PlanResult) -> PlanResult:
 def _pod_templates(result: PlanResult) -> list[tuple[str, dict[str, Any]]]:
     from workloads.kube import pod_templates
 
-    return [(r.name, t) for r in result.registrations if isinstance(r.inputs.get("spec"), dict)
-            for t in pod_templates(r.inputs["spec"])]
+    return [
+        (r.name, t)
+        for r in result.registrations
+        if isinstance(r.inputs.get("spec"), dict)
+        for t in pod_templates(r.inputs["spec"])
+    ]
 
 
 def _on_trainium(template: dict[str, Any]) -> bool:
@@ -624,8 +807,14 @@ def test_training_pods_on_karpenter_nodes_carry_do_not_disrupt(karp_workloads, w
     # Every job kind that runs on Trainium: Volcano Jobs (BERT), batch Jobs and MPIJobs (the cluster
     # check), MPIJobs (NeMo), RayJobs (Ray Train).
     assert {n for n, _ in accelerator} == {
-        "job-bert-precompile", "job-bert-train", "job-cluster-check-nodes", "mpijob-cluster-check-allreduce",
-        "mpijob-llama2-compile", "mpijob-llama2-train", "rayjob-llama2-precompilation-job", "rayjob-llama2-pretraining-job",
+        "job-bert-precompile",
+        "job-bert-train",
+        "job-cluster-check-nodes",
+        "mpijob-cluster-check-allreduce",
+        "mpijob-llama2-compile",
+        "mpijob-llama2-train",
+        "rayjob-llama2-precompilation-job",
+        "rayjob-llama2-pretraining-job",
     }
     for name, template in accelerator:
         assert template["metadata"]["annotations"][plan.DO_NOT_DISRUPT] == "true", name
@@ -661,14 +850,25 @@ def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
         for pool_name, pool in pools.items():
             t = pool["spec"]["template"]
             requirements = {r["key"]: r["values"] for r in t["spec"]["requirements"]}
-            labels_ok = all(t["metadata"]["labels"].get(k) == v or v in requirements.get(k, []) for k, v in selector.items())
-            tolerated = all(any(tol.get("key") == taint["key"] and tol.get("effect") == taint["effect"]
-                                for tol in spec.get("tolerations", [])) for taint in t["spec"]["taints"])
+            labels_ok = all(
+                t["metadata"]["labels"].get(k) == v or v in requirements.get(k, []) for k, v in selector.items()
+            )
+            tolerated = all(
+                any(
+                    tol.get("key") == taint["key"] and tol.get("effect") == taint["effect"]
+                    for tol in spec.get("tolerations", [])
+                )
+                for taint in t["spec"]["taints"]
+            )
             instance = NEURON_INSTANCE_TYPES[requirements[plan.INSTANCE_TYPE_LABEL][0]]
             efa = sum(n["interfaceType"] == "efa-only" for n in classes[pool_name]["spec"].get("networkInterfaces", []))
             offered = {"aws.amazon.com/neuron": instance.neuron_devices, "vpc.amazonaws.com/efa": efa}
-            requests = {k: int(v) for c in spec["containers"] for k, v in c["resources"].get("requests", {}).items()
-                        if k in offered}
+            requests = {
+                k: int(v)
+                for c in spec["containers"]
+                for k, v in c["resources"].get("requests", {}).items()
+                if k in offered
+            }
             if labels_ok and tolerated and all(requests[k] <= offered[k] for k in requests):
                 fits.append(pool_name)
         assert len(fits) == 1, (name, fits)
@@ -677,6 +877,7 @@ def test_every_gang_pod_has_a_nodepool_that_fits_it(karp, karp_workloads):
 
 
 # --- 5. cost, diagram, the offline plan ---------------------------------------------------------------
+
 
 def test_cost_prices_nodepools_like_the_node_groups(karp, dev):
     """Idle and configured: no Karpenter node without a pending pod; full scale: limits.nodes at the
@@ -697,11 +898,14 @@ def test_the_architecture_picture_shows_the_nodepools(karp):
     from offline.report import diagram
 
     text = diagram.cluster_diagram(karp.as_json())
-    zone = text[text.index("subgraph z_usw2_az4"):]
-    zone = zone[:zone.index("\n      end")]
+    zone = text[text.index("subgraph z_usw2_az4") :]
+    zone = zone[: zone.index("\n      end")]
     for name in ("trn1_32xl_ng1", "trn1n_32xl_ng", "trn1_reserved"):
         assert f"np_{name}[" in zone
-    assert "Karpenter NodePool trn1-reserved<br/>trn1.32xlarge<br/>0..2 nodes, on demand<br/>reserved > spot > on-demand" in text
+    assert (
+        "Karpenter NodePool trn1-reserved<br/>trn1.32xlarge<br/>0..2 nodes, on demand<br/>reserved > spot > on-demand"
+        in text
+    )
     assert "subgraph pg_trn1n_32xl_ng" in zone and "subgraph pg_trn1_reserved" not in text
     assert "karpenter 1.14.0" in text and "karpenter-crd 1.14.0" in text
     assert "node group trn1" not in text
@@ -713,9 +917,9 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     EC2NodeClasses as manifests beside their priced resources.json."""
     import yaml
 
+    from offline.plan.policy_run import config_path, load_config
     from offline.report import report
     from offline.report.plan_output import check_policies, write_plan
-    from offline.plan.policy_run import config_path, load_config
 
     policy = check_policies(karp, load_config(config_path("dev")), "us-west-2")
     assert policy.mandatory == [], [v.message for v in policy.mandatory]
@@ -725,7 +929,9 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     node_class = yaml.safe_load((out / "manifests" / "ec2nodeclass-trn1n-32xl-ng.yaml").read_text())
     assert len(node_class["spec"]["networkInterfaces"]) == 17  # trn1n: 16 cards, card 0 twice
     lines = json.loads((out / "resources.json").read_text())["cost"]["lines"]
-    assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {line["item"] for line in lines}
+    assert {"NodePool trn1-32xl-ng1", "NodePool trn1n-32xl-ng", "NodePool trn1-reserved"} <= {
+        line["item"] for line in lines
+    }
 
 
 def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):
@@ -737,7 +943,10 @@ def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):
     stack = [*_karpenter_objects(karp), *(r for r in karp.registrations if r.type == "aws:ec2/subnet:Subnet")]
     [message] = violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 100})
     assert "trn1-32xl-ng1-nodepool: 4 x trn1.32xlarge = $86.00/h" in message
-    assert "trn1-reserved-nodepool: 2 x trn1.32xlarge" in message and "trn1n-32xl-ng-nodepool: 2 x trn1n.32xlarge" in message
+    assert (
+        "trn1-reserved-nodepool: 2 x trn1.32xlarge" in message
+        and "trn1n-32xl-ng-nodepool: 2 x trn1n.32xlarge" in message
+    )
     assert not violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 500})
     assert "no list price known" in violations("trainium-hourly-ceiling", *_karpenter_objects(karp))[0]
 
@@ -750,13 +959,26 @@ def test_pods_select_a_group_without_the_provisioner_label():
     from infra.contract import NodeGroup
 
     def group(provisioner: str) -> NodeGroup:
-        return NodeGroup(name="g", instance_type="trn1.32xlarge", az_id="usw2-az4", az_name="us-west-2d",
-                         neuron_devices=16, neuron_cores=32, efa_interfaces=8,
-                         labels={"instance-type": "trn1-32xl", "provisioner": provisioner}, taints=[], min_size=0,
-                         max_size=2, capacity_type="ON_DEMAND")
+        return NodeGroup(
+            name="g",
+            instance_type="trn1.32xlarge",
+            az_id="usw2-az4",
+            az_name="us-west-2d",
+            neuron_devices=16,
+            neuron_cores=32,
+            efa_interfaces=8,
+            labels={"instance-type": "trn1-32xl", "provisioner": provisioner},
+            taints=[],
+            min_size=0,
+            max_size=2,
+            capacity_type="ON_DEMAND",
+        )
 
-    assert group("cluster-autoscaler").node_selector == group("karpenter").node_selector == {
-        "node.kubernetes.io/instance-type": "trn1.32xlarge", "instance-type": "trn1-32xl"}
+    assert (
+        group("cluster-autoscaler").node_selector
+        == group("karpenter").node_selector
+        == {"node.kubernetes.io/instance-type": "trn1.32xlarge", "instance-type": "trn1-32xl"}
+    )
     assert group("manual").node_selector["provisioner"] == "manual"
 
 
@@ -764,12 +986,18 @@ def test_a_switch_under_running_trainium_nodes_is_refused_with_the_steps():
     from infra.config.rules import provisioner_switch_problem
 
     to_karpenter = provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 2, "trn1n-32xl-ng": 0}, 0)
-    assert to_karpenter.startswith("trainium-eks:nodeProvisioner = 'karpenter': the running cluster's node groups "
-                                   "trn1-32xl-ng1 (2) still have Trainium nodes")
-    assert "set their minSize and desiredSize to 0" in to_karpenter and "allowed now: cluster-autoscaler" in to_karpenter
+    assert to_karpenter.startswith(
+        "trainium-eks:nodeProvisioner = 'karpenter': the running cluster's node groups "
+        "trn1-32xl-ng1 (2) still have Trainium nodes"
+    )
+    assert (
+        "set their minSize and desiredSize to 0" in to_karpenter and "allowed now: cluster-autoscaler" in to_karpenter
+    )
     back = provisioner_switch_problem("cluster-autoscaler", {}, 3)
-    assert back.startswith("trainium-eks:nodeProvisioner = 'cluster-autoscaler': the running cluster has 3 Trainium "
-                           "node(s) Karpenter launched")
+    assert back.startswith(
+        "trainium-eks:nodeProvisioner = 'cluster-autoscaler': the running cluster has 3 Trainium "
+        "node(s) Karpenter launched"
+    )
     assert "`kubectl get nodeclaims` lists none" in back and "allowed now: karpenter" in back
     # Groups at zero, no Karpenter nodes, or no switch at all: nothing to refuse.
     assert provisioner_switch_problem("karpenter", {"trn1-32xl-ng1": 0}, 0) is None
@@ -786,8 +1014,9 @@ def test_pulumi_up_refuses_the_switch_against_the_running_cluster_before_declari
 
     config = stack_config(REPO_ROOT, "dev")
     config["trainium-eks:nodeProvisioner"] = "karpenter"
-    running = ExistingCluster({}, node_groups={"trn1-32xl-ng1": "1.34", "core": "1.34"},
-                              node_group_sizes={"trn1-32xl-ng1": 2, "core": 2})
+    running = ExistingCluster(
+        {}, node_groups={"trn1-32xl-ng1": "1.34", "core": "1.34"}, node_group_sizes={"trn1-32xl-ng1": 2, "core": 2}
+    )
     up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
     with pytest.raises(ConfigError) as refused:
         run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)

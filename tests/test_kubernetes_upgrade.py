@@ -40,7 +40,8 @@ def test_a_downgrade_is_refused():
 def test_the_refusal_names_who_holds_the_current_version():
     # At deploy time the running cluster; offline (make plan BASE=) the base revision's declaration.
     assert kubernetes_version_change_problem("1.34", "1.33", holder="the base revision declares").startswith(
-        "trainium-eks:kubernetesVersion = '1.33': the base revision declares 1.34 and EKS cannot downgrade")
+        "trainium-eks:kubernetesVersion = '1.33': the base revision declares 1.34 and EKS cannot downgrade"
+    )
 
 
 def test_a_skipped_minor_is_refused_with_the_way_there():
@@ -79,13 +80,19 @@ def test_the_program_goes_ahead_with_the_next_minor():
 def _plan_dir(root: Path, version: str) -> None:
     stack = root / "trainium-eks" / "dev"
     stack.mkdir(parents=True)
-    resource = {"urn": "urn:pulumi:dev::trainium-eks::eks:index:Cluster::cluster-eks", "type": "eks:index:Cluster",
-                "name": "cluster-eks", "inputs": {"version": version}}
+    resource = {
+        "urn": "urn:pulumi:dev::trainium-eks::eks:index:Cluster::cluster-eks",
+        "type": "eks:index:Cluster",
+        "name": "cluster-eks",
+        "inputs": {"version": version},
+    }
     (stack / "resources.json").write_text(json.dumps({"resources": [resource], "outputs": {}}))
 
 
-@pytest.mark.parametrize(("base", "head", "refused"), [("1.34", "1.35", False), ("1.34", "1.33", True),
-                                                       ("1.34", "1.36", True), ("1.34", "1.34", False)])
+@pytest.mark.parametrize(
+    ("base", "head", "refused"),
+    [("1.34", "1.35", False), ("1.34", "1.33", True), ("1.34", "1.36", True), ("1.34", "1.34", False)],
+)
 def test_make_plan_base_refuses_what_eks_would(tmp_path, base, head, refused):
     _plan_dir(tmp_path / "base", base)
     _plan_dir(tmp_path / "head", head)
@@ -139,7 +146,8 @@ def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_p
     assert refusal == (
         "trainium-eks/dev (Pulumi.dev.yaml): trainium-eks:kubernetesVersion = '1.36': the base revision declares 1.34 "
         "and EKS upgrades one minor version at a time; allowed: 1.34 (no change) or 1.35 (the next minor): set 1.35, "
-        "`pulumi up`, then the next")
+        "`pulumi up`, then the next"
+    )
 
 
 def test_a_failed_base_plan_names_the_project_stack_and_revision_not_a_directory(tmp_path, monkeypatch):
@@ -151,11 +159,15 @@ def test_a_failed_base_plan_names_the_project_stack_and_revision_not_a_directory
     checkout.mkdir()
     (checkout / "Pulumi.yaml").write_text("name: trainium-eks\nruntime: python\n")
     (checkout / "Pulumi.dev.yaml").write_text("config: {}\n")
-    monkeypatch.setattr(compare, "run_in", lambda where, argv: subprocess.CompletedProcess(argv, 2, "", "Invalid stack ..."))
+    monkeypatch.setattr(
+        compare, "run_in", lambda where, argv: subprocess.CompletedProcess(argv, 2, "", "Invalid stack ...")
+    )
     with pytest.raises(compare.PlanFailed) as failed:
         compare.plan_revision(checkout, tmp_path / "out", ("dev",), "the base revision main (0123abcd)")
-    assert str(failed.value) == ("The offline plan of trainium-eks/dev (and the workload and bootstrap stacks of that "
-                                 "name) in the base revision main (0123abcd) failed:\nInvalid stack ...")
+    assert str(failed.value) == (
+        "The offline plan of trainium-eks/dev (and the workload and bootstrap stacks of that "
+        "name) in the base revision main (0123abcd) failed:\nInvalid stack ..."
+    )
     assert "review19" not in str(failed.value)
 
 
@@ -195,7 +207,9 @@ def test_trainium_groups_roll_without_surging_an_extra_instance(dev):
     # A group on a Capacity Block or a full reservation has no spare instance to surge into.
     for name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):
         assert dev.named(name, "aws:eks/nodeGroup:NodeGroup").inputs["updateConfig"] == {
-            "maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+            "maxUnavailable": 1,
+            "updateStrategy": "MINIMAL",
+        }
 
 
 def test_a_cluster_past_the_autoscalers_kubernetes_minor_is_warned_about():
@@ -203,9 +217,18 @@ def test_a_cluster_past_the_autoscalers_kubernetes_minor_is_warned_about():
     from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES
     from infra.validate import parse_stack_config
 
-    assert not any("cluster-autoscaler" in n for n in advisories(parse_stack_config(
-        {"region": "us-west-2", "kubernetesVersion": CLUSTER_AUTOSCALER_KUBERNETES})))
-    (note,) = [n for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"}))
-               if "cluster-autoscaler" in n]
-    assert note.startswith("trainium-eks:kubernetesVersion = '1.35': the pinned cluster-autoscaler chart runs the "
-                           f"release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}")
+    assert not any(
+        "cluster-autoscaler" in n
+        for n in advisories(
+            parse_stack_config({"region": "us-west-2", "kubernetesVersion": CLUSTER_AUTOSCALER_KUBERNETES})
+        )
+    )
+    (note,) = [
+        n
+        for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"}))
+        if "cluster-autoscaler" in n
+    ]
+    assert note.startswith(
+        "trainium-eks:kubernetesVersion = '1.35': the pinned cluster-autoscaler chart runs the "
+        f"release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}"
+    )

@@ -48,8 +48,14 @@ def test_private_space_and_a_public_office_range_are_fine() -> None:
 @pytest.mark.parametrize(
     ("cidr", "message"),
     [
-        ("203.0.113.7", "lb.allowedCidrs.0 = '203.0.113.7': no prefix length; write a CIDR block such as 203.0.113.7/32"),
-        ("2001:db8::/32", "lb.allowedCidrs.0 = '2001:db8::/32': the load balancer's security group takes IPv4 ranges only"),
+        (
+            "203.0.113.7",
+            "lb.allowedCidrs.0 = '203.0.113.7': no prefix length; write a CIDR block such as 203.0.113.7/32",
+        ),
+        (
+            "2001:db8::/32",
+            "lb.allowedCidrs.0 = '2001:db8::/32': the load balancer's security group takes IPv4 ranges only",
+        ),
         ("10.0.0.1/8", "lb.allowedCidrs.0 = '10.0.0.1/8': not a CIDR block (network address/prefix, e.g. 10.0.0.0/8)"),
     ],
 )
@@ -63,7 +69,9 @@ def test_an_internet_facing_load_balancer_needs_a_certificate() -> None:
     assert problems(allowed_cidrs=["203.0.113.0/24"], internal=False, certificate_arn=ARN) == []
 
 
-@pytest.mark.parametrize("arn", ["arn:aws:iam::123456789012:server-certificate/x", ARN.replace("acm:us-west-2", "acm:")])
+@pytest.mark.parametrize(
+    "arn", ["arn:aws:iam::123456789012:server-certificate/x", ARN.replace("acm:us-west-2", "acm:")]
+)
 def test_the_certificate_must_be_an_acm_arn(arn: str) -> None:
     (problem,) = problems(allowed_cidrs=["10.0.0.0/8"], certificate_arn=arn)
     assert problem.startswith(f"lb.certificateArn = {arn!r}: not an ACM certificate ARN")

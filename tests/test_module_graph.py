@@ -7,8 +7,8 @@ import is still a dependency), so the test sees what a reader of the code sees.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 import pytest
 
@@ -45,7 +45,7 @@ def imported_names(tree: ast.AST, importer: str, is_package: bool) -> Iterable[s
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
 
-def resolve(name: str, modules: dict[str, Path]) -> Optional[str]:
+def resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The project module an import names, or None for a third-party one."""
     while name:
         if name in modules:
@@ -111,7 +111,7 @@ def top_package(module: str) -> str:
     return module.split(".")[0]
 
 
-def infra_layer(module: str) -> Optional[str]:
+def infra_layer(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if parts[0] == "infra" and len(parts) > 1 else None
 
@@ -146,7 +146,9 @@ def graph() -> dict[str, set[str]]:
 def test_the_graph_sees_the_imports_that_matter(graph):
     # The test is only as good as its reading of imports: known edges of each form are found.
     assert "infra.config.models" in graph["infra.validate"]  # from infra.config.models import ...
-    assert "infra.components.launch_template" in graph["infra.components.cluster"]  # from infra.components import x as y
+    assert (
+        "infra.components.launch_template" in graph["infra.components.cluster"]
+    )  # from infra.components import x as y
     assert "infra.lookups" in graph["__main__"]  # from infra import lookups, validate
     assert "offline.plan.policy_run" in graph["offline.plan.command"]
 
@@ -167,9 +169,14 @@ def test_infra_layers_point_down(graph):
 
 
 def test_the_checks_catch_what_they_guard_against():
-    circle = {"infra.config.rules": {"infra.specs.system_capacity"}, "infra.specs.system_capacity": {"infra.config.rules"}}
+    circle = {
+        "infra.config.rules": {"infra.specs.system_capacity"},
+        "infra.specs.system_capacity": {"infra.config.rules"},
+    }
     assert cycles(circle) == [["infra.config.rules", "infra.specs.system_capacity"]]
     assert layer_violations(circle) == [
         "infra.config.rules (config) imports infra.specs.system_capacity (specs), a higher layer"
     ]
-    assert package_order_violations({"policy.x": {"offline.plan.mocks"}, "offline.plan.mocks": set()}) == ["policy imports offline"]
+    assert package_order_violations({"policy.x": {"offline.plan.mocks"}, "offline.plan.mocks": set()}) == [
+        "policy imports offline"
+    ]

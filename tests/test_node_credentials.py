@@ -29,7 +29,9 @@ def test_every_launch_template_requires_imdsv2_with_one_hop(dev: PlanResult, pro
         assert {t.name for t in templates} >= {"cluster-core-lt", "cluster-job-support-lt", "trn1-32xl-ng1-lt"}
         for template in templates:
             assert template.inputs["metadataOptions"] == {
-                "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1,
+                "httpEndpoint": "enabled",
+                "httpTokens": "required",
+                "httpPutResponseHopLimit": 1,
                 "httpProtocolIpv6": "disabled",
             }, template.name
     assert node_security.IMDS_HOP_LIMIT == 1
@@ -62,7 +64,9 @@ def test_every_training_namespace_walls_its_pods_off_from_instance_metadata(
     aws/aws-network-policy-agent v1.2.7 pkg/fwruleprocessor/fw_rule_processor.go l.63-64 ("each
     `except` CIDR is added explicitly with a deny-all L4 entry") and l.135-146 (addDenyAllL4Entry)."""
     for cluster, workloads in ((dev, workloads_all), (prod, workloads_prod)):
-        policies = [o for plan in (cluster, workloads) for o in kubernetes_objects(plan) if o["kind"] == "NetworkPolicy"]
+        policies = [
+            o for plan in (cluster, workloads) for o in kubernetes_objects(plan) if o["kind"] == "NetworkPolicy"
+        ]
         for namespace in cluster.outputs["trainingNamespaces"]:
             walls = [p for p in policies if p["metadata"] == {"name": "deny-instance-metadata", "namespace": namespace}]
             assert len(walls) == 1, namespace
@@ -70,7 +74,9 @@ def test_every_training_namespace_walls_its_pods_off_from_instance_metadata(
             assert spec["podSelector"] == {} and spec["policyTypes"] == ["Egress"]
             # Everything else stays reachable: DNS, the API, S3, peers, the Pod Identity agent.
             assert not egress_reaches_metadata(spec["egress"][0])
-            assert ipaddress.ip_address("169.254.170.23") in ipaddress.ip_network(spec["egress"][0]["to"][0]["ipBlock"]["cidr"])
+            assert ipaddress.ip_address("169.254.170.23") in ipaddress.ip_network(
+                spec["egress"][0]["to"][0]["ipBlock"]["cidr"]
+            )
         for policy in policies:
             if "Egress" in policy["spec"]["policyTypes"]:
                 assert not any(egress_reaches_metadata(r) for r in policy["spec"].get("egress", [])), policy["metadata"]
@@ -99,11 +105,19 @@ def test_namespace_buckets_name_training_namespaces_only() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_stack_config({"region": "us-west-2", "namespaceDataBuckets": {"research": ["data"], "default": ["bad/"]}})
     text = str(caught.value)
-    assert ("trainium-eks:namespaceDataBuckets.research = ['data']: not a training namespace; "
-            "trainingNamespaces lists ['default']") in text
+    assert (
+        "trainium-eks:namespaceDataBuckets.research = ['data']: not a training namespace; "
+        "trainingNamespaces lists ['default']"
+    ) in text
     assert "trainium-eks:namespaceDataBuckets.default[0] = 'bad/': not an S3 bucket name" in text
-    config = parse_stack_config({"region": "us-west-2", "trainingNamespaces": ["default", "research"],
-                                 "trainingDataBuckets": ["shared"], "namespaceDataBuckets": {"research": []}})
+    config = parse_stack_config(
+        {
+            "region": "us-west-2",
+            "trainingNamespaces": ["default", "research"],
+            "trainingDataBuckets": ["shared"],
+            "namespaceDataBuckets": {"research": []},
+        }
+    )
     assert config.data_buckets("default") == ["shared"] and config.data_buckets("research") == []
 
 
@@ -126,68 +140,146 @@ class NodeComponent:
 # v4.6.0, eks-node-monitoring-agent v1.4.1) read in their public source at those versions, and the
 # charts infra/facts/versions.py pins (aws-fsx-csi-driver 1.17.0, cluster-autoscaler 9.53.0).
 COMPONENTS = (
-    NodeComponent("EKS Pod Identity agent", True, False, "",
-                  "EKS user guide, pod-id-agent-setup.adoc: a host-network DaemonSet serving 169.254.170.23"),
-    NodeComponent("VPC CNI (aws-node)", True, True, "",
-                  "aws/amazon-vpc-cni-k8s#2780: supports the Pod Identity agent; the add-on's DaemonSet is host-network"),
-    NodeComponent("EFA device plugin", True, False, "",
-                  "aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, templates/daemonset.yaml: hostNetwork: "
-                  "true; device nodes under /dev/infiniband only"),
-    NodeComponent("FSx CSI node plugin", False, True, "the Kubernetes API (its node object, CSI_NODE_NAME)",
-                  "kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), pkg/cloud/metadata.go NewMetadataService"),
-    NodeComponent("FSx CSI controller", False, True,
-                  "the Kubernetes API (its node object: CSI_NODE_NAME, and the chart's ClusterRole grants nodes get)",
-                  "kubernetes-sigs/aws-fsx-csi-driver helm-chart-aws-fsx-csi-driver-1.17.0 (driver v1.9.0), "
-                  "pkg/driver/controller.go newControllerService l.89-99 (no AWS_REGION: NewMetadataService), "
-                  "pkg/cloud/metadata.go NewMetadataService (IMDS, then the Kubernetes API), "
-                  "charts/aws-fsx-csi-driver/templates/controller-deployment.yaml l.58 CSI_NODE_NAME, "
-                  "templates/controller-serviceaccount.yaml l.42-44 (fsx-csi-external-provisioner-role: nodes get)"),
-    NodeComponent("EBS CSI node plugin", False, True, "the Kubernetes API (metadata sources [imds, kubernetes])",
-                  "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, pkg/cloud/metadata/metadata.go l.51-52 "
-                  "DefaultMetadataSources; charts/aws-ebs-csi-driver/values.yaml node.hostNetwork: false (l.440)"),
-    NodeComponent("EBS CSI controller", False, True, "the Kubernetes API (metadata sources [imds, kubernetes])",
-                  "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, cmd/main.go l.143-179 (no AWS_REGION: "
-                  "NewMetadataService over DefaultMetadataSources), charts/aws-ebs-csi-driver/templates/controller.yaml "
-                  "l.117 CSI_NODE_NAME"),
-    NodeComponent("CloudWatch agent", True, True, "",
-                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
-                  "templates/linux/cloudwatch-agent-custom-resource.yaml l.99 hostNetwork: true"),
-    NodeComponent("Fluent Bit (CloudWatch add-on)", True, True, "",
-                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
-                  "templates/linux/fluent-bit-daemonset.yaml l.89 hostNetwork: true, service account cloudwatch-agent "
-                  "(l.125), the one the add-on's association covers"),
-    NodeComponent("neuron-monitor (CloudWatch add-on)", False, True,
-                  "its instance_info section stays empty (a binary, not verified); the host-network agent adds the "
-                  "instance dimensions itself",
-                  "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
-                  "templates/linux/neuron-monitor-daemonset.yaml (no hostNetwork)"),
-    NodeComponent("cluster-autoscaler", False, True, "the region from AWS_REGION, which the chart sets from awsRegion",
-                  "kubernetes/autoscaler cluster-autoscaler-1.34.2, cloudprovider/aws/aws_sdk_provider.go getRegion; "
-                  "chart 9.53.0 templates/deployment.yaml AWS_REGION"),
-    NodeComponent("Neuron device plugin", False, False, "",
-                  "aws-neuron/neuron-helm-charts templates/device-plugin-daemonset.yaml: no AWS environment; the "
-                  "Neuron driver's device nodes and the kubelet socket"),
-    NodeComponent("Neuron node problem detector recovery", False, True,
-                  "unknown: check-health.py ships in the image, not the chart; off by default",
-                  "aws-neuron/neuron-helm-charts templates/npd-daemonset.yaml: node-recovery gets NODE_NAME and "
-                  "ENABLE_RECOVERY only"),
+    NodeComponent(
+        "EKS Pod Identity agent",
+        True,
+        False,
+        "",
+        "EKS user guide, pod-id-agent-setup.adoc: a host-network DaemonSet serving 169.254.170.23",
+    ),
+    NodeComponent(
+        "VPC CNI (aws-node)",
+        True,
+        True,
+        "",
+        "aws/amazon-vpc-cni-k8s#2780: supports the Pod Identity agent; the add-on's DaemonSet is host-network",
+    ),
+    NodeComponent(
+        "EFA device plugin",
+        True,
+        False,
+        "",
+        "aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, templates/daemonset.yaml: hostNetwork: "
+        "true; device nodes under /dev/infiniband only",
+    ),
+    NodeComponent(
+        "FSx CSI node plugin",
+        False,
+        True,
+        "the Kubernetes API (its node object, CSI_NODE_NAME)",
+        "kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), pkg/cloud/metadata.go NewMetadataService",
+    ),
+    NodeComponent(
+        "FSx CSI controller",
+        False,
+        True,
+        "the Kubernetes API (its node object: CSI_NODE_NAME, and the chart's ClusterRole grants nodes get)",
+        "kubernetes-sigs/aws-fsx-csi-driver helm-chart-aws-fsx-csi-driver-1.17.0 (driver v1.9.0), "
+        "pkg/driver/controller.go newControllerService l.89-99 (no AWS_REGION: NewMetadataService), "
+        "pkg/cloud/metadata.go NewMetadataService (IMDS, then the Kubernetes API), "
+        "charts/aws-fsx-csi-driver/templates/controller-deployment.yaml l.58 CSI_NODE_NAME, "
+        "templates/controller-serviceaccount.yaml l.42-44 (fsx-csi-external-provisioner-role: nodes get)",
+    ),
+    NodeComponent(
+        "EBS CSI node plugin",
+        False,
+        True,
+        "the Kubernetes API (metadata sources [imds, kubernetes])",
+        "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, pkg/cloud/metadata/metadata.go l.51-52 "
+        "DefaultMetadataSources; charts/aws-ebs-csi-driver/values.yaml node.hostNetwork: false (l.440)",
+    ),
+    NodeComponent(
+        "EBS CSI controller",
+        False,
+        True,
+        "the Kubernetes API (metadata sources [imds, kubernetes])",
+        "kubernetes-sigs/aws-ebs-csi-driver v1.51.1, cmd/main.go l.143-179 (no AWS_REGION: "
+        "NewMetadataService over DefaultMetadataSources), charts/aws-ebs-csi-driver/templates/controller.yaml "
+        "l.117 CSI_NODE_NAME",
+    ),
+    NodeComponent(
+        "CloudWatch agent",
+        True,
+        True,
+        "",
+        "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+        "templates/linux/cloudwatch-agent-custom-resource.yaml l.99 hostNetwork: true",
+    ),
+    NodeComponent(
+        "Fluent Bit (CloudWatch add-on)",
+        True,
+        True,
+        "",
+        "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+        "templates/linux/fluent-bit-daemonset.yaml l.89 hostNetwork: true, service account cloudwatch-agent "
+        "(l.125), the one the add-on's association covers",
+    ),
+    NodeComponent(
+        "neuron-monitor (CloudWatch add-on)",
+        False,
+        True,
+        "its instance_info section stays empty (a binary, not verified); the host-network agent adds the "
+        "instance dimensions itself",
+        "aws-observability/helm-charts amazon-cloudwatch-observability-4.6.0, "
+        "templates/linux/neuron-monitor-daemonset.yaml (no hostNetwork)",
+    ),
+    NodeComponent(
+        "cluster-autoscaler",
+        False,
+        True,
+        "the region from AWS_REGION, which the chart sets from awsRegion",
+        "kubernetes/autoscaler cluster-autoscaler-1.34.2, cloudprovider/aws/aws_sdk_provider.go getRegion; "
+        "chart 9.53.0 templates/deployment.yaml AWS_REGION",
+    ),
+    NodeComponent(
+        "Neuron device plugin",
+        False,
+        False,
+        "",
+        "aws-neuron/neuron-helm-charts templates/device-plugin-daemonset.yaml: no AWS environment; the "
+        "Neuron driver's device nodes and the kubelet socket",
+    ),
+    NodeComponent(
+        "Neuron node problem detector recovery",
+        False,
+        True,
+        "unknown: check-health.py ships in the image, not the chart; off by default",
+        "aws-neuron/neuron-helm-charts templates/npd-daemonset.yaml: node-recovery gets NODE_NAME and "
+        "ENABLE_RECOVERY only",
+    ),
     # The add-on build (v1.4.1-eksbuild.1) is not tagged in the public repository (its tags start at
     # v1.6.0): the chart there is hostNetwork from its first commit to v1.7.0, taken as the add-on's.
-    NodeComponent("EKS node monitoring agent", True, True, "",
-                  "aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/templates/daemonset.yaml "
-                  "hostNetwork: true at 2cce168 (2025-02-14, first commit) and at v1.7.0; it reads IMDS "
-                  "(internal/pkg/instanceinfo/provider.go at v1.7.0). Not verified at v1.4.1"),
-    NodeComponent("Volcano, KubeRay, MPI operator", False, False, "",
-                  "volcano-sh/volcano v1.15.1 pkg/, ray-project/kuberay ray-operator/v1.7.0, kubeflow/mpi-operator "
-                  "v0.8.0 pkg/: no 169.254.169.254, ec2metadata or imds client"),
+    NodeComponent(
+        "EKS node monitoring agent",
+        True,
+        True,
+        "",
+        "aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/templates/daemonset.yaml "
+        "hostNetwork: true at 2cce168 (2025-02-14, first commit) and at v1.7.0; it reads IMDS "
+        "(internal/pkg/instanceinfo/provider.go at v1.7.0). Not verified at v1.4.1",
+    ),
+    NodeComponent(
+        "Volcano, KubeRay, MPI operator",
+        False,
+        False,
+        "",
+        "volcano-sh/volcano v1.15.1 pkg/, ray-project/kuberay ray-operator/v1.7.0, kubeflow/mpi-operator "
+        "v0.8.0 pkg/: no 169.254.169.254, ec2metadata or imds client",
+    ),
 )
 
 
 def test_no_node_component_depends_on_reaching_imds_from_the_pod_network(dev: PlanResult) -> None:
     pod_network = [c for c in COMPONENTS if c.reads_imds and not c.host_network]
-    assert {c.name for c in pod_network} == {"FSx CSI node plugin", "FSx CSI controller", "EBS CSI node plugin",
-                                             "EBS CSI controller", "neuron-monitor (CloudWatch add-on)",
-                                             "cluster-autoscaler", "Neuron node problem detector recovery"}
+    assert {c.name for c in pod_network} == {
+        "FSx CSI node plugin",
+        "FSx CSI controller",
+        "EBS CSI node plugin",
+        "EBS CSI controller",
+        "neuron-monitor (CloudWatch add-on)",
+        "cluster-autoscaler",
+        "Neuron node problem detector recovery",
+    }
     assert all(c.without_imds for c in pod_network)
     # cluster-autoscaler: the region is set, so it never asks IMDS.
     assert autoscaler_values("trn-dev", "us-west-2")["awsRegion"] == "us-west-2"

@@ -4,20 +4,20 @@ Capacity Block windows (workloads/capacity_windows.py): pure functions, plus the
 from __future__ import annotations
 
 import copy
-import functools
 import dataclasses
+import functools
 import io
 import json
 import subprocess
 import sys
 import time
-import urllib.error
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infra import contract
 from infra.components.accelerators import group_spec, node_repair
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.facts.instances import NEURON_INSTANCE_TYPES
@@ -35,7 +35,6 @@ from infra.specs.node_template import (
     NODE_TEMPLATE_PREFIX,
 )
 from infra.specs.placement import Zone
-from infra import contract
 from workloads.capacity_windows import window_problems
 from workloads.deadlines import TrainiumStep
 
@@ -44,12 +43,14 @@ TARGET = burn_in_objects.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 
 
 
 def spec(**config: Any):
-    group = AcceleratorNodeGroupConfig.model_validate({"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge",
-                                                       "maxSize": 4, **config})
+    group = AcceleratorNodeGroupConfig.model_validate(
+        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, **config}
+    )
     return group_spec(group, TRN1, Zone("us-west-2d", "usw2-az4"))
 
 
 # --- the taint and cluster-autoscaler ----------------------------------------------------------
+
 
 def test_burn_in_taint_carries_the_autoscalers_startup_prefix():
     """kubernetes/autoscaler cluster-autoscaler-1.34.2 (chart 9.53.0) utils/taints/taints.go:
@@ -88,20 +89,26 @@ def test_the_dev_node_groups_carry_the_burn_in_taint_and_the_plugins_tolerate_it
 
 # --- auto-repair ---------------------------------------------------------------------------------
 
+
 def test_auto_repair_replaces_neuron_fatal_errors_at_once_and_stops_on_systemic_failure():
     """aws/eks-node-monitoring-agent v1.7.0 pkg/reasons/reasons.yaml: the four Neuron reasons are Fatal
     under AcceleratedHardwareReady; the EKS API allows 1 minute at least and Replace|Reboot|NoAction."""
     args = node_repair(True)
     overrides = args.node_repair_config_overrides
     assert {o.node_unhealthy_reason for o in overrides} == set(NEURON_FATAL_REASONS)
-    assert all(o.node_monitoring_condition == "AcceleratedHardwareReady" and o.repair_action == "Replace"
-               and o.min_repair_wait_time_mins == 1 for o in overrides)
+    assert all(
+        o.node_monitoring_condition == "AcceleratedHardwareReady"
+        and o.repair_action == "Replace"
+        and o.min_repair_wait_time_mins == 1
+        for o in overrides
+    )
     assert args.max_unhealthy_node_threshold_percentage == 50
     assert args.max_parallel_nodes_repaired_percentage == 100
     assert node_repair(False).node_repair_config_overrides is None
 
 
 # --- the admission policy ------------------------------------------------------------------------
+
 
 def test_every_offered_kubernetes_version_has_the_node_claim_and_admission_policy_v1():
     """The node-name extra (ServiceAccountTokenPodNodeInfo) is on by default, and
@@ -114,29 +121,45 @@ def test_the_policy_binds_only_the_burn_in_identity_and_checks_its_own_node():
     policy = burn_in_objects.admission_policy()["spec"]
     assert policy["failurePolicy"] == "Fail"
     assert policy["matchConstraints"]["resourceRules"] == [
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]
-    assert policy["matchConditions"][0]["expression"] == \
-        "request.userInfo.username == 'system:serviceaccount:neuron-burn-in:neuron-burn-in'"
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    ]
+    assert (
+        policy["matchConditions"][0]["expression"]
+        == "request.userInfo.username == 'system:serviceaccount:neuron-burn-in:neuron-burn-in'"
+    )
     first = policy["validations"][0]["expression"]
     assert "request.userInfo.extra['authentication.kubernetes.io/node-name'] == [object.metadata.name]" in first
-    assert burn_in_objects.admission_policy_binding()["spec"] == {"policyName": "neuron-burn-in", "validationActions": ["Deny"]}
+    assert burn_in_objects.admission_policy_binding()["spec"] == {
+        "policyName": "neuron-burn-in",
+        "validationActions": ["Deny"],
+    }
     rules = burn_in_objects.cluster_role()["rules"]
     assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
 
 
-def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, username: str = burn_in_objects.USERNAME,
-                policy: dict[str, Any] | None = None) -> list[int]:
+def _refused_by(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    node_claim: str,
+    username: str = burn_in_objects.USERNAME,
+    policy: dict[str, Any] | None = None,
+) -> list[int]:
     """The policy's validations that fail for this update, evaluated by a CEL runtime (cel-cpp through
     cel-expr-python, with the optional-types extension Kubernetes' CEL environment includes); the
     policy's variables are inlined, as the API server binds them. None when the policy does not match."""
     from cel_expr_python import cel
     from cel_expr_python.ext import ext_optional
 
-    env = cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN},
-                     extensions=[ext_optional.ExtOptional()])
+    env = cel.NewEnv(
+        variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN},
+        extensions=[ext_optional.ExtOptional()],
+    )
     spec = (policy or burn_in_objects.admission_policy())["spec"]
-    data = {"object": new, "oldObject": old,
-            "request": {"userInfo": {"username": username, "extra": {burn_in_objects.NODE_NAME_EXTRA: [node_claim]}}}}
+    data = {
+        "object": new,
+        "oldObject": old,
+        "request": {"userInfo": {"username": username, "extra": {burn_in_objects.NODE_NAME_EXTRA: [node_claim]}}},
+    }
 
     def value(expression: str) -> Any:
         for v in spec["variables"]:
@@ -148,8 +171,15 @@ def _refused_by(old: dict[str, Any], new: dict[str, Any], node_claim: str, usern
     return [i for i, v in enumerate(spec["validations"]) if value(v["expression"]) is not True]
 
 
-NODE = {"metadata": {"name": "ip-10-0-1-1", "labels": {"role": "x"}},
-        "spec": {"taints": [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}, {"key": BURN_IN_TAINT.key, "effect": "NoSchedule"}]}}
+NODE = {
+    "metadata": {"name": "ip-10-0-1-1", "labels": {"role": "x"}},
+    "spec": {
+        "taints": [
+            {"key": NEURON_TAINT.key, "effect": "NoSchedule"},
+            {"key": BURN_IN_TAINT.key, "effect": "NoSchedule"},
+        ]
+    },
+}
 
 
 NODE["metadata"]["labels"][BURN_IN_PENDING_LABEL] = "true"
@@ -163,8 +193,10 @@ def _passed(n: dict[str, Any]) -> None:
 
 def _failed_because(reason: str, n: dict[str, Any]) -> None:
     """``n`` as the burn-in's (or the sweeper's) failure patch leaves it."""
-    n["spec"]["taints"] = [n["spec"]["taints"][0], {"key": BURN_IN_FAILED_TAINT_KEY, "value": reason,
-                                                    "effect": "NoSchedule"}]
+    n["spec"]["taints"] = [
+        n["spec"]["taints"][0],
+        {"key": BURN_IN_FAILED_TAINT_KEY, "value": reason, "effect": "NoSchedule"},
+    ]
     del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
     n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: reason})
 
@@ -172,23 +204,35 @@ def _failed_because(reason: str, n: dict[str, Any]) -> None:
 _failed = functools.partial(_failed_because, "efa-interfaces")
 
 
-@pytest.mark.parametrize("change, claim, refused_by", [
-    (_passed, "ip-10-0-1-1", []),
-    (_failed, "ip-10-0-1-1", []),
-    (_passed, "ip-10-0-9-9", [0]),  # another node than its pod's
-    (lambda n: n["spec"].update(taints=[]), "ip-10-0-1-1", [1]),  # the Neuron taint too
-    (lambda n: n["spec"]["taints"].append({"key": "x", "effect": "NoSchedule"}), "ip-10-0-1-1", [1]),
-    (lambda n: n["spec"]["taints"].append({"key": BURN_IN_FAILED_TAINT_KEY, "effect": "NoExecute"}), "ip-10-0-1-1", [3]),
-    (lambda n: n["metadata"]["labels"].update(role="other"), "ip-10-0-1-1", [4]),
-    (lambda n: n["metadata"]["labels"].update({BURN_IN_PENDING_LABEL: "again"}), "ip-10-0-1-1", [5]),
-    (lambda n: n["spec"].update(unschedulable=True), "ip-10-0-1-1", [6]),
-    (lambda n: n["spec"].update(podCIDR="10.9.0.0/24"), "ip-10-0-1-1", [6]),
-    (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [6]),
-    # A dangling owner has the garbage collector delete the node; a finalizer keeps it forever.
-    (lambda n: n["metadata"].update(ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
-                                                      "uid": "0"}]), "ip-10-0-1-1", [6]),
-    (lambda n: n["metadata"].update(finalizers=["example.com/keep"]), "ip-10-0-1-1", [6]),
-])
+@pytest.mark.parametrize(
+    "change, claim, refused_by",
+    [
+        (_passed, "ip-10-0-1-1", []),
+        (_failed, "ip-10-0-1-1", []),
+        (_passed, "ip-10-0-9-9", [0]),  # another node than its pod's
+        (lambda n: n["spec"].update(taints=[]), "ip-10-0-1-1", [1]),  # the Neuron taint too
+        (lambda n: n["spec"]["taints"].append({"key": "x", "effect": "NoSchedule"}), "ip-10-0-1-1", [1]),
+        (
+            lambda n: n["spec"]["taints"].append({"key": BURN_IN_FAILED_TAINT_KEY, "effect": "NoExecute"}),
+            "ip-10-0-1-1",
+            [3],
+        ),
+        (lambda n: n["metadata"]["labels"].update(role="other"), "ip-10-0-1-1", [4]),
+        (lambda n: n["metadata"]["labels"].update({BURN_IN_PENDING_LABEL: "again"}), "ip-10-0-1-1", [5]),
+        (lambda n: n["spec"].update(unschedulable=True), "ip-10-0-1-1", [6]),
+        (lambda n: n["spec"].update(podCIDR="10.9.0.0/24"), "ip-10-0-1-1", [6]),
+        (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [6]),
+        # A dangling owner has the garbage collector delete the node; a finalizer keeps it forever.
+        (
+            lambda n: n["metadata"].update(
+                ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "0"}]
+            ),
+            "ip-10-0-1-1",
+            [6],
+        ),
+        (lambda n: n["metadata"].update(finalizers=["example.com/keep"]), "ip-10-0-1-1", [6]),
+    ],
+)
 def test_the_policy_allows_its_own_taints_and_labels_on_its_own_node_only(change, claim, refused_by):
     new = copy.deepcopy(NODE)
     change(new)
@@ -220,6 +264,7 @@ def test_the_policy_refuses_changing_the_startup_taints_effect(effects):
 
 # --- the DaemonSet and its script ----------------------------------------------------------------
 
+
 def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only_on_pending_nodes():
     ds = burn_in_objects.daemon_set(TARGET)
     pod = ds["spec"]["template"]["spec"]
@@ -229,12 +274,17 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only
     assert {t["key"] for t in pod["tolerations"]} == {NEURON_TAINT.key, BURN_IN_TAINT.key, BURN_IN_FAILED_TAINT_KEY}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": BURN_IN_PENDING_LABEL, "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
-    assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0]["matchExpressions"]
+    assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["trn1-32xl-ng1"]} in terms[0][
+        "matchExpressions"
+    ]
     # Karpenter's nodes carry their NodePool's name instead (the NodePool is named after the group).
     karpenter = burn_in_objects.daemon_set(dataclasses.replace(TARGET, provisioner="karpenter"))
-    k_terms = karpenter["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["trn1-32xl-ng1"]} in \
-        k_terms["nodeSelectorTerms"][0]["matchExpressions"]
+    k_terms = karpenter["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["trn1-32xl-ng1"]} in k_terms[
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"]
     assert container["securityContext"]["privileged"] is False
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -242,8 +292,16 @@ def test_the_daemon_set_takes_the_whole_node_tolerates_both_taints_and_runs_only
     assert "hostPath" not in json.dumps(pod) and "hostNetwork" not in pod
 
 
-def _run_script(tmp_path: Path, target: burn_in_objects.BurnInTarget, neuron_ls: str, efa_domains: int, nccom_exit: int,
-                locked: str = "unlimited", age: int = 60, nccom: str = "") -> str:
+def _run_script(
+    tmp_path: Path,
+    target: burn_in_objects.BurnInTarget,
+    neuron_ls: str,
+    efa_domains: int,
+    nccom_exit: int,
+    locked: str = "unlimited",
+    age: int = 60,
+    nccom: str = "",
+) -> str:
     """The check script under bash, with the node's tools replaced by stubs printing what the real
     ones print (neuron-ls's table rows, fi_info's ``domain:`` lines)."""
     bin_ = tmp_path / "bin"
@@ -258,15 +316,22 @@ def _run_script(tmp_path: Path, target: burn_in_objects.BurnInTarget, neuron_ls:
         (devices / f"neuron{i}").write_text("")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    script = (burn_in_objects.check_script(target)
-              .replace(burn_in_objects.NEURON_BIN, str(bin_)).replace(burn_in_objects.FI_INFO, str(bin_ / "fi_info"))
-              .replace("/dev/neuron", str(devices / "neuron"))
-              .replace("l=$(ulimit -l)", f"l={locked}")
-              .replace(f"stat -f -c %T {burn_in_objects.SHARED_MOUNT}", "echo lustre")
-              .replace("exec sleep infinity", "exit 0"))
-    patch = (f"import sys; print({age}) if sys.argv[1] == 'age' else print('PATCH', sys.argv[1], sys.argv[2] or '-')")
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "NODE_NAME": "n1", "PATCH_NODE": patch})
+    script = (
+        burn_in_objects.check_script(target)
+        .replace(burn_in_objects.NEURON_BIN, str(bin_))
+        .replace(burn_in_objects.FI_INFO, str(bin_ / "fi_info"))
+        .replace("/dev/neuron", str(devices / "neuron"))
+        .replace("l=$(ulimit -l)", f"l={locked}")
+        .replace(f"stat -f -c %T {burn_in_objects.SHARED_MOUNT}", "echo lustre")
+        .replace("exec sleep infinity", "exit 0")
+    )
+    patch = f"import sys; print({age}) if sys.argv[1] == 'age' else print('PATCH', sys.argv[1], sys.argv[2] or '-')"
+    out = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "NODE_NAME": "n1", "PATCH_NODE": patch},
+    )
     return out.stderr + out.stdout
 
 
@@ -307,12 +372,15 @@ def test_the_budget_is_well_under_the_autoscalers_node_startup_limit():
     assert burn_in_objects.BUDGET_SECONDS + 120 <= 15 * 60  # two minutes left for the patch and the boot
 
 
-@pytest.mark.parametrize("table, efa, nccom, locked, reason", [
-    ("\n".join(TABLE_16.splitlines()[:15]), 8, 0, "unlimited", "neuron-devices"),
-    (TABLE_16, 7, 0, "unlimited", "efa-interfaces"),
-    (TABLE_16, 8, 0, "8192", "locked-memory"),  # containerd's own limit: systemd's 8 MiB
-    (TABLE_16, 8, 1, "unlimited", "neuron-runtime"),
-])
+@pytest.mark.parametrize(
+    "table, efa, nccom, locked, reason",
+    [
+        ("\n".join(TABLE_16.splitlines()[:15]), 8, 0, "unlimited", "neuron-devices"),
+        (TABLE_16, 7, 0, "unlimited", "efa-interfaces"),
+        (TABLE_16, 8, 0, "8192", "locked-memory"),  # containerd's own limit: systemd's 8 MiB
+        (TABLE_16, 8, 1, "unlimited", "neuron-runtime"),
+    ],
+)
 def test_a_failed_check_names_itself(tmp_path, table, efa, nccom, locked, reason):
     out = _run_script(tmp_path, TARGET, table, efa, nccom, locked)
     assert out.splitlines()[-1] == f"PATCH failed {reason}"
@@ -327,17 +395,30 @@ class _Response(io.BytesIO):
         return False
 
 
-def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0, created: str = "2026-01-01T00:00:00Z",
-                labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+def _patch_node(
+    monkeypatch,
+    result: str,
+    reason: str,
+    conflicts: int = 0,
+    created: str = "2026-01-01T00:00:00Z",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> list[dict[str, Any]]:
     """Runs PATCH_NODE against a fake API server: returns the patches it sent."""
     sent: list[dict[str, Any]] = []
     state = {"conflicts": conflicts}
 
     def urlopen(request, context=None, timeout=None):
         if request.get_method() == "GET":
-            node = {"metadata": {**NODE["metadata"], "resourceVersion": "7", "creationTimestamp": created,
-                                 "labels": labels if labels is not None else NODE["metadata"]["labels"]},
-                    "spec": {"taints": taints if taints is not None else NODE["spec"]["taints"]}}
+            node = {
+                "metadata": {
+                    **NODE["metadata"],
+                    "resourceVersion": "7",
+                    "creationTimestamp": created,
+                    "labels": labels if labels is not None else NODE["metadata"]["labels"],
+                },
+                "spec": {"taints": taints if taints is not None else NODE["spec"]["taints"]},
+            }
             return _Response(json.dumps(node).encode())
         sent.append(json.loads(request.data))
         if state["conflicts"]:
@@ -349,11 +430,16 @@ def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0, creat
     import ssl
     import time
     import urllib.request
+
     real_open = builtins.open
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     monkeypatch.setattr(ssl, "create_default_context", lambda **_: None)
     monkeypatch.setattr(time, "sleep", lambda _: None)
-    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k))
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k),
+    )
     monkeypatch.setenv("NODE_NAME", "ip-10-0-1-1")
     monkeypatch.setattr(sys, "argv", ["-c", result, reason])
     with pytest.raises(SystemExit) as exit_:
@@ -365,8 +451,10 @@ def _patch_node(monkeypatch, result: str, reason: str, conflicts: int = 0, creat
 def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally(monkeypatch):
     [patch] = _patch_node(monkeypatch, "passed", "")
     assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}]
-    assert patch["metadata"] == {"labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None,
-                                            BURN_IN_PENDING_LABEL: None}, "resourceVersion": "7"}
+    assert patch["metadata"] == {
+        "labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None, BURN_IN_PENDING_LABEL: None},
+        "resourceVersion": "7",
+    }
 
 
 def test_a_failure_swaps_the_startup_taint_for_the_failed_one_and_says_why(monkeypatch):
@@ -374,9 +462,13 @@ def test_a_failure_swaps_the_startup_taint_for_the_failed_one_and_says_why(monke
     assert len(patches) == 2
     assert patches[-1]["spec"]["taints"] == [
         {"key": NEURON_TAINT.key, "effect": "NoSchedule"},
-        {"key": BURN_IN_FAILED_TAINT_KEY, "value": "efa-interfaces", "effect": "NoSchedule"}]
-    assert patches[-1]["metadata"]["labels"] == {BURN_IN_RESULT_LABEL: "failed", BURN_IN_REASON_LABEL: "efa-interfaces",
-                                                 BURN_IN_PENDING_LABEL: None}
+        {"key": BURN_IN_FAILED_TAINT_KEY, "value": "efa-interfaces", "effect": "NoSchedule"},
+    ]
+    assert patches[-1]["metadata"]["labels"] == {
+        BURN_IN_RESULT_LABEL: "failed",
+        BURN_IN_REASON_LABEL: "efa-interfaces",
+        BURN_IN_PENDING_LABEL: None,
+    }
     # What the policy sees from that patch is allowed.
     new = copy.deepcopy(NODE)
     new["spec"]["taints"] = patches[-1]["spec"]["taints"]
@@ -408,7 +500,7 @@ def _steps(hours: float) -> list[TrainiumStep]:
 
 
 def test_a_run_that_ends_before_the_scale_down_fits():
-    now = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
     # 24 h block, EKS scales to zero 40 min before its end (EKS user guide ml/capacity-blocks-mng.adoc),
     # and the gang watchdog stops the group's jobs 10 min before that (capacity_windows.stop_by).
     assert window_problems(_steps(23 + 10 / 60), {"cb": BLOCK}, now, str) == []
@@ -417,7 +509,7 @@ def test_a_run_that_ends_before_the_scale_down_fits():
 
 
 def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group():
-    now = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
     steps = [dataclasses.replace(s, attempts=2) for s in _steps(22 + 55 / 60)]
     assert window_problems(steps, {"cb": BLOCK}, now, str) == []
     assert window_problems(steps, {"cb": BLOCK}, now, str, {"cb": 0}) == []
@@ -426,7 +518,7 @@ def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group()
 
 
 def test_the_window_counts_from_now_once_the_block_has_started():
-    later = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
+    later = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
     [problem] = window_problems(_steps(2), {"cb": BLOCK}, later, str)
     assert "1 h 40 min from now" in problem
     assert window_problems(_steps(2), {"cb": None}, later, str) == []
@@ -434,6 +526,7 @@ def test_the_window_counts_from_now_once_the_block_has_started():
 
 def test_the_mock_block_has_a_realistic_end_and_the_output_carries_it():
     from offline.plan.fixtures import CAPACITY_BLOCKS
+
     for _, _, _, start, end in CAPACITY_BLOCKS.values():
         s, e = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
         assert s.hour == e.hour == 11 and s.minute == e.minute == 30  # blocks start and end at 11:30 UTC
@@ -444,16 +537,25 @@ def test_the_mock_block_has_a_realistic_end_and_the_output_carries_it():
 
 # --- the Neuron compatibility table --------------------------------------------------------------
 
+
 def _config(**group: Any):
     from infra.validate import parse_stack_config
-    return parse_stack_config({"region": "us-west-2", "acceleratorNodeGroups": [
-        {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, **group}]})
+
+    return parse_stack_config(
+        {
+            "region": "us-west-2",
+            "acceleratorNodeGroups": [
+                {"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4, **group}
+            ],
+        }
+    )
 
 
 def test_the_sdks_the_images_name_are_in_the_table_with_their_manifest_versions():
     """aws-neuron-sdk v2.32.0 src/helperscripts/n2-manifest.json: SDK 2.21.0 ships runtime-lib
     2.23.110.0, neuronx-cc 2.16.345.0, aws-neuronx-dkms 2.19.64.0; SDK 2.31.0 driver 2.29.0.0."""
     from infra.facts import neuron
+
     assert {i.sdk.version for i in neuron.TRAINING_IMAGES} == {"2.18.2", "2.20.2", "2.21.0"}
     assert neuron.SDK_RELEASES["2.21.0"].runtime == "2.23.110.0"
     assert neuron.SDK_RELEASES["2.21.0"].compiler == "2.16.345.0"
@@ -465,13 +567,17 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     """aws-neuron-sdk v2.31.0 release-notes/components/runtime.rst: "Neuron Driver 2.29 requires Neuron
     Runtime Library 2.33 or later ... nrt_init() to fail"; SDK 2.31.0 released 07/07/2026."""
     from infra.config.errors import ConfigError
+
     with pytest.raises(ConfigError) as err:
         _config(amiReleaseVersion="1.34.2-20260707")
     text = str(err.value)
     assert "acceleratorNodeGroups[0].amiReleaseVersion = 1.34.2-20260707" in text
     assert "Neuron driver 2.29 or newer" in text and "nrt_init() fails" in text
-    for part in ("docker/bert-pretrain (Neuron SDK 2.21.0: runtime 2.23.110.0, compiler 2.16.345.0, torch-neuronx 2.5.1)",
-                 "docker/ray-llama2 (Neuron SDK 2.18.2", "docker/nemo-megatron (Neuron SDK 2.20.2"):
+    for part in (
+        "docker/bert-pretrain (Neuron SDK 2.21.0: runtime 2.23.110.0, compiler 2.16.345.0, torch-neuronx 2.5.1)",
+        "docker/ray-llama2 (Neuron SDK 2.18.2",
+        "docker/nemo-megatron (Neuron SDK 2.20.2",
+    ):
         assert part in text
     assert "fix: pin acceleratorNodeGroups[].amiReleaseVersion to a release built before 2026-07-07" in text
     _config(amiReleaseVersion="1.34.2-20260706")  # the day before: driver 2.28
@@ -482,17 +588,25 @@ def test_the_latest_ami_is_refused_with_the_release_to_pin():
     v20260724 CHANGELOG.md, AMI Release v20260714: aws-neuronx-dkms 2.29.0.0-dkms): refused like a failing pin,
     the fix naming the release for the cluster's minor."""
     from infra.config.errors import ConfigError
+
     with pytest.raises(ConfigError) as err:
         _config()
     text = str(err.value)
-    assert "acceleratorNodeGroups[0].amiReleaseVersion = unset (the latest AMI): Neuron driver 2.30 or newer " \
-           "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.21.0" in text
+    assert (
+        "acceleratorNodeGroups[0].amiReleaseVersion = unset (the latest AMI): Neuron driver 2.30 or newer "
+        "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.21.0" in text
+    )
     assert "nrt_init() fails" in text
     assert "(for Kubernetes 1.34: 1.34.9-20260625, Neuron driver 2.28.0.0)" in text
     # An Inferentia group runs no training image: unpinned is fine there.
     from infra.validate import parse_stack_config
-    parse_stack_config({"region": "us-west-2", "acceleratorNodeGroups": [
-        {"name": "inf2", "instanceType": "inf2.xlarge", "maxSize": 1}]})
+
+    parse_stack_config(
+        {
+            "region": "us-west-2",
+            "acceleratorNodeGroups": [{"name": "inf2", "instanceType": "inf2.xlarge", "maxSize": 1}],
+        }
+    )
 
 
 def test_the_recorded_releases_carry_a_driver_the_images_run_on():
@@ -503,6 +617,7 @@ def test_the_recorded_releases_carry_a_driver_the_images_run_on():
     from infra.config.rules import ami_release_problem
     from infra.facts import neuron
     from infra.facts.versions import EKS_KUBERNETES_VERSIONS
+
     assert set(neuron.COMPATIBLE_AMI_RELEASES) == set(EKS_KUBERNETES_VERSIONS)
     for minor, (release, driver) in neuron.COMPATIBLE_AMI_RELEASES.items():
         assert ami_release_problem(release, minor) is None
@@ -517,6 +632,7 @@ def test_the_recorded_releases_carry_a_driver_the_images_run_on():
 def test_the_shipped_stacks_pin_a_recorded_release_on_every_trainium_group():
     from infra.facts import neuron
     from offline.docs.generate import REPO_ROOT, _trainium_groups
+
     for stack in ("dev", "prod"):
         groups = _trainium_groups(REPO_ROOT, stack)
         assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES["1.34"][0]}
@@ -526,6 +642,7 @@ def test_trn2_on_a_driver_older_than_2_22_with_a_new_runtime_fails():
     """aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, runtime 2.26.42.0: "requires
     aws-neuron-dkms 2.22 or later on Trainium2"."""
     from infra.facts import neuron
+
     image = neuron.TrainingImage("x", "public.ecr.aws/neuron/x:2.1-sdk2.24.0-u", "torch-neuronx")
     old_ami = neuron.ami_driver("1.31.0-20250101")
     assert old_ami.below == "2.22" and old_ami.low is None
@@ -536,18 +653,28 @@ def test_trn2_on_a_driver_older_than_2_22_with_a_new_runtime_fails():
 
 
 def test_the_policy_pack_reports_a_failing_combination():
-    from tests.test_policy_trainium import stack
     from tests.policy_helpers import violations
+    from tests.test_policy_trainium import stack
+
     assert violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20251112"})) == []
-    [message] = [m for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"}))
-                 if "bert-pretrain" in m]
+    [message] = [
+        m
+        for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"}))
+        if "bert-pretrain" in m
+    ]
     assert "Node group 'trn' (trn1.32xlarge) on Neuron driver 2.29 or newer, below 2.30" in message
     assert "runtime 2.23.110.0" in message and "nrt_init() fails" in message and "fix: pin" in message
-    assert not any("burn-in" in m for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"})))
+    assert not any(
+        "burn-in" in m for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"}))
+    )
     # A group with the burn-in's startup taint runs the burn-in image too.
-    gated = {"releaseVersion": "1.34.2-20260801", "taints": [
-        {"key": NEURON_TAINT.key, "value": "true", "effect": "NO_SCHEDULE"},
-        {"key": BURN_IN_TAINT.key, "value": "pending", "effect": "NO_SCHEDULE"}]}
+    gated = {
+        "releaseVersion": "1.34.2-20260801",
+        "taints": [
+            {"key": NEURON_TAINT.key, "value": "true", "effect": "NO_SCHEDULE"},
+            {"key": BURN_IN_TAINT.key, "value": "pending", "effect": "NO_SCHEDULE"},
+        ],
+    }
     [burn] = [m for m in violations("neuron-compatibility", *stack(gated)) if "burn-in" in m]
     assert "cannot run the burn-in image (Neuron SDK 2.21.0, runtime 2.23.110.0)" in burn
     assert violations("neuron-compatibility", *stack({"releaseVersion": "1.34.9-20260625"})) == []
@@ -559,6 +686,7 @@ def test_the_policy_pack_reports_a_failing_combination():
 
 def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
     from offline.report.cost import WorkloadRun, with_burn_in
+
     run = WorkloadRun("bertPretraining", "g", 2, 3600, "at most 60 min", launches=4)
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
     assert gated.bound_seconds == 3600 + 4 * burn_in_objects.BURN_IN_MINUTES * 60
@@ -577,12 +705,13 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
 
     # BERT's steps hold trn1-32xl-ng1 up to 630 min (tests/test_cost.py), plus a 13-minute burn-in for
     # each of the 2 attempts of its 2 steps: more than 9 h - 50 min.
-    before = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    before = datetime(2026, 11, 1, tzinfo=UTC)
     outputs = copy.deepcopy(dev.outputs)
     on_a_block(outputs)
     from offline.plan.runner import stack_config
     from tests.conftest import WORKLOADS_DIR
     from workloads.settings import parse_workloads_config
+
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
     found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
@@ -597,14 +726,18 @@ def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
     override through float64 numbers (internal/util/merge.go): the list must repeat NOFILE, and the
     limit must be exact in a float64."""
     import yaml
+
     from infra.specs.user_data import LOCKED_MEMORY_BYTES, nodeadm_user_data
+
     text = nodeadm_user_data(4, efa=True)
     document = text.split("Content-Type: application/node.eks.aws\n\n", 1)[1].split("\n--", 1)[0]
     config = yaml.safe_load(document)
     assert config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
     rlimits = config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]
-    assert rlimits == [{"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
-                       {"type": "RLIMIT_MEMLOCK", "soft": LOCKED_MEMORY_BYTES, "hard": LOCKED_MEMORY_BYTES}]
+    assert rlimits == [
+        {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576},
+        {"type": "RLIMIT_MEMLOCK", "soft": LOCKED_MEMORY_BYTES, "hard": LOCKED_MEMORY_BYTES},
+    ]
     assert int(float(LOCKED_MEMORY_BYTES)) == LOCKED_MEMORY_BYTES
     assert "RLIMIT_MEMLOCK" not in nodeadm_user_data(4)  # no EFA: nothing to register
     assert nodeadm_user_data(0) is None
@@ -615,6 +748,7 @@ def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in
     every new node fails its burn-in; the table checks its DLC on groups with burnIn."""
     from infra.config.errors import ConfigError
     from infra.facts import neuron
+
     assert burn_in_objects.IMAGE == neuron.BURN_IN_IMAGE.base
     assert neuron.BURN_IN_IMAGE in neuron.images_for(True) and neuron.BURN_IN_IMAGE not in neuron.images_for(False)
     assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
@@ -631,13 +765,25 @@ def test_a_karpenter_group_on_tag_selected_capacity_blocks_is_warned_about():
     = 40 minutes, after which the expiration controller deletes the block's NodeClaims."""
     from infra.config.rules import advisories
     from infra.validate import parse_stack_config
-    group = {"name": "trn1-cb", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az4",
-             "amiReleaseVersion": "1.34.9-20260625",
-             "capacityReservation": {"tags": {"team": "ml"}, "type": "capacity-block"}}
-    config = parse_stack_config({"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [group]})
+
+    group = {
+        "name": "trn1-cb",
+        "instanceType": "trn1.32xlarge",
+        "maxSize": 2,
+        "azId": "usw2-az4",
+        "amiReleaseVersion": "1.34.9-20260625",
+        "capacityReservation": {"tags": {"team": "ml"}, "type": "capacity-block"},
+    }
+    config = parse_stack_config(
+        {"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [group]}
+    )
     [note] = [a for a in advisories(config) if "Capacity Blocks by tag" in a]
-    assert note.startswith("trainium-eks:acceleratorNodeGroups[0].capacityReservation.tags = {'team': 'ml'}: node group trn1-cb")
+    assert note.startswith(
+        "trainium-eks:acceleratorNodeGroups[0].capacityReservation.tags = {'team': 'ml'}: node group trn1-cb"
+    )
     assert "40 minutes before a block ends" in note and "60 for UltraServers" in note
     by_id = {**group, "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}
-    config = parse_stack_config({"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [by_id]})
+    config = parse_stack_config(
+        {"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [by_id]}
+    )
     assert not [a for a in advisories(config) if "Capacity Blocks by tag" in a]

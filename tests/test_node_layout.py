@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.config.errors import ConfigError
 from infra.config.load import raw_from_pulumi_config
 from infra.config.models import FeaturesConfig
-from infra.validate import parse_stack_config
-from infra.config.errors import ConfigError
-from offline.report import cost
-from offline.plan.runner import PlanResult
 from infra.facts.instances import INSTANCE_TYPES
 from infra.specs.system_capacity import reserved_cpu_millis, reserved_memory_mib, system_fit
+from infra.validate import parse_stack_config
+from offline.plan.runner import PlanResult
+from offline.report import cost
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,12 @@ def test_kube_reserved_follows_nodeadm():
 def test_max_pods_are_the_eni_formula():
     # ENIs x (IPv4 addresses per ENI - 1) + 2, no prefix delegation (EC2 ENI limits: m6i.large 3 x 10,
     # t3.large 3 x 12, t3.medium 3 x 6, m6i.xlarge 4 x 15), as misc/eni-max-pods.txt lists them.
-    for instance_type, enis, ips in (("m6i.large", 3, 10), ("t3.large", 3, 12), ("t3.medium", 3, 6), ("m6i.xlarge", 4, 15)):
+    for instance_type, enis, ips in (
+        ("m6i.large", 3, 10),
+        ("t3.large", 3, 12),
+        ("t3.medium", 3, 6),
+        ("m6i.xlarge", 4, 15),
+    ):
         assert INSTANCE_TYPES[instance_type].node.max_pods == enis * (ips - 1) + 2
 
 
@@ -65,7 +70,9 @@ def test_one_small_node_is_refused_naming_the_key():
     # A single m6i.large cannot hold DaemonSets + every cluster pod: refused before any resource.
     with pytest.raises(ConfigError) as err:
         parse_stack_config({"region": "us-west-2", "coreNodeGroup": {"minSize": 1, "desiredSize": 1}})
-    assert "coreNodeGroup.instanceTypes[0] = 'm6i.large': 1 such nodes (minSize) cannot hold the system pods" in str(err.value)
+    assert "coreNodeGroup.instanceTypes[0] = 'm6i.large': 1 such nodes (minSize) cannot hold the system pods" in str(
+        err.value
+    )
 
 
 def test_tiny_nodes_run_out_of_pod_addresses():
@@ -86,8 +93,11 @@ def test_job_support_group_scales_from_zero_with_its_taint(dev):
     assert group["taints"] == [{"key": "job-support", "value": "true", "effect": "NO_SCHEDULE"}]
     # From zero nodes cluster-autoscaler learns labels and taints from the ASG's node-template tags
     # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "Scaling a node group to 0").
-    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in dev.of_type("aws:autoscaling/tag:Tag")
-            if r.name.startswith("cluster-job-support-")}
+    tags = {
+        r.inputs["tag"]["key"]: r.inputs["tag"]["value"]
+        for r in dev.of_type("aws:autoscaling/tag:Tag")
+        if r.name.startswith("cluster-job-support-")
+    }
     assert tags == {
         "k8s.io/cluster-autoscaler/node-template/label/role": "job-support",
         "k8s.io/cluster-autoscaler/node-template/label/provisioner": "cluster-autoscaler",
@@ -104,7 +114,9 @@ def test_groups_are_named_by_prefix_so_a_type_change_replaces_without_collision(
 def test_workloads_get_the_placement_from_the_outputs(dev):
     placement = dev.outputs["jobSupportPlacement"]
     assert placement["nodeSelector"] == {"role": "job-support"}
-    assert placement["tolerations"] == [{"key": "job-support", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    assert placement["tolerations"] == [
+        {"key": "job-support", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
 
 
 # --- the idle bill -----------------------------------------------------------------------------
@@ -128,7 +140,15 @@ def test_dev_idles_under_half_a_dollar_an_hour(dev: PlanResult) -> None:
 
 def test_the_old_layout_was_over_the_target(plan_with) -> None:
     # Two m6i.4xlarge core nodes with 100 GiB roots carried the job pods before: the issue's $1.69/h.
-    old = plan_with(coreNodeGroup={"instanceTypes": ["m6i.4xlarge"], "minSize": 2, "desiredSize": 2, "maxSize": 4, "diskSizeGib": 100})
+    old = plan_with(
+        coreNodeGroup={
+            "instanceTypes": ["m6i.4xlarge"],
+            "minSize": 2,
+            "desiredSize": 2,
+            "maxSize": 4,
+            "diskSizeGib": 100,
+        }
+    )
     assert idle_before_fsx(old) == pytest.approx(0.15 + 2 * 0.768 + 200 * 0.08 / 730, abs=1e-4)
 
 
@@ -145,7 +165,10 @@ def test_prod_sizing_is_its_own():
 @pytest.mark.parametrize(
     "group, expected",
     [
-        ({"instanceTypes": ["trn1.32xlarge"]}, "jobNodeGroup.instanceTypes[0] = 'trn1.32xlarge': this group runs CPU pods"),
+        (
+            {"instanceTypes": ["trn1.32xlarge"]},
+            "jobNodeGroup.instanceTypes[0] = 'trn1.32xlarge': this group runs CPU pods",
+        ),
         ({"minSize": 3, "maxSize": 2}, "jobNodeGroup: sizes must satisfy minSize <= desiredSize <= maxSize"),
         ({"instanceTypes": [""]}, "jobNodeGroup.instanceTypes[0]"),
         ({"maxSize": "four"}, "jobNodeGroup.maxSize"),
@@ -166,8 +189,13 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
     # VM_MEMORY_OVERHEAD_PERCENT 0.075), 484966 MiB. From that it keeps 11 x 247 + 255 + 100 = 3072 MiB
     # (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go getMemoryMebibytesToReserve, evictionHard)
     # and 60 + 10 + 10 + 310 = 390m; the DaemonSets on it ask for the rest of the difference.
-    from infra.specs.system_capacity import (MEMORY_OVERHEAD_FRACTION, accelerator_daemonsets, daemonsets,
-                                             memory_capacity_mib, node_allocatable)
+    from infra.specs.system_capacity import (
+        MEMORY_OVERHEAD_FRACTION,
+        accelerator_daemonsets,
+        daemonsets,
+        memory_capacity_mib,
+        node_allocatable,
+    )
 
     features = FeaturesConfig()
     assert INSTANCE_TYPES["trn1.32xlarge"].node.max_pods == 247 and reserved_cpu_millis(128) == 390
@@ -180,6 +208,8 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
     assert node_allocatable("trn1.32xlarge", features, accelerator=True) == {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
     # The Neuron node problem detector (10m/80Mi, neuron-helm-chart values.yaml) is counted only on
     # accelerator nodes, and a type the tables lack has no figure (the workloads then check devices only).
-    without = node_allocatable("trn1.32xlarge", features.model_copy(update={"neuron_device_plugin": False}), accelerator=True)
+    without = node_allocatable(
+        "trn1.32xlarge", features.model_copy(update={"neuron_device_plugin": False}), accelerator=True
+    )
     assert int(without["cpu"][:-1]) == cpu + 10 and node_allocatable("p5.48xlarge", features, accelerator=True) is None
     assert node_allocatable("m6i.4xlarge", features, accelerator=False) == {"cpu": "15370m", "memory": "57284Mi"}

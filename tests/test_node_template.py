@@ -20,7 +20,11 @@ def test_no_efa_label_without_efa_and_extra_labels_win():
 
 
 def test_neuron_taint():
-    assert (NEURON_TAINT.key, NEURON_TAINT.value, NEURON_TAINT.effect) == ("aws.amazon.com/neuron", "true", "NoSchedule")
+    assert (NEURON_TAINT.key, NEURON_TAINT.value, NEURON_TAINT.effect) == (
+        "aws.amazon.com/neuron",
+        "true",
+        "NoSchedule",
+    )
     assert NEURON_TAINT.eks_effect == "NO_SCHEDULE"
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from infra.config.models import AcceleratorNodeGroupConfig
 from infra.config.errors import ConfigError
+from infra.config.models import AcceleratorNodeGroupConfig
 from infra.specs.placement import Zone, choose_placement
 from offline.plan import fixtures
 
@@ -14,7 +14,9 @@ def group(name: str, instance_type: str, az_id: str | None = None) -> Accelerato
 
 
 def test_picks_the_zone_offering_every_type_first():
-    placement = choose_placement(US_WEST_2, OFFERS, [group("a", "trn1.32xlarge"), group("b", "trn1n.32xlarge")], 2, "us-west-2")
+    placement = choose_placement(
+        US_WEST_2, OFFERS, [group("a", "trn1.32xlarge"), group("b", "trn1n.32xlarge")], 2, "us-west-2"
+    )
     assert placement.accelerator_zone == Zone("us-west-2d", "usw2-az4")
     assert placement.group_zones == {"a": placement.accelerator_zone, "b": placement.accelerator_zone}
     # fills up with the remaining zones in id order
@@ -59,6 +61,12 @@ def test_type_not_offered_in_region_is_refused():
 
 
 def test_more_accelerator_zones_than_az_count_is_refused():
-    groups = [group("a", "trn1.32xlarge"), group("b", "trn1.2xlarge", "usw2-az3"), group("c", "inf2.xlarge", "usw2-az1")]
-    with pytest.raises(ConfigError, match=r"network.azCount = 2: accelerator groups need zones usw2-az4, usw2-az3, usw2-az1"):
+    groups = [
+        group("a", "trn1.32xlarge"),
+        group("b", "trn1.2xlarge", "usw2-az3"),
+        group("c", "inf2.xlarge", "usw2-az1"),
+    ]
+    with pytest.raises(
+        ConfigError, match=r"network.azCount = 2: accelerator groups need zones usw2-az4, usw2-az3, usw2-az1"
+    ):
         choose_placement(US_WEST_2, OFFERS, groups, 2, "us-west-2")

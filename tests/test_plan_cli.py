@@ -45,7 +45,9 @@ def test_plan_writes_resources_json(planned_dev):
     tmp_path = planned_dev.out
     document = json.loads((tmp_path / "trainium-eks" / "dev" / "resources.json").read_text())
     assert (document["project"], document["stack"]) == ("trainium-eks", "dev")
-    assert {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"} <= set(document["resources"][0])
+    assert {"urn", "type", "name", "parent", "provider", "dependencies", "protect", "inputs"} <= set(
+        document["resources"][0]
+    )
     # Lifecycle choices are visible to reviewers: the node groups leave desiredSize to the
     # autoscaler, the file system has its own timeouts.
     by_name = {r["name"]: r for r in document["resources"]}
@@ -92,14 +94,20 @@ def test_plan_writes_resources_json(planned_dev):
         "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
     ]
-    claim = yaml.safe_load((tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text())
+    claim = yaml.safe_load(
+        (tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text()
+    )
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
     printed = planned_dev.stdout
     assert "trn1-32xl-ng1-lt" in printed and "efaInterfaces=8" in printed
     assert "placeholder" in printed
     workloads = tmp_path / "trainium-workloads" / "dev" / "manifests"
     written = {p.name for p in workloads.iterdir()}
-    assert {"job-default-bert-train.yaml", "rayjob-default-llama2-pretraining-job.yaml", "mpijob-default-cluster-check-allreduce.yaml"} <= written
+    assert {
+        "job-default-bert-train.yaml",
+        "rayjob-default-llama2-pretraining-job.yaml",
+        "mpijob-default-cluster-check-allreduce.yaml",
+    } <= written
     bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
     assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert "Offline plan of trainium-workloads / dev" in printed
@@ -123,7 +131,10 @@ def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
     err = capsys.readouterr().err
-    assert "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type" in err
+    assert (
+        "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type"
+        in err
+    )
 
 
 def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
@@ -148,8 +159,13 @@ def test_placement_errors_also_exit_2(tmp_path, capsys):
         {
             "aws:region": "us-west-2",
             "trainium-eks:acceleratorNodeGroups": [
-                {"name": "trn1", "instanceType": "trn1.32xlarge", "maxSize": 2, "azId": "usw2-az2",
-                 "amiReleaseVersion": compatible_ami_release()}
+                {
+                    "name": "trn1",
+                    "instanceType": "trn1.32xlarge",
+                    "maxSize": 2,
+                    "azId": "usw2-az2",
+                    "amiReleaseVersion": compatible_ami_release(),
+                }
             ],
         },
     )
@@ -160,7 +176,17 @@ def test_placement_errors_also_exit_2(tmp_path, capsys):
 def test_no_traceback_from_the_command_line(tmp_path):
     project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
     run = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-m",
+            "offline.plan",
+            "--stack",
+            "bad",
+            "--project-dir",
+            str(project),
+            "--out",
+            str(tmp_path / "o"),
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -175,8 +201,12 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
     # `pulumi config set --secret hfToken ...` writes `{secure: v1:...}` into the stack file, which
     # only the stack's secrets provider opens: offline, the key gets a stand-in instead of being
     # read as a (malformed) token.
-    workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "dev",
-                             lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:AAAAencryptedAAAA"}}))
+    workloads = project_copy(
+        tmp_path / "workloads",
+        REPO_ROOT / "workloads",
+        "dev",
+        lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:AAAAencryptedAAAA"}}),
+    )
     assert "trainium-workloads:hfToken" not in stack_config(workloads, "dev")
     result = command.plan_workloads(workloads, "dev", dev)
     # Planned, and the Secret's data stays masked as a secret's.
@@ -194,8 +224,10 @@ def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_pat
     earlier.parent.mkdir(parents=True)
     earlier.write_text('{"from": "the last plan that succeeded"}')
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
-    assert (f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
-            "succeeded, not from this configuration.") in capsys.readouterr().err
+    assert (
+        f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
+        "succeeded, not from this configuration."
+    ) in capsys.readouterr().err
     assert earlier.read_text() == '{"from": "the last plan that succeeded"}'
 
 
@@ -203,9 +235,11 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     from offline.report import render
 
     command = "`cd workloads && pulumi config set --secret --stack dev 'trainium-workloads:hfToken'`"
-    text = ("Invalid stack file workloads/Pulumi.dev.yaml:\n  - workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken "
-            f"holds a secret in plain text, which would be committed with the file; delete that line and store it "
-            f"encrypted with {command}, which prompts for the value")
+    text = (
+        "Invalid stack file workloads/Pulumi.dev.yaml:\n  - workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken "
+        f"holds a secret in plain text, which would be committed with the file; delete that line and store it "
+        f"encrypted with {command}, which prompts for the value"
+    )
     wrapped = render.message(text, width=100)
     lines = wrapped.splitlines()
     assert len(lines) > 2 and max(len(line) for line in lines) <= 100
@@ -221,8 +255,13 @@ def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_
     is out (offline/plan/command.py exit_without_teardown): every line printed and every file written still
     gets out, byte for byte what ``main`` prints and writes in this process."""
     tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
-    run = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.replace(str(tmp_path), "OUT") == planned_dev.stdout.replace(str(planned_dev.out), "OUT")
     assert run.stderr == planned_dev.stderr == ""

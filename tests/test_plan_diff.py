@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from offline.diff import compare
+from offline.plan.runner import REPO_ROOT, PlanResult, run_program
 from offline.report.plan_output import write_plan
-from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
 
@@ -34,19 +34,35 @@ PV = "urn:pulumi:dev::p::kubernetes:core/v1:PersistentVolume::pv"
 
 def test_synthetic_plans_show_each_kind_of_change() -> None:
     base = plan(
-        [resource(NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 4}}),
-         resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 2400, "storageType": "SSD"}),
-         resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": {"csi": {"volumeHandle": "fs-1"}}},
-                  replaceOnChanges=["spec.csi"]),
-         resource("urn:gone", "aws:ec2/eip:Eip", {"domain": "vpc"})],
+        [
+            resource(
+                NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 4}}
+            ),
+            resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 2400, "storageType": "SSD"}),
+            resource(
+                PV,
+                "kubernetes:core/v1:PersistentVolume",
+                {"spec": {"csi": {"volumeHandle": "fs-1"}}},
+                replaceOnChanges=["spec.csi"],
+            ),
+            resource("urn:gone", "aws:ec2/eip:Eip", {"domain": "vpc"}),
+        ],
         outputs={"clusterName": "trn-dev", "kubeconfig": "[secret]"},
     )
     head = plan(
-        [resource(NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 6}}),
-         resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 1200, "storageType": "SSD"}),
-         resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": {"csi": {"volumeHandle": "fs-2"}}},
-                  replaceOnChanges=["spec.csi"]),
-         resource("urn:new", "aws:ec2/eip:Eip", {"domain": "vpc", "tags": {"token": "[secret]"}})],
+        [
+            resource(
+                NG, "aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["trn1.32xlarge"], "scalingConfig": {"maxSize": 6}}
+            ),
+            resource(FS, "aws:fsx/lustreFileSystem:LustreFileSystem", {"storageCapacity": 1200, "storageType": "SSD"}),
+            resource(
+                PV,
+                "kubernetes:core/v1:PersistentVolume",
+                {"spec": {"csi": {"volumeHandle": "fs-2"}}},
+                replaceOnChanges=["spec.csi"],
+            ),
+            resource("urn:new", "aws:ec2/eip:Eip", {"domain": "vpc", "tags": {"token": "[secret]"}}),
+        ],
         outputs={"clusterName": "trn-dev2", "kubeconfig": "[secret]"},
     )
     d = compare.compare_plans("p", "dev", base, head)
@@ -76,14 +92,24 @@ def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources
     spec = {"csi": {"volumeHandle": "fs-1"}}
 
     def pair(trigger: Any) -> list[dict[str, Any]]:
-        volume = resource(PV, "kubernetes:core/v1:PersistentVolume", {"spec": spec}, deleteBeforeReplace=True,
-                          **({"replacementTrigger": trigger} if trigger is not None else {}))
-        claim = resource(claim_urn, "kubernetes:core/v1:PersistentVolumeClaim", {"spec": {"volumeName": "pv"}},
-                         replaceWith=[PV])
+        volume = resource(
+            PV,
+            "kubernetes:core/v1:PersistentVolume",
+            {"spec": spec},
+            deleteBeforeReplace=True,
+            **({"replacementTrigger": trigger} if trigger is not None else {}),
+        )
+        claim = resource(
+            claim_urn, "kubernetes:core/v1:PersistentVolumeClaim", {"spec": {"volumeName": "pv"}}, replaceWith=[PV]
+        )
         return [volume, claim]
 
-    d = compare.compare_plans("p", "dev", plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
-                           plan(pair({"spec": {"accessModes": ["ReadWriteOnce"]}})))
+    d = compare.compare_plans(
+        "p",
+        "dev",
+        plan(pair({"spec": {"accessModes": ["ReadWriteMany"]}})),
+        plan(pair({"spec": {"accessModes": ["ReadWriteOnce"]}})),
+    )
     kinds = {c.name: c for c in d.changes}
     assert kinds["pv"].kind == "replace"
     assert kinds["pv"].paths[0].replace_reason == "replacementTrigger changed"
@@ -94,11 +120,23 @@ def test_a_changed_replacement_trigger_replaces_and_takes_replace_with_resources
 
 
 def test_policy_and_cost_sections_are_compared_when_present() -> None:
-    violation = {"policy": "no-public-endpoint", "urn": NG, "name": "ng", "type": "aws:eks/nodeGroup:NodeGroup",
-                 "enforcementLevel": "mandatory", "message": "open to the internet"}
+    violation = {
+        "policy": "no-public-endpoint",
+        "urn": NG,
+        "name": "ng",
+        "type": "aws:eks/nodeGroup:NodeGroup",
+        "enforcementLevel": "mandatory",
+        "message": "open to the internet",
+    }
+
     def cost(idle: float) -> dict[str, Any]:
-        return {"currency": "USD", "hourly": {"idle": idle, "configured": 1.0, "fullScale": None},
-                "monthly": {"idle": idle * 730, "configured": 730.0, "fullScale": None}, "lines": [], "unknown": []}
+        return {
+            "currency": "USD",
+            "hourly": {"idle": idle, "configured": 1.0, "fullScale": None},
+            "monthly": {"idle": idle * 730, "configured": 730.0, "fullScale": None},
+            "lines": [],
+            "unknown": [],
+        }
 
     base = plan([], policy={"violations": []}, cost=cost(0.5))
     head = plan([], policy={"violations": [violation]}, cost=cost(0.75))
@@ -114,8 +152,12 @@ def cluster_plan(tmp: Path, edit: Any = None) -> Path:
     document = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]
     if edit:
         edit(document)
-    config = {k: json.dumps(v) if isinstance(v, (dict, list)) else ("true" if v is True else "false" if v is False else str(v))
-              for k, v in document.items()}
+    config = {
+        k: json.dumps(v)
+        if isinstance(v, (dict, list))
+        else ("true" if v is True else "false" if v is False else str(v))
+        for k, v in document.items()
+    }
     write_plan(run_program(REPO_ROOT, "dev", config), tmp)
     return tmp
 
@@ -147,7 +189,9 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
-def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(base_cluster: Path, tmp_path: Path) -> None:
+def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(
+    base_cluster: Path, tmp_path: Path
+) -> None:
     """1.34 -> 1.35 (offline/plan/fixtures.py holds both minors' add-on builds).
     - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
       now carries the cluster's version and the upgrade reaches it.
@@ -158,6 +202,7 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     - The groups depend on the eks.Cluster component (their `version` and `clusterName` come from
       it), so the engine updates them after the control plane; EKS refuses a node group version
       above its control plane's."""
+
     def upgrade(d: dict[str, Any]) -> None:  # kubernetesVersion and the AMI pins together (docs/node-health.md)
         d["trainium-eks:kubernetesVersion"] = "1.35"
         d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at("1.35")
@@ -168,7 +213,12 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
     cluster = changes["eks:index:Cluster cluster-eks"]
     assert ("version", "1.34", "1.35") in [(p.path, p.old, p.new) for p in cluster.paths]
     groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
-    assert {c.name for c in groups.values()} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
+    assert {c.name for c in groups.values()} == {
+        "cluster-core",
+        "cluster-job-support",
+        "trn1-32xl-ng1",
+        "trn1n-32xl-ng",
+    }
     for change in groups.values():
         expected = {("version", "1.34", "1.35", None)}
         if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the 1.35 release too
@@ -194,7 +244,9 @@ def test_changing_the_instance_type_replaces_the_node_group(base_cluster: Path, 
     ]
 
 
-def test_turning_efa_off_is_a_new_launch_template_version_the_group_rolls_to(base_cluster: Path, tmp_path: Path) -> None:
+def test_turning_efa_off_is_a_new_launch_template_version_the_group_rolls_to(
+    base_cluster: Path, tmp_path: Path
+) -> None:
     # ec2/ec2_launch_template.go: network_interfaces is not ForceNew (an update writes a new
     # version); node_group.go: launch_template.version is updated in place (UpdateNodegroupVersion).
     head = cluster_plan(tmp_path, lambda d: groups(d)[0].update(efa=False))
@@ -212,7 +264,9 @@ def test_turning_a_feature_off_deletes_its_resources(base_cluster: Path, tmp_pat
     assert any(c.type == "kubernetes:helm.sh/v3:Release" and "kuberay" in c.name for c in d.changes)
 
 
-def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_base_is_planned_in_a_temporary_worktree_at_that_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen = []
 
     def fake_plan(checkout: Path, out: Path, stacks: tuple[str, ...], label: str = "") -> None:
@@ -256,8 +310,12 @@ def prod_cost(max_size: int) -> dict[str, Any]:
 
     document = yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"]
     groups(document)[0]["maxSize"] = max_size
-    config = {k: json.dumps(v) if isinstance(v, (dict, list)) else ("true" if v is True else "false" if v is False else str(v))
-              for k, v in document.items()}
+    config = {
+        k: json.dumps(v)
+        if isinstance(v, (dict, list))
+        else ("true" if v is True else "false" if v is False else str(v))
+        for k, v in document.items()
+    }
     return cluster_cost(run_program(REPO_ROOT, "prod", config))
 
 
@@ -345,14 +403,22 @@ def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
     from offline.report import render
 
     long_name = "cluster-eks-" + "x" * 120
-    policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*",
-                                                                  "Action": [f"s3:Action{i}" for i in range(20)]}]})
+    policy = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Resource": "*", "Action": [f"s3:Action{i}" for i in range(20)]}],
+        }
+    )
     huge = "y" * (compare.TEXT_VALUE + 50)
     lt = "urn:pulumi:dev::p::aws:ec2/launchTemplate:LaunchTemplate::" + long_name
-    base = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": "{}", "userData": "a"})],
-                {"addonBuilds": {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1"}})
-    head = plan([resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": policy, "userData": huge})],
-                {"addonBuilds": {"vpc-cni": "v1.20.6-eksbuild.1", "coredns": "v1.13.2-eksbuild.1" + "z" * 80}})
+    base = plan(
+        [resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": "{}", "userData": "a"})],
+        {"addonBuilds": {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1"}},
+    )
+    head = plan(
+        [resource(lt, "aws:ec2/launchTemplate:LaunchTemplate", {"policy": policy, "userData": huge})],
+        {"addonBuilds": {"vpc-cni": "v1.20.6-eksbuild.1", "coredns": "v1.13.2-eksbuild.1" + "z" * 80}},
+    )
     d = compare.compare_plans("p", "dev", base, head)
     text = compare.render_text([d], "main (0123456789ab)")
     assert max(len(line) for line in text.splitlines()) <= render.WIDTH
@@ -379,7 +445,8 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
     changes = {c.name: c for c in compare.compare_resources(base, head)}
     assert {n: c.kind for n, c in changes.items()} == {"job-bert-precompile": "replace", "job-bert-train": "replace"}
     assert changes["job-bert-train"].notes == [
-        "replaced: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec)"]
+        "replaced: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec)"
+    ]
     # The other side: only the training job changes, and the precompile stays.
     head = json.loads(json.dumps(base))
     train = next(r for r in head if r["name"] == "job-bert-train")
@@ -394,17 +461,35 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
 
 def test_the_diff_lists_dependencies_first_and_deletes_dependents_first() -> None:
     def resource(name: str, *needs: str, parent: str = "", provider: str = "") -> dict[str, Any]:
-        return {"urn": f"urn:{name}", "type": "t", "name": name, "dependencies": [f"urn:{n}" for n in needs],
-                "parent": parent and f"urn:{parent}", "provider": provider and f"urn:{provider}::id-1", "inputs": {"v": 1}}
+        return {
+            "urn": f"urn:{name}",
+            "type": "t",
+            "name": name,
+            "dependencies": [f"urn:{n}" for n in needs],
+            "parent": parent and f"urn:{parent}",
+            "provider": provider and f"urn:{provider}::id-1",
+            "inputs": {"v": 1},
+        }
 
     def bumped(r: dict[str, Any]) -> dict[str, Any]:
         return {**r, "inputs": {"v": 2}}
 
     # "a-group" sorts before "b-cluster" by name but needs it; "c-addon" is reached through its provider.
-    base = [resource("b-cluster"), resource("a-group", "b-cluster"), resource("k8s"), resource("c-addon", provider="k8s"),
-            resource("z-old"), resource("y-old-child", "z-old")]
+    base = [
+        resource("b-cluster"),
+        resource("a-group", "b-cluster"),
+        resource("k8s"),
+        resource("c-addon", provider="k8s"),
+        resource("z-old"),
+        resource("y-old-child", "z-old"),
+    ]
     head = [bumped(r) for r in base[:4]]
     changes = compare.compare_resources(base, head)
     assert [(c.kind, c.name) for c in changes] == [
-        ("update", "b-cluster"), ("update", "a-group"), ("update", "k8s"), ("update", "c-addon"),
-        ("delete", "y-old-child"), ("delete", "z-old")]
+        ("update", "b-cluster"),
+        ("update", "a-group"),
+        ("update", "k8s"),
+        ("update", "c-addon"),
+        ("delete", "y-old-child"),
+        ("delete", "z-old"),
+    ]

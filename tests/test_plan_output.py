@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from offline.report import plan_output
 from offline.plan import policy_run
-from offline.report import render
-from offline.report import report
 from offline.plan.runner import REPO_ROOT
+from offline.report import plan_output, render, report
 
 
 @pytest.mark.parametrize(
@@ -36,8 +34,11 @@ def test_types_print_as_pulumis_display_names(token, shown):
 
 def _stack_text(result, estimate, policy, wide=False) -> str:
     kind = "cluster" if result.project == "trainium-eks" else "workloads"
-    parts = [*render.resource_table(result, plan_output.summarize, wide), *render.outputs(result, wide),
-             render.cost_section(estimate, result.outputs.get("region", "us-west-2"), kind, wide)]
+    parts = [
+        *render.resource_table(result, plan_output.summarize, wide),
+        *render.outputs(result, wide),
+        render.cost_section(estimate, result.outputs.get("region", "us-west-2"), kind, wide),
+    ]
     if policy is not None:
         text = policy_run.render_report(result.project, result.stack, policy)
         parts.append(text if wide else render.wrapped(text))
@@ -50,8 +51,11 @@ def dev_parts(dev, workloads_dev):
     region = dev.outputs["region"]
     return [
         (dev, report.cluster_cost(dev), policy_run.run_policies(dev.registrations, config, region)),
-        (workloads_dev, report.workloads_cost(REPO_ROOT / "workloads", "dev", dev),
-         policy_run.run_policies(workloads_dev.registrations, config, region)),
+        (
+            workloads_dev,
+            report.workloads_cost(REPO_ROOT / "workloads", "dev", dev),
+            policy_run.run_policies(workloads_dev.registrations, config, region),
+        ),
     ]
 
 
@@ -90,10 +94,17 @@ def test_resources_nest_under_their_component_like_pulumi_preview(dev):
 
 
 def test_the_closing_summary_says_what_where_and_how_much(dev_parts, tmp_path):
-    planned = [render.Planned(result, estimate, len(policy.mandatory), len(policy.violations) - len(policy.mandatory),
-                              [f"[{v.enforcement_level}] {v.policy}: {result.project}/dev {v.name}" for v in policy.violations],
-                              tmp_path / result.project / "dev")
-               for result, estimate, policy in dev_parts]
+    planned = [
+        render.Planned(
+            result,
+            estimate,
+            len(policy.mandatory),
+            len(policy.violations) - len(policy.mandatory),
+            [f"[{v.enforcement_level}] {v.policy}: {result.project}/dev {v.name}" for v in policy.violations],
+            tmp_path / result.project / "dev",
+        )
+        for result, estimate, policy in dev_parts
+    ]
     text = render.summary(planned, "us-west-2", ["trainium-workloads:hfToken"])
     cluster, workloads = dev_parts[0][0], dev_parts[1][0]
     assert f"    + {len(cluster.registrations):>4} to create   trainium-eks/dev" in text

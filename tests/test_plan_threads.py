@@ -10,16 +10,17 @@ import copy
 import json
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 from unittest import mock
 
 import pytest
 import yaml
 
 from offline.plan import runner
-from offline.plan.mocks import RecordingMonitor, engine_view
 from offline.plan.command import plan_workloads
+from offline.plan.mocks import RecordingMonitor, engine_view
 from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
 
 WORKLOADS_DIR = REPO_ROOT / "workloads"
@@ -52,8 +53,9 @@ def mentions(name: str, text: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", text) is not None
 
 
-def misplaced_inputs(result: PlanResult, monitor: Optional[RecordingMonitor],
-                     families: Iterable[Iterable[str]] = ()) -> list[str]:
+def misplaced_inputs(
+    result: PlanResult, monitor: RecordingMonitor | None, families: Iterable[Iterable[str]] = ()
+) -> list[str]:
     """What in ``result`` says a resource holds inputs that are not its own, each as a line:
 
     - its record differs from the inputs the mock monitor itself handed the mocks for that URN (the
@@ -100,22 +102,30 @@ def large_dev_config(groups: int, extra_namespaces: int) -> dict[str, str]:
     ``groups`` groups, ``extra_namespaces`` training namespaces (team-00, ...) besides its own, and
     what validation asks of a cluster that size: a label that tells the groups apart (the workloads
     pick their group by it) and system nodes that hold an etcd per namespace (m6i.xlarge)."""
-    shipped = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]["trainium-eks:acceleratorNodeGroups"]
+    shipped = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"][
+        "trainium-eks:acceleratorNodeGroups"
+    ]
     copies = [{**copy.deepcopy(shipped[0]), "name": f"trn-g{i:02d}"} for i in range(groups - len(shipped))]
     node_groups = [{**group, "labels": {"pool": group["name"]}} for group in shipped + copies]
     config = stack_config(REPO_ROOT, "dev")
     namespaces = json.loads(config.get("trainium-eks:trainingNamespaces", '["default"]'))
-    config.update({
-        "trainium-eks:acceleratorNodeGroups": json.dumps(node_groups),
-        "trainium-eks:trainingNamespaces": json.dumps(namespaces + [f"team-{i:02d}" for i in range(extra_namespaces)]),
-        "trainium-eks:coreNodeGroup": json.dumps({"instanceTypes": ["m6i.xlarge"]}),
-    })
+    config.update(
+        {
+            "trainium-eks:acceleratorNodeGroups": json.dumps(node_groups),
+            "trainium-eks:trainingNamespaces": json.dumps(
+                namespaces + [f"team-{i:02d}" for i in range(extra_namespaces)]
+            ),
+            "trainium-eks:coreNodeGroup": json.dumps({"instanceTypes": ["m6i.xlarge"]}),
+        }
+    )
     return config
 
 
 def group_and_namespace_names(config: dict[str, str]) -> list[list[str]]:
-    return [[g["name"] for g in json.loads(config["trainium-eks:acceleratorNodeGroups"])],
-            json.loads(config["trainium-eks:trainingNamespaces"])]
+    return [
+        [g["name"] for g in json.loads(config["trainium-eks:acceleratorNodeGroups"])],
+        json.loads(config["trainium-eks:trainingNamespaces"]),
+    ]
 
 
 ZONES = ["usw2-az1", "usw2-az4"]
@@ -164,17 +174,26 @@ def swapped(result: PlanResult, first: str, second: str) -> PlanResult:
 def test_the_check_finds_inputs_held_by_the_wrong_resource(dev_watched):
     cluster, workloads = dev_watched.cluster, dev_watched.workloads
     # Against what the monitor received: any two resources.
-    problems = misplaced_inputs(swapped(cluster, "network-private-rt-usw2-az4", "network-node-usw2-az1"),
-                                dev_watched.cluster_monitor)
+    problems = misplaced_inputs(
+        swapped(cluster, "network-private-rt-usw2-az4", "network-node-usw2-az1"), dev_watched.cluster_monitor
+    )
     assert {p.split(":")[0] for p in problems} == {"network-private-rt-usw2-az4", "network-node-usw2-az1"}
     # From the record alone: Kubernetes objects of another kind, or of the same kind and another
     # name; a node group's resources holding another group's inputs.
-    assert "job-bert-train (kubernetes:batch.volcano.sh/v1alpha1:Job) holds a networking.k8s.io/v1 NetworkPolicy" in misplaced_inputs(
-        swapped(workloads, "job-bert-train", "networkpolicy-gang-watchdog"), None)
-    assert "job-bert-train (kubernetes:batch.volcano.sh/v1alpha1:Job) holds the object named 'bert-precompile'" in misplaced_inputs(
-        swapped(workloads, "job-bert-train", "job-bert-precompile"), None)
-    assert "trn1-32xl-ng1-lt (aws:ec2/launchTemplate:LaunchTemplate): its inputs mention trn1n-32xl-ng" in misplaced_inputs(
-        swapped(cluster, "trn1-32xl-ng1-lt", "trn1n-32xl-ng-lt"), None, [["trn1-32xl-ng1", "trn1n-32xl-ng"]])
+    assert (
+        "job-bert-train (kubernetes:batch.volcano.sh/v1alpha1:Job) holds a networking.k8s.io/v1 NetworkPolicy"
+        in misplaced_inputs(swapped(workloads, "job-bert-train", "networkpolicy-gang-watchdog"), None)
+    )
+    assert (
+        "job-bert-train (kubernetes:batch.volcano.sh/v1alpha1:Job) holds the object named 'bert-precompile'"
+        in misplaced_inputs(swapped(workloads, "job-bert-train", "job-bert-precompile"), None)
+    )
+    assert (
+        "trn1-32xl-ng1-lt (aws:ec2/launchTemplate:LaunchTemplate): its inputs mention trn1n-32xl-ng"
+        in misplaced_inputs(
+            swapped(cluster, "trn1-32xl-ng1-lt", "trn1n-32xl-ng-lt"), None, [["trn1-32xl-ng1", "trn1n-32xl-ng"]]
+        )
+    )
 
 
 def test_a_cluster_of_24_trainium_groups_and_9_training_namespaces_keeps_every_resource_s_inputs():

@@ -33,7 +33,14 @@ def test_an_unknown_price_is_reported_not_counted_as_zero():
 
 
 def test_capacity_block_groups_are_priced_through_their_launch_template():
-    stack = [reg(LT, "lt", {"instanceType": "trn1.32xlarge"}),
-             reg(NG, "cb", {"capacityType": "CAPACITY_BLOCK", "scalingConfig": {"maxSize": 10}}, {"launchTemplate": [(LT, "lt")]})]
+    stack = [
+        reg(LT, "lt", {"instanceType": "trn1.32xlarge"}),
+        reg(
+            NG,
+            "cb",
+            {"capacityType": "CAPACITY_BLOCK", "scalingConfig": {"maxSize": 10}},
+            {"launchTemplate": [(LT, "lt")]},
+        ),
+    ]
     [message] = violations("trainium-hourly-ceiling", *stack, config={"maxHourlyUsd": 100})
     assert "$215.00/h" in message

@@ -16,12 +16,11 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from infra.config.errors import ConfigError
 from infra.facts.instances import trains
-from offline.plan import fixtures
-from offline.plan import command
+from offline.plan import command, fixtures
+from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
 from offline.plan.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
-from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
 from tests.policy_helpers import first_preview, reg, violations
 
 
@@ -80,19 +79,40 @@ def test_schema_defaults_pass_their_own_schema():
     assert config.levels == {p.name: p.enforcement_level for p in POLICIES}
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ({"neuron-taint": "warn"}, "neuron-taint: \"warn\" is not an enforcement level (allowed: advisory, mandatory, remediate, disabled)"),
-    ({"neuron-taints": "advisory"}, "neuron-taints: no such policy"),
-    ({"trainium-hourly-ceiling": {"maxHourlyUsd": "500"}}, "trainium-hourly-ceiling.maxHourlyUsd: \"500\" is not of type number"),
-    ({"trainium-hourly-ceiling": {"maxHourlyUsd": -1}}, "trainium-hourly-ceiling.maxHourlyUsd: -1 is below the minimum 0"),
-    # json.loads reads the non-JSON word Infinity: a ceiling nothing can exceed is no ceiling.
-    ({"trainium-hourly-ceiling": {"maxHourlyUsd": float("inf")}}, "trainium-hourly-ceiling.maxHourlyUsd: inf is not a finite number"),
-    ({"trainium-hourly-ceiling": {"maxHourlyUSD": 5}}, "trainium-hourly-ceiling.maxHourlyUSD: not a setting of this policy (settings: maxHourlyUsd, region)"),
-    ({"namespace-exists": {"externalNamespaces": ""}}, "namespace-exists.externalNamespaces: \"\" is not of type array"),
-    ({"all": ""}, "all: \"\" is not an enforcement level"),
-    ({"neuron-taint": 3}, "neuron-taint: 3 must be an enforcement level or an object"),
-    ([], "must hold a JSON object"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (
+            {"neuron-taint": "warn"},
+            'neuron-taint: "warn" is not an enforcement level (allowed: advisory, mandatory, remediate, disabled)',
+        ),
+        ({"neuron-taints": "advisory"}, "neuron-taints: no such policy"),
+        (
+            {"trainium-hourly-ceiling": {"maxHourlyUsd": "500"}},
+            'trainium-hourly-ceiling.maxHourlyUsd: "500" is not of type number',
+        ),
+        (
+            {"trainium-hourly-ceiling": {"maxHourlyUsd": -1}},
+            "trainium-hourly-ceiling.maxHourlyUsd: -1 is below the minimum 0",
+        ),
+        # json.loads reads the non-JSON word Infinity: a ceiling nothing can exceed is no ceiling.
+        (
+            {"trainium-hourly-ceiling": {"maxHourlyUsd": float("inf")}},
+            "trainium-hourly-ceiling.maxHourlyUsd: inf is not a finite number",
+        ),
+        (
+            {"trainium-hourly-ceiling": {"maxHourlyUSD": 5}},
+            "trainium-hourly-ceiling.maxHourlyUSD: not a setting of this policy (settings: maxHourlyUsd, region)",
+        ),
+        (
+            {"namespace-exists": {"externalNamespaces": ""}},
+            'namespace-exists.externalNamespaces: "" is not of type array',
+        ),
+        ({"all": ""}, 'all: "" is not an enforcement level'),
+        ({"neuron-taint": 3}, "neuron-taint: 3 must be an enforcement level or an object"),
+        ([], "must hold a JSON object"),
+    ],
+)
 def test_bad_policy_config_is_refused_naming_key_value_and_what_is_allowed(raw, expected):
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, "policy configuration test.json")
@@ -101,14 +121,25 @@ def test_bad_policy_config_is_refused_naming_key_value_and_what_is_allowed(raw, 
 
 def test_all_sets_every_level_and_a_policy_entry_overrides_it():
     # pulumi/pulumi sdk/go/pkg/resource/analyzer/config.go applyConfig: "all" first, then each policy.
-    config = parse_config({"all": {"enforcementLevel": "advisory", "justification": "trial"}, "neuron-taint": {"enforcementLevel": "mandatory"}}, "t")
+    config = parse_config(
+        {
+            "all": {"enforcementLevel": "advisory", "justification": "trial"},
+            "neuron-taint": {"enforcementLevel": "mandatory"},
+        },
+        "t",
+    )
     assert config.levels["neuron-taint"] == EnforcementLevel.MANDATORY
     assert config.levels["neuron-ami-type"] == EnforcementLevel.ADVISORY
 
 
 def test_a_disabled_policy_does_not_run():
     open_rule = reg("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "ssh", {"cidrIpv4": "0.0.0.0/0"})
-    report = run_policies([open_rule], parse_config({"security-group-no-open-ingress": {"enforcementLevel": "disabled", "justification": "test"}}, "t"))
+    report = run_policies(
+        [open_rule],
+        parse_config(
+            {"security-group-no-open-ingress": {"enforcementLevel": "disabled", "justification": "test"}}, "t"
+        ),
+    )
     assert not report.violations
 
 
@@ -120,11 +151,20 @@ def test_an_unknown_value_is_a_note_never_a_violation():
     assert not report.violations
     assert report.notes and "can't be known during preview" in report.notes[0]
     # A placement group whose name is still unknown counts as present (only the key is read).
-    lt = reg("aws:ec2/launchTemplate:LaunchTemplate", "lt", {
-        "networkInterfaces": [{"networkCardIndex": i, "interfaceType": "efa"} for i in range(8)],
-        "placement": {"groupName": UNKNOWN_STRING_VALUE}})
-    ng = reg("aws:eks/nodeGroup:NodeGroup", "ng", {"instanceTypes": ["trn1.32xlarge"]},
-             {"launchTemplate": [("aws:ec2/launchTemplate:LaunchTemplate", "lt")]})
+    lt = reg(
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "lt",
+        {
+            "networkInterfaces": [{"networkCardIndex": i, "interfaceType": "efa"} for i in range(8)],
+            "placement": {"groupName": UNKNOWN_STRING_VALUE},
+        },
+    )
+    ng = reg(
+        "aws:eks/nodeGroup:NodeGroup",
+        "ng",
+        {"instanceTypes": ["trn1.32xlarge"]},
+        {"launchTemplate": [("aws:ec2/launchTemplate:LaunchTemplate", "lt")]},
+    )
     assert not violations("placement-group-unless-reserved", lt, ng)
 
 
@@ -132,7 +172,9 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
     strict = tmp_path / "strict.json"
     strict.write_text(json.dumps({"all": "mandatory"}))
     out = tmp_path / "out"
-    assert command.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
+    assert (
+        command.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
+    )
     document = json.loads((out / "trainium-eks" / "dev" / "resources.json").read_text())
     [violation] = [v for v in document["policy"]["violations"] if v["enforcementLevel"] == "mandatory"]
     assert violation["policy"] == "eks-endpoint-not-open" and violation["enforcementLevel"] == "mandatory"
@@ -182,8 +224,14 @@ def test_the_pack_starts_from_its_directory_without_shadowing_the_project(tmp_pa
     # With policy/ first on sys.path a module policy/<name>.py hides the project's top-level
     # package <name> (the offline run was policy/offline.py, hiding offline/).
     policy_dir = REPO_ROOT / "policy"
-    run = subprocess.run([sys.executable, "-c", _AS_THE_ENGINE_RUNS_IT, str(policy_dir)], cwd=policy_dir,
-                         capture_output=True, text=True, timeout=60, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", _AS_THE_ENGINE_RUNS_IT, str(policy_dir)],
+        cwd=policy_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert f"pack {PACK_NAME} {len(POLICIES)}" in run.stdout
     assert f"offline {REPO_ROOT / 'offline' / '__init__.py'}" in run.stdout, run.stdout
 
@@ -201,7 +249,9 @@ def test_the_pack_runs_in_the_virtualenv_make_builds():
     [venv] = re.findall(r"^VENV := (\S+)$", makefile, re.M)
     assert (REPO_ROOT / "policy" / options["virtualenv"]).resolve() == (REPO_ROOT / venv).resolve()
     assert re.search(r"^pulumi-policy==\S+$", (REPO_ROOT / "requirements.txt").read_text(), re.M)
-    assert re.search(rf"^\$\(VENV\)/\.installed:.*\n(?:\t.*\n)*\t.*pip install .*-r requirements\.txt -e \.$", makefile, re.M)
+    assert re.search(
+        r"^\$\(VENV\)/\.installed:.*\n(?:\t.*\n)*\t.*pip install .*-r requirements\.txt -e \.$", makefile, re.M
+    )
     assert not (REPO_ROOT / "policy" / "requirements.txt").exists(), "one place pins the dependencies"
     checked = 0
     for workflow in sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml")):
@@ -228,7 +278,9 @@ def test_lowering_a_level_needs_a_justification():
     assert "neuron-taint: lowered from mandatory to advisory without a justification" in str(caught.value)
     with pytest.raises(ConfigError):
         parse_config({"neuron-taint": {"enforcementLevel": "disabled", "justification": " "}}, "t")
-    config = parse_config({"neuron-taint": {"enforcementLevel": "disabled", "justification": "no Neuron groups here"}}, "t")
+    config = parse_config(
+        {"neuron-taint": {"enforcementLevel": "disabled", "justification": "no Neuron groups here"}}, "t"
+    )
     assert config.justifications == {"neuron-taint": "no Neuron groups here"}
     assert load_config(config_path("dev")).justifications.keys() == {"eks-endpoint-not-open"}
 
@@ -247,11 +299,15 @@ def test_every_rule_still_runs_at_the_first_preview(stack, request):
     resource_rules = [p for p in POLICIES if isinstance(p, ResourceValidationPolicy)]
     stack_rules = [p for p in POLICIES if isinstance(p, StackValidationPolicy)]
     known = run_policies(result.registrations, config, region)
-    inputs = run_policies([first_preview(r, outputs=False) for r in result.registrations], config, region, resource_rules)
+    inputs = run_policies(
+        [first_preview(r, outputs=False) for r in result.registrations], config, region, resource_rules
+    )
     outputs = run_policies([first_preview(r, outputs=True) for r in result.registrations], config, region, stack_rules)
     order = {p.name: i for i, p in enumerate(POLICIES)}
     preview = sorted(inputs.violations + outputs.violations, key=lambda v: order[v.policy])
-    assert [v.as_json() for v in preview] == [v.as_json() for v in sorted(known.violations, key=lambda v: order[v.policy])]
+    assert [v.as_json() for v in preview] == [
+        v.as_json() for v in sorted(known.violations, key=lambda v: order[v.policy])
+    ]
     assert inputs.notes + outputs.notes == []
 
 
@@ -264,18 +320,24 @@ def test_a_declared_rule_is_the_sdk_policy_and_its_check_sees_only_the_types_it_
     def check(args, report):
         seen.append(args.resource_type)
 
-    listed = resource_rule("listed", "by list", applies_to=("aws:kms/key:Key",),
-                           config_schema={"x": {"type": "string"}})(check)
-    tested = resource_rule("tested", "by test", applies_to=lambda t: t.startswith("kubernetes:"),
-                           level=ADVISORY)(check)
-    stack = reg("aws:kms/key:Key", "key", {}), reg("aws:ecr/repository:Repository", "repo", {}), \
-        reg("kubernetes:core/v1:ConfigMap", "cm", {})
+    listed = resource_rule(
+        "listed", "by list", applies_to=("aws:kms/key:Key",), config_schema={"x": {"type": "string"}}
+    )(check)
+    tested = resource_rule("tested", "by test", applies_to=lambda t: t.startswith("kubernetes:"), level=ADVISORY)(check)
+    stack = (
+        reg("aws:kms/key:Key", "key", {}),
+        reg("aws:ecr/repository:Repository", "repo", {}),
+        reg("kubernetes:core/v1:ConfigMap", "cm", {}),
+    )
     run_policies(list(stack), parse_config({}, "t", [listed, tested]), policies=[listed])
     assert seen == ["aws:kms/key:Key"]
     seen.clear()
     run_policies(list(stack), parse_config({}, "t", [listed, tested]), policies=[tested])
     assert seen == ["kubernetes:core/v1:ConfigMap"]
     assert isinstance(listed, ResourceValidationPolicy) and listed.config_schema.properties == {"x": {"type": "string"}}
-    assert (listed.enforcement_level, tested.enforcement_level) == (EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY)
+    assert (listed.enforcement_level, tested.enforcement_level) == (
+        EnforcementLevel.MANDATORY,
+        EnforcementLevel.ADVISORY,
+    )
     assert tested.config_schema is None
     assert isinstance(stack_rule("whole", "stack")(check), StackValidationPolicy)

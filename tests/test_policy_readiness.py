@@ -21,7 +21,11 @@ def test_namespace_built_in_declared_or_created_by_a_chart():
     assert "'research'" in message and "externalNamespaces" in message
     declared = k8s("kubernetes:core/v1:Namespace", "ns", {"metadata": {"name": "research"}})
     assert not violations("namespace-exists", declared, _cm("research"))
-    volcano = reg(RELEASE, "volcano", {"chart": "volcano", "version": "1.15.1", "namespace": "volcano-system", "createNamespace": True})
+    volcano = reg(
+        RELEASE,
+        "volcano",
+        {"chart": "volcano", "version": "1.15.1", "namespace": "volcano-system", "createNamespace": True},
+    )
     assert not violations("namespace-exists", volcano, _cm("volcano-system"))
     assert not violations("namespace-exists", _cm("research"), config={"externalNamespaces": ["research"]})
 
@@ -29,8 +33,16 @@ def test_namespace_built_in_declared_or_created_by_a_chart():
 def test_chart_namespace_override_must_exist():
     # DESIGN §5: the Neuron chart renders its node problem detector into npd.namespaceOverride,
     # a namespace it does not create; the atomic release then rolls back.
-    neuron = reg(RELEASE, "neuron", {"chart": "oci://x", "version": "1.9.0", "namespace": "kube-system",
-                                     "values": {"npd": {"namespaceOverride": "neuron-healthcheck-system"}}})
+    neuron = reg(
+        RELEASE,
+        "neuron",
+        {
+            "chart": "oci://x",
+            "version": "1.9.0",
+            "namespace": "kube-system",
+            "values": {"npd": {"namespaceOverride": "neuron-healthcheck-system"}},
+        },
+    )
     [message] = violations("namespace-exists", neuron)
     assert "neuron-healthcheck-system" in message
     declared = k8s("kubernetes:core/v1:Namespace", "ns", {"metadata": {"name": "neuron-healthcheck-system"}})
@@ -40,8 +52,14 @@ def test_chart_namespace_override_must_exist():
 
 
 def _claim(annotations=None, **spec):
-    return k8s(PVC, "claim", {"metadata": {"name": "data", "namespace": "default", "annotations": annotations or {}},
-                              "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1200Gi"}}, **spec}})
+    return k8s(
+        PVC,
+        "claim",
+        {
+            "metadata": {"name": "data", "namespace": "default", "annotations": annotations or {}},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1200Gi"}}, **spec},
+        },
+    )
 
 
 def _class(mode):
@@ -55,28 +73,38 @@ def _class(mode):
 # the newest mirrored commit, unchanged): ready on Bound, or on Pending when the claim's StorageClass is
 # WaitForFirstConsumer; a fixed 5-minute watch; skipped when pulumi.com/skipAwait is exactly "true"
 # (provider/pkg/metadata/annotations.go IsAnnotationTrue).
-@pytest.mark.parametrize("claim, classes", [
-    (_claim(storageClassName="fsx"), [_class(None)]),              # Immediate is the default binding mode
-    (_claim(storageClassName="fsx"), [_class("Immediate")]),
-    (_claim(storageClassName="gp3"), []),                           # class not in the stack: unknown mode
-    (_claim(), []),                                                 # default class
-    (_claim({"pulumi.com/skipAwait": "True"}, storageClassName="fsx"), [_class("Immediate")]),  # not exactly "true"
-])
+@pytest.mark.parametrize(
+    "claim, classes",
+    [
+        (_claim(storageClassName="fsx"), [_class(None)]),  # Immediate is the default binding mode
+        (_claim(storageClassName="fsx"), [_class("Immediate")]),
+        (_claim(storageClassName="gp3"), []),  # class not in the stack: unknown mode
+        (_claim(), []),  # default class
+        (_claim({"pulumi.com/skipAwait": "True"}, storageClassName="fsx"), [_class("Immediate")]),  # not exactly "true"
+    ],
+)
 def test_claims_that_hold_up_for_five_minutes(claim, classes):
     [message] = violations("pvc-no-blocking-await", claim, *classes)
     assert "5 minutes" in message
 
 
-@pytest.mark.parametrize("claim, classes", [
-    (_claim(storageClassName="fsx"), [_class("WaitForFirstConsumer")]),
-    (_claim(storageClassName="", volumeName="fsx-pv"), []),         # our static claims: bound to a PV
-    (_claim({"pulumi.com/skipAwait": "true"}, storageClassName="fsx"), [_class("Immediate")]),
-])
+@pytest.mark.parametrize(
+    "claim, classes",
+    [
+        (_claim(storageClassName="fsx"), [_class("WaitForFirstConsumer")]),
+        (_claim(storageClassName="", volumeName="fsx-pv"), []),  # our static claims: bound to a PV
+        (_claim({"pulumi.com/skipAwait": "true"}, storageClassName="fsx"), [_class("Immediate")]),
+    ],
+)
 def test_claims_that_do_not(claim, classes):
     assert not violations("pvc-no-blocking-await", claim, *classes)
 
 
-JOB_TYPES = ["kubernetes:batch.volcano.sh/v1alpha1:Job", "kubernetes:kubeflow.org/v2beta1:MPIJob", "kubernetes:ray.io/v1:RayJob"]
+JOB_TYPES = [
+    "kubernetes:batch.volcano.sh/v1alpha1:Job",
+    "kubernetes:kubeflow.org/v2beta1:MPIJob",
+    "kubernetes:ray.io/v1:RayJob",
+]
 
 
 @pytest.mark.parametrize("type_", JOB_TYPES)
@@ -84,7 +112,9 @@ def test_jobs_replaced_not_patched(type_):
     # workloads/kube.py replacing_options(): Volcano's admission webhook refuses most spec
     # updates; finished MPIJobs/RayJobs are not re-run when patched (DESIGN §5).
     manifest = {"metadata": {"name": "train", "namespace": "default"}, "spec": {}}
-    assert not violations("jobs-replaced-on-change", k8s(type_, "j", manifest, replaceOnChanges=["spec"], deleteBeforeReplace=True))
+    assert not violations(
+        "jobs-replaced-on-change", k8s(type_, "j", manifest, replaceOnChanges=["spec"], deleteBeforeReplace=True)
+    )
     assert len(violations("jobs-replaced-on-change", k8s(type_, "j", manifest))) == 2
     # Same name, so the old object must go first.
     [message] = violations("jobs-replaced-on-change", k8s(type_, "j", manifest, replaceOnChanges=["spec"]))
@@ -96,8 +126,19 @@ def test_a_batch_job_is_not_held_to_the_job_rule():
     assert not violations("jobs-replaced-on-change", job)
 
 
-@pytest.mark.parametrize("version, bad", [("1.15.1", False), ("v0.5.30", False), ("", True), (None, True),
-                                           ("^1.15", True), ("~1.15.0", True), (">=1.0.0", True), ("1.x", True)])
+@pytest.mark.parametrize(
+    "version, bad",
+    [
+        ("1.15.1", False),
+        ("v0.5.30", False),
+        ("", True),
+        (None, True),
+        ("^1.15", True),
+        ("~1.15.0", True),
+        (">=1.0.0", True),
+        ("1.x", True),
+    ],
+)
 def test_helm_release_pins_one_version(version, bad):
     inputs = {"chart": "volcano", "namespace": "volcano-system", "createNamespace": True}
     if version is not None:

@@ -8,13 +8,12 @@ ResourceValidationArgs.props "The inputs of the resource").
 from __future__ import annotations
 
 import pytest
-
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
-from policy.guardrails import POLICIES
-from policy.guardrails.security import world_open
 from offline.plan.mocks import Registration
 from offline.plan.policy_run import parse_config, run_policies
+from policy.guardrails import POLICIES
+from policy.guardrails.security import world_open
 from tests.policy_helpers import engine_violations, first_preview, k8s, reg, urn, violations
 
 EKS = "eks:index:Cluster"
@@ -50,8 +49,9 @@ def test_control_plane_logs_all_on_by_default_and_configurable():
     assert not engine_violations("eks-control-plane-logs", EKS_AWS, {"enabledClusterLogTypes": ALL_LOGS})
     [message] = engine_violations("eks-control-plane-logs", EKS_AWS, {"enabledClusterLogTypes": ["api"]})
     assert "'audit'" in message and "'r'" in message
-    assert not engine_violations("eks-control-plane-logs", EKS_AWS, {"enabledClusterLogTypes": ["api"]},
-                                 config={"requiredLogTypes": ["api"]})
+    assert not engine_violations(
+        "eks-control-plane-logs", EKS_AWS, {"enabledClusterLogTypes": ["api"]}, config={"requiredLogTypes": ["api"]}
+    )
 
 
 def test_endpoint_open_to_the_world_by_default():
@@ -59,24 +59,37 @@ def test_endpoint_open_to_the_world_by_default():
     # not given: unset counts as open.
     assert engine_violations("eks-endpoint-not-open", EKS_AWS, {})
     assert engine_violations("eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"publicAccessCidrs": ["0.0.0.0/0"]}})
-    assert engine_violations("eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["::/0"]}})
-    assert not engine_violations("eks-endpoint-not-open", EKS_AWS,
-                                 {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}})
+    assert engine_violations(
+        "eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["::/0"]}}
+    )
+    assert not engine_violations(
+        "eks-endpoint-not-open",
+        EKS_AWS,
+        {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}},
+    )
     assert not engine_violations("eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"endpointPublicAccess": False}})
 
 
 def test_offline_the_component_is_checked_through_the_child_pulumi_eks_declares():
     # The mocks never run the component (no child exists offline), so offline/plan/policy_run.py adds
     # the child from the component's inputs, the way cluster.ts builds it.
-    good = {"encryptionConfigKeyArn": "arn:aws:kms:k", "enabledClusterLogTypes": ALL_LOGS,
-            "endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}
+    good = {
+        "encryptionConfigKeyArn": "arn:aws:kms:k",
+        "enabledClusterLogTypes": ALL_LOGS,
+        "endpointPublicAccess": True,
+        "publicAccessCidrs": ["203.0.113.0/24"],
+    }
     for rule in ("eks-secrets-encryption", "eks-control-plane-logs", "eks-endpoint-not-open"):
         assert not violations(rule, reg(EKS, "c", good)), rule
     [message] = violations("eks-secrets-encryption", reg(EKS, "c", {**good, "encryptionConfigKeyArn": None}))
     assert "'c-eksCluster'" in message
     assert violations("eks-control-plane-logs", reg(EKS, "c", {**good, "enabledClusterLogTypes": ["api"]}))
-    assert violations("eks-endpoint-not-open", reg(EKS, "c", {k: v for k, v in good.items() if k != "publicAccessCidrs"}))
-    assert not violations("eks-endpoint-not-open", reg(EKS, "c", {**good, "endpointPublicAccess": False, "publicAccessCidrs": None}))
+    assert violations(
+        "eks-endpoint-not-open", reg(EKS, "c", {k: v for k, v in good.items() if k != "publicAccessCidrs"})
+    )
+    assert not violations(
+        "eks-endpoint-not-open", reg(EKS, "c", {**good, "endpointPublicAccess": False, "publicAccessCidrs": None})
+    )
     # A cluster that already has its AWS child is not given a second one.
     child = reg(EKS_AWS, "c-eksCluster", {"encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}}})
     child.parent = urn(EKS, "c")
@@ -84,13 +97,17 @@ def test_offline_the_component_is_checked_through_the_child_pulumi_eks_declares(
 
 
 def test_launch_template_imdsv2_encryption_no_public_ip():
-    good = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
-            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
-            "networkInterfaces": [{"deviceIndex": 0, "interfaceType": "efa"}]}
+    good = {
+        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
+        "networkInterfaces": [{"deviceIndex": 0, "interfaceType": "efa"}],
+    }
     assert not violations("launch-template-hardening", reg(LT, "lt", good))
-    bad = {"metadataOptions": {"httpTokens": "optional"},
-           "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": 100}}],
-           "networkInterfaces": [{"associatePublicIpAddress": "true"}]}
+    bad = {
+        "metadataOptions": {"httpTokens": "optional"},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": 100}}],
+        "networkInterfaces": [{"associatePublicIpAddress": "true"}],
+    }
     messages = violations("launch-template-hardening", reg(LT, "lt", bad))
     assert len(messages) == 4 and "IMDSv1" in messages[0] and "/dev/xvdb" in messages[2] and "public IP" in messages[3]
     assert "httpPutResponseHopLimit to None" in messages[1]
@@ -99,8 +116,10 @@ def test_launch_template_imdsv2_encryption_no_public_ip():
 @pytest.mark.parametrize("hops", [2, 3])
 def test_a_metadata_hop_limit_above_one_is_refused(hops):
     # Two hops reach pods on the pod network (one more hop, the veth): they could take the node's role.
-    lt = {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": hops},
-          "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}
+    lt = {
+        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": hops},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
+    }
     [message] = engine_violations("launch-template-hardening", LT, lt)
     assert f"httpPutResponseHopLimit to {hops}: set it to 1" in message
     lt["metadataOptions"]["httpPutResponseHopLimit"] = 1
@@ -110,8 +129,10 @@ def test_a_metadata_hop_limit_above_one_is_refused(hops):
 def test_a_launch_template_with_the_metadata_service_off_is_not_called_imdsv1():
     # pulumi-aws LaunchTemplate metadataOptions.httpEndpoint "disabled": no metadata service, so no
     # tokens to require and no hops to count; the rest of the rule still applies.
-    off = {"metadataOptions": {"httpEndpoint": "disabled"},
-           "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}
+    off = {
+        "metadataOptions": {"httpEndpoint": "disabled"},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
+    }
     assert not engine_violations("launch-template-hardening", LT, off)
     off["blockDeviceMappings"][0]["ebs"]["encrypted"] = "false"
     [message] = engine_violations("launch-template-hardening", LT, off)
@@ -125,9 +146,13 @@ def test_karpenter_node_classes_keep_one_metadata_hop():
     meta = {"metadata": {"name": "trainium"}}
     # Unset: the CRD's defaults, one hop and tokens required (karpenter-provider-aws v1.14.1).
     assert not engine_violations("node-class-metadata", node_class, {**meta, "spec": {"amiFamily": "AL2023"}})
-    [message] = engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpPutResponseHopLimit": 2}}})
+    [message] = engine_violations(
+        "node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpPutResponseHopLimit": 2}}}
+    )
     assert "httpPutResponseHopLimit to 2" in message
-    assert engine_violations("node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpTokens": "optional"}}})
+    assert engine_violations(
+        "node-class-metadata", node_class, {**meta, "spec": {"metadataOptions": {"httpTokens": "optional"}}}
+    )
 
 
 def test_a_launch_template_without_an_encrypted_volume_is_refused():
@@ -150,8 +175,11 @@ def test_node_group_ssh_only_from_named_security_groups():
     group = "aws:eks/nodeGroup:NodeGroup"
     [message] = engine_violations("node-group-no-open-ssh", group, {"remoteAccess": {"ec2SshKey": "ops"}})
     assert "opens port 22 to 0.0.0.0/0" in message
-    assert not engine_violations("node-group-no-open-ssh", group,
-                                 {"remoteAccess": {"ec2SshKey": "ops", "sourceSecurityGroupIds": ["sg-bastion"]}})
+    assert not engine_violations(
+        "node-group-no-open-ssh",
+        group,
+        {"remoteAccess": {"ec2SshKey": "ops", "sourceSecurityGroupIds": ["sg-bastion"]}},
+    )
     assert not engine_violations("node-group-no-open-ssh", group, {"nodeGroupName": "core"})
 
 
@@ -166,10 +194,12 @@ def test_node_group_without_a_launch_template_is_refused():
     assert "'r' has no launch template" in message and "default metadata options" in message
     assert not engine_violations("node-group-no-open-ssh", group, ssh)  # what F1 of review 20 found passing
     # At a first preview the template is new and its id unknown: present is enough.
-    assert not engine_violations("node-group-launch-template", group,
-                                 {"nodeGroupName": "core", "launchTemplate": UNKNOWN_OBJECT_VALUE})
-    assert not engine_violations("node-group-launch-template", group,
-                                 {"nodeGroupName": "core", "launchTemplate": {"id": "lt-1", "version": "3"}})
+    assert not engine_violations(
+        "node-group-launch-template", group, {"nodeGroupName": "core", "launchTemplate": UNKNOWN_OBJECT_VALUE}
+    )
+    assert not engine_violations(
+        "node-group-launch-template", group, {"nodeGroupName": "core", "launchTemplate": {"id": "lt-1", "version": "3"}}
+    )
 
 
 def test_every_shipped_node_group_names_its_launch_template(dev, prod):
@@ -181,8 +211,10 @@ def test_every_shipped_node_group_names_its_launch_template(dev, prod):
         assert not violations("node-group-launch-template", *result.registrations)
 
 
-@pytest.mark.parametrize("type_", ["aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer",
-                                   "aws:elb/loadBalancer:LoadBalancer"])
+@pytest.mark.parametrize(
+    "type_",
+    ["aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer", "aws:elb/loadBalancer:LoadBalancer"],
+)
 def test_aws_load_balancers_are_internal(type_):
     # pulumi-aws: `internal` unset is an internet-facing load balancer.
     assert engine_violations("load-balancer-internal", type_, {"loadBalancerType": "application"})
@@ -191,14 +223,27 @@ def test_aws_load_balancers_are_internal(type_):
     assert not engine_violations("load-balancer-internal", type_, {"internal": False}, config={"allowedNames": ["r"]})
 
 
-@pytest.mark.parametrize("sources", [["0.0.0.0/1", "128.0.0.0/1"], ["::/1", "8000::/1"], ["2000::/3"], ["2000::/4", "3000::/4"],
-                                     ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"]])
+@pytest.mark.parametrize(
+    "sources",
+    [
+        ["0.0.0.0/1", "128.0.0.0/1"],
+        ["::/1", "8000::/1"],
+        ["2000::/3"],
+        ["2000::/4", "3000::/4"],
+        ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"],
+    ],
+)
 def test_the_world_in_slices_is_the_world(sources):
     assert world_open(sources)
-    assert violations("security-group-no-open-ingress", reg("aws:ec2/securityGroupRule:SecurityGroupRule", "r",
-                                                            {"type": "ingress", "cidrBlocks": sources}))
+    assert violations(
+        "security-group-no-open-ingress",
+        reg("aws:ec2/securityGroupRule:SecurityGroupRule", "r", {"type": "ingress", "cidrBlocks": sources}),
+    )
     assert violations("security-group-no-open-ingress", reg(SG, "r", {"ingress": [{"cidrBlocks": sources}]}))
-    assert violations("load-balancer-restricted", _service({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:acm"}, sources))
+    assert violations(
+        "load-balancer-restricted",
+        _service({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:acm"}, sources),
+    )
     assert engine_violations("eks-endpoint-not-open", EKS_AWS, {"vpcConfig": {"publicAccessCidrs": sources}})
 
 
@@ -213,30 +258,41 @@ def test_listed_networks_are_not_the_world():
 
 def test_separate_ingress_rules_adding_up_to_the_world_are_refused():
     group = (SG, "web")
-    halves = [reg(IN, f"half-{i}", {"cidrIpv4": cidr, "ipProtocol": "tcp"}, {"securityGroupId": [group]})
-              for i, cidr in enumerate(("0.0.0.0/1", "128.0.0.0/1"))]
+    halves = [
+        reg(IN, f"half-{i}", {"cidrIpv4": cidr, "ipProtocol": "tcp"}, {"securityGroupId": [group]})
+        for i, cidr in enumerate(("0.0.0.0/1", "128.0.0.0/1"))
+    ]
     [message] = violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), *halves)
     assert "'web'" in message and "the whole" in message
     # One half alone, or the two halves on different groups, is not the world.
     assert not violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), halves[0])
     other = reg(IN, "half-1", {"cidrIpv4": "128.0.0.0/1", "ipProtocol": "tcp"}, {"securityGroupId": [(SG, "other")]})
-    assert not violations("security-group-no-sliced-open-ingress", reg(SG, "web", {}), reg(SG, "other", {}), halves[0], other)
+    assert not violations(
+        "security-group-no-sliced-open-ingress", reg(SG, "web", {}), reg(SG, "other", {}), halves[0], other
+    )
 
 
-@pytest.mark.parametrize("type_, inputs", [
-    (IN, {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 22, "toPort": 22}),
-    (IN, {"cidrIpv6": "::/0", "ipProtocol": "-1"}),
-    ("aws:ec2/securityGroupRule:SecurityGroupRule", {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"]}),
-    (SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]}),
-])
+@pytest.mark.parametrize(
+    "type_, inputs",
+    [
+        (IN, {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 22, "toPort": 22}),
+        (IN, {"cidrIpv6": "::/0", "ipProtocol": "-1"}),
+        ("aws:ec2/securityGroupRule:SecurityGroupRule", {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"]}),
+        (SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]}),
+    ],
+)
 def test_no_ingress_from_anywhere(type_, inputs):
     assert violations("security-group-no-open-ingress", reg(type_, "r", inputs))
 
 
 def test_ingress_from_a_group_or_egress_anywhere_is_fine():
-    assert not violations("security-group-no-open-ingress", reg(IN, "r", {"referencedSecurityGroupId": "sg-1", "ipProtocol": "-1"}))
-    assert not violations("security-group-no-open-ingress", reg("aws:ec2/securityGroupRule:SecurityGroupRule", "r",
-                                                                {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]}))
+    assert not violations(
+        "security-group-no-open-ingress", reg(IN, "r", {"referencedSecurityGroupId": "sg-1", "ipProtocol": "-1"})
+    )
+    assert not violations(
+        "security-group-no-open-ingress",
+        reg("aws:ec2/securityGroupRule:SecurityGroupRule", "r", {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]}),
+    )
 
 
 def _efa_stack(extra_rule):
@@ -244,10 +300,18 @@ def _efa_stack(extra_rule):
     return [
         reg(SG, "efa", {"description": "EFA"}),
         reg(LT, "lt", {"networkInterfaces": [{"interfaceType": "efa"}]}, {"networkInterfaces": [efa]}),
-        reg(IN, "in-self", {"ipProtocol": "-1", "referencedSecurityGroupId": "sg-efa"},
-            {"securityGroupId": [efa], "referencedSecurityGroupId": [efa]}),
-        reg(OUT, "out-self", {"ipProtocol": "-1", "referencedSecurityGroupId": "sg-efa"},
-            {"securityGroupId": [efa], "referencedSecurityGroupId": [efa]}),
+        reg(
+            IN,
+            "in-self",
+            {"ipProtocol": "-1", "referencedSecurityGroupId": "sg-efa"},
+            {"securityGroupId": [efa], "referencedSecurityGroupId": [efa]},
+        ),
+        reg(
+            OUT,
+            "out-self",
+            {"ipProtocol": "-1", "referencedSecurityGroupId": "sg-efa"},
+            {"securityGroupId": [efa], "referencedSecurityGroupId": [efa]},
+        ),
         *extra_rule(efa),
     ]
 
@@ -260,8 +324,15 @@ def test_efa_group_allows_only_itself():
     assert "'ssh'" in message and "'efa'" in message
 
     def other(efa: tuple[str, str]) -> list[Registration]:
-        return [reg(SG, "other", {}),
-                reg(IN, "from-other", {"ipProtocol": "-1"}, {"securityGroupId": [efa], "referencedSecurityGroupId": [(SG, "other")]})]
+        return [
+            reg(SG, "other", {}),
+            reg(
+                IN,
+                "from-other",
+                {"ipProtocol": "-1"},
+                {"securityGroupId": [efa], "referencedSecurityGroupId": [(SG, "other")]},
+            ),
+        ]
 
     assert violations("efa-security-group-self-only", *_efa_stack(other))
 
@@ -276,7 +347,9 @@ def test_efa_group_checked_while_its_inline_rules_are_unknown():
     # (pulumi_aws SecurityGroup.ingress/egress are non-optional outputs), unknown at the first
     # preview of a new group. The separate rule resources are still checked.
     rule = [p for p in POLICIES if p.name == "efa-security-group-self-only"]
-    report = run_policies([first_preview(r, outputs=True) for r in _efa_stack(_ssh_rule)], parse_config({}, "t"), "us-west-2", rule)
+    report = run_policies(
+        [first_preview(r, outputs=True) for r in _efa_stack(_ssh_rule)], parse_config({}, "t"), "us-west-2", rule
+    )
     assert not report.notes and len(report.violations) == 1 and "'ssh'" in report.violations[0].message
 
 
@@ -298,15 +371,27 @@ def test_s3_bucket_blocks_public_access_encrypted_versioned():
     stack = [
         reg(*bucket, {}),
         reg("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "pab", block, {"bucket": [bucket]}),
-        reg("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", "sse",
-            {"rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]}, {"bucket": [bucket]}),
-        reg("aws:s3/bucketVersioning:BucketVersioning", "ver", {"versioningConfiguration": {"status": "Enabled"}},
-            {"bucket": [bucket]}),
+        reg(
+            "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            "sse",
+            {"rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]},
+            {"bucket": [bucket]},
+        ),
+        reg(
+            "aws:s3/bucketVersioning:BucketVersioning",
+            "ver",
+            {"versioningConfiguration": {"status": "Enabled"}},
+            {"bucket": [bucket]},
+        ),
     ]
     assert not violations("s3-bucket-protected", *stack)
     assert len(violations("s3-bucket-protected", stack[0])) == 3
-    half_blocked = reg("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "pab", {**block, "restrictPublicBuckets": False},
-                       {"bucket": [bucket]})
+    half_blocked = reg(
+        "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+        "pab",
+        {**block, "restrictPublicBuckets": False},
+        {"bucket": [bucket]},
+    )
     assert violations("s3-bucket-protected", stack[0], half_blocked, *stack[2:])
     # The bucket's own serverSideEncryptionConfiguration and versioning are computed outputs
     # (pulumi_aws Bucket: non-optional), unknown at the first preview: the separate resources
@@ -323,8 +408,11 @@ def _service(annotations, ranges):
     spec = {"type": "LoadBalancer", "ports": [{"port": 443}]}
     if ranges is not None:
         spec["loadBalancerSourceRanges"] = ranges
-    return k8s("kubernetes:core/v1:Service", "svc", {"metadata": {"name": "tb", "namespace": "default",
-                                                                "annotations": annotations}, "spec": spec})
+    return k8s(
+        "kubernetes:core/v1:Service",
+        "svc",
+        {"metadata": {"name": "tb", "namespace": "default", "annotations": annotations}, "spec": spec},
+    )
 
 
 def test_load_balancer_internal_or_restricted_with_tls():
@@ -333,14 +421,22 @@ def test_load_balancer_internal_or_restricted_with_tls():
     internal = "service.beta.kubernetes.io/aws-load-balancer-internal"
     cert = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
     assert not violations("load-balancer-restricted", _service({internal: "true"}, None))
-    assert not violations("load-balancer-restricted", _service({internal: "false", cert: "arn:acm"}, ["203.0.113.0/24"]))
+    assert not violations(
+        "load-balancer-restricted", _service({internal: "false", cert: "arn:acm"}, ["203.0.113.0/24"])
+    )
     assert len(violations("load-balancer-restricted", _service({internal: "false"}, None))) == 2
     assert len(violations("load-balancer-restricted", _service({cert: "arn:acm"}, ["0.0.0.0/0"]))) == 1
 
 
 def _pod(image, **extra):
-    return k8s("kubernetes:core/v1:Pod", "p", {"metadata": {"name": "p", "namespace": "default"},
-                                               "spec": {"containers": [{"name": "c", "image": image}], **extra}})
+    return k8s(
+        "kubernetes:core/v1:Pod",
+        "p",
+        {
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": image}], **extra},
+        },
+    )
 
 
 @pytest.mark.parametrize("image", ["registry.k8s.io/etcd", "python:latest", "localhost:5000/etcd"])
@@ -348,25 +444,45 @@ def test_unpinned_images(image):
     assert violations("image-pinned-tag", _pod(image))
 
 
-@pytest.mark.parametrize("image", ["registry.k8s.io/etcd:3.5.24-0", "localhost:5000/etcd:3.5", "python@sha256:" + "a" * 64])
+@pytest.mark.parametrize(
+    "image", ["registry.k8s.io/etcd:3.5.24-0", "localhost:5000/etcd:3.5", "python@sha256:" + "a" * 64]
+)
 def test_pinned_images(image):
     assert not violations("image-pinned-tag", _pod(image))
 
 
 def test_images_inside_job_templates_are_found():
-    job = k8s("kubernetes:batch.volcano.sh/v1alpha1:Job", "j", {"metadata": {"name": "j", "namespace": "default"}, "spec": {
-        "tasks": [{"name": "w", "template": {"spec": {"containers": [{"name": "c", "image": "bert:latest"}]}}}]}})
+    job = k8s(
+        "kubernetes:batch.volcano.sh/v1alpha1:Job",
+        "j",
+        {
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {
+                "tasks": [{"name": "w", "template": {"spec": {"containers": [{"name": "c", "image": "bert:latest"}]}}}]
+            },
+        },
+    )
     [message] = violations("image-pinned-tag", job)
     assert "spec.tasks[0].template.spec.containers[c]" in message
 
 
 def test_privileged_and_host_path_only_where_allowed():
-    privileged = k8s("kubernetes:core/v1:Pod", "p", {"metadata": {"name": "p", "namespace": "default"}, "spec": {
-        "containers": [{"name": "c", "image": "x:1", "securityContext": {"privileged": True}}],
-        "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}]}})
+    privileged = k8s(
+        "kubernetes:core/v1:Pod",
+        "p",
+        {
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "c", "image": "x:1", "securityContext": {"privileged": True}}],
+                "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
+            },
+        },
+    )
     assert len(violations("no-privileged-or-host-path", privileged)) == 2
     assert not violations("no-privileged-or-host-path", privileged, config={"allowedObjects": ["default/p"]})
-    assert not violations("no-privileged-or-host-path", _pod("x:1", volumes=[{"name": "shm", "emptyDir": {"medium": "Memory"}}]))
+    assert not violations(
+        "no-privileged-or-host-path", _pod("x:1", volumes=[{"name": "shm", "emptyDir": {"medium": "Memory"}}])
+    )
 
 
 @pytest.mark.parametrize("spec", [{"hostNetwork": True}, {"hostPID": True}, {"hostIPC": True}])
@@ -388,19 +504,50 @@ def test_host_ports_only_where_allowed():
 
 def test_capabilities_beyond_the_runtime_default_set_are_refused():
     def pod(add):
-        return k8s("kubernetes:kubeflow.org/v2beta1:MPIJob", "m", {"metadata": {"name": "m", "namespace": "default"}, "spec": {
-            "mpiReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [
-                {"name": "w", "image": "x:1", "securityContext": {"capabilities": {"drop": ["ALL"], "add": add}}}]}}}}}})
+        return k8s(
+            "kubernetes:kubeflow.org/v2beta1:MPIJob",
+            "m",
+            {
+                "metadata": {"name": "m", "namespace": "default"},
+                "spec": {
+                    "mpiReplicaSpecs": {
+                        "Worker": {
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "w",
+                                            "image": "x:1",
+                                            "securityContext": {"capabilities": {"drop": ["ALL"], "add": add}},
+                                        }
+                                    ]
+                                }
+                            }
+                        }
+                    }
+                },
+            },
+        )
 
     [message] = violations("no-privileged-or-host-path", pod(["SYS_ADMIN", "SETUID"]))
     assert "['SYS_ADMIN']" in message and "spec.mpiReplicaSpecs.Worker.template.spec" in message
     # sshd's five (workloads' MPI workers) are in the default set Pod Security baseline admits.
-    assert not violations("no-privileged-or-host-path", pod(["AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"]))
+    assert not violations(
+        "no-privileged-or-host-path", pod(["AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"])
+    )
 
 
 def test_controller_made_pods_are_checked_too():
     # A RayJob's submitter template is a pod KubeRay creates as given.
-    rayjob = k8s("kubernetes:ray.io/v1:RayJob", "r", {"metadata": {"name": "r", "namespace": "default"}, "spec": {
-        "submitterPodTemplate": {"spec": {"hostNetwork": True, "containers": [{"name": "s", "image": "x:1"}]}}}})
+    rayjob = k8s(
+        "kubernetes:ray.io/v1:RayJob",
+        "r",
+        {
+            "metadata": {"name": "r", "namespace": "default"},
+            "spec": {
+                "submitterPodTemplate": {"spec": {"hostNetwork": True, "containers": [{"name": "s", "image": "x:1"}]}}
+            },
+        },
+    )
     [message] = violations("no-privileged-or-host-path", rayjob)
     assert "spec.submitterPodTemplate.spec" in message and "hostNetwork" in message

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from workloads import quantities
 from infra.contract import VolcanoQueue
+from workloads import quantities
 
 
 # k8s.io/apimachinery pkg/api/resource/quantity.go: binary suffixes Ki..Ei, decimal n u m "" k M G T P E,
@@ -32,7 +32,10 @@ def test_a_gang_over_its_queue_capability() -> None:
 
 
 def test_the_cluster_exports_queues_with_their_capability() -> None:
-    exported = [{"name": "test", "capability": {}}, {"name": "llama2-training-queue", "capability": {"memory": "1500Gi"}}]
+    exported = [
+        {"name": "test", "capability": {}},
+        {"name": "llama2-training-queue", "capability": {"memory": "1500Gi"}},
+    ]
     assert [VolcanoQueue.model_validate(q) for q in exported] == [
         VolcanoQueue(name="test", capability={}),
         VolcanoQueue(name="llama2-training-queue", capability={"memory": "1500Gi"}),

@@ -39,4 +39,6 @@ def test_each_record_holds_the_inputs_of_its_own_request_when_registrations_nest
     pulumi.runtime.set_mocks(monitor.mocks, project="p", stack="s", preview=False, monitor=monitor)
     monitor.RegisterResource(_request("outer", {"size": 1.0, "tags": {"team": "ml"}}))
     assert [(r.name, r.inputs) for r in monitor.registrations] == [
-        ("inner", {"size": 2}), ("outer", {"size": 1, "tags": {"team": "ml"}})]
+        ("inner", {"size": 2}),
+        ("outer", {"size": 1, "tags": {"team": "ml"}}),
+    ]

@@ -10,8 +10,7 @@ import pytest
 
 from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
-from offline.plan import command
-from offline.plan import stack_files
+from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at
 
@@ -35,6 +34,7 @@ def _refusal(path: Path, root: Path) -> str:
 # Mark.__str__ prints self.name) and count lines and columns from 0 (Mark.line/column, printed +1);
 # the messages below are its `problem` text (yaml/parser.py, yaml/scanner.py).
 
+
 def test_a_yaml_syntax_error_names_the_file_line_and_key(tmp_path):
     good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
     # A list item indented one space too few under acceleratorNodeGroups, the usual hand-edit slip.
@@ -49,22 +49,34 @@ def test_a_yaml_syntax_error_names_the_file_line_and_key(tmp_path):
 
 
 def test_an_unclosed_bracket_and_a_tab_are_refused_with_their_line(tmp_path):
-    text = _refusal(_stack_file(tmp_path, "config:\n  aws:region: us-west-2\n  trainium-eks:clusterAdmins: [a, b\n"), tmp_path)
+    text = _refusal(
+        _stack_file(tmp_path, "config:\n  aws:region: us-west-2\n  trainium-eks:clusterAdmins: [a, b\n"), tmp_path
+    )
     assert "Pulumi.dev.yaml:4:1: YAML syntax error near key 'trainium-eks:clusterAdmins': " in text
     assert "expected ',' or ']'" in text and "(started on line 3)" in text
     text = _refusal(_stack_file(tmp_path, "config:\n\taws:region: us-west-2\n"), tmp_path)
-    assert "Pulumi.dev.yaml:2:1: YAML syntax error near key 'aws:region': found character '\\t' that cannot start any token" in text
+    assert (
+        "Pulumi.dev.yaml:2:1: YAML syntax error near key 'aws:region': found character '\\t' that cannot start any token"
+        in text
+    )
 
 
 def test_a_duplicate_key_is_refused_not_silently_overwritten(tmp_path):
-    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:clusterName: a\n  aws:region: us-west-2\n"
-                                          "  trainium-eks:clusterName: b\n"), tmp_path)
-    assert ("Pulumi.dev.yaml:4: key 'trainium-eks:clusterName' is given twice in one mapping (first on line 2); "
-            "YAML would silently keep the last one: delete the line you do not mean") in text
+    text = _refusal(
+        _stack_file(
+            tmp_path, "config:\n  trainium-eks:clusterName: a\n  aws:region: us-west-2\n  trainium-eks:clusterName: b\n"
+        ),
+        tmp_path,
+    )
+    assert (
+        "Pulumi.dev.yaml:4: key 'trainium-eks:clusterName' is given twice in one mapping (first on line 2); "
+        "YAML would silently keep the last one: delete the line you do not mean"
+    ) in text
     # Nested too: two maxSize in one node group.
     nested = "config:\n  trainium-eks:acceleratorNodeGroups:\n    - name: g\n      maxSize: 2\n      maxSize: 4\n"
     assert "Pulumi.dev.yaml:5: key 'maxSize' is given twice in one mapping (first on line 4)" in _refusal(
-        _stack_file(tmp_path, nested), tmp_path)
+        _stack_file(tmp_path, nested), tmp_path
+    )
 
 
 def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
@@ -78,7 +90,10 @@ def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
     out = tmp_path / "out"
     assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice" in err
+    assert (
+        f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice"
+        in err
+    )
     assert not out.exists()
 
 
@@ -91,36 +106,54 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
         (folder / "Pulumi.dev.yaml").write_text(good + "  bad: [\n")
         with pytest.raises(ConfigError) as caught:
             stack_config(folder, "dev")
-        assert f"{folder / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 2}:1: YAML syntax error near key 'bad'" in str(caught.value)
+        assert f"{folder / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 2}:1: YAML syntax error near key 'bad'" in str(
+            caught.value
+        )
 
 
 # --- secrets in plain text ---------------------------------------------------------------------
+
 
 def test_a_plain_text_token_is_refused_with_the_command_that_encrypts_it(tmp_path):
     # The command carries no value: `pulumi config set` prompts for a value not on its command line
     # (Pulumi CLI reference, pulumi config set: "If a value is not present on the command line, pulumi
     # will prompt for the value"), so the token never reaches the shell's history.
-    path = _stack_file(tmp_path, "config:\n  aws:region: us-west-2\n  trainium-workloads:hfToken: hf_AbCdEf\n", "workloads")
+    path = _stack_file(
+        tmp_path, "config:\n  aws:region: us-west-2\n  trainium-workloads:hfToken: hf_AbCdEf\n", "workloads"
+    )
     text = _refusal(path, tmp_path)
-    assert ("workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken holds a secret in plain text, which would be "
-            "committed with the file; delete that line and store it encrypted with `cd workloads && pulumi config set "
-            "--secret --stack dev 'trainium-workloads:hfToken'`, which prompts for the value (so it stays out of your "
-            "shell history)") in text
+    assert (
+        "workloads/Pulumi.dev.yaml:3: trainium-workloads:hfToken holds a secret in plain text, which would be "
+        "committed with the file; delete that line and store it encrypted with `cd workloads && pulumi config set "
+        "--secret --stack dev 'trainium-workloads:hfToken'`, which prompts for the value (so it stays out of your "
+        "shell history)"
+    ) in text
     assert "hf_AbCdEf" not in text and "<value>" not in text  # never the secret, never a value to type
 
 
 def test_any_token_or_password_key_must_be_encrypted_at_any_depth(tmp_path):
-    text = _refusal(_stack_file(tmp_path, "config:\n  trainium-workloads:tensorboard:\n    loadBalancer:\n"
-                                          "      password: pw\n"), tmp_path)
-    assert ("Pulumi.dev.yaml:4: trainium-workloads:tensorboard.loadBalancer.password holds a secret in plain text"
-            in text)
-    assert "`pulumi config set --secret --path --stack dev 'trainium-workloads:tensorboard.loadBalancer.password'`" in text
+    text = _refusal(
+        _stack_file(tmp_path, "config:\n  trainium-workloads:tensorboard:\n    loadBalancer:\n      password: pw\n"),
+        tmp_path,
+    )
+    assert (
+        "Pulumi.dev.yaml:4: trainium-workloads:tensorboard.loadBalancer.password holds a secret in plain text" in text
+    )
+    assert (
+        "`pulumi config set --secret --path --stack dev 'trainium-workloads:tensorboard.loadBalancer.password'`" in text
+    )
     # What `pulumi config set --secret` writes is accepted; so are keys that only look alike.
-    ok = _stack_file(tmp_path, "config:\n  trainium-workloads:hfToken:\n    secure: v1:abc\n"
-                               "  trainium-workloads:tensorboard:\n    loadBalancer:\n      username: admin\n"
-                               "  trainium-bootstrap:secretsKeyAlias: alias/x\n")
-    assert set(stack_files.load(ok, tmp_path)) == {"trainium-workloads:hfToken", "trainium-workloads:tensorboard",
-                                                   "trainium-bootstrap:secretsKeyAlias"}
+    ok = _stack_file(
+        tmp_path,
+        "config:\n  trainium-workloads:hfToken:\n    secure: v1:abc\n"
+        "  trainium-workloads:tensorboard:\n    loadBalancer:\n      username: admin\n"
+        "  trainium-bootstrap:secretsKeyAlias: alias/x\n",
+    )
+    assert set(stack_files.load(ok, tmp_path)) == {
+        "trainium-workloads:hfToken",
+        "trainium-workloads:tensorboard",
+        "trainium-bootstrap:secretsKeyAlias",
+    }
 
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4" * 5  # the shape of a classic personal access token, not a real one
@@ -130,36 +163,49 @@ AWS_KEY_ID = "AKIA" + "EXAMPLE0" * 2  # AWS's documentation key id shape
 def test_a_credential_in_a_tag_is_refused_not_sent_to_secret_storage(tmp_path):
     # Tags reach AWS as plain text on every tagged resource, so encrypting one in the stack file
     # would not help: the refusal says to leave it out, with no `pulumi config set --secret`.
-    text = _refusal(_stack_file(tmp_path, f"config:\n  trainium-eks:tags:\n    team: ml\n    githubToken: ghp_x\n"
-                                          f"    owner: {AWS_KEY_ID}\n"), tmp_path)
-    assert ("Pulumi.dev.yaml:4: trainium-eks:tags.githubToken looks like a credential, and tag values reach AWS in "
-            "plain text on every tagged resource (encrypting it in the stack file would not change that): delete it, "
-            "and keep credentials out of tags") in text
+    text = _refusal(
+        _stack_file(
+            tmp_path, f"config:\n  trainium-eks:tags:\n    team: ml\n    githubToken: ghp_x\n    owner: {AWS_KEY_ID}\n"
+        ),
+        tmp_path,
+    )
+    assert (
+        "Pulumi.dev.yaml:4: trainium-eks:tags.githubToken looks like a credential, and tag values reach AWS in "
+        "plain text on every tagged resource (encrypting it in the stack file would not change that): delete it, "
+        "and keep credentials out of tags"
+    ) in text
     assert "Pulumi.dev.yaml:5: trainium-eks:tags.owner looks like a credential" in text  # by its value
     assert "config set" not in text and "team" not in text
-    encrypted = _refusal(_stack_file(tmp_path, "config:\n  trainium-eks:tags:\n    apiToken:\n      secure: v1:x\n"),
-                         tmp_path)
+    encrypted = _refusal(
+        _stack_file(tmp_path, "config:\n  trainium-eks:tags:\n    apiToken:\n      secure: v1:x\n"), tmp_path
+    )
     assert "Pulumi.dev.yaml:3: trainium-eks:tags.apiToken looks like a credential" in encrypted
 
 
-@pytest.mark.parametrize("value", [GITHUB_TOKEN, AWS_KEY_ID, "hf_" + "AbCdEfGhIj" * 3 + "AbCd",
-                                   "github_pat_" + "11ABCDEFG0" * 4])
+@pytest.mark.parametrize(
+    "value", [GITHUB_TOKEN, AWS_KEY_ID, "hf_" + "AbCdEfGhIj" * 3 + "AbCd", "github_pat_" + "11ABCDEFG0" * 4]
+)
 def test_a_value_that_looks_like_a_credential_is_refused_whatever_its_key(tmp_path, value):
     text = _refusal(_stack_file(tmp_path, f"config:\n  trainium-workloads:notes: {value}\n"), tmp_path)
-    assert ("Pulumi.dev.yaml:2: trainium-workloads:notes holds a secret in plain text, which would be committed "
-            "with the file; delete that line and store it encrypted with `pulumi config set --secret --stack dev "
-            "'trainium-workloads:notes'`") in text
+    assert (
+        "Pulumi.dev.yaml:2: trainium-workloads:notes holds a secret in plain text, which would be committed "
+        "with the file; delete that line and store it encrypted with `pulumi config set --secret --stack dev "
+        "'trainium-workloads:notes'`"
+    ) in text
     assert value not in text
 
 
-@pytest.mark.parametrize("value", ["hf_offline", "ghp_short", "AKIA-not-a-key", "alias/trainium-dev", "arn:aws:iam::"
-                                   "123456789012:role/AKIAROLE"])
+@pytest.mark.parametrize(
+    "value",
+    ["hf_offline", "ghp_short", "AKIA-not-a-key", "alias/trainium-dev", "arn:aws:iam::123456789012:role/AKIAROLE"],
+)
 def test_values_that_only_start_alike_are_not_credentials(tmp_path, value):
     path = _stack_file(tmp_path, f"config:\n  trainium-workloads:notes: '{value}'\n")
     assert stack_files.load(path, tmp_path) == {"trainium-workloads:notes": value}
 
 
 # --- offline look-up misses: the offline table, never an AWS fact -----------------------------
+
 
 def _refused(**overrides) -> str:
     config = stack_config(REPO_ROOT, "dev")
@@ -171,17 +217,24 @@ def _refused(**overrides) -> str:
 
 def test_a_core_type_missing_from_the_offline_table_says_so():
     text = _refused(**{"trainium-eks:coreNodeGroup": {"instanceTypes": ["m6a.large"]}})
-    assert ("trainium-eks:coreNodeGroup.instanceTypes[0] = 'm6a.large': the offering look-up "
-            "(ec2:DescribeInstanceTypeOfferings) finds no such instance type in this region [offline answer: "
-            "GENERAL_PURPOSE_TYPES in offline/plan/fixtures.py has no entry for m6a.large; that table stands in for AWS "
-            "here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to GENERAL_PURPOSE_TYPES to plan "
-            "this offline]") in text
+    assert (
+        "trainium-eks:coreNodeGroup.instanceTypes[0] = 'm6a.large': the offering look-up "
+        "(ec2:DescribeInstanceTypeOfferings) finds no such instance type in this region [offline answer: "
+        "GENERAL_PURPOSE_TYPES in offline/plan/fixtures.py has no entry for m6a.large; that table stands in for AWS "
+        "here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to GENERAL_PURPOSE_TYPES to plan "
+        "this offline]"
+    ) in text
     assert "this region offers" not in text
 
 
 def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
-    text = _refused(**{"trainium-eks:kubernetesVersion": "1.32", "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32")})
-    assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni" in text
+    text = _refused(
+        **{"trainium-eks:kubernetesVersion": "1.32", "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32")}
+    )
+    assert (
+        "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni"
+        in text
+    )
     assert "[offline answer: ADDON_DEFAULT_BUILDS in offline/plan/fixtures.py has no entry for 1.32;" in text
     assert "EKS offers no" not in text
 
@@ -189,11 +242,24 @@ def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
 def test_a_region_or_zone_offering_missing_offline_names_the_table():
     text = _refused(**{"aws:region": "eu-west-1"})
     assert "[offline answer: ZONES in offline/plan/fixtures.py has no entry for eu-west-1;" in text
-    assert ("[offline answer: OFFERINGS['eu-west-1'] in offline/plan/fixtures.py has no entry for trn1.32xlarge, "
-            "trn1n.32xlarge;") in text
+    assert (
+        "[offline answer: OFFERINGS['eu-west-1'] in offline/plan/fixtures.py has no entry for trn1.32xlarge, "
+        "trn1n.32xlarge;"
+    ) in text
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
-    text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups + [
-        {"name": "trn2", "instanceType": "trn2.48xlarge", "maxSize": 2, "amiReleaseVersion": compatible_ami_release()}]})
+    text = _refused(
+        **{
+            "trainium-eks:acceleratorNodeGroups": groups
+            + [
+                {
+                    "name": "trn2",
+                    "instanceType": "trn2.48xlarge",
+                    "maxSize": 2,
+                    "amiReleaseVersion": compatible_ami_release(),
+                }
+            ]
+        }
+    )
     assert "[offline answer: OFFERINGS['us-west-2'] in offline/plan/fixtures.py has no entry for trn2.48xlarge;" in text
 
 
@@ -203,14 +269,18 @@ def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     groups[0]["azId"] = "usw2-az1"
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
-    assert ("trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az1': does not offer trn1.32xlarge; zones that do: "
-            "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/plan/fixtures.py says about trn1.32xlarge; "
-            "that table stands in for AWS here (your account's zones and offerings may differ), and a real `pulumi "
-            "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'] to plan this offline]") in text
+    assert (
+        "trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az1': does not offer trn1.32xlarge; zones that do: "
+        "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/plan/fixtures.py says about trn1.32xlarge; "
+        "that table stands in for AWS here (your account's zones and offerings may differ), and a real `pulumi "
+        "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'] to plan this offline]"
+    ) in text
     groups[0]["azId"] = "usw2-az9"  # not a zone of the region: the zone list is the ZONES table's
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
-    assert "'usw2-az9': not a zone of us-west-2; zones: usw2-az1, usw2-az2, usw2-az3, usw2-az4 [offline answer: " \
-           "what ZONES in offline/plan/fixtures.py says about usw2-az1, usw2-az2, usw2-az3, usw2-az4;" in text
+    assert (
+        "'usw2-az9': not a zone of us-west-2; zones: usw2-az1, usw2-az2, usw2-az3, usw2-az4 [offline answer: "
+        "what ZONES in offline/plan/fixtures.py says about usw2-az1, usw2-az2, usw2-az3, usw2-az4;" in text
+    )
 
 
 def test_a_refusal_that_rests_on_no_offline_table_gets_no_note():

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from infra.facts import versions
 from offline.plan.runner import PlanResult
 from tests.test_workload_config import refusal
 from tests.test_workloads import manifest
-from infra.facts import versions
 from tools.push_images import BUILD_ARGS
 from workloads import bert_launch, resilience, resumable
 
@@ -32,7 +32,9 @@ from workloads import bert_launch, resilience, resumable
 # library only, as the resilience script must need (the images bring their own Python), and not a
 # version manager's shim found on PATH, which starts bash and another process first (pyenv's).
 SCRIPT_PATH = f"{sysconfig.get_config_var('BINDIR')}:{os.environ['PATH']}"
-BERT_LINE = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 812.00 \n"
+BERT_LINE = (
+    "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 812.00 \n"
+)
 RAY_LINE = "(RayTrainWorker pid=4242, ip=10.0.1.7) " + BERT_LINE
 
 
@@ -59,7 +61,9 @@ def nemo_bar(batch: int, total: int | None = None) -> str:
     NeMo's prog_bar metrics (megatron_gpt_model.py l.452-461: global_step and consumed_samples are
     logged as floats), redrawn with a carriage return."""
     metrics = {"loss": 9.1, "reduced_train_loss": 9.1, "global_step": float(batch), "consumed_samples": batch * 256.0}
-    postfix = "loss=9.1, v_num=, " + ", ".join(f"{k}={lightning_format_num(v)}" for k, v in metrics.items() if k != "loss")
+    postfix = "loss=9.1, v_num=, " + ", ".join(
+        f"{k}={lightning_format_num(v)}" for k, v in metrics.items() if k != "loss"
+    )
     if total is None:
         return f"Epoch 0: {batch}it [01:02:03, 3.01s/it, {postfix}]\r"
     return f"Epoch 0: {100 * batch / total:3.0f}%|██        | {batch}/{total} [01:02:03<3:04:05, 3.01s/it, {postfix}]\r"
@@ -96,7 +100,11 @@ def test_bert_resumes_from_the_newest_complete_checkpoint_never_a_cut_one(tmp_pa
     torch_save_like(tmp_path / "ckpt_800.pt")
     torch_save_like(tmp_path / "ckpt_1200.pt", cut=True)  # the save the node died in
     assert resilience.bert_steps(str(tmp_path)) == {400: True, 800: True, 1200: False}
-    assert resilience.resume_args("bert", str(tmp_path)) == ["--resume_ckpt", "--resume_ckpt_path", f"{tmp_path}/ckpt_800.pt"]
+    assert resilience.resume_args("bert", str(tmp_path)) == [
+        "--resume_ckpt",
+        "--resume_ckpt_path",
+        f"{tmp_path}/ckpt_800.pt",
+    ]
     # The script keeps N only among its own run's saves (a deque, l.594-600): the next attempt
     # drops the cut one and what is beyond N across attempts.
     assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt", f"{tmp_path}/ckpt_1200.pt"]
@@ -131,16 +139,29 @@ def test_nemo_resumes_from_the_newest_save_its_log_reports_complete(tmp_path: Pa
         (checkpoints / f"mp_rank_{rank:02d}").mkdir(parents=True)
         for name in names.values():
             (checkpoints / f"mp_rank_{rank:02d}" / name).write_text("x")
-    log.write_text("".join([NEMO_BEGAN.format(name=names[100]), NEMO_DONE.format(name=names[100]),
-                            nemo_bar(150), NEMO_BEGAN.format(name=names[200]), NEMO_DONE.format(name=names[200]),
-                            NEMO_BEGAN.format(name=names[300])]))  # the pod died saving step 300
+    log.write_text(
+        "".join(
+            [
+                NEMO_BEGAN.format(name=names[100]),
+                NEMO_DONE.format(name=names[100]),
+                nemo_bar(150),
+                NEMO_BEGAN.format(name=names[200]),
+                NEMO_DONE.format(name=names[200]),
+                NEMO_BEGAN.format(name=names[300]),
+            ]
+        )
+    )  # the pod died saving step 300
     escaped = names[200].replace("=", "\\=")  # Hydra's escape for its grammar's EQUAL (below)
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [f"model.resume_from_checkpoint={checkpoints}/{escaped}"]
+    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [
+        f"model.resume_from_checkpoint={checkpoints}/{escaped}"
+    ]
     # A completed save since removed by save_top_k is not picked.
     for rank in range(8):
         (checkpoints / f"mp_rank_{rank:02d}" / names[200]).unlink()
     escaped = names[100].replace("=", "\\=")
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [f"model.resume_from_checkpoint={checkpoints}/{escaped}"]
+    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [
+        f"model.resume_from_checkpoint={checkpoints}/{escaped}"
+    ]
     assert resilience.resume_args("nemo", str(tmp_path / "none"), str(tmp_path / "nolog")) == []
 
 
@@ -148,10 +169,12 @@ def test_the_nemo_scripts_are_rewritten_to_checkpoint_by_steps_and_resume() -> N
     llama, test = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 50, 3, ["model.resume_from_checkpoint=/x/a\\=1.ckpt"])
     assert llama.endswith("./test_llama_resumable.sh\n") and "./test_llama.sh" not in llama
     assert "train_time_interval" not in test
-    assert ("    +exp_manager.checkpoint_callback_params.every_n_train_steps=50 \\\n"
-            "    exp_manager.checkpoint_callback_params.save_top_k=3 \\\n"
-            "    'model.resume_from_checkpoint=/x/a\\=1.ckpt' \\\n"
-            "    model.use_cpu_initialization=True") in test
+    assert (
+        "    +exp_manager.checkpoint_callback_params.every_n_train_steps=50 \\\n"
+        "    exp_manager.checkpoint_callback_params.save_top_k=3 \\\n"
+        "    'model.resume_from_checkpoint=/x/a\\=1.ckpt' \\\n"
+        "    model.use_cpu_initialization=True"
+    ) in test
     # A different pinned script is refused, not silently left checkpointing every 10 hours.
     with pytest.raises(ValueError, match="train_time_interval"):
         resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA.replace("36000", "7200"), 50, 3, [])
@@ -164,14 +187,35 @@ _INT_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
 _POINT_FLOAT = [_INT_UNSIGNED + r"\.", f"(?:{_INT_UNSIGNED})?" + r"\.[0-9](?:_?[0-9])*"]
 _EXPONENT = r"[eE][+-]?[0-9](?:_?[0-9])*"
 HYDRA_VALUE_TOKENS = [
-    ("POPEN", [r"[ \t]*\([ \t]*"]), ("COMMA", [r"[ \t]*,[ \t]*"]), ("PCLOSE", [r"[ \t]*\)"]),
-    ("BRACKET_OPEN", [r"\[[ \t]*"]), ("BRACKET_CLOSE", [r"[ \t]*\]"]), ("BRACE_OPEN", [r"\{[ \t]*"]),
-    ("BRACE_CLOSE", [r"[ \t]*\}"]), ("COLON", [r"[ \t]*:[ \t]*"]), ("EQUAL", [r"[ \t]*=[ \t]*"]),
-    ("FLOAT", [f"[+-]?(?:{x})" for x in [*_POINT_FLOAT, *(f"(?:{b}){_EXPONENT}" for b in [_INT_UNSIGNED, *_POINT_FLOAT]),
-                                          "[Ii][Nn][Ff]", "[Nn][Aa][Nn]"]]),
-    ("INT", [r"[+-]?" + _INT_UNSIGNED]), ("BOOL", [r"(?i:true|false)"]), ("NULL", [r"(?i:null)"]),
-    ("UNQUOTED_CHAR", [r"[/\-\\+.$%*@?|]"]), ("ID", [r"[a-zA-Z_][a-zA-Z0-9_]*"]),
-    ("ESC", [r"(?:\\\\|\\[()\[\]{}:=, \t])+"]), ("WS", [r"[ \t]+"]), ("INTERPOLATION", [r"\$\{[^}]+\}"]),
+    ("POPEN", [r"[ \t]*\([ \t]*"]),
+    ("COMMA", [r"[ \t]*,[ \t]*"]),
+    ("PCLOSE", [r"[ \t]*\)"]),
+    ("BRACKET_OPEN", [r"\[[ \t]*"]),
+    ("BRACKET_CLOSE", [r"[ \t]*\]"]),
+    ("BRACE_OPEN", [r"\{[ \t]*"]),
+    ("BRACE_CLOSE", [r"[ \t]*\}"]),
+    ("COLON", [r"[ \t]*:[ \t]*"]),
+    ("EQUAL", [r"[ \t]*=[ \t]*"]),
+    (
+        "FLOAT",
+        [
+            f"[+-]?(?:{x})"
+            for x in [
+                *_POINT_FLOAT,
+                *(f"(?:{b}){_EXPONENT}" for b in [_INT_UNSIGNED, *_POINT_FLOAT]),
+                "[Ii][Nn][Ff]",
+                "[Nn][Aa][Nn]",
+            ]
+        ],
+    ),
+    ("INT", [r"[+-]?" + _INT_UNSIGNED]),
+    ("BOOL", [r"(?i:true|false)"]),
+    ("NULL", [r"(?i:null)"]),
+    ("UNQUOTED_CHAR", [r"[/\-\\+.$%*@?|]"]),
+    ("ID", [r"[a-zA-Z_][a-zA-Z0-9_]*"]),
+    ("ESC", [r"(?:\\\\|\\[()\[\]{}:=, \t])+"]),
+    ("WS", [r"[ \t]+"]),
+    ("INTERPOLATION", [r"\$\{[^}]+\}"]),
 ]
 # OverrideParser.g4 `primitive`: the tokens an unquoted value may be made of.
 HYDRA_PRIMITIVE = {"ID", "NULL", "INT", "FLOAT", "BOOL", "INTERPOLATION", "UNQUOTED_CHAR", "COLON", "ESC", "WS"}
@@ -183,16 +227,20 @@ def hydra_value(text: str) -> str:
     (hydra v1.2.0 core/override_parser/overrides_visitor.py _createPrimitive)."""
     out, at = [], 0
     while at < len(text):
-        length, name = max((len(m.group()), -i, name) for i, (name, alternatives) in enumerate(HYDRA_VALUE_TOKENS)
-                           for alt in alternatives if (m := re.compile(alt).match(text, at)))[::2]
-        assert name in HYDRA_PRIMITIVE, f"{name} token at {text[at:at + length]!r} in {text!r}"
-        out.append(text[at:at + length][1::2] if name == "ESC" else text[at:at + length])
+        length, name = max(
+            (len(m.group()), -i, name)
+            for i, (name, alternatives) in enumerate(HYDRA_VALUE_TOKENS)
+            for alt in alternatives
+            if (m := re.compile(alt).match(text, at))
+        )[::2]
+        assert name in HYDRA_PRIMITIVE, f"{name} token at {text[at : at + length]!r} in {text!r}"
+        out.append(text[at : at + length][1::2] if name == "ESC" else text[at : at + length])
         at += length
     return "".join(out)
 
 
 def test_the_nemo_resume_override_reaches_hydra_as_the_checkpoint_path(tmp_path: Path) -> None:
-    """A real NeMo checkpoint name (conf/megatron_llama_config.yaml filename
+    r"""A real NeMo checkpoint name (conf/megatron_llama_config.yaml filename
     'megatron_llama--{step}-{consumed_samples}', Lightning inserting `step=`): written into
     test_llama_resumable.sh, read back by bash, then lexed as Hydra's override grammar does. Unescaped,
     the second `=` is an EQUAL token the parser refuses ("mismatched input '='"); the pinned
@@ -229,7 +277,10 @@ def test_nemo_heartbeat_reads_the_bars_integer_counter_not_the_rounded_global_st
         for total in (None, 2000000):
             log = "".join(nemo_bar(n, total) for n in steps)
             assert resilience.last_step(log, "nemo") == steps[-1]
-            assert resilience.last_step(log + "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01]\r", "nemo") == steps[-1]
+            assert (
+                resilience.last_step(log + "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01]\r", "nemo")
+                == steps[-1]
+            )
 
 
 def test_the_probe_fails_only_when_the_step_stops_advancing() -> None:
@@ -281,7 +332,10 @@ def test_in_a_container_that_outlives_attempts_the_clock_restarts_with_each_atte
     two = attempt(2000)  # the launcher's next mpirun; start-up prints nothing for a while
     try:
         assert verdict(2000 + hang + 1) is None  # the old attempt's last step does not count
-        assert verdict(2000 + first + 1) == f"training hung: no new step since the attempt started, unchanged for {first + 1} s (limit {first} s)"
+        assert (
+            verdict(2000 + first + 1)
+            == f"training hung: no new step since the attempt started, unchanged for {first + 1} s (limit {first} s)"
+        )
     finally:
         two.kill(), two.wait()
     assert verdict(2000 + first + 61) is None
@@ -295,11 +349,16 @@ def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_stat
     torch_save_like(run_dir / "ckpt_20.pt")
     torch_save_like(run_dir / "ckpt_30.pt", cut=True)
     fake = tmp_path / "trainer"
-    fake.write_text('#!/bin/sh\necho "args: $*"\n' + "".join(f"echo '{BERT_LINE.format(step=s).strip()}'\n" for s in (21, 22)) + "exit 3\n")
+    fake.write_text(
+        '#!/bin/sh\necho "args: $*"\n'
+        + "".join(f"echo '{BERT_LINE.format(step=s).strip()}'\n" for s in (21, 22))
+        + "exit 3\n"
+    )
     fake.chmod(0o755)
     line = resumable.training_line(f"{fake} --output_dir {run_dir}", "bert", str(run_dir), str(heartbeat), 2)
-    result = subprocess.run(["bash", "-c", line], env={"PATH": SCRIPT_PATH, **resumable.env()},
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", "-c", line], env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 3, result.stderr  # pipefail: the trainer's status, not the filter's
     assert f"args: --output_dir {run_dir} --resume_ckpt --resume_ckpt_path {run_dir}/ckpt_20.pt" in result.stdout
     assert "(0, 22) step_loss" in result.stdout and resilience.last_step(heartbeat.read_text(), "bert") == 22
@@ -310,13 +369,18 @@ def test_a_failed_resume_look_up_ends_the_attempt_instead_of_training_from_step_
     """An FSx error in the look-up (here: resilience.py failing on `resume`, or on `prune`) must not
     start the trainer without its resume arguments, in the run directory it failed to read."""
     fake = tmp_path / "trainer"
-    fake.write_text('#!/bin/sh\necho started\n')
+    fake.write_text("#!/bin/sh\necho started\n")
     fake.chmod(0o755)
     line = resumable.training_line(str(fake), "bert", str(tmp_path / "run"), str(tmp_path / "run" / "heartbeat"), 2)
     for failing in ("resume", "prune"):
         script = f"import sys\nif sys.argv[1] == {failing!r}: sys.exit(2)\n"
-        result = subprocess.run(["bash", "-c", line], env={"PATH": SCRIPT_PATH, resumable.ENV_NAME: script},
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            ["bash", "-c", line],
+            env={"PATH": SCRIPT_PATH, resumable.ENV_NAME: script},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 1 and "started" not in result.stdout, (failing, result)
 
 
@@ -324,11 +388,21 @@ def test_the_heartbeat_filter_never_takes_the_training_output_down(tmp_path: Pat
     """Bytes that are not UTF-8 and a heartbeat it cannot write (ENOSPC/EIO on FSx; here a missing
     directory) leave the output flowing and the filter's status 0, so pipefail reports the trainer's."""
     output = b"\xff\xfe not utf-8\n" + BERT_LINE.format(step=5).encode() + b"tail \xc3\n"
-    result = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "missing" / "heartbeat"))],
-                            input=output, env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, timeout=60)
+    result = subprocess.run(
+        ["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "missing" / "heartbeat"))],
+        input=output,
+        env={"PATH": SCRIPT_PATH, **resumable.env()},
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 0 and result.stdout == output, result.stderr
-    ok = subprocess.run(["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "heartbeat"))], input=output,
-                        env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, timeout=60)
+    ok = subprocess.run(
+        ["bash", "-c", resumable.call("beat", "bert", str(tmp_path / "heartbeat"))],
+        input=output,
+        env={"PATH": SCRIPT_PATH, **resumable.env()},
+        capture_output=True,
+        timeout=60,
+    )
     assert ok.stdout == output and resilience.last_step((tmp_path / "heartbeat").read_text(), "bert") == 5
 
 
@@ -338,17 +412,30 @@ def test_the_run_directory_follows_the_neuron_sdk_the_image_is_built_on(monkeypa
     run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379")
     assert bert_launch.model_settings(run)["neuron_sdk_image"] == BUILD_ARGS["bert-pretrain"]["NEURON_DLC"]
     before = bert_launch.run_dir(run)
-    monkeypatch.setattr(versions, "NEURON_DLC_PYTORCH_2_5", versions.NEURON_DLC_PYTORCH_2_5.replace("sdk2.21.0", "sdk2.22.0"))
+    monkeypatch.setattr(
+        versions, "NEURON_DLC_PYTORCH_2_5", versions.NEURON_DLC_PYTORCH_2_5.replace("sdk2.21.0", "sdk2.22.0")
+    )
     assert bert_launch.run_dir(run) != before
 
 
 def test_a_change_to_model_settings_starts_a_new_run_directory() -> None:
     base = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379")
-    same = [bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", steps_this_run=500,
-                                checkpoint_every_shards=3, checkpoints_to_keep=5, cacheset="other")]
-    changed = [bert_launch.BertRun(nnodes=4, nproc_per_node=32, etcd_endpoint="etcd:2379"),
-               bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", batch_size=8),
-               bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", bf16=False)]
+    same = [
+        bert_launch.BertRun(
+            nnodes=2,
+            nproc_per_node=32,
+            etcd_endpoint="etcd:2379",
+            steps_this_run=500,
+            checkpoint_every_shards=3,
+            checkpoints_to_keep=5,
+            cacheset="other",
+        )
+    ]
+    changed = [
+        bert_launch.BertRun(nnodes=4, nproc_per_node=32, etcd_endpoint="etcd:2379"),
+        bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", batch_size=8),
+        bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", bf16=False),
+    ]
     assert re.fullmatch(r"/data/output/run-[0-9a-f]{12}", bert_launch.run_dir(base))
     assert {bert_launch.run_dir(r) for r in same} == {bert_launch.run_dir(base)}
     assert len({bert_launch.run_dir(r) for r in [base, *changed]}) == 4
@@ -359,8 +446,9 @@ def container(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_probe(probe: dict[str, Any], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(probe["exec"]["command"], env={"PATH": SCRIPT_PATH, **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        probe["exec"]["command"], env={"PATH": SCRIPT_PATH, **env}, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_bert_training_pods_carry_the_probe_and_volcano_restarts_the_gang(workloads_dev: PlanResult) -> None:
@@ -385,7 +473,11 @@ def test_bert_training_pods_carry_the_probe_and_volcano_restarts_the_gang(worklo
 def declared_probe(c: dict[str, Any], tmp_path: Path, root: str, **more: str) -> tuple[dict[str, Any], dict[str, str]]:
     """A container's rendered probe with its FSx ``root`` and /tmp files under ``tmp_path``, and the
     container's own environment (where the kubelet runs it), nothing else."""
-    text = json.dumps(c["livenessProbe"]).replace(root, str(tmp_path)).replace(resumable.PROBE_STATE, str(tmp_path / "state.json"))
+    text = (
+        json.dumps(c["livenessProbe"])
+        .replace(root, str(tmp_path))
+        .replace(resumable.PROBE_STATE, str(tmp_path / "state.json"))
+    )
     for old, new in more.items():
         text = text.replace(old, new)
     return json.loads(text), {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
@@ -445,7 +537,9 @@ def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: 
     assert down.returncode == 1 and "local_raylet_healthz unreachable" in down.stdout
 
 
-def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(workloads_all: PlanResult, tmp_path: Path) -> None:
+def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(
+    workloads_all: PlanResult, tmp_path: Path
+) -> None:
     spec = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]
     c = container(spec["Worker"]["template"])
     marker = tmp_path / "attempt"
@@ -454,8 +548,13 @@ def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(w
     # The rank command announces itself in the worker container before anything else.
     rank = container(spec["Launcher"]["template"])["command"][-1]
     assert rank.startswith(resumable.announce_attempt() + " && ")
-    attempt = subprocess.Popen(["bash", "-c", resumable.announce_attempt().replace(resumable.ATTEMPT_MARKER, str(marker))
-                                + " && exec sleep 60"])
+    attempt = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            resumable.announce_attempt().replace(resumable.ATTEMPT_MARKER, str(marker)) + " && exec sleep 60",
+        ]
+    )
     try:
         deadline = time.monotonic() + 10
         while not (marker.exists() and marker.read_text().strip() == str(attempt.pid)):
@@ -495,35 +594,50 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     train = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]
     compile_ = manifest(workloads_all, "MPIJob", "llama2-compile")["spec"]
     assert train["runPolicy"]["backoffLimit"] == 3  # maxRestarts' default
-    assert mpirun_runs(train["mpiReplicaSpecs"]["Launcher"]["restartPolicy"], train["runPolicy"]["backoffLimit"]) == 3 + 1
+    assert (
+        mpirun_runs(train["mpiReplicaSpecs"]["Launcher"]["restartPolicy"], train["runPolicy"]["backoffLimit"]) == 3 + 1
+    )
     worker = train["mpiReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
-    assert "probe nemo /shared/nemo_experiments/run-" in container(worker["template"])["livenessProbe"]["exec"]["command"][-1]
+    assert (
+        "probe nemo /shared/nemo_experiments/run-"
+        in container(worker["template"])["livenessProbe"]["exec"]["command"][-1]
+    )
     # The ranks mpirun starts over ssh do not see the container's environment: the worker writes
     # resilience.py to a file when it starts, and the ranks run it from there.
     assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
-    assert command[-1].startswith(f"{resumable.announce_attempt()} && python3 /tmp/resilience.py nemo-scripts nemo 100 2 "
-                                  "/shared/nemo_experiments/run-")
+    assert command[-1].startswith(
+        f"{resumable.announce_attempt()} && python3 /tmp/resilience.py nemo-scripts nemo 100 2 "
+        "/shared/nemo_experiments/run-"
+    )
     assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])
-    assert compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1] == "./llama_7b.sh"
+    assert (
+        compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1] == "./llama_7b.sh"
+    )
 
 
 def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloads_dev: PlanResult) -> None:
     """kuberay v1.7.0 rayjob_types.go: backoffLimit, "each retry creates a new RayCluster";
     rayjob_controller.go l.542-556 retries a Failed job unless its deadline ended it."""
-    jobs = {n: manifest(workloads_dev, "RayJob", n)["spec"] for n in
-            ("llama2-precompilation-job", "llama2-pretraining-job")}
+    jobs = {
+        n: manifest(workloads_dev, "RayJob", n)["spec"] for n in ("llama2-precompilation-job", "llama2-pretraining-job")
+    }
     train = jobs["llama2-pretraining-job"]
     assert train["backoffLimit"] == 2 and "backoffLimit" not in jobs["llama2-precompilation-job"]
     worker = container(train["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
     assert "probe ray /shared/llama2_output/run-" in worker["livenessProbe"]["exec"]["command"][-1]
     assert "RESILIENCE_PY" in train["runtimeEnvYAML"]
-    assert re.search(r"resume_args=\$\(python3 -c \"\$\{RESILIENCE_PY:\?\}\" resume ray "
-                     r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\) \|\| exit 1; .* --checkpoint_freq 100 "
-                     r"--num_kept_checkpoint 2 \$resume_args 2>&1", train["entrypoint"])
-    precompile_worker = container(jobs["llama2-precompilation-job"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+    assert re.search(
+        r"resume_args=\$\(python3 -c \"\$\{RESILIENCE_PY:\?\}\" resume ray "
+        r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\) \|\| exit 1; .* --checkpoint_freq 100 "
+        r"--num_kept_checkpoint 2 \$resume_args 2>&1",
+        train["entrypoint"],
+    )
+    precompile_worker = container(
+        jobs["llama2-precompilation-job"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    )
     assert "livenessProbe" not in precompile_worker
 
 
@@ -544,26 +658,51 @@ def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanRes
     assert set(runs) == {"bertPretraining", "rayLlama2"}  # NeMo is off in dev
     bert_line = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])["command"][-1]
     assert f"--output_dir {runs['bertPretraining']} " in bert_line
-    assert f"--output_dir {runs['rayLlama2']} " in manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]["entrypoint"]
+    assert (
+        f"--output_dir {runs['rayLlama2']} "
+        in manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]["entrypoint"]
+    )
 
 
 def test_a_hang_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:
     """dev's BERT deadline is 60 minutes: a 58-minute limit is ended 61 minutes after the last step."""
-    (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60,
-                                                          "hangTimeoutMinutes": 58, "firstStepTimeoutMinutes": 30})
+    (problem,) = refusal(
+        workloads_with,
+        bertPretraining={
+            "nodeGroup": "trn1-32xl-ng1",
+            "trainDeadlineMinutes": 60,
+            "hangTimeoutMinutes": 58,
+            "firstStepTimeoutMinutes": 30,
+        },
+    )
     assert problem.startswith("trainium-workloads:bertPretraining.hangTimeoutMinutes = 58: a hang is ended 61 minutes")
     assert "(trainDeadlineMinutes, 60 minutes)" in problem
-    workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60, "hangTimeoutMinutes": 56,
-                                    "firstStepTimeoutMinutes": 56})
+    workloads_with(
+        bertPretraining={
+            "nodeGroup": "trn1-32xl-ng1",
+            "trainDeadlineMinutes": 60,
+            "hangTimeoutMinutes": 56,
+            "firstStepTimeoutMinutes": 56,
+        }
+    )
 
 
 def test_a_first_step_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:
     """The shipped dev file once had BERT's default 60-minute first-step limit under a 60-minute
     deadline: a hang before the first step ended with exit 124 (TerminateJob), never restarted."""
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainDeadlineMinutes": 60})
-    assert problem.startswith("trainium-workloads:bertPretraining.firstStepTimeoutMinutes = 60: a hang is ended "
-                              "63 minutes after an attempt's start")
+    assert problem.startswith(
+        "trainium-workloads:bertPretraining.firstStepTimeoutMinutes = 60: a hang is ended "
+        "63 minutes after an attempt's start"
+    )
     assert "(trainDeadlineMinutes, 60 minutes)" in problem
-    (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 2100,
-                                                    "hangTimeoutMinutes": 20, "firstStepTimeoutMinutes": 32})
+    (problem,) = refusal(
+        workloads_with,
+        rayLlama2={
+            "nodeGroup": "trn1n-32xl-ng",
+            "trainDeadlineSeconds": 2100,
+            "hangTimeoutMinutes": 20,
+            "firstStepTimeoutMinutes": 32,
+        },
+    )
     assert problem.startswith("trainium-workloads:rayLlama2.firstStepTimeoutMinutes = 32: a hang is ended 35 minutes")

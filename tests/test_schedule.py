@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 
+from infra import contract
 from offline.plan.runner import PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
-from infra import contract
 from workloads import checks, gang_watchdog, layouts, schedule
 from workloads.settings import parse_workloads_config
 
 
-def problems(dev: PlanResult, cluster: Optional[Callable[[dict[str, Any]], None]] = None, **overrides: Any) -> list[str]:
+def problems(dev: PlanResult, cluster: Callable[[dict[str, Any]], None] | None = None, **overrides: Any) -> list[str]:
     """What the program refuses (workloads/__main__.py wire), without running it."""
     outputs = copy.deepcopy(dev.outputs)
     if cluster is not None:
@@ -28,7 +29,9 @@ def problems(dev: PlanResult, cluster: Optional[Callable[[dict[str, Any]], None]
         config[f"trainium-workloads:{key}"] = json.dumps(value)
     settings = parse_workloads_config({**config, "trainium-workloads:hfToken": "hf_x"})
     parsed = contract.parse_contract(outputs)
-    return checks.workload_problems(settings, parsed) or schedule.schedule_problems(layouts.job_chains(settings, parsed), parsed)
+    return checks.workload_problems(settings, parsed) or schedule.schedule_problems(
+        layouts.job_chains(settings, parsed), parsed
+    )
 
 
 def test_the_shipped_dev_stack_fits_and_all_on_fits_a_larger_group(dev) -> None:
@@ -43,13 +46,23 @@ def test_gangs_sharing_a_group_must_fit_it_together(dev) -> None:
     (problem,) = problems(dev, **ALL_ON)
     assert problem.startswith(
         "trainium-workloads:bertPretraining (2), trainium-workloads:nemoLlama2 (4), trainium-workloads:clusterCheck (2): "
-        "at their largest steps these need 8 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)")
+        "at their largest steps these need 8 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)"
+    )
     assert "raise the group's maxSize" in problem
     # Steps of one workload follow each other: BERT's precompile and train (2 each) count 2, not 4.
-    assert problems(dev, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2},
-                    bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}) == []
+    assert (
+        problems(
+            dev,
+            clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 2},
+            bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": 2},
+        )
+        == []
+    )
     (problem,) = problems(dev, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "nodes": 3})
-    assert "trainium-workloads:bertPretraining (3), trainium-workloads:clusterCheck (2): at their largest steps these need 5 nodes" in problem
+    assert (
+        "trainium-workloads:bertPretraining (3), trainium-workloads:clusterCheck (2): at their largest steps these need 5 nodes"
+        in problem
+    )
 
 
 def test_a_pod_larger_than_its_node_is_refused(dev) -> None:
@@ -58,8 +71,10 @@ def test_a_pod_larger_than_its_node_is_refused(dev) -> None:
     # the DaemonSets their requests: 127080m and 481407Mi are left (infra/specs/system_capacity.py).
     problem, train = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerCpu": "128"})
     assert "workergroup pods of llama2-pretraining-job" in train
-    assert problem.startswith("trainium-workloads:rayLlama2: workergroup pods of llama2-precompilation-job ask for more "
-                              "than a trn1n.32xlarge node of group 'trn1n-32xl-ng' can allocate")
+    assert problem.startswith(
+        "trainium-workloads:rayLlama2: workergroup pods of llama2-precompilation-job ask for more "
+        "than a trn1n.32xlarge node of group 'trn1n-32xl-ng' can allocate"
+    )
     assert "cpu 128 (it can allocate 127.08)" in problem
     problem, _ = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workerMemory": "510Gi"})
     assert "memory 510Gi (it can allocate 481407Mi)" in problem
@@ -72,7 +87,9 @@ def test_neuron_devices_and_efa_interfaces_count_against_the_node(dev) -> None:
     room = schedule._room(group)
     assert schedule.too_big(bigger, room) == ["aws.amazon.com/neuron 17 (it can allocate 16)"]
     assert schedule.too_big({"vpc.amazonaws.com/efa": Decimal(8)}, room) == []
-    assert schedule.too_big({"vpc.amazonaws.com/efa": Decimal(9)}, room) == ["vpc.amazonaws.com/efa 9 (it can allocate 8)"]
+    assert schedule.too_big({"vpc.amazonaws.com/efa": Decimal(9)}, room) == [
+        "vpc.amazonaws.com/efa 9 (it can allocate 8)"
+    ]
     # Whole-node pods take a node each; small ones share.
     whole = {"aws.amazon.com/neuron": Decimal(16), "vpc.amazonaws.com/efa": Decimal(8)}
     assert schedule.nodes_needed([whole] * 3, room) == 3
@@ -88,11 +105,14 @@ def test_cpu_pods_of_all_jobs_must_fit_the_job_support_group(dev) -> None:
         def edit(outputs: dict[str, Any]) -> None:
             all_on_cluster(outputs)
             outputs["jobSupportPlacement"]["maxSize"] = count
+
         return edit
 
     (problem,) = problems(dev, support_nodes(1), **ALL_ON)
-    assert problem.startswith("trainium-workloads:dataStaging (1), trainium-workloads:rayLlama2 (1), "
-                              "trainium-workloads:nemoLlama2 (1), trainium-workloads:clusterCheck (1): their CPU pods")
+    assert problem.startswith(
+        "trainium-workloads:dataStaging (1), trainium-workloads:rayLlama2 (1), "
+        "trainium-workloads:nemoLlama2 (1), trainium-workloads:clusterCheck (1): their CPU pods"
+    )
     assert "need 2 job-support nodes at once, and the group holds 1 (jobNodeGroup.maxSize" in problem
     assert problems(dev, support_nodes(2), **ALL_ON) == []
 
@@ -102,11 +122,20 @@ def test_gangs_sharing_a_capped_queue_must_fit_its_capability_together(dev) -> N
     # capability (dev's llama2-training-queue: 500 CPU, 1500Gi). Ray's gang alone asks for 246.5 CPU
     # and 910.2Gi (2 x 120/440Gi workers, head 6/30Gi, submitter 0.5/200Mi); BERT's two training
     # pods 200 CPU and 800Gi: 1710.2Gi together.
-    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "queue": "llama2-training-queue", "trainSteps": 200,
-            "trainDeadlineMinutes": 60, "firstStepTimeoutMinutes": 30, "maxRetry": 1}
+    bert = {
+        "nodeGroup": "trn1-32xl-ng1",
+        "nodes": 2,
+        "queue": "llama2-training-queue",
+        "trainSteps": 200,
+        "trainDeadlineMinutes": 60,
+        "firstStepTimeoutMinutes": 30,
+        "maxRetry": 1,
+    }
     (problem,) = problems(dev, bertPretraining=bert)
-    assert problem.startswith("trainium-workloads:bertPretraining, trainium-workloads:rayLlama2: their gangs in Volcano "
-                              "queue 'llama2-training-queue' ask together for more than it allows (memory 1710.1953125Gi > 1500Gi)")
+    assert problem.startswith(
+        "trainium-workloads:bertPretraining, trainium-workloads:rayLlama2: their gangs in Volcano "
+        "queue 'llama2-training-queue' ask together for more than it allows (memory 1710.1953125Gi > 1500Gi)"
+    )
     assert problems(dev, bertPretraining={**bert, "queue": "test"}) == []
 
 
@@ -122,30 +151,49 @@ def test_a_cluster_stack_without_allocatable_figures_is_checked_for_devices_only
 
 def test_phases_split_after_each_awaited_object() -> None:
     def obj(name: str, kind: str = "MPIJob", **annotations: str) -> dict[str, Any]:
-        return {"apiVersion": "batch/v1" if kind == "Job" else "x/v1", "kind": kind,
-                "metadata": {"name": name, "annotations": annotations}}
+        return {
+            "apiVersion": "batch/v1" if kind == "Job" else "x/v1",
+            "kind": kind,
+            "metadata": {"name": name, "annotations": annotations},
+        }
 
     chain = [obj("nodes", "Job"), obj("allreduce", **{"pulumi.com/skipAwait": "true"}), obj("verdict", "Job")]
     assert [[o["metadata"]["name"] for o in p] for p in schedule.phases(chain)] == [["nodes"], ["allreduce", "verdict"]]
-    chain = [obj("compile", **{"pulumi.com/waitFor": "condition=Succeeded"}), obj("train", **{"pulumi.com/skipAwait": "true"})]
+    chain = [
+        obj("compile", **{"pulumi.com/waitFor": "condition=Succeeded"}),
+        obj("train", **{"pulumi.com/skipAwait": "true"}),
+    ]
     assert [[o["metadata"]["name"] for o in p] for p in schedule.phases(chain)] == [["compile"], ["train"]]
 
 
 def test_a_pending_timeout_longer_than_a_ray_deadline_is_refused(dev) -> None:
-    (problem,) = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "pendingTimeoutMinutes": 40,
-                                          "trainDeadlineSeconds": 2400})
-    assert problem == ("trainium-workloads:rayLlama2.pendingTimeoutMinutes = 40: not shorter than the train step's "
-                       "deadline (trainDeadlineSeconds, 2400 s); lower it or raise the deadline")
+    (problem,) = problems(
+        dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "pendingTimeoutMinutes": 40, "trainDeadlineSeconds": 2400}
+    )
+    assert problem == (
+        "trainium-workloads:rayLlama2.pendingTimeoutMinutes = 40: not shorter than the train step's "
+        "deadline (trainDeadlineSeconds, 2400 s); lower it or raise the deadline"
+    )
     (problem,) = problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "ttlSecondsAfterFinished": 1800})
     assert problem.startswith("trainium-workloads:rayLlama2.ttlSecondsAfterFinished = 1800: a finished step's cluster")
-    assert problems(dev, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "pendingTimeoutMinutes": 30,
-                                    "trainDeadlineSeconds": 2400, "ttlSecondsAfterFinished": 600}) == []
+    assert (
+        problems(
+            dev,
+            rayLlama2={
+                "nodeGroup": "trn1n-32xl-ng",
+                "pendingTimeoutMinutes": 30,
+                "trainDeadlineSeconds": 2400,
+                "ttlSecondsAfterFinished": 600,
+            },
+        )
+        == []
+    )
 
 
 # --- every Trainium step ends, and an unschedulable gang gives its nodes back ------------------
 
 
-def pending_bound(obj: dict[str, Any]) -> Optional[int]:
+def pending_bound(obj: dict[str, Any]) -> int | None:
     """Seconds after which an unscheduled gang of ``obj`` is ended, read from the object."""
     spec = obj["spec"]
     if obj["kind"] in ("Job", "MPIJob") and ("tasks" in spec or obj["kind"] == "MPIJob"):
@@ -158,12 +206,14 @@ def pending_bound(obj: dict[str, Any]) -> Optional[int]:
     return spec.get("activeDeadlineSeconds")
 
 
-def run_deadline(obj: dict[str, Any]) -> Optional[int]:
+def run_deadline(obj: dict[str, Any]) -> int | None:
     spec = obj["spec"]
     if obj["kind"] == "Job" and "tasks" in spec:
         commands = [t["template"]["spec"]["containers"][0]["command"] for t in spec["tasks"]]
         policies = [t["policies"][0] for t in spec["tasks"]]
-        ok = all(c[0] == "timeout" for c in commands) and all(p == {"exitCode": 124, "action": "TerminateJob"} for p in policies)
+        ok = all(c[0] == "timeout" for c in commands) and all(
+            p == {"exitCode": 124, "action": "TerminateJob"} for p in policies
+        )
         return int(commands[0][2]) if ok else None
     if obj["kind"] == "MPIJob":
         return spec["runPolicy"].get("activeDeadlineSeconds")
@@ -178,25 +228,42 @@ def test_every_trainium_step_has_a_deadline_and_a_pending_timeout(stack: str, re
         all_on_cluster(cluster)
     groups = contract.parse_contract(cluster).node_groups.values()
     objects = [r.inputs for r in result.registrations if "kind" in r.inputs and "spec" in r.inputs]
-    trainium = [o for o in objects if any(g.node_selector.items() <= p.node_selector.items()
-                                          for p in schedule.pods_of(o) for g in groups)]
+    trainium = [
+        o
+        for o in objects
+        if any(g.node_selector.items() <= p.node_selector.items() for p in schedule.pods_of(o) for g in groups)
+    ]
     names = {o["metadata"]["name"] for o in trainium}
     if stack == "workloads_all":
-        assert names == {"bert-precompile", "bert-train", "llama2-precompilation-job", "llama2-pretraining-job",
-                         "llama2-compile", "llama2-train", "cluster-check-nodes", "cluster-check-allreduce"}
+        assert names == {
+            "bert-precompile",
+            "bert-train",
+            "llama2-precompilation-job",
+            "llama2-pretraining-job",
+            "llama2-compile",
+            "llama2-train",
+            "cluster-check-nodes",
+            "cluster-check-allreduce",
+        }
     assert {o["metadata"]["name"]: (pending_bound(o) is not None, run_deadline(o) is not None) for o in trainium} == {
-        n: (True, True) for n in names}
+        n: (True, True) for n in names
+    }
 
 
 def test_awaits_outlast_the_deadlines_they_wait_for(workloads_all) -> None:
     # pulumi-kubernetes waits pulumi.com/timeoutSeconds; the object's own deadline must end first,
     # so a hang is ended by the job (which releases its nodes), not only by `pulumi up` giving up.
     by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_all.registrations if "metadata" in r.inputs}
-    wait = {n: int(o["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) for n, o in by_name.items()
-            if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})}
+    wait = {
+        n: int(o["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+        for n, o in by_name.items()
+        if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})
+    }
     # BERT: pending 45 min + precompile deadline 120 min + timeout's 5-minute --kill-after, then 5 minutes' margin.
     assert wait["bert-precompile"] == (45 + 120 + 5 + 5) * 60
-    assert wait["llama2-precompilation-job"] == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
+    assert (
+        wait["llama2-precompilation-job"] == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
+    )
     assert wait["llama2-compile"] == by_name["llama2-compile"]["spec"]["runPolicy"]["activeDeadlineSeconds"] + 300
     assert wait["cluster-check-nodes"] == by_name["cluster-check-nodes"]["spec"]["activeDeadlineSeconds"] + 300
 
@@ -207,6 +274,7 @@ def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:
     # maxRetry N is N attempts in all (1: never retried), and each attempt can outlast its deadline by
     # `timeout --kill-after` (bert.py with_deadline).
     from workloads import bert, deadlines
+
     config = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
     assert config.bert_pretraining.max_retry == 2  # the dev stack means one retry
     steps = {s.name: s for s in deadlines.trainium_steps(config)}
@@ -226,12 +294,17 @@ def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
     shipped = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if v.startswith("{")}
     nemo_on = {**shipped["nemoLlama2"], "enabled": True}
     staging = {**shipped["dataStaging"], "redpajama": True}
-    documented = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
-                          bertPretraining={**shipped["bertPretraining"], "enabled": False},
-                          clusterCheck={**shipped["clusterCheck"], "enabled": False})
+    documented = problems(
+        dev,
+        nemoLlama2=nemo_on,
+        dataStaging=staging,
+        bertPretraining={**shipped["bertPretraining"], "enabled": False},
+        clusterCheck={**shipped["clusterCheck"], "enabled": False},
+    )
     assert documented == []
-    bert_only_off = problems(dev, nemoLlama2=nemo_on, dataStaging=staging,
-                             bertPretraining={**shipped["bertPretraining"], "enabled": False})
+    bert_only_off = problems(
+        dev, nemoLlama2=nemo_on, dataStaging=staging, bertPretraining={**shipped["bertPretraining"], "enabled": False}
+    )
     assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nemoLlama2" in bert_only_off[0]
     docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
     assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
@@ -242,17 +315,21 @@ def test_two_groups_that_pods_cannot_tell_apart_are_refused(dev) -> None:
     # Review C5: pods select a group by instance type and labels (contract.NodeGroup.node_selector), so
     # a second trn1.32xlarge group with the same labels takes BERT's pods too, and schedule.placement
     # would count both gangs on whichever group it meets first.
-    def twin(labels: dict[str, str], first: Optional[dict[str, str]] = None) -> Callable[[dict[str, Any]], None]:
+    def twin(labels: dict[str, str], first: dict[str, str] | None = None) -> Callable[[dict[str, Any]], None]:
         def add(outputs: dict[str, Any]) -> None:
             groups = outputs["acceleratorNodeGroups"]
             groups.append({**copy.deepcopy(groups[0]), "name": "trn1-32xl-ng2"})
             groups[-1]["labels"].update(labels)
             groups[0]["labels"].update(first or {})
+
         return add
+
     refused = problems(dev, twin({}))
     assert refused and all("'trn1-32xl-ng2'" in p and "distinguishing label" in p for p in refused)
     assert {p.split(" = ")[0] for p in refused} == {
-        "trainium-workloads:bertPretraining.nodeGroup", "trainium-workloads:clusterCheck.nodeGroup"}
+        "trainium-workloads:bertPretraining.nodeGroup",
+        "trainium-workloads:clusterCheck.nodeGroup",
+    }
     # A label only the second group has is not enough: its nodes still match the first group's selector.
     assert len(problems(dev, twin({"team": "b"}))) == 2
     # The other side: one key, a value per group, tells them apart.

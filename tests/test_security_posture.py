@@ -5,20 +5,19 @@ setting that makes the policies count. Computed from the real plans (dev and pro
 from __future__ import annotations
 
 import json
-
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
-from infra.specs import pod_security
 from infra.components.schedulers import ETCD_PORT
-from offline.report.plan_output import kubernetes_objects
+from infra.specs import pod_security
 from offline.plan.runner import PlanResult
+from offline.report.plan_output import kubernetes_objects
 from tests import crd_fields
 from tests.checkov_scan import pod_templates
-from workloads import data_staging, ray_llama2, tensorboard_viewer
 from tests.project_copy import dev_groups_at
-
+from workloads import data_staging, ray_llama2, tensorboard_viewer
 
 # --- what Pod Security Admission checks (kubernetes/pod-security-admission v0.34.9, policy/) -----
 # check_capabilities_baseline.go: capabilities beyond the container runtime's default set.
@@ -27,7 +26,16 @@ BASELINE_CAPABILITIES = {
     "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
 }  # fmt: skip
 # check_restrictedVolumes.go: the only volume types "restricted" allows.
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def containers(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -92,7 +100,12 @@ def pods(result: PlanResult) -> Iterator[tuple[str, str, dict[str, str], dict[st
         meta = obj["metadata"]
         namespace = meta.get("namespace", "default")
         for role, template in pod_templates(obj):
-            yield f"{obj['kind']}/{meta['name']}/{role}", namespace, template.get("metadata", {}).get("labels", {}), template["spec"]
+            yield (
+                f"{obj['kind']}/{meta['name']}/{role}",
+                namespace,
+                template.get("metadata", {}).get("labels", {}),
+                template["spec"],
+            )
 
 
 def crd_template_paths(obj: dict[str, Any]) -> list[str]:
@@ -119,7 +132,9 @@ def present(value: Any, path: list[str]) -> int:
     return present(child, rest)
 
 
-def test_the_walk_finds_every_pod_template_the_crds_define(workloads_all: PlanResult, workloads_prod: PlanResult) -> None:
+def test_the_walk_finds_every_pod_template_the_crds_define(
+    workloads_all: PlanResult, workloads_prod: PlanResult
+) -> None:
     # Every custom resource with pod templates: as many found by the walk as sit at the template
     # paths of its pinned CRD (RayJob: head, worker groups and the submitter; MPIJob: each replica
     # type; Volcano Job: each task).
@@ -145,12 +160,24 @@ def all_pods(plans: list[PlanResult]) -> list[tuple[str, str, dict[str, str], di
     found = [pod for plan in plans for pod in pods(plan)]
     # Every workload and the cluster's etcd are on in these plans.
     names = {name.split("/")[1] for name, *_ in found}
-    assert {"etcd", "bert-train", "llama2-pretraining-job", "llama2-train", "stage-redpajama", "cmd-shell", "tensorboard"} <= names
+    assert {
+        "etcd",
+        "bert-train",
+        "llama2-pretraining-job",
+        "llama2-train",
+        "stage-redpajama",
+        "cmd-shell",
+        "tensorboard",
+    } <= names
     # Pods the operators make from our templates are among them: KubeRay's submitter, head and
     # workers, the MPI launcher and workers, Volcano's tasks.
     roles = {name for name, *_ in found}
-    assert {"RayJob/llama2-pretraining-job/submitter", "RayJob/llama2-pretraining-job/head",
-            "MPIJob/llama2-train/launcher", "Job/bert-train/worker-0"} <= roles
+    assert {
+        "RayJob/llama2-pretraining-job/submitter",
+        "RayJob/llama2-pretraining-job/head",
+        "MPIJob/llama2-train/launcher",
+        "Job/bert-train/worker-0",
+    } <= roles
     return found
 
 
@@ -165,7 +192,9 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
             # patch of nodes narrowed by a ValidatingAdmissionPolicy each (tests/test_node_health.py,
             # tests/test_burn_in_sweeper.py).
             accounts = {"neuron-burn-in-sweeper": "neuron-burn-in-sweeper", "gang-watchdog": "gang-watchdog"}
-            assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), name
+            assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), (
+                name
+            )
     # Only three call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
     # schedule, the Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, and its
     # sweeper, which fails nodes whose burn-in never started.
@@ -180,7 +209,11 @@ def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) ->
             assert context["capabilities"]["drop"] == ["ALL"], (name, c["name"])
             added = set(context["capabilities"].get("add", []))
             # Only the MPI workers' sshd gets capabilities back; Neuron and EFA need none.
-            expected = set(pod_security.SSHD_CAPABILITIES) if name.startswith("MPIJob/") and name.endswith("/worker") else set()
+            expected = (
+                set(pod_security.SSHD_CAPABILITIES)
+                if name.startswith("MPIJob/") and name.endswith("/worker")
+                else set()
+            )
             assert added == expected, (name, c["name"], added)
 
 
@@ -206,7 +239,9 @@ def test_long_running_services_have_probes_and_helpers_have_limits(all_pods) -> 
         if obj in ("etcd", "tensorboard"):
             for c in containers(spec):
                 assert "livenessProbe" in c and "readinessProbe" in c, (name, c["name"])
-        if obj in ("etcd", "tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith("/launcher"):
+        if obj in ("etcd", "tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith(
+            "/launcher"
+        ):
             for c in containers(spec):
                 assert {"cpu", "memory"} <= c["resources"]["limits"].keys(), (name, c["name"])
                 assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), (name, c["name"])
@@ -216,7 +251,10 @@ def test_training_namespaces_enforce_the_strictest_level_their_pods_pass(plans, 
     cluster_namespaces = {}
     for plan in plans:
         for r in plan.registrations:
-            if r.type in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch") and r.inputs["metadata"].get("labels", {}).get("purpose") == "training":
+            if (
+                r.type in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch")
+                and r.inputs["metadata"].get("labels", {}).get("purpose") == "training"
+            ):
                 cluster_namespaces[r.inputs["metadata"]["name"]] = r.inputs["metadata"]["labels"]
     assert {"default", "research"} <= cluster_namespaces.keys()
     for namespace, labels in cluster_namespaces.items():
@@ -274,7 +312,9 @@ def admits(policy: dict[str, Any], labels: Mapping[str, str], port: int, namespa
             if "podSelector" in peer and namespace == policy["metadata"]["namespace"]:
                 if peer["podSelector"]["matchLabels"].items() <= dict(labels).items():
                     return True
-            if "namespaceSelector" in peer and peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}:
+            if "namespaceSelector" in peer and peer["namespaceSelector"]["matchLabels"] == {
+                "kubernetes.io/metadata.name": namespace
+            }:
                 return True
     return False
 
@@ -288,7 +328,9 @@ def test_only_training_pods_reach_etcd_and_only_on_its_client_port(dev: PlanResu
     etcd = [(labels, spec) for name, ns, labels, spec in pods(dev) if name == "Deployment/etcd/pod" and ns == "default"]
     assert len(etcd) == 1 and selects(policy, etcd[0][0])
     assert [p["containerPort"] for p in etcd[0][1]["containers"][0]["ports"]] == [ETCD_PORT]
-    service = next(o for o in kubernetes_objects(dev) if o["kind"] == "Service" and o["metadata"]["name"] == "etcd-server")
+    service = next(
+        o for o in kubernetes_objects(dev) if o["kind"] == "Service" and o["metadata"]["name"] == "etcd-server"
+    )
     assert service["spec"]["ports"][0]["targetPort"] == ETCD_PORT
     by_name = {name: labels for name, _, labels, _ in pods(workloads_dev)}
     for name, labels in by_name.items():
@@ -297,7 +339,9 @@ def test_only_training_pods_reach_etcd_and_only_on_its_client_port(dev: PlanResu
     assert not admits(policy, by_name["Job/bert-train/worker-0"], 2380)
 
 
-def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(workloads_dev: PlanResult, workloads_prod: PlanResult) -> None:
+def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(
+    workloads_dev: PlanResult, workloads_prod: PlanResult
+) -> None:
     for plan in (workloads_dev, workloads_prod):
         found = policies(plan)
         for name, _, labels, _ in pods(plan):
@@ -306,7 +350,12 @@ def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(worklo
             policy = selecting[0]
             # Training peers (torchrun's store, Neuron collectives' TCP bootstrap, Ray's ports,
             # ssh and Open MPI's channel back to mpirun) use ports picked at run time.
-            peers_on_any_port = policy["metadata"]["name"] in ("bert-pretraining", "ray-llama2", "nemo-llama2", "cluster-check")
+            peers_on_any_port = policy["metadata"]["name"] in (
+                "bert-pretraining",
+                "ray-llama2",
+                "nemo-llama2",
+                "cluster-check",
+            )
             assert admits(policy, labels, 12345) == peers_on_any_port, name
 
 
@@ -314,7 +363,9 @@ def test_the_mpi_launcher_reaches_its_workers_over_ssh_and_they_reach_it_back(wo
     by_name = {name: labels for name, _, labels, _ in pods(workloads_all)}
     policy = next(p for p in policies(workloads_all) if selects(p, by_name["MPIJob/llama2-train/worker"]))
     assert admits(policy, by_name["MPIJob/llama2-train/launcher"], 22)
-    assert selects(policy, by_name["MPIJob/llama2-train/launcher"]) and admits(policy, by_name["MPIJob/llama2-train/worker"], 40000)
+    assert selects(policy, by_name["MPIJob/llama2-train/launcher"]) and admits(
+        policy, by_name["MPIJob/llama2-train/worker"], 40000
+    )
 
 
 def test_ray_dashboard_is_open_to_the_submitter_and_the_operator_only(workloads_dev: PlanResult) -> None:
@@ -322,7 +373,9 @@ def test_ray_dashboard_is_open_to_the_submitter_and_the_operator_only(workloads_
     head_ports = {p["name"]: p["containerPort"] for p in ray_llama2.HEAD_PORTS}
     dashboard = head_ports["dashboard"]
     # KubeRay v1.7.0 labels the submitter pods (rayjob_controller.go) and runs in kuberay-system.
-    assert admits(policy, {"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io/created-by": "kuberay-operator"}, dashboard)
+    assert admits(
+        policy, {"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io/created-by": "kuberay-operator"}, dashboard
+    )
     assert admits(policy, {"app.kubernetes.io/name": "kuberay-operator"}, dashboard, namespace="kuberay-system")
     assert not admits(policy, {"ray.io/originated-from-crd": "RayJob"}, head_ports["gcs-server"])
     assert not admits(policy, {"app.kubernetes.io/name": "tensorboard"}, dashboard)
@@ -334,7 +387,11 @@ def test_tensorboard_accepts_only_its_serving_port(workloads_dev: PlanResult, wo
         policy = next(p for p in policies(plan) if p["metadata"]["name"] == "tensorboard")
         deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard")
         service = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "tensorboard")
-        ports = {p["name"]: p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+        ports = {
+            p["name"]: p["containerPort"]
+            for c in deployment["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", [])
+        }
         served = ports[service["spec"]["ports"][0]["targetPort"]]
         assert admits(policy, {}, served)
         assert not any(admits(policy, {}, p) for p in ports.values() if p != served)
@@ -355,7 +412,11 @@ def test_the_vpc_cni_enforces_network_policies(dev: PlanResult, prod: PlanResult
 
 
 def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_all: PlanResult) -> None:
-    job = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama")
+    job = next(
+        o
+        for o in kubernetes_objects(workloads_all)
+        if o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama"
+    )
     spec = job["spec"]["template"]["spec"]
     assert "secretKeyRef" not in str(spec)
     volume = next(v for v in spec["volumes"] if "secret" in v)
@@ -367,7 +428,11 @@ def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_
 def test_archives_are_unpacked_without_chown(workloads_dev: PlanResult) -> None:
     # Root without CAP_CHOWN: GNU tar restores the archive's owners by default as root and fails
     # the extraction when it may not; --no-same-owner keeps the files root's.
-    job = next(o for o in kubernetes_objects(workloads_dev) if o["kind"] == "Job" and o["metadata"]["name"] == "stage-wikicorpus")
+    job = next(
+        o
+        for o in kubernetes_objects(workloads_dev)
+        if o["kind"] == "Job" and o["metadata"]["name"] == "stage-wikicorpus"
+    )
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert "CHOWN" not in container["securityContext"]["capabilities"].get("add", [])
     assert "tar --no-same-owner -xf" in container["command"][-1]
@@ -378,4 +443,8 @@ def test_pod_security_levels_are_pinned_to_the_cluster_version(plan_with) -> Non
     # refused changes only when the stack's kubernetesVersion does.
     result = plan_with(kubernetesVersion="1.33", acceleratorNodeGroups=dev_groups_at("1.33"))
     labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce-version"] == labels["pod-security.kubernetes.io/warn-version"] == "v1.33"
+    assert (
+        labels["pod-security.kubernetes.io/enforce-version"]
+        == labels["pod-security.kubernetes.io/warn-version"]
+        == "v1.33"
+    )

@@ -12,7 +12,6 @@ from offline.plan.runner import PlanResult
 from tests import checkov_scan
 from tests.checkov_scan import Finding, Justification
 
-
 # A workflow of the tests' own with a script injection, scanned with the repository's.
 INSECURE_WORKFLOW = "insecure-ci.yml"
 
@@ -22,7 +21,7 @@ def insecure_workflows(root: Path) -> Path:
     workflows.mkdir(parents=True)
     (workflows / INSECURE_WORKFLOW).write_text(
         "name: ci\non: [pull_request_target]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
-        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n"
+        '    steps:\n      - run: echo "${{ github.event.pull_request.title }}"\n'
     )
     return workflows
 
@@ -50,7 +49,9 @@ def findings(scan: list[Finding]) -> list[Finding]:
 
 def test_every_failed_check_is_justified(findings: list[Finding]) -> None:
     missing = checkov_scan.unjustified(findings, checkov_scan.load_justifications())
-    assert not missing, "fix these, or justify them in security/checkov-justifications.yaml:\n" + "\n".join(map(str, missing))
+    assert not missing, "fix these, or justify them in security/checkov-justifications.yaml:\n" + "\n".join(
+        map(str, missing)
+    )
 
 
 def test_no_justification_is_stale(findings: list[Finding]) -> None:
@@ -62,12 +63,19 @@ def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding],
     # checkov 3.3.30 has no notion of Volcano Jobs, RayJobs or MPIJobs: they are scanned as the
     # pods they make, so their pods' settings are judged like any other pod's.
     objects = {f.object for f in findings}
-    assert {"Pod/default/bert-train-worker-0", "Pod/default/llama2-pretraining-job-workergroup", "Pod/default/llama2-train-worker"} <= objects
+    assert {
+        "Pod/default/bert-train-worker-0",
+        "Pod/default/llama2-pretraining-job-workergroup",
+        "Pod/default/llama2-train-worker",
+    } <= objects
     assert not any(o.startswith(("Job/default/bert-", "RayJob/", "MPIJob/")) for o in objects)
 
 
 def test_an_unjustified_and_a_stale_entry_are_both_reported() -> None:
-    findings = [Finding("CKV_K8S_23", "Pod/default/bert-train-worker-0"), Finding("CKV_K8S_20", "Deployment/default/etcd")]
+    findings = [
+        Finding("CKV_K8S_23", "Pod/default/bert-train-worker-0"),
+        Finding("CKV_K8S_20", "Deployment/default/etcd"),
+    ]
     justifications = [Justification("CKV_K8S_23", ("Pod/*/bert-*", "Pod/*/gone"), "root for Neuron")]
     assert checkov_scan.unjustified(findings, justifications) == [findings[1]]
     assert checkov_scan.stale(findings, justifications) == ["CKV_K8S_23 Pod/*/gone"]
@@ -102,7 +110,10 @@ def test_the_scan_sees_controller_made_pods(findings: list[Finding]) -> None:
 
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
     assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
-    assert checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile") == "Dockerfile/nemo-megatron"
+    assert (
+        checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile")
+        == "Dockerfile/nemo-megatron"
+    )
 
 
 def test_workflows_are_scanned_once_they_exist(scan: list[Finding]) -> None:

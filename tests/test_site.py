@@ -16,8 +16,17 @@ from offline.plan.runner import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
 MKDOCS = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
-PAGES = ("architecture", "configuration", "workloads", "pipeline", "guardrails", "security", "cost", "operations",
-         "design")
+PAGES = (
+    "architecture",
+    "configuration",
+    "workloads",
+    "pipeline",
+    "guardrails",
+    "security",
+    "cost",
+    "operations",
+    "design",
+)
 
 
 def _site_copy(tmp_path: Path) -> Path:
@@ -32,7 +41,9 @@ def _small_site(tmp_path: Path, config: str | None = None) -> Path:
     config = (REPO_ROOT / "mkdocs.yml").read_text() if config is None else config
     tmp_path.mkdir(parents=True, exist_ok=True)
     nav = "nav:\n  - Home: index.md\n  - Architecture: architecture.md\n"
-    config, replaced = re.subn(r"^nav:\n(?:[ \t].*\n|\n)*", nav, config if config.endswith("\n") else config + "\n", flags=re.M)
+    config, replaced = re.subn(
+        r"^nav:\n(?:[ \t].*\n|\n)*", nav, config if config.endswith("\n") else config + "\n", flags=re.M
+    )
     assert replaced == 1, "mkdocs.yml has no nav block"
     (tmp_path / "mkdocs.yml").write_text(config)
     (tmp_path / "docs").mkdir()
@@ -42,8 +53,14 @@ def _small_site(tmp_path: Path, config: str | None = None) -> Path:
 
 
 def _build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*MKDOCS, *extra, "--site-dir", str(site / "out")], cwd=site, capture_output=True, text=True,
-                          timeout=120, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [*MKDOCS, *extra, "--site-dir", str(site / "out")],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_the_site_has_every_page_in_its_navigation():
@@ -77,27 +94,55 @@ def test_the_readme_is_a_guide_of_at_most_250_lines():
     lines = README.splitlines()
     assert len(lines) <= 250
     headings = [line for line in lines if line.startswith("## ")]
-    assert headings == ["## What it costs", "## The two commands", "## Deploy dev for real", "## Documentation",
-                        "## License"]
+    assert headings == [
+        "## What it costs",
+        "## The two commands",
+        "## Deploy dev for real",
+        "## Documentation",
+        "## License",
+    ]
     assert README.index("```mermaid") < README.index("## What it costs")  # the picture first
     commands = README.split("## The two commands", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     assert [line.split()[:2] for line in commands.splitlines()] == [["make", "plan"], ["make", "test"]]
     steps = re.findall(r"^\*\*(\d+)\. ([^*]+)\*\*", README, re.M)
     assert [int(n) for n, _ in steps] == list(range(1, len(steps) + 1))
     titles = " / ".join(title for _, title in steps)
-    for step in ("Prerequisites", "Edit", "Preview", "Deploy", "Verify", "cluster check", "First training job",
-                 "Tear down"):
+    for step in (
+        "Prerequisites",
+        "Edit",
+        "Preview",
+        "Deploy",
+        "Verify",
+        "cluster check",
+        "First training job",
+        "Tear down",
+    ):
         assert step in titles, step
     walkthrough = README.split("## Deploy dev for real", 1)[1].split("## Documentation", 1)[0]
-    for needed in ("AWS CLI v2", "kubectl", "Docker", "jq", "Python 3.11", generate.tool_versions().strip(),
-                   "kubectl get nodes", "job/cluster-check-verdict", "RESULT PASS", "pulumi destroy", "minutes"):
+    for needed in (
+        "AWS CLI v2",
+        "kubectl",
+        "Docker",
+        "jq",
+        "Python 3.11",
+        generate.tool_versions().strip(),
+        "kubectl get nodes",
+        "job/cluster-check-verdict",
+        "RESULT PASS",
+        "pulumi destroy",
+        "minutes",
+    ):
         assert needed in walkthrough, needed
 
 
 def test_the_readmes_figures_are_generated_not_typed():
     # Every dollar amount and resource count comes from a generated block (make docs), never typed.
-    typed = re.sub(r"<!-- BEGIN generated: (.+?) \(make docs; do not edit\) -->.*?<!-- END generated: \1 -->", "",
-                   README, flags=re.S)
+    typed = re.sub(
+        r"<!-- BEGIN generated: (.+?) \(make docs; do not edit\) -->.*?<!-- END generated: \1 -->",
+        "",
+        README,
+        flags=re.S,
+    )
     assert re.findall(r"\$\d", typed) == []
     assert "cost box" in README and "plan summary" in README and typed.count("<!-- BEGIN generated") == 0
 
@@ -110,8 +155,9 @@ def _sentences(text: str) -> set[str]:
 
 
 def test_nothing_is_said_twice_between_the_readme_and_the_site():
-    site = " ".join(" ".join((REPO_ROOT / "docs" / f"{page}.md").read_text().split()) for page in
-                    (*PAGES, "index", "offline-plan"))
+    site = " ".join(
+        " ".join((REPO_ROOT / "docs" / f"{page}.md").read_text().split()) for page in (*PAGES, "index", "offline-plan")
+    )
     repeated = [s for s in _sentences(README) if s in site]
     assert repeated == []
 
@@ -143,8 +189,14 @@ def test_the_built_site_works_opened_from_the_file_system(tmp_path):
     shutil.copy(REPO_ROOT / "README.md", project / "README.md")
     site = project / "build" / "site"
     # The repository's site, built strict: `make test`'s documentation build (Makefile).
-    built = subprocess.run([*MKDOCS, "--site-dir", str(site)], cwd=project, capture_output=True, text=True, timeout=120,
-                           env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+    built = subprocess.run(
+        [*MKDOCS, "--site-dir", str(site)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     index = (site / "index.html").read_text()
     assert 'href="architecture.html"' in index and 'href="../../README.md"' in index  # the README, from build/site
@@ -163,8 +215,10 @@ def test_the_docs_say_the_diagrams_need_a_network():
     # the diagrams' source text: the README and the Home page say so.
     import material
 
-    bundle = " ".join(p.read_text() for p in (Path(material.__file__).parent / "templates" / "assets" / "javascripts")
-                      .glob("bundle.*.min.js"))
+    bundle = " ".join(
+        p.read_text()
+        for p in (Path(material.__file__).parent / "templates" / "assets" / "javascripts").glob("bundle.*.min.js")
+    )
     assert "unpkg.com/mermaid@11/dist/mermaid.min.js" in bundle
     assert "the diagrams need a network connection" in README
     assert "loads Mermaid from unpkg.com" in (REPO_ROOT / "docs" / "index.md").read_text()
@@ -205,8 +259,10 @@ def test_every_preview_and_up_of_the_cluster_and_workload_stacks_runs_the_guardr
             pack = "policy" if cwd == "." else "../policy"
             assert cwd in (".", "workloads"), (page.name, cwd, command)
             stack = re.search(r"config\.(\w+)\.json", command)
-            assert f"--policy-pack {pack} --policy-pack-config {pack}/config." in " ".join(command.split()), \
-                (page.name, command)
+            assert f"--policy-pack {pack} --policy-pack-config {pack}/config." in " ".join(command.split()), (
+                page.name,
+                command,
+            )
             assert stack and (REPO_ROOT / "policy" / f"config.{stack.group(1)}.json").exists()
             checked.append((page.name, cwd))
     # README's preview, deploy and both workload updates, and the pages' own.

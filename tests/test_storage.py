@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra.validate import parse_stack_config
-from infra.config.rules import fsx_capacity_problem
-from infra.config.errors import ConfigError
 from infra.components.storage import static_volume
+from infra.config.errors import ConfigError
+from infra.config.rules import fsx_capacity_problem
+from infra.validate import parse_stack_config
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -42,7 +42,9 @@ def test_file_system_settings(dev):
     # Creating a file system takes 5-15 minutes: room beyond the default.
     assert fs.lifecycle["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
     # Every Lustre rule exists before the file system, so the first mount cannot hang on LNet.
-    rules = [r.urn for r in dev.registrations if r.type.startswith("aws:vpc/securityGroup") and r.name.startswith("fsx-")]
+    rules = [
+        r.urn for r in dev.registrations if r.type.startswith("aws:vpc/securityGroup") and r.name.startswith("fsx-")
+    ]
     assert set(rules) <= set(fs.dependencies) and len(rules) == 12
 
 
@@ -61,7 +63,15 @@ def test_static_volume_matches_the_csi_driver_contract():
     # static_provisioning/specs/pv.yaml and pkg/driver/node.go: volumeHandle is the file
     # system id; the node mounts "<dnsname>@tcp:/<mountname>" (mountname defaults to "fsx",
     # wrong for PERSISTENT_2, so it is always passed); mountOptions are passed to mount.
-    volume = static_volume("fsx-claim-research", "research", "fsx-claim", 2400, "fs-0abc", "fs-0abc.fsx.us-west-2.amazonaws.com", "x7yzbmav")
+    volume = static_volume(
+        "fsx-claim-research",
+        "research",
+        "fsx-claim",
+        2400,
+        "fs-0abc",
+        "fs-0abc.fsx.us-west-2.amazonaws.com",
+        "x7yzbmav",
+    )
     spec = volume["spec"]
     assert spec["csi"] == {
         "driver": "fsx.csi.aws.com",
@@ -197,9 +207,11 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"1200Gi"}
     assert {v.inputs["spec"]["capacity"]["storage"] for v in prod.of_type(VOLUME)} == {"4800Gi"}
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
-    assert volumes == ["fsx-claim-default-fs-placeholder-fsx-training",
-                       "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
-                       "fsx-claim-research-fs-placeholder-fsx-training"]
+    assert volumes == [
+        "fsx-claim-default-fs-placeholder-fsx-training",
+        "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
+        "fsx-claim-research-fs-placeholder-fsx-training",
+    ]
     research = prod.named("research-fsx-claim", CLAIM)
     assert prod.named("ns-research").urn in research.dependencies
     burn_in = prod.named("neuron-burn-in-fsx-claim", CLAIM)
@@ -207,14 +219,29 @@ def test_prod_storage_tier_and_namespaces(prod):
 
 
 def test_s3_links_are_data_repository_associations(plan_with):
-    plan = plan_with(storage={"dataRepositories": [S3_LINK, {"fileSystemPath": "/checkpoints",
-                                                            "s3Path": "s3://my-checkpoints",
-                                                            "autoImport": [], "autoExport": ["NEW", "CHANGED"]}]})
+    plan = plan_with(
+        storage={
+            "dataRepositories": [
+                S3_LINK,
+                {
+                    "fileSystemPath": "/checkpoints",
+                    "s3Path": "s3://my-checkpoints",
+                    "autoImport": [],
+                    "autoExport": ["NEW", "CHANGED"],
+                },
+            ]
+        }
+    )
     datasets, checkpoints = (plan.named(f"fsx-s3-{i}", ASSOCIATION).inputs for i in (0, 1))
     assert datasets["fileSystemId"] == "fs-placeholder-fsx-training"
-    assert datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
+    assert (
+        datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
+    )
     # Both policies always sent: an omitted one would leave the previous policy in place.
-    assert datasets["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}, "autoExportPolicy": {"events": []}}
+    assert datasets["s3"] == {
+        "autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]},
+        "autoExportPolicy": {"events": []},
+    }
     assert plan.named("fsx-s3-0").lifecycle["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
     assert datasets["batchImportMetaDataOnCreate"] is True
     # Unlinking must not delete the training data in the file system.
@@ -244,15 +271,27 @@ def test_persistent_2_takes_s3_links_now():
     ("repositories", "message"),
     [
         ([{**S3_LINK, "fileSystemPath": "datasets"}], "fileSystemPath = 'datasets': an absolute path such as /data"),
-        ([S3_LINK, {**S3_LINK, "fileSystemPath": "/datasets/bert", "s3Path": "s3://other"}],
-         "dataRepositories[1].fileSystemPath = '/datasets/bert': overlaps '/datasets'; associations may not nest"),
-        ([{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/x", "s3Path": "s3://other"}],
-         "'/' can only be linked when it is the only association"),
-        ([S3_LINK, {**S3_LINK, "fileSystemPath": "/other"}],
-         "dataRepositories[1].s3Path = 's3://my-training-data/datasets': bucket 'my-training-data' is already linked"),
-        ([{**S3_LINK, "s3Path": "my-training-data"}], "s3Path = 'my-training-data': must be an s3://bucket[/prefix] URL"),
+        (
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/datasets/bert", "s3Path": "s3://other"}],
+            "dataRepositories[1].fileSystemPath = '/datasets/bert': overlaps '/datasets'; associations may not nest",
+        ),
+        (
+            [{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/x", "s3Path": "s3://other"}],
+            "'/' can only be linked when it is the only association",
+        ),
+        (
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/other"}],
+            "dataRepositories[1].s3Path = 's3://my-training-data/datasets': bucket 'my-training-data' is already linked",
+        ),
+        (
+            [{**S3_LINK, "s3Path": "my-training-data"}],
+            "s3Path = 'my-training-data': must be an s3://bucket[/prefix] URL",
+        ),
         ([{**S3_LINK, "autoImport": ["NEW", "NEW"]}], "autoImport = ['NEW', 'NEW']: lists an event twice"),
-        ([{**S3_LINK, "autoImport": ["ADDED"]}], "autoImport[0] = 'ADDED': Input should be 'NEW', 'CHANGED' or 'DELETED'"),
+        (
+            [{**S3_LINK, "autoImport": ["ADDED"]}],
+            "autoImport[0] = 'ADDED': Input should be 'NEW', 'CHANGED' or 'DELETED'",
+        ),
     ],
 )
 def test_s3_link_rules_the_fsx_api_applies(repositories, message):

@@ -31,10 +31,21 @@ RDZV_ID = re.compile(r"--rdzv_id \S+")
 TORCHX = Path(sys.executable).parent / "torchx"
 COMPONENT = "workloads/torchx_trn1.py:trn1_dist_ddp"
 # What docs/workloads.md tells users to run, minus the component's own arguments.
-RUN = ["run", "-s", "kubernetes", "--dryrun", "--workspace", "", "-cfg", "queue=test,namespace=default,service_account=training"]
+RUN = [
+    "run",
+    "-s",
+    "kubernetes",
+    "--dryrun",
+    "--workspace",
+    "",
+    "-cfg",
+    "queue=test,namespace=default,service_account=training",
+]
 
 
-def torchx_cli(*component_args: str, cwd: Path = REPO_ROOT, component: str = COMPONENT) -> subprocess.CompletedProcess[str]:
+def torchx_cli(
+    *component_args: str, cwd: Path = REPO_ROOT, component: str = COMPONENT
+) -> subprocess.CompletedProcess[str]:
     """`torchx run --dryrun` through the console script, with nothing added to sys.path.
 
     torchx v0.7.0 (pytorch/torchx, tag v0.7.0): torchx/specs/finder.py
@@ -47,7 +58,9 @@ def torchx_cli(*component_args: str, cwd: Path = REPO_ROOT, component: str = COM
     torchx/cli/cmd_run.py) even in a dry run, unless --workspace is empty.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([str(TORCHX), *RUN, component, *component_args], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [str(TORCHX), *RUN, component, *component_args], cwd=cwd, env=env, capture_output=True, text=True
+    )
 
 
 def unwrapped(command: list[str]) -> list[str]:
@@ -61,7 +74,7 @@ def unwrapped(command: list[str]) -> list[str]:
         return command[3:]
     if command[: len(wrapper)] != wrapper:
         return command
-    base_id, endpoint, *rest = command[len(wrapper):]
+    base_id, endpoint, *rest = command[len(wrapper) :]
     assert re.fullmatch(r"bert-[a-z0-9]+", base_id) and endpoint == "etcd-server.default:2379"
     return [c.replace(bert_launch.RDZV_ID_PLACEHOLDER, base_id) for c in rest]
 
@@ -70,7 +83,9 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     """What decides how a pod trains: command, environment, devices, mounts and node."""
     spec = pod["spec"]
     container = spec["containers"][0]
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v
+    }
     memory = {v["name"] for v in spec["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"}
     mounts = {}
     for m in container["volumeMounts"]:
@@ -79,7 +94,9 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
         "image": container["image"],
         "command": [RDZV_ID.sub("--rdzv_id <run>", c) for c in unwrapped(container["command"])],
         # Values only: each side fills its run-id variables its own way (TORCHX_*, downward API).
-        "env": {e["name"]: e["value"] for e in container["env"] if "value" in e and not e["name"].startswith("TORCHX_")},
+        "env": {
+            e["name"]: e["value"] for e in container["env"] if "value" in e and not e["name"].startswith("TORCHX_")
+        },
         "devices": {k: str(v) for k, v in container["resources"]["limits"].items()},
         "mounts": mounts,
         "instance_type": spec["nodeSelector"]["node.kubernetes.io/instance-type"],
@@ -103,10 +120,14 @@ def _torchx_pods(image: str, precompile: bool, instance_type: str, steps: int, e
     return result.stdout
 
 
-def torchx_pods(image: str, precompile: bool, instance_type: str, steps: int, elsewhere: bool = False) -> list[dict[str, Any]]:
+def torchx_pods(
+    image: str, precompile: bool, instance_type: str, steps: int, elsewhere: bool = False
+) -> list[dict[str, Any]]:
     """The pods `torchx run --dryrun` asks Volcano for (each distinct run once per process), run
     from the repository as docs/workloads.md says, or ``elsewhere``."""
-    job = yaml.safe_load(_torchx_pods(image, precompile, instance_type, steps, elsewhere).split("=== SCHEDULER REQUEST ===")[1])
+    job = yaml.safe_load(
+        _torchx_pods(image, precompile, instance_type, steps, elsewhere).split("=== SCHEDULER REQUEST ===")[1]
+    )
     assert job["spec"]["schedulerName"] == "volcano" and job["spec"]["queue"] == "test"
     return [task["template"] for task in job["spec"]["tasks"]]
 
@@ -120,8 +141,10 @@ def stack_image(result: PlanResult, name: str) -> str:
 
 
 # The precompile run goes from another directory (test_the_cli_finds_the_shared_launch_code_...).
-@pytest.mark.parametrize(("name", "precompile", "steps", "elsewhere"),
-                         [("bert-precompile", True, 10, True), ("bert-train", False, 200, False)])
+@pytest.mark.parametrize(
+    ("name", "precompile", "steps", "elsewhere"),
+    [("bert-precompile", True, 10, True), ("bert-train", False, 200, False)],
+)
 def test_torchx_component_renders_the_pods_the_stack_declares(
     workloads_dev: PlanResult, name: str, precompile: bool, steps: int, elsewhere: bool
 ) -> None:
@@ -139,7 +162,9 @@ def test_the_cli_finds_the_shared_launch_code_from_any_directory(workloads_dev: 
 
 
 def test_the_component_refuses_instance_types_without_efa() -> None:
-    with pytest.raises(ValueError, match="instance_type 'inf2.xlarge': allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"):
+    with pytest.raises(
+        ValueError, match="instance_type 'inf2.xlarge': allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"
+    ):
         trn1_dist_ddp(image="x", instance_type="inf2.xlarge")
 
 
@@ -224,8 +249,12 @@ def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: P
     fake_torchrun = tmp_path / "torchrun"
     fake_torchrun.write_text('#!/bin/sh\necho "$@"\n')
     fake_torchrun.chmod(0o755)
-    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint=f"127.0.0.1:{server.server_port}",
-                              output_dir=str(tmp_path / "output"))
+    run = bert_launch.BertRun(
+        nnodes=2,
+        nproc_per_node=32,
+        etcd_endpoint=f"127.0.0.1:{server.server_port}",
+        output_dir=str(tmp_path / "output"),
+    )
     path = f"{tmp_path}:{Path(sys.executable).parent}:{os.environ['PATH']}"
     try:
         result = subprocess.run(

@@ -12,12 +12,12 @@ import functools
 import itertools
 import json
 import re
-from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from importlib.metadata import version
+from typing import Any
 
 import pytest
 import yaml
-from importlib.metadata import version
 
 from bootstrap import trust
 from bootstrap.settings import parse_bootstrap_config, subject_prefix
@@ -33,7 +33,7 @@ SHA_PIN = re.compile(r"^\s*(?:-\s*)?uses:\s*([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (
 ROLE_VAR = re.compile(r"^\$\{\{ vars\.AWS_(PREVIEW|DEPLOY)_ROLE_([A-Z]+) \}\}$")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(name: str, text: str) -> dict[str, Any]:
     document = yaml.safe_load(text)
     document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads the key `on` as true
@@ -56,7 +56,9 @@ def _filled(value: Any, values: dict[str, Any]) -> Any:
         if whole and whole.group(1) in values:
             return values[whole.group(1)]
         for key, filling in values.items():
-            value = value.replace(f"${{{{ matrix.{key} }}}}", json.dumps(filling) if isinstance(filling, bool) else str(filling))
+            value = value.replace(
+                f"${{{{ matrix.{key} }}}}", json.dumps(filling) if isinstance(filling, bool) else str(filling)
+            )
         return value
     if isinstance(value, dict):
         return {_filled(k, values): _filled(v, values) for k, v in value.items()}
@@ -81,9 +83,12 @@ def test_matrix_values_are_filled_in_as_github_fills_them() -> None:
     # Expressions have boolean, null, number and string values, booleans spelled `true`/`false`
     # (GitHub docs, "Evaluate expressions in workflows and actions", Literals): a value that is one
     # expression keeps the matrix value (`timeout-minutes` takes a number); inside a string, its text.
-    job = {"runs-on": "${{ matrix.runner }}", "timeout-minutes": "${{ matrix.minutes }}",
-           "name": "drift ${{ matrix.stack }} ${{ matrix.on }}", "strategy": {"matrix": {"include": [
-               {"runner": "ubuntu-latest", "minutes": 30, "stack": "dev", "on": True}]}}}
+    job = {
+        "runs-on": "${{ matrix.runner }}",
+        "timeout-minutes": "${{ matrix.minutes }}",
+        "name": "drift ${{ matrix.stack }} ${{ matrix.on }}",
+        "strategy": {"matrix": {"include": [{"runner": "ubuntu-latest", "minutes": 30, "stack": "dev", "on": True}]}},
+    }
     (concrete,) = expand(job)
     assert concrete == {"runs-on": "ubuntu-latest", "timeout-minutes": 30, "name": "drift dev true"}
 
@@ -137,7 +142,8 @@ def test_workflows_grant_nothing_by_default_and_each_job_only_what_it_uses() -> 
         assert ("id-token" in perms) == bool(steps_using(job, CONFIGURE_AWS)), (workflow, job_id)
         writes = {k for k, v in perms.items() if v == "write"} - {"id-token"}
         uses_github_api = steps_using(job, "actions/github-script") or any(
-            s.get("with", {}).get("comment-on-pr") for s in steps_using(job, PULUMI_ACTION))
+            s.get("with", {}).get("comment-on-pr") for s in steps_using(job, PULUMI_ACTION)
+        )
         assert bool(writes) == bool(uses_github_api), (workflow, job_id, writes)
 
 
@@ -149,11 +155,14 @@ def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
             subject = oidc_subject(load(workflow), job, subject_prefix(config))
             (entry,) = [e for e in config.environments if e.name == env.lower()]
             if kind == "PREVIEW":
-                allowed = trust.preview_subjects(subject_prefix(config), config.main_branch, entry.pull_request_previews)
+                allowed = trust.preview_subjects(
+                    subject_prefix(config), config.main_branch, entry.pull_request_previews
+                )
                 longest = 3600
             else:
-                allowed = trust.deploy_subjects(subject_prefix(config), config.main_branch, entry.name,
-                                                entry.github_environment)
+                allowed = trust.deploy_subjects(
+                    subject_prefix(config), config.main_branch, entry.name, entry.github_environment
+                )
                 longest = config.deploy_session_hours * 3600
             assert subject in allowed, (workflow, job_id, subject, allowed)
             # STS refuses a session longer than the role's MaxSessionDuration.
@@ -168,23 +177,41 @@ def test_deploy_order_environments_and_concurrency() -> None:
     # 2026-05-07 ("concurrency groups now allow larger queues"): by default a newer pending run
     # cancels the older pending one; `queue: max` keeps up to 100 waiting, first in, first out, and
     # is refused together with cancel-in-progress: true. Runs of this workflow queue, never cancel.
-    assert load("deploy.yml")["concurrency"] == {"group": "deploy-${{ github.ref }}", "cancel-in-progress": False,
-                                                 "queue": "max"}
-    chain = ["test", "cluster-dev", "workloads-dev", "preview-prod", "cluster-prod", "preview-workloads-prod",
-             "workloads-prod"]
+    assert load("deploy.yml")["concurrency"] == {
+        "group": "deploy-${{ github.ref }}",
+        "cancel-in-progress": False,
+        "queue": "max",
+    }
+    chain = [
+        "test",
+        "cluster-dev",
+        "workloads-dev",
+        "preview-prod",
+        "cluster-prod",
+        "preview-workloads-prod",
+        "workloads-prod",
+    ]
     assert list(jobs) == chain
     for before, after in itertools.pairwise(chain):
         assert jobs[after]["needs"] == before
     assert {j: jobs[j].get("environment") for j in chain} == {
-        "test": None, "cluster-dev": None, "workloads-dev": None, "preview-prod": None,
-        "cluster-prod": "prod", "preview-workloads-prod": None, "workloads-prod": "prod",
+        "test": None,
+        "cluster-dev": None,
+        "workloads-dev": None,
+        "preview-prod": None,
+        "cluster-prod": "prod",
+        "preview-workloads-prod": None,
+        "workloads-prod": "prod",
     }
     # Review B3: each approval follows a preview of what it approves, made after every update that
     # preview reads: prod's workloads are previewed once prod's cluster is updated, with prod's
     # read-only preview role (no environment, so no approval and no deploy role).
-    workloads_preview = [s["with"] for s in steps_using(jobs["preview-workloads-prod"], PULUMI_ACTION)
-                         if s["with"].get("command")]
-    assert [(w["command"], w["work-dir"], w["stack-name"]) for w in workloads_preview] == [("preview", "workloads", "prod")]
+    workloads_preview = [
+        s["with"] for s in steps_using(jobs["preview-workloads-prod"], PULUMI_ACTION) if s["with"].get("command")
+    ]
+    assert [(w["command"], w["work-dir"], w["stack-name"]) for w in workloads_preview] == [
+        ("preview", "workloads", "prod")
+    ]
     (assume,) = steps_using(jobs["preview-workloads-prod"], CONFIGURE_AWS)
     assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
     # Review C1: a run a newer merge's run superseded asks nobody to approve: each prod preview
@@ -194,12 +221,14 @@ def test_deploy_order_environments_and_concurrency() -> None:
     # reviewing-deployments.md): "Jobs that reference an environment configured with required
     # reviewers will wait for an approval before starting", so a job that never starts asks
     # nobody; "Contexts reference", needs.<job_id>.outputs).
-    for preview, approved, dirs in (("preview-prod", "cluster-prod", ["./"]),
-                                    ("preview-workloads-prod", "workloads-prod", ["workloads", "./"])):
+    for preview, approved, dirs in (
+        ("preview-prod", "cluster-prod", ["./"]),
+        ("preview-workloads-prod", "workloads-prod", ["workloads", "./"]),
+    ):
         assert jobs[preview]["outputs"] == {"deploy": "${{ steps.order.outputs.deploy }}"}
         (order,) = [s for s in jobs[preview]["steps"] if s.get("id") == "order"]
         run = order["run"].split()
-        assert run[run.index("--stack") + 1:] == ["prod", *dirs]
+        assert run[run.index("--stack") + 1 :] == ["prod", *dirs]
         assert jobs[approved]["if"] == f"needs.{preview}.outputs.deploy == 'true'"
         previews = [s for s in steps_using(jobs[preview], PULUMI_ACTION) if s["with"].get("command")]
         assert previews and all(s["if"] == "steps.order.outputs.deploy == 'true'" for s in previews)
@@ -231,8 +260,9 @@ def test_pulumi_steps_read_the_one_cli_pin_and_apply_the_policy_pack() -> None:
                 # pulumi/actions (v7.0.0 src/main.ts) runs the CLI in work-dir: paths are relative to it.
                 work_dir = REPO_ROOT / options["work-dir"]
                 assert (work_dir / options["policyPacks"]).resolve() == REPO_ROOT / "policy"
-                assert (work_dir / options["policyPackConfigs"]).resolve() == \
-                    REPO_ROOT / "policy" / f"config.{options['stack-name']}.json"
+                assert (
+                    work_dir / options["policyPackConfigs"]
+                ).resolve() == REPO_ROOT / "policy" / f"config.{options['stack-name']}.json"
                 env = options["stack-name"].upper()
                 assert options["cloud-url"] == f"${{{{ vars.PULUMI_BACKEND_URL_{env} }}}}"
 
@@ -306,7 +336,9 @@ def test_run_scripts_never_interpolate_expressions() -> None:
 
 
 def test_the_variables_the_workflows_read_are_the_bootstraps_outputs() -> None:
-    produced = set(repository_variables("r", "b", {"dev": "pd", "prod": "pp"}, {"dev": "d", "prod": "p"})) | {"PROD_RUNNER"}
+    produced = set(repository_variables("r", "b", {"dev": "pd", "prod": "pp"}, {"dev": "d", "prod": "p"})) | {
+        "PROD_RUNNER"
+    }
     read = set()
     for path in WORKFLOWS.glob("*.yml"):
         read |= set(re.findall(r"vars\.([A-Z_]+)", path.read_text()))
@@ -324,6 +356,7 @@ def test_ci_runs_the_readmes_test_command() -> None:
 
 
 # --- the workload deploys: images first, and credentials that outlive the job --------------------
+
 
 def _all_image_refs(value: Any) -> set[str]:
     if isinstance(value, dict):
@@ -345,9 +378,11 @@ def test_the_preflight_checks_exactly_the_images_and_waits_the_stack_declares(
     planned = request.getfixturevalue(f"workloads_{stack}")
     cluster = request.getfixturevalue(stack)
     assert required_images(planned, cluster.outputs["ecrRepositories"]) == _planned_images(planned, cluster)
-    timeouts = [int(res.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
-                for res in planned.registrations
-                if "pulumi.com/timeoutSeconds" in ((res.inputs.get("metadata") or {}).get("annotations") or {})]
+    timeouts = [
+        int(res.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+        for res in planned.registrations
+        if "pulumi.com/timeoutSeconds" in ((res.inputs.get("metadata") or {}).get("annotations") or {})
+    ]
     assert sum(s.minutes for s in awaited_steps(planned)) * 60 == sum(timeouts)
 
 
@@ -363,8 +398,14 @@ def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_
     # hand-kept table missed it and the Job would wait in ImagePullBackOff for its 240 minutes).
     from tools.workloads_preflight import required_images
 
-    planned = workloads_with(dataStaging={"wikicorpus": False, "redpajama": True}, bertPretraining=None,
-                             rayLlama2=None, nemoLlama2=None, clusterCheck=None, tensorboard=None)
+    planned = workloads_with(
+        dataStaging={"wikicorpus": False, "redpajama": True},
+        bertPretraining=None,
+        rayLlama2=None,
+        nemoLlama2=None,
+        clusterCheck=None,
+        tensorboard=None,
+    )
     images = required_images(planned, dev.outputs["ecrRepositories"])
     assert images == _planned_images(planned, dev)
     assert {image for image, _ in images} == {"cmd-shell", "nemo-megatron"}
@@ -378,7 +419,10 @@ def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(
     from tools.workloads_preflight import awaited_steps, longest_wait
 
     steps = {s.name: s for s in awaited_steps(workloads_prod)}
-    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (425, ["stage-redpajama", "llama2-compile"])
+    assert longest_wait(workloads_prod.registrations, list(steps.values())) == (
+        425,
+        ["stage-redpajama", "llama2-compile"],
+    )
     staged = frozenset({steps["stage-redpajama"].urn})
     assert longest_wait(workloads_prod.registrations, list(steps.values()), staged) == (185, ["llama2-compile"])
 
@@ -429,7 +473,7 @@ def test_the_preflight_reads_the_cluster_stack_the_workload_stack_names_and_show
     # takes the organization/project/stack form. A failing CLI must show its own stderr.
     cli = _Cli({("pulumi", "stack", "output"): (255, "", "error: no permission to read s3://state\n")})
     assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 1
-    (argv, cwd), = cli.calls
+    ((argv, cwd),) = cli.calls
     assert argv[argv.index("--stack") + 1] == "organization/trainium-eks/prod" and cwd == REPO_ROOT
     err = capsys.readouterr().err
     assert "error: no permission to read s3://state" in err and "Traceback" not in err
@@ -444,14 +488,21 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     import json
 
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})  # `pulumi stack output --json`
-    answers = {("pulumi", "stack", "output"): (0, outputs, ""), ("aws", "ecr"): (0, "{}", ""),
-               ("pulumi", "stack", "export"): (255, "", "error: no stack named 'prod' found\n")}
+    answers = {
+        ("pulumi", "stack", "output"): (0, outputs, ""),
+        ("aws", "ecr"): (0, "{}", ""),
+        ("pulumi", "stack", "export"): (255, "", "error: no stack named 'prod' found\n"),
+    }
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
     out = capsys.readouterr().out
     assert "\n::error::This up creates awaited steps" in out  # a workflow command, on stdout
     assert "425 min" in out and "stage-redpajama -> llama2-compile" in out and "laptop" in out
-    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn, "type": r.type, "inputs": r.inputs}
-                                                         for r in workloads_prod.registrations]}}
+    export = {
+        "version": 3,
+        "deployment": {
+            "resources": [{"urn": r.urn, "type": r.type, "inputs": r.inputs} for r in workloads_prod.registrations]
+        },
+    }
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     cli = _Cli(answers)
     assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 0
@@ -461,8 +512,12 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     # initErrors, and the next up waits for it again: it is not done.
     failed = {"job-stage-redpajama"}
     export["deployment"]["resources"] = [
-        {"urn": r.urn, "type": r.type, "inputs": r.inputs,
-         **({"initErrors": ["timed out waiting for the Job"]} if r.name in failed else {})}
+        {
+            "urn": r.urn,
+            "type": r.type,
+            "inputs": r.inputs,
+            **({"initErrors": ["timed out waiting for the Job"]} if r.name in failed else {}),
+        }
         for r in workloads_prod.registrations
     ]
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
@@ -479,17 +534,29 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
 
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
     older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.1", ":2026.10.0"))
-    export = {"version": 3, "deployment": {"resources": [{"urn": r.urn, "type": r.type, "inputs": i}
-                                                         for r, i in zip(workloads_prod.registrations, older, strict=True)]}}
-    answers = {("pulumi", "stack", "output"): (0, outputs, ""), ("aws", "ecr"): (0, "{}", ""),
-               ("pulumi", "stack", "export"): (0, json.dumps(export), "")}
+    export = {
+        "version": 3,
+        "deployment": {
+            "resources": [
+                {"urn": r.urn, "type": r.type, "inputs": i}
+                for r, i in zip(workloads_prod.registrations, older, strict=True)
+            ]
+        },
+    }
+    answers = {
+        ("pulumi", "stack", "output"): (0, outputs, ""),
+        ("aws", "ecr"): (0, "{}", ""),
+        ("pulumi", "stack", "export"): (0, json.dumps(export), ""),
+    }
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod)) == 1
     out = capsys.readouterr().out
     assert "425 min in a row (stage-redpajama -> llama2-compile)" in out
     assert "stage-redpajama: replaced (spec.template.spec.containers[0].image: spec.template is ForceNew)" in out
     assert "llama2-compile: replaced (spec.mpiReplicaSpecs" in out
     # The same state with the new tag: nothing to wait for.
-    export["deployment"]["resources"] = [{"urn": r.urn, "type": r.type, "inputs": r.inputs} for r in workloads_prod.registrations]
+    export["deployment"]["resources"] = [
+        {"urn": r.urn, "type": r.type, "inputs": r.inputs} for r in workloads_prod.registrations
+    ]
     answers[("pulumi", "stack", "export")] = (0, json.dumps(export), "")
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
 
@@ -501,8 +568,13 @@ def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod,
     import tools.workloads_preflight as preflight
 
     monkeypatch.setattr(preflight, "run_program", remembered_program)
-    deployed = {**prod.outputs, "kubeconfig": "[secret]",
-                "ecrRepositories": {k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()}}
+    deployed = {
+        **prod.outputs,
+        "kubeconfig": "[secret]",
+        "ecrRepositories": {
+            k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()
+        },
+    }
     _, planned = preflight.plan("prod", deployed)
     images = {i for r in planned.registrations for i in preflight._strings(r.inputs) if ".dkr.ecr." in i}
     assert images and all(i.startswith("999999999999.dkr.ecr.") for i in images)
@@ -521,8 +593,10 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
     assert train.property_dependencies["spec"] == [precompile.urn]
     assert by_name["job-stage-wikicorpus"].urn in precompile.dependencies
     assert by_name["job-stage-wikicorpus"].urn not in precompile.property_dependencies.get("spec", [])
-    for later, before in (("mpijob-llama2-train", "mpijob-llama2-compile"),
-                          ("rayjob-llama2-pretraining-job", "rayjob-llama2-precompilation-job")):
+    for later, before in (
+        ("mpijob-llama2-train", "mpijob-llama2-compile"),
+        ("rayjob-llama2-pretraining-job", "rayjob-llama2-precompilation-job"),
+    ):
         assert by_name[later].property_dependencies["spec"] == [by_name[before].urn]
     task = train.inputs["spec"]["tasks"][0]["template"]
     assert task["metadata"]["annotations"]["trainium.workloads/follows-uid"] == "uid-placeholder-job-bert-precompile"
@@ -541,9 +615,13 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
     why = waiting_steps(workloads_all.registrations, state("job-bert-precompile"))
     # The chain rule is offline/diff/replacement.py dependent_replacements, the one the plan diff applies
     # (tests/test_plan_diff.py test_a_changed_precompile_replaces_the_training_in_the_plan_diff).
-    assert why == {precompile.urn: why[precompile.urn], train.urn: "replaced (follows: spec comes from "
-                   "job-bert-precompile, which is replaced (replaceOnChanges spec))"}
-    assert why[precompile.urn].startswith("replaced (spec.tasks[0].template.spec.containers[0].command[2]: replaceOnChanges spec)")
+    assert why == {
+        precompile.urn: why[precompile.urn],
+        train.urn: "replaced (follows: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec))",
+    }
+    assert why[precompile.urn].startswith(
+        "replaced (spec.tasks[0].template.spec.containers[0].command[2]: replaceOnChanges spec)"
+    )
     # Only the training run changes: the precompile stays, and nothing waits.
     assert list(waiting_steps(workloads_all.registrations, state("job-bert-train"))) == [train.urn]
 
@@ -579,8 +657,12 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     # with a stand-in (offline/plan/command.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight
 
-    workloads = project_copy(tmp_path / "workloads", REPO_ROOT / "workloads", "prod",
-                             lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:abcd"}}))
+    workloads = project_copy(
+        tmp_path / "workloads",
+        REPO_ROOT / "workloads",
+        "prod",
+        lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:abcd"}}),
+    )
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     monkeypatch.setattr(preflight, "run_program", remembered_program)
     cluster, planned = preflight.plan("prod")
@@ -600,15 +682,18 @@ def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks(
             continue
         (up,) = ups
         (order,) = [i for i, s in enumerate(job["steps"]) if s.get("id") == "order"]
-        (install,) = [i for i, s in enumerate(job["steps"])
-                      if s.get("uses", "").startswith(PULUMI_ACTION) and "command" not in s.get("with", {})]
+        (install,) = [
+            i
+            for i, s in enumerate(job["steps"])
+            if s.get("uses", "").startswith(PULUMI_ACTION) and "command" not in s.get("with", {})
+        ]
         assert install < order < up, job_id
         options = job["steps"][up]["with"]
         run = job["steps"][order]["run"].split()
         dirs = ["workloads", "./"] if options["work-dir"] == "workloads" else ["./"]
-        assert run[run.index("--stack") + 1:] == [options["stack-name"], *dirs], job_id
+        assert run[run.index("--stack") + 1 :] == [options["stack-name"], *dirs], job_id
         assert job["steps"][order]["env"]["PULUMI_BACKEND_URL"] == options["cloud-url"], job_id
-        for step in job["steps"][order + 1:]:
+        for step in job["steps"][order + 1 :]:
             assert step.get("if") == "steps.order.outputs.deploy == 'true'", (job_id, step.get("name"))
         (checkout,) = steps_using(job, "actions/checkout")
         assert checkout["with"]["fetch-depth"] == 0, job_id
@@ -658,11 +743,21 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
 
     assert DataStagingSettings.model_fields["image_tag"].default == versions.STAGING_IMAGE_TAG
     assert BertPretrainingSettings.model_fields["image_tag"].default == versions.TRAINING_IMAGE_TAG
-    budget = int(next(s["run"] for s in load("deploy.yml")["jobs"]["workloads-dev"]["steps"]
-                      if "tools.workloads_preflight" in s.get("run", "")).split("--budget-minutes")[1].split()[0])
+    budget = int(
+        next(
+            s["run"]
+            for s in load("deploy.yml")["jobs"]["workloads-dev"]["steps"]
+            if "tools.workloads_preflight" in s.get("run", "")
+        )
+        .split("--budget-minutes")[1]
+        .split()[0]
+    )
     state = {r.urn: {"urn": r.urn, "inputs": _json.loads(_json.dumps(r.inputs))} for r in workloads_dev.registrations}
-    config = {k.split(":", 1)[1]: _json.loads(v) for k, v in stack_config(REPO_ROOT / "workloads", "dev").items()
-              if v.startswith("{")}
+    config = {
+        k.split(":", 1)[1]: _json.loads(v)
+        for k, v in stack_config(REPO_ROOT / "workloads", "dev").items()
+        if v.startswith("{")
+    }
     bumped = {k: {**v, "imageTag": "2099.1.1"} for k, v in config.items() if k != "dataStaging"}
 
     def wait(planned):
@@ -671,8 +766,11 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
         return longest_wait(planned.registrations, awaited_steps(planned), done)
 
     planned = workloads_with(**bumped)
-    waiting = {r.inputs["metadata"]["name"] for r in planned.registrations if r.urn in waiting_steps(planned.registrations, state)
-               and isinstance(r.inputs.get("metadata"), dict)}
+    waiting = {
+        r.inputs["metadata"]["name"]
+        for r in planned.registrations
+        if r.urn in waiting_steps(planned.registrations, state) and isinstance(r.inputs.get("metadata"), dict)
+    }
     assert "stage-wikicorpus" not in waiting and {"bert-precompile", "bert-train"} <= waiting
     # What is left over the budget is Ray's own chain, data step 185 + precompile 185 (stepDeadlineMinutes
     # 180 + 5 each): docs/workloads.md says to drop generate-data from `steps` once its data is staged, or
@@ -682,6 +780,9 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
     minutes, chain = wait(workloads_with(**{**bumped, "rayLlama2": ray_staged}))
     assert chain == ["llama2-precompilation-job"] and minutes == 185 <= budget
     # The other side: had the staging Jobs moved with the training tag, BERT's chain alone would not fit.
-    minutes, chain = wait(workloads_with(**{**bumped, "rayLlama2": ray_staged},
-                                         dataStaging={**config["dataStaging"], "imageTag": "2099.1.1"}))
+    minutes, chain = wait(
+        workloads_with(
+            **{**bumped, "rayLlama2": ray_staged}, dataStaging={**config["dataStaging"], "imageTag": "2099.1.1"}
+        )
+    )
     assert chain == ["stage-wikicorpus", "bert-precompile"] and minutes == 240 + 175 > budget

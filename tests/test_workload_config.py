@@ -3,7 +3,8 @@ name the key, the value and what the cluster offers."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -36,27 +37,50 @@ def test_a_node_group_the_cluster_does_not_have(workloads_with) -> None:
 
 def test_more_nodes_than_the_group_can_hold(workloads_with) -> None:
     problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 8})
-    assert any(p.startswith("trainium-workloads:nemoLlama2.nodes = 8: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)") for p in problems)
+    assert any(
+        p.startswith(
+            "trainium-workloads:nemoLlama2.nodes = 8: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)"
+        )
+        for p in problems
+    )
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3})
-    assert problem.startswith("trainium-workloads:rayLlama2.workers = 3: more than node group 'trn1n-32xl-ng' can hold (maxSize 2)")
+    assert problem.startswith(
+        "trainium-workloads:rayLlama2.workers = 3: more than node group 'trn1n-32xl-ng' can hold (maxSize 2)"
+    )
 
 
 def test_a_group_without_efa(workloads_with) -> None:
     def no_efa(outputs: dict) -> None:
-        outputs["acceleratorNodeGroups"][0].update(instanceType="trn1.2xlarge", efaInterfaces=0, neuronDevices=1, neuronCores=2)
+        outputs["acceleratorNodeGroups"][0].update(
+            instanceType="trn1.2xlarge", efaInterfaces=0, neuronDevices=1, neuronCores=2
+        )
 
     problems = refusal(workloads_with, cluster=no_efa, **NEMO_ON)
-    assert any(p.startswith("trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
-    assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA") for p in problems)
+    assert any(
+        p.startswith("trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA")
+        for p in problems
+    )
+    assert any(
+        p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA")
+        for p in problems
+    )
 
 
 @pytest.mark.parametrize(
     ("feature", "workload"),
-    [("mpiOperator", "nemoLlama2"), ("torchxEtcd", "bertPretraining"), ("volcano", "bertPretraining"), ("kuberay", "rayLlama2")],
+    [
+        ("mpiOperator", "nemoLlama2"),
+        ("torchxEtcd", "bertPretraining"),
+        ("volcano", "bertPretraining"),
+        ("kuberay", "rayLlama2"),
+    ],
 )
 def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: str, workload: str) -> None:
     problems = refusal(workloads_with, cluster=set_feature(feature, False), **NEMO_ON)
-    assert any(p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p for p in problems)
+    assert any(
+        p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p
+        for p in problems
+    )
 
 
 def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workloads_with) -> None:
@@ -66,7 +90,9 @@ def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workl
     assert problem.startswith("trainium-workloads:hfToken: required by dataStaging.redpajama (")
     assert "pulumi config set --secret hfToken" in problem
     nemo_only = workloads_with(hfToken=None, dataStaging={"wikicorpus": True, "redpajama": False})
-    assert not [r for r in nemo_only.registrations if r.type == "kubernetes:core/v1:Secret" and r.name == "secret-hf-token"]
+    assert not [
+        r for r in nemo_only.registrations if r.type == "kubernetes:core/v1:Secret" and r.name == "secret-hf-token"
+    ]
 
 
 def test_an_empty_hugging_face_token_is_refused_with_its_key(workloads_with) -> None:
@@ -76,7 +102,10 @@ def test_an_empty_hugging_face_token_is_refused_with_its_key(workloads_with) -> 
 
 def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
-    assert problem == "trainium-workloads:bertPretraining.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+    assert (
+        problem
+        == "trainium-workloads:bertPretraining.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+    )
 
 
 def test_a_nemo_queue_the_cluster_does_not_have(workloads_with) -> None:
@@ -84,7 +113,10 @@ def test_a_nemo_queue_the_cluster_does_not_have(workloads_with) -> None:
     # (kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go newPodGroup); Volcano leaves a
     # PodGroup in a queue that does not exist unscheduled, so the name is checked up front.
     (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
-    assert problem == "trainium-workloads:nemoLlama2.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+    assert (
+        problem
+        == "trainium-workloads:nemoLlama2.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+    )
     (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": ""})
     assert problem == "trainium-workloads:nemoLlama2.queue = '': String should have at least 1 character"
     (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": 7})
@@ -93,12 +125,16 @@ def test_a_nemo_queue_the_cluster_does_not_have(workloads_with) -> None:
 
 def test_a_namespace_the_cluster_did_not_prepare(workloads_with) -> None:
     (problem,) = refusal(workloads_with, namespace="research")
-    assert problem.startswith("trainium-workloads:namespace = 'research': the cluster stack prepared no such training namespace; it has: default")
+    assert problem.startswith(
+        "trainium-workloads:namespace = 'research': the cluster stack prepared no such training namespace; it has: default"
+    )
 
 
 def test_ray_steps_out_of_order_and_trn2_workers(workloads_with) -> None:
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "steps": ["train", "precompile"]})
-    assert problem.startswith("trainium-workloads:rayLlama2.steps = ['train', 'precompile']: list each step once, in the order")
+    assert problem.startswith(
+        "trainium-workloads:rayLlama2.steps = ['train', 'precompile']: list each step once, in the order"
+    )
 
     def trn2(outputs: dict) -> None:
         outputs["acceleratorNodeGroups"][1].update(instanceType="trn2.48xlarge", neuronCores=64)
@@ -144,8 +180,14 @@ def test_nemo_needs_32_neuroncores_per_node(workloads_with) -> None:
         outputs["acceleratorNodeGroups"][0].update(instanceType="trn2.48xlarge", neuronCores=64)
 
     problems = refusal(workloads_with, cluster=trn2, **NEMO_ON)
-    assert any(p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': neuronx-nemo-megatron's "
-                            "train_setup.sh starts 32 processes per node") and "have 64" in p for p in problems)
+    assert any(
+        p.startswith(
+            "trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': neuronx-nemo-megatron's "
+            "train_setup.sh starts 32 processes per node"
+        )
+        and "have 64" in p
+        for p in problems
+    )
 
 
 def test_nemo_node_count_must_divide_the_global_batch(workloads_with) -> None:
@@ -163,10 +205,13 @@ def test_ray_gang_larger_than_its_queue_capability(workloads_with) -> None:
     def roomy(outputs: dict) -> None:
         outputs["acceleratorNodeGroups"][1]["maxSize"] = 4
 
-    (problem,) = refusal(workloads_with, cluster=roomy,
-                         rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3, "workerMemory": "500Gi"})
-    assert problem.startswith("trainium-workloads:rayLlama2.workers = 3: the job's pods together ask for more than "
-                              "Volcano queue 'llama2-training-queue' allows (memory 1530.1953125Gi > 1500Gi)")
+    (problem,) = refusal(
+        workloads_with, cluster=roomy, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3, "workerMemory": "500Gi"}
+    )
+    assert problem.startswith(
+        "trainium-workloads:rayLlama2.workers = 3: the job's pods together ask for more than "
+        "Volcano queue 'llama2-training-queue' allows (memory 1530.1953125Gi > 1500Gi)"
+    )
     # The seed's 440Gi workers: 4 of them do not fit either, 3 do.
     (problem,) = refusal(workloads_with, cluster=roomy, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 4})
     assert "memory 1790.1953125Gi > 1500Gi" in problem
@@ -192,14 +237,20 @@ def test_fp32_with_the_bf16_batch_size(workloads_with) -> None:
     assert problem.startswith("trainium-workloads:bertPretraining.batchSize = 16: with bf16: false")
     result = workloads_with(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "bf16": False})
     job = next(r.inputs for r in result.registrations if r.inputs.get("metadata", {}).get("name") == "bert-train")
-    assert "--batch_size 8 --grad_accum_usteps 64" in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][-1]
+    assert (
+        "--batch_size 8 --grad_accum_usteps 64"
+        in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][-1]
+    )
 
 
 @pytest.mark.parametrize(("field", "value"), [("workerMemory", "440GB"), ("headCpu", "six"), ("headMemory", "1.5.0Gi")])
 def test_kubernetes_quantities_the_api_server_would_refuse(workloads_with, field: str, value: str) -> None:
     # k8s.io/apimachinery pkg/api/resource/quantity.go: "GB" is no suffix (G or Gi are).
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", field: value})
-    assert problem == f"trainium-workloads:rayLlama2.{field} = {value!r}: not a Kubernetes quantity such as 120, 500m, 440Gi or 30G"
+    assert (
+        problem
+        == f"trainium-workloads:rayLlama2.{field} = {value!r}: not a Kubernetes quantity such as 120, 500m, 440Gi or 30G"
+    )
 
 
 def test_an_empty_setting_is_refused_with_its_key(workloads_with) -> None:
@@ -215,12 +266,14 @@ def test_the_workload_stacks_profile_scopes_its_kubernetes_access(dev, monkeypat
     from infra.config.base import PROFILE_KEY
     from offline.plan.mocks import StackOutputs
     from offline.plan.runner import run_program, stack_config
-    from workloads.settings import parse_workloads_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
+    from workloads.settings import parse_workloads_config
 
     seen: list = []
     original = infra.components.kube.kubeconfig_for
-    monkeypatch.setattr(infra.components.kube, "kubeconfig_for", lambda kc, profile: seen.append(profile) or original(kc, profile))
+    monkeypatch.setattr(
+        infra.components.kube, "kubeconfig_for", lambda kc, profile: seen.append(profile) or original(kc, profile)
+    )
     config = {**stack_config(WORKLOADS_DIR, "dev"), PROFILE_KEY: "research"}
     references = {config["trainium-workloads:clusterStack"]: StackOutputs(dev.outputs, frozenset(dev.secret_outputs))}
     run_program(WORKLOADS_DIR, "dev", config, stack_references=references, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN})
@@ -234,10 +287,14 @@ def test_settings_a_webhook_or_controller_would_turn_against_us(workloads_with) 
     # volcano v1.15.1 pkg/webhooks/admission/jobs/mutate/mutate_job.go: maxRetry 0 becomes 3,
     # so the live job never matches and every `pulumi up` would replace a running job.
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "maxRetry": 0})
-    assert problem.startswith("trainium-workloads:bertPretraining.maxRetry = 0: Input should be greater than or equal to 1")
+    assert problem.startswith(
+        "trainium-workloads:bertPretraining.maxRetry = 0: Input should be greater than or equal to 1"
+    )
     # kuberay v1.7.0 rayjob_controller.go: activeDeadlineSeconds counts cluster start-up.
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 600})
-    assert problem.startswith("trainium-workloads:rayLlama2.trainDeadlineSeconds = 600: Input should be greater than or equal to 1200")
+    assert problem.startswith(
+        "trainium-workloads:rayLlama2.trainDeadlineSeconds = 600: Input should be greater than or equal to 1200"
+    )
 
 
 def test_numbers_no_api_here_could_take(workloads_with) -> None:
@@ -245,14 +302,18 @@ def test_numbers_no_api_here_could_take(workloads_with) -> None:
     # ray.io_rayjobs.yaml: spec.activeDeadlineSeconds is int32. Larger values would pass our
     # lower bounds and be refused by the API server only after the earlier steps had run.
     (problem,) = refusal(workloads_with, bertPretraining={"nodeGroup": "trn1-32xl-ng1", "maxRetry": 10**12})
-    assert problem == ("trainium-workloads:bertPretraining.maxRetry = 1000000000000: at most 2147483647 "
-                       "(the APIs these settings reach take 32-bit integers)")
+    assert problem == (
+        "trainium-workloads:bertPretraining.maxRetry = 1000000000000: at most 2147483647 "
+        "(the APIs these settings reach take 32-bit integers)"
+    )
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "trainDeadlineSeconds": 3 * 10**9})
     assert problem.startswith("trainium-workloads:rayLlama2.trainDeadlineSeconds = 3000000000: at most 2147483647")
     # A floor of infinity can never be met: every healthy cluster would fail its check.
     problems = refusal(workloads_with, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "busBandwidthFloorGBps": "inf"})
-    assert any(p.startswith("trainium-workloads:clusterCheck.busBandwidthFloorGBps = 'inf': Input should be a finite number")
-               for p in problems), problems
+    assert any(
+        p.startswith("trainium-workloads:clusterCheck.busBandwidthFloorGBps = 'inf': Input should be a finite number")
+        for p in problems
+    ), problems
 
 
 def test_odd_values_a_reviewer_tried(workloads_with) -> None:
@@ -262,4 +323,6 @@ def test_odd_values_a_reviewer_tried(workloads_with) -> None:
     # A refusal never repeats a secret.
     assert problem == "trainium-workloads:hfToken = [secret]: only whitespace; give a value or leave the key out"
     problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
-    assert any("nemoLlama2.compile = false and train = false: the workload is on but runs nothing" in p for p in problems)
+    assert any(
+        "nemoLlama2.compile = false and train = false: the workload is on but runs nothing" in p for p in problems
+    )

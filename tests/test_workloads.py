@@ -16,7 +16,11 @@ TRN1N = {"neuron": "16", "efa": "16"}
 
 
 def manifest(result: PlanResult, kind: str, name: str) -> dict[str, Any]:
-    matches = [r for r in result.registrations if r.type.endswith(f":{kind}") and r.inputs.get("metadata", {}).get("name") == name]
+    matches = [
+        r
+        for r in result.registrations
+        if r.type.endswith(f":{kind}") and r.inputs.get("metadata", {}).get("name") == name
+    ]
     assert len(matches) == 1, f"{len(matches)} {kind} named {name}"
     return matches[0].inputs
 
@@ -78,12 +82,18 @@ def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: P
         # Every device and interface of the node; CPU and memory requested so the pod is not BestEffort
         # (first evicted, oom_score_adj 1000), with no limit to be OOM-killed at.
         assert container["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
-        assert container["resources"]["requests"] == {**container["resources"]["limits"], "cpu": "100", "memory": "400Gi"}
+        assert container["resources"]["requests"] == {
+            **container["resources"]["limits"],
+            "cpu": "100",
+            "memory": "400Gi",
+        }
         # Every group label but the provisioner's, which a nodeProvisioner switch changes (infra/contract.py).
         assert {k: v for k, v in group["labels"].items() if k != "provisioner"}.items() <= spec["nodeSelector"].items()
         assert "provisioner" not in spec["nodeSelector"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "trn1.32xlarge"
-        assert spec["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+        assert spec["tolerations"] == [
+            {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        ]
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
         assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in spec["volumes"]
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", "/data"}
@@ -101,8 +111,9 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
         assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
         # Review C5: aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
         # these for every run (lines 7-8) and BUCKET_CAP_MB for multi-node runs (line 70).
-        assert {k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")} == {
-            "NEURON_RT_EXEC_TIMEOUT": "600", "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0", "BUCKET_CAP_MB": "512"}
+        assert {
+            k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")
+        } == {"NEURON_RT_EXEC_TIMEOUT": "600", "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0", "BUCKET_CAP_MB": "512"}
 
 
 def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
@@ -114,9 +125,14 @@ def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workl
     assert "--rdzv_backend etcd --rdzv_endpoint etcd-server.default:2379" in line
     assert "--nnodes 2 --nproc_per_node 32" in line
     assert "--batch_size 16 --grad_accum_usteps 32" in line
-    assert re.search(r"--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output/run-[0-9a-f]{12} ", line)
+    assert re.search(
+        r"--data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output/run-[0-9a-f]{12} ",
+        line,
+    )
     assert "--steps_this_run 200 $resume_args " in line and "--enable_fp32" not in line
-    compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    compile_ = manifest(workloads_dev, "Job", "bert-precompile")["spec"]["tasks"][0]["template"]["spec"]["containers"][
+        0
+    ]
     assert compile_["command"][:3] == ["timeout", "--kill-after=300", "7200"]
     assert compile_["command"][3] == "neuron_parallel_compile" and len(compile_["command"]) == 5
     assert compile_["command"][4].endswith("--steps_this_run 10")
@@ -127,14 +143,20 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     precompile = registration(workloads_dev, "Job", "bert-precompile")
     train = registration(workloads_dev, "Job", "bert-train")
     assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
-    assert precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    assert train.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainium.workloads/pending-timeout-seconds": "2700",
-                                                       "trainium.workloads/restart-pending-timeout-seconds": str((45 + 35) * 60)}
+    assert (
+        precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
+    )
+    assert train.inputs["metadata"]["annotations"] == {
+        "pulumi.com/skipAwait": "true",
+        "trainium.workloads/pending-timeout-seconds": "2700",
+        "trainium.workloads/restart-pending-timeout-seconds": str((45 + 35) * 60),
+    }
 
 
 def test_bert_on_trn1n_requests_its_sixteen_efa_interfaces(workloads_with) -> None:
-    result = workloads_with(bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False},
-                            rayLlama2=None)
+    result = workloads_with(
+        bertPretraining={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "precompile": False, "bf16": False}, rayLlama2=None
+    )
     template = pod_templates(manifest(result, "Job", "bert-train"))[0]
     assert limits(template) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16"}
     assert template["spec"]["nodeSelector"]["instance-type"] == "trn1n-32xl"
@@ -147,8 +169,13 @@ def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: Pl
     checkpoint (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py l.560, 572: only
     `if is_root and not extract_graphs_only`): a new checkpoint interval, count kept or maxRetry must
     leave the precompile object as it was, not re-run hours of compilation on two trn1.32xlarge."""
-    bert = {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "trainSteps": 200, "trainDeadlineMinutes": 60,
-            "firstStepTimeoutMinutes": 30}
+    bert = {
+        "nodeGroup": "trn1-32xl-ng1",
+        "nodes": 2,
+        "trainSteps": 200,
+        "trainDeadlineMinutes": 60,
+        "firstStepTimeoutMinutes": 30,
+    }
     before = workloads_with(bertPretraining={**bert, "maxRetry": 2})
     after = workloads_with(bertPretraining={**bert, "maxRetry": 3, "checkpointEveryShards": 4, "checkpointsToKeep": 3})
     precompile = manifest(after, "Job", "bert-precompile")
@@ -165,7 +192,9 @@ def test_a_checkpoint_or_retry_change_replaces_bert_train_only(workloads_dev: Pl
 RAY_JOBS = ["llama2-generate-pretraining-test-data", "llama2-precompilation-job", "llama2-pretraining-job"]
 
 
-def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_trn_nodes(workloads_dev: PlanResult) -> None:
+def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_trn_nodes(
+    workloads_dev: PlanResult,
+) -> None:
     # ray-project/kuberay v1.7.0, ray-operator/controllers/ray/batchscheduler/volcano/volcano_scheduler.go
     # (handleRayJob): with `batchScheduler.name: volcano` a RayJob without `rayClusterSpec` (clusterSelector
     # on an existing RayCluster) is refused and requeued forever; with it, one PodGroup `ray-<job>-pg`
@@ -188,7 +217,12 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
         assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
         worker = workers["template"]["spec"]
         resources = worker["containers"][0]["resources"]
-        assert resources["requests"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16", "cpu": "120", "memory": "440Gi"}
+        assert resources["requests"] == {
+            "aws.amazon.com/neuron": "16",
+            "vpc.amazonaws.com/efa": "16",
+            "cpu": "120",
+            "memory": "440Gi",
+        }
         assert worker["nodeSelector"]["instance-type"] == "trn1n-32xl"
         assert worker["tolerations"][0]["key"] == "aws.amazon.com/neuron"
         assert {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm", "/tmp/ray"}
@@ -207,8 +241,11 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
         "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile",
     ]
     # The train step runs in its run directory, resuming (tests/test_resilience.py).
-    assert re.search(r"NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20 "
-                     r"--output_dir /shared/llama2_output/run-[0-9a-f]{12} ", entrypoints[2])
+    assert re.search(
+        r"NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20 "
+        r"--output_dir /shared/llama2_output/run-[0-9a-f]{12} ",
+        entrypoints[2],
+    )
     for job in jobs:
         spec = job.inputs["spec"]
         assert spec["submissionMode"] == "K8sJobMode" and "working_dir: /llama2_pretrain" in spec["runtimeEnvYAML"]
@@ -254,8 +291,12 @@ def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(worklo
         for task in manifest(workloads_dev, "Job", name)["spec"]["tasks"]:
             container = task["template"]["spec"]["containers"][0]
             variables = env(container)
-            assert variables["VOLCANO_PODGROUP"] == {"fieldRef": {"fieldPath": "metadata.annotations['scheduling.k8s.io/group-name']"}}
-            assert variables["VOLCANO_JOB_VERSION"] == {"fieldRef": {"fieldPath": "metadata.annotations['volcano.sh/job-version']"}}
+            assert variables["VOLCANO_PODGROUP"] == {
+                "fieldRef": {"fieldPath": "metadata.annotations['scheduling.k8s.io/group-name']"}
+            }
+            assert variables["VOLCANO_JOB_VERSION"] == {
+                "fieldRef": {"fieldPath": "metadata.annotations['volcano.sh/job-version']"}
+            }
             assert "--rdzv_id '$(VOLCANO_PODGROUP)-v$(VOLCANO_JOB_VERSION)'" in container["command"][-1]
 
 
@@ -269,7 +310,10 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) 
         launcher = spec["mpiReplicaSpecs"]["Launcher"]
         assert worker["replicas"] == 4 and spec["slotsPerWorker"] == 1 and launcher["replicas"] == 1
         assert limits(worker["template"]) == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "8"}
-        assert {m["mountPath"] for m in worker["template"]["spec"]["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm"}
+        assert {m["mountPath"] for m in worker["template"]["spec"]["containers"][0]["volumeMounts"]} == {
+            "/shared",
+            "/dev/shm",
+        }
         assert launcher["template"]["spec"]["nodeSelector"] == {"role": "job-support"}
         command = launcher["template"]["spec"]["containers"][0]["command"]
         assert command[command.index("-np") + 1] == "4"
@@ -285,7 +329,9 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) 
             assert re.fullmatch(r"run-[0-9a-f]{12}", launcher_env["POD_UID"])
 
 
-def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(workloads_all: PlanResult, workloads_with) -> None:
+def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(
+    workloads_all: PlanResult, workloads_with
+) -> None:
     """kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
     operator creates a PodGroup named after the MPIJob, queue = runPolicy.schedulingPolicy.queue,
     minMember = schedulingPolicy.minAvailable, and puts both the launcher and the workers in it
@@ -298,10 +344,14 @@ def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(worklo
     for name, deadline in (("llama2-compile", 180), ("llama2-train", 240)):
         spec = manifest(workloads_all, "MPIJob", name)["spec"]
         assert spec["launcherCreationPolicy"] == "AtStartup"
-        assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "test", "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"] + 1}
+        assert spec["runPolicy"]["schedulingPolicy"] == {
+            "queue": "test",
+            "minAvailable": spec["mpiReplicaSpecs"]["Worker"]["replicas"] + 1,
+        }
         assert spec["runPolicy"]["activeDeadlineSeconds"] == deadline * 60
-    two = workloads_with(nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"},
-                         rayLlama2=None)
+    two = workloads_with(
+        nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"}, rayLlama2=None
+    )
     policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"queue": "llama2-training-queue", "minAvailable": 3}
     # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
@@ -324,7 +374,11 @@ def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_all: PlanRe
         launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         command = launcher["template"]["spec"]["containers"][0]["command"]
         # Created at start-up, it first waits for every worker's sshd, then execs mpirun.
-        assert command[:2] == ["bash", "-c"] and "ssh -o BatchMode=yes" in command[2] and command[2].endswith('exec "$@"\n')
+        assert (
+            command[:2] == ["bash", "-c"]
+            and "ssh -o BatchMode=yes" in command[2]
+            and command[2].endswith('exec "$@"\n')
+        )
         assert command[4:7] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
 
 
@@ -355,8 +409,10 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     # the whole volume with its datasets and compile cache; tensorboard 2.18.0
     # tensorboard/plugins/core/core_plugin.py: --logdir_spec "name:path,...".
     assert container["command"][:3] == [
-        "tensorboard", "--logdir_spec", "output:/shared/output,nemo_experiments:/shared/nemo_experiments,"
-        "llama2_output:/shared/llama2_output"]
+        "tensorboard",
+        "--logdir_spec",
+        "output:/shared/output,nemo_experiments:/shared/nemo_experiments,llama2_output:/shared/llama2_output",
+    ]
     assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
 
 
@@ -372,7 +428,9 @@ def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(work
     # the ClusterIP Service points at the proxy too.
     command = containers[0]["command"]
     assert command[command.index("--host") + 1] == "127.0.0.1"
-    assert containers[0]["readinessProbe"] == {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:6006/"]}}
+    assert containers[0]["readinessProbe"] == {
+        "exec": {"command": ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:6006/"]}
+    }
     assert manifest(workloads_prod, "Service", "tensorboard")["spec"]["ports"][0]["targetPort"] == "proxy"
     assert manifest(workloads_prod, "Secret", "tensorboard-proxy")["stringData"] == "[secret]"
     assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is True
@@ -429,8 +487,13 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     wire_secret = {rpc._special_sig_key: rpc._special_secret_sig, "value": dev.outputs["kubeconfig"]}  # noqa: SLF001
     config = stack_config(WORKLOADS_DIR, "dev")
     reference = StackOutputs({**dev.outputs, "kubeconfig": wire_secret}, frozenset({"kubeconfig"}))
-    result = run_program(WORKLOADS_DIR, "dev", config, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN},
-                         stack_references={config["trainium-workloads:clusterStack"]: reference})
+    result = run_program(
+        WORKLOADS_DIR,
+        "dev",
+        config,
+        secrets={HF_TOKEN_KEY: STAND_IN_TOKEN},
+        stack_references={config["trainium-workloads:clusterStack"]: reference},
+    )
     provider = next(r for r in result.registrations if r.type == "pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert result.secret_outputs == set()

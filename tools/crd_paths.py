@@ -15,8 +15,9 @@ are written once in a section ``@name`` and referred to as ``path = @name``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 

@@ -40,15 +40,18 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def last_update_commit(stack: str, work_dir: Path) -> Optional[str]:
+def last_update_commit(stack: str, work_dir: Path) -> str | None:
     """``git.head`` of the stack's newest update; None for a stack never updated."""
-    result = subprocess.run(["pulumi", "stack", "history", "--json", "--page-size", "1", "--stack", stack],
-                            capture_output=True, text=True, cwd=work_dir)
+    result = subprocess.run(
+        ["pulumi", "stack", "history", "--json", "--page-size", "1", "--stack", stack],
+        capture_output=True,
+        text=True,
+        cwd=work_dir,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"`pulumi stack history --stack {stack}` in {work_dir} failed:\n{result.stderr.strip()}")
     updates = json.loads(result.stdout or "[]") or []
@@ -61,7 +64,7 @@ def git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO_ROOT)
 
 
-def supersedes(deployed: str, head: str) -> Optional[bool]:
+def supersedes(deployed: str, head: str) -> bool | None:
     """True when ``deployed`` is a strict descendant of ``head``; None when git does not know it."""
     if deployed == head:
         return False
@@ -95,11 +98,15 @@ def deployed(stack: str, work_dir: str, head: str) -> int:
         pass
     elif supersedes(head, commit):  # this checkout (main) is a strict descendant of what is deployed
         pending = True
-        print(f"::notice::{work_dir} {stack} was last deployed from {commit}; main ({head}) is ahead of it, "
-              "a deploy is pending: checking the deployed commit, so the pending change is not drift.")
+        print(
+            f"::notice::{work_dir} {stack} was last deployed from {commit}; main ({head}) is ahead of it, "
+            "a deploy is pending: checking the deployed commit, so the pending change is not drift."
+        )
     else:
-        print(f"::warning::{work_dir} {stack} was last deployed from {commit}, which is not in main's history "
-              f"(a laptop's commit?): checking main ({head}) instead.")
+        print(
+            f"::warning::{work_dir} {stack} was last deployed from {commit}, which is not in main's history "
+            f"(a laptop's commit?): checking main ({head}) instead."
+        )
         commit = head
     lines = [f"commit={commit}", f"pending={'true' if pending else 'false'}"]
     write(lines, "GITHUB_OUTPUT")
@@ -110,8 +117,11 @@ def deployed(stack: str, work_dir: str, head: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True, help="the stack name, in every directory given")
-    parser.add_argument("--deployed", action="store_true",
-                        help="print the commit the stack was last deployed from (the drift check), decide nothing")
+    parser.add_argument(
+        "--deployed",
+        action="store_true",
+        help="print the commit the stack was last deployed from (the drift check), decide nothing",
+    )
     parser.add_argument("dirs", nargs="+", help="the stack's project directory, then those its program reads")
     args = parser.parse_args(argv)
     head = git("rev-parse", "HEAD").stdout.strip()
@@ -126,23 +136,37 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             newer = supersedes(deployed_from, head)
             if newer:
-                print(f"::notice::{work_dir} {args.stack} was last updated from {deployed_from}, which already "
-                      f"contains this commit ({head}): this run is superseded and updates nothing.")
-                superseded.append(f"`{work_dir}` `{args.stack}` was last deployed from `{deployed_from}`, which already "
-                                  f"contains this commit (`{head}`).")
+                print(
+                    f"::notice::{work_dir} {args.stack} was last updated from {deployed_from}, which already "
+                    f"contains this commit ({head}): this run is superseded and updates nothing."
+                )
+                superseded.append(
+                    f"`{work_dir}` `{args.stack}` was last deployed from `{deployed_from}`, which already "
+                    f"contains this commit (`{head}`)."
+                )
                 deploy = False
             elif newer is None:
-                print(f"::warning::{work_dir} {args.stack} was last updated from {deployed_from}, which this "
-                      "checkout does not know (a laptop's commit?): deploying this commit over it.")
+                print(
+                    f"::warning::{work_dir} {args.stack} was last updated from {deployed_from}, which this "
+                    "checkout does not know (a laptop's commit?): deploying this commit over it."
+                )
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1
     line = f"deploy={'true' if deploy else 'false'}"
     write([line], "GITHUB_OUTPUT")
     if superseded:
-        write(["### Superseded: nothing to deploy or approve", "", *(f"- {why}" for why in superseded), "",
-               "A newer merge's run deployed this commit's changes already; this run's updates (and, in the "
-               "prod preview, the prod jobs and their approvals) are skipped."], "GITHUB_STEP_SUMMARY")
+        write(
+            [
+                "### Superseded: nothing to deploy or approve",
+                "",
+                *(f"- {why}" for why in superseded),
+                "",
+                "A newer merge's run deployed this commit's changes already; this run's updates (and, in the "
+                "prod preview, the prod jobs and their approvals) are skipped.",
+            ],
+            "GITHUB_STEP_SUMMARY",
+        )
     print(line)
     return 0
 

@@ -23,7 +23,10 @@ from tools import requires
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 BUILD_ARGS = {
-    "bert-pretrain": {"NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_5, "BERT_SAMPLES_COMMIT": versions.BERT_SAMPLES_COMMIT},
+    "bert-pretrain": {
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_5,
+        "BERT_SAMPLES_COMMIT": versions.BERT_SAMPLES_COMMIT,
+    },
     "cmd-shell": {"PYTHON_IMAGE": versions.PYTHON_SLIM_IMAGE},
     "ray-llama2": {
         "NEURON_DLC": versions.NEURON_DLC_RAY,
@@ -32,7 +35,10 @@ BUILD_ARGS = {
         "LLAMA2_REPO_REVISION": versions.LLAMA2_TOKENIZER_REVISION,
         "LLAMA2_SPM_SHA256": versions.LLAMA2_TOKENIZER_SHA256,
     },
-    "nemo-megatron": {"NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13, "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT},
+    "nemo-megatron": {
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13,
+        "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT,
+    },
 }
 
 
@@ -44,8 +50,10 @@ def record_constraints(image: str, target: str) -> str:
     constraints.txt, keeping its header, so the next build of any tag resolves the same (review
     B8); git then shows what changed, to commit."""
     path = DOCKER_DIR / image / CONSTRAINTS
-    return (f"{{ grep '^#' {path}; docker run --rm --entrypoint cat {target} {RESOLVED}; }} > {path}.new "
-            f"&& mv {path}.new {path}")
+    return (
+        f"{{ grep '^#' {path}; docker run --rm --entrypoint cat {target} {RESOLVED}; }} > {path}.new "
+        f"&& mv {path}.new {path}"
+    )
 
 
 CONSTRAINTS = "constraints.txt"
@@ -54,15 +62,22 @@ CONSTRAINTS = "constraints.txt"
 def constraint_problems(text: str) -> list[str]:
     """Lines of a constraints file that are neither comments nor exact `name==version` pins."""
     pin = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
-    return [line for line in text.splitlines() if line.strip() and not line.startswith("#") and not pin.match(line.strip())]
+    return [
+        line for line in text.splitlines() if line.strip() and not line.startswith("#") and not pin.match(line.strip())
+    ]
 
 
 def unpinned_images() -> list[str]:
     """Images whose constraints.txt pins nothing (comments only): a build would resolve whatever
     the index serves that day, so two builds of one tag could differ."""
-    return [image for image in BUILD_ARGS
-            if not any(line.strip() and not line.startswith("#")
-                       for line in (DOCKER_DIR / image / CONSTRAINTS).read_text().splitlines())]
+    return [
+        image
+        for image in BUILD_ARGS
+        if not any(
+            line.strip() and not line.startswith("#")
+            for line in (DOCKER_DIR / image / CONSTRAINTS).read_text().splitlines()
+        )
+    ]
 
 
 def commands(repositories: dict[str, str], tag: str, record: bool = False) -> list[list[str]]:
@@ -85,28 +100,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--tag", default=versions.TRAINING_IMAGE_TAG)
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--record-constraints", action="store_true",
-                        help="write what each built image resolved back into its docker/<image>/constraints.txt")
+    parser.add_argument(
+        "--record-constraints",
+        action="store_true",
+        help="write what each built image resolved back into its docker/<image>/constraints.txt",
+    )
     args = parser.parse_args(argv)
     # --dry-run only reads the stack's outputs; a real run logs in to ECR, builds and pushes.
-    code = requires.report("make images" + (" --dry-run" if args.dry_run else ""),
-                           ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"])
+    code = requires.report(
+        "make images" + (" --dry-run" if args.dry_run else ""),
+        ["pulumi"] if args.dry_run else ["pulumi", "docker", "aws"],
+    )
     if code:
         return code
     if not args.record_constraints and (unpinned := unpinned_images()):
-        print("make images: refusing: these images' constraints.txt pin nothing (comments only), so the build would "
-              "install whatever pip resolves today and a rebuild of the same tag could differ:\n  "
-              + "\n  ".join(f"docker/{i}/{CONSTRAINTS}" for i in unpinned)
-              + "\nBuild once with `make images ARGS=--record-constraints` (it writes what each image resolved back "
-              "into the file), review and commit the files, then build again without it.", file=sys.stderr)
+        print(
+            "make images: refusing: these images' constraints.txt pin nothing (comments only), so the build would "
+            "install whatever pip resolves today and a rebuild of the same tag could differ:\n  "
+            + "\n  ".join(f"docker/{i}/{CONSTRAINTS}" for i in unpinned)
+            + "\nBuild once with `make images ARGS=--record-constraints` (it writes what each image resolved back "
+            "into the file), review and commit the files, then build again without it.",
+            file=sys.stderr,
+        )
         return 2
     output = subprocess.run(
         ["pulumi", "stack", "output", "ecrRepositories", "--json", "--stack", args.stack],
         capture_output=True, text=True, cwd=DOCKER_DIR.parent,
     )  # fmt: skip
     if output.returncode != 0:
-        print(f"`pulumi stack output ecrRepositories --stack {args.stack}` failed (is the cluster stack deployed, and "
-              f"are you logged in to its backend?):\n{output.stderr.strip()}", file=sys.stderr)
+        print(
+            f"`pulumi stack output ecrRepositories --stack {args.stack}` failed (is the cluster stack deployed, and "
+            f"are you logged in to its backend?):\n{output.stderr.strip()}",
+            file=sys.stderr,
+        )
         return 1
     for command in commands(json.loads(output.stdout), args.tag, record=args.record_constraints):
         print("+", " ".join(command), flush=True)

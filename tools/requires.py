@@ -23,8 +23,10 @@ def _pulumi_version() -> str:
 
 
 HOW_TO_GET = {
-    "pulumi": lambda: (f"the Pulumi CLI {_pulumi_version()} (.pulumi-version): "
-                       f"curl -fsSL https://get.pulumi.com | sh -s -- --version {_pulumi_version()}"),
+    "pulumi": lambda: (
+        f"the Pulumi CLI {_pulumi_version()} (.pulumi-version): "
+        f"curl -fsSL https://get.pulumi.com | sh -s -- --version {_pulumi_version()}"
+    ),
     "docker": lambda: "Docker Engine or Docker Desktop: https://docs.docker.com/get-started/get-docker/",
     "aws": lambda: "the AWS CLI v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html",
     "kubectl": lambda: "kubectl within one minor version of the cluster: https://kubernetes.io/docs/tasks/tools/",
@@ -43,5 +45,3 @@ def report(what: str, tools: list[str]) -> int:
         return 0
     print(f"{what} needs {', '.join(tools)}; missing:\n" + "\n".join(f"  - {line}" for line in lines), file=sys.stderr)
     return MISSING_TOOL_EXIT
-
-

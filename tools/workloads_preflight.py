@@ -33,17 +33,18 @@ import copy
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from infra.config.errors import ConfigError
 from offline.diff.compare import changed_paths
-from offline.plan.mocks import Registration, StackOutputs
 from offline.diff.replacement import dependent_replacements, replaces
-from workloads.kube import FOLLOWS, pod_templates
 from offline.plan.command import offline_secrets
+from offline.plan.mocks import Registration, StackOutputs
 from offline.plan.runner import PlanResult, run_program, stack_config
+from workloads.kube import FOLLOWS, pod_templates
 from workloads.settings import parse_workloads_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
     return config, offline_secrets(WORKLOADS_DIR, stack, config)
 
 
-def plan(stack: str, deployed: Optional[dict[str, Any]] = None) -> tuple[PlanResult, PlanResult]:
+def plan(stack: str, deployed: dict[str, Any] | None = None) -> tuple[PlanResult, PlanResult]:
     """The cluster stack the workload stack names, and the workload stack, rendered offline; with
     ``deployed`` (the cluster stack's real outputs, secrets masked), rendered from those, so its
     inputs are the ones `pulumi up` will send (a masked secret keeps the offline value)."""
@@ -117,11 +118,15 @@ def awaited_steps(workloads: PlanResult) -> list[Step]:
     for r in workloads.registrations:
         annotations = (r.inputs.get("metadata") or {}).get("annotations") or {}
         if TIMEOUT in annotations and annotations.get(SKIP) != "true":
-            steps.append(Step(r.urn, (r.inputs.get("metadata") or {}).get("name", r.name), int(annotations[TIMEOUT]) // 60))
+            steps.append(
+                Step(r.urn, (r.inputs.get("metadata") or {}).get("name", r.name), int(annotations[TIMEOUT]) // 60)
+            )
     return steps
 
 
-def longest_wait(registrations: list[Registration], steps: list[Step], done: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+def longest_wait(
+    registrations: list[Registration], steps: list[Step], done: frozenset[str] = frozenset()
+) -> tuple[int, list[str]]:
     """Minutes and step names of the longest dependency chain of awaited steps not in ``done``.
 
     A resource is created after everything in its dependencies (pulumi engine, step generation),
@@ -171,7 +176,7 @@ class PulumiError(Exception):
         super().__init__(f"`{command}` failed:\n{stderr.strip()}")
 
 
-def pulumi(args: list[str], cwd: Path) -> Optional[str]:
+def pulumi(args: list[str], cwd: Path) -> str | None:
     """stdout of a `pulumi` command; None when the stack does not exist yet."""
     result = subprocess.run(["pulumi", *args], capture_output=True, text=True, cwd=cwd)
     if result.returncode == 0:
@@ -182,7 +187,7 @@ def pulumi(args: list[str], cwd: Path) -> Optional[str]:
     raise PulumiError(f"pulumi {' '.join(args)}", result.stderr)
 
 
-def state_resources(export: Optional[str]) -> dict[str, dict[str, Any]]:
+def state_resources(export: str | None) -> dict[str, dict[str, Any]]:
     """The resources of a `pulumi stack export` document (apitype.UntypedDeployment) by URN;
     none for a new stack."""
     if export is None:
@@ -233,9 +238,16 @@ def waiting_steps(registrations: list[Registration], state: dict[str, dict[str, 
                 break
     # The chain: the plan diff's rule (offline/diff/replacement.py dependent_replacements). A step awaited
     # again keeps its UID, so only created and replaced ones take their followers with them.
-    existing = {r.urn: {"type": r.type, "replaceOnChanges": r.lifecycle.get("replaceOnChanges") or [],
-                        "propertyDependencies": r.property_dependencies, "inputs": r.inputs}
-                for r in registrations if r.urn in state}
+    existing = {
+        r.urn: {
+            "type": r.type,
+            "replaceOnChanges": r.lifecycle.get("replaceOnChanges") or [],
+            "propertyDependencies": r.property_dependencies,
+            "inputs": r.inputs,
+        }
+        for r in registrations
+        if r.urn in state
+    }
     sources = {u: w for u, w in why.items() if not w.startswith("awaited again")}
     for urn, reason in dependent_replacements(existing, sources).items():
         why[urn] = f"replaced (follows: {reason})"
@@ -252,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster_stack = parse_workloads_config({**config, **secrets}).cluster_stack  # what its StackReference reads
         output = pulumi(["stack", "output", "--json", "--stack", cluster_stack], REPO_ROOT)
         if output is None:
-            print(f"The cluster stack {cluster_stack} (clusterStack of {args.stack}) does not exist: deploy it first.",
-                  file=sys.stderr)
+            print(
+                f"The cluster stack {cluster_stack} (clusterStack of {args.stack}) does not exist: deploy it first.",
+                file=sys.stderr,
+            )
             return 1
         deployed = json.loads(output)
         repositories = deployed["ecrRepositories"]
@@ -261,8 +275,16 @@ def main(argv: list[str] | None = None) -> int:
         needed = required_images(workloads, repositories)
         missing = missing_images(needed, repositories, ecr_has)
         if missing:
-            print(f"The workload stack {args.stack} runs images that are not in ECR:", *missing, sep="\n  ", file=sys.stderr)
-            print(f"Push them first: `make images STACK={args.stack}` (needs Docker), then re-run this job.", file=sys.stderr)
+            print(
+                f"The workload stack {args.stack} runs images that are not in ECR:",
+                *missing,
+                sep="\n  ",
+                file=sys.stderr,
+            )
+            print(
+                f"Push them first: `make images STACK={args.stack}` (needs Docker), then re-run this job.",
+                file=sys.stderr,
+            )
             return 1
         print(f"All {len(needed)} images of the workload stack {args.stack} are in ECR.")
         state = state_resources(pulumi(["stack", "export", "--stack", args.stack], WORKLOADS_DIR))
@@ -280,8 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         if step.urn in waiting and state:
             print(f"  {step.name}: {waiting[step.urn]}, awaited up to {step.minutes} min")
     if minutes > args.budget_minutes:
-        print(f"::error::This up creates awaited steps that can wait {minutes} min in a row ({' -> '.join(chain)}); "
-              f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack))  # stdout: GitHub's annotation
+        print(
+            f"::error::This up creates awaited steps that can wait {minutes} min in a row ({' -> '.join(chain)}); "
+            f"this job allows {args.budget_minutes}. " + LAPTOP.format(stack=args.stack)
+        )  # stdout: GitHub's annotation
         return 1
     print(f"Awaited steps this up creates: at most {minutes} min in a row; the job allows {args.budget_minutes}.")
     return 0

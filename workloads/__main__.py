@@ -11,8 +11,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import contract
-from infra.config.errors import ConfigError
 from infra.components.kube import kubeconfig_for
+from infra.config.errors import ConfigError
 from infra.config.load import engine_config
 from workloads import bert, checks, layouts, nemo_llama2, ray_llama2, schedule
 from workloads.bert import BertPretraining
@@ -38,18 +38,23 @@ def wire(outputs: dict) -> dict:
         # First day: this stack is previewed (pull requests, the prod preview before approval)
         # before its cluster's first `up`. Declaring nothing keeps that preview green and says
         # what it waits for; `pulumi up` still refuses below, as it must.
-        pulumi.log.warn(f"{config.cluster_stack} has not been deployed yet: this preview declares no workload; "
-                        "its first `pulumi up` there comes first")
+        pulumi.log.warn(
+            f"{config.cluster_stack} has not been deployed yet: this preview declares no workload; "
+            "its first `pulumi up` there comes first"
+        )
         return {"waitingFor": config.cluster_stack}
     if missing:
         raise ConfigError(
-            [f"{config.cluster_stack}: the cluster stack has no output {', '.join(missing)}; run `pulumi up` there first"],
+            [
+                f"{config.cluster_stack}: the cluster stack has no output {', '.join(missing)}; run `pulumi up` there first"
+            ],
             source="cluster stack reference",
         )
     cluster = contract.parse_contract(outputs, config.cluster_stack)
     # Each workload on its own first; the whole schedule only once each one is sound.
     problems = checks.workload_problems(config, cluster) or schedule.schedule_problems(
-        layouts.job_chains(config, cluster), cluster)
+        layouts.job_chains(config, cluster), cluster
+    )
     if problems:
         raise ConfigError(problems, source="workload configuration")
     return declare_workloads(config, cluster)
@@ -77,7 +82,9 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
 
     ray_on_block = bool((ray := config.on("ray_llama2")) and cluster.node_groups[ray.node_group].capacity_block)
-    if ray_on_block or any(config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")):
+    if ray_on_block or any(
+        config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")
+    ):
         # Ends a Volcano Job or MPIJob whose gang does not run within its pending bound, and stops
         # any job on a Capacity Block group before the block's nodes are drained.
         GangWatchdog("gang-watchdog", WatchdogLayout(ns, cluster.core_node_selector, ray_on_block), opts)
@@ -87,7 +94,15 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
     if (staging_layout := layouts.staging(config, cluster)) is not None:
         s = staging_layout.settings
         staging = DataStaging("data-staging", LayoutArgs(staging_layout, tuple(secrets)), opts)
-        declared["dataStaging"] = [n for n, on in (("stage-wikicorpus", s.wikicorpus), ("stage-redpajama", s.redpajama), ("cmd-shell", s.cmd_shell)) if on]
+        declared["dataStaging"] = [
+            n
+            for n, on in (
+                ("stage-wikicorpus", s.wikicorpus),
+                ("stage-redpajama", s.redpajama),
+                ("cmd-shell", s.cmd_shell),
+            )
+            if on
+        ]
     after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
     if (bert_args := layouts.bert_args(config, cluster, after)) is not None:
         s = bert_args.settings
@@ -100,9 +115,11 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         if "train" in s.steps:
             # ray_train_llama2.py runs 10000 steps unless told fewer: the deadline then ends it.
             declared["rayLlama2"]["trainEnds"] = (
-                f"Succeeded after {s.train_steps} steps, or Failed at trainDeadlineSeconds" if s.train_steps
+                f"Succeeded after {s.train_steps} steps, or Failed at trainDeadlineSeconds"
+                if s.train_steps
                 else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
-                "that ends Succeeded")
+                "that ends Succeeded"
+            )
     if (nemo_layout := layouts.nemo(config, cluster)) is not None:
         s = nemo_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()
@@ -112,13 +129,18 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:
         check = ClusterCheck("cluster-check", LayoutArgs(check_layout), opts)
-        verdict = check.verdict.status.apply(lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending")
+        verdict = check.verdict.status.apply(
+            lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending"
+        )
         declared["clusterCheck"] = {**summary(check_layout), "result": verdict}
     if s := config.on("tensorboard"):
         # Always on while enabled: on the system nodes, so the job-support group can idle at zero.
         layout = TensorBoardLayout(
-            namespace=ns, claim=claim, core_node_selector=cluster.core_node_selector,
-            image=layouts.image(cluster, "cmd-shell", s), settings=s,
+            namespace=ns,
+            claim=claim,
+            core_node_selector=cluster.core_node_selector,
+            image=layouts.image(cluster, "cmd-shell", s),
+            settings=s,
         )
         tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
         declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}

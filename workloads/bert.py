@@ -9,7 +9,7 @@ peers through the cluster's etcd.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 
@@ -67,19 +67,26 @@ class BertJob:
     pending_timeout_minutes: int
     max_retry: int = 3
     # The training run's hang detection (resumable.liveness_probe); the precompile has none.
-    liveness_probe: Optional[dict[str, Any]] = None
+    liveness_probe: dict[str, Any] | None = None
 
 
-def volcano_job(job: BertJob, annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
+def volcano_job(job: BertJob, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """The batch.volcano.sh/v1alpha1 Job: ``nnodes`` tasks of one pod each."""
     tasks = [_task(job, replica) for replica in range(job.run.nnodes)]
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": job.name, "namespace": job.namespace,
-                     "annotations": {**(annotations or {}), **gang_watchdog.pending_bound(job.pending_timeout_minutes,
-                                                                  deadlines.bert_restart_pending_minutes(job.pending_timeout_minutes)),
-                                     **gang_watchdog.stop_by(job.group)}},
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "annotations": {
+                **(annotations or {}),
+                **gang_watchdog.pending_bound(
+                    job.pending_timeout_minutes, deadlines.bert_restart_pending_minutes(job.pending_timeout_minutes)
+                ),
+                **gang_watchdog.stop_by(job.group),
+            },
+        },
         "spec": {
             "schedulerName": "volcano",
             "queue": job.queue,
@@ -207,13 +214,20 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         manifests.append(volcano_job(compile_job, done))
     train_run = bert_launch.BertRun(**run, steps_this_run=s.train_steps)
     probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s)
-    train_job = BertJob(name="bert-train", run=train_run, deadline_minutes=s.train_deadline_minutes,
-                        liveness_probe=probe, **base)
+    train_job = BertJob(
+        name="bert-train", run=train_run, deadline_minutes=s.train_deadline_minutes, liveness_probe=probe, **base
+    )
     manifests.append(volcano_job(train_job, pods.skip_await()))
     return manifests
 
 
 class BertPretraining(JobChain):
-    def __init__(self, name: str, args: BertPretrainingArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("trainium:workloads:BertPretraining", name, pods.peers_policy(WORKLOAD, args.namespace),
-                         job_sequence(args), args.after, opts)
+    def __init__(self, name: str, args: BertPretrainingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(
+            "trainium:workloads:BertPretraining",
+            name,
+            pods.peers_policy(WORKLOAD, args.namespace),
+            job_sequence(args),
+            args.after,
+            opts,
+        )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.facts import versions
 from workloads import resumable
@@ -30,7 +29,7 @@ class BertRun:
     grad_accum_steps: int = 32
     data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
     output_dir: str = "/data/output"
-    steps_this_run: Optional[int] = None
+    steps_this_run: int | None = None
     bf16: bool = True
     precompile: bool = False
     cacheset: str = "bert-large"

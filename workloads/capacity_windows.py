@@ -16,8 +16,9 @@ Pure: the steps, the groups' windows and the clock come in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from workloads.deadlines import TrainiumStep
 
@@ -32,7 +33,7 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def stop_by(window: Optional[Mapping[str, str]]) -> Optional[str]:
+def stop_by(window: Mapping[str, str] | None) -> str | None:
     """When the gang watchdog ends a job on a group with this Capacity Block window (None: the group
     is not on a block): the block's end, less EKS's scale-down lead and ``STOP_MARGIN``."""
     if not window:
@@ -47,8 +48,11 @@ def _hours(seconds: float) -> str:
 
 
 def window_problems(
-    steps: Sequence[TrainiumStep], windows: Mapping[str, Optional[Mapping[str, str]]], now: datetime, key: Any,
-    burn_in_seconds: Optional[Mapping[str, int]] = None,
+    steps: Sequence[TrainiumStep],
+    windows: Mapping[str, Mapping[str, str] | None],
+    now: datetime,
+    key: Any,
+    burn_in_seconds: Mapping[str, int] | None = None,
 ) -> list[str]:
     """One problem per workload whose steps on a Capacity Block group, run one after another from
     ``now`` (or the block's start, if later), cannot end before the scale-down. ``key(workload)``

@@ -9,8 +9,8 @@ object is declared.
 from __future__ import annotations
 
 import posixpath
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
@@ -62,7 +62,7 @@ CAMEL = {
 }
 
 
-def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: Optional[datetime] = None) -> list[str]:
+def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: datetime | None = None) -> list[str]:
     """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
     time unless given."""
     problems = _namespace_problems(config, cluster)
@@ -84,8 +84,10 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: Op
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
     problems += capacity_windows.window_problems(
-        deadlines.trainium_steps(config), {n: g.capacity_block for n, g in cluster.node_groups.items()},
-        now or datetime.now(timezone.utc), lambda workload: key_name((workload,)),
+        deadlines.trainium_steps(config),
+        {n: g.capacity_block for n, g in cluster.node_groups.items()},
+        now or datetime.now(UTC),
+        lambda workload: key_name((workload,)),
         {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
     )
     problems += _hang_problems(config)
@@ -108,14 +110,17 @@ def _hang_problems(config: WorkloadsConfig) -> list[str]:
     for workload, s, deadline, key in runs:
         # The first-step limit likewise: a hang before the first step (rendezvous, graph or checkpoint
         # load after a restart) the deadline ends first is not retried either.
-        for limit, minutes, since in (("hangTimeoutMinutes", s.hang_timeout_minutes, "the last step"),
-                                      ("firstStepTimeoutMinutes", s.first_step_timeout_minutes, "an attempt's start")):
+        for limit, minutes, since in (
+            ("hangTimeoutMinutes", s.hang_timeout_minutes, "the last step"),
+            ("firstStepTimeoutMinutes", s.first_step_timeout_minutes, "an attempt's start"),
+        ):
             detected = resumable.detection_minutes(minutes)
             if detected >= deadline:
                 problems.append(
                     f"{_key(workload, limit)} = {minutes}: a hang is ended {detected} minutes after {since} (the "
                     f"liveness probe's limit and failed reads), not before the training run's deadline ({key}, "
-                    f"{deadline} minutes), which ends it without a restart; lower it or raise the deadline")
+                    f"{deadline} minutes), which ends it without a restart; lower it or raise the deadline"
+                )
     return problems
 
 
@@ -137,12 +142,14 @@ def _deadline_problems(config: WorkloadsConfig) -> list[str]:
         if pending >= deadline:
             problems.append(
                 f"{_key('ray_llama2', 'pendingTimeoutMinutes')} = {ray.pending_timeout_minutes}: not shorter than the "
-                f"{step} step's deadline ({key}, {deadline} s); lower it or raise the deadline")
+                f"{step} step's deadline ({key}, {deadline} s); lower it or raise the deadline"
+            )
     if ray.ttl_seconds_after_finished * 2 > pending:
         problems.append(
             f"{_key('ray_llama2', 'ttlSecondsAfterFinished')} = {ray.ttl_seconds_after_finished}: a finished step's "
             f"cluster keeps its Trainium nodes that long while the next step's gang waits for them; keep it under half "
-            f"of pendingTimeoutMinutes ({pending} s)")
+            f"of pendingTimeoutMinutes ({pending} s)"
+        )
     return problems
 
 
@@ -180,12 +187,15 @@ def _feature_problems(workload: str, cluster: ClusterContract, settings: Any = N
 def _image_problems(workload: str, cluster: ClusterContract) -> list[str]:
     wanted = IMAGES[workload]
     images = (wanted,) if isinstance(wanted, str) else wanted
-    return [f"{_key(workload)}: the cluster stack exports no image repository {image!r}"
-            for image in images if image not in cluster.repositories]
+    return [
+        f"{_key(workload)}: the cluster stack exports no image repository {image!r}"
+        for image in images
+        if image not in cluster.repositories
+    ]
 
 
 def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> list[str]:
-    group: Optional[NodeGroup] = cluster.node_groups.get(settings.node_group)
+    group: NodeGroup | None = cluster.node_groups.get(settings.node_group)
     key = _key(workload, "nodeGroup")
     if group is None:
         return [
@@ -197,8 +207,11 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
     # NodeGroup.node_selector); another group whose nodes carry all of those labels (the same, or
     # more) takes its pods too, and the whole-schedule check (schedule.placement) could not tell
     # which group holds which gang.
-    twins = sorted(g.name for g in cluster.node_groups.values()
-                   if g.name != group.name and group.node_selector.items() <= g.node_selector.items())
+    twins = sorted(
+        g.name
+        for g in cluster.node_groups.values()
+        if g.name != group.name and group.node_selector.items() <= g.node_selector.items()
+    )
     if twins:
         problems.append(
             f"{key} = {settings.node_group!r}: node group(s) {', '.join(map(repr, twins))} have the same instance type "
@@ -268,7 +281,9 @@ def _capacity_problems(workload: str, settings: Any, cluster: ClusterContract) -
     ]
 
 
-def _cores_per_node_problems(workload: str, node_group: str, cluster: ClusterContract, needed: int, why: str) -> list[str]:
+def _cores_per_node_problems(
+    workload: str, node_group: str, cluster: ClusterContract, needed: int, why: str
+) -> list[str]:
     """Code that starts one process per NeuronCore, hard-wired for ``needed`` cores per node."""
     group = cluster.node_groups.get(node_group)
     if group is None or group.neuron_cores == needed:
@@ -314,7 +329,9 @@ def _tensorboard_problems(config: WorkloadsConfig) -> list[str]:
     tensorboard = config.on("tensorboard")
     if tensorboard is None or tensorboard.load_balancer is None:
         return []
-    return load_balancer_problems(tensorboard.load_balancer, lambda *rest: key_name(("tensorboard", "loadBalancer", *rest)))
+    return load_balancer_problems(
+        tensorboard.load_balancer, lambda *rest: key_name(("tensorboard", "loadBalancer", *rest))
+    )
 
 
 def _quantity_problems(workload: str, settings: Any, fields: tuple[str, ...]) -> list[str]:
@@ -332,7 +349,10 @@ def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[st
     if nemo is None:
         return []
     problems = _cores_per_node_problems(
-        "nemo_llama2", nemo.node_group, cluster, NEMO_PROCESSES_PER_NODE,
+        "nemo_llama2",
+        nemo.node_group,
+        cluster,
+        NEMO_PROCESSES_PER_NODE,
         "neuronx-nemo-megatron's train_setup.sh starts {n} processes per node",
     )
     if not nemo.compile and not nemo.train:
@@ -342,7 +362,9 @@ def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[st
         )
     data_parallel = nemo.nodes * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL
     if NEMO_GLOBAL_BATCH % (data_parallel * NEMO_MICRO_BATCH):
-        fits = [n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0]
+        fits = [
+            n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0
+        ]
         problems.append(
             f"{_key('nemo_llama2', 'nodes')} = {nemo.nodes}: llama_7b.sh's global batch of {NEMO_GLOBAL_BATCH} "
             f"must divide evenly over {data_parallel} data-parallel ranks (nodes x 32 / tensor-parallel 8); "
@@ -374,9 +396,13 @@ def _path_problems(config: WorkloadsConfig) -> list[str]:
     anywhere else they land in the container's ephemeral disk, or are not found."""
     wanted: list[tuple[str, str, str, str]] = []
     if bert := config.on("bert_pretraining"):
-        wanted += [("bert_pretraining", f, getattr(bert, f), bert_launch.DATA_MOUNT) for f in ("data_dir", "output_dir")]
+        wanted += [
+            ("bert_pretraining", f, getattr(bert, f), bert_launch.DATA_MOUNT) for f in ("data_dir", "output_dir")
+        ]
     if nemo := config.on("nemo_llama2"):
-        wanted += [("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")]
+        wanted += [
+            ("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")
+        ]
     if board := config.on("tensorboard"):
         wanted += [("tensorboard", "log_dirs", d, TENSORBOARD_MOUNT) for d in board.log_dirs]
     problems = []

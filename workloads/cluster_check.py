@@ -43,8 +43,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 
@@ -107,7 +108,7 @@ EFA_DOMAINS_AWK = "awk '/domain:/ {print $2}' | sort -u | wc -l"
 BUSBW_AWK = "awk '$1 ~ /^[0-9]+$/ && NF >= 6 {bw=$NF} END {print bw}'"
 
 
-def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> Optional[float]:
+def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> float | None:
     if settings.bus_bandwidth_floor is not None:
         return settings.bus_bandwidth_floor
     default = DEFAULT_FLOORS.get(group.instance_type)
@@ -118,14 +119,14 @@ def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> Optional[floa
 class CheckLayout(pods.TrainiumLayout):
     settings: ClusterCheckSettings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
-    gang_queue: Optional[str] = None
+    gang_queue: str | None = None
     # The verdict's image (it needs only bash and coreutils); unset: ``image``.
-    verdict_image: Optional[str] = None
+    verdict_image: str | None = None
     # Set only while rendering the stages to compute ``run`` itself.
-    pinned_run: Optional[str] = None
+    pinned_run: str | None = None
 
     @property
-    def floor(self) -> Optional[float]:
+    def floor(self) -> float | None:
         """The all-reduce's floor; None for a one-node check, which runs no all-reduce (checks.py
         requires a floor only from two nodes)."""
         return floor_for(self.group, self.settings) if self.settings.nodes > 1 else None
@@ -162,9 +163,11 @@ class CheckLayout(pods.TrainiumLayout):
 def current_attempt(layout: CheckLayout) -> str:
     """Shell: set ``attempt`` to the latest per-node attempt's directory, or stop. The later
     stages are created only once the per-node Job has completed, so its attempt has written it."""
-    return (f'id=$(cat {layout.current_file} 2>/dev/null) && [ -n "$id" ] '
-            f'|| {{ echo "no per-node check has run in {layout.run_dir}"; exit 1; }}\n'
-            f'attempt={layout.attempts_dir}/$id\n')
+    return (
+        f'id=$(cat {layout.current_file} 2>/dev/null) && [ -n "$id" ] '
+        f'|| {{ echo "no per-node check has run in {layout.run_dir}"; exit 1; }}\n'
+        f"attempt={layout.attempts_dir}/$id\n"
+    )
 
 
 MEMINFO = "/proc/meminfo"
@@ -328,7 +331,7 @@ def _check_job(
     deadline_minutes: int,
     defaults: Mapping[str, Any],
     parallel_pods: int = 1,
-    group: Optional[NodeGroup] = None,
+    group: NodeGroup | None = None,
 ) -> dict[str, Any]:
     """A stage that is a batch/v1 Job: one try (a check that fails once has found something), a
     deadline so a hang releases its nodes, and `pulumi up` waiting a little longer than that
@@ -337,7 +340,11 @@ def _check_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": layout.namespace, "annotations": pods.await_timeout(deadline_minutes + 5)},
+        "metadata": {
+            "name": name,
+            "namespace": layout.namespace,
+            "annotations": pods.await_timeout(deadline_minutes + 5),
+        },
         "spec": {
             "completions": parallel_pods,
             "parallelism": parallel_pods,
@@ -462,7 +469,11 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     # Running deletes its running and pending workers (cleanUpWorkerPods / deleteWorkerPods),
     # releasing their nodes - as it does for a hung all-reduce. With WaitForWorkersReady no
     # launcher, and no deadline, would exist until every worker is Ready.
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": s.timeout_minutes * 60}
+    policy: dict[str, Any] = {
+        "cleanPodPolicy": "Running",
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": s.timeout_minutes * 60,
+    }
     if layout.gang_queue is not None:
         # The launcher exists from the start and joins the gang (decoratePodTemplateSpec): the
         # gang is the workers plus the launcher, the operator's own default (calculateMinAvailable).
@@ -488,9 +499,15 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": "cluster-check-allreduce", "namespace": layout.namespace,
-                     "annotations": {**pods.skip_await(), **gang_watchdog.pending_bound(s.pending_timeout_minutes),
-                                     **gang_watchdog.stop_by(layout.group)}},
+        "metadata": {
+            "name": "cluster-check-allreduce",
+            "namespace": layout.namespace,
+            "annotations": {
+                **pods.skip_await(),
+                **gang_watchdog.pending_bound(s.pending_timeout_minutes),
+                **gang_watchdog.stop_by(layout.group),
+            },
+        },
         "spec": {
             "slotsPerWorker": 1,
             "launcherCreationPolicy": "AtStartup",
@@ -500,13 +517,19 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                     "replicas": 1,
                     # One try: its status file says what happened, and a retry would only wait again.
                     "restartPolicy": "Never",
-                    "template": pods.mpi_launcher_template(WORKLOAD, layout.service_account, layout.support_placement,
-                                                           launcher, (pods.claim_volume(layout.claim),)),
+                    "template": pods.mpi_launcher_template(
+                        WORKLOAD,
+                        layout.service_account,
+                        layout.support_placement,
+                        launcher,
+                        (pods.claim_volume(layout.claim),),
+                    ),
                 },
                 "Worker": {
                     "replicas": s.nodes,
-                    "template": pods.mpi_worker_template(WORKLOAD, layout.group, layout.service_account, worker,
-                                                         (pods.shm_volume(),)),
+                    "template": pods.mpi_worker_template(
+                        WORKLOAD, layout.group, layout.service_account, worker, (pods.shm_volume(),)
+                    ),
                 },
             },
         },
@@ -516,10 +539,14 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
 def verdict_script(layout: CheckLayout) -> str:
     dir_, n = '"$attempt"', layout.settings.nodes
     collective = n > 1
-    wait = f"""\
+    wait = (
+        f"""\
 until [ -f {dir_}/allreduce.status ]; do sleep {POLL_SECONDS}; done
 echo; cat {dir_}/allreduce.txt
-""" if collective else ""
+"""
+        if collective
+        else ""
+    )
     allreduce = f"allreduce=$(cat {dir_}/allreduce.status)" if collective else "allreduce=SKIPPED"
     floor = f" (floor {layout.floor} GB/s at 1 GiB)" if collective else " (one node)"
     return f"""\
@@ -588,8 +615,16 @@ def summary(layout: CheckLayout) -> dict[str, Any]:
         "nodeGroup": g.name,
         "instanceType": g.instance_type,
         "nodes": s.nodes,
-        "expectedPerNode": {"neuronDevices": g.neuron_devices, "neuronCores": g.neuron_cores, "efaInterfaces": g.efa_interfaces},
-        "allReduce": {"ranks": layout.ranks, "floorGBps": layout.floor, "floorSource": "busBandwidthFloorGBps" if s.bus_bandwidth_floor else DEFAULT_FLOORS[g.instance_type].source}
+        "expectedPerNode": {
+            "neuronDevices": g.neuron_devices,
+            "neuronCores": g.neuron_cores,
+            "efaInterfaces": g.efa_interfaces,
+        },
+        "allReduce": {
+            "ranks": layout.ranks,
+            "floorGBps": layout.floor,
+            "floorSource": "busBandwidthFloorGBps" if s.bus_bandwidth_floor else DEFAULT_FLOORS[g.instance_type].source,
+        }
         if s.nodes > 1
         else None,
         "summary": f"kubectl logs -n {layout.namespace} job/cluster-check-verdict",
@@ -598,9 +633,15 @@ def summary(layout: CheckLayout) -> dict[str, Any]:
 
 
 class ClusterCheck(JobChain):
-    def __init__(self, name: str, args: LayoutArgs[CheckLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[CheckLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         # The launcher's ssh to worker 0, worker 0's MPI run and the collectives' bootstrap between
         # the workers: peers only (infra/specs/pod_security.py peers_policy).
-        super().__init__("trainium:workloads:ClusterCheck", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
-                         check_sequence(args.layout), args.after, opts)
+        super().__init__(
+            "trainium:workloads:ClusterCheck",
+            name,
+            pods.peers_policy(WORKLOAD, args.layout.namespace),
+            check_sequence(args.layout),
+            args.after,
+            opts,
+        )
         self.verdict = self.jobs[-1]

@@ -6,8 +6,9 @@ written only after a step has finished), plus the seeds' command-shell pod as an
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 
@@ -125,19 +126,25 @@ class StagingLayout:
     core_node_selector: Mapping[str, str]
     support_placement: Mapping[str, Any]
     shell_image: str
-    nemo_image: Optional[str]
+    nemo_image: str | None
     settings: DataStagingSettings
 
 
 def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) -> dict[str, Any]:
-    container["volumeMounts"] = [pods.claim_mount("/data"), pods.claim_mount("/shared"), *container.get("volumeMounts", [])]
+    container["volumeMounts"] = [
+        pods.claim_mount("/data"),
+        pods.claim_mount("/shared"),
+        *container.get("volumeMounts", []),
+    ]
     # Writable root: the AWS and Hugging Face CLIs and transformers keep caches under $HOME.
     container["securityContext"] = pods.container_security_context()
     # Staging Jobs on the job-support group (scaled up for them, released after); the
     # long-running shell on the always-on system nodes, where it keeps no extra node up.
-    placement = pods.support_placement(layout.support_placement) if restart == "Never" else {
-        "nodeSelector": dict(layout.core_node_selector)
-    }
+    placement = (
+        pods.support_placement(layout.support_placement)
+        if restart == "Never"
+        else {"nodeSelector": dict(layout.core_node_selector)}
+    )
     return {
         # The FSx file system's root directory belongs to root.
         **pods.pod_defaults(run_as_user=0),
@@ -165,7 +172,9 @@ def staging_job(layout: StagingLayout, name: str, image: str, script: str, **con
 
 
 def wikicorpus_job(layout: StagingLayout) -> dict[str, Any]:
-    return staging_job(layout, "stage-wikicorpus", layout.shell_image, WIKICORPUS_SCRIPT, resources=copy.deepcopy(SMALL))
+    return staging_job(
+        layout, "stage-wikicorpus", layout.shell_image, WIKICORPUS_SCRIPT, resources=copy.deepcopy(SMALL)
+    )
 
 
 def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
@@ -175,7 +184,12 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
     workers = str(PREPROCESS_WORKERS)
     resources = {"requests": {"cpu": workers, "memory": "16Gi"}, "limits": {"cpu": workers, "memory": "32Gi"}}
     job = staging_job(
-        layout, "stage-redpajama", layout.nemo_image, redpajama_prepare_script(), volumeMounts=[token], resources=resources
+        layout,
+        "stage-redpajama",
+        layout.nemo_image,
+        redpajama_prepare_script(),
+        volumeMounts=[token],
+        resources=resources,
     )
     download = {
         "name": "download",
@@ -187,7 +201,12 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
     }
     spec = job["spec"]["template"]["spec"]
     spec["initContainers"] = [download]
-    spec["volumes"].append({"name": HF_TOKEN_VOLUME, "secret": {"secretName": HF_TOKEN_SECRET, "items": [{"key": HF_TOKEN_KEY, "path": HF_TOKEN_KEY}]}})
+    spec["volumes"].append(
+        {
+            "name": HF_TOKEN_VOLUME,
+            "secret": {"secretName": HF_TOKEN_SECRET, "items": [{"key": HF_TOKEN_KEY, "path": HF_TOKEN_KEY}]},
+        }
+    )
     return job
 
 
@@ -216,7 +235,7 @@ def staging_network_policy(namespace: str) -> dict[str, Any]:
 class DataStaging(pulumi.ComponentResource):
     """``wikicorpus`` and ``redpajama`` are the staging Jobs (None when off), for others to wait on."""
 
-    def __init__(self, name: str, args: LayoutArgs[StagingLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[StagingLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:workloads:DataStaging", name, None, opts)
         s, after = args.layout.settings, list(args.after)
         after.append(declare(staging_network_policy(args.layout.namespace), self))

@@ -90,7 +90,10 @@ def bert_attempts(settings: Any, precompile: bool = False) -> int:
 
 def bert_await_minutes(settings: Any) -> int:
     """The precompile's wait: one attempt (pending, then the run's deadline) and the margin."""
-    return bert_attempt_minutes(settings.pending_timeout_minutes, settings.precompile_deadline_minutes) + AWAIT_MARGIN_MINUTES
+    return (
+        bert_attempt_minutes(settings.pending_timeout_minutes, settings.precompile_deadline_minutes)
+        + AWAIT_MARGIN_MINUTES
+    )
 
 
 def ray_step_deadline_seconds(settings: Any, step: str) -> int:
@@ -118,21 +121,33 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
     """Every enabled workload's Trainium steps, each bounded by its deadlines."""
     steps: list[TrainiumStep] = []
     if (bert := config.on("bert_pretraining")) is not None:
-        runs = [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")] if bert.precompile else []
+        runs = (
+            [("bert-precompile", bert.precompile_deadline_minutes, "precompileDeadlineMinutes")]
+            if bert.precompile
+            else []
+        )
         runs.append(("bert-train", bert.train_deadline_minutes, "trainDeadlineMinutes"))
         for name, deadline, key in runs:
             attempts = bert_attempts(bert, precompile=name == "bert-precompile")
             retry = f"maxRetry {bert.max_retry}" if name == "bert-train" else "the precompile's fixed maxRetry"
             restarts = attempts - 1
-            minutes = attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline) + \
-                restarts * SILENT_NODE_REPAIR_MINUTES
-            steps.append(TrainiumStep(
-                "bertPretraining", name, bert.node_group, bert.nodes, minutes * 60,
-                f"{attempts} attempts ({retry}) x (pendingTimeoutMinutes "
-                f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})"
-                f" + {restarts} x {SILENT_NODE_REPAIR_MINUTES} (a restart's wait for a silent node's repair)",
-                attempts,
-            ))
+            minutes = (
+                attempts * bert_attempt_minutes(bert.pending_timeout_minutes, deadline)
+                + restarts * SILENT_NODE_REPAIR_MINUTES
+            )
+            steps.append(
+                TrainiumStep(
+                    "bertPretraining",
+                    name,
+                    bert.node_group,
+                    bert.nodes,
+                    minutes * 60,
+                    f"{attempts} attempts ({retry}) x (pendingTimeoutMinutes "
+                    f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})"
+                    f" + {restarts} x {SILENT_NODE_REPAIR_MINUTES} (a restart's wait for a silent node's repair)",
+                    attempts,
+                )
+            )
     if (ray := config.on("ray_llama2")) is not None:
         for step in ray.steps:
             if step == "generate-data":
@@ -141,25 +156,56 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
             attempts = ray_attempts(ray, step)
             seconds = attempts * ray_step_deadline_seconds(ray, step) + ray.ttl_seconds_after_finished
             tries = f"{attempts} attempts (maxRetries {ray.max_retries}) x " if attempts > 1 else ""
-            steps.append(TrainiumStep(
-                "rayLlama2", RAY_JOB_NAMES[step], ray.node_group, ray.workers, seconds,
-                f"{tries}{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
-                f"{ray.ttl_seconds_after_finished} s",
-                attempts,
-            ))
+            steps.append(
+                TrainiumStep(
+                    "rayLlama2",
+                    RAY_JOB_NAMES[step],
+                    ray.node_group,
+                    ray.workers,
+                    seconds,
+                    f"{tries}{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
+                    f"{ray.ttl_seconds_after_finished} s",
+                    attempts,
+                )
+            )
     if (nemo := config.on("nemo_llama2")) is not None:
-        for name, on, compile_only, key in (("llama2-compile", nemo.compile, True, "compileDeadlineMinutes"),
-                                             ("llama2-train", nemo.train, False, "trainDeadlineMinutes")):
+        for name, on, compile_only, key in (
+            ("llama2-compile", nemo.compile, True, "compileDeadlineMinutes"),
+            ("llama2-train", nemo.train, False, "trainDeadlineMinutes"),
+        ):
             if on:
                 minutes = nemo_deadline_minutes(nemo, compile_only)
-                steps.append(TrainiumStep("nemoLlama2", name, nemo.node_group, nemo.nodes, minutes * 60,
-                                          f"{key} ({minutes} min, scheduling and start-up included)"))
+                steps.append(
+                    TrainiumStep(
+                        "nemoLlama2",
+                        name,
+                        nemo.node_group,
+                        nemo.nodes,
+                        minutes * 60,
+                        f"{key} ({minutes} min, scheduling and start-up included)",
+                    )
+                )
     if (check := config.on("cluster_check")) is not None:
         minutes = check.timeout_minutes
-        steps.append(TrainiumStep("clusterCheck", "cluster-check-nodes", check.node_group, check.nodes, minutes * 60,
-                                  f"the per-node Job's timeoutMinutes ({minutes} min)"))
+        steps.append(
+            TrainiumStep(
+                "clusterCheck",
+                "cluster-check-nodes",
+                check.node_group,
+                check.nodes,
+                minutes * 60,
+                f"the per-node Job's timeoutMinutes ({minutes} min)",
+            )
+        )
         if check.nodes > 1:
-            steps.append(TrainiumStep("clusterCheck", "cluster-check-allreduce", check.node_group, check.nodes,
-                                      minutes * 60, f"the all-reduce launcher's timeoutMinutes ({minutes} min)"))
+            steps.append(
+                TrainiumStep(
+                    "clusterCheck",
+                    "cluster-check-allreduce",
+                    check.node_group,
+                    check.nodes,
+                    minutes * 60,
+                    f"the all-reduce launcher's timeoutMinutes ({minutes} min)",
+                )
+            )
     return steps
-

@@ -14,9 +14,10 @@ and every capability dropped. It is the one pod of the project with a service ac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 
@@ -30,7 +31,7 @@ LABELS = {"app.kubernetes.io/name": NAME, **pods.workload_labels(NAME)}
 ANNOTATION = watchdog_loop.ANNOTATION
 
 
-def pending_bound(minutes: int, restart_minutes: Optional[int] = None) -> dict[str, str]:
+def pending_bound(minutes: int, restart_minutes: int | None = None) -> dict[str, str]:
     """The annotation that gives a job's gang ``minutes`` to run before the watchdog ends it, and
     a restarted Volcano attempt ``restart_minutes`` from its Restarting condition."""
     restart = {} if restart_minutes is None else {watchdog_loop.RESTART_ANNOTATION: str(restart_minutes * 60)}
@@ -72,28 +73,44 @@ def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
         "name": "watchdog",
         "image": versions.PYTHON_SLIM_IMAGE,
         "command": ["python", "-c", loop_source()],
-        "env": [{"name": "WATCH_NAMESPACE", "value": layout.namespace}, {"name": "PYTHONUNBUFFERED", "value": "1"},
-                *([{"name": "WATCH_RAYJOBS", "value": "1"}] if layout.rayjobs else [])],
+        "env": [
+            {"name": "WATCH_NAMESPACE", "value": layout.namespace},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            *([{"name": "WATCH_RAYJOBS", "value": "1"}] if layout.rayjobs else []),
+        ],
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
         "securityContext": pods.container_security_context(read_only_root=True),
     }
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules(layout.rayjobs)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": layout.namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": rules(layout.rayjobs),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": layout.namespace}],
+        },
         pods.network_policy(NAME, layout.namespace, LABELS, []),
         pods.system_deployment(
-            meta, LABELS, layout.core_node_selector,
+            meta,
+            LABELS,
+            layout.core_node_selector,
             # The one pod that calls the API: it needs its token.
-            automountServiceAccountToken=True, serviceAccountName=NAME, containers=[container],
+            automountServiceAccountToken=True,
+            serviceAccountName=NAME,
+            containers=[container],
         ),
     ]
 
 
 class GangWatchdog(pulumi.ComponentResource):
-    def __init__(self, name: str, layout: WatchdogLayout, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, layout: WatchdogLayout, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:workloads:GangWatchdog", name, None, opts)
         declared: list[pulumi.Resource] = []
         for manifest in manifests(layout):

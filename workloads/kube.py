@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -160,5 +161,7 @@ class JobChain(pulumi.ComponentResource):
     ) -> None:
         super().__init__(type_, name, None, opts)
         declared_policy = declare(policy, self)
-        self.jobs = declare_in_order(manifests, self, [*after, declared_policy], replace_on_change=True, replace_on=replace_on)
+        self.jobs = declare_in_order(
+            manifests, self, [*after, declared_policy], replace_on_change=True, replace_on=replace_on
+        )
         self.register_outputs({})

@@ -7,7 +7,7 @@ read one description of every job.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from infra.contract import ClusterContract
 from workloads import bert, cluster_check, data_staging, nemo_llama2, ray_llama2
@@ -24,22 +24,30 @@ def image(cluster: ClusterContract, repository: str, settings: Any) -> str:
 
 
 def _common(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, Any]:
-    return dict(namespace=config.namespace, claim=cluster.claims.get(config.namespace, ""),
-                support_placement=cluster.support_placement)
+    return dict(
+        namespace=config.namespace,
+        claim=cluster.claims.get(config.namespace, ""),
+        support_placement=cluster.support_placement,
+    )
 
 
 def _on_trainium(config: WorkloadsConfig, cluster: ClusterContract, repository: str, settings: Any) -> dict[str, Any]:
     """The TrainiumLayout fields (workloads/pods.py) and the settings of a workload on ``settings.node_group``."""
-    return dict(**_common(config, cluster), image=image(cluster, repository, settings),
-                group=cluster.node_groups[settings.node_group], service_account=cluster.service_account, settings=settings)
+    return dict(
+        **_common(config, cluster),
+        image=image(cluster, repository, settings),
+        group=cluster.node_groups[settings.node_group],
+        service_account=cluster.service_account,
+        settings=settings,
+    )
 
 
-def _gang_queue(cluster: ClusterContract, settings: Any) -> Optional[str]:
+def _gang_queue(cluster: ClusterContract, settings: Any) -> str | None:
     """The Volcano queue of a workload's MPIJobs when the cluster gang-schedules them (Volcano on)."""
     return settings.queue if cluster.feature("volcano") else None
 
 
-def staging(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[StagingLayout]:
+def staging(config: WorkloadsConfig, cluster: ClusterContract) -> StagingLayout | None:
     if (s := config.on("data_staging")) is None:
         return None
     return StagingLayout(
@@ -48,7 +56,9 @@ def staging(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[Stagi
     )  # fmt: skip
 
 
-def bert_args(config: WorkloadsConfig, cluster: ClusterContract, after: tuple[Any, ...] = ()) -> Optional[BertPretrainingArgs]:
+def bert_args(
+    config: WorkloadsConfig, cluster: ClusterContract, after: tuple[Any, ...] = ()
+) -> BertPretrainingArgs | None:
     if (s := config.on("bert_pretraining")) is None:
         return None
     return BertPretrainingArgs(
@@ -58,23 +68,26 @@ def bert_args(config: WorkloadsConfig, cluster: ClusterContract, after: tuple[An
     )  # fmt: skip
 
 
-def ray(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[RayLayout]:
+def ray(config: WorkloadsConfig, cluster: ClusterContract) -> RayLayout | None:
     if (s := config.on("ray_llama2")) is None:
         return None
     return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s))
 
 
-def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[NemoLayout]:
+def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> NemoLayout | None:
     if (s := config.on("nemo_llama2")) is None:
         return None
     return NemoLayout(**_on_trainium(config, cluster, "nemo-megatron", s), gang_queue=_gang_queue(cluster, s))
 
 
-def check(config: WorkloadsConfig, cluster: ClusterContract) -> Optional[CheckLayout]:
+def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | None:
     if (s := config.on("cluster_check")) is None:
         return None
-    return CheckLayout(**_on_trainium(config, cluster, "nemo-megatron", s), gang_queue=_gang_queue(cluster, s),
-                       verdict_image=image(cluster, "cmd-shell", s))
+    return CheckLayout(
+        **_on_trainium(config, cluster, "nemo-megatron", s),
+        gang_queue=_gang_queue(cluster, s),
+        verdict_image=image(cluster, "cmd-shell", s),
+    )
 
 
 def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, list[list[dict[str, Any]]]]:
@@ -86,7 +99,8 @@ def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, l
         s = staging_layout.settings
         # Independent Jobs: each its own chain.
         chains["dataStaging"] = ([[data_staging.wikicorpus_job(staging_layout)]] if s.wikicorpus else []) + (
-            [[data_staging.redpajama_job(staging_layout)]] if s.redpajama else [])
+            [[data_staging.redpajama_job(staging_layout)]] if s.redpajama else []
+        )
     if (args := bert_args(config, cluster)) is not None:
         chains["bertPretraining"] = [bert.job_sequence(args)]
     if (ray_layout := ray(config, cluster)) is not None:

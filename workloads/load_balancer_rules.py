@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workloads.settings import LoadBalancerSettings
 
@@ -26,7 +27,9 @@ ACM_CERTIFICATE_ARN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 )
 # Address space that is not the internet: RFC 1918 and the shared range (RFC 6598) VPCs use.
-PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
 # Together the ranges may hold at most this many public addresses (a /8): more is the internet
 # in slices, as 0.0.0.0/1 + 128.0.0.0/1 is all of it.
 MAX_PUBLIC_ADDRESSES = 2**24
@@ -86,7 +89,9 @@ def certificate_problems(lb: LoadBalancerSettings, key: str) -> list[str]:
             "for a name you point at it, or keep it internal"
         ]
     if not ACM_CERTIFICATE_ARN.match(arn):
-        return [f"{key} = {arn!r}: not an ACM certificate ARN; expected arn:aws:acm:<region>:<12-digit account>:certificate/<uuid>"]
+        return [
+            f"{key} = {arn!r}: not an ACM certificate ARN; expected arn:aws:acm:<region>:<12-digit account>:certificate/<uuid>"
+        ]
     return []
 
 

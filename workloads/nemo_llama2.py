@@ -8,7 +8,7 @@ Trainium node; each rank runs torchrun with one process per NeuronCore.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 
@@ -38,8 +38,15 @@ def model_settings(layout: NemoLayout) -> dict[str, object]:
     the data and tokenizer, and the iterations (llama_7b.sh's TRAIN_ITERS sets max_steps, so the
     learning-rate schedule)."""
     s = layout.settings
-    return {"script": versions.NEMO_MEGATRON_COMMIT, "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_1_13, "nodes": s.nodes, "neuron_cores": layout.group.neuron_cores,
-            "tokenizer_path": s.tokenizer_path, "dataset_path": s.dataset_path, "train_iters": s.train_iters}
+    return {
+        "script": versions.NEMO_MEGATRON_COMMIT,
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_1_13,
+        "nodes": s.nodes,
+        "neuron_cores": layout.group.neuron_cores,
+        "tokenizer_path": s.tokenizer_path,
+        "dataset_path": s.dataset_path,
+        "train_iters": s.train_iters,
+    }
 
 
 def run_dir(layout: NemoLayout) -> str:
@@ -61,8 +68,14 @@ def rank_command(layout: NemoLayout) -> list[str]:
     starts there), then the pinned scripts, rewritten to checkpoint every checkpointEverySteps and to
     continue from the newest complete checkpoint."""
     s = layout.settings
-    write = resumable.call_file("nemo-scripts", "nemo", str(s.checkpoint_every_steps), str(s.checkpoints_to_keep),
-                           f"{run_dir(layout)}/checkpoints", node0_log(layout))
+    write = resumable.call_file(
+        "nemo-scripts",
+        "nemo",
+        str(s.checkpoint_every_steps),
+        str(s.checkpoints_to_keep),
+        f"{run_dir(layout)}/checkpoints",
+        node0_log(layout),
+    )
     return ["bash", "-c", f"{resumable.announce_attempt()} && {write} && exec ./llama_7b_resumable.sh"]
 
 
@@ -70,7 +83,7 @@ def rank_command(layout: NemoLayout) -> list[str]:
 class NemoLayout(pods.TrainiumLayout):
     settings: NemoLlama2Settings
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
-    gang_queue: Optional[str] = None
+    gang_queue: str | None = None
 
 
 def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
@@ -108,8 +121,11 @@ def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     # scheduleTimeoutSeconds from the operator (podgroup.go VolcanoCtrl.newPodGroup), so this
     # deadline is the MPIJob's pending timeout as well.
     minutes = deadlines.nemo_deadline_minutes(layout.settings, compile_only)
-    policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": layout.settings.max_restarts,
-                              "activeDeadlineSeconds": minutes * 60}
+    policy: dict[str, Any] = {
+        "cleanPodPolicy": "Running",
+        "backoffLimit": layout.settings.max_restarts,
+        "activeDeadlineSeconds": minutes * 60,
+    }
     if layout.gang_queue is not None:
         # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: the PodGroup's minMember is
         # schedulingPolicy.minAvailable, and the launcher joins the PodGroup
@@ -155,9 +171,15 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": layout.namespace,
-                     "annotations": {**annotations, **gang_watchdog.pending_bound(s.pending_timeout_minutes),
-                                     **gang_watchdog.stop_by(layout.group)}},
+        "metadata": {
+            "name": name,
+            "namespace": layout.namespace,
+            "annotations": {
+                **annotations,
+                **gang_watchdog.pending_bound(s.pending_timeout_minutes),
+                **gang_watchdog.stop_by(layout.group),
+            },
+        },
         "spec": {
             "slotsPerWorker": 1,
             # The launcher Job, and with it the deadline, exists from the start (see run_policy);
@@ -175,8 +197,9 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # Under Volcano the new pod joins the running gang: the running workers count
                     # toward minAvailable (volcano v1.15.1 api/job_info.go ReadyTaskNum).
                     "restartPolicy": "Never",
-                    "template": pods.mpi_launcher_template(WORKLOAD, layout.service_account, layout.support_placement,
-                                                           launcher),
+                    "template": pods.mpi_launcher_template(
+                        WORKLOAD, layout.service_account, layout.support_placement, launcher
+                    ),
                 },
                 "Worker": {
                     "replicas": s.nodes,
@@ -184,8 +207,13 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
                     # launcher's next mpirun uses it; the operator never replaces a worker pod that still
                     # exists (v0.8.0 mpi_job_controller.go getOrCreateWorker), so Never would end the run.
                     "restartPolicy": "OnFailure",
-                    "template": pods.mpi_worker_template(WORKLOAD, layout.group, layout.service_account, worker,
-                                                         (pods.claim_volume(layout.claim), pods.shm_volume())),
+                    "template": pods.mpi_worker_template(
+                        WORKLOAD,
+                        layout.group,
+                        layout.service_account,
+                        worker,
+                        (pods.claim_volume(layout.claim), pods.shm_volume()),
+                    ),
                 },
             },
         },
@@ -222,14 +250,20 @@ class HuggingFaceTokenArgs:
 class HuggingFaceToken(pulumi.ComponentResource):
     """The Hugging Face token from Pulumi secret config, as the Secret pods read it from."""
 
-    def __init__(self, name: str, args: HuggingFaceTokenArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: HuggingFaceTokenArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:workloads:HuggingFaceToken", name, None, opts)
         self.secret = declare(hf_token_secret(args.namespace, args.token), self)
         self.register_outputs({})
 
 
 class NemoLlama2(JobChain):
-    def __init__(self, name: str, args: LayoutArgs[NemoLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[NemoLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
-        super().__init__("trainium:workloads:NemoLlama2", name, pods.peers_policy(WORKLOAD, args.layout.namespace),
-                         job_sequence(args.layout), args.after, opts)
+        super().__init__(
+            "trainium:workloads:NemoLlama2",
+            name,
+            pods.peers_policy(WORKLOAD, args.layout.namespace),
+            job_sequence(args.layout),
+            args.after,
+            opts,
+        )

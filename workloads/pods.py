@@ -6,11 +6,12 @@ Pure functions returning Kubernetes API dicts, so tests read them without the Pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from infra.specs.nodepools import DO_NOT_DISRUPT
 from infra.specs.node_template import EFA_RESOURCE, NEURON_RESOURCES
+from infra.specs.nodepools import DO_NOT_DISRUPT
 from infra.specs.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
     SSHD_CAPABILITIES,
@@ -142,26 +143,48 @@ def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
     return {"nodeSelector": dict(placement["nodeSelector"]), "tolerations": [dict(t) for t in placement["tolerations"]]}
 
 
-def mpi_launcher_template(workload: str, service_account: str, placement: Mapping[str, Any], launcher: Mapping[str, Any],
-                          volumes: tuple[Mapping[str, Any], ...] = ()) -> dict[str, Any]:
+def mpi_launcher_template(
+    workload: str,
+    service_account: str,
+    placement: Mapping[str, Any],
+    launcher: Mapping[str, Any],
+    volumes: tuple[Mapping[str, Any], ...] = (),
+) -> dict[str, Any]:
     """An MPIJob's launcher pod: a CPU pod on the job-support group under the pod defaults."""
-    spec = {**pod_defaults(), "serviceAccountName": service_account, **support_placement(placement),
-            "containers": [dict(launcher)]}
-    return {"metadata": {"labels": workload_labels(workload)}, "spec": {**spec, **({"volumes": list(volumes)} if volumes else {})}}
-
-
-def mpi_worker_template(workload: str, group: NodeGroup, service_account: str, worker: Mapping[str, Any],
-                        volumes: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
-    """An MPIJob's worker pod: one per Trainium node, owning it (``training_pod``)."""
+    spec = {
+        **pod_defaults(),
+        "serviceAccountName": service_account,
+        **support_placement(placement),
+        "containers": [dict(launcher)],
+    }
     return {
-        "metadata": pod_metadata(workload_labels(workload), group),
-        "spec": {**training_pod(group), "serviceAccountName": service_account, "containers": [dict(worker)],
-                 "volumes": list(volumes)},
+        "metadata": {"labels": workload_labels(workload)},
+        "spec": {**spec, **({"volumes": list(volumes)} if volumes else {})},
     }
 
 
-def system_deployment(metadata: Mapping[str, Any], labels: Mapping[str, str], node_selector: Mapping[str, str],
-                      **pod_spec: Any) -> dict[str, Any]:
+def mpi_worker_template(
+    workload: str,
+    group: NodeGroup,
+    service_account: str,
+    worker: Mapping[str, Any],
+    volumes: tuple[Mapping[str, Any], ...],
+) -> dict[str, Any]:
+    """An MPIJob's worker pod: one per Trainium node, owning it (``training_pod``)."""
+    return {
+        "metadata": pod_metadata(workload_labels(workload), group),
+        "spec": {
+            **training_pod(group),
+            "serviceAccountName": service_account,
+            "containers": [dict(worker)],
+            "volumes": list(volumes),
+        },
+    }
+
+
+def system_deployment(
+    metadata: Mapping[str, Any], labels: Mapping[str, str], node_selector: Mapping[str, str], **pod_spec: Any
+) -> dict[str, Any]:
     """One replica of a long-running pod on the always-on system nodes, as an unprivileged user
     under the posture's pod defaults; ``pod_spec`` adds containers, volumes and the rest."""
     return {

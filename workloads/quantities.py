@@ -10,8 +10,8 @@ started; checking here refuses it before anything is declared.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Mapping, Optional, Sequence
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -21,7 +21,7 @@ _QUANTITY = re.compile(r"^\+?(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[e
 ALLOWED = "a Kubernetes quantity such as 120, 500m, 440Gi or 30G"
 
 
-def parse(value: str) -> Optional[Decimal]:
+def parse(value: str) -> Decimal | None:
     """``value`` in base units (cores, bytes), or None when it is not a quantity."""
     match = _QUANTITY.match(value) if isinstance(value, str) else None
     if match is None:

@@ -9,16 +9,15 @@ by Volcano, and deletes it when it finishes, which releases the Trainium nodes.
 from __future__ import annotations
 
 import functools
-
 import shlex
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import yaml
 
-from infra.facts import versions
 from infra.components.schedulers import KUBERAY_NAMESPACE
+from infra.facts import versions
 from workloads import deadlines, gang_watchdog, pods, resumable
 from workloads.kube import JobChain, LayoutArgs
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
@@ -72,7 +71,7 @@ def ray_network_policy(namespace: str) -> dict[str, Any]:
     )
 
 
-def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: dict[str, Any] | None = None) -> dict[str, Any]:
     """A RayCluster spec: head on the core nodes and ``workers`` Trainium workers (0: head only),
     each worker watched by ``liveness_probe`` when given."""
     s = layout.settings
@@ -80,7 +79,10 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
         "ray-head",
         layout,
         # The head shares a core node with system pods: capped at what it asks for.
-        {"requests": {"cpu": s.head_cpu, "memory": s.head_memory}, "limits": {"cpu": s.head_cpu, "memory": s.head_memory}},
+        {
+            "requests": {"cpu": s.head_cpu, "memory": s.head_memory},
+            "limits": {"cpu": s.head_cpu, "memory": s.head_memory},
+        },
         [pods.claim_mount(SHARED_MOUNT)],
     )
     head["ports"] = HEAD_PORTS
@@ -98,7 +100,7 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
                     **pods.support_placement(layout.support_placement),
                     "containers": [head],
                     "volumes": volumes,
-                }
+                },
             },
         },
     }
@@ -126,7 +128,7 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: Optional[d
                         "serviceAccountName": layout.service_account,
                         "containers": [worker],
                         "volumes": [*volumes, pods.shm_volume()],
-                    }
+                    },
                 },
             }
         ]
@@ -154,8 +156,12 @@ def model_settings(layout: RayLayout) -> dict[str, object]:
     """What a checkpoint depends on: the training code, the Neuron SDK the image is built on (its
     neuronx-distributed writes the checkpoint) and the world size (workers x NeuronCores; the script
     fixes the model, data and batch). Not the steps of a run or its deadline."""
-    return {"script": versions.RAY_LLAMA2_COMMIT, "neuron_sdk_image": versions.NEURON_DLC_RAY, "workers": layout.settings.workers,
-            "neuron_cores": layout.group.neuron_cores}
+    return {
+        "script": versions.RAY_LLAMA2_COMMIT,
+        "neuron_sdk_image": versions.NEURON_DLC_RAY,
+        "workers": layout.settings.workers,
+        "neuron_cores": layout.group.neuron_cores,
+    }
 
 
 def run_dir(layout: RayLayout) -> str:
@@ -190,8 +196,10 @@ def entrypoint(step: str, layout: RayLayout) -> str:
     command += f" --steps_this_run {s.train_steps}" if s.train_steps is not None else ""
     # The script checkpoints with NxD every --checkpoint_freq steps and keeps --num_kept_checkpoint
     # (tp_zero1_llama2_7b_hf_pretrain.py l.432-445); every retry continues from the newest complete one.
-    command += (f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
-                f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}")
+    command += (
+        f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
+        f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}"
+    )
     line = resumable.training_line(command, "ray", checkpoint_dir(layout), heartbeat(layout), s.checkpoints_to_keep)
     return "bash -c " + shlex.quote(line)
 
@@ -249,7 +257,9 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
         "submissionMode": "K8sJobMode",
         "entrypoint": entrypoint(step, layout),
         "runtimeEnvYAML": runtime_env_yaml(step),
-        "rayClusterSpec": ray_cluster_spec(layout, step_workers(step, layout), train_probe(layout) if step == "train" else None),
+        "rayClusterSpec": ray_cluster_spec(
+            layout, step_workers(step, layout), train_probe(layout) if step == "train" else None
+        ),
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": s.ttl_seconds_after_finished,
@@ -293,10 +303,17 @@ def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
 
 
 class RayLlama2(JobChain):
-    def __init__(self, name: str, args: LayoutArgs[RayLayout], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: LayoutArgs[RayLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         # Each job is replaced (and so run again, on a fresh cluster) when its spec changes, or its
         # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
         # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending
         # gang in the old queue.
-        super().__init__("trainium:workloads:RayLlama2", name, ray_network_policy(args.layout.namespace),
-                         job_sequence(args.layout), args.after, opts, replace_on=("spec", "metadata.labels"))
+        super().__init__(
+            "trainium:workloads:RayLlama2",
+            name,
+            ray_network_policy(args.layout.namespace),
+            job_sequence(args.layout),
+            args.after,
+            opts,
+            replace_on=("spec", "metadata.labels"),
+        )

@@ -28,8 +28,9 @@ import hashlib
 import json
 import posixpath
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from workloads import resilience
 
@@ -111,14 +112,25 @@ class ProbeTimeouts(Protocol):
     hang_timeout_minutes: int
 
 
-def liveness_probe(kind: str, heartbeat: str, settings: ProbeTimeouts, per_attempt: bool = False,
-                   health_url: str = "") -> dict[str, Any]:
+def liveness_probe(
+    kind: str, heartbeat: str, settings: ProbeTimeouts, per_attempt: bool = False, health_url: str = ""
+) -> dict[str, Any]:
     """Fails once the heartbeat's step has not moved for the workload's hangTimeoutMinutes
     (firstStepTimeoutMinutes until the first step of the container's life, or with ``per_attempt``
     of the attempt that announce_attempt started), or when ``health_url`` does not answer success."""
-    options = [*(["--attempt", ATTEMPT_MARKER] if per_attempt else []), *(["--health", health_url] if health_url else [])]
-    check = call("probe", kind, heartbeat, PROBE_STATE, str(settings.first_step_timeout_minutes * 60),
-                 str(settings.hang_timeout_minutes * 60), *options)
+    options = [
+        *(["--attempt", ATTEMPT_MARKER] if per_attempt else []),
+        *(["--health", health_url] if health_url else []),
+    ]
+    check = call(
+        "probe",
+        kind,
+        heartbeat,
+        PROBE_STATE,
+        str(settings.first_step_timeout_minutes * 60),
+        str(settings.hang_timeout_minutes * 60),
+        *options,
+    )
     return {
         "exec": {"command": ["bash", "-c", check]},
         "periodSeconds": PROBE_PERIOD_SECONDS,

@@ -28,9 +28,10 @@ timeout.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
 from workloads import quantities
@@ -89,14 +90,22 @@ def pods_of(obj: Mapping[str, Any]) -> list[PodShape]:
     if kind == "Job":
         return [_shape(name, "pod", int(spec.get("parallelism", 1)), spec["template"])]
     if kind == "MPIJob":
-        return [_shape(name, role.lower(), int(r.get("replicas", 1)), r["template"]) for role, r in spec["mpiReplicaSpecs"].items()]
+        return [
+            _shape(name, role.lower(), int(r.get("replicas", 1)), r["template"])
+            for role, r in spec["mpiReplicaSpecs"].items()
+        ]
     if kind == "RayJob":
         cluster = spec["rayClusterSpec"]
         shapes = [_shape(name, "head", 1, cluster["headGroupSpec"]["template"])]
-        shapes += [_shape(name, g["groupName"], int(g["replicas"]), g["template"]) for g in cluster.get("workerGroupSpecs", [])]
+        shapes += [
+            _shape(name, g["groupName"], int(g["replicas"]), g["template"]) for g in cluster.get("workerGroupSpecs", [])
+        ]
         submitter = spec.get("submitterPodTemplate")
-        shapes.append(_shape(name, "submitter", 1, submitter) if submitter
-                      else PodShape(name, "submitter", 1, RAY_DEFAULT_SUBMITTER, {}))
+        shapes.append(
+            _shape(name, "submitter", 1, submitter)
+            if submitter
+            else PodShape(name, "submitter", 1, RAY_DEFAULT_SUBMITTER, {})
+        )
         return shapes
     return []
 
@@ -126,26 +135,36 @@ class Node:
     """One node's room for pods: cpu, memory, Neuron devices, EFA interfaces (None: unknown)."""
 
     what: str  # "a trn1.32xlarge node of group 'x'"
-    room: Mapping[str, Optional[Decimal]]
+    room: Mapping[str, Decimal | None]
 
 
 def _room(group: NodeGroup) -> Node:
     alloc = group.allocatable or {}
-    return Node(f"a {group.instance_type} node of group {group.name!r}", {
-        "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
-        "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
-        NEURON: Decimal(group.neuron_devices), EFA: Decimal(group.efa_interfaces)})
+    return Node(
+        f"a {group.instance_type} node of group {group.name!r}",
+        {
+            "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
+            "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
+            NEURON: Decimal(group.neuron_devices),
+            EFA: Decimal(group.efa_interfaces),
+        },
+    )
 
 
 def _support_room(cluster: ClusterContract) -> Node:
     alloc = cluster.support_allocatable or {}
-    return Node("a job-support node", {
-        "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
-        "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
-        NEURON: Decimal(0), EFA: Decimal(0)})
+    return Node(
+        "a job-support node",
+        {
+            "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
+            "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
+            NEURON: Decimal(0),
+            EFA: Decimal(0),
+        },
+    )
 
 
-def placement(pod: PodShape, cluster: ClusterContract) -> Optional[str]:
+def placement(pod: PodShape, cluster: ClusterContract) -> str | None:
     """The Trainium group's name, SUPPORT, or None (elsewhere: not checked here)."""
     for group in cluster.node_groups.values():
         if group.node_selector.items() <= pod.node_selector.items():
@@ -172,6 +191,7 @@ def too_big(requests: Mapping[str, Decimal], node: Node) -> list[str]:
 
 def nodes_needed(pods: Iterable[Mapping[str, Decimal]], node: Node) -> int:
     """How many such nodes the pods take, packed first-fit, largest first (every pod fits one)."""
+
     def size(p: Mapping[str, Decimal]) -> tuple[Decimal, ...]:
         return tuple(p.get(r, Decimal(0)) for r in (NEURON, EFA, "cpu", "memory"))
 
@@ -188,7 +208,7 @@ def nodes_needed(pods: Iterable[Mapping[str, Decimal]], node: Node) -> int:
     return len(free)
 
 
-def queue_of(obj: Mapping[str, Any]) -> Optional[str]:
+def queue_of(obj: Mapping[str, Any]) -> str | None:
     """The Volcano queue of a gang: a Volcano Job's spec.queue, the label KubeRay v1.7.0 reads
     (volcano_scheduler.go), the MPI operator's runPolicy.schedulingPolicy.queue (podgroup.go)."""
     spec = obj.get("spec") or {}
@@ -211,8 +231,13 @@ def queue_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster:
                     queue = queue_of(obj)
                     if queue is None:
                         continue
-                    asked = quantities.total([{k: str(v) for k, v in p.requests.items() if k in ("cpu", "memory")}
-                                              for p in pods_of(obj) for _ in range(p.count)])
+                    asked = quantities.total(
+                        [
+                            {k: str(v) for k, v in p.requests.items() if k in ("cpu", "memory")}
+                            for p in pods_of(obj)
+                            for _ in range(p.count)
+                        ]
+                    )
                     best = demand.setdefault(queue, {}).setdefault(workload, {})
                     for name, amount in asked.items():
                         best[name] = max(best.get(name, Decimal(0)), amount)
@@ -231,7 +256,8 @@ def queue_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster:
                 f"{', '.join(key_name((w,)) for w in by_workload)}: their gangs in Volcano queue {queue!r} ask together "
                 f"for more than it allows ({'; '.join(over)}); Volcano would hold one of them, with the nodes it was "
                 "given, until another ends. Use separate queues, lower the requests, or raise the queue's capability "
-                "in the cluster stack")
+                "in the cluster stack"
+            )
     return problems
 
 
@@ -258,7 +284,8 @@ def schedule_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], clust
                                 f"{key_name((workload,))}: {pod.role} pods of {pod.job} ask for more than {rooms[where].what} "
                                 f"can allocate after the kubelet's reservations and its DaemonSets: {'; '.join(over)}. "
                                 "It would stay Pending while cluster-autoscaler adds nodes it cannot use; lower the "
-                                "request or use a larger instance type")
+                                "request or use a larger instance type"
+                            )
                             continue
                         here.setdefault(where, []).extend([pod.requests] * pod.count)
                 for where, pods in here.items():
@@ -283,12 +310,14 @@ def schedule_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], clust
                 f"{names}: their CPU pods (Ray heads and submitters, MPI launchers, staging and check Jobs) need "
                 f"{together} job-support nodes at once, and the group holds {limit} (jobNodeGroup.maxSize in the "
                 "cluster stack). A gang whose CPU pod finds no room leaves its Trainium nodes idle; raise that "
-                "maxSize or switch a workload off (enabled: false)")
+                "maxSize or switch a workload off (enabled: false)"
+            )
         else:
             problems.append(
                 f"{names}: at their largest steps these need {together} nodes of node group {where!r} at once, "
                 f"and it holds {limit} (maxSize). Workloads are not ordered against each other, so one gang would "
                 "wait behind another's run beyond its pending timeout and `pulumi up`'s wait, while "
                 "cluster-autoscaler adds nodes it cannot use. Move one to another group, switch one off "
-                "(enabled: false), or raise the group's maxSize in the cluster stack")
+                "(enabled: false), or raise the group's maxSize in the cluster stack"
+            )
     return problems

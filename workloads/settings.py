@@ -8,13 +8,13 @@ group, size, queue, installed software) is checked against its outputs in ``chec
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
-from infra.facts import versions
 from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
 from infra.config.naming import PROFILE_PATTERN
+from infra.facts import versions
 
 PROJECT = "trainium-workloads"
 STACK_NAME_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
@@ -24,8 +24,11 @@ IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 
 class WorkloadSettings(ConfigModel):
     enabled: bool = Field(default=True, description="false keeps the settings but switches the workload off.")
-    image_tag: str = Field(default=versions.TRAINING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN,
-                           description="Tag of the training images in the cluster's ECR repositories.")
+    image_tag: str = Field(
+        default=versions.TRAINING_IMAGE_TAG,
+        pattern=IMAGE_TAG_PATTERN,
+        description="Tag of the training images in the cluster's ECR repositories.",
+    )
 
 
 class AcceleratedWorkloadSettings(WorkloadSettings):
@@ -39,7 +42,8 @@ PENDING_TIMEOUT_MINUTES = 45
 
 class GangTimeoutSettings(AcceleratedWorkloadSettings):
     pending_timeout_minutes: int = Field(
-        default=PENDING_TIMEOUT_MINUTES, ge=15,
+        default=PENDING_TIMEOUT_MINUTES,
+        ge=15,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
         "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
         "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it; a restarted BERT attempt gets 35 "
@@ -51,15 +55,20 @@ class ResumableSettings(GangTimeoutSettings):
     """A training run that checkpoints to FSx, resumes from its newest complete checkpoint on every
     restart, and is ended when its step counter stops (workloads/resumable.py, docs/resilience.md)."""
 
-    checkpoints_to_keep: int = Field(default=2, ge=1, le=20,
-                                     description="Complete checkpoints kept in the run directory, newest first.")
+    checkpoints_to_keep: int = Field(
+        default=2, ge=1, le=20, description="Complete checkpoints kept in the run directory, newest first."
+    )
     hang_timeout_minutes: int = Field(
-        default=30, ge=10, le=1440,
+        default=30,
+        ge=10,
+        le=1440,
         description="The training pods' liveness probe fails once the training step has not advanced for this long "
         "(a checkpoint save included: keep it above the longest save), and the job restarts from its last checkpoint.",
     )
     first_step_timeout_minutes: int = Field(
-        default=60, ge=10, le=1440,
+        default=60,
+        ge=10,
+        le=1440,
         description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
         "checkpoint load, compiled graphs loaded from the cache).",
     )
@@ -68,43 +77,61 @@ class ResumableSettings(GangTimeoutSettings):
 class BertPretrainingSettings(ResumableSettings):
     nodes: int = Field(default=2, ge=1, description="Trainium nodes (one pod each, 32 workers per node).")
     queue: str = Field(default="test", description="Volcano queue.")
-    cacheset: str = Field(default="bert-large", pattern=CACHESET_PATTERN,
-                          description="Prefix of the Neuron compile cache on FSx; jobs running at the same time "
-                          "must not share one.")
-    batch_size: Optional[int] = Field(
-        default=None, ge=1,
+    cacheset: str = Field(
+        default="bert-large",
+        pattern=CACHESET_PATTERN,
+        description="Prefix of the Neuron compile cache on FSx; jobs running at the same time must not share one.",
+    )
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
         description="Per-worker batch; unset: the pinned run script's value for the precision (bf16 16, fp32 8).",
     )
-    grad_accum_steps: Optional[int] = Field(
+    grad_accum_steps: int | None = Field(
         default=None, ge=1, description="Gradient accumulation; unset: the run script's (bf16 32, fp32 64)."
     )
     precompile: bool = Field(default=True, description="Run neuron_parallel_compile first, then train.")
     precompile_steps: int = Field(default=10, ge=1, description="Steps of the precompile run.")
-    train_steps: Optional[int] = Field(default=None, ge=1,
-                                       description="Steps of this run (--steps_this_run); unset: the script's "
-                                       "max_steps.")
+    train_steps: int | None = Field(
+        default=None, ge=1, description="Steps of this run (--steps_this_run); unset: the script's max_steps."
+    )
     bf16: bool = Field(default=True, description="Train in bf16 (false: fp32).")
-    data_dir: str = Field(default="/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128",
-                          description="Dataset under the pods' FSx mount (/data).")
-    output_dir: str = Field(default="/data/output",
-                            description="Under /data: each run's checkpoints and logs go to run-<hash of the model "
-                            "settings> below it.")
-    checkpoint_every_shards: int = Field(default=1, ge=1, description="Checkpoint after every this many dataset shards "
-                                         "(the script's --shards_per_ckpt; it counts steps per shard, not time).")
+    data_dir: str = Field(
+        default="/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128",
+        description="Dataset under the pods' FSx mount (/data).",
+    )
+    output_dir: str = Field(
+        default="/data/output",
+        description="Under /data: each run's checkpoints and logs go to run-<hash of the model settings> below it.",
+    )
+    checkpoint_every_shards: int = Field(
+        default=1,
+        ge=1,
+        description="Checkpoint after every this many dataset shards "
+        "(the script's --shards_per_ckpt; it counts steps per shard, not time).",
+    )
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
     # ours on every `pulumi up`, which replaces (kills) a running job. So at least 1.
-    max_retry: int = Field(default=3, ge=1, description="Attempts Volcano allows in all, the first included: a pod failure "
-                           "restarts the gang while fewer than maxRetry have run (1: never retried).")
+    max_retry: int = Field(
+        default=3,
+        ge=1,
+        description="Attempts Volcano allows in all, the first included: a pod failure "
+        "restarts the gang while fewer than maxRetry have run (1: never retried).",
+    )
     # Each attempt (the first and every Volcano retry) is cut at its deadline: the run's command
     # runs under `timeout`, whose exit code 124 ends the job (bert.py DEADLINE_EXIT_CODE).
     precompile_deadline_minutes: int = Field(
-        default=120, ge=10, description="Deadline of each attempt of the precompile run once its pods run; "
-        "`pulumi up` waits pendingTimeoutMinutes + this + 5 minutes for it."
+        default=120,
+        ge=10,
+        description="Deadline of each attempt of the precompile run once its pods run; "
+        "`pulumi up` waits pendingTimeoutMinutes + this + 5 minutes for it.",
     )
     train_deadline_minutes: int = Field(
-        default=2880, ge=10, description="Deadline of each attempt of the training run once its pods run; the "
-        "default covers the pinned script's full 28125 steps (about 40 h at the seed's throughput)."
+        default=2880,
+        ge=10,
+        description="Deadline of each attempt of the training run once its pods run; the "
+        "default covers the pinned script's full 28125 steps (about 40 h at the seed's throughput).",
     )
 
 
@@ -123,7 +150,8 @@ class RayLlama2Settings(ResumableSettings):
     queue: str = Field(default="llama2-training-queue", description="Volcano queue.")
     # KubeRay counts it, like the train step's deadline, from the RayJob's start: it must stay shorter.
     pending_timeout_minutes: int = Field(
-        default=30, ge=15,
+        default=30,
+        ge=15,
         description="preRunningDeadlineSeconds of every step, in minutes: a RayJob whose cluster does not run its "
         "job by then (scale-up from zero and the image pull included) fails and releases its nodes; at least 15, "
         "and shorter than every step's deadline.",
@@ -135,7 +163,9 @@ class RayLlama2Settings(ResumableSettings):
     # The train step's default deadline is 40 minutes: the shared 60-minute first-step limit could
     # never act before it (checks.py refuses that), so Ray's is shorter.
     first_step_timeout_minutes: int = Field(
-        default=30, ge=10, le=1440,
+        default=30,
+        ge=10,
+        le=1440,
         description="Like hangTimeoutMinutes, for the time from an attempt's start to its first step (rendezvous, "
         "checkpoint load, compiled graphs loaded from the cache).",
     )
@@ -144,29 +174,42 @@ class RayLlama2Settings(ResumableSettings):
         description="RayJobs to submit, each after the one before has succeeded; drop leading steps to skip them.",
     )
     step_deadline_minutes: int = Field(
-        default=180, ge=20, description="activeDeadlineSeconds of the generate-data and precompile RayJobs, "
-        "counted from their creation (cluster start-up included); `pulumi up` waits this + 5 minutes for each."
+        default=180,
+        ge=20,
+        description="activeDeadlineSeconds of the generate-data and precompile RayJobs, "
+        "counted from their creation (cluster start-up included); `pulumi up` waits this + 5 minutes for each.",
     )
     # KubeRay counts activeDeadlineSeconds from the RayJob's creation, cluster start-up included
     # (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): from zero
     # Trainium nodes, booting them and pulling a 10+ GB image takes 10-15 minutes, so the seed's
     # 600 s (written for an already running cluster) would kill training before it starts.
-    train_steps: Optional[int] = Field(
-        default=None, ge=1,
+    train_steps: int | None = Field(
+        default=None,
+        ge=1,
         description="Steps of the train step (ray_train_llama2.py --steps_this_run); unset: the script's 10000, "
         "which the deadline cuts, so the train RayJob then ends Failed (DeadlineExceeded).",
     )
     train_deadline_seconds: int = Field(
-        default=2400, ge=1200,
+        default=2400,
+        ge=1200,
         description="activeDeadlineSeconds of the train RayJob, counted from its creation (cluster start-up "
         "included); the job fails and its cluster goes once it passes.",
     )
-    ttl_seconds_after_finished: int = Field(default=60, ge=0, description="Seconds a finished RayJob's cluster "
-                                            "lives on.")
-    checkpoint_every_steps: int = Field(default=100, ge=1, description="Checkpoint the train step every this many "
-                                        "steps (ray_train_llama2.py --checkpoint_freq).")
-    max_retries: int = Field(default=2, ge=0, le=10, description="RayJob backoffLimit of the train step: failed runs "
-                             "retried on a new RayCluster, each from the last checkpoint (not after its deadline).")
+    ttl_seconds_after_finished: int = Field(
+        default=60, ge=0, description="Seconds a finished RayJob's cluster lives on."
+    )
+    checkpoint_every_steps: int = Field(
+        default=100,
+        ge=1,
+        description="Checkpoint the train step every this many steps (ray_train_llama2.py --checkpoint_freq).",
+    )
+    max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="RayJob backoffLimit of the train step: failed runs "
+        "retried on a new RayCluster, each from the last checkpoint (not after its deadline).",
+    )
 
 
 class NemoLlama2Settings(ResumableSettings):
@@ -175,34 +218,49 @@ class NemoLlama2Settings(ResumableSettings):
     compile: bool = Field(default=True, description="Run the compile MPIJob first.")
     train: bool = Field(default=True, description="Run the training MPIJob.")
     tokenizer_path: str = Field(default="/shared/llama7b_tokenizer", description="Tokenizer under /shared.")
-    dataset_path: str = Field(default="/shared/data/redpajama_sample_text_document",
-                              description="Preprocessed dataset prefix under /shared.")
-    train_iters: Optional[int] = Field(default=None, ge=1,
-                                       description="Training iterations; unset: llama_7b.sh's 10000.")
+    dataset_path: str = Field(
+        default="/shared/data/redpajama_sample_text_document", description="Preprocessed dataset prefix under /shared."
+    )
+    train_iters: int | None = Field(default=None, ge=1, description="Training iterations; unset: llama_7b.sh's 10000.")
     # runPolicy.activeDeadlineSeconds, which the MPI operator puts on the launcher Job; with the
     # launcher created at start-up (nemo_llama2.py) it counts from the MPIJob's creation, so it
     # also ends a gang that never gets scheduled.
     compile_deadline_minutes: int = Field(
-        default=180, ge=20, description="Deadline of the compile MPIJob from its creation (scheduling and "
-        "start-up included); `pulumi up` waits this + 5 minutes for it."
+        default=180,
+        ge=20,
+        description="Deadline of the compile MPIJob from its creation (scheduling and "
+        "start-up included); `pulumi up` waits this + 5 minutes for it.",
     )
     train_deadline_minutes: int = Field(
-        default=4320, ge=20, description="Deadline of the training MPIJob from its creation; set trainIters and "
-        "a deadline that fits them."
+        default=4320,
+        ge=20,
+        description="Deadline of the training MPIJob from its creation; set trainIters and a deadline that fits them.",
     )
-    checkpoint_every_steps: int = Field(default=100, ge=1, description="Checkpoint the training run every this many "
-                                        "steps (exp_manager every_n_train_steps).")
-    max_restarts: int = Field(default=3, ge=0, le=10, description="runPolicy.backoffLimit: how often a new launcher "
-                              "pod reruns mpirun on every worker after a failure, each run from the last checkpoint "
-                              "(maxRestarts + 1 runs in all).")
+    checkpoint_every_steps: int = Field(
+        default=100,
+        ge=1,
+        description="Checkpoint the training run every this many steps (exp_manager every_n_train_steps).",
+    )
+    max_restarts: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="runPolicy.backoffLimit: how often a new launcher "
+        "pod reruns mpirun on every worker after a failure, each run from the last checkpoint "
+        "(maxRestarts + 1 runs in all).",
+    )
 
 
 class ClusterCheckSettings(GangTimeoutSettings):
     """The acceptance test: is a node group fit for distributed training? (workloads/cluster_check.py)"""
 
-    nodes: int = Field(default=2, ge=1, description="Nodes to check; 2 or more also runs the nccom-test all-reduce across them (needs EFA).")
+    nodes: int = Field(
+        default=2,
+        ge=1,
+        description="Nodes to check; 2 or more also runs the nccom-test all-reduce across them (needs EFA).",
+    )
     queue: str = Field(default="test", description="Volcano queue of the all-reduce MPIJob (when Volcano is on).")
-    bus_bandwidth_floor: Optional[float] = Field(
+    bus_bandwidth_floor: float | None = Field(
         default=None,
         gt=0,
         alias="busBandwidthFloorGBps",
@@ -214,8 +272,10 @@ class ClusterCheckSettings(GangTimeoutSettings):
     # plugins to register (~2 min) and the multi-GB nemo-megatron image to pull (10+ GB, ~5-10 min;
     # the launcher's job-support node too): 30 minutes leaves about twice that.
     timeout_minutes: int = Field(
-        default=60, ge=30, description="Deadline of each stage (the per-node Job, the all-reduce's launcher; the "
-        "verdict gets 15 minutes more), scale-up from zero included; at least 30."
+        default=60,
+        ge=30,
+        description="Deadline of each stage (the per-node Job, the all-reduce's launcher; the "
+        "verdict gets 15 minutes more), scale-up from zero included; at least 30.",
     )
     run_id: str = Field(
         default="1",
@@ -225,13 +285,16 @@ class ClusterCheckSettings(GangTimeoutSettings):
 
 
 class LoadBalancerSettings(ConfigModel):
-    allowed_cidrs: list[str] = Field(description="IPv4 source ranges allowed to reach the load balancer; required, "
-                                     "never the internet.")
+    allowed_cidrs: list[str] = Field(
+        description="IPv4 source ranges allowed to reach the load balancer; required, never the internet."
+    )
     internal: bool = Field(default=True, description="Internal (inside the VPC) or internet-facing.")
-    certificate_arn: Optional[str] = Field(default=None, description="ACM certificate for HTTPS; required when not "
-                                           "internal.")
-    username: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$",
-                          description="User name of the password proxy.")
+    certificate_arn: str | None = Field(
+        default=None, description="ACM certificate for HTTPS; required when not internal."
+    )
+    username: str = Field(
+        default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$", description="User name of the password proxy."
+    )
 
 
 class TensorBoardSettings(WorkloadSettings):
@@ -244,21 +307,28 @@ class TensorBoardSettings(WorkloadSettings):
         description="Directories under /shared shown as runs, each under its last path component (BERT's output "
         "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output).",
     )
-    load_balancer: Optional[LoadBalancerSettings] = Field(
+    load_balancer: LoadBalancerSettings | None = Field(
         default=None, description="Adds a password proxy and a load balancer limited to allowedCidrs."
     )
 
 
 class DataStagingSettings(WorkloadSettings):
-    image_tag: str = Field(default=versions.STAGING_IMAGE_TAG, pattern=IMAGE_TAG_PATTERN,
-                           description="Tag of the staging Jobs' images (cmd-shell, nemo-megatron); default "
-                           "STAGING_IMAGE_TAG, not the training tag, so a training-image bump leaves them alone.")
-    wikicorpus: bool = Field(default=True, description="Stage the BERT WikiCorpus from the public Neuron bucket "
-                             "under /data.")
-    redpajama: bool = Field(default=False, description="Stage the RedPajama sample, the Llama-2 tokenizer and the "
-                            "Megatron preprocessing (needs hfToken).")
-    cmd_shell: bool = Field(default=False, description="A long-running pod with the FSx volume at /data and "
-                            "/shared, for hands-on work.")
+    image_tag: str = Field(
+        default=versions.STAGING_IMAGE_TAG,
+        pattern=IMAGE_TAG_PATTERN,
+        description="Tag of the staging Jobs' images (cmd-shell, nemo-megatron); default "
+        "STAGING_IMAGE_TAG, not the training tag, so a training-image bump leaves them alone.",
+    )
+    wikicorpus: bool = Field(
+        default=True, description="Stage the BERT WikiCorpus from the public Neuron bucket under /data."
+    )
+    redpajama: bool = Field(
+        default=False,
+        description="Stage the RedPajama sample, the Llama-2 tokenizer and the Megatron preprocessing (needs hfToken).",
+    )
+    cmd_shell: bool = Field(
+        default=False, description="A long-running pod with the FSx volume at /data and /shared, for hands-on work."
+    )
     timeout_minutes: int = Field(default=240, ge=1, description="How long `pulumi up` waits for each staging Job.")
 
 
@@ -267,29 +337,37 @@ SECRET_KEYS = frozenset({"hfToken", "hf_token"})
 
 
 class WorkloadsConfig(ConfigModel):
-    profile: Optional[str] = Field(
-        default=None, pattern=PROFILE_PATTERN,
+    profile: str | None = Field(
+        default=None,
+        pattern=PROFILE_PATTERN,
         description="The AWS CLI profile this stack deploys with (`aws:profile`), added to the cluster's "
         "profile-free kubeconfig for this program's own access.",
     )
-    cluster_stack: str = Field(pattern=STACK_NAME_PATTERN, description="The cluster stack, as "
-                               "`<organization>/trainium-eks/<stack>`.")
-    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                           description="Training namespace of the cluster the workloads run in.")
-    hf_token: Optional[str] = Field(
-        default=None, min_length=1,
+    cluster_stack: str = Field(
+        pattern=STACK_NAME_PATTERN, description="The cluster stack, as `<organization>/trainium-eks/<stack>`."
+    )
+    namespace: str = Field(
+        default="default",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Training namespace of the cluster the workloads run in.",
+    )
+    hf_token: str | None = Field(
+        default=None,
+        min_length=1,
         description="Hugging Face token for the gated Llama-2 tokenizer; set it with `pulumi config set --secret`.",
     )
-    data_staging: Optional[DataStagingSettings] = Field(default=None, description="Dataset staging Jobs.")
-    bert_pretraining: Optional[BertPretrainingSettings] = Field(default=None, description="BERT-large "
-                                                                "pretraining with TorchX's layout on Volcano.")
-    ray_llama2: Optional[RayLlama2Settings] = Field(default=None, description="Llama-2-7B with Ray Train on "
-                                                    "KubeRay.")
-    nemo_llama2: Optional[NemoLlama2Settings] = Field(default=None, description="Llama-2-7B with NeMo Megatron on "
-                                                      "the MPI operator.")
-    tensorboard: Optional[TensorBoardSettings] = Field(default=None, description="TensorBoard on the FSx volume.")
-    cluster_check: Optional[ClusterCheckSettings] = Field(
-        default=None, description="Cluster acceptance test: per-node Neuron/EFA/FSx checks and an all-reduce across nodes."
+    data_staging: DataStagingSettings | None = Field(default=None, description="Dataset staging Jobs.")
+    bert_pretraining: BertPretrainingSettings | None = Field(
+        default=None, description="BERT-large pretraining with TorchX's layout on Volcano."
+    )
+    ray_llama2: RayLlama2Settings | None = Field(default=None, description="Llama-2-7B with Ray Train on KubeRay.")
+    nemo_llama2: NemoLlama2Settings | None = Field(
+        default=None, description="Llama-2-7B with NeMo Megatron on the MPI operator."
+    )
+    tensorboard: TensorBoardSettings | None = Field(default=None, description="TensorBoard on the FSx volume.")
+    cluster_check: ClusterCheckSettings | None = Field(
+        default=None,
+        description="Cluster acceptance test: per-node Neuron/EFA/FSx checks and an all-reduce across nodes.",
     )
 
     def on(self, name: str) -> Any:

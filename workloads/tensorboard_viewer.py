@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 import pulumi_random as random
@@ -85,12 +86,23 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
     # outside the pod, so readiness is checked from inside it (the image has curl).
     host = "127.0.0.1" if proxied else "0.0.0.0"
     url = f"http://127.0.0.1:{TENSORBOARD_PORT}/"
-    probe = {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", url]}} if proxied else {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}}
+    probe = (
+        {"exec": {"command": ["curl", "-fsS", "-o", "/dev/null", url]}}
+        if proxied
+        else {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}}
+    )
     tensorboard = {
         "name": NAME,
         "image": layout.image,
-        "command": ["tensorboard", "--logdir_spec", logdir_spec(layout.settings.log_dirs), "--host", host,
-                    "--port", str(TENSORBOARD_PORT)],
+        "command": [
+            "tensorboard",
+            "--logdir_spec",
+            logdir_spec(layout.settings.log_dirs),
+            "--host",
+            host,
+            "--port",
+            str(TENSORBOARD_PORT),
+        ],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": probe,
         # A TensorBoard that stops answering (a huge event file can wedge it) is restarted.
@@ -110,7 +122,10 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
                 "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
                 "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10},
                 "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 20, "failureThreshold": 3},
-                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                    "limits": {"cpu": "500m", "memory": "128Mi"},
+                },
                 # nginx-unprivileged keeps its pid file and temporary files in /tmp; its
                 # entrypoint leaves a read-only conf.d alone.
                 "securityContext": pods.container_security_context(read_only_root=True),
@@ -122,8 +137,14 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
             }
         )
         volumes += [
-            {"name": "proxy-config", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "default.conf", "path": "default.conf"}]}},
-            {"name": "proxy-auth", "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "htpasswd", "path": "htpasswd"}]}},
+            {
+                "name": "proxy-config",
+                "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "default.conf", "path": "default.conf"}]},
+            },
+            {
+                "name": "proxy-auth",
+                "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "htpasswd", "path": "htpasswd"}]},
+            },
         ]
     # Runs as the cmd-shell image's own unprivileged user.
     metadata = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
@@ -137,7 +158,11 @@ def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
         "kind": "Service",
         "metadata": {"name": NAME, "namespace": layout.namespace, "labels": LABELS},
         # With the proxy on, in-cluster clients go through it too.
-        "spec": {"type": "ClusterIP", "selector": LABELS, "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": target}]},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": LABELS,
+            "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": target}],
+        },
     }
 
 
@@ -171,16 +196,22 @@ class TensorBoardArgs:
 class TensorBoard(pulumi.ComponentResource):
     """``password`` is the generated basic-auth password when a load balancer is on, else None."""
 
-    def __init__(self, name: str, args: TensorBoardArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: TensorBoardArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainium:workloads:TensorBoard", name, None, opts)
         layout, lb = args.layout, args.layout.settings.load_balancer
-        self.password: Optional[pulumi.Output[str]] = None
+        self.password: pulumi.Output[str] | None = None
         proxy: list[pulumi.Resource] = []
         if lb is not None:
-            password = random.RandomPassword(f"{name}-password", length=24, special=False, opts=pulumi.ResourceOptions(parent=self))
-            salt = random.RandomString(f"{name}-salt", length=8, special=False, opts=pulumi.ResourceOptions(parent=self))
+            password = random.RandomPassword(
+                f"{name}-password", length=24, special=False, opts=pulumi.ResourceOptions(parent=self)
+            )
+            salt = random.RandomString(
+                f"{name}-salt", length=8, special=False, opts=pulumi.ResourceOptions(parent=self)
+            )
             htpasswd: pulumi.Output[str] = pulumi.Output.secret(
-                pulumi.Output.all(password.result, salt.result).apply(lambda ps: htpasswd_line(lb.username, ps[0], ps[1].encode()))
+                pulumi.Output.all(password.result, salt.result).apply(
+                    lambda ps: htpasswd_line(lb.username, ps[0], ps[1].encode())
+                )
             )
             secret = {
                 "apiVersion": "v1",

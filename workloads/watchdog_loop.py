@@ -63,7 +63,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 ANNOTATION = "trainium.workloads/pending-timeout-seconds"
 # A restarted Volcano attempt's bound, counted from its Restarting condition (ANNOTATION when absent).
@@ -81,13 +82,13 @@ RAY_SUSPENDABLE = ("Initializing", "Running")
 POLL_SECONDS = 60
 
 
-def _time(value: Optional[str]) -> Optional[float]:
+def _time(value: str | None) -> float | None:
     if not value:
         return None
-    return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+    return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC).timestamp()
 
 
-def _bound(obj: dict[str, Any], key: str = ANNOTATION) -> Optional[int]:
+def _bound(obj: dict[str, Any], key: str = ANNOTATION) -> int | None:
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
     return int(value) if value and value.isdigit() else None
 
@@ -96,7 +97,7 @@ def _restarted(job: dict[str, Any]) -> bool:
     return any(c.get("status") == "Restarting" for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def volcano_bound(job: dict[str, Any]) -> Optional[int]:
+def volcano_bound(job: dict[str, Any]) -> int | None:
     """The current attempt's bound: a restart's own when the job has one. A restart waits in
     Restarting until no pod of the gang is left terminating (volcano v1.15.1
     pkg/controllers/job/state/restarting.go restartingUpdateStatus: Pending once total -
@@ -105,7 +106,7 @@ def volcano_bound(job: dict[str, Any]) -> Optional[int]:
     return (_bound(job, RESTART_ANNOTATION) if _restarted(job) else None) or _bound(job)
 
 
-def _annotation(obj: dict[str, Any], key: str) -> Optional[str]:
+def _annotation(obj: dict[str, Any], key: str) -> str | None:
     return ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
 
 
@@ -153,8 +154,13 @@ def command(job: dict[str, Any], action: str, reason: str, message: str) -> dict
         "action": action,
         "reason": reason,
         "message": message,
-        "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": meta["name"],
-                   "uid": meta["uid"], "controller": True},
+        "target": {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        },
     }
 
 
@@ -164,8 +170,10 @@ def pending_message(job: dict[str, Any]) -> str:
 
 
 def stop_message(job: dict[str, Any]) -> str:
-    return (f"its nodes' Capacity Block is reclaimed soon: stopped at {_annotation(job, STOP_BY)} ({STOP_BY}); "
-            "every checkpoint completed is kept and the next run resumes from the newest")
+    return (
+        f"its nodes' Capacity Block is reclaimed soon: stopped at {_annotation(job, STOP_BY)} ({STOP_BY}); "
+        "every checkpoint completed is kept and the next run resumes from the newest"
+    )
 
 
 def terminate_command(job: dict[str, Any]) -> dict[str, Any]:
@@ -179,13 +187,18 @@ def abort_command(job: dict[str, Any]) -> dict[str, Any]:
 def event(job: dict[str, Any], kind: str, api_version: str, reason: str, message: str, now: float) -> dict[str, Any]:
     """A Warning Event on the job: ``kubectl describe`` lists it under the job (matched by uid)."""
     meta = job["metadata"]
-    stamp = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": api_version, "kind": kind, "name": meta["name"],
-                           "namespace": meta["namespace"], "uid": meta.get("uid", "")},
+        "involvedObject": {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid", ""),
+        },
         "type": "Warning",
         "reason": reason,
         "message": message,
@@ -204,14 +217,16 @@ def mpijob_live(job: dict[str, Any]) -> bool:
 
 
 def rayjob_live(job: dict[str, Any]) -> bool:
-    return (not (job.get("spec") or {}).get("suspend")
-            and (job.get("status") or {}).get("jobDeploymentStatus") in RAY_SUSPENDABLE)
+    return (
+        not (job.get("spec") or {}).get("suspend")
+        and (job.get("status") or {}).get("jobDeploymentStatus") in RAY_SUSPENDABLE
+    )
 
 
 SUSPEND = {"spec": {"runPolicy": {"suspend": True}}}
 RAY_SUSPEND = {"spec": {"suspend": True}}
 
-Api = Callable[[str, str, Optional[dict[str, Any]]], dict[str, Any]]
+Api = Callable[[str, str, dict[str, Any] | None], dict[str, Any]]
 
 
 def sweep(api: Api, namespace: str, now: float, rayjobs: bool = False) -> list[str]:
@@ -235,7 +250,9 @@ def sweep(api: Api, namespace: str, now: float, rayjobs: bool = False) -> list[s
         overdue, stop = mpijob_overdue(job, now), past_stop_by(job, now) and mpijob_live(job)
         if overdue or stop:
             api("PATCH", f"{MPIJOBS.format(ns=namespace)}/{job['metadata']['name']}", SUSPEND)
-            reason, message = ("PendingTimeout", pending_message(job)) if overdue else ("CapacityBlockEnding", stop_message(job))
+            reason, message = (
+                ("PendingTimeout", pending_message(job)) if overdue else ("CapacityBlockEnding", stop_message(job))
+            )
             end(job, "MPIJob", "kubeflow.org/v2beta1", reason, message)
     if rayjobs:
         for job in api("GET", RAYJOBS.format(ns=namespace), None).get("items", []):
@@ -250,12 +267,16 @@ def in_cluster_api() -> Api:  # pragma: no cover - runs in the pod
     context = ssl.create_default_context(cafile=f"{account}/ca.crt")
     server = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
 
-    def call(method: str, path: str, body: Optional[dict[str, Any]]) -> dict[str, Any]:
+    def call(method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         with open(f"{account}/token") as f:
             token = f.read().strip()
         kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        request = urllib.request.Request(server + path, method=method, data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": kind})
+        request = urllib.request.Request(
+            server + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": kind},
+        )
         try:
             with urllib.request.urlopen(request, context=context, timeout=30) as response:
                 return json.loads(response.read() or b"{}")
@@ -263,6 +284,7 @@ def in_cluster_api() -> Api:  # pragma: no cover - runs in the pod
             if error.code == 404 and method == "GET":  # that CRD is not installed: nothing to watch
                 return {}
             raise
+
     return call
 
 

@@ -9,7 +9,7 @@ cluster-autoscaler needs to scale it up from zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -18,14 +18,21 @@ from infra import contract
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
-from infra.facts.instances import InstanceFacts
 from infra.config.models import AcceleratorNodeGroupConfig
+from infra.facts.instances import InstanceFacts
+from infra.facts.versions import NEURON_AMI_TYPE
 from infra.specs.efa import EfaInterface, efa_interfaces
 from infra.specs.node_health import node_repair_settings
-from infra.specs.node_template import BURN_IN_PENDING_LABELS, BURN_IN_TAINT, NEURON_TAINT, Taint, autoscaler_tags, node_labels
+from infra.specs.node_template import (
+    BURN_IN_PENDING_LABELS,
+    BURN_IN_TAINT,
+    NEURON_TAINT,
+    Taint,
+    autoscaler_tags,
+    node_labels,
+)
 from infra.specs.placement import Zone
 from infra.specs.user_data import encode, nodeadm_user_data
-from infra.facts.versions import NEURON_AMI_TYPE
 
 
 @dataclass(frozen=True)
@@ -39,18 +46,18 @@ class AcceleratorGroupSpec:
     labels: dict[str, str]
     taints: list[Taint]
     """The taints training pods tolerate (the workload stacks read them from the output)."""
-    user_data: Optional[str]
+    user_data: str | None
     autoscaler_tags: dict[str, str]
     # CPU and memory a pod can request on one node after the kubelet and the DaemonSets there
     # (infra/specs/system_capacity.py node_allocatable); None for a type the tables lack.
-    allocatable: Optional[dict[str, str]] = None
+    allocatable: dict[str, str] | None = None
     # Taints a node starts with and loses once it is found healthy (the burn-in's): on the node
     # group, never tolerated by training pods, and not in the autoscaler's node template.
     startup_taints: list[Taint] = field(default_factory=list)
     # Labels the kubelet sets at registration (the user data), which no template shows.
     registration_labels: dict[str, str] = field(default_factory=dict)
     # The Capacity Block the group launches into, from the EC2 look-up: {"start", "end"} (RFC 3339).
-    capacity_block: Optional[dict[str, str]] = None
+    capacity_block: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -87,9 +94,14 @@ def _taint(taint: Taint) -> dict[str, Any]:
     return contract.exported(contract.Taint, key=taint.key, value=taint.value, effect=taint.effect)
 
 
-def group_spec(config: AcceleratorNodeGroupConfig, facts: InstanceFacts, zone: Zone,
-               allocatable: Optional[dict[str, str]] = None, provisioner: str = "cluster-autoscaler",
-               capacity_block: Optional[dict[str, str]] = None) -> AcceleratorGroupSpec:
+def group_spec(
+    config: AcceleratorNodeGroupConfig,
+    facts: InstanceFacts,
+    zone: Zone,
+    allocatable: dict[str, str] | None = None,
+    provisioner: str = "cluster-autoscaler",
+    capacity_block: dict[str, str] | None = None,
+) -> AcceleratorGroupSpec:
     """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
     NodePool and EC2NodeClass (karpenter, infra/specs/nodepools.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
@@ -137,16 +149,23 @@ def node_repair(enabled: bool) -> aws.eks.NodeGroupNodeRepairConfigArgs:
         max_parallel_nodes_repaired_percentage=settings.max_parallel_percentage,
         node_repair_config_overrides=[
             aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs(
-                node_monitoring_condition=o.condition, node_unhealthy_reason=o.reason,
-                min_repair_wait_time_mins=o.wait_minutes, repair_action=o.action,
+                node_monitoring_condition=o.condition,
+                node_unhealthy_reason=o.reason,
+                min_repair_wait_time_mins=o.wait_minutes,
+                repair_action=o.action,
             )
             for o in settings.overrides
         ],
     )
 
 
-def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str],
-                       parent: pulumi.Resource, rules_out: Optional[list[pulumi.Resource]] = None) -> aws.ec2.SecurityGroup:
+def efa_security_group(
+    name: str,
+    vpc_id: pulumi.Input[str],
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+    rules_out: list[pulumi.Resource] | None = None,
+) -> aws.ec2.SecurityGroup:
     """EFA traffic must flow between every EFA interface; nothing else is opened. ``rules_out``
     receives the group's rules, for what must be deleted before them (nodes still training)."""
     child = pulumi.ResourceOptions(parent=parent)
@@ -158,10 +177,17 @@ def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str
         opts=child,
     )
     rules: list[pulumi.Resource] = [
-        rule(f"{name}-efa-{way}-self", security_group_id=sg.id, referenced_security_group_id=sg.id, ip_protocol="-1",
-             description=f"EFA {preposition} members", opts=child)
+        rule(
+            f"{name}-efa-{way}-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description=f"EFA {preposition} members",
+            opts=child,
+        )
         for rule, way, preposition in (
-            (aws.vpc.SecurityGroupIngressRule, "in", "from"), (aws.vpc.SecurityGroupEgressRule, "out", "to"),
+            (aws.vpc.SecurityGroupIngressRule, "in", "from"),
+            (aws.vpc.SecurityGroupEgressRule, "out", "to"),
         )
     ]
     if rules_out is not None:
@@ -170,11 +196,16 @@ def efa_security_group(name: str, vpc_id: pulumi.Input[str], tags: dict[str, str
 
 
 class AcceleratorNodeGroups(pulumi.ComponentResource):
-    efa_security_group_id: Optional[pulumi.Output[str]]
+    efa_security_group_id: pulumi.Output[str] | None
     node_groups: dict[str, aws.eks.NodeGroup]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: AcceleratorNodeGroupsArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        args: AcceleratorNodeGroupsArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("trainium:infra:AcceleratorNodeGroups", name, None, opts)
         self._ctx, self._args = ctx, args
         efa = any(g.interfaces for g in args.groups)
@@ -184,7 +215,7 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _launch_template(
-        self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]
+        self, group: AcceleratorGroupSpec, efa_sg: aws.ec2.SecurityGroup | None
     ) -> aws.ec2.LaunchTemplate:
         args, cfg = self._args, group.config
         child = pulumi.ResourceOptions(parent=self)
@@ -231,7 +262,7 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             opts=child,
         )
 
-    def _node_group(self, group: AcceleratorGroupSpec, efa_sg: Optional[aws.ec2.SecurityGroup]) -> aws.eks.NodeGroup:
+    def _node_group(self, group: AcceleratorGroupSpec, efa_sg: aws.ec2.SecurityGroup | None) -> aws.eks.NodeGroup:
         args, cfg = self._args, group.config
         template = self._launch_template(group, efa_sg)
         node_group = aws.eks.NodeGroup(
@@ -251,10 +282,14 @@ class AcceleratorNodeGroups(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=cfg.min_size, desired_size=cfg.desired_size, max_size=cfg.max_size
             ),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             labels=group.labels,
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect)
-                    for t in [*group.taints, *group.startup_taints]],
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect)
+                for t in [*group.taints, *group.startup_taints]
+            ],
             # MINIMAL: no new instance before an old one goes (EKS API NodegroupUpdateConfig
             # updateStrategy; DEFAULT launches first): a group on a Capacity Block or a full
             # reservation has no spare Trainium instance to surge into.

@@ -35,8 +35,9 @@ class BurnInArgs:
 class BurnIn(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
 
-    def __init__(self, name: str, ctx: ClusterContext, args: BurnInArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: BurnInArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:BurnIn", name, None, opts)
         declared: list[pulumi.Resource] = []
         for manifest in burn_in_objects.cluster_objects(args.core_node_selector):
@@ -49,8 +50,15 @@ class BurnIn(pulumi.ComponentResource):
 
     def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:
         # Top-level fields as the SDK's keyword arguments (roleRef -> role_ref); nested dicts keep API names.
-        body = {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+        body = {
+            re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): v
+            for k, v in manifest.items()
+            if k not in ("apiVersion", "kind")
+        }
         name = manifest["metadata"]["name"]
         kind = manifest["kind"]
-        return _KINDS[kind](f"burn-in-{kind.lower()}-{name}", **body,
-                            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after))
+        return _KINDS[kind](
+            f"burn-in-{kind.lower()}-{name}",
+            **body,
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after),
+        )

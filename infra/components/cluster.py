@@ -6,23 +6,22 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra.facts import addons
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
-from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
-from infra.components.kube import kubeconfig_for
 from infra.components.context import ClusterContext
 from infra.components.iam import managed_policy, node_role_with_policies, pod_identity_role
+from infra.components.kube import kubeconfig_for
+from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
+from infra.facts import addons
+from infra.facts.versions import CORE_AMI_TYPE
 from infra.lookups import MANAGED_ENTRY_TAG
 from infra.specs import node_security
 from infra.specs.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
-from infra.facts.versions import CORE_AMI_TYPE
 
 CORE_NODE_LABELS = {"role": "core"}
 NETWORK_POLICIES = True
@@ -80,7 +79,7 @@ class EksClusterArgs:
     node_monitoring_agent: bool
     session_manager: bool = False
     """AmazonSSMManagedInstanceCore on the node role (features.sessionManager)."""
-    profile: Optional[str] = None
+    profile: str | None = None
     viewer_principal_arns: list[str] = field(default_factory=list)
     """Principals with read access (the pipeline's preview role, which runs pull requests' code)."""
 
@@ -95,8 +94,9 @@ class EksCluster(pulumi.ComponentResource):
     node_role_arn: pulumi.Output[str]
     core_node_group_name: pulumi.Output[str]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: EksClusterArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:EksCluster", name, None, opts)
         self._ctx = ctx
         child = pulumi.ResourceOptions(parent=self)
@@ -109,8 +109,9 @@ class EksCluster(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets-alias", name=f"alias/eks/{ctx.cluster_name}", target_key_id=secrets_key.key_id,
-                      opts=child)
+        aws.kms.Alias(
+            f"{name}-secrets-alias", name=f"alias/eks/{ctx.cluster_name}", target_key_id=secrets_key.key_id, opts=child
+        )
 
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
@@ -164,8 +165,11 @@ class EksCluster(pulumi.ComponentResource):
         self.kubernetes_version = cluster.urn.apply(lambda _: args.kubernetes_version)
 
         node_role, node_policies = node_role_with_policies(
-            f"{name}-node", f"EKS nodes of {ctx.cluster_name}", ctx,
-            node_security.node_policies(args.session_manager), child,
+            f"{name}-node",
+            f"EKS nodes of {ctx.cluster_name}",
+            ctx,
+            node_security.node_policies(args.session_manager),
+            child,
         )
 
         self.admin_entries = self._admin_entries(args, cluster)
@@ -184,9 +188,14 @@ class EksCluster(pulumi.ComponentResource):
             # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
             self._addon(name, args, addons.NODE_MONITORING_AGENT, [core_group])
         self._addon_with_role(
-            name, args, addons.EBS_CSI, role_name="ebs-csi", what="EBS CSI controller",
+            name,
+            args,
+            addons.EBS_CSI,
+            role_name="ebs-csi",
+            what="EBS CSI controller",
             service_account=("kube-system", EBS_CSI_SERVICE_ACCOUNT),
-            managed_policy_name="service-role/AmazonEBSCSIDriverPolicy", depends_on=[core_group, pod_identity_agent],
+            managed_policy_name="service-role/AmazonEBSCSIDriverPolicy",
+            depends_on=[core_group, pod_identity_agent],
         )
 
         # For everyone else (exported): their own credentials. For this program: the stack's profile.
@@ -214,9 +223,14 @@ class EksCluster(pulumi.ComponentResource):
         (169.254.170.23, host network too) answers before the node is Ready.
         """
         return self._addon_with_role(
-            name, args, addons.VPC_CNI, role_name="vpc-cni", what="VPC CNI (aws-node)",
+            name,
+            args,
+            addons.VPC_CNI,
+            role_name="vpc-cni",
+            what="VPC CNI (aws-node)",
             service_account=(node_security.CNI_NAMESPACE, node_security.CNI_SERVICE_ACCOUNT),
-            managed_policy_name=node_security.CNI_POLICY, depends_on=depends_on,
+            managed_policy_name=node_security.CNI_POLICY,
+            depends_on=depends_on,
             # NetworkPolicies are enforced only with the CNI's network policy agent on: the
             # aws-vpc-cni chart's key (charts/aws-vpc-cni/values.yaml, v1.20.4; its node agent is on
             # by default), as pulumi-eks wrote it (cni-addon.ts, mergeConfigurationValues). The
@@ -234,8 +248,10 @@ class EksCluster(pulumi.ComponentResource):
         entries: list[pulumi.Resource] = []
         partition = self._ctx.partition
         grants = [(arn, "admin", "cluster-admin", admin_policy_arn(partition)) for arn in args.admin_principal_arns]
-        grants += [(arn, "viewer", "admin-view", admin_policy_arn(partition, VIEW_POLICY))
-                   for arn in args.viewer_principal_arns]
+        grants += [
+            (arn, "viewer", "admin-view", admin_policy_arn(partition, VIEW_POLICY))
+            for arn in args.viewer_principal_arns
+        ]
         for arn, role, suffix, policy_arn in grants:
             key = principal_key(arn, role)
             entry = aws.eks.AccessEntry(
@@ -354,7 +370,9 @@ class EksCluster(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=group.min_size, desired_size=group.desired_size, max_size=group.max_size
             ),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             labels=labels,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in taints] or None,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),

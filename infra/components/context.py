@@ -5,7 +5,6 @@ Kubernetes provider."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,8 +24,8 @@ class ClusterContext:
     cluster_name: str
     """The name as text: known before anything is declared, for names, tags, policies and chart values."""
     tags: dict[str, str]
-    _cluster_name_output: Optional[pulumi.Output[str]] = field(default=None, repr=False)
-    _kubernetes: Optional[k8s.Provider] = field(default=None, repr=False)
+    _cluster_name_output: pulumi.Output[str] | None = field(default=None, repr=False)
+    _kubernetes: k8s.Provider | None = field(default=None, repr=False)
 
     @property
     def cluster_arn(self) -> str:

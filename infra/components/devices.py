@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -24,7 +24,7 @@ NPD_SERVICE_ACCOUNT = "node-problem-detector"
 NPD_METRICS_NAMESPACE = "NeuronHealthCheck"
 
 
-def neuron_values(scheduler_extension: bool, recovery_role_arn: Optional[str] = None) -> dict[str, Any]:
+def neuron_values(scheduler_extension: bool, recovery_role_arn: str | None = None) -> dict[str, Any]:
     # Tolerations spelled out (the chart's defaults include the Neuron taint today) so a
     # chart upgrade that changes them cannot silently strand the plugins off Trainium nodes.
     npd: dict[str, Any] = {
@@ -86,7 +86,9 @@ def node_recovery_policy(partition: str, region: str, account_id: str, cluster_n
                     "Resource": f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/*",
                     # The tag EKS puts on its node groups' Auto Scaling groups, which the
                     # cluster-autoscaler policy scopes by too.
-                    "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
+                    "Condition": {
+                        "StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+                    },
                 },
                 {
                     "Sid": "Describe",
@@ -142,7 +144,7 @@ class DevicePluginsArgs:
     efa: bool
     neuron_scheduler_extension: bool
     # None: the node problem detector only watches.
-    node_recovery: Optional[NodeRecoveryArgs] = None
+    node_recovery: NodeRecoveryArgs | None = None
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -170,8 +172,13 @@ class DevicePlugins(pulumi.ComponentResource):
             )
         if args.efa:
             # The EFA plugin's image is pulled from the cluster's own region's EKS registry.
-            helm_release("aws-efa-k8s-device-plugin", CHARTS["efa-device-plugin"], "kube-system", efa_values(ctx.region),
-                         on_cluster)
+            helm_release(
+                "aws-efa-k8s-device-plugin",
+                CHARTS["efa-device-plugin"],
+                "kube-system",
+                efa_values(ctx.region),
+                on_cluster,
+            )
         self.register_outputs({})
 
     def _recovery_role(self, name: str, ctx: ClusterContext, args: NodeRecoveryArgs) -> pulumi.Output[str]:

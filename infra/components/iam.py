@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -54,14 +55,21 @@ def managed_policy(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
 
 
-def node_role_with_policies(name: str, description: str, cluster: ClusterContext, policies: Sequence[str],
-                            opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+def node_role_with_policies(
+    name: str, description: str, cluster: ClusterContext, policies: Sequence[str], opts: pulumi.ResourceOptions
+) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``)."""
-    role = aws.iam.Role(name, assume_role_policy=service_trust_policy("ec2.amazonaws.com"), description=description,
-                        tags=dict(cluster.tags), opts=opts)
+    role = aws.iam.Role(
+        name,
+        assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
+        description=description,
+        tags=dict(cluster.tags),
+        opts=opts,
+    )
     attached: list[pulumi.Resource] = [
-        aws.iam.RolePolicyAttachment(f"{name}-{policy}", role=role.name,
-                                     policy_arn=managed_policy(cluster.partition, policy), opts=opts)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy}", role=role.name, policy_arn=managed_policy(cluster.partition, policy), opts=opts
+        )
         for policy in policies
     ]
     return role, attached
@@ -71,14 +79,14 @@ def pod_identity_role(
     name: str,
     *,
     cluster: ClusterContext,
-    service_account: "tuple[str, str]",
+    service_account: tuple[str, str],
     description: str,
-    parent: "pulumi.Resource",
-    inline_policy: "str | None" = None,
-    managed_policy_arns: "tuple[str, ...]" = (),
-    associate_in: "pulumi.Input[str] | None" = None,
-    depends_on: "list[pulumi.Resource] | None" = None,
-) -> "tuple[aws.iam.Role, list[pulumi.Resource]]":
+    parent: pulumi.Resource,
+    inline_policy: str | None = None,
+    managed_policy_arns: tuple[str, ...] = (),
+    associate_in: pulumi.Input[str] | None = None,
+    depends_on: list[pulumi.Resource] | None = None,
+) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """An IAM role the pods of one (namespace, service account) of ``cluster`` assume through EKS Pod Identity.
 
     ``associate_in`` is the cluster name when the association is declared here; add-ons bind

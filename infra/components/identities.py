@@ -13,9 +13,9 @@ import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
+from infra.facts.versions import KUBERNETES_VERSION
 from infra.specs.node_security import metadata_wall
 from infra.specs.pod_security import pod_security_labels
-from infra.facts.versions import KUBERNETES_VERSION
 
 TRAINING_SERVICE_ACCOUNT = "training"
 
@@ -25,10 +25,18 @@ def s3_read_policy(partition: str, buckets: list[str]) -> str:
         {
             "Version": "2012-10-17",
             "Statement": [
-                {"Sid": "List", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
-                 "Resource": [f"arn:{partition}:s3:::{b}" for b in buckets]},
-                {"Sid": "Read", "Effect": "Allow", "Action": ["s3:GetObject"],
-                 "Resource": [f"arn:{partition}:s3:::{b}/*" for b in buckets]},
+                {
+                    "Sid": "List",
+                    "Effect": "Allow",
+                    "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+                    "Resource": [f"arn:{partition}:s3:::{b}" for b in buckets],
+                },
+                {
+                    "Sid": "Read",
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject"],
+                    "Resource": [f"arn:{partition}:s3:::{b}/*" for b in buckets],
+                },
             ],
         }
     )
@@ -59,13 +67,19 @@ class TrainingIdentities(pulumi.ComponentResource):
             k8s_child = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
             labels = {"purpose": "training", **pod_security_labels(args.kubernetes_version)}
             if namespace != "default":
-                ns = k8s.core.v1.Namespace(f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child)
+                ns = k8s.core.v1.Namespace(
+                    f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child
+                )
                 self.namespaces[namespace] = ns
                 deps: list[pulumi.Resource] = [ns]
             else:
                 # The built-in namespace is not ours to create or delete: a server-side apply patch
                 # owns just these labels, and `pulumi destroy` removes just them again.
-                deps = [k8s.core.v1.NamespacePatch(f"ns-{namespace}-labels", metadata={"name": namespace, "labels": labels}, opts=k8s_child)]
+                deps = [
+                    k8s.core.v1.NamespacePatch(
+                        f"ns-{namespace}-labels", metadata={"name": namespace, "labels": labels}, opts=k8s_child
+                    )
+                ]
             in_namespace = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=deps)
             k8s.core.v1.ServiceAccount(
                 f"{namespace}-{TRAINING_SERVICE_ACCOUNT}-sa",
@@ -74,7 +88,10 @@ class TrainingIdentities(pulumi.ComponentResource):
             )
             wall = metadata_wall(namespace)
             k8s.networking.v1.NetworkPolicy(
-                f"{namespace}-{wall['metadata']['name']}", metadata=wall["metadata"], spec=wall["spec"], opts=in_namespace
+                f"{namespace}-{wall['metadata']['name']}",
+                metadata=wall["metadata"],
+                spec=wall["spec"],
+                opts=in_namespace,
             )
             # One role per namespace: a job in one namespace never holds another's data access.
             role, _ = pod_identity_role(

@@ -39,8 +39,9 @@ class KarpenterArgs:
 class Karpenter(pulumi.ComponentResource):
     node_pools: dict[str, k8s.apiextensions.CustomResource]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: KarpenterArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:Karpenter", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         discovery = {plan.DISCOVERY_TAG: ctx.cluster_name}
@@ -53,8 +54,9 @@ class Karpenter(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        aws.sqs.QueuePolicy(f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(plan.queue_policy),
-                            opts=child)
+        aws.sqs.QueuePolicy(
+            f"{name}-interruptions", queue_url=queue.url, policy=queue.arn.apply(plan.queue_policy), opts=child
+        )
         for rule_name, pattern in plan.INTERRUPTION_RULES.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{rule_name}",
@@ -68,12 +70,22 @@ class Karpenter(pulumi.ComponentResource):
         # A role of its own: EKS already made an access entry for the managed groups' role, and a
         # second entry for the same principal is refused.
         node_role, node_ready = node_role_with_policies(
-            f"{name}-node", f"Karpenter's Trainium nodes of {ctx.cluster_name}", ctx, args.node_policies, child,
+            f"{name}-node",
+            f"Karpenter's Trainium nodes of {ctx.cluster_name}",
+            ctx,
+            args.node_policies,
+            child,
         )
-        node_ready.append(aws.eks.AccessEntry(
-            f"{name}-node", cluster_name=ctx.cluster_name_output, principal_arn=node_role.arn, type="EC2_LINUX",
-            tags=ctx.tags, opts=child,
-        ))
+        node_ready.append(
+            aws.eks.AccessEntry(
+                f"{name}-node",
+                cluster_name=ctx.cluster_name_output,
+                principal_arn=node_role.arn,
+                type="EC2_LINUX",
+                tags=ctx.tags,
+                opts=child,
+            )
+        )
 
         _, controller_ready = pod_identity_role(
             f"{name}-controller",
@@ -82,8 +94,9 @@ class Karpenter(pulumi.ComponentResource):
             cluster=ctx,
             service_account=(plan.NAMESPACE, plan.SERVICE_ACCOUNT),
             inline_policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
-                lambda a: plan.controller_policy(ctx.partition, ctx.region, ctx.account_id,
-                                                 ctx.cluster_name, a[0], a[1])
+                lambda a: plan.controller_policy(
+                    ctx.partition, ctx.region, ctx.account_id, ctx.cluster_name, a[0], a[1]
+                )
             ),
             associate_in=ctx.cluster_name_output,
             depends_on=args.association_after,
@@ -97,8 +110,13 @@ class Karpenter(pulumi.ComponentResource):
         # then deletes the instance profile it made from the role). Otherwise the EFA security group
         # delete fails on the nodes' interfaces and the role goes from under running nodes.
         node_uses: list[pulumi.Resource] = [
-            aws.ec2.Tag(f"{name}-cluster-sg-discovery", resource_id=args.cluster_security_group_id,
-                        key=plan.DISCOVERY_TAG, value=ctx.cluster_name, opts=child),
+            aws.ec2.Tag(
+                f"{name}-cluster-sg-discovery",
+                resource_id=args.cluster_security_group_id,
+                key=plan.DISCOVERY_TAG,
+                value=ctx.cluster_name,
+                opts=child,
+            ),
             *node_ready,
         ]
         if any(g.interfaces for g in args.groups):
@@ -114,10 +132,12 @@ class Karpenter(pulumi.ComponentResource):
             "karpenter",
             CHARTS["karpenter"],
             plan.NAMESPACE,
-            plan.chart_values(ctx.cluster_name, ctx.region, plan.queue_name(ctx.cluster_name), repair,
-                              CORE_NODE_SELECTOR),
-            pulumi.ResourceOptions(parent=self, provider=provider,
-                                   depends_on=[crds, *controller_ready, *node_ready, queue]),
+            plan.chart_values(
+                ctx.cluster_name, ctx.region, plan.queue_name(ctx.cluster_name), repair, CORE_NODE_SELECTOR
+            ),
+            pulumi.ResourceOptions(
+                parent=self, provider=provider, depends_on=[crds, *controller_ready, *node_ready, queue]
+            ),
             skip_crds=True,
         )
 
@@ -132,8 +152,14 @@ class Karpenter(pulumi.ComponentResource):
             after = [crds, controller]
             node_class = _custom(
                 f"{group.name}-nodeclass",
-                plan.node_class(group, cluster_name=ctx.cluster_name, node_role=node_role.name,
-                                placement_group=placement, hop_limit=args.hop_limit, tags=ctx.tags),
+                plan.node_class(
+                    group,
+                    cluster_name=ctx.cluster_name,
+                    node_role=node_role.name,
+                    placement_group=placement,
+                    hop_limit=args.hop_limit,
+                    tags=ctx.tags,
+                ),
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, *node_uses]),
             )
             pool = plan.node_pool(group, args.lifetimes)
@@ -141,14 +167,22 @@ class Karpenter(pulumi.ComponentResource):
             self.node_pools[group.name] = _custom(
                 f"{group.name}-nodepool",
                 pool,
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*after, node_class],
-                                       custom_timeouts=pulumi.CustomTimeouts(delete=plan.delete_timeout(grace))),
+                pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=[*after, node_class],
+                    custom_timeouts=pulumi.CustomTimeouts(delete=plan.delete_timeout(grace)),
+                ),
             )
         self.register_outputs({})
 
 
 def _custom(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
-        name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
-        spec=manifest["spec"], opts=opts,
+        name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
     )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Union
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import contract
+from infra.facts.versions import ChartPin
 from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.specs.system_capacity import node_allocatable
-from infra.facts.versions import ChartPin
 
 # Tolerating the taint every accelerator node carries.
 NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NEURON_TAINT.effect}
@@ -24,7 +24,12 @@ CORE_NODE_SELECTOR = {"role": "core"}
 JOB_SUPPORT_PLACEMENT = {
     "nodeSelector": {"role": JOB_SUPPORT_LABELS["role"]},
     "tolerations": [
-        {"key": JOB_SUPPORT_TAINT.key, "operator": "Equal", "value": JOB_SUPPORT_TAINT.value, "effect": JOB_SUPPORT_TAINT.effect}
+        {
+            "key": JOB_SUPPORT_TAINT.key,
+            "operator": "Equal",
+            "value": JOB_SUPPORT_TAINT.value,
+            "effect": JOB_SUPPORT_TAINT.effect,
+        }
     ],
 }
 
@@ -79,7 +84,7 @@ def helm_release(
     )
 
 
-def kubeconfig_for(kubeconfig: Union[str, dict[str, Any]], profile: Optional[str]) -> str:
+def kubeconfig_for(kubeconfig: str | dict[str, Any], profile: str | None) -> str:
     """The kubeconfig with its ``aws eks get-token`` bound to ``profile``, or to the caller's
     default credential chain when None.
 

@@ -32,8 +32,9 @@ class Network(pulumi.ComponentResource):
     node_subnet_by_zone_id: dict[str, pulumi.Output[str]]
     private_subnet_by_zone_id: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: NetworkArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         layout = plan_subnets(args.vpc_cidr, args.secondary_cidr, len(args.zones))
@@ -142,6 +143,6 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = [s.id for s in public_subnets]
         self.private_subnet_ids = [s.id for s in private_subnets]
         self.node_subnet_ids = [s.id for s in node_subnets]
-        self.node_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, node_subnets)}
-        self.private_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, private_subnets)}
+        self.node_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, node_subnets, strict=True)}
+        self.private_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, private_subnets, strict=True)}
         self.register_outputs({"vpcId": self.vpc_id})

@@ -10,8 +10,9 @@ Ray workers restart in place) or a failed pod (Volcano pods are ``restartPolicy:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -45,8 +46,11 @@ def metric_search(metric: str, cluster_name: str) -> str:
 # (widget title, metric, statistic). Restarts are the pod's cumulative count, so the worst pod
 # (MAX) is the number of times it was restarted; pod_status_failed is 1 per failed pod a minute.
 TRAINING_HEALTH_METRICS = (
-    ("Training container restarts (hung runs ended by the liveness probe, crashes)",
-     "pod_number_of_container_restarts", "MAX"),
+    (
+        "Training container restarts (hung runs ended by the liveness probe, crashes)",
+        "pod_number_of_container_restarts",
+        "MAX",
+    ),
     ("Failed training pods", "pod_status_failed", "SUM"),
 )
 # One alarm per training namespace and metric (an alarm holds one Metrics Insights query, MAX over
@@ -54,12 +58,18 @@ TRAINING_HEALTH_METRICS = (
 # label or owner to tell training pods from etcd, TensorBoard or the gang watchdog (see
 # namespace_query), and Metrics Insights cannot match pod-name patterns with `=` alone.
 TRAINING_ALARMS = (
-    ("training-restarts", "pod_number_of_container_restarts",
-     "A container in training namespace {ns} restarted (any pod there: training, etcd, TensorBoard, the gang "
-     "watchdog): a NeMo or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which)."),
-    ("training-pods-failed", "pod_status_failed",
-     "A pod in training namespace {ns} failed (any pod there): a BERT (Volcano, restartPolicy Never) run hung and "
-     "ended by its liveness probe, a crash, or a job that ran out of retries (kubectl get pods, kubectl describe vcjob)."),
+    (
+        "training-restarts",
+        "pod_number_of_container_restarts",
+        "A container in training namespace {ns} restarted (any pod there: training, etcd, TensorBoard, the gang "
+        "watchdog): a NeMo or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which).",
+    ),
+    (
+        "training-pods-failed",
+        "pod_status_failed",
+        "A pod in training namespace {ns} failed (any pod there): a BERT (Volcano, restartPolicy Never) run hung and "
+        "ended by its liveness probe, a crash, or a job that ran out of retries (kubectl get pods, kubectl describe vcjob).",
+    ),
 )
 
 
@@ -96,16 +106,30 @@ def dashboard_body(cluster_name: str, region: str, training_namespaces: Sequence
             "y": 6 * i,
             "width": 24,
             "height": 6,
-            "properties": {"title": title, "region": region, "view": "timeSeries", "period": 60,
-                           "metrics": [[e] for e in expressions]},
+            "properties": {
+                "title": title,
+                "region": region,
+                "view": "timeSeries",
+                "period": 60,
+                "metrics": [[e] for e in expressions],
+            },
         }
 
-    panels = [(title, [{"expression": metric_search(metric, cluster_name), "id": f"m{i}"}])
-              for i, (title, metric) in enumerate(NEURON_METRICS)]
+    panels = [
+        (title, [{"expression": metric_search(metric, cluster_name), "id": f"m{i}"}])
+        for i, (title, metric) in enumerate(NEURON_METRICS)
+    ]
     if training_namespaces:
-        panels += [(title, [{"expression": namespace_query(metric, statistic, cluster_name, ns), "id": f"h{i}n{j}", "label": ns}
-                            for j, ns in enumerate(training_namespaces)])
-                   for i, (title, metric, statistic) in enumerate(TRAINING_HEALTH_METRICS)]
+        panels += [
+            (
+                title,
+                [
+                    {"expression": namespace_query(metric, statistic, cluster_name, ns), "id": f"h{i}n{j}", "label": ns}
+                    for j, ns in enumerate(training_namespaces)
+                ],
+            )
+            for i, (title, metric, statistic) in enumerate(TRAINING_HEALTH_METRICS)
+        ]
     return json.dumps({"widgets": [widget(i, title, expressions) for i, (title, expressions) in enumerate(panels)]})
 
 
@@ -124,8 +148,9 @@ class ObservabilityArgs:
 class Observability(pulumi.ComponentResource):
     dashboard_name: pulumi.Output[str]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: ObservabilityArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:Observability", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         role, permissions = pod_identity_role(
@@ -164,12 +189,14 @@ class Observability(pulumi.ComponentResource):
                     f"{name}-{namespace}-{kind}",
                     name=training_alarm_name(ctx.cluster_name, namespace, kind),
                     alarm_description=description.format(ns=namespace),
-                    metric_queries=[aws.cloudwatch.MetricAlarmMetricQueryArgs(
-                        id="pods",
-                        expression=namespace_query(metric, "MAX", ctx.cluster_name, namespace, per_pod=False),
-                        period=60,
-                        return_data=True,
-                    )],
+                    metric_queries=[
+                        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                            id="pods",
+                            expression=namespace_query(metric, "MAX", ctx.cluster_name, namespace, per_pod=False),
+                            period=60,
+                            return_data=True,
+                        )
+                    ],
                     comparison_operator="GreaterThanThreshold",
                     threshold=0,
                     evaluation_periods=1,

@@ -28,15 +28,22 @@ def lifecycle_policy() -> str:
                 {
                     "rulePriority": 1,
                     "description": f"Expire untagged layers after {UNTAGGED_EXPIRY_DAYS} days",
-                    "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed",
-                                  "countUnit": "days", "countNumber": UNTAGGED_EXPIRY_DAYS},
+                    "selection": {
+                        "tagStatus": "untagged",
+                        "countType": "sinceImagePushed",
+                        "countUnit": "days",
+                        "countNumber": UNTAGGED_EXPIRY_DAYS,
+                    },
                     "action": {"type": "expire"},
                 },
                 {
                     "rulePriority": 2,
                     "description": f"Keep the newest {KEEP_TAGGED_IMAGES} images",
-                    "selection": {"tagStatus": "any", "countType": "imageCountMoreThan",
-                                  "countNumber": KEEP_TAGGED_IMAGES},
+                    "selection": {
+                        "tagStatus": "any",
+                        "countType": "imageCountMoreThan",
+                        "countNumber": KEEP_TAGGED_IMAGES,
+                    },
                     "action": {"type": "expire"},
                 },
             ]
@@ -52,8 +59,9 @@ class RegistriesArgs:
 class Registries(pulumi.ComponentResource):
     urls: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, ctx: ClusterContext, args: RegistriesArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: RegistriesArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("trainium:infra:Registries", name, None, opts)
         self.urls = {}
         for image in TRAINING_IMAGES:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
 from infra import contract
-from infra.config.models import QueueConfig
 from infra.components.context import ClusterContext
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
-from infra.specs.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
+from infra.config.models import QueueConfig
 from infra.facts.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_MANIFEST
+from infra.specs.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
 
 KUBERAY_NAMESPACE = "kuberay-system"
 ETCD_SERVICE = "etcd-server"
@@ -69,8 +69,10 @@ def volcano_scheduler_conf() -> str:
 
 def queue_outputs(queues: list[QueueConfig]) -> list[dict[str, Any]]:
     """What the workload stacks need to know of each queue: its name and its caps."""
-    return [contract.exported(contract.VolcanoQueue, name=q.name, capability=queue_spec(q).get("capability", {}))
-            for q in queues]
+    return [
+        contract.exported(contract.VolcanoQueue, name=q.name, capability=queue_spec(q).get("capability", {}))
+        for q in queues
+    ]
 
 
 # Volcano's images come from Docker Hub (chart 1.15.1 values: basic.image_registry docker.io) and
@@ -88,7 +90,7 @@ def volcano_values() -> dict[str, Any]:
             "default_ns": CORE_NODE_SELECTOR,
             # Replaces the whole volcano-scheduler.conf in the chart's scheduler ConfigMap.
             "scheduler_config_override": volcano_scheduler_conf(),
-        }
+        },
     }
 
 
@@ -111,7 +113,7 @@ MPI_OPERATOR_UPSTREAM_ARGS = ("-alsologtostderr", "--lock-namespace=mpi-operator
 MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcano"]
 
 
-def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
     """A transform for the operator's manifest: its Deployment's container gets the flag (and
     its pull policy spelled out).
 
@@ -169,7 +171,9 @@ def etcd_container() -> dict[str, Any]:
 
 def etcd_network_policy(namespace: str) -> dict[str, Any]:
     """Only rendezvous clients reach etcd, and only on its client port."""
-    return network_policy("etcd", namespace, ETCD_LABELS, [from_pods(ETCD_CLIENT_LABEL, TORCHX_POD_LABEL, ports=[ETCD_PORT])])
+    return network_policy(
+        "etcd", namespace, ETCD_LABELS, [from_pods(ETCD_CLIENT_LABEL, TORCHX_POD_LABEL, ports=[ETCD_PORT])]
+    )
 
 
 @dataclass
@@ -184,7 +188,7 @@ class SchedulersArgs:
 
 
 class Schedulers(pulumi.ComponentResource):
-    volcano: Optional[k8s.helm.v3.Release]
+    volcano: k8s.helm.v3.Release | None
     # Each queue's name and capability, for the workload stacks (empty without Volcano).
     queues: list[dict[str, Any]]
     etcd_endpoints: dict[str, str]
@@ -280,4 +284,6 @@ class Schedulers(pulumi.ComponentResource):
             opts=opts,
         )
         policy = etcd_network_policy(namespace)
-        k8s.networking.v1.NetworkPolicy(f"{namespace}-etcd-policy", metadata=policy["metadata"], spec=policy["spec"], opts=opts)
+        k8s.networking.v1.NetworkPolicy(
+            f"{namespace}-etcd-policy", metadata=policy["metadata"], spec=policy["spec"], opts=opts
+        )

@@ -23,11 +23,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra import contract
-from infra.config.models import DataRepositoryConfig, StorageConfig
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.config.models import DataRepositoryConfig, StorageConfig
 from infra.facts.versions import CHARTS
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -156,8 +156,10 @@ def event_flows(repo: DataRepositoryConfig) -> str:
 
 
 def _s3_links(storage: StorageConfig) -> list[dict[str, Any]]:
-    return [contract.exported(contract.S3Link, path=r.file_system_path, s3_path=r.s3_path)
-            for r in storage.data_repositories]
+    return [
+        contract.exported(contract.S3Link, path=r.file_system_path, s3_path=r.s3_path)
+        for r in storage.data_repositories
+    ]
 
 
 def association_s3(repo: DataRepositoryConfig) -> aws.fsx.DataRepositoryAssociationS3Args:
@@ -210,9 +212,18 @@ class FsxStorage(pulumi.ComponentResource):
         """The same keys when the FSx CSI feature is off: nothing to mount."""
         return contract.exported(
             contract.Storage,
-            enabled=False, file_system_id=None, dns_name=None, mount_name=None, storage_class=None,
-            claim_name=None, namespaces=[], capacity_gib=storage.capacity_gib,
-            deployment_type=storage.deployment_type, zone=zone_id, s3_links=[], claims={},
+            enabled=False,
+            file_system_id=None,
+            dns_name=None,
+            mount_name=None,
+            storage_class=None,
+            claim_name=None,
+            namespaces=[],
+            capacity_gib=storage.capacity_gib,
+            deployment_type=storage.deployment_type,
+            zone=zone_id,
+            s3_links=[],
+            claims={},
         )
 
     def __init__(
@@ -294,7 +305,11 @@ class FsxStorage(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": self.file_system.id})
 
     def _file_system(
-        self, name: str, ctx: ClusterContext, args: FsxStorageArgs, lustre_sg: aws.ec2.SecurityGroup,
+        self,
+        name: str,
+        ctx: ClusterContext,
+        args: FsxStorageArgs,
+        lustre_sg: aws.ec2.SecurityGroup,
         rules: list[pulumi.Resource],
     ) -> aws.fsx.LustreFileSystem:
         storage = args.storage
@@ -370,8 +385,11 @@ class FsxStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[volume, *args.identities.depends_for(namespace),
-                            *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else [])],
+                depends_on=[
+                    volume,
+                    *args.identities.depends_for(namespace),
+                    *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
+                ],
                 # Re-created whenever its volume is, even when the volume keeps its name.
                 replace_with=[volume],
                 replace_on_changes=["spec.volumeName"],
@@ -401,7 +419,10 @@ class FsxStorage(pulumi.ComponentResource):
         rules: list[pulumi.Resource] = []
         for label, own, other in peers:
             for low, high in LUSTRE_PORTS:
-                for direction, rule_type in (("in", aws.vpc.SecurityGroupIngressRule), ("out", aws.vpc.SecurityGroupEgressRule)):
+                for direction, rule_type in (
+                    ("in", aws.vpc.SecurityGroupIngressRule),
+                    ("out", aws.vpc.SecurityGroupEgressRule),
+                ):
                     rules.append(
                         rule_type(
                             f"{name}-{label}-{direction}-{low}-{high}",

@@ -9,7 +9,8 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -28,7 +29,11 @@ class ConfigModel(BaseModel):
     is an empty string anywhere (no API this project feeds takes one as a meaningful value)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, str_min_length=1,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        str_min_length=1,
         # `inf` would pass every lower bound and no API (nor a bandwidth floor) has a use for it.
         allow_inf_nan=False,
     )
@@ -74,9 +79,7 @@ def decode(value: str) -> Any:
 
 def project_values(all_config: dict[str, str], project: str) -> dict[str, Any]:
     """The keys under ``<project>:`` in the engine's flat config map, decoded."""
-    return {
-        key.split(":", 1)[1]: decode(value) for key, value in all_config.items() if key.startswith(f"{project}:")
-    }
+    return {key.split(":", 1)[1]: decode(value) for key, value in all_config.items() if key.startswith(f"{project}:")}
 
 
 def qualified_key(project: str, loc: tuple[Any, ...]) -> str:

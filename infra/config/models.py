@@ -10,22 +10,44 @@ resource is declared; the rules across fields live in ``infra/config/rules.py``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
+from infra.config.base import ConfigModel, qualified_key
 from infra.facts import versions
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.facts.neuron import compatible_ami_release
-from infra.config.base import ConfigModel, qualified_key
 
 PROJECT = "trainium-eks"
 
 Environment = Literal["dev", "prod"]
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # CloudWatch Logs PutRetentionPolicy accepts only these retentions (days).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
-                      3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 # MB/s/TiB each deployment type accepts; scratch has none.
 FSX_THROUGHPUTS: dict[FsxDeploymentType, tuple[int, ...]] = {
@@ -37,7 +59,9 @@ S3Event = Literal["NEW", "CHANGED", "DELETED"]
 
 
 class NetworkConfig(ConfigModel):
-    vpc_cidr: str = Field(default="10.0.0.0/16", description="Primary VPC range (/16 to /24): public and private subnets.")
+    vpc_cidr: str = Field(
+        default="10.0.0.0/16", description="Primary VPC range (/16 to /24): public and private subnets."
+    )
     secondary_cidr: str = Field(
         default="100.64.0.0/16",
         description="Secondary range (/16 to /24) for node and pod subnets, so pod IPs never exhaust the primary "
@@ -53,7 +77,7 @@ class EndpointAccessConfig(ConfigModel):
 
     public: bool = Field(default=True, description="Public API endpoint on.")
     private: bool = Field(default=True, description="Private API endpoint on (nodes use it).")
-    public_cidrs: Optional[list[str]] = Field(
+    public_cidrs: list[str] | None = Field(
         default=None,
         description="IPv4 ranges allowed to the public endpoint; unset: the whole internet in dev, required in prod. "
         "`pulumi up` refuses documentation ranges and, unless deployedFromVpc, a list without the deploying "
@@ -66,7 +90,7 @@ class EndpointAccessConfig(ConfigModel):
         "public address against publicCidrs.",
     )
 
-    def effective_public_cidrs(self) -> Optional[list[str]]:
+    def effective_public_cidrs(self) -> list[str] | None:
         if not self.public:
             return None
         return self.public_cidrs if self.public_cidrs is not None else ["0.0.0.0/0"]
@@ -103,13 +127,17 @@ class JobNodeGroupConfig(ConfigModel):
     min_size: int = Field(default=0, ge=0, description="Job-support nodes kept when idle (0: none, no cost).")
     desired_size: int = Field(default=0, ge=0, description="Job-support nodes at creation.")
     max_size: int = Field(default=4, ge=1, description="Most job-support nodes cluster-autoscaler may run.")
-    disk_size_gib: int = Field(default=100, ge=20, le=16384, description="Encrypted gp3 root volume per job-support node.")
+    disk_size_gib: int = Field(
+        default=100, ge=20, le=16384, description="Encrypted gp3 root volume per job-support node."
+    )
 
 
 class CapacityReservationConfig(ConfigModel):
-    id: Optional[str] = Field(default=None, description="The reservation id, `cr-...`; required unless tags select "
-                              "the reservations (Karpenter only).")
-    tags: Optional[dict[str, str]] = Field(
+    id: str | None = Field(
+        default=None,
+        description="The reservation id, `cr-...`; required unless tags select the reservations (Karpenter only).",
+    )
+    tags: dict[str, str] | None = Field(
         default=None,
         description="nodeProvisioner karpenter only: launch into any reservation carrying all these tags (a value "
         "`*` matches any), instead of one id.",
@@ -123,32 +151,33 @@ class CapacityReservationConfig(ConfigModel):
 
 class AcceleratorNodeGroupConfig(ConfigModel):
     name: str = Field(description="Unique; becomes the EKS node group name.")
-    instance_type: str = Field(description="A Trainium or Inferentia type: trn1.2xlarge, trn1.32xlarge, "
-                               "trn1n.32xlarge, trn2.48xlarge, inf2.*.")
+    instance_type: str = Field(
+        description="A Trainium or Inferentia type: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, inf2.*."
+    )
     min_size: int = Field(default=0, ge=0, description="Fewest nodes; 0 lets the group idle at no instance cost.")
     desired_size: int = Field(default=0, ge=0, description="Nodes at creation; cluster-autoscaler owns it afterwards.")
     max_size: int = Field(ge=1, description="Most nodes cluster-autoscaler may start.")
-    efa: Optional[bool] = Field(default=None, description="EFA interfaces; unset: on exactly when the type has EFA.")
+    efa: bool | None = Field(default=None, description="EFA interfaces; unset: on exactly when the type has EFA.")
     efa_interface_type: Literal["efa-only", "efa"] = Field(
         default="efa-only",
         description="Type of the interfaces on cards 1 and up: `efa-only` takes no IP address (VPC CNI >= 1.18.4), "
         "`efa` works everywhere.",
     )
-    placement_group: Optional[bool] = Field(
+    placement_group: bool | None = Field(
         default=None,
         description="A cluster placement group; unset: on unless a capacity reservation is targeted (placement "
         "groups break launches into reservations).",
     )
-    capacity_reservation: Optional[CapacityReservationConfig] = Field(
+    capacity_reservation: CapacityReservationConfig | None = Field(
         default=None, description="An On-Demand Capacity Reservation or Capacity Block to launch into."
     )
-    az_id: Optional[str] = Field(
+    az_id: str | None = Field(
         default=None,
         description="Zone id (e.g. usw2-az4); unset: the zone offering every type. Required with an on-demand "
         "reservation: reservations are zonal.",
     )
     root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
-    ami_release_version: Optional[str] = Field(
+    ami_release_version: str | None = Field(
         default=None,
         description="The Neuron AMI release, built for kubernetesVersion (e.g. 1.34.9-20260625), whose Neuron driver "
         "the training images run on; unset means the latest AMI at creation, refused while its driver fails them "
@@ -206,14 +235,18 @@ class FeaturesConfig(ConfigModel):
     efa_device_plugin: bool = Field(default=True, description="EFA device plugin, tolerating the Neuron taint.")
     fsx_csi: bool = Field(default=True, description="The FSx for Lustre file system, its CSI driver and claims.")
     volcano: bool = Field(default=True, description="Volcano gang scheduler and its queues.")
-    torchx_etcd: bool = Field(default=True, description="etcd for TorchX rendezvous in each training namespace "
-                              "(needs volcano).")
+    torchx_etcd: bool = Field(
+        default=True, description="etcd for TorchX rendezvous in each training namespace (needs volcano)."
+    )
     kuberay: bool = Field(default=True, description="KubeRay operator.")
     mpi_operator: bool = Field(default=True, description="Kubeflow MPI operator.")
     cluster_autoscaler: bool = Field(default=True, description="cluster-autoscaler (scales groups up from zero).")
     metrics_server: bool = Field(default=True, description="metrics-server.")
-    observability: bool = Field(default=True, description="CloudWatch observability add-on, a dashboard (NeuronCores, "
-                                  "training restarts, failed pods) and a restart alarm per training namespace.")
+    observability: bool = Field(
+        default=True,
+        description="CloudWatch observability add-on, a dashboard (NeuronCores, "
+        "training restarts, failed pods) and a restart alarm per training namespace.",
+    )
     node_monitoring_agent: bool = Field(
         default=True,
         description="EKS node monitoring agent: reports Neuron, EFA, kernel and storage faults as node conditions, "
@@ -235,11 +268,10 @@ class DataRepositoryConfig(ConfigModel):
     auto_import: list[S3Event] = Field(
         default=list(get_args(S3Event)), description="S3 events that flow into the file system."
     )
-    auto_export: list[S3Event] = Field(
-        default=[], description="File-system changes that flow back to S3."
+    auto_export: list[S3Event] = Field(default=[], description="File-system changes that flow back to S3.")
+    import_metadata_on_create: bool = Field(
+        default=True, description="Import the bucket's listing when the link is created."
     )
-    import_metadata_on_create: bool = Field(default=True, description="Import the bucket's listing when the link "
-                                            "is created.")
 
 
 class StorageConfig(ConfigModel):
@@ -248,22 +280,25 @@ class StorageConfig(ConfigModel):
     deployment_type: FsxDeploymentType = Field(
         default="PERSISTENT_2", description="FSx for Lustre deployment type; changing it replaces the file system."
     )
-    per_unit_storage_throughput: Optional[int] = Field(
+    per_unit_storage_throughput: int | None = Field(
         default=125,
-        description="MB/s per TiB: 125/250/500/1000 for PERSISTENT_2, 50/100/200 for PERSISTENT_1, none for "
-        "SCRATCH_2.",
+        description="MB/s per TiB: 125/250/500/1000 for PERSISTENT_2, 50/100/200 for PERSISTENT_1, none for SCRATCH_2.",
     )
-    capacity_gib: int = Field(default=1200, description="1200, 2400, then multiples of 2400; growing is in place, "
-                              "shrinking replaces the file system.")
-    lustre_version: Literal["2.15", "2.12"] = Field(default="2.15", description="Lustre version (2.15 for "
-                                                    "PERSISTENT_2).")
-    compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression (the bill is per "
-                                                "provisioned GiB either way).")
+    capacity_gib: int = Field(
+        default=1200,
+        description="1200, 2400, then multiples of 2400; growing is in place, shrinking replaces the file system.",
+    )
+    lustre_version: Literal["2.15", "2.12"] = Field(
+        default="2.15", description="Lustre version (2.15 for PERSISTENT_2)."
+    )
+    compression: Literal["LZ4", "NONE"] = Field(
+        default="LZ4", description="Data compression (the bill is per provisioned GiB either way)."
+    )
     data_repositories: list[DataRepositoryConfig] = Field(
         default=[], description="S3 links (at most 8, no nesting, a bucket once)."
     )
-    kms_key_id: Optional[str] = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
-    retain: Optional[bool] = Field(
+    kms_key_id: str | None = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
+    retain: bool | None = Field(
         default=None,
         description="Protect the file system from `pulumi destroy` and keep a final backup; unset: on in prod.",
     )
@@ -277,10 +312,10 @@ class QueueConfig(ConfigModel):
     name: str = Field(description="Queue name jobs submit to.")
     weight: int = Field(default=1, ge=1, le=65535, description="Share of the cluster against other queues.")
     reclaimable: bool = Field(default=True, description="Others may reclaim what this queue borrowed.")
-    cpu: Optional[str] = Field(default=None, description="Cap on the CPU its jobs hold at once (a Kubernetes "
-                               "quantity).")
-    memory: Optional[str] = Field(default=None, description="Cap on the memory its jobs hold at once (a Kubernetes "
-                                  "quantity).")
+    cpu: str | None = Field(default=None, description="Cap on the CPU its jobs hold at once (a Kubernetes quantity).")
+    memory: str | None = Field(
+        default=None, description="Cap on the memory its jobs hold at once (a Kubernetes quantity)."
+    )
 
 
 def _default_queues() -> list[QueueConfig]:
@@ -288,16 +323,20 @@ def _default_queues() -> list[QueueConfig]:
     return [QueueConfig(name="test"), QueueConfig(name="llama2-training-queue", cpu="500", memory="1500Gi")]
 
 
-def _default_accelerator_groups(kubernetes_version: str = versions.KUBERNETES_VERSION) -> list[AcceleratorNodeGroupConfig]:
+def _default_accelerator_groups(
+    kubernetes_version: str = versions.KUBERNETES_VERSION,
+) -> list[AcceleratorNodeGroupConfig]:
     # The seeds' groups, idle by default: a trn1.32xlarge costs about $21.50 an hour. Pinned to the
     # AMI release whose Neuron driver the training images run on: the latest AMI's fails them all
     # (infra/facts/neuron.py), so an unpinned group is refused.
     release = compatible_ami_release(kubernetes_version)
     return [
-        AcceleratorNodeGroupConfig(name="trn1-32xl-ng1", instance_type="trn1.32xlarge", max_size=4,
-                                   ami_release_version=release),
-        AcceleratorNodeGroupConfig(name="trn1n-32xl-ng", instance_type="trn1n.32xlarge", max_size=2,
-                                   ami_release_version=release),
+        AcceleratorNodeGroupConfig(
+            name="trn1-32xl-ng1", instance_type="trn1.32xlarge", max_size=4, ami_release_version=release
+        ),
+        AcceleratorNodeGroupConfig(
+            name="trn1n-32xl-ng", instance_type="trn1n.32xlarge", max_size=2, ami_release_version=release
+        ),
     ]
 
 
@@ -337,7 +376,7 @@ class StackConfig(ConfigModel):
         return raw
 
     region: str = Field(description="The AWS region (`aws:region`).")
-    profile: Optional[str] = Field(
+    profile: str | None = Field(
         default=None,
         description="The AWS CLI profile `pulumi up` authenticates with (`aws:profile`), also used for the "
         "program's own Kubernetes access.",
@@ -364,23 +403,31 @@ class StackConfig(ConfigModel):
         "the Kubernetes version at deploy time.",
     )
     network: NetworkConfig = Field(default=NetworkConfig(), description="The VPC.")
-    endpoint_access: EndpointAccessConfig = Field(default=EndpointAccessConfig(), description="Who reaches the "
-                                                  "Kubernetes API.")
-    cluster_admins: list[str] = Field(default=[], description="IAM role/user ARNs given cluster-admin access "
-                                      "entries; the creator has EKS's own.")
-    cluster_viewers: list[str] = Field(default=[], description="IAM role/user ARNs given read access to every "
-                                       "object, Secrets included (AmazonEKSAdminViewPolicy): the pipeline's preview role.")
+    endpoint_access: EndpointAccessConfig = Field(
+        default=EndpointAccessConfig(), description="Who reaches the Kubernetes API."
+    )
+    cluster_admins: list[str] = Field(
+        default=[], description="IAM role/user ARNs given cluster-admin access entries; the creator has EKS's own."
+    )
+    cluster_viewers: list[str] = Field(
+        default=[],
+        description="IAM role/user ARNs given read access to every "
+        "object, Secrets included (AmazonEKSAdminViewPolicy): the pipeline's preview role.",
+    )
     log_types: list[str] = Field(default=list(LOG_TYPES), description="Control-plane log types.")
-    log_retention_days: int = Field(default=90, description="Retention of the control-plane log group (a "
-                                    "CloudWatch retention value).")
-    core_node_group: CoreNodeGroupConfig = Field(default=CoreNodeGroupConfig(), description="The on-demand core "
-                                                 "node group.")
+    log_retention_days: int = Field(
+        default=90, description="Retention of the control-plane log group (a CloudWatch retention value)."
+    )
+    core_node_group: CoreNodeGroupConfig = Field(
+        default=CoreNodeGroupConfig(), description="The on-demand core node group."
+    )
     job_node_group: JobNodeGroupConfig = Field(
         default_factory=JobNodeGroupConfig, description="CPU nodes for jobs' support pods, scaled from zero."
     )
     accelerator_node_groups: list[AcceleratorNodeGroupConfig] = Field(
-        default_factory=_default_accelerator_groups, description="Trainium node groups (default: the seeds' two, "
-        "idle at zero, on the AMI release infra/facts/neuron.py COMPATIBLE_AMI_RELEASES records for kubernetesVersion)."
+        default_factory=_default_accelerator_groups,
+        description="Trainium node groups (default: the seeds' two, "
+        "idle at zero, on the AMI release infra/facts/neuron.py COMPATIBLE_AMI_RELEASES records for kubernetesVersion).",
     )
     node_provisioner: NodeProvisioner = Field(
         default="cluster-autoscaler",
@@ -388,8 +435,9 @@ class StackConfig(ConfigModel):
         "acceleratorNodeGroups entry; `karpenter` turns each entry into a Karpenter NodePool and EC2NodeClass "
         "(docs/provisioners.md). The core and job-support groups stay managed node groups either way.",
     )
-    karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig, description="Karpenter's node lifetimes "
-                                       "(nodeProvisioner: karpenter).")
+    karpenter: KarpenterConfig = Field(
+        default_factory=KarpenterConfig, description="Karpenter's node lifetimes (nodeProvisioner: karpenter)."
+    )
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
     training_namespaces: list[str] = Field(
         default=["default"],
@@ -397,9 +445,12 @@ class StackConfig(ConfigModel):
     )
     storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
     volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")
-    training_data_buckets: list[str] = Field(default=[], description="Buckets the `training` service account of "
-                                             "every training namespace may read (unless namespaceDataBuckets names "
-                                             "the namespace).")
+    training_data_buckets: list[str] = Field(
+        default=[],
+        description="Buckets the `training` service account of "
+        "every training namespace may read (unless namespaceDataBuckets names "
+        "the namespace).",
+    )
     namespace_data_buckets: dict[str, list[str]] = Field(
         default={},
         description="Per training namespace, the only buckets its `training` service account may read, instead of "
@@ -408,8 +459,11 @@ class StackConfig(ConfigModel):
     ecr_force_delete: bool = Field(
         default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
     )
-    tags: dict[str, str] = Field(default={}, description="Tags added to every taggable resource (besides the "
-                                 "program's own project, cluster and stack, which they may not override).")
+    tags: dict[str, str] = Field(
+        default={},
+        description="Tags added to every taggable resource (besides the "
+        "program's own project, cluster and stack, which they may not override).",
+    )
 
     @property
     def retain_storage(self) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Optional
 
 # kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go
 # (v1.34): qualifiedNameFmt, LabelValueMaxLength = 63, DNS1123SubdomainMaxLength = 253.
@@ -22,10 +21,17 @@ DNS_LABEL_PATTERN = rf"^{_DNS1123_LABEL}$"
 # than these, and EKS passes a managed node group's labels to the kubelet that way.
 _KUBELET_ALLOWED_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 _KUBELET_ALLOWED_LABELS = (
-    "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
-    "beta.kubernetes.io/os", "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type",
-    "node.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/region", "topology.kubernetes.io/zone",
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
 )
 
 # AWS tagging rules (Tagging AWS resources, "Tag naming limits and requirements"): keys
@@ -38,14 +44,14 @@ _AWS_TAG_CHARS = r"^[\w .:/=+\-@]*$"
 PROFILE_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
 
 
-def dns_label_problem(value: str) -> Optional[str]:
+def dns_label_problem(value: str) -> str | None:
     """RFC 1123 label: namespaces, object names used as DNS names (Services, claims)."""
     if len(value) > 63 or not re.fullmatch(DNS_LABEL_PATTERN, value):
         return "must be 1-63 characters of lower-case letters, digits and '-', starting and ending alphanumeric"
     return None
 
 
-def label_key_problem(key: str) -> Optional[str]:
+def label_key_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if "/" in key and not prefix:
         return "the prefix before '/' is empty"
@@ -59,7 +65,7 @@ def label_key_problem(key: str) -> Optional[str]:
     return None
 
 
-def label_value_problem(value: str) -> Optional[str]:
+def label_value_problem(value: str) -> str | None:
     if len(value) > 63 or (value and not re.fullmatch(_QUALIFIED_NAME, value)):
         return (
             "a label value must be at most 63 characters of letters, digits, '-', '_' and '.', "
@@ -68,7 +74,7 @@ def label_value_problem(value: str) -> Optional[str]:
     return None
 
 
-def kubelet_label_problem(key: str) -> Optional[str]:
+def kubelet_label_problem(key: str) -> str | None:
     """Node labels the kubelet would refuse to register with (it then never joins), or that
     the kubelet and EKS set themselves (a config value would fight or fake them)."""
     prefix = key.rpartition("/")[0]
@@ -84,7 +90,7 @@ def kubelet_label_problem(key: str) -> Optional[str]:
     )
 
 
-def aws_tag_problem(key: str, value: str) -> Optional[str]:
+def aws_tag_problem(key: str, value: str) -> str | None:
     if not 1 <= len(key) <= 128 or not re.fullmatch(_AWS_TAG_CHARS, key):
         return "a tag key must be 1-128 characters of letters, digits, spaces and _ . : / = + - @"
     if key.lower().startswith("aws:"):
@@ -94,7 +100,7 @@ def aws_tag_problem(key: str, value: str) -> Optional[str]:
     return None
 
 
-def ipv4_cidr_problem(value: str) -> Optional[str]:
+def ipv4_cidr_problem(value: str) -> str | None:
     """A CIDR block with an explicit prefix and the host bits zero."""
     if "/" not in value:
         return "give a prefix length (for example 203.0.113.0/24)"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from infra.config import naming as rules
-from infra.facts.addons import ADDON_NAMES, addon_pin_problem
-from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
-from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
+from infra.config.base import PROFILE_KEY, REGION_KEY
+from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
@@ -26,8 +26,9 @@ from infra.config.models import (
     StorageConfig,
     key_name,
 )
-from infra.config.base import PROFILE_KEY, REGION_KEY
-from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
+from infra.facts.addons import ADDON_NAMES, addon_pin_problem
+from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
+from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
 from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES, EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
@@ -40,15 +41,22 @@ AMI_RELEASE_PATTERN = r"^1\.[0-9]{2}\.[0-9]+-[0-9]{8}$"
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
 # The provider takes the file system's kms_key_id as an ARN only (terraform-provider-aws
 # aws_fsx_lustre_file_system: ValidateFunc verify.ValidARN).
-KMS_KEY_PATTERN = r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+KMS_KEY_PATTERN = (
+    r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+)
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
 BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # Namespaces the cluster software creates or installs into: a training namespace of the same
 # name would be declared twice (AlreadyExists) or mix jobs with controllers.
-SOFTWARE_NAMESPACES = ("neuron-healthcheck-system", "volcano-system", "kuberay-system", "mpi-operator",
-                       "amazon-cloudwatch")
+SOFTWARE_NAMESPACES = (
+    "neuron-healthcheck-system",
+    "volcano-system",
+    "kuberay-system",
+    "mpi-operator",
+    "amazon-cloudwatch",
+)
 # Volcano creates these queues itself (its controller's default queue and the root of the
 # queue hierarchy); declaring them again fails with AlreadyExists.
 VOLCANO_OWN_QUEUES = ("default", "root")
@@ -136,7 +144,9 @@ def neuron_compatibility_problems(config: StackConfig) -> list[str]:
         for rule in dict.fromkeys(r for _, _, r in found):
             images = ", ".join(
                 f"{image.shown} (Neuron SDK {image.sdk.version}: runtime {image.sdk.runtime}, compiler "
-                f"{image.sdk.compiler}, {image.framework})" for image, _, r in found if r == rule
+                f"{image.sdk.compiler}, {image.framework})"
+                for image, _, r in found
+                if r == rule
             )
             hint = compatible_release_hint(config.kubernetes_version) if rule.pinning_fixes else ""
             problems.append(
@@ -188,7 +198,7 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], karpenter_nodes: int) -> Optional[str]:
+def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], karpenter_nodes: int) -> str | None:
     """`pulumi up` that switches nodeProvisioner while the old provisioner's Trainium nodes run
     would evict their training: to karpenter it deletes the managed node groups (EKS drains them),
     back to cluster-autoscaler it deletes NodePools that wait for every node to drain, up to
@@ -196,7 +206,7 @@ def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], ka
     running cluster's accelerator managed node groups and their desired sizes; ``karpenter_nodes``:
     its running instances Karpenter launched."""
     key = key_name(("nodeProvisioner",))
-    steps = "docs/provisioners.md, \"Switching provisioners\""
+    steps = 'docs/provisioners.md, "Switching provisioners"'
     busy = {name: n for name, n in sorted(managed_nodes.items()) if n > 0}
     if wanted == "karpenter" and busy:
         groups = ", ".join(f"{name} ({n})" for name, n in busy.items())
@@ -216,7 +226,7 @@ def provisioner_switch_problem(wanted: str, managed_nodes: Mapping[str, int], ka
     return None
 
 
-def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "the cluster runs") -> Optional[str]:
+def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "the cluster runs") -> str | None:
     """Why EKS would refuse moving a cluster from ``running`` to ``wanted``, or None.
 
     ``holder`` says where ``running`` comes from: the live cluster at deploy time ("the cluster
@@ -236,8 +246,10 @@ def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "
     if _minor(wanted) < (major, minor):
         return f"{key} = {wanted!r}: {holder} {running} and EKS cannot downgrade a cluster; {allowed}"
     if _minor(wanted) > (major, minor + 1):
-        return (f"{key} = {wanted!r}: {holder} {running} and EKS upgrades one minor version at a time; "
-                f"{allowed}: set {following}, `pulumi up`, then the next")
+        return (
+            f"{key} = {wanted!r}: {holder} {running} and EKS upgrades one minor version at a time; "
+            f"{allowed}: set {following}, `pulumi up`, then the next"
+        )
     return None
 
 
@@ -308,7 +320,9 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         for i, arn in enumerate(arns):
             key = key_name((list_key, i))
             if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
-                problems.append(f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
+                problems.append(
+                    f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)"
+                )
             elif arn.split(":")[1] != region_partition(config.region):
                 problems.append(
                     f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
@@ -331,7 +345,7 @@ def _cluster_problems(config: StackConfig) -> list[str]:
     return problems
 
 
-def _parse_network(key: str, value: str, problems: list[str]) -> Optional[ipaddress.IPv4Network]:
+def _parse_network(key: str, value: str, problems: list[str]) -> ipaddress.IPv4Network | None:
     problem = rules.ipv4_cidr_problem(value)
     if problem:
         problems.append(f"{key} = {value!r}: {problem}")
@@ -348,7 +362,7 @@ SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
 BENCHMARK_RANGE = ipaddress.IPv4Network("198.19.0.0/16")
 
 
-def secondary_cidr_problem(primary: ipaddress.IPv4Network, secondary: ipaddress.IPv4Network) -> Optional[str]:
+def secondary_cidr_problem(primary: ipaddress.IPv4Network, secondary: ipaddress.IPv4Network) -> str | None:
     """AWS's IPv4 CIDR block association restrictions (Amazon VPC User Guide, "VPC CIDR
     blocks", IPv4 CIDR block association restrictions), narrowed to private ranges: nodes
     and pods live in the secondary range, which must never be publicly routable here."""
@@ -364,8 +378,10 @@ def secondary_cidr_problem(primary: ipaddress.IPv4Network, secondary: ipaddress.
         return f"AWS refuses an RFC 1918 block from {own} next to a primary in {family or primary}; use 100.64.0.0/10"
     if family == RFC1918[1] and secondary.subnet_of(ipaddress.IPv4Network("172.31.0.0/16")):
         return "AWS refuses 172.31.0.0/16 (the default VPC's range) next to a 172.16.0.0/12 primary"
-    if family == RFC1918[0] and primary.subnet_of(ipaddress.IPv4Network("10.0.0.0/15")) and secondary.subnet_of(
-        ipaddress.IPv4Network("10.0.0.0/16")
+    if (
+        family == RFC1918[0]
+        and primary.subnet_of(ipaddress.IPv4Network("10.0.0.0/15"))
+        and secondary.subnet_of(ipaddress.IPv4Network("10.0.0.0/16"))
     ):
         return "AWS refuses a block from 10.0.0.0/16 when the primary lies in 10.0.0.0/15"
     return None
@@ -380,7 +396,9 @@ def _network_problems(network: NetworkConfig) -> list[str]:
         if block is not None and not 16 <= block.prefixlen <= 24:
             problems.append(f"{key} = '{block}': prefix must be between /16 and /24 to hold the subnets")
     if vpc is not None and not any(vpc.subnet_of(r) for r in (*RFC1918, SHARED_ADDRESS_SPACE)):
-        problems.append(f"{vpc_key} = '{vpc}': must lie within a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)")
+        problems.append(
+            f"{vpc_key} = '{vpc}': must lie within a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16)"
+        )
     elif vpc is not None and secondary is not None:
         problem = secondary_cidr_problem(vpc, secondary)
         if problem:
@@ -456,9 +474,13 @@ def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:
         problems.append(f"{key}.instanceTypes = []: list at least one instance type (for example m6i.4xlarge)")
     for i, instance_type in enumerate(types):
         if not re.fullmatch(INSTANCE_TYPE_PATTERN, instance_type):
-            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)")
+            problems.append(
+                f"{key}.instanceTypes[{i}] = {instance_type!r}: not an EC2 instance type (for example m6i.4xlarge)"
+            )
         elif instance_type in NEURON_INSTANCE_TYPES:
-            problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: this group runs CPU pods; use a general-purpose type")
+            problems.append(
+                f"{key}.instanceTypes[{i}] = {instance_type!r}: this group runs CPU pods; use a general-purpose type"
+            )
     return problems
 
 
@@ -477,7 +499,7 @@ def _label_problems(key: str, labels: dict[str, str]) -> list[str]:
     return problems
 
 
-def ami_release_problem(release: str, kubernetes_version: str) -> Optional[str]:
+def ami_release_problem(release: str, kubernetes_version: str) -> str | None:
     """An EKS AMI release is built for one Kubernetes minor version (<major>.<minor>.<patch>-<date>);
     the node group takes it with its `version`, which follows the cluster's."""
     if not re.fullmatch(AMI_RELEASE_PATTERN, release):
@@ -500,7 +522,9 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
     for i, group in enumerate(groups):
         key = key_name(("acceleratorNodeGroups", i))
         if not re.fullmatch(NAME_PATTERN, group.name):
-            problems.append(f"{key}.name = {group.name!r}: must be 2-39 characters of lower-case letters, digits and '-'")
+            problems.append(
+                f"{key}.name = {group.name!r}: must be 2-39 characters of lower-case letters, digits and '-'"
+            )
         if group.name == "core":
             problems.append(f"{key}.name = 'core': taken by the core node group")
         if group.name in seen:
@@ -508,7 +532,9 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
         seen.add(group.name)
         problems += _size_problems(key, group)
         problems += _label_problems(key, group.labels)
-        release_problem = group.ami_release_version and ami_release_problem(group.ami_release_version, kubernetes_version)
+        release_problem = group.ami_release_version and ami_release_problem(
+            group.ami_release_version, kubernetes_version
+        )
         if release_problem:
             problems.append(f"{key}.amiReleaseVersion = {group.ami_release_version!r}: {release_problem}")
         if group.az_id is not None and not re.fullmatch(AZ_ID_PATTERN, group.az_id):
@@ -521,7 +547,9 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
             continue
         if group.efa and not facts.efa_supported:
             efa_types = ", ".join(t for t, f in NEURON_INSTANCE_TYPES.items() if f.efa_supported)
-            problems.append(f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)")
+            problems.append(
+                f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)"
+            )
         problems += _reservation_problems(key, group)
     return problems
 
@@ -599,7 +627,11 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
                 f"{key}.spot = true: a Capacity Block group launches only into its block (capacity type "
                 "`reserved`), never Spot; allowed: false (or a separate group with spot: true and no capacityBlock)"
             )
-        if group.efa_enabled and "efa_interface_type" in group.model_fields_set and group.efa_interface_type != "efa-only":
+        if (
+            group.efa_enabled
+            and "efa_interface_type" in group.model_fields_set
+            and group.efa_interface_type != "efa-only"
+        ):
             problems.append(
                 f"{key}.efaInterfaceType = {group.efa_interface_type!r}: an EC2NodeClass (Karpenter 1.14) knows only "
                 "`interface` and `efa-only` interfaces; allowed: efa-only"
@@ -618,16 +650,23 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
         )
     for tag in config.tags:
         # karpenter.k8s.aws_ec2nodeclasses.yaml (v1.14.0) spec.tags CEL rules: Karpenter sets these itself.
-        if tag == "eks:eks-cluster-name" or tag.startswith("kubernetes.io/cluster") or tag in (
-                "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"):
+        if (
+            tag == "eks:eks-cluster-name"
+            or tag.startswith("kubernetes.io/cluster")
+            or tag in ("karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
+        ):
             problems.append(
                 f"{key_name(('tags',))}.{tag}: Karpenter sets this tag on its nodes itself and an EC2NodeClass may not "
                 f"carry it (with {provisioner_key}: karpenter); remove it"
             )
-    for setting, duration in (("expireAfter", config.karpenter.expire_after),
-                              ("terminationGracePeriod", config.karpenter.termination_grace_period),
-                              ("consolidateAfter", config.karpenter.consolidate_after)):
-        if not re.fullmatch(KARPENTER_DURATION, duration) and not (duration == "Never" and setting != "terminationGracePeriod"):
+    for setting, duration in (
+        ("expireAfter", config.karpenter.expire_after),
+        ("terminationGracePeriod", config.karpenter.termination_grace_period),
+        ("consolidateAfter", config.karpenter.consolidate_after),
+    ):
+        if not re.fullmatch(KARPENTER_DURATION, duration) and not (
+            duration == "Never" and setting != "terminationGracePeriod"
+        ):
             problems.append(
                 f"{key_name(('karpenter', setting))} = {duration!r}: a duration such as 720h, 90m or 1h30m"
                 + ("" if setting == "terminationGracePeriod" else ", or Never")
@@ -635,7 +674,7 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
     return problems
 
 
-def fsx_capacity_problem(capacity_gib: int) -> Optional[str]:
+def fsx_capacity_problem(capacity_gib: int) -> str | None:
     """FSx for Lustre SSD capacity comes in 1200 GiB, 2400 GiB, then multiples of 2400 GiB."""
     if capacity_gib in (1200, 2400) or (capacity_gib > 2400 and capacity_gib % 2400 == 0):
         return None
@@ -660,7 +699,9 @@ def _storage_problems(storage: StorageConfig) -> list[str]:
     if not allowed and storage.per_unit_storage_throughput is not None:
         problems.append(f"{skey('perUnitStorageThroughput')}: {storage.deployment_type} takes none; set it to null")
     if storage.deployment_type == "PERSISTENT_2" and storage.lustre_version != "2.15":
-        problems.append(f"{skey('lustreVersion')} = {storage.lustre_version!r}: PERSISTENT_2 file systems run Lustre 2.15")
+        problems.append(
+            f"{skey('lustreVersion')} = {storage.lustre_version!r}: PERSISTENT_2 file systems run Lustre 2.15"
+        )
     problems += _data_repository_problems(storage)
     if storage.kms_key_id is not None:
         if storage.deployment_type == "SCRATCH_2":
@@ -695,7 +736,11 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
             problems.append(f"{key}.fileSystemPath = {path!r}: an absolute path such as /data, without a trailing '/'")
         else:
             for other in paths:
-                if path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/"):
+                if (
+                    path == other
+                    or path.startswith(other.rstrip("/") + "/")
+                    or other.startswith(path.rstrip("/") + "/")
+                ):
                     problems.append(f"{key}.fileSystemPath = {path!r}: overlaps {other!r}; associations may not nest")
             paths.append(path)
         if not re.fullmatch(S3_URL, repo.s3_path):
@@ -703,7 +748,9 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
         else:
             bucket = repo.s3_path.removeprefix("s3://").split("/")[0]
             if bucket in buckets:
-                problems.append(f"{key}.s3Path = {repo.s3_path!r}: bucket {bucket!r} is already linked; FSx links a bucket once")
+                problems.append(
+                    f"{key}.s3Path = {repo.s3_path!r}: bucket {bucket!r} is already linked; FSx links a bucket once"
+                )
             buckets.add(bucket)
         for field_, events in (("autoImport", repo.auto_import), ("autoExport", repo.auto_export)):
             if len(set(events)) != len(events):
@@ -714,7 +761,9 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
             f"FSx allows at most {MAX_DATA_REPOSITORIES} per file system"
         )
     if "/" in paths and len(paths) > 1:
-        problems.append(f"{key_name(('storage', 'dataRepositories'))}: '/' can only be linked when it is the only association")
+        problems.append(
+            f"{key_name(('storage', 'dataRepositories'))}: '/' can only be linked when it is the only association"
+        )
     return problems
 
 
@@ -750,7 +799,8 @@ def _software_problems(config: StackConfig) -> list[str]:
                 problems.append(f"{key}.{field_} = {value!r}: not a Kubernetes quantity (for example 500 or 1500Gi)")
 
     buckets: list[tuple[tuple[str | int, ...], str]] = [
-        (("trainingDataBuckets", i), b) for i, b in enumerate(config.training_data_buckets)]
+        (("trainingDataBuckets", i), b) for i, b in enumerate(config.training_data_buckets)
+    ]
     for namespace, listed in config.namespace_data_buckets.items():
         if namespace not in config.training_namespaces:
             problems.append(
@@ -768,7 +818,7 @@ def _software_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{REGION_KEY} = {config.region!r}: no EKS add-on image registry is known for this region, so the EFA "
             "device plugin has no image to pull; known regions are the keys of EKS_ADDON_REGISTRIES in "
-            "infra/facts/versions.py (EKS user guide, \"View Amazon container image registries for Amazon EKS add-ons\"): add "
+            'infra/facts/versions.py (EKS user guide, "View Amazon container image registries for Amazon EKS add-ons"): add '
             "the region's registry there, or set features.efaDevicePlugin: false"
         )
     if features.torchx_etcd and not features.volcano:
@@ -793,8 +843,10 @@ def _tag_problems(tags: dict[str, str]) -> list[str]:
     problems = []
     for tag, value in tags.items():
         if tag in PROGRAM_TAGS:
-            problems.append(f"{key_name(('tags', tag))} = {value!r}: set by the program (project, cluster, and the "
-                            "stack's name, which scopes the deploy roles); allowed: any other key")
+            problems.append(
+                f"{key_name(('tags', tag))} = {value!r}: set by the program (project, cluster, and the "
+                "stack's name, which scopes the deploy roles); allowed: any other key"
+            )
             continue
         problem = rules.aws_tag_problem(tag, value)
         if problem:
@@ -802,7 +854,7 @@ def _tag_problems(tags: dict[str, str]) -> list[str]:
     return problems
 
 
-def lagging_node_groups_problem(running: str, wanted: str, node_groups: dict[str, str]) -> Optional[str]:
+def lagging_node_groups_problem(running: str, wanted: str, node_groups: dict[str, str]) -> str | None:
     """Why EKS would refuse raising the control plane while managed node groups lag it, or None.
 
     UpdateClusterVersion: "If your cluster has managed node groups attached to it, all of your
@@ -817,7 +869,9 @@ def lagging_node_groups_problem(running: str, wanted: str, node_groups: dict[str
     if not behind:
         return None
     listed = ", ".join(f"{name} ({version})" for name, version in behind.items())
-    return (f"{key_name(('kubernetesVersion',))} = {wanted!r}: the control plane runs {running} but the managed node "
-            f"groups {listed} do not, and EKS upgrades the control plane only when every managed node group matches "
-            f"it; allowed: {running} until `pulumi up` with kubernetesVersion {running} has brought them level, then "
-            f"{wanted}")
+    return (
+        f"{key_name(('kubernetesVersion',))} = {wanted!r}: the control plane runs {running} but the managed node "
+        f"groups {listed} do not, and EKS upgrades the control plane only when every managed node group matches "
+        f"it; allowed: {running} until `pulumi up` with kubernetesVersion {running} has brought them level, then "
+        f"{wanted}"
+    )

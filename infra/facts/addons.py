@@ -11,7 +11,7 @@ are a stack output (``addonBuilds``) so a change shows in every preview.
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 VPC_CNI = "vpc-cni"
 KUBE_PROXY = "kube-proxy"
@@ -22,7 +22,13 @@ CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 ADDON_NAMES = (
-    VPC_CNI, KUBE_PROXY, COREDNS, POD_IDENTITY_AGENT, EBS_CSI, CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT,
+    VPC_CNI,
+    KUBE_PROXY,
+    COREDNS,
+    POD_IDENTITY_AGENT,
+    EBS_CSI,
+    CLOUDWATCH_OBSERVABILITY,
+    NODE_MONITORING_AGENT,
 )
 BUILD_PATTERN = r"^v([0-9]+)\.([0-9]+)\.([0-9]+)-eksbuild\.[0-9]+$"
 # `efa-only` network interfaces need VPC CNI >= 1.18.4 (older builds do not attach them).
@@ -35,12 +41,12 @@ def wanted(observability: bool, node_monitoring_agent: bool) -> list[str]:
     return [a for a in ADDON_NAMES if not off.get(a, False)]
 
 
-def build_version(build: str) -> Optional[tuple[int, int, int]]:
+def build_version(build: str) -> tuple[int, int, int] | None:
     match = re.fullmatch(BUILD_PATTERN, build)
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-def addon_pin_problem(addon: str, build: str) -> Optional[str]:
+def addon_pin_problem(addon: str, build: str) -> str | None:
     version = build_version(build)
     if version is None:
         return "an EKS add-on build looks like v1.20.4-eksbuild.1 (see aws eks describe-addon-versions)"
@@ -50,8 +56,6 @@ def addon_pin_problem(addon: str, build: str) -> Optional[str]:
     return None
 
 
-def resolve_builds(
-    wanted: list[str], pins: Mapping[str, str], default_build: Callable[[str], str]
-) -> dict[str, str]:
+def resolve_builds(wanted: list[str], pins: Mapping[str, str], default_build: Callable[[str], str]) -> dict[str, str]:
     """Each wanted add-on's build: the stack's pin, else AWS's default for the version."""
     return {addon: pins.get(addon) or default_build(addon) for addon in wanted}

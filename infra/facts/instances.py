@@ -14,8 +14,9 @@ the account, not of the type: a deploy looks it up, the offline plan reads
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from infra.facts.prices import Price, read_for_us_east_1
 
@@ -24,8 +25,10 @@ _NEURON_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/
 _TRN1_PAGE = _NEURON_DOCS + "trn1-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: trainium.html)"
 _TRN2_PAGE = _NEURON_DOCS + "trn2-arch.html (16 Trainium2 devices, 192 vCPUs, 2,048 GiB host memory)"
 _INF2_PAGE = _NEURON_DOCS + "inf2-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: inferentia2.html)"
-_EC2_ONLY = ("network cards, EFA and NVMe disks not read from a page here: a deploy reads them from "
-             "ec2:DescribeInstanceTypes (from_ec2), and the table is what the offline plan answers in its place")
+_EC2_ONLY = (
+    "network cards, EFA and NVMe disks not read from a page here: a deploy reads them from "
+    "ec2:DescribeInstanceTypes (from_ec2), and the table is what the offline plan answers in its place"
+)
 _MAX_PODS = "max pods: aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt at v1.22.0-234-gb52188387"
 _EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
 
@@ -33,8 +36,10 @@ _EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
 # ``read_for_us_east_1`` marks the other regions' copies with ``copied_from``.
 _PRICES_READ = "2026-11-22"
 _USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
-_TABLES = ("public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
-           "(Linux); the page the figures were copied from was not recorded")
+_TABLES = (
+    "public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
+    "(Linux); the page the figures were copied from was not recorded"
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,8 @@ class InstanceFacts:
     network_cards: int
     efa_supported: bool
     nvme_disks: int
-    nvme_disk_gb: Optional[int]  # size of each NVMe disk; None without any
-    allreduce_floor: Optional[AllReduceFloor]
+    nvme_disk_gb: int | None  # size of each NVMe disk; None without any
+    allreduce_floor: AllReduceFloor | None
     source: str
 
     @property
@@ -120,11 +125,11 @@ class NodeSize:
 class InstanceType:
     name: str
     # None: the system-node fit and the allocatable figures do not know this type.
-    node: Optional[NodeSize] = None
+    node: NodeSize | None = None
     # region -> on-demand hourly list price; a region missing is unknown, never zero.
     on_demand: Mapping[str, Price] = field(default_factory=dict)
     # Neuron types only: the accelerator node groups accept exactly these.
-    neuron: Optional[InstanceFacts] = None
+    neuron: InstanceFacts | None = None
 
     @property
     def node_label(self) -> str:
@@ -133,11 +138,24 @@ class InstanceType:
         return f"{family}-{size.replace('xlarge', 'xl')}"
 
 
-def _neuron(name: str, accelerator: Accelerator, *, devices: int, cores_per_device: int, cards: int, efa: bool,
-            nvme: tuple[int, Optional[int]], node: NodeSize, on_demand: Optional[dict[str, Price]] = None, lnc: int = 1,
-            floor: Optional[AllReduceFloor] = None, source: str) -> InstanceType:
-    facts = InstanceFacts(name, accelerator, devices, cores_per_device, lnc, cards, efa, nvme[0], nvme[1], floor,
-                          f"{source}; {_EC2_ONLY}")
+def _neuron(
+    name: str,
+    accelerator: Accelerator,
+    *,
+    devices: int,
+    cores_per_device: int,
+    cards: int,
+    efa: bool,
+    nvme: tuple[int, int | None],
+    node: NodeSize,
+    on_demand: dict[str, Price] | None = None,
+    lnc: int = 1,
+    floor: AllReduceFloor | None = None,
+    source: str,
+) -> InstanceType:
+    facts = InstanceFacts(
+        name, accelerator, devices, cores_per_device, lnc, cards, efa, nvme[0], nvme[1], floor, f"{source}; {_EC2_ONLY}"
+    )
     return InstanceType(name, node, on_demand or {}, facts)
 
 
@@ -145,9 +163,10 @@ def _us_hourly(usd: float, source: str) -> dict[str, Price]:
     return read_for_us_east_1(Price(usd, "hour", source, _PRICES_READ))
 
 
-def _general(name: str, node: Optional[tuple[int, int, int]], usd: Optional[float]) -> InstanceType:
-    return InstanceType(name, NodeSize(*node, _EC2_SIZES) if node else None,
-                        _us_hourly(usd, _TABLES) if usd is not None else {})
+def _general(name: str, node: tuple[int, int, int] | None, usd: float | None) -> InstanceType:
+    return InstanceType(
+        name, NodeSize(*node, _EC2_SIZES) if node else None, _us_hourly(usd, _TABLES) if usd is not None else {}
+    )
 
 
 # Rows in this order: validation lists the Neuron types in it. trn2.48xlarge has no on-demand
@@ -155,31 +174,106 @@ def _general(name: str, node: Optional[tuple[int, int, int]], usd: Optional[floa
 INSTANCE_TYPES: dict[str, InstanceType] = {
     row.name: row
     for row in (
-        _neuron("trn1.2xlarge", TRAINIUM, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(1, 474),
-                node=NodeSize(8, 32768, 58, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-                # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
-                on_demand=_us_hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
-                source=_TRN1_PAGE),
-        _neuron("trn1.32xlarge", TRAINIUM, devices=16, cores_per_device=2, cards=8, efa=True, nvme=(4, 1900),
-                node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-                on_demand=_us_hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
-                floor=_NCCOM_EXAMPLE_FLOOR, source=_TRN1_PAGE),
-        _neuron("trn1n.32xlarge", TRAINIUM, devices=16, cores_per_device=2, cards=16, efa=True, nvme=(4, 1900),
-                node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-                on_demand=_us_hourly(24.78, "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table "
-                                     "was first written (2026-11); not re-readable here; matched the US list rate in "
-                                     "the issue-12 review"),
-                floor=_NCCOM_EXAMPLE_FLOOR, source=_TRN1_PAGE),
-        _neuron("trn2.48xlarge", TRAINIUM2, devices=16, cores_per_device=8, cards=16, efa=True, nvme=(4, 1900), lnc=2,
-                node=NodeSize(192, 2097152, 100, f"{_TRN2_PAGE}; {_MAX_PODS}"), source=_TRN2_PAGE),
-        _neuron("inf2.xlarge", INFERENTIA2, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
-                node=NodeSize(4, 16384, 58, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
-        _neuron("inf2.8xlarge", INFERENTIA2, devices=1, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
-                node=NodeSize(32, 131072, 234, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
-        _neuron("inf2.24xlarge", INFERENTIA2, devices=6, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
-                node=NodeSize(96, 393216, 737, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
-        _neuron("inf2.48xlarge", INFERENTIA2, devices=12, cores_per_device=2, cards=1, efa=False, nvme=(0, None),
-                node=NodeSize(192, 786432, 737, f"{_INF2_PAGE}; {_MAX_PODS}"), source=_INF2_PAGE),
+        _neuron(
+            "trn1.2xlarge",
+            TRAINIUM,
+            devices=1,
+            cores_per_device=2,
+            cards=1,
+            efa=False,
+            nvme=(1, 474),
+            node=NodeSize(8, 32768, 58, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+            # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
+            on_demand=_us_hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
+            source=_TRN1_PAGE,
+        ),
+        _neuron(
+            "trn1.32xlarge",
+            TRAINIUM,
+            devices=16,
+            cores_per_device=2,
+            cards=8,
+            efa=True,
+            nvme=(4, 1900),
+            node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+            on_demand=_us_hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
+            floor=_NCCOM_EXAMPLE_FLOOR,
+            source=_TRN1_PAGE,
+        ),
+        _neuron(
+            "trn1n.32xlarge",
+            TRAINIUM,
+            devices=16,
+            cores_per_device=2,
+            cards=16,
+            efa=True,
+            nvme=(4, 1900),
+            node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
+            on_demand=_us_hourly(
+                24.78,
+                "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table "
+                "was first written (2026-11); not re-readable here; matched the US list rate in "
+                "the issue-12 review",
+            ),
+            floor=_NCCOM_EXAMPLE_FLOOR,
+            source=_TRN1_PAGE,
+        ),
+        _neuron(
+            "trn2.48xlarge",
+            TRAINIUM2,
+            devices=16,
+            cores_per_device=8,
+            cards=16,
+            efa=True,
+            nvme=(4, 1900),
+            lnc=2,
+            node=NodeSize(192, 2097152, 100, f"{_TRN2_PAGE}; {_MAX_PODS}"),
+            source=_TRN2_PAGE,
+        ),
+        _neuron(
+            "inf2.xlarge",
+            INFERENTIA2,
+            devices=1,
+            cores_per_device=2,
+            cards=1,
+            efa=False,
+            nvme=(0, None),
+            node=NodeSize(4, 16384, 58, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            source=_INF2_PAGE,
+        ),
+        _neuron(
+            "inf2.8xlarge",
+            INFERENTIA2,
+            devices=1,
+            cores_per_device=2,
+            cards=1,
+            efa=False,
+            nvme=(0, None),
+            node=NodeSize(32, 131072, 234, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            source=_INF2_PAGE,
+        ),
+        _neuron(
+            "inf2.24xlarge",
+            INFERENTIA2,
+            devices=6,
+            cores_per_device=2,
+            cards=1,
+            efa=False,
+            nvme=(0, None),
+            node=NodeSize(96, 393216, 737, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            source=_INF2_PAGE,
+        ),
+        _neuron(
+            "inf2.48xlarge",
+            INFERENTIA2,
+            devices=12,
+            cores_per_device=2,
+            cards=1,
+            efa=False,
+            nvme=(0, None),
+            node=NodeSize(192, 786432, 737, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            source=_INF2_PAGE,
+        ),
         # General-purpose types for the core and job-support groups: (vCPUs, MiB, max pods), hourly USD.
         _general("t3.medium", (2, 4096, 17), 0.0416),
         _general("t3.large", (2, 8192, 35), 0.0832),
@@ -211,7 +305,7 @@ NEURON_INSTANCE_TYPES: dict[str, InstanceFacts] = {
 }
 
 
-def accelerator_of(instance_type: str) -> Optional[Accelerator]:
+def accelerator_of(instance_type: str) -> Accelerator | None:
     """The type's Neuron device; None for a type without one or not in the table."""
     facts = NEURON_INSTANCE_TYPES.get(instance_type)
     return facts.accelerator if facts else None
@@ -228,7 +322,7 @@ def node_label_value(instance_type: str) -> str:
     return INSTANCE_TYPES[instance_type].node_label
 
 
-def instance_hourly(region: str, instance_type: str) -> Optional[Price]:
+def instance_hourly(region: str, instance_type: str) -> Price | None:
     """The on-demand hourly price, or None when the table does not know it."""
     row = INSTANCE_TYPES.get(instance_type)
     return row.on_demand.get(region) if row else None
@@ -250,7 +344,7 @@ def from_ec2(instance_type: str, ec2: Any) -> InstanceFacts:
     )
 
 
-def node_group_instance_types(group: Mapping[str, Any], launch_template: Optional[Mapping[str, Any]]) -> list[str]:
+def node_group_instance_types(group: Mapping[str, Any], launch_template: Mapping[str, Any] | None) -> list[str]:
     """The instance types an ``aws:eks/nodeGroup:NodeGroup`` runs, from its properties as the plan
     records them and the policy engine passes them: its ``instanceTypes``, or, when it sets none (a
     Capacity Block group must name the type in its launch template), its launch template's

@@ -19,10 +19,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.facts.instances import TRAINIUM2, Accelerator, accelerator_of
-from infra.facts.versions import CHARTS, KUBERNETES_VERSION, NEURON_DLC_PYTORCH_1_13, NEURON_DLC_PYTORCH_2_5, NEURON_DLC_RAY
+from infra.facts.versions import (
+    CHARTS,
+    KUBERNETES_VERSION,
+    NEURON_DLC_PYTORCH_1_13,
+    NEURON_DLC_PYTORCH_2_5,
+    NEURON_DLC_RAY,
+)
 
 
 @dataclass(frozen=True)
@@ -35,15 +40,18 @@ class SdkRelease:
 
 
 # The SDK releases the images and AMIs here come from (n2-manifest.json at v2.32.0, Trn1/Trn2 packages).
-SDK_RELEASES: dict[str, SdkRelease] = {r.version: r for r in (
-    SdkRelease("2.18.2", "2.16.7.0", "2.20.22.0", "2.13.72.0", ("1.13.1.1.14.0", "2.1.2.2.1.0")),
-    SdkRelease("2.20.2", "2.18.20.0", "2.22.19.0", "2.15.143.0", ("1.13.1.1.16.0", "2.1.2.2.3.2")),
-    SdkRelease("2.21.0", "2.19.64.0", "2.23.110.0", "2.16.345.0", ("1.13.1.1.17.0", "2.1.2.2.4.0", "2.5.1.2.4.0")),
-    SdkRelease("2.24.0", "2.22.2.0", "2.26.42.0", "2.19.8089.0", ()),
-    SdkRelease("2.30.0", "2.28.0.0", "2.32.31.0", "2.25.3371.0", ("2.9.0.2.14.27725",)),
-    SdkRelease("2.31.0", "2.29.0.0", "2.33.10.0", "2.26.6360.0", ("2.9.0.2.15.32035",)),
-    SdkRelease("2.32.0", "2.30.2.0", "2.34.10.0", "2.27.5334.0", ()),
-)}
+SDK_RELEASES: dict[str, SdkRelease] = {
+    r.version: r
+    for r in (
+        SdkRelease("2.18.2", "2.16.7.0", "2.20.22.0", "2.13.72.0", ("1.13.1.1.14.0", "2.1.2.2.1.0")),
+        SdkRelease("2.20.2", "2.18.20.0", "2.22.19.0", "2.15.143.0", ("1.13.1.1.16.0", "2.1.2.2.3.2")),
+        SdkRelease("2.21.0", "2.19.64.0", "2.23.110.0", "2.16.345.0", ("1.13.1.1.17.0", "2.1.2.2.4.0", "2.5.1.2.4.0")),
+        SdkRelease("2.24.0", "2.22.2.0", "2.26.42.0", "2.19.8089.0", ()),
+        SdkRelease("2.30.0", "2.28.0.0", "2.32.31.0", "2.25.3371.0", ("2.9.0.2.14.27725",)),
+        SdkRelease("2.31.0", "2.29.0.0", "2.33.10.0", "2.26.6360.0", ("2.9.0.2.15.32035",)),
+        SdkRelease("2.32.0", "2.30.2.0", "2.34.10.0", "2.27.5334.0", ()),
+    )
+}
 
 # When a driver first shipped (the SDK release that brought it): the AMI built on or after the date
 # carries it or a newer one. Only the drivers a rule turns on are listed.
@@ -73,7 +81,7 @@ COMPATIBLE_AMI_RELEASES: dict[str, tuple[str, str]] = {  # minor: (release versi
 KNOWN_AMI_DRIVERS = {release: driver for release, driver in COMPATIBLE_AMI_RELEASES.values()}
 
 
-def compatible_ami_release(kubernetes_version: str = KUBERNETES_VERSION) -> Optional[str]:
+def compatible_ami_release(kubernetes_version: str = KUBERNETES_VERSION) -> str | None:
     """The release above for a Kubernetes minor, if one is recorded."""
     return COMPATIBLE_AMI_RELEASES.get(kubernetes_version, (None, None))[0]
 
@@ -126,8 +134,9 @@ TRAINING_IMAGES: tuple[TrainingImage, ...] = (
 # The burn-in (infra/specs/burn_in_objects.py) runs nccom-test from this DLC on every new node of a group with
 # burnIn: its runtime must work with the node's driver like the training images', or every node fails
 # its burn-in and none takes a job.
-BURN_IN_IMAGE = TrainingImage("neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test",
-                              where="the burn-in image")
+BURN_IN_IMAGE = TrainingImage(
+    "neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test", where="the burn-in image"
+)
 
 
 def images_for(burn_in: bool) -> tuple[TrainingImage, ...]:
@@ -148,10 +157,10 @@ def at_least(version: str, floor: str) -> bool:
 class DriverRange:
     """What is known of a node's driver: at least ``low`` and, when known, below ``below``."""
 
-    low: Optional[str]
-    below: Optional[str]
+    low: str | None
+    below: str | None
     source: str
-    exact: Optional[str] = None  # the release's package list names it (COMPATIBLE_AMI_RELEASES)
+    exact: str | None = None  # the release's package list names it (COMPATIBLE_AMI_RELEASES)
 
     def span(self) -> str:
         """The driver versions alone: "2.28.0.0", "2.29 or newer, below 2.30"."""
@@ -167,7 +176,7 @@ class DriverRange:
         return f"Neuron driver {self.span()} ({self.source})"
 
 
-def ami_driver(ami_release_version: Optional[str]) -> DriverRange:
+def ami_driver(ami_release_version: str | None) -> DriverRange:
     """The driver an AMI release carries; the latest AMI's when unpinned."""
     if ami_release_version is None:
         return DriverRange(DRIVER_RELEASES[-1][0], None, "latest AL2023 Neuron AMI")
@@ -194,12 +203,12 @@ class Rule:
     what: str
     source: str
     fix: str
-    driver_at_least: Optional[str] = None
-    driver_below: Optional[str] = None
-    runtime_below: Optional[str] = None
-    runtime_at_least: Optional[str] = None
-    sdk_below: Optional[str] = None
-    accelerator: Optional[Accelerator] = None  # only on this accelerator's types
+    driver_at_least: str | None = None
+    driver_below: str | None = None
+    runtime_below: str | None = None
+    runtime_at_least: str | None = None
+    sdk_below: str | None = None
+    accelerator: Accelerator | None = None  # only on this accelerator's types
 
     @property
     def pinning_fixes(self) -> bool:
@@ -229,14 +238,17 @@ RULES: tuple[Rule, ...] = (
         what="Neuron driver 2.29 or newer with a Neuron runtime below 2.33: nrt_init() fails",
         source="aws-neuron-sdk v2.31.0 release-notes/components/runtime.rst, Neuron Driver 2.29, Known Issues",
         fix="pin acceleratorNodeGroups[].amiReleaseVersion to a release built before 2026-07-07 (driver 2.28 or "
-            "older), or move the image to Neuron SDK 2.31 or newer (runtime 2.33+)",
-        driver_at_least="2.29", runtime_below="2.33",
+        "older), or move the image to Neuron SDK 2.31 or newer (runtime 2.33+)",
+        driver_at_least="2.29",
+        runtime_below="2.33",
     ),
     Rule(
         what="Neuron runtime 2.26 or newer on Trainium2 with a Neuron driver below 2.22",
         source="aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, runtime 2.26.42.0, Breaking Changes",
         fix="pin an AMI release built on or after 2025-06-24 (driver 2.22+)",
-        driver_below="2.22", runtime_at_least="2.26", accelerator=TRAINIUM2,
+        driver_below="2.22",
+        runtime_at_least="2.26",
+        accelerator=TRAINIUM2,
     ),
     Rule(
         what="the Neuron node problem detector (Neuron chart, npd) needs the runtime at SDK 2.18 or later",
@@ -247,7 +259,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def incompatibilities(ami_release_version: Optional[str], instance_type: str,
-                      images: tuple[TrainingImage, ...] = TRAINING_IMAGES) -> list[tuple[TrainingImage, DriverRange, Rule]]:
+def incompatibilities(
+    ami_release_version: str | None, instance_type: str, images: tuple[TrainingImage, ...] = TRAINING_IMAGES
+) -> list[tuple[TrainingImage, DriverRange, Rule]]:
     driver = ami_driver(ami_release_version)
     return [(image, driver, rule) for image in images for rule in RULES if rule.fails(driver, image, instance_type)]

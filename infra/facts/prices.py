@@ -15,7 +15,6 @@ not a list price).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
 
 HOURS_PER_MONTH = 730  # the month AWS's own calculators and price pages use
 
@@ -26,7 +25,7 @@ class Price:
     unit: str  # "hour", "GiB-month", ...
     source: str
     as_of: str  # ISO date the figure was read
-    copied_from: Optional[str] = None  # the region whose figure this is, when not read for this region
+    copied_from: str | None = None  # the region whose figure this is, when not read for this region
 
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
@@ -52,7 +51,7 @@ GATEWAY_ENDPOINT = "vpc-gateway-endpoint"
 EBS_GP3 = "ebs-gp3"
 
 
-def fsx_lustre_key(deployment_type: str, throughput: Optional[int]) -> str:
+def fsx_lustre_key(deployment_type: str, throughput: int | None) -> str:
     return f"fsx-lustre:{deployment_type}:{throughput or '-'}"
 
 
@@ -61,21 +60,45 @@ _SERVICES = {
     EKS_STANDARD: Price(0.10, "hour", _EKS_BLOG, _READ),
     # The extended rate is the whole per-cluster charge (not on top of the standard one).
     EKS_EXTENDED: Price(0.60, "hour", _EKS_BLOG, _READ),
-    NAT_GATEWAY: Price(0.045, "hour", "https://cloudburn.io/blog/aws-nat-gateway-pricing (US East; US West same per "
-                       "https://cloudpipelines.pages.dev/guides/aws-nat-gateway-pricing-2026/)", _READ),
-    PUBLIC_IPV4: Price(0.005, "hour", "https://www.repost.aws/articles/ARapCqBMkaTfCidGWemmSjAA/public-ipv4-addresses-"
-                       "cost-projection ($0.005/h per address, in use or idle, since 2024-02-01)", _READ),
-    INTERFACE_ENDPOINT_AZ: Price(0.01, "hour", "https://www.factualminds.com/blog/amazon-vpc-pricing-endpoints-peering-"
-                                 "transit-gateway/ (per endpoint per AZ, as on https://aws.amazon.com/privatelink/pricing/)",
-                                 _READ),
-    GATEWAY_ENDPOINT: Price(0.0, "hour", "https://www.usage.ai/blogs/aws-network-costs/ (S3 and DynamoDB gateway "
-                            "endpoints: no hourly or per-GB charge)", _READ),
-    EBS_GP3: Price(0.08, "GiB-month", "public us-east-1 price tables that reproduce https://aws.amazon.com/ebs/pricing/ "
-                   "(gp3 storage; baseline 3000 IOPS and 125 MB/s included); the page copied from was not recorded",
-                   _READ),
+    NAT_GATEWAY: Price(
+        0.045,
+        "hour",
+        "https://cloudburn.io/blog/aws-nat-gateway-pricing (US East; US West same per "
+        "https://cloudpipelines.pages.dev/guides/aws-nat-gateway-pricing-2026/)",
+        _READ,
+    ),
+    PUBLIC_IPV4: Price(
+        0.005,
+        "hour",
+        "https://www.repost.aws/articles/ARapCqBMkaTfCidGWemmSjAA/public-ipv4-addresses-"
+        "cost-projection ($0.005/h per address, in use or idle, since 2024-02-01)",
+        _READ,
+    ),
+    INTERFACE_ENDPOINT_AZ: Price(
+        0.01,
+        "hour",
+        "https://www.factualminds.com/blog/amazon-vpc-pricing-endpoints-peering-"
+        "transit-gateway/ (per endpoint per AZ, as on https://aws.amazon.com/privatelink/pricing/)",
+        _READ,
+    ),
+    GATEWAY_ENDPOINT: Price(
+        0.0,
+        "hour",
+        "https://www.usage.ai/blogs/aws-network-costs/ (S3 and DynamoDB gateway endpoints: no hourly or per-GB charge)",
+        _READ,
+    ),
+    EBS_GP3: Price(
+        0.08,
+        "GiB-month",
+        "public us-east-1 price tables that reproduce https://aws.amazon.com/ebs/pricing/ "
+        "(gp3 storage; baseline 3000 IOPS and 125 MB/s included); the page copied from was not recorded",
+        _READ,
+    ),
     fsx_lustre_key("PERSISTENT_2", 125): Price(
-        0.145, "GiB-month", "https://c3x.dev/resources/aws/aws_fsx_lustre_file_system/ (SSD, 125 MB/s/TiB; "
-        "1.2 TB about $174/month)", _READ
+        0.145,
+        "GiB-month",
+        "https://c3x.dev/resources/aws/aws_fsx_lustre_file_system/ (SSD, 125 MB/s/TiB; 1.2 TB about $174/month)",
+        _READ,
     ),
 }
 
@@ -85,13 +108,13 @@ SERVICE_PRICES: dict[str, dict[str, Price]] = {
 }
 
 
-def copied_from(region: str) -> Optional[str]:
+def copied_from(region: str) -> str | None:
     """The region whose figures ``region`` reuses, if any (the instance prices are copied the same way:
     tests/test_cost.py holds the two together)."""
     found = {p.copied_from for p in SERVICE_PRICES.get(region, {}).values()}
     return next((r for r in found if r), None)
 
 
-def service_price(region: str, key: str) -> Optional[Price]:
+def service_price(region: str, key: str) -> Price | None:
     """A non-instance price (the keys above), or None when the table does not know it."""
     return SERVICE_PRICES.get(region, {}).get(key)

@@ -26,6 +26,7 @@ CORE_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # Charts, manifests and images installed on the cluster. A misspelled Helm value is silently
 # ignored, so the value keys each chart gets are pinned by tests against these versions.
 
+
 @dataclass(frozen=True)
 class ChartPin:
     chart: str
@@ -39,9 +40,7 @@ CHARTS: dict[str, ChartPin] = {
     "neuron": ChartPin("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0"),
     # Chart v0.5.30 ships device plugin image v0.5.20; the chart version carries a literal "v".
     "efa-device-plugin": ChartPin("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts"),
-    "fsx-csi-driver": ChartPin(
-        "aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
-    ),
+    "fsx-csi-driver": ChartPin("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"),
     "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
     "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),
     # 9.53.0 runs cluster-autoscaler v1.34.2 (CLUSTER_AUTOSCALER_KUBERNETES below).
@@ -114,7 +113,6 @@ MPI_OPERATOR_MANIFEST = (
 
 # torch elastic's etcd rendezvous speaks the etcd v2 API, which 3.6 removed: stay on 3.5.
 ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
-
 
 
 # --- training images and code ------------------------------------------------------------------

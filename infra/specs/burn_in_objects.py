@@ -52,14 +52,13 @@ kubernetes/website feature-gates/service-account-token-pod-node-info.md), and
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional
-
-from infra.facts.versions import PYTHON_SLIM_IMAGE
+from typing import Any
 
 from infra.facts.neuron import BURN_IN_IMAGE
-from infra.specs.user_data import LOCKED_MEMORY_BYTES
+from infra.facts.versions import PYTHON_SLIM_IMAGE
 from infra.specs.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
@@ -73,13 +72,14 @@ from infra.specs.node_template import (
 )
 from infra.specs.pod_security import (
     ACCELERATOR_CAPABILITIES,
-    container_security_context,
     UNPRIVILEGED_UID,
+    container_security_context,
     network_policy,
     pod_defaults,
     pod_security_context,
     pod_security_labels,
 )
+from infra.specs.user_data import LOCKED_MEMORY_BYTES
 
 NAMESPACE = "neuron-burn-in"
 SERVICE_ACCOUNT = "neuron-burn-in"
@@ -135,7 +135,7 @@ class BurnInTarget:
     neuron_devices: int
     neuron_cores: int
     efa_interfaces: int
-    fsx_claim: Optional[str]
+    fsx_claim: str | None
     """The claim in ``NAMESPACE`` to mount at /shared; None when the stack has no file system."""
     provisioner: str = "cluster-autoscaler"
 
@@ -152,13 +152,21 @@ def check_script(t: BurnInTarget) -> str:
     names ``timeout``. Ends by patching the node, then sleeps until the DaemonSet controller deletes
     the pod (the node no longer matches). The checks run in their own shell under ``timeout`` and
     hand back only the failed check's name on descriptor 3 (``none`` when all passed)."""
-    efa = (f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
-           f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
-           'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt ' f'{LOCKED_MEMORY_KIB} ] || l=ok\n'
-           f'expect locked-memory "locked-memory limit (ulimit -l, KiB, at least {LOCKED_MEMORY_KIB})" ok "${{l/unlimited/ok}}"\n'
-           if t.efa_interfaces else "")
-    fsx = (f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
-           f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n' if t.fsx_claim else "")
+    efa = (
+        f'expect efa-interfaces "EFA devices (fi_info -p efa)" {t.efa_interfaces} '
+        f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} {FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})"\n'
+        'l=$(ulimit -l); [ "$l" = unlimited ] || [ "$l" -lt '
+        f"{LOCKED_MEMORY_KIB} ] || l=ok\n"
+        f'expect locked-memory "locked-memory limit (ulimit -l, KiB, at least {LOCKED_MEMORY_KIB})" ok "${{l/unlimited/ok}}"\n'
+        if t.efa_interfaces
+        else ""
+    )
+    fsx = (
+        f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
+        f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n'
+        if t.fsx_claim
+        else ""
+    )
     return f"""\
 set -uo pipefail
 read -r -d '' checks <<'CHECKS'
@@ -233,15 +241,25 @@ def overdue(nodes: list[Mapping[str, Any]], now: datetime, limit_seconds: int) -
 def _client() -> str:
     """What both in-pod programs share: the constants and pure functions above, and one API call with
     the pod's own token."""
-    constants = {k: globals()[k] for k in ("BURN_IN_RESULT_LABEL", "BURN_IN_REASON_LABEL", "BURN_IN_PENDING_LABEL",
-                                           "BURN_IN_TAINT_KEY", "BURN_IN_FAILED_TAINT_KEY")}
+    constants = {
+        k: globals()[k]
+        for k in (
+            "BURN_IN_RESULT_LABEL",
+            "BURN_IN_REASON_LABEL",
+            "BURN_IN_PENDING_LABEL",
+            "BURN_IN_TAINT_KEY",
+            "BURN_IN_FAILED_TAINT_KEY",
+        )
+    }
     # The future import keeps the annotations unevaluated: the pod's Python has no typing names here.
-    return ("from __future__ import annotations\n"
-            "import json, os, ssl, sys, time, urllib.parse, urllib.request, urllib.error\n"
-            "from datetime import datetime, timezone\n"
-            + "".join(f"{k} = {v!r}\n" for k, v in constants.items())
-            + inspect.getsource(result_patch) + inspect.getsource(overdue)
-            + """\
+    return (
+        "from __future__ import annotations\n"
+        "import json, os, ssl, sys, time, urllib.parse, urllib.request, urllib.error\n"
+        "from datetime import datetime, timezone\n"
+        + "".join(f"{k} = {v!r}\n" for k, v in constants.items())
+        + inspect.getsource(result_patch)
+        + inspect.getsource(overdue)
+        + """\
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
 api = "https://kubernetes.default.svc/api/v1/nodes"
 context = ssl.create_default_context(cafile=sa + "/ca.crt")
@@ -259,11 +277,14 @@ def patch(url, node, result, reason):
     except urllib.error.HTTPError as error:
         print("patch refused:", error.code, error.read().decode()[:500], flush=True)
         return None if error.code == 409 else False
-""")
+"""
+    )
 
 
 # The burn-in's own node: with ``age``, its age in seconds; else patches the result into it.
-PATCH_NODE = _client() + f"""\
+PATCH_NODE = (
+    _client()
+    + f"""\
 url = api + "/" + os.environ["NODE_NAME"]
 if sys.argv[1] == "age":
     meta = call("GET", url)["metadata"]
@@ -279,10 +300,13 @@ for attempt in range(10):
     time.sleep(2)
 sys.exit(1)
 """
+)
 
 # The sweeper: fails every node whose burn-in never reported (``overdue``), each read again just before
 # its conditional patch, so one that finished meanwhile is left alone. Exits 1 if any patch was refused.
-SWEEP_NODES = _client() + f"""\
+SWEEP_NODES = (
+    _client()
+    + f"""\
 limit = {BUDGET_SECONDS + SWEEP_MARGIN_SECONDS}
 selector = urllib.parse.quote({BURN_IN_PENDING_LABEL!r} + "=true", safe="")
 refused = 0
@@ -300,6 +324,7 @@ for name in overdue(call("GET", api + "?labelSelector=" + selector)["items"], da
         time.sleep(2)
 sys.exit(1 if refused else 0)
 """
+)
 
 
 # nccom-test starts one Neuron runtime process per rank (NeuronCore): a CPU and 2 GiB each, 8 GiB at
@@ -311,8 +336,10 @@ MIN_MEMORY_GIB = 8
 
 
 def burn_in_resources(t: BurnInTarget) -> dict[str, str]:
-    return {"cpu": str(CPU_PER_RANK * t.neuron_cores),
-            "memory": f"{max(MIN_MEMORY_GIB, MEMORY_GIB_PER_RANK * t.neuron_cores)}Gi"}
+    return {
+        "cpu": str(CPU_PER_RANK * t.neuron_cores),
+        "memory": f"{max(MIN_MEMORY_GIB, MEMORY_GIB_PER_RANK * t.neuron_cores)}Gi",
+    }
 
 
 def toleration(taint: Any) -> dict[str, str]:
@@ -343,7 +370,9 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {
-            "name": f"burn-in-{t.node_group}", "namespace": NAMESPACE, "labels": labels,
+            "name": f"burn-in-{t.node_group}",
+            "namespace": NAMESPACE,
+            "labels": labels,
             # Not awaited: its pods exist only on nodes being burnt in (one whose patch is refused
             # restarts until it gets through), which says nothing about this `pulumi up`.
             "annotations": {"pulumi.com/skipAwait": "true"},
@@ -360,15 +389,29 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
                     # node, which the admission policy checks against the token's node claim.
                     "automountServiceAccountToken": True,
                     "securityContext": pod_security_context(),
-                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [
-                            {"key": t.group_label, "operator": "In", "values": [t.node_group]},
-                            *({"key": k, "operator": "In", "values": [v]} for k, v in BURN_IN_PENDING_LABELS.items()),
-                        ]}],
-                    }}},
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": t.group_label, "operator": "In", "values": [t.node_group]},
+                                            *(
+                                                {"key": k, "operator": "In", "values": [v]}
+                                                for k, v in BURN_IN_PENDING_LABELS.items()
+                                            ),
+                                        ]
+                                    }
+                                ],
+                            }
+                        }
+                    },
                     # The failed taint too, so setting the pending label again re-runs a failed node.
-                    "tolerations": [toleration(NEURON_TAINT), toleration(BURN_IN_TAINT),
-                                    {"key": BURN_IN_FAILED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [
+                        toleration(NEURON_TAINT),
+                        toleration(BURN_IN_TAINT),
+                        {"key": BURN_IN_FAILED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+                    ],
                     "terminationGracePeriodSeconds": 10,
                     "containers": [container],
                     "volumes": volumes,
@@ -379,8 +422,7 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
 
 
 def namespace() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": NAMESPACE, "labels": pod_security_labels()}}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": pod_security_labels()}}
 
 
 def service_account(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
@@ -390,16 +432,22 @@ def service_account(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
 def cluster_role(name: str = SERVICE_ACCOUNT, verbs: tuple[str, ...] = ("get", "patch")) -> dict[str, Any]:
     """Read and patch nodes (the sweeper lists them too); the admission policies narrow patch to the
     failure or result patch. Not nodes/status: the result is a label, not a condition."""
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": list(verbs)}]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": list(verbs)}],
+    }
 
 
 def cluster_role_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],
+    }
 
 
 def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
@@ -423,23 +471,25 @@ def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
             "startingDeadlineSeconds": SWEEP_PERIOD_SECONDS // 2,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": SWEEP_PERIOD_SECONDS - 30,
-                "ttlSecondsAfterFinished": 3600,
-                "template": {
-                    "metadata": {"labels": SWEEPER_LABELS},
-                    "spec": {
-                        **pod_defaults(run_as_user=UNPRIVILEGED_UID),
-                        # It calls the API: it needs its token.
-                        "automountServiceAccountToken": True,
-                        "serviceAccountName": SWEEPER,
-                        "nodeSelector": dict(core_node_selector),
-                        "restartPolicy": "Never",
-                        "containers": [container],
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": SWEEP_PERIOD_SECONDS - 30,
+                    "ttlSecondsAfterFinished": 3600,
+                    "template": {
+                        "metadata": {"labels": SWEEPER_LABELS},
+                        "spec": {
+                            **pod_defaults(run_as_user=UNPRIVILEGED_UID),
+                            # It calls the API: it needs its token.
+                            "automountServiceAccountToken": True,
+                            "serviceAccountName": SWEEPER,
+                            "nodeSelector": dict(core_node_selector),
+                            "restartPolicy": "Never",
+                            "containers": [container],
+                        },
                     },
-                },
-            }},
+                }
+            },
         },
     }
 
@@ -451,33 +501,54 @@ _PENDING = f"'{BURN_IN_PENDING_LABEL}'"
 _RESULT_KEYS = "[" + ", ".join(f"'{k}'" for k in RESULT_LABELS) + "]"
 # Node fields besides taints and labels, each compared as it was: metadata a pod could use to have its
 # node deleted (a dangling ownerReference) or kept (a finalizer), and the whole of the node's spec.
-_UNCHANGED = ("metadata.?annotations.orValue({})", "metadata.?ownerReferences.orValue([])",
-              "metadata.?finalizers.orValue([])", "spec.?unschedulable.orValue(false)", "spec.?providerID.orValue('')",
-              "spec.?podCIDR.orValue('')", "spec.?podCIDRs.orValue([])", "spec.?externalID.orValue('')")
+_UNCHANGED = (
+    "metadata.?annotations.orValue({})",
+    "metadata.?ownerReferences.orValue([])",
+    "metadata.?finalizers.orValue([])",
+    "spec.?unschedulable.orValue(false)",
+    "spec.?providerID.orValue('')",
+    "spec.?podCIDR.orValue('')",
+    "spec.?podCIDRs.orValue([])",
+    "spec.?externalID.orValue('')",
+)
 
 # (expression, message) pairs; every one must hold for an update by the burn-in's service account.
 VALIDATIONS: tuple[tuple[str, str], ...] = (
-    (f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && "
-     f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
-     "the burn-in may change only the node its pod runs on"),
-    (f"variables.newTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED}) == "
-     f"variables.oldTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED})",
-     f"the burn-in may change no taint but {BURN_IN_TAINT.key} and {BURN_IN_FAILED_TAINT_KEY}"),
+    (
+        f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+        f"request.userInfo.extra['{NODE_NAME_EXTRA}'] == [object.metadata.name]",
+        "the burn-in may change only the node its pod runs on",
+    ),
+    (
+        f"variables.newTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED}) == "
+        f"variables.oldTaints.filter(t, t.key != {_KEY} && t.key != {_FAILED})",
+        f"the burn-in may change no taint but {BURN_IN_TAINT.key} and {BURN_IN_FAILED_TAINT_KEY}",
+    ),
     # Every startup taint left must be one that was there as it was: not added, nor its effect turned into
     # NoExecute, which would evict every pod on the node that does not tolerate it.
-    (f"variables.newTaints.filter(t, t.key == {_KEY}).all(t, variables.oldTaints.exists(o, o == t))",
-     f"the burn-in may remove {BURN_IN_TAINT.key}, not add or change it"),
-    (f"variables.newTaints.filter(t, t.key == {_FAILED}).all(t, t.effect == 'NoSchedule')",
-     f"the burn-in may add {BURN_IN_FAILED_TAINT_KEY} only as NoSchedule"),
-    (f"variables.newLabels.all(k, k in {_RESULT_KEYS} || "
-     "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "
-     f"variables.oldLabels.all(k, k in {_RESULT_KEYS} || k in variables.newLabels)",
-     "the burn-in may set no label but its result labels"),
-    (f"!({_PENDING} in variables.newLabels) || "
-     f"({_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == variables.newLabels[{_PENDING}])",
-     f"the burn-in may remove {BURN_IN_PENDING_LABEL}, not set it"),
-    (" && ".join(f"object.{f} == oldObject.{f}" for f in _UNCHANGED),
-     "the burn-in may not change annotations, owner references, finalizers or the node's spec besides its taints"),
+    (
+        f"variables.newTaints.filter(t, t.key == {_KEY}).all(t, variables.oldTaints.exists(o, o == t))",
+        f"the burn-in may remove {BURN_IN_TAINT.key}, not add or change it",
+    ),
+    (
+        f"variables.newTaints.filter(t, t.key == {_FAILED}).all(t, t.effect == 'NoSchedule')",
+        f"the burn-in may add {BURN_IN_FAILED_TAINT_KEY} only as NoSchedule",
+    ),
+    (
+        f"variables.newLabels.all(k, k in {_RESULT_KEYS} || "
+        "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "
+        f"variables.oldLabels.all(k, k in {_RESULT_KEYS} || k in variables.newLabels)",
+        "the burn-in may set no label but its result labels",
+    ),
+    (
+        f"!({_PENDING} in variables.newLabels) || "
+        f"({_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == variables.newLabels[{_PENDING}])",
+        f"the burn-in may remove {BURN_IN_PENDING_LABEL}, not set it",
+    ),
+    (
+        " && ".join(f"object.{f} == oldObject.{f}" for f in _UNCHANGED),
+        "the burn-in may not change annotations, owner references, finalizers or the node's spec besides its taints",
+    ),
 )
 # Which of VALIDATIONS bind the sweeper as well: no other taint, the failed taint NoSchedule only, no
 # label but the result labels, the rest of the node unchanged.
@@ -486,20 +557,25 @@ _REASON = f"'{BURN_IN_REASON_LABEL}'"
 _RESULT = f"'{BURN_IN_RESULT_LABEL}'"
 # The sweeper may make exactly one change, the failure patch, and only to a node still pending.
 SWEEPER_VALIDATIONS: tuple[tuple[str, str], ...] = (
-    (f"{_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == 'true'",
-     f"the sweeper may change only nodes that still carry {BURN_IN_PENDING_LABEL}"),
-    (f"!({_PENDING} in variables.newLabels) && !variables.newTaints.exists(t, t.key == {_KEY}) && "
-     f"{_RESULT} in variables.newLabels && variables.newLabels[{_RESULT}] == 'failed' && "
-     f"{_REASON} in variables.newLabels && variables.newLabels[{_REASON}] == '{SWEEP_REASON}' && "
-     f"variables.newTaints.exists(t, t.key == {_FAILED} && t.?value.orValue('') == '{SWEEP_REASON}')",
-     f"the sweeper may only fail a node as {SWEEP_REASON}: the pending label and startup taint removed, "
-     "the failed labels and taint set"),
+    (
+        f"{_PENDING} in variables.oldLabels && variables.oldLabels[{_PENDING}] == 'true'",
+        f"the sweeper may change only nodes that still carry {BURN_IN_PENDING_LABEL}",
+    ),
+    (
+        f"!({_PENDING} in variables.newLabels) && !variables.newTaints.exists(t, t.key == {_KEY}) && "
+        f"{_RESULT} in variables.newLabels && variables.newLabels[{_RESULT}] == 'failed' && "
+        f"{_REASON} in variables.newLabels && variables.newLabels[{_REASON}] == '{SWEEP_REASON}' && "
+        f"variables.newTaints.exists(t, t.key == {_FAILED} && t.?value.orValue('') == '{SWEEP_REASON}')",
+        f"the sweeper may only fail a node as {SWEEP_REASON}: the pending label and startup taint removed, "
+        "the failed labels and taint set",
+    ),
     *(VALIDATIONS[i] for i in _SHARED),
 )
 
 
-def admission_policy(name: str = SERVICE_ACCOUNT, username: str = USERNAME,
-                     validations: tuple[tuple[str, str], ...] = VALIDATIONS) -> dict[str, Any]:
+def admission_policy(
+    name: str = SERVICE_ACCOUNT, username: str = USERNAME, validations: tuple[tuple[str, str], ...] = VALIDATIONS
+) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -507,10 +583,14 @@ def admission_policy(name: str = SERVICE_ACCOUNT, username: str = USERNAME,
         "spec": {
             "failurePolicy": "Fail",
             # PATCH reaches admission as UPDATE; the node's status is another resource (nodes/status).
-            "matchConstraints": {"resourceRules": [
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
-            ]},
-            "matchConditions": [{"name": "service-account", "expression": f"request.userInfo.username == '{username}'"}],
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+                ]
+            },
+            "matchConditions": [
+                {"name": "service-account", "expression": f"request.userInfo.username == '{username}'"}
+            ],
             "variables": [
                 {"name": "oldTaints", "expression": "oldObject.spec.?taints.orValue([])"},
                 {"name": "newTaints", "expression": "object.spec.?taints.orValue([])"},
@@ -523,17 +603,30 @@ def admission_policy(name: str = SERVICE_ACCOUNT, username: str = USERNAME,
 
 
 def admission_policy_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
 
 
 def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any]]:
     """Everything but the DaemonSets, in the order they must exist: each identity's policy before the
     pods that use it. The burn-in pods and the sweeper serve nothing: their NetworkPolicy admits no
     traffic in."""
-    return [namespace(), network_policy(SERVICE_ACCOUNT, NAMESPACE, APP_LABELS, []), service_account(), cluster_role(),
-            cluster_role_binding(), admission_policy(), admission_policy_binding(),
-            service_account(SWEEPER), cluster_role(SWEEPER, ("get", "list", "patch")), cluster_role_binding(SWEEPER),
-            admission_policy(SWEEPER, SWEEPER_USERNAME, SWEEPER_VALIDATIONS), admission_policy_binding(SWEEPER),
-            sweeper_cron_job(core_node_selector)]
+    return [
+        namespace(),
+        network_policy(SERVICE_ACCOUNT, NAMESPACE, APP_LABELS, []),
+        service_account(),
+        cluster_role(),
+        cluster_role_binding(),
+        admission_policy(),
+        admission_policy_binding(),
+        service_account(SWEEPER),
+        cluster_role(SWEEPER, ("get", "list", "patch")),
+        cluster_role_binding(SWEEPER),
+        admission_policy(SWEEPER, SWEEPER_USERNAME, SWEEPER_VALIDATIONS),
+        admission_policy_binding(SWEEPER),
+        sweeper_cron_job(core_node_selector),
+    ]

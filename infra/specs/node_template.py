@@ -78,7 +78,9 @@ JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"
 JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 
 
-def node_labels(instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler") -> dict[str, str]:
+def node_labels(
+    instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler"
+) -> dict[str, str]:
     """The labels the seeds' workloads select on, plus any from config. ``provisioner`` names what
     starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods."""
     labels = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from infra.specs.efa import karpenter_interfaces
 from infra.specs.user_data import nodeadm_user_data
@@ -92,7 +92,7 @@ def delete_timeout(grace: str) -> str:
     return f"{duration_seconds(grace) + INSTANCE_TERMINATION_ALLOWANCE_SECONDS}s"
 
 
-def ami_alias(release_version: Optional[str]) -> str:
+def ami_alias(release_version: str | None) -> str:
     """The EC2NodeClass alias for a managed node group release version.
 
     A node group pins `1.34.2-20251112`; the same AMI build is `al2023@v20251112` (al2023.go
@@ -115,8 +115,9 @@ def capacity_types(reserved: bool, capacity_block: bool, spot: bool) -> list[str
     return (["reserved"] if reserved else []) + (["spot"] if spot else []) + ["on-demand"]
 
 
-def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group: Any,
-               hop_limit: int, tags: dict[str, str]) -> dict[str, Any]:
+def node_class(
+    spec: Any, *, cluster_name: str, node_role: Any, placement_group: Any, hop_limit: int, tags: dict[str, str]
+) -> dict[str, Any]:
     """The EC2NodeClass of one accelerator group (``spec``: AcceleratorGroupSpec); ``node_role``
     and ``placement_group`` (None: none) may be Outputs, which Pulumi resolves inside the spec."""
     cfg = spec.config
@@ -136,8 +137,12 @@ def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group:
             {
                 "deviceName": ROOT_DEVICE,
                 "rootVolume": True,
-                "ebs": {"volumeSize": f"{cfg.root_volume_gib}Gi", "volumeType": "gp3", "encrypted": True,
-                        "deleteOnTermination": True},
+                "ebs": {
+                    "volumeSize": f"{cfg.root_volume_gib}Gi",
+                    "volumeType": "gp3",
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
             }
         ],
         "tags": {**tags, "Name": spec.name},
@@ -159,7 +164,9 @@ def node_class(spec: Any, *, cluster_name: str, node_role: Any, placement_group:
         ]
     reservation = cfg.capacity_reservation
     if reservation is not None:
-        body["capacityReservationSelectorTerms"] = [{"id": reservation.id} if reservation.id else {"tags": reservation.tags}]
+        body["capacityReservationSelectorTerms"] = [
+            {"id": reservation.id} if reservation.id else {"tags": reservation.tags}
+        ]
     if placement_group is not None:
         body["placementGroupSelector"] = {"name": placement_group}
     return {"apiVersion": NODECLASS_API, "kind": "EC2NodeClass", "metadata": {"name": spec.name}, "spec": body}
@@ -172,8 +179,11 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
     requirements = [
         {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [cfg.instance_type]},
         {"key": ZONE_ID_LABEL, "operator": "In", "values": [spec.zone.id]},
-        {"key": CAPACITY_TYPE_LABEL, "operator": "In",
-         "values": capacity_types(cfg.capacity_reservation is not None, cfg.capacity_block, cfg.spot)},
+        {
+            "key": CAPACITY_TYPE_LABEL,
+            "operator": "In",
+            "values": capacity_types(cfg.capacity_reservation is not None, cfg.capacity_block, cfg.spot),
+        },
     ]
     return {
         "apiVersion": NODEPOOL_API,
@@ -190,13 +200,17 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
                     # "ignored for provisioning purposes in that pods are not required to tolerate a
                     # StartupTaint" (kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/nodeclaim.go).
                     # A spec without the field (before the burn-in's) has none.
-                    **({"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                                          for t in startup]} if (startup := getattr(spec, "startup_taints", None)) else {}),
+                    **(
+                        {"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup]}
+                        if (startup := getattr(spec, "startup_taints", None))
+                        else {}
+                    ),
                     # Drain starts at expireAfter even under running pods; terminationGracePeriod
                     # bounds the drain (disruption.md, Expiration and TerminationGracePeriod).
                     "expireAfter": lifetimes.expire_after,
                     "terminationGracePeriod": termination_grace_period(
-                        lifetimes.termination_grace_period, cfg.capacity_block, cfg.spot),
+                        lifetimes.termination_grace_period, cfg.capacity_block, cfg.spot
+                    ),
                 },
             },
             "limits": {"nodes": str(cfg.max_size)},
@@ -224,8 +238,9 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
 CONTROLLER_RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
 
 
-def chart_values(cluster_name: str, region: str, queue_name: str, node_repair: bool,
-                 node_selector: dict[str, str]) -> dict[str, Any]:
+def chart_values(
+    cluster_name: str, region: str, queue_name: str, node_repair: bool, node_selector: dict[str, str]
+) -> dict[str, Any]:
     """charts/karpenter values.yaml (v1.14.0): settings.clusterName, settings.interruptionQueue,
     settings.featureGates.nodeRepair, serviceAccount.name, nodeSelector, controller.env. The
     endpoint is found through eks:DescribeCluster (EKSIntegrationPolicy)."""
@@ -252,7 +267,8 @@ INTERRUPTION_RULES: dict[str, dict[str, list[str]]] = {
     "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
     "instance-state-change": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
     "capacity-reservation-interruption": {
-        "source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"],
     },
 }
 # cloudformation.yaml KarpenterInterruptionQueue: MessageRetentionPeriod 300, SSE on.
@@ -260,86 +276,198 @@ QUEUE_RETENTION_SECONDS = 300
 
 
 def queue_policy(queue_arn: str) -> str:
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Id": "EC2InterruptionPolicy",
-        "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
-             "Action": "sqs:SendMessage", "Resource": queue_arn},
-            {"Sid": "DenyHTTP", "Effect": "Deny", "Action": "sqs:*", "Resource": queue_arn,
-             "Condition": {"Bool": {"aws:SecureTransport": "false"}}, "Principal": "*"},
-        ],
-    })
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Id": "EC2InterruptionPolicy",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+                    "Action": "sqs:SendMessage",
+                    "Resource": queue_arn,
+                },
+                {
+                    "Sid": "DenyHTTP",
+                    "Effect": "Deny",
+                    "Action": "sqs:*",
+                    "Resource": queue_arn,
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                    "Principal": "*",
+                },
+            ],
+        }
+    )
 
 
-def controller_policy(partition: str, region: str, account_id: str, cluster_name: str, node_role_arn: str,
-                      queue_arn: str) -> str:
+def controller_policy(
+    partition: str, region: str, account_id: str, cluster_name: str, node_role_arn: str, queue_arn: str
+) -> str:
     """The controller's permissions: the statements of cloudformation.yaml (v1.14) in one document,
     scoped as there to this cluster's tags and region."""
     arn = f"arn:{partition}:ec2:{region}"
     owned = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
-    request_owned = {f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned",
-                     "aws:RequestTag/eks:eks-cluster-name": cluster_name}
-    launched = [f"{arn}:*:{kind}/*" for kind in
-                ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")]
+    request_owned = {
+        f"aws:RequestTag/kubernetes.io/cluster/{cluster_name}": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": cluster_name,
+    }
+    launched = [
+        f"{arn}:*:{kind}/*"
+        for kind in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
+    ]
     profile = f"arn:{partition}:iam::{account_id}:instance-profile/*"
     region_tag = {"aws:ResourceTag/topology.kubernetes.io/region": region}
     request_region = {"aws:RequestTag/topology.kubernetes.io/region": region}
     statements = [
-        {"Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow",
-         "Resource": [f"{arn}::image/*", f"{arn}::snapshot/*"]
-         + [f"{arn}:*:{k}/*" for k in ("security-group", "subnet", "capacity-reservation", "placement-group")],
-         "Action": ["ec2:RunInstances", "ec2:CreateFleet"]},
-        {"Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow",
-         "Resource": f"{arn}:*:launch-template/*", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-         "Condition": {"StringEquals": owned, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}}},
-        {"Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow", "Resource": launched,
-         "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
-         "Condition": {"StringEquals": request_owned, "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"}}},
-        {"Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow", "Resource": launched, "Action": "ec2:CreateTags",
-         "Condition": {"StringEquals": {**request_owned,
-                                        "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]},
-                       "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"}}},
-        {"Sid": "AllowScopedResourceTagging", "Effect": "Allow", "Resource": f"{arn}:*:instance/*",
-         "Action": "ec2:CreateTags",
-         "Condition": {"StringEquals": owned, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
-                       "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
-                       "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]}}},
-        {"Sid": "AllowScopedDeletion", "Effect": "Allow",
-         "Resource": [f"{arn}:*:instance/*", f"{arn}:*:launch-template/*"],
-         "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-         "Condition": {"StringEquals": owned, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}}},
-        {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Resource": node_role_arn, "Action": "iam:PassRole",
-         "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}}},
-        {"Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow", "Resource": profile,
-         "Action": ["iam:CreateInstanceProfile"],
-         "Condition": {"StringEquals": {**request_owned, **request_region},
-                       "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
-        {"Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow", "Resource": profile,
-         "Action": ["iam:TagInstanceProfile"],
-         "Condition": {"StringEquals": {**owned, **region_tag, **request_owned, **request_region},
-                       "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
-                                      "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
-        {"Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow", "Resource": profile,
-         "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
-         "Condition": {"StringEquals": {**owned, **region_tag},
-                       "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
-        {"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow",
-         "Resource": f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}", "Action": "eks:DescribeCluster"},
-        {"Sid": "AllowInterruptionQueueActions", "Effect": "Allow", "Resource": queue_arn,
-         "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"]},
-        {"Sid": "AllowRegionalReadActions", "Effect": "Allow", "Resource": "*",
-         "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
-                    "ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
-                    "ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
-         "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
-        {"Sid": "AllowSSMReadActions", "Effect": "Allow", "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*",
-         "Action": "ssm:GetParameter"},
+        {
+            "Sid": "AllowScopedEC2InstanceAccessActions",
+            "Effect": "Allow",
+            "Resource": [f"{arn}::image/*", f"{arn}::snapshot/*"]
+            + [f"{arn}:*:{k}/*" for k in ("security-group", "subnet", "capacity-reservation", "placement-group")],
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+        },
+        {
+            "Sid": "AllowScopedEC2LaunchTemplateAccessActions",
+            "Effect": "Allow",
+            "Resource": f"{arn}:*:launch-template/*",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Condition": {"StringEquals": owned, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}},
+        },
+        {
+            "Sid": "AllowScopedEC2InstanceActionsWithTags",
+            "Effect": "Allow",
+            "Resource": launched,
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+            "Condition": {"StringEquals": request_owned, "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"}},
+        },
+        {
+            "Sid": "AllowScopedResourceCreationTagging",
+            "Effect": "Allow",
+            "Resource": launched,
+            "Action": "ec2:CreateTags",
+            "Condition": {
+                "StringEquals": {
+                    **request_owned,
+                    "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                },
+                "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+            },
+        },
+        {
+            "Sid": "AllowScopedResourceTagging",
+            "Effect": "Allow",
+            "Resource": f"{arn}:*:instance/*",
+            "Action": "ec2:CreateTags",
+            "Condition": {
+                "StringEquals": owned,
+                "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster_name},
+                "ForAllValues:StringEquals": {
+                    "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
+                },
+            },
+        },
+        {
+            "Sid": "AllowScopedDeletion",
+            "Effect": "Allow",
+            "Resource": [f"{arn}:*:instance/*", f"{arn}:*:launch-template/*"],
+            "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+            "Condition": {"StringEquals": owned, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}},
+        },
+        {
+            "Sid": "AllowPassingInstanceRole",
+            "Effect": "Allow",
+            "Resource": node_role_arn,
+            "Action": "iam:PassRole",
+            "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileCreationActions",
+            "Effect": "Allow",
+            "Resource": profile,
+            "Action": ["iam:CreateInstanceProfile"],
+            "Condition": {
+                "StringEquals": {**request_owned, **request_region},
+                "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+            },
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileTagActions",
+            "Effect": "Allow",
+            "Resource": profile,
+            "Action": ["iam:TagInstanceProfile"],
+            "Condition": {
+                "StringEquals": {**owned, **region_tag, **request_owned, **request_region},
+                "StringLike": {
+                    "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                    "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                },
+            },
+        },
+        {
+            "Sid": "AllowScopedInstanceProfileActions",
+            "Effect": "Allow",
+            "Resource": profile,
+            "Action": [
+                "iam:AddRoleToInstanceProfile",
+                "iam:RemoveRoleFromInstanceProfile",
+                "iam:DeleteInstanceProfile",
+            ],
+            "Condition": {
+                "StringEquals": {**owned, **region_tag},
+                "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+            },
+        },
+        {
+            "Sid": "AllowAPIServerEndpointDiscovery",
+            "Effect": "Allow",
+            "Resource": f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}",
+            "Action": "eks:DescribeCluster",
+        },
+        {
+            "Sid": "AllowInterruptionQueueActions",
+            "Effect": "Allow",
+            "Resource": queue_arn,
+            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+        },
+        {
+            "Sid": "AllowRegionalReadActions",
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": [
+                "ec2:DescribeCapacityReservations",
+                "ec2:DescribeImages",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
+                "ec2:DescribeInstanceTypeOfferings",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribePlacementGroups",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSpotPriceHistory",
+                "ec2:DescribeSubnets",
+            ],
+            "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
+        },
+        {
+            "Sid": "AllowSSMReadActions",
+            "Effect": "Allow",
+            "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*",
+            "Action": "ssm:GetParameter",
+        },
         {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Resource": "*", "Action": "pricing:GetProducts"},
-        {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Resource": "*",
-         "Action": "iam:ListInstanceProfiles"},
-        {"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Resource": profile, "Action": "iam:GetInstanceProfile"},
+        {
+            "Sid": "AllowUnscopedInstanceProfileListAction",
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": "iam:ListInstanceProfiles",
+        },
+        {
+            "Sid": "AllowInstanceProfileReadActions",
+            "Effect": "Allow",
+            "Resource": profile,
+            "Action": "iam:GetInstanceProfile",
+        },
     ]
     # Compact: IAM caps a role's inline policies at 10,240 characters (whitespace excluded).
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, separators=(",", ":"))

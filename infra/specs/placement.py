@@ -7,11 +7,11 @@ instance-type offerings look-up. Pure: the look-up results come in as plain data
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
-from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.config.errors import ConfigError
+from infra.config.models import AcceleratorNodeGroupConfig, key_name
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,12 @@ class ReservedCapacity:
 
     zone_id: str
     instance_type: str
-    start_date: Optional[str] = None
-    end_date: Optional[str] = None
+    start_date: str | None = None
+    end_date: str | None = None
     """When the block starts and ends (RFC 3339, UTC); EC2 starts terminating its instances 30 minutes
     before the end."""
 
-    def window(self) -> Optional[dict[str, str]]:
+    def window(self) -> dict[str, str] | None:
         if self.start_date is None or self.end_date is None:
             return None
         return {"start": self.start_date, "end": self.end_date}

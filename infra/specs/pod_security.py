@@ -8,7 +8,8 @@ functions returning Kubernetes API dicts.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from infra.facts.versions import KUBERNETES_VERSION
 
@@ -36,7 +37,7 @@ UNPRIVILEGED_UID = 10001
 NOBODY_UID = 65534
 
 
-def pod_security_context(run_as_user: Optional[int] = None, fs_group: Optional[int] = None) -> dict[str, Any]:
+def pod_security_context(run_as_user: int | None = None, fs_group: int | None = None) -> dict[str, Any]:
     """The pod-level context: the runtime's default seccomp profile, and a user when given.
 
     ``run_as_user=None`` leaves the image's user (root for the Neuron images, see the Dockerfiles).
@@ -62,7 +63,7 @@ def container_security_context(add: Sequence[str] = (), read_only_root: bool = F
     }
 
 
-def pod_defaults(run_as_user: Optional[int] = None, fs_group: Optional[int] = None) -> dict[str, Any]:
+def pod_defaults(run_as_user: int | None = None, fs_group: int | None = None) -> dict[str, Any]:
     """Pod spec keys every pod of this project carries.
 
     No service account token: none of our pods calls the Kubernetes API but the gang watchdog,
@@ -120,7 +121,11 @@ def network_policy(
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"podSelector": {"matchLabels": dict(pod_labels)}, "policyTypes": ["Ingress"], "ingress": list(ingress)},
+        "spec": {
+            "podSelector": {"matchLabels": dict(pod_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": list(ingress),
+        },
     }
 
 

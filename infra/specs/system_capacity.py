@@ -14,14 +14,14 @@ upstream count as zero, which is what the scheduler counts too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 from infra.config.models import FeaturesConfig
 from infra.facts.instances import INSTANCE_TYPES, NodeSize
 
 
-def _node_size(instance_type: str) -> Optional[NodeSize]:
+def _node_size(instance_type: str) -> NodeSize | None:
     row = INSTANCE_TYPES.get(instance_type)
     return row.node if row else None
 
@@ -74,18 +74,26 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
     pods = [
         # aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml: aws-node 25m, node agent none.
         PodRequests("aws-node", 25, 0, 1, "amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml"),
-        PodRequests("kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"),
+        PodRequests(
+            "kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"
+        ),
         PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
         # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
-        PodRequests("ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"),
+        PodRequests(
+            "ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"
+        ),
     ]
     if features.fsx_csi:
         # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
         pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
     if features.observability:
         # aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0 values.yaml.
-        pods.append(PodRequests("cloudwatch-agent", 250, 128, 1, "amazon-cloudwatch-observability values agent.resources"))
-        pods.append(PodRequests("fluent-bit", 50, 25, 1, "amazon-cloudwatch-observability values containerLogs.fluentBit"))
+        pods.append(
+            PodRequests("cloudwatch-agent", 250, 128, 1, "amazon-cloudwatch-observability values agent.resources")
+        )
+        pods.append(
+            PodRequests("fluent-bit", 50, 25, 1, "amazon-cloudwatch-observability values containerLogs.fluentBit")
+        )
     if features.node_monitoring_agent:
         pods.append(PodRequests("eks-node-monitoring-agent", 10, 30, 1, "estimate: EKS add-on, no public manifest"))
     return pods
@@ -101,13 +109,17 @@ def accelerator_daemonsets(features: FeaturesConfig) -> list[PodRequests]:
         pods.append(PodRequests("neuron-device-plugin", 0, 0, 1, "neuron-helm-chart values.yaml devicePlugin (none)"))
         pods.append(PodRequests("neuron-problem-detector", 10, 80, 1, "neuron-helm-chart values.yaml npd resources"))
     if features.neuron_node_recovery:
-        pods.append(PodRequests("neuron-node-recovery", 10, 150, 1, "neuron-helm-chart values.yaml node recovery resources"))
+        pods.append(
+            PodRequests("neuron-node-recovery", 10, 150, 1, "neuron-helm-chart values.yaml node recovery resources")
+        )
     if features.efa_device_plugin:
-        pods.append(PodRequests("efa-device-plugin", 0, 0, 1, "aws-efa-k8s-device-plugin v0.5.30 values.yaml resources {}"))
+        pods.append(
+            PodRequests("efa-device-plugin", 0, 0, 1, "aws-efa-k8s-device-plugin v0.5.30 values.yaml resources {}")
+        )
     return pods
 
 
-def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: bool) -> Optional[dict[str, str]]:
+def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: bool) -> dict[str, str] | None:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
     a type the table does not size."""
@@ -116,42 +128,68 @@ def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: 
         return None
     on_node = daemonsets(features) + (accelerator_daemonsets(features) if accelerator else [])
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
-    memory = memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
+    memory = (
+        memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
+    )
     return {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
 
 
 # Once in the cluster, on the system nodes (Deployments pinned there or free to go there).
 def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False) -> list[PodRequests]:
     pods = [
-        PodRequests("coredns", 100, 70, 2, "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi)"),
+        PodRequests(
+            "coredns", 100, 70, 2, "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi)"
+        ),
         # ebs-plugin + provisioner, attacher, snapshotter, resizer, liveness: 10m/40Mi each
         # (sidecars default to controller.resources in templates/controller.yaml).
         PodRequests("ebs-csi-controller", 60, 240, 2, "aws-ebs-csi-driver values.yaml controller.resources"),
     ]
     if features.fsx_csi:
-        pods.append(PodRequests("fsx-csi-controller", 40, 136, 2, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars"))
+        pods.append(
+            PodRequests("fsx-csi-controller", 40, 136, 2, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars")
+        )
     if features.volcano:
         # volcano v1.15.1 values.yaml: admission/controller/scheduler resources ~ (none).
-        pods.append(PodRequests("volcano", 0, 0, 3, "volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml"))
+        pods.append(
+            PodRequests("volcano", 0, 0, 3, "volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml")
+        )
     if features.kuberay:
         # kuberay-operator 1.7.0: limits only (100m/512Mi), which become the requests.
-        pods.append(PodRequests("kuberay-operator", 100, 512, 1, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"))
+        pods.append(
+            PodRequests(
+                "kuberay-operator", 100, 512, 1, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"
+            )
+        )
     if features.mpi_operator:
-        pods.append(PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml"))
+        pods.append(
+            PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml")
+        )
     if features.cluster_autoscaler:
-        pods.append(PodRequests("cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"))
+        pods.append(
+            PodRequests(
+                "cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"
+            )
+        )
     if karpenter:
         # nodeProvisioner: karpenter. Chart v1.14.0 values.yaml replicas 2; requests from
         # infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
-        pods.append(PodRequests("karpenter", 250, 1024, 2, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart replicas 2"))
+        pods.append(
+            PodRequests("karpenter", 250, 1024, 2, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart replicas 2")
+        )
     if features.metrics_server:
-        pods.append(PodRequests("metrics-server", 100, 200, 1, "kubernetes-sigs/metrics-server chart 3.13.1 values.yaml"))
+        pods.append(
+            PodRequests("metrics-server", 100, 200, 1, "kubernetes-sigs/metrics-server chart 3.13.1 values.yaml")
+        )
     if features.observability:
-        pods.append(PodRequests("cloudwatch-controller", 100, 64, 1, "amazon-cloudwatch-observability values manager.resources"))
+        pods.append(
+            PodRequests("cloudwatch-controller", 100, 64, 1, "amazon-cloudwatch-observability values manager.resources")
+        )
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
     if features.torchx_etcd:
-        pods.append(PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/components/schedulers.py etcd_container"))
+        pods.append(
+            PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/components/schedulers.py etcd_container")
+        )
     # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
     pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
     pods.append(PodRequests("cmd-shell", 250, 512, 1, "workloads/data_staging.py cmd_shell_pod"))
@@ -177,8 +215,9 @@ class Fit:
         )
 
 
-def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str],
-               karpenter: bool = False) -> Optional[Fit]:
+def system_fit(
+    instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False
+) -> Fit | None:
     """Totals over ``nodes`` system nodes, or None for a type the table does not know.
 
     Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
@@ -200,8 +239,9 @@ def system_fit(instance_type: str, nodes: int, features: FeaturesConfig, namespa
     )
 
 
-def system_fit_problem(instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str],
-                       karpenter: bool = False) -> Optional[str]:
+def system_fit_problem(
+    instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False
+) -> str | None:
     fit = system_fit(instance_type, nodes, features, namespaces, karpenter)
     if fit is None or fit.fits:
         return None

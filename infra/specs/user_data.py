@@ -11,7 +11,6 @@ training buffers under; and, on health-gated nodes, the label that starts their 
 from __future__ import annotations
 
 import base64
-from typing import Optional
 
 BOUNDARY = "==TRAINIUM-EKS=="
 
@@ -61,13 +60,17 @@ def _kubelet_labels(labels: dict[str, str]) -> str:
 """
 
 
-def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: Optional[dict[str, str]] = None) -> Optional[str]:
+def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: dict[str, str] | None = None) -> str | None:
     """MIME multi-part user data (plain text), or None when there is nothing to add. ``node_labels``:
     labels only a real node carries (set at registration), never a template's."""
     if nvme_disks < 1 and not efa and not node_labels:
         return None
-    node_config = (_NODECONFIG + (_RAID0 if nvme_disks >= 1 else "") + (_LOCKED_MEMORY if efa else "")
-                   + (_kubelet_labels(node_labels) if node_labels else ""))
+    node_config = (
+        _NODECONFIG
+        + (_RAID0 if nvme_disks >= 1 else "")
+        + (_LOCKED_MEMORY if efa else "")
+        + (_kubelet_labels(node_labels) if node_labels else "")
+    )
     return (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"\n\n'

@@ -24,13 +24,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from infra.config.rules import kubernetes_version_change_problem
-from offline.plan.mocks import SECRET
-from offline.report import render
 from offline.diff.replacement import LAUNCH_TEMPLATE, NODE_GROUP, dependent_replacements, replaces
+from offline.plan.mocks import SECRET
 from offline.plan.runner import REPO_ROOT, project_name
+from offline.report import render
 
 STACKS = ("dev", "prod")
 # offline.plan.command's exit code when the policy pack finds mandatory violations (plans still written).
@@ -44,7 +44,7 @@ class PathChange:
     path: str
     old: Any
     new: Any
-    replace_reason: Optional[str] = None
+    replace_reason: str | None = None
 
 
 @dataclass
@@ -116,15 +116,23 @@ def changed_paths(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
 
 
 def _lifecycle(resource: dict[str, Any]) -> dict[str, Any]:
-    keys = ("protect", "ignoreChanges", "replaceOnChanges", "deleteBeforeReplace", "retainOnDelete",
-            "customTimeouts", "replacementTrigger", "replaceWith")
+    keys = (
+        "protect",
+        "ignoreChanges",
+        "replaceOnChanges",
+        "deleteBeforeReplace",
+        "retainOnDelete",
+        "customTimeouts",
+        "replacementTrigger",
+        "replaceWith",
+    )
     return {f"({k})": resource[k] for k in keys if resource.get(k) not in (None, False, [])}
 
 
 TRIGGER = "(replacementTrigger)"
 
 
-def _trigger_replaces(path: str, old: Any, new: Any) -> Optional[str]:
+def _trigger_replaces(path: str, old: Any, new: Any) -> str | None:
     """pulumi/pulumi pkg/resource/deploy/step_generator.go shouldTriggerReplace (v3.259.0 and later):
     a changed replacement trigger replaces the resource; one that appears or goes (null on either
     side) does not."""
@@ -148,7 +156,9 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
             PathChange(p, x, y, replaces(type_, p, x, y, b.get("replaceOnChanges") or [], b.get("inputs")))
             for p, x, y in changed_paths(a.get("inputs", {}), b.get("inputs", {}))
         ]
-        paths += [PathChange(p, x, y, _trigger_replaces(p, x, y)) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))]
+        paths += [
+            PathChange(p, x, y, _trigger_replaces(p, x, y)) for p, x, y in changed_paths(_lifecycle(a), _lifecycle(b))
+        ]
         if paths:
             kind = "replace" if any(p.replace_reason for p in paths) else "update"
             changes.append(ResourceChange(kind, type_, b["name"], urn, paths))
@@ -158,8 +168,9 @@ def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) ->
     return in_deploy_order(changes, new, old)
 
 
-def in_deploy_order(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
-                    base: dict[str, dict[str, Any]]) -> list[ResourceChange]:
+def in_deploy_order(
+    changes: list[ResourceChange], head: dict[str, dict[str, Any]], base: dict[str, dict[str, Any]]
+) -> list[ResourceChange]:
     """Changes in an order the engine could take them: creates, updates and replacements after
     everything they depend on (the control plane before its node groups: EKS refuses a group
     version above the cluster's), deletions of dependents before what they depend on; ties by URN."""
@@ -179,8 +190,12 @@ def deploy_ranks(resources: dict[str, dict[str, Any]]) -> dict[str, int]:
     needs: dict[str, set[str]] = {}
     for urn, resource in resources.items():
         provider = (resource.get("provider") or "").rsplit("::", 1)[0]  # "<provider urn>::<id>"
-        wanted = {*(resource.get("dependencies") or []), resource.get("parent") or "", provider,
-                  *(u for urns in (resource.get("propertyDependencies") or {}).values() for u in urns)}
+        wanted = {
+            *(resource.get("dependencies") or []),
+            resource.get("parent") or "",
+            provider,
+            *(u for urns in (resource.get("propertyDependencies") or {}).values() for u in urns),
+        }
         needs[urn] = {u for u in wanted if u in resources and u != urn}
     waiting_on = {urn: len(deps) for urn, deps in needs.items()}
     dependents: dict[str, list[str]] = {}
@@ -202,8 +217,9 @@ def deploy_ranks(resources: dict[str, dict[str, Any]]) -> dict[str, int]:
     return ranks
 
 
-def _cascade_dependents(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
-                        base: dict[str, dict[str, Any]]) -> None:
+def _cascade_dependents(
+    changes: list[ResourceChange], head: dict[str, dict[str, Any]], base: dict[str, dict[str, Any]]
+) -> None:
     """Resources replaced because an input comes from a replaced one (offline/diff/replacement.py
     ``dependent_replacements``, the rule the deploy preflight uses too). The offline plan's outputs
     (a job's UID) are the same on both sides, so the inputs alone never show it."""
@@ -220,8 +236,9 @@ def _cascade_dependents(changes: list[ResourceChange], head: dict[str, dict[str,
         change.notes.append(f"replaced: {why}")
 
 
-def _cascade_replace_with(changes: list[ResourceChange], head: dict[str, dict[str, Any]],
-                          base: dict[str, dict[str, Any]]) -> None:
+def _cascade_replace_with(
+    changes: list[ResourceChange], head: dict[str, dict[str, Any]], base: dict[str, dict[str, Any]]
+) -> None:
     """A resource whose ``replaceWith`` lists a replaced resource is replaced with it (pulumi/pulumi
     pkg/resource/deploy/step_generator.go: "marked for replacement because ... (in its ReplaceWith
     list) is being replaced"), and before it when that one deletes before replacing."""
@@ -277,7 +294,7 @@ def _violation_key(v: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(v.get(k, "")) for k in ("policy", "urn", "enforcementLevel", "message"))
 
 
-def compare_policy(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def compare_policy(base: dict[str, Any] | None, head: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
     """Violations this change introduces and resolves (the ``policy`` section, issue 10's shape)."""
     if head is None and base is None:
         return {}
@@ -294,28 +311,37 @@ COST_SCENARIOS = ("idle", "configured", "fullScale")
 COST_LABEL = {"idle": "idle", "configured": "configured", "fullScale": "full scale"}
 
 
-def _cost_figures(c: Optional[dict[str, Any]]) -> dict[str, Any]:
+def _cost_figures(c: dict[str, Any] | None) -> dict[str, Any]:
     """Flat figures of a ``cost`` section: totals, the priced-lines floor (``knownHourly``) and
     each line's hourly charge, so a change shows even where a total is unknown (null)."""
     c = c or {}
-    out = {f"{period}.{k}": v for period in ("hourly", "monthly", "knownHourly") for k, v in (c.get(period) or {}).items()}
+    out = {
+        f"{period}.{k}": v for period in ("hourly", "monthly", "knownHourly") for k, v in (c.get(period) or {}).items()
+    }
     items = [line.get("item", "") for line in c.get("lines") or []]
     for line in c.get("lines") or []:
         # A line's item names it (a node group, the NAT gateways); repeated items (endpoints) add their detail.
-        key = line.get("item", "") if items.count(line.get("item", "")) == 1 else f"{line.get('item')} ({line.get('detail')})"
+        key = (
+            line.get("item", "")
+            if items.count(line.get("item", "")) == 1
+            else f"{line.get('item')} ({line.get('detail')})"
+        )
         out.update({f"lines.{key}.{k}": v for k, v in (line.get("hourly") or {}).items()})
     return out
 
 
-def compare_cost(base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> list[PathChange]:
+def compare_cost(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[PathChange]:
     """Changed estimate figures (the ``cost`` section, issue 12's shape: hourly/monthly x idle,
     configured, fullScale, numbers or null; knownHourly; lines)."""
     if head is None and base is None:
         return []
     a, b = _cost_figures(base), _cost_figures(head)
     # A plan from before the estimate existed has no figure, which is not the same as unknown (null).
-    return [PathChange(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(a.keys() | b.keys())
-            if a.get(k, _MISSING) != b.get(k, _MISSING)]
+    return [
+        PathChange(k, a.get(k, _MISSING), b.get(k, _MISSING))
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k, _MISSING) != b.get(k, _MISSING)
+    ]
 
 
 def _usd(value: Any) -> str:
@@ -345,21 +371,23 @@ def cost_summary(changes: list[PathChange]) -> list[str]:
             out.append(f"{COST_LABEL[scenario]} per month: {_usd(monthly.old)} → {_usd(monthly.new)}")
     for p in changes:
         if p.path.startswith("lines."):
-            item, scenario = p.path[len("lines."):].rsplit(".", 1)
+            item, scenario = p.path[len("lines.") :].rsplit(".", 1)
             out.append(f"{item}, {COST_LABEL.get(scenario, scenario)} per hour: {_usd(p.old)} → {_usd(p.new)}")
     return out
 
 
-def compare_plans(project: str, stack: str, base: Optional[dict[str, Any]], head: Optional[dict[str, Any]]) -> StackDiff:
+def compare_plans(project: str, stack: str, base: dict[str, Any] | None, head: dict[str, Any] | None) -> StackDiff:
     empty: dict[str, Any] = {"resources": [], "outputs": {}}
     b, h = base or empty, head or empty
     return StackDiff(
-        project, stack,
+        project,
+        stack,
         changes=compare_resources(b["resources"], h["resources"]),
         outputs=compare_outputs(b["outputs"], h["outputs"]),
         policy=compare_policy(b.get("policy"), h.get("policy")),
         cost=compare_cost(b.get("cost"), h.get("cost")),
-        base_missing=base is None, head_missing=head is None,
+        base_missing=base is None,
+        head_missing=head is None,
     )
 
 
@@ -380,8 +408,11 @@ EKS_CLUSTER = "eks:index:Cluster"
 
 
 def _cluster_versions(plan: dict[str, Any]) -> dict[str, str]:
-    return {r["name"]: r["inputs"]["version"] for r in plan.get("resources", [])
-            if r["type"] == EKS_CLUSTER and isinstance(r["inputs"].get("version"), str)}
+    return {
+        r["name"]: r["inputs"]["version"]
+        for r in plan.get("resources", [])
+        if r["type"] == EKS_CLUSTER and isinstance(r["inputs"].get("version"), str)
+    }
 
 
 def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
@@ -393,7 +424,8 @@ def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
         before = _cluster_versions(base.get((project, stack), {}))
         for name, version in sorted(_cluster_versions(plan).items()):
             problem = name in before and kubernetes_version_change_problem(
-                before[name], version, holder="the base revision declares")
+                before[name], version, holder="the base revision declares"
+            )
             if problem:
                 refusals.append(f"{project}/{stack} (Pulumi.{stack}.yaml): {problem}")
     return refusals
@@ -412,7 +444,7 @@ TEXT_VALUE = 600
 MARKDOWN_VALUE = 4000
 
 
-def shown(value: Any, limit: Optional[int] = None) -> str:
+def shown(value: Any, limit: int | None = None) -> str:
     """``value`` as JSON; past ``limit`` characters cut with a marker that says how much is left out."""
     if value is _MISSING:
         return "(unset)"
@@ -471,8 +503,12 @@ def render_text(diffs: list[StackDiff], base_label: str, width: int = render.WID
         for p in d.outputs:
             change(f"output {p.path}", p, "  ")
         for v in d.policy.get("new", []):
-            lines += render.wrap(f"policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: "
-                                 f"{v.get('message')}", "      ", width, first="  ")
+            lines += render.wrap(
+                f"policy NEW {v.get('enforcementLevel')} {v.get('policy')}: {v.get('name')}: {v.get('message')}",
+                "      ",
+                width,
+                first="  ",
+            )
         for v in d.policy.get("resolved", []):
             lines += render.wrap(f"policy resolved {v.get('policy')}: {v.get('name')}", "      ", width, first="  ")
         for text in cost_summary(d.cost):
@@ -486,55 +522,77 @@ def _md(value: str) -> str:
 
 
 def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
-    out = [f"### Offline plan diff against `{_md(base_label)}`", "",
-           "| stack | create | update | replace | delete | outputs | policy (new / resolved) |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        f"### Offline plan diff against `{_md(base_label)}`",
+        "",
+        "| stack | create | update | replace | delete | outputs | policy (new / resolved) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for d in diffs:
         policy = f"{len(d.policy.get('new', []))} / {len(d.policy.get('resolved', []))}" if d.policy else "n/a"
         name = f"{d.project}/{d.stack}" + (" (new)" if d.base_missing else " (removed)" if d.head_missing else "")
-        out.append(f"| {name} | {d.count('create')} | {d.count('update')} | {d.count('replace')} | "
-                   f"{d.count('delete')} | {len(d.outputs)} | {policy} |")
+        out.append(
+            f"| {name} | {d.count('create')} | {d.count('update')} | {d.count('replace')} | "
+            f"{d.count('delete')} | {len(d.outputs)} | {policy} |"
+        )
     out.append("")
     for d in diffs:
         if d.empty:
             continue
-        out.append(f"<details{' open' if d.count('replace') or d.count('delete') else ''}>"
-                   f"<summary><b>{d.project}/{d.stack}</b>: {summary_line(d)}</summary>\n")
+        out.append(
+            f"<details{' open' if d.count('replace') or d.count('delete') else ''}>"
+            f"<summary><b>{d.project}/{d.stack}</b>: {summary_line(d)}</summary>\n"
+        )
         for kind in ORDER:
             group = [c for c in d.changes if c.kind == kind]
             if not group:
                 continue
-            out.append(f"**{HEADING[kind]}**" + (" (delete and create: the old one's data and nodes go)" if kind == "replace" else ""))
+            out.append(
+                f"**{HEADING[kind]}**"
+                + (" (delete and create: the old one's data and nodes go)" if kind == "replace" else "")
+            )
             out.append("")
             for c in group:
                 out.append(f"- `{c.type}` **{_md(c.name)}**")
                 for p in c.paths[:MARKDOWN_PATHS]:
                     why = f" — replaces: {_md(p.replace_reason)}" if p.replace_reason else ""
-                    out.append(f"  - `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → "
-                               f"`{_md(shown(p.new, MARKDOWN_VALUE))}`{why}")
+                    out.append(
+                        f"  - `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → "
+                        f"`{_md(shown(p.new, MARKDOWN_VALUE))}`{why}"
+                    )
                 if len(c.paths) > MARKDOWN_PATHS:
                     out.append(f"  - … {len(c.paths) - MARKDOWN_PATHS} more paths (see the job log)")
                 out += [f"  - _{_md(note)}_" for note in c.notes]
             out.append("")
         if d.outputs:
             out.append("**Outputs**\n")
-            out += [f"- `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → `{_md(shown(p.new, MARKDOWN_VALUE))}`"
-                    for p in d.outputs]
+            out += [
+                f"- `{_md(p.path)}`: `{_md(shown(p.old, MARKDOWN_VALUE))}` → `{_md(shown(p.new, MARKDOWN_VALUE))}`"
+                for p in d.outputs
+            ]
             out.append("")
         if d.policy.get("new") or d.policy.get("resolved"):
             out.append("**Policy**\n")
-            out += [f"- new {v.get('enforcementLevel')}: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}: "
-                    f"{_md(str(v.get('message')))}" for v in d.policy.get("new", [])]
-            out += [f"- resolved: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}" for v in d.policy.get("resolved", [])]
+            out += [
+                f"- new {v.get('enforcementLevel')}: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}: "
+                f"{_md(str(v.get('message')))}"
+                for v in d.policy.get("new", [])
+            ]
+            out += [
+                f"- resolved: `{_md(str(v.get('policy')))}` on {_md(str(v.get('name')))}"
+                for v in d.policy.get("resolved", [])
+            ]
             out.append("")
         if d.cost:
             out.append("**Estimated cost (USD)**\n")
             out += [f"- {_md(text)}" for text in cost_summary(d.cost)]
             out.append("")
         out.append("</details>\n")
-    out.append("_Offline: the programs under Pulumi's mocks. Replacement follows the provider schemas' "
-               "ForceNew properties and `replaceOnChanges` (offline/diff/replacement.py); values AWS assigns are "
-               "placeholders, secrets are never shown. The per-stack `pulumi preview` comments are the real thing._")
+    out.append(
+        "_Offline: the programs under Pulumi's mocks. Replacement follows the provider schemas' "
+        "ForceNew properties and `replaceOnChanges` (offline/diff/replacement.py); values AWS assigns are "
+        "placeholders, secrets are never shown. The per-stack `pulumi preview` comments are the real thing._"
+    )
     return "\n".join(out)
 
 
@@ -566,12 +624,16 @@ def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...], label: str
         )
         # 3: mandatory policy violations, with every plan written; the diff shows them.
         if result.returncode not in (0, POLICY_VIOLATIONS_EXIT):
-            raise PlanFailed(f"The offline plan of {project_name(checkout)}/{stack} (and the workload and bootstrap "
-                             f"stacks of that name) in {label} failed:\n{result.stderr.strip()}")
+            raise PlanFailed(
+                f"The offline plan of {project_name(checkout)}/{stack} (and the workload and bootstrap "
+                f"stacks of that name) in {label} failed:\n{result.stderr.strip()}"
+            )
 
 
 def git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
@@ -590,7 +652,7 @@ def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
     return f"{ref} ({commit[:12]})"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git ref of the revision to compare against")
     parser.add_argument("--stacks", default=",".join(STACKS))
@@ -616,8 +678,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
     refusals = version_change_refusals(base_dir, head_dir)
     if refusals:
-        print(render.message("\nEKS would refuse this change against " + label + ":\n"
-                             + "\n".join(f"  - {r}" for r in refusals)), file=sys.stderr)
+        print(
+            render.message(
+                "\nEKS would refuse this change against " + label + ":\n" + "\n".join(f"  - {r}" for r in refusals)
+            ),
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -43,21 +43,47 @@ this project knows about carry ``replaceOnChanges`` already.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 
 FORCE_NEW: dict[str, tuple[str, ...]] = {
-    NODE_GROUP: ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes", "launchTemplate.id",
-                 "launchTemplate.name", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "remoteAccess",
-                 "subnetIds"),
+    NODE_GROUP: (
+        "amiType",
+        "capacityType",
+        "clusterName",
+        "diskSize",
+        "instanceTypes",
+        "launchTemplate.id",
+        "launchTemplate.name",
+        "nodeGroupName",
+        "nodeGroupNamePrefix",
+        "nodeRoleArn",
+        "remoteAccess",
+        "subnetIds",
+    ),
     LAUNCH_TEMPLATE: ("name", "namePrefix"),
-    LUSTRE: ("deploymentType", "storageType", "subnetIds", "securityGroupIds", "kmsKeyId", "importPath", "exportPath",
-             "importedFileChunkSize", "driveCacheType", "copyTagsToBackups", "backupId"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fileSystemId", "fileSystemPath",
-                                                                    "dataRepositoryPath", "batchImportMetaDataOnCreate"),
+    LUSTRE: (
+        "deploymentType",
+        "storageType",
+        "subnetIds",
+        "securityGroupIds",
+        "kmsKeyId",
+        "importPath",
+        "exportPath",
+        "importedFileChunkSize",
+        "driveCacheType",
+        "copyTagsToBackups",
+        "backupId",
+    ),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
+        "fileSystemId",
+        "fileSystemPath",
+        "dataRepositoryPath",
+        "batchImportMetaDataOnCreate",
+    ),
     "aws:ec2/vpc:Vpc": ("cidrBlock",),
     "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("cidrBlock", "vpcId"),
     "aws:ec2/subnet:Subnet": ("cidrBlock", "vpcId", "availabilityZone", "availabilityZoneId"),
@@ -69,8 +95,12 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcId", "vpcEndpointType"),
     "aws:eks/addon:Addon": ("addonName", "clusterName"),
     "aws:eks/accessEntry:AccessEntry": ("clusterName", "principalArn", "type"),
-    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("accessScope", "clusterName", "policyArn",
-                                                                "principalArn"),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": (
+        "accessScope",
+        "clusterName",
+        "policyArn",
+        "principalArn",
+    ),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("clusterName", "namespace", "serviceAccount"),
     "aws:iam/role:Role": ("name", "namePrefix", "path"),
     "aws:iam/rolePolicy:RolePolicy": ("name", "namePrefix", "role"),
@@ -89,8 +119,10 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "kubernetes:batch/v1:Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
 }
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
-SG_RULES = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
-            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+SG_RULES = (
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+)
 SG_RULE_SOURCES = ("cidrIpv4", "cidrIpv6", "prefixListId", "referencedSecurityGroupId")
 
 
@@ -105,23 +137,28 @@ def _version(value: Any) -> tuple[int, ...]:
         return ()
 
 
-def _lustre_replaces(path: str, old: Any, new: Any, inputs: dict[str, Any]) -> Optional[str]:
+def _lustre_replaces(path: str, old: Any, new: Any, inputs: dict[str, Any]) -> str | None:
     """The Lustre file system's CustomizeDiff and version rules (see the module docstring)."""
     numbers = isinstance(old, (int, float)) and isinstance(new, (int, float))
     if path == "storageCapacity" and numbers and new < old:
         return "FSx cannot shrink a file system"
     if path == "storageCapacity" and inputs.get("deploymentType") == "SCRATCH_1":
         return "a SCRATCH_1 file system cannot change its capacity"
-    if path == "metadataConfiguration.iops" and numbers and new < old \
-            and (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
+    if (
+        path == "metadataConfiguration.iops"
+        and numbers
+        and new < old
+        and (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED"
+    ):
         return "FSx cannot lower provisioned metadata IOPS"
     if path == "fileSystemTypeVersion" and _version(new) < _version(old):
         return "a Lustre version downgrade recreates the file system"
     return None
 
 
-def replaces(type_: str, path: str, old: Any, new: Any, replace_on_changes: list[str],
-             inputs: Optional[dict[str, Any]] = None) -> Optional[str]:
+def replaces(
+    type_: str, path: str, old: Any, new: Any, replace_on_changes: list[str], inputs: dict[str, Any] | None = None
+) -> str | None:
     """Why changing ``path`` replaces the resource, or None for an in-place update.
     ``inputs``: the resource's new inputs, for rules that depend on another property."""
     for prefix in replace_on_changes:
@@ -172,10 +209,18 @@ def dependent_replacements(resources: dict[str, dict[str, Any]], replaced: dict[
                 from_replaced = [u for u in sources if u in replaced or u in found]
                 if not from_replaced:
                     continue
-                reason = replaces(r["type"], prop, (r.get("inputs") or {}).get(prop), UNKNOWN,
-                                  list(r.get("replaceOnChanges") or []), r.get("inputs"))
+                reason = replaces(
+                    r["type"],
+                    prop,
+                    (r.get("inputs") or {}).get(prop),
+                    UNKNOWN,
+                    list(r.get("replaceOnChanges") or []),
+                    r.get("inputs"),
+                )
                 if reason:
-                    found[urn] = f"{prop} comes from {from_replaced[0].rsplit('::', 1)[-1]}, which is replaced ({reason})"
+                    found[urn] = (
+                        f"{prop} comes from {from_replaced[0].rsplit('::', 1)[-1]}, which is replaced ({reason})"
+                    )
                     grew = True
                     break
     return found

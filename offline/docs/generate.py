@@ -17,13 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline.report import cost
-from offline.report import diagram
-from offline.docs import reference
-from offline.report import report
 from infra.facts import neuron
 from infra.facts.instances import trains
+from offline.docs import reference
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.report import cost, diagram, report
 
 STACKS = ("dev", "prod")
 BEGIN = "<!-- BEGIN generated: {name} (make docs; do not edit) -->"
@@ -49,9 +47,8 @@ def _mermaid(text: str) -> str:
 
 def _estimates(plans: Plans) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     out = {}
-    for stack, (cluster, workloads) in plans.items():
-        out[stack] = (report.cluster_cost(cluster),
-                      report.workloads_cost(REPO_ROOT / "workloads", stack, cluster))
+    for stack, (cluster, _workloads) in plans.items():
+        out[stack] = (report.cluster_cost(cluster), report.workloads_cost(REPO_ROOT / "workloads", stack, cluster))
     return out
 
 
@@ -62,8 +59,9 @@ def architecture_pictures(plans: Plans) -> str:
         parts.append(f"## {stack}: cluster stack ({cluster.outputs['region']})\n")
         parts.append(_mermaid(diagram.cluster_diagram(cluster.as_json())))
         parts.append(f"## {stack}: workload stack\n")
-        parts.append("Each job and what it attaches to: its Volcano queue, the FSx claim, and the nodes its pods "
-                     "select.\n")
+        parts.append(
+            "Each job and what it attaches to: its Volcano queue, the FSx claim, and the nodes its pods select.\n"
+        )
         parts.append(_mermaid(diagram.workloads_diagram(workloads.as_json(), cluster.outputs)))
     return "\n".join(parts)
 
@@ -72,99 +70,125 @@ def cost_summary(plans: Plans) -> str:
     rows = []
     for stack, (cluster_cost, work_cost) in _estimates(plans).items():
         region = plans[stack][0].outputs["region"]
-        for scenario, label in (("idle", "idle (min sizes)"), ("configured", "as configured"),
-                                ("fullScale", "full scale (max sizes)")):
+        for scenario, label in (
+            ("idle", "idle (min sizes)"),
+            ("configured", "as configured"),
+            ("fullScale", "full scale (max sizes)"),
+        ):
             hourly = cluster_cost["hourly"][scenario]
             known = cluster_cost["knownHourly"][scenario]
-            text = report.money(hourly) if hourly is not None else f"at least {report.money(known)} (a line has no price)"
+            text = (
+                report.money(hourly) if hourly is not None else f"at least {report.money(known)} (a line has no price)"
+            )
             monthly = report.money(cluster_cost["monthly"][scenario]) if hourly is not None else "unknown"
             rows.append((f"{stack} ({region}) cluster, {label}", text, monthly))
         for line in work_cost["lines"]:
             bound = work_cost["boundUsd"].get(line["item"])
-            rows.append((f"{stack} workload `{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
-                         report.money(line["hourly"]["configured"]),
-                         f"bounded run about {report.money(bound)}" if bound is not None else "no bound"))
+            rows.append(
+                (
+                    f"{stack} workload `{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
+                    report.money(line["hourly"]["configured"]),
+                    f"bounded run about {report.money(bound)}" if bound is not None else "no bound",
+                )
+            )
         if len(work_cost["lines"]) > 1:
             together, known = work_cost["hourly"]["configured"], work_cost["knownHourly"]["configured"]
             held = ", ".join(f"{n} on {g}" for g, n in work_cost.get("concurrentNodes", {}).items())
-            rows.append((f"{stack} workloads all at once (each group holds at most its maxSize: {held})",
-                         report.money(together) if together is not None else
-                         f"at least {report.money(known)} (a line has no price)", "—"))
+            rows.append(
+                (
+                    f"{stack} workloads all at once (each group holds at most its maxSize: {held})",
+                    report.money(together)
+                    if together is not None
+                    else f"at least {report.money(known)} (a line has no price)",
+                    "—",
+                )
+            )
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
-    text = [reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")), "",
-            "On-demand list prices from `infra/facts/prices.py` (each with its source and date); `make plan` prints "
-            "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
-            "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
-            "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
-            "`infra/facts/prices.py`). " + report.ROUNDING_NOTE]
+    text = [
+        reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")),
+        "",
+        "On-demand list prices from `infra/facts/prices.py` (each with its source and date); `make plan` prints "
+        "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
+        "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
+        "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
+        "`infra/facts/prices.py`). " + report.ROUNDING_NOTE,
+    ]
     return "\n".join(text) + "\n"
 
 
 def configuration_md() -> str:
-    from infra.config.models import StackConfig
     from bootstrap.settings import BootstrapConfig
+    from infra.config.models import StackConfig
     from infra.contract import BOOTSTRAP_OUTPUTS, WORKLOAD_INPUTS, WORKLOAD_OUTPUTS, ClusterOutputs
     from workloads.settings import WorkloadsConfig
 
-    return "\n".join([
-        HEADER + "# Configuration reference\n",
-        "Generated from the config models (`infra/config/models.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
-        "each field's type, "
-        "default, bounds and `description`) and `infra/contract.py`. Rules across keys (CIDR overlaps, sizes "
-        "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`; "
-        "a refusal names the key, the value and what is allowed before anything is declared, so a typo never "
-        "silently falls back to a default. A stack file that is not valid YAML, gives a key twice, or holds a "
-        "token or password in plain text is refused with its file, line and key (`offline/plan/stack_files.py`).\n",
-        "## Cluster stack (`Pulumi.<stack>.yaml`)\n",
-        "Keys go under `config:` as `trainium-eks:<key>` (nested keys as YAML maps, `[]` marks a list item); "
-        "the region and profile are the AWS provider's `aws:region` and `aws:profile`.\n",
-        reference.config_table(StackConfig) + "\n",
-        "## Workload stack (`workloads/Pulumi.<stack>.yaml`)\n",
-        "Keys go under `config:` as `trainium-workloads:<key>`. A workload is on when its key is present "
-        "(`enabled: false` keeps the settings but switches it off).\n",
-        reference.config_table(WorkloadsConfig) + "\n",
-        "## Bootstrap stack (`bootstrap/Pulumi.<stack>.yaml`, one per AWS account)\n",
-        "Keys go under `config:` as `trainium-bootstrap:<key>`; see [the pipeline](pipeline.md).\n",
-        reference.config_table(BootstrapConfig) + "\n",
-        "## Stack outputs\n",
-        "### Cluster stack\n",
-        "The contract with the workload stacks (`infra/contract.py`): the cluster program builds these outputs from "
-        "it and the workload program parses them with it. The workload stacks read "
-        + ", ".join(f"`{name}`" for name in WORKLOAD_INPUTS) + ".\n",
-        reference.outputs_table(ClusterOutputs) + "\n",
-        "### Workload stack\n",
-        reference.outputs_table(WORKLOAD_OUTPUTS) + "\n",
-        "### Bootstrap stack\n",
-        reference.outputs_table(BOOTSTRAP_OUTPUTS) + "\n",
-        "## Checking stack files as you type\n",
-        "`docs/schema/trainium-eks.schema.json`, `docs/schema/trainium-workloads.schema.json` and "
-        "`docs/schema/trainium-bootstrap.schema.json` describe the "
-        "stack files' shape (values under `config:` with `project:key` names, secrets as `{secure: ...}`). "
-        "With VS Code's YAML extension (redhat.vscode-yaml), either put a modeline on the first line of a stack "
-        "file:\n",
-        "```yaml\n# yaml-language-server: $schema=docs/schema/trainium-eks.schema.json\n```\n",
-        "(from `workloads/`: `$schema=../docs/schema/trainium-workloads.schema.json`, from `bootstrap/`: "
-        "`$schema=../docs/schema/trainium-bootstrap.schema.json`), or map them in "
-        "`.vscode/settings.json`:\n",
-        '```json\n{\n  "yaml.schemas": {\n    "./docs/schema/trainium-eks.schema.json": ["/Pulumi.dev.yaml", '
-        '"/Pulumi.prod.yaml"],\n    "./docs/schema/trainium-workloads.schema.json": ["/workloads/Pulumi.*.yaml"],\n'
-        '    "./docs/schema/trainium-bootstrap.schema.json": ["/bootstrap/Pulumi.*.yaml"]\n'
-        "  }\n}\n```\n",
-        "The schema checks shapes, types, allowed values and bounds; rules across keys are the program's.\n",
-    ])
+    return "\n".join(
+        [
+            HEADER + "# Configuration reference\n",
+            "Generated from the config models (`infra/config/models.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
+            "each field's type, "
+            "default, bounds and `description`) and `infra/contract.py`. Rules across keys (CIDR overlaps, sizes "
+            "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`; "
+            "a refusal names the key, the value and what is allowed before anything is declared, so a typo never "
+            "silently falls back to a default. A stack file that is not valid YAML, gives a key twice, or holds a "
+            "token or password in plain text is refused with its file, line and key (`offline/plan/stack_files.py`).\n",
+            "## Cluster stack (`Pulumi.<stack>.yaml`)\n",
+            "Keys go under `config:` as `trainium-eks:<key>` (nested keys as YAML maps, `[]` marks a list item); "
+            "the region and profile are the AWS provider's `aws:region` and `aws:profile`.\n",
+            reference.config_table(StackConfig) + "\n",
+            "## Workload stack (`workloads/Pulumi.<stack>.yaml`)\n",
+            "Keys go under `config:` as `trainium-workloads:<key>`. A workload is on when its key is present "
+            "(`enabled: false` keeps the settings but switches it off).\n",
+            reference.config_table(WorkloadsConfig) + "\n",
+            "## Bootstrap stack (`bootstrap/Pulumi.<stack>.yaml`, one per AWS account)\n",
+            "Keys go under `config:` as `trainium-bootstrap:<key>`; see [the pipeline](pipeline.md).\n",
+            reference.config_table(BootstrapConfig) + "\n",
+            "## Stack outputs\n",
+            "### Cluster stack\n",
+            "The contract with the workload stacks (`infra/contract.py`): the cluster program builds these outputs from "
+            "it and the workload program parses them with it. The workload stacks read "
+            + ", ".join(f"`{name}`" for name in WORKLOAD_INPUTS)
+            + ".\n",
+            reference.outputs_table(ClusterOutputs) + "\n",
+            "### Workload stack\n",
+            reference.outputs_table(WORKLOAD_OUTPUTS) + "\n",
+            "### Bootstrap stack\n",
+            reference.outputs_table(BOOTSTRAP_OUTPUTS) + "\n",
+            "## Checking stack files as you type\n",
+            "`docs/schema/trainium-eks.schema.json`, `docs/schema/trainium-workloads.schema.json` and "
+            "`docs/schema/trainium-bootstrap.schema.json` describe the "
+            "stack files' shape (values under `config:` with `project:key` names, secrets as `{secure: ...}`). "
+            "With VS Code's YAML extension (redhat.vscode-yaml), either put a modeline on the first line of a stack "
+            "file:\n",
+            "```yaml\n# yaml-language-server: $schema=docs/schema/trainium-eks.schema.json\n```\n",
+            "(from `workloads/`: `$schema=../docs/schema/trainium-workloads.schema.json`, from `bootstrap/`: "
+            "`$schema=../docs/schema/trainium-bootstrap.schema.json`), or map them in "
+            "`.vscode/settings.json`:\n",
+            '```json\n{\n  "yaml.schemas": {\n    "./docs/schema/trainium-eks.schema.json": ["/Pulumi.dev.yaml", '
+            '"/Pulumi.prod.yaml"],\n    "./docs/schema/trainium-workloads.schema.json": ["/workloads/Pulumi.*.yaml"],\n'
+            '    "./docs/schema/trainium-bootstrap.schema.json": ["/bootstrap/Pulumi.*.yaml"]\n'
+            "  }\n}\n```\n",
+            "The schema checks shapes, types, allowed values and bounds; rules across keys are the program's.\n",
+        ]
+    )
 
 
 def schemas() -> dict[str, str]:
-    from infra.config.models import PROJECT as CLUSTER, StackConfig
-    from bootstrap.settings import PROJECT as BOOTSTRAP, BootstrapConfig
-    from workloads.settings import PROJECT as WORKLOADS, SECRET_KEYS, WorkloadsConfig
+    from bootstrap.settings import PROJECT as BOOTSTRAP
+    from bootstrap.settings import BootstrapConfig
+    from infra.config.models import PROJECT as CLUSTER
+    from infra.config.models import StackConfig
+    from workloads.settings import PROJECT as WORKLOADS
+    from workloads.settings import SECRET_KEYS, WorkloadsConfig
 
     return {
         f"docs/schema/{CLUSTER}.schema.json": reference.schema_text(reference.stack_file_schema(StackConfig, CLUSTER)),
         f"docs/schema/{WORKLOADS}.schema.json": reference.schema_text(
             reference.stack_file_schema(WorkloadsConfig, WORKLOADS, SECRET_KEYS)
         ),
-        f"docs/schema/{BOOTSTRAP}.schema.json": reference.schema_text(reference.stack_file_schema(BootstrapConfig, BOOTSTRAP)),
+        f"docs/schema/{BOOTSTRAP}.schema.json": reference.schema_text(
+            reference.stack_file_schema(BootstrapConfig, BOOTSTRAP)
+        ),
     }
 
 
@@ -173,11 +197,18 @@ def pinned_versions(root: Path = REPO_ROOT) -> str:
     from infra.facts import versions
 
     rows = [("Kubernetes (control plane and nodes)", "`KUBERNETES_VERSION`", versions.KUBERNETES_VERSION)]
-    rows += [(f"Helm chart `{pin.chart}`" + (f" from {pin.repository}" if pin.repository else ""), "`CHARTS`", pin.version)
-             for pin in versions.CHARTS.values()]
-    rows += [(name.replace("_", " ").lower(), f"`{name}`", f"`{value}`") for name, value in vars(versions).items()
-             if name.isupper() and isinstance(value, str) and name != "KUBERNETES_VERSION"]
-    rows.append(("Pulumi CLI (the workflows install it)", "`.pulumi-version`", (root / ".pulumi-version").read_text().strip()))
+    rows += [
+        (f"Helm chart `{pin.chart}`" + (f" from {pin.repository}" if pin.repository else ""), "`CHARTS`", pin.version)
+        for pin in versions.CHARTS.values()
+    ]
+    rows += [
+        (name.replace("_", " ").lower(), f"`{name}`", f"`{value}`")
+        for name, value in vars(versions).items()
+        if name.isupper() and isinstance(value, str) and name != "KUBERNETES_VERSION"
+    ]
+    rows.append(
+        ("Pulumi CLI (the workflows install it)", "`.pulumi-version`", (root / ".pulumi-version").read_text().strip())
+    )
     return reference.markdown_table(rows, ("what", "pinned as", "version")) + "\n"
 
 
@@ -186,43 +217,61 @@ def cost_box(plans: Plans) -> str:
     cluster_cost, work_cost = _estimates(plans)["dev"]
     region = plans["dev"][0].outputs["region"]
     idle, full = cluster_cost["hourly"]["idle"], cluster_cost["hourly"]["fullScale"]
-    rows = [(f"dev cluster idle (nothing running; {region})",
-             f"{report.money(idle)} per hour, about {report.money(cluster_cost['monthly']['idle'])} per month")]
+    rows = [
+        (
+            f"dev cluster idle (nothing running; {region})",
+            f"{report.money(idle)} per hour, about {report.money(cluster_cost['monthly']['idle'])} per month",
+        )
+    ]
     for line in work_cost["lines"]:
         bound = work_cost["boundUsd"].get(line["item"])
-        rows.append((f"`{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
-                     f"+{report.money(line['hourly']['configured'])} per hour"
-                     + (f", about {report.money(bound)} per bounded run" if bound is not None else "")))
+        rows.append(
+            (
+                f"`{line['item']}` while it runs ({line['detail'].split(' while')[0]})",
+                f"+{report.money(line['hourly']['configured'])} per hour"
+                + (f", about {report.money(bound)} per bounded run" if bound is not None else ""),
+            )
+        )
     rows.append(("dev cluster at full scale (every group at maxSize)", f"{report.money(full)} per hour"))
-    return (reference.markdown_table(rows, ("what", "on-demand list price")) + "\n"
-            "Generated by `make docs` from `make plan`'s estimate (`offline/report/cost.py`, prices in `infra/facts/prices.py`); "
-            "usage-priced items (data transfer, logs, S3) come on top. Every line: [docs/cost.md](docs/cost.md).\n")
+    return (
+        reference.markdown_table(rows, ("what", "on-demand list price")) + "\n"
+        "Generated by `make docs` from `make plan`'s estimate (`offline/report/cost.py`, prices in `infra/facts/prices.py`); "
+        "usage-priced items (data transfer, logs, S3) come on top. Every line: [docs/cost.md](docs/cost.md).\n"
+    )
 
 
 def tool_versions(root: Path = REPO_ROOT) -> str:
     """The README's version-bound prerequisites, from .pulumi-version and infra/facts/versions.py."""
     from infra.facts import versions
 
-    return (f"- the **Pulumi CLI {(root / '.pulumi-version').read_text().strip()}** (`.pulumi-version`, what the "
-            "workflows use);\n"
-            f"- **kubectl** within one minor version of the cluster's Kubernetes {versions.KUBERNETES_VERSION} "
-            "(`infra/facts/versions.py`);\n")
+    return (
+        f"- the **Pulumi CLI {(root / '.pulumi-version').read_text().strip()}** (`.pulumi-version`, what the "
+        "workflows use);\n"
+        f"- **kubectl** within one minor version of the cluster's Kubernetes {versions.KUBERNETES_VERSION} "
+        "(`infra/facts/versions.py`);\n"
+    )
 
 
 def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     """The closing summary `make plan` prints for dev (offline/report/render.py), as the README shows it."""
     from offline.plan import policy_run
-    from offline.report import render
     from offline.plan.command import BOOTSTRAP_DIR, WORKLOADS_DIR, offline_secrets
     from offline.plan.runner import stack_config
+    from offline.report import render
 
     cluster, workloads = plans["dev"]
     region = cluster.outputs["region"]
     config = policy_run.load_config(root / "policy" / "config.dev.json")
     cluster_cost, work_cost = _estimates(plans)["dev"]
-    shown = [render.planned(result, estimate, policy_run.run_policies(result.registrations, config, region),
-                            Path("build/plan") / result.project / result.stack)
-             for result, estimate in ((cluster, cluster_cost), (workloads, work_cost))]
+    shown = [
+        render.planned(
+            result,
+            estimate,
+            policy_run.run_policies(result.registrations, config, region),
+            Path("build/plan") / result.project / result.stack,
+        )
+        for result, estimate in ((cluster, cluster_cost), (workloads, work_cost))
+    ]
     bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
     stand_ins = sorted(offline_secrets(root / WORKLOADS_DIR, "dev", stack_config(root / WORKLOADS_DIR, "dev")))
@@ -238,21 +287,26 @@ def offline_tables() -> str:
 
     regions = list(fixtures.ZONES)
     versions = sorted(fixtures.ADDON_DEFAULT_BUILDS, key=lambda v: tuple(int(p) for p in v.split(".")))
-    return (f"the regions {listed(regions)} (`ZONES`, `OFFERINGS`), and EKS add-on default builds for Kubernetes "
-            f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n")
+    return (
+        f"the regions {listed(regions)} (`ZONES`, `OFFERINGS`), and EKS add-on default builds for Kubernetes "
+        f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n"
+    )
 
 
 def _trainium_groups(root: Path, stack: str) -> list[dict[str, Any]]:
     import json
+
     groups = json.loads(stack_config(root, stack).get("trainium-eks:acceleratorNodeGroups", "[]"))
     return [g for g in groups if trains(g["instanceType"])]
 
 
 def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "prod")) -> str:
     """The Neuron parts each stack combines and the table's verdict (infra/facts/neuron.py)."""
-    lines = [f"Neuron chart {neuron.CHARTS['neuron'].version} (device plugin {neuron.DEVICE_PLUGIN}) on every stack.\n\n",
-             "| stack | node group | AMI release | Neuron driver | image | SDK | runtime | compiler | framework | verdict |\n",
-             "|---|---|---|---|---|---|---|---|---|---|\n"]
+    lines = [
+        f"Neuron chart {neuron.CHARTS['neuron'].version} (device plugin {neuron.DEVICE_PLUGIN}) on every stack.\n\n",
+        "| stack | node group | AMI release | Neuron driver | image | SDK | runtime | compiler | framework | verdict |\n",
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+    ]
     for stack in stacks:
         for g in _trainium_groups(root, stack):
             release = g.get("amiReleaseVersion")
@@ -262,8 +316,10 @@ def neuron_matrix(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
             for image in images:
                 why = [what for name, what in failing if name == image.name]
                 verdict = "fails: " + "; ".join(why) if why else "works"
-                lines.append(f"| {stack} | {g['name']} | {release or 'latest'} | {driver.span()} | {image.shown} | "
-                             f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n")
+                lines.append(
+                    f"| {stack} | {g['name']} | {release or 'latest'} | {driver.span()} | {image.shown} | "
+                    f"{image.sdk.version} | {image.sdk.runtime} | {image.sdk.compiler} | {image.framework} | {verdict} |\n"
+                )
     lines.append("\nCombinations the table refuses (the plan and the policy pack name the parts and the fix):\n\n")
     lines += [f"- {r.what}. Source: {r.source}. Fix: {r.fix}.\n" for r in neuron.RULES]
     return "".join(lines)
@@ -274,13 +330,27 @@ def neuron_summary(root: Path = REPO_ROOT) -> str:
     lines = []
     for stack in ("dev", "prod"):
         groups = _trainium_groups(root, stack)
-        pins = sorted({f"{g.get('amiReleaseVersion') or 'latest'} (Neuron driver "
-                       f"{neuron.ami_driver(g.get('amiReleaseVersion')).span()})" for g in groups})
-        bad = [g["name"] for g in groups if neuron.incompatibilities(g.get("amiReleaseVersion"), g["instanceType"],
-                                                                     neuron.images_for(g.get("burnIn", True)))]
-        lines.append(f"- **{stack}**: AMI {', '.join(pins)}; images "
-                     + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.images_for(True))
-                     + f"; chart {neuron.CHARTS['neuron'].version}: " + (f"fails on {', '.join(bad)}" if bad else "works") + "\n")
+        pins = sorted(
+            {
+                f"{g.get('amiReleaseVersion') or 'latest'} (Neuron driver "
+                f"{neuron.ami_driver(g.get('amiReleaseVersion')).span()})"
+                for g in groups
+            }
+        )
+        bad = [
+            g["name"]
+            for g in groups
+            if neuron.incompatibilities(
+                g.get("amiReleaseVersion"), g["instanceType"], neuron.images_for(g.get("burnIn", True))
+            )
+        ]
+        lines.append(
+            f"- **{stack}**: AMI {', '.join(pins)}; images "
+            + ", ".join(f"{i.name} (SDK {i.sdk.version})" for i in neuron.images_for(True))
+            + f"; chart {neuron.CHARTS['neuron'].version}: "
+            + (f"fails on {', '.join(bad)}" if bad else "works")
+            + "\n"
+        )
     return "".join(lines) + "Full matrix and sources: [docs/node-health.md](docs/node-health.md).\n"
 
 
@@ -296,7 +366,10 @@ def readme_blocks(plans: Plans) -> dict[str, str]:
 
 # Hand-written pages of the documentation site and the generated blocks in each.
 PAGE_BLOCKS = {
-    "docs/architecture.md": lambda plans: {"pictures": architecture_pictures(plans), "pinned versions": pinned_versions()},
+    "docs/architecture.md": lambda plans: {
+        "pictures": architecture_pictures(plans),
+        "pinned versions": pinned_versions(),
+    },
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},
     "docs/offline-plan.md": lambda plans: {"offline tables": offline_tables()},
     "docs/node-health.md": lambda plans: {"neuron compatibility": neuron_matrix()},
@@ -307,10 +380,10 @@ def fill_blocks(text: str, blocks: dict[str, str]) -> str:
     """``text`` with each marked block's body replaced; a missing marker is an error."""
     for name, body in blocks.items():
         begin, end = BEGIN.format(name=name), END.format(name=name)
-        pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
-        if not pattern.search(text):
+        found = re.search(re.escape(begin) + r"\n.*?" + re.escape(end), text, re.S)
+        if not found:
             raise ValueError(f"the page lacks the block {begin!r} ... {end!r}")
-        text = pattern.sub(lambda _: f"{begin}\n{body}{end}", text)
+        text = text[: found.start()] + f"{begin}\n{body}{end}" + text[found.end() :]
     return text
 
 

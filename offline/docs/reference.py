@@ -33,8 +33,12 @@ TEXT_FORM = {
     bool: {"type": "string", "pattern": "^(true|false|True|False)$"},
 }
 # `pulumi config set --secret` works on any key and writes `{secure: <ciphertext>}` in its place.
-SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
-          "additionalProperties": False}
+SECURE = {
+    "type": "object",
+    "properties": {"secure": {"type": "string"}},
+    "required": ["secure"],
+    "additionalProperties": False,
+}
 
 
 # --- reading the models -----------------------------------------------------------------------
@@ -71,9 +75,12 @@ def type_text(annotation: Any) -> str:
 
 # A field's bounds as the reference shows them: the constraint, its text, the attribute with the value.
 _BOUNDS = (
-    (annotated_types.Ge, "≥", "ge"), (annotated_types.Gt, ">", "gt"),
-    (annotated_types.Le, "≤", "le"), (annotated_types.Lt, "<", "lt"),
-    (annotated_types.MinLen, "length ≥", "min_length"), (annotated_types.MaxLen, "length ≤", "max_length"),
+    (annotated_types.Ge, "≥", "ge"),
+    (annotated_types.Gt, ">", "gt"),
+    (annotated_types.Le, "≤", "le"),
+    (annotated_types.Lt, "<", "lt"),
+    (annotated_types.MinLen, "length ≥", "min_length"),
+    (annotated_types.MaxLen, "length ≤", "max_length"),
 )
 
 
@@ -115,8 +122,15 @@ def key_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, s
     for name, field in model.model_fields.items():
         alias = field.alias or name
         key = PROVIDER_KEYS[name] if not prefix and name in PROVIDER_KEYS else prefix + alias
-        rows.append((key, type_text(field.annotation), _default_text(field), "; ".join(_constraints(field)),
-                     field.description or ""))
+        rows.append(
+            (
+                key,
+                type_text(field.annotation),
+                _default_text(field),
+                "; ".join(_constraints(field)),
+                field.description or "",
+            )
+        )
         inner, _, is_list = _unwrap(field.annotation)
         if _is_model(inner):
             rows += key_rows(inner, key + ("[]." if is_list else "."))
@@ -165,7 +179,9 @@ def outputs_table(outputs: type[BaseModel] | dict[str, str]) -> str:
 # --- JSON Schema for editors ------------------------------------------------------------------
 
 
-def stack_file_schema(model: type[BaseModel], project: str, secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+def stack_file_schema(
+    model: type[BaseModel], project: str, secret_keys: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """A JSON Schema of ``Pulumi.<stack>.yaml``: values nest under ``config:`` as ``project:key``
     (the provider's own ``aws:region``/``aws:profile`` as such); other namespaces pass."""
     inner = model.model_json_schema(by_alias=True)

@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from infra.config.errors import ConfigError
-from offline.report import plan_output
-from offline.report import render
-from offline.report import report
 from offline.plan import policy_run as policy_pack
 from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
+from offline.report import plan_output, render, report
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -44,13 +42,16 @@ def offline_secrets(project_dir: Path, stack: str, config: dict[str, str]) -> di
     keys = set(OFFLINE_SECRETS) | set(encrypted_keys(project_dir, stack))
     return {key: OFFLINE_SECRETS.get(key, SECRET_STAND_IN) for key in sorted(keys) if key not in config}
 
+
 def kept_files(out: Path, stack: str) -> str:
     """What a refused plan leaves under ``out``: the last successful plan's files, untouched (every
     stack is planned before anything is written, so they are never half new and half stale)."""
     if not any(out.glob(f"*/{stack}/resources.json")):
         return f"Nothing was written to {_shown(out)}."
-    return (f"{_shown(out)} was left as it was: its {stack} files are from the last {stack} plan that succeeded, not "
-            "from this configuration.")
+    return (
+        f"{_shown(out)} was left as it was: its {stack} files are from the last {stack} plan that succeeded, not "
+        "from this configuration."
+    )
 
 
 def _shown(path: Path) -> str:
@@ -70,15 +71,27 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project "
-                        "(default: dev)")
-    parser.add_argument("--project-dir", type=Path, default=REPO_ROOT,
-                        help="the cluster project's directory, with workloads/ and bootstrap/ in it (default: this repository)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan",
-                        help="where resources.json and manifests/ go, per project and stack (default: build/plan)")
+    parser.add_argument(
+        "--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project (default: dev)"
+    )
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=REPO_ROOT,
+        help="the cluster project's directory, with workloads/ and bootstrap/ in it (default: this repository)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / "build" / "plan",
+        help="where resources.json and manifests/ go, per project and stack (default: build/plan)",
+    )
     parser.add_argument("--policy-config", type=Path, help="default: <project-dir>/policy/config.<stack>.json")
-    parser.add_argument("--wide", action="store_true",
-                        help="print the full table, one resource a line with its settings, and outputs whole")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="print the full table, one resource a line with its settings, and outputs whole",
+    )
     args = parser.parse_args(argv)
     project_dir = args.project_dir.resolve()
     workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
@@ -88,44 +101,67 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # A stack without a policy config file gets the pack's defaults, as a preview without
         # --policy-pack-config would.
-        policy_config = (policy_pack.load_config(policy_config_file) if policy_config_file.exists()
-                         else policy_pack.parse_config({}, "policy defaults"))
+        policy_config = (
+            policy_pack.load_config(policy_config_file)
+            if policy_config_file.exists()
+            else policy_pack.parse_config({}, "policy defaults")
+        )
         # Every stack is planned before anything is printed or written: a refused workload or
         # bootstrap stack file leaves build/plan as it was, not half new and half stale.
         cluster = run_program(project_dir, args.stack)
         region = cluster.outputs["region"]
         reports = [plan_output.check_policies(cluster, policy_config, region)]
-        rendered = [plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)]
+        rendered = [
+            plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)
+        ]
         if has_workloads:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
             reports.append(plan_output.check_policies(workloads, policy_config, region))
-            rendered.append(plan_output.render_plan(workloads, args.out, report.workloads_cost(workloads_dir, args.stack, cluster),
-                                                    region, reports[-1], args.wide))
+            rendered.append(
+                plan_output.render_plan(
+                    workloads,
+                    args.out,
+                    report.workloads_cost(workloads_dir, args.stack, cluster),
+                    region,
+                    reports[-1],
+                    args.wide,
+                )
+            )
         if has_bootstrap:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
-            rendered.append(plan_output.render_plan(run_program(bootstrap_dir, args.stack), args.out, None, region, None,
-                                                    args.wide))
-        stand_ins = sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack))) if (
-            has_workloads) else []
+            rendered.append(
+                plan_output.render_plan(run_program(bootstrap_dir, args.stack), args.out, None, region, None, args.wide)
+            )
+        stand_ins = (
+            sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack)))
+            if (has_workloads)
+            else []
+        )
         shown = [plan_output.emit(stack) for stack in rendered]
     except ConfigError as exc:
         print(render.message(f"{exc}\n\nNothing more was planned. {kept_files(args.out, args.stack)}"), file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in project_dir.glob("Pulumi.*.yaml"))
-        print(render.message(f"error: {exc}; the stacks here: {', '.join(stacks) or 'none'} "
-                             "(make plan STACK=<stack>)"), file=sys.stderr)
+        print(
+            render.message(f"error: {exc}; the stacks here: {', '.join(stacks) or 'none'} (make plan STACK=<stack>)"),
+            file=sys.stderr,
+        )
         return 2
-    footer = ("Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
-              "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
-              "offline/plan/fixtures.py and infra/facts/catalog.py, not from AWS.")
+    footer = (
+        "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
+        "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
+        "offline/plan/fixtures.py and infra/facts/catalog.py, not from AWS."
+    )
     print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
     print(render.summary(shown, region, stand_ins))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
-        print(render.message(
-            f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
-            f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md)."),
+        print(
+            render.message(
+                f"\n{len(mandatory)} mandatory policy violation(s) (listed above): `pulumi preview --policy-pack policy` "
+                f"would refuse this. Fix them, or change a level in {policy_config_file.name} (docs/guardrails.md)."
+            ),
             file=sys.stderr,
         )
         return policy_pack.MANDATORY_EXIT_CODE

@@ -15,10 +15,19 @@ DEPLOYER_SESSION_ARN = f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/PlatformAdmin/of
 
 # region -> [(zone name, zone id)]
 ZONES: dict[str, list[tuple[str, str]]] = {
-    "us-west-2": [("us-west-2a", "usw2-az2"), ("us-west-2b", "usw2-az1"), ("us-west-2c", "usw2-az3"), ("us-west-2d", "usw2-az4")],
+    "us-west-2": [
+        ("us-west-2a", "usw2-az2"),
+        ("us-west-2b", "usw2-az1"),
+        ("us-west-2c", "usw2-az3"),
+        ("us-west-2d", "usw2-az4"),
+    ],
     "us-east-1": [
-        ("us-east-1a", "use1-az1"), ("us-east-1b", "use1-az2"), ("us-east-1c", "use1-az4"),
-        ("us-east-1d", "use1-az6"), ("us-east-1e", "use1-az3"), ("us-east-1f", "use1-az5"),
+        ("us-east-1a", "use1-az1"),
+        ("us-east-1b", "use1-az2"),
+        ("us-east-1c", "use1-az4"),
+        ("us-east-1d", "use1-az6"),
+        ("us-east-1e", "use1-az3"),
+        ("us-east-1f", "use1-az5"),
     ],
     "us-east-2": [("us-east-2a", "use2-az1"), ("us-east-2b", "use2-az2"), ("us-east-2c", "use2-az3")],
 }
@@ -67,12 +76,16 @@ def instance_type_answer(instance_type: str) -> dict:
         "efaSupported": facts.efa_supported,
         "efaMaximumInterfaces": facts.max_efa_interfaces,
         "neuronDevices": [
-            {"count": facts.neuron_devices, "coreCount": facts.cores_per_device, "name": facts.accelerator.name,
-             "coreVersion": facts.accelerator.core_version, "memorySize": 32768}
+            {
+                "count": facts.neuron_devices,
+                "coreCount": facts.cores_per_device,
+                "name": facts.accelerator.name,
+                "coreVersion": facts.accelerator.core_version,
+                "memorySize": 32768,
+            }
         ],
         "instanceDisks": (
-            [{"count": facts.nvme_disks, "size": facts.nvme_disk_gb, "type": "ssd"}]
-            if facts.nvme_disks else []
+            [{"count": facts.nvme_disks, "size": facts.nvme_disk_gb, "type": "ssd"}] if facts.nvme_disks else []
         ),
     }
 

@@ -7,8 +7,9 @@ is a placeholder containing the word ``placeholder``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 from google.protobuf import json_format
@@ -51,7 +52,9 @@ def _kubeconfig(cluster_name: str, region: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kubernetes", "cluster": {"server": endpoint, "certificate-authority-data": "cGxhY2Vob2xkZXI="}}],
+        "clusters": [
+            {"name": "kubernetes", "cluster": {"server": endpoint, "certificate-authority-data": "cGxhY2Vob2xkZXI="}}
+        ],
         "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
         "current-context": "aws",
         "users": [
@@ -88,8 +91,8 @@ class CloudMocks(pulumi.runtime.Mocks):
     def __init__(
         self,
         region: str,
-        stack_references: Optional[Mapping[str, StackOutputs]] = None,
-        existing_cluster: Optional[ExistingCluster] = None,
+        stack_references: Mapping[str, StackOutputs] | None = None,
+        existing_cluster: ExistingCluster | None = None,
     ) -> None:
         self.region = region
         self.stack_references = dict(stack_references or {})
@@ -114,15 +117,26 @@ class CloudMocks(pulumi.runtime.Mocks):
             if not zones:
                 self.misses.append((self.region, "ZONES"))
             self.answered += [(zone_id, "ZONES") for _, zone_id in zones]
-            return {"id": self.region, "names": [n for n, _ in zones], "zoneIds": [i for _, i in zones],
-                    "groupNames": [self.region] * len(zones), "state": "available"}
+            return {
+                "id": self.region,
+                "names": [n for n, _ in zones],
+                "zoneIds": [i for _, i in zones],
+                "groupNames": [self.region] * len(zones),
+                "state": "available",
+            }
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             wanted = {v for f in a.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
             if a.get("locationType") == "region":
-                offered = sorted(wanted & (fixtures.GENERAL_PURPOSE_TYPES | set(fixtures.OFFERINGS.get(self.region, {}))))
+                offered = sorted(
+                    wanted & (fixtures.GENERAL_PURPOSE_TYPES | set(fixtures.OFFERINGS.get(self.region, {})))
+                )
                 self.misses += [(t, "GENERAL_PURPOSE_TYPES") for t in sorted(wanted - set(offered))]
-                return {"id": self.region, "instanceTypes": offered, "locations": [self.region] * len(offered),
-                        "locationTypes": ["region"] * len(offered)}
+                return {
+                    "id": self.region,
+                    "instanceTypes": offered,
+                    "locations": [self.region] * len(offered),
+                    "locationTypes": ["region"] * len(offered),
+                }
             table = f"OFFERINGS[{self.region!r}]"
             self.misses += [(t, table) for t in sorted(wanted - set(fixtures.OFFERINGS.get(self.region, {})))]
             self.answered += [(t, table) for t in sorted(wanted & set(fixtures.OFFERINGS.get(self.region, {})))]
@@ -132,61 +146,118 @@ class CloudMocks(pulumi.runtime.Mocks):
                 if t in wanted
                 for zone in sorted(zones)
             ]
-            return {"id": self.region, "instanceTypes": [t for t, _ in pairs], "locations": [z for _, z in pairs],
-                    "locationTypes": ["availability-zone-id"] * len(pairs)}
+            return {
+                "id": self.region,
+                "instanceTypes": [t for t, _ in pairs],
+                "locations": [z for _, z in pairs],
+                "locationTypes": ["availability-zone-id"] * len(pairs),
+            }
         if token == "aws:ec2/getInstanceType:getInstanceType":
             return fixtures.instance_type_answer(a["instanceType"])
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"id": fixtures.ACCOUNT_ID, "accountId": fixtures.ACCOUNT_ID,
-                    "arn": fixtures.DEPLOYER_SESSION_ARN, "userId": "AROAPLACEHOLDER:offline-plan"}
+            return {
+                "id": fixtures.ACCOUNT_ID,
+                "accountId": fixtures.ACCOUNT_ID,
+                "arn": fixtures.DEPLOYER_SESSION_ARN,
+                "userId": "AROAPLACEHOLDER:offline-plan",
+            }
         if token == "aws:index/getPartition:getPartition":
             return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws"}
         if token == "aws:iam/getSessionContext:getSessionContext":
-            return {"id": a["arn"], "arn": a["arn"], "issuerArn": fixtures.DEPLOYER_ROLE_ARN,
-                    "issuerId": "AROAPLACEHOLDER", "issuerName": "PlatformAdmin", "sessionName": "offline-plan"}
+            return {
+                "id": a["arn"],
+                "arn": a["arn"],
+                "issuerArn": fixtures.DEPLOYER_ROLE_ARN,
+                "issuerId": "AROAPLACEHOLDER",
+                "issuerName": "PlatformAdmin",
+                "sessionName": "offline-plan",
+            }
         if token == "aws:eks/getAddonVersion:getAddonVersion":
             build = fixtures.ADDON_DEFAULT_BUILDS.get(a["kubernetesVersion"], {}).get(a["addonName"])
             if build is None:
                 self.misses.append((a["kubernetesVersion"], "ADDON_DEFAULT_BUILDS"))
-                return {}, [("kubernetesVersion", f"no EKS add-on versions found for {a['addonName']} on {a['kubernetesVersion']}")]
-            return {"id": a["addonName"], "addonName": a["addonName"], "kubernetesVersion": a["kubernetesVersion"],
-                    "version": build, "mostRecent": bool(a.get("mostRecent"))}
+                return {}, [
+                    (
+                        "kubernetesVersion",
+                        f"no EKS add-on versions found for {a['addonName']} on {a['kubernetesVersion']}",
+                    )
+                ]
+            return {
+                "id": a["addonName"],
+                "addonName": a["addonName"],
+                "kubernetesVersion": a["kubernetesVersion"],
+                "version": build,
+                "mostRecent": bool(a.get("mostRecent")),
+            }
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             block = fixtures.CAPACITY_BLOCKS.get(a.get("id", ""))
             if block is None or block[0] != self.region:
                 self.misses.append((a.get("id", ""), "CAPACITY_BLOCKS"))
                 return {}, [("id", "reading EC2 Capacity Block Reservation: couldn't find resource")]
             _, zone_id, instance_type, start, end = block
-            return {"id": a["id"], "availabilityZoneId": zone_id, "instanceType": instance_type,
-                    "startDate": start, "endDate": end,
-                    "availabilityZone": next(n for n, z in fixtures.ZONES[self.region] if z == zone_id)}
+            return {
+                "id": a["id"],
+                "availabilityZoneId": zone_id,
+                "instanceType": instance_type,
+                "startDate": start,
+                "endDate": end,
+                "availabilityZone": next(n for n, z in fixtures.ZONES[self.region] if z == zone_id),
+            }
         if token == "aws:eks/getCluster:getCluster":
             if self.existing_cluster is None:
                 return {}, [("name", f"reading EKS Cluster ({a['name']}): couldn't find resource")]
-            return {"id": a["name"], "name": a["name"], "arn": self._arn("eks", f"cluster/{a['name']}"),
-                    "version": self.existing_cluster.kubernetes_version}
+            return {
+                "id": a["name"],
+                "name": a["name"],
+                "arn": self._arn("eks", f"cluster/{a['name']}"),
+                "version": self.existing_cluster.kubernetes_version,
+            }
         if token == "aws:eks/getNodeGroups:getNodeGroups":
             groups = self.existing_cluster.node_groups if self.existing_cluster else {}
             return {"id": a["clusterName"], "clusterName": a["clusterName"], "names": sorted(groups)}
         if token == "aws:eks/getNodeGroup:getNodeGroup":
             groups = self.existing_cluster.node_groups if self.existing_cluster else {}
             if a["nodeGroupName"] not in groups:
-                return {}, [("nodeGroupName", "reading EKS Node Group: ResourceNotFoundException: couldn't find resource")]
-            return {"id": f"{a['clusterName']}:{a['nodeGroupName']}", "clusterName": a["clusterName"],
-                    "nodeGroupName": a["nodeGroupName"], "version": groups[a["nodeGroupName"]],
-                    "scalingConfigs": [{"desiredSize": self.existing_cluster.node_group_sizes.get(a["nodeGroupName"], 0),
-                                        "minSize": 0, "maxSize": 1}]}
+                return {}, [
+                    ("nodeGroupName", "reading EKS Node Group: ResourceNotFoundException: couldn't find resource")
+                ]
+            return {
+                "id": f"{a['clusterName']}:{a['nodeGroupName']}",
+                "clusterName": a["clusterName"],
+                "nodeGroupName": a["nodeGroupName"],
+                "version": groups[a["nodeGroupName"]],
+                "scalingConfigs": [
+                    {
+                        "desiredSize": self.existing_cluster.node_group_sizes.get(a["nodeGroupName"], 0),
+                        "minSize": 0,
+                        "maxSize": 1,
+                    }
+                ],
+            }
         if token == "aws:ec2/getInstances:getInstances":
             count = self.existing_cluster.karpenter_instances if self.existing_cluster else 0
             ids = [f"i-{n:017x}" for n in range(count)]
-            return {"id": self.region, "ids": ids, "privateIps": [], "publicIps": [], "ipv6Addresses": [],
-                    "instanceStateNames": a.get("instanceStateNames", [])}
+            return {
+                "id": self.region,
+                "ids": ids,
+                "privateIps": [],
+                "publicIps": [],
+                "ipv6Addresses": [],
+                "instanceStateNames": a.get("instanceStateNames", []),
+            }
         if token == "aws:eks/getAccessEntry:getAccessEntry":
             entries = self.existing_cluster.access_entries if self.existing_cluster else {}
             if a["principalArn"] not in entries:
-                return {}, [("principalArn", "reading EKS Access Entry: ResourceNotFoundException: couldn't find resource")]
-            return {"id": a["principalArn"], "clusterName": a["clusterName"], "principalArn": a["principalArn"],
-                    "tags": dict(entries[a["principalArn"]]), "type": "STANDARD"}
+                return {}, [
+                    ("principalArn", "reading EKS Access Entry: ResourceNotFoundException: couldn't find resource")
+                ]
+            return {
+                "id": a["principalArn"],
+                "clusterName": a["clusterName"],
+                "principalArn": a["principalArn"],
+                "tags": dict(entries[a["principalArn"]]),
+                "type": "STANDARD",
+            }
         raise NotImplementedError(f"the offline mocks have no stand-in for the look-up {token}")
 
     # --- resources ------------------------------------------------------------------------
@@ -226,7 +297,9 @@ class CloudMocks(pulumi.runtime.Mocks):
         elif type_ == "aws:eks/nodeGroup:NodeGroup":
             group = inputs.get("nodeGroupName", name)
             state.update(
-                resources=[{"autoscalingGroups": [{"name": f"eks-{group}-placeholder"}], "remoteAccessSecurityGroupId": ""}],
+                resources=[
+                    {"autoscalingGroups": [{"name": f"eks-{group}-placeholder"}], "remoteAccessSecurityGroupId": ""}
+                ],
                 status="ACTIVE",
             )
         elif type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":

@@ -30,9 +30,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -70,7 +71,12 @@ class PackConfig:
     justifications: dict[str, str] = field(default_factory=dict)
 
 
-_RANK = {EnforcementLevel.DISABLED: 0, EnforcementLevel.ADVISORY: 1, EnforcementLevel.MANDATORY: 2, EnforcementLevel.REMEDIATE: 2}
+_RANK = {
+    EnforcementLevel.DISABLED: 0,
+    EnforcementLevel.ADVISORY: 1,
+    EnforcementLevel.MANDATORY: 2,
+    EnforcementLevel.REMEDIATE: 2,
+}
 JUSTIFICATION = "justification"
 
 
@@ -94,8 +100,14 @@ class Violation:
     message: str
 
     def as_json(self) -> dict[str, str]:
-        return {"policy": self.policy, "urn": self.urn, "type": self.type, "name": self.name,
-                "enforcementLevel": self.enforcement_level, "message": self.message}
+        return {
+            "policy": self.policy,
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "enforcementLevel": self.enforcement_level,
+            "message": self.message,
+        }
 
 
 @dataclass
@@ -113,13 +125,22 @@ class PolicyReport:
 
 # --- configuration -------------------------------------------------------------------------------
 
-_JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "boolean": bool, "array": list, "object": dict}
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "number": (int, float),
+    "integer": int,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
 
 
 def schema_problems(schema: dict[str, Any], value: Any, where: str) -> list[str]:
     """The JSON-schema keywords our policies use: type, enum, minimum, items, additionalProperties."""
     expected = schema.get("type")
-    if expected and (not isinstance(value, _JSON_TYPES[expected]) or (expected != "boolean" and isinstance(value, bool))):
+    if expected and (
+        not isinstance(value, _JSON_TYPES[expected]) or (expected != "boolean" and isinstance(value, bool))
+    ):
         return [f"{where}: {json.dumps(value)} is not of type {expected}"]
     if isinstance(value, float) and not math.isfinite(value):
         # Python's json reads Infinity and NaN, which JSON itself has no word for: a ceiling of
@@ -139,7 +160,7 @@ def schema_problems(schema: dict[str, Any], value: Any, where: str) -> list[str]
     return problems
 
 
-def _level(value: Any, where: str, problems: list[str]) -> Optional[EnforcementLevel]:
+def _level(value: Any, where: str, problems: list[str]) -> EnforcementLevel | None:
     if value in LEVELS:
         return EnforcementLevel(value)
     problems.append(f"{where}: {json.dumps(value)} is not an enforcement level (allowed: {', '.join(LEVELS)})")
@@ -152,8 +173,11 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
     problems: list[str] = []
     levels = {p.name: p.enforcement_level or EnforcementLevel.MANDATORY for p in policies}
     properties = {
-        p.name: {k: copy.deepcopy(s["default"]) for k, s in (p.config_schema.properties if p.config_schema else {}).items()
-                 if "default" in s}
+        p.name: {
+            k: copy.deepcopy(s["default"])
+            for k, s in (p.config_schema.properties if p.config_schema else {}).items()
+            if "default" in s
+        }
         for p in policies
     }
     if not isinstance(raw, dict):
@@ -185,7 +209,9 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
         value = dict(value)
         if why := _justification(value, name, problems):
             justifications[name] = why
-        if "enforcementLevel" in value and (level := _level(value.pop("enforcementLevel"), f"{name}.enforcementLevel", problems)):
+        if "enforcementLevel" in value and (
+            level := _level(value.pop("enforcementLevel"), f"{name}.enforcementLevel", problems)
+        ):
             levels[name] = level
         schema = policy.config_schema.properties if policy.config_schema else {}
         for key, item in value.items():
@@ -198,9 +224,11 @@ def parse_config(raw: Any, source: str, policies: Iterable[Policy] = POLICIES) -
     for policy in policies:
         default = policy.enforcement_level or EnforcementLevel.MANDATORY
         if _RANK[levels[policy.name]] < _RANK[default] and policy.name not in justifications:
-            problems.append(f"{policy.name}: lowered from {default.value} to {levels[policy.name].value} without a "
-                            f"justification: use {{\"enforcementLevel\": \"{levels[policy.name].value}\", "
-                            f"\"{JUSTIFICATION}\": \"why\"}}")
+            problems.append(
+                f"{policy.name}: lowered from {default.value} to {levels[policy.name].value} without a "
+                f'justification: use {{"enforcementLevel": "{levels[policy.name].value}", '
+                f'"{JUSTIFICATION}": "why"}}'
+            )
     if problems:
         raise ConfigError(problems, source)
     return PackConfig(levels, properties, justifications)
@@ -218,6 +246,7 @@ def load_config(path: Path) -> PackConfig:
 
 
 # --- the run -------------------------------------------------------------------------------------
+
 
 def _options(r: Registration) -> PolicyResourceOptions:
     opts = PolicyResourceOptions(
@@ -250,14 +279,24 @@ def eks_cluster_child(component: Registration) -> Registration:
         child["encryptionConfig"] = {"provider": {"keyArn": inputs["encryptionConfigKeyArn"]}, "resources": ["secrets"]}
     if "enabledClusterLogTypes" in inputs:
         child["enabledClusterLogTypes"] = inputs["enabledClusterLogTypes"]
-    child["vpcConfig"] = {k: inputs[k] for k in ("endpointPrivateAccess", "endpointPublicAccess", "publicAccessCidrs")
-                          if inputs.get(k) is not None}
+    child["vpcConfig"] = {
+        k: inputs[k]
+        for k in ("endpointPrivateAccess", "endpointPublicAccess", "publicAccessCidrs")
+        if inputs.get(k) is not None
+    }
     prefix, project, qualified_type, name = component.urn.split("::", 3)
     name = f"{name}-eksCluster"
     return Registration(
-        urn=f"{prefix}::{project}::{qualified_type}${EKS_CLUSTER}::{name}", type=EKS_CLUSTER, name=name,
-        parent=component.urn, provider=component.provider, dependencies=[], protect=component.protect, custom=True,
-        inputs=child, lifecycle={},
+        urn=f"{prefix}::{project}::{qualified_type}${EKS_CLUSTER}::{name}",
+        type=EKS_CLUSTER,
+        name=name,
+        parent=component.urn,
+        provider=component.provider,
+        dependencies=[],
+        protect=component.protect,
+        custom=True,
+        inputs=child,
+        lifecycle={},
         property_dependencies={},
     )
 
@@ -265,50 +304,76 @@ def eks_cluster_child(component: Registration) -> Registration:
 def with_eks_children(registrations: list[Registration]) -> list[Registration]:
     """The registrations plus the AWS cluster of each pulumi-eks component that has none."""
     parents_of_clusters = {r.parent for r in registrations if r.type == EKS_CLUSTER}
-    return registrations + [eks_cluster_child(r) for r in registrations
-                            if r.type == EKS_COMPONENT and r.urn not in parents_of_clusters]
+    return registrations + [
+        eks_cluster_child(r) for r in registrations if r.type == EKS_COMPONENT and r.urn not in parents_of_clusters
+    ]
 
 
-def policy_resources(registrations: list[Registration], region: Optional[str]) -> list[PolicyResource]:
+def policy_resources(registrations: list[Registration], region: str | None) -> list[PolicyResource]:
     providers = {r.urn: r for r in registrations if r.type.startswith("pulumi:providers:")}
     resources: dict[str, PolicyResource] = {}
     for r in registrations:
         explicit = providers.get(r.provider.rsplit("::", 1)[0]) if r.provider else None  # "<urn>::<id>"
         if explicit is not None:
-            provider = PolicyProviderResource(explicit.type, unknown_checking_proxy(copy.deepcopy(explicit.inputs)),
-                                              explicit.urn, explicit.name)
+            provider = PolicyProviderResource(
+                explicit.type, unknown_checking_proxy(copy.deepcopy(explicit.inputs)), explicit.urn, explicit.name
+            )
         else:
             # The default provider of the package, configured from the stack's `<package>:region`.
             package = r.type.split(":")[0]
-            provider = PolicyProviderResource(f"pulumi:providers:{package}", {"region": region} if package == "aws" else {},
-                                              "", "default")
-        resources[r.urn] = PolicyResource(r.type, unknown_checking_proxy(copy.deepcopy(r.inputs)), r.urn, r.name,
-                                          _options(r), provider, None, [], {})
+            provider = PolicyProviderResource(
+                f"pulumi:providers:{package}", {"region": region} if package == "aws" else {}, "", "default"
+            )
+        resources[r.urn] = PolicyResource(
+            r.type, unknown_checking_proxy(copy.deepcopy(r.inputs)), r.urn, r.name, _options(r), provider, None, [], {}
+        )
     for r in registrations:
         resource = resources[r.urn]
         resource.parent = resources.get(r.parent)
         resource.dependencies = [resources[u] for u in r.dependencies if u in resources]
-        resource.property_dependencies = {k: [resources[u] for u in urns if u in resources]
-                                          for k, urns in r.property_dependencies.items()}
+        resource.property_dependencies = {
+            k: [resources[u] for u in urns if u in resources] for k, urns in r.property_dependencies.items()
+        }
     return list(resources.values())
 
 
-def _reporter(findings: PolicyReport, policy: str, level: str, by_urn: dict[str, PolicyResource],
-              default: Optional[PolicyResource]):
+def _reporter(
+    findings: PolicyReport,
+    policy: str,
+    level: str,
+    by_urn: dict[str, PolicyResource],
+    default: PolicyResource | None,
+):
     """pulumi-policy's ReportViolation: a stack policy may name a resource by urn."""
-    def report_violation(message: str, urn: Optional[str] = None) -> None:
+
+    def report_violation(message: str, urn: str | None = None) -> None:
         target = by_urn.get(urn or "") or default
-        findings.violations.append(Violation(
-            policy, target.urn if target else "", target.resource_type if target else "",
-            target.name if target else "", level, message))
+        findings.violations.append(
+            Violation(
+                policy,
+                target.urn if target else "",
+                target.resource_type if target else "",
+                target.name if target else "",
+                level,
+                message,
+            )
+        )
+
     return report_violation
 
 
-def run_policies(registrations: list[Registration], config: PackConfig, region: Optional[str] = None,
-                 policies: Iterable[Policy] = POLICIES) -> PolicyReport:
+def run_policies(
+    registrations: list[Registration],
+    config: PackConfig,
+    region: str | None = None,
+    policies: Iterable[Policy] = POLICIES,
+) -> PolicyReport:
     findings = PolicyReport()
-    resources = [r for r in policy_resources(with_eks_children(registrations), region)
-                 if not r.resource_type.startswith("pulumi:providers:")]
+    resources = [
+        r
+        for r in policy_resources(with_eks_children(registrations), region)
+        if not r.resource_type.startswith("pulumi:providers:")
+    ]
     by_urn = {r.urn: r for r in resources}
     for policy in policies:
         level = config.levels.get(policy.name, policy.enforcement_level or EnforcementLevel.MANDATORY)
@@ -319,21 +384,27 @@ def run_policies(registrations: list[Registration], config: PackConfig, region: 
         try:
             if isinstance(policy, ResourceValidationPolicy):
                 for r in resources:
-                    args = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, r.provider, settings, {})
+                    args = ResourceValidationArgs(
+                        r.resource_type, r.props, r.urn, r.name, r.opts, r.provider, settings, {}
+                    )
                     try:
                         policy.validate(args, _reporter(findings, policy.name, shown, by_urn, r))
                     except UnknownValueError as exc:
                         findings.notes.append(f"{policy.name} could not check {r.name}: {exc.message}")
             elif isinstance(policy, StackValidationPolicy):
-                policy.validate(StackValidationArgs(resources, settings, {}), _reporter(findings, policy.name, shown, by_urn, None))
+                policy.validate(
+                    StackValidationArgs(resources, settings, {}), _reporter(findings, policy.name, shown, by_urn, None)
+                )
         except UnknownValueError as exc:
             findings.notes.append(f"{policy.name} could not run: {exc.message}")
     return findings
 
 
 def render_report(project: str, stack: str, report: PolicyReport) -> str:
-    lines = [f"Policy pack {PACK_NAME} over {project} / {stack}: "
-             f"{len(report.mandatory)} mandatory, {len(report.violations) - len(report.mandatory)} advisory violation(s)"]
+    lines = [
+        f"Policy pack {PACK_NAME} over {project} / {stack}: "
+        f"{len(report.mandatory)} mandatory, {len(report.violations) - len(report.mandatory)} advisory violation(s)"
+    ]
     for v in sorted(report.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name)):
         lines.append(f"  [{v.enforcement_level}] {v.policy}: {v.name or '(stack)'}\n      {v.message}")
     lines += [f"  note: {n}" for n in report.notes]

@@ -11,7 +11,7 @@ import re
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import yaml
@@ -23,7 +23,7 @@ from pulumi.runtime.sync_await import _sync_await
 from infra import lookups
 from infra.config.errors import ConfigError
 from offline.plan import stack_files
-from offline.plan.mocks import SECRET, CloudMocks, ExistingCluster, Registration, RecordingMonitor, StackOutputs
+from offline.plan.mocks import SECRET, CloudMocks, ExistingCluster, RecordingMonitor, Registration, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ class PlanResult:
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
 
-    def named(self, name: str, type_: Optional[str] = None) -> Registration:
+    def named(self, name: str, type_: str | None = None) -> Registration:
         matches = [r for r in self.registrations if r.name == name and (type_ is None or r.type == type_)]
         if len(matches) != 1:
             raise KeyError(f"{len(matches)} resources named {name!r}" + (f" of type {type_}" if type_ else ""))
@@ -95,7 +95,9 @@ def _encrypted(value: Any) -> bool:
 
 def stack_config(project_dir: Path, stack: str) -> dict[str, str]:
     """The stack file's plain config; encrypted values are left to ``encrypted_keys``."""
-    return {key: _config_text(value) for key, value in _stack_document(project_dir, stack).items() if not _encrypted(value)}
+    return {
+        key: _config_text(value) for key, value in _stack_document(project_dir, stack).items() if not _encrypted(value)
+    }
 
 
 def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
@@ -103,8 +105,9 @@ def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
     return [key for key, value in _stack_document(project_dir, stack).items() if _encrypted(value)]
 
 
-def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
-                     answered: list[tuple[str, str]] = ()) -> ConfigError:
+def offline_answered(
+    error: ConfigError, misses: list[tuple[str, str]], answered: list[tuple[str, str]] = ()
+) -> ConfigError:
     """``error`` with a note on each refusal that rests on an offline table: a look-up the tables
     could not answer (``misses``: "not offered" means "not in offline/plan/fixtures.py"), or one they
     answered (``answered``: which zones offer a type is the table's word, not AWS's)."""
@@ -117,17 +120,22 @@ def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
         noted = set()
         for table in sorted({table for asked, table in misses if named(asked, problem)}):
             asked = ", ".join(sorted({a for a, t in misses if t == table and named(a, problem)}))
-            problem += (f" [offline answer: {table} in offline/plan/fixtures.py has no entry for {asked}; that table stands "
-                        f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
-                        "to plan this offline]")
+            problem += (
+                f" [offline answer: {table} in offline/plan/fixtures.py has no entry for {asked}; that table stands "
+                f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
+                "to plan this offline]"
+            )
             noted.add(table)
         # One note on what the tables answered, the offerings' first (it covers the zones too).
-        for table in sorted({table for asked, table in answered if not noted and named(asked, problem)},
-                            key=lambda t: (t == "ZONES", t))[:1]:
+        for table in sorted(
+            {table for asked, table in answered if not noted and named(asked, problem)}, key=lambda t: (t == "ZONES", t)
+        )[:1]:
             asked = ", ".join(sorted({a for a, t in answered if t == table and named(a, problem)}))
-            problem += (f" [offline answer: what {table} in offline/plan/fixtures.py says about {asked}; that table stands "
-                        f"in for AWS here (your account's zones and offerings may differ), and a real `pulumi preview` "
-                        f"asks AWS. If AWS answers otherwise, edit {table} to plan this offline]")
+            problem += (
+                f" [offline answer: what {table} in offline/plan/fixtures.py says about {asked}; that table stands "
+                f"in for AWS here (your account's zones and offerings may differ), and a real `pulumi preview` "
+                f"asks AWS. If AWS answers otherwise, edit {table} to plan this offline]"
+            )
         problems.append(problem)
     return error if problems == error.problems else ConfigError(problems)
 
@@ -135,11 +143,11 @@ def offline_answered(error: ConfigError, misses: list[tuple[str, str]],
 def run_program(
     project_dir: Path = REPO_ROOT,
     stack: str = "dev",
-    config: Optional[dict[str, str]] = None,
-    stack_references: Optional[dict[str, StackOutputs]] = None,
-    secrets: Optional[dict[str, str]] = None,
-    existing_cluster: Optional[ExistingCluster] = None,
-    deploy: Optional[lookups.DeployContext] = None,
+    config: dict[str, str] | None = None,
+    stack_references: dict[str, StackOutputs] | None = None,
+    secrets: dict[str, str] | None = None,
+    existing_cluster: ExistingCluster | None = None,
+    deploy: lookups.DeployContext | None = None,
     preview: bool = False,
 ) -> PlanResult:
     """Run ``project_dir/__main__.py`` for ``stack``.

@@ -32,8 +32,10 @@ from infra.config.errors import ConfigError
 SECRET_NAME = re.compile(r"(token|password|passwd|secret)$", re.I)
 # Values that are credentials whatever their key: GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_,
 # github_pat_), Hugging Face tokens (hf_), AWS access key ids (AKIA long-term, ASIA temporary).
-SECRET_VALUE = re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|hf_[A-Za-z0-9]{30,}"
-                          r"|(?:AKIA|ASIA)[A-Z0-9]{16})\b")
+SECRET_VALUE = re.compile(
+    r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|hf_[A-Za-z0-9]{30,}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16})\b"
+)
 _KEY_ON_LINE = re.compile(r"^\s*(?:-\s+)?([^\s#\[{-][^#]*?)\s*:(?:\s|$)")
 
 
@@ -78,8 +80,10 @@ def load(path: Path, root: Path) -> dict[str, Any]:
         document = yaml.load(text, Loader=_UniqueKeyLoader) or {}
     except _DuplicateKey as dup:
         raise ConfigError(
-            [f"{name}:{dup.again}: key {dup.key!r} is given twice in one mapping (first on line {dup.first}); "
-             "YAML would silently keep the last one: delete the line you do not mean"],
+            [
+                f"{name}:{dup.again}: key {dup.key!r} is given twice in one mapping (first on line {dup.first}); "
+                "YAML would silently keep the last one: delete the line you do not mean"
+            ],
             source=f"stack file {name}",
         ) from None
     except yaml.MarkedYAMLError as error:
@@ -91,13 +95,16 @@ def load(path: Path, root: Path) -> dict[str, Any]:
             what += f" (started on line {error.context_mark.line + 1})"
         near = f" near key {key!r}" if key else ""
         raise ConfigError(
-            [f"{name}:{line + 1}:{column + 1}: YAML syntax error{near}: {what}. Check that line's indentation "
-             "against the lines above it (spaces only, never tabs) and that every [ or { is closed"],
+            [
+                f"{name}:{line + 1}:{column + 1}: YAML syntax error{near}: {what}. Check that line's indentation "
+                "against the lines above it (spaces only, never tabs) and that every [ or { is closed"
+            ],
             source=f"stack file {name}",
         ) from None
     if not isinstance(document, dict):
-        raise ConfigError([f"{name}: not a stack file (expected a mapping with a `config:` key)"],
-                          source=f"stack file {name}")
+        raise ConfigError(
+            [f"{name}: not a stack file (expected a mapping with a `config:` key)"], source=f"stack file {name}"
+        )
     config = document.get("config") or {}
     plain = [found for key, value in config.items() for found in _plain_secrets(key, value)]
     if plain:
@@ -107,17 +114,21 @@ def load(path: Path, root: Path) -> dict[str, Any]:
         for key in plain:
             where = f"{name}:{lines[key]}" if key in lines else name
             if _in_tags(key):
-                problems.append(f"{where}: {key} looks like a credential, and tag values reach AWS in plain text on "
-                                "every tagged resource (encrypting it in the stack file would not change that): delete "
-                                "it, and keep credentials out of tags")
+                problems.append(
+                    f"{where}: {key} looks like a credential, and tag values reach AWS in plain text on "
+                    "every tagged resource (encrypting it in the stack file would not change that): delete "
+                    "it, and keep credentials out of tags"
+                )
                 continue
             nested = " --path" if "." in key.split(":", 1)[-1] or "[" in key else ""
             command = f"pulumi config set --secret{nested} --stack {stack} '{key}'"
             if path.parent != root:
                 command = f"cd {shown(path.parent, root)} && {command}"
-            problems.append(f"{where}: {key} holds a secret in plain text, which would be committed with the file; "
-                            f"delete that line and store it encrypted with `{command}`, which prompts for the value "
-                            "(so it stays out of your shell history)")
+            problems.append(
+                f"{where}: {key} holds a secret in plain text, which would be committed with the file; "
+                f"delete that line and store it encrypted with `{command}`, which prompts for the value "
+                "(so it stays out of your shell history)"
+            )
         raise ConfigError(problems, source=f"stack file {name}")
     return config
 

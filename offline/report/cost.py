@@ -10,14 +10,15 @@ systems the program declares, and a plan diff can compare two estimates. Three s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from infra.facts import prices
 from infra.facts.instances import instance_hourly, node_group_instance_types
+from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
 from workloads import deadlines
-from infra.facts.prices import HOURS_PER_MONTH, Price
 
 SCENARIOS = ("idle", "configured", "fullScale")
 SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "maxSize"}
@@ -50,7 +51,7 @@ class Line:
 
     item: str
     detail: str
-    unit: Optional[float]
+    unit: float | None
     counts: dict[str, float]
     note: str = ""
     source: str = ""
@@ -58,12 +59,12 @@ class Line:
     # Reservation bills its reserved size, which the plan does not carry, whether or not nodes run).
     unknown_in: tuple[str, ...] = ()
 
-    def hourly(self, scenario: str) -> Optional[float]:
+    def hourly(self, scenario: str) -> float | None:
         if scenario in self.unknown_in:
             return None
         return self.known(scenario)
 
-    def known(self, scenario: str) -> Optional[float]:
+    def known(self, scenario: str) -> float | None:
         """The charge of the counted units alone (a floor where the scenario is ``unknown_in``)."""
         count = self.counts[scenario]
         if count == 0:
@@ -99,7 +100,7 @@ class Estimate:
         if what not in self.unknown:
             self.unknown.append(what)
 
-    def total(self, scenario: str) -> Optional[float]:
+    def total(self, scenario: str) -> float | None:
         values = [line.hourly(scenario) for line in self.lines]
         return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
@@ -122,11 +123,11 @@ class Estimate:
         }
 
 
-def _round(value: Optional[float]) -> Optional[float]:
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _usd(price: Optional[Price], per_hour_divisor: float = 1.0) -> Optional[float]:
+def _usd(price: Price | None, per_hour_divisor: float = 1.0) -> float | None:
     return None if price is None else price.usd / per_hour_divisor
 
 
@@ -173,13 +174,19 @@ def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: 
             else "STANDARD upgrade policy: EKS upgrades the control plane when standard support ends"
         )
         estimate.add(
-            Line("EKS control plane", f"{cluster['name']} ({support} support)", _usd(price), _fixed(1), note,
-                 price.source if price else ""),
+            Line(
+                "EKS control plane",
+                f"{cluster['name']} ({support} support)",
+                _usd(price),
+                _fixed(1),
+                note,
+                price.source if price else "",
+            ),
             f"EKS control plane ({support}) in {region}",
         )
 
 
-def _dearest_on_demand(types: list[str], region: str) -> tuple[Optional[float], str]:
+def _dearest_on_demand(types: list[str], region: str) -> tuple[float | None, str]:
     """The hourly on-demand price of the dearest of ``types`` (several types: the estimate never
     under-states), None unless every one is known; and the source of the first one's price."""
     found = [instance_hourly(region, t) for t in types]
@@ -187,7 +194,7 @@ def _dearest_on_demand(types: list[str], region: str) -> tuple[Optional[float], 
     return unit, found[0].source if found and found[0] is not None else ""
 
 
-def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[dict[str, Any]], region: str) -> None:
+def _node_group(estimate: Estimate, group: dict[str, Any], template: dict[str, Any] | None, region: str) -> None:
     inputs = group["inputs"]
     lt = (template or {}).get("inputs", {})
     types = node_group_instance_types(inputs, lt)
@@ -202,10 +209,14 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
     unknown_in: tuple[str, ...] = ()
 
     if capacity_block:
-        unit, note, source = None, (
-            "targets an EC2 Capacity Block: its reservation fee is paid up front at purchase and differs from the "
-            "on-demand rate, so it is not priced here"
-        ), ""
+        unit, note, source = (
+            None,
+            (
+                "targets an EC2 Capacity Block: its reservation fee is paid up front at purchase and differs from the "
+                "on-demand rate, so it is not priced here"
+            ),
+            "",
+        )
         unknown = f"Capacity Block reservation of node group {name} ({type_text})"
     else:
         unit, source = _dearest_on_demand(types, region)
@@ -224,8 +235,10 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
                 "(the priced-lines figure counts only running nodes); full scale assumes it reserves at most maxSize"
             )
             unknown = f"size of the On-Demand Capacity Reservation of node group {name} (billed while idle)"
-    estimate.add(Line(f"node group {name}", f"{type_text} × {sizes} (min/desired/max)", unit, counts, note, source,
-                      unknown_in), unknown)
+    estimate.add(
+        Line(f"node group {name}", f"{type_text} × {sizes} (min/desired/max)", unit, counts, note, source, unknown_in),
+        unknown,
+    )
 
     volume_gib = sum(
         (m.get("ebs") or {}).get("volumeSize", 0) or 0
@@ -235,13 +248,19 @@ def _node_group(estimate: Estimate, group: dict[str, Any], template: Optional[di
     if volume_gib:
         gp3 = prices.service_price(region, prices.EBS_GP3)
         estimate.add(
-            Line(f"node group {name} root volumes", f"{volume_gib} GiB gp3 per node", _usd(gp3, HOURS_PER_MONTH / volume_gib) if gp3 else None,
-                 counts, "", gp3.source if gp3 else ""),
+            Line(
+                f"node group {name} root volumes",
+                f"{volume_gib} GiB gp3 per node",
+                _usd(gp3, HOURS_PER_MONTH / volume_gib) if gp3 else None,
+                counts,
+                "",
+                gp3.source if gp3 else "",
+            ),
             f"gp3 storage in {region}",
         )
 
 
-def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: Optional[dict[str, Any]], region: str) -> None:
+def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: dict[str, Any] | None, region: str) -> None:
     """A Karpenter NodePool: no node while no pod asks for one (idle and configured are 0), and at
     most ``limits.nodes`` nodes at full scale (kubernetes-sigs/karpenter v1.14.0 scheduler.go
     enforces it for dynamic NodePools)."""
@@ -261,9 +280,11 @@ def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: Optional[di
         unknown_in = ("fullScale",)
         unknown = f"NodePool {name} has no node limit"
     elif capacity == ["reserved"]:
-        unit, note, source = None, (
-            "reserved capacity only (a Capacity Block or reservations): paid for by the reservation, not priced here"
-        ), ""
+        unit, note, source = (
+            None,
+            ("reserved capacity only (a Capacity Block or reservations): paid for by the reservation, not priced here"),
+            "",
+        )
         unknown = f"reserved capacity of NodePool {name} ({type_text})"
     else:
         unit, source = _dearest_on_demand(types, region)
@@ -272,47 +293,84 @@ def _node_pool(estimate: Estimate, pool: dict[str, Any], node_class: Optional[di
         if reserved and unit is not None:
             # As for a node group on an On-Demand Capacity Reservation (see _node_group).
             unknown_in = ("idle", "configured")
-            note += ("; selects capacity reservations, billed whether or not a node runs in them: their size is not "
-                     "in the plan, so idle and configured are unknown")
+            note += (
+                "; selects capacity reservations, billed whether or not a node runs in them: their size is not "
+                "in the plan, so idle and configured are unknown"
+            )
             unknown = f"size of the capacity reservations NodePool {name} selects (billed while idle)"
     estimate.add(Line(f"NodePool {name}", detail, unit, counts, note, source, unknown_in), unknown)
-    volume = sum(int(str((m.get("ebs") or {}).get("volumeSize", "0")).removesuffix("Gi") or 0)
-                 for m in ((node_class or {}).get("inputs", {}).get("spec") or {}).get("blockDeviceMappings") or []
-                 if (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3")
+    volume = sum(
+        int(str((m.get("ebs") or {}).get("volumeSize", "0")).removesuffix("Gi") or 0)
+        for m in ((node_class or {}).get("inputs", {}).get("spec") or {}).get("blockDeviceMappings") or []
+        if (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3"
+    )
     if volume and limit is not None:
         gp3 = prices.service_price(region, prices.EBS_GP3)
-        estimate.add(Line(f"NodePool {name} root volumes", f"{volume} GiB gp3 per node",
-                          _usd(gp3, HOURS_PER_MONTH / volume) if gp3 else None, counts, "", gp3.source if gp3 else ""),
-                     f"gp3 storage in {region}")
+        estimate.add(
+            Line(
+                f"NodePool {name} root volumes",
+                f"{volume} GiB gp3 per node",
+                _usd(gp3, HOURS_PER_MONTH / volume) if gp3 else None,
+                counts,
+                "",
+                gp3.source if gp3 else "",
+            ),
+            f"gp3 storage in {region}",
+        )
 
 
 def _network(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
     nats = [r for r in resources if r["type"] == T_NAT]
     if nats:
         price = prices.service_price(region, prices.NAT_GATEWAY)
-        estimate.add(Line("NAT gateways", f"{len(nats)} × hourly charge", _usd(price), _fixed(len(nats)),
-                          "plus a per-GB charge on data processed", price.source if price else ""),
-                     f"NAT gateway hour in {region}")
+        estimate.add(
+            Line(
+                "NAT gateways",
+                f"{len(nats)} × hourly charge",
+                _usd(price),
+                _fixed(len(nats)),
+                "plus a per-GB charge on data processed",
+                price.source if price else "",
+            ),
+            f"NAT gateway hour in {region}",
+        )
     eips = [r for r in resources if r["type"] == T_EIP]
     if eips:
         price = prices.service_price(region, prices.PUBLIC_IPV4)
-        estimate.add(Line("public IPv4 addresses", f"{len(eips)} Elastic IP(s)", _usd(price), _fixed(len(eips)), "",
-                          price.source if price else ""),
-                     f"public IPv4 address hour in {region}")
+        estimate.add(
+            Line(
+                "public IPv4 addresses",
+                f"{len(eips)} Elastic IP(s)",
+                _usd(price),
+                _fixed(len(eips)),
+                "",
+                price.source if price else "",
+            ),
+            f"public IPv4 address hour in {region}",
+        )
     for endpoint in (r for r in resources if r["type"] == T_ENDPOINT):
         kind = endpoint["inputs"].get("vpcEndpointType") or "Gateway"
         service = endpoint["inputs"].get("serviceName", endpoint["name"])
         if kind == "Interface":
             zones = len(endpoint["inputs"].get("subnetIds") or []) or 1
             price = prices.service_price(region, prices.INTERFACE_ENDPOINT_AZ)
-            estimate.add(Line("VPC endpoint", f"{service} (Interface, {zones} AZ)", _usd(price), _fixed(zones),
-                              "plus a per-GB charge on data processed", price.source if price else ""),
-                         f"interface endpoint hour in {region}")
+            estimate.add(
+                Line(
+                    "VPC endpoint",
+                    f"{service} (Interface, {zones} AZ)",
+                    _usd(price),
+                    _fixed(zones),
+                    "plus a per-GB charge on data processed",
+                    price.source if price else "",
+                ),
+                f"interface endpoint hour in {region}",
+            )
         else:
             price = prices.service_price(region, prices.GATEWAY_ENDPOINT)
-            estimate.add(Line("VPC endpoint", f"{service} ({kind})", _usd(price), _fixed(1), "",
-                              price.source if price else ""),
-                         f"{kind} endpoint in {region}")
+            estimate.add(
+                Line("VPC endpoint", f"{service} ({kind})", _usd(price), _fixed(1), "", price.source if price else ""),
+                f"{kind} endpoint in {region}",
+            )
 
 
 def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
@@ -330,9 +388,14 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
     if inputs.get("skipFinalBackup") is False:
         notes.append("keeps a final backup when deleted")
     estimate.add(
-        Line("FSx for Lustre", f"{fs['name']}: {capacity} GiB {tier}",
-             None if price is None else price.usd * capacity / HOURS_PER_MONTH, _fixed(1), "; ".join(notes),
-             price.source if price else ""),
+        Line(
+            "FSx for Lustre",
+            f"{fs['name']}: {capacity} GiB {tier}",
+            None if price is None else price.usd * capacity / HOURS_PER_MONTH,
+            _fixed(1),
+            "; ".join(notes),
+            price.source if price else "",
+        ),
         f"FSx for Lustre {tier} per GiB-month in {region}",
     )
     if (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
@@ -353,7 +416,7 @@ class WorkloadRun:
     name: str
     node_group: str
     nodes: int
-    bound_seconds: Optional[int]
+    bound_seconds: int | None
     bound_text: str
     launches: int = 1  # how many times its steps may start on new nodes: every attempt of every step
 
@@ -370,10 +433,15 @@ def workload_runs(settings: Any) -> list[WorkloadRun]:
         mine = [s for s in steps if s.workload == workload]
         seconds = sum(s.hold_seconds for s in mine) + SCALE_DOWN_UNNEEDED_SECONDS
         parts = "; ".join(f"{s.name} at most {s.why}" for s in mine)
-        text = (f"at most {seconds // 60} min a run: {parts}; + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down "
-                "delay, plus the autoscaler's scan interval and the instances' termination (about a minute, not counted)")
-        runs.append(WorkloadRun(workload, mine[0].node_group, max(s.nodes for s in mine), seconds, text,
-                                sum(s.attempts for s in mine)))
+        text = (
+            f"at most {seconds // 60} min a run: {parts}; + {SCALE_DOWN_UNNEEDED_SECONDS} s autoscaler scale-down "
+            "delay, plus the autoscaler's scan interval and the instances' termination (about a minute, not counted)"
+        )
+        runs.append(
+            WorkloadRun(
+                workload, mine[0].node_group, max(s.nodes for s in mine), seconds, text, sum(s.attempts for s in mine)
+            )
+        )
     return runs
 
 
@@ -400,9 +468,15 @@ def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
     until its provisioner removes it (docs/node-health.md), which this bound does not count."""
     if not group.get("startupTaints") or run.bound_seconds is None:
         return run
-    return WorkloadRun(run.name, run.node_group, run.nodes, run.bound_seconds + run.launches * BURN_IN_MINUTES * 60,
-                       f"{run.bound_text}; + {run.launches} × {BURN_IN_MINUTES} min burn-in: each attempt of each step "
-                       "may start on new nodes, each burnt in before it takes the run", run.launches)
+    return WorkloadRun(
+        run.name,
+        run.node_group,
+        run.nodes,
+        run.bound_seconds + run.launches * BURN_IN_MINUTES * 60,
+        f"{run.bound_text}; + {run.launches} × {BURN_IN_MINUTES} min burn-in: each attempt of each step "
+        "may start on new nodes, each burnt in before it takes the run",
+        run.launches,
+    )
 
 
 def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
@@ -415,7 +489,7 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
     beyond what the group can hold."""
     groups = {g["name"]: g for g in node_groups}
     estimate = Estimate()
-    bounds: dict[str, Optional[float]] = {}
+    bounds: dict[str, float | None] = {}
     wanted: dict[str, int] = {}
     for run in workload_runs(settings):
         group = groups.get(run.node_group, {})
@@ -426,16 +500,26 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
         wanted[run.node_group] = wanted.get(run.node_group, 0) + run.nodes
         if group.get("capacityType") == CAPACITY_BLOCK:
             # A Capacity Block's fee is paid up front at purchase and is not the on-demand rate.
-            estimate.add(Line(run.name, detail, None, counts,
-                              f"runs on a Capacity Block (paid up front at purchase, not priced here); {run.bound_text}"),
-                         f"Capacity Block reservation of node group {run.node_group} ({instance_type})")
+            estimate.add(
+                Line(
+                    run.name,
+                    detail,
+                    None,
+                    counts,
+                    f"runs on a Capacity Block (paid up front at purchase, not priced here); {run.bound_text}",
+                ),
+                f"Capacity Block reservation of node group {run.node_group} ({instance_type})",
+            )
             bounds[run.name] = None
             continue
         price = instance_hourly(region, instance_type)
-        estimate.add(Line(run.name, detail, _usd(price), counts, run.bound_text, price.source if price else ""),
-                     f"on-demand price of {instance_type} in {region}")
+        estimate.add(
+            Line(run.name, detail, _usd(price), counts, run.bound_text, price.source if price else ""),
+            f"on-demand price of {instance_type} in {region}",
+        )
         bounds[run.name] = (
-            None if run.bound_seconds is None or price is None
+            None
+            if run.bound_seconds is None or price is None
             else round(price.usd * run.nodes * run.bound_seconds / 3600, 2)
         )
     result = estimate.as_json()
@@ -444,22 +528,26 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
         result["hourly"][scenario] = _round(total)
         result["monthly"][scenario] = _round(None if total is None else total * HOURS_PER_MONTH)
         result["knownHourly"][scenario] = _round(known)
-    result["concurrentNodes"] = {name: min(nodes, int(groups.get(name, {}).get("maxSize", nodes)))
-                                 for name, nodes in wanted.items()}
+    result["concurrentNodes"] = {
+        name: min(nodes, int(groups.get(name, {}).get("maxSize", nodes))) for name, nodes in wanted.items()
+    }
     result["boundUsd"] = bounds
     result["pricesCopiedFrom"] = prices.copied_from(region)
     return result
 
 
-def _all_at_once(wanted: dict[str, int], groups: dict[str, dict[str, Any]], region: str) -> tuple[Optional[float], float]:
+def _all_at_once(wanted: dict[str, int], groups: dict[str, dict[str, Any]], region: str) -> tuple[float | None, float]:
     """(total, priced part) per hour of every workload at once, each group capped at its maxSize."""
-    total: Optional[float] = 0.0
+    total: float | None = 0.0
     known = 0.0
     for name, nodes in wanted.items():
         group = groups.get(name, {})
         running = min(nodes, int(group.get("maxSize", nodes)))
-        price = None if group.get("capacityType") == CAPACITY_BLOCK else instance_hourly(
-            region, group.get("instanceType", ""))
+        price = (
+            None
+            if group.get("capacityType") == CAPACITY_BLOCK
+            else instance_hourly(region, group.get("instanceType", ""))
+        )
         if running == 0:
             continue
         if price is None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from infra.facts.instances import node_group_instance_types
 from offline.plan.mocks import placeholder_id
@@ -48,7 +49,10 @@ def _of(resources: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
 
 def _zone_of_subnets(resources: list[dict[str, Any]]) -> dict[str, str]:
     """Subnet id as other inputs carry it -> zone id."""
-    return {placeholder_id(T_SUBNET, s["name"]): s["inputs"].get("availabilityZoneId", "?") for s in _of(resources, T_SUBNET)}
+    return {
+        placeholder_id(T_SUBNET, s["name"]): s["inputs"].get("availabilityZoneId", "?")
+        for s in _of(resources, T_SUBNET)
+    }
 
 
 def _subnet_kind(name: str) -> str:
@@ -83,8 +87,10 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
 
     groups = []
     for group in _of(resources, T_NODE_GROUP):
-        template = next((by_urn[u] for u in group.get("dependencies", [])
-                         if by_urn.get(u, {}).get("type") == T_LAUNCH_TEMPLATE), None)
+        template = next(
+            (by_urn[u] for u in group.get("dependencies", []) if by_urn.get(u, {}).get("type") == T_LAUNCH_TEMPLATE),
+            None,
+        )
         groups.append((group, (template or {}).get("inputs", {})))
     single_zone = defaultdict(list)
     multi_zone = []
@@ -95,7 +101,9 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
     classes = {c["inputs"]["metadata"]["name"]: c["inputs"]["spec"] for c in _of(resources, T_NODECLASS)}
     pools_by_zone: dict[str, list[list[str]]] = defaultdict(list)
     for pool in _of(resources, T_NODEPOOL):
-        requirements = {r["key"]: r.get("values") or [] for r in pool["inputs"]["spec"]["template"]["spec"]["requirements"]}
+        requirements = {
+            r["key"]: r.get("values") or [] for r in pool["inputs"]["spec"]["template"]["spec"]["requirements"]
+        }
         zones = requirements.get("topology.k8s.aws/zone-id") or ["?"]
         node_class = classes.get(pool["inputs"]["spec"]["template"]["spec"]["nodeClassRef"]["name"], {})
         pools_by_zone[zones[0] if len(zones) == 1 else "?"].append(_node_pool(pool["inputs"], requirements, node_class))
@@ -134,7 +142,9 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
     for cluster in (r for t in T_CLUSTERS for r in _of(resources, t)):
         version = cluster["inputs"].get("version", "")
         support = (cluster["inputs"].get("upgradePolicy") or {}).get("supportType", "")
-        out.append(f"    eks[{_label('EKS control plane', f'Kubernetes {version}', f'{support} support' if support else '')}]")
+        out.append(
+            f"    eks[{_label('EKS control plane', f'Kubernetes {version}', f'{support} support' if support else '')}]"
+        )
         out.append("    eks --- vpc")
     out.append("  end")
 
@@ -148,7 +158,7 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: Optional[list[str]] = None) -> list[str]:
+def _node_group(group: dict[str, Any], lt: dict[str, Any], zones: list[str] | None = None) -> list[str]:
     inputs = group["inputs"]
     name = inputs.get("nodeGroupName") or group["name"]
     types = ", ".join(node_group_instance_types(inputs, lt))
@@ -224,7 +234,9 @@ def _software(resources: list[dict[str, Any]], outputs: dict[str, Any]) -> list[
                 by_namespace["EKS add-ons"].append(addon)
     for release in _of(resources, T_RELEASE):
         chart = release["inputs"].get("chart", release["name"]).rsplit("/", 1)[-1]
-        by_namespace[release["inputs"].get("namespace", "default")].append(f"{chart} {release['inputs'].get('version', '')}".strip())
+        by_namespace[release["inputs"].get("namespace", "default")].append(
+            f"{chart} {release['inputs'].get('version', '')}".strip()
+        )
     for manifest in _of(resources, T_CONFIG_FILE):
         by_namespace["mpi-operator"].append(f"release manifest ({manifest['name']})")
     queues = []

@@ -13,10 +13,9 @@ from typing import Any
 import yaml
 
 from offline.plan import policy_run as policy_pack
-from offline.report import render
 from offline.plan.mocks import Registration
 from offline.plan.runner import PlanResult
-
+from offline.report import render
 
 # The inputs worth a glance per resource type; the rest is in resources.json.
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -86,17 +85,22 @@ def manifest_file_name(obj: dict[str, Any]) -> str:
 class RenderedPlan:
     """One stack's part of the plan, ready to go out: the text to print, the files to write
     (by path under ``out``), and what the closing summary needs."""
+
     text: str
     out: Path
     files: dict[str, str]
     planned: render.Planned
 
 
-def plan_files(result: PlanResult, cost: dict[str, Any] | None = None,
-               policy: dict[str, Any] | None = None) -> dict[str, str]:
+def plan_files(
+    result: PlanResult, cost: dict[str, Any] | None = None, policy: dict[str, Any] | None = None
+) -> dict[str, str]:
     """``resources.json`` and one YAML file per Kubernetes object under ``manifests/``."""
-    document = {**result.as_json(), **({"cost": cost} if cost is not None else {}),
-                **({"policy": policy} if policy is not None else {})}
+    document = {
+        **result.as_json(),
+        **({"cost": cost} if cost is not None else {}),
+        **({"policy": policy} if policy is not None else {}),
+    }
     files = {"resources.json": json.dumps(document, indent=2, sort_keys=False) + "\n"}
     for obj in kubernetes_objects(result):
         # The pure-Python SafeDumper: PyYAML 6.0.3's libyaml CSafeDumper folds long quoted strings (the scripts
@@ -115,21 +119,30 @@ def write_files(out: Path, files: dict[str, str]) -> Path:
     return out
 
 
-def write_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None,
-               policy: dict[str, Any] | None = None) -> Path:
+def write_plan(
+    result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, policy: dict[str, Any] | None = None
+) -> Path:
     return write_files(out_root / result.project / result.stack, plan_files(result, cost, policy))
 
 
-def render_plan(result: PlanResult, out_root: Path, cost: dict[str, Any] | None = None, region: str = "",
-                policy: policy_pack.PolicyReport | None = None, wide: bool = False) -> RenderedPlan:
+def render_plan(
+    result: PlanResult,
+    out_root: Path,
+    cost: dict[str, Any] | None = None,
+    region: str = "",
+    policy: policy_pack.PolicyReport | None = None,
+    wide: bool = False,
+) -> RenderedPlan:
     """Everything one stack's plan prints and writes, computed without printing or writing: the
     offline plan renders every stack before it writes any (a refused stack leaves build/plan as it was)."""
     out = out_root / result.project / result.stack
     shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
     files = plan_files(result, cost, policy.as_json() if policy is not None else None)
-    parts = [f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n",
-             "\n".join(render.resource_table(result, summarize, wide)),
-             "\n" + "\n".join(render.outputs(result, wide))]
+    parts = [
+        f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n",
+        "\n".join(render.resource_table(result, summarize, wide)),
+        "\n" + "\n".join(render.outputs(result, wide)),
+    ]
     if cost is not None:
         kind = "cluster" if result.project == "trainium-eks" else "workloads"
         parts.append("\n" + render.cost_section(cost, region, kind, wide))

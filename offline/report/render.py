@@ -23,14 +23,14 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
-from offline.report import cost
-from offline.report import report
 from offline.plan.mocks import Registration
 from offline.plan.runner import PlanResult
+from offline.report import cost, report
 
 WIDTH = 120
 CREATE = "+"
@@ -52,13 +52,19 @@ def display_type(token: str) -> str:
     return f"{package}:{head}:{name}"
 
 
-def wrap(text: str, indent: str = "", width: int = WIDTH, first: Optional[str] = None) -> list[str]:
+def wrap(text: str, indent: str = "", width: int = WIDTH, first: str | None = None) -> list[str]:
     """``text`` wrapped to ``width``; words longer than a line are broken, never overflow."""
-    return textwrap.wrap(text, width=width, initial_indent=indent if first is None else first,
-                         subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent if first is None else first,
+        subsequent_indent=indent,
+        break_long_words=True,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
 
 
-def stderr_width() -> Optional[int]:
+def stderr_width() -> int | None:
     """The columns of the terminal stderr is, ``COLUMNS`` first (as shutil.get_terminal_size reads
     it); None when stderr is no terminal (a pipe, a log, a test's capture), which gets lines whole."""
     import os
@@ -76,7 +82,7 @@ def stderr_width() -> Optional[int]:
         return WIDTH
 
 
-def message(text: str, width: Optional[int] = None) -> str:
+def message(text: str, width: int | None = None) -> str:
     """A refusal for stderr, each line wrapped to ``width`` (default: the terminal's, if stderr is
     one; else left whole for logs and greps), continuation lines indented under it; a `command` in
     backticks is never broken, so it can be copied whole."""
@@ -88,9 +94,17 @@ def message(text: str, width: Optional[int] = None) -> str:
         hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
         # Spaces inside backticks become NUL for the wrap, then spaces again.
         protected = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), line.strip())
-        return [part.replace("\0", " ") for part in
-                textwrap.wrap(protected, width=width, initial_indent=indent, subsequent_indent=hanging,
-                              break_long_words=False, break_on_hyphens=False)]
+        return [
+            part.replace("\0", " ")
+            for part in textwrap.wrap(
+                protected,
+                width=width,
+                initial_indent=indent,
+                subsequent_indent=hanging,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        ]
 
     return _wrap_long_lines(text, width, wrap_line)
 
@@ -129,8 +143,9 @@ def _tree(registrations: Sequence[Registration]) -> list[tuple[str, Registration
     return rows
 
 
-def resource_table(result: PlanResult, summarize: Callable[[Registration], str], wide: bool = False,
-                   width: int = WIDTH) -> list[str]:
+def resource_table(
+    result: PlanResult, summarize: Callable[[Registration], str], wide: bool = False, width: int = WIDTH
+) -> list[str]:
     rows = [(prefix + display_type(r.type), r.name, summarize(r)) for prefix, r in _tree(result.registrations)]
     type_width = max(len("Type"), *(len(t) for t, _, _ in rows))
     lines = [f"     {'Type':<{type_width}}  Name" + ("  Settings" if wide else "")]
@@ -175,23 +190,36 @@ def cost_section(estimate: dict[str, Any], region: str, what: str, wide: bool = 
         details.append(line["detail"])
     total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
     rows.append((f"{total} per hour", *(report.money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
-    rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)",
-                 *(report.money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
+    rows.append(
+        (
+            f"{total} per month ({estimate['hoursPerMonth']} h)",
+            *(report.money(estimate["monthly"][s]) for s in cost.SCENARIOS),
+        )
+    )
     details += ["", ""]
     if any(estimate["hourly"][s] is None for s in cost.SCENARIOS):
-        rows.append(("Priced lines only, per hour", *(report.money(estimate["knownHourly"][s]) for s in cost.SCENARIOS)))
+        rows.append(
+            ("Priced lines only, per hour", *(report.money(estimate["knownHourly"][s]) for s in cost.SCENARIOS))
+        )
         details.append("")
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
     widths[0] = min(widths[0], width - 6 - sum(widths[1:]) - 6)
     lines = []
     for row, detail in zip(rows, details, strict=True):
         item = row[0] if len(row[0]) <= widths[0] else row[0][: widths[0] - 1] + "…"
-        lines.append(("    " + "  ".join([item.ljust(widths[0])] + [c.rjust(widths[i + 1]) for i, c in enumerate(row[1:])])).rstrip())
+        lines.append(
+            (
+                "    " + "  ".join([item.ljust(widths[0])] + [c.rjust(widths[i + 1]) for i, c in enumerate(row[1:])])
+            ).rstrip()
+        )
         if detail:
             lines += wrap(detail, "        ", width)
-    scenarios = ("idle = every node group at minSize, configured = desiredSize, full scale = maxSize" if what == "cluster"
-                 else "idle = no job running; configured and full scale = every enabled workload running at once, each "
-                 "node group holding at most its maxSize nodes (workloads on one group queue for its nodes)")
+    scenarios = (
+        "idle = every node group at minSize, configured = desiredSize, full scale = maxSize"
+        if what == "cluster"
+        else "idle = no job running; configured and full scale = every enabled workload running at once, each "
+        "node group holding at most its maxSize nodes (workloads on one group queue for its nodes)"
+    )
     out = wrap(f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", "  ", width, first="")
     out += lines
     for note in report.cost_notes(estimate, region):
@@ -208,21 +236,24 @@ def wrapped(text: str, width: int = WIDTH) -> str:
 @dataclass
 class Planned:
     result: PlanResult
-    cost: Optional[dict[str, Any]]
+    cost: dict[str, Any] | None
     mandatory: int
     advisory: int
     findings: list[str]
     written: Path
 
 
-def planned(result: PlanResult, estimate: Optional[dict[str, Any]], policy: Any, written: Path) -> Planned:
+def planned(result: PlanResult, estimate: dict[str, Any] | None, policy: Any, written: Path) -> Planned:
     """What the summary needs of one stack; ``policy`` is a policy_run.PolicyReport or None."""
     if policy is None:
         return Planned(result, estimate, 0, 0, [], written)
-    findings = [f"[{v.enforcement_level}] {v.policy}: {result.project}/{result.stack} {v.name or '(stack)'}"
-                for v in sorted(policy.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name))]
-    return Planned(result, estimate, len(policy.mandatory), len(policy.violations) - len(policy.mandatory), findings,
-                   written)
+    findings = [
+        f"[{v.enforcement_level}] {v.policy}: {result.project}/{result.stack} {v.name or '(stack)'}"
+        for v in sorted(policy.violations, key=lambda v: (v.enforcement_level != "mandatory", v.policy, v.name))
+    ]
+    return Planned(
+        result, estimate, len(policy.mandatory), len(policy.violations) - len(policy.mandatory), findings, written
+    )
 
 
 def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], width: int = WIDTH) -> str:
@@ -240,15 +271,27 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
         if p.result.project == "trainium-eks":
             idle, full = hourly["idle"], hourly["fullScale"]
             monthly = p.cost["monthly"]["idle"]
-            lines += wrap(f"cluster idle {_per_hour(idle, p.cost, 'idle')}"
-                          + (f" ({report.money(monthly)}/month)" if monthly is not None else "")
-                          + f", full scale {_per_hour(full, p.cost, 'fullScale')}", "      ", width, first="    ")
+            lines += wrap(
+                f"cluster idle {_per_hour(idle, p.cost, 'idle')}"
+                + (f" ({report.money(monthly)}/month)" if monthly is not None else "")
+                + f", full scale {_per_hour(full, p.cost, 'fullScale')}",
+                "      ",
+                width,
+                first="    ",
+            )
         else:
             together = hourly["configured"]
-            lines += wrap(f"workloads while they run, all at once {_per_hour(together, p.cost, 'configured')}"
-                          + "".join(f"; {name} about {report.money(bound)} a run" for name, bound in
-                                    (p.cost.get("boundUsd") or {}).items() if bound is not None),
-                          "      ", width, first="    ")
+            lines += wrap(
+                f"workloads while they run, all at once {_per_hour(together, p.cost, 'configured')}"
+                + "".join(
+                    f"; {name} about {report.money(bound)} a run"
+                    for name, bound in (p.cost.get("boundUsd") or {}).items()
+                    if bound is not None
+                ),
+                "      ",
+                width,
+                first="    ",
+            )
     lines.append("")
     mandatory = sum(p.mandatory for p in planned)
     advisory = sum(p.advisory for p in planned)
@@ -261,16 +304,20 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
     for p in planned:
         lines += wrap(f"{p.written}/resources.json, manifests/", "      ", width, first="    ")
     if stand_ins:
-        lines += wrap("Secret config held encrypted in the stack files, or not set there, was planned with stand-ins: "
-                      + ", ".join(stand_ins) + ".", "  ", width, first="")
+        lines += wrap(
+            "Secret config held encrypted in the stack files, or not set there, was planned with stand-ins: "
+            + ", ".join(stand_ins)
+            + ".",
+            "  ",
+            width,
+            first="",
+        )
     return "\n".join(lines)
 
 
-def _per_hour(value: Optional[float], estimate: dict[str, Any], scenario: str) -> str:
+def _per_hour(value: float | None, estimate: dict[str, Any], scenario: str) -> str:
     """``$0.591/h``; where a line has no price, the priced lines' sum as a floor: ``at least $0.554/h
     (a line has no price)``."""
     if value is not None:
         return f"{report.money(value)}/h"
     return f"at least {report.money(estimate['knownHourly'][scenario])}/h (a line has no price)"
-
-

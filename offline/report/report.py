@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from offline.report import cost
 from offline.plan.runner import PlanResult, stack_config
+from offline.report import cost
 
 
 def cluster_cost(result: PlanResult) -> dict[str, Any]:
@@ -21,11 +21,13 @@ def workloads_cost(workloads_dir: Path, stack: str, cluster: PlanResult) -> dict
     return cost.estimate_workloads(settings, cluster.outputs["acceleratorNodeGroups"], cluster.outputs["region"])
 
 
-ROUNDING_NOTE = ("Amounts under $1 print to a tenth of a cent, others to the cent (half up); totals are sums of the "
-                 "unrounded amounts, so printed rows can differ from them in the last digit.")
+ROUNDING_NOTE = (
+    "Amounts under $1 print to a tenth of a cent, others to the cent (half up); totals are sums of the "
+    "unrounded amounts, so printed rows can differ from them in the last digit."
+)
 
 
-def money(value: Optional[float]) -> str:
+def money(value: float | None) -> str:
     """One rule for every amount: under $1 to 3 decimals (NAT $0.045 stays $0.045), else cents."""
     if value is None:
         return "unknown"
@@ -40,13 +42,20 @@ def money(value: Optional[float]) -> str:
 def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") -> str:
     heads = ("ITEM", "DETAIL", "IDLE/h", "CONFIGURED/h", "FULL SCALE/h")
     rows: list[tuple[str, ...]] = [heads]
-    rows += [(line["item"], line["detail"], *(money(line["hourly"][s]) for s in cost.SCENARIOS)) for line in
-             estimate["lines"]]
+    rows += [
+        (line["item"], line["detail"], *(money(line["hourly"][s]) for s in cost.SCENARIOS))
+        for line in estimate["lines"]
+    ]
     # The workloads' total is not the sum of their lines: each group holds at most maxSize nodes.
     total = "TOTAL" if what == "cluster" else "ALL AT ONCE (groups capped at maxSize)"
     rows.append((f"{total} per hour", "", *(money(estimate["hourly"][s]) for s in cost.SCENARIOS)))
-    rows.append((f"{total} per month ({estimate['hoursPerMonth']} h)", "",
-                 *(money(estimate["monthly"][s]) for s in cost.SCENARIOS)))
+    rows.append(
+        (
+            f"{total} per month ({estimate['hoursPerMonth']} h)",
+            "",
+            *(money(estimate["monthly"][s]) for s in cost.SCENARIOS),
+        )
+    )
     if any(estimate["hourly"][s] is None for s in cost.SCENARIOS):
         rows.append(("priced lines only, per hour", "", *(money(estimate["knownHourly"][s]) for s in cost.SCENARIOS)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
@@ -59,16 +68,23 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
         else "idle = no job running; configured and full scale = every enabled workload running at once, each node "
         "group holding at most its maxSize nodes (workloads on one group queue for its nodes)"
     )
-    return "\n".join([f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})", table,
-                      *cost_notes(estimate, region)])
+    return "\n".join(
+        [
+            f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})",
+            table,
+            *cost_notes(estimate, region),
+        ]
+    )
 
 
 def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
     """The lines under the cost table: where prices came from, each line's note, bounds, unknowns."""
     parts = []
     if estimate.get("pricesCopiedFrom"):
-        parts.append(f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
-                     "(infra/facts/prices.py names each figure's page)")
+        parts.append(
+            f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
+            "(infra/facts/prices.py names each figure's page)"
+        )
     for line in estimate["lines"]:
         if line.get("note"):
             parts.append(f"  {line['item']}: {line['note']}")

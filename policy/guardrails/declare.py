@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from functools import wraps
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -29,7 +29,6 @@ MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
 
 
-
 class Report(Protocol):
     """How a check reports a violation: the message, and the URN of the resource it concerns where a
     stack check names one. pulumi-policy's callbacks take the URN as optional (v1.21.0 policy.py:
@@ -37,11 +36,11 @@ class Report(Protocol):
     ``ReportViolation`` alias, ``Callable[[str, Optional[str]], None]``, cannot say so: the checks
     see this signature, and ``_reporting`` adapts the SDK's callback to it."""
 
-    def __call__(self, message: str, urn: Optional[str] = None) -> None: ...
+    def __call__(self, message: str, urn: str | None = None) -> None: ...
 
 
 def _reporting(report_violation: ReportViolation) -> Report:
-    def report(message: str, urn: Optional[str] = None) -> None:
+    def report(message: str, urn: str | None = None) -> None:
         report_violation(message, urn)
 
     return report
@@ -56,7 +55,7 @@ AppliesTo = Collection[str] | Callable[[str], bool]
 Settings = Mapping[str, dict[str, Any]]
 
 
-def _config_schema(settings: Optional[Settings]) -> Optional[PolicyConfigSchema]:
+def _config_schema(settings: Settings | None) -> PolicyConfigSchema | None:
     return None if settings is None else PolicyConfigSchema(properties=dict(settings))
 
 
@@ -67,8 +66,14 @@ def _type_test(applies_to: AppliesTo) -> Callable[[str], bool]:
     return lambda resource_type: resource_type in types
 
 
-def resource_rule(name: str, description: str, *, applies_to: AppliesTo, level: EnforcementLevel = MANDATORY,
-                  config_schema: Optional[Settings] = None) -> Callable[[ResourceCheck], ResourceValidationPolicy]:
+def resource_rule(
+    name: str,
+    description: str,
+    *,
+    applies_to: AppliesTo,
+    level: EnforcementLevel = MANDATORY,
+    config_schema: Settings | None = None,
+) -> Callable[[ResourceCheck], ResourceValidationPolicy]:
     """A resource policy whose check runs on the resources ``applies_to`` names; the engine hands a
     resource policy every resource of the stack, and the others are not its business."""
     applies = _type_test(applies_to)
@@ -79,21 +84,33 @@ def resource_rule(name: str, description: str, *, applies_to: AppliesTo, level: 
             if applies(args.resource_type):
                 check(args, _reporting(report_violation))
 
-        return ResourceValidationPolicy(name=name, description=description, validate=validate,
-                                        enforcement_level=level, config_schema=_config_schema(config_schema))
+        return ResourceValidationPolicy(
+            name=name,
+            description=description,
+            validate=validate,
+            enforcement_level=level,
+            config_schema=_config_schema(config_schema),
+        )
 
     return declare
 
 
-def stack_rule(name: str, description: str, *, level: EnforcementLevel = MANDATORY,
-               config_schema: Optional[Settings] = None) -> Callable[[StackCheck], StackValidationPolicy]:
+def stack_rule(
+    name: str, description: str, *, level: EnforcementLevel = MANDATORY, config_schema: Settings | None = None
+) -> Callable[[StackCheck], StackValidationPolicy]:
     """A stack policy: its check sees every resource of the stack at once."""
+
     def declare(check: StackCheck) -> StackValidationPolicy:
         @wraps(check)
         def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
             check(args, _reporting(report_violation))
 
-        return StackValidationPolicy(name=name, description=description, validate=validate,
-                                     enforcement_level=level, config_schema=_config_schema(config_schema))
+        return StackValidationPolicy(
+            name=name,
+            description=description,
+            validate=validate,
+            enforcement_level=level,
+            config_schema=_config_schema(config_schema),
+        )
 
     return declare

@@ -15,12 +15,11 @@ and read computed outputs through ``known``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UnknownValueError
-
 
 
 def is_list(value: Any) -> bool:
@@ -87,7 +86,7 @@ def kind_of(resource_type: str) -> str:
     return f"{group_version.split('/')[0]}/{kind}"
 
 
-def _template_spec(template: Any) -> Optional[Mapping[str, Any]]:
+def _template_spec(template: Any) -> Mapping[str, Any] | None:
     spec = get(template, "spec")
     return spec if isinstance(spec, Mapping) else None
 
@@ -98,8 +97,15 @@ def pod_specs(resource_type: str, props: Mapping[str, Any]) -> Iterator[tuple[st
     spec = get(props, "spec", default={})
     if kind == "core/Pod":
         yield "spec", spec
-    elif kind in ("apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "apps/ReplicaSet", "batch/Job",
-                  "core/ReplicationController", "core/PodTemplate"):
+    elif kind in (
+        "apps/Deployment",
+        "apps/StatefulSet",
+        "apps/DaemonSet",
+        "apps/ReplicaSet",
+        "batch/Job",
+        "core/ReplicationController",
+        "core/PodTemplate",
+    ):
         template = get(props, "template") if kind == "core/PodTemplate" else get(spec, "template")
         if (s := _template_spec(template)) is not None:
             yield "spec.template.spec", s
@@ -144,6 +150,7 @@ def object_name(props: Mapping[str, Any]) -> str:
 
 
 # --- stack-level resolution --------------------------------------------------------------------
+
 
 def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyResource]:
     return [r for r in resources if r.resource_type in types]

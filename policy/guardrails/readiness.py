@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
@@ -43,10 +44,18 @@ def _namespace_overrides(values: Any) -> Iterator[str]:
             yield from _namespace_overrides(value)
 
 
-@stack_rule("namespace-exists",
-            "Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
-            config_schema={"externalNamespaces": {"type": "array", "items": {"type": "string"}, "default": [],
-                                                  "description": "namespaces another stack creates"}})
+@stack_rule(
+    "namespace-exists",
+    "Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
+    config_schema={
+        "externalNamespaces": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "namespaces another stack creates",
+        }
+    },
+)
 def namespace_exists(args: StackValidationArgs, report: Report) -> None:
     existing = set(BUILT_IN_NAMESPACES) | set(args.get_config().get("externalNamespaces", []))
     existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
@@ -55,18 +64,26 @@ def namespace_exists(args: StackValidationArgs, report: Report) -> None:
     for r in args.resources:
         if r.resource_type in HELM_CHARTS:
             wanted = [("release namespace", get(r.props, "namespace", default="default"))]
-            wanted += [("values namespaceOverride", ns) for ns in _namespace_overrides(get(r.props, "values", default={}))]
+            wanted += [
+                ("values namespaceOverride", ns) for ns in _namespace_overrides(get(r.props, "values", default={}))
+            ]
             for what, ns in wanted:
                 if ns not in existing:
-                    report(f"Helm release '{r.name}' puts objects in namespace '{ns}' ({what}), which is neither built in nor "
-                           "declared: declare a Namespace (or createNamespace for the release namespace), or list it under "
-                           "externalNamespaces if another stack owns it.", r.urn)
+                    report(
+                        f"Helm release '{r.name}' puts objects in namespace '{ns}' ({what}), which is neither built in nor "
+                        "declared: declare a Namespace (or createNamespace for the release namespace), or list it under "
+                        "externalNamespaces if another stack owns it.",
+                        r.urn,
+                    )
         elif is_kubernetes_object(r.resource_type) and has(get(r.props, "metadata", default={}), "namespace"):
             ns = get(r.props, "metadata", "namespace")
             if ns not in existing:
-                report(f"{kind_of(r.resource_type)} '{object_name(r.props)}' is in namespace '{ns}', which is neither built in "
-                       "nor declared in this stack: declare the Namespace, or list it under externalNamespaces if another "
-                       "stack owns it.", r.urn)
+                report(
+                    f"{kind_of(r.resource_type)} '{object_name(r.props)}' is in namespace '{ns}', which is neither built in "
+                    "nor declared in this stack: declare the Namespace, or list it under externalNamespaces if another "
+                    "stack owns it.",
+                    r.urn,
+                )
 
 
 # pulumi-kubernetes provider/pkg/await/awaiters.go (untilCoreV1PersistentVolumeClaimReady; same
@@ -85,7 +102,9 @@ def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
         return None  # bound to a named PersistentVolume (its name may be unknown at preview)
     class_name = get(pvc, "spec", "storageClassName")
     if not class_name:
-        return ("it names neither a volume nor a storage class, so it is awaited until the cluster's default class binds it")
+        return (
+            "it names neither a volume nor a storage class, so it is awaited until the cluster's default class binds it"
+        )
     mode = classes.get(class_name)
     if mode == "WaitForFirstConsumer":
         return None
@@ -94,16 +113,23 @@ def pvc_blocking_reason(pvc: dict | Any, classes: dict[str, str]) -> str | None:
     return f"its storage class '{class_name}' binds {mode}, so the claim is awaited until a volume is provisioned"
 
 
-@stack_rule("pvc-no-blocking-await",
-            "No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).")
+@stack_rule(
+    "pvc-no-blocking-await",
+    "No PersistentVolumeClaim on which `pulumi up` waits for a slow provisioner (the provider's 5-minute PVC await).",
+)
 def pvc_no_blocking_await(args: StackValidationArgs, report: Report) -> None:
-    classes = {get(c.props, "metadata", "name"): get(c.props, "volumeBindingMode", default="Immediate")
-               for c in of_type(args.resources, STORAGE_CLASS)}
+    classes = {
+        get(c.props, "metadata", "name"): get(c.props, "volumeBindingMode", default="Immediate")
+        for c in of_type(args.resources, STORAGE_CLASS)
+    }
     for pvc in of_type(args.resources, PVC):
         if reason := pvc_blocking_reason(pvc.props, classes):
-            report(f"PersistentVolumeClaim '{object_name(pvc.props)}' would hold `pulumi up` for up to {PVC_AWAIT_MINUTES} minutes "
-                   f"and then fail: {reason}. Bind it to a declared PersistentVolume (spec.volumeName), use a "
-                   "WaitForFirstConsumer class, or annotate it pulumi.com/skipAwait: \"true\".", pvc.urn)
+            report(
+                f"PersistentVolumeClaim '{object_name(pvc.props)}' would hold `pulumi up` for up to {PVC_AWAIT_MINUTES} minutes "
+                f"and then fail: {reason}. Bind it to a declared PersistentVolume (spec.volumeName), use a "
+                'WaitForFirstConsumer class, or annotate it pulumi.com/skipAwait: "true".',
+                pvc.urn,
+            )
 
 
 # Volcano's admission webhook rejects spec updates other than minAvailable, replicas and
@@ -117,19 +143,26 @@ def _is_replaced_kind(resource_type: str) -> bool:
     return is_kubernetes_object(resource_type) and kind_of(resource_type) in REPLACED_KINDS
 
 
-@resource_rule("jobs-replaced-on-change", "Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
-               applies_to=_is_replaced_kind)
+@resource_rule(
+    "jobs-replaced-on-change",
+    "Volcano Jobs, MPIJobs and RayJobs are replaced, not patched, when their spec changes.",
+    applies_to=_is_replaced_kind,
+)
 def jobs_replaced_on_change(args: ResourceValidationArgs, report: Report) -> None:
     name = object_name(args.props)
     if has(get(args.props, "metadata", default={}), "name") and args.opts.delete_before_replace is not True:
-        report(f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
-               "it must be deleted first. Use workloads/kube.py replacing_options().")
+        report(
+            f"{kind_of(args.resource_type)} '{name}' is not deleteBeforeReplace: its replacement keeps the same name, so "
+            "it must be deleted first. Use workloads/kube.py replacing_options()."
+        )
     # pulumi-policy v1.21.0 PolicyResourceOptions carries no replaceOnChanges (policy.py), so a real
     # preview cannot see it; the offline run adds it from the registration (offline/plan/policy_run.py).
     replace_on = getattr(args.opts, "replace_on_changes", None)
     if replace_on is not None and not any(p in ("spec", "*") for p in replace_on):
-        report(f"{kind_of(args.resource_type)} '{name}' would be patched when its spec changes: the controller rejects or "
-               "ignores spec updates. Set replaceOnChanges: [\"spec\"] (workloads/kube.py replacing_options()).")
+        report(
+            f"{kind_of(args.resource_type)} '{name}' would be patched when its spec changes: the controller rejects or "
+            'ignores spec updates. Set replaceOnChanges: ["spec"] (workloads/kube.py replacing_options()).'
+        )
 
 
 # A chart version range or none at all resolves to whatever is newest at deploy time.
@@ -140,7 +173,9 @@ _RANGE = re.compile(r"[\^~*xX<>=| ]|\|\|")
 def helm_release_pinned(args: ResourceValidationArgs, report: Report) -> None:
     version = get(args.props, "version")
     if not version:
-        report(f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/facts/versions.py CHARTS).")
+        report(
+            f"Helm release '{args.name}' pins no chart version: set version to an exact chart version (infra/facts/versions.py CHARTS)."
+        )
     elif _RANGE.search(str(version)):
         report(f"Helm release '{args.name}' asks for chart version range '{version}': pin one exact version.")
 
