@@ -1,1 +1,2 @@
-"""The project's Pulumi policy pack: rules in ``guardrails``, the offline run in ``offline``."""
+"""The project's Pulumi policy pack: its rules are in ``guardrails``; `make plan` runs them offline
+(offline/plan/policy_run.py)."""

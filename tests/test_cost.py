@@ -169,7 +169,11 @@ def test_scale_down_delay_matches_the_autoscaler(dev):
 
 def test_report_prints_unknown_as_unknown(prod):
     text = render_cost(estimate(prod), "us-east-2")
-    assert "unknown" in text and "Unknown (no price in infra/facts/prices.py)" in text and "Not estimated" in text
+    assert (
+        "unknown" in text
+        and "Unknown (no price in infra/facts/instances.py and prices.py)" in text
+        and "Not estimated" in text
+    )
     json.dumps(estimate(prod))  # the resources.json section is plain JSON
 
 

@@ -120,7 +120,7 @@ def test_workloads_get_the_placement_from_the_outputs(dev):
 
 
 # --- the idle bill -----------------------------------------------------------------------------
-# The plan's own estimate (offline/report/cost.py over infra/facts/prices.py), idle = every group at minSize.
+# The plan's own estimate (offline/report/cost.py over infra/facts/instances.py and prices.py), idle = every group at minSize.
 
 
 def idle_before_fsx(plan: PlanResult) -> float:

@@ -1,4 +1,4 @@
-"""The cost rule: Trainium groups at maxSize against a ceiling; prices only from infra/facts/prices.py."""
+"""The cost rule: Trainium groups at maxSize against a ceiling; prices only from infra/facts/instances.py and prices.py."""
 
 from __future__ import annotations
 

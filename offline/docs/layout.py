@@ -6,6 +6,7 @@ Rendered into docs/architecture.md by `make docs`, so the page lists exactly the
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 # The Python packages in the order a newcomer meets them from the cluster program's __main__.py.
@@ -39,9 +40,12 @@ OTHER_PATHS = {
 
 
 def summary(path: Path) -> str:
-    """The first line of a module's docstring, or an empty string."""
+    """The first sentence of a module's docstring, or an empty string."""
     docstring = ast.get_docstring(ast.parse(path.read_text(), str(path)))
-    return docstring.strip().splitlines()[0] if docstring else ""
+    if not docstring:
+        return ""
+    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    return re.split(r"(?<=[.:?])\s(?=[A-Z`])", paragraph)[0]
 
 
 def package_summary(package: Path) -> str:

@@ -8,6 +8,7 @@ the outputs' from ``infra/contract.py``. Nothing here is written by hand twice.
 from __future__ import annotations
 
 import json
+import types
 import typing
 from typing import Any, Literal, Optional, get_args, get_origin
 
@@ -47,7 +48,8 @@ SECURE = {
 def _unwrap(annotation: Any) -> tuple[Any, bool, bool]:
     """(inner type, optional?, list?)"""
     optional = False
-    if get_origin(annotation) is typing.Union:
+    # `Optional[X]` and `X | None` are different objects (typing.Union, types.UnionType).
+    if get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         optional, annotation = True, args[0]
     is_list = get_origin(annotation) is list

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     footer = (
         "Ids, ARNs, endpoints and Auto Scaling group names containing 'placeholder' stand in for values AWS "
         "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
-        "offline/plan/fixtures.py and infra/facts/catalog.py, not from AWS."
+        "offline/plan/fixtures.py and infra/facts/instances.py, not from AWS."
     )
     print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
     print(render.summary(shown, region, stand_ins))

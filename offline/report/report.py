@@ -92,7 +92,7 @@ def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
         if bound is not None:
             parts.append(f"  {name}: at most {money(bound)} per run (bounded by its deadlines, see its note)")
     if estimate["unknown"]:
-        parts.append("Unknown (no price in infra/facts/prices.py): " + "; ".join(estimate["unknown"]))
+        parts.append("Unknown (no price in infra/facts/instances.py and prices.py): " + "; ".join(estimate["unknown"]))
     for group, nodes in (estimate.get("concurrentNodes") or {}).items():
         parts.append(f"  all at once: {group} holds {nodes} node(s)")
     parts.append("Not estimated (priced by usage): " + "; ".join(estimate["notEstimated"]))

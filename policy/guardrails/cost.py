@@ -1,6 +1,6 @@
 """Cost: what the Trainium groups cost per hour at their maximum size, against a ceiling.
 
-Prices come only from infra/facts/prices.py. A price the table does not know is reported as unknown,
+Prices come only from infra/facts/instances.py and prices.py. A price the table does not know is reported as unknown,
 never counted as zero. The region is the AWS provider's (``region`` of the node group's
 provider, which the engine fills from ``aws:region``).
 """
@@ -82,7 +82,7 @@ def trainium_hourly_ceiling(args: StackValidationArgs, report: Report) -> None:
     unknown = [c for c in costs if c.hourly_at_max is None]
     for c in unknown:
         report(
-            f"{c.kind} '{c.group}': no list price known for {c.instance_type} in this region (infra/facts/prices.py), so its "
+            f"{c.kind} '{c.group}': no list price known for {c.instance_type} in this region (infra/facts/instances.py and prices.py), so its "
             f"cost at maxSize {c.max_size} is unknown - not counted as zero. Add the price to check it against the ceiling.",
             c.urn,
         )
