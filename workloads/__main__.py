@@ -92,39 +92,41 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
 
     staging = None
     if (staging_layout := layouts.staging(config, cluster)) is not None:
-        s = staging_layout.settings
+        staging_settings = staging_layout.settings
         staging = DataStaging("data-staging", LayoutArgs(staging_layout, tuple(secrets)), opts)
         declared["dataStaging"] = [
             n
             for n, on in (
-                ("stage-wikicorpus", s.wikicorpus),
-                ("stage-redpajama", s.redpajama),
-                ("cmd-shell", s.cmd_shell),
+                ("stage-wikicorpus", staging_settings.wikicorpus),
+                ("stage-redpajama", staging_settings.redpajama),
+                ("cmd-shell", staging_settings.cmd_shell),
             )
             if on
         ]
     after = (staging.wikicorpus,) if staging and staging.wikicorpus else ()
     if (bert_args := layouts.bert_args(config, cluster, after)) is not None:
-        s = bert_args.settings
-        declared["bertPretraining"] = (["bert-precompile"] if s.precompile else []) + ["bert-train"]
+        bert_settings = bert_args.settings
+        declared["bertPretraining"] = (["bert-precompile"] if bert_settings.precompile else []) + ["bert-train"]
         BertPretraining("bert-pretraining", bert_args, opts)
     if (ray_layout := layouts.ray(config, cluster)) is not None:
         RayLlama2("ray-llama2", LayoutArgs(ray_layout), opts)
-        s = ray_layout.settings
-        declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in s.steps]}
-        if "train" in s.steps:
+        ray_settings = ray_layout.settings
+        declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in ray_settings.steps]}
+        if "train" in ray_settings.steps:
             # ray_train_llama2.py runs 10000 steps unless told fewer: the deadline then ends it.
             declared["rayLlama2"]["trainEnds"] = (
-                f"Succeeded after {s.train_steps} steps, or Failed at trainDeadlineSeconds"
-                if s.train_steps
+                f"Succeeded after {ray_settings.train_steps} steps, or Failed at trainDeadlineSeconds"
+                if ray_settings.train_steps
                 else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
                 "that ends Succeeded"
             )
     if (nemo_layout := layouts.nemo(config, cluster)) is not None:
-        s = nemo_layout.settings
+        nemo_settings = nemo_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()
         NemoLlama2("nemo-llama2", LayoutArgs(nemo_layout, after), opts)
-        declared["nemoLlama2"] = (["llama2-compile"] if s.compile else []) + (["llama2-train"] if s.train else [])
+        declared["nemoLlama2"] = (["llama2-compile"] if nemo_settings.compile else []) + (
+            ["llama2-train"] if nemo_settings.train else []
+        )
     if runs := run_directories(bert_args, ray_layout, nemo_layout):
         declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:
@@ -145,7 +147,9 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
         declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}
         if tensorboard.password is not None:
-            declared["tensorboard"]["password"] = pulumi.Output.secret(tensorboard.password)
+            # Annotated: Output's __getattr__ makes it look Awaitable too, so mypy infers no U for secret's Input[U].
+            password: pulumi.Output[str] = pulumi.Output.secret(tensorboard.password)
+            declared["tensorboard"]["password"] = password
     return declared
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from infra.contract import NodeGroup
 from infra.facts.instances import NEURON_INSTANCE_TYPES, AllReduceFloor
@@ -644,4 +645,5 @@ class ClusterCheck(JobChain):
             args.after,
             opts,
         )
-        self.verdict = self.jobs[-1]
+        # check_sequence ends with verdict_job, a batch/v1 Job (a k8s.batch.v1.Job, workloads/kube.py declare).
+        self.verdict: k8s.batch.v1.Job = self.jobs[-1]

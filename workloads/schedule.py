@@ -28,7 +28,7 @@ timeout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -119,7 +119,7 @@ def awaited(obj: Mapping[str, Any]) -> bool:
     return "pulumi.com/waitFor" in annotations or (obj["kind"] == "Job" and obj["apiVersion"] == "batch/v1")
 
 
-def phases(chain: list[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def phases(chain: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The chain's objects grouped by what runs at the same time: an object awaited by `pulumi
     up` ends its phase; one that is not runs beside the next."""
     out: list[list[Mapping[str, Any]]] = [[]]
@@ -221,7 +221,7 @@ def queue_of(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
-def queue_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster: ClusterContract) -> list[str]:
+def queue_problems(chains: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], cluster: ClusterContract) -> list[str]:
     """Workloads whose largest gangs in one capped queue ask together for more than it allows."""
     demand: dict[str, dict[str, dict[str, Decimal]]] = {}  # queue -> workload -> largest gang's cpu/memory
     for workload, workload_chains in chains.items():
@@ -261,7 +261,9 @@ def queue_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster:
     return problems
 
 
-def schedule_problems(chains: Mapping[str, list[list[Mapping[str, Any]]]], cluster: ClusterContract) -> list[str]:
+def schedule_problems(
+    chains: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], cluster: ClusterContract
+) -> list[str]:
     """Every problem of the schedule as a whole; ``chains`` per workload key (layouts.job_chains)."""
     rooms = {g.name: _room(g) for g in cluster.node_groups.values()}
     rooms[SUPPORT] = _support_room(cluster)

@@ -8,6 +8,7 @@ cluster-autoscaler needs to scale it up from zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +133,7 @@ class AcceleratorNodeGroupsArgs:
     vpc_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    node_subnet_by_zone_id: dict[str, pulumi.Input[str]]
+    node_subnet_by_zone_id: Mapping[str, pulumi.Input[str]]
     groups: list[AcceleratorGroupSpec]
     node_groups_after: list[pulumi.Resource]
     """What each node group waits for: what its nodes need to join (EksCluster.node_policies)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -65,8 +66,8 @@ def control_plane_log_group(cluster_name: str) -> str:
 class EksClusterArgs:
     kubernetes_version: str
     vpc_id: pulumi.Input[str]
-    control_plane_subnet_ids: list[pulumi.Input[str]]
-    node_subnet_ids: list[pulumi.Input[str]]
+    control_plane_subnet_ids: Sequence[pulumi.Input[str]]
+    node_subnet_ids: Sequence[pulumi.Input[str]]
     endpoint_access: EndpointAccessConfig
     admin_principal_arns: list[str]
     """Admins that need an access entry (EKS's cluster-creator entry already exists for the creator)."""
@@ -306,6 +307,7 @@ class EksCluster(pulumi.ComponentResource):
         service_account: tuple[str, str],
         managed_policy_name: str,
         depends_on: list[pulumi.Resource],
+        aliases: list[pulumi.Input[str]] | None = None,
         **extra: object,
     ) -> aws.eks.Addon:
         """An add-on whose service account has a Pod Identity role of its own (``name-role_name``)
@@ -323,6 +325,7 @@ class EksCluster(pulumi.ComponentResource):
             args,
             addon,
             [*depends_on, *permissions],
+            aliases,
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=service_account[1])
             ],

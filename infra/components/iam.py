@@ -82,7 +82,7 @@ def pod_identity_role(
     service_account: tuple[str, str],
     description: str,
     parent: pulumi.Resource,
-    inline_policy: str | None = None,
+    inline_policy: pulumi.Input[str] | None = None,
     managed_policy_arns: tuple[str, ...] = (),
     associate_in: pulumi.Input[str] | None = None,
     depends_on: list[pulumi.Resource] | None = None,

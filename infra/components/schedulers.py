@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +122,8 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.R
     yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
     contend with the manifest for the atomic `args` list on every refresh or upgrade.
     """
-    props = args.props
+    # A manifest object's props arrive as plain values (``Inputs`` also admits Outputs and awaitables).
+    props: Mapping[str, Any] = args.props
     if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
         return None
     spec = copy.deepcopy(dict(props["spec"]))

@@ -110,7 +110,9 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     # --- look-ups -------------------------------------------------------------------------
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+    def call(  # type: ignore[override]  # pulumi's stub omits the bare dict MockMonitor.Invoke also takes
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> dict[str, Any] | tuple[dict[str, Any], list[tuple[str, str]]]:
         token, a = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = fixtures.ZONES.get(self.region, [])
@@ -216,8 +218,8 @@ class CloudMocks(pulumi.runtime.Mocks):
             groups = self.existing_cluster.node_groups if self.existing_cluster else {}
             return {"id": a["clusterName"], "clusterName": a["clusterName"], "names": sorted(groups)}
         if token == "aws:eks/getNodeGroup:getNodeGroup":
-            groups = self.existing_cluster.node_groups if self.existing_cluster else {}
-            if a["nodeGroupName"] not in groups:
+            cluster = self.existing_cluster
+            if cluster is None or a["nodeGroupName"] not in cluster.node_groups:
                 return {}, [
                     ("nodeGroupName", "reading EKS Node Group: ResourceNotFoundException: couldn't find resource")
                 ]
@@ -225,10 +227,10 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "id": f"{a['clusterName']}:{a['nodeGroupName']}",
                 "clusterName": a["clusterName"],
                 "nodeGroupName": a["nodeGroupName"],
-                "version": groups[a["nodeGroupName"]],
+                "version": cluster.node_groups[a["nodeGroupName"]],
                 "scalingConfigs": [
                     {
-                        "desiredSize": self.existing_cluster.node_group_sizes.get(a["nodeGroupName"], 0),
+                        "desiredSize": cluster.node_group_sizes.get(a["nodeGroupName"], 0),
                         "minSize": 0,
                         "maxSize": 1,
                     }

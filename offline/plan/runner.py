@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import runpy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def encrypted_keys(project_dir: Path, stack: str) -> list[str]:
 
 
 def offline_answered(
-    error: ConfigError, misses: list[tuple[str, str]], answered: list[tuple[str, str]] = ()
+    error: ConfigError, misses: Sequence[tuple[str, str]], answered: Sequence[tuple[str, str]] = ()
 ) -> ConfigError:
     """``error`` with a note on each refusal that rests on an offline table: a look-up the tables
     could not answer (``misses``: "not offered" means "not in offline/plan/fixtures.py"), or one they
@@ -169,9 +170,12 @@ def run_program(
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
+    def program() -> None:
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")))
+        _sync_await(run_pulumi_func(program))
     except ConfigError as error:
         raise offline_answered(error, mocks.misses, mocks.answered) from None
     finally:
@@ -179,12 +183,12 @@ def run_program(
 
     root = settings.get_root_resource()
     outputs: dict[str, Any] = {}
-    secrets: set[str] = set()
+    secret_outputs: set[str] = set()
     for key, value in getattr(root, "outputs", {}).items():
         output = pulumi.Output.from_input(value)
         outputs[key] = _sync_await(output.future())
         if _sync_await(output.is_secret()):
-            secrets.add(key)
+            secret_outputs.add(key)
     # Registration order is asynchronous; URN order is stable and groups children under components.
     registrations = sorted(monitor.registrations, key=lambda r: r.urn)
-    return PlanResult(project, stack, registrations, outputs, secrets)
+    return PlanResult(project, stack, registrations, outputs, secret_outputs)

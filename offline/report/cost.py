@@ -190,7 +190,8 @@ def _dearest_on_demand(types: list[str], region: str) -> tuple[float | None, str
     """The hourly on-demand price of the dearest of ``types`` (several types: the estimate never
     under-states), None unless every one is known; and the source of the first one's price."""
     found = [instance_hourly(region, t) for t in types]
-    unit = None if not found or any(p is None for p in found) else max(p.usd for p in found)
+    known = [p for p in found if p is not None]
+    unit = max(p.usd for p in known) if found and len(known) == len(found) else None
     return unit, found[0].source if found and found[0] is not None else ""
 
 

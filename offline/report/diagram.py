@@ -229,9 +229,9 @@ def _software(resources: list[dict[str, Any]], outputs: dict[str, Any]) -> list[
         by_namespace["EKS add-ons"].append(addon["inputs"].get("addonName", addon["name"]))
     # pulumi-eks installs these two itself, before any node, from the cluster's own inputs.
     for cluster in (r for t in T_CLUSTERS for r in _of(resources, t)):
-        for option, addon in (("vpcCniOptions", "vpc-cni"), ("kubeProxyAddonOptions", "kube-proxy")):
+        for option, addon_name in (("vpcCniOptions", "vpc-cni"), ("kubeProxyAddonOptions", "kube-proxy")):
             if cluster["inputs"].get(option):
-                by_namespace["EKS add-ons"].append(addon)
+                by_namespace["EKS add-ons"].append(addon_name)
     for release in _of(resources, T_RELEASE):
         chart = release["inputs"].get("chart", release["name"]).rsplit("/", 1)[-1]
         by_namespace[release["inputs"].get("namespace", "default")].append(

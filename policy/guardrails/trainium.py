@@ -186,16 +186,17 @@ def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) 
                     g.group.urn,
                 )
     for k in karpenter_groups(args.resources):
-        zones = k.requirement("topology.k8s.aws/zone-id")
-        if len(zones) != 1:
+        pool_zones = k.requirement("topology.k8s.aws/zone-id")
+        if len(pool_zones) != 1:
             report(
                 f"NodePool '{k.pool.name}' is not pinned to one zone id (topology.k8s.aws/zone-id In [one zone]): its "
                 "nodes, placement group and the file system must share a zone.",
                 k.pool.urn,
             )
-        elif offered.get(k.instance_type) is not None and zones[0] not in offered[k.instance_type]:
+        elif offered.get(k.instance_type) is not None and pool_zones[0] not in offered[k.instance_type]:
             report(
-                f"NodePool '{k.pool.name}' is in zone {zones[0]}, which does not offer {k.instance_type}.", k.pool.urn
+                f"NodePool '{k.pool.name}' is in zone {pool_zones[0]}, which does not offer {k.instance_type}.",
+                k.pool.urn,
             )
 
 
