@@ -99,8 +99,8 @@ def scanned_objects(result: PlanResult) -> Iterator[dict[str, Any]]:
 def render(results: Iterable[PlanResult], out: Path) -> Path:
     """One file per scanned object, a folder per project and stack. JSON, which checkov 3.3.30
     takes as it takes YAML (checkov/kubernetes/parser/parser.py: .yaml/.yml and .json, the same
-    definitions and graph): its pure-Python loader reads JSON text faster, a tenth of the scan's
-    time, and the findings are the same. (k8_json.py rewrites a raw `}{` to `},{`: json.dumps with
+    definitions and graph): its pure-Python loader reads JSON text faster than YAML, and the
+    findings are the same. (k8_json.py rewrites a raw `}{` to `},{`: json.dumps with
     an indent puts one only inside a string value, and none of the objects has one.)"""
     for result in results:
         folder = out / result.project / result.stack

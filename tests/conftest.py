@@ -108,8 +108,8 @@ def run_workloads(
     return _remembered_run(WORKLOADS_DIR, "dev", config, stack_references=references, secrets=secrets)
 
 
-# Tests of one worker that plan the same configuration share one run (a program run is a tenth of
-# a second or more; a dozen were repeats). Only successful runs are kept: a refusal is raised anew
+# Tests of one worker that plan the same configuration share one run: many tests plan the same few
+# configurations. Only successful runs are kept: a refusal is raised anew
 # each time. Callers only read a PlanResult.
 _RUNS: dict[str, PlanResult] = {}
 

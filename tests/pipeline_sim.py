@@ -172,7 +172,7 @@ class Account:
     def policy_of(self, arn: str) -> dict[str, Any]:
         """The role's inline policies as one document, plus the part of an attached ReadOnlyAccess
         that matters here: s3:Get* and s3:List* on every bucket (AWS managed policy reference,
-        ReadOnlyAccess; review 2026-11-24 ops A1). It grants no kms:Decrypt and no writes."""
+        ReadOnlyAccess). It grants no kms:Decrypt and no writes."""
         plan, role = self.role(arn)
         statements = []
         for p in plan.of_type("aws:iam/rolePolicy:RolePolicy"):

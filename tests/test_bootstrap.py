@@ -249,7 +249,7 @@ def test_outputs_are_the_repository_variables_the_workflows_read(boot_dev: PlanR
             "trainium-bootstrap:deploySessionHours = 'true': Input should be a valid integer",
         ),
         # The workload jobs assume the deploy role for 21600 s; a shorter MaxSessionDuration
-        # makes STS refuse them at configure-aws-credentials (review 2, B4).
+        # makes STS refuse them at configure-aws-credentials.
         (
             {"deploySessionHours": 5},
             "trainium-bootstrap:deploySessionHours = '5': Input should be greater than or equal to 6",
@@ -667,7 +667,7 @@ def test_the_bootstrap_stack_has_a_secrets_provider_of_its_own(boot_dev: PlanRes
 
 @pytest.mark.parametrize("name", ["github-preview-dev-state", "github-deploy-dev-policy"])
 def test_in_one_account_no_role_of_dev_reads_any_version_of_prods_state(one_account, name) -> None:
-    # Review 2026-11-24 A2: denying s3:GetObject alone left GetObjectVersion (ReadOnlyAccess's
+    # Denying s3:GetObject alone would leave GetObjectVersion (ReadOnlyAccess's
     # s3:Get*) open on prod's earlier checkpoints, decrypted by the shared state key.
     policy = _policy(one_account, name)
     policy = with_read_only_access(policy) if "preview" in name else policy

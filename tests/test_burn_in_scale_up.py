@@ -198,8 +198,8 @@ def test_cluster_autoscalers_template_from_zero_leaves_the_training_pods_room(de
 
 
 def test_the_simulation_catches_a_burn_in_selected_by_template_labels(dev):
-    """The check above fails for the DaemonSet the reviews found (selecting on the group label and
-    the absent result label only), so it is not vacuous."""
+    """The check above fails for a DaemonSet that selects on the group label and the absent
+    result label only, so it is not vacuous."""
     target = burn_in_objects.BurnInTarget("trn1-32xl-ng1", "trn1.32xlarge", 16, 32, 8, None)
     old = burn_in_objects.daemon_set(target)["spec"]["template"]["spec"]
     term = old["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]

@@ -1,4 +1,4 @@
-"""Issue 13: the cluster acceptance test (`clusterCheck`), rendered and run.
+"""The cluster acceptance test (`clusterCheck`), rendered and run.
 
 The rendered objects are checked against the cluster stack's outputs (counts, selectors,
 tolerations), the tools' documented flags and output formats (aws-neuron/aws-neuron-sdk v2.20.2,
@@ -26,7 +26,7 @@ from offline.plan.runner import PlanResult
 from tests.checkov_scan import (
     kubernetes_objects,
     pod_templates,
-)  # kubernetes_objects: offline.plan.command, offline.report.plan_output after the plan-speed work
+)  # kubernetes_objects: offline/report/plan_output.py's
 from tests.test_workloads import manifest
 from workloads import cluster_check
 
@@ -276,7 +276,7 @@ def inf2(outputs: dict[str, Any]) -> None:
 
 
 # No floor set: a one-node check runs no all-reduce, so checks.py asks for none (it requires one
-# only from two nodes) and the program must not need one either (it used to assert one existed).
+# only from two nodes) and the program must not need one either.
 @pytest.mark.parametrize("group, edit", [("trn1-2xl", no_efa), ("inf2", inf2), ("trn2", trn2)])
 def test_one_node_is_checked_alone_without_a_floor(workloads_with, group, edit) -> None:
     result = workloads_with(cluster=edit, clusterCheck={"nodeGroup": group, "nodes": 1})
@@ -576,7 +576,7 @@ def test_a_healthy_node_proves_the_training_posture(tmp_path: Path) -> None:
             "FAIL  EFA transfer under RuntimeDefault seccomp (fi_pingpong): fi_mr_reg(): Cannot allocate memory",
         ),
         ({"imds_answers": True}, "FAIL  instance metadata: this pod got an IMDSv2 token"),
-        # Review 20 F2: the trust conditions refuse the agent; the agent's EKS Auth error is shown.
+        # The trust conditions refuse the agent; the agent's EKS Auth error is shown.
         (
             {"pod_identity": "/denied"},
             "FAIL  Pod Identity credentials for default/training: HTTP 400: [0f1e] (AccessDeniedException): "
@@ -603,7 +603,7 @@ def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: 
 
 
 def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: PlanResult) -> None:
-    """Issue 20, point 4: the per-node pod is a BERT worker's posture, the all-reduce workers a NeMo
+    """The per-node pod is a BERT worker's posture, the all-reduce workers a NeMo
     MPI worker's (sshd's capabilities), both from workloads/pods.py training_pod/training_container:
     pod security context, token, container context (capabilities, escalation), device limits."""
 
@@ -632,7 +632,7 @@ def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: Pla
 
 
 def test_neuron_ls_and_the_device_files_must_agree(tmp_path: Path) -> None:
-    # Review C6: neuron-ls (aws-neuron-sdk v2.20.2 neuron-ls.rst) has no machine-readable output, so
+    # neuron-ls (aws-neuron-sdk v2.20.2 neuron-ls.rst) has no machine-readable output, so
     # its table is parsed; the device files the device plugin hands the container are a second
     # count that does not depend on that table's layout.
     run = run_node_script(tmp_path, devices=16, efa_domains=8, device_files=15)
@@ -641,7 +641,7 @@ def test_neuron_ls_and_the_device_files_must_agree(tmp_path: Path) -> None:
     assert "FAIL  Neuron device files (/dev/neuron*): expected 16, seen 15" in run.stdout.replace(
         str(tmp_path / "dev"), "/dev"
     )
-    assert "info  hugepages-2Mi reserved on the node: " in run.stdout  # C4: reported, not judged
+    assert "info  hugepages-2Mi reserved on the node: " in run.stdout  # reported, not judged
 
 
 def test_a_node_missing_a_device_or_an_interface_fails(tmp_path: Path) -> None:
@@ -912,7 +912,7 @@ def test_a_job_without_its_uid_fails_at_once(tmp_path: Path) -> None:
 
 
 def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) -> None:
-    # Review C6. cluster-autoscaler v1.34.2 (chart 9.53.0's, infra/facts/versions.py) cluster-autoscaler/FAQ.md
+    # cluster-autoscaler v1.34.2 (chart 9.53.0's, infra/facts/versions.py) cluster-autoscaler/FAQ.md
     # l.111-115: a pod annotated "cluster-autoscaler.kubernetes.io/safe-to-evict": "false" keeps its node
     # from scale-down. The check's pods request 4 CPU / 16Gi of a 128-CPU node, so without it their nodes
     # look underused and a running check could be evicted.
@@ -934,7 +934,7 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
 
 
 def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
-    # Review C2: the kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
+    # The kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
     # cluster stack's allocatable (infra/specs/system_capacity.py) is an estimate the schedule check trusts.
     from infra.contract import NodeGroup
 
@@ -970,7 +970,7 @@ def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatabl
 
 
 def test_the_per_node_stage_is_scheduled_by_volcano_as_one_gang_when_volcano_is_on(workloads_dev) -> None:
-    # Review C3: with the default scheduler beside Volcano on one Trainium group, two schedulers could bind
+    # With the default scheduler beside Volcano on one Trainium group, two schedulers could bind
     # to one free node at once and the kubelet would refuse one pod (backoffLimit 0 fails the check).
     # volcano v1.15.1 pkg/controllers/podgroup: a pod with schedulerName volcano and no group gets
     # podgroup-<owner uid> (staging/src/volcano.sh/apis/pkg/apis/helpers/helpers.go l.193-207), minMember

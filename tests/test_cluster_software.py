@@ -1,4 +1,4 @@
-"""Cluster software (issue 3) as declared under the offline mocks."""
+"""Cluster software as declared under the offline mocks."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ def test_core_node_group(dev):
     core = dev.named("cluster-core").inputs
     assert core["amiType"] == "AL2023_x86_64_STANDARD"
     assert core["capacityType"] == "ON_DEMAND"
-    # Issue 13: system pods only, on two small nodes (tests/test_node_layout.py checks they fit).
+    # System pods only, on two small nodes (tests/test_node_layout.py checks they fit).
     assert core["instanceTypes"] == ["m6i.large"]
     assert core["scalingConfig"] == {"minSize": 2, "desiredSize": 2, "maxSize": 3}
     assert core["labels"] == {"role": "core"}

@@ -1,4 +1,4 @@
-"""Issue 13: one Neuron compile cache on FSx (`/neuron_cache`) for BERT, Ray and NeMo, laid out so
+"""One Neuron compile cache on FSx (`/neuron_cache`) for BERT, Ray and NeMo, laid out so
 precompile populates what training reads (see workloads/compile_cache.py for the sources).
 
 Ray's and NeMo's training code hard-codes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache

@@ -416,7 +416,7 @@ def test_data_buckets_are_names():
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        # An empty string used to crash with a JSON decoding traceback.
+        # An empty string is refused by key, not with a JSON decoding traceback.
         ("network", "", "trainium-eks:network = '': Input should be a valid dictionary"),
         ("clusterName", "", "trainium-eks:clusterName = '': String should have at least 1 character"),
         (

@@ -32,7 +32,7 @@ def line(result, item):
 
 def test_dev_by_hand(dev):
     result = estimate(dev)
-    # idle (system 2 x m6i.large, job-support 0, Trainium 0; issue 13's node layout):
+    # idle (system 2 x m6i.large, job-support 0, Trainium 0):
     #   control plane 0.10 + core 2 x 0.096 = 0.192 + core roots 2 x 50 GiB x 0.08 / 730 = 0.010959
     #   + NAT 0.045 + its Elastic IP 0.005 + FSx 1200 GiB x 0.145 / 730 = 0.238356   => 0.591315 /h
     assert result["hourly"]["idle"] == pytest.approx(0.591315, abs=1e-4)

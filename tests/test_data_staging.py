@@ -108,7 +108,7 @@ def test_links_into_a_dead_pods_cache_and_stale_locks_are_cleared(pod) -> None:
 
 
 def test_the_gated_tokenizer_download_passes_the_token_as_transformers_4_31_takes_it() -> None:
-    # C8 of the 2026-11-24 review. transformers v4.31.0 (the NeMo image's, neuronx-nemo-megatron
+    # transformers v4.31.0 (the NeMo image's, neuronx-nemo-megatron
     # requirements.txt) src/transformers/models/auto/tokenization_auto.py: from_pretrained calls
     # get_tokenizer_config(name, **kwargs), whose parameter is use_auth_token; a token= kwarg stays
     # in its **kwargs and cached_file is called with use_auth_token=None, so the gated

@@ -245,7 +245,7 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
         "pulumi preview trainium-workloads/prod",
         "approval requested: cluster-prod (prod)",
         "pulumi up trainium-eks/prod",
-        # Review B3: the workload preview reviewers read before the second approval is made against
+        # The workload preview reviewers read before the second approval is made against
         # the prod cluster just deployed.
         "pulumi preview trainium-workloads/prod",
         "approval requested: workloads-prod (prod)",
@@ -456,7 +456,7 @@ def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two)
         ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
         ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
     ]
-    # Review B3: the second prod workload preview, the one workloads-prod's reviewers read, comes
+    # The second prod workload preview, the one workloads-prod's reviewers read, comes
     # after prod's cluster took c2's maxSize, and before the approval.
     log = [line.strip().split(" @ ")[0] for line in day_two["log2"]]
     cluster_up = log.index("pulumi up trainium-eks/prod")
@@ -464,7 +464,7 @@ def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two)
     assert cluster_up < last_preview < log.index("approval requested: workloads-prod (prod)")
 
 
-# --- a workload stack that can never finish (review 2026-11-24 workloads, A1) -------------------------
+# --- a workload stack that can never finish ---------------------------------------------------
 
 
 def _a1_world() -> tuple[Pipeline, Account, Commit]:
@@ -514,7 +514,7 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
             )
         },
     )
-    # The workload program itself now refuses the pair before declaring anything (workloads/schedule.py).
+    # The workload program itself refuses the pair before declaring anything (workloads/schedule.py).
     refusal = "need 6 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)"
     with pytest.raises(sim.StepFailed, match=re.escape(refusal)):
         laptop_up(pipeline, account, dev, WORKLOADS, "dev")
@@ -589,7 +589,7 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
     marker = len(pipeline.log)
     approvals: list[tuple[str, str]] = []
     late_run = merge(pipeline, c2, approvals)
-    # Review C1: prod's preview finds prod's cluster at c3 already; the prod jobs behind it are
+    # Prod's preview finds prod's cluster at c3 already; the prod jobs behind it are
     # skipped, so nobody is asked to approve a run that would update nothing, and its summary says why.
     assert statuses(late_run) == {
         "test": "success",
@@ -639,7 +639,7 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
         )
 
 
-# --- a failed job and its retry; drift beside a pending deploy (review B4, B2) ----------------------
+# --- a failed job and its retry; drift beside a pending deploy -----------------------------------
 
 
 def _max_size(env: str, size: int):
@@ -742,7 +742,7 @@ def drift(pipeline: Pipeline, commit: Commit) -> dict[str, dict[str, str]]:
 
 
 def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deploy_not_drift() -> None:
-    # Review B2: c2 has reached dev and waits for prod's approval when the daily check runs on
+    # c2 has reached dev and waits for prod's approval when the daily check runs on
     # main (c2). Each stack is checked at the commit it was last deployed from (`git.head` of
     # its last update, as `pulumi stack history --json` prints it, pulumi/pulumi v3.259.0
     # pkg/cmd/pulumi/metadata/metadata.go addGitCommitMetadata): dev at c2, prod at c1 with main
@@ -759,7 +759,7 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
     env = {"PULUMI_BACKEND_URL": backend.url, "WORK_DIR": "./", "STACK": "prod"}
 
     def main_head_check() -> str:
-        """The other side: what the check used to do, main's HEAD (c2) against prod's state."""
+        """The other side: main's HEAD (c2) checked against prod's state, as a check of main would."""
         ctx = sim.JobContext(
             pipeline,
             {},

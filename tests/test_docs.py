@@ -153,7 +153,7 @@ def test_workload_picture_attaches_jobs_to_queue_claim_and_node_group(dev, workl
     assert "w_Job_bert_train --> g_trn1_32xl_ng1" in text and "w_Job_bert_train --> q_test" in text
     assert "w_Job_bert_train --> c_fsx_claim" in text
     assert "w_RayJob_llama2_pretraining_job --> g_trn1n_32xl_ng" in text
-    assert "w_RayJob_llama2_pretraining_job --> g_job_support" in text  # the head (issue 13: job-support group)
+    assert "w_RayJob_llama2_pretraining_job --> g_job_support" in text  # the head, on the job-support group
     assert "w_RayJob_llama2_pretraining_job --> q_llama2_training_queue" in text
     assert "w_MPIJob_cluster_check_allreduce --> g_trn1_32xl_ng1" in text
     assert (
@@ -246,8 +246,8 @@ def test_the_readme_cost_box_is_generated_from_the_plan(plans, dev):
 
 
 def test_the_offline_tables_coverage_is_generated_from_them():
-    # docs/offline-plan.md once said "Kubernetes 1.33 and 1.34" while the tables had 1.35 (review C3);
-    # the sentence is now a generated block, which test_generated_files_are_fresh keeps current.
+    # docs/offline-plan.md says what the tables cover in a generated block, which
+    # test_generated_files_are_fresh keeps current, and in no hand-written list of versions beside it.
     from offline.plan import fixtures
 
     text = generate.offline_tables()

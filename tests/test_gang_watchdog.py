@@ -38,13 +38,13 @@ def vcjob(phase: str, conditions: dict[str, float], bound: int | None = 2700) ->
 
 
 def test_a_running_volcano_job_is_never_ended_however_long_after() -> None:
-    # B1: volcano v1.15.1 pkg/controllers/job/job_controller_handler.go addPod (l.142-200) sends
-    # PodPendingEvent for a Running pod when the controller restarts, which armed the PodPending
-    # policy's TerminateJob 45 minutes later. The watchdog reads the job's phase instead: Running
+    # volcano v1.15.1 pkg/controllers/job/job_controller_handler.go addPod (l.142-200) sends
+    # PodPendingEvent for a Running pod when the controller restarts, which would arm the
+    # PodPending policy's TerminateJob 45 minutes later. The watchdog reads the job's phase instead: Running
     # stays Running whatever the controller re-lists.
     job = vcjob("Running", {"Pending": T0, "Running": T0 + 600})
     assert not loop.volcano_overdue(job, T0 + 10 * 86400)
-    # ... and PodPending is no longer among the task's policies.
+    # ... and PodPending is not among the task's policies.
     assert all(p.get("event") != "PodPending" for p in bert.task_policies())
 
 
@@ -78,7 +78,7 @@ def mpijob(conditions: dict[str, str], suspend: bool = False) -> dict[str, Any]:
 
 
 def test_an_mpijob_that_never_runs_is_suspended_and_a_running_one_is_not() -> None:
-    # B5: kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go (l.105-134) gives Volcano no schedule
+    # kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go (l.105-134) gives Volcano no schedule
     # timeout; suspend deletes the workers (mpi_job_controller.go l.711-724).
     assert loop.mpijob_overdue(mpijob({"Created": "True"}), T0 + 2701)
     assert not loop.mpijob_overdue(mpijob({"Created": "True"}), T0 + 2700)

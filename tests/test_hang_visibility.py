@@ -1,4 +1,4 @@
-"""Issue 22 requirement 3: a hung run ended by its liveness probe is visible as a metric, on the
+"""A hung run ended by its liveness probe is visible as a metric, on the
 dashboard and as an alarm state, not only in `kubectl describe`.
 
 Which metrics and dimension sets exist is taken from the agent the add-on runs, not from memory:

@@ -62,7 +62,7 @@ def test_build_commands_push_each_image_to_its_repository_with_the_pinned_tag(de
     planned = commands(repositories, versions.TRAINING_IMAGE_TAG, record=True)
     assert planned[0][2].startswith("aws ecr get-login-password --region us-west-2 | docker login")
     pushes = [c[2] for c in planned if c[:2] == ["docker", "push"]]
-    # After each push, what the image resolved goes back into its constraints.txt (review B8).
+    # After each push, what the image resolved goes back into its constraints.txt.
     records = [c[2] for c in planned if c[:2] == ["sh", "-c"] and "pip-constraints.txt" in c[2]]
     assert len(records) == len(BUILD_ARGS)
     assert all(
@@ -117,7 +117,7 @@ def test_the_tokenizer_pins_are_a_commit_and_a_sha256() -> None:
 
 @pytest.mark.parametrize("image", sorted(DOCKERFILES))
 def test_every_pip_install_resolves_within_the_images_constraints(image: str) -> None:
-    # Review B8: pip reads PIP_CONSTRAINT as --constraint (pip's option-from-environment rule), and
+    # pip reads PIP_CONSTRAINT as --constraint (pip's option-from-environment rule), and
     # a Dockerfile ARG is in the environment of every later RUN of the build, not of the image.
     steps = instructions(DOCKERFILES[image])
     keywords = [k for k, _ in steps]
@@ -157,7 +157,7 @@ def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
 
 
 def test_images_refuse_to_build_from_constraints_that_pin_nothing(dev, monkeypatch, tmp_path, capsys) -> None:
-    # Review C4: the shipped docker/*/constraints.txt are comments only, so a build resolves whatever pip
+    # The shipped docker/*/constraints.txt are comments only, so a build resolves whatever pip
     # finds that day. `make images` refuses unless told to record what it resolved.
     import tools.push_images as push
 

@@ -238,7 +238,7 @@ def test_a_new_type_is_one_row(tmp_path):
         shutil.copytree(REPO_ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     table = tmp_path / "infra" / "facts" / "instances.py"
     source = table.read_text()
-    anchor = '        _neuron("inf2.xlarge",'
+    anchor = '        _neuron(\n            "inf2.xlarge",'
     assert source.count(anchor) == 1
     table.write_text(source.replace(anchor, _NEW_ROW + anchor))
     # PYTHONPATH puts the copy ahead of this checkout: the editable install's finder (written by

@@ -1,4 +1,4 @@
-"""Issue 13: jobs' CPU pods go to the job-support group the cluster exports (idle at zero), the
+"""Jobs' CPU pods go to the job-support group the cluster exports (idle at zero), the
 always-on services to the system nodes; nothing is hard-coded in the workload stack."""
 
 from __future__ import annotations

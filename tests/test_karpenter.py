@@ -1,4 +1,5 @@
-"""nodeProvisioner: karpenter (issue 23): the setting, the install, the NodePools and EC2NodeClasses.
+"""The karpenter node provisioner (`nodeProvisioner: karpenter`): the setting, the install, the
+NodePools and EC2NodeClasses.
 
 Upstream read for these tests, at the pinned versions:
 - aws/karpenter-provider-aws v1.14.0: pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml and
@@ -634,7 +635,7 @@ def test_duration_seconds_reads_the_crd_pattern_only():
 
 
 def test_deleting_a_nodepool_waits_for_its_nodes_and_what_they_use_outlives_them(karp):
-    """Finding 4 of the issue-23 review. The NodePool has no finalizer of its own, but each NodeClaim
+    """The NodePool has no finalizer of its own, but each NodeClaim
     carries an ownerReference with blockOwnerDeletion (kubernetes-sigs/karpenter v1.14.0 pkg/controllers/
     provisioning/scheduling/nodeclaimtemplate.go) and the termination finalizer, and pulumi-kubernetes
     deletes in the foreground (v4.32.0 provider/pkg/await/await.go), so the NodePool goes only after
@@ -952,10 +953,10 @@ def test_the_hourly_ceiling_counts_nodepools_at_their_node_limit(karp):
 
 
 def test_pods_select_a_group_without_the_provisioner_label():
-    """Finding 3 of the issue-23 review: training pods that selected `provisioner: <nodeProvisioner>`
-    stayed Pending after a switch (the new provisioner's nodes carry the other value) until every
-    workload stack was re-run. The selector leaves out only the stack's own value; a group's label
-    of the same key with a value of its own still tells groups apart."""
+    """Training pods that selected `provisioner: <nodeProvisioner>` would stay Pending after a switch
+    (the new provisioner's nodes carry the other value) until every workload stack was re-run. The
+    selector leaves out only the stack's own value; a group's label of the same key with a value of
+    its own still tells groups apart."""
     from infra.contract import NodeGroup
 
     def group(provisioner: str) -> NodeGroup:

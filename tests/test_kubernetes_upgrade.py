@@ -112,14 +112,14 @@ def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys
     assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "EKS would refuse this change against main (0123abcd):" in err
-    # Offline, 1.34 is what the base revision declares, not what a cluster runs (review C2).
+    # Offline, 1.34 is what the base revision declares, not what a cluster runs.
     assert "kubernetesVersion = '1.36': the base revision declares 1.34 and EKS upgrades one minor" in err
     assert "the cluster runs" not in err
 
 
 def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
     # So `make plan BASE=` of a skipped minor plans both revisions and reaches the version-change
-    # refusal, instead of stopping at the offline add-on table (review C1). They are stand-ins,
+    # refusal, instead of stopping at the offline add-on table. They are stand-ins,
     # said so beside the table (offline/plan/fixtures.py) and in docs/offline-plan.md.
     from infra.facts import versions
     from offline.plan import fixtures

@@ -1,4 +1,4 @@
-"""The Makefile as a newcomer meets it (issue 19, point 5): `make help` from the Makefile's own
+"""The Makefile as a newcomer meets it: `make help` from the Makefile's own
 `##` comments, exit codes that survive GNU make, and a missing tool named instead of a traceback."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
         [str(REPO_ROOT / "bin" / "plan"), "--stack", "nosuch"], capture_output=True, text=True, timeout=300
     )
     assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in bad.stderr
-    # ... and names the stacks there are (review C6).
+    # ... and names the stacks there are.
     assert "; the stacks here: dev, prod (make plan STACK=<stack>)" in bad.stderr
 
 
@@ -132,7 +132,7 @@ def test_the_license_is_apache_2():
 
 def test_no_page_says_make_plan_exits_3():
     # GNU make exits 2 whatever the recipe returned (GNU make manual, "How to Run make": "The exit
-    # status of make is always one of three values"): 3 is bin/plan's code, never `make plan`'s (B2).
+    # status of make is always one of three values"): 3 is bin/plan's code, never `make plan`'s.
     # Every paragraph that gives the code 3 says whose it is (bin/plan) or links the exit codes.
     pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
     unqualified = [

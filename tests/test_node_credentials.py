@@ -1,4 +1,4 @@
-"""No workload pod can obtain the node's credentials (issue 20, point 1): one metadata hop on every
+"""No workload pod can obtain the node's credentials: one metadata hop on every
 launch template, a node role without the VPC CNI's or Session Manager's permissions, and a
 NetworkPolicy wall around 169.254.169.254 in every training namespace. And what each component
 that runs on the nodes does with the instance metadata service, read from its pinned source."""

@@ -744,7 +744,7 @@ def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
 
 
 def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in_runs():
-    """Review 22-nodes F3: the burn-in's nccom-test needs a runtime the node's driver works with, or
+    """The burn-in's nccom-test needs a runtime the node's driver works with, or
     every new node fails its burn-in; the table checks its DLC on groups with burnIn."""
     from infra.config.errors import ConfigError
     from infra.facts import neuron

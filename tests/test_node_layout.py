@@ -1,4 +1,4 @@
-"""Issue 13, idle cost: small always-on system nodes, a job-support CPU group that scales from
+"""Idle cost: small always-on system nodes, a job-support CPU group that scales from
 zero, and the idle bill under $0.50/h in dev before FSx.
 
 The figures the checks use carry their sources in infra/specs/system_capacity.py and infra/facts/prices.py;

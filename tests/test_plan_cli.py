@@ -111,7 +111,7 @@ def test_plan_writes_resources_json(planned_dev):
     bert = yaml.safe_load((workloads / "job-default-bert-train.yaml").read_text())
     assert (bert["apiVersion"], bert["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     assert "Offline plan of trainium-workloads / dev" in printed
-    # Both stacks' documents carry the estimate in the shape other tools read (issue 12).
+    # Both stacks' documents carry the estimate in the shape other tools read.
     assert set(document["cost"]) >= {"currency", "hourly", "monthly", "lines", "unknown"}
     assert set(document["cost"]["hourly"]) == {"idle", "configured", "fullScale"}
     work = json.loads((tmp_path / "trainium-workloads" / "dev" / "resources.json").read_text())
@@ -215,7 +215,7 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
 
 def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_path, capsys):
     # Every stack is planned before anything is written, so a refusal leaves the previous plan's
-    # files as they were (never half new); the refusal says so, lest they be read as this one's (C11).
+    # files as they were (never half new); the refusal says so, lest they be read as this one's.
     project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2

@@ -397,9 +397,8 @@ def test_other_replacements_follow_the_provider_source(type_, path, old, new, re
 
 
 def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
-    # Review B4: `make plan BASE=` printed lines up to 274 characters with full type tokens. It now
-    # reads like the plan table (offline/report/render.py): display types, 120 columns, long values wrapped
-    # under their path; diff.md (the PR comment) keeps each value whole.
+    # `make plan BASE=` reads like the plan table (offline/report/render.py): display types, 120 columns,
+    # long values wrapped under their path; diff.md (the PR comment) keeps each value whole.
     from offline.report import render
 
     long_name = "cluster-eks-" + "x" * 120
@@ -428,7 +427,7 @@ def test_the_diff_fits_120_columns_and_diff_md_keeps_the_values_whole():
     assert '\\"s3:Action19\\"]' in flat and "… (+52 characters)" in flat  # 650 characters and its quotes
     markdown = compare.render_markdown([d], "main")
     assert huge in markdown and json.dumps(policy) in markdown
-    # The other side: the old rendering (full tokens, one line per path) would not fit.
+    # The other side: full type tokens and one line per path would not fit.
     assert len(f"       userData: {json.dumps(huge)}") > render.WIDTH
 
 

@@ -1,5 +1,5 @@
-"""`make plan` prints like `pulumi preview`, in 120 columns, and ends with a summary (issue 19,
-point 3). The rendering is offline/report/render.py, tested on the session's plans (no extra runs)."""
+"""`make plan` prints like `pulumi preview`, in 120 columns, and ends with a summary. The
+rendering is offline/report/render.py, tested on the session's plans (no extra runs)."""
 
 from __future__ import annotations
 
@@ -121,8 +121,7 @@ def test_the_closing_summary_says_what_where_and_how_much(dev_parts, tmp_path):
 
 
 def test_an_unknown_total_reads_as_a_floor(prod, tmp_path):
-    # Prod's cluster has a line without a price (review C9 read "cluster idle unknown (priced lines:
-    # $0.554)/h"): the summary gives the priced lines' sum as what it is, a floor.
+    # Prod's cluster has a line without a price: the summary gives the priced lines' sum as what it is, a floor.
     estimate = report.cluster_cost(prod)
     assert estimate["hourly"]["idle"] is None  # the case itself: some line has no price
     text = render.summary([render.Planned(prod, estimate, 0, 0, [], tmp_path)], "us-east-2", [])

@@ -222,7 +222,7 @@ print("offline", offline.__file__)
 
 def test_the_pack_starts_from_its_directory_without_shadowing_the_project(tmp_path):
     # With policy/ first on sys.path a module policy/<name>.py hides the project's top-level
-    # package <name> (the offline run was policy/offline.py, hiding offline/).
+    # package <name> (a policy/offline.py would hide offline/).
     policy_dir = REPO_ROOT / "policy"
     run = subprocess.run(
         [sys.executable, "-c", _AS_THE_ENGINE_RUNS_IT, str(policy_dir)],
@@ -312,7 +312,7 @@ def test_every_rule_still_runs_at_the_first_preview(stack, request):
 
 
 def test_a_declared_rule_is_the_sdk_policy_and_its_check_sees_only_the_types_it_names():
-    # policy/guardrails/declare.py: the type test the checks no longer repeat is the decorator's,
+    # policy/guardrails/declare.py: the type test the checks do not repeat is the decorator's,
     # by list or by test of the type, and what the engine reads (name, description, level,
     # schema) lands on the pulumi_policy object it expects.
     seen: list[str] = []

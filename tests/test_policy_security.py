@@ -192,7 +192,7 @@ def test_node_group_without_a_launch_template_is_refused():
     ssh = {"nodeGroupName": "ops", "remoteAccess": {"ec2SshKey": "ops", "sourceSecurityGroupIds": ["sg-1"]}}
     [message] = engine_violations("node-group-launch-template", group, ssh)
     assert "'r' has no launch template" in message and "default metadata options" in message
-    assert not engine_violations("node-group-no-open-ssh", group, ssh)  # what F1 of review 20 found passing
+    assert not engine_violations("node-group-no-open-ssh", group, ssh)  # node-group-launch-template refuses it
     # At a first preview the template is new and its id unknown: present is enough.
     assert not engine_violations(
         "node-group-launch-template", group, {"nodeGroupName": "core", "launchTemplate": UNKNOWN_OBJECT_VALUE}

@@ -1,4 +1,4 @@
-"""Refusals a newcomer can act on (issue 19, point 4): each names the file, line and key, or the
+"""Refusals a newcomer can act on: each names the file, line and key, or the
 offline table a look-up came from, and says what to do. Every message text is asserted."""
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def test_a_region_or_zone_offering_missing_offline_names_the_table():
 
 def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
     # usw2-az1 is in the table and the table says it does not offer trn1.32xlarge: that is the
-    # table's word, not AWS's, and the refusal says so (review B3).
+    # table's word, not AWS's, and the refusal says so.
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     groups[0]["azId"] = "usw2-az1"
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})

@@ -1,5 +1,5 @@
-"""Resume from the newest complete checkpoint, bounded whole-gang restarts, and hang detection
-(issue 22, requirements 1-3): the pod-side functions (workloads/resilience.py) on real files, the
+"""Resume from the newest complete checkpoint, bounded whole-gang restarts, and hang detection:
+the pod-side functions (workloads/resilience.py) on real files, the
 shell around the training command run for real, and what each job kind declares."""
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_the_nemo_resume_override_reaches_hydra_as_the_checkpoint_path(tmp_path:
     test_llama.sh's own resume note (l.86) escapes it as `\=`."""
     path = "/shared/nemo_experiments/run-0123456789ab/checkpoints/megatron_llama--step=12000-consumed_samples=3072000.0.ckpt"
     with pytest.raises(AssertionError, match="EQUAL"):
-        hydra_value(path)  # what the override used to carry
+        hydra_value(path)  # the path unescaped
     for name in (path, path.replace(".ckpt", "-last.ckpt"), "/x/a b(c)[d]{e}:f,g\\h.ckpt"):
         override = f"model.resume_from_checkpoint={resilience.hydra_escape(name)}"
         _, script = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 100, 2, [override])

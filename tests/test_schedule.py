@@ -40,7 +40,7 @@ def test_the_shipped_dev_stack_fits_and_all_on_fits_a_larger_group(dev) -> None:
 
 
 def test_gangs_sharing_a_group_must_fit_it_together(dev) -> None:
-    # A1 of the 2026-11-24 review: BERT (2), NeMo (4) and the check (2) on trn1-32xl-ng1 (maxSize 4).
+    # BERT (2), NeMo (4) and the check (2) on trn1-32xl-ng1 (maxSize 4).
     # volcano v1.15.1 pkg/scheduler/plugins/gang/gang.go binds no pod of a job below minMember, so
     # NeMo's gang would wait behind BERT's run, past its deadline and `pulumi up`'s wait.
     (problem,) = problems(dev, **ALL_ON)
@@ -97,7 +97,7 @@ def test_neuron_devices_and_efa_interfaces_count_against_the_node(dev) -> None:
 
 
 def test_cpu_pods_of_all_jobs_must_fit_the_job_support_group(dev) -> None:
-    # B7: a Ray gang spans the job-support group (head, submitter) and a Trainium group; its
+    # A Ray gang spans the job-support group (head, submitter) and a Trainium group; its
     # workers' nodes idle while the job-support group is full. An m6i.4xlarge leaves 15370m: the
     # RedPajama staging (12 CPU) and the WikiCorpus one (2), the Ray head and submitter (6.5), the
     # NeMo launcher (1), the check's launcher and verdict (1.1) need two such nodes.
@@ -312,7 +312,7 @@ def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
 
 
 def test_two_groups_that_pods_cannot_tell_apart_are_refused(dev) -> None:
-    # Review C5: pods select a group by instance type and labels (contract.NodeGroup.node_selector), so
+    # Pods select a group by instance type and labels (contract.NodeGroup.node_selector), so
     # a second trn1.32xlarge group with the same labels takes BERT's pods too, and schedule.placement
     # would count both gangs on whichever group it meets first.
     def twin(labels: dict[str, str], first: dict[str, str] | None = None) -> Callable[[dict[str, Any]], None]:

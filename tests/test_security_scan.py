@@ -90,7 +90,7 @@ def test_every_justification_has_a_reason(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("pattern", ["Pod/*/*", "*/default/*", "Dockerfile/*", "Job/default/**", "*"])
 def test_a_blanket_justification_is_refused(tmp_path: Path, pattern: str) -> None:
-    # A pattern that names no object absorbs every later finding of its check unseen (issue 20, point 3).
+    # A pattern that names no object absorbs every later finding of its check unseen.
     bad = tmp_path / "j.yaml"
     bad.write_text(f"- check: CKV_K8S_15\n  objects: ['{pattern}']\n  reason: pinned\n")
     with pytest.raises(ValueError, match="name no object"):

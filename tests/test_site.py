@@ -1,5 +1,5 @@
-"""The README is a guide, the reference a strict MkDocs site, and the two never say a thing twice
-(issue 19, points 1 and 2). `make test` builds the site itself; these tests keep the build strict."""
+"""The README is a guide, the reference a strict MkDocs site, and the two never say a thing twice.
+`make test` builds the site itself; these tests keep the build strict."""
 
 from __future__ import annotations
 

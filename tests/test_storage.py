@@ -262,7 +262,7 @@ def test_s3_links_are_data_repository_associations(plan_with):
 
 
 def test_persistent_2_takes_s3_links_now():
-    # Before: S3 with PERSISTENT_2 was refused; associations are how PERSISTENT_2 links S3.
+    # Associations are how PERSISTENT_2 links S3, so S3 with PERSISTENT_2 is accepted.
     config = parse_stack_config({"region": "us-west-2", "storage": {"dataRepositories": [S3_LINK]}})
     assert config.storage.data_repositories[0].s3_path == "s3://my-training-data/datasets"
 

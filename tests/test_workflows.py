@@ -203,7 +203,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
         "preview-workloads-prod": None,
         "workloads-prod": "prod",
     }
-    # Review B3: each approval follows a preview of what it approves, made after every update that
+    # Each approval follows a preview of what it approves, made after every update that
     # preview reads: prod's workloads are previewed once prod's cluster is updated, with prod's
     # read-only preview role (no environment, so no approval and no deploy role).
     workloads_preview = [
@@ -214,7 +214,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
     ]
     (assume,) = steps_using(jobs["preview-workloads-prod"], CONFIGURE_AWS)
     assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
-    # Review C1: a run a newer merge's run superseded asks nobody to approve: each prod preview
+    # A run a newer merge's run superseded asks nobody to approve: each prod preview
     # runs tools/deploy_order.py and the job behind it runs only on deploy == 'true' (GitHub docs,
     # "Control jobs with conditions": a job whose `if` is false "will be marked as skipped";
     # "Reviewing deployments" (github/docs content/actions/managing-workflow-runs/
@@ -394,8 +394,8 @@ def _planned_images(planned: Any, cluster: Any) -> set[tuple[str, str]]:
 
 def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_step(workloads_with, dev) -> None:
     # workloads/data_staging.py: the RedPajama Job's `download` init container runs the shell
-    # image, so a stack that stages only RedPajama still pulls cmd-shell (review 2, B1: a
-    # hand-kept table missed it and the Job would wait in ImagePullBackOff for its 240 minutes).
+    # image, so a stack that stages only RedPajama still pulls cmd-shell (without
+    # it the Job would wait in ImagePullBackOff for its 240 minutes).
     from tools.workloads_preflight import required_images
 
     planned = workloads_with(
@@ -526,7 +526,7 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
 
 
 def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, workloads_prod) -> None:
-    # B1 of the 2026-11-24 review: an image-tag bump keeps every URN but replaces the jobs. A batch/v1
+    # An image-tag bump keeps every URN but replaces the jobs. A batch/v1
     # Job with a new pod template is replaced (pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go
     # forceNew `job`: .spec.template), the MPIJob by its replaceOnChanges ["spec"]: the chain waits
     # 240 + 185 min again, as on the first up, decided by offline/diff/replacement.py `replaces`.
@@ -700,7 +700,7 @@ def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks(
 
 
 def test_drift_previews_the_commit_each_stack_was_last_deployed_from() -> None:
-    # Review B2: main may be ahead of a stack (a merge waiting for prod's approval, or queued);
+    # Main may be ahead of a stack (a merge waiting for prod's approval, or queued);
     # previewing main would report that pending deploy as drift. The check reads the commit of the
     # stack's last update (tools/deploy_order.py --deployed: `git.head` from `pulumi stack history
     # --json`, pulumi/pulumi v3.259.0 pkg/cmd/pulumi/stack/stack_history.go), checks it out (the
@@ -730,7 +730,7 @@ def test_drift_previews_the_commit_each_stack_was_last_deployed_from() -> None:
 
 
 def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workloads_with) -> None:
-    # Review B4: with every job on TRAINING_IMAGE_TAG a bump replaced stage-wikicorpus (240 min) and then
+    # With every job on TRAINING_IMAGE_TAG a bump would replace stage-wikicorpus (240 min) and then
     # bert-precompile (175), 415 min in a row, past deploy.yml's --budget-minutes 330. The staging Jobs
     # run STAGING_IMAGE_TAG (infra/facts/versions.py), so a bump leaves them in place. The state here is
     # the shipped dev stack as deployed under the previous tag; the new plan is what a bump of

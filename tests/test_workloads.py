@@ -109,7 +109,7 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
             "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0",
             "NEURON_RT_RESET_CORES": "1", "XLA_TRANSFER_SEED_ASYNC": "1"}  # fmt: skip
         assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
-        # Review C5: aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
+        # aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
         # these for every run (lines 7-8) and BUCKET_CAP_MB for multi-node runs (line 70).
         assert {
             k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")
@@ -207,7 +207,7 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
         cluster = job["spec"]["rayClusterSpec"]
         assert cluster["rayVersion"] == "2.22.0"
         head = cluster["headGroupSpec"]["template"]["spec"]
-        # Issue 13: heads on the job-support group, which scales from zero (tests/test_job_support_placement.py).
+        # Heads on the job-support group, which scales from zero (tests/test_job_support_placement.py).
         assert head["nodeSelector"] == {"role": "job-support"}
         assert {p["containerPort"] for p in head["containers"][0]["ports"]} == {6379, 8265, 10001}
     # The data step tokenizes on the CPU, in the entrypoint Ray runs on the head: no Trainium node.
@@ -232,8 +232,8 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
     entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
-    # B6: the data step skips what a finished run left (the marker comes only after get_dataset.py
-    # returns); C7: dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
+    # The data step skips what a finished run left (the marker comes only after get_dataset.py
+    # returns); dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
     # --steps_this_run, awslabs/data-on-eks a32d9f2).
     assert entrypoints[:2] == [
         "test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged || "
@@ -275,7 +275,7 @@ def test_a_changed_job_is_replaced_old_object_first(workloads_all: PlanResult, k
     # unchanged job has no diff; it sets DeleteBeforeReplace only for its own forced replacements,
     # so a job that keeps its name must ask for it, or the create would collide with the old object.
     # kuberay v1.7.0 volcano_scheduler.go createPodGroup reads the RayJob's queue label only when it
-    # creates the PodGroup (C1): a changed label replaces the RayJob too.
+    # creates the PodGroup: a changed label replaces the RayJob too.
     paths = ["spec", "metadata.labels"] if kind == "RayJob" else ["spec"]
     for name in names:
         job = registration(workloads_all, kind, name)
@@ -405,7 +405,7 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     deployment = manifest(workloads_dev, "Deployment", "tensorboard")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # B5: the run directories only (BERT's /data/output = /shared/output here, NeMo's, Ray's), not
+    # The run directories only (BERT's /data/output = /shared/output here, NeMo's, Ray's), not
     # the whole volume with its datasets and compile cache; tensorboard 2.18.0
     # tensorboard/plugins/core/core_plugin.py: --logdir_spec "name:path,...".
     assert container["command"][:3] == [

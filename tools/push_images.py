@@ -47,8 +47,8 @@ RESOLVED = "/opt/pip-constraints.txt"  # what each Dockerfile's last pip step re
 
 def record_constraints(image: str, target: str) -> str:
     """Shell: write what the built image resolved (`pip list --format=freeze`) into the image's
-    constraints.txt, keeping its header, so the next build of any tag resolves the same (review
-    B8); git then shows what changed, to commit."""
+    constraints.txt, keeping its header, so the next build of any tag resolves the same; git
+    then shows what changed, to commit."""
     path = DOCKER_DIR / image / CONSTRAINTS
     return (
         f"{{ grep '^#' {path}; docker run --rm --entrypoint cat {target} {RESOLVED}; }} > {path}.new "

@@ -119,7 +119,7 @@ def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
 
 # --- the training posture ------------------------------------------------------------------------
 # What every pod that trains on a Trainium node runs under, and the cluster check with it, so the
-# check proves on a real node what the jobs will meet (issue 20, point 4): seccomp RuntimeDefault,
+# check proves on a real node what the jobs will meet: seccomp RuntimeDefault,
 # no token, every capability dropped (sshd's five for MPI workers), no IPC_LOCK (locked memory is
 # the container's limit), and the node's devices as requests and limits.
 

@@ -95,7 +95,7 @@ def compatible_release_hint(kubernetes_version: str) -> str:
 
 
 # The Neuron Helm chart's device plugin and scheduler extension (GitHub release
-# aws-neuron/neuron-helm-charts 1.9.0: device plugin 2.31.0.0; ../shared/reviews anchors §1.4).
+# aws-neuron/neuron-helm-charts 1.9.0: device plugin 2.31.0.0).
 NEURON_CHART_COMPONENTS = {"1.9.0": "2.31.0.0"}
 DEVICE_PLUGIN = NEURON_CHART_COMPONENTS[CHARTS["neuron"].version]
 

@@ -295,7 +295,7 @@ def _violation_key(v: dict[str, Any]) -> tuple[str, ...]:
 
 
 def compare_policy(base: dict[str, Any] | None, head: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
-    """Violations this change introduces and resolves (the ``policy`` section, issue 10's shape)."""
+    """Violations this change introduces and resolves (the ``policy`` section: new, resolved, remaining)."""
     if head is None and base is None:
         return {}
     old = {_violation_key(v): v for v in (base or {}).get("violations", [])}
@@ -331,7 +331,7 @@ def _cost_figures(c: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def compare_cost(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[PathChange]:
-    """Changed estimate figures (the ``cost`` section, issue 12's shape: hourly/monthly x idle,
+    """Changed estimate figures (the ``cost`` section: hourly/monthly x idle,
     configured, fullScale, numbers or null; knownHourly; lines)."""
     if head is None and base is None:
         return []

@@ -77,11 +77,11 @@ def cost_summary(plans: Plans) -> str:
         ):
             hourly = cluster_cost["hourly"][scenario]
             known = cluster_cost["knownHourly"][scenario]
-            text = (
+            hourly_text = (
                 report.money(hourly) if hourly is not None else f"at least {report.money(known)} (a line has no price)"
             )
             monthly = report.money(cluster_cost["monthly"][scenario]) if hourly is not None else "unknown"
-            rows.append((f"{stack} ({region}) cluster, {label}", text, monthly))
+            rows.append((f"{stack} ({region}) cluster, {label}", hourly_text, monthly))
         for line in work_cost["lines"]:
             bound = work_cost["boundUsd"].get(line["item"])
             rows.append(
@@ -104,7 +104,7 @@ def cost_summary(plans: Plans) -> str:
                 )
             )
     unknown = sorted({u for c, w in _estimates(plans).values() for u in c["unknown"] + w["unknown"]})
-    text = [
+    lines = [
         reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")),
         "",
         "On-demand list prices from `infra/facts/instances.py` and `infra/facts/prices.py` (each with its source and date); `make plan` prints "
@@ -113,7 +113,7 @@ def cost_summary(plans: Plans) -> str:
         "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
         "`infra/facts/instances.py` and `infra/facts/prices.py`). " + report.ROUNDING_NOTE,
     ]
-    return "\n".join(text) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def configuration_md() -> str:

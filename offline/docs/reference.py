@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal, Optional, get_args, get_origin
 
 import annotated_types
@@ -147,7 +148,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: list[tuple[str, ...]], heads: tuple[str, ...]) -> str:
+def markdown_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
