@@ -47,8 +47,11 @@ plan: $(VENV)/.installed
 # Whole files to a worker (--dist loadfile): the plan-diff tests add git worktrees to this one
 # repository, which two workers must not do at once, and a file's module-scoped fixtures (the
 # checkov scan, the dev plan of tests/test_plan_cli.py) then run once, not once a worker.
+# Python's own bytecode cache stays on even where the environment turns it off (PYTHONDONTWRITEBYTECODE,
+# set in some CI images): the suite starts dozens of Python processes (bin/plan, make, TorchX) that would
+# each compile the program again.
 test: $(VENV)/.installed $(CHECKOV_VENV)/.installed
-	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -q -n 2 --dist loadfile
 
 ## lint: ruff's formatter check and linter over all the Python (tests included), mypy over the program code
 ##       (pyproject.toml); hadolint over the training images' Dockerfiles; the GitHub workflows against GitHub's

@@ -17,6 +17,7 @@ from infra.facts.neuron import compatible_ami_release
 from offline.plan import command
 from offline.plan.mocks import SECRET
 from offline.plan.runner import REPO_ROOT, stack_config
+from tests.conftest import remembered_program
 from tests.project_copy import project_copy
 
 
@@ -36,7 +37,9 @@ def planned_dev(tmp_path_factory) -> Planned:
     """`make plan`'s dev plan, once for this file."""
     out = tmp_path_factory.mktemp("plan")
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    # The programs' runs are the worker's shared ones (tests/conftest.py): main's own work is the subject.
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        patch.setattr(command, "run_program", remembered_program)
         assert command.main(["--stack", "dev", "--out", str(out)]) == 0
     return Planned(out, stdout.getvalue(), stderr.getvalue())
 

@@ -21,6 +21,7 @@ from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_confi
 from offline.plan.runner import REPO_ROOT, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
+from tests.conftest import remembered_program
 from tests.policy_helpers import first_preview, reg, violations
 
 
@@ -168,7 +169,8 @@ def test_an_unknown_value_is_a_note_never_a_violation():
     assert not violations("placement-group-unless-reserved", lt, ng)
 
 
-def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp_path, capsys):
+def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(command, "run_program", remembered_program)  # the worker's shared runs (tests/conftest.py)
     strict = tmp_path / "strict.json"
     strict.write_text(json.dumps({"all": "mandatory"}))
     out = tmp_path / "out"
