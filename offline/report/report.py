@@ -83,7 +83,7 @@ def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
     if estimate.get("pricesCopiedFrom"):
         parts.append(
             f"  Prices: the figures read for {estimate['pricesCopiedFrom']}, reused for {region} "
-            "(infra/facts/prices.py names each figure's page)"
+            "(infra/facts/instances.py and prices.py name each figure's page)"
         )
     for line in estimate["lines"]:
         if line.get("note"):
