@@ -16,10 +16,6 @@ from typing import Any
 
 import pulumi
 import yaml
-from pulumi.runtime import config as runtime_config
-from pulumi.runtime import settings
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
 
 from infra import lookups
 from infra.config.errors import ConfigError
@@ -164,31 +160,36 @@ def run_program(
     values.update(secrets or {})
     region = values.get("aws:region", "us-west-2")
 
-    settings.ROOT.set(None)
-    runtime_config.set_all_config(values, sorted(secrets or {}))
+    pulumi.runtime.reset_options()
+    pulumi.runtime.set_all_config(values, sorted(secrets or {}))
     mocks = CloudMocks(region, stack_references, existing_cluster)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
 
-    def program() -> None:
+    outputs: dict[str, Any] = {}
+    secret_outputs: set[str] = set()
+
+    def program() -> Any:
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        root = pulumi.runtime.get_root_resource()
+        exported = {k: pulumi.Output.from_input(v) for k, v in getattr(root, "outputs", {}).items()}
+
+        async def collect() -> None:
+            for key, output in exported.items():
+                outputs[key] = await output.future()
+                if await output.is_secret():
+                    secret_outputs.add(key)
+
+        return pulumi.Output.from_input(collect())
 
     lookups.DEPLOY_CONTEXT = deploy or OFFLINE_PREVIEW
     try:
-        _sync_await(run_pulumi_func(program))
+        pulumi.runtime.test(program)()
     except ConfigError as error:
         raise offline_answered(error, mocks.misses, mocks.answered) from None
     finally:
         lookups.DEPLOY_CONTEXT = lookups.PULUMI_CLI
 
-    root = settings.get_root_resource()
-    outputs: dict[str, Any] = {}
-    secret_outputs: set[str] = set()
-    for key, value in getattr(root, "outputs", {}).items():
-        output = pulumi.Output.from_input(value)
-        outputs[key] = _sync_await(output.future())
-        if _sync_await(output.is_secret()):
-            secret_outputs.add(key)
     # Registration order is asynchronous; URN order is stable and groups children under components.
     registrations = sorted(monitor.registrations, key=lambda r: r.urn)
     return PlanResult(project, stack, registrations, outputs, secret_outputs)
