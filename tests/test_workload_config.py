@@ -260,7 +260,7 @@ def test_an_empty_setting_is_refused_with_its_key(workloads_with) -> None:
 
 
 def test_the_workload_stacks_profile_scopes_its_kubernetes_access(dev, monkeypatch) -> None:
-    # The cluster stack exports a kubeconfig bound to no profile (infra/kube.kubeconfig_for);
+    # The cluster stack exports a kubeconfig bound to no profile (infra/components/kube.py kubeconfig_for);
     # without this stack's aws:profile, `aws eks get-token` would use the default chain.
     import infra.components.kube
     from infra.config.base import PROFILE_KEY

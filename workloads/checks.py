@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
 from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
 from workloads.load_balancer_rules import load_balancer_problems
@@ -60,6 +61,14 @@ CAMEL = {
     "data_staging": "dataStaging",
     "cluster_check": "clusterCheck",
 }
+
+
+def _types_with_efa() -> list[str]:
+    return sorted(name for name, facts in NEURON_INSTANCE_TYPES.items() if facts.max_efa_interfaces)
+
+
+def _types_with_cores(cores: int) -> list[str]:
+    return sorted(name for name, facts in NEURON_INSTANCE_TYPES.items() if facts.neuron_cores == cores)
 
 
 def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: datetime | None = None) -> list[str]:
@@ -224,7 +233,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
     if group.efa_interfaces == 0 and not single_node_check:
         problems.append(
             f"{key} = {settings.node_group!r}: {group.instance_type} nodes have no EFA interfaces, "
-            "and this multi-node job needs them; pick a trn1.32xlarge, trn1n.32xlarge or trn2.48xlarge group"
+            f"and this multi-node job needs them; pick a group of a type with EFA: {', '.join(_types_with_efa())}"
         )
     count_key = "workers" if workload == "ray_llama2" else "nodes"
     count = getattr(settings, count_key)
@@ -290,7 +299,8 @@ def _cores_per_node_problems(
         return []
     return [
         f"{_key(workload, 'nodeGroup')} = {node_group!r}: {why.format(n=needed)}, one per NeuronCore, but "
-        f"{group.instance_type} nodes have {group.neuron_cores}; use a trn1.32xlarge or trn1n.32xlarge group"
+        f"{group.instance_type} nodes have {group.neuron_cores}; use a group of "
+        f"{' or '.join(_types_with_cores(needed)) or f'a type with {needed} NeuronCores'}"
     ]
 
 

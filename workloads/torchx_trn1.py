@@ -73,7 +73,7 @@ def trn1_dist_ddp(
         nnodes: number of Trainium nodes
         nproc_per_node: workers per node, one per NeuronCore
         name: job name prefix
-        instance_type: trn1.32xlarge, trn1n.32xlarge or trn2.48xlarge
+        instance_type: a Trainium type with EFA (MULTI_NODE_TYPES: the table in infra/facts/instances.py)
         precompile: run under neuron_parallel_compile to fill the compile cache
         steps_this_run: stop after this many steps (-1: run to max_steps)
         batch_size: per-worker batch size

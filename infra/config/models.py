@@ -152,7 +152,7 @@ class CapacityReservationConfig(ConfigModel):
 class AcceleratorNodeGroupConfig(ConfigModel):
     name: str = Field(description="Unique; becomes the EKS node group name.")
     instance_type: str = Field(
-        description="A Trainium or Inferentia type: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, inf2.*."
+        description="A Trainium or Inferentia type: " + ", ".join(sorted(NEURON_INSTANCE_TYPES)) + "."
     )
     min_size: int = Field(default=0, ge=0, description="Fewest nodes; 0 lets the group idle at no instance cost.")
     desired_size: int = Field(default=0, ge=0, description="Nodes at creation; cluster-autoscaler owns it afterwards.")

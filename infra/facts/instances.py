@@ -212,8 +212,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             on_demand=_us_hourly(
                 24.78,
                 "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table "
-                "was first written (2026-11); not re-readable here; matched the US list rate in "
-                "the issue-12 review",
+                "was first written (2026-11); not re-readable here",
             ),
             floor=_NCCOM_EXAMPLE_FLOOR,
             source=_TRN1_PAGE,

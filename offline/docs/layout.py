@@ -45,7 +45,7 @@ def summary(path: Path) -> str:
     if not docstring:
         return ""
     paragraph = " ".join(docstring.split("\n\n")[0].split())
-    return re.split(r"(?<=[.:?])\s(?=[A-Z`])", paragraph)[0]
+    return re.split(r"(?<=[.?])\s(?=[A-Z`])", paragraph)[0]
 
 
 def package_summary(package: Path) -> str:

@@ -27,7 +27,7 @@ SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
 # `pulumi config set KEY VALUE` without --type stores an untyped value, which it writes as a YAML
 # string (pulumi v3 pkg/cmd/pulumi/config/config.go makes a string value; sdk/go/common/resource/
 # config/value.go and object.go MarshalYAML write it back as that string), and the engine hands every scalar
-# to the program as text anyway (infra/config_base.decode), which pydantic then reads as the type.
+# to the program as text anyway (infra/config/base.py), which pydantic then reads as the type.
 # So a scalar key also takes the text form of its type; bounds are checked by the program.
 TEXT_FORM = {
     int: {"type": "string", "pattern": "^[+-]?[0-9]+$"},
