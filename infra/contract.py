@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+from typing_extensions import TypedDict
 
 from infra.config.errors import ConfigError
 
@@ -61,6 +62,18 @@ class Taint(ContractModel):
         return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
 
 
+# Plain dicts to the code that reads them, with their keys checked (pydantic validates TypedDicts; before
+# Python 3.12 it needs typing_extensions'): a key renamed on one side fails the contract's round trip.
+class Allocatable(TypedDict):
+    cpu: str
+    memory: str
+
+
+class CapacityWindow(TypedDict):
+    start: str
+    end: str
+
+
 class NodeGroup(ContractModel):
     """One accelerator node group, with what each of its nodes offers a pod."""
 
@@ -79,7 +92,7 @@ class NodeGroup(ContractModel):
         description="`CAPACITY_BLOCK` when the group launches into a Capacity Block (priced as such), else `ON_DEMAND`."
     )
     # None from cluster stacks that do not export it: only Neuron devices and EFA interfaces are checked then.
-    allocatable: dict[str, str] | None = Field(
+    allocatable: Allocatable | None = Field(
         default=None,
         description="`{cpu, memory}` a pod can request per node after the kubelet's reservations and the DaemonSets "
         "there; the workload stacks refuse pods that ask for more. Null for a type the cluster has no figures for.",
@@ -88,7 +101,7 @@ class NodeGroup(ContractModel):
         default_factory=list,
         description="Taints a new node starts with and loses once its burn-in passes (never tolerated by jobs).",
     )
-    capacity_block: dict[str, str] | None = Field(
+    capacity_block: CapacityWindow | None = Field(
         default=None,
         description="`{start, end}` (RFC 3339) of the Capacity Block the group launches into, or null; the "
         "workload stacks refuse a run that cannot end before EKS scales the group to zero.",
@@ -164,7 +177,7 @@ class JobSupportPlacement(ContractModel):
     tolerations: list[dict[str, str]] = Field(description="The tolerations a pod needs to run there.")
     # Both None from cluster stacks that do not export them.
     max_size: int | None = Field(default=None, description="The group's maximum node count.")
-    allocatable: dict[str, str] | None = Field(
+    allocatable: Allocatable | None = Field(
         default=None,
         description="`{cpu, memory}` each node leaves to pods (with several instance types, the smallest's).",
     )
@@ -243,7 +256,7 @@ class ClusterContract(ContractModel):
         return self.job_support_placement.max_size
 
     @property
-    def support_allocatable(self) -> dict[str, str] | None:
+    def support_allocatable(self) -> Allocatable | None:
         return self.job_support_placement.allocatable
 
 

@@ -75,3 +75,20 @@ def test_the_workloads_read_a_part_of_the_outputs_and_refuse_a_wrong_shape(dev: 
     with pytest.raises(ConfigError) as err:
         contract.parse_contract(bad, "organization/trainium-eks/dev")
     assert str(err.value).count("organization/trainium-eks/dev: output acceleratorNodeGroups[0].neuronDevices: ") == 1
+
+
+def test_the_round_trip_checks_the_keys_inside_allocatable_and_capacity_block(dev: PlanResult) -> None:
+    # Both are plain dicts to the workloads; their keys are part of the contract all the same.
+    renamed = copy.deepcopy(dev.outputs)
+    group = renamed["acceleratorNodeGroups"][0]
+    group["allocatable"] = {"cpu": group["allocatable"]["cpu"], "mem": group["allocatable"]["memory"]}
+    group["capacityBlock"] = {"start": "2026-12-01T00:00:00Z", "ends": "2026-12-02T00:00:00Z"}
+    with pytest.raises(ValidationError) as err:
+        round_trip(renamed)
+    assert {e["loc"] for e in err.value.errors()} == {
+        ("acceleratorNodeGroups", 0, "allocatable", "memory"),
+        ("acceleratorNodeGroups", 0, "capacityBlock", "end"),
+    }
+    extra = copy.deepcopy(dev.outputs)
+    extra["jobSupportPlacement"]["allocatable"]["gpu"] = "0"
+    assert round_trip(extra) != extra

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from infra.contract import CapacityWindow
 from workloads.deadlines import TrainiumStep
 
 EKS_SCALE_DOWN_BEFORE_END = timedelta(minutes=40)
@@ -33,7 +34,7 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def stop_by(window: Mapping[str, str] | None) -> str | None:
+def stop_by(window: CapacityWindow | None) -> str | None:
     """When the gang watchdog ends a job on a group with this Capacity Block window (None: the group
     is not on a block): the block's end, less EKS's scale-down lead and ``STOP_MARGIN``."""
     if not window:
@@ -49,7 +50,7 @@ def _hours(seconds: float) -> str:
 
 def window_problems(
     steps: Sequence[TrainiumStep],
-    windows: Mapping[str, Mapping[str, str] | None],
+    windows: Mapping[str, CapacityWindow | None],
     now: datetime,
     key: Any,
     burn_in_seconds: Mapping[str, int] | None = None,

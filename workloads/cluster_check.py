@@ -265,7 +265,7 @@ def memory_check(group: NodeGroup) -> str:
     cluster stack promises pods (its exported allocatable, infra/specs/system_capacity.py, an
     estimate below EC2's listed memory); a node with less than that fails, because the schedule
     check admitted pods against the promise. Nothing when the stack exports no figure."""
-    memory = (group.allocatable or {}).get("memory")
+    memory = group.allocatable["memory"] if group.allocatable else None
     amount = quantities.parse(memory) if memory else None
     if amount is None:
         return ""

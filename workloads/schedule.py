@@ -139,12 +139,12 @@ class Node:
 
 
 def _room(group: NodeGroup) -> Node:
-    alloc = group.allocatable or {}
+    alloc = group.allocatable
     return Node(
         f"a {group.instance_type} node of group {group.name!r}",
         {
-            "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
-            "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
+            "cpu": quantities.parse(alloc["cpu"]) if alloc else None,
+            "memory": quantities.parse(alloc["memory"]) if alloc else None,
             NEURON: Decimal(group.neuron_devices),
             EFA: Decimal(group.efa_interfaces),
         },
@@ -152,12 +152,12 @@ def _room(group: NodeGroup) -> Node:
 
 
 def _support_room(cluster: ClusterContract) -> Node:
-    alloc = cluster.support_allocatable or {}
+    alloc = cluster.support_allocatable
     return Node(
         "a job-support node",
         {
-            "cpu": quantities.parse(alloc["cpu"]) if "cpu" in alloc else None,
-            "memory": quantities.parse(alloc["memory"]) if "memory" in alloc else None,
+            "cpu": quantities.parse(alloc["cpu"]) if alloc else None,
+            "memory": quantities.parse(alloc["memory"]) if alloc else None,
             NEURON: Decimal(0),
             EFA: Decimal(0),
         },

@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, get_args, get_origin
 import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from typing_extensions import is_typeddict
 
 from infra.config.base import PROVIDER_KEYS
 
@@ -65,7 +66,7 @@ def _is_model(t: Any) -> bool:
 
 def type_text(annotation: Any) -> str:
     inner, optional, is_list = _unwrap(annotation)
-    if _is_model(inner):
+    if _is_model(inner) or is_typeddict(inner):
         base = "object"
     elif get_origin(inner) is Literal:
         base = "string" if all(isinstance(v, str) for v in get_args(inner)) else "value"
