@@ -628,12 +628,15 @@ def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloa
     assert train["backoffLimit"] == 2 and "backoffLimit" not in jobs["llama2-precompilation-job"]
     worker = container(train["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
     assert "probe ray /shared/llama2_output/run-" in worker["livenessProbe"]["exec"]["command"][-1]
-    assert "RESILIENCE_PY" in train["runtimeEnvYAML"]
+    # The entrypoint runs train.sh from the steps' ConfigMap, which runs resilience.py from beside it
+    # (tests/test_ray_entrypoints.py replays the whole chain).
+    assert train["entrypoint"] == "bash /llama2-steps/train.sh"
+    assert "RESILIENCE_PY" not in train["runtimeEnvYAML"]
     assert re.search(
-        r"resume_args=\$\(python3 -c \"\$\{RESILIENCE_PY:\?\}\" resume ray "
+        r"resume_args=\$\(python3 /llama2-steps/resilience.py resume ray "
         r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\) \|\| exit 1; .* --checkpoint_freq 100 "
         r"--num_kept_checkpoint 2 \$resume_args 2>&1",
-        train["entrypoint"],
+        ray_steps(workloads_dev)["train.sh"],
     )
     precompile_worker = container(
         jobs["llama2-precompilation-job"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
@@ -658,10 +661,12 @@ def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanRes
     assert set(runs) == {"bertPretraining", "rayLlama2"}  # NeMo is off in dev
     bert_line = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])["command"][-1]
     assert f"--output_dir {runs['bertPretraining']} " in bert_line
-    assert (
-        f"--output_dir {runs['rayLlama2']} "
-        in manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]["entrypoint"]
-    )
+    assert f"--output_dir {runs['rayLlama2']} " in ray_steps(workloads_dev)["train.sh"]
+
+
+def ray_steps(result: PlanResult) -> dict[str, str]:
+    """The files of the Ray Llama-2 steps' ConfigMap."""
+    return manifest(result, "ConfigMap", "ray-llama2-steps")["data"]
 
 
 def test_a_hang_limit_the_deadline_would_beat_is_refused(workloads_with) -> None:

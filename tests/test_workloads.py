@@ -231,20 +231,30 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
 def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult) -> None:
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
-    entrypoints = [j.inputs["spec"]["entrypoint"] for j in jobs]
+    # Each step runs one script from the steps' ConfigMap (tests/test_ray_entrypoints.py replays them).
+    assert [j.inputs["spec"]["entrypoint"] for j in jobs] == [
+        "bash /llama2-steps/data.sh",
+        "bash /llama2-steps/precompile.sh",
+        "bash /llama2-steps/train.sh",
+    ]
+    steps = manifest(workloads_dev, "ConfigMap", "ray-llama2-steps")
+    assert registration(workloads_dev, "ConfigMap", "ray-llama2-steps").urn in jobs[0].dependencies
+    scripts = steps["data"]
     # The data step skips what a finished run left (the marker comes only after get_dataset.py
     # returns); dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
     # --steps_this_run, awslabs/data-on-eks a32d9f2).
-    assert entrypoints[:2] == [
-        "test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged || "
-        "{ python3 get_dataset.py && touch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; }",
-        "NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile",
-    ]
+    assert "if test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; then" in scripts["data.sh"]
+    assert scripts["data.sh"].endswith(
+        "python3 get_dataset.py\ntouch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged\n"
+    )
+    assert scripts["precompile.sh"].endswith(
+        "NEURON_NUM_DEVICES=32 exec python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile\n"
+    )
     # The train step runs in its run directory, resuming (tests/test_resilience.py).
     assert re.search(
         r"NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20 "
         r"--output_dir /shared/llama2_output/run-[0-9a-f]{12} ",
-        entrypoints[2],
+        scripts["train.sh"],
     )
     for job in jobs:
         spec = job.inputs["spec"]

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 # everything else is a custom resource.
 _BUILT_IN = {
     ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "Pod"): k8s.core.v1.Pod,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
@@ -143,9 +144,10 @@ def declare_in_order(
 
 
 class JobChain(pulumi.ComponentResource):
-    """A workload that is a NetworkPolicy and jobs run one after another: the policy first (pods
-    started before it exists would accept anything), then each job once the one before it is
-    ready, each replaced when its ``replace_on`` fields change and following the one before it."""
+    """A workload that is a NetworkPolicy and jobs run one after another: the policy and the
+    ``config`` the pods mount first (pods started before the policy exists would accept anything),
+    then each job once the one before it is ready, each replaced when its ``replace_on`` fields
+    change and following the one before it."""
 
     jobs: list[pulumi.CustomResource]
 
@@ -158,10 +160,13 @@ class JobChain(pulumi.ComponentResource):
         after: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
         replace_on: Sequence[str] = ("spec",),
+        config: Sequence[dict[str, Any]] = (),
     ) -> None:
         super().__init__(type_, name, None, opts)
         declared_policy = declare(policy, self)
+        # What the jobs' pods mount (a ConfigMap of scripts), in place when it changes.
+        declared_config = [declare(manifest, self) for manifest in config]
         self.jobs = declare_in_order(
-            manifests, self, [*after, declared_policy], replace_on_change=True, replace_on=replace_on
+            manifests, self, [*after, declared_policy, *declared_config], replace_on_change=True, replace_on=replace_on
         )
         self.register_outputs({})

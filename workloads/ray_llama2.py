@@ -9,7 +9,8 @@ by Volcano, and deletes it when it finishes, which releases the Trainium nodes.
 from __future__ import annotations
 
 import functools
-import shlex
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,16 @@ WORKER_GROUP = "workergroup"
 CODE_DIR = "/llama2_pretrain"
 SHARED_MOUNT = "/shared"
 LOG_VOLUME = "ray-logs"
+# Each step's script, mounted read-only into the head of the step's cluster (where Ray runs a job's
+# entrypoint): the entrypoint is one simple command that runs it (see ``entrypoint``).
+STEPS_CONFIG_MAP = "ray-llama2-steps"
+STEPS_VOLUME = "llama2-steps"
+STEPS_MOUNT = "/llama2-steps"
+STEP_FILES = {"generate-data": "data.sh", "precompile": "precompile.sh", "train": "train.sh"}
+RESILIENCE_FILE = "resilience.py"
+# On the head's pod template: the digest of the files its step runs, so that a changed script (the
+# ConfigMap is updated in place) changes the RayJob's spec and replaces, so reruns, the job.
+SCRIPTS_DIGEST = "trainium.workloads/scripts-sha256"
 HEAD_PORTS = [
     {"containerPort": 6379, "name": "gcs-server"},
     {"containerPort": 8265, "name": "dashboard"},
@@ -71,9 +82,15 @@ def ray_network_policy(namespace: str) -> dict[str, Any]:
     )
 
 
-def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: dict[str, Any] | None = None) -> dict[str, Any]:
+def ray_cluster_spec(
+    layout: RayLayout,
+    workers: int,
+    liveness_probe: dict[str, Any] | None = None,
+    scripts: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A RayCluster spec: head on the core nodes and ``workers`` Trainium workers (0: head only),
-    each worker watched by ``liveness_probe`` when given."""
+    each worker watched by ``liveness_probe`` when given; the head mounts the steps' ConfigMap and
+    carries the digest of ``scripts``, the files its step runs."""
     s = layout.settings
     head = _container(
         "ray-head",
@@ -83,23 +100,29 @@ def ray_cluster_spec(layout: RayLayout, workers: int, liveness_probe: dict[str, 
             "requests": {"cpu": s.head_cpu, "memory": s.head_memory},
             "limits": {"cpu": s.head_cpu, "memory": s.head_memory},
         },
-        [pods.claim_mount(SHARED_MOUNT)],
+        [
+            pods.claim_mount(SHARED_MOUNT),
+            {"name": STEPS_VOLUME, "mountPath": STEPS_MOUNT, "readOnly": True},
+        ],
     )
     head["ports"] = HEAD_PORTS
     volumes = [{"name": LOG_VOLUME, "emptyDir": {}}, pods.claim_volume(layout.claim)]
+    head_metadata: dict[str, Any] = {"labels": pods.workload_labels(WORKLOAD)}
+    if scripts:
+        head_metadata["annotations"] = {SCRIPTS_DIGEST: scripts_digest(scripts)}
     spec: dict[str, Any] = {
         "rayVersion": versions.RAY_VERSION,
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0"},
             "template": {
                 # KubeRay keeps template labels next to its own (common/pod.go labelPod).
-                "metadata": {"labels": pods.workload_labels(WORKLOAD)},
+                "metadata": head_metadata,
                 "spec": {
                     **pods.pod_defaults(),
                     "serviceAccountName": layout.service_account,
                     **pods.support_placement(layout.support_placement),
                     "containers": [head],
-                    "volumes": volumes,
+                    "volumes": [*volumes, {"name": STEPS_VOLUME, "configMap": {"name": STEPS_CONFIG_MAP}}],
                 },
             },
         },
@@ -181,15 +204,25 @@ def train_probe(layout: RayLayout) -> dict[str, Any]:
     return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAYLET_HEALTH_URL)
 
 
-def entrypoint(step: str, layout: RayLayout) -> str:
+def step_script(step: str, layout: RayLayout) -> str:
+    """The bash script the step's RayJob runs on the head, in the job's working_dir (CODE_DIR, where
+    get_dataset.py and ray_train_llama2.py are). Only this bash expands what it holds: the shells on
+    the way (KubeRay's submitter, Ray's job supervisor) see the one simple command ``entrypoint``."""
+    header = f"# The {step} step of the {WORKLOAD} RayJobs (workloads/ray_llama2.py step_script).\n"
     if step == "generate-data":
-        # Ray runs a job's entrypoint through a shell (the steps below set variables the same way).
-        return f"test -f {DATASET_MARKER} || {{ python3 get_dataset.py && touch {DATASET_MARKER}; }}"
+        # get_dataset.py writes the dataset every time it runs; the marker, only once it has finished.
+        return header + (
+            "set -euo pipefail\n"
+            f"if test -f {DATASET_MARKER}; then echo 'dataset already staged ({DATASET_MARKER})'; exit 0; fi\n"
+            "python3 get_dataset.py\n"
+            f"touch {DATASET_MARKER}\n"
+        )
     # The script reads the device count from the environment and starts 32 workers per node.
-    devices = layout.settings.workers * layout.group.neuron_devices
-    command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py --num_nodes {layout.settings.workers}"
+    devices = f"NEURON_NUM_DEVICES={layout.settings.workers * layout.group.neuron_devices}"
+    script = f"ray_train_llama2.py --num_nodes {layout.settings.workers}"
     if step == "precompile":
-        return command + " --neuron_parallel_compile"
+        return header + f"set -euo pipefail\n{devices} exec python3 {script} --neuron_parallel_compile\n"
+    command = f"{devices} python3 {script}"
     # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama2_7b_hf_pretrain.py
     # breaks out of its loop) and trainer.fit() returns: the RayJob Succeeds.
     s = layout.settings
@@ -200,8 +233,52 @@ def entrypoint(step: str, layout: RayLayout) -> str:
         f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
         f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}"
     )
-    line = resumable.training_line(command, "ray", checkpoint_dir(layout), heartbeat(layout), s.checkpoints_to_keep)
-    return "bash -c " + shlex.quote(line)
+    line = resumable.training_line(
+        command,
+        "ray",
+        checkpoint_dir(layout),
+        heartbeat(layout),
+        s.checkpoints_to_keep,
+        script=f"{STEPS_MOUNT}/{RESILIENCE_FILE}",
+    )
+    return header + line + "\n"
+
+
+def step_files(step: str, layout: RayLayout) -> dict[str, str]:
+    """The ConfigMap's files the step runs: its script, and resilience.py for the train step."""
+    files = {STEP_FILES[step]: step_script(step, layout)}
+    if step == "train":
+        files[RESILIENCE_FILE] = resumable.source()
+    return files
+
+
+def scripts_digest(files: Mapping[str, str]) -> str:
+    return hashlib.sha256("".join(f"{k}\0{v}\0" for k, v in sorted(files.items())).encode()).hexdigest()
+
+
+def steps_config_map(layout: RayLayout) -> dict[str, Any]:
+    """The configured steps' scripts, one ConfigMap for the namespace's Llama-2 RayJobs."""
+    data: dict[str, str] = {}
+    for step in layout.settings.steps:
+        data.update(step_files(step, layout))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": STEPS_CONFIG_MAP,
+            "namespace": layout.namespace,
+            "labels": pods.workload_labels(WORKLOAD),
+        },
+        "data": data,
+    }
+
+
+def entrypoint(step: str) -> str:
+    """One simple command: no shell operator, quote, ``$`` or backtick. KubeRay v1.7.0 puts it raw
+    into the submitter's ``bash -ce`` line (common/job.go GetK8sJobCommand), ``ray job submit``
+    re-joins its words (Ray 2.22.0 dashboard/modules/job/cli.py, list2cmdline) and the job
+    supervisor runs it with /bin/sh (job_supervisor.py): each shell passes it on unchanged."""
+    return f"bash {STEPS_MOUNT}/{STEP_FILES[step]}"
 
 
 def submitter_template(layout: RayLayout) -> dict[str, Any]:
@@ -229,17 +306,18 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
 
 
 def runtime_env_vars(step: str) -> dict[str, str]:
-    # Ray runs the entrypoint with the job's runtime environment: the train step's shell calls resilience.py.
+    # Ray runs the entrypoint with the job's runtime environment. KubeRay v1.7.0 writes it inside
+    # double quotes on the submitter's bash line (common/job.go GetK8sJobCommand), so no value may
+    # hold `$`, a backtick or a double quote: the train step reads resilience.py from its ConfigMap.
     # "0" is the seed's value and means unbuffered too (Python: any non-empty value); spelling it
     # "1" would change, so replace and re-run, every step's RayJob, the precompile included.
-    return {"PYTHONUNBUFFERED": "0", **(resumable.env() if step == "train" else {})}
+    return {"PYTHONUNBUFFERED": "0"}
 
 
 @functools.cache
 def runtime_env_yaml(step: str) -> str:
-    """The step's runtime environment as the RayJob carries it. The train step's holds the text of
-    resilience.py, which PyYAML writes a character at a time: made once a process (the tests plan
-    the workloads a hundred times)."""
+    """The step's runtime environment as the RayJob carries it: the working directory that holds
+    the pinned scripts (the submitter uploads it; the entrypoint runs in it) and the variables."""
     return yaml.safe_dump({"working_dir": CODE_DIR, "env_vars": runtime_env_vars(step)})
 
 
@@ -255,10 +333,13 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
     s = layout.settings
     spec: dict[str, Any] = {
         "submissionMode": "K8sJobMode",
-        "entrypoint": entrypoint(step, layout),
+        "entrypoint": entrypoint(step),
         "runtimeEnvYAML": runtime_env_yaml(step),
         "rayClusterSpec": ray_cluster_spec(
-            layout, step_workers(step, layout), train_probe(layout) if step == "train" else None
+            layout,
+            step_workers(step, layout),
+            train_probe(layout) if step == "train" else None,
+            step_files(step, layout),
         ),
         "submitterPodTemplate": submitter_template(layout),
         "shutdownAfterJobFinishes": True,
@@ -316,4 +397,6 @@ class RayLlama2(JobChain):
             args.after,
             opts,
             replace_on=("spec", "metadata.labels"),
+            # Before the jobs: KubeRay starts a head whose volume names it.
+            config=[steps_config_map(args.layout)],
         )

@@ -86,21 +86,26 @@ def with_script_file(command: list[str]) -> list[str]:
     return ["bash", "-c", f'printf "%s" "${ENV_NAME}" > {SCRIPT_FILE} && exec "$@"', "with-resilience", *command]
 
 
-def call_file(*args: str) -> str:
-    """Shell: run SCRIPT_FILE with ``args``."""
-    return shlex.join(["python3", SCRIPT_FILE, *args])
+def call_file(*args: str, script: str = SCRIPT_FILE) -> str:
+    """Shell: run ``script`` (by default SCRIPT_FILE) with ``args``."""
+    return shlex.join(["python3", script, *args])
 
 
-def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int) -> str:
+def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int, script: str = "") -> str:
     """Shell: drop BERT's incomplete and surplus checkpoints, append the resume arguments to
     ``command`` (word-split on purpose: none, or flag and value), and filter its output through
     the heartbeat writer. pipefail keeps the training command's exit status. A failed look-up
-    ends the attempt (exit 1) instead of training from step 0 beside the checkpoints it missed."""
+    ends the attempt (exit 1) instead of training from step 0 beside the checkpoints it missed.
+    resilience.py runs from the environment, or from the file ``script`` when given."""
+
+    def run(*args: str) -> str:
+        return call_file(*args, script=script) if script else call(*args)
+
     folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat)}))
     return (
-        f"set -o pipefail; mkdir -p {folders} || exit 1; {call('prune', kind, directory, str(keep))} || exit 1; "
-        f"resume_args=$({call('resume', kind, directory)}) || exit 1; "
-        f"{command} $resume_args 2>&1 | {call('beat', kind, heartbeat)}"
+        f"set -o pipefail; mkdir -p {folders} || exit 1; {run('prune', kind, directory, str(keep))} || exit 1; "
+        f"resume_args=$({run('resume', kind, directory)}) || exit 1; "
+        f"{command} $resume_args 2>&1 | {run('beat', kind, heartbeat)}"
     )
 
 
