@@ -261,7 +261,8 @@ def _client() -> str:
         + inspect.getsource(overdue)
         + """\
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-api = "https://kubernetes.default.svc/api/v1/nodes"
+# The address the kubelet gives every container: no cluster DNS lookup on a node still being checked.
+api = "https://%s:%s/api/v1/nodes" % (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"])
 context = ssl.create_default_context(cafile=sa + "/ca.crt")
 def call(method, url, body=None):
     token = open(sa + "/token").read()

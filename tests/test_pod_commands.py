@@ -1,0 +1,516 @@
+"""Every container the shipped stacks put in a pod, run here the way its node runs it
+(tests/pod_replay.py: the kubelet's argv and environment; the controllers' additions below), with
+stubs only for the programs that cannot run here (tests/replay_stubs.py). Each replay asserts which
+program finally runs, with which arguments and environment.
+
+What each controller adds, at the version we pin (infra/facts/versions.py):
+- Volcano v1.15.1 (volcano-sh/volcano pkg/controllers/job/job_controller_util.go createJobPod):
+  the pod is ``<job>-<task>-<index>``, annotated ``scheduling.k8s.io/group-name: <job>-<job uid>``
+  and ``volcano.sh/job-version``; the env plugin (pkg/controllers/job/plugins/env/env.go) adds
+  VK_TASK_INDEX and VC_TASK_INDEX; the svc plugin sets hostname and subdomain. It leaves
+  command and args alone.
+- batch/v1 Job (kubernetes v1.34.0 pkg/controller/job): pods labelled
+  ``batch.kubernetes.io/controller-uid: <job uid>`` and ``batch.kubernetes.io/job-name``.
+- KubeRay v1.7.0 and the MPI operator v0.8.0: see RAY_* and MPI_* below.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline.plan.runner import PlanResult
+from offline.report.plan_output import kubernetes_objects
+from tests.pod_replay import Image, PodContainer, Replay, Sandbox, dockerfile_image, pod_containers
+
+IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nemo-megatron", "ray-llama2")}
+# Images we do not build: what their publishers' Dockerfiles set.
+IMAGES |= {
+    # docker-library/python 3.11/slim-bookworm/Dockerfile: CMD ["python3"], no WORKDIR.
+    "python": Image(cmd=("python3",)),
+    # kubernetes/kubernetes cluster/images/etcd/Dockerfile: no ENTRYPOINT or CMD of its own.
+    "etcd": Image(),
+    # nginx/docker-nginx-unprivileged mainline/alpine/Dockerfile: ENTRYPOINT ["/docker-entrypoint.sh"],
+    # CMD ["nginx", "-g", "daemon off;"].
+    "nginx-unprivileged": Image(("/docker-entrypoint.sh",), ("nginx", "-g", "daemon off;")),
+    # The Neuron training DLC the burn-in runs on (aws/deep-learning-containers
+    # pytorch/training/docker/2.5/py3/sdk2.21.0/Dockerfile.neuronx): the Neuron tools on PATH.
+    "pytorch-training-neuronx": Image(path="/opt/aws/neuron/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+}
+
+
+@dataclass
+class Stack:
+    name: str
+    objects: list[dict[str, Any]]
+    result: PlanResult
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stacks(request: pytest.FixtureRequest) -> list[Stack]:
+    stack = request.param
+    cluster = request.getfixturevalue(stack)
+    workloads = request.getfixturevalue(f"workloads_{stack}")
+    return [
+        Stack(f"trainium-eks/{stack}", kubernetes_objects(cluster), cluster),
+        Stack(f"trainium-workloads/{stack}", kubernetes_objects(workloads), workloads),
+    ]
+
+
+def image_of(pc: PodContainer) -> Image:
+    return IMAGES[pc.image_name]
+
+
+# --- a Kubernetes API server, for the pods that call it --------------------------------------------
+class FakeApi:
+    """HTTPS on 127.0.0.1 with a certificate for that address, as KUBERNETES_SERVICE_HOST/PORT and the
+    service account's ca.crt and token give it to a pod. Answers by (method, path prefix)."""
+
+    TOKEN = "service-account-token"
+
+    def __init__(self, directory: Path, answers: dict[tuple[str, str], Any]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.cert, self.key = directory / "api.crt", directory / "api.key"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=kubernetes",
+             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(self.key), "-out", str(self.cert)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        self.answers = answers
+        self.requests: list[dict[str, Any]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                api.requests.append(
+                    {"method": self.command, "path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+                )
+                found = [v for (m, p), v in api.answers.items() if m == self.command and self.path.startswith(p)]
+                reply = found[0] if found else {"items": []}
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(json.dumps(reply).encode())
+
+            do_GET = do_PATCH = do_POST = answer  # noqa: N815 (http.server's names)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, self.key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def env(self) -> dict[str, str]:
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.server.server_port)}
+
+    def account(self, pod: Any, sandbox: Sandbox) -> None:
+        account = Path(sandbox.local(pod, "/var/run/secrets/kubernetes.io/serviceaccount"))
+        (account / "token").write_text(self.TOKEN)
+        (account / "ca.crt").write_text(self.cert.read_text())
+        (account / "namespace").write_text(pod.template["metadata"]["namespace"])
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], seconds: float = 20) -> dict[str, Any]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for request in list(self.requests):
+                if predicate(request):
+                    return request
+            time.sleep(0.02)
+        raise AssertionError(f"no such request within {seconds} s; seen: {[r['path'] for r in self.requests]}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+# --- the replays: one per kind of object ------------------------------------------------------------
+CONTAINER_ROOT_MEMLOCK = resource.RLIM_INFINITY
+
+
+def local_all(sandbox: Sandbox, pod: Any, words: list[str]) -> list[str]:
+    return [sandbox.local(pod, w) for w in words]
+
+
+def only(pcs: list[PodContainer], role: str | None = None, name: str | None = None) -> PodContainer:
+    (pc,) = [p for p in pcs if (role is None or p.role == role) and (name is None or p.container["name"] == name)]
+    return pc
+
+
+def under_a_mount(path: str, pc: PodContainer, read_only: bool | None = None) -> bool:
+    return any(
+        (path == m["mountPath"] or path.startswith(m["mountPath"] + "/"))
+        and (read_only is None or bool(m.get("readOnly")) == read_only)
+        for m in pc.container.get("volumeMounts", [])
+    )
+
+
+def replay_etcd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    pc = only(pcs)
+    run = sandbox.run(pc, image_of(pc), pod_name="etcd-7d9f")
+    assert run.rc == 0, run.stderr
+    (call,) = run.called("etcd")
+    assert call["argv"] == local_all(sandbox, run.pod, pc.container["command"][1:])
+    (data_dir,) = [a.split("=", 1)[1] for a in pc.container["command"] if a.startswith("--data-dir=")]
+    assert under_a_mount(data_dir, pc, read_only=False)
+    assert "--listen-client-urls=http://0.0.0.0:2379" in call["argv"]
+
+
+def replay_shell(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    pc = only(pcs)
+    running = sandbox.start(pc, image_of(pc), pod_name="cmd-shell")
+    time.sleep(0.3)
+    assert running.process.poll() is None, "the shell pod's `sleep infinity` exited"
+    run = running.replay()
+    assert run.argv == ["sleep", "infinity"] and run.calls == []
+    for path in ("/data", "/shared"):
+        assert under_a_mount(path, pc, read_only=False)
+
+
+def replay_tensorboard(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    board = only(pcs, name="tensorboard")
+    run = sandbox.run(board, image_of(board), pod_name="tensorboard-5c8d")
+    assert run.rc == 0, run.stderr
+    (call,) = run.called("tensorboard")
+    argv = call["argv"]
+    for spec in argv[argv.index("--logdir_spec") + 1].split(","):
+        name, _, path = spec.partition(":")
+        assert name and path.startswith(sandbox.local(run.pod, "/shared") + "/"), spec
+    proxied = len(pcs) == 2
+    assert argv[argv.index("--host") + 1] == ("127.0.0.1" if proxied else "0.0.0.0")
+    assert argv[argv.index("--port") + 1] == "6006"
+    if proxied:
+        proxy = only(pcs, name="auth-proxy")
+
+        def entrypoint(pod: Any) -> None:
+            stub = pod.root / "image-files" / "docker-entrypoint.sh"
+            sandbox.stub(stub, pod.name)
+            pod.view.append(["/docker-entrypoint.sh", str(stub)])
+
+        run = sandbox.run(proxy, image_of(proxy), pod_name="tensorboard-5c8d-proxy", prepare=entrypoint)
+        assert run.rc == 0, run.stderr
+        (call,) = run.called("docker-entrypoint.sh")
+        assert call["argv"] == ["nginx", "-g", "daemon off;"]
+        for path in ("/etc/nginx/conf.d/default.conf", "/etc/nginx/auth/htpasswd"):
+            assert Path(sandbox.local(run.pod, path)).is_file(), path
+
+
+def replay_watchdog(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    pc = only(pcs)
+    api = FakeApi(tmp / "api", {})
+    try:
+        running = sandbox.start(pc, image_of(pc), pod_name="gang-watchdog-6b7c", injected=api.env(),
+                                prepare=lambda pod: api.account(pod, sandbox))  # fmt: skip
+        namespace = pc.obj["metadata"]["namespace"]
+        for plural in ("batch.volcano.sh/v1alpha1/namespaces/{}/jobs", "kubeflow.org/v2beta1/namespaces/{}/mpijobs"):
+            path = "/apis/" + plural.format(namespace)
+            request = api.wait_for(lambda r, path=path: r["method"] == "GET" and r["path"].startswith(path))
+            assert request["auth"] == f"Bearer {FakeApi.TOKEN}"
+        run = running.replay()
+    finally:
+        api.close()
+    assert run.argv[:2] == ["python", "-c"] and "def sweep(" in run.argv[2]
+    assert "sweep failed" not in run.stderr, run.stderr
+
+
+def api_node(name: str, age_seconds: float, labels: dict[str, str]) -> dict[str, Any]:
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age_seconds))
+    meta = {"name": name, "creationTimestamp": created, "labels": labels, "resourceVersion": "4711"}
+    return {"metadata": meta, "spec": {}}
+
+
+def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    from infra.specs import burn_in_objects as b
+
+    pc = only(pcs)
+    node = api_node("ip-100-64-9-9", 3 * 3600, {b.BURN_IN_PENDING_LABEL: "true"})
+    api = FakeApi(tmp / "api", {("GET", "/api/v1/nodes?"): {"items": [node]}, ("GET", "/api/v1/nodes/"): node,
+                                ("PATCH", "/api/v1/nodes/"): {}})  # fmt: skip
+    try:
+        run = sandbox.run(pc, image_of(pc), pod_name="sweeper-29384", injected=api.env(),
+                          prepare=lambda pod: api.account(pod, sandbox))  # fmt: skip
+    finally:
+        api.close()
+    assert run.rc == 0, run.stdout + run.stderr
+    assert run.argv[:2] == ["python", "-c"]
+    (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
+    assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {FakeApi.TOKEN}"
+    assert json.loads(patch["body"])["metadata"]["labels"][b.BURN_IN_RESULT_LABEL] == "failed"
+
+
+# --- Volcano: BERT ----------------------------------------------------------------------------------
+BERT_LOG = "LOG Fri Nov 27 21:00:00 2026 - (0, 7) step_loss : 9.5000 learning_rate : 1.00e-04 throughput : 100.00\n"
+
+
+def volcano_pod(obj: dict[str, Any], task: str, uid: str = "8d3f0c1e") -> dict[str, Any]:
+    """What Volcano v1.15.1 createJobPod and the job's env plugin give the task's pod."""
+    name = obj["metadata"]["name"]
+    meta = {
+        "name": f"{name}-{task}-0",
+        "annotations": {"scheduling.k8s.io/group-name": f"{name}-{uid}", "volcano.sh/job-version": "0",
+                        "volcano.sh/job-retry-count": "0", "volcano.sh/task-index": "0", "volcano.sh/task-spec": task},
+        "labels": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task, "volcano.sh/task-index": "0"},
+    }  # fmt: skip
+    return meta
+
+
+def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    precompile = pcs[0].obj["metadata"]["name"] == "bert-precompile"
+    run_dir = stack.result.outputs["workloads"]["runDirectories"]["bertPretraining"]
+    sandbox.behaviours["dp_bert_large_hf_pretrain_hdf5.py"] = {"stdout": BERT_LOG}
+    sandbox.save()
+    for index, pc in enumerate(sorted(pcs, key=lambda p: p.role)):
+        task = pc.role.split(" ", 1)[1]
+        meta = volcano_pod(pc.obj, task)
+        hosts = {f"VC_{t['name'].replace('-', '_').upper()}_HOSTS": f"{pc.obj['metadata']['name']}-{t['name']}-0.{pc.obj['metadata']['name']}" for t in pc.obj["spec"]["tasks"]}
+        injected = {"VK_TASK_INDEX": "0", "VC_TASK_INDEX": "0", **hosts}
+        before = len(sandbox.calls())
+
+        def image_files(pod: Any) -> None:
+            sandbox.script(pod, "/workspace/dp_bert_large_hf_pretrain_hdf5.py")
+
+        run = sandbox.run(pc, image_of(pc), pod_name=meta["name"], metadata=meta, injected=injected, prepare=image_files)
+        assert run.rc == 0, run.stdout + run.stderr
+        calls = run.calls[before:]
+        (torchrun,) = [c for c in calls if c["program"] == "torchrun"]
+        (script,) = [c for c in calls if c["program"] == "dp_bert_large_hf_pretrain_hdf5.py"]
+        # The kubelet put the Volcano pod group and the job's version into the rendezvous id.
+        args = torchrun["argv"]
+        assert args[args.index("--rdzv_id") + 1] == f"{meta['annotations']['scheduling.k8s.io/group-name']}-v0"
+        assert args[args.index("--nnodes") + 1] == str(len(pcs))
+        argv = script["argv"]
+        assert argv[argv.index("--output_dir") + 1] == sandbox.local(run.pod, run_dir)
+        assert argv[argv.index("--data_dir") + 1].startswith(sandbox.local(run.pod, "/data") + "/")
+        env = script["env"]
+        assert env["NEURON_CC_FLAGS"].endswith(f"_{task.rsplit('-', 1)[1]}"), env["NEURON_CC_FLAGS"]
+        assert env["WORLD_SIZE"] == str(int(args[args.index("--nproc_per_node") + 1]) * len(pcs))
+        assert env["FI_PROVIDER"] == "efa"
+        if precompile:
+            assert [c["program"] for c in calls][:2] == ["neuron_parallel_compile", "torchrun"]
+            assert env["NEURON_EXTRACT_GRAPHS_ONLY"] == "1"
+            continue
+        assert "NEURON_EXTRACT_GRAPHS_ONLY" not in env and "--resume_ckpt_path" not in argv
+        heartbeat = Path(sandbox.local(run.pod, run_dir + "/heartbeat"))
+        assert heartbeat.is_file(), "the heartbeat filter saw no step"
+        # The liveness probe, as the kubelet runs it in the same container (no shell of its own).
+        probe = pc.container["livenessProbe"]["exec"]["command"]
+        local_env = {k: sandbox.local(run.pod, v) for k, v in run.env.items()}
+        local_env["PATH"] = f"{run.pod.root / 'bin'}:/usr/bin:/bin"
+        checked = subprocess.run([sandbox.local(run.pod, w) for w in probe], env=local_env, capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# --- KubeRay ----------------------------------------------------------------------------------------
+def ray_start_params(template: dict[str, Any], params: dict[str, str], head: bool, address: str) -> str:
+    """kuberay v1.7.0 ray-operator/controllers/ray/common/pod.go setMissingRayStartParams,
+    generateRayStartCommand, convertParamMap: defaults filled in, sorted, `` --key=value `` each."""
+    params = dict(params)
+    resources = template["spec"]["containers"][0].get("resources", {})
+    if head:
+        params.setdefault("dashboard-host", "0.0.0.0")
+    else:
+        params.setdefault("address", address)
+    params.setdefault("metrics-export-port", "8080")
+    params["block"] = "true"
+    params.setdefault("dashboard-agent-listen-port", "52365")
+    cpu = resources.get("limits", {}).get("cpu") or resources.get("requests", {}).get("cpu")
+    if cpu is not None:
+        params.setdefault("num-cpus", str(-(-int(cpu.rstrip("m")) // 1000) if cpu.endswith("m") else int(cpu)))
+    memory = resources.get("limits", {}).get("memory")
+    if memory is not None:
+        units = {"Gi": 1024**3, "Mi": 1024**2}
+        params.setdefault("memory", str(int(memory[:-2]) * units[memory[-2:]]))
+    cores = resources.get("limits", {}).get("aws.amazon.com/neuroncore")
+    if cores is not None and "resources" not in params:
+        params["resources"] = "'" + json.dumps({"neuron_cores": int(cores)}, separators=(",", ":")) + "'"
+    flags = "".join(f" --{k} " if v == "true" else f" --{k}={v} " for k, v in sorted(params.items()) if v != "false")
+    return ("ray start --head " if head else "ray start ") + flags
+
+
+def replay_rayjob(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    obj = pcs[0].obj
+    cluster = f"{obj['metadata']['name']}-x7k2p"
+    namespace = obj["metadata"]["namespace"]
+    fqdn = f"{cluster}-head-svc.{namespace}.svc.cluster.local"
+    spec = obj["spec"]["rayClusterSpec"]
+    groups = {"head": spec["headGroupSpec"], **{f"worker {g['groupName']}": g for g in spec.get("workerGroupSpecs", [])}}
+    for pc in pcs:
+        if pc.role == "submitter":
+            continue  # tests/test_ray_entrypoints.py replays the submitter's command chain
+        head = pc.role == "head"
+        group = groups[pc.role]
+        start = ray_start_params(pc.template, group.get("rayStartParams", {}), head, f"{fqdn}:6379")
+        # pod.go BuildPod: no `ray start` of ours, so KubeRay's wrapper and command (utils.GetContainerCommand).
+        assert "ray start" not in " ".join(pc.container.get("command", []) + pc.container.get("args", []))
+        argv = ["/bin/bash", "-c", "--", f"ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-65536}}; {start}"]
+        injected = {"RAY_CLUSTER_NAME": cluster, "RAY_CLUSTER_NAMESPACE": namespace, "RAY_PORT": "6379",
+                    "RAY_ADDRESS": "127.0.0.1:6379" if head else f"{fqdn}:6379", "KUBERAY_GEN_RAY_START_CMD": start}  # fmt: skip
+        before = len(sandbox.calls())
+        run = sandbox.run(pc, image_of(pc), pod_name=f"{cluster}-{pc.role.split()[0]}-abcde", argv=argv, injected=injected)
+        assert run.rc == 0, run.stderr
+        (ray,) = [c for c in run.calls[before:] if c["program"] == "ray"]
+        assert ray["argv"][0] == "start" and "--block" in ray["argv"]
+        assert ("--head" in ray["argv"]) == head
+        if not head:
+            assert f"--address={fqdn}:6379" in ray["argv"]
+            # The Neuron devices the worker owns are all visible to the Ray worker.
+            assert "NEURON_RT_VISIBLE_CORES" not in ray["env"]
+        for mount in ("/shared", "/tmp/ray"):
+            assert under_a_mount(mount, pc, read_only=False)
+
+
+# --- the MPI operator ---------------------------------------------------------------------------------
+def mpi_launcher_env(obj: dict[str, Any]) -> dict[str, str]:
+    """kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherPodTemplate: the
+    launcher's env (Open MPI); the ConfigMap <job>-config at /etc/mpi holds the hostfile."""
+    slots = obj["spec"].get("slotsPerWorker", 1)
+    return {"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+            "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10", "OMPI_MCA_orte_set_default_slots": str(slots),
+            "NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}  # fmt: skip
+
+
+def start_mpijob(sandbox: Sandbox, pcs: list[PodContainer], prepare_worker: Callable[[Any], None] | None = None) -> Any:
+    """The workers (their own command, then sshd), registered under the hostfile's names, then the
+    launcher's Running with /etc/mpi/hostfile (newConfigMap: ``<job>-worker-<i>.<job>.<ns>.svc slots=N``)."""
+    obj = pcs[0].obj
+    name, namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
+    worker = only(pcs, role="worker")
+    replicas = obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    slots = obj["spec"].get("slotsPerWorker", 1)
+    hostfile = ""
+    for i in range(replicas):
+        host, address = f"{name}-worker-{i}.{name}.{namespace}.svc", f"10.1.0.{i + 10}"
+        sandbox.cluster["hosts"][host] = address
+        hostfile += f"{host} slots={slots}\n"
+        run = sandbox.run(worker, image_of(worker), pod_name=f"{name}-worker-{i}", address=address,
+                          injected={"K_MPI_JOB_ROLE": "worker"}, prepare=prepare_worker)  # fmt: skip
+        assert run.rc == 0, run.stderr
+        assert run.calls[-1]["program"] == "sshd" and run.calls[-1]["argv"] == ["-De"]
+    launcher = only(pcs, role="launcher")
+
+    def mpi_config(pod: Any) -> None:
+        config = pod.root / "volumes" / "mpi-job-config"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "hostfile").write_text(hostfile)
+        pod.view.append(["/etc/mpi", str(config)])
+        sandbox.cluster["launcher_view"] = pod.view
+        sandbox.cluster["pods"][pod.name]["view"] = pod.view
+        sandbox.save()
+
+    return sandbox.start(launcher, image_of(launcher), pod_name=f"{name}-launcher-q8x2z",
+                         injected=mpi_launcher_env(obj), prepare=mpi_config)  # fmt: skip
+
+
+def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    from tests.test_resilience import LLAMA_7B, TEST_LLAMA
+
+    obj = pcs[0].obj
+    compile_run = obj["metadata"]["name"] == "llama2-compile"
+    workdir = IMAGES["nemo-megatron"].workdir
+
+    def image_files(pod: Any) -> None:
+        # llama_7b.sh sources train_setup.sh and runs test_llama.sh, whose last line runs torchrun
+        # (neuronx-nemo-megatron d22aabf): the torchrun there is the stub.
+        directory = Path(sandbox.local(pod, workdir))
+        (directory / "llama_7b.sh").write_text("#!/bin/bash\n" + LLAMA_7B)
+        (directory / "test_llama.sh").write_text(
+            "#!/bin/bash\ntorchrun --nproc_per_node 32 megatron_gpt_pretraining.py \\\n" + TEST_LLAMA
+        )
+        for script in ("llama_7b.sh", "test_llama.sh"):
+            (directory / script).chmod(0o755)
+
+    running = start_mpijob(sandbox, pcs, image_files)
+    run = running.wait(60)
+    assert run.rc == 0, run.stdout + run.stderr
+    mpirun = run.called("mpirun")
+    assert len(mpirun) == 1
+    ranks = [c for c in run.calls if c["program"] == "torchrun"]
+    replicas = obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    # One rank per worker, each on its own worker, ranks 0..n-1, with what -x forwarded.
+    assert sorted(c["env"]["OMPI_COMM_WORLD_RANK"] for c in ranks) == [str(i) for i in range(replicas)]
+    assert sorted(c["pod"] for c in ranks) == sorted(f"{obj['metadata']['name']}-worker-{i}" for i in range(replicas))
+    for call in ranks:
+        assert call["env"]["TOKENIZER_PATH"] and call["env"]["DATASET_PATH"] and call["env"]["POD_UID"]
+        assert call["env"]["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        assert "K_MPI_JOB_ROLE" not in call["env"] or call["env"]["K_MPI_JOB_ROLE"] != "launcher"
+        if compile_run:
+            assert call["env"]["COMPILE"] == "1"
+    if not compile_run:
+        # Each rank rewrote the scripts from the worker's /tmp/resilience.py and ran the resumable one.
+        for i in range(replicas):
+            pod = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-{i}"]
+            examples = Path(sandbox.local(type("P", (), {"view": pod["view"]})(), workdir))
+            assert (examples / "test_llama_resumable.sh").is_file()
+            assert Path(sandbox.local(type("P", (), {"view": pod["view"]})(), "/tmp/training-attempt")).is_file()
+
+
+SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]]] = [
+    ("etcd", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "etcd", replay_etcd),
+    ("shell", lambda o: o["kind"] == "Pod" and o["metadata"]["name"] == "cmd-shell", replay_shell),
+    ("tensorboard", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard", replay_tensorboard),
+    ("watchdog", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "gang-watchdog", replay_watchdog),
+    ("sweeper", lambda o: o["kind"] == "CronJob", replay_sweeper),
+    ("bert", lambda o: o["apiVersion"].startswith("batch.volcano.sh/") and o["metadata"]["name"].startswith("bert-"), replay_bert),
+    ("rayjob", lambda o: o["kind"] == "RayJob", replay_rayjob),
+    ("nemo", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nemo),
+]
+
+
+# Which shipped stacks run each kind of pod (a replay that finds nothing to run must fail).
+SHIPPED_IN = {
+    "etcd": {"dev", "prod"},
+    "shell": {"dev"},
+    "tensorboard": {"dev", "prod"},
+    "watchdog": {"dev", "prod"},
+    "sweeper": {"dev", "prod"},
+    "bert": {"dev"},
+    "rayjob": {"dev"},
+    "nemo": {"prod"},
+}
+
+
+def grouped(stack: Stack) -> list[tuple[dict[str, Any], list[PodContainer]]]:
+    groups: dict[int, tuple[dict[str, Any], list[PodContainer]]] = {}
+    for pc in pod_containers(stack.objects):
+        groups.setdefault(id(pc.obj), (pc.obj, []))[1].append(pc)
+    return list(groups.values())
+
+
+def test_every_object_with_a_pod_has_a_replay(stacks: list[Stack]) -> None:
+    missing = [
+        f"{s.name}: {o['kind']} {o['metadata']['name']}"
+        for s in stacks
+        for o, _ in grouped(s)
+        if not [name for name, matches, _ in SCENARIOS if matches(o)]
+    ]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("scenario", [name for name, _, _ in SCENARIOS])
+def test_the_pods_commands_run(scenario: str, stacks: list[Stack], tmp_path: Path) -> None:
+    (matches, replay) = [(m, r) for name, m, r in SCENARIOS if name == scenario][0]
+    ran = 0
+    for stack in stacks:
+        for obj, pcs in grouped(stack):
+            if matches(obj):
+                meta = obj["metadata"]
+                root = tmp_path / f"{stack.name.replace('/', '-')}-{obj['kind']}-{meta.get('namespace', '')}-{meta['name']}"
+                replay(Sandbox(root, stack.objects), pcs, stack, root / "test")
+                ran += 1
+    stack = stacks[0].name.split("/")[1]
+    assert bool(ran) == (stack in SHIPPED_IN[scenario]), f"{ran} {scenario} objects in the {stack} stacks"
