@@ -228,7 +228,7 @@ def pod_containers(objects: list[dict[str, Any]]) -> list[PodContainer]:
 # these absolute paths where the images install them.
 STUBBED = (
     "torchrun", "neuron_parallel_compile", "mpirun", "ssh", "getent", "sshd", "aws", "kubectl",
-    "etcd", "tensorboard", "ray", "nginx", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
+    "etcd", "tensorboard", "ray", "nginx", "huggingface-cli", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
 )  # fmt: skip
 STUB_DIRS = {
     "/opt/aws/neuron/bin": ("neuron-ls", "neuron-top", "nccom-test", "neuron_parallel_compile"),
@@ -237,7 +237,10 @@ STUB_DIRS = {
     "/usr/sbin": ("sshd",),
 }
 # The image's own files the pods run: scripts that stand in for the training programs.
-PRIVATE_PATHS = ("/tmp", "/etc/environment", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/dev/neuron")
+# The node's own files a pod reads (the Neuron devices, /proc) stand for a Trainium node's: see
+# Sandbox.trainium_node.
+PRIVATE_PATHS = ("/tmp", "/etc/environment", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/dev/neuron",
+                 "/proc/self/status", "/proc/meminfo")  # fmt: skip
 
 
 @dataclass
@@ -349,7 +352,9 @@ class Sandbox:
             view[image.workdir] = str(pod.root / "image" / image.workdir.strip("/").replace("/", "_"))
             Path(view[image.workdir]).mkdir(parents=True, exist_ok=True)
         volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
-        mounts = [(m, volumes[m["name"]], self.volume_dir(pod, volumes[m["name"]])) for m in container.get("volumeMounts", [])]
+        mounts = [
+            (m, volumes[m["name"]], self.volume_dir(pod, volumes[m["name"]])) for m in container.get("volumeMounts", [])
+        ]
         for mount, _, host in mounts:
             view[mount["mountPath"]] = str(host / mount["subPath"]) if mount.get("subPath") else str(host)
         pod.view = [[c, h] for c, h in view.items()]

@@ -16,10 +16,12 @@ What each controller adds, at the version we pin (infra/facts/versions.py):
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +34,8 @@ import pytest
 
 from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
-from tests.pod_replay import Image, PodContainer, Replay, Sandbox, dockerfile_image, pod_containers
+from tests.pod_replay import Image, PodContainer, Sandbox, dockerfile_image, pod_containers
+from tests.replay_stubs import rewrite
 
 IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nemo-megatron", "ray-llama2")}
 # Images we do not build: what their publishers' Dockerfiles set.
@@ -73,6 +76,20 @@ def image_of(pc: PodContainer) -> Image:
 
 
 # --- a Kubernetes API server, for the pods that call it --------------------------------------------
+@functools.cache
+def certificate() -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (openssl), made once per test process."""
+    directory = Path(tempfile.mkdtemp(prefix="fake-api-"))
+    cert, key = directory / "api.crt", directory / "api.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=kubernetes", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
 class FakeApi:
     """HTTPS on 127.0.0.1 with a certificate for that address, as KUBERNETES_SERVICE_HOST/PORT and the
     service account's ca.crt and token give it to a pod. Answers by (method, path prefix)."""
@@ -80,13 +97,7 @@ class FakeApi:
     TOKEN = "service-account-token"
 
     def __init__(self, directory: Path, answers: dict[tuple[str, str], Any]) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.cert, self.key = directory / "api.crt", directory / "api.key"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=kubernetes",
-             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(self.key), "-out", str(self.cert)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        self.cert, self.key = certificate()
         self.answers = answers
         self.requests: list[dict[str, Any]] = []
         api = self
@@ -139,9 +150,6 @@ class FakeApi:
 
 
 # --- the replays: one per kind of object ------------------------------------------------------------
-CONTAINER_ROOT_MEMLOCK = resource.RLIM_INFINITY
-
-
 def local_all(sandbox: Sandbox, pod: Any, words: list[str]) -> list[str]:
     return [sandbox.local(pod, w) for w in words]
 
@@ -273,17 +281,22 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
     run_dir = stack.result.outputs["workloads"]["runDirectories"]["bertPretraining"]
     sandbox.behaviours["dp_bert_large_hf_pretrain_hdf5.py"] = {"stdout": BERT_LOG}
     sandbox.save()
-    for index, pc in enumerate(sorted(pcs, key=lambda p: p.role)):
+    for pc in sorted(pcs, key=lambda p: p.role):
         task = pc.role.split(" ", 1)[1]
         meta = volcano_pod(pc.obj, task)
-        hosts = {f"VC_{t['name'].replace('-', '_').upper()}_HOSTS": f"{pc.obj['metadata']['name']}-{t['name']}-0.{pc.obj['metadata']['name']}" for t in pc.obj["spec"]["tasks"]}
+        hosts = {
+            f"VC_{t['name'].replace('-', '_').upper()}_HOSTS": f"{pc.obj['metadata']['name']}-{t['name']}-0.{pc.obj['metadata']['name']}"
+            for t in pc.obj["spec"]["tasks"]
+        }
         injected = {"VK_TASK_INDEX": "0", "VC_TASK_INDEX": "0", **hosts}
         before = len(sandbox.calls())
 
         def image_files(pod: Any) -> None:
             sandbox.script(pod, "/workspace/dp_bert_large_hf_pretrain_hdf5.py")
 
-        run = sandbox.run(pc, image_of(pc), pod_name=meta["name"], metadata=meta, injected=injected, prepare=image_files)
+        run = sandbox.run(
+            pc, image_of(pc), pod_name=meta["name"], metadata=meta, injected=injected, prepare=image_files
+        )
         assert run.rc == 0, run.stdout + run.stderr
         calls = run.calls[before:]
         (torchrun,) = [c for c in calls if c["program"] == "torchrun"]
@@ -310,7 +323,9 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         probe = pc.container["livenessProbe"]["exec"]["command"]
         local_env = {k: sandbox.local(run.pod, v) for k, v in run.env.items()}
         local_env["PATH"] = f"{run.pod.root / 'bin'}:/usr/bin:/bin"
-        checked = subprocess.run([sandbox.local(run.pod, w) for w in probe], env=local_env, capture_output=True, text=True, timeout=30)
+        checked = subprocess.run(
+            [sandbox.local(run.pod, w) for w in probe], env=local_env, capture_output=True, text=True, timeout=30
+        )
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -347,7 +362,10 @@ def replay_rayjob(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: 
     namespace = obj["metadata"]["namespace"]
     fqdn = f"{cluster}-head-svc.{namespace}.svc.cluster.local"
     spec = obj["spec"]["rayClusterSpec"]
-    groups = {"head": spec["headGroupSpec"], **{f"worker {g['groupName']}": g for g in spec.get("workerGroupSpecs", [])}}
+    groups = {
+        "head": spec["headGroupSpec"],
+        **{f"worker {g['groupName']}": g for g in spec.get("workerGroupSpecs", [])},
+    }
     for pc in pcs:
         if pc.role == "submitter":
             continue  # tests/test_ray_entrypoints.py replays the submitter's command chain
@@ -360,7 +378,9 @@ def replay_rayjob(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: 
         injected = {"RAY_CLUSTER_NAME": cluster, "RAY_CLUSTER_NAMESPACE": namespace, "RAY_PORT": "6379",
                     "RAY_ADDRESS": "127.0.0.1:6379" if head else f"{fqdn}:6379", "KUBERAY_GEN_RAY_START_CMD": start}  # fmt: skip
         before = len(sandbox.calls())
-        run = sandbox.run(pc, image_of(pc), pod_name=f"{cluster}-{pc.role.split()[0]}-abcde", argv=argv, injected=injected)
+        run = sandbox.run(
+            pc, image_of(pc), pod_name=f"{cluster}-{pc.role.split()[0]}-abcde", argv=argv, injected=injected
+        )
         assert run.rc == 0, run.stderr
         (ray,) = [c for c in run.calls[before:] if c["program"] == "ray"]
         assert ray["argv"][0] == "start" and "--block" in ray["argv"]
@@ -454,9 +474,241 @@ def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         # Each rank rewrote the scripts from the worker's /tmp/resilience.py and ran the resumable one.
         for i in range(replicas):
             pod = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-{i}"]
-            examples = Path(sandbox.local(type("P", (), {"view": pod["view"]})(), workdir))
+            examples = Path(rewrite(workdir, pod["view"]))
             assert (examples / "test_llama_resumable.sh").is_file()
-            assert Path(sandbox.local(type("P", (), {"view": pod["view"]})(), "/tmp/training-attempt")).is_file()
+            assert Path(rewrite("/tmp/training-attempt", pod["view"])).is_file()
+
+
+# --- data staging ----------------------------------------------------------------------------------
+def replay_wikicorpus(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    import tarfile
+
+    pc = only(pcs)
+    # The archive as the public bucket holds it: one directory of HDF5 shards.
+    tmp.mkdir(parents=True, exist_ok=True)
+    shard = tmp / "shard.hdf5"
+    shard.write_text("hdf5")
+    archive = tmp / "wikicorpus.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(shard, "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/wiki_0.hdf5")
+    name = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
+    sandbox.behaviours["aws"] = {"copies": {f"/data/{name}.tar": str(archive)}}
+    sandbox.save()
+    run = sandbox.run(pc, image_of(pc), pod_name="stage-wikicorpus-k2j4d")
+    assert run.rc == 0, run.stdout + run.stderr
+    (aws,) = run.called("aws")
+    assert aws["argv"] == ["s3", "cp", f"s3://neuron-s3/training_datasets/bert_pretrain_wikicorpus_tokenized_hdf5/{name}.tar",
+                           ".", "--no-sign-request", "--region", "us-east-1"]  # fmt: skip
+    assert aws["cwd"] == sandbox.local(run.pod, "/data")
+    staged = Path(sandbox.local(run.pod, f"/data/{name}"))
+    assert (staged / "wiki_0.hdf5").read_text() == "hdf5" and (staged / ".staged").is_file()
+    assert not Path(sandbox.local(run.pod, f"/data/{name}.tar")).exists()
+    # A retry after success downloads nothing.
+    again = sandbox.run(pc, image_of(pc), pod_name="stage-wikicorpus-p9s1x")
+    assert again.rc == 0 and "already staged" in again.stdout and len(again.called("aws")) == 1
+
+
+def replay_redpajama(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    download, stage = only(pcs, name="download"), only(pcs, name="stage")
+    assert download.init and not stage.init
+    sample = "/shared/data/RedPajama-Data-1T-Sample"
+    sandbox.behaviours["huggingface-cli"] = {"creates": {f"{sample}/arxiv_sample.jsonl": '{"text": "a"}\n'}}
+    sandbox.behaviours["python3"] = {"answers": {
+        "import transformers": {"creates": {"/shared/llama7b_tokenizer/tokenizer.json": "{}"}},
+        "preprocess_data_for_megatron.py": {"creates": {"/shared/data/redpajama_sample_text_document.bin": "b",
+                                                         "/shared/data/redpajama_sample_text_document.idx": "i"}},
+    }}  # fmt: skip
+    sandbox.save()
+    run = sandbox.run(download, image_of(download), pod_name="stage-redpajama-w2v7c")
+    assert run.rc == 0, run.stdout + run.stderr
+    (cli,) = run.called("huggingface-cli")
+    argv = cli["argv"]
+    assert argv[:2] == ["download", "togethercomputer/RedPajama-Data-1T-Sample"]
+    assert argv[argv.index("--local-dir") + 1] == "data/RedPajama-Data-1T-Sample"
+    assert cli["cwd"] == sandbox.local(run.pod, "/shared")
+    run = sandbox.run(stage, image_of(stage), pod_name="stage-redpajama-w2v7c")
+    assert run.rc == 0, run.stdout + run.stderr
+    tokenizer, preprocess = run.called("python3")
+    assert tokenizer["argv"][0] == "-c" and "meta-llama/Llama-2-7b-hf" in tokenizer["argv"][1]
+    token_file = "/var/run/secrets/huggingface/HF_TOKEN"
+    assert token_file in tokenizer["argv"][1] or sandbox.local(run.pod, token_file) in tokenizer["argv"][1]
+    assert Path(sandbox.local(run.pod, token_file)).is_file()
+    assert preprocess["argv"][0].endswith("preprocess_data_for_megatron.py")
+    assert "--input=redpajama_sample.jsonl" in preprocess["argv"]
+    for done in ("llama7b_tokenizer/.staged", "data/redpajama_sample_text_document.staged"):
+        assert Path(sandbox.local(run.pod, f"/shared/{done}")).is_file(), done
+
+
+# --- a Trainium node, as the pods on it see it ------------------------------------------------------
+NCCOM_TABLE = (
+    # nccom-test.rst's table layout: size(B) count(elems) type time(us) algbw(GB/s) busbw(GB/s).
+    "       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)\n"
+    "    1073741824       268435456    fp32       41000          24.39          45.73\n"
+)
+DD_OK = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s\n"
+# The containers' locked-memory limit: containerd on the EKS AMIs runs them with LimitMEMLOCK=infinity.
+try:
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+except (ValueError, OSError):
+    pass
+MEMLOCK_UNLIMITED = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY
+
+
+def neuron_ls_table(devices: int, cores_per_device: int) -> str:
+    """neuron-ls's table (aws-neuron-sdk tools/neuron-sys-tools/neuron-ls.rst)."""
+    rule = "+--------+--------+--------+---------------+---------+"
+    rows = [
+        rule,
+        "| NEURON | NEURON | NEURON |   CONNECTED   |   PCI   |",
+        "| DEVICE | CORES  | MEMORY |    DEVICES    |   BDF   |",
+        rule,
+    ]
+    rows += [f"| {d:<6} | {cores_per_device:<6} | 32 GB  | {d}, {d}          | 00:{d:02x}.0 |" for d in range(devices)]
+    return "\n".join([*rows, rule]) + "\n"
+
+
+CONTAINER_LIMITS = "/root/.container-limits.sh"
+
+
+def node_limits() -> dict[str, str]:
+    """The environment that gives bash the container's locked-memory limit: unlimited, as containerd
+    on the EKS AMIs sets it. Where this machine cannot lift its own (no CAP_SYS_RESOURCE), bash reads
+    it from a ``ulimit`` function that BASH_ENV defines (bash(1): non-interactive shells source
+    $BASH_ENV first; a function takes precedence over the builtin); trainium_node writes the file."""
+    return {} if MEMLOCK_UNLIMITED else {"BASH_ENV": CONTAINER_LIMITS}
+
+
+def trainium_node(sandbox: Sandbox, instance_type: str) -> Callable[[Any], None]:
+    """The node a Neuron pod runs on: its devices (neuron-ls, /dev/neuron<i>), its EFA interfaces
+    (fi_info), the FSx mount's type (stat -f), a healthy runtime (nccom-test), its memory and the
+    container's seccomp mode as /proc shows them. Returns the pod's ``prepare``; start the pod with
+    ``node_limits`` in its environment."""
+    from infra.facts.instances import NEURON_INSTANCE_TYPES
+
+    facts = NEURON_INSTANCE_TYPES[instance_type]
+    domains = "".join(
+        f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    type: FI_EP_RDM\n"
+        for i in range(facts.max_efa_interfaces)
+    )
+    sandbox.behaviours.update({
+        "neuron-ls": {"stdout": neuron_ls_table(facts.neuron_devices, facts.neuron_cores // facts.neuron_devices)},
+        "fi_info": {"stdout": domains},
+        "nccom-test": {"stdout": NCCOM_TABLE},
+        "stat": {"answers": {"^-f -c %T ": {"stdout": "lustre\n"}}},
+        "dd": {"stderr": DD_OK},
+        "python3": {"answers": {"169.254.169.254": {"exit": 1}, "AWS_CONTAINER_CREDENTIALS_FULL_URI": {"exit": 0}}},
+    })  # fmt: skip
+    sandbox.save()
+
+    def prepare(pod: Any) -> None:
+        for d in range(facts.neuron_devices):
+            Path(sandbox.local(pod, "/dev/neuron") + str(d)).touch()
+        Path(sandbox.local(pod, "/proc/self/status")).write_text("Name:\tbash\nSeccomp:\t2\n")
+        Path(sandbox.local(pod, "/proc/meminfo")).write_text("MemTotal:       528113088 kB\nHugePages_Total:       0\n")
+        Path(sandbox.local(pod, CONTAINER_LIMITS)).write_text(
+            'ulimit() { if [ "$*" = -l ]; then echo unlimited; else builtin ulimit "$@"; fi; }\n'
+        )
+        for program in ("stat", "dd", "sleep"):
+            sandbox.stub(pod.root / "bin" / program, pod.name)
+
+    return prepare
+
+
+def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    from infra.specs import burn_in_objects as b
+
+    pc = only(pcs)
+    group = pc.obj["metadata"]["name"].removeprefix("burn-in-")
+    (instance_type,) = [g["instanceType"] for g in stack.result.outputs["acceleratorNodeGroups"] if g["name"] == group]
+    node = api_node("ip-100-64-1-1.us-west-2.compute.internal", 60, {b.BURN_IN_PENDING_LABEL: "true"})
+    api = FakeApi(tmp / "api", {("GET", "/api/v1/nodes/"): node, ("PATCH", "/api/v1/nodes/"): {}})
+    node_files = trainium_node(sandbox, instance_type)
+
+    def prepare(pod: Any) -> None:
+        node_files(pod)
+        api.account(pod, sandbox)
+
+    try:
+        running = sandbox.start(pc, image_of(pc), pod_name=f"{pc.obj['metadata']['name']}-x9z8w",
+                                injected={**api.env(), **node_limits()}, prepare=prepare)  # fmt: skip
+        patch = api.wait_for(lambda r: r["method"] == "PATCH")
+        time.sleep(0.3)
+        assert running.process.poll() is None, (
+            "the burn-in pod must keep its node's Neuron devices: `exec sleep infinity`"
+        )
+        run = running.replay()
+    finally:
+        api.close()
+    from infra.facts.instances import NEURON_INSTANCE_TYPES
+
+    facts = NEURON_INSTANCE_TYPES[instance_type]
+    labels = json.loads(patch["body"])["metadata"]["labels"]
+    assert labels[b.BURN_IN_RESULT_LABEL] == "passed", run.stdout
+    (nccom,) = run.called("nccom-test")
+    assert nccom["argv"][:2] == ["-r", str(facts.neuron_cores)] and nccom["argv"][-1] == "allr"
+    assert run.called("neuron-ls") and run.called("fi_info")[0]["argv"] == ["-p", "efa", "-t", "FI_EP_RDM"]
+
+
+# --- the cluster acceptance test: per-node Job, all-reduce MPIJob, verdict Job --------------------------
+def replay_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    nodes_job = pcs[0].obj
+    check = stack.result.outputs["workloads"]["clusterCheck"]
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in stack.objects}
+    instance_type = check["instanceType"]
+    node_files = trainium_node(sandbox, instance_type)
+    uid = "0f1e2d3c"
+    pc = only(pcs)
+    count = nodes_job["spec"]["completions"]
+    running = []
+    for i in range(count):
+        meta = {
+            "labels": {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "cluster-check-nodes"}
+        }
+        running.append(sandbox.start(pc, image_of(pc), pod_name=f"cluster-check-nodes-{i}", metadata=meta,
+                                     node_name=f"ip-100-64-1-{i}.us-west-2.compute.internal",
+                                     injected={**node_limits(), "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
+                                               "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token"},
+                                     prepare=node_files))  # fmt: skip
+    for r in running:
+        done = r.wait(30)
+        assert done.rc == 0, done.stdout + done.stderr
+        assert " PASS " in done.stdout
+    # The all-reduce: its workers and launcher, on the MPI operator's hostfile.
+    allreduce = objects[("MPIJob", "cluster-check-allreduce")]
+    mpi_pcs = [p for p in pod_containers([allreduce])]
+
+    def worker_node(pod: Any) -> None:
+        node_files(pod)
+
+    launcher = start_mpijob(sandbox, mpi_pcs, worker_node)
+    done = launcher.wait(30)
+    assert done.rc == 0, done.stdout + done.stderr
+    (nccom,) = [c for c in done.called("nccom-test") if c["pod"].startswith("cluster-check-allreduce-")]
+    # Run on worker 0 over ssh, with the worker's PATH and EFA settings from its /etc/environment.
+    assert nccom["pod"] == "cluster-check-allreduce-worker-0" and nccom["env"]["FI_PROVIDER"] == "efa"
+    argv = nccom["argv"]
+    assert argv[:4] == ["-r", str(check["allReduce"]["ranks"]), "-N", str(check["nodes"])] and "allr" in argv
+    assert argv[argv.index("--hosts") + 1 :] == [f"10.1.0.{10 + i}" for i in range(check["nodes"])]
+    assert (
+        "RESULT" not in done.stdout
+        and "PASS"
+        in Path(sandbox.local(done.pod, check["results"])).joinpath("attempts", uid, "allreduce.status").read_text()
+    )
+    verdict = objects[("Job", "cluster-check-verdict")]
+    (vpc,) = pod_containers([verdict])
+    done = sandbox.run(
+        vpc,
+        image_of(vpc),
+        pod_name="cluster-check-verdict-abc12",
+        prepare=lambda pod: sandbox.stub(pod.root / "bin" / "sleep", pod.name),
+    )
+    assert done.rc == 0 and "RESULT PASS" in done.stdout, done.stdout + done.stderr
+
+
+def covered_by_the_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """Replayed in order by replay_cluster_check (the per-node Job's scenario): only there do the
+    per-node results it reads exist."""
+    assert any(o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes" for o in stack.objects)
 
 
 SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]]] = [
@@ -465,8 +717,25 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
     ("tensorboard", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard", replay_tensorboard),
     ("watchdog", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "gang-watchdog", replay_watchdog),
     ("sweeper", lambda o: o["kind"] == "CronJob", replay_sweeper),
-    ("bert", lambda o: o["apiVersion"].startswith("batch.volcano.sh/") and o["metadata"]["name"].startswith("bert-"), replay_bert),
+    (
+        "bert",
+        lambda o: o["apiVersion"].startswith("batch.volcano.sh/") and o["metadata"]["name"].startswith("bert-"),
+        replay_bert,
+    ),
     ("rayjob", lambda o: o["kind"] == "RayJob", replay_rayjob),
+    ("wikicorpus", lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "stage-wikicorpus", replay_wikicorpus),
+    ("redpajama", lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama", replay_redpajama),
+    ("burn-in", lambda o: o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("burn-in-"), replay_burn_in),
+    (
+        "cluster-check",
+        lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes",
+        replay_cluster_check,
+    ),
+    (
+        "cluster-check-later-stages",
+        lambda o: o["metadata"]["name"] in ("cluster-check-allreduce", "cluster-check-verdict"),
+        covered_by_the_cluster_check,
+    ),
     ("nemo", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nemo),
 ]
 
@@ -481,6 +750,11 @@ SHIPPED_IN = {
     "bert": {"dev"},
     "rayjob": {"dev"},
     "nemo": {"prod"},
+    "wikicorpus": {"dev"},
+    "redpajama": {"prod"},
+    "burn-in": {"dev", "prod"},
+    "cluster-check": {"dev"},
+    "cluster-check-later-stages": {"dev"},
 }
 
 
@@ -509,7 +783,10 @@ def test_the_pods_commands_run(scenario: str, stacks: list[Stack], tmp_path: Pat
         for obj, pcs in grouped(stack):
             if matches(obj):
                 meta = obj["metadata"]
-                root = tmp_path / f"{stack.name.replace('/', '-')}-{obj['kind']}-{meta.get('namespace', '')}-{meta['name']}"
+                root = (
+                    tmp_path
+                    / f"{stack.name.replace('/', '-')}-{obj['kind']}-{meta.get('namespace', '')}-{meta['name']}"
+                )
                 replay(Sandbox(root, stack.objects), pcs, stack, root / "test")
                 ran += 1
     stack = stacks[0].name.split("/")[1]
