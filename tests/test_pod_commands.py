@@ -4,14 +4,29 @@ stubs only for the programs that cannot run here (tests/replay_stubs.py). Each r
 program finally runs, with which arguments and environment.
 
 What each controller adds, at the version we pin (infra/facts/versions.py):
-- Volcano v1.15.1 (volcano-sh/volcano pkg/controllers/job/job_controller_util.go createJobPod):
-  the pod is ``<job>-<task>-<index>``, annotated ``scheduling.k8s.io/group-name: <job>-<job uid>``
-  and ``volcano.sh/job-version``; the env plugin (pkg/controllers/job/plugins/env/env.go) adds
-  VK_TASK_INDEX and VC_TASK_INDEX; the svc plugin sets hostname and subdomain. It leaves
-  command and args alone.
-- batch/v1 Job (kubernetes v1.34.0 pkg/controller/job): pods labelled
-  ``batch.kubernetes.io/controller-uid: <job uid>`` and ``batch.kubernetes.io/job-name``.
-- KubeRay v1.7.0 and the MPI operator v0.8.0: see RAY_* and MPI_* below.
+- Volcano v1.15.1 (volcano-sh/volcano pkg/controllers/job/job_controller_util.go createJobPod
+  l.46-180): the pod is ``<job>-<task>-<index>``, annotated ``scheduling.k8s.io/group-name:
+  <job>-<job uid>`` and ``volcano.sh/job-version``; the env plugin (plugins/env/env.go l.45-59) adds
+  VK_TASK_INDEX and VC_TASK_INDEX, the svc plugin (plugins/svc/svc.go l.96-111) VC_<TASK>_HOSTS.
+  Neither touches command or args (only the opt-in ray plugin does, which we do not use).
+- batch/v1 Job (kubernetes pkg/controller/job): pods labelled ``batch.kubernetes.io/controller-uid``.
+- KubeRay v1.7.0 (ray-project/kuberay ray-operator/controllers/ray/common/pod.go BuildPod l.878-913,
+  generateRayStartCommand l.1390-1430, convertParamMap l.1518-1544; utils/util.go l.1005-1013):
+  a Ray container whose command and args do not say ``ray start`` gets command
+  ``["/bin/bash", "-c", "--"]`` and one arg, ``ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536};
+  ray start [--head] <sorted --key=value flags>`` (``--block`` always, the address of the head's
+  service for workers, CPUs and memory from the container's resources); env RAY_CLUSTER_NAME,
+  RAY_ADDRESS, RAY_PORT, KUBERAY_GEN_RAY_START_CMD (setContainerEnvVars l.1207-1343). The
+  submitter's command chain is replayed in tests/test_ray_entrypoints.py.
+- The MPI operator v0.8.0 (kubeflow/mpi-operator pkg/controller/mpi_job_controller.go): workers
+  keep their command (newWorker l.1502-1505 sets ``/usr/sbin/sshd -De`` only when none is given)
+  and get K_MPI_JOB_ROLE=worker; the launcher keeps its command and gets the OMPI_MCA_* env and
+  the ConfigMap at /etc/mpi whose hostfile lists ``<job>-worker-<i>.<job>.<ns>.svc slots=<n>``
+  (newLauncherPodTemplate l.1556-1645, newConfigMap l.1309-1354).
+- Open MPI 4.1 (open-mpi/ompi v4.1.8): each rank starts from the remote sshd session's environment
+  (not the worker container's), plus mpirun's OMPI_*/PMIX_* and ``-x`` variables
+  (orte/mca/schizo/ompi/schizo_ompi.c parse_env l.666-800) and OMPI_COMM_WORLD_RANK and friends
+  (setup_child l.1191+); see replay_stubs.mpirun.
 """
 
 from __future__ import annotations
