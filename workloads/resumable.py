@@ -127,22 +127,24 @@ def take_lock(lock: RunLock, kind: str, run: Callable[..., str]) -> str:
 
 
 def training_line(
-    command: str, kind: str, directory: str, heartbeat: str, keep: int, lock: RunLock, script: str = ""
+    command: str, kind: str, directory: str, heartbeat: str, keep: int, lock: RunLock | None = None, script: str = ""
 ) -> str:
     """Shell: take the run directory's lock, drop BERT's incomplete and surplus checkpoints (both once
-    per job: see RunLock), append the resume arguments to ``command`` (word-split on purpose: none, or
-    flag and value), and filter its output through the heartbeat writer. pipefail keeps the training
-    command's exit status. A failed look-up ends the attempt (exit 1) instead of training from step 0
-    beside the checkpoints it missed. resilience.py runs from the environment, or from the file
-    ``script`` when given."""
+    per job: see RunLock; without ``lock``, only the prune), append the resume arguments to
+    ``command`` (word-split on purpose: none, or flag and value), and filter its output through the
+    heartbeat writer. pipefail keeps the training command's exit status. A failed look-up ends the
+    attempt (exit 1) instead of training from step 0 beside the checkpoints it missed. resilience.py
+    runs from the environment, or from the file ``script`` when given."""
 
     def run(*args: str) -> str:
         return call_file(*args, script=script) if script else call(*args)
 
-    folders = shlex.join(sorted({directory, lock.run_dir, posixpath.dirname(heartbeat)}))
-    writer = f"{take_lock(lock, kind, run)} || exit 1; {run('prune', kind, directory, str(keep))} || exit 1;"
-    if lock.replica is not None:
-        writer = f"if [ {lock.replica} = 0 ]; then {writer} fi;"
+    folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat), *([lock.run_dir] if lock else [])}))
+    writer = f"{run('prune', kind, directory, str(keep))} || exit 1;"
+    if lock is not None:
+        writer = f"{take_lock(lock, kind, run)} || exit 1; {writer}"
+        if lock.replica is not None:
+            writer = f"if [ {lock.replica} = 0 ]; then {writer} fi;"
     return (
         f"set -o pipefail; mkdir -p {folders} || exit 1; {writer} "
         f"resume_args=$({run('resume', kind, directory)}) || exit 1; "
