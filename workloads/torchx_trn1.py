@@ -156,7 +156,9 @@ def trn1_dist_ddp(
                 num_replicas=nnodes,
                 env=bert_launch.environment(run, specs.macros.replica_id),
                 resource=specs.Resource(
-                    cpu=cpu,
+                    # Annotated int in torchx 0.7.0, but role_to_pod takes int(cpu * 1000) millicores:
+                    # a fraction is what gives the stack's whole-CPU request.
+                    cpu=cpu,  # type: ignore[arg-type]
                     gpu=0,
                     memMB=mem_mb,
                     capabilities={"node.kubernetes.io/instance-type": instance_type},
