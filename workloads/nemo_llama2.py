@@ -77,7 +77,8 @@ def rank_command(layout: NemoLayout) -> list[str]:
         f"{run_dir(layout)}/checkpoints",
         node0_log(layout),
     )
-    # Rank 0 (one per job: mpirun starts one rank per worker) holds the run directory's lock.
+    # Rank 0 (one per job: mpirun starts one rank per worker; Open MPI gives each its
+    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock.
     writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{TRAIN_JOB}")
     take = resumable.take_lock(writer, "nemo", resumable.call_file)
     lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {run_dir(layout)} && {take}; }}; }}'
