@@ -355,24 +355,27 @@ def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_stat
         + "exit 3\n"
     )
     fake.chmod(0o755)
-    line = resumable.training_line(f"{fake} --output_dir {run_dir}", "bert", str(run_dir), str(heartbeat), 2)
+    writer = resumable.RunLock(str(run_dir), "default/bert-train")
+    line = resumable.training_line(f"{fake} --output_dir {run_dir}", "bert", str(run_dir), str(heartbeat), 2, writer)
     result = subprocess.run(
         ["bash", "-c", line], env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 3, result.stderr  # pipefail: the trainer's status, not the filter's
     assert f"args: --output_dir {run_dir} --resume_ckpt --resume_ckpt_path {run_dir}/ckpt_20.pt" in result.stdout
     assert "(0, 22) step_loss" in result.stdout and resilience.last_step(heartbeat.read_text(), "bert") == 22
-    assert sorted(os.listdir(run_dir)) == ["ckpt_20.pt", "heartbeat"]  # the cut save is gone
+    # The cut save is gone; the lock file and its holder's record stay (resilience.lock).
+    assert sorted(os.listdir(run_dir)) == [".lock", ".lock-holder", "ckpt_20.pt", "heartbeat"]
 
 
 def test_a_failed_resume_look_up_ends_the_attempt_instead_of_training_from_step_0(tmp_path: Path) -> None:
-    """An FSx error in the look-up (here: resilience.py failing on `resume`, or on `prune`) must not
-    start the trainer without its resume arguments, in the run directory it failed to read."""
+    """An FSx error in the look-up (here: resilience.py failing on `resume`, `prune` or `lock`) must
+    not start the trainer without its resume arguments, in the run directory it failed to read."""
     fake = tmp_path / "trainer"
     fake.write_text("#!/bin/sh\necho started\n")
     fake.chmod(0o755)
-    line = resumable.training_line(str(fake), "bert", str(tmp_path / "run"), str(tmp_path / "run" / "heartbeat"), 2)
-    for failing in ("resume", "prune"):
+    run = str(tmp_path / "run")
+    line = resumable.training_line(str(fake), "bert", run, f"{run}/heartbeat", 2, resumable.RunLock(run, "a/job"))
+    for failing in ("resume", "prune", "lock"):
         script = f"import sys\nif sys.argv[1] == {failing!r}: sys.exit(2)\n"
         result = subprocess.run(
             ["bash", "-c", line],
@@ -607,10 +610,8 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     # resilience.py to a file when it starts, and the ranks run it from there.
     assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
-    assert command[-1].startswith(
-        f"{resumable.announce_attempt()} && python3 /tmp/resilience.py nemo-scripts nemo 100 2 "
-        "/shared/nemo_experiments/run-"
-    )
+    assert command[-1].startswith(f'{resumable.announce_attempt()} && {{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || ')
+    assert " && python3 /tmp/resilience.py nemo-scripts nemo 100 2 /shared/nemo_experiments/run-" in command[-1]
     assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])
     assert (
@@ -636,6 +637,13 @@ def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloa
         r"resume_args=\$\(python3 /llama2-steps/resilience.py resume ray "
         r"/shared/llama2_output/run-[0-9a-f]{12}/checkpoints\) \|\| exit 1; .* --checkpoint_freq 100 "
         r"--num_kept_checkpoint 2 \$resume_args 2>&1",
+        ray_steps(workloads_dev)["train.sh"],
+    )
+    # Ray runs the entrypoint once per job, so the head's train.sh holds the run directory's lock
+    # (tests/test_run_directory_lock.py runs the lock for real).
+    assert re.search(
+        r"exec 9>>/shared/llama2_output/run-[0-9a-f]{12}/\.lock && python3 /llama2-steps/resilience.py lock ray 9 "
+        r"/shared/llama2_output/run-[0-9a-f]{12} default/llama2-pretraining-job 300 \|\| exit 1; ",
         ray_steps(workloads_dev)["train.sh"],
     )
     precompile_worker = container(

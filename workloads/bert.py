@@ -22,8 +22,6 @@ from workloads.settings import BertPretrainingSettings
 WORKLOAD = "bert-pretraining"
 # The run's command runs under coreutils `timeout`, which exits 124 when the deadline passed.
 DEADLINE_EXIT_CODE = 124
-# `timeout` sends SIGTERM at the deadline (torchrun passes it to its workers), SIGKILL this later.
-KILL_AFTER_SECONDS = deadlines.BERT_KILL_AFTER_MINUTES * 60
 
 
 def task_policies() -> list[dict[str, Any]]:
@@ -49,8 +47,8 @@ def task_policies() -> list[dict[str, Any]]:
     ]
 
 
-def with_deadline(command: list[str], minutes: int) -> list[str]:
-    return ["timeout", f"--kill-after={KILL_AFTER_SECONDS}", f"{minutes * 60}", *command]
+# The deadline wrapper, shared with the TorchX component (bert_launch).
+with_deadline = bert_launch.with_deadline
 
 
 @dataclass(frozen=True)
@@ -125,7 +123,9 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
     container = {
         "name": "trainer",
         "image": job.image,
-        "command": with_deadline(bert_launch.command(job.run, RDZV_ID), job.deadline_minutes),
+        "command": with_deadline(
+            bert_launch.command(job.run, RDZV_ID, f"{job.namespace}/{job.name}", str(replica)), job.deadline_minutes
+        ),
         "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
         **pods.training_container(job.group),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],

@@ -116,14 +116,27 @@ def torchrun(run: BertRun, rdzv_id: str) -> list[str]:
     ]  # fmt: skip
 
 
-def command(run: BertRun, rdzv_id: str) -> list[str]:
+def command(run: BertRun, rdzv_id: str, owner: str, replica: str) -> list[str]:
     """The container command: torchrun under neuron_parallel_compile for the precompile run; the
     training run continues from its run directory's newest complete checkpoint (resilience.py),
-    and its output feeds the heartbeat."""
+    and its output feeds the heartbeat. Replica 0 of the training gang holds the run directory's
+    lock under ``owner``, the job's name, for its whole run (resumable.RunLock)."""
     line = shlex.join(torchrun(run, rdzv_id) + script_args(run))
     if run.precompile:
         return ["neuron_parallel_compile", line]
-    return ["bash", "-c", resumable.training_line(line, "bert", run_dir(run), heartbeat(run), run.checkpoints_to_keep)]
+    writer = resumable.RunLock(run_dir(run), owner, replica)
+    keep = run.checkpoints_to_keep
+    return ["bash", "-c", resumable.training_line(line, "bert", run_dir(run), heartbeat(run), keep, writer)]
+
+
+# Each attempt runs under coreutils `timeout`: SIGTERM at the deadline (torchrun passes it to its
+# workers), SIGKILL this much later (workloads/deadlines.py BERT_KILL_AFTER_MINUTES counts it: a test
+# holds the two equal). Exit status 124 once the deadline has passed.
+KILL_AFTER_SECONDS = 5 * 60
+
+
+def with_deadline(command: list[str], minutes: int) -> list[str]:
+    return ["timeout", f"--kill-after={KILL_AFTER_SECONDS}", f"{minutes * 60}", *command]
 
 
 # For pods that cannot read their Volcano annotations (TorchX 0.7.0's Kubernetes scheduler writes
@@ -169,10 +182,10 @@ while True:
 WITH_FRESH_RDZV_ID = 'set -e; id=$(python3 -c "$1" "$2" "$3"); shift 3; exec "${@//' + RDZV_ID_PLACEHOLDER + '/$id}"'
 
 
-def command_with_fresh_rdzv_id(run: BertRun, base_id: str) -> list[str]:
+def command_with_fresh_rdzv_id(run: BertRun, base_id: str, owner: str, replica: str) -> list[str]:
     """``command`` with a rendezvous id picked at run time from etcd (see PICK_RDZV_ID)."""
     script = ["bash", "-c", WITH_FRESH_RDZV_ID, "fresh-rdzv-id", PICK_RDZV_ID, base_id, run.etcd_endpoint]
-    return script + command(run, RDZV_ID_PLACEHOLDER)
+    return script + command(run, RDZV_ID_PLACEHOLDER, owner, replica)
 
 
 def environment(run: BertRun, replica_id: str) -> dict[str, str]:

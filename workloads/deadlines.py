@@ -13,7 +13,7 @@ Where each deadline lives on the object, and what it counts:
   is the number of attempts, not of retries: the first failure sets RetryCount to 1 (volcano
   v1.15.1 pkg/controllers/job/state/running.go l.35-39) and Restarting fails the job once
   RetryCount >= maxRetry (state/restarting.go l.35), so maxRetry 1 never retries. Each attempt
-  can run ``timeout``'s ``--kill-after`` past its deadline (bert.KILL_AFTER_SECONDS).
+  can run ``timeout``'s ``--kill-after`` past its deadline (bert_launch.KILL_AFTER_SECONDS).
 - Ray (RayJob): ``activeDeadlineSeconds`` from the RayJob's start, cluster start-up included, and
   ``preRunningDeadlineSeconds`` for reaching Running (kuberay v1.7.0
   ray-operator/controllers/ray/rayjob_controller.go checkActiveDeadlineAndUpdateStatusIfNeeded,
@@ -55,7 +55,7 @@ class TrainiumStep:
 
 
 # coreutils `timeout --kill-after`: a command that ignores SIGTERM runs this much past its deadline
-# (bert.KILL_AFTER_SECONDS, kept here so this module stays free of the Pulumi program).
+# (bert_launch.KILL_AFTER_SECONDS, kept here so this module stays free of the Pulumi program).
 BERT_KILL_AFTER_MINUTES = 5
 
 

@@ -31,6 +31,7 @@ WORKLOAD = "nemo-llama2"
 # train_setup.sh (neuronx-nemo-megatron d22aabf) logs to EXPLICIT_LOGDIR=/shared/nemo_experiments/$POD_UID,
 # node <rank>'s output to <that>/<rank>/log (tee -a), checkpoints to <that>/checkpoints (exp_manager).
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo_experiments"
+TRAIN_JOB = "llama2-train"
 
 
 def model_settings(layout: NemoLayout) -> dict[str, object]:
@@ -76,7 +77,12 @@ def rank_command(layout: NemoLayout) -> list[str]:
         f"{run_dir(layout)}/checkpoints",
         node0_log(layout),
     )
-    return ["bash", "-c", f"{resumable.announce_attempt()} && {write} && exec ./llama_7b_resumable.sh"]
+    # Rank 0 (one per job: mpirun starts one rank per worker; Open MPI gives each its
+    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock.
+    writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{TRAIN_JOB}")
+    take = resumable.take_lock(writer, "nemo", resumable.call_file)
+    lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {run_dir(layout)} && {take}; }}; }}'
+    return ["bash", "-c", f"{resumable.announce_attempt()} && {lock} && {write} && exec ./llama_7b_resumable.sh"]
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         worker["command"] = resumable.with_script_file(worker["command"])
     # The MPI operator v0.8.0 adds its own labels to the templates' (mpi_job_controller.go,
     # newWorker/newLauncherPodTemplate), keeping ours: the NetworkPolicy selects on them.
-    name = "llama2-compile" if compile_only else "llama2-train"
+    name = "llama2-compile" if compile_only else TRAIN_JOB
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",

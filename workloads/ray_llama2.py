@@ -233,12 +233,15 @@ def step_script(step: str, layout: RayLayout) -> str:
         f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
         f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}"
     )
+    # Ray runs the entrypoint once per job, on the head: it holds the run directory's lock.
+    writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{JOB_NAMES[step]}")
     line = resumable.training_line(
         command,
         "ray",
         checkpoint_dir(layout),
         heartbeat(layout),
         s.checkpoints_to_keep,
+        writer,
         script=f"{STEPS_MOUNT}/{RESILIENCE_FILE}",
     )
     return header + line + "\n"

@@ -41,6 +41,7 @@ changed for the configured time, counted from the start of the attempt it watche
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -137,9 +138,70 @@ def prune(kind: str, directory: str, keep: int) -> list[str]:
     removed = []
     if kind == "bert":
         for step in to_delete(bert_steps(directory), keep):
-            os.remove(path := f"{directory}/ckpt_{step}.pt")
+            try:
+                os.remove(path := f"{directory}/ckpt_{step}.pt")
+            except FileNotFoundError:  # removed meanwhile by another pruner: what was wanted
+                continue
             removed.append(path)
     return removed
+
+
+# One writer per run directory: the process that trains there holds an exclusive flock(2) on LOCK_NAME
+# for its whole life, and HOLDER_NAME says who it is. FSx is mounted with the `flock` option, so the
+# lock is the file system's, cluster-wide (lustre-release v2_15_5 lustre/llite/file.c: ll_file_flock
+# enqueues an LDLM_FLOCK lock on the MDS; without the option, ll_file_noflock answers ENOSYS).
+LOCK_NAME, HOLDER_NAME = ".lock", ".lock-holder"
+LOCK_POLL_SECONDS = 2
+
+
+def holder(run_dir: str) -> dict[str, Any]:
+    """What the lock's holder recorded when it took the lock ({} when nothing readable is there)."""
+    try:
+        record = json.loads(_read(f"{run_dir}/{HOLDER_NAME}") or "{}")
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def describe(record: dict[str, Any]) -> str:
+    if not record.get("owner"):
+        return "a process that left no holder record"
+    return f"job {record['owner']} (pod {record.get('pod')}, pid {record.get('pid')}, since {record.get('since')})"
+
+
+def lock(fd: int, run_dir: str, owner: str, wait_seconds: float) -> Optional[str]:
+    """Takes the exclusive lock on ``fd``, the lock file as the calling shell opened it: the lock belongs
+    to that open file, so it is held until the shell and every process it started or became have
+    exited. Then records ``owner`` (the job: the same for all its attempts) and this pod in
+    HOLDER_NAME. None when taken, else why not. Held by another job: refused at once. Held under
+    ``owner`` itself: an earlier attempt of this job on a node that was lost, whose lock Lustre drops
+    only when it evicts that client; tried again for ``wait_seconds`` before refusing."""
+    give_up = time.time() + wait_seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            record = holder(run_dir)
+            if record.get("owner") != owner:
+                return (f"run directory {run_dir} is in use by {describe(record)}: one job writes a run "
+                        f"directory at a time, so this job ({owner}) stops before it overwrites or prunes that "
+                        "job's checkpoints. Let that job end first, or give this one its own run directory")
+            if time.time() >= give_up:
+                return (f"run directory {run_dir} is still locked by an earlier attempt of this job, "
+                        f"{describe(record)}, after {int(wait_seconds)} s: a lost node keeps its lock until "
+                        "Lustre evicts its client")
+            time.sleep(max(0.0, min(LOCK_POLL_SECONDS, give_up - time.time())))
+            continue
+        except OSError as error:
+            return (f"cannot lock run directory {run_dir} ({error}): the file system must support flock(2) "
+                    "(FSx for Lustre mounted with the flock option)")
+        break
+    record = {"owner": owner, "pod": os.uname().nodename, "pid": os.getppid(),
+              "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(f"{run_dir}/{HOLDER_NAME}.tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(f"{run_dir}/{HOLDER_NAME}.tmp", f"{run_dir}/{HOLDER_NAME}")
+    return None
 
 
 # test_llama.sh (neuronx-nemo-megatron d22aabf, nemo/examples/nlp/language_modeling l.82) checkpoints
@@ -310,6 +372,11 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
     elif command == "prune":  # prune <kind> <checkpoint dir> <keep>
         for path in prune(kind, rest[0], int(rest[1])):
             print(f"removed {path}", file=sys.stderr)
+    elif command == "lock":  # lock <kind> <fd> <run dir> <owner> <wait s>: see lock()
+        refused = lock(int(rest[0]), rest[1], rest[2], float(rest[3]))
+        if refused:
+            print(refused, file=sys.stderr)
+            return 1
     elif command == "nemo-scripts":  # nemo-scripts nemo <every> <keep> <checkpoint dir> <node 0 log>
         write_nemo_scripts(int(rest[0]), int(rest[1]), rest[2], rest[3])
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output

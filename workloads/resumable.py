@@ -28,7 +28,8 @@ import hashlib
 import json
 import posixpath
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -91,19 +92,61 @@ def call_file(*args: str, script: str = SCRIPT_FILE) -> str:
     return shlex.join(["python3", script, *args])
 
 
-def training_line(command: str, kind: str, directory: str, heartbeat: str, keep: int, script: str = "") -> str:
-    """Shell: drop BERT's incomplete and surplus checkpoints, append the resume arguments to
-    ``command`` (word-split on purpose: none, or flag and value), and filter its output through
-    the heartbeat writer. pipefail keeps the training command's exit status. A failed look-up
-    ends the attempt (exit 1) instead of training from step 0 beside the checkpoints it missed.
-    resilience.py runs from the environment, or from the file ``script`` when given."""
+# The descriptor the run directory's lock is held on: opened by the training shell itself (not by a
+# child), so the lock lasts as long as that shell, the command it execs and every process they start.
+LOCK_FD = 9
+# How long an attempt waits for a lock held under its own job's name (resilience.lock), left by an
+# earlier attempt on a node that was lost: Lustre drops a silent client's locks when it evicts it,
+# PING_EVICT_TIMEOUT (6 ping intervals of obd_timeout / 4: 150 s at the default obd_timeout 100)
+# plus up to 3 ping intervals (75 s) for the evictor to run (lustre-release v2_15_5
+# lustre/include/obd_support.h, lustre/ptlrpc/pinger.c ping_evictor_main). Below torch elastic's
+# etcd rendezvous timeout (600 s, etcd_rendezvous.py CONST_DEFAULT_OVERALL_TIMEOUT), which the gang's
+# other pods are waiting in meanwhile.
+LOCK_WAIT_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class RunLock:
+    """Who writes a run directory. ``owner`` names the job: the same for every attempt of one job, never
+    the same for two jobs that can run at once. ``replica``: the shell word of the pod's index in its
+    gang, whose pods all share the directory: only replica 0 takes the lock (and prunes); None when
+    the command runs once per job. ``wait_seconds``: how long a lock held under ``owner`` is waited for."""
+
+    run_dir: str
+    owner: str
+    replica: str | None = None
+    wait_seconds: int = LOCK_WAIT_SECONDS
+
+
+def take_lock(lock: RunLock, kind: str, run: Callable[..., str]) -> str:
+    """Shell: open the run directory's lock file on LOCK_FD in this shell and take the lock
+    (resilience.lock); fails (exit status 1, the reason on stderr) when another job holds it."""
+    path = shlex.quote(f"{lock.run_dir}/{resilience.LOCK_NAME}")
+    take = run("lock", kind, str(LOCK_FD), lock.run_dir, lock.owner, str(lock.wait_seconds))
+    return f"exec {LOCK_FD}>>{path} && {take}"
+
+
+def training_line(
+    command: str, kind: str, directory: str, heartbeat: str, keep: int, lock: RunLock | None = None, script: str = ""
+) -> str:
+    """Shell: take the run directory's lock, drop BERT's incomplete and surplus checkpoints (both once
+    per job: see RunLock; without ``lock``, only the prune), append the resume arguments to
+    ``command`` (word-split on purpose: none, or flag and value), and filter its output through the
+    heartbeat writer. pipefail keeps the training command's exit status. A failed look-up ends the
+    attempt (exit 1) instead of training from step 0 beside the checkpoints it missed. resilience.py
+    runs from the environment, or from the file ``script`` when given."""
 
     def run(*args: str) -> str:
         return call_file(*args, script=script) if script else call(*args)
 
-    folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat)}))
+    folders = shlex.join(sorted({directory, posixpath.dirname(heartbeat), *([lock.run_dir] if lock else [])}))
+    writer = f"{run('prune', kind, directory, str(keep))} || exit 1;"
+    if lock is not None:
+        writer = f"{take_lock(lock, kind, run)} || exit 1; {writer}"
+        if lock.replica is not None:
+            writer = f"if [ {lock.replica} = 0 ]; then {writer} fi;"
     return (
-        f"set -o pipefail; mkdir -p {folders} || exit 1; {run('prune', kind, directory, str(keep))} || exit 1; "
+        f"set -o pipefail; mkdir -p {folders} || exit 1; {writer} "
         f"resume_args=$({run('resume', kind, directory)}) || exit 1; "
         f"{command} $resume_args 2>&1 | {run('beat', kind, heartbeat)}"
     )

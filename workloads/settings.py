@@ -300,12 +300,15 @@ class LoadBalancerSettings(ConfigModel):
 class TensorBoardSettings(WorkloadSettings):
     # Not the whole volume: TensorBoard walks its log directories on every reload, and /shared holds
     # the datasets, Hugging Face caches and thousands of compile-cache directories (a constant
-    # metadata load on Lustre).
+    # metadata load on Lustre). The runs' roots, not their event directories: those are named at
+    # run time and sit beside the checkpoints, which each reload walks too (tensorboard_viewer.py
+    # RELOAD_INTERVAL_SECONDS).
     log_dirs: list[str] = Field(
         default=["/shared/output", "/shared/nemo_experiments", "/shared/llama2_output"],
         min_length=1,
         description="Directories under /shared shown as runs, each under its last path component (BERT's output "
-        "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output).",
+        "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output); TensorBoard walks each "
+        "whole tree, checkpoints included, every 5 minutes.",
     )
     load_balancer: LoadBalancerSettings | None = Field(
         default=None, description="Adds a password proxy and a load balancer limited to allowedCidrs."

@@ -74,6 +74,20 @@ def htpasswd_line(username: str, password: str, salt: bytes) -> str:
     return f"{username}:{{SSHA}}{base64.b64encode(digest + salt).decode()}\n"
 
 
+# TensorBoard re-walks every log directory's whole tree on each reload (tensorboard 2.18.0
+# backend/event_processing/io_wrapper.py GetLogdirSubdirectories, os.walk through tf.io.gfile.walk;
+# the Rust data server gets the same interval, data/server_ingester.py `--reload`), by default every
+# 5 s (plugins/core/core_plugin.py). The runs' event files lie beside their checkpoints, in names
+# only known at run time: BERT and Ray write <run dir>/neuron_tblogs_<start time>_... next to the
+# checkpoints (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py Logger; data-on-eks
+# a32d9f2 llama2_pretrain/logger.py), and NeMo's exp manager writes into the run directory itself,
+# above checkpoints/ (neuronx-nemo-megatron d22aabf nemo/utils/exp_manager.py explicit_log_dir:
+# TensorBoardLogger with name and version "", pytorch-lightning 1.8.6 loggers/tensorboard.py
+# log_dir). NxD and NeMo checkpoints hold a file per tensor, so no directory list avoids walking
+# them: a reload every 5 minutes instead of every 5 s keeps that metadata load on Lustre small.
+RELOAD_INTERVAL_SECONDS = 300
+
+
 def logdir_spec(directories: list[str]) -> str:
     """TensorBoard 2.18's `--logdir_spec` (tensorboard/plugins/core/core_plugin.py: comma-separated
     `name:path`), each run group named after its directory: only these are walked."""
@@ -102,6 +116,8 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
             host,
             "--port",
             str(TENSORBOARD_PORT),
+            "--reload_interval",
+            str(RELOAD_INTERVAL_SECONDS),
         ],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": probe,

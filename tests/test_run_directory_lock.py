@@ -1,0 +1,290 @@
+"""One writer per run directory, run for real: the training shells the jobs declare (BERT's
+replicas, the NeMo ranks, the Ray train step) against fake training processes in a temporary run
+directory, two jobs at once, restarts, and concurrent prunes.
+
+The lock is flock(2) on ``<run dir>/.lock``, opened by the training shell (resumable.take_lock) and
+taken by ``resilience.py lock``; on FSx for Lustre mounted with ``flock`` it is cluster-wide
+(lustre-release v2_15_5 lustre/llite/file.c ll_file_flock), here it is the local file system's:
+the same system call, the same semantics between processes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline.plan.runner import PlanResult
+from tests.test_resilience import SCRIPT_PATH, torch_save_like
+from tests.test_workloads import manifest
+from workloads import resilience, resumable
+
+BERT_STEP = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 8.0"
+
+
+def fake_trainer(path: Path) -> Path:
+    """A stand-in for torchrun: notes its start in $STARTED, prints a step, and holds the run until
+    $RELEASE exists (at most 60 s), then exits 0."""
+    path.write_text(
+        "#!/bin/sh\n"
+        'echo "args: $*" > "$STARTED"\n'
+        f"echo '{BERT_STEP.format(step=7)}'\n"
+        'i=0; while [ ! -e "$RELEASE" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+class Job:
+    """One job's training shell (resumable.training_line, as the BERT pods run it) on ``run_dir``."""
+
+    def __init__(self, tmp: Path, run_dir: Path, owner: str, replica: str = "0", wait: int = 300) -> None:
+        self.started, self.release = tmp / f"started-{owner.replace('/', '_')}-{replica}", tmp / f"release-{owner}"
+        self.started.unlink(missing_ok=True)
+        trainer = fake_trainer(tmp / "trainer")
+        writer = resumable.RunLock(str(run_dir), owner, replica, wait)
+        line = resumable.training_line(str(trainer), "bert", str(run_dir), f"{run_dir}/heartbeat", 1, writer)
+        env = {"PATH": SCRIPT_PATH, "STARTED": str(self.started), "RELEASE": str(self.release), **resumable.env()}
+        self.process = subprocess.Popen(
+            ["bash", "-c", line], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def wait_started(self) -> None:
+        for _ in range(300):
+            if self.started.exists():
+                return
+            assert self.process.poll() is None, self.process.communicate()
+            time.sleep(0.05)
+        raise AssertionError("the trainer never started")
+
+    def finish(self) -> tuple[int, str, str]:
+        self.release.parent.mkdir(parents=True, exist_ok=True)
+        self.release.write_text("")
+        out, err = self.process.communicate(timeout=60)
+        return self.process.returncode, out, err
+
+
+def files(run_dir: Path) -> list[str]:
+    """What is in the run directory besides the heartbeat (which either replica's output writes)."""
+    return sorted(n for n in os.listdir(run_dir) if n != resumable.HEARTBEAT)
+
+
+def holder_of(run_dir: Path) -> dict[str, Any]:
+    return resilience.holder(str(run_dir))
+
+
+def test_a_second_job_is_refused_while_the_first_trains_and_the_lock_goes_with_the_training(tmp_path: Path) -> None:
+    run_dir = tmp_path / "output" / "run-8cabc7b1f14a"
+    stack = Job(tmp_path, run_dir, "default/bert-train")
+    stack.wait_started()
+    # The lock outlives `resilience.py lock` itself: the shell holds it, and the trainer it started.
+    assert holder_of(run_dir)["owner"] == "default/bert-train"
+    hand_run = Job(tmp_path, run_dir, "bert-x7k2m")
+    code, out, err = hand_run.process.wait(timeout=60), *hand_run.process.communicate()
+    assert code == 1 and not hand_run.started.exists(), (out, err)
+    assert re.fullmatch(
+        rf"run directory {run_dir} is in use by job default/bert-train \(pod {re.escape(socket.gethostname())}, "
+        rf"pid {stack.process.pid}, since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ\): one job writes a run directory at a "
+        r"time, so this job \(bert-x7k2m\) stops before it overwrites or prunes that job's checkpoints\. Let that "
+        r"job end first, or give this one its own run directory\n",
+        err,
+    ), err
+    assert stack.finish()[0] == 0
+    # Released when the training process exited: the next attempt of the stack's job takes it at once.
+    restart = Job(tmp_path, run_dir, "default/bert-train", wait=0)
+    restart.wait_started()
+    assert holder_of(run_dir)["pid"] == restart.process.pid
+    assert restart.finish()[0] == 0
+    later = Job(tmp_path, run_dir, "bert-x7k2m")
+    later.wait_started()
+    assert later.finish()[0] == 0 and holder_of(run_dir)["owner"] == "bert-x7k2m"
+
+
+def test_a_restarted_attempt_waits_a_bounded_time_for_its_own_jobs_lingering_lock(tmp_path: Path) -> None:
+    """After a node loss the dead client's lock stays until Lustre evicts it: held under the job's own
+    name, it is waited for (resumable.LOCK_WAIT_SECONDS in the pods) rather than refused at once."""
+    run_dir = tmp_path / "run"
+    lost = Job(tmp_path, run_dir, "default/bert-train")
+    lost.wait_started()
+    restart = Job(tmp_path, run_dir, "default/bert-train", wait=1)
+    code, _, err = restart.process.wait(timeout=60), *restart.process.communicate()
+    assert code == 1 and not restart.started.exists()
+    assert err.startswith(
+        f"run directory {run_dir} is still locked by an earlier attempt of this job, job default/bert-train (pod "
+    ) and err.endswith("after 1 s: a lost node keeps its lock until Lustre evicts its client\n")
+    patient = Job(tmp_path, run_dir, "default/bert-train", wait=60)
+    time.sleep(1)
+    assert patient.process.poll() is None and not patient.started.exists()  # still waiting
+    assert lost.finish()[0] == 0  # Lustre evicted the lost client
+    patient.wait_started()
+    assert patient.finish()[0] == 0
+
+
+def test_only_replica_0_takes_the_lock_and_prunes(tmp_path: Path) -> None:
+    """A gang's pods share the run directory: replica 1 neither locks nor prunes, so it starts beside
+    replica 0 (which holds the lock) and leaves the checkpoints to it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch_save_like(run_dir / "ckpt_10.pt")
+    torch_save_like(run_dir / "ckpt_20.pt", cut=True)
+    peer = Job(tmp_path, run_dir, "default/bert-train", replica="1")
+    peer.wait_started()
+    assert files(run_dir) == ["ckpt_10.pt", "ckpt_20.pt"]  # no lock, no prune
+    first = Job(tmp_path, run_dir, "default/bert-train", replica="0")
+    first.wait_started()
+    assert files(run_dir) == [".lock", ".lock-holder", "ckpt_10.pt"]
+    assert first.finish()[0] == 0 and peer.finish()[0] == 0
+    assert f"--resume_ckpt_path {run_dir}/ckpt_10.pt" in first.started.read_text()
+    assert f"--resume_ckpt_path {run_dir}/ckpt_10.pt" in peer.started.read_text()
+
+
+def waiting_in_fifo_open(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner"  # Linux fs/pipe.c fifo_open
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux /proc/<pid>/wchan")
+def test_two_concurrent_prunes_of_one_directory_both_succeed(tmp_path: Path) -> None:
+    """Both list the same files, then both remove each of them: for every file one removal finds it
+    gone. A FIFO among the checkpoints holds both after their listing (zipfile.is_zipfile opens it,
+    and a FIFO's open waits for a writer) until both are there, so their removals overlap."""
+    for step in (1, 2, 3):
+        torch_save_like(tmp_path / f"ckpt_{step}.pt", cut=True)
+    torch_save_like(tmp_path / "ckpt_9.pt")
+    gate = tmp_path / "ckpt_5.pt"
+    os.mkfifo(gate)
+    command = ["bash", "-c", resumable.call("prune", "bert", str(tmp_path), "1")]
+    env = {"PATH": SCRIPT_PATH, **resumable.env()}
+    prunes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"]
+    for _ in range(600):
+        if all(waiting_in_fifo_open(p.pid) or any(waiting_in_fifo_open(c) for c in children(p.pid)) for p in prunes):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the prunes never reached the FIFO")
+    writer = os.open(gate, os.O_WRONLY)  # lets both go on: seeking a FIFO fails, so it is "incomplete"
+    try:
+        results = [p.communicate(timeout=60) for p in prunes]
+    finally:
+        os.close(writer)
+    assert [p.returncode for p in prunes] == [0, 0], results
+    assert sorted(os.listdir(tmp_path)) == ["ckpt_9.pt"]
+    removed = [line for _, err in results for line in err.decode().splitlines()]
+    # Each of the four went once, whichever prune got there first.
+    assert sorted(removed) == sorted(f"removed {tmp_path}/ckpt_{s}.pt" for s in (1, 2, 3, 5))
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """$(NAME) of a defined variable becomes its value; anything else stays (kubernetes
+    third_party/forked/golang/expansion/expand.go)."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def bert_pod_command(result: PlanResult, replica: int, root: Path) -> list[str]:
+    """A bert-train pod's command as the kubelet starts it, with /data/ in root."""
+    task = manifest(result, "Job", "bert-train")["spec"]["tasks"][replica]
+    container = task["template"]["spec"]["containers"][0]
+    downward = {"VOLCANO_PODGROUP": "bert-train-5f0c", "VOLCANO_JOB_VERSION": "0"}
+    return [kubelet_expand(c, downward).replace("/data/", f"{root}/data/") for c in container["command"]]
+
+
+def stub_torchrun(bin_dir: Path) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    fake_trainer(bin_dir / "torchrun")
+
+
+def test_the_stack_pods_replica_0_holds_the_lock_for_the_run_and_replica_1_joins_it(
+    workloads_dev: PlanResult, tmp_path: Path
+) -> None:
+    stub_torchrun(tmp_path / "bin")
+    shipped = next(
+        e["value"]
+        for e in manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"]["spec"]["containers"][0][
+            "env"
+        ]
+        if e["name"] == resumable.ENV_NAME
+    )
+    pods = []
+    for replica in (0, 1):
+        env = {
+            "PATH": f"{tmp_path / 'bin'}:{SCRIPT_PATH}",
+            resumable.ENV_NAME: shipped,
+            "STARTED": str(tmp_path / f"started-{replica}"),
+            "RELEASE": str(tmp_path / "release"),
+        }
+        command = bert_pod_command(workloads_dev, replica, tmp_path)
+        assert command[:3] == ["timeout", "--kill-after=300", "3600"]  # dev's 60-minute deadline
+        pods.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for _ in range(300):
+            if (tmp_path / f"started-{replica}").exists():
+                break
+            time.sleep(0.05)
+    run_dir = next((tmp_path / "data" / "output").iterdir())
+    assert holder_of(run_dir)["owner"] == "default/bert-train"  # bert.py: <namespace>/<job>
+    other = subprocess.run(
+        ["bash", "-c", f"exec 9>>{run_dir}/.lock && {resumable.call('lock', 'bert', '9', str(run_dir), 'x/y', '0')}"],
+        env={"PATH": SCRIPT_PATH, **resumable.env()},
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 1 and "is in use by job default/bert-train" in other.stderr
+    (tmp_path / "release").write_text("")
+    assert [p.wait(timeout=60) for p in pods] == [0, 0]
+    assert all((tmp_path / f"started-{r}").exists() for r in (0, 1))
+
+
+def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
+    """The rank command mpirun starts on every worker (nemo_llama2.rank_command), with Open MPI's
+    OMPI_COMM_WORLD_RANK (train_setup.sh reads the same variable), /shared/ in a temp root and the
+    worker's /tmp/resilience.py beside it. The pinned scripts are stand-ins with the lines the
+    rewrite needs (resilience.nemo_scripts): llama_7b.sh runs test_llama.sh, which notes its start."""
+    launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
+    rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
+    script = tmp_path / "resilience.py"
+    script.write_text(resumable.source())
+    line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
+    line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
+    match = re.search(r"mkdir -p (\S+) && exec 9>>", line)
+    assert match, line
+    run_dir = Path(match.group(1))
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "llama_7b.sh").write_text("#!/bin/sh\nsh ./test_llama.sh\n")
+    (examples / "test_llama.sh").write_text('echo started > "$STARTED"\nexit 0\n' + resilience.NEMO_INTERVAL_LINE)
+    other = Job(tmp_path, run_dir, "team-b/llama2-train")
+    other.wait_started()
+
+    def rank(number: int) -> tuple[int, str, bool]:
+        started = tmp_path / f"rank-{number}-started"
+        started.unlink(missing_ok=True)
+        result = subprocess.run(
+            ["bash", "-c", line],
+            cwd=examples,
+            env={"PATH": SCRIPT_PATH, "OMPI_COMM_WORLD_RANK": str(number), "STARTED": str(started)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return result.returncode, result.stderr, started.exists()
+
+    code, err, started = rank(0)
+    assert (code, started) == (1, False) and f"run directory {run_dir} is in use by job team-b/llama2-train" in err
+    assert rank(1)[::2] == (0, True)  # the other ranks neither lock nor wait
+    assert other.finish()[0] == 0
+    assert rank(0)[::2] == (0, True)
+    assert holder_of(run_dir)["owner"] == "default/llama2-train"  # <namespace>/<MPIJob>
