@@ -334,6 +334,9 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         assert "NEURON_EXTRACT_GRAPHS_ONLY" not in env and "--resume_ckpt_path" not in argv
         heartbeat = Path(sandbox.local(run.pod, run_dir + "/heartbeat"))
         assert heartbeat.is_file(), "the heartbeat filter saw no step"
+        # Replica 0 holds the run directory's lock for its job (and so prunes); the lock file stays.
+        holder = json.loads(Path(sandbox.local(run.pod, run_dir + "/.lock-holder")).read_text())
+        assert holder["owner"] == f"{pc.obj['metadata']['namespace']}/{pc.obj['metadata']['name']}"
         # The liveness probe, as the kubelet runs it in the same container (no shell of its own).
         probe = pc.container["livenessProbe"]["exec"]["command"]
         local_env = {k: sandbox.local(run.pod, v) for k, v in run.env.items()}
