@@ -114,6 +114,9 @@ def _sweep(
     import datetime as datetime_module
 
     monkeypatch.setattr(datetime_module, "datetime", Clock)
+    # What the kubelet gives every container: the API server's service address.
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     monkeypatch.setattr(sys, "argv", ["-c"])
     with pytest.raises(SystemExit) as exit_:
         exec(compile(burn_in_objects.SWEEP_NODES, "SWEEP_NODES", "exec"), {})

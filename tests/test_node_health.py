@@ -440,6 +440,9 @@ def _patch_node(
         "open",
         lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k),
     )
+    # What the kubelet gives every container: the API server's service address.
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     monkeypatch.setenv("NODE_NAME", "ip-10-0-1-1")
     monkeypatch.setattr(sys, "argv", ["-c", result, reason])
     with pytest.raises(SystemExit) as exit_:
