@@ -142,10 +142,12 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     staging = registration(workloads_dev, "Job", "stage-wikicorpus")
     precompile = registration(workloads_dev, "Job", "bert-precompile")
     train = registration(workloads_dev, "Job", "bert-train")
-    assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
-    assert (
-        precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    )
+    gate = registration(workloads_dev, "Job", "bert-precompile-gate")
+    # `pulumi up` waits for the precompile through its gate (workloads/step_gate.py), not waitFor.
+    assert staging.urn in precompile.dependencies and precompile.urn in gate.dependencies
+    assert gate.urn in train.dependencies
+    assert precompile.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert "pulumi.com/waitFor" not in precompile.inputs["metadata"]["annotations"]
     assert train.inputs["metadata"]["annotations"] == {
         "pulumi.com/skipAwait": "true",
         "trainium.workloads/pending-timeout-seconds": "2700",
@@ -230,7 +232,10 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
 
 def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult) -> None:
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
-    assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
+    gates = [registration(workloads_dev, "Job", f"{n}-gate") for n in RAY_JOBS[:2]]
+    # Each step but the last is awaited through its gate (workloads/step_gate.py).
+    assert jobs[0].urn in gates[0].dependencies and gates[0].urn in jobs[1].dependencies
+    assert jobs[1].urn in gates[1].dependencies and gates[1].urn in jobs[2].dependencies
     # Each step runs one script from the steps' ConfigMap (tests/test_ray_entrypoints.py replays them).
     assert [j.inputs["spec"]["entrypoint"] for j in jobs] == [
         "bash /llama2-steps/data.sh",
@@ -264,8 +269,7 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
         # Trainium workers go and cluster-autoscaler scales the group back in. utils/validation.go
         # (validateDeletionConfiguration) refuses ttlSecondsAfterFinished > 0 without it.
         assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 60
-    waits = [j.inputs["metadata"]["annotations"].get("pulumi.com/waitFor") for j in jobs]
-    assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
+    assert [j.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") for j in jobs] == ["true"] * 3
     # ray-project/kuberay v1.7.0 rayjob_controller.go: the deadline runs from the RayJob's
     # creation, so it must leave room for the cluster to come up from zero Trainium nodes.
     assert [j.inputs["spec"]["activeDeadlineSeconds"] for j in jobs] == [10800, 10800, 3600]
@@ -397,8 +401,9 @@ def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: Plan
     staging = registration(workloads_all, "Job", "stage-redpajama")
     compile_ = registration(workloads_all, "MPIJob", "llama2-compile")
     train = registration(workloads_all, "MPIJob", "llama2-train")
-    assert staging.urn in compile_.dependencies and compile_.urn in train.dependencies
-    assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
+    gate = registration(workloads_all, "Job", "llama2-compile-gate")
+    assert staging.urn in compile_.dependencies and compile_.urn in gate.dependencies and gate.urn in train.dependencies
+    assert compile_.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert secret.inputs["stringData"] == "[secret]"
     # neuronx-nemo-megatron test_llama.sh reads the tokenizer from TOKENIZER_PATH on FSx: the
     # training ranks never talk to Hugging Face, so the token stays with the staging job.

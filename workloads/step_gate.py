@@ -15,10 +15,11 @@ a job. A gate is replaced whenever it changes and after it failed (replaceOnChan
 next `up` polls the step as it is by then.
 
 The gate's pod runs the python image the gang watchdog runs (standard library only) on the system
-nodes, with a token whose Role may only `get` the workload's gated steps, by name. Its deadline is
-the step's await bound (workloads/deadlines.py): the loop gives up a minute before the Job's
-``activeDeadlineSeconds`` so that it can say what it last saw, and `pulumi up` waits
-``AWAIT_MARGIN_MINUTES`` longer than that, so the gate's own verdict is what `up` reports.
+nodes, with a token whose Role may only `get` the workload's gated steps, by name. `pulumi up` waits
+for it the step's await bound (workloads/deadlines.py: the step's own bound and a margin, so the
+step's deadline ends a hang first); the Job's ``activeDeadlineSeconds`` is a minute shorter, so its
+failure, not `up`'s timeout, is what `up` reports, and the loop gives up a minute before that, so
+that it can say what it last saw.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from infra.facts import versions
-from workloads import deadlines, gate_loop, pods
+from workloads import gate_loop, pods
 
 # The label that marks a gate and names the step it waits for.
 GATE_FOR = "trainium.workloads/gate-for"
 # Replace the gate on any change and after a failed await (see the module's docstring).
 REPLACE_ON = ("*",)
 POLL_SECONDS = 20
-# The loop's verdict comes this much before the Job's deadline (and its SIGKILL).
+# The Job's deadline comes this much before `up` stops waiting, and the loop's verdict this much
+# before the Job's deadline (and its SIGKILL).
 VERDICT_LEAD_SECONDS = 60
 TERMINATION_LOG = "/dev/termination-log"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -97,7 +99,7 @@ def gate_job(
     step: Mapping[str, Any], workload: str, await_minutes: int, core_node_selector: Mapping[str, str]
 ) -> dict[str, Any]:
     meta = step["metadata"]
-    deadline = await_minutes * 60
+    deadline = await_minutes * 60 - VERDICT_LEAD_SECONDS
     env = {
         "GATE_KIND": step["kind"],
         "GATE_NAMESPACE": meta["namespace"],
@@ -126,7 +128,7 @@ def gate_job(
             "name": name(step),
             "namespace": meta["namespace"],
             "labels": {GATE_FOR: meta["name"]},
-            "annotations": pods.await_timeout(await_minutes + deadlines.AWAIT_MARGIN_MINUTES),
+            "annotations": pods.await_timeout(await_minutes),
         },
         "spec": {
             # One try: its verdict is the step's, and a retry would only read the same status.
