@@ -261,7 +261,9 @@ def test_awaits_outlast_the_deadlines_they_wait_for(workloads_all) -> None:
         for n, o in by_name.items()
         if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})
     }
-    gate_deadline = {n: o["spec"]["activeDeadlineSeconds"] for n, o in by_name.items() if n.endswith("-gate") and "spec" in o}
+    gate_deadline = {
+        n: o["spec"]["activeDeadlineSeconds"] for n, o in by_name.items() if n.endswith("-gate") and "spec" in o
+    }
     assert set(gate_deadline) == {
         "bert-precompile-gate",
         "llama2-generate-pretraining-test-data-gate",

@@ -138,7 +138,6 @@ def wait(
                 return EXIT_GONE, f"{what} no longer exists: deleted while `pulumi up` waited for it"
             outcome, seen = verdict(obj)
         if outcome == SUCCEEDED:
-            say(f"{what}: {seen}")
             return 0, f"{what} succeeded: {seen}"
         if outcome == FAILED:
             return EXIT_FAILED, f"{what} did not succeed: {seen}; {advice}"

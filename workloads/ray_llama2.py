@@ -383,9 +383,7 @@ def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
         if i == len(s.steps) - 1:
             sequence.append(job)
         else:
-            sequence += step_gate.gated(
-                job, WORKLOAD, deadlines.ray_await_minutes(s, step), layout.core_node_selector
-            )
+            sequence += step_gate.gated(job, WORKLOAD, deadlines.ray_await_minutes(s, step), layout.core_node_selector)
     return sequence
 
 
