@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import posixpath
 from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
-from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
+from workloads import (
+    bert_launch,
+    capacity_windows,
+    cluster_check,
+    deadlines,
+    layouts,
+    nemo_llama2,
+    pods,
+    quantities,
+    resumable,
+)
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
@@ -71,9 +82,25 @@ def _types_with_cores(cores: int) -> list[str]:
     return sorted(name for name, facts in NEURON_INSTANCE_TYPES.items() if facts.neuron_cores == cores)
 
 
-def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: datetime | None = None) -> list[str]:
+def step_admissions(
+    config: WorkloadsConfig, cluster: ClusterContract, previous: Mapping[str, Any] | None, now: datetime
+) -> tuple[dict[str, dict[str, str]], dict[str, datetime]]:
+    """What this run records in ``workloads.stepAdmissions`` and which jobs it leaves as an earlier
+    `up` admitted them (capacity_windows.admissions), from ``previous``, that output of the stack's
+    last update."""
+    chains = [chain for workload in layouts.job_chains(config, cluster).values() for chain in workload]
+    return capacity_windows.admissions(capacity_windows.chain_digests(chains), previous, now)
+
+
+def workload_problems(
+    config: WorkloadsConfig,
+    cluster: ClusterContract,
+    now: datetime | None = None,
+    kept: Mapping[str, datetime] | None = None,
+) -> list[str]:
     """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
-    time unless given."""
+    time unless given. ``kept``: the jobs this update leaves running as an earlier one admitted them
+    (``step_admissions``); the window check counts only the others."""
     problems = _namespace_problems(config, cluster)
     for name in IMAGES:
         settings = config.on(name)
@@ -98,6 +125,7 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: da
         now or datetime.now(UTC),
         lambda workload: key_name((workload,)),
         {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
+        kept,
     )
     problems += _hang_problems(config)
     return problems
