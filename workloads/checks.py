@@ -9,8 +9,8 @@ object is declared.
 from __future__ import annotations
 
 import posixpath
-from datetime import UTC, datetime
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
