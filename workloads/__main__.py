@@ -55,14 +55,15 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
         )
     cluster = contract.parse_contract(outputs, config.cluster_stack)
     now = datetime.now(UTC).replace(microsecond=0)
-    admissions, kept = checks.step_admissions(config, cluster, previous_admissions, now)
     # Each workload on its own first; the whole schedule only once each one is sound.
-    problems = checks.workload_problems(config, cluster, now, kept) or schedule.schedule_problems(
+    problems = checks.workload_problems(config, cluster, now, previous_admissions) or schedule.schedule_problems(
         layouts.job_chains(config, cluster), cluster
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
-    return {**declare_workloads(config, cluster), "stepAdmissions": admissions}
+    declared = declare_workloads(config, cluster)
+    admissions, _ = checks.step_admissions(config, cluster, previous_admissions, now)
+    return {**declared, "stepAdmissions": admissions} if admissions else declared
 
 
 def run_directories(bert_args, ray_layout, nemo_layout) -> dict[str, str]:

@@ -87,8 +87,14 @@ def step_admissions(
 ) -> tuple[dict[str, dict[str, str]], dict[str, datetime]]:
     """What this run records in ``workloads.stepAdmissions`` and which jobs it leaves as an earlier
     `up` admitted them (capacity_windows.admissions), from ``previous``, that output of the stack's
-    last update."""
-    chains = [chain for workload in layouts.job_chains(config, cluster).values() for chain in workload]
+    last update. Only the jobs of workloads with a step on a Capacity Block group: nothing else is
+    checked against a window."""
+    on_blocks = {
+        s.workload for s in deadlines.trainium_steps(config) if cluster.node_groups[s.node_group].capacity_block
+    }
+    chains = [
+        chain for name, chains in layouts.job_chains(config, cluster).items() if name in on_blocks for chain in chains
+    ]
     return capacity_windows.admissions(capacity_windows.chain_digests(chains), previous, now)
 
 
@@ -96,11 +102,11 @@ def workload_problems(
     config: WorkloadsConfig,
     cluster: ClusterContract,
     now: datetime | None = None,
-    kept: Mapping[str, datetime] | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
-    time unless given. ``kept``: the jobs this update leaves running as an earlier one admitted them
-    (``step_admissions``); the window check counts only the others."""
+    time unless given. ``previous``: ``workloads.stepAdmissions`` of the stack's last update; the
+    window check counts only the jobs this update starts (``step_admissions``)."""
     problems = _namespace_problems(config, cluster)
     for name in IMAGES:
         settings = config.on(name)
@@ -119,16 +125,21 @@ def workload_problems(
     problems += _tensorboard_problems(config)
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
-    problems += capacity_windows.window_problems(
+    problems += _hang_problems(config)
+    if problems:
+        # Which jobs this update starts needs the jobs rendered, which only a sound configuration can be:
+        # the windows are checked once the rest is.
+        return problems
+    now = now or datetime.now(UTC)
+    _, kept = step_admissions(config, cluster, previous, now)
+    return capacity_windows.window_problems(
         deadlines.trainium_steps(config),
         {n: g.capacity_block for n, g in cluster.node_groups.items()},
-        now or datetime.now(UTC),
+        now,
         lambda workload: key_name((workload,)),
         {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
         kept,
     )
-    problems += _hang_problems(config)
-    return problems
 
 
 def _hang_problems(config: WorkloadsConfig) -> list[str]:
