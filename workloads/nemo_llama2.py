@@ -227,7 +227,7 @@ def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
     """The compile MPIJob, which `pulumi up` waits for through its gate (``step_gate``) when the
     training follows it, then the training MPIJob."""
     s = layout.settings
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     if s.compile:
         compile_job = mpi_job(layout, True, pods.skip_await())
         jobs += (
