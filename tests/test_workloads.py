@@ -3,6 +3,7 @@ stack's outputs, and in which order."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -513,3 +514,20 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert result.secret_outputs == set()
     assert result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]
+
+
+def test_prod_s_nemo_run_says_how_long_an_iteration_its_deadline_allows() -> None:
+    # llama_7b.sh (neuronx-nemo-megatron d22aabf) runs 10000 iterations unless TRAIN_ITERS is set; a
+    # run its deadline ends fails the MPIJob and is not retried (workloads/checks.py workload_warnings).
+    from offline.plan.runner import stack_config
+    from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
+    from workloads import checks
+    from workloads.settings import parse_workloads_config
+
+    values = {**stack_config(WORKLOADS_DIR, "prod"), HF_TOKEN_KEY: STAND_IN_TOKEN}
+    [warning] = checks.workload_warnings(parse_workloads_config(values))
+    assert "runs llama_7b.sh's 10000 iterations" in warning
+    assert "trainDeadlineMinutes 4320 allows 25.9 s per iteration" in warning and "not retried" in warning
+    bounded = json.loads(values["trainium-workloads:nemoLlama2"]) | {"trainIters": 100}
+    values["trainium-workloads:nemoLlama2"] = json.dumps(bounded)
+    assert checks.workload_warnings(parse_workloads_config(values)) == []

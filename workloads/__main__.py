@@ -61,6 +61,8 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
+    for warning in checks.workload_warnings(config):
+        pulumi.log.warn(warning)
     declared = declare_workloads(config, cluster)
     admissions, _ = checks.step_admissions(config, cluster, previous_admissions, now)
     return {**declared, "stepAdmissions": admissions} if admissions else declared

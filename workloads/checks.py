@@ -142,6 +142,28 @@ def workload_problems(
     )
 
 
+# aws-neuron/neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/llama_7b.sh:
+# `: ${TRAIN_ITERS:=10000}`, what a training run without trainIters runs.
+NEMO_DEFAULT_TRAIN_ITERS = 10000
+
+
+def workload_warnings(config: WorkloadsConfig) -> list[str]:
+    """What `pulumi preview` and `up` print beside an accepted configuration: a NeMo training run
+    without ``trainIters`` runs the seed's 10000 iterations, and one its deadline ends is not
+    retried (the launcher Job's activeDeadlineSeconds fails the whole MPIJob)."""
+    warnings = []
+    if (nemo := config.on("nemo_llama2")) is not None and nemo.train and nemo.train_iters is None:
+        seconds = nemo.train_deadline_minutes * 60 / NEMO_DEFAULT_TRAIN_ITERS
+        warnings.append(
+            f"nemoLlama2: trainIters is unset, so llama2-train runs llama_7b.sh's {NEMO_DEFAULT_TRAIN_ITERS} iterations, "
+            f"and trainDeadlineMinutes {nemo.train_deadline_minutes} allows {seconds:.1f} s per iteration, scheduling, "
+            "start-up and every restart's reload included. A run its deadline ends is Failed (DeadlineExceeded) and "
+            "not retried; `pulumi up --replace` on the MPIJob resumes it from its newest checkpoint. Set trainIters, "
+            "and a trainDeadlineMinutes that fits them, for a run that ends Succeeded"
+        )
+    return warnings
+
+
 def _hang_problems(config: WorkloadsConfig) -> list[str]:
     """A hang must be caught before the training run's deadline: a run the deadline ends is not
     restarted (BERT's exit code 124 -> TerminateJob; a RayJob that failed DeadlineExceeded is not
