@@ -270,6 +270,38 @@ def test_a_step_still_running_at_the_deadline_fails_the_gate_with_what_it_last_s
     )
 
 
+def test_an_mpijob_the_watchdog_suspended_at_its_pending_bound_fails_the_gate_at_once(
+    api: FakeApi, account: Path, tmp_path: Path
+) -> None:
+    # The watchdog's own sweep (workloads/watchdog_loop.py) over a compile that never ran, its patch
+    # applied as the API server's merge patch would, then the gate a later `pulumi up` creates.
+    from workloads import watchdog_loop
+
+    created = "2026-11-27T10:00:00Z"
+    pending = mpijob(("Created", "MPIJobCreated", ""))
+    pending["metadata"] |= {
+        "uid": "u1",
+        "creationTimestamp": created,
+        "annotations": {watchdog_loop.ANNOTATION: "2700"},
+    }
+    patches: list[dict[str, Any]] = []
+
+    def watchdog_api(method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        if method == "PATCH":
+            patches.append(body or {})
+        return {"items": [pending]} if method == "GET" and path.endswith("/mpijobs") else {}
+
+    start = watchdog_loop._time(created)
+    assert start is not None
+    now = start + 2701
+    assert watchdog_loop.sweep(watchdog_api, NS, now) == ["MPIJob/llama2-compile: PendingTimeout"]
+    suspended = json.loads(json.dumps(pending))
+    suspended["spec"]["runPolicy"] |= patches[0]["spec"]["runPolicy"]
+    code, message, took, _ = run_gate(api, account, tmp_path, mpijob_compile(), [suspended])
+    assert code == gate_loop.EXIT_FAILED and took < 10
+    assert "MPIJob default/llama2-compile did not succeed: suspended (spec.runPolicy.suspend: true)" in message
+
+
 def test_a_deleted_step_fails_the_gate_and_api_errors_are_retried(api: FakeApi, account: Path, tmp_path: Path) -> None:
     code, message, _, _ = run_gate(api, account, tmp_path, volcano_precompile(), [500, 403, volcano("Running"), 404])
     assert code == gate_loop.EXIT_GONE and len(api.requests) == 4
@@ -330,7 +362,9 @@ def test_every_step_a_later_one_needs_is_awaited_through_its_gate(workloads_all:
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert pod["serviceAccountName"] == account_name and pod["automountServiceAccountToken"] is True
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["restartPolicy"] == "Never"
-        assert "instance-type" not in pod["nodeSelector"] and pod["nodeSelector"]
+        # On the system nodes, beside the gang watchdog: it launches no node of its own.
+        watchdog = found[("Deployment", "gang-watchdog")].inputs["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == watchdog["nodeSelector"]
     # `up` waits for each gate what it waited for the step before: the step's bound and the margin.
     assert int(gates["llama2-compile-gate"].inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) == (
         found[("MPIJob", "llama2-compile")].inputs["spec"]["runPolicy"]["activeDeadlineSeconds"]
