@@ -508,7 +508,7 @@ def test_a_run_that_ends_before_the_scale_down_fits():
     # and the gang watchdog stops the group's jobs 10 min before that (capacity_windows.stop_by).
     assert window_problems(_steps(23 + 10 / 60), {"cb": BLOCK}, now, str) == []
     [problem] = window_problems(_steps(23 + 11 / 60), {"cb": BLOCK}, now, str)
-    assert "needs up to 23 h 11 min" in problem and "2026-12-02T10:40:00Z" in problem and "23 h 10 min" in problem
+    assert "need up to 23 h 11 min" in problem and "2026-12-02T10:40:00Z" in problem and "23 h 10 min" in problem
 
 
 def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group():
@@ -517,7 +517,7 @@ def test_the_window_counts_a_burn_in_for_every_attempt_on_a_health_gated_group()
     assert window_problems(steps, {"cb": BLOCK}, now, str) == []
     assert window_problems(steps, {"cb": BLOCK}, now, str, {"cb": 0}) == []
     [problem] = window_problems(steps, {"cb": BLOCK}, now, str, {"cb": burn_in_objects.BURN_IN_MINUTES * 60})
-    assert "needs up to 23 h 21 min" in problem and "+ 2 burn-ins of 13 min" in problem
+    assert "need up to 23 h 21 min" in problem and "+ 2 burn-ins of 13 min" in problem
 
 
 def test_the_window_counts_from_now_once_the_block_has_started():
@@ -718,8 +718,14 @@ def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), "trainium-workloads:hfToken": "hf_x"})
     found = checks.workload_problems(settings, contract.parse_contract(outputs), now=before)
     [bert] = [p for p in found if p.startswith("trainium-workloads:bertPretraining")]
-    assert "needs up to 11 h 22 min on node group trn1-32xl-ng1" in bert and "8 h 10 min from the block start" in bert
-    assert "+ 4 burn-ins of 13 min" in bert
+    assert "starts on node group trn1-32xl-ng1 need up to 11 h 22 min" in bert
+    assert "8 h 10 min from the block start" in bert and "+ 4 burn-ins of 13 min" in bert
+    # 192 minutes too many: the precompile's 2 attempts give back 2 minutes per minute of its deadline;
+    # the training's 60 minutes cannot give back enough on their own.
+    assert (
+        "lower trainium-workloads:bertPretraining.precompileDeadlineMinutes from 120 to at most 24 (it replaces" in bert
+    )
+    assert "trainDeadlineMinutes" not in bert
     assert problems(dev) == []  # on-demand groups: no window
 
 

@@ -442,7 +442,12 @@ def test_a_changed_precompile_replaces_the_training_in_the_plan_diff(workloads_a
     precompile = next(r for r in head if r["name"] == "job-bert-precompile")
     precompile["inputs"]["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = "1"
     changes = {c.name: c for c in compare.compare_resources(base, head)}
-    assert {n: c.kind for n, c in changes.items()} == {"job-bert-precompile": "replace", "job-bert-train": "replace"}
+    # Its gate (workloads/step_gate.py) follows it too, and the training follows the precompile, not the gate.
+    assert {n: c.kind for n, c in changes.items()} == {
+        "job-bert-precompile": "replace",
+        "job-bert-precompile-gate": "replace",
+        "job-bert-train": "replace",
+    }
     assert changes["job-bert-train"].notes == [
         "replaced: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec)"
     ]

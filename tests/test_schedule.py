@@ -253,19 +253,34 @@ def test_every_trainium_step_has_a_deadline_and_a_pending_timeout(stack: str, re
 def test_awaits_outlast_the_deadlines_they_wait_for(workloads_all) -> None:
     # pulumi-kubernetes waits pulumi.com/timeoutSeconds; the object's own deadline must end first,
     # so a hang is ended by the job (which releases its nodes), not only by `pulumi up` giving up.
+    # A step awaited through its gate (workloads/step_gate.py): `up` waits for the gate 5 minutes
+    # longer than the step's deadline, and the gate's own deadline ends a minute before that.
     by_name = {r.inputs["metadata"]["name"]: r.inputs for r in workloads_all.registrations if "metadata" in r.inputs}
     wait = {
         n: int(o["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
         for n, o in by_name.items()
         if "pulumi.com/timeoutSeconds" in (o["metadata"].get("annotations") or {})
     }
+    gate_deadline = {
+        n: o["spec"]["activeDeadlineSeconds"] for n, o in by_name.items() if n.endswith("-gate") and "spec" in o
+    }
+    assert set(gate_deadline) == {
+        "bert-precompile-gate",
+        "llama2-generate-pretraining-test-data-gate",
+        "llama2-precompilation-job-gate",
+        "llama2-compile-gate",
+    }
+    assert {n: wait[n] - 60 for n in gate_deadline} == gate_deadline
     # BERT: pending 45 min + precompile deadline 120 min + timeout's 5-minute --kill-after, then 5 minutes' margin.
-    assert wait["bert-precompile"] == (45 + 120 + 5 + 5) * 60
+    assert wait["bert-precompile-gate"] == (45 + 120 + 5 + 5) * 60
     assert (
-        wait["llama2-precompilation-job"] == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
+        wait["llama2-precompilation-job-gate"]
+        == by_name["llama2-precompilation-job"]["spec"]["activeDeadlineSeconds"] + 300
     )
-    assert wait["llama2-compile"] == by_name["llama2-compile"]["spec"]["runPolicy"]["activeDeadlineSeconds"] + 300
+    assert wait["llama2-compile-gate"] == by_name["llama2-compile"]["spec"]["runPolicy"]["activeDeadlineSeconds"] + 300
     assert wait["cluster-check-nodes"] == by_name["cluster-check-nodes"]["spec"]["activeDeadlineSeconds"] + 300
+    # The gated steps themselves are not awaited.
+    assert not {"bert-precompile", "llama2-precompilation-job", "llama2-compile"} & set(wait)
 
 
 def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:

@@ -183,10 +183,15 @@ def all_pods(plans: list[PlanResult]) -> list[tuple[str, str, dict[str, str], di
 
 def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> None:
     with_token = set()
-    for name, _, _, spec in all_pods:
+    for name, _, labels, spec in all_pods:
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
         if spec["automountServiceAccountToken"] is not False:
             pod = name.split("/")[1]
+            if pod.endswith("-gate"):
+                # A step gate reads its step as its workload's gate account (tests/test_step_gate.py).
+                with_token.add("*-gate")
+                assert spec["serviceAccountName"] == f"{labels['app.kubernetes.io/part-of']}-gate", name
+                continue
             with_token.add("burn-in-*" if pod.startswith("burn-in-") else pod)
             # Each its own account: a namespaced Role for the watchdog; for the burn-in and its sweeper,
             # patch of nodes narrowed by a ValidatingAdmissionPolicy each (tests/test_node_health.py,
@@ -195,10 +200,11 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
             assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), (
                 name
             )
-    # Only three call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
-    # schedule, the Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, and its
-    # sweeper, which fails nodes whose burn-in never started.
-    assert with_token == {"gang-watchdog", "burn-in-*", "neuron-burn-in-sweeper"}
+    # Only these call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
+    # schedule, the step gates (workloads/step_gate.py), which read the step `pulumi up` waits for, the
+    # Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, and its sweeper, which
+    # fails nodes whose burn-in never started.
+    assert with_token == {"gang-watchdog", "*-gate", "burn-in-*", "neuron-burn-in-sweeper"}
 
 
 def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) -> None:
@@ -335,7 +341,7 @@ def test_only_training_pods_reach_etcd_and_only_on_its_client_port(dev: PlanResu
     by_name = {name: labels for name, _, labels, _ in pods(workloads_dev)}
     for name, labels in by_name.items():
         # The BERT workers (torchrun's etcd rendezvous) get in; no other workload does.
-        assert admits(policy, labels, ETCD_PORT) == name.startswith("Job/bert-"), name
+        assert admits(policy, labels, ETCD_PORT) == (name.split("/")[1] in ("bert-train", "bert-precompile")), name
     assert not admits(policy, by_name["Job/bert-train/worker-0"], 2380)
 
 

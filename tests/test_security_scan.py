@@ -68,7 +68,10 @@ def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding],
         "Pod/default/llama2-pretraining-job-workergroup",
         "Pod/default/llama2-train-worker",
     } <= objects
-    assert not any(o.startswith(("Job/default/bert-", "RayJob/", "MPIJob/")) for o in objects)
+    # The batch/v1 Job bert-precompile-gate (workloads/step_gate.py) is scanned as what it is.
+    assert not any(
+        o.startswith(("Job/default/bert-", "RayJob/", "MPIJob/")) and not o.endswith("-gate") for o in objects
+    )
 
 
 def test_an_unjustified_and_a_stale_entry_are_both_reported() -> None:

@@ -552,7 +552,8 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     out = capsys.readouterr().out
     assert "425 min in a row (stage-redpajama -> llama2-compile)" in out
     assert "stage-redpajama: replaced (spec.template.spec.containers[0].image: spec.template is ForceNew)" in out
-    assert "llama2-compile: replaced (spec.mpiReplicaSpecs" in out
+    # `up` awaits the compile through its gate (workloads/step_gate.py), replaced with it.
+    assert "llama2-compile: replaced (follows: spec comes from mpijob-llama2-compile, which is replaced" in out
     # The same state with the new tag: nothing to wait for.
     export["deployment"]["resources"] = [
         {"urn": r.urn, "type": r.type, "inputs": r.inputs} for r in workloads_prod.registrations
@@ -615,8 +616,12 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
     why = waiting_steps(workloads_all.registrations, state("job-bert-precompile"))
     # The chain rule is offline/diff/replacement.py dependent_replacements, the one the plan diff applies
     # (tests/test_plan_diff.py test_a_changed_precompile_replaces_the_training_in_the_plan_diff).
+    # Its gate (workloads/step_gate.py) follows it too; the training follows the precompile, not the gate.
+    gate = by_name["job-bert-precompile-gate"]
+    assert gate.property_dependencies["spec"] == [precompile.urn] and gate.urn in train.dependencies
     assert why == {
         precompile.urn: why[precompile.urn],
+        gate.urn: "replaced (follows: spec comes from job-bert-precompile, which is replaced (replaceOnChanges *))",
         train.urn: "replaced (follows: spec comes from job-bert-precompile, which is replaced (replaceOnChanges spec))",
     }
     assert why[precompile.urn].startswith(

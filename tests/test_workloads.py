@@ -3,6 +3,7 @@ stack's outputs, and in which order."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -142,10 +143,12 @@ def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workload
     staging = registration(workloads_dev, "Job", "stage-wikicorpus")
     precompile = registration(workloads_dev, "Job", "bert-precompile")
     train = registration(workloads_dev, "Job", "bert-train")
-    assert staging.urn in precompile.dependencies and precompile.urn in train.dependencies
-    assert (
-        precompile.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state.phase}=Completed"
-    )
+    gate = registration(workloads_dev, "Job", "bert-precompile-gate")
+    # `pulumi up` waits for the precompile through its gate (workloads/step_gate.py), not waitFor.
+    assert staging.urn in precompile.dependencies and precompile.urn in gate.dependencies
+    assert gate.urn in train.dependencies
+    assert precompile.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert "pulumi.com/waitFor" not in precompile.inputs["metadata"]["annotations"]
     assert train.inputs["metadata"]["annotations"] == {
         "pulumi.com/skipAwait": "true",
         "trainium.workloads/pending-timeout-seconds": "2700",
@@ -230,7 +233,10 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
 
 def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult) -> None:
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
-    assert jobs[0].urn in jobs[1].dependencies and jobs[1].urn in jobs[2].dependencies
+    gates = [registration(workloads_dev, "Job", f"{n}-gate") for n in RAY_JOBS[:2]]
+    # Each step but the last is awaited through its gate (workloads/step_gate.py).
+    assert jobs[0].urn in gates[0].dependencies and gates[0].urn in jobs[1].dependencies
+    assert jobs[1].urn in gates[1].dependencies and gates[1].urn in jobs[2].dependencies
     # Each step runs one script from the steps' ConfigMap (tests/test_ray_entrypoints.py replays them).
     assert [j.inputs["spec"]["entrypoint"] for j in jobs] == [
         "bash /llama2-steps/data.sh",
@@ -264,8 +270,7 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
         # Trainium workers go and cluster-autoscaler scales the group back in. utils/validation.go
         # (validateDeletionConfiguration) refuses ttlSecondsAfterFinished > 0 without it.
         assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 60
-    waits = [j.inputs["metadata"]["annotations"].get("pulumi.com/waitFor") for j in jobs]
-    assert waits == ["jsonpath={.status.jobStatus}=SUCCEEDED"] * 2 + [None]
+    assert [j.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") for j in jobs] == ["true"] * 3
     # ray-project/kuberay v1.7.0 rayjob_controller.go: the deadline runs from the RayJob's
     # creation, so it must leave room for the cluster to come up from zero Trainium nodes.
     assert [j.inputs["spec"]["activeDeadlineSeconds"] for j in jobs] == [10800, 10800, 3600]
@@ -397,8 +402,9 @@ def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: Plan
     staging = registration(workloads_all, "Job", "stage-redpajama")
     compile_ = registration(workloads_all, "MPIJob", "llama2-compile")
     train = registration(workloads_all, "MPIJob", "llama2-train")
-    assert staging.urn in compile_.dependencies and compile_.urn in train.dependencies
-    assert compile_.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
+    gate = registration(workloads_all, "Job", "llama2-compile-gate")
+    assert staging.urn in compile_.dependencies and compile_.urn in gate.dependencies and gate.urn in train.dependencies
+    assert compile_.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert secret.inputs["stringData"] == "[secret]"
     # neuronx-nemo-megatron test_llama.sh reads the tokenizer from TOKENIZER_PATH on FSx: the
     # training ranks never talk to Hugging Face, so the token stays with the staging job.
@@ -508,3 +514,20 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert result.secret_outputs == set()
     assert result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]
+
+
+def test_prod_s_nemo_run_says_how_long_an_iteration_its_deadline_allows() -> None:
+    # llama_7b.sh (neuronx-nemo-megatron d22aabf) runs 10000 iterations unless TRAIN_ITERS is set; a
+    # run its deadline ends fails the MPIJob and is not retried (workloads/checks.py workload_warnings).
+    from offline.plan.runner import stack_config
+    from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
+    from workloads import checks
+    from workloads.settings import parse_workloads_config
+
+    values = {**stack_config(WORKLOADS_DIR, "prod"), HF_TOKEN_KEY: STAND_IN_TOKEN}
+    [warning] = checks.workload_warnings(parse_workloads_config(values))
+    assert "runs llama_7b.sh's 10000 iterations" in warning
+    assert "trainDeadlineMinutes 4320 allows 25.9 s per iteration" in warning and "not retried" in warning
+    bounded = json.loads(values["trainium-workloads:nemoLlama2"]) | {"trainIters": 100}
+    values["trainium-workloads:nemoLlama2"] = json.dumps(bounded)
+    assert checks.workload_warnings(parse_workloads_config(values)) == []

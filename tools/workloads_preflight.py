@@ -46,6 +46,7 @@ from offline.plan.mocks import Registration, StackOutputs
 from offline.plan.runner import PlanResult, run_program, stack_config
 from workloads.kube import FOLLOWS, pod_templates
 from workloads.settings import parse_workloads_config
+from workloads.step_gate import GATE_FOR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS_DIR = REPO_ROOT / "workloads"
@@ -114,13 +115,14 @@ def required_images(workloads: PlanResult, repositories: dict[str, str]) -> set[
 
 
 def awaited_steps(workloads: PlanResult) -> list[Step]:
+    """Every awaited object; a step gate (workloads/step_gate.py) by the name of the step it waits for."""
     steps = []
     for r in workloads.registrations:
-        annotations = (r.inputs.get("metadata") or {}).get("annotations") or {}
+        metadata = r.inputs.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
         if TIMEOUT in annotations and annotations.get(SKIP) != "true":
-            steps.append(
-                Step(r.urn, (r.inputs.get("metadata") or {}).get("name", r.name), int(annotations[TIMEOUT]) // 60)
-            )
+            name = (metadata.get("labels") or {}).get(GATE_FOR) or metadata.get("name", r.name)
+            steps.append(Step(r.urn, name, int(annotations[TIMEOUT]) // 60))
     return steps
 
 

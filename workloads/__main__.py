@@ -7,6 +7,8 @@ run, and how big, is the stack file's business (see docs/workloads.md).
 
 # Config helpers, instance facts and version pins come from the repository's package
 # (pyproject.toml), installed into the virtualenv this project shares with the cluster's.
+from datetime import UTC, datetime
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -31,8 +33,9 @@ cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack
 kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
 
 
-def wire(outputs: dict) -> dict:
-    """Check the settings against the cluster's outputs, then declare every workload."""
+def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
+    """Check the settings against the cluster's outputs, then declare every workload.
+    ``previous_admissions``: ``workloads.stepAdmissions`` of this stack's last update."""
     missing = contract.missing_outputs(outputs)
     if missing and contract.never_deployed(outputs) and pulumi.runtime.is_dry_run():
         # First day: this stack is previewed (pull requests, the prod preview before approval)
@@ -51,13 +54,18 @@ def wire(outputs: dict) -> dict:
             source="cluster stack reference",
         )
     cluster = contract.parse_contract(outputs, config.cluster_stack)
+    now = datetime.now(UTC).replace(microsecond=0)
     # Each workload on its own first; the whole schedule only once each one is sound.
-    problems = checks.workload_problems(config, cluster) or schedule.schedule_problems(
+    problems = checks.workload_problems(config, cluster, now, previous_admissions) or schedule.schedule_problems(
         layouts.job_chains(config, cluster), cluster
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
-    return declare_workloads(config, cluster)
+    for warning in checks.workload_warnings(config):
+        pulumi.log.warn(warning)
+    declared = declare_workloads(config, cluster)
+    admissions, _ = checks.step_admissions(config, cluster, previous_admissions, now)
+    return {**declared, "stepAdmissions": admissions} if admissions else declared
 
 
 def run_directories(bert_args, ray_layout, nemo_layout) -> dict[str, str]:
@@ -161,5 +169,11 @@ cluster_outputs = pulumi.Output.all(**{name: cluster_stack.get_output(name) for 
 # Each output is described in infra/contract.py (WORKLOAD_OUTPUTS).
 pulumi.export("clusterStack", config.cluster_stack)
 pulumi.export("namespace", config.namespace)
+# This stack's own last update: the jobs it admitted and when (workloads/capacity_windows.py), so that
+# the Capacity Block check counts only the jobs this update starts.
+own_stack = pulumi.StackReference(
+    "own", stack_name=f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+)
+previous = own_stack.get_output("workloads").apply(lambda w: w.get("stepAdmissions") if isinstance(w, dict) else None)
 # Exporting the result is what surfaces a refusal from `wire` as the stack's error.
-pulumi.export("workloads", cluster_outputs.apply(wire))
+pulumi.export("workloads", pulumi.Output.all(cluster_outputs, previous).apply(lambda args: wire(*args)))

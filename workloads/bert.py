@@ -8,6 +8,7 @@ peers through the cluster's etcd.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ import pulumi
 
 from infra.components.schedulers import ETCD_CLIENT_LABEL
 from infra.contract import NodeGroup
-from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable
+from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable, step_gate
 from workloads.kube import JobChain
 from workloads.settings import BertPretrainingSettings
 
@@ -162,6 +163,8 @@ class BertPretrainingArgs:
     claim: str
     etcd_endpoint: str
     service_account: str
+    # The system nodes' selector: where the precompile's gate runs.
+    core_node_selector: Mapping[str, str]
     after: tuple[pulumi.Resource, ...] = ()
 
 
@@ -188,7 +191,7 @@ def train_run_dir(args: BertPretrainingArgs) -> str:
 
 
 def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
-    """The precompile Job (awaited) when on, then the training Job."""
+    """The precompile Job and its gate (``step_gate``) when on, then the training Job."""
     s = args.settings
     # The fields both jobs share, as keyword arguments of BertJob.
     base: dict[str, Any] = dict(
@@ -210,8 +213,9 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
             deadline_minutes=s.precompile_deadline_minutes,
             **{**base, "max_retry": deadlines.bert_attempts(s, precompile=True)},
         )
-        done = pods.wait_for("jsonpath={.status.state.phase}=Completed", deadlines.bert_await_minutes(s))
-        manifests.append(volcano_job(compile_job, done))
+        # `pulumi up` waits for the precompile through its gate, which fails as soon as it fails.
+        precompile = volcano_job(compile_job)
+        manifests += step_gate.gated(precompile, WORKLOAD, deadlines.bert_await_minutes(s), args.core_node_selector)
     train_run = bert_launch.BertRun(**run, steps_this_run=s.train_steps)
     probe = resumable.liveness_probe("bert", bert_launch.heartbeat(train_run), s)
     train_job = BertJob(
@@ -223,11 +227,13 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
 
 class BertPretraining(JobChain):
     def __init__(self, name: str, args: BertPretrainingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        sequence = job_sequence(args)
         super().__init__(
             "trainium:workloads:BertPretraining",
             name,
             pods.peers_policy(WORKLOAD, args.namespace),
-            job_sequence(args),
+            sequence,
             args.after,
             opts,
+            config=step_gate.access(WORKLOAD, args.namespace, sequence),
         )

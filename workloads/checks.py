@@ -9,13 +9,24 @@ object is declared.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from infra.contract import ClusterContract, NodeGroup
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
-from workloads import bert_launch, capacity_windows, cluster_check, deadlines, nemo_llama2, pods, quantities, resumable
+from workloads import (
+    bert_launch,
+    capacity_windows,
+    cluster_check,
+    deadlines,
+    layouts,
+    nemo_llama2,
+    pods,
+    quantities,
+    resumable,
+)
 from workloads.load_balancer_rules import load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
@@ -71,9 +82,31 @@ def _types_with_cores(cores: int) -> list[str]:
     return sorted(name for name, facts in NEURON_INSTANCE_TYPES.items() if facts.neuron_cores == cores)
 
 
-def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: datetime | None = None) -> list[str]:
+def step_admissions(
+    config: WorkloadsConfig, cluster: ClusterContract, previous: Mapping[str, Any] | None, now: datetime
+) -> tuple[dict[str, dict[str, str]], dict[str, datetime]]:
+    """What this run records in ``workloads.stepAdmissions`` and which jobs it leaves as an earlier
+    `up` admitted them (capacity_windows.admissions), from ``previous``, that output of the stack's
+    last update. Only the jobs of workloads with a step on a Capacity Block group: nothing else is
+    checked against a window."""
+    on_blocks = {
+        s.workload for s in deadlines.trainium_steps(config) if cluster.node_groups[s.node_group].capacity_block
+    }
+    chains = [
+        chain for name, chains in layouts.job_chains(config, cluster).items() if name in on_blocks for chain in chains
+    ]
+    return capacity_windows.admissions(capacity_windows.chain_digests(chains), previous, now)
+
+
+def workload_problems(
+    config: WorkloadsConfig,
+    cluster: ClusterContract,
+    now: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> list[str]:
     """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
-    time unless given."""
+    time unless given. ``previous``: ``workloads.stepAdmissions`` of the stack's last update; the
+    window check counts only the jobs this update starts (``step_admissions``)."""
     problems = _namespace_problems(config, cluster)
     for name in IMAGES:
         settings = config.on(name)
@@ -92,15 +125,43 @@ def workload_problems(config: WorkloadsConfig, cluster: ClusterContract, now: da
     problems += _tensorboard_problems(config)
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
-    problems += capacity_windows.window_problems(
+    problems += _hang_problems(config)
+    if problems:
+        # Which jobs this update starts needs the jobs rendered, which only a sound configuration can be:
+        # the windows are checked once the rest is.
+        return problems
+    now = now or datetime.now(UTC)
+    _, kept = step_admissions(config, cluster, previous, now)
+    return capacity_windows.window_problems(
         deadlines.trainium_steps(config),
         {n: g.capacity_block for n, g in cluster.node_groups.items()},
-        now or datetime.now(UTC),
+        now,
         lambda workload: key_name((workload,)),
         {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
+        kept,
     )
-    problems += _hang_problems(config)
-    return problems
+
+
+# aws-neuron/neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/llama_7b.sh:
+# `: ${TRAIN_ITERS:=10000}`, what a training run without trainIters runs.
+NEMO_DEFAULT_TRAIN_ITERS = 10000
+
+
+def workload_warnings(config: WorkloadsConfig) -> list[str]:
+    """What `pulumi preview` and `up` print beside an accepted configuration: a NeMo training run
+    without ``trainIters`` runs the seed's 10000 iterations, and one its deadline ends is not
+    retried (the launcher Job's activeDeadlineSeconds fails the whole MPIJob)."""
+    warnings = []
+    if (nemo := config.on("nemo_llama2")) is not None and nemo.train and nemo.train_iters is None:
+        seconds = nemo.train_deadline_minutes * 60 / NEMO_DEFAULT_TRAIN_ITERS
+        warnings.append(
+            f"nemoLlama2: trainIters is unset, so llama2-train runs llama_7b.sh's {NEMO_DEFAULT_TRAIN_ITERS} iterations, "
+            f"and trainDeadlineMinutes {nemo.train_deadline_minutes} allows {seconds:.1f} s per iteration, scheduling, "
+            "start-up and every restart's reload included. A run its deadline ends is Failed (DeadlineExceeded) and "
+            "not retried; `pulumi up --replace` on the MPIJob resumes it from its newest checkpoint. Set trainIters, "
+            "and a trainDeadlineMinutes that fits them, for a run that ends Succeeded"
+        )
+    return warnings
 
 
 def _hang_problems(config: WorkloadsConfig) -> list[str]:

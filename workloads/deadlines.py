@@ -52,6 +52,13 @@ class TrainiumStep:
     # How many times it may start on new nodes: each attempt may land on nodes launched for it, and
     # on a health-gated group each new node is burnt in first (infra/specs/burn_in_objects.py).
     attempts: int = 1
+    # The workload setting that bounds each attempt, its value and its unit (``hold_seconds`` grows
+    # by ``attempts`` x the unit per unit of it), and the other jobs whose spec it also sets: a
+    # change of it replaces them all.
+    deadline_key: str = ""
+    deadline_value: int = 0
+    deadline_unit_seconds: int = 60
+    shared_with: tuple[str, ...] = ()
 
 
 # coreutils `timeout --kill-after`: a command that ignores SIGTERM runs this much past its deadline
@@ -146,6 +153,8 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                     f"{bert.pending_timeout_minutes} + {key} {deadline} + --kill-after {BERT_KILL_AFTER_MINUTES})"
                     f" + {restarts} x {SILENT_NODE_REPAIR_MINUTES} (a restart's wait for a silent node's repair)",
                     attempts,
+                    key,
+                    deadline,
                 )
             )
     if (ray := config.on("ray_llama2")) is not None:
@@ -166,6 +175,10 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                     f"{tries}{key} ({ray_step_deadline_seconds(ray, step)} s, start-up included) + ttlSecondsAfterFinished "
                     f"{ray.ttl_seconds_after_finished} s",
                     attempts,
+                    key,
+                    ray.train_deadline_seconds if step == "train" else ray.step_deadline_minutes,
+                    1 if step == "train" else 60,
+                    () if step == "train" else tuple(RAY_JOB_NAMES[o] for o in ray.steps if o not in (step, "train")),
                 )
             )
     if (nemo := config.on("nemo_llama2")) is not None:
@@ -183,10 +196,14 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                         nemo.nodes,
                         minutes * 60,
                         f"{key} ({minutes} min, scheduling and start-up included)",
+                        deadline_key=key,
+                        deadline_value=minutes,
                     )
                 )
     if (check := config.on("cluster_check")) is not None:
         minutes = check.timeout_minutes
+        # timeoutMinutes bounds every stage, the verdict Job included.
+        stages = ("cluster-check-nodes", "cluster-check-allreduce", "cluster-check-verdict")
         steps.append(
             TrainiumStep(
                 "clusterCheck",
@@ -195,6 +212,9 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                 check.nodes,
                 minutes * 60,
                 f"the per-node Job's timeoutMinutes ({minutes} min)",
+                deadline_key="timeoutMinutes",
+                deadline_value=minutes,
+                shared_with=stages[1:],
             )
         )
         if check.nodes > 1:
@@ -206,6 +226,9 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                     check.nodes,
                     minutes * 60,
                     f"the all-reduce launcher's timeoutMinutes ({minutes} min)",
+                    deadline_key="timeoutMinutes",
+                    deadline_value=minutes,
+                    shared_with=(stages[0], stages[2]),
                 )
             )
     return steps

@@ -9,7 +9,8 @@ running job). The watchdog may only read Volcano Jobs and MPIJobs, create Volcan
 MPIJobs, create Events and, when a RayJob runs on a block, read and patch RayJobs, in its own
 namespace; nothing may connect to
 it (an ingress NetworkPolicy admitting nothing); it runs as a non-root user with a read-only root
-and every capability dropped. It is the one pod of the project with a service account token.
+and every capability dropped. Beside the step gates (step_gate.py, which may only read the steps they
+wait for), it is the workload stack's one pod with a service account token.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from typing import Any, Generic, TypeVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from workloads import step_gate
+
 # Built-in kinds get their typed resource (so pulumi-kubernetes applies its await logic);
 # everything else is a custom resource.
 _BUILT_IN = {
@@ -133,13 +135,20 @@ def declare_in_order(
     replace_on_change: bool = False,
     replace_on: Sequence[str] = ("spec",),
 ) -> list[pulumi.CustomResource]:
-    """Each manifest created only once the one before it is ready (see ``pods.wait_for``); with
-    ``replace_on_change``, each also follows the one before it (see ``follow``)."""
+    """Each manifest created only once the one before it is ready; with ``replace_on_change``, each
+    job also follows the job before it (see ``follow``). A step gate (workloads/step_gate.py) follows
+    the job it waits for, is replaced whenever it changes or failed, and is what the next job waits
+    for; that job still follows the gated job, so replacing a gate never replaces a job."""
     declared: list[pulumi.CustomResource] = []
+    job: pulumi.CustomResource | None = None  # the latest job that is not a gate
     for manifest in manifests:
-        if declared and replace_on_change:
-            manifest = follow(manifest, _uid(declared[-1]))
-        declared.append(declare(manifest, parent, declared[-1:] or after, replace_on_change, replace_on))
+        if step_gate.is_gate(manifest) and job is not None:
+            declared.append(declare(follow(manifest, _uid(job)), parent, declared[-1:], True, step_gate.REPLACE_ON))
+            continue
+        if job is not None and replace_on_change:
+            manifest = follow(manifest, _uid(job))
+        job = declare(manifest, parent, declared[-1:] or after, replace_on_change, replace_on)
+        declared.append(job)
     return declared
 
 
@@ -164,7 +173,7 @@ class JobChain(pulumi.ComponentResource):
     ) -> None:
         super().__init__(type_, name, None, opts)
         declared_policy = declare(policy, self)
-        # What the jobs' pods mount (a ConfigMap of scripts), in place when it changes.
+        # What the jobs' pods use (a ConfigMap of scripts, the step gates' account), in place when it changes.
         declared_config = [declare(manifest, self) for manifest in config]
         self.jobs = declare_in_order(
             manifests, self, [*after, declared_policy, *declared_config], replace_on_change=True, replace_on=replace_on

@@ -64,20 +64,25 @@ def bert_args(
     return BertPretrainingArgs(
         settings=s, namespace=config.namespace, repository=cluster.repositories["bert-pretrain"],
         group=cluster.node_groups[s.node_group], claim=cluster.claims.get(config.namespace, ""),
-        etcd_endpoint=cluster.etcd_endpoints[config.namespace], service_account=cluster.service_account, after=after,
+        etcd_endpoint=cluster.etcd_endpoints[config.namespace], service_account=cluster.service_account,
+        core_node_selector=cluster.core_node_selector, after=after,
     )  # fmt: skip
 
 
 def ray(config: WorkloadsConfig, cluster: ClusterContract) -> RayLayout | None:
     if (s := config.on("ray_llama2")) is None:
         return None
-    return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s))
+    return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s), core_node_selector=cluster.core_node_selector)
 
 
 def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> NemoLayout | None:
     if (s := config.on("nemo_llama2")) is None:
         return None
-    return NemoLayout(**_on_trainium(config, cluster, "nemo-megatron", s), gang_queue=_gang_queue(cluster, s))
+    return NemoLayout(
+        **_on_trainium(config, cluster, "nemo-megatron", s),
+        core_node_selector=cluster.core_node_selector,
+        gang_queue=_gang_queue(cluster, s),
+    )
 
 
 def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | None:

@@ -7,13 +7,14 @@ Trainium node; each rank runs torchrun with one process per NeuronCore.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from infra.facts import versions
-from workloads import deadlines, gang_watchdog, pods, resumable
+from workloads import deadlines, gang_watchdog, pods, resumable, step_gate
 from workloads.kube import JobChain, LayoutArgs, declare
 from workloads.settings import NemoLlama2Settings
 
@@ -88,6 +89,8 @@ def rank_command(layout: NemoLayout) -> list[str]:
 @dataclass(frozen=True)
 class NemoLayout(pods.TrainiumLayout):
     settings: NemoLlama2Settings
+    # The system nodes' selector: where the compile's gate runs.
+    core_node_selector: Mapping[str, str]
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: str | None = None
 
@@ -227,11 +230,17 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
 
 
 def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
+    """The compile MPIJob, which `pulumi up` waits for through its gate (``step_gate``) when the
+    training follows it, then the training MPIJob."""
     s = layout.settings
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     if s.compile:
-        succeeded = pods.wait_for("condition=Succeeded", deadlines.nemo_await_minutes(s))
-        jobs.append(mpi_job(layout, True, succeeded if s.train else pods.skip_await()))
+        compile_job = mpi_job(layout, True, pods.skip_await())
+        jobs += (
+            step_gate.gated(compile_job, WORKLOAD, deadlines.nemo_await_minutes(s), layout.core_node_selector)
+            if s.train
+            else [compile_job]
+        )
     if s.train:
         jobs.append(mpi_job(layout, False, pods.skip_await()))
     return jobs
@@ -265,11 +274,13 @@ class HuggingFaceToken(pulumi.ComponentResource):
 class NemoLlama2(JobChain):
     def __init__(self, name: str, args: LayoutArgs[NemoLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
+        sequence = job_sequence(args.layout)
         super().__init__(
             "trainium:workloads:NemoLlama2",
             name,
             pods.peers_policy(WORKLOAD, args.layout.namespace),
-            job_sequence(args.layout),
+            sequence,
             args.after,
             opts,
+            config=step_gate.access(WORKLOAD, args.layout.namespace, sequence),
         )

@@ -247,22 +247,14 @@ done
 """
 
 
-def wait_for(condition: str, timeout_minutes: int) -> dict[str, str]:
-    """Annotations that make `pulumi up` wait until the object reports ``condition``.
-
-    The next job in a sequence depends on this one, so Pulumi submits it only after this
-    one has finished successfully (pulumi-kubernetes `pulumi.com/waitFor`).
-    """
-    return {"pulumi.com/waitFor": condition, **await_timeout(timeout_minutes)}
-
-
 def await_timeout(timeout_minutes: int) -> dict[str, str]:
     """How long `pulumi up` waits on an object its provider already knows how to await.
 
     batch/v1 Jobs get no `pulumi.com/waitFor`: pulumi-kubernetes' own Job awaiter
     (provider/pkg/await/job.go, v4.32.0) waits for Complete and fails at once on a Failed
     condition, while a waitFor annotation takes its place (await_test.go: "waitFor annotation
-    takes precedence") and would wait out the whole timeout after a failure.
+    takes precedence") and would wait out the whole timeout after a failure. Other kinds `pulumi
+    up` must wait for are awaited through a batch/v1 gate Job (workloads/step_gate.py).
     """
     return {"pulumi.com/timeoutSeconds": str(timeout_minutes * 60)}
 

@@ -19,7 +19,7 @@ import yaml
 
 from infra.components.schedulers import KUBERAY_NAMESPACE
 from infra.facts import versions
-from workloads import deadlines, gang_watchdog, pods, resumable
+from workloads import deadlines, gang_watchdog, pods, resumable, step_gate
 from workloads.kube import JobChain, LayoutArgs
 from workloads.settings import RAY_JOB_NAMES, RayLlama2Settings
 
@@ -56,6 +56,8 @@ JOB_NAMES = RAY_JOB_NAMES
 @dataclass(frozen=True)
 class RayLayout(pods.TrainiumLayout):
     settings: RayLlama2Settings
+    # The system nodes' selector: where the step gates run.
+    core_node_selector: Mapping[str, str]
 
 
 def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -375,15 +377,17 @@ def ray_job(step: str, layout: RayLayout, annotations: dict[str, str]) -> dict[s
 
 
 def job_sequence(layout: RayLayout) -> list[dict[str, Any]]:
-    """The configured steps in order; all but the last make `pulumi up` wait for success."""
+    """The configured steps in order; `pulumi up` waits for each but the last through its gate
+    (``step_gate``), which fails as soon as the step fails."""
     s = layout.settings
-
-    def annotations(i: int, step: str) -> dict[str, str]:
+    sequence: list[dict[str, Any]] = []
+    for i, step in enumerate(s.steps):
+        job = ray_job(step, layout, pods.skip_await())
         if i == len(s.steps) - 1:
-            return pods.skip_await()
-        return pods.wait_for("jsonpath={.status.jobStatus}=SUCCEEDED", deadlines.ray_await_minutes(s, step))
-
-    return [ray_job(step, layout, annotations(i, step)) for i, step in enumerate(s.steps)]
+            sequence.append(job)
+        else:
+            sequence += step_gate.gated(job, WORKLOAD, deadlines.ray_await_minutes(s, step), layout.core_node_selector)
+    return sequence
 
 
 class RayLlama2(JobChain):
@@ -392,14 +396,15 @@ class RayLlama2(JobChain):
         # labels: KubeRay v1.7.0 reads the queue label only when it creates the PodGroup
         # (volcano_scheduler.go createPodGroup), so an in-place label change would leave a pending
         # gang in the old queue.
+        sequence = job_sequence(args.layout)
         super().__init__(
             "trainium:workloads:RayLlama2",
             name,
             ray_network_policy(args.layout.namespace),
-            job_sequence(args.layout),
+            sequence,
             args.after,
             opts,
             replace_on=("spec", "metadata.labels"),
-            # Before the jobs: KubeRay starts a head whose volume names it.
-            config=[steps_config_map(args.layout)],
+            # Before the jobs: KubeRay starts a head whose volume names it; the gates' account.
+            config=[steps_config_map(args.layout), *step_gate.access(WORKLOAD, args.layout.namespace, sequence)],
         )

@@ -66,8 +66,8 @@ def container_security_context(add: Sequence[str] = (), read_only_root: bool = F
 def pod_defaults(run_as_user: int | None = None, fs_group: int | None = None) -> dict[str, Any]:
     """Pod spec keys every pod of this project carries.
 
-    No service account token: none of our pods calls the Kubernetes API but the gang watchdog,
-    which sets its own (workloads/gang_watchdog.py; the operators - Volcano,
+    No service account token: none of our pods calls the Kubernetes API but the gang watchdog and
+    the step gates, which set their own (workloads/gang_watchdog.py, workloads/step_gate.py; the operators - Volcano,
     KubeRay, the MPI operator - do, from their own namespaces; the MPI v2 launcher reaches its
     workers over ssh, KubeRay's submitter pod is the operator's own). EKS Pod Identity does not
     need the token either: its webhook projects its own (audience pods.eks.amazonaws.com).

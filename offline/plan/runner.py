@@ -164,7 +164,10 @@ def run_program(
     pulumi.runtime.set_all_config(values, sorted(secrets or {}))
     mocks = CloudMocks(region, stack_references, existing_cluster)
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    # The DIY backend's organization, as the stacks' references name it (organization/<project>/<stack>).
+    pulumi.runtime.set_mocks(
+        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor, organization="organization"
+    )
 
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
