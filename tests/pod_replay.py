@@ -240,7 +240,7 @@ STUB_DIRS = {
 # The node's own files a pod reads (the Neuron devices, /proc) stand for a Trainium node's: see
 # Sandbox.trainium_node.
 PRIVATE_PATHS = ("/tmp", "/etc/environment", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/dev/neuron",
-                 "/proc/self/status", "/proc/meminfo")  # fmt: skip
+                 "/proc/self/status", "/proc/meminfo", "/dev/termination-log")  # fmt: skip
 
 
 @dataclass

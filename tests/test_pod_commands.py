@@ -729,6 +729,41 @@ def covered_by_the_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stac
     assert any(o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes" for o in stack.objects)
 
 
+# --- step gates -------------------------------------------------------------------------------------
+# Each step's status when it has succeeded, and when it has failed, as its controller writes it
+# (workloads/gate_loop.py cites where).
+STEP_STATES = {
+    "Job": ({"state": {"phase": "Completed"}},
+            {"state": {"phase": "Failed", "reason": "PodFailed", "message": "worker-0 exited 1"}}),
+    "RayJob": ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"},
+               {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed", "message": "worker-0 exited 1"}),
+    "MPIJob": ({"conditions": [{"type": "Succeeded", "status": "True"}]},
+               {"conditions": [{"type": "Failed", "status": "True", "reason": "MPIJobFailed", "message": "worker-0 exited 1"}]}),
+}  # fmt: skip
+
+
+def replay_gate(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    pc = only(pcs)
+    env = {e["name"]: e["value"] for e in pc.container["env"] if "value" in e}
+    (step,) = [o for o in stack.objects if o["kind"] == env["GATE_KIND"] and o["metadata"]["name"] == env["GATE_NAME"]
+               and o["metadata"]["namespace"] == env["GATE_NAMESPACE"]]  # fmt: skip
+    for succeeded, status in zip((True, False), STEP_STATES[step["kind"]], strict=True):
+        api = FakeApi(tmp / "api", {("GET", env["GATE_PATH"]): {**step, "status": status}})
+        try:
+            run = sandbox.run(pc, image_of(pc), pod_name=f"{pc.obj['metadata']['name']}-{int(succeeded)}q7d",
+                              injected=api.env(), prepare=functools.partial(api.account, sandbox=sandbox), timeout=30)  # fmt: skip
+        finally:
+            api.close()
+        assert run.argv[:2] == ["python", "-c"]
+        assert api.requests and all(r["path"] == env["GATE_PATH"] for r in api.requests)
+        message = Path(sandbox.local(run.pod, pc.container["terminationMessagePath"]))
+        if succeeded:
+            assert run.rc == 0, run.stdout + run.stderr
+        else:  # fails at the first look, and the reason is the pod's termination message
+            assert run.rc == 1 and len(api.requests) == 1, run.stdout + run.stderr
+            assert "worker-0 exited 1" in message.read_text()
+
+
 SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]]] = [
     ("etcd", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "etcd", replay_etcd),
     ("shell", lambda o: o["kind"] == "Pod" and o["metadata"]["name"] == "cmd-shell", replay_shell),
@@ -754,6 +789,7 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
         lambda o: o["metadata"]["name"] in ("cluster-check-allreduce", "cluster-check-verdict"),
         covered_by_the_cluster_check,
     ),
+    ("gate", lambda o: o["kind"] == "Job" and o["metadata"]["name"].endswith("-gate"), replay_gate),
     ("nemo", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nemo),
 ]
 
@@ -768,6 +804,7 @@ SHIPPED_IN = {
     "bert": {"dev"},
     "rayjob": {"dev"},
     "nemo": {"prod"},
+    "gate": {"dev", "prod"},
     "wikicorpus": {"dev"},
     "redpajama": {"prod"},
     "burn-in": {"dev", "prod"},
