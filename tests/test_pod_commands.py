@@ -34,14 +34,10 @@ from __future__ import annotations
 import functools
 import json
 import resource
-import ssl
 import subprocess
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +45,7 @@ import pytest
 
 from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
+from tests.fake_api import TOKEN, FakeApi
 from tests.pod_replay import Image, PodContainer, Sandbox, dockerfile_image, pod_containers
 from tests.replay_stubs import rewrite
 
@@ -91,77 +88,11 @@ def image_of(pc: PodContainer) -> Image:
 
 
 # --- a Kubernetes API server, for the pods that call it --------------------------------------------
-@functools.cache
-def certificate() -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (openssl), made once per test process."""
-    directory = Path(tempfile.mkdtemp(prefix="fake-api-"))
-    cert, key = directory / "api.crt", directory / "api.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-days", "1", "-subj", "/CN=kubernetes", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-class FakeApi:
-    """HTTPS on 127.0.0.1 with a certificate for that address, as KUBERNETES_SERVICE_HOST/PORT and the
-    service account's ca.crt and token give it to a pod. Answers by (method, path prefix)."""
-
-    TOKEN = "service-account-token"
-
-    def __init__(self, directory: Path, answers: dict[tuple[str, str], Any]) -> None:
-        self.cert, self.key = certificate()
-        self.answers = answers
-        self.requests: list[dict[str, Any]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode() if length else ""
-                api.requests.append(
-                    {"method": self.command, "path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-                )
-                found = [v for (m, p), v in api.answers.items() if m == self.command and self.path.startswith(p)]
-                reply = found[0] if found else {"items": []}
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps(reply).encode())
-
-            do_GET = do_PATCH = do_POST = answer  # noqa: N815 (http.server's names)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert, self.key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
-
-    def env(self) -> dict[str, str]:
-        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.server.server_port)}
-
-    def account(self, pod: Any, sandbox: Sandbox) -> None:
-        account = Path(sandbox.local(pod, "/var/run/secrets/kubernetes.io/serviceaccount"))
-        (account / "token").write_text(self.TOKEN)
-        (account / "ca.crt").write_text(self.cert.read_text())
-        (account / "namespace").write_text(pod.template["metadata"]["namespace"])
-
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], seconds: float = 20) -> dict[str, Any]:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for request in list(self.requests):
-                if predicate(request):
-                    return request
-            time.sleep(0.02)
-        raise AssertionError(f"no such request within {seconds} s; seen: {[r['path'] for r in self.requests]}")
-
-    def close(self) -> None:
-        self.server.shutdown()
+def mount_account(api: FakeApi, sandbox: Sandbox, pod: Any) -> None:
+    api.write_account(Path(sandbox.local(pod, SERVICE_ACCOUNT_DIR)), pod.template["metadata"]["namespace"])
 
 
 # --- the replays: one per kind of object ------------------------------------------------------------
@@ -234,15 +165,15 @@ def replay_tensorboard(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, 
 
 def replay_watchdog(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
     pc = only(pcs)
-    api = FakeApi(tmp / "api", {})
+    api = FakeApi({})
     try:
         running = sandbox.start(pc, image_of(pc), pod_name="gang-watchdog-6b7c", injected=api.env(),
-                                prepare=lambda pod: api.account(pod, sandbox))  # fmt: skip
+                                prepare=lambda pod: mount_account(api, sandbox, pod))  # fmt: skip
         namespace = pc.obj["metadata"]["namespace"]
         for plural in ("batch.volcano.sh/v1alpha1/namespaces/{}/jobs", "kubeflow.org/v2beta1/namespaces/{}/mpijobs"):
             path = "/apis/" + plural.format(namespace)
             request = api.wait_for(lambda r, path=path: r["method"] == "GET" and r["path"].startswith(path))
-            assert request["auth"] == f"Bearer {FakeApi.TOKEN}"
+            assert request["auth"] == f"Bearer {TOKEN}"
         run = running.replay()
     finally:
         api.close()
@@ -261,17 +192,17 @@ def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
 
     pc = only(pcs)
     node = api_node("ip-100-64-9-9", 3 * 3600, {b.BURN_IN_PENDING_LABEL: "true"})
-    api = FakeApi(tmp / "api", {("GET", "/api/v1/nodes?"): {"items": [node]}, ("GET", "/api/v1/nodes/"): node,
+    api = FakeApi({("GET", "/api/v1/nodes?"): {"items": [node]}, ("GET", "/api/v1/nodes/"): node,
                                 ("PATCH", "/api/v1/nodes/"): {}})  # fmt: skip
     try:
         run = sandbox.run(pc, image_of(pc), pod_name="sweeper-29384", injected=api.env(),
-                          prepare=lambda pod: api.account(pod, sandbox))  # fmt: skip
+                          prepare=lambda pod: mount_account(api, sandbox, pod))  # fmt: skip
     finally:
         api.close()
     assert run.rc == 0, run.stdout + run.stderr
     assert run.argv[:2] == ["python", "-c"]
     (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
-    assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {FakeApi.TOKEN}"
+    assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {TOKEN}"
     assert json.loads(patch["body"])["metadata"]["labels"][b.BURN_IN_RESULT_LABEL] == "failed"
 
 
@@ -639,12 +570,12 @@ def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
     group = pc.obj["metadata"]["name"].removeprefix("burn-in-")
     (instance_type,) = [g["instanceType"] for g in stack.result.outputs["acceleratorNodeGroups"] if g["name"] == group]
     node = api_node("ip-100-64-1-1.us-west-2.compute.internal", 60, {b.BURN_IN_PENDING_LABEL: "true"})
-    api = FakeApi(tmp / "api", {("GET", "/api/v1/nodes/"): node, ("PATCH", "/api/v1/nodes/"): {}})
+    api = FakeApi({("GET", "/api/v1/nodes/"): node, ("PATCH", "/api/v1/nodes/"): {}})
     node_files = trainium_node(sandbox, instance_type)
 
     def prepare(pod: Any) -> None:
         node_files(pod)
-        api.account(pod, sandbox)
+        mount_account(api, sandbox, pod)
 
     try:
         running = sandbox.start(pc, image_of(pc), pod_name=f"{pc.obj['metadata']['name']}-x9z8w",
@@ -748,10 +679,10 @@ def replay_gate(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
     (step,) = [o for o in stack.objects if o["kind"] == env["GATE_KIND"] and o["metadata"]["name"] == env["GATE_NAME"]
                and o["metadata"]["namespace"] == env["GATE_NAMESPACE"]]  # fmt: skip
     for succeeded, status in zip((True, False), STEP_STATES[step["kind"]], strict=True):
-        api = FakeApi(tmp / "api", {("GET", env["GATE_PATH"]): {**step, "status": status}})
+        api = FakeApi({("GET", env["GATE_PATH"]): {**step, "status": status}})
         try:
             run = sandbox.run(pc, image_of(pc), pod_name=f"{pc.obj['metadata']['name']}-{int(succeeded)}q7d",
-                              injected=api.env(), prepare=functools.partial(api.account, sandbox=sandbox), timeout=30)  # fmt: skip
+                              injected=api.env(), prepare=functools.partial(mount_account, api, sandbox), timeout=30)  # fmt: skip
         finally:
             api.close()
         assert run.argv[:2] == ["python", "-c"]

@@ -13,13 +13,10 @@ the controllers write at their pinned versions:
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import ssl
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,65 +26,25 @@ import pytest
 
 from infra.facts import versions
 from offline.plan.runner import PlanResult
+from tests.fake_api import TOKEN, FakeApi
 from workloads import deadlines, gate_loop, step_gate
 
-TOKEN = "gate-token"
 NS = "default"
 
 
-@pytest.fixture(scope="module")
-def account(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A service account directory as the kubelet mounts it: a token and the API server's CA (here
-    the fake server's own self-signed certificate, for 127.0.0.1)."""
-    where = tmp_path_factory.mktemp("serviceaccount")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(where / "tls.key"), "-out", str(where / "ca.crt")],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    (where / "token").write_text(TOKEN + "\n")
-    return where
-
-
-class FakeApi:
-    """Serves one object per path: each GET answers the next state of its list (the last repeats);
-    a state that is an int is answered as that HTTP status."""
-
-    def __init__(self, account: Path) -> None:
-        self.states: dict[str, list[Any]] = {}
-        self.requests: list[tuple[str, str | None]] = []
-        api = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                api.requests.append((self.path, self.headers.get("Authorization")))
-                states = api.states.get(self.path) or [404]
-                state = states.pop(0) if len(states) > 1 else states[0]
-                body = json.dumps(state if not isinstance(state, int) else {"kind": "Status", "code": state}).encode()
-                self.send_response(200 if not isinstance(state, int) else state)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(account / "ca.crt", account / "tls.key")
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+@pytest.fixture
+def api() -> Iterator[FakeApi]:
+    fake = FakeApi()
+    yield fake
+    fake.close()
 
 
 @pytest.fixture
-def api(account: Path) -> Iterator[FakeApi]:
-    fake = FakeApi(account)
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+def account(api: FakeApi, tmp_path: Path) -> Path:
+    """The service account directory as the kubelet mounts it: a token and the API server's CA."""
+    where = tmp_path / "serviceaccount"
+    api.write_account(where, NS)
+    return where
 
 
 def volcano_precompile() -> dict[str, Any]:
@@ -124,7 +81,7 @@ def run_gate(
     container = job["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["GATE_PATH"] == step_gate.api_path(step)
-    api.states[env["GATE_PATH"]] = list(states)
+    api.answers[("GET", env["GATE_PATH"])] = list(states)
     termination = tmp_path / "termination-log"
     env.update(
         KUBERNETES_SERVICE_HOST="127.0.0.1",
@@ -141,7 +98,7 @@ def run_gate(
     run = subprocess.run([sys.executable, *command[1:]], env=env, capture_output=True, text=True, timeout=60)
     took = time.monotonic() - start
     message = termination.read_text() if termination.exists() else ""
-    assert all(auth == f"Bearer {TOKEN}" for _, auth in api.requests)
+    assert all(r["auth"] == f"Bearer {TOKEN}" for r in api.requests)
     return run.returncode, message, took, run
 
 
