@@ -48,6 +48,7 @@ from offline.report.plan_output import kubernetes_objects
 from tests.fake_api import TOKEN, FakeApi
 from tests.pod_replay import Image, PodContainer, Sandbox, dockerfile_image, pod_containers
 from tests.replay_stubs import rewrite
+from tests.test_cluster_check import neuron_ls_table
 
 IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nemo-megatron", "ray-llama2")}
 # Images we do not build: what their publishers' Dockerfiles set.
@@ -501,19 +502,6 @@ try:
 except (ValueError, OSError):
     pass
 MEMLOCK_UNLIMITED = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY
-
-
-def neuron_ls_table(devices: int, cores_per_device: int) -> str:
-    """neuron-ls's table (aws-neuron-sdk tools/neuron-sys-tools/neuron-ls.rst)."""
-    rule = "+--------+--------+--------+---------------+---------+"
-    rows = [
-        rule,
-        "| NEURON | NEURON | NEURON |   CONNECTED   |   PCI   |",
-        "| DEVICE | CORES  | MEMORY |    DEVICES    |   BDF   |",
-        rule,
-    ]
-    rows += [f"| {d:<6} | {cores_per_device:<6} | 32 GB  | {d}, {d}          | 00:{d:02x}.0 |" for d in range(devices)]
-    return "\n".join([*rows, rule]) + "\n"
 
 
 CONTAINER_LIMITS = "/root/.container-limits.sh"
