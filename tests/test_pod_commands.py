@@ -128,7 +128,7 @@ def replay_etcd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
 def replay_shell(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
     pc = only(pcs)
     running = sandbox.start(pc, image_of(pc), pod_name="cmd-shell")
-    time.sleep(0.3)
+    time.sleep(0.1)
     assert running.process.poll() is None, "the shell pod's `sleep infinity` exited"
     run = running.replay()
     assert run.argv == ["sleep", "infinity"] and run.calls == []
@@ -569,7 +569,7 @@ def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
         running = sandbox.start(pc, image_of(pc), pod_name=f"{pc.obj['metadata']['name']}-x9z8w",
                                 injected={**api.env(), **node_limits()}, prepare=prepare)  # fmt: skip
         patch = api.wait_for(lambda r: r["method"] == "PATCH")
-        time.sleep(0.3)
+        time.sleep(0.1)
         assert running.process.poll() is None, (
             "the burn-in pod must keep its node's Neuron devices: `exec sleep infinity`"
         )
