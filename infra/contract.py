@@ -328,9 +328,10 @@ WORKLOAD_OUTPUTS: dict[str, str] = {
     "workloads": "Per enabled workload the objects it declared (jobs in order; TensorBoard's Service and, with a "
     "load balancer, its password as a secret; clusterCheck: the expected counts per node, the all-reduce floor and "
     "its source, where the results are and whether the verdict passed; runDirectories: each training run's directory "
-    "on FSx, run-<hash of its model settings>, with its checkpoints and heartbeat; stepAdmissions: per job, a digest "
-    "of what replaces it and when the update that started it ran, which the next update reads back so that its "
-    "Capacity Block check counts only the jobs it starts).",
+    "on FSx, run-<hash of its model settings>, with its checkpoints and heartbeat).",
+    "stepAdmissions": "Per job of a workload on a Capacity Block: a digest of what replaces it and when the update "
+    "that started it ran, which the next update reads back so that its Capacity Block check counts only the jobs it "
+    "starts.",
 }
 
 BOOTSTRAP_OUTPUTS: dict[str, str] = {

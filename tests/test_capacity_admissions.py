@@ -56,6 +56,18 @@ def test_a_new_step_that_does_not_fit_is_refused_naming_the_key_its_value_and_th
     assert "lower bertPretraining.trainDeadlineMinutes from 240 to at most 190" in problem
 
 
+def test_steps_left_running_count_one_after_another_before_a_new_one() -> None:
+    """A chain admitted together runs its steps in turn: the data step's 2 h, then the precompile's 3 h,
+    then the new training run's 18 h 30 min end 23 h 30 min after the block's start, past its stop."""
+    data, precompile, train = step("data", 2, "dataKey"), step("pre", 3, "preKey"), step("train", 18.5)
+    kept = {"data": START, "pre": START}
+    [problem] = window_problems([data, precompile, train], {"cb": BLOCK}, START + timedelta(hours=1), str, kept=kept)
+    assert "from the end of pre's bound, started by an earlier update" in problem
+    assert window_problems([data, precompile, train], {"cb": BLOCK}, START, str, kept={}) != []
+    shorter = dataclasses.replace(train, hold_seconds=18 * 3600)
+    assert window_problems([data, precompile, shorter], {"cb": BLOCK}, START + timedelta(hours=1), str, kept=kept) == []
+
+
 def test_a_new_step_waits_for_the_bound_of_a_step_left_running_before_it() -> None:
     precompile, train = step("bert-precompile", 3, "precompileDeadlineMinutes"), step("bert-train", 15)
     # The precompile was admitted at the start; a new training run follows it 4 hours in.
@@ -134,7 +146,8 @@ def _run(dev: PlanResult, outputs: dict[str, Any], previous: dict[str, Any] | No
     values = {**stack_config(WORKLOADS_DIR, "dev"), **config}
     references = {values["trainium-workloads:clusterStack"]: StackOutputs(outputs, frozenset(dev.secret_outputs))}
     if previous is not None:
-        references[OWN] = StackOutputs({"workloads": {"stepAdmissions": previous}}, frozenset({"workloads"}))
+        # As the engine lists them where `workloads` holds a secret (prod's TensorBoard password).
+        references[OWN] = StackOutputs({"stepAdmissions": previous, "workloads": {}}, frozenset({"workloads"}))
     return _remembered_run(
         WORKLOADS_DIR, "dev", values, stack_references=references, secrets={HF_TOKEN_KEY: STAND_IN_TOKEN}
     )
@@ -163,7 +176,9 @@ def test_the_program_records_its_admissions_and_an_unchanged_up_mid_block_goes_t
     assert "stage-wikicorpus" not in recorded
     assert not [n for n in recorded if n.endswith("-gate")]
     unchanged = _run(dev, outputs, recorded)
-    assert unchanged.outputs["workloads"]["stepAdmissions"] == recorded
+    assert unchanged.outputs["stepAdmissions"] == recorded
+    # Read back from an output of its own: the own stack's secret `workloads` leaves the new one readable.
+    assert not {"workloads", "stepAdmissions"} & unchanged.secret_outputs
     # A changed training run is new: refused, naming only it; the precompile left running is not touched.
     with pytest.raises(ConfigError) as refused:
         _run(dev, outputs, recorded, **{"trainium-workloads:bertPretraining": _bert(trainDeadlineMinutes=300)})

@@ -35,7 +35,7 @@ kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_
 
 def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     """Check the settings against the cluster's outputs, then declare every workload.
-    ``previous_admissions``: ``workloads.stepAdmissions`` of this stack's last update."""
+    ``previous_admissions``: ``stepAdmissions`` of this stack's last update (None before its first)."""
     missing = contract.missing_outputs(outputs)
     if missing and contract.never_deployed(outputs) and pulumi.runtime.is_dry_run():
         # First day: this stack is previewed (pull requests, the prod preview before approval)
@@ -174,6 +174,12 @@ pulumi.export("namespace", config.namespace)
 own_stack = pulumi.StackReference(
     "own", stack_name=f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 )
-previous = own_stack.get_output("workloads").apply(lambda w: w.get("stepAdmissions") if isinstance(w, dict) else None)
+# An output of its own, with nothing secret in it: the StackReference builtin lists a whole output as
+# secret when any part of it is (pulumi v3.259.0 pkg/resource/deploy/builtins.go), and reading
+# `workloads`, which holds TensorBoard's password where there is one, would make every later export
+# built from it secret.
+previous = own_stack.get_output("stepAdmissions")
 # Exporting the result is what surfaces a refusal from `wire` as the stack's error.
-pulumi.export("workloads", pulumi.Output.all(cluster_outputs, previous).apply(lambda args: wire(*args)))
+wired = pulumi.Output.all(cluster_outputs, previous).apply(lambda args: wire(*args))
+pulumi.export("workloads", wired.apply(lambda w: {k: v for k, v in w.items() if k != "stepAdmissions"}))
+pulumi.export("stepAdmissions", wired.apply(lambda w: w.get("stepAdmissions", {})))

@@ -18,7 +18,7 @@ push) once part of the block has passed would only block the stack. Pulumi says 
 time about what it will replace, so the stack records, per job, a digest of what replaces it (its
 spec and labels: workloads/kube.py replacing_options) and of every job before it in its chain (a
 replaced job replaces the jobs that follow it: kube.follow), and when it was admitted, in its output
-``workloads.stepAdmissions``; the next run reads that output back through a StackReference to its
+``stepAdmissions``; the next run reads that output back through a StackReference to its
 own stack (the outputs of its last update: pulumi/pulumi v3.259.0 pkg/backend/backend.go
 GetStackOutputs reads the stack's snapshot, whose root resource keeps its old outputs until the
 program registers new ones, pkg/resource/deploy/step.go SameStep.Apply). A job whose digest is
@@ -147,12 +147,15 @@ def window_problems(
         per_launch = (burn_in_seconds or {}).get(group, 0)
         begins, anchor = max(now, start), "now" if now >= start else "the block start"
         new: list[TrainiumStep] = []
+        kept_ends: datetime | None = None
         for step in on_group:
             if step.name in kept and not new:
-                # Left running by this update: the steps after it may have to wait for its bound.
-                ends = kept[step.name] + timedelta(seconds=step.hold_seconds + step.attempts * per_launch)
-                if ends > begins:
-                    begins, anchor = ends, f"the end of {step.name}'s bound, started by an earlier update"
+                # Left running by this update: its chain runs its steps one after another from their
+                # admission, and the steps after them may have to wait for the last one's bound.
+                starts = kept[step.name] if kept_ends is None else max(kept_ends, kept[step.name])
+                kept_ends = starts + timedelta(seconds=step.hold_seconds + step.attempts * per_launch)
+                if kept_ends > begins:
+                    begins, anchor = kept_ends, f"the end of {step.name}'s bound, started by an earlier update"
             else:
                 new.append(step)
         if not new:

@@ -85,7 +85,7 @@ def _types_with_cores(cores: int) -> list[str]:
 def step_admissions(
     config: WorkloadsConfig, cluster: ClusterContract, previous: Mapping[str, Any] | None, now: datetime
 ) -> tuple[dict[str, dict[str, str]], dict[str, datetime]]:
-    """What this run records in ``workloads.stepAdmissions`` and which jobs it leaves as an earlier
+    """What this run records in ``stepAdmissions`` and which jobs it leaves as an earlier
     `up` admitted them (capacity_windows.admissions), from ``previous``, that output of the stack's
     last update. Only the jobs of workloads with a step on a Capacity Block group: nothing else is
     checked against a window."""
@@ -105,7 +105,7 @@ def workload_problems(
     previous: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """``now``: when the runs start (a Capacity Block's remaining window counts from it); the clock's
-    time unless given. ``previous``: ``workloads.stepAdmissions`` of the stack's last update; the
+    time unless given. ``previous``: ``stepAdmissions`` of the stack's last update; the
     window check counts only the jobs this update starts (``step_admissions``)."""
     problems = _namespace_problems(config, cluster)
     for name in IMAGES:
