@@ -16,10 +16,13 @@ What the replay reproduces, each from the source at the version we pin:
   one; this module only runs processes.
 
 The one liberty: the sandbox cannot create ``/shared`` or ``/tmp/resilience.py``, so every path
-inside the container (its volume mounts, its private /tmp, /etc/environment, /root, the service
-account, and the absolute paths of stubbed programs) is rewritten to a directory of the sandbox
+inside the container (its volume mounts, its own /tmp, /etc/environment, /root, the service
+account, the absolute paths of stubbed programs) is rewritten to a directory of the sandbox
 (replay_stubs.rewrite), in the argv, the environment and the files of mounted ConfigMaps. The
 sandbox's own path is letters, digits and ``/._-`` only, so no shell or quoting sees a difference.
+Each container has its own private directories; ``/data`` and ``/shared`` without a mount are the
+container's own layer, so data that misses its volume is seen to miss it (``on_a_claim``) and never
+lands on the machine running the tests.
 """
 
 from __future__ import annotations
@@ -129,10 +132,16 @@ def field_value(path: str, pod: dict[str, Any]) -> str:
 
 
 def container_env(
-    container: dict[str, Any], pod: dict[str, Any], injected: dict[str, str], objects: list[dict[str, Any]]
+    container: dict[str, Any],
+    pod: dict[str, Any],
+    injected: dict[str, str],
+    objects: list[dict[str, Any]],
+    appended: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The container's environment in the kubelet's order: what the kubelet and the controllers
-    inject, then ``env`` in order, each value expanded against what came before."""
+    """The container's environment in the kubelet's order: what the kubelet itself gives (``injected``:
+    HOSTNAME, the API server's service address), then ``env`` in order, each value expanded against
+    what came before, then what the controllers and webhooks append to ``env`` (``appended``: Volcano's
+    plugins, KubeRay, the MPI operator and the Pod Identity webhook all append)."""
     env = dict(injected)
     for item in container.get("env", []):
         if "value" in item:
@@ -144,7 +153,7 @@ def container_env(
             env[item["name"]] = secret_data(find(objects, "Secret", ref["name"], pod)).get(ref["key"], "")
         else:
             raise AssertionError(f"no replay for env {item}")
-    return env
+    return {**env, **(appended or {})}
 
 
 # --- rendered objects ----------------------------------------------------------------------------
@@ -239,8 +248,20 @@ STUB_DIRS = {
 # The image's own files the pods run: scripts that stand in for the training programs.
 # The node's own files a pod reads (the Neuron devices, /proc) stand for a Trainium node's: see
 # Sandbox.trainium_node.
-PRIVATE_PATHS = ("/tmp", "/etc/environment", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/dev/neuron",
-                 "/proc/self/status", "/proc/meminfo", "/dev/termination-log")  # fmt: skip
+PRIVATE_PATHS = (
+    "/tmp",
+    "/etc/environment",
+    "/root",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+    "/dev/neuron",
+    "/proc/self/status",
+    "/proc/meminfo",
+    "/dev/termination-log",
+    # The file-system roots our workloads keep their data under: the container's own layer unless a
+    # volume is mounted there, so data that misses its mount is seen to miss the shared volume.
+    "/data",
+    "/shared",
+)  # fmt: skip
 
 
 @dataclass
@@ -335,13 +356,18 @@ class Sandbox:
     def local(self, pod: Pod, text: str) -> str:
         return rewrite(text, pod.view)
 
+    def on_a_claim(self, pod: Pod, path: str) -> bool:
+        """Whether ``path`` in the pod is on a persistent volume claim (the cluster's shared FSx), not
+        in the container's own layer."""
+        return Path(self.local(pod, path)).resolve().is_relative_to((self.root / "volumes").resolve())
+
     def start_pod(self, name: str, template: dict[str, Any], container: dict[str, Any], image: Image) -> Pod:
         """The pod's view of the files for ``container``: its private paths, the stubs at the paths
         the image has them, the image's WORKDIR, then its mounts (which win where they overlap)."""
         pod = Pod(name, template, self.root / "pods" / name)
-        private = pod.root / "private"
+        private = pod.root / "private" / container["name"]  # each container has its own /tmp, /etc, ...
         view = {p: str(private / p.strip("/").replace("/", "_")) for p in PRIVATE_PATHS}
-        for p in ("/tmp", "/root", "/var/run/secrets/kubernetes.io/serviceaccount"):
+        for p in ("/tmp", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/data", "/shared"):
             Path(view[p]).mkdir(parents=True, exist_ok=True)
         private.mkdir(parents=True, exist_ok=True)
         for directory, programs in STUB_DIRS.items():
@@ -373,13 +399,14 @@ class Sandbox:
         metadata: dict[str, Any] | None = None,
         node_name: str = "ip-100-64-1-1.us-west-2.compute.internal",
         injected: dict[str, str] | None = None,
+        appended: dict[str, str] | None = None,
         argv: list[str] | None = None,
         prepare: Callable[[Pod], None] | None = None,
         address: str | None = None,
     ) -> Running:
         """Start the container as its node would: ``argv`` where the controller builds the process
         (KubeRay's ``ray start``), else the kubelet's from command, args and the image; ``injected``
-        is what the kubelet and the controller put in the environment before ``env``."""
+        and ``appended`` go before and after the container's ``env`` (container_env)."""
         template = json.loads(json.dumps(pc.template))
         meta = {**template.get("metadata", {}), **(metadata or {})}
         meta.setdefault("namespace", pc.obj["metadata"].get("namespace", "default"))
@@ -388,7 +415,7 @@ class Sandbox:
         template["metadata"] = meta
         template["spec"].setdefault("nodeName", node_name)
         pod = self.start_pod(pod_name, template, pc.container, image)
-        env = container_env(pc.container, template, {"HOSTNAME": pod_name, **(injected or {})}, self.objects)
+        env = container_env(pc.container, template, {"HOSTNAME": pod_name, **(injected or {})}, self.objects, appended)
         command = argv if argv is not None else kubelet_argv(pc.container, image, env)
         env.setdefault("PATH", image.path)
         local_env = {k: self.local(pod, v) for k, v in env.items()}

@@ -242,7 +242,7 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
             sandbox.script(pod, "/workspace/dp_bert_large_hf_pretrain_hdf5.py")
 
         run = sandbox.run(
-            pc, image_of(pc), pod_name=meta["name"], metadata=meta, injected=injected, prepare=image_files
+            pc, image_of(pc), pod_name=meta["name"], metadata=meta, appended=injected, prepare=image_files
         )
         assert run.rc == 0, run.stdout + run.stderr
         calls = run.calls[before:]
@@ -266,9 +266,15 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         assert "NEURON_EXTRACT_GRAPHS_ONLY" not in env and "--resume_ckpt_path" not in argv
         heartbeat = Path(sandbox.local(run.pod, run_dir + "/heartbeat"))
         assert heartbeat.is_file(), "the heartbeat filter saw no step"
-        # Replica 0 holds the run directory's lock for its job (and so prunes); the lock file stays.
-        holder = json.loads(Path(sandbox.local(run.pod, run_dir + "/.lock-holder")).read_text())
-        assert holder["owner"] == f"{pc.obj['metadata']['namespace']}/{pc.obj['metadata']['name']}"
+        assert sandbox.on_a_claim(run.pod, run_dir), "the run directory is not on FSx"
+        # Replica 0 takes the run directory's lock for its job (and prunes); replica 1 leaves both.
+        holder_file = Path(sandbox.local(run.pod, run_dir + "/.lock-holder"))
+        if task.endswith("-0"):
+            holder = json.loads(holder_file.read_text())
+            assert holder["owner"] == f"{pc.obj['metadata']['namespace']}/{pc.obj['metadata']['name']}"
+            holder_file.unlink()
+        else:
+            assert not holder_file.exists(), "replica 1 took the lock too"
         # The liveness probe, as the kubelet runs it in the same container (no shell of its own).
         probe = pc.container["livenessProbe"]["exec"]["command"]
         local_env = {k: sandbox.local(run.pod, v) for k, v in run.env.items()}
@@ -329,7 +335,7 @@ def replay_rayjob(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: 
                     "RAY_ADDRESS": "127.0.0.1:6379" if head else f"{fqdn}:6379", "KUBERAY_GEN_RAY_START_CMD": start}  # fmt: skip
         before = len(sandbox.calls())
         run = sandbox.run(
-            pc, image_of(pc), pod_name=f"{cluster}-{pc.role.split()[0]}-abcde", argv=argv, injected=injected
+            pc, image_of(pc), pod_name=f"{cluster}-{pc.role.split()[0]}-abcde", argv=argv, appended=injected
         )
         assert run.rc == 0, run.stderr
         (ray,) = [c for c in run.calls[before:] if c["program"] == "ray"]
@@ -368,7 +374,7 @@ def start_mpijob(sandbox: Sandbox, pcs: list[PodContainer], prepare_worker: Call
         sandbox.cluster["hosts"][host] = address
         hostfile += f"{host} slots={slots}\n"
         run = sandbox.run(worker, image_of(worker), pod_name=f"{name}-worker-{i}", address=address,
-                          injected={"K_MPI_JOB_ROLE": "worker"}, prepare=prepare_worker)  # fmt: skip
+                          appended={"K_MPI_JOB_ROLE": "worker"}, prepare=prepare_worker)  # fmt: skip
         assert run.rc == 0, run.stderr
         assert run.calls[-1]["program"] == "sshd" and run.calls[-1]["argv"] == ["-De"]
     launcher = only(pcs, role="launcher")
@@ -383,7 +389,7 @@ def start_mpijob(sandbox: Sandbox, pcs: list[PodContainer], prepare_worker: Call
         sandbox.save()
 
     return sandbox.start(launcher, image_of(launcher), pod_name=f"{name}-launcher-q8x2z",
-                         injected=mpi_launcher_env(obj), prepare=mpi_config)  # fmt: skip
+                         appended=mpi_launcher_env(obj), prepare=mpi_config)  # fmt: skip
 
 
 def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
@@ -414,7 +420,11 @@ def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
     # One rank per worker, each on its own worker, ranks 0..n-1, with what -x forwarded.
     assert sorted(c["env"]["OMPI_COMM_WORLD_RANK"] for c in ranks) == [str(i) for i in range(replicas)]
     assert sorted(c["pod"] for c in ranks) == sorted(f"{obj['metadata']['name']}-worker-{i}" for i in range(replicas))
+    argv = mpirun[0]["argv"]
+    forwarded = [argv[i + 1].split("=", 1)[0] for i, word in enumerate(argv) if word == "-x"]
+    assert {"LD_LIBRARY_PATH", "PATH", "POD_UID", "TOKENIZER_PATH", "DATASET_PATH"} <= set(forwarded)
     for call in ranks:
+        assert set(forwarded) <= set(call["env"]), "a -x variable missed a rank"
         assert call["env"]["TOKENIZER_PATH"] and call["env"]["DATASET_PATH"] and call["env"]["POD_UID"]
         assert call["env"]["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
         assert "K_MPI_JOB_ROLE" not in call["env"] or call["env"]["K_MPI_JOB_ROLE"] != "launcher"
@@ -426,7 +436,15 @@ def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
             pod = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-{i}"]
             examples = Path(rewrite(workdir, pod["view"]))
             assert (examples / "test_llama_resumable.sh").is_file()
-            assert Path(rewrite("/tmp/training-attempt", pod["view"])).is_file()
+            # The attempt marker the liveness probe reads: the rank's own shell's pid (the kubelet
+            # would have turned a `$$` into a lone `$`).
+            assert Path(rewrite("/tmp/training-attempt", pod["view"])).read_text().strip().isdigit()
+        # Rank 0 holds the run directory's lock, on the shared file system, for the training job.
+        run_dir = stack.result.outputs["workloads"]["runDirectories"]["nemoLlama2"]
+        worker = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-0"]
+        holder = Path(rewrite(run_dir + "/.lock-holder", worker["view"]))
+        assert holder.resolve().is_relative_to((sandbox.root / "volumes").resolve()), "the run directory is not on FSx"
+        assert json.loads(holder.read_text())["owner"] == f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
 
 
 # --- data staging ----------------------------------------------------------------------------------
@@ -603,7 +621,7 @@ def replay_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack
         }
         running.append(sandbox.start(pc, image_of(pc), pod_name=f"cluster-check-nodes-{i}", metadata=meta,
                                      node_name=f"ip-100-64-1-{i}.us-west-2.compute.internal",
-                                     injected={**node_limits(), "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
+                                     injected=node_limits(), appended={"AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
                                                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token"},
                                      prepare=node_files))  # fmt: skip
     for r in running:
