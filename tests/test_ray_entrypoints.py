@@ -2,15 +2,15 @@
 versions, with only the training scripts stubbed:
 
 1. KubeRay v1.7.0 builds the submitter's command (ray-project/kuberay v1.7.0
-   ray-operator/controllers/ray/common/job.go GetK8sJobCommand): ``if ! ray job status --address
+   ray-operator/controllers/ray/common/job.go BuildJobSubmitCommand, l.90-212): ``if ! ray job status --address
    <addr> <id> >/dev/null 2>&1 ; then ray job submit --address <addr> --no-wait --runtime-env-json
    <strconv.Quote(YAMLToJSON(runtimeEnvYAML))> --submission-id <id> -- <entrypoint> ; fi ; ray job
    logs --address <addr> --follow <id>``; the entrypoint goes in raw (``cmd = append(cmd, "--",
    entrypoint, ";")``, l.205). The submitter container runs it as Command ``["/bin/bash", "-ce",
-   "--"]``, Args ``[strings.Join(jobCmd, " ")]`` (rayjob_controller.go l.645-646). KubeRay puts
-   a wait-for-dashboard loop before it that does not touch the entrypoint: left out here. (The
-   v1.7.0 line numbers are the 2026-11-27 workloads review's; KubeRay's later BuildJobSubmitCommand
-   in the same file builds the same words around the entrypoint.)
+   "--"]``, Args ``[strings.Join(jobCmd, " ")]`` (rayjob_controller.go configureSubmitterContainer
+   l.634-662: our submitterPodTemplate sets no command, so KubeRay's replaces it). KubeRay puts a
+   wait-for-the-dashboard loop before it (l.132-152, a ``python -c`` health check against the head's
+   address) that does not touch the entrypoint: left out here.
 2. Ray 2.22.0's ``ray job submit`` re-joins the words after ``--`` with
    ``subprocess.list2cmdline`` (ray/dashboard/modules/job/cli.py l.274, ``entrypoint=
    list2cmdline(entrypoint)``).

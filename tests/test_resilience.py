@@ -610,7 +610,8 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     # resilience.py to a file when it starts, and the ranks run it from there.
     assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
-    assert command[-1].startswith(f'{resumable.announce_attempt()} && {{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || ')
+    assert command[-1].startswith(f"{resumable.announce_attempt()} && export {resilience.RUN_ATTEMPT_ENV}=")
+    assert ' && { [ "$OMPI_COMM_WORLD_RANK" != 0 ] || ' in command[-1]
     assert " && python3 /tmp/resilience.py nemo-scripts nemo 100 2 /shared/nemo_experiments/run-" in command[-1]
     assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])

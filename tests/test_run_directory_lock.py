@@ -288,3 +288,32 @@ def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: Pl
     assert other.finish()[0] == 0
     assert rank(0)[::2] == (0, True)
     assert holder_of(run_dir)["owner"] == "default/llama2-train"  # <namespace>/<MPIJob>
+
+
+def test_a_new_nemo_attempt_ends_what_an_earlier_one_left_running_in_its_container(tmp_path: Path) -> None:
+    """torchrun's workers live in sessions of their own without the lock's descriptor, so a rank whose
+    agent was SIGKILLed leaves them running in the long-lived worker container. The next attempt's rank
+    ends the processes marked with the same run directory and another attempt (SIGTERM, then SIGKILL),
+    and leaves its own and every other run's alone."""
+    run_dir = str(tmp_path / "run")
+
+    def process(marker: str | None, ignore_term: bool = False) -> subprocess.Popen[bytes]:
+        env = {"PATH": SCRIPT_PATH}
+        if marker is not None:
+            env[resilience.RUN_ATTEMPT_ENV] = marker
+        trap = "trap '' TERM; " if ignore_term else ""
+        return subprocess.Popen(["bash", "-c", f"{trap}sleep 60 & wait"], env=env, start_new_session=True)
+
+    orphan, stubborn = process(f"{run_dir} 111"), process(f"{run_dir} 112", ignore_term=True)
+    current, other_run, unmarked = process(f"{run_dir} 222"), process(f"{run_dir}-b 111"), process(None)
+    time.sleep(0.2)  # their environments are readable once exec'd
+    try:
+        ended = resilience.reap(run_dir, "222", grace_seconds=0.5)
+        assert set(ended) >= {orphan.pid, stubborn.pid}
+        assert orphan.wait(timeout=10) != 0 and stubborn.wait(timeout=10) != 0  # the second one by SIGKILL
+        assert current.poll() is None and other_run.poll() is None and unmarked.poll() is None
+    finally:
+        for p in (orphan, stubborn, current, other_run, unmarked):
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from infra.facts import versions
-from workloads import deadlines, gang_watchdog, pods, resumable, step_gate
+from workloads import deadlines, gang_watchdog, pods, resilience, resumable, step_gate
 from workloads.kube import JobChain, LayoutArgs, declare
 from workloads.settings import NemoLlama2Settings
 
@@ -65,6 +65,11 @@ def train_probe(layout: NemoLayout) -> dict[str, Any]:
     return resumable.liveness_probe("nemo", node0_log(layout), layout.settings, per_attempt=True)
 
 
+# How long an earlier attempt's leftover training processes get to exit on SIGTERM before SIGKILL:
+# PyTorch Lightning stops at the next step boundary; a save under way is the one thing worth waiting for.
+REAP_GRACE_SECONDS = 60
+
+
 def rank_command(layout: NemoLayout) -> list[str]:
     """What mpirun starts on each worker for training: the attempt's announcement (the probe's clock
     starts there), then the pinned scripts, rewritten to checkpoint every checkpointEverySteps and to
@@ -83,7 +88,12 @@ def rank_command(layout: NemoLayout) -> list[str]:
     writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{TRAIN_JOB}")
     take = resumable.take_lock(writer, "nemo", resumable.call_file)
     lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {run_dir(layout)} && {take}; }}; }}'
-    return ["bash", "-c", f"{resumable.announce_attempt()} && {lock} && {write} && exec ./llama_7b_resumable.sh"]
+    # The worker containers outlive an attempt: first end what an earlier attempt left running in this
+    # one (resilience.reap), then mark everything this attempt starts.
+    attempt = f'export {resilience.RUN_ATTEMPT_ENV}="{run_dir(layout)} $BASHPID"'
+    reap = resumable.call_file("reap", "nemo", run_dir(layout)) + f" $BASHPID {REAP_GRACE_SECONDS}"
+    steps = [resumable.announce_attempt(), attempt, reap, lock, write, "exec ./llama_7b_resumable.sh"]
+    return ["bash", "-c", " && ".join(steps)]
 
 
 @dataclass(frozen=True)

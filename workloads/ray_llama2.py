@@ -280,7 +280,7 @@ def steps_config_map(layout: RayLayout) -> dict[str, Any]:
 
 def entrypoint(step: str) -> str:
     """One simple command: no shell operator, quote, ``$`` or backtick. KubeRay v1.7.0 puts it raw
-    into the submitter's ``bash -ce`` line (common/job.go GetK8sJobCommand), ``ray job submit``
+    into the submitter's ``bash -ce`` line (common/job.go BuildJobSubmitCommand), ``ray job submit``
     re-joins its words (Ray 2.22.0 dashboard/modules/job/cli.py, list2cmdline) and the job
     supervisor runs it with /bin/sh (job_supervisor.py): each shell passes it on unchanged."""
     return f"bash {STEPS_MOUNT}/{STEP_FILES[step]}"
@@ -312,7 +312,7 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
 
 def runtime_env_vars(step: str) -> dict[str, str]:
     # Ray runs the entrypoint with the job's runtime environment. KubeRay v1.7.0 writes it inside
-    # double quotes on the submitter's bash line (common/job.go GetK8sJobCommand), so no value may
+    # double quotes on the submitter's bash line (common/job.go BuildJobSubmitCommand), so no value may
     # hold `$`, a backtick or a double quote: the train step reads resilience.py from its ConfigMap.
     # "0" is the seed's value and means unbuffered too (Python: any non-empty value); spelling it
     # "1" would change, so replace and re-run, every step's RayJob, the precompile included.

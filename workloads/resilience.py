@@ -171,8 +171,8 @@ def describe(record: dict[str, Any]) -> str:
 
 def lock(fd: int, run_dir: str, owner: str, wait_seconds: float) -> Optional[str]:
     """Takes the exclusive lock on ``fd``, the lock file as the calling shell opened it: the lock belongs
-    to that open file, so it is held until the shell and every process it started or became have
-    exited. Then records ``owner`` (the job: the same for all its attempts) and this pod in
+    to that open file, so it is held until every process holding that descriptor (the shell, what it
+    execs, children that inherit it) has exited; see RUN_ATTEMPT_ENV for the ones that do not. Then records ``owner`` (the job: the same for all its attempts) and this pod in
     HOLDER_NAME. None when taken, else why not. Held by another job: refused at once. Held under
     ``owner`` itself: an earlier attempt of this job on a node that was lost, whose lock Lustre drops
     only when it evicts that client; tried again for ``wait_seconds`` before refusing."""
@@ -202,6 +202,51 @@ def lock(fd: int, run_dir: str, owner: str, wait_seconds: float) -> Optional[str
         json.dump(record, f)
     os.replace(f"{run_dir}/{HOLDER_NAME}.tmp", f"{run_dir}/{HOLDER_NAME}")
     return None
+
+
+# An attempt's processes carry RUN_ATTEMPT_ENV = "<run dir> <attempt>" (inherited by everything it
+# starts: torchrun copies its environment into each worker, torch/distributed/elastic/multiprocessing/
+# subprocess_handler/subprocess_handler.py). torchrun starts its workers in sessions of their own with
+# their other descriptors closed (start_new_session=True, close_fds), so they neither hold the lock's
+# descriptor nor get the signals sent to the rank's process group; where the container outlives an
+# attempt (NeMo's worker pods, whose ranks mpirun starts over ssh), an agent killed with SIGKILL leaves
+# them running, still writing the run directory and holding the NeuronCores. ``reap`` ends them before
+# the next attempt in that container starts.
+RUN_ATTEMPT_ENV = "TRAINING_RUN_ATTEMPT"
+
+
+def reap(run_dir: str, attempt: str, grace_seconds: float, proc: str = "/proc") -> list[int]:
+    """Ends every process whose RUN_ATTEMPT_ENV names ``run_dir`` and another attempt: SIGTERM, then
+    SIGKILL after ``grace_seconds``. Returns their pids."""
+    import signal
+
+    def leftovers() -> list[int]:
+        found = []
+        for entry in os.listdir(proc):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"{proc}/{entry}/environ", "rb") as f:
+                    variables = f.read().split(b"\0")
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            prefix = f"{RUN_ATTEMPT_ENV}={run_dir} ".encode()
+            for variable in variables:
+                if variable.startswith(prefix) and variable != prefix + attempt.encode():
+                    found.append(int(entry))
+        return found
+
+    ended = leftovers()
+    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
+        for pid in leftovers():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        give_up = time.time() + wait
+        while leftovers() and time.time() < give_up:
+            time.sleep(0.1)
+    return ended
 
 
 # test_llama.sh (neuronx-nemo-megatron d22aabf, nemo/examples/nlp/language_modeling l.82) checkpoints
@@ -377,6 +422,9 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
         if refused:
             print(refused, file=sys.stderr)
             return 1
+    elif command == "reap":  # reap <kind> <run dir> <attempt> <grace s>: see reap()
+        for pid in reap(rest[0], rest[1], float(rest[2])):
+            print(f"ended process {pid}, left by an earlier attempt in {rest[0]}", file=sys.stderr)
     elif command == "nemo-scripts":  # nemo-scripts nemo <every> <keep> <checkpoint dir> <node 0 log>
         write_nemo_scripts(int(rest[0]), int(rest[1]), rest[2], rest[3])
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output

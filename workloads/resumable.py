@@ -93,7 +93,10 @@ def call_file(*args: str, script: str = SCRIPT_FILE) -> str:
 
 
 # The descriptor the run directory's lock is held on: opened by the training shell itself (not by a
-# child), so the lock lasts as long as that shell, the command it execs and every process they start.
+# child), so the lock lasts as long as that shell, the command it execs and the processes that keep
+# the descriptor open (torchrun's agent, the output filter). torchrun's workers close it and run in
+# sessions of their own: the container's end ends them (BERT, the Ray head), and NeMo's long-lived
+# worker containers end an earlier attempt's leftovers first (resilience.reap, nemo_llama2.rank_command).
 LOCK_FD = 9
 # How long an attempt waits for a lock held under its own job's name (resilience.lock), left by an
 # earlier attempt on a node that was lost: Lustre drops a silent client's locks when it evicts it,
