@@ -119,7 +119,7 @@ def test_a_restarted_attempt_waits_a_bounded_time_for_its_own_jobs_lingering_loc
         f"run directory {run_dir} is still locked by an earlier attempt of this job, job default/bert-train (pod "
     ) and err.endswith("after 1 s: a lost node keeps its lock until Lustre evicts its client\n")
     patient = Job(tmp_path, run_dir, "default/bert-train", wait=60)
-    time.sleep(1)
+    time.sleep(0.5)
     assert patient.process.poll() is None and not patient.started.exists()  # still waiting
     assert lost.finish()[0] == 0  # Lustre evicted the lost client
     patient.wait_started()

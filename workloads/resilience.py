@@ -151,7 +151,7 @@ def prune(kind: str, directory: str, keep: int) -> list[str]:
 # lock is the file system's, cluster-wide (lustre-release v2_15_5 lustre/llite/file.c: ll_file_flock
 # enqueues an LDLM_FLOCK lock on the MDS; without the option, ll_file_noflock answers ENOSYS).
 LOCK_NAME, HOLDER_NAME = ".lock", ".lock-holder"
-LOCK_POLL_SECONDS = 2
+LOCK_POLL_SECONDS = 1
 
 
 def holder(run_dir: str) -> dict[str, Any]:
