@@ -57,7 +57,7 @@ from infra.lookups import DeployContext
 from offline.plan import fixtures
 from offline.plan.command import offline_secrets
 from offline.plan.mocks import ExistingCluster, StackOutputs
-from offline.plan.runner import REPO_ROOT, PlanResult, project_name, run_program, stack_config
+from offline.plan.runner import ORGANIZATION, REPO_ROOT, PlanResult, project_name, run_program, stack_config
 from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
 
@@ -866,18 +866,36 @@ class ProgramCache:
         cluster_stack = reference.split("/")[-1]
         cluster_state = backend.stacks.get((CLUSTER, cluster_stack))
 
-        def planned(_stack: str, deployed: dict[str, Any] | None = None) -> tuple[PlanResult, PlanResult]:
+        def planned(
+            _stack: str, deployed: dict[str, Any] | None = None, admissions: dict[str, Any] | None = None
+        ) -> tuple[PlanResult, PlanResult]:
             # What the preflight renders from the checked-out stack files (this commit's), with the
-            # deployed cluster's outputs where `pulumi stack output --json` shows them.
+            # deployed cluster's outputs where `pulumi stack output --json` shows them, and the workload
+            # stack's own Capacity Block admissions.
             cluster = self.program(CLUSTER, cluster_stack, commit.config(CLUSTER, cluster_stack), {}, True, None)
             outputs = cluster.as_stack_outputs()
             if deployed is not None:
                 real = {k: v for k, v in deployed.items() if v != preflight.MASKED}
                 outputs = StackOutputs({**outputs.outputs, **real}, outputs.secret_names)
-            workloads = self.program(WORKLOADS, stack, config, {reference: outputs}, False, None)
+            references = {reference: outputs}
+            if admissions is not None:
+                own = f"{ORGANIZATION}/{WORKLOADS}/{stack}"
+                references[own] = StackOutputs({"stepAdmissions": admissions}, frozenset())
+            workloads = self.program(WORKLOADS, stack, config, references, False, None)
             return cluster, workloads
 
         def cli(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+            if argv[:3] == ["pulumi", "stack", "output"] and argv[argv.index("--stack") + 1] == stack:
+                # The workload stack's own outputs (its stepAdmissions), masked as the CLI shows them.
+                ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, WORKLOADS, stack)["checkpoint"])
+                own_state = backend.stacks.get((WORKLOADS, stack))
+                if own_state is None:
+                    return subprocess.CompletedProcess(argv, 255, "", f"error: no stack named '{stack}' found\n")
+                shown = {
+                    k: (preflight.MASKED if k in own_state.secret_outputs else v)
+                    for k, v in (own_state.outputs or {}).items()
+                }
+                return subprocess.CompletedProcess(argv, 0, json.dumps(shown), "")
             if argv[:3] == ["pulumi", "stack", "output"]:
                 ctx.need("s3:GetObject", stack_objects(backend.bucket_arn, CLUSTER, cluster_stack)["checkpoint"])
                 if cluster_state is None:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from offline.plan.mocks import StackOutputs
-from offline.plan.runner import PlanResult, stack_config
+from offline.plan.runner import PlanResult, own_reference, stack_config
 from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR, _remembered_run
 from workloads import capacity_windows, step_gate
 from workloads.capacity_windows import admissions, chain_digests, window_problems
 from workloads.deadlines import TrainiumStep
 
-OWN = "organization/trainium-workloads/dev"
+OWN = own_reference(WORKLOADS_DIR, "dev")
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 BLOCK = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-02T11:30:00Z"}  # the watchdog stops jobs at 10:40 next day
 
@@ -195,3 +195,38 @@ def _bert(**changes: Any) -> str:
 
     stack = yaml.safe_load((WORKLOADS_DIR / "Pulumi.dev.yaml").read_text())
     return json.dumps({**stack["config"]["trainium-workloads:bertPretraining"], **changes})
+
+
+def test_the_pipeline_preflight_plans_with_the_stacks_own_admissions(dev: PlanResult, monkeypatch) -> None:
+    """tools/workloads_preflight.py renders the workload stack before CI's `pulumi up`: given the
+    stack's own stepAdmissions, mid-block it accepts the unchanged run that `pulumi up` accepts."""
+    import tools.workloads_preflight as preflight
+    from offline.plan import runner
+
+    now = datetime.now(UTC)
+    outputs = _block_outputs(dev, now - timedelta(hours=14), now + timedelta(hours=10))
+    monkeypatch.setattr(preflight, "run_program", _cluster_then_workloads(runner.run_program, dev, outputs))
+    from infra import contract
+    from workloads import checks
+    from workloads.settings import parse_workloads_config
+
+    settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
+    recorded, _ = checks.step_admissions(settings, contract.parse_contract(outputs), None, now - timedelta(hours=14))
+    _, workloads = preflight.plan("dev", None, recorded)
+    assert workloads.outputs["stepAdmissions"] == recorded
+    from infra.config.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="bertPretraining: the jobs this update starts"):
+        preflight.plan("dev", None, None)
+
+
+def _cluster_then_workloads(run_program: Any, dev: PlanResult, outputs: dict[str, Any]) -> Any:
+    """run_program with the cluster stack's outputs on a Capacity Block: the preflight plans the cluster
+    stack offline first, and its workloads read what that returns."""
+
+    def run(project_dir: Any, stack: str, *args: Any, **kwargs: Any) -> PlanResult:
+        if args or kwargs:
+            return run_program(project_dir, stack, *args, **kwargs)
+        return dataclasses.replace(dev, outputs=outputs)
+
+    return run

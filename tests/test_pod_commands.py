@@ -49,6 +49,7 @@ from tests.fake_api import TOKEN, FakeApi
 from tests.pod_replay import Image, PodContainer, Sandbox, dockerfile_image, pod_containers
 from tests.replay_stubs import rewrite
 from tests.test_cluster_check import neuron_ls_table
+from workloads import resilience
 
 IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nemo-megatron", "ray-llama2")}
 # Images we do not build: what their publishers' Dockerfiles set.
@@ -430,6 +431,10 @@ def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         assert "K_MPI_JOB_ROLE" not in call["env"] or call["env"]["K_MPI_JOB_ROLE"] != "launcher"
         if compile_run:
             assert call["env"]["COMPILE"] == "1"
+        else:  # what the next attempt in this container ends if it outlives its agent (resilience.reap)
+            marker = call["env"][resilience.RUN_ATTEMPT_ENV].rsplit(" ", 1)
+            run_dir = stack.result.outputs["workloads"]["runDirectories"]["nemoLlama2"]
+            assert marker[1].isdigit() and marker[0] == rewrite(run_dir, sandbox.cluster["pods"][call["pod"]]["view"])
     if not compile_run:
         # Each rank rewrote the scripts from the worker's /tmp/resilience.py and ran the resumable one.
         for i in range(replicas):

@@ -462,7 +462,7 @@ def _preflight(monkeypatch, cli: _Cli, planned: tuple[Any, Any], budget: int = 3
     import tools.workloads_preflight as preflight
 
     monkeypatch.setattr(preflight.subprocess, "run", cli)
-    monkeypatch.setattr(preflight, "plan", lambda stack, deployed=None: planned)
+    monkeypatch.setattr(preflight, "plan", lambda stack, deployed=None, admissions=None: planned)
     return preflight.main(["--stack", "prod", "--budget-minutes", str(budget)])
 
 
@@ -507,6 +507,8 @@ def test_a_first_bring_up_longer_than_the_job_fails_the_preflight_unless_its_ste
     cli = _Cli(answers)
     assert _preflight(monkeypatch, cli, (prod, workloads_prod)) == 0
     assert [cwd for argv, cwd in cli.calls if argv[:3] == ["pulumi", "stack", "export"]] == [REPO_ROOT / "workloads"]
+    # The workload stack's own outputs too: its Capacity Block admissions (workloads/capacity_windows.py).
+    assert (["pulumi", "stack", "output", "--json", "--stack", "prod"], REPO_ROOT / "workloads") in cli.calls
     assert _preflight(monkeypatch, _Cli(answers), (prod, workloads_prod), budget=0) == 0
     # A step whose first wait failed (it timed out while still running) is in the state with
     # initErrors, and the next up waits for it again: it is not done.

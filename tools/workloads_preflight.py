@@ -43,7 +43,7 @@ from offline.diff.compare import changed_paths
 from offline.diff.replacement import dependent_replacements, replaces
 from offline.plan.command import offline_secrets
 from offline.plan.mocks import Registration, StackOutputs
-from offline.plan.runner import PlanResult, run_program, stack_config
+from offline.plan.runner import PlanResult, own_reference, run_program, stack_config
 from workloads.kube import FOLLOWS, pod_templates
 from workloads.settings import parse_workloads_config
 from workloads.step_gate import GATE_FOR
@@ -77,10 +77,14 @@ def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
     return config, offline_secrets(WORKLOADS_DIR, stack, config)
 
 
-def plan(stack: str, deployed: dict[str, Any] | None = None) -> tuple[PlanResult, PlanResult]:
+def plan(
+    stack: str, deployed: dict[str, Any] | None = None, admissions: dict[str, Any] | None = None
+) -> tuple[PlanResult, PlanResult]:
     """The cluster stack the workload stack names, and the workload stack, rendered offline; with
     ``deployed`` (the cluster stack's real outputs, secrets masked), rendered from those, so its
-    inputs are the ones `pulumi up` will send (a masked secret keeps the offline value)."""
+    inputs are the ones `pulumi up` will send (a masked secret keeps the offline value); with
+    ``admissions`` (the workload stack's own ``stepAdmissions``), its Capacity Block check counts the
+    jobs its last update left running as `pulumi up` will (workloads/capacity_windows.py)."""
     config, secrets = workload_config(stack)
     reference = parse_workloads_config({**config, **secrets}).cluster_stack
     cluster = run_program(REPO_ROOT, reference.split("/")[-1])
@@ -88,7 +92,10 @@ def plan(stack: str, deployed: dict[str, Any] | None = None) -> tuple[PlanResult
     if deployed is not None:
         real = {k: v for k, v in deployed.items() if v != MASKED}
         outputs = StackOutputs({**outputs.outputs, **real}, outputs.secret_names)
-    workloads = run_program(WORKLOADS_DIR, stack, config, {reference: outputs}, secrets)
+    references = {reference: outputs}
+    if admissions is not None:
+        references[own_reference(WORKLOADS_DIR, stack)] = StackOutputs({"stepAdmissions": admissions}, frozenset())
+    workloads = run_program(WORKLOADS_DIR, stack, config, references, secrets)
     return cluster, workloads
 
 
@@ -273,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         deployed = json.loads(output)
         repositories = deployed["ecrRepositories"]
-        cluster_plan, workloads = plan(args.stack, deployed)
+        own = pulumi(["stack", "output", "--json", "--stack", args.stack], WORKLOADS_DIR)
+        admissions = json.loads(own).get("stepAdmissions") if own is not None else None
+        cluster_plan, workloads = plan(args.stack, deployed, admissions)
         needed = required_images(workloads, repositories)
         missing = missing_images(needed, repositories, ecr_has)
         if missing:

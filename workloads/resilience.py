@@ -205,13 +205,12 @@ def lock(fd: int, run_dir: str, owner: str, wait_seconds: float) -> Optional[str
 
 
 # An attempt's processes carry RUN_ATTEMPT_ENV = "<run dir> <attempt>" (inherited by everything it
-# starts: torchrun copies its environment into each worker, torch/distributed/elastic/multiprocessing/
-# subprocess_handler/subprocess_handler.py). torchrun starts its workers in sessions of their own with
-# their other descriptors closed (start_new_session=True, close_fds), so they neither hold the lock's
-# descriptor nor get the signals sent to the rank's process group; where the container outlives an
-# attempt (NeMo's worker pods, whose ranks mpirun starts over ssh), an agent killed with SIGKILL leaves
-# them running, still writing the run directory and holding the NeuronCores. ``reap`` ends them before
-# the next attempt in that container starts.
+# starts: torchrun's agent gives each worker a copy of its own environment). The workers do not hold
+# the lock's descriptor (started with their other descriptors closed), and torch 2.x's agent starts
+# them in sessions of their own, out of reach of signals to the rank's process group; where the
+# container outlives an attempt (NeMo's worker pods, whose ranks mpirun starts over ssh), an agent
+# killed with SIGKILL leaves them running, still writing the run directory and holding the
+# NeuronCores. ``reap`` ends them before the next attempt in that container starts.
 RUN_ATTEMPT_ENV = "TRAINING_RUN_ATTEMPT"
 
 
@@ -246,6 +245,8 @@ def reap(run_dir: str, attempt: str, grace_seconds: float, proc: str = "/proc") 
         give_up = time.time() + wait
         while leftovers() and time.time() < give_up:
             time.sleep(0.1)
+    for pid in leftovers():  # stuck in the kernel (a device driver): the attempt may not get its cores
+        print(f"process {pid} of an earlier attempt in {run_dir} survived SIGKILL", file=sys.stderr)
     return ended
 
 

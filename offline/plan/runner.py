@@ -65,6 +65,15 @@ class PlanResult:
         }
 
 
+# The DIY backend's organization, as the stacks' references name it (organization/<project>/<stack>).
+ORGANIZATION = "organization"
+
+
+def own_reference(project_dir: Path, stack: str) -> str:
+    """The name a program's StackReference to its own stack has in the offline plan."""
+    return f"{ORGANIZATION}/{project_name(project_dir)}/{stack}"
+
+
 def project_name(project_dir: Path) -> str:
     return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
 
@@ -164,9 +173,8 @@ def run_program(
     pulumi.runtime.set_all_config(values, sorted(secrets or {}))
     mocks = CloudMocks(region, stack_references, existing_cluster)
     monitor = RecordingMonitor(mocks)
-    # The DIY backend's organization, as the stacks' references name it (organization/<project>/<stack>).
     pulumi.runtime.set_mocks(
-        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor, organization="organization"
+        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor, organization=ORGANIZATION
     )
 
     outputs: dict[str, Any] = {}
