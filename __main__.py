@@ -123,7 +123,7 @@ namespaces = config.training_namespaces
 identities = TrainingIdentities(
     "training",
     ctx,
-    TrainingIdentitiesArgs({ns: config.data_buckets(ns) for ns in namespaces}, config.kubernetes_version),
+    TrainingIdentitiesArgs({ns: config.data_buckets(ns) for ns in namespaces}),
 )
 DevicePlugins(
     "devices",
@@ -184,6 +184,7 @@ Autoscaling(
     "autoscaling",
     ctx,
     AutoscalingArgs(
+        kubernetes_version=config.kubernetes_version,
         cluster_autoscaler=features.cluster_autoscaler,
         metrics_server=features.metrics_server,
         association_after=[cluster],

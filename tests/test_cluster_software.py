@@ -77,7 +77,7 @@ def tolerates_neuron(tolerations: list[dict]) -> bool:
         (
             "cluster-autoscaler",
             "cluster-autoscaler",
-            "9.53.0",
+            "9.59.0",
             "https://kubernetes.github.io/autoscaler",
             "kube-system",
         ),

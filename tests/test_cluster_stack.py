@@ -10,6 +10,7 @@ import pytest
 
 from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
+from offline.plan import fixtures
 from offline.plan.runner import PlanResult
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -80,7 +81,7 @@ def test_prod_network_nat_per_zone(prod):
 def test_eks_cluster_settings(dev):
     cluster = dev.named("cluster-eks").inputs
     assert cluster["name"] == "trn-dev"
-    assert cluster["version"] == "1.34"
+    assert cluster["version"] == "1.35"
     assert cluster["skipDefaultNodeGroup"] is True
     assert cluster["authenticationMode"] == "API"
     assert cluster["createOidcProvider"] is True
@@ -91,10 +92,10 @@ def test_eks_cluster_settings(dev):
         "subnet-placeholder-network-private-usw2-az4",
         "subnet-placeholder-network-private-usw2-az1",
     ]
-    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
+    # The builds AWS marks default for 1.35 (the offline stand-ins in offline/plan/fixtures.py).
     # pulumi-eks installs no VPC CNI of its own: the add-on is ours, with its own role.
     assert cluster["useDefaultVpcCni"] is True and "vpcCniOptions" not in cluster
-    assert cluster["kubeProxyAddonOptions"]["version"] == "v1.34.1-eksbuild.2"
+    assert cluster["kubeProxyAddonOptions"]["version"] == fixtures.ADDON_DEFAULT_BUILDS["1.35"]["kube-proxy"]
     assert cluster["corednsAddonOptions"]["enabled"] is False
     assert dev.named("cluster-secrets").inputs["enableKeyRotation"] is True
 
@@ -108,8 +109,8 @@ def test_managed_addons_pinned_and_ordered(dev):
         "aws-ebs-csi-driver",
         "eks-node-monitoring-agent",
     }
-    # The builds AWS marks default for 1.34 (the offline stand-ins in offline/plan/fixtures.py).
-    assert addons["vpc-cni"].inputs["addonVersion"] == "v1.20.4-eksbuild.1"
+    # The builds AWS marks default for 1.35 (the offline stand-ins in offline/plan/fixtures.py).
+    assert addons["vpc-cni"].inputs["addonVersion"] == fixtures.ADDON_DEFAULT_BUILDS["1.35"]["vpc-cni"]
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
     core_group = dev.named("cluster-core").urn
     assert core_group in addons["coredns"].dependencies

@@ -260,7 +260,7 @@ def test_cluster_name():
 def test_a_kubernetes_version_eks_does_not_offer_is_refused():
     for version in ("1.30", "1.37"):
         message = refused(with_changes(kubernetesVersion=version))
-        assert f"trainium-eks:kubernetesVersion = '{version}': not a version EKS offers; allowed: 1.31, 1.32" in message
+        assert f"trainium-eks:kubernetesVersion = '{version}': not a version EKS offers; allowed: 1.32, 1.33" in message
         assert "EKS_KUBERNETES_VERSIONS in infra/facts/versions.py" in message
     from infra.facts import versions
 
@@ -274,19 +274,19 @@ def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
     message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.33.5-20251112")]))
     assert (
         "trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.33.5-20251112': built for Kubernetes "
-        "1.33, but kubernetesVersion is 1.34; allowed: a 1.34.<patch>-<date> release"
+        "1.33, but kubernetesVersion is 1.35; allowed: a 1.35.<patch>-<date> release"
     ) in message
-    message = refused(with_changes(kubernetesVersion="1.35"))  # the stack's 1.34 pin left behind
+    message = refused(with_changes(kubernetesVersion="1.36"))  # the stack's 1.35 pin left behind
     assert (
-        "amiReleaseVersion = '1.34.9-20260625': built for Kubernetes 1.34, but kubernetesVersion is 1.35; allowed: "
-        "a 1.35.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the training images run on "
-        "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0) (raise kubernetesVersion and the pin "
+        "amiReleaseVersion = '1.35.6-20260625': built for Kubernetes 1.35, but kubernetesVersion is 1.36; allowed: "
+        "a 1.36.<patch>-<date> release of the EKS AL2023 Neuron AMI whose Neuron driver the training images run on "
+        "(for Kubernetes 1.36: 1.36.2-20260625, Neuron driver 2.28.0.0) (raise kubernetesVersion and the pin "
         "together; docs/node-health.md)"
     ) in message
     config = parse_stack_config(
-        with_changes(kubernetesVersion="1.35", acceleratorNodeGroups=[group(amiReleaseVersion="1.35.6-20260625")])
+        with_changes(kubernetesVersion="1.36", acceleratorNodeGroups=[group(amiReleaseVersion="1.36.2-20260625")])
     )
-    assert config.accelerator_node_groups[0].ami_release_version == "1.35.6-20260625"
+    assert config.accelerator_node_groups[0].ami_release_version == "1.36.2-20260625"
 
 
 def test_another_kubernetes_version_needs_no_pinned_builds():
@@ -517,8 +517,8 @@ def test_allowed_node_labels():
 def test_ami_release_version_format():
     message = refused(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="latest")]))
     assert "amiReleaseVersion = 'latest': an EKS AMI release version such as 1.34.2-20251112" in message
-    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.34.2-20251112")]))
-    assert config.accelerator_node_groups[0].ami_release_version == "1.34.2-20251112"
+    config = parse_stack_config(with_changes(acceleratorNodeGroups=[group(amiReleaseVersion="1.35.6-20260625")]))
+    assert config.accelerator_node_groups[0].ami_release_version == "1.35.6-20260625"
 
 
 @pytest.mark.parametrize(

@@ -340,7 +340,7 @@ def test_node_groups_follow_the_control_plane_version_after_it(dev):
     groups = dev.of_type("aws:eks/nodeGroup:NodeGroup")
     assert {g.name for g in groups} == {"cluster-core", "cluster-job-support", "trn1-32xl-ng1", "trn1n-32xl-ng"}
     for group in groups:
-        assert group.inputs["version"] == eks_cluster.inputs["version"] == "1.34"
+        assert group.inputs["version"] == eks_cluster.inputs["version"] == "1.35"
         assert eks_cluster.urn in group.property_dependencies["version"], group.name
 
 
@@ -349,7 +349,7 @@ def test_a_pinned_build_wins(plan_with):
     assert plan.named("cluster-coredns").inputs["addonVersion"] == "v1.11.4-eksbuild.2"
     assert (
         plan.named("cluster-eks-pod-identity-agent").inputs["addonVersion"]
-        == fixtures.ADDON_DEFAULT_BUILDS["1.34"]["eks-pod-identity-agent"]
+        == fixtures.ADDON_DEFAULT_BUILDS["1.35"]["eks-pod-identity-agent"]
     )
 
 
@@ -529,11 +529,11 @@ def test_accelerator_groups_repair_themselves_with_the_monitoring_agent(dev, pla
 
 
 def test_a_version_without_addon_builds_is_refused_with_its_key():
-    # 1.31 passes config validation (EKS still lists it) but the offline account has no add-on
+    # 1.32 passes config validation (EKS still lists it) but the offline account has no add-on
     # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
-        dev_with(kubernetesVersion="1.31", acceleratorNodeGroups=dev_groups_at("1.31"))
-    assert "trainium-eks:kubernetesVersion = '1.31': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(
+        dev_with(kubernetesVersion="1.32", acceleratorNodeGroups=dev_groups_at("1.32"))
+    assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(
         err.value
     )
 

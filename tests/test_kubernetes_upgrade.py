@@ -136,11 +136,11 @@ def test_every_minor_eks_offers_above_the_pinned_one_has_offline_addon_builds():
 
 
 def test_a_skipped_minor_planned_for_real_is_refused_by_the_base_diff(dev, tmp_path):
-    # Both revisions planned by the real program (the base: the shipped dev stack at 1.34), then
-    # compared as `make plan BASE=` does: the skip to 1.36 plans offline and is refused.
+    # Both revisions planned by the real program (the base: the dev stack at 1.34), then compared as
+    # `make plan BASE=` does: the skip to 1.36 plans offline and is refused.
     from offline.report.plan_output import write_plan
 
-    write_plan(dev, tmp_path / "base")
+    write_plan(_dev("1.34", running="1.34"), tmp_path / "base")
     write_plan(_dev("1.36", running="1.36"), tmp_path / "head")
     (refusal,) = version_change_refusals(tmp_path / "base", tmp_path / "head")
     assert refusal == (
@@ -212,23 +212,29 @@ def test_trainium_groups_roll_without_surging_an_extra_instance(dev):
         }
 
 
-def test_a_cluster_past_the_autoscalers_kubernetes_minor_is_warned_about():
+def test_each_minor_runs_its_own_cluster_autoscaler_release_and_one_without_is_warned_about(plan_with):
+    """cluster-autoscaler's releases follow Kubernetes minors (kubernetes/autoscaler README, Releases):
+    a stack runs the release recorded for its kubernetesVersion, so raising the minor in the stack file
+    is all it takes; a minor with none recorded runs the newest one below it, with a warning."""
     from infra.config.rules import advisories
-    from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES
+    from infra.facts.versions import CLUSTER_AUTOSCALER
     from infra.validate import parse_stack_config
 
-    assert not any(
-        "cluster-autoscaler" in n
-        for n in advisories(
-            parse_stack_config({"region": "us-west-2", "kubernetesVersion": CLUSTER_AUTOSCALER_KUBERNETES})
-        )
-    )
+    for minor in CLUSTER_AUTOSCALER:
+        config = {"region": "us-west-2", "kubernetesVersion": minor}
+        assert not any("cluster-autoscaler" in n for n in advisories(parse_stack_config(config)))
     (note,) = [
         n
-        for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"}))
+        for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.36"}))
         if "cluster-autoscaler" in n
     ]
     assert note.startswith(
-        "trainium-eks:kubernetesVersion = '1.35': the pinned cluster-autoscaler chart runs the "
-        f"release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}"
+        "trainium-eks:kubernetesVersion = '1.36': no cluster-autoscaler release is recorded for it, so the cluster "
+        "runs the one for Kubernetes 1.35 (v1.35.2, chart 9.59.0)"
     )
+    from tests.project_copy import dev_groups_at
+
+    for minor, release in (("1.34", CLUSTER_AUTOSCALER["1.34"]), ("1.35", CLUSTER_AUTOSCALER["1.35"])):
+        plan = plan_with(kubernetesVersion=minor, acceleratorNodeGroups=dev_groups_at(minor))
+        chart = plan.named("cluster-autoscaler").inputs
+        assert chart["version"] == release.chart and chart["values"]["image"]["tag"] == release.image_tag

@@ -282,6 +282,6 @@ def test_no_node_component_depends_on_reaching_imds_from_the_pod_network(dev: Pl
     }
     assert all(c.without_imds for c in pod_network)
     # cluster-autoscaler: the region is set, so it never asks IMDS.
-    assert autoscaler_values("trn-dev", "us-west-2")["awsRegion"] == "us-west-2"
+    assert autoscaler_values("trn-dev", "us-west-2", "v1.35.2")["awsRegion"] == "us-west-2"
     # Neuron node recovery is the one left unverified: off unless a stack turns it on (docs/security.md).
     assert dev.outputs["features"]["neuronNodeRecovery"] is False

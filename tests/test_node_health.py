@@ -572,9 +572,9 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     from infra.config.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        _config(amiReleaseVersion="1.34.2-20260707")
+        _config(amiReleaseVersion="1.35.2-20260707")
     text = str(err.value)
-    assert "acceleratorNodeGroups[0].amiReleaseVersion = 1.34.2-20260707" in text
+    assert "acceleratorNodeGroups[0].amiReleaseVersion = 1.35.2-20260707" in text
     assert "Neuron driver 2.29 or newer" in text and "nrt_init() fails" in text
     for part in (
         "docker/bert-pretrain (Neuron SDK 2.21.0: runtime 2.23.110.0, compiler 2.16.345.0, torch-neuronx 2.5.1)",
@@ -583,7 +583,7 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     ):
         assert part in text
     assert "fix: pin acceleratorNodeGroups[].amiReleaseVersion to a release built before 2026-07-07" in text
-    _config(amiReleaseVersion="1.34.2-20260706")  # the day before: driver 2.28
+    _config(amiReleaseVersion="1.35.2-20260706")  # the day before: driver 2.28
 
 
 def test_the_latest_ami_is_refused_with_the_release_to_pin():
@@ -600,7 +600,7 @@ def test_the_latest_ami_is_refused_with_the_release_to_pin():
         "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.21.0" in text
     )
     assert "nrt_init() fails" in text
-    assert "(for Kubernetes 1.34: 1.34.9-20260625, Neuron driver 2.28.0.0)" in text
+    assert "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0)" in text
     # An Inferentia group runs no training image: unpinned is fine there.
     from infra.validate import parse_stack_config
 
@@ -614,7 +614,8 @@ def test_the_latest_ami_is_refused_with_the_release_to_pin():
 
 def test_the_recorded_releases_carry_a_driver_the_images_run_on():
     """awslabs/amazon-eks-ami v20260707 CHANGELOG.md, AMI Release v20260625: release 1.34.9-20260625
-    (line 226), aws-neuronx-dkms 2.28.0.0-dkms (line 258), the same driver for 1.30-1.36. One release per
+    (line 226), aws-neuronx-dkms 2.28.0.0-dkms (line 258), the same driver for 1.30-1.36 (1.35.6-20260625 at
+    lines 145, 177). One release per
     minor EKS offers, each built for that minor, before driver 2.29 shipped, and accepted for every
     Trainium type (trn2 included: driver 2.28 is past RULES[1]'s 2.22)."""
     from infra.config.rules import ami_release_problem
@@ -635,10 +636,12 @@ def test_the_recorded_releases_carry_a_driver_the_images_run_on():
 def test_the_shipped_stacks_pin_a_recorded_release_on_every_trainium_group():
     from infra.facts import neuron
     from offline.docs.generate import REPO_ROOT, _trainium_groups
+    from offline.plan.runner import stack_config
 
     for stack in ("dev", "prod"):
         groups = _trainium_groups(REPO_ROOT, stack)
-        assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES["1.34"][0]}
+        minor = stack_config(REPO_ROOT, stack)["trainium-eks:kubernetesVersion"]
+        assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES[minor][0]}
 
 
 def test_trn2_on_a_driver_older_than_2_22_with_a_new_runtime_fails():
@@ -762,10 +765,10 @@ def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in
     assert neuron.BURN_IN_IMAGE in neuron.images_for(True) and neuron.BURN_IN_IMAGE not in neuron.images_for(False)
     assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
     with pytest.raises(ConfigError) as err:
-        _config(amiReleaseVersion="1.34.2-20260707")
+        _config(amiReleaseVersion="1.35.2-20260707")
     assert "the burn-in image (Neuron SDK 2.21.0: runtime 2.23.110.0" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        _config(amiReleaseVersion="1.34.2-20260707", burnIn=False)
+        _config(amiReleaseVersion="1.35.2-20260707", burnIn=False)
     assert "burn-in image" not in str(err.value)
 
 
@@ -780,7 +783,7 @@ def test_a_karpenter_group_on_tag_selected_capacity_blocks_is_warned_about():
         "instanceType": "trn1.32xlarge",
         "maxSize": 2,
         "azId": "usw2-az4",
-        "amiReleaseVersion": "1.34.9-20260625",
+        "amiReleaseVersion": "1.35.6-20260625",
         "capacityReservation": {"tags": {"team": "ml"}, "type": "capacity-block"},
     }
     config = parse_stack_config(

@@ -192,7 +192,7 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
 def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(
     base_cluster: Path, tmp_path: Path
 ) -> None:
-    """1.34 -> 1.35 (offline/plan/fixtures.py holds both minors' add-on builds).
+    """1.35 -> 1.36 (offline/plan/fixtures.py holds both minors' add-on builds).
     - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
       now carries the cluster's version and the upgrade reaches it.
     - hashicorp/terraform-provider-aws internal/service/eks/node_group.go (the resource pulumi-aws
@@ -204,14 +204,14 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
       above its control plane's."""
 
     def upgrade(d: dict[str, Any]) -> None:  # kubernetesVersion and the AMI pins together (docs/node-health.md)
-        d["trainium-eks:kubernetesVersion"] = "1.35"
-        d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at("1.35")
+        d["trainium-eks:kubernetesVersion"] = "1.36"
+        d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at("1.36")
 
     head = cluster_plan(tmp_path, upgrade)
     changes = changes_of(base_cluster, head)
     assert {c.kind for c in changes.values()} == {"update"}
     cluster = changes["eks:index:Cluster cluster-eks"]
-    assert ("version", "1.34", "1.35") in [(p.path, p.old, p.new) for p in cluster.paths]
+    assert ("version", "1.35", "1.36") in [(p.path, p.old, p.new) for p in cluster.paths]
     groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
     assert {c.name for c in groups.values()} == {
         "cluster-core",
@@ -220,9 +220,9 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
         "trn1n-32xl-ng",
     }
     for change in groups.values():
-        expected = {("version", "1.34", "1.35", None)}
-        if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the 1.35 release too
-            expected.add(("releaseVersion", "1.34.9-20260625", "1.35.6-20260625", None))
+        expected = {("version", "1.35", "1.36", None)}
+        if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the 1.36 release too
+            expected.add(("releaseVersion", "1.35.6-20260625", "1.36.2-20260625", None))
         assert {(p.path, p.old, p.new, p.replace_reason) for p in change.paths} == expected
     resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]
     cluster_urn = cluster.urn

@@ -444,13 +444,14 @@ def test_archives_are_unpacked_without_chown(workloads_dev: PlanResult) -> None:
     assert "tar --no-same-owner -xf" in container["command"][-1]
 
 
-def test_pod_security_levels_are_pinned_to_the_cluster_version(plan_with) -> None:
-    # A level pinned to the version the cluster runs, not to the program's default, so what is
-    # refused changes only when the stack's kubernetesVersion does.
-    result = plan_with(kubernetesVersion="1.33", acceleratorNodeGroups=dev_groups_at("1.33"))
-    labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
-    assert (
-        labels["pod-security.kubernetes.io/enforce-version"]
-        == labels["pod-security.kubernetes.io/warn-version"]
-        == "v1.33"
-    )
+def test_pod_security_levels_are_pinned_to_the_policy_version_they_were_checked_at(plan_with) -> None:
+    # The levels were checked against one release's policy (pod_security.PSA_POLICY_VERSION); pinned to
+    # it, what is refused does not change when the control plane is upgraded.
+    from infra.specs.pod_security import PSA_POLICY_VERSION
+
+    for minor in ("1.34", "1.36"):
+        result = plan_with(kubernetesVersion=minor, acceleratorNodeGroups=dev_groups_at(minor))
+        labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
+        assert {labels[f"pod-security.kubernetes.io/{m}-version"] for m in ("enforce", "warn", "audit")} == {
+            PSA_POLICY_VERSION
+        }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import pulumi_aws as aws
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
-from infra.facts.versions import CHARTS
+from infra.facts.versions import CHARTS, autoscaler_release
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
@@ -80,9 +81,11 @@ def autoscaler_policy(partition: str, region: str, account_id: str, cluster_name
     )
 
 
-def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
+def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[str, Any]:
     return {
         "cloudProvider": "aws",
+        # The release for the cluster's Kubernetes minor (infra/facts/versions.py CLUSTER_AUTOSCALER).
+        "image": {"tag": image_tag},
         "awsRegion": region,
         "autoDiscovery": {
             "clusterName": cluster_name,
@@ -104,6 +107,7 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
 
 @dataclass
 class AutoscalingArgs:
+    kubernetes_version: str
     cluster_autoscaler: bool
     metrics_server: bool
     association_after: list[pulumi.Resource]
@@ -127,11 +131,12 @@ class Autoscaling(pulumi.ComponentResource):
                 associate_in=ctx.cluster_name,
                 depends_on=args.association_after,
             )
+            _, release = autoscaler_release(args.kubernetes_version)
             helm_release(
                 "cluster-autoscaler",
-                CHARTS["cluster-autoscaler"],
+                dataclasses.replace(CHARTS["cluster-autoscaler"], version=release.chart),
                 "kube-system",
-                autoscaler_values(ctx.cluster_name, ctx.region),
+                autoscaler_values(ctx.cluster_name, ctx.region, release.image_tag),
                 pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=identity),
             )
         if args.metrics_server:

@@ -13,7 +13,6 @@ import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
-from infra.facts.versions import KUBERNETES_VERSION
 from infra.specs.node_security import metadata_wall
 from infra.specs.pod_security import pod_security_labels
 
@@ -46,8 +45,6 @@ def s3_read_policy(partition: str, buckets: list[str]) -> str:
 class TrainingIdentitiesArgs:
     data_buckets: dict[str, list[str]]
     """Per training namespace, the buckets its role reads (the namespaces are its keys)."""
-    # Pod Security levels are pinned to the cluster's version (see pod_security_labels).
-    kubernetes_version: str = KUBERNETES_VERSION
 
 
 class TrainingIdentities(pulumi.ComponentResource):
@@ -65,7 +62,7 @@ class TrainingIdentities(pulumi.ComponentResource):
         self.role_arns = {}
         for namespace, buckets in args.data_buckets.items():
             k8s_child = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
-            labels = {"purpose": "training", **pod_security_labels(args.kubernetes_version)}
+            labels = {"purpose": "training", **pod_security_labels()}
             if namespace != "default":
                 ns = k8s.core.v1.Namespace(
                     f"ns-{namespace}", metadata={"name": namespace, "labels": labels}, opts=k8s_child

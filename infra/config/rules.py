@@ -29,7 +29,7 @@ from infra.config.models import (
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
-from infra.facts.versions import CLUSTER_AUTOSCALER_KUBERNETES, EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS
+from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -99,12 +99,13 @@ def advisories(config: StackConfig) -> list[str]:
         f"{_documentation_problem(i, cidr)}. `pulumi up` will refuse it."
         for i, cidr in _documentation_entries(config.endpoint_access)
     ]
-    if config.features.cluster_autoscaler and config.kubernetes_version != CLUSTER_AUTOSCALER_KUBERNETES:
+    runs_for, release = autoscaler_release(config.kubernetes_version)
+    if config.features.cluster_autoscaler and runs_for != config.kubernetes_version:
         notes.append(
-            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: the pinned cluster-autoscaler chart "
-            f"runs the release for Kubernetes {CLUSTER_AUTOSCALER_KUBERNETES}; cluster-autoscaler releases follow "
-            "Kubernetes minors, so pin the chart release for this version (CHARTS and CLUSTER_AUTOSCALER_KUBERNETES "
-            "in infra/facts/versions.py)"
+            f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: no cluster-autoscaler release is "
+            f"recorded for it, so the cluster runs the one for Kubernetes {runs_for} ({release.image_tag}, chart "
+            f"{release.chart}); cluster-autoscaler releases follow Kubernetes minors: record this minor's in "
+            "CLUSTER_AUTOSCALER (infra/facts/versions.py) once kubernetes/autoscaler publishes it"
         )
     notes += unchecked_capacity_block_windows(config)
     return notes

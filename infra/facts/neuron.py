@@ -71,7 +71,6 @@ DRIVER_RELEASES: tuple[tuple[str, str, str], ...] = (  # (driver, SDK, release d
 # with these images. Driver 2.28.0.0 is SDK 2.30.0's (SDK_RELEASES), and its release notes list no
 # incompatibility (aws-neuron-sdk v2.32.0 release-notes/components/runtime.rst, Neuron Driver 2.28.0.0).
 COMPATIBLE_AMI_RELEASES: dict[str, tuple[str, str]] = {  # minor: (release version, aws-neuronx-dkms)
-    "1.31": ("1.31.14-20260625", "2.28.0.0"),  # lines 477, 509
     "1.32": ("1.32.13-20260625", "2.28.0.0"),  # lines 388, 420
     "1.33": ("1.33.13-20260625", "2.28.0.0"),  # lines 307, 339
     "1.34": ("1.34.9-20260625", "2.28.0.0"),  # lines 226, 258 (the shipped stacks' pin)

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KUBERNETES_VERSION = "1.34"
+# What a stack runs unless its file sets kubernetesVersion (the shipped stack files set it). 1.35:
+# standard support on EKS until 2027-03-27 (endoflife.date/amazon-eks; 1.34's ends 2026-12-02,
+# EKS user guide release calendar). 1.36 has Neuron AMIs with the driver our images run
+# (1.36.2-20260625, infra/facts/neuron.py), but no cluster-autoscaler chart that runs its release yet
+# (chart 9.59.0 runs 1.35.0) and its kernel (6.18) is outside that driver's tested list.
+KUBERNETES_VERSION = "1.35"
 # The Kubernetes minor versions EKS offers, standard or extended support (EKS user guide,
-# "Understand the Kubernetes version lifecycle on EKS", release calendar: 1.31 until
-# 2026-11-26, 1.32 until 2027-03-23, 1.33 until 2027-07-29, 1.34 until 2027-12-02 (end of extended
-# support); 1.35 and 1.36 from "Review release notes for Kubernetes versions on standard support").
-# A version missing here is refused by config validation: add a new one once EKS lists it
-# (aws eks describe-cluster-versions), drop one once its extended support has ended.
-EKS_KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36")
+# "Understand the Kubernetes version lifecycle on EKS", release calendar: 1.32 until
+# 2027-03-23, 1.33 until 2027-07-29, 1.34 until 2027-12-02 (end of extended support); 1.35 and
+# 1.36 from "Review release notes for Kubernetes versions on standard support"; 1.31's extended
+# support ended 2026-11-26). A version missing here is refused by config validation: add a new one
+# once EKS lists it (aws eks describe-cluster-versions), drop one once its extended support has ended.
+EKS_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
 
 # Managed node group AMI types. The Neuron variant carries the Neuron driver and
 # runtime; never the NVIDIA one for Trainium/Inferentia.
@@ -35,6 +40,45 @@ class ChartPin:
     """None for OCI charts, whose `chart` is the full oci:// reference."""
 
 
+@dataclass(frozen=True)
+class AutoscalerRelease:
+    """The cluster-autoscaler release for one Kubernetes minor, and the chart that installs it."""
+
+    chart: str
+    image_tag: str
+
+
+# cluster-autoscaler's releases follow Kubernetes minors ("use the cluster-autoscaler release that
+# matches your Kubernetes minor version", kubernetes/autoscaler cluster-autoscaler README, Releases),
+# so a stack takes the release for its kubernetesVersion: raising the minor in the stack file is all
+# it takes. kubernetes/autoscaler tags: chart 9.53.0 (appVersion 1.34.2); chart 9.59.0, the newest,
+# has appVersion 1.35.0 and the tag is set to that minor's newest patch, cluster-autoscaler-1.35.2
+# (2026-07-22). The chart's values are the same keys in both (image.tag, extraArgs, rbac,
+# nodeSelector, autoDiscovery); the behaviour this project relies on is unchanged between 1.34.2 and
+# 1.35.2 (utils/taints/taints.go startup-, status- and ignore-taint prefixes, clusterstate.go
+# MaxNodeStartupTime 15 min, config/const.go DefaultScaleDownUnneededTime 10 min).
+CLUSTER_AUTOSCALER: dict[str, AutoscalerRelease] = {
+    "1.34": AutoscalerRelease("9.53.0", "v1.34.2"),
+    "1.35": AutoscalerRelease("9.59.0", "v1.35.2"),
+}
+
+
+def autoscaler_release(kubernetes_version: str) -> tuple[str, AutoscalerRelease]:
+    """The minor whose cluster-autoscaler release a cluster of ``kubernetes_version`` runs, and that
+    release: its own, else the newest recorded below it (``CLUSTER_AUTOSCALER``)."""
+
+    def minor(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split("."))
+
+    if kubernetes_version in CLUSTER_AUTOSCALER:
+        return kubernetes_version, CLUSTER_AUTOSCALER[kubernetes_version]
+    below = [v for v in CLUSTER_AUTOSCALER if minor(v) < minor(kubernetes_version)] or [
+        min(CLUSTER_AUTOSCALER, key=minor)
+    ]
+    chosen = max(below, key=minor)
+    return chosen, CLUSTER_AUTOSCALER[chosen]
+
+
 CHARTS: dict[str, ChartPin] = {
     # >= 1.1.1: earlier versions mis-schedule pods asking for more than one Neuron device.
     "neuron": ChartPin("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0"),
@@ -43,8 +87,10 @@ CHARTS: dict[str, ChartPin] = {
     "fsx-csi-driver": ChartPin("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"),
     "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
     "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),
-    # 9.53.0 runs cluster-autoscaler v1.34.2 (CLUSTER_AUTOSCALER_KUBERNETES below).
-    "cluster-autoscaler": ChartPin("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler"),
+    # The chart for KUBERNETES_VERSION; a stack on another minor takes its own (CLUSTER_AUTOSCALER below).
+    "cluster-autoscaler": ChartPin(
+        "cluster-autoscaler", CLUSTER_AUTOSCALER[KUBERNETES_VERSION].chart, "https://kubernetes.github.io/autoscaler"
+    ),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
     # nodeProvisioner: karpenter. Karpenter 1.14.0 (aws/karpenter-provider-aws, release commit 692ccdd06,
     # 2026-07-11; ai-on-eks's default). The CRDs come from their own chart at the same version, which
@@ -152,9 +198,3 @@ LLAMA2_TOKENIZER_SHA256 = "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee
 PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 # The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer.
 NGINX_UNPRIVILEGED_IMAGE = "public.ecr.aws/nginx/nginx-unprivileged:1.29.3-alpine"
-
-# The Kubernetes minor the pinned cluster-autoscaler chart's image is built for. Its releases
-# follow Kubernetes minors ("use the cluster-autoscaler release that matches your Kubernetes
-# minor version", kubernetes/autoscaler cluster-autoscaler README, Releases): a cluster raised
-# past it is warned about until the chart pin follows.
-CLUSTER_AUTOSCALER_KUBERNETES = "1.34"

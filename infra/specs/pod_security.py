@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from infra.facts.versions import KUBERNETES_VERSION
-
 # --- security contexts -------------------------------------------------------------------------
 
 # sshd as root in the MPI workers: privilege separation forks a child that chroots to an empty
@@ -88,16 +86,21 @@ PSA_ENFORCE = "baseline"
 PSA_WARN = "restricted"
 
 
-def pod_security_labels(version: str = KUBERNETES_VERSION) -> dict[str, str]:
-    """Namespace labels: enforce baseline, warn and audit restricted, each at the cluster's version.
+# The policy version the levels above were checked against: the labels pin it, so a control-plane
+# upgrade does not change what is refused (Pod Security Standards, "<mode>-version": a pinned version
+# evaluates that release's policy); raise it once the checks are read at a newer release.
+PSA_POLICY_VERSION = "v1.34"
 
-    Pinning the version keeps an upgrade of the control plane from changing what is refused.
-    """
-    pinned = f"v{version}"
-    labels = {"pod-security.kubernetes.io/enforce": PSA_ENFORCE, "pod-security.kubernetes.io/enforce-version": pinned}
+
+def pod_security_labels() -> dict[str, str]:
+    """Namespace labels: enforce baseline, warn and audit restricted, each at PSA_POLICY_VERSION."""
+    labels = {
+        "pod-security.kubernetes.io/enforce": PSA_ENFORCE,
+        "pod-security.kubernetes.io/enforce-version": PSA_POLICY_VERSION,
+    }
     for mode in ("warn", "audit"):
         labels[f"pod-security.kubernetes.io/{mode}"] = PSA_WARN
-        labels[f"pod-security.kubernetes.io/{mode}-version"] = pinned
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = PSA_POLICY_VERSION
     return labels
 
 
