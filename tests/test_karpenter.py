@@ -277,10 +277,10 @@ def test_charts_pinned_and_crds_from_their_own_chart(karp):
     not mirrored). So the CRD chart owns them and the controller's release skips its crds/."""
     releases = {r.name: r for r in karp.of_type(RELEASE)}
     crd, controller = releases["karpenter-crd"], releases["karpenter"]
-    assert (crd.inputs["chart"], crd.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0")
+    assert (crd.inputs["chart"], crd.inputs["version"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.1")
     assert (controller.inputs["chart"], controller.inputs["version"]) == (
         "oci://public.ecr.aws/karpenter/karpenter",
-        "1.14.0",
+        "1.14.1",
     )
     assert controller.inputs["skipCrds"] is True and not crd.inputs.get("skipCrds")
     assert crd.urn in controller.dependencies
@@ -908,7 +908,7 @@ def test_the_architecture_picture_shows_the_nodepools(karp):
         in text
     )
     assert "subgraph pg_trn1n_32xl_ng" in zone and "subgraph pg_trn1_reserved" not in text
-    assert "karpenter 1.14.0" in text and "karpenter-crd 1.14.0" in text
+    assert "karpenter 1.14.1" in text and "karpenter-crd 1.14.1" in text
     assert "node group trn1" not in text
 
 

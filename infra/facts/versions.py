@@ -92,11 +92,15 @@ CHARTS: dict[str, ChartPin] = {
         "cluster-autoscaler", CLUSTER_AUTOSCALER[KUBERNETES_VERSION].chart, "https://kubernetes.github.io/autoscaler"
     ),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
-    # nodeProvisioner: karpenter. Karpenter 1.14.0 (aws/karpenter-provider-aws, release commit 692ccdd06,
-    # 2026-07-11; ai-on-eks's default). The CRDs come from their own chart at the same version, which
-    # Helm upgrades (a chart's crds/ directory is installed once and never upgraded); see docs/provisioners.md.
-    "karpenter-crd": ChartPin("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.0"),
-    "karpenter": ChartPin("oci://public.ecr.aws/karpenter/karpenter", "1.14.0"),
+    # nodeProvisioner: karpenter. Karpenter 1.14.1 (aws/karpenter-provider-aws v1.14.1, 2026-08-20): fixes to
+    # the reserved-capacity and placement-group offering resolvers (b472442, bde0065). Against v1.14.0
+    # (release commit 692ccdd06, what the tests' citations read) its charts/ and pkg/apis (the CRDs) are
+    # unchanged and it makes no new AWS API call; its core, kubernetes-sigs/karpenter 6e7eab7a0 (v1.14.1),
+    # changes capacity buffers, disruption logging and the provisioner, not scheduling/, utils/pod or
+    # apis/v1. The CRDs come from their own chart at the same version, which Helm upgrades (a chart's
+    # crds/ directory is installed once and never upgraded); see docs/provisioners.md.
+    "karpenter-crd": ChartPin("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.1"),
+    "karpenter": ChartPin("oci://public.ecr.aws/karpenter/karpenter", "1.14.1"),
 }
 
 # Where EKS publishes its add-on images in each region (EKS user guide, "View Amazon container
