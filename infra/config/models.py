@@ -179,7 +179,7 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     root_volume_gib: int = Field(default=200, ge=50, le=16384, description="Encrypted gp3 root volume per node.")
     ami_release_version: str | None = Field(
         default=None,
-        description="The Neuron AMI release, built for kubernetesVersion (e.g. 1.34.9-20260625), whose Neuron driver "
+        description="The Neuron AMI release, built for kubernetesVersion (e.g. 1.35.6-20260625), whose Neuron driver "
         "the training images run on; unset means the latest AMI at creation, refused while its driver fails them "
         "(docs/node-health.md).",
     )

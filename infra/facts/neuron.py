@@ -73,8 +73,8 @@ DRIVER_RELEASES: tuple[tuple[str, str, str], ...] = (  # (driver, SDK, release d
 COMPATIBLE_AMI_RELEASES: dict[str, tuple[str, str]] = {  # minor: (release version, aws-neuronx-dkms)
     "1.32": ("1.32.13-20260625", "2.28.0.0"),  # lines 388, 420
     "1.33": ("1.33.13-20260625", "2.28.0.0"),  # lines 307, 339
-    "1.34": ("1.34.9-20260625", "2.28.0.0"),  # lines 226, 258 (the shipped stacks' pin)
-    "1.35": ("1.35.6-20260625", "2.28.0.0"),  # lines 145, 177
+    "1.34": ("1.34.9-20260625", "2.28.0.0"),  # lines 226, 258
+    "1.35": ("1.35.6-20260625", "2.28.0.0"),  # lines 145, 177 (the shipped stacks' pin)
     "1.36": ("1.36.2-20260625", "2.28.0.0"),  # lines 68, 100
 }
 KNOWN_AMI_DRIVERS = {release: driver for release, driver in COMPATIBLE_AMI_RELEASES.values()}

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 # What a stack runs unless its file sets kubernetesVersion (the shipped stack files set it). 1.35:
 # standard support on EKS until 2027-03-27 (endoflife.date/amazon-eks; 1.34's ends 2026-12-02,
-# EKS user guide release calendar). 1.36 has Neuron AMIs with the driver our images run
-# (1.36.2-20260625, infra/facts/neuron.py), but no cluster-autoscaler chart that runs its release yet
-# (chart 9.59.0 runs 1.35.0) and its kernel (6.18) is outside that driver's tested list.
+# EKS user guide release calendar). 1.36 has everything recorded here (the Neuron AMI release
+# 1.36.2-20260625 with driver 2.28, cluster-autoscaler 1.36.1), but its AMI's kernel (6.18) is outside
+# the tested list of the only Neuron driver our images run on (2.28): a stack moves to it after a
+# smoke test of the Neuron runtime on that AMI.
 KUBERNETES_VERSION = "1.35"
 # The Kubernetes minor versions EKS offers, standard or extended support (EKS user guide,
 # "Understand the Kubernetes version lifecycle on EKS", release calendar: 1.32 until
@@ -52,20 +53,25 @@ class AutoscalerRelease:
 # matches your Kubernetes minor version", kubernetes/autoscaler cluster-autoscaler README, Releases),
 # so a stack takes the release for its kubernetesVersion: raising the minor in the stack file is all
 # it takes. kubernetes/autoscaler tags: chart 9.53.0 (appVersion 1.34.2); chart 9.59.0, the newest,
-# has appVersion 1.35.0 and the tag is set to that minor's newest patch, cluster-autoscaler-1.35.2
-# (2026-07-22). The chart's values are the same keys in both (image.tag, extraArgs, rbac,
-# nodeSelector, autoDiscovery); the behaviour this project relies on is unchanged between 1.34.2 and
-# 1.35.2 (utils/taints/taints.go startup-, status- and ignore-taint prefixes, clusterstate.go
-# MaxNodeStartupTime 15 min, config/const.go DefaultScaleDownUnneededTime 10 min).
+# has appVersion 1.35.0 and the image tag is set to each minor's newest patch,
+# cluster-autoscaler-1.35.2 (2026-07-22) and -1.36.1 (no chart defaults to 1.36 yet). From 1.35 the
+# release locks dynamic resource allocation on (--enable-dynamic-resource-allocation, fatal when
+# false), which needs the resource.k8s.io RBAC only chart 9.59.0 grants: chart and image move
+# together. The chart's values are the same keys in both charts (image.tag, extraArgs, rbac,
+# nodeSelector, autoDiscovery) and the flags we pass exist in every release here; the behaviour this
+# project relies on is the same in 1.34.2, 1.35.2 and 1.36.1 (utils/taints/taints.go startup-,
+# status- and ignore-taint prefixes, clusterstate.go MaxNodeStartupTime 15 min, config/const.go
+# DefaultScaleDownUnneededTime 10 min), and so are the AWS calls the IAM policy allows.
 CLUSTER_AUTOSCALER: dict[str, AutoscalerRelease] = {
     "1.34": AutoscalerRelease("9.53.0", "v1.34.2"),
     "1.35": AutoscalerRelease("9.59.0", "v1.35.2"),
+    "1.36": AutoscalerRelease("9.59.0", "v1.36.1"),
 }
 
 
 def autoscaler_release(kubernetes_version: str) -> tuple[str, AutoscalerRelease]:
     """The minor whose cluster-autoscaler release a cluster of ``kubernetes_version`` runs, and that
-    release: its own, else the newest recorded below it (``CLUSTER_AUTOSCALER``)."""
+    release: its own, else the newest recorded below it, else the oldest recorded (``CLUSTER_AUTOSCALER``)."""
 
     def minor(v: str) -> tuple[int, ...]:
         return tuple(int(p) for p in v.split("."))
