@@ -189,10 +189,12 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
+@pytest.mark.parametrize(("old", "new"), [("1.34", "1.35"), ("1.35", "1.36")])
 def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(
-    base_cluster: Path, tmp_path: Path
+    tmp_path: Path, old: str, new: str
 ) -> None:
-    """1.35 -> 1.36 (offline/plan/fixtures.py holds both minors' add-on builds).
+    """One minor up, from the stack file at ``old`` (1.34 -> 1.35 is the step a cluster made before
+    this repository moved takes; offline/plan/fixtures.py holds every minor's add-on builds).
     - pulumi-aws 7.51.1 pulumi_aws/eks/node_group.py: `version` drifts only when set, so each group
       now carries the cluster's version and the upgrade reaches it.
     - hashicorp/terraform-provider-aws internal/service/eks/node_group.go (the resource pulumi-aws
@@ -203,15 +205,19 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
       it), so the engine updates them after the control plane; EKS refuses a node group version
       above its control plane's."""
 
-    def upgrade(d: dict[str, Any]) -> None:  # kubernetesVersion and the AMI pins together (docs/node-health.md)
-        d["trainium-eks:kubernetesVersion"] = "1.36"
-        d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at("1.36")
+    def at(minor: str) -> Any:  # kubernetesVersion and the AMI pins together (docs/node-health.md)
+        def edit(d: dict[str, Any]) -> None:
+            d["trainium-eks:kubernetesVersion"] = minor
+            d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at(minor)
 
-    head = cluster_plan(tmp_path, upgrade)
-    changes = changes_of(base_cluster, head)
+        return edit
+
+    base = cluster_plan(tmp_path / "base", at(old))
+    head = cluster_plan(tmp_path / "head", at(new))
+    changes = changes_of(base, head)
     assert {c.kind for c in changes.values()} == {"update"}
     cluster = changes["eks:index:Cluster cluster-eks"]
-    assert ("version", "1.35", "1.36") in [(p.path, p.old, p.new) for p in cluster.paths]
+    assert ("version", old, new) in [(p.path, p.old, p.new) for p in cluster.paths]
     groups = {k: c for k, c in changes.items() if c.type == "aws:eks/nodeGroup:NodeGroup"}
     assert {c.name for c in groups.values()} == {
         "cluster-core",
@@ -219,11 +225,20 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
         "trn1-32xl-ng1",
         "trn1n-32xl-ng",
     }
+    (old_release,) = {g["amiReleaseVersion"] for g in dev_groups_at(old)}
+    (new_release,) = {g["amiReleaseVersion"] for g in dev_groups_at(new)}
     for change in groups.values():
-        expected = {("version", "1.35", "1.36", None)}
-        if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the 1.36 release too
-            expected.add(("releaseVersion", "1.35.6-20260625", "1.36.2-20260625", None))
+        expected = {("version", old, new, None)}
+        if change.name in ("trn1-32xl-ng1", "trn1n-32xl-ng"):  # the pinned Trainium groups move to the new release too
+            expected.add(("releaseVersion", old_release, new_release, None))
         assert {(p.path, p.old, p.new, p.replace_reason) for p in change.paths} == expected
+    # cluster-autoscaler follows with its chart and image for the new minor (infra/facts/versions.py).
+    from infra.facts.versions import CLUSTER_AUTOSCALER
+
+    autoscaler = changes["kubernetes:helm.sh/v3:Release cluster-autoscaler"]
+    assert ("values.image.tag", CLUSTER_AUTOSCALER[old].image_tag, CLUSTER_AUTOSCALER[new].image_tag) in [
+        (p.path, p.old, p.new) for p in autoscaler.paths
+    ]
     resources = json.loads((head / "trainium-eks" / "dev" / "resources.json").read_text())["resources"]
     cluster_urn = cluster.urn
     for r in resources:
