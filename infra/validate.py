@@ -6,6 +6,7 @@ Sits above ``infra.specs`` so the config layer never imports a computation.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pulumi
@@ -18,6 +19,7 @@ from infra.config.models import StackConfig, key_name
 from infra.config.rules import (
     advisories,
     deploy_problems,
+    end_of_support,
     kubernetes_version_change_problem,
     lagging_node_groups_problem,
     neuron_compatibility_problems,
@@ -30,7 +32,7 @@ from infra.specs.system_capacity import system_fit_problem
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
     config = validated(StackConfig, raw, key_name)
-    problems = semantic_problems(config) + plan_problems(config)
+    problems = semantic_problems(config) + plan_problems(config) + end_of_support(config, datetime.now(UTC).date())[0]
     if problems:
         raise ConfigError(problems)
     return config

@@ -41,3 +41,12 @@ def dev_groups_at(kubernetes_version: str) -> list[dict[str, Any]]:
 
     groups = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]["trainium-eks:acceleratorNodeGroups"]
     return [{**g, "amiReleaseVersion": compatible_ami_release(kubernetes_version)} for g in groups]
+
+
+def kept_past_support(kubernetes_version: str) -> dict[str, str]:
+    """endOfSupportAcknowledged for a test that plans ``kubernetes_version`` whatever the date: a minor
+    past its EKS support is refused otherwise (infra/facts/support.py), and these tests plan old
+    minors on purpose (the upgrade steps from them)."""
+    from infra.facts.support import kubernetes_pin
+
+    return {kubernetes_pin(kubernetes_version): "a test plans the upgrade from it"}

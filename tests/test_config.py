@@ -291,11 +291,11 @@ def test_a_pinned_ami_release_must_be_built_for_the_cluster_version():
 
 def test_another_kubernetes_version_needs_no_pinned_builds():
     # Builds resolve per version at deploy time (infra/facts/addons.py); only the format is checked.
-    raw = with_changes(kubernetesVersion="1.33", acceleratorNodeGroups=[group(amiReleaseVersion="1.33.13-20260625")])
-    assert parse_stack_config(raw).kubernetes_version == "1.33"
+    raw = with_changes(kubernetesVersion="1.36", acceleratorNodeGroups=[group(amiReleaseVersion="1.36.2-20260625")])
+    assert parse_stack_config(raw).kubernetes_version == "1.36"
     # The default Trainium groups take the AMI release recorded for the version (infra/facts/neuron.py).
-    defaults = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.33"}).accelerator_node_groups
-    assert [g.ami_release_version for g in defaults] == ["1.33.13-20260625"] * 2
+    defaults = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.36"}).accelerator_node_groups
+    assert [g.ami_release_version for g in defaults] == ["1.36.2-20260625"] * 2
     assert "kubernetesVersion = '1.34.1': a Kubernetes minor version such as 1.34" in refused(
         with_changes(kubernetesVersion="1.34.1")
     )

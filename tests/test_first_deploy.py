@@ -19,7 +19,7 @@ from infra.facts.neuron import compatible_ami_release
 from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
-from tests.project_copy import dev_groups_at
+from tests.project_copy import dev_groups_at, kept_past_support
 
 ADMIN_A = "arn:aws:iam::123456789012:role/PlatformAdmin"  # the offline deployer (fixtures)
 ADMIN_B = "arn:aws:iam::123456789012:role/MlOps"
@@ -308,7 +308,11 @@ def test_private_only_endpoint_when_deployed_from_the_vpc():
 def test_addon_builds_resolve_for_the_configured_kubernetes_version(plan_with):
     # EKS CreateAddon refuses a build not offered for the cluster's version: every build is
     # the default AWS reports for that version (aws.eks.get_addon_version, most_recent=False).
-    plan = plan_with(kubernetesVersion="1.33", acceleratorNodeGroups=dev_groups_at("1.33"))
+    plan = plan_with(
+        kubernetesVersion="1.33",
+        acceleratorNodeGroups=dev_groups_at("1.33"),
+        endOfSupportAcknowledged=kept_past_support("1.33"),
+    )
     builds = {r.inputs["addonName"]: r.inputs["addonVersion"] for r in plan.of_type("aws:eks/addon:Addon")}
     expected = fixtures.ADDON_DEFAULT_BUILDS["1.33"]
     # Every node group follows the control plane's version too (see test_node_groups_follow_...).
@@ -532,7 +536,11 @@ def test_a_version_without_addon_builds_is_refused_with_its_key():
     # 1.32 passes config validation (EKS still lists it) but the offline account has no add-on
     # builds for it: the look-up names the key instead of failing half-way through `up`.
     with pytest.raises(ConfigError) as err:
-        dev_with(kubernetesVersion="1.32", acceleratorNodeGroups=dev_groups_at("1.32"))
+        dev_with(
+            kubernetesVersion="1.32",
+            acceleratorNodeGroups=dev_groups_at("1.32"),
+            endOfSupportAcknowledged=kept_past_support("1.32"),
+        )
     assert "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no" in str(
         err.value
     )

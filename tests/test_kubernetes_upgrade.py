@@ -21,7 +21,7 @@ from infra.config.rules import kubernetes_version_change_problem
 from offline.diff.compare import version_change_refusals
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
-from tests.project_copy import dev_groups_at
+from tests.project_copy import dev_groups_at, kept_past_support
 
 
 def test_no_change_and_the_next_minor_are_allowed():
@@ -56,6 +56,7 @@ def _at(kubernetes_version: str) -> dict[str, str]:
     config = stack_config(REPO_ROOT, "dev")
     config["trainium-eks:kubernetesVersion"] = kubernetes_version
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(dev_groups_at(kubernetes_version))
+    config["trainium-eks:endOfSupportAcknowledged"] = json.dumps(kept_past_support(kubernetes_version))
     return config
 
 
@@ -221,11 +222,23 @@ def test_each_minor_runs_its_own_cluster_autoscaler_release_and_one_without_is_w
     from infra.validate import parse_stack_config
 
     for minor in CLUSTER_AUTOSCALER:
-        config = {"region": "us-west-2", "kubernetesVersion": minor}
+        config = {
+            "region": "us-west-2",
+            "kubernetesVersion": minor,
+            "endOfSupportAcknowledged": kept_past_support(minor),
+        }
         assert not any("cluster-autoscaler" in n for n in advisories(parse_stack_config(config)))
     (note,) = [
         n
-        for n in advisories(parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.33"}))
+        for n in advisories(
+            parse_stack_config(
+                {
+                    "region": "us-west-2",
+                    "kubernetesVersion": "1.33",
+                    "endOfSupportAcknowledged": kept_past_support("1.33"),
+                }
+            )
+        )
         if "cluster-autoscaler" in n
     ]
     assert note.startswith(
@@ -235,6 +248,52 @@ def test_each_minor_runs_its_own_cluster_autoscaler_release_and_one_without_is_w
     from tests.project_copy import dev_groups_at
 
     for minor, release in CLUSTER_AUTOSCALER.items():
-        plan = plan_with(kubernetesVersion=minor, acceleratorNodeGroups=dev_groups_at(minor))
+        plan = plan_with(
+            kubernetesVersion=minor,
+            acceleratorNodeGroups=dev_groups_at(minor),
+            endOfSupportAcknowledged=kept_past_support(minor),
+        )
         chart = plan.named("cluster-autoscaler").inputs
         assert chart["version"] == release.chart and chart["values"]["image"]["tag"] == release.image_tag
+
+
+def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_with_a_reason():
+    """infra/facts/support.py: EKS standard support for 1.34 ends 2026-12-02 (EKS release calendar);
+    under upgradePolicy STANDARD, EKS then upgrades the control plane itself."""
+    from datetime import date
+
+    from infra.config.rules import end_of_support
+    from infra.facts.support import EKS_KUBERNETES_SUPPORT
+    from infra.facts.versions import EKS_KUBERNETES_VERSIONS
+    from infra.validate import parse_stack_config
+
+    assert set(EKS_KUBERNETES_SUPPORT) == set(EKS_KUBERNETES_VERSIONS)
+
+    def check(today: date, **config: object) -> tuple[list[str], list[str]]:
+        kept = config.pop("kept", {})
+        raw = {"region": "us-west-2", "kubernetesVersion": "1.34", "endOfSupportAcknowledged": kept, **config}
+        with_pin = {**raw, "endOfSupportAcknowledged": kept_past_support("1.34")}
+        return end_of_support(
+            parse_stack_config(with_pin).model_copy(update={"end_of_support_acknowledged": kept}), today
+        )
+
+    refused, warned = check(date(2026, 11, 27))
+    assert refused == [] and warned[0].startswith(
+        "trainium-eks:kubernetesVersion = '1.34': EKS standard support for Kubernetes 1.34 ends 2026-12-02"
+    )
+    assert "in 5 days; raise kubernetesVersion one minor at a time" in warned[0]
+    (refusal,), [] = check(date(2026, 12, 3))
+    assert "EKS upgrades the control plane itself, past the version this stack declares; allowed: raise " in refusal
+    assert refusal.endswith(
+        "or keep it with a reason in trainium-eks:endOfSupportAcknowledged (kubernetes-1.34: <why>)"
+    )
+    [], (kept,) = check(date(2026, 12, 3), kept={"kubernetes-1.34": "the team upgrades on 2026-12-10"})
+    assert kept.endswith(
+        "kept by trainium-eks:endOfSupportAcknowledged.kubernetes-1.34: the team upgrades on 2026-12-10"
+    )
+    # Under EXTENDED the end that matters is extended support's.
+    assert check(date(2026, 12, 3), upgradePolicy="EXTENDED") == ([], [])
+    assert check(date(2027, 12, 3), upgradePolicy="EXTENDED")[0]
+    # The shipped minor today: nothing to say.
+    config = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"})
+    assert end_of_support(config, date(2026, 11, 27)) == ([], [])

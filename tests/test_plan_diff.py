@@ -15,7 +15,7 @@ import yaml
 from offline.diff import compare
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program
 from offline.report.plan_output import write_plan
-from tests.project_copy import dev_groups_at
+from tests.project_copy import dev_groups_at, kept_past_support
 
 
 def resource(urn: str, type_: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -209,6 +209,7 @@ def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in
         def edit(d: dict[str, Any]) -> None:
             d["trainium-eks:kubernetesVersion"] = minor
             d["trainium-eks:acceleratorNodeGroups"] = dev_groups_at(minor)
+            d["trainium-eks:endOfSupportAcknowledged"] = kept_past_support(minor)
 
         return edit
 

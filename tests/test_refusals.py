@@ -12,7 +12,7 @@ from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
 from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
-from tests.project_copy import dev_groups_at
+from tests.project_copy import dev_groups_at, kept_past_support
 
 
 def _stack_file(tmp_path: Path, text: str, directory: str = "") -> Path:
@@ -229,7 +229,11 @@ def test_a_core_type_missing_from_the_offline_table_says_so():
 
 def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
     text = _refused(
-        **{"trainium-eks:kubernetesVersion": "1.32", "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32")}
+        **{
+            "trainium-eks:kubernetesVersion": "1.32",
+            "trainium-eks:acceleratorNodeGroups": dev_groups_at("1.32"),
+            "trainium-eks:endOfSupportAcknowledged": kept_past_support("1.32"),
+        }
     )
     assert (
         "trainium-eks:kubernetesVersion = '1.32': the add-on look-up (eks:DescribeAddonVersions) finds no vpc-cni"

@@ -16,7 +16,7 @@ from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
 from tests import crd_fields
 from tests.checkov_scan import pod_templates
-from tests.project_copy import dev_groups_at
+from tests.project_copy import dev_groups_at, kept_past_support
 from workloads import data_staging, ray_llama2, tensorboard_viewer
 
 # --- what Pod Security Admission checks (kubernetes/pod-security-admission v0.34.9, policy/) -----
@@ -450,7 +450,11 @@ def test_pod_security_levels_are_pinned_to_the_policy_version_they_were_checked_
     from infra.specs.pod_security import PSA_POLICY_VERSION
 
     for minor in ("1.34", "1.36"):
-        result = plan_with(kubernetesVersion=minor, acceleratorNodeGroups=dev_groups_at(minor))
+        result = plan_with(
+            kubernetesVersion=minor,
+            acceleratorNodeGroups=dev_groups_at(minor),
+            endOfSupportAcknowledged=kept_past_support(minor),
+        )
         labels = result.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch").inputs["metadata"]["labels"]
         assert {labels[f"pod-security.kubernetes.io/{m}-version"] for m in ("enforce", "warn", "audit")} == {
             PSA_POLICY_VERSION

@@ -397,6 +397,11 @@ class StackConfig(ConfigModel):
         description="STANDARD: EKS upgrades the control plane when standard support ends; EXTENDED keeps an old "
         "version running at $0.60/h instead of $0.10/h.",
     )
+    end_of_support_acknowledged: dict[str, str] = Field(
+        default={},
+        description="Pins kept past their end of support, each named (e.g. kubernetes-1.34) with the reason; the "
+        "plan refuses such a pin otherwise (infra/facts/support.py) and warns 90 days ahead.",
+    )
     addon_versions: dict[str, str] = Field(
         default={},
         description="Exact builds per EKS add-on (vX.Y.Z-eksbuild.N); the rest resolve to AWS's default build for "

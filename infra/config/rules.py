@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
+from datetime import UTC, date, datetime
 from typing import Any
 
 from infra.config import naming as rules
@@ -29,6 +30,7 @@ from infra.config.models import (
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
+from infra.facts.support import EKS_KUBERNETES_SUPPORT, WARN_DAYS, kubernetes_pin
 from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
@@ -92,6 +94,38 @@ def _documentation_problem(i: int, cidr: str) -> str:
     )
 
 
+def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) for the stack's Kubernetes minor against its EKS support dates
+    (infra/facts/support.py): refused once past the end that applies (standard support under
+    upgradePolicy STANDARD, when EKS upgrades the control plane itself; extended under EXTENDED)
+    unless ``endOfSupportAcknowledged`` names it; warned WARN_DAYS ahead, and while acknowledged."""
+    support = EKS_KUBERNETES_SUPPORT.get(config.kubernetes_version)
+    if support is None:
+        return [], []
+    pin = kubernetes_pin(config.kubernetes_version)
+    extended = config.upgrade_policy == "EXTENDED"
+    ends = support.extended_ends if extended else support.standard_ends
+    kind = "extended" if extended else "standard"
+    key = key_name(("kubernetesVersion",))
+    ack_key = key_name(("endOfSupportAcknowledged",))
+    forward = "raise kubernetesVersion one minor at a time (docs/architecture.md, Kubernetes upgrades)"
+    when = f"EKS {kind} support for Kubernetes {config.kubernetes_version} ends {ends.isoformat()} ({support.source})"
+    if today > ends:
+        if pin in config.end_of_support_acknowledged:
+            reason = config.end_of_support_acknowledged[pin]
+            return [], [f"{key} = {config.kubernetes_version!r}: {when}; kept by {ack_key}.{pin}: {reason}"]
+        # Past the end, EKS upgrades the control plane itself, and this stack would declare a version
+        # the cluster no longer runs (its next `up` tries a downgrade).
+        consequence = "EKS upgrades the control plane itself, past the version this stack declares"
+        return [
+            f"{key} = {config.kubernetes_version!r}: {when}, and {consequence}; allowed: {forward}, or keep it "
+            f"with a reason in {ack_key} ({pin}: <why>)"
+        ], []
+    if (ends - today).days <= WARN_DAYS:
+        return [], [f"{key} = {config.kubernetes_version!r}: {when}, in {(ends - today).days} days; {forward}"]
+    return [], []
+
+
 def advisories(config: StackConfig) -> list[str]:
     """What a preview (or the offline plan) warns about: what `pulumi up` refuses
     (``deploy_problems``), and what deploys but is likely not what was meant."""
@@ -108,6 +142,7 @@ def advisories(config: StackConfig) -> list[str]:
             "CLUSTER_AUTOSCALER (infra/facts/versions.py) once kubernetes/autoscaler publishes it"
         )
     notes += unchecked_capacity_block_windows(config)
+    notes += end_of_support(config, datetime.now(UTC).date())[1]
     return notes
 
 
