@@ -294,6 +294,11 @@ def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_
     # Under EXTENDED the end that matters is extended support's.
     assert check(date(2026, 12, 3), upgradePolicy="EXTENDED") == ([], [])
     assert check(date(2027, 12, 3), upgradePolicy="EXTENDED")[0]
+    # A name the plan does not know, or no reason, is refused by its key.
+    (typo,), [] = check(date(2026, 11, 27), kept={"kubernets-1.34": "soon"})
+    assert typo.startswith("trainium-eks:endOfSupportAcknowledged.kubernets-1.34 = 'soon': not a pin the plan knows")
+    (empty,), [] = check(date(2026, 11, 27), kept={"kubernetes-1.34": " "})
+    assert empty == "trainium-eks:endOfSupportAcknowledged.kubernetes-1.34 = ' ': needs a reason"
     # The shipped minor today: nothing to say.
     config = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"})
     assert end_of_support(config, date(2026, 11, 27)) == ([], [])

@@ -99,15 +99,22 @@ def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[st
     (infra/facts/support.py): refused once past the end that applies (standard support under
     upgradePolicy STANDARD, when EKS upgrades the control plane itself; extended under EXTENDED)
     unless ``endOfSupportAcknowledged`` names it; warned WARN_DAYS ahead, and while acknowledged."""
+    ack_key = key_name(("endOfSupportAcknowledged",))
+    known = [kubernetes_pin(minor) for minor in EKS_KUBERNETES_SUPPORT]
+    wrong = [
+        f"{ack_key}.{name} = {reason!r}: "
+        + (f"not a pin the plan knows; allowed: {', '.join(known)}" if name not in known else "needs a reason")
+        for name, reason in config.end_of_support_acknowledged.items()
+        if name not in known or not reason.strip()
+    ]
     support = EKS_KUBERNETES_SUPPORT.get(config.kubernetes_version)
-    if support is None:
-        return [], []
+    if wrong or support is None:
+        return wrong, []
     pin = kubernetes_pin(config.kubernetes_version)
     extended = config.upgrade_policy == "EXTENDED"
     ends = support.extended_ends if extended else support.standard_ends
     kind = "extended" if extended else "standard"
     key = key_name(("kubernetesVersion",))
-    ack_key = key_name(("endOfSupportAcknowledged",))
     forward = "raise kubernetesVersion one minor at a time (docs/architecture.md, Kubernetes upgrades)"
     when = f"EKS {kind} support for Kubernetes {config.kubernetes_version} ends {ends.isoformat()} ({support.source})"
     if today > ends:
