@@ -27,6 +27,7 @@ from tests.checkov_scan import (
     kubernetes_objects,
     pod_templates,
 )  # kubernetes_objects: offline/report/plan_output.py's
+from tests.node_groups import trainium_group
 from tests.test_workloads import manifest
 from workloads import cluster_check
 
@@ -509,20 +510,7 @@ def node_script_waits(tmp_path: Path, devices: int, efa_domains: int, **options:
 
 
 def _trn1_group():
-    from infra.contract import NodeGroup
-
-    return NodeGroup(
-        name="trn1-32xl-ng1",
-        instance_type="trn1.32xlarge",
-        az_id="usw2-az4",
-        az_name="us-west-2d",
-        neuron_devices=16,
-        neuron_cores=32,
-        efa_interfaces=8,
-        min_size=0,
-        max_size=4,
-        capacity_type="ON_DEMAND",
-    )
+    return trainium_group()
 
 
 def _settings():
@@ -936,21 +924,7 @@ def test_the_checks_pods_tell_the_autoscaler_not_to_evict_them(workloads_dev) ->
 def test_the_node_check_records_memtotal_and_fails_below_the_promised_allocatable(tmp_path: Path) -> None:
     # The kubelet's memory capacity is the node's MemTotal, below EC2's listed memory; the
     # cluster stack's allocatable (infra/specs/system_capacity.py) is an estimate the schedule check trusts.
-    from infra.contract import NodeGroup
-
-    group = NodeGroup(
-        name="trn1-32xl-ng1",
-        instance_type="trn1.32xlarge",
-        az_id="usw2-az4",
-        az_name="us-west-2d",
-        neuron_devices=16,
-        neuron_cores=32,
-        efa_interfaces=8,
-        min_size=0,
-        max_size=4,
-        capacity_type="ON_DEMAND",
-        allocatable={"cpu": "127080m", "memory": "481407Mi"},
-    )
+    group = trainium_group(allocatable={"cpu": "127080m", "memory": "481407Mi"})
     script = cluster_check.memory_check(group)
 
     def run(memtotal_kb: int) -> subprocess.CompletedProcess[str]:

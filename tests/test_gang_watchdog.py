@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from offline.plan.runner import PlanResult
+from tests.node_groups import trainium_group
 from workloads import bert, gang_watchdog
 from workloads import watchdog_loop as loop
 
@@ -178,7 +179,6 @@ def at(text: str) -> float:
 
 
 def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin() -> None:
-    from infra.contract import NodeGroup
     from workloads import capacity_windows
 
     # EKS scales a Capacity Block group to zero 40 min before the end (EKS user guide
@@ -188,20 +188,9 @@ def test_the_stop_by_time_is_the_block_end_less_the_scale_down_lead_and_a_margin
     # The loop reads back what the workload stack writes.
     assert loop._time(STOP) == at(END) - 50 * 60
     block = {"start": "2026-12-01T11:30:00Z", "end": END}
-    shape = dict(
-        name="g",
-        instance_type="trn1.32xlarge",
-        az_id="usw2-az4",
-        az_name="us-west-2d",
-        neuron_devices=16,
-        neuron_cores=32,
-        efa_interfaces=8,
-        min_size=0,
-        max_size=2,
-    )
-    group = NodeGroup(**shape, capacity_type="CAPACITY_BLOCK", capacity_block=block)
+    group = trainium_group(name="g", max_size=2, capacity_type="CAPACITY_BLOCK", capacity_block=block)
     assert gang_watchdog.stop_by(group) == {loop.STOP_BY: STOP}
-    assert gang_watchdog.stop_by(NodeGroup(**shape, capacity_type="ON_DEMAND")) == {}
+    assert gang_watchdog.stop_by(trainium_group(name="g", max_size=2)) == {}
 
 
 def test_a_running_volcano_job_on_a_block_is_aborted_at_its_stop_by_time_and_stays_resumable() -> None:

@@ -34,6 +34,7 @@ from infra.specs.placement import Zone
 from infra.validate import parse_stack_config
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
+from tests.node_groups import trainium_group
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -957,23 +958,10 @@ def test_pods_select_a_group_without_the_provisioner_label():
     (the new provisioner's nodes carry the other value) until every workload stack was re-run. The
     selector leaves out only the stack's own value; a group's label of the same key with a value of
     its own still tells groups apart."""
-    from infra.contract import NodeGroup
 
-    def group(provisioner: str) -> NodeGroup:
-        return NodeGroup(
-            name="g",
-            instance_type="trn1.32xlarge",
-            az_id="usw2-az4",
-            az_name="us-west-2d",
-            neuron_devices=16,
-            neuron_cores=32,
-            efa_interfaces=8,
-            labels={"instance-type": "trn1-32xl", "provisioner": provisioner},
-            taints=[],
-            min_size=0,
-            max_size=2,
-            capacity_type="ON_DEMAND",
-        )
+    def group(provisioner: str) -> Any:
+        labels = {"instance-type": "trn1-32xl", "provisioner": provisioner}
+        return trainium_group(name="g", labels=labels, taints=[], max_size=2)
 
     assert (
         group("cluster-autoscaler").node_selector
