@@ -185,6 +185,16 @@ TRAINING_IMAGE_TAG = "2026.11.1"
 # changed, and to a tag `make images` has pushed (ECR keeps the last 30 tags of each image); a bump
 # re-runs the staging Jobs, which skip what is already on FSx.
 STAGING_IMAGE_TAG = "2026.11.1"
+# The last PyTorch/XLA training line for Trainium1: PyTorch 2.9 (torch-neuronx 2.9.0.2.14.27725),
+# Python 3.12, Ubuntu 24.04. Neuron 2.31 was the last SDK to ship torch-neuronx 2.9 (Neuron docs
+# v2.32.0 setup/pytorch/update-manual: "torch-neuronx (PyTorch/XLA) is not included in Neuron
+# 2.32.0 ... use the latest Neuron release that ships it, Neuron 2.31"), but the newest official
+# training container for it is SDK 2.30.0's: aws-neuron/deep-learning-containers README at tags
+# 2.31.0, 2.31.1 and 2.32.0 lists PyTorch 2.9.0 training images up to sdk2.30.0 and only JAX for
+# 2.31, and pytorch/training/2.9.0/Dockerfile.neuronx is the same at 2.30.0 and 2.31.1 (runtime
+# 2.32.31.0, collectives 2.32.28.0, neuronx-cc 2.25.3371.0, neuronx_distributed 0.19.28093,
+# neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
+NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
 # AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
 # BERT script; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
 NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
