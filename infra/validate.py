@@ -6,7 +6,7 @@ Sits above ``infra.specs`` so the config layer never imports a computation.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pulumi
@@ -16,6 +16,7 @@ from infra.config.base import validated
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
+from infra.facts.pins import for_terminal
 from infra.config.rules import (
     advisories,
     deploy_problems,
@@ -32,15 +33,20 @@ from infra.specs.system_capacity import system_fit_problem
 def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
     config = validated(StackConfig, raw, key_name)
-    problems = semantic_problems(config) + plan_problems(config) + end_of_support(config, datetime.now(UTC).date())[0]
+    problems = semantic_problems(config) + plan_problems(config)
     if problems:
         raise ConfigError(problems)
     return config
 
 
-def load() -> StackConfig:
-    """The running stack's configuration, validated."""
-    return parse_stack_config(raw_from_pulumi_config(engine_config()))
+def load(today: date | None = None) -> StackConfig:
+    """The running stack's configuration, validated, and its pins against their end of support
+    (infra/config/rules.py ``end_of_support``, as of ``today``, the clock's date unless given)."""
+    config = parse_stack_config(raw_from_pulumi_config(engine_config()))
+    refused, _ = end_of_support(config, today or datetime.now(UTC).date())
+    if refused:
+        raise ConfigError(refused)
+    return config
 
 
 def check_against_the_account(config: StackConfig) -> None:
@@ -84,6 +90,8 @@ def check_api_reachable(config: StackConfig) -> None:
     if not deploy.deploying():
         for advisory in advisories(config):
             pulumi.log.warn(advisory)
+        for warning in end_of_support(config, datetime.now(UTC).date())[1]:
+            pulumi.log.warn(for_terminal(warning))
         return
     problems = deploy_problems(config, deploy.egress_ipv4)
     if problems:

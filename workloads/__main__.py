@@ -16,7 +16,8 @@ from infra import contract
 from infra.components.kube import kubeconfig_for
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config
-from workloads import bert, checks, layouts, nemo_llama2, ray_llama2, schedule
+from infra.facts.pins import for_terminal
+from workloads import bert, checks, layouts, nemo_llama2, pins, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
@@ -28,6 +29,12 @@ from workloads.settings import WorkloadsConfig, parse_workloads_config
 from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
 
 config = parse_workloads_config(engine_config())
+# The images' pins against their end of support, before anything is declared.
+unsupported, support_warnings = pins.end_of_support(config, datetime.now(UTC).date())
+if unsupported:
+    raise ConfigError(unsupported, source="workload configuration")
+for warning in support_warnings:
+    pulumi.log.warn(for_terminal(warning))
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
 # The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
 kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)

@@ -372,6 +372,12 @@ class WorkloadsConfig(ConfigModel):
         default=None,
         description="Cluster acceptance test: per-node Neuron/EFA/FSx checks and an all-reduce across nodes.",
     )
+    end_of_support_acknowledged: dict[str, str] = Field(
+        default={},
+        description="Pins of the images this stack runs kept past their end of support, each named (e.g. "
+        "neuron-sdk-2.21) with the reason; the plan refuses such a pin otherwise (infra/facts/support.py) and "
+        "warns 90 days ahead.",
+    )
 
     def on(self, name: str) -> Any:
         """The settings of workload ``name`` when it is switched on, else None."""

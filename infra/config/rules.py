@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from infra.config import naming as rules
@@ -29,9 +29,19 @@ from infra.config.models import (
 )
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
-from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
-from infra.facts.support import EKS_KUBERNETES_SUPPORT, WARN_DAYS, kubernetes_pin
-from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
+from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
+from infra.facts.pins import (
+    CHART_FEATURES,
+    Pin,
+    chart_pin,
+    image_pins,
+    minor,
+    mpi_operator_pin,
+    repository_pins,
+    verdicts,
+)
+from infra.facts.support import kubernetes_pin
+from infra.facts.versions import ETCD_IMAGE, EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -94,43 +104,52 @@ def _documentation_problem(i: int, cidr: str) -> str:
     )
 
 
-def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:
-    """(refusals, warnings) for the stack's Kubernetes minor against its EKS support dates
-    (infra/facts/support.py): refused once past the end that applies (standard support under
-    upgradePolicy STANDARD, when EKS upgrades the control plane itself; extended under EXTENDED)
-    unless ``endOfSupportAcknowledged`` names it; warned WARN_DAYS ahead, and while acknowledged."""
-    ack_key = key_name(("endOfSupportAcknowledged",))
-    known = [kubernetes_pin(minor) for minor in EKS_KUBERNETES_SUPPORT]
-    wrong = [
-        f"{ack_key}.{name} = {reason!r}: "
-        + (f"not a pin the plan knows; allowed: {', '.join(known)}" if name not in known else "needs a reason")
-        for name, reason in config.end_of_support_acknowledged.items()
-        if name not in known or not reason.strip()
+def cluster_pins(config: StackConfig) -> list[Pin]:
+    """Every pin this cluster stack deploys (infra/facts/pins.py): its Kubernetes minor, the AMI release
+    of each Trainium group (supported as long as the minor it is built for), the cluster software its
+    features switch on, the burn-in image when a training group has the burn-in, and what every
+    deploy runs with (Pulumi, its packages, TorchX, the workflows' actions)."""
+    found = [
+        Pin(key_name(("kubernetesVersion",)), config.kubernetes_version, kubernetes_pin(config.kubernetes_version))
     ]
-    support = EKS_KUBERNETES_SUPPORT.get(config.kubernetes_version)
-    if wrong or support is None:
-        return wrong, []
-    pin = kubernetes_pin(config.kubernetes_version)
-    extended = config.upgrade_policy == "EXTENDED"
-    ends = support.extended_ends if extended else support.standard_ends
-    kind = "extended" if extended else "standard"
-    key = key_name(("kubernetesVersion",))
-    forward = "raise kubernetesVersion one minor at a time (docs/architecture.md, Kubernetes upgrades)"
-    when = f"EKS {kind} support for Kubernetes {config.kubernetes_version} ends {ends.isoformat()} ({support.source})"
-    if today > ends:
-        if pin in config.end_of_support_acknowledged:
-            reason = config.end_of_support_acknowledged[pin]
-            return [], [f"{key} = {config.kubernetes_version!r}: {when}; kept by {ack_key}.{pin}: {reason}"]
-        # Past the end, EKS upgrades the control plane itself, and this stack would declare a version
-        # the cluster no longer runs (its next `up` tries a downgrade).
-        consequence = "EKS upgrades the control plane itself, past the version this stack declares"
-        return [
-            f"{key} = {config.kubernetes_version!r}: {when}, and {consequence}; allowed: {forward}, or keep it "
-            f"with a reason in {ack_key} ({pin}: <why>)"
-        ], []
-    if (ends - today).days <= WARN_DAYS:
-        return [], [f"{key} = {config.kubernetes_version!r}: {when}, in {(ends - today).days} days; {forward}"]
-    return [], []
+    found += [
+        Pin(
+            key_name(("acceleratorNodeGroups", i, "amiReleaseVersion")),
+            group.ami_release_version,
+            kubernetes_pin(minor(group.ami_release_version)),
+        )
+        for i, group in enumerate(config.accelerator_node_groups)
+        if group.ami_release_version
+    ]
+    found += [chart_pin(name) for name, feature in CHART_FEATURES.items() if getattr(config.features, feature)]
+    if config.node_provisioner == "karpenter":
+        found += [chart_pin("karpenter-crd"), chart_pin("karpenter")]
+    if config.features.cluster_autoscaler:
+        # Its release follows a Kubernetes minor, and lives as long as that minor.
+        runs_for, release = autoscaler_release(config.kubernetes_version)
+        found.append(Pin("infra/facts/versions.py CLUSTER_AUTOSCALER", release.image_tag, kubernetes_pin(runs_for)))
+    if config.features.mpi_operator:
+        found.append(mpi_operator_pin())
+    if config.features.torchx_etcd:
+        found += image_pins(ETCD_IMAGE, "TorchX rendezvous")
+    if any(g.burn_in and trains(g.instance_type) for g in config.accelerator_node_groups):
+        found += image_pins(BURN_IN_IMAGE.base, "the burn-in image")
+    return found + repository_pins()
+
+
+def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) for every pin the stack deploys against its support row
+    (infra/facts/support.py): refused once past its end unless ``endOfSupportAcknowledged`` keeps it
+    by name with a reason; warned WARN_DAYS ahead, and while kept. A Kubernetes minor's end is
+    standard support's under upgradePolicy STANDARD (when EKS upgrades the control plane itself),
+    extended support's under EXTENDED."""
+    return verdicts(
+        cluster_pins(config),
+        config.end_of_support_acknowledged,
+        key_name(("endOfSupportAcknowledged",)),
+        today,
+        extended=config.upgrade_policy == "EXTENDED",
+    )
 
 
 def advisories(config: StackConfig) -> list[str]:
@@ -149,7 +168,6 @@ def advisories(config: StackConfig) -> list[str]:
             "CLUSTER_AUTOSCALER (infra/facts/versions.py) once kubernetes/autoscaler publishes it"
         )
     notes += unchecked_capacity_block_windows(config)
-    notes += end_of_support(config, datetime.now(UTC).date())[1]
     return notes
 
 
