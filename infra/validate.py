@@ -16,7 +16,6 @@ from infra.config.base import validated
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import StackConfig, key_name
-from infra.facts.pins import for_terminal
 from infra.config.rules import (
     advisories,
     deploy_problems,
@@ -27,6 +26,7 @@ from infra.config.rules import (
     provisioner_switch_problem,
     semantic_problems,
 )
+from infra.facts.pins import for_terminal
 from infra.specs.system_capacity import system_fit_problem
 
 

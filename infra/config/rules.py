@@ -41,7 +41,7 @@ from infra.facts.pins import (
     verdicts,
 )
 from infra.facts.support import kubernetes_pin
-from infra.facts.versions import ETCD_IMAGE, EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
+from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, ETCD_IMAGE, autoscaler_release
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"

@@ -332,8 +332,9 @@ SUPPORT: dict[str, Support] = {
     "aws-actions/configure-aws-credentials-v6": _action("aws-actions/configure-aws-credentials", "v6.2.3"),
     "pulumi/actions-v7": _action("pulumi/actions", "v7.0.0"),
 }
-# Ray minors in KubeRay's supported range, one per line: a release the ray-llama2 image moves to.
-SUPPORT.update({f"ray-{minor}": _ray_in_kuberay_range(minor) for minor in ()})
+# Ray minors in KubeRay's supported range, one per line: the release the ray-llama2 image moves to.
+RAY_MINORS_IN_KUBERAY_RANGE: tuple[str, ...] = ()
+SUPPORT.update({f"ray-{minor}": _ray_in_kuberay_range(minor) for minor in RAY_MINORS_IN_KUBERAY_RANGE})
 
 
 def row_names() -> list[str]:
