@@ -1,6 +1,6 @@
-"""The workload stack's pins: the images its workloads run, each read where it is set (the build
-arguments `make images` passes, tools/push_images.py BUILD_ARGS, and the images the stack runs
-as they are), checked against their end of support like the cluster stack's (infra/facts/pins.py
+"""The workload stack's pins: the images its workloads run, each read where it is set
+(infra/facts/versions.py, through infra/facts/neuron.py TRAINING_IMAGES for the Trainium images'
+bases), checked against their end of support like the cluster stack's (infra/facts/pins.py
 ``verdicts``), before any resource is declared."""
 
 from __future__ import annotations
@@ -8,21 +8,22 @@ from __future__ import annotations
 from datetime import date
 
 from infra.facts import versions
+from infra.facts.neuron import TRAINING_IMAGES
 from infra.facts.pins import Pin, image_pins, ray_row, verdicts
-from tools.push_images import BUILD_ARGS
 from workloads.checks import IMAGES
 from workloads.settings import WorkloadsConfig, key_name
 
-# Build arguments that name an image (its tag names its versions), and those that pin a release of
-# something with a support row of its own.
-IMAGE_ARGS = ("NEURON_DLC", "PYTHON_IMAGE")
-RELEASE_ARGS = {
-    "RAY_VERSION": ray_row,
-    "NEMO_MEGATRON_COMMIT": lambda _: "neuronx-nemo-megatron",
+# Each image's base (docker/<name>/Dockerfile FROM): the Trainium images' as infra/facts/neuron.py
+# TRAINING_IMAGES records them, cmd-shell's the python image.
+BASES = {image.name: image.base for image in TRAINING_IMAGES} | {"cmd-shell": versions.PYTHON_SLIM_IMAGE}
+# What else an image's build pins that has a support row of its own (infra/facts/versions.py constants).
+# Everything else its build pins is code or data at a commit or digest (the training scripts, the
+# tokenizer), the release matching the image's SDK, whose row covers it; tests/test_support.py
+# checks the two lists against the build arguments `make images` passes (tools/push_images.py).
+RELEASES = {
+    "ray-llama2": {"RAY_VERSION": ray_row},
+    "nemo-megatron": {"NEMO_MEGATRON_COMMIT": lambda _: "neuronx-nemo-megatron"},
 }
-# Build arguments that pin code or data at a commit or digest, which has no support window of its
-# own: the training scripts are the release matching the image's SDK, whose row covers them.
-UNDATED_ARGS = ("BERT_SAMPLES_COMMIT", "RAY_LLAMA2_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256")
 # The gang watchdog and the step gates run the python image as it is (workloads/gang_watchdog.py,
 # workloads/step_gate.py) beside these workloads' jobs.
 WATCHED = ("bert_pretraining", "ray_llama2", "nemo_llama2", "cluster_check")
@@ -42,13 +43,10 @@ def images_run(config: WorkloadsConfig) -> list[str]:
 def workload_pins(config: WorkloadsConfig) -> list[Pin]:
     pins = []
     for image in images_run(config):
-        for arg, value in BUILD_ARGS[image].items():
-            if arg in IMAGE_ARGS:
-                pins += image_pins(value, f"docker/{image}")
-            elif arg in RELEASE_ARGS:
-                pins.append(
-                    Pin(f"tools/push_images.py BUILD_ARGS[{image!r}][{arg!r}]", value, RELEASE_ARGS[arg](value))
-                )
+        pins += image_pins(BASES[image], f"docker/{image}")
+        for name, row in RELEASES.get(image, {}).items():
+            value = getattr(versions, name)
+            pins.append(Pin(f"infra/facts/versions.py {name} (docker/{image})", value, row(value)))
     if any(config.on(w) is not None for w in WATCHED):
         pins += image_pins(versions.PYTHON_SLIM_IMAGE, "gang watchdog, step gates")
     if (board := config.on("tensorboard")) is not None and board.load_balancer is not None:
