@@ -219,7 +219,7 @@ SUPPORT: dict[str, Support] = {
         "NxD Training 1.7 in NEURON_DLC_PYTORCH_2_9",
     ),
     # --- Python of each image ---
-    "python-3.10": Support("Python 3.10", date(2026, 10, 1), f"{_PYTHON}: 2026-10", _TO_2_9 + " (Python 3.12)"),
+    "python-3.10": Support("Python 3.10", date(2026, 10, 1), f"{_PYTHON}: 2026-10", _TO_2_9),
     "python-3.11": Support(
         "Python 3.11", date(2027, 10, 1), f"{_PYTHON}: 2027-10", "a python 3.12 or newer slim image"
     ),
@@ -229,14 +229,14 @@ SUPPORT: dict[str, Support] = {
         "Ubuntu 20.04",
         date(2025, 4, 1),
         f"{_UBUNTU}: Apr 2025; Neuron publishes no Ubuntu 20.04 DLC from 2.22 ({_NEURON} announce-eos-u20-dlamis.rst)",
-        _TO_2_9 + " (Ubuntu 24.04)",
+        _TO_2_9,
     ),
     "ubuntu-22.04": Support(
         "Ubuntu 22.04",
         date(2027, 4, 1),
         f"{_UBUNTU}: Apr 2027; Neuron publishes no Ubuntu 22.04 DLC from 2.30 ({_NEURON} "
         "announce-eos-ubuntu-22-04-dlami-dlc.rst, which also gives April 2027)",
-        _TO_2_9 + " (Ubuntu 24.04)",
+        _TO_2_9,
     ),
     "ubuntu-24.04": Support("Ubuntu 24.04", date(2029, 4, 1), f"{_UBUNTU}: Apr 2029", "Ubuntu 26.04"),
     "debian-12": Support(

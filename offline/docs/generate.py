@@ -212,6 +212,45 @@ def pinned_versions(root: Path = REPO_ROOT) -> str:
     return reference.markdown_table(rows, ("what", "pinned as", "version")) + "\n"
 
 
+def support_dates(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "prod")) -> str:
+    """Every support row of infra/facts/support.py: its end, the step forward, the source, and which
+    shipped stack files deploy a pin of it (cluster stack, workload stack), kept or not."""
+    from infra.config.rules import cluster_pins
+    from infra.facts import support
+    from infra.validate import parse_stack_config
+    from offline.plan.command import WORKLOADS_DIR
+    from offline.plan.runner import stack_config
+    from workloads.pins import workload_pins
+    from workloads.settings import parse_workloads_config
+
+    used: dict[str, list[str]] = {}
+    for stack in stacks:
+        cluster = parse_stack_config(raw_from_stack(root, stack))
+        workloads = parse_workloads_config(stack_config(root / WORKLOADS_DIR, stack))
+        for pins, kept, project in (
+            (cluster_pins(cluster), cluster.end_of_support_acknowledged, "cluster"),
+            (workload_pins(workloads), workloads.end_of_support_acknowledged, "workloads"),
+        ):
+            for row in dict.fromkeys(p.row for p in pins):
+                used.setdefault(row, []).append(f"{stack} {project}" + (" (kept)" if row in kept else ""))
+    rows = []
+    for name in support.row_names():
+        row = support.support(name)
+        rows.append((f"`{name}`", row.what, row.shown_end, ", ".join(used.get(name, [])) or "-", row.forward, row.source))
+    return (
+        reference.markdown_table(rows, ("pin", "what", "support ends", "deployed by", "step forward", "source"))
+        + "\n"
+    )
+
+
+def raw_from_stack(root: Path, stack: str) -> dict[str, Any]:
+    """The cluster stack file's settings as the program reads them."""
+    from infra.config.load import raw_from_pulumi_config
+    from offline.plan.runner import stack_config
+
+    return raw_from_pulumi_config(stack_config(root, stack))
+
+
 def cost_box(plans: Plans) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
     cluster_cost, work_cost = _estimates(plans)["dev"]
@@ -369,6 +408,7 @@ PAGE_BLOCKS = {
     "docs/architecture.md": lambda plans: {
         "pictures": architecture_pictures(plans),
         "pinned versions": pinned_versions(),
+        "support dates": support_dates(),
         "layout": layout.layout_markdown(REPO_ROOT),
     },
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},

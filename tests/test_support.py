@@ -1,0 +1,276 @@
+"""Every pin knows its end of support: each pin the stacks deploy answers to a row of
+infra/facts/support.py (end date or none announced, source, step forward), read from where it is
+set; the plan warns 90 days ahead and refuses a pin past its end unless the stack file keeps it by
+name with a reason. Dates are injected: nothing here turns red as the calendar moves, except the
+shipped stacks' horizon, which the table itself gives."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+import pytest
+
+from infra.config.rules import cluster_pins, end_of_support
+from infra.facts import pins, support, versions
+from infra.facts.neuron import TRAINING_IMAGES
+from infra.facts.pins import Pin, for_terminal, verdicts
+from infra.validate import parse_stack_config
+from offline.plan.runner import REPO_ROOT, stack_config
+from tools.push_images import BUILD_ARGS
+from workloads import pins as workload_pins
+from workloads.settings import parse_workloads_config
+
+TODAY = date(2026, 11, 28)
+ACK = "trainium-eks:endOfSupportAcknowledged"
+
+# infra/facts/versions.py constants that are no version with a support window of their own: an AMI
+# type, a repository path, a URL built from a pinned version, our own image tags, and code or data at
+# a commit or digest (the training scripts match the image's SDK release, whose row covers them).
+UNDATED_CONSTANTS = {
+    "NEURON_AMI_TYPE",
+    "CORE_AMI_TYPE",
+    "EFA_DEVICE_PLUGIN_REPOSITORY",
+    "MPI_OPERATOR_MANIFEST",
+    "TRAINING_IMAGE_TAG",
+    "STAGING_IMAGE_TAG",
+    "BERT_SAMPLES_COMMIT",
+    "RAY_LLAMA2_COMMIT",
+    "LLAMA2_TOKENIZER_REVISION",
+    "LLAMA2_TOKENIZER_SHA256",
+}
+# Build arguments of the same kind (tools/push_images.py BUILD_ARGS).
+UNDATED_BUILD_ARGS = {"BERT_SAMPLES_COMMIT", "RAY_LLAMA2_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256"}
+
+
+def everything_on(**extra: object) -> dict[str, str]:
+    """A workload stack config with every workload on, the RedPajama staging and TensorBoard's proxy."""
+    config = {
+        "trainium-workloads:clusterStack": "organization/trainium-eks/dev",
+        "trainium-workloads:dataStaging": '{"wikicorpus": true, "redpajama": true, "cmdShell": true}',
+        "trainium-workloads:bertPretraining": '{"nodeGroup": "trn1-32xl-ng1"}',
+        "trainium-workloads:rayLlama2": '{"nodeGroup": "trn1n-32xl-ng"}',
+        "trainium-workloads:nemoLlama2": '{"nodeGroup": "trn1-32xl-ng1"}',
+        "trainium-workloads:tensorboard": '{"loadBalancer": {"allowedCidrs": ["10.0.0.0/8"]}}',
+        "trainium-workloads:clusterCheck": '{"nodeGroup": "trn1-32xl-ng1"}',
+        "trainium-workloads:hfToken": "hf_stand_in",
+    }
+    return {**config, **{f"trainium-workloads:{k}": v for k, v in extra.items()}}
+
+
+def test_every_pin_of_every_configuration_has_a_support_row():
+    """Completeness: the pins of a cluster stack with everything on, under either provisioner and on
+    every Kubernetes minor EKS offers, and of a workload stack running every image, all have rows."""
+    known = set(support.row_names())
+    found: list[Pin] = []
+    for minor in versions.EKS_KUBERNETES_VERSIONS:
+        for provisioner in ("cluster-autoscaler", "karpenter"):
+            config = parse_stack_config({"region": "us-west-2", "kubernetesVersion": minor})
+            found += cluster_pins(config.model_copy(update={"node_provisioner": provisioner}))
+    found += workload_pins.workload_pins(parse_workloads_config(everything_on()))
+    assert {p.row for p in found} - known == set()
+    # Every image-like constant (the next training line included), every chart, the engine,
+    # the packages and the actions.
+    images = [
+        v for n, v in vars(versions).items() if n.isupper() and isinstance(v, str) and re.match(r"[\w.-]+\.\w+/.+:", v)
+    ]
+    assert len(images) >= 7
+    assert {row for image in images for row in pins.image_rows(image)} - known == set()
+    assert set(versions.CHARTS) - {"cluster-autoscaler"} <= set(pins.CHART_ROWS)
+    assert {"pulumi-3", "pulumi-aws-7", "pulumi-eks-4", "pulumi-kubernetes-4", "torchx-0.7"} <= {
+        p.row for p in pins.repository_pins()
+    }
+    assert {p.row for p in pins.repository_pins()} - known == set()
+
+
+def test_every_versions_constant_is_read_as_a_pin_or_says_why_it_has_no_support_window():
+    """A constant added to infra/facts/versions.py fails here until it is read as a pin (infra/facts/pins.py,
+    workloads/pins.py) or listed above with why it has no end of its own."""
+    read = {"KUBERNETES_VERSION", "MPI_OPERATOR_VERSION", "ETCD_IMAGE", "PYTHON_SLIM_IMAGE", "NGINX_UNPRIVILEGED_IMAGE"}
+    read |= {pins.constant_name(image.base) for image in TRAINING_IMAGES}
+    read |= {name for releases in workload_pins.RELEASES.values() for name in releases}
+    read |= {n for n, v in vars(versions).items() if n.startswith("NEURON_DLC_") and pins.image_rows(v)}
+    constants = {n for n, v in vars(versions).items() if n.isupper() and isinstance(v, str)}
+    assert constants - read - UNDATED_CONSTANTS == set()
+
+
+def test_the_workload_stack_reads_every_build_argument_make_images_passes():
+    """workloads/pins.py reads each image's base from infra/facts (the import graph keeps workloads
+    from tools/): it must be the base `make images` builds on, and every other build argument either
+    has a row (RELEASES) or is code at a commit."""
+    for image, args in BUILD_ARGS.items():
+        bases = [v for a, v in args.items() if a in ("NEURON_DLC", "PYTHON_IMAGE")]
+        assert bases == [workload_pins.BASES[image]], image
+        rest = set(args) - {"NEURON_DLC", "PYTHON_IMAGE"} - set(workload_pins.RELEASES.get(image, {}))
+        assert rest <= UNDATED_BUILD_ARGS, (image, rest)
+        for name in workload_pins.RELEASES.get(image, {}):
+            assert args[name] == getattr(versions, name)
+
+
+def test_every_row_has_a_source_and_a_step_forward():
+    for name in support.row_names():
+        row = support.support(name)
+        assert row.what and row.source and row.forward, name
+        assert row.ends is None or isinstance(row.ends, date)
+    assert support.support("pulumi-3").shown_end == "none announced"
+
+
+def test_dlc_tags_name_their_sdk_framework_python_and_ubuntu():
+    assert pins.image_rows(versions.NEURON_DLC_PYTORCH_2_9) == [
+        "neuron-sdk-2.30",
+        "pytorch-xla-2.9",
+        "python-3.12",
+        "ubuntu-24.04",
+    ]
+    assert pins.image_rows(versions.NEURON_DLC_RAY) == [
+        "neuron-sdk-2.18",
+        "pytorch-xla-1.13",
+        "python-3.10",
+        "ubuntu-20.04",
+    ]
+    assert pins.image_rows(versions.PYTHON_SLIM_IMAGE) == ["python-3.11", "debian-12"]
+    with pytest.raises(ValueError, match="no rule in infra/facts/pins.py"):
+        pins.image_rows("public.ecr.aws/some/other:1.0")
+
+
+PIN = Pin("infra/facts/versions.py NGINX_UNPRIVILEGED_IMAGE (proxy)", "nginx-unprivileged:1.29.3-alpine", "nginx-1.29")
+ENDS = support.support("nginx-1.29").ends
+
+
+def check(today: date, kept: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    assert ENDS is not None
+    return verdicts([PIN], kept or {}, ACK, today)
+
+
+def test_a_pin_89_days_from_its_end_is_warned_naming_the_pin_the_date_and_the_step_forward():
+    assert ENDS is not None
+    assert check(ENDS - timedelta(days=91)) == ([], [])
+    [], [warning] = check(ENDS - timedelta(days=89))
+    assert warning == (
+        "infra/facts/versions.py NGINX_UNPRIVILEGED_IMAGE (proxy) = 'nginx-unprivileged:1.29.3-alpine': nginx 1.29 "
+        f"(mainline) (nginx-1.29) ends {ENDS.isoformat()}, in 89 days; step forward: nginx-unprivileged 1.30 "
+        "(stable) or the current mainline"
+    )
+    assert "in 0 days" in check(ENDS)[1][0]
+
+
+def test_a_pin_past_its_end_is_refused_with_the_key_the_value_and_what_is_allowed():
+    assert ENDS is not None
+    [refusal], [] = check(ENDS + timedelta(days=1))
+    assert refusal.startswith(
+        "infra/facts/versions.py NGINX_UNPRIVILEGED_IMAGE (proxy) = 'nginx-unprivileged:1.29.3-alpine': nginx 1.29 "
+        f"(mainline) (nginx-1.29) ended {ENDS.isoformat()} (endoflife.date/api/nginx.json"
+    )
+    assert refusal.endswith(
+        "; allowed: nginx-unprivileged 1.30 (stable) or the current mainline, or keep it with a reason in "
+        f"{ACK} (nginx-1.29: <why>)"
+    )
+
+
+def test_a_kept_pin_is_warned_with_its_reason_and_an_unknown_or_empty_acknowledgement_is_refused():
+    assert ENDS is not None
+    [], [kept] = check(ENDS + timedelta(days=1), {"nginx-1.29": "the proxy moves next sprint"})
+    assert f"ended {ENDS.isoformat()}; kept by {ACK}.nginx-1.29: the proxy moves next sprint; step forward:" in kept
+    (typo,), [] = check(ENDS + timedelta(days=1), {"ngnix-1.29": "soon"})
+    assert typo.startswith(f"{ACK}.ngnix-1.29 = 'soon': not a pin the plan knows; allowed: kubernetes-1.32, ")
+    assert "nginx-1.29" in typo
+    (empty,), [] = check(ENDS + timedelta(days=1), {"nginx-1.29": " "})
+    assert empty == f"{ACK}.nginx-1.29 = ' ': needs a reason"
+    # Kept while not past its end, or not deployed: said, so the list shrinks with the pins.
+    [], [early] = check(ENDS - timedelta(days=200), {"nginx-1.29": "just in case"})
+    assert early == f"{ACK}.nginx-1.29: kept, but nothing this stack deploys is past nginx-1.29's end; drop it"
+    [], [stale] = check(ENDS - timedelta(days=200), {"ray-2.22": "the old image"})
+    assert stale.startswith(f"{ACK}.ray-2.22: kept, but")
+
+
+def test_pins_sharing_a_row_are_named_in_one_message():
+    image = Pin("infra/facts/versions.py NEURON_DLC_RAY (docker/ray-llama2)", "x", "python-3.10")
+    burn_in = Pin("infra/facts/versions.py NEURON_DLC_PYTORCH_2_5 (the burn-in image)", "y", "python-3.10")
+    [refusal], [] = verdicts([image, burn_in], {}, ACK, date(2026, 10, 2))
+    assert refusal.startswith(f"{image.key} = 'x'; {burn_in.key} = 'y': Python 3.10 (python-3.10) ended 2026-10-01")
+
+
+def test_the_cluster_stack_checks_each_group_ami_release_as_long_as_its_minor():
+    """An AMI release is superseded, not end-of-lifed: it is supported as long as the minor it is built for."""
+    config = parse_stack_config(
+        {
+            "region": "us-west-2",
+            "kubernetesVersion": "1.34",
+            "upgradePolicy": "STANDARD",
+            "endOfSupportAcknowledged": {n: "test" for n in ("neuron-sdk-2.21", "pytorch-xla-2.5", "python-3.10")},
+        }
+    )
+    refused, _ = end_of_support(config, date(2026, 12, 3))
+    [kubernetes] = [r for r in refused if "(kubernetes-1.34)" in r]
+    assert kubernetes.startswith("trainium-eks:kubernetesVersion = '1.34'; trainium-eks:acceleratorNodeGroups[0].")
+    assert "EKS upgrades the control plane itself, past the version this stack declares; allowed: raise" in kubernetes
+
+
+def test_the_workload_stack_checks_the_images_it_runs_and_only_those():
+    tensorboard_only = parse_workloads_config(
+        {"trainium-workloads:clusterStack": "o/trainium-eks/dev", "trainium-workloads:tensorboard": "{}"}
+    )
+    assert {p.row for p in workload_pins.workload_pins(tensorboard_only)} == {"python-3.11", "debian-12"}
+    refused, _ = workload_pins.end_of_support(tensorboard_only, TODAY)
+    assert [r.split(": ")[0] for r in refused] == [
+        "infra/facts/versions.py PYTHON_SLIM_IMAGE (docker/cmd-shell) = 'python:3.11.14-slim-bookworm'"
+    ]
+    assert refused[0].endswith(
+        "keep it with a reason in trainium-workloads:endOfSupportAcknowledged (debian-12: <why>)"
+    )
+    rows = {p.row for p in workload_pins.workload_pins(parse_workloads_config(everything_on()))}
+    assert {"ray-2.22", "neuronx-nemo-megatron", "nginx-1.29", "neuron-sdk-2.18"} <= rows
+
+
+SHIPPED = ("dev", "prod")
+
+
+def shipped(stack: str) -> list[tuple[str, list[Pin], dict[str, str], bool]]:
+    from infra.config.load import raw_from_pulumi_config
+
+    cluster = parse_stack_config(raw_from_pulumi_config(stack_config(REPO_ROOT, stack)))
+    work = parse_workloads_config(stack_config(REPO_ROOT / "workloads", stack))
+    return [
+        (
+            "trainium-eks:endOfSupportAcknowledged",
+            cluster_pins(cluster),
+            cluster.end_of_support_acknowledged,
+            cluster.upgrade_policy == "EXTENDED",
+        ),
+        (
+            "trainium-workloads:endOfSupportAcknowledged",
+            workload_pins.workload_pins(work),
+            work.end_of_support_acknowledged,
+            False,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_the_shipped_stacks_plan_green_until_the_horizon_the_table_gives(stack):
+    """Green on 2026-11-28 and every day up to the first end of a row they deploy and do not keep:
+    the table, not the clock, says how long; past it the same check refuses."""
+    for key, found, kept, extended in shipped(stack):
+        ends = [support.support(p.row, extended).ends for p in found if p.row not in kept]
+        horizon = min(e for e in ends if e is not None)
+        assert horizon > TODAY
+        for day in (TODAY, horizon):
+            refused, warned = verdicts(found, kept, key, day, extended)
+            assert refused == [], (day, refused)
+            assert not [w for w in warned if "drop it" in w], warned
+        assert verdicts(found, kept, key, horizon + timedelta(days=1), extended)[0]
+    # Today the cluster stacks' nearest end is Kubernetes 1.35's standard support.
+    assert min(
+        support.support(p.row).ends or date.max for p in shipped(stack)[0][1] if p.row not in shipped(stack)[0][2]
+    ) == date(2027, 3, 27)
+
+
+def test_plan_warnings_fit_an_80_column_terminal():
+    text = "x " * 30 + "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04 " * 2
+    lines = for_terminal(text).splitlines()
+    assert all(len(line) <= 80 for line in lines) and len(lines) > 2
+    assert re.sub(r"\s+", "", for_terminal(text)) == re.sub(r"\s+", "", text)
+    for stack in SHIPPED:
+        for key, found, kept, extended in shipped(stack):
+            for warning in verdicts(found, kept, key, TODAY, extended)[1]:
+                assert all(len(line) <= 80 for line in for_terminal(warning).splitlines())
