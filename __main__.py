@@ -53,6 +53,7 @@ wanted_addons = addons.wanted(
 addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
 # EKS made an access entry for whoever created the cluster; a second one would be refused.
 creator_admins = lookups.bootstrap_admins(config.cluster_name, config.cluster_admins, cloud.deployer_arn)
+validate.check_end_of_support(config)
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}

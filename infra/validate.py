@@ -39,14 +39,21 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
     return config
 
 
-def load(today: date | None = None) -> StackConfig:
-    """The running stack's configuration, validated, and its pins against their end of support
-    (infra/config/rules.py ``end_of_support``, as of ``today``, the clock's date unless given)."""
-    config = parse_stack_config(raw_from_pulumi_config(engine_config()))
-    refused, _ = end_of_support(config, today or datetime.now(UTC).date())
+def load() -> StackConfig:
+    """The running stack's configuration, validated."""
+    return parse_stack_config(raw_from_pulumi_config(engine_config()))
+
+
+def check_end_of_support(config: StackConfig, today: date | None = None) -> None:
+    """The stack's pins against their end of support (infra/config/rules.py ``end_of_support``, as of
+    ``today``, the clock's date unless given): refused past it unless the stack file keeps them,
+    warned ahead of it and while kept. Checked once the rest of the configuration is sound, so a
+    mistyped setting is reported for what it is, and before any resource is declared."""
+    refused, warnings = end_of_support(config, today or datetime.now(UTC).date())
     if refused:
         raise ConfigError(refused)
-    return config
+    for warning in warnings:
+        pulumi.log.warn(for_terminal(warning))
 
 
 def check_against_the_account(config: StackConfig) -> None:
@@ -90,8 +97,6 @@ def check_api_reachable(config: StackConfig) -> None:
     if not deploy.deploying():
         for advisory in advisories(config):
             pulumi.log.warn(advisory)
-        for warning in end_of_support(config, datetime.now(UTC).date())[1]:
-            pulumi.log.warn(for_terminal(warning))
         return
     problems = deploy_problems(config, deploy.egress_ipv4)
     if problems:

@@ -43,10 +43,17 @@ def dev_groups_at(kubernetes_version: str) -> list[dict[str, Any]]:
     return [{**g, "amiReleaseVersion": compatible_ami_release(kubernetes_version)} for g in groups]
 
 
+def shipped_acknowledgements(project_dir: Path = REPO_ROOT) -> dict[str, str]:
+    """What the shipped dev stack file of the project in ``project_dir`` keeps past its end of support
+    (``endOfSupportAcknowledged``): the pins of the images the repository builds today."""
+    config = yaml.safe_load((project_dir / "Pulumi.dev.yaml").read_text())["config"]
+    return next((v for k, v in config.items() if k.endswith(":endOfSupportAcknowledged")), {})
+
+
 def kept_past_support(kubernetes_version: str) -> dict[str, str]:
     """endOfSupportAcknowledged for a test that plans ``kubernetes_version`` whatever the date: a minor
     past its EKS support is refused otherwise (infra/facts/support.py), and these tests plan old
-    minors on purpose (the upgrade steps from them)."""
+    minors on purpose (the upgrade steps from them); with what the shipped stack keeps besides."""
     from infra.facts.support import kubernetes_pin
 
-    return {kubernetes_pin(kubernetes_version): "a test plans the upgrade from it"}
+    return {**shipped_acknowledgements(), kubernetes_pin(kubernetes_version): "a test plans the upgrade from it"}

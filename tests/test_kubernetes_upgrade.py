@@ -259,38 +259,43 @@ def test_each_minor_runs_its_own_cluster_autoscaler_release_and_one_without_is_w
 
 def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_with_a_reason():
     """infra/facts/support.py: EKS standard support for 1.34 ends 2026-12-02 (EKS release calendar);
-    under upgradePolicy STANDARD, EKS then upgrades the control plane itself."""
+    under upgradePolicy STANDARD, EKS then upgrades the control plane itself. The groups' AMI releases,
+    built for 1.34, live as long as it and are named in the same message."""
     from datetime import date
 
     from infra.config.rules import end_of_support
     from infra.facts.support import EKS_KUBERNETES_SUPPORT
     from infra.facts.versions import EKS_KUBERNETES_VERSIONS
     from infra.validate import parse_stack_config
+    from tests.project_copy import shipped_acknowledgements
 
     assert set(EKS_KUBERNETES_SUPPORT) == set(EKS_KUBERNETES_VERSIONS)
+    images = shipped_acknowledgements()  # the burn-in image's lines, kept as the shipped stacks keep them
 
     def check(today: date, **config: object) -> tuple[list[str], list[str]]:
-        kept = config.pop("kept", {})
+        kept = {**images, **config.pop("kept", {})}  # type: ignore[dict-item]
         raw = {"region": "us-west-2", "kubernetesVersion": "1.34", "endOfSupportAcknowledged": kept, **config}
-        with_pin = {**raw, "endOfSupportAcknowledged": kept_past_support("1.34")}
-        return end_of_support(
-            parse_stack_config(with_pin).model_copy(update={"end_of_support_acknowledged": kept}), today
-        )
+        refused, warned = end_of_support(parse_stack_config(raw), today)
+        return refused, [w for w in warned if "kubernetes-1.34" in w]
 
-    refused, warned = check(date(2026, 11, 27))
-    assert refused == [] and warned[0].startswith(
-        "trainium-eks:kubernetesVersion = '1.34': EKS standard support for Kubernetes 1.34 ends 2026-12-02"
+    pinned = (
+        "trainium-eks:kubernetesVersion = '1.34'; "
+        "trainium-eks:acceleratorNodeGroups[0].amiReleaseVersion = '1.34.9-20260625'; "
+        "trainium-eks:acceleratorNodeGroups[1].amiReleaseVersion = '1.34.9-20260625'; "
+        "infra/facts/versions.py CLUSTER_AUTOSCALER = 'v1.34.2'"
     )
-    assert "in 5 days; raise kubernetesVersion one minor at a time" in warned[0]
+    refused, [warned] = check(date(2026, 11, 27))
+    assert refused == [] and warned.startswith(
+        f"{pinned}: EKS standard support for Kubernetes 1.34 (kubernetes-1.34) ends 2026-12-02, in 5 days; "
+        "step forward: raise kubernetesVersion one minor at a time"
+    )
     (refusal,), [] = check(date(2026, 12, 3))
     assert "EKS upgrades the control plane itself, past the version this stack declares; allowed: raise " in refusal
     assert refusal.endswith(
         "or keep it with a reason in trainium-eks:endOfSupportAcknowledged (kubernetes-1.34: <why>)"
     )
     [], (kept,) = check(date(2026, 12, 3), kept={"kubernetes-1.34": "the team upgrades on 2026-12-10"})
-    assert kept.endswith(
-        "kept by trainium-eks:endOfSupportAcknowledged.kubernetes-1.34: the team upgrades on 2026-12-10"
-    )
+    assert "kept by trainium-eks:endOfSupportAcknowledged.kubernetes-1.34: the team upgrades on 2026-12-10" in kept
     # Under EXTENDED the end that matters is extended support's.
     assert check(date(2026, 12, 3), upgradePolicy="EXTENDED") == ([], [])
     assert check(date(2027, 12, 3), upgradePolicy="EXTENDED")[0]
@@ -299,6 +304,9 @@ def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_
     assert typo.startswith("trainium-eks:endOfSupportAcknowledged.kubernets-1.34 = 'soon': not a pin the plan knows")
     (empty,), [] = check(date(2026, 11, 27), kept={"kubernetes-1.34": " "})
     assert empty == "trainium-eks:endOfSupportAcknowledged.kubernetes-1.34 = ' ': needs a reason"
-    # The shipped minor today: nothing to say.
-    config = parse_stack_config({"region": "us-west-2", "kubernetesVersion": "1.35"})
-    assert end_of_support(config, date(2026, 11, 27)) == ([], [])
+    # The shipped minor today: nothing to say about it.
+    config = parse_stack_config(
+        {"region": "us-west-2", "kubernetesVersion": "1.35", "endOfSupportAcknowledged": images}
+    )
+    refused, warned = end_of_support(config, date(2026, 11, 27))
+    assert refused == [] and not [w for w in warned if "kubernetes-" in w]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -267,7 +268,12 @@ def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.replace(str(tmp_path), "OUT") == planned_dev.stdout.replace(str(planned_dev.out), "OUT")
-    assert run.stderr == planned_dev.stderr == ""
+    # stderr holds only the warnings for the pins the dev stack files keep past their end of support
+    # (infra/facts/pins.py), each wrapped to an 80-column terminal; the in-process plan's programs may
+    # have run (and warned) earlier in this worker, so its stderr is not compared.
+    warnings = re.split(r"\n(?! )", run.stderr.strip())
+    assert warnings and all("endOfSupportAcknowledged." in " ".join(w.split()) for w in warnings), run.stderr
+    assert max(len(line) for line in run.stderr.splitlines()) <= 80
     written = {p.relative_to(planned_dev.out): p.read_bytes() for p in planned_dev.out.rglob("*") if p.is_file()}
     assert len(written) > 30
     assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == written

@@ -234,9 +234,13 @@ def plan_prod_with_ray(prod: PlanResult) -> RayPlan:
     """The prod workload stack with Ray Llama-2 switched on (prod ships with it off) on prod's trn1n group."""
     from offline.plan.mocks import StackOutputs
     from offline.plan.runner import stack_config
+    from tests.project_copy import shipped_acknowledgements
 
     config = stack_config(WORKLOADS_DIR, "prod")
     config["trainium-workloads:rayLlama2"] = json.dumps({"nodeGroup": "trn1n-32xl-ng", "workers": 2})
+    # The ray-llama2 image's pins past their end, as the dev stack (which runs it) keeps them.
+    kept = json.loads(config["trainium-workloads:endOfSupportAcknowledged"]) | shipped_acknowledgements(WORKLOADS_DIR)
+    config["trainium-workloads:endOfSupportAcknowledged"] = json.dumps(kept)
     references = {config["trainium-workloads:clusterStack"]: StackOutputs(prod.outputs, frozenset(prod.secret_outputs))}
     secrets = {HF_TOKEN_KEY: STAND_IN_TOKEN}
     return RayPlan(

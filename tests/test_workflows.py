@@ -765,7 +765,11 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
         for k, v in stack_config(REPO_ROOT / "workloads", "dev").items()
         if v.startswith("{")
     }
-    bumped = {k: {**v, "imageTag": "2099.1.1"} for k, v in config.items() if k != "dataStaging"}
+    bumped = {
+        k: {**v, "imageTag": "2099.1.1"}
+        for k, v in config.items()
+        if k not in ("dataStaging", "endOfSupportAcknowledged")
+    }
 
     def wait(planned):
         waiting = waiting_steps(planned.registrations, state)

@@ -29,12 +29,6 @@ from workloads.settings import WorkloadsConfig, parse_workloads_config
 from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
 
 config = parse_workloads_config(engine_config())
-# The images' pins against their end of support, before anything is declared.
-unsupported, support_warnings = pins.end_of_support(config, datetime.now(UTC).date())
-if unsupported:
-    raise ConfigError(unsupported, source="workload configuration")
-for warning in support_warnings:
-    pulumi.log.warn(for_terminal(warning))
 cluster_stack = pulumi.StackReference("cluster", stack_name=config.cluster_stack)
 # The cluster exports a kubeconfig bound to no profile; this stack's own aws:profile is added.
 kubeconfig = cluster_stack.get_output("kubeconfig").apply(lambda kc: kubeconfig_for(kc, config.profile) if kc else kc)
@@ -63,13 +57,19 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     cluster = contract.parse_contract(outputs, config.cluster_stack)
     now = datetime.now(UTC).replace(microsecond=0)
     # Each workload on its own first; the whole schedule only once each one is sound.
-    problems = checks.workload_problems(config, cluster, now, previous_admissions) or schedule.schedule_problems(
-        layouts.job_chains(config, cluster), cluster
+    # The images' pins against their end of support last, once the settings are sound.
+    unsupported, support_warnings = pins.end_of_support(config, now.date())
+    problems = (
+        checks.workload_problems(config, cluster, now, previous_admissions)
+        or schedule.schedule_problems(layouts.job_chains(config, cluster), cluster)
+        or unsupported
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
     for warning in checks.workload_warnings(config):
         pulumi.log.warn(warning)
+    for warning in support_warnings:
+        pulumi.log.warn(for_terminal(warning))
     declared = declare_workloads(config, cluster)
     admissions, _ = checks.step_admissions(config, cluster, previous_admissions, now)
     return {**declared, "stepAdmissions": admissions} if admissions else declared

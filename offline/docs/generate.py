@@ -231,15 +231,16 @@ def support_dates(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
             (cluster_pins(cluster), cluster.end_of_support_acknowledged, "cluster"),
             (workload_pins(workloads), workloads.end_of_support_acknowledged, "workloads"),
         ):
-            for row in dict.fromkeys(p.row for p in pins):
-                used.setdefault(row, []).append(f"{stack} {project}" + (" (kept)" if row in kept else ""))
+            for name in dict.fromkeys(p.row for p in pins):
+                used.setdefault(name, []).append(f"{stack} {project}" + (" (kept)" if name in kept else ""))
     rows = []
     for name in support.row_names():
         row = support.support(name)
-        rows.append((f"`{name}`", row.what, row.shown_end, ", ".join(used.get(name, [])) or "-", row.forward, row.source))
+        rows.append(
+            (f"`{name}`", row.what, row.shown_end, ", ".join(used.get(name, [])) or "-", row.forward, row.source)
+        )
     return (
-        reference.markdown_table(rows, ("pin", "what", "support ends", "deployed by", "step forward", "source"))
-        + "\n"
+        reference.markdown_table(rows, ("pin", "what", "support ends", "deployed by", "step forward", "source")) + "\n"
     )
 
 
