@@ -274,3 +274,21 @@ def test_plan_warnings_fit_an_80_column_terminal():
         for key, found, kept, extended in shipped(stack):
             for warning in verdicts(found, kept, key, TODAY, extended)[1]:
                 assert all(len(line) <= 80 for line in for_terminal(warning).splitlines())
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_the_plan_summary_lists_the_dated_pins_soonest_first_in_80_columns(stack):
+    from offline.report.support import deployed, section
+
+    rows, extended = deployed(REPO_ROOT, stack)
+    lines = section(rows, extended)
+    assert lines[0].startswith("End of support") and max(len(line) for line in lines) <= 80
+    listed = [line.split()[0] for line in lines[1:] if not line.strip().startswith("and ")]
+    ends = [support.support(name, extended).ends for name in listed]
+    assert ends == sorted(ends) and "kubernetes-1.35" in listed  # type: ignore[type-var]
+    kept = [line for line in lines if "(kept)" in line]
+    assert kept and all(support.support(line.split()[0]).ends < TODAY for line in kept)  # type: ignore[operator]
+    assert (
+        lines[-1]
+        == f"    and {sum(1 for n in rows if support.support(n, extended).ends is None)} pins with no end announced"
+    )

@@ -215,24 +215,16 @@ def pinned_versions(root: Path = REPO_ROOT) -> str:
 def support_dates(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "prod")) -> str:
     """Every support row of infra/facts/support.py: its end, the step forward, the source, and which
     shipped stack files deploy a pin of it (cluster stack, workload stack), kept or not."""
-    from infra.config.rules import cluster_pins
     from infra.facts import support
-    from infra.validate import parse_stack_config
-    from offline.plan.command import WORKLOADS_DIR
-    from offline.plan.runner import stack_config
-    from workloads.pins import workload_pins
-    from workloads.settings import parse_workloads_config
+    from offline.report.support import deployed
 
     used: dict[str, list[str]] = {}
     for stack in stacks:
-        cluster = parse_stack_config(raw_from_stack(root, stack))
-        workloads = parse_workloads_config(stack_config(root / WORKLOADS_DIR, stack))
-        for pins, kept, project in (
-            (cluster_pins(cluster), cluster.end_of_support_acknowledged, "cluster"),
-            (workload_pins(workloads), workloads.end_of_support_acknowledged, "workloads"),
-        ):
-            for name in dict.fromkeys(p.row for p in pins):
-                used.setdefault(name, []).append(f"{stack} {project}" + (" (kept)" if name in kept else ""))
+        for name, projects in deployed(root, stack)[0].items():
+            used.setdefault(name, []).extend(
+                f"{stack} {project.removeprefix('trainium-')}" + (" (kept)" if kept else "")
+                for project, kept in projects
+            )
     rows = []
     for name in support.row_names():
         row = support.support(name)
@@ -242,14 +234,6 @@ def support_dates(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
     return (
         reference.markdown_table(rows, ("pin", "what", "support ends", "deployed by", "step forward", "source")) + "\n"
     )
-
-
-def raw_from_stack(root: Path, stack: str) -> dict[str, Any]:
-    """The cluster stack file's settings as the program reads them."""
-    from infra.config.load import raw_from_pulumi_config
-    from offline.plan.runner import stack_config
-
-    return raw_from_pulumi_config(stack_config(root, stack))
 
 
 def cost_box(plans: Plans) -> str:
@@ -298,6 +282,7 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     from offline.plan.command import BOOTSTRAP_DIR, WORKLOADS_DIR, offline_secrets
     from offline.plan.runner import stack_config
     from offline.report import render
+    from offline.report.support import deployed, section
 
     cluster, workloads = plans["dev"]
     region = cluster.outputs["region"]
@@ -315,7 +300,8 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
     stand_ins = sorted(offline_secrets(root / WORKLOADS_DIR, "dev", stack_config(root / WORKLOADS_DIR, "dev")))
-    return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
+    rows, extended = deployed(root, "dev")
+    return "```text\n" + render.summary(shown, region, stand_ins, support_lines=section(rows, extended)) + "\n```\n"
 
 
 def offline_tables() -> str:

@@ -27,7 +27,7 @@ from typing import NoReturn
 from infra.config.errors import ConfigError
 from offline.plan import policy_run as policy_pack
 from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
-from offline.report import plan_output, render, report
+from offline.report import plan_output, render, report, support
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         "offline/plan/fixtures.py and infra/facts/instances.py, not from AWS."
     )
     print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
-    print(render.summary(shown, region, stand_ins))
+    rows, extended = support.deployed(project_dir, args.stack, has_workloads)
+    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended)))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
         print(

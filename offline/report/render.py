@@ -256,8 +256,15 @@ def planned(result: PlanResult, estimate: dict[str, Any] | None, policy: Any, wr
     )
 
 
-def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], width: int = WIDTH) -> str:
-    """The closing summary: resources per project, cost, policy findings, where the files went."""
+def summary(
+    planned: Sequence[Planned],
+    region: str,
+    stand_ins: Sequence[str],
+    width: int = WIDTH,
+    support_lines: Sequence[str] = (),
+) -> str:
+    """The closing summary: resources per project, cost, policy findings, the pins' end of support
+    (``support_lines``, offline/report/support.py), where the files went."""
     lines = ["Resources:"]
     for p in planned:
         lines.append(f"    {CREATE} {len(p.result.registrations):>4} to create   {p.result.project}/{p.result.stack}")
@@ -300,6 +307,8 @@ def summary(planned: Sequence[Planned], region: str, stand_ins: Sequence[str], w
         for finding in p.findings:
             lines += wrap(finding, "      ", width, first="    ")
     lines.append("")
+    if support_lines:
+        lines += [*support_lines, ""]
     lines.append("Files:")
     for p in planned:
         lines += wrap(f"{p.written}/resources.json, manifests/", "      ", width, first="    ")
