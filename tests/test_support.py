@@ -292,3 +292,11 @@ def test_the_plan_summary_lists_the_dated_pins_soonest_first_in_80_columns(stack
         lines[-1]
         == f"    and {sum(1 for n in rows if support.support(n, extended).ends is None)} pins with no end announced"
     )
+
+
+def test_a_pin_without_a_row_is_refused_not_a_crash():
+    new_ray = Pin("infra/facts/versions.py RAY_VERSION (docker/ray-llama2)", "2.99.0", pins.ray_row("2.99.0"))
+    [refusal], [] = verdicts([new_ray], {}, ACK, TODAY)
+    assert refusal.startswith(
+        "infra/facts/versions.py RAY_VERSION (docker/ray-llama2) = '2.99.0': no row ray-2.99 in infra/facts/support.py"
+    )

@@ -175,10 +175,17 @@ def verdicts(
         by_row.setdefault(pin.row, []).append(pin)
     refusals, warnings = [], []
     for name, group in by_row.items():
+        pinned = "; ".join(f"{p.key} = {p.value!r}" for p in dict.fromkeys(group))
+        if name not in known:
+            # A new line (a Ray minor, a chart's next minor) nobody has looked up yet.
+            refusals.append(
+                f"{pinned}: no row {name} in infra/facts/support.py, so nothing says when its support ends; "
+                "allowed: a pin with a row, or add the row (its end date or None, the source, the step forward)"
+            )
+            continue
         row = support(name, extended)
         if row.ends is None:
             continue
-        pinned = "; ".join(f"{p.key} = {p.value!r}" for p in dict.fromkeys(group))
         ends = row.ends.isoformat()
         if today > row.ends and name in acknowledged:
             warnings.append(
