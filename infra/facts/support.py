@@ -142,7 +142,7 @@ def _action(name: str, read_at: str) -> Support:
         f"GitHub action {name} {read_at.split('.')[0]}",
         None,
         f"{name} action.yml at {read_at} runs on node24; GitHub has announced no end for the node24 "
-        "runtime in the sources read (it removed node20 in 2026)",
+        "runtime in the sources read",
         "the newest release of the same major (a SHA pin with its version comment)",
     )
 
@@ -192,8 +192,8 @@ SUPPORT: dict[str, Support] = {
         "PyTorch/XLA training on Neuron (PyTorch 2.9, the last XLA line)",
         date(2026, 5, 21),
         f"{_NEURON} about-neuron/announcements/neuron2.x/announce-no-support-pytorch-xla-training.rst: not supported "
-        "for training from Neuron 2.30.0 (2026-05-21); Neuron docs (latest) frameworks/torch: torch-neuronx in "
-        "maintenance (critical and security fixes) as of 2.32",
+        "for training from Neuron 2.30.0 (2026-05-21); Neuron docs (latest) archive/frameworks/torch/index: "
+        "torch-neuronx in maintenance (critical and security fixes) as of 2.32",
         _TRN1_LAST,
     ),
     # --- Neuron training libraries ---

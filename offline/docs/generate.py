@@ -277,12 +277,12 @@ def tool_versions(root: Path = REPO_ROOT) -> str:
 
 
 def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
-    """The closing summary `make plan` prints for dev (offline/report/render.py), as the README shows it."""
+    """The closing summary `make plan` prints for dev (offline/report/render.py), as the README shows it:
+    all but its end-of-support lines."""
     from offline.plan import policy_run
     from offline.plan.command import BOOTSTRAP_DIR, WORKLOADS_DIR, offline_secrets
     from offline.plan.runner import stack_config
     from offline.report import render
-    from offline.report.support import deployed, section
 
     cluster, workloads = plans["dev"]
     region = cluster.outputs["region"]
@@ -300,8 +300,8 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
     bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
     stand_ins = sorted(offline_secrets(root / WORKLOADS_DIR, "dev", stack_config(root / WORKLOADS_DIR, "dev")))
-    rows, extended = deployed(root, "dev")
-    return "```text\n" + render.summary(shown, region, stand_ins, support_lines=section(rows, extended)) + "\n```\n"
+    # Without the end-of-support lines: docs/architecture.md has the whole table, and the README stays short.
+    return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
 
 
 def offline_tables() -> str:

@@ -1,7 +1,7 @@
 """Which support rows (infra/facts/support.py) a stack's files deploy, for `make plan`'s closing summary
 and the documentation's table: the rows with an end date, soonest first, each with the projects that
-pin it and whether their stack file keeps it past its end. No day counts, so the README's copy of
-the summary stays the same from one day to the next; the warnings count the days."""
+pin it and whether their stack file keeps it past its end. No day counts, so the lines stay the same
+from one day to the next; the warnings count the days."""
 
 from __future__ import annotations
 
