@@ -335,7 +335,9 @@ def _run_script(
     return out.stderr + out.stdout
 
 
-TABLE_16 = "\n".join(f"| {i}      | 2        | 32 GB  | 10:1e.0 |" for i in range(16))
+# neuron-ls's table as the tools in the burn-in image print it (aws-neuron-sdk v2.30.0
+# tools/neuron-sys-tools/neuron-ls.rst): device, NeuronCore count, NeuronCore ids, memory, ...
+TABLE_16 = "\n".join(f"| {i:<6} | 2      | {2 * i}-{2 * i + 1:<5} | 32 GB  | 10:1e.0 |" for i in range(16))
 
 
 def test_a_healthy_node_passes(tmp_path):
@@ -682,7 +684,7 @@ def test_the_policy_pack_reports_a_failing_combination():
         ],
     }
     [burn] = [m for m in violations("neuron-compatibility", *stack(gated)) if "burn-in" in m]
-    assert "cannot run the burn-in image (Neuron SDK 2.21.0, runtime 2.23.110.0)" in burn
+    assert "cannot run the burn-in image (Neuron SDK 2.30.0, runtime 2.32.31.0)" in burn
     assert violations("neuron-compatibility", *stack({"releaseVersion": "1.34.9-20260625"})) == []
     # Unpinned: the latest AMI, refused alike, the fix naming the release for the group's minor.
     unpinned = violations("neuron-compatibility", *stack({"version": "1.34"}))
@@ -766,7 +768,7 @@ def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in
     assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
     with pytest.raises(ConfigError) as err:
         _config(amiReleaseVersion="1.35.2-20260707")
-    assert "the burn-in image (Neuron SDK 2.21.0: runtime 2.23.110.0" in str(err.value)
+    assert "the burn-in image (Neuron SDK 2.30.0: runtime 2.32.31.0" in str(err.value)
     with pytest.raises(ConfigError) as err:
         _config(amiReleaseVersion="1.35.2-20260707", burnIn=False)
     assert "burn-in image" not in str(err.value)

@@ -26,6 +26,7 @@ from infra.facts.versions import (
     KUBERNETES_VERSION,
     NEURON_DLC_PYTORCH_1_13,
     NEURON_DLC_PYTORCH_2_5,
+    NEURON_DLC_PYTORCH_2_9,
     NEURON_DLC_RAY,
 )
 
@@ -134,7 +135,7 @@ TRAINING_IMAGES: tuple[TrainingImage, ...] = (
 # burnIn: its runtime must work with the node's driver like the training images', or every node fails
 # its burn-in and none takes a job.
 BURN_IN_IMAGE = TrainingImage(
-    "neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test", where="the burn-in image"
+    "neuron-burn-in", NEURON_DLC_PYTORCH_2_9, "aws-neuronx-tools nccom-test", where="the burn-in image"
 )
 
 
