@@ -273,7 +273,7 @@ def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_
     images = shipped_acknowledgements()  # the burn-in image's lines, kept as the shipped stacks keep them
 
     def check(today: date, **config: object) -> tuple[list[str], list[str]]:
-        kept = {**images, **config.pop("kept", {})}  # type: ignore[dict-item]
+        kept = {**images, **config.pop("kept", {})}
         raw = {"region": "us-west-2", "kubernetesVersion": "1.34", "endOfSupportAcknowledged": kept, **config}
         refused, warned = end_of_support(parse_stack_config(raw), today)
         return refused, [w for w in warned if "kubernetes-1.34" in w]
