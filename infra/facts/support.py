@@ -255,16 +255,21 @@ SUPPORT: dict[str, Support] = {
     "neuron-helm-chart-1.9": Support(
         "Neuron Helm chart 1.9",
         None,
-        f"aws-neuron/neuron-helm-charts {_NO_POLICY} (no policy file; releases list versions only)",
+        f"aws-neuron/neuron-helm-charts {_NO_POLICY} (no policy file in the repository; GitHub releases list "
+        "component versions only)",
         "neuron-helm-chart 1.10.0",
     ),
     "efa-device-plugin-0.5": Support(
-        "EFA device plugin chart 0.5", None, f"aws/eks-charts {_NO_POLICY}", "its newest chart in aws/eks-charts"
+        "EFA device plugin chart 0.5",
+        None,
+        f"aws/eks-charts {_NO_POLICY} (stable/aws-efa-k8s-device-plugin/README.md at 5239609: values only)",
+        "its newest chart in aws/eks-charts",
     ),
     "aws-fsx-csi-driver-1.17": Support(
         "FSx for Lustre CSI driver chart 1.17",
         None,
-        f"kubernetes-sigs/aws-fsx-csi-driver {_NO_POLICY}",
+        f"kubernetes-sigs/aws-fsx-csi-driver {_NO_POLICY} (docs/README.md at 5b22712: Kubernetes and CSI "
+        "compatibility matrices only)",
         "its newest chart",
     ),
     "volcano-1.15": Support(
@@ -282,7 +287,11 @@ SUPPORT: dict[str, Support] = {
         "the newest KubeRay minor",
     ),
     "metrics-server-3.13": Support(
-        "metrics-server chart 3.13", None, f"kubernetes-sigs/metrics-server {_NO_POLICY}", "its newest chart"
+        "metrics-server chart 3.13",
+        None,
+        f"kubernetes-sigs/metrics-server {_NO_POLICY} (README.md at 5ed5d3a, Compatibility Matrix: Kubernetes "
+        "versions per minor only)",
+        "its newest chart",
     ),
     "karpenter-1.14": Support(
         "Karpenter 1.14",
@@ -323,8 +332,15 @@ SUPPORT: dict[str, Support] = {
     "pulumi-eks-4": Support("pulumi-eks 4", None, _PULUMI_PROVIDERS, "the newest 4.x"),
     "pulumi-kubernetes-4": Support("pulumi-kubernetes 4", None, _PULUMI_PROVIDERS, "the newest 4.x"),
     "pulumi-random-4": Support("pulumi-random 4", None, _PULUMI_PROVIDERS, "the newest 4.x"),
-    "pulumi-policy-1": Support("pulumi-policy 1", None, f"pulumi/pulumi-policy {_NO_POLICY}", "the newest 1.x"),
-    "torchx-0.7": Support("TorchX 0.7", None, f"pytorch/torchx {_NO_POLICY}", "the newest TorchX release"),
+    "pulumi-policy-1": Support(
+        "pulumi-policy 1", None, f"pulumi/pulumi-policy {_NO_POLICY} (README.md at 805bcbc)", "the newest 1.x"
+    ),
+    "torchx-0.7": Support(
+        "TorchX 0.7",
+        None,
+        f"pytorch/torchx {_NO_POLICY} (README.md at b72ba03; no policy file)",
+        "the newest TorchX release",
+    ),
     # --- GitHub actions (.github/workflows/*.yml) ---
     "actions/checkout-v7": _action("actions/checkout", "v7.0.1"),
     "actions/setup-python-v7": _action("actions/setup-python", "v7.0.0"),
