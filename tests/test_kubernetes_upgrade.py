@@ -295,7 +295,7 @@ def test_a_minor_past_its_eks_support_is_refused_unless_the_stack_file_keeps_it_
         "or keep it with a reason in trainium-eks:endOfSupportAcknowledged (kubernetes-1.34: <why>)"
     )
     [], (kept,) = check(date(2026, 12, 3), kept={"kubernetes-1.34": "the team upgrades on 2026-12-10"})
-    assert "kept by trainium-eks:endOfSupportAcknowledged.kubernetes-1.34: the team upgrades on 2026-12-10" in kept
+    assert "(kubernetes-1.34) ended 2026-12-02; kept by trainium-eks:endOfSupportAcknowledged; step forward: " in kept
     # Under EXTENDED the end that matters is extended support's.
     assert check(date(2026, 12, 3), upgradePolicy="EXTENDED") == ([], [])
     assert check(date(2027, 12, 3), upgradePolicy="EXTENDED")[0]

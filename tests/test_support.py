@@ -170,7 +170,10 @@ def test_a_pin_past_its_end_is_refused_with_the_key_the_value_and_what_is_allowe
 def test_a_kept_pin_is_warned_with_its_reason_and_an_unknown_or_empty_acknowledgement_is_refused():
     assert ENDS is not None
     [], [kept] = check(ENDS + timedelta(days=1), {"nginx-1.29": "the proxy moves next sprint"})
-    assert f"ended {ENDS.isoformat()}; kept by {ACK}.nginx-1.29: the proxy moves next sprint; step forward:" in kept
+    assert kept == (
+        f"{PIN.key} = {PIN.value!r}: nginx 1.29 (mainline) (nginx-1.29) ended {ENDS.isoformat()}; kept by "
+        f"{ACK}; step forward: nginx-unprivileged 1.30 (stable) or the current mainline"
+    )
     (typo,), [] = check(ENDS + timedelta(days=1), {"ngnix-1.29": "soon"})
     assert typo.startswith(f"{ACK}.ngnix-1.29 = 'soon': not a pin the plan knows; allowed: kubernetes-1.32, ")
     assert "nginx-1.29" in typo

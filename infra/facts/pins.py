@@ -158,7 +158,8 @@ def verdicts(
 ) -> tuple[list[str], list[str]]:
     """(refusals, warnings): a pin past its row's end is refused unless ``acknowledged`` keeps the row
     by name with a reason (then warned); one within WARN_DAYS of it is warned. A refusal cites the row's
-    source; a warning leaves it to the pins table (docs/architecture.md), to stay short. An acknowledgement the
+    source; a warning leaves it to the pins table (docs/architecture.md), and a kept pin's reason to the
+    stack file, to stay short. An acknowledgement the
     plan does not know, or without a reason, is refused; one this stack does not need is warned, so a
     stack file's list shrinks with its pins. ``extended``: Kubernetes rows end with extended support."""
     known = row_names()
@@ -174,6 +175,8 @@ def verdicts(
     for pin in pins:
         by_row.setdefault(pin.row, []).append(pin)
     refusals, warnings = [], []
+    # Kept rows, merged per pin and step forward: an image's SDK, framework, Python and OS in one message.
+    kept_ended: dict[tuple[str, str], list[str]] = {}
     for name, group in by_row.items():
         pinned = "; ".join(f"{p.key} = {p.value!r}" for p in dict.fromkeys(group))
         if name not in known:
@@ -188,10 +191,7 @@ def verdicts(
             continue
         ends = row.ends.isoformat()
         if today > row.ends and name in acknowledged:
-            warnings.append(
-                f"{pinned}: {row.what} ({name}) ended {ends}; kept by {ack_key}.{name}: {acknowledged[name]}; "
-                f"step forward: {row.forward}"
-            )
+            kept_ended.setdefault((pinned, row.forward), []).append(f"{row.what} ({name}) ended {ends}")
         elif today > row.ends:
             refusals.append(
                 f"{pinned}: {row.what} ({name}) ended {ends} ({row.source}){row.after}; allowed: {row.forward}, "
@@ -202,6 +202,10 @@ def verdicts(
                 f"{pinned}: {row.what} ({name}) ends {ends}, in {(row.ends - today).days} days; "
                 f"step forward: {row.forward}"
             )
+    warnings = [
+        f"{pinned}: {', '.join(ended)}; kept by {ack_key}; step forward: {forward}"
+        for (pinned, forward), ended in kept_ended.items()
+    ] + warnings
     kept = [
         f"{ack_key}.{name}: kept, but nothing this stack deploys is past {name}'s end; drop it"
         for name in acknowledged
