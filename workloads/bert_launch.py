@@ -44,7 +44,7 @@ def model_settings(run: BertRun) -> dict[str, object]:
     learning-rate schedule runs to the script's fixed max_steps)."""
     return {
         "script": versions.BERT_SAMPLES_COMMIT,
-        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_5,  # bert-pretrain's base (tools/push_images.py)
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_9,  # bert-pretrain's base (tools/push_images.py)
         "nnodes": run.nnodes,
         "nproc_per_node": run.nproc_per_node,
         "batch_size": run.batch_size,
