@@ -167,9 +167,6 @@ MPI_OPERATOR_MANIFEST = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
 )
 
-# torch elastic's etcd rendezvous speaks the etcd v2 API, which 3.6 removed: stay on 3.5.
-ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
-
 
 # --- training images and code ------------------------------------------------------------------
 # docker/ builds these images (`make images`); the workload stacks run them. Each Dockerfile's
