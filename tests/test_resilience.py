@@ -416,7 +416,7 @@ def test_the_run_directory_follows_the_neuron_sdk_the_image_is_built_on(monkeypa
     assert bert_launch.model_settings(run)["neuron_sdk_image"] == BUILD_ARGS["bert-pretrain"]["NEURON_DLC"]
     before = bert_launch.run_dir(run)
     monkeypatch.setattr(
-        versions, "NEURON_DLC_PYTORCH_2_5", versions.NEURON_DLC_PYTORCH_2_5.replace("sdk2.21.0", "sdk2.22.0")
+        versions, "NEURON_DLC_PYTORCH_2_9", versions.NEURON_DLC_PYTORCH_2_9.replace("sdk2.30.0", "sdk2.31.0")
     )
     assert bert_launch.run_dir(run) != before
 
