@@ -238,9 +238,7 @@ def test_long_running_services_have_probes_and_helpers_have_limits(all_pods) -> 
         if obj == "tensorboard":
             for c in containers(spec):
                 assert "livenessProbe" in c and "readinessProbe" in c, (name, c["name"])
-        if obj in ("tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith(
-            "/launcher"
-        ):
+        if obj in ("tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith("/launcher"):
             for c in containers(spec):
                 assert {"cpu", "memory"} <= c["resources"]["limits"].keys(), (name, c["name"])
                 assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), (name, c["name"])

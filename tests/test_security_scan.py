@@ -112,7 +112,10 @@ def test_the_scan_sees_controller_made_pods(findings: list[Finding]) -> None:
 
 
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
-    assert checkov_scan.object_key("kubernetes", "Deployment.research.tensorboard", "/x.yaml") == "Deployment/research/tensorboard"
+    assert (
+        checkov_scan.object_key("kubernetes", "Deployment.research.tensorboard", "/x.yaml")
+        == "Deployment/research/tensorboard"
+    )
     assert (
         checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile")
         == "Dockerfile/nemo-megatron"

@@ -19,6 +19,7 @@ from infra.facts.versions import CHARTS, MPI_OPERATOR_MANIFEST
 
 KUBERAY_NAMESPACE = "kuberay-system"
 
+
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable}
     capability = {k: v for k, v in (("cpu", queue.cpu), ("memory", queue.memory)) if v is not None}
