@@ -25,7 +25,6 @@ from infra.facts.versions import (
     CHARTS,
     KUBERNETES_VERSION,
     NEURON_DLC_PYTORCH_1_13,
-    NEURON_DLC_PYTORCH_2_5,
     NEURON_DLC_PYTORCH_2_9,
     NEURON_DLC_RAY,
 )

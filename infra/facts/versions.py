@@ -192,9 +192,8 @@ STAGING_IMAGE_TAG = "2026.11.1"
 # 2.32.31.0, collectives 2.32.28.0, neuronx-cc 2.25.3371.0, neuronx_distributed 0.19.28093,
 # neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
 NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
-# AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
-# burn-in; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
-NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+# AWS Neuron deep learning containers (public.ecr.aws/neuron): torch 1.13 for the two Llama-2
+# stacks, whose code was written against it.
 NEURON_DLC_PYTORCH_1_13 = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.20.2-ubuntu20.04"
 NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.18.2-ubuntu20.04"
 # Training code, fetched at these commits.
