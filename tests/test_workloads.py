@@ -147,6 +147,14 @@ def test_bert_torchrun_meets_at_rank_0s_c10d_store_with_one_worker_per_neuroncor
     assert compile_["command"][4].endswith("--steps_this_run 10")
 
 
+def test_the_gang_waits_for_rank_0s_store_longer_than_rank_0_may_wait_for_the_run_directory() -> None:
+    # Replica 0 starts torchrun, which hosts the store, only once its shell holds the run directory's
+    # lock (resumable.take_lock); the others keep connecting for read_timeout meanwhile.
+    from workloads import bert_launch, resumable
+
+    assert bert_launch.RDZV_READ_TIMEOUT_SECONDS > resumable.LOCK_WAIT_SECONDS + 120
+
+
 def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workloads_dev: PlanResult) -> None:
     staging = registration(workloads_dev, "Job", "stage-wikicorpus")
     precompile = registration(workloads_dev, "Job", "bert-precompile")
