@@ -41,7 +41,7 @@ from infra.facts.pins import (
     verdicts,
 )
 from infra.facts.support import kubernetes_pin
-from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, ETCD_IMAGE, autoscaler_release
+from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -130,8 +130,6 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
         found.append(Pin("infra/facts/versions.py CLUSTER_AUTOSCALER", release.image_tag, kubernetes_pin(runs_for)))
     if config.features.mpi_operator:
         found.append(mpi_operator_pin())
-    if config.features.torchx_etcd:
-        found += image_pins(ETCD_IMAGE, "TorchX rendezvous")
     if any(g.burn_in and trains(g.instance_type) for g in config.accelerator_node_groups):
         found += image_pins(BURN_IN_IMAGE.base, "the burn-in image")
     return found + repository_pins()

@@ -53,7 +53,6 @@ _DLC = re.compile(r"/pytorch-training-neuronx:(\d+\.\d+)\.\d+-neuronx-py3(\d+)-s
 _PYTHON_SLIM = re.compile(r"/python:(3\.\d+)\.\d+-slim-(\w+)$")
 _DEBIAN = {"bookworm": "12", "trixie": "13"}
 _NGINX = re.compile(r"/nginx-unprivileged:(\d+\.\d+)\.\d+-alpine$")
-_ETCD = re.compile(r"/etcd:(\d+\.\d+)\.\d+-\d+$")
 
 
 def image_rows(image: str) -> list[str]:
@@ -65,8 +64,6 @@ def image_rows(image: str) -> list[str]:
         return [f"python-{found.group(1)}", f"debian-{_DEBIAN[found.group(2)]}"]
     if found := _NGINX.search(image):
         return [f"nginx-{found.group(1)}"]
-    if found := _ETCD.search(image):
-        return [f"etcd-{found.group(1)}"]
     raise ValueError(f"{image}: no rule in infra/facts/pins.py reads its versions")
 
 

@@ -307,13 +307,6 @@ SUPPORT: dict[str, Support] = {
         f"kubeflow/mpi-operator RELEASE.md (v0.8.2) {_NO_POLICY}",
         "MPI operator v0.8.2",
     ),
-    "etcd-3.5": Support(
-        "etcd 3.5",
-        None,
-        "etcd.io docs op-guide/versioning: the current minor and the one before are maintained, so 3.5 until 3.7 "
-        "is released (v3.7 docs are a draft)",
-        "torchrun's c10d rendezvous, which needs no etcd (etcd 3.6 dropped the v2 API torch elastic uses)",
-    ),
     "nginx-1.29": Support(
         "nginx 1.29 (mainline)",
         date(2026, 5, 13),
