@@ -11,12 +11,12 @@ versions, with only the training scripts stubbed:
    l.634-662: our submitterPodTemplate sets no command, so KubeRay's replaces it). KubeRay puts a
    wait-for-the-dashboard loop before it (l.132-152, a ``python -c`` health check against the head's
    address) that does not touch the entrypoint: left out here.
-2. Ray 2.22.0's ``ray job submit`` re-joins the words after ``--`` with
-   ``subprocess.list2cmdline`` (ray/dashboard/modules/job/cli.py l.274, ``entrypoint=
+2. Ray 2.55.1's ``ray job submit`` re-joins the words after ``--`` with
+   ``subprocess.list2cmdline`` (ray/dashboard/modules/job/cli.py l.313, ``entrypoint=
    list2cmdline(entrypoint)``).
-3. Ray 2.22.0's job supervisor runs that string with ``subprocess.Popen(entrypoint, shell=True)``,
-   i.e. ``/bin/sh -c`` (ray/dashboard/modules/job/job_supervisor.py l.158-160), with the runtime
-   env's env_vars, ``PYTHONUNBUFFERED=1`` (l.250) and the uploaded working_dir as its directory.
+3. Ray 2.55.1's job supervisor runs that string with ``subprocess.Popen(entrypoint, shell=True)``,
+   i.e. ``/bin/sh -c`` (ray/dashboard/modules/job/job_supervisor.py l.181-187), with the runtime
+   env's env_vars, ``PYTHONUNBUFFERED=1`` (l.278) and the uploaded working_dir as its directory.
 
 Here: real ``/bin/bash -ce``, a stub ``ray`` that does 2 and 3 for real, the head's mounts (the
 steps' ConfigMap at ray_llama2.STEPS_MOUNT, the shared volume at /shared) as directories of a temp
@@ -53,7 +53,7 @@ STEP_OF = {name: step for step, name in ray_llama2.JOB_NAMES.items()}
 SAFE_PATH = re.compile(r"[A-Za-z0-9_/.-]+")
 SYSTEM_PATH = f"{sysconfig.get_config_var('BINDIR')}:{os.environ['PATH']}"
 
-# A stand-in for `ray` (Ray 2.22.0): `job status` answers "not submitted", `job submit` joins its
+# A stand-in for `ray` (Ray 2.55.1): `job status` answers "not submitted", `job submit` joins its
 # entrypoint words as cli.py does and runs them as the job supervisor does, `job logs` returns.
 RAY_STUB = """\
 import json, os, subprocess, sys

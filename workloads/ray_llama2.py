@@ -203,7 +203,7 @@ def heartbeat(layout: RayLayout) -> str:
 
 def train_probe(layout: RayLayout) -> dict[str, Any]:
     # Replacing KubeRay's own worker probe, it keeps that probe's raylet health check.
-    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAYLET_HEALTH_URL)
+    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAY_NODE_HEALTH_URL)
 
 
 def step_script(step: str, layout: RayLayout) -> str:
@@ -281,7 +281,7 @@ def steps_config_map(layout: RayLayout) -> dict[str, Any]:
 def entrypoint(step: str) -> str:
     """One simple command: no shell operator, quote, ``$`` or backtick. KubeRay v1.7.0 puts it raw
     into the submitter's ``bash -ce`` line (common/job.go BuildJobSubmitCommand), ``ray job submit``
-    re-joins its words (Ray 2.22.0 dashboard/modules/job/cli.py, list2cmdline) and the job
+    re-joins its words (Ray 2.55.1 dashboard/modules/job/cli.py, list2cmdline) and the job
     supervisor runs it with /bin/sh (job_supervisor.py): each shell passes it on unchanged."""
     return f"bash {STEPS_MOUNT}/{STEP_FILES[step]}"
 

@@ -347,9 +347,9 @@ def _alive(pid: int) -> bool:
 
 
 # KubeRay v1.7.0 common/pod.go initLivenessAndReadinessProbe: a worker's own liveness check (Ray
-# below 2.53) is the dashboard agent's raylet health, ``wget -T 2 -q -O- http://localhost:52365/
-# api/local_raylet_healthz | grep success`` (utils/constant.go BaseWgetHealthCommand,
-# DefaultDashboardAgentListenPort, RayAgentRayletHealthPath); it adds it only when the container has
+# 2.53 and later) is HTTP GET http://localhost:52365/api/healthz, the dashboard agent's node health,
+# 503 unless the raylet answers (utils/constant.go DefaultDashboardAgentListenPort, RayNodeHealthPath;
+# Ray 2.55.1 dashboard/modules/reporter/healthz_agent.py unified_health); it adds it only when the container has
 # no livenessProbe, so a probe that replaces it runs the same check, with the same patience: KubeRay
 # fails after 120 failed reads 5 s apart (DefaultLivenessProbeFailureThreshold, ...PeriodSeconds),
 # 10 minutes, which also covers the raylet's start; the kubelet adds our probe's 3 reads 60 s apart.

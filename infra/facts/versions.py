@@ -208,7 +208,15 @@ RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-o
 # runs (llama_7b.sh, test_llama.sh, train_setup.sh, k8s/docker/nodelist_helper.py) are the same
 # at the 2.21 release (f4743ce), which changed model code built against the 2.21 compiler.
 NEMO_MEGATRON_COMMIT = "d22aabf42ceb1be5bd1f647806caf4598db801cc"
-RAY_VERSION = "2.22.0"
+# Ray for the Llama-2 RayJobs, inside the range KubeRay 1.7 supports: Ray's KubeRay upgrade guide
+# (ray-project/ray doc/source/cluster/kubernetes/user-guides/upgrade-guide.md) says not to use Ray
+# 2.11.0-2.37.0 (the head's dashboard agent hangs once a job is created, and the raylet probes, which
+# read it, fail) and that KubeRay 1.3 and later support Ray 2.38.0 and later. 2.55 is the newest
+# minor KubeRay v1.7.0's own CI runs (ray-operator/test/support/defaults.go RayVersion,
+# .buildkite/setup-env.sh ray[default]==2.55.0); 2.55.1 is its patch release, with cp312 wheels.
+# From 2.53.0 on KubeRay probes Ray nodes with HTTP GET /api/healthz (common/pod.go
+# supportsUnifiedHealthCheck), which the worker probe follows (workloads/resumable.py).
+RAY_VERSION = "2.55.1"
 # The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
 # revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which
 # the build checks.
