@@ -288,17 +288,20 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     scripts = steps["data"]
     # The data step skips what a finished run left (the marker comes only after get_dataset.py
     # returns); dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
-    # --steps_this_run, awslabs/data-on-eks a32d9f2).
-    assert "if test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; then" in scripts["data.sh"]
+    # --steps_this_run, passed on to the NxD script's own).
+    marker = "/shared/examples_datasets/wikicorpus_llama2_tokenized_4k/.staged"
+    assert f"if test -f {marker}; then" in scripts["data.sh"]
     assert scripts["data.sh"].endswith(
-        "python3 get_dataset.py\ntouch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged\n"
+        'HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}" HOME=/shared python3 get_dataset.py --llama-version 2\n'
+        f"touch {marker}\n"
     )
+    # dev's trn1n group: 2 nodes of 32 NeuronCores, one Ray Train worker each.
     assert scripts["precompile.sh"].endswith(
-        "NEURON_NUM_DEVICES=32 exec python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile\n"
+        "exec python3 ray_train_llama2.py --num_nodes 2 --neuron_cores_per_node 32 --neuron_parallel_compile\n"
     )
     # The train step runs in its run directory, resuming (tests/test_resilience.py).
     assert re.search(
-        r"NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20 "
+        r"python3 ray_train_llama2.py --num_nodes 2 --neuron_cores_per_node 32 --steps_this_run 20 "
         r"--output_dir /shared/llama2_output/run-[0-9a-f]{12} ",
         scripts["train.sh"],
     )
