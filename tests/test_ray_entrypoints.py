@@ -365,9 +365,7 @@ def old_form(step: str, plan: RayPlan) -> tuple[str, dict[str, Any]]:
     env["env_vars"].update(resumable.env())
     run = result.outputs["workloads"]["runDirectories"]["rayLlama2"]
     devices = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] * 16
-    command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py " + shlex.join(
-        expected_train_args(plan)
-    )
+    command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py " + shlex.join(expected_train_args(plan))
     keep = plan.settings.checkpoints_to_keep
     line = resumable.training_line(command, "ray", f"{run}/checkpoints", f"{run}/heartbeat", keep)
     return "bash -c " + shlex.quote(line), env
