@@ -202,9 +202,9 @@ NEURON_DLC_PYTORCH_1_13 = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1
 # this commit (2026-05-07, the newest on master before that date).
 BERT_SAMPLES_COMMIT = "2015d650cd89e4c671ae5bd1b5f1d4499d94d4dd"
 # The Ray Llama-2 image's model, data and training loop: aws-neuron/neuronx-distributed "Release 2.29
-# (#41)", the newest release in reach (its examples/training/llama is as the 2.28.0 release left it,
-# 73ab227), built for the PyTorch 2.9 line the image runs; the image's own neuronx_distributed is
-# SDK 2.30's 0.19.28093. The Ray Train examples this replaces are gone or older: awslabs/ai-on-eks
+# (#41)", the newest release whose source could be read (the snapshot read ends there, 2026-04-09;
+# its examples/training/llama is as the 2.28.0 release left it, 73ab227), written for the PyTorch 2.9
+# line the image runs; the image's own neuronx_distributed is SDK 2.30's 0.19.28093. The Ray Train examples this replaces are gone or older: awslabs/ai-on-eks
 # dropped raytrain-llama2-pretrain-trn1 (torch 1.13, Ray 2.22), and aws-neuron/aws-neuron-eks-samples
 # llama3.1_8B_finetune_ray_ptl_neuron (9c66bad) fine-tunes on torch 2.8 (SDK 2.26.1) with Ray 2.52.1.
 RAY_LLAMA2_NXD_COMMIT = "fbac349b61a3adbb123c2983835af692840ff62f"
