@@ -13,6 +13,7 @@ sets GBS 1024, MBS 1, TP 8 and passes ``--grad_accum_usteps $((GBS / MBS / DP))`
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +140,25 @@ def test_every_process_gets_torchruns_variables_and_its_pjrt_index() -> None:
     assert "--cache_dir" not in job["NEURON_CC_FLAGS"]
 
 
-def test_the_launcher_refuses_a_run_without_its_shape() -> None:
+def test_the_launcher_refuses_a_run_without_its_shape(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         LAUNCHER.get_args(["--neuron_cores_per_node", "32"])
+    # Fewer NeuronCores than one tensor-parallel group, or a remainder, leaves no data-parallel rank.
+    for cores in ("4", "12"):
+        with pytest.raises(SystemExit):
+            LAUNCHER.get_args(["--num_nodes", "1", "--neuron_cores_per_node", cores])
+        assert "need a multiple of 8, the tensor-parallel degree" in capsys.readouterr().err
+
+
+def test_the_script_is_found_where_ray_puts_the_jobs_working_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray Train runs each worker in the run's own directory, not the job's working_dir, which Ray
+    puts first on the worker's PYTHONPATH (module docstring of the launcher, code_dir)."""
+    code = tmp_path / "working_dir"
+    code.mkdir()
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(code)])
+    with pytest.raises(FileNotFoundError):
+        LAUNCHER.code_dir()
+    (code / LAUNCHER.SCRIPT).write_text("")
+    assert LAUNCHER.code_dir() == str(code)

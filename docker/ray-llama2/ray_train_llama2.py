@@ -34,7 +34,7 @@ import sys
 import uuid
 from typing import Any
 
-# In the job's working_dir (the image's /llama2_pretrain), which is every Ray worker's directory.
+# In the job's working_dir (the image's /llama2_pretrain), beside this file.
 SCRIPT = "tp_zero1_llama_hf_pretrain.py"
 
 # tp_zero1_llama2_7B_hf_pretrain.sh (RAY_LLAMA2_NXD_COMMIT): Llama-2-7B, TP 8, ZeRO-1, mixed
@@ -67,7 +67,13 @@ def get_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--num_kept_checkpoint", type=int, default=-1)
     parser.add_argument("--resume_ckpt", action="store_true", help="continue from --loading_step")
     parser.add_argument("--loading_step", type=int, default=-1)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    world = args.num_nodes * args.neuron_cores_per_node
+    if world < TENSOR_PARALLEL or world % TENSOR_PARALLEL:
+        parser.error(
+            f"{world} NeuronCores ({args.num_nodes} x {args.neuron_cores_per_node}): need a multiple of {TENSOR_PARALLEL}, the tensor-parallel degree"
+        )
+    return args
 
 
 def script_argv(args: argparse.Namespace) -> list[str]:
@@ -167,28 +173,31 @@ def _compile_extracted_graphs() -> None:
     parallel_compile(workdir, CacheUrl.get_cache_url(flags.group(1) if flags else None))
 
 
+def code_dir() -> str:
+    """The job's working_dir in this worker: Ray puts it first on the worker's PYTHONPATH (Ray 2.55.1
+    _private/runtime_env/working_dir.py set_pythonpath_in_context), and Ray Train moves the worker's
+    current directory to the run's own (train/v2/_internal/callbacks/working_dir_setup.py)."""
+    for entry in sys.path:
+        if os.path.isfile(os.path.join(entry, SCRIPT)):
+            return entry
+    raise FileNotFoundError(f"{SCRIPT} is on no entry of sys.path: {sys.path}")
+
+
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     """Run the NxD script in this process as torchrun would have: as __main__, with its arguments,
-    its directory first on the path (it imports its neighbours)."""
-    script = os.path.join(os.getcwd(), SCRIPT)
-    sys.argv = [script, *config["argv"]]
-    sys.path.insert(0, os.getcwd())
-    runpy.run_path(script, run_name="__main__")
+    from its own directory (it imports its neighbours and reads the model config there)."""
+    here = code_dir()
+    os.chdir(here)
+    sys.argv = [os.path.join(here, SCRIPT), *config["argv"]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
 
 
-def main(argv: list[str]) -> None:
-    import ray
-    from ray.train import RunConfig, ScalingConfig
+def neuron_processes_config(config_base: type, compile_only: bool, run_id: str) -> Any:
+    """A Ray Train backend config (a ``config_base``, TorchConfig for TorchTrainer) whose backend sets
+    what torchrun and PJRT would before the script starts, and leaves the process group to it."""
     from ray.train.backend import Backend
-    from ray.train.torch import TorchConfig, TorchTrainer
-
-    args = get_args(argv)
-    compile_only = args.neuron_parallel_compile
-    run_id = str(uuid.uuid4())
 
     class NeuronProcesses(Backend):
-        """Sets what torchrun and PJRT need before the script starts; the script makes its group."""
-
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
             addr, port = worker_group.execute_single(0, _free_address)
             env = {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "TORCHELASTIC_RUN_ID": run_id}
@@ -205,16 +214,25 @@ def main(argv: list[str]) -> None:
             if compile_only:
                 worker_group.execute(_compile_extracted_graphs)
 
-    class NeuronProcessesConfig(TorchConfig):
+    class NeuronProcessesConfig(config_base):  # type: ignore[misc, valid-type]
         @property
         def backend_cls(self) -> type[Backend]:
             return NeuronProcesses
 
+    return NeuronProcessesConfig()
+
+
+def main(argv: list[str]) -> None:
+    import ray
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    args = get_args(argv)
     ray.init(runtime_env={"env_vars": job_env(args)})
     trainer = TorchTrainer(
         train_loop_per_worker=train_loop_per_worker,
         train_loop_config={"argv": script_argv(args)},
-        torch_config=NeuronProcessesConfig(),
+        torch_config=neuron_processes_config(TorchConfig, args.neuron_parallel_compile, str(uuid.uuid4())),
         scaling_config=ScalingConfig(
             num_workers=args.num_nodes * args.neuron_cores_per_node, resources_per_worker={"neuron_cores": 1}
         ),
