@@ -389,3 +389,13 @@ def test_the_replay_catches_the_old_shell_entrypoints(workloads_dev: PlanResult,
         # A2: /bin/sh expands ${RESILIENCE_PY} inside list2cmdline's double quotes.
         assert run.submitted and run.submitted[0]["rc"] != 0
     assert run.principal(step) == []
+
+
+def test_the_launchers_variables_merge_with_each_jobs_runtime_env(ray_plan: RayPlan) -> None:
+    """ray_train_llama2.py calls ray.init(runtime_env={"env_vars": ...}) inside the job; Ray 2.55.1
+    merges that with the job's runtime env and refuses the run when both set one variable
+    (ray/_private/worker.py l.1762-1786, ray/runtime_env/runtime_env.py _merge_runtime_env l.668-672)."""
+    args = LAUNCHER.get_args(["--num_nodes", "2", "--neuron_cores_per_node", "32"])
+    for job in ray_jobs(ray_plan.result):
+        job_vars = yaml.safe_load(job["spec"]["runtimeEnvYAML"]).get("env_vars", {})
+        assert set(job_vars) & set(LAUNCHER.job_env(args)) == set(), job["metadata"]["name"]
