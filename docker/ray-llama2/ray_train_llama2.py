@@ -46,7 +46,7 @@ TOTAL_STEPS = 10000
 WARMUP_STEPS = 100
 LEARNING_RATE = "3.0e-4"
 SEQ_LEN = 4096
-# The script's NEURON_EXTRACT_GRAPHS_ONLY branch: two steps are enough to trace every graph.
+# The NxD launcher's compile run (NEURON_EXTRACT_GRAPHS_ONLY set) traces the graphs in 2 steps.
 COMPILE_STEPS = 2
 # Where the data step's get_dataset.py --llama-version 2 saves the tokenised WikiCorpus
 # (~/examples_datasets/wikicorpus_llama2_tokenized_4k, with HOME=/shared).
