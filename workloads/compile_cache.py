@@ -2,7 +2,7 @@
 
 The directory is fixed by the training code we run, not by us: neuronx-nemo-megatron's
 train_setup.sh (NEMO_MEGATRON_COMMIT) exports NEURON_COMPILE_CACHE_URL=/shared/neuron_cache for
-MPI runs, and data-on-eks' ray_train_llama2.py (RAY_LLAMA2_COMMIT) passes the same value in Ray's
+MPI runs, and the Ray image's ray_train_llama2.py (docker/ray-llama2) passes the same value in Ray's
 runtime environment; both overwrite whatever the pod sets, so their pods must mount the FSx
 claim at /shared for the cache to land on FSx rather than in the container. BERT's pods mount
 the claim at /data and point torch-neuronx there with NEURON_CC_FLAGS=--cache_dir (which takes

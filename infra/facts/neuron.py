@@ -26,7 +26,6 @@ from infra.facts.versions import (
     KUBERNETES_VERSION,
     NEURON_DLC_PYTORCH_1_13,
     NEURON_DLC_PYTORCH_2_9,
-    NEURON_DLC_RAY,
 )
 
 
@@ -126,7 +125,7 @@ def sdk_of(image: str) -> str:
 TRAINING_IMAGES: tuple[TrainingImage, ...] = (
     TrainingImage("bert-pretrain", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
     TrainingImage("nemo-megatron", NEURON_DLC_PYTORCH_1_13, "torch-neuronx 1.13.1"),
-    TrainingImage("ray-llama2", NEURON_DLC_RAY, "torch-neuronx 1.13.1"),
+    TrainingImage("ray-llama2", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
 )
 
 
