@@ -35,12 +35,11 @@ UNDATED_CONSTANTS = {
     "TRAINING_IMAGE_TAG",
     "STAGING_IMAGE_TAG",
     "BERT_SAMPLES_COMMIT",
-    "RAY_LLAMA2_COMMIT",
     "LLAMA2_TOKENIZER_REVISION",
     "LLAMA2_TOKENIZER_SHA256",
 }
 # Build arguments of the same kind (tools/push_images.py BUILD_ARGS).
-UNDATED_BUILD_ARGS = {"BERT_SAMPLES_COMMIT", "RAY_LLAMA2_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256"}
+UNDATED_BUILD_ARGS = {"BERT_SAMPLES_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256"}
 
 
 def everything_on(**extra: object) -> dict[str, str]:
@@ -74,7 +73,7 @@ def test_every_pin_of_every_configuration_has_a_support_row():
     images = [
         v for n, v in vars(versions).items() if n.isupper() and isinstance(v, str) and re.match(r"[\w.-]+\.\w+/.+:", v)
     ]
-    assert len(images) >= 5
+    assert len(images) >= 4
     assert {row for image in images for row in pins.image_rows(image)} - known == set()
     assert set(versions.CHARTS) - {"cluster-autoscaler"} <= set(pins.CHART_ROWS)
     assert {"pulumi-3", "pulumi-aws-7", "pulumi-eks-4", "pulumi-kubernetes-4", "torchx-0.7"} <= {
@@ -122,8 +121,8 @@ def test_dlc_tags_name_their_sdk_framework_python_and_ubuntu():
         "python-3.12",
         "ubuntu-24.04",
     ]
-    assert pins.image_rows(versions.NEURON_DLC_RAY) == [
-        "neuron-sdk-2.18",
+    assert pins.image_rows(versions.NEURON_DLC_PYTORCH_1_13) == [
+        "neuron-sdk-2.20",
         "pytorch-xla-1.13",
         "python-3.10",
         "ubuntu-20.04",
@@ -187,7 +186,7 @@ def test_a_kept_pin_is_warned_with_its_reason_and_an_unknown_or_empty_acknowledg
 
 
 def test_pins_sharing_a_row_are_named_in_one_message():
-    image = Pin("infra/facts/versions.py NEURON_DLC_RAY (docker/ray-llama2)", "x", "python-3.10")
+    image = Pin("infra/facts/versions.py NEURON_DLC_PYTORCH_1_13 (docker/nemo-megatron)", "x", "python-3.10")
     burn_in = Pin("infra/facts/versions.py NEURON_DLC_PYTORCH_2_5 (the burn-in image)", "y", "python-3.10")
     [refusal], [] = verdicts([image, burn_in], {}, ACK, date(2026, 10, 2))
     assert refusal.startswith(f"{image.key} = 'x'; {burn_in.key} = 'y': Python 3.10 (python-3.10) ended 2026-10-01")
@@ -222,7 +221,7 @@ def test_the_workload_stack_checks_the_images_it_runs_and_only_those():
         "keep it with a reason in trainium-workloads:endOfSupportAcknowledged (debian-12: <why>)"
     )
     rows = {p.row for p in workload_pins.workload_pins(parse_workloads_config(everything_on()))}
-    assert {"ray-2.22", "neuronx-nemo-megatron", "nginx-1.29", "neuron-sdk-2.18"} <= rows
+    assert {"ray-2.55", "nxd-core-0.19", "neuronx-nemo-megatron", "nginx-1.29", "neuron-sdk-2.30"} <= rows
 
 
 SHIPPED = ("dev", "prod")

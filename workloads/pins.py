@@ -21,7 +21,8 @@ BASES = {image.name: image.base for image in TRAINING_IMAGES} | {"cmd-shell": ve
 # tokenizer), the release matching the image's SDK, whose row covers it; tests/test_support.py
 # checks the two lists against the build arguments `make images` passes (tools/push_images.py).
 RELEASES = {
-    "ray-llama2": {"RAY_VERSION": ray_row},
+    # The Ray image trains with neuronx-distributed's example code on the DLC's NxD Core training APIs.
+    "ray-llama2": {"RAY_VERSION": ray_row, "RAY_LLAMA2_NXD_COMMIT": lambda _: "nxd-core-0.19"},
     "nemo-megatron": {"NEMO_MEGATRON_COMMIT": lambda _: "neuronx-nemo-megatron"},
 }
 # The gang watchdog and the step gates run the python image as it is (workloads/gang_watchdog.py,

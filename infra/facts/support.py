@@ -342,7 +342,7 @@ SUPPORT: dict[str, Support] = {
     "pulumi/actions-v7": _action("pulumi/actions", "v7.0.0"),
 }
 # Ray minors in KubeRay's supported range, one per line: the release the ray-llama2 image moves to.
-RAY_MINORS_IN_KUBERAY_RANGE: tuple[str, ...] = ()
+RAY_MINORS_IN_KUBERAY_RANGE: tuple[str, ...] = ("2.55",)
 SUPPORT.update({f"ray-{minor}": _ray_in_kuberay_range(minor) for minor in RAY_MINORS_IN_KUBERAY_RANGE})
 
 
