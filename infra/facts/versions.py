@@ -161,11 +161,19 @@ EKS_ADDON_REGISTRIES: dict[str, str] = {
 # 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin, minus its host).
 EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
 
-# kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied as is.
-MPI_OPERATOR_VERSION = "v0.8.0"
+# kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied, its
+# Deployment's image pinned. v0.8.2 is v0.8.1's fixes (RELEASE.md on release-0.8, b10758d "Prepare
+# v0.8.2"): launcher Jobs with podReplacementPolicy Failed, so a terminating launcher pod is not
+# replaced by a second one (mpi_job_controller.go newLauncherJob); no Running condition re-emitted
+# after the job finished (updateMPIJobStatus). Against v0.8.0 its deploy/v2beta1/mpi-operator.yaml
+# differs only in the image, `mpioperator/mpi-operator:0.8`: the CRD and the RBAC are unchanged.
+MPI_OPERATOR_VERSION = "v0.8.2"
 MPI_OPERATOR_MANIFEST = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
 )
+# `:0.8` moves with every 0.8.x release (.github/workflows/mpi-operator-docker-image-publish.yml pushes
+# type=semver {{version}} and {{major}}.{{minor}} for each v* tag): the release's own tag instead.
+MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removeprefix('v')}"
 
 # torch elastic's etcd rendezvous speaks the etcd v2 API, which 3.6 removed: stay on 3.5.
 ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
