@@ -124,9 +124,10 @@ def test_every_pip_install_resolves_within_the_images_constraints(image: str) ->
     copy = steps.index(("COPY", "constraints.txt /tmp/pip-constraints.txt"))
     arg = steps.index(("ARG", "PIP_CONSTRAINT=/tmp/pip-constraints.txt"))
     installs = [i for i, (k, rest) in enumerate(steps) if k == "RUN" and "pip install" in rest]
-    assert installs and copy < arg < min(installs) and keywords[copy - 1] == "FROM"
+    # An image that installs nothing over its DLC (nxd-llama) still records what it has, for the next build.
+    assert copy < arg < min(installs, default=len(steps)) and keywords[copy - 1] == "FROM"
     record = steps.index(("RUN", "pip list --format=freeze > /opt/pip-constraints.txt"))
-    assert record > max(installs)
+    assert record > max(installs, default=arg)
     from tools.push_images import constraint_problems
 
     assert constraint_problems((DOCKERFILES[image].parent / "constraints.txt").read_text()) == []

@@ -39,6 +39,10 @@ BUILD_ARGS = {
         "NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13,
         "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT,
     },
+    "nxd-llama": {
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_9,
+        "NXDT_EXAMPLES_COMMIT": versions.NXDT_EXAMPLES_COMMIT,
+    },
 }
 
 

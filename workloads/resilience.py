@@ -26,6 +26,16 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   name has ``=`` in it (``megatron_llama--step=100-consumed_samples=25600.0.ckpt``), which Hydra's
   override lexer reads as a second EQUAL token: the value is escaped the way Hydra escapes it
   (``hydra_escape``), as the pinned test_llama.sh's own resume note writes ``step\\=1085``.
+- NxD Training (aws-neuron/neuronx-distributed-training 9169aa0): the checkpoint callback names a save
+  ``<log dir>/checkpoints/megatron_llama--step=<n>-consumed_samples=<m>.ckpt``
+  (examples/conf/megatron_llama_7B_config.yaml), and NLPCheckpointIO.save_checkpoint hands its parent
+  and name to NxD's ``save_checkpoint`` as directory and tag (nlp_overrides.py), so it is a directory
+  that gets ``done`` only after every rank has saved (neuronx-distributed Release 2.29 fbac349
+  src/neuronx_distributed/trainer/checkpoint.py CheckpointIOState.end l.190-195). exp_manager's own
+  resume takes the newest ``*.ckpt`` by mtime, complete or not (utils/exp_manager.py check_resume),
+  so incomplete ones are pruned first and the pick is passed as
+  ``exp_manager.resume_from_checkpoint=<dir>/<name>`` (examples/training.py: ``trainer.fit(...,
+  ckpt_path=cfg.exp_manager.resume_from_checkpoint)``), Hydra-escaped like NeMo's.
 
 Heartbeat: the step counter the scripts print. BERT and Ray Train print
 ``LOG <time> - (<epoch>, <step>) step_loss : ...`` on global rank 0 every step (the logger.log of
@@ -57,6 +67,9 @@ STEP_PATTERNS = {
     "ray": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
     # The main bar only ("Epoch <n>: "), one redraw at a time (\r separates them).
     "nemo": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
+    # NxD Training trains under Lightning 2.5 (the DLC's nxdt_requirements.txt), whose TQDMProgressBar
+    # draws the same bar (neuronx-distributed-training docs/tutorials/megatron_gpt_pretraining.rst).
+    "nxdt": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
 }
 NEMO_SAVED = re.compile(r"saving of checkpoint (\S+\.ckpt) fully completed")
 NEMO_STEP = re.compile(r"step=(\d+)")
@@ -64,6 +77,7 @@ NEMO_STEP = re.compile(r"step=(\d+)")
 HYDRA_SPECIAL = "\\()[]{}:=, \t"
 BERT_NAME = re.compile(r"^ckpt_(\d+)\.pt$")
 NXD_NAME = re.compile(r"^step_(\d+)$")
+NXDT_NAME = re.compile(r"^.*--step=(\d+)-.*\.ckpt$")
 # The heartbeat's tail is enough: NeMo's progress bar rewrites its line every step.
 TAIL_BYTES = 65536
 
@@ -103,6 +117,19 @@ def nxd_steps(directory: str) -> dict[int, bool]:
     return steps
 
 
+def nxdt_saves(directory: str) -> dict[int, str]:
+    """Step -> name of each NxD Training checkpoint directory in ``directory``."""
+    saves = {}
+    for name in _listdir(directory):
+        if (match := NXDT_NAME.match(name)) and os.path.isdir(os.path.join(directory, name)):
+            saves[int(match.group(1))] = name
+    return saves
+
+
+def nxdt_steps(directory: str) -> dict[int, bool]:
+    return {step: os.path.exists(os.path.join(directory, name, "done")) for step, name in nxdt_saves(directory).items()}
+
+
 def nemo_complete(log_text: str) -> dict[int, str]:
     """Step -> checkpoint name of every save node 0's log reports as fully completed."""
     done = {}
@@ -120,6 +147,11 @@ def resume_args(kind: str, directory: str, log_file: str = "") -> list[str]:
     if kind == "ray":
         step = newest_complete(nxd_steps(directory))
         return [] if step is None else ["--resume_ckpt", "--loading_step", str(step)]
+    if kind == "nxdt":
+        step = newest_complete(nxdt_steps(directory))
+        if step is None:
+            return []
+        return [f"exp_manager.resume_from_checkpoint={hydra_escape(f'{directory}/{nxdt_saves(directory)[step]}')}"]
     names = nemo_complete(_read(log_file))
     on_disk = {n for sub in _listdir(directory) if sub.startswith("mp_rank_") for n in _listdir(f"{directory}/{sub}")}
     steps = [step for step, name in names.items() if name in on_disk]
@@ -134,8 +166,16 @@ def hydra_escape(value: str) -> str:
 
 
 def prune(kind: str, directory: str, keep: int) -> list[str]:
-    """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's)."""
+    """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's), and
+    NxD Training's (exp_manager would resume from an incomplete one)."""
     removed = []
+    if kind == "nxdt":
+        import shutil
+
+        saves = nxdt_saves(directory)
+        for step in to_delete(nxdt_steps(directory), keep):
+            shutil.rmtree(path := f"{directory}/{saves[step]}", ignore_errors=True)
+            removed.append(path)
     if kind == "bert":
         for step in to_delete(bert_steps(directory), keep):
             try:
@@ -279,6 +319,33 @@ def write_nemo_scripts(every: int, keep: int, checkpoints: str, log_file: str) -
         with open(name, "w") as f:
             f.write(text)
         os.chmod(name, 0o755)
+
+
+# examples/train.sh (neuronx-distributed-training 9169aa0) ends with torchrun's Hydra overrides, the
+# last of them this line; the overrides a run needs go before it, one shell word each (a Hydra-escaped
+# value has backslashes), and the resumable copy runs in its place.
+NXDT_LAST_OVERRIDE = "    exp_manager.explicit_log_dir=$EXPLICIT_LOGDIR   2>&1  | tee -a $LOG_PATH/log"
+NXDT_SCRIPT, NXDT_RESUMABLE = "train.sh", "train_resumable.sh"
+
+
+def nxdt_script(train_sh: str, overrides: list[str]) -> str:
+    """train.sh with ``overrides`` added to torchrun's; refused when the pinned line is not there once."""
+    if train_sh.count(NXDT_LAST_OVERRIDE) != 1:
+        raise ValueError(f"expected {NXDT_LAST_OVERRIDE!r} once in the pinned train.sh")
+    lines = "".join(f"    {shlex.quote(o)} \\\n" for o in overrides)
+    return train_sh.replace(NXDT_LAST_OVERRIDE, lines + NXDT_LAST_OVERRIDE)
+
+
+def write_nxdt_script(overrides: list[str], every: int = 0, keep: int = 0, checkpoints: str = "") -> None:
+    """In the examples directory (mpirun's -wdir): train_resumable.sh, with ``overrides`` and, for a
+    training run (``every`` > 0), checkpoints every ``every`` steps, ``keep`` kept, and the resume."""
+    if every > 0:
+        overrides = [*overrides, f"exp_manager.checkpoint_callback_params.every_n_train_steps={every}",
+                     f"exp_manager.checkpoint_callback_params.save_top_k={keep}",
+                     *resume_args("nxdt", checkpoints)]
+    with open(NXDT_RESUMABLE, "w") as f:
+        f.write(nxdt_script(_read(NXDT_SCRIPT), overrides))
+    os.chmod(NXDT_RESUMABLE, 0o755)
 
 
 def observe(state: Optional[dict[str, Any]], step: Optional[int], now: float,
@@ -428,6 +495,8 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
             print(f"ended process {pid}, left by an earlier attempt in {rest[0]}", file=sys.stderr)
     elif command == "nemo-scripts":  # nemo-scripts nemo <every> <keep> <checkpoint dir> <node 0 log>
         write_nemo_scripts(int(rest[0]), int(rest[1]), rest[2], rest[3])
+    elif command == "nxdt-script":  # nxdt-script nxdt <every> <keep> <checkpoint dir> <override>...
+        write_nxdt_script(rest[3:], int(rest[0]), int(rest[1]), rest[2])
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output
         beat(iter(sys.stdin.buffer.readline, b""), kind, rest[0], sys.stdout.buffer)
     elif command == "probe":  # probe <kind> <heartbeat> <state file> <first step s> <hang s> [--attempt F] [--health URL]

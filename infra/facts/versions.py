@@ -216,6 +216,11 @@ RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-o
 # runs (llama_7b.sh, test_llama.sh, train_setup.sh, k8s/docker/nodelist_helper.py) are the same
 # at the 2.21 release (f4743ce), which changed model code built against the 2.21 compiler.
 NEMO_MEGATRON_COMMIT = "d22aabf42ceb1be5bd1f647806caf4598db801cc"
+# aws-neuron/neuronx-distributed-training "Neuron SDK Release 2.26.0 changes" (library 1.6.0): the
+# newest release the repository publishes (its main, Sep 2025; no later commit or tag); the SDK 2.30.0
+# DLC installs the 1.7.0 library, whose examples/ (train.sh, train_setup.sh, training.py, conf/) are in
+# no wheel. docker/nxd-llama takes examples/ from here.
+NXDT_EXAMPLES_COMMIT = "9169aa03f39efd4eb02da63891a7ed98defb1714"
 RAY_VERSION = "2.22.0"
 # The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
 # revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which
