@@ -501,7 +501,7 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
 
 def test_ecr_repositories(dev, prod):
     repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
-    assert set(repos) == {"trn-dev/bert-pretrain", "trn-dev/cmd-shell", "trn-dev/ray-llama2", "trn-dev/nemo-megatron"}
+    assert set(repos) == {"trn-dev/bert-pretrain", "trn-dev/cmd-shell", "trn-dev/ray-llama2", "trn-dev/nxd-llama"}
     for repo in repos.values():
         assert repo["imageTagMutability"] == "IMMUTABLE"
         assert repo["imageScanningConfiguration"] == {"scanOnPush": True}

@@ -40,7 +40,12 @@ def test_base_images_are_pinned_tags(image: str) -> None:
 
 
 def test_commits_are_full_shas() -> None:
-    for commit in (versions.BERT_SAMPLES_COMMIT, versions.RAY_LLAMA2_COMMIT, versions.NEMO_MEGATRON_COMMIT):
+    for commit in (
+        versions.BERT_SAMPLES_COMMIT,
+        versions.RAY_LLAMA2_COMMIT,
+        versions.NXDT_EXAMPLES_COMMIT,
+        versions.MEGATRON_LM_COMMIT,
+    ):
         assert re.fullmatch(r"[0-9a-f]{40}", commit)
 
 
@@ -144,14 +149,14 @@ def test_constraints_are_exact_pins_or_comments() -> None:
     ]
 
 
-def test_the_nemo_image_has_the_open_mpi_the_launcher_calls() -> None:
-    # The launcher's absolute mpirun path and --prefix (workloads/nemo_llama2.py) must exist in
+def test_the_nxd_image_has_the_open_mpi_the_launcher_calls() -> None:
+    # The launcher's absolute mpirun path and --prefix (workloads/nxd_llama.py) must exist in
     # the image; the build checks it.
-    from workloads.nemo_llama2 import OPEN_MPI_PREFIX
+    from workloads.nxd_llama import OPEN_MPI_PREFIX
 
     checks = [
         rest
-        for keyword, rest in instructions(DOCKERFILES["nemo-megatron"])
+        for keyword, rest in instructions(DOCKERFILES["nxd-llama"])
         if keyword == "RUN" and rest.startswith("test -x")
     ]
     assert checks == [f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted"]

@@ -246,5 +246,5 @@ def test_the_image_pins_and_the_open_mpi_the_launcher_will_call() -> None:
     assert defaults["NEURON_DLC"] == versions.NEURON_DLC_PYTORCH_2_9 == BUILD_ARGS["nxd-llama"]["NEURON_DLC"]
     assert defaults["NXDT_EXAMPLES_COMMIT"] == versions.NXDT_EXAMPLES_COMMIT
     assert re.fullmatch(r"[0-9a-f]{40}", versions.NXDT_EXAMPLES_COMMIT)
-    assert "RUN test -x /usr/local/bin/mpirun && test -x /usr/local/bin/orted" in text
+    assert defaults["MEGATRON_LM_COMMIT"] == versions.MEGATRON_LM_COMMIT
     assert 'CMD ["/usr/sbin/sshd", "-De"]' in text and "COPY --chmod=755 nodelist_helper.py /nodelist_helper.py" in text

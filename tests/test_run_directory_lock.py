@@ -1,5 +1,5 @@
 """One writer per run directory, run for real: the training shells the jobs declare (BERT's
-replicas, the NeMo ranks, the Ray train step) against fake training processes in a temporary run
+replicas, the NxD Training ranks, the Ray train step) against fake training processes in a temporary run
 directory, two jobs at once, restarts, and concurrent prunes.
 
 The lock is flock(2) on ``<run dir>/.lock``, opened by the training shell (resumable.take_lock) and
@@ -248,24 +248,23 @@ def test_the_stack_pods_replica_0_holds_the_lock_for_the_run_and_replica_1_joins
     assert all((tmp_path / f"started-{r}").exists() for r in (0, 1))
 
 
-def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
-    """The rank command mpirun starts on every worker (nemo_llama2.rank_command), with Open MPI's
+def test_nxd_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
+    """The rank command mpirun starts on every worker (nxd_llama.rank_command), with Open MPI's
     OMPI_COMM_WORLD_RANK (train_setup.sh reads the same variable), /shared/ in a temp root and the
-    worker's /tmp/resilience.py beside it. The pinned scripts are stand-ins with the lines the
-    rewrite needs (resilience.nemo_scripts): llama_7b.sh runs test_llama.sh, which notes its start."""
+    worker's /tmp/resilience.py beside it. The pinned train.sh is a stand-in with the line the
+    rewrite needs (resilience.nxdt_script), which notes its start."""
     launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
     rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
     script = tmp_path / "resilience.py"
     script.write_text(resumable.source())
     line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
     line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
-    match = re.search(r"mkdir -p (\S+) && exec 9>>", line)
+    match = re.search(r"mkdir -p (\S+)/checkpoints && exec 9>>", line)
     assert match, line
     run_dir = Path(match.group(1))
     examples = tmp_path / "examples"
     examples.mkdir()
-    (examples / "llama_7b.sh").write_text("#!/bin/sh\nsh ./test_llama.sh\n")
-    (examples / "test_llama.sh").write_text('echo started > "$STARTED"\nexit 0\n' + resilience.NEMO_INTERVAL_LINE)
+    (examples / "train.sh").write_text('echo started > "$STARTED"\nexit 0\n' + resilience.NXDT_LAST_OVERRIDE)
     other = Job(tmp_path, run_dir, "team-b/llama2-train")
     other.wait_started()
 
@@ -290,7 +289,7 @@ def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: Pl
     assert holder_of(run_dir)["owner"] == "default/llama2-train"  # <namespace>/<MPIJob>
 
 
-def test_a_new_nemo_attempt_ends_what_an_earlier_one_left_running_in_its_container(tmp_path: Path) -> None:
+def test_a_new_nxd_attempt_ends_what_an_earlier_one_left_running_in_its_container(tmp_path: Path) -> None:
     """torchrun's workers live in sessions of their own without the lock's descriptor, so a rank whose
     agent was SIGKILLed leaves them running in the long-lived worker container. The next attempt's rank
     ends the processes marked with the same run directory and another attempt (SIGTERM, then SIGKILL),

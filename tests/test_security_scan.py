@@ -114,8 +114,8 @@ def test_the_scan_sees_controller_made_pods(findings: list[Finding]) -> None:
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
     assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
     assert (
-        checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile")
-        == "Dockerfile/nemo-megatron"
+        checkov_scan.object_key("dockerfile", "/nxd-llama/Dockerfile.", "/nxd-llama/Dockerfile")
+        == "Dockerfile/nxd-llama"
     )
 
 

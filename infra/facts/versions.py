@@ -186,7 +186,7 @@ ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
 TRAINING_IMAGE_TAG = "2026.11.1"
-# The tag the data staging Jobs run (cmd-shell for WikiCorpus, nemo-megatron for RedPajama). Its own,
+# The tag the data staging Jobs run (cmd-shell for WikiCorpus, nxd-llama for RedPajama). Its own,
 # so bumping TRAINING_IMAGE_TAG does not replace the staging Jobs: a replaced stage-wikicorpus (240 min
 # await) followed by the replaced bert-precompile would outlast the CI deploy job's budget
 # (tools/workloads_preflight.py, .github/workflows/deploy.yml). Bump it only when what staging runs
@@ -204,23 +204,21 @@ STAGING_IMAGE_TAG = "2026.11.1"
 # neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
 NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
 # AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
-# BERT script; torch 1.13 for the two Llama-2 stacks, whose code was written against it.
+# BERT script; torch 1.13 for the Ray Llama-2 stack, whose code was written against it.
 NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
-NEURON_DLC_PYTORCH_1_13 = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.20.2-ubuntu20.04"
 NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.18.2-ubuntu20.04"
 # Training code, fetched at these commits.
 BERT_SAMPLES_COMMIT = "d6e1754d2e65c90938565e3d23a814f2f800cc21"  # aws-neuron/aws-neuron-samples (SDK 2.21)
 RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
-# aws-neuron/neuronx-nemo-megatron, "Adding 2.20 release changes (#34)": the release for the SDK
-# 2.20.2 DLC it runs on (there is no torch 1.13 DLC for SDK 2.21). The Llama scripts this project
-# runs (llama_7b.sh, test_llama.sh, train_setup.sh, k8s/docker/nodelist_helper.py) are the same
-# at the 2.21 release (f4743ce), which changed model code built against the 2.21 compiler.
-NEMO_MEGATRON_COMMIT = "d22aabf42ceb1be5bd1f647806caf4598db801cc"
 # aws-neuron/neuronx-distributed-training "Neuron SDK Release 2.26.0 changes" (library 1.6.0): the
 # newest release the repository publishes (its main, Sep 2025; no later commit or tag); the SDK 2.30.0
 # DLC installs the 1.7.0 library, whose examples/ (train.sh, train_setup.sh, training.py, conf/) are in
 # no wheel. docker/nxd-llama takes examples/ from here.
 NXDT_EXAMPLES_COMMIT = "9169aa03f39efd4eb02da63891a7ed98defb1714"
+# NVIDIA/Megatron-LM core_r0.10.0: the checkout the DLC installs megatron-core from
+# (aws-neuron/deep-learning-containers 2.30.0 common/nxdt_install_setup.sh); docker/nxd-llama runs its
+# tools/preprocess_data.py to write the Megatron indexed dataset NxD Training reads.
+MEGATRON_LM_COMMIT = "7ee599a25ca15f042c1087176b73ebddb0566d02"
 RAY_VERSION = "2.22.0"
 # The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
 # revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which
