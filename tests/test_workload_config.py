@@ -324,3 +324,11 @@ def test_odd_values_a_reviewer_tried(workloads_with) -> None:
     assert problem == "trainium-workloads:hfToken = [secret]: only whitespace; give a value or leave the key out"
     problems = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
     assert any("nxdLlama.compile = false and train = false: the workload is on but runs nothing" in p for p in problems)
+
+
+def test_the_neuronx_nemo_megatron_key_is_refused_by_name_with_its_replacement(workloads_with) -> None:
+    # A stack file written for the NeMo job: its key is refused as replaced, not as a misspelling, and
+    # the refusal names the key that takes its settings.
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    assert problem.startswith("trainium-workloads:nemoLlama2: no longer a workload: ")
+    assert "rename the key to nxdLlama" in problem and "unknown key" not in problem

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.errors import ConfigError
 from infra.config.naming import PROFILE_PATTERN
 from infra.facts import versions
 
@@ -385,9 +386,18 @@ def key_name(loc: tuple[Any, ...]) -> str:
     return qualified_key(PROJECT, loc)
 
 
+# Workload keys that no longer exist, and what replaced each: said by name, not as a misspelling.
+REPLACED_KEYS = {
+    "nemoLlama2": "the MPI operator's Llama-2 job now runs NxD Training (neuronx-nemo-megatron is "
+    "archived): rename the key to nxdLlama, whose settings keep their names (docs/workloads.md)",
+}
+
+
 def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
     raw = project_values(all_config, PROJECT)
+    if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
+        raise ConfigError(replaced)
     if PROFILE_KEY in all_config:
         raw["profile"] = all_config[PROFILE_KEY]
     return validated(WorkloadsConfig, raw, key_name, secret_keys=SECRET_KEYS)
