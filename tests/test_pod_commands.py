@@ -493,7 +493,7 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
     # Rank 0 holds the run directory's lock, on the shared file system, for the training job; node 0's
     # log, the probe's heartbeat, is there too.
     worker0 = sandbox.cluster["pods"][workers[0]]
-    holder = Path(rewrite(run_dir + "/.lock-holder", worker0["view"]))
+    holder = Path(rewrite(f"{run_dir}/{nxd_llama.LOCK_SUBDIR}/.lock-holder", worker0["view"]))
     assert holder.resolve().is_relative_to((sandbox.root / "volumes").resolve()), "the run directory is not on FSx"
     assert json.loads(holder.read_text())["owner"] == f"{namespace}/{name}"
     log = Path(rewrite(f"{run_dir}/0/log", worker0["view"])).read_text()

@@ -44,6 +44,11 @@ WORKLOAD = "nxd-llama"
 # checkpoints to <that>/checkpoints and TensorBoard's events in <that> (exp_manager's explicit_log_dir).
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo_experiments"
 TRAIN_JOB = "llama2-train"
+# The run directory's lock lives in a directory of its own inside it: on every resume, rank 0's
+# exp_manager moves the files at the top of the log directory into run_<n>/ (neuronx-distributed-training
+# 9169aa0 utils/exp_manager.py check_resume), which would take the held lock file away from the next
+# attempt (flock(2) locks the file, not its name) and let a second job lock a new one.
+LOCK_SUBDIR = "lock"
 
 
 def model_settings(layout: NxdLayout) -> dict[str, object]:
@@ -119,10 +124,11 @@ def rank_command(layout: NxdLayout, compile_only: bool) -> list[str]:
     # Rank 0 (one per job: mpirun starts one rank per worker; Open MPI gives each its
     # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock and drops
     # incomplete saves, which exp_manager's own resume would otherwise pick (resilience.prune).
-    writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{TRAIN_JOB}")
+    lock_dir = f"{run_dir(layout)}/{LOCK_SUBDIR}"
+    writer = resumable.RunLock(lock_dir, f"{layout.namespace}/{TRAIN_JOB}")
     take = resumable.take_lock(writer, "nxdt", resumable.call_file)
     prune = resumable.call_file("prune", "nxdt", checkpoints, str(s.checkpoints_to_keep))
-    lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {checkpoints} && {take} && {prune}; }}; }}'
+    lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {checkpoints} {lock_dir} && {take} && {prune}; }}; }}'
     # The worker containers outlive an attempt: first end what an earlier attempt left running in this
     # one (resilience.reap), then mark everything this attempt starts.
     attempt = f'export {resilience.RUN_ATTEMPT_ENV}="{run_dir(layout)} $BASHPID"'
