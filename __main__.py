@@ -175,9 +175,6 @@ schedulers = Schedulers(
         queues=config.volcano_queues,
         kuberay=features.kuberay,
         mpi_operator=features.mpi_operator,
-        torchx_etcd=features.torchx_etcd,
-        namespaces=namespaces,
-        identities=identities,
     ),
 )
 Autoscaling(
@@ -249,7 +246,6 @@ outputs = contract.exported(
     if storage
     else FsxStorage.disabled_output(config.storage, placement.accelerator_zone.id),
     queues=schedulers.queues,
-    etcd_endpoints=schedulers.etcd_endpoints,
     ecr_repositories=registries.urls,
     pod_identity=contract.exported(contract.PodIdentity, agent=True, training_role_arns=identities.role_arns),
     # Always-on system nodes: where workloads put their long-running services (TensorBoard).

@@ -203,7 +203,6 @@ class ClusterContract(ContractModel):
     queues: list[VolcanoQueue] = Field(
         alias="volcanoQueues", description="The Volcano queues and each one's capability."
     )
-    etcd_endpoints: dict[str, str] = Field(description="Namespace -> `etcd-server.<ns>:2379` for TorchX rendezvous.")
     ecr_repositories: dict[str, str] = Field(description="Image -> ECR repository URL.")
     core_node_selector: dict[str, str] = Field(
         description="The node selector of the always-on system nodes (where TensorBoard and the shell go)."

@@ -237,7 +237,7 @@ def pod_containers(objects: list[dict[str, Any]]) -> list[PodContainer]:
 # these absolute paths where the images install them.
 STUBBED = (
     "torchrun", "neuron_parallel_compile", "mpirun", "ssh", "getent", "sshd", "aws", "kubectl",
-    "etcd", "tensorboard", "ray", "nginx", "huggingface-cli", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
+    "tensorboard", "ray", "nginx", "huggingface-cli", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
     "hostname",
 )  # fmt: skip
 STUB_DIRS = {

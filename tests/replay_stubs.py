@@ -160,9 +160,10 @@ def mpirun(sandbox: Path, args: list[str], caller: str) -> int:
 
 
 def torchrun(sandbox: Path, args: list[str], caller: str) -> int:
-    """torchrun (torch 2.5): its options, then the script and the script's arguments; the elastic
+    """torchrun (torch 2.5 and 2.9): its options, then the script and the script's arguments; the elastic
     agent starts ``python3 <script> <args>`` once per local rank with RANK, LOCAL_RANK, WORLD_SIZE,
-    ... set. Here: local rank 0 of node rank 0 only."""
+    ... set (torch 2.9.0 torch/distributed/elastic/agent/server/local_elastic_agent.py l.305-324).
+    Here: local rank 0 of node rank 0 only."""
     words = list(args)
     options: dict[str, str] = {}
     while words and words[0].startswith("--"):

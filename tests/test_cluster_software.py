@@ -25,7 +25,6 @@ ALL_OFF = {
         "efaDevicePlugin",
         "fsxCsi",
         "volcano",
-        "torchxEtcd",
         "kuberay",
         "mpiOperator",
         "clusterAutoscaler",
@@ -202,7 +201,7 @@ def test_kuberay_uses_volcano_and_is_installed_after_it(dev, plan_with):
     kuberay, volcano = dev.named("kuberay-operator"), dev.named("volcano")
     assert kuberay.inputs["values"]["batchScheduler"] == {"name": "volcano"}
     assert volcano.urn in kuberay.dependencies
-    plan = plan_with(features={"volcano": False, "torchxEtcd": False})
+    plan = plan_with(features={"volcano": False})
     assert "batchScheduler" not in releases(plan)["kuberay-operator"]["values"]
     assert "volcano" not in releases(plan)
     assert plan.named("kuberay-operator").dependencies == []
@@ -301,21 +300,10 @@ def test_volcano_images_are_not_pulled_on_every_start(dev):
     assert "image_registry" not in basic  # no pull-through cache: see README, Cluster software
 
 
-def test_torchx_etcd(dev):
-    deployment = dev.named("default-etcd").inputs
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == versions.ETCD_IMAGE
-    assert container["image"].startswith("registry.k8s.io/etcd:3.5.")
-    assert "--enable-v2=true" in container["command"]
-    service = dev.named("default-etcd-server").inputs
-    assert service["metadata"] == {
-        "name": "etcd-server",
-        "namespace": "default",
-        "labels": deployment["metadata"]["labels"],
-    }
-    assert service["spec"]["ports"] == [{"name": "client", "port": 2379, "targetPort": 2379}]
-    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    assert dev.outputs["etcdEndpoints"] == {"default": "etcd-server.default:2379"}
+def test_no_rendezvous_server_runs_in_the_cluster(dev):
+    # Rank 0's torchrun hosts the rendezvous store of every BERT and `torchx run` job.
+    assert not [r.name for r in dev.registrations if "etcd" in r.name]
+    assert "etcdEndpoints" not in dev.outputs
 
 
 def test_mpi_operator_release_manifest(dev):
@@ -364,7 +352,7 @@ def test_mpi_operator_runs_the_release_image_not_the_moving_minor_tag(dev, plan_
         assert container["imagePullPolicy"] == "IfNotPresent"
     assert upstream["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.8"
     # Without Volcano the manifest still has a transform: the image one.
-    plain = plan_with(features={"volcano": False, "torchxEtcd": False}).named("mpi-operator")
+    plain = plan_with(features={"volcano": False}).named("mpi-operator")
     assert plain.lifecycle["transforms"] == 1
 
 
@@ -424,7 +412,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     )
     assert mpi_operator_gang_scheduling(other) is None
     # Without Volcano the manifest keeps only the image transform (the test above), and waits for nothing.
-    without_volcano = plan_with(features={"volcano": False, "torchxEtcd": False}).named("mpi-operator")
+    without_volcano = plan_with(features={"volcano": False}).named("mpi-operator")
     assert without_volcano.dependencies == []
 
 
@@ -543,7 +531,7 @@ def test_switches_off_remove_what_they_guard(plan_with):
     assert not [r for r in plan.of_type("aws:eks/addon:Addon") if "cloudwatch" in r.name]
     assert not [r for r in plan.registrations if r.name.startswith(("fsx-", "autoscaling-"))]
     assert plan.outputs["storage"]["enabled"] is False
-    assert plan.outputs["etcdEndpoints"] == {} and plan.outputs["volcanoQueues"] == []
+    assert plan.outputs["volcanoQueues"] == []
 
 
 @pytest.mark.parametrize(
@@ -563,9 +551,10 @@ def test_each_switch(plan_with, feature, gone):
     assert len(releases(plan)) == 6
 
 
-def test_torchx_etcd_needs_volcano(plan_with):
-    with pytest.raises(ConfigError, match=r"features.torchxEtcd = true: TorchX jobs are gang-scheduled by Volcano"):
-        plan_with(features={"volcano": False})
+def test_the_etcd_switch_is_gone(plan_with):
+    # TorchX and the BERT jobs meet at the c10d store rank 0's torchrun hosts (workloads/bert_launch.py).
+    with pytest.raises(ConfigError, match=r"features.torchxEtcd: unknown key"):
+        plan_with(features={"torchxEtcd": True})
 
 
 # --- outputs --------------------------------------------------------------------------------------
@@ -589,7 +578,6 @@ def test_outputs_are_the_complete_contract(dev):
         "trainingServiceAccount",
         "storage",
         "volcanoQueues",
-        "etcdEndpoints",
         "ecrRepositories",
         "podIdentity",
         "coreNodeSelector",

@@ -69,7 +69,7 @@ def test_the_cluster_program_cannot_export_a_field_the_model_does_not_have() -> 
 def test_the_workloads_read_a_part_of_the_outputs_and_refuse_a_wrong_shape(dev: PlanResult) -> None:
     assert set(contract.WORKLOAD_INPUTS) < set(dev.outputs) and "kubeconfig" not in contract.WORKLOAD_INPUTS
     assert contract.never_deployed({}) and not contract.never_deployed({"clusterName": "trn-dev"})
-    assert contract.missing_outputs({**dev.outputs, "etcdEndpoints": None}) == ["etcdEndpoints"]
+    assert contract.missing_outputs({**dev.outputs, "volcanoQueues": None}) == ["volcanoQueues"]
     bad = copy.deepcopy(dev.outputs)
     bad["acceleratorNodeGroups"][0]["neuronDevices"] = "sixteen"
     with pytest.raises(ConfigError) as err:

@@ -335,7 +335,9 @@ def _run_script(
     return out.stderr + out.stdout
 
 
-TABLE_16 = "\n".join(f"| {i}      | 2        | 32 GB  | 10:1e.0 |" for i in range(16))
+# neuron-ls's table as the tools in the burn-in image print it (aws-neuron-sdk v2.30.0
+# tools/neuron-sys-tools/neuron-ls.rst): device, NeuronCore count, NeuronCore ids, memory, ...
+TABLE_16 = "\n".join(f"| {i:<6} | 2      | {2 * i}-{2 * i + 1:<5} | 32 GB  | 10:1e.0 |" for i in range(16))
 
 
 def test_a_healthy_node_passes(tmp_path):
@@ -559,7 +561,7 @@ def test_the_sdks_the_images_name_are_in_the_table_with_their_manifest_versions(
     2.23.110.0, neuronx-cc 2.16.345.0, aws-neuronx-dkms 2.19.64.0; SDK 2.31.0 driver 2.29.0.0."""
     from infra.facts import neuron
 
-    assert {i.sdk.version for i in neuron.TRAINING_IMAGES} == {"2.18.2", "2.21.0", "2.30.0"}
+    assert {i.sdk.version for i in neuron.TRAINING_IMAGES} == {"2.18.2", "2.30.0"}
     assert neuron.SDK_RELEASES["2.21.0"].runtime == "2.23.110.0"
     assert neuron.SDK_RELEASES["2.21.0"].compiler == "2.16.345.0"
     assert neuron.SDK_RELEASES["2.31.0"].driver.startswith("2.29")
@@ -577,7 +579,7 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     assert "acceleratorNodeGroups[0].amiReleaseVersion = 1.35.2-20260707" in text
     assert "Neuron driver 2.29 or newer" in text and "nrt_init() fails" in text
     for part in (
-        "docker/bert-pretrain (Neuron SDK 2.21.0: runtime 2.23.110.0, compiler 2.16.345.0, torch-neuronx 2.5.1)",
+        "docker/bert-pretrain (Neuron SDK 2.30.0: runtime 2.32.31.0, compiler 2.25.3371.0, torch-neuronx 2.9.0)",
         "docker/ray-llama2 (Neuron SDK 2.18.2",
         "docker/nxd-llama (Neuron SDK 2.30.0: runtime 2.32.31.0",
     ):
@@ -597,7 +599,7 @@ def test_the_latest_ami_is_refused_with_the_release_to_pin():
     text = str(err.value)
     assert (
         "acceleratorNodeGroups[0].amiReleaseVersion = unset (the latest AMI): Neuron driver 2.30 or newer "
-        "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.21.0" in text
+        "(latest AL2023 Neuron AMI) cannot run docker/bert-pretrain (Neuron SDK 2.30.0" in text
     )
     assert "nrt_init() fails" in text
     assert "(for Kubernetes 1.35: 1.35.6-20260625, Neuron driver 2.28.0.0)" in text
@@ -669,7 +671,7 @@ def test_the_policy_pack_reports_a_failing_combination():
         if "bert-pretrain" in m
     ]
     assert "Node group 'trn' (trn1.32xlarge) on Neuron driver 2.29 or newer, below 2.30" in message
-    assert "runtime 2.23.110.0" in message and "nrt_init() fails" in message and "fix: pin" in message
+    assert "runtime 2.32.31.0" in message and "nrt_init() fails" in message and "fix: pin" in message
     assert not any(
         "burn-in" in m for m in violations("neuron-compatibility", *stack({"releaseVersion": "1.34.2-20260801"}))
     )
@@ -682,7 +684,7 @@ def test_the_policy_pack_reports_a_failing_combination():
         ],
     }
     [burn] = [m for m in violations("neuron-compatibility", *stack(gated)) if "burn-in" in m]
-    assert "cannot run the burn-in image (Neuron SDK 2.21.0, runtime 2.23.110.0)" in burn
+    assert "cannot run the burn-in image (Neuron SDK 2.30.0, runtime 2.32.31.0)" in burn
     assert violations("neuron-compatibility", *stack({"releaseVersion": "1.34.9-20260625"})) == []
     # Unpinned: the latest AMI, refused alike, the fix naming the release for the group's minor.
     unpinned = violations("neuron-compatibility", *stack({"version": "1.34"}))
@@ -766,7 +768,7 @@ def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in
     assert set(neuron.TRAINING_IMAGES) <= set(neuron.images_for(False))
     with pytest.raises(ConfigError) as err:
         _config(amiReleaseVersion="1.35.2-20260707")
-    assert "the burn-in image (Neuron SDK 2.21.0: runtime 2.23.110.0" in str(err.value)
+    assert "the burn-in image (Neuron SDK 2.30.0: runtime 2.32.31.0" in str(err.value)
     with pytest.raises(ConfigError) as err:
         _config(amiReleaseVersion="1.35.2-20260707", burnIn=False)
     assert "burn-in image" not in str(err.value)

@@ -61,8 +61,8 @@ def test_dev_system_pods_fit_two_small_nodes():
     assert config.core_node_group.instance_types == ["m6i.large"] and config.core_node_group.min_size == 2
     fit = system_fit("m6i.large", 2, config.features, config.training_namespaces)
     assert fit is not None and fit.fits
-    # 8 DaemonSet pods per node + 17 cluster pods spread over 2 nodes = 17 of 29.
-    assert fit.pods_per_node == 8 + 9 and fit.max_pods == 29
+    # 8 DaemonSet pods per node + 16 cluster pods spread over 2 nodes = 16 of 29.
+    assert fit.pods_per_node == 8 + 8 and fit.max_pods == 29
     assert fit.allocatable_cpu_millis == 2 * (2000 - 70)
 
 
@@ -76,9 +76,10 @@ def test_one_small_node_is_refused_naming_the_key():
 
 
 def test_tiny_nodes_run_out_of_pod_addresses():
-    # t3.medium allows 17 pods: with the Neuron scheduler extension on, 2 nodes cannot hold them.
+    # t3.medium allows 17 pods: with the Neuron scheduler extension and Karpenter's controllers, 2
+    # nodes cannot hold them.
     features = FeaturesConfig(neuron_scheduler_extension=True)
-    fit = system_fit("t3.medium", 2, features, ["default", "research"])
+    fit = system_fit("t3.medium", 2, features, ["default", "research"], karpenter=True)
     assert fit is not None and not fit.fits and fit.pods_per_node > 17
 
 
@@ -154,7 +155,7 @@ def test_the_old_layout_was_over_the_target(plan_with) -> None:
 
 def test_prod_sizing_is_its_own():
     config = stack_config("prod")
-    # Three zones, a system node in each; prod's two namespaces (two etcds) still fit when one of
+    # Three zones, a system node in each; the system pods still fit when one of
     # the three is lost, so a zone outage or a node replacement leaves nothing Pending.
     core = config.core_node_group
     assert core.min_size == 3 and core.instance_types == ["m6i.large"]

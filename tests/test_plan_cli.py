@@ -72,14 +72,12 @@ def test_plan_writes_resources_json(planned_dev):
         "cronjob-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
-        "deployment-default-etcd.yaml",
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
         "namespace-default.yaml",
         "namespace-neuron-burn-in.yaml",
         "namespace-neuron-healthcheck-system.yaml",
         # Every pod of the namespace kept from the instance metadata service (infra/specs/node_security.py).
         "networkpolicy-default-deny-instance-metadata.yaml",
-        "networkpolicy-default-etcd.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolume-fsx-claim-neuron-burn-in-fs-placeholder-fsx-training.yaml",
@@ -87,7 +85,6 @@ def test_plan_writes_resources_json(planned_dev):
         "persistentvolumeclaim-neuron-burn-in-fsx-claim.yaml",
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",
-        "service-default-etcd-server.yaml",
         "serviceaccount-default-training.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",

@@ -101,7 +101,7 @@ def large_dev_config(groups: int, extra_namespaces: int) -> dict[str, str]:
     """The dev stack's config with its first Trainium group copied under new names (trn-g00, ...) up to
     ``groups`` groups, ``extra_namespaces`` training namespaces (team-00, ...) besides its own, and
     what validation asks of a cluster that size: a label that tells the groups apart (the workloads
-    pick their group by it) and system nodes that hold an etcd per namespace (m6i.xlarge)."""
+    pick their group by it) and the system nodes docs/offline-plan.md measured with (m6i.xlarge)."""
     shipped = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"][
         "trainium-eks:acceleratorNodeGroups"
     ]

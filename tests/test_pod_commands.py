@@ -56,8 +56,6 @@ IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell"
 IMAGES |= {
     # docker-library/python 3.11/slim-bookworm/Dockerfile: CMD ["python3"], no WORKDIR.
     "python": Image(cmd=("python3",)),
-    # kubernetes/kubernetes cluster/images/etcd/Dockerfile: no ENTRYPOINT or CMD of its own.
-    "etcd": Image(),
     # nginx/docker-nginx-unprivileged mainline/alpine/Dockerfile: ENTRYPOINT ["/docker-entrypoint.sh"],
     # CMD ["nginx", "-g", "daemon off;"].
     "nginx-unprivileged": Image(("/docker-entrypoint.sh",), ("nginx", "-g", "daemon off;")),
@@ -113,17 +111,6 @@ def under_a_mount(path: str, pc: PodContainer, read_only: bool | None = None) ->
         and (read_only is None or bool(m.get("readOnly")) == read_only)
         for m in pc.container.get("volumeMounts", [])
     )
-
-
-def replay_etcd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
-    pc = only(pcs)
-    run = sandbox.run(pc, image_of(pc), pod_name="etcd-7d9f")
-    assert run.rc == 0, run.stderr
-    (call,) = run.called("etcd")
-    assert call["argv"] == local_all(sandbox, run.pod, pc.container["command"][1:])
-    (data_dir,) = [a.split("=", 1)[1] for a in pc.container["command"] if a.startswith("--data-dir=")]
-    assert under_a_mount(data_dir, pc, read_only=False)
-    assert "--listen-client-urls=http://0.0.0.0:2379" in call["argv"]
 
 
 def replay_shell(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
@@ -229,6 +216,7 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
     run_dir = stack.result.outputs["workloads"]["runDirectories"]["bertPretraining"]
     sandbox.behaviours["dp_bert_large_hf_pretrain_hdf5.py"] = {"stdout": BERT_LOG}
     sandbox.save()
+    endpoints: dict[str, tuple[str, str]] = {}  # task -> the rendezvous endpoint its torchrun got
     for pc in sorted(pcs, key=lambda p: p.role):
         task = pc.role.split(" ", 1)[1]
         meta = volcano_pod(pc.obj, task)
@@ -252,6 +240,9 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
         # The kubelet put the Volcano pod group and the job's version into the rendezvous id.
         args = torchrun["argv"]
         assert args[args.index("--rdzv_id") + 1] == f"{meta['annotations']['scheduling.k8s.io/group-name']}-v0"
+        assert args[args.index("--rdzv_backend") + 1] == "c10d"
+        host, _, port = args[args.index("--rdzv_endpoint") + 1].rpartition(":")
+        endpoints[task] = (host, port)
         assert args[args.index("--nnodes") + 1] == str(len(pcs))
         argv = script["argv"]
         assert argv[argv.index("--output_dir") + 1] == sandbox.local(run.pod, run_dir)
@@ -284,6 +275,16 @@ def replay_bert(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
             [sandbox.local(run.pod, w) for w in probe], env=local_env, capture_output=True, text=True, timeout=30
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    # torch 2.9.0 c10d_rendezvous_backend.py _create_tcp_store l.137-187: the torchrun whose endpoint
+    # host is this machine hosts the store (utils.py _matches_machine_hostname l.124: localhost always
+    # is); the others connect to it. Rank 0's pod is reachable as <hostname>.<subdomain>, which
+    # Volcano's svc plugin sets to the pod's name and the job's (svc.go l.86-91), through the job's
+    # headless Service: every other replica's endpoint is that name, on the port rank 0 hosts on.
+    job = pcs[0].obj["metadata"]["name"]
+    rank0_pod = volcano_pod(pcs[0].obj, "worker-0")["name"]
+    assert endpoints.pop("worker-0") == ("localhost", "29500")
+    assert endpoints and set(endpoints.values()) == {(f"{rank0_pod}.{job}", "29500")}, endpoints
 
 
 # --- KubeRay ----------------------------------------------------------------------------------------
@@ -757,7 +758,6 @@ def replay_gate(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
 
 
 SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]]] = [
-    ("etcd", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "etcd", replay_etcd),
     ("shell", lambda o: o["kind"] == "Pod" and o["metadata"]["name"] == "cmd-shell", replay_shell),
     ("tensorboard", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard", replay_tensorboard),
     ("watchdog", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "gang-watchdog", replay_watchdog),
@@ -788,7 +788,6 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
 
 # Which shipped stacks run each kind of pod (a replay that finds nothing to run must fail).
 SHIPPED_IN = {
-    "etcd": {"dev", "prod"},
     "shell": {"dev"},
     "tensorboard": {"dev", "prod"},
     "watchdog": {"dev", "prod"},

@@ -439,13 +439,13 @@ def _pod(image, **extra):
     )
 
 
-@pytest.mark.parametrize("image", ["registry.k8s.io/etcd", "python:latest", "localhost:5000/etcd"])
+@pytest.mark.parametrize("image", ["registry.k8s.io/pause", "python:latest", "localhost:5000/pause"])
 def test_unpinned_images(image):
     assert violations("image-pinned-tag", _pod(image))
 
 
 @pytest.mark.parametrize(
-    "image", ["registry.k8s.io/etcd:3.5.24-0", "localhost:5000/etcd:3.5", "python@sha256:" + "a" * 64]
+    "image", ["registry.k8s.io/pause:3.10", "localhost:5000/pause:3.10", "python@sha256:" + "a" * 64]
 )
 def test_pinned_images(image):
     assert not violations("image-pinned-tag", _pod(image))

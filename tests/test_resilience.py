@@ -353,22 +353,21 @@ def test_the_heartbeat_filter_never_takes_the_training_output_down(tmp_path: Pat
 def test_the_run_directory_follows_the_neuron_sdk_the_image_is_built_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new SDK's torch-neuronx / neuronx-distributed may not read the old one's checkpoints: a new
     base image starts a new run directory. The hashed image is the one the job's image is built from."""
-    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379")
+    run = bert_launch.BertRun(nnodes=2, nproc_per_node=32)
     assert bert_launch.model_settings(run)["neuron_sdk_image"] == BUILD_ARGS["bert-pretrain"]["NEURON_DLC"]
     before = bert_launch.run_dir(run)
     monkeypatch.setattr(
-        versions, "NEURON_DLC_PYTORCH_2_5", versions.NEURON_DLC_PYTORCH_2_5.replace("sdk2.21.0", "sdk2.22.0")
+        versions, "NEURON_DLC_PYTORCH_2_9", versions.NEURON_DLC_PYTORCH_2_9.replace("sdk2.30.0", "sdk2.31.0")
     )
     assert bert_launch.run_dir(run) != before
 
 
 def test_a_change_to_model_settings_starts_a_new_run_directory() -> None:
-    base = bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379")
+    base = bert_launch.BertRun(nnodes=2, nproc_per_node=32)
     same = [
         bert_launch.BertRun(
             nnodes=2,
             nproc_per_node=32,
-            etcd_endpoint="etcd:2379",
             steps_this_run=500,
             checkpoint_every_shards=3,
             checkpoints_to_keep=5,
@@ -376,9 +375,9 @@ def test_a_change_to_model_settings_starts_a_new_run_directory() -> None:
         )
     ]
     changed = [
-        bert_launch.BertRun(nnodes=4, nproc_per_node=32, etcd_endpoint="etcd:2379"),
-        bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", batch_size=8),
-        bert_launch.BertRun(nnodes=2, nproc_per_node=32, etcd_endpoint="etcd:2379", bf16=False),
+        bert_launch.BertRun(nnodes=4, nproc_per_node=32),
+        bert_launch.BertRun(nnodes=2, nproc_per_node=32, batch_size=8),
+        bert_launch.BertRun(nnodes=2, nproc_per_node=32, bf16=False),
     ]
     assert re.fullmatch(r"/data/output/run-[0-9a-f]{12}", bert_launch.run_dir(base))
     assert {bert_launch.run_dir(r) for r in same} == {bert_launch.run_dir(base)}

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from infra.components.schedulers import ETCD_PORT
 from infra.specs import pod_security
 from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
@@ -158,10 +157,9 @@ def plans(dev: PlanResult, prod: PlanResult, workloads_dev: PlanResult, workload
 @pytest.fixture(scope="module")
 def all_pods(plans: list[PlanResult]) -> list[tuple[str, str, dict[str, str], dict[str, Any]]]:
     found = [pod for plan in plans for pod in pods(plan)]
-    # Every workload and the cluster's etcd are on in these plans.
+    # Every workload is on in these plans.
     names = {name.split("/")[1] for name, *_ in found}
     assert {
-        "etcd",
         "bert-train",
         "llama2-pretraining-job",
         "llama2-train",
@@ -224,30 +222,23 @@ def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) ->
 
 
 def test_services_that_can_run_read_only_do(all_pods) -> None:
-    # etcd writes its data dir, TensorBoard its info file in /tmp, nginx its pid and temp files
-    # in /tmp: each of those paths is a mounted volume, so the image itself stays read-only.
+    # TensorBoard writes its info file in /tmp, nginx its pid and temp files in /tmp: a mounted
+    # volume, so the image itself stays read-only.
     for name, _, _, spec in all_pods:
-        if name.split("/")[1] not in ("etcd", "tensorboard"):
+        if name.split("/")[1] != "tensorboard":
             continue
         for c in containers(spec):
             assert c["securityContext"]["readOnlyRootFilesystem"] is True, (name, c["name"])
-            mounts = {m["mountPath"] for m in c["volumeMounts"]}
-            if c["name"] == "etcd":
-                data_dir = next(a.split("=", 1)[1] for a in c["command"] if a.startswith("--data-dir="))
-                assert any(data_dir.startswith(m + "/") for m in mounts)
-            else:
-                assert "/tmp" in mounts, (name, c["name"])
+            assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}, (name, c["name"])
 
 
 def test_long_running_services_have_probes_and_helpers_have_limits(all_pods) -> None:
     for name, _, _, spec in all_pods:
         kind, obj, _ = name.split("/")
-        if obj in ("etcd", "tensorboard"):
+        if obj == "tensorboard":
             for c in containers(spec):
                 assert "livenessProbe" in c and "readinessProbe" in c, (name, c["name"])
-        if obj in ("etcd", "tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith(
-            "/launcher"
-        ):
+        if obj in ("tensorboard", "stage-wikicorpus", "stage-redpajama", "cmd-shell") or name.endswith("/launcher"):
             for c in containers(spec):
                 assert {"cpu", "memory"} <= c["resources"]["limits"].keys(), (name, c["name"])
                 assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), (name, c["name"])
@@ -279,7 +270,7 @@ def test_the_built_in_namespace_is_labelled_by_a_patch_not_owned(dev: PlanResult
     assert patch.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
-def test_pods_torchx_run_submits_pass_the_enforced_level_and_reach_etcd(dev: PlanResult) -> None:
+def test_pods_torchx_run_submits_pass_the_enforced_level() -> None:
     """`torchx run` puts pods in the same namespace: TorchX 0.7.0's Kubernetes scheduler
     (torchx/schedulers/kubernetes_scheduler.py, role_to_pod) makes a pod privileged only for a
     DeviceMount and uses hostPath only for Bind/DeviceMounts; our component mounts the claim."""
@@ -291,7 +282,6 @@ def test_pods_torchx_run_submits_pass_the_enforced_level_and_reach_etcd(dev: Pla
     job = ApiClient().sanitize_for_serialization(app_to_resource(trn1_dist_ddp(image="x"), "test", "training"))
     template = job["spec"]["tasks"][0]["template"]
     assert not baseline_violations(template["spec"])
-    assert admits(etcd_policy(dev, "default"), template["metadata"]["labels"], ETCD_PORT)
 
 
 # --- NetworkPolicies ---------------------------------------------------------------------------
@@ -325,24 +315,16 @@ def admits(policy: dict[str, Any], labels: Mapping[str, str], port: int, namespa
     return False
 
 
-def etcd_policy(cluster: PlanResult, namespace: str) -> dict[str, Any]:
-    return next(p for p in policies(cluster) if p["metadata"] == {"name": "etcd", "namespace": namespace})
+def test_the_bert_workers_reach_rank_0s_rendezvous_store(workloads_dev: PlanResult) -> None:
+    # Rank 0's torchrun hosts the c10d store on RDZV_PORT (workloads/bert_launch.py); its job's
+    # other pods get in, pods of other workloads do not.
+    from workloads.bert_launch import RDZV_PORT
 
-
-def test_only_training_pods_reach_etcd_and_only_on_its_client_port(dev: PlanResult, workloads_dev: PlanResult) -> None:
-    policy = etcd_policy(dev, "default")
-    etcd = [(labels, spec) for name, ns, labels, spec in pods(dev) if name == "Deployment/etcd/pod" and ns == "default"]
-    assert len(etcd) == 1 and selects(policy, etcd[0][0])
-    assert [p["containerPort"] for p in etcd[0][1]["containers"][0]["ports"]] == [ETCD_PORT]
-    service = next(
-        o for o in kubernetes_objects(dev) if o["kind"] == "Service" and o["metadata"]["name"] == "etcd-server"
-    )
-    assert service["spec"]["ports"][0]["targetPort"] == ETCD_PORT
     by_name = {name: labels for name, _, labels, _ in pods(workloads_dev)}
-    for name, labels in by_name.items():
-        # The BERT workers (torchrun's etcd rendezvous) get in; no other workload does.
-        assert admits(policy, labels, ETCD_PORT) == (name.split("/")[1] in ("bert-train", "bert-precompile")), name
-    assert not admits(policy, by_name["Job/bert-train/worker-0"], 2380)
+    rank0 = by_name["Job/bert-train/worker-0"]
+    (policy,) = [p for p in policies(workloads_dev) if selects(p, rank0)]
+    assert admits(policy, by_name["Job/bert-train/worker-1"], RDZV_PORT)
+    assert not admits(policy, by_name["Deployment/tensorboard/pod"], RDZV_PORT)
 
 
 def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(

@@ -77,7 +77,7 @@ def test_the_scan_sees_the_pods_inside_custom_resources(findings: list[Finding],
 def test_an_unjustified_and_a_stale_entry_are_both_reported() -> None:
     findings = [
         Finding("CKV_K8S_23", "Pod/default/bert-train-worker-0"),
-        Finding("CKV_K8S_20", "Deployment/default/etcd"),
+        Finding("CKV_K8S_20", "Deployment/default/tensorboard"),
     ]
     justifications = [Justification("CKV_K8S_23", ("Pod/*/bert-*", "Pod/*/gone"), "root for Neuron")]
     assert checkov_scan.unjustified(findings, justifications) == [findings[1]]
@@ -112,7 +112,10 @@ def test_the_scan_sees_controller_made_pods(findings: list[Finding]) -> None:
 
 
 def test_checkov_resource_names_become_kind_namespace_name() -> None:
-    assert checkov_scan.object_key("kubernetes", "Deployment.research.etcd", "/x.yaml") == "Deployment/research/etcd"
+    assert (
+        checkov_scan.object_key("kubernetes", "Deployment.research.tensorboard", "/x.yaml")
+        == "Deployment/research/tensorboard"
+    )
     assert (
         checkov_scan.object_key("dockerfile", "/nxd-llama/Dockerfile.", "/nxd-llama/Dockerfile")
         == "Dockerfile/nxd-llama"

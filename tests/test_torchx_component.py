@@ -11,8 +11,6 @@ documents is the one these tests run.
 from __future__ import annotations
 
 import functools
-import http.server
-import json
 import math
 import os
 import re
@@ -20,7 +18,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,18 +83,13 @@ def torchx_cli(
 
 
 def unwrapped(command: list[str]) -> list[str]:
-    """The command TorchX's pods run once bash has put the picked rendezvous id in, under the same
-    deadline wrapper. The intended differences: TorchX's pods cannot read Volcano's job version (see
-    bert_launch.PICK_RDZV_ID), so they pick the id at run time, under a bash wrapper; and the job
-    named as the lock's owner is TorchX's app id."""
-    wrapper = ["bash", "-c", bert_launch.WITH_FRESH_RDZV_ID, "fresh-rdzv-id", bert_launch.PICK_RDZV_ID]
-    deadline, rest = command[:3], command[3:]
-    assert deadline[0] == "timeout", command
-    if rest[: len(wrapper)] == wrapper:
-        base_id, endpoint, *rest = rest[len(wrapper) :]
-        assert re.fullmatch(r"bert-[a-z0-9]+", base_id) and endpoint == "etcd-server.default:2379"
-        rest = [c.replace(bert_launch.RDZV_ID_PLACEHOLDER, base_id) for c in rest]
-    return deadline + [LOCK_OWNER.sub(r"\1 <job> ", RDZV_ID.sub("--rdzv_id <run>", c)) for c in rest]
+    """The command with the rendezvous id and the lock's owner left out: the intended differences.
+    The stack's pods name each attempt from their Volcano annotations (bert.RDZV_ID); TorchX's pods
+    cannot read those (TorchX writes only literal env values) and use its app id, the same for every
+    retry, which the c10d store allows (bert_launch.torchrun); and the job named as the lock's owner
+    is TorchX's app id."""
+    assert command[0] == "timeout", command
+    return [LOCK_OWNER.sub(r"\1 <job> ", RDZV_ID.sub("--rdzv_id <run>", c)) for c in command]
 
 
 def cpu_and_memory(requests: dict[str, str]) -> dict[str, Any]:
@@ -119,10 +111,14 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     return {
         "image": container["image"],
         "command": unwrapped(container["command"]),
-        # Values only: each side fills its run-id variables its own way (TORCHX_*, downward API).
+        # Values only: each side fills its run-id variables its own way (TORCHX_*, downward API); rank 0's
+        # host is TorchX's variable on both.
         "env": {
-            e["name"]: e["value"] for e in container["env"] if "value" in e and not e["name"].startswith("TORCHX_")
+            e["name"]: e["value"]
+            for e in container["env"]
+            if "value" in e and (not e["name"].startswith("TORCHX_") or e["name"] == bert_launch.RANK0_LOCAL_ENV)
         },
+        "ports": container.get("ports"),
         # TorchX also limits CPU and memory (test_torchx_pods_have_the_stacks_deadline_and_requests).
         "devices": {k: str(v) for k, v in container["resources"]["limits"].items() if k not in ("cpu", "memory")},
         "requests": cpu_and_memory(container["resources"]["requests"]),
@@ -143,7 +139,7 @@ def _torchx_pods(
 ) -> str:
     result = torchx_cli(
         "--image", image, "--nnodes", "2", "--nproc_per_node", "32", "--instance_type", instance_type,
-        "--precompile", str(precompile), "--steps_this_run", str(steps), "--etcd_endpoint", "etcd-server.default:2379",
+        "--precompile", str(precompile), "--steps_this_run", str(steps),
         *more, **({"cwd": ELSEWHERE, "component": str(REPO_ROOT / COMPONENT)} if elsewhere else {}),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -248,80 +244,26 @@ def test_the_component_needs_only_torchx_and_the_standard_library() -> None:
     assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
 
 
-class FakeEtcd(http.server.BaseHTTPRequestHandler):
-    """etcd's v2 keys API for the rendezvous states in ``states`` (run id -> status)."""
-
-    states: dict[str, str] = {}
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        match = re.fullmatch(r"/v2/keys/torchelastic/p2p/run_(.+)/rdzv/active_version", self.path)
-        status = self.states.get(match.group(1)) if match else None
-        body = {"errorCode": 100, "message": "Key not found"} if status is None else {
-            "action": "get", "node": {"key": self.path[len("/v2/keys"):], "value": json.dumps({"status": status})},
-        }  # fmt: skip
-        payload = json.dumps(body).encode()
-        self.send_response(404 if status is None else 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.mark.parametrize(
-    ("states", "picked"),
-    [
-        ({}, "bert-x-0"),  # first attempt
-        ({"bert-x-0": "closed"}, "bert-x-1"),  # a retry after the first run ended
-        ({"bert-x-0": "closed", "bert-x-1": "closed"}, "bert-x-2"),
-        ({"bert-x-0": "closed", "bert-x-1": "final"}, "bert-x-1"),  # agents killed by a signal
-    ],
-)
-def test_every_volcano_retry_of_a_torchx_job_gets_an_open_rendezvous(tmp_path: Path, states: dict, picked: str) -> None:
-    """torch elastic's etcd rendezvous (pytorch/pytorch torch/distributed/elastic/rendezvous/
-    etcd_rendezvous.py: get_path, set_closed, init_phase) keeps a run's state at
-    /torchelastic/p2p/run_<id>/rdzv/active_version; EtcdRendezvousHandler.shutdown marks it
-    {"status": "closed"} when the run ends, and an agent joining a closed run raises
-    RendezvousClosedError at once. TorchX 0.7.0 (torchx/schedulers/kubernetes_scheduler.py
-    app_to_resource) gives every retry of a Volcano Job the same app id and only literal env
-    values; Volcano v1.15.1 (pkg/controllers/job/job_controller_util.go createJobPod) keeps the
-    job version in annotations. So the TorchX pods pick `<app id>-<n>`, the first run not closed,
-    from etcd's v2 keys API before torchrun starts; a run left open by killed agents is reused
-    (torch elastic replaces the dead members)."""
-    FakeEtcd.states = states
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEtcd)
-    # shutdown() waits for serve_forever's next poll: 20 ms instead of its default half second.
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
-    fake_torchrun = tmp_path / "torchrun"
-    fake_torchrun.write_text('#!/bin/sh\necho "$@"\n')
-    fake_torchrun.chmod(0o755)
-    run = bert_launch.BertRun(
-        nnodes=2,
-        nproc_per_node=32,
-        etcd_endpoint=f"127.0.0.1:{server.server_port}",
-        output_dir=str(tmp_path / "output"),
-    )
-    path = f"{tmp_path}:{Path(sys.executable).parent}:{os.environ['PATH']}"
-    try:
-        result = subprocess.run(
-            bert_launch.command_with_fresh_rdzv_id(run, "bert-x", "bert-x", "0"), env={"PATH": path, **resumable.env()},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    finally:
-        server.shutdown()
-    assert result.returncode == 0, result.stderr
-    assert f"--rdzv_id {picked} --nnodes 2" in result.stdout
-
-
-def test_the_torchx_component_picks_its_rendezvous_id_at_run_time(workloads_dev: PlanResult) -> None:
-    # The training run's pods, as the rendering test above has TorchX render them.
-    for pod in torchx_pods(stack_image(workloads_dev, "bert-train"), False, "trn1.32xlarge", 200):
-        command = pod["spec"]["containers"][0]["command"][3:]  # after the deadline wrapper
-        assert command[:5] == ["bash", "-c", bert_launch.WITH_FRESH_RDZV_ID, "fresh-rdzv-id", bert_launch.PICK_RDZV_ID]
-        # TorchX substituted its app id for the macro, and left bash's own `$` expressions alone.
-        assert re.fullmatch(r"bert-[a-z0-9]+", command[5]) and "--rdzv_id @RDZV_ID@" in command[-1]
+@pytest.mark.parametrize("precompile", [True, False])
+def test_every_torchx_replica_meets_rank_0s_rendezvous_store(workloads_dev: PlanResult, precompile: bool) -> None:
+    """TorchX 0.7.0 (torchx/schedulers/kubernetes_scheduler.py app_to_resource l.362-377) puts its
+    rank0_env macro in place per replica: TORCHX_RANK0_HOST (set to localhost) in replica 0,
+    VC_WORKER_0_HOSTS, which Volcano's svc plugin sets to `<job>-worker-0-0.<job>`, in the others;
+    its app id is the rendezvous id of every replica. The kubelet then expands the endpoint
+    (test_pod_commands.replay_bert runs it)."""
+    pods = torchx_pods(stack_image(workloads_dev, "bert-train"), precompile, "trn1.32xlarge", 200)
+    ids = set()
+    for replica, pod in enumerate(pods):
+        container = pod["spec"]["containers"][0]
+        text = " ".join(container["command"])
+        host = "TORCHX_RANK0_HOST" if replica == 0 else "VC_WORKER_0_HOSTS"
+        assert f"--rdzv_backend c10d --rdzv_endpoint '$({host}):29500' --rdzv_conf read_timeout=600" in text
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env.get("TORCHX_RANK0_HOST") == ("localhost" if replica == 0 else None)
+        assert container["ports"] == [{"name": "c10d", "containerPort": 29500}]
+        ids.update(re.findall(r"--rdzv_id '?([a-z0-9-]+)", text))
+    (app_id,) = ids
+    assert re.fullmatch(r"bert-[a-z0-9]+", app_id)
 
 
 def test_the_documented_image_tag_is_the_one_make_images_pushes() -> None:
@@ -439,15 +381,12 @@ def test_a_torchx_run_pointed_at_the_stacks_run_directory_is_refused_while_bert_
         **resumable.env(),
     }
     stack_pod = stack_job(workloads_dev, "bert-train")["spec"]["tasks"][0]["template"]
-    expand = {"VOLCANO_PODGROUP": "bert-train-5f0c", "VOLCANO_JOB_VERSION": "0"}
+    expand = {"VOLCANO_PODGROUP": "bert-train-5f0c", "VOLCANO_JOB_VERSION": "0", "TORCHX_RANK0_HOST": "localhost"}
     stack_command = [
         re.sub(r"\$\((\w+)\)", lambda m: expand[m.group(1)], c).replace("/data/", f"{tmp_path}/data/")
         for c in stack_pod["spec"]["containers"][0]["command"]
     ]
     stack = subprocess.Popen(stack_command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    FakeEtcd.states = {}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEtcd)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         for _ in range(300):
             if (tmp_path / "started").exists():
@@ -455,15 +394,9 @@ def test_a_torchx_run_pointed_at_the_stacks_run_directory_is_refused_while_bert_
             time.sleep(0.05)
         more = as_the_stack(workloads_dev, "bert-train")
         pod = torchx_pods(stack_image(workloads_dev, "bert-train"), False, "trn1.32xlarge", 200, False, more)[0]
-        command = [
-            c.replace("/data/", f"{tmp_path}/data/").replace(
-                "etcd-server.default:2379", f"127.0.0.1:{server.server_port}"
-            )
-            for c in pod["spec"]["containers"][0]["command"]
-        ]
+        command = [c.replace("/data/", f"{tmp_path}/data/") for c in pod["spec"]["containers"][0]["command"]]
         hand_run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     finally:
-        server.shutdown()
         (tmp_path / "release").write_text("")
     assert stack.wait(timeout=60) == 0
     run_dir = next((tmp_path / "data" / "output").glob("run-*"))

@@ -68,7 +68,6 @@ def test_a_group_without_efa(workloads_with) -> None:
     ("feature", "workload"),
     [
         ("mpiOperator", "nxdLlama"),
-        ("torchxEtcd", "bertPretraining"),
         ("volcano", "bertPretraining"),
         ("kuberay", "rayLlama2"),
     ],
@@ -156,8 +155,8 @@ def test_shape_errors_name_the_key(workloads_with) -> None:
 
 
 def test_a_cluster_stack_without_the_outputs(workloads_with) -> None:
-    (problem,) = refusal(workloads_with, cluster=lambda outputs: outputs.pop("etcdEndpoints"))
-    assert "the cluster stack has no output etcdEndpoints" in problem
+    (problem,) = refusal(workloads_with, cluster=lambda outputs: outputs.pop("volcanoQueues"))
+    assert "the cluster stack has no output volcanoQueues" in problem
 
 
 def test_switching_every_workload_off_declares_no_objects(workloads_with) -> None:

@@ -110,20 +110,28 @@ def test_bert_environment_and_a_compile_cache_per_replica(workloads_dev: PlanRes
             "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0",
             "NEURON_RT_RESET_CORES": "1", "XLA_TRANSFER_SEED_ASYNC": "1"}  # fmt: skip
         assert values["NEURON_CC_FLAGS"] == f"--cache_dir=/data/neuron_cache/bert-large_{replica}"
-        # aws-neuron-samples d6e1754 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
+        # aws-neuron-samples 2015d65 run_dp_bert_large_hf_pretrain_bf16_s128.sh exports
         # these for every run (lines 7-8) and BUCKET_CAP_MB for multi-node runs (line 70).
         assert {
             k: values[k] for k in ("NEURON_RT_EXEC_TIMEOUT", "NEURON_RT_STOCHASTIC_ROUNDING_SEED", "BUCKET_CAP_MB")
         } == {"NEURON_RT_EXEC_TIMEOUT": "600", "NEURON_RT_STOCHASTIC_ROUNDING_SEED": "0", "BUCKET_CAP_MB": "512"}
 
 
-def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
-    train = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+def test_bert_torchrun_meets_at_rank_0s_c10d_store_with_one_worker_per_neuroncore(workloads_dev: PlanResult) -> None:
+    tasks = manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"]
+    train = tasks[0]["template"]["spec"]["containers"][0]
     # Each attempt under coreutils `timeout`: SIGTERM at trainDeadlineMinutes (dev: 60), SIGKILL 5 min later.
     assert train["command"][:3] == ["timeout", "--kill-after=300", "3600"]
     shell, flag, line = train["command"][3:]
     assert (shell, flag) == ("bash", "-c")
-    assert "--rdzv_backend etcd --rdzv_endpoint etcd-server.default:2379" in line
+    # Replica 0 hosts the store (localhost, as TorchX sets it); the others reach it by its Volcano host name.
+    assert "--rdzv_backend c10d --rdzv_endpoint '$(TORCHX_RANK0_HOST):29500' --rdzv_conf read_timeout=600" in line
+    assert env(train)["TORCHX_RANK0_HOST"] == "localhost"
+    other = tasks[1]["template"]["spec"]["containers"][0]
+    assert "--rdzv_endpoint '$(VC_WORKER_0_HOSTS):29500'" in other["command"][-1]
+    assert "TORCHX_RANK0_HOST" not in env(other)
+    assert [t["name"] for t in tasks] == ["worker-0", "worker-1"]
+    assert manifest(workloads_dev, "Job", "bert-train")["spec"]["plugins"]["svc"] == ["--publish-not-ready-addresses"]
     assert "--nnodes 2 --nproc_per_node 32" in line
     assert "--batch_size 16 --grad_accum_usteps 32" in line
     assert re.search(
@@ -137,6 +145,14 @@ def test_bert_torchrun_uses_the_cluster_etcd_and_one_worker_per_neuroncore(workl
     assert compile_["command"][:3] == ["timeout", "--kill-after=300", "7200"]
     assert compile_["command"][3] == "neuron_parallel_compile" and len(compile_["command"]) == 5
     assert compile_["command"][4].endswith("--steps_this_run 10")
+
+
+def test_the_gang_waits_for_rank_0s_store_longer_than_rank_0_may_wait_for_the_run_directory() -> None:
+    # Replica 0 starts torchrun, which hosts the store, only once its shell holds the run directory's
+    # lock (resumable.take_lock); the others keep connecting for read_timeout meanwhile.
+    from workloads import bert_launch, resumable
+
+    assert bert_launch.RDZV_READ_TIMEOUT_SECONDS > resumable.LOCK_WAIT_SECONDS + 120
 
 
 def test_bert_training_waits_for_precompile_which_waits_for_the_dataset(workloads_dev: PlanResult) -> None:
@@ -298,9 +314,8 @@ def test_a_changed_job_is_replaced_old_object_first(workloads_all: PlanResult, k
 
 
 def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(workloads_dev: PlanResult) -> None:
-    # pytorch torch/distributed/elastic/rendezvous/etcd_rendezvous.py: a run id is set "closed" when
-    # the run ends (kept 2 h, CONST_RUNID_SUBROOT_TTL) and agents joining it exit. volcano-sh/volcano
-    # v1.15.1 pkg/controllers/job/job_controller_util.go (createJobPod) annotates each pod with its
+    # It names the attempt in torchrun's logs (TORCHELASTIC_RUN_ID). volcano-sh/volcano v1.15.1
+    # pkg/controllers/job/job_controller_util.go (createJobPod) annotates each pod with its
     # PodGroup `<job>-<uid>` and `volcano.sh/job-version`, which killJob bumps on every RestartJob.
     for name in ("bert-precompile", "bert-train"):
         for task in manifest(workloads_dev, "Job", name)["spec"]["tasks"]:
@@ -372,7 +387,7 @@ def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(
     assert policy == {"queue": "llama2-training-queue", "minAvailable": 3}
     # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
     no_volcano = workloads_with(
-        cluster=lambda o: o["features"].update(volcano=False, torchxEtcd=False), bertPretraining=None, rayLlama2=None,
+        cluster=lambda o: o["features"].update(volcano=False), bertPretraining=None, rayLlama2=None,
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}, clusterCheck=None,
     )  # fmt: skip
     assert "schedulingPolicy" not in manifest(no_volcano, "MPIJob", "llama2-train")["spec"]["runPolicy"]

@@ -24,7 +24,7 @@ from tools import requires
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 BUILD_ARGS = {
     "bert-pretrain": {
-        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_5,
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_9,
         "BERT_SAMPLES_COMMIT": versions.BERT_SAMPLES_COMMIT,
     },
     "cmd-shell": {"PYTHON_IMAGE": versions.PYTHON_SLIM_IMAGE},

@@ -3,7 +3,7 @@
 Each Job is what TorchX's Kubernetes scheduler submits for the seed's ``trn1_dist_ddp``
 component (see ``torchx_trn1.py``): one task per node, gang scheduled in a Volcano queue,
 each pod owning all Neuron devices and EFA interfaces of its node, torchrun meeting its
-peers through the cluster's etcd.
+peers at the c10d rendezvous store rank 0's torchrun hosts (bert_launch.torchrun).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import pulumi
 
-from infra.components.schedulers import ETCD_CLIENT_LABEL
 from infra.contract import NodeGroup
 from workloads import bert_launch, deadlines, gang_watchdog, pods, resumable, step_gate
 from workloads.kube import JobChain
@@ -99,9 +98,8 @@ def volcano_job(job: BertJob, annotations: dict[str, str] | None = None) -> dict
     }
 
 
-# torch elastic's etcd rendezvous (torch/distributed/elastic/rendezvous/etcd_rendezvous.py)
-# marks a run id "closed" when its run ends and keeps it for two hours (CONST_RUNID_SUBROOT_TTL):
-# agents joining a closed id exit at once. So every run and every retry needs its own id.
+# The rendezvous id names the attempt in torchrun's logs and TORCHELASTIC_RUN_ID: the c10d store
+# starts empty in every attempt (bert_launch.torchrun), so reusing an id would be harmless too.
 # Volcano v1.15.1 (pkg/controllers/job/job_controller_util.go, createJobPod) annotates each pod
 # with its PodGroup `<job>-<job uid>` (new for every submitted Job object) and the Job's
 # version, which killJob bumps whenever the whole job is restarted (RestartJob).
@@ -125,18 +123,23 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "name": "trainer",
         "image": job.image,
         "command": with_deadline(
-            bert_launch.command(job.run, RDZV_ID, f"{job.namespace}/{job.name}", str(replica)), job.deadline_minutes
+            bert_launch.command(
+                job.run, RDZV_ID, bert_launch.rank0_host_env(replica), f"{job.namespace}/{job.name}", str(replica)
+            ),
+            job.deadline_minutes,
         ),
-        "env": rdzv_env() + pods.env_list(bert_launch.environment(job.run, str(replica))),
+        "env": rdzv_env()
+        + pods.env_list({**bert_launch.environment(job.run, str(replica)), **bert_launch.rank0_env(replica)}),
+        # What TorchX's dist.ddp declares (port_map c10d): where rank 0 hosts the rendezvous store.
+        "ports": [{"name": "c10d", "containerPort": bert_launch.RDZV_PORT}],
         **pods.training_container(job.group),
         "volumeMounts": [pods.shm_mount(), pods.claim_mount(bert_launch.DATA_MOUNT)],
     }
     if job.liveness_probe is not None:
         container["livenessProbe"] = job.liveness_probe
-    # The etcd NetworkPolicy admits rendezvous clients by this label.
-    labels = {"app.kubernetes.io/name": job.name, **pods.workload_labels(WORKLOAD), **ETCD_CLIENT_LABEL}
+    labels = {"app.kubernetes.io/name": job.name, **pods.workload_labels(WORKLOAD)}
     return {
-        "name": f"worker-{replica}",
+        "name": f"{bert_launch.ROLE}-{replica}",
         "replicas": 1,
         "minAvailable": 1,
         "maxRetry": job.max_retry,
@@ -161,7 +164,6 @@ class BertPretrainingArgs:
     repository: str
     group: NodeGroup
     claim: str
-    etcd_endpoint: str
     service_account: str
     # The system nodes' selector: where the precompile's gate runs.
     core_node_selector: Mapping[str, str]
@@ -174,7 +176,6 @@ def run_fields(args: BertPretrainingArgs) -> dict[str, Any]:
     return dict(
         nnodes=s.nodes,
         nproc_per_node=args.group.neuron_cores,
-        etcd_endpoint=args.etcd_endpoint,
         batch_size=s.batch_size or bert_launch.batch_defaults(s.bf16)[0],
         grad_accum_steps=s.grad_accum_steps or bert_launch.batch_defaults(s.bf16)[1],
         data_dir=s.data_dir,

@@ -24,7 +24,6 @@ DATA_MOUNT = "/data"
 class BertRun:
     nnodes: int
     nproc_per_node: int
-    etcd_endpoint: str
     batch_size: int = 16
     grad_accum_steps: int = 32
     data_dir: str = "/data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128"
@@ -44,7 +43,7 @@ def model_settings(run: BertRun) -> dict[str, object]:
     learning-rate schedule runs to the script's fixed max_steps)."""
     return {
         "script": versions.BERT_SAMPLES_COMMIT,
-        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_5,  # bert-pretrain's base (tools/push_images.py)
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_9,  # bert-pretrain's base (tools/push_images.py)
         "nnodes": run.nnodes,
         "nproc_per_node": run.nproc_per_node,
         "batch_size": run.batch_size,
@@ -77,7 +76,7 @@ def batch_defaults(bf16: bool) -> tuple[int, int]:
 
 # The precompile saves no checkpoint: the pinned script writes and prunes them only
 # `if is_root and not extract_graphs_only` (BERT_SAMPLES_COMMIT, torch-neuronx/training/
-# dp_bert_hf_pretrain/dp_bert_large_hf_pretrain_hdf5.py l.560, 572-600; l.282 reads
+# dp_bert_hf_pretrain/dp_bert_large_hf_pretrain_hdf5.py l.561, 573-600; l.283 reads
 # NEURON_EXTRACT_GRAPHS_ONLY, which neuron_parallel_compile sets for its trial run, Neuron docs
 # "PyTorch NeuronX Environment Variables"). So it gets fixed values, not the training's: a new
 # checkpoint interval must not change (and so replace and re-run) the precompile Job.
@@ -103,11 +102,56 @@ def script_args(run: BertRun) -> list[str]:
     return args
 
 
-def torchrun(run: BertRun, rdzv_id: str) -> list[str]:
+# torchrun's c10d rendezvous as TorchX 0.7.0's dist.ddp sets it up (pytorch/torchx v0.7.0
+# torchx/components/dist.py l.225-239, 256-272): the torchrun whose endpoint host is this machine hosts
+# the rendezvous store (a TCPStore) on RDZV_PORT and the others connect to it. TorchX names rank 0's
+# host with its rank0_env macro (schedulers/kubernetes_scheduler.py app_to_resource l.366-377):
+# TORCHX_RANK0_HOST, which it sets to localhost, in the first replica of the first role,
+# VC_<ROLE>_0_HOSTS in every other; Volcano v1.15.1's svc plugin gives every pod of the job that
+# variable, `<job>-<role>-0-0.<job>`, resolvable through the job's headless Service, which publishes
+# pods before they are ready (pkg/controllers/job/plugins/svc/svc.go l.86-111, 303-338).
+# torch 2.9.0 (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store
+# l.137-187, utils.py _matches_machine_hostname l.116-125): localhost always hosts, a host name that
+# is another machine's never does. The store is rank 0's torchrun's: every attempt of a job, a
+# Volcano RestartJob included (all pods replaced), starts from an empty one, so a run id is never
+# found finished by a later attempt. MASTER_ADDR is not the endpoint's host: the rendezvous' rank 0
+# opens a second store and publishes its own socket.getfqdn() (dynamic_rendezvous.py l.1205-1219,
+# api.py RendezvousStoreInfo.build l.88-99), which every node resolves.
+RDZV_PORT = 29500  # dist.ddp's rdzv_port default (l.175)
+ROLE = "worker"
+RANK0_HOST_ENV = f"VC_{ROLE.upper()}_0_HOSTS"
+RANK0_LOCAL_ENV = "TORCHX_RANK0_HOST"
+# How long the others keep connecting to a store not up yet (the TCPStore timeout covers its
+# initialization, torch 2.9.0 TCPStore docs; c10d's default read_timeout is 60 s): rank 0's torchrun
+# starts only once its pod has pulled the image and its shell holds the run directory's lock, which it
+# may wait resumable.LOCK_WAIT_SECONDS for. As long as c10d's join_timeout (600 s default,
+# dynamic_rendezvous.py create_handler l.1402-1404).
+RDZV_READ_TIMEOUT_SECONDS = 600
+
+
+def rank0_host_env(replica: int) -> str:
+    """The variable holding rank 0's host in ``replica``'s pod: what TorchX's rank0_env becomes there."""
+    return RANK0_LOCAL_ENV if replica == 0 else RANK0_HOST_ENV
+
+
+def rank0_env(replica: int) -> dict[str, str]:
+    """What TorchX adds to the first replica's environment for its rank0_env."""
+    return {RANK0_LOCAL_ENV: "localhost"} if replica == 0 else {}
+
+
+def rdzv_endpoint(host_env: str) -> str:
+    """rank 0's host and the store's port. The kubelet expands ``$(NAME)`` from the container's
+    environment, Volcano's and TorchX's variables included (kubernetes pkg/kubelet/container/helpers.go
+    ExpandContainerCommandAndArgs), before any shell or neuron_parallel_compile sees the command."""
+    return f"$({host_env}):{RDZV_PORT}"
+
+
+def torchrun(run: BertRun, rdzv_id: str, host_env: str) -> list[str]:
     return [
         "torchrun",
-        "--rdzv_backend", "etcd",
-        "--rdzv_endpoint", run.etcd_endpoint,
+        "--rdzv_backend", "c10d",
+        "--rdzv_endpoint", rdzv_endpoint(host_env),
+        "--rdzv_conf", f"read_timeout={RDZV_READ_TIMEOUT_SECONDS}",
         "--rdzv_id", rdzv_id,
         "--nnodes", str(run.nnodes),
         "--nproc_per_node", str(run.nproc_per_node),
@@ -116,12 +160,13 @@ def torchrun(run: BertRun, rdzv_id: str) -> list[str]:
     ]  # fmt: skip
 
 
-def command(run: BertRun, rdzv_id: str, owner: str, replica: str) -> list[str]:
+def command(run: BertRun, rdzv_id: str, host_env: str, owner: str, replica: str) -> list[str]:
     """The container command: torchrun under neuron_parallel_compile for the precompile run; the
     training run continues from its run directory's newest complete checkpoint (resilience.py),
     and its output feeds the heartbeat. Replica 0 of the training gang holds the run directory's
-    lock under ``owner``, the job's name, for its whole run (resumable.RunLock)."""
-    line = shlex.join(torchrun(run, rdzv_id) + script_args(run))
+    lock under ``owner``, the job's name, for its whole run (resumable.RunLock). ``host_env`` names
+    the variable holding rank 0's host (``rank0_host_env``, or TorchX's rank0_env macro)."""
+    line = shlex.join(torchrun(run, rdzv_id, host_env) + script_args(run))
     if run.precompile:
         return ["neuron_parallel_compile", line]
     writer = resumable.RunLock(run_dir(run), owner, replica)
@@ -137,55 +182,6 @@ KILL_AFTER_SECONDS = 5 * 60
 
 def with_deadline(command: list[str], minutes: int) -> list[str]:
     return ["timeout", f"--kill-after={KILL_AFTER_SECONDS}", f"{minutes * 60}", *command]
-
-
-# For pods that cannot read their Volcano annotations (TorchX 0.7.0's Kubernetes scheduler writes
-# every env var as a literal value, torchx/schedulers/kubernetes_scheduler.py role_to_pod, and
-# Volcano v1.15.1 puts the Job version only in annotations, pkg/controllers/job/
-# job_controller_util.go createJobPod; its env plugin adds just the task index): each pod picks
-# `<base>-<n>` for the smallest n whose etcd rendezvous is not closed. torch elastic's etcd
-# rendezvous (torch/distributed/elastic/rendezvous/etcd_rendezvous.py) keeps its state at
-# /torchelastic/p2p/run_<run id>/rdzv/active_version and marks it {"status": "closed"} when an
-# agent shuts down after its run ended, success or failure; agents killed by a signal leave it
-# open, and a new gang joining an open run replaces the dead members (handle_existing_rendezvous).
-# Volcano creates a retry's pods only once the old ones have terminated (pkg/controllers/job/
-# state/restarting.go: Restarting -> Pending when no pod is left terminating), so every pod of an
-# attempt sees the same closed runs and picks the same id.
-RDZV_ID_PLACEHOLDER = "@RDZV_ID@"
-PICK_RDZV_ID = """\
-import json, sys, time, urllib.error, urllib.request
-base, endpoint = sys.argv[1:3]
-n, deadline = 0, time.time() + 600
-while True:
-    run_id = f"{base}-{n}"
-    url = f"http://{endpoint}/v2/keys/torchelastic/p2p/run_{run_id}/rdzv/active_version"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            closed = json.loads(json.load(response)["node"]["value"])["status"] == "closed"
-    except urllib.error.HTTPError as error:
-        if error.code != 404:
-            raise
-        closed = False
-    except OSError:
-        if time.time() > deadline:
-            raise
-        time.sleep(5)  # etcd not reachable yet
-        continue
-    if not closed:
-        print(run_id)
-        break
-    n += 1
-"""
-# bash puts the picked id in place of the placeholder in every argument, then runs the command.
-# The kubelet leaves `$(python3 ...)` alone: it expands only $(NAME) of the container's own env
-# vars (kubernetes third_party/forked/golang/expansion/expand.go returns unknown ones as is).
-WITH_FRESH_RDZV_ID = 'set -e; id=$(python3 -c "$1" "$2" "$3"); shift 3; exec "${@//' + RDZV_ID_PLACEHOLDER + '/$id}"'
-
-
-def command_with_fresh_rdzv_id(run: BertRun, base_id: str, owner: str, replica: str) -> list[str]:
-    """``command`` with a rendezvous id picked at run time from etcd (see PICK_RDZV_ID)."""
-    script = ["bash", "-c", WITH_FRESH_RDZV_ID, "fresh-rdzv-id", PICK_RDZV_ID, base_id, run.etcd_endpoint]
-    return script + command(run, RDZV_ID_PLACEHOLDER, owner, replica)
 
 
 def environment(run: BertRun, replica_id: str) -> dict[str, str]:

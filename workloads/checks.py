@@ -42,7 +42,7 @@ IMAGES = {
 }
 # Software each workload needs in the cluster, by the cluster stack's `features` names.
 REQUIRED_FEATURES = {
-    "bert_pretraining": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "torchxEtcd"),
+    "bert_pretraining": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano"),
     "ray_llama2": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "kuberay"),
     "nxd_llama": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
     "tensorboard": ("fsxCsi",),

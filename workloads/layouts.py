@@ -64,7 +64,7 @@ def bert_args(
     return BertPretrainingArgs(
         settings=s, namespace=config.namespace, repository=cluster.repositories["bert-pretrain"],
         group=cluster.node_groups[s.node_group], claim=cluster.claims.get(config.namespace, ""),
-        etcd_endpoint=cluster.etcd_endpoints[config.namespace], service_account=cluster.service_account,
+        service_account=cluster.service_account,
         core_node_selector=cluster.core_node_selector, after=after,
     )  # fmt: skip
 

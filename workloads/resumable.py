@@ -103,9 +103,9 @@ LOCK_FD = 9
 # earlier attempt on a node that was lost: Lustre drops a silent client's locks when it evicts it,
 # PING_EVICT_TIMEOUT (6 ping intervals of obd_timeout / 4: 150 s at the default obd_timeout 100)
 # plus up to 3 ping intervals (75 s) for the evictor to run (lustre-release v2_15_5
-# lustre/include/obd_support.h, lustre/ptlrpc/pinger.c ping_evictor_main). Below torch elastic's
-# etcd rendezvous timeout (600 s, etcd_rendezvous.py CONST_DEFAULT_OVERALL_TIMEOUT), which the gang's
-# other pods are waiting in meanwhile.
+# lustre/include/obd_support.h, lustre/ptlrpc/pinger.c ping_evictor_main). Below how long the gang's
+# other pods keep waiting for rank 0's rendezvous store meanwhile (600 s,
+# bert_launch.RDZV_READ_TIMEOUT_SECONDS).
 LOCK_WAIT_SECONDS = 300
 
 

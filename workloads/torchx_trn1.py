@@ -85,7 +85,6 @@ def trn1_dist_ddp(
     cacheset: str = "",
     output_dir: str = "",
     deadline_minutes: int = -1,
-    etcd_endpoint: str = "etcd-server:2379",
     claim: str = "fsx-claim",
     max_retries: int = 3,
     checkpoint_every_shards: int = 1,
@@ -111,7 +110,6 @@ def trn1_dist_ddp(
             writes it (a second is refused)
         deadline_minutes: each attempt's deadline (-1: the workload stack's default, 120 for a
             precompile, 2880 for training)
-        etcd_endpoint: the cluster's etcd rendezvous endpoint (host:port)
         claim: the FSx PersistentVolumeClaim mounted at /data
         max_retries: restarts of the whole job on a pod failure, the deadline's included
         checkpoint_every_shards: checkpoint after every this many dataset shards
@@ -125,7 +123,6 @@ def trn1_dist_ddp(
     run = bert_launch.BertRun(
         nnodes=nnodes,
         nproc_per_node=nproc_per_node,
-        etcd_endpoint=etcd_endpoint,
         batch_size=batch_size,
         grad_accum_steps=grad_accum_usteps,
         output_dir=output_dir or f"{bert_launch.DATA_MOUNT}/output/torchx-{name}",
@@ -139,17 +136,17 @@ def trn1_dist_ddp(
     if deadline_minutes < 0:
         deadline_minutes = DEFAULT_DEADLINE_MINUTES["precompile" if precompile else "train"]
     cpu, mem_mb = role_cpu_and_memory(TRAINING_REQUESTS)
-    # TorchX's app id is the same for every Volcano retry of the job, and etcd rendezvous closes
-    # a run id when its run ends: each retry picks the next id still open (bert_launch). It also
-    # names the job that holds the run directory's lock, taken by replica 0.
+    # TorchX's app id is the same for every Volcano retry of the job, which the c10d rendezvous
+    # allows (its store starts empty in every attempt, bert_launch.torchrun); it also names the job
+    # that holds the run directory's lock, taken by replica 0. rank0_env: rank 0's host, per replica.
     app_id, replica = specs.macros.app_id, specs.macros.replica_id
-    command = bert_launch.command_with_fresh_rdzv_id(run, app_id, app_id, replica)
+    command = bert_launch.command(run, app_id, specs.macros.rank0_env, app_id, replica)
     entrypoint, *args = bert_launch.with_deadline(command, deadline_minutes)
     return specs.AppDef(
         name=name,
         roles=[
             specs.Role(
-                name="worker",
+                name=bert_launch.ROLE,
                 image=image,
                 entrypoint=entrypoint,
                 args=args,
@@ -164,6 +161,7 @@ def trn1_dist_ddp(
                     capabilities={"node.kubernetes.io/instance-type": instance_type},
                     devices={NEURON_DEVICE_RESOURCE: facts.neuron_devices, EFA_RESOURCE: facts.max_efa_interfaces},
                 ),
+                port_map={"c10d": bert_launch.RDZV_PORT},
                 max_retries=max_retries,
                 retry_policy=specs.RetryPolicy.APPLICATION,
                 mounts=[specs.VolumeMount(src=claim, dst_path=bert_launch.DATA_MOUNT)],

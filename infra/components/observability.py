@@ -55,13 +55,13 @@ TRAINING_HEALTH_METRICS = (
 )
 # One alarm per training namespace and metric (an alarm holds one Metrics Insights query, MAX over
 # the namespace: any pod). Both count every pod of the namespace: the dimension sets have no
-# label or owner to tell training pods from etcd, TensorBoard or the gang watchdog (see
+# label or owner to tell training pods from TensorBoard or the gang watchdog (see
 # namespace_query), and Metrics Insights cannot match pod-name patterns with `=` alone.
 TRAINING_ALARMS = (
     (
         "training-restarts",
         "pod_number_of_container_restarts",
-        "A container in training namespace {ns} restarted (any pod there: training, etcd, TensorBoard, the gang "
+        "A container in training namespace {ns} restarted (any pod there: training, TensorBoard, the gang "
         "watchdog): an NxD Training or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which).",
     ),
     (

@@ -1,4 +1,4 @@
-"""Gang scheduling and job operators: Volcano and its queues, TorchX's etcd, KubeRay, MPI operator."""
+"""Gang scheduling and job operators: Volcano and its queues, KubeRay, MPI operator."""
 
 from __future__ import annotations
 
@@ -13,22 +13,11 @@ import yaml
 
 from infra import contract
 from infra.components.context import ClusterContext
-from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import QueueConfig
-from infra.facts.versions import CHARTS, ETCD_IMAGE, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
-from infra.specs.pod_security import NOBODY_UID, container_security_context, from_pods, network_policy, pod_defaults
+from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
 
 KUBERAY_NAMESPACE = "kuberay-system"
-ETCD_SERVICE = "etcd-server"
-ETCD_PORT = 2379
-ETCD_LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "torchx"}
-ETCD_DATA = "/var/run/etcd"
-# Who may reach etcd: pods that carry this label (the BERT jobs of the workload stacks), and
-# pods `torchx run` submits, which TorchX 0.7.0 labels app.kubernetes.io/managed-by:
-# torchx.pytorch.org (torchx/schedulers/kubernetes_scheduler.py, pod_labels).
-ETCD_CLIENT_LABEL = {"torchx-etcd/client": "true"}
-TORCHX_POD_LABEL = {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}
 
 
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:
@@ -151,61 +140,18 @@ def mpi_operator_release_image(args: pulumi.ResourceTransformArgs) -> pulumi.Res
     return _mpi_operator_deployment(args, gang=False)
 
 
-def etcd_container() -> dict[str, Any]:
-    return {
-        "name": "etcd",
-        "image": ETCD_IMAGE,
-        "command": [
-            "etcd",
-            "--name=etcd-server",
-            # A directory etcd creates itself, with the 0700 mode it checks for.
-            f"--data-dir={ETCD_DATA}/data",
-            f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
-            f"--advertise-client-urls=http://{ETCD_SERVICE}:{ETCD_PORT}",
-            "--listen-peer-urls=http://0.0.0.0:2380",
-            "--initial-cluster-state=new",
-            # torch.distributed.elastic's etcd rendezvous uses the v2 API.
-            "--enable-v2=true",
-        ],
-        "ports": [{"name": "client", "containerPort": ETCD_PORT}],
-        "readinessProbe": {"tcpSocket": {"port": ETCD_PORT}, "periodSeconds": 5},
-        # A wedged member is restarted; its state (open rendezvous) is rebuilt by the next attempt.
-        "livenessProbe": {
-            "httpGet": {"path": "/health", "port": ETCD_PORT},
-            "initialDelaySeconds": 10,
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        # It writes only its data directory (an emptyDir).
-        "securityContext": container_security_context(read_only_root=True),
-        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA}],
-    }
-
-
-def etcd_network_policy(namespace: str) -> dict[str, Any]:
-    """Only rendezvous clients reach etcd, and only on its client port."""
-    return network_policy(
-        "etcd", namespace, ETCD_LABELS, [from_pods(ETCD_CLIENT_LABEL, TORCHX_POD_LABEL, ports=[ETCD_PORT])]
-    )
-
-
 @dataclass
 class SchedulersArgs:
     volcano: bool
     queues: list[QueueConfig]
     kuberay: bool
     mpi_operator: bool
-    torchx_etcd: bool
-    namespaces: list[str]
-    identities: TrainingIdentities
 
 
 class Schedulers(pulumi.ComponentResource):
     volcano: k8s.helm.v3.Release | None
     # Each queue's name and capability, for the workload stacks (empty without Volcano).
     queues: list[dict[str, Any]]
-    etcd_endpoints: dict[str, str]
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: SchedulersArgs, opts: pulumi.ResourceOptions | None = None
@@ -261,43 +207,4 @@ class Schedulers(pulumi.ComponentResource):
                 ),
             )
 
-        self.etcd_endpoints = {}
-        if args.torchx_etcd:
-            for namespace in args.namespaces:
-                self._etcd(namespace, provider, args.identities.depends_for(namespace))
-                self.etcd_endpoints[namespace] = f"{ETCD_SERVICE}.{namespace}:{ETCD_PORT}"
         self.register_outputs({})
-
-    def _etcd(self, namespace: str, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> None:
-        """A single-member etcd for TorchX rendezvous (state is per job, nothing to keep)."""
-        opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
-        labels = ETCD_LABELS
-        k8s.apps.v1.Deployment(
-            f"{namespace}-etcd",
-            metadata={"name": "etcd", "namespace": namespace, "labels": labels},
-            spec={
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        # The image is distroless and needs no root.
-                        **pod_defaults(run_as_user=NOBODY_UID, fs_group=NOBODY_UID),
-                        "nodeSelector": CORE_NODE_SELECTOR,
-                        "containers": [etcd_container()],
-                        "volumes": [{"name": "data", "emptyDir": {}}],
-                    },
-                },
-            },
-            opts=opts,
-        )
-        k8s.core.v1.Service(
-            f"{namespace}-{ETCD_SERVICE}",
-            metadata={"name": ETCD_SERVICE, "namespace": namespace, "labels": labels},
-            spec={"selector": labels, "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT}]},
-            opts=opts,
-        )
-        policy = etcd_network_policy(namespace)
-        k8s.networking.v1.NetworkPolicy(
-            f"{namespace}-etcd-policy", metadata=policy["metadata"], spec=policy["spec"], opts=opts
-        )

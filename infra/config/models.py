@@ -97,14 +97,14 @@ class EndpointAccessConfig(ConfigModel):
 
 
 class CoreNodeGroupConfig(ConfigModel):
-    """The always-on system nodes: CoreDNS, the controllers and operators, etcd, TensorBoard.
+    """The always-on system nodes: CoreDNS, the controllers and operators, TensorBoard.
     Jobs' CPU pods go to the job-support group instead, which idles at zero."""
 
     # Two m6i.large carry every system pod with room to spare (infra/specs/system_capacity.py and its
     # tests sum the requests and count the pods against the ENI limit).
     instance_types: list[str] = Field(
         default=["m6i.large"],
-        description="Instance types of the always-on system nodes (CoreDNS, controllers, operators, etcd, "
+        description="Instance types of the always-on system nodes (CoreDNS, controllers, operators, "
         "TensorBoard); refused when the system pods would not fit minSize of them.",
     )
     min_size: int = Field(default=2, ge=1, description="Fewest system nodes (two zones, so CoreDNS survives one).")
@@ -235,9 +235,6 @@ class FeaturesConfig(ConfigModel):
     efa_device_plugin: bool = Field(default=True, description="EFA device plugin, tolerating the Neuron taint.")
     fsx_csi: bool = Field(default=True, description="The FSx for Lustre file system, its CSI driver and claims.")
     volcano: bool = Field(default=True, description="Volcano gang scheduler and its queues.")
-    torchx_etcd: bool = Field(
-        default=True, description="etcd for TorchX rendezvous in each training namespace (needs volcano)."
-    )
     kuberay: bool = Field(default=True, description="KubeRay operator.")
     mpi_operator: bool = Field(default=True, description="Kubeflow MPI operator.")
     cluster_autoscaler: bool = Field(default=True, description="cluster-autoscaler (scales groups up from zero).")
@@ -446,7 +443,7 @@ class StackConfig(ConfigModel):
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
     training_namespaces: list[str] = Field(
         default=["default"],
-        description="Namespaces that get the FSx claim, etcd and the `training` service account.",
+        description="Namespaces that get the FSx claim and the `training` service account.",
     )
     storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
     volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")

@@ -864,11 +864,6 @@ def _software_problems(config: StackConfig) -> list[str]:
             'infra/facts/versions.py (EKS user guide, "View Amazon container image registries for Amazon EKS add-ons"): add '
             "the region's registry there, or set features.efaDevicePlugin: false"
         )
-    if features.torchx_etcd and not features.volcano:
-        problems.append(
-            f"{key_name(('features', 'torchxEtcd'))} = true: TorchX jobs are gang-scheduled by Volcano; "
-            "turn volcano on or torchxEtcd off"
-        )
     if features.neuron_node_recovery and not features.neuron_device_plugin:
         problems.append(
             f"{key_name(('features', 'neuronNodeRecovery'))} = true: node recovery is part of the Neuron chart's node "

@@ -24,7 +24,6 @@ from infra.facts.instances import TRAINIUM2, Accelerator, accelerator_of
 from infra.facts.versions import (
     CHARTS,
     KUBERNETES_VERSION,
-    NEURON_DLC_PYTORCH_2_5,
     NEURON_DLC_PYTORCH_2_9,
     NEURON_DLC_RAY,
 )
@@ -124,7 +123,7 @@ def sdk_of(image: str) -> str:
 
 
 TRAINING_IMAGES: tuple[TrainingImage, ...] = (
-    TrainingImage("bert-pretrain", NEURON_DLC_PYTORCH_2_5, "torch-neuronx 2.5.1"),
+    TrainingImage("bert-pretrain", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
     TrainingImage("nxd-llama", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
     TrainingImage("ray-llama2", NEURON_DLC_RAY, "torch-neuronx 1.13.1"),
 )
@@ -134,7 +133,7 @@ TRAINING_IMAGES: tuple[TrainingImage, ...] = (
 # burnIn: its runtime must work with the node's driver like the training images', or every node fails
 # its burn-in and none takes a job.
 BURN_IN_IMAGE = TrainingImage(
-    "neuron-burn-in", NEURON_DLC_PYTORCH_2_5, "aws-neuronx-tools nccom-test", where="the burn-in image"
+    "neuron-burn-in", NEURON_DLC_PYTORCH_2_9, "aws-neuronx-tools nccom-test", where="the burn-in image"
 )
 
 

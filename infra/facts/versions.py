@@ -175,9 +175,6 @@ MPI_OPERATOR_MANIFEST = (
 # type=semver {{version}} and {{major}}.{{minor}} for each v* tag): the release's own tag instead.
 MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removeprefix('v')}"
 
-# torch elastic's etcd rendezvous speaks the etcd v2 API, which 3.6 removed: stay on 3.5.
-ETCD_IMAGE = "registry.k8s.io/etcd:3.5.24-0"
-
 
 # --- training images and code ------------------------------------------------------------------
 # docker/ builds these images (`make images`); the workload stacks run them. Each Dockerfile's
@@ -203,12 +200,15 @@ STAGING_IMAGE_TAG = "2026.11.1"
 # 2.32.31.0, collectives 2.32.28.0, neuronx-cc 2.25.3371.0, neuronx_distributed 0.19.28093,
 # neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
 NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
-# AWS Neuron deep learning containers (public.ecr.aws/neuron). PyTorch 2.5 on SDK 2.21 for the
-# BERT script; torch 1.13 for the Ray Llama-2 stack, whose code was written against it.
-NEURON_DLC_PYTORCH_2_5 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+# AWS Neuron deep learning containers (public.ecr.aws/neuron): torch 1.13 for the Ray Llama-2
+# stack, whose code was written against it.
 NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.18.2-ubuntu20.04"
 # Training code, fetched at these commits.
-BERT_SAMPLES_COMMIT = "d6e1754d2e65c90938565e3d23a814f2f800cc21"  # aws-neuron/aws-neuron-samples (SDK 2.21)
+# aws-neuron/aws-neuron-samples master when SDK 2.30.0 shipped (2026-05-21): the repository tags no
+# release after v2.27.0, and torch-neuronx/training/dp_bert_hf_pretrain is the same from "Neuron
+# Release 2.23.0" (dd0e71f, torch_xla.runtime in place of the xm calls torch-xla 2.9 dropped) to
+# this commit (2026-05-07, the newest on master before that date).
+BERT_SAMPLES_COMMIT = "2015d650cd89e4c671ae5bd1b5f1d4499d94d4dd"
 RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
 # aws-neuron/neuronx-distributed-training "Neuron SDK Release 2.26.0 changes" (library 1.6.0): the
 # newest release the repository publishes (its main, Sep 2025; no later commit or tag); the SDK 2.30.0

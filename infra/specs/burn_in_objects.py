@@ -89,7 +89,10 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 MIN_KUBERNETES = "1.30"
 # The Neuron PyTorch DLC: neuron-ls and nccom-test (aws-neuronx-tools) in /opt/aws/neuron/bin, the EFA
 # installer's fi_info in /opt/amazon/efa/bin, python3 for the one API call (workloads/cluster_check.py
-# reads the same paths in the SDK 2.20.2 DLC).
+# reads the same paths). The flags and the table read below are those of the tools in the SDK 2.30
+# DLC (aws-neuron-sdk v2.30.0 tools/neuron-sys-tools/nccom-test.rst: -r, --minbytes, --maxbytes,
+# --stepfactor, --datatype, --check [random|all_ones], --non-interactive; neuron-ls.rst: the device
+# index and its NeuronCore count are still the first two columns, a NEURON CORE IDS column follows).
 # Checked against each group's AMI driver like the training images (infra/facts/neuron.py). Pinned by
 # tag: infra/facts/versions.py has no digest mechanism yet.
 IMAGE = BURN_IN_IMAGE.base

@@ -1,7 +1,7 @@
 """How every pod this project renders is locked down: security contexts, service account
 tokens, Pod Security Admission labels and NetworkPolicies.
 
-One module for the cluster stack (etcd) and the workload stacks (``workloads/pods.py``
+One module for the cluster stack (the burn-in) and the workload stacks (``workloads/pods.py``
 re-exports it), so a new pod gets the same posture by calling the same functions. Pure
 functions returning Kubernetes API dicts.
 """
@@ -31,8 +31,6 @@ ACCELERATOR_CAPABILITIES: tuple[str, ...] = ()
 
 # A non-root user for images that allow it: above the node's own range (CKV_K8S_40 asks >= 10000).
 UNPRIVILEGED_UID = 10001
-# `nobody` in distroless images such as registry.k8s.io/etcd.
-NOBODY_UID = 65534
 
 
 def pod_security_context(run_as_user: int | None = None, fs_group: int | None = None) -> dict[str, Any]:

@@ -186,10 +186,6 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter:
         )
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
-    if features.torchx_etcd:
-        pods.append(
-            PodRequests("etcd", 250, 256, len(list(namespaces)), "infra/components/schedulers.py etcd_container")
-        )
     # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
     pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
     pods.append(PodRequests("cmd-shell", 250, 512, 1, "workloads/data_staging.py cmd_shell_pod"))
