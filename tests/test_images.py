@@ -42,7 +42,7 @@ def test_base_images_are_pinned_tags(image: str) -> None:
 def test_commits_are_full_shas() -> None:
     for commit in (
         versions.BERT_SAMPLES_COMMIT,
-        versions.RAY_LLAMA2_COMMIT,
+        versions.RAY_LLAMA2_NXD_COMMIT,
         versions.NXDT_EXAMPLES_COMMIT,
         versions.MEGATRON_LM_COMMIT,
     ):
@@ -92,6 +92,62 @@ def test_a_failed_bert_download_fails_the_build(tmp_path: Path) -> None:
     result = run_step(DOCKERFILES["bert-pretrain"], "curl", {"curl": curl, "pip": pip}, tmp_path)
     assert result.returncode != 0
     assert not (tmp_path / "pip.log").exists()
+
+
+# The NxD Llama example's files the Ray image takes (aws-neuron/neuronx-distributed at
+# RAY_LLAMA2_NXD_COMMIT, examples/training/llama), and where each lands: side by side in the
+# working directory, as the script imports its neighbours and get_dataset.py reads its directory.
+NXD_LLAMA_FILES = {
+    "requirements.txt": "requirements.txt",
+    "get_dataset.py": "get_dataset.py",
+    "modeling_llama_nxd.py": "modeling_llama_nxd.py",
+    "training_utils.py": "training_utils.py",
+    "tp_zero1_llama_hf_pretrain/tp_zero1_llama_hf_pretrain.py": "tp_zero1_llama_hf_pretrain.py",
+    "tp_zero1_llama_hf_pretrain/logger.py": "logger.py",
+    "tp_zero1_llama_hf_pretrain/7B_config_llama2/config.json": "config.json",
+}
+
+
+def nxd_archive(tmp_path: Path) -> Path:
+    """A stand-in for GitHub's archive of the pinned commit: its top directory, then the example's files."""
+    import tarfile
+
+    top = tmp_path / "src" / f"neuronx-distributed-{versions.RAY_LLAMA2_NXD_COMMIT}"
+    for path in NXD_LLAMA_FILES:
+        (top / "examples/training/llama" / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / "examples/training/llama" / path).write_text(path)
+    (top / "examples/training/llama/tp_zero1_llama_hf_pretrain/8B_config_llama3/").mkdir(parents=True)
+    (top / "examples/training/llama/tp_zero1_llama_hf_pretrain/8B_config_llama3/config.json").write_text("llama3")
+    archive = tmp_path / "archive.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(top, arcname=top.name)
+    return archive
+
+
+def test_the_ray_image_takes_the_nxd_llama_example_at_the_pinned_commit(tmp_path: Path) -> None:
+    archive = nxd_archive(tmp_path)
+    work = tmp_path / "llama2_pretrain"
+    work.mkdir()
+    curl = f'echo "$@" >> {tmp_path}/curl.log\ncat {archive}\n'
+    pip = f'echo "$@" >> {tmp_path}/pip.log\n'
+    result = run_step(DOCKERFILES["ray-llama2"], "neuronx-distributed", {"curl": curl, "pip": pip}, work)
+    assert result.returncode == 0, result.stderr
+    url = f"https://github.com/aws-neuron/neuronx-distributed/archive/{versions.RAY_LLAMA2_NXD_COMMIT}.tar.gz"
+    assert url in (tmp_path / "curl.log").read_text()
+    landed = {p.name: p.read_text() for p in work.iterdir() if p.name != "fake-bin"}
+    assert landed == {name: path for path, name in NXD_LLAMA_FILES.items()}
+    # The example's own requirements and Ray Train at the pinned version, resolved together.
+    pip_args = (tmp_path / "pip.log").read_text().split()
+    assert pip_args == [
+        "install",
+        "--no-cache-dir",
+        "-r",
+        "requirements.txt",
+        f"ray[default,train]=={versions.RAY_VERSION}",
+    ]
+    # A failed download fails the step (pipefail): no image without its training code.
+    failing = run_step(DOCKERFILES["ray-llama2"], "neuronx-distributed", {"curl": "exit 22\n", "pip": pip}, tmp_path)
+    assert failing.returncode != 0
 
 
 # Hugging Face serves `resolve/<revision>/<file>`; `main` moves. The LFS object id of Meta's

@@ -11,12 +11,12 @@ versions, with only the training scripts stubbed:
    l.634-662: our submitterPodTemplate sets no command, so KubeRay's replaces it). KubeRay puts a
    wait-for-the-dashboard loop before it (l.132-152, a ``python -c`` health check against the head's
    address) that does not touch the entrypoint: left out here.
-2. Ray 2.22.0's ``ray job submit`` re-joins the words after ``--`` with
-   ``subprocess.list2cmdline`` (ray/dashboard/modules/job/cli.py l.274, ``entrypoint=
+2. Ray 2.55.1's ``ray job submit`` re-joins the words after ``--`` with
+   ``subprocess.list2cmdline`` (ray/dashboard/modules/job/cli.py l.313, ``entrypoint=
    list2cmdline(entrypoint)``).
-3. Ray 2.22.0's job supervisor runs that string with ``subprocess.Popen(entrypoint, shell=True)``,
-   i.e. ``/bin/sh -c`` (ray/dashboard/modules/job/job_supervisor.py l.158-160), with the runtime
-   env's env_vars, ``PYTHONUNBUFFERED=1`` (l.250) and the uploaded working_dir as its directory.
+3. Ray 2.55.1's job supervisor runs that string with ``subprocess.Popen(entrypoint, shell=True)``,
+   i.e. ``/bin/sh -c`` (ray/dashboard/modules/job/job_supervisor.py l.181-187), with the runtime
+   env's env_vars, ``PYTHONUNBUFFERED=1`` (l.278) and the uploaded working_dir as its directory.
 
 Here: real ``/bin/bash -ce``, a stub ``ray`` that does 2 and 3 for real, the head's mounts (the
 steps' ConfigMap at ray_llama2.STEPS_MOUNT, the shared volume at /shared) as directories of a temp
@@ -28,6 +28,7 @@ resilience.py runs for real from the ConfigMap.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.facts.instances import NEURON_INSTANCE_TYPES, node_label_value
 from offline.plan.runner import PlanResult
 from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR, _remembered_run
 from workloads import ray_llama2, resumable
@@ -52,8 +54,21 @@ PRINCIPAL = {"generate-data": "get_dataset.py", "precompile": "ray_train_llama2.
 STEP_OF = {name: step for step, name in ray_llama2.JOB_NAMES.items()}
 SAFE_PATH = re.compile(r"[A-Za-z0-9_/.-]+")
 SYSTEM_PATH = f"{sysconfig.get_config_var('BINDIR')}:{os.environ['PATH']}"
+LAUNCHER_PATH = Path(__file__).resolve().parent.parent / "docker" / "ray-llama2" / "ray_train_llama2.py"
 
-# A stand-in for `ray` (Ray 2.22.0): `job status` answers "not submitted", `job submit` joins its
+
+def load_launcher() -> Any:
+    """The image's ray_train_llama2.py as a module (it imports Ray only when it runs)."""
+    spec = importlib.util.spec_from_file_location("ray_train_llama2", LAUNCHER_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LAUNCHER = load_launcher()
+
+# A stand-in for `ray` (Ray 2.55.1): `job status` answers "not submitted", `job submit` joins its
 # entrypoint words as cli.py does and runs them as the job supervisor does, `job logs` returns.
 RAY_STUB = """\
 import json, os, subprocess, sys
@@ -74,15 +89,16 @@ with open(os.environ["REPLAY_SUBMITTED"], "a") as f:
     f.write(json.dumps({"entrypoint": entrypoint, "runtime_env": runtime_env, "rc": rc}) + "\\n")
 """
 
-# get_dataset.py / ray_train_llama2.py: record argv and the device count; training prints the
-# pinned script's LOG line (resilience.STEP_PATTERNS["ray"]) so the heartbeat filter sees a step.
+# get_dataset.py / ray_train_llama2.py: record argv and the variables the step sets for them;
+# training prints the NxD script's LOG line (tp_zero1_llama_hf_pretrain/logger.py Logger.log,
+# resilience.STEP_PATTERNS["ray"]) so the heartbeat filter sees a step.
 SCRIPT_STUB = """\
 import json, os, sys
 with open(os.environ["REPLAY_CALLS"], "a") as f:
     f.write(json.dumps({"script": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
-                        "NEURON_NUM_DEVICES": os.environ.get("NEURON_NUM_DEVICES")}) + "\\n")
+                        "HOME": os.environ.get("HOME"), "HF_HOME": os.environ.get("HF_HOME")}) + "\\n")
 if "--output_dir" in sys.argv:
-    print("LOG Fri Nov 27 - (0, 5) step_loss : 2.5", flush=True)
+    print("LOG Fri Nov 27 08:00:00 2026 - (0, 5) step_loss : 2.5000 learning_rate : 3.00e-04", flush=True)
 """
 
 
@@ -142,16 +158,19 @@ class Head:
         for name, text in files.items():
             (root / "llama2-steps" / name).write_text(self.local(text))
         (root / "llama2_pretrain" / "ray_train_llama2.py").write_text(SCRIPT_STUB)
-        # get_dataset.py saves the dataset to DATASET_DIR (save_to_disk creates it).
-        dataset = self.local(ray_llama2.DATASET_DIR + "/")
-        (root / "llama2_pretrain" / "get_dataset.py").write_text(f"{SCRIPT_STUB}os.makedirs({dataset!r})\n")
+        # get_dataset.py saves the dataset under its HOME (save_to_disk creates it), as the NxD one does.
+        dataset = "~/examples_datasets/wikicorpus_llama2_tokenized_4k"
+        (root / "llama2_pretrain" / "get_dataset.py").write_text(
+            f"{SCRIPT_STUB}os.makedirs(os.path.expanduser({dataset!r}))\n"
+        )
         ray = root / "bin" / "ray"
         ray.write_text(f"#!{sys.executable}\n{RAY_STUB}")
         ray.chmod(0o755)
 
     def local(self, text: str) -> str:
-        text = text.replace(f"{ray_llama2.STEPS_MOUNT}/", f"{self.root}/llama2-steps/")
-        return text.replace(f"{ray_llama2.SHARED_MOUNT}/", f"{self.root}/shared/")
+        """The pod's paths as this root's: each mount point, alone or followed by a path."""
+        text = re.sub(f"{re.escape(ray_llama2.STEPS_MOUNT)}(?=[/\\s]|$)", f"{self.root}/llama2-steps", text)
+        return re.sub(f"{re.escape(ray_llama2.SHARED_MOUNT)}(?=[/\\s]|$)", f"{self.root}/shared", text)
 
     def run(self, entrypoint: str, runtime_env: dict[str, Any], job_id: str) -> Replay:
         assert runtime_env["working_dir"] == ray_llama2.CODE_DIR
@@ -212,22 +231,27 @@ class RayPlan:
     settings: RayLlama2Settings
 
 
+def neuron_cores_per_node(result: PlanResult, job: dict[str, Any]) -> int:
+    """The NeuronCores of the node type the job's workers are placed on (infra/facts/instances.py)."""
+    workers = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    label = workers["nodeSelector"]["instance-type"]
+    (facts,) = [f for name, f in NEURON_INSTANCE_TYPES.items() if node_label_value(name) == label]
+    return facts.neuron_cores
+
+
 def expected_train_args(plan: RayPlan) -> list[str]:
     s = plan.settings
     run = plan.result.outputs["workloads"]["runDirectories"]["rayLlama2"]
+    cores = neuron_cores_per_node(plan.result, job_of(plan.result, "train"))
     return [
         "--num_nodes",
         str(s.workers),
+        "--neuron_cores_per_node",
+        str(cores),
         *(["--steps_this_run", str(s.train_steps)] if s.train_steps is not None else []),
         *["--output_dir", run, "--checkpoint_dir", f"{run}/checkpoints"],
         *["--checkpoint_freq", str(s.checkpoint_every_steps), "--num_kept_checkpoint", str(s.checkpoints_to_keep)],
     ]
-
-
-def devices(result: PlanResult, job: dict[str, Any]) -> str:
-    workers = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
-    neuron = workers["template"]["spec"]["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"]
-    return str(int(neuron) * workers["replicas"])
 
 
 def plan_prod_with_ray(prod: PlanResult) -> RayPlan:
@@ -276,12 +300,17 @@ def test_every_step_runs_its_script_once_with_its_arguments(ray_plan: RayPlan, t
         assert submitted["entrypoint"] == run.head.local(entrypoint) and submitted["rc"] == 0
         (call,) = run.principal(step)
         if step == "generate-data":
-            assert call["argv"] == []
+            # The NxD get_dataset.py for Llama 2, saving where training reads (the launcher's DATA_DIR)
+            # with the Hugging Face cache left in the container's own home.
+            assert call["argv"] == ["--llama-version", "2"]
+            assert call["HOME"] == run.head.local(ray_llama2.DATASET_HOME)
+            assert call["HF_HOME"] == str(run.head.root / ".cache" / "huggingface")
             assert Path(run.head.local(ray_llama2.DATASET_MARKER)).is_file()
+            assert ray_llama2.DATASET_DIR == LAUNCHER.DATA_DIR
             continue
-        assert call["NEURON_NUM_DEVICES"] == devices(ray_plan.result, job)
+        cores = ["--neuron_cores_per_node", str(neuron_cores_per_node(ray_plan.result, job))]
         if step == "precompile":
-            assert call["argv"] == ["--num_nodes", str(ray_plan.settings.workers), "--neuron_parallel_compile"]
+            assert call["argv"] == ["--num_nodes", str(ray_plan.settings.workers), *cores, "--neuron_parallel_compile"]
         else:
             assert call["argv"] == [run.head.local(a) for a in expected_train_args(ray_plan)]
             # The heartbeat filter ran on the script's output, from the ConfigMap's resilience.py.
@@ -321,7 +350,6 @@ def test_the_train_step_resumes_from_the_newest_complete_checkpoint(ray_plan: Ra
     (call,) = run.principal("train")
     expected = [run.head.local(a) for a in expected_train_args(ray_plan)]
     assert call["argv"] == [*expected, "--resume_ckpt", "--loading_step", "200"]
-    assert call["NEURON_NUM_DEVICES"] == devices(ray_plan.result, job)
 
 
 def old_form(step: str, plan: RayPlan) -> tuple[str, dict[str, Any]]:
@@ -336,9 +364,8 @@ def old_form(step: str, plan: RayPlan) -> tuple[str, dict[str, Any]]:
         return f"test -f {marker} || {{ python3 get_dataset.py && touch {marker}; }}", env
     env["env_vars"].update(resumable.env())
     run = result.outputs["workloads"]["runDirectories"]["rayLlama2"]
-    command = f"NEURON_NUM_DEVICES={devices(result, job)} python3 ray_train_llama2.py " + shlex.join(
-        expected_train_args(plan)
-    )
+    devices = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] * 16
+    command = f"NEURON_NUM_DEVICES={devices} python3 ray_train_llama2.py " + shlex.join(expected_train_args(plan))
     keep = plan.settings.checkpoints_to_keep
     line = resumable.training_line(command, "ray", f"{run}/checkpoints", f"{run}/heartbeat", keep)
     return "bash -c " + shlex.quote(line), env
@@ -362,3 +389,13 @@ def test_the_replay_catches_the_old_shell_entrypoints(workloads_dev: PlanResult,
         # A2: /bin/sh expands ${RESILIENCE_PY} inside list2cmdline's double quotes.
         assert run.submitted and run.submitted[0]["rc"] != 0
     assert run.principal(step) == []
+
+
+def test_the_launchers_variables_merge_with_each_jobs_runtime_env(ray_plan: RayPlan) -> None:
+    """ray_train_llama2.py calls ray.init(runtime_env={"env_vars": ...}) inside the job; Ray 2.55.1
+    merges that with the job's runtime env and refuses the run when both set one variable
+    (ray/_private/worker.py l.1762-1786, ray/runtime_env/runtime_env.py _merge_runtime_env l.668-672)."""
+    args = LAUNCHER.get_args(["--num_nodes", "2", "--neuron_cores_per_node", "32"])
+    for job in ray_jobs(ray_plan.result):
+        job_vars = yaml.safe_load(job["spec"]["runtimeEnvYAML"]).get("env_vars", {})
+        assert set(job_vars) & set(LAUNCHER.job_env(args)) == set(), job["metadata"]["name"]

@@ -443,13 +443,18 @@ def test_the_declared_probe_command_runs(workloads_dev: PlanResult, tmp_path: Pa
     assert_fails_on_a_stale_heartbeat(*declared_probe(c, tmp_path, "/data/output"), tmp_path)
 
 
-class RayletHealth(http.server.BaseHTTPRequestHandler):
-    """The dashboard agent's /api/local_raylet_healthz answers "success" while the raylet is up."""
+class NodeHealth(http.server.BaseHTTPRequestHandler):
+    """A worker's dashboard agent at /api/healthz (Ray 2.55.1 dashboard/modules/reporter/healthz_agent.py
+    unified_health): 200 with each check's result while the raylet is up, 503 once it is not."""
+
+    raylet_up = True
 
     def do_GET(self) -> None:
-        self.send_response(200)
+        assert self.path == "/api/healthz", self.path
+        raylet = "success" if self.raylet_up else "Local Raylet failed"
+        self.send_response(200 if self.raylet_up else 503)
         self.end_headers()
-        self.wfile.write(b"success")
+        self.wfile.write(f"raylet: {raylet}\ngcs: success (no local gcs)".encode())
 
     def log_message(self, *_: Any) -> None:
         pass
@@ -458,26 +463,34 @@ class RayletHealth(http.server.BaseHTTPRequestHandler):
 def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: PlanResult, tmp_path: Path) -> None:
     """The kubelet runs the probe in the ray-worker container with that container's env: the job's
     runtimeEnv reaches Ray's processes, not the container. The probe replaces KubeRay's own (kuberay
-    v1.7.0 common/pod.go: injected only when livenessProbe is nil), so it also fails when the raylet's
-    health endpoint does not answer success."""
+    v1.7.0 common/pod.go: injected only when livenessProbe is nil), so it also fails when the node's
+    health endpoint reports the raylet down, or does not answer, for longer than KubeRay would wait."""
     spec = manifest(workloads_dev, "RayJob", "llama2-pretraining-job")["spec"]
     c = container(spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
-    server = http.server.HTTPServer(("127.0.0.1", 0), RayletHealth)
+    server = http.server.HTTPServer(("127.0.0.1", 0), NodeHealth)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/api/local_raylet_healthz"
+    url = f"http://127.0.0.1:{server.server_port}/api/healthz"
+    health = tmp_path / "state.json.health"
     try:
-        probe, env = declared_probe(c, tmp_path, "/shared/llama2_output", **{resumable.RAYLET_HEALTH_URL: url})
-        assert resumable.RAYLET_HEALTH_URL in json.dumps(c["livenessProbe"])
+        probe, env = declared_probe(c, tmp_path, "/shared/llama2_output", **{resumable.RAY_NODE_HEALTH_URL: url})
+        assert resumable.RAY_NODE_HEALTH_URL in json.dumps(c["livenessProbe"])
         assert_fails_on_a_stale_heartbeat(probe, env, tmp_path)
+        (tmp_path / "state.json").unlink()
+        NodeHealth.raylet_up = False
+        assert run_probe(probe, env, tmp_path).returncode == 0  # a raylet down for a moment: KubeRay waits too
+        health.write_text(str(float(health.read_text()) - resilience.HEALTH_GRACE_SECONDS - 1))
+        raylet_down = run_probe(probe, env, tmp_path)
+        assert raylet_down.returncode == 1 and "HTTP Error 503" in raylet_down.stdout, raylet_down
     finally:
+        NodeHealth.raylet_up = True
         server.shutdown()
         server.server_close()
     (tmp_path / "state.json").unlink()
+    health.unlink()
     assert run_probe(probe, env, tmp_path).returncode == 0  # the raylet (and its agent) gone: KubeRay waits too
-    health = tmp_path / "state.json.health"
     health.write_text(str(float(health.read_text()) - resilience.HEALTH_GRACE_SECONDS - 1))
     down = run_probe(probe, env, tmp_path)
-    assert down.returncode == 1 and "local_raylet_healthz unreachable" in down.stdout
+    assert down.returncode == 1 and "api/healthz unreachable" in down.stdout
 
 
 def test_the_declared_nxd_worker_probe_watches_the_attempt_its_rank_announced(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.facts import versions
 from offline.plan.runner import PlanResult
 from tests.crd_fields import FILES, undefined_fields
 
@@ -224,7 +225,7 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
         assert "clusterSelector" not in job["spec"]
         assert job["metadata"]["labels"] == {"volcano.sh/queue-name": "llama2-training-queue"}
         cluster = job["spec"]["rayClusterSpec"]
-        assert cluster["rayVersion"] == "2.22.0"
+        assert cluster["rayVersion"] == versions.RAY_VERSION
         head = cluster["headGroupSpec"]["template"]["spec"]
         # Heads on the job-support group, which scales from zero (tests/test_job_support_placement.py).
         assert head["nodeSelector"] == {"role": "job-support"}
@@ -247,6 +248,29 @@ def test_each_ray_step_brings_up_its_own_cluster_head_on_core_nodes_workers_own_
         assert {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]} == {"/shared", "/dev/shm", "/tmp/ray"}
 
 
+def kuberay_node_health_path(ray_version: str) -> str:
+    """The path KubeRay v1.7.0 probes a Ray node at (common/pod.go supportsUnifiedHealthCheck,
+    initLivenessAndReadinessProbe; utils/constant.go): one HTTP endpoint from Ray 2.53.0 on, the
+    dashboard agent's raylet check before."""
+    if tuple(int(p) for p in ray_version.split(".")) >= (2, 53, 0):
+        return "/api/healthz"
+    return "/api/local_raylet_healthz"
+
+
+def test_the_ray_version_is_one_kuberay_supports_and_the_worker_probe_checks_what_kuberay_would(
+    workloads_dev: PlanResult,
+) -> None:
+    """Ray's KubeRay upgrade guide: not Ray 2.11.0-2.37.0 (its dashboard agent hangs once a job is
+    created, failing the probes that read it); KubeRay 1.3 and later support Ray 2.38.0 and later. Our
+    worker probe replaces KubeRay's, so it reads the endpoint KubeRay would for that version."""
+    job = manifest(workloads_dev, "RayJob", "llama2-pretraining-job")
+    ray_version = job["spec"]["rayClusterSpec"]["rayVersion"]
+    assert tuple(int(p) for p in ray_version.split(".")) >= (2, 38, 0), ray_version
+    (workers,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    probe = " ".join(workers["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["command"])
+    assert f"--health http://localhost:52365{kuberay_node_health_path(ray_version)}" in probe
+
+
 def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult) -> None:
     jobs = [registration(workloads_dev, "RayJob", n) for n in RAY_JOBS]
     gates = [registration(workloads_dev, "Job", f"{n}-gate") for n in RAY_JOBS[:2]]
@@ -264,17 +288,20 @@ def test_ray_jobs_run_in_order_and_release_their_nodes(workloads_dev: PlanResult
     scripts = steps["data"]
     # The data step skips what a finished run left (the marker comes only after get_dataset.py
     # returns); dev's trainSteps (20) ends the train step Succeeded (ray_train_llama2.py
-    # --steps_this_run, awslabs/data-on-eks a32d9f2).
-    assert "if test -f /shared/wikicorpus_llama2_7B_tokenized_4k/.staged; then" in scripts["data.sh"]
+    # --steps_this_run, passed on to the NxD script's own).
+    marker = "/shared/examples_datasets/wikicorpus_llama2_tokenized_4k/.staged"
+    assert f"if test -f {marker}; then" in scripts["data.sh"]
     assert scripts["data.sh"].endswith(
-        "python3 get_dataset.py\ntouch /shared/wikicorpus_llama2_7B_tokenized_4k/.staged\n"
+        'HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}" HOME=/shared python3 get_dataset.py --llama-version 2\n'
+        f"touch {marker}\n"
     )
+    # dev's trn1n group: 2 nodes of 32 NeuronCores, one Ray Train worker each.
     assert scripts["precompile.sh"].endswith(
-        "NEURON_NUM_DEVICES=32 exec python3 ray_train_llama2.py --num_nodes 2 --neuron_parallel_compile\n"
+        "exec python3 ray_train_llama2.py --num_nodes 2 --neuron_cores_per_node 32 --neuron_parallel_compile\n"
     )
     # The train step runs in its run directory, resuming (tests/test_resilience.py).
     assert re.search(
-        r"NEURON_NUM_DEVICES=32 python3 ray_train_llama2.py --num_nodes 2 --steps_this_run 20 "
+        r"python3 ray_train_llama2.py --num_nodes 2 --neuron_cores_per_node 32 --steps_this_run 20 "
         r"--output_dir /shared/llama2_output/run-[0-9a-f]{12} ",
         scripts["train.sh"],
     )

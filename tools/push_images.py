@@ -29,9 +29,9 @@ BUILD_ARGS = {
     },
     "cmd-shell": {"PYTHON_IMAGE": versions.PYTHON_SLIM_IMAGE},
     "ray-llama2": {
-        "NEURON_DLC": versions.NEURON_DLC_RAY,
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_9,
         "RAY_VERSION": versions.RAY_VERSION,
-        "RAY_LLAMA2_COMMIT": versions.RAY_LLAMA2_COMMIT,
+        "RAY_LLAMA2_NXD_COMMIT": versions.RAY_LLAMA2_NXD_COMMIT,
         "LLAMA2_REPO_REVISION": versions.LLAMA2_TOKENIZER_REVISION,
         "LLAMA2_SPM_SHA256": versions.LLAMA2_TOKENIZER_SHA256,
     },

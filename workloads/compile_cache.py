@@ -1,7 +1,7 @@
 """The one Neuron compile cache every workload shares: `/neuron_cache` on the FSx file system.
 
-The directory is fixed by the training code we run, not by us: data-on-eks' ray_train_llama2.py
-(RAY_LLAMA2_COMMIT) passes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache in Ray's runtime
+The directory is fixed by the training code we run, not by us: the Ray image's ray_train_llama2.py
+(docker/ray-llama2) passes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache in Ray's runtime
 environment, overwriting whatever the pod sets, and NxD Training's runs get the same value as their
 config's compiler_cache_url (nxd_llama.overrides; training_orchestrator.py exports it), so their
 pods must mount the FSx claim at /shared for the cache to land on FSx rather than in the container. BERT's pods mount

@@ -166,10 +166,13 @@ def step_workers(step: str, layout: RayLayout) -> int:
     return 0 if step == "generate-data" else layout.settings.workers
 
 
-# get_dataset.py (awslabs/data-on-eks a32d9f2, raytrain-llama2-pretrain-trn1/llama2_pretrain)
-# downloads and tokenises WikiCorpus into this directory every time it runs (save_to_disk); the
-# marker is written only once it has finished, so a replaced data step skips the work already done.
-DATASET_DIR = "/shared/wikicorpus_llama2_7B_tokenized_4k"
+# get_dataset.py --llama-version 2 (aws-neuron/neuronx-distributed examples/training/llama at
+# RAY_LLAMA2_NXD_COMMIT) downloads and tokenises WikiCorpus into ~/examples_datasets/
+# wikicorpus_llama2_tokenized_4k every time it runs (save_to_disk); the data step runs it with HOME
+# on the shared volume, where ray_train_llama2.py reads it (its DATA_DIR). The marker is written only
+# once it has finished, so a replaced data step skips the work already done.
+DATASET_HOME = SHARED_MOUNT
+DATASET_DIR = f"{DATASET_HOME}/examples_datasets/wikicorpus_llama2_tokenized_4k"
 DATASET_MARKER = f"{DATASET_DIR}/.staged"
 
 
@@ -179,11 +182,11 @@ OUTPUT_ROOT = "/shared/llama2_output"
 
 def model_settings(layout: RayLayout) -> dict[str, object]:
     """What a checkpoint depends on: the training code, the Neuron SDK the image is built on (its
-    neuronx-distributed writes the checkpoint) and the world size (workers x NeuronCores; the script
-    fixes the model, data and batch). Not the steps of a run or its deadline."""
+    neuronx-distributed writes the checkpoint) and the world size (workers x NeuronCores; the
+    launcher fixes the model, data, parallelism and batch). Not the steps of a run or its deadline."""
     return {
-        "script": versions.RAY_LLAMA2_COMMIT,
-        "neuron_sdk_image": versions.NEURON_DLC_RAY,
+        "script": versions.RAY_LLAMA2_NXD_COMMIT,
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_9,
         "workers": layout.settings.workers,
         "neuron_cores": layout.group.neuron_cores,
     }
@@ -203,7 +206,7 @@ def heartbeat(layout: RayLayout) -> str:
 
 def train_probe(layout: RayLayout) -> dict[str, Any]:
     # Replacing KubeRay's own worker probe, it keeps that probe's raylet health check.
-    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAYLET_HEALTH_URL)
+    return resumable.liveness_probe("ray", heartbeat(layout), layout.settings, health_url=resumable.RAY_NODE_HEALTH_URL)
 
 
 def step_script(step: str, layout: RayLayout) -> str:
@@ -213,24 +216,27 @@ def step_script(step: str, layout: RayLayout) -> str:
     header = f"# The {step} step of the {WORKLOAD} RayJobs (workloads/ray_llama2.py step_script).\n"
     if step == "generate-data":
         # get_dataset.py writes the dataset every time it runs; the marker, only once it has finished.
+        # Its Hugging Face cache stays in the container (HF_HOME from the container's own HOME).
         return header + (
             "set -euo pipefail\n"
             f"if test -f {DATASET_MARKER}; then echo 'dataset already staged ({DATASET_MARKER})'; exit 0; fi\n"
-            "python3 get_dataset.py\n"
+            'HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}" '
+            f"HOME={DATASET_HOME} python3 get_dataset.py --llama-version 2\n"
             f"touch {DATASET_MARKER}\n"
         )
-    # The script reads the device count from the environment and starts 32 workers per node.
-    devices = f"NEURON_NUM_DEVICES={layout.settings.workers * layout.group.neuron_devices}"
-    script = f"ray_train_llama2.py --num_nodes {layout.settings.workers}"
+    # One Ray Train worker per NeuronCore of each Trainium node.
+    script = (
+        f"ray_train_llama2.py --num_nodes {layout.settings.workers} --neuron_cores_per_node {layout.group.neuron_cores}"
+    )
     if step == "precompile":
-        return header + f"set -euo pipefail\n{devices} exec python3 {script} --neuron_parallel_compile\n"
-    command = f"{devices} python3 {script}"
-    # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama2_7b_hf_pretrain.py
-    # breaks out of its loop) and trainer.fit() returns: the RayJob Succeeds.
+        return header + f"set -euo pipefail\nexec python3 {script} --neuron_parallel_compile\n"
+    command = f"python3 {script}"
+    # ray_train_llama2.py stops after --steps_this_run steps (tp_zero1_llama_hf_pretrain.py breaks
+    # out of its loop) and trainer.fit() returns: the RayJob Succeeds.
     s = layout.settings
     command += f" --steps_this_run {s.train_steps}" if s.train_steps is not None else ""
     # The script checkpoints with NxD every --checkpoint_freq steps and keeps --num_kept_checkpoint
-    # (tp_zero1_llama2_7b_hf_pretrain.py l.432-445); every retry continues from the newest complete one.
+    # (tp_zero1_llama_hf_pretrain.py l.337-352); every retry continues from the newest complete one.
     command += (
         f" --output_dir {run_dir(layout)} --checkpoint_dir {checkpoint_dir(layout)}"
         f" --checkpoint_freq {s.checkpoint_every_steps} --num_kept_checkpoint {s.checkpoints_to_keep}"
@@ -281,7 +287,7 @@ def steps_config_map(layout: RayLayout) -> dict[str, Any]:
 def entrypoint(step: str) -> str:
     """One simple command: no shell operator, quote, ``$`` or backtick. KubeRay v1.7.0 puts it raw
     into the submitter's ``bash -ce`` line (common/job.go BuildJobSubmitCommand), ``ray job submit``
-    re-joins its words (Ray 2.22.0 dashboard/modules/job/cli.py, list2cmdline) and the job
+    re-joins its words (Ray 2.55.1 dashboard/modules/job/cli.py, list2cmdline) and the job
     supervisor runs it with /bin/sh (job_supervisor.py): each shell passes it on unchanged."""
     return f"bash {STEPS_MOUNT}/{STEP_FILES[step]}"
 

@@ -10,11 +10,11 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   writeEndOfFile), so a file cut short has no end-of-central-directory record:
   ``zipfile.is_zipfile`` is False. The script's own ``--resume_ckpt`` takes the highest step of
   any ``*.pt`` (l.461-463), complete or not, so the pick is passed as ``--resume_ckpt_path``.
-- Ray Train (data-on-eks a32d9f2 tp_zero1_llama2_7b_hf_pretrain.py l.432-445, l.472-481): NxD's
+- Ray Train (aws-neuron/neuronx-distributed fbac349 tp_zero1_llama_hf_pretrain.py l.337-352, l.376-394): NxD's
   ``save_checkpoint(<dir>, "step_<n>")`` writes ``<dir>/step_<n>/done`` only after every rank has
-  saved (aws-neuron/neuronx-distributed SDK 2.18.0 release 8520967,
-  src/neuronx_distributed/trainer/checkpoint.py l.103-117) and removes ``done`` first when it
-  deletes an old one (l.157-163); resumed with ``--resume_ckpt --loading_step <n>``.
+  saved (same commit,
+  src/neuronx_distributed/trainer/checkpoint.py l.190-196) and removes ``done`` first when it
+  deletes an old one (l.261-266); resumed with ``--resume_ckpt --loading_step <n>`` (ray_train_llama2.py).
 - NxD Training (aws-neuron/neuronx-distributed-training 9169aa0): the checkpoint callback names a save
   ``<log dir>/checkpoints/megatron_llama--step=<n>-consumed_samples=<m>.ckpt``
   (examples/conf/megatron_llama_7B_config.yaml), and NLPCheckpointIO.save_checkpoint hands its parent
@@ -126,7 +126,7 @@ def resume_args(kind: str, directory: str) -> list[str]:
     if kind == "ray":
         step = newest_complete(nxd_steps(directory))
         return [] if step is None else ["--resume_ckpt", "--loading_step", str(step)]
-    step = newest_complete(nxdt_steps(directory))  # nxdt
+    step = newest_complete(nxdt_steps(directory))  # NxD Training, the one kind left
     if step is None:
         return []
     return [f"exp_manager.resume_from_checkpoint={hydra_escape(f'{directory}/{nxdt_saves(directory)[step]}')}"]
@@ -358,9 +358,9 @@ def _alive(pid: int) -> bool:
 
 
 # KubeRay v1.7.0 common/pod.go initLivenessAndReadinessProbe: a worker's own liveness check (Ray
-# below 2.53) is the dashboard agent's raylet health, ``wget -T 2 -q -O- http://localhost:52365/
-# api/local_raylet_healthz | grep success`` (utils/constant.go BaseWgetHealthCommand,
-# DefaultDashboardAgentListenPort, RayAgentRayletHealthPath); it adds it only when the container has
+# 2.53 and later) is HTTP GET http://localhost:52365/api/healthz, the dashboard agent's node health,
+# 503 unless the raylet answers (utils/constant.go DefaultDashboardAgentListenPort, RayNodeHealthPath;
+# Ray 2.55.1 dashboard/modules/reporter/healthz_agent.py unified_health); it adds it only when the container has
 # no livenessProbe, so a probe that replaces it runs the same check, with the same patience: KubeRay
 # fails after 120 failed reads 5 s apart (DefaultLivenessProbeFailureThreshold, ...PeriodSeconds),
 # 10 minutes, which also covers the raylet's start; the kubelet adds our probe's 3 reads 60 s apart.

@@ -42,9 +42,11 @@ HEARTBEAT = "heartbeat"
 PROBE_STATE = "/tmp/heartbeat-probe.json"
 # Where an attempt that runs in a long-lived container writes its process id when it starts.
 ATTEMPT_MARKER = "/tmp/training-attempt"
-# KubeRay v1.7.0's raylet health check on a worker (see resilience.unhealthy), at the dashboard
-# agent's default port (rayStartParams sets no dashboard-agent-listen-port).
-RAYLET_HEALTH_URL = "http://localhost:52365/api/local_raylet_healthz"
+# KubeRay v1.7.0's health check of a Ray node for the pinned Ray (2.53.0 and later: HTTP GET
+# utils/constant.go RayNodeHealthPath; see resilience.unhealthy), at the dashboard agent's default
+# port (rayStartParams sets no dashboard-agent-listen-port). On a worker it is the raylet's health
+# (Ray 2.55.1 dashboard/modules/reporter/healthz_agent.py unified_health: 503 unless the raylet answers).
+RAY_NODE_HEALTH_URL = "http://localhost:52365/api/healthz"
 PROBE_PERIOD_SECONDS = 60
 # Three failed reads in a row (an FSx hiccup is not a hang); a stall itself fails every read.
 PROBE_FAILURES = 3

@@ -79,9 +79,9 @@ def htpasswd_line(username: str, password: str, salt: bytes) -> str:
 # the Rust data server gets the same interval, data/server_ingester.py `--reload`), by default every
 # 5 s (plugins/core/core_plugin.py). The runs' event files lie beside their checkpoints, in names
 # only known at run time: BERT and Ray write <run dir>/neuron_tblogs_<start time>_... next to the
-# checkpoints (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py Logger; data-on-eks
-# a32d9f2 llama2_pretrain/logger.py), and NxD Training's exp manager writes into the run directory
-# itself, above checkpoints/ (exp_manager.explicit_log_dir, the directory train_setup.sh names:
+# checkpoints (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py Logger; neuronx-distributed
+# fbac349 tp_zero1_llama_hf_pretrain/logger.py), and NxD Training's exp manager writes into the run
+# directory itself, above checkpoints/ (exp_manager.explicit_log_dir, the directory train_setup.sh names:
 # neuronx-distributed-training 9169aa0 utils/exp_manager.py, over NeMo's get_log_dir and its
 # TensorBoard logger). NxD checkpoints hold a file per tensor, so no directory list avoids walking
 # them: a reload every 5 minutes instead of every 5 s keeps that metadata load on Lustre small.

@@ -25,7 +25,6 @@ from infra.facts.versions import (
     CHARTS,
     KUBERNETES_VERSION,
     NEURON_DLC_PYTORCH_2_9,
-    NEURON_DLC_RAY,
 )
 
 
@@ -125,7 +124,7 @@ def sdk_of(image: str) -> str:
 TRAINING_IMAGES: tuple[TrainingImage, ...] = (
     TrainingImage("bert-pretrain", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
     TrainingImage("nxd-llama", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
-    TrainingImage("ray-llama2", NEURON_DLC_RAY, "torch-neuronx 1.13.1"),
+    TrainingImage("ray-llama2", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
 )
 
 

@@ -200,16 +200,19 @@ STAGING_IMAGE_TAG = "2026.11.1"
 # 2.32.31.0, collectives 2.32.28.0, neuronx-cc 2.25.3371.0, neuronx_distributed 0.19.28093,
 # neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
 NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
-# AWS Neuron deep learning containers (public.ecr.aws/neuron): torch 1.13 for the Ray Llama-2
-# stack, whose code was written against it.
-NEURON_DLC_RAY = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.18.2-ubuntu20.04"
 # Training code, fetched at these commits.
 # aws-neuron/aws-neuron-samples master when SDK 2.30.0 shipped (2026-05-21): the repository tags no
 # release after v2.27.0, and torch-neuronx/training/dp_bert_hf_pretrain is the same from "Neuron
 # Release 2.23.0" (dd0e71f, torch_xla.runtime in place of the xm calls torch-xla 2.9 dropped) to
 # this commit (2026-05-07, the newest on master before that date).
 BERT_SAMPLES_COMMIT = "2015d650cd89e4c671ae5bd1b5f1d4499d94d4dd"
-RAY_LLAMA2_COMMIT = "a32d9f25ab85f75f167ee9dae4438c6e20292a2c"  # awslabs/data-on-eks, raytrain-llama2-pretrain-trn1
+# The Ray Llama-2 image's model, data and training loop: aws-neuron/neuronx-distributed "Release 2.29
+# (#41)", the newest release whose source could be read (the snapshot read ends there, 2026-04-09;
+# its examples/training/llama is as the 2.28.0 release left it, 73ab227), written for the PyTorch 2.9
+# line the image runs; the image's own neuronx_distributed is SDK 2.30's 0.19.28093. The Ray Train examples this replaces are gone or older: awslabs/ai-on-eks
+# dropped raytrain-llama2-pretrain-trn1 (torch 1.13, Ray 2.22), and aws-neuron/aws-neuron-eks-samples
+# llama3.1_8B_finetune_ray_ptl_neuron (9c66bad) fine-tunes on torch 2.8 (SDK 2.26.1) with Ray 2.52.1.
+RAY_LLAMA2_NXD_COMMIT = "fbac349b61a3adbb123c2983835af692840ff62f"
 # aws-neuron/neuronx-distributed-training "Neuron SDK Release 2.26.0 changes" (library 1.6.0): the
 # newest release the repository publishes (its main, Sep 2025; no later commit or tag); the SDK 2.30.0
 # DLC installs the 1.7.0 library, whose examples/ (train.sh, train_setup.sh, training.py, conf/) are in
@@ -219,7 +222,15 @@ NXDT_EXAMPLES_COMMIT = "9169aa03f39efd4eb02da63891a7ed98defb1714"
 # (aws-neuron/deep-learning-containers 2.30.0 common/nxdt_install_setup.sh); docker/nxd-llama runs its
 # tools/preprocess_data.py to write the Megatron indexed dataset NxD Training reads.
 MEGATRON_LM_COMMIT = "7ee599a25ca15f042c1087176b73ebddb0566d02"
-RAY_VERSION = "2.22.0"
+# Ray for the Llama-2 RayJobs, inside the range KubeRay 1.7 supports: Ray's KubeRay upgrade guide
+# (ray-project/ray doc/source/cluster/kubernetes/user-guides/upgrade-guide.md) says not to use Ray
+# 2.11.0-2.37.0 (the head's dashboard agent hangs once a job is created, and the raylet probes, which
+# read it, fail) and that KubeRay 1.3 and later support Ray 2.38.0 and later. 2.55 is the newest
+# minor KubeRay v1.7.0's own CI runs (ray-operator/test/support/defaults.go RayVersion,
+# .buildkite/setup-env.sh ray[default]==2.55.0); 2.55.1 is its patch release, with cp312 wheels.
+# From 2.53.0 on KubeRay probes Ray nodes with HTTP GET /api/healthz (common/pod.go
+# supportsUnifiedHealthCheck), which the worker probe follows (workloads/resumable.py).
+RAY_VERSION = "2.55.1"
 # The Llama-2 tokenizer in the Ray image: NousResearch/Llama-2-7b-hf (an ungated copy) at one
 # revision; the SHA-256 is the LFS object id of Meta's tokenizer.model (499,723 bytes), which
 # the build checks.
