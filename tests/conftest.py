@@ -62,11 +62,11 @@ def workloads_prod(prod: PlanResult) -> PlanResult:
     return plan_workloads(WORKLOADS_DIR, "prod", prod)
 
 
-# The dev workload stack with every workload on: NeMo and the RedPajama staging it reads (off in the
+# The dev workload stack with every workload on: NxD Training and the RedPajama staging it reads (off in the
 # shipped dev file, whose trn1-32xl-ng1 holds 4 nodes) switched on, and that group's maxSize raised
-# to 8 so BERT (2), NeMo (4) and the check (2) fit it together (workloads/schedule.py).
+# to 8 so BERT (2), NxD Training (4) and the check (2) fit it together (workloads/schedule.py).
 ALL_ON = {
-    "nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "trainDeadlineMinutes": 240},
+    "nxdLlama": {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "trainDeadlineMinutes": 240},
     "dataStaging": {"wikicorpus": True, "redpajama": True, "cmdShell": True},
 }
 ALL_ON_MAX_SIZE = {"trn1-32xl-ng1": 8}

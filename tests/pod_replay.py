@@ -238,11 +238,13 @@ def pod_containers(objects: list[dict[str, Any]]) -> list[PodContainer]:
 STUBBED = (
     "torchrun", "neuron_parallel_compile", "mpirun", "ssh", "getent", "sshd", "aws", "kubectl",
     "tensorboard", "ray", "nginx", "huggingface-cli", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
+    "hostname",
 )  # fmt: skip
 STUB_DIRS = {
     "/opt/aws/neuron/bin": ("neuron-ls", "neuron-top", "nccom-test", "neuron_parallel_compile"),
     "/opt/amazon/efa/bin": ("fi_info", "fi_pingpong"),
-    "/opt/amazon/openmpi/bin": ("mpirun",),
+    # The DLC's Open MPI build (prefix /usr/local), which the MPIJob launchers call by absolute path.
+    "/usr/local/bin": ("mpirun",),
     "/usr/sbin": ("sshd",),
 }
 # The image's own files the pods run: scripts that stand in for the training programs.

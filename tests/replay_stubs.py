@@ -200,11 +200,24 @@ def sleep(sandbox: Path, args: list[str], caller: str) -> int:
     return 0
 
 
+def hostname(sandbox: Path, args: list[str], caller: str) -> int:
+    """``hostname`` prints the pod's name; ``--fqdn`` the name cluster DNS knows it by (the kubelet's
+    /etc/hosts line for a pod with a subdomain: <pod>.<subdomain>.<namespace>.svc...), else the pod's."""
+    cluster = load(sandbox)
+    if "--fqdn" in args or "-f" in args:
+        names = [host for host in cluster["hosts"] if host.split(".")[0] == caller]
+        print(names[0] if names else caller)
+    else:
+        print(caller)
+    return 0
+
+
 LAUNCHERS = {
     "sleep": sleep,
     "ssh": ssh,
     "getent": getent,
     "mpirun": mpirun,
+    "hostname": hostname,
     "torchrun": torchrun,
     "neuron_parallel_compile": neuron_parallel_compile,
 }

@@ -2,7 +2,7 @@
 
 The rendered objects are checked against the cluster stack's outputs (counts, selectors,
 tolerations), the tools' documented flags and output formats (aws-neuron/aws-neuron-sdk v2.20.2,
-the docs of the SDK in our nemo-megatron image: tools/neuron-sys-tools/nccom-test.rst and
+the docs of the SDK in our nxd-llama image: tools/neuron-sys-tools/nccom-test.rst and
 neuron-ls.rst), and the MPI operator's hostfile (kubeflow/mpi-operator v0.8.0). The scripts run
 here under bash with stand-ins for the tools that print their documented formats.
 """
@@ -71,7 +71,7 @@ def test_expected_counts_follow_the_cluster_outputs(workloads_with) -> None:
         group = next(g for g in outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1")
         group.update(neuronDevices=12, neuronCores=24, efaInterfaces=4)
 
-    result = workloads_with(cluster=fewer, nemoLlama2=None, rayLlama2=None)
+    result = workloads_with(cluster=fewer, nxdLlama=None, rayLlama2=None)
     text = script(spec(result, "Job", "cluster-check-nodes")["template"]["spec"]["containers"][0])
     assert 'check "Neuron devices (neuron-ls)" 12 ' in text and 'check "EFA devices (fi_info -p efa)" 4 ' in text
     launcher = spec(result, "MPIJob", "cluster-check-allreduce")["mpiReplicaSpecs"]["Launcher"]
@@ -131,7 +131,7 @@ def test_verdict_fails_up_and_runs_on_the_job_support_group(workloads_dev: PlanR
     # Created with the MPIJob, as the launcher Job is (AtStartup): its deadline covers the
     # launcher's (3600 s) with a margin, so a slow healthy run is never failed here first.
     assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 3600 + 900
-    # The small image (bash and coreutils are all it runs), not the multi-GB nemo-megatron one.
+    # The small image (bash and coreutils are all it runs), not the multi-GB nxd-llama one.
     assert "/cmd-shell:" in job["template"]["spec"]["containers"][0]["image"]
     assert int(verdict["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) > job["activeDeadlineSeconds"]
     assert job["template"]["spec"]["nodeSelector"] == JOB_SUPPORT
@@ -591,7 +591,7 @@ def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: 
 
 
 def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: PlanResult) -> None:
-    """The per-node pod is a BERT worker's posture, the all-reduce workers a NeMo
+    """The per-node pod is a BERT worker's posture, the all-reduce workers a NxD Training
     MPI worker's (sshd's capabilities), both from workloads/pods.py training_pod/training_container:
     pod security context, token, container context (capabilities, escalation), device limits."""
 
@@ -846,9 +846,9 @@ def test_the_all_reduce_needs_the_mpi_operator_but_one_node_does_not(workloads_w
     def no_mpi(outputs: dict[str, Any]) -> None:
         outputs["features"]["mpiOperator"] = False
 
-    message = refusal(workloads_with, cluster=no_mpi, nemoLlama2=None)
+    message = refusal(workloads_with, cluster=no_mpi, nxdLlama=None)
     assert "trainium-workloads:clusterCheck: needs mpiOperator in the cluster" in message
-    result = workloads_with(cluster=no_mpi, nemoLlama2=None, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 1})
+    result = workloads_with(cluster=no_mpi, nxdLlama=None, clusterCheck={"nodeGroup": "trn1-32xl-ng1", "nodes": 1})
     assert result.outputs["workloads"]["clusterCheck"]["nodes"] == 1
 
 

@@ -294,7 +294,7 @@ def test_volcano_images_are_not_pulled_on_every_start(dev):
     kubestatemetrics.yaml) sets `imagePullPolicy: {{ .Values.basic.image_pull_policy }}`. Left at
     Always, each restart pulls from Docker Hub anonymously through the NAT gateway (rate limits,
     slow starts); the tags are pinned, so a cached copy is the same image. The MPI operator
-    (mpioperator/mpi-operator:0.8.0, Docker Hub) gets the same policy in the transform above."""
+    (mpioperator/mpi-operator, Docker Hub) gets the same policy in its manifest's transform."""
     basic = releases(dev)["volcano"]["values"]["basic"]
     assert basic == {"image_pull_policy": "IfNotPresent"}
     assert "image_registry" not in basic  # no pull-through cache: see README, Cluster software
@@ -311,12 +311,53 @@ def test_mpi_operator_release_manifest(dev):
     assert config_file.type == "kubernetes:yaml/v2:ConfigFile"
     assert (
         config_file.inputs["file"]
-        == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml"
+        == "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/mpi-operator.yaml"
     )
 
 
+def test_mpi_operator_runs_the_release_image_not_the_moving_minor_tag(dev, plan_with):
+    """kubeflow/mpi-operator v0.8.2 (release-0.8 b10758d) deploy/v2beta1/mpi-operator.yaml names
+    `mpioperator/mpi-operator:0.8`, which its image workflow (.github/workflows/mpi-operator-docker-
+    image-publish.yml, type=semver {{major}}.{{minor}}) moves to every later 0.8.x: the Deployment runs
+    `:0.8.2`, with Volcano (plus the flag) and without it."""
+    import pulumi
+
+    from infra.components.schedulers import mpi_operator_gang_scheduling, mpi_operator_release_image
+
+    assert versions.MPI_OPERATOR_IMAGE == "mpioperator/mpi-operator:0.8.2"
+    upstream = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "mpi-operator", "namespace": "mpi-operator"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "mpi-operator", "image": "mpioperator/mpi-operator:0.8",
+             "args": ["-alsologtostderr", "--lock-namespace=mpi-operator"]},
+        ]}}},
+    }  # fmt: skip
+    for transform, args in (
+        (mpi_operator_release_image, ["-alsologtostderr", "--lock-namespace=mpi-operator"]),
+        (
+            mpi_operator_gang_scheduling,
+            ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"],
+        ),
+    ):
+        result = transform(
+            pulumi.ResourceTransformArgs(
+                True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", upstream, pulumi.ResourceOptions()
+            )
+        )
+        (container,) = result.props["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "mpioperator/mpi-operator:0.8.2"
+        assert container["args"] == args
+        assert container["imagePullPolicy"] == "IfNotPresent"
+    assert upstream["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.8"
+    # Without Volcano the manifest still has a transform: the image one.
+    plain = plan_with(features={"volcano": False}).named("mpi-operator")
+    assert plain.lifecycle["transforms"] == 1
+
+
 def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
-    """kubeflow/mpi-operator v0.8.0: cmd/mpi-operator/app/options/options.go reads
+    """kubeflow/mpi-operator v0.8.2: cmd/mpi-operator/app/options/options.go reads
     `--gang-scheduling`; "volcano" selects NewVolcanoCtrl (pkg/controller/mpi_job_controller.go),
     which creates a PodGroup per MPIJob and sets schedulerName volcano and the
     scheduling.k8s.io/group-name annotation on launcher and worker pods (pkg/controller/podgroup.go).
@@ -343,7 +384,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
                     "containers": [
                         {
                             "name": "mpi-operator",
-                            "image": "mpioperator/mpi-operator:0.8.0",
+                            "image": "mpioperator/mpi-operator:0.8",
                             "args": ["-alsologtostderr", "--lock-namespace=mpi-operator"],
                         }
                     ]
@@ -359,7 +400,7 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
     )
     (container,) = result.props["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", "--gang-scheduling=volcano"]
-    assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert container["image"] == "mpioperator/mpi-operator:0.8.2"
     assert container["imagePullPolicy"] == "IfNotPresent"
     # The input object is left as it was; other objects are not touched.
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
@@ -370,8 +411,9 @@ def test_mpi_operator_gang_schedules_with_volcano(dev, plan_with):
         True, "kubernetes:core/v1:ServiceAccount", "sa", {"metadata": {"name": "mpi-operator"}}, opts
     )
     assert mpi_operator_gang_scheduling(other) is None
-    without_volcano = plan_with(features={"volcano": False})
-    assert "transforms" not in without_volcano.named("mpi-operator").lifecycle
+    # Without Volcano the manifest keeps only the image transform (the test above), and waits for nothing.
+    without_volcano = plan_with(features={"volcano": False}).named("mpi-operator")
+    assert without_volcano.dependencies == []
 
 
 # --- identities, registries, observability -------------------------------------------------------
@@ -447,7 +489,7 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
 
 def test_ecr_repositories(dev, prod):
     repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
-    assert set(repos) == {"trn-dev/bert-pretrain", "trn-dev/cmd-shell", "trn-dev/ray-llama2", "trn-dev/nemo-megatron"}
+    assert set(repos) == {"trn-dev/bert-pretrain", "trn-dev/cmd-shell", "trn-dev/ray-llama2", "trn-dev/nxd-llama"}
     for repo in repos.values():
         assert repo["imageTagMutability"] == "IMMUTABLE"
         assert repo["imageScanningConfiguration"] == {"scanOnPush": True}

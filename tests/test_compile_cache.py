@@ -1,11 +1,11 @@
-"""One Neuron compile cache on FSx (`/neuron_cache`) for BERT, Ray and NeMo, laid out so
+"""One Neuron compile cache on FSx (`/neuron_cache`) for BERT, Ray and NxD Training, laid out so
 precompile populates what training reads (see workloads/compile_cache.py for the sources).
 
-Ray's and NeMo's training code hard-codes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache
-(data-on-eks a32d9f25 gen-ai/training/raytrain-llama2-pretrain-trn1/llama2_pretrain/
-ray_train_llama2.py; neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/
-train_setup.sh), overwriting the pod's environment: what keeps their cache on FSx is that their
-pods mount the claim at /shared. The acceptance test compiles nothing through torch-neuronx
+Ray's training code hard-codes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache (data-on-eks
+a32d9f25 gen-ai/training/raytrain-llama2-pretrain-trn1/llama2_pretrain/ray_train_llama2.py),
+overwriting the pod's environment, and NxD Training's runs get the same path as the config's
+compiler_cache_url (neuronx-distributed-training 9169aa0 examples/training_orchestrator.py exports
+it): what keeps their cache on FSx is that their pods mount the claim at /shared. The acceptance test compiles nothing through torch-neuronx
 (nccom-test builds its own collectives), so it has no cache to share.
 """
 
@@ -46,9 +46,11 @@ def test_bert_precompile_fills_exactly_what_training_reads(workloads_dev: PlanRe
     )
 
 
-def test_nemo_cache_is_the_shared_one_on_fsx(workloads_all: PlanResult) -> None:
+def test_nxd_cache_is_the_shared_one_on_fsx(workloads_all: PlanResult) -> None:
     for job in ("llama2-compile", "llama2-train"):
         replicas = manifest(workloads_all, "MPIJob", job)["spec"]["mpiReplicaSpecs"]
+        rank = replicas["Launcher"]["template"]["spec"]["containers"][0]["command"][-1]
+        assert f" compiler_cache_url={compile_cache.UPSTREAM_URL} " in rank
         pod = replicas["Worker"]["template"]["spec"]
         container = pod["containers"][0]
         assert fsx_path(container, pod, compile_cache.UPSTREAM_URL) == compile_cache.FSX_DIR

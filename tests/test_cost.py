@@ -137,7 +137,7 @@ def test_workloads_by_hand(dev):
     settings = parse_workloads_config(stack_config(WORKLOADS_DIR, "dev"))
     result = cost.estimate_workloads(settings, dev.outputs["acceleratorNodeGroups"], "us-west-2")
     # BERT 2 x 21.50 = 43, Ray 2 workers x 24.78 = 49.56, the acceptance test 2 x 21.50 = 43 while
-    # it runs (NeMo is off in dev); nothing at idle.
+    # it runs (NxD Training is off in dev); nothing at idle.
     assert {entry["item"]: entry["hourly"]["configured"] for entry in result["lines"]} == {
         "bertPretraining": 43.0,
         "rayLlama2": 49.56,

@@ -107,15 +107,31 @@ def test_links_into_a_dead_pods_cache_and_stale_locks_are_cleared(pod) -> None:
     assert not lock.exists() and not (sample / "book_sample.jsonl").is_symlink()
 
 
-def test_the_gated_tokenizer_download_passes_the_token_as_transformers_4_31_takes_it() -> None:
-    # transformers v4.31.0 (the NeMo image's, neuronx-nemo-megatron
-    # requirements.txt) src/transformers/models/auto/tokenization_auto.py: from_pretrained calls
-    # get_tokenizer_config(name, **kwargs), whose parameter is use_auth_token; a token= kwarg stays
-    # in its **kwargs and cached_file is called with use_auth_token=None, so the gated
-    # tokenizer_config.json would be asked for without the token.
+def test_the_gated_tokenizer_download_passes_the_token_as_transformers_4_56_takes_it() -> None:
+    # transformers v4.56.2 (the nxd-llama image's: deep-learning-containers 2.30.0
+    # common/nxdt_requirements.txt transformers==4.56.*) src/transformers/models/auto/tokenization_auto.py:
+    # get_tokenizer_config takes `token` as a parameter, and from_pretrained turns the deprecated
+    # `use_auth_token` into `token` with a warning ("will be removed in v5").
     script = redpajama_prepare_script()
-    assert 'from_pretrained("meta-llama/Llama-2-7b-hf", use_auth_token=open(' in script
-    assert "token=open" not in script.replace("use_auth_token=open", "")
+    assert 'from_pretrained("meta-llama/Llama-2-7b-hf", token=open(' in script
+    assert "use_auth_token" not in script
+
+
+def test_the_dataset_is_written_by_megatrons_tool_with_the_saved_tokenizer() -> None:
+    # NVIDIA/Megatron-LM core_r0.10.0 tools/preprocess_data.py: --tokenizer-type HuggingFaceTokenizer
+    # loads --tokenizer-model with AutoTokenizer (megatron/training/tokenizer/tokenizer.py); the output
+    # is <output-prefix>_<json key>_document.{bin,idx} (process_json_file), the prefix the workload reads.
+    from workloads.settings import NxdLlamaSettings
+
+    script = redpajama_prepare_script("/shared")
+    assert "python3 /opt/Megatron-LM/tools/preprocess_data.py --input=redpajama_sample.jsonl --json-keys=text" in script
+    assert "--tokenizer-type=HuggingFaceTokenizer" in script and "--tokenizer-model=/shared/llama7b_tokenizer" in script
+    assert "--output-prefix=/shared/data/redpajama_sample" in script and "--append-eod" in script
+    fields = NxdLlamaSettings.model_fields
+    assert fields["dataset_path"].default == "/shared/data/redpajama_sample_text_document"
+    assert fields["tokenizer_path"].default == "/shared/llama7b_tokenizer"
+    dockerfile = (Path(__file__).parent.parent / "docker/nxd-llama/Dockerfile").read_text()
+    assert "python3 /opt/Megatron-LM/tools/preprocess_data.py --help > /dev/null" in dockerfile
 
 
 def test_the_download_runs_where_huggingface_hub_writes_real_files(workloads_all: PlanResult) -> None:
@@ -136,7 +152,8 @@ def test_the_download_runs_where_huggingface_hub_writes_real_files(workloads_all
 
 
 def test_preprocessing_is_sized_to_finish_within_the_timeout() -> None:
-    # The seed (llama2-nemo-megatron): about 60 minutes with --workers=32 on a trn1.32xlarge.
+    # The seed (llama2-nemo-megatron, NeMo's copy of Megatron's preprocess_data.py): about 60 minutes with
+    # --workers=32 on a trn1.32xlarge.
     assert redpajama_minutes(32) == 75
     assert redpajama_minutes() == 175 < DataStagingSettings().timeout_minutes
     # It leaves room on a 16-vCPU core node for its daemon sets.

@@ -24,7 +24,7 @@ from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Eve
 
 REPO = "example-org/trainium-eks"
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
-WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nemoLlama2", "tensorboard", "clusterCheck")
+WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nxdLlama", "tensorboard", "clusterCheck")
 DEPLOY_ORDER = [
     "cluster-dev",
     "workloads-dev",
@@ -497,7 +497,7 @@ def laptop_up(pipeline: Pipeline, account: Account, commit: Commit, project: str
 
 
 def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> None:
-    # BERT's unbounded training (2 nodes, not awaited) runs on beside NeMo's compile (4 nodes,
+    # BERT's unbounded training (2 nodes, not awaited) runs on beside NxD Training's compile (4 nodes,
     # awaited 180 min) on a group of maxSize 4: the compile's gang never starts, its await fails
     # the up, and every later push waits for it again.
     pipeline, account, commit = _a1_world()
@@ -509,7 +509,7 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
                     f"{WORKLOADS}:bertPretraining": json.dumps(
                         {"nodeGroup": "trn1-32xl-ng1", "nodes": 2, "precompile": False}
                     ),
-                    f"{WORKLOADS}:nemoLlama2": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
+                    f"{WORKLOADS}:nxdLlama": json.dumps({"nodeGroup": "trn1-32xl-ng1", "nodes": 4}),
                 }
             )
         },

@@ -91,7 +91,7 @@ def test_no_training_namespace_means_only_the_neuron_widgets():
 
 
 def test_a_restart_and_a_failed_pod_alarm_per_training_namespace(prod, dev):
-    """NeMo and Ray workers restart in place (a restart count); BERT's Volcano pods are
+    """NxD Training and Ray workers restart in place (a restart count); BERT's Volcano pods are
     restartPolicy Never, so a probe kill leaves a Failed pod and the restart count stays 0: the
     failed-pod alarm is the one a BERT hang raises."""
     kinds = {"training-restarts": "pod_number_of_container_restarts", "training-pods-failed": "pod_status_failed"}

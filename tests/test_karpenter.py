@@ -807,7 +807,7 @@ def test_training_pods_on_karpenter_nodes_carry_do_not_disrupt(karp_workloads, w
     for name, template in _pod_templates(karp_workloads):
         (accelerator if _on_trainium(template) else other).append((name, template))
     # Every job kind that runs on Trainium: Volcano Jobs (BERT), batch Jobs and MPIJobs (the cluster
-    # check), MPIJobs (NeMo), RayJobs (Ray Train).
+    # check), MPIJobs (NxD Training), RayJobs (Ray Train).
     assert {n for n, _ in accelerator} == {
         "job-bert-precompile",
         "job-bert-train",

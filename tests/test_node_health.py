@@ -561,7 +561,7 @@ def test_the_sdks_the_images_name_are_in_the_table_with_their_manifest_versions(
     2.23.110.0, neuronx-cc 2.16.345.0, aws-neuronx-dkms 2.19.64.0; SDK 2.31.0 driver 2.29.0.0."""
     from infra.facts import neuron
 
-    assert {i.sdk.version for i in neuron.TRAINING_IMAGES} == {"2.20.2", "2.30.0"}
+    assert {i.sdk.version for i in neuron.TRAINING_IMAGES} == {"2.30.0"}
     assert neuron.SDK_RELEASES["2.21.0"].runtime == "2.23.110.0"
     assert neuron.SDK_RELEASES["2.21.0"].compiler == "2.16.345.0"
     assert neuron.SDK_RELEASES["2.31.0"].driver.startswith("2.29")
@@ -581,7 +581,7 @@ def test_an_ami_built_after_driver_2_29_shipped_is_refused_with_every_part_named
     for part in (
         "docker/bert-pretrain (Neuron SDK 2.30.0: runtime 2.32.31.0, compiler 2.25.3371.0, torch-neuronx 2.9.0)",
         "docker/ray-llama2 (Neuron SDK 2.30.0: runtime 2.32.31.0, compiler 2.25.3371.0, torch-neuronx 2.9.0)",
-        "docker/nemo-megatron (Neuron SDK 2.20.2",
+        "docker/nxd-llama (Neuron SDK 2.30.0: runtime 2.32.31.0",
     ):
         assert part in text
     assert "fix: pin acceleratorNodeGroups[].amiReleaseVersion to a release built before 2026-07-07" in text

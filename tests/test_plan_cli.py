@@ -145,13 +145,13 @@ def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
 
     def too_many_nodes(config: dict) -> None:
         config["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
-        config["trainium-workloads:nemoLlama2"].update(enabled=True, nodes=400)
+        config["trainium-workloads:nxdLlama"].update(enabled=True, nodes=400)
 
     project_copy(project / "workloads", REPO_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
-    assert "trainium-workloads:nemoLlama2.nodes" in capsys.readouterr().err
+    assert "trainium-workloads:nxdLlama.nodes" in capsys.readouterr().err
 
 
 def test_placement_errors_also_exit_2(tmp_path, capsys):

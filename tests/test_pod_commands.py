@@ -46,15 +46,15 @@ import pytest
 from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
 from tests.fake_api import TOKEN, FakeApi
-from tests.pod_replay import Image, PodContainer, Sandbox, dockerfile_image, pod_containers
-from tests.replay_stubs import rewrite
+from tests.pod_replay import REPO_ROOT, Image, PodContainer, Sandbox, dockerfile_image, pod_containers
+from tests.replay_stubs import rewrite, to_container
 from tests.test_cluster_check import neuron_ls_table
 from workloads import resilience
 
-IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nemo-megatron", "ray-llama2")}
+IMAGES = {name: dockerfile_image(name) for name in ("bert-pretrain", "cmd-shell", "nxd-llama", "ray-llama2")}
 # Images we do not build: what their publishers' Dockerfiles set.
 IMAGES |= {
-    # docker-library/python 3.11/slim-bookworm/Dockerfile: CMD ["python3"], no WORKDIR.
+    # docker-library/python 3.11/slim-trixie/Dockerfile: CMD ["python3"], no WORKDIR.
     "python": Image(cmd=("python3",)),
     # nginx/docker-nginx-unprivileged mainline/alpine/Dockerfile: ENTRYPOINT ["/docker-entrypoint.sh"],
     # CMD ["nginx", "-g", "daemon off;"].
@@ -394,63 +394,111 @@ def start_mpijob(sandbox: Sandbox, pcs: list[PodContainer], prepare_worker: Call
                          appended=mpi_launcher_env(obj), prepare=mpi_config)  # fmt: skip
 
 
-def replay_nemo(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
-    from tests.test_resilience import LLAMA_7B, TEST_LLAMA
+def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """Both MPIJobs end to end: the launcher's mpirun (the DLC's, /usr/local/bin) starts one rank per
+    worker through ssh and orted with the -x variables; each rank writes train_resumable.sh from the
+    image's pinned train.sh and runs it, which sources the pinned train_setup.sh (its MPI branch: the
+    hosts from /nodelist_helper.py, node_rank from OMPI_COMM_WORLD_RANK) and starts torchrun, wrapped
+    in neuron_parallel_compile for the compile run. The training entry point is a stand-in."""
+    from tests.test_nxd_llama import BAR, TRAIN_SETUP_SH, TRAIN_SH
+    from workloads import nxd_llama
 
     obj = pcs[0].obj
-    compile_run = obj["metadata"]["name"] == "llama2-compile"
-    workdir = IMAGES["nemo-megatron"].workdir
+    name, namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
+    compile_run = name == "llama2-compile"
+    workdir = IMAGES["nxd-llama"].workdir
+    assert workdir == nxd_llama.EXAMPLES_DIR
+    sandbox.behaviours["training_orchestrator.py"] = {"stdout": f"{BAR.format(step=41)}\r{BAR.format(step=42)}\r\n"}
+    sandbox.save()
 
     def image_files(pod: Any) -> None:
-        # llama_7b.sh sources train_setup.sh and runs test_llama.sh, whose last line runs torchrun
-        # (neuronx-nemo-megatron d22aabf): the torchrun there is the stub.
+        # The image's files the ranks run: examples/ at NXDT_EXAMPLES_COMMIT (its train.sh and
+        # train_setup.sh whole, as tests/test_nxd_llama.py copies them; the config's one line train.sh
+        # reads) and /nodelist_helper.py (docker/nxd-llama), each as the pod sees its paths.
+        helper = pod.root / "image" / "nodelist_helper.py"
+        helper.parent.mkdir(parents=True, exist_ok=True)
+        helper.write_text((REPO_ROOT / "docker" / "nxd-llama" / "nodelist_helper.py").read_text())
+        helper.chmod(0o755)
+        pod.view.append(["/nodelist_helper.py", str(helper)])
         directory = Path(sandbox.local(pod, workdir))
-        (directory / "llama_7b.sh").write_text("#!/bin/bash\n" + LLAMA_7B)
-        (directory / "test_llama.sh").write_text(
-            "#!/bin/bash\ntorchrun --nproc_per_node 32 megatron_gpt_pretraining.py \\\n" + TEST_LLAMA
-        )
-        for script in ("llama_7b.sh", "test_llama.sh"):
-            (directory / script).chmod(0o755)
+        (directory / "conf").mkdir(parents=True, exist_ok=True)
+        (directory / "conf" / f"{nxd_llama.CONF_FILE}.yaml").write_text("trainer:\n  devices: 32\n")
+        (directory / "train.sh").write_text(TRAIN_SH)
+        (directory / "train_setup.sh").write_text(sandbox.local(pod, TRAIN_SETUP_SH))
+        sandbox.script(pod, f"{workdir}/training_orchestrator.py")
+        # train_setup.sh raises the open-file limit to 65535; the EKS AMI's containerd gives containers
+        # a hard limit of 1048576 (awslabs/amazon-eks-ami v20260724 nodeadm/internal/containerd/
+        # base-runtime-spec.json rlimits), which this machine may not grant: a ulimit function through
+        # BASH_ENV (bash(1)), set in the sessions' environment (pam_env reads /etc/environment).
+        limits = pod.root / "image" / "container-limits.sh"
+        limits.write_text('ulimit() { if [ "$*" = "-n 65535" ]; then return 0; fi; builtin ulimit "$@"; }\n')
+        Path(sandbox.local(pod, "/etc/environment")).write_text(f"BASH_ENV={limits}\n")
+        sandbox.cluster["pods"][pod.name]["view"] = pod.view
+        sandbox.save()
 
     running = start_mpijob(sandbox, pcs, image_files)
     run = running.wait(60)
     assert run.rc == 0, run.stdout + run.stderr
-    mpirun = run.called("mpirun")
-    assert len(mpirun) == 1
-    ranks = [c for c in run.calls if c["program"] == "torchrun"]
+    (mpirun,) = run.called("mpirun")
+    argv = mpirun["argv"]
+    assert argv[:2] == ["--prefix", nxd_llama.OPEN_MPI_PREFIX]
+    forwarded = [argv[i + 1] for i, word in enumerate(argv) if word == "-x"]
+    assert forwarded == ["LD_LIBRARY_PATH", "PATH", "POD_UID", f"CONF_FILE={nxd_llama.CONF_FILE}",
+                         f"COMPILE={int(compile_run)}"]  # fmt: skip
     replicas = obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
-    # One rank per worker, each on its own worker, ranks 0..n-1, with what -x forwarded.
-    assert sorted(c["env"]["OMPI_COMM_WORLD_RANK"] for c in ranks) == [str(i) for i in range(replicas)]
-    assert sorted(c["pod"] for c in ranks) == sorted(f"{obj['metadata']['name']}-worker-{i}" for i in range(replicas))
-    argv = mpirun[0]["argv"]
-    forwarded = [argv[i + 1].split("=", 1)[0] for i, word in enumerate(argv) if word == "-x"]
-    assert {"LD_LIBRARY_PATH", "PATH", "POD_UID", "TOKENIZER_PATH", "DATASET_PATH"} <= set(forwarded)
+    workers = [f"{name}-worker-{i}" for i in range(replicas)]
+    master = f"{name}-worker-0.{name}.{namespace}.svc"
+    ranks = [c for c in run.calls if c["program"] == "torchrun"]
+    assert sorted(c["pod"] for c in ranks) == workers
     for call in ranks:
-        assert set(forwarded) <= set(call["env"]), "a -x variable missed a rank"
-        assert call["env"]["TOKENIZER_PATH"] and call["env"]["DATASET_PATH"] and call["env"]["POD_UID"]
+        rank = call["env"]["OMPI_COMM_WORLD_RANK"]
+        # torchrun's arguments as train.sh builds them from train_setup.sh's MPI branch.
+        assert call["argv"][:11] == ["--nproc_per_node", "32", "--nnodes", str(replicas), "--node_rank", rank,
+                                     "--master_addr", master, "--master_port", "41000", "training_orchestrator.py"]  # fmt: skip
+        assert call["pod"] == workers[int(rank)]
+        assert call["env"]["COMPILE"] == str(int(compile_run)) and call["env"]["CONF_FILE"] == nxd_llama.CONF_FILE
+        assert call["env"]["FI_PROVIDER"] == "efa" and call["env"]["CCOM_SOCKET_IFNAME"] == "eth0"
         assert call["env"]["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
-        assert "K_MPI_JOB_ROLE" not in call["env"] or call["env"]["K_MPI_JOB_ROLE"] != "launcher"
-        if compile_run:
-            assert call["env"]["COMPILE"] == "1"
-        else:  # what the next attempt in this container ends if it outlives its agent (resilience.reap)
-            marker = call["env"][resilience.RUN_ATTEMPT_ENV].rsplit(" ", 1)
-            run_dir = stack.result.outputs["workloads"]["runDirectories"]["nemoLlama2"]
-            assert marker[1].isdigit() and marker[0] == rewrite(run_dir, sandbox.cluster["pods"][call["pod"]]["view"])
-    if not compile_run:
-        # Each rank rewrote the scripts from the worker's /tmp/resilience.py and ran the resumable one.
-        for i in range(replicas):
-            pod = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-{i}"]
-            examples = Path(rewrite(workdir, pod["view"]))
-            assert (examples / "test_llama_resumable.sh").is_file()
-            # The attempt marker the liveness probe reads: the rank's own shell's pid (the kubelet
-            # would have turned a `$$` into a lone `$`).
-            assert Path(rewrite("/tmp/training-attempt", pod["view"])).read_text().strip().isdigit()
-        # Rank 0 holds the run directory's lock, on the shared file system, for the training job.
-        run_dir = stack.result.outputs["workloads"]["runDirectories"]["nemoLlama2"]
-        worker = sandbox.cluster["pods"][f"{obj['metadata']['name']}-worker-0"]
-        holder = Path(rewrite(run_dir + "/.lock-holder", worker["view"]))
-        assert holder.resolve().is_relative_to((sandbox.root / "volumes").resolve()), "the run directory is not on FSx"
-        assert json.loads(holder.read_text())["owner"] == f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        assert call["env"].get("K_MPI_JOB_ROLE") != "launcher"
+    wrapped = [c for c in run.calls if c["program"] == "neuron_parallel_compile"]
+    assert len(wrapped) == (replicas if compile_run else 0)
+    assert all(c["argv"][0] == "torchrun" for c in wrapped)
+    entries = [c for c in run.calls if c["program"] == "training_orchestrator.py"]
+    assert len(entries) == replicas
+    for entry in entries:
+        view = sandbox.cluster["pods"][entry["pod"]]["view"]
+        words = [to_container(w, view) for w in entry["argv"]]
+        assert words[:4] == ["--config-path=conf", f"--config-name={nxd_llama.CONF_FILE}", "trainer.devices=32",
+                             f"trainer.num_nodes={replicas}"]  # fmt: skip
+        # The shipped stacks keep the default paths the staging Job fills.
+        assert "data.tokenizer.type=/shared/llama7b_tokenizer" in words
+        assert "data.data_prefix=[1.0,/shared/data/redpajama_sample_text_document]" in words
+        assert "compiler_cache_url=/shared/neuron_cache" in words
+        assert words[-1].startswith("exp_manager.explicit_log_dir=/shared/nemo_experiments/")
+        assert ("exp_manager.checkpoint_callback_params.every_n_train_steps=100" in words) != compile_run
+    if compile_run:
+        return
+    run_dir = stack.result.outputs["workloads"]["runDirectories"]["nxdLlama"]
+    for entry in entries:
+        assert to_container(entry["argv"][-1], sandbox.cluster["pods"][entry["pod"]]["view"]) == (
+            f"exp_manager.explicit_log_dir={run_dir}"
+        )
+        # What the next attempt in this container ends if it outlives its agent (resilience.reap).
+        marker = entry["env"][resilience.RUN_ATTEMPT_ENV].rsplit(" ", 1)
+        assert marker[1].isdigit() and marker[0] == rewrite(run_dir, sandbox.cluster["pods"][entry["pod"]]["view"])
+    for worker in workers:
+        pod = sandbox.cluster["pods"][worker]
+        assert Path(rewrite(f"{workdir}/train_resumable.sh", pod["view"])).is_file()
+        # The attempt marker the liveness probe reads: the rank's own shell's pid.
+        assert Path(rewrite("/tmp/training-attempt", pod["view"])).read_text().strip().isdigit()
+    # Rank 0 holds the run directory's lock, on the shared file system, for the training job; node 0's
+    # log, the probe's heartbeat, is there too.
+    worker0 = sandbox.cluster["pods"][workers[0]]
+    holder = Path(rewrite(f"{run_dir}/{nxd_llama.LOCK_SUBDIR}/.lock-holder", worker0["view"]))
+    assert holder.resolve().is_relative_to((sandbox.root / "volumes").resolve()), "the run directory is not on FSx"
+    assert json.loads(holder.read_text())["owner"] == f"{namespace}/{name}"
+    log = Path(rewrite(f"{run_dir}/0/log", worker0["view"])).read_text()
+    assert resilience.last_step(log, "nxdt") == 42
 
 
 # --- data staging ----------------------------------------------------------------------------------
@@ -489,7 +537,7 @@ def replay_redpajama(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tm
     sandbox.behaviours["huggingface-cli"] = {"creates": {f"{sample}/arxiv_sample.jsonl": '{"text": "a"}\n'}}
     sandbox.behaviours["python3"] = {"answers": {
         "import transformers": {"creates": {"/shared/llama7b_tokenizer/tokenizer.json": "{}"}},
-        "preprocess_data_for_megatron.py": {"creates": {"/shared/data/redpajama_sample_text_document.bin": "b",
+        "preprocess_data.py": {"creates": {"/shared/data/redpajama_sample_text_document.bin": "b",
                                                          "/shared/data/redpajama_sample_text_document.idx": "i"}},
     }}  # fmt: skip
     sandbox.save()
@@ -507,8 +555,10 @@ def replay_redpajama(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tm
     token_file = "/var/run/secrets/huggingface/HF_TOKEN"
     assert token_file in tokenizer["argv"][1] or sandbox.local(run.pod, token_file) in tokenizer["argv"][1]
     assert Path(sandbox.local(run.pod, token_file)).is_file()
-    assert preprocess["argv"][0].endswith("preprocess_data_for_megatron.py")
+    # The image's Megatron-LM checkout (docker/nxd-llama), with the tokenizer the step before saved.
+    assert preprocess["argv"][0] == sandbox.local(run.pod, "/opt/Megatron-LM/tools/preprocess_data.py")
     assert "--input=redpajama_sample.jsonl" in preprocess["argv"]
+    assert f"--tokenizer-model={sandbox.local(run.pod, '/shared/llama7b_tokenizer')}" in preprocess["argv"]
     for done in ("llama7b_tokenizer/.staged", "data/redpajama_sample_text_document.staged"):
         assert Path(sandbox.local(run.pod, f"/shared/{done}")).is_file(), done
 
@@ -732,7 +782,7 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
         covered_by_the_cluster_check,
     ),
     ("gate", lambda o: o["kind"] == "Job" and o["metadata"]["name"].endswith("-gate"), replay_gate),
-    ("nemo", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nemo),
+    ("nxd", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nxd),
 ]
 
 
@@ -744,7 +794,7 @@ SHIPPED_IN = {
     "sweeper": {"dev", "prod"},
     "bert": {"dev"},
     "rayjob": {"dev"},
-    "nemo": {"prod"},
+    "nxd": {"prod"},
     "gate": {"dev", "prod"},
     "wikicorpus": {"dev"},
     "redpajama": {"prod"},

@@ -45,8 +45,8 @@ def tqdm_format_num(n: float) -> str:
 
 
 def lightning_format_num(n: float) -> str:
-    """PyTorch Lightning 1.8.6 (neuronx-nemo-megatron d22aabf pins it) Tqdm.format_num: tqdm's, then
-    floats padded to 5 characters unless in exponent form (callbacks/progress/tqdm_progress.py)."""
+    """Lightning's Tqdm.format_num (lightning 2.5.0, the DLC's nxdt_requirements.txt: pytorch/callbacks/
+    progress/tqdm_progress.py): tqdm's, then floats padded to 5 characters unless in exponent form."""
     text = tqdm_format_num(n)
     if "e" not in text:
         if "." not in text and len(text) < 5:
@@ -55,11 +55,12 @@ def lightning_format_num(n: float) -> str:
     return text
 
 
-def nemo_bar(batch: int, total: int | None = None) -> str:
+def lightning_bar(batch: int, total: int | None = None) -> str:
     """One redraw of Lightning's main progress bar (TQDMProgressBar: description "Epoch <n>", n set
     to the batch on every batch) as tqdm v4.66.1 format_meter draws it with and without a total, with
-    NeMo's prog_bar metrics (megatron_gpt_model.py l.452-461: global_step and consumed_samples are
-    logged as floats), redrawn with a carriage return."""
+    the prog_bar metrics NxD Training's tutorial shows (global_step and consumed_samples as floats:
+    neuronx-distributed-training docs/tutorials/megatron_gpt_pretraining.rst), redrawn with a
+    carriage return."""
     metrics = {"loss": 9.1, "reduced_train_loss": 9.1, "global_step": float(batch), "consumed_samples": batch * 256.0}
     postfix = "loss=9.1, v_num=, " + ", ".join(
         f"{k}={lightning_format_num(v)}" for k, v in metrics.items() if k != "loss"
@@ -67,19 +68,6 @@ def nemo_bar(batch: int, total: int | None = None) -> str:
     if total is None:
         return f"Epoch 0: {batch}it [01:02:03, 3.01s/it, {postfix}]\r"
     return f"Epoch 0: {100 * batch / total:3.0f}%|██        | {batch}/{total} [01:02:03<3:04:05, 3.01s/it, {postfix}]\r"
-
-
-# neuronx-nemo-megatron d22aabf nlp_overrides.py NLPCheckpointIOState.begin/end l.435-485.
-NEMO_BEGAN = "[NeMo I 2026-11-24 21:00:00 nlp_overrides:436] Synchronous saving of checkpoint {name} began\n"
-NEMO_DONE = "[NeMo I 2026-11-24 21:00:09 nlp_overrides:485] Synchronous saving of checkpoint {name} fully completed\n"
-# test_llama.sh and llama_7b.sh at d22aabf (nemo/examples/nlp/language_modeling), the lines the
-# rewrite touches with their neighbours.
-TEST_LLAMA = (
-    "    exp_manager.explicit_log_dir=$EXPLICIT_LOGDIR \\\n"
-    "    +exp_manager.checkpoint_callback_params.train_time_interval=36000 \\\n"
-    "    model.use_cpu_initialization=True   2>&1  | tee -a $LOG_PATH/log\n"
-)
-LLAMA_7B = ": ${TRAIN_ITERS:=10000}\n\nexport INIT_METHOD_STD=0.021\n\n./test_llama.sh\n"
 
 
 def torch_save_like(path: Path, size: int = 4096, cut: bool = False) -> None:
@@ -130,54 +118,6 @@ def test_ray_resumes_from_the_newest_nxd_checkpoint_with_its_done_marker(tmp_pat
     (tmp_path / "step_400").write_text("a file, not a checkpoint")
     assert resilience.resume_args("ray", str(tmp_path)) == ["--resume_ckpt", "--loading_step", "200"]
     assert resilience.resume_args("ray", str(tmp_path / "missing")) == []
-
-
-def test_nemo_resumes_from_the_newest_save_its_log_reports_complete(tmp_path: Path) -> None:
-    checkpoints, log = tmp_path / "checkpoints", tmp_path / "log"
-    names = {step: f"megatron_llama--step={step}-consumed_samples={step * 256}.0.ckpt" for step in (100, 200, 300)}
-    for rank in range(8):  # TP 8: one file per rank (model_utils.py inject_model_parallel_rank)
-        (checkpoints / f"mp_rank_{rank:02d}").mkdir(parents=True)
-        for name in names.values():
-            (checkpoints / f"mp_rank_{rank:02d}" / name).write_text("x")
-    log.write_text(
-        "".join(
-            [
-                NEMO_BEGAN.format(name=names[100]),
-                NEMO_DONE.format(name=names[100]),
-                nemo_bar(150),
-                NEMO_BEGAN.format(name=names[200]),
-                NEMO_DONE.format(name=names[200]),
-                NEMO_BEGAN.format(name=names[300]),
-            ]
-        )
-    )  # the pod died saving step 300
-    escaped = names[200].replace("=", "\\=")  # Hydra's escape for its grammar's EQUAL (below)
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [
-        f"model.resume_from_checkpoint={checkpoints}/{escaped}"
-    ]
-    # A completed save since removed by save_top_k is not picked.
-    for rank in range(8):
-        (checkpoints / f"mp_rank_{rank:02d}" / names[200]).unlink()
-    escaped = names[100].replace("=", "\\=")
-    assert resilience.resume_args("nemo", str(checkpoints), str(log)) == [
-        f"model.resume_from_checkpoint={checkpoints}/{escaped}"
-    ]
-    assert resilience.resume_args("nemo", str(tmp_path / "none"), str(tmp_path / "nolog")) == []
-
-
-def test_the_nemo_scripts_are_rewritten_to_checkpoint_by_steps_and_resume() -> None:
-    llama, test = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 50, 3, ["model.resume_from_checkpoint=/x/a\\=1.ckpt"])
-    assert llama.endswith("./test_llama_resumable.sh\n") and "./test_llama.sh" not in llama
-    assert "train_time_interval" not in test
-    assert (
-        "    +exp_manager.checkpoint_callback_params.every_n_train_steps=50 \\\n"
-        "    exp_manager.checkpoint_callback_params.save_top_k=3 \\\n"
-        "    'model.resume_from_checkpoint=/x/a\\=1.ckpt' \\\n"
-        "    model.use_cpu_initialization=True"
-    ) in test
-    # A different pinned script is refused, not silently left checkpointing every 10 hours.
-    with pytest.raises(ValueError, match="train_time_interval"):
-        resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA.replace("36000", "7200"), 50, 3, [])
 
 
 # facebookresearch/hydra v1.2.0 hydra/grammar/OverrideLexer.g4, VALUE_MODE: each token's
@@ -239,46 +179,47 @@ def hydra_value(text: str) -> str:
     return "".join(out)
 
 
-def test_the_nemo_resume_override_reaches_hydra_as_the_checkpoint_path(tmp_path: Path) -> None:
-    r"""A real NeMo checkpoint name (conf/megatron_llama_config.yaml filename
+def test_the_resume_override_reaches_hydra_as_the_checkpoint_path(tmp_path: Path) -> None:
+    r"""A real NxD Training checkpoint name (megatron_llama_7B_config.yaml filename
     'megatron_llama--{step}-{consumed_samples}', Lightning inserting `step=`): written into
-    test_llama_resumable.sh, read back by bash, then lexed as Hydra's override grammar does. Unescaped,
-    the second `=` is an EQUAL token the parser refuses ("mismatched input '='"); the pinned
-    test_llama.sh's own resume note (l.86) escapes it as `\=`."""
+    train_resumable.sh, read back by bash, then lexed as Hydra's override grammar does. Unescaped,
+    the second `=` is an EQUAL token the parser refuses ("mismatched input '='")."""
+    from tests.test_nxd_llama import TRAIN_SH
+
     path = "/shared/nemo_experiments/run-0123456789ab/checkpoints/megatron_llama--step=12000-consumed_samples=3072000.0.ckpt"
     with pytest.raises(AssertionError, match="EQUAL"):
         hydra_value(path)  # the path unescaped
     for name in (path, path.replace(".ckpt", "-last.ckpt"), "/x/a b(c)[d]{e}:f,g\\h.ckpt"):
-        override = f"model.resume_from_checkpoint={resilience.hydra_escape(name)}"
-        _, script = resilience.nemo_scripts(LLAMA_7B, TEST_LLAMA, 100, 2, [override])
+        override = f"exp_manager.resume_from_checkpoint={resilience.hydra_escape(name)}"
+        script = resilience.nxdt_script(TRAIN_SH, [override])
         (line,) = [li for li in script.splitlines() if "resume_from_checkpoint" in li]
         shell_word = line.removesuffix("\\").strip()
         word = subprocess.run(["bash", "-c", "printf '%s\\n' " + shell_word], capture_output=True, text=True).stdout
         key, value = word.rstrip("\n").split("=", 1)
-        assert key == "model.resume_from_checkpoint" and hydra_value(value) == name
+        assert key == "exp_manager.resume_from_checkpoint" and hydra_value(value) == name
 
 
 @pytest.mark.parametrize(("kind", "text", "step"), [
     ("bert", BERT_LINE.format(step=7) + "Checkpointing...\n" + BERT_LINE.format(step=8), 8),
     ("ray", RAY_LINE.format(step=12), 12),
-    ("nemo", nemo_bar(3) + nemo_bar(4, 10000) + NEMO_DONE.format(name="a--step=4.ckpt"), 4),
+    ("nxdt", lightning_bar(3) + lightning_bar(4, 10000) + "Validation DataLoader 0: 100%|█| 1/1 [00:01<00:00]\n", 4),
     ("bert", "Rank 3 working on shard x\n", None),
 ])  # fmt: skip
 def test_the_heartbeat_is_the_step_counter_the_scripts_print(kind: str, text: str, step: int | None) -> None:
     assert resilience.last_step(text, kind) == step
 
 
-def test_nemo_heartbeat_reads_the_bars_integer_counter_not_the_rounded_global_step() -> None:
+def test_the_heartbeat_reads_the_bars_integer_counter_not_the_rounded_global_step() -> None:
     """Past 10000 steps tqdm's format_num shows global_step with 3 significant digits (12000 ->
     1.2e+4), so a step read from it stood still for up to 101 steps, and from 100000 on for good;
     the bar's own counter is str(n), an integer, with or without a total."""
-    assert "global_step=1.2e+4," in nemo_bar(12000) and "global_step=1e+5," in nemo_bar(100099)
+    assert "global_step=1.2e+4," in lightning_bar(12000) and "global_step=1e+5," in lightning_bar(100099)
     for steps in (range(10950, 11050), range(100000, 100100)):
         for total in (None, 2000000):
-            log = "".join(nemo_bar(n, total) for n in steps)
-            assert resilience.last_step(log, "nemo") == steps[-1]
+            log = "".join(lightning_bar(n, total) for n in steps)
+            assert resilience.last_step(log, "nxdt") == steps[-1]
             assert (
-                resilience.last_step(log + "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01]\r", "nemo")
+                resilience.last_step(log + "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01]\r", "nxdt")
                 == steps[-1]
             )
 
@@ -306,7 +247,7 @@ def test_the_probe_keeps_its_memory_in_the_container(tmp_path: Path) -> None:
 
 
 def test_in_a_container_that_outlives_attempts_the_clock_restarts_with_each_attempt(tmp_path: Path) -> None:
-    """NeMo's MPIJob workers are sshd containers that serve attempt after attempt: a new attempt gets
+    """NxD Training's MPIJob workers are sshd containers that serve attempt after attempt: a new attempt gets
     firstStepTimeout from its own start, not the hang limit counted from the last attempt's last
     step; between attempts (none running) the probe passes."""
     heartbeat, state, marker = tmp_path / "log", tmp_path / "state.json", tmp_path / "attempt"
@@ -319,13 +260,13 @@ def test_in_a_container_that_outlives_attempts_the_clock_restarts_with_each_atte
         return process
 
     def verdict(now: float) -> str | None:
-        return resilience.probe("nemo", str(heartbeat), str(state), first, hang, now, str(marker))
+        return resilience.probe("nxdt", str(heartbeat), str(state), first, hang, now, str(marker))
 
     assert verdict(0) is None  # no attempt yet
     one = attempt(100)
-    heartbeat.write_text(nemo_bar(10))
+    heartbeat.write_text(lightning_bar(10))
     assert verdict(160) is None and verdict(200) is None
-    heartbeat.write_text(nemo_bar(10) + nemo_bar(11))
+    heartbeat.write_text(lightning_bar(10) + lightning_bar(11))
     assert verdict(260) is None  # advanced at 260
     one.kill(), one.wait()  # a rank crashed: mpirun and its ranks are gone
     assert verdict(260 + hang + 1) is None  # between attempts
@@ -552,7 +493,7 @@ def test_the_declared_ray_worker_probe_runs_with_the_workers_env(workloads_dev: 
     assert down.returncode == 1 and "api/healthz unreachable" in down.stdout
 
 
-def test_the_declared_nemo_worker_probe_watches_the_attempt_its_rank_announced(
+def test_the_declared_nxd_worker_probe_watches_the_attempt_its_rank_announced(
     workloads_all: PlanResult, tmp_path: Path
 ) -> None:
     spec = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]
@@ -601,9 +542,9 @@ def test_the_job_controller_rules_behind_maxrestarts() -> None:
     assert [mpirun_runs("OnFailure", n) for n in (0, 1, 3)] == [1, 1, 3]  # why the launcher is not OnFailure
 
 
-def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(workloads_all: PlanResult) -> None:
-    """kubeflow/mpi-operator v0.8.0: runPolicy.backoffLimit becomes the launcher Job's
-    (mpi_job_controller.go l.1542-1543); workers default to restartPolicy Never
+def test_nxd_workers_restart_in_place_and_the_launcher_reruns_every_rank(workloads_all: PlanResult) -> None:
+    """kubeflow/mpi-operator v0.8.2: runPolicy.backoffLimit becomes the launcher Job's
+    (mpi_job_controller.go newLauncherJob); workers default to restartPolicy Never
     (v2beta1/constants.go DefaultRestartPolicy) and a worker pod that exists is never recreated
     (getOrCreateWorker l.1010-1024), so training workers restart OnFailure."""
     train = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]
@@ -615,7 +556,7 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     worker = train["mpiReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
     assert (
-        "probe nemo /shared/nemo_experiments/run-"
+        "probe nxdt /shared/nemo_experiments/run-"
         in container(worker["template"])["livenessProbe"]["exec"]["command"][-1]
     )
     # The ranks mpirun starts over ssh do not see the container's environment: the worker writes
@@ -624,12 +565,13 @@ def test_nemo_workers_restart_in_place_and_the_launcher_reruns_every_rank(worklo
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
     assert command[-1].startswith(f"{resumable.announce_attempt()} && export {resilience.RUN_ATTEMPT_ENV}=")
     assert ' && { [ "$OMPI_COMM_WORLD_RANK" != 0 ] || ' in command[-1]
-    assert " && python3 /tmp/resilience.py nemo-scripts nemo 100 2 /shared/nemo_experiments/run-" in command[-1]
-    assert command[-1].endswith("/0/log && exec ./llama_7b_resumable.sh")
+    assert " && python3 /tmp/resilience.py prune nxdt /shared/nemo_experiments/run-" in command[-1]
+    assert " && python3 /tmp/resilience.py nxdt-script nxdt 100 2 /shared/nemo_experiments/run-" in command[-1]
+    assert command[-1].endswith(" && exec ./train_resumable.sh")
     assert "livenessProbe" not in container(compile_["mpiReplicaSpecs"]["Worker"]["template"])
-    assert (
-        compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1] == "./llama_7b.sh"
-    )
+    compile_rank = compile_["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert compile_rank.startswith("python3 /tmp/resilience.py nxdt-script nxdt 0 0 '' ")
+    assert compile_rank.endswith(" && exec ./train_resumable.sh") and "resume" not in compile_rank
 
 
 def test_the_ray_train_step_retries_on_a_new_cluster_from_its_checkpoint(workloads_dev: PlanResult) -> None:
@@ -679,7 +621,7 @@ def test_the_worker_command_writes_the_script_file_then_runs_its_own(tmp_path: P
 
 def test_the_stack_names_the_run_directories_its_jobs_use(workloads_dev: PlanResult) -> None:
     runs = workloads_dev.outputs["workloads"]["runDirectories"]
-    assert set(runs) == {"bertPretraining", "rayLlama2"}  # NeMo is off in dev
+    assert set(runs) == {"bertPretraining", "rayLlama2"}  # NxD Training is off in dev
     bert_line = container(manifest(workloads_dev, "Job", "bert-train")["spec"]["tasks"][0]["template"])["command"][-1]
     assert f"--output_dir {runs['bertPretraining']} " in bert_line
     assert f"--output_dir {runs['rayLlama2']} " in ray_steps(workloads_dev)["train.sh"]

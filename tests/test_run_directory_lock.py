@@ -1,5 +1,5 @@
 """One writer per run directory, run for real: the training shells the jobs declare (BERT's
-replicas, the NeMo ranks, the Ray train step) against fake training processes in a temporary run
+replicas, the NxD Training ranks, the Ray train step) against fake training processes in a temporary run
 directory, two jobs at once, restarts, and concurrent prunes.
 
 The lock is flock(2) on ``<run dir>/.lock``, opened by the training shell (resumable.take_lock) and
@@ -23,7 +23,7 @@ import pytest
 from offline.plan.runner import PlanResult
 from tests.test_resilience import SCRIPT_PATH, torch_save_like
 from tests.test_workloads import manifest
-from workloads import resilience, resumable
+from workloads import nxd_llama, resilience, resumable
 
 BERT_STEP = "LOG Tue Nov 24 21:00:00 2026 - (0, {step}) step_loss : 9.1234 learning_rate : 1.00e-04 throughput : 8.0"
 
@@ -248,24 +248,24 @@ def test_the_stack_pods_replica_0_holds_the_lock_for_the_run_and_replica_1_joins
     assert all((tmp_path / f"started-{r}").exists() for r in (0, 1))
 
 
-def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
-    """The rank command mpirun starts on every worker (nemo_llama2.rank_command), with Open MPI's
+def test_nxd_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
+    """The rank command mpirun starts on every worker (nxd_llama.rank_command), with Open MPI's
     OMPI_COMM_WORLD_RANK (train_setup.sh reads the same variable), /shared/ in a temp root and the
-    worker's /tmp/resilience.py beside it. The pinned scripts are stand-ins with the lines the
-    rewrite needs (resilience.nemo_scripts): llama_7b.sh runs test_llama.sh, which notes its start."""
+    worker's /tmp/resilience.py beside it. The pinned train.sh is a stand-in with the line the
+    rewrite needs (resilience.nxdt_script), which notes its start."""
     launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
     rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
     script = tmp_path / "resilience.py"
     script.write_text(resumable.source())
     line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
     line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
-    match = re.search(r"mkdir -p (\S+) && exec 9>>", line)
+    match = re.search(r"mkdir -p (\S+)/checkpoints (\S+) && exec 9>>", line)
     assert match, line
-    run_dir = Path(match.group(1))
+    run_dir = Path(match.group(2))  # the lock's directory (nxd_llama.LOCK_SUBDIR)
+    assert run_dir == Path(match.group(1)) / nxd_llama.LOCK_SUBDIR
     examples = tmp_path / "examples"
     examples.mkdir()
-    (examples / "llama_7b.sh").write_text("#!/bin/sh\nsh ./test_llama.sh\n")
-    (examples / "test_llama.sh").write_text('echo started > "$STARTED"\nexit 0\n' + resilience.NEMO_INTERVAL_LINE)
+    (examples / "train.sh").write_text('echo started > "$STARTED"\nexit 0\n' + resilience.NXDT_LAST_OVERRIDE)
     other = Job(tmp_path, run_dir, "team-b/llama2-train")
     other.wait_started()
 
@@ -290,7 +290,63 @@ def test_nemo_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: Pl
     assert holder_of(run_dir)["owner"] == "default/llama2-train"  # <namespace>/<MPIJob>
 
 
-def test_a_new_nemo_attempt_ends_what_an_earlier_one_left_running_in_its_container(tmp_path: Path) -> None:
+def check_resume_moves(log_dir: Path) -> None:
+    """What NxD Training's exp_manager does on global rank 0 when it resumes from a checkpoint
+    (neuronx-distributed-training 9169aa0 src/neuronx_distributed_training/utils/exp_manager.py
+    check_resume): every file at the top of the log directory moves into a new run_<n>/."""
+    moving = [child for child in log_dir.iterdir() if child.is_file()]
+    if moving:
+        target = log_dir / f"run_{sum(1 for d in log_dir.glob('run_*') if d.is_dir())}"
+        target.mkdir()
+        for child in moving:
+            os.replace(child, target / child.name)
+
+
+def test_the_nxd_lock_survives_exp_managers_move_of_the_log_directorys_files(
+    workloads_all: PlanResult, tmp_path: Path
+) -> None:
+    """Rank 0 trains with the lock held while exp_manager tidies its log directory (the run directory):
+    a second job must still be refused. A lock file at the top of the run directory would be moved
+    away with the held lock, and the second job would lock a new file of the same name."""
+    launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
+    rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
+    script = tmp_path / "resilience.py"
+    script.write_text(resumable.source())
+    line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
+    line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
+    run_dir, lock_dir = (Path(p) for p in re.search(r"mkdir -p (\S+)/checkpoints (\S+) && exec 9>>", line).groups())
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    started, release = tmp_path / "started", tmp_path / "release"
+    (examples / "train.sh").write_text(
+        'echo started > "$STARTED"\nwhile [ ! -e "$RELEASE" ]; do sleep 0.05; done\nexit 0\n'
+        + resilience.NXDT_LAST_OVERRIDE
+    )
+    env = {"PATH": SCRIPT_PATH, "OMPI_COMM_WORLD_RANK": "0", "STARTED": str(started), "RELEASE": str(release)}
+    rank0 = subprocess.Popen(["bash", "-c", line], cwd=examples, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        for _ in range(600):
+            if started.exists():
+                break
+            assert rank0.poll() is None, rank0.communicate()
+            time.sleep(0.05)
+        (run_dir / "hparams.yaml").write_text("{}")  # what exp_manager itself leaves there
+        check_resume_moves(run_dir)
+        assert (lock_dir / resilience.LOCK_NAME).exists() and (run_dir / "run_0" / "hparams.yaml").exists()
+        take = resumable.call("lock", "nxdt", "9", str(lock_dir), "team-b/llama2-train", "0")
+        other = subprocess.run(
+            ["bash", "-c", f"exec 9>>{lock_dir}/{resilience.LOCK_NAME} && {take}"],
+            env={"PATH": SCRIPT_PATH, **resumable.env()}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert other.returncode == 1 and "is in use by job default/llama2-train" in other.stderr
+    finally:
+        release.write_text("")
+        rank0.communicate(timeout=60)
+    assert rank0.returncode == 0
+
+
+def test_a_new_nxd_attempt_ends_what_an_earlier_one_left_running_in_its_container(tmp_path: Path) -> None:
     """torchrun's workers live in sessions of their own without the lock's descriptor, so a rank whose
     agent was SIGKILLed leaves them running in the long-lived worker container. The next attempt's rank
     ends the processes marked with the same run directory and another attempt (SIGTERM, then SIGKILL),

@@ -40,12 +40,12 @@ def test_the_shipped_dev_stack_fits_and_all_on_fits_a_larger_group(dev) -> None:
 
 
 def test_gangs_sharing_a_group_must_fit_it_together(dev) -> None:
-    # BERT (2), NeMo (4) and the check (2) on trn1-32xl-ng1 (maxSize 4).
+    # BERT (2), NxD Training (4) and the check (2) on trn1-32xl-ng1 (maxSize 4).
     # volcano v1.15.1 pkg/scheduler/plugins/gang/gang.go binds no pod of a job below minMember, so
-    # NeMo's gang would wait behind BERT's run, past its deadline and `pulumi up`'s wait.
+    # NxD Training's gang would wait behind BERT's run, past its deadline and `pulumi up`'s wait.
     (problem,) = problems(dev, **ALL_ON)
     assert problem.startswith(
-        "trainium-workloads:bertPretraining (2), trainium-workloads:nemoLlama2 (4), trainium-workloads:clusterCheck (2): "
+        "trainium-workloads:bertPretraining (2), trainium-workloads:nxdLlama (4), trainium-workloads:clusterCheck (2): "
         "at their largest steps these need 8 nodes of node group 'trn1-32xl-ng1' at once, and it holds 4 (maxSize)"
     )
     assert "raise the group's maxSize" in problem
@@ -100,7 +100,7 @@ def test_cpu_pods_of_all_jobs_must_fit_the_job_support_group(dev) -> None:
     # A Ray gang spans the job-support group (head, submitter) and a Trainium group; its
     # workers' nodes idle while the job-support group is full. An m6i.4xlarge leaves 15370m: the
     # RedPajama staging (12 CPU) and the WikiCorpus one (2), the Ray head and submitter (6.5), the
-    # NeMo launcher (1), the check's launcher and verdict (1.1) need two such nodes.
+    # NxD Training launcher (1), the check's launcher and verdict (1.1) need two such nodes.
     def support_nodes(count: int) -> Callable[[dict[str, Any]], None]:
         def edit(outputs: dict[str, Any]) -> None:
             all_on_cluster(outputs)
@@ -111,7 +111,7 @@ def test_cpu_pods_of_all_jobs_must_fit_the_job_support_group(dev) -> None:
     (problem,) = problems(dev, support_nodes(1), **ALL_ON)
     assert problem.startswith(
         "trainium-workloads:dataStaging (1), trainium-workloads:rayLlama2 (1), "
-        "trainium-workloads:nemoLlama2 (1), trainium-workloads:clusterCheck (1): their CPU pods"
+        "trainium-workloads:nxdLlama (1), trainium-workloads:clusterCheck (1): their CPU pods"
     )
     assert "need 2 job-support nodes at once, and the group holds 1 (jobNodeGroup.maxSize" in problem
     assert problems(dev, support_nodes(2), **ALL_ON) == []
@@ -302,25 +302,25 @@ def test_bert_runs_at_most_max_retry_attempts_in_all(dev) -> None:
     assert deadlines.bert_attempts(one) == 1 and deadlines.bert_attempts(config.bert_pretraining) == 2
 
 
-def test_the_documented_way_to_switch_nemo_on_plans(dev) -> None:
-    # docs/workloads.md "The dev stack" and the header of workloads/Pulumi.dev.yaml: NeMo (4 nodes) takes
+def test_the_documented_way_to_switch_nxd_on_plans(dev) -> None:
+    # docs/workloads.md "The dev stack" and the header of workloads/Pulumi.dev.yaml: NxD Training (4 nodes) takes
     # trn1-32xl-ng1's whole maxSize (4), so BERT and the check both go off. BERT alone off is refused.
     config = stack_config(WORKLOADS_DIR, "dev")
     shipped = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if v.startswith("{")}
-    nemo_on = {**shipped["nemoLlama2"], "enabled": True}
+    nxd_on = {**shipped["nxdLlama"], "enabled": True}
     staging = {**shipped["dataStaging"], "redpajama": True}
     documented = problems(
         dev,
-        nemoLlama2=nemo_on,
+        nxdLlama=nxd_on,
         dataStaging=staging,
         bertPretraining={**shipped["bertPretraining"], "enabled": False},
         clusterCheck={**shipped["clusterCheck"], "enabled": False},
     )
     assert documented == []
     bert_only_off = problems(
-        dev, nemoLlama2=nemo_on, dataStaging=staging, bertPretraining={**shipped["bertPretraining"], "enabled": False}
+        dev, nxdLlama=nxd_on, dataStaging=staging, bertPretraining={**shipped["bertPretraining"], "enabled": False}
     )
-    assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nemoLlama2" in bert_only_off[0]
+    assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nxdLlama" in bert_only_off[0]
     docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
     assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
     assert "enabled: false on bertPretraining AND clusterCheck" in (WORKLOADS_DIR / "Pulumi.dev.yaml").read_text()

@@ -341,7 +341,7 @@ def test_every_workload_pod_is_isolated_by_a_policy_that_admits_its_peers(
             peers_on_any_port = policy["metadata"]["name"] in (
                 "bert-pretraining",
                 "ray-llama2",
-                "nemo-llama2",
+                "nxd-llama",
                 "cluster-check",
             )
             assert admits(policy, labels, 12345) == peers_on_any_port, name

@@ -117,8 +117,8 @@ def test_checkov_resource_names_become_kind_namespace_name() -> None:
         == "Deployment/research/tensorboard"
     )
     assert (
-        checkov_scan.object_key("dockerfile", "/nemo-megatron/Dockerfile.", "/nemo-megatron/Dockerfile")
-        == "Dockerfile/nemo-megatron"
+        checkov_scan.object_key("dockerfile", "/nxd-llama/Dockerfile.", "/nxd-llama/Dockerfile")
+        == "Dockerfile/nxd-llama"
     )
 
 

@@ -288,7 +288,7 @@ GATED = {
     ("Job", "bert-precompile"): "bert-pretraining-gate",
     ("RayJob", "llama2-generate-pretraining-test-data"): "ray-llama2-gate",
     ("RayJob", "llama2-precompilation-job"): "ray-llama2-gate",
-    ("MPIJob", "llama2-compile"): "nemo-llama2-gate",
+    ("MPIJob", "llama2-compile"): "nxd-llama-gate",
 }
 
 

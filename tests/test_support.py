@@ -32,14 +32,16 @@ UNDATED_CONSTANTS = {
     "CORE_AMI_TYPE",
     "EFA_DEVICE_PLUGIN_REPOSITORY",
     "MPI_OPERATOR_MANIFEST",
+    "MPI_OPERATOR_IMAGE",
     "TRAINING_IMAGE_TAG",
     "STAGING_IMAGE_TAG",
     "BERT_SAMPLES_COMMIT",
     "LLAMA2_TOKENIZER_REVISION",
     "LLAMA2_TOKENIZER_SHA256",
+    "MEGATRON_LM_COMMIT",
 }
 # Build arguments of the same kind (tools/push_images.py BUILD_ARGS).
-UNDATED_BUILD_ARGS = {"BERT_SAMPLES_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256"}
+UNDATED_BUILD_ARGS = {"BERT_SAMPLES_COMMIT", "LLAMA2_REPO_REVISION", "LLAMA2_SPM_SHA256", "MEGATRON_LM_COMMIT"}
 
 
 def everything_on(**extra: object) -> dict[str, str]:
@@ -49,7 +51,7 @@ def everything_on(**extra: object) -> dict[str, str]:
         "trainium-workloads:dataStaging": '{"wikicorpus": true, "redpajama": true, "cmdShell": true}',
         "trainium-workloads:bertPretraining": '{"nodeGroup": "trn1-32xl-ng1"}',
         "trainium-workloads:rayLlama2": '{"nodeGroup": "trn1n-32xl-ng"}',
-        "trainium-workloads:nemoLlama2": '{"nodeGroup": "trn1-32xl-ng1"}',
+        "trainium-workloads:nxdLlama": '{"nodeGroup": "trn1-32xl-ng1"}',
         "trainium-workloads:tensorboard": '{"loadBalancer": {"allowedCidrs": ["10.0.0.0/8"]}}',
         "trainium-workloads:clusterCheck": '{"nodeGroup": "trn1-32xl-ng1"}',
         "trainium-workloads:hfToken": "hf_stand_in",
@@ -73,7 +75,7 @@ def test_every_pin_of_every_configuration_has_a_support_row():
     images = [
         v for n, v in vars(versions).items() if n.isupper() and isinstance(v, str) and re.match(r"[\w.-]+\.\w+/.+:", v)
     ]
-    assert len(images) >= 4
+    assert len(images) >= 3
     assert {row for image in images for row in pins.image_rows(image)} - known == set()
     assert set(versions.CHARTS) - {"cluster-autoscaler"} <= set(pins.CHART_ROWS)
     assert {"pulumi-3", "pulumi-aws-7", "pulumi-eks-4", "pulumi-kubernetes-4", "torchx-0.7"} <= {
@@ -121,13 +123,15 @@ def test_dlc_tags_name_their_sdk_framework_python_and_ubuntu():
         "python-3.12",
         "ubuntu-24.04",
     ]
-    assert pins.image_rows(versions.NEURON_DLC_PYTORCH_1_13) == [
+    old = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.20.2-ubuntu20.04"
+    assert pins.image_rows(old) == [
         "neuron-sdk-2.20",
         "pytorch-xla-1.13",
         "python-3.10",
         "ubuntu-20.04",
     ]
-    assert pins.image_rows(versions.PYTHON_SLIM_IMAGE) == ["python-3.11", "debian-12"]
+    assert pins.image_rows(versions.PYTHON_SLIM_IMAGE) == ["python-3.11", "debian-13"]
+    assert pins.image_rows("public.ecr.aws/docker/library/python:3.11.14-slim-bookworm") == ["python-3.11", "debian-12"]
     with pytest.raises(ValueError, match="no rule in infra/facts/pins.py"):
         pins.image_rows("public.ecr.aws/some/other:1.0")
 
@@ -212,16 +216,17 @@ def test_the_workload_stack_checks_the_images_it_runs_and_only_those():
     tensorboard_only = parse_workloads_config(
         {"trainium-workloads:clusterStack": "o/trainium-eks/dev", "trainium-workloads:tensorboard": "{}"}
     )
-    assert {p.row for p in workload_pins.workload_pins(tensorboard_only)} == {"python-3.11", "debian-12"}
-    refused, _ = workload_pins.end_of_support(tensorboard_only, TODAY)
+    assert {p.row for p in workload_pins.workload_pins(tensorboard_only)} == {"python-3.11", "debian-13"}
+    assert workload_pins.end_of_support(tensorboard_only, TODAY)[0] == []
+    refused, _ = workload_pins.end_of_support(tensorboard_only, date(2027, 10, 2))  # past Python 3.11's end
     assert [r.split(": ")[0] for r in refused] == [
-        "infra/facts/versions.py PYTHON_SLIM_IMAGE (docker/cmd-shell) = 'python:3.11.14-slim-bookworm'"
+        "infra/facts/versions.py PYTHON_SLIM_IMAGE (docker/cmd-shell) = 'python:3.11.16-slim-trixie'"
     ]
     assert refused[0].endswith(
-        "keep it with a reason in trainium-workloads:endOfSupportAcknowledged (debian-12: <why>)"
+        "keep it with a reason in trainium-workloads:endOfSupportAcknowledged (python-3.11: <why>)"
     )
     rows = {p.row for p in workload_pins.workload_pins(parse_workloads_config(everything_on()))}
-    assert {"ray-2.55", "nxd-core-0.19", "neuronx-nemo-megatron", "nginx-1.29", "neuron-sdk-2.30"} <= rows
+    assert {"ray-2.55", "nxd-core-0.19", "nxd-training-1.7", "nginx-1.30", "neuron-sdk-2.30"} <= rows
 
 
 SHIPPED = ("dev", "prod")

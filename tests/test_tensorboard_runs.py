@@ -20,7 +20,7 @@ def test_every_run_directory_is_under_a_default_log_directory(workloads_all: Pla
     command = tensorboard_command(workloads_all)
     roots = [spec.split(":", 1)[1] for spec in command[command.index("--logdir_spec") + 1].split(",")]
     runs = workloads_all.outputs["workloads"]["runDirectories"]
-    assert set(runs) == {"bertPretraining", "rayLlama2", "nemoLlama2"}
+    assert set(runs) == {"bertPretraining", "rayLlama2", "nxdLlama"}
     for run in runs.values():
         shared = run.replace("/data/", "/shared/", 1)
         assert any(shared.startswith(root + "/") for root in roots), (run, roots)

@@ -402,17 +402,17 @@ def test_the_preflight_wants_the_shell_image_when_redpajama_is_the_only_staging_
         dataStaging={"wikicorpus": False, "redpajama": True},
         bertPretraining=None,
         rayLlama2=None,
-        nemoLlama2=None,
+        nxdLlama=None,
         clusterCheck=None,
         tensorboard=None,
     )
     images = required_images(planned, dev.outputs["ecrRepositories"])
     assert images == _planned_images(planned, dev)
-    assert {image for image, _ in images} == {"cmd-shell", "nemo-megatron"}
+    assert {image for image, _ in images} == {"cmd-shell", "nxd-llama"}
 
 
 def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(workloads_prod) -> None:
-    # Pulumi creates a resource only after its dependencies; prod's NeMo compile depends on the
+    # Pulumi creates a resource only after its dependencies; prod's NxD Training compile depends on the
     # RedPajama staging Job (workloads/__main__.py `after`), so a first up waits 240 + 185 min
     # in a row (staging's timeoutMinutes; the compile's deadline of 180 min + the 5-minute margin,
     # workloads/deadlines.py).

@@ -12,7 +12,7 @@ from infra.config.errors import ConfigError
 from offline.plan.runner import PlanResult
 from tests.conftest import ALL_ON
 
-NEMO_ON = {"nemoLlama2": ALL_ON["nemoLlama2"]}
+NXD_ON = {"nxdLlama": ALL_ON["nxdLlama"]}
 
 KUBERNETES_OBJECTS = "kubernetes:"
 
@@ -36,11 +36,9 @@ def test_a_node_group_the_cluster_does_not_have(workloads_with) -> None:
 
 
 def test_more_nodes_than_the_group_can_hold(workloads_with) -> None:
-    problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 8})
+    problems = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 8})
     assert any(
-        p.startswith(
-            "trainium-workloads:nemoLlama2.nodes = 8: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)"
-        )
+        p.startswith("trainium-workloads:nxdLlama.nodes = 8: more than node group 'trn1-32xl-ng1' can hold (maxSize 4)")
         for p in problems
     )
     (problem,) = refusal(workloads_with, rayLlama2={"nodeGroup": "trn1n-32xl-ng", "workers": 3})
@@ -55,13 +53,13 @@ def test_a_group_without_efa(workloads_with) -> None:
             instanceType="trn1.2xlarge", efaInterfaces=0, neuronDevices=1, neuronCores=2
         )
 
-    problems = refusal(workloads_with, cluster=no_efa, **NEMO_ON)
+    problems = refusal(workloads_with, cluster=no_efa, **NXD_ON)
     assert any(
         p.startswith("trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA")
         for p in problems
     )
     assert any(
-        p.startswith("trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA")
+        p.startswith("trainium-workloads:nxdLlama.nodeGroup = 'trn1-32xl-ng1': trn1.2xlarge nodes have no EFA")
         for p in problems
     )
 
@@ -69,13 +67,13 @@ def test_a_group_without_efa(workloads_with) -> None:
 @pytest.mark.parametrize(
     ("feature", "workload"),
     [
-        ("mpiOperator", "nemoLlama2"),
+        ("mpiOperator", "nxdLlama"),
         ("volcano", "bertPretraining"),
         ("kuberay", "rayLlama2"),
     ],
 )
 def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: str, workload: str) -> None:
-    problems = refusal(workloads_with, cluster=set_feature(feature, False), **NEMO_ON)
+    problems = refusal(workloads_with, cluster=set_feature(feature, False), **NXD_ON)
     assert any(
         p.startswith(f"trainium-workloads:{workload}: needs {feature}") and "the cluster stack has off" in p
         for p in problems
@@ -83,14 +81,14 @@ def test_a_workload_whose_software_the_cluster_has_off(workloads_with, feature: 
 
 
 def test_the_hugging_face_token_is_required_only_to_download_the_tokenizer(workloads_with) -> None:
-    # neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT) test_llama.sh loads the tokenizer from
-    # TOKENIZER_PATH, a directory on FSx the RedPajama staging job fills: NeMo needs no token.
+    # NxD Training loads the tokenizer from tokenizerPath (data.tokenizer.type), a directory on FSx
+    # the RedPajama staging job fills: the training run needs no token.
     (problem,) = refusal(workloads_with, hfToken=None, dataStaging=ALL_ON["dataStaging"])
     assert problem.startswith("trainium-workloads:hfToken: required by dataStaging.redpajama (")
     assert "pulumi config set --secret hfToken" in problem
-    nemo_only = workloads_with(hfToken=None, dataStaging={"wikicorpus": True, "redpajama": False})
+    nxd_only = workloads_with(hfToken=None, dataStaging={"wikicorpus": True, "redpajama": False})
     assert not [
-        r for r in nemo_only.registrations if r.type == "kubernetes:core/v1:Secret" and r.name == "secret-hf-token"
+        r for r in nxd_only.registrations if r.type == "kubernetes:core/v1:Secret" and r.name == "secret-hf-token"
     ]
 
 
@@ -107,19 +105,19 @@ def test_a_queue_the_cluster_does_not_have(workloads_with) -> None:
     )
 
 
-def test_a_nemo_queue_the_cluster_does_not_have(workloads_with) -> None:
+def test_an_nxd_queue_the_cluster_does_not_have(workloads_with) -> None:
     # The MPIJobs' runPolicy.schedulingPolicy.queue becomes their PodGroup's queue
     # (kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go newPodGroup); Volcano leaves a
     # PodGroup in a queue that does not exist unscheduled, so the name is checked up front.
-    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
+    (problem,) = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "queue": "fast"})
     assert (
         problem
-        == "trainium-workloads:nemoLlama2.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
+        == "trainium-workloads:nxdLlama.queue = 'fast': no such Volcano queue in the cluster stack; it has: test, llama2-training-queue"
     )
-    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": ""})
-    assert problem == "trainium-workloads:nemoLlama2.queue = '': String should have at least 1 character"
-    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "queue": 7})
-    assert problem.startswith("trainium-workloads:nemoLlama2.queue = 7: ")
+    (problem,) = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "queue": ""})
+    assert problem == "trainium-workloads:nxdLlama.queue = '': String should have at least 1 character"
+    (problem,) = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "queue": 7})
+    assert problem.startswith("trainium-workloads:nxdLlama.queue = 7: ")
 
 
 def test_a_namespace_the_cluster_did_not_prepare(workloads_with) -> None:
@@ -165,35 +163,37 @@ def test_switching_every_workload_off_declares_no_objects(workloads_with) -> Non
     off = {"enabled": False}
     result = workloads_with(
         bertPretraining={"nodeGroup": "x", **off}, rayLlama2={"nodeGroup": "x", **off},
-        nemoLlama2={"nodeGroup": "x", **off}, tensorboard=off, dataStaging=off, hfToken=None,
+        nxdLlama={"nodeGroup": "x", **off}, tensorboard=off, dataStaging=off, hfToken=None,
         clusterCheck={"nodeGroup": "x", **off},
     )  # fmt: skip
     assert not [r for r in result.registrations if r.type.startswith(KUBERNETES_OBJECTS)]
     assert result.outputs["workloads"] == {}
 
 
-def test_nemo_needs_32_neuroncores_per_node(workloads_with) -> None:
-    # neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT) train_setup.sh: PROCESSES_PER_NODE=32, one per
-    # trn1 NeuronCore; a trn2 node (64 logical cores) would be half used with a wrong world size.
+def test_nxd_needs_32_neuroncores_per_node(workloads_with) -> None:
+    # neuronx-distributed-training (NXDT_EXAMPLES_COMMIT) megatron_llama_7B_config.yaml trainer.devices
+    # 32, which train.sh starts per node, one per trn1 NeuronCore; a trn2 node (64 logical cores)
+    # would be half used with a wrong world size.
     def trn2(outputs: dict) -> None:
         outputs["acceleratorNodeGroups"][0].update(instanceType="trn2.48xlarge", neuronCores=64)
 
-    problems = refusal(workloads_with, cluster=trn2, **NEMO_ON)
+    problems = refusal(workloads_with, cluster=trn2, **NXD_ON)
     assert any(
         p.startswith(
-            "trainium-workloads:nemoLlama2.nodeGroup = 'trn1-32xl-ng1': neuronx-nemo-megatron's "
-            "train_setup.sh starts 32 processes per node"
+            "trainium-workloads:nxdLlama.nodeGroup = 'trn1-32xl-ng1': NxD Training's "
+            "megatron_llama_7B_config.yaml starts 32 processes per node"
         )
         and "have 64" in p
         for p in problems
     )
 
 
-def test_nemo_node_count_must_divide_the_global_batch(workloads_with) -> None:
-    # llama_7b.sh: GBS=256, TP=8, PP=1; test_llama.sh UBS=1; 32 ranks per node -> 4 x nodes
-    # data-parallel ranks, and Megatron requires GBS % (UBS x DP) == 0: 3 nodes (DP 12) cannot.
-    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 3})
-    assert problem.startswith("trainium-workloads:nemoLlama2.nodes = 3: llama_7b.sh's global batch of 256 must divide")
+def test_nxd_node_count_must_divide_the_global_batch(workloads_with) -> None:
+    # megatron_llama_7B_config.yaml: global_batch_size 1024, micro_batch_size 1, tensor parallel 8,
+    # pipeline 1; 32 ranks per node -> 4 x nodes data-parallel ranks, and the batch must divide by
+    # micro batch x data parallel: 3 nodes (DP 12) cannot.
+    (problem,) = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 3})
+    assert problem.startswith("trainium-workloads:nxdLlama.nodes = 3: the config's global batch of 1024 must divide")
     assert problem.endswith("use 1, 2, 4, 8, 16, 32, 64 nodes")
 
 
@@ -220,8 +220,8 @@ def test_ray_gang_larger_than_its_queue_capability(workloads_with) -> None:
 @pytest.mark.parametrize(("setting", "key"), [
     ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "dataDir": "/tmp/wiki"}}, "bertPretraining.dataDir = '/tmp/wiki'"),
     ({"bertPretraining": {"nodeGroup": "trn1-32xl-ng1", "outputDir": "/data/../out"}}, "bertPretraining.outputDir = '/data/../out'"),
-    ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "tokenizerPath": "llama7b_tokenizer"}}, "nemoLlama2.tokenizerPath = 'llama7b_tokenizer'"),
-    ({"nemoLlama2": {"nodeGroup": "trn1-32xl-ng1", "datasetPath": "/sharedx/data"}}, "nemoLlama2.datasetPath = '/sharedx/data'"),
+    ({"nxdLlama": {"nodeGroup": "trn1-32xl-ng1", "tokenizerPath": "llama7b_tokenizer"}}, "nxdLlama.tokenizerPath = 'llama7b_tokenizer'"),
+    ({"nxdLlama": {"nodeGroup": "trn1-32xl-ng1", "datasetPath": "/sharedx/data"}}, "nxdLlama.datasetPath = '/sharedx/data'"),
     ({"tensorboard": {"logDirs": ["/shared/output", "/data/output"]}}, "tensorboard.logDirs = '/data/output'"),
 ])  # fmt: skip
 def test_paths_outside_the_mount_the_job_reads(workloads_with, setting: dict, key: str) -> None:
@@ -321,7 +321,13 @@ def test_odd_values_a_reviewer_tried(workloads_with) -> None:
     (problem,) = refusal(workloads_with, hfToken="   ")
     # A refusal never repeats a secret.
     assert problem == "trainium-workloads:hfToken = [secret]: only whitespace; give a value or leave the key out"
-    problems = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
-    assert any(
-        "nemoLlama2.compile = false and train = false: the workload is on but runs nothing" in p for p in problems
-    )
+    problems = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "compile": False, "train": False})
+    assert any("nxdLlama.compile = false and train = false: the workload is on but runs nothing" in p for p in problems)
+
+
+def test_the_neuronx_nemo_megatron_key_is_refused_by_name_with_its_replacement(workloads_with) -> None:
+    # A stack file written for the NeMo job: its key is refused as replaced, not as a misspelling, and
+    # the refusal names the key that takes its settings.
+    (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    assert problem.startswith("trainium-workloads:nemoLlama2: no longer a workload: ")
+    assert "rename the key to nxdLlama" in problem and "unknown key" not in problem

@@ -357,7 +357,7 @@ def test_bert_rendezvous_id_is_new_for_every_submission_and_every_restart(worklo
             assert "--rdzv_id '$(VOLCANO_PODGROUP)-v$(VOLCANO_JOB_VERSION)'" in container["command"][-1]
 
 
-# --- Llama-2 on NeMo / MPI --------------------------------------------------------------------
+# --- Llama-2 on NxD Training / MPI ------------------------------------------------------------
 
 
 def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) -> None:
@@ -374,10 +374,11 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) 
         assert launcher["template"]["spec"]["nodeSelector"] == {"role": "job-support"}
         command = launcher["template"]["spec"]["containers"][0]["command"]
         assert command[command.index("-np") + 1] == "4"
-        assert ("COMPILE=1" in command) is compile_only
+        assert ("COMPILE=1" in command) is compile_only and ("COMPILE=0" in command) is not compile_only
         launcher_env = env(launcher["template"]["spec"]["containers"][0])
-        assert launcher_env["TOKENIZER_PATH"] == "/shared/llama7b_tokenizer"
-        assert launcher_env["DATASET_PATH"] == "/shared/data/redpajama_sample_text_document"
+        # The data and tokenizer reach the ranks as Hydra overrides (nxd_llama.overrides), not the environment.
+        assert "data.tokenizer.type=/shared/llama7b_tokenizer" in command[-1]
+        assert "'data.data_prefix=[1.0,/shared/data/redpajama_sample_text_document]'" in command[-1]
         # The compile run logs under its launcher pod's uid; training under its run directory
         # (train_setup.sh: EXPLICIT_LOGDIR=/shared/nemo_experiments/$POD_UID), the same for every restart.
         if compile_only:
@@ -389,7 +390,7 @@ def test_mpi_jobs_put_one_rank_on_each_of_four_nodes(workloads_all: PlanResult) 
 def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(
     workloads_all: PlanResult, workloads_with
 ) -> None:
-    """kubeflow/mpi-operator v0.8.0 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
+    """kubeflow/mpi-operator v0.8.2 pkg/controller/podgroup.go: with --gang-scheduling=volcano the
     operator creates a PodGroup named after the MPIJob, queue = runPolicy.schedulingPolicy.queue,
     minMember = schedulingPolicy.minAvailable, and puts both the launcher and the workers in it
     (decoratePodTemplateSpec, called from newWorker and newLauncherPodTemplate in
@@ -407,26 +408,27 @@ def test_mpi_jobs_are_gang_scheduled_in_a_volcano_queue_launcher_included(
         }
         assert spec["runPolicy"]["activeDeadlineSeconds"] == deadline * 60
     two = workloads_with(
-        nemoLlama2={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"}, rayLlama2=None
+        nxdLlama={"nodeGroup": "trn1n-32xl-ng", "nodes": 2, "queue": "llama2-training-queue"}, rayLlama2=None
     )
     policy = manifest(two, "MPIJob", "llama2-train")["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"queue": "llama2-training-queue", "minAvailable": 3}
     # Without Volcano the operator has no --gang-scheduling (infra/components/schedulers.py) and no queue.
     no_volcano = workloads_with(
         cluster=lambda o: o["features"].update(volcano=False), bertPretraining=None, rayLlama2=None,
-        nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}, clusterCheck=None,
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 2}, clusterCheck=None,
     )  # fmt: skip
     assert "schedulingPolicy" not in manifest(no_volcano, "MPIJob", "llama2-train")["spec"]["runPolicy"]
 
 
-def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_all: PlanResult) -> None:
-    # kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go: the launcher runs our
+def test_mpi_launcher_calls_the_dlcs_open_mpi_on_every_node(workloads_all: PlanResult) -> None:
+    # kubeflow/mpi-operator v0.8.2 pkg/controller/mpi_job_controller.go: the launcher runs our
     # command as given, with only hostfile and rsh-args OMPI_MCA_* variables, so mpirun starts
     # orted on each worker over ssh. open-mpi/ompi v4.1.x orte/mca/plm/rsh/plm_rsh_module.c
     # setup_launch: without a prefix the remote command is bare `orted`, found through the ssh
-    # session's PATH (not the image's ENV; the seed's image also has apt's openmpi-bin there,
-    # aws-neuron/neuronx-nemo-megatron k8s/docker/Dockerfile); with --prefix it first sets PATH
-    # and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib.
+    # session's PATH (not the image's ENV; the DLC also has Ubuntu's openmpi-bin in /usr/bin:
+    # aws-neuron/deep-learning-containers 2.30.0 pytorch/training/2.9.0/Dockerfile.neuronx); with
+    # --prefix it first sets PATH and LD_LIBRARY_PATH to <prefix>/bin and <prefix>/lib. The DLC
+    # builds Open MPI 4.1.5 with the default prefix, /usr/local.
     for name in ("llama2-compile", "llama2-train"):
         launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         command = launcher["template"]["spec"]["containers"][0]["command"]
@@ -436,7 +438,7 @@ def test_mpi_launcher_calls_the_efa_open_mpi_on_every_node(workloads_all: PlanRe
             and "ssh -o BatchMode=yes" in command[2]
             and command[2].endswith('exec "$@"\n')
         )
-        assert command[4:7] == ["/opt/amazon/openmpi/bin/mpirun", "--prefix", "/opt/amazon/openmpi"]
+        assert command[4:7] == ["/usr/local/bin/mpirun", "--prefix", "/usr/local"]
 
 
 def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: PlanResult) -> None:
@@ -448,8 +450,8 @@ def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: Plan
     assert staging.urn in compile_.dependencies and compile_.urn in gate.dependencies and gate.urn in train.dependencies
     assert compile_.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert secret.inputs["stringData"] == "[secret]"
-    # neuronx-nemo-megatron test_llama.sh reads the tokenizer from TOKENIZER_PATH on FSx: the
-    # training ranks never talk to Hugging Face, so the token stays with the staging job.
+    # The run reads the tokenizer from tokenizerPath on FSx (data.tokenizer.type): the training
+    # ranks never talk to Hugging Face, so the token stays with the staging job.
     for job in (compile_, train):
         for role in job.inputs["spec"]["mpiReplicaSpecs"].values():
             assert "HF_TOKEN" not in env(role["template"]["spec"]["containers"][0])
@@ -463,7 +465,7 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     deployment = manifest(workloads_dev, "Deployment", "tensorboard")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # The run directories only (BERT's /data/output = /shared/output here, NeMo's, Ray's), not
+    # The run directories only (BERT's /data/output = /shared/output here, NxD Training's, Ray's), not
     # the whole volume with its datasets and compile cache; tensorboard 2.18.0
     # tensorboard/plugins/core/core_plugin.py: --logdir_spec "name:path,...".
     assert container["command"][:3] == [
@@ -558,9 +560,10 @@ def test_only_the_kubeconfig_stays_secret_though_the_cluster_map_holds_it(dev: P
     assert result.outputs["workloads"]["bertPretraining"] == ["bert-precompile", "bert-train"]
 
 
-def test_prod_s_nemo_run_says_how_long_an_iteration_its_deadline_allows() -> None:
-    # llama_7b.sh (neuronx-nemo-megatron d22aabf) runs 10000 iterations unless TRAIN_ITERS is set; a
-    # run its deadline ends fails the MPIJob and is not retried (workloads/checks.py workload_warnings).
+def test_prod_s_nxd_run_says_how_long_a_step_its_deadline_allows() -> None:
+    # megatron_llama_7B_config.yaml (neuronx-distributed-training 9169aa0) trains 20000 steps unless
+    # trainer.max_steps is overridden; a run its deadline ends fails the MPIJob and is not retried
+    # (workloads/checks.py workload_warnings).
     from offline.plan.runner import stack_config
     from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR
     from workloads import checks
@@ -568,8 +571,8 @@ def test_prod_s_nemo_run_says_how_long_an_iteration_its_deadline_allows() -> Non
 
     values = {**stack_config(WORKLOADS_DIR, "prod"), HF_TOKEN_KEY: STAND_IN_TOKEN}
     [warning] = checks.workload_warnings(parse_workloads_config(values))
-    assert "runs llama_7b.sh's 10000 iterations" in warning
-    assert "trainDeadlineMinutes 4320 allows 25.9 s per iteration" in warning and "not retried" in warning
-    bounded = json.loads(values["trainium-workloads:nemoLlama2"]) | {"trainIters": 100}
-    values["trainium-workloads:nemoLlama2"] = json.dumps(bounded)
+    assert "runs the config's 20000 steps" in warning
+    assert "trainDeadlineMinutes 4320 allows 13.0 s per step" in warning and "not retried" in warning
+    bounded = json.loads(values["trainium-workloads:nxdLlama"]) | {"trainIters": 100}
+    values["trainium-workloads:nxdLlama"] = json.dumps(bounded)
     assert checks.workload_warnings(parse_workloads_config(values)) == []

@@ -35,9 +35,10 @@ BUILD_ARGS = {
         "LLAMA2_REPO_REVISION": versions.LLAMA2_TOKENIZER_REVISION,
         "LLAMA2_SPM_SHA256": versions.LLAMA2_TOKENIZER_SHA256,
     },
-    "nemo-megatron": {
-        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_1_13,
-        "NEMO_MEGATRON_COMMIT": versions.NEMO_MEGATRON_COMMIT,
+    "nxd-llama": {
+        "NEURON_DLC": versions.NEURON_DLC_PYTORCH_2_9,
+        "NXDT_EXAMPLES_COMMIT": versions.NXDT_EXAMPLES_COMMIT,
+        "MEGATRON_LM_COMMIT": versions.MEGATRON_LM_COMMIT,
     },
 }
 

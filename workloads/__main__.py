@@ -17,13 +17,13 @@ from infra.components.kube import kubeconfig_for
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config
 from infra.facts.pins import for_terminal
-from workloads import bert, checks, layouts, nemo_llama2, pins, ray_llama2, schedule
+from workloads import bert, checks, layouts, nxd_llama, pins, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
 from workloads.gang_watchdog import GangWatchdog, WatchdogLayout
 from workloads.kube import LayoutArgs
-from workloads.nemo_llama2 import HuggingFaceToken, HuggingFaceTokenArgs, NemoLlama2
+from workloads.nxd_llama import HuggingFaceToken, HuggingFaceTokenArgs, NxdLlama
 from workloads.ray_llama2 import RayLlama2
 from workloads.settings import WorkloadsConfig, parse_workloads_config
 from workloads.tensorboard_viewer import TensorBoard, TensorBoardArgs, TensorBoardLayout
@@ -75,15 +75,15 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     return {**declared, "stepAdmissions": admissions} if admissions else declared
 
 
-def run_directories(bert_args, ray_layout, nemo_layout) -> dict[str, str]:
+def run_directories(bert_args, ray_layout, nxd_layout) -> dict[str, str]:
     """Where each training run keeps its checkpoints and heartbeat on FSx (docs/resilience.md)."""
     runs = {}
     if bert_args is not None:
         runs["bertPretraining"] = bert.train_run_dir(bert_args)
     if ray_layout is not None and "train" in ray_layout.settings.steps:
         runs["rayLlama2"] = ray_llama2.run_dir(ray_layout)
-    if nemo_layout is not None and nemo_layout.settings.train:
-        runs["nemoLlama2"] = nemo_llama2.run_dir(nemo_layout)
+    if nxd_layout is not None and nxd_layout.settings.train:
+        runs["nxdLlama"] = nxd_llama.run_dir(nxd_layout)
     return runs
 
 
@@ -97,9 +97,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         secrets = [HuggingFaceToken("hf-token", HuggingFaceTokenArgs(ns, pulumi.Output.secret(config.hf_token)), opts)]
 
     ray_on_block = bool((ray := config.on("ray_llama2")) and cluster.node_groups[ray.node_group].capacity_block)
-    if ray_on_block or any(
-        config.on(name) is not None for name in ("bert_pretraining", "nemo_llama2", "cluster_check")
-    ):
+    if ray_on_block or any(config.on(name) is not None for name in ("bert_pretraining", "nxd_llama", "cluster_check")):
         # Ends a Volcano Job or MPIJob whose gang does not run within its pending bound, and stops
         # any job on a Capacity Block group before the block's nodes are drained.
         GangWatchdog("gang-watchdog", WatchdogLayout(ns, cluster.core_node_selector, ray_on_block), opts)
@@ -135,14 +133,14 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
                 else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
                 "that ends Succeeded"
             )
-    if (nemo_layout := layouts.nemo(config, cluster)) is not None:
-        nemo_settings = nemo_layout.settings
+    if (nxd_layout := layouts.nxd(config, cluster)) is not None:
+        nxd_settings = nxd_layout.settings
         after = (staging.redpajama,) if staging and staging.redpajama else ()
-        NemoLlama2("nemo-llama2", LayoutArgs(nemo_layout, after), opts)
-        declared["nemoLlama2"] = (["llama2-compile"] if nemo_settings.compile else []) + (
-            ["llama2-train"] if nemo_settings.train else []
+        NxdLlama("nxd-llama", LayoutArgs(nxd_layout, after), opts)
+        declared["nxdLlama"] = (["llama2-compile"] if nxd_settings.compile else []) + (
+            ["llama2-train"] if nxd_settings.train else []
         )
-    if runs := run_directories(bert_args, ray_layout, nemo_layout):
+    if runs := run_directories(bert_args, ray_layout, nxd_layout):
         declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:
         check = ClusterCheck("cluster-check", LayoutArgs(check_layout), opts)

@@ -22,7 +22,7 @@ from workloads import (
     cluster_check,
     deadlines,
     layouts,
-    nemo_llama2,
+    nxd_llama,
     pods,
     quantities,
     resumable,
@@ -34,31 +34,31 @@ from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 IMAGES = {
     "bert_pretraining": "bert-pretrain",
     "ray_llama2": "ray-llama2",
-    "nemo_llama2": "nemo-megatron",
+    "nxd_llama": "nxd-llama",
     "tensorboard": "cmd-shell",
     "data_staging": "cmd-shell",
-    # The checks and the all-reduce run nemo-megatron; the verdict the small cmd-shell image.
-    "cluster_check": ("nemo-megatron", "cmd-shell"),
+    # The checks and the all-reduce run nxd-llama; the verdict the small cmd-shell image.
+    "cluster_check": ("nxd-llama", "cmd-shell"),
 }
 # Software each workload needs in the cluster, by the cluster stack's `features` names.
 REQUIRED_FEATURES = {
     "bert_pretraining": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano"),
     "ray_llama2": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "volcano", "kuberay"),
-    "nemo_llama2": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
+    "nxd_llama": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
     "tensorboard": ("fsxCsi",),
     "data_staging": ("fsxCsi",),
     "cluster_check": ("neuronDevicePlugin", "efaDevicePlugin", "fsxCsi", "mpiOperator"),
 }
 # ray_train_llama2.py starts 32 Ray Train workers per node, one per NeuronCore of a trn1.
 RAY_WORKERS_PER_NODE = 32
-# neuronx-nemo-megatron (NEMO_MEGATRON_COMMIT), nemo/examples/nlp/language_modeling:
-# train_setup.sh hard-codes PROCESSES_PER_NODE=32 (a trn1's NeuronCores; the image is built for
-# trn1/inf2); llama_7b.sh sets GBS=256, TP=8, PP=1 and test_llama.sh UBS=1, so the data-parallel
-# size is nodes x 32 / 8 and Megatron needs GBS divisible by it x UBS.
-NEMO_PROCESSES_PER_NODE = 32
-NEMO_GLOBAL_BATCH = 256
-NEMO_MODEL_PARALLEL = 8 * 1
-NEMO_MICRO_BATCH = 1
+# neuronx-distributed-training (NXDT_EXAMPLES_COMMIT) examples/conf/megatron_llama_7B_config.yaml:
+# trainer.devices 32, which train.sh starts as processes per node (a trn1's NeuronCores);
+# global_batch_size 1024, micro_batch_size 1, tensor parallel 8, pipeline parallel 1, so the
+# data-parallel size is nodes x 32 / 8 and the global batch must divide by it x the micro batch.
+NXD_PROCESSES_PER_NODE = 32
+NXD_GLOBAL_BATCH = 1024
+NXD_MODEL_PARALLEL = 8 * 1
+NXD_MICRO_BATCH = 1
 # Where the TensorBoard pod mounts the FSx claim (tensorboard_viewer.py).
 TENSORBOARD_MOUNT = "/shared"
 # KubeRay v1.7.0's default submitter pod (ray-operator/controllers/ray/common/job.go,
@@ -67,7 +67,7 @@ RAY_SUBMITTER_REQUESTS = {"cpu": "500m", "memory": "200Mi"}
 CAMEL = {
     "bert_pretraining": "bertPretraining",
     "ray_llama2": "rayLlama2",
-    "nemo_llama2": "nemoLlama2",
+    "nxd_llama": "nxdLlama",
     "tensorboard": "tensorboard",
     "data_staging": "dataStaging",
     "cluster_check": "clusterCheck",
@@ -118,7 +118,7 @@ def workload_problems(
             problems += _group_problems(name, settings, cluster)
     problems += _queue_problems(config, cluster)
     problems += _ray_problems(config, cluster)
-    problems += _nemo_problems(config, cluster)
+    problems += _nxd_problems(config, cluster)
     problems += _bert_problems(config)
     problems += _path_problems(config)
     problems += _token_problems(config)
@@ -142,21 +142,21 @@ def workload_problems(
     )
 
 
-# aws-neuron/neuronx-nemo-megatron d22aabf nemo/examples/nlp/language_modeling/llama_7b.sh:
-# `: ${TRAIN_ITERS:=10000}`, what a training run without trainIters runs.
-NEMO_DEFAULT_TRAIN_ITERS = 10000
+# neuronx-distributed-training (NXDT_EXAMPLES_COMMIT) examples/conf/megatron_llama_7B_config.yaml:
+# trainer.max_steps 20000, what a training run without trainIters runs.
+NXD_DEFAULT_TRAIN_ITERS = 20000
 
 
 def workload_warnings(config: WorkloadsConfig) -> list[str]:
-    """What `pulumi preview` and `up` print beside an accepted configuration: a NeMo training run
-    without ``trainIters`` runs the seed's 10000 iterations, and one its deadline ends is not
+    """What `pulumi preview` and `up` print beside an accepted configuration: an NxD Training run
+    without ``trainIters`` runs the config's 20000 steps, and one its deadline ends is not
     retried (the launcher Job's activeDeadlineSeconds fails the whole MPIJob)."""
     warnings = []
-    if (nemo := config.on("nemo_llama2")) is not None and nemo.train and nemo.train_iters is None:
-        seconds = nemo.train_deadline_minutes * 60 / NEMO_DEFAULT_TRAIN_ITERS
+    if (nxd := config.on("nxd_llama")) is not None and nxd.train and nxd.train_iters is None:
+        seconds = nxd.train_deadline_minutes * 60 / NXD_DEFAULT_TRAIN_ITERS
         warnings.append(
-            f"nemoLlama2: trainIters is unset, so llama2-train runs llama_7b.sh's {NEMO_DEFAULT_TRAIN_ITERS} iterations, "
-            f"and trainDeadlineMinutes {nemo.train_deadline_minutes} allows {seconds:.1f} s per iteration, scheduling, "
+            f"nxdLlama: trainIters is unset, so llama2-train runs the config's {NXD_DEFAULT_TRAIN_ITERS} steps, "
+            f"and trainDeadlineMinutes {nxd.train_deadline_minutes} allows {seconds:.1f} s per step, scheduling, "
             "start-up and every restart's reload included. A run its deadline ends is Failed (DeadlineExceeded) and "
             "not retried; `pulumi up --replace` on the MPIJob resumes it from its newest checkpoint. Set trainIters, "
             "and a trainDeadlineMinutes that fits them, for a run that ends Succeeded"
@@ -174,8 +174,8 @@ def _hang_problems(config: WorkloadsConfig) -> list[str]:
         runs.append(("bert_pretraining", bert, bert.train_deadline_minutes, "trainDeadlineMinutes"))
     if (ray := config.on("ray_llama2")) and "train" in ray.steps:
         runs.append(("ray_llama2", ray, ray.train_deadline_seconds // 60, "trainDeadlineSeconds"))
-    if (nemo := config.on("nemo_llama2")) and nemo.train:
-        runs.append(("nemo_llama2", nemo, nemo.train_deadline_minutes, "trainDeadlineMinutes"))
+    if (nxd := config.on("nxd_llama")) and nxd.train:
+        runs.append(("nxd_llama", nxd, nxd.train_deadline_minutes, "trainDeadlineMinutes"))
     problems = []
     for workload, s, deadline, key in runs:
         # The first-step limit likewise: a hang before the first step (rendezvous, graph or checkpoint
@@ -308,7 +308,7 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
 
 def _queue_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
     problems = []
-    for workload in ("bert_pretraining", "ray_llama2", "nemo_llama2", "cluster_check"):
+    for workload in ("bert_pretraining", "ray_llama2", "nxd_llama", "cluster_check"):
         settings = config.on(workload)
         if settings and cluster.feature("volcano") and settings.queue not in cluster.volcano_queues:
             problems.append(
@@ -326,10 +326,10 @@ def _gang_requests(workload: str, settings: Any) -> list[dict[str, str]]:
         head = {"cpu": settings.head_cpu, "memory": settings.head_memory}
         worker = {"cpu": settings.worker_cpu, "memory": settings.worker_memory}
         return [head, RAY_SUBMITTER_REQUESTS] + [worker] * settings.workers
-    if workload == "nemo_llama2":
-        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.TRAINING_REQUESTS] * settings.nodes
+    if workload == "nxd_llama":
+        return [nxd_llama.LAUNCHER_REQUESTS] + [pods.TRAINING_REQUESTS] * settings.nodes
     if workload == "cluster_check":
-        return [nemo_llama2.LAUNCHER_REQUESTS] + [pods.CHECK_REQUESTS] * settings.nodes
+        return [nxd_llama.LAUNCHER_REQUESTS] + [pods.CHECK_REQUESTS] * settings.nodes
     return [pods.TRAINING_REQUESTS] * settings.nodes  # BERT: one training pod per node
 
 
@@ -383,7 +383,7 @@ def _ray_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str
 
 
 def _token_problems(config: WorkloadsConfig) -> list[str]:
-    # Only the download of the gated tokenizer needs it; NeMo reads the staged copy on FSx.
+    # Only the download of the gated tokenizer needs it; NxD Training reads the staged copy on FSx.
     needs = []
     staging = config.on("data_staging")
     if staging and staging.redpajama:
@@ -415,29 +415,27 @@ def _quantity_problems(workload: str, settings: Any, fields: tuple[str, ...]) ->
     return problems
 
 
-def _nemo_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
-    nemo = config.on("nemo_llama2")
-    if nemo is None:
+def _nxd_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
+    nxd = config.on("nxd_llama")
+    if nxd is None:
         return []
     problems = _cores_per_node_problems(
-        "nemo_llama2",
-        nemo.node_group,
+        "nxd_llama",
+        nxd.node_group,
         cluster,
-        NEMO_PROCESSES_PER_NODE,
-        "neuronx-nemo-megatron's train_setup.sh starts {n} processes per node",
+        NXD_PROCESSES_PER_NODE,
+        "NxD Training's megatron_llama_7B_config.yaml starts {n} processes per node",
     )
-    if not nemo.compile and not nemo.train:
+    if not nxd.compile and not nxd.train:
         problems.append(
-            f"{_key('nemo_llama2', 'compile')} = false and train = false: the workload is on but runs nothing; "
+            f"{_key('nxd_llama', 'compile')} = false and train = false: the workload is on but runs nothing; "
             "set enabled: false instead"
         )
-    data_parallel = nemo.nodes * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL
-    if NEMO_GLOBAL_BATCH % (data_parallel * NEMO_MICRO_BATCH):
-        fits = [
-            n for n in range(1, 65) if NEMO_GLOBAL_BATCH % (n * NEMO_PROCESSES_PER_NODE // NEMO_MODEL_PARALLEL) == 0
-        ]
+    data_parallel = nxd.nodes * NXD_PROCESSES_PER_NODE // NXD_MODEL_PARALLEL
+    if NXD_GLOBAL_BATCH % (data_parallel * NXD_MICRO_BATCH):
+        fits = [n for n in range(1, 65) if NXD_GLOBAL_BATCH % (n * NXD_PROCESSES_PER_NODE // NXD_MODEL_PARALLEL) == 0]
         problems.append(
-            f"{_key('nemo_llama2', 'nodes')} = {nemo.nodes}: llama_7b.sh's global batch of {NEMO_GLOBAL_BATCH} "
+            f"{_key('nxd_llama', 'nodes')} = {nxd.nodes}: the config's global batch of {NXD_GLOBAL_BATCH} "
             f"must divide evenly over {data_parallel} data-parallel ranks (nodes x 32 / tensor-parallel 8); "
             f"use {', '.join(map(str, fits))} nodes"
         )
@@ -470,9 +468,9 @@ def _path_problems(config: WorkloadsConfig) -> list[str]:
         wanted += [
             ("bert_pretraining", f, getattr(bert, f), bert_launch.DATA_MOUNT) for f in ("data_dir", "output_dir")
         ]
-    if nemo := config.on("nemo_llama2"):
+    if nxd := config.on("nxd_llama"):
         wanted += [
-            ("nemo_llama2", f, getattr(nemo, f), nemo_llama2.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")
+            ("nxd_llama", f, getattr(nxd, f), nxd_llama.SHARED_MOUNT) for f in ("tokenizer_path", "dataset_path")
         ]
     if board := config.on("tensorboard"):
         wanted += [("tensorboard", "log_dirs", d, TENSORBOARD_MOUNT) for d in board.log_dirs]

@@ -1,10 +1,10 @@
 """The cluster acceptance test: is a Trainium node group fit for distributed training?
 
-Three stages, each started once the one before it is ready, all in the nemo-megatron image
-(the Neuron PyTorch DLC, SDK 2.20.2: aws-neuronx-tools 2.19 puts `neuron-ls` and `nccom-test`
-in /opt/aws/neuron/bin, the EFA installer puts `fi_info` in /opt/amazon/efa/bin and Open MPI in
-/opt/amazon/openmpi; aws-neuron/deep-learning-containers 2.20.2,
-docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
+Three stages, each started once the one before it is ready, all in the nxd-llama image
+(the Neuron PyTorch DLC, SDK 2.30.0: aws-neuronx-tools puts `neuron-ls` and `nccom-test` in
+/opt/aws/neuron/bin, the EFA installer puts `fi_info` in /opt/amazon/efa/bin, and the DLC builds
+Open MPI 4.1.5 into /usr/local, on every PATH, and installs sshd; aws-neuron/deep-learning-containers
+2.30.0 pytorch/training/2.9.0/Dockerfile.neuronx):
 
 1. ``cluster-check-nodes``, a batch/v1 Job with one pod per node, each taking every Neuron
    device and EFA interface of its node: the Neuron devices and NeuronCores `neuron-ls` sees,
@@ -12,12 +12,11 @@ docker/pytorch/training/1.13.1/Dockerfile.neuronx; our Dockerfile adds sshd):
    write/read throughput figure. pulumi-kubernetes awaits the Job and fails `pulumi up` as soon
    as it fails (backoffLimit 0: a check that fails once has found something).
 2. ``cluster-check-allreduce`` (two nodes or more), an MPIJob: `nccom-test` all-reduce over every
-   NeuronCore of every node. The docs of the SDK in the image (aws-neuron/aws-neuron-sdk v2.20.2
+   NeuronCore of every node. The docs of the SDK in the image (aws-neuron/aws-neuron-sdk v2.30.0
    tools/neuron-sys-tools/nccom-test.rst: `-r`, `-N`, `-b/-e/-f`, `-d`, `--hosts`,
    `--non-interactive`) run it on one of the hosts, with NEURON_RT_ROOT_COMM_ID set to that
    host's address and a free port; it starts its ranks on the listed hosts through MPI over SSH
-   (v2.29.0 of the same page, "MPI Execution"; the v2.20.2 page says nothing on how the hosts
-   are reached, so this is the later docs' account, taken as the tool's behaviour). So the
+   (the same page, "MPI Execution"). So the
    launcher waits for the workers of the MPI operator's hostfile (`<job>-worker-<i>.<job>.<ns>.svc`, /etc/mpi/hostfile;
    kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newConfigMap) and runs
    nccom-test on worker 0 over SSH: the operator mounts the same key pair and authorized_keys in
@@ -77,10 +76,9 @@ POLL_SECONDS = 10
 # launcher writes its status when its own deadline stops it, so a slow healthy run never fails at
 # the verdict first (a few seconds would do; the margin covers a late job-support node).
 VERDICT_MARGIN_MINUTES = 15
-# nccom-test's multi-node run starts its ranks with Open MPI's mpirun (aws-neuron-sdk v2.29.0
-# tools/neuron-sys-tools/nccom-test.rst "MPI Execution"; the v2.20.2 page of our image's SDK says
-# nothing on how hosts are reached), and every pod here runs as root, which Open MPI's mpirun
-# refuses unless both variables are set. AWS's own nccom-test MPIJob exported both while it ran as
+# nccom-test's multi-node run starts its ranks with Open MPI's mpirun (aws-neuron-sdk v2.30.0, our
+# image's SDK, tools/neuron-sys-tools/nccom-test.rst "MPI Execution"), and every pod here runs as
+# root, which Open MPI's mpirun refuses unless both variables are set. AWS's own nccom-test MPIJob exported both while it ran as
 # root (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156,
 # #577; dropped in 96ac1d17a, #607, when it moved to a non-root user).
 OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -97,9 +95,9 @@ DEFAULT_FLOORS: dict[str, AllReduceFloor] = {
 
 
 # neuron-ls prints a table with one row per Neuron device: | device | cores | memory | ...; a
-# process continuation row has an empty first cell (aws-neuron-sdk v2.20.2
-# tools/neuron-sys-tools/neuron-ls.rst; its options are --wide, --show-all-procs and --topology,
-# no machine-readable output, so the table it is). "devices cores". Plain neuron-ls: --topology
+# process continuation row has an empty first cell (aws-neuron-sdk v2.30.0
+# tools/neuron-sys-tools/neuron-ls.rst, whose table has a core-IDs column after the cores,
+# which the device and core columns read here do not move). "devices cores". Plain neuron-ls: --topology
 # only appends a drawing.
 NEURON_LS_AWK = "awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {d++; c+=$3} END {print d+0, c+0}'"
 # fi_info lists each provider endpoint with a `domain:` line, one domain per EFA device.
@@ -484,11 +482,11 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         "image": layout.image,
         "command": worker_command(),
         "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", **OMPI_ROOT_ENV}),
-        # The NeMo MPI workers' posture, sshd's capabilities included.
+        # The NxD Training MPI workers' posture, sshd's capabilities included.
         **pods.training_container(layout.group, pods.CHECK_REQUESTS, add=pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.shm_mount()],
     }
-    # The nemo-megatron image: the launcher needs ssh, which the small cmd-shell image lacks.
+    # The nxd-llama image: the launcher needs ssh, which the small cmd-shell image lacks.
     launcher = {
         "name": "launcher",
         "image": layout.image,

@@ -1,10 +1,10 @@
 """The one Neuron compile cache every workload shares: `/neuron_cache` on the FSx file system.
 
-The directory is fixed by the training code we run, not by us: neuronx-nemo-megatron's
-train_setup.sh (NEMO_MEGATRON_COMMIT) exports NEURON_COMPILE_CACHE_URL=/shared/neuron_cache for
-MPI runs, and the Ray image's ray_train_llama2.py (docker/ray-llama2) passes the same value in Ray's
-runtime environment; both overwrite whatever the pod sets, so their pods must mount the FSx
-claim at /shared for the cache to land on FSx rather than in the container. BERT's pods mount
+The directory is fixed by the training code we run, not by us: the Ray image's ray_train_llama2.py
+(docker/ray-llama2) passes NEURON_COMPILE_CACHE_URL=/shared/neuron_cache in Ray's runtime
+environment, overwriting whatever the pod sets, and NxD Training's runs get the same value as their
+config's compiler_cache_url (nxd_llama.overrides; training_orchestrator.py exports it), so their
+pods must mount the FSx claim at /shared for the cache to land on FSx rather than in the container. BERT's pods mount
 the claim at /data and point torch-neuronx there with NEURON_CC_FLAGS=--cache_dir (which takes
 precedence over NEURON_COMPILE_CACHE_URL: aws-neuron-sdk v2.20.2
 frameworks/torch/torch-neuronx/api-reference-guide/training/torch-neuron-envvars.rst).
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 # Relative to the file system root.
 FSX_DIR = "neuron_cache"
-# Where NeMo's train_setup.sh and Ray's ray_train_llama2.py put it, in pods mounting FSx at /shared.
+# Where Ray's ray_train_llama2.py and NxD Training's runs put it, in pods mounting FSx at /shared.
 UPSTREAM_MOUNT = "/shared"
 UPSTREAM_URL = f"{UPSTREAM_MOUNT}/{FSX_DIR}"
 

@@ -14,7 +14,7 @@ import pulumi
 
 from workloads import pods
 from workloads.kube import LayoutArgs, declare
-from workloads.nemo_llama2 import HF_TOKEN_KEY, HF_TOKEN_SECRET
+from workloads.nxd_llama import HF_TOKEN_KEY, HF_TOKEN_SECRET
 from workloads.settings import DataStagingSettings
 
 WIKICORPUS_TAR = "bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128.tar"
@@ -23,7 +23,8 @@ WIKICORPUS_URI = f"s3://neuron-s3/training_datasets/bert_pretrain_wikicorpus_tok
 WIKICORPUS_REGION = "us-east-1"
 REDPAJAMA_REPO = "togethercomputer/RedPajama-Data-1T-Sample"
 TOKENIZER_REPO = "meta-llama/Llama-2-7b-hf"
-PREPROCESS = "/opt/neuronx-nemo-megatron/nemo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
+# NVIDIA/Megatron-LM core_r0.10.0 tools/preprocess_data.py in the nxd-llama image (docker/nxd-llama).
+PREPROCESS = "/opt/Megatron-LM/tools/preprocess_data.py"
 REDPAJAMA_DIR = "data/RedPajama-Data-1T-Sample"
 REDPAJAMA_PREFIX = "data/redpajama_sample"
 # Sizing: the seed tokenizes the 1B-token sample in about 60 minutes with 32 workers on a
@@ -87,26 +88,33 @@ touch "$dir/.download-complete"
 """
 
 
-# The NeMo image has transformers 4.31.0 (neuronx-nemo-megatron requirements.txt at
-# NEMO_MEGATRON_COMMIT). Its AutoTokenizer.from_pretrained first reads tokenizer_config.json through
-# get_tokenizer_config(**kwargs), whose parameter is `use_auth_token`: a `token=` lands in its
-# **kwargs and the gated file is requested without a token (transformers v4.31.0
-# src/transformers/models/auto/tokenization_auto.py). `use_auth_token` reaches every download.
+# The nxd-llama image has transformers 4.56 (aws-neuron/deep-learning-containers 2.30.0
+# common/nxdt_requirements.txt): AutoTokenizer.from_pretrained passes `token` to every download,
+# get_tokenizer_config's first (transformers v4.56.2 src/transformers/models/auto/tokenization_auto.py;
+# `use_auth_token` is deprecated there, turned into `token`).
+# The dataset: Megatron's preprocess_data.py (core_r0.10.0) with the saved tokenizer
+# (--tokenizer-type HuggingFaceTokenizer: AutoTokenizer.from_pretrained(--tokenizer-model),
+# megatron/training/tokenizer/tokenizer.py), writing <prefix>_text_document.bin and, last, .idx
+# (megatron/core/datasets/indexed_dataset.py IndexedDatasetBuilder.finalize): header MMIDIDX, version
+# 1, the layout NxD Training's MegatronDataModule reads through NeMo's MMapIndexedDataset
+# (neuronx-distributed-training 9169aa0 lightning_modules/data/datasets/gpt_dataset_patch.py imports it
+# from nemo.collections.nlp.data.language_modeling.megatron.indexed_dataset, which checks that header
+# and version).
 def redpajama_prepare_script(root: str = "/shared") -> str:
     """The Llama-2 tokenizer and the Megatron dataset, each step marked only once it is whole."""
     return f"""\
 set -euo pipefail
 cd {root}
 if [ ! -f llama7b_tokenizer/.staged ]; then
-  python3 -c 'import transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", use_auth_token=open("{HF_TOKEN_FILE}").read().strip()).save_pretrained("{root}/llama7b_tokenizer")'
+  python3 -c 'import transformers; transformers.AutoTokenizer.from_pretrained("{TOKENIZER_REPO}", token=open("{HF_TOKEN_FILE}").read().strip()).save_pretrained("{root}/llama7b_tokenizer")'
   touch llama7b_tokenizer/.staged
 fi
 if [ ! -f {REDPAJAMA_PREFIX}_text_document.staged ]; then
   test -f {REDPAJAMA_DIR}/.download-complete
   cat {REDPAJAMA_DIR}/*.jsonl > redpajama_sample.jsonl
-  python3 {PREPROCESS} --input=redpajama_sample.jsonl --json-keys=text --tokenizer-library=huggingface \\
-    --tokenizer-type={root}/llama7b_tokenizer --dataset-impl=mmap --output-prefix={root}/{REDPAJAMA_PREFIX} \\
-    --append-eod --need-pad-id --workers={PREPROCESS_WORKERS}
+  python3 {PREPROCESS} --input=redpajama_sample.jsonl --json-keys=text --tokenizer-type=HuggingFaceTokenizer \\
+    --tokenizer-model={root}/llama7b_tokenizer --output-prefix={root}/{REDPAJAMA_PREFIX} \\
+    --append-eod --workers={PREPROCESS_WORKERS}
   # The index is written last (builder.finalize): both files there means the dataset is whole.
   # One test per line: `set -e` ignores a failure left of `&&`.
   test -s {REDPAJAMA_PREFIX}_text_document.bin
@@ -126,7 +134,7 @@ class StagingLayout:
     core_node_selector: Mapping[str, str]
     support_placement: Mapping[str, Any]
     shell_image: str
-    nemo_image: str | None
+    nxd_image: str | None
     settings: DataStagingSettings
 
 
@@ -178,15 +186,15 @@ def wikicorpus_job(layout: StagingLayout) -> dict[str, Any]:
 
 
 def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
-    """Download first (init container, shell image), then tokenizer and preprocessing (NeMo image)."""
-    assert layout.nemo_image is not None
+    """Download first (init container, shell image), then tokenizer and preprocessing (nxd-llama image)."""
+    assert layout.nxd_image is not None
     token = {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
     workers = str(PREPROCESS_WORKERS)
     resources = {"requests": {"cpu": workers, "memory": "16Gi"}, "limits": {"cpu": workers, "memory": "32Gi"}}
     job = staging_job(
         layout,
         "stage-redpajama",
-        layout.nemo_image,
+        layout.nxd_image,
         redpajama_prepare_script(),
         volumeMounts=[token],
         resources=resources,

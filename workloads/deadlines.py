@@ -21,8 +21,8 @@ Where each deadline lives on the object, and what it counts:
   The train step's ``backoffLimit`` (``maxRetries``) retries a failed run on a new cluster, and each
   retry resets the start both deadlines count from (initRayJobStatusIfNeed l.916), so the step can
   hold its nodes ``maxRetries + 1`` deadlines; a run ended by its deadline is not retried.
-- NeMo and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
-  (kubeflow/mpi-operator v0.8.0 pkg/controller/mpi_job_controller.go newLauncherJob), created with
+- NxD Training and the all-reduce (MPIJob): ``runPolicy.activeDeadlineSeconds`` on the launcher Job
+  (kubeflow/mpi-operator v0.8.2 pkg/controller/mpi_job_controller.go newLauncherJob), created with
   the workers (``launcherCreationPolicy: AtStartup``), so it counts from the MPIJob's creation and
   also ends a gang that is never scheduled; the gang watchdog suspends one not Running after
   ``pendingTimeoutMinutes``, sooner. A batch/v1 Job's deadline counts from its start.
@@ -116,11 +116,11 @@ def ray_await_minutes(settings: Any, step: str) -> int:
     return ray_attempts(settings, step) * -(-ray_step_deadline_seconds(settings, step) // 60) + AWAIT_MARGIN_MINUTES
 
 
-def nemo_deadline_minutes(settings: Any, compile_only: bool) -> int:
+def nxd_deadline_minutes(settings: Any, compile_only: bool) -> int:
     return settings.compile_deadline_minutes if compile_only else settings.train_deadline_minutes
 
 
-def nemo_await_minutes(settings: Any) -> int:
+def nxd_await_minutes(settings: Any) -> int:
     return settings.compile_deadline_minutes + AWAIT_MARGIN_MINUTES
 
 
@@ -181,19 +181,19 @@ def trainium_steps(config: Any) -> list[TrainiumStep]:
                     () if step == "train" else tuple(RAY_JOB_NAMES[o] for o in ray.steps if o not in (step, "train")),
                 )
             )
-    if (nemo := config.on("nemo_llama2")) is not None:
+    if (nxd := config.on("nxd_llama")) is not None:
         for name, on, compile_only, key in (
-            ("llama2-compile", nemo.compile, True, "compileDeadlineMinutes"),
-            ("llama2-train", nemo.train, False, "trainDeadlineMinutes"),
+            ("llama2-compile", nxd.compile, True, "compileDeadlineMinutes"),
+            ("llama2-train", nxd.train, False, "trainDeadlineMinutes"),
         ):
             if on:
-                minutes = nemo_deadline_minutes(nemo, compile_only)
+                minutes = nxd_deadline_minutes(nxd, compile_only)
                 steps.append(
                     TrainiumStep(
-                        "nemoLlama2",
+                        "nxdLlama",
                         name,
-                        nemo.node_group,
-                        nemo.nodes,
+                        nxd.node_group,
+                        nxd.nodes,
                         minutes * 60,
                         f"{key} ({minutes} min, scheduling and start-up included)",
                         deadline_key=key,

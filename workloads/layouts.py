@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from infra.contract import ClusterContract
-from workloads import bert, cluster_check, data_staging, nemo_llama2, ray_llama2
+from workloads import bert, cluster_check, data_staging, nxd_llama, ray_llama2
 from workloads.bert import BertPretrainingArgs
 from workloads.cluster_check import CheckLayout
 from workloads.data_staging import StagingLayout
-from workloads.nemo_llama2 import NemoLayout
+from workloads.nxd_llama import NxdLayout
 from workloads.ray_llama2 import RayLayout
 from workloads.settings import WorkloadsConfig
 
@@ -52,7 +52,7 @@ def staging(config: WorkloadsConfig, cluster: ClusterContract) -> StagingLayout 
         return None
     return StagingLayout(
         **_common(config, cluster), core_node_selector=cluster.core_node_selector, service_account=cluster.service_account,
-        shell_image=image(cluster, "cmd-shell", s), nemo_image=image(cluster, "nemo-megatron", s), settings=s,
+        shell_image=image(cluster, "cmd-shell", s), nxd_image=image(cluster, "nxd-llama", s), settings=s,
     )  # fmt: skip
 
 
@@ -75,11 +75,11 @@ def ray(config: WorkloadsConfig, cluster: ClusterContract) -> RayLayout | None:
     return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s), core_node_selector=cluster.core_node_selector)
 
 
-def nemo(config: WorkloadsConfig, cluster: ClusterContract) -> NemoLayout | None:
-    if (s := config.on("nemo_llama2")) is None:
+def nxd(config: WorkloadsConfig, cluster: ClusterContract) -> NxdLayout | None:
+    if (s := config.on("nxd_llama")) is None:
         return None
-    return NemoLayout(
-        **_on_trainium(config, cluster, "nemo-megatron", s),
+    return NxdLayout(
+        **_on_trainium(config, cluster, "nxd-llama", s),
         core_node_selector=cluster.core_node_selector,
         gang_queue=_gang_queue(cluster, s),
     )
@@ -89,7 +89,7 @@ def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | No
     if (s := config.on("cluster_check")) is None:
         return None
     return CheckLayout(
-        **_on_trainium(config, cluster, "nemo-megatron", s),
+        **_on_trainium(config, cluster, "nxd-llama", s),
         gang_queue=_gang_queue(cluster, s),
         verdict_image=image(cluster, "cmd-shell", s),
     )
@@ -110,8 +110,8 @@ def job_chains(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, l
         chains["bertPretraining"] = [bert.job_sequence(args)]
     if (ray_layout := ray(config, cluster)) is not None:
         chains["rayLlama2"] = [ray_llama2.job_sequence(ray_layout)]
-    if (nemo_layout := nemo(config, cluster)) is not None:
-        chains["nemoLlama2"] = [nemo_llama2.job_sequence(nemo_layout)]
+    if (nxd_layout := nxd(config, cluster)) is not None:
+        chains["nxdLlama"] = [nxd_llama.job_sequence(nxd_layout)]
     if (check_layout := check(config, cluster)) is not None:
         chains["clusterCheck"] = [cluster_check.check_sequence(check_layout)]
     return chains

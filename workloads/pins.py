@@ -23,11 +23,12 @@ BASES = {image.name: image.base for image in TRAINING_IMAGES} | {"cmd-shell": ve
 RELEASES = {
     # The Ray image trains with neuronx-distributed's example code on the DLC's NxD Core training APIs.
     "ray-llama2": {"RAY_VERSION": ray_row, "RAY_LLAMA2_NXD_COMMIT": lambda _: "nxd-core-0.19"},
-    "nemo-megatron": {"NEMO_MEGATRON_COMMIT": lambda _: "neuronx-nemo-megatron"},
+    # The MPI operator's Llama job: NxD Training's example scripts on the DLC's NxD Training library.
+    "nxd-llama": {"NXDT_EXAMPLES_COMMIT": lambda _: "nxd-training-1.7"},
 }
 # The gang watchdog and the step gates run the python image as it is (workloads/gang_watchdog.py,
 # workloads/step_gate.py) beside these workloads' jobs.
-WATCHED = ("bert_pretraining", "ray_llama2", "nemo_llama2", "cluster_check")
+WATCHED = ("bert_pretraining", "ray_llama2", "nxd_llama", "cluster_check")
 
 
 def images_run(config: WorkloadsConfig) -> list[str]:
@@ -37,7 +38,7 @@ def images_run(config: WorkloadsConfig) -> list[str]:
         if config.on(workload) is not None:
             names += [images] if isinstance(images, str) else list(images)
     if (staging := config.on("data_staging")) is not None and staging.redpajama:
-        names.append("nemo-megatron")  # tokenizer and Megatron preprocessing (workloads/data_staging.py)
+        names.append("nxd-llama")  # tokenizer and Megatron preprocessing (workloads/data_staging.py)
     return list(dict.fromkeys(names))
 
 

@@ -15,25 +15,26 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   saved (same commit,
   src/neuronx_distributed/trainer/checkpoint.py l.190-196) and removes ``done`` first when it
   deletes an old one (l.261-266); resumed with ``--resume_ckpt --loading_step <n>`` (ray_train_llama2.py).
-- NeMo (aws-neuron/neuronx-nemo-megatron d22aabf): the checkpoint callback writes
-  ``<log dir>/checkpoints/mp_rank_XX/<name>.ckpt`` per tensor-parallel rank
-  (nemo/utils/model_utils.py inject_model_parallel_rank) and leaves no marker on disk; rank 0 logs
-  ``Synchronous saving of checkpoint <name> fully completed`` after the rendezvous that follows
-  every rank's save (nlp_overrides.py NLPCheckpointIOState.end l.478-485, removal protection on by
-  default). Complete = named in such a line of node 0's log; resumed with
-  ``model.resume_from_checkpoint=<dir>/<name>`` (megatron_gpt_pretraining.py l.86-88; the
-  checkpoint IO puts the rank directory back in, nlp_overrides.py load_checkpoint l.586-588). The
-  name has ``=`` in it (``megatron_llama--step=100-consumed_samples=25600.0.ckpt``), which Hydra's
+- NxD Training (aws-neuron/neuronx-distributed-training 9169aa0): the checkpoint callback names a save
+  ``<log dir>/checkpoints/megatron_llama--step=<n>-consumed_samples=<m>.ckpt``
+  (examples/conf/megatron_llama_7B_config.yaml), and NLPCheckpointIO.save_checkpoint hands its parent
+  and name to NxD's ``save_checkpoint`` as directory and tag (nlp_overrides.py), so it is a directory
+  that gets ``done`` only after every rank has saved (neuronx-distributed Release 2.29 fbac349
+  src/neuronx_distributed/trainer/checkpoint.py CheckpointIOState.end l.190-195). exp_manager's own
+  resume takes the newest ``*.ckpt`` by mtime, complete or not (utils/exp_manager.py check_resume),
+  so incomplete ones are pruned first and the pick is passed as
+  ``exp_manager.resume_from_checkpoint=<dir>/<name>`` (examples/training.py: ``trainer.fit(...,
+  ckpt_path=cfg.exp_manager.resume_from_checkpoint)``). The name has ``=`` in it, which Hydra's
   override lexer reads as a second EQUAL token: the value is escaped the way Hydra escapes it
-  (``hydra_escape``), as the pinned test_llama.sh's own resume note writes ``step\\=1085``.
+  (``hydra_escape``).
 
 Heartbeat: the step counter the scripts print. BERT and Ray Train print
 ``LOG <time> - (<epoch>, <step>) step_loss : ...`` on global rank 0 every step (the logger.log of
-both scripts). NeMo's is PyTorch Lightning 1.8.6's progress bar (neuronx-nemo-megatron d22aabf
-pins pytorch-lightning==1.8.6): its ``global_step`` metric is a float that tqdm's ``format_num``
-cuts to 3 significant digits (``1.2e+4`` for 12000), so the bar's own batch counter is read
-instead, an integer (tqdm format_meter ``str(n)``: ``| <n>/<total> [`` or ``<n>it [``) that
-TQDMProgressBar sets on every batch (tqdm_progress.py on_train_batch_end, _update_n). ``beat``
+both scripts). NxD Training's is Lightning's progress bar (Lightning 2.5.0, the DLC's
+nxdt_requirements.txt): its ``global_step`` metric is a float that tqdm's ``format_num`` cuts to 3
+significant digits (``1.2e+4`` for 12000), so the bar's own batch counter is read instead, an
+integer (tqdm format_meter ``str(n)``: ``| <n>/<total> [`` or ``<n>it [``) that TQDMProgressBar
+sets on every batch. ``beat``
 copies its input through and rewrites the heartbeat file with each step line (temp file + rename,
 so a reader never sees half a line); the liveness probe (``probe``) fails once the step has not
 changed for the configured time, counted from the start of the attempt it watches.
@@ -55,16 +56,17 @@ from typing import Any, Iterable, Optional
 STEP_PATTERNS = {
     "bert": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
     "ray": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
-    # The main bar only ("Epoch <n>: "), one redraw at a time (\r separates them).
-    "nemo": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
+    # The main bar only ("Epoch <n>: "), one redraw at a time (\r separates them), as the
+    # NxD Training docs show it (neuronx-distributed-training docs/tutorials/megatron_gpt_pretraining.rst).
+    "nxdt": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
 }
-NEMO_SAVED = re.compile(r"saving of checkpoint (\S+\.ckpt) fully completed")
-NEMO_STEP = re.compile(r"step=(\d+)")
-# hydra v1.2.0 hydra/_internal/grammar/utils.py _ESC: what the override lexer's ESC token covers.
+# hydra v1.3.2 (nxdt_requirements.txt asks hydra-core>=1.3.0) hydra/_internal/grammar/utils.py _ESC:
+# what the override lexer's ESC token covers.
 HYDRA_SPECIAL = "\\()[]{}:=, \t"
 BERT_NAME = re.compile(r"^ckpt_(\d+)\.pt$")
 NXD_NAME = re.compile(r"^step_(\d+)$")
-# The heartbeat's tail is enough: NeMo's progress bar rewrites its line every step.
+NXDT_NAME = re.compile(r"^.*--step=(\d+)-.*\.ckpt$")
+# The heartbeat's tail is enough: the progress bar rewrites its line every step.
 TAIL_BYTES = 65536
 
 
@@ -103,16 +105,20 @@ def nxd_steps(directory: str) -> dict[int, bool]:
     return steps
 
 
-def nemo_complete(log_text: str) -> dict[int, str]:
-    """Step -> checkpoint name of every save node 0's log reports as fully completed."""
-    done = {}
-    for name in NEMO_SAVED.findall(log_text):
-        if match := NEMO_STEP.search(name):
-            done[int(match.group(1))] = name
-    return done
+def nxdt_saves(directory: str) -> dict[int, str]:
+    """Step -> name of each NxD Training checkpoint directory in ``directory``."""
+    saves = {}
+    for name in _listdir(directory):
+        if (match := NXDT_NAME.match(name)) and os.path.isdir(os.path.join(directory, name)):
+            saves[int(match.group(1))] = name
+    return saves
 
 
-def resume_args(kind: str, directory: str, log_file: str = "") -> list[str]:
+def nxdt_steps(directory: str) -> dict[int, bool]:
+    return {step: os.path.exists(os.path.join(directory, name, "done")) for step, name in nxdt_saves(directory).items()}
+
+
+def resume_args(kind: str, directory: str) -> list[str]:
     """The script arguments that continue from the newest complete checkpoint (none: start)."""
     if kind == "bert":
         step = newest_complete(bert_steps(directory))
@@ -120,10 +126,10 @@ def resume_args(kind: str, directory: str, log_file: str = "") -> list[str]:
     if kind == "ray":
         step = newest_complete(nxd_steps(directory))
         return [] if step is None else ["--resume_ckpt", "--loading_step", str(step)]
-    names = nemo_complete(_read(log_file))
-    on_disk = {n for sub in _listdir(directory) if sub.startswith("mp_rank_") for n in _listdir(f"{directory}/{sub}")}
-    steps = [step for step, name in names.items() if name in on_disk]
-    return [f"model.resume_from_checkpoint={hydra_escape(f'{directory}/{names[max(steps)]}')}"] if steps else []
+    step = newest_complete(nxdt_steps(directory))  # NxD Training, the one kind left
+    if step is None:
+        return []
+    return [f"exp_manager.resume_from_checkpoint={hydra_escape(f'{directory}/{nxdt_saves(directory)[step]}')}"]
 
 
 def hydra_escape(value: str) -> str:
@@ -134,8 +140,16 @@ def hydra_escape(value: str) -> str:
 
 
 def prune(kind: str, directory: str, keep: int) -> list[str]:
-    """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's)."""
+    """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's), and
+    NxD Training's (exp_manager would resume from an incomplete one)."""
     removed = []
+    if kind == "nxdt":
+        import shutil
+
+        saves = nxdt_saves(directory)
+        for step in to_delete(nxdt_steps(directory), keep):
+            shutil.rmtree(path := f"{directory}/{saves[step]}", ignore_errors=True)
+            removed.append(path)
     if kind == "bert":
         for step in to_delete(bert_steps(directory), keep):
             try:
@@ -208,7 +222,7 @@ def lock(fd: int, run_dir: str, owner: str, wait_seconds: float) -> Optional[str
 # starts: torchrun's agent gives each worker a copy of its own environment). The workers do not hold
 # the lock's descriptor (started with their other descriptors closed), and torch 2.x's agent starts
 # them in sessions of their own, out of reach of signals to the rank's process group; where the
-# container outlives an attempt (NeMo's worker pods, whose ranks mpirun starts over ssh), an agent
+# container outlives an attempt (NxD Training's worker pods, whose ranks mpirun starts over ssh), an agent
 # killed with SIGKILL leaves them running, still writing the run directory and holding the
 # NeuronCores. ``reap`` ends them before the next attempt in that container starts.
 RUN_ATTEMPT_ENV = "TRAINING_RUN_ATTEMPT"
@@ -250,35 +264,32 @@ def reap(run_dir: str, attempt: str, grace_seconds: float, proc: str = "/proc") 
     return ended
 
 
-# test_llama.sh (neuronx-nemo-megatron d22aabf, nemo/examples/nlp/language_modeling l.82) checkpoints
-# every 10 hours; PyTorch Lightning's ModelCheckpoint takes one of every_n_train_steps and
-# train_time_interval, so this line is replaced, not added to. The config's callback keeps the
-# save_top_k checkpoints of the highest step (conf/megatron_llama_config.yaml: monitor step, mode max).
-NEMO_INTERVAL_LINE = "    +exp_manager.checkpoint_callback_params.train_time_interval=36000 \\\n"
-NEMO_SCRIPT, NEMO_RESUMABLE = "./test_llama.sh", "./test_llama_resumable.sh"
+# examples/train.sh (neuronx-distributed-training 9169aa0) ends with torchrun's Hydra overrides, the
+# last of them this line; the overrides a run needs go before it, one shell word each (a Hydra-escaped
+# value has backslashes), and the resumable copy runs in its place. The config's callback keeps the
+# save_top_k checkpoints of the highest step (megatron_llama_7B_config.yaml: monitor step, mode max).
+NXDT_LAST_OVERRIDE = "    exp_manager.explicit_log_dir=$EXPLICIT_LOGDIR   2>&1  | tee -a $LOG_PATH/log"
+NXDT_SCRIPT, NXDT_RESUMABLE = "train.sh", "train_resumable.sh"
 
 
-def nemo_scripts(llama_7b: str, test_llama: str, every: int, keep: int, resume: list[str]) -> tuple[str, str]:
-    """llama_7b.sh and test_llama.sh rewritten to checkpoint every ``every`` steps, keep ``keep``, and
-    continue from ``resume`` (resume_args); refused when the pinned lines are not there once each."""
-    for text, line in ((llama_7b, NEMO_SCRIPT + "\n"), (test_llama, NEMO_INTERVAL_LINE)):
-        if text.count(line) != 1:
-            raise ValueError(f"expected {line!r} once in the pinned NeMo scripts")
-    overrides = [f"+exp_manager.checkpoint_callback_params.every_n_train_steps={every}",
-                 f"exp_manager.checkpoint_callback_params.save_top_k={keep}", *resume]
-    # One shell word each: test_llama.sh is a shell script, and an escaped value has backslashes.
+def nxdt_script(train_sh: str, overrides: list[str]) -> str:
+    """train.sh with ``overrides`` added to torchrun's; refused when the pinned line is not there once."""
+    if train_sh.count(NXDT_LAST_OVERRIDE) != 1:
+        raise ValueError(f"expected {NXDT_LAST_OVERRIDE!r} once in the pinned train.sh")
     lines = "".join(f"    {shlex.quote(o)} \\\n" for o in overrides)
-    return (llama_7b.replace(NEMO_SCRIPT + "\n", NEMO_RESUMABLE + "\n"), test_llama.replace(NEMO_INTERVAL_LINE, lines))
+    return train_sh.replace(NXDT_LAST_OVERRIDE, lines + NXDT_LAST_OVERRIDE)
 
 
-def write_nemo_scripts(every: int, keep: int, checkpoints: str, log_file: str) -> None:
-    """In the examples directory (mpirun's -wdir): llama_7b_resumable.sh and test_llama_resumable.sh."""
-    llama, test = nemo_scripts(_read("llama_7b.sh"), _read(NEMO_SCRIPT), every, keep,
-                               resume_args("nemo", checkpoints, log_file))
-    for name, text in (("llama_7b_resumable.sh", llama), (NEMO_RESUMABLE, test)):
-        with open(name, "w") as f:
-            f.write(text)
-        os.chmod(name, 0o755)
+def write_nxdt_script(overrides: list[str], every: int = 0, keep: int = 0, checkpoints: str = "") -> None:
+    """In the examples directory (mpirun's -wdir): train_resumable.sh, with ``overrides`` and, for a
+    training run (``every`` > 0), checkpoints every ``every`` steps, ``keep`` kept, and the resume."""
+    if every > 0:
+        overrides = [*overrides, f"exp_manager.checkpoint_callback_params.every_n_train_steps={every}",
+                     f"exp_manager.checkpoint_callback_params.save_top_k={keep}",
+                     *resume_args("nxdt", checkpoints)]
+    with open(NXDT_RESUMABLE, "w") as f:
+        f.write(nxdt_script(_read(NXDT_SCRIPT), overrides))
+    os.chmod(NXDT_RESUMABLE, 0o755)
 
 
 def observe(state: Optional[dict[str, Any]], step: Optional[int], now: float,
@@ -413,7 +424,7 @@ def _read(path: str, tail: int = 0) -> str:
 
 def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the functions are tested
     command, kind, *rest = argv
-    if command == "resume":  # resume <kind> <checkpoint dir> [<nemo log>]: print the arguments
+    if command == "resume":  # resume <kind> <checkpoint dir>: print the arguments
         print(" ".join(resume_args(kind, *rest)))
     elif command == "prune":  # prune <kind> <checkpoint dir> <keep>
         for path in prune(kind, rest[0], int(rest[1])):
@@ -426,8 +437,8 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the pods; the fu
     elif command == "reap":  # reap <kind> <run dir> <attempt> <grace s>: see reap()
         for pid in reap(rest[0], rest[1], float(rest[2])):
             print(f"ended process {pid}, left by an earlier attempt in {rest[0]}", file=sys.stderr)
-    elif command == "nemo-scripts":  # nemo-scripts nemo <every> <keep> <checkpoint dir> <node 0 log>
-        write_nemo_scripts(int(rest[0]), int(rest[1]), rest[2], rest[3])
+    elif command == "nxdt-script":  # nxdt-script nxdt <every> <keep> <checkpoint dir> <override>...
+        write_nxdt_script(rest[3:], int(rest[0]), int(rest[1]), rest[2])
     elif command == "beat":  # beat <kind> <heartbeat file>: a filter on the training output
         beat(iter(sys.stdin.buffer.readline, b""), kind, rest[0], sys.stdout.buffer)
     elif command == "probe":  # probe <kind> <heartbeat> <state file> <first step s> <hang s> [--attempt F] [--health URL]

@@ -8,10 +8,11 @@ each controller already turns a dead container into the bounded whole-gang resta
 - Volcano Job (BERT, pods ``restartPolicy: Never``): the pod goes Failed, the ``PodFailed ->
   RestartJob`` policy restarts every task (volcano v1.15.1 job_controller_util.go applyPolicies),
   at most ``maxRetry`` attempts (state/running.go l.35-39, state/restarting.go l.35).
-- MPIJob (NeMo, workers ``restartPolicy: OnFailure``): the worker container restarts in place, the
+- MPIJob (NxD Training, workers ``restartPolicy: OnFailure``): the worker container restarts in place, the
   launcher's mpirun loses that rank and fails, and the launcher Job starts a new launcher pod
   (``restartPolicy: Never``) that reruns mpirun on every worker, at most ``runPolicy.backoffLimit``
-  times (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go newLauncherJob l.1542-1543; the Job
+  times (kubeflow/mpi-operator v0.8.0 mpi_job_controller.go newLauncherJob l.1542-1543, the same in
+  v0.8.2, which also sets ``podReplacementPolicy: Failed`` there; the Job
   fails once ``failed > backoffLimit``). Workers must not be ``Never``: the operator never recreates
   a worker pod that exists, Failed or not (getOrCreateWorker l.1010-1024). Their containers outlive
   attempts, so each attempt announces itself (``ATTEMPT_MARKER``) and the probe counts per attempt.
@@ -97,8 +98,8 @@ def call_file(*args: str, script: str = SCRIPT_FILE) -> str:
 # The descriptor the run directory's lock is held on: opened by the training shell itself (not by a
 # child), so the lock lasts as long as that shell, the command it execs and the processes that keep
 # the descriptor open (torchrun's agent, the output filter). torchrun's workers close it and run in
-# sessions of their own: the container's end ends them (BERT, the Ray head), and NeMo's long-lived
-# worker containers end an earlier attempt's leftovers first (resilience.reap, nemo_llama2.rank_command).
+# sessions of their own: the container's end ends them (BERT, the Ray head), and NxD Training's long-lived
+# worker containers end an earlier attempt's leftovers first (resilience.reap, nxd_llama.rank_command).
 LOCK_FD = 9
 # How long an attempt waits for a lock held under its own job's name (resilience.lock), left by an
 # earlier attempt on a node that was lost: Lustre drops a silent client's locks when it evicts it,

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.errors import ConfigError
 from infra.config.naming import PROFILE_PATTERN
 from infra.facts import versions
 
@@ -212,18 +213,20 @@ class RayLlama2Settings(ResumableSettings):
     )
 
 
-class NemoLlama2Settings(ResumableSettings):
+class NxdLlamaSettings(ResumableSettings):
     nodes: int = Field(default=4, ge=1, description="Trainium nodes, one rank each; must divide the global batch.")
-    queue: str = Field(default="test", description="Volcano queue (the NeMo seed names none).")
+    queue: str = Field(default="test", description="Volcano queue (the seed names none).")
     compile: bool = Field(default=True, description="Run the compile MPIJob first.")
     train: bool = Field(default=True, description="Run the training MPIJob.")
     tokenizer_path: str = Field(default="/shared/llama7b_tokenizer", description="Tokenizer under /shared.")
     dataset_path: str = Field(
         default="/shared/data/redpajama_sample_text_document", description="Preprocessed dataset prefix under /shared."
     )
-    train_iters: int | None = Field(default=None, ge=1, description="Training iterations; unset: llama_7b.sh's 10000.")
+    train_iters: int | None = Field(
+        default=None, ge=1, description="Training iterations; unset: megatron_llama_7B_config.yaml's max_steps, 20000."
+    )
     # runPolicy.activeDeadlineSeconds, which the MPI operator puts on the launcher Job; with the
-    # launcher created at start-up (nemo_llama2.py) it counts from the MPIJob's creation, so it
+    # launcher created at start-up (nxd_llama.py) it counts from the MPIJob's creation, so it
     # also ends a gang that never gets scheduled.
     compile_deadline_minutes: int = Field(
         default=180,
@@ -269,7 +272,7 @@ class ClusterCheckSettings(GangTimeoutSettings):
     )
     fsx_test_mib: int = Field(default=1024, ge=64, le=16384, description="MiB each node writes and reads back on FSx.")
     # From zero a stage waits for a trn1 node to boot and join (~5 min), the Neuron and EFA device
-    # plugins to register (~2 min) and the multi-GB nemo-megatron image to pull (10+ GB, ~5-10 min;
+    # plugins to register (~2 min) and the multi-GB nxd-llama image to pull (10+ GB, ~5-10 min;
     # the launcher's job-support node too): 30 minutes leaves about twice that.
     timeout_minutes: int = Field(
         default=60,
@@ -307,7 +310,7 @@ class TensorBoardSettings(WorkloadSettings):
         default=["/shared/output", "/shared/nemo_experiments", "/shared/llama2_output"],
         min_length=1,
         description="Directories under /shared shown as runs, each under its last path component (BERT's output "
-        "(/data/output in its pods), NeMo's nemo_experiments, Ray's llama2_output); TensorBoard walks each "
+        "(/data/output in its pods), NxD Training's nemo_experiments, Ray's llama2_output); TensorBoard walks each "
         "whole tree, checkpoints included, every 5 minutes.",
     )
     load_balancer: LoadBalancerSettings | None = Field(
@@ -319,7 +322,7 @@ class DataStagingSettings(WorkloadSettings):
     image_tag: str = Field(
         default=versions.STAGING_IMAGE_TAG,
         pattern=IMAGE_TAG_PATTERN,
-        description="Tag of the staging Jobs' images (cmd-shell, nemo-megatron); default "
+        description="Tag of the staging Jobs' images (cmd-shell, nxd-llama); default "
         "STAGING_IMAGE_TAG, not the training tag, so a training-image bump leaves them alone.",
     )
     wikicorpus: bool = Field(
@@ -364,8 +367,8 @@ class WorkloadsConfig(ConfigModel):
         default=None, description="BERT-large pretraining with TorchX's layout on Volcano."
     )
     ray_llama2: RayLlama2Settings | None = Field(default=None, description="Llama-2-7B with Ray Train on KubeRay.")
-    nemo_llama2: NemoLlama2Settings | None = Field(
-        default=None, description="Llama-2-7B with NeMo Megatron on the MPI operator."
+    nxd_llama: NxdLlamaSettings | None = Field(
+        default=None, description="Llama-2-7B with NxD Training on the MPI operator."
     )
     tensorboard: TensorBoardSettings | None = Field(default=None, description="TensorBoard on the FSx volume.")
     cluster_check: ClusterCheckSettings | None = Field(
@@ -389,9 +392,18 @@ def key_name(loc: tuple[Any, ...]) -> str:
     return qualified_key(PROJECT, loc)
 
 
+# Workload keys that no longer exist, and what replaced each: said by name, not as a misspelling.
+REPLACED_KEYS = {
+    "nemoLlama2": "the MPI operator's Llama-2 job now runs NxD Training (neuronx-nemo-megatron is "
+    "archived): rename the key to nxdLlama, whose settings keep their names (docs/workloads.md)",
+}
+
+
 def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
     raw = project_values(all_config, PROJECT)
+    if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
+        raise ConfigError(replaced)
     if PROFILE_KEY in all_config:
         raw["profile"] = all_config[PROFILE_KEY]
     return validated(WorkloadsConfig, raw, key_name, secret_keys=SECRET_KEYS)

@@ -80,10 +80,10 @@ def htpasswd_line(username: str, password: str, salt: bytes) -> str:
 # 5 s (plugins/core/core_plugin.py). The runs' event files lie beside their checkpoints, in names
 # only known at run time: BERT and Ray write <run dir>/neuron_tblogs_<start time>_... next to the
 # checkpoints (aws-neuron-samples d6e1754 dp_bert_large_hf_pretrain_hdf5.py Logger; neuronx-distributed
-# fbac349 tp_zero1_llama_hf_pretrain/logger.py), and NeMo's exp manager writes into the run directory itself,
-# above checkpoints/ (neuronx-nemo-megatron d22aabf nemo/utils/exp_manager.py explicit_log_dir:
-# TensorBoardLogger with name and version "", pytorch-lightning 1.8.6 loggers/tensorboard.py
-# log_dir). NxD and NeMo checkpoints hold a file per tensor, so no directory list avoids walking
+# fbac349 tp_zero1_llama_hf_pretrain/logger.py), and NxD Training's exp manager writes into the run
+# directory itself, above checkpoints/ (exp_manager.explicit_log_dir, the directory train_setup.sh names:
+# neuronx-distributed-training 9169aa0 utils/exp_manager.py, over NeMo's get_log_dir and its
+# TensorBoard logger). NxD checkpoints hold a file per tensor, so no directory list avoids walking
 # them: a reload every 5 minutes instead of every 5 s keeps that metadata load on Lustre small.
 RELOAD_INTERVAL_SECONDS = 300
 

@@ -62,7 +62,7 @@ TRAINING_ALARMS = (
         "training-restarts",
         "pod_number_of_container_restarts",
         "A container in training namespace {ns} restarted (any pod there: training, TensorBoard, the gang "
-        "watchdog): a NeMo or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which).",
+        "watchdog): an NxD Training or Ray run hung and ended by its liveness probe, or a crash (kubectl describe pod shows which).",
     ),
     (
         "training-pods-failed",

@@ -15,7 +15,7 @@ TRAINING_IMAGES = {
     "bert-pretrain": "BERT-large pretraining with TorchX (torch-neuronx)",
     "cmd-shell": "Command shell for hands-on work on the shared file system",
     "ray-llama2": "Llama-2 pretraining with Ray Train (neuronx-distributed)",
-    "nemo-megatron": "Llama-2 pretraining with neuronx-nemo-megatron on the MPI operator",
+    "nxd-llama": "Llama-2 pretraining with NxD Training on the MPI operator",
 }
 KEEP_TAGGED_IMAGES = 30
 UNTAGGED_EXPIRY_DAYS = 7

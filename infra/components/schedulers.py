@@ -15,7 +15,7 @@ from infra import contract
 from infra.components.context import ClusterContext
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import QueueConfig
-from infra.facts.versions import CHARTS, MPI_OPERATOR_MANIFEST
+from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
 
 KUBERAY_NAMESPACE = "kuberay-system"
 
@@ -92,7 +92,7 @@ def kuberay_values(volcano: bool) -> dict[str, Any]:
     return values
 
 
-# kubeflow/mpi-operator v0.8.0: the Deployment's container and its args in the release manifest
+# kubeflow/mpi-operator v0.8.2: the Deployment's container and its args in the release manifest
 # (deploy/v2beta1/mpi-operator.yaml); `--gang-scheduling=volcano` (cmd/mpi-operator/app/options)
 # makes the controller create a Volcano PodGroup per MPIJob and put its launcher and worker pods
 # in it (pkg/controller/podgroup.go), so MPIJobs are gang-scheduled like the other jobs.
@@ -103,14 +103,7 @@ MPI_OPERATOR_UPSTREAM_ARGS = ("-alsologtostderr", "--lock-namespace=mpi-operator
 MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcano"]
 
 
-def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    """A transform for the operator's manifest: its Deployment's container gets the flag (and
-    its pull policy spelled out).
-
-    Applied to the manifest's own object (Pulumi engine transforms reach the children of
-    yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
-    contend with the manifest for the atomic `args` list on every refresh or upgrade.
-    """
+def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> pulumi.ResourceTransformResult | None:
     # A manifest object's props arrive as plain values (``Inputs`` also admits Outputs and awaitables).
     props: Mapping[str, Any] = args.props
     if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
@@ -118,14 +111,33 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.R
     spec = copy.deepcopy(dict(props["spec"]))
     containers = [c for c in spec["template"]["spec"]["containers"] if c.get("name") == MPI_OPERATOR_CONTAINER]
     if not containers:
-        # A manifest that renamed its container must not quietly turn gang scheduling off.
-        raise ValueError(f"the MPI operator manifest has no container {MPI_OPERATOR_CONTAINER!r} to add the flag to")
+        # A manifest that renamed its container must not quietly run another image or turn gang scheduling off.
+        raise ValueError(f"the MPI operator manifest has no container {MPI_OPERATOR_CONTAINER!r} to pin or flag")
     for container in containers:
-        container["args"] = list(MPI_OPERATOR_GANG_ARGS)
+        if gang:
+            container["args"] = list(MPI_OPERATOR_GANG_ARGS)
+        # The release manifest names the moving minor tag (`:0.8`): the release's own tag instead.
+        container["image"] = MPI_OPERATOR_IMAGE
         # What the API server defaults a non-`latest` tag to (SetDefaults_Container), said
-        # explicitly: the image (mpioperator/mpi-operator:0.8.0) is on Docker Hub.
+        # explicitly: the image is on Docker Hub.
         container["imagePullPolicy"] = IMAGE_PULL_POLICY
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
+
+
+def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """A transform for the operator's manifest: its Deployment's container gets the flag, the
+    release's image tag and its pull policy spelled out.
+
+    Applied to the manifest's own object (Pulumi engine transforms reach the children of
+    yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
+    contend with the manifest for the atomic `args` list on every refresh or upgrade.
+    """
+    return _mpi_operator_deployment(args, gang=True)
+
+
+def mpi_operator_release_image(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """The transform without Volcano: the release's image tag and its pull policy only."""
+    return _mpi_operator_deployment(args, gang=False)
 
 
 @dataclass
@@ -182,15 +194,15 @@ class Schedulers(pulumi.ComponentResource):
             )
 
         if args.mpi_operator:
-            # The manifest is applied from upstream as is, but for the gang-scheduling flag when
-            # Volcano is on (then also after Volcano, whose PodGroup CRD the operator uses).
+            # The manifest is applied from upstream as is, but for the image's tag and, when Volcano
+            # is on, the gang-scheduling flag (then also after Volcano, whose PodGroup CRD the operator uses).
             k8s.yaml.v2.ConfigFile(
                 "mpi-operator",
                 file=MPI_OPERATOR_MANIFEST,
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    transforms=[mpi_operator_gang_scheduling] if args.volcano else None,
+                    transforms=[mpi_operator_gang_scheduling if args.volcano else mpi_operator_release_image],
                     depends_on=[self.volcano] if self.volcano else None,
                 ),
             )

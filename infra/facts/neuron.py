@@ -24,7 +24,6 @@ from infra.facts.instances import TRAINIUM2, Accelerator, accelerator_of
 from infra.facts.versions import (
     CHARTS,
     KUBERNETES_VERSION,
-    NEURON_DLC_PYTORCH_1_13,
     NEURON_DLC_PYTORCH_2_9,
 )
 
@@ -124,7 +123,7 @@ def sdk_of(image: str) -> str:
 
 TRAINING_IMAGES: tuple[TrainingImage, ...] = (
     TrainingImage("bert-pretrain", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
-    TrainingImage("nemo-megatron", NEURON_DLC_PYTORCH_1_13, "torch-neuronx 1.13.1"),
+    TrainingImage("nxd-llama", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
     TrainingImage("ray-llama2", NEURON_DLC_PYTORCH_2_9, "torch-neuronx 2.9.0"),
 )
 

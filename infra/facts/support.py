@@ -242,6 +242,13 @@ SUPPORT: dict[str, Support] = {
     "debian-12": Support(
         "Debian 12 (bookworm)", date(2026, 6, 10), _DEBIAN, "the python image's -slim-trixie (Debian 13) variant"
     ),
+    "debian-13": Support(
+        "Debian 13 (trixie)",
+        None,
+        "released 2025-08-09; Debian gives a stable release regular security support until a year after the next "
+        "one (Debian 14 not released): no end announced (debian.org/security/faq, releases page)",
+        "Debian 14 once released",
+    ),
     # --- Ray (the ray-llama2 image) ---
     "ray-2.22": Support(
         "Ray 2.22 under KubeRay 1.7",
@@ -313,6 +320,13 @@ SUPPORT: dict[str, Support] = {
         "endoflife.date/api/nginx.json: 1.29 ended when the 1.31 mainline was released (2026-05-13); nginx "
         "maintains only the current mainline and stable branches",
         "nginx-unprivileged 1.30 (stable) or the current mainline",
+    ),
+    "nginx-1.30": Support(
+        "nginx 1.30 (stable)",
+        None,
+        "endoflife.date/api/nginx.json: a stable branch is maintained until the next stable one (1.32, not yet "
+        "released); nginx/docker-nginx-unprivileged stable/ at e26803b builds 1.30.4",
+        "the next nginx stable line",
     ),
     # --- the Pulumi engine and packages, TorchX (requirements.txt, .pulumi-version) ---
     "pulumi-3": Support(

@@ -161,11 +161,19 @@ EKS_ADDON_REGISTRIES: dict[str, str] = {
 # 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin, minus its host).
 EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
 
-# kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied as is.
-MPI_OPERATOR_VERSION = "v0.8.0"
+# kubeflow/mpi-operator publishes no chart: its release manifest (v2beta1 API) is applied, its
+# Deployment's image pinned. v0.8.2 is v0.8.1's fixes (RELEASE.md on release-0.8, b10758d "Prepare
+# v0.8.2"): launcher Jobs with podReplacementPolicy Failed, so a terminating launcher pod is not
+# replaced by a second one (mpi_job_controller.go newLauncherJob); no Running condition re-emitted
+# after the job finished (updateMPIJobStatus). Against v0.8.0 its deploy/v2beta1/mpi-operator.yaml
+# differs only in the image, `mpioperator/mpi-operator:0.8`: the CRD and the RBAC are unchanged.
+MPI_OPERATOR_VERSION = "v0.8.2"
 MPI_OPERATOR_MANIFEST = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
 )
+# `:0.8` moves with every 0.8.x release (.github/workflows/mpi-operator-docker-image-publish.yml pushes
+# type=semver {{version}} and {{major}}.{{minor}} for each v* tag): the release's own tag instead.
+MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removeprefix('v')}"
 
 
 # --- training images and code ------------------------------------------------------------------
@@ -175,7 +183,7 @@ MPI_OPERATOR_MANIFEST = (
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
 TRAINING_IMAGE_TAG = "2026.11.1"
-# The tag the data staging Jobs run (cmd-shell for WikiCorpus, nemo-megatron for RedPajama). Its own,
+# The tag the data staging Jobs run (cmd-shell for WikiCorpus, nxd-llama for RedPajama). Its own,
 # so bumping TRAINING_IMAGE_TAG does not replace the staging Jobs: a replaced stage-wikicorpus (240 min
 # await) followed by the replaced bert-precompile would outlast the CI deploy job's budget
 # (tools/workloads_preflight.py, .github/workflows/deploy.yml). Bump it only when what staging runs
@@ -192,9 +200,6 @@ STAGING_IMAGE_TAG = "2026.11.1"
 # 2.32.31.0, collectives 2.32.28.0, neuronx-cc 2.25.3371.0, neuronx_distributed 0.19.28093,
 # neuronx_distributed_training 1.7.0, Open MPI 4.1.5, Python 3.12.11).
 NEURON_DLC_PYTORCH_2_9 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
-# AWS Neuron deep learning containers (public.ecr.aws/neuron): torch 1.13 for the NeMo Llama-2
-# stack, whose code was written against it.
-NEURON_DLC_PYTORCH_1_13 = "public.ecr.aws/neuron/pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.20.2-ubuntu20.04"
 # Training code, fetched at these commits.
 # aws-neuron/aws-neuron-samples master when SDK 2.30.0 shipped (2026-05-21): the repository tags no
 # release after v2.27.0, and torch-neuronx/training/dp_bert_hf_pretrain is the same from "Neuron
@@ -208,11 +213,15 @@ BERT_SAMPLES_COMMIT = "2015d650cd89e4c671ae5bd1b5f1d4499d94d4dd"
 # dropped raytrain-llama2-pretrain-trn1 (torch 1.13, Ray 2.22), and aws-neuron/aws-neuron-eks-samples
 # llama3.1_8B_finetune_ray_ptl_neuron (9c66bad) fine-tunes on torch 2.8 (SDK 2.26.1) with Ray 2.52.1.
 RAY_LLAMA2_NXD_COMMIT = "fbac349b61a3adbb123c2983835af692840ff62f"
-# aws-neuron/neuronx-nemo-megatron, "Adding 2.20 release changes (#34)": the release for the SDK
-# 2.20.2 DLC it runs on (there is no torch 1.13 DLC for SDK 2.21). The Llama scripts this project
-# runs (llama_7b.sh, test_llama.sh, train_setup.sh, k8s/docker/nodelist_helper.py) are the same
-# at the 2.21 release (f4743ce), which changed model code built against the 2.21 compiler.
-NEMO_MEGATRON_COMMIT = "d22aabf42ceb1be5bd1f647806caf4598db801cc"
+# aws-neuron/neuronx-distributed-training "Neuron SDK Release 2.26.0 changes" (library 1.6.0): the
+# newest release the repository publishes (its main, Sep 2025; no later commit or tag); the SDK 2.30.0
+# DLC installs the 1.7.0 library, whose examples/ (train.sh, train_setup.sh, training.py, conf/) are in
+# no wheel. docker/nxd-llama takes examples/ from here.
+NXDT_EXAMPLES_COMMIT = "9169aa03f39efd4eb02da63891a7ed98defb1714"
+# NVIDIA/Megatron-LM core_r0.10.0: the checkout the DLC installs megatron-core from
+# (aws-neuron/deep-learning-containers 2.30.0 common/nxdt_install_setup.sh); docker/nxd-llama runs its
+# tools/preprocess_data.py to write the Megatron indexed dataset NxD Training reads.
+MEGATRON_LM_COMMIT = "7ee599a25ca15f042c1087176b73ebddb0566d02"
 # Ray for the Llama-2 RayJobs, inside the range KubeRay 1.7 supports: Ray's KubeRay upgrade guide
 # (ray-project/ray doc/source/cluster/kubernetes/user-guides/upgrade-guide.md) says not to use Ray
 # 2.11.0-2.37.0 (the head's dashboard agent hangs once a job is created, and the raylet probes, which
@@ -227,7 +236,13 @@ RAY_VERSION = "2.55.1"
 # the build checks.
 LLAMA2_TOKENIZER_REVISION = "dacdfcde31297e34b19ee0e7532f29586d2c17bc"
 LLAMA2_TOKENIZER_SHA256 = "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347"
-# The command shell, data staging and TensorBoard image.
-PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
-# The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer.
-NGINX_UNPRIVILEGED_IMAGE = "public.ecr.aws/nginx/nginx-unprivileged:1.29.3-alpine"
+# The command shell, data staging and TensorBoard image, and the small Python pods (gang watchdog,
+# step gates, burn-in sweeper). Debian 13 (trixie): Debian 12's regular security support has ended
+# (infra/facts/support.py). Python 3.11 as before, so the scripts these pods run are the ones the
+# tests run. docker-library/official-images library/python (2026-08-13): "3.11.16-slim-trixie".
+PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.16-slim-trixie"
+# The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer: nginx's
+# stable line (only the current stable and mainline branches get fixes). nginx/docker-nginx-unprivileged
+# stable/alpine-slim/Dockerfile at e26803b (2026-07-15): NGINX_VERSION=1.30.4; its tags are
+# <version>-alpine (README: published to public.ecr.aws/nginx/nginx-unprivileged).
+NGINX_UNPRIVILEGED_IMAGE = "public.ecr.aws/nginx/nginx-unprivileged:1.30.4-alpine"

@@ -162,7 +162,7 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter:
         )
     if features.mpi_operator:
         pods.append(
-            PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml")
+            PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml")
         )
     if features.cluster_autoscaler:
         pods.append(

@@ -1,8 +1,15 @@
-"""Llama-2-7B pretraining with neuronx-nemo-megatron, launched by the MPI operator.
+"""Llama-2-7B pretraining with NxD Training (neuronx-distributed-training), launched by the MPI operator.
 
 Two MPIJobs (kubeflow.org/v2beta1): a compile run (neuron_parallel_compile, a few
 iterations) and, once it has succeeded, the training run. mpirun starts one rank per
-Trainium node; each rank runs torchrun with one process per NeuronCore.
+Trainium node; each rank runs the pinned examples/train.sh, whose torchrun starts one process per
+NeuronCore.
+
+Llama-2-7B (examples/conf/megatron_llama_7B_config.yaml), not the repository's Llama-3 8B configs:
+the 7B config trains on a Megatron indexed dataset with a Hugging Face tokenizer, what the RedPajama
+staging Job already prepares for a Llama-2 model, with tensor parallelism 8 over trn1's 32 NeuronCores
+per node; hf_llama3_8B_config.yaml reads a pre-tokenized Hugging Face dataset at sequence length 8192
+with tensor parallelism 32 and a Llama-3 tokenizer, which would need a staging of its own.
 """
 
 from __future__ import annotations
@@ -15,34 +22,43 @@ import pulumi
 
 from infra.facts import versions
 from workloads import deadlines, gang_watchdog, pods, resilience, resumable, step_gate
+from workloads.compile_cache import UPSTREAM_URL
 from workloads.kube import JobChain, LayoutArgs, declare
-from workloads.settings import NemoLlama2Settings
+from workloads.settings import NxdLlamaSettings
 
 SHARED_MOUNT = "/shared"
-# Where the image puts neuronx-nemo-megatron's language-modelling examples (docker/nemo-megatron).
-EXAMPLES_DIR = "/opt/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling"
-# The DLC's Open MPI (built for EFA), by absolute path and --prefix: see launcher_command.
-OPEN_MPI_PREFIX = "/opt/amazon/openmpi"
+# Where the image puts NxD Training's examples (docker/nxd-llama).
+EXAMPLES_DIR = "/opt/neuronx-distributed-training/examples"
+# examples/conf/<CONF_FILE>.yaml, which train.sh reads (CONF_FILE) and takes the processes per node from.
+CONF_FILE = "megatron_llama_7B_config"
+# The DLC's own Open MPI build (4.1.5, prefix /usr/local), by absolute path and --prefix: see launcher_command.
+OPEN_MPI_PREFIX = "/usr/local"
 HF_TOKEN_SECRET = "hf-token"
 HF_TOKEN_KEY = "HF_TOKEN"
 # mpirun on a job-support node; the workers ask for Neuron devices and EFA interfaces only.
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "2Gi"}
 LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
-WORKLOAD = "nemo-llama2"
-# train_setup.sh (neuronx-nemo-megatron d22aabf) logs to EXPLICIT_LOGDIR=/shared/nemo_experiments/$POD_UID,
-# node <rank>'s output to <that>/<rank>/log (tee -a), checkpoints to <that>/checkpoints (exp_manager).
+WORKLOAD = "nxd-llama"
+# examples/train_setup.sh (neuronx-distributed-training 9169aa0), MPI branch: EXPLICIT_LOGDIR=
+# /shared/nemo_experiments/$POD_UID, node <rank>'s output to <that>/<rank>/log (train.sh, tee -a),
+# checkpoints to <that>/checkpoints and TensorBoard's events in <that> (exp_manager's explicit_log_dir).
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo_experiments"
 TRAIN_JOB = "llama2-train"
+# The run directory's lock lives in a directory of its own inside it: on every resume, rank 0's
+# exp_manager moves the files at the top of the log directory into run_<n>/ (neuronx-distributed-training
+# 9169aa0 utils/exp_manager.py check_resume), which would take the held lock file away from the next
+# attempt (flock(2) locks the file, not its name) and let a second job lock a new one.
+LOCK_SUBDIR = "lock"
 
 
-def model_settings(layout: NemoLayout) -> dict[str, object]:
-    """What a checkpoint depends on: the code, the Neuron SDK the image is built on, the world size,
-    the data and tokenizer, and the iterations (llama_7b.sh's TRAIN_ITERS sets max_steps, so the
-    learning-rate schedule)."""
+def model_settings(layout: NxdLayout) -> dict[str, object]:
+    """What a checkpoint depends on: the code and its config, the Neuron SDK the image is built on, the
+    world size, the data and tokenizer, and the iterations (max_steps, so the learning-rate schedule)."""
     s = layout.settings
     return {
-        "script": versions.NEMO_MEGATRON_COMMIT,
-        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_1_13,
+        "script": versions.NXDT_EXAMPLES_COMMIT,
+        "config": CONF_FILE,
+        "neuron_sdk_image": versions.NEURON_DLC_PYTORCH_2_9,
         "nodes": s.nodes,
         "neuron_cores": layout.group.neuron_cores,
         "tokenizer_path": s.tokenizer_path,
@@ -51,77 +67,101 @@ def model_settings(layout: NemoLayout) -> dict[str, object]:
     }
 
 
-def run_dir(layout: NemoLayout) -> str:
+def run_dir(layout: NxdLayout) -> str:
     return f"{EXPERIMENTS_DIR}/{resumable.run_name(model_settings(layout))}"
 
 
-def node0_log(layout: NemoLayout) -> str:
+def node0_log(layout: NxdLayout) -> str:
     """The heartbeat: rank 0's progress bar (its batch counter) and its checkpoint messages."""
     return f"{run_dir(layout)}/0/log"
 
 
-def train_probe(layout: NemoLayout) -> dict[str, Any]:
+def train_probe(layout: NxdLayout) -> dict[str, Any]:
     # The workers' sshd containers outlive attempts: the probe watches the attempt rank_command announced.
-    return resumable.liveness_probe("nemo", node0_log(layout), layout.settings, per_attempt=True)
+    return resumable.liveness_probe("nxdt", node0_log(layout), layout.settings, per_attempt=True)
 
 
 # How long an earlier attempt's leftover training processes get to exit on SIGTERM before SIGKILL:
-# PyTorch Lightning stops at the next step boundary; a save under way is the one thing worth waiting for.
+# Lightning stops at the next step boundary; a save under way is the one thing worth waiting for.
 REAP_GRACE_SECONDS = 60
 
 
-def rank_command(layout: NemoLayout) -> list[str]:
-    """What mpirun starts on each worker for training: the attempt's announcement (the probe's clock
-    starts there), then the pinned scripts, rewritten to checkpoint every checkpointEverySteps and to
-    continue from the newest complete checkpoint."""
+def overrides(layout: NxdLayout, compile_only: bool) -> list[str]:
+    """The Hydra overrides train.sh's torchrun gets beyond its own: where the data, the tokenizer and
+    the shared compile cache are (the config's are /home/ubuntu paths), and the iterations to train.
+    The compile cache is the config's compiler_cache_url, which training_orchestrator.py exports as
+    NEURON_COMPILE_CACHE_URL unless already set (set_env_variable without overwrite)."""
     s = layout.settings
+    found = [
+        f"data.data_prefix=[1.0,{resilience.hydra_escape(s.dataset_path)}]",
+        f"data.tokenizer.type={resilience.hydra_escape(s.tokenizer_path)}",
+        f"compiler_cache_url={UPSTREAM_URL}",
+    ]
+    # A compile run's max_steps is training_orchestrator.py's (COMPILE=1: 10, no checkpoint, no TensorBoard).
+    if not compile_only and s.train_iters is not None:
+        found.append(f"trainer.max_steps={s.train_iters}")
+    return found
+
+
+def rank_command(layout: NxdLayout, compile_only: bool) -> list[str]:
+    """What mpirun starts on each worker. Training: the attempt's announcement (the probe's clock
+    starts there), the end of an earlier attempt's leftovers, rank 0's lock and prune, then train.sh
+    rewritten (train_resumable.sh) to checkpoint every checkpointEverySteps and to continue from the
+    newest complete checkpoint. Compile: train.sh rewritten with the same data and cache overrides."""
+    s = layout.settings
+    checkpoints = f"{run_dir(layout)}/checkpoints"
+    if compile_only:
+        write = resumable.call_file("nxdt-script", "nxdt", "0", "0", "", *overrides(layout, True))
+        return ["bash", "-c", f"{write} && exec ./{resilience.NXDT_RESUMABLE}"]
     write = resumable.call_file(
-        "nemo-scripts",
-        "nemo",
+        "nxdt-script",
+        "nxdt",
         str(s.checkpoint_every_steps),
         str(s.checkpoints_to_keep),
-        f"{run_dir(layout)}/checkpoints",
-        node0_log(layout),
+        checkpoints,
+        *overrides(layout, False),
     )
     # Rank 0 (one per job: mpirun starts one rank per worker; Open MPI gives each its
-    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock.
-    writer = resumable.RunLock(run_dir(layout), f"{layout.namespace}/{TRAIN_JOB}")
-    take = resumable.take_lock(writer, "nemo", resumable.call_file)
-    lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {run_dir(layout)} && {take}; }}; }}'
+    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock and drops
+    # incomplete saves, which exp_manager's own resume would otherwise pick (resilience.prune).
+    lock_dir = f"{run_dir(layout)}/{LOCK_SUBDIR}"
+    writer = resumable.RunLock(lock_dir, f"{layout.namespace}/{TRAIN_JOB}")
+    take = resumable.take_lock(writer, "nxdt", resumable.call_file)
+    prune = resumable.call_file("prune", "nxdt", checkpoints, str(s.checkpoints_to_keep))
+    lock = f'{{ [ "$OMPI_COMM_WORLD_RANK" != 0 ] || {{ mkdir -p {checkpoints} {lock_dir} && {take} && {prune}; }}; }}'
     # The worker containers outlive an attempt: first end what an earlier attempt left running in this
     # one (resilience.reap), then mark everything this attempt starts.
     attempt = f'export {resilience.RUN_ATTEMPT_ENV}="{run_dir(layout)} $BASHPID"'
-    reap = resumable.call_file("reap", "nemo", run_dir(layout)) + f" $BASHPID {REAP_GRACE_SECONDS}"
-    steps = [resumable.announce_attempt(), attempt, reap, lock, write, "exec ./llama_7b_resumable.sh"]
+    reap = resumable.call_file("reap", "nxdt", run_dir(layout)) + f" $BASHPID {REAP_GRACE_SECONDS}"
+    steps = [resumable.announce_attempt(), attempt, reap, lock, write, f"exec ./{resilience.NXDT_RESUMABLE}"]
     return ["bash", "-c", " && ".join(steps)]
 
 
 @dataclass(frozen=True)
-class NemoLayout(pods.TrainiumLayout):
-    settings: NemoLlama2Settings
+class NxdLayout(pods.TrainiumLayout):
+    settings: NxdLlamaSettings
     # The system nodes' selector: where the compile's gate runs.
     core_node_selector: Mapping[str, str]
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: str | None = None
 
 
-def launcher_command(layout: NemoLayout, compile_only: bool) -> list[str]:
+def launcher_command(layout: NxdLayout, compile_only: bool) -> list[str]:
     s = layout.settings
-    forwarded = ["LD_LIBRARY_PATH", "PATH", "POD_UID", "TOKENIZER_PATH", "DATASET_PATH"]
-    if compile_only:
-        forwarded.append("COMPILE=1")
-    elif s.train_iters is not None:
-        forwarded.append(f"TRAIN_ITERS={s.train_iters}")
+    # COMPILE: train.sh wraps torchrun in neuron_parallel_compile when "1"; training_orchestrator.py
+    # then runs 10 steps without checkpoints, and reads TRAIN_ITERS only when "0" (we pass max_steps).
+    forwarded = ["LD_LIBRARY_PATH", "PATH", "POD_UID", f"CONF_FILE={CONF_FILE}", f"COMPILE={int(compile_only)}"]
     # mpirun starts orted on each worker over ssh, whose PATH is not the image's: --prefix makes
-    # the remote command set PATH and LD_LIBRARY_PATH to this Open MPI first.
+    # the remote command set PATH and LD_LIBRARY_PATH to this Open MPI first (the DLC builds it with
+    # --enable-orterun-prefix-by-default, which implies the same; said here, not relied on).
     mpirun = [f"{OPEN_MPI_PREFIX}/bin/mpirun", "--prefix", OPEN_MPI_PREFIX]
     command = [*mpirun, "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
     for name in forwarded:
         command += ["-x", name]
-    return command + ["-wdir", EXAMPLES_DIR, *(["./llama_7b.sh"] if compile_only else rank_command(layout))]
+    return command + ["-wdir", EXAMPLES_DIR, *rank_command(layout, compile_only)]
 
 
-def launcher_run_env(layout: NemoLayout, compile_only: bool) -> list[dict[str, Any]]:
+def launcher_run_env(layout: NxdLayout, compile_only: bool) -> list[dict[str, Any]]:
     """POD_UID names the log directory (train_setup.sh): the launcher pod's uid for the compile run;
     the run directory for training, the same for every restart, so each resumes the one before."""
     if compile_only:
@@ -129,7 +169,7 @@ def launcher_run_env(layout: NemoLayout, compile_only: bool) -> list[dict[str, A
     return pods.env_list({"POD_UID": run_dir(layout).rsplit("/", 1)[1]})
 
 
-def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
+def run_policy(layout: NxdLayout, compile_only: bool) -> dict[str, Any]:
     # Each launcher retry re-runs mpirun across every Trainium node; a few are enough to ride out
     # a transient fault without burning hours of a failing configuration. The launcher is
     # restartPolicy Never (mpi_job), so backoffLimit counts reruns exactly. The deadline is on the
@@ -139,7 +179,7 @@ def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     # its running and pending workers, releasing their nodes. Volcano PodGroups get no
     # scheduleTimeoutSeconds from the operator (podgroup.go VolcanoCtrl.newPodGroup), so this
     # deadline is the MPIJob's pending timeout as well.
-    minutes = deadlines.nemo_deadline_minutes(layout.settings, compile_only)
+    minutes = deadlines.nxd_deadline_minutes(layout.settings, compile_only)
     policy: dict[str, Any] = {
         "cleanPodPolicy": "Running",
         "backoffLimit": layout.settings.max_restarts,
@@ -155,7 +195,7 @@ def run_policy(layout: NemoLayout, compile_only: bool) -> dict[str, Any]:
     return policy
 
 
-def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
+def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
     s = layout.settings
     # Created with the workers, the launcher waits until each answers over SSH, then runs mpirun.
     wait_then_run = pods.wait_for_mpi_workers() + 'exec "$@"\n'
@@ -163,27 +203,24 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
         "name": "launcher",
         "image": layout.image,
         "command": ["bash", "-c", wait_then_run, "launcher", *launcher_command(layout, compile_only)],
-        "env": [
-            *launcher_run_env(layout, compile_only),
-            *pods.env_list({"TOKENIZER_PATH": s.tokenizer_path, "DATASET_PATH": s.dataset_path}),
-        ],
+        "env": launcher_run_env(layout, compile_only),
         "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
         "securityContext": pods.accelerator_security_context(),
     }
     worker = {
         "name": "worker",
         "image": layout.image,
-        # The launcher reaches the workers over SSH; the operator provides the keys.
-        "command": ["/usr/sbin/sshd", "-De"],
-        # No HF_TOKEN: test_llama.sh loads the tokenizer from TOKENIZER_PATH on FSx, which the
-        # RedPajama staging job downloaded; only that download needs the token.
+        # The launcher reaches the workers over SSH (sshd, below); the operator provides the keys.
+        # No HF_TOKEN: the run loads the tokenizer from tokenizerPath on FSx (data.tokenizer.type), which
+        # the RedPajama staging job downloaded; only that download needs the token.
         **pods.training_container(layout.group, add=pods.SSHD_CAPABILITIES),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
+        # Both runs' ranks write train_resumable.sh with resilience.py, from the file the worker writes.
+        "env": pods.env_list(resumable.env()),
+        "command": resumable.with_script_file(["/usr/sbin/sshd", "-De"]),
     }
     if not compile_only:
         worker["livenessProbe"] = train_probe(layout)
-        worker["env"] = pods.env_list(resumable.env())
-        worker["command"] = resumable.with_script_file(worker["command"])
     # The MPI operator v0.8.0 adds its own labels to the templates' (mpi_job_controller.go,
     # newWorker/newLauncherPodTemplate), keeping ours: the NetworkPolicy selects on them.
     name = "llama2-compile" if compile_only else TRAIN_JOB
@@ -239,7 +276,7 @@ def mpi_job(layout: NemoLayout, compile_only: bool, annotations: dict[str, str])
     }
 
 
-def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
+def job_sequence(layout: NxdLayout) -> list[dict[str, Any]]:
     """The compile MPIJob, which `pulumi up` waits for through its gate (``step_gate``) when the
     training follows it, then the training MPIJob."""
     s = layout.settings
@@ -247,7 +284,7 @@ def job_sequence(layout: NemoLayout) -> list[dict[str, Any]]:
     if s.compile:
         compile_job = mpi_job(layout, True, pods.skip_await())
         jobs += (
-            step_gate.gated(compile_job, WORKLOAD, deadlines.nemo_await_minutes(s), layout.core_node_selector)
+            step_gate.gated(compile_job, WORKLOAD, deadlines.nxd_await_minutes(s), layout.core_node_selector)
             if s.train
             else [compile_job]
         )
@@ -281,12 +318,12 @@ class HuggingFaceToken(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-class NemoLlama2(JobChain):
-    def __init__(self, name: str, args: LayoutArgs[NemoLayout], opts: pulumi.ResourceOptions | None = None) -> None:
+class NxdLlama(JobChain):
+    def __init__(self, name: str, args: LayoutArgs[NxdLayout], opts: pulumi.ResourceOptions | None = None) -> None:
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
         sequence = job_sequence(args.layout)
         super().__init__(
-            "trainium:workloads:NemoLlama2",
+            "trainium:workloads:NxdLlama",
             name,
             pods.peers_policy(WORKLOAD, args.layout.namespace),
             sequence,
