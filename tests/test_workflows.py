@@ -535,7 +535,7 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     import json
 
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
-    older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.1", ":2026.10.0"))
+    older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.2", ":2026.11.1"))
     export = {
         "version": 3,
         "deployment": {

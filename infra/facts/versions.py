@@ -182,14 +182,14 @@ MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removepref
 # the two in step.
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
-TRAINING_IMAGE_TAG = "2026.11.1"
+TRAINING_IMAGE_TAG = "2026.11.2"
 # The tag the data staging Jobs run (cmd-shell for WikiCorpus, nxd-llama for RedPajama). Its own,
 # so bumping TRAINING_IMAGE_TAG does not replace the staging Jobs: a replaced stage-wikicorpus (240 min
 # await) followed by the replaced bert-precompile would outlast the CI deploy job's budget
 # (tools/workloads_preflight.py, .github/workflows/deploy.yml). Bump it only when what staging runs
 # changed, and to a tag `make images` has pushed (ECR keeps the last 30 tags of each image); a bump
 # re-runs the staging Jobs, which skip what is already on FSx.
-STAGING_IMAGE_TAG = "2026.11.1"
+STAGING_IMAGE_TAG = "2026.11.2"
 # The last PyTorch/XLA training line for Trainium1: PyTorch 2.9 (torch-neuronx 2.9.0.2.14.27725),
 # Python 3.12, Ubuntu 24.04. Neuron 2.31 was the last SDK to ship torch-neuronx 2.9 (Neuron docs
 # v2.32.0 setup/pytorch/update-manual: "torch-neuronx (PyTorch/XLA) is not included in Neuron
