@@ -236,6 +236,22 @@ def support_dates(root: Path = REPO_ROOT, stacks: tuple[str, ...] = ("dev", "pro
     )
 
 
+def trainium1_line() -> str:
+    """What the Trainium training images are built on (their bases' and training code's support rows),
+    with each line's end and source, for docs/trainium1-support.md."""
+    from infra.facts import support, versions
+    from infra.facts.pins import image_rows
+    from workloads.pins import RELEASES
+
+    names = [row for image in neuron.TRAINING_IMAGES for row in image_rows(image.base)]
+    names += [row(getattr(versions, name)) for releases in RELEASES.values() for name, row in releases.items()]
+    rows = []
+    for name in dict.fromkeys(names):
+        line = support.support(name)
+        rows.append((f"`{name}`", line.what, line.shown_end, line.source))
+    return reference.markdown_table(rows, ("pin", "what", "support ends", "source")) + "\n"
+
+
 def cost_box(plans: Plans) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
     cluster_cost, work_cost = _estimates(plans)["dev"]
@@ -401,6 +417,7 @@ PAGE_BLOCKS = {
     "docs/cost.md": lambda plans: {"cost summary": cost_summary(plans)},
     "docs/offline-plan.md": lambda plans: {"offline tables": offline_tables()},
     "docs/node-health.md": lambda plans: {"neuron compatibility": neuron_matrix()},
+    "docs/trainium1-support.md": lambda plans: {"trainium1 line": trainium1_line()},
 }
 
 
