@@ -248,17 +248,23 @@ def test_the_stack_pods_replica_0_holds_the_lock_for_the_run_and_replica_1_joins
     assert all((tmp_path / f"started-{r}").exists() for r in (0, 1))
 
 
-def test_nxd_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
-    """The rank command mpirun starts on every worker (nxd_llama.rank_command), with Open MPI's
-    OMPI_COMM_WORLD_RANK (train_setup.sh reads the same variable), /shared/ in a temp root and the
-    worker's /tmp/resilience.py beside it. The pinned train.sh is a stand-in with the line the
-    rewrite needs (resilience.nxdt_script), which notes its start."""
+def nxd_rank_line(workloads_all: PlanResult, tmp_path: Path) -> str:
+    """The rank command of the NxD training MPIJob's launcher, pointed at tmp_path: /shared/ under it, and
+    the worker's /tmp/resilience.py and attempt marker beside it."""
     launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
     rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
     script = tmp_path / "resilience.py"
     script.write_text(resumable.source())
     line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
-    line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
+    return line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
+
+
+def test_nxd_rank_0_holds_the_lock_and_the_other_ranks_do_not(workloads_all: PlanResult, tmp_path: Path) -> None:
+    """The rank command mpirun starts on every worker (nxd_llama.rank_command), with Open MPI's
+    OMPI_COMM_WORLD_RANK (train_setup.sh reads the same variable), /shared/ in a temp root and the
+    worker's /tmp/resilience.py beside it. The pinned train.sh is a stand-in with the line the
+    rewrite needs (resilience.nxdt_script), which notes its start."""
+    line = nxd_rank_line(workloads_all, tmp_path)
     match = re.search(r"mkdir -p (\S+)/checkpoints (\S+) && exec 9>>", line)
     assert match, line
     run_dir = Path(match.group(2))  # the lock's directory (nxd_llama.LOCK_SUBDIR)
@@ -308,12 +314,7 @@ def test_the_nxd_lock_survives_exp_managers_move_of_the_log_directorys_files(
     """Rank 0 trains with the lock held while exp_manager tidies its log directory (the run directory):
     a second job must still be refused. A lock file at the top of the run directory would be moved
     away with the held lock, and the second job would lock a new file of the same name."""
-    launcher = manifest(workloads_all, "MPIJob", "llama2-train")["spec"]["mpiReplicaSpecs"]["Launcher"]
-    rank_line = launcher["template"]["spec"]["containers"][0]["command"][-1]
-    script = tmp_path / "resilience.py"
-    script.write_text(resumable.source())
-    line = rank_line.replace("/shared/", f"{tmp_path}/shared/").replace(resumable.SCRIPT_FILE, str(script))
-    line = line.replace(resumable.ATTEMPT_MARKER, str(tmp_path / "attempt"))
+    line = nxd_rank_line(workloads_all, tmp_path)
     run_dir, lock_dir = (Path(p) for p in re.search(r"mkdir -p (\S+)/checkpoints (\S+) && exec 9>>", line).groups())
     examples = tmp_path / "examples"
     examples.mkdir()
