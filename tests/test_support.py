@@ -304,3 +304,20 @@ def test_a_pin_without_a_row_is_refused_not_a_crash():
     assert refusal.startswith(
         "infra/facts/versions.py RAY_VERSION (docker/ray-llama2) = '2.99.0': no row ray-2.99 in infra/facts/support.py"
     )
+
+
+def test_every_image_the_cluster_stacks_render_answers_to_a_pin(dev, prod):
+    """The images in the cluster stack's own Kubernetes objects (the burn-in DaemonSets and its sweeper;
+    charts' images come with their chart's pin) are checked like the workload stack's images."""
+    import json as _json
+
+    from infra.config.load import raw_from_pulumi_config
+    from infra.facts.versions import PYTHON_SLIM_IMAGE
+
+    for stack, plan in (("dev", dev), ("prod", prod)):
+        rendered = _json.dumps([r.inputs for r in plan.registrations if r.type.startswith("kubernetes:")])
+        images = set(re.findall(r'"image": "([^"]+)"', rendered))
+        assert PYTHON_SLIM_IMAGE in images
+        config = parse_stack_config(raw_from_pulumi_config(stack_config(REPO_ROOT, stack)))
+        pinned = {p.value for p in cluster_pins(config)}
+        assert {image.rsplit("/", 1)[-1] for image in images} <= pinned, stack

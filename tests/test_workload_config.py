@@ -331,3 +331,16 @@ def test_the_neuronx_nemo_megatron_key_is_refused_by_name_with_its_replacement(w
     (problem,) = refusal(workloads_with, nemoLlama2={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
     assert problem.startswith("trainium-workloads:nemoLlama2: no longer a workload: ")
     assert "rename the key to nxdLlama" in problem and "unknown key" not in problem
+
+
+def test_the_renamed_llama_component_keeps_its_objects_identity(workloads_prod) -> None:
+    """The MPIJobs and the gate Job keep their Kubernetes names across the NeMo -> NxD rename. Under a new
+    URN the engine would create them before deleting the old ones, and pulumi-kubernetes 4.34.2 refuses
+    to create an object that exists (provider.py, upsertExistingObjects off): the component carries its
+    earlier type and name as an alias, so the engine matches its children to the state's."""
+    (component,) = [r for r in workloads_prod.registrations if r.type == "trainium:workloads:NxdLlama"]
+    assert component.lifecycle["aliases"] == [
+        {"spec": {"name": "nemo-llama2", "type": "trainium:workloads:NemoLlama2", "parentUrn": ""}}
+    ]
+    kept = {r.name for r in workloads_prod.registrations if r.parent == component.urn}
+    assert {"mpijob-llama2-compile", "mpijob-llama2-train", "job-llama2-compile-gate"} <= kept

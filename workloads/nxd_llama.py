@@ -318,8 +318,17 @@ class HuggingFaceToken(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+# The component's earlier type and name, from when it ran neuronx-nemo-megatron. Its MPIJobs and gate
+# Job keep their Kubernetes names; without the alias their URNs change, the engine creates the new
+# objects before it deletes the old ones, and pulumi-kubernetes 4.34.2 refuses to create an object
+# that already exists (provider.py upsertExistingObjects, off): the first `up` after the rename would
+# fail. Aliased, the engine's parent aliases carry to the children and they are replaced in place.
+FORMERLY = pulumi.Alias(type_="trainium:workloads:NemoLlama2", name="nemo-llama2")
+
+
 class NxdLlama(JobChain):
     def __init__(self, name: str, args: LayoutArgs[NxdLayout], opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[FORMERLY]))
         # Launcher and workers talk both ways: ssh to the workers, Open MPI's daemons back to mpirun.
         sequence = job_sequence(args.layout)
         super().__init__(

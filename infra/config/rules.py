@@ -41,7 +41,12 @@ from infra.facts.pins import (
     verdicts,
 )
 from infra.facts.support import kubernetes_pin
-from infra.facts.versions import EKS_ADDON_REGISTRIES, EKS_KUBERNETES_VERSIONS, autoscaler_release
+from infra.facts.versions import (
+    EKS_ADDON_REGISTRIES,
+    EKS_KUBERNETES_VERSIONS,
+    PYTHON_SLIM_IMAGE,
+    autoscaler_release,
+)
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -107,7 +112,8 @@ def _documentation_problem(i: int, cidr: str) -> str:
 def cluster_pins(config: StackConfig) -> list[Pin]:
     """Every pin this cluster stack deploys (infra/facts/pins.py): its Kubernetes minor, the AMI release
     of each Trainium group (supported as long as the minor it is built for), the cluster software its
-    features switch on, the burn-in image when a training group has the burn-in, and what every
+    features switch on, the burn-in's images (its DLC, the sweeper's python) when a training group has
+    the burn-in, and what every
     deploy runs with (Pulumi, its packages, TorchX, the workflows' actions)."""
     found = [
         Pin(key_name(("kubernetesVersion",)), config.kubernetes_version, kubernetes_pin(config.kubernetes_version))
@@ -132,6 +138,7 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
         found.append(mpi_operator_pin())
     if any(g.burn_in and trains(g.instance_type) for g in config.accelerator_node_groups):
         found += image_pins(BURN_IN_IMAGE.base, "the burn-in image")
+        found += image_pins(PYTHON_SLIM_IMAGE, "the burn-in sweeper")
     return found + repository_pins()
 
 

@@ -347,8 +347,8 @@ class Registration:
     inputs: dict[str, Any]
     lifecycle: dict[str, Any] = field(default_factory=dict)
     """The lifecycle options set on the resource: ignoreChanges, replaceOnChanges,
-    deleteBeforeReplace, retainOnDelete, customTimeouts, replaceWith, replacementTrigger, and how
-    many transforms."""
+    deleteBeforeReplace, retainOnDelete, customTimeouts, replaceWith, replacementTrigger, aliases,
+    and how many transforms."""
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     """Input property -> URNs its value came from, as the engine passes them to stack policies
     (and in resources.json, for the plan diff's replacement cascade)."""
@@ -384,6 +384,11 @@ def lifecycle_options(request: Any) -> dict[str, Any]:
         options["replaceWith"] = sorted(request.replace_with)
     if request.HasField("replacement_trigger"):
         options["replacementTrigger"] = engine_view(json_format.MessageToDict(request.replacement_trigger))
+    if len(request.aliases) and not request.custom:
+        # A component's earlier identities, which the engine matches against the state (and carries
+        # to its children) before it plans a create and a delete. Custom resources' aliases are the
+        # provider SDKs' own (earlier API versions of a kind), left out.
+        options["aliases"] = [json_format.MessageToDict(alias) for alias in request.aliases]
     if len(request.transforms):
         # Callbacks the engine runs on the component's children (not visible offline).
         options["transforms"] = len(request.transforms)
