@@ -114,7 +114,7 @@ _TRN1_LAST = (
     "(NEURON_DLC_PYTORCH_2_9); then the native PyTorch stack on Trainium2/3 (docs/trainium1-support.md)"
 )
 _TO_2_9 = "rebuild on NEURON_DLC_PYTORCH_2_9 (SDK 2.30.0, PyTorch 2.9, py312, Ubuntu 24.04)"
-_PYTHON = "python/devguide include/release-cycle.json (devguide.python.org/versions), end_of_life, month only"
+_PYTHON = "peps.python.org/api/release-cycle.json (devguide.python.org/versions), end_of_life, month only"
 _UBUNTU = "ubuntu.com/about/release-cycle, End of Standard Support, month only"
 _DEBIAN = (
     "Debian 12 regular security support until 2026-06-10, then the volunteer LTS team until 2028-06-30 "
@@ -301,12 +301,13 @@ SUPPORT: dict[str, Support] = {
         "its newest chart",
     ),
     "karpenter-1.14": Support(
-        "Karpenter 1.14",
-        None,
-        "karpenter.sh v1.9 docs, Support Policy: a regular minor is supported until the next minor is published, "
-        "an LTS minor every 6 months longer; aws/karpenter-provider-aws (snapshot 2026-08-21) has v1.14.1 as its "
-        "newest tag, and no v1.15 date was found",
-        "the newest Karpenter minor (karpenter and karpenter-crd charts together)",
+        "Karpenter 1.14 (LTS)",
+        date(2027, 7, 1),
+        "aws/karpenter-provider-aws GitHub releases v1.14.x open with \"This is a Long-Term Support (LTS) release. "
+        "Supported until Jul 2027\" (month only; quoted by two independent pin surveys in the code corpus, the "
+        "releases themselves are not in the repository snapshot, which ends 2026-08-21); the LTS cadence and "
+        "phases: aws/karpenter-provider-aws#9313 (SUPPORT.md, every 6 months)",
+        "the next Karpenter LTS minor (karpenter and karpenter-crd charts together)",
     ),
     "mpi-operator-0.8": Support(
         "MPI operator 0.8",

@@ -86,7 +86,11 @@ def autoscaler_release(kubernetes_version: str) -> tuple[str, AutoscalerRelease]
 
 
 CHARTS: dict[str, ChartPin] = {
-    # >= 1.1.1: earlier versions mis-schedule pods asking for more than one Neuron device.
+    # >= 1.1.1: earlier versions mis-schedule pods asking for more than one Neuron device. Held at 1.9.0:
+    # 1.10.0 (device plugin 2.32.0.0, DRA driver 1.2.0) has no readable source here (the
+    # aws-neuron/neuron-helm-charts snapshot stops at chart 1.0.0, its GitHub release body is empty, and
+    # only a third-party `helm show values` copy exists), so its values keys, templates and RBAC cannot
+    # be checked against what infra/components/devices.py sets.
     "neuron": ChartPin("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0"),
     # Chart v0.5.30 ships device plugin image v0.5.20; the chart version carries a literal "v".
     "efa-device-plugin": ChartPin("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts"),
