@@ -215,7 +215,17 @@ def test_the_nxd_image_has_the_open_mpi_the_launcher_calls() -> None:
         for keyword, rest in instructions(DOCKERFILES["nxd-llama"])
         if keyword == "RUN" and rest.startswith("test -x")
     ]
-    assert checks == [f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted"]
+    (check,) = checks
+    assert check.startswith(f"test -x {OPEN_MPI_PREFIX}/bin/mpirun && test -x {OPEN_MPI_PREFIX}/bin/orted")
+    # The DLC's ENV lists the EFA installer's Open MPI libraries (/opt/amazon/openmpi/lib64) before
+    # /usr/local/lib (deep-learning-containers 2.30.0 pytorch/training/2.9.0/Dockerfile.neuronx, lines
+    # 24-29): the launcher's mpirun must load its own build's libraries, as the orted --prefix starts on
+    # the workers does, and the build proves it. grep reads all of ldd's output (a `grep -q` could end
+    # the pipe early and fail it under pipefail).
+    assert f'ldd {OPEN_MPI_PREFIX}/bin/mpirun | grep "libopen-rte.so.40 => {OPEN_MPI_PREFIX}/lib/" >/dev/null' in check
+    assert f'{OPEN_MPI_PREFIX}/bin/mpirun --version | grep "(Open MPI) 4.1.5" >/dev/null' in check
+    envs = [rest for keyword, rest in instructions(DOCKERFILES["nxd-llama"]) if keyword == "ENV"]
+    assert f"LD_LIBRARY_PATH={OPEN_MPI_PREFIX}/lib:${{LD_LIBRARY_PATH}}" in envs
 
 
 def test_images_refuse_to_build_from_constraints_that_pin_nothing(dev, monkeypatch, tmp_path, capsys) -> None:

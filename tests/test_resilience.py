@@ -224,6 +224,14 @@ def test_the_heartbeat_reads_the_bars_integer_counter_not_the_rounded_global_ste
             )
 
 
+def test_the_heartbeat_reads_lightnings_own_bar_without_a_total() -> None:
+    """Lightning's TQDMProgressBar draws with its own bar_format ("{l_bar}{bar}| {n_fmt}/{total_fmt}
+    [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]", lightning 2.5.0 pytorch/callbacks/progress/
+    tqdm_progress.py), where tqdm writes "?" for an unknown total."""
+    redraws = "".join(f"Epoch 0: | {n}/? [01:02:03<?, 3.01s/it, loss=9.1, v_num=]\r" for n in (41, 42))
+    assert resilience.last_step(redraws, "nxdt") == 42
+
+
 def test_the_probe_fails_only_when_the_step_stops_advancing() -> None:
     first, hang = 3600, 1800
     state = resilience.observe(None, 500, 0)  # a step left by the attempt before

@@ -57,8 +57,9 @@ STEP_PATTERNS = {
     "bert": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
     "ray": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
     # The main bar only ("Epoch <n>: "), one redraw at a time (\r separates them), as the
-    # NxD Training docs show it (neuronx-distributed-training docs/tutorials/megatron_gpt_pretraining.rst).
-    "nxdt": r"Epoch \d+: [^\r\n]*?(\d+)(?:/\d+|it) \[",
+    # NxD Training docs show it (neuronx-distributed-training docs/tutorials/megatron_gpt_pretraining.rst);
+    # "<n>/?" when Lightning 2.5 knows no total (its TQDMProgressBar bar_format).
+    "nxdt": r"Epoch \d+: [^\r\n]*?(\d+)(?:/(?:\d+|\?)|it) \[",
 }
 # hydra v1.3.2 (nxdt_requirements.txt asks hydra-core>=1.3.0) hydra/_internal/grammar/utils.py _ESC:
 # what the override lexer's ESC token covers.
