@@ -248,3 +248,15 @@ def test_the_image_pins_and_the_open_mpi_the_launcher_will_call() -> None:
     assert re.fullmatch(r"[0-9a-f]{40}", versions.NXDT_EXAMPLES_COMMIT)
     assert defaults["MEGATRON_LM_COMMIT"] == versions.MEGATRON_LM_COMMIT
     assert 'CMD ["/usr/sbin/sshd", "-De"]' in text and "COPY --chmod=755 nodelist_helper.py /nodelist_helper.py" in text
+
+
+def test_the_node_list_reads_the_worker_index_from_the_pods_own_label() -> None:
+    """Only the first DNS label names the worker: a namespace ending in -worker-<n> is not it."""
+    import runpy
+
+    hosts = runpy.run_path(str(IMAGE_DIR / "nodelist_helper.py"))["hosts"]
+    assert hosts("llama2-train-worker-1.llama2-train.ml-worker-2.svc.cluster.local", 2) == [
+        "llama2-train-worker-0.llama2-train.ml-worker-2.svc.cluster.local",
+        "llama2-train-worker-1.llama2-train.ml-worker-2.svc.cluster.local",
+    ]
+    assert hosts("llama2-train-worker-3", 2) == ["llama2-train-worker-0", "llama2-train-worker-1"]

@@ -15,10 +15,11 @@ import sys
 
 
 def hosts(this_host: str, world_size: int) -> list[str]:
-    match = re.match(r"^(.*-worker)-\d+(.*)$", this_host)
+    # In the first DNS label only: a namespace may itself end in "-worker-<n>".
+    match = re.match(r"^([^.]*-worker)-\d+(\..*)?$", this_host)
     if match is None:
         raise ValueError(f"{this_host}: not an MPIJob worker's name (<job>-worker-<i>)")
-    return [f"{match.group(1)}-{i}{match.group(2)}" for i in range(world_size)]
+    return [f"{match.group(1)}-{i}{match.group(2) or ''}" for i in range(world_size)]
 
 
 def main() -> int:

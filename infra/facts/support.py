@@ -303,8 +303,8 @@ SUPPORT: dict[str, Support] = {
     "karpenter-1.14": Support(
         "Karpenter 1.14 (LTS)",
         date(2027, 7, 1),
-        "aws/karpenter-provider-aws GitHub releases v1.14.x open with \"This is a Long-Term Support (LTS) release. "
-        "Supported until Jul 2027\" (month only; quoted by two independent pin surveys in the code corpus, the "
+        'aws/karpenter-provider-aws GitHub releases v1.14.x open with "This is a Long-Term Support (LTS) release. '
+        'Supported until Jul 2027" (month only; quoted by two independent pin surveys in the code corpus, the '
         "releases themselves are not in the repository snapshot, which ends 2026-08-21); the LTS cadence and "
         "phases: aws/karpenter-provider-aws#9313 (SUPPORT.md, every 6 months)",
         "the next Karpenter LTS minor (karpenter and karpenter-crd charts together)",
