@@ -13,6 +13,8 @@ sets GBS 1024, MBS 1, TP 8 and passes ``--grad_accum_usteps $((GBS / MBS / DP))`
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,7 +128,8 @@ def test_every_process_gets_torchruns_variables_and_its_pjrt_index() -> None:
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("37", "5", "64", "32")
     assert (env["GROUP_RANK"], env["GROUP_WORLD_SIZE"]) == ("1", "2")
     assert env["NEURON_PJRT_PROCESS_INDEX"] == "37" and env["PJRT_LOCAL_PROCESS_RANK"] == "5"
-    assert env["NEURON_RT_VISIBLE_CORES"] == "5"
+    # Left to torch_xla's Neuron set-up, which sets it to LOCAL_RANK when unset (below).
+    assert "NEURON_RT_VISIBLE_CORES" not in env
     job = LAUNCHER.job_env(LAUNCHER.get_args(["--num_nodes", "2", "--neuron_cores_per_node", "32"]))
     assert (job["NEURON_PJRT_WORLD_SIZE"], job["PJRT_LOCAL_PROCESS_COUNT"], job["NEURON_RT_NUM_CORES"]) == (
         "64",
@@ -162,3 +165,31 @@ def test_the_script_is_found_where_ray_puts_the_jobs_working_dir(
         LAUNCHER.code_dir()
     (code / LAUNCHER.SCRIPT).write_text("")
     assert LAUNCHER.code_dir() == str(code)
+
+
+def test_each_worker_leaves_its_core_to_torch_xla_as_under_torchrun(monkeypatch) -> None:
+    """Ray sets a worker's NEURON_RT_VISIBLE_CORES to the one core it reserved. torch_xla 2.9.0 under
+    torchrun (_internal/neuron.py configure_pjrt_environment) sets an unset one to LOCAL_RANK, but a set
+    one must list LOCAL_WORLD_SIZE cores (_internal/neuron_utils.py remap_visible_cores raises
+    "LOCAL_WORLD_SIZE ... is not equal to count 1"): the launcher unsets it before the script imports
+    torch_xla."""
+    import types
+
+    context = types.SimpleNamespace(
+        get_world_size=lambda: 64,
+        get_local_world_size=lambda: 32,
+        get_world_rank=lambda: 37,
+        get_local_rank=lambda: 5,
+        get_node_rank=lambda: 1,
+    )
+    ray = types.ModuleType("ray")
+    train = types.ModuleType("ray.train")
+    train.get_context = lambda: context  # type: ignore[attr-defined]
+    ray.train = train  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.train", train)
+    environ = {"NEURON_RT_VISIBLE_CORES": "12"}
+    monkeypatch.setattr(os, "environ", environ)
+    LAUNCHER._set_rank_env()
+    assert "NEURON_RT_VISIBLE_CORES" not in environ
+    assert (environ["LOCAL_RANK"], environ["LOCAL_WORLD_SIZE"], environ["RANK"]) == ("5", "32", "37")

@@ -87,7 +87,10 @@ def script_argv(args: argparse.Namespace) -> list[str]:
         *("--steps_this_run", str(steps), "--max_steps", str(TOTAL_STEPS)),
         *("--warmup_steps", str(WARMUP_STEPS), "--lr", LEARNING_RATE),
         *("--grad_accum_usteps", str(GLOBAL_BATCH // MICRO_BATCH // data_parallel), "--seq_len", str(SEQ_LEN)),
-        *("--sequence_parallel_enabled", "--selective_checkpoint_enabled", "--logging_interval", "10"),
+        # Every step, not the upstream launcher's 10: the step line is the job's heartbeat, and ten
+        # 7B steps could outlast the hang limit between two lines (a loss read per step is cheap
+        # beside a step).
+        *("--sequence_parallel_enabled", "--selective_checkpoint_enabled", "--logging_interval", "1"),
         *("--use_mix_precision", "--use_zero_1"),
     ]
     if args.checkpoint_dir:
@@ -134,7 +137,6 @@ def rank_env(rank: int, local_rank: int, local_world: int, world: int, node_rank
         "ROLE_WORLD_SIZE": str(world),
         "NEURON_PJRT_PROCESS_INDEX": str(rank),
         "PJRT_LOCAL_PROCESS_RANK": str(local_rank),
-        "NEURON_RT_VISIBLE_CORES": str(local_rank),
     }
 
 
@@ -156,6 +158,12 @@ def _set_rank_env() -> None:
     c = ray.train.get_context()
     world, local_world = c.get_world_size(), c.get_local_world_size()
     os.environ.update(rank_env(c.get_world_rank(), c.get_local_rank(), local_world, world, c.get_node_rank()))
+    # Ray gives each worker the one NeuronCore it reserved (NEURON_RT_VISIBLE_CORES). Under torchrun that
+    # variable is unset, and torch_xla's Neuron set-up then sets it to LOCAL_RANK; a set one must list
+    # LOCAL_WORLD_SIZE cores, or the import raises (torch_xla 2.9.0 _internal/neuron.py
+    # configure_pjrt_environment, _internal/neuron_utils.py remap_visible_cores). Each worker holds a
+    # distinct local rank on a node this job has whole, so the cores stay distinct.
+    os.environ.pop("NEURON_RT_VISIBLE_CORES", None)
 
 
 def _compile_extracted_graphs() -> None:
