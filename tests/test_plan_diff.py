@@ -513,3 +513,33 @@ def test_the_diff_lists_dependencies_first_and_deletes_dependents_first() -> Non
         ("delete", "y-old-child"),
         ("delete", "z-old"),
     ]
+
+
+def test_an_aliased_component_and_its_children_are_the_same_resources() -> None:
+    """A component registered with an alias of its former type and name (workloads/nxd_llama.py FORMERLY)
+    keeps its children's identity: the engine matches the former URNs against the state, so a child whose
+    inputs changed is replaced or updated in place, not deleted and created again."""
+    from offline.diff.compare import compare_resources
+
+    stack = "urn:pulumi:prod::w::"
+    old_parent, new_parent = f"{stack}pulumi:pulumi:Stack$t:w:Old::old", f"{stack}pulumi:pulumi:Stack$t:w:New::new"
+    job = "kubernetes:batch/v1:Job"
+    base = [
+        {"urn": old_parent, "type": "t:w:Old", "name": "old", "inputs": {}},
+        {"urn": f"{stack}t:w:Old${job}::job-a", "type": job, "name": "job-a", "parent": old_parent,
+         "inputs": {"spec": {"template": {"image": "a:1"}}}},
+        {"urn": f"{stack}t:w:Old${job}::job-gone", "type": job, "name": "job-gone", "parent": old_parent,
+         "inputs": {}},
+    ]  # fmt: skip
+    head = [
+        {"urn": new_parent, "type": "t:w:New", "name": "new", "inputs": {},
+         "aliases": [{"spec": {"name": "old", "type": "t:w:Old", "parentUrn": ""}}]},
+        {"urn": f"{stack}t:w:New${job}::job-a", "type": job, "name": "job-a", "parent": new_parent,
+         "inputs": {"spec": {"template": {"image": "a:2"}}}},
+    ]  # fmt: skip
+    changes = {(c.kind, c.name) for c in compare_resources(base, head)}
+    assert changes == {("replace", "job-a"), ("delete", "job-gone")}
+    # Without the alias the same plan is a create and a delete of every child.
+    head[0].pop("aliases")
+    changes = {(c.kind, c.name) for c in compare_resources(base, head)}
+    assert ("create", "job-a") in changes and ("delete", "job-a") in changes

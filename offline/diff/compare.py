@@ -141,7 +141,59 @@ def _trigger_replaces(path: str, old: Any, new: Any) -> str | None:
     return None
 
 
+def former_urns(head: list[dict[str, Any]]) -> dict[str, str]:
+    """Head URN -> the URN it had, for components that carry an alias of another type or name and
+    for their descendants, whose URNs name the component's type (offline/plan/mocks.py records the
+    aliases a component registers). The engine matches these against the state the same way: an
+    aliased resource is the same resource, updated or replaced in place, not a create and a delete."""
+    renamed: dict[str, tuple[str, str, str]] = {}  # new type -> (old type, new name, old name)
+    for resource in head:
+        for alias in resource.get("aliases") or []:
+            spec = alias.get("spec") or {}
+            if spec.get("parentUrn") or spec.get("noParent") or spec.get("project") or spec.get("stack"):
+                continue
+            old_type, old_name = spec.get("type", resource["type"]), spec.get("name", resource["name"])
+            if (old_type, old_name) != (resource["type"], resource["name"]):
+                renamed[resource["type"]] = (old_type, resource["name"], old_name)
+    formers: dict[str, str] = {}
+    for resource in head if renamed else []:
+        urn = resource["urn"]
+        chain, name = urn.rsplit("::", 1)
+        prefix, types = chain.rsplit("::", 1)
+        parts = types.split("$")
+        own = renamed.get(parts[-1])
+        if own and own[1] == name:
+            name = own[2]
+        parts = [renamed[p][0] if p in renamed else p for p in parts]
+        former = f"{prefix}::{'$'.join(parts)}::{name}"
+        if former != urn:
+            formers[urn] = former
+    return formers
+
+
+def with_head_urns(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``base`` with each aliased resource under its head URN, in its own and its dependents' fields."""
+    to_head = {former: urn for urn, former in former_urns(head).items()}
+    if not to_head:
+        return base
+
+    def urn(value: str) -> str:
+        return to_head.get(value, value)
+
+    moved = []
+    for resource in base:
+        resource = {**resource, "urn": urn(resource["urn"]), "parent": urn(resource.get("parent") or "")}
+        resource["dependencies"] = [urn(u) for u in resource.get("dependencies") or []]
+        if resource.get("propertyDependencies"):
+            resource["propertyDependencies"] = {
+                k: [urn(u) for u in v] for k, v in resource["propertyDependencies"].items()
+            }
+        moved.append(resource)
+    return moved
+
+
 def compare_resources(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[ResourceChange]:
+    base = with_head_urns(base, head)
     old = {r["urn"]: r for r in base}
     new = {r["urn"]: r for r in head}
     changes: list[ResourceChange] = []
