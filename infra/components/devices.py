@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.components.context import ClusterContext
 from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
+from infra.specs.pod_security import controller_namespace_labels
 
 EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
 # The Neuron chart puts its node problem detector here (npd.namespaceOverride) and has no
@@ -155,7 +156,12 @@ class DevicePlugins(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
         if args.neuron:
             namespace = k8s.core.v1.Namespace(
-                NPD_NAMESPACE, metadata={"name": NPD_NAMESPACE, "labels": {"purpose": "neuron-health"}}, opts=on_cluster
+                NPD_NAMESPACE,
+                metadata={
+                    "name": NPD_NAMESPACE,
+                    "labels": {"purpose": "neuron-health", **controller_namespace_labels(NPD_NAMESPACE)},
+                },
+                opts=on_cluster,
             )
             role_arn = self._recovery_role(name, ctx, args.node_recovery) if args.node_recovery else None
             values = (

@@ -16,8 +16,11 @@ from infra.components.context import ClusterContext
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import QueueConfig
 from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
+from infra.specs.pod_security import controller_namespace_labels
 
 KUBERAY_NAMESPACE = "kuberay-system"
+VOLCANO_NAMESPACE = "volcano-system"
+MPI_OPERATOR_NAMESPACE = "mpi-operator"
 
 
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:
@@ -106,6 +109,11 @@ MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcan
 def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> pulumi.ResourceTransformResult | None:
     # A manifest object's props arrive as plain values (``Inputs`` also admits Outputs and awaitables).
     props: Mapping[str, Any] = args.props
+    if args.type_ == "kubernetes:core/v1:Namespace" and props.get("metadata", {}).get("name") == MPI_OPERATOR_NAMESPACE:
+        # The manifest's own Namespace, so its Pod Security labels have the manifest's owner too.
+        metadata = dict(props["metadata"])
+        metadata["labels"] = {**metadata.get("labels", {}), **controller_namespace_labels(MPI_OPERATOR_NAMESPACE)}
+        return pulumi.ResourceTransformResult(props={**props, "metadata": metadata}, opts=args.opts)
     if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
         return None
     spec = copy.deepcopy(dict(props["spec"]))
@@ -126,7 +134,7 @@ def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> 
 
 def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
     """A transform for the operator's manifest: its Deployment's container gets the flag, the
-    release's image tag and its pull policy spelled out.
+    release's image tag and its pull policy spelled out; its Namespace, Pod Security labels.
 
     Applied to the manifest's own object (Pulumi engine transforms reach the children of
     yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
@@ -136,8 +144,23 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.R
 
 
 def mpi_operator_release_image(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    """The transform without Volcano: the release's image tag and its pull policy only."""
+    """The transform without Volcano: the release's image tag, its pull policy and the namespace's labels."""
     return _mpi_operator_deployment(args, gang=False)
+
+
+def pod_security_patch(namespace: str, release: k8s.helm.v3.Release, opts: pulumi.ResourceOptions) -> None:
+    """The release's namespace gets its Pod Security labels once the release has created it.
+
+    A server-side apply patch owns just the labels: Helm created the namespace (create_namespace),
+    and pulumi-kubernetes 4.34.2 refuses to create an object that exists. The chart's first pods
+    start before the labels land; every pod created afterwards, a restart or one a compromised
+    controller makes, is checked against them.
+    """
+    k8s.core.v1.NamespacePatch(
+        f"ns-{namespace}-pod-security",
+        metadata={"name": namespace, "labels": controller_namespace_labels(namespace)},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release])),
+    )
 
 
 @dataclass
@@ -164,8 +187,9 @@ class Schedulers(pulumi.ComponentResource):
         self.queues = queue_outputs(args.queues) if args.volcano else []
         if args.volcano:
             self.volcano = helm_release(
-                "volcano", CHARTS["volcano"], "volcano-system", volcano_values(), on_cluster, create_namespace=True
+                "volcano", CHARTS["volcano"], VOLCANO_NAMESPACE, volcano_values(), on_cluster, create_namespace=True
             )
+            pod_security_patch(VOLCANO_NAMESPACE, self.volcano, on_cluster)
             for queue in args.queues:
                 k8s.apiextensions.CustomResource(
                     f"queue-{queue.name}",
@@ -182,7 +206,7 @@ class Schedulers(pulumi.ComponentResource):
             # start-up (kuberay v1.7.0 volcano_scheduler.go, ConfigureReconciler: b.Owns(&PodGroup{}))
             # and exits until that CRD exists; Volcano's chart applies its CRDs as ordinary templates,
             # after its pre-install hook Job. Installing both at once can time the atomic release out.
-            helm_release(
+            kuberay = helm_release(
                 "kuberay-operator",
                 CHARTS["kuberay-operator"],
                 KUBERAY_NAMESPACE,
@@ -192,6 +216,7 @@ class Schedulers(pulumi.ComponentResource):
                 ),
                 create_namespace=True,
             )
+            pod_security_patch(KUBERAY_NAMESPACE, kuberay, on_cluster)
 
         if args.mpi_operator:
             # The manifest is applied from upstream as is, but for the image's tag and, when Volcano

@@ -39,10 +39,23 @@ CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 FILE_SYSTEM_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
 
 
-def csi_controller_policy(partition: str) -> str:
-    """What the driver's controller needs to create and delete dynamic volumes, nothing more.
-    The stack's own file system needs none of it: static volumes are only mounted, by the
-    node plugin, which calls no FSx API."""
+# What the controller may never do to the stack's own file system: delete it (the driver's
+# DeleteFileSystem sends no LustreConfiguration, so FSx keeps no final backup: kubernetes-sigs/
+# aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go, DeleteFileSystem), shrink its settings, or retag it.
+# Pulumi's `protect` binds only Pulumi; this binds the controller's own credentials.
+PROTECTED_FILE_SYSTEM_ACTIONS = ("fsx:DeleteFileSystem", "fsx:TagResource", "fsx:UntagResource", "fsx:UpdateFileSystem")
+
+
+def csi_controller_policy(file_system_arn: str) -> str:
+    """What the driver's controller needs to create, resize and delete dynamic volumes, and nothing
+    on ``file_system_arn``, the stack's own file system.
+
+    The actions are the driver's own list (kubernetes-sigs/aws-fsx-csi-driver v1.9.0, docs/install.md,
+    chart 1.17.0): CreateFileSystem with its tags (FSx authorizes fsx:TagResource for tags given on
+    create), DescribeFileSystems to wait and to find a volume by name, UpdateFileSystem to resize,
+    DeleteFileSystem. Static volumes need none of them: the node plugin only mounts. An explicit
+    deny wins over every allow, so no later allow statement re-opens the stack's file system.
+    """
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -65,6 +78,12 @@ def csi_controller_policy(partition: str) -> str:
                         "fsx:UpdateFileSystem",
                     ],
                     "Resource": "*",
+                },
+                {
+                    "Sid": "NeverTheStackFileSystem",
+                    "Effect": "Deny",
+                    "Action": list(PROTECTED_FILE_SYSTEM_ACTIONS),
+                    "Resource": file_system_arn,
                 },
             ],
         }
@@ -274,7 +293,8 @@ class FsxStorage(pulumi.ComponentResource):
             parent=self,
             cluster=ctx,
             service_account=("kube-system", CONTROLLER_SERVICE_ACCOUNT),
-            inline_policy=csi_controller_policy(ctx.partition),
+            # The file system exists first: a new stack installs the driver once it does.
+            inline_policy=self.file_system.arn.apply(csi_controller_policy),
             associate_in=ctx.cluster_name_output,
         )
         driver = helm_release(

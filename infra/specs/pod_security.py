@@ -91,15 +91,52 @@ PSA_POLICY_VERSION = "v1.34"
 
 
 def pod_security_labels() -> dict[str, str]:
-    """Namespace labels: enforce baseline, warn and audit restricted, each at PSA_POLICY_VERSION."""
+    """Training namespaces' labels: enforce baseline, warn and audit restricted, each at PSA_POLICY_VERSION."""
+    return pod_security_level_labels(PSA_ENFORCE, PSA_WARN)
+
+
+def pod_security_level_labels(enforce: str, warn: str) -> dict[str, str]:
+    """Namespace labels: enforce ``enforce``, warn and audit ``warn``, each at PSA_POLICY_VERSION."""
     labels = {
-        "pod-security.kubernetes.io/enforce": PSA_ENFORCE,
+        "pod-security.kubernetes.io/enforce": enforce,
         "pod-security.kubernetes.io/enforce-version": PSA_POLICY_VERSION,
     }
     for mode in ("warn", "audit"):
-        labels[f"pod-security.kubernetes.io/{mode}"] = PSA_WARN
+        labels[f"pod-security.kubernetes.io/{mode}"] = warn
         labels[f"pod-security.kubernetes.io/{mode}-version"] = PSA_POLICY_VERSION
     return labels
+
+
+# The operators' and node agents' own namespaces, each at the strictest level its pods pass at the
+# pinned release, so a compromised controller image cannot start a pod there that level refuses
+# (a privileged or host-path pod, the way to node root). Warn and audit name the next level up,
+# or the same one at "restricted". kube-system is EKS's, not ours, and holds the privileged node
+# agents (VPC CNI, kube-proxy, the EFA and Neuron device plugins, the FSx CSI node plugin).
+CONTROLLER_NAMESPACE_LEVELS: dict[str, tuple[str, str]] = {
+    # ray-project/kuberay v1.7.0 helm-chart/kuberay-operator: values.yaml securityContext sets
+    # runAsNonRoot, seccompProfile RuntimeDefault, capabilities drop ALL, allowPrivilegeEscalation
+    # false on the one container (templates/deployment.yaml), whose volumes are emptyDir and configMap.
+    "kuberay-system": ("restricted", "restricted"),
+    # volcano-sh/volcano v1.15.1 installer/helm/chart/volcano: values.yaml default_csc adds
+    # DAC_OVERRIDE, which "restricted" refuses (it admits NET_BIND_SERVICE only) and "baseline"
+    # admits (the runtime's default set); the admission (and its init Job), controller and scheduler
+    # templates use no host namespace, host path or privileged container; the colocation agent
+    # DaemonSet (hostNetwork, host paths) is off (colocation_enable: false).
+    "volcano-system": ("baseline", "restricted"),
+    # kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml: the Deployment sets no
+    # securityContext (no seccomp profile, no runAsNonRoot, no dropped capabilities), so only
+    # "baseline" admits it; nor does it use anything baseline refuses.
+    "mpi-operator": ("baseline", "restricted"),
+    # The Neuron node problem detector mounts host paths (/var/log, /dev/kmsg, /etc/localtime:
+    # aws-neuron/neuron-helm-charts charts/neuron-helm-chart templates/npd-daemonset.yaml, read at
+    # 1.0.0, the last release that repository holds), which "baseline" refuses.
+    "neuron-healthcheck-system": ("privileged", "baseline"),
+}
+
+
+def controller_namespace_labels(namespace: str) -> dict[str, str]:
+    enforce, warn = CONTROLLER_NAMESPACE_LEVELS[namespace]
+    return pod_security_level_labels(enforce, warn)
 
 
 # --- NetworkPolicies ---------------------------------------------------------------------------

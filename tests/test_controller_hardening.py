@@ -1,0 +1,113 @@
+"""Controllers cannot be the way in: what their credentials and namespaces allow."""
+
+from __future__ import annotations
+
+import json
+
+from infra.components.storage import csi_controller_policy
+from offline.plan.runner import PlanResult
+from tests.test_bootstrap import allowed
+
+STACK_FILE_SYSTEM = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0123456789abcdef0"
+DYNAMIC_FILE_SYSTEM = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0fedcba9876543210"
+
+
+def test_the_fsx_controller_provisions_dynamic_volumes_but_never_touches_the_stacks_file_system() -> None:
+    policy = json.loads(csi_controller_policy(STACK_FILE_SYSTEM))
+    # What the driver calls for a dynamic volume (aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go:
+    # CreateFileSystem with its CSIVolumeName tag, DescribeFileSystems, UpdateFileSystem to resize,
+    # DeleteFileSystem) stays allowed on the file systems it creates.
+    for action in ("fsx:CreateFileSystem", "fsx:TagResource", "fsx:UpdateFileSystem", "fsx:DeleteFileSystem"):
+        assert allowed(policy, action, DYNAMIC_FILE_SYSTEM), action
+    assert allowed(policy, "fsx:DescribeFileSystems", "*")
+    # The stack's own file system: no delete (which keeps no final backup), no update, no retagging.
+    for action in ("fsx:DeleteFileSystem", "fsx:UpdateFileSystem", "fsx:TagResource", "fsx:UntagResource"):
+        assert not allowed(policy, action, STACK_FILE_SYSTEM), action
+    assert allowed(policy, "fsx:DescribeFileSystems", STACK_FILE_SYSTEM)
+
+
+def test_the_deployed_fsx_controller_policy_denies_the_stacks_own_file_system(
+    dev: PlanResult, prod: PlanResult
+) -> None:
+    for plan in (dev, prod):
+        policy = json.loads(plan.named("fsx-csi-controller-policy").inputs["policy"])
+        (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+        # The offline mocks name a resource's ARN after the resource: the deny is on the training file system.
+        assert deny["Resource"].startswith("arn:aws:fsx:") and deny["Resource"].endswith("/fsx-training"), deny
+        assert not allowed(policy, "fsx:DeleteFileSystem", deny["Resource"])
+
+
+# --- Pod Security levels of the controllers' namespaces -------------------------------------------
+
+PSA = "pod-security.kubernetes.io"
+
+
+def levels(labels: dict[str, str]) -> tuple[str, str, str]:
+    from infra.specs.pod_security import PSA_POLICY_VERSION
+
+    for mode in ("enforce", "warn", "audit"):
+        assert labels[f"{PSA}/{mode}-version"] == PSA_POLICY_VERSION, (mode, labels)
+    return labels[f"{PSA}/enforce"], labels[f"{PSA}/warn"], labels[f"{PSA}/audit"]
+
+
+def test_operator_namespaces_enforce_the_strictest_level_their_pods_pass(dev: PlanResult, prod: PlanResult) -> None:
+    for plan in (dev, prod):
+        patches = {r.inputs["metadata"]["name"]: r for r in plan.of_type("kubernetes:core/v1:NamespacePatch")}
+        assert levels(patches["kuberay-system"].inputs["metadata"]["labels"]) == ("restricted",) * 3
+        assert levels(patches["volcano-system"].inputs["metadata"]["labels"]) == (
+            "baseline",
+            "restricted",
+            "restricted",
+        )
+        # Each patch lands once its release has created the namespace (Helm's create_namespace).
+        assert plan.named("volcano").urn in patches["volcano-system"].dependencies
+        assert plan.named("kuberay-operator").urn in patches["kuberay-system"].dependencies
+        npd = plan.named("neuron-healthcheck-system", "kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
+        # Its node problem detector mounts host paths: privileged, with baseline's refusals reported.
+        assert levels(npd) == ("privileged", "baseline", "baseline")
+        assert npd["purpose"] == "neuron-health"
+
+
+def test_the_mpi_operator_manifest_namespace_gets_its_level_and_nothing_else_changes() -> None:
+    import pulumi
+
+    from infra.components.schedulers import mpi_operator_gang_scheduling, mpi_operator_release_image
+
+    upstream = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "mpi-operator", "labels": {"app": "mpi-operator"}},
+    }
+    for transform in (mpi_operator_gang_scheduling, mpi_operator_release_image):
+        result = transform(
+            pulumi.ResourceTransformArgs(
+                True, "kubernetes:core/v1:Namespace", "mpi-operator", upstream, pulumi.ResourceOptions()
+            )
+        )
+        labels = result.props["metadata"]["labels"]
+        assert levels(labels) == ("baseline", "restricted", "restricted")
+        assert labels["app"] == "mpi-operator"
+    assert set(upstream["metadata"]["labels"]) == {"app"}
+    other = pulumi.ResourceTransformArgs(
+        True, "kubernetes:core/v1:Namespace", "x", {"metadata": {"name": "elsewhere"}}, pulumi.ResourceOptions()
+    )
+    assert mpi_operator_gang_scheduling(other) is None
+
+
+def test_chart_values_keep_what_the_levels_rely_on(dev: PlanResult) -> None:
+    """The levels hold for the charts' own security contexts (infra/specs/pod_security.py,
+    CONTROLLER_NAMESPACE_LEVELS): our values must not replace them or turn on the Volcano agent."""
+    values = {r.name: r.inputs["values"] for r in dev.of_type("kubernetes:helm.sh/v3:Release")}
+    assert not {"securityContext", "podSecurityContext"} & set(values["kuberay-operator"])
+    volcano_custom = values["volcano"]["custom"]
+    assert not [k for k in volcano_custom if k.endswith(("_sc", "_csc"))], volcano_custom
+    assert not volcano_custom.get("colocation_enable")
+
+
+def test_every_level_is_a_pod_security_level() -> None:
+    from infra.specs.pod_security import CONTROLLER_NAMESPACE_LEVELS
+
+    order = ["privileged", "baseline", "restricted"]
+    for namespace, (enforce, warn) in CONTROLLER_NAMESPACE_LEVELS.items():
+        # What is warned about is never laxer than what is enforced.
+        assert order.index(warn) >= order.index(enforce), namespace
