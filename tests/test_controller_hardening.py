@@ -111,3 +111,11 @@ def test_every_level_is_a_pod_security_level() -> None:
     for namespace, (enforce, warn) in CONTROLLER_NAMESPACE_LEVELS.items():
         # What is warned about is never laxer than what is enforced.
         assert order.index(warn) >= order.index(enforce), namespace
+
+
+def test_the_fsx_controller_keeps_its_disruption_budget_at_two_replicas(dev: PlanResult) -> None:
+    # aws-fsx-csi-driver chart 1.17.0: templates/pdb.yaml renders maxUnavailable 1 when
+    # controller.podDisruptionBudget.enabled and replicaCount <= 2; values.yaml replicaCount 2.
+    controller = {r.name: r.inputs for r in dev.of_type("kubernetes:helm.sh/v3:Release")}["aws-fsx-csi-driver"]
+    assert controller["values"]["controller"]["podDisruptionBudget"] == {"enabled": True}
+    assert "replicaCount" not in controller["values"]["controller"]

@@ -26,7 +26,8 @@ ARN = "arn:aws:acm:us-west-2:123456789012:certificate/12345678-1234-1234-1234-12
 
 
 def problems(**settings) -> list[str]:
-    lb = LoadBalancerSettings(**settings)
+    """The rules' problems; every case but the certificate's own names a valid certificate."""
+    lb = LoadBalancerSettings(**{"certificate_arn": ARN, **settings})
     return load_balancer_problems(lb, lambda *rest: ".".join(["lb", *map(str, rest)]))
 
 
@@ -63,10 +64,13 @@ def test_each_range_is_an_ipv4_cidr_with_a_prefix(cidr: str, message: str) -> No
     assert problems(allowed_cidrs=[cidr]) == [message]
 
 
-def test_an_internet_facing_load_balancer_needs_a_certificate() -> None:
-    (problem,) = problems(allowed_cidrs=["203.0.113.0/24"], internal=False)
-    assert problem.startswith("lb.certificateArn: required when internal is false")
-    assert problems(allowed_cidrs=["203.0.113.0/24"], internal=False, certificate_arn=ARN) == []
+@pytest.mark.parametrize("internal", [True, False])
+def test_every_load_balancer_needs_a_certificate_internal_or_not(internal: bool) -> None:
+    # The proxy's basic auth sends the password with every request: only over TLS, inside the VPC too.
+    (problem,) = problems(allowed_cidrs=["10.0.0.0/8"], internal=internal, certificate_arn=None)
+    assert problem.startswith("lb.certificateArn: required: the load balancer serves TensorBoard behind a password")
+    assert "kubectl port-forward" in problem
+    assert problems(allowed_cidrs=["10.0.0.0/8"], internal=internal, certificate_arn=ARN) == []
 
 
 @pytest.mark.parametrize(
@@ -98,10 +102,22 @@ def test_with_a_certificate_the_elb_terminates_tls_on_the_https_port_only() -> N
     assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "proxy"}]
 
 
-def test_internal_without_a_certificate_stays_plain_http_inside_the_vpc() -> None:
-    assert service_annotations(LoadBalancerSettings(allowed_cidrs=["10.0.0.0/8"])) == {
-        "service.beta.kubernetes.io/aws-load-balancer-internal": "true"
-    }
+def test_an_internal_load_balancer_terminates_tls_too_and_none_serves_plain_http() -> None:
+    lb = LoadBalancerSettings(allowed_cidrs=["10.0.0.0/8"], certificate_arn=ARN)
+    layout = TensorBoardLayout("default", "img", "fsx-claim", {}, TensorBoardSettings(load_balancer=lb))
+    service = load_balancer_service(layout, lb)
+    assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == ARN
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "proxy"}]
+    with pytest.raises(ValueError, match="refused by load_balancer_problems"):
+        service_annotations(LoadBalancerSettings(allowed_cidrs=["10.0.0.0/8"]))
+
+
+def test_the_stack_refuses_an_internal_tensorboard_without_a_certificate(workloads_with) -> None:
+    with pytest.raises(ConfigError) as info:
+        workloads_with(tensorboard={"loadBalancer": {"allowedCidrs": ["10.0.0.0/8"], "internal": True}})
+    (problem,) = info.value.problems
+    assert problem.startswith("trainium-workloads:tensorboard.loadBalancer.certificateArn: required")
 
 
 def test_the_stack_refuses_an_open_or_plain_http_public_tensorboard(workloads_with) -> None:

@@ -142,7 +142,10 @@ def test_ray_steps_out_of_order_and_trn2_workers(workloads_with) -> None:
 
 @pytest.mark.parametrize("cidrs", [[], ["0.0.0.0/0"], ["not-a-cidr"]])
 def test_tensorboard_is_never_opened_to_everyone(workloads_with, cidrs: list[str]) -> None:
-    (problem,) = refusal(workloads_with, tensorboard={"loadBalancer": {"allowedCidrs": cidrs}})
+    certificate = "arn:aws:acm:us-west-2:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+    (problem,) = refusal(
+        workloads_with, tensorboard={"loadBalancer": {"allowedCidrs": cidrs, "certificateArn": certificate}}
+    )
     assert problem.startswith("trainium-workloads:tensorboard.loadBalancer.allowedCidrs")
 
 

@@ -476,12 +476,21 @@ def test_tensorboard_is_cluster_internal_by_default(workloads_dev: PlanResult) -
     assert container["volumeMounts"][0] == {"name": "fsx", "mountPath": "/shared", "readOnly": True}
 
 
-def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(workloads_prod: PlanResult) -> None:
+TENSORBOARD_CERTIFICATE = "arn:aws:acm:us-west-2:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+
+
+def test_tensorboard_load_balancer_only_behind_a_password_over_tls_and_listed_ranges(workloads_with) -> None:
+    workloads_prod = workloads_with(
+        tensorboard={"loadBalancer": {"allowedCidrs": ["10.0.0.0/8"], "certificateArn": TENSORBOARD_CERTIFICATE}}
+    )
     public = manifest(workloads_prod, "Service", "tensorboard-public")
     assert public["spec"]["type"] == "LoadBalancer"
     assert public["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
-    assert public["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "proxy"}]
-    assert public["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    # The password crosses the network only inside TLS, internal load balancer or not.
+    assert public["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "proxy"}]
+    annotations = public["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == TENSORBOARD_CERTIFICATE
     containers = manifest(workloads_prod, "Deployment", "tensorboard")["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["tensorboard", "auth-proxy"]
     # Nothing reaches TensorBoard but through the proxy: it listens on the pod's loopback, and
@@ -494,6 +503,15 @@ def test_tensorboard_load_balancer_only_behind_a_password_and_listed_ranges(work
     assert manifest(workloads_prod, "Service", "tensorboard")["spec"]["ports"][0]["targetPort"] == "proxy"
     assert manifest(workloads_prod, "Secret", "tensorboard-proxy")["stringData"] == "[secret]"
     assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is True
+
+
+def test_prod_tensorboard_is_reached_by_port_forward_until_it_has_a_certificate(workloads_prod: PlanResult) -> None:
+    assert not [
+        r for r in workloads_prod.registrations if r.inputs.get("metadata", {}).get("name") == "tensorboard-public"
+    ]
+    containers = manifest(workloads_prod, "Deployment", "tensorboard")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["tensorboard"]
+    assert workloads_prod.outputs["workloads"]["tensorboard"]["loadBalancer"] is False
 
 
 def test_wikicorpus_staging_downloads_once_from_the_public_bucket(workloads_dev: PlanResult) -> None:

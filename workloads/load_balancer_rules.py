@@ -79,14 +79,15 @@ def source_range_problems(cidrs: list[str], key: Callable[..., str]) -> list[str
 
 
 def certificate_problems(lb: LoadBalancerSettings, key: str) -> list[str]:
+    """A load balancer always fronts the password proxy, so it always listens with TLS: basic auth
+    sends the password with every request, readable by anyone on the path unless the listener
+    encrypts it, and "internal" narrows who is on the path, not whether they can read it."""
     arn = lb.certificate_arn
     if arn is None:
-        if lb.internal:
-            return []
         return [
-            f"{key}: required when internal is false: an internet-facing load balancer serves the password "
-            "only over HTTPS; give an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) "
-            "for a name you point at it, or keep it internal"
+            f"{key}: required: the load balancer serves TensorBoard behind a password, which crosses the "
+            "network only over HTTPS; give an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) "
+            "for a name you point at it, or drop loadBalancer and reach TensorBoard with kubectl port-forward"
         ]
     if not ACM_CERTIFICATE_ARN.match(arn):
         return [
@@ -102,13 +103,13 @@ def load_balancer_problems(lb: LoadBalancerSettings, key: Callable[..., str]) ->
 
 
 def service_annotations(lb: LoadBalancerSettings) -> dict[str, Any]:
-    """The cloud provider's annotations: internal or not, and TLS on the https port when a
-    certificate is given (the ELB terminates it and speaks HTTP to the proxy)."""
-    annotations = {"service.beta.kubernetes.io/aws-load-balancer-internal": str(lb.internal).lower()}
-    if lb.certificate_arn:
-        annotations |= {
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": lb.certificate_arn,
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
-            "service.beta.kubernetes.io/aws-load-balancer-backend-protocol": "http",
-        }
-    return annotations
+    """The cloud provider's annotations: internal or not, and TLS on the https port (the ELB
+    terminates it with the certificate and speaks HTTP to the proxy)."""
+    if lb.certificate_arn is None:
+        raise ValueError("a load balancer without a certificate is refused by load_balancer_problems")
+    return {
+        "service.beta.kubernetes.io/aws-load-balancer-internal": str(lb.internal).lower(),
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": lb.certificate_arn,
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
+        "service.beta.kubernetes.io/aws-load-balancer-backend-protocol": "http",
+    }

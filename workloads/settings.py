@@ -293,7 +293,8 @@ class LoadBalancerSettings(ConfigModel):
     )
     internal: bool = Field(default=True, description="Internal (inside the VPC) or internet-facing.")
     certificate_arn: str | None = Field(
-        default=None, description="ACM certificate for HTTPS; required when not internal."
+        default=None,
+        description="ACM certificate of the HTTPS listener; required: the proxy's password never travels unencrypted.",
     )
     username: str = Field(
         default="admin", pattern=r"^[A-Za-z0-9_.-]{1,32}$", description="User name of the password proxy."

@@ -4,7 +4,9 @@ ClusterIP only by default: `kubectl port-forward svc/tensorboard 6006`. With
 `tensorboard.loadBalancer`, an nginx sidecar asks for a password (generated, exported as a
 secret output), TensorBoard listens on the pod's localhost only (so nothing reaches it but
 through the proxy), the Services point at the proxy, and the load balancer accepts only the
-listed source ranges, over HTTPS when a certificate is given (required unless internal).
+listed source ranges, over HTTPS only, with the ACM certificate every load balancer must name
+(workloads/load_balancer_rules.py). The ELB forwards to the node port over HTTP, between its own
+security group and the nodes inside the VPC; the proxy serves no TLS of its own.
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
 
 
 def load_balancer_service(layout: TensorBoardLayout, lb: LoadBalancerSettings) -> dict[str, Any]:
-    # HTTPS on 443 with a certificate (the ELB terminates TLS), else plain HTTP on 80 (internal only).
-    port = {"name": "https", "port": 443} if lb.certificate_arn else {"name": "http", "port": 80}
+    # HTTPS on 443 only: the ELB terminates TLS with the certificate every load balancer must name.
+    port = {"name": "https", "port": 443}
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -424,6 +424,10 @@ class FsxStorage(pulumi.ComponentResource):
             "controller": {
                 "serviceAccount": {"create": True, "name": CONTROLLER_SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
+                # The chart's default, said explicitly: at its two replicas (replicaCount: 2) a drain
+                # takes one at a time (chart 1.17.0 templates/pdb.yaml: maxUnavailable 1 up to two
+                # replicas, minAvailable 2 above).
+                "podDisruptionBudget": {"enabled": True},
             },
             # Every node mounts Lustre, tainted Trainium nodes first of all.
             "node": {"tolerateAllTaints": True},
