@@ -75,8 +75,11 @@ def test_plan_writes_resources_json(planned_dev):
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
         "namespace-default.yaml",
+        # The operators' namespaces get their Pod Security labels the same way (Helm creates them).
+        "namespace-kuberay-system.yaml",
         "namespace-neuron-burn-in.yaml",
         "namespace-neuron-healthcheck-system.yaml",
+        "namespace-volcano-system.yaml",
         # Every pod of the namespace kept from the instance metadata service (infra/specs/node_security.py).
         "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
