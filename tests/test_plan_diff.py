@@ -364,7 +364,9 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
 # when the capacity shrinks or the deployment type is SCRATCH_1;
 # resourceLustreFileSystemMetadataConfigCustomizeDiff when USER_PROVISIONED metadata IOPS decrease.
 # fileSystemTypeVersion: pulumi_aws 7.51.1 fsx/lustre_file_system.py documents a higher version as
-# an in-place upgrade and a lower one as a replacement.
+# an in-place upgrade and a lower one as a replacement. automatic_backup_retention_days and
+# daily_automatic_backup_start_time are Optional+Computed without ForceNew, sent by
+# resourceLustreFileSystemUpdate; copy_tags_to_backups is ForceNew.
 @pytest.mark.parametrize(
     ("path", "old", "new", "inputs", "replaced"),
     [
@@ -377,6 +379,10 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
         ("fileSystemTypeVersion", "2.12", "2.15", {}, False),
         ("fileSystemTypeVersion", "2.15", "2.12", {}, True),
         ("deploymentType", "PERSISTENT_1", "PERSISTENT_2", {}, True),
+        ("automaticBackupRetentionDays", None, 14, {"deploymentType": "PERSISTENT_2"}, False),
+        ("automaticBackupRetentionDays", 14, 0, {"deploymentType": "PERSISTENT_2"}, False),
+        ("dailyAutomaticBackupStartTime", None, "05:00", {"deploymentType": "PERSISTENT_2"}, False),
+        ("copyTagsToBackups", None, True, {"deploymentType": "PERSISTENT_2"}, True),
     ],
 )
 def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:

@@ -18,10 +18,10 @@ from infra.config.base import PROFILE_KEY, REGION_KEY
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
     FSX_THROUGHPUTS,
-    MAX_BACKUP_RETENTION_DAYS,
-    PROD_MIN_BACKUP_RETENTION_DAYS,
     LOG_RETENTION_DAYS,
     LOG_TYPES,
+    MAX_BACKUP_RETENTION_DAYS,
+    PROD_MIN_BACKUP_RETENTION_DAYS,
     AcceleratorNodeGroupConfig,
     EndpointAccessConfig,
     NetworkConfig,
