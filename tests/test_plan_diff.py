@@ -189,6 +189,28 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
+def test_turning_backups_on_updates_the_file_system_in_place(base_cluster: Path, tmp_path: Path) -> None:
+    # terraform-provider-aws internal/service/fsx/lustre_file_system.go (aws-sdk-go-v2):
+    # automatic_backup_retention_days and daily_automatic_backup_start_time are Optional+Computed
+    # without ForceNew; resourceLustreFileSystemUpdate sends both in UpdateFileSystem. A deployed
+    # stack gets its backups without losing the file system, its volumes or their claims.
+    head = cluster_plan(
+        tmp_path, lambda d: d.update({"trainium-eks:storage": {"backupRetentionDays": 14, "backupStartTime": "05:00"}})
+    )
+    changes = changes_of(base_cluster, head)
+    assert list(changes) == ["aws:fsx/lustreFileSystem:LustreFileSystem fsx-training"]
+    (fs,) = changes.values()
+    assert fs.kind == "update"
+    assert [(p.path, p.new, p.replace_reason) for p in fs.paths] == [
+        ("automaticBackupRetentionDays", 14, None),
+        ("dailyAutomaticBackupStartTime", "05:00", None),
+    ]
+    text = compare.render_text(compare.diff_plan_dirs(base_cluster, head), "main")
+    assert (
+        'dailyAutomaticBackupStartTime: (unset) => "05:00"' in text and "automaticBackupRetentionDays: 0 => 14" in text
+    )
+
+
 @pytest.mark.parametrize(("old", "new"), [("1.34", "1.35"), ("1.35", "1.36")])
 def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(
     tmp_path: Path, old: str, new: str
