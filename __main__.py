@@ -163,6 +163,7 @@ if features.fsx_csi:
             node_security_group_ids=[cluster.cluster_security_group_id],
             storage=config.storage,
             retain=config.retain_storage,
+            backup_retention_days=config.storage_backup_retention_days,
             identities=identities,
             namespaces=namespaces,
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},

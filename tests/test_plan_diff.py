@@ -189,6 +189,28 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
+def test_turning_backups_on_updates_the_file_system_in_place(base_cluster: Path, tmp_path: Path) -> None:
+    # terraform-provider-aws internal/service/fsx/lustre_file_system.go (aws-sdk-go-v2):
+    # automatic_backup_retention_days and daily_automatic_backup_start_time are Optional+Computed
+    # without ForceNew; resourceLustreFileSystemUpdate sends both in UpdateFileSystem. A deployed
+    # stack gets its backups without losing the file system, its volumes or their claims.
+    head = cluster_plan(
+        tmp_path, lambda d: d.update({"trainium-eks:storage": {"backupRetentionDays": 14, "backupStartTime": "05:00"}})
+    )
+    changes = changes_of(base_cluster, head)
+    assert list(changes) == ["aws:fsx/lustreFileSystem:LustreFileSystem fsx-training"]
+    (fs,) = changes.values()
+    assert fs.kind == "update"
+    assert [(p.path, p.new, p.replace_reason) for p in fs.paths] == [
+        ("automaticBackupRetentionDays", 14, None),
+        ("dailyAutomaticBackupStartTime", "05:00", None),
+    ]
+    text = compare.render_text(compare.diff_plan_dirs(base_cluster, head), "main")
+    assert (
+        'dailyAutomaticBackupStartTime: (unset) => "05:00"' in text and "automaticBackupRetentionDays: 0 => 14" in text
+    )
+
+
 @pytest.mark.parametrize(("old", "new"), [("1.34", "1.35"), ("1.35", "1.36")])
 def test_raising_kubernetes_version_updates_the_cluster_then_every_node_group_in_place(
     tmp_path: Path, old: str, new: str
@@ -364,7 +386,9 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
 # when the capacity shrinks or the deployment type is SCRATCH_1;
 # resourceLustreFileSystemMetadataConfigCustomizeDiff when USER_PROVISIONED metadata IOPS decrease.
 # fileSystemTypeVersion: pulumi_aws 7.51.1 fsx/lustre_file_system.py documents a higher version as
-# an in-place upgrade and a lower one as a replacement.
+# an in-place upgrade and a lower one as a replacement. automatic_backup_retention_days and
+# daily_automatic_backup_start_time are Optional+Computed without ForceNew, sent by
+# resourceLustreFileSystemUpdate; copy_tags_to_backups is ForceNew.
 @pytest.mark.parametrize(
     ("path", "old", "new", "inputs", "replaced"),
     [
@@ -377,6 +401,10 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
         ("fileSystemTypeVersion", "2.12", "2.15", {}, False),
         ("fileSystemTypeVersion", "2.15", "2.12", {}, True),
         ("deploymentType", "PERSISTENT_1", "PERSISTENT_2", {}, True),
+        ("automaticBackupRetentionDays", None, 14, {"deploymentType": "PERSISTENT_2"}, False),
+        ("automaticBackupRetentionDays", 14, 0, {"deploymentType": "PERSISTENT_2"}, False),
+        ("dailyAutomaticBackupStartTime", None, "05:00", {"deploymentType": "PERSISTENT_2"}, False),
+        ("copyTagsToBackups", None, True, {"deploymentType": "PERSISTENT_2"}, True),
     ],
 )
 def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inputs, replaced) -> None:

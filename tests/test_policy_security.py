@@ -551,3 +551,60 @@ def test_controller_made_pods_are_checked_too():
     )
     [message] = violations("no-privileged-or-host-path", rayjob)
     assert "spec.submitterPodTemplate.spec" in message and "hostNetwork" in message
+
+
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+
+
+def _protected_file_system(protect: bool, **props):
+    # The engine hands the rule the resource's `protect` option (pulumi-policy v1.21.0 policy.py
+    # PolicyResourceOptions.protect); offline/plan/policy_run.py passes the recorded one.
+    registration = reg(LUSTRE, "fsx-training", {"deploymentType": "PERSISTENT_2", **props})
+    registration.protect = protect
+    return registration
+
+
+def test_a_retained_persistent_file_system_keeps_automatic_backups():
+    # FSx CreateFileSystem: AutomaticBackupRetentionDays defaults to 0, no backups; `protect` stops
+    # only `pulumi destroy`, so a retained file system without backups is the only copy of its data.
+    [message] = violations("fsx-retained-backups", _protected_file_system(True))
+    assert "'fsx-training' is retained (protected) but keeps no day(s)" in message
+    assert "storage.backupRetentionDays" in message
+    assert violations("fsx-retained-backups", _protected_file_system(True, automaticBackupRetentionDays=0))
+    assert not violations("fsx-retained-backups", _protected_file_system(True, automaticBackupRetentionDays=1))
+    # Prod asks for a week (policy/config.prod.json).
+    week = {"minimumRetentionDays": 7}
+    [message] = violations(
+        "fsx-retained-backups", _protected_file_system(True, automaticBackupRetentionDays=3), config=week
+    )
+    assert "keeps 3 day(s)" in message and "set automaticBackupRetentionDays to 7-90" in message
+    assert not violations(
+        "fsx-retained-backups", _protected_file_system(True, automaticBackupRetentionDays=14), config=week
+    )
+
+
+def test_only_retained_persistent_file_systems_must_keep_backups():
+    # An unprotected (dev) file system may go without; SCRATCH types take no backups at all, and
+    # terraform-provider-aws defaults deploymentType to SCRATCH_1.
+    assert not violations("fsx-retained-backups", _protected_file_system(False))
+    assert not violations("fsx-retained-backups", _protected_file_system(True, deploymentType="SCRATCH_2"))
+    registration = reg(LUSTRE, "fsx-training", {})
+    registration.protect = True
+    assert not violations("fsx-retained-backups", registration)
+    assert not violations(
+        "fsx-retained-backups", _protected_file_system(True, automaticBackupRetentionDays=UNKNOWN_OBJECT_VALUE)
+    )
+
+
+def test_the_shipped_stacks_keep_backups_where_they_retain(dev, prod):
+    prod_fs = prod.named("fsx-training", LUSTRE)
+    assert prod_fs.protect and prod_fs.inputs["automaticBackupRetentionDays"] == 14
+    pack = parse_config({"fsx-retained-backups": {"minimumRetentionDays": 7}}, "prod")
+    report = run_policies(
+        prod.registrations, pack, "us-east-2", [p for p in POLICIES if p.name == "fsx-retained-backups"]
+    )
+    assert not report.violations
+    # The same file system with backups off is refused by the prod pack.
+    prod_fs_off = _protected_file_system(True, automaticBackupRetentionDays=0)
+    report = run_policies([prod_fs_off], pack, "us-east-2", [p for p in POLICIES if p.name == "fsx-retained-backups"])
+    assert [v.policy for v in report.mandatory] == ["fsx-retained-backups"]

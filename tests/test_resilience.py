@@ -99,6 +99,63 @@ def test_bert_resumes_from_the_newest_complete_checkpoint_never_a_cut_one(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt"]
 
 
+def tear_like_a_lost_node(path: Path) -> None:
+    """A save closed but not flushed: pages the node never wrote back read as zeros, here in the
+    middle of the member's data, while the central directory at the end arrived."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle - 512 : middle + 512] = bytes(1024)
+    path.write_bytes(bytes(data))
+
+
+def test_bert_never_resumes_from_a_closed_but_torn_checkpoint(tmp_path: Path) -> None:
+    """is_zipfile sees only the end-of-central-directory record; the CRC-32 torch.save recorded per
+    member is what shows the holes. The pick falls back to the newest that reads back whole."""
+    torch_save_like(tmp_path / "ckpt_400.pt")
+    torch_save_like(tmp_path / "ckpt_800.pt")
+    torch_save_like(tmp_path / "ckpt_1200.pt")
+    tear_like_a_lost_node(tmp_path / "ckpt_1200.pt")
+    assert zipfile.is_zipfile(tmp_path / "ckpt_1200.pt")  # what alone used to count
+    assert not resilience.bert_readable(str(tmp_path / "ckpt_1200.pt"))
+    assert resilience.bert_readable(str(tmp_path / "ckpt_800.pt"))
+    assert resilience.resume_args("bert", str(tmp_path)) == [
+        "--resume_ckpt",
+        "--resume_ckpt_path",
+        f"{tmp_path}/ckpt_800.pt",
+    ]
+    # Pruning keeps `keep` checkpoints that read back whole: the torn one goes, the good 800 stays
+    # although 1200 is newer.
+    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt", f"{tmp_path}/ckpt_1200.pt"]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt"]
+
+
+def test_a_torn_local_header_is_no_checkpoint_either(tmp_path: Path) -> None:
+    torch_save_like(tmp_path / "ckpt_5.pt")
+    data = bytearray((tmp_path / "ckpt_5.pt").read_bytes())
+    data[:64] = bytes(64)  # the first page lost: zipfile raises on the member's header
+    (tmp_path / "ckpt_5.pt").write_bytes(bytes(data))
+    assert zipfile.is_zipfile(tmp_path / "ckpt_5.pt")
+    assert resilience.resume_args("bert", str(tmp_path)) == []
+
+
+def test_only_as_many_checkpoints_are_read_back_as_are_kept_or_picked() -> None:
+    # Each read is a whole checkpoint (gigabytes on Lustre): newest first, stop once enough pass.
+    read: list[int] = []
+
+    def verify(step: int) -> bool:
+        read.append(step)
+        return step != 300
+
+    steps = {100: True, 200: True, 300: True, 400: False}
+    assert resilience.verified(steps, verify, 1) == {100: True, 200: True, 300: False, 400: False}
+    assert read == [300, 200]
+    read.clear()
+    assert resilience.verified(steps, verify, 2) == {100: True, 200: True, 300: False, 400: False}
+    assert read == [300, 200, 100]
+    read.clear()
+    assert resilience.verified(steps, verify, 0) == steps and read == []
+
+
 def test_selection_and_pruning_rules() -> None:
     steps = {100: True, 200: True, 300: False, 50: True}
     assert resilience.newest_complete(steps) == 200

@@ -276,6 +276,8 @@ def test_the_tear_down_removes_the_workload_stack_and_the_cluster_stack():
     tear_down = README.split("**10. Tear down**", 1)[1].split("## Documentation", 1)[0]
     commands = _shell_commands(tear_down)
     for cwd in ("workloads", "."):
-        assert (cwd, "pulumi destroy") in commands and (cwd, "pulumi stack rm dev") in commands, cwd
+        # pulumi/pulumi pkg/cmd/pulumi/stack/stack_remove.go (v3.259.0): without --preserve-config
+        # `stack rm` deletes the committed Pulumi.<stack>.yaml.
+        assert (cwd, "pulumi destroy") in commands and (cwd, "pulumi stack rm --preserve-config dev") in commands, cwd
     # The workloads go first, so no pod holds the file system the cluster stack deletes.
     assert commands.index(("workloads", "pulumi destroy")) < commands.index((".", "pulumi destroy"))

@@ -58,6 +58,77 @@ def test_dev_file_system_is_destroyable_and_prod_is_protected_with_a_final_backu
     assert prod_fs.inputs["finalBackupTags"]["Name"] == "fsx-final"
 
 
+def test_a_retained_file_system_takes_daily_backups_and_dev_takes_none(dev, prod):
+    # FSx CreateFileSystem: AutomaticBackupRetentionDays defaults to 0 (no automatic backups), and
+    # `protect` or the final backup guard only `pulumi destroy`. Prod's stack file keeps two weeks.
+    dev_fs, prod_fs = dev.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
+    assert prod_fs.inputs["automaticBackupRetentionDays"] == 14
+    assert prod_fs.inputs["dailyAutomaticBackupStartTime"] == "05:00"
+    # Dev is not retained: explicitly none (the attribute is Computed: unset would keep what an
+    # earlier setting left), and no start time for backups that never run.
+    assert dev_fs.inputs["automaticBackupRetentionDays"] == 0
+    assert "dailyAutomaticBackupStartTime" not in dev_fs.inputs
+    # copy_tags_to_backups is ForceNew in terraform-provider-aws: turning it on would replace the
+    # file system and its data.
+    assert "copyTagsToBackups" not in prod_fs.inputs and "copyTagsToBackups" not in dev_fs.inputs
+
+
+def test_retention_follows_retain_unless_the_stack_sets_it(plan_with):
+    fs = plan_with(storage={"retain": True}).named("fsx-training", FILE_SYSTEM)
+    assert fs.protect and fs.inputs["automaticBackupRetentionDays"] == 7
+    fs = plan_with(storage={"backupRetentionDays": 3, "backupStartTime": "22:30"}).named("fsx-training", FILE_SYSTEM)
+    assert not fs.protect and fs.inputs["automaticBackupRetentionDays"] == 3
+    assert fs.inputs["dailyAutomaticBackupStartTime"] == "22:30"
+
+
+PROD_BASE = {"region": "us-east-2", "environment": "prod", "endpointAccess": {"publicCidrs": ["203.0.113.0/24"]}}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"storage": {"backupRetentionDays": 91}},
+            "storage.backupRetentionDays = 91: FSx keeps automatic backups 0 to 90 days (0 turns them off)",
+        ),
+        (
+            {"storage": {"backupRetentionDays": -1}},
+            "storage.backupRetentionDays = -1: FSx keeps automatic backups 0 to 90 days",
+        ),
+        (
+            {"storage": {"backupStartTime": "5:00"}},
+            "storage.backupStartTime = '5:00': a UTC time HH:MM such as 05:00",
+        ),
+        (
+            {"storage": {"deploymentType": "SCRATCH_2", "perUnitStorageThroughput": None, "backupRetentionDays": 7}},
+            "storage.backupRetentionDays = 7: SCRATCH_2 file systems take no backups; use PERSISTENT_2 or 0",
+        ),
+        (
+            {"storage": {"retain": True, "backupRetentionDays": 0}},
+            "storage.backupRetentionDays = 0: a retained file system keeps daily automatic backups (allowed: 1 to 90)",
+        ),
+        (
+            {**PROD_BASE, "storage": {"backupRetentionDays": 3}},
+            "storage.backupRetentionDays = 3: prod keeps automatic backups at least 7 days (allowed: 7 to 90)",
+        ),
+        (
+            {**PROD_BASE, "storage": {"retain": False}},
+            "storage.backupRetentionDays = not set (0 without storage.retain): prod keeps automatic backups at least 7",
+        ),
+    ],
+)
+def test_backup_retention_refusals(config, message):
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", **config})
+    assert message in str(err.value)
+
+
+def test_backup_retention_defaults():
+    assert parse_stack_config({"region": "us-west-2"}).storage_backup_retention_days == 0
+    assert parse_stack_config(PROD_BASE).storage_backup_retention_days == 7
+    assert parse_stack_config({**PROD_BASE, "storage": {"backupRetentionDays": 30}}).storage_backup_retention_days == 30
+
+
 def test_static_volume_matches_the_csi_driver_contract():
     # kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0): examples/kubernetes/
     # static_provisioning/specs/pv.yaml and pkg/driver/node.go: volumeHandle is the file

@@ -10,6 +10,12 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   writeEndOfFile), so a file cut short has no end-of-central-directory record:
   ``zipfile.is_zipfile`` is False. The script's own ``--resume_ckpt`` takes the highest step of
   any ``*.pt`` (l.461-463), complete or not, so the pick is passed as ``--resume_ckpt_path``.
+  Closed is not durable: the script does not fsync, and a node lost after the save may leave pages
+  that never reached the file system, read back as zeros under an intact directory. So the pick
+  (and what pruning keeps) must also read back whole: torch.save records each member's CRC-32
+  (pytorch/pytorch torch/utils/serialization/config.py, save.compute_crc32 = True, as read at
+  72950e3c; the image's torch 2.9 tag itself was not readable here), and
+  ``ZipFile.testzip`` checks every member against it. Newest first, only as many as are needed.
 - Ray Train (aws-neuron/neuronx-distributed fbac349 tp_zero1_llama_hf_pretrain.py l.337-352, l.376-394): NxD's
   ``save_checkpoint(<dir>, "step_<n>")`` writes ``<dir>/step_<n>/done`` only after every rank has
   saved (same commit,
@@ -51,7 +57,7 @@ import sys
 import urllib.request
 import time
 import zipfile
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 STEP_PATTERNS = {
     "bert": r"\bLOG .* - \(\d+, (\d+)\) step_loss",
@@ -90,6 +96,27 @@ def to_delete(steps: dict[int, bool], keep: int) -> list[int]:
     return sorted([s for s, ok in steps.items() if not ok] + complete[keep:])
 
 
+def verified(steps: dict[int, bool], verify: Callable[[int], bool], enough: int) -> dict[int, bool]:
+    """``steps`` with the complete ones, newest first, confirmed by ``verify`` until ``enough`` pass:
+    older ones are beyond what is kept or picked, so they need no reading."""
+    checked, passed = dict(steps), 0
+    for step in sorted((s for s, ok in steps.items() if ok), reverse=True):
+        if passed >= enough:
+            break
+        checked[step] = verify(step)
+        passed += checked[step]
+    return checked
+
+
+def bert_readable(path: str) -> bool:
+    """Every member's bytes match the CRC-32 torch.save wrote for them."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except Exception:  # a torn header or a read error: not a checkpoint to continue from
+        return False
+
+
 def bert_steps(directory: str) -> dict[int, bool]:
     steps = {}
     for name in _listdir(directory):
@@ -122,7 +149,8 @@ def nxdt_steps(directory: str) -> dict[int, bool]:
 def resume_args(kind: str, directory: str) -> list[str]:
     """The script arguments that continue from the newest complete checkpoint (none: start)."""
     if kind == "bert":
-        step = newest_complete(bert_steps(directory))
+        readable = lambda s: bert_readable(f"{directory}/ckpt_{s}.pt")  # noqa: E731
+        step = newest_complete(verified(bert_steps(directory), readable, 1))
         return [] if step is None else ["--resume_ckpt", "--resume_ckpt_path", f"{directory}/ckpt_{step}.pt"]
     if kind == "ray":
         step = newest_complete(nxd_steps(directory))
@@ -152,7 +180,8 @@ def prune(kind: str, directory: str, keep: int) -> list[str]:
             shutil.rmtree(path := f"{directory}/{saves[step]}", ignore_errors=True)
             removed.append(path)
     if kind == "bert":
-        for step in to_delete(bert_steps(directory), keep):
+        readable = lambda s: bert_readable(f"{directory}/ckpt_{s}.pt")  # noqa: E731
+        for step in to_delete(verified(bert_steps(directory), readable, keep), keep):
             try:
                 os.remove(path := f"{directory}/ckpt_{step}.pt")
             except FileNotFoundError:  # removed meanwhile by another pruner: what was wanted

@@ -196,6 +196,8 @@ class FsxStorageArgs:
     node_security_group_ids: list[pulumi.Input[str]]
     storage: StorageConfig
     retain: bool
+    # Days of daily automatic backups (StackConfig.storage_backup_retention_days); 0 for none.
+    backup_retention_days: int
     identities: TrainingIdentities
     namespaces: list[str]
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
@@ -348,6 +350,18 @@ class FsxStorage(pulumi.ComponentResource):
             # Delete keeps a final backup when the stack retains its data (FSx's default is none).
             skip_final_backup=not (persistent and args.retain),
             final_backup_tags={**ctx.tags, "Name": f"{name}-final"} if persistent and args.retain else None,
+            # `protect` and the final backup guard only against `pulumi destroy`; daily backups are what
+            # is left after an `rm -rf` or a torn run directory. Both settings change in place
+            # (terraform-provider-aws internal/service/fsx/lustre_file_system.go, the aws-sdk-go-v2
+            # rewrite pulumi-aws 7.x bridges: neither is ForceNew, resourceLustreFileSystemUpdate sends
+            # them in UpdateFileSystem). The retention is always explicit, 0 included: the attribute is
+            # Computed, so leaving it unset would keep whatever an earlier setting left. SCRATCH_2 takes
+            # no backups at all. copy_tags_to_backups stays unset: it is ForceNew there, so turning it on
+            # would replace the file system and lose its data; backups carry the file system's id.
+            automatic_backup_retention_days=args.backup_retention_days if persistent else None,
+            daily_automatic_backup_start_time=storage.backup_start_time
+            if persistent and args.backup_retention_days
+            else None,
             tags={**ctx.tags, "Name": f"{name}-training"},
             opts=pulumi.ResourceOptions(
                 parent=self,

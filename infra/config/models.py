@@ -50,6 +50,14 @@ LOG_RETENTION_DAYS = (
 )
 FsxDeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 # MB/s/TiB each deployment type accepts; scratch has none.
+# FSx CreateFileSystemLustreConfiguration.AutomaticBackupRetentionDays: 0 (off, the API's default)
+# to 90 days; terraform-provider-aws aws_fsx_lustre_file_system validates IntBetween(0, 90).
+MAX_BACKUP_RETENTION_DAYS = 90
+# A retained file system keeps at least a week of daily backups unless its stack says more; prod
+# may not keep less.
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+PROD_MIN_BACKUP_RETENTION_DAYS = 7
+
 FSX_THROUGHPUTS: dict[FsxDeploymentType, tuple[int, ...]] = {
     "PERSISTENT_2": (125, 250, 500, 1000),
     "PERSISTENT_1": (50, 100, 200),
@@ -299,6 +307,14 @@ class StorageConfig(ConfigModel):
         default=None,
         description="Protect the file system from `pulumi destroy` and keep a final backup; unset: on in prod.",
     )
+    backup_retention_days: int | None = Field(
+        default=None,
+        description="Days FSx keeps the file system's daily automatic backups, 0-90 (0: none); changing it is in "
+        "place. Unset: 7 where the file system is retained, else 0. At least 7 in prod; SCRATCH_2 takes none.",
+    )
+    backup_start_time: str = Field(
+        default="05:00", description="When the daily automatic backup starts (HH:MM, UTC), with backups on."
+    )
     claim_name: str = Field(default="fsx-claim", description="The claim each training namespace gets.")
     dynamic_reclaim_policy: Literal["Delete", "Retain"] = Field(
         default="Delete", description="Reclaim policy of the `fsx-lustre` StorageClass for extra, per-job volumes."
@@ -470,6 +486,14 @@ class StackConfig(ConfigModel):
     @property
     def retain_storage(self) -> bool:
         return self.storage.retain if self.storage.retain is not None else self.environment == "prod"
+
+    @property
+    def storage_backup_retention_days(self) -> int:
+        """Days of automatic backups: what the stack sets, else a week for a retained file system."""
+        if self.storage.backup_retention_days is not None:
+            return self.storage.backup_retention_days
+        persistent = self.storage.deployment_type != "SCRATCH_2"
+        return DEFAULT_BACKUP_RETENTION_DAYS if persistent and self.retain_storage else 0
 
     def data_buckets(self, namespace: str) -> list[str]:
         """The buckets the training role of ``namespace`` reads."""

@@ -20,6 +20,8 @@ from infra.config.models import (
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
     LOG_TYPES,
+    MAX_BACKUP_RETENTION_DAYS,
+    PROD_MIN_BACKUP_RETENTION_DAYS,
     AcceleratorNodeGroupConfig,
     EndpointAccessConfig,
     NetworkConfig,
@@ -337,6 +339,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _provisioner_problems(config)
     problems += _storage_problems(config.storage)
+    problems += _backup_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
     return problems
@@ -779,10 +782,45 @@ def _storage_problems(storage: StorageConfig) -> list[str]:
             )
     if storage.retain and storage.deployment_type == "SCRATCH_2":
         problems.append(f"{skey('retain')} = true: SCRATCH_2 file systems keep no backups; use PERSISTENT_2")
+    days = storage.backup_retention_days
+    if days is not None and not 0 <= days <= MAX_BACKUP_RETENTION_DAYS:
+        problems.append(
+            f"{skey('backupRetentionDays')} = {days}: FSx keeps automatic backups 0 to "
+            f"{MAX_BACKUP_RETENTION_DAYS} days (0 turns them off)"
+        )
+    elif days and storage.deployment_type == "SCRATCH_2":
+        problems.append(
+            f"{skey('backupRetentionDays')} = {days}: SCRATCH_2 file systems take no backups; use PERSISTENT_2 or 0"
+        )
+    # FSx DailyAutomaticBackupStartTime: HH:MM, UTC (terraform-provider-aws validates
+    # ^([01]\d|2[0-3]):?([0-5]\d)$ with length 5).
+    if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", storage.backup_start_time):
+        problems.append(f"{skey('backupStartTime')} = {storage.backup_start_time!r}: a UTC time HH:MM such as 05:00")
     problem = rules.dns_label_problem(storage.claim_name)
     if problem:
         problems.append(f"{skey('claimName')} = {storage.claim_name!r}: {problem}")
     return problems
+
+
+def _backup_problems(config: StackConfig) -> list[str]:
+    """A retained file system is the one copy of every checkpoint: `protect` stops only `pulumi
+    destroy`, so it keeps daily backups (the policy pack's fsx-retained-backups checks the same)."""
+    storage, days = config.storage, config.storage_backup_retention_days
+    key = key_name(("storage", "backupRetentionDays"))
+    if storage.deployment_type == "SCRATCH_2" or (storage.backup_retention_days or 0) > MAX_BACKUP_RETENTION_DAYS:
+        return []
+    shown = days if storage.backup_retention_days is not None else "not set (0 without storage.retain)"
+    if config.environment == "prod" and days < PROD_MIN_BACKUP_RETENTION_DAYS:
+        return [
+            f"{key} = {shown}: prod keeps automatic backups at least {PROD_MIN_BACKUP_RETENTION_DAYS} days "
+            f"(allowed: {PROD_MIN_BACKUP_RETENTION_DAYS} to {MAX_BACKUP_RETENTION_DAYS})"
+        ]
+    if config.retain_storage and days == 0:
+        return [
+            f"{key} = 0: a retained file system keeps daily automatic backups (allowed: 1 to "
+            f"{MAX_BACKUP_RETENTION_DAYS}); set storage.retain to false for one that may be lost"
+        ]
+    return []
 
 
 # FSx CreateDataRepositoryAssociation (API reference): FileSystemPath starts with '/', '/'

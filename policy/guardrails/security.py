@@ -78,6 +78,7 @@ INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 LEGACY_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 ECR_REPOSITORY = "aws:ecr/repository:Repository"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 KMS_KEY = "aws:kms/key:Key"
 SERVICE = "kubernetes:core/v1:Service"
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -412,6 +413,35 @@ def kms_key_rotation(args: ResourceValidationArgs, report: Report) -> None:
         report(f"KMS key '{args.name}' does not rotate: set enableKeyRotation to true.")
 
 
+# FSx CreateFileSystemLustreConfiguration.AutomaticBackupRetentionDays: 0 (the API's default: no
+# automatic backups) to 90. SCRATCH deployment types take no backups at all (the stack config refuses
+# to retain one), so the rule is about the persistent ones. terraform-provider-aws
+# aws_fsx_lustre_file_system defaults deploymentType to SCRATCH_1.
+MAX_BACKUP_RETENTION_DAYS = 90
+
+
+@resource_rule(
+    "fsx-retained-backups",
+    "A protected (retained) persistent FSx for Lustre file system takes daily automatic backups, kept at least "
+    "minimumRetentionDays days: `protect` stops only `pulumi destroy`, not a deletion on the file system.",
+    applies_to=(LUSTRE,),
+    config_schema={
+        "minimumRetentionDays": {"type": "integer", "minimum": 1, "maximum": MAX_BACKUP_RETENTION_DAYS, "default": 1}
+    },
+)
+def fsx_retained_backups(args: ResourceValidationArgs, report: Report) -> None:
+    if not args.opts.protect or str(get(args.props, "deploymentType", default="SCRATCH_1")).startswith("SCRATCH_"):
+        return
+    minimum = int(args.get_config().get("minimumRetentionDays", 1))
+    days = known(get, args.props, "automaticBackupRetentionDays", unknown=minimum)
+    if not isinstance(days, (int, float)) or days < minimum:
+        report(
+            f"FSx for Lustre file system '{args.name}' is retained (protected) but keeps "
+            f"{'no' if not days else days} day(s) of automatic backups: set automaticBackupRetentionDays to "
+            f"{minimum}-{MAX_BACKUP_RETENTION_DAYS} (stack key storage.backupRetentionDays)."
+        )
+
+
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 ENCRYPTION_TYPES = (
@@ -603,6 +633,7 @@ POLICIES = [
     efa_security_group_self_only,
     ecr_immutable_scanned,
     kms_key_rotation,
+    fsx_retained_backups,
     s3_bucket_protected,
     load_balancer_restricted,
     image_pinned_tag,
