@@ -208,6 +208,21 @@ def running_kubernetes_version(cluster_name: str) -> str | None:
     return cluster.version
 
 
+def deployed_zone_ids(cluster_name: str) -> list[str] | None:
+    """The running cluster's zones in address-slot order, or None before its first `up`. The control
+    plane sits in the private subnets, one per zone, whose CIDRs ascend with the slot
+    (infra/specs/cidrs.py), so their order by address is the zones' slot order."""
+    try:
+        cluster = aws.eks.get_cluster(name=cluster_name)
+    except Exception as error:
+        if _not_found(error):
+            return None
+        raise
+    subnets = [aws.ec2.get_subnet(id=subnet_id) for subnet_id in cluster.vpc_config.subnet_ids or []]
+    ordered = sorted(subnets, key=lambda s: ipaddress.ip_network(s.cidr_block))
+    return [s.availability_zone_id for s in ordered] or None
+
+
 def node_group_versions(cluster_name: str) -> dict[str, str]:
     """The Kubernetes version each managed node group of the cluster runs now."""
     names = aws.eks.get_node_groups(cluster_name=cluster_name).names or []

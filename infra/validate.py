@@ -27,6 +27,7 @@ from infra.config.rules import (
     semantic_problems,
 )
 from infra.facts.pins import for_terminal
+from infra.specs.placement import Placement, deployed_zones_problem
 from infra.specs.system_capacity import system_fit_problem
 
 
@@ -69,6 +70,15 @@ def check_against_the_account(config: StackConfig) -> None:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
     if running:
         check_provisioner_switch(config)
+
+
+def check_zones_kept(config: StackConfig, placement: Placement) -> None:
+    """A running cluster keeps its zones and their address slots: another zone set is refused, in a
+    preview too (it can never apply cleanly), before anything is declared."""
+    deployed = lookups.deployed_zone_ids(config.cluster_name)
+    problem = deployed and deployed_zones_problem(deployed, placement)
+    if problem:
+        raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
 
 
 def check_provisioner_switch(config: StackConfig) -> None:

@@ -85,6 +85,8 @@ class ExistingCluster:
     node_group_sizes: Mapping[str, int] = field(default_factory=dict)
     # How many instances Karpenter launched for the cluster are up.
     karpenter_instances: int = 0
+    # The zones its control-plane (private) subnets are in, in address-slot order; none: not checked.
+    zone_ids: tuple[str, ...] = ()
 
 
 class CloudMocks(pulumi.runtime.Mocks):
@@ -213,7 +215,15 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "name": a["name"],
                 "arn": self._arn("eks", f"cluster/{a['name']}"),
                 "version": self.existing_cluster.kubernetes_version,
+                "vpcConfig": {"subnetIds": [f"subnet-private-{z}" for z in self.existing_cluster.zone_ids]},
             }
+        if token == "aws:ec2/getSubnet:getSubnet":
+            zone_ids = self.existing_cluster.zone_ids if self.existing_cluster else ()
+            zone_id = a["id"].removeprefix("subnet-private-")
+            if zone_id not in zone_ids:
+                return {}, [("id", f"reading EC2 Subnet ({a['id']}): couldn't find resource")]
+            slot = zone_ids.index(zone_id)
+            return {"id": a["id"], "availabilityZoneId": zone_id, "cidrBlock": f"10.0.{slot}.0/24"}
         if token == "aws:eks/getNodeGroups:getNodeGroups":
             groups = self.existing_cluster.node_groups if self.existing_cluster else {}
             return {"id": a["clusterName"], "clusterName": a["clusterName"], "names": sorted(groups)}
