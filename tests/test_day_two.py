@@ -12,6 +12,8 @@ import yaml
 
 from infra.config.errors import ConfigError
 from infra.config.models import AcceleratorNodeGroupConfig
+from infra.lookups import DeployContext
+from infra.specs.group_replacement import RunningGroup, group_replacement_problems
 from infra.specs.placement import Placement, Zone, choose_placement, deployed_zones_problem
 from offline.diff import compare
 from offline.plan import fixtures
@@ -130,3 +132,72 @@ def test_a_group_added_first_in_another_zone_only_creates(dev: PlanResult, tmp_p
     (d,) = compare.diff_plan_dirs(base, head)
     kinds = {(c.kind, c.type, c.name) for c in d.changes}
     assert kinds and {k for k, _, _ in kinds} == {"create"}, sorted(kinds)
+
+
+# --- a running Trainium group is never replaced under its nodes ---------------------------------
+
+RUNNING_TRN1 = RunningGroup(2, ("trn1.32xlarge",), "ON_DEMAND", ("usw2-az4",))
+
+
+def test_a_change_that_replaces_a_running_group_with_nodes_is_refused() -> None:
+    placement = dev_placement(DEV_GROUPS)
+    assert group_replacement_problems({"trn1-32xl-ng1": RUNNING_TRN1}, DEV_GROUPS, placement.group_zones) == []
+    changed = [group("trn1-32xl-ng1", "trn1.2xlarge", "usw2-az3"), DEV_GROUPS[1]]
+    problems = group_replacement_problems(
+        {"trn1-32xl-ng1": RUNNING_TRN1}, changed, dev_placement(changed, 3).group_zones
+    )
+    assert [p.split(": replaces", 1)[0] for p in problems] == [
+        "trainium-eks:acceleratorNodeGroups[0].instanceType = 'trn1.2xlarge'",
+        "trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az3'",
+    ]
+    assert "running node group trn1-32xl-ng1, whose 2 Trainium node(s) EKS terminates" in problems[0]
+    assert problems[0].endswith("allowed now: 'trn1.32xlarge'") and problems[1].endswith("allowed now: 'usw2-az4'")
+
+
+def test_a_group_at_zero_or_not_running_may_be_replaced() -> None:
+    changed = [group("trn1-32xl-ng1", "trn1.2xlarge"), DEV_GROUPS[1]]
+    zones = dev_placement(changed).group_zones
+    idle = RunningGroup(0, ("trn1.32xlarge",), "ON_DEMAND", ("usw2-az4",))
+    assert group_replacement_problems({"trn1-32xl-ng1": idle}, changed, zones) == []
+    assert group_replacement_problems({}, changed, zones) == []
+
+
+def test_moving_a_running_group_onto_a_capacity_block_is_refused() -> None:
+    block = AcceleratorNodeGroupConfig.model_validate(
+        {
+            "name": "trn1-32xl-ng1",
+            "instanceType": "trn1.32xlarge",
+            "maxSize": 2,
+            "azId": "usw2-az4",
+            "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"},
+        }
+    )
+    problems = group_replacement_problems({"trn1-32xl-ng1": RUNNING_TRN1}, [block], {block.name: US_WEST_2[3]})
+    assert [p.split(": replaces", 1)[0] for p in problems] == [
+        "trainium-eks:acceleratorNodeGroups[0].capacityReservation = 'CAPACITY_BLOCK'"
+    ]
+
+
+def test_pulumi_up_refuses_replacing_a_running_group_and_a_preview_warns() -> None:
+    """The look-ups behind it (eks:DescribeNodegroup, ec2:DescribeSubnets) run only against a cluster
+    that exists; only `pulumi up` refuses, as for the provisioner switch."""
+    config = stack_config(REPO_ROOT, "dev")
+    groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
+    groups[1]["instanceType"] = "trn1.32xlarge"
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
+    running = ExistingCluster(
+        {},
+        node_groups={"trn1-32xl-ng1": "1.35", "trn1n-32xl-ng": "1.35"},
+        node_group_sizes={"trn1n-32xl-ng": 1},
+        node_group_shapes={
+            "trn1-32xl-ng1": ("trn1.32xlarge", "ON_DEMAND", "usw2-az4"),
+            "trn1n-32xl-ng": ("trn1n.32xlarge", "ON_DEMAND", "usw2-az4"),
+        },
+    )
+    up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
+    with pytest.raises(ConfigError, match=r"acceleratorNodeGroups\[1\]\.instanceType = 'trn1.32xlarge': replaces"):
+        run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)
+    # A preview plans it (and warns): it changes nothing.
+    run_program(REPO_ROOT, "dev", config, existing_cluster=running)
+    # The shipped stack against the same running cluster: nothing to refuse.
+    run_program(REPO_ROOT, "dev", stack_config(REPO_ROOT, "dev"), existing_cluster=running, deploy=up)
