@@ -20,6 +20,7 @@ from infra.config.errors import EGRESS_IP_ENV, ConfigError, EgressLookupFailed
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
 from infra.facts.addons import resolve_builds
 from infra.facts.instances import InstanceFacts, from_ec2
+from infra.specs.group_replacement import RunningGroup
 from infra.specs.placement import ReservedCapacity, Zone
 
 # --- the deployer's side of the API endpoint ----------------------------------------------------
@@ -208,6 +209,21 @@ def running_kubernetes_version(cluster_name: str) -> str | None:
     return cluster.version
 
 
+def deployed_zone_ids(cluster_name: str) -> list[str] | None:
+    """The running cluster's zones in address-slot order, or None before its first `up`. The control
+    plane sits in the private subnets, one per zone, whose CIDRs ascend with the slot
+    (infra/specs/cidrs.py), so their order by address is the zones' slot order."""
+    try:
+        cluster = aws.eks.get_cluster(name=cluster_name)
+    except Exception as error:
+        if _not_found(error):
+            return None
+        raise
+    subnets = [aws.ec2.get_subnet(id=subnet_id) for subnet_id in cluster.vpc_config.subnet_ids or []]
+    ordered = sorted(subnets, key=lambda s: ipaddress.ip_network(s.cidr_block))
+    return [s.availability_zone_id for s in ordered] or None
+
+
 def node_group_versions(cluster_name: str) -> dict[str, str]:
     """The Kubernetes version each managed node group of the cluster runs now."""
     names = aws.eks.get_node_groups(cluster_name=cluster_name).names or []
@@ -222,6 +238,23 @@ def accelerator_group_sizes(cluster_name: str, group_names: list[str]) -> dict[s
         name: aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name).scaling_configs[0].desired_size
         for name in sorted(names)
     }
+
+
+def running_accelerator_groups(cluster_name: str, group_names: list[str]) -> dict[str, RunningGroup]:
+    """What EKS reports for each managed node group of the running cluster named like an accelerator
+    group: its desired size and the inputs that replace it (infra/specs/group_replacement.py)."""
+    names = set(aws.eks.get_node_groups(cluster_name=cluster_name).names or []) & set(group_names)
+    found: dict[str, RunningGroup] = {}
+    for name in sorted(names):
+        group = aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name)
+        subnets = [aws.ec2.get_subnet(id=subnet_id) for subnet_id in group.subnet_ids or []]
+        found[name] = RunningGroup(
+            desired_size=group.scaling_configs[0].desired_size,
+            instance_types=tuple(group.instance_types or ()),
+            capacity_type=group.capacity_type or None,
+            zone_ids=tuple(sorted(s.availability_zone_id for s in subnets)),
+        )
+    return found
 
 
 def karpenter_instance_count(cluster_name: str) -> int:

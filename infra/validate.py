@@ -15,7 +15,7 @@ from infra import lookups
 from infra.config.base import validated
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
-from infra.config.models import StackConfig, key_name
+from infra.config.models import AcceleratorNodeGroupConfig, StackConfig, key_name
 from infra.config.rules import (
     advisories,
     deploy_problems,
@@ -27,6 +27,8 @@ from infra.config.rules import (
     semantic_problems,
 )
 from infra.facts.pins import for_terminal
+from infra.specs.group_replacement import group_replacement_problems
+from infra.specs.placement import Placement, deployed_zones_problem
 from infra.specs.system_capacity import system_fit_problem
 
 
@@ -69,6 +71,33 @@ def check_against_the_account(config: StackConfig) -> None:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
     if running:
         check_provisioner_switch(config)
+
+
+def check_zones_kept(config: StackConfig, placement: Placement) -> None:
+    """A running cluster keeps its zones and their address slots: another zone set is refused, in a
+    preview too (it can never apply cleanly), before anything is declared."""
+    deployed = lookups.deployed_zone_ids(config.cluster_name)
+    problem = deployed and deployed_zones_problem(deployed, placement)
+    if problem:
+        raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+
+
+def check_group_replacements(
+    config: StackConfig, groups: list[AcceleratorNodeGroupConfig], placement: Placement
+) -> None:
+    """A change that replaces a running Trainium node group with nodes is refused by `pulumi up`
+    (a preview warns: it changes nothing), before anything is declared."""
+    if (
+        config.node_provisioner != "cluster-autoscaler"
+        or lookups.running_kubernetes_version(config.cluster_name) is None
+    ):
+        return
+    running = lookups.running_accelerator_groups(config.cluster_name, [g.name for g in groups])
+    problems = group_replacement_problems(running, groups, placement.group_zones)
+    if problems and lookups.deploy_context().deploying():
+        raise ConfigError(problems, f"stack configuration for the running cluster {config.cluster_name}")
+    for problem in problems:
+        pulumi.log.warn(problem)
 
 
 def check_provisioner_switch(config: StackConfig) -> None:

@@ -67,6 +67,6 @@ def test_more_accelerator_zones_than_az_count_is_refused():
         group("c", "inf2.xlarge", "usw2-az1"),
     ]
     with pytest.raises(
-        ConfigError, match=r"network.azCount = 2: accelerator groups need zones usw2-az4, usw2-az3, usw2-az1"
+        ConfigError, match=r"network.azCount = 2: accelerator groups need zones usw2-az1, usw2-az3, usw2-az4"
     ):
         choose_placement(US_WEST_2, OFFERS, groups, 2, "us-west-2")

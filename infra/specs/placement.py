@@ -70,13 +70,50 @@ def with_reservation_zones(
 @dataclass(frozen=True)
 class Placement:
     zones: list[Zone]
-    """The VPC's zones, accelerator zones first."""
+    """The VPC's zones in address-slot order, the accelerator zone first (``zone_order``)."""
     group_zones: dict[str, Zone]
     """Accelerator node group name -> the one zone its nodes (and FSx) live in."""
 
     @property
     def accelerator_zone(self) -> Zone:
         return self.zones[0]
+
+
+def zone_order(accelerator_zone_id: str | None, zone_ids: set[str]) -> list[str]:
+    """The VPC's zones in address-slot order (infra/specs/cidrs.py gives the i-th zone the i-th slot):
+    the accelerator zone, then the others by id. Neither depends on where a group sits in the list,
+    so listing a new group first or last moves no zone to another zone's addresses."""
+    rest = sorted(zone_ids - {accelerator_zone_id})
+    return [accelerator_zone_id, *rest] if accelerator_zone_id else rest
+
+
+def accelerator_zone_id(groups: Sequence[AcceleratorNodeGroupConfig], group_zone_ids: Mapping[str, str]) -> str | None:
+    """Where the file system lives: the zone the groups without a pinned zone share, so a group
+    pinned elsewhere, wherever it is listed, never moves it (its subnet is ForceNew: a move replaces
+    the file system); with every group pinned, the lowest of their zone ids."""
+    unpinned = [g for g in groups if g.az_id is None]
+    if unpinned:
+        return group_zone_ids[unpinned[0].name]
+    return min(group_zone_ids.values(), default=None)
+
+
+def deployed_zones_problem(deployed: Sequence[str], placement: Placement) -> str | None:
+    """Why this configuration cannot run on a cluster whose zones are ``deployed`` (in address-slot
+    order), or None. Another zone set or order gives a zone another zone's subnet addresses (EC2
+    refuses a CIDR a live subnet holds, so `pulumi up` stops half-way), changes the core node
+    groups' subnetIds, which replaces them, and with a new first zone replaces the file system."""
+    wanted = [z.id for z in placement.zones]
+    if wanted == list(deployed):
+        return None
+    pinned = sorted({z.id for z in placement.group_zones.values()} - set(deployed))
+    because = f"accelerator groups pinned to {', '.join(pinned)} (azId)" if pinned else "the configuration"
+    return (
+        f"{key_name(('network', 'azCount'))} = {len(deployed)} / {key_name(('acceleratorNodeGroups',))}: "
+        f"the running cluster's zones are {', '.join(deployed)} (in address-slot order; the file system in "
+        f"{deployed[0]}); {because} would make them {', '.join(wanted)}, which moves subnets onto other zones' "
+        "addresses, replaces the core node groups and, with another first zone, the file system; allowed: "
+        f"groups in {', '.join(deployed)}, azCount {len(deployed)} (another zone needs a new stack)"
+    )
 
 
 def choose_placement(
@@ -128,7 +165,7 @@ def choose_placement(
     if problems:
         raise ConfigError(problems)
 
-    needed = list(dict.fromkeys(group_zone_ids[g.name] for g in groups))
+    needed = sorted(set(group_zone_ids.values()))
     if len(needed) > az_count:
         raise ConfigError(
             [f"{key_name(('network', 'azCount'))} = {az_count}: accelerator groups need zones {', '.join(needed)}"]
@@ -138,6 +175,6 @@ def choose_placement(
     if len(chosen) < az_count:
         raise ConfigError([f"{key_name(('network', 'azCount'))} = {az_count}: {region} has only {len(by_id)} zones"])
     return Placement(
-        zones=[by_id[z] for z in chosen],
+        zones=[by_id[z] for z in zone_order(accelerator_zone_id(groups, group_zone_ids), set(chosen))],
         group_zones={name: by_id[z] for name, z in group_zone_ids.items()},
     )

@@ -85,6 +85,11 @@ class ExistingCluster:
     node_group_sizes: Mapping[str, int] = field(default_factory=dict)
     # How many instances Karpenter launched for the cluster are up.
     karpenter_instances: int = 0
+    # The zones its control-plane (private) subnets are in, in address-slot order; none: not checked.
+    zone_ids: tuple[str, ...] = ()
+    # Managed node group name -> (instance type, capacity type, zone id) EKS reports for it; none:
+    # EKS reports no instance types, capacity type or subnets.
+    node_group_shapes: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
 
 
 class CloudMocks(pulumi.runtime.Mocks):
@@ -213,7 +218,19 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "name": a["name"],
                 "arn": self._arn("eks", f"cluster/{a['name']}"),
                 "version": self.existing_cluster.kubernetes_version,
+                "vpcConfig": {"subnetIds": [f"subnet-private-{z}" for z in self.existing_cluster.zone_ids]},
             }
+        if token == "aws:ec2/getSubnet:getSubnet":
+            # The existing cluster's subnets: "subnet-private-<zone id>" (its control plane's, CIDRs
+            # ascending in zone_ids order) and "subnet-node-<zone id>" (its node groups').
+            zone_ids = self.existing_cluster.zone_ids if self.existing_cluster else ()
+            kind, _, zone_id = a["id"].removeprefix("subnet-").partition("-")
+            if zone_id not in [z for _, z in fixtures.ZONES[self.region]] or (
+                kind == "private" and zone_id not in zone_ids
+            ):
+                return {}, [("id", f"reading EC2 Subnet ({a['id']}): couldn't find resource")]
+            slot = zone_ids.index(zone_id) if zone_id in zone_ids else 255
+            return {"id": a["id"], "availabilityZoneId": zone_id, "cidrBlock": f"10.0.{slot}.0/24"}
         if token == "aws:eks/getNodeGroups:getNodeGroups":
             groups = self.existing_cluster.node_groups if self.existing_cluster else {}
             return {"id": a["clusterName"], "clusterName": a["clusterName"], "names": sorted(groups)}
@@ -228,6 +245,11 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "clusterName": a["clusterName"],
                 "nodeGroupName": a["nodeGroupName"],
                 "version": cluster.node_groups[a["nodeGroupName"]],
+                **(
+                    {"instanceTypes": [shape[0]], "capacityType": shape[1], "subnetIds": [f"subnet-node-{shape[2]}"]}
+                    if (shape := cluster.node_group_shapes.get(a["nodeGroupName"]))
+                    else {}
+                ),
                 "scalingConfigs": [
                     {
                         "desiredSize": cluster.node_group_sizes.get(a["nodeGroupName"], 0),
