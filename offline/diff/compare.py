@@ -512,8 +512,9 @@ def data_store_replacement_refusals(
     where the stack file names the resource in ``<project>:replacementsAcknowledged`` (with its
     reason, which the program requires), and never for one protected before and after: the engine
     refuses to replace such a resource ("unable to replace resource ... as it is currently marked for
-    protection", pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go, generateSteps: checked
-    when new.Protect && old.Protect, so unprotecting in the same update lets it through; prod's
+    protection", pulumi/pulumi pkg/resource/deploy/step_generator.go, generateSteps, at v3.259.0, the
+    newest tag readable here (the pin is 3.272.0), and unchanged at its newest commit: checked when
+    new.Protect && old.Protect, so unprotecting in the same update lets it through; prod's
     storage.retain cannot be turned off). An acknowledgement that names no data store of the stack
     is refused too, so a misspelt name does not pass for one."""
     refusals = []
@@ -528,8 +529,8 @@ def data_store_replacement_refusals(
             if all(_protected(plan, c.urn) for plan in plans):
                 refusals.append(
                     f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be replaced, and it is protected: "
-                    "`pulumi up` refuses to replace it; keep what replaces it (a data store holds data no plan "
-                    "recreates)"
+                    "`pulumi up` refuses to replace it; undo the change that replaces it (a new one is a new stack "
+                    "restored from a backup)"
                 )
             elif c.name not in names:
                 refusals.append(
