@@ -28,7 +28,7 @@ from infra.config.rules import (
 )
 from infra.facts.pins import for_terminal
 from infra.specs.group_replacement import group_replacement_problems
-from infra.specs.placement import Placement, deployed_zones_problem
+from infra.specs.placement import Placement, deployed_zones_problem, in_deployed_order
 from infra.specs.system_capacity import system_fit_problem
 
 
@@ -94,13 +94,15 @@ def check_against_the_account(config: StackConfig) -> None:
         check_provisioner_switch(config)
 
 
-def check_zones_kept(config: StackConfig, placement: Placement) -> None:
+def check_zones_kept(config: StackConfig, placement: Placement) -> Placement:
     """A running cluster keeps its zones and their address slots: another zone set is refused, in a
-    preview too (it can never apply cleanly), before anything is declared."""
+    preview too (it can never apply cleanly), before anything is declared; the same zones keep the
+    order they run in, whatever order this program would give a new cluster."""
     deployed = lookups.deployed_zone_ids(config.cluster_name)
     problem = deployed and deployed_zones_problem(deployed, placement)
     if problem:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    return in_deployed_order(placement, deployed) if deployed else placement
 
 
 def check_group_replacements(
