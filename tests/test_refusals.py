@@ -111,6 +111,71 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
         )
 
 
+# --- keys nothing would read ----------------------------------------------------------------
+# The Pulumi CLI files an unprefixed key under the stack's own project (pulumi/pulumi
+# sdk/go/common/workspace/loaders.go stackConfigNamespacedWithProject, v3.259.0) and hands a
+# program every key of its stack file, another project's included.
+
+
+@pytest.mark.parametrize(
+    ("project", "line", "expected"),
+    [
+        (
+            "workloads",
+            "namespace: research",
+            "namespace has no project prefix; write it as `trainium-workloads:namespace`",
+        ),
+        (
+            "workloads",
+            "clusterName: mlp-trn-dev",
+            "clusterName has no project prefix; it is a setting of trainium-eks (its stack file: "
+            "Pulumi.<stack>.yaml, as `trainium-eks:clusterName`) (here, the CLI would file it as "
+            "`trainium-workloads:clusterName`, which nothing reads)",
+        ),
+        (
+            "bootstrap",
+            "clustrName: x",
+            "clustrName has no project prefix; no project here has a setting named 'clustrName': check the "
+            "spelling against docs/configuration.md",
+        ),
+    ],
+)
+def test_a_key_without_its_project_prefix_is_refused_naming_its_project(tmp_path, project, line, expected):
+    (tmp_path / project).mkdir()
+    (tmp_path / project / "Pulumi.yaml").write_text((REPO_ROOT / project / "Pulumi.yaml").read_text())
+    good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+    path = _stack_file(tmp_path, f"{good}  {line}\n", project)
+    assert f"{project}/Pulumi.dev.yaml:{len(good.splitlines()) + 1}: {expected}" in _refusal(path, tmp_path)
+
+
+def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest():
+    from infra.config.base import stray_keys
+    from workloads.settings import parse_workloads_config
+
+    workloads = stack_config(REPO_ROOT / "workloads", "dev")
+    pasted = {
+        **workloads,
+        "trainium-eks:clusterName": "mlp-trn-dev",
+        "trainum-workloads:namespace": "research",
+        "trainium-workloads:clusterCheck": json.dumps({"timeoutMinutes": 10}),
+        "aws:skipMetadataApiCheck": "true",
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_workloads_config(pasted)
+    problems = caught.value.problems
+    assert problems[:2] == [
+        "trainium-eks:clusterName: a setting of the trainium-eks project, which this trainium-workloads stack "
+        "never reads; move it to trainium-eks's stack file (Pulumi.<stack>.yaml)",
+        "trainum-workloads:namespace: nothing in this stack reads the namespace 'trainum-workloads' (read here: "
+        "aws:, eks:, kubernetes:, pulumi:, random:, trainium-workloads:)",
+    ]
+    # ...reported in the same run as the model's own refusals; provider keys stay the provider's.
+    assert any(p.startswith("trainium-workloads:clusterCheck.timeoutMinutes = 10:") for p in problems[2:])
+    assert not any("aws:skipMetadataApiCheck" in p for p in problems)
+    assert stray_keys(stack_config(REPO_ROOT, "dev"), "trainium-eks") == []
+    assert stray_keys(stack_config(REPO_ROOT / "bootstrap", "dev"), "trainium-bootstrap") == []
+
+
 # --- secrets in plain text ---------------------------------------------------------------------
 
 

@@ -12,7 +12,14 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field
 
-from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.base import (
+    PROFILE_KEY,
+    ConfigModel,
+    project_values,
+    qualified_key,
+    validated,
+    with_stray_keys_refused,
+)
 from infra.config.errors import ConfigError
 from infra.config.naming import PROFILE_PATTERN
 from infra.facts import versions
@@ -402,6 +409,10 @@ REPLACED_KEYS = {
 
 def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
+    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config))
+
+
+def _parsed(all_config: dict[str, str]) -> WorkloadsConfig:
     raw = project_values(all_config, PROJECT)
     if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
         raise ConfigError(replaced)
