@@ -13,6 +13,7 @@ from infra.facts.neuron import compatible_ami_release
 from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at, kept_past_support
+from tests.wrapped_text import unwrapped
 
 
 def _stack_file(tmp_path: Path, text: str, directory: str = "") -> Path:
@@ -89,7 +90,7 @@ def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
     (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
     out = tmp_path / "out"
     assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (
         f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice"
         in err

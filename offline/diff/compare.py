@@ -802,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render.message(str(exc)), file=sys.stderr)
         return 2
     diffs = diff_plan_dirs(base_dir, head_dir)
-    text = render_text(diffs, label)
+    text = render_text(diffs, label, render.terminal_width())
     (out / "diff.txt").write_text(text)
     (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
     print(text)

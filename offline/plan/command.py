@@ -70,7 +70,7 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bin/plan", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project (default: dev)"
     )
@@ -92,7 +92,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print the full table, one resource a line with its settings, and outputs whole",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--base",
+        metavar="REF",
+        help="instead of a plan, what this checkout changes against that git revision, for the stacks "
+        "--stacks names (default: dev,prod); `make plan BASE=REF`",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.base:
+        from offline.diff.compare import main as diff_main
+
+        return diff_main(sys.argv[1:] if argv is None else argv)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    width = render.terminal_width()
+    render.TerminalLog.install(width)
     project_dir = args.project_dir.resolve()
     workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
     has_workloads = (workloads_dir / f"Pulumi.{args.stack}.yaml").exists()
@@ -112,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         region = cluster.outputs["region"]
         reports = [plan_output.check_policies(cluster, policy_config, region)]
         rendered = [
-            plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)
+            plan_output.render_plan(
+                cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide, width
+            )
         ]
         if has_workloads:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
@@ -125,12 +141,15 @@ def main(argv: list[str] | None = None) -> int:
                     region,
                     reports[-1],
                     args.wide,
+                    width,
                 )
             )
         if has_bootstrap:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
             rendered.append(
-                plan_output.render_plan(run_program(bootstrap_dir, args.stack), args.out, None, region, None, args.wide)
+                plan_output.render_plan(
+                    run_program(bootstrap_dir, args.stack), args.out, None, region, None, args.wide, width
+                )
             )
         stand_ins = (
             sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack)))
@@ -153,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
         "offline/plan/fixtures.py and infra/facts/instances.py, not from AWS."
     )
-    print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
+    print((footer if args.wide else "\n".join(render.wrap(footer, width=width))) + "\n")
     rows, extended = support.deployed(project_dir, args.stack, has_workloads)
-    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended)))
+    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended), width=width))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
         print(

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from infra.config.base import PROJECT_STACK_FILES
+from infra.config.base import PROJECT_STACK_FILES, ConfigModel
 from infra.config.errors import ConfigError
 
 # Keys whose values are credentials: hfToken, hf_token, githubToken, adminPassword, apiSecret...
@@ -158,7 +158,11 @@ def _projects_reading(key: str) -> list[str]:
     from workloads.settings import PROJECT as WORKLOADS
     from workloads.settings import WorkloadsConfig
 
-    models = {CLUSTER: StackConfig, WORKLOADS: WorkloadsConfig, BOOTSTRAP: BootstrapConfig}
+    models: dict[str, type[ConfigModel]] = {
+        CLUSTER: StackConfig,
+        WORKLOADS: WorkloadsConfig,
+        BOOTSTRAP: BootstrapConfig,
+    }
     return [
         project
         for project, model in models.items()
