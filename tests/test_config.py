@@ -301,6 +301,18 @@ def test_another_kubernetes_version_needs_no_pinned_builds():
     )
 
 
+def test_an_unquoted_version_yaml_read_as_a_number_says_to_quote_it():
+    # `kubernetesVersion: 1.30` is the YAML float 1.3; the program gets "1.3". One refusal, with the
+    # fix, and no second refusal of every AMI pin against a version that is itself refused.
+    message = refused(with_changes(kubernetesVersion="1.3", acceleratorNodeGroups=[group()]))
+    assert (
+        "kubernetesVersion = '1.3': a Kubernetes minor version such as 1.34 (YAML reads an unquoted 1.30 as "
+        'the number 1.3: quote it, kubernetesVersion: "1.30")'
+    ) in message
+    assert "amiReleaseVersion" not in message
+    assert "quote it" not in refused(with_changes(kubernetesVersion="1.34.1"))
+
+
 def test_unknown_addon():
     assert "addonVersions.aws-mountpoint: unknown add-on" in refused(
         with_changes(addonVersions={"aws-mountpoint": "v1"})

@@ -12,7 +12,7 @@ from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
 from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
-from tests.project_copy import dev_groups_at, kept_past_support
+from tests.project_copy import dev_groups_at, kept_past_support, project_copy
 from tests.wrapped_text import unwrapped
 
 
@@ -175,6 +175,34 @@ def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest(
     assert not any("aws:skipMetadataApiCheck" in p for p in problems)
     assert stray_keys(stack_config(REPO_ROOT, "dev"), "trainium-eks") == []
     assert stray_keys(stack_config(REPO_ROOT / "bootstrap", "dev"), "trainium-bootstrap") == []
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        (None, "trainium-workloads:clusterStack: required but not set"),
+        ("acme-ml/trainium-eks", "trainium-workloads:clusterStack = 'acme-ml/trainium-eks': not <organization>/"),
+        ("acme-ml/trainium-workloads/dev", "names the project 'trainium-workloads', not the cluster project"),
+        ("acme-ml/trainium-eks/dve", "the cluster project has no stack 'dve' (no stack file Pulumi.dve.yaml)"),
+    ],
+)
+def test_a_bad_cluster_reference_is_refused_naming_the_key(reference, expected):
+    # What the offline plan must resolve before it can plan the cluster stack a workload stack names.
+    problem = command.cluster_reference_problem(reference, REPO_ROOT)
+    assert problem is not None and expected in problem
+    assert problem.endswith("allowed: <organization>/trainium-eks/<stack>, with a stack of dev, prod")
+    assert command.cluster_reference_problem("acme-ml/trainium-eks/prod", REPO_ROOT) is None
+
+
+def test_an_empty_workload_stack_file_names_the_missing_key(tmp_path, capsys):
+    project = project_copy(tmp_path / "p")
+    (project / "workloads").mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / "workloads" / name).write_text((REPO_ROOT / "workloads" / name).read_text())
+    (project / "workloads" / "Pulumi.dev.yaml").write_text("config:\n")
+    assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
+    err = unwrapped(capsys.readouterr().err)
+    assert "trainium-workloads:clusterStack: required but not set" in err and '""' not in err
 
 
 # --- secrets in plain text ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from infra.config.base import (
     PROFILE_KEY,
@@ -21,6 +21,7 @@ from infra.config.base import (
     with_stray_keys_refused,
 )
 from infra.config.errors import ConfigError
+from infra.config.models import PROJECT as CLUSTER_PROJECT
 from infra.config.naming import PROFILE_PATTERN
 from infra.facts import versions
 
@@ -360,6 +361,18 @@ class WorkloadsConfig(ConfigModel):
     cluster_stack: str = Field(
         pattern=STACK_NAME_PATTERN, description="The cluster stack, as `<organization>/trainium-eks/<stack>`."
     )
+
+    @field_validator("cluster_stack")
+    @classmethod
+    def _names_the_cluster_project(cls, value: str) -> str:
+        project = value.split("/")[1]
+        if project != CLUSTER_PROJECT:
+            raise ValueError(
+                f"names the project {project!r}, not the cluster project {CLUSTER_PROJECT!r} the workloads read "
+                f"their cluster from; allowed: <organization>/{CLUSTER_PROJECT}/<stack>"
+            )
+        return value
+
     namespace: str = Field(
         default="default",
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",

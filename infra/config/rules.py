@@ -369,7 +369,7 @@ def _cluster_problems(config: StackConfig) -> list[str]:
     if not re.fullmatch(KUBERNETES_VERSION_PATTERN, config.kubernetes_version):
         problems.append(
             f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: a Kubernetes minor version "
-            "such as 1.34"
+            f"such as 1.34{_unquoted_version_hint(config.kubernetes_version)}"
         )
     elif config.kubernetes_version not in EKS_KUBERNETES_VERSIONS:
         problems.append(
@@ -586,6 +586,15 @@ def ami_release_problem(release: str, kubernetes_version: str) -> str | None:
     return None
 
 
+def _unquoted_version_hint(version: str) -> str:
+    """YAML reads an unquoted ``1.30`` as the number 1.3, and the stack file then says 1.3."""
+    if re.fullmatch(r"\d+\.[1-9]", version):
+        return (
+            f' (YAML reads an unquoted {version}0 as the number {version}: quote it, kubernetesVersion: "{version}0")'
+        )
+    return ""
+
+
 def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_version: str) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
@@ -603,8 +612,11 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
         seen.add(group.name)
         problems += _size_problems(key, group)
         problems += _label_problems(key, group.labels)
-        release_problem = group.ami_release_version and ami_release_problem(
-            group.ami_release_version, kubernetes_version
+        # Against a version that is itself refused, every pin would be refused again, as noise.
+        release_problem = (
+            group.ami_release_version
+            and re.fullmatch(KUBERNETES_VERSION_PATTERN, kubernetes_version)
+            and ami_release_problem(group.ami_release_version, kubernetes_version)
         )
         if release_problem:
             problems.append(f"{key}.amiReleaseVersion = {group.ami_release_version!r}: {release_problem}")
