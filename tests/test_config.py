@@ -192,6 +192,14 @@ def test_capacity_reservation_turns_placement_group_off_by_default():
     assert config.accelerator_node_groups[0].placement_group_enabled is False
 
 
+def test_a_reservation_without_id_or_tags_gets_one_refusal_not_a_garbled_second():
+    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"type": "capacity-block"})]))
+    assert "capacityReservation: give exactly one of id (cr-...) and tags (Karpenter only), got id=None tags=None" in (
+        message
+    )
+    assert "tagged None" not in message and "azId: required" not in message
+
+
 def test_malformed_capacity_reservation_id():
     message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "res-1"})]))
     assert "capacityReservation.id = 'res-1': must look like cr-0123456789abcdef0" in message

@@ -641,13 +641,14 @@ def _reservation_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[s
     reservation = group.capacity_reservation
     if reservation is None:
         return []
-    problems = []
-    named = reservation.id if reservation.id is not None else f"tagged {reservation.tags}"
     if (reservation.id is None) == (reservation.tags is None):
-        problems.append(
+        # Neither or both: what the reservation is cannot be said, so nothing else about it is checked.
+        return [
             f"{key}.capacityReservation: give exactly one of id (cr-...) and tags (Karpenter only), got "
             f"id={reservation.id!r} tags={reservation.tags!r}"
-        )
+        ]
+    problems = []
+    named = reservation.id if reservation.id is not None else f"tagged {reservation.tags}"
     if group.placement_group:
         problems.append(
             f"{key}.placementGroup = true: cannot be combined with capacityReservation {named!r}; launches "
