@@ -159,7 +159,9 @@ def nxdt_saves(directory: str) -> dict[int, str]:
 NXDT_MARKERS = ("checkpoint", "done")
 NXDT_VERIFIED, NXDT_TORN = "verified.json", "torn.json"
 # Beside checkpoints/, not in it: exp_manager's check_resume globs checkpoints/ for *.ckpt, and NeMo's
-# checkpoint callback counts every directory there as a save when it trims to save_top_k at start.
+# checkpoint callback counts every directory there as a save when it trims to save_top_k on a resumed
+# start (NeMo nemo/utils/callbacks/nemo_model_checkpoint.py _saved_checkpoint_paths and
+# nemo_topk_check_previous_run, as read in NeMo's source, not at the DLC's 2.1.0 tag).
 NXDT_SET_ASIDE = "incomplete-checkpoints"
 NXDT_STEP = re.compile(r"--step=(\d+)-")
 
@@ -233,15 +235,16 @@ def nxdt_prune(directory: str, keep: int) -> tuple[list[str], list[str]]:
     """Before an attempt starts (no writer runs): the newest save that reads back whole and the ``keep``
     - 1 complete ones before it stay. A failed save newer than it is moved beside ``directory`` (kept,
     out of exp_manager's and the callback's way, and out of the path of a save of the same step), since
-    nothing newer vouches that it is lost for good; an incomplete or set-aside one older than it is
-    deleted, as are complete ones beyond ``keep``. Returns what was removed and what was set aside."""
+    nothing newer vouches that it is lost for good; an incomplete one older than it is deleted, and so
+    is one set aside earlier at its step or below (the pick was saved after it), as are complete ones
+    beyond ``keep``. Returns what was removed and what was set aside."""
     import shutil
 
     saves, newest = nxdt_saves(directory), nxdt_pick(directory, read=True)
     aside = os.path.join(os.path.dirname(directory.rstrip("/")), NXDT_SET_ASIDE)
     removed, moved = [], []
     if newest is not None:
-        for path in sorted(p for step, p in nxdt_set_aside_all(aside) if step < newest):
+        for path in sorted(p for step, p in nxdt_set_aside_all(aside) if step <= newest):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     complete = sorted((s for s in saves if newest is not None and s <= newest
