@@ -295,7 +295,7 @@ def hydra_escape(value: str) -> str:
 def prune(kind: str, directory: str, keep: int) -> list[str]:
     """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's), and
     NxD Training's (exp_manager would resume from an incomplete one; see nxdt_prune)."""
-    removed = []
+    removed: list[str] = []
     if kind == "nxdt":
         removed, moved = nxdt_prune(directory, keep)
         for path in moved:

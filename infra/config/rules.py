@@ -950,7 +950,9 @@ def _checkpoint_export_problems(config: StackConfig) -> list[str]:
         return problems
     for i, path in enumerate(export.paths):
         if not re.fullmatch(r"^/[^\s]*$", path) or (path.endswith("/") and path != "/"):
-            problems.append(f"{key('paths', i)} = {path!r}: an absolute path such as /nemo_experiments, no trailing '/'")
+            problems.append(
+                f"{key('paths', i)} = {path!r}: an absolute path such as /nemo_experiments, no trailing '/'"
+            )
             continue
         if export.paths.index(path) != i:
             problems.append(f"{key('paths', i)} = {path!r}: listed twice")
