@@ -238,6 +238,25 @@ def test_a_save_with_a_cut_shard_a_foreign_file_or_no_data_fails(tmp_path: Path)
     assert all((s / "torn.json").exists() for s in (cut, foreign, empty))
 
 
+def test_a_reader_lost_while_writing_its_verdict_condemns_nothing(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    good = save(checkpoints, 10, True)
+    (good / "verified.json.tmp").write_text('{"model/')  # the reader's node was lost mid-write
+    assert resilience.nxdt_pick(str(checkpoints), read=True) == 10
+
+
+def test_an_older_save_found_torn_takes_no_place_among_those_kept(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    older = save(checkpoints, 10, True)
+    torn = save(checkpoints, 20, True)
+    tear_like_a_lost_node(torn / SHARD)
+    assert resilience.nxdt_pick(str(checkpoints), read=True) == 10  # 20 is found torn, 10 passes
+    newest = save(checkpoints, 30, True)
+    removed, moved = resilience.nxdt_prune(str(checkpoints), 2)
+    assert removed == [str(torn)] and moved == []
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([older.name, newest.name])
+
+
 def test_a_verdict_is_read_once_and_voided_by_a_changed_file(tmp_path: Path) -> None:
     checkpoints = tmp_path / "checkpoints"
     good = save(checkpoints, 10, True)

@@ -167,12 +167,13 @@ NXDT_STEP = re.compile(r"--step=(\d+)-")
 
 
 def nxdt_listing(path: str) -> dict[str, list[int]]:
-    """Every file of a save but the verdicts: relative path -> [size, mtime in ns]."""
+    """Every file of a save but the verdicts (and one a reader died writing): relative path -> [size,
+    mtime in ns]."""
     found = {}
     for root, _dirs, files in os.walk(path):
         for name in files:
             relative = os.path.relpath(os.path.join(root, name), path)
-            if relative not in (NXDT_VERIFIED, NXDT_TORN):
+            if relative not in (NXDT_VERIFIED, NXDT_TORN, f"{NXDT_VERIFIED}.tmp", f"{NXDT_TORN}.tmp"):
                 status = os.stat(os.path.join(root, name))
                 found[relative] = [status.st_size, status.st_mtime_ns]
     return found
@@ -247,8 +248,9 @@ def nxdt_prune(directory: str, keep: int) -> tuple[list[str], list[str]]:
         for path in sorted(p for step, p in nxdt_set_aside_all(aside) if step <= newest):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
+    # Older saves with ``done`` are kept unread (read only if ever picked), those found torn are not.
     complete = sorted((s for s in saves if newest is not None and s <= newest
-                       and os.path.exists(os.path.join(directory, saves[s], "done"))), reverse=True)
+                       and nxdt_verdict(os.path.join(directory, saves[s])) is not False), reverse=True)
     for step in sorted(saves):
         path = os.path.join(directory, saves[step])
         if newest is None or step > newest:
