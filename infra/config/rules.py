@@ -342,6 +342,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _prod_storage_problems(config)
     problems += _acknowledged_replacement_problems(config.replacements_acknowledged)
     problems += _backup_problems(config)
+    problems += _checkpoint_export_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
     return problems
@@ -915,6 +916,73 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
         problems.append(
             f"{key_name(('storage', 'dataRepositories'))}: '/' can only be linked when it is the only association"
         )
+    return problems
+
+
+# EventBridge Scheduler ScheduleExpression (Scheduler user guide, schedule-types): rate(<value> <unit>), the
+# unit singular for 1 and plural above; cron(<minutes> <hours> <day of month> <month> <day of week> <year>).
+# at(...) runs once, which is no schedule for exports.
+SCHEDULE_RATE = r"rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)"
+SCHEDULE_CRON = r"cron\(\S+( \S+){5}\)"
+
+
+def covering_repository(storage: StorageConfig, path: str) -> int | None:
+    """The index of the data repository whose fileSystemPath holds ``path`` (associations do not nest)."""
+    for i, repo in enumerate(storage.data_repositories):
+        linked = repo.file_system_path
+        if linked == "/" or path == linked or path.startswith(linked + "/"):
+            return i
+    return None
+
+
+def _checkpoint_export_problems(config: StackConfig) -> list[str]:
+    """An export task sends files to the bucket of the data repository association that holds them: FSx
+    CreateDataRepositoryTask fails on a file system with no linked data repository (FSx API reference), and
+    automatic export and export tasks do not run at the same time (FSx for Lustre user guide,
+    export-changed-data-meta-dra). Every deployment type this stack allows (PERSISTENT_2, PERSISTENT_1,
+    SCRATCH_2, on Lustre 2.12 or 2.15) takes associations: the FSx API reference excludes only SCRATCH_1."""
+    export, storage = config.storage.checkpoint_export, config.storage
+    if export is None:
+        return []
+    key = lambda *k: key_name(("storage", "checkpointExport", *k))  # noqa: E731
+    problems: list[str] = []
+    if not config.features.fsx_csi:
+        problems.append(f"{key()}: set, but features.fsxCsi is false, so there is no file system to export from")
+    if not re.fullmatch(SCHEDULE_RATE, export.schedule) and not re.fullmatch(SCHEDULE_CRON, export.schedule):
+        problems.append(
+            f"{key('schedule')} = {export.schedule!r}: a recurring EventBridge Scheduler expression, rate(<n> "
+            "<minute|minutes|hour|hours|day|days>) or cron(<six fields>), e.g. rate(6 hours)"
+        )
+    if not export.paths:
+        problems.append(f"{key('paths')} = []: name at least one file-system path to export, e.g. /nemo_experiments")
+    if export.paths and not storage.data_repositories:
+        problems.append(
+            f"{key()}: storage.dataRepositories is empty; an export needs a data repository linked where the "
+            "paths are (a dataRepositories entry whose fileSystemPath holds them)"
+        )
+        return problems
+    for i, path in enumerate(export.paths):
+        if not re.fullmatch(r"^/[^\s]*$", path) or (path.endswith("/") and path != "/"):
+            problems.append(
+                f"{key('paths', i)} = {path!r}: an absolute path such as /nemo_experiments, no trailing '/'"
+            )
+            continue
+        if export.paths.index(path) != i:
+            problems.append(f"{key('paths', i)} = {path!r}: listed twice")
+            continue
+        linked = covering_repository(storage, path)
+        if linked is None:
+            held = ", ".join(repr(r.file_system_path) for r in storage.data_repositories)
+            problems.append(
+                f"{key('paths', i)} = {path!r}: no data repository is linked there (storage.dataRepositories "
+                f"fileSystemPaths: {held}); an export task only reaches S3 through one"
+            )
+        elif storage.data_repositories[linked].auto_export:
+            problems.append(
+                f"{key('paths', i)} = {path!r}: storage.dataRepositories[{linked}] already exports it automatically "
+                f"(autoExport {storage.data_repositories[linked].auto_export}), and FSx does not run automatic export "
+                "and export tasks at the same time; drop the path, or empty that autoExport"
+            )
     return problems
 
 
