@@ -140,6 +140,26 @@ DevicePlugins(
         else None,
     ),
 )
+karpenter = None
+if use_karpenter:
+    karpenter = Karpenter(
+        "karpenter",
+        ctx,
+        KarpenterArgs(
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            groups=specs,
+            lifetimes=karpenter_plan.Lifetimes(
+                config.karpenter.expire_after,
+                config.karpenter.termination_grace_period,
+                config.karpenter.consolidate_after,
+            ),
+            # The same node posture as the managed groups' (infra/specs/node_security.py).
+            hop_limit=node_security.IMDS_HOP_LIMIT,
+            node_policies=node_security.node_policies(features.session_manager),
+            association_after=[cluster],
+        ),
+    )
 burn_in_targets = [
     BurnInTarget(
         s.name,
@@ -153,7 +173,15 @@ burn_in_targets = [
     for s in specs
     if s.startup_taints
 ]
-burn_in = BurnIn("burn-in", ctx, BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR)) if burn_in_targets else None
+burn_in = (
+    BurnIn(
+        "burn-in",
+        ctx,
+        BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR, daemon_sets_after=[karpenter.controller] if karpenter else []),
+    )
+    if burn_in_targets
+    else None
+)
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(
@@ -191,25 +219,6 @@ Autoscaling(
         association_after=[cluster],
     ),
 )
-if use_karpenter:
-    Karpenter(
-        "karpenter",
-        ctx,
-        KarpenterArgs(
-            vpc_id=network.vpc_id,
-            cluster_security_group_id=cluster.cluster_security_group_id,
-            groups=specs,
-            lifetimes=karpenter_plan.Lifetimes(
-                config.karpenter.expire_after,
-                config.karpenter.termination_grace_period,
-                config.karpenter.consolidate_after,
-            ),
-            # The same node posture as the managed groups' (infra/specs/node_security.py).
-            hop_limit=node_security.IMDS_HOP_LIMIT,
-            node_policies=node_security.node_policies(features.session_manager),
-            association_after=[cluster],
-        ),
-    )
 observability = None
 if features.observability:
     observability = Observability(

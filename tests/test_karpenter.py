@@ -352,6 +352,23 @@ def test_every_nodepool_and_nodeclass_waits_for_crds_and_controller(karp):
         assert {releases["karpenter-crd"], releases["karpenter"]} <= set(r.dependencies), r.name
 
 
+def test_burn_in_daemon_sets_land_only_once_the_karpenter_controller_has(karp, dev):
+    # Their node affinity names karpenter.sh/nodepool under Karpenter: updated while the switch is
+    # half-applied (the controller's release waits for the interruption queue), the managed groups'
+    # new nodes would keep the burn-in startup taint. Under cluster-autoscaler nothing of Karpenter exists.
+    controller = karp.named("karpenter", RELEASE).urn
+    daemon_sets = [r for r in karp.of_type("kubernetes:apps/v1:DaemonSet") if r.name.startswith("burn-in-")]
+    assert daemon_sets
+    for ds in daemon_sets:
+        assert controller in ds.dependencies, ds.name
+        affinity = ds.inputs["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        assert "karpenter.sh/nodepool" in json.dumps(affinity), ds.name
+    queue = karp.named("karpenter-interruptions", "aws:sqs/queue:Queue").urn
+    assert queue in karp.named("karpenter", RELEASE).dependencies
+    for ds in dev.of_type("kubernetes:apps/v1:DaemonSet"):
+        assert not any("karpenter" in d for d in ds.dependencies), ds.name
+
+
 def test_interruption_queue_and_rules(karp):
     """cloudformation.yaml (v1.14): five rules -> the queue; retention 300 s, SSE; the queue
     accepts events and sqs, and refuses plain HTTP."""
