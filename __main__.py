@@ -230,7 +230,7 @@ if features.observability:
             training_namespaces=namespaces,
         ),
     )
-registries = Registries("registries", ctx, RegistriesArgs(config.ecr_force_delete))
+registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
 
 # The outputs are the contract with the workload stacks: each field is described, and parsed
 # there, by infra/contract.py, and `exported` refuses a field missing or unknown to it.
