@@ -12,14 +12,14 @@ from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
-from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
+from infra.components.kube import CORE_NODE_SELECTOR, host_access_policy, job_support_output
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
-from infra.specs import node_security
+from infra.specs import host_access, node_security
 from infra.specs import nodepools as karpenter_plan
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
@@ -105,6 +105,16 @@ kubernetes = k8s.Provider(
 )
 # From here on, components build on the cluster: its name as an Output waits for the control plane.
 ctx = ctx.with_cluster(cluster.name, kubernetes)
+# Host access is the node agents' alone (infra/specs/host_access.py). Admission checks pods as they are
+# created: one that a chart starts during the first `up`, before the policy exists, is checked on its restart.
+host_access_policy(
+    kubernetes,
+    host_access.exemptions(
+        observability=features.observability,
+        neuron_chart=features.neuron_device_plugin,
+        neuron_scheduler_extension=features.neuron_scheduler_extension,
+    ),
+)
 
 if not use_karpenter:
     AcceleratorNodeGroups(
