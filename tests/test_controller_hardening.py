@@ -198,3 +198,96 @@ def test_the_fsx_controller_keeps_its_disruption_budget_at_two_replicas(dev: Pla
     controller = {r.name: r.inputs for r in dev.of_type("kubernetes:helm.sh/v3:Release")}["aws-fsx-csi-driver"]
     assert controller["values"]["controller"]["podDisruptionBudget"] == {"enabled": True}
     assert "replicaCount" not in controller["values"]["controller"]
+
+
+# --- controllers that elect a leader run a standby ------------------------------------------------
+
+
+def _preferred_spread(affinity: dict[str, Any]) -> dict[str, str]:
+    (term,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity["podAntiAffinity"]
+    return term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+
+
+def test_volcano_runs_two_of_each_component_with_leader_election_and_budgets(dev: PlanResult, prod: PlanResult) -> None:
+    from infra.components.schedulers import VOLCANO_PODS
+
+    for plan in (dev, prod):
+        custom = plan.named("volcano", "kubernetes:helm.sh/v3:Release").inputs["values"]["custom"]
+        # Without leader election two schedulers would both bind pods (volcano v1.15.1
+        # templates/scheduler.yaml: --leader-elect={{ custom.leader_elect_enable }}).
+        assert custom["leader_elect_enable"] is True
+        budgets = {
+            r.inputs["metadata"]["name"]: r
+            for r in plan.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+            if r.inputs["metadata"]["namespace"] == "volcano-system"
+        }
+        for component, labels in VOLCANO_PODS.items():
+            assert custom[f"{component}_replicas"] == 2
+            assert _preferred_spread(custom[f"{component}_affinity"]) == labels
+            budget = budgets[f"volcano-{component}"]
+            assert budget.inputs["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+            assert plan.named("volcano", "kubernetes:helm.sh/v3:Release").urn in budget.dependencies
+    assert VOLCANO_PODS == {
+        "scheduler": {"app": "volcano-scheduler"},
+        "controller": {"app": "volcano-controller"},
+        "admission": {"app": "volcano-admission"},
+    }
+
+
+def test_kuberay_and_cluster_autoscaler_run_a_standby_with_a_budget(dev: PlanResult) -> None:
+    values = {r.name: r.inputs["values"] for r in dev.of_type("kubernetes:helm.sh/v3:Release")}
+    # kuberay v1.7.0 values.yaml leaderElectionEnabled: true (left to the chart), replicas read by
+    # templates/deployment.yaml; the selector is app.kubernetes.io/name + instance.
+    kuberay = values["kuberay-operator"]
+    assert kuberay["replicas"] == 2 and "leaderElectionEnabled" not in kuberay
+    labels = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}
+    assert _preferred_spread(kuberay["affinity"]) == labels
+    budget = dev.named("kuberay-system-kuberay-operator", "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.inputs["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+    # cluster-autoscaler elects a leader by default (1.35.2 main.go); its chart renders the budget.
+    autoscaler = values["cluster-autoscaler"]
+    assert autoscaler["replicaCount"] == 2 and autoscaler["podDisruptionBudget"] == {"maxUnavailable": 1}
+    assert "leader-elect" not in autoscaler["extraArgs"]
+    assert _preferred_spread(autoscaler["affinity"]) == {
+        "app.kubernetes.io/instance": "cluster-autoscaler",
+        "app.kubernetes.io/name": "aws-cluster-autoscaler",
+    }
+
+
+def test_the_mpi_operator_runs_a_standby() -> None:
+    import pulumi
+
+    from infra.components.schedulers import mpi_operator_gang_scheduling
+
+    upstream = {
+        "metadata": {"name": "mpi-operator", "namespace": "mpi-operator"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "mpi-operator"}},
+            "template": {
+                "metadata": {"labels": {"app": "mpi-operator"}},
+                "spec": {"containers": [{"name": "mpi-operator", "image": "mpioperator/mpi-operator:0.8"}]},
+            },
+        },
+    }
+    result = mpi_operator_gang_scheduling(
+        pulumi.ResourceTransformArgs(
+            True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", upstream, pulumi.ResourceOptions()
+        )
+    )
+    spec = result.props["spec"]
+    assert spec["replicas"] == 2
+    assert _preferred_spread(spec["template"]["spec"]["affinity"]) == spec["selector"]["matchLabels"]
+
+
+def test_the_capacity_check_counts_the_standbys() -> None:
+    from infra.components.kube import CONTROLLER_REPLICAS
+    from infra.config.models import FeaturesConfig
+    from infra.specs.system_capacity import cluster_pods
+
+    replicas = {p.name: p.replicas for p in cluster_pods(FeaturesConfig(), ["default"])}
+    assert replicas["volcano"] == 3 * CONTROLLER_REPLICAS
+    for name in ("kuberay-operator", "mpi-operator", "cluster-autoscaler"):
+        assert replicas[name] == CONTROLLER_REPLICAS, name

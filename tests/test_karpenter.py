@@ -310,9 +310,9 @@ def test_the_controller_counts_against_the_system_nodes():
     assert with_karpenter.cpu_millis - without.cpu_millis == 2 * 250
     assert with_karpenter.memory_mib - without.memory_mib == 2 * 1024
     assert with_karpenter.fits
-    # Two t3.medium with the Neuron scheduler extension hold cluster-autoscaler's pods, not
-    # Karpenter's as well.
-    busy = {**BASE, "coreNodeGroup": {"instanceTypes": ["t3.medium"]}, "features": {"neuronSchedulerExtension": True}}
+    # Two c6i.large with the Neuron scheduler extension hold cluster-autoscaler's pods (two replicas
+    # of each controller), not Karpenter's as well: its memory does not fit.
+    busy = {**BASE, "coreNodeGroup": {"instanceTypes": ["c6i.large"]}, "features": {"neuronSchedulerExtension": True}}
     parse_stack_config({**busy, "nodeProvisioner": "cluster-autoscaler"})
     with pytest.raises(ConfigError, match=r"coreNodeGroup.*cannot hold the system pods"):
         parse_stack_config(busy)
