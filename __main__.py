@@ -12,14 +12,14 @@ from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
-from infra.components.kube import CORE_NODE_SELECTOR, job_support_output
+from infra.components.kube import CORE_NODE_SELECTOR, host_access_policy, job_support_output
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs
 from infra.facts import addons
-from infra.specs import node_security
+from infra.specs import host_access, node_security
 from infra.specs import nodepools as karpenter_plan
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
@@ -105,6 +105,16 @@ kubernetes = k8s.Provider(
 )
 # From here on, components build on the cluster: its name as an Output waits for the control plane.
 ctx = ctx.with_cluster(cluster.name, kubernetes)
+# Host access is the node agents' alone (infra/specs/host_access.py). Admission checks pods as they are
+# created: one that a chart starts during the first `up`, before the policy exists, is checked on its restart.
+host_access_policy(
+    kubernetes,
+    host_access.exemptions(
+        observability=features.observability,
+        neuron_chart=features.neuron_device_plugin,
+        neuron_scheduler_extension=features.neuron_scheduler_extension,
+    ),
+)
 
 if not use_karpenter:
     AcceleratorNodeGroups(
@@ -140,6 +150,26 @@ DevicePlugins(
         else None,
     ),
 )
+karpenter = None
+if use_karpenter:
+    karpenter = Karpenter(
+        "karpenter",
+        ctx,
+        KarpenterArgs(
+            vpc_id=network.vpc_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            groups=specs,
+            lifetimes=karpenter_plan.Lifetimes(
+                config.karpenter.expire_after,
+                config.karpenter.termination_grace_period,
+                config.karpenter.consolidate_after,
+            ),
+            # The same node posture as the managed groups' (infra/specs/node_security.py).
+            hop_limit=node_security.IMDS_HOP_LIMIT,
+            node_policies=node_security.node_policies(features.session_manager),
+            association_after=[cluster],
+        ),
+    )
 burn_in_targets = [
     BurnInTarget(
         s.name,
@@ -153,7 +183,15 @@ burn_in_targets = [
     for s in specs
     if s.startup_taints
 ]
-burn_in = BurnIn("burn-in", ctx, BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR)) if burn_in_targets else None
+burn_in = (
+    BurnIn(
+        "burn-in",
+        ctx,
+        BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR, daemon_sets_after=[karpenter.controller] if karpenter else []),
+    )
+    if burn_in_targets
+    else None
+)
 storage = None
 if features.fsx_csi:
     storage = FsxStorage(
@@ -191,25 +229,6 @@ Autoscaling(
         association_after=[cluster],
     ),
 )
-if use_karpenter:
-    Karpenter(
-        "karpenter",
-        ctx,
-        KarpenterArgs(
-            vpc_id=network.vpc_id,
-            cluster_security_group_id=cluster.cluster_security_group_id,
-            groups=specs,
-            lifetimes=karpenter_plan.Lifetimes(
-                config.karpenter.expire_after,
-                config.karpenter.termination_grace_period,
-                config.karpenter.consolidate_after,
-            ),
-            # The same node posture as the managed groups' (infra/specs/node_security.py).
-            hop_limit=node_security.IMDS_HOP_LIMIT,
-            node_policies=node_security.node_policies(features.session_manager),
-            association_after=[cluster],
-        ),
-    )
 observability = None
 if features.observability:
     observability = Observability(
@@ -221,7 +240,7 @@ if features.observability:
             training_namespaces=namespaces,
         ),
     )
-registries = Registries("registries", ctx, RegistriesArgs(config.ecr_force_delete))
+registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
 
 # The outputs are the contract with the workload stacks: each field is described, and parsed
 # there, by infra/contract.py, and `exported` refuses a field missing or unknown to it.

@@ -736,3 +736,24 @@ def test_booleans_are_not_numbers_and_blank_is_not_text():
     message = refused(with_changes(network={"azCount": True}, clusterName="   "))
     assert "network.azCount = True: a number, not true/false" in message
     assert "clusterName = '   ': only whitespace" in message
+
+
+def test_the_burn_in_namespace_is_never_a_training_namespace():
+    from infra.specs.burn_in_objects import NAMESPACE
+
+    message = refused(with_changes(trainingNamespaces=["default", NAMESPACE]))
+    assert (
+        "trainium-eks:trainingNamespaces[1] = 'neuron-burn-in': the Trainium burn-in's namespace, whose service "
+        "account can lift a node's startup taint; allowed: any other namespace of your own, or default"
+    ) in message
+
+
+@pytest.mark.parametrize("events", [["NEW", "CHANGED", "DELETED"], ["DELETED"]])
+def test_exported_deletions_are_refused(events):
+    repo = {"fileSystemPath": "/default/checkpoints", "s3Path": "s3://ckpt-bucket/run", "autoExport": events}
+    message = refused(with_changes(storage={"dataRepositories": [repo]}))
+    assert (
+        f"trainium-eks:storage.dataRepositories[0].autoExport = {events}: DELETED would delete the S3 copy whenever "
+        "a file is deleted on the file system; allowed: NEW and CHANGED (prune the bucket with an S3 lifecycle rule)"
+    ) in message
+    parse_stack_config(with_changes(storage={"dataRepositories": [{**repo, "autoExport": ["NEW", "CHANGED"]}]}))

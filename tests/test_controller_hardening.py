@@ -2,28 +2,104 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
+from typing import Any
 
 from infra.components.storage import csi_controller_policy
 from offline.plan.runner import PlanResult
-from tests.test_bootstrap import allowed
 
 STACK_FILE_SYSTEM = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0123456789abcdef0"
 DYNAMIC_FILE_SYSTEM = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0fedcba9876543210"
+FOREIGN_FILE_SYSTEM = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0aaaaaaaaaaaaaaaa"
+
+
+def permits(policy: dict[str, Any], action: str, resource: str, request: dict[str, Any]) -> bool:
+    """IAM's evaluation for one request (IAM user guide, "Policy evaluation logic" and "Condition
+    operators"): allowed when a statement allows and none denies. ``request`` holds the condition
+    keys FSx sends: aws:RequestTag/<k> and aws:ResourceTag/<k> strings, aws:TagKeys a list; an absent
+    key is null. Null "false" holds when the key is present; ForAllValues holds for an empty or
+    absent set; any other operator on an absent key does not hold."""
+
+    def holds(operator: str, key: str, wanted: Any) -> bool:
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        value = request.get(key)
+        if operator == "Null":
+            return (value is None) == (wanted == ["true"])
+        if operator == "ForAllValues:StringEquals":
+            return all(v in wanted for v in (value or []))
+        if value is None:
+            return False
+        if operator == "StringEquals":
+            return value in wanted
+        if operator == "StringLike":
+            return any(fnmatch.fnmatchcase(value, w) for w in wanted)
+        raise AssertionError(f"evaluator does not know {operator}")
+
+    def applies(statement: dict[str, Any]) -> bool:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        return (
+            any(fnmatch.fnmatchcase(action, a) for a in actions)
+            and any(fnmatch.fnmatchcase(resource, r) for r in resources)
+            and all(
+                holds(op, key, wanted)
+                for op, tests in statement.get("Condition", {}).items()
+                for key, wanted in tests.items()
+            )
+        )
+
+    hits = [s for s in policy["Statement"] if applies(s)]
+    return any(s["Effect"] == "Allow" for s in hits) and not any(s["Effect"] == "Deny" for s in hits)
+
+
+# What the driver sends (aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go): CreateFileSystem with the tag
+# CSIVolumeName=<volume> and no other (FSx then authorizes fsx:TagResource for those tags); Update and
+# Delete on a file system that carries it.
+CREATE = {"aws:RequestTag/CSIVolumeName": "pvc-1", "aws:TagKeys": ["CSIVolumeName"]}
+DRIVERS_VOLUME = {"aws:ResourceTag/CSIVolumeName": "pvc-1"}
+# The stack's own file system carries the program's tags (__main__.py).
+PROGRAM_TAGS = {"aws:ResourceTag/project": "trainium-eks", "aws:ResourceTag/stack": "prod"}
 
 
 def test_the_fsx_controller_provisions_dynamic_volumes_but_never_touches_the_stacks_file_system() -> None:
     policy = json.loads(csi_controller_policy(STACK_FILE_SYSTEM))
-    # What the driver calls for a dynamic volume (aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go:
-    # CreateFileSystem with its CSIVolumeName tag, DescribeFileSystems, UpdateFileSystem to resize,
-    # DeleteFileSystem) stays allowed on the file systems it creates.
-    for action in ("fsx:CreateFileSystem", "fsx:TagResource", "fsx:UpdateFileSystem", "fsx:DeleteFileSystem"):
-        assert allowed(policy, action, DYNAMIC_FILE_SYSTEM), action
-    assert allowed(policy, "fsx:DescribeFileSystems", "*")
-    # The stack's own file system: no delete (which keeps no final backup), no update, no retagging.
+    for action in ("fsx:CreateFileSystem", "fsx:TagResource"):
+        assert permits(policy, action, DYNAMIC_FILE_SYSTEM, CREATE), action
+    for action in ("fsx:UpdateFileSystem", "fsx:DeleteFileSystem"):
+        assert permits(policy, action, DYNAMIC_FILE_SYSTEM, DRIVERS_VOLUME), action
+    assert permits(policy, "fsx:DescribeFileSystems", "*", {})
+    assert permits(policy, "fsx:DescribeFileSystems", STACK_FILE_SYSTEM, PROGRAM_TAGS)
+    # The stack's own file system: no delete (which keeps no final backup), no update, no retagging,
+    # not even once it carries the driver's tag.
+    for tags in (PROGRAM_TAGS, {**PROGRAM_TAGS, **DRIVERS_VOLUME}, DRIVERS_VOLUME):
+        for action in ("fsx:DeleteFileSystem", "fsx:UpdateFileSystem", "fsx:TagResource", "fsx:UntagResource"):
+            assert not permits(policy, action, STACK_FILE_SYSTEM, {**tags, **CREATE}), (action, tags)
+
+
+def test_the_fsx_controller_deletes_and_resizes_only_what_it_created() -> None:
+    policy = json.loads(csi_controller_policy(STACK_FILE_SYSTEM))
+    # Any file system without the driver's tag (another team's, a backup restored by hand).
+    for action in ("fsx:DeleteFileSystem", "fsx:UpdateFileSystem"):
+        assert not permits(policy, action, FOREIGN_FILE_SYSTEM, {}), action
+        assert not permits(policy, action, FOREIGN_FILE_SYSTEM, {"aws:ResourceTag/team": "research"}), action
+    # Create only with the driver's tag; tag only with it, nothing else alongside it.
+    assert not permits(policy, "fsx:CreateFileSystem", DYNAMIC_FILE_SYSTEM, {})
+    assert not permits(policy, "fsx:TagResource", FOREIGN_FILE_SYSTEM, {"aws:RequestTag/stack": "prod"})
+    assert not permits(
+        policy,
+        "fsx:TagResource",
+        DYNAMIC_FILE_SYSTEM,
+        {"aws:RequestTag/CSIVolumeName": "pvc-1", "aws:RequestTag/team": "x", "aws:TagKeys": ["CSIVolumeName", "team"]},
+    )
+    assert not permits(policy, "fsx:UntagResource", DYNAMIC_FILE_SYSTEM, DRIVERS_VOLUME)
+    # FSx cannot tell a TagResource call from tagging on create, so the tag can be put on another
+    # file system; one of this program (any stack's: it carries `stack`) stays out of reach even then,
+    # and its `stack` tag cannot be removed.
+    other_stack = "arn:aws:fsx:us-east-1:123456789012:file-system/fs-0bbbbbbbbbbbbbbbb"
+    tagged = {"aws:ResourceTag/stack": "dev", **DRIVERS_VOLUME}
     for action in ("fsx:DeleteFileSystem", "fsx:UpdateFileSystem", "fsx:TagResource", "fsx:UntagResource"):
-        assert not allowed(policy, action, STACK_FILE_SYSTEM), action
-    assert allowed(policy, "fsx:DescribeFileSystems", STACK_FILE_SYSTEM)
+        assert not permits(policy, action, other_stack, {**tagged, **CREATE}), action
 
 
 def test_the_deployed_fsx_controller_policy_denies_the_stacks_own_file_system(
@@ -31,10 +107,13 @@ def test_the_deployed_fsx_controller_policy_denies_the_stacks_own_file_system(
 ) -> None:
     for plan in (dev, prod):
         policy = json.loads(plan.named("fsx-csi-controller-policy").inputs["policy"])
-        (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+        (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny" and s["Resource"] != "*"]
         # The offline mocks name a resource's ARN after the resource: the deny is on the training file system.
         assert deny["Resource"].startswith("arn:aws:fsx:") and deny["Resource"].endswith("/fsx-training"), deny
-        assert not allowed(policy, "fsx:DeleteFileSystem", deny["Resource"])
+        assert not permits(policy, "fsx:DeleteFileSystem", deny["Resource"], DRIVERS_VOLUME)
+        # The training file system carries the `stack` tag the blanket deny relies on.
+        fs = plan.named("fsx-training", "aws:fsx/lustreFileSystem:LustreFileSystem")
+        assert fs.inputs["tags"]["stack"] == plan.stack
 
 
 # --- Pod Security levels of the controllers' namespaces -------------------------------------------
@@ -119,3 +198,96 @@ def test_the_fsx_controller_keeps_its_disruption_budget_at_two_replicas(dev: Pla
     controller = {r.name: r.inputs for r in dev.of_type("kubernetes:helm.sh/v3:Release")}["aws-fsx-csi-driver"]
     assert controller["values"]["controller"]["podDisruptionBudget"] == {"enabled": True}
     assert "replicaCount" not in controller["values"]["controller"]
+
+
+# --- controllers that elect a leader run a standby ------------------------------------------------
+
+
+def _preferred_spread(affinity: dict[str, Any]) -> dict[str, str]:
+    (term,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity["podAntiAffinity"]
+    return term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+
+
+def test_volcano_runs_two_of_each_component_with_leader_election_and_budgets(dev: PlanResult, prod: PlanResult) -> None:
+    from infra.components.schedulers import VOLCANO_PODS
+
+    for plan in (dev, prod):
+        custom = plan.named("volcano", "kubernetes:helm.sh/v3:Release").inputs["values"]["custom"]
+        # Without leader election two schedulers would both bind pods (volcano v1.15.1
+        # templates/scheduler.yaml: --leader-elect={{ custom.leader_elect_enable }}).
+        assert custom["leader_elect_enable"] is True
+        budgets = {
+            r.inputs["metadata"]["name"]: r
+            for r in plan.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+            if r.inputs["metadata"]["namespace"] == "volcano-system"
+        }
+        for component, labels in VOLCANO_PODS.items():
+            assert custom[f"{component}_replicas"] == 2
+            assert _preferred_spread(custom[f"{component}_affinity"]) == labels
+            budget = budgets[f"volcano-{component}"]
+            assert budget.inputs["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+            assert plan.named("volcano", "kubernetes:helm.sh/v3:Release").urn in budget.dependencies
+    assert VOLCANO_PODS == {
+        "scheduler": {"app": "volcano-scheduler"},
+        "controller": {"app": "volcano-controller"},
+        "admission": {"app": "volcano-admission"},
+    }
+
+
+def test_kuberay_and_cluster_autoscaler_run_a_standby_with_a_budget(dev: PlanResult) -> None:
+    values = {r.name: r.inputs["values"] for r in dev.of_type("kubernetes:helm.sh/v3:Release")}
+    # kuberay v1.7.0 values.yaml leaderElectionEnabled: true (left to the chart), replicas read by
+    # templates/deployment.yaml; the selector is app.kubernetes.io/name + instance.
+    kuberay = values["kuberay-operator"]
+    assert kuberay["replicas"] == 2 and "leaderElectionEnabled" not in kuberay
+    labels = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}
+    assert _preferred_spread(kuberay["affinity"]) == labels
+    budget = dev.named("kuberay-system-kuberay-operator", "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.inputs["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+    # cluster-autoscaler elects a leader by default (1.35.2 main.go); its chart renders the budget.
+    autoscaler = values["cluster-autoscaler"]
+    assert autoscaler["replicaCount"] == 2 and autoscaler["podDisruptionBudget"] == {"maxUnavailable": 1}
+    assert "leader-elect" not in autoscaler["extraArgs"]
+    assert _preferred_spread(autoscaler["affinity"]) == {
+        "app.kubernetes.io/instance": "cluster-autoscaler",
+        "app.kubernetes.io/name": "aws-cluster-autoscaler",
+    }
+
+
+def test_the_mpi_operator_runs_a_standby() -> None:
+    import pulumi
+
+    from infra.components.schedulers import mpi_operator_gang_scheduling
+
+    upstream = {
+        "metadata": {"name": "mpi-operator", "namespace": "mpi-operator"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "mpi-operator"}},
+            "template": {
+                "metadata": {"labels": {"app": "mpi-operator"}},
+                "spec": {"containers": [{"name": "mpi-operator", "image": "mpioperator/mpi-operator:0.8"}]},
+            },
+        },
+    }
+    result = mpi_operator_gang_scheduling(
+        pulumi.ResourceTransformArgs(
+            True, "kubernetes:apps/v1:Deployment", "mpi-operator/mpi-operator", upstream, pulumi.ResourceOptions()
+        )
+    )
+    spec = result.props["spec"]
+    assert spec["replicas"] == 2
+    assert _preferred_spread(spec["template"]["spec"]["affinity"]) == spec["selector"]["matchLabels"]
+
+
+def test_the_capacity_check_counts_the_standbys() -> None:
+    from infra.components.kube import CONTROLLER_REPLICAS
+    from infra.config.models import FeaturesConfig
+    from infra.specs.system_capacity import cluster_pods
+
+    replicas = {p.name: p.replicas for p in cluster_pods(FeaturesConfig(), ["default"])}
+    assert replicas["volcano"] == 3 * CONTROLLER_REPLICAS
+    for name in ("kuberay-operator", "mpi-operator", "cluster-autoscaler"):
+        assert replicas[name] == CONTROLLER_REPLICAS, name

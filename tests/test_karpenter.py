@@ -310,9 +310,9 @@ def test_the_controller_counts_against_the_system_nodes():
     assert with_karpenter.cpu_millis - without.cpu_millis == 2 * 250
     assert with_karpenter.memory_mib - without.memory_mib == 2 * 1024
     assert with_karpenter.fits
-    # Two t3.medium with the Neuron scheduler extension hold cluster-autoscaler's pods, not
-    # Karpenter's as well.
-    busy = {**BASE, "coreNodeGroup": {"instanceTypes": ["t3.medium"]}, "features": {"neuronSchedulerExtension": True}}
+    # Two c6i.large with the Neuron scheduler extension hold cluster-autoscaler's pods (two replicas
+    # of each controller), not Karpenter's as well: its memory does not fit.
+    busy = {**BASE, "coreNodeGroup": {"instanceTypes": ["c6i.large"]}, "features": {"neuronSchedulerExtension": True}}
     parse_stack_config({**busy, "nodeProvisioner": "cluster-autoscaler"})
     with pytest.raises(ConfigError, match=r"coreNodeGroup.*cannot hold the system pods"):
         parse_stack_config(busy)
@@ -350,6 +350,23 @@ def test_every_nodepool_and_nodeclass_waits_for_crds_and_controller(karp):
     releases = {r.name: r.urn for r in karp.of_type(RELEASE)}
     for r in karp.of_type(NODEPOOL) + karp.of_type(NODECLASS):
         assert {releases["karpenter-crd"], releases["karpenter"]} <= set(r.dependencies), r.name
+
+
+def test_burn_in_daemon_sets_land_only_once_the_karpenter_controller_has(karp, dev):
+    # Their node affinity names karpenter.sh/nodepool under Karpenter: updated while the switch is
+    # half-applied (the controller's release waits for the interruption queue), the managed groups'
+    # new nodes would keep the burn-in startup taint. Under cluster-autoscaler nothing of Karpenter exists.
+    controller = karp.named("karpenter", RELEASE).urn
+    daemon_sets = [r for r in karp.of_type("kubernetes:apps/v1:DaemonSet") if r.name.startswith("burn-in-")]
+    assert daemon_sets
+    for ds in daemon_sets:
+        assert controller in ds.dependencies, ds.name
+        affinity = ds.inputs["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        assert "karpenter.sh/nodepool" in json.dumps(affinity), ds.name
+    queue = karp.named("karpenter-interruptions", "aws:sqs/queue:Queue").urn
+    assert queue in karp.named("karpenter", RELEASE).dependencies
+    for ds in dev.of_type("kubernetes:apps/v1:DaemonSet"):
+        assert not any("karpenter" in d for d in ds.dependencies), ds.name
 
 
 def test_interruption_queue_and_rules(karp):

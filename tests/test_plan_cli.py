@@ -88,14 +88,22 @@ def test_plan_writes_resources_json(planned_dev):
         "persistentvolume-fsx-claim-neuron-burn-in-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
         "persistentvolumeclaim-neuron-burn-in-fsx-claim.yaml",
+        # One replica at a time may be evicted from a controller that runs a standby (docs/security.md).
+        "poddisruptionbudget-kuberay-system-kuberay-operator.yaml",
+        "poddisruptionbudget-volcano-system-volcano-admission.yaml",
+        "poddisruptionbudget-volcano-system-volcano-controller.yaml",
+        "poddisruptionbudget-volcano-system-volcano-scheduler.yaml",
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",
         "serviceaccount-default-training.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",
         "storageclass-fsx-lustre.yaml",
+        # Host access only for the node agents' DaemonSets (infra/specs/host_access.py).
+        "validatingadmissionpolicy-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicy-neuron-burn-in.yaml",
+        "validatingadmissionpolicybinding-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
     ]

@@ -105,6 +105,32 @@ def test_prod_refuses_a_file_system_that_may_be_lost(storage, refusal):
     assert parse_stack_config(dev, stack="dev").retain_storage is False
 
 
+def test_prods_image_repositories_are_never_force_deleted():
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(_prod_raw(ecrForceDelete=True), stack="prod")
+    assert (
+        "trainium-eks:ecrForceDelete = true: prod's image repositories are not deleted while they hold images "
+        "(allowed: false, or leave the key out, which is false in prod)"
+    ) in str(refused.value)
+    # Dropping the key, and the environment line with it, leaves a prod-named stack's repositories kept.
+    assert (
+        parse_stack_config(_prod_raw(ecrForceDelete=None, environment=None), stack="prod").force_delete_registries
+        is False
+    )
+    dev = {**_prod_raw(ecrForceDelete=None), "environment": "dev", "endpointAccess": {"public": True}}
+    assert parse_stack_config(dev, stack="dev").force_delete_registries is True
+
+
+def test_the_program_keeps_prods_repositories_without_the_key():
+    config = {
+        k: v
+        for k, v in stack_config(REPO_ROOT, "prod").items()
+        if k not in ("trainium-eks:environment", "trainium-eks:ecrForceDelete")
+    }
+    repositories = run_program(REPO_ROOT, "prod", config).of_type("aws:ecr/repository:Repository")
+    assert repositories and all(r.inputs.get("forceDelete") is False for r in repositories)
+
+
 def test_an_acknowledged_replacement_says_why():
     with pytest.raises(ConfigError) as refused:
         parse_stack_config(_prod_raw(replacementsAcknowledged={"fsx-training": "  "}), stack="prod")

@@ -13,7 +13,7 @@ import pulumi_aws as aws
 
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
-from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.components.kube import CONTROLLER_REPLICAS, CORE_NODE_SELECTOR, helm_release, spread_across_nodes
 from infra.facts.versions import CHARTS, autoscaler_release
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -81,6 +81,13 @@ def autoscaler_policy(partition: str, region: str, account_id: str, cluster_name
     )
 
 
+# cluster-autoscaler.instance-name: the release's name, and `<cloudProvider>-<chart name>`.
+AUTOSCALER_PODS = {
+    "app.kubernetes.io/instance": "cluster-autoscaler",
+    "app.kubernetes.io/name": "aws-cluster-autoscaler",
+}
+
+
 def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[str, Any]:
     return {
         "cloudProvider": "aws",
@@ -93,6 +100,13 @@ def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[st
         },
         "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
         "nodeSelector": CORE_NODE_SELECTOR,
+        # A standby: cluster-autoscaler elects a leader on a Lease by default (kubernetes/autoscaler
+        # cluster-autoscaler-1.35.2 main.go leaderElectionConfiguration, LeaderElect: true). The chart's
+        # budget (charts 9.53.0 and 9.59.0 templates/pdb.yaml, values.yaml maxUnavailable: 1) said
+        # explicitly; its pods carry the chart's instance-name labels (templates/_helpers.tpl).
+        "replicaCount": CONTROLLER_REPLICAS,
+        "podDisruptionBudget": {"maxUnavailable": 1},
+        "affinity": spread_across_nodes(AUTOSCALER_PODS),
         "extraArgs": {
             # Trainium groups of one type in one zone: least-waste picks the smallest fit.
             "expander": "least-waste",

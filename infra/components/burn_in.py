@@ -4,7 +4,7 @@ burn-ins that never started, and one DaemonSet per health-gated node group (infr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -30,6 +30,11 @@ class BurnInArgs:
     targets: list[burn_in_objects.BurnInTarget]
     core_node_selector: dict[str, str]
     """Where the sweeper runs: the always-on core nodes."""
+    daemon_sets_after: list[pulumi.Resource] = field(default_factory=list)
+    """What provisions the nodes the DaemonSets select. Under Karpenter their node affinity names
+    karpenter.sh/nodepool instead of the managed groups' label: updated before the switch has landed
+    (a failed interruption queue stops the controller's release), new nodes of the managed groups
+    still running would keep their startup taint and never take a job."""
 
 
 class BurnIn(pulumi.ComponentResource):
@@ -45,7 +50,7 @@ class BurnIn(pulumi.ComponentResource):
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.
         for target in args.targets:
-            self._declare(burn_in_objects.daemon_set(target), ctx.kubernetes, list(declared))
+            self._declare(burn_in_objects.daemon_set(target), ctx.kubernetes, [*declared, *args.daemon_sets_after])
         self.register_outputs({})
 
     def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:

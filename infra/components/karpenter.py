@@ -38,6 +38,9 @@ class KarpenterArgs:
 
 class Karpenter(pulumi.ComponentResource):
     node_pools: dict[str, k8s.apiextensions.CustomResource]
+    controller: pulumi.Resource
+    """The controller's release: it waits for the interruption queue, the roles and the CRDs, so what
+    depends on it lands only once the whole switch to Karpenter did."""
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None
@@ -140,6 +143,7 @@ class Karpenter(pulumi.ComponentResource):
             ),
             skip_crds=True,
         )
+        self.controller = controller
 
         self.node_pools = {}
         for group in args.groups:

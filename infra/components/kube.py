@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra import contract
 from infra.facts.versions import ChartPin
+from infra.specs import host_access
 from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.specs.system_capacity import node_allocatable
 
@@ -110,3 +111,61 @@ def kubeconfig_for(kubeconfig: str | dict[str, Any], profile: str | None) -> str
         if exec_["env"] is None:
             del exec_["env"]
     return json.dumps(config)
+
+
+def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...]]) -> list[pulumi.Resource]:
+    """The cluster-wide refusal of host access outside the node agents (infra/specs/host_access.py),
+    and its binding; the binding waits for the policy it names."""
+    body = host_access.admission_policy(allowed)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        host_access.NAME,
+        metadata=body["metadata"],
+        spec=body["spec"],
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+    binding = host_access.admission_policy_binding()
+    return [
+        policy,
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            host_access.NAME,
+            metadata=binding["metadata"],
+            spec=binding["spec"],
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
+        ),
+    ]
+
+
+# Controllers that elect a leader run this many replicas: a standby takes over when its node goes,
+# instead of the Deployment waiting out the node's NotReady eviction (about 5 minutes) to restart.
+CONTROLLER_REPLICAS = 2
+
+
+def spread_across_nodes(pod_labels: dict[str, str]) -> dict[str, Any]:
+    """Prefer a node without another replica. Preferred, not required: with two core nodes, a
+    required rule would leave the new replica Pending during a node roll, and the disruption budget
+    would then hold the drain of the other node."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": dict(pod_labels)},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+
+
+def disruption_budget(
+    name: str, namespace: str, pod_labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> k8s.policy.v1.PodDisruptionBudget:
+    """One replica at a time may be evicted (a drain, a node roll); the other keeps the lease."""
+    return k8s.policy.v1.PodDisruptionBudget(
+        f"{namespace}-{name}",
+        metadata={"name": name, "namespace": namespace},
+        spec={"maxUnavailable": 1, "selector": {"matchLabels": dict(pod_labels)}},
+        opts=opts,
+    )

@@ -13,7 +13,13 @@ import yaml
 
 from infra import contract
 from infra.components.context import ClusterContext
-from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.components.kube import (
+    CONTROLLER_REPLICAS,
+    CORE_NODE_SELECTOR,
+    disruption_budget,
+    helm_release,
+    spread_across_nodes,
+)
 from infra.config.models import QueueConfig
 from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
 from infra.specs.pod_security import controller_namespace_labels
@@ -75,20 +81,50 @@ def queue_outputs(queues: list[QueueConfig]) -> list[dict[str, Any]]:
 IMAGE_PULL_POLICY = "IfNotPresent"
 
 
+# Each Volcano component's pods, as its Deployment selects them (volcano-sh/volcano v1.15.1
+# installer/helm/chart/volcano/templates/{scheduler,controllers,admission}.yaml, spec.selector).
+VOLCANO_PODS = {
+    "scheduler": {"app": "volcano-scheduler"},
+    "controller": {"app": "volcano-controller"},
+    "admission": {"app": "volcano-admission"},
+}
+# ray-project/kuberay v1.7.0 helm-chart/kuberay-operator templates/deployment.yaml spec.selector
+# (kuberay-operator.name is the chart's name; the instance is the release's).
+KUBERAY_PODS = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}
+# kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml, the Deployment's spec.selector.
+MPI_OPERATOR_PODS = {"app": "mpi-operator"}
+
+
 def volcano_values() -> dict[str, Any]:
-    return {
-        "basic": {"image_pull_policy": IMAGE_PULL_POLICY},
-        "custom": {
-            # Controllers on the core nodes; never on the Trainium nodes they schedule for.
-            "default_ns": CORE_NODE_SELECTOR,
-            # Replaces the whole volcano-scheduler.conf in the chart's scheduler ConfigMap.
-            "scheduler_config_override": volcano_scheduler_conf(),
-        },
+    """Two replicas of each component. The scheduler and the controller elect a leader only with
+    custom.leader_elect_enable (values.yaml: false; templates/scheduler.yaml and controllers.yaml pass
+    --leader-elect from it, in the release's namespace): two without it would both act. The admission
+    webhook is a stateless server, safe at any count. The chart has no PodDisruptionBudget template:
+    Schedulers declares one per component."""
+    custom: dict[str, Any] = {
+        # Controllers on the core nodes; never on the Trainium nodes they schedule for.
+        "default_ns": CORE_NODE_SELECTOR,
+        # Replaces the whole volcano-scheduler.conf in the chart's scheduler ConfigMap.
+        "scheduler_config_override": volcano_scheduler_conf(),
+        "leader_elect_enable": True,
     }
+    for component, labels in VOLCANO_PODS.items():
+        # values.yaml custom.<component>_replicas; each template takes `or custom.<component>_affinity
+        # custom.default_affinity`.
+        custom[f"{component}_replicas"] = CONTROLLER_REPLICAS
+        custom[f"{component}_affinity"] = spread_across_nodes(labels)
+    return {"basic": {"image_pull_policy": IMAGE_PULL_POLICY}, "custom": custom}
 
 
 def kuberay_values(volcano: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {"nodeSelector": CORE_NODE_SELECTOR}
+    """Two replicas: the operator elects a leader by default (values.yaml leaderElectionEnabled: true,
+    passed as --enable-leader-election by templates/deployment.yaml, which reads `replicas` and
+    `affinity`). The chart has no PodDisruptionBudget template: Schedulers declares one."""
+    values: dict[str, Any] = {
+        "nodeSelector": CORE_NODE_SELECTOR,
+        "replicas": CONTROLLER_REPLICAS,
+        "affinity": spread_across_nodes(KUBERAY_PODS),
+    }
     if volcano:
         # `batchScheduler.enabled` is deprecated; the name selects the integration.
         values["batchScheduler"] = {"name": "volcano"}
@@ -129,6 +165,13 @@ def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> 
         # What the API server defaults a non-`latest` tag to (SetDefaults_Container), said
         # explicitly: the image is on Docker Hub.
         container["imagePullPolicy"] = IMAGE_PULL_POLICY
+    # The operator always elects a leader on a Lease in --lock-namespace (kubeflow/mpi-operator v0.8.2
+    # cmd/mpi-operator/app/server.go: election.RunOrDie), so a second replica waits as a standby. No
+    # disruption budget: the namespace is the manifest's, which the offline plan cannot see into, so
+    # the pack's namespace-exists rule refuses any object declared in it; the replicas prefer
+    # different nodes, and a node roll drains one node at a time.
+    spec["replicas"] = CONTROLLER_REPLICAS
+    spec["template"]["spec"]["affinity"] = spread_across_nodes(MPI_OPERATOR_PODS)
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 
@@ -190,6 +233,13 @@ class Schedulers(pulumi.ComponentResource):
                 "volcano", CHARTS["volcano"], VOLCANO_NAMESPACE, volcano_values(), on_cluster, create_namespace=True
             )
             pod_security_patch(VOLCANO_NAMESPACE, self.volcano, on_cluster)
+            for component, labels in VOLCANO_PODS.items():
+                disruption_budget(
+                    f"volcano-{component}",
+                    VOLCANO_NAMESPACE,
+                    labels,
+                    pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.volcano])),
+                )
             for queue in args.queues:
                 k8s.apiextensions.CustomResource(
                     f"queue-{queue.name}",
@@ -217,6 +267,12 @@ class Schedulers(pulumi.ComponentResource):
                 create_namespace=True,
             )
             pod_security_patch(KUBERAY_NAMESPACE, kuberay, on_cluster)
+            disruption_budget(
+                "kuberay-operator",
+                KUBERAY_NAMESPACE,
+                KUBERAY_PODS,
+                pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[kuberay])),
+            )
 
         if args.mpi_operator:
             # The manifest is applied from upstream as is, but for the image's tag and, when Volcano

@@ -44,18 +44,35 @@ FILE_SYSTEM_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete=
 # aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go, DeleteFileSystem), shrink its settings, or retag it.
 # Pulumi's `protect` binds only Pulumi; this binds the controller's own credentials.
 PROTECTED_FILE_SYSTEM_ACTIONS = ("fsx:DeleteFileSystem", "fsx:TagResource", "fsx:UntagResource", "fsx:UpdateFileSystem")
+# The tag the driver puts on every file system it creates, with the volume's name as its value, and
+# reads back to find a volume by name (aws-fsx-csi-driver v1.9.0 pkg/cloud/cloud.go: VolumeNameTagKey,
+# CreateFileSystem's Tags, pollFileSystems). It sends no other tag: the only other sources are the
+# StorageClass parameter extraTags, which storage_class_parameters never sets, and the chart's
+# controller.extraTags (chart 1.17.0 values.yaml: empty), which chart_values never sets.
+DRIVER_VOLUME_TAG = "CSIVolumeName"
+# The tag every resource of this program carries (__main__.py tags, bootstrap/permissions.py STACK_TAG).
+PROGRAM_STACK_TAG = "stack"
 
 
 def csi_controller_policy(file_system_arn: str) -> str:
-    """What the driver's controller needs to create, resize and delete dynamic volumes, and nothing
-    on ``file_system_arn``, the stack's own file system.
+    """What the driver's controller needs to create, resize and delete dynamic volumes, only on file
+    systems it created itself, and nothing on ``file_system_arn``, the stack's own file system.
 
     The actions are the driver's own list (kubernetes-sigs/aws-fsx-csi-driver v1.9.0, docs/install.md,
     chart 1.17.0): CreateFileSystem with its tags (FSx authorizes fsx:TagResource for tags given on
     create), DescribeFileSystems to wait and to find a volume by name, UpdateFileSystem to resize,
-    DeleteFileSystem. Static volumes need none of them: the node plugin only mounts. An explicit
-    deny wins over every allow, so no later allow statement re-opens the stack's file system.
+    DeleteFileSystem. The driver never calls TagResource or UntagResource on its own (pkg/cloud/cloud.go
+    has no such call). Static volumes need none of them: the node plugin only mounts.
+
+    Scoped by the driver's tag: create only with it in the request, update and delete only where the
+    file system carries it, tag only with it and nothing else. FSx has no condition key that tells
+    tagging on create from a later TagResource call (Service Authorization Reference, Amazon FSx:
+    TagResource takes aws:RequestTag, aws:ResourceTag and aws:TagKeys only), so the controller could
+    still put the tag on a file system it did not create: every file system this program makes carries
+    its `stack` tag, which the controller can neither remove (no UntagResource) nor get past (an
+    explicit deny wins over every allow), and the stack's own file system is denied by its ARN as well.
     """
+    has_driver_tag = {"Null": {f"aws:ResourceTag/{DRIVER_VOLUME_TAG}": "false"}}
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -67,23 +84,43 @@ def csi_controller_policy(file_system_arn: str) -> str:
                     "Resource": "*",
                     "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
                 },
+                {"Sid": "FindVolumes", "Effect": "Allow", "Action": "fsx:DescribeFileSystems", "Resource": "*"},
                 {
-                    "Sid": "ManageFileSystems",
+                    "Sid": "CreateOnlyWithTheDriversTag",
                     "Effect": "Allow",
-                    "Action": [
-                        "fsx:CreateFileSystem",
-                        "fsx:DeleteFileSystem",
-                        "fsx:DescribeFileSystems",
-                        "fsx:TagResource",
-                        "fsx:UpdateFileSystem",
-                    ],
+                    "Action": "fsx:CreateFileSystem",
                     "Resource": "*",
+                    "Condition": {"Null": {f"aws:RequestTag/{DRIVER_VOLUME_TAG}": "false"}},
+                },
+                {
+                    "Sid": "TagOnlyWithTheDriversTag",
+                    "Effect": "Allow",
+                    "Action": "fsx:TagResource",
+                    "Resource": "*",
+                    "Condition": {
+                        "Null": {f"aws:RequestTag/{DRIVER_VOLUME_TAG}": "false"},
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [DRIVER_VOLUME_TAG]},
+                    },
+                },
+                {
+                    "Sid": "ResizeAndDeleteOnlyTheDriversVolumes",
+                    "Effect": "Allow",
+                    "Action": ["fsx:DeleteFileSystem", "fsx:UpdateFileSystem"],
+                    "Resource": "*",
+                    "Condition": has_driver_tag,
                 },
                 {
                     "Sid": "NeverTheStackFileSystem",
                     "Effect": "Deny",
                     "Action": list(PROTECTED_FILE_SYSTEM_ACTIONS),
                     "Resource": file_system_arn,
+                },
+                {
+                    "Sid": "NeverAFileSystemOfThisProgram",
+                    "Effect": "Deny",
+                    "Action": list(PROTECTED_FILE_SYSTEM_ACTIONS),
+                    "Resource": "*",
+                    "Condition": {"Null": {f"aws:ResourceTag/{PROGRAM_STACK_TAG}": "false"}},
                 },
             ],
         }

@@ -285,7 +285,11 @@ class DataRepositoryConfig(ConfigModel):
     auto_import: list[S3Event] = Field(
         default=list(get_args(S3Event)), description="S3 events that flow into the file system."
     )
-    auto_export: list[S3Event] = Field(default=[], description="File-system changes that flow back to S3.")
+    auto_export: list[S3Event] = Field(
+        default=[],
+        description="File-system changes that flow back to S3: NEW, CHANGED; DELETED is refused, since it would "
+        "repeat every delete on the file system in the bucket.",
+    )
     import_metadata_on_create: bool = Field(
         default=True, description="Import the bucket's listing when the link is created."
     )
@@ -511,14 +515,21 @@ class StackConfig(ConfigModel):
         description="Per training namespace, the only buckets its `training` service account may read, instead of "
         "trainingDataBuckets: each namespace has its own IAM role.",
     )
-    ecr_force_delete: bool = Field(
-        default=True, description="Let `pulumi destroy` delete repositories that still hold images (off in prod)."
+    ecr_force_delete: bool | None = Field(
+        default=None,
+        description="Let `pulumi destroy` delete repositories that still hold images; unset: true in dev, false in "
+        "prod, which refuses true.",
     )
     tags: dict[str, str] = Field(
         default={},
         description="Tags added to every taggable resource (besides the "
         "program's own project, cluster and stack, which they may not override).",
     )
+
+    @property
+    def force_delete_registries(self) -> bool:
+        """Derived from the environment when unset, so dropping the key cannot arm prod's repositories."""
+        return self.ecr_force_delete if self.ecr_force_delete is not None else self.environment != "prod"
 
     @property
     def retain_storage(self) -> bool:

@@ -76,6 +76,9 @@ SOFTWARE_NAMESPACES = (
     "mpi-operator",
     "amazon-cloudwatch",
 )
+# The burn-in's namespace (infra/specs/burn_in_objects.py NAMESPACE): its service account may patch
+# nodes (lift a node's startup taint), so no training workload or user may share it.
+BURN_IN_NAMESPACE = "neuron-burn-in"
 # Volcano creates these queues itself (its controller's default queue and the root of the
 # queue hierarchy); declaring them again fails with AlreadyExists.
 VOLCANO_OWN_QUEUES = ("default", "root")
@@ -829,6 +832,11 @@ def _prod_storage_problems(config: StackConfig) -> list[str]:
             f"{key_name(('storage', 'retain'))} = false: prod retains its file system (allowed: true, or leave "
             "the key out)"
         )
+    if config.ecr_force_delete is True:
+        problems.append(
+            f"{key_name(('ecrForceDelete',))} = true: prod's image repositories are not deleted while they hold "
+            "images (allowed: false, or leave the key out, which is false in prod)"
+        )
     if storage.deployment_type.startswith("SCRATCH"):
         problems.append(
             f"{key_name(('storage', 'deploymentType'))} = {storage.deployment_type!r}: prod's file system is "
@@ -907,6 +915,15 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
         for field_, events in (("autoImport", repo.auto_import), ("autoExport", repo.auto_export)):
             if len(set(events)) != len(events):
                 problems.append(f"{key}.{field_} = {events}: lists an event twice")
+        # An exported deletion repeats every delete on the file system in the bucket: an `rm -rf`, a
+        # torn run directory's cleanup, or another namespace's pod would then take the S3 copy too,
+        # the one copy that outlives the file system. Refused whatever the environment: pruning the
+        # bucket is an S3 lifecycle rule's job, which keeps noncurrent versions for a set time.
+        if "DELETED" in repo.auto_export:
+            problems.append(
+                f"{key}.autoExport = {list(repo.auto_export)}: DELETED would delete the S3 copy whenever a file "
+                "is deleted on the file system; allowed: NEW and CHANGED (prune the bucket with an S3 lifecycle rule)"
+            )
     if len(storage.data_repositories) > MAX_DATA_REPOSITORIES:
         problems.append(
             f"{key_name(('storage', 'dataRepositories'))}: {len(storage.data_repositories)} associations; "
@@ -998,6 +1015,11 @@ def _software_problems(config: StackConfig) -> list[str]:
             problems.append(f"{key} = {namespace!r}: {problem}")
         if namespace in SYSTEM_NAMESPACES or namespace in SOFTWARE_NAMESPACES:
             problems.append(f"{key} = {namespace!r}: a system or cluster-software namespace; use your own or default")
+        elif namespace == BURN_IN_NAMESPACE:
+            problems.append(
+                f"{key} = {namespace!r}: the Trainium burn-in's namespace, whose service account can lift a node's "
+                "startup taint; allowed: any other namespace of your own, or default"
+            )
         if namespace in seen:
             problems.append(f"{key} = {namespace!r}: listed twice")
         seen.add(namespace)

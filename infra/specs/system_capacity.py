@@ -151,23 +151,23 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter:
     if features.volcano:
         # volcano v1.15.1 values.yaml: admission/controller/scheduler resources ~ (none).
         pods.append(
-            PodRequests("volcano", 0, 0, 3, "volcano-sh/volcano v1.15.1 installer/helm/chart/volcano/values.yaml")
+            PodRequests("volcano", 0, 0, 6, "volcano-sh/volcano v1.15.1 values.yaml; two replicas each (schedulers.py)")
         )
     if features.kuberay:
         # kuberay-operator 1.7.0: limits only (100m/512Mi), which become the requests.
         pods.append(
             PodRequests(
-                "kuberay-operator", 100, 512, 1, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"
+                "kuberay-operator", 100, 512, 2, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"
             )
         )
     if features.mpi_operator:
         pods.append(
-            PodRequests("mpi-operator", 0, 0, 1, "kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml")
+            PodRequests("mpi-operator", 0, 0, 2, "kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml")
         )
     if features.cluster_autoscaler:
         pods.append(
             PodRequests(
-                "cluster-autoscaler", 0, 0, 1, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"
+                "cluster-autoscaler", 0, 0, 2, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"
             )
         )
     if karpenter:
