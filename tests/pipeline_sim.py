@@ -62,6 +62,7 @@ from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
 
 SUB = "token.actions.githubusercontent.com:sub"
+DEFAULT_BRANCH = "main"
 AUD = "token.actions.githubusercontent.com:aud"
 WORKLOADS = "trainium-workloads"
 CLUSTER = "trainium-eks"
@@ -248,11 +249,27 @@ class JobRun:
 
 @dataclass
 class Event:
-    name: str  # pull_request, push, schedule
+    name: str  # pull_request, push, schedule, workflow_run
     ref: str  # refs/heads/main, refs/pull/N/merge
-    commit: Commit
+    commit: Commit  # GITHUB_SHA: what actions/checkout checks out unless a step names another ref
     pr_number: int | None = None
     head_repository: str | None = None
+    # workflow_run's payload: the finished run's head_sha, conclusion, head_branch and event.
+    workflow_run: dict[str, str] | None = None
+
+
+@dataclass
+class Run:
+    """One workflow run: its event, its approvals, and its jobs once it has run."""
+
+    number: int
+    workflow: str
+    event: Event
+    approve: Callable[[str, str], bool]
+    previous: dict[str, JobRun] | None = None
+    triggered_by: int | None = None
+    status: str = "queued"  # queued, in_progress, completed, cancelled
+    results: dict[str, JobRun] = field(default_factory=dict)
 
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -267,6 +284,10 @@ class Pipeline:
         self.log: list[str] = []
         self.runs = 0
         self.commits: dict[str, Commit] = {}
+        self.main: str | None = None  # main's newest commit: GITHUB_SHA of a workflow_run run
+        self.all_runs: dict[int, Run] = {}
+        self.holding: dict[str, int] = {}  # workflow-level concurrency group -> the run in it
+        self.waiting: dict[str, list[Run]] = {}  # group -> runs pending on it, oldest first
 
     def is_ancestor(self, ancestor: str, sha: str | None) -> bool | None:
         """`git merge-base --is-ancestor`: None for a commit this history does not hold."""
@@ -288,6 +309,7 @@ class Pipeline:
             "github.event.pull_request.number": event.pr_number,
             "github.event.pull_request.head.repo.full_name": head,
             "github.event.pull_request.base.sha": event.commit.parent,
+            **{f"github.event.workflow_run.{k}": v for k, v in (event.workflow_run or {}).items()},
         }
 
     def _value(
@@ -346,15 +368,98 @@ class Pipeline:
         event: Event,
         approve: Callable[[str, str], bool] = lambda job, env: True,
         previous: dict[str, JobRun] | None = None,
+        triggered_by: int | None = None,
     ) -> dict[str, JobRun]:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
         required reviewers' answer. ``previous``: "Re-run failed jobs" of that attempt (GitHub docs,
         "Re-running workflows and jobs": a re-run uses the original event's GITHUB_SHA and
         GITHUB_REF; GitHub also re-runs the jobs that depend on the failed ones, and jobs not
-        included keep their outputs from the previous attempt)."""
+        included keep their outputs from the previous attempt).
+
+        The run first takes its workflow-level concurrency group. While another run holds it, the
+        run waits (the returned dict stays empty until it has run; `queue_outcome` says which
+        waiting runs a group keeps) and starts when the holder ends, after the holder's
+        workflow_run followers were started. A push to main that is newer than main moves main."""
         self.runs += 1
-        run_number = self.runs
         self.commits.setdefault(event.commit.sha, event.commit)
+        if (
+            event.name == "push"
+            and previous is None
+            and (self.main is None or self.is_ancestor(self.main, event.commit.sha))
+        ):
+            self.main = event.commit.sha
+        run = Run(self.runs, workflow_file, event, approve, previous, triggered_by)
+        self.all_runs[run.number] = run
+        workflow, _ = _workflow(workflow_file)
+        concurrency = workflow.get("concurrency")
+        group = _group(concurrency, self, event)
+        if group and group in self.holding:
+            queue = self.waiting.setdefault(group, [])
+            queue.append(run)
+            kept = queue_outcome(concurrency, ["holder", *(r.number for r in queue)])[1:]
+            for dropped in [r for r in queue if r.number not in kept]:
+                dropped.status = "cancelled"
+                self.log.append(f"{dropped.workflow}#{dropped.number}: cancelled while pending in {group}")
+            queue[:] = [r for r in queue if r.number in kept]
+            self.log.append(f"{workflow_file}#{run.number}: waiting for {group} (held by #{self.holding[group]})")
+            return run.results
+        self._execute(run, group)
+        return run.results
+
+    def rerun_failed(self, number: int, approve: Callable[[str, str], bool] | None = None) -> dict[str, JobRun]:
+        """ "Re-run failed jobs" of run ``number``: the same event (commit, ref, workflow_run payload)."""
+        old = self.all_runs[number]
+        return self.run(old.workflow, old.event, approve or old.approve, old.results, old.triggered_by)
+
+    def followers(self, number: int) -> list[Run]:
+        """The runs run ``number``'s completion started (workflow_run), oldest first."""
+        return [r for r in self.all_runs.values() if r.triggered_by == number]
+
+    def _execute(self, run: Run, group: str | None) -> None:
+        if group:
+            self.holding[group] = run.number
+        run.status = "in_progress"
+        try:
+            run.results.update(self._jobs(run))
+        finally:
+            run.status = "completed"
+            if group:
+                del self.holding[group]
+        self._completed(run)
+        if group and self.waiting.get(group):
+            self._execute(self.waiting[group].pop(0), group)
+
+    def _completed(self, run: Run) -> None:
+        """workflow_run `completed` (GitHub docs, "Events that trigger workflows", workflow_run): a
+        workflow naming this one's `name` under `workflows`, with this run's branch in `branches`,
+        runs with GITHUB_SHA main's newest commit and GITHUB_REF main, the default branch; the
+        finished run's commit is only in the payload, `workflow_run.head_sha`. Its conclusion is
+        failure when a job failed (skipped jobs fail nothing). A re-run's completion starts it again."""
+        name = _workflow(run.workflow)[0].get("name")
+        branch = run.event.ref.removeprefix("refs/heads/")
+        conclusion = "failure" if any(r.status == "failure" for r in run.results.values()) else "success"
+        for path in sorted(WORKFLOWS.glob("*.yml")):
+            trigger = _workflow(path.name)[0]["on"].get("workflow_run")
+            if not trigger or name not in trigger["workflows"] or "completed" not in trigger.get("types", []):
+                continue
+            if branch not in trigger.get("branches", [branch]):
+                continue
+            payload = {"head_sha": run.event.commit.sha, "conclusion": conclusion, "head_branch": branch}
+            event = Event(
+                "workflow_run", f"refs/heads/{DEFAULT_BRANCH}", self.commits[self.main or run.event.commit.sha]
+            )
+            event.workflow_run = {**payload, "event": run.event.name}
+            self.log.append(f"{path.name}: workflow_run of {run.workflow}#{run.number} ({conclusion})")
+            self.run(path.name, event, run.approve, triggered_by=run.number)
+
+    def _jobs(self, run: Run) -> dict[str, JobRun]:
+        workflow_file, event, approve, previous, run_number = (
+            run.workflow,
+            run.event,
+            run.approve,
+            run.previous,
+            run.number,
+        )
         workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
         rerun: set[str] = set()  # the failed jobs and those that depend on them
@@ -421,8 +526,10 @@ class Pipeline:
             raise StepFailed(f"environment {name!r} is not configured: no required reviewers")
         if not settings.get("reviewers"):
             raise StepFailed(f"environment {name!r} has no required reviewers")
+        # Deployment branches are matched against the run's ref: a pull request's refs/pull/N/merge
+        # never matches; a workflow_run run's ref is the default branch's.
         branch = event.ref.removeprefix("refs/heads/")
-        if event.name != "push" or branch not in settings.get("branches", []):
+        if not event.ref.startswith("refs/heads/") or branch not in settings.get("branches", []):
             raise StepFailed(
                 f"environment {name!r} admits deployments from {settings.get('branches')} only, not {event.ref}"
             )
@@ -478,7 +585,10 @@ class JobContext:
             self.step_id = step.get("id")
             step = self.p.substitute(step, self.event, self.outputs)
             action = step.get("uses", "").split("@")[0]
-            if action in ("actions/checkout", "actions/setup-python", "actions/github-script"):
+            if action == "actions/checkout":
+                self.check_out((step.get("with") or {}).get("ref"))
+                continue
+            if action in ("actions/setup-python", "actions/github-script"):
                 continue
             if action == "aws-actions/configure-aws-credentials":
                 self.assume(step["with"])
@@ -488,6 +598,15 @@ class JobContext:
                 self.shell(step["run"], step.get("env") or {})
             else:
                 raise AssertionError(f"the simulation does not know the step {step}")
+
+    def check_out(self, ref: str | None) -> None:
+        """actions/checkout v7.0.1 (action.yml `ref`): the named commit, else the event's GITHUB_SHA."""
+        if not ref:
+            self.checkout = self.event.commit
+            return
+        if ref not in self.p.commits:
+            raise StepFailed(f"actions/checkout: {ref!r} is not a commit of this repository")
+        self.checkout = self.p.commits[ref]
 
     # --- configure-aws-credentials ---
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nxdLlama", "ten
 DEPLOY_ORDER = [
     "cluster-dev",
     "workloads-dev",
-    "preview-prod",
+    "preview-cluster-prod",
     "cluster-prod",
     "preview-workloads-prod",
     "workloads-prod",
@@ -139,13 +140,30 @@ def pull_request(pipeline: Pipeline, commit: Commit, number: int) -> dict[str, s
     return pipeline.run("pull-request.yml", Event("pull_request", f"refs/pull/{number}/merge", commit, number, REPO))
 
 
-def merge(pipeline: Pipeline, commit: Commit, approvals: list[tuple[str, str]] | None = None) -> dict[str, sim.JobRun]:
-    def approve(job: str, environment: str) -> bool:
+def with_prod(pipeline: Pipeline, dev: dict[str, sim.JobRun]) -> dict[str, sim.JobRun]:
+    """A deploy.yml run's jobs and those of the deploy-prod.yml run its completion started, once
+    that has run (while it waits for prod's group, only dev's)."""
+    if not dev:
+        return {}  # waiting for dev's group
+    number = max(r.run for r in dev.values())  # a re-run keeps earlier attempts' jobs: its own is the newest
+    prod = [r for r in pipeline.followers(number) if r.workflow == "deploy-prod.yml"]
+    return {**dev, **(prod[-1].results if prod else {})}
+
+
+def merge(
+    pipeline: Pipeline,
+    commit: Commit,
+    approvals: list[tuple[str, str]] | None = None,
+    approve: Callable[[str, str], bool] | None = None,
+) -> dict[str, sim.JobRun]:
+    """The push to main: deploy.yml, then the prod run its completion starts (workflow_run)."""
+
+    def answer(job: str, environment: str) -> bool:
         if approvals is not None:
             approvals.append((job, environment))
-        return True
+        return approve(job, environment) if approve else True
 
-    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve)
+    return with_prod(pipeline, pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), answer))
 
 
 def push_images(account: Account, env: str) -> None:
@@ -241,12 +259,12 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
     assert merged == [
         "pulumi up trainium-eks/dev",
         "pulumi up trainium-workloads/dev",
+        # deploy-prod.yml, started by dev's finished run: prod's cluster alone is previewed
+        # before the first approval...
         "pulumi preview trainium-eks/prod",
-        "pulumi preview trainium-workloads/prod",
         "approval requested: cluster-prod (prod)",
         "pulumi up trainium-eks/prod",
-        # The workload preview reviewers read before the second approval is made against
-        # the prod cluster just deployed.
+        # ...and its workloads once that cluster is up, before the second.
         "pulumi preview trainium-workloads/prod",
         "approval requested: workloads-prod (prod)",
         "pulumi up trainium-workloads/prod",
@@ -256,7 +274,7 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
         for env in ("dev", "prod"):
             state = state_of(day_one["account"], project, env)
             assert state.commit == "c1" and state.outputs is not None, (project, env)
-    # The prod preview reviewers approved showed prod's workloads waiting for prod's cluster.
+    # Prod's first workload up ran against the cluster its run had just deployed (nothing switched on).
     assert state_of(day_one["account"], WORKLOADS, "prod").outputs["workloads"] == {}
 
 
@@ -291,12 +309,14 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
 
 def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
     roles = {
-        j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role
+        j.job: j.role.rsplit("/", 1)[-1]
+        for j in day_one["pipeline"].jobs
+        if j.workflow in ("deploy.yml", "deploy-prod.yml") and j.role
     }
     assert roles == {
         "cluster-dev": "trainium-github-deploy-dev",
         "workloads-dev": "trainium-github-deploy-dev",
-        "preview-prod": "trainium-github-preview-prod",
+        "preview-cluster-prod": "trainium-github-preview-prod",
         "preview-workloads-prod": "trainium-github-preview-prod",
         "cluster-prod": "trainium-github-deploy-prod",
         "workloads-prod": "trainium-github-deploy-prod",
@@ -319,12 +339,14 @@ def test_a_trust_in_the_other_subject_format_fails_the_walk(layout: str, tokens:
 
 def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
     # Forgetting the checklist's `pulumi stack init` of the prod workload stack: pulumi/actions
-    # selectStack (upsert false) fails preview-prod, and nothing of prod is deployed.
+    # selectStack (upsert false) fails preview-workloads-prod, and prod's workloads are not deployed.
     pipeline, account, _ = day_zero("two accounts")
     del next(b for b in account.backends.values() if (WORKLOADS, "prod") in b.stacks).stacks[(WORKLOADS, "prod")]
     results = merge(pipeline, first_commit(account))
-    assert results["preview-prod"].status == "failure" and "no stack named 'prod'" in results["preview-prod"].reason
-    assert results["cluster-prod"].status == results["workloads-prod"].status == "skipped"
+    assert results["cluster-prod"].status == "success"
+    failed = results["preview-workloads-prod"]
+    assert failed.status == "failure" and "no stack named 'prod'" in failed.reason
+    assert results["workloads-prod"].status == "skipped"
     # A workload `up` before its cluster's is refused by the program itself, never declared blind.
     pipeline, account, _ = day_zero("two accounts")
     ctx = sim.JobContext(
@@ -363,8 +385,8 @@ def test_missing_repository_settings_fail_the_walk_where_they_are_needed() -> No
     later = commit.edited("c2", {})
     results = merge(pipeline, later)
     assert (
-        results["preview-prod"].status == "failure"
-        and "no access entry on the prod cluster" in results["preview-prod"].reason
+        results["preview-cluster-prod"].status == "failure"
+        and "no access entry on the prod cluster" in results["preview-cluster-prod"].reason
     )
 
 
@@ -377,7 +399,7 @@ def test_prod_is_not_created_while_its_allow_list_is_the_shipped_placeholder() -
     shipped = sim.shipped_commit().configs[(CLUSTER, "prod")][f"{CLUSTER}:endpointAccess"]
     sim.set_key(CLUSTER, "endpointAccess", json.loads(shipped))(commit.configs[(CLUSTER, "prod")])
     results = merge(pipeline, commit)
-    assert results["cluster-dev"].status == "success" and results["preview-prod"].status == "success"
+    assert results["cluster-dev"].status == "success" and results["preview-cluster-prod"].status == "success"
     assert results["cluster-prod"].status == "failure"
     assert (
         "publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in results["cluster-prod"].reason
@@ -454,14 +476,13 @@ def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two)
         ("pulumi preview trainium-workloads/dev", "trainium-github-preview-dev"),
         ("pulumi preview trainium-eks/prod", "trainium-github-preview-prod"),
         ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
-        ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
     ]
-    # The second prod workload preview, the one workloads-prod's reviewers read, comes
-    # after prod's cluster took c2's maxSize, and before the approval.
+    # Prod's one workload preview, the one workloads-prod's reviewers read, comes after prod's
+    # cluster took c2's maxSize, and before the approval.
     log = [line.strip().split(" @ ")[0] for line in day_two["log2"]]
     cluster_up = log.index("pulumi up trainium-eks/prod")
-    last_preview = len(log) - 1 - log[::-1].index("pulumi preview trainium-workloads/prod")
-    assert cluster_up < last_preview < log.index("approval requested: workloads-prod (prod)")
+    preview = log.index("pulumi preview trainium-workloads/prod")
+    assert cluster_up < preview < log.index("approval requested: workloads-prod (prod)")
 
 
 # --- a workload stack that can never finish ---------------------------------------------------
@@ -522,7 +543,7 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
         results = merge(pipeline, dev)
         assert results["workloads-dev"].status == "failure", pipeline.log[-8:]
         assert refusal in results["workloads-dev"].reason
-        assert results["preview-prod"].status == "skipped"
+        assert results["preview-cluster-prod"].status == "skipped"
 
 
 def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
@@ -552,7 +573,8 @@ def test_a_drift_check_never_runs_beside_a_deploy_nor_cancels_one_waiting() -> N
 
     deploy_jobs = {
         job["concurrency"]["group"]: job["concurrency"]
-        for _, job in concrete_jobs("deploy.yml")
+        for workflow in ("deploy.yml", "deploy-prod.yml")
+        for _, job in concrete_jobs(workflow)
         if job.get("concurrency")
     }
     drift_jobs = [job["concurrency"] for _, job in concrete_jobs("drift.yml")]
@@ -595,15 +617,15 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
         "test": "success",
         "cluster-dev": "success",
         "workloads-dev": "success",
-        "preview-prod": "success",
+        "preview-cluster-prod": "success",
         "cluster-prod": "skipped",
         "preview-workloads-prod": "skipped",
         "workloads-prod": "skipped",
     }
     assert approvals == []
-    assert late_run["preview-prod"].outputs == {"deploy": "false"}
-    assert "Superseded: nothing to deploy or approve" in late_run["preview-prod"].summary
-    assert "`./` `prod` was last deployed from `c3`" in late_run["preview-prod"].summary
+    assert late_run["preview-cluster-prod"].outputs == {"deploy": "false"}
+    assert "Superseded: nothing to deploy or approve" in late_run["preview-cluster-prod"].summary
+    assert "`./` `prod` was last deployed from `c3`" in late_run["preview-cluster-prod"].summary
     late = pipeline.log[marker:]
     assert not [line for line in late if "pulumi up" in line or "pulumi preview" in line], late
     assert sum("this run is superseded" in line for line in late) == 3
@@ -665,14 +687,17 @@ def _failing_dev_deploy(pipeline: Pipeline, repo: Repository, commit: Commit) ->
 
 
 def rerun_failed(
-    pipeline: Pipeline, commit: Commit, previous: dict[str, sim.JobRun], approvals: list[tuple[str, str]] | None = None
+    pipeline: Pipeline, previous: dict[str, sim.JobRun], approvals: list[tuple[str, str]] | None = None
 ) -> dict[str, sim.JobRun]:
+    """ "Re-run failed jobs" of the deploy.yml run ``previous`` holds; its completion starts prod again."""
+
     def approve(job: str, environment: str) -> bool:
         if approvals is not None:
             approvals.append((job, environment))
         return True
 
-    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve, previous)
+    number = max(r.run for r in previous.values() if r.workflow == "deploy.yml")
+    return with_prod(pipeline, pipeline.rerun_failed(number, approve))
 
 
 def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere() -> None:
@@ -682,7 +707,7 @@ def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere
     c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
     failed = _failing_dev_deploy(pipeline, repo, c2)
     approvals: list[tuple[str, str]] = []
-    retried = rerun_failed(pipeline, c2, failed, approvals)
+    retried = rerun_failed(pipeline, failed, approvals)
     assert retried["test"] is failed["test"]  # kept from the first attempt, not run again
     assert statuses(retried) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     assert approvals == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
@@ -703,12 +728,12 @@ def test_a_failed_job_rerun_after_a_newer_merges_run_changes_nothing_and_asks_no
     c3 = c2.edited("c3", _max_size("dev", 6))
     assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     marker, approvals = len(pipeline.log), []
-    retried = rerun_failed(pipeline, c2, failed, approvals)
+    retried = rerun_failed(pipeline, failed, approvals)
     assert statuses(retried) == {
         "test": "success",
         "cluster-dev": "success",
         "workloads-dev": "success",
-        "preview-prod": "success",
+        "preview-cluster-prod": "success",
         "cluster-prod": "skipped",
         "preview-workloads-prod": "skipped",
         "workloads-prod": "skipped",
@@ -777,10 +802,7 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
             checks.append({"main's HEAD against prod": {"status": main_head_check()}})
         return True
 
-    assert (
-        statuses(pipeline.run("deploy.yml", Event("push", "refs/heads/main", c2), approve))["workloads-prod"]
-        == "success"
-    )
+    assert statuses(merge(pipeline, c2, approve=approve))["workloads-prod"] == "success"
     during, head = checks
     assert during == {
         "trainium-eks/dev": {"commit": "c2", "pending": "false", "status": "0"},
