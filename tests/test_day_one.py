@@ -826,3 +826,156 @@ def test_a_stack_never_deployed_has_no_drift_check() -> None:
     pipeline, account, _ = day_zero("two accounts")
     checks = drift(pipeline, first_commit(account))
     assert checks == dict.fromkeys(checks, {"commit": "", "pending": "false"})
+
+
+# --- dev never waits for prod; a cluster change and the workloads that need it reach prod together --
+
+
+def test_a_merge_waiting_for_prods_approval_never_holds_the_next_merges_dev_deploy() -> None:
+    # c2 has reached dev and its prod run waits for the cluster approval when c3 is merged. c3's
+    # dev run takes only dev's groups, so it deploys dev at once; its prod run waits in prod's
+    # group behind c2's, and runs, with its own approvals, once c2's prod run is done. Each prod
+    # run deploys its own merge (the workflow_run payload's head_sha), not main's newest commit.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
+    c3 = c2.edited("c3", _max_size("dev", 6))
+    asked: list[tuple[str, str]] = []
+    while_c2_waits: dict[str, Any] = {}
+
+    def approve_c2(job: str, environment: str) -> bool:
+        asked.append(("c2", job))
+        if job == "cluster-prod":  # the reviewers have not answered yet: c3 is merged now
+            while_c2_waits["c3"] = merge(pipeline, c3, approve=approve_c3)
+            while_c2_waits["dev"] = {p: state_of(account, p, "dev").commit for p in (CLUSTER, WORKLOADS)}
+            while_c2_waits["holding"] = dict(pipeline.holding)
+        return True
+
+    def approve_c3(job: str, environment: str) -> bool:
+        asked.append(("c3", job))
+        if job == "cluster-prod":  # c2's prod run is over: prod runs c2, and c3 is next
+            while_c2_waits["prod before c3"] = {p: state_of(account, p, "prod").commit for p in (CLUSTER, WORKLOADS)}
+        return True
+
+    c2_run = merge(pipeline, c2, approve=approve_c2)
+    assert statuses(c2_run) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    # c3's dev run finished while c2's prod approval was pending; its prod run had not started.
+    assert statuses(while_c2_waits["c3"]) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success"}
+    assert while_c2_waits["dev"] == {CLUSTER: "c3", WORKLOADS: "c3"}
+    c2_prod = c2_run["cluster-prod"].run
+    assert while_c2_waits["holding"] == {"deploy-prod": c2_prod}  # deploy-dev was free for c3's dev run
+    (c3_prod,) = pipeline.followers(while_c2_waits["c3"]["test"].run)
+    assert c3_prod.status == "completed" and c3_prod.event.workflow_run["head_sha"] == "c3"
+    assert statuses(c3_prod.results) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    # c2's prod run went on after main had moved to c3 and deployed c2; then c3's deployed c3.
+    assert while_c2_waits["prod before c3"] == {CLUSTER: "c2", WORKLOADS: "c2"}
+    assert asked == [("c2", "cluster-prod"), ("c2", "workloads-prod"), ("c3", "cluster-prod"), ("c3", "workloads-prod")]
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c3", (project, env)
+
+
+def test_a_prod_run_deploys_the_merge_dev_deployed_even_when_main_has_moved_on() -> None:
+    # GitHub makes a workflow_run run's GITHUB_SHA main's newest commit when dev's run finishes:
+    # a merge pushed while that run was still going (its own dev run waiting in deploy-dev) is
+    # already main's head then. The prod jobs check out the payload's head_sha instead.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", _max_size("prod", 10))
+    c3 = c2.edited("c3", {})
+    pipeline.commits.update({c2.sha: c2, c3.sha: c3})
+    payload = {"head_sha": "c2", "conclusion": "success", "head_branch": "main", "event": "push"}
+    results = pipeline.run("deploy-prod.yml", Event("workflow_run", "refs/heads/main", c3, workflow_run=payload))
+    assert statuses(results) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    for project in (CLUSTER, WORKLOADS):
+        assert state_of(account, project, "prod").commit == "c2", project
+    # A dev run that failed starts prod too, which then does nothing and asks nobody.
+    failed = {**payload, "head_sha": "c3", "conclusion": "failure"}
+    results = pipeline.run("deploy-prod.yml", Event("workflow_run", "refs/heads/main", c3, workflow_run=failed))
+    assert {r.status for r in results.values()} == {"skipped"}
+
+
+def test_a_merge_changing_the_cluster_and_the_workloads_that_need_it_reaches_dev_and_prod() -> None:
+    # One merge raises the Trainium group's maxSize and switches on the acceptance test across as
+    # many nodes: the workload stack refuses it against the cluster as deployed (the group holds
+    # fewer), so it can only be previewed, and deployed, once its environment's cluster is updated.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    for env in ("dev", "prod"):
+        push_images(account, env)
+    sizes = {"dev": 6, "prod": 10}
+    edits: dict[tuple[str, str], Callable[[dict[str, str]], None]] = {
+        **_max_size("dev", sizes["dev"]),
+        **_max_size("prod", sizes["prod"]),
+    }
+    shipped = sim.shipped_commit()
+    for env in ("dev", "prod"):
+        check = json.loads(shipped.configs[(WORKLOADS, env)][f"{WORKLOADS}:clusterCheck"])
+        check = {**check, "enabled": True, "nodes": sizes[env]}
+        edits[(WORKLOADS, env)] = sim.set_key(WORKLOADS, "clusterCheck", check)
+    c2 = c1.edited("c2", edits)
+    # Against prod's cluster as c1 left it, the new workload settings are refused.
+    prod_before = state_of(account, CLUSTER, "prod")
+    reference = c2.config(WORKLOADS, "prod")[f"{WORKLOADS}:clusterStack"]
+    with pytest.raises(sim.StepFailed, match=r"\(maxSize 8\)"):
+        CACHE.program(
+            WORKLOADS,
+            "prod",
+            c2.config(WORKLOADS, "prod"),
+            {reference: sim.StackOutputs(prod_before.outputs, prod_before.secret_outputs)},
+            preview=True,
+            existing=None,
+        )
+    marker = len(pipeline.log)
+    results = merge(pipeline, c2)
+    assert statuses(results) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, pipeline.log[marker:]
+    log = [line.strip().split(" @ ")[0] for line in pipeline.log[marker:]]
+    steps = [line for line in log if line.startswith(("pulumi", "approval"))]
+    assert steps == [
+        "pulumi up trainium-eks/dev",
+        "pulumi up trainium-workloads/dev",
+        "pulumi preview trainium-eks/prod",
+        "approval requested: cluster-prod (prod)",
+        "pulumi up trainium-eks/prod",
+        "pulumi preview trainium-workloads/prod",
+        "approval requested: workloads-prod (prod)",
+        "pulumi up trainium-workloads/prod",
+    ]
+    for env in ("dev", "prod"):
+        cluster = state_of(account, CLUSTER, env)
+        (group,) = [g for g in cluster.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1"]
+        assert group["maxSize"] == sizes[env] and cluster.commit == "c2"
+        workloads = state_of(account, WORKLOADS, env)
+        assert workloads.commit == "c2" and workloads.outputs["workloads"]["clusterCheck"]["nodes"] == sizes[env]
+
+
+def test_a_failed_prod_job_rerun_deploys_its_merge_and_a_rejected_approval_stops_only_prod() -> None:
+    # cluster-prod fails (prod's deploy role variable cleared by mistake); "Re-run failed jobs" of
+    # the prod run, once it is put back, repeats the same workflow_run event: the same merge.
+    pipeline, account, repo = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
+    saved = repo.variables.pop("AWS_DEPLOY_ROLE_PROD")
+    failed = merge(pipeline, c2)
+    repo.variables["AWS_DEPLOY_ROLE_PROD"] = saved
+    assert failed["cluster-prod"].status == "failure" and "role-to-assume is empty" in failed["cluster-prod"].reason
+    assert failed["preview-workloads-prod"].status == failed["workloads-prod"].status == "skipped"
+    assert state_of(account, CLUSTER, "dev").commit == "c2" and state_of(account, CLUSTER, "prod").commit == "c1"
+    retried = pipeline.rerun_failed(failed["cluster-prod"].run)
+    assert retried["preview-cluster-prod"] is failed["preview-cluster-prod"]  # kept, not run again
+    assert statuses(retried) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    for project in (CLUSTER, WORKLOADS):
+        assert state_of(account, project, "prod").commit == "c2", project
+    # Prod's reviewers reject c3: its prod run fails at the approval and deploys nothing; dev has c3,
+    # and the next merge's dev and prod runs go on.
+    c3 = c2.edited("c3", _max_size("dev", 6))
+    rejected = merge(pipeline, c3, approve=lambda job, environment: False)
+    assert rejected["cluster-prod"].status == "failure" and "rejected" in rejected["cluster-prod"].reason
+    assert state_of(account, CLUSTER, "dev").commit == "c3" and state_of(account, CLUSTER, "prod").commit == "c2"
+    c4 = c3.edited("c4", {})
+    assert statuses(merge(pipeline, c4)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    assert state_of(account, CLUSTER, "prod").commit == "c4"
