@@ -345,6 +345,8 @@ class Pipeline:
         needs: dict[str, JobRun] | None = None,
     ) -> bool:
         condition = _EXPR.sub(lambda m: m.group(1), condition).strip()
+        if "&&" in condition:
+            return all(self.evaluate(part, event, steps, needs) for part in condition.split("&&"))
         for operator, compare in (("!=", lambda a, b: a != b), ("==", lambda a, b: a == b)):
             if operator in condition:
                 left, right = (self._value(side, event, steps, needs) for side in condition.split(operator))
@@ -444,7 +446,12 @@ class Pipeline:
                 continue
             if branch not in trigger.get("branches", [branch]):
                 continue
-            payload = {"head_sha": run.event.commit.sha, "conclusion": conclusion, "head_branch": branch}
+            payload = {
+                "head_sha": run.event.commit.sha,
+                "conclusion": conclusion,
+                "head_branch": branch,
+                "head_repository.full_name": run.event.head_repository or self.repo.name,
+            }
             event = Event(
                 "workflow_run", f"refs/heads/{DEFAULT_BRANCH}", self.commits[self.main or run.event.commit.sha]
             )

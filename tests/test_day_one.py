@@ -886,15 +886,32 @@ def test_a_prod_run_deploys_the_merge_dev_deployed_even_when_main_has_moved_on()
     c2 = c1.edited("c2", _max_size("prod", 10))
     c3 = c2.edited("c3", {})
     pipeline.commits.update({c2.sha: c2, c3.sha: c3})
-    payload = {"head_sha": "c2", "conclusion": "success", "head_branch": "main", "event": "push"}
+    payload = {
+        "head_sha": "c2",
+        "conclusion": "success",
+        "head_branch": "main",
+        "event": "push",
+        "head_repository.full_name": REPO,
+    }
     results = pipeline.run("deploy-prod.yml", Event("workflow_run", "refs/heads/main", c3, workflow_run=payload))
     assert statuses(results) == {job: "success" for job in DEPLOY_ORDER[2:]}
     for project in (CLUSTER, WORKLOADS):
         assert state_of(account, project, "prod").commit == "c2", project
-    # A dev run that failed starts prod too, which then does nothing and asks nobody.
-    failed = {**payload, "head_sha": "c3", "conclusion": "failure"}
-    results = pipeline.run("deploy-prod.yml", Event("workflow_run", "refs/heads/main", c3, workflow_run=failed))
-    assert {r.status for r in results.values()} == {"skipped"}
+    # A dev run that failed starts prod too, which then does nothing and asks nobody; so does a
+    # successful run of a pull request's own workflow called `deploy` (workflow_run matches on the
+    # name and branch only, and a fork's branch may be called main), its commit never checked out.
+    asked: list[str] = []
+    for other in (
+        {"head_sha": "c3", "conclusion": "failure"},
+        {"event": "pull_request"},
+        {"event": "push", "head_repository.full_name": "someone/fork"},
+    ):
+        marker = len(pipeline.log)
+        event = Event("workflow_run", "refs/heads/main", c3, workflow_run={**payload, **other})
+        results = pipeline.run("deploy-prod.yml", event, lambda job, environment: asked.append(job) or True)
+        assert {r.status for r in results.values()} == {"skipped"} and not [r for r in results.values() if r.role]
+        assert not [line for line in pipeline.log[marker:] if "pulumi " in line], other
+    assert asked == []
 
 
 def test_a_merge_changing_the_cluster_and_the_workloads_that_need_it_reaches_dev_and_prod() -> None:
