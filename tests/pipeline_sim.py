@@ -245,6 +245,7 @@ class JobRun:
     outputs: dict[str, str] = field(default_factory=dict)  # jobs.<id>.outputs, as `needs.<id>.outputs`
     steps: dict[str, dict[str, str]] = field(default_factory=dict)  # each step id's $GITHUB_OUTPUT
     summary: str = ""  # what the job wrote to $GITHUB_STEP_SUMMARY
+    tolerated: list[str] = field(default_factory=list)  # failures of continue-on-error steps
 
 
 @dataclass
@@ -504,6 +505,7 @@ class Pipeline:
                     try:
                         self._environment_gate(concrete, event, approve, job_id)
                         ctx = JobContext(self, workflow, concrete, event, result)
+                        ctx.needs = {n: results[n] for n in needs}
                         try:
                             ctx.run_steps()
                         finally:
@@ -581,6 +583,7 @@ class JobContext:
         self.cli = False
         self.outputs: dict[str, dict[str, str]] = {}  # step id -> its outputs ($GITHUB_OUTPUT)
         self.step_id: str | None = None
+        self.needs: dict[str, JobRun] = {}  # the jobs it needs, for `needs.<id>.outputs` in its steps
 
     def run_steps(self) -> None:
         for step in self.job["steps"]:
@@ -590,21 +593,36 @@ class JobContext:
                 )
                 continue
             self.step_id = step.get("id")
-            step = self.p.substitute(step, self.event, self.outputs)
-            action = step.get("uses", "").split("@")[0]
-            if action == "actions/checkout":
-                self.check_out((step.get("with") or {}).get("ref"))
-                continue
-            if action in ("actions/setup-python", "actions/github-script"):
-                continue
-            if action == "aws-actions/configure-aws-credentials":
-                self.assume(step["with"])
-            elif action == "pulumi/actions":
-                self.pulumi_action(step["with"])
-            elif "run" in step:
-                self.shell(step["run"], step.get("env") or {})
-            else:
-                raise AssertionError(f"the simulation does not know the step {step}")
+            # GitHub docs, "Workflow syntax", steps[*].continue-on-error: a failing step with it
+            # true does not fail the job (its outcome is failure, its conclusion success).
+            tolerated = step.get("continue-on-error", False)
+            if isinstance(tolerated, str):
+                tolerated = self.p.evaluate(tolerated, self.event, self.outputs, self.needs)
+            step = self.p.substitute(
+                {k: v for k, v in step.items() if k != "continue-on-error"}, self.event, self.outputs
+            )
+            try:
+                self.run_step(step)
+            except StepFailed as exc:
+                if not tolerated:
+                    raise
+                self.result.tolerated.append(str(exc))
+                self.p.log.append(f"  failed, continue-on-error: {exc}")
+
+    def run_step(self, step: dict[str, Any]) -> None:
+        action = step.get("uses", "").split("@")[0]
+        if action == "actions/checkout":
+            self.check_out((step.get("with") or {}).get("ref"))
+        elif action in ("actions/setup-python", "actions/github-script"):
+            return
+        elif action == "aws-actions/configure-aws-credentials":
+            self.assume(step["with"])
+        elif action == "pulumi/actions":
+            self.pulumi_action(step["with"])
+        elif "run" in step:
+            self.shell(step["run"], step.get("env") or {})
+        else:
+            raise AssertionError(f"the simulation does not know the step {step}")
 
     def check_out(self, ref: str | None) -> None:
         """actions/checkout v7.0.1 (action.yml `ref`): the named commit, else the event's GITHUB_SHA."""
@@ -686,7 +704,7 @@ class JobContext:
         if command.startswith('make plan BASE="$BASE_SHA"'):
             if not env.get("BASE_SHA"):
                 raise StepFailed("offline plan diff: no base revision")
-            return  # offline, no credentials: tests/test_plan_diff.py runs it for real
+            return self.offline_plan()
         if command.startswith('if [ -n "$DEPLOYED" ]; then bin/plan --base "$DEPLOYED" --stacks'):
             # The data-store gate against the deployed commit: offline, no credentials
             # (tests/test_prod_protection.py runs it on real plans); its base must be a known commit.
@@ -694,6 +712,9 @@ class JobContext:
             if deployed and deployed not in self.p.commits:
                 raise StepFailed(f"bin/plan --base {deployed}: not a commit in this checkout's history")
             return
+        if "-m tools.cluster_change" in command:
+            argv = shlex.split(command)
+            return self.cluster_change(argv[argv.index("tools.cluster_change") + 1 :])
         if "-m tools.workloads_preflight" in command:
             argv = shlex.split(command)
             args = argv[argv.index("tools.workloads_preflight") + 1 :]
@@ -716,6 +737,62 @@ class JobContext:
         if "pulumi preview" in command and "--expect-no-changes" in command:
             return self.drift_check(env)
         raise AssertionError(f"the simulation does not know how to run: {command}")
+
+    def offline_plan(self) -> None:
+        """The part of `make plan BASE=<base>` a walk relies on: every stack of this revision planned
+        offline, each workload stack against the cluster plan of its own revision (offline/plan/
+        command.py plan_workloads), a refusal failing the step. The comparison itself is
+        tests/test_plan_diff.py's."""
+        for stack in ("dev", "prod"):
+            cluster = self.p.cache.program(CLUSTER, stack, self.checkout.config(CLUSTER, stack), {}, True, None)
+            config = self.checkout.config(WORKLOADS, stack)
+            reference = config[f"{WORKLOADS}:clusterStack"]
+            self.p.cache.program(WORKLOADS, stack, config, {reference: cluster.as_stack_outputs()}, False, None)
+
+    def cluster_change(self, args: list[str]) -> None:
+        """tools/cluster_change.py, for real, on the plans `make plan BASE=<base>` leaves: the cluster
+        stack's offline plan of the pull request's base commit and of its own (each its stack files)."""
+        import contextlib
+        import io
+        import os
+        import tempfile
+
+        import tools.cluster_change as change
+
+        stack = args[args.index("--stack") + 1]
+        base = self.p.commits.get(self.event.commit.parent or "")
+        if base is None:
+            raise StepFailed(f"offline plan diff: base revision {self.event.commit.parent} unknown")
+        with (
+            tempfile.TemporaryDirectory() as plans,
+            tempfile.NamedTemporaryFile("r", suffix=".out") as output,
+            tempfile.NamedTemporaryFile("r", suffix=".md") as summary,
+        ):
+            for revision, commit in (("base", base), ("head", self.checkout)):
+                planned = self.p.cache.program(CLUSTER, stack, commit.config(CLUSTER, stack), {}, True, None)
+                path = Path(plans) / revision / CLUSTER / stack / "resources.json"
+                path.parent.mkdir(parents=True)
+                path.write_text(json.dumps(planned.as_json()))
+            names = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+            saved = {n: os.environ.get(n) for n in names}
+            os.environ.update(GITHUB_OUTPUT=output.name, GITHUB_STEP_SUMMARY=summary.name)
+            try:
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = change.main([*args[:-1], plans])
+            finally:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+            if code != 0:
+                raise StepFailed(f"cluster_change exited {code}: {out.getvalue().strip()}")
+            written = dict(line.split("=", 1) for line in output.read().splitlines() if "=" in line)
+            self.result.summary += summary.read()
+        if self.step_id:
+            self.outputs[self.step_id] = written
+        self.p.log.append(f"  cluster_change {' '.join(args)}: " + " ".join(out.getvalue().split()))
 
     def deploy_order(self, env: dict[str, str], args: list[str]) -> None:
         """tools/deploy_order.py, for real, against the simulated CLI, git and $GITHUB_OUTPUT."""

@@ -110,8 +110,10 @@ def day_zero(layout: str, token_prefix: str | None = None) -> tuple[Pipeline, Ac
                 backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
         repo.variables.update(out["repositoryVariables"])
     repo.variables["PROD_RUNNER"] = "static-ip-runner"
+    pipeline = Pipeline(repo, account, CACHE)
+    pipeline.commits["c0"] = sim.shipped_commit("c0")  # main before the first pull request
     repo.environments["prod"] = {"reviewers": ["platform-leads"], "branches": ["main"]}
-    return Pipeline(repo, account, CACHE), account, repo
+    return pipeline, account, repo
 
 
 PROD_ENDPOINT = {"public": True, "publicCidrs": [f"{sim.RUNNER_EGRESS_IP}/32"], "private": True}
@@ -946,6 +948,29 @@ def test_a_merge_changing_the_cluster_and_the_workloads_that_need_it_reaches_dev
             preview=True,
             existing=None,
         )
+    # Its pull request: the live dev workload preview reads dev's cluster as deployed and refuses,
+    # which does not fail the check because the change alters the cluster outputs the workload
+    # stack reads; the offline plan checked the workloads against the cluster this change plans.
+    pr = pull_request(pipeline, c2, 2)
+    assert statuses(pr) == {"test": "success", "plan-diff": "success", "preview-dev": "success"}
+    assert pr["plan-diff"].outputs == {"cluster-outputs-changed": "true"}
+    assert "`acceleratorNodeGroups`" in pr["plan-diff"].summary
+    (tolerated,) = pr["preview-dev"].tolerated
+    assert "trainium-workloads/dev" in tolerated and "(maxSize 4)" in tolerated
+    # Without the cluster change, the same workload settings fail the offline plan (the workload
+    # stack planned against this revision's cluster), as do settings the new cluster refuses too:
+    # a required check, before any live preview.
+    too_many = {**json.loads(shipped.configs[(WORKLOADS, "dev")][f"{WORKLOADS}:clusterCheck"]), "enabled": True}
+    for sha, cluster_edit, nodes, refusal in (
+        ("c2-alone", {}, sizes["dev"], "(maxSize 4)"),
+        ("c2-beyond", _max_size("dev", sizes["dev"]), sizes["dev"] + 1, "(maxSize 6)"),
+    ):
+        edit = sim.set_key(WORKLOADS, "clusterCheck", {**too_many, "nodes": nodes})
+        refused = c1.edited(sha, {**cluster_edit, (WORKLOADS, "dev"): edit})
+        pipeline.commits[refused.sha] = refused
+        pr = pull_request(pipeline, refused, 3)
+        assert pr["plan-diff"].status == "failure" and refusal in pr["plan-diff"].reason, sha
+        assert pr["preview-dev"].status == "skipped"
     marker = len(pipeline.log)
     results = merge(pipeline, c2)
     assert statuses(results) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, pipeline.log[marker:]

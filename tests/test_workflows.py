@@ -333,6 +333,55 @@ def test_pull_requests_preview_dev_only_cluster_first_and_forks_stop_offline() -
     assert [s["with"]["work-dir"] for s in steps] == ["./", "workloads"]
     diff_step = next(s for s in jobs["plan-diff"]["steps"] if "make plan BASE=" in s.get("run", ""))
     assert diff_step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    # The live workload preview may fail without failing the check only when the change alters the
+    # cluster outputs the workload stack reads, as the offline plan diff (which plans the workload
+    # stack against this change's cluster, and fails on what it refuses) just found.
+    steps = jobs["plan-diff"]["steps"]
+    (gate,) = [i for i, s in enumerate(steps) if "tools.cluster_change" in s.get("run", "")]
+    assert steps.index(diff_step) < gate and steps[gate]["id"] == "cluster"
+    assert steps[gate]["run"] == ".venv/bin/python -m tools.cluster_change --stack dev build/plan-diff"
+    assert jobs["plan-diff"]["outputs"] == {"cluster-outputs-changed": "${{ steps.cluster.outputs.changed }}"}
+    assert jobs["preview-dev"]["needs"] == ["test", "plan-diff"]
+    tolerant = {
+        s["with"]["work-dir"]: s.get("continue-on-error") for s in steps_using(jobs["preview-dev"], PULUMI_ACTION)
+    }
+    assert tolerant == {"./": None, "workloads": "${{ needs.plan-diff.outputs.cluster-outputs-changed == 'true' }}"}
+
+
+def _cluster_plans(root, base: dict[str, Any] | None, head: dict[str, Any] | None):
+    for revision, outputs in (("base", base), ("head", head)):
+        if outputs is not None:
+            path = root / revision / "trainium-eks" / "dev" / "resources.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({"resources": [], "outputs": outputs}))
+    return root
+
+
+def test_cluster_change_names_the_workload_inputs_a_change_alters(tmp_path, monkeypatch, capsys, dev) -> None:
+    # Run for real on plans laid out as offline/diff/compare.py leaves them (<out>/base|head/<project>/
+    # <stack>/resources.json, offline.plan.runner PlanResult.as_json), from the shipped dev plan.
+    from infra.contract import WORKLOAD_INPUTS
+    from tools import cluster_change
+
+    outputs = dev.as_json()["outputs"]
+    assert set(WORKLOAD_INPUTS) <= set(outputs)
+    grown = json.loads(json.dumps(outputs))
+    grown["acceleratorNodeGroups"][0]["maxSize"] += 2
+    unread = {**outputs, "notReadByWorkloads": "x"}
+    for name, head, changed in (("same", outputs, "false"), ("grown", grown, "true"), ("unread", unread, "false")):
+        out, summary = tmp_path / f"{name}.out", tmp_path / f"{name}.md"
+        monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+        plans = _cluster_plans(tmp_path / name, outputs, head)
+        assert cluster_change.main(["--stack", "dev", str(plans)]) == 0
+        assert out.read_text() == f"changed={changed}\n", name
+        written = summary.read_text() if summary.exists() else ""
+        assert ("Changed cluster outputs: `acceleratorNodeGroups`." in written) == (changed == "true"), name
+    # No plan of the base (the diff did not run): an error, not a guess.
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "missing.out"))
+    assert cluster_change.main(["--stack", "dev", str(_cluster_plans(tmp_path / "missing", None, outputs))]) == 1
+    assert "no offline plan of trainium-eks/dev" in capsys.readouterr().err
+    assert not (tmp_path / "missing.out").exists()
 
 
 def test_drift_checks_every_stack_in_its_deploys_group_and_never_cancels_a_deploy() -> None:
