@@ -11,7 +11,14 @@ project relies on it. Each behaviour names its source:
   deployment branches (docs.github.com/actions/reference/deployments-and-environments); the
   OIDC token's `sub` is `repo:O/R:pull_request` for a pull_request run,
   `repo:O/R:environment:NAME` for a job naming an environment, else `repo:O/R:ref:<ref>`
-  ("OpenID Connect reference", example subject claims).
+  ("OpenID Connect reference", example subject claims). A run first takes its workflow-level
+  concurrency group and waits while another run holds it ("Control the concurrency of workflows
+  and jobs"; `queue_outcome`); a finished run starts the workflows whose `workflow_run` names it,
+  with GITHUB_SHA main's newest commit, GITHUB_REF main and the finished run's commit only in the
+  payload ("Events that trigger workflows", workflow_run); a `continue-on-error` step's failure
+  does not fail its job. Job-level groups are not held while a job runs or waits for approval:
+  tests/test_workflows.py checks that dev's and prod's groups are disjoint, and every `up` checks
+  it runs in its stack's group.
 - aws-actions/configure-aws-credentials v6.2.3: `core.getIDToken(audience)` with audience
   `sts.amazonaws.com` by default (action.yml, src/index.ts), then AssumeRoleWithWebIdentity with
   DurationSeconds = role-duration-seconds (src/assumeRole.ts): STS refuses a token whose claims
