@@ -11,7 +11,14 @@ project relies on it. Each behaviour names its source:
   deployment branches (docs.github.com/actions/reference/deployments-and-environments); the
   OIDC token's `sub` is `repo:O/R:pull_request` for a pull_request run,
   `repo:O/R:environment:NAME` for a job naming an environment, else `repo:O/R:ref:<ref>`
-  ("OpenID Connect reference", example subject claims).
+  ("OpenID Connect reference", example subject claims). A run first takes its workflow-level
+  concurrency group and waits while another run holds it ("Control the concurrency of workflows
+  and jobs"; `queue_outcome`); a finished run starts the workflows whose `workflow_run` names it,
+  with GITHUB_SHA main's newest commit, GITHUB_REF main and the finished run's commit only in the
+  payload ("Events that trigger workflows", workflow_run); a `continue-on-error` step's failure
+  does not fail its job. Job-level groups are not held while a job runs or waits for approval:
+  tests/test_workflows.py checks that dev's and prod's groups are disjoint, and every `up` checks
+  it runs in its stack's group.
 - aws-actions/configure-aws-credentials v6.2.3: `core.getIDToken(audience)` with audience
   `sts.amazonaws.com` by default (action.yml, src/index.ts), then AssumeRoleWithWebIdentity with
   DurationSeconds = role-duration-seconds (src/assumeRole.ts): STS refuses a token whose claims
@@ -62,6 +69,7 @@ from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
 
 SUB = "token.actions.githubusercontent.com:sub"
+DEFAULT_BRANCH = "main"
 AUD = "token.actions.githubusercontent.com:aud"
 WORKLOADS = "trainium-workloads"
 CLUSTER = "trainium-eks"
@@ -244,15 +252,32 @@ class JobRun:
     outputs: dict[str, str] = field(default_factory=dict)  # jobs.<id>.outputs, as `needs.<id>.outputs`
     steps: dict[str, dict[str, str]] = field(default_factory=dict)  # each step id's $GITHUB_OUTPUT
     summary: str = ""  # what the job wrote to $GITHUB_STEP_SUMMARY
+    tolerated: list[str] = field(default_factory=list)  # failures of continue-on-error steps
 
 
 @dataclass
 class Event:
-    name: str  # pull_request, push, schedule
+    name: str  # pull_request, push, schedule, workflow_run
     ref: str  # refs/heads/main, refs/pull/N/merge
-    commit: Commit
+    commit: Commit  # GITHUB_SHA: what actions/checkout checks out unless a step names another ref
     pr_number: int | None = None
     head_repository: str | None = None
+    # workflow_run's payload: the finished run's head_sha, conclusion, head_branch and event.
+    workflow_run: dict[str, str] | None = None
+
+
+@dataclass
+class Run:
+    """One workflow run: its event, its approvals, and its jobs once it has run."""
+
+    number: int
+    workflow: str
+    event: Event
+    approve: Callable[[str, str], bool]
+    previous: dict[str, JobRun] | None = None
+    triggered_by: int | None = None
+    status: str = "queued"  # queued, in_progress, completed, cancelled
+    results: dict[str, JobRun] = field(default_factory=dict)
 
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -267,6 +292,10 @@ class Pipeline:
         self.log: list[str] = []
         self.runs = 0
         self.commits: dict[str, Commit] = {}
+        self.main: str | None = None  # main's newest commit: GITHUB_SHA of a workflow_run run
+        self.all_runs: dict[int, Run] = {}
+        self.holding: dict[str, int] = {}  # workflow-level concurrency group -> the run in it
+        self.waiting: dict[str, list[Run]] = {}  # group -> runs pending on it, oldest first
 
     def is_ancestor(self, ancestor: str, sha: str | None) -> bool | None:
         """`git merge-base --is-ancestor`: None for a commit this history does not hold."""
@@ -288,6 +317,7 @@ class Pipeline:
             "github.event.pull_request.number": event.pr_number,
             "github.event.pull_request.head.repo.full_name": head,
             "github.event.pull_request.base.sha": event.commit.parent,
+            **{f"github.event.workflow_run.{k}": v for k, v in (event.workflow_run or {}).items()},
         }
 
     def _value(
@@ -323,6 +353,8 @@ class Pipeline:
         needs: dict[str, JobRun] | None = None,
     ) -> bool:
         condition = _EXPR.sub(lambda m: m.group(1), condition).strip()
+        if "&&" in condition:
+            return all(self.evaluate(part, event, steps, needs) for part in condition.split("&&"))
         for operator, compare in (("!=", lambda a, b: a != b), ("==", lambda a, b: a == b)):
             if operator in condition:
                 left, right = (self._value(side, event, steps, needs) for side in condition.split(operator))
@@ -346,15 +378,103 @@ class Pipeline:
         event: Event,
         approve: Callable[[str, str], bool] = lambda job, env: True,
         previous: dict[str, JobRun] | None = None,
+        triggered_by: int | None = None,
     ) -> dict[str, JobRun]:
         """Every job of ``workflow_file`` for ``event``; ``approve(job, environment)`` is the
         required reviewers' answer. ``previous``: "Re-run failed jobs" of that attempt (GitHub docs,
         "Re-running workflows and jobs": a re-run uses the original event's GITHUB_SHA and
         GITHUB_REF; GitHub also re-runs the jobs that depend on the failed ones, and jobs not
-        included keep their outputs from the previous attempt)."""
+        included keep their outputs from the previous attempt).
+
+        The run first takes its workflow-level concurrency group. While another run holds it, the
+        run waits (the returned dict stays empty until it has run; `queue_outcome` says which
+        waiting runs a group keeps) and starts when the holder ends, after the holder's
+        workflow_run followers were started. A push to main that is newer than main moves main."""
         self.runs += 1
-        run_number = self.runs
         self.commits.setdefault(event.commit.sha, event.commit)
+        if (
+            event.name == "push"
+            and previous is None
+            and (self.main is None or self.is_ancestor(self.main, event.commit.sha))
+        ):
+            self.main = event.commit.sha
+        run = Run(self.runs, workflow_file, event, approve, previous, triggered_by)
+        self.all_runs[run.number] = run
+        workflow, _ = _workflow(workflow_file)
+        concurrency = workflow.get("concurrency")
+        group = _group(concurrency, self, event)
+        if group and group in self.holding:
+            queue = self.waiting.setdefault(group, [])
+            queue.append(run)
+            kept = queue_outcome(concurrency, ["holder", *(r.number for r in queue)])[1:]
+            for dropped in [r for r in queue if r.number not in kept]:
+                dropped.status = "cancelled"
+                self.log.append(f"{dropped.workflow}#{dropped.number}: cancelled while pending in {group}")
+            queue[:] = [r for r in queue if r.number in kept]
+            self.log.append(f"{workflow_file}#{run.number}: waiting for {group} (held by #{self.holding[group]})")
+            return run.results
+        self._execute(run, group)
+        return run.results
+
+    def rerun_failed(self, number: int, approve: Callable[[str, str], bool] | None = None) -> dict[str, JobRun]:
+        """ "Re-run failed jobs" of run ``number``: the same event (commit, ref, workflow_run payload)."""
+        old = self.all_runs[number]
+        return self.run(old.workflow, old.event, approve or old.approve, old.results, old.triggered_by)
+
+    def followers(self, number: int) -> list[Run]:
+        """The runs run ``number``'s completion started (workflow_run), oldest first."""
+        return [r for r in self.all_runs.values() if r.triggered_by == number]
+
+    def _execute(self, run: Run, group: str | None) -> None:
+        if group:
+            self.holding[group] = run.number
+        run.status = "in_progress"
+        try:
+            run.results.update(self._jobs(run))
+        finally:
+            run.status = "completed"
+            if group:
+                del self.holding[group]
+        self._completed(run)
+        if group and self.waiting.get(group):
+            self._execute(self.waiting[group].pop(0), group)
+
+    def _completed(self, run: Run) -> None:
+        """workflow_run `completed` (GitHub docs, "Events that trigger workflows", workflow_run): a
+        workflow naming this one's `name` under `workflows`, with this run's branch in `branches`,
+        runs with GITHUB_SHA main's newest commit and GITHUB_REF main, the default branch; the
+        finished run's commit is only in the payload, `workflow_run.head_sha`. Its conclusion is
+        failure when a job failed (skipped jobs fail nothing). A re-run's completion starts it again."""
+        name = _workflow(run.workflow)[0].get("name")
+        branch = run.event.ref.removeprefix("refs/heads/")
+        conclusion = "failure" if any(r.status == "failure" for r in run.results.values()) else "success"
+        for path in sorted(WORKFLOWS.glob("*.yml")):
+            trigger = _workflow(path.name)[0]["on"].get("workflow_run")
+            if not trigger or name not in trigger["workflows"] or "completed" not in trigger.get("types", []):
+                continue
+            if branch not in trigger.get("branches", [branch]):
+                continue
+            payload = {
+                "head_sha": run.event.commit.sha,
+                "conclusion": conclusion,
+                "head_branch": branch,
+                "head_repository.full_name": run.event.head_repository or self.repo.name,
+            }
+            event = Event(
+                "workflow_run", f"refs/heads/{DEFAULT_BRANCH}", self.commits[self.main or run.event.commit.sha]
+            )
+            event.workflow_run = {**payload, "event": run.event.name}
+            self.log.append(f"{path.name}: workflow_run of {run.workflow}#{run.number} ({conclusion})")
+            self.run(path.name, event, run.approve, triggered_by=run.number)
+
+    def _jobs(self, run: Run) -> dict[str, JobRun]:
+        workflow_file, event, approve, previous, run_number = (
+            run.workflow,
+            run.event,
+            run.approve,
+            run.previous,
+            run.number,
+        )
         workflow, expanded = _workflow(workflow_file)
         results: dict[str, JobRun] = {}
         rerun: set[str] = set()  # the failed jobs and those that depend on them
@@ -392,6 +512,7 @@ class Pipeline:
                     try:
                         self._environment_gate(concrete, event, approve, job_id)
                         ctx = JobContext(self, workflow, concrete, event, result)
+                        ctx.needs = {n: results[n] for n in needs}
                         try:
                             ctx.run_steps()
                         finally:
@@ -421,8 +542,10 @@ class Pipeline:
             raise StepFailed(f"environment {name!r} is not configured: no required reviewers")
         if not settings.get("reviewers"):
             raise StepFailed(f"environment {name!r} has no required reviewers")
+        # Deployment branches are matched against the run's ref: a pull request's refs/pull/N/merge
+        # never matches; a workflow_run run's ref is the default branch's.
         branch = event.ref.removeprefix("refs/heads/")
-        if event.name != "push" or branch not in settings.get("branches", []):
+        if not event.ref.startswith("refs/heads/") or branch not in settings.get("branches", []):
             raise StepFailed(
                 f"environment {name!r} admits deployments from {settings.get('branches')} only, not {event.ref}"
             )
@@ -467,6 +590,7 @@ class JobContext:
         self.cli = False
         self.outputs: dict[str, dict[str, str]] = {}  # step id -> its outputs ($GITHUB_OUTPUT)
         self.step_id: str | None = None
+        self.needs: dict[str, JobRun] = {}  # the jobs it needs, for `needs.<id>.outputs` in its steps
 
     def run_steps(self) -> None:
         for step in self.job["steps"]:
@@ -476,18 +600,45 @@ class JobContext:
                 )
                 continue
             self.step_id = step.get("id")
-            step = self.p.substitute(step, self.event, self.outputs)
-            action = step.get("uses", "").split("@")[0]
-            if action in ("actions/checkout", "actions/setup-python", "actions/github-script"):
-                continue
-            if action == "aws-actions/configure-aws-credentials":
-                self.assume(step["with"])
-            elif action == "pulumi/actions":
-                self.pulumi_action(step["with"])
-            elif "run" in step:
-                self.shell(step["run"], step.get("env") or {})
-            else:
-                raise AssertionError(f"the simulation does not know the step {step}")
+            # GitHub docs, "Workflow syntax", steps[*].continue-on-error: a failing step with it
+            # true does not fail the job (its outcome is failure, its conclusion success).
+            tolerated = step.get("continue-on-error", False)
+            if isinstance(tolerated, str):
+                tolerated = self.p.evaluate(tolerated, self.event, self.outputs, self.needs)
+            step = self.p.substitute(
+                {k: v for k, v in step.items() if k != "continue-on-error"}, self.event, self.outputs
+            )
+            try:
+                self.run_step(step)
+            except StepFailed as exc:
+                if not tolerated:
+                    raise
+                self.result.tolerated.append(str(exc))
+                self.p.log.append(f"  failed, continue-on-error: {exc}")
+
+    def run_step(self, step: dict[str, Any]) -> None:
+        action = step.get("uses", "").split("@")[0]
+        if action == "actions/checkout":
+            self.check_out((step.get("with") or {}).get("ref"))
+        elif action in ("actions/setup-python", "actions/github-script"):
+            return
+        elif action == "aws-actions/configure-aws-credentials":
+            self.assume(step["with"])
+        elif action == "pulumi/actions":
+            self.pulumi_action(step["with"])
+        elif "run" in step:
+            self.shell(step["run"], step.get("env") or {})
+        else:
+            raise AssertionError(f"the simulation does not know the step {step}")
+
+    def check_out(self, ref: str | None) -> None:
+        """actions/checkout v7.0.1 (action.yml `ref`): the named commit, else the event's GITHUB_SHA."""
+        if not ref:
+            self.checkout = self.event.commit
+            return
+        if ref not in self.p.commits:
+            raise StepFailed(f"actions/checkout: {ref!r} is not a commit of this repository")
+        self.checkout = self.p.commits[ref]
 
     # --- configure-aws-credentials ---
 
@@ -560,7 +711,7 @@ class JobContext:
         if command.startswith('make plan BASE="$BASE_SHA"'):
             if not env.get("BASE_SHA"):
                 raise StepFailed("offline plan diff: no base revision")
-            return  # offline, no credentials: tests/test_plan_diff.py runs it for real
+            return self.offline_plan()
         if command.startswith('if [ -n "$DEPLOYED" ]; then bin/plan --base "$DEPLOYED" --stacks'):
             # The data-store gate against the deployed commit: offline, no credentials
             # (tests/test_prod_protection.py runs it on real plans); its base must be a known commit.
@@ -568,6 +719,9 @@ class JobContext:
             if deployed and deployed not in self.p.commits:
                 raise StepFailed(f"bin/plan --base {deployed}: not a commit in this checkout's history")
             return
+        if "-m tools.cluster_change" in command:
+            argv = shlex.split(command)
+            return self.cluster_change(argv[argv.index("tools.cluster_change") + 1 :])
         if "-m tools.workloads_preflight" in command:
             argv = shlex.split(command)
             args = argv[argv.index("tools.workloads_preflight") + 1 :]
@@ -590,6 +744,62 @@ class JobContext:
         if "pulumi preview" in command and "--expect-no-changes" in command:
             return self.drift_check(env)
         raise AssertionError(f"the simulation does not know how to run: {command}")
+
+    def offline_plan(self) -> None:
+        """The part of `make plan BASE=<base>` a walk relies on: every stack of this revision planned
+        offline, each workload stack against the cluster plan of its own revision (offline/plan/
+        command.py plan_workloads), a refusal failing the step. The comparison itself is
+        tests/test_plan_diff.py's."""
+        for stack in ("dev", "prod"):
+            cluster = self.p.cache.program(CLUSTER, stack, self.checkout.config(CLUSTER, stack), {}, True, None)
+            config = self.checkout.config(WORKLOADS, stack)
+            reference = config[f"{WORKLOADS}:clusterStack"]
+            self.p.cache.program(WORKLOADS, stack, config, {reference: cluster.as_stack_outputs()}, False, None)
+
+    def cluster_change(self, args: list[str]) -> None:
+        """tools/cluster_change.py, for real, on the plans `make plan BASE=<base>` leaves: the cluster
+        stack's offline plan of the pull request's base commit and of its own (each its stack files)."""
+        import contextlib
+        import io
+        import os
+        import tempfile
+
+        import tools.cluster_change as change
+
+        stack = args[args.index("--stack") + 1]
+        base = self.p.commits.get(self.event.commit.parent or "")
+        if base is None:
+            raise StepFailed(f"offline plan diff: base revision {self.event.commit.parent} unknown")
+        with (
+            tempfile.TemporaryDirectory() as plans,
+            tempfile.NamedTemporaryFile("r", suffix=".out") as output,
+            tempfile.NamedTemporaryFile("r", suffix=".md") as summary,
+        ):
+            for revision, commit in (("base", base), ("head", self.checkout)):
+                planned = self.p.cache.program(CLUSTER, stack, commit.config(CLUSTER, stack), {}, True, None)
+                path = Path(plans) / revision / CLUSTER / stack / "resources.json"
+                path.parent.mkdir(parents=True)
+                path.write_text(json.dumps(planned.as_json()))
+            names = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+            saved = {n: os.environ.get(n) for n in names}
+            os.environ.update(GITHUB_OUTPUT=output.name, GITHUB_STEP_SUMMARY=summary.name)
+            try:
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = change.main([*args[:-1], plans])
+            finally:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+            if code != 0:
+                raise StepFailed(f"cluster_change exited {code}: {out.getvalue().strip()}")
+            written = dict(line.split("=", 1) for line in output.read().splitlines() if "=" in line)
+            self.result.summary += summary.read()
+        if self.step_id:
+            self.outputs[self.step_id] = written
+        self.p.log.append(f"  cluster_change {' '.join(args)}: " + " ".join(out.getvalue().split()))
 
     def deploy_order(self, env: dict[str, str], args: list[str]) -> None:
         """tools/deploy_order.py, for real, against the simulated CLI, git and $GITHUB_OUTPUT."""

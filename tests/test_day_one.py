@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nxdLlama", "ten
 DEPLOY_ORDER = [
     "cluster-dev",
     "workloads-dev",
-    "preview-prod",
+    "preview-cluster-prod",
     "cluster-prod",
     "preview-workloads-prod",
     "workloads-prod",
@@ -109,8 +110,10 @@ def day_zero(layout: str, token_prefix: str | None = None) -> tuple[Pipeline, Ac
                 backend.stacks[(project, env)] = StackState(secrets_key=out["secretsKeyArns"][env])
         repo.variables.update(out["repositoryVariables"])
     repo.variables["PROD_RUNNER"] = "static-ip-runner"
+    pipeline = Pipeline(repo, account, CACHE)
+    pipeline.commits["c0"] = sim.shipped_commit("c0")  # main before the first pull request
     repo.environments["prod"] = {"reviewers": ["platform-leads"], "branches": ["main"]}
-    return Pipeline(repo, account, CACHE), account, repo
+    return pipeline, account, repo
 
 
 PROD_ENDPOINT = {"public": True, "publicCidrs": [f"{sim.RUNNER_EGRESS_IP}/32"], "private": True}
@@ -139,13 +142,30 @@ def pull_request(pipeline: Pipeline, commit: Commit, number: int) -> dict[str, s
     return pipeline.run("pull-request.yml", Event("pull_request", f"refs/pull/{number}/merge", commit, number, REPO))
 
 
-def merge(pipeline: Pipeline, commit: Commit, approvals: list[tuple[str, str]] | None = None) -> dict[str, sim.JobRun]:
-    def approve(job: str, environment: str) -> bool:
+def with_prod(pipeline: Pipeline, dev: dict[str, sim.JobRun]) -> dict[str, sim.JobRun]:
+    """A deploy.yml run's jobs and those of the deploy-prod.yml run its completion started, once
+    that has run (while it waits for prod's group, only dev's)."""
+    if not dev:
+        return {}  # waiting for dev's group
+    number = max(r.run for r in dev.values())  # a re-run keeps earlier attempts' jobs: its own is the newest
+    prod = [r for r in pipeline.followers(number) if r.workflow == "deploy-prod.yml"]
+    return {**dev, **(prod[-1].results if prod else {})}
+
+
+def merge(
+    pipeline: Pipeline,
+    commit: Commit,
+    approvals: list[tuple[str, str]] | None = None,
+    approve: Callable[[str, str], bool] | None = None,
+) -> dict[str, sim.JobRun]:
+    """The push to main: deploy.yml, then the prod run its completion starts (workflow_run)."""
+
+    def answer(job: str, environment: str) -> bool:
         if approvals is not None:
             approvals.append((job, environment))
-        return True
+        return approve(job, environment) if approve else True
 
-    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve)
+    return with_prod(pipeline, pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), answer))
 
 
 def push_images(account: Account, env: str) -> None:
@@ -241,12 +261,12 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
     assert merged == [
         "pulumi up trainium-eks/dev",
         "pulumi up trainium-workloads/dev",
+        # deploy-prod.yml, started by dev's finished run: prod's cluster alone is previewed
+        # before the first approval...
         "pulumi preview trainium-eks/prod",
-        "pulumi preview trainium-workloads/prod",
         "approval requested: cluster-prod (prod)",
         "pulumi up trainium-eks/prod",
-        # The workload preview reviewers read before the second approval is made against
-        # the prod cluster just deployed.
+        # ...and its workloads once that cluster is up, before the second.
         "pulumi preview trainium-workloads/prod",
         "approval requested: workloads-prod (prod)",
         "pulumi up trainium-workloads/prod",
@@ -256,7 +276,7 @@ def test_the_first_merge_brings_up_dev_then_prod_in_order_with_two_approvals(day
         for env in ("dev", "prod"):
             state = state_of(day_one["account"], project, env)
             assert state.commit == "c1" and state.outputs is not None, (project, env)
-    # The prod preview reviewers approved showed prod's workloads waiting for prod's cluster.
+    # Prod's first workload up ran against the cluster its run had just deployed (nothing switched on).
     assert state_of(day_one["account"], WORKLOADS, "prod").outputs["workloads"] == {}
 
 
@@ -291,12 +311,14 @@ def test_no_pull_request_job_holds_or_can_assume_a_role_that_reaches_prod(day_on
 
 def test_each_job_ran_with_the_role_and_runner_its_stack_needs(day_one) -> None:
     roles = {
-        j.job: j.role.rsplit("/", 1)[-1] for j in day_one["pipeline"].jobs if j.workflow == "deploy.yml" and j.role
+        j.job: j.role.rsplit("/", 1)[-1]
+        for j in day_one["pipeline"].jobs
+        if j.workflow in ("deploy.yml", "deploy-prod.yml") and j.role
     }
     assert roles == {
         "cluster-dev": "trainium-github-deploy-dev",
         "workloads-dev": "trainium-github-deploy-dev",
-        "preview-prod": "trainium-github-preview-prod",
+        "preview-cluster-prod": "trainium-github-preview-prod",
         "preview-workloads-prod": "trainium-github-preview-prod",
         "cluster-prod": "trainium-github-deploy-prod",
         "workloads-prod": "trainium-github-deploy-prod",
@@ -319,12 +341,14 @@ def test_a_trust_in_the_other_subject_format_fails_the_walk(layout: str, tokens:
 
 def test_a_job_that_reads_a_stack_before_it_exists_fails_the_walk() -> None:
     # Forgetting the checklist's `pulumi stack init` of the prod workload stack: pulumi/actions
-    # selectStack (upsert false) fails preview-prod, and nothing of prod is deployed.
+    # selectStack (upsert false) fails preview-workloads-prod, and prod's workloads are not deployed.
     pipeline, account, _ = day_zero("two accounts")
     del next(b for b in account.backends.values() if (WORKLOADS, "prod") in b.stacks).stacks[(WORKLOADS, "prod")]
     results = merge(pipeline, first_commit(account))
-    assert results["preview-prod"].status == "failure" and "no stack named 'prod'" in results["preview-prod"].reason
-    assert results["cluster-prod"].status == results["workloads-prod"].status == "skipped"
+    assert results["cluster-prod"].status == "success"
+    failed = results["preview-workloads-prod"]
+    assert failed.status == "failure" and "no stack named 'prod'" in failed.reason
+    assert results["workloads-prod"].status == "skipped"
     # A workload `up` before its cluster's is refused by the program itself, never declared blind.
     pipeline, account, _ = day_zero("two accounts")
     ctx = sim.JobContext(
@@ -363,8 +387,8 @@ def test_missing_repository_settings_fail_the_walk_where_they_are_needed() -> No
     later = commit.edited("c2", {})
     results = merge(pipeline, later)
     assert (
-        results["preview-prod"].status == "failure"
-        and "no access entry on the prod cluster" in results["preview-prod"].reason
+        results["preview-cluster-prod"].status == "failure"
+        and "no access entry on the prod cluster" in results["preview-cluster-prod"].reason
     )
 
 
@@ -377,7 +401,7 @@ def test_prod_is_not_created_while_its_allow_list_is_the_shipped_placeholder() -
     shipped = sim.shipped_commit().configs[(CLUSTER, "prod")][f"{CLUSTER}:endpointAccess"]
     sim.set_key(CLUSTER, "endpointAccess", json.loads(shipped))(commit.configs[(CLUSTER, "prod")])
     results = merge(pipeline, commit)
-    assert results["cluster-dev"].status == "success" and results["preview-prod"].status == "success"
+    assert results["cluster-dev"].status == "success" and results["preview-cluster-prod"].status == "success"
     assert results["cluster-prod"].status == "failure"
     assert (
         "publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in results["cluster-prod"].reason
@@ -454,14 +478,13 @@ def test_day_two_previews_dev_on_the_pull_request_and_prod_only_on_main(day_two)
         ("pulumi preview trainium-workloads/dev", "trainium-github-preview-dev"),
         ("pulumi preview trainium-eks/prod", "trainium-github-preview-prod"),
         ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
-        ("pulumi preview trainium-workloads/prod", "trainium-github-preview-prod"),
     ]
-    # The second prod workload preview, the one workloads-prod's reviewers read, comes
-    # after prod's cluster took c2's maxSize, and before the approval.
+    # Prod's one workload preview, the one workloads-prod's reviewers read, comes after prod's
+    # cluster took c2's maxSize, and before the approval.
     log = [line.strip().split(" @ ")[0] for line in day_two["log2"]]
     cluster_up = log.index("pulumi up trainium-eks/prod")
-    last_preview = len(log) - 1 - log[::-1].index("pulumi preview trainium-workloads/prod")
-    assert cluster_up < last_preview < log.index("approval requested: workloads-prod (prod)")
+    preview = log.index("pulumi preview trainium-workloads/prod")
+    assert cluster_up < preview < log.index("approval requested: workloads-prod (prod)")
 
 
 # --- a workload stack that can never finish ---------------------------------------------------
@@ -522,7 +545,7 @@ def test_the_walk_catches_a_workload_stack_whose_gangs_can_never_all_run() -> No
         results = merge(pipeline, dev)
         assert results["workloads-dev"].status == "failure", pipeline.log[-8:]
         assert refusal in results["workloads-dev"].reason
-        assert results["preview-prod"].status == "skipped"
+        assert results["preview-cluster-prod"].status == "skipped"
 
 
 def test_the_shipped_dev_workload_stack_deploys_on_a_push_after_its_first_bring_up() -> None:
@@ -552,7 +575,8 @@ def test_a_drift_check_never_runs_beside_a_deploy_nor_cancels_one_waiting() -> N
 
     deploy_jobs = {
         job["concurrency"]["group"]: job["concurrency"]
-        for _, job in concrete_jobs("deploy.yml")
+        for workflow in ("deploy.yml", "deploy-prod.yml")
+        for _, job in concrete_jobs(workflow)
         if job.get("concurrency")
     }
     drift_jobs = [job["concurrency"] for _, job in concrete_jobs("drift.yml")]
@@ -595,15 +619,15 @@ def test_a_run_that_starts_after_a_newer_merges_run_updates_nothing() -> None:
         "test": "success",
         "cluster-dev": "success",
         "workloads-dev": "success",
-        "preview-prod": "success",
+        "preview-cluster-prod": "success",
         "cluster-prod": "skipped",
         "preview-workloads-prod": "skipped",
         "workloads-prod": "skipped",
     }
     assert approvals == []
-    assert late_run["preview-prod"].outputs == {"deploy": "false"}
-    assert "Superseded: nothing to deploy or approve" in late_run["preview-prod"].summary
-    assert "`./` `prod` was last deployed from `c3`" in late_run["preview-prod"].summary
+    assert late_run["preview-cluster-prod"].outputs == {"deploy": "false"}
+    assert "Superseded: nothing to deploy or approve" in late_run["preview-cluster-prod"].summary
+    assert "`./` `prod` was last deployed from `c3`" in late_run["preview-cluster-prod"].summary
     late = pipeline.log[marker:]
     assert not [line for line in late if "pulumi up" in line or "pulumi preview" in line], late
     assert sum("this run is superseded" in line for line in late) == 3
@@ -665,14 +689,17 @@ def _failing_dev_deploy(pipeline: Pipeline, repo: Repository, commit: Commit) ->
 
 
 def rerun_failed(
-    pipeline: Pipeline, commit: Commit, previous: dict[str, sim.JobRun], approvals: list[tuple[str, str]] | None = None
+    pipeline: Pipeline, previous: dict[str, sim.JobRun], approvals: list[tuple[str, str]] | None = None
 ) -> dict[str, sim.JobRun]:
+    """ "Re-run failed jobs" of the deploy.yml run ``previous`` holds; its completion starts prod again."""
+
     def approve(job: str, environment: str) -> bool:
         if approvals is not None:
             approvals.append((job, environment))
         return True
 
-    return pipeline.run("deploy.yml", Event("push", "refs/heads/main", commit), approve, previous)
+    number = max(r.run for r in previous.values() if r.workflow == "deploy.yml")
+    return with_prod(pipeline, pipeline.rerun_failed(number, approve))
 
 
 def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere() -> None:
@@ -682,7 +709,7 @@ def test_a_failed_job_rerun_before_any_newer_merge_deploys_its_commit_everywhere
     c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
     failed = _failing_dev_deploy(pipeline, repo, c2)
     approvals: list[tuple[str, str]] = []
-    retried = rerun_failed(pipeline, c2, failed, approvals)
+    retried = rerun_failed(pipeline, failed, approvals)
     assert retried["test"] is failed["test"]  # kept from the first attempt, not run again
     assert statuses(retried) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     assert approvals == [("cluster-prod", "prod"), ("workloads-prod", "prod")]
@@ -703,12 +730,12 @@ def test_a_failed_job_rerun_after_a_newer_merges_run_changes_nothing_and_asks_no
     c3 = c2.edited("c3", _max_size("dev", 6))
     assert statuses(merge(pipeline, c3)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
     marker, approvals = len(pipeline.log), []
-    retried = rerun_failed(pipeline, c2, failed, approvals)
+    retried = rerun_failed(pipeline, failed, approvals)
     assert statuses(retried) == {
         "test": "success",
         "cluster-dev": "success",
         "workloads-dev": "success",
-        "preview-prod": "success",
+        "preview-cluster-prod": "success",
         "cluster-prod": "skipped",
         "preview-workloads-prod": "skipped",
         "workloads-prod": "skipped",
@@ -777,10 +804,7 @@ def test_a_drift_check_while_a_deploy_waits_for_approval_reports_a_pending_deplo
             checks.append({"main's HEAD against prod": {"status": main_head_check()}})
         return True
 
-    assert (
-        statuses(pipeline.run("deploy.yml", Event("push", "refs/heads/main", c2), approve))["workloads-prod"]
-        == "success"
-    )
+    assert statuses(merge(pipeline, c2, approve=approve))["workloads-prod"] == "success"
     during, head = checks
     assert during == {
         "trainium-eks/dev": {"commit": "c2", "pending": "false", "status": "0"},
@@ -804,3 +828,196 @@ def test_a_stack_never_deployed_has_no_drift_check() -> None:
     pipeline, account, _ = day_zero("two accounts")
     checks = drift(pipeline, first_commit(account))
     assert checks == dict.fromkeys(checks, {"commit": "", "pending": "false"})
+
+
+# --- dev never waits for prod; a cluster change and the workloads that need it reach prod together --
+
+
+def test_a_merge_waiting_for_prods_approval_never_holds_the_next_merges_dev_deploy() -> None:
+    # c2 has reached dev and its prod run waits for the cluster approval when c3 is merged. c3's
+    # dev run takes only dev's groups, so it deploys dev at once; its prod run waits in prod's
+    # group behind c2's, and runs, with its own approvals, once c2's prod run is done. Each prod
+    # run deploys its own merge (the workflow_run payload's head_sha), not main's newest commit.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
+    c3 = c2.edited("c3", _max_size("dev", 6))
+    asked: list[tuple[str, str]] = []
+    while_c2_waits: dict[str, Any] = {}
+
+    def approve_c2(job: str, environment: str) -> bool:
+        asked.append(("c2", job))
+        if job == "cluster-prod":  # the reviewers have not answered yet: c3 is merged now
+            while_c2_waits["c3"] = merge(pipeline, c3, approve=approve_c3)
+            while_c2_waits["dev"] = {p: state_of(account, p, "dev").commit for p in (CLUSTER, WORKLOADS)}
+            while_c2_waits["holding"] = dict(pipeline.holding)
+        return True
+
+    def approve_c3(job: str, environment: str) -> bool:
+        asked.append(("c3", job))
+        if job == "cluster-prod":  # c2's prod run is over: prod runs c2, and c3 is next
+            while_c2_waits["prod before c3"] = {p: state_of(account, p, "prod").commit for p in (CLUSTER, WORKLOADS)}
+        return True
+
+    c2_run = merge(pipeline, c2, approve=approve_c2)
+    assert statuses(c2_run) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    # c3's dev run finished while c2's prod approval was pending; its prod run had not started.
+    assert statuses(while_c2_waits["c3"]) == {"test": "success", "cluster-dev": "success", "workloads-dev": "success"}
+    assert while_c2_waits["dev"] == {CLUSTER: "c3", WORKLOADS: "c3"}
+    c2_prod = c2_run["cluster-prod"].run
+    assert while_c2_waits["holding"] == {"deploy-prod": c2_prod}  # deploy-dev was free for c3's dev run
+    (c3_prod,) = pipeline.followers(while_c2_waits["c3"]["test"].run)
+    assert c3_prod.status == "completed" and c3_prod.event.workflow_run["head_sha"] == "c3"
+    assert statuses(c3_prod.results) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    # c2's prod run went on after main had moved to c3 and deployed c2; then c3's deployed c3.
+    assert while_c2_waits["prod before c3"] == {CLUSTER: "c2", WORKLOADS: "c2"}
+    assert asked == [("c2", "cluster-prod"), ("c2", "workloads-prod"), ("c3", "cluster-prod"), ("c3", "workloads-prod")]
+    for project in (CLUSTER, WORKLOADS):
+        for env in ("dev", "prod"):
+            assert state_of(account, project, env).commit == "c3", (project, env)
+
+
+def test_a_prod_run_deploys_the_merge_dev_deployed_even_when_main_has_moved_on() -> None:
+    # GitHub makes a workflow_run run's GITHUB_SHA main's newest commit when dev's run finishes:
+    # a merge pushed while that run was still going (its own dev run waiting in deploy-dev) is
+    # already main's head then. The prod jobs check out the payload's head_sha instead.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", _max_size("prod", 10))
+    c3 = c2.edited("c3", {})
+    pipeline.commits.update({c2.sha: c2, c3.sha: c3})
+    payload = {
+        "head_sha": "c2",
+        "conclusion": "success",
+        "head_branch": "main",
+        "event": "push",
+        "head_repository.full_name": REPO,
+    }
+    results = pipeline.run("deploy-prod.yml", Event("workflow_run", "refs/heads/main", c3, workflow_run=payload))
+    assert statuses(results) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    for project in (CLUSTER, WORKLOADS):
+        assert state_of(account, project, "prod").commit == "c2", project
+    # A dev run that failed starts prod too, which then does nothing and asks nobody; so does a
+    # successful run of a pull request's own workflow called `deploy` (workflow_run matches on the
+    # name and branch only, and a fork's branch may be called main), its commit never checked out.
+    asked: list[str] = []
+    for other in (
+        {"head_sha": "c3", "conclusion": "failure"},
+        {"event": "pull_request"},
+        {"event": "push", "head_repository.full_name": "someone/fork"},
+    ):
+        marker = len(pipeline.log)
+        event = Event("workflow_run", "refs/heads/main", c3, workflow_run={**payload, **other})
+        results = pipeline.run("deploy-prod.yml", event, lambda job, environment: asked.append(job) or True)
+        assert {r.status for r in results.values()} == {"skipped"} and not [r for r in results.values() if r.role]
+        assert not [line for line in pipeline.log[marker:] if "pulumi " in line], other
+    assert asked == []
+
+
+def test_a_merge_changing_the_cluster_and_the_workloads_that_need_it_reaches_dev_and_prod() -> None:
+    # One merge raises the Trainium group's maxSize and switches on the acceptance test across as
+    # many nodes: the workload stack refuses it against the cluster as deployed (the group holds
+    # fewer), so it can only be previewed, and deployed, once its environment's cluster is updated.
+    pipeline, account, _ = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    for env in ("dev", "prod"):
+        push_images(account, env)
+    sizes = {"dev": 6, "prod": 10}
+    edits: dict[tuple[str, str], Callable[[dict[str, str]], None]] = {
+        **_max_size("dev", sizes["dev"]),
+        **_max_size("prod", sizes["prod"]),
+    }
+    shipped = sim.shipped_commit()
+    for env in ("dev", "prod"):
+        check = json.loads(shipped.configs[(WORKLOADS, env)][f"{WORKLOADS}:clusterCheck"])
+        check = {**check, "enabled": True, "nodes": sizes[env]}
+        edits[(WORKLOADS, env)] = sim.set_key(WORKLOADS, "clusterCheck", check)
+    c2 = c1.edited("c2", edits)
+    # Against prod's cluster as c1 left it, the new workload settings are refused.
+    prod_before = state_of(account, CLUSTER, "prod")
+    reference = c2.config(WORKLOADS, "prod")[f"{WORKLOADS}:clusterStack"]
+    with pytest.raises(sim.StepFailed, match=r"\(maxSize 8\)"):
+        CACHE.program(
+            WORKLOADS,
+            "prod",
+            c2.config(WORKLOADS, "prod"),
+            {reference: sim.StackOutputs(prod_before.outputs, prod_before.secret_outputs)},
+            preview=True,
+            existing=None,
+        )
+    # Its pull request: the live dev workload preview reads dev's cluster as deployed and refuses,
+    # which does not fail the check because the change alters the cluster outputs the workload
+    # stack reads; the offline plan checked the workloads against the cluster this change plans.
+    pr = pull_request(pipeline, c2, 2)
+    assert statuses(pr) == {"test": "success", "plan-diff": "success", "preview-dev": "success"}
+    assert pr["plan-diff"].outputs == {"cluster-outputs-changed": "true"}
+    assert "`acceleratorNodeGroups`" in pr["plan-diff"].summary
+    (tolerated,) = pr["preview-dev"].tolerated
+    assert "trainium-workloads/dev" in tolerated and "(maxSize 4)" in tolerated
+    # Without the cluster change, the same workload settings fail the offline plan (the workload
+    # stack planned against this revision's cluster), as do settings the new cluster refuses too:
+    # a required check, before any live preview.
+    too_many = {**json.loads(shipped.configs[(WORKLOADS, "dev")][f"{WORKLOADS}:clusterCheck"]), "enabled": True}
+    for sha, cluster_edit, nodes, refusal in (
+        ("c2-alone", {}, sizes["dev"], "(maxSize 4)"),
+        ("c2-beyond", _max_size("dev", sizes["dev"]), sizes["dev"] + 1, "(maxSize 6)"),
+    ):
+        edit = sim.set_key(WORKLOADS, "clusterCheck", {**too_many, "nodes": nodes})
+        refused = c1.edited(sha, {**cluster_edit, (WORKLOADS, "dev"): edit})
+        pipeline.commits[refused.sha] = refused
+        pr = pull_request(pipeline, refused, 3)
+        assert pr["plan-diff"].status == "failure" and refusal in pr["plan-diff"].reason, sha
+        assert pr["preview-dev"].status == "skipped"
+    marker = len(pipeline.log)
+    results = merge(pipeline, c2)
+    assert statuses(results) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}, pipeline.log[marker:]
+    log = [line.strip().split(" @ ")[0] for line in pipeline.log[marker:]]
+    steps = [line for line in log if line.startswith(("pulumi", "approval"))]
+    assert steps == [
+        "pulumi up trainium-eks/dev",
+        "pulumi up trainium-workloads/dev",
+        "pulumi preview trainium-eks/prod",
+        "approval requested: cluster-prod (prod)",
+        "pulumi up trainium-eks/prod",
+        "pulumi preview trainium-workloads/prod",
+        "approval requested: workloads-prod (prod)",
+        "pulumi up trainium-workloads/prod",
+    ]
+    for env in ("dev", "prod"):
+        cluster = state_of(account, CLUSTER, env)
+        (group,) = [g for g in cluster.outputs["acceleratorNodeGroups"] if g["name"] == "trn1-32xl-ng1"]
+        assert group["maxSize"] == sizes[env] and cluster.commit == "c2"
+        workloads = state_of(account, WORKLOADS, env)
+        assert workloads.commit == "c2" and workloads.outputs["workloads"]["clusterCheck"]["nodes"] == sizes[env]
+
+
+def test_a_failed_prod_job_rerun_deploys_its_merge_and_a_rejected_approval_stops_only_prod() -> None:
+    # cluster-prod fails (prod's deploy role variable cleared by mistake); "Re-run failed jobs" of
+    # the prod run, once it is put back, repeats the same workflow_run event: the same merge.
+    pipeline, account, repo = day_zero("two accounts")
+    c1 = first_commit(account)
+    assert statuses(merge(pipeline, c1))["workloads-prod"] == "success"
+    c2 = c1.edited("c2", {**_max_size("dev", 5), **_max_size("prod", 10)})
+    saved = repo.variables.pop("AWS_DEPLOY_ROLE_PROD")
+    failed = merge(pipeline, c2)
+    repo.variables["AWS_DEPLOY_ROLE_PROD"] = saved
+    assert failed["cluster-prod"].status == "failure" and "role-to-assume is empty" in failed["cluster-prod"].reason
+    assert failed["preview-workloads-prod"].status == failed["workloads-prod"].status == "skipped"
+    assert state_of(account, CLUSTER, "dev").commit == "c2" and state_of(account, CLUSTER, "prod").commit == "c1"
+    retried = pipeline.rerun_failed(failed["cluster-prod"].run)
+    assert retried["preview-cluster-prod"] is failed["preview-cluster-prod"]  # kept, not run again
+    assert statuses(retried) == {job: "success" for job in DEPLOY_ORDER[2:]}
+    for project in (CLUSTER, WORKLOADS):
+        assert state_of(account, project, "prod").commit == "c2", project
+    # Prod's reviewers reject c3: its prod run fails at the approval and deploys nothing; dev has c3,
+    # and the next merge's dev and prod runs go on.
+    c3 = c2.edited("c3", _max_size("dev", 6))
+    rejected = merge(pipeline, c3, approve=lambda job, environment: False)
+    assert rejected["cluster-prod"].status == "failure" and "rejected" in rejected["cluster-prod"].reason
+    assert state_of(account, CLUSTER, "dev").commit == "c3" and state_of(account, CLUSTER, "prod").commit == "c2"
+    c4 = c3.edited("c4", {})
+    assert statuses(merge(pipeline, c4)) == {"test": "success", **{job: "success" for job in DEPLOY_ORDER}}
+    assert state_of(account, CLUSTER, "prod").commit == "c4"

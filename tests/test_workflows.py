@@ -113,7 +113,9 @@ def bootstrap_config(environment: str) -> Any:
 
 def oidc_subject(workflow: dict[str, Any], job: dict[str, Any], prefix: str) -> str:
     # GitHub docs, "OpenID Connect reference", example subject claims: a job naming an
-    # environment presents environment:NAME; otherwise pull_request, or the pushed/scheduled ref.
+    # environment presents environment:NAME; otherwise pull_request, or the run's ref: the pushed
+    # or scheduled branch, and for workflow_run the default branch ("Events that trigger
+    # workflows", workflow_run: GITHUB_REF is the default branch), main.
     if job.get("environment"):
         return trust.environment_subject(prefix, job["environment"])
     if "pull_request" in workflow["on"]:
@@ -134,7 +136,8 @@ def test_every_action_is_pinned_to_a_commit_with_its_version_beside_it() -> None
 
 
 def test_workflows_grant_nothing_by_default_and_each_job_only_what_it_uses() -> None:
-    for name in ("pull-request.yml", "deploy.yml", "drift.yml"):
+    assert {w.name for w in WORKFLOWS.glob("*.yml")} == {"pull-request.yml", *DEPLOY_WORKFLOWS, "drift.yml"}
+    for name in ("pull-request.yml", *DEPLOY_WORKFLOWS, "drift.yml"):
         assert load(name)["permissions"] == {}, name
     for workflow, job_id, job in ALL:
         perms = job["permissions"]
@@ -169,51 +172,82 @@ def test_each_job_presents_an_oidc_subject_the_role_it_assumes_trusts() -> None:
             assert int(step["with"]["role-duration-seconds"]) <= longest, (workflow, job_id)
 
 
+DEPLOY_WORKFLOWS = ("deploy.yml", "deploy-prod.yml")
+
+
+def deploy_jobs() -> dict[str, dict[str, Any]]:
+    """Dev's and prod's deploy jobs by id (each id names one job across the two workflows)."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for name in DEPLOY_WORKFLOWS:
+        for job_id, job in load(name)["jobs"].items():
+            assert job_id not in jobs, job_id
+            jobs[job_id] = job
+    return jobs
+
+
+def _groups(workflow: dict[str, Any]) -> set[str]:
+    jobs = [j["concurrency"]["group"] for j in workflow["jobs"].values() if j.get("concurrency")]
+    return {workflow["concurrency"]["group"], *jobs}
+
+
 def test_deploy_order_environments_and_concurrency() -> None:
-    jobs = load("deploy.yml")["jobs"]
-    assert load("deploy.yml")["on"] == {"push": {"branches": ["main"]}}
+    dev, prod = load("deploy.yml"), load("deploy-prod.yml")
+    assert dev["on"] == {"push": {"branches": ["main"]}}
+    # GitHub docs, "Events that trigger workflows", workflow_run: `workflows` names a workflow by its
+    # `name`; `branches` filters on the finished run's branch. Both a pull request's own workflow
+    # file can copy, so prod does anything only for a successful run of a push to this repository
+    # (the payload's event and head_repository: octokit/webhooks common/workflow-run.schema.json).
+    assert prod["on"] == {"workflow_run": {"workflows": [dev["name"]], "types": ["completed"], "branches": ["main"]}}
+    assert prod["jobs"]["preview-cluster-prod"]["if"].split(" && ") == [
+        "github.event.workflow_run.conclusion == 'success'",
+        "github.event.workflow_run.event == 'push'",
+        "github.event.workflow_run.head_repository.full_name == github.repository",
+    ]
     # GitHub docs, "Control the concurrency of workflows and jobs" (docs.github.com/en/actions/how-tos/
     # write-workflows/choose-when-workflows-run/control-workflow-concurrency) and the changelog of
     # 2026-05-07 ("concurrency groups now allow larger queues"): by default a newer pending run
     # cancels the older pending one; `queue: max` keeps up to 100 waiting, first in, first out, and
-    # is refused together with cancel-in-progress: true. Runs of this workflow queue, never cancel.
-    assert load("deploy.yml")["concurrency"] == {
-        "group": "deploy-${{ github.ref }}",
-        "cancel-in-progress": False,
-        "queue": "max",
-    }
-    chain = [
-        "test",
-        "cluster-dev",
-        "workloads-dev",
-        "preview-prod",
-        "cluster-prod",
-        "preview-workloads-prod",
-        "workloads-prod",
-    ]
-    assert list(jobs) == chain
-    for before, after in itertools.pairwise(chain):
-        assert jobs[after]["needs"] == before
-    assert {j: jobs[j].get("environment") for j in chain} == {
+    # is refused together with cancel-in-progress: true. Runs of either workflow queue, never cancel.
+    for workflow, group in ((dev, "deploy-dev"), (prod, "deploy-prod")):
+        assert workflow["concurrency"] == {"group": group, "cancel-in-progress": False, "queue": "max"}
+    # Concurrency groups are per repository: a dev run or job waits only for a holder of one of its
+    # own groups, and no prod run or job ever holds one (a prod run waiting for its approval holds
+    # deploy-prod and, at most, the prod stacks' groups).
+    assert not _groups(dev) & _groups(prod), (_groups(dev), _groups(prod))
+    assert all("dev" in g for g in _groups(dev)) and all("prod" in g for g in _groups(prod))
+    dev_chain = ["test", "cluster-dev", "workloads-dev"]
+    prod_chain = ["preview-cluster-prod", "cluster-prod", "preview-workloads-prod", "workloads-prod"]
+    assert list(dev["jobs"]) == dev_chain and list(prod["jobs"]) == prod_chain
+    for chain, jobs in ((dev_chain, dev["jobs"]), (prod_chain, prod["jobs"])):
+        for before, after in itertools.pairwise(chain):
+            assert jobs[after]["needs"] == before
+    jobs = deploy_jobs()
+    assert "needs" not in jobs["preview-cluster-prod"]
+    assert {j: jobs[j].get("environment") for j in dev_chain + prod_chain} == {
         "test": None,
         "cluster-dev": None,
         "workloads-dev": None,
-        "preview-prod": None,
+        "preview-cluster-prod": None,
         "cluster-prod": "prod",
         "preview-workloads-prod": None,
         "workloads-prod": "prod",
     }
-    # Each approval follows a preview of what it approves, made after every update that
-    # preview reads: prod's workloads are previewed once prod's cluster is updated, with prod's
-    # read-only preview role (no environment, so no approval and no deploy role).
-    workloads_preview = [
-        s["with"] for s in steps_using(jobs["preview-workloads-prod"], PULUMI_ACTION) if s["with"].get("command")
-    ]
-    assert [(w["command"], w["work-dir"], w["stack-name"]) for w in workloads_preview] == [
-        ("preview", "workloads", "prod")
-    ]
-    (assume,) = steps_using(jobs["preview-workloads-prod"], CONFIGURE_AWS)
-    assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
+    # A workflow_run run's GITHUB_SHA is the default branch's newest commit (GitHub docs, "Events that
+    # trigger workflows", workflow_run), which a later merge may have moved: every prod job checks
+    # out the commit dev's run deployed (actions/checkout v7.0.1 action.yml `ref`).
+    for job_id in prod_chain:
+        (checkout,) = steps_using(jobs[job_id], "actions/checkout")
+        assert checkout["with"]["ref"] == "${{ github.event.workflow_run.head_sha }}", job_id
+    # Each approval follows a preview of what it approves, made after every update that preview
+    # reads: the cluster alone first, so a merge whose workloads need its own cluster change is
+    # never previewed against the cluster before it, and no workload preview stands between the
+    # cluster's approval and its update; prod's workloads once prod's cluster is updated. Both
+    # with prod's read-only preview role (no environment, so no approval and no deploy role).
+    for preview, stack_dir in (("preview-cluster-prod", "./"), ("preview-workloads-prod", "workloads")):
+        commands = [s["with"] for s in steps_using(jobs[preview], PULUMI_ACTION) if s["with"].get("command")]
+        assert [(w["command"], w["work-dir"], w["stack-name"]) for w in commands] == [("preview", stack_dir, "prod")]
+        (assume,) = steps_using(jobs[preview], CONFIGURE_AWS)
+        assert assume["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_PROD }}"
     # A run a newer merge's run superseded asks nobody to approve: each prod preview
     # runs tools/deploy_order.py and the job behind it runs only on deploy == 'true' (GitHub docs,
     # "Control jobs with conditions": a job whose `if` is false "will be marked as skipped";
@@ -222,7 +256,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
     # reviewers will wait for an approval before starting", so a job that never starts asks
     # nobody; "Contexts reference", needs.<job_id>.outputs).
     for preview, approved, dirs in (
-        ("preview-prod", "cluster-prod", ["./"]),
+        ("preview-cluster-prod", "cluster-prod", ["./"]),
         ("preview-workloads-prod", "workloads-prod", ["workloads", "./"]),
     ):
         assert jobs[preview]["outputs"] == {"deploy": "${{ steps.order.outputs.deploy }}"}
@@ -233,7 +267,7 @@ def test_deploy_order_environments_and_concurrency() -> None:
         previews = [s for s in steps_using(jobs[preview], PULUMI_ACTION) if s["with"].get("command")]
         assert previews and all(s["if"] == "steps.order.outputs.deploy == 'true'" for s in previews)
     groups = []
-    for job_id in chain:
+    for job_id in dev_chain + prod_chain:
         for step in steps_using(jobs[job_id], PULUMI_ACTION):
             if step["with"].get("command") == "up":
                 concurrency = jobs[job_id]["concurrency"]
@@ -243,9 +277,25 @@ def test_deploy_order_environments_and_concurrency() -> None:
                 groups.append(concurrency["group"])
     assert len(groups) == len(set(groups)) == 4
     # The workload stack's update never runs in the same job as, or before, its cluster's.
-    for job_id in chain:
+    for job_id in dev_chain + prod_chain:
         dirs = [s["with"]["work-dir"] for s in steps_using(jobs[job_id], PULUMI_ACTION) if s["with"].get("command")]
-        assert dirs in ([], ["./"], ["workloads"], ["./", "workloads"]), job_id
+        assert dirs in ([], ["./"], ["workloads"]), job_id
+
+
+def test_the_one_zizmor_finding_suppressed_is_prods_workflow_run_trigger() -> None:
+    # make lint's zizmor runs clean; the only finding it is told to ignore is dangerous-triggers on
+    # deploy-prod.yml's trigger, whose risk that workflow's first condition closes (above; tests/
+    # test_day_one.py walks a pull request's look-alike run through it).
+    suppressed = [
+        (path.name, line.split("#", 1)[0].strip())
+        for path in sorted(WORKFLOWS.glob("*.yml"))
+        for line in path.read_text().splitlines()
+        if "zizmor: ignore" in line
+    ]
+    assert suppressed == [("deploy-prod.yml", "workflow_run:")]
+    text = (WORKFLOWS / "deploy-prod.yml").read_text()
+    assert "workflow_run: # zizmor: ignore[dangerous-triggers]" in text
+    assert not (REPO_ROOT / ".github" / "zizmor.yml").exists()
 
 
 def test_pulumi_steps_read_the_one_cli_pin_and_apply_the_policy_pack() -> None:
@@ -283,6 +333,55 @@ def test_pull_requests_preview_dev_only_cluster_first_and_forks_stop_offline() -
     assert [s["with"]["work-dir"] for s in steps] == ["./", "workloads"]
     diff_step = next(s for s in jobs["plan-diff"]["steps"] if "make plan BASE=" in s.get("run", ""))
     assert diff_step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    # The live workload preview may fail without failing the check only when the change alters the
+    # cluster outputs the workload stack reads, as the offline plan diff (which plans the workload
+    # stack against this change's cluster, and fails on what it refuses) just found.
+    steps = jobs["plan-diff"]["steps"]
+    (gate,) = [i for i, s in enumerate(steps) if "tools.cluster_change" in s.get("run", "")]
+    assert steps.index(diff_step) < gate and steps[gate]["id"] == "cluster"
+    assert steps[gate]["run"] == ".venv/bin/python -m tools.cluster_change --stack dev build/plan-diff"
+    assert jobs["plan-diff"]["outputs"] == {"cluster-outputs-changed": "${{ steps.cluster.outputs.changed }}"}
+    assert jobs["preview-dev"]["needs"] == ["test", "plan-diff"]
+    tolerant = {
+        s["with"]["work-dir"]: s.get("continue-on-error") for s in steps_using(jobs["preview-dev"], PULUMI_ACTION)
+    }
+    assert tolerant == {"./": None, "workloads": "${{ needs.plan-diff.outputs.cluster-outputs-changed == 'true' }}"}
+
+
+def _cluster_plans(root, base: dict[str, Any] | None, head: dict[str, Any] | None):
+    for revision, outputs in (("base", base), ("head", head)):
+        if outputs is not None:
+            path = root / revision / "trainium-eks" / "dev" / "resources.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({"resources": [], "outputs": outputs}))
+    return root
+
+
+def test_cluster_change_names_the_workload_inputs_a_change_alters(tmp_path, monkeypatch, capsys, dev) -> None:
+    # Run for real on plans laid out as offline/diff/compare.py leaves them (<out>/base|head/<project>/
+    # <stack>/resources.json, offline.plan.runner PlanResult.as_json), from the shipped dev plan.
+    from infra.contract import WORKLOAD_INPUTS
+    from tools import cluster_change
+
+    outputs = dev.as_json()["outputs"]
+    assert set(WORKLOAD_INPUTS) <= set(outputs)
+    grown = json.loads(json.dumps(outputs))
+    grown["acceleratorNodeGroups"][0]["maxSize"] += 2
+    unread = {**outputs, "notReadByWorkloads": "x"}
+    for name, head, changed in (("same", outputs, "false"), ("grown", grown, "true"), ("unread", unread, "false")):
+        out, summary = tmp_path / f"{name}.out", tmp_path / f"{name}.md"
+        monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+        plans = _cluster_plans(tmp_path / name, outputs, head)
+        assert cluster_change.main(["--stack", "dev", str(plans)]) == 0
+        assert out.read_text() == f"changed={changed}\n", name
+        written = summary.read_text() if summary.exists() else ""
+        assert ("Changed cluster outputs: `acceleratorNodeGroups`." in written) == (changed == "true"), name
+    # No plan of the base (the diff did not run): an error, not a guess.
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "missing.out"))
+    assert cluster_change.main(["--stack", "dev", str(_cluster_plans(tmp_path / "missing", None, outputs))]) == 1
+    assert "no offline plan of trainium-eks/dev" in capsys.readouterr().err
+    assert not (tmp_path / "missing.out").exists()
 
 
 def test_drift_checks_every_stack_in_its_deploys_group_and_never_cancels_a_deploy() -> None:
@@ -292,7 +391,7 @@ def test_drift_checks_every_stack_in_its_deploys_group_and_never_cancels_a_deplo
     workflow = load("drift.yml")
     assert "schedule" in workflow["on"]
     deploy_groups = {}
-    for _, job in concrete_jobs("deploy.yml"):
+    for _, job in itertools.chain(*(concrete_jobs(name) for name in DEPLOY_WORKFLOWS)):
         for step in steps_using(job, PULUMI_ACTION):
             if step["with"].get("command") == "up":
                 deploy_groups[(step["with"]["work-dir"], step["with"]["stack-name"])] = job["concurrency"]["group"]
@@ -429,10 +528,10 @@ def test_the_longest_wait_is_the_dependency_chain_of_steps_not_yet_in_the_state(
 
 def test_the_pipeline_page_says_what_the_preflight_computes_for_a_first_bring_up(workloads_dev, workloads_prod) -> None:
     # docs/pipeline.md section 3 states the job's budget and that both shipped stacks exceed it on
-    # their first up; both figures come from deploy.yml and the preflight's own chain computation.
+    # their first up; both figures come from the deploy workflows and the preflight's own chain computation.
     from tools.workloads_preflight import awaited_steps, longest_wait
 
-    jobs = load("deploy.yml")["jobs"]
+    jobs = deploy_jobs()
     page = " ".join((REPO_ROOT / "docs" / "pipeline.md").read_text().split())
     for stack, planned in (("dev", workloads_dev), ("prod", workloads_prod)):
         job = jobs[f"workloads-{stack}"]
@@ -635,7 +734,7 @@ def test_a_replaced_precompile_replaces_the_training_that_follows_it(workloads_a
 
 @pytest.mark.parametrize("job_id", ["workloads-dev", "workloads-prod"])
 def test_workload_deploys_check_images_first_and_keep_credentials_for_the_whole_job(job_id: str) -> None:
-    job = load("deploy.yml")["jobs"][job_id]
+    job = deploy_jobs()[job_id]
     runs = [s.get("run", "") for s in job["steps"]]
     (check,) = [i for i, r in enumerate(runs) if "tools.workloads_preflight" in r]
     (up,) = [i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("command") == "up"]
@@ -683,7 +782,7 @@ def test_every_update_is_skipped_when_a_newer_merge_already_deployed_its_stacks(
     # when tools/deploy_order.py found no newer deployed commit of its stack, or, for a workload
     # stack, of the cluster stack it reads; it needs the whole history (actions/checkout v7.0.1
     # action.yml: `fetch-depth: 0` fetches all history for all branches and tags) and the CLI.
-    for job_id, job in concrete_jobs("deploy.yml"):
+    for job_id, job in itertools.chain(*(concrete_jobs(name) for name in DEPLOY_WORKFLOWS)):
         ups = [i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("command") == "up"]
         if not ups:
             continue
@@ -799,16 +898,16 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
     assert chain == ["stage-wikicorpus", "bert-precompile"] and minutes == 240 + 175 > budget
 
 
-@pytest.mark.parametrize(("job_id", "stack"), [("cluster-dev", "dev"), ("preview-prod", "prod")])
+@pytest.mark.parametrize(("job_id", "stack"), [("cluster-dev", "dev"), ("preview-cluster-prod", "prod")])
 def test_the_pipeline_refuses_an_unacknowledged_data_store_replacement_before_its_update(
     job_id: str, stack: str, tmp_path
 ) -> None:
     # The plan diff's data-store gate (offline/diff/compare.py data_store_replacement_refusals) runs
     # against the commit the stack was last deployed from, before the job's `pulumi up` or preview
-    # (cluster-prod needs preview-prod, so a refusal there stops prod before its approval).
+    # (cluster-prod needs preview-cluster-prod, so a refusal there stops prod before its approval).
     import subprocess
 
-    job = load("deploy.yml")["jobs"][job_id]
+    job = deploy_jobs()[job_id]
     steps = job["steps"]
     index = {s.get("id") or s.get("name") or s.get("uses"): i for i, s in enumerate(steps)}
     deployed = steps[index["deployed"]]
