@@ -41,8 +41,8 @@ KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
 ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
 # IAM quotas: a role name is at most 64 characters; AWS would refuse a longer one only at `up`.
 ROLE_NAME_MAX = 64
-# The workload deploy jobs request 6-hour sessions (.github/workflows/deploy.yml, role-duration-seconds
-# 21600): as long as a GitHub-hosted job may run.
+# The workload deploy jobs request 6-hour sessions (.github/workflows/deploy.yml and deploy-prod.yml,
+# role-duration-seconds 21600): as long as a GitHub-hosted job may run.
 WORKFLOW_SESSION_HOURS = 6
 
 
