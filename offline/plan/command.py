@@ -88,7 +88,8 @@ def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> Plan
     """The workload stack, its StackReference answered by the cluster plan of the stack it names."""
     config = stack_config(workloads_dir, stack)
     reference = config.get(CLUSTER_STACK_KEY)
-    cluster_dir = REPO_ROOT if workloads_dir.parent == REPO_ROOT else workloads_dir.parent
+    # The cluster project beside the workload project, else this repository's (a workload project copied alone).
+    cluster_dir = workloads_dir.parent if (workloads_dir.parent / "Pulumi.yaml").exists() else REPO_ROOT
     problem = cluster_reference_problem(reference, cluster_dir)
     if problem:
         # The workload program would refuse it too, but only after the cluster plan it names.
