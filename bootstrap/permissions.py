@@ -40,6 +40,7 @@ _MODULE_SERVICE = {
     "iam": "iam",
     "kms": "kms",
     "s3": "s3",
+    "sqs": "sqs",
     "ssm": "ssm",
 }
 # Type tokens whose service differs from their module's.
@@ -47,6 +48,10 @@ _TYPE_SERVICES = {
     "aws:cloudwatch/logGroup:LogGroup": {"logs"},
     "aws:cloudwatch/dashboard:Dashboard": {"cloudwatch"},
     "aws:cloudwatch/metricAlarm:MetricAlarm": {"cloudwatch"},
+    # EventBridge rules and targets live in the provider's cloudwatch module; their IAM prefix is
+    # `events` (Service Authorization Reference, "Actions defined by Amazon EventBridge").
+    "aws:cloudwatch/eventRule:EventRule": {"events"},
+    "aws:cloudwatch/eventTarget:EventTarget": {"events"},
     # A FSx data repository association reads and watches the linked bucket as the caller.
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": {"fsx", "s3"},
     # pulumi-eks's component: the control plane, its IAM roles and OIDC provider, its security
@@ -54,9 +59,11 @@ _TYPE_SERVICES = {
     "eks:index:Cluster": {"eks", "iam", "ec2", "ssm"},
 }
 # The services the deploy roles may manage: what ``services_for_types`` finds in the cluster
-# and workload programs (tests/test_bootstrap.py checks the plans of every stack against it).
+# and workload programs of every shipped stack and of each variant a stack file may switch on
+# (nodeProvisioner: karpenter adds its interruption queue and EventBridge rules); tests/test_bootstrap.py
+# plans them all and keeps this set equal to what they need.
 DEPLOY_SERVICES = frozenset(
-    {"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs", "s3", "ssm", "sts"}
+    {"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "events", "fsx", "iam", "kms", "logs", "s3", "sqs", "ssm", "sts"}
 )
 
 # Look-ups every run makes whatever it declares (instance offerings, the caller's identity).

@@ -181,14 +181,58 @@ def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: Pla
     assert denies["KeepStateKey"]["Resource"] == sorted([key_arn(boot_dev), boot_dev.outputs["secretsKeyArns"]["dev"]])
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_deploy_roles_reach_every_service_the_stacks_declare(stack: str, request: pytest.FixtureRequest) -> None:
-    # Every AWS resource type the cluster and workload programs declare, mapped to the IAM
-    # service that manages it; a type nobody mapped fails here instead of at `pulumi up`.
-    types = {r.type for name in (stack, f"workloads_{stack}") for r in request.getfixturevalue(name).registrations}
-    assert permissions.services_for_types(types) <= permissions.DEPLOY_SERVICES
-    with pytest.raises(permissions.UnmappedType, match="aws:sqs/queue:Queue"):
-        permissions.services_for_types(types | {"aws:sqs/queue:Queue"})
+# The variants a stack file may switch on whose AWS resources differ from the shipped files': each
+# is planned for dev and prod, cluster and workload stacks, and the deploy role must reach them all.
+def with_karpenter(config: dict[str, str]) -> None:
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+
+
+def with_data_repository(config: dict[str, str]) -> None:
+    storage = json.loads(config.get("trainium-eks:storage", "{}"))
+    storage["dataRepositories"] = [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]
+    config["trainium-eks:storage"] = json.dumps(storage)
+
+
+VARIANTS: dict[str, Any] = {"shipped": None, "karpenter": with_karpenter, "dataRepositories": with_data_repository}
+
+
+def variant_types(stack: str, variant: str) -> set[str]:
+    from offline.plan.command import plan_workloads
+
+    config = stack_config(REPO_ROOT, stack)
+    if VARIANTS[variant] is not None:
+        VARIANTS[variant](config)
+    cluster = remembered_program(REPO_ROOT, stack, config)
+    workloads = plan_workloads(REPO_ROOT / "workloads", stack, cluster)
+    return {r.type for plan in (cluster, workloads) for r in plan.registrations}
+
+
+@pytest.fixture(scope="module")
+def types_by_variant() -> dict[tuple[str, str], set[str]]:
+    return {(stack, variant): variant_types(stack, variant) for stack in ("dev", "prod") for variant in VARIANTS}
+
+
+def test_deploy_roles_reach_every_service_every_variant_declares(types_by_variant) -> None:
+    # Every AWS resource type the cluster and workload programs declare, in each stack and variant,
+    # mapped to the IAM service that manages it; a type nobody mapped fails here instead of at
+    # `pulumi up` (a preview creates nothing, so it would not catch a missing service either).
+    needed = {key: permissions.services_for_types(types) for key, types in types_by_variant.items()}
+    for key, services in needed.items():
+        assert services <= permissions.DEPLOY_SERVICES, (key, services - permissions.DEPLOY_SERVICES)
+    # ...and nothing more than they need.
+    assert set().union(*needed.values()) == permissions.DEPLOY_SERVICES
+    # Karpenter's interruption queue (SQS) and its EventBridge rules (IAM prefix `events`, not cloudwatch).
+    assert {"sqs", "events"} <= needed[("dev", "karpenter")] and {"sqs", "events"} <= needed[("prod", "karpenter")]
+    assert "aws:sqs/queue:Queue" in types_by_variant[("prod", "karpenter")]
+    with pytest.raises(permissions.UnmappedType, match="aws:lambda/function:Function"):
+        permissions.services_for_types(types_by_variant[("dev", "shipped")] | {"aws:lambda/function:Function"})
+
+
+def test_a_variant_declaring_a_service_the_deploy_role_lacks_fails_the_check() -> None:
+    # The check above compares against DEPLOY_SERVICES; without `sqs` the Karpenter variant fails it.
+    needed = permissions.services_for_types({"aws:sqs/queue:Queue", "aws:cloudwatch/eventRule:EventRule"})
+    assert not needed <= permissions.DEPLOY_SERVICES - {"sqs"}
+    assert not needed <= permissions.DEPLOY_SERVICES - {"events"}
 
 
 def test_an_existing_oidc_provider_is_reused_not_created() -> None:
