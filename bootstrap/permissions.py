@@ -286,6 +286,196 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
     return statements
 
 
+# Every IAM action that changes an identity, a policy or a provider (IAM's write verbs; reads are
+# Get*/List*/Simulate*/Generate*). What a role under the permissions boundary may never do outside
+# the instance profiles and service-linked roles below.
+IAM_WRITE_ACTIONS = (
+    "iam:Add*",
+    "iam:Attach*",
+    "iam:Change*",
+    "iam:Create*",
+    "iam:Deactivate*",
+    "iam:Delete*",
+    "iam:Detach*",
+    "iam:Enable*",
+    "iam:Put*",
+    "iam:Remove*",
+    "iam:Reset*",
+    "iam:Resync*",
+    "iam:Set*",
+    "iam:Tag*",
+    "iam:Untag*",
+    "iam:Update*",
+    "iam:Upload*",
+)
+# Managed policies no deploy may attach to any role, boundary or not (the boundary would cap them,
+# but a role that carries one is the very escalation the boundary exists to stop).
+FORBIDDEN_MANAGED_POLICIES = ("AdministratorAccess", "IAMFullAccess", "PowerUserAccess")
+# The services the stacks pass their roles to (iam:PassedToService; IAM user guide, "Granting a user
+# permissions to pass a role to an AWS service"): EKS for the cluster's service role (eks.Cluster)
+# and each managed node group's node role (aws.eks.NodeGroup nodeRoleArn); EKS Pod Identity for the
+# roles of aws.eks.PodIdentityAssociation and of the add-ons' podIdentityAssociations. No stack
+# resource hands a role to EC2 itself (the launch templates carry no instance profile; Karpenter's
+# controller, not the deploy, passes its node role to ec2.amazonaws.com).
+PASSED_TO_SERVICES = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
+# Granting actions the deploy may call only with the boundary in the request: IAM's service
+# authorization reference supports iam:PermissionsBoundary on these (IAM user guide, "Permissions
+# boundaries for IAM entities", the CreateOrChangeOnlyWithBoundary example).
+BOUNDED_ROLE_ACTIONS = (
+    "iam:AttachRolePolicy",
+    "iam:CreateRole",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:PutRolePermissionsBoundary",
+    "iam:PutRolePolicy",
+)
+
+
+def stack_identity_statements(
+    iam_arn: str, partition: str, environment: str, boundary_arn: str
+) -> list[dict[str, Any]]:
+    """What the deploy may do in IAM: read anything; create a role and grant it permissions only
+    with ``boundary_arn`` as its permissions boundary and this environment's stack tag; change or
+    pass only roles carrying that tag, which no deploy can put on an existing role; the cluster's
+    OIDC provider and AWS's service-linked roles. The `stack` tag reaches a role only through
+    CreateRole's own tags (aws:RequestTag): TagRole and UntagRole of that key are denied, so a role
+    made elsewhere cannot be adopted into an environment and then passed or have its trust edited."""
+    role = f"{iam_arn}:role/*"
+    own = {f"aws:ResourceTag/{STACK_TAG}": environment}
+    return [
+        {"Sid": "ReadIdentities", "Effect": "Allow", "Action": ["iam:Get*", "iam:List*"], "Resource": "*"},
+        {
+            "Sid": "GrantOnlyWithinTheBoundary",
+            "Effect": "Allow",
+            "Action": list(BOUNDED_ROLE_ACTIONS),
+            "Resource": role,
+            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn}},
+        },
+        {
+            "Sid": "NewRolesCarryTheirStack",
+            "Effect": "Deny",
+            "Action": "iam:CreateRole",
+            "Resource": role,
+            "Condition": {"StringNotEquals": {f"aws:RequestTag/{STACK_TAG}": environment}},
+        },
+        {
+            # Calls that carry no iam:PermissionsBoundary: only on this environment's own roles.
+            "Sid": "ChangeOwnRoles",
+            "Effect": "Allow",
+            "Action": ["iam:DeleteRole", "iam:UpdateAssumeRolePolicy", "iam:UpdateRole", "iam:UpdateRoleDescription"],
+            "Resource": role,
+            "Condition": {"StringEquals": own},
+        },
+        {"Sid": "TagRoles", "Effect": "Allow", "Action": ["iam:TagRole", "iam:UntagRole"], "Resource": role},
+        {
+            "Sid": "NoMovingRolesBetweenStacks",
+            "Effect": "Deny",
+            "Action": ["iam:TagRole", "iam:UntagRole"],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+        },
+        {
+            "Sid": "PassOwnRolesToTheStacksServices",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": role,
+            "Condition": {"StringEquals": {**own, "iam:PassedToService": list(PASSED_TO_SERVICES)}},
+        },
+        {
+            "Sid": "NoBoundaryRemoval",
+            "Effect": "Deny",
+            "Action": ["iam:DeleteRolePermissionsBoundary", "iam:DeleteUserPermissionsBoundary"],
+            "Resource": "*",
+        },
+        {
+            "Sid": "NoAdministratorPolicies",
+            "Effect": "Deny",
+            "Action": ["iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"],
+            "Resource": "*",
+            "Condition": {
+                "ArnEquals": {
+                    "iam:PolicyARN": [f"arn:{partition}:iam::aws:policy/{p}" for p in FORBIDDEN_MANAGED_POLICIES]
+                }
+            },
+        },
+        # pulumi-eks's cluster OIDC provider (create_oidc_provider): the GitHub one is kept by
+        # KeepPipelineTrust.
+        {
+            "Sid": "ManageClusterOidcProviders",
+            "Effect": "Allow",
+            "Action": [
+                "iam:AddClientIDToOpenIDConnectProvider",
+                "iam:CreateOpenIDConnectProvider",
+                "iam:DeleteOpenIDConnectProvider",
+                "iam:RemoveClientIDFromOpenIDConnectProvider",
+                "iam:TagOpenIDConnectProvider",
+                "iam:UntagOpenIDConnectProvider",
+                "iam:UpdateOpenIDConnectProviderThumbprint",
+            ],
+            "Resource": f"{iam_arn}:oidc-provider/*",
+        },
+        # EKS, its node groups, FSx and Auto Scaling create their service-linked roles on first use
+        # as the caller; their policies are AWS's and cannot be edited.
+        {
+            "Sid": "CreateServiceLinkedRoles",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": f"{iam_arn}:role/aws-service-role/*",
+        },
+    ]
+
+
+def boundary_policy(
+    account: str,
+    partition: str,
+    environment: str,
+    bucket_arn: str,
+    key_arns: list[str],
+    pipeline_arns: list[str],
+    others: dict[str, str],
+) -> dict[str, Any]:
+    """The permissions boundary of every role an environment's stacks create: the most such a role
+    can do, whatever its own policies say (IAM user guide, "Permissions boundaries for IAM
+    entities": effective permissions are the intersection). Everything the stacks' roles need
+    (nodes, Pod Identity roles, CSI drivers, autoscalers, Karpenter's controller, training
+    namespaces) stays allowed; what a role minted by a deploy could otherwise use to climb does not:
+    IAM writes but for instance profiles (Karpenter's controller makes its own) and service-linked
+    roles (the EKS cluster role and the FSx CSI driver create them), passing a role that is not
+    this environment's, the state bucket and every pipeline key, the pipeline's roles, OIDC provider
+    and this boundary, and (in a shared account) every other environment's resources."""
+    iam_arn = f"arn:{partition}:iam::{account}"
+    statements: list[dict[str, Any]] = [
+        {"Sid": "UpToWhatItsOwnPoliciesGrant", "Effect": "Allow", "Action": "*", "Resource": "*"},
+        {
+            "Sid": "NoIdentityChanges",
+            "Effect": "Deny",
+            "Action": list(IAM_WRITE_ACTIONS),
+            "NotResource": [f"{iam_arn}:instance-profile/*", f"{iam_arn}:role/aws-service-role/*"],
+        },
+        {
+            "Sid": "PassOnlyThisEnvironmentsRoles",
+            "Effect": "Deny",
+            "Action": "iam:PassRole",
+            "Resource": "*",
+            "Condition": {"StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": environment}},
+        },
+        {"Sid": "NoPipelineState", "Effect": "Deny", "Action": "s3:*", "Resource": [bucket_arn, f"{bucket_arn}/*"]},
+        {"Sid": "NoPipelineKeys", "Effect": "Deny", "Action": "kms:*", "Resource": sorted(key_arns)},
+        {
+            "Sid": "NoPipelineIdentities",
+            "Effect": "Deny",
+            "Action": ["iam:*", "sts:*"],
+            "Resource": sorted(pipeline_arns),
+        },
+        *[
+            s
+            for s in other_environment_denials(bucket_arn, others, deploy=True)
+            if s["Sid"] != "NoOtherEnvironmentsState"
+        ],
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
 def preview_policy(
     bucket_arn: str,
     state_key_arn: str,
@@ -316,6 +506,7 @@ def deploy_policy(
     secrets_key_arn: str,
     others: dict[str, str],
     bootstrap_secrets_key_arn: str,
+    boundary_arn: str,
 ) -> dict[str, Any]:
     iam_arn = f"arn:{partition}:iam::{account}"
     statements: list[dict[str, Any]] = [
@@ -339,17 +530,7 @@ def deploy_policy(
             if "s3" in services
             else []
         ),
-        {
-            "Sid": "ManageStackIdentities",
-            "Effect": "Allow",
-            "Action": "iam:*",
-            "Resource": [
-                f"{iam_arn}:role/*",
-                f"{iam_arn}:policy/*",
-                f"{iam_arn}:instance-profile/*",
-                f"{iam_arn}:oidc-provider/*",
-            ],
-        },
+        *stack_identity_statements(iam_arn, partition, environment, boundary_arn),
         # AWS-managed policies the stacks attach (AmazonEKSWorkerNodePolicy...): read only, and
         # nobody can change those anyway.
         {
@@ -368,7 +549,7 @@ def deploy_policy(
             "Sid": "KeepPipelineTrust",
             "Effect": "Deny",
             "Action": list(PIPELINE_WRITE_ACTIONS),
-            "Resource": sorted([*protected_role_arns, oidc_provider_arn]),
+            "Resource": sorted([*protected_role_arns, oidc_provider_arn, boundary_arn]),
         },
         # ...nor take the state backend away from under every stack.
         {

@@ -55,6 +55,12 @@ def role_name(prefix: str, purpose: str) -> str:
     return f"{prefix}-{purpose}"
 
 
+def boundary_name(prefix: str, environment: str) -> str:
+    """The managed policy every role of ``environment``'s stacks carries as its permissions boundary:
+    ``<prefix>-boundary-<environment>`` (the cluster stack's ``permissionsBoundary``)."""
+    return role_name(prefix, f"boundary-{environment}")
+
+
 class DeployEnvironment(ConfigModel):
     # The stack name (dev, prod) this account's deploy role may update, in both projects.
     name: str = Field(pattern=ENVIRONMENT_PATTERN, description="Stack name the deploy role may update (dev, prod).")

@@ -347,5 +347,7 @@ BOOTSTRAP_OUTPUTS: dict[str, str] = {
     "previewRoleArns": "Environment -> the role its previews assume (pull requests only where `pullRequestPreviews`; "
     "drift checks; the prod preview before approval): read-only on the account, its own state and secrets.",
     "deployRoleArns": "Environment -> the role its deploy jobs assume.",
+    "permissionsBoundaries": "Environment -> the managed policy its cluster stack sets as "
+    "`trainium-eks:permissionsBoundary`: every role the stack creates carries it.",
     "repositoryVariables": "Variable name -> value: the GitHub Actions variables the workflows read.",
 }
