@@ -68,6 +68,7 @@ class GitHubOidc(pulumi.ComponentResource):
         }
         protected = sorted(f"{iam_arn}:role/{n}" for pair in names.values() for n in pair)
         secrets = pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in args.secrets_key_arns.items()})
+        data_buckets = {e.name: list(e.data_buckets) for e in args.environments}
         # Known before the policies exist, so each deploy policy can name every environment's.
         boundary_arns = {
             e.name: f"{iam_arn}:policy/{boundary_name(args.role_name_prefix, e.name)}" for e in args.environments
@@ -96,6 +97,7 @@ class GitHubOidc(pulumi.ComponentResource):
                             [a[1], *a[2].values(), a[3]],
                             [*protected, a[4], *boundary_arns.values()],
                             {k: v for k, v in a[2].items() if k != env.name},
+                            data_buckets,
                         )
                     )
                 ),
@@ -117,7 +119,7 @@ class GitHubOidc(pulumi.ComponentResource):
                 opts=child,
             )
             aws.iam.RolePolicyAttachment(
-                f"{name}-preview-{env.name}-read-only",
+                f"{name}-preview-{env.name}-view-only",
                 role=preview.name,
                 policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}",
                 opts=child,
@@ -136,6 +138,8 @@ class GitHubOidc(pulumi.ComponentResource):
                             a[2][env.name],
                             {k: v for k, v in a[2].items() if k != env.name},
                             a[3],
+                            args.partition,
+                            data_buckets=data_buckets,
                         )
                     )
                 ),
@@ -181,6 +185,7 @@ class GitHubOidc(pulumi.ComponentResource):
                             {k: v for k, v in a[3].items() if k != env.name},
                             a[4],
                             boundary_arns[env.name],
+                            data_buckets,
                         )
                     )
                 ),

@@ -27,7 +27,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-PREVIEW_MANAGED_POLICY = "ReadOnlyAccess"
+# AWS's job-function policy for seeing what exists (List/Describe across services) without
+# reading data: no s3:GetObject, no secret or parameter values (unlike ReadOnlyAccess's
+# `s3:Get*`, `ssm:GetParameter*`... on everything). What a refresh reads beyond it is
+# ``reads_for_types`` below.
+PREVIEW_MANAGED_POLICY = "job-function/ViewOnlyAccess"
 
 # Provider module (the part after `aws:` in a type token) -> IAM service prefix.
 _MODULE_SERVICE = {
@@ -105,6 +109,104 @@ def services_for_types(types: Iterable[str]) -> set[str]:
                 raise UnmappedType(f"{type_}: no IAM service mapped in bootstrap/permissions.py")
             services.add(_MODULE_SERVICE[module])
     return services
+
+
+# What `pulumi preview --refresh` reads of each resource type: the calls of its read function in
+# hashicorp/terraform-provider-aws (internal/service/<module>/...: kms/key.go findKeyInfo
+# DescribeKey, GetKeyPolicy, GetKeyRotationStatus, ListResourceTags; iam/role.go resourceRoleRead
+# GetRole with the inline and attached policies' List/Get; the others' find* of the same name as
+# their Describe/Get call), and for pulumi-eks's component the reads of its children (the EKS
+# cluster, its service role and attachments, the cluster's OIDC provider, the kube-proxy add-on).
+# ViewOnlyAccess already lists most List/Describe calls; these make the refresh independent of it.
+_TYPE_READS: dict[str, tuple[str, ...]] = {
+    "aws:autoscaling/tag:Tag": ("autoscaling:DescribeTags",),
+    "aws:cloudwatch/dashboard:Dashboard": ("cloudwatch:GetDashboard",),
+    "aws:cloudwatch/eventRule:EventRule": ("events:DescribeRule", "events:ListTagsForResource"),
+    "aws:cloudwatch/eventTarget:EventTarget": ("events:ListTargetsByRule",),
+    "aws:cloudwatch/logGroup:LogGroup": ("logs:DescribeLogGroups", "logs:ListTagsForResource"),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": ("cloudwatch:DescribeAlarms", "cloudwatch:ListTagsForResource"),
+    "aws:ec2/eip:Eip": ("ec2:DescribeAddresses", "ec2:DescribeAddressesAttribute"),
+    "aws:ec2/internetGateway:InternetGateway": ("ec2:DescribeInternetGateways",),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"),
+    "aws:ec2/natGateway:NatGateway": ("ec2:DescribeNatGateways",),
+    "aws:ec2/placementGroup:PlacementGroup": ("ec2:DescribePlacementGroups",),
+    "aws:ec2/routeTable:RouteTable": ("ec2:DescribeRouteTables",),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": ("ec2:DescribeRouteTables",),
+    "aws:ec2/securityGroup:SecurityGroup": ("ec2:DescribeSecurityGroups",),
+    "aws:ec2/subnet:Subnet": ("ec2:DescribeSubnets",),
+    "aws:ec2/tag:Tag": ("ec2:DescribeTags",),
+    "aws:ec2/vpc:Vpc": (
+        "ec2:DescribeVpcs",
+        "ec2:DescribeVpcAttribute",
+        "ec2:DescribeRouteTables",
+        "ec2:DescribeSecurityGroups",
+        "ec2:DescribeNetworkAcls",
+    ),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("ec2:DescribeVpcEndpoints", "ec2:DescribePrefixLists"),
+    "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("ec2:DescribeVpcs",),
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": ("ecr:GetLifecyclePolicy",),
+    "aws:ecr/repository:Repository": ("ecr:DescribeRepositories", "ecr:ListTagsForResource"),
+    "aws:eks/accessEntry:AccessEntry": ("eks:DescribeAccessEntry",),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("eks:ListAssociatedAccessPolicies",),
+    "aws:eks/addon:Addon": ("eks:DescribeAddon",),
+    "aws:eks/nodeGroup:NodeGroup": ("eks:DescribeNodegroup",),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("eks:DescribePodIdentityAssociation",),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fsx:DescribeDataRepositoryAssociations",),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("fsx:DescribeFileSystems", "fsx:ListTagsForResource"),
+    "aws:iam/role:Role": ("iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies"),
+    "aws:iam/rolePolicy:RolePolicy": ("iam:GetRolePolicy",),
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("iam:ListAttachedRolePolicies",),
+    "aws:kms/alias:Alias": ("kms:ListAliases",),
+    "aws:kms/key:Key": ("kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListResourceTags"),
+    "aws:sqs/queue:Queue": ("sqs:GetQueueAttributes", "sqs:ListQueueTags"),
+    "aws:sqs/queuePolicy:QueuePolicy": ("sqs:GetQueueAttributes",),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("ec2:DescribeSecurityGroupRules",),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("ec2:DescribeSecurityGroupRules",),
+    "eks:index:Cluster": (
+        "eks:DescribeCluster",
+        "eks:DescribeAddon",
+        "iam:GetRole",
+        "iam:ListRolePolicies",
+        "iam:ListAttachedRolePolicies",
+        "iam:GetOpenIDConnectProvider",
+    ),
+}
+# The look-ups the programs make whatever they declare (aws.*.get_* in __main__.py and infra/: the
+# data sources' calls): the caller, zones, instance types and offerings, capacity reservations, the
+# subnets and instances of a running cluster, its node groups, access entries and add-on builds.
+_LOOKUP_READS = (
+    "sts:GetCallerIdentity",
+    "iam:GetRole",
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCapacityReservations",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstances",
+    "ec2:DescribeSubnets",
+    "eks:DescribeAccessEntry",
+    "eks:DescribeAddonVersions",
+    "eks:DescribeCluster",
+    "eks:DescribeNodegroup",
+    "eks:ListNodegroups",
+)
+
+
+def reads_for_types(types: Iterable[str]) -> set[str]:
+    """The calls a preview with refresh makes for resources of ``types`` (Kubernetes, random and
+    our own component types read nothing in AWS); an AWS or pulumi-eks type nobody mapped is an
+    error, as in ``services_for_types``."""
+    reads = set(_LOOKUP_READS)
+    for type_ in types:
+        if type_ in _TYPE_READS:
+            reads |= set(_TYPE_READS[type_])
+        elif type_.startswith(("aws:", "eks:")):
+            raise UnmappedType(f"{type_}: no refresh reads mapped in bootstrap/permissions.py")
+    return reads
+
+
+# The reads the preview roles get: ``reads_for_types`` of every stack and variant's plans (a test
+# keeps them equal).
+PREVIEW_READS = frozenset({*_LOOKUP_READS, *(a for actions in _TYPE_READS.values() for a in actions)})
 
 
 # The Pulumi projects whose stacks the pipeline deploys (their Pulumi.yaml names; a test keeps
@@ -239,13 +341,18 @@ def state_write_statements(
     ]
 
 
-def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy: bool) -> list[dict[str, Any]]:
+def other_environment_denials(
+    bucket_arn: str, others: dict[str, str], *, deploy: bool, data_buckets: dict[str, list[str]] | None = None
+) -> list[dict[str, Any]]:
     """What a role of one environment may never touch of the others sharing this account:
-    ``others`` maps each other environment to its secrets key. Explicit denials, because
-    ReadOnlyAccess (preview) and the deploy services' `kms:*`/`s3:*` on `*` would allow them."""
+    ``others`` maps each other environment to its secrets key, ``data_buckets`` to the names (or
+    `*` patterns) of the buckets its stacks read. Explicit denials, because the deploy services'
+    `kms:*`/`s3:*` on `*` (and any wide read a policy on a preview role may grant) would allow them."""
     if not others:
         return []
     names = sorted(others)
+    s3 = bucket_arn.split(":::")[0]  # arn:<partition>:s3
+    buckets = sorted({b for env in names for b in (data_buckets or {}).get(env, [])})
     statements: list[dict[str, Any]] = [
         {
             "Sid": "NoOtherEnvironmentsState",
@@ -260,6 +367,17 @@ def other_environment_denials(bucket_arn: str, others: dict[str, str], *, deploy
             "Resource": [others[env] for env in names],
         },
     ]
+    # S3 objects carry no bucket tag, and s3:ResourceAccount is the same for every environment of
+    # one account: the other environments' data buckets are denied by name (bucket and objects).
+    if buckets:
+        statements.append(
+            {
+                "Sid": "NoOtherEnvironmentsData",
+                "Effect": "Deny",
+                "Action": "s3:*",
+                "Resource": [arn for b in buckets for arn in (f"{s3}:::{b}", f"{s3}:::{b}/*")],
+            }
+        )
     # IAM user guide, "Controlling access to AWS resources using tags": aws:ResourceTag is the
     # tag on the resource a request acts on, aws:RequestTag a tag the request sets. A resource
     # another environment's stack tagged is out of reach (reads too, where AWS authorizes them by
@@ -433,6 +551,7 @@ def boundary_policy(
     key_arns: list[str],
     pipeline_arns: list[str],
     others: dict[str, str],
+    data_buckets: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The permissions boundary of every role an environment's stacks create: the most such a role
     can do, whatever its own policies say (IAM user guide, "Permissions boundaries for IAM
@@ -469,11 +588,56 @@ def boundary_policy(
         },
         *[
             s
-            for s in other_environment_denials(bucket_arn, others, deploy=True)
+            for s in other_environment_denials(bucket_arn, others, deploy=True, data_buckets=data_buckets)
             if s["Sid"] != "NoOtherEnvironmentsState"
         ],
     ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def preview_denials(
+    partition: str, bucket_arn: str, environment: str, state_key_arn: str, secrets_key_arn: str
+) -> list[dict[str, Any]]:
+    """A preview sees what exists and reads no data: no object but its own stacks' state, no secret
+    or parameter value, no decryption but with its state and secrets keys, no log events. Explicit,
+    so that no managed policy AWS widens later (nor any other policy on the role) can add them."""
+    return [
+        {
+            "Sid": "NoObjectsButOwnState",
+            "Effect": "Deny",
+            "Action": ["s3:GetObject*"],
+            "NotResource": [_meta(bucket_arn), *environment_state_objects(bucket_arn, environment)],
+        },
+        {"Sid": "NoSecretValues", "Effect": "Deny", "Action": ["secretsmanager:GetSecretValue"], "Resource": "*"},
+        # AWS's public parameters (/aws/service/..., the EKS AMI ids pulumi-eks's nodes/ami.ts reads
+        # for node groups it makes, none here) are plain strings; the account's own may be
+        # SecureStrings, and a String parameter's value is data all the same.
+        {
+            "Sid": "NoParameterValues",
+            "Effect": "Deny",
+            "Action": ["ssm:GetParameter*"],
+            "NotResource": f"arn:{partition}:ssm:*::parameter/aws/service/*",
+        },
+        {
+            "Sid": "DecryptOnlyOwnKeys",
+            "Effect": "Deny",
+            "Action": ["kms:Decrypt"],
+            "NotResource": sorted({state_key_arn, secrets_key_arn}),
+        },
+        {
+            "Sid": "NoLogEvents",
+            "Effect": "Deny",
+            "Action": [
+                "logs:FilterLogEvents",
+                "logs:GetLogEvents",
+                "logs:GetLogRecord",
+                "logs:GetQueryResults",
+                "logs:StartLiveTail",
+                "logs:StartQuery",
+            ],
+            "Resource": "*",
+        },
+    ]
 
 
 def preview_policy(
@@ -483,13 +647,18 @@ def preview_policy(
     secrets_key_arn: str,
     others: dict[str, str],
     bootstrap_secrets_key_arn: str,
+    partition: str = "aws",
+    reads: frozenset[str] = PREVIEW_READS,
+    data_buckets: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [
+            {"Sid": "RefreshStackResources", "Effect": "Allow", "Action": sorted(reads), "Resource": "*"},
             *state_read_statements(bucket_arn, state_key_arn, environment, secrets_key_arn),
+            *preview_denials(partition, bucket_arn, environment, state_key_arn, secrets_key_arn),
             *bootstrap_denials(bucket_arn, bootstrap_secrets_key_arn),
-            *other_environment_denials(bucket_arn, others, deploy=False),
+            *other_environment_denials(bucket_arn, others, deploy=False, data_buckets=data_buckets),
         ],
     }
 
@@ -507,6 +676,7 @@ def deploy_policy(
     others: dict[str, str],
     bootstrap_secrets_key_arn: str,
     boundary_arn: str,
+    data_buckets: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     iam_arn = f"arn:{partition}:iam::{account}"
     statements: list[dict[str, Any]] = [
@@ -593,6 +763,6 @@ def deploy_policy(
             ],
             "Resource": sorted({state_key_arn, secrets_key_arn}),
         },
-        *other_environment_denials(bucket_arn, others, deploy=True),
+        *other_environment_denials(bucket_arn, others, deploy=True, data_buckets=data_buckets),
     ]
     return {"Version": "2012-10-17", "Statement": statements}

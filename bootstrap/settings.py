@@ -8,7 +8,7 @@ the key, the value and what is allowed, before any resource is declared.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -38,6 +38,8 @@ OIDC_PROVIDER_ARN_PATTERN = (
 )
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
+# An S3 bucket name (3-63 lowercase letters, digits, '.' and '-') where `*` stands for any run of them.
+DATA_BUCKET_PATTERN = r"^[a-z0-9*][a-z0-9.*-]{1,61}[a-z0-9*]$"
 ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
 # IAM quotas: a role name is at most 64 characters; AWS would refuse a longer one only at `up`.
 ROLE_NAME_MAX = 64
@@ -69,6 +71,14 @@ class DeployEnvironment(ConfigModel):
         description=(
             "true: the deploy role trusts only jobs in the GitHub environment of this name (the one with "
             "required reviewers); false: it trusts pushes to the main branch."
+        ),
+    )
+    data_buckets: list[Annotated[str, Field(pattern=DATA_BUCKET_PATTERN)]] = Field(
+        default=[],
+        description=(
+            "Names of the S3 buckets this environment's stacks read (trainingDataBuckets, namespaceDataBuckets, "
+            "dataRepositories), `*` as a wildcard: where environments share the account, the others' roles are "
+            "denied them, bucket and objects (objects carry no bucket tag, so a name is the only handle)."
         ),
     )
     pull_request_previews: bool = Field(
@@ -189,6 +199,14 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
                 "approval (githubEnvironment: true), and a pull request's unreviewed code would read its state and "
                 "decrypt its secrets; allowed: false (its preview runs on main, before the approval)"
             )
+    if len(config.environments) > 1:
+        for i, entry in enumerate(config.environments):
+            if entry.github_environment and not entry.data_buckets:
+                problems.append(
+                    f"{key_name(('environments', i, 'dataBuckets'))} = []: {entry.name!r} deploys after an approval "
+                    "and shares this account with other environments, whose roles may otherwise read its training "
+                    "data; allowed: the names (or `*` patterns) of the buckets its stacks read"
+                )
     if config.oidc_subject_prefix is not None:
         problem = subject_prefix_problem(config.oidc_subject_prefix, config.github_repository)
         if problem:

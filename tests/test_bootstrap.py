@@ -15,6 +15,8 @@ from tests.conftest import remembered_program
 
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
 REPO = "example-org/trainium-eks"
+# In a shared account, the buckets prod's stacks read (bootstrap environments[].dataBuckets).
+PROD_DATA = ["example-org-trainium-prod-*"]
 
 
 def bootstrap(stack: str = "dev", **overrides: Any) -> PlanResult:
@@ -87,7 +89,10 @@ def test_every_trust_uses_the_configured_subject_prefix_and_only_it(prefix: str 
     plan = bootstrap(
         "dev",
         oidcSubjectPrefix=prefix,
-        environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}],
+        environments=[
+            {"name": "dev", "pullRequestPreviews": True},
+            {"name": "prod", "githubEnvironment": True, "dataBuckets": PROD_DATA},
+        ],
     )
     expected, other = (prefix, f"repo:{REPO}") if prefix else (f"repo:{REPO}", IMMUTABLE)
     subjects = {
@@ -160,10 +165,19 @@ def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
     # without Lock(); apply() saves no checkpoint, history or backup on a dry run. So a preview
     # (with --refresh, which is part of the dry run) needs s3 Get/List and kms Decrypt only.
     policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
-    actions = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in s["Action"]}
-    assert actions == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
-    attachment = boot_dev.named("github-preview-dev-read-only").inputs["policyArn"]
-    assert attachment == "arn:aws:iam::aws:policy/ReadOnlyAccess"
+    state = {
+        a
+        for s in policy["Statement"]
+        if s["Effect"] == "Allow" and s["Sid"] != "RefreshStackResources"
+        for a in s["Action"]
+    }
+    assert state == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
+    (refresh,) = [s for s in policy["Statement"] if s["Sid"] == "RefreshStackResources"]
+    assert set(refresh["Action"]) == permissions.PREVIEW_READS
+    assert all(a.split(":")[1].startswith(("Get", "Describe", "List")) for a in refresh["Action"]), refresh["Action"]
+    attachment = boot_dev.named("github-preview-dev-view-only").inputs["policyArn"]
+    assert attachment == "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
+    assert not boot_dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")[1:], "ReadOnlyAccess is gone"
 
 
 def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: PlanResult) -> None:
@@ -188,6 +202,12 @@ def with_karpenter(config: dict[str, str]) -> None:
     config["trainium-eks:nodeProvisioner"] = "karpenter"
 
 
+def with_cluster_access(config: dict[str, str]) -> None:
+    # docs/pipeline.md: the preview role as a cluster viewer, an administrator's role as admin.
+    config["trainium-eks:clusterViewers"] = json.dumps(["arn:aws:iam::123456789012:role/trainium-github-preview-dev"])
+    config["trainium-eks:clusterAdmins"] = json.dumps(["arn:aws:iam::123456789012:role/MlOps"])
+
+
 def with_data_repository(config: dict[str, str]) -> None:
     storage = json.loads(config.get("trainium-eks:storage", "{}"))
     storage["dataRepositories"] = [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]
@@ -204,7 +224,7 @@ def with_node_recovery(config: dict[str, str]) -> None:
 # time is shared.
 VARIANTS: dict[str, Any] = {
     "shipped": None,
-    "karpenter": lambda config: (with_karpenter(config), with_data_repository(config)),
+    "karpenter": lambda config: (with_karpenter(config), with_data_repository(config), with_cluster_access(config)),
     "nodeRecovery": lambda config: (with_node_recovery(config), with_data_repository(config)),
 }
 
@@ -248,6 +268,15 @@ def test_deploy_roles_reach_every_service_every_variant_declares(types_by_varian
     assert "aws:sqs/queue:Queue" in types_by_variant[("prod", "karpenter")]
     with pytest.raises(permissions.UnmappedType, match="aws:lambda/function:Function"):
         permissions.services_for_types(types_by_variant[("dev", "shipped")] | {"aws:lambda/function:Function"})
+
+
+def test_preview_roles_read_what_a_refresh_of_every_variant_reads_and_no_more(types_by_variant) -> None:
+    needed = {key: permissions.reads_for_types(types) for key, types in types_by_variant.items()}
+    for key, reads in needed.items():
+        assert reads <= permissions.PREVIEW_READS, (key, reads - permissions.PREVIEW_READS)
+    assert set().union(*needed.values()) == permissions.PREVIEW_READS
+    with pytest.raises(permissions.UnmappedType, match="aws:lambda/function:Function: no refresh reads"):
+        permissions.reads_for_types({"aws:lambda/function:Function"})
 
 
 def test_a_variant_declaring_a_service_the_deploy_role_lacks_fails_the_check() -> None:
@@ -669,7 +698,11 @@ def test_the_shortest_deploy_session_allowed_is_the_workflows_longest_role_durat
 @pytest.fixture(scope="module")
 def one_account() -> PlanResult:
     return bootstrap(
-        "dev", environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}]
+        "dev",
+        environments=[
+            {"name": "dev", "pullRequestPreviews": True},
+            {"name": "prod", "githubEnvironment": True, "dataBuckets": PROD_DATA},
+        ],
     )
 
 
@@ -729,8 +762,9 @@ OBJECT_WRITES = ("s3:PutObject", "s3:DeleteObject", "s3:PutObjectAcl", "s3:PutOb
 
 
 def with_read_only_access(policy: dict[str, Any]) -> dict[str, Any]:
-    """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess it has
-    attached (AWS managed policy reference, ReadOnlyAccess: s3:Get* and s3:List* on *)."""
+    """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess (AWS managed
+    policy reference: s3:Get* and s3:List* on *): the widest read any policy on the role could
+    grant, which the role's own denials must still hold against."""
     return {
         **policy,
         "Statement": [*policy["Statement"], {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}],
@@ -1013,3 +1047,170 @@ def test_the_boundary_denies_what_a_minted_role_would_climb_with(boot_dev, actio
     node = {"aws:ResourceTag/stack": "dev", "iam:PassedToService": "ec2.amazonaws.com"}
     assert allowed(boundary, "iam:PassRole", "arn:aws:iam::123456789012:role/karpenter-node-1a2b3c4", node)
     assert allowed(boundary, "iam:AddRoleToInstanceProfile", "arn:aws:iam::123456789012:instance-profile/trn-dev_123")
+
+
+# --- what a preview reads: the refresh, never data ----------------------------------------------------
+
+EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+DATA_READS = [
+    ("s3:GetObject", "arn:aws:s3:::my-training-data/datasets/shard-0001.parquet"),
+    ("s3:GetObjectVersion", "arn:aws:s3:::my-training-data/datasets/shard-0001.parquet"),
+    ("secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-token-AbCdEf"),
+    ("ssm:GetParameter", "arn:aws:ssm:us-west-2:123456789012:parameter/team/db-password"),
+    ("ssm:GetParametersByPath", "arn:aws:ssm:us-west-2:123456789012:parameter/team"),
+    ("kms:Decrypt", "arn:aws:kms:us-west-2:123456789012:key/0b1c2d3e-other-teams-key"),
+    ("logs:GetLogEvents", "arn:aws:logs:us-west-2:123456789012:log-group:/aws/containerinsights/trn-dev/application"),
+    ("logs:FilterLogEvents", "arn:aws:logs:us-west-2:123456789012:log-group:/aws/eks/trn-dev/cluster"),
+]
+
+
+@pytest.mark.parametrize(("action", "resource"), DATA_READS)
+def test_a_preview_reads_no_data_whatever_else_its_role_is_granted(boot_dev, action, resource) -> None:
+    # The inline policy's denials hold even beside an Allow of everything (a managed policy AWS
+    # widens, a policy someone attaches by hand).
+    policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
+    assert not allowed(policy, action, resource, {}, EVERYTHING)
+
+
+def test_a_preview_still_reads_its_state_keys_refresh_and_public_parameters(boot_dev) -> None:
+    policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
+    for action, resource in [
+        ("s3:GetObject", f"{DEV_BUCKET}/.pulumi/stacks/trainium-eks/dev.json"),
+        ("s3:GetObject", f"{DEV_BUCKET}/.pulumi/meta.yaml"),
+        ("kms:Decrypt", boot_dev.outputs["stateKeyArn"]),
+        ("kms:Decrypt", boot_dev.outputs["secretsKeyArns"]["dev"]),
+        ("iam:GetRolePolicy", "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1"),
+        ("kms:GetKeyPolicy", "arn:aws:kms:us-west-2:123456789012:key/0b1c2d3e"),
+        ("fsx:DescribeDataRepositoryAssociations", "*"),
+    ]:
+        assert allowed(policy, action, resource), (action, resource)
+    # AWS's public parameters hold no secret (pulumi-eks nodes/ami.ts reads the EKS AMI ids there).
+    public = "arn:aws:ssm:us-west-2::parameter/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    assert allowed(policy, "ssm:GetParameter", public, {}, EVERYTHING)
+    sids = {s["Sid"] for s in policy["Statement"]}
+    assert {"KeepBootstrapState", "KeepBootstrapSecrets", "NoObjectsButOwnState", "DecryptOnlyOwnKeys"} <= sids
+
+
+DEV_BUCKET = "arn:aws:s3:::example-org-trainium-pulumi-state-dev"
+
+
+# --- attack paths (docs/security.md), evaluated on the rendered policies of one shared account --------
+
+PROD_DATA_OBJECT = "arn:aws:s3:::example-org-trainium-prod-datasets/redpajama/shard-0001.jsonl"
+PROD_CLUSTER = "arn:aws:eks:us-west-2:123456789012:cluster/trn-prod"
+
+
+def _boundary(plan: PlanResult, env: str) -> dict[str, Any]:
+    return json.loads(plan.named(f"github-boundary-{env}", "aws:iam/policy:Policy").inputs["policy"])
+
+
+def test_attack_path_12_a_pull_request_reads_no_data_of_dev_or_prod(one_account) -> None:
+    # A same-repository pull request runs its own code with dev's preview role.
+    preview = _policy(one_account, "github-preview-dev-state")
+    keys = one_account.outputs["secretsKeyArns"]
+    for action, resource, context in [
+        ("s3:GetObject", PROD_DATA_OBJECT, {}),
+        ("s3:ListBucket", "arn:aws:s3:::example-org-trainium-prod-datasets", {}),
+        ("s3:GetObject", "arn:aws:s3:::example-org-trainium-dev-datasets/wikicorpus/part-0", {}),
+        ("s3:GetObjectVersion", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json", {}),
+        ("kms:Decrypt", keys["prod"], {}),
+        ("eks:DescribeCluster", PROD_CLUSTER, {"aws:ResourceTag/stack": "prod"}),
+        ("secretsmanager:GetSecretValue", "*", {}),
+    ]:
+        assert not allowed(preview, action, resource, context, EVERYTHING), (action, resource)
+    assert allowed(preview, "kms:Decrypt", keys["dev"])
+
+
+def test_attack_path_14_a_merged_change_cannot_reach_prod_through_devs_deploy_role(one_account) -> None:
+    deploy = _policy(one_account, "github-deploy-dev-policy")
+    dev_boundary, prod_boundary = boundary_arn("dev"), boundary_arn("prod")
+    minted = "arn:aws:iam::123456789012:role/escalate"
+    # 1. A role without dev's boundary, or with prod's, cannot be made; with dev's it can.
+    assert not allowed(deploy, "iam:CreateRole", minted, {"aws:RequestTag/stack": "dev"})
+    assert not allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": prod_boundary, "aws:RequestTag/stack": "dev"}
+    )
+    assert not allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": dev_boundary, "aws:RequestTag/stack": "prod"}
+    )
+    assert allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": dev_boundary, "aws:RequestTag/stack": "dev"}
+    )
+    # 2. ...nor be given an administrator's policy, nor lose or change the boundary.
+    admin = {"iam:PermissionsBoundary": dev_boundary, "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}
+    assert not allowed(deploy, "iam:AttachRolePolicy", minted, admin)
+    assert not allowed(deploy, "iam:DeleteRolePermissionsBoundary", minted, {"iam:PermissionsBoundary": dev_boundary})
+    for policy_arn in (dev_boundary, prod_boundary):
+        for action in ("iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"):
+            assert not allowed(deploy, action, policy_arn), (action, policy_arn)
+    # 3. A role made elsewhere cannot be adopted (tagged `stack: dev`), have its trust edited, or be passed.
+    foreign = "arn:aws:iam::123456789012:role/OrgAdmin"
+    assert not allowed(deploy, "iam:TagRole", foreign, {"aws:TagKeys": ["stack"], "aws:RequestTag/stack": "dev"})
+    assert not allowed(deploy, "iam:UpdateAssumeRolePolicy", foreign, {})
+    assert not allowed(deploy, "iam:PassRole", foreign, {"iam:PassedToService": "eks.amazonaws.com"})
+    prod_role = {"aws:ResourceTag/stack": "prod", "iam:PassedToService": "eks.amazonaws.com"}
+    assert not allowed(deploy, "iam:PassRole", "arn:aws:iam::123456789012:role/cluster-node-9e8d7c6", prod_role)
+    assert not allowed(
+        deploy, "iam:PassRole", STACK_ROLE, {"aws:ResourceTag/stack": "dev", "iam:PassedToService": "ec2.amazonaws.com"}
+    )
+    # 4. What the minted role can do (`*` in its own policy, dev's boundary) reaches nothing of prod.
+    bounded = _boundary(one_account, "dev")
+    for action, resource, context in [
+        ("eks:UpdateClusterConfig", PROD_CLUSTER, {"aws:ResourceTag/stack": "prod"}),
+        (
+            "ec2:TerminateInstances",
+            "arn:aws:ec2:us-west-2:123456789012:instance/i-0prod",
+            {"aws:ResourceTag/stack": "prod"},
+        ),
+        ("s3:GetObject", PROD_DATA_OBJECT, {}),
+        ("s3:PutObject", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json", {}),
+        ("kms:Decrypt", one_account.outputs["secretsKeyArns"]["prod"], {}),
+        ("sts:AssumeRole", "arn:aws:iam::123456789012:role/trainium-github-deploy-prod", {}),
+        ("iam:UpdateAssumeRolePolicy", "arn:aws:iam::123456789012:role/trainium-github-deploy-prod", {}),
+        ("iam:CreateRole", minted + "2", {"iam:PermissionsBoundary": dev_boundary}),
+        ("iam:PassRole", foreign, {"iam:PassedToService": "ec2.amazonaws.com"}),
+    ]:
+        assert not effective(EVERYTHING, bounded, action, resource, context), (action, resource)
+    # ...while dev's own work stays possible under it.
+    assert effective(
+        EVERYTHING,
+        bounded,
+        "eks:DescribeCluster",
+        "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
+        {"aws:ResourceTag/stack": "dev"},
+    )
+
+
+def test_attack_path_16_neither_the_deploy_role_nor_a_role_it_mints_rewrites_history_or_bootstrap_state(
+    one_account,
+) -> None:
+    deploy = _policy(one_account, "github-deploy-dev-policy")
+    bounded = _boundary(one_account, "dev")
+    own_state = f"{BUCKET}/.pulumi/stacks/trainium-eks/dev.json"
+    bootstrap_state = f"{BUCKET}/.pulumi/stacks/trainium-bootstrap/dev.json"
+    assert allowed(deploy, "s3:PutObject", own_state)
+    for action, resource in [
+        ("s3:DeleteObjectVersion", own_state),
+        ("s3:PutObject", bootstrap_state),
+        ("s3:GetObject", bootstrap_state),
+        ("s3:PutBucketVersioning", BUCKET),
+        ("s3:PutLifecycleConfiguration", BUCKET),
+        ("kms:ScheduleKeyDeletion", one_account.outputs["stateKeyArn"]),
+        ("kms:Decrypt", one_account.outputs["bootstrapSecretsKeyArn"]),
+    ]:
+        assert not allowed(deploy, action, resource), (action, resource)
+        assert not effective(EVERYTHING, bounded, action, resource), (action, resource)
+    # The minted role cannot even read its own environment's state: no stack role needs it.
+    assert not effective(EVERYTHING, bounded, "s3:GetObject", own_state)
+
+
+def test_a_shared_account_must_name_prods_data_buckets() -> None:
+    with pytest.raises(ConfigError) as refused:
+        bootstrap("dev", environments=[{"name": "dev"}, {"name": "prod", "githubEnvironment": True}])
+    assert "trainium-bootstrap:environments[1].dataBuckets = []: 'prod' deploys after an approval" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        bootstrap(
+            "dev",
+            environments=[{"name": "dev"}, {"name": "prod", "githubEnvironment": True, "dataBuckets": ["S3://x"]}],
+        )
+    assert "trainium-bootstrap:environments[1].dataBuckets[0] = 'S3://x'" in str(refused.value)
