@@ -1,25 +1,25 @@
-"""What the pipeline's roles may do (pure): IAM policy documents for preview and deploy.
+"""What the pipeline's roles may do (pure): IAM policy documents for preview, deploy and the
+permissions boundary of the roles the stacks create.
 
 Every role belongs to one environment (stack name) and reaches only that environment's state
 objects and secrets key; where environments share an account, explicit denials keep it off the
-others' state, secrets and (deploy) tagged resources, which its broad grants would otherwise
+others' state, secrets, data buckets and tagged resources, which its grants would otherwise
 reach.
 
 Preview (drift, the prod preview before approval, and pull requests where the environment
-allows them): AWS's managed ReadOnlyAccess — `pulumi preview --refresh` reads every resource the
-stacks own through its Describe/Get/List calls (iam:GetRolePolicy,
-ec2:DescribeLaunchTemplateVersions, fsx:DescribeDataRepositoryAssociations...), which the
-narrower ViewOnlyAccess lacks — plus reading its environment's state objects and decrypting
-with the state key and its environment's secrets key. It writes nothing: pulumi/pulumi
+allows them): AWS's job-function ViewOnlyAccess plus the reads a `pulumi preview --refresh` of
+each declared type makes (``reads_for_types``), reading its environment's state objects and
+decrypting with the state key and its environment's secrets key, and denials of every data read
+(objects, secret and parameter values, other keys, log events). It writes nothing: pulumi/pulumi
 pkg/backend/diy/backend.go (v3.x, ``Preview``) runs a dry run without taking the stack lock,
 saving a checkpoint or writing history.
 
 Deploy (`pulumi up` of the cluster and workload stacks): the AWS services behind every
 resource type those programs declare (``services_for_types``; a test keeps the map complete
-against the offline plans), IAM limited to roles, policies, instance profiles and OIDC
-providers, read/write on its environment's state objects and keys, and explicit denials that
-keep a deploy from widening its own trust, removing the state backend or rewriting the
-bootstrap's state.
+against the offline plans of every stack and variant), IAM within the environment's permissions
+boundary (``stack_identity_statements``, ``boundary_policy``), read/write on its environment's
+state objects and keys, and explicit denials that keep a deploy from widening its own trust,
+removing the state backend or rewriting the bootstrap's state.
 """
 
 from __future__ import annotations
@@ -247,8 +247,8 @@ def bootstrap_state_objects(bucket_arn: str) -> list[str]:
 # `s3:GetObject*`; S3 API reference, GetObject: with a versionId "you must have the
 # s3:GetObjectVersion permission ... s3:GetObject is not required"; RestoreObject brings an
 # archived version back; ReplicateObject writes a replica). What a role must never do to state
-# that is not its own: ReadOnlyAccess (s3:Get* on *) and `s3:*` would otherwise allow it, and the
-# bucket is versioned.
+# that is not its own: the deploy's `s3:*` and any wide read on a preview role (ReadOnlyAccess's
+# s3:Get* on *) would otherwise allow it, and the bucket is versioned.
 OBJECT_ACCESS_ACTIONS = ("s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*", "s3:RestoreObject", "s3:ReplicateObject")
 
 
