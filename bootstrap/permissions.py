@@ -444,7 +444,6 @@ BOUNDED_ROLE_ACTIONS = (
     "iam:CreateRole",
     "iam:DeleteRolePolicy",
     "iam:DetachRolePolicy",
-    "iam:PutRolePermissionsBoundary",
     "iam:PutRolePolicy",
 )
 
@@ -453,11 +452,17 @@ def stack_identity_statements(
     iam_arn: str, partition: str, environment: str, boundary_arn: str
 ) -> list[dict[str, Any]]:
     """What the deploy may do in IAM: read anything; create a role and grant it permissions only
-    with ``boundary_arn`` as its permissions boundary and this environment's stack tag; change or
-    pass only roles carrying that tag, which no deploy can put on an existing role; the cluster's
-    OIDC provider and AWS's service-linked roles. The `stack` tag reaches a role only through
-    CreateRole's own tags (aws:RequestTag): TagRole and UntagRole of that key are denied, so a role
-    made elsewhere cannot be adopted into an environment and then passed or have its trust edited."""
+    with ``boundary_arn`` as its permissions boundary and this environment's stack tag; put the
+    boundary on (existing) roles of its own stack; change or pass only roles carrying that tag; the
+    cluster's OIDC provider and AWS's service-linked roles.
+
+    The `stack` tag is what the trust edits and PassRole are scoped by, so it must not be put on a
+    role made elsewhere: adding or removing it is denied unless the request carries this boundary.
+    IAM evaluates iam:PermissionsBoundary for the calls the service authorization reference lists
+    it on; whether it does for TagRole (a role created with tags is also authorized for
+    iam:TagRole) is not documented there: if it does not, the key is absent and tagging a new role
+    `stack` is refused at `pulumi up` (AccessDenied naming iam:TagRole), never allowed on a role
+    without the boundary (docs/pipeline.md, "a permissions boundary per environment")."""
     role = f"{iam_arn}:role/*"
     own = {f"aws:ResourceTag/{STACK_TAG}": environment}
     return [
@@ -468,6 +473,15 @@ def stack_identity_statements(
             "Action": list(BOUNDED_ROLE_ACTIONS),
             "Resource": role,
             "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn}},
+        },
+        {
+            # Existing roles of this stack get the boundary on the first `up` that names it; a role
+            # of anyone else's cannot be given it (and with it, this stack's tag).
+            "Sid": "BoundOwnRoles",
+            "Effect": "Allow",
+            "Action": "iam:PutRolePermissionsBoundary",
+            "Resource": role,
+            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary_arn, **own}},
         },
         {
             "Sid": "NewRolesCarryTheirStack",
@@ -490,7 +504,10 @@ def stack_identity_statements(
             "Effect": "Deny",
             "Action": ["iam:TagRole", "iam:UntagRole"],
             "Resource": "*",
-            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]}},
+            "Condition": {
+                "ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]},
+                "StringNotEquals": {"iam:PermissionsBoundary": boundary_arn},
+            },
         },
         {
             "Sid": "PassOwnRolesToTheStacksServices",

@@ -1146,6 +1146,14 @@ def test_attack_path_14_a_merged_change_cannot_reach_prod_through_devs_deploy_ro
     # 3. A role made elsewhere cannot be adopted (tagged `stack: dev`), have its trust edited, or be passed.
     foreign = "arn:aws:iam::123456789012:role/OrgAdmin"
     assert not allowed(deploy, "iam:TagRole", foreign, {"aws:TagKeys": ["stack"], "aws:RequestTag/stack": "dev"})
+    assert not allowed(deploy, "iam:PutRolePermissionsBoundary", foreign, {"iam:PermissionsBoundary": dev_boundary})
+    # (A new role's own tags, authorized with its boundary in the request, stay possible.)
+    new_role_tags = {
+        "aws:TagKeys": ["stack", "project"],
+        "aws:RequestTag/stack": "dev",
+        "iam:PermissionsBoundary": dev_boundary,
+    }
+    assert allowed(deploy, "iam:TagRole", minted, new_role_tags)
     assert not allowed(deploy, "iam:UpdateAssumeRolePolicy", foreign, {})
     assert not allowed(deploy, "iam:PassRole", foreign, {"iam:PassedToService": "eks.amazonaws.com"})
     prod_role = {"aws:ResourceTag/stack": "prod", "iam:PassedToService": "eks.amazonaws.com"}
