@@ -1283,3 +1283,16 @@ def test_code_owners_must_belong_to_the_repositorys_owner() -> None:
     assert "trainium-bootstrap:codeOwners[0] = 'example-org/admins': allowed: a GitHub user (@login)" in str(
         refused.value
     )
+
+
+def test_every_policy_fits_iams_size_quotas(one_account, boot_dev) -> None:
+    # IAM quotas (IAM user guide, "IAM and AWS STS quotas"): a role's inline policies together at
+    # most 10,240 characters, a managed policy 6,144, whitespace not counted; AWS would refuse a
+    # larger one only at the bootstrap's `up`. The shared account's documents are the largest.
+    import re
+
+    for plan in (one_account, boot_dev):
+        for policy in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
+            assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 10_240, policy.name
+        for policy in plan.of_type("aws:iam/policy:Policy"):
+            assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 6_144, policy.name
