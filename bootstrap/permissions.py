@@ -456,13 +456,12 @@ def stack_identity_statements(
     boundary on (existing) roles of its own stack; change or pass only roles carrying that tag; the
     cluster's OIDC provider and AWS's service-linked roles.
 
-    The `stack` tag is what the trust edits and PassRole are scoped by, so it must not be put on a
-    role made elsewhere: adding or removing it is denied unless the request carries this boundary.
-    IAM evaluates iam:PermissionsBoundary for the calls the service authorization reference lists
-    it on; whether it does for TagRole (a role created with tags is also authorized for
-    iam:TagRole) is not documented there: if it does not, the key is absent and tagging a new role
-    `stack` is refused at `pulumi up` (AccessDenied naming iam:TagRole), never allowed on a role
-    without the boundary (docs/pipeline.md, "a permissions boundary per environment")."""
+    The `stack` tag is what the trust edits and PassRole are scoped by, so a role another stack
+    tagged never changes hands. A role created with tags is authorized for iam:TagRole too, and
+    the service authorization reference does not list iam:PermissionsBoundary for TagRole, so
+    nothing here makes tagging depend on the boundary (a first deploy could otherwise fail on every
+    new role): an untagged role made outside every stack can be tagged into this one by a merged
+    change, which review must catch (docs/security.md, the pipeline's roles)."""
     role = f"{iam_arn}:role/*"
     own = {f"aws:ResourceTag/{STACK_TAG}": environment}
     return [
@@ -504,9 +503,12 @@ def stack_identity_statements(
             "Effect": "Deny",
             "Action": ["iam:TagRole", "iam:UntagRole"],
             "Resource": "*",
+            # The role already carries another stack's tag (IAM: a Null "false" test means the key
+            # is present; absent at a new role's creation).
             "Condition": {
                 "ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG]},
-                "StringNotEquals": {"iam:PermissionsBoundary": boundary_arn},
+                "Null": {f"aws:ResourceTag/{STACK_TAG}": "false"},
+                "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG}": environment},
             },
         },
         {

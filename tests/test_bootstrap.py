@@ -529,6 +529,8 @@ def _condition_holds(operator: str, key: str, expected: Any, context: dict[str, 
         return not present or all(v not in expected for v in values)
     if operator == "ForAnyValue:StringEquals":
         return present and any(v in expected for v in values)
+    if operator == "Null":  # "true": the key is absent; "false": present
+        return present != (expected == ["true"])
     raise AssertionError(f"evaluator does not know {operator}")
 
 
@@ -1143,17 +1145,19 @@ def test_attack_path_14_a_merged_change_cannot_reach_prod_through_devs_deploy_ro
     for policy_arn in (dev_boundary, prod_boundary):
         for action in ("iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"):
             assert not allowed(deploy, action, policy_arn), (action, policy_arn)
-    # 3. A role made elsewhere cannot be adopted (tagged `stack: dev`), have its trust edited, or be passed.
+    # 3. A role another stack tagged cannot be moved into dev; a role made elsewhere cannot have its
+    # trust edited or be passed while untagged.
     foreign = "arn:aws:iam::123456789012:role/OrgAdmin"
-    assert not allowed(deploy, "iam:TagRole", foreign, {"aws:TagKeys": ["stack"], "aws:RequestTag/stack": "dev"})
+    prods = "arn:aws:iam::123456789012:role/cluster-node-9e8d7c6"
+    retag = {"aws:TagKeys": ["stack"], "aws:RequestTag/stack": "dev", "aws:ResourceTag/stack": "prod"}
+    assert not allowed(deploy, "iam:TagRole", prods, retag)
+    assert not allowed(deploy, "iam:UntagRole", prods, {"aws:TagKeys": ["stack"], "aws:ResourceTag/stack": "prod"})
     assert not allowed(deploy, "iam:PutRolePermissionsBoundary", foreign, {"iam:PermissionsBoundary": dev_boundary})
-    # (A new role's own tags, authorized with its boundary in the request, stay possible.)
-    new_role_tags = {
-        "aws:TagKeys": ["stack", "project"],
-        "aws:RequestTag/stack": "dev",
-        "iam:PermissionsBoundary": dev_boundary,
-    }
+    # A new role's own tags are authorized whether or not IAM puts its boundary in the TagRole
+    # check's context (the service authorization reference does not list the key for TagRole).
+    new_role_tags = {"aws:TagKeys": ["stack", "project"], "aws:RequestTag/stack": "dev"}
     assert allowed(deploy, "iam:TagRole", minted, new_role_tags)
+    assert allowed(deploy, "iam:TagRole", minted, {**new_role_tags, "iam:PermissionsBoundary": dev_boundary})
     assert not allowed(deploy, "iam:UpdateAssumeRolePolicy", foreign, {})
     assert not allowed(deploy, "iam:PassRole", foreign, {"iam:PassedToService": "eks.amazonaws.com"})
     prod_role = {"aws:ResourceTag/stack": "prod", "iam:PassedToService": "eks.amazonaws.com"}
