@@ -59,7 +59,13 @@ validate.check_end_of_support(config)
 # Everything above is validation and look-ups; resources are declared from here on.
 
 tags = {"project": "trainium-eks", "cluster": config.cluster_name, "stack": pulumi.get_stack(), **config.tags}
-ctx = ClusterContext(cloud.partition, config.region, cloud.account_id, config.cluster_name, tags)
+# The pipeline's deploy role creates and changes roles only with this boundary (bootstrap/permissions.py).
+boundary_arn = (
+    f"arn:{cloud.partition}:iam::{cloud.account_id}:policy/{config.permissions_boundary}"
+    if config.permissions_boundary
+    else None
+)
+ctx = ClusterContext(cloud.partition, config.region, cloud.account_id, config.cluster_name, tags, boundary_arn)
 
 network = Network(
     "network",

@@ -66,6 +66,8 @@ pulumi.export("secretsKeyArns", {name: key.arn for name, key in state.secrets_ke
 pulumi.export("oidcProviderArn", github.provider_arn)
 pulumi.export("previewRoleArns", {name: role.arn for name, role in github.preview_roles.items()})
 pulumi.export("deployRoleArns", {name: role.arn for name, role in github.deploy_roles.items()})
+# What each environment's cluster stack sets as trainium-eks:permissionsBoundary.
+pulumi.export("permissionsBoundaries", {name: policy.name for name, policy in github.boundaries.items()})
 pulumi.export(
     "repositoryVariables",
     pulumi.Output.all(

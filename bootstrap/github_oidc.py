@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from bootstrap import permissions, trust
-from bootstrap.settings import DeployEnvironment, role_name
+from bootstrap.settings import DeployEnvironment, boundary_name, role_name
 
 # One hour covers a preview of every stack; deploy sessions are configured (a first cluster
 # `pulumi up` runs past an hour, and expired credentials would fail it half-way).
@@ -68,6 +68,12 @@ class GitHubOidc(pulumi.ComponentResource):
         }
         protected = sorted(f"{iam_arn}:role/{n}" for pair in names.values() for n in pair)
         secrets = pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in args.secrets_key_arns.items()})
+        data_buckets = {e.name: list(e.data_buckets) for e in args.environments}
+        # Known before the policies exist, so each deploy policy can name every environment's.
+        boundary_arns = {
+            e.name: f"{iam_arn}:policy/{boundary_name(args.role_name_prefix, e.name)}" for e in args.environments
+        }
+        self.boundaries: dict[str, aws.iam.Policy] = {}
 
         self.preview_roles: dict[str, aws.iam.Role] = {}
         self.deploy_roles: dict[str, aws.iam.Role] = {}
@@ -75,6 +81,29 @@ class GitHubOidc(pulumi.ComponentResource):
         # One call per environment: the documents computed later (apply) close over that call's env.
         def declare_roles(env: DeployEnvironment) -> None:
             preview_name, deploy_name = names[env.name]
+            self.boundaries[env.name] = aws.iam.Policy(
+                f"{name}-boundary-{env.name}",
+                name=boundary_name(args.role_name_prefix, env.name),
+                description=f"Permissions boundary of every role the {env.name} stacks of {args.repository} create",
+                policy=pulumi.Output.all(
+                    args.bucket_arn, args.state_key_arn, secrets, args.bootstrap_secrets_key_arn, provider_arn
+                ).apply(
+                    lambda a: json.dumps(
+                        permissions.boundary_policy(
+                            args.account,
+                            args.partition,
+                            env.name,
+                            a[0],
+                            [a[1], *a[2].values(), a[3]],
+                            [*protected, a[4], *boundary_arns.values()],
+                            {k: v for k, v in a[2].items() if k != env.name},
+                            data_buckets,
+                        )
+                    )
+                ),
+                tags=args.tags,
+                opts=child,
+            )
             subjects = trust.preview_subjects(args.subject_prefix, args.main_branch, env.pull_request_previews)
             preview = aws.iam.Role(
                 f"{name}-preview-{env.name}",
@@ -90,7 +119,7 @@ class GitHubOidc(pulumi.ComponentResource):
                 opts=child,
             )
             aws.iam.RolePolicyAttachment(
-                f"{name}-preview-{env.name}-read-only",
+                f"{name}-preview-{env.name}-view-only",
                 role=preview.name,
                 policy_arn=f"arn:{args.partition}:iam::aws:policy/{permissions.PREVIEW_MANAGED_POLICY}",
                 opts=child,
@@ -109,6 +138,8 @@ class GitHubOidc(pulumi.ComponentResource):
                             a[2][env.name],
                             {k: v for k, v in a[2].items() if k != env.name},
                             a[3],
+                            args.partition,
+                            data_buckets=data_buckets,
                         )
                     )
                 ),
@@ -153,6 +184,8 @@ class GitHubOidc(pulumi.ComponentResource):
                             a[3][env.name],
                             {k: v for k, v in a[3].items() if k != env.name},
                             a[4],
+                            boundary_arns[env.name],
+                            data_buckets,
                         )
                     )
                 ),

@@ -38,6 +38,10 @@ OIDC_PROVIDER_ARN_PATTERN = (
 )
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 KMS_ALIAS_PATTERN = r"^alias/[A-Za-z0-9/_-]{1,250}$"
+# An S3 bucket name (3-63 lowercase letters, digits, '.' and '-') where `*` stands for any run of them.
+DATA_BUCKET_PATTERN = r"^[a-z0-9*][a-z0-9.*-]{1,61}[a-z0-9*]$"
+# A GitHub user (@login) or team (@org/team-slug), as CODEOWNERS names owners.
+CODE_OWNER_PATTERN = r"^@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?$"
 ROLE_PREFIX_PATTERN = r"^[A-Za-z0-9+=,.@_-]{1,32}$"
 # IAM quotas: a role name is at most 64 characters; AWS would refuse a longer one only at `up`.
 ROLE_NAME_MAX = 64
@@ -55,6 +59,12 @@ def role_name(prefix: str, purpose: str) -> str:
     return f"{prefix}-{purpose}"
 
 
+def boundary_name(prefix: str, environment: str) -> str:
+    """The managed policy every role of ``environment``'s stacks carries as its permissions boundary:
+    ``<prefix>-boundary-<environment>`` (the cluster stack's ``permissionsBoundary``)."""
+    return role_name(prefix, f"boundary-{environment}")
+
+
 class DeployEnvironment(ConfigModel):
     # The stack name (dev, prod) this account's deploy role may update, in both projects.
     name: str = Field(pattern=ENVIRONMENT_PATTERN, description="Stack name the deploy role may update (dev, prod).")
@@ -63,6 +73,14 @@ class DeployEnvironment(ConfigModel):
         description=(
             "true: the deploy role trusts only jobs in the GitHub environment of this name (the one with "
             "required reviewers); false: it trusts pushes to the main branch."
+        ),
+    )
+    data_buckets: list[str] = Field(
+        default=[],
+        description=(
+            "Names of the S3 buckets this environment's stacks read (trainingDataBuckets, namespaceDataBuckets, "
+            "dataRepositories), `*` as a wildcard: where environments share the account, the others' roles are "
+            "denied them, bucket and objects (objects carry no bucket tag, so a name is the only handle)."
         ),
     )
     pull_request_previews: bool = Field(
@@ -89,6 +107,14 @@ class BootstrapConfig(ConfigModel):
         ),
     )
     main_branch: str = Field(default="main", pattern=BRANCH_PATTERN, description="Branch whose pushes deploy.")
+    code_owners: list[str] = Field(
+        default=[],
+        description=(
+            "Who must approve changes to what guards the pipeline (the policy pack and its config, security/, "
+            "bootstrap/, .github/): GitHub users or teams (@org/team) of the repository's owner; .github/CODEOWNERS "
+            "names exactly them, and branch protection must require code-owner review (docs/pipeline.md)."
+        ),
+    )
     state_bucket: str = Field(
         pattern=BUCKET, description="Name of the S3 bucket holding Pulumi state (globally unique)."
     )
@@ -182,6 +208,32 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
                 f"{key_name(('environments', i, 'pullRequestPreviews'))} = true: {name!r} deploys only after an "
                 "approval (githubEnvironment: true), and a pull request's unreviewed code would read its state and "
                 "decrypt its secrets; allowed: false (its preview runs on main, before the approval)"
+            )
+    if len(config.environments) > 1:
+        for i, entry in enumerate(config.environments):
+            if entry.github_environment and not entry.data_buckets:
+                problems.append(
+                    f"{key_name(('environments', i, 'dataBuckets'))} = []: {entry.name!r} deploys after an approval "
+                    "and shares this account with other environments, whose roles may otherwise read its training "
+                    "data; allowed: the names (or `*` patterns) of the buckets its stacks read"
+                )
+    for i, entry in enumerate(config.environments):
+        for j, bucket in enumerate(entry.data_buckets):
+            if not re.fullmatch(DATA_BUCKET_PATTERN, bucket):
+                problems.append(
+                    f"{key_name(('environments', i, 'dataBuckets', j))} = {bucket!r}: allowed: an S3 bucket name "
+                    "(lowercase letters, digits, '.' and '-'), `*` for any run of them"
+                )
+    owner = config.github_repository.split("/")[0]
+    for i, handle in enumerate(config.code_owners):
+        if not re.fullmatch(CODE_OWNER_PATTERN, handle):
+            problems.append(
+                f"{key_name(('codeOwners', i))} = {handle!r}: allowed: a GitHub user (@login) or team (@{owner}/<team>)"
+            )
+        elif "/" in handle and handle[1:].split("/")[0].lower() != owner.lower():
+            problems.append(
+                f"{key_name(('codeOwners', i))} = {handle!r}: a team of another organization cannot own paths of "
+                f"{config.github_repository}; allowed: @<user> or @{owner}/<team>"
             )
     if config.oidc_subject_prefix is not None:
         problem = subject_prefix_problem(config.oidc_subject_prefix, config.github_repository)

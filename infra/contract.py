@@ -345,7 +345,9 @@ BOOTSTRAP_OUTPUTS: dict[str, str] = {
     "secretsKeyArns": "Environment -> the KMS key behind its stacks' secrets; only that environment's roles use it.",
     "oidcProviderArn": "The GitHub OIDC identity provider the roles trust (created or reused).",
     "previewRoleArns": "Environment -> the role its previews assume (pull requests only where `pullRequestPreviews`; "
-    "drift checks; the prod preview before approval): read-only on the account, its own state and secrets.",
+    "drift checks; the prod preview before approval): sees the account, reads no data but its own state and secrets.",
     "deployRoleArns": "Environment -> the role its deploy jobs assume.",
+    "permissionsBoundaries": "Environment -> the managed policy its cluster stack sets as "
+    "`trainium-eks:permissionsBoundary`: every role the stack creates carries it.",
     "repositoryVariables": "Variable name -> value: the GitHub Actions variables the workflows read.",
 }

@@ -15,6 +15,8 @@ from tests.conftest import remembered_program
 
 BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
 REPO = "example-org/trainium-eks"
+# In a shared account, the buckets prod's stacks read (bootstrap environments[].dataBuckets).
+PROD_DATA = ["example-org-trainium-prod-*"]
 
 
 def bootstrap(stack: str = "dev", **overrides: Any) -> PlanResult:
@@ -87,7 +89,10 @@ def test_every_trust_uses_the_configured_subject_prefix_and_only_it(prefix: str 
     plan = bootstrap(
         "dev",
         oidcSubjectPrefix=prefix,
-        environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}],
+        environments=[
+            {"name": "dev", "pullRequestPreviews": True},
+            {"name": "prod", "githubEnvironment": True, "dataBuckets": PROD_DATA},
+        ],
     )
     expected, other = (prefix, f"repo:{REPO}") if prefix else (f"repo:{REPO}", IMMUTABLE)
     subjects = {
@@ -160,10 +165,19 @@ def test_preview_reads_state_and_never_writes_it(boot_dev: PlanResult) -> None:
     # without Lock(); apply() saves no checkpoint, history or backup on a dry run. So a preview
     # (with --refresh, which is part of the dry run) needs s3 Get/List and kms Decrypt only.
     policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
-    actions = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in s["Action"]}
-    assert actions == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
-    attachment = boot_dev.named("github-preview-dev-read-only").inputs["policyArn"]
-    assert attachment == "arn:aws:iam::aws:policy/ReadOnlyAccess"
+    state = {
+        a
+        for s in policy["Statement"]
+        if s["Effect"] == "Allow" and s["Sid"] != "RefreshStackResources"
+        for a in s["Action"]
+    }
+    assert state == {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
+    (refresh,) = [s for s in policy["Statement"] if s["Sid"] == "RefreshStackResources"]
+    assert set(refresh["Action"]) == permissions.PREVIEW_READS
+    assert all(a.split(":")[1].startswith(("Get", "Describe", "List")) for a in refresh["Action"]), refresh["Action"]
+    attachment = boot_dev.named("github-preview-dev-view-only").inputs["policyArn"]
+    assert attachment == "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
+    assert not boot_dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")[1:], "ReadOnlyAccess is gone"
 
 
 def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: PlanResult) -> None:
@@ -171,6 +185,7 @@ def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: Pla
     denies = {s["Sid"]: s for s in policy["Statement"] if s["Effect"] == "Deny"}
     assert sorted(denies["KeepPipelineTrust"]["Resource"]) == sorted(
         [
+            "arn:aws:iam::123456789012:policy/trainium-github-boundary-dev",
             "arn:aws:iam::123456789012:role/trainium-github-preview-dev",
             "arn:aws:iam::123456789012:role/trainium-github-deploy-dev",
             "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
@@ -181,14 +196,105 @@ def test_a_deploy_cannot_widen_its_own_trust_or_remove_the_backend(boot_dev: Pla
     assert denies["KeepStateKey"]["Resource"] == sorted([key_arn(boot_dev), boot_dev.outputs["secretsKeyArns"]["dev"]])
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_deploy_roles_reach_every_service_the_stacks_declare(stack: str, request: pytest.FixtureRequest) -> None:
-    # Every AWS resource type the cluster and workload programs declare, mapped to the IAM
-    # service that manages it; a type nobody mapped fails here instead of at `pulumi up`.
-    types = {r.type for name in (stack, f"workloads_{stack}") for r in request.getfixturevalue(name).registrations}
-    assert permissions.services_for_types(types) <= permissions.DEPLOY_SERVICES
-    with pytest.raises(permissions.UnmappedType, match="aws:sqs/queue:Queue"):
-        permissions.services_for_types(types | {"aws:sqs/queue:Queue"})
+# The variants a stack file may switch on whose AWS resources differ from the shipped files': each
+# is planned for dev and prod, cluster and workload stacks, and the deploy role must reach them all.
+def with_karpenter(config: dict[str, str]) -> None:
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+
+
+def with_cluster_access(config: dict[str, str]) -> None:
+    # docs/pipeline.md: the preview role as a cluster viewer, an administrator's role as admin.
+    config["trainium-eks:clusterViewers"] = json.dumps(["arn:aws:iam::123456789012:role/trainium-github-preview-dev"])
+    config["trainium-eks:clusterAdmins"] = json.dumps(["arn:aws:iam::123456789012:role/MlOps"])
+
+
+def with_data_repository(config: dict[str, str]) -> None:
+    storage = json.loads(config.get("trainium-eks:storage", "{}"))
+    storage["dataRepositories"] = [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]
+    config["trainium-eks:storage"] = json.dumps(storage)
+
+
+def with_checkpoint_export(config: dict[str, str]) -> None:
+    # Inside with_data_repository's link, which exports nothing by itself.
+    storage = json.loads(config.get("trainium-eks:storage", "{}"))
+    storage["checkpointExport"] = {"schedule": "rate(6 hours)", "paths": ["/datasets"]}
+    config["trainium-eks:storage"] = json.dumps(storage)
+
+
+def with_node_recovery(config: dict[str, str]) -> None:
+    features = json.loads(config.get("trainium-eks:features", "{}"))
+    config["trainium-eks:features"] = json.dumps({**features, "neuronNodeRecovery": True})
+
+
+# The shipped files, and each stack with the switches above on, as many at once as go together
+# (Karpenter refuses node recovery): the switches add resources independently, and the suite's
+# time is shared.
+VARIANTS: dict[str, Any] = {
+    "shipped": None,
+    "karpenter": lambda config: (with_karpenter(config), with_data_repository(config), with_cluster_access(config)),
+    "nodeRecovery": lambda config: (
+        with_node_recovery(config),
+        with_data_repository(config),
+        with_checkpoint_export(config),
+    ),
+}
+
+
+def variant_config(stack: str, variant: str) -> dict[str, str]:
+    config = stack_config(REPO_ROOT, stack)
+    if VARIANTS[variant] is not None:
+        VARIANTS[variant](config)
+    return config
+
+
+@pytest.fixture(scope="module")
+def plans_by_variant() -> dict[tuple[str, str], tuple[PlanResult, PlanResult]]:
+    """(stack, variant) -> its cluster and workload plans."""
+    from offline.plan.command import plan_workloads
+
+    plans = {}
+    for stack in ("dev", "prod"):
+        for variant in VARIANTS:
+            cluster = remembered_program(REPO_ROOT, stack, variant_config(stack, variant))
+            plans[(stack, variant)] = (cluster, plan_workloads(REPO_ROOT / "workloads", stack, cluster))
+    return plans
+
+
+@pytest.fixture(scope="module")
+def types_by_variant(plans_by_variant) -> dict[tuple[str, str], set[str]]:
+    return {key: {r.type for plan in pair for r in plan.registrations} for key, pair in plans_by_variant.items()}
+
+
+def test_deploy_roles_reach_every_service_every_variant_declares(types_by_variant) -> None:
+    # Every AWS resource type the cluster and workload programs declare, in each stack and variant,
+    # mapped to the IAM service that manages it; a type nobody mapped fails here instead of at
+    # `pulumi up` (a preview creates nothing, so it would not catch a missing service either).
+    needed = {key: permissions.services_for_types(types) for key, types in types_by_variant.items()}
+    for key, services in needed.items():
+        assert services <= permissions.DEPLOY_SERVICES, (key, services - permissions.DEPLOY_SERVICES)
+    # ...and nothing more than they need.
+    assert set().union(*needed.values()) == permissions.DEPLOY_SERVICES
+    # Karpenter's interruption queue (SQS) and its EventBridge rules (IAM prefix `events`, not cloudwatch).
+    assert {"sqs", "events"} <= needed[("dev", "karpenter")] and {"sqs", "events"} <= needed[("prod", "karpenter")]
+    assert "aws:sqs/queue:Queue" in types_by_variant[("prod", "karpenter")]
+    with pytest.raises(permissions.UnmappedType, match="aws:lambda/function:Function"):
+        permissions.services_for_types(types_by_variant[("dev", "shipped")] | {"aws:lambda/function:Function"})
+
+
+def test_preview_roles_read_what_a_refresh_of_every_variant_reads_and_no_more(types_by_variant) -> None:
+    needed = {key: permissions.reads_for_types(types) for key, types in types_by_variant.items()}
+    for key, reads in needed.items():
+        assert reads <= permissions.PREVIEW_READS, (key, reads - permissions.PREVIEW_READS)
+    assert set().union(*needed.values()) == permissions.PREVIEW_READS
+    with pytest.raises(permissions.UnmappedType, match="aws:lambda/function:Function: no refresh reads"):
+        permissions.reads_for_types({"aws:lambda/function:Function"})
+
+
+def test_a_variant_declaring_a_service_the_deploy_role_lacks_fails_the_check() -> None:
+    # The check above compares against DEPLOY_SERVICES; without `sqs` the Karpenter variant fails it.
+    needed = permissions.services_for_types({"aws:sqs/queue:Queue", "aws:cloudwatch/eventRule:EventRule"})
+    assert not needed <= permissions.DEPLOY_SERVICES - {"sqs"}
+    assert not needed <= permissions.DEPLOY_SERVICES - {"events"}
 
 
 def test_an_existing_oidc_provider_is_reused_not_created() -> None:
@@ -417,20 +523,35 @@ def _matches(pattern: str, value: str, case: bool) -> bool:
     return fnmatch.fnmatchcase(value, pattern) if case else fnmatch.fnmatchcase(value.lower(), pattern.lower())
 
 
-def allowed(policy: dict[str, Any], action: str, resource: str, context: dict[str, str] | None = None) -> bool:
-    """``context``: the request's condition keys (aws:ResourceTag/stack...). A StringEquals condition
-    matches when the key is present and equals one of the listed values; an absent key never matches
-    (IAM user guide, "IAM JSON policy elements: Condition operators")."""
-    context = context or {}
+def _condition_holds(operator: str, key: str, expected: Any, context: dict[str, Any]) -> bool:
+    """IAM user guide, "IAM JSON policy elements: Condition operators" and "Single-valued vs.
+    multivalued context keys": a String/Arn operator on an absent key is false, its negated form
+    (StringNotEquals) true; ForAnyValue: matches when any of the request's values matches, false when
+    the key is absent. Only the operators the rendered policies use are known here."""
+    expected = expected if isinstance(expected, list) else [expected]
+    present = key in context
+    values = context.get(key)
+    values = values if isinstance(values, list) else [values]
+    if operator in ("StringEquals", "ArnEquals"):
+        return present and all(v in expected for v in values)
+    if operator == "StringLike":
+        return present and all(any(_matches(e, v, True) for e in expected) for v in values)
+    if operator == "StringNotEquals":
+        return not present or all(v not in expected for v in values)
+    if operator == "ForAnyValue:StringEquals":
+        return present and any(v in expected for v in values)
+    if operator == "Null":  # "true": the key is absent; "false": present
+        return present != (expected == ["true"])
+    raise AssertionError(f"evaluator does not know {operator}")
 
-    def condition_holds(statement: dict[str, Any]) -> bool:
-        for operator, tests in statement.get("Condition", {}).items():
-            assert operator == "StringEquals", f"evaluator knows StringEquals only, not {operator}"
-            for key, values in tests.items():
-                values = values if isinstance(values, list) else [values]
-                if context.get(key) not in values:
-                    return False
-        return True
+
+def allowed(
+    policy: dict[str, Any], action: str, resource: str, context: dict[str, Any] | None = None, *more: dict[str, Any]
+) -> bool:
+    """``context``: the request's condition keys (aws:ResourceTag/stack...; a list for a multivalued
+    key such as aws:TagKeys). ``more``: further policies evaluated with ``policy`` as one set (a
+    role's inline policy and its attached managed policy)."""
+    context = context or {}
 
     def listed(value: Any) -> list[str]:
         return value if isinstance(value, list) else [value]
@@ -440,14 +561,30 @@ def allowed(policy: dict[str, Any], action: str, resource: str, context: dict[st
             on_resource = not any(_matches(r, resource, True) for r in listed(statement["NotResource"]))
         else:
             on_resource = any(_matches(r, resource, True) for r in listed(statement["Resource"]))
+        if "NotAction" in statement:
+            on_action = not any(_matches(a, action, False) for a in listed(statement["NotAction"]))
+        else:
+            on_action = any(_matches(a, action, False) for a in listed(statement["Action"]))
+        conditions = statement.get("Condition", {})
         return (
-            any(_matches(a, action, False) for a in listed(statement["Action"]))
+            on_action
             and on_resource
-            and condition_holds(statement)
+            and all(
+                _condition_holds(op, key, value, context)
+                for op, tests in conditions.items()
+                for key, value in tests.items()
+            )
         )
 
-    statements = [s for s in policy["Statement"] if hits(s)]
+    statements = [s for p in (policy, *more) for s in p["Statement"] if hits(s)]
     return any(s["Effect"] == "Allow" for s in statements) and not any(s["Effect"] == "Deny" for s in statements)
+
+
+def effective(identity: dict[str, Any], boundary: dict[str, Any], action: str, resource: str, context=None) -> bool:
+    """A role with a permissions boundary: allowed only where both its own policies and the boundary
+    allow, and neither denies (IAM user guide, "Policy evaluation logic": the boundary limits the
+    identity-based policies)."""
+    return allowed(identity, action, resource, context) and allowed(boundary, action, resource, context)
 
 
 DEPLOY_DEV = "arn:aws:iam::123456789012:role/trainium-github-deploy-dev"
@@ -480,27 +617,36 @@ def test_the_deploy_role_reads_its_own_role_as_the_cluster_program_needs(boot_de
     assert allowed(policy, "sts:GetCallerIdentity", "*")
 
 
-@pytest.mark.parametrize(
-    "action",
-    [
-        "iam:PutRolePolicy",
-        "iam:UpdateAssumeRolePolicy",
-        "iam:AttachRolePolicy",
-        "iam:DeleteRolePolicy",
-        "iam:DetachRolePolicy",
-        "iam:UpdateRole",
-        "iam:PutRolePermissionsBoundary",
-        "iam:DeleteRole",
-        "iam:TagRole",
-        "iam:PassRole",
-    ],
-)
+BOUNDARY_DEV = "arn:aws:iam::123456789012:policy/trainium-github-boundary-dev"
+STACK_ROLE = "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1"
+# What a `pulumi up` of the dev cluster stack sends with each call on one of its own roles: the
+# role's stack tag, and (granting calls) its boundary, (PassRole) the service it is passed to.
+OWN_ROLE = {"aws:ResourceTag/stack": "dev", "iam:PermissionsBoundary": BOUNDARY_DEV}
+ROLE_CALLS = {
+    "iam:CreateRole": {"iam:PermissionsBoundary": BOUNDARY_DEV, "aws:RequestTag/stack": "dev"},
+    "iam:PutRolePolicy": OWN_ROLE,
+    "iam:UpdateAssumeRolePolicy": OWN_ROLE,
+    "iam:AttachRolePolicy": {
+        **OWN_ROLE,
+        "iam:PolicyARN": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    },
+    "iam:DeleteRolePolicy": OWN_ROLE,
+    "iam:DetachRolePolicy": OWN_ROLE,
+    "iam:UpdateRole": OWN_ROLE,
+    "iam:PutRolePermissionsBoundary": OWN_ROLE,
+    "iam:DeleteRole": OWN_ROLE,
+    "iam:TagRole": {**OWN_ROLE, "aws:TagKeys": ["project"]},
+    "iam:PassRole": {"aws:ResourceTag/stack": "dev", "iam:PassedToService": "eks.amazonaws.com"},
+}
+
+
+@pytest.mark.parametrize("action", sorted(ROLE_CALLS))
 @pytest.mark.parametrize("role", [DEPLOY_DEV, PREVIEW])
 def test_the_deploy_role_cannot_change_the_pipeline_roles(boot_dev: PlanResult, action: str, role: str) -> None:
     policy = json.loads(boot_dev.named("github-deploy-dev-policy").inputs["policy"])
-    assert not allowed(policy, action, role)
+    assert not allowed(policy, action, role, ROLE_CALLS[action])
     # ...while the stacks' own roles stay manageable.
-    assert allowed(policy, action, "arn:aws:iam::123456789012:role/trainium-dev-node-role")
+    assert allowed(policy, action, STACK_ROLE, ROLE_CALLS[action])
 
 
 @pytest.mark.parametrize(
@@ -565,7 +711,11 @@ def test_the_shortest_deploy_session_allowed_is_the_workflows_longest_role_durat
 @pytest.fixture(scope="module")
 def one_account() -> PlanResult:
     return bootstrap(
-        "dev", environments=[{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}]
+        "dev",
+        environments=[
+            {"name": "dev", "pullRequestPreviews": True},
+            {"name": "prod", "githubEnvironment": True, "dataBuckets": PROD_DATA},
+        ],
     )
 
 
@@ -625,8 +775,9 @@ OBJECT_WRITES = ("s3:PutObject", "s3:DeleteObject", "s3:PutObjectAcl", "s3:PutOb
 
 
 def with_read_only_access(policy: dict[str, Any]) -> dict[str, Any]:
-    """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess it has
-    attached (AWS managed policy reference, ReadOnlyAccess: s3:Get* and s3:List* on *)."""
+    """A preview role's inline policy plus the S3 part of the AWS managed ReadOnlyAccess (AWS managed
+    policy reference: s3:Get* and s3:List* on *): the widest read any policy on the role could
+    grant, which the role's own denials must still hold against."""
     return {
         **policy,
         "Statement": [*policy["Statement"], {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}],
@@ -715,9 +866,10 @@ def test_in_one_account_the_dev_deploy_role_cannot_change_prods_resources(one_ac
     # The dev preview role (which pull requests get) is kept off prod-tagged resources as well.
     preview = _policy(one_account, "github-preview-dev-state")
     assert not allowed(preview, "eks:DescribeCluster", prod_cluster, {"aws:ResourceTag/stack": "prod"})
-    # In an account of its own, nothing is denied by tag (there is no other environment to protect).
+    # In an account of its own, no other environment is named (there is none to protect).
     alone = json.loads(bootstrap("dev").named("github-deploy-dev-policy").inputs["policy"])
-    assert not [s for s in alone["Statement"] if "Condition" in s]
+    assert not [s for s in alone["Statement"] if s["Sid"].startswith("NoOtherEnvironments")]
+    assert "prod" not in json.dumps(alone)
 
 
 def test_each_environments_secrets_key_is_tagged_with_its_stack(one_account) -> None:
@@ -736,3 +888,426 @@ def test_every_tagged_cluster_resource_carries_its_stack_and_no_stack_file_can_m
     with pytest.raises(ConfigError) as refused:
         plan_with(tags={"stack": "prod"})
     assert "trainium-eks:tags.stack = 'prod': set by the program" in str(refused.value)
+
+
+# --- the permissions boundary: on every role the stacks create, and the deploy role can make no other ----
+
+
+def boundary_arn(stack: str) -> str:
+    from bootstrap.settings import boundary_name
+
+    return f"arn:aws:iam::123456789012:policy/{boundary_name('trainium-github', stack)}"
+
+
+def test_each_shipped_cluster_stack_names_its_environments_bootstrap_boundary(boot_dev, boot_prod) -> None:
+    # The deploy role creates a role only with iam:PermissionsBoundary equal to its environment's
+    # boundary; a stack file naming another would fail every role at `pulumi up`.
+    for stack, boot in (("dev", boot_dev), ("prod", boot_prod)):
+        assert (
+            stack_config(REPO_ROOT, stack)["trainium-eks:permissionsBoundary"]
+            == boot.outputs["permissionsBoundaries"][stack]
+        )
+        policy = boot.named(f"github-boundary-{stack}", "aws:iam/policy:Policy")
+        assert policy.inputs["name"] == boot.outputs["permissionsBoundaries"][stack]
+        deploy = json.loads(boot.named(f"github-deploy-{stack}-policy").inputs["policy"])
+        (grant,) = [s for s in deploy["Statement"] if s["Sid"] == "GrantOnlyWithinTheBoundary"]
+        assert grant["Condition"] == {"StringEquals": {"iam:PermissionsBoundary": boundary_arn(stack)}}
+
+
+def test_every_role_of_every_variant_carries_the_boundary(plans_by_variant) -> None:
+    for (stack, variant), pair in plans_by_variant.items():
+        roles = [r for plan in pair for r in plan.of_type("aws:iam/role:Role")]
+        assert roles, (stack, variant)
+        for role in roles:
+            assert role.inputs.get("permissionsBoundary") == boundary_arn(stack), (stack, variant, role.name)
+    recovery = plans_by_variant[("dev", "nodeRecovery")][0]
+    assert any("neuron-node-recovery" in r.name for r in recovery.of_type("aws:iam/role:Role"))
+    karpenter = plans_by_variant[("prod", "karpenter")][0]
+    assert {"karpenter-controller", "karpenter-node"} <= {r.name for r in karpenter.of_type("aws:iam/role:Role")}
+
+
+def test_pulumi_eks_own_service_role_gets_the_boundary_through_a_transform(dev) -> None:
+    # pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts (v4.3.0+, the pinned 4.4.0's line): without
+    # `serviceRole` it makes a ServiceRole (nodejs/eks/servicerole.ts: an aws.iam.Role with no
+    # permissionsBoundary argument); with skipDefaultNodeGroup and no createInstanceRole it makes no
+    # instance role. The offline plan does not run the remote component, so the transform the
+    # cluster carries is checked here as the engine would apply it to that child.
+    from infra.components.iam import bounded_roles
+
+    (cluster,) = dev.of_type("eks:index:Cluster")
+    assert cluster.lifecycle.get("transforms") == 1
+    transform = bounded_roles(boundary_arn("dev"))
+
+    def run(type_: str, props: dict[str, Any]) -> Any:
+        import pulumi
+
+        return transform(
+            pulumi.ResourceTransformArgs(True, type_, "cluster-eks-eksRole-role", props, pulumi.ResourceOptions())
+        )
+
+    role = run("aws:iam/role:Role", {"assumeRolePolicy": "{}", "tags": {"stack": "dev"}})
+    assert role.props == {
+        "assumeRolePolicy": "{}",
+        "tags": {"stack": "dev"},
+        "permissionsBoundary": boundary_arn("dev"),
+    }
+    assert run("aws:iam/rolePolicyAttachment:RolePolicyAttachment", {"role": "r"}) is None
+
+
+def test_without_the_key_no_role_has_a_boundary() -> None:
+    # An administrator's deploy into an account without the bootstrap: the key removed.
+    config = stack_config(REPO_ROOT, "dev")
+    del config["trainium-eks:permissionsBoundary"]
+    plan = remembered_program(REPO_ROOT, "dev", config)
+    assert not [r for r in plan.of_type("aws:iam/role:Role") if r.inputs.get("permissionsBoundary")]
+    (cluster,) = plan.of_type("eks:index:Cluster")
+    assert "transforms" not in cluster.lifecycle
+
+
+def test_a_boundary_that_is_no_policy_name_is_refused(plan_with) -> None:
+    with pytest.raises(ConfigError) as refused:
+        plan_with(permissionsBoundary="arn:aws:iam::123456789012:policy/trainium-github-boundary-dev")
+    assert "trainium-eks:permissionsBoundary = 'arn:aws:iam::123456789012:policy/trainium-github-boundary-dev'" in str(
+        refused.value
+    )
+
+
+def _request_for(statement: dict[str, Any], stack: str) -> dict[str, Any]:
+    """A request the statement was written to allow: each condition key set to its first value
+    (negated operators left unset), and the resources it acts on carrying the stack's tag (every
+    role and resource the stack makes does)."""
+    context: dict[str, Any] = {f"aws:ResourceTag/{permissions.STACK_TAG}": stack}
+    for operator, tests in statement.get("Condition", {}).items():
+        if "Not" in operator or operator.startswith("Null"):
+            continue
+        for key, value in tests.items():
+            first = value[0] if isinstance(value, list) else value
+            context[key] = [first] if operator.startswith("ForAllValues") else first
+    return context
+
+
+def _requested_resource(action: str, resource: str, context: dict[str, Any]) -> str:
+    """The ARN a request acts on where the statement allows `*`: CreateServiceLinkedRole creates
+    role/aws-service-role/<service>/... (IAM user guide, "Using service-linked roles")."""
+    if action == "iam:CreateServiceLinkedRole" and resource == "*":
+        return f"arn:aws:iam::123456789012:role/aws-service-role/{context['iam:AWSServiceName']}/AWSServiceRole"
+    return resource
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_boundary_keeps_every_inline_grant_of_every_stack_role(
+    plans_by_variant, boot_dev, boot_prod, stack
+) -> None:
+    # Each Allow in each role's own policy (Karpenter's controller, the FSx CSI driver, the
+    # autoscaler, the CloudWatch agent, training namespaces, node recovery...), requested as it was
+    # written to be, is still allowed under the boundary. AWS managed policies (node, CNI, EBS CSI)
+    # are not readable offline; they hold no IAM writes but the service-linked-role creation the
+    # boundary keeps (AmazonEKSClusterPolicy).
+    boot = boot_dev if stack == "dev" else boot_prod
+    boundary = json.loads(boot.named(f"github-boundary-{stack}", "aws:iam/policy:Policy").inputs["policy"])
+    checked = 0
+    for variant in VARIANTS:
+        for plan in plans_by_variant[(stack, variant)]:
+            for inline in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
+                for statement in json.loads(inline.inputs["policy"])["Statement"]:
+                    if statement["Effect"] != "Allow":
+                        continue
+                    context = _request_for(statement, stack)
+                    resources = (
+                        statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                    )
+                    actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                    for action in actions:
+                        for resource in resources:
+                            requested = _requested_resource(action, resource, context)
+                            assert allowed(boundary, action, requested, context), (
+                                variant,
+                                inline.name,
+                                action,
+                                resource,
+                            )
+                            checked += 1
+    assert checked > 50
+
+
+BOUNDARY_DENIES = [
+    ("iam:CreateRole", "arn:aws:iam::123456789012:role/escalate", {}),
+    ("iam:PutRolePolicy", "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1", {}),
+    ("iam:AttachRolePolicy", "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1", {}),
+    ("iam:UpdateAssumeRolePolicy", "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1", {}),
+    ("iam:CreatePolicyVersion", "arn:aws:iam::123456789012:policy/trainium-github-boundary-dev", {}),
+    ("iam:CreateUser", "arn:aws:iam::123456789012:user/backdoor", {}),
+    ("iam:CreateAccessKey", "arn:aws:iam::123456789012:user/admin", {}),
+    # A role made elsewhere (no stack tag) handed to EC2 through an instance profile.
+    ("iam:PassRole", "arn:aws:iam::123456789012:role/OrgAdmin", {"iam:PassedToService": "ec2.amazonaws.com"}),
+    ("sts:AssumeRole", "arn:aws:iam::123456789012:role/trainium-github-deploy-dev", {}),
+    ("s3:GetObject", "arn:aws:s3:::example-org-trainium-pulumi-state-dev/.pulumi/stacks/trainium-eks/dev.json", {}),
+    ("s3:PutBucketPolicy", "arn:aws:s3:::example-org-trainium-pulumi-state-dev", {}),
+]
+
+
+@pytest.mark.parametrize(("action", "resource", "context"), BOUNDARY_DENIES)
+def test_the_boundary_denies_what_a_minted_role_would_climb_with(boot_dev, action, resource, context) -> None:
+    boundary = json.loads(boot_dev.named("github-boundary-dev", "aws:iam/policy:Policy").inputs["policy"])
+    assert not allowed(boundary, action, resource, context)
+    for key in [
+        boot_dev.outputs["stateKeyArn"],
+        boot_dev.outputs["secretsKeyArns"]["dev"],
+        boot_dev.outputs["bootstrapSecretsKeyArn"],
+    ]:
+        assert not allowed(boundary, "kms:Decrypt", key)
+    # ...while what Karpenter's controller does with its own node role stays allowed.
+    node = {"aws:ResourceTag/stack": "dev", "iam:PassedToService": "ec2.amazonaws.com"}
+    assert allowed(boundary, "iam:PassRole", "arn:aws:iam::123456789012:role/karpenter-node-1a2b3c4", node)
+    assert allowed(boundary, "iam:AddRoleToInstanceProfile", "arn:aws:iam::123456789012:instance-profile/trn-dev_123")
+
+
+# --- what a preview reads: the refresh, never data ----------------------------------------------------
+
+EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+DATA_READS = [
+    ("s3:GetObject", "arn:aws:s3:::my-training-data/datasets/shard-0001.parquet"),
+    ("s3:GetObjectVersion", "arn:aws:s3:::my-training-data/datasets/shard-0001.parquet"),
+    ("secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-token-AbCdEf"),
+    ("ssm:GetParameter", "arn:aws:ssm:us-west-2:123456789012:parameter/team/db-password"),
+    ("ssm:GetParametersByPath", "arn:aws:ssm:us-west-2:123456789012:parameter/team"),
+    ("kms:Decrypt", "arn:aws:kms:us-west-2:123456789012:key/0b1c2d3e-other-teams-key"),
+    ("logs:GetLogEvents", "arn:aws:logs:us-west-2:123456789012:log-group:/aws/containerinsights/trn-dev/application"),
+    ("logs:FilterLogEvents", "arn:aws:logs:us-west-2:123456789012:log-group:/aws/eks/trn-dev/cluster"),
+]
+
+
+@pytest.mark.parametrize(("action", "resource"), DATA_READS)
+def test_a_preview_reads_no_data_whatever_else_its_role_is_granted(boot_dev, action, resource) -> None:
+    # The inline policy's denials hold even beside an Allow of everything (a managed policy AWS
+    # widens, a policy someone attaches by hand).
+    policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
+    assert not allowed(policy, action, resource, {}, EVERYTHING)
+
+
+def test_a_preview_still_reads_its_state_keys_refresh_and_public_parameters(boot_dev) -> None:
+    policy = json.loads(boot_dev.named("github-preview-dev-state").inputs["policy"])
+    for action, resource in [
+        ("s3:GetObject", f"{DEV_BUCKET}/.pulumi/stacks/trainium-eks/dev.json"),
+        ("s3:GetObject", f"{DEV_BUCKET}/.pulumi/meta.yaml"),
+        ("kms:Decrypt", boot_dev.outputs["stateKeyArn"]),
+        ("kms:Decrypt", boot_dev.outputs["secretsKeyArns"]["dev"]),
+        ("iam:GetRolePolicy", "arn:aws:iam::123456789012:role/cluster-node-3f2a9c1"),
+        ("kms:GetKeyPolicy", "arn:aws:kms:us-west-2:123456789012:key/0b1c2d3e"),
+        ("fsx:DescribeDataRepositoryAssociations", "*"),
+    ]:
+        assert allowed(policy, action, resource), (action, resource)
+    # AWS's public parameters hold no secret (pulumi-eks nodes/ami.ts reads the EKS AMI ids there).
+    public = "arn:aws:ssm:us-west-2::parameter/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    assert allowed(policy, "ssm:GetParameter", public, {}, EVERYTHING)
+    sids = {s["Sid"] for s in policy["Statement"]}
+    assert {"KeepBootstrapState", "KeepBootstrapSecrets", "NoObjectsButOwnState", "DecryptOnlyOwnKeys"} <= sids
+
+
+DEV_BUCKET = "arn:aws:s3:::example-org-trainium-pulumi-state-dev"
+
+
+# --- attack paths (docs/security.md), evaluated on the rendered policies of one shared account --------
+
+PROD_DATA_OBJECT = "arn:aws:s3:::example-org-trainium-prod-datasets/redpajama/shard-0001.jsonl"
+PROD_CLUSTER = "arn:aws:eks:us-west-2:123456789012:cluster/trn-prod"
+
+
+def _boundary(plan: PlanResult, env: str) -> dict[str, Any]:
+    return json.loads(plan.named(f"github-boundary-{env}", "aws:iam/policy:Policy").inputs["policy"])
+
+
+def test_attack_path_12_a_pull_request_reads_no_data_of_dev_or_prod(one_account) -> None:
+    # A same-repository pull request runs its own code with dev's preview role.
+    preview = _policy(one_account, "github-preview-dev-state")
+    keys = one_account.outputs["secretsKeyArns"]
+    for action, resource, context in [
+        ("s3:GetObject", PROD_DATA_OBJECT, {}),
+        ("s3:ListBucket", "arn:aws:s3:::example-org-trainium-prod-datasets", {}),
+        ("s3:GetObject", "arn:aws:s3:::example-org-trainium-dev-datasets/wikicorpus/part-0", {}),
+        ("s3:GetObjectVersion", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json", {}),
+        ("kms:Decrypt", keys["prod"], {}),
+        ("eks:DescribeCluster", PROD_CLUSTER, {"aws:ResourceTag/stack": "prod"}),
+        ("secretsmanager:GetSecretValue", "*", {}),
+    ]:
+        assert not allowed(preview, action, resource, context, EVERYTHING), (action, resource)
+    assert allowed(preview, "kms:Decrypt", keys["dev"])
+
+
+def test_attack_path_14_a_merged_change_cannot_reach_prod_through_devs_deploy_role(one_account) -> None:
+    deploy = _policy(one_account, "github-deploy-dev-policy")
+    dev_boundary, prod_boundary = boundary_arn("dev"), boundary_arn("prod")
+    minted = "arn:aws:iam::123456789012:role/escalate"
+    # 1. A role without dev's boundary, or with prod's, cannot be made; with dev's it can.
+    assert not allowed(deploy, "iam:CreateRole", minted, {"aws:RequestTag/stack": "dev"})
+    assert not allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": prod_boundary, "aws:RequestTag/stack": "dev"}
+    )
+    assert not allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": dev_boundary, "aws:RequestTag/stack": "prod"}
+    )
+    assert allowed(
+        deploy, "iam:CreateRole", minted, {"iam:PermissionsBoundary": dev_boundary, "aws:RequestTag/stack": "dev"}
+    )
+    # 2. ...nor be given an administrator's policy, nor lose or change the boundary.
+    admin = {"iam:PermissionsBoundary": dev_boundary, "iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}
+    assert not allowed(deploy, "iam:AttachRolePolicy", minted, admin)
+    assert not allowed(deploy, "iam:DeleteRolePermissionsBoundary", minted, {"iam:PermissionsBoundary": dev_boundary})
+    for policy_arn in (dev_boundary, prod_boundary):
+        for action in ("iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"):
+            assert not allowed(deploy, action, policy_arn), (action, policy_arn)
+    # 3. A role another stack tagged cannot be moved into dev; a role made elsewhere cannot have its
+    # trust edited or be passed while untagged.
+    foreign = "arn:aws:iam::123456789012:role/OrgAdmin"
+    prods = "arn:aws:iam::123456789012:role/cluster-node-9e8d7c6"
+    retag = {"aws:TagKeys": ["stack"], "aws:RequestTag/stack": "dev", "aws:ResourceTag/stack": "prod"}
+    assert not allowed(deploy, "iam:TagRole", prods, retag)
+    assert not allowed(deploy, "iam:UntagRole", prods, {"aws:TagKeys": ["stack"], "aws:ResourceTag/stack": "prod"})
+    assert not allowed(deploy, "iam:PutRolePermissionsBoundary", foreign, {"iam:PermissionsBoundary": dev_boundary})
+    # A new role's own tags are authorized whether or not IAM puts its boundary in the TagRole
+    # check's context (the service authorization reference does not list the key for TagRole).
+    new_role_tags = {"aws:TagKeys": ["stack", "project"], "aws:RequestTag/stack": "dev"}
+    assert allowed(deploy, "iam:TagRole", minted, new_role_tags)
+    assert allowed(deploy, "iam:TagRole", minted, {**new_role_tags, "iam:PermissionsBoundary": dev_boundary})
+    assert not allowed(deploy, "iam:UpdateAssumeRolePolicy", foreign, {})
+    assert not allowed(deploy, "iam:PassRole", foreign, {"iam:PassedToService": "eks.amazonaws.com"})
+    prod_role = {"aws:ResourceTag/stack": "prod", "iam:PassedToService": "eks.amazonaws.com"}
+    assert not allowed(deploy, "iam:PassRole", "arn:aws:iam::123456789012:role/cluster-node-9e8d7c6", prod_role)
+    assert not allowed(
+        deploy, "iam:PassRole", STACK_ROLE, {"aws:ResourceTag/stack": "dev", "iam:PassedToService": "ec2.amazonaws.com"}
+    )
+    # 4. What the minted role can do (`*` in its own policy, dev's boundary) reaches nothing of prod.
+    bounded = _boundary(one_account, "dev")
+    for action, resource, context in [
+        ("eks:UpdateClusterConfig", PROD_CLUSTER, {"aws:ResourceTag/stack": "prod"}),
+        (
+            "ec2:TerminateInstances",
+            "arn:aws:ec2:us-west-2:123456789012:instance/i-0prod",
+            {"aws:ResourceTag/stack": "prod"},
+        ),
+        ("s3:GetObject", PROD_DATA_OBJECT, {}),
+        ("s3:PutObject", f"{BUCKET}/.pulumi/stacks/trainium-eks/prod.json", {}),
+        ("kms:Decrypt", one_account.outputs["secretsKeyArns"]["prod"], {}),
+        ("sts:AssumeRole", "arn:aws:iam::123456789012:role/trainium-github-deploy-prod", {}),
+        ("iam:UpdateAssumeRolePolicy", "arn:aws:iam::123456789012:role/trainium-github-deploy-prod", {}),
+        ("iam:CreateRole", minted + "2", {"iam:PermissionsBoundary": dev_boundary}),
+        ("iam:PassRole", foreign, {"iam:PassedToService": "ec2.amazonaws.com"}),
+    ]:
+        assert not effective(EVERYTHING, bounded, action, resource, context), (action, resource)
+    # ...while dev's own work stays possible under it.
+    assert effective(
+        EVERYTHING,
+        bounded,
+        "eks:DescribeCluster",
+        "arn:aws:eks:us-west-2:123456789012:cluster/trn-dev",
+        {"aws:ResourceTag/stack": "dev"},
+    )
+
+
+def test_attack_path_16_neither_the_deploy_role_nor_a_role_it_mints_rewrites_history_or_bootstrap_state(
+    one_account,
+) -> None:
+    deploy = _policy(one_account, "github-deploy-dev-policy")
+    bounded = _boundary(one_account, "dev")
+    own_state = f"{BUCKET}/.pulumi/stacks/trainium-eks/dev.json"
+    bootstrap_state = f"{BUCKET}/.pulumi/stacks/trainium-bootstrap/dev.json"
+    assert allowed(deploy, "s3:PutObject", own_state)
+    for action, resource in [
+        ("s3:DeleteObjectVersion", own_state),
+        ("s3:PutObject", bootstrap_state),
+        ("s3:GetObject", bootstrap_state),
+        ("s3:PutBucketVersioning", BUCKET),
+        ("s3:PutLifecycleConfiguration", BUCKET),
+        ("kms:ScheduleKeyDeletion", one_account.outputs["stateKeyArn"]),
+        ("kms:Decrypt", one_account.outputs["bootstrapSecretsKeyArn"]),
+    ]:
+        assert not allowed(deploy, action, resource), (action, resource)
+        assert not effective(EVERYTHING, bounded, action, resource), (action, resource)
+    # The minted role cannot even read its own environment's state: no stack role needs it.
+    assert not effective(EVERYTHING, bounded, "s3:GetObject", own_state)
+
+
+def test_a_shared_account_must_name_prods_data_buckets() -> None:
+    with pytest.raises(ConfigError) as refused:
+        bootstrap("dev", environments=[{"name": "dev"}, {"name": "prod", "githubEnvironment": True}])
+    assert "trainium-bootstrap:environments[1].dataBuckets = []: 'prod' deploys after an approval" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        bootstrap(
+            "dev",
+            environments=[{"name": "dev"}, {"name": "prod", "githubEnvironment": True, "dataBuckets": ["S3://x"]}],
+        )
+    assert "trainium-bootstrap:environments[1].dataBuckets[0] = 'S3://x'" in str(refused.value)
+
+
+# --- who approves changes to what guards the pipeline ----------------------------------------------
+
+GUARDED = [
+    "policy/config.prod.json",
+    "policy/config.dev.json",
+    "policy/guardrails/security.py",
+    "policy/PulumiPolicy.yaml",
+    "offline/plan/command.py",
+    "security/checkov-justifications.yaml",
+    "bootstrap/permissions.py",
+    "bootstrap/Pulumi.prod.yaml",
+    ".github/workflows/deploy.yml",
+    ".github/CODEOWNERS",
+]
+
+
+def codeowners_rules() -> list[tuple[str, list[str]]]:
+    rules = []
+    for line in (REPO_ROOT / ".github" / "CODEOWNERS").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pattern, *owners = line.split()
+            # Only anchored directories here: GitHub docs, "About code owners": `/dir/` matches
+            # everything under the repository root's dir, recursively.
+            assert pattern.startswith("/") and pattern.endswith("/"), pattern
+            rules.append((pattern, owners))
+    return rules
+
+
+def owners_of(path: str, rules: list[tuple[str, list[str]]]) -> list[str]:
+    """The last matching pattern wins (GitHub docs, "About code owners", CODEOWNERS syntax)."""
+    matched = [owners for pattern, owners in rules if ("/" + path).startswith(pattern)]
+    return matched[-1] if matched else []
+
+
+def test_codeowners_covers_what_guards_the_pipeline_with_the_bootstraps_owners() -> None:
+    owners = {
+        stack: json.loads(stack_config(BOOTSTRAP_DIR, stack)["trainium-bootstrap:codeOwners"])
+        for stack in ("dev", "prod")
+    }
+    assert owners["dev"] == owners["prod"] and owners["dev"], "one set of owners, named in both bootstrap stacks"
+    rules = codeowners_rules()
+    for path in GUARDED:
+        assert (REPO_ROOT / path).is_file(), path
+        assert owners_of(path, rules) == owners["dev"], path
+    assert owners_of("workloads/__main__.py", rules) == [], "only what guards the pipeline needs their review"
+
+
+def test_code_owners_must_belong_to_the_repositorys_owner() -> None:
+    with pytest.raises(ConfigError) as refused:
+        bootstrap("dev", codeOwners=["@other-org/admins"])
+    assert (
+        "trainium-bootstrap:codeOwners[0] = '@other-org/admins': a team of another organization cannot own paths of "
+        "example-org/trainium-eks; allowed: @<user> or @example-org/<team>"
+    ) in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        bootstrap("dev", codeOwners=["example-org/admins"])
+    assert "trainium-bootstrap:codeOwners[0] = 'example-org/admins': allowed: a GitHub user (@login)" in str(
+        refused.value
+    )
+
+
+def test_every_policy_fits_iams_size_quotas(one_account, boot_dev) -> None:
+    # IAM quotas (IAM user guide, "IAM and AWS STS quotas"): a role's inline policies together at
+    # most 10,240 characters, a managed policy 6,144, whitespace not counted; AWS would refuse a
+    # larger one only at the bootstrap's `up`. The shared account's documents are the largest.
+    import re
+
+    for plan in (one_account, boot_dev):
+        for policy in plan.of_type("aws:iam/rolePolicy:RolePolicy"):
+            assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 10_240, policy.name
+        for policy in plan.of_type("aws:iam/policy:Policy"):
+            assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 6_144, policy.name

@@ -78,7 +78,10 @@ def bootstrap_plans(layout: str) -> dict[str, PlanResult]:
 
     config = stack_config(BOOTSTRAP_DIR, "dev")
     config["trainium-bootstrap:environments"] = json.dumps(
-        [{"name": "dev", "pullRequestPreviews": True}, {"name": "prod", "githubEnvironment": True}]
+        [
+            {"name": "dev", "pullRequestPreviews": True},
+            {"name": "prod", "githubEnvironment": True, "dataBuckets": ["example-org-trainium-prod-*"]},
+        ]
     )
     config["trainium-bootstrap:oidcSubjectPrefix"] = IMMUTABLE_PREFIX
     return {"dev": run_program(BOOTSTRAP_DIR, "dev", config)}

@@ -15,7 +15,7 @@ import pulumi_eks as eks
 from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
-from infra.components.iam import managed_policy, node_role_with_policies, pod_identity_role
+from infra.components.iam import bounded_roles, managed_policy, node_role_with_policies, pod_identity_role
 from infra.components.kube import kubeconfig_for
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.facts import addons
@@ -155,7 +155,11 @@ class EksCluster(pulumi.ComponentResource):
             # Its own kubeconfig (and internal Kubernetes provider) use the stack's aws:profile.
             provider_credential_opts=eks.KubeconfigOptionsArgs(profile_name=args.profile) if args.profile else None,
             tags=ctx.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[log_group],
+                transforms=[bounded_roles(ctx.permissions_boundary_arn)] if ctx.permissions_boundary_arn else None,
+            ),
         )
         # A name that carries the dependency on the cluster, so node groups wait for it.
         self.name = cluster.urn.apply(lambda _: ctx.cluster_name)

@@ -24,6 +24,8 @@ class ClusterContext:
     cluster_name: str
     """The name as text: known before anything is declared, for names, tags, policies and chart values."""
     tags: dict[str, str]
+    permissions_boundary_arn: str | None = None
+    """The permissions boundary every IAM role of the stack carries (``permissionsBoundary``), or None."""
     _cluster_name_output: pulumi.Output[str] | None = field(default=None, repr=False)
     _kubernetes: k8s.Provider | None = field(default=None, repr=False)
 

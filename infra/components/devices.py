@@ -195,6 +195,7 @@ class DevicePlugins(pulumi.ComponentResource):
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url).apply(
                 lambda o: irsa_trust_policy(o[0], o[1], NPD_NAMESPACE, NPD_SERVICE_ACCOUNT)
             ),
+            permissions_boundary=ctx.permissions_boundary_arn,
             tags=ctx.tags,
             opts=child,
         )

@@ -51,6 +51,23 @@ def pod_identity_trust_policy(cluster: ClusterContext, namespace: str, service_a
     )
 
 
+def bounded_roles(boundary_arn: str) -> pulumi.ResourceTransform:
+    """A transform giving every IAM role a component creates ``boundary_arn`` as its permissions
+    boundary: for pulumi-eks's Cluster, whose cluster service role (nodejs/eks/servicerole.ts
+    ServiceRole, made in nodejs/eks/cluster/cluster.ts when no ``serviceRole`` is given) takes no
+    boundary argument. Passing our own ``service_role`` instead would replace the EKS cluster (its
+    roleArn cannot change in place); the transform sets the boundary on the existing role. Pulumi
+    engine transforms reach the children of a remote component (as for the MPI operator's manifest,
+    infra/components/schedulers.py)."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ != "aws:iam/role:Role":
+            return None
+        return pulumi.ResourceTransformResult(props={**args.props, "permissionsBoundary": boundary_arn}, opts=args.opts)
+
+    return transform
+
+
 def managed_policy(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
 
@@ -63,6 +80,7 @@ def node_role_with_policies(
         name,
         assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
         description=description,
+        permissions_boundary=cluster.permissions_boundary_arn,
         tags=dict(cluster.tags),
         opts=opts,
     )
@@ -99,6 +117,7 @@ def pod_identity_role(
         name,
         assume_role_policy=pod_identity_trust_policy(cluster, namespace, account),
         description=description,
+        permissions_boundary=cluster.permissions_boundary_arn,
         tags=cluster.tags,
         opts=opts,
     )

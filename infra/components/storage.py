@@ -581,6 +581,7 @@ def checkpoint_export(
             SCHEDULER_SERVICE, conditions={"StringEquals": {"aws:SourceAccount": ctx.account_id}}
         ),
         description="EventBridge Scheduler: start FSx export tasks of the training file system",
+        permissions_boundary=ctx.permissions_boundary_arn,
         tags=ctx.tags,
         opts=opts,
     )

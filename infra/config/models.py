@@ -525,6 +525,14 @@ class StackConfig(ConfigModel):
         description="Tags added to every taggable resource (besides the "
         "program's own project, cluster and stack, which they may not override).",
     )
+    permissions_boundary: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9+=,.@_-]{1,128}$",
+        description="Name of the managed policy every IAM role of the stack carries as its permissions boundary: "
+        "the bootstrap stack's boundary for this stack (its output permissionsBoundaries), without which "
+        "the pipeline's deploy role may create no role; unset: no boundary (an administrator's deploy into an "
+        "account without the bootstrap).",
+    )
 
     @property
     def force_delete_registries(self) -> bool:
