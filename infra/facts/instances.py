@@ -62,7 +62,6 @@ _INF2_REGIONS = (
     "eu-west-2",
     "eu-west-3",
     "sa-east-1",
-    *_US,
 )
 _NEURON_HOURLY: dict[str, dict[str, float]] = {
     "trn1.2xlarge": dict.fromkeys(_US, 1.34375),
