@@ -19,7 +19,7 @@ from infra.facts.instances import trains
 from infra.facts.regions import NEURON_REGIONS, checked_zone_offerings
 from offline.plan import command, fixtures
 from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
-from offline.plan.runner import REPO_ROOT, stack_config
+from offline.plan.runner import REPO_ROOT, project_name, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
 from tests.conftest import remembered_program
@@ -28,7 +28,11 @@ from tests.policy_helpers import first_preview, reg, violations
 
 def _report(result, stack):
     region = stack_config(REPO_ROOT, stack)["aws:region"]
-    return run_policies(result.registrations, load_config(config_path(stack)), region)
+    workloads = REPO_ROOT / command.WORKLOADS_DIR
+    directory = workloads if result.project == project_name(workloads) else REPO_ROOT
+    return run_policies(
+        result.registrations, load_config(config_path(stack)), region, stack_config=stack_config(directory, stack)
+    )
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -68,12 +72,19 @@ def test_offered_zones_come_from_the_facts_not_a_second_list(stack):
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_external_namespaces_cover_the_cluster_training_namespaces(stack, request):
-    # The workload stack's objects live in namespaces the cluster stack creates, which a preview of
-    # the workload stack cannot see: the config file names them.
+def test_namespaces_come_from_the_stack_config_not_a_second_list(stack, request):
+    # The workload stack's objects live in a namespace the cluster stack creates, which a preview of
+    # the workload stack cannot see as a resource; its own config names it, and the engine hands a
+    # pack the stack's config: no externalNamespaces list repeats trainingNamespaces.
     config = load_config(config_path(stack))
-    known = set(config.properties["namespace-exists"].get("externalNamespaces", [])) | {"default"}
-    assert set(request.getfixturevalue(stack).outputs["trainingNamespaces"]) <= known
+    assert not config.properties["namespace-exists"]["externalNamespaces"]
+    workload = stack_config(REPO_ROOT / command.WORKLOADS_DIR, stack)["trainium-workloads:namespace"]
+    assert workload in request.getfixturevalue(stack).outputs["trainingNamespaces"]
+    report = run_policies(request.getfixturevalue(f"workloads_{stack}").registrations, config)
+    [message, *_] = [v.message for v in report.violations if v.policy == "namespace-exists"] or [None]
+    assert (message is not None) == (workload != "default"), message  # without the stack's config
+    if message:
+        assert f"namespace-exists.externalNamespaces in policy/config.{stack}.json" in message
 
 
 def test_schema_defaults_pass_their_own_schema():

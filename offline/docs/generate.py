@@ -308,10 +308,10 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
         render.planned(
             result,
             estimate,
-            policy_run.run_policies(result.registrations, config, region),
+            policy_run.run_policies(result.registrations, config, region, stack_config=stack_config(directory, "dev")),
             Path("build/plan") / result.project / result.stack,
         )
-        for result, estimate in ((cluster, cluster_cost), (workloads, work_cost))
+        for result, estimate, directory in ((cluster, cluster_cost, root), (workloads, work_cost, root / WORKLOADS_DIR))
     ]
     bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
