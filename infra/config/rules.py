@@ -976,18 +976,6 @@ def _software_problems(config: StackConfig) -> list[str]:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
 
     features = config.features
-    if (
-        features.efa_device_plugin
-        and config.region not in EKS_ADDON_REGISTRIES
-        and region_problem(config.region) is None
-    ):
-        # The plugin's image is pulled from the region's EKS add-on registry (infra/components/devices.py).
-        problems.append(
-            f"{REGION_KEY} = {config.region!r}: no EKS add-on image registry is known for this region, so the EFA "
-            "device plugin has no image to pull; known regions are the keys of EKS_ADDON_REGISTRIES in "
-            'infra/facts/versions.py (EKS user guide, "View Amazon container image registries for Amazon EKS add-ons"): add '
-            "the region's registry there, or set features.efaDevicePlugin: false"
-        )
     if features.neuron_node_recovery and not features.neuron_device_plugin:
         problems.append(
             f"{key_name(('features', 'neuronNodeRecovery'))} = true: node recovery is part of the Neuron chart's node "

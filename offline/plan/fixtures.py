@@ -24,6 +24,15 @@ OFFERINGS: dict[str, dict[str, set[str]]] = {
     name: {t: set(zones) for t, zones in region.offerings.items()} for name, region in NEURON_REGIONS.items()
 }
 
+
+def home_of(table: str) -> str:
+    """Where an entry of ``table`` (``OFFERINGS['eu-west-1']``, ``ADDON_DEFAULT_BUILDS``...) is added: the
+    zone and offering tables are built from infra/facts/regions.py, the others live here."""
+    if table.split("[")[0] in ("ZONES", "OFFERINGS"):
+        return f"{table}, built from NEURON_REGIONS in infra/facts/regions.py (each region with its source)"
+    return table
+
+
 # Instance types for core nodes every offline region offers (the region-wide look-up).
 GENERAL_PURPOSE_TYPES = {
     f"{family}.{size}"
