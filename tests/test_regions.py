@@ -25,7 +25,7 @@ INFERENTIA_ONLY = [r for r in NEURON_REGIONS if r not in TRAINIUM_REGIONS]
 # new-region-and-namespace test below), an Inferentia2 region with all four sizes and the one with
 # inf2.xlarge alone; PLAN_EVERY_REGION=1 plans them all. The table checks cover every region on every run.
 PLANNED_BY_DEFAULT = ("eu-north-1", "ap-northeast-2")
-PLAN_EVERY_REGION = os.environ.get("PLAN_EVERY_REGION") == "1"
+PLANNED = list(NEURON_REGIONS) if os.environ.get("PLAN_EVERY_REGION") == "1" else list(PLANNED_BY_DEFAULT)
 
 
 def test_the_table_covers_every_region_with_its_sources():
@@ -62,10 +62,8 @@ def _groups_for(region: str, groups: list[dict]) -> list[dict]:
     return [{**groups[0], "name": "inf2-ng", "instanceType": largest, "maxSize": 2}]
 
 
-@pytest.mark.parametrize("region", list(NEURON_REGIONS))
+@pytest.mark.parametrize("region", PLANNED)
 def test_dev_plans_in_every_region(region, tmp_path, capsys):
-    if region not in PLANNED_BY_DEFAULT and not PLAN_EVERY_REGION:
-        pytest.skip("planned with PLAN_EVERY_REGION=1 (the table checks cover it)")
     from offline.plan import command
 
     def edit(config: dict) -> None:

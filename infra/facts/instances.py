@@ -8,8 +8,8 @@ from a type's name.
 When deploying, the counts EC2 knows (Neuron devices and cores, network cards, EFA, NVMe) come
 from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
 from this same table, so both paths share one code path. Which zones offer a type is a fact of
-the account, not of the type: a deploy looks it up, the offline plan reads
-``offline/plan/fixtures.py OFFERINGS``.
+the account, not of the type: a deploy looks it up, the offline plan and the policy pack read
+``infra/facts/regions.py``.
 """
 
 from __future__ import annotations
