@@ -33,7 +33,8 @@ def home_of(table: str) -> str:
     return table
 
 
-# Instance types for core nodes every offline region offers (the region-wide look-up).
+# Instance types for core nodes the region-wide look-up answers in every region of ZONES: a stand-in,
+# not read per region (a deploy looks them up; the offline plan accepts them everywhere).
 GENERAL_PURPOSE_TYPES = {
     f"{family}.{size}"
     for family in ("m5", "m6i", "m7i", "c6i", "c7i", "r6i", "r7i")
