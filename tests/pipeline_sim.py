@@ -966,15 +966,18 @@ class ProgramCache:
         if not (pack / "PulumiPolicy.yaml").exists() or not config.exists():
             raise StepFailed(f"policy pack {pack} or its config {config} missing")
 
-    def policy(self, result: PlanResult, work_dir: Path, options: dict[str, Any], region: str) -> list[str]:
+    def policy(
+        self, result: PlanResult, work_dir: Path, options: dict[str, Any], region: str, stack: dict[str, str]
+    ) -> list[str]:
+        """The pack's mandatory findings, given the stack's config as the engine gives a Python pack
+        (PULUMI_CONFIG: policy/guardrails/readiness.py)."""
         from offline.plan.policy_run import load_config, run_policies
 
         key = _key("policy", id(result), options["policyPackConfigs"])
         if key not in self.runs:
             config = load_config((work_dir / options["policyPackConfigs"]).resolve())
-            self.runs[key] = [
-                f"{v.policy}: {v.message}" for v in run_policies(result.registrations, config, region).mandatory
-            ]
+            report = run_policies(result.registrations, config, region, stack_config=stack)
+            self.runs[key] = [f"{v.policy}: {v.message}" for v in report.mandatory]
         return self.runs[key]
 
     def references(self, ctx: JobContext, backend: Backend, config: dict[str, str]) -> dict[str, StackOutputs]:
@@ -1023,7 +1026,7 @@ class ProgramCache:
             existing = ExistingCluster({fixtures.DEPLOYER_ROLE_ARN: {}, **entries})
         result = self.program(project, stack, config, references, preview, existing)
         work_dir = (REPO_ROOT / options["work-dir"]).resolve()
-        mandatory = self.policy(result, work_dir, options, config.get("aws:region", ""))
+        mandatory = self.policy(result, work_dir, options, config.get("aws:region", ""), config)
         if mandatory:
             raise StepFailed(f"{project}/{stack}: mandatory policy violations: {mandatory}")
         if preview:

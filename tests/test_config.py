@@ -71,14 +71,29 @@ def test_bad_region():
     assert "aws:region = 'uswest2': not an AWS region name" in refused(with_changes(region="uswest2"))
 
 
-def test_a_region_without_a_known_eks_addon_registry_is_refused_while_the_efa_plugin_is_on():
-    # The EFA plugin's image is pulled from the region's EKS add-on registry (infra/facts/versions.py).
-    message = refused(with_changes(region="xx-east-1"))
-    assert "aws:region = 'xx-east-1': no EKS add-on image registry is known for this region" in message
-    assert "EKS_ADDON_REGISTRIES in infra/facts/versions.py" in message and "features.efaDevicePlugin: false" in message
-    config = parse_stack_config(with_changes(region="xx-east-1", features={"efaDevicePlugin": False}))
-    assert config.region == "xx-east-1"
-    assert parse_stack_config(with_changes(region="ap-southeast-7")).region == "ap-southeast-7"
+def test_a_made_up_region_is_refused_as_no_region_not_blamed_on_a_registry():
+    message = refused(with_changes(region="us-west-3"))
+    assert "aws:region = 'us-west-3': not an AWS region EKS runs in" in message
+    assert "regions that offer Trainium: us-west-2, us-east-1, us-east-2" in message
+    assert "registry is known" not in message and "efaDevicePlugin" not in message
+    # Refused whatever the features: no registry, no look-up is tried for a region that does not exist.
+    assert "not an AWS region" in refused(with_changes(region="us-west-3", features={"efaDevicePlugin": False}))
+
+
+def test_a_region_without_any_neuron_type_is_refused_as_such():
+    # ca-central-1 is an AWS region EKS runs in (it has an add-on registry) where no Neuron type is offered.
+    from infra.facts.versions import EKS_ADDON_REGISTRIES
+
+    assert "ca-central-1" in EKS_ADDON_REGISTRIES
+    message = refused(with_changes(region="ca-central-1"))
+    assert "aws:region = 'ca-central-1': no Neuron instance type" in message
+    assert "regions that offer Trainium: us-west-2, us-east-1, us-east-2" in message
+    assert "infra/facts/regions.py" in message
+    # Every region the offering table covers is accepted.
+    from infra.facts.regions import NEURON_REGIONS
+
+    for region in NEURON_REGIONS:
+        assert parse_stack_config(with_changes(region=region)).region == region
 
 
 def test_unknown_key_is_refused_not_ignored():

@@ -181,23 +181,36 @@ def test_every_price_names_its_source_and_date():
     import re
 
     from infra.facts import prices
-    from infra.facts.instances import INSTANCE_TYPES, instance_hourly
+    from infra.facts.instances import INSTANCE_TYPES, NEURON_INSTANCE_TYPES, instance_hourly
+    from infra.facts.regions import NEURON_REGIONS
 
-    for region in prices.REGIONS:
+    for region in [*prices.REGIONS, *(r for r in NEURON_REGIONS if r not in prices.REGIONS)]:
         instance_prices = {
             name: row.on_demand[region] for name, row in INSTANCE_TYPES.items() if region in row.on_demand
         }
-        for table in (instance_prices, prices.SERVICE_PRICES[region]):
+        for table in (instance_prices, prices.SERVICE_PRICES.get(region, {})):
             for key, price in table.items():
                 assert "https://" in price.source, key
                 assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.as_of), key
                 assert price.usd >= 0 and price.unit in ("hour", "GiB-month"), key
-                # Each figure was read for us-east-1; the other regions say they reuse it.
-                assert price.copied_from == (None if region == "us-east-1" else "us-east-1"), (region, key)
-                # ... which is what the report's region-wide note says.
-                assert price.copied_from == prices.copied_from(region), (region, key)
-    # Figures not read for the type are marked so (trn1.2xlarge is trn1.32xlarge / 16).
-    assert "derived" in instance_hourly("us-east-1", "trn1.2xlarge").source
+                if key in NEURON_INSTANCE_TYPES:
+                    # Read for each region it is offered in, none copied.
+                    assert price.copied_from is None, (region, key)
+                else:
+                    # Each figure was read for us-east-1; the other regions say they reuse it ...
+                    assert price.copied_from == (None if region == "us-east-1" else "us-east-1"), (region, key)
+                    # ... which is what the report's region-wide note says.
+                    assert price.copied_from == prices.copied_from(region), (region, key)
+    # Every region and Neuron type the offering table lists has its price, but trn2.48xlarge, for
+    # which the price data lists none (unknown, never zero).
+    for region, facts in NEURON_REGIONS.items():
+        for instance_type in facts.offerings:
+            price = instance_hourly(region, instance_type)
+            assert (price is None) == (instance_type == "trn2.48xlarge"), (region, instance_type)
+    # Outside the regions the general-purpose and service figures were read for, they are unknown.
+    assert instance_hourly("eu-north-1", "m6i.4xlarge") is None
+    assert prices.service_price("eu-north-1", prices.NAT_GATEWAY) is None
+    assert instance_hourly("eu-north-1", "inf2.48xlarge").usd == 14.27939
     # Searched again 2026-11-22 (pages and docs): no sourced figure for these, so they stay out
     # (unknown), never zero.
     assert instance_hourly("us-east-2", "trn2.48xlarge") is None

@@ -16,9 +16,10 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from infra.config.errors import ConfigError
 from infra.facts.instances import trains
+from infra.facts.regions import NEURON_REGIONS, checked_zone_offerings
 from offline.plan import command, fixtures
 from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
-from offline.plan.runner import REPO_ROOT, stack_config
+from offline.plan.runner import REPO_ROOT, project_name, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
 from tests.conftest import remembered_program
@@ -27,7 +28,11 @@ from tests.policy_helpers import first_preview, reg, violations
 
 def _report(result, stack):
     region = stack_config(REPO_ROOT, stack)["aws:region"]
-    return run_policies(result.registrations, load_config(config_path(stack)), region)
+    workloads = REPO_ROOT / command.WORKLOADS_DIR
+    directory = workloads if result.project == project_name(workloads) else REPO_ROOT
+    return run_policies(
+        result.registrations, load_config(config_path(stack)), region, stack_config=stack_config(directory, stack)
+    )
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -55,23 +60,31 @@ def test_config_files_are_valid_and_name_real_policies(stack):
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_config_offered_zones_match_the_offering_facts(stack):
-    zones = load_config(config_path(stack)).properties["accelerator-single-zone"]["offeredZoneIds"]
-    expected: dict[str, set[str]] = {}
-    for types in fixtures.OFFERINGS.values():
-        for t, z in types.items():
-            if trains(t):
-                expected.setdefault(t, set()).update(z)
-    assert {t: set(z) for t, z in zones.items()} == expected
+def test_offered_zones_come_from_the_facts_not_a_second_list(stack):
+    # accelerator-single-zone reads infra/facts/regions.py, the table the offline plan answers EC2
+    # from, so a valid region change needs no edit here; the config may only add zones to it.
+    assert not load_config(config_path(stack)).properties["accelerator-single-zone"]["offeredZoneIds"]
+    offerings = checked_zone_offerings()
+    for region, types in fixtures.OFFERINGS.items():
+        for t, zones in types.items():
+            if trains(t) and NEURON_REGIONS[region].zones_sourced:
+                assert all(set(offerings[z][t]) == zones for z in zones), (region, t)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_external_namespaces_cover_the_cluster_training_namespaces(stack, request):
-    # The workload stack's objects live in namespaces the cluster stack creates, which a preview of
-    # the workload stack cannot see: the config file names them.
+def test_namespaces_come_from_the_stack_config_not_a_second_list(stack, request):
+    # The workload stack's objects live in a namespace the cluster stack creates, which a preview of
+    # the workload stack cannot see as a resource; its own config names it, and the engine hands a
+    # pack the stack's config: no externalNamespaces list repeats trainingNamespaces.
     config = load_config(config_path(stack))
-    known = set(config.properties["namespace-exists"].get("externalNamespaces", [])) | {"default"}
-    assert set(request.getfixturevalue(stack).outputs["trainingNamespaces"]) <= known
+    assert not config.properties["namespace-exists"]["externalNamespaces"]
+    workload = stack_config(REPO_ROOT / command.WORKLOADS_DIR, stack)["trainium-workloads:namespace"]
+    assert workload in request.getfixturevalue(stack).outputs["trainingNamespaces"]
+    report = run_policies(request.getfixturevalue(f"workloads_{stack}").registrations, config)
+    [message, *_] = [v.message for v in report.violations if v.policy == "namespace-exists"] or [None]
+    assert (message is not None) == (workload != "default"), message  # without the stack's config
+    if message:
+        assert f"namespace-exists.externalNamespaces in policy/config.{stack}.json" in message
 
 
 def test_schema_defaults_pass_their_own_schema():

@@ -28,6 +28,33 @@ def test_namespace_built_in_declared_or_created_by_a_chart():
     )
     assert not violations("namespace-exists", volcano, _cm("volcano-system"))
     assert not violations("namespace-exists", _cm("research"), config={"externalNamespaces": ["research"]})
+    # The fix names the file and key of the stack (test, from the URN) where another stack's namespace goes.
+    assert "namespace-exists.externalNamespaces in policy/config.test.json" in message
+
+
+def test_namespaces_the_stack_config_names_need_no_second_list(monkeypatch):
+    # A new training namespace set in the stack file is enough: the engine hands a Python pack the
+    # stack's config as PULUMI_CONFIG (values as text, lists as JSON), the offline run passes the same.
+    import json
+
+    from offline.plan.policy_run import parse_config, run_policies
+    from policy.guardrails import BY_NAME
+
+    rule = [BY_NAME["namespace-exists"]]
+    config = parse_config({}, "defaults")
+    cluster = {"trainium-eks:trainingNamespaces": json.dumps(["default", "research"])}
+    workloads = {"trainium-eks:namespace": "research"}  # the URNs' project is trainium-eks here
+    for stack_config in (cluster, workloads):
+        assert not run_policies([_cm("research")], config, policies=rule, stack_config=stack_config).violations
+    assert run_policies([_cm("vision")], config, policies=rule, stack_config=cluster).violations
+    # Another project's keys name nothing for this one.
+    other = {"trainium-workloads:namespace": "research"}
+    assert run_policies([_cm("research")], config, policies=rule, stack_config=other).violations
+    # The real pack: no offline config given, the environment the language host sets.
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(cluster))
+    assert not violations("namespace-exists", _cm("research"))
+    monkeypatch.setenv("PULUMI_CONFIG", "{}")
+    assert violations("namespace-exists", _cm("research"))
 
 
 def test_chart_namespace_override_must_exist():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+from infra.facts.regions import NEURON_REGIONS
 from offline.plan.policy_run import parse_config, run_policies
 from policy.guardrails import POLICIES
 from tests.policy_helpers import first_preview, reg, violations
@@ -19,7 +20,7 @@ SG = "aws:ec2/securityGroup:SecurityGroup"
 IN = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 TAINT = {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
-OFFERED = {"offeredZoneIds": {"trn1.32xlarge": ["usw2-az4"]}}
+ADDED = {"offeredZoneIds": {"trn1.32xlarge": ["usw2-az1"]}}
 
 
 def efa_nics(cards: int) -> list[dict]:
@@ -63,7 +64,7 @@ def test_the_reference_group_passes_every_rule():
         "capacity-block-launch-template",
     ):
         assert not violations(rule, *stack()), rule
-    assert not violations("accelerator-single-zone", *stack(), config=OFFERED)
+    assert not violations("accelerator-single-zone", *stack())
 
 
 def test_neuron_ami_type():
@@ -81,12 +82,24 @@ def test_neuron_taint():
 
 
 def test_one_subnet_in_an_offering_zone():
-    [message] = violations("accelerator-single-zone", *stack(subnets=2), config=OFFERED)
+    [message] = violations("accelerator-single-zone", *stack(subnets=2))
     assert "spans 2 subnets" in message
-    [message] = violations("accelerator-single-zone", *stack(zone="usw2-az1"), config=OFFERED)
-    assert "usw2-az1" in message and "usw2-az4" in message
-    # A type the config lists no zones for is not zone-checked (the program looks offerings up).
-    assert not violations("accelerator-single-zone", *stack(zone="usw2-az1"))
+    # The zones come from infra/facts/regions.py, the table the offline plan answers from: no policy
+    # config needed, and the message names both places a newly offered zone can be added.
+    [message] = violations("accelerator-single-zone", *stack(zone="usw2-az1"))
+    assert "usw2-az1" in message and "['usw2-az4']" in message
+    assert "infra/facts/regions.py" in message and "offeredZoneIds in policy/config.test.json" in message
+    for region in ("us-east-1", "us-east-2"):
+        [zone] = NEURON_REGIONS[region].offerings["trn1.32xlarge"]
+        assert not violations("accelerator-single-zone", *stack(zone=zone))
+    # A zone the policy config adds is accepted besides the table's.
+    assert not violations("accelerator-single-zone", *stack(zone="usw2-az1"), config=ADDED)
+    # Where only the region is known (the table's zones are examples), a deploy's look-up decides.
+    assert not NEURON_REGIONS["eu-west-1"].zones_sourced
+    assert not violations("accelerator-single-zone", *stack({"instanceTypes": ["inf2.48xlarge"]}, zone="euw1-az3"))
+    # A zone of a known region that offers no such type says so.
+    [message] = violations("accelerator-single-zone", *stack({"instanceTypes": ["trn2.48xlarge"]}, zone="usw2-az4"))
+    assert "not offered in this zone's region" in message
 
 
 def test_efa_interfaces_equal_network_cards():

@@ -338,12 +338,14 @@ def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
 
 
 def test_a_region_or_zone_offering_missing_offline_names_the_table():
+    # eu-west-1 offers Inferentia2 only (infra/facts/regions.py): the dev stack's Trainium groups have no zone.
     text = _refused(**{"aws:region": "eu-west-1"})
-    assert "[offline answer: ZONES in offline/plan/fixtures.py has no entry for eu-west-1;" in text
+    assert "no zone of eu-west-1 offers" in text
     assert (
         "[offline answer: OFFERINGS['eu-west-1'] in offline/plan/fixtures.py has no entry for trn1.32xlarge, "
         "trn1n.32xlarge;"
     ) in text
+    assert "built from NEURON_REGIONS in infra/facts/regions.py" in text
     groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     text = _refused(
         **{
@@ -371,7 +373,8 @@ def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
         "trainium-eks:acceleratorNodeGroups[0].azId = 'usw2-az1': does not offer trn1.32xlarge; zones that do: "
         "usw2-az4 [offline answer: what OFFERINGS['us-west-2'] in offline/plan/fixtures.py says about trn1.32xlarge; "
         "that table stands in for AWS here (your account's zones and offerings may differ), and a real `pulumi "
-        "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'] to plan this offline]"
+        "preview` asks AWS. If AWS answers otherwise, edit OFFERINGS['us-west-2'], built from NEURON_REGIONS in "
+        "infra/facts/regions.py (each region with its source) to plan this offline]"
     ) in text
     groups[0]["azId"] = "usw2-az9"  # not a zone of the region: the zone list is the ZONES table's
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})

@@ -42,6 +42,7 @@ from infra.facts.pins import (
     repository_pins,
     verdicts,
 )
+from infra.facts.regions import NEURON_REGIONS, regions_offering
 from infra.facts.support import kubernetes_pin
 from infra.facts.versions import (
     EKS_ADDON_REGISTRIES,
@@ -351,10 +352,34 @@ def semantic_problems(config: StackConfig) -> list[str]:
     return problems
 
 
+def region_problem(region: str) -> str | None:
+    """Why ``region`` cannot hold this cluster, or None: a name that is no AWS region is refused as
+    that (before anything is looked up for it), and a region without any Neuron type as that."""
+    trainium_regions = regions_offering([t for t in NEURON_INSTANCE_TYPES if trains(t)])
+    trainium = ", ".join(trainium_regions)
+    if not re.fullmatch(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", region):
+        return f"not an AWS region name (for example us-west-2); regions that offer Trainium: {trainium}"
+    if region not in EKS_ADDON_REGISTRIES:
+        # The EKS user guide's registry page lists every region EKS runs in (infra/facts/versions.py).
+        return (
+            "not an AWS region EKS runs in (the regions of EKS_ADDON_REGISTRIES in infra/facts/versions.py, "
+            f"from the EKS user guide); regions that offer Trainium: {trainium}"
+        )
+    if region not in NEURON_REGIONS:
+        inferentia = ", ".join(r for r in regions_offering(list(NEURON_INSTANCE_TYPES)) if r not in trainium_regions)
+        return (
+            f"no Neuron instance type ({', '.join(NEURON_INSTANCE_TYPES)}) is offered in {region}; regions that "
+            f"offer Trainium: {trainium}; Inferentia2 only: {inferentia} (NEURON_REGIONS in infra/facts/regions.py, "
+            "from the AWS price list; add the region there with its source if AWS has started offering one)"
+        )
+    return None
+
+
 def _provider_problems(config: StackConfig) -> list[str]:
     problems = []
-    if not re.fullmatch(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", config.region):
-        problems.append(f"{REGION_KEY} = {config.region!r}: not an AWS region name (for example us-west-2)")
+    problem = region_problem(config.region)
+    if problem:
+        problems.append(f"{REGION_KEY} = {config.region!r}: {problem}")
     if config.profile is not None and not re.fullmatch(rules.PROFILE_PATTERN, config.profile):
         problems.append(
             f"{PROFILE_KEY} = {config.profile!r}: not an AWS CLI profile name "
@@ -1054,14 +1079,6 @@ def _software_problems(config: StackConfig) -> list[str]:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
 
     features = config.features
-    if features.efa_device_plugin and config.region not in EKS_ADDON_REGISTRIES:
-        # The plugin's image is pulled from the region's EKS add-on registry (infra/components/devices.py).
-        problems.append(
-            f"{REGION_KEY} = {config.region!r}: no EKS add-on image registry is known for this region, so the EFA "
-            "device plugin has no image to pull; known regions are the keys of EKS_ADDON_REGISTRIES in "
-            'infra/facts/versions.py (EKS user guide, "View Amazon container image registries for Amazon EKS add-ons"): add '
-            "the region's registry there, or set features.efaDevicePlugin: false"
-        )
     if features.neuron_node_recovery and not features.neuron_device_plugin:
         problems.append(
             f"{key_name(('features', 'neuronNodeRecovery'))} = true: node recovery is part of the Neuron chart's node "

@@ -8,8 +8,8 @@ from a type's name.
 When deploying, the counts EC2 knows (Neuron devices and cores, network cards, EFA, NVMe) come
 from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
 from this same table, so both paths share one code path. Which zones offer a type is a fact of
-the account, not of the type: a deploy looks it up, the offline plan reads
-``offline/plan/fixtures.py OFFERINGS``.
+the account, not of the type: a deploy looks it up, the offline plan and the policy pack read
+``infra/facts/regions.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infra.facts.prices import Price, read_for_us_east_1
+from infra.facts.regions import VANTAGE_READ
 
 # Pages the figures were read from (2026-11-27), one per family.
 _NEURON_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/"
@@ -32,14 +33,88 @@ _EC2_ONLY = (
 _MAX_PODS = "max pods: aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt at v1.22.0-234-gb52188387"
 _EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
 
-# Instance prices (read 2026-11-22): every figure was read for us-east-1 (or a page that gives one "US" rate);
-# ``read_for_us_east_1`` marks the other regions' copies with ``copied_from``.
+# General-purpose instance prices (read 2026-11-22): every figure was read for us-east-1 (or a page that gives one
+# "US" rate); ``read_for_us_east_1`` marks the other regions' copies with ``copied_from``. Outside the
+# regions of infra/facts/prices.py REGIONS they are unknown.
 _PRICES_READ = "2026-11-22"
-_USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
 _TABLES = (
     "public us-east-1 on-demand price tables that reproduce https://aws.amazon.com/ec2/pricing/on-demand/ "
     "(Linux); the page the figures were copied from was not recorded"
 )
+
+# Neuron instance prices, read for each region where the type is offered (Linux on-demand, USD/h), from
+# the same data as the region list of infra/facts/regions.py; the us-east-1 figures match
+# aws/karpenter-provider-aws v1.14.1 pkg/providers/pricing/zz_generated.pricing_aws.go (generated
+# 2026-07-06 from the AWS price list API for us-east-1). trn2.48xlarge has none there: unknown.
+_VANTAGE_PAGE = (
+    "https://github.com/tsaol/aws-gpu/tree/7412fd256c5e/data ({family}_instances.js: instances.vantage.sh data "
+    "from the AWS price list API, 'Last updated: 2026-01-21')"
+)
+_US = ("us-east-1", "us-east-2", "us-west-2")
+_INF2_REGIONS = (
+    "ap-northeast-1",
+    "ap-south-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "eu-central-1",
+    "eu-north-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "sa-east-1",
+)
+_NEURON_HOURLY: dict[str, dict[str, float]] = {
+    "trn1.2xlarge": dict.fromkeys(_US, 1.34375),
+    "trn1.32xlarge": dict.fromkeys(_US, 21.5),
+    "trn1n.32xlarge": dict.fromkeys(_US, 24.78),
+    "inf2.xlarge": {
+        **dict(
+            zip(
+                _INF2_REGIONS,
+                (1.1373, 0.98566, 1.06148, 0.98566, 1.1373, 0.83402, 0.94775, 1.1373, 1.06148, 1.28894),
+                strict=True,
+            )
+        ),
+        "ap-northeast-2": 0.90984,
+        **dict.fromkeys(_US, 0.7582),
+    },
+    "inf2.8xlarge": {
+        **dict(
+            zip(
+                _INF2_REGIONS,
+                (2.95179, 2.55822, 2.755, 2.55822, 2.95179, 2.16465, 2.45982, 2.95179, 2.755, 3.34536),
+                strict=True,
+            )
+        ),
+        **dict.fromkeys(_US, 1.96786),
+    },
+    "inf2.24xlarge": {
+        **dict(
+            zip(
+                _INF2_REGIONS,
+                (9.73595, 8.43782, 9.08689, 8.43782, 9.73595, 7.1397, 8.11329, 9.73595, 9.08689, 11.03408),
+                strict=True,
+            )
+        ),
+        **dict.fromkeys(_US, 6.49063),
+    },
+    "inf2.48xlarge": {
+        **dict(
+            zip(
+                _INF2_REGIONS,
+                (19.4719, 16.87565, 18.17377, 16.87565, 19.4719, 14.27939, 16.22658, 19.4719, 18.17377, 22.06815),
+                strict=True,
+            )
+        ),
+        **dict.fromkeys(_US, 12.98127),
+    },
+}
+
+
+def _read_hourly(instance_type: str) -> dict[str, Price]:
+    """The type's price in each region it was read for (none copied from another region)."""
+    page = _VANTAGE_PAGE.format(family=instance_type.split(".")[0])
+    return {region: Price(usd, "hour", page, VANTAGE_READ) for region, usd in _NEURON_HOURLY[instance_type].items()}
 
 
 @dataclass(frozen=True)
@@ -170,7 +245,7 @@ def _general(name: str, node: tuple[int, int, int] | None, usd: float | None) ->
 
 
 # Rows in this order: validation lists the Neuron types in it. trn2.48xlarge has no on-demand
-# price: none with a source was found (searched again 2026-11-22).
+# price: none with a source was found (searched again 2026-11-28: the price data above lists none).
 INSTANCE_TYPES: dict[str, InstanceType] = {
     row.name: row
     for row in (
@@ -183,8 +258,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=False,
             nvme=(1, 474),
             node=NodeSize(8, 32768, 58, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-            # Not read anywhere for this type: 1/16 of trn1.32xlarge (it has 1 of its 16 chips).
-            on_demand=_us_hourly(1.34375, _USAGE_AI + ": derived as trn1.32xlarge $21.50 / 16 chips, not read"),
+            on_demand=_read_hourly("trn1.2xlarge"),
             source=_TRN1_PAGE,
         ),
         _neuron(
@@ -196,7 +270,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=True,
             nvme=(4, 1900),
             node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-            on_demand=_us_hourly(21.50, _USAGE_AI + ": trn1.32xlarge on-demand $21.50/hr"),
+            on_demand=_read_hourly("trn1.32xlarge"),
             floor=_NCCOM_EXAMPLE_FLOOR,
             source=_TRN1_PAGE,
         ),
@@ -209,11 +283,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=True,
             nvme=(4, 1900),
             node=NodeSize(128, 524288, 247, f"{_TRN1_PAGE}; {_MAX_PODS}"),
-            on_demand=_us_hourly(
-                24.78,
-                "https://aws.amazon.com/ec2/pricing/on-demand/ as recorded when this table "
-                "was first written (2026-11); not re-readable here",
-            ),
+            on_demand=_read_hourly("trn1n.32xlarge"),
             floor=_NCCOM_EXAMPLE_FLOOR,
             source=_TRN1_PAGE,
         ),
@@ -238,6 +308,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=False,
             nvme=(0, None),
             node=NodeSize(4, 16384, 58, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            on_demand=_read_hourly("inf2.xlarge"),
             source=_INF2_PAGE,
         ),
         _neuron(
@@ -249,6 +320,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=False,
             nvme=(0, None),
             node=NodeSize(32, 131072, 234, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            on_demand=_read_hourly("inf2.8xlarge"),
             source=_INF2_PAGE,
         ),
         _neuron(
@@ -260,6 +332,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=False,
             nvme=(0, None),
             node=NodeSize(96, 393216, 737, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            on_demand=_read_hourly("inf2.24xlarge"),
             source=_INF2_PAGE,
         ),
         _neuron(
@@ -271,6 +344,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             efa=False,
             nvme=(0, None),
             node=NodeSize(192, 786432, 737, f"{_INF2_PAGE}; {_MAX_PODS}"),
+            on_demand=_read_hourly("inf2.48xlarge"),
             source=_INF2_PAGE,
         ),
         # General-purpose types for the core and job-support groups: (vCPUs, MiB, max pods), hourly USD.

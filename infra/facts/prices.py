@@ -9,7 +9,9 @@ not under-state what it cannot price. Known gaps (searched again 2026-11-22, no 
 figure found): FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
 PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
 readable, only its prose); FSx backups; Capacity Block reservation fees (set per purchase,
-not a list price).
+not a list price). Outside REGIONS every figure here is unknown: none was found for another region
+(searched 2026-11-28, the price-list mirrors in infra/facts/regions.py included, which carry
+instances only); the Neuron instance prices are read per region in infra/facts/instances.py.
 """
 
 from __future__ import annotations

@@ -110,8 +110,9 @@ def cost_summary(plans: Plans) -> str:
         "On-demand list prices from `infra/facts/instances.py` and `infra/facts/prices.py` (each with its source and date); `make plan` prints "
         "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
         "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
-        "Every figure was read for us-east-1 and is reused for the other regions (`copied_from` in "
-        "`infra/facts/instances.py` and `infra/facts/prices.py`). " + report.ROUNDING_NOTE,
+        "Neuron instance prices were read for each region they are offered in; every other figure was read for "
+        "us-east-1 and is reused for us-east-2 and us-west-2 (`copied_from` in `infra/facts/instances.py` and "
+        "`infra/facts/prices.py`) and is unknown elsewhere. " + report.ROUNDING_NOTE,
     ]
     return "\n".join(lines) + "\n"
 
@@ -308,10 +309,10 @@ def plan_summary(plans: Plans, root: Path = REPO_ROOT) -> str:
         render.planned(
             result,
             estimate,
-            policy_run.run_policies(result.registrations, config, region),
+            policy_run.run_policies(result.registrations, config, region, stack_config=stack_config(directory, "dev")),
             Path("build/plan") / result.project / result.stack,
         )
-        for result, estimate in ((cluster, cluster_cost), (workloads, work_cost))
+        for result, estimate, directory in ((cluster, cluster_cost, root), (workloads, work_cost, root / WORKLOADS_DIR))
     ]
     bootstrap = run_program(root / BOOTSTRAP_DIR, "dev")
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
@@ -327,11 +328,16 @@ def offline_tables() -> str:
     def listed(items: list[str]) -> str:
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
-    regions = list(fixtures.ZONES)
+    from infra.facts.regions import NEURON_REGIONS
+
+    sourced = [r for r in fixtures.ZONES if NEURON_REGIONS[r].zones_sourced]
+    examples = [r for r in fixtures.ZONES if not NEURON_REGIONS[r].zones_sourced]
     versions = sorted(fixtures.ADDON_DEFAULT_BUILDS, key=lambda v: tuple(int(p) for p in v.split(".")))
     return (
-        f"the regions {listed(regions)} (`ZONES`, `OFFERINGS`), and EKS add-on default builds for Kubernetes "
-        f"{listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n"
+        f"the regions {listed(sourced)}, with the zones that offer each type, and {listed(examples)}, where only "
+        "the region is known and the zones are examples (`ZONES`, `OFFERINGS`, built from `NEURON_REGIONS` in "
+        "`infra/facts/regions.py`, each region with its source and date), and EKS add-on default builds for "
+        f"Kubernetes {listed(versions)} (`ADDON_DEFAULT_BUILDS`; stand-ins in the real format).\n"
     )
 
 

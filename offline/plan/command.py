@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         # bootstrap stack file leaves build/plan as it was, not half new and half stale.
         cluster = run_program(project_dir, args.stack)
         region = cluster.outputs["region"]
-        reports = [plan_output.check_policies(cluster, policy_config, region)]
+        reports = [plan_output.check_policies(cluster, policy_config, region, stack_config(project_dir, args.stack))]
         rendered = [
             plan_output.render_plan(
                 cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide, width
@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if has_workloads:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
-            reports.append(plan_output.check_policies(workloads, policy_config, region))
+            reports.append(
+                plan_output.check_policies(workloads, policy_config, region, stack_config(workloads_dir, args.stack))
+            )
             rendered.append(
                 plan_output.render_plan(
                     workloads,

@@ -1,63 +1,40 @@
 """Stand-ins for what AWS would answer, for the offline plan and the tests.
 
-Zone names map to zone ids differently in every account; the ids and Trainium offerings
-follow the seeds (usw2-az4, use1-az6, use2-az3). These are realistic examples, not the truth
-for your account: a real deploy looks everything up.
+Zones and offerings come from infra/facts/regions.py, every region where the catalog's Neuron
+types are offered, each with its source and date. Zone names map to zone ids differently in every
+account: the names are realistic examples, not the truth for your account, and outside us-west-2,
+us-east-1 and us-east-2 the zone ids offering a type are examples too (only the region is known).
+A real deploy looks everything up.
 """
 
 from __future__ import annotations
 
 from infra.facts.instances import NEURON_INSTANCE_TYPES
+from infra.facts.regions import NEURON_REGIONS
 
 ACCOUNT_ID = "123456789012"
 DEPLOYER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/PlatformAdmin"
 DEPLOYER_SESSION_ARN = f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/PlatformAdmin/offline-plan"
 
 # region -> [(zone name, zone id)]
-ZONES: dict[str, list[tuple[str, str]]] = {
-    "us-west-2": [
-        ("us-west-2a", "usw2-az2"),
-        ("us-west-2b", "usw2-az1"),
-        ("us-west-2c", "usw2-az3"),
-        ("us-west-2d", "usw2-az4"),
-    ],
-    "us-east-1": [
-        ("us-east-1a", "use1-az1"),
-        ("us-east-1b", "use1-az2"),
-        ("us-east-1c", "use1-az4"),
-        ("us-east-1d", "use1-az6"),
-        ("us-east-1e", "use1-az3"),
-        ("us-east-1f", "use1-az5"),
-    ],
-    "us-east-2": [("us-east-2a", "use2-az1"), ("us-east-2b", "use2-az2"), ("us-east-2c", "use2-az3")],
-}
-
-_INF2 = ("inf2.xlarge", "inf2.8xlarge", "inf2.24xlarge", "inf2.48xlarge")
+ZONES: dict[str, list[tuple[str, str]]] = {name: list(region.zones) for name, region in NEURON_REGIONS.items()}
 
 # region -> instance type -> zone ids offering it
 OFFERINGS: dict[str, dict[str, set[str]]] = {
-    "us-west-2": {
-        "trn1.2xlarge": {"usw2-az3", "usw2-az4"},
-        "trn1.32xlarge": {"usw2-az4"},
-        "trn1n.32xlarge": {"usw2-az4"},
-        **{t: {"usw2-az1", "usw2-az2", "usw2-az4"} for t in _INF2},
-    },
-    "us-east-1": {
-        "trn1.2xlarge": {"use1-az6", "use1-az5"},
-        "trn1.32xlarge": {"use1-az6"},
-        "trn1n.32xlarge": {"use1-az6"},
-        **{t: {"use1-az1", "use1-az2", "use1-az6"} for t in _INF2},
-    },
-    "us-east-2": {
-        "trn1.2xlarge": {"use2-az3"},
-        "trn1.32xlarge": {"use2-az3"},
-        "trn1n.32xlarge": {"use2-az3"},
-        "trn2.48xlarge": {"use2-az3"},
-        **{t: {"use2-az1", "use2-az2", "use2-az3"} for t in _INF2},
-    },
+    name: {t: set(zones) for t, zones in region.offerings.items()} for name, region in NEURON_REGIONS.items()
 }
 
-# Instance types for core nodes every offline region offers (the region-wide look-up).
+
+def home_of(table: str) -> str:
+    """Where an entry of ``table`` (``OFFERINGS['eu-west-1']``, ``ADDON_DEFAULT_BUILDS``...) is added: the
+    zone and offering tables are built from infra/facts/regions.py, the others live here."""
+    if table.split("[")[0] in ("ZONES", "OFFERINGS"):
+        return f"{table}, built from NEURON_REGIONS in infra/facts/regions.py (each region with its source)"
+    return table
+
+
+# Instance types for core nodes the region-wide look-up answers in every region of ZONES: a stand-in,
+# not read per region (a deploy looks them up; the offline plan accepts them everywhere).
 GENERAL_PURPOSE_TYPES = {
     f"{family}.{size}"
     for family in ("m5", "m6i", "m7i", "c6i", "c7i", "r6i", "r7i")
@@ -91,7 +68,11 @@ def instance_type_answer(instance_type: str) -> dict:
 
 
 # Kubernetes version -> add-on -> the build DescribeAddonVersions marks as default. Stand-ins
-# in the real format; a deploy asks AWS (infra/facts/addons.py).
+# in the real format; a deploy asks AWS (infra/facts/addons.py). Keyed by version only: the offline
+# plan answers every region of ZONES with these builds, as it answers every region with the same
+# AMI release (infra/facts/neuron.py COMPATIBLE_AMI_RELEASES); the EFA device plugin's image comes
+# from the region's EKS add-on registry (EKS_ADDON_REGISTRIES in infra/facts/versions.py, every
+# region of ZONES included).
 ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
     # Two minors on (EKS_KUBERNETES_VERSIONS lists it), so `make plan BASE=<ref>` of a skipped minor
     # (1.34 -> 1.36) plans both revisions and reaches the version-change refusal (offline/diff/compare.py)

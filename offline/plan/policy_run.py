@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 from infra.config.errors import ConfigError
 from offline.plan.mocks import Registration
 from policy.guardrails import PACK_NAME, POLICIES
+from policy.guardrails.readiness import STACK_CONFIG
 from policy.guardrails.security import EKS_CLUSTER
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "policy"
@@ -367,6 +368,19 @@ def run_policies(
     config: PackConfig,
     region: str | None = None,
     policies: Iterable[Policy] = POLICIES,
+    stack_config: Mapping[str, str] | None = None,
+) -> PolicyReport:
+    """The findings of ``policies`` on the planned stack; ``stack_config`` is the stack's config (key ->
+    value text), which the engine hands a real pack in its environment (policy/guardrails/readiness.py)."""
+    token = STACK_CONFIG.set(stack_config)
+    try:
+        return _run_policies(registrations, config, region, policies)
+    finally:
+        STACK_CONFIG.reset(token)
+
+
+def _run_policies(
+    registrations: list[Registration], config: PackConfig, region: str | None, policies: Iterable[Policy]
 ) -> PolicyReport:
     findings = PolicyReport()
     resources = [

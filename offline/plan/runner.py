@@ -19,7 +19,7 @@ import yaml
 
 from infra import lookups
 from infra.config.errors import ConfigError
-from offline.plan import stack_files
+from offline.plan import fixtures, stack_files
 from offline.plan.mocks import SECRET, CloudMocks, ExistingCluster, RecordingMonitor, Registration, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -128,8 +128,8 @@ def offline_answered(
             asked = ", ".join(sorted({a for a, t in misses if t == table and named(a, problem)}))
             problem += (
                 f" [offline answer: {table} in offline/plan/fixtures.py has no entry for {asked}; that table stands "
-                f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to {table} "
-                "to plan this offline]"
+                f"in for AWS here, and a real `pulumi preview` asks AWS. If AWS offers it, add it to "
+                f"{fixtures.home_of(table)} to plan this offline]"
             )
             noted.add(table)
         # One note on what the tables answered, the offerings' first (it covers the zones too).
@@ -140,7 +140,7 @@ def offline_answered(
             problem += (
                 f" [offline answer: what {table} in offline/plan/fixtures.py says about {asked}; that table stands "
                 f"in for AWS here (your account's zones and offerings may differ), and a real `pulumi preview` "
-                f"asks AWS. If AWS answers otherwise, edit {table} to plan this offline]"
+                f"asks AWS. If AWS answers otherwise, edit {fixtures.home_of(table)} to plan this offline]"
             )
         problems.append(problem)
     return error if problems == error.problems else ConfigError(problems)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,5 +162,10 @@ def emit(rendered: RenderedPlan) -> render.Planned:
     return rendered.planned
 
 
-def check_policies(result: PlanResult, config: policy_pack.PackConfig, region: str | None) -> policy_pack.PolicyReport:
-    return policy_pack.run_policies(result.registrations, config, region)
+def check_policies(
+    result: PlanResult,
+    config: policy_pack.PackConfig,
+    region: str | None,
+    stack_config: Mapping[str, str] | None = None,
+) -> policy_pack.PolicyReport:
+    return policy_pack.run_policies(result.registrations, config, region, stack_config=stack_config)

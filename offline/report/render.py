@@ -354,7 +354,11 @@ def summary(
 
 def _per_hour(value: float | None, estimate: dict[str, Any], scenario: str) -> str:
     """``$0.591/h``; where a line has no price, the priced lines' sum as a floor: ``at least $0.554/h
-    (a line has no price)``."""
+    (a line has no price)``; where no line has one (a region the price tables do not cover), unknown:
+    a floor of $0.000 would read as free."""
     if value is not None:
         return f"{report.money(value)}/h"
-    return f"at least {report.money(estimate['knownHourly'][scenario])}/h (a line has no price)"
+    known = estimate["knownHourly"][scenario]
+    if not known:
+        return "unknown (no line has a price)"
+    return f"at least {report.money(known)}/h (a line has no price)"

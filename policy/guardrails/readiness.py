@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
@@ -44,6 +47,60 @@ def _namespace_overrides(values: Any) -> Iterator[str]:
             yield from _namespace_overrides(value)
 
 
+# The stack's config as the engine gives a policy pack: pulumi-language-python starts a policy pack
+# with PULUMI_CONFIG (the stack's config as JSON, key -> value text), PULUMI_PROJECT and PULUMI_STACK
+# in its environment (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go RunPlugin, from
+# v3.221.0 to v3.259.0, the newest mirrored; .pulumi-version pins 3.272.0). The offline run, which
+# checks several stacks in one process, sets this instead (offline/plan/policy_run.py).
+STACK_CONFIG: ContextVar[Mapping[str, str] | None] = ContextVar("stack_config", default=None)
+
+
+def stack_config() -> Mapping[str, str]:
+    given = STACK_CONFIG.get()
+    if given is not None:
+        return given
+    try:
+        loaded = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _stack_of(resources: list) -> tuple[str, str] | None:
+    """(stack, project) of the resources' URNs (urn:pulumi:<stack>::<project>::...)."""
+    for r in resources:
+        head = r.urn.split("::")
+        if len(head) > 2 and head[0].startswith("urn:pulumi:"):
+            return head[0].removeprefix("urn:pulumi:"), head[1]
+    return None
+
+
+def stack_namespaces(resources: list, config: Mapping[str, str]) -> set[str]:
+    """The namespaces the stack's own config names: ``<project>:namespace`` (a workload stack's, which
+    its program refuses unless the cluster stack creates it: workloads/checks.py) and
+    ``<project>:trainingNamespaces`` (the cluster stack's)."""
+    found = _stack_of(resources)
+    if found is None:
+        return set()
+    project = found[1]
+    named: set[str] = set()
+    namespace = config.get(f"{project}:namespace")
+    if isinstance(namespace, str):
+        named.add(namespace)
+    try:
+        listed = json.loads(config.get(f"{project}:trainingNamespaces") or "[]")
+    except (TypeError, ValueError):
+        listed = []
+    if isinstance(listed, list):
+        named |= {n for n in listed if isinstance(n, str)}
+    return named
+
+
+def _config_file(resources: list) -> str:
+    found = _stack_of(resources)
+    return f"policy/config.{found[0] if found else '<stack>'}.json"
+
+
 @stack_rule(
     "namespace-exists",
     "Every namespace an object or chart is put in is built in, declared in the stack, or created by its chart.",
@@ -52,12 +109,17 @@ def _namespace_overrides(values: Any) -> Iterator[str]:
             "type": "array",
             "items": {"type": "string"},
             "default": [],
-            "description": "namespaces another stack creates",
-        }
+            "description": "namespaces another stack creates, besides the one the stack's own config names",
+        },
     },
 )
 def namespace_exists(args: StackValidationArgs, report: Report) -> None:
-    existing = set(BUILT_IN_NAMESPACES) | set(args.get_config().get("externalNamespaces", []))
+    settings = args.get_config()
+    existing = set(BUILT_IN_NAMESPACES) | set(settings.get("externalNamespaces", []))
+    existing |= stack_namespaces(args.resources, stack_config())
+    fix = (
+        f"list it under namespace-exists.externalNamespaces in {_config_file(args.resources)} if another stack owns it"
+    )
     existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
     releases = of_type(args.resources, *HELM_CHARTS)
     existing |= {get(r.props, "namespace") for r in releases if get(r.props, "createNamespace") is True}
@@ -71,8 +133,7 @@ def namespace_exists(args: StackValidationArgs, report: Report) -> None:
                 if ns not in existing:
                     report(
                         f"Helm release '{r.name}' puts objects in namespace '{ns}' ({what}), which is neither built in nor "
-                        "declared: declare a Namespace (or createNamespace for the release namespace), or list it under "
-                        "externalNamespaces if another stack owns it.",
+                        f"declared: declare a Namespace (or createNamespace for the release namespace), or {fix}.",
                         r.urn,
                     )
         elif is_kubernetes_object(r.resource_type) and has(get(r.props, "metadata", default={}), "namespace"):
@@ -80,8 +141,7 @@ def namespace_exists(args: StackValidationArgs, report: Report) -> None:
             if ns not in existing:
                 report(
                     f"{kind_of(r.resource_type)} '{object_name(r.props)}' is in namespace '{ns}', which is neither built in "
-                    "nor declared in this stack: declare the Namespace, or list it under externalNamespaces if another "
-                    "stack owns it.",
+                    f"nor declared in this stack: declare the Namespace, or {fix}.",
                     r.urn,
                 )
 

@@ -14,6 +14,7 @@ from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from infra.facts.instances import NEURON_INSTANCE_TYPES, node_group_instance_types, trains
 from infra.facts.neuron import compatible_release_hint, images_for, incompatibilities
+from infra.facts.regions import checked_zone_offerings
 from infra.facts.versions import NEURON_AMI_TYPE
 from infra.specs.node_template import BURN_IN_TAINT
 from policy.guardrails.declare import stack_rule
@@ -150,6 +151,31 @@ def neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
             )
 
 
+def _config_file(urn: str) -> str:
+    """The policy config file of the stack a URN (urn:pulumi:<stack>::<project>::...) belongs to."""
+    stack = urn.split(":")[2] if urn.count(":") >= 2 else "<stack>"
+    return f"policy/config.{stack}.json"
+
+
+def zone_offering_problem(zone: str, instance_type: str, extra: dict, urn: str) -> str | None:
+    """Why ``zone`` cannot run ``instance_type``, or None: checked against infra/facts/regions.py where it
+    knows the zone's offerings from a source (the same table the offline plan answers from), plus the
+    zones the policy config adds. A zone the table does not know is not checked (a deploy looks it up)."""
+    known = checked_zone_offerings().get(zone)
+    added = set(extra.get(instance_type, []))
+    if known is None or zone in added:
+        return None
+    offered = set(known.get(instance_type, frozenset())) | added
+    if zone in offered:
+        return None
+    where = f"offered in {sorted(offered)}" if offered else "not offered in this zone's region"
+    return (
+        f"zone {zone} does not offer {instance_type} ({where}; infra/facts/regions.py): pin the accelerator zone "
+        f"to one of those; if AWS now offers it there, add the zone to its region's offerings in "
+        f"infra/facts/regions.py, or list it under accelerator-single-zone.offeredZoneIds in {_config_file(urn)}"
+    )
+
+
 @stack_rule(
     "accelerator-single-zone",
     "Trainium/Inferentia node groups use one subnet, in a zone that offers the instance type.",
@@ -158,12 +184,12 @@ def neuron_taint(args: StackValidationArgs, report: ReportViolation) -> None:
             "type": "object",
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
             "default": {},
-            "description": "instance type -> zone ids offering it; a type not listed is not zone-checked",
+            "description": "instance type -> zone ids that offer it besides those infra/facts/regions.py knows",
         }
     },
 )
 def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) -> None:
-    offered: dict = args.get_config().get("offeredZoneIds", {})
+    extra: dict = args.get_config().get("offeredZoneIds", {})
     for g in accelerator_groups(args.resources):
         if not has(g.group.props, "subnetIds"):
             continue
@@ -177,14 +203,10 @@ def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) 
             )
             continue
         zones = {get(s.props, "availabilityZoneId") for s in dependencies_of(g.group, "subnetIds", SUBNET)} - {None}
-        known = offered.get(g.instance_type)
         for zone in sorted(zones):
-            if known is not None and zone not in known:
-                report(
-                    f"Node group '{g.group.name}' is in zone {zone}, which does not offer {g.instance_type} "
-                    f"(offered in {sorted(known)}): pin the accelerator zone to one of those.",
-                    g.group.urn,
-                )
+            problem = zone_offering_problem(zone, g.instance_type, extra, g.group.urn)
+            if problem:
+                report(f"Node group '{g.group.name}' is in {problem}.", g.group.urn)
     for k in karpenter_groups(args.resources):
         pool_zones = k.requirement("topology.k8s.aws/zone-id")
         if len(pool_zones) != 1:
@@ -193,11 +215,8 @@ def accelerator_single_zone(args: StackValidationArgs, report: ReportViolation) 
                 "nodes, placement group and the file system must share a zone.",
                 k.pool.urn,
             )
-        elif offered.get(k.instance_type) is not None and pool_zones[0] not in offered[k.instance_type]:
-            report(
-                f"NodePool '{k.pool.name}' is in zone {pool_zones[0]}, which does not offer {k.instance_type}.",
-                k.pool.urn,
-            )
+        elif problem := zone_offering_problem(pool_zones[0], k.instance_type, extra, k.pool.urn):
+            report(f"NodePool '{k.pool.name}' is in {problem}.", k.pool.urn)
 
 
 @stack_rule(
