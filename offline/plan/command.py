@@ -87,14 +87,14 @@ def cluster_reference_problem(reference: str | None, cluster_dir: Path) -> str |
 def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> PlanResult:
     """The workload stack, its StackReference answered by the cluster plan of the stack it names."""
     config = stack_config(workloads_dir, stack)
-    reference = config.get(CLUSTER_STACK_KEY)
+    reference = config.get(CLUSTER_STACK_KEY, "")
     # The cluster project beside the workload project, else this repository's (a workload project copied alone).
     cluster_dir = workloads_dir.parent if (workloads_dir.parent / "Pulumi.yaml").exists() else REPO_ROOT
     problem = cluster_reference_problem(reference, cluster_dir)
     if problem:
         # The workload program would refuse it too, but only after the cluster plan it names.
         raise ConfigError([problem], source=f"stack file {_shown(workloads_dir / f'Pulumi.{stack}.yaml')}")
-    cluster_stack = str(reference).split("/")[2]
+    cluster_stack = reference.split("/")[2]
     if cluster_stack != cluster.stack:
         cluster = run_program(cluster_dir, cluster_stack)
     secrets = offline_secrets(workloads_dir, stack, config)
