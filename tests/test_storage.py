@@ -3,9 +3,12 @@ stack, linked to S3, mounted in every training namespace through a static volume
 
 from __future__ import annotations
 
+import stat
+import subprocess
+
 import pytest
 
-from infra.components.storage import static_volume
+from infra.components.storage import directories_script, static_volume
 from infra.config.errors import ConfigError
 from infra.config.rules import fsx_capacity_problem
 from infra.validate import parse_stack_config
@@ -23,8 +26,8 @@ def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
     # its own (prod: two 4800 GiB file systems).
     (fs,) = prod.of_type(FILE_SYSTEM)
     assert fs.inputs["storageCapacity"] == 4800
-    # One claim per training namespace and the burn-in's (which checks the mount).
-    assert len(prod.of_type(CLAIM)) == 3 and len(prod.of_type(VOLUME)) == 3
+    # One claim per training namespace, the burn-in's (which checks the mount) and the root's.
+    assert len(prod.of_type(CLAIM)) == 4 and len(prod.of_type(VOLUME)) == 4
     handles = {v.inputs["spec"]["csi"]["volumeHandle"] for v in prod.of_type(VOLUME)}
     assert handles == {"fs-placeholder-fsx-training"}
 
@@ -142,12 +145,15 @@ def test_static_volume_matches_the_csi_driver_contract():
         "fs-0abc",
         "fs-0abc.fsx.us-west-2.amazonaws.com",
         "x7yzbmav",
+        directory="research",
     )
     spec = volume["spec"]
+    # The directory rides in mountname: the node mounts "<dnsname>@tcp:/x7yzbmav/research", a
+    # Lustre subdirectory mount that shows the pod nothing above /research.
     assert spec["csi"] == {
         "driver": "fsx.csi.aws.com",
         "volumeHandle": "fs-0abc",
-        "volumeAttributes": {"dnsname": "fs-0abc.fsx.us-west-2.amazonaws.com", "mountname": "x7yzbmav"},
+        "volumeAttributes": {"dnsname": "fs-0abc.fsx.us-west-2.amazonaws.com", "mountname": "x7yzbmav/research"},
     }
     assert spec["mountOptions"] == ["flock"]
     assert spec["accessModes"] == ["ReadWriteMany"] and spec["capacity"] == {"storage": "2400Gi"}
@@ -173,7 +179,7 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
     volume = dev.named("fsx-claim-default", VOLUME)
     assert volume.inputs["spec"]["csi"]["volumeAttributes"] == {
         "dnsname": "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com",
-        "mountname": "placeholder",
+        "mountname": "placeholder/default",
     }
     assert volume.urn in claim.dependencies
 
@@ -218,7 +224,8 @@ def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(dev):
     PersistentVolume forceNew list has no claimRef)."""
     volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
     declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
-    assert volume.lifecycle["replacementTrigger"] == declared
+    # The volume's CSI source too: what it mounts cannot change in place either.
+    assert volume.lifecycle["replacementTrigger"] == {"claim": declared, "source": volume.inputs["spec"]["csi"]}
     assert volume.lifecycle["deleteBeforeReplace"] is True
     assert claim.lifecycle["replaceWith"] == [volume.urn]
     assert volume.urn in claim.property_dependencies["spec"]
@@ -399,3 +406,117 @@ def test_storage_off_declares_no_file_system(plan_with):
     plan = plan_with(features={"fsxCsi": False})
     assert not plan.of_type(FILE_SYSTEM) and not plan.of_type(VOLUME)
     assert plan.outputs["storage"]["fileSystemId"] is None and plan.outputs["storage"]["claims"] == {}
+
+
+JOB = "kubernetes:batch/v1:Job"
+
+
+def test_each_namespace_mounts_only_its_own_directory(prod):
+    # kubernetes-sigs/aws-fsx-csi-driver v1.9.0 pkg/driver/node.go NodePublishVolume mounts
+    # "<dnsname>@tcp:/<mountname>" as given: mountname "<fsname>/<namespace>" is a Lustre
+    # subdirectory mount, so a pod of `research` has no path to `default`'s checkpoints.
+    mounted = {
+        v.inputs["spec"]["claimRef"]["namespace"]: v.inputs["spec"]["csi"]["volumeAttributes"]["mountname"]
+        for v in prod.of_type(VOLUME)
+    }
+    assert mounted == {
+        "default": "placeholder/default",
+        "research": "placeholder/research",
+        "neuron-burn-in": "placeholder/neuron-burn-in",
+        # The one root volume: only the directory Job in kube-system mounts it.
+        "kube-system": "placeholder",
+    }
+    root = prod.named("fsx-root-kube-system", VOLUME)
+    assert root.inputs["spec"]["claimRef"] == {"namespace": "kube-system", "name": "fsx-root"}
+    # No training namespace has a claim on the root or on another namespace's directory.
+    claims = {(c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in prod.of_type(CLAIM)}
+    assert claims == {
+        ("default", "fsx-claim"),
+        ("research", "fsx-claim"),
+        ("neuron-burn-in", "fsx-claim"),
+        ("kube-system", "fsx-root"),
+    }
+
+
+def test_directories_exist_before_any_namespace_claim(prod):
+    (job,) = prod.of_type(JOB)
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert job.inputs["metadata"] == {"name": "fsx-namespace-directories", "namespace": "kube-system"}
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]
+    assert pod["nodeSelector"] == {"role": "core"}
+    (container,) = pod["containers"]
+    script = container["command"][2]
+    for namespace in ("default", "research", "neuron-burn-in"):
+        assert f"'{namespace}'" in script
+    assert prod.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
+    # A subdirectory mount of a missing directory fails: every namespace's volume waits for the
+    # Job (pulumi-kubernetes awaits a Job until Complete), and so do their claims.
+    for namespace in ("default", "research", "neuron-burn-in"):
+        assert job.urn in prod.named(f"fsx-claim-{namespace}", VOLUME).dependencies
+    # Its pod template is immutable: a new namespace list replaces the Job, the old one first.
+    assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+
+
+def test_directories_script_creates_missing_directories_and_keeps_existing_data(tmp_path):
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "checkpoint.pt").write_text("weights")
+    script = directories_script(str(tmp_path), ["default", "research", "neuron-burn-in"])
+    for _ in range(2):  # a re-run (a replaced Job) finds them all and succeeds
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["default", "neuron-burn-in", "research"]
+    assert (tmp_path / "default" / "checkpoint.pt").read_text() == "weights"
+    assert stat.S_IMODE((tmp_path / "research").stat().st_mode) == 0o755
+    assert f"{tmp_path}/research ready" in done.stdout
+
+
+def test_directories_script_fails_when_it_cannot_create_one(tmp_path):
+    (tmp_path / "research").write_text("a file where the directory belongs")
+    done = subprocess.run(
+        ["sh", "-c", directories_script(str(tmp_path), ["research"])], capture_output=True, check=False
+    )
+    assert done.returncode != 0
+
+
+SHARED = {"trainingNamespaces": ["default", "research"]}
+
+
+def test_a_namespace_mounts_another_directory_only_as_configured(plan_with):
+    plan = plan_with(
+        **SHARED, storage={"sharedDirectories": {"research": {"default": "read-only"}, "default": {"research": "read-write"}}}
+    )
+    ro = plan.named("fsx-claim-default-research", VOLUME).inputs["spec"]
+    assert ro["claimRef"] == {"namespace": "research", "name": "fsx-claim-default"}
+    assert ro["csi"]["volumeAttributes"]["mountname"] == "placeholder/default"
+    # node.go NodePublishVolume adds "ro" to the mount options when the kubelet passes readonly,
+    # which it does for a CSI source with readOnly; the access mode stays one the driver accepts.
+    assert ro["csi"]["readOnly"] is True and ro["accessModes"] == ["ReadWriteMany"]
+    rw = plan.named("fsx-claim-research-default", VOLUME).inputs["spec"]
+    assert rw["claimRef"] == {"namespace": "default", "name": "fsx-claim-research"}
+    assert rw["csi"]["volumeAttributes"]["mountname"] == "placeholder/research" and "readOnly" not in rw["csi"]
+    claim = plan.named("research-fsx-claim-default", CLAIM)
+    assert claim.inputs["spec"]["volumeName"] == "fsx-claim-default-research-fs-placeholder-fsx-training"
+
+
+@pytest.mark.parametrize(
+    ("shared", "message"),
+    [
+        (
+            {"staging": {"default": "read-only"}},
+            "storage.sharedDirectories.staging = {'default': 'read-only'}: not a training namespace",
+        ),
+        (
+            {"research": {"ops": "read-write"}},
+            "storage.sharedDirectories.research.ops = 'read-write': not a training namespace, so it has no directory",
+        ),
+        (
+            {"research": {"research": "read-only"}},
+            "storage.sharedDirectories.research.research = 'read-only': a namespace always mounts its own directory",
+        ),
+        ({"research": {"default": "write"}}, "storage.sharedDirectories.research.default"),
+    ],
+)
+def test_shared_directories_refusals(shared, message):
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"sharedDirectories": shared}})
+    assert message in str(err.value)

@@ -315,7 +315,16 @@ class StorageConfig(ConfigModel):
     backup_start_time: str = Field(
         default="05:00", description="When the daily automatic backup starts (HH:MM, UTC), with backups on."
     )
-    claim_name: str = Field(default="fsx-claim", description="The claim each training namespace gets.")
+    claim_name: str = Field(
+        default="fsx-claim",
+        description="The claim each training namespace gets: it mounts only the namespace's own directory, "
+        "`/<namespace>` of the file system.",
+    )
+    shared_directories: dict[str, dict[str, Literal["read-only", "read-write"]]] = Field(
+        default={},
+        description="Per training namespace, the other training namespaces whose directory it may mount too, each "
+        "`read-only` or `read-write`: it gets the claim `<claimName>-<owner>` for each (read-only: mounted `ro`).",
+    )
     dynamic_reclaim_policy: Literal["Delete", "Retain"] = Field(
         default="Delete", description="Reclaim policy of the `fsx-lustre` StorageClass for extra, per-job volumes."
     )

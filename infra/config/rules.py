@@ -912,6 +912,20 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"trainingNamespaces lists {config.training_namespaces}"
             )
         buckets += [(("namespaceDataBuckets", namespace, i), b) for i, b in enumerate(listed)]
+    for namespace, owners in config.storage.shared_directories.items():
+        key = key_name(("storage", "sharedDirectories", namespace))
+        if namespace not in config.training_namespaces:
+            problems.append(
+                f"{key} = {owners!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
+            )
+        for owner in owners:
+            if owner == namespace:
+                problems.append(f"{key}.{owner} = {owners[owner]!r}: a namespace always mounts its own directory")
+            elif owner not in config.training_namespaces:
+                problems.append(
+                    f"{key}.{owner} = {owners[owner]!r}: not a training namespace, so it has no directory to share; "
+                    f"trainingNamespaces lists {config.training_namespaces}"
+                )
     for loc, bucket in buckets:
         if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
