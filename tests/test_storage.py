@@ -280,7 +280,13 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
     claims = [r.inputs for r in prod.of_type(CLAIM)]
     # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node).
-    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "neuron-burn-in", "research"]
+    # The directory Job's root claim lives in kube-system.
+    assert sorted(c["metadata"]["namespace"] for c in claims) == [
+        "default",
+        "kube-system",
+        "neuron-burn-in",
+        "research",
+    ]
     # The volumes carry the file system's size; the claims FSx's smallest, which any volume covers.
     assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"1200Gi"}
     assert {v.inputs["spec"]["capacity"]["storage"] for v in prod.of_type(VOLUME)} == {"4800Gi"}
@@ -289,6 +295,7 @@ def test_prod_storage_tier_and_namespaces(prod):
         "fsx-claim-default-fs-placeholder-fsx-training",
         "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
         "fsx-claim-research-fs-placeholder-fsx-training",
+        "fsx-root-kube-system-fs-placeholder-fsx-training",
     ]
     research = prod.named("research-fsx-claim", CLAIM)
     assert prod.named("ns-research").urn in research.dependencies
@@ -483,7 +490,8 @@ SHARED = {"trainingNamespaces": ["default", "research"]}
 
 def test_a_namespace_mounts_another_directory_only_as_configured(plan_with):
     plan = plan_with(
-        **SHARED, storage={"sharedDirectories": {"research": {"default": "read-only"}, "default": {"research": "read-write"}}}
+        **SHARED,
+        storage={"sharedDirectories": {"research": {"default": "read-only"}, "default": {"research": "read-write"}}},
     )
     ro = plan.named("fsx-claim-default-research", VOLUME).inputs["spec"]
     assert ro["claimRef"] == {"namespace": "research", "name": "fsx-claim-default"}
