@@ -9,8 +9,9 @@ the `fsx-claim` claim bound to it: binding is immediate, so `pulumi up` never wa
 provisioning, no namespace gets a file system of its own, and no namespace reaches another's
 checkpoints or data through its volume. A namespace that must read or write another's directory
 says so in `storage.sharedDirectories` and gets a claim for it alone. A Job on a core node, the
-only pod that mounts the file system's root, creates the directories before any claim exists. Destroy runs in dependency order: claims, volumes, the CSI driver, the
-associations, the file system, then its security group and subnet.
+only pod that mounts the file system's root, creates the directories before any claim exists.
+Destroy runs in dependency order: claims, volumes, the CSI driver, the associations, the file
+system, then its security group and subnet.
 
 The `fsx-lustre` StorageClass stays for extra, per-job volumes that the CSI driver creates.
 """
@@ -122,9 +123,11 @@ def mounted_path(mount_name: str, directory: str) -> str:
     the node takes ``mountname`` from the volume context as is and mounts
     ``fmt.Sprintf("%s@tcp:/%s", dnsname, mountname)`` with `mount -t lustre` (l.177); it has no
     NodeStageVolume (l.91-93, Unimplemented), so nothing else rewrites the source. A
-    ``<fsname>/<dir>`` mountname is therefore the Lustre subdirectory mount FSx documents
-    ("Mounting specific filesets": ``<dnsname>@tcp:/<mountname>/<path>``): the client sees that
-    directory as its root and nothing above it. The directory must exist first, or the mount fails.
+    ``<fsname>/<dir>`` mountname is therefore a Lustre subdirectory mount: mount.lustre(8) (lustre-release,
+    Documentation/man8/mount.lustre.8) takes ``MGSNAME:/FSNAME[/SUBDIR]``, "optionally starting at
+    subdirectory SUBDIR within the filesystem", the fileset mount of the FSx for Lustre User Guide
+    (mounting-from-fileset.html). The client sees that directory as its root and nothing above it.
+    The directory must exist first, or the mount fails.
     """
     return f"{mount_name}/{directory}" if directory else mount_name
 
