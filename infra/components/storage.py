@@ -236,6 +236,7 @@ def directory_job(directories: list[str]) -> dict[str, Any]:
                     "restartPolicy": "Never",
                     "nodeSelector": CORE_NODE_SELECTOR,
                     "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
                             "name": "mkdir",
@@ -245,11 +246,15 @@ def directory_job(directories: list[str]) -> dict[str, Any]:
                             # capability (it owns what it writes into).
                             "securityContext": {
                                 "runAsUser": 0,
+                                "privileged": False,
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]},
                             },
-                            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "32Mi"},
+                                "limits": {"cpu": "100m", "memory": "64Mi"},
+                            },
                             "volumeMounts": [{"name": "fsx", "mountPath": ROOT_MOUNT}],
                         }
                     ],
