@@ -18,7 +18,7 @@ ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 VOLUME = "kubernetes:core/v1:PersistentVolume"
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-S3_LINK = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
+S3_LINK = {"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}
 
 
 def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
@@ -309,7 +309,7 @@ def test_s3_links_are_data_repository_associations(plan_with):
             "dataRepositories": [
                 S3_LINK,
                 {
-                    "fileSystemPath": "/checkpoints",
+                    "fileSystemPath": "/default/checkpoints",
                     "s3Path": "s3://my-checkpoints",
                     "autoImport": [],
                     "autoExport": ["NEW", "CHANGED"],
@@ -320,7 +320,8 @@ def test_s3_links_are_data_repository_associations(plan_with):
     datasets, checkpoints = (plan.named(f"fsx-s3-{i}", ASSOCIATION).inputs for i in (0, 1))
     assert datasets["fileSystemId"] == "fs-placeholder-fsx-training"
     assert (
-        datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
+        datasets["fileSystemPath"] == "/default/datasets"
+        and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
     )
     # Both policies always sent: an omitted one would leave the previous policy in place.
     assert datasets["s3"] == {
@@ -338,8 +339,8 @@ def test_s3_links_are_data_repository_associations(plan_with):
     assert plan.named("fsx-s3-1").lifecycle["replacementTrigger"] == "import=;export=NEW,CHANGED"
     assert plan.named("fsx-s3-0").lifecycle["replacementTrigger"] == "import=NEW,CHANGED,DELETED;export="
     assert plan.outputs["storage"]["s3Links"] == [
-        {"path": "/datasets", "s3Path": "s3://my-training-data/datasets"},
-        {"path": "/checkpoints", "s3Path": "s3://my-checkpoints"},
+        {"path": "/default/datasets", "s3Path": "s3://my-training-data/datasets"},
+        {"path": "/default/checkpoints", "s3Path": "s3://my-checkpoints"},
     ]
     claim = plan.named("default-fsx-claim", CLAIM)
     assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(plan.named("fsx-claim-default", VOLUME).dependencies)
@@ -357,15 +358,16 @@ def test_persistent_2_takes_s3_links_now():
     [
         ([{**S3_LINK, "fileSystemPath": "datasets"}], "fileSystemPath = 'datasets': an absolute path such as /data"),
         (
-            [S3_LINK, {**S3_LINK, "fileSystemPath": "/datasets/bert", "s3Path": "s3://other"}],
-            "dataRepositories[1].fileSystemPath = '/datasets/bert': overlaps '/datasets'; associations may not nest",
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/default/datasets/bert", "s3Path": "s3://other"}],
+            "dataRepositories[1].fileSystemPath = '/default/datasets/bert': overlaps '/default/datasets'; associations "
+            "may not nest",
         ),
         (
-            [{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/x", "s3Path": "s3://other"}],
+            [{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/default/x", "s3Path": "s3://other"}],
             "'/' can only be linked when it is the only association",
         ),
         (
-            [S3_LINK, {**S3_LINK, "fileSystemPath": "/other"}],
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/default/other"}],
             "dataRepositories[1].s3Path = 's3://my-training-data/datasets': bucket 'my-training-data' is already linked",
         ),
         (
@@ -528,3 +530,28 @@ def test_shared_directories_refusals(shared, message):
     with pytest.raises(ConfigError) as err:
         parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"sharedDirectories": shared}})
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (
+            "/datasets",
+            "storage.dataRepositories[0].fileSystemPath = '/datasets': outside every training namespace's "
+            "directory, so no training pod sees it (each mounts only its own); put it under one of ['/default', "
+            "'/research'], such as /default/datasets",
+        ),
+        ("/", "storage.dataRepositories[0].fileSystemPath = '/': outside every training namespace's directory"),
+        # A prefix of a namespace's name is not its directory.
+        ("/defaults/x", "fileSystemPath = '/defaults/x': outside every training namespace's directory"),
+    ],
+)
+def test_a_link_outside_every_namespace_directory_is_refused(path, message):
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(
+            {"region": "us-west-2", **SHARED, "storage": {"dataRepositories": [{**S3_LINK, "fileSystemPath": path}]}}
+        )
+    assert message in str(err.value)
+    for inside in ("/research", "/research/datasets"):
+        links = [{**S3_LINK, "fileSystemPath": inside}]
+        assert parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"dataRepositories": links}})

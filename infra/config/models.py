@@ -268,7 +268,10 @@ class FeaturesConfig(ConfigModel):
 class DataRepositoryConfig(ConfigModel):
     """An S3 link of the training file system: a data repository association."""
 
-    file_system_path: str = Field(description="Where the bucket appears in the file system, e.g. /datasets.")
+    file_system_path: str = Field(
+        description="Where the bucket appears in the file system, inside a training namespace's directory, e.g. "
+        "/default/datasets (its pods see it under their mount)."
+    )
     s3_path: str = Field(description="The linked S3 location, s3://bucket[/prefix].")
     auto_import: list[S3Event] = Field(
         default=list(get_args(S3Event)), description="S3 events that flow into the file system."

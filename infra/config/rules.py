@@ -912,6 +912,17 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"trainingNamespaces lists {config.training_namespaces}"
             )
         buckets += [(("namespaceDataBuckets", namespace, i), b) for i, b in enumerate(listed)]
+    # Each namespace's volume mounts only /<namespace> (infra/components/storage.py mounted_path): a link
+    # elsewhere would be seen by no training pod.
+    directories = [f"/{n}" for n in config.training_namespaces]
+    for i, repo in enumerate(config.storage.data_repositories):
+        path = repo.file_system_path
+        if path.startswith("/") and not any(path == d or path.startswith(d + "/") for d in directories):
+            problems.append(
+                f"{key_name(('storage', 'dataRepositories', i))}.fileSystemPath = {path!r}: outside every training "
+                f"namespace's directory, so no training pod sees it (each mounts only its own); put it under one of "
+                f"{directories}, such as {directories[0]}{path if path != '/' else '/data'}"
+            )
     for namespace, owners in config.storage.shared_directories.items():
         key = key_name(("storage", "sharedDirectories", namespace))
         if namespace not in config.training_namespaces:
