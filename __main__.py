@@ -34,7 +34,7 @@ cloud = lookups.look_up(config.region, sorted({g.instance_type for g in config.a
 blocks = lookups.capacity_blocks(config.accelerator_node_groups)
 groups = with_reservation_zones(config.accelerator_node_groups, blocks)
 placement = choose_placement(cloud.zones, cloud.offerings, groups, config.network.az_count, config.region)
-validate.check_zones_kept(config, placement)
+placement = validate.check_zones_kept(config, placement)
 validate.check_group_replacements(config, groups, placement)
 features = config.features
 use_karpenter = config.node_provisioner == "karpenter"

@@ -198,27 +198,29 @@ def _cluster_exists(cluster_name: str) -> bool:
     return running_kubernetes_version(cluster_name) is not None
 
 
-def running_kubernetes_version(cluster_name: str) -> str | None:
-    """The Kubernetes version the cluster's control plane runs now, or None before its first `up`."""
+def _running_cluster(cluster_name: str) -> aws.eks.GetClusterResult | None:
+    """The EKS cluster as it runs now, or None before its first `up`."""
     try:
-        cluster = aws.eks.get_cluster(name=cluster_name)
+        return aws.eks.get_cluster(name=cluster_name)
     except Exception as error:
         if _not_found(error):
             return None
         raise
-    return cluster.version
+
+
+def running_kubernetes_version(cluster_name: str) -> str | None:
+    """The Kubernetes version the cluster's control plane runs now, or None before its first `up`."""
+    cluster = _running_cluster(cluster_name)
+    return cluster.version if cluster else None
 
 
 def deployed_zone_ids(cluster_name: str) -> list[str] | None:
     """The running cluster's zones in address-slot order, or None before its first `up`. The control
     plane sits in the private subnets, one per zone, whose CIDRs ascend with the slot
     (infra/specs/cidrs.py), so their order by address is the zones' slot order."""
-    try:
-        cluster = aws.eks.get_cluster(name=cluster_name)
-    except Exception as error:
-        if _not_found(error):
-            return None
-        raise
+    cluster = _running_cluster(cluster_name)
+    if cluster is None:
+        return None
     subnets = [aws.ec2.get_subnet(id=subnet_id) for subnet_id in cluster.vpc_config.subnet_ids or []]
     ordered = sorted(subnets, key=lambda s: ipaddress.ip_network(s.cidr_block))
     return [s.availability_zone_id for s in ordered] or None

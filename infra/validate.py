@@ -15,7 +15,7 @@ from infra import lookups
 from infra.config.base import validated
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
-from infra.config.models import AcceleratorNodeGroupConfig, StackConfig, key_name
+from infra.config.models import AcceleratorNodeGroupConfig, StackConfig, is_prod_stack, key_name
 from infra.config.rules import (
     advisories,
     deploy_problems,
@@ -28,12 +28,33 @@ from infra.config.rules import (
 )
 from infra.facts.pins import for_terminal
 from infra.specs.group_replacement import group_replacement_problems
-from infra.specs.placement import Placement, deployed_zones_problem
+from infra.specs.placement import Placement, deployed_zones_problem, in_deployed_order
 from infra.specs.system_capacity import system_fit_problem
 
 
-def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
-    """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem."""
+def with_stack_environment(raw: dict[str, Any], stack: str) -> dict[str, Any]:
+    """``raw`` with the environment its stack's name implies: a stack named prod (or prod-<suffix>,
+    infra/config/models.py ``PROD_STACK_PATTERN``) is prod without the key, and refused with another
+    value, so no single line of its stack file unprotects its data."""
+    if not is_prod_stack(stack):
+        return raw
+    environment = raw.get("environment", "prod")
+    if environment != "prod":
+        raise ConfigError(
+            [
+                f"{key_name(('environment',))} = {environment!r}: stack {stack!r} is named as a prod stack "
+                "(prod or prod-<suffix>), so its environment is prod (allowed: prod, or leave the key out); "
+                "a stack for experiments takes another name"
+            ]
+        )
+    return {**raw, "environment": "prod"}
+
+
+def parse_stack_config(raw: dict[str, Any], stack: str | None = None) -> StackConfig:
+    """Validate raw config into a ``StackConfig`` or raise ``ConfigError`` listing every problem.
+    ``stack``: the stack's name, which makes a prod-named stack prod (``with_stack_environment``)."""
+    if stack is not None:
+        raw = with_stack_environment(raw, stack)
     config = validated(StackConfig, raw, key_name)
     problems = semantic_problems(config) + plan_problems(config)
     if problems:
@@ -43,7 +64,7 @@ def parse_stack_config(raw: dict[str, Any]) -> StackConfig:
 
 def load() -> StackConfig:
     """The running stack's configuration, validated."""
-    return parse_stack_config(raw_from_pulumi_config(engine_config()))
+    return parse_stack_config(raw_from_pulumi_config(engine_config()), pulumi.get_stack())
 
 
 def check_end_of_support(config: StackConfig, today: date | None = None) -> None:
@@ -73,13 +94,15 @@ def check_against_the_account(config: StackConfig) -> None:
         check_provisioner_switch(config)
 
 
-def check_zones_kept(config: StackConfig, placement: Placement) -> None:
+def check_zones_kept(config: StackConfig, placement: Placement) -> Placement:
     """A running cluster keeps its zones and their address slots: another zone set is refused, in a
-    preview too (it can never apply cleanly), before anything is declared."""
+    preview too (it can never apply cleanly), before anything is declared; the same zones keep the
+    order they run in, whatever order this program would give a new cluster."""
     deployed = lookups.deployed_zone_ids(config.cluster_name)
     problem = deployed and deployed_zones_problem(deployed, placement)
     if problem:
         raise ConfigError([problem], f"stack configuration for the running cluster {config.cluster_name}")
+    return in_deployed_order(placement, deployed) if deployed else placement
 
 
 def check_group_replacements(

@@ -561,6 +561,13 @@ class JobContext:
             if not env.get("BASE_SHA"):
                 raise StepFailed("offline plan diff: no base revision")
             return  # offline, no credentials: tests/test_plan_diff.py runs it for real
+        if command.startswith('if [ -n "$DEPLOYED" ]; then bin/plan --base "$DEPLOYED" --stacks'):
+            # The data-store gate against the deployed commit: offline, no credentials
+            # (tests/test_prod_protection.py runs it on real plans); its base must be a known commit.
+            deployed = env.get("DEPLOYED", "")
+            if deployed and deployed not in self.p.commits:
+                raise StepFailed(f"bin/plan --base {deployed}: not a commit in this checkout's history")
+            return
         if "-m tools.workloads_preflight" in command:
             argv = shlex.split(command)
             args = argv[argv.index("tools.workloads_preflight") + 1 :]

@@ -14,7 +14,7 @@ from infra.config.errors import ConfigError
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.lookups import DeployContext
 from infra.specs.group_replacement import RunningGroup, group_replacement_problems
-from infra.specs.placement import Placement, Zone, choose_placement, deployed_zones_problem
+from infra.specs.placement import Placement, Zone, choose_placement, deployed_zones_problem, in_deployed_order
 from offline.diff import compare
 from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
@@ -114,6 +114,33 @@ def test_pulumi_up_refuses_another_zone_set_on_the_running_cluster_before_declar
         run_program(REPO_ROOT, "dev", config, existing_cluster=running)
     # The cluster as it runs is no change of zones.
     run_program(REPO_ROOT, "dev", stack_config(REPO_ROOT, "dev"), existing_cluster=running)
+
+
+def test_a_cluster_made_when_zones_took_slots_in_list_order_keeps_them() -> None:
+    """Zones once took address slots in group-list order, the file system in the first: a cluster made
+    that way has the same zones in another order than this program gives a new one. It keeps its own
+    (subnets and file system stay); only another zone set is refused."""
+    listed = [group("inf2-az1", "inf2.xlarge", "usw2-az1"), *DEV_GROUPS]
+    fresh = dev_placement(listed)
+    assert [z.id for z in fresh.zones] == ["usw2-az4", "usw2-az1"]
+    assert deployed_zones_problem(["usw2-az1", "usw2-az4"], fresh) is None
+    kept = in_deployed_order(fresh, ["usw2-az1", "usw2-az4"])
+    assert [z.id for z in kept.zones] == ["usw2-az1", "usw2-az4"] and kept.accelerator_zone.id == "usw2-az1"
+    assert kept.group_zones == fresh.group_zones
+
+
+def test_pulumi_up_on_a_cluster_in_the_earlier_zone_order_changes_no_subnet_or_file_system_zone() -> None:
+    config = stack_config(REPO_ROOT, "dev")
+    groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
+    groups.insert(0, {"name": "inf2-az1", "instanceType": "inf2.xlarge", "azId": "usw2-az1", "maxSize": 1, **AMI})
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
+    for running in (("usw2-az1", "usw2-az4"), ("usw2-az4", "usw2-az1")):
+        plan = run_program(REPO_ROOT, "dev", config, existing_cluster=ExistingCluster({}, zone_ids=running))
+        (fsx,) = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+        assert fsx.inputs["subnetIds"] == f"subnet-placeholder-network-private-{running[0]}"
+        nodes = {r.inputs["availabilityZoneId"]: r.inputs["cidrBlock"] for r in plan.of_type("aws:ec2/subnet:Subnet")
+                 if r.name.startswith("network-node-")}  # fmt: skip
+        assert nodes[running[0]] == "100.64.0.0/17" and nodes[running[1]] == "100.64.128.0/17"
 
 
 def test_a_group_added_first_in_another_zone_only_creates(dev: PlanResult, tmp_path: Path) -> None:

@@ -797,3 +797,35 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
         )
     )
     assert chain == ["stage-wikicorpus", "bert-precompile"] and minutes == 240 + 175 > budget
+
+
+@pytest.mark.parametrize(("job_id", "stack"), [("cluster-dev", "dev"), ("preview-prod", "prod")])
+def test_the_pipeline_refuses_an_unacknowledged_data_store_replacement_before_its_update(
+    job_id: str, stack: str, tmp_path
+) -> None:
+    # The plan diff's data-store gate (offline/diff/compare.py data_store_replacement_refusals) runs
+    # against the commit the stack was last deployed from, before the job's `pulumi up` or preview
+    # (cluster-prod needs preview-prod, so a refusal there stops prod before its approval).
+    import subprocess
+
+    job = load("deploy.yml")["jobs"][job_id]
+    steps = job["steps"]
+    index = {s.get("id") or s.get("name") or s.get("uses"): i for i, s in enumerate(steps)}
+    deployed = steps[index["deployed"]]
+    assert deployed["run"] == f".venv/bin/python -m tools.deploy_order --deployed --stack {stack} ./"
+    assert deployed["env"] == steps[index["order"]]["env"]
+    (gate,) = [i for i, s in enumerate(steps) if "bin/plan --base" in s.get("run", "")]
+    assert steps[gate]["env"] == {"DEPLOYED": "${{ steps.deployed.outputs.commit }}"}
+    (pulumi,) = [i for i, s in enumerate(steps) if s.get("uses", "").startswith(PULUMI_ACTION) and "with" in s
+                 and s["with"].get("command") and s["with"].get("work-dir") == "./"]  # fmt: skip
+    assert index["order"] < index["deployed"] < gate < pulumi
+    # The step's script, run by bash as the runner does, with a bin/plan that records its argv and
+    # fails as a refusal does: it fails the job, and a stack never deployed is not compared.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "plan").write_text('#!/bin/sh\necho "$@" > argv\nexit 2\n')
+    (tmp_path / "bin" / "plan").chmod(0o755)
+    script = steps[gate]["run"]
+    run = lambda commit: subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env={"DEPLOYED": commit})  # noqa: E731
+    assert run("").returncode == 0 and not (tmp_path / "argv").exists()
+    assert run("0123abcd").returncode == 2
+    assert (tmp_path / "argv").read_text().split() == ["--base", "0123abcd", "--stacks", stack]

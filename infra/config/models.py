@@ -10,6 +10,7 @@ resource is declared; the rules across fields live in ``infra/config/rules.py``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
@@ -22,6 +23,17 @@ from infra.facts.neuron import compatible_ami_release
 PROJECT = "trainium-eks"
 
 Environment = Literal["dev", "prod"]
+# A stack named prod, or prod-<suffix> (prod-eu, prod-2...), is prod whatever its stack file says, so
+# dropping the `environment` line cannot unprotect its data: the program refuses such a stack that sets
+# another environment (infra/validate.py), and the policy pack's prod-data-protected reads the same
+# name from each resource's URN.
+PROD_STACK_PATTERN = r"prod(-[a-z0-9][a-z0-9-]*)?"
+
+
+def is_prod_stack(stack: str) -> bool:
+    return re.fullmatch(PROD_STACK_PATTERN, stack) is not None
+
+
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # CloudWatch Logs PutRetentionPolicy accepts only these retentions (days).
 LOG_RETENTION_DAYS = (
@@ -409,7 +421,8 @@ class StackConfig(ConfigModel):
     environment: Environment = Field(
         default="dev",
         description="prod refuses settings fine for experiments (an API open to the internet...) and protects the "
-        "file system.",
+        f"file system; unset: prod for a stack named prod or prod-<suffix> ({PROD_STACK_PATTERN}), which may not "
+        "set another, else dev.",
     )
     cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
     kubernetes_version: str = Field(
@@ -426,6 +439,12 @@ class StackConfig(ConfigModel):
         default={},
         description="Pins kept past their end of support, each named (e.g. kubernetes-1.34) with the reason; the "
         "plan refuses such a pin otherwise (infra/facts/support.py) and warns 90 days ahead.",
+    )
+    replacements_acknowledged: dict[str, str] = Field(
+        default={},
+        description="Data stores (the FSx file system, its data repository associations, its volume and claims, "
+        "KMS keys; by Pulumi resource name) a change may replace, each with the reason; the plan diff refuses "
+        "any other data-store replacement. A protected (prod) file system still cannot be replaced.",
     )
     addon_versions: dict[str, str] = Field(
         default={},

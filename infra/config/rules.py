@@ -339,6 +339,8 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _provisioner_problems(config)
     problems += _storage_problems(config.storage)
+    problems += _prod_storage_problems(config)
+    problems += _acknowledged_replacement_problems(config.replacements_acknowledged)
     problems += _backup_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
@@ -800,6 +802,38 @@ def _storage_problems(storage: StorageConfig) -> list[str]:
     if problem:
         problems.append(f"{skey('claimName')} = {storage.claim_name!r}: {problem}")
     return problems
+
+
+def _prod_storage_problems(config: StackConfig) -> list[str]:
+    """Prod's file system holds the only copy of every checkpoint: it is protected, keeps a final
+    backup and is persistent (the policy pack's prod-data-protected refuses the same resources)."""
+    if config.environment != "prod":
+        return []
+    storage, problems = config.storage, []
+    if storage.retain is False:
+        problems.append(
+            f"{key_name(('storage', 'retain'))} = false: prod retains its file system (allowed: true, or leave "
+            "the key out)"
+        )
+    if storage.deployment_type.startswith("SCRATCH"):
+        problems.append(
+            f"{key_name(('storage', 'deploymentType'))} = {storage.deployment_type!r}: prod's file system is "
+            "persistent, since a SCRATCH one keeps no backups and loses data when a server fails (allowed: "
+            "PERSISTENT_2, PERSISTENT_1)"
+        )
+    return problems
+
+
+def _acknowledged_replacement_problems(acknowledged: dict[str, str]) -> list[str]:
+    """Each acknowledged data-store replacement says why (the plan diff checks the names against
+    what it replaces: offline/diff/compare.py ``data_store_replacement_refusals``)."""
+    key = key_name(("replacementsAcknowledged",))
+    return [
+        f"{key}.{name} = {reason!r}: say why this data store may be replaced (what is lost, where its data "
+        "was copied to)"
+        for name, reason in sorted(acknowledged.items())
+        if not reason.strip()
+    ]
 
 
 def _backup_problems(config: StackConfig) -> list[str]:

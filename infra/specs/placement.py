@@ -97,13 +97,24 @@ def accelerator_zone_id(groups: Sequence[AcceleratorNodeGroupConfig], group_zone
     return min(group_zone_ids.values(), default=None)
 
 
+def in_deployed_order(placement: Placement, deployed: Sequence[str]) -> Placement:
+    """``placement`` with its zones in a running cluster's address-slot order (``deployed``), when they
+    are the same zones: a cluster made when zones took slots in another order (the group list's) keeps
+    its subnets, and its file system stays in its first zone."""
+    by_id = {z.id: z for z in placement.zones}
+    if set(by_id) != set(deployed):
+        return placement
+    return Placement([by_id[z] for z in deployed], placement.group_zones)
+
+
 def deployed_zones_problem(deployed: Sequence[str], placement: Placement) -> str | None:
     """Why this configuration cannot run on a cluster whose zones are ``deployed`` (in address-slot
-    order), or None. Another zone set or order gives a zone another zone's subnet addresses (EC2
-    refuses a CIDR a live subnet holds, so `pulumi up` stops half-way), changes the core node
-    groups' subnetIds, which replaces them, and with a new first zone replaces the file system."""
+    order), or None. Another zone set gives a zone another zone's subnet addresses (EC2 refuses a
+    CIDR a live subnet holds, so `pulumi up` stops half-way), changes the core node groups'
+    subnetIds, which replaces them, and with a new first zone replaces the file system. The same set
+    in another order is kept in the running order (``in_deployed_order``)."""
     wanted = [z.id for z in placement.zones]
-    if wanted == list(deployed):
+    if set(wanted) == set(deployed):
         return None
     pinned = sorted({z.id for z in placement.group_zones.values()} - set(deployed))
     because = f"accelerator groups pinned to {', '.join(pinned)} (azId)" if pinned else "the configuration"

@@ -29,7 +29,7 @@ from typing import Any
 from infra.config.rules import kubernetes_version_change_problem
 from offline.diff.replacement import LAUNCH_TEMPLATE, NODE_GROUP, dependent_replacements, replaces
 from offline.plan.mocks import SECRET
-from offline.plan.runner import REPO_ROOT, project_name
+from offline.plan.runner import REPO_ROOT, project_name, stack_config
 from offline.report import render
 
 STACKS = ("dev", "prod")
@@ -483,6 +483,85 @@ def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
     return refusals
 
 
+# Where data lives: replacing one deletes it (the FSx file system, the state bucket, a KMS key and
+# what it encrypted) or strands it (an association's link, a static volume or claim re-created
+# unbound to the data).
+DATA_STORE_TYPES = (
+    "aws:fsx/lustreFileSystem:LustreFileSystem",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
+    "kubernetes:core/v1:PersistentVolume",
+    "kubernetes:core/v1:PersistentVolumeClaim",
+    "aws:s3/bucket:Bucket",
+    "aws:s3/bucketV2:BucketV2",
+    "aws:kms/key:Key",
+)
+ACKNOWLEDGEMENT_KEY = "replacementsAcknowledged"
+
+
+def _protected(plan: dict[str, Any] | None, urn: str) -> bool:
+    return any(r["urn"] == urn and r.get("protect") for r in (plan or {}).get("resources", []))
+
+
+def data_store_replacement_refusals(
+    diffs: list[StackDiff],
+    base: dict[tuple[str, str], dict[str, Any]],
+    head: dict[tuple[str, str], dict[str, Any]],
+    acknowledged: dict[tuple[str, str], dict[str, str]],
+) -> list[str]:
+    """Data-store replacements the change may not make, per stack. A replacement is allowed only
+    where the stack file names the resource in ``<project>:replacementsAcknowledged`` (with its
+    reason, which the program requires), and never for one protected before and after: the engine
+    refuses to replace such a resource ("unable to replace resource ... as it is currently marked for
+    protection", pulumi/pulumi pkg/resource/deploy/step_generator.go, generateSteps, at v3.259.0, the
+    newest tag readable here (the pin is 3.272.0), and unchanged at its newest commit: checked when
+    new.Protect && old.Protect, so unprotecting in the same update lets it through; prod's
+    storage.retain cannot be turned off). An acknowledgement that names no data store of the stack
+    is refused too, so a misspelt name does not pass for one."""
+    refusals = []
+    for d in diffs:
+        where = f"{d.project}/{d.stack} (Pulumi.{d.stack}.yaml)"
+        key = f"{d.project}:{ACKNOWLEDGEMENT_KEY}"
+        names = acknowledged.get((d.project, d.stack), {})
+        for c in d.changes:
+            if c.kind != "replace" or c.type not in DATA_STORE_TYPES:
+                continue
+            plans = (base.get((d.project, d.stack)), head.get((d.project, d.stack)))
+            if all(_protected(plan, c.urn) for plan in plans):
+                refusals.append(
+                    f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be replaced, and it is protected: "
+                    "`pulumi up` refuses to replace it; undo the change that replaces it (a new one is a new stack "
+                    "restored from a backup)"
+                )
+            elif c.name not in names:
+                refusals.append(
+                    f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be replaced, which deletes or strands "
+                    f"its data; undo the change that replaces it, or name it in {key} with the reason"
+                )
+        stores = {
+            r["name"]
+            for r in (head.get((d.project, d.stack)) or {}).get("resources", [])
+            if r["type"] in DATA_STORE_TYPES
+        }
+        for name in sorted(set(names) - stores):
+            refusals.append(
+                f"{where}: {key}.{name}: no data store of this stack is named {name!r} (allowed: "
+                f"{', '.join(sorted(stores)) or 'none'})"
+            )
+    return refusals
+
+
+def stack_acknowledgements(project_dirs: list[Path], stacks: tuple[str, ...]) -> dict[tuple[str, str], dict[str, str]]:
+    """Each project's and stack's ``replacementsAcknowledged`` from this checkout's stack files."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for project_dir in project_dirs:
+        project = project_name(project_dir)
+        for stack in stacks:
+            if (project_dir / f"Pulumi.{stack}.yaml").exists():
+                value = stack_config(project_dir, stack).get(f"{project}:{ACKNOWLEDGEMENT_KEY}")
+                found[(project, stack)] = json.loads(value) if value else {}
+    return found
+
+
 # --- rendering (pure) --------------------------------------------------------------------------
 
 SYMBOL = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
@@ -728,14 +807,22 @@ def main(argv: list[str] | None = None) -> int:
     (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
     print(text)
     print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
-    refusals = version_change_refusals(base_dir, head_dir)
-    if refusals:
-        print(
-            render.message(
-                "\nEKS would refuse this change against " + label + ":\n" + "\n".join(f"  - {r}" for r in refusals)
-            ),
-            file=sys.stderr,
-        )
+    project_dirs = [
+        d for d in (REPO_ROOT, REPO_ROOT / "workloads", REPO_ROOT / "bootstrap") if (d / "Pulumi.yaml").exists()
+    ]
+    refused = {
+        "EKS would refuse this change": version_change_refusals(base_dir, head_dir),
+        "This change replaces data stores": data_store_replacement_refusals(
+            diffs, load_plans(base_dir), load_plans(head_dir), stack_acknowledgements(project_dirs, stacks)
+        ),
+    }
+    for heading, refusals in refused.items():
+        if refusals:
+            print(
+                render.message(f"\n{heading} against {label}:\n" + "\n".join(f"  - {r}" for r in refusals)),
+                file=sys.stderr,
+            )
+    if any(refused.values()):
         return 2
     return 0
 

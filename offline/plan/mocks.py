@@ -7,6 +7,7 @@ is a placeholder containing the word ``placeholder``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -445,8 +446,25 @@ class RecordingMonitor(MockMonitor):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
 
+    def _register(self, request: Any) -> Any:
+        """MockMonitor.RegisterResource, past a race in the runtime as shipped: the first resource with
+        transforms creates the program's callback server on the event loop, which lists itself in
+        _CallbackServicer._servicers before it sets its transform table (pulumi 3.272.0
+        runtime/_callbacks.py __init__, l.79-83), while MockMonitor.RegisterResource, on an executor
+        thread, reads every listed server's table (runtime/mocks.py _resolve_callbacks, l.176-181) before
+        it records anything: a call that lands in between fails with AttributeError and changed nothing,
+        so it is asked again once the server has finished its first lines."""
+        for attempt in range(50):
+            try:
+                return super().RegisterResource(request)
+            except AttributeError as error:
+                if "_transforms" not in str(error) or attempt == 49:
+                    raise
+                time.sleep(0.001)
+        raise AssertionError("unreachable")
+
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        response = self._register(request)
         if request.type != "pulumi:pulumi:Stack":
             # The same decoding MockMonitor.RegisterResource gives the mocks (pulumi 3.272.0
             # runtime/mocks.py), on this thread's event loop, which that call made sure exists:

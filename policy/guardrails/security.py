@@ -8,6 +8,7 @@ from typing import Any
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from infra.config.models import PROD_STACK_PATTERN, is_prod_stack
 from infra.specs.node_security import IMDS_HOP_LIMIT
 from policy.guardrails.declare import Report, resource_rule, stack_rule
 from policy.guardrails.props import (
@@ -442,6 +443,54 @@ def fsx_retained_backups(args: ResourceValidationArgs, report: Report) -> None:
         )
 
 
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+
+
+def stack_of(urn: str) -> str:
+    """The stack a resource belongs to: urn:pulumi:<stack>::<project>::<type>::<name>."""
+    return urn.split("::", 1)[0].split(":", 2)[-1]
+
+
+# Prod-ness comes from two places that do not share a line of the stack file: the stack's name (the
+# same pattern the program applies, infra/config/models.py) and the pack's configuration for that
+# stack (policy/config.prod.json, which the workflows pass to prod's previews and ups). Either one
+# makes the rule apply. What it can see is each resource's inputs and options, not the plan's diff:
+# pulumi-policy v1.21.0 sdk/python/lib/pulumi_policy/policy.py ResourceValidationArgs carries
+# resource_type, props (the inputs), urn, name, opts, provider and stack_tags, nothing of the old
+# state, so a replacement is refused elsewhere (the engine's `protect`, the plan diff's gate).
+@resource_rule(
+    "prod-data-protected",
+    "In prod (a stack named prod or prod-<suffix>, or environment prod in this policy's config) the FSx "
+    "file system is persistent, protected and keeps a final backup, and its S3 links are protected.",
+    applies_to=(LUSTRE, DATA_REPOSITORY_ASSOCIATION),
+    config_schema={"environment": {"type": "string", "enum": ["dev", "prod"], "default": "dev"}},
+)
+def prod_data_protected(args: ResourceValidationArgs, report: Report) -> None:
+    stack = stack_of(args.urn)
+    if not is_prod_stack(stack) and args.get_config().get("environment") != "prod":
+        return
+    where = f"prod (stack {stack!r}; prod stacks match {PROD_STACK_PATTERN!r})"
+    if not args.opts.protect:
+        report(
+            f"{args.resource_type.rsplit(':', 1)[-1]} '{args.name}' is not protected in {where}: `pulumi destroy` "
+            "or a replacement would delete it (stack key storage.retain must stay true, or unset)."
+        )
+    if args.resource_type != LUSTRE:
+        return
+    deployment = str(get(args.props, "deploymentType", default="SCRATCH_1"))
+    if deployment.startswith("SCRATCH_"):
+        report(
+            f"FSx for Lustre file system '{args.name}' is {deployment} in {where}: a SCRATCH file system keeps no "
+            "backups; use PERSISTENT_2 (stack key storage.deploymentType)."
+        )
+    # Kept only where the program says false: the provider's default is to skip it.
+    elif (skip := known(get, args.props, "skipFinalBackup", unknown=False)) is None or truthy(skip):
+        report(
+            f"FSx for Lustre file system '{args.name}' skips its final backup in {where}: set skipFinalBackup to "
+            "false (stack key storage.retain must stay true, or unset)."
+        )
+
+
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 ENCRYPTION_TYPES = (
@@ -634,6 +683,7 @@ POLICIES = [
     ecr_immutable_scanned,
     kms_key_rotation,
     fsx_retained_backups,
+    prod_data_protected,
     s3_bucket_protected,
     load_balancer_restricted,
     image_pinned_tag,
