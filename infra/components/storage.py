@@ -5,11 +5,18 @@ behind a security group that opens exactly what Lustre needs: TCP 988 and 1018-1
 directions, between clients and servers (the references open only 988, or 1021-1023). S3 is
 linked through data repository associations. Every training namespace gets a static
 PersistentVolume that mounts only its own directory of the one file system, `/<namespace>`, and
-the `fsx-claim` claim bound to it: binding is immediate, so `pulumi up` never waits on
+the `fsx-claim-<namespace>` claim bound to it: binding is immediate, so `pulumi up` never waits on
 provisioning, no namespace gets a file system of its own, and no namespace reaches another's
 checkpoints or data through its volume. A namespace that must read or write another's directory
-says so in `storage.sharedDirectories` and gets a claim for it alone. A Job on a core node, the
-only pod that mounts the file system's root, creates the directories before any claim exists.
+says so in `storage.sharedDirectories` and gets a claim for it alone. A Job on a core node
+creates the directories before any such claim exists; another moves data the namespaces wrote at
+the root into their directories (`storage.rootDataOwners`).
+
+Stacks whose namespaces mounted the root as `fsx-claim` move over in three ups
+(`storage.rootClaims`), none of which deletes a claim a pod may hold or hides data: the
+directory claims come next to the root claims, which stay what the workload stacks mount
+(`mounted`); once the data is moved the workload stacks are pointed at the directory claims
+(`migrated`); a later up deletes the root claims (`retired`).
 Destroy runs in dependency order: claims, volumes, the CSI driver, the associations, the file
 system, then its security group and subnet.
 
@@ -206,6 +213,7 @@ def static_claim(namespace: str, claim: str, volume: str) -> dict[str, Any]:
 ROOT_NAMESPACE = "kube-system"
 ROOT_CLAIM = "fsx-root"
 DIRECTORY_JOB = "fsx-namespace-directories"
+ROOT_DATA_JOB = "fsx-root-data-to-namespaces"
 # Where the Job mounts the root.
 ROOT_MOUNT = "/fsx"
 
@@ -227,8 +235,19 @@ done
 def directory_job(directories: list[str]) -> dict[str, Any]:
     """The Job that creates the directories the namespaces' volumes mount (a Lustre subdirectory
     mount of a missing directory fails). Its spec lists them, so a new namespace re-runs it."""
+    return root_job(DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories))
+
+
+def root_data_job(moves: dict[str, str], directories: list[str]) -> dict[str, Any]:
+    """The Job that moves the namespaces' data from the root into their directories
+    (``root_data_script``). Its spec lists the moves, so a changed list runs it again."""
+    return root_job(ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories))
+
+
+def root_job(name: str, container: str, script: str) -> dict[str, Any]:
+    """A Job on a core node that runs ``script`` with the file system's root at ROOT_MOUNT."""
     return {
-        "metadata": {"name": DIRECTORY_JOB, "namespace": ROOT_NAMESPACE},
+        "metadata": {"name": name, "namespace": ROOT_NAMESPACE},
         "spec": {
             "backoffLimit": 3,
             "template": {
@@ -239,9 +258,9 @@ def directory_job(directories: list[str]) -> dict[str, Any]:
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
-                            "name": "mkdir",
+                            "name": container,
                             "image": PYTHON_SLIM_IMAGE,
-                            "command": ["sh", "-c", directories_script(ROOT_MOUNT, directories)],
+                            "command": ["sh", "-c", script],
                             # Root: the file system's root directory is root's, mode 0755. It needs no
                             # capability (it owns what it writes into).
                             "securityContext": {
@@ -265,9 +284,77 @@ def directory_job(directories: list[str]) -> dict[str, Any]:
     }
 
 
-def shared_claim_name(claim: str, owner: str) -> str:
-    """The claim through which a namespace mounts ``owner``'s directory (storage.sharedDirectories)."""
+def directory_claim_name(claim: str, owner: str) -> str:
+    """The claim through which a namespace mounts ``owner``'s directory: its own, or another's it
+    shares (storage.sharedDirectories). Never ``claim`` itself, the root claim's name, so a directory
+    claim is made next to a root claim still in use and never replaces it."""
     return f"{claim}-{owner}"
+
+
+def mounted_claim_name(storage: StorageConfig, namespace: str) -> str:
+    """The claim ``namespace``'s pods mount at /shared: the root claim while storage.rootClaims is
+    ``mounted`` (its data is still at the root), else the claim on its own directory."""
+    return (
+        storage.claim_name if storage.root_claims == "mounted" else directory_claim_name(storage.claim_name, namespace)
+    )
+
+
+# How long `pulumi up` waits for a root claim to go once the stack retires it. pulumi-kubernetes
+# (pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion; metadata/overrides.go
+# DeletedCondition, whose skipAwait exception lists no PersistentVolumeClaim) deletes the claim and
+# then waits until it is gone, 10 minutes unless the delete timeout says otherwise. A claim a pod
+# still mounts keeps the kubernetes.io/pvc-protection finalizer until that pod ends, so the wait would
+# last the whole run of a training job: the up fails after this instead, naming the finalizer, with
+# the claim Terminating (no new pod can mount it) until its last pod ends, and the next up finishes.
+ROOT_CLAIM_DELETE_TIMEOUT = "3m"
+
+
+# Entries at the root that are the file system's own (Lustre's .lustre, fid-based access), never data.
+LUSTRE_ROOT_ENTRIES = (".lustre", "lost+found")
+
+
+def root_data_script(root: str, moves: dict[str, str], directories: list[str]) -> str:
+    """Move each entry ``moves`` assigns to a namespace from ``root`` into ``root/<namespace>/``
+    (a rename on the one file system: no data is copied, nothing half-moved is left), then list what
+    stays at the root with no declared owner. An entry already at its destination counts as moved;
+    one at both places is a conflict, left for a person to merge: the script ends failing so `pulumi
+    up` stops before the workload stacks are pointed at the directories."""
+    quoted_moves = " ".join(f"'{entry}' '{owner}'" for entry, owner in sorted(moves.items()))
+    known = " ".join(f"'{n}'" for n in sorted({*directories, *moves, *LUSTRE_ROOT_ENTRIES}))
+    return f"""set -eu
+root="{root}"
+conflicts=0
+set -- {quoted_moves}
+while [ "$#" -gt 0 ]; do
+  entry="$1"; owner="$2"; shift 2
+  from="$root/$entry"; to="$root/$owner/$entry"
+  if [ -e "$from" ] || [ -L "$from" ]; then
+    if [ -e "$to" ] || [ -L "$to" ]; then
+      echo "conflict: $from and $to both exist; left both for a person to merge"
+      conflicts=$((conflicts + 1))
+    else
+      mv -- "$from" "$to"
+      echo "moved: $from -> $to"
+    fi
+  elif [ -e "$to" ] || [ -L "$to" ]; then
+    echo "already moved: $to"
+  else
+    echo "absent: $from (nothing to move)"
+  fi
+done
+for path in "$root"/* "$root"/.[!.]* "$root"/..?*; do
+  [ -e "$path" ] || [ -L "$path" ] || continue
+  name="${{path##*/}}"
+  case " {known} " in
+    *" '$name' "*) ;;
+    *) echo "left at the root, no owner declared (storage.rootDataOwners): $path" ;;
+  esac
+done
+if [ "$conflicts" -gt 0 ]; then
+  echo "$conflicts conflict(s): merge them by hand, then run the up again" >&2
+  exit 1
+fi
+"""
 
 
 def event_flows(repo: DataRepositoryConfig) -> str:
@@ -315,9 +402,12 @@ class FsxStorageArgs:
 class FsxStorage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     file_system: aws.fsx.LustreFileSystem
+    # Per namespace, the claim on its own directory.
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
     # (namespace, owner): the claim on ``owner``'s directory in ``namespace``.
     shared_claims: dict[tuple[str, str], k8s.core.v1.PersistentVolumeClaim]
+    # Per namespace, its claim on the root, until storage.rootClaims is ``retired``.
+    root_claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
 
     def output(self, storage: StorageConfig, namespaces: list[str], zone_id: str) -> dict[str, Any]:
         """The file system as the workload stacks read it (``storage``, infra/contract.py)."""
@@ -334,7 +424,10 @@ class FsxStorage(pulumi.ComponentResource):
             deployment_type=storage.deployment_type,
             zone=zone_id,
             s3_links=_s3_links(storage),
-            claims={ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
+            claims={
+                ns: (self.root_claims if storage.root_claims == "mounted" else self.claims)[ns].metadata.name
+                for ns in namespaces
+            },
         )
 
     @staticmethod
@@ -432,6 +525,25 @@ class FsxStorage(pulumi.ComponentResource):
         after = [driver, *associations]
         root_claim = self._claim(ROOT_NAMESPACE, ROOT_CLAIM, "", args, provider, after)
         directories = [*args.namespaces, *args.system_namespaces]
+        # The namespaces' claims on the root, declared as the stacks made them (same names, same
+        # volume, same replacement trigger), so keeping them changes nothing that runs.
+        self.root_claims = (
+            {}
+            if storage.root_claims == "retired"
+            else {
+                namespace: self._claim(
+                    namespace,
+                    storage.claim_name,
+                    "",
+                    args,
+                    provider,
+                    after,
+                    replace_on_source=False,
+                    delete_timeout=ROOT_CLAIM_DELETE_TIMEOUT,
+                )
+                for namespace in directories
+            }
+        )
         # pulumi-kubernetes awaits a batch/v1 Job until Complete and fails on Failed (pulumi/
         # pulumi-kubernetes provider/pkg/await/job.go), so no claim below exists, and no workload
         # stack mounts one, before its directory does. The pod template is immutable: a changed list
@@ -447,14 +559,34 @@ class FsxStorage(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        if storage.root_data_owners:
+            # After the directories exist; moved entries are renamed into them.
+            k8s.batch.v1.Job(
+                ROOT_DATA_JOB,
+                **root_data_job(storage.root_data_owners, directories),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=[root_claim, job],
+                    replace_on_changes=["spec"],
+                    delete_before_replace=True,
+                ),
+            )
         self.claims = {
-            namespace: self._claim(namespace, storage.claim_name, namespace, args, provider, [*after, job])
+            namespace: self._claim(
+                namespace,
+                directory_claim_name(storage.claim_name, namespace),
+                namespace,
+                args,
+                provider,
+                [*after, job],
+            )
             for namespace in directories
         }
         self.shared_claims = {
             (namespace, owner): self._claim(
                 namespace,
-                shared_claim_name(storage.claim_name, owner),
+                directory_claim_name(storage.claim_name, owner),
                 owner,
                 args,
                 provider,
@@ -521,6 +653,8 @@ class FsxStorage(pulumi.ComponentResource):
         provider: k8s.Provider,
         after: list[pulumi.Resource],
         read_only: bool = False,
+        replace_on_source: bool = True,
+        delete_timeout: str | None = None,
     ) -> k8s.core.v1.PersistentVolumeClaim:
         """A volume confined to ``directory`` (empty: the root) and its claim ``claim_name`` in
         ``namespace``, replaced as a pair, the volume's replacement leading.
@@ -547,9 +681,13 @@ class FsxStorage(pulumi.ComponentResource):
         )
         declared_claim = volume_name.apply(lambda name: static_claim(namespace, claim_name, name))
         # What re-creates the pair, volume first: any change to the claim as declared, or to what the
-        # volume mounts (its CSI source cannot change in place; its capacity can).
-        declared_source = pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(
-            lambda v: {"claim": v[0], "source": v[1]}
+        # volume mounts (its CSI source cannot change in place; its capacity can). A root claim's source
+        # follows its name (the file system id) and the claim alone triggers it, as it always has: a
+        # trigger's value is compared with the one stored, so another shape would replace it.
+        declared_source = (
+            pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(lambda v: {"claim": v[0], "source": v[1]})
+            if replace_on_source
+            else declared_claim
         )
         volume = k8s.core.v1.PersistentVolume(
             f"{claim_name}-{namespace}",
@@ -583,6 +721,7 @@ class FsxStorage(pulumi.ComponentResource):
                 replace_on_changes=["spec.volumeName"],
                 # Same claim name: the old claim must go before the new one can exist.
                 delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(delete=delete_timeout) if delete_timeout else None,
             ),
         )
 

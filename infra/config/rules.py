@@ -32,6 +32,7 @@ from infra.config.models import (
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
 from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
+from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.facts.pins import (
     CHART_FEATURES,
     Pin,
@@ -951,6 +952,9 @@ def _software_problems(config: StackConfig) -> list[str]:
     directories = [f"/{n}" for n in config.training_namespaces]
     for i, repo in enumerate(config.storage.data_repositories):
         path = repo.file_system_path
+        # While the root claims are mounted, pods still see the whole tree.
+        if config.storage.root_claims == "mounted":
+            break
         if path.startswith("/") and not any(path == d or path.startswith(d + "/") for d in directories):
             problems.append(
                 f"{key_name(('storage', 'dataRepositories', i))}.fileSystemPath = {path!r}: outside every training "
@@ -971,6 +975,19 @@ def _software_problems(config: StackConfig) -> list[str]:
                     f"{key}.{owner} = {owners[owner]!r}: not a training namespace, so it has no directory to share; "
                     f"trainingNamespaces lists {config.training_namespaces}"
                 )
+    for entry, owner in config.storage.root_data_owners.items():
+        key = key_name(("storage", "rootDataOwners", entry))
+        if entry in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._+-]+", entry) or entry.startswith(".lustre"):
+            problems.append(
+                f"{key} = {owner!r}: {entry!r} is not an entry of the root; name a top-level file or directory "
+                "(letters, digits, '.', '_', '+', '-'), such as output or neuron_cache"
+            )
+        elif entry in config.training_namespaces or entry == BURN_IN_NAMESPACE:
+            problems.append(f"{key} = {owner!r}: {entry!r} is a namespace's own directory, never moved")
+        if owner not in config.training_namespaces:
+            problems.append(
+                f"{key} = {owner!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
+            )
     for loc, bucket in buckets:
         if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
