@@ -660,8 +660,16 @@ def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_d
     (container,) = pod["containers"]
     assert container["command"][:2] == ["sh", "-c"]
     assert "set -- 'nemo_experiments' 'research' 'output' 'default'" in container["command"][2]
-    assert plan.named("fsx-namespace-directories", JOB).urn in job.dependencies
+    directories = plan.named("fsx-namespace-directories", JOB)
+    assert directories.urn in job.dependencies
     assert plan.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
+    # The pod posture the directory Job's pod passes (checkov and the admission rules scan that one).
+    (mkdir,) = directories.inputs["spec"]["template"]["spec"]["containers"]
+    for key in ("image", "securityContext", "resources", "volumeMounts"):
+        assert container[key] == mkdir[key]
+    assert {k: v for k, v in pod.items() if k != "containers"} == {
+        k: v for k, v in directories.inputs["spec"]["template"]["spec"].items() if k != "containers"
+    }
     assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
 
 

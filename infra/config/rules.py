@@ -32,7 +32,6 @@ from infra.config.models import (
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
 from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
 from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
-from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.facts.pins import (
     CHART_FEATURES,
     Pin,
@@ -50,6 +49,7 @@ from infra.facts.versions import (
     PYTHON_SLIM_IMAGE,
     autoscaler_release,
 )
+from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
