@@ -49,7 +49,6 @@ from infra.facts.versions import (
     PYTHON_SLIM_IMAGE,
     autoscaler_release,
 )
-from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,37}[a-z0-9]$"
 AZ_ID_PATTERN = r"^[a-z]{3,5}[0-9]?-az[0-9]+$"
@@ -982,7 +981,7 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"{key} = {owner!r}: {entry!r} is not an entry of the root; name a top-level file or directory "
                 "(letters, digits, '.', '_', '+', '-'), such as output or neuron_cache"
             )
-        elif entry in config.training_namespaces or entry == BURN_IN_NAMESPACE:
+        elif entry in config.training_namespaces:
             problems.append(f"{key} = {owner!r}: {entry!r} is a namespace's own directory, never moved")
         if owner not in config.training_namespaces:
             problems.append(
