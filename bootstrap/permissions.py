@@ -40,6 +40,8 @@ _MODULE_SERVICE = {
     "iam": "iam",
     "kms": "kms",
     "s3": "s3",
+    # The scheduled checkpoint export (storage.checkpointExport).
+    "scheduler": "scheduler",
     "ssm": "ssm",
 }
 # Type tokens whose service differs from their module's.
@@ -56,7 +58,7 @@ _TYPE_SERVICES = {
 # The services the deploy roles may manage: what ``services_for_types`` finds in the cluster
 # and workload programs (tests/test_bootstrap.py checks the plans of every stack against it).
 DEPLOY_SERVICES = frozenset(
-    {"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs", "s3", "ssm", "sts"}
+    {"autoscaling", "cloudwatch", "ec2", "ecr", "eks", "fsx", "iam", "kms", "logs", "s3", "scheduler", "ssm", "sts"}
 )
 
 # Look-ups every run makes whatever it declares (instance offerings, the caller's identity).

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from infra.config.base import REGION_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.base import REGION_KEY, ConfigModel, project_values, qualified_key, validated, with_stray_keys_refused
 from infra.config.errors import ConfigError
 from infra.config.naming import aws_tag_problem
 from infra.config.rules import BUCKET
@@ -196,6 +196,10 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
 
 def parse_bootstrap_config(all_config: dict[str, str]) -> BootstrapConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
+    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config))
+
+
+def _parsed(all_config: dict[str, str]) -> BootstrapConfig:
     raw = project_values(all_config, PROJECT)
     if REGION_KEY in all_config:
         raw["region"] = all_config[REGION_KEY]

@@ -12,10 +12,10 @@ from typing import Any
 import pulumi
 
 from infra import lookups
-from infra.config.base import validated
+from infra.config.base import validated, with_stray_keys_refused
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
-from infra.config.models import AcceleratorNodeGroupConfig, StackConfig, is_prod_stack, key_name
+from infra.config.models import PROJECT, AcceleratorNodeGroupConfig, StackConfig, is_prod_stack, key_name
 from infra.config.rules import (
     advisories,
     deploy_problems,
@@ -65,7 +65,10 @@ def parse_stack_config(raw: dict[str, Any], stack: str | None = None) -> StackCo
 
 def load() -> StackConfig:
     """The running stack's configuration, validated."""
-    return parse_stack_config(raw_from_pulumi_config(engine_config()), pulumi.get_stack())
+    all_config = engine_config()
+    return with_stray_keys_refused(
+        all_config, PROJECT, lambda: parse_stack_config(raw_from_pulumi_config(all_config), pulumi.get_stack())
+    )
 
 
 def check_end_of_support(config: StackConfig, today: date | None = None) -> None:

@@ -192,6 +192,14 @@ def test_capacity_reservation_turns_placement_group_off_by_default():
     assert config.accelerator_node_groups[0].placement_group_enabled is False
 
 
+def test_a_reservation_without_id_or_tags_gets_one_refusal_not_a_garbled_second():
+    message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"type": "capacity-block"})]))
+    assert "capacityReservation: give exactly one of id (cr-...) and tags (Karpenter only), got id=None tags=None" in (
+        message
+    )
+    assert "tagged None" not in message and "azId: required" not in message
+
+
 def test_malformed_capacity_reservation_id():
     message = refused(with_changes(acceleratorNodeGroups=[group(capacityReservation={"id": "res-1"})]))
     assert "capacityReservation.id = 'res-1': must look like cr-0123456789abcdef0" in message
@@ -299,6 +307,18 @@ def test_another_kubernetes_version_needs_no_pinned_builds():
     assert "kubernetesVersion = '1.34.1': a Kubernetes minor version such as 1.34" in refused(
         with_changes(kubernetesVersion="1.34.1")
     )
+
+
+def test_an_unquoted_version_yaml_read_as_a_number_says_to_quote_it():
+    # `kubernetesVersion: 1.30` is the YAML float 1.3; the program gets "1.3". One refusal, with the
+    # fix, and no second refusal of every AMI pin against a version that is itself refused.
+    message = refused(with_changes(kubernetesVersion="1.3", acceleratorNodeGroups=[group()]))
+    assert (
+        "kubernetesVersion = '1.3': a Kubernetes minor version such as 1.34 (YAML reads an unquoted 1.30 as "
+        'the number 1.3: quote it, kubernetesVersion: "1.30")'
+    ) in message
+    assert "amiReleaseVersion" not in message
+    assert "quote it" not in refused(with_changes(kubernetesVersion="1.34.1"))
 
 
 def test_unknown_addon():

@@ -22,6 +22,7 @@ from offline.diff.compare import version_change_refusals
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from tests.project_copy import dev_groups_at, kept_past_support
+from tests.wrapped_text import unwrapped
 
 
 def test_no_change_and_the_next_minor_are_allowed():
@@ -111,7 +112,7 @@ def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
     monkeypatch.setattr(compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "1.36"))
     assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert "EKS would refuse this change against main (0123abcd):" in err
     # Offline, 1.34 is what the base revision declares, not what a cluster runs.
     assert "kubernetesVersion = '1.36': the base revision declares 1.34 and EKS upgrades one minor" in err

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from offline.plan.runner import REPO_ROOT
+from tests.wrapped_text import unwrapped
 from tools import requires
 
 MAKEFILE = (REPO_ROOT / "Makefile").read_text()
@@ -76,9 +77,9 @@ def test_make_keeps_the_plans_exit_code_in_sight(tmp_path):
     bad = subprocess.run(
         [str(REPO_ROOT / "bin" / "plan"), "--stack", "nosuch"], capture_output=True, text=True, timeout=300
     )
-    assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in bad.stderr
+    assert bad.returncode == 2 and "error: no stack file Pulumi.nosuch.yaml" in unwrapped(bad.stderr)
     # ... and names the stacks there are.
-    assert "; the stacks here: dev, prod (make plan STACK=<stack>)" in bad.stderr
+    assert "; the stacks here: dev, prod (make plan STACK=<stack>)" in unwrapped(bad.stderr)
 
 
 def test_make_images_names_the_missing_tools(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from infra.facts import versions
-from tests.test_resilience import SCRIPT_PATH, hydra_value
+from tests.test_resilience import SCRIPT_PATH, hydra_value, tear_like_a_lost_node, torch_save_like
 from tools.push_images import BUILD_ARGS
 from workloads import resilience
 
@@ -77,11 +77,18 @@ WORKER_1 = "llama2-train-worker-1.llama2-train.ml.svc.cluster.local"
 BAR = "Epoch 0:   1%|          | {step}/10000 [01:02:03<3:04:05, 3.01s/it, loss=7.75, v_num=, global_step=1.20e+4]"
 
 
+SHARD = "model/dp_rank_00_tp_rank_00_pp_rank_00.pt.tensors/tensor_0.pt"
+
+
 def save(checkpoints: Path, step: int, done: bool) -> Path:
-    """A save as NxD writes it: a directory named by the callback, model shards inside, ``done`` last."""
+    """A save as NxD writes it with the config's save_xser (neuronx-distributed fbac349 trainer/checkpoint.py
+    save_checkpoint): the callback's directory, its ``checkpoint`` marker, torch.save archives for the
+    reference data, each tensor and user_content, ``done`` last."""
     directory = checkpoints / f"megatron_llama--step={step}-consumed_samples={step * 1024}.0.ckpt"
-    (directory / "model").mkdir(parents=True)
-    (directory / "model" / "dp_rank_00_tp_rank_00_pp_rank_00.pt").write_bytes(b"x")
+    (directory / SHARD).parent.mkdir(parents=True)
+    (directory / "checkpoint").write_text("1")
+    for name in ("model/dp_rank_00_tp_rank_00_pp_rank_00.pt", SHARD, "user_content.pt"):
+        torch_save_like(directory / name)
     if done:
         (directory / "done").write_text("1")
     return directory
@@ -142,22 +149,143 @@ def calls(tmp: Path) -> list[dict]:
     return [json.loads(line) for line in (tmp / "calls.jsonl").read_text().splitlines()]
 
 
-def test_nxdt_resumes_from_the_newest_save_with_its_done_marker_and_prunes_the_rest(tmp_path: Path) -> None:
+def resume_pick(checkpoints: Path, rank: str = "0") -> str | None:
+    """What one rank's train_resumable.sh resumes from, as the pods compute it: resilience.py run as a program."""
+    out = subprocess.run(
+        ["python3", str(RESILIENCE), "resume", "nxdt", str(checkpoints)],
+        env={"PATH": SCRIPT_PATH, "OMPI_COMM_WORLD_RANK": rank}, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    if not out.stdout.strip():
+        return None
+    key, value = out.stdout.strip().split("=", 1)
+    assert key == "exp_manager.resume_from_checkpoint"
+    return hydra_value(value)
+
+
+def prune(checkpoints: Path, keep: int) -> subprocess.CompletedProcess[str]:
+    """Rank 0's prune before the attempt, as nxd_llama.rank_command runs it."""
+    return subprocess.run(["python3", str(RESILIENCE), "prune", "nxdt", str(checkpoints), str(keep)],
+                          env={"PATH": SCRIPT_PATH}, capture_output=True, text=True, timeout=30)  # fmt: skip
+
+
+def test_nxdt_resumes_from_the_newest_save_that_reads_back_whole_and_keeps_what_it_cannot_vouch_for(
+    tmp_path: Path,
+) -> None:
+    """``done`` says every rank closed its files; the CRC-32 of every torch.save member says their bytes
+    arrived. Torn (closed, pages lost) and cut (no ``done``) saves newer than the pick are set aside
+    beside checkpoints/, not deleted; what is older than the pick and not kept goes."""
     checkpoints = tmp_path / "checkpoints"
-    assert resilience.resume_args("nxdt", str(checkpoints)) == []
-    kept = save(checkpoints, 200, True)
+    assert resume_pick(checkpoints) is None
+    good = save(checkpoints, 200, True)
     older = save(checkpoints, 100, True)
     oldest = save(checkpoints, 50, True)
-    cut = save(checkpoints, 300, False)  # a save the pod died in: no `done`
+    cut_before = save(checkpoints, 150, False)  # an interrupted save older than a good one
+    torn = save(checkpoints, 300, True)
+    tear_like_a_lost_node(torn / SHARD)
+    cut = save(checkpoints, 400, False)  # a save the pod died in: no `done`
     (checkpoints / "newest").write_text("x")  # NxD's own bookkeeping file is no checkpoint
-    (override,) = resilience.resume_args("nxdt", str(checkpoints))
-    key, value = override.split("=", 1)
-    assert key == "exp_manager.resume_from_checkpoint" and hydra_value(value) == str(kept)
-    removed = resilience.prune("nxdt", str(checkpoints), 2)
-    assert sorted(removed) == sorted([str(cut), str(oldest)])
-    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([kept.name, older.name, "newest"])
-    # exp_manager's own pick, the newest *.ckpt by mtime (check_resume), is now a complete one.
-    assert max(checkpoints.rglob("*.ckpt"), key=os.path.getmtime) in (kept, older)
+    assert resume_pick(checkpoints) == str(good)
+    # The verdicts are in the saves: the torn one's, and the pick's with what it covered.
+    assert (torn / "torn.json").exists() and not (cut / "torn.json").exists()
+    assert json.loads((good / "verified.json").read_text())[SHARD][0] == (good / SHARD).stat().st_size
+
+    pruned = prune(checkpoints, 2)
+    assert pruned.returncode == 0, pruned.stderr
+    aside = tmp_path / "incomplete-checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([good.name, older.name, "newest"])
+    assert sorted(p.name for p in aside.iterdir()) == sorted([torn.name, cut.name])
+    assert f"removed {oldest}" in pruned.stderr and f"removed {cut_before}" in pruned.stderr
+    assert "set aside" in pruned.stderr and f"removed {torn}" not in pruned.stderr
+    # exp_manager's own pick, the newest *.ckpt by mtime under checkpoints/ (check_resume), is a good one.
+    assert max(checkpoints.rglob("*.ckpt"), key=os.path.getmtime) in (good, older)
+    assert resume_pick(checkpoints) == str(good)
+
+    # The run goes on from 200 and saves 300 and 400 again, whole this time (the same names: the
+    # set-aside ones are out of their way); once 400 passes, what was set aside before it goes.
+    again_300, again_400 = save(checkpoints, 300, True), save(checkpoints, 400, True)
+    assert resume_pick(checkpoints) == str(again_400)
+    pruned = prune(checkpoints, 2)
+    assert pruned.returncode == 0, pruned.stderr
+    assert not list(aside.iterdir())
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([again_300.name, again_400.name, "newest"])
+
+
+def test_nothing_that_reads_back_whole_means_a_fresh_start_and_nothing_deleted(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    torn = save(checkpoints, 100, True)
+    tear_like_a_lost_node(torn / "user_content.pt")
+    cut = save(checkpoints, 200, False)
+    assert resume_pick(checkpoints) is None
+    pruned = prune(checkpoints, 2)
+    assert pruned.returncode == 0 and "removed" not in pruned.stderr
+    # Nothing under checkpoints/ for exp_manager to resume from (it would take a torn one by mtime).
+    assert not list(checkpoints.rglob("*.ckpt"))
+    assert sorted(p.name for p in (tmp_path / "incomplete-checkpoints").iterdir()) == sorted([torn.name, cut.name])
+
+
+def test_a_save_with_a_cut_shard_a_foreign_file_or_no_data_fails(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    good = save(checkpoints, 10, True)
+    cut = save(checkpoints, 20, True)
+    torch_save_like(cut / SHARD, cut=True)  # no central directory
+    foreign = save(checkpoints, 30, True)
+    (foreign / "model" / "notes.txt").write_text("not a torch.save archive")
+    empty = checkpoints / "megatron_llama--step=40-consumed_samples=40960.0.ckpt"
+    empty.mkdir()
+    (empty / "done").write_text("1")
+    assert resume_pick(checkpoints) == str(good)
+    assert all((s / "torn.json").exists() for s in (cut, foreign, empty))
+
+
+def test_a_reader_lost_while_writing_its_verdict_condemns_nothing(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    good = save(checkpoints, 10, True)
+    (good / "verified.json.tmp").write_text('{"model/')  # the reader's node was lost mid-write
+    assert resilience.nxdt_pick(str(checkpoints), read=True) == 10
+
+
+def test_an_older_save_found_torn_takes_no_place_among_those_kept(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    older = save(checkpoints, 10, True)
+    torn = save(checkpoints, 20, True)
+    tear_like_a_lost_node(torn / SHARD)
+    assert resilience.nxdt_pick(str(checkpoints), read=True) == 10  # 20 is found torn, 10 passes
+    newest = save(checkpoints, 30, True)
+    removed, moved = resilience.nxdt_prune(str(checkpoints), 2)
+    assert removed == [str(torn)] and moved == []
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([older.name, newest.name])
+
+
+def test_a_verdict_is_read_once_and_voided_by_a_changed_file(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    good = save(checkpoints, 10, True)
+    assert resilience.nxdt_pick(str(checkpoints), read=True) == 10
+    assert resilience.nxdt_verdict(str(good)) is True
+    torch_save_like(good / SHARD)  # rewritten after the verdict (same size, new mtime)
+    assert resilience.nxdt_verdict(str(good)) is None
+    tear_like_a_lost_node(good / SHARD)
+    assert resilience.nxdt_pick(str(checkpoints), read=True) is None
+    assert resilience.nxdt_verdict(str(good)) is False
+
+
+def test_the_other_ranks_wait_for_rank_0s_verdicts_and_pick_the_same_save(tmp_path: Path) -> None:
+    """Ranks other than 0 never read a save: they wait until rank 0 has recorded a verdict on it, so
+    every rank passes the same resume_from_checkpoint to the same training run."""
+    checkpoints = tmp_path / "checkpoints"
+    good = save(checkpoints, 100, True)
+    torn = save(checkpoints, 200, True)
+    tear_like_a_lost_node(torn / SHARD)
+    waiting = subprocess.Popen(
+        ["python3", str(RESILIENCE), "resume", "nxdt", str(checkpoints)],
+        env={"PATH": SCRIPT_PATH, "OMPI_COMM_WORLD_RANK": "1"}, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with pytest.raises(subprocess.TimeoutExpired):
+        waiting.wait(timeout=1.5)  # no verdict on 200 yet: rank 1 does not guess
+    assert not (torn / "torn.json").exists() and not (good / "verified.json").exists()
+    assert resume_pick(checkpoints, rank="0") == str(good)
+    out, _ = waiting.communicate(timeout=10)
+    assert waiting.returncode == 0 and hydra_value(out.strip().split("=", 1)[1]) == str(good)
 
 
 def test_the_train_script_gets_the_overrides_before_its_last_line_or_is_refused() -> None:

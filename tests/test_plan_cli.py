@@ -20,6 +20,7 @@ from offline.plan.mocks import SECRET
 from offline.plan.runner import REPO_ROOT, stack_config
 from tests.conftest import remembered_program
 from tests.project_copy import project_copy
+from tests.wrapped_text import unwrapped
 
 
 def bad_project(tmp_path: Path, config: dict) -> Path:
@@ -142,7 +143,7 @@ def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (
         "trainium-eks:acceleratorNodeGroups[0].instanceType = 'p4d.24xlarge': not a supported Neuron instance type"
         in err
@@ -162,7 +163,7 @@ def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()
-    assert "trainium-workloads:nxdLlama.nodes" in capsys.readouterr().err
+    assert "trainium-workloads:nxdLlama.nodes" in unwrapped(capsys.readouterr().err)
 
 
 def test_placement_errors_also_exit_2(tmp_path, capsys):
@@ -182,7 +183,7 @@ def test_placement_errors_also_exit_2(tmp_path, capsys):
         },
     )
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
-    assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in capsys.readouterr().err
+    assert "does not offer trn1.32xlarge; zones that do: usw2-az4" in unwrapped(capsys.readouterr().err)
 
 
 def test_no_traceback_from_the_command_line(tmp_path):
@@ -206,7 +207,7 @@ def test_no_traceback_from_the_command_line(tmp_path):
     )
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
-    assert "trainium-eks:network.vpcCidr = '10.0.0.0/33'" in run.stderr
+    assert "trainium-eks:network.vpcCidr = '10.0.0.0/33'" in unwrapped(run.stderr)
 
 
 def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, dev):
@@ -231,7 +232,7 @@ def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_pat
     project = bad_project(tmp_path, {"aws:region": "us-west-2", "trainium-eks:network": {"vpcCidr": "10.0.0.0/33"}})
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
-    assert f"Nothing more was planned. Nothing was written to {out}." in capsys.readouterr().err
+    assert f"Nothing more was planned. Nothing was written to {out}." in unwrapped(capsys.readouterr().err)
     earlier = out / "trainium-eks" / "bad" / "resources.json"
     earlier.parent.mkdir(parents=True)
     earlier.write_text('{"from": "the last plan that succeeded"}')
@@ -239,7 +240,7 @@ def test_a_refused_plan_says_build_plan_is_still_the_last_successful_one(tmp_pat
     assert (
         f"Nothing more was planned. {out} was left as it was: its bad files are from the last bad plan that "
         "succeeded, not from this configuration."
-    ) in capsys.readouterr().err
+    ) in unwrapped(capsys.readouterr().err)
     assert earlier.read_text() == '{"from": "the last plan that succeeded"}'
 
 
@@ -258,8 +259,22 @@ def test_refusals_wrap_to_the_terminal_and_keep_commands_whole():
     assert command in wrapped  # on one line, so it copies whole
     assert all(line.startswith("      ") for line in lines[2:])  # under the "- " of its problem
     assert " ".join(wrapped.split()) == " ".join(text.split())  # nothing lost
-    # stderr captured (a pipe, a CI log, this test): lines stay whole, as grep and the tests read them.
-    assert render.stderr_width() is None and render.message(text) == text
+
+
+@pytest.mark.parametrize(("columns", "width"), [(None, 80), ("100", 100), ("132", 132), ("60", 80), ("junk", 80)])
+def test_the_width_is_the_terminals_down_to_80(monkeypatch, columns, width):
+    # shutil.get_terminal_size reads COLUMNS first, then the terminal stdout is (none under pytest's
+    # capture), else the fallback; below 80 every table would fall apart, so 80 is the floor.
+    from offline.report import render
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(sys, "__stdout__", None)  # no terminal, as in CI
+    assert render.terminal_width() == width
+    refusal = "Invalid stack configuration:\n  - " + "word " * 60
+    assert max(len(line) for line in render.message(refusal).splitlines()) <= width
 
 
 def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_dev):

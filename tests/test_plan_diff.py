@@ -78,6 +78,10 @@ def test_synthetic_plans_show_each_kind_of_change() -> None:
     assert d.outputs == [compare.PathChange("clusterName", "trn-dev", "trn-dev2")]
     text = compare.render_text([d], "base")
     assert "scalingConfig.maxSize: 4 => 6" in text and "+- aws:fsx:LustreFileSystem fs" in text
+    # Offline, nobody knows whether the base was deployed: the diff says what its replacements mean.
+    assert compare.NEVER_DEPLOYED_NOTE.split(":")[0] in " ".join(text.split())
+    no_replacements = compare.render_text([compare.compare_plans("p", "dev", head, head)], "b")
+    assert "never deployed" not in no_replacements
     markdown = compare.render_markdown([d], "base")
     assert "| p/dev | 1 | 1 | 2 | 1 | 1 | n/a |" in markdown
 

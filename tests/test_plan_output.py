@@ -59,7 +59,7 @@ def dev_parts(dev, workloads_dev):
     ]
 
 
-def test_every_line_fits_120_columns(dev_parts, prod):
+def test_every_line_fits_80_columns(dev_parts, prod):
     for result, estimate, policy in dev_parts:
         text = _stack_text(result, estimate, policy)
         too_wide = [line for line in text.splitlines() if len(line) > render.WIDTH]
@@ -117,7 +117,8 @@ def test_the_closing_summary_says_what_where_and_how_much(dev_parts, tmp_path):
     assert "eks-endpoint-not-open: trainium-eks/dev" in text
     assert f"{tmp_path}/trainium-eks/dev/resources.json, manifests/" in " ".join(text.split())
     assert "planned with stand-ins: trainium-workloads:hfToken." in " ".join(text.split())
-    assert max(len(line) for line in text.splitlines()) <= render.WIDTH
+    # ...in 80 columns, but for the paths, which are never broken (a broken path cannot be copied).
+    assert max(len(line) for line in text.splitlines() if str(tmp_path) not in line) <= render.WIDTH
 
 
 def test_an_unknown_total_reads_as_a_floor(prod, tmp_path):

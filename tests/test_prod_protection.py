@@ -34,6 +34,7 @@ from offline.plan.runner import REPO_ROOT, run_program, stack_config
 from offline.report.plan_output import write_plan
 from policy.guardrails import POLICIES
 from tests.policy_helpers import reg
+from tests.wrapped_text import unwrapped
 
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -243,6 +244,6 @@ def test_make_plan_base_exits_2_on_an_unacknowledged_data_store_replacement(tmp_
         compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "dev", False, KMS_ARN)
     )
     assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert "This change replaces data stores against main (0123abcd):" in err
     assert "LustreFileSystem 'fsx-training' would be replaced" in err

@@ -12,7 +12,8 @@ from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
 from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
-from tests.project_copy import dev_groups_at, kept_past_support
+from tests.project_copy import dev_groups_at, kept_past_support, project_copy
+from tests.wrapped_text import unwrapped
 
 
 def _stack_file(tmp_path: Path, text: str, directory: str = "") -> Path:
@@ -89,7 +90,7 @@ def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
     (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
     out = tmp_path / "out"
     assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (
         f"{project / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 1}: key 'trainium-eks:clusterName' is given twice"
         in err
@@ -109,6 +110,99 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
         assert f"{folder / 'Pulumi.dev.yaml'}:{len(good.splitlines()) + 2}:1: YAML syntax error near key 'bad'" in str(
             caught.value
         )
+
+
+# --- keys nothing would read ----------------------------------------------------------------
+# The Pulumi CLI files an unprefixed key under the stack's own project (pulumi/pulumi
+# sdk/go/common/workspace/loaders.go stackConfigNamespacedWithProject, v3.259.0) and hands a
+# program every key of its stack file, another project's included.
+
+
+@pytest.mark.parametrize(
+    ("project", "line", "expected"),
+    [
+        (
+            "workloads",
+            "namespace: research",
+            "namespace has no project prefix; write it as `trainium-workloads:namespace`",
+        ),
+        (
+            "workloads",
+            "clusterName: mlp-trn-dev",
+            "clusterName has no project prefix; it is a setting of trainium-eks (its stack file: "
+            "Pulumi.<stack>.yaml, as `trainium-eks:clusterName`) (here, the CLI would file it as "
+            "`trainium-workloads:clusterName`, which nothing reads)",
+        ),
+        (
+            "bootstrap",
+            "clustrName: x",
+            "clustrName has no project prefix; no project here has a setting named 'clustrName': check the "
+            "spelling against docs/configuration.md",
+        ),
+    ],
+)
+def test_a_key_without_its_project_prefix_is_refused_naming_its_project(tmp_path, project, line, expected):
+    (tmp_path / project).mkdir()
+    (tmp_path / project / "Pulumi.yaml").write_text((REPO_ROOT / project / "Pulumi.yaml").read_text())
+    good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+    path = _stack_file(tmp_path, f"{good}  {line}\n", project)
+    assert f"{project}/Pulumi.dev.yaml:{len(good.splitlines()) + 1}: {expected}" in _refusal(path, tmp_path)
+
+
+def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest():
+    from infra.config.base import stray_keys
+    from workloads.settings import parse_workloads_config
+
+    workloads = stack_config(REPO_ROOT / "workloads", "dev")
+    pasted = {
+        **workloads,
+        "trainium-eks:clusterName": "mlp-trn-dev",
+        "trainum-workloads:namespace": "research",
+        "trainium-workloads:clusterCheck": json.dumps({"timeoutMinutes": 10}),
+        "aws:skipMetadataApiCheck": "true",
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_workloads_config(pasted)
+    problems = caught.value.problems
+    assert problems[:2] == [
+        "trainium-eks:clusterName: a setting of the trainium-eks project, which this trainium-workloads stack "
+        "never reads; move it to trainium-eks's stack file (Pulumi.<stack>.yaml)",
+        "trainum-workloads:namespace: nothing in this stack reads the namespace 'trainum-workloads' (read here: "
+        "aws:, eks:, kubernetes:, pulumi:, random:, trainium-workloads:)",
+    ]
+    # ...reported in the same run as the model's own refusals; provider keys stay the provider's.
+    assert any(p.startswith("trainium-workloads:clusterCheck.timeoutMinutes = 10:") for p in problems[2:])
+    assert not any("aws:skipMetadataApiCheck" in p for p in problems)
+    assert stray_keys(stack_config(REPO_ROOT, "dev"), "trainium-eks") == []
+    assert stray_keys(stack_config(REPO_ROOT / "bootstrap", "dev"), "trainium-bootstrap") == []
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        (None, "trainium-workloads:clusterStack: required but not set"),
+        ("acme-ml/trainium-eks", "trainium-workloads:clusterStack = 'acme-ml/trainium-eks': not <organization>/"),
+        ("acme-ml/trainium-workloads/dev", "names the project 'trainium-workloads', not the cluster project"),
+        ("acme-ml/trainium-eks/dve", "the cluster project has no stack 'dve' (no stack file Pulumi.dve.yaml)"),
+    ],
+)
+def test_a_bad_cluster_reference_is_refused_naming_the_key(reference, expected):
+    # What the offline plan must resolve before it can plan the cluster stack a workload stack names.
+    problem = command.cluster_reference_problem(reference, REPO_ROOT)
+    assert problem is not None and expected in problem
+    assert problem.endswith("allowed: <organization>/trainium-eks/<stack>, with a stack of dev, prod")
+    assert command.cluster_reference_problem("acme-ml/trainium-eks/prod", REPO_ROOT) is None
+
+
+def test_an_empty_workload_stack_file_names_the_missing_key(tmp_path, capsys):
+    project = project_copy(tmp_path / "p")
+    (project / "workloads").mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / "workloads" / name).write_text((REPO_ROOT / "workloads" / name).read_text())
+    (project / "workloads" / "Pulumi.dev.yaml").write_text("config:\n")
+    assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
+    err = unwrapped(capsys.readouterr().err)
+    assert "trainium-workloads:clusterStack: required but not set" in err and '""' not in err
 
 
 # --- secrets in plain text ---------------------------------------------------------------------

@@ -4,12 +4,15 @@ directory, and the move there from the root claims without a hung up or hidden d
 
 from __future__ import annotations
 
+import json
+import re
 import stat
 import subprocess
 
 import pytest
 
-from infra.components.storage import directories_script, root_data_script, static_volume
+from bootstrap import permissions
+from infra.components.storage import directories_script, export_task_request, root_data_script, static_volume
 from infra.config.errors import ConfigError
 from infra.config.rules import fsx_capacity_problem
 from infra.validate import parse_stack_config
@@ -746,3 +749,124 @@ def test_root_data_owners_refusals(owners, message):
     with pytest.raises(ConfigError) as err:
         parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"rootDataOwners": owners}})
     assert message in str(err.value)
+
+
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+CHECKPOINTS_LINK = {"fileSystemPath": "/nemo_experiments", "s3Path": "s3://my-checkpoints/runs", "autoImport": []}
+EXPORT = {"schedule": "rate(6 hours)", "paths": ["/nemo_experiments"]}
+
+
+def test_checkpoints_are_exported_to_their_linked_bucket_on_a_schedule(plan_with):
+    """EventBridge Scheduler's universal target calls FSx CreateDataRepositoryTask with the request as
+    JSON (Scheduler user guide, managing-targets-universal; FSx API reference)."""
+    plan = plan_with(storage={"dataRepositories": [S3_LINK, CHECKPOINTS_LINK], "checkpointExport": EXPORT})
+    schedule = plan.named("fsx-checkpoint-export", SCHEDULE)
+    inputs = schedule.inputs
+    assert inputs["scheduleExpression"] == "rate(6 hours)" and inputs["scheduleExpressionTimezone"] == "UTC"
+    assert inputs["flexibleTimeWindow"] == {"mode": "OFF"}
+    target = inputs["target"]
+    assert target["arn"] == "arn:aws:scheduler:::aws-sdk:fsx:createDataRepositoryTask"
+    assert json.loads(target["input"]) == {
+        "FileSystemId": "fs-placeholder-fsx-training",
+        "Type": "EXPORT_TO_REPOSITORY",
+        # Relative to the file system's root, as the API takes them.
+        "Paths": ["nemo_experiments"],
+        "Report": {"Enabled": False},
+    }
+    # Created once the associations exist: before them a task has no bucket to go to.
+    assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(schedule.dependencies)
+    role = plan.named("fsx-checkpoint-export", ROLE)
+    assert role.urn in schedule.property_dependencies["target"] and target["roleArn"].startswith("arn:aws:iam::")
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "scheduler.amazonaws.com"}]
+    assert trust[0]["Condition"]["StringEquals"]["aws:SourceAccount"]
+    (statement,) = json.loads(plan.named("fsx-checkpoint-export-policy", ROLE_POLICY).inputs["policy"])["Statement"]
+    policy = plan.named("fsx-checkpoint-export-policy", ROLE_POLICY)
+    assert plan.named("fsx-training", FILE_SYSTEM).urn in policy.property_dependencies["policy"]
+    # That one call, on that one file system (and the task it creates), nothing else.
+    assert statement["Effect"] == "Allow" and statement["Action"] == "fsx:CreateDataRepositoryTask"
+    assert re.fullmatch(r"arn:aws:fsx:us-west-2:\d{12}:\S*fsx-training", statement["Resource"][0])
+    assert re.fullmatch(r"arn:aws:fsx:us-west-2:\d{12}:task/\*", statement["Resource"][1])
+    assert not any("*" in r.split(":task/")[0] for r in statement["Resource"])
+    # The pipeline's deploy role may create all of it (a type it cannot manage fails only at `pulumi up`).
+    assert permissions.services_for_types({r.type for r in plan.registrations}) <= permissions.DEPLOY_SERVICES
+
+
+def test_exporting_the_root_sends_no_paths():
+    request = json.loads(export_task_request("fs-1", ["/"]))
+    assert "Paths" not in request and request["Type"] == "EXPORT_TO_REPOSITORY"
+
+
+def test_no_export_schedule_unless_the_stack_asks(dev, prod):
+    assert not dev.of_type(SCHEDULE) and not prod.of_type(SCHEDULE)
+
+
+@pytest.mark.parametrize(
+    ("storage", "features", "message"),
+    [
+        (
+            {"checkpointExport": EXPORT},
+            {},
+            "storage.checkpointExport: storage.dataRepositories is empty; an export needs a data repository linked",
+        ),
+        (
+            {"dataRepositories": [S3_LINK], "checkpointExport": EXPORT},
+            {},
+            "storage.checkpointExport.paths[0] = '/nemo_experiments': no data repository is linked there "
+            "(storage.dataRepositories fileSystemPaths: '/default/datasets')",
+        ),
+        (
+            {
+                "dataRepositories": [{**CHECKPOINTS_LINK, "autoExport": ["NEW", "CHANGED"]}],
+                "checkpointExport": EXPORT,
+            },
+            {},
+            "storage.checkpointExport.paths[0] = '/nemo_experiments': storage.dataRepositories[0] already exports it "
+            "automatically (autoExport ['NEW', 'CHANGED']), and FSx does not run automatic export and export tasks",
+        ),
+        (
+            {"dataRepositories": [CHECKPOINTS_LINK], "checkpointExport": {**EXPORT, "schedule": "rate(1 hours)"}},
+            {},
+            "storage.checkpointExport.schedule = 'rate(1 hours)': a recurring EventBridge Scheduler expression",
+        ),
+        (
+            {
+                "dataRepositories": [CHECKPOINTS_LINK],
+                "checkpointExport": {**EXPORT, "schedule": "at(2026-12-01T00:00:00)"},
+            },
+            {},
+            "storage.checkpointExport.schedule = 'at(2026-12-01T00:00:00)': a recurring EventBridge Scheduler",
+        ),
+        (
+            {"dataRepositories": [CHECKPOINTS_LINK], "checkpointExport": {**EXPORT, "paths": ["nemo_experiments"]}},
+            {},
+            "storage.checkpointExport.paths[0] = 'nemo_experiments': an absolute path such as /nemo_experiments",
+        ),
+        (
+            {"dataRepositories": [CHECKPOINTS_LINK], "checkpointExport": {**EXPORT, "paths": []}},
+            {},
+            "storage.checkpointExport.paths = []: name at least one file-system path to export",
+        ),
+        (
+            {"dataRepositories": [CHECKPOINTS_LINK], "checkpointExport": EXPORT},
+            {"fsxCsi": False},
+            "storage.checkpointExport: set, but features.fsxCsi is false, so there is no file system to export from",
+        ),
+    ],
+)
+def test_export_schedule_refusals_name_the_key(storage, features, message):
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", "storage": storage, "features": features})
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("schedule", ["rate(1 hour)", "rate(12 hours)", "rate(2 days)", "cron(0 */6 * * ? *)"])
+def test_export_schedules_accepted(schedule):
+    storage = {"dataRepositories": [CHECKPOINTS_LINK], "checkpointExport": {**EXPORT, "schedule": schedule}}
+    config = parse_stack_config({"region": "us-west-2", "storage": storage})
+    assert config.storage.checkpoint_export is not None and config.storage.checkpoint_export.schedule == schedule
+    # A path below the link's own is covered by it.
+    storage["checkpointExport"]["paths"] = ["/nemo_experiments/run-1/checkpoints"]
+    assert parse_stack_config({"region": "us-west-2", "storage": storage}).storage.checkpoint_export

@@ -107,7 +107,8 @@ def rank_command(layout: NxdLayout, compile_only: bool) -> list[str]:
     """What mpirun starts on each worker. Training: the attempt's announcement (the probe's clock
     starts there), the end of an earlier attempt's leftovers, rank 0's lock and prune, then train.sh
     rewritten (train_resumable.sh) to checkpoint every checkpointEverySteps and to continue from the
-    newest complete checkpoint. Compile: train.sh rewritten with the same data and cache overrides."""
+    newest checkpoint that reads back whole (resilience.nxdt_pick: rank 0 reads, the other ranks wait
+    for its verdicts). Compile: train.sh rewritten with the same data and cache overrides."""
     s = layout.settings
     checkpoints = f"{run_dir(layout)}/checkpoints"
     if compile_only:
@@ -122,8 +123,9 @@ def rank_command(layout: NxdLayout, compile_only: bool) -> list[str]:
         *overrides(layout, False),
     )
     # Rank 0 (one per job: mpirun starts one rank per worker; Open MPI gives each its
-    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock and drops
-    # incomplete saves, which exp_manager's own resume would otherwise pick (resilience.prune).
+    # OMPI_COMM_WORLD_RANK, which train_setup.sh reads too) holds the run directory's lock, reads the
+    # newest saves back and moves failed ones out of checkpoints/, where exp_manager's own resume would
+    # otherwise pick them (resilience.nxdt_prune).
     lock_dir = f"{run_dir(layout)}/{LOCK_SUBDIR}"
     writer = resumable.RunLock(lock_dir, f"{layout.namespace}/{TRAIN_JOB}")
     take = resumable.take_lock(writer, "nxdt", resumable.call_file)

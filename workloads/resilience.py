@@ -26,9 +26,11 @@ A checkpoint is *complete* by each pinned script's own evidence, never by its na
   (examples/conf/megatron_llama_7B_config.yaml), and NLPCheckpointIO.save_checkpoint hands its parent
   and name to NxD's ``save_checkpoint`` as directory and tag (nlp_overrides.py), so it is a directory
   that gets ``done`` only after every rank has saved (neuronx-distributed Release 2.29 fbac349
-  src/neuronx_distributed/trainer/checkpoint.py CheckpointIOState.end l.190-195). exp_manager's own
+  src/neuronx_distributed/trainer/checkpoint.py CheckpointIOState.end l.190-195). ``done`` says every
+  rank closed its files, not that their bytes arrived (nothing is fsynced), so the pick must also read
+  back whole (``nxdt_pick``). exp_manager's own
   resume takes the newest ``*.ckpt`` by mtime, complete or not (utils/exp_manager.py check_resume),
-  so incomplete ones are pruned first and the pick is passed as
+  so failed ones are moved out of its way first (``nxdt_prune``) and the pick is passed as
   ``exp_manager.resume_from_checkpoint=<dir>/<name>`` (examples/training.py: ``trainer.fit(...,
   ckpt_path=cfg.exp_manager.resume_from_checkpoint)``). The name has ``=`` in it, which Hydra's
   override lexer reads as a second EQUAL token: the value is escaped the way Hydra escapes it
@@ -142,8 +144,131 @@ def nxdt_saves(directory: str) -> dict[int, str]:
     return saves
 
 
-def nxdt_steps(directory: str) -> dict[int, bool]:
-    return {step: os.path.exists(os.path.join(directory, name, "done")) for step, name in nxdt_saves(directory).items()}
+# What proves an NxD Training save whole. NxD writes ``done`` once every rank has closed its files, but
+# fsyncs nothing and keeps no checksum (neuronx-distributed fbac349 trainer/checkpoint_storage.py
+# FilesysCheckpointStorage.save_object: torch.save to the final name; save_text: open/write; checkpoint.py
+# CheckpointIOState.end: a rendezvous, then rank 0 writes ``done``). Every data file is a torch.save
+# archive (save_object; with the config's save_xser each tensor is its own tensor_<n>.pt, beside the
+# reference data and its .info.pt), whose members carry CRC-32s (see BERT above): a save counts once
+# ``done`` is there and every file but NxD's two markers reads back whole. The config's synchronous saves
+# write no other kind of file (async_checkpointing: False; checkpoint.py asserts DCP is async-only); a
+# save with one fails the check. Another client's read of a lost writer's file gets what reached the
+# servers, the pages the lost node never wrote back as holes (reasoning, not measured). Reading a 7B
+# save takes minutes, so one rank reads it, once: the verdict is written into the save (fsynced,
+# then renamed into place) with the size and mtime of every file it covered, and a changed file voids it.
+NXDT_MARKERS = ("checkpoint", "done")
+NXDT_VERIFIED, NXDT_TORN = "verified.json", "torn.json"
+# Beside checkpoints/, not in it: exp_manager's check_resume globs checkpoints/ for *.ckpt, and NeMo's
+# checkpoint callback counts every directory there as a save when it trims to save_top_k on a resumed
+# start (NeMo nemo/utils/callbacks/nemo_model_checkpoint.py _saved_checkpoint_paths and
+# nemo_topk_check_previous_run, as read in NeMo's source, not at the DLC's 2.1.0 tag).
+NXDT_SET_ASIDE = "incomplete-checkpoints"
+NXDT_STEP = re.compile(r"--step=(\d+)-")
+
+
+def nxdt_listing(path: str) -> dict[str, list[int]]:
+    """Every file of a save but the verdicts (and one a reader died writing): relative path -> [size,
+    mtime in ns]."""
+    found = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            relative = os.path.relpath(os.path.join(root, name), path)
+            if relative not in (NXDT_VERIFIED, NXDT_TORN, f"{NXDT_VERIFIED}.tmp", f"{NXDT_TORN}.tmp"):
+                status = os.stat(os.path.join(root, name))
+                found[relative] = [status.st_size, status.st_mtime_ns]
+    return found
+
+
+def nxdt_verdict(path: str) -> Optional[bool]:
+    """What is recorded about a save: False without ``done``, torn, or gone (set aside); True read back
+    whole and unchanged since; None when no one has read it yet (or it changed since)."""
+    if not os.path.exists(os.path.join(path, "done")) or os.path.exists(os.path.join(path, NXDT_TORN)):
+        return False
+    try:
+        recorded = json.loads(_read(os.path.join(path, NXDT_VERIFIED)) or "null")
+    except ValueError:
+        return None
+    return True if recorded is not None and recorded == nxdt_listing(path) else None
+
+
+def _write_durably(path: str, text: str) -> None:
+    with open(f"{path}.tmp", "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f"{path}.tmp", path)
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def nxdt_read_back(path: str) -> bool:
+    """Reads every data file of a save back against its CRC-32s and records the verdict in it."""
+    listing = nxdt_listing(path)
+    data = [relative for relative in listing if relative not in NXDT_MARKERS]
+    whole = "done" in listing and bool(data) and all(bert_readable(os.path.join(path, r)) for r in data)
+    _write_durably(os.path.join(path, NXDT_VERIFIED if whole else NXDT_TORN), json.dumps(listing if whole else {}))
+    return whole
+
+
+def nxdt_pick(directory: str, read: bool, poll_seconds: float = 1) -> Optional[int]:
+    """The step of the newest save that reads back whole (None: start afresh). The reader (rank 0) reads
+    each save newest first until one passes, recording each verdict; every other rank waits for those
+    verdicts instead of reading, so all ranks pick the same save."""
+    saves = nxdt_saves(directory)
+    for step in sorted(saves, reverse=True):
+        path = os.path.join(directory, saves[step])
+        verdict = nxdt_verdict(path)
+        while verdict is None:
+            if read:
+                verdict = nxdt_read_back(path)
+            else:
+                time.sleep(poll_seconds)
+                verdict = nxdt_verdict(path)
+        if verdict:
+            return step
+    return None
+
+
+def nxdt_prune(directory: str, keep: int) -> tuple[list[str], list[str]]:
+    """Before an attempt starts (no writer runs): the newest save that reads back whole and the ``keep``
+    - 1 complete ones before it stay. A failed save newer than it is moved beside ``directory`` (kept,
+    out of exp_manager's and the callback's way, and out of the path of a save of the same step), since
+    nothing newer vouches that it is lost for good; an incomplete one older than it is deleted, and so
+    is one set aside earlier at its step or below (the pick was saved after it), as are complete ones
+    beyond ``keep``. Returns what was removed and what was set aside."""
+    import shutil
+
+    saves, newest = nxdt_saves(directory), nxdt_pick(directory, read=True)
+    aside = os.path.join(os.path.dirname(directory.rstrip("/")), NXDT_SET_ASIDE)
+    removed, moved = [], []
+    if newest is not None:
+        for path in sorted(p for step, p in nxdt_set_aside_all(aside) if step <= newest):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    # Older saves with ``done`` are kept unread (read only if ever picked), those found torn are not.
+    complete = sorted((s for s in saves if newest is not None and s <= newest
+                       and nxdt_verdict(os.path.join(directory, saves[s])) is not False), reverse=True)
+    for step in sorted(saves):
+        path = os.path.join(directory, saves[step])
+        if newest is None or step > newest:
+            os.makedirs(aside, exist_ok=True)
+            target, n = os.path.join(aside, saves[step]), 1
+            while os.path.exists(target):
+                target, n = os.path.join(aside, f"{n}-{saves[step]}"), n + 1
+            os.rename(path, target)
+            moved.append(target)
+        elif step not in complete[:keep]:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed, moved
+
+
+def nxdt_set_aside_all(aside: str) -> list[tuple[int, str]]:
+    """(step, path) of every save in the set-aside directory ``aside``."""
+    return [(int(m.group(1)), os.path.join(aside, name)) for name in _listdir(aside) if (m := NXDT_STEP.search(name))]
 
 
 def resume_args(kind: str, directory: str) -> list[str]:
@@ -155,7 +280,8 @@ def resume_args(kind: str, directory: str) -> list[str]:
     if kind == "ray":
         step = newest_complete(nxd_steps(directory))
         return [] if step is None else ["--resume_ckpt", "--loading_step", str(step)]
-    step = newest_complete(nxdt_steps(directory))  # NxD Training, the one kind left
+    # NxD Training, the one kind left: rank 0 reads (its prune ran first), the other ranks wait for it.
+    step = nxdt_pick(directory, read=os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "0")
     if step is None:
         return []
     return [f"exp_manager.resume_from_checkpoint={hydra_escape(f'{directory}/{nxdt_saves(directory)[step]}')}"]
@@ -170,15 +296,12 @@ def hydra_escape(value: str) -> str:
 
 def prune(kind: str, directory: str, keep: int) -> list[str]:
     """Removes BERT's incomplete and surplus checkpoints (the script only counts its own run's), and
-    NxD Training's (exp_manager would resume from an incomplete one)."""
-    removed = []
+    NxD Training's (exp_manager would resume from an incomplete one; see nxdt_prune)."""
+    removed: list[str] = []
     if kind == "nxdt":
-        import shutil
-
-        saves = nxdt_saves(directory)
-        for step in to_delete(nxdt_steps(directory), keep):
-            shutil.rmtree(path := f"{directory}/{saves[step]}", ignore_errors=True)
-            removed.append(path)
+        removed, moved = nxdt_prune(directory, keep)
+        for path in moved:
+            print(f"set aside {path}: no save newer than it reads back whole", file=sys.stderr)
     if kind == "bert":
         readable = lambda s: bert_readable(f"{directory}/ckpt_{s}.pt")  # noqa: E731
         for step in to_delete(verified(bert_steps(directory), readable, keep), keep):

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from infra.config.base import PROFILE_KEY, ConfigModel, project_values, qualified_key, validated
+from infra.config.base import (
+    PROFILE_KEY,
+    ConfigModel,
+    project_values,
+    qualified_key,
+    validated,
+    with_stray_keys_refused,
+)
 from infra.config.errors import ConfigError
+from infra.config.models import PROJECT as CLUSTER_PROJECT
 from infra.config.naming import PROFILE_PATTERN
 from infra.facts import versions
 
@@ -353,6 +361,18 @@ class WorkloadsConfig(ConfigModel):
     cluster_stack: str = Field(
         pattern=STACK_NAME_PATTERN, description="The cluster stack, as `<organization>/trainium-eks/<stack>`."
     )
+
+    @field_validator("cluster_stack")
+    @classmethod
+    def _names_the_cluster_project(cls, value: str) -> str:
+        project = value.split("/")[1]
+        if project != CLUSTER_PROJECT:
+            raise ValueError(
+                f"names the project {project!r}, not the cluster project {CLUSTER_PROJECT!r} the workloads read "
+                f"their cluster from; allowed: <organization>/{CLUSTER_PROJECT}/<stack>"
+            )
+        return value
+
     namespace: str = Field(
         default="default",
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
@@ -402,6 +422,10 @@ REPLACED_KEYS = {
 
 def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
     """The validated configuration, or ``ConfigError`` naming every bad key."""
+    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config))
+
+
+def _parsed(all_config: dict[str, str]) -> WorkloadsConfig:
     raw = project_values(all_config, PROJECT)
     if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
         raise ConfigError(replaced)

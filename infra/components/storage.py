@@ -35,10 +35,10 @@ import pulumi_kubernetes as k8s
 
 from infra import contract
 from infra.components.context import ClusterContext
-from infra.components.iam import pod_identity_role
+from infra.components.iam import pod_identity_role, service_trust_policy
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
-from infra.config.models import DataRepositoryConfig, StorageConfig
+from infra.config.models import CheckpointExportConfig, DataRepositoryConfig, StorageConfig
 from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -491,6 +491,9 @@ class FsxStorage(pulumi.ComponentResource):
             for i, repo in enumerate(storage.data_repositories)
         ]
 
+        if storage.checkpoint_export is not None:
+            checkpoint_export(name, ctx, storage.checkpoint_export, self.file_system, associations, self)
+
         _, identity = pod_identity_role(
             f"{name}-csi-controller",
             description="FSx for Lustre CSI controller: create and delete per-job file systems",
@@ -767,3 +770,93 @@ class FsxStorage(pulumi.ComponentResource):
                         )
                     )
         return rules
+
+
+# The scheduled export: an EventBridge Scheduler schedule whose universal target calls FSx
+# CreateDataRepositoryTask (Scheduler user guide, managing-targets-universal: the target ARN is
+# arn:<partition>:scheduler:::aws-sdk:<service>:<apiAction>, Input the API's request as JSON).
+EXPORT_TARGET_ACTION = "aws-sdk:fsx:createDataRepositoryTask"
+SCHEDULER_SERVICE = "scheduler.amazonaws.com"
+
+
+def export_task_request(file_system_id: str, paths: list[str]) -> str:
+    """The CreateDataRepositoryTask request a scheduled export sends (FSx API reference).
+
+    EXPORT_TO_REPOSITORY writes each file under ``Paths`` to the bucket of the data repository
+    association that holds it, only what was created or changed since the last export (FSx for Lustre
+    user guide, export-changed-data-meta-dra); deletions are not exported, so S3 keeps every checkpoint
+    the run has pruned. ``Paths`` are relative to the file system's root ("/nemo_experiments" is
+    "nemo_experiments"; none is the root). ``Report`` is required; its ``Path`` only when enabled: off, since the
+    task's own status and failure count (DescribeDataRepositoryTasks) say whether it failed, and a
+    report would need a place in a training bucket.
+    """
+    request: dict[str, Any] = {"FileSystemId": file_system_id, "Type": "EXPORT_TO_REPOSITORY"}
+    # No Paths exports from the root, which "/" asks for.
+    if "/" not in paths:
+        request["Paths"] = [path.lstrip("/") for path in paths]
+    return json.dumps({**request, "Report": {"Enabled": False}})
+
+
+def export_role_policy(file_system_arn: str, task_arns: str) -> str:
+    """The schedule's one permission: CreateDataRepositoryTask on this file system. The action
+    authorizes both the file system and the new task (Service Authorization Reference, Amazon FSx:
+    resource types file-system and task), and a task's id exists only once it is created, hence
+    ``task_arns``: every task of the account in this region. A request naming another file system
+    is refused, since that file system is not in ``Resource``."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ExportThisFileSystem",
+                    "Effect": "Allow",
+                    "Action": "fsx:CreateDataRepositoryTask",
+                    "Resource": [file_system_arn, task_arns],
+                }
+            ],
+        }
+    )
+
+
+def checkpoint_export(
+    name: str,
+    ctx: ClusterContext,
+    export: CheckpointExportConfig,
+    file_system: aws.fsx.LustreFileSystem,
+    associations: list[aws.fsx.DataRepositoryAssociation],
+    parent: pulumi.Resource,
+) -> aws.scheduler.Schedule:
+    """The role the schedule runs as and the schedule. The trust names the account only
+    (aws:SourceAccount): schedules carry no tags to condition on, and only callers allowed to pass
+    this role can attach it to a schedule. Created after the associations: before them an export
+    task has nowhere to go and fails."""
+    opts = pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(
+        f"{name}-checkpoint-export",
+        assume_role_policy=service_trust_policy(
+            SCHEDULER_SERVICE, conditions={"StringEquals": {"aws:SourceAccount": ctx.account_id}}
+        ),
+        description="EventBridge Scheduler: start FSx export tasks of the training file system",
+        tags=ctx.tags,
+        opts=opts,
+    )
+    task_arns = f"arn:{ctx.partition}:fsx:{ctx.region}:{ctx.account_id}:task/*"
+    policy = aws.iam.RolePolicy(
+        f"{name}-checkpoint-export-policy",
+        role=role.id,
+        policy=file_system.arn.apply(lambda arn: export_role_policy(arn, task_arns)),
+        opts=opts,
+    )
+    return aws.scheduler.Schedule(
+        f"{name}-checkpoint-export",
+        description=f"Export {', '.join(export.paths)} of the training file system to S3",
+        schedule_expression=export.schedule,
+        schedule_expression_timezone="UTC",
+        flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+        target=aws.scheduler.ScheduleTargetArgs(
+            arn=f"arn:{ctx.partition}:scheduler:::{EXPORT_TARGET_ACTION}",
+            role_arn=role.arn,
+            input=file_system.id.apply(lambda fs_id: export_task_request(fs_id, export.paths)),
+        ),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy, *associations]),
+    )

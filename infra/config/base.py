@@ -22,6 +22,15 @@ PROFILE_KEY = "aws:profile"
 INT32_MAX = 2**31 - 1
 # Model fields that hold the AWS provider's own settings rather than the project's.
 PROVIDER_KEYS = {"region": REGION_KEY, "profile": PROFILE_KEY}
+# The Pulumi projects of this repository, and where each keeps its stack files.
+PROJECT_STACK_FILES = {
+    "trainium-eks": "Pulumi.<stack>.yaml",
+    "trainium-workloads": "workloads/Pulumi.<stack>.yaml",
+    "trainium-bootstrap": "bootstrap/Pulumi.<stack>.yaml",
+}
+# Namespaces someone else reads: the engine (`pulumi:`) and the default providers of the packages
+# these programs use, which take their settings from `<package>:<key>`.
+ENGINE_NAMESPACES = frozenset({"pulumi", "aws", "eks", "kubernetes", "random"})
 
 
 class ConfigModel(BaseModel):
@@ -80,6 +89,42 @@ def decode(value: str) -> Any:
 def project_values(all_config: dict[str, str], project: str) -> dict[str, Any]:
     """The keys under ``<project>:`` in the engine's flat config map, decoded."""
     return {key.split(":", 1)[1]: decode(value) for key, value in all_config.items() if key.startswith(f"{project}:")}
+
+
+def stray_keys(all_config: dict[str, str], project: str) -> list[str]:
+    """A refusal for each key no program of this stack reads: another project's setting (the
+    engine hands a program every key of its stack file, so one pasted from a sibling stack would
+    otherwise be ignored in silence), or a namespace nobody reads."""
+    problems = []
+    for key in sorted(all_config):
+        namespace = key.partition(":")[0]
+        if namespace == project or namespace in ENGINE_NAMESPACES:
+            continue
+        if namespace in PROJECT_STACK_FILES:
+            problems.append(
+                f"{key}: a setting of the {namespace} project, which this {project} stack never reads; "
+                f"move it to {namespace}'s stack file ({PROJECT_STACK_FILES[namespace]})"
+            )
+        else:
+            readers = ", ".join(f"{n}:" for n in sorted({project, *ENGINE_NAMESPACES}))
+            problems.append(f"{key}: nothing in this stack reads the namespace {namespace!r} (read here: {readers})")
+    return problems
+
+
+Parsed = TypeVar("Parsed")
+
+
+def with_stray_keys_refused(all_config: dict[str, str], project: str, parse: Callable[[], Parsed]) -> Parsed:
+    """``parse()``'s result, or one ``ConfigError`` listing the stray keys together with what
+    ``parse`` refused, so a stack file's mistakes are all named in one run."""
+    stray = stray_keys(all_config, project)
+    try:
+        parsed = parse()
+    except ConfigError as error:
+        raise ConfigError(stray + error.problems, error.source) from None
+    if stray:
+        raise ConfigError(stray)
+    return parsed
 
 
 def qualified_key(project: str, loc: tuple[Any, ...]) -> str:

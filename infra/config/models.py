@@ -294,6 +294,19 @@ class DataRepositoryConfig(ConfigModel):
     )
 
 
+class CheckpointExportConfig(ConfigModel):
+    """A schedule that exports what changed under some file-system paths to the S3 buckets linked there."""
+
+    schedule: str = Field(
+        description="When an export starts: an EventBridge Scheduler rate(...) or cron(...) expression in UTC, "
+        "e.g. rate(6 hours) or cron(0 */6 * * ? *)."
+    )
+    paths: list[str] = Field(
+        description="File-system paths to export, e.g. /nemo_experiments; each inside the fileSystemPath of a "
+        "storage.dataRepositories entry whose autoExport is empty (files go to that entry's s3Path)."
+    )
+
+
 class StorageConfig(ConfigModel):
     """The training file system (one per cluster), its S3 links, and the dynamic class."""
 
@@ -316,6 +329,11 @@ class StorageConfig(ConfigModel):
     )
     data_repositories: list[DataRepositoryConfig] = Field(
         default=[], description="S3 links (at most 8, no nesting, a bucket once)."
+    )
+    checkpoint_export: CheckpointExportConfig | None = Field(
+        default=None,
+        description="Export new and changed files under some paths to their linked buckets on a schedule (an FSx "
+        "export data repository task); unset: none. docs/operations.md says how to restore from S3.",
     )
     kms_key_id: str | None = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
     retain: bool | None = Field(

@@ -342,6 +342,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _prod_storage_problems(config)
     problems += _acknowledged_replacement_problems(config.replacements_acknowledged)
     problems += _backup_problems(config)
+    problems += _checkpoint_export_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
     return problems
@@ -369,7 +370,7 @@ def _cluster_problems(config: StackConfig) -> list[str]:
     if not re.fullmatch(KUBERNETES_VERSION_PATTERN, config.kubernetes_version):
         problems.append(
             f"{key_name(('kubernetesVersion',))} = {config.kubernetes_version!r}: a Kubernetes minor version "
-            "such as 1.34"
+            f"such as 1.34{_unquoted_version_hint(config.kubernetes_version)}"
         )
     elif config.kubernetes_version not in EKS_KUBERNETES_VERSIONS:
         problems.append(
@@ -586,6 +587,15 @@ def ami_release_problem(release: str, kubernetes_version: str) -> str | None:
     return None
 
 
+def _unquoted_version_hint(version: str) -> str:
+    """YAML reads an unquoted ``1.30`` as the number 1.3, and the stack file then says 1.3."""
+    if re.fullmatch(r"\d+\.[1-9]", version):
+        return (
+            f' (YAML reads an unquoted {version}0 as the number {version}: quote it, kubernetesVersion: "{version}0")'
+        )
+    return ""
+
+
 def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_version: str) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
@@ -603,8 +613,11 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
         seen.add(group.name)
         problems += _size_problems(key, group)
         problems += _label_problems(key, group.labels)
-        release_problem = group.ami_release_version and ami_release_problem(
-            group.ami_release_version, kubernetes_version
+        # Against a version that is itself refused, every pin would be refused again, as noise.
+        release_problem = (
+            group.ami_release_version
+            and re.fullmatch(KUBERNETES_VERSION_PATTERN, kubernetes_version)
+            and ami_release_problem(group.ami_release_version, kubernetes_version)
         )
         if release_problem:
             problems.append(f"{key}.amiReleaseVersion = {group.ami_release_version!r}: {release_problem}")
@@ -629,13 +642,14 @@ def _reservation_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[s
     reservation = group.capacity_reservation
     if reservation is None:
         return []
-    problems = []
-    named = reservation.id if reservation.id is not None else f"tagged {reservation.tags}"
     if (reservation.id is None) == (reservation.tags is None):
-        problems.append(
+        # Neither or both: what the reservation is cannot be said, so nothing else about it is checked.
+        return [
             f"{key}.capacityReservation: give exactly one of id (cr-...) and tags (Karpenter only), got "
             f"id={reservation.id!r} tags={reservation.tags!r}"
-        )
+        ]
+    problems = []
+    named = reservation.id if reservation.id is not None else f"tagged {reservation.tags}"
     if group.placement_group:
         problems.append(
             f"{key}.placementGroup = true: cannot be combined with capacityReservation {named!r}; launches "
@@ -902,6 +916,73 @@ def _data_repository_problems(storage: StorageConfig) -> list[str]:
         problems.append(
             f"{key_name(('storage', 'dataRepositories'))}: '/' can only be linked when it is the only association"
         )
+    return problems
+
+
+# EventBridge Scheduler ScheduleExpression (Scheduler user guide, schedule-types): rate(<value> <unit>), the
+# unit singular for 1 and plural above; cron(<minutes> <hours> <day of month> <month> <day of week> <year>).
+# at(...) runs once, which is no schedule for exports.
+SCHEDULE_RATE = r"rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)"
+SCHEDULE_CRON = r"cron\(\S+( \S+){5}\)"
+
+
+def covering_repository(storage: StorageConfig, path: str) -> int | None:
+    """The index of the data repository whose fileSystemPath holds ``path`` (associations do not nest)."""
+    for i, repo in enumerate(storage.data_repositories):
+        linked = repo.file_system_path
+        if linked == "/" or path == linked or path.startswith(linked + "/"):
+            return i
+    return None
+
+
+def _checkpoint_export_problems(config: StackConfig) -> list[str]:
+    """An export task sends files to the bucket of the data repository association that holds them: FSx
+    CreateDataRepositoryTask fails on a file system with no linked data repository (FSx API reference), and
+    automatic export and export tasks do not run at the same time (FSx for Lustre user guide,
+    export-changed-data-meta-dra). Every deployment type this stack allows (PERSISTENT_2, PERSISTENT_1,
+    SCRATCH_2, on Lustre 2.12 or 2.15) takes associations: the FSx API reference excludes only SCRATCH_1."""
+    export, storage = config.storage.checkpoint_export, config.storage
+    if export is None:
+        return []
+    key = lambda *k: key_name(("storage", "checkpointExport", *k))  # noqa: E731
+    problems: list[str] = []
+    if not config.features.fsx_csi:
+        problems.append(f"{key()}: set, but features.fsxCsi is false, so there is no file system to export from")
+    if not re.fullmatch(SCHEDULE_RATE, export.schedule) and not re.fullmatch(SCHEDULE_CRON, export.schedule):
+        problems.append(
+            f"{key('schedule')} = {export.schedule!r}: a recurring EventBridge Scheduler expression, rate(<n> "
+            "<minute|minutes|hour|hours|day|days>) or cron(<six fields>), e.g. rate(6 hours)"
+        )
+    if not export.paths:
+        problems.append(f"{key('paths')} = []: name at least one file-system path to export, e.g. /nemo_experiments")
+    if export.paths and not storage.data_repositories:
+        problems.append(
+            f"{key()}: storage.dataRepositories is empty; an export needs a data repository linked where the "
+            "paths are (a dataRepositories entry whose fileSystemPath holds them)"
+        )
+        return problems
+    for i, path in enumerate(export.paths):
+        if not re.fullmatch(r"^/[^\s]*$", path) or (path.endswith("/") and path != "/"):
+            problems.append(
+                f"{key('paths', i)} = {path!r}: an absolute path such as /nemo_experiments, no trailing '/'"
+            )
+            continue
+        if export.paths.index(path) != i:
+            problems.append(f"{key('paths', i)} = {path!r}: listed twice")
+            continue
+        linked = covering_repository(storage, path)
+        if linked is None:
+            held = ", ".join(repr(r.file_system_path) for r in storage.data_repositories)
+            problems.append(
+                f"{key('paths', i)} = {path!r}: no data repository is linked there (storage.dataRepositories "
+                f"fileSystemPaths: {held}); an export task only reaches S3 through one"
+            )
+        elif storage.data_repositories[linked].auto_export:
+            problems.append(
+                f"{key('paths', i)} = {path!r}: storage.dataRepositories[{linked}] already exports it automatically "
+                f"(autoExport {storage.data_repositories[linked].auto_export}), and FSx does not run automatic export "
+                "and export tasks at the same time; drop the path, or empty that autoExport"
+            )
     return problems
 
 

@@ -600,11 +600,21 @@ def summary_line(d: StackDiff) -> str:
     return f"{text} (new stack)" if d.base_missing else text
 
 
+# Both sides are offline plans: which of them is deployed, if either, only the stack's state knows.
+NEVER_DEPLOYED_NOTE = (
+    "Replacements and deletions are measured from the base revision's plan: they happen only to a stack "
+    "deployed from it. A stack never deployed (`pulumi stack ls`: no resources) is created whole by "
+    "`pulumi up`, whatever this diff lists."
+)
+
+
 def render_text(diffs: list[StackDiff], base_label: str, width: int = render.WIDTH) -> str:
     """The diff for the terminal and diff.txt, in ``width`` columns like the plan table: types in
     Pulumi's display form (offline/report/render.py), each changed path on its own line with old and new
     value wrapped under it, values past TEXT_VALUE characters cut with a marker (diff.md has them)."""
     lines = render.wrap(f"Offline plan diff: {base_label} -> this checkout", "    ", width, first="") + [""]
+    if any(d.count("replace") or d.count("delete") for d in diffs):
+        lines += render.wrap(NEVER_DEPLOYED_NOTE, "  ", width, first="") + [""]
 
     def change(label: str, p: PathChange, indent: str) -> None:
         why = f"  [replaces: {p.replace_reason}]" if p.replace_reason else ""
@@ -802,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render.message(str(exc)), file=sys.stderr)
         return 2
     diffs = diff_plan_dirs(base_dir, head_dir)
-    text = render_text(diffs, label)
+    text = render_text(diffs, label, render.terminal_width())
     (out / "diff.txt").write_text(text)
     (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
     print(text)

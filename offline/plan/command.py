@@ -17,7 +17,6 @@ makes the exit code 3, after everything is written.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -26,7 +25,7 @@ from typing import NoReturn
 
 from infra.config.errors import ConfigError
 from offline.plan import policy_run as policy_pack
-from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, run_program, stack_config
+from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, project_name, run_program, stack_config
 from offline.report import plan_output, render, report, support
 
 WORKLOADS_DIR = "workloads"
@@ -58,19 +57,51 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
+CLUSTER_STACK_KEY = "trainium-workloads:clusterStack"
+
+
+def cluster_reference_problem(reference: str | None, cluster_dir: Path) -> str | None:
+    """What is wrong with the workload stack's reference to its cluster stack, naming the key: it must
+    be ``<organization>/<the cluster project>/<a stack with a stack file there>``."""
+    project = project_name(cluster_dir)
+    stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in cluster_dir.glob("Pulumi.*.yaml"))
+    allowed = f"<organization>/{project}/<stack>, with a stack of {', '.join(stacks) or 'none'}"
+    if not reference:
+        return f"{CLUSTER_STACK_KEY}: required but not set; allowed: {allowed}"
+    parts = reference.split("/")
+    if len(parts) != 3 or not all(parts):
+        return f"{CLUSTER_STACK_KEY} = {reference!r}: not <organization>/<project>/<stack>; allowed: {allowed}"
+    if parts[1] != project:
+        return (
+            f"{CLUSTER_STACK_KEY} = {reference!r}: names the project {parts[1]!r}, not the cluster project "
+            f"{project!r} the workloads read their cluster from; allowed: {allowed}"
+        )
+    if parts[2] not in stacks:
+        return (
+            f"{CLUSTER_STACK_KEY} = {reference!r}: the cluster project has no stack {parts[2]!r} (no stack file "
+            f"Pulumi.{parts[2]}.yaml); allowed: {allowed}"
+        )
+    return None
+
+
 def plan_workloads(workloads_dir: Path, stack: str, cluster: PlanResult) -> PlanResult:
     """The workload stack, its StackReference answered by the cluster plan of the stack it names."""
-    reference = json.loads(json.dumps(stack_config(workloads_dir, stack).get("trainium-workloads:clusterStack", '""')))
-    *_, cluster_stack = reference.split("/")
-    if cluster_stack != cluster.stack:
-        cluster = run_program(REPO_ROOT if workloads_dir.parent == REPO_ROOT else workloads_dir.parent, cluster_stack)
     config = stack_config(workloads_dir, stack)
+    reference = config.get(CLUSTER_STACK_KEY)
+    cluster_dir = REPO_ROOT if workloads_dir.parent == REPO_ROOT else workloads_dir.parent
+    problem = cluster_reference_problem(reference, cluster_dir)
+    if problem:
+        # The workload program would refuse it too, but only after the cluster plan it names.
+        raise ConfigError([problem], source=f"stack file {_shown(workloads_dir / f'Pulumi.{stack}.yaml')}")
+    cluster_stack = str(reference).split("/")[2]
+    if cluster_stack != cluster.stack:
+        cluster = run_program(cluster_dir, cluster_stack)
     secrets = offline_secrets(workloads_dir, stack, config)
     return run_program(workloads_dir, stack, stack_references={reference: cluster.as_stack_outputs()}, secrets=secrets)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bin/plan", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--stack", default="dev", help="the stack files to plan: Pulumi.<stack>.yaml in each project (default: dev)"
     )
@@ -92,7 +123,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print the full table, one resource a line with its settings, and outputs whole",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--base",
+        metavar="REF",
+        help="instead of a plan, what this checkout changes against that git revision, for the stacks "
+        "--stacks names (default: dev,prod); `make plan BASE=REF`",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.base:
+        from offline.diff.compare import main as diff_main
+
+        return diff_main(sys.argv[1:] if argv is None else argv)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    width = render.terminal_width()
+    render.TerminalLog.install(width)
     project_dir = args.project_dir.resolve()
     workloads_dir, bootstrap_dir = project_dir / WORKLOADS_DIR, project_dir / BOOTSTRAP_DIR
     has_workloads = (workloads_dir / f"Pulumi.{args.stack}.yaml").exists()
@@ -112,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         region = cluster.outputs["region"]
         reports = [plan_output.check_policies(cluster, policy_config, region)]
         rendered = [
-            plan_output.render_plan(cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide)
+            plan_output.render_plan(
+                cluster, args.out, report.cluster_cost(cluster), region, reports[0], args.wide, width
+            )
         ]
         if has_workloads:
             workloads = plan_workloads(workloads_dir, args.stack, cluster)
@@ -125,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
                     region,
                     reports[-1],
                     args.wide,
+                    width,
                 )
             )
         if has_bootstrap:
             # The guardrails are written for the cluster and workload stacks; the bootstrap has none.
             rendered.append(
-                plan_output.render_plan(run_program(bootstrap_dir, args.stack), args.out, None, region, None, args.wide)
+                plan_output.render_plan(
+                    run_program(bootstrap_dir, args.stack), args.out, None, region, None, args.wide, width
+                )
             )
         stand_ins = (
             sorted(offline_secrets(workloads_dir, args.stack, stack_config(workloads_dir, args.stack)))
@@ -153,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         "assigns at deploy time; zone ids, instance facts and EKS add-on default builds come from "
         "offline/plan/fixtures.py and infra/facts/instances.py, not from AWS."
     )
-    print((footer if args.wide else "\n".join(render.wrap(footer))) + "\n")
+    print((footer if args.wide else "\n".join(render.wrap(footer, width=width))) + "\n")
     rows, extended = support.deployed(project_dir, args.stack, has_workloads)
-    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended)))
+    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended), width=width))
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
         print(

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from infra.config.base import PROJECT_STACK_FILES, ConfigModel
 from infra.config.errors import ConfigError
 
 # Keys whose values are credentials: hfToken, hf_token, githubToken, adminPassword, apiSecret...
@@ -106,6 +107,13 @@ def load(path: Path, root: Path) -> dict[str, Any]:
             [f"{name}: not a stack file (expected a mapping with a `config:` key)"], source=f"stack file {name}"
         )
     config = document.get("config") or {}
+    bare = [key for key in config if ":" not in str(key)]
+    if bare:
+        lines = _key_lines(text)
+        project = _project_of(path)
+        raise ConfigError(
+            [_bare_key_problem(name, lines, str(key), project) for key in bare], source=f"stack file {name}"
+        )
     plain = [found for key, value in config.items() for found in _plain_secrets(key, value)]
     if plain:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
@@ -131,6 +139,54 @@ def load(path: Path, root: Path) -> dict[str, Any]:
             )
         raise ConfigError(problems, source=f"stack file {name}")
     return config
+
+
+def _project_of(path: Path) -> str | None:
+    """The project whose stack file this is: the ``name`` in the Pulumi.yaml beside it."""
+    project_file = path.parent / "Pulumi.yaml"
+    if not project_file.exists():
+        return None
+    return (yaml.safe_load(project_file.read_text()) or {}).get("name")
+
+
+def _projects_reading(key: str) -> list[str]:
+    """The projects of this repository with a top-level setting named ``key``."""
+    from bootstrap.settings import PROJECT as BOOTSTRAP
+    from bootstrap.settings import BootstrapConfig
+    from infra.config.models import PROJECT as CLUSTER
+    from infra.config.models import StackConfig
+    from workloads.settings import PROJECT as WORKLOADS
+    from workloads.settings import WorkloadsConfig
+
+    models: dict[str, type[ConfigModel]] = {
+        CLUSTER: StackConfig,
+        WORKLOADS: WorkloadsConfig,
+        BOOTSTRAP: BootstrapConfig,
+    }
+    return [
+        project
+        for project, model in models.items()
+        if any((field.alias or field_name) == key for field_name, field in model.model_fields.items())
+    ]
+
+
+def _bare_key_problem(name: str, lines: dict[str, int], key: str, project: str | None) -> str:
+    """An unprefixed key: the Pulumi CLI files it under the stack's own project
+    (pulumi/pulumi sdk/go/common/workspace/loaders.go ``stackConfigNamespacedWithProject``,
+    v3.259.0), which is rarely what a key copied from elsewhere means, so it is written out."""
+    where = f"{name}:{lines[key]}" if key in lines else name
+    readers = _projects_reading(key)
+    if project and project in readers:
+        fix = f"write it as `{project}:{key}`"
+    elif readers:
+        fix = "it is a setting of " + " and of ".join(
+            f"{reader} (its stack file: {PROJECT_STACK_FILES[reader]}, as `{reader}:{key}`)" for reader in readers
+        )
+        if project:
+            fix += f" (here, the CLI would file it as `{project}:{key}`, which nothing reads)"
+    else:
+        fix = f"no project here has a setting named {key!r}: check the spelling against docs/configuration.md"
+    return f"{where}: {key} has no project prefix; {fix}"
 
 
 def _in_tags(key: str) -> bool:

@@ -28,7 +28,7 @@ NOT_ESTIMATED = (
     "data transfer (internet, cross-AZ, cross-region)",
     "CloudWatch Logs ingestion and storage, Container Insights metrics, the dashboard and alarms",
     "ECR image storage",
-    "S3 storage and requests (datasets, FSx data repository traffic)",
+    "S3 storage and requests (datasets, FSx data repository traffic, scheduled checkpoint exports)",
     "FSx backups (a final backup when a retained file system is deleted)",
     "load balancers the workloads' Services create",
     "KMS keys and requests",

@@ -132,6 +132,7 @@ def render_plan(
     region: str = "",
     policy: policy_pack.PolicyReport | None = None,
     wide: bool = False,
+    width: int = render.WIDTH,
 ) -> RenderedPlan:
     """Everything one stack's plan prints and writes, computed without printing or writing: the
     offline plan renders every stack before it writes any (a refused stack leaves build/plan as it was)."""
@@ -140,16 +141,16 @@ def render_plan(
     files = plan_files(result, cost, policy.as_json() if policy is not None else None)
     parts = [
         f"Offline plan of {result.project} / {result.stack}: {len(result.registrations)} resources to create\n",
-        "\n".join(render.resource_table(result, summarize, wide)),
-        "\n" + "\n".join(render.outputs(result, wide)),
+        "\n".join(render.resource_table(result, summarize, wide, width)),
+        "\n" + "\n".join(render.outputs(result, wide, width)),
     ]
     if cost is not None:
         kind = "cluster" if result.project == "trainium-eks" else "workloads"
-        parts.append("\n" + render.cost_section(cost, region, kind, wide))
+        parts.append("\n" + render.cost_section(cost, region, kind, wide, width))
     parts.append(f"\nWrote {shown}/resources.json and {len(kubernetes_objects(result))} manifests.\n")
     if policy is not None:
         text = policy_pack.render_report(result.project, result.stack, policy)
-        parts.append((text if wide else render.wrapped(text)) + "\n")
+        parts.append((text if wide else render.wrapped(text, width)) + "\n")
     return RenderedPlan("".join(f"{part}\n" for part in parts), out, files, render.planned(result, cost, policy, shown))
 
 

@@ -1,4 +1,4 @@
-"""How `make plan` prints a plan: like `pulumi preview`, in 120 columns.
+"""How `make plan` prints a plan: like `pulumi preview`, in the terminal's width (80 columns at least).
 
 Only the terminal text lives here; what `make plan` writes under build/plan is offline/plan/command.py's
 and does not depend on it.
@@ -21,7 +21,9 @@ and outputs whole, however wide that makes it.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,8 +34,12 @@ from offline.plan.mocks import Registration
 from offline.plan.runner import PlanResult
 from offline.report import cost, report
 
-WIDTH = 120
+# The narrowest terminal the output is laid out for, and the width when there is no terminal (a pipe, a
+# CI log, the generated docs).
+WIDTH = 80
 CREATE = "+"
+# Columns the resource table keeps for names beside their type.
+NAME_ROOM = 28
 
 
 def display_type(token: str) -> str:
@@ -64,31 +70,18 @@ def wrap(text: str, indent: str = "", width: int = WIDTH, first: str | None = No
     ) or [indent.rstrip()]
 
 
-def stderr_width() -> int | None:
-    """The columns of the terminal stderr is, ``COLUMNS`` first (as shutil.get_terminal_size reads
-    it); None when stderr is no terminal (a pipe, a log, a test's capture), which gets lines whole."""
-    import os
-    import sys
+def terminal_width() -> int:
+    """The terminal's columns as ``shutil.get_terminal_size`` finds them (``COLUMNS`` first, then
+    the terminal stdout is, else 80), never fewer than 80: narrower, every table would fall apart."""
+    import shutil
 
-    if not sys.stderr.isatty():
-        return None
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
-    except OSError:
-        return WIDTH
+    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
 def message(text: str, width: int | None = None) -> str:
-    """A refusal for stderr, each line wrapped to ``width`` (default: the terminal's, if stderr is
-    one; else left whole for logs and greps), continuation lines indented under it; a `command` in
-    backticks is never broken, so it can be copied whole."""
-    width = width or stderr_width()
-    if not width:
-        return text
+    """A refusal for stderr, each line wrapped to ``width`` (default: the terminal's), continuation
+    lines indented under it; a `command` in backticks is never broken, so it can be copied whole."""
+    width = width or terminal_width()
 
     def wrap_line(line: str, indent: str) -> list[str]:
         hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
@@ -107,6 +100,26 @@ def message(text: str, width: int | None = None) -> str:
         ]
 
     return _wrap_long_lines(text, width, wrap_line)
+
+
+class TerminalLog(logging.Handler):
+    """The programs' warnings on stderr, wrapped like refusals: under the mock runtime,
+    ``pulumi.log.warn`` reaches the root logger (pulumi/runtime/mocks.py ``MockEngine.Log``)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(logging.WARNING)
+        self.width = width
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(message(record.getMessage(), self.width), file=sys.stderr)
+
+    @classmethod
+    def install(cls, width: int) -> None:
+        """One handler on the root logger, whatever ran before in this process."""
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if isinstance(h, cls)]:
+            root.removeHandler(handler)
+        root.addHandler(cls(width))
 
 
 def _wrap_long_lines(text: str, width: int, wrap_line: Callable[[str, str], list[str]]) -> str:
@@ -148,6 +161,9 @@ def resource_table(
 ) -> list[str]:
     rows = [(prefix + display_type(r.type), r.name, summarize(r)) for prefix, r in _tree(result.registrations)]
     type_width = max(len("Type"), *(len(t) for t, _, _ in rows))
+    if not wide:
+        # The Name column keeps room for a name of common length; a longer type puts its name under it.
+        type_width = min(type_width, width - 5 - 2 - NAME_ROOM)
     lines = [f"     {'Type':<{type_width}}  Name" + ("  Settings" if wide else "")]
     if wide:
         name_width = max(len("Name"), *(len(n) for _, n, _ in rows))
@@ -156,8 +172,8 @@ def resource_table(
         return lines
     for type_text, name, settings in rows:
         row = f" {CREATE}   {type_text:<{type_width}}  {name}"
-        if len(row) > width:  # a long name goes under its type
-            lines.append(f" {CREATE}   {type_text}")
+        if len(row) > width or len(type_text) > type_width:  # a long name or type: the name goes under it
+            lines += _type_lines(type_text, width)
             lines += wrap(name, " " * (5 + len(type_text) - len(type_text.lstrip("│├└─ ")) + 3), width)
         else:
             lines.append(row)
@@ -165,6 +181,18 @@ def resource_table(
             depth = len(type_text) - len(type_text.lstrip("│├└─ "))
             lines += wrap(settings, " " * (5 + depth + 6), width)
     return lines
+
+
+def _type_lines(type_text: str, width: int) -> list[str]:
+    """A type on its row, its last ``:part`` under it when the whole does not fit (a Kubernetes
+    type such as ``kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding``
+    a few levels deep passes 80 columns)."""
+    row = f" {CREATE}   {type_text}"
+    if len(row) <= width:
+        return [row]
+    head, _, kind = row.rpartition(":")
+    depth = len(type_text) - len(type_text.lstrip("│├└─ "))
+    return [f"{head}:", " " * (5 + depth + 3) + kind]
 
 
 def outputs(result: PlanResult, wide: bool = False, width: int = WIDTH) -> list[str]:
@@ -310,8 +338,8 @@ def summary(
     if support_lines:
         lines += [*support_lines, ""]
     lines.append("Files:")
-    for p in planned:
-        lines += wrap(f"{p.written}/resources.json, manifests/", "      ", width, first="    ")
+    for p in planned:  # whole, however long: a path broken across lines cannot be copied
+        lines.append(f"    {p.written}/resources.json, manifests/")
     if stand_ins:
         lines += wrap(
             "Secret config held encrypted in the stack files, or not set there, was planned with stand-ins: "
