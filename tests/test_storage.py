@@ -743,11 +743,17 @@ def test_root_data_at_both_places_is_left_for_a_person_and_fails_the_job(tmp_pat
         ({"it's": "default"}, '"it\'s" is not an entry of the root'),
         ({"research": "default"}, "storage.rootDataOwners.research = 'default': 'research' is a namespace's own"),
         ({"neuron-burn-in": "default"}, "'neuron-burn-in' is a namespace's own directory, never moved"),
+        (
+            {"nemo_experiments": "research"},
+            "storage.rootDataOwners.nemo_experiments = 'research': storage.dataRepositories[0] links /nemo_experiments "
+            "to s3://my-checkpoints/runs; link it again under /research instead",
+        ),
     ],
 )
 def test_root_data_owners_refusals(owners, message):
     with pytest.raises(ConfigError) as err:
-        parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"rootDataOwners": owners}})
+        storage = {"rootDataOwners": owners, "dataRepositories": [CHECKPOINTS_LINK]}
+        parse_stack_config({"region": "us-west-2", **SHARED, "storage": storage})
     assert message in str(err.value)
 
 

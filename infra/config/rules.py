@@ -1068,6 +1068,15 @@ def _software_problems(config: StackConfig) -> list[str]:
             problems.append(
                 f"{key} = {owner!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
             )
+        # An association is tied to its fileSystemPath: renaming that directory from under it is nothing the
+        # FSx API offers; the link moves as a new association inside the namespace's directory.
+        for i, repo in enumerate(config.storage.data_repositories):
+            if repo.file_system_path.strip("/").split("/")[0] == entry:
+                problems.append(
+                    f"{key} = {owner!r}: storage.dataRepositories[{i}] links {repo.file_system_path} to "
+                    f"{repo.s3_path}; link it again under /{owner} instead (a new association imports it from the "
+                    "bucket), drop the old one, and leave this entry out"
+                )
     for loc, bucket in buckets:
         if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
