@@ -318,7 +318,9 @@ def root_data_script(root: str, moves: dict[str, str], directories: list[str]) -
     (a rename on the one file system: no data is copied, nothing half-moved is left), then list what
     stays at the root with no declared owner. An entry already at its destination counts as moved;
     one at both places is a conflict, left for a person to merge: the script ends failing so `pulumi
-    up` stops before the workload stacks are pointed at the directories."""
+    up` stops before the workload stacks are pointed at the directories. So does a rename the Job's
+    root may not make (a directory another UID owns: it has no capability to override that); what
+    was renamed before stays renamed, and the next run skips it."""
     quoted_moves = " ".join(f"'{entry}' '{owner}'" for entry, owner in sorted(moves.items()))
     known = " ".join(f"'{n}'" for n in sorted({*directories, *moves, *LUSTRE_ROOT_ENTRIES}))
     return f"""set -eu
@@ -351,7 +353,7 @@ for path in "$root"/* "$root"/.[!.]* "$root"/..?*; do
   esac
 done
 if [ "$conflicts" -gt 0 ]; then
-  echo "$conflicts conflict(s): merge them by hand, then run the up again" >&2
+  echo "$conflicts conflict(s): merge them by hand, then replace this Job (pulumi up --replace)" >&2
   exit 1
 fi
 """
