@@ -656,7 +656,7 @@ def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_d
         trainingNamespaces=["default", "research"],
         storage={"rootDataOwners": {"output": "default", "nemo_experiments": "research"}},
     )
-    job = plan.named("fsx-root-data-to-namespaces", JOB)
+    job = plan.named("fsx-namespace-data-from-root", JOB)
     assert job.inputs["metadata"]["namespace"] == "kube-system"
     pod = job.inputs["spec"]["template"]["spec"]
     assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]

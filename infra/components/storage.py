@@ -213,7 +213,7 @@ def static_claim(namespace: str, claim: str, volume: str) -> dict[str, Any]:
 ROOT_NAMESPACE = "kube-system"
 ROOT_CLAIM = "fsx-root"
 DIRECTORY_JOB = "fsx-namespace-directories"
-ROOT_DATA_JOB = "fsx-root-data-to-namespaces"
+ROOT_DATA_JOB = "fsx-namespace-data-from-root"
 # Where the Job mounts the root.
 ROOT_MOUNT = "/fsx"
 
