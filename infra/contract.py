@@ -148,7 +148,10 @@ class Storage(ContractModel):
     dns_name: str | None = Field(description="Its DNS name.")
     mount_name: str | None = Field(description="Its Lustre mount name.")
     storage_class: str | None = Field(description="The StorageClass of its volumes.")
-    claim_name: str | None = Field(description="The PersistentVolumeClaim's name in each namespace.")
+    claim_name: str | None = Field(
+        description="The name of each namespace's claim on the root (cluster storage.rootClaims) and the prefix of "
+        "its directory claims; what a namespace mounts is in claims."
+    )
     namespaces: list[str] = Field(description="The namespaces that have a claim.")
     capacity_gib: int = Field(description="Its capacity.")
     deployment_type: str = Field(description="Its FSx deployment type.")

@@ -27,6 +27,7 @@ from infra.config.rules import (
     semantic_problems,
 )
 from infra.facts.pins import for_terminal
+from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.group_replacement import group_replacement_problems
 from infra.specs.placement import Placement, deployed_zones_problem, in_deployed_order
 from infra.specs.system_capacity import system_fit_problem
@@ -174,4 +175,9 @@ def plan_problems(config: StackConfig) -> list[str]:
         )
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
+    # The burn-in's directory, like a training namespace's (config rules), is never moved.
+    if BURN_IN_NAMESPACE in config.storage.root_data_owners:
+        owners_key = key_name(("storage", "rootDataOwners", BURN_IN_NAMESPACE))
+        owner = config.storage.root_data_owners[BURN_IN_NAMESPACE]
+        problems.append(f"{owners_key} = {owner!r}: {BURN_IN_NAMESPACE!r} is a namespace's own directory, never moved")
     return problems + neuron_compatibility_problems(config)

@@ -72,6 +72,13 @@ def test_cache_locks_are_coherent_across_nodes() -> None:
     # Neuron's training troubleshooting guide (v2.20.2) blames shared-cache errors on file systems
     # without coherent locking. Lustre gives cluster-wide flock only with the `flock` mount option.
     volume = static_volume(
-        "fsx-claim-default", "default", "fsx-claim", 1200, "fs-0abc", "fs-0abc.fsx.us-west-2.amazonaws.com", "x7yz"
+        "fsx-claim-default",
+        "default",
+        "fsx-claim",
+        1200,
+        "fs-0abc",
+        "fs-0abc.fsx.us-west-2.amazonaws.com",
+        "x7yz",
+        directory="default",
     )
     assert "flock" in volume["spec"]["mountOptions"]

@@ -169,18 +169,18 @@ def test_readme_blocks_need_their_markers():
 
 
 def test_s3_links_are_drawn_from_the_associations(plan_with):
-    imported = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
+    imported = {"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}
     both_ways = {
-        "fileSystemPath": "/results",
+        "fileSystemPath": "/default/results",
         "s3Path": "s3://my-training-results/runs",
         "autoExport": ["NEW", "CHANGED"],
     }
     text = diagram.cluster_diagram(plan_with(storage={"dataRepositories": [imported, both_ways]}).as_json())
     assert '"s3://my-training-data/datasets"' in text and '"s3://my-training-results/runs"' in text
     # The arrow follows the association's event policies: autoExport defaults to [] (import only).
-    link = next(line.strip() for line in text.splitlines() if "|/datasets|" in line)
+    link = next(line.strip() for line in text.splitlines() if "|/default/datasets|" in line)
     assert link.startswith("s3_") and link.endswith("fs_fsx_training") and "-->" in link and "<-->" not in link
-    assert "fs_fsx_training <-->|/results| s3_" in text
+    assert "fs_fsx_training <-->|/default/results| s3_" in text
 
 
 def test_pictures_are_balanced_mermaid(dev, prod):

@@ -75,6 +75,8 @@ def test_plan_writes_resources_json(planned_dev):
         "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
+        # The one pod that mounts the file system's root: it creates the namespaces' directories.
+        "job-kube-system-fsx-namespace-directories.yaml",
         "namespace-default.yaml",
         # The operators' namespaces get their Pod Security labels the same way (Helm creates them).
         "namespace-kuberay-system.yaml",
@@ -84,9 +86,15 @@ def test_plan_writes_resources_json(planned_dev):
         # Every pod of the namespace kept from the instance metadata service (infra/specs/node_security.py).
         "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
+        "persistentvolume-fsx-claim-default-default-fs-placeholder-fsx-training.yaml",
         "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
         "persistentvolume-fsx-claim-neuron-burn-in-fs-placeholder-fsx-training.yaml",
+        "persistentvolume-fsx-claim-neuron-burn-in-neuron-burn-in-fs-placeholder-fsx-training.yaml",
+        "persistentvolume-fsx-root-kube-system-fs-placeholder-fsx-training.yaml",
+        "persistentvolumeclaim-default-fsx-claim-default.yaml",
         "persistentvolumeclaim-default-fsx-claim.yaml",
+        "persistentvolumeclaim-kube-system-fsx-root.yaml",
+        "persistentvolumeclaim-neuron-burn-in-fsx-claim-neuron-burn-in.yaml",
         "persistentvolumeclaim-neuron-burn-in-fsx-claim.yaml",
         # One replica at a time may be evicted from a controller that runs a standby (docs/security.md).
         "poddisruptionbudget-kuberay-system-kuberay-operator.yaml",

@@ -757,6 +757,22 @@ def replay_gate(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
             assert "worker-0 exited 1" in message.read_text()
 
 
+def replay_fsx_directories(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    pc = only(pcs)
+    namespaces = {
+        o["metadata"]["namespace"]
+        for o in stack.objects
+        if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == "fsx-claim"
+    }
+    for attempt in ("q7d2x", "m4k9p"):  # a replaced Job runs it again over what exists
+        run = sandbox.run(pc, image_of(pc), pod_name=f"fsx-namespace-directories-{attempt}")
+        assert run.rc == 0, run.stdout + run.stderr
+        assert run.argv[:2] == ["sh", "-c"]
+        for namespace in namespaces:
+            assert Path(sandbox.local(run.pod, f"/fsx/{namespace}")).is_dir(), namespace
+    assert namespaces >= {"default", "neuron-burn-in"}
+
+
 SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]]] = [
     ("shell", lambda o: o["kind"] == "Pod" and o["metadata"]["name"] == "cmd-shell", replay_shell),
     ("tensorboard", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard", replay_tensorboard),
@@ -783,6 +799,11 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
     ),
     ("gate", lambda o: o["kind"] == "Job" and o["metadata"]["name"].endswith("-gate"), replay_gate),
     ("nxd", lambda o: o["kind"] == "MPIJob" and o["metadata"]["name"].startswith("llama2-"), replay_nxd),
+    (
+        "fsx-directories",
+        lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "fsx-namespace-directories",
+        replay_fsx_directories,
+    ),
 ]
 
 
@@ -801,6 +822,7 @@ SHIPPED_IN = {
     "burn-in": {"dev", "prod"},
     "cluster-check": {"dev"},
     "cluster-check-later-stages": {"dev"},
+    "fsx-directories": {"dev", "prod"},
 }
 
 

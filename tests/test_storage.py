@@ -1,15 +1,18 @@
 """Training storage as a real deploy meets it: one FSx file system per cluster, owned by the
-stack, linked to S3, mounted in every training namespace through a static volume."""
+stack, linked to S3, mounted in every training namespace through a static volume of its own
+directory, and the move there from the root claims without a hung up or hidden data."""
 
 from __future__ import annotations
 
 import json
 import re
+import stat
+import subprocess
 
 import pytest
 
 from bootstrap import permissions
-from infra.components.storage import export_task_request, static_volume
+from infra.components.storage import directories_script, export_task_request, root_data_script, static_volume
 from infra.config.errors import ConfigError
 from infra.config.rules import fsx_capacity_problem
 from infra.validate import parse_stack_config
@@ -19,7 +22,7 @@ ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 VOLUME = "kubernetes:core/v1:PersistentVolume"
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-S3_LINK = {"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}
+S3_LINK = {"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}
 
 
 def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
@@ -27,8 +30,9 @@ def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
     # its own (prod: two 4800 GiB file systems).
     (fs,) = prod.of_type(FILE_SYSTEM)
     assert fs.inputs["storageCapacity"] == 4800
-    # One claim per training namespace and the burn-in's (which checks the mount).
-    assert len(prod.of_type(CLAIM)) == 3 and len(prod.of_type(VOLUME)) == 3
+    # Per training namespace and the burn-in's (which checks the mount): a claim on its directory and,
+    # until the stack retires them, its claim on the root; and the directory Job's root claim.
+    assert len(prod.of_type(CLAIM)) == 7 and len(prod.of_type(VOLUME)) == 7
     handles = {v.inputs["spec"]["csi"]["volumeHandle"] for v in prod.of_type(VOLUME)}
     assert handles == {"fs-placeholder-fsx-training"}
 
@@ -146,12 +150,15 @@ def test_static_volume_matches_the_csi_driver_contract():
         "fs-0abc",
         "fs-0abc.fsx.us-west-2.amazonaws.com",
         "x7yzbmav",
+        directory="research",
     )
     spec = volume["spec"]
+    # The directory rides in mountname: the node mounts "<dnsname>@tcp:/x7yzbmav/research", a
+    # Lustre subdirectory mount that shows the pod nothing above /research.
     assert spec["csi"] == {
         "driver": "fsx.csi.aws.com",
         "volumeHandle": "fs-0abc",
-        "volumeAttributes": {"dnsname": "fs-0abc.fsx.us-west-2.amazonaws.com", "mountname": "x7yzbmav"},
+        "volumeAttributes": {"dnsname": "fs-0abc.fsx.us-west-2.amazonaws.com", "mountname": "x7yzbmav/research"},
     }
     assert spec["mountOptions"] == ["flock"]
     assert spec["accessModes"] == ["ReadWriteMany"] and spec["capacity"] == {"storage": "2400Gi"}
@@ -166,18 +173,18 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
     # pulumi/pulumi-kubernetes provider/pkg/await/awaiters.go (v4.32.0, unchanged on master):
     # a PVC is awaited until Bound with a fixed 5-minute watch; dynamic FSx takes 5-15 min,
     # a claim pre-bound to an existing volume binds at once.
-    claim = dev.named("default-fsx-claim", CLAIM)
-    assert claim.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
+    claim = dev.named("default-fsx-claim-default", CLAIM)
+    assert claim.inputs["metadata"] == {"name": "fsx-claim-default", "namespace": "default"}
     assert claim.inputs["spec"] == {
         "accessModes": ["ReadWriteMany"],
         "storageClassName": "",
-        "volumeName": "fsx-claim-default-fs-placeholder-fsx-training",
+        "volumeName": "fsx-claim-default-default-fs-placeholder-fsx-training",
         "resources": {"requests": {"storage": "1200Gi"}},
     }
-    volume = dev.named("fsx-claim-default", VOLUME)
+    volume = dev.named("fsx-claim-default-default", VOLUME)
     assert volume.inputs["spec"]["csi"]["volumeAttributes"] == {
         "dnsname": "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com",
-        "mountname": "placeholder",
+        "mountname": "placeholder/default",
     }
     assert volume.urn in claim.dependencies
 
@@ -220,15 +227,26 @@ def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(dev):
     deleted before the claim in such a chain and hang on that finalizer; and pulumi-kubernetes
     replaces a PersistentVolume only for its volume source (provider/pkg/provider/diff.go: the
     PersistentVolume forceNew list has no claimRef)."""
-    volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
-    declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
-    assert volume.lifecycle["replacementTrigger"] == declared
-    assert volume.lifecycle["deleteBeforeReplace"] is True
-    assert claim.lifecycle["replaceWith"] == [volume.urn]
-    assert volume.urn in claim.property_dependencies["spec"]
-    assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
-    # Nothing of the claim flows into the volume: no dependency the wrong way.
-    assert claim.urn not in volume.dependencies
+    for volume_name, claim_name in (
+        ("fsx-claim-default-default", "default-fsx-claim-default"),
+        ("fsx-claim-default", "default-fsx-claim"),
+    ):
+        volume, claim = dev.named(volume_name, VOLUME), dev.named(claim_name, CLAIM)
+        declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
+        if volume_name == "fsx-claim-default":
+            # The root claim's trigger is the declared claim, the value its stack stored: any other
+            # value, the same claim in another shape included, would replace a claim pods hold.
+            assert volume.lifecycle["replacementTrigger"] == declared
+        else:
+            # The volume's CSI source too: what it mounts cannot change in place either.
+            source = volume.inputs["spec"]["csi"]
+            assert volume.lifecycle["replacementTrigger"] == {"claim": declared, "source": source}
+        assert volume.lifecycle["deleteBeforeReplace"] is True
+        assert claim.lifecycle["replaceWith"] == [volume.urn]
+        assert volume.urn in claim.property_dependencies["spec"]
+        assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+        # Nothing of the claim flows into the volume: no dependency the wrong way.
+        assert claim.urn not in volume.dependencies
 
 
 def test_growing_the_file_system_leaves_the_claims_unchanged(plan_with):
@@ -276,21 +294,34 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert fs.inputs["perUnitStorageThroughput"] == 250
     assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
     claims = [r.inputs for r in prod.of_type(CLAIM)]
-    # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node).
-    assert sorted(c["metadata"]["namespace"] for c in claims) == ["default", "neuron-burn-in", "research"]
+    # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node), two
+    # each while the root claims are kept. The directory Job's root claim lives in kube-system.
+    assert sorted(c["metadata"]["namespace"] for c in claims) == [
+        "default",
+        "default",
+        "kube-system",
+        "neuron-burn-in",
+        "neuron-burn-in",
+        "research",
+        "research",
+    ]
     # The volumes carry the file system's size; the claims FSx's smallest, which any volume covers.
     assert {c["spec"]["resources"]["requests"]["storage"] for c in claims} == {"1200Gi"}
     assert {v.inputs["spec"]["capacity"]["storage"] for v in prod.of_type(VOLUME)} == {"4800Gi"}
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
     assert volumes == [
+        "fsx-claim-default-default-fs-placeholder-fsx-training",
         "fsx-claim-default-fs-placeholder-fsx-training",
         "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
+        "fsx-claim-neuron-burn-in-neuron-burn-in-fs-placeholder-fsx-training",
         "fsx-claim-research-fs-placeholder-fsx-training",
+        "fsx-claim-research-research-fs-placeholder-fsx-training",
+        "fsx-root-kube-system-fs-placeholder-fsx-training",
     ]
-    research = prod.named("research-fsx-claim", CLAIM)
-    assert prod.named("ns-research").urn in research.dependencies
-    burn_in = prod.named("neuron-burn-in-fsx-claim", CLAIM)
-    assert prod.named("burn-in-namespace-neuron-burn-in").urn in burn_in.dependencies
+    for claim in ("research-fsx-claim", "research-fsx-claim-research"):
+        assert prod.named("ns-research").urn in prod.named(claim, CLAIM).dependencies
+    for claim in ("neuron-burn-in-fsx-claim", "neuron-burn-in-fsx-claim-neuron-burn-in"):
+        assert prod.named("burn-in-namespace-neuron-burn-in").urn in prod.named(claim, CLAIM).dependencies
 
 
 def test_s3_links_are_data_repository_associations(plan_with):
@@ -299,7 +330,7 @@ def test_s3_links_are_data_repository_associations(plan_with):
             "dataRepositories": [
                 S3_LINK,
                 {
-                    "fileSystemPath": "/checkpoints",
+                    "fileSystemPath": "/default/checkpoints",
                     "s3Path": "s3://my-checkpoints",
                     "autoImport": [],
                     "autoExport": ["NEW", "CHANGED"],
@@ -310,7 +341,8 @@ def test_s3_links_are_data_repository_associations(plan_with):
     datasets, checkpoints = (plan.named(f"fsx-s3-{i}", ASSOCIATION).inputs for i in (0, 1))
     assert datasets["fileSystemId"] == "fs-placeholder-fsx-training"
     assert (
-        datasets["fileSystemPath"] == "/datasets" and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
+        datasets["fileSystemPath"] == "/default/datasets"
+        and datasets["dataRepositoryPath"] == "s3://my-training-data/datasets"
     )
     # Both policies always sent: an omitted one would leave the previous policy in place.
     assert datasets["s3"] == {
@@ -328,8 +360,8 @@ def test_s3_links_are_data_repository_associations(plan_with):
     assert plan.named("fsx-s3-1").lifecycle["replacementTrigger"] == "import=;export=NEW,CHANGED"
     assert plan.named("fsx-s3-0").lifecycle["replacementTrigger"] == "import=NEW,CHANGED,DELETED;export="
     assert plan.outputs["storage"]["s3Links"] == [
-        {"path": "/datasets", "s3Path": "s3://my-training-data/datasets"},
-        {"path": "/checkpoints", "s3Path": "s3://my-checkpoints"},
+        {"path": "/default/datasets", "s3Path": "s3://my-training-data/datasets"},
+        {"path": "/default/checkpoints", "s3Path": "s3://my-checkpoints"},
     ]
     claim = plan.named("default-fsx-claim", CLAIM)
     assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(plan.named("fsx-claim-default", VOLUME).dependencies)
@@ -347,15 +379,16 @@ def test_persistent_2_takes_s3_links_now():
     [
         ([{**S3_LINK, "fileSystemPath": "datasets"}], "fileSystemPath = 'datasets': an absolute path such as /data"),
         (
-            [S3_LINK, {**S3_LINK, "fileSystemPath": "/datasets/bert", "s3Path": "s3://other"}],
-            "dataRepositories[1].fileSystemPath = '/datasets/bert': overlaps '/datasets'; associations may not nest",
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/default/datasets/bert", "s3Path": "s3://other"}],
+            "dataRepositories[1].fileSystemPath = '/default/datasets/bert': overlaps '/default/datasets'; associations "
+            "may not nest",
         ),
         (
-            [{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/x", "s3Path": "s3://other"}],
+            [{**S3_LINK, "fileSystemPath": "/"}, {**S3_LINK, "fileSystemPath": "/default/x", "s3Path": "s3://other"}],
             "'/' can only be linked when it is the only association",
         ),
         (
-            [S3_LINK, {**S3_LINK, "fileSystemPath": "/other"}],
+            [S3_LINK, {**S3_LINK, "fileSystemPath": "/default/other"}],
             "dataRepositories[1].s3Path = 's3://my-training-data/datasets': bucket 'my-training-data' is already linked",
         ),
         (
@@ -403,6 +436,325 @@ def test_storage_off_declares_no_file_system(plan_with):
     plan = plan_with(features={"fsxCsi": False})
     assert not plan.of_type(FILE_SYSTEM) and not plan.of_type(VOLUME)
     assert plan.outputs["storage"]["fileSystemId"] is None and plan.outputs["storage"]["claims"] == {}
+
+
+JOB = "kubernetes:batch/v1:Job"
+
+
+RETIRED = {"trainingNamespaces": ["default", "research"], "storage": {"rootClaims": "retired"}}
+
+
+def test_each_namespace_mounts_only_its_own_directory(plan_with):
+    # kubernetes-sigs/aws-fsx-csi-driver v1.9.0 pkg/driver/node.go NodePublishVolume mounts
+    # "<dnsname>@tcp:/<mountname>" as given: mountname "<fsname>/<namespace>" is a Lustre
+    # subdirectory mount, so a pod of `research` has no path to `default`'s checkpoints.
+    plan = plan_with(**RETIRED)
+    mounted = {
+        v.inputs["spec"]["claimRef"]["namespace"]: v.inputs["spec"]["csi"]["volumeAttributes"]["mountname"]
+        for v in plan.of_type(VOLUME)
+    }
+    assert mounted == {
+        "default": "placeholder/default",
+        "research": "placeholder/research",
+        "neuron-burn-in": "placeholder/neuron-burn-in",
+        # The one root volume: only the Jobs in kube-system mount it.
+        "kube-system": "placeholder",
+    }
+    root = plan.named("fsx-root-kube-system", VOLUME)
+    assert root.inputs["spec"]["claimRef"] == {"namespace": "kube-system", "name": "fsx-root"}
+    # No training namespace has a claim on the root or on another namespace's directory.
+    claims = {(c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in plan.of_type(CLAIM)}
+    assert claims == {
+        ("default", "fsx-claim-default"),
+        ("research", "fsx-claim-research"),
+        ("neuron-burn-in", "fsx-claim-neuron-burn-in"),
+        ("kube-system", "fsx-root"),
+    }
+    assert plan.outputs["storage"]["claims"] == {"default": "fsx-claim-default", "research": "fsx-claim-research"}
+
+
+def test_directories_exist_before_any_namespace_claim(prod):
+    job = prod.named("fsx-namespace-directories", JOB)
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert job.inputs["metadata"] == {"name": "fsx-namespace-directories", "namespace": "kube-system"}
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]
+    assert pod["nodeSelector"] == {"role": "core"}
+    (container,) = pod["containers"]
+    script = container["command"][2]
+    for namespace in ("default", "research", "neuron-burn-in"):
+        assert f"'{namespace}'" in script
+    assert prod.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
+    # A subdirectory mount of a missing directory fails: every namespace's volume waits for the
+    # Job (pulumi-kubernetes awaits a Job until Complete), and so do their claims.
+    for namespace in ("default", "research", "neuron-burn-in"):
+        assert job.urn in prod.named(f"fsx-claim-{namespace}-{namespace}", VOLUME).dependencies
+    # Its pod template is immutable: a new namespace list replaces the Job, the old one first.
+    assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+
+
+def test_directories_script_creates_missing_directories_and_keeps_existing_data(tmp_path):
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "checkpoint.pt").write_text("weights")
+    script = directories_script(str(tmp_path), ["default", "research", "neuron-burn-in"])
+    for _ in range(2):  # a re-run (a replaced Job) finds them all and succeeds
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["default", "neuron-burn-in", "research"]
+    assert (tmp_path / "default" / "checkpoint.pt").read_text() == "weights"
+    assert stat.S_IMODE((tmp_path / "research").stat().st_mode) == 0o755
+    assert f"{tmp_path}/research ready" in done.stdout
+
+
+def test_directories_script_fails_when_it_cannot_create_one(tmp_path):
+    (tmp_path / "research").write_text("a file where the directory belongs")
+    done = subprocess.run(
+        ["sh", "-c", directories_script(str(tmp_path), ["research"])], capture_output=True, check=False
+    )
+    assert done.returncode != 0
+
+
+SHARED = {"trainingNamespaces": ["default", "research"]}
+
+
+def test_a_namespace_mounts_another_directory_only_as_configured(plan_with):
+    plan = plan_with(
+        **SHARED,
+        storage={"sharedDirectories": {"research": {"default": "read-only"}, "default": {"research": "read-write"}}},
+    )
+    ro = plan.named("fsx-claim-default-research", VOLUME).inputs["spec"]
+    assert ro["claimRef"] == {"namespace": "research", "name": "fsx-claim-default"}
+    assert ro["csi"]["volumeAttributes"]["mountname"] == "placeholder/default"
+    # node.go NodePublishVolume adds "ro" to the mount options when the kubelet passes readonly,
+    # which it does for a CSI source with readOnly; the access mode stays one the driver accepts.
+    assert ro["csi"]["readOnly"] is True and ro["accessModes"] == ["ReadWriteMany"]
+    rw = plan.named("fsx-claim-research-default", VOLUME).inputs["spec"]
+    assert rw["claimRef"] == {"namespace": "default", "name": "fsx-claim-research"}
+    assert rw["csi"]["volumeAttributes"]["mountname"] == "placeholder/research" and "readOnly" not in rw["csi"]
+    claim = plan.named("research-fsx-claim-default", CLAIM)
+    assert claim.inputs["spec"]["volumeName"] == "fsx-claim-default-research-fs-placeholder-fsx-training"
+
+
+@pytest.mark.parametrize(
+    ("shared", "message"),
+    [
+        (
+            {"staging": {"default": "read-only"}},
+            "storage.sharedDirectories.staging = {'default': 'read-only'}: not a training namespace",
+        ),
+        (
+            {"research": {"ops": "read-write"}},
+            "storage.sharedDirectories.research.ops = 'read-write': not a training namespace, so it has no directory",
+        ),
+        (
+            {"research": {"research": "read-only"}},
+            "storage.sharedDirectories.research.research = 'read-only': a namespace always mounts its own directory",
+        ),
+        ({"research": {"default": "write"}}, "storage.sharedDirectories.research.default"),
+    ],
+)
+def test_shared_directories_refusals(shared, message):
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"sharedDirectories": shared}})
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (
+            "/datasets",
+            "storage.dataRepositories[0].fileSystemPath = '/datasets': outside every training namespace's "
+            "directory, so no training pod sees it (each mounts only its own); put it under one of ['/default', "
+            "'/research'], such as /default/datasets",
+        ),
+        ("/", "storage.dataRepositories[0].fileSystemPath = '/': outside every training namespace's directory"),
+        # A prefix of a namespace's name is not its directory.
+        ("/defaults/x", "fileSystemPath = '/defaults/x': outside every training namespace's directory"),
+    ],
+)
+def test_a_link_outside_every_namespace_directory_is_refused(path, message):
+    links = [{**S3_LINK, "fileSystemPath": path}]
+    for phase in ("migrated", "retired"):
+        with pytest.raises(ConfigError) as err:
+            parse_stack_config(
+                {"region": "us-west-2", **SHARED, "storage": {"rootClaims": phase, "dataRepositories": links}}
+            )
+        assert message in str(err.value)
+    # While the namespaces mount the root they see it.
+    assert parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"dataRepositories": links}})
+    for inside in ("/research", "/research/datasets"):
+        links = [{**S3_LINK, "fileSystemPath": inside}]
+        storage = {"rootClaims": "retired", "dataRepositories": links}
+        assert parse_stack_config({"region": "us-west-2", **SHARED, "storage": storage})
+
+
+# --- moving a stack whose namespaces mounted the root ------------------------------------------
+
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+
+
+def _burn_in_claims(plan) -> set[str]:
+    return {
+        v["persistentVolumeClaim"]["claimName"]
+        for d in plan.of_type(DAEMON_SET)
+        for v in d.inputs["spec"]["template"]["spec"].get("volumes", [])
+        if "persistentVolumeClaim" in v
+    }
+
+
+def test_the_directory_claims_come_next_to_the_root_claims_which_stay_mounted(dev):
+    """`mounted`, the shipped stacks: nothing a pod holds is deleted or replaced, and no data moves out
+    of sight. The root claims keep their names, volumes and replacement trigger (what the stacks
+    stored), so the engine plans no replacement; the workload stacks and the burn-in keep mounting them."""
+    root, volume = dev.named("default-fsx-claim", CLAIM), dev.named("fsx-claim-default", VOLUME)
+    assert root.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
+    assert root.inputs["spec"]["volumeName"] == "fsx-claim-default-fs-placeholder-fsx-training"
+    assert volume.inputs["spec"]["csi"]["volumeAttributes"]["mountname"] == "placeholder"
+    assert volume.inputs["spec"]["claimRef"] == {"namespace": "default", "name": "fsx-claim"}
+    # Next to it, under another name, the claim on the namespace's own directory.
+    assert dev.named("default-fsx-claim-default", CLAIM).inputs["metadata"]["name"] == "fsx-claim-default"
+    assert dev.outputs["storage"]["claims"] == {"default": "fsx-claim"}
+    assert _burn_in_claims(dev) == {"fsx-claim"}
+
+
+def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(dev):
+    # pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion waits for a deleted claim to be
+    # gone, 10 minutes unless the delete timeout says otherwise; metadata/overrides.go
+    # allowsSkipAwaitWithDelete lists no PersistentVolumeClaim, so skipAwait would not help. The
+    # pvc-protection finalizer keeps a claim a pod mounts until that pod ends. The timeout is stored
+    # with the claim while it is declared, which is what its deletion by a later up uses.
+    for namespace in ("default", "neuron-burn-in"):
+        claim = dev.named(f"{namespace}-fsx-claim", CLAIM)
+        assert claim.lifecycle["customTimeouts"] == {"delete": "3m"}
+        assert "customTimeouts" not in dev.named(f"{namespace}-fsx-claim-{namespace}", CLAIM).lifecycle
+
+
+def test_migrated_points_the_workloads_at_the_directories_and_keeps_the_root_claims(plan_with):
+    plan = plan_with(trainingNamespaces=["default", "research"], storage={"rootClaims": "migrated"})
+    assert plan.outputs["storage"]["claims"] == {"default": "fsx-claim-default", "research": "fsx-claim-research"}
+    assert _burn_in_claims(plan) == {"fsx-claim-neuron-burn-in"}
+    # Pods started before still hold the root claims: they stay until `retired`.
+    for namespace in ("default", "research", "neuron-burn-in"):
+        assert plan.named(f"{namespace}-fsx-claim", CLAIM).inputs["metadata"]["name"] == "fsx-claim"
+
+
+def test_retired_deletes_only_the_root_claims(plan_with):
+    plan = plan_with(**RETIRED)
+    names = {r.name for r in plan.of_type(CLAIM)}
+    assert names == {
+        "default-fsx-claim-default",
+        "research-fsx-claim-research",
+        "neuron-burn-in-fsx-claim-neuron-burn-in",
+        "kube-system-fsx-root",
+    }
+    assert _burn_in_claims(plan) == {"fsx-claim-neuron-burn-in"}
+
+
+def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_declared(dev, plan_with):
+    assert [j.name for j in dev.of_type(JOB) if j.name.startswith("fsx-")] == ["fsx-namespace-directories"]
+    plan = plan_with(
+        trainingNamespaces=["default", "research"],
+        storage={"rootDataOwners": {"output": "default", "nemo_experiments": "research"}},
+    )
+    job = plan.named("fsx-namespace-data-from-root", JOB)
+    assert job.inputs["metadata"]["namespace"] == "kube-system"
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]
+    (container,) = pod["containers"]
+    assert container["command"][:2] == ["sh", "-c"]
+    assert "set -- 'nemo_experiments' 'research' 'output' 'default'" in container["command"][2]
+    directories = plan.named("fsx-namespace-directories", JOB)
+    assert directories.urn in job.dependencies
+    assert plan.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
+    # The pod posture the directory Job's pod passes (checkov and the admission rules scan that one).
+    (mkdir,) = directories.inputs["spec"]["template"]["spec"]["containers"]
+    for key in ("image", "securityContext", "resources", "volumeMounts"):
+        assert container[key] == mkdir[key]
+    assert {k: v for k, v in pod.items() if k != "containers"} == {
+        k: v for k, v in directories.inputs["spec"]["template"]["spec"].items() if k != "containers"
+    }
+    assert job.lifecycle["replaceOnChanges"] == ["spec"] and job.lifecycle["deleteBeforeReplace"] is True
+
+
+def _tree(tmp_path):
+    """A root as the dev stack's `default` workloads left it (workloads/*.py, all under /shared):
+    BERT's output and dataset, the compile cache, the cluster check; and another team's entry."""
+    for d in ("default", "research", "neuron-burn-in"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "output" / "ckpt").mkdir(parents=True)
+    (tmp_path / "output" / "ckpt" / "model.pt").write_text("weights")
+    (tmp_path / "neuron_cache").mkdir()
+    (tmp_path / "cluster-check").mkdir()
+    (tmp_path / "team-b-notes.txt").write_text("whose?")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".lustre").mkdir()
+    return tmp_path
+
+
+def _move(tmp_path, moves):
+    script = root_data_script(str(tmp_path), moves, ["default", "research", "neuron-burn-in"])
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+
+
+def test_root_data_moves_only_what_is_declared_and_lists_the_rest(tmp_path):
+    root = _tree(tmp_path)
+    moves = {"output": "default", "neuron_cache": "default", "llama2_output": "default"}
+    done = _move(root, moves)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Renamed, contents and all; the pod that mounts /default sees it where it wrote it (/shared/output).
+    assert (root / "default" / "output" / "ckpt" / "model.pt").read_text() == "weights"
+    assert (root / "default" / "neuron_cache").is_dir()
+    assert not (root / "output").exists() and not (root / "neuron_cache").exists()
+    assert f"moved: {root}/output -> {root}/default/output" in done.stdout
+    assert f"absent: {root}/llama2_output (nothing to move)" in done.stdout
+    # What no one declared stays where it is, listed; the namespaces' directories and Lustre's own are not.
+    left = sorted(line for line in done.stdout.splitlines() if line.startswith("left at the root"))
+    assert left == [
+        f"left at the root, no owner declared (storage.rootDataOwners): {root}/{name}"
+        for name in (".hidden", "cluster-check", "team-b-notes.txt")
+    ]
+    assert (root / "team-b-notes.txt").read_text() == "whose?"
+    # A re-run (a replaced Job) finds everything moved and succeeds.
+    again = _move(root, moves)
+    assert again.returncode == 0 and f"already moved: {root}/default/output" in again.stdout
+
+
+def test_root_data_at_both_places_is_left_for_a_person_and_fails_the_job(tmp_path):
+    root = _tree(tmp_path)
+    (root / "default" / "output").mkdir()
+    (root / "default" / "output" / "new.pt").write_text("written since")
+    done = _move(root, {"output": "default", "neuron_cache": "default"})
+    assert done.returncode == 1
+    assert f"conflict: {root}/output and {root}/default/output both exist" in done.stdout
+    assert "1 conflict(s)" in done.stderr
+    # Nothing merged or overwritten; the unambiguous move still happened.
+    assert (root / "output" / "ckpt" / "model.pt").read_text() == "weights"
+    assert sorted(p.name for p in (root / "default" / "output").iterdir()) == ["new.pt"]
+    assert (root / "default" / "neuron_cache").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("owners", "message"),
+    [
+        ({"output": "staging"}, "storage.rootDataOwners.output = 'staging': not a training namespace"),
+        ({"a/b": "default"}, "storage.rootDataOwners.a/b = 'default': 'a/b' is not an entry of the root"),
+        ({"..": "default"}, "'..' is not an entry of the root"),
+        ({".lustre": "default"}, "'.lustre' is not an entry of the root"),
+        ({"it's": "default"}, '"it\'s" is not an entry of the root'),
+        ({"research": "default"}, "storage.rootDataOwners.research = 'default': 'research' is a namespace's own"),
+        ({"neuron-burn-in": "default"}, "'neuron-burn-in' is a namespace's own directory, never moved"),
+        (
+            {"nemo_experiments": "research"},
+            "storage.rootDataOwners.nemo_experiments = 'research': storage.dataRepositories[0] links /nemo_experiments "
+            "to s3://my-checkpoints/runs; link it again under /research instead",
+        ),
+    ],
+)
+def test_root_data_owners_refusals(owners, message):
+    with pytest.raises(ConfigError) as err:
+        storage = {"rootDataOwners": owners, "dataRepositories": [CHECKPOINTS_LINK]}
+        parse_stack_config({"region": "us-west-2", **SHARED, "storage": storage})
+    assert message in str(err.value)
 
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -469,7 +821,7 @@ def test_no_export_schedule_unless_the_stack_asks(dev, prod):
             {"dataRepositories": [S3_LINK], "checkpointExport": EXPORT},
             {},
             "storage.checkpointExport.paths[0] = '/nemo_experiments': no data repository is linked there "
-            "(storage.dataRepositories fileSystemPaths: '/datasets')",
+            "(storage.dataRepositories fileSystemPaths: '/default/datasets')",
         ),
         (
             {

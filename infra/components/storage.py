@@ -4,10 +4,21 @@ The file system lives in the accelerator zone (cross-zone Lustre traffic is slow
 behind a security group that opens exactly what Lustre needs: TCP 988 and 1018-1023, both
 directions, between clients and servers (the references open only 988, or 1021-1023). S3 is
 linked through data repository associations. Every training namespace gets a static
-PersistentVolume pointing at the one file system and the `fsx-claim` claim bound to it:
-binding is immediate, so `pulumi up` never waits on provisioning, and no namespace gets a file
-system of its own. Destroy runs in dependency order: claims, volumes, the CSI driver, the
-associations, the file system, then its security group and subnet.
+PersistentVolume that mounts only its own directory of the one file system, `/<namespace>`, and
+the `fsx-claim-<namespace>` claim bound to it: binding is immediate, so `pulumi up` never waits on
+provisioning, no namespace gets a file system of its own, and no namespace reaches another's
+checkpoints or data through its volume. A namespace that must read or write another's directory
+says so in `storage.sharedDirectories` and gets a claim for it alone. A Job on a core node
+creates the directories before any such claim exists; another moves data the namespaces wrote at
+the root into their directories (`storage.rootDataOwners`).
+
+Stacks whose namespaces mounted the root as `fsx-claim` move over in three ups
+(`storage.rootClaims`), none of which deletes a claim a pod may hold or hides data: the
+directory claims come next to the root claims, which stay what the workload stacks mount
+(`mounted`); once the data is moved the workload stacks are pointed at the directory claims
+(`migrated`); a later up deletes the root claims (`retired`).
+Destroy runs in dependency order: claims, volumes, the CSI driver, the associations, the file
+system, then its security group and subnet.
 
 The `fsx-lustre` StorageClass stays for extra, per-job volumes that the CSI driver creates.
 """
@@ -28,7 +39,7 @@ from infra.components.iam import pod_identity_role, service_trust_policy
 from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import CheckpointExportConfig, DataRepositoryConfig, StorageConfig
-from infra.facts.versions import CHARTS
+from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 PROVISIONER = "fsx.csi.aws.com"
@@ -148,21 +159,59 @@ def static_volume_name(claim: str, namespace: str, file_system_id: str) -> str:
     return f"{claim}-{namespace}-{file_system_id}"
 
 
+def mounted_path(mount_name: str, directory: str) -> str:
+    """What a volume's ``mountname`` attribute carries: the Lustre file system name, then the
+    directory the volume is confined to (empty: the root).
+
+    kubernetes-sigs/aws-fsx-csi-driver v1.9.0, pkg/driver/node.go NodePublishVolume (l.107-119):
+    the node takes ``mountname`` from the volume context as is and mounts
+    ``fmt.Sprintf("%s@tcp:/%s", dnsname, mountname)`` with `mount -t lustre` (l.177); it has no
+    NodeStageVolume (l.91-93, Unimplemented), so nothing else rewrites the source. A
+    ``<fsname>/<dir>`` mountname is therefore a Lustre subdirectory mount: mount.lustre(8) (lustre-release,
+    Documentation/man8/mount.lustre.8) takes ``MGSNAME:/FSNAME[/SUBDIR]``, "optionally starting at
+    subdirectory SUBDIR within the filesystem", the fileset mount of the FSx for Lustre User Guide
+    (mounting-from-fileset.html). The client sees that directory as its root and nothing above it.
+    The directory must exist first, or the mount fails.
+    """
+    return f"{mount_name}/{directory}" if directory else mount_name
+
+
 def static_volume(
-    name: str, namespace: str, claim: str, capacity_gib: int, file_system_id: str, dns_name: str, mount_name: str
+    name: str,
+    namespace: str,
+    claim: str,
+    capacity_gib: int,
+    file_system_id: str,
+    dns_name: str,
+    mount_name: str,
+    *,
+    directory: str,
+    read_only: bool = False,
 ) -> dict[str, Any]:
-    """A PersistentVolume for the stack's file system, reserved for one namespace's claim.
+    """A PersistentVolume for ``directory`` of the stack's file system, reserved for one claim.
 
     kubernetes-sigs/aws-fsx-csi-driver v1.9.0 (chart 1.17.0), examples/kubernetes/
     static_provisioning/specs/pv.yaml and pkg/driver/node.go: volumeHandle is the file system
-    id; the node mounts ``<dnsname>@tcp:/<mountname>``. Retain: the volume never owns the file
-    system, so deleting a claim must never reach it.
+    id; the node mounts ``<dnsname>@tcp:/<mountname>`` (``mounted_path``). Retain: the volume never
+    owns the file system, so deleting a claim must never reach it. Read-only: the kubelet passes
+    the CSI source's ``readOnly`` to NodePublishVolume, where the driver adds ``ro`` to the
+    mount options (node.go l.146-147), so no pod of the claim can write whatever it asks for.
     """
+    csi: dict[str, Any] = {
+        "driver": PROVISIONER,
+        "volumeHandle": file_system_id,
+        "volumeAttributes": {"dnsname": dns_name, "mountname": mounted_path(mount_name, directory)},
+    }
+    if read_only:
+        csi["readOnly"] = True
     return {
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "training-storage"}},
         "spec": {
             "capacity": {"storage": f"{capacity_gib}Gi"},
             "volumeMode": "Filesystem",
+            # Read-only volumes too: the driver accepts only the single-node and multi-node writer
+            # modes (controller.go l.38-45, isValidVolumeCapabilities l.427, which NodePublishVolume
+            # applies as well), so ReadOnlyMany would never mount; ``ro`` comes from readOnly.
             "accessModes": ["ReadWriteMany"],
             "persistentVolumeReclaimPolicy": "Retain",
             # Empty: no class, so no provisioner ever acts on it or on its claim.
@@ -170,11 +219,7 @@ def static_volume(
             "mountOptions": ["flock"],
             # Reserved for this claim: no other claim can bind it first.
             "claimRef": {"namespace": namespace, "name": claim},
-            "csi": {
-                "driver": PROVISIONER,
-                "volumeHandle": file_system_id,
-                "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
-            },
+            "csi": csi,
         },
     }
 
@@ -198,6 +243,157 @@ def static_claim(namespace: str, claim: str, volume: str) -> dict[str, Any]:
             "resources": {"requests": {"storage": CLAIM_REQUEST}},
         },
     }
+
+
+# The namespace of the one claim on the file system's root, and of the Job that creates the
+# namespaces' directories through it: only cluster administrators run pods there.
+ROOT_NAMESPACE = "kube-system"
+ROOT_CLAIM = "fsx-root"
+DIRECTORY_JOB = "fsx-namespace-directories"
+ROOT_DATA_JOB = "fsx-namespace-data-from-root"
+# Where the Job mounts the root.
+ROOT_MOUNT = "/fsx"
+
+
+def directories_script(root: str, directories: list[str]) -> str:
+    """Create every namespace's directory under ``root``, leaving existing ones and their contents
+    as they are. Root squash is off, so the directories stay root's, mode 0755, like the root
+    itself: ownership stops no one while the training pods run as root; the mount confines them."""
+    quoted = " ".join(f"'{d}'" for d in directories)
+    return f"""set -eu
+umask 022
+for d in {quoted}; do
+  mkdir -p "{root}/$d"
+  echo "{root}/$d ready"
+done
+"""
+
+
+def directory_job(directories: list[str]) -> dict[str, Any]:
+    """The Job that creates the directories the namespaces' volumes mount (a Lustre subdirectory
+    mount of a missing directory fails). Its spec lists them, so a new namespace re-runs it."""
+    return root_job(DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories))
+
+
+def root_data_job(moves: dict[str, str], directories: list[str]) -> dict[str, Any]:
+    """The Job that moves the namespaces' data from the root into their directories
+    (``root_data_script``). Its spec lists the moves, so a changed list runs it again."""
+    return root_job(ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories))
+
+
+def root_job(name: str, container: str, script: str) -> dict[str, Any]:
+    """A Job on a core node that runs ``script`` with the file system's root at ROOT_MOUNT."""
+    return {
+        "metadata": {"name": name, "namespace": ROOT_NAMESPACE},
+        "spec": {
+            "backoffLimit": 3,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": CORE_NODE_SELECTOR,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [
+                        {
+                            "name": container,
+                            "image": PYTHON_SLIM_IMAGE,
+                            "command": ["sh", "-c", script],
+                            # Root: the file system's root directory is root's, mode 0755. It needs no
+                            # capability (it owns what it writes into).
+                            "securityContext": {
+                                "runAsUser": 0,
+                                "privileged": False,
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "32Mi"},
+                                "limits": {"cpu": "100m", "memory": "64Mi"},
+                            },
+                            "volumeMounts": [{"name": "fsx", "mountPath": ROOT_MOUNT}],
+                        }
+                    ],
+                    "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": ROOT_CLAIM}}],
+                }
+            },
+        },
+    }
+
+
+def directory_claim_name(claim: str, owner: str) -> str:
+    """The claim through which a namespace mounts ``owner``'s directory: its own, or another's it
+    shares (storage.sharedDirectories). Never ``claim`` itself, the root claim's name, so a directory
+    claim is made next to a root claim still in use and never replaces it."""
+    return f"{claim}-{owner}"
+
+
+def mounted_claim_name(storage: StorageConfig, namespace: str) -> str:
+    """The claim ``namespace``'s pods mount at /shared: the root claim while storage.rootClaims is
+    ``mounted`` (its data is still at the root), else the claim on its own directory."""
+    return (
+        storage.claim_name if storage.root_claims == "mounted" else directory_claim_name(storage.claim_name, namespace)
+    )
+
+
+# How long `pulumi up` waits for a root claim to go once the stack retires it. pulumi-kubernetes
+# (pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion; metadata/overrides.go
+# DeletedCondition, whose skipAwait exception lists no PersistentVolumeClaim) deletes the claim and
+# then waits until it is gone, 10 minutes unless the delete timeout says otherwise. A claim a pod
+# still mounts keeps the kubernetes.io/pvc-protection finalizer until that pod ends, so the wait would
+# last the whole run of a training job: the up fails after this instead, naming the finalizer, with
+# the claim Terminating (no new pod can mount it) until its last pod ends, and the next up finishes.
+ROOT_CLAIM_DELETE_TIMEOUT = "3m"
+
+
+# Entries at the root that are the file system's own (Lustre's .lustre, fid-based access), never data.
+LUSTRE_ROOT_ENTRIES = (".lustre", "lost+found")
+
+
+def root_data_script(root: str, moves: dict[str, str], directories: list[str]) -> str:
+    """Move each entry ``moves`` assigns to a namespace from ``root`` into ``root/<namespace>/``
+    (a rename on the one file system: no data is copied, nothing half-moved is left), then list what
+    stays at the root with no declared owner. An entry already at its destination counts as moved;
+    one at both places is a conflict, left for a person to merge: the script ends failing so `pulumi
+    up` stops before the workload stacks are pointed at the directories. So does a rename the Job's
+    root may not make (a directory another UID owns: it has no capability to override that); what
+    was renamed before stays renamed, and the next run skips it."""
+    quoted_moves = " ".join(f"'{entry}' '{owner}'" for entry, owner in sorted(moves.items()))
+    known = " ".join(f"'{n}'" for n in sorted({*directories, *moves, *LUSTRE_ROOT_ENTRIES}))
+    return f"""set -eu
+root="{root}"
+conflicts=0
+set -- {quoted_moves}
+while [ "$#" -gt 0 ]; do
+  entry="$1"; owner="$2"; shift 2
+  from="$root/$entry"; to="$root/$owner/$entry"
+  if [ -e "$from" ] || [ -L "$from" ]; then
+    if [ -e "$to" ] || [ -L "$to" ]; then
+      echo "conflict: $from and $to both exist; left both for a person to merge"
+      conflicts=$((conflicts + 1))
+    else
+      mv -- "$from" "$to"
+      echo "moved: $from -> $to"
+    fi
+  elif [ -e "$to" ] || [ -L "$to" ]; then
+    echo "already moved: $to"
+  else
+    echo "absent: $from (nothing to move)"
+  fi
+done
+for path in "$root"/* "$root"/.[!.]* "$root"/..?*; do
+  [ -e "$path" ] || [ -L "$path" ] || continue
+  name="${{path##*/}}"
+  case " {known} " in
+    *" '$name' "*) ;;
+    *) echo "left at the root, no owner declared (storage.rootDataOwners): $path" ;;
+  esac
+done
+if [ "$conflicts" -gt 0 ]; then
+  echo "$conflicts conflict(s): merge them by hand, then replace this Job (pulumi up --replace)" >&2
+  exit 1
+fi
+"""
 
 
 def event_flows(repo: DataRepositoryConfig) -> str:
@@ -245,7 +441,12 @@ class FsxStorageArgs:
 class FsxStorage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     file_system: aws.fsx.LustreFileSystem
+    # Per namespace, the claim on its own directory.
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
+    # (namespace, owner): the claim on ``owner``'s directory in ``namespace``.
+    shared_claims: dict[tuple[str, str], k8s.core.v1.PersistentVolumeClaim]
+    # Per namespace, its claim on the root, until storage.rootClaims is ``retired``.
+    root_claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
 
     def output(self, storage: StorageConfig, namespaces: list[str], zone_id: str) -> dict[str, Any]:
         """The file system as the workload stacks read it (``storage``, infra/contract.py)."""
@@ -262,7 +463,10 @@ class FsxStorage(pulumi.ComponentResource):
             deployment_type=storage.deployment_type,
             zone=zone_id,
             s3_links=_s3_links(storage),
-            claims={ns: c.metadata.name for ns, c in self.claims.items() if ns in namespaces},
+            claims={
+                ns: (self.root_claims if storage.root_claims == "mounted" else self.claims)[ns].metadata.name
+                for ns in namespaces
+            },
         )
 
     @staticmethod
@@ -360,9 +564,79 @@ class FsxStorage(pulumi.ComponentResource):
             mount_options=["flock"],
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[driver]),
         )
+        after = [driver, *associations]
+        root_claim = self._claim(ROOT_NAMESPACE, ROOT_CLAIM, "", args, provider, after)
+        directories = [*args.namespaces, *args.system_namespaces]
+        # The namespaces' claims on the root, declared as the stacks made them (same names, same
+        # volume, same replacement trigger), so keeping them changes nothing that runs.
+        self.root_claims = (
+            {}
+            if storage.root_claims == "retired"
+            else {
+                namespace: self._claim(
+                    namespace,
+                    storage.claim_name,
+                    "",
+                    args,
+                    provider,
+                    after,
+                    replace_on_source=False,
+                    delete_timeout=ROOT_CLAIM_DELETE_TIMEOUT,
+                )
+                for namespace in directories
+            }
+        )
+        # pulumi-kubernetes awaits a batch/v1 Job until Complete and fails on Failed (pulumi/
+        # pulumi-kubernetes provider/pkg/await/job.go), so no claim below exists, and no workload
+        # stack mounts one, before its directory does. The pod template is immutable: a changed list
+        # replaces the Job, the old one first (same name).
+        job = k8s.batch.v1.Job(
+            DIRECTORY_JOB,
+            **directory_job(directories),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                depends_on=[root_claim],
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
+        )
+        if storage.root_data_owners:
+            # After the directories exist; moved entries are renamed into them.
+            k8s.batch.v1.Job(
+                ROOT_DATA_JOB,
+                **root_data_job(storage.root_data_owners, directories),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=[root_claim, job],
+                    replace_on_changes=["spec"],
+                    delete_before_replace=True,
+                ),
+            )
         self.claims = {
-            namespace: self._claim(namespace, args, provider, [driver, *associations])
-            for namespace in [*args.namespaces, *args.system_namespaces]
+            namespace: self._claim(
+                namespace,
+                directory_claim_name(storage.claim_name, namespace),
+                namespace,
+                args,
+                provider,
+                [*after, job],
+            )
+            for namespace in directories
+        }
+        self.shared_claims = {
+            (namespace, owner): self._claim(
+                namespace,
+                directory_claim_name(storage.claim_name, owner),
+                owner,
+                args,
+                provider,
+                [*after, job],
+                read_only=mode == "read-only",
+            )
+            for namespace, owners in storage.shared_directories.items()
+            for owner, mode in owners.items()
         }
         self.register_outputs({"fileSystemId": self.file_system.id})
 
@@ -413,9 +687,19 @@ class FsxStorage(pulumi.ComponentResource):
         )
 
     def _claim(
-        self, namespace: str, args: FsxStorageArgs, provider: k8s.Provider, after: list[pulumi.Resource]
+        self,
+        namespace: str,
+        claim_name: str,
+        directory: str,
+        args: FsxStorageArgs,
+        provider: k8s.Provider,
+        after: list[pulumi.Resource],
+        read_only: bool = False,
+        replace_on_source: bool = True,
+        delete_timeout: str | None = None,
     ) -> k8s.core.v1.PersistentVolumeClaim:
-        """The volume and its claim, replaced as a pair, the volume's replacement leading.
+        """A volume confined to ``directory`` (empty: the root) and its claim ``claim_name`` in
+        ``namespace``, replaced as a pair, the volume's replacement leading.
 
         A Retain volume whose claim is deleted stays Released with the old claim's UID in its
         claimRef, and a new claim of the same name never binds to it (Kubernetes
@@ -431,29 +715,39 @@ class FsxStorage(pulumi.ComponentResource):
         storage, fs = args.storage, self.file_system
         # The volume's name carries the file system id: a PersistentVolume's source is immutable,
         # so a replaced file system means a new volume, and its claim with it.
-        volume_name = fs.id.apply(lambda fs_id: static_volume_name(storage.claim_name, namespace, fs_id))
+        volume_name = fs.id.apply(lambda fs_id: static_volume_name(claim_name, namespace, fs_id))
         manifest = pulumi.Output.all(volume_name, fs.id, fs.dns_name, fs.mount_name).apply(
-            lambda v: static_volume(v[0], namespace, storage.claim_name, storage.capacity_gib, *v[1:])
+            lambda v: static_volume(
+                v[0], namespace, claim_name, storage.capacity_gib, *v[1:], directory=directory, read_only=read_only
+            )
         )
-        declared_claim = volume_name.apply(lambda name: static_claim(namespace, storage.claim_name, name))
+        declared_claim = volume_name.apply(lambda name: static_claim(namespace, claim_name, name))
+        # What re-creates the pair, volume first: any change to the claim as declared, or to what the
+        # volume mounts (its CSI source cannot change in place; its capacity can). A root claim's source
+        # follows its name (the file system id) and the claim alone triggers it, as it always has: a
+        # trigger's value is compared with the one stored, so another shape would replace it.
+        declared_source = (
+            pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(lambda v: {"claim": v[0], "source": v[1]})
+            if replace_on_source
+            else declared_claim
+        )
         volume = k8s.core.v1.PersistentVolume(
-            f"{storage.claim_name}-{namespace}",
+            f"{claim_name}-{namespace}",
             metadata=manifest["metadata"],
             spec=manifest["spec"],
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
                 depends_on=[fs, *after],
-                # Any change to the claim as declared re-creates the pair, volume first.
-                replacement_trigger=declared_claim,
+                replacement_trigger=declared_source,
                 # Its name stays when only the claim changes: the old volume must go first.
                 delete_before_replace=True,
             ),
         )
         # The volume's own name output: a property dependency, so the claim is deleted before it.
-        claim = volume.metadata.apply(lambda meta: static_claim(namespace, storage.claim_name, meta["name"]))
+        claim = volume.metadata.apply(lambda meta: static_claim(namespace, claim_name, meta["name"]))
         return k8s.core.v1.PersistentVolumeClaim(
-            f"{namespace}-{storage.claim_name}",
+            f"{namespace}-{claim_name}",
             metadata=claim["metadata"],
             spec=claim["spec"],
             opts=pulumi.ResourceOptions(
@@ -469,6 +763,7 @@ class FsxStorage(pulumi.ComponentResource):
                 replace_on_changes=["spec.volumeName"],
                 # Same claim name: the old claim must go before the new one can exist.
                 delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(delete=delete_timeout) if delete_timeout else None,
             ),
         )
 

@@ -280,7 +280,10 @@ class FeaturesConfig(ConfigModel):
 class DataRepositoryConfig(ConfigModel):
     """An S3 link of the training file system: a data repository association."""
 
-    file_system_path: str = Field(description="Where the bucket appears in the file system, e.g. /datasets.")
+    file_system_path: str = Field(
+        description="Where the bucket appears in the file system, inside a training namespace's directory, e.g. "
+        "/default/datasets (its pods see it under their mount)."
+    )
     s3_path: str = Field(description="The linked S3 location, s3://bucket[/prefix].")
     auto_import: list[S3Event] = Field(
         default=list(get_args(S3Event)), description="S3 events that flow into the file system."
@@ -349,7 +352,31 @@ class StorageConfig(ConfigModel):
     backup_start_time: str = Field(
         default="05:00", description="When the daily automatic backup starts (HH:MM, UTC), with backups on."
     )
-    claim_name: str = Field(default="fsx-claim", description="The claim each training namespace gets.")
+    claim_name: str = Field(
+        default="fsx-claim",
+        description="The prefix of each training namespace's claims: `<claimName>-<namespace>` mounts only its own "
+        "directory, `/<namespace>` of the file system; `<claimName>` itself is the root claim of storage.rootClaims.",
+    )
+    shared_directories: dict[str, dict[str, Literal["read-only", "read-write"]]] = Field(
+        default={},
+        description="Per training namespace, the other training namespaces whose directory it may mount too, each "
+        "`read-only` or `read-write`: it gets the claim `<claimName>-<owner>` for each (read-only: mounted `ro`).",
+    )
+    root_claims: Literal["mounted", "migrated", "retired"] = Field(
+        default="mounted",
+        description="The rollout of the per-namespace directories on a stack whose namespaces mounted the file "
+        "system's root as `<claimName>`. `mounted`: those root claims stay and are what the workload stacks mount; "
+        "each namespace's directory and its claim `<claimName>-<namespace>` are made next to them. `migrated` "
+        "(each namespace's data is in its directory: rootDataOwners): the workload stacks mount the directory "
+        "claims on their next up; the root claims stay for pods still holding them. `retired`: the root claims "
+        "are deleted (stop every pod that mounts one first: docs/operations.md). A new stack sets `retired`.",
+    )
+    root_data_owners: dict[str, str] = Field(
+        default={},
+        description="Entries at the file system's root (top-level names, as workloads wrote them under /shared) "
+        "and the training namespace each belongs to: a Job moves each into `/<namespace>/<entry>` and lists what "
+        "it leaves at the root. Stop the namespace's workloads first.",
+    )
     dynamic_reclaim_policy: Literal["Delete", "Retain"] = Field(
         default="Delete", description="Reclaim policy of the `fsx-lustre` StorageClass for extra, per-job volumes."
     )

@@ -1074,6 +1074,56 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"trainingNamespaces lists {config.training_namespaces}"
             )
         buckets += [(("namespaceDataBuckets", namespace, i), b) for i, b in enumerate(listed)]
+    # Each namespace's volume mounts only /<namespace> (infra/components/storage.py mounted_path): a link
+    # elsewhere would be seen by no training pod.
+    directories = [f"/{n}" for n in config.training_namespaces]
+    for i, repo in enumerate(config.storage.data_repositories):
+        path = repo.file_system_path
+        # While the root claims are mounted, pods still see the whole tree.
+        if config.storage.root_claims == "mounted":
+            break
+        if path.startswith("/") and not any(path == d or path.startswith(d + "/") for d in directories):
+            problems.append(
+                f"{key_name(('storage', 'dataRepositories', i))}.fileSystemPath = {path!r}: outside every training "
+                f"namespace's directory, so no training pod sees it (each mounts only its own); put it under one of "
+                f"{directories}, such as {directories[0]}{path if path != '/' else '/data'}"
+            )
+    for namespace, owners in config.storage.shared_directories.items():
+        key = key_name(("storage", "sharedDirectories", namespace))
+        if namespace not in config.training_namespaces:
+            problems.append(
+                f"{key} = {owners!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
+            )
+        for owner in owners:
+            if owner == namespace:
+                problems.append(f"{key}.{owner} = {owners[owner]!r}: a namespace always mounts its own directory")
+            elif owner not in config.training_namespaces:
+                problems.append(
+                    f"{key}.{owner} = {owners[owner]!r}: not a training namespace, so it has no directory to share; "
+                    f"trainingNamespaces lists {config.training_namespaces}"
+                )
+    for entry, owner in config.storage.root_data_owners.items():
+        key = key_name(("storage", "rootDataOwners", entry))
+        if entry in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._+-]+", entry) or entry.startswith(".lustre"):
+            problems.append(
+                f"{key} = {owner!r}: {entry!r} is not an entry of the root; name a top-level file or directory "
+                "(letters, digits, '.', '_', '+', '-'), such as output or neuron_cache"
+            )
+        elif entry in config.training_namespaces:
+            problems.append(f"{key} = {owner!r}: {entry!r} is a namespace's own directory, never moved")
+        if owner not in config.training_namespaces:
+            problems.append(
+                f"{key} = {owner!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
+            )
+        # An association is tied to its fileSystemPath: renaming that directory from under it is nothing the
+        # FSx API offers; the link moves as a new association inside the namespace's directory.
+        for i, repo in enumerate(config.storage.data_repositories):
+            if repo.file_system_path.strip("/").split("/")[0] == entry:
+                problems.append(
+                    f"{key} = {owner!r}: storage.dataRepositories[{i}] links {repo.file_system_path} to "
+                    f"{repo.s3_path}; link it again under /{owner} instead (a new association imports it from the "
+                    "bucket), drop the old one, and leave this entry out"
+                )
     for loc, bucket in buckets:
         if not re.fullmatch(BUCKET, bucket) or ".." in bucket:
             problems.append(f"{key_name(loc)} = {bucket!r}: not an S3 bucket name (names only, no s3://)")
