@@ -47,12 +47,16 @@ class AcceleratedWorkloadSettings(WorkloadSettings):
 # From zero Trainium nodes a gang waits for the nodes to boot and join (~5 min), the device
 # plugins to register (~2 min) and a 10+ GB image to pull (~5-10 min): 45 minutes is about twice that.
 PENDING_TIMEOUT_MINUTES = 45
+# Waits measured in minutes stay within a day: scale-up from zero takes 15-20 minutes, so a larger number
+# is almost always seconds written as minutes (2700 for 45 minutes would hold nodes for 45 hours).
+MAX_WAIT_MINUTES = 1440
 
 
 class GangTimeoutSettings(AcceleratedWorkloadSettings):
     pending_timeout_minutes: int = Field(
         default=PENDING_TIMEOUT_MINUTES,
         ge=15,
+        le=MAX_WAIT_MINUTES,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
         "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
         "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it; a restarted BERT attempt gets 35 "
@@ -161,6 +165,7 @@ class RayLlama2Settings(ResumableSettings):
     pending_timeout_minutes: int = Field(
         default=30,
         ge=15,
+        le=MAX_WAIT_MINUTES,
         description="preRunningDeadlineSeconds of every step, in minutes: a RayJob whose cluster does not run its "
         "job by then (scale-up from zero and the image pull included) fails and releases its nodes; at least 15, "
         "and shorter than every step's deadline.",
@@ -285,6 +290,7 @@ class ClusterCheckSettings(GangTimeoutSettings):
     timeout_minutes: int = Field(
         default=60,
         ge=30,
+        le=MAX_WAIT_MINUTES,
         description="Deadline of each stage (the per-node Job, the all-reduce's launcher; the "
         "verdict gets 15 minutes more), scale-up from zero included; at least 30.",
     )
@@ -344,7 +350,15 @@ class DataStagingSettings(WorkloadSettings):
     cmd_shell: bool = Field(
         default=False, description="A long-running pod with the FSx volume at /data and /shared, for hands-on work."
     )
-    timeout_minutes: int = Field(default=240, ge=1, description="How long `pulumi up` waits for each staging Job.")
+    # Each staging Job first waits for a job-support node to start from zero and pull its image, as a
+    # gang does (PENDING_TIMEOUT_MINUTES); checks.py also holds it above the RedPajama preprocessing.
+    timeout_minutes: int = Field(
+        default=240,
+        ge=15,
+        le=MAX_WAIT_MINUTES,
+        description="How long `pulumi up` waits for each staging Job, a job-support node's start from zero "
+        "included; 15 to 1440.",
+    )
 
 
 # Set with `pulumi config set --secret`; a refusal never repeats their value.

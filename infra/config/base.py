@@ -9,6 +9,7 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -164,3 +165,36 @@ def validated(
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError([describe(err, key_of, secret_keys) for err in exc.errors()]) from None
+
+
+def validated_with_rules(
+    model: type[Model],
+    raw: dict[str, Any],
+    key_of: Callable[[tuple[Any, ...]], str],
+    rules: Callable[[Model], list[str]],
+    secret_keys: frozenset[str] = frozenset(),
+) -> Model:
+    """``model`` from ``raw`` that also passes ``rules``, or one ``ConfigError`` listing every problem.
+
+    pydantic stops at type errors, so where some keys fail theirs the rules still run on the rest:
+    the top-level keys that failed are left out (their defaults stand in), and the rules' refusals
+    that mention none of them are reported beside the type errors. A fix then takes one run, not
+    one per kind of mistake. A refusal that names a left-out key is dropped: it would judge the
+    default, not what the stack file says."""
+    try:
+        parsed = model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        problems = [describe(err, key_of, secret_keys) for err in errors]
+        broken = {str(err["loc"][0]) for err in errors if err["loc"]}
+        try:
+            partial = model.model_validate({k: v for k, v in raw.items() if k not in broken})
+        except ValidationError:
+            raise ConfigError(problems) from None  # a required key failed: nothing to judge the rest against
+        names = [key_of((name,)) for name in broken] + list(broken)
+        problems += [p for p in rules(partial) if not any(re.search(rf"(?<![\w.]){re.escape(n)}\b", p) for n in names)]
+        raise ConfigError(problems) from None
+    problems = rules(parsed)
+    if problems:
+        raise ConfigError(problems)
+    return parsed

@@ -368,6 +368,18 @@ def _default_accelerator_groups(
 NodeProvisioner = Literal["cluster-autoscaler", "karpenter"]
 
 
+class ServiceQuotasConfig(ConfigModel):
+    """The account's applied value of an adjustable AWS quota the plan holds the stack to, where it was
+    raised above AWS's default (infra/config/aws_limits.py): the plan cannot read it offline."""
+
+    nodes_per_managed_node_group: int = Field(
+        default=450,
+        ge=1,
+        description='EKS "Nodes per managed node group" (quota code L-BD136A63; default 450): every managed node '
+        "group's maxSize stays within it. Set it only once Service Quotas shows the raised value.",
+    )
+
+
 class KarpenterConfig(ConfigModel):
     """How Karpenter treats the Trainium nodes it starts (nodeProvisioner: karpenter)."""
 
@@ -476,6 +488,11 @@ class StackConfig(ConfigModel):
         default_factory=KarpenterConfig, description="Karpenter's node lifetimes (nodeProvisioner: karpenter)."
     )
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
+    service_quotas: ServiceQuotasConfig = Field(
+        default_factory=ServiceQuotasConfig,
+        description="Adjustable AWS quotas this account has raised above their defaults (the plan holds the stack to "
+        "these values).",
+    )
     training_namespaces: list[str] = Field(
         default=["default"],
         description="Namespaces that get the FSx claim and the `training` service account.",

@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any
 
 from infra.config import naming as rules
+from infra.config.aws_limits import aws_limit_problems, region_partition
 from infra.config.base import PROFILE_KEY, REGION_KEY
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
@@ -321,14 +322,6 @@ def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "
     return None
 
 
-def region_partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 def semantic_problems(config: StackConfig) -> list[str]:
     problems: list[str] = []
     problems += _provider_problems(config)
@@ -344,6 +337,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _backup_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
+    problems += aws_limit_problems(config)
     return problems
 
 
