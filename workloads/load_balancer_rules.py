@@ -116,7 +116,10 @@ def certificate_problems(lb: LoadBalancerSettings, key: str, region: str | None 
             f"{key} = {arn!r}: not an ACM certificate ARN; expected arn:aws:acm:<region>:<12-digit account>:certificate/<uuid>"
         ]
     problem = region and arn_region_problem(
-        arn, region, "acm", "the load balancer is in the cluster's region and takes a certificate only from there"
+        arn,
+        region,
+        "ACM certificate",
+        "the load balancer is in the cluster's region and takes a certificate only from there",
     )
     return [f"{key} = {arn!r}: {problem}"] if problem else []
 

@@ -34,20 +34,19 @@ def region_partition(region: str) -> str:
     return next((partition for prefix, partition in PARTITION_PREFIXES if region.startswith(prefix)), "aws")
 
 
-def arn_region_problem(arn: str, region: str, service: str, why: str) -> str | None:
-    """Why ``arn`` (already known to be of ``service``'s shape) cannot serve a stack in ``region``, or None.
-
-    ``why`` says what needs the resource in the stack's own region."""
+def arn_region_problem(arn: str, region: str, what: str, why: str) -> str | None:
+    """Why ``arn`` (already known to be the ARN of a ``what``, such as "KMS key") cannot serve a cluster
+    in ``region``, or None. ``why`` says what needs the resource in the cluster's own region."""
     parts = arn.split(":")
-    partition, arn_region = parts[1], parts[3]
+    partition, service, arn_region = parts[1], parts[2], parts[3]
     wanted = region_partition(region)
     if partition != wanted:
         return (
-            f"a {service} ARN of the {partition!r} partition, but {region} is in {wanted!r} (partitions do not share "
+            f"{'an' if what[0] in 'AEIOU' else 'a'} {what} of the {partition!r} partition, but {region} is in {wanted!r} (partitions do not share "
             f"resources); allowed: arn:{wanted}:{service}:{region}:..."
         )
     if arn_region != region:
-        return f"in {arn_region}, but the stack is in {region}; {why}; allowed: arn:{wanted}:{service}:{region}:..."
+        return f"in {arn_region}, but the cluster is in {region}; {why}; allowed: arn:{wanted}:{service}:{region}:..."
     return None
 
 
@@ -65,10 +64,11 @@ NODES_PER_MANAGED_NODE_GROUP_CODE = "L-BD136A63"
 MAX_TAGS_PER_RESOURCE = 50
 # The most tags the program puts on one resource besides the stack's own `tags`: project, cluster and
 # stack on every resource (__main__.py), Name (infra/components/network.py, accelerators.py, cluster.py,
-# storage.py), and on a node subnet kubernetes.io/cluster/<name>, its kubernetes.io/role/... load
-# balancer role and Karpenter's discovery tag (infra/components/network.py, __main__.py). A test
-# counts them on every resource of the offline plan (tests/test_refusal_classes.py).
-PROGRAM_TAGS_PER_RESOURCE = 7
+# storage.py), and on a subnet kubernetes.io/cluster/<name> with either its kubernetes.io/role/... load
+# balancer role or Karpenter's discovery tag (infra/components/network.py, __main__.py). A test counts
+# them on every resource of the offline plan (tests/test_refusal_classes.py). Tags EKS adds itself to a
+# managed group's instances are not counted: the plan cannot see them.
+PROGRAM_TAGS_PER_RESOURCE = 6
 
 # Capacity Blocks for ML (EC2 user guide, "Capacity Blocks for ML"): "Each Capacity Block can have up
 # to 64 instances"; of the Neuron types, offered for trn1.32xlarge and trn2.48xlarge (its "Supported
@@ -107,7 +107,7 @@ def _arn_problems(config: StackConfig) -> list[str]:
     kms = config.storage.kms_key_id
     if kms is None or not re.fullmatch(r"arn:[a-z-]+:kms:[a-z0-9-]+:[0-9]{12}:key/.+", kms):
         return []  # no key, or not an ARN: the storage rules refuse the shape
-    problem = arn_region_problem(kms, config.region, "kms", KMS_WHY)
+    problem = arn_region_problem(kms, config.region, "KMS key", KMS_WHY)
     return [f"{key_name(('storage', 'kmsKeyId'))} = {kms!r}: {problem}"] if problem else []
 
 
@@ -168,7 +168,7 @@ def _tag_count_problems(config: StackConfig) -> list[str]:
         return []
     return [
         f"{key_name(('tags',))}: {len(config.tags)} tags; with the program's own (up to {PROGRAM_TAGS_PER_RESOURCE} on one "
-        f"resource: project, cluster, stack, Name, and a node subnet's Kubernetes and Karpenter tags) that is more "
+        f"resource: project, cluster, stack, Name, and a subnet's Kubernetes tags) that is more "
         f"than the {MAX_TAGS_PER_RESOURCE} tags AWS allows per resource (a fixed limit, not adjustable), and tagging "
         f"would fail part-way; allowed: at most {room} tags"
     ]
