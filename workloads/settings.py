@@ -356,8 +356,7 @@ class DataStagingSettings(WorkloadSettings):
         default=240,
         ge=15,
         le=MAX_WAIT_MINUTES,
-        description="How long `pulumi up` waits for each staging Job, a job-support node's start from zero "
-        "included; 15 to 1440.",
+        description="How long `pulumi up` waits for each staging Job, a job-support node's start from zero included.",
     )
 
 
