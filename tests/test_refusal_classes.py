@@ -289,3 +289,25 @@ def test_an_oidc_provider_of_another_partition_is_refused():
         f"trainium-bootstrap:existingOidcProviderArn = '{arn}': of the 'aws-cn' partition, but aws:region us-west-2 "
         "is in 'aws'; allowed: arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com"
     ]
+
+
+def test_a_workload_type_error_does_not_hide_a_rule_error():
+    from workloads.checks import config_problems
+
+    config = stack_config(REPO_ROOT / "workloads", "dev")
+    config["trainium-workloads:clusterCheck"] = json.dumps({"nodeGroup": "trn1-32xl-ng1", "timeoutMinutes": 10})
+    config["trainium-workloads:dataStaging"] = json.dumps({"redpajama": True, "timeoutMinutes": 60})
+    config["trainium-workloads:hfToken"] = "hf_test_token"
+    with pytest.raises(ConfigError) as caught:
+        parse_workloads_config(config, config_problems)
+    found = caught.value.problems
+    assert (
+        found[0] == "trainium-workloads:clusterCheck.timeoutMinutes = 10: Input should be greater than or equal to 30"
+    )
+    assert any(
+        p.startswith("trainium-workloads:dataStaging.timeoutMinutes = 60: shorter than the RedPajama") for p in found
+    )
+    # Without the rules (as the tests that parse settings alone call it), the type errors only.
+    with pytest.raises(ConfigError) as caught:
+        parse_workloads_config(config)
+    assert caught.value.problems == found[:1]

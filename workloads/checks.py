@@ -144,6 +144,19 @@ def workload_problems(
     )
 
 
+def config_problems(config: WorkloadsConfig) -> list[str]:
+    """The rules of workload_problems that need no cluster: what a run can report beside type errors,
+    before the cluster's outputs are read (workloads/settings.py parse_workloads_config)."""
+    return (
+        _bert_problems(config)
+        + _path_problems(config)
+        + _token_problems(config)
+        + _deadline_problems(config)
+        + _hang_problems(config)
+        + _staging_timeout_problems(config)
+    )
+
+
 # neuronx-distributed-training (NXDT_EXAMPLES_COMMIT) examples/conf/megatron_llama_7B_config.yaml:
 # trainer.max_steps 20000, what a training run without trainIters runs.
 NXD_DEFAULT_TRAIN_ITERS = 20000

@@ -8,16 +8,18 @@ group, size, queue, installed software) is checked against its outputs in ``chec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from infra.config.base import (
     PROFILE_KEY,
     ConfigModel,
+    describe,
     project_values,
     qualified_key,
-    validated,
+    rules_beside_type_errors,
     with_stray_keys_refused,
 )
 from infra.config.errors import ConfigError
@@ -433,15 +435,25 @@ REPLACED_KEYS = {
 }
 
 
-def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
-    """The validated configuration, or ``ConfigError`` naming every bad key."""
-    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config))
+def parse_workloads_config(
+    all_config: dict[str, str], rules: Callable[[WorkloadsConfig], list[str]] | None = None
+) -> WorkloadsConfig:
+    """The validated configuration, or ``ConfigError`` naming every bad key. ``rules``: the rules that
+    need no cluster (workloads/checks.py ``config_problems``), reported beside type errors, which would
+    otherwise stop the run before the cluster's outputs are read and the rules run with them."""
+    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config, rules))
 
 
-def _parsed(all_config: dict[str, str]) -> WorkloadsConfig:
+def _parsed(all_config: dict[str, str], rules: Callable[[WorkloadsConfig], list[str]] | None) -> WorkloadsConfig:
     raw = project_values(all_config, PROJECT)
     if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
         raise ConfigError(replaced)
     if PROFILE_KEY in all_config:
         raw["profile"] = all_config[PROFILE_KEY]
-    return validated(WorkloadsConfig, raw, key_name, secret_keys=SECRET_KEYS)
+    try:
+        return WorkloadsConfig.model_validate(raw)
+    except ValidationError as error:
+        problems = [describe(err, key_name, SECRET_KEYS) for err in error.errors()]
+        if rules is not None:
+            problems += rules_beside_type_errors(WorkloadsConfig, raw, error, key_name, rules)
+        raise ConfigError(problems) from None

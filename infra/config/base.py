@@ -174,27 +174,38 @@ def validated_with_rules(
     rules: Callable[[Model], list[str]],
     secret_keys: frozenset[str] = frozenset(),
 ) -> Model:
-    """``model`` from ``raw`` that also passes ``rules``, or one ``ConfigError`` listing every problem.
-
-    pydantic stops at type errors, so where some keys fail theirs the rules still run on the rest:
-    the top-level keys that failed are left out (their defaults stand in), and the rules' refusals
-    that mention none of them are reported beside the type errors. A fix then takes one run, not
-    one per kind of mistake. A refusal that names a left-out key is dropped: it would judge the
-    default, not what the stack file says."""
+    """``model`` from ``raw`` that also passes ``rules``, or one ``ConfigError`` listing every problem:
+    where some keys fail their types, the rules' refusals about the rest come with them
+    (``rules_beside_type_errors``)."""
     try:
         parsed = model.model_validate(raw)
     except ValidationError as exc:
-        errors = exc.errors()
-        problems = [describe(err, key_of, secret_keys) for err in errors]
-        broken = {str(err["loc"][0]) for err in errors if err["loc"]}
-        try:
-            partial = model.model_validate({k: v for k, v in raw.items() if k not in broken})
-        except ValidationError:
-            raise ConfigError(problems) from None  # a required key failed: nothing to judge the rest against
-        names = [key_of((name,)) for name in broken] + list(broken)
-        problems += [p for p in rules(partial) if not any(re.search(rf"(?<![\w.]){re.escape(n)}\b", p) for n in names)]
-        raise ConfigError(problems) from None
+        problems = [describe(err, key_of, secret_keys) for err in exc.errors()]
+        raise ConfigError(problems + rules_beside_type_errors(model, raw, exc, key_of, rules)) from None
     problems = rules(parsed)
     if problems:
         raise ConfigError(problems)
     return parsed
+
+
+def rules_beside_type_errors(
+    model: type[Model],
+    raw: dict[str, Any],
+    error: ValidationError,
+    key_of: Callable[[tuple[Any, ...]], str],
+    rules: Callable[[Model], list[str]],
+) -> list[str]:
+    """What ``rules`` refuse about the keys that passed their types, where ``error`` stopped ``raw``.
+
+    pydantic stops at type errors, so the rules run on the rest: the top-level keys that failed are
+    left out (their defaults stand in), and the rules' refusals that mention none of them are
+    returned, to be reported beside the type errors. A fix then takes one run, not one per kind of
+    mistake. A refusal that names a left-out key is dropped: it would judge the default, not what
+    the stack file says. Nothing when a required key failed: there is nothing to judge the rest by."""
+    broken = {str(err["loc"][0]) for err in error.errors() if err["loc"]}
+    try:
+        partial = model.model_validate({k: v for k, v in raw.items() if k not in broken})
+    except ValidationError:
+        return []
+    names = [key_of((name,)) for name in broken] + list(broken)
+    return [p for p in rules(partial) if not any(re.search(rf"(?<![\w.]){re.escape(n)}\b", p) for n in names)]
