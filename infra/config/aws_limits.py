@@ -42,8 +42,8 @@ def arn_region_problem(arn: str, region: str, what: str, why: str) -> str | None
     wanted = region_partition(region)
     if partition != wanted:
         return (
-            f"{'an' if what[0] in 'AEIOU' else 'a'} {what} of the {partition!r} partition, but {region} is in {wanted!r} (partitions do not share "
-            f"resources); allowed: arn:{wanted}:{service}:{region}:..."
+            f"{'an' if what[0] in 'AEIOU' else 'a'} {what} of the {partition!r} partition, but {region} is in "
+            f"{wanted!r} (partitions do not share resources); allowed: arn:{wanted}:{service}:{region}:..."
         )
     if arn_region != region:
         return f"in {arn_region}, but the cluster is in {region}; {why}; allowed: arn:{wanted}:{service}:{region}:..."
@@ -55,10 +55,9 @@ def arn_region_problem(arn: str, region: str, what: str, why: str) -> str | None
 # "Multi-Region keys in AWS KMS"), so the ARN names the Region it is used in.
 KMS_WHY = "a KMS key encrypts only in its own Region (a multi-Region key has a replica ARN per Region)"
 
-# Amazon EKS service quotas (EKS user guide, "View and manage Amazon EKS and Fargate service quotas"):
-# "Nodes per managed node group", default 450, adjustable (quota code L-BD136A63).
-DEFAULT_NODES_PER_MANAGED_NODE_GROUP = 450
-NODES_PER_MANAGED_NODE_GROUP_CODE = "L-BD136A63"
+# Amazon EKS service quotas (EKS user guide, "Amazon EKS service quotas"): "Nodes per managed node
+# group", default 450 (models.py DEFAULT_NODES_PER_MANAGED_NODE_GROUP), adjustable.
+NODES_QUOTA_NAME = "Nodes per managed node group"
 # Tags per resource: 50, not adjustable (EC2 user guide, "Tag restrictions"; Amazon EC2 Auto Scaling
 # user guide, "Tag naming and usage restrictions"); only aws:-prefixed tags do not count.
 MAX_TAGS_PER_RESOURCE = 50
@@ -149,14 +148,14 @@ def _node_quota_problems(config: StackConfig) -> list[str]:
     source = (
         f"the quota serviceQuotas.nodesPerManagedNodeGroup declares ({quota})"
         if declared
-        else f'EKS\'s default quota "Nodes per managed node group" ({quota})'
+        else f'EKS\'s default quota "{NODES_QUOTA_NAME}" ({quota})'
     )
     return [
         f"{key_name(loc)} = {size}: more than {source}, so EKS refuses the node group; allowed: at most {quota}, "
-        f"or, once the account's quota is raised (adjustable: Service Quotas, code {NODES_PER_MANAGED_NODE_GROUP_CODE}, "
-        "`aws service-quotas request-service-quota-increase --service-code eks --quota-code "
-        f"{NODES_PER_MANAGED_NODE_GROUP_CODE} --desired-value {size}`), set serviceQuotas.nodesPerManagedNodeGroup "
-        "to the raised value"
+        "or, once the account's quota is raised (it is adjustable: request it in the Service Quotas console under "
+        f"Amazon EKS, or find its code with `aws service-quotas list-service-quotas --service-code eks --query "
+        f"\"Quotas[?QuotaName=='{NODES_QUOTA_NAME}']\"`), set serviceQuotas.nodesPerManagedNodeGroup to the "
+        "raised value"
         for loc, size in groups
         if size > quota
     ]

@@ -368,15 +368,19 @@ def _default_accelerator_groups(
 NodeProvisioner = Literal["cluster-autoscaler", "karpenter"]
 
 
+# EKS user guide, "Amazon EKS service quotas": "Nodes per managed node group", 450 by default, adjustable.
+DEFAULT_NODES_PER_MANAGED_NODE_GROUP = 450
+
+
 class ServiceQuotasConfig(ConfigModel):
     """The account's applied value of an adjustable AWS quota the plan holds the stack to, where it was
     raised above AWS's default (infra/config/aws_limits.py): the plan cannot read it offline."""
 
     nodes_per_managed_node_group: int = Field(
-        default=450,
+        default=DEFAULT_NODES_PER_MANAGED_NODE_GROUP,
         ge=1,
-        description='EKS "Nodes per managed node group" (quota code L-BD136A63; default 450): every managed node '
-        "group's maxSize stays within it. Set it only once Service Quotas shows the raised value.",
+        description='EKS "Nodes per managed node group" (default 450): every managed node group\'s maxSize stays '
+        "within it. Set it only once Service Quotas shows the raised value.",
     )
 
 
