@@ -46,6 +46,12 @@ CLUSTER_CASES = [
         "trainium-eks:clusterAdmins[0] = 'arn:aws-us-gov:iam::111122223333:role/Admin': the partition "
         "'aws-us-gov' is not us-west-2's ('aws')",
     ),
+    # Two ARNs YAML folded into one item (the second indented under the first).
+    (
+        {"clusterAdmins": ["arn:aws:iam::111122223333:role/A - arn:aws:iam::111122223333:role/B"]},
+        "trainium-eks:clusterAdmins[0] = 'arn:aws:iam::111122223333:role/A - arn:aws:iam::111122223333:role/B': must "
+        "be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>); it holds more than one ARN",
+    ),
     # An add-on build for another Kubernetes minor.
     (
         {"addonVersions": {"kube-proxy": "v1.33.3-eksbuild.6"}},
@@ -70,6 +76,11 @@ CLUSTER_CASES = [
     (
         {"tags": {f"team{i}": "ml" for i in range(MAX_TAGS_PER_RESOURCE - PROGRAM_TAGS_PER_RESOURCE + 1)}},
         f"trainium-eks:tags: {MAX_TAGS_PER_RESOURCE - PROGRAM_TAGS_PER_RESOURCE + 1} tags; with the program's own",
+    ),
+    # EKS "Public endpoint access CIDR ranges per cluster": 40, not adjustable.
+    (
+        {"endpointAccess": {"publicCidrs": [f"198.18.{i}.0/24" for i in range(41)]}},
+        "trainium-eks:endpointAccess.publicCidrs: 41 blocks; EKS accepts at most 40",
     ),
     # Sizes and types a Capacity Block group cannot have.
     (
@@ -181,7 +192,7 @@ def test_the_program_adds_at_most_its_allowance_of_tags_to_any_resource():
 
 def workload_problems(**settings: Any) -> list[str]:
     config = stack_config(REPO_ROOT / "workloads", "dev")
-    config.update({f"trainium-workloads:{k}": json.dumps(v) for k, v in settings.items()})
+    config.update({f"trainium-workloads:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()})
     with pytest.raises(ConfigError) as caught:
         parse_workloads_config(config)
     return caught.value.problems
@@ -200,6 +211,11 @@ def workload_problems(**settings: Any) -> list[str]:
             {"clusterCheck": {"nodeGroup": "trn1-32xl-ng1", "timeoutMinutes": 3600}},
             "trainium-workloads:clusterCheck.timeoutMinutes = 3600: Input should be less than or equal to 1440",
         ),
+        # A namespace name, said in words rather than as a regular expression.
+        (
+            {"namespace": "Research"},
+            "trainium-workloads:namespace = 'Research': must be 1-63 characters of lower-case letters, digits and '-'",
+        ),
         # Shorter than a job-support node's start from zero.
         (
             {"dataStaging": {"timeoutMinutes": 5}},
@@ -207,8 +223,8 @@ def workload_problems(**settings: Any) -> list[str]:
         ),
     ],
 )
-def test_the_workload_stacks_refuse_waits_in_the_wrong_unit(settings, expected):
-    assert expected in workload_problems(**settings)
+def test_the_workload_stacks_refuse_waits_in_the_wrong_unit_and_say_names_in_words(settings, expected):
+    assert any(p.startswith(expected) for p in workload_problems(**settings))
 
 
 def test_a_staging_timeout_shorter_than_the_staging_is_refused(workloads_with):

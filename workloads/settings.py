@@ -24,7 +24,7 @@ from infra.config.base import (
 )
 from infra.config.errors import ConfigError
 from infra.config.models import PROJECT as CLUSTER_PROJECT
-from infra.config.naming import PROFILE_PATTERN
+from infra.config.naming import PROFILE_PATTERN, dns_label_problem
 from infra.facts import versions
 
 PROJECT = "trainium-workloads"
@@ -388,11 +388,16 @@ class WorkloadsConfig(ConfigModel):
             )
         return value
 
-    namespace: str = Field(
-        default="default",
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        description="Training namespace of the cluster the workloads run in.",
-    )
+    namespace: str = Field(default="default", description="Training namespace of the cluster the workloads run in.")
+
+    @field_validator("namespace")
+    @classmethod
+    def _is_a_namespace_name(cls, value: str) -> str:
+        problem = dns_label_problem(value)
+        if problem:
+            raise ValueError(f"{problem} (a Kubernetes namespace name, such as default or research)")
+        return value
+
     hf_token: str | None = Field(
         default=None,
         min_length=1,

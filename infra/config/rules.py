@@ -385,13 +385,22 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         for i, arn in enumerate(arns):
             key = key_name((list_key, i))
             if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
+                # YAML folds a list item indented under the one before it into that item's text.
+                joined = (
+                    "; it holds more than one ARN, as YAML reads a list item indented under the one before it: "
+                    f"give each its own `- arn:...` line at the same indentation under {list_key}"
+                    if arn.count("arn:") > 1
+                    else ""
+                )
                 problems.append(
-                    f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)"
+                    f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>){joined}"
                 )
             elif arn.split(":")[1] != region_partition(config.region):
                 problems.append(
                     f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
-                    f"({region_partition(config.region)!r})"
+                    f"({region_partition(config.region)!r}), and IAM principals of another partition cannot reach "
+                    f"this cluster; allowed: arn:{region_partition(config.region)}:iam::<account>:role/<name> (or "
+                    "user/<name>)"
                 )
             if arn in seen:
                 twice = "listed twice" if arn in arns[:i] else "also in clusterAdmins; a principal has one access entry"
