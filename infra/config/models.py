@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from infra.config.base import ConfigModel, qualified_key
 from infra.facts import versions
@@ -429,6 +429,17 @@ class StackConfig(ConfigModel):
         "set another, else dev.",
     )
     cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
+
+    @field_validator("cluster_name", mode="before")
+    @classmethod
+    def _cluster_name_not_empty(cls, value: Any) -> Any:
+        """An empty name gets the naming rule (infra/config/rules.py), not only "at least 1 character"."""
+        if value == "":
+            raise ValueError(
+                "empty; must be 2-39 characters of lower-case letters, digits and '-', starting with a letter "
+                "(or leave the key out for the default, trainium)"
+            )
+        return value
     kubernetes_version: str = Field(
         default=versions.KUBERNETES_VERSION,
         description=f"EKS Kubernetes version, one EKS offers ({', '.join(versions.EKS_KUBERNETES_VERSIONS)}); add-on "
