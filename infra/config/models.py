@@ -440,6 +440,7 @@ class StackConfig(ConfigModel):
                 "(or leave the key out for the default, trainium)"
             )
         return value
+
     kubernetes_version: str = Field(
         default=versions.KUBERNETES_VERSION,
         description=f"EKS Kubernetes version, one EKS offers ({', '.join(versions.EKS_KUBERNETES_VERSIONS)}); add-on "
