@@ -89,6 +89,16 @@ CLUSTER_CASES = [
         "(cr-0123456789abcdef0), and a Capacity Block holds at most 64 instances",
     ),
     (
+        {
+            "nodeProvisioner": "karpenter",
+            "acceleratorNodeGroups": [
+                group(maxSize=300, capacityReservation={"tags": {"team": "ml"}, "type": "capacity-block"})
+            ],
+        },
+        "trainium-eks:acceleratorNodeGroups[0].maxSize = 300: the group launches into the Capacity Blocks its tags "
+        "select, and an account holds at most 256 instances across Capacity Blocks",
+    ),
+    (
         {"acceleratorNodeGroups": [group(instanceType="trn1n.32xlarge", capacityReservation=BLOCK)]},
         "trainium-eks:acceleratorNodeGroups[0].capacityReservation.type = 'capacity-block': Capacity Blocks for "
         "ML offer no trn1n.32xlarge",
@@ -135,6 +145,14 @@ def test_the_cluster_stack_refuses_what_aws_would(changes, expected):
         {"nodeProvisioner": "karpenter", "acceleratorNodeGroups": [group(maxSize=600)]},
         {"tags": {f"team{i}": "ml" for i in range(MAX_TAGS_PER_RESOURCE - PROGRAM_TAGS_PER_RESOURCE)}},
         {"acceleratorNodeGroups": [group(maxSize=64, capacityReservation=BLOCK)]},
+        {
+            "nodeProvisioner": "karpenter",
+            "acceleratorNodeGroups": [
+                group(
+                    maxSize=256, azId="usw2-az4", capacityReservation={"tags": {"team": "ml"}, "type": "capacity-block"}
+                )
+            ],
+        },
         {
             "features": {"clusterAutoscaler": False},
             "acceleratorNodeGroups": [group(minSize=0, desiredSize=2, maxSize=2)],

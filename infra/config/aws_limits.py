@@ -70,9 +70,10 @@ MAX_TAGS_PER_RESOURCE = 50
 PROGRAM_TAGS_PER_RESOURCE = 6
 
 # Capacity Blocks for ML (EC2 user guide, "Capacity Blocks for ML"): "Each Capacity Block can have up
-# to 64 instances"; of the Neuron types, offered for trn1.32xlarge and trn2.48xlarge (its "Supported
+# to 64 instances, and you can have up to 256 instances across Capacity Blocks"; of the Neuron types, offered for trn1.32xlarge and trn2.48xlarge (its "Supported
 # instance types and Regions"). A new type is added here once that page lists it.
 MAX_INSTANCES_PER_CAPACITY_BLOCK = 64
+MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS = 256
 CAPACITY_BLOCK_TYPES = ("trn1.32xlarge", "trn2.48xlarge")
 
 # A Trainium node boots and joins (~5 min), registers its device plugins (~2 min), runs the burn-in
@@ -191,16 +192,26 @@ def _capacity_block_problems(config: StackConfig) -> list[str]:
 
 
 def _block_size_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[str]:
-    """A group launching into one block (named by id) never holds more than that block's instances."""
+    """A group launching into one block (named by id) never holds more than that block's instances;
+    one selecting blocks by tag (Karpenter) never more than an account's blocks together."""
     reservation = group.capacity_reservation
-    if reservation is None or reservation.id is None or group.max_size <= MAX_INSTANCES_PER_CAPACITY_BLOCK:
+    if reservation is None:
         return []
-    return [
-        f"{key}.maxSize = {group.max_size}: the group launches into one Capacity Block ({reservation.id}), and a "
-        f'Capacity Block holds at most {MAX_INSTANCES_PER_CAPACITY_BLOCK} instances (EC2 user guide, "Capacity '
-        f'Blocks for ML"), so nodes past that never launch; allowed: at most {MAX_INSTANCES_PER_CAPACITY_BLOCK} '
-        "(the block's own instance count), or another group for a second block"
-    ]
+    if reservation.id is not None and group.max_size > MAX_INSTANCES_PER_CAPACITY_BLOCK:
+        return [
+            f"{key}.maxSize = {group.max_size}: the group launches into one Capacity Block ({reservation.id}), and a "
+            f'Capacity Block holds at most {MAX_INSTANCES_PER_CAPACITY_BLOCK} instances (EC2 user guide, "Capacity '
+            f'Blocks for ML"), so nodes past that never launch; allowed: at most {MAX_INSTANCES_PER_CAPACITY_BLOCK} '
+            "(the block's own instance count), or another group for a second block"
+        ]
+    if reservation.id is None and group.max_size > MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS:
+        return [
+            f"{key}.maxSize = {group.max_size}: the group launches into the Capacity Blocks its tags select, and an "
+            f"account holds at most {MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS} instances across Capacity Blocks (EC2 user "
+            f'guide, "Capacity Blocks for ML"), so nodes past that never launch; allowed: at most '
+            f"{MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS}"
+        ]
+    return []
 
 
 def _nothing_to_scale_problems(config: StackConfig) -> list[str]:
