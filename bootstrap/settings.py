@@ -12,8 +12,15 @@ from typing import Any
 
 from pydantic import Field
 
-from infra.config.base import REGION_KEY, ConfigModel, project_values, qualified_key, validated, with_stray_keys_refused
-from infra.config.errors import ConfigError
+from infra.config.aws_limits import region_partition
+from infra.config.base import (
+    REGION_KEY,
+    ConfigModel,
+    project_values,
+    qualified_key,
+    validated_with_rules,
+    with_stray_keys_refused,
+)
 from infra.config.naming import aws_tag_problem
 from infra.config.rules import BUCKET
 
@@ -243,6 +250,14 @@ def bootstrap_problems(config: BootstrapConfig) -> list[str]:
         problem = aws_tag_problem(key, value)
         if problem:
             problems.append(f"{key_name(('tags', key))} = {value!r}: {problem}")
+    # IAM is global, but each partition has its own: an OIDC provider of another partition is not this account's.
+    arn = config.existing_oidc_provider_arn
+    if arn is not None and arn.split(":")[1] != region_partition(config.region):
+        problems.append(
+            f"{key_name(('existingOidcProviderArn',))} = {arn!r}: of the {arn.split(':')[1]!r} partition, but "
+            f"{REGION_KEY} {config.region} is in {region_partition(config.region)!r}; allowed: "
+            f"arn:{region_partition(config.region)}:iam::<account>:oidc-provider/token.actions.githubusercontent.com"
+        )
     return problems
 
 
@@ -255,8 +270,4 @@ def _parsed(all_config: dict[str, str]) -> BootstrapConfig:
     raw = project_values(all_config, PROJECT)
     if REGION_KEY in all_config:
         raw["region"] = all_config[REGION_KEY]
-    config = validated(BootstrapConfig, raw, key_name)
-    problems = bootstrap_problems(config)
-    if problems:
-        raise ConfigError(problems)
-    return config
+    return validated_with_rules(BootstrapConfig, raw, key_name, bootstrap_problems)

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 
 from infra import lookups
-from infra.config.base import validated, with_stray_keys_refused
+from infra.config.base import validated_with_rules, with_stray_keys_refused
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config, raw_from_pulumi_config
 from infra.config.models import PROJECT, AcceleratorNodeGroupConfig, StackConfig, is_prod_stack, key_name
@@ -56,11 +56,9 @@ def parse_stack_config(raw: dict[str, Any], stack: str | None = None) -> StackCo
     ``stack``: the stack's name, which makes a prod-named stack prod (``with_stack_environment``)."""
     if stack is not None:
         raw = with_stack_environment(raw, stack)
-    config = validated(StackConfig, raw, key_name)
-    problems = semantic_problems(config) + plan_problems(config)
-    if problems:
-        raise ConfigError(problems)
-    return config
+    return validated_with_rules(
+        StackConfig, raw, key_name, lambda config: semantic_problems(config) + plan_problems(config)
+    )
 
 
 def load() -> StackConfig:

@@ -9,7 +9,7 @@ import yaml
 
 from infra.config.errors import ConfigError
 from infra.facts import versions
-from offline.plan.runner import PlanResult
+from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
@@ -32,6 +32,16 @@ ALL_OFF = {
         "observability",
     )
 }
+
+
+def fixed_sizes() -> dict[str, object]:
+    """With cluster-autoscaler off nothing resizes a managed group, so each gets a fixed size
+    (desiredSize = maxSize); a group left to scale is refused (infra/config/aws_limits.py)."""
+    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    return {
+        "acceleratorNodeGroups": [{**g, "desiredSize": g["maxSize"]} for g in groups],
+        "jobNodeGroup": {"desiredSize": 1, "maxSize": 1},
+    }
 
 
 def releases(plan: PlanResult) -> dict[str, dict]:
@@ -516,7 +526,7 @@ def test_observability(dev):
 
 
 def test_switches_off_remove_what_they_guard(plan_with):
-    plan = plan_with(features=ALL_OFF)
+    plan = plan_with(features=ALL_OFF, **fixed_sizes())
     assert not plan.of_type(RELEASE)
     assert not plan.of_type("kubernetes:yaml/v2:ConfigFile")
     assert not [r for r in plan.registrations if r.type.endswith(":Queue")]
@@ -546,7 +556,7 @@ def test_switches_off_remove_what_they_guard(plan_with):
     ],
 )
 def test_each_switch(plan_with, feature, gone):
-    plan = plan_with(features={feature: False})
+    plan = plan_with(features={feature: False}, **(fixed_sizes() if feature == "clusterAutoscaler" else {}))
     assert gone not in releases(plan)
     assert len(releases(plan)) == 6
 

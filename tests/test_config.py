@@ -453,7 +453,7 @@ def test_data_buckets_are_names():
     [
         # An empty string is refused by key, not with a JSON decoding traceback.
         ("network", "", "trainium-eks:network = '': Input should be a valid dictionary"),
-        ("clusterName", "", "trainium-eks:clusterName = '': String should have at least 1 character"),
+        ("clusterName", "", "trainium-eks:clusterName = '': empty; must be 2-39 characters of lower-case letters"),
         (
             "acceleratorNodeGroups",
             "[oops",

@@ -136,8 +136,10 @@ def test_capacity_block_zone_or_type_mismatch_is_refused(plan_with):
     reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
     with pytest.raises(ConfigError) as err:
         plan_with(
+            # trn2.48xlarge is offered as Capacity Blocks, so the configuration rules pass and the look-up
+            # compares the group with the block it names.
             acceleratorNodeGroups=[
-                {**GROUP, "instanceType": "trn1n.32xlarge", "azId": "usw2-az3", "capacityReservation": reservation}
+                {**GROUP, "instanceType": "trn2.48xlarge", "azId": "usw2-az3", "capacityReservation": reservation}
             ]
         )
     message = str(err.value)
@@ -146,7 +148,7 @@ def test_capacity_block_zone_or_type_mismatch_is_refused(plan_with):
         in message
     )
     assert (
-        "acceleratorNodeGroups[0].instanceType = 'trn1n.32xlarge': capacity reservation cr-0c0ffee0c0ffee001 holds trn1.32xlarge"
+        "acceleratorNodeGroups[0].instanceType = 'trn2.48xlarge': capacity reservation cr-0c0ffee0c0ffee001 holds trn1.32xlarge"
         in message
     )
 

@@ -20,6 +20,7 @@ from workloads import (
     bert_launch,
     capacity_windows,
     cluster_check,
+    data_staging,
     deadlines,
     layouts,
     nxd_llama,
@@ -27,7 +28,7 @@ from workloads import (
     quantities,
     resumable,
 )
-from workloads.load_balancer_rules import load_balancer_problems
+from workloads.load_balancer_rules import cluster_region, load_balancer_problems
 from workloads.settings import RAY_STEPS, WorkloadsConfig, key_name
 
 # The images each workload runs, by the cluster stack's repository names.
@@ -122,10 +123,11 @@ def workload_problems(
     problems += _bert_problems(config)
     problems += _path_problems(config)
     problems += _token_problems(config)
-    problems += _tensorboard_problems(config)
+    problems += _tensorboard_problems(config, cluster)
     problems += _cluster_check_problems(config, cluster)
     problems += _deadline_problems(config)
     problems += _hang_problems(config)
+    problems += _staging_timeout_problems(config)
     if problems:
         # Which jobs this update starts needs the jobs rendered, which only a sound configuration can be:
         # the windows are checked once the rest is.
@@ -139,6 +141,19 @@ def workload_problems(
         lambda workload: key_name((workload,)),
         {n: BURN_IN_MINUTES * 60 for n, g in cluster.node_groups.items() if g.burn_in},
         kept,
+    )
+
+
+def config_problems(config: WorkloadsConfig) -> list[str]:
+    """The rules of workload_problems that need no cluster: what a run can report beside type errors,
+    before the cluster's outputs are read (workloads/settings.py parse_workloads_config)."""
+    return (
+        _bert_problems(config)
+        + _path_problems(config)
+        + _token_problems(config)
+        + _deadline_problems(config)
+        + _hang_problems(config)
+        + _staging_timeout_problems(config)
     )
 
 
@@ -192,6 +207,24 @@ def _hang_problems(config: WorkloadsConfig) -> list[str]:
                     f"{deadline} minutes), which ends it without a restart; lower it or raise the deadline"
                 )
     return problems
+
+
+def _staging_timeout_problems(config: WorkloadsConfig) -> list[str]:
+    """`pulumi up` waits timeoutMinutes for each staging Job and fails the update when it passes: the
+    RedPajama Job's preprocessing alone takes data_staging.redpajama_minutes() (sized from the seed's
+    measurement), so a shorter wait fails every update while the Job is still working."""
+    staging = config.on("data_staging")
+    if staging is None or not staging.redpajama:
+        return []
+    needed = data_staging.redpajama_minutes()
+    if staging.timeout_minutes >= needed:
+        return []
+    return [
+        f"{_key('data_staging', 'timeoutMinutes')} = {staging.timeout_minutes}: shorter than the RedPajama staging "
+        f"Job it waits for (about {needed} minutes: download, tokenizing with "
+        f"{data_staging.PREPROCESS_WORKERS} workers, concatenation), so `pulumi up` would fail while the Job still "
+        f"works; allowed: at least {needed} (the default is 240)"
+    ]
 
 
 def _deadline_problems(config: WorkloadsConfig) -> list[str]:
@@ -396,12 +429,14 @@ def _token_problems(config: WorkloadsConfig) -> list[str]:
     ]
 
 
-def _tensorboard_problems(config: WorkloadsConfig) -> list[str]:
+def _tensorboard_problems(config: WorkloadsConfig, cluster: ClusterContract) -> list[str]:
     tensorboard = config.on("tensorboard")
     if tensorboard is None or tensorboard.load_balancer is None:
         return []
     return load_balancer_problems(
-        tensorboard.load_balancer, lambda *rest: key_name(("tensorboard", "loadBalancer", *rest))
+        tensorboard.load_balancer,
+        lambda *rest: key_name(("tensorboard", "loadBalancer", *rest)),
+        cluster_region(list(cluster.ecr_repositories.values())),
     )
 
 

@@ -8,21 +8,23 @@ group, size, queue, installed software) is checked against its outputs in ``chec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from infra.config.base import (
     PROFILE_KEY,
     ConfigModel,
+    describe,
     project_values,
     qualified_key,
-    validated,
+    rules_beside_type_errors,
     with_stray_keys_refused,
 )
 from infra.config.errors import ConfigError
 from infra.config.models import PROJECT as CLUSTER_PROJECT
-from infra.config.naming import PROFILE_PATTERN
+from infra.config.naming import PROFILE_PATTERN, dns_label_problem
 from infra.facts import versions
 
 PROJECT = "trainium-workloads"
@@ -47,12 +49,16 @@ class AcceleratedWorkloadSettings(WorkloadSettings):
 # From zero Trainium nodes a gang waits for the nodes to boot and join (~5 min), the device
 # plugins to register (~2 min) and a 10+ GB image to pull (~5-10 min): 45 minutes is about twice that.
 PENDING_TIMEOUT_MINUTES = 45
+# Waits measured in minutes stay within a day: scale-up from zero takes 15-20 minutes, so a larger number
+# is almost always seconds written as minutes (2700 for 45 minutes would hold nodes for 45 hours).
+MAX_WAIT_MINUTES = 1440
 
 
 class GangTimeoutSettings(AcceleratedWorkloadSettings):
     pending_timeout_minutes: int = Field(
         default=PENDING_TIMEOUT_MINUTES,
         ge=15,
+        le=MAX_WAIT_MINUTES,
         description="How long the job's gang may stay unscheduled or starting (scale-up from zero and the image "
         "pull included) before the job is ended and its Trainium nodes released; at least 15. The gang watchdog "
         "ends Volcano Jobs (TerminateJob) and MPIJobs (suspend) that pass it; a restarted BERT attempt gets 35 "
@@ -161,6 +167,7 @@ class RayLlama2Settings(ResumableSettings):
     pending_timeout_minutes: int = Field(
         default=30,
         ge=15,
+        le=MAX_WAIT_MINUTES,
         description="preRunningDeadlineSeconds of every step, in minutes: a RayJob whose cluster does not run its "
         "job by then (scale-up from zero and the image pull included) fails and releases its nodes; at least 15, "
         "and shorter than every step's deadline.",
@@ -285,6 +292,7 @@ class ClusterCheckSettings(GangTimeoutSettings):
     timeout_minutes: int = Field(
         default=60,
         ge=30,
+        le=MAX_WAIT_MINUTES,
         description="Deadline of each stage (the per-node Job, the all-reduce's launcher; the "
         "verdict gets 15 minutes more), scale-up from zero included; at least 30.",
     )
@@ -344,7 +352,14 @@ class DataStagingSettings(WorkloadSettings):
     cmd_shell: bool = Field(
         default=False, description="A long-running pod with the FSx volume at /data and /shared, for hands-on work."
     )
-    timeout_minutes: int = Field(default=240, ge=1, description="How long `pulumi up` waits for each staging Job.")
+    # Each staging Job first waits for a job-support node to start from zero and pull its image, as a
+    # gang does (PENDING_TIMEOUT_MINUTES); checks.py also holds it above the RedPajama preprocessing.
+    timeout_minutes: int = Field(
+        default=240,
+        ge=15,
+        le=MAX_WAIT_MINUTES,
+        description="How long `pulumi up` waits for each staging Job, a job-support node's start from zero included.",
+    )
 
 
 # Set with `pulumi config set --secret`; a refusal never repeats their value.
@@ -373,11 +388,16 @@ class WorkloadsConfig(ConfigModel):
             )
         return value
 
-    namespace: str = Field(
-        default="default",
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        description="Training namespace of the cluster the workloads run in.",
-    )
+    namespace: str = Field(default="default", description="Training namespace of the cluster the workloads run in.")
+
+    @field_validator("namespace")
+    @classmethod
+    def _is_a_namespace_name(cls, value: str) -> str:
+        problem = dns_label_problem(value)
+        if problem:
+            raise ValueError(f"{problem} (a Kubernetes namespace name, such as default or research)")
+        return value
+
     hf_token: str | None = Field(
         default=None,
         min_length=1,
@@ -420,15 +440,25 @@ REPLACED_KEYS = {
 }
 
 
-def parse_workloads_config(all_config: dict[str, str]) -> WorkloadsConfig:
-    """The validated configuration, or ``ConfigError`` naming every bad key."""
-    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config))
+def parse_workloads_config(
+    all_config: dict[str, str], rules: Callable[[WorkloadsConfig], list[str]] | None = None
+) -> WorkloadsConfig:
+    """The validated configuration, or ``ConfigError`` naming every bad key. ``rules``: the rules that
+    need no cluster (workloads/checks.py ``config_problems``), reported beside type errors, which would
+    otherwise stop the run before the cluster's outputs are read and the rules run with them."""
+    return with_stray_keys_refused(all_config, PROJECT, lambda: _parsed(all_config, rules))
 
 
-def _parsed(all_config: dict[str, str]) -> WorkloadsConfig:
+def _parsed(all_config: dict[str, str], rules: Callable[[WorkloadsConfig], list[str]] | None) -> WorkloadsConfig:
     raw = project_values(all_config, PROJECT)
     if replaced := [f"{key_name((k,))}: no longer a workload: {why}" for k, why in REPLACED_KEYS.items() if k in raw]:
         raise ConfigError(replaced)
     if PROFILE_KEY in all_config:
         raw["profile"] = all_config[PROFILE_KEY]
-    return validated(WorkloadsConfig, raw, key_name, secret_keys=SECRET_KEYS)
+    try:
+        return WorkloadsConfig.model_validate(raw)
+    except ValidationError as error:
+        problems = [describe(err, key_name, SECRET_KEYS) for err in error.errors()]
+        if rules is not None:
+            problems += rules_beside_type_errors(WorkloadsConfig, raw, error, key_name, rules)
+        raise ConfigError(problems) from None

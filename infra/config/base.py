@@ -9,6 +9,7 @@ their keys the same way and refuse bad values with the same message shape:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -164,3 +165,47 @@ def validated(
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError([describe(err, key_of, secret_keys) for err in exc.errors()]) from None
+
+
+def validated_with_rules(
+    model: type[Model],
+    raw: dict[str, Any],
+    key_of: Callable[[tuple[Any, ...]], str],
+    rules: Callable[[Model], list[str]],
+    secret_keys: frozenset[str] = frozenset(),
+) -> Model:
+    """``model`` from ``raw`` that also passes ``rules``, or one ``ConfigError`` listing every problem:
+    where some keys fail their types, the rules' refusals about the rest come with them
+    (``rules_beside_type_errors``)."""
+    try:
+        parsed = model.model_validate(raw)
+    except ValidationError as exc:
+        problems = [describe(err, key_of, secret_keys) for err in exc.errors()]
+        raise ConfigError(problems + rules_beside_type_errors(model, raw, exc, key_of, rules)) from None
+    problems = rules(parsed)
+    if problems:
+        raise ConfigError(problems)
+    return parsed
+
+
+def rules_beside_type_errors(
+    model: type[Model],
+    raw: dict[str, Any],
+    error: ValidationError,
+    key_of: Callable[[tuple[Any, ...]], str],
+    rules: Callable[[Model], list[str]],
+) -> list[str]:
+    """What ``rules`` refuse about the keys that passed their types, where ``error`` stopped ``raw``.
+
+    pydantic stops at type errors, so the rules run on the rest: the top-level keys that failed are
+    left out (their defaults stand in), and the rules' refusals that mention none of them are
+    returned, to be reported beside the type errors. A fix then takes one run, not one per kind of
+    mistake. A refusal that names a left-out key is dropped: it would judge the default, not what
+    the stack file says. Nothing when a required key failed: there is nothing to judge the rest by."""
+    broken = {str(err["loc"][0]) for err in error.errors() if err["loc"]}
+    try:
+        partial = model.model_validate({k: v for k, v in raw.items() if k not in broken})
+    except ValidationError:
+        return []
+    names = [key_of((name,)) for name in broken] + list(broken)
+    return [p for p in rules(partial) if not any(re.search(rf"(?<![\w.]){re.escape(n)}\b", p) for n in names)]

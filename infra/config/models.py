@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from infra.config.base import ConfigModel, qualified_key
 from infra.facts import versions
@@ -417,6 +417,22 @@ def _default_accelerator_groups(
 NodeProvisioner = Literal["cluster-autoscaler", "karpenter"]
 
 
+# EKS user guide, "Amazon EKS service quotas": "Nodes per managed node group", 450 by default, adjustable.
+DEFAULT_NODES_PER_MANAGED_NODE_GROUP = 450
+
+
+class ServiceQuotasConfig(ConfigModel):
+    """The account's applied value of an adjustable AWS quota the plan holds the stack to, where it was
+    raised above AWS's default (infra/config/aws_limits.py): the plan cannot read it offline."""
+
+    nodes_per_managed_node_group: int = Field(
+        default=DEFAULT_NODES_PER_MANAGED_NODE_GROUP,
+        ge=1,
+        description='EKS "Nodes per managed node group" (default 450): every managed node group\'s maxSize stays '
+        "within it. Set it only once Service Quotas shows the raised value.",
+    )
+
+
 class KarpenterConfig(ConfigModel):
     """How Karpenter treats the Trainium nodes it starts (nodeProvisioner: karpenter)."""
 
@@ -462,6 +478,18 @@ class StackConfig(ConfigModel):
         "set another, else dev.",
     )
     cluster_name: str = Field(default="trainium", description="EKS cluster name; prefixes most resource names.")
+
+    @field_validator("cluster_name", mode="before")
+    @classmethod
+    def _cluster_name_not_empty(cls, value: Any) -> Any:
+        """An empty name gets the naming rule (infra/config/rules.py), not only "at least 1 character"."""
+        if value == "":
+            raise ValueError(
+                "empty; must be 2-39 characters of lower-case letters, digits and '-', starting with a letter "
+                "(or leave the key out for the default, trainium)"
+            )
+        return value
+
     kubernetes_version: str = Field(
         default=versions.KUBERNETES_VERSION,
         description=f"EKS Kubernetes version, one EKS offers ({', '.join(versions.EKS_KUBERNETES_VERSIONS)}); add-on "
@@ -525,6 +553,11 @@ class StackConfig(ConfigModel):
         default_factory=KarpenterConfig, description="Karpenter's node lifetimes (nodeProvisioner: karpenter)."
     )
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
+    service_quotas: ServiceQuotasConfig = Field(
+        default_factory=ServiceQuotasConfig,
+        description="Adjustable AWS quotas this account has raised above their defaults (the plan holds the stack to "
+        "these values).",
+    )
     training_namespaces: list[str] = Field(
         default=["default"],
         description="Namespaces that get the FSx claim and the `training` service account.",

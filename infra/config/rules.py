@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any
 
 from infra.config import naming as rules
+from infra.config.aws_limits import aws_limit_problems, region_partition
 from infra.config.base import PROFILE_KEY, REGION_KEY
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
@@ -325,14 +326,6 @@ def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "
     return None
 
 
-def region_partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 def semantic_problems(config: StackConfig) -> list[str]:
     problems: list[str] = []
     problems += _provider_problems(config)
@@ -349,6 +342,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _checkpoint_export_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
+    problems += aws_limit_problems(config)
     return problems
 
 
@@ -420,13 +414,22 @@ def _cluster_problems(config: StackConfig) -> list[str]:
         for i, arn in enumerate(arns):
             key = key_name((list_key, i))
             if not re.fullmatch(IAM_PRINCIPAL_PATTERN, arn):
+                # YAML folds a list item indented under the one before it into that item's text.
+                joined = (
+                    "; it holds more than one ARN, as YAML reads a list item indented under the one before it: "
+                    f"give each its own `- arn:...` line at the same indentation under {list_key}"
+                    if arn.count("arn:") > 1
+                    else ""
+                )
                 problems.append(
-                    f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)"
+                    f"{key} = {arn!r}: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>){joined}"
                 )
             elif arn.split(":")[1] != region_partition(config.region):
                 problems.append(
                     f"{key} = {arn!r}: the partition {arn.split(':')[1]!r} is not {config.region}'s "
-                    f"({region_partition(config.region)!r})"
+                    f"({region_partition(config.region)!r}), and IAM principals of another partition cannot reach "
+                    f"this cluster; allowed: arn:{region_partition(config.region)}:iam::<account>:role/<name> (or "
+                    "user/<name>)"
                 )
             if arn in seen:
                 twice = "listed twice" if arn in arns[:i] else "also in clusterAdmins; a principal has one access entry"

@@ -129,9 +129,12 @@ def configuration_md() -> str:
             "Generated from the config models (`infra/config/models.py`, `workloads/settings.py`, `bootstrap/settings.py`: "
             "each field's type, "
             "default, bounds and `description`) and `infra/contract.py`. Rules across keys (CIDR overlaps, sizes "
-            "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`; "
+            "within bounds, names the cluster has...) live in `infra/config/rules.py` and `workloads/checks.py`, "
+            "and the limits AWS itself enforces (default service quotas, ARNs of the cluster's region and partition, "
+            "Capacity Block sizes) in `infra/config/aws_limits.py`; "
             "a refusal names the key, the value and what is allowed before anything is declared, so a typo never "
-            "silently falls back to a default. A stack file that is not valid YAML, gives a key twice, or holds a "
+            "silently falls back to a default, and a key that fails its type does not hide the rules the others "
+            "break. A stack file that is not valid YAML, gives a key twice, or holds a "
             "token or password in plain text is refused with its file, line and key (`offline/plan/stack_files.py`).\n",
             "## Cluster stack (`Pulumi.<stack>.yaml`)\n",
             "Keys go under `config:` as `trainium-eks:<key>` (nested keys as YAML maps, `[]` marks a list item); "
