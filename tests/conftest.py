@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.fixture_project import FIXTURE_ROOT
+
 if TYPE_CHECKING:
     from offline.plan.runner import PlanResult
 
@@ -20,12 +22,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def dev() -> PlanResult:
-    return remembered_program(REPO_ROOT, "dev")
+    return remembered_program(FIXTURE_ROOT, "dev")
 
 
 @pytest.fixture(scope="session")
 def prod() -> PlanResult:
-    return remembered_program(REPO_ROOT, "prod")
+    return remembered_program(FIXTURE_ROOT, "prod")
 
 
 @pytest.fixture
@@ -35,15 +37,15 @@ def plan_with() -> Callable[..., PlanResult]:
     def run(**overrides: Any) -> PlanResult:
         from offline.plan.runner import stack_config
 
-        config = stack_config(REPO_ROOT, "dev")
+        config = stack_config(FIXTURE_ROOT, "dev")
         for key, value in overrides.items():
             config[f"trainium-eks:{key}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-        return _remembered_run(REPO_ROOT, "dev", config)
+        return _remembered_run(FIXTURE_ROOT, "dev", config)
 
     return run
 
 
-WORKLOADS_DIR = REPO_ROOT / "workloads"
+WORKLOADS_DIR = FIXTURE_ROOT / "workloads"
 HF_TOKEN_KEY = "trainium-workloads:hfToken"
 STAND_IN_TOKEN = "hf_test_token"
 

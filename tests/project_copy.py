@@ -9,12 +9,12 @@ from typing import Any
 
 import yaml
 
-from offline.plan.runner import REPO_ROOT
+from tests.fixture_project import FIXTURE_ROOT
 
 
 def project_copy(
     destination: Path,
-    source: Path = REPO_ROOT,
+    source: Path = FIXTURE_ROOT,
     stack: str = "dev",
     edit: Callable[[dict[str, Any]], None] | None = None,
     from_stack: str | None = None,
@@ -39,11 +39,13 @@ def dev_groups_at(kubernetes_version: str) -> list[dict[str, Any]]:
     infra/facts/neuron.py records for that minor (docs/node-health.md, upgrading with a pinned AMI)."""
     from infra.facts.neuron import compatible_ami_release
 
-    groups = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]["trainium-eks:acceleratorNodeGroups"]
+    groups = yaml.safe_load((FIXTURE_ROOT / "Pulumi.dev.yaml").read_text())["config"][
+        "trainium-eks:acceleratorNodeGroups"
+    ]
     return [{**g, "amiReleaseVersion": compatible_ami_release(kubernetes_version)} for g in groups]
 
 
-def shipped_acknowledgements(project_dir: Path = REPO_ROOT) -> dict[str, str]:
+def shipped_acknowledgements(project_dir: Path = FIXTURE_ROOT) -> dict[str, str]:
     """What the shipped dev stack file of the project in ``project_dir`` keeps past its end of support
     (``endOfSupportAcknowledged``): the pins of the images the repository builds today."""
     config = yaml.safe_load((project_dir / "Pulumi.dev.yaml").read_text())["config"]

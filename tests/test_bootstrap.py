@@ -12,8 +12,9 @@ from bootstrap.variables import repository_variables
 from infra.config.errors import ConfigError
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from tests.conftest import remembered_program
+from tests.fixture_project import FIXTURE_ROOT
 
-BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
+BOOTSTRAP_DIR = FIXTURE_ROOT / "bootstrap"
 REPO = "example-org/trainium-eks"
 # In a shared account, the buckets prod's stacks read (bootstrap environments[].dataBuckets).
 PROD_DATA = ["example-org-trainium-prod-*"]
@@ -241,7 +242,7 @@ VARIANTS: dict[str, Any] = {
 
 
 def variant_config(stack: str, variant: str) -> dict[str, str]:
-    config = stack_config(REPO_ROOT, stack)
+    config = stack_config(FIXTURE_ROOT, stack)
     if VARIANTS[variant] is not None:
         VARIANTS[variant](config)
     return config
@@ -255,8 +256,8 @@ def plans_by_variant() -> dict[tuple[str, str], tuple[PlanResult, PlanResult]]:
     plans = {}
     for stack in ("dev", "prod"):
         for variant in VARIANTS:
-            cluster = remembered_program(REPO_ROOT, stack, variant_config(stack, variant))
-            plans[(stack, variant)] = (cluster, plan_workloads(REPO_ROOT / "workloads", stack, cluster))
+            cluster = remembered_program(FIXTURE_ROOT, stack, variant_config(stack, variant))
+            plans[(stack, variant)] = (cluster, plan_workloads(FIXTURE_ROOT / "workloads", stack, cluster))
     return plans
 
 
@@ -435,7 +436,7 @@ def test_make_plan_plans_the_bootstrap_stack_too(tmp_path, monkeypatch) -> None:
     from offline.plan import command
 
     monkeypatch.setattr(command, "run_program", remembered_program)
-    assert command.main(["--stack", "prod", "--out", str(tmp_path)]) == 0
+    assert command.main(["--stack", "prod", "--project-dir", str(FIXTURE_ROOT), "--out", str(tmp_path)]) == 0
     for project in ("trainium-eks", "trainium-workloads", "trainium-bootstrap"):
         assert (tmp_path / project / "prod" / "resources.json").is_file(), project
     written = json.loads((tmp_path / "trainium-bootstrap" / "prod" / "resources.json").read_text())
@@ -453,7 +454,7 @@ def test_programs_import_the_installed_package_without_editing_sys_path(workload
     bootstrap("dev")
     from offline.plan.command import plan_workloads
 
-    plan_workloads(REPO_ROOT / "workloads", "dev", run_program(REPO_ROOT, "dev"))
+    plan_workloads(FIXTURE_ROOT / "workloads", "dev", run_program(FIXTURE_ROOT, "dev"))
     assert sys.path == before
 
 
@@ -464,10 +465,10 @@ ADMIN = "arn:aws:iam::123456789012:role/MlOps"
 
 
 def cluster_with(**overrides: Any) -> PlanResult:
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     for key, value in overrides.items():
         config[f"trainium-eks:{key}"] = json.dumps(value)
-    return run_program(REPO_ROOT, "dev", config)
+    return run_program(FIXTURE_ROOT, "dev", config)
 
 
 def test_a_cluster_viewer_gets_an_admin_view_entry_the_kubernetes_provider_waits_for() -> None:
@@ -904,7 +905,7 @@ def test_each_shipped_cluster_stack_names_its_environments_bootstrap_boundary(bo
     # boundary; a stack file naming another would fail every role at `pulumi up`.
     for stack, boot in (("dev", boot_dev), ("prod", boot_prod)):
         assert (
-            stack_config(REPO_ROOT, stack)["trainium-eks:permissionsBoundary"]
+            stack_config(FIXTURE_ROOT, stack)["trainium-eks:permissionsBoundary"]
             == boot.outputs["permissionsBoundaries"][stack]
         )
         policy = boot.named(f"github-boundary-{stack}", "aws:iam/policy:Policy")
@@ -956,9 +957,9 @@ def test_pulumi_eks_own_service_role_gets_the_boundary_through_a_transform(dev) 
 
 def test_without_the_key_no_role_has_a_boundary() -> None:
     # An administrator's deploy into an account without the bootstrap: the key removed.
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     del config["trainium-eks:permissionsBoundary"]
-    plan = remembered_program(REPO_ROOT, "dev", config)
+    plan = remembered_program(FIXTURE_ROOT, "dev", config)
     assert not [r for r in plan.of_type("aws:iam/role:Role") if r.inputs.get("permissionsBoundary")]
     (cluster,) = plan.of_type("eks:index:Cluster")
     assert "transforms" not in cluster.lifecycle

@@ -9,7 +9,8 @@ import yaml
 
 from infra.config.errors import ConfigError
 from infra.facts import versions
-from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
+from offline.plan.runner import PlanResult, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
@@ -37,7 +38,7 @@ ALL_OFF = {
 def fixed_sizes() -> dict[str, object]:
     """With cluster-autoscaler off nothing resizes a managed group, so each gets a fixed size
     (desiredSize = maxSize); a group left to scale is refused (infra/config/aws_limits.py)."""
-    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups = json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     return {
         "acceleratorNodeGroups": [{**g, "desiredSize": g["maxSize"]} for g in groups],
         "jobNodeGroup": {"desiredSize": 1, "maxSize": 1},

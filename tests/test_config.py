@@ -13,6 +13,7 @@ from infra.config.load import raw_from_pulumi_config
 from infra.facts.neuron import COMPATIBLE_AMI_RELEASES
 from infra.facts.versions import KUBERNETES_VERSION
 from infra.validate import parse_stack_config
+from tests.fixture_project import FIXTURE_ROOT
 
 BASE: dict[str, Any] = {
     "region": "us-west-2",
@@ -636,9 +637,9 @@ EGRESS = "52.94.133.131"  # stands in for what https://checkip.amazonaws.com wou
 
 
 def prod_config(**access: Any):
-    from offline.plan.runner import REPO_ROOT, stack_config
+    from offline.plan.runner import stack_config
 
-    raw = raw_from_pulumi_config(stack_config(REPO_ROOT, "prod"))
+    raw = raw_from_pulumi_config(stack_config(FIXTURE_ROOT, "prod"))
     if access:
         raw["endpointAccess"] = {"public": True, "private": True, **access}
     return parse_stack_config(raw)

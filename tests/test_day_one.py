@@ -21,10 +21,11 @@ import pytest
 
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program
 from tests import pipeline_sim as sim
+from tests.fixture_project import FIXTURE_ROOT
 from tests.pipeline_sim import CLUSTER, WORKLOADS, Account, Backend, Commit, Event, Pipeline, Repository, StackState
 
 REPO = "example-org/trainium-eks"
-BOOTSTRAP_DIR = REPO_ROOT / "bootstrap"
+BOOTSTRAP_DIR = FIXTURE_ROOT / "bootstrap"
 WORKLOAD_KEYS = ("dataStaging", "bertPretraining", "rayLlama2", "nxdLlama", "tensorboard", "clusterCheck")
 DEPLOY_ORDER = [
     "cluster-dev",

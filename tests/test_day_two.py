@@ -20,6 +20,7 @@ from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from offline.report.plan_output import write_plan
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import project_copy
 
 
@@ -105,15 +106,15 @@ def test_a_running_cluster_refuses_a_zone_it_does_not_have() -> None:
 
 
 def test_pulumi_up_refuses_another_zone_set_on_the_running_cluster_before_declaring_anything() -> None:
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
     groups.append({"name": "trn1-2xl-az3", "instanceType": "trn1.2xlarge", "azId": "usw2-az3", "maxSize": 1, **AMI})
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
     running = ExistingCluster({}, zone_ids=("usw2-az4", "usw2-az1"))
     with pytest.raises(ConfigError, match=r"the running cluster's zones are usw2-az4, usw2-az1"):
-        run_program(REPO_ROOT, "dev", config, existing_cluster=running)
+        run_program(FIXTURE_ROOT, "dev", config, existing_cluster=running)
     # The cluster as it runs is no change of zones.
-    run_program(REPO_ROOT, "dev", stack_config(REPO_ROOT, "dev"), existing_cluster=running)
+    run_program(FIXTURE_ROOT, "dev", stack_config(FIXTURE_ROOT, "dev"), existing_cluster=running)
 
 
 def test_a_cluster_made_when_zones_took_slots_in_list_order_keeps_them() -> None:
@@ -130,12 +131,12 @@ def test_a_cluster_made_when_zones_took_slots_in_list_order_keeps_them() -> None
 
 
 def test_pulumi_up_on_a_cluster_in_the_earlier_zone_order_changes_no_subnet_or_file_system_zone() -> None:
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
     groups.insert(0, {"name": "inf2-az1", "instanceType": "inf2.xlarge", "azId": "usw2-az1", "maxSize": 1, **AMI})
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
     for running in (("usw2-az1", "usw2-az4"), ("usw2-az4", "usw2-az1")):
-        plan = run_program(REPO_ROOT, "dev", config, existing_cluster=ExistingCluster({}, zone_ids=running))
+        plan = run_program(FIXTURE_ROOT, "dev", config, existing_cluster=ExistingCluster({}, zone_ids=running))
         (fsx,) = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
         assert fsx.inputs["subnetIds"] == f"subnet-placeholder-network-private-{running[0]}"
         nodes = {r.inputs["availabilityZoneId"]: r.inputs["cidrBlock"] for r in plan.of_type("aws:ec2/subnet:Subnet")
@@ -208,7 +209,7 @@ def test_moving_a_running_group_onto_a_capacity_block_is_refused() -> None:
 def test_pulumi_up_refuses_replacing_a_running_group_and_a_preview_warns() -> None:
     """The look-ups behind it (eks:DescribeNodegroup, ec2:DescribeSubnets) run only against a cluster
     that exists; only `pulumi up` refuses, as for the provisioner switch."""
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
     groups[1]["instanceType"] = "trn1.32xlarge"
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
@@ -223,8 +224,8 @@ def test_pulumi_up_refuses_replacing_a_running_group_and_a_preview_warns() -> No
     )
     up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
     with pytest.raises(ConfigError, match=r"acceleratorNodeGroups\[1\]\.instanceType = 'trn1.32xlarge': replaces"):
-        run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)
+        run_program(FIXTURE_ROOT, "dev", config, existing_cluster=running, deploy=up)
     # A preview plans it (and warns): it changes nothing.
-    run_program(REPO_ROOT, "dev", config, existing_cluster=running)
+    run_program(FIXTURE_ROOT, "dev", config, existing_cluster=running)
     # The shipped stack against the same running cluster: nothing to refuse.
-    run_program(REPO_ROOT, "dev", stack_config(REPO_ROOT, "dev"), existing_cluster=running, deploy=up)
+    run_program(FIXTURE_ROOT, "dev", stack_config(FIXTURE_ROOT, "dev"), existing_cluster=running, deploy=up)

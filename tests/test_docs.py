@@ -20,6 +20,7 @@ from infra.facts.neuron import compatible_ami_release
 from offline.docs import generate, reference
 from offline.plan.runner import REPO_ROOT, run_program
 from offline.report import diagram
+from tests.fixture_project import FIXTURE_ROOT
 from workloads.settings import WorkloadsConfig
 
 
@@ -52,7 +53,7 @@ def test_every_exported_output_has_one_description(dev, workloads_dev):
     assert [key for key, _, description in reference.output_rows(ClusterOutputs) if not description.strip()] == []
     assert {key for key, _, _ in reference.output_rows(ClusterOutputs)} >= set(dev.outputs)
     assert set(workloads_dev.outputs) == set(WORKLOAD_OUTPUTS)
-    assert set(run_program(REPO_ROOT / "bootstrap", "dev").outputs) == set(BOOTSTRAP_OUTPUTS)
+    assert set(run_program(FIXTURE_ROOT / "bootstrap", "dev").outputs) == set(BOOTSTRAP_OUTPUTS)
 
 
 def test_reference_rows_come_from_the_models():
@@ -92,7 +93,7 @@ def test_schema_refuses_what_the_program_refuses():
     import json
 
     validator = jsonschema.Draft7Validator(json.loads(schema))
-    good = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
+    good = _stack_file(FIXTURE_ROOT / "Pulumi.dev.yaml")
     for bad_key, bad_value in [
         ("trainium-eks:clusterNmae", "typo"),  # unknown key of this project
         ("trainium-eks:network", {"azCount": 9}),  # out of bounds
@@ -205,7 +206,7 @@ def test_schema_takes_what_pulumi_config_set_writes():
     schema = json.loads(generate.schemas()["docs/schema/trainium-eks.schema.json"])
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
     validator = jsonschema.Draft7Validator(schema)
-    document = _stack_file(REPO_ROOT / "Pulumi.dev.yaml")
+    document = _stack_file(FIXTURE_ROOT / "Pulumi.dev.yaml")
     document["config"]["trainium-eks:logRetentionDays"] = "30"
     document["config"]["trainium-eks:ecrForceDelete"] = "false"
     validator.validate(document)

@@ -19,6 +19,7 @@ from infra.facts.neuron import compatible_ami_release
 from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import dev_groups_at, kept_past_support
 
 ADMIN_A = "arn:aws:iam::123456789012:role/PlatformAdmin"  # the offline deployer (fixtures)
@@ -34,11 +35,11 @@ GROUP = {
 
 
 def dev_with(existing_cluster=None, deploy=None, **overrides):
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     for key, value in overrides.items():
         full = key if ":" in key else f"trainium-eks:{key}"
         config[full] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-    return run_program(REPO_ROOT, "dev", config, existing_cluster=existing_cluster, deploy=deploy)
+    return run_program(FIXTURE_ROOT, "dev", config, existing_cluster=existing_cluster, deploy=deploy)
 
 
 # --- 1. Neuron chart: the node problem detector's namespace -----------------------------------
@@ -103,7 +104,7 @@ def test_node_recovery_needs_the_neuron_chart():
             REPO_ROOT,
             "dev",
             {
-                **stack_config(REPO_ROOT, "dev"),
+                **stack_config(FIXTURE_ROOT, "dev"),
                 "trainium-eks:features": json.dumps({"neuronNodeRecovery": True, "neuronDevicePlugin": False}),
             },
         )
@@ -196,10 +197,10 @@ def test_on_demand_reservation_needs_its_zone(plan_with):
 def test_prod_endpoint_rules(access, message):
     # pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts: with the public endpoint off it skips
     # its health check, so an unreachable API first shows at the first Helm release.
-    config = stack_config(REPO_ROOT, "prod")
+    config = stack_config(FIXTURE_ROOT, "prod")
     config["trainium-eks:endpointAccess"] = json.dumps(access)
     with pytest.raises(ConfigError) as err:
-        run_program(REPO_ROOT, "prod", config)
+        run_program(FIXTURE_ROOT, "prod", config)
     assert message in str(err.value)
 
 
@@ -220,7 +221,7 @@ def test_pulumi_up_refuses_the_shipped_prod_allow_list_before_declaring_anything
         return "52.94.133.131"
 
     with pytest.raises(ConfigError) as err:
-        run_program(REPO_ROOT, "prod", deploy=DeployContext(deploying=lambda: True, egress_ipv4=egress))
+        run_program(FIXTURE_ROOT, "prod", deploy=DeployContext(deploying=lambda: True, egress_ipv4=egress))
     message = str(err.value)
     assert message.startswith("Invalid stack configuration for `pulumi up`:")
     assert "endpointAccess.publicCidrs[0] = '198.51.100.0/24': inside an RFC 5737 documentation range" in message
@@ -298,9 +299,9 @@ def test_the_deployer_address_look_up_never_needs_the_network_here(monkeypatch):
 
 
 def test_private_only_endpoint_when_deployed_from_the_vpc():
-    config = stack_config(REPO_ROOT, "prod")
+    config = stack_config(FIXTURE_ROOT, "prod")
     config["trainium-eks:endpointAccess"] = json.dumps({"public": False, "private": True, "deployedFromVpc": True})
-    cluster = run_program(REPO_ROOT, "prod", config).named("cluster-eks").inputs
+    cluster = run_program(FIXTURE_ROOT, "prod", config).named("cluster-eks").inputs
     assert cluster["endpointPublicAccess"] is False and "publicAccessCidrs" not in cluster
 
 

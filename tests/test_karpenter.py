@@ -32,8 +32,9 @@ from infra.specs.node_security import IMDS_HOP_LIMIT
 from infra.specs.node_template import NEURON_TAINT, Taint
 from infra.specs.placement import Zone
 from infra.validate import parse_stack_config
-from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
+from offline.plan.runner import PlanResult, run_program, stack_config
 from tests.crd_fields import undefined_fields
+from tests.fixture_project import FIXTURE_ROOT, fixture_policy_config
 from tests.node_groups import trainium_group
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -57,13 +58,13 @@ TAGGED_GROUP = {
 @pytest.fixture(scope="module")
 def karp() -> PlanResult:
     """The dev stack with nodeProvisioner: karpenter (what `make test` plans of the Karpenter variant)."""
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
     groups[0]["labels"] = {"capacity": "on-demand"}
     groups.append(TAGGED_GROUP)
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)
     config["trainium-eks:nodeProvisioner"] = "karpenter"
-    return run_program(REPO_ROOT, "dev", config)
+    return run_program(FIXTURE_ROOT, "dev", config)
 
 
 def by_name(plan_: PlanResult, type_: str) -> dict[str, dict[str, Any]]:
@@ -936,11 +937,11 @@ def test_the_offline_plan_writes_the_karpenter_objects(karp, tmp_path):
     EC2NodeClasses as manifests beside their priced resources.json."""
     import yaml
 
-    from offline.plan.policy_run import config_path, load_config
+    from offline.plan.policy_run import load_config
     from offline.report import report
     from offline.report.plan_output import check_policies, write_plan
 
-    policy = check_policies(karp, load_config(config_path("dev")), "us-west-2")
+    policy = check_policies(karp, load_config(fixture_policy_config("dev")), "us-west-2")
     assert policy.mandatory == [], [v.message for v in policy.mandatory]
     out = write_plan(karp, tmp_path, report.cluster_cost(karp), policy.as_json())
     pool = yaml.safe_load((out / "manifests" / "nodepool-trn1n-32xl-ng.yaml").read_text())
@@ -1018,17 +1019,17 @@ def test_pulumi_up_refuses_the_switch_against_the_running_cluster_before_declari
     from infra.lookups import DeployContext
     from offline.plan.mocks import ExistingCluster
 
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     config["trainium-eks:nodeProvisioner"] = "karpenter"
     running = ExistingCluster(
         {}, node_groups={"trn1-32xl-ng1": "1.34", "core": "1.34"}, node_group_sizes={"trn1-32xl-ng1": 2, "core": 2}
     )
     up = DeployContext(deploying=lambda: True, egress_ipv4=lambda: "52.94.133.131")
     with pytest.raises(ConfigError) as refused:
-        run_program(REPO_ROOT, "dev", config, existing_cluster=running, deploy=up)
+        run_program(FIXTURE_ROOT, "dev", config, existing_cluster=running, deploy=up)
     message = str(refused.value)
     assert "Invalid stack configuration for the running cluster trn-dev" in message
     assert "node groups trn1-32xl-ng1 (2) still have Trainium nodes" in message and "core (" not in message
-    back = stack_config(REPO_ROOT, "dev")
+    back = stack_config(FIXTURE_ROOT, "dev")
     with pytest.raises(ConfigError, match=r"the running cluster has 1 Trainium node\(s\) Karpenter launched"):
-        run_program(REPO_ROOT, "dev", back, existing_cluster=ExistingCluster({}, karpenter_instances=1), deploy=up)
+        run_program(FIXTURE_ROOT, "dev", back, existing_cluster=ExistingCluster({}, karpenter_instances=1), deploy=up)

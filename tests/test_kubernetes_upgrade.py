@@ -21,6 +21,7 @@ from infra.config.rules import kubernetes_version_change_problem
 from offline.diff.compare import version_change_refusals
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import dev_groups_at, kept_past_support
 from tests.wrapped_text import unwrapped
 
@@ -54,7 +55,7 @@ def test_a_skipped_minor_is_refused_with_the_way_there():
 
 def _at(kubernetes_version: str) -> dict[str, str]:
     """The dev stack moved to ``kubernetes_version`` with its Trainium groups' AMI pins."""
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     config["trainium-eks:kubernetesVersion"] = kubernetes_version
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(dev_groups_at(kubernetes_version))
     config["trainium-eks:endOfSupportAcknowledged"] = json.dumps(kept_past_support(kubernetes_version))
@@ -63,7 +64,7 @@ def _at(kubernetes_version: str) -> dict[str, str]:
 
 def _dev(kubernetes_version: str, running: str) -> object:
     config = _at(kubernetes_version)
-    return run_program(REPO_ROOT, "dev", config, existing_cluster=ExistingCluster({}, kubernetes_version=running))
+    return run_program(FIXTURE_ROOT, "dev", config, existing_cluster=ExistingCluster({}, kubernetes_version=running))
 
 
 def test_the_program_refuses_a_skip_against_the_running_cluster_before_declaring_anything():
@@ -195,10 +196,10 @@ def test_the_program_refuses_an_upgrade_over_a_lagging_node_group():
     config = _at("1.35")
     lagging = ExistingCluster({}, kubernetes_version="1.34", node_groups={"trn1-32xl-ng1": "1.33", "core-x": "1.34"})
     with pytest.raises(ConfigError) as refused:
-        run_program(REPO_ROOT, "dev", config, existing_cluster=lagging)
+        run_program(FIXTURE_ROOT, "dev", config, existing_cluster=lagging)
     assert "managed node groups trn1-32xl-ng1 (1.33) do not" in str(refused.value)
     level = ExistingCluster({}, kubernetes_version="1.34", node_groups={"trn1-32xl-ng1": "1.34", "core-x": "1.34"})
-    (cluster,) = run_program(REPO_ROOT, "dev", config, existing_cluster=level).of_type("eks:index:Cluster")
+    (cluster,) = run_program(FIXTURE_ROOT, "dev", config, existing_cluster=level).of_type("eks:index:Cluster")
     assert cluster.inputs["version"] == "1.35"
 
 

@@ -35,6 +35,7 @@ from infra.specs.node_template import (
     NODE_TEMPLATE_PREFIX,
 )
 from infra.specs.placement import Zone
+from tests.fixture_project import FIXTURE_ROOT
 from workloads.capacity_windows import window_problems
 from workloads.deadlines import TrainiumStep
 
@@ -637,12 +638,12 @@ def test_the_recorded_releases_carry_a_driver_the_images_run_on():
 
 def test_the_shipped_stacks_pin_a_recorded_release_on_every_trainium_group():
     from infra.facts import neuron
-    from offline.docs.generate import REPO_ROOT, _trainium_groups
+    from offline.docs.generate import _trainium_groups
     from offline.plan.runner import stack_config
 
     for stack in ("dev", "prod"):
-        groups = _trainium_groups(REPO_ROOT, stack)
-        minor = stack_config(REPO_ROOT, stack)["trainium-eks:kubernetesVersion"]
+        groups = _trainium_groups(FIXTURE_ROOT, stack)
+        minor = stack_config(FIXTURE_ROOT, stack)["trainium-eks:kubernetesVersion"]
         assert groups and {g["amiReleaseVersion"] for g in groups} == {neuron.COMPATIBLE_AMI_RELEASES[minor][0]}
 
 

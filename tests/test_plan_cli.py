@@ -19,6 +19,7 @@ from offline.plan import command
 from offline.plan.mocks import SECRET
 from offline.plan.runner import REPO_ROOT, stack_config
 from tests.conftest import remembered_program
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import project_copy
 from tests.wrapped_text import unwrapped
 
@@ -42,7 +43,7 @@ def planned_dev(tmp_path_factory) -> Planned:
     # The programs' runs are the worker's shared ones (tests/conftest.py): main's own work is the subject.
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         patch.setattr(command, "run_program", remembered_program)
-        assert command.main(["--stack", "dev", "--out", str(out)]) == 0
+        assert command.main(["--stack", "dev", "--project-dir", str(FIXTURE_ROOT), "--out", str(out)]) == 0
     return Planned(out, stdout.getvalue(), stderr.getvalue())
 
 
@@ -161,13 +162,13 @@ def test_bad_configuration_exits_2_and_writes_nothing(tmp_path, capsys):
 def test_a_refused_workload_stack_leaves_every_plan_as_it_was(tmp_path, capsys):
     # The cluster stack is fine, the workload stack file is not: nothing is written, so
     # build/plan never holds a new cluster plan next to a stale workload plan.
-    project = bad_project(tmp_path, yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"])
+    project = bad_project(tmp_path, yaml.safe_load((FIXTURE_ROOT / "Pulumi.dev.yaml").read_text())["config"])
 
     def too_many_nodes(config: dict) -> None:
         config["trainium-workloads:clusterStack"] = "organization/trainium-eks/bad"
         config["trainium-workloads:nxdLlama"].update(enabled=True, nodes=400)
 
-    project_copy(project / "workloads", REPO_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
+    project_copy(project / "workloads", FIXTURE_ROOT / "workloads", "bad", too_many_nodes, from_stack="dev")
     out = tmp_path / "out"
     assert command.main(["--stack", "bad", "--project-dir", str(project), "--out", str(out)]) == 2
     assert not out.exists()

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from offline.diff import compare
-from offline.plan.runner import REPO_ROOT, PlanResult, run_program
+from offline.plan.runner import PlanResult, run_program
 from offline.report.plan_output import write_plan
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import dev_groups_at, kept_past_support
 
 
@@ -153,7 +154,7 @@ def test_policy_and_cost_sections_are_compared_when_present() -> None:
 
 
 def cluster_plan(tmp: Path, edit: Any = None) -> Path:
-    document = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    document = yaml.safe_load((FIXTURE_ROOT / "Pulumi.dev.yaml").read_text())["config"]
     if edit:
         edit(document)
     config = {
@@ -162,7 +163,7 @@ def cluster_plan(tmp: Path, edit: Any = None) -> Path:
         else ("true" if v is True else "false" if v is False else str(v))
         for k, v in document.items()
     }
-    write_plan(run_program(REPO_ROOT, "dev", config), tmp)
+    write_plan(run_program(FIXTURE_ROOT, "dev", config), tmp)
     return tmp
 
 
@@ -350,7 +351,7 @@ def test_a_plan_with_mandatory_policy_violations_is_still_compared() -> None:
 def prod_cost(max_size: int) -> dict[str, Any]:
     from offline.report.report import cluster_cost
 
-    document = yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    document = yaml.safe_load((FIXTURE_ROOT / "Pulumi.prod.yaml").read_text())["config"]
     groups(document)[0]["maxSize"] = max_size
     config = {
         k: json.dumps(v)
@@ -358,7 +359,7 @@ def prod_cost(max_size: int) -> dict[str, Any]:
         else ("true" if v is True else "false" if v is False else str(v))
         for k, v in document.items()
     }
-    return cluster_cost(run_program(REPO_ROOT, "prod", config))
+    return cluster_cost(run_program(FIXTURE_ROOT, "prod", config))
 
 
 def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown(prod: PlanResult) -> None:
@@ -367,7 +368,7 @@ def test_raising_max_size_on_prod_shows_its_cost_although_the_totals_are_unknown
     # scale: 8 x (21.50 + 200 GiB x 0.08 / 730) per hour to the priced lines and to that group's lines.
     from offline.report.report import cluster_cost
 
-    assert groups(yaml.safe_load((REPO_ROOT / "Pulumi.prod.yaml").read_text())["config"])[0]["maxSize"] == 8
+    assert groups(yaml.safe_load((FIXTURE_ROOT / "Pulumi.prod.yaml").read_text())["config"])[0]["maxSize"] == 8
     base, head = cluster_cost(prod), prod_cost(16)
     assert base["hourly"]["fullScale"] is None and head["hourly"]["fullScale"] is None
     changes = {p.path: (p.old, p.new) for p in compare.compare_cost(base, head)}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from offline.plan import policy_run
-from offline.plan.runner import REPO_ROOT
 from offline.report import plan_output, render, report
+from tests.fixture_project import FIXTURE_ROOT
 
 
 @pytest.mark.parametrize(
@@ -47,13 +47,13 @@ def _stack_text(result, estimate, policy, wide=False) -> str:
 
 @pytest.fixture(scope="module")
 def dev_parts(dev, workloads_dev):
-    config = policy_run.load_config(REPO_ROOT / "policy" / "config.dev.json")
+    config = policy_run.load_config(FIXTURE_ROOT / "policy" / "config.dev.json")
     region = dev.outputs["region"]
     return [
         (dev, report.cluster_cost(dev), policy_run.run_policies(dev.registrations, config, region)),
         (
             workloads_dev,
-            report.workloads_cost(REPO_ROOT / "workloads", "dev", dev),
+            report.workloads_cost(FIXTURE_ROOT / "workloads", "dev", dev),
             policy_run.run_policies(workloads_dev.registrations, config, region),
         ),
     ]

@@ -21,9 +21,10 @@ import yaml
 from offline.plan import runner
 from offline.plan.command import plan_workloads
 from offline.plan.mocks import RecordingMonitor, engine_view
-from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
+from offline.plan.runner import PlanResult, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 
-WORKLOADS_DIR = REPO_ROOT / "workloads"
+WORKLOADS_DIR = FIXTURE_ROOT / "workloads"
 
 
 class _WatchedMonitor(RecordingMonitor):
@@ -102,12 +103,12 @@ def large_dev_config(groups: int, extra_namespaces: int) -> dict[str, str]:
     ``groups`` groups, ``extra_namespaces`` training namespaces (team-00, ...) besides its own, and
     what validation asks of a cluster that size: a label that tells the groups apart (the workloads
     pick their group by it) and the system nodes docs/offline-plan.md measured with (m6i.xlarge)."""
-    shipped = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())["config"][
+    shipped = yaml.safe_load((FIXTURE_ROOT / "Pulumi.dev.yaml").read_text())["config"][
         "trainium-eks:acceleratorNodeGroups"
     ]
     copies = [{**copy.deepcopy(shipped[0]), "name": f"trn-g{i:02d}"} for i in range(groups - len(shipped))]
     node_groups = [{**group, "labels": {"pool": group["name"]}} for group in shipped + copies]
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     namespaces = json.loads(config.get("trainium-eks:trainingNamespaces", '["default"]'))
     config.update(
         {
@@ -141,7 +142,7 @@ class Watched:
 
 @pytest.fixture(scope="module")
 def dev_watched() -> Watched:
-    cluster, cluster_monitor = watched(lambda: runner.run_program(REPO_ROOT, "dev"))
+    cluster, cluster_monitor = watched(lambda: runner.run_program(FIXTURE_ROOT, "dev"))
     workloads, workloads_monitor = watched(lambda: plan_workloads(WORKLOADS_DIR, "dev", cluster))
     return Watched(cluster, cluster_monitor, workloads, workloads_monitor)
 
@@ -151,7 +152,7 @@ def test_the_dev_stacks_keep_every_resource_s_inputs_on_pulumi_s_thread_pool(dev
     # The runtime answered registrations off the calling thread: nothing routes them back to it.
     assert dev_watched.cluster_monitor.threads - {threading.get_ident()}
     assert dev_watched.workloads_monitor.threads - {threading.get_ident()}
-    groups = [g["name"] for g in json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])]
+    groups = [g["name"] for g in json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])]
     assert misplaced_inputs(cluster, dev_watched.cluster_monitor, [groups]) == []
     assert misplaced_inputs(workloads, dev_watched.workloads_monitor) == []
     # Each subnet and route table is named (its Name tag) for its own zone; the zones are not a
@@ -201,7 +202,7 @@ def test_a_cluster_of_24_trainium_groups_and_9_training_namespaces_keeps_every_r
     # ran out of stack); docs/offline-plan.md measures 64 groups and 17 namespaces.
     config = large_dev_config(groups=24, extra_namespaces=8)
     groups, namespaces = group_and_namespace_names(config)
-    cluster, monitor = watched(lambda: runner.run_program(REPO_ROOT, "dev", config))
+    cluster, monitor = watched(lambda: runner.run_program(FIXTURE_ROOT, "dev", config))
     assert len(cluster.of_type("aws:eks/nodeGroup:NodeGroup")) == 24 + 2  # and the core and job-support groups
     accounts = [r.inputs["metadata"] for r in cluster.of_type("kubernetes:core/v1:ServiceAccount")]
     assert sorted(a["namespace"] for a in accounts if a["name"] == "training") == sorted(namespaces)

@@ -18,20 +18,24 @@ from infra.config.errors import ConfigError
 from infra.facts.instances import trains
 from infra.facts.regions import NEURON_REGIONS, checked_zone_offerings
 from offline.plan import command, fixtures
-from offline.plan.policy_run import MANDATORY_EXIT_CODE, config_path, load_config, parse_config, run_policies
+from offline.plan.policy_run import MANDATORY_EXIT_CODE, load_config, parse_config, run_policies
 from offline.plan.runner import REPO_ROOT, project_name, stack_config
 from policy.guardrails import BY_NAME, PACK_NAME, POLICIES
 from policy.guardrails.declare import ADVISORY, resource_rule, stack_rule
 from tests.conftest import remembered_program
+from tests.fixture_project import FIXTURE_ROOT, fixture_policy_config
 from tests.policy_helpers import first_preview, reg, violations
 
 
 def _report(result, stack):
-    region = stack_config(REPO_ROOT, stack)["aws:region"]
-    workloads = REPO_ROOT / command.WORKLOADS_DIR
+    region = stack_config(FIXTURE_ROOT, stack)["aws:region"]
+    workloads = FIXTURE_ROOT / command.WORKLOADS_DIR
     directory = workloads if result.project == project_name(workloads) else REPO_ROOT
     return run_policies(
-        result.registrations, load_config(config_path(stack)), region, stack_config=stack_config(directory, stack)
+        result.registrations,
+        load_config(fixture_policy_config(stack)),
+        region,
+        stack_config=stack_config(directory, stack),
     )
 
 
@@ -48,13 +52,13 @@ def test_dev_endpoint_is_advisory_by_design_and_mandatory_in_prod(dev):
     # prod's levels would be refused.
     found = [v for v in _report(dev, "dev").violations if v.policy == "eks-endpoint-not-open"]
     assert [v.enforcement_level for v in found] == ["advisory"]
-    strict = run_policies(dev.registrations, load_config(config_path("prod")), "us-west-2")
+    strict = run_policies(dev.registrations, load_config(fixture_policy_config("prod")), "us-west-2")
     assert "eks-endpoint-not-open" in {v.policy for v in strict.mandatory}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_config_files_are_valid_and_name_real_policies(stack):
-    config = load_config(config_path(stack))
+    config = load_config(fixture_policy_config(stack))
     assert set(config.levels) == set(BY_NAME)
     assert config.levels["trainium-hourly-ceiling"] == EnforcementLevel.ADVISORY
 
@@ -63,7 +67,7 @@ def test_config_files_are_valid_and_name_real_policies(stack):
 def test_offered_zones_come_from_the_facts_not_a_second_list(stack):
     # accelerator-single-zone reads infra/facts/regions.py, the table the offline plan answers EC2
     # from, so a valid region change needs no edit here; the config may only add zones to it.
-    assert not load_config(config_path(stack)).properties["accelerator-single-zone"]["offeredZoneIds"]
+    assert not load_config(fixture_policy_config(stack)).properties["accelerator-single-zone"]["offeredZoneIds"]
     offerings = checked_zone_offerings()
     for region, types in fixtures.OFFERINGS.items():
         for t, zones in types.items():
@@ -76,9 +80,9 @@ def test_namespaces_come_from_the_stack_config_not_a_second_list(stack, request)
     # The workload stack's objects live in a namespace the cluster stack creates, which a preview of
     # the workload stack cannot see as a resource; its own config names it, and the engine hands a
     # pack the stack's config: no externalNamespaces list repeats trainingNamespaces.
-    config = load_config(config_path(stack))
+    config = load_config(fixture_policy_config(stack))
     assert not config.properties["namespace-exists"]["externalNamespaces"]
-    workload = stack_config(REPO_ROOT / command.WORKLOADS_DIR, stack)["trainium-workloads:namespace"]
+    workload = stack_config(FIXTURE_ROOT / command.WORKLOADS_DIR, stack)["trainium-workloads:namespace"]
     assert workload in request.getfixturevalue(stack).outputs["trainingNamespaces"]
     report = run_policies(request.getfixturevalue(f"workloads_{stack}").registrations, config)
     [message, *_] = [v.message for v in report.violations if v.policy == "namespace-exists"] or [None]
@@ -188,7 +192,11 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
     strict.write_text(json.dumps({"all": "mandatory"}))
     out = tmp_path / "out"
     assert (
-        command.main(["--stack", "dev", "--out", str(out), "--policy-config", str(strict)]) == MANDATORY_EXIT_CODE == 3
+        command.main(
+            ["--stack", "dev", "--project-dir", str(FIXTURE_ROOT), "--out", str(out), "--policy-config", str(strict)]
+        )
+        == MANDATORY_EXIT_CODE
+        == 3
     )
     document = json.loads((out / "trainium-eks" / "dev" / "resources.json").read_text())
     [violation] = [v for v in document["policy"]["violations"] if v["enforcementLevel"] == "mandatory"]
@@ -206,7 +214,21 @@ def test_make_plan_exits_3_on_a_mandatory_violation_after_writing_everything(tmp
 def test_a_bad_policy_config_file_exits_2_before_planning(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"neuron-taint": "warn"}')
-    assert command.main(["--stack", "dev", "--out", str(tmp_path / "out"), "--policy-config", str(bad)]) == 2
+    assert (
+        command.main(
+            [
+                "--stack",
+                "dev",
+                "--project-dir",
+                str(FIXTURE_ROOT),
+                "--out",
+                str(tmp_path / "out"),
+                "--policy-config",
+                str(bad),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "out").exists()
     assert "is not an enforcement level" in capsys.readouterr().err
 
@@ -283,7 +305,7 @@ def test_the_pack_runs_in_the_virtualenv_make_builds():
 def test_the_guardrails_page_lists_every_rule_with_its_description():
     section = (REPO_ROOT / "docs" / "guardrails.md").read_text()
     rows = re.findall(r"^\| `([a-z0-9-]+)` \| (.+?) \| (\w+) \| (\w+) \|$", section, re.M)
-    dev, prod = load_config(config_path("dev")), load_config(config_path("prod"))
+    dev, prod = load_config(fixture_policy_config("dev")), load_config(fixture_policy_config("prod"))
     assert rows == [(p.name, p.description, dev.levels[p.name].value, prod.levels[p.name].value) for p in POLICIES]
 
 
@@ -297,7 +319,7 @@ def test_lowering_a_level_needs_a_justification():
         {"neuron-taint": {"enforcementLevel": "disabled", "justification": "no Neuron groups here"}}, "t"
     )
     assert config.justifications == {"neuron-taint": "no Neuron groups here"}
-    assert load_config(config_path("dev")).justifications.keys() == {"eks-endpoint-not-open"}
+    assert load_config(fixture_policy_config("dev")).justifications.keys() == {"eks-endpoint-not-open"}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -309,8 +331,8 @@ def test_every_rule_still_runs_at_the_first_preview(stack, request):
     # ids only through property dependencies or presence and guard computed outputs, so the first
     # preview gets the same findings and no "could not check".
     result = request.getfixturevalue(stack)
-    config = load_config(config_path(stack))
-    region = stack_config(REPO_ROOT, stack)["aws:region"]
+    config = load_config(fixture_policy_config(stack))
+    region = stack_config(FIXTURE_ROOT, stack)["aws:region"]
     resource_rules = [p for p in POLICIES if isinstance(p, ResourceValidationPolicy)]
     stack_rules = [p for p in POLICIES if isinstance(p, StackValidationPolicy)]
     known = run_policies(result.registrations, config, region)

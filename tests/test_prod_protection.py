@@ -30,9 +30,10 @@ from offline.diff.compare import (
     stack_acknowledgements,
 )
 from offline.plan.policy_run import parse_config, run_policies
-from offline.plan.runner import REPO_ROOT, run_program, stack_config
+from offline.plan.runner import run_program, stack_config
 from offline.report.plan_output import write_plan
 from policy.guardrails import POLICIES
+from tests.fixture_project import FIXTURE_ROOT
 from tests.policy_helpers import reg
 from tests.wrapped_text import unwrapped
 
@@ -44,7 +45,7 @@ KMS_ARN = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-123456
 def _prod_raw(**overrides: object) -> dict[str, object]:
     """Pulumi.prod.yaml's keys as the program reads them (infra/config/load.py), with ``overrides``
     (None: the key left out)."""
-    raw = {**raw_from_pulumi_config(stack_config(REPO_ROOT, "prod")), **overrides}
+    raw = {**raw_from_pulumi_config(stack_config(FIXTURE_ROOT, "prod")), **overrides}
     return {k: v for k, v in raw.items() if v is not None}
 
 
@@ -78,8 +79,8 @@ def test_a_prod_named_stack_that_says_dev_is_refused_naming_the_key():
 def test_the_program_protects_prods_file_system_without_the_environment_line():
     # The real program under the mocks, stack prod, its stack file less `environment: prod`: the
     # name is read from the engine (pulumi.get_stack()).
-    config = {k: v for k, v in stack_config(REPO_ROOT, "prod").items() if k != "trainium-eks:environment"}
-    fs = run_program(REPO_ROOT, "prod", config).named("fsx-training", LUSTRE)
+    config = {k: v for k, v in stack_config(FIXTURE_ROOT, "prod").items() if k != "trainium-eks:environment"}
+    fs = run_program(FIXTURE_ROOT, "prod", config).named("fsx-training", LUSTRE)
     assert fs.protect and fs.inputs["skipFinalBackup"] is False
 
 
@@ -124,10 +125,10 @@ def test_prods_image_repositories_are_never_force_deleted():
 def test_the_program_keeps_prods_repositories_without_the_key():
     config = {
         k: v
-        for k, v in stack_config(REPO_ROOT, "prod").items()
+        for k, v in stack_config(FIXTURE_ROOT, "prod").items()
         if k not in ("trainium-eks:environment", "trainium-eks:ecrForceDelete")
     }
-    repositories = run_program(REPO_ROOT, "prod", config).of_type("aws:ecr/repository:Repository")
+    repositories = run_program(FIXTURE_ROOT, "prod", config).of_type("aws:ecr/repository:Repository")
     assert repositories and all(r.inputs.get("forceDelete") is False for r in repositories)
 
 
@@ -180,7 +181,7 @@ def test_the_pack_refuses_an_unprotected_prod_data_repository_association():
 
 
 def test_the_shipped_prod_pack_config_turns_the_rule_on_and_the_shipped_stacks_pass(prod, dev):
-    shipped = json.loads((REPO_ROOT / "policy" / "config.prod.json").read_text())
+    shipped = json.loads((FIXTURE_ROOT / "policy" / "config.prod.json").read_text())
     assert shipped["prod-data-protected"] == {"environment": "prod"} and shipped["all"] == "mandatory"
     assert not _prod_data(*prod.registrations, config=shipped["prod-data-protected"])
     assert not _prod_data(*dev.registrations)

@@ -13,7 +13,8 @@ from bootstrap.settings import parse_bootstrap_config
 from infra.config.aws_limits import MAX_TAGS_PER_RESOURCE, PROGRAM_TAGS_PER_RESOURCE
 from infra.config.errors import ConfigError
 from infra.validate import parse_stack_config
-from offline.plan.runner import REPO_ROOT, run_program, stack_config
+from offline.plan.runner import run_program, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tests.test_config import group, with_changes
 from workloads.load_balancer_rules import cluster_region, load_balancer_problems
 from workloads.settings import LoadBalancerSettings, parse_workloads_config
@@ -192,10 +193,10 @@ def test_the_program_adds_at_most_its_allowance_of_tags_to_any_resource():
     # stack's `tags` never exceed PROGRAM_TAGS_PER_RESOURCE, so the allowance the refusal leaves holds.
     most = 0
     for provisioner in ("cluster-autoscaler", "karpenter"):
-        config = stack_config(REPO_ROOT, "dev")
+        config = stack_config(FIXTURE_ROOT, "dev")
         config["trainium-eks:nodeProvisioner"] = provisioner
         config["trainium-eks:tags"] = json.dumps({"costCenter": "ml"})
-        plan = run_program(REPO_ROOT, "dev", config)
+        plan = run_program(FIXTURE_ROOT, "dev", config)
         for resource in plan.registrations:
             inputs = resource.inputs or {}
             maps = [inputs.get("tags")] + [s.get("tags") for s in inputs.get("tagSpecifications") or []]
@@ -209,7 +210,7 @@ def test_the_program_adds_at_most_its_allowance_of_tags_to_any_resource():
 
 
 def workload_problems(**settings: Any) -> list[str]:
-    config = stack_config(REPO_ROOT / "workloads", "dev")
+    config = stack_config(FIXTURE_ROOT / "workloads", "dev")
     config.update({f"trainium-workloads:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()})
     with pytest.raises(ConfigError) as caught:
         parse_workloads_config(config)
@@ -314,7 +315,7 @@ def test_a_certificate_of_another_region_is_refused_through_the_workload_stack(w
 
 
 def test_an_oidc_provider_of_another_partition_is_refused():
-    config = stack_config(REPO_ROOT / "bootstrap", "dev")
+    config = stack_config(FIXTURE_ROOT / "bootstrap", "dev")
     arn = "arn:aws-cn:iam::111122223333:oidc-provider/token.actions.githubusercontent.com"
     config["trainium-bootstrap:existingOidcProviderArn"] = arn
     with pytest.raises(ConfigError) as caught:
@@ -328,7 +329,7 @@ def test_an_oidc_provider_of_another_partition_is_refused():
 def test_a_workload_type_error_does_not_hide_a_rule_error():
     from workloads.checks import config_problems
 
-    config = stack_config(REPO_ROOT / "workloads", "dev")
+    config = stack_config(FIXTURE_ROOT / "workloads", "dev")
     config["trainium-workloads:clusterCheck"] = json.dumps({"nodeGroup": "trn1-32xl-ng1", "timeoutMinutes": 10})
     config["trainium-workloads:dataStaging"] = json.dumps({"redpajama": True, "timeoutMinutes": 60})
     config["trainium-workloads:hfToken"] = "hf_test_token"

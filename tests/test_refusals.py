@@ -12,6 +12,7 @@ from infra.config.errors import ConfigError
 from infra.facts.neuron import compatible_ami_release
 from offline.plan import command, stack_files
 from offline.plan.runner import REPO_ROOT, run_program, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import dev_groups_at, kept_past_support, project_copy
 from tests.wrapped_text import unwrapped
 
@@ -37,7 +38,7 @@ def _refusal(path: Path, root: Path) -> str:
 
 
 def test_a_yaml_syntax_error_names_the_file_line_and_key(tmp_path):
-    good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
+    good = (FIXTURE_ROOT / "Pulumi.dev.yaml").read_text()
     # A list item indented one space too few under acceleratorNodeGroups, the usual hand-edit slip.
     bad = good.replace("      instanceType: trn1n.32xlarge", "     instanceType: trn1n.32xlarge")
     path = _stack_file(tmp_path, bad)
@@ -86,7 +87,7 @@ def test_make_plan_exits_2_naming_the_broken_stack_file(tmp_path, capsys):
     project.mkdir()
     for name in ("Pulumi.yaml", "__main__.py"):
         (project / name).write_text((REPO_ROOT / name).read_text())
-    good = (REPO_ROOT / "Pulumi.dev.yaml").read_text()
+    good = (FIXTURE_ROOT / "Pulumi.dev.yaml").read_text()
     (project / "Pulumi.dev.yaml").write_text(good + "  trainium-eks:clusterName: again\n")
     out = tmp_path / "out"
     assert command.main(["--stack", "dev", "--project-dir", str(project), "--out", str(out)]) == 2
@@ -103,7 +104,7 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
     for project in ("workloads", "bootstrap"):
         folder = tmp_path / project
         folder.mkdir()
-        good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+        good = (FIXTURE_ROOT / project / "Pulumi.dev.yaml").read_text()
         (folder / "Pulumi.dev.yaml").write_text(good + "  bad: [\n")
         with pytest.raises(ConfigError) as caught:
             stack_config(folder, "dev")
@@ -144,7 +145,7 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
 def test_a_key_without_its_project_prefix_is_refused_naming_its_project(tmp_path, project, line, expected):
     (tmp_path / project).mkdir()
     (tmp_path / project / "Pulumi.yaml").write_text((REPO_ROOT / project / "Pulumi.yaml").read_text())
-    good = (REPO_ROOT / project / "Pulumi.dev.yaml").read_text()
+    good = (FIXTURE_ROOT / project / "Pulumi.dev.yaml").read_text()
     path = _stack_file(tmp_path, f"{good}  {line}\n", project)
     assert f"{project}/Pulumi.dev.yaml:{len(good.splitlines()) + 1}: {expected}" in _refusal(path, tmp_path)
 
@@ -153,7 +154,7 @@ def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest(
     from infra.config.base import stray_keys
     from workloads.settings import parse_workloads_config
 
-    workloads = stack_config(REPO_ROOT / "workloads", "dev")
+    workloads = stack_config(FIXTURE_ROOT / "workloads", "dev")
     pasted = {
         **workloads,
         "trainium-eks:clusterName": "mlp-trn-dev",
@@ -173,8 +174,8 @@ def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest(
     # ...reported in the same run as the model's own refusals; provider keys stay the provider's.
     assert any(p.startswith("trainium-workloads:clusterCheck.timeoutMinutes = 10:") for p in problems[2:])
     assert not any("aws:skipMetadataApiCheck" in p for p in problems)
-    assert stray_keys(stack_config(REPO_ROOT, "dev"), "trainium-eks") == []
-    assert stray_keys(stack_config(REPO_ROOT / "bootstrap", "dev"), "trainium-bootstrap") == []
+    assert stray_keys(stack_config(FIXTURE_ROOT, "dev"), "trainium-eks") == []
+    assert stray_keys(stack_config(FIXTURE_ROOT / "bootstrap", "dev"), "trainium-bootstrap") == []
 
 
 @pytest.mark.parametrize(
@@ -188,10 +189,10 @@ def test_another_projects_key_and_an_unread_namespace_are_refused_with_the_rest(
 )
 def test_a_bad_cluster_reference_is_refused_naming_the_key(reference, expected):
     # What the offline plan must resolve before it can plan the cluster stack a workload stack names.
-    problem = command.cluster_reference_problem(reference, REPO_ROOT)
+    problem = command.cluster_reference_problem(reference, FIXTURE_ROOT)
     assert problem is not None and expected in problem
     assert problem.endswith("allowed: <organization>/trainium-eks/<stack>, with a stack of dev, prod")
-    assert command.cluster_reference_problem("acme-ml/trainium-eks/prod", REPO_ROOT) is None
+    assert command.cluster_reference_problem("acme-ml/trainium-eks/prod", FIXTURE_ROOT) is None
 
 
 def test_an_empty_workload_stack_file_names_the_missing_key(tmp_path, capsys):
@@ -302,10 +303,10 @@ def test_values_that_only_start_alike_are_not_credentials(tmp_path, value):
 
 
 def _refused(**overrides) -> str:
-    config = stack_config(REPO_ROOT, "dev")
+    config = stack_config(FIXTURE_ROOT, "dev")
     config.update({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in overrides.items()})
     with pytest.raises(ConfigError) as caught:
-        run_program(REPO_ROOT, "dev", config)
+        run_program(FIXTURE_ROOT, "dev", config)
     return str(caught.value)
 
 
@@ -346,7 +347,7 @@ def test_a_region_or_zone_offering_missing_offline_names_the_table():
         "trn1n.32xlarge;"
     ) in text
     assert "built from NEURON_REGIONS in infra/facts/regions.py" in text
-    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups = json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     text = _refused(
         **{
             "trainium-eks:acceleratorNodeGroups": groups
@@ -366,7 +367,7 @@ def test_a_region_or_zone_offering_missing_offline_names_the_table():
 def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
     # usw2-az1 is in the table and the table says it does not offer trn1.32xlarge: that is the
     # table's word, not AWS's, and the refusal says so.
-    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups = json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     groups[0]["azId"] = "usw2-az1"
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
     assert (
@@ -386,7 +387,7 @@ def test_a_refusal_from_the_offline_tables_own_entries_names_the_table_too():
 
 def test_a_refusal_that_rests_on_no_offline_table_gets_no_note():
     # The other side: a rule of the program's own (a maxSize below minSize) is no look-up's answer.
-    groups = json.loads(stack_config(REPO_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
+    groups = json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     groups[0]["minSize"], groups[0]["maxSize"] = 3, 1
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
     assert "acceleratorNodeGroups[0]" in text and "offline answer" not in text

@@ -14,8 +14,8 @@ from infra.facts.instances import NEURON_INSTANCE_TYPES, instance_hourly, trains
 from infra.facts.regions import NEURON_REGIONS, regions_offering
 from infra.facts.versions import EKS_ADDON_REGISTRIES
 from offline.plan import fixtures
-from offline.plan.policy_run import config_path
 from offline.plan.runner import run_program
+from tests.fixture_project import FIXTURE_ROOT, fixture_policy_config
 from tests.project_copy import project_copy
 
 TRAINIUM_REGIONS = regions_offering([t for t in NEURON_INSTANCE_TYPES if trains(t)])
@@ -73,7 +73,7 @@ def test_dev_plans_in_every_region(region, tmp_path, capsys):
 
     project = project_copy(tmp_path / "eks", edit=edit)
     # The shipped policy config, unedited: nothing mandatory in the new region (exit 0).
-    argv = ["--stack", "dev", "--project-dir", str(project), "--policy-config", str(config_path("dev"))]
+    argv = ["--stack", "dev", "--project-dir", str(project), "--policy-config", str(fixture_policy_config("dev"))]
     assert command.main([*argv, "--out", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
     plan = json.loads((tmp_path / "out" / "trainium-eks" / "dev" / "resources.json").read_text())
@@ -101,7 +101,6 @@ def test_a_new_region_and_namespace_need_no_policy_config_edit(tmp_path, capsys)
     # README step 2 moves the region; a team then adds a training namespace for its workloads. Both
     # are stack-file edits only: the shipped policy config plans clean (exit 0, no mandatory finding).
     from offline.plan import command
-    from tests.project_copy import REPO_ROOT
 
     def cluster(config: dict) -> None:
         config["aws:region"] = "us-east-1"
@@ -111,8 +110,8 @@ def test_a_new_region_and_namespace_need_no_policy_config_edit(tmp_path, capsys)
         config["trainium-workloads:namespace"] = "research"
 
     project = project_copy(tmp_path / "eks", edit=cluster)
-    project_copy(project / command.WORKLOADS_DIR, REPO_ROOT / command.WORKLOADS_DIR, edit=workloads)
-    shipped = config_path("dev")
+    project_copy(project / command.WORKLOADS_DIR, FIXTURE_ROOT / command.WORKLOADS_DIR, edit=workloads)
+    shipped = fixture_policy_config("dev")
     assert "research" not in shipped.read_text()
     argv = ["--stack", "dev", "--project-dir", str(project), "--policy-config", str(shipped)]
     assert command.main([*argv, "--out", str(tmp_path / "out")]) == 0

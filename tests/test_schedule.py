@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from infra import contract
-from offline.plan.runner import PlanResult, stack_config
+from offline.plan.runner import REPO_ROOT, PlanResult, stack_config
 from tests.conftest import ALL_ON, WORKLOADS_DIR, all_on_cluster
 from workloads import checks, gang_watchdog, layouts, schedule
 from workloads.settings import parse_workloads_config
@@ -321,7 +321,7 @@ def test_the_documented_way_to_switch_nxd_on_plans(dev) -> None:
         dev, nxdLlama=nxd_on, dataStaging=staging, bertPretraining={**shipped["bertPretraining"], "enabled": False}
     )
     assert len(bert_only_off) == 1 and "trn1-32xl-ng1" in bert_only_off[0] and "nxdLlama" in bert_only_off[0]
-    docs = (WORKLOADS_DIR.parent / "docs" / "workloads.md").read_text()
+    docs = (REPO_ROOT / "docs" / "workloads.md").read_text()
     assert "`enabled: false` on both `bertPretraining` and `clusterCheck`" in docs
     assert "enabled: false on bertPretraining AND clusterCheck" in (WORKLOADS_DIR / "Pulumi.dev.yaml").read_text()
 

@@ -16,7 +16,8 @@ from infra.facts import pins, support, versions
 from infra.facts.neuron import TRAINING_IMAGES
 from infra.facts.pins import Pin, for_terminal, verdicts
 from infra.validate import parse_stack_config
-from offline.plan.runner import REPO_ROOT, stack_config
+from offline.plan.runner import stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tools.push_images import BUILD_ARGS
 from workloads import pins as workload_pins
 from workloads.settings import parse_workloads_config
@@ -235,8 +236,8 @@ SHIPPED = ("dev", "prod")
 def shipped(stack: str) -> list[tuple[str, list[Pin], dict[str, str], bool]]:
     from infra.config.load import raw_from_pulumi_config
 
-    cluster = parse_stack_config(raw_from_pulumi_config(stack_config(REPO_ROOT, stack)))
-    work = parse_workloads_config(stack_config(REPO_ROOT / "workloads", stack))
+    cluster = parse_stack_config(raw_from_pulumi_config(stack_config(FIXTURE_ROOT, stack)))
+    work = parse_workloads_config(stack_config(FIXTURE_ROOT / "workloads", stack))
     return [
         (
             "trainium-eks:endOfSupportAcknowledged",
@@ -284,7 +285,7 @@ def test_plan_warnings_fit_an_80_column_terminal():
 def test_the_plan_summary_lists_the_dated_pins_soonest_first_in_80_columns(stack):
     from offline.report.support import deployed, section
 
-    rows, extended = deployed(REPO_ROOT, stack)
+    rows, extended = deployed(FIXTURE_ROOT, stack)
     lines = section(rows, extended)
     assert lines[0].startswith("End of support") and max(len(line) for line in lines) <= 80
     listed = [line.split()[0] for line in lines[1:] if not line.strip().startswith("and ")]
@@ -318,6 +319,6 @@ def test_every_image_the_cluster_stacks_render_answers_to_a_pin(dev, prod):
         rendered = _json.dumps([r.inputs for r in plan.registrations if r.type.startswith("kubernetes:")])
         images = set(re.findall(r'"image": "([^"]+)"', rendered))
         assert PYTHON_SLIM_IMAGE in images
-        config = parse_stack_config(raw_from_pulumi_config(stack_config(REPO_ROOT, stack)))
+        config = parse_stack_config(raw_from_pulumi_config(stack_config(FIXTURE_ROOT, stack)))
         pinned = {p.value for p in cluster_pins(config)}
         assert {image.rsplit("/", 1)[-1] for image in images} <= pinned, stack

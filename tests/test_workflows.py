@@ -24,6 +24,7 @@ from bootstrap.settings import parse_bootstrap_config, subject_prefix
 from bootstrap.variables import repository_variables
 from offline.plan.runner import REPO_ROOT, stack_config
 from tests.conftest import remembered_program
+from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import project_copy
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -105,7 +106,7 @@ ALL = [(w.name, job_id, job) for w in sorted(WORKFLOWS.glob("*.yml")) for job_id
 def bootstrap_config(environment: str) -> Any:
     """The bootstrap stack that holds ``environment``'s deploy role (bootstrap/Pulumi.<stack>.yaml)."""
     for path in sorted((REPO_ROOT / "bootstrap").glob("Pulumi.*.yaml")):
-        config = parse_bootstrap_config(stack_config(REPO_ROOT / "bootstrap", path.name.split(".")[1]))
+        config = parse_bootstrap_config(stack_config(FIXTURE_ROOT / "bootstrap", path.name.split(".")[1]))
         if any(e.name == environment for e in config.environments):
             return config
     raise AssertionError(f"no bootstrap stack deploys {environment}")
@@ -861,7 +862,7 @@ def test_a_training_image_bump_fits_the_ci_deploy_budget(workloads_dev, workload
     state = {r.urn: {"urn": r.urn, "inputs": _json.loads(_json.dumps(r.inputs))} for r in workloads_dev.registrations}
     config = {
         k.split(":", 1)[1]: _json.loads(v)
-        for k, v in stack_config(REPO_ROOT / "workloads", "dev").items()
+        for k, v in stack_config(FIXTURE_ROOT / "workloads", "dev").items()
         if v.startswith("{")
     }
     bumped = {
