@@ -135,12 +135,37 @@ def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **opti
     references = {
         name: [ref.outputs, sorted(ref.secret_names)] for name, ref in (options.get("stack_references") or {}).items()
     }
-    key = json.dumps([str(project_dir), stack, config, references, options.get("secrets")], sort_keys=True, default=str)
-    if key not in _RUNS:
-        from offline.plan.runner import run_program
+    from offline.plan.runner import project_name, run_program
 
+    # By project, not directory: every copy of a project runs the same program (tests/fixture_project.py,
+    # tests/project_copy.py), so the same configuration plans alike wherever its files are.
+    key = json.dumps(
+        [project_name(Path(project_dir)), stack, config, references, options.get("secrets")],
+        sort_keys=True,
+        default=str,
+    )
+    if key not in _RUNS:
         _RUNS[key] = run_program(project_dir, stack, config, **options)
     return _RUNS[key]
+
+
+@pytest.fixture(scope="session")
+def team_plans() -> dict[str, tuple[PlanResult, PlanResult]]:
+    """The stack files as this checkout has them (a team's own, after README step 2), planned: what
+    `make docs` documents. Every other test plans the fixture's copies."""
+    from infra.config.errors import ConfigError
+    from offline.plan.command import plan_workloads
+
+    plans = {}
+    for stack in ("dev", "prod"):
+        try:
+            cluster = remembered_program(REPO_ROOT, stack)
+            plans[stack] = (cluster, plan_workloads(REPO_ROOT / "workloads", stack, cluster))
+        except ConfigError as refused:
+            pytest.fail(
+                f"this checkout's {stack} stack files do not plan (`make plan STACK={stack}` shows it):\n{refused}"
+            )
+    return plans
 
 
 @pytest.fixture

@@ -65,6 +65,7 @@ from offline.plan import fixtures
 from offline.plan.command import offline_secrets
 from offline.plan.mocks import ExistingCluster, StackOutputs
 from offline.plan.runner import ORGANIZATION, REPO_ROOT, PlanResult, project_name, run_program, stack_config
+from tests.fixture_project import FIXTURE_ROOT
 from tests.test_bootstrap import allowed
 from tests.test_workflows import WORKFLOWS, expand, load
 
@@ -73,7 +74,8 @@ DEFAULT_BRANCH = "main"
 AUD = "token.actions.githubusercontent.com:aud"
 WORKLOADS = "trainium-workloads"
 CLUSTER = "trainium-eks"
-PROJECT_DIRS = {CLUSTER: REPO_ROOT, WORKLOADS: REPO_ROOT / "workloads"}
+# The workflows run in the repository; the stacks they deploy are the tests' copies (tests/fixture_project.py).
+PROJECT_DIRS = {CLUSTER: FIXTURE_ROOT, WORKLOADS: FIXTURE_ROOT / "workloads"}
 TIMEOUT = "pulumi.com/timeoutSeconds"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 NEURON = "aws.amazon.com/neuron"
@@ -687,7 +689,7 @@ class JobContext:
         command = options.get("command")
         if not command:
             return  # install only
-        work_dir = (REPO_ROOT / options["work-dir"]).resolve()
+        work_dir = (FIXTURE_ROOT / options["work-dir"]).resolve()
         project = project_name(work_dir)
         stack = options["stack-name"]
         backend = self.backend(options["cloud-url"])
@@ -867,7 +869,7 @@ class JobContext:
         if not self.cli:
             raise StepFailed("drift check: the pulumi CLI is not installed in this job")
         backend = self.backend(env.get("PULUMI_BACKEND_URL", ""))
-        work_dir = (REPO_ROOT / env["WORK_DIR"]).resolve()
+        work_dir = (FIXTURE_ROOT / env["WORK_DIR"]).resolve()
         project, stack = project_name(work_dir), env["STACK"]
         state = backend.stacks[(project, stack)]
         self.p.log.append(
@@ -961,7 +963,8 @@ class ProgramCache:
         return result
 
     def check_policy_config(self, work_dir: Path, options: dict[str, Any]) -> None:
-        pack = (work_dir / options["policyPacks"]).resolve()
+        # The pack is the repository's; its configuration the stacks' (the fixture's copy).
+        pack = (REPO_ROOT / work_dir.relative_to(FIXTURE_ROOT) / options["policyPacks"]).resolve()
         config = (work_dir / options["policyPackConfigs"]).resolve()
         if not (pack / "PulumiPolicy.yaml").exists() or not config.exists():
             raise StepFailed(f"policy pack {pack} or its config {config} missing")
@@ -1025,7 +1028,7 @@ class ProgramCache:
             }
             existing = ExistingCluster({fixtures.DEPLOYER_ROLE_ARN: {}, **entries})
         result = self.program(project, stack, config, references, preview, existing)
-        work_dir = (REPO_ROOT / options["work-dir"]).resolve()
+        work_dir = (FIXTURE_ROOT / options["work-dir"]).resolve()
         mandatory = self.policy(result, work_dir, options, config.get("aws:region", ""), config)
         if mandatory:
             raise StepFailed(f"{project}/{stack}: mandatory policy violations: {mandatory}")

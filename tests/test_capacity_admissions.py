@@ -14,6 +14,7 @@ import pytest
 from offline.plan.mocks import StackOutputs
 from offline.plan.runner import PlanResult, own_reference, stack_config
 from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR, _remembered_run
+from tests.fixture_project import FIXTURE_ROOT
 from workloads import capacity_windows, step_gate
 from workloads.capacity_windows import admissions, chain_digests, window_problems
 from workloads.deadlines import TrainiumStep
@@ -212,12 +213,12 @@ def test_the_pipeline_preflight_plans_with_the_stacks_own_admissions(dev: PlanRe
 
     settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
     recorded, _ = checks.step_admissions(settings, contract.parse_contract(outputs), None, now - timedelta(hours=14))
-    _, workloads = preflight.plan("dev", None, recorded)
+    _, workloads = preflight.plan("dev", None, recorded, FIXTURE_ROOT)
     assert workloads.outputs["stepAdmissions"] == recorded
     from infra.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match="bertPretraining: the jobs this update starts"):
-        preflight.plan("dev", None, None)
+        preflight.plan("dev", None, None, FIXTURE_ROOT)
 
 
 def _cluster_then_workloads(run_program: Any, dev: PlanResult, outputs: dict[str, Any]) -> Any:

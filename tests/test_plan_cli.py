@@ -292,7 +292,17 @@ def test_the_command_prints_and_writes_what_main_does(tmp_path_factory, planned_
     gets out, byte for byte what ``main`` prints and writes in this process."""
     tmp_path = tmp_path_factory.mktemp("plan")  # a path as long as planned_dev's: lines wrap alike
     run = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "offline.plan",
+            "--stack",
+            "dev",
+            "--project-dir",
+            str(FIXTURE_ROOT),
+            "--out",
+            str(tmp_path),
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

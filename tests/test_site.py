@@ -90,9 +90,12 @@ def test_the_strict_build_fails_on_a_broken_link_and_a_page_left_out(tmp_path):
     assert "--strict" in MKDOCS and "--quiet" not in MKDOCS  # `make test`'s build of the site is this file's
 
 
-def test_the_readme_is_a_guide_of_at_most_250_lines():
+def test_the_readme_is_a_guide_of_at_most_180_written_lines():
+    # The generated blocks (the picture, the cost box, the plan summary...) grow with a team's stacks;
+    # what is written by hand stays short.
+    written = re.sub(r"<!-- BEGIN generated.*?<!-- END generated[^>]*-->", "", README, flags=re.S)
+    assert len(written.splitlines()) <= 180
     lines = README.splitlines()
-    assert len(lines) <= 250
     headings = [line for line in lines if line.startswith("## ")]
     assert headings == [
         "## What it costs",

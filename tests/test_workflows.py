@@ -678,7 +678,7 @@ def test_the_preflight_renders_the_stack_from_the_deployed_cluster_outputs(prod,
             k: v.replace("123456789012", "999999999999") for k, v in prod.outputs["ecrRepositories"].items()
         },
     }
-    _, planned = preflight.plan("prod", deployed)
+    _, planned = preflight.plan("prod", deployed, project_dir=FIXTURE_ROOT)
     images = {i for r in planned.registrations for i in preflight._strings(r.inputs) if ".dkr.ecr." in i}
     assert images and all(i.startswith("999999999999.dkr.ecr.") for i in images)
 
@@ -772,7 +772,7 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     )
     monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
     monkeypatch.setattr(preflight, "run_program", remembered_program)
-    cluster, planned = preflight.plan("prod")
+    cluster, planned = preflight.plan("prod", project_dir=FIXTURE_ROOT)
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 425
 

@@ -70,32 +70,38 @@ class Step:
     minutes: int
 
 
-def workload_config(stack: str) -> tuple[dict[str, str], dict[str, str]]:
+def workload_config(stack: str, project_dir: Path = REPO_ROOT) -> tuple[dict[str, str], dict[str, str]]:
     """The stack file's config, and offline stand-ins for its secrets (the pipeline's stack file
     holds `hfToken` encrypted; what the stack runs does not depend on the token's value)."""
-    config = stack_config(WORKLOADS_DIR, stack)
-    return config, offline_secrets(WORKLOADS_DIR, stack, config)
+    workloads_dir = project_dir / WORKLOADS_DIR.name
+    config = stack_config(workloads_dir, stack)
+    return config, offline_secrets(workloads_dir, stack, config)
 
 
 def plan(
-    stack: str, deployed: dict[str, Any] | None = None, admissions: dict[str, Any] | None = None
+    stack: str,
+    deployed: dict[str, Any] | None = None,
+    admissions: dict[str, Any] | None = None,
+    project_dir: Path = REPO_ROOT,
 ) -> tuple[PlanResult, PlanResult]:
     """The cluster stack the workload stack names, and the workload stack, rendered offline; with
     ``deployed`` (the cluster stack's real outputs, secrets masked), rendered from those, so its
     inputs are the ones `pulumi up` will send (a masked secret keeps the offline value); with
     ``admissions`` (the workload stack's own ``stepAdmissions``), its Capacity Block check counts the
-    jobs its last update left running as `pulumi up` will (workloads/capacity_windows.py)."""
-    config, secrets = workload_config(stack)
+    jobs its last update left running as `pulumi up` will (workloads/capacity_windows.py).
+    ``project_dir``: the repository's layout holding the stack files (this repository's)."""
+    config, secrets = workload_config(stack, project_dir)
+    workloads_dir = project_dir / WORKLOADS_DIR.name
     reference = parse_workloads_config({**config, **secrets}).cluster_stack
-    cluster = run_program(REPO_ROOT, reference.split("/")[-1])
+    cluster = run_program(project_dir, reference.split("/")[-1])
     outputs = cluster.as_stack_outputs()
     if deployed is not None:
         real = {k: v for k, v in deployed.items() if v != MASKED}
         outputs = StackOutputs({**outputs.outputs, **real}, outputs.secret_names)
     references = {reference: outputs}
     if admissions is not None:
-        references[own_reference(WORKLOADS_DIR, stack)] = StackOutputs({"stepAdmissions": admissions}, frozenset())
-    workloads = run_program(WORKLOADS_DIR, stack, config, references, secrets)
+        references[own_reference(workloads_dir, stack)] = StackOutputs({"stepAdmissions": admissions}, frozenset())
+    workloads = run_program(workloads_dir, stack, config, references, secrets)
     return cluster, workloads
 
 
