@@ -20,6 +20,45 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# --- the team's own files stay the team's -------------------------------------------------------
+# A team edits Pulumi.*.yaml and policy/config.*.json (README, step 2). Only the tests of those
+# files read them (TEAM_FILE_TESTS); every other test plans tests/stacks' copies, so a valid edit
+# never turns it red. An audit hook (PEP 578: the interpreter raises "open" for every file opened)
+# names any other test that reads one.
+TEAM_FILES = {
+    *(
+        REPO_ROOT / project / f"Pulumi.{stack}.yaml"
+        for project in (".", "workloads", "bootstrap")
+        for stack in ("dev", "prod")
+    ),
+    *(REPO_ROOT / "policy" / f"config.{stack}.json" for stack in ("dev", "prod")),
+}
+TEAM_FILE_TESTS = ("tests/test_team_files.py",)
+_team_reads: list[str] = []
+
+
+def _note_team_file_reads(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and isinstance(args[0], (str, Path)) and Path(args[0]).resolve() in TEAM_FILES:
+        _team_reads.append(str(Path(args[0]).relative_to(REPO_ROOT)) if Path(args[0]).is_absolute() else str(args[0]))
+
+
+@pytest.fixture(autouse=True)
+def _reads_no_team_file(request: pytest.FixtureRequest) -> Any:
+    _team_reads.clear()
+    yield
+    if not request.node.nodeid.startswith(TEAM_FILE_TESTS) and _team_reads:
+        pytest.fail(
+            f"{request.node.nodeid} read this checkout's {', '.join(sorted(set(_team_reads)))}, which a team edits: "
+            "plan the copies in tests/stacks instead (tests/fixture_project.py FIXTURE_ROOT)"
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import sys
+
+    sys.addaudithook(_note_team_file_reads)
+
+
 @pytest.fixture(scope="session")
 def dev() -> PlanResult:
     return remembered_program(FIXTURE_ROOT, "dev")

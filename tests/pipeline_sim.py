@@ -1154,9 +1154,13 @@ class ProgramCache:
                 return subprocess.CompletedProcess(argv, 254, "", "An error occurred (ImageNotFoundException)\n")
             raise AssertionError(f"the preflight ran something the simulation does not answer: {argv}")
 
+        def checked_out(_stack: str) -> tuple[dict[str, str], dict[str, str]]:
+            # The checked-out commit's workload stack file, as the preflight reads it from the checkout.
+            return config, preflight.offline_secrets(PROJECT_DIRS[WORKLOADS], stack, config)
+
         self_images = ctx.p.account.images
-        saved = (preflight.subprocess.run, preflight.plan)
-        preflight.subprocess.run, preflight.plan = cli, planned
+        saved = (preflight.subprocess.run, preflight.plan, preflight.workload_config)
+        preflight.subprocess.run, preflight.plan, preflight.workload_config = cli, planned, checked_out
         try:
             import contextlib
             import io
@@ -1165,7 +1169,7 @@ class ProgramCache:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = preflight.main(args)
         finally:
-            preflight.subprocess.run, preflight.plan = saved
+            preflight.subprocess.run, preflight.plan, preflight.workload_config = saved
         if code != 0:
             raise StepFailed(f"workloads_preflight exited {code}: {(err.getvalue() + out.getvalue()).strip()}")
         ctx.p.log.append(f"  workloads_preflight {' '.join(args)}: " + " ".join(out.getvalue().split()))

@@ -655,7 +655,7 @@ def test_a_workload_preview_waits_only_for_a_cluster_never_deployed() -> None:
     from offline.plan.command import offline_secrets
     from offline.plan.mocks import StackOutputs
 
-    workloads = REPO_ROOT / "workloads"
+    workloads = FIXTURE_ROOT / "workloads"
     config = first_commit(day_zero("two accounts")[1]).config(WORKLOADS, "dev")
     reference = config[f"{WORKLOADS}:clusterStack"]
     secrets = offline_secrets(workloads, "dev", config)

@@ -68,7 +68,7 @@ def test_schema_accepts_the_stack_files(schema, stack_file):
     import json
 
     validator = jsonschema.Draft7Validator(json.loads((REPO_ROOT / f"docs/schema/{schema}.schema.json").read_text()))
-    validator.validate(_stack_file(REPO_ROOT / stack_file))
+    validator.validate(_stack_file(FIXTURE_ROOT / stack_file))
 
 
 def test_schema_refuses_what_the_program_refuses():
@@ -98,7 +98,7 @@ def test_workload_schema_takes_an_encrypted_secret():
     import json
 
     validator = jsonschema.Draft7Validator(json.loads(generate.schemas()["docs/schema/trainium-workloads.schema.json"]))
-    document = _stack_file(REPO_ROOT / "workloads/Pulumi.dev.yaml")
+    document = _stack_file(FIXTURE_ROOT / "workloads/Pulumi.dev.yaml")
     document["config"]["trainium-workloads:hfToken"] = {"secure": "v1:abc"}
     validator.validate(document)
 
@@ -221,7 +221,7 @@ def test_the_documented_versions_are_the_pins():
 
 def test_the_readme_cost_box_is_generated_from_the_plan(dev, workloads_dev, prod, workloads_prod):
     # (That README.md carries the box of this checkout's own stacks: tests/test_team_files.py.)
-    box = generate.cost_box({"dev": (dev, workloads_dev), "prod": (prod, workloads_prod)})
+    box = generate.cost_box({"dev": (dev, workloads_dev), "prod": (prod, workloads_prod)}, FIXTURE_ROOT)
     from offline.report import report
 
     idle = report.cluster_cost(dev)["hourly"]["idle"]

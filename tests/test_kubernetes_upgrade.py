@@ -112,6 +112,10 @@ def test_make_plan_base_exits_2_naming_the_refusal(tmp_path, monkeypatch, capsys
 
     monkeypatch.setattr(compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "1.34"), "main (0123abcd)")[1])
     monkeypatch.setattr(compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "1.36"))
+    # The acknowledgements come from the fixture's stack files, not this checkout's.
+    acknowledgements = compare.stack_acknowledgements
+    fixture_dirs = [FIXTURE_ROOT, FIXTURE_ROOT / "workloads", FIXTURE_ROOT / "bootstrap"]
+    monkeypatch.setattr(compare, "stack_acknowledgements", lambda dirs, stacks: acknowledgements(fixture_dirs, stacks))
     assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
     err = unwrapped(capsys.readouterr().err)
     assert "EKS would refuse this change against main (0123abcd):" in err

@@ -8,7 +8,6 @@ the ones restated here are checked against those sources, not copied from progra
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +21,9 @@ from infra.specs.system_capacity import reserved_cpu_millis, reserved_memory_mib
 from infra.validate import parse_stack_config
 from offline.plan.runner import PlanResult
 from offline.report import cost
+from tests.fixture_project import FIXTURE_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = FIXTURE_ROOT
 
 
 def stack_config(stack: str):

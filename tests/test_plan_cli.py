@@ -225,7 +225,7 @@ def test_a_stack_file_with_an_encrypted_secret_plans_with_a_stand_in(tmp_path, d
     # read as a (malformed) token.
     workloads = project_copy(
         tmp_path / "workloads",
-        REPO_ROOT / "workloads",
+        FIXTURE_ROOT / "workloads",
         "dev",
         lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:AAAAencryptedAAAA"}}),
     )

@@ -30,7 +30,7 @@ from tests.policy_helpers import first_preview, reg, violations
 def _report(result, stack):
     region = stack_config(FIXTURE_ROOT, stack)["aws:region"]
     workloads = FIXTURE_ROOT / command.WORKLOADS_DIR
-    directory = workloads if result.project == project_name(workloads) else REPO_ROOT
+    directory = workloads if result.project == project_name(workloads) else FIXTURE_ROOT
     return run_policies(
         result.registrations,
         load_config(fixture_policy_config(stack)),

@@ -270,6 +270,10 @@ def test_make_plan_base_exits_2_on_an_unacknowledged_data_store_replacement(tmp_
     monkeypatch.setattr(
         compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "dev", False, KMS_ARN)
     )
+    # The acknowledgements come from the fixture's stack files, not this checkout's.
+    acknowledgements = compare.stack_acknowledgements
+    fixture_dirs = [FIXTURE_ROOT, FIXTURE_ROOT / "workloads", FIXTURE_ROOT / "bootstrap"]
+    monkeypatch.setattr(compare, "stack_acknowledgements", lambda dirs, stacks: acknowledgements(fixture_dirs, stacks))
     assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
     err = unwrapped(capsys.readouterr().err)
     assert "This change replaces data stores against main (0123abcd):" in err

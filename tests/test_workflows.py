@@ -12,6 +12,7 @@ import functools
 import itertools
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
@@ -24,7 +25,7 @@ from bootstrap.settings import parse_bootstrap_config, subject_prefix
 from bootstrap.variables import repository_variables
 from offline.plan.runner import REPO_ROOT, stack_config
 from tests.conftest import remembered_program
-from tests.fixture_project import FIXTURE_ROOT
+from tests.fixture_project import FIXTURE_ROOT, build
 from tests.project_copy import project_copy
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -563,6 +564,8 @@ def _preflight(monkeypatch, cli: _Cli, planned: tuple[Any, Any], budget: int = 3
 
     monkeypatch.setattr(preflight.subprocess, "run", cli)
     monkeypatch.setattr(preflight, "plan", lambda stack, deployed=None, admissions=None: planned)
+    stack_files = preflight.workload_config
+    monkeypatch.setattr(preflight, "workload_config", lambda stack, project_dir=None: stack_files(stack, FIXTURE_ROOT))
     return preflight.main(["--stack", "prod", "--budget-minutes", str(budget)])
 
 
@@ -764,15 +767,16 @@ def test_the_preflight_renders_a_stack_whose_file_holds_an_encrypted_token(monke
     # with a stand-in (offline/plan/command.py offline_secrets), as `make plan` does.
     import tools.workloads_preflight as preflight
 
-    workloads = project_copy(
+    project = build(tmp_path / "project")
+    project_copy(
         tmp_path / "workloads",
-        REPO_ROOT / "workloads",
+        project / "workloads",
         "prod",
         lambda config: config.update({"trainium-workloads:hfToken": {"secure": "v1:abcd"}}),
     )
-    monkeypatch.setattr(preflight, "WORKLOADS_DIR", workloads)
+    shutil.copyfile(tmp_path / "workloads" / "Pulumi.prod.yaml", project / "workloads" / "Pulumi.prod.yaml")
     monkeypatch.setattr(preflight, "run_program", remembered_program)
-    cluster, planned = preflight.plan("prod", project_dir=FIXTURE_ROOT)
+    cluster, planned = preflight.plan("prod", project_dir=project)
     assert planned.outputs["clusterStack"] == "organization/trainium-eks/prod"
     assert preflight.longest_wait(planned.registrations, preflight.awaited_steps(planned))[0] == 425
 

@@ -45,10 +45,12 @@ def _mermaid(text: str) -> str:
     return "```mermaid\n" + text + "```\n"
 
 
-def _estimates(plans: Plans) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+def _estimates(plans: Plans, root: Path = REPO_ROOT) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Each stack's cluster and workload estimates; the workload settings are those of the stack files
+    under ``root`` that ``plans`` were planned from."""
     out = {}
     for stack, (cluster, _workloads) in plans.items():
-        out[stack] = (report.cluster_cost(cluster), report.workloads_cost(REPO_ROOT / "workloads", stack, cluster))
+        out[stack] = (report.cluster_cost(cluster), report.workloads_cost(root / "workloads", stack, cluster))
     return out
 
 
@@ -256,9 +258,9 @@ def trainium1_line() -> str:
     return reference.markdown_table(rows, ("pin", "what", "support ends", "source")) + "\n"
 
 
-def cost_box(plans: Plans) -> str:
+def cost_box(plans: Plans, root: Path = REPO_ROOT) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
-    cluster_cost, work_cost = _estimates(plans)["dev"]
+    cluster_cost, work_cost = _estimates(plans, root)["dev"]
     region = plans["dev"][0].outputs["region"]
     idle, full = cluster_cost["hourly"]["idle"], cluster_cost["hourly"]["fullScale"]
     rows = [
