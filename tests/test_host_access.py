@@ -88,8 +88,11 @@ def test_the_node_agents_daemon_sets_keep_their_host_access():
     # The controller manager's own user, where it runs without per-controller service accounts.
     assert not refused(agent, host_access.CONTROLLER_MANAGER, "kube-system")
     assert not refused(agent, DAEMON_SET_CONTROLLER, "amazon-cloudwatch")
-    # The Neuron problem detector: host paths only, in its namespace.
-    assert not refused(pod("DaemonSet", **HOST_PATH), DAEMON_SET_CONTROLLER, "neuron-healthcheck-system")
+    # The Neuron problem detector as chart 1.0.0 renders it with the values we pass: a privileged
+    # container (_helpers.tpl, an empty npd.nodeProblemDetector.securityContext) with host paths, in its
+    # namespace; never the host network.
+    npd = pod("DaemonSet", **PRIVILEGED, **HOST_PATH)
+    assert not refused(npd, DAEMON_SET_CONTROLLER, "neuron-healthcheck-system")
     assert refused(pod("DaemonSet", hostNetwork=True), DAEMON_SET_CONTROLLER, "neuron-healthcheck-system")
 
 
@@ -168,7 +171,7 @@ def test_the_stacks_declare_the_policy_for_what_they_install(dev: PlanResult, pr
         assert policy.urn in binding.dependencies
         allowed = policy.inputs["spec"]["variables"][-1]["expression"]
         assert '"kube-system/DaemonSet"' in allowed
-        assert '"neuron-healthcheck-system/DaemonSet": ["hostPath"]' in allowed
+        assert '"neuron-healthcheck-system/DaemonSet": ["hostPath", "privileged"]' in allowed
         # Neither shipped stack turns the Neuron scheduler extension on: no Deployment gets host access.
         assert '"kube-system/ReplicaSet"' not in allowed
 

@@ -61,10 +61,13 @@ def exemptions(
     """
     allowed: dict[str, tuple[str, ...]] = {"kube-system/DaemonSet": HOST_ACCESS}
     if neuron_chart:
-        # The Neuron node problem detector: host paths only (/var/log, /dev/kmsg, /etc/localtime;
+        # The Neuron node problem detector: host paths (/var/log, /dev/kmsg, /etc/localtime;
         # aws-neuron/neuron-helm-charts templates/npd-daemonset.yaml, read at 1.0.0, the last release
-        # that repository holds; infra/specs/pod_security.py says the same of its namespace level).
-        allowed["neuron-healthcheck-system/DaemonSet"] = ("hostPath",)
+        # that repository holds) and a privileged container: _helpers.tpl
+        # nodeProblemDetector.securityContext renders `privileged: true` while
+        # npd.nodeProblemDetector.securityContext is empty, its default in values.yaml, which
+        # infra/components/devices.py leaves. No host network or host PID.
+        allowed["neuron-healthcheck-system/DaemonSet"] = ("hostPath", "privileged")
     if neuron_chart and neuron_scheduler_extension:
         # The Neuron scheduler extension is a Deployment on the host network
         # (templates/scheduler-extn.yaml at 1.0.0: hostNetwork: true, no host path, not privileged).
