@@ -457,6 +457,9 @@ FORBIDDEN_MANAGED_POLICIES = ("AdministratorAccess", "IAMFullAccess", "PowerUser
 # controller, not the deploy, passes its node role to ec2.amazonaws.com). EventBridge Scheduler for
 # the scheduled checkpoint export's execution role (aws.scheduler.Schedule target roleArn; Scheduler
 # user guide, "Set up the execution role": the caller needs iam:PassRole on it).
+# The service-linked roles FSx makes for a file system's S3 links (FSx for Lustre user guide, "Using
+# service-linked roles for Amazon FSx"; the driver's install.md above).
+FSX_S3_LINK_ROLES = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
 PASSED_TO_SERVICES = ("eks.amazonaws.com", "pods.eks.amazonaws.com", "scheduler.amazonaws.com")
 # Granting actions the deploy may call only with the boundary in the request: IAM's service
 # authorization reference supports iam:PermissionsBoundary on these (IAM user guide, "Permissions
@@ -580,6 +583,17 @@ def stack_identity_statements(
             "Effect": "Allow",
             "Action": "iam:CreateServiceLinkedRole",
             "Resource": f"{iam_arn}:role/aws-service-role/*",
+        },
+        # A file system linked to S3 gets a service-linked role of its own
+        # (AWSServiceRoleForFSxS3Access_<fs-id>), whose policies FSx attaches and puts as the caller:
+        # kubernetes-sigs/aws-fsx-csi-driver v1.9.0 docs/install.md grants these two on exactly this
+        # path for that reason. No boundary can ride on a service-linked role, so they are allowed here
+        # and nowhere else without one.
+        {
+            "Sid": "FsxS3LinkRoles",
+            "Effect": "Allow",
+            "Action": ["iam:AttachRolePolicy", "iam:PutRolePolicy"],
+            "Resource": f"{iam_arn}:{FSX_S3_LINK_ROLES}",
         },
     ]
 

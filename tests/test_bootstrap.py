@@ -1312,3 +1312,17 @@ def test_every_policy_fits_iams_size_quotas(one_account, boot_dev) -> None:
             assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 10_240, policy.name
         for policy in plan.of_type("aws:iam/policy:Policy"):
             assert len(re.sub(r"\s", "", policy.inputs["policy"])) <= 6_144, policy.name
+
+
+def test_a_deploy_can_link_a_file_system_to_s3(one_account) -> None:
+    # FSx makes AWSServiceRoleForFSxS3Access_<fs-id> for a data repository association and attaches
+    # and puts its policies as the caller (kubernetes-sigs/aws-fsx-csi-driver v1.9.0 docs/install.md):
+    # allowed without a boundary on that path only, and never an administrator's policy.
+    deploy = _policy(one_account, "github-deploy-dev-policy")
+    link_role = "arn:aws:iam::123456789012:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123"
+    for action in ("iam:AttachRolePolicy", "iam:PutRolePolicy"):
+        assert allowed(deploy, action, link_role, {"iam:PolicyARN": "arn:aws:iam::aws:policy/aws-service-role/x"})
+    other = "arn:aws:iam::123456789012:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS"
+    assert not allowed(deploy, "iam:PutRolePolicy", other, {})
+    admin = {"iam:PolicyARN": "arn:aws:iam::aws:policy/AdministratorAccess"}
+    assert not allowed(deploy, "iam:AttachRolePolicy", link_role, admin)
