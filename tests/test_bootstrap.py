@@ -211,14 +211,14 @@ def with_cluster_access(config: dict[str, str]) -> None:
 
 def with_data_repository(config: dict[str, str]) -> None:
     storage = json.loads(config.get("trainium-eks:storage", "{}"))
-    storage["dataRepositories"] = [{"fileSystemPath": "/datasets", "s3Path": "s3://my-training-data/datasets"}]
+    storage["dataRepositories"] = [{"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}]
     config["trainium-eks:storage"] = json.dumps(storage)
 
 
 def with_checkpoint_export(config: dict[str, str]) -> None:
     # Inside with_data_repository's link, which exports nothing by itself.
     storage = json.loads(config.get("trainium-eks:storage", "{}"))
-    storage["checkpointExport"] = {"schedule": "rate(6 hours)", "paths": ["/datasets"]}
+    storage["checkpointExport"] = {"schedule": "rate(6 hours)", "paths": ["/default/datasets"]}
     config["trainium-eks:storage"] = json.dumps(storage)
 
 

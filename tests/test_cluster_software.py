@@ -599,7 +599,7 @@ def test_outputs_are_the_complete_contract(dev):
     assert set(dev.outputs) == expected
     storage = dev.outputs["storage"]
     assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
-    assert storage["claims"] == {"default": "fsx-claim"}
+    assert storage["claims"] == {"default": "fsx-claim-default"}  # its own directory (rootClaims: retired)
     assert storage["fileSystemId"] == "fs-placeholder-fsx-training"
     assert storage["dnsName"] == "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com"
     assert storage["mountName"] == "placeholder"

@@ -88,15 +88,11 @@ def test_plan_writes_resources_json(planned_dev):
         "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
         "persistentvolume-fsx-claim-default-default-fs-placeholder-fsx-training.yaml",
-        "persistentvolume-fsx-claim-default-fs-placeholder-fsx-training.yaml",
-        "persistentvolume-fsx-claim-neuron-burn-in-fs-placeholder-fsx-training.yaml",
         "persistentvolume-fsx-claim-neuron-burn-in-neuron-burn-in-fs-placeholder-fsx-training.yaml",
         "persistentvolume-fsx-root-kube-system-fs-placeholder-fsx-training.yaml",
         "persistentvolumeclaim-default-fsx-claim-default.yaml",
-        "persistentvolumeclaim-default-fsx-claim.yaml",
         "persistentvolumeclaim-kube-system-fsx-root.yaml",
         "persistentvolumeclaim-neuron-burn-in-fsx-claim-neuron-burn-in.yaml",
-        "persistentvolumeclaim-neuron-burn-in-fsx-claim.yaml",
         # One replica at a time may be evicted from a controller that runs a standby (docs/security.md).
         "poddisruptionbudget-kuberay-system-kuberay-operator.yaml",
         "poddisruptionbudget-volcano-system-volcano-admission.yaml",
@@ -117,7 +113,9 @@ def test_plan_writes_resources_json(planned_dev):
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
     ]
     claim = yaml.safe_load(
-        (tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim.yaml").read_text()
+        (
+            tmp_path / "trainium-eks" / "dev" / "manifests" / "persistentvolumeclaim-default-fsx-claim-default.yaml"
+        ).read_text()
     )
     assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
     printed = planned_dev.stdout

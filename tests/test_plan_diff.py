@@ -200,7 +200,16 @@ def test_turning_backups_on_updates_the_file_system_in_place(base_cluster: Path,
     # without ForceNew; resourceLustreFileSystemUpdate sends both in UpdateFileSystem. A deployed
     # stack gets its backups without losing the file system, its volumes or their claims.
     head = cluster_plan(
-        tmp_path, lambda d: d.update({"trainium-eks:storage": {"backupRetentionDays": 14, "backupStartTime": "05:00"}})
+        tmp_path,
+        lambda d: d.update(
+            {
+                "trainium-eks:storage": {
+                    **d["trainium-eks:storage"],
+                    "backupRetentionDays": 14,
+                    "backupStartTime": "05:00",
+                }
+            }
+        ),
     )
     changes = changes_of(base_cluster, head)
     assert list(changes) == ["aws:fsx/lustreFileSystem:LustreFileSystem fsx-training"]

@@ -759,10 +759,11 @@ def replay_gate(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pa
 
 def replay_fsx_directories(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
     pc = only(pcs)
+    # The namespaces whose directory claims the stack declares (fsx-claim-<namespace>).
     namespaces = {
         o["metadata"]["namespace"]
         for o in stack.objects
-        if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == "fsx-claim"
+        if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == f"fsx-claim-{o['metadata']['namespace']}"
     }
     for attempt in ("q7d2x", "m4k9p"):  # a replaced Job runs it again over what exists
         run = sandbox.run(pc, image_of(pc), pod_name=f"fsx-namespace-directories-{attempt}")

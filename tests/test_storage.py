@@ -25,14 +25,21 @@ STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 S3_LINK = {"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}
 
 
+@pytest.fixture
+def mounted(plan_with):
+    """dev as a stack deployed before the per-namespace directories keeps it until it moves on
+    (storage.rootClaims: mounted, the default when the key is left out)."""
+    return plan_with(storage={"rootClaims": "mounted"})
+
+
 def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
     # Before: each namespace's dynamic `fsx-claim` made the CSI driver create a file system of
     # its own (prod: two 4800 GiB file systems).
     (fs,) = prod.of_type(FILE_SYSTEM)
     assert fs.inputs["storageCapacity"] == 4800
-    # Per training namespace and the burn-in's (which checks the mount): a claim on its directory and,
-    # until the stack retires them, its claim on the root; and the directory Job's root claim.
-    assert len(prod.of_type(CLAIM)) == 7 and len(prod.of_type(VOLUME)) == 7
+    # Per training namespace and the burn-in's (which checks the mount): a claim on its directory (the
+    # shipped stacks have retired the root claims); and the directory Job's root claim.
+    assert len(prod.of_type(CLAIM)) == 4 and len(prod.of_type(VOLUME)) == 4
     handles = {v.inputs["spec"]["csi"]["volumeHandle"] for v in prod.of_type(VOLUME)}
     assert handles == {"fs-placeholder-fsx-training"}
 
@@ -189,19 +196,19 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
     assert volume.urn in claim.dependencies
 
 
-def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(dev):
+def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(mounted):
     # kubernetes/kubernetes pkg/apis/core/validation/validation.go (v1.34),
     # ValidatePersistentVolumeUpdate / ValidatePersistentVolumeClaimUpdate: a volume's source
     # and a claim's volumeName cannot change. The volume's name carries the file system id, so
     # a new file system means a new volume (its name changes: pulumi-kubernetes replaces it) and
     # a replaced claim, old-first because its own name stays the same (see the next test).
-    volume, claim = dev.named("fsx-claim-default", VOLUME), dev.named("default-fsx-claim", CLAIM)
+    volume, claim = mounted.named("fsx-claim-default", VOLUME), mounted.named("default-fsx-claim", CLAIM)
     assert volume.inputs["metadata"]["name"] == "fsx-claim-default-fs-placeholder-fsx-training"
     assert claim.lifecycle["replaceOnChanges"] == ["spec.volumeName"]
     assert claim.lifecycle["deleteBeforeReplace"] is True
 
 
-def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(dev):
+def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(mounted):
     """Why: the static volume is Retain. When its claim is deleted, the volume keeps the old claim's
     UID in claimRef: kubernetes/kubernetes pkg/controller/volume/persistentvolume/pv_controller.go,
     syncVolume ("claim ... has different UID, the old one must have been deleted": treated as
@@ -231,7 +238,7 @@ def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(dev):
         ("fsx-claim-default-default", "default-fsx-claim-default"),
         ("fsx-claim-default", "default-fsx-claim"),
     ):
-        volume, claim = dev.named(volume_name, VOLUME), dev.named(claim_name, CLAIM)
+        volume, claim = mounted.named(volume_name, VOLUME), mounted.named(claim_name, CLAIM)
         declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
         if volume_name == "fsx-claim-default":
             # The root claim's trigger is the declared claim, the value its stack stored: any other
@@ -259,16 +266,16 @@ def test_growing_the_file_system_leaves_the_claims_unchanged(plan_with):
     assert plan.named("fsx-claim-default", VOLUME).inputs["spec"]["capacity"] == {"storage": "2400Gi"}
 
 
-def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(dev):
+def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(mounted):
     # Pulumi deletes dependents first: each arrow below is a recorded dependency.
-    claim, volume = dev.named("default-fsx-claim", CLAIM), dev.named("fsx-claim-default", VOLUME)
-    driver, fs = dev.named("aws-fsx-csi-driver"), dev.named("fsx-training", FILE_SYSTEM)
+    claim, volume = mounted.named("default-fsx-claim", CLAIM), mounted.named("fsx-claim-default", VOLUME)
+    driver, fs = mounted.named("aws-fsx-csi-driver"), mounted.named("fsx-training", FILE_SYSTEM)
     assert volume.urn in claim.dependencies
     # The node plugin must still be there to unmount while volumes go away.
     assert driver.urn in volume.dependencies and fs.urn in volume.dependencies
-    sg = dev.named("fsx-lustre", "aws:ec2/securityGroup:SecurityGroup")
+    sg = mounted.named("fsx-lustre", "aws:ec2/securityGroup:SecurityGroup")
     assert sg.urn in fs.dependencies
-    subnet = dev.named("network-private-usw2-az4", "aws:ec2/subnet:Subnet")
+    subnet = mounted.named("network-private-usw2-az4", "aws:ec2/subnet:Subnet")
     assert subnet.urn in fs.dependencies
 
 
@@ -294,15 +301,13 @@ def test_prod_storage_tier_and_namespaces(prod):
     assert fs.inputs["perUnitStorageThroughput"] == 250
     assert fs.inputs["subnetIds"] == "subnet-placeholder-network-private-use2-az3"
     claims = [r.inputs for r in prod.of_type(CLAIM)]
-    # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node), two
-    # each while the root claims are kept. The directory Job's root claim lives in kube-system.
+    # The training namespaces', and the burn-in's (it checks the mount on each new Trainium node): one
+    # each, on its own directory (the shipped stacks have retired the root claims). The directory
+    # Job's root claim lives in kube-system.
     assert sorted(c["metadata"]["namespace"] for c in claims) == [
-        "default",
         "default",
         "kube-system",
         "neuron-burn-in",
-        "neuron-burn-in",
-        "research",
         "research",
     ]
     # The volumes carry the file system's size; the claims FSx's smallest, which any volume covers.
@@ -311,17 +316,39 @@ def test_prod_storage_tier_and_namespaces(prod):
     volumes = sorted(v.inputs["metadata"]["name"] for v in prod.of_type(VOLUME))
     assert volumes == [
         "fsx-claim-default-default-fs-placeholder-fsx-training",
-        "fsx-claim-default-fs-placeholder-fsx-training",
-        "fsx-claim-neuron-burn-in-fs-placeholder-fsx-training",
         "fsx-claim-neuron-burn-in-neuron-burn-in-fs-placeholder-fsx-training",
-        "fsx-claim-research-fs-placeholder-fsx-training",
         "fsx-claim-research-research-fs-placeholder-fsx-training",
         "fsx-root-kube-system-fs-placeholder-fsx-training",
     ]
-    for claim in ("research-fsx-claim", "research-fsx-claim-research"):
-        assert prod.named("ns-research").urn in prod.named(claim, CLAIM).dependencies
-    for claim in ("neuron-burn-in-fsx-claim", "neuron-burn-in-fsx-claim-neuron-burn-in"):
-        assert prod.named("burn-in-namespace-neuron-burn-in").urn in prod.named(claim, CLAIM).dependencies
+    assert prod.named("ns-research").urn in prod.named("research-fsx-claim-research", CLAIM).dependencies
+    burn_in = prod.named("neuron-burn-in-fsx-claim-neuron-burn-in", CLAIM)
+    assert prod.named("burn-in-namespace-neuron-burn-in").urn in burn_in.dependencies
+
+
+def test_the_shipped_workloads_mount_only_their_own_namespaces_directory(workloads_dev, workloads_prod):
+    # Attack path 3 of the security review (a pod reading another namespace's data on FSx) is closed in
+    # the stacks as shipped: every claim a workload pod mounts is its own namespace's directory claim.
+    for plan in (workloads_dev, workloads_prod):
+        mounted = {
+            (r.inputs["metadata"].get("namespace", "default"), v["persistentVolumeClaim"]["claimName"])
+            for r in plan.registrations
+            for v in _volumes(r.inputs)
+            if "persistentVolumeClaim" in v
+        }
+        assert mounted and all(claim == f"fsx-claim-{namespace}" for namespace, claim in mounted), mounted
+
+
+def _volumes(value):
+    """Every `volumes` entry anywhere in a manifest (pods, pod templates, Volcano tasks, Ray groups)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "volumes" and isinstance(inner, list):
+                yield from (v for v in inner if isinstance(v, dict))
+            else:
+                yield from _volumes(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _volumes(inner)
 
 
 def test_s3_links_are_data_repository_associations(plan_with):
@@ -602,31 +629,31 @@ def _burn_in_claims(plan) -> set[str]:
     }
 
 
-def test_the_directory_claims_come_next_to_the_root_claims_which_stay_mounted(dev):
+def test_the_directory_claims_come_next_to_the_root_claims_which_stay_mounted(mounted):
     """`mounted`, the shipped stacks: nothing a pod holds is deleted or replaced, and no data moves out
     of sight. The root claims keep their names, volumes and replacement trigger (what the stacks
     stored), so the engine plans no replacement; the workload stacks and the burn-in keep mounting them."""
-    root, volume = dev.named("default-fsx-claim", CLAIM), dev.named("fsx-claim-default", VOLUME)
+    root, volume = mounted.named("default-fsx-claim", CLAIM), mounted.named("fsx-claim-default", VOLUME)
     assert root.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
     assert root.inputs["spec"]["volumeName"] == "fsx-claim-default-fs-placeholder-fsx-training"
     assert volume.inputs["spec"]["csi"]["volumeAttributes"]["mountname"] == "placeholder"
     assert volume.inputs["spec"]["claimRef"] == {"namespace": "default", "name": "fsx-claim"}
     # Next to it, under another name, the claim on the namespace's own directory.
-    assert dev.named("default-fsx-claim-default", CLAIM).inputs["metadata"]["name"] == "fsx-claim-default"
-    assert dev.outputs["storage"]["claims"] == {"default": "fsx-claim"}
-    assert _burn_in_claims(dev) == {"fsx-claim"}
+    assert mounted.named("default-fsx-claim-default", CLAIM).inputs["metadata"]["name"] == "fsx-claim-default"
+    assert mounted.outputs["storage"]["claims"] == {"default": "fsx-claim"}
+    assert _burn_in_claims(mounted) == {"fsx-claim"}
 
 
-def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(dev):
+def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(mounted):
     # pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion waits for a deleted claim to be
     # gone, 10 minutes unless the delete timeout says otherwise; metadata/overrides.go
     # allowsSkipAwaitWithDelete lists no PersistentVolumeClaim, so skipAwait would not help. The
     # pvc-protection finalizer keeps a claim a pod mounts until that pod ends. The timeout is stored
     # with the claim while it is declared, which is what its deletion by a later up uses.
     for namespace in ("default", "neuron-burn-in"):
-        claim = dev.named(f"{namespace}-fsx-claim", CLAIM)
+        claim = mounted.named(f"{namespace}-fsx-claim", CLAIM)
         assert claim.lifecycle["customTimeouts"] == {"delete": "3m"}
-        assert "customTimeouts" not in dev.named(f"{namespace}-fsx-claim-{namespace}", CLAIM).lifecycle
+        assert "customTimeouts" not in mounted.named(f"{namespace}-fsx-claim-{namespace}", CLAIM).lifecycle
 
 
 def test_migrated_points_the_workloads_at_the_directories_and_keeps_the_root_claims(plan_with):

@@ -97,7 +97,7 @@ def test_bert_pods_own_their_node_and_tolerate_the_neuron_taint(workloads_dev: P
             {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
         ]
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
-        assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in spec["volumes"]
+        assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim-default"}} in spec["volumes"]
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", "/data"}
         assert spec["serviceAccountName"] == "training" and spec["restartPolicy"] == "Never"
 

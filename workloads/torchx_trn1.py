@@ -85,7 +85,7 @@ def trn1_dist_ddp(
     cacheset: str = "",
     output_dir: str = "",
     deadline_minutes: int = -1,
-    claim: str = "fsx-claim",
+    claim: str = "fsx-claim-default",
     max_retries: int = 3,
     checkpoint_every_shards: int = 1,
     checkpoints_to_keep: int = 2,
@@ -110,7 +110,8 @@ def trn1_dist_ddp(
             writes it (a second is refused)
         deadline_minutes: each attempt's deadline (-1: the workload stack's default, 120 for a
             precompile, 2880 for training)
-        claim: the FSx PersistentVolumeClaim mounted at /data
+        claim: the FSx PersistentVolumeClaim mounted at /data: the job's namespace's own directory,
+            fsx-claim-<namespace> (the cluster stack's output storage.claims)
         max_retries: restarts of the whole job on a pod failure, the deadline's included
         checkpoint_every_shards: checkpoint after every this many dataset shards
         checkpoints_to_keep: complete checkpoints kept in the run directory
