@@ -188,25 +188,6 @@ def _remembered_run(project_dir: Any, stack: str, config: dict[str, str], **opti
     return _RUNS[key]
 
 
-@pytest.fixture(scope="session")
-def team_plans() -> dict[str, tuple[PlanResult, PlanResult]]:
-    """The stack files as this checkout has them (a team's own, after README step 2), planned: what
-    `make docs` documents. Every other test plans the fixture's copies."""
-    from infra.config.errors import ConfigError
-    from offline.plan.command import plan_workloads
-
-    plans = {}
-    for stack in ("dev", "prod"):
-        try:
-            cluster = remembered_program(REPO_ROOT, stack)
-            plans[stack] = (cluster, plan_workloads(REPO_ROOT / "workloads", stack, cluster))
-        except ConfigError as refused:
-            pytest.fail(
-                f"this checkout's {stack} stack files do not plan (`make plan STACK={stack}` shows it):\n{refused}"
-            )
-    return plans
-
-
 @pytest.fixture
 def workloads_with(dev: PlanResult) -> Callable[..., PlanResult]:
     """The dev workload stack with keys replaced (None removes one) and the cluster's outputs

@@ -26,14 +26,14 @@ PROJECTS = (".", "workloads", "bootstrap")
 def build(destination: Path) -> Path:
     """``destination`` laid out like the repository for the offline plan: each project's
     Pulumi.yaml and program from the repository, its stack files from tests/stacks, and the
-    policy configurations beside them."""
+    policy configurations beside them; into a copy of the repository, it replaces that copy's."""
     for project in PROJECTS:
         (destination / project).mkdir(parents=True, exist_ok=True)
         for name in ("Pulumi.yaml", "__main__.py"):
             shutil.copyfile(REPO_ROOT / project / name, destination / project / name)
         for stack_file in (STACKS / project).glob("Pulumi.*.yaml"):
             shutil.copyfile(stack_file, destination / project / stack_file.name)
-    shutil.copytree(STACKS / "policy", destination / "policy")
+    shutil.copytree(STACKS / "policy", destination / "policy", dirs_exist_ok=True)
     return destination
 
 
