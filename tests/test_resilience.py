@@ -193,8 +193,8 @@ def test_a_checkpoint_the_file_system_will_not_read_is_neither_deleted_nor_passe
 ) -> None:
     """An I/O error says nothing about the bytes (a Lustre EIO, an evicted client): the attempt ends
     (exit 1, the file named) and the next one reads again; nothing is removed, set aside or picked past
-    it. The error is real: opening a directory, or seeking in a FIFO (held open for writing here, so
-    the open does not wait), fails in the kernel as a failed read on FSx would."""
+    it. The errors are the kernel's, as a failed read on FSx would be: opening a directory (EISDIR), or
+    seeking in a FIFO (ESPIPE; held open for writing here, so that the open does not wait)."""
     for step in (100, 200):
         torch_save_like(tmp_path / f"ckpt_{step}.pt")
     newest = tmp_path / "ckpt_300.pt"
@@ -284,8 +284,8 @@ def test_ray_resumes_from_the_newest_save_that_reads_back_whole_never_one_with_d
 
 
 def test_a_ray_save_the_file_system_will_not_read_gets_no_verdict(tmp_path: Path) -> None:
-    """A read that fails (here a FIFO in a data file's place, held open for writing so the open does not
-    wait: its seek fails in the kernel) records nothing in the save and ends the attempt; the next
+    """A read that fails (here a FIFO in a data file's place, held open for writing so that the open does
+    not wait: the kernel refuses its seeks) records nothing in the save and ends the attempt; the next
     attempt reads it again."""
     checkpoints = tmp_path / "checkpoints"
     ray_save(checkpoints, 100)

@@ -153,7 +153,7 @@ def bert_readable(path: str) -> bool:
         except Exception:  # what the bytes say: no central directory, a torn header, data cut short
             whole = False
         if f.failed is not None:
-            raise OSError(f.failed.errno, f"cannot read checkpoint file: {f.failed.strerror}", path) from f.failed
+            raise OSError(f"cannot read checkpoint file {path}: {f.failed}") from f.failed
     return whole
 
 
