@@ -237,7 +237,7 @@ NXDT_VERIFIED, NXDT_TORN = "verified.json", "torn.json"
 # list_checkpoint_tags l.59-60, checkpoint.py _determine_remove_tags l.66-98): a torn save left there
 # would be kept as the newest and a good one removed, and its own verdict would outlive a new save of
 # its step in the same directory.
-SET_ASIDE = NXDT_SET_ASIDE = "incomplete-checkpoints"
+SET_ASIDE = "incomplete-checkpoints"
 SET_ASIDE_PREFIX = re.compile(r"^\d+-")
 
 
@@ -318,7 +318,7 @@ def nxdt_prune(directory: str, keep: int, kind: str = "nxdt") -> tuple[list[str]
     import shutil
 
     saves, newest = nxdt_saves(directory, kind), nxdt_pick(directory, read=True, kind=kind)
-    aside = os.path.join(os.path.dirname(directory.rstrip("/")), NXDT_SET_ASIDE)
+    aside = os.path.join(os.path.dirname(directory.rstrip("/")), SET_ASIDE)
     removed, moved = [], []
     if newest is not None:
         for path in sorted(p for step, p in set_aside_all(aside, NXD_SAVE_NAMES[kind]) if step <= newest):
