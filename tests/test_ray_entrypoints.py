@@ -46,6 +46,7 @@ import yaml
 from infra.facts.instances import NEURON_INSTANCE_TYPES, node_label_value
 from offline.plan.runner import PlanResult
 from tests.conftest import HF_TOKEN_KEY, STAND_IN_TOKEN, WORKLOADS_DIR, _remembered_run
+from tests.test_resilience import RAY_SHARD, ray_save, tear_like_a_lost_node
 from workloads import ray_llama2, resumable
 from workloads.settings import RayLlama2Settings
 
@@ -343,17 +344,17 @@ def test_the_train_step_resumes_from_the_newest_complete_checkpoint(ray_plan: Ra
     checkpoints = ray_plan.result.outputs["workloads"]["runDirectories"]["rayLlama2"] + "/checkpoints"
 
     def saved(head: Head) -> None:
-        for step, done in ((100, True), (200, True), (300, False)):
-            folder = Path(head.local(checkpoints)) / f"step_{step}"
-            folder.mkdir(parents=True)
-            if done:
-                (folder / "done").write_text("1")
+        local = Path(head.local(checkpoints))
+        ray_save(local, 100), ray_save(local, 200), ray_save(local, 400, done=False)
+        tear_like_a_lost_node(ray_save(local, 300) / RAY_SHARD)  # `done`, and holes a lost node left
 
     run = replay(ray_plan.result, job, tmp_path, saved)
     assert run.rc == 0 and run.submitted[0]["rc"] == 0, run.stderr
     (call,) = run.principal("train")
     expected = [run.head.local(a) for a in expected_train_args(ray_plan)]
     assert call["argv"] == [*expected, "--resume_ckpt", "--loading_step", "200"]
+    aside = Path(run.head.local(checkpoints)).parent / "incomplete-checkpoints"
+    assert sorted(p.name for p in aside.iterdir()) == ["step_300", "step_400"]
 
 
 def old_form(step: str, plan: RayPlan) -> tuple[str, dict[str, Any]]:

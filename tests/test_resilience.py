@@ -87,16 +87,17 @@ def test_bert_resumes_from_the_newest_complete_checkpoint_never_a_cut_one(tmp_pa
     torch_save_like(tmp_path / "ckpt_400.pt")
     torch_save_like(tmp_path / "ckpt_800.pt")
     torch_save_like(tmp_path / "ckpt_1200.pt", cut=True)  # the save the node died in
-    assert resilience.bert_steps(str(tmp_path)) == {400: True, 800: True, 1200: False}
+    assert resilience.bert_steps(str(tmp_path)) == [1200, 400, 800]
     assert resilience.resume_args("bert", str(tmp_path)) == [
         "--resume_ckpt",
         "--resume_ckpt_path",
         f"{tmp_path}/ckpt_800.pt",
     ]
     # The script keeps N only among its own run's saves (a deque, l.594-600): the next attempt
-    # drops the cut one and what is beyond N across attempts.
-    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt", f"{tmp_path}/ckpt_1200.pt"]
-    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt"]
+    # drops what is beyond N across attempts, and sets the cut one aside (nothing newer passed).
+    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt"]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt", "incomplete-checkpoints"]
+    assert os.listdir(tmp_path / "incomplete-checkpoints") == ["ckpt_1200.pt"]
 
 
 def tear_like_a_lost_node(path: Path) -> None:
@@ -123,10 +124,10 @@ def test_bert_never_resumes_from_a_closed_but_torn_checkpoint(tmp_path: Path) ->
         "--resume_ckpt_path",
         f"{tmp_path}/ckpt_800.pt",
     ]
-    # Pruning keeps `keep` checkpoints that read back whole: the torn one goes, the good 800 stays
-    # although 1200 is newer.
-    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt", f"{tmp_path}/ckpt_1200.pt"]
-    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt"]
+    # Pruning keeps `keep` checkpoints that read back whole: the good 800 stays although 1200 is newer,
+    # and the torn 1200 is set aside, out of the way of the resumed run's own save of step 1200.
+    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt"]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt", "incomplete-checkpoints"]
 
 
 def test_a_torn_local_header_is_no_checkpoint_either(tmp_path: Path) -> None:
@@ -144,37 +145,166 @@ def test_only_as_many_checkpoints_are_read_back_as_are_kept_or_picked() -> None:
 
     def verify(step: int) -> bool:
         read.append(step)
-        return step != 300
+        return step not in (300, 400)
 
-    steps = {100: True, 200: True, 300: True, 400: False}
-    assert resilience.verified(steps, verify, 1) == {100: True, 200: True, 300: False, 400: False}
-    assert read == [300, 200]
+    steps = [100, 200, 300, 400]
+    assert resilience.verified(steps, verify, 1) == {400: False, 300: False, 200: True, 100: None}
+    assert read == [400, 300, 200]
     read.clear()
-    assert resilience.verified(steps, verify, 2) == {100: True, 200: True, 300: False, 400: False}
-    assert read == [300, 200, 100]
+    assert resilience.verified(steps, verify, 2) == {400: False, 300: False, 200: True, 100: True}
+    assert read == [400, 300, 200, 100]
     read.clear()
-    assert resilience.verified(steps, verify, 0) == steps and read == []
+    assert resilience.verified(steps, verify, 0) == dict.fromkeys(steps) and read == []
 
 
 def test_selection_and_pruning_rules() -> None:
-    steps = {100: True, 200: True, 300: False, 50: True}
-    assert resilience.newest_complete(steps) == 200
+    """Removed: what is older than a checkpoint that passed, torn or beyond the kept; set aside: what is
+    found torn while nothing newer passed."""
+    verdicts = {50: None, 100: True, 150: False, 200: True, 300: False}
+    assert resilience.newest_complete(verdicts) == 200
     assert resilience.newest_complete({300: False}) is None
-    assert resilience.to_delete(steps, keep=2) == [50, 300]
-    assert resilience.to_delete(steps, keep=5) == [300]
+    assert resilience.disposal(verdicts) == ([50, 150], [300])
+    assert resilience.disposal({100: False, 300: False}) == ([], [100, 300])
 
 
-def test_ray_resumes_from_the_newest_nxd_checkpoint_with_its_done_marker(tmp_path: Path) -> None:
-    """neuronx-distributed SDK 2.18.0 (8520967) trainer/checkpoint.py: <dir>/<tag>/done is written
-    after every rank saved, and list_checkpoint_tags counts only tags that have it
-    (checkpoint_storage.py l.83-95); the script loads tag step_<loading_step> (l.472-481)."""
-    for step, done in ((100, True), (200, True), (300, False)):
-        (tmp_path / f"step_{step}").mkdir()
-        if done:
-            (tmp_path / f"step_{step}" / "done").write_text("1")
-    (tmp_path / "step_400").write_text("a file, not a checkpoint")
-    assert resilience.resume_args("ray", str(tmp_path)) == ["--resume_ckpt", "--loading_step", "200"]
-    assert resilience.resume_args("ray", str(tmp_path / "missing")) == []
+def test_bert_deletes_a_torn_checkpoint_only_once_a_newer_one_passes(tmp_path: Path) -> None:
+    """The prune as the pods run it (resilience.py as a program): a torn newest checkpoint with nothing
+    newer that reads back whole is set aside, never deleted, and goes once a newer save passes."""
+    tear_like_a_lost_node(torn := torch_save_like(tmp_path / "ckpt_400.pt") or tmp_path / "ckpt_400.pt")
+    run = run_resilience("prune", "bert", str(tmp_path), "2")
+    assert run.returncode == 0 and "removed" not in run.stderr, run.stderr
+    aside = tmp_path / "incomplete-checkpoints"
+    assert not torn.exists() and (aside / "ckpt_400.pt").read_bytes()
+    assert run_resilience("resume", "bert", str(tmp_path)).stdout.strip() == ""  # from step 0
+    # The run saves 400 again, torn again, then 800 whole: the two set aside at or below 800 go.
+    torch_save_like(torn)
+    tear_like_a_lost_node(torn)
+    run = run_resilience("prune", "bert", str(tmp_path), "2")
+    assert run.returncode == 0 and sorted(os.listdir(aside)) == ["1-ckpt_400.pt", "ckpt_400.pt"], run.stderr
+    torch_save_like(tmp_path / "ckpt_800.pt")
+    run = run_resilience("prune", "bert", str(tmp_path), "2")
+    assert run.returncode == 0, run.stderr
+    assert os.listdir(aside) == [] and sorted(os.listdir(tmp_path)) == ["ckpt_800.pt", "incomplete-checkpoints"]
+
+
+@pytest.mark.parametrize("unreadable", ["fifo", "directory"])
+def test_a_checkpoint_the_file_system_will_not_read_is_neither_deleted_nor_passed_over(
+    tmp_path: Path, unreadable: str
+) -> None:
+    """An I/O error says nothing about the bytes (a Lustre EIO, an evicted client): the attempt ends
+    (exit 1, the file named) and the next one reads again; nothing is removed, set aside or picked past
+    it. The errors are the kernel's, as a failed read on FSx would be: opening a directory (EISDIR), or
+    seeking in a FIFO (ESPIPE; held open for writing here, so that the open does not wait)."""
+    for step in (100, 200):
+        torch_save_like(tmp_path / f"ckpt_{step}.pt")
+    newest = tmp_path / "ckpt_300.pt"
+    if unreadable == "fifo":
+        os.mkfifo(newest)
+        writer = os.open(newest, os.O_RDWR)
+    else:
+        newest.mkdir()
+    try:
+        for command in (["prune", "bert", str(tmp_path), "1"], ["resume", "bert", str(tmp_path)]):
+            run = run_resilience(*command)
+            assert run.returncode == 1 and str(newest) in run.stderr and "attempt ends" in run.stderr, run
+            assert run.stdout == "" and "Traceback" not in run.stderr
+            assert sorted(os.listdir(tmp_path)) == ["ckpt_100.pt", "ckpt_200.pt", "ckpt_300.pt"]
+    finally:
+        if unreadable == "fifo":
+            os.close(writer)
+
+
+def run_resilience(*args: str) -> subprocess.CompletedProcess[str]:
+    """resilience.py run as the pods run it, a program on the base interpreter."""
+    script = Path(resilience.__file__)
+    return subprocess.run(["python3", str(script), *args], env={"PATH": SCRIPT_PATH}, capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+
+
+# One data file of each kind a Ray Train save holds (below).
+RAY_SAVE_FILES = (
+    "optim/dp_rank_00_tp_rank_00_pp_rank_00.pt",
+    "optim/dp_rank_00_tp_rank_00_pp_rank_00.pt.tensors/tensor_0.pt",
+    "model/dp_rank_00_tp_rank_00_pp_rank_00.pt",
+    "model/dp_rank_00_tp_rank_00_pp_rank_00.pt.info.pt",
+    "model/dp_rank_00_tp_rank_00_pp_rank_00.pt.tensors/tensor_0.pt",
+    "scheduler.pt",
+    "user_content.pt",
+)
+RAY_SHARD = RAY_SAVE_FILES[-3]
+
+
+def ray_save(checkpoints: Path, step: int, done: bool = True) -> Path:
+    """A save as Ray Train's script has NxD write it (aws-neuron/neuronx-distributed fbac349
+    tp_zero1_llama_hf_pretrain.py l.339-351: save_checkpoint(checkpoint_dir, "step_<n>", model, optimizer,
+    scheduler, user_content, use_xser=True), synchronous; trainer/checkpoint.py l.737-824): the tag's
+    ``checkpoint`` marker, torch.save archives for the ZeRO-1 optimizer's and the model's reference data
+    and each of their tensors, the scheduler and the user content, ``done`` last (l.190-196)."""
+    directory = checkpoints / f"step_{step}"
+    directory.mkdir(parents=True)
+    (directory / "checkpoint").write_text("1")
+    for name in RAY_SAVE_FILES:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        torch_save_like(directory / name)
+    if done:
+        (directory / "done").write_text("1")
+    return directory
+
+
+def test_ray_resumes_from_the_newest_save_that_reads_back_whole_never_one_with_done_alone(tmp_path: Path) -> None:
+    """NxD writes ``done`` once every rank has closed its files and fsyncs nothing (checkpoint_storage.py
+    l.188-195): a save whose pages a lost node never wrote back has ``done`` and holes. The prune and the
+    resume, run as the head runs them, read the saves back as NxD Training's (nxdt_pick): the torn save
+    and the cut one are set aside beside checkpoints/, out of NxD's own count (list_checkpoint_tags, by
+    mtime) and of the resumed run's saves of the same steps; the script loads step_<loading_step>."""
+    checkpoints = tmp_path / "checkpoints"
+    assert run_resilience("resume", "ray", str(checkpoints)).stdout == "\n"  # first attempt: from step 0
+    older, good = ray_save(checkpoints, 100), ray_save(checkpoints, 200)
+    tear_like_a_lost_node((torn := ray_save(checkpoints, 300)) / RAY_SHARD)
+    cut = ray_save(checkpoints, 400, done=False)  # the save the pod died in
+    (checkpoints / "step_500").write_text("a file, not a checkpoint")
+
+    pruned = run_resilience("prune", "ray", str(checkpoints), "2")
+    assert pruned.returncode == 0 and "removed" not in pruned.stderr, pruned.stderr
+    aside = tmp_path / "incomplete-checkpoints"
+    assert sorted(p.name for p in aside.iterdir()) == [torn.name, cut.name]
+    assert (aside / torn.name / "torn.json").exists() and (good / "verified.json").exists()
+    assert sorted(p.name for p in checkpoints.iterdir()) == [older.name, good.name, "step_500"]
+    resumed = run_resilience("resume", "ray", str(checkpoints))
+    assert resumed.returncode == 0 and resumed.stdout.split() == ["--resume_ckpt", "--loading_step", "200"]
+
+    # The run goes on from 200 and saves step_300 and step_400 again, whole: once 400 passes, what was
+    # set aside at or below it goes, and the saves beyond the 2 kept.
+    again_300, again_400 = ray_save(checkpoints, 300), ray_save(checkpoints, 400)
+    pruned = run_resilience("prune", "ray", str(checkpoints), "2")
+    assert pruned.returncode == 0, pruned.stderr
+    assert not list(aside.iterdir())
+    assert sorted(p.name for p in checkpoints.iterdir()) == [again_300.name, again_400.name, "step_500"]
+    assert run_resilience("resume", "ray", str(checkpoints)).stdout.split()[-1] == "400"
+
+
+def test_a_ray_save_the_file_system_will_not_read_gets_no_verdict(tmp_path: Path) -> None:
+    """A read that fails (here a FIFO in a data file's place, held open for writing so that the open does
+    not wait: the kernel refuses its seeks) records nothing in the save and ends the attempt; the next
+    attempt reads it again."""
+    checkpoints = tmp_path / "checkpoints"
+    ray_save(checkpoints, 100)
+    newest = ray_save(checkpoints, 200)
+    (newest / "user_content.pt").unlink()
+    os.mkfifo(newest / "user_content.pt")
+    writer = os.open(newest / "user_content.pt", os.O_RDWR)
+    files = sorted(os.listdir(newest))
+    try:
+        for command in (["prune", "ray", str(checkpoints), "2"], ["resume", "ray", str(checkpoints)]):
+            run = run_resilience(*command)
+            assert run.returncode == 1 and f"{newest}/user_content.pt" in run.stderr, run
+            assert sorted(os.listdir(newest)) == files  # no verdict written
+            assert not (tmp_path / "incomplete-checkpoints").exists()
+    finally:
+        os.close(writer)
+    (newest / "user_content.pt").unlink()
+    torch_save_like(newest / "user_content.pt")  # readable again
+    assert run_resilience("resume", "ray", str(checkpoints)).stdout.split()[-1] == "200"
 
 
 # facebookresearch/hydra v1.2.0 hydra/grammar/OverrideLexer.g4, VALUE_MODE: each token's
@@ -369,8 +499,10 @@ def test_the_training_shell_resumes_writes_the_heartbeat_and_keeps_the_exit_stat
     assert result.returncode == 3, result.stderr  # pipefail: the trainer's status, not the filter's
     assert f"args: --output_dir {run_dir} --resume_ckpt --resume_ckpt_path {run_dir}/ckpt_20.pt" in result.stdout
     assert "(0, 22) step_loss" in result.stdout and resilience.last_step(heartbeat.read_text(), "bert") == 22
-    # The cut save is gone; the lock file and its holder's record stay (resilience.lock).
-    assert sorted(os.listdir(run_dir)) == [".lock", ".lock-holder", "ckpt_20.pt", "heartbeat"]
+    # The cut save, newer than any that passed, is set aside; the lock file and its holder's record stay
+    # (resilience.lock).
+    assert sorted(os.listdir(run_dir)) == [".lock", ".lock-holder", "ckpt_20.pt", "heartbeat", "incomplete-checkpoints"]
+    assert os.listdir(run_dir / "incomplete-checkpoints") == ["ckpt_30.pt"]
 
 
 def test_a_failed_resume_look_up_ends_the_attempt_instead_of_training_from_step_0(tmp_path: Path) -> None:
