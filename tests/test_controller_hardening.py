@@ -291,3 +291,18 @@ def test_the_capacity_check_counts_the_standbys() -> None:
     assert replicas["volcano"] == 3 * CONTROLLER_REPLICAS
     for name in ("kuberay-operator", "mpi-operator", "cluster-autoscaler"):
         assert replicas[name] == CONTROLLER_REPLICAS, name
+
+
+def test_the_mpi_operator_gets_a_budget_in_the_namespace_its_manifest_creates(dev, prod) -> None:
+    # kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml creates Namespace mpi-operator and
+    # ships no PodDisruptionBudget; the pack learns the namespace from the pinned manifest's URL.
+    from infra.facts.versions import MANIFEST_NAMESPACES, MPI_OPERATOR_MANIFEST
+    from offline.plan.policy_run import parse_config, run_policies
+
+    assert MANIFEST_NAMESPACES[MPI_OPERATOR_MANIFEST] == ("mpi-operator",)
+    for plan in (dev, prod):
+        budget = plan.named("mpi-operator-mpi-operator", "kubernetes:policy/v1:PodDisruptionBudget").inputs
+        assert budget["metadata"] == {"name": "mpi-operator", "namespace": "mpi-operator"}
+        assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "mpi-operator"}}}
+        report = run_policies(plan.registrations, parse_config({}, "defaults"), "us-west-2")
+        assert not [v for v in report.violations if v.policy == "namespace-exists"]

@@ -95,6 +95,7 @@ def test_plan_writes_resources_json(planned_dev):
         "persistentvolumeclaim-neuron-burn-in-fsx-claim-neuron-burn-in.yaml",
         # One replica at a time may be evicted from a controller that runs a standby (docs/security.md).
         "poddisruptionbudget-kuberay-system-kuberay-operator.yaml",
+        "poddisruptionbudget-mpi-operator-mpi-operator.yaml",
         "poddisruptionbudget-volcano-system-volcano-admission.yaml",
         "poddisruptionbudget-volcano-system-volcano-controller.yaml",
         "poddisruptionbudget-volcano-system-volcano-scheduler.yaml",

@@ -21,12 +21,11 @@ from infra.components.kube import (
     spread_across_nodes,
 )
 from infra.config.models import QueueConfig
-from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
+from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST, MPI_OPERATOR_NAMESPACE
 from infra.specs.pod_security import controller_namespace_labels
 
 KUBERAY_NAMESPACE = "kuberay-system"
 VOLCANO_NAMESPACE = "volcano-system"
-MPI_OPERATOR_NAMESPACE = "mpi-operator"
 
 
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:
@@ -277,7 +276,7 @@ class Schedulers(pulumi.ComponentResource):
         if args.mpi_operator:
             # The manifest is applied from upstream as is, but for the image's tag and, when Volcano
             # is on, the gang-scheduling flag (then also after Volcano, whose PodGroup CRD the operator uses).
-            k8s.yaml.v2.ConfigFile(
+            mpi_operator = k8s.yaml.v2.ConfigFile(
                 "mpi-operator",
                 file=MPI_OPERATOR_MANIFEST,
                 opts=pulumi.ResourceOptions(
@@ -286,6 +285,13 @@ class Schedulers(pulumi.ComponentResource):
                     transforms=[mpi_operator_gang_scheduling if args.volcano else mpi_operator_release_image],
                     depends_on=[self.volcano] if self.volcano else None,
                 ),
+            )
+            # The manifest ships no budget; its two replicas (mpi_operator_release_image) keep the lease.
+            disruption_budget(
+                "mpi-operator",
+                MPI_OPERATOR_NAMESPACE,
+                MPI_OPERATOR_PODS,
+                pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[mpi_operator])),
             )
 
         self.register_outputs({})

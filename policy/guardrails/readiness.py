@@ -12,10 +12,12 @@ from typing import Any
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from infra.facts.versions import MANIFEST_NAMESPACES
 from policy.guardrails.declare import Report, resource_rule, stack_rule
 from policy.guardrails.props import get, has, is_kubernetes_object, is_list, kind_of, object_name, of_type
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 HELM_CHARTS = (HELM_RELEASE, "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
 NAMESPACE = "kubernetes:core/v1:Namespace"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -121,6 +123,10 @@ def namespace_exists(args: StackValidationArgs, report: Report) -> None:
         f"list it under namespace-exists.externalNamespaces in {_config_file(args.resources)} if another stack owns it"
     )
     existing |= {get(n.props, "metadata", "name") for n in of_type(args.resources, NAMESPACE)}
+    # A pinned release manifest applied from its URL creates its own (infra/facts/versions.py).
+    existing |= {
+        ns for c in of_type(args.resources, CONFIG_FILE) for ns in MANIFEST_NAMESPACES.get(get(c.props, "file"), ())
+    }
     releases = of_type(args.resources, *HELM_CHARTS)
     existing |= {get(r.props, "namespace") for r in releases if get(r.props, "createNamespace") is True}
     for r in args.resources:
