@@ -306,3 +306,32 @@ def test_the_mpi_operator_gets_a_budget_in_the_namespace_its_manifest_creates(de
         assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "mpi-operator"}}}
         report = run_policies(plan.registrations, parse_config({}, "defaults"), "us-west-2")
         assert not [v for v in report.violations if v.policy == "namespace-exists"]
+
+
+def test_the_mpi_operator_loses_pods_exec_and_nothing_else() -> None:
+    # kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml grants `create` on pods/exec in
+    # its ClusterRole; the v2 controller calls no exec (pkg/, cmd/), so a compromised image would only
+    # use it to run commands in other pods, node agents included (attack path 7).
+    import pulumi
+    import pytest
+
+    from infra.components.schedulers import mpi_operator_gang_scheduling, mpi_operator_release_image
+
+    pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]}
+    exec_ = {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}
+    upstream = {"metadata": {"name": "mpi-operator"}, "rules": [pods, exec_]}
+    role = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+    for transform in (mpi_operator_gang_scheduling, mpi_operator_release_image):
+        result = transform(pulumi.ResourceTransformArgs(True, role, "mpi-operator", upstream, pulumi.ResourceOptions()))
+        assert result.props["rules"] == [pods]
+    assert upstream["rules"] == [pods, exec_]  # the manifest's object itself is left alone
+    with pytest.raises(ValueError, match="no pods/exec rule"):
+        mpi_operator_release_image(
+            pulumi.ResourceTransformArgs(
+                True,
+                role,
+                "mpi-operator",
+                {"metadata": {"name": "mpi-operator"}, "rules": [pods]},
+                pulumi.ResourceOptions(),
+            )
+        )

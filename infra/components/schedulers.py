@@ -141,6 +141,22 @@ MPI_OPERATOR_UPSTREAM_ARGS = ("-alsologtostderr", "--lock-namespace=mpi-operator
 MPI_OPERATOR_GANG_ARGS = [*MPI_OPERATOR_UPSTREAM_ARGS, "--gang-scheduling=volcano"]
 
 
+def without_pod_exec(cluster_role: Mapping[str, Any]) -> dict[str, Any]:
+    """The operator's ClusterRole without `pods/exec`: the v2 controller never execs into a pod (kubeflow/
+    mpi-operator v0.8.2: nothing under pkg/ or cmd/ calls the exec subresource; the launcher reaches
+    the workers over SSH), and the grant would let a compromised operator image run commands in any
+    pod of the cluster, the node agents' included."""
+    rules = [
+        rule
+        for rule in cluster_role.get("rules", [])
+        if not (rule.get("apiGroups") == [""] and rule.get("resources") == ["pods/exec"])
+    ]
+    if len(rules) == len(cluster_role.get("rules", [])):
+        # A manifest that reshaped the rule must be read again, not silently keep the grant.
+        raise ValueError("the MPI operator's ClusterRole has no pods/exec rule of the shape v0.8.2 ships")
+    return {**cluster_role, "rules": rules}
+
+
 def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> pulumi.ResourceTransformResult | None:
     # A manifest object's props arrive as plain values (``Inputs`` also admits Outputs and awaitables).
     props: Mapping[str, Any] = args.props
@@ -149,6 +165,11 @@ def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> 
         metadata = dict(props["metadata"])
         metadata["labels"] = {**metadata.get("labels", {}), **controller_namespace_labels(MPI_OPERATOR_NAMESPACE)}
         return pulumi.ResourceTransformResult(props={**props, "metadata": metadata}, opts=args.opts)
+    if (
+        args.type_ == "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+        and props.get("metadata", {}).get("name") == "mpi-operator"
+    ):
+        return pulumi.ResourceTransformResult(props=without_pod_exec(props), opts=args.opts)
     if args.type_ != "kubernetes:apps/v1:Deployment" or props.get("metadata", {}).get("name") != "mpi-operator":
         return None
     spec = copy.deepcopy(dict(props["spec"]))
@@ -165,10 +186,8 @@ def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> 
         # explicitly: the image is on Docker Hub.
         container["imagePullPolicy"] = IMAGE_PULL_POLICY
     # The operator always elects a leader on a Lease in --lock-namespace (kubeflow/mpi-operator v0.8.2
-    # cmd/mpi-operator/app/server.go: election.RunOrDie), so a second replica waits as a standby. No
-    # disruption budget: the namespace is the manifest's, which the offline plan cannot see into, so
-    # the pack's namespace-exists rule refuses any object declared in it; the replicas prefer
-    # different nodes, and a node roll drains one node at a time.
+    # cmd/mpi-operator/app/server.go: election.RunOrDie), so a second replica waits as a standby; its
+    # disruption budget is declared beside the manifest (Schedulers).
     spec["replicas"] = CONTROLLER_REPLICAS
     spec["template"]["spec"]["affinity"] = spread_across_nodes(MPI_OPERATOR_PODS)
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
