@@ -21,11 +21,12 @@ from infra.components.kube import (
     spread_across_nodes,
 )
 from infra.config.models import QueueConfig
-from infra.facts.versions import CHARTS, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST, MPI_OPERATOR_NAMESPACE
+from infra.facts.versions import CHARTS, MANIFEST_NAMESPACES, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
 from infra.specs.pod_security import controller_namespace_labels
 
 KUBERAY_NAMESPACE = "kuberay-system"
 VOLCANO_NAMESPACE = "volcano-system"
+(MPI_OPERATOR_NAMESPACE,) = MANIFEST_NAMESPACES[MPI_OPERATOR_MANIFEST]
 
 
 def queue_spec(queue: QueueConfig) -> dict[str, Any]:

@@ -175,12 +175,10 @@ MPI_OPERATOR_VERSION = "v0.8.2"
 MPI_OPERATOR_MANIFEST = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
 )
-# The namespace that manifest creates (its first object, at caa3c47 "Prepare v0.8.2"), where the
-# operator runs and takes its leader lease (--lock-namespace).
-MPI_OPERATOR_NAMESPACE = "mpi-operator"
-# What a release manifest applied from its URL creates, which no offline reader can see in it: the
-# policy pack's namespace-exists counts these namespaces as declared.
-MANIFEST_NAMESPACES = {MPI_OPERATOR_MANIFEST: (MPI_OPERATOR_NAMESPACE,)}
+# The namespaces a release manifest applied from its URL creates, which no offline reader can see in
+# it: the policy pack's namespace-exists counts them as declared. The MPI operator's is the manifest's
+# first object (at caa3c47 "Prepare v0.8.2"), where the operator runs and takes its leader lease.
+MANIFEST_NAMESPACES = {MPI_OPERATOR_MANIFEST: ("mpi-operator",)}
 # `:0.8` moves with every 0.8.x release (.github/workflows/mpi-operator-docker-image-publish.yml pushes
 # type=semver {{version}} and {{major}}.{{minor}} for each v* tag): the release's own tag instead.
 MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removeprefix('v')}"
