@@ -144,11 +144,16 @@ class Storage(ContractModel):
         description="Whether the file system exists (the `fsxCsi` feature); every other key "
         "but capacityGib, deploymentType and zone is null or empty when not."
     )
-    file_system_id: str | None = Field(description="The FSx for Lustre file system.")
-    dns_name: str | None = Field(description="Its DNS name.")
-    mount_name: str | None = Field(description="Its Lustre mount name.")
-    storage_class: str | None = Field(description="The StorageClass of its volumes.")
+    # Null without a file system, and a null output never reaches a StackReference: the Pulumi SDK drops
+    # None values both ways (pulumi 3.272.0 pulumi/runtime/rpc.py serialize_properties: "properties that
+    # serialize to None" are treated "as if they don't exist"; deserialize_properties likewise), so these
+    # default to None rather than being required.
+    file_system_id: str | None = Field(default=None, description="The FSx for Lustre file system.")
+    dns_name: str | None = Field(default=None, description="Its DNS name.")
+    mount_name: str | None = Field(default=None, description="Its Lustre mount name.")
+    storage_class: str | None = Field(default=None, description="The StorageClass of its volumes.")
     claim_name: str | None = Field(
+        default=None,
         description="The name of each namespace's claim on the root (cluster storage.rootClaims) and the prefix of "
         "its directory claims; what a namespace mounts is in claims."
     )

@@ -391,3 +391,19 @@ def test_a_refusal_that_rests_on_no_offline_table_gets_no_note():
     groups[0]["minSize"], groups[0]["maxSize"] = 3, 1
     text = _refused(**{"trainium-eks:acceleratorNodeGroups": groups})
     assert "acceleratorNodeGroups[0]" in text and "offline answer" not in text
+
+
+def test_a_workload_stack_on_a_cluster_without_its_file_system_is_refused_by_name(tmp_path, capsys):
+    # Without fsxCsi the cluster exports null storage fields, which never reach a StackReference
+    # (pulumi 3.272.0 pulumi/runtime/rpc.py drops None when it serializes and deserializes): the
+    # workload stack reads them as absent and refuses by name, not with the contract's "Field required".
+    def no_file_system(config):
+        config["trainium-eks:features"] = {"fsxCsi": False}
+
+    project = project_copy(tmp_path / "p", edit=no_file_system)
+    project_copy(project / "workloads", FIXTURE_ROOT / "workloads")
+    out = ["--stack", "dev", "--project-dir", str(project), "--out", str(tmp_path / "out")]
+    assert command.main(out) == 2
+    err = unwrapped(capsys.readouterr().err)
+    assert "the cluster stack has no FSx claim there, which every workload stack mounts; turn on its storage" in err
+    assert "trainium-eks:features.fsxCsi: true" in err and "Field required" not in err

@@ -933,3 +933,13 @@ def test_the_pipeline_refuses_an_unacknowledged_data_store_replacement_before_it
     assert run("").returncode == 0 and not (tmp_path / "argv").exists()
     assert run("0123abcd").returncode == 2
     assert (tmp_path / "argv").read_text().split() == ["--base", "0123abcd", "--stacks", stack]
+
+
+def test_the_pull_requests_plan_diff_reports_data_store_replacements_and_the_deploys_refuse_them() -> None:
+    # The pull request's base may never have been deployed; the deploy jobs compare with the deployed
+    # commit (tests above) and refuse there.
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "pull-request.yml").read_text())
+    runs = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
+    assert any('make plan BASE="$BASE_SHA" ARGS="--data-store-replacements report"' in r for r in runs)
+    deploys = [s.get("run", "") for job in deploy_jobs().values() for s in job["steps"]]
+    assert all("--data-store-replacements" not in r for r in deploys)

@@ -270,7 +270,10 @@ def _namespace_problems(config: WorkloadsConfig, cluster: ClusterContract) -> li
             f"it has: {', '.join(cluster.namespaces)} (add it to the cluster's trainingNamespaces)"
         ]
     if not cluster.storage_enabled or config.namespace not in cluster.claims:
-        return [f"{key} = {config.namespace!r}: the cluster stack has no FSx claim there; turn on its storage"]
+        return [
+            f"{key} = {config.namespace!r}: the cluster stack has no FSx claim there, which every workload stack "
+            "mounts; turn on its storage (trainium-eks:features.fsxCsi: true)"
+        ]
     return []
 
 

@@ -794,10 +794,20 @@ def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bin/plan --base", description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git ref of the revision to compare against")
-    parser.add_argument("--stacks", default=",".join(STACKS))
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "plan-diff")
+    parser.add_argument("--stacks", default=",".join(STACKS), help="the stacks to compare (default: dev,prod)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "build" / "plan-diff", help="where diff.txt and diff.md go"
+    )
+    parser.add_argument(
+        "--data-store-replacements",
+        choices=("refuse", "report"),
+        default="refuse",
+        help="refuse (exit 2) an unacknowledged data-store replacement, as the deploy jobs do against the "
+        "deployed commit, or only report it: a pull request compares against its base, which may never "
+        "have been deployed",
+    )
     args = parser.parse_args(argv)
     stacks = tuple(s for s in args.stacks.split(",") if s)
     out = args.out.resolve()
@@ -826,13 +836,20 @@ def main(argv: list[str] | None = None) -> int:
             diffs, load_plans(base_dir), load_plans(head_dir), stack_acknowledgements(project_dirs, stacks)
         ),
     }
+    reported = "This change would replace data stores"
+    if args.data_store_replacements == "report":
+        refused[reported] = refused.pop("This change replaces data stores")
     for heading, refusals in refused.items():
         if refusals:
+            deployed = " (if the stack was deployed from it: the deploy job checks against what runs)"
             print(
-                render.message(f"\n{heading} against {label}:\n" + "\n".join(f"  - {r}" for r in refusals)),
+                render.message(
+                    f"\n{heading} against {label}{deployed if heading == reported else ''}:\n"
+                    + "\n".join(f"  - {r}" for r in refusals)
+                ),
                 file=sys.stderr,
             )
-    if any(refused.values()):
+    if any(refusals for heading, refusals in refused.items() if heading != reported):
         return 2
     return 0
 
