@@ -155,7 +155,7 @@ class Storage(ContractModel):
     claim_name: str | None = Field(
         default=None,
         description="The name of each namespace's claim on the root (cluster storage.rootClaims) and the prefix of "
-        "its directory claims; what a namespace mounts is in claims."
+        "its directory claims; what a namespace mounts is in claims.",
     )
     namespaces: list[str] = Field(description="The namespaces that have a claim.")
     capacity_gib: int = Field(description="Its capacity.")
