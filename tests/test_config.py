@@ -90,11 +90,15 @@ def test_a_region_without_any_neuron_type_is_refused_as_such():
     assert "aws:region = 'ca-central-1': no Neuron instance type" in message
     assert "regions that offer Trainium: us-west-2, us-east-1, us-east-2" in message
     assert "infra/facts/regions.py" in message
-    # Every region the offering table covers is accepted.
+    # Every region the offering table covers is accepted, with a group of a type it offers.
     from infra.facts.regions import NEURON_REGIONS
 
-    for region in NEURON_REGIONS:
-        assert parse_stack_config(with_changes(region=region)).region == region
+    for region, facts in NEURON_REGIONS.items():
+        instance_type = "trn1.32xlarge" if "trn1.32xlarge" in facts.offerings else "inf2.48xlarge"
+        if instance_type not in facts.offerings:
+            instance_type = sorted(facts.offerings)[0]
+        groups = [group(instanceType=instance_type)]
+        assert parse_stack_config(with_changes(region=region, acceleratorNodeGroups=groups)).region == region
 
 
 def test_unknown_key_is_refused_not_ignored():
@@ -335,6 +339,23 @@ def test_an_unquoted_version_yaml_read_as_a_number_says_to_quote_it():
     ) in message
     assert "amiReleaseVersion" not in message
     assert "quote it" not in refused(with_changes(kubernetesVersion="1.34.1"))
+    # A quoted "1.4" is what was meant: there is no 1.40 to hint at.
+    assert "quote it" not in refused(with_changes(kubernetesVersion="1.4"))
+
+
+def test_a_trainium_type_a_region_does_not_offer_is_refused_as_such_not_blamed_on_its_zones():
+    # eu-west-1 offers Inferentia2 only (infra/facts/regions.py, from the AWS price list, which prices
+    # trn1 on demand wherever it is offered).
+    message = refused({"region": "eu-west-1"})
+    assert (
+        "acceleratorNodeGroups[0].instanceType = 'trn1.32xlarge': not offered in eu-west-1; regions that offer it: "
+        "us-west-2, us-east-1, us-east-2"
+    ) in message
+    assert "azId" not in message
+    # A type no price list row covers anywhere (trn2.48xlarge: Capacity Blocks) is left to the look-up.
+    assert parse_stack_config(
+        {"region": "us-east-2", "acceleratorNodeGroups": [group(instanceType="trn2.48xlarge", name="trn2")]}
+    )
 
 
 def test_unknown_addon():

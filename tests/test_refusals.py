@@ -122,10 +122,18 @@ def test_every_projects_stack_files_go_through_the_same_reader(tmp_path):
 @pytest.mark.parametrize(
     ("project", "line", "expected"),
     [
+        ("workloads", "profile: ml", "profile has no project prefix; write it as `trainium-workloads:profile`"),
+        (
+            "workloads",
+            "nxdLlama: {enabled: true}",
+            "nxdLlama has no project prefix; `trainium-workloads:nxdLlama` is set too, on line 34: delete the one "
+            "you do not mean",
+        ),
         (
             "workloads",
             "namespace: research",
-            "namespace has no project prefix; write it as `trainium-workloads:namespace`",
+            "namespace has no project prefix; `trainium-workloads:namespace` is set too, on line 11: delete the one "
+            "you do not mean",
         ),
         (
             "workloads",
@@ -339,14 +347,11 @@ def test_a_kubernetes_version_without_offline_addon_builds_names_the_table():
 
 
 def test_a_region_or_zone_offering_missing_offline_names_the_table():
-    # eu-west-1 offers Inferentia2 only (infra/facts/regions.py): the dev stack's Trainium groups have no zone.
+    # eu-west-1 offers Inferentia2 only (infra/facts/regions.py): the dev stack's Trainium groups are refused
+    # by type before any zone is looked up, with no offline note (no look-up was made).
     text = _refused(**{"aws:region": "eu-west-1"})
-    assert "no zone of eu-west-1 offers" in text
-    assert (
-        "[offline answer: OFFERINGS['eu-west-1'] in offline/plan/fixtures.py has no entry for trn1.32xlarge, "
-        "trn1n.32xlarge;"
-    ) in text
-    assert "built from NEURON_REGIONS in infra/facts/regions.py" in text
+    assert "instanceType = 'trn1.32xlarge': not offered in eu-west-1" in text
+    assert "no zone of eu-west-1 offers" not in text and "[offline answer" not in text
     groups = json.loads(stack_config(FIXTURE_ROOT, "dev")["trainium-eks:acceleratorNodeGroups"])
     text = _refused(
         **{

@@ -31,7 +31,7 @@ from infra.config.models import (
     key_name,
 )
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
-from infra.facts.instances import NEURON_INSTANCE_TYPES, trains
+from infra.facts.instances import NEURON_INSTANCE_TYPES, instance_hourly, trains
 from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
 from infra.facts.pins import (
     CHART_FEATURES,
@@ -329,6 +329,7 @@ def kubernetes_version_change_problem(running: str, wanted: str, holder: str = "
 def semantic_problems(config: StackConfig) -> list[str]:
     problems: list[str] = []
     problems += _provider_problems(config)
+    problems += _group_region_problems(config)
     problems += _cluster_problems(config)
     problems += _network_problems(config.network)
     problems += _endpoint_problems(config.endpoint_access, config.environment)
@@ -367,6 +368,27 @@ def region_problem(region: str) -> str | None:
             "from the AWS price list; add the region there with its source if AWS has started offering one)"
         )
     return None
+
+
+def _group_region_problems(config: StackConfig) -> list[str]:
+    """A Trainium group whose type the stack's region does not offer, said as such before the zone
+    look-up (which would blame the zones): only for types the AWS price list prices on demand, whose
+    absence from a region's rows therefore means the region lacks them (infra/facts/regions.py)."""
+    if region_problem(config.region) is not None or config.region not in NEURON_REGIONS:
+        return []
+    problems = []
+    for i, group in enumerate(config.accelerator_node_groups):
+        listed = any(instance_hourly(r, group.instance_type) for r in NEURON_REGIONS)
+        offering = ", ".join(regions_offering([group.instance_type]))
+        if not listed or not offering or group.instance_type in NEURON_REGIONS[config.region].offerings:
+            continue
+        problems.append(
+            f"{key_name(('acceleratorNodeGroups', i))}.instanceType = {group.instance_type!r}: not offered in "
+            f"{config.region}; regions that offer it: {offering} (NEURON_REGIONS in infra/facts/regions.py); use "
+            f"one of those regions, or a type {config.region} offers: "
+            f"{', '.join(sorted(NEURON_REGIONS[config.region].offerings))}"
+        )
+    return problems
 
 
 def _provider_problems(config: StackConfig) -> list[str]:
@@ -619,8 +641,11 @@ def ami_release_problem(release: str, kubernetes_version: str) -> str | None:
 
 
 def _unquoted_version_hint(version: str) -> str:
-    """YAML reads an unquoted ``1.30`` as the number 1.3, and the stack file then says 1.3."""
-    if re.fullmatch(r"\d+\.[1-9]", version):
+    """YAML reads an unquoted ``1.30`` as the number 1.3, and the stack file then says 1.3: said only
+    where ``<version>0`` is a minor that exists (up to the newest EKS offers), so a quoted "1.4" gets
+    no hint about a 1.40 there is none of."""
+    newest = max(_minor(v) for v in EKS_KUBERNETES_VERSIONS)
+    if re.fullmatch(r"\d+\.[1-9]", version) and _minor(f"{version}0") <= newest:
         return (
             f' (YAML reads an unquoted {version}0 as the number {version}: quote it, kubernetesVersion: "{version}0")'
         )

@@ -176,7 +176,9 @@ def _bare_key_problem(name: str, lines: dict[str, int], key: str, project: str |
     v3.259.0), which is rarely what a key copied from elsewhere means, so it is written out."""
     where = f"{name}:{lines[key]}" if key in lines else name
     readers = _projects_reading(key)
-    if project and project in readers:
+    if project and f"{project}:{key}" in lines:
+        fix = f"`{project}:{key}` is set too, on line {lines[f'{project}:{key}']}: delete the one you do not mean"
+    elif project and project in readers:
         fix = f"write it as `{project}:{key}`"
     elif readers:
         fix = "it is a setting of " + " and of ".join(
