@@ -127,10 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--base",
         metavar="REF",
-        help="instead of a plan, what this checkout changes against that git revision, for the stacks "
-        "--stacks names (default: dev,prod); `make plan BASE=REF`",
+        help="instead of a plan, what this checkout changes against that git revision (`make plan BASE=REF`); "
+        "`bin/plan --base REF --help` lists its options",
     )
+    parser.add_argument("--stacks", help="with --base: the stacks to compare, comma-separated (default: dev,prod)")
     args, rest = parser.parse_known_args(argv)
+    if args.stacks and not args.base:
+        parser.error("--stacks compares stacks against a revision: give --base REF too (or --stack to plan one)")
     if args.base:
         from offline.diff.compare import main as diff_main
 
