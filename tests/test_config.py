@@ -106,6 +106,22 @@ def test_unknown_key_is_refused_not_ignored():
     assert "trainium-eks:netwrok: unknown key" in message
 
 
+def test_an_unknown_key_is_told_the_key_it_is_closest_to_at_its_own_level():
+    assert "trainium-eks:clustername: unknown key (did you mean clusterName?" in refused(with_changes(clustername="x"))
+    groups = [group(desiredsize=0)]
+    assert "acceleratorNodeGroups[0].desiredsize: unknown key (did you mean desiredSize?" in refused(
+        with_changes(acceleratorNodeGroups=groups)
+    )
+    assert "trainium-eks:zzzz: unknown key (check the spelling" in refused(with_changes(zzzz=1))
+    from workloads.settings import parse_workloads_config
+
+    with pytest.raises(ConfigError) as caught:
+        parse_workloads_config(
+            {"trainium-workloads:clusterStack": "o/trainium-eks/dev", "trainium-workloads:clusterChek": "{}"}
+        )
+    assert "trainium-workloads:clusterChek: unknown key (did you mean clusterCheck?" in str(caught.value)
+
+
 def test_unknown_nested_key():
     assert "trainium-eks:acceleratorNodeGroups[0].efaCount: unknown key" in refused(
         with_changes(acceleratorNodeGroups=[group(efaCount=8)])

@@ -458,7 +458,7 @@ def _parsed(all_config: dict[str, str], rules: Callable[[WorkloadsConfig], list[
     try:
         return WorkloadsConfig.model_validate(raw)
     except ValidationError as error:
-        problems = [describe(err, key_name, SECRET_KEYS) for err in error.errors()]
+        problems = [describe(err, key_name, SECRET_KEYS, WorkloadsConfig) for err in error.errors()]
         if rules is not None:
             problems += rules_beside_type_errors(WorkloadsConfig, raw, error, key_name, rules)
         raise ConfigError(problems) from None

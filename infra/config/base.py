@@ -8,10 +8,11 @@ their keys the same way and refuse bad values with the same message shape:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -138,8 +139,42 @@ def qualified_key(project: str, loc: tuple[Any, ...]) -> str:
     return f"{project}:{path}"
 
 
-def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str], secret_keys: frozenset[str] = frozenset()) -> str:
-    """One pydantic error as a line naming the key, the value (never a secret's) and what is allowed."""
+def keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The stack-file keys of the mapping ``loc`` (a key path, list indices and map keys included)
+    sits in, read from the models' fields; empty where the path leaves the models."""
+
+    def is_model(annotation: Any) -> bool:
+        return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+    def unoptional(annotation: Any) -> Any:
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 and type(None) in get_args(annotation) else annotation
+
+    current: Any = model
+    for part in loc[:-1]:
+        current = unoptional(current)
+        if is_model(current):
+            fields = {f.alias or name: f for name, f in current.model_fields.items()}
+            if part not in fields:
+                return []
+            current = fields[part].annotation
+        else:  # a list index or a map key: the element's type
+            args = get_args(current)
+            if not args:
+                return []
+            current = args[-1]
+    current = unoptional(current)
+    return [f.alias or name for name, f in current.model_fields.items()] if is_model(current) else []
+
+
+def describe(
+    err: Any,
+    key_of: Callable[[tuple[Any, ...]], str],
+    secret_keys: frozenset[str] = frozenset(),
+    model: type[BaseModel] | None = None,
+) -> str:
+    """One pydantic error as a line naming the key, the value (never a secret's) and what is allowed;
+    an unknown key gets the known one it is closest to (``model``: where to look)."""
     key = key_of(tuple(err["loc"]))
     # pydantic prefixes our own validators' messages with "Value error, ": noise to a reader.
     message = err["msg"].removeprefix("Value error, ")
@@ -148,7 +183,10 @@ def describe(err: Any, key_of: Callable[[tuple[Any, ...]], str], secret_keys: fr
     if err["type"] == "missing":
         return f"{key}: required but not set"
     if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key (check the spelling against docs/configuration.md)"
+        loc = tuple(err["loc"])
+        close = difflib.get_close_matches(str(loc[-1]), keys_at(model, loc), n=1) if model and loc else []
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"{key}: unknown key ({hint}check the spelling against docs/configuration.md)"
     value = err.get("input")
     shown = "" if isinstance(value, (dict, list)) else f" = {value!r}"
     return f"{key}{shown}: {message}"
@@ -164,7 +202,7 @@ def validated(
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError([describe(err, key_of, secret_keys) for err in exc.errors()]) from None
+        raise ConfigError([describe(err, key_of, secret_keys, model) for err in exc.errors()]) from None
 
 
 def validated_with_rules(
@@ -180,7 +218,7 @@ def validated_with_rules(
     try:
         parsed = model.model_validate(raw)
     except ValidationError as exc:
-        problems = [describe(err, key_of, secret_keys) for err in exc.errors()]
+        problems = [describe(err, key_of, secret_keys, model) for err in exc.errors()]
         raise ConfigError(problems + rules_beside_type_errors(model, raw, exc, key_of, rules)) from None
     problems = rules(parsed)
     if problems:
