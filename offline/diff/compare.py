@@ -794,7 +794,7 @@ def plan_base(ref: str, out: Path, stacks: tuple[str, ...]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bin/plan --base", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bin/plan", description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git ref of the revision to compare against")
     parser.add_argument("--stacks", default=",".join(STACKS), help="the stacks to compare (default: dev,prod)")
     parser.add_argument(

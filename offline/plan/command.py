@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "--base",
         metavar="REF",
         help="instead of a plan, what this checkout changes against that git revision (`make plan BASE=REF`); "
-        "`bin/plan --base REF --help` lists its options",
+        "`bin/plan --base REF --help` lists the diff's options",
     )
     parser.add_argument("--stacks", help="with --base: the stacks to compare, comma-separated (default: dev,prod)")
     args, rest = parser.parse_known_args(argv)
