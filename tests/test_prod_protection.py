@@ -261,7 +261,22 @@ def test_acknowledgements_are_read_from_each_projects_stack_file(tmp_path):
     }
 
 
-def test_make_plan_base_exits_2_on_an_unacknowledged_data_store_replacement(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("mode", "code", "heading"),
+    [
+        # The deploy jobs, against the commit the stack was deployed from: refused.
+        ("refuse", 2, "This change replaces data stores against main (0123abcd):"),
+        # A pull request, against its base, which may never have been deployed (a team's first pull
+        # request changes the region): reported, not refused.
+        (
+            "report",
+            0,
+            "This change would replace data stores against main (0123abcd) (if the stack was deployed from it: the "
+            "deploy job checks against what runs):",
+        ),
+    ],
+)
+def test_make_plan_base_on_an_unacknowledged_data_store_replacement(tmp_path, monkeypatch, capsys, mode, code, heading):
     from offline.diff import compare
 
     monkeypatch.setattr(
@@ -274,32 +289,8 @@ def test_make_plan_base_exits_2_on_an_unacknowledged_data_store_replacement(tmp_
     acknowledgements = compare.stack_acknowledgements
     fixture_dirs = [FIXTURE_ROOT, FIXTURE_ROOT / "workloads", FIXTURE_ROOT / "bootstrap"]
     monkeypatch.setattr(compare, "stack_acknowledgements", lambda dirs, stacks: acknowledgements(fixture_dirs, stacks))
-    assert compare.main(["--base", "main", "--out", str(tmp_path)]) == 2
+    argv = ["--base", "main", "--out", str(tmp_path), "--data-store-replacements", mode]
+    assert compare.main(argv) == code
     err = unwrapped(capsys.readouterr().err)
-    assert "This change replaces data stores against main (0123abcd):" in err
-    assert "LustreFileSystem 'fsx-training' would be replaced" in err
-
-
-def test_the_pull_requests_diff_reports_a_data_store_replacement_without_refusing_it(tmp_path, monkeypatch, capsys):
-    from offline.diff import compare
-
-    monkeypatch.setattr(
-        compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "dev", False, None), "main (0123abcd)")[1]
-    )
-    monkeypatch.setattr(
-        compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "dev", False, KMS_ARN)
-    )
-    # The acknowledgements come from the fixture's stack files, not this checkout's.
-    acknowledgements = compare.stack_acknowledgements
-    fixture_dirs = [FIXTURE_ROOT, FIXTURE_ROOT / "workloads", FIXTURE_ROOT / "bootstrap"]
-    monkeypatch.setattr(compare, "stack_acknowledgements", lambda dirs, stacks: acknowledgements(fixture_dirs, stacks))
-    # A pull request compares against its base, which may never have been deployed (a team's first
-    # pull request changes the region): it reports; the deploy jobs refuse against the deployed commit.
-    argv = ["--base", "main", "--out", str(tmp_path), "--data-store-replacements", "report"]
-    assert compare.main(argv) == 0
-    err = unwrapped(capsys.readouterr().err)
-    assert (
-        "This change would replace data stores against main (0123abcd) (if the stack was deployed from it: the "
-        "deploy job checks against what runs):"
-    ) in err
+    assert heading in err
     assert "LustreFileSystem 'fsx-training' would be replaced" in err
