@@ -80,26 +80,6 @@ def torch_save_like(path: Path, size: int = 4096, cut: bool = False) -> None:
         path.write_bytes(data[: len(data) // 2])
 
 
-def test_bert_resumes_from_the_newest_complete_checkpoint_never_a_cut_one(tmp_path: Path) -> None:
-    """The script's own --resume_ckpt takes the highest ckpt_<n>.pt, whole or not (l.461-463): the
-    pick goes to --resume_ckpt_path instead."""
-    assert resilience.resume_args("bert", str(tmp_path)) == []  # first attempt: from step 0
-    torch_save_like(tmp_path / "ckpt_400.pt")
-    torch_save_like(tmp_path / "ckpt_800.pt")
-    torch_save_like(tmp_path / "ckpt_1200.pt", cut=True)  # the save the node died in
-    assert resilience.bert_steps(str(tmp_path)) == [1200, 400, 800]
-    assert resilience.resume_args("bert", str(tmp_path)) == [
-        "--resume_ckpt",
-        "--resume_ckpt_path",
-        f"{tmp_path}/ckpt_800.pt",
-    ]
-    # The script keeps N only among its own run's saves (a deque, l.594-600): the next attempt
-    # drops what is beyond N across attempts, and sets the cut one aside (nothing newer passed).
-    assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt"]
-    assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt", "incomplete-checkpoints"]
-    assert os.listdir(tmp_path / "incomplete-checkpoints") == ["ckpt_1200.pt"]
-
-
 def tear_like_a_lost_node(path: Path) -> None:
     """A save closed but not flushed: pages the node never wrote back read as zeros, here in the
     middle of the member's data, while the central directory at the end arrived."""
@@ -109,25 +89,37 @@ def tear_like_a_lost_node(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_bert_never_resumes_from_a_closed_but_torn_checkpoint(tmp_path: Path) -> None:
-    """is_zipfile sees only the end-of-central-directory record; the CRC-32 torch.save recorded per
-    member is what shows the holes. The pick falls back to the newest that reads back whole."""
-    torch_save_like(tmp_path / "ckpt_400.pt")
-    torch_save_like(tmp_path / "ckpt_800.pt")
-    torch_save_like(tmp_path / "ckpt_1200.pt")
-    tear_like_a_lost_node(tmp_path / "ckpt_1200.pt")
-    assert zipfile.is_zipfile(tmp_path / "ckpt_1200.pt")  # what alone used to count
+def cut_short(path: Path) -> None:
+    """A save the dying pod never finished: no central directory at the end."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("damage", [cut_short, tear_like_a_lost_node])
+def test_bert_resumes_from_the_newest_checkpoint_that_reads_back_whole(tmp_path: Path, damage) -> None:
+    """The script's own --resume_ckpt takes the highest ckpt_<n>.pt, whole or not (l.461-463): the
+    pick goes to --resume_ckpt_path instead. is_zipfile sees only the end-of-central-directory
+    record, which a torn save still has; the CRC-32 torch.save recorded per member shows its holes."""
+    assert resilience.resume_args("bert", str(tmp_path)) == []  # first attempt: from step 0
+    for step in (400, 800, 1200):
+        torch_save_like(tmp_path / f"ckpt_{step}.pt")
+    damage(tmp_path / "ckpt_1200.pt")  # the save the node died in
+    assert zipfile.is_zipfile(tmp_path / "ckpt_1200.pt") == (damage is tear_like_a_lost_node)
     assert not resilience.bert_readable(str(tmp_path / "ckpt_1200.pt"))
     assert resilience.bert_readable(str(tmp_path / "ckpt_800.pt"))
+    assert resilience.bert_steps(str(tmp_path)) == [1200, 400, 800]
     assert resilience.resume_args("bert", str(tmp_path)) == [
         "--resume_ckpt",
         "--resume_ckpt_path",
         f"{tmp_path}/ckpt_800.pt",
     ]
-    # Pruning keeps `keep` checkpoints that read back whole: the good 800 stays although 1200 is newer,
-    # and the torn 1200 is set aside, out of the way of the resumed run's own save of step 1200.
+    # The script keeps N only among its own run's saves (a deque, l.594-600): the next attempt drops
+    # what is beyond N across attempts, keeping `keep` checkpoints that read back whole (800, although
+    # 1200 is newer), and sets the damaged one aside (nothing newer passed), out of the way of the
+    # resumed run's own save of step 1200.
     assert resilience.prune("bert", str(tmp_path), 1) == [f"{tmp_path}/ckpt_400.pt"]
     assert sorted(os.listdir(tmp_path)) == ["ckpt_800.pt", "incomplete-checkpoints"]
+    assert os.listdir(tmp_path / "incomplete-checkpoints") == ["ckpt_1200.pt"]
 
 
 def test_a_torn_local_header_is_no_checkpoint_either(tmp_path: Path) -> None:

@@ -1,9 +1,8 @@
 """Rules that mirror limits AWS itself enforces, which the plan can know from the stack file alone:
 ARNs of another partition or region, default service quotas, Capacity Block sizes, add-on builds
-made for another Kubernetes minor, a provisioner left with nothing to scale, durations in the wrong
-unit. Each refusal reads ``<key> = <value>: <why>; allowed: ...`` and says where the limit is
-documented, so a bad value stops the program before any resource exists instead of part-way
-through `pulumi up`.
+made for another Kubernetes minor, durations in the wrong unit. Each refusal reads
+``<key> = <value>: <why>; allowed: ...`` and says where the limit is documented, so a bad value
+stops the program before any resource exists instead of part-way through `pulumi up`.
 
 Quotas: AWS applies a default per account and region, and some can be raised. The plan cannot
 read the applied value offline, so it holds a group to the default and lets a stack declare a
@@ -98,7 +97,6 @@ def aws_limit_problems(config: StackConfig) -> list[str]:
     problems += _node_quota_problems(config)
     problems += _tag_count_problems(config)
     problems += _capacity_block_problems(config)
-    problems += _nothing_to_scale_problems(config)
     problems += _duration_problems(config)
     return problems
 
@@ -212,36 +210,6 @@ def _block_size_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[st
             f"{MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS}"
         ]
     return []
-
-
-def _nothing_to_scale_problems(config: StackConfig) -> list[str]:
-    """Only cluster-autoscaler changes a managed group's size after creation (the Trainium groups under
-    nodeProvisioner cluster-autoscaler, and the job-support group under either provisioner, start at
-    desiredSize and idle at zero): with features.clusterAutoscaler off, a group whose maxSize exceeds
-    its desiredSize never uses the rest, and pods that need those nodes stay Pending. Karpenter starts
-    nodes for pending pods itself; with no Trainium group it has no NodePool and launches nothing."""
-    problems = []
-    switch = key_name(("features", "clusterAutoscaler"))
-    if not config.features.cluster_autoscaler:
-        groups: list[tuple[str, Any]] = [(key_name(("jobNodeGroup",)), config.job_node_group)]
-        if config.node_provisioner == "cluster-autoscaler":
-            groups[:0] = [
-                (key_name(("acceleratorNodeGroups", i)), g) for i, g in enumerate(config.accelerator_node_groups)
-            ]
-        for key, group in groups:
-            if group.desired_size < group.max_size:
-                problems.append(
-                    f"{switch} = false: nothing would scale {key} (desiredSize {group.desired_size}, maxSize "
-                    f"{group.max_size}) past its desiredSize, so pods that need more of its nodes wait Pending for "
-                    "ever; allowed: true, or a fixed size on that group (desiredSize = maxSize)"
-                )
-    if config.node_provisioner == "karpenter" and not config.accelerator_node_groups:
-        problems.append(
-            f"{key_name(('acceleratorNodeGroups',))} = []: with nodeProvisioner karpenter each group becomes a "
-            "NodePool, and without one Karpenter launches nothing; allowed: at least one group, or nodeProvisioner "
-            "cluster-autoscaler"
-        )
-    return problems
 
 
 def _duration_problems(config: StackConfig) -> list[str]:

@@ -336,6 +336,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _core_group_problems(config)
     problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _provisioner_problems(config)
+    problems += _nothing_to_scale_problems(config)
     problems += _storage_problems(config.storage)
     problems += _prod_storage_problems(config)
     problems += _acknowledged_replacement_problems(config.replacements_acknowledged)
@@ -720,6 +721,36 @@ def _reservation_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[s
             f"{key}.azId: required with capacityReservation {named!r}; reservations are zonal, give the "
             "reservation's zone id (aws ec2 describe-capacity-reservations --query "
             "'CapacityReservations[].AvailabilityZoneId')"
+        )
+    return problems
+
+
+def _nothing_to_scale_problems(config: StackConfig) -> list[str]:
+    """Only cluster-autoscaler changes a managed group's size after creation (the Trainium groups under
+    nodeProvisioner cluster-autoscaler, and the job-support group under either provisioner, start at
+    desiredSize and idle at zero): with features.clusterAutoscaler off, a group whose maxSize exceeds
+    its desiredSize never uses the rest, and pods that need those nodes stay Pending. Karpenter starts
+    nodes for pending pods itself; with no Trainium group it has no NodePool and launches nothing."""
+    problems = []
+    switch = key_name(("features", "clusterAutoscaler"))
+    if not config.features.cluster_autoscaler:
+        groups: list[tuple[str, Any]] = [(key_name(("jobNodeGroup",)), config.job_node_group)]
+        if config.node_provisioner == "cluster-autoscaler":
+            groups[:0] = [
+                (key_name(("acceleratorNodeGroups", i)), g) for i, g in enumerate(config.accelerator_node_groups)
+            ]
+        for key, group in groups:
+            if group.desired_size < group.max_size:
+                problems.append(
+                    f"{switch} = false: nothing would scale {key} (desiredSize {group.desired_size}, maxSize "
+                    f"{group.max_size}) past its desiredSize, so pods that need more of its nodes wait Pending for "
+                    "ever; allowed: true, or a fixed size on that group (desiredSize = maxSize)"
+                )
+    if config.node_provisioner == "karpenter" and not config.accelerator_node_groups:
+        problems.append(
+            f"{key_name(('acceleratorNodeGroups',))} = []: with nodeProvisioner karpenter each group becomes a "
+            "NodePool, and without one Karpenter launches nothing; allowed: at least one group, or nodeProvisioner "
+            "cluster-autoscaler"
         )
     return problems
 
