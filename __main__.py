@@ -268,6 +268,7 @@ outputs = contract.exported(
     accelerator_node_groups=[s.output() for s in specs],
     features=features.model_dump(by_alias=True),
     training_namespaces=namespaces,
+    namespace_ids={ns: config.namespace_ids[ns] for ns in namespaces},
     training_service_account=contract.exported(
         contract.TrainingServiceAccount, name=TRAINING_SERVICE_ACCOUNT, role_arns=identities.role_arns
     ),

@@ -443,6 +443,7 @@ def test_training_service_account_and_s3_read(dev, plan_with):
     assert not [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "training-default-role-policy"]
     plan = plan_with(
         trainingNamespaces=["default", "research"],
+        namespaceIds={"default": 20001, "research": 20002},
         trainingDataBuckets=["shared-data"],
         namespaceDataBuckets={"research": ["research-data"]},
     )
@@ -586,6 +587,7 @@ def test_outputs_are_the_complete_contract(dev):
         "acceleratorNodeGroups",
         "features",
         "trainingNamespaces",
+        "namespaceIds",
         "trainingServiceAccount",
         "storage",
         "volcanoQueues",
@@ -597,6 +599,7 @@ def test_outputs_are_the_complete_contract(dev):
         "addonBuilds",
     }
     assert set(dev.outputs) == expected
+    assert dev.outputs["namespaceIds"] == {"default": 20001}  # namespaceIds' default
     storage = dev.outputs["storage"]
     assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
     assert storage["claims"] == {"default": "fsx-claim-default"}  # its own directory (rootClaims: retired)

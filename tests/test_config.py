@@ -460,7 +460,8 @@ def test_scratch_takes_no_throughput_and_no_kms_key():
 
 
 def test_training_namespaces():
-    assert parse_stack_config(with_changes(trainingNamespaces=["default", "research"])).training_namespaces == [
+    two = with_changes(trainingNamespaces=["default", "research"], namespaceIds={"default": 20001, "research": 20002})
+    assert parse_stack_config(two).training_namespaces == [
         "default",
         "research",
     ]
@@ -810,3 +811,25 @@ def test_exported_deletions_are_refused(events):
         "a file is deleted on the file system; allowed: NEW and CHANGED (prune the bucket with an S3 lifecycle rule)"
     ) in message
     parse_stack_config(with_changes(storage={"dataRepositories": [{**repo, "autoExport": ["NEW", "CHANGED"]}]}))
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (
+            {"default": 20001},
+            "trainium-eks:namespaceIds = {'default': 20001}: no id for training namespace 'research'; give each "
+            "training namespace its own UID/GID, such as research: 20002",
+        ),
+        ({"default": 0, "research": 20002}, "namespaceIds.default = 0: allowed 1000-2147483647 but 65534"),
+        ({"default": 65534, "research": 20002}, "namespaceIds.default = 65534: allowed 1000-2147483647 but 65534"),
+        ({"default": 2**31, "research": 20002}, "namespaceIds.default = 2147483648: allowed"),
+        ({"default": 20001, "research": 20001}, "namespaceIds.research = 20001: 'default' has it too"),
+        (
+            {"default": 20001, "research": 20002, "ops": 20003},
+            "namespaceIds.ops = 20003: not a training namespace; trainingNamespaces lists ['default', 'research']",
+        ),
+    ],
+)
+def test_each_training_namespace_has_its_own_id(ids, message):
+    assert message in refused(with_changes(trainingNamespaces=["default", "research"], namespaceIds=ids))

@@ -114,6 +114,7 @@ def test_namespace_buckets_name_training_namespaces_only() -> None:
         {
             "region": "us-west-2",
             "trainingNamespaces": ["default", "research"],
+            "namespaceIds": {"default": 20001, "research": 20002},
             "trainingDataBuckets": ["shared"],
             "namespaceDataBuckets": {"research": []},
         }

@@ -116,6 +116,12 @@ def large_dev_config(groups: int, extra_namespaces: int) -> dict[str, str]:
             "trainium-eks:trainingNamespaces": json.dumps(
                 namespaces + [f"team-{i:02d}" for i in range(extra_namespaces)]
             ),
+            "trainium-eks:namespaceIds": json.dumps(
+                {
+                    **{n: 20001 + i for i, n in enumerate(namespaces)},
+                    **{f"team-{i:02d}": 30001 + i for i in range(extra_namespaces)},
+                }
+            ),
             "trainium-eks:coreNodeGroup": json.dumps({"instanceTypes": ["m6i.xlarge"]}),
         }
     )

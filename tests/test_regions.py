@@ -105,6 +105,7 @@ def test_a_new_region_and_namespace_need_no_policy_config_edit(tmp_path, capsys)
     def cluster(config: dict) -> None:
         config["aws:region"] = "us-east-1"
         config["trainium-eks:trainingNamespaces"] = ["default", "research"]
+        config["trainium-eks:namespaceIds"] = {"default": 20001, "research": 20002}
 
     def workloads(config: dict) -> None:
         config["trainium-workloads:namespace"] = "research"

@@ -468,7 +468,8 @@ def test_storage_off_declares_no_file_system(plan_with):
 JOB = "kubernetes:batch/v1:Job"
 
 
-RETIRED = {"trainingNamespaces": ["default", "research"], "storage": {"rootClaims": "retired"}}
+IDS = {"default": 20001, "research": 20002}
+RETIRED = {"trainingNamespaces": ["default", "research"], "namespaceIds": IDS, "storage": {"rootClaims": "retired"}}
 
 
 def test_each_namespace_mounts_only_its_own_directory(plan_with):
@@ -540,7 +541,7 @@ def test_directories_script_fails_when_it_cannot_create_one(tmp_path):
     assert done.returncode != 0
 
 
-SHARED = {"trainingNamespaces": ["default", "research"]}
+SHARED = {"trainingNamespaces": ["default", "research"], "namespaceIds": IDS}
 
 
 def test_a_namespace_mounts_another_directory_only_as_configured(plan_with):
@@ -657,7 +658,7 @@ def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(mount
 
 
 def test_migrated_points_the_workloads_at_the_directories_and_keeps_the_root_claims(plan_with):
-    plan = plan_with(trainingNamespaces=["default", "research"], storage={"rootClaims": "migrated"})
+    plan = plan_with(trainingNamespaces=["default", "research"], namespaceIds=IDS, storage={"rootClaims": "migrated"})
     assert plan.outputs["storage"]["claims"] == {"default": "fsx-claim-default", "research": "fsx-claim-research"}
     assert _burn_in_claims(plan) == {"fsx-claim-neuron-burn-in"}
     # Pods started before still hold the root claims: they stay until `retired`.
@@ -681,6 +682,7 @@ def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_d
     assert [j.name for j in dev.of_type(JOB) if j.name.startswith("fsx-")] == ["fsx-namespace-directories"]
     plan = plan_with(
         trainingNamespaces=["default", "research"],
+        namespaceIds=IDS,
         storage={"rootDataOwners": {"output": "default", "nemo_experiments": "research"}},
     )
     job = plan.named("fsx-namespace-data-from-root", JOB)

@@ -68,6 +68,12 @@ MAX_BACKUP_RETENTION_DAYS = 90
 # A retained file system keeps at least a week of daily backups unless its stack says more; prod
 # may not keep less.
 DEFAULT_BACKUP_RETENTION_DAYS = 7
+# Training namespaces' UIDs and GIDs: above the system range (login.defs UID_MIN) and below 2^31, the
+# largest a signed 32-bit id reaches; 65534 is `nobody`, what FSx root squash maps root to.
+MIN_NAMESPACE_ID = 1000
+MAX_NAMESPACE_ID = 2**31 - 1
+SQUASHED_ID = 65534
+DEFAULT_NAMESPACE_ID = 20001
 PROD_MIN_BACKUP_RETENTION_DAYS = 7
 
 FSX_THROUGHPUTS: dict[FsxDeploymentType, tuple[int, ...]] = {
@@ -561,6 +567,12 @@ class StackConfig(ConfigModel):
     training_namespaces: list[str] = Field(
         default=["default"],
         description="Namespaces that get the FSx claim and the `training` service account.",
+    )
+    namespace_ids: dict[str, int] = Field(
+        default={"default": DEFAULT_NAMESPACE_ID},
+        description="Per training namespace, the number that is both the UID and the GID its training pods run as "
+        "and its directory of the file system belongs to (`/<namespace>`, mode 2770): one per training namespace, "
+        f"each unique, {MIN_NAMESPACE_ID}-{MAX_NAMESPACE_ID} (65534 is the root squash's `nobody`).",
     )
     storage: StorageConfig = Field(default=StorageConfig(), description="The training file system.")
     volcano_queues: list[QueueConfig] = Field(default_factory=_default_queues, description="Volcano queues.")

@@ -18,11 +18,15 @@ from infra.config.aws_limits import aws_limit_problems, region_partition
 from infra.config.base import PROFILE_KEY, REGION_KEY
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
+    DEFAULT_NAMESPACE_ID,
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
     LOG_TYPES,
     MAX_BACKUP_RETENTION_DAYS,
+    MAX_NAMESPACE_ID,
+    MIN_NAMESPACE_ID,
     PROD_MIN_BACKUP_RETENTION_DAYS,
+    SQUASHED_ID,
     AcceleratorNodeGroupConfig,
     EndpointAccessConfig,
     NetworkConfig,
@@ -1147,6 +1151,7 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"namespace's directory, so no training pod sees it (each mounts only its own); put it under one of "
                 f"{directories}, such as {directories[0]}{path if path != '/' else '/data'}"
             )
+    problems += namespace_id_problems(config)
     for namespace, owners in config.storage.shared_directories.items():
         key = key_name(("storage", "sharedDirectories", namespace))
         if namespace not in config.training_namespaces:
@@ -1199,6 +1204,36 @@ def _software_problems(config: StackConfig) -> list[str]:
 # Tags the cluster program sets itself (__main__.py): `stack` is what the pipeline's deploy roles
 # are scoped by in a shared account (bootstrap/permissions.py STACK_TAG), so no stack file may move it.
 PROGRAM_TAGS = ("project", "cluster", "stack")
+
+
+def namespace_id_problems(config: StackConfig) -> list[str]:
+    """Each training namespace has its own id, in range, never root squash's `nobody`; no id names another namespace."""
+    problems = []
+    ids = config.namespace_ids
+    taken = set(ids.values())
+    free = next(n for n in range(DEFAULT_NAMESPACE_ID, MAX_NAMESPACE_ID) if n not in taken)
+    for namespace in config.training_namespaces:
+        if namespace not in ids:
+            problems.append(
+                f"{key_name(('namespaceIds',))} = {ids!r}: no id for training namespace {namespace!r}; give each "
+                f"training namespace its own UID/GID, such as {namespace}: {free}"
+            )
+    seen: dict[int, str] = {}
+    for namespace, number in ids.items():
+        key = key_name(("namespaceIds", namespace))
+        if namespace not in config.training_namespaces:
+            problems.append(
+                f"{key} = {number!r}: not a training namespace; trainingNamespaces lists {config.training_namespaces}"
+            )
+        if not MIN_NAMESPACE_ID <= number <= MAX_NAMESPACE_ID or number == SQUASHED_ID:
+            problems.append(
+                f"{key} = {number!r}: allowed {MIN_NAMESPACE_ID}-{MAX_NAMESPACE_ID} but {SQUASHED_ID} (`nobody`, what "
+                "root squash maps root to)"
+            )
+        if number in seen:
+            problems.append(f"{key} = {number!r}: {seen[number]!r} has it too; each namespace needs its own")
+        seen.setdefault(number, namespace)
+    return problems
 
 
 def _tag_problems(tags: dict[str, str]) -> list[str]:
