@@ -203,9 +203,7 @@ class ClusterContract(ContractModel):
     accelerator_node_groups: list[NodeGroup] = Field(description="The Trainium node groups.")
     features: dict[str, bool] = Field(description="Which cluster-software switches are on.")
     training_namespaces: list[str] = Field(description="Namespaces prepared for jobs.")
-    # Empty from a cluster stack that predates them: the workload stacks refuse to run until it is deployed.
     namespace_ids: dict[str, int] = Field(
-        default_factory=dict,
         description="Namespace -> the UID and GID its training pods run as, which own its directory of the file "
         "system (the cluster's namespaceIds).",
     )

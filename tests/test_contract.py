@@ -92,3 +92,12 @@ def test_the_round_trip_checks_the_keys_inside_allocatable_and_capacity_block(de
     extra = copy.deepcopy(dev.outputs)
     extra["jobSupportPlacement"]["allocatable"]["gpu"] = "0"
     assert round_trip(extra) != extra
+
+
+
+def test_a_cluster_stack_from_before_namespace_ids_is_missing_an_output(dev: PlanResult) -> None:
+    # The workload program refuses such a stack by name, asking for the cluster's `pulumi up` first
+    # (workloads/__main__.py wire).
+    outputs = copy.deepcopy(dev.outputs)
+    del outputs["namespaceIds"]
+    assert contract.missing_outputs(outputs) == ["namespaceIds"]
