@@ -22,10 +22,12 @@ from infra.components.kube import (
 )
 from infra.config.models import QueueConfig
 from infra.facts.versions import CHARTS, MANIFEST_NAMESPACES, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
+from infra.specs import webhook_guard
 from infra.specs.pod_security import controller_namespace_labels
 
 KUBERAY_NAMESPACE = "kuberay-system"
 VOLCANO_NAMESPACE = "volcano-system"
+VOLCANO_RELEASE = "volcano"
 (MPI_OPERATOR_NAMESPACE,) = MANIFEST_NAMESPACES[MPI_OPERATOR_MANIFEST]
 
 
@@ -248,8 +250,26 @@ class Schedulers(pulumi.ComponentResource):
         self.volcano = None
         self.queues = queue_outputs(args.queues) if args.volcano else []
         if args.volcano:
+            # The admission service's webhook grant narrowed to its CA bundle (infra/specs/webhook_guard.py),
+            # in force before its first pod starts: its own update at start-up is then the first one checked.
+            guard = webhook_guard.admission_policy(webhook_guard.admission_username(VOLCANO_RELEASE, VOLCANO_NAMESPACE))
+            guard_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                webhook_guard.NAME, metadata=guard["metadata"], spec=guard["spec"], opts=on_cluster
+            )
+            binding = webhook_guard.admission_policy_binding()
+            guard_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                webhook_guard.NAME,
+                metadata=binding["metadata"],
+                spec=binding["spec"],
+                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard_policy])),
+            )
             self.volcano = helm_release(
-                "volcano", CHARTS["volcano"], VOLCANO_NAMESPACE, volcano_values(), on_cluster, create_namespace=True
+                VOLCANO_RELEASE,
+                CHARTS["volcano"],
+                VOLCANO_NAMESPACE,
+                volcano_values(),
+                pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard_binding])),
+                create_namespace=True,
             )
             pod_security_patch(VOLCANO_NAMESPACE, self.volcano, on_cluster)
             for component, labels in VOLCANO_PODS.items():
