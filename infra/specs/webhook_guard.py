@@ -25,8 +25,9 @@ pkg/admission/plugin/policy/generic/plugin.go skips (``shouldIgnoreResource``, i
 (``admissionResources``) and what the API server adds through ``SetExcludedAdmissionResources``:
 kubernetes/kubernetes pkg/controlplane/apiserver/admission/config.go passes
 ``exclusion.Excluded()``, which pkg/kubeapiserver/admission/exclusion/resources.go lists as the
-token and access reviews only. The webhooks' exemption for their own configurations is webhook
-admission's alone (apiserver pkg/admission/plugin/webhook/generic/webhook.go,
+token and access reviews only (both read on the main branch, commit 008b3652 for the list: that
+repository is too large to check out at a tag here). The exemption of webhook configurations is
+webhook admission's alone (apiserver pkg/admission/plugin/webhook/generic/webhook.go,
 ``rules.IsExemptAdmissionConfigurationResource``). The API server evaluates the policy in process: no
 webhook that could be down, and ``failurePolicy: Fail`` refuses on any evaluation error.
 """
