@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from infra.components.schedulers import VOLCANO_NAMESPACE, VOLCANO_RELEASE
+from infra.facts.versions import CHARTS
 from infra.specs import webhook_guard
 from offline.plan.runner import PlanResult
 
@@ -288,6 +289,13 @@ def test_the_policy_matches_webhook_configurations_only_and_refuses_on_error():
         "policyName": webhook_guard.NAME,
         "validationActions": ["Deny"],
     }
+
+
+def test_the_policy_was_read_against_the_pinned_volcano():
+    """What the admission binary does to webhook configurations, and the names the chart gives them,
+    were read at v1.15.1: another version's cmd/webhook-manager/app/util.go and templates/webhooks.yaml
+    must be read again before the pin moves."""
+    assert CHARTS["volcano"].version == "1.15.1"
 
 
 def test_the_stacks_guard_the_release_they_install_before_it_starts(dev: PlanResult, prod: PlanResult) -> None:
