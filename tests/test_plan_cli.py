@@ -109,9 +109,12 @@ def test_plan_writes_resources_json(planned_dev):
         "validatingadmissionpolicy-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicy-neuron-burn-in.yaml",
+        # Volcano's admission may only set its webhooks' CA bundle (infra/specs/webhook_guard.py).
+        "validatingadmissionpolicy-volcano-admission-webhook-ca-only.yaml",
         "validatingadmissionpolicybinding-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
+        "validatingadmissionpolicybinding-volcano-admission-webhook-ca-only.yaml",
     ]
     claim = yaml.safe_load(
         (
