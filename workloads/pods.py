@@ -90,13 +90,15 @@ def namespace_pod(namespace_id: int) -> dict[str, Any]:
     return pod_defaults(run_as_user=namespace_id)
 
 
-# What the images' root user had from its passwd entry and the namespace's id has not: a writable HOME
-# (the AWS, Hugging Face and Ray clients, pip and transformers keep caches and config under it; the
-# images' /root is root's alone) and a user name. getpass.getuser() (CPython 3.12 Lib/getpass.py) takes
-# LOGNAME or USER before the passwd database, which has no entry for the id and raises; torch's inductor
-# names its cache directory after it (torch/_inductor/runtime/cache_dir_utils.py default_cache_dir:
-# /tmp/torchinductor_<user>), and ray_train_llama2.py its compile work directory (/tmp/<USER>/...).
-# /tmp is world-writable (sticky) in every image, and an emptyDir where the root file system is read-only.
+# What the images' root user had from its passwd entry and the namespace's id has not. A writable HOME:
+# the AWS, Hugging Face and Ray clients, pip and transformers keep caches and config under it, and runc
+# takes it from the image's /etc/passwd, "/" for a user missing there, which only root may write
+# (opencontainers/runc v1.3.5, the AMI's, libcontainer/env.go prepareEnv and getUserHome). A user name:
+# getpass.getuser() (CPython 3.12 Lib/getpass.py) takes LOGNAME or USER before the passwd database, which
+# raises for the id; torch's inductor names its cache directory after it (pytorch
+# torch/_inductor/runtime/cache_dir_utils.py default_cache_dir: /tmp/torchinductor_<user>), and
+# ray_train_llama2.py its compile work directory (/tmp/<USER>/...). /tmp is world-writable (sticky) in
+# every image, and an emptyDir where the root file system is read-only.
 IDENTITY_HOME = "/tmp"
 IDENTITY_USER = "training"
 IDENTITY_ENV = {"HOME": IDENTITY_HOME, "USER": IDENTITY_USER, "LOGNAME": IDENTITY_USER}
