@@ -75,8 +75,9 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
         # KubeRay v1.7.0 copies it to the wait-gcs-ready init container it adds to workers
         # (ray-operator/controllers/ray/common/pod.go), so that one passes Pod Security too.
         "securityContext": pods.accelerator_security_context(),
-        # Ray's session directory (logs, sockets, the jobs' unpacked working_dir): an emptyDir, which
-        # the kubelet creates world-writable.
+        # Ray's temporary directory (sessions, logs, sockets): an emptyDir, which the kubelet creates
+        # world-writable (kubernetes pkg/volume/emptydir/empty_dir.go defaultPerm 0777), so the
+        # namespace's id writes it.
         "volumeMounts": [{"name": LOG_VOLUME, "mountPath": "/tmp/ray"}, *mounts],
     }
 
