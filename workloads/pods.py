@@ -81,10 +81,11 @@ def accelerator_security_context(add: tuple[str, ...] = ACCELERATOR_CAPABILITIES
 # --- who a pod that mounts the namespace's FSx claim runs as --------------------------------------
 # The namespace's one id (the cluster's namespaceIds) as user and group: the id the namespace's
 # directory on FSx belongs to (the cluster stack's directory Job), so that root squash, which maps
-# root to nobody on the training nodes, leaves the namespace's own pods their files. fsGroup would not help: the FSx CSI driver's
-# fsGroupPolicy is ReadWriteOnceWithFSType and the volumes are RWX without fsType, so the kubelet never
-# changes their ownership (kubernetes-sigs/aws-fsx-csi-driver v1.9.0 charts/aws-fsx-csi-driver
-# values.yaml). The images run as root otherwise; this id has no passwd entry in them.
+# root to nobody on the training nodes, leaves the namespace's own pods their files. fsGroup would
+# not help: the FSx CSI driver's fsGroupPolicy is ReadWriteOnceWithFSType and the volumes are RWX
+# without fsType, so the kubelet never changes their ownership (kubernetes-sigs/aws-fsx-csi-driver
+# v1.9.0 charts/aws-fsx-csi-driver values.yaml). The images run as root otherwise; this id has no
+# passwd entry in them.
 def namespace_pod(namespace_id: int) -> dict[str, Any]:
     """Pod-spec keys of a pod that mounts the namespace's claim: the pod defaults, as the namespace's id."""
     return pod_defaults(run_as_user=namespace_id)
