@@ -70,10 +70,11 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
         "resources": resources,
         # HOME and the user name the namespace's id has no passwd entry for; Ray's processes, and
-        # so the jobs' entrypoints and Ray Train workers, inherit them from `ray start`.
+        # so the jobs' entrypoints and Ray Train workers, inherit them from `ray start`. KubeRay
+        # v1.7.0 copies this env, the mounts and the context below to the wait-gcs-ready init
+        # container it adds to workers (ray-operator/controllers/ray/common/pod.go l.606-640).
         "env": pods.env_list(pods.IDENTITY_ENV),
-        # KubeRay v1.7.0 copies it to the wait-gcs-ready init container it adds to workers
-        # (ray-operator/controllers/ray/common/pod.go), so that one passes Pod Security too.
+        # The init container passes Pod Security with it too.
         "securityContext": pods.accelerator_security_context(),
         # Ray's temporary directory (sessions, logs, sockets): an emptyDir, which the kubelet creates
         # world-writable (kubernetes pkg/volume/emptydir/empty_dir.go defaultPerm 0777), so the
