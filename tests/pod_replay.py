@@ -12,6 +12,13 @@ What the replay reproduces, each from the source at the version we pin:
   stays as written). Environment values are expanded against the variables defined before them
   (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables). No shell runs unless the argv starts one.
 - The working directory is the container's ``workingDir``, else the image's WORKDIR.
+- The user is the container's ``runAsUser``, else the pod's, else the image's USER (root for the
+  Neuron images). HOME, unless the container's env sets it, is that user's in the image's
+  /etc/passwd, and "/" for a user missing there (opencontainers/runc v1.3.5 libcontainer/env.go
+  prepareEnv, getUserHome). The replay runs every process as this machine's user, so what a
+  non-root user may not write is checked by path instead: files such a container leaves in what the
+  image gives root alone (its root directory, WORKDIR, /root, /etc, /data and /shared without a
+  volume) are reported (``Replay.root_owned_writes``): on the node, writing them would have failed.
 - What the controllers add is in ``controllers.py``-style tables in the test module that uses this
   one; this module only runs processes.
 
@@ -80,22 +87,29 @@ def expand(text: str, env: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Image:
-    """What the kubelet takes from an image: ENTRYPOINT, CMD, WORKDIR, and its PATH."""
+    """What the kubelet takes from an image: ENTRYPOINT, CMD, WORKDIR, and its PATH; and what the
+    runtime does: its USER and the home directories its /etc/passwd lists (uid: home)."""
 
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     workdir: str = "/"
     path: str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    user: int = 0
+    homes: tuple[tuple[int, str], ...] = ((0, "/root"),)
 
 
 def dockerfile_image(name: str) -> Image:
     """Our images' ENTRYPOINT, CMD, WORKDIR and PATH from docker/<name>/Dockerfile (one stage each)."""
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
-    workdir, path = "/", Image().path
+    workdir, path, user, homes = "/", Image().path, 0, Image().homes
     for line in (REPO_ROOT / "docker" / name / "Dockerfile").read_text().splitlines():
         word, _, rest = line.partition(" ")
-        if word == "WORKDIR":
+        if added := re.search(r"useradd --uid (\d+) --create-home (\S+)", line):
+            homes += ((int(added.group(1)), f"/home/{added.group(2)}"),)
+        if word == "USER":
+            user = int(rest.strip())
+        elif word == "WORKDIR":
             workdir = rest.strip()
         elif word == "ENTRYPOINT":
             entrypoint = tuple(json.loads(rest))
@@ -105,7 +119,15 @@ def dockerfile_image(name: str) -> Image:
             found = re.search(r"PATH=(\S+)", rest)
             if found:
                 path = found.group(1).replace("${PATH}", path)
-    return Image(entrypoint, cmd, workdir, path)
+    return Image(entrypoint, cmd, workdir, path, user, homes)
+
+
+def run_as_user(template: dict[str, Any], container: dict[str, Any], image: Image) -> int:
+    """The user the runtime starts the container as (kubernetes pkg/securitycontext/util.go
+    DetermineEffectiveSecurityContext: the container's setting over the pod's; neither: the image's)."""
+    pod = template["spec"].get("securityContext", {})
+    user = container.get("securityContext", {}).get("runAsUser", pod.get("runAsUser"))
+    return image.user if user is None else int(user)
 
 
 def kubelet_argv(container: dict[str, Any], image: Image, env: dict[str, str]) -> list[str]:
@@ -278,6 +300,8 @@ class Replay:
     stdout: str
     stderr: str
     calls: list[dict[str, Any]]
+    # Files a non-root container left where the image lets only root write (sandbox paths).
+    root_owned_writes: list[str] = field(default_factory=list)
 
     def called(self, program: str) -> list[dict[str, Any]]:
         return [c for c in self.calls if c["program"] == program]
@@ -292,6 +316,21 @@ class Pod:
     root: Path
     view: list[list[str]] = field(default_factory=list)
 
+    @property
+    def image_root(self) -> Path:
+        """The image's own "/" (its files but the mapped paths): the working directory when WORKDIR is "/"."""
+        return self.root / "image"
+
+
+def files_under(paths: list[Path]) -> set[str]:
+    found = set()
+    for path in paths:
+        if path.is_file():
+            found.add(str(path))
+        elif path.is_dir():
+            found.update(str(p) for p in path.rglob("*"))
+    return found
+
 
 class Sandbox:
     def __init__(self, root: Path, objects: list[dict[str, Any]], behaviours: dict[str, Any] | None = None) -> None:
@@ -300,6 +339,8 @@ class Sandbox:
         self.objects = objects
         self.behaviours = behaviours or {}
         self.cluster: dict[str, Any] = {"hosts": {}, "addresses": {}, "pods": {}, "launcher_view": []}
+        # Container -> what it wrote where only root may (Replay.root_owned_writes), for every non-root run.
+        self.root_owned_writes: dict[str, list[str]] = {}
         (root / "volumes").mkdir(parents=True, exist_ok=True)
         self.save()
 
@@ -420,7 +461,15 @@ class Sandbox:
         env = container_env(pc.container, template, {"HOSTNAME": pod_name, **(injected or {})}, self.objects, appended)
         command = argv if argv is not None else kubelet_argv(pc.container, image, env)
         env.setdefault("PATH", image.path)
+        user = run_as_user(template, pc.container, image)
+        home = dict(image.homes).get(user, "/")
+        if home not in ("/", "/root"):  # the image user's own home, which it may write
+            pod.view.append([home, str(pod.root / "homes" / home.strip("/").replace("/", "_"))])
+            Path(pod.view[-1][1]).mkdir(parents=True, exist_ok=True)
+        env.setdefault("HOME", home)
         local_env = {k: self.local(pod, v) for k, v in env.items()}
+        if env["HOME"] == "/":  # "/" itself is never rewritten
+            local_env["HOME"] = str(pod.image_root)
         local_env["PATH"] = f"{pod.root / 'bin'}:{self.local(pod, env['PATH'])}:{HOST_PATH}"
         workdir = pc.container.get("workingDir") or image.workdir
         cwd = self.local(pod, workdir) if workdir != "/" else str(pod.root / "image")
@@ -431,11 +480,27 @@ class Sandbox:
         self.save()
         if prepare is not None:
             prepare(pod)
+        root_only = self.root_only_paths(pod, pc.container, image) if user != 0 else []
+        before = files_under(root_only)
         process = subprocess.Popen(
             [self.local(pod, a) for a in command], env=local_env, cwd=cwd, text=True, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
-        return Running(self, process, command, env, pod)
+        return Running(self, process, command, env, pod, f"{pod_name}/{pc.container['name']}", root_only, before)
+
+    def root_only_paths(self, pod: Pod, container: dict[str, Any], image: Image) -> list[Path]:
+        """Where, in the container, the image lets only root write: its "/" and WORKDIR, /root, /etc,
+        and /data and /shared unless a volume is mounted there (sandbox paths)."""
+        mounted = {m["mountPath"] for m in container.get("volumeMounts", [])}
+        paths = [pod.image_root, Path(self.local(pod, "/root")), Path(self.local(pod, "/etc/environment"))]
+        if image.workdir != "/" and image.workdir not in mounted:
+            paths.append(Path(self.local(pod, image.workdir)))
+        paths += [Path(self.local(pod, p)) for p in ("/data", "/shared") if p not in mounted]
+        return paths
+
+    def note_root_owned_writes(self, container: str, written: list[str]) -> None:
+        if written:
+            self.root_owned_writes.setdefault(container, []).extend(written)
 
     def run(self, pc: PodContainer, image: Image, *, timeout: float = 60, **options: Any) -> Replay:
         return self.start(pc, image, **options).wait(timeout)
@@ -448,6 +513,14 @@ class Running:
     argv: list[str]
     env: dict[str, str]
     pod: Pod
+    container: str = ""
+    root_only: list[Path] = field(default_factory=list)
+    before: set[str] = field(default_factory=set)
+
+    def written(self) -> list[str]:
+        written = sorted(files_under(self.root_only) - self.before)
+        self.sandbox.note_root_owned_writes(self.container, written)
+        return written
 
     def wait(self, timeout: float = 60) -> Replay:
         try:
@@ -455,7 +528,8 @@ class Running:
         except subprocess.TimeoutExpired:
             stdout, stderr = self.stop()
             raise AssertionError(f"still running after {timeout} s:\n{stdout}\n{stderr}") from None
-        return Replay(self.argv, self.env, self.pod, self.process.returncode, stdout, stderr, self.sandbox.calls())
+        rc, calls = self.process.returncode, self.sandbox.calls()
+        return Replay(self.argv, self.env, self.pod, rc, stdout, stderr, calls, self.written())
 
     def stop(self) -> tuple[str, str]:
         """Kill the container's whole process group, as the kubelet's stop does."""
@@ -465,4 +539,5 @@ class Running:
 
     def replay(self) -> Replay:
         stdout, stderr = self.stop()
-        return Replay(self.argv, self.env, self.pod, self.process.returncode, stdout, stderr, self.sandbox.calls())
+        rc, calls = self.process.returncode, self.sandbox.calls()
+        return Replay(self.argv, self.env, self.pod, rc, stdout, stderr, calls, self.written())

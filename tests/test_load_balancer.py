@@ -90,7 +90,7 @@ def test_empty_ranges_and_certificates_are_refused_by_the_settings_model() -> No
 
 def test_with_a_certificate_the_elb_terminates_tls_on_the_https_port_only() -> None:
     lb = LoadBalancerSettings(allowed_cidrs=["203.0.113.0/24"], internal=False, certificate_arn=ARN)
-    layout = TensorBoardLayout("default", "img", "fsx-claim", {}, TensorBoardSettings(load_balancer=lb))
+    layout = TensorBoardLayout("default", "img", "fsx-claim", {}, TensorBoardSettings(load_balancer=lb), 20001)
     service = load_balancer_service(layout, lb)
     assert service["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-internal": "false",
@@ -104,7 +104,7 @@ def test_with_a_certificate_the_elb_terminates_tls_on_the_https_port_only() -> N
 
 def test_an_internal_load_balancer_terminates_tls_too_and_none_serves_plain_http() -> None:
     lb = LoadBalancerSettings(allowed_cidrs=["10.0.0.0/8"], certificate_arn=ARN)
-    layout = TensorBoardLayout("default", "img", "fsx-claim", {}, TensorBoardSettings(load_balancer=lb))
+    layout = TensorBoardLayout("default", "img", "fsx-claim", {}, TensorBoardSettings(load_balancer=lb), 20001)
     service = load_balancer_service(layout, lb)
     assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
     assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == ARN

@@ -58,7 +58,13 @@ IMAGES |= {
     "python": Image(cmd=("python3",)),
     # nginx/docker-nginx-unprivileged mainline/alpine/Dockerfile: ENTRYPOINT ["/docker-entrypoint.sh"],
     # CMD ["nginx", "-g", "daemon off;"].
-    "nginx-unprivileged": Image(("/docker-entrypoint.sh",), ("nginx", "-g", "daemon off;")),
+    # USER 101 (Dockerfile-alpine-slim.template: adduser -u 101 -h /var/cache/nginx).
+    "nginx-unprivileged": Image(
+        ("/docker-entrypoint.sh",),
+        ("nginx", "-g", "daemon off;"),
+        user=101,
+        homes=((0, "/root"), (101, "/var/cache/nginx")),
+    ),
     # The Neuron training DLC the burn-in runs on (aws/deep-learning-containers
     # pytorch/training/docker/2.5/py3/sdk2.21.0/Dockerfile.neuronx): the Neuron tools on PATH.
     "pytorch-training-neuronx": Image(path="/opt/aws/neuron/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
@@ -856,7 +862,39 @@ def test_the_pods_commands_run(scenario: str, stacks: list[Stack], tmp_path: Pat
                     tmp_path
                     / f"{stack.name.replace('/', '-')}-{obj['kind']}-{meta.get('namespace', '')}-{meta['name']}"
                 )
-                replay(Sandbox(root, stack.objects), pcs, stack, root / "test")
+                sandbox = Sandbox(root, stack.objects)
+                replay(sandbox, pcs, stack, root / "test")
+                # A container that runs as a non-root user wrote nothing where only root may.
+                assert sandbox.root_owned_writes == {}, sandbox.root_owned_writes
                 ran += 1
     stack = stacks[0].name.split("/")[1]
     assert bool(ran) == (stack in SHIPPED_IN[scenario]), f"{ran} {scenario} objects in the {stack} stacks"
+
+
+@pytest.mark.parametrize(
+    ("user", "env", "caught"),
+    [
+        # No passwd entry for the id: HOME is "/", the image's root directory, which only root may write.
+        (20001, [], True),
+        (20001, [{"name": "HOME", "value": "/tmp"}], False),
+        # Root writes its own /root.
+        (None, [], False),
+    ],
+)
+def test_a_non_root_container_writing_where_only_root_may_is_caught(
+    user: int | None, env: list[dict[str, str]], caught: bool, tmp_path: Path
+) -> None:
+    context = {} if user is None else {"runAsUser": user, "runAsGroup": user, "runAsNonRoot": True}
+    container = {
+        "name": "c",
+        "image": "x/bert-pretrain:1",
+        "command": ["sh", "-c", 'mkdir -p "$HOME/.cache"'],
+        "env": env,
+    }
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
+           "spec": {"template": {"spec": {"securityContext": context, "containers": [container]}}}}  # fmt: skip
+    sandbox = Sandbox(tmp_path / "sandbox", [job])
+    (pc,) = pod_containers([job])
+    run = sandbox.run(pc, image_of(pc), pod_name="j-abcde")
+    assert run.rc == 0, run.stderr
+    assert bool(run.root_owned_writes) == caught == bool(sandbox.root_owned_writes), run.root_owned_writes

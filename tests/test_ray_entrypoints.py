@@ -151,9 +151,12 @@ class Replay:
 class Head:
     """The head pod's view of the files: the ConfigMap at its mount, the shared volume, the working_dir."""
 
-    def __init__(self, root: Path, files: dict[str, str]) -> None:
+    def __init__(self, root: Path, files: dict[str, str], env: dict[str, str]) -> None:
         assert SAFE_PATH.fullmatch(str(root)), root
         self.root = root
+        # The head container's own variables Ray's processes inherit from `ray start`: HOME (a
+        # directory of the container, here one of this root's) and the user's name.
+        self.env = env
         for name in ("llama2-steps", "shared", "llama2_pretrain", "bin"):
             (root / name).mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
@@ -175,9 +178,12 @@ class Head:
 
     def run(self, entrypoint: str, runtime_env: dict[str, Any], job_id: str) -> Replay:
         assert runtime_env["working_dir"] == ray_llama2.CODE_DIR
+        home = self.root / "container" / self.env["HOME"].strip("/")
+        home.mkdir(parents=True, exist_ok=True)
         env = {
             "PATH": f"{self.root / 'bin'}:{SYSTEM_PATH}",
-            "HOME": str(self.root),
+            "HOME": str(home),
+            "USER": self.env["USER"],
             "REPLAY_WORKDIR": str(self.root / "llama2_pretrain"),
             "REPLAY_CALLS": str(self.root / "calls.jsonl"),
             "REPLAY_SUBMITTED": str(self.root / "submitted.jsonl"),
@@ -283,8 +289,13 @@ def ray_plan(request: pytest.FixtureRequest) -> RayPlan:
     return plan_prod_with_ray(request.getfixturevalue("prod"))
 
 
+def head_env(job: dict[str, Any]) -> dict[str, str]:
+    (container,) = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
 def replay(result: PlanResult, job: dict[str, Any], root: Path, prepare: Any = None) -> Replay:
-    head = Head(root, steps_files(result, job))
+    head = Head(root, steps_files(result, job), head_env(job))
     if prepare is not None:
         prepare(head)
     runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
@@ -306,10 +317,12 @@ def test_every_step_runs_its_script_once_with_its_arguments(ray_plan: RayPlan, t
         (call,) = run.principal(step)
         if step == "generate-data":
             # The NxD get_dataset.py for Llama 2, saving where training reads (the launcher's DATA_DIR)
-            # with the Hugging Face cache left in the container's own home.
+            # with the Hugging Face cache left in the container's own home: /tmp, which the
+            # namespace's id may write (the image's root directory, its HOME otherwise, it may not).
             assert call["argv"] == ["--llama-version", "2"]
             assert call["HOME"] == run.head.local(ray_llama2.DATASET_HOME)
-            assert call["HF_HOME"] == str(run.head.root / ".cache" / "huggingface")
+            assert head_env(job)["HOME"] == "/tmp"
+            assert call["HF_HOME"] == str(run.head.root / "container" / "tmp" / ".cache" / "huggingface")
             assert Path(run.head.local(ray_llama2.DATASET_MARKER)).is_file()
             assert ray_llama2.DATASET_DIR == LAUNCHER.DATA_DIR
             continue
@@ -384,7 +397,7 @@ def test_the_replay_catches_the_old_shell_entrypoints(workloads_dev: PlanResult,
 
     plan = RayPlan(workloads_dev, settings_of(stack_config(WORKLOADS_DIR, "dev")))
     entrypoint, runtime_env = old_form(step, plan)
-    head = Head(tmp_path, {})
+    head = Head(tmp_path, {}, head_env(job_of(workloads_dev, step)))
     run = head.run(entrypoint, runtime_env, "old-x7k2p")
     if step == "generate-data":
         # A1: the submitter's bash splits `||`: only `test -f <marker>` is submitted, and fails.

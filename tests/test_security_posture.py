@@ -414,8 +414,9 @@ def test_the_hugging_face_token_is_a_file_not_an_environment_variable(workloads_
 
 
 def test_archives_are_unpacked_without_chown(workloads_dev: PlanResult) -> None:
-    # Root without CAP_CHOWN: GNU tar restores the archive's owners by default as root and fails
-    # the extraction when it may not; --no-same-owner keeps the files root's.
+    # No CAP_CHOWN: GNU tar restores the archive's owners by default when it runs as root, and fails
+    # the extraction when it may not; --no-same-owner keeps the files the extracting user's (the
+    # namespace's id), whoever runs it.
     job = next(
         o
         for o in kubernetes_objects(workloads_dev)

@@ -156,6 +156,7 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
             core_node_selector=cluster.core_node_selector,
             image=layouts.image(cluster, "cmd-shell", s),
             settings=s,
+            namespace_id=layouts.namespace_id(config, cluster),
         )
         tensorboard = TensorBoard("tensorboard", TensorBoardArgs(layout), opts)
         declared["tensorboard"] = {"service": "tensorboard", "loadBalancer": s.load_balancer is not None}

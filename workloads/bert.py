@@ -59,6 +59,8 @@ class BertJob:
     group: NodeGroup
     queue: str
     claim: str
+    # The namespace's id, which its pods run as (pods.namespace_pod).
+    namespace_id: int
     service_account: str
     run: bert_launch.BertRun
     deadline_minutes: int
@@ -147,7 +149,7 @@ def _task(job: BertJob, replica: int) -> dict[str, Any]:
         "template": {
             "metadata": pods.pod_metadata(labels, job.group),
             "spec": {
-                **pods.training_pod(job.group),
+                **pods.training_pod(job.group, run_as_user=job.namespace_id),
                 "restartPolicy": "Never",
                 "serviceAccountName": job.service_account,
                 "containers": [container],
@@ -164,6 +166,7 @@ class BertPretrainingArgs:
     repository: str
     group: NodeGroup
     claim: str
+    namespace_id: int
     service_account: str
     # The system nodes' selector: where the precompile's gate runs.
     core_node_selector: Mapping[str, str]
@@ -201,6 +204,7 @@ def job_sequence(args: BertPretrainingArgs) -> list[dict[str, Any]]:
         group=args.group,
         queue=s.queue,
         claim=args.claim,
+        namespace_id=args.namespace_id,
         service_account=args.service_account,
         max_retry=s.max_retry,
         pending_timeout_minutes=s.pending_timeout_minutes,

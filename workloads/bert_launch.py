@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from infra.facts import versions
 from workloads import resumable
 from workloads.compile_cache import cache_dir
-from workloads.pods import EFA_ENV
+from workloads.pods import EFA_ENV, IDENTITY_ENV
 
 SCRIPT = "dp_bert_large_hf_pretrain_hdf5.py"
 CACHE_ROOT = "/data"
@@ -201,5 +201,7 @@ def environment(run: BertRun, replica_id: str) -> dict[str, str]:
         "XLA_TRANSFER_SEED_ASYNC": "1",
         "NEURON_CC_FLAGS": f"--cache_dir={cache_dir(CACHE_ROOT, cache)}",
         "HF_HOME": f"{CACHE_ROOT}/hf_cache/{cache}",
+        # The namespace's id has no passwd entry in the image: HOME and the user name (pods.IDENTITY_ENV).
+        **IDENTITY_ENV,
         **({} if run.precompile else resumable.env()),
     }

@@ -57,7 +57,7 @@ if [ -f bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/.staged ]; then
   echo "WikiCorpus already staged"; exit 0
 fi
 aws s3 cp {WIKICORPUS_URI} . --no-sign-request --region {WIKICORPUS_REGION}
-# Root without CAP_CHOWN: keep the files ours instead of restoring the archive's owners.
+# The files belong to whoever extracts them (the namespace's id), not to the archive's owners.
 tar --no-same-owner -xf {WIKICORPUS_TAR}
 rm -f {WIKICORPUS_TAR}
 touch bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128/.staged
@@ -130,6 +130,8 @@ echo "RedPajama sample, tokenizer and Megatron dataset are in place"
 class StagingLayout:
     namespace: str
     claim: str
+    # The namespace's id, which the staging pods run as (pods.namespace_pod).
+    namespace_id: int
     service_account: str
     core_node_selector: Mapping[str, str]
     support_placement: Mapping[str, Any]
@@ -144,7 +146,8 @@ def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) ->
         pods.claim_mount("/shared"),
         *container.get("volumeMounts", []),
     ]
-    # Writable root: the AWS and Hugging Face CLIs and transformers keep caches under $HOME.
+    # The AWS and Hugging Face CLIs and transformers keep caches and config under $HOME.
+    container["env"] = pods.env_list(pods.IDENTITY_ENV)
     container["securityContext"] = pods.container_security_context()
     # Staging Jobs on the job-support group (scaled up for them, released after); the
     # long-running shell on the always-on system nodes, where it keeps no extra node up.
@@ -154,8 +157,8 @@ def _pod_spec(layout: StagingLayout, container: dict[str, Any], restart: str) ->
         else {"nodeSelector": dict(layout.core_node_selector)}
     )
     return {
-        # The FSx file system's root directory belongs to root.
-        **pods.pod_defaults(run_as_user=0),
+        # The claim is the namespace's own directory, which belongs to the namespace's id.
+        **pods.namespace_pod(layout.namespace_id),
         "serviceAccountName": layout.service_account,
         **placement,
         "restartPolicy": restart,
@@ -204,6 +207,7 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
         "image": layout.shell_image,
         "command": ["bash", "-c", redpajama_download_script()],
         "resources": copy.deepcopy(SMALL),
+        "env": pods.env_list(pods.IDENTITY_ENV),
         "securityContext": pods.container_security_context(),
         "volumeMounts": [pods.claim_mount("/shared")],
     }

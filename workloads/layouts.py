@@ -23,6 +23,12 @@ def image(cluster: ClusterContract, repository: str, settings: Any) -> str:
     return f"{cluster.repositories[repository]}:{settings.image_tag}"
 
 
+def namespace_id(config: WorkloadsConfig, cluster: ClusterContract) -> int:
+    """The id the namespace's pods that mount its claim run as (the cluster's namespaceIds; the cluster
+    stack gives every training namespace one, and checks.py refuses a namespace it did not prepare)."""
+    return cluster.namespace_ids[config.namespace]
+
+
 def _common(config: WorkloadsConfig, cluster: ClusterContract) -> dict[str, Any]:
     return dict(
         namespace=config.namespace,
@@ -51,7 +57,8 @@ def staging(config: WorkloadsConfig, cluster: ClusterContract) -> StagingLayout 
     if (s := config.on("data_staging")) is None:
         return None
     return StagingLayout(
-        **_common(config, cluster), core_node_selector=cluster.core_node_selector, service_account=cluster.service_account,
+        **_common(config, cluster), namespace_id=namespace_id(config, cluster),
+        core_node_selector=cluster.core_node_selector, service_account=cluster.service_account,
         shell_image=image(cluster, "cmd-shell", s), nxd_image=image(cluster, "nxd-llama", s), settings=s,
     )  # fmt: skip
 
@@ -64,7 +71,7 @@ def bert_args(
     return BertPretrainingArgs(
         settings=s, namespace=config.namespace, repository=cluster.repositories["bert-pretrain"],
         group=cluster.node_groups[s.node_group], claim=cluster.claims.get(config.namespace, ""),
-        service_account=cluster.service_account,
+        namespace_id=namespace_id(config, cluster), service_account=cluster.service_account,
         core_node_selector=cluster.core_node_selector, after=after,
     )  # fmt: skip
 
@@ -72,7 +79,11 @@ def bert_args(
 def ray(config: WorkloadsConfig, cluster: ClusterContract) -> RayLayout | None:
     if (s := config.on("ray_llama2")) is None:
         return None
-    return RayLayout(**_on_trainium(config, cluster, "ray-llama2", s), core_node_selector=cluster.core_node_selector)
+    return RayLayout(
+        **_on_trainium(config, cluster, "ray-llama2", s),
+        core_node_selector=cluster.core_node_selector,
+        namespace_id=namespace_id(config, cluster),
+    )
 
 
 def nxd(config: WorkloadsConfig, cluster: ClusterContract) -> NxdLayout | None:

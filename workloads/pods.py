@@ -70,12 +70,39 @@ def peers_policy(workload: str, namespace: str, *extra_ingress: dict[str, Any]) 
 
 
 def accelerator_security_context(add: tuple[str, ...] = ACCELERATOR_CAPABILITIES) -> dict[str, Any]:
-    """A training container's context: root (the images' user), no escalation, only ``add``.
+    """A training container's context: no escalation, only ``add``; the user is the pod's.
 
-    Writable root: neuronx-cc and torch write compile artefacts and caches under /tmp and the
-    image's directories.
+    Writable root: neuronx-cc, torch and Ray write compile work directories, caches and logs under
+    /tmp and /var/tmp (both world-writable in the images), and HOME points there (``IDENTITY_ENV``).
     """
     return container_security_context(add=add)
+
+
+# --- who a pod that mounts the namespace's FSx claim runs as --------------------------------------
+# The namespace's one id (the cluster's namespaceIds) as user and group: the id the namespace's
+# directory on FSx belongs to (the cluster stack's directory Job), so that root squash, which maps
+# root to nobody on the training nodes, leaves the namespace's own pods their files. fsGroup would
+# not help: the FSx CSI driver's fsGroupPolicy is ReadWriteOnceWithFSType and the volumes are RWX
+# without fsType, so the kubelet never changes their ownership (kubernetes-sigs/aws-fsx-csi-driver
+# v1.9.0 charts/aws-fsx-csi-driver values.yaml). The images run as root otherwise; this id has no
+# passwd entry in them.
+def namespace_pod(namespace_id: int) -> dict[str, Any]:
+    """Pod-spec keys of a pod that mounts the namespace's claim: the pod defaults, as the namespace's id."""
+    return pod_defaults(run_as_user=namespace_id)
+
+
+# What the images' root user had from its passwd entry and the namespace's id has not. A writable HOME:
+# the AWS, Hugging Face and Ray clients, pip and transformers keep caches and config under it, and runc
+# takes it from the image's /etc/passwd, "/" for a user missing there, which only root may write
+# (opencontainers/runc v1.3.5, the AMI's, libcontainer/env.go prepareEnv and getUserHome). A user name:
+# getpass.getuser() (CPython 3.12 Lib/getpass.py) takes LOGNAME or USER before the passwd database, which
+# raises for the id; torch's inductor names its cache directory after it (pytorch
+# torch/_inductor/runtime/cache_dir_utils.py default_cache_dir: /tmp/torchinductor_<user>), and
+# ray_train_llama2.py its compile work directory (/tmp/<USER>/...). /tmp is world-writable (sticky) in
+# every image, and an emptyDir where the root file system is read-only.
+IDENTITY_HOME = "/tmp"
+IDENTITY_USER = "training"
+IDENTITY_ENV = {"HOME": IDENTITY_HOME, "USER": IDENTITY_USER, "LOGNAME": IDENTITY_USER}
 
 
 # CPU and memory a training pod asks for beside its node's devices (about what the Ray worker asks):
@@ -124,9 +151,10 @@ def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
 # the container's limit), and the node's devices as requests and limits.
 
 
-def training_pod(group: NodeGroup) -> dict[str, Any]:
-    """Pod-spec keys of a pod that owns a Trainium node: the posture and the placement."""
-    return {**pod_defaults(), **accelerator_placement(group)}
+def training_pod(group: NodeGroup, run_as_user: int | None = None) -> dict[str, Any]:
+    """Pod-spec keys of a pod that owns a Trainium node: the posture (as ``run_as_user`` when given,
+    ``namespace_pod``) and the placement."""
+    return {**pod_defaults(run_as_user=run_as_user), **accelerator_placement(group)}
 
 
 def training_container(
@@ -183,10 +211,15 @@ def mpi_worker_template(
 
 
 def system_deployment(
-    metadata: Mapping[str, Any], labels: Mapping[str, str], node_selector: Mapping[str, str], **pod_spec: Any
+    metadata: Mapping[str, Any],
+    labels: Mapping[str, str],
+    node_selector: Mapping[str, str],
+    run_as_user: int = UNPRIVILEGED_UID,
+    **pod_spec: Any,
 ) -> dict[str, Any]:
     """One replica of a long-running pod on the always-on system nodes, as an unprivileged user
-    under the posture's pod defaults; ``pod_spec`` adds containers, volumes and the rest."""
+    (``run_as_user``: the namespace's id for a pod that mounts its claim) under the posture's pod
+    defaults; ``pod_spec`` adds containers, volumes and the rest."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -197,7 +230,7 @@ def system_deployment(
             "template": {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
-                    **pod_defaults(run_as_user=UNPRIVILEGED_UID),
+                    **pod_defaults(run_as_user=run_as_user),
                     "nodeSelector": dict(node_selector),
                     **pod_spec,
                 },

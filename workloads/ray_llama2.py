@@ -58,6 +58,8 @@ class RayLayout(pods.TrainiumLayout):
     settings: RayLlama2Settings
     # The system nodes' selector: where the step gates run.
     core_node_selector: Mapping[str, str]
+    # The namespace's id, which every pod of the jobs runs as (pods.namespace_pod).
+    namespace_id: int
 
 
 def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,9 +69,16 @@ def _container(name: str, layout: RayLayout, resources: dict[str, Any], mounts: 
         # Let Ray drain its processes before the pod goes.
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
         "resources": resources,
-        # KubeRay v1.7.0 copies it to the wait-gcs-ready init container it adds to workers
-        # (ray-operator/controllers/ray/common/pod.go), so that one passes Pod Security too.
+        # HOME and the user name the namespace's id has no passwd entry for; Ray's processes, and
+        # so the jobs' entrypoints and Ray Train workers, inherit them from `ray start`. KubeRay
+        # v1.7.0 copies this env, the mounts and the context below to the wait-gcs-ready init
+        # container it adds to workers (ray-operator/controllers/ray/common/pod.go l.606-640).
+        "env": pods.env_list(pods.IDENTITY_ENV),
+        # The init container passes Pod Security with it too.
         "securityContext": pods.accelerator_security_context(),
+        # Ray's temporary directory (sessions, logs, sockets): an emptyDir, which the kubelet creates
+        # world-writable (kubernetes pkg/volume/emptydir/empty_dir.go defaultPerm 0777), so the
+        # namespace's id writes it.
         "volumeMounts": [{"name": LOG_VOLUME, "mountPath": "/tmp/ray"}, *mounts],
     }
 
@@ -120,7 +129,7 @@ def ray_cluster_spec(
                 # KubeRay keeps template labels next to its own (common/pod.go labelPod).
                 "metadata": head_metadata,
                 "spec": {
-                    **pods.pod_defaults(),
+                    **pods.namespace_pod(layout.namespace_id),
                     "serviceAccountName": layout.service_account,
                     **pods.support_placement(layout.support_placement),
                     "containers": [head],
@@ -138,7 +147,7 @@ def ray_cluster_spec(
             worker["livenessProbe"] = liveness_probe
             # The kubelet runs the probe in the container, with the container's environment, not the
             # job's runtimeEnv (which reaches Ray's processes).
-            worker["env"] = pods.env_list(resumable.env())
+            worker["env"] += pods.env_list(resumable.env())
         spec["workerGroupSpecs"] = [
             {
                 "groupName": WORKER_GROUP,
@@ -149,7 +158,7 @@ def ray_cluster_spec(
                 "template": {
                     "metadata": pods.pod_metadata(pods.workload_labels(WORKLOAD), layout.group),
                     "spec": {
-                        **pods.training_pod(layout.group),
+                        **pods.training_pod(layout.group, run_as_user=layout.namespace_id),
                         "serviceAccountName": layout.service_account,
                         "containers": [worker],
                         "volumes": [*volumes, pods.shm_volume()],
@@ -302,11 +311,16 @@ def submitter_template(layout: RayLayout) -> dict[str, Any]:
         "name": "ray-job-submitter",
         "image": layout.image,
         "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # HOME and the user name, as in the head; KubeRay v1.7.0 appends its own variables to these
+        # (rayjob_controller.go configureSubmitterContainer).
+        "env": pods.env_list(pods.IDENTITY_ENV),
         # `ray job submit` is an HTTP client of the head's dashboard: no capability, no escalation.
         "securityContext": pods.container_security_context(),
     }
+    # No claim here (KubeRay v1.7.0 adds a volume to the template only for its token authentication,
+    # which these clusters do not use), but the same id as the head it talks to: not root.
     spec = {
-        **pods.pod_defaults(),
+        **pods.namespace_pod(layout.namespace_id),
         **pods.support_placement(layout.support_placement),
         "restartPolicy": "Never",
         "containers": [container],

@@ -52,6 +52,8 @@ class TensorBoardLayout:
     claim: str
     core_node_selector: Mapping[str, str]
     settings: TensorBoardSettings
+    # The namespace's id, which the pod runs as to read the claim (pods.namespace_pod).
+    namespace_id: int
 
 
 def tmp_mount() -> dict[str, str]:
@@ -126,7 +128,8 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         # A TensorBoard that stops answering (a huge event file can wedge it) is restarted.
         "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
-        # It writes only its info file under /tmp (tempfile.gettempdir()).
+        # It writes only its info file under /tmp (tempfile.gettempdir()), an emptyDir, where HOME is too.
+        "env": pods.env_list(pods.IDENTITY_ENV),
         "securityContext": pods.container_security_context(read_only_root=True),
         "volumeMounts": [{**pods.claim_mount("/shared"), "readOnly": True}, tmp_mount()],
     }
@@ -144,8 +147,10 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
                     "requests": {"cpu": "50m", "memory": "64Mi"},
                     "limits": {"cpu": "500m", "memory": "128Mi"},
                 },
-                # nginx-unprivileged keeps its pid file and temporary files in /tmp; its
-                # entrypoint leaves a read-only conf.d alone.
+                # nginx-unprivileged keeps its pid file and temporary files in /tmp and reads the
+                # rest (nginx/docker-nginx-unprivileged Dockerfile-alpine-slim.template at 8b44229,
+                # stable 1.30.4), so it runs as any user, the namespace's id here; its entrypoint
+                # leaves a read-only conf.d alone.
                 "securityContext": pods.container_security_context(read_only_root=True),
                 "volumeMounts": [
                     {"name": "proxy-config", "mountPath": "/etc/nginx/conf.d", "readOnly": True},
@@ -164,9 +169,16 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
                 "secret": {"secretName": f"{NAME}-proxy", "items": [{"key": "htpasswd", "path": "htpasswd"}]},
             },
         ]
-    # Runs as the cmd-shell image's own unprivileged user.
+    # As the namespace's id, the one user its directory lets read (the proxy too: one user per pod).
     metadata = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
-    return pods.system_deployment(metadata, LABELS, layout.core_node_selector, containers=containers, volumes=volumes)
+    return pods.system_deployment(
+        metadata,
+        LABELS,
+        layout.core_node_selector,
+        run_as_user=layout.namespace_id,
+        containers=containers,
+        volumes=volumes,
+    )
 
 
 def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:
