@@ -1,6 +1,7 @@
 """Run an MPI worker's sshd and a launcher's command in a network namespace of their own, where the
 workers' port is free whatever this machine runs. Started by tests/test_mpi_ssh.py under
-``unshare --net`` (root) or ``unshare --user --map-current-user --net --keep-caps`` (anyone); both
+``unshare --net`` (root) or ``unshare --user --map-current-user --net --keep-caps`` (anyone; or on
+this machine's network where no user namespace can be made and the port is free); both
 processes run under ``as_user`` (setpriv: the pod's non-root id, no capability), each with exactly
 the environment given. Standard library only.
 
@@ -42,7 +43,8 @@ def listening(port: int) -> bool:
 def main() -> int:
     request = json.loads(open(sys.argv[1]).read())
     as_user, port, timeout = request["as_user"], request["port"], request["timeout"]
-    loopback_up()
+    if request["network_namespace"]:
+        loopback_up()
     worker = subprocess.Popen(
         [*as_user, *request["worker"]["argv"]], env=request["worker"]["env"], cwd=request["cwd"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
