@@ -150,10 +150,11 @@ def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
 # controller mounts that Secret with mode 0600 only at /root/.ssh, else the default 0644
 # (pkg/controller/mpi_job_controller.go setupSSHOnPod), root's files either way; OpenSSH refuses a
 # private key that is too open only when the key is its user's own (authfile.c sshkey_perm_ok,
-# openssh-portable V_9_6_P1, the Ubuntu 24.04 DLC's 9.6p1), so the user reads them as they are.
+# openssh-portable V_9_6_P1, as in V_9_2_P1, the Debian release the tests run), so the user reads them as they are.
 # The programs are docker/nxd-llama's: mpi-user gives the pod's id a passwd entry (nss_wrapper,
-# no root) and the home below, mpi-sshd starts sshd under it. No capability: a non-root sshd needs
-# none, and containerd clears the ambient set, so a non-root process could not use one anyway.
+# no root) and the home below, mpi-sshd starts sshd under it. No capability: a non-root sshd binds an
+# unprivileged port, does not chroot or change user (sshd.c privsep_chroot is for root only), and
+# logs in only its own user, which is all mpirun asks for.
 MPI_USER_HOME = "/home/mpiuser"
 MPI_SSH_AUTH_MOUNT_PATH = f"{MPI_USER_HOME}/.ssh"
 MPI_SSH_PORT = 2222
