@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -247,20 +248,25 @@ def test_without_its_passwd_entry_the_ssh_client_refuses_the_namespaces_id(opens
 
 
 def test_mpi_user_gives_the_id_one_entry_and_refuses_root(openssh: None, tree: Path) -> None:
+    """An id this machine's /etc/passwd already names (as root: nobody's; else this user's own) is
+    replaced, not listed twice: sshd must find this user's home, where the operator mounts the keys.
+    The id without an entry is the all-reduce test's."""
     user = image_file(tree, "mpi-user")
     env = {"PATH": STANDARD_PATH, "TMPDIR": str(tree / "tmp")}
-    become = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"] if os.geteuid() == 0 else []
-    uid = 1000 if os.geteuid() == 0 else os.getuid()
-    # An id the image already names (Ubuntu 24.04's `ubuntu` is 1000) is replaced, not duplicated: sshd
-    # must find this user's home, where the operator mounts the keys.
-    shown = subprocess.run(
-        [*become, user, "sh", "-c", 'getent passwd "$(id -u)"; id -un; id -gn; echo "$HOME $USER $LOGNAME"; '
-         'grep -c ":$(id -u):" "$NSS_WRAPPER_PASSWD"; grep -c "^root:" "$NSS_WRAPPER_PASSWD"'],
-        env=env, capture_output=True, text=True,
-    )  # fmt: skip
+    if os.geteuid() == 0:
+        uid = gid = pwd.getpwnam("nobody").pw_uid
+        become = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+    else:
+        uid, gid, become = os.getuid(), os.getgid(), []
+    assert pwd.getpwuid(uid).pw_name != "mpiuser"
+    script = (
+        'getent passwd "$(id -u)"; id -un; id -gn; echo "$HOME $USER $LOGNAME"; '
+        """awk -F: -v u="$(id -u)" '$3 == u' "$NSS_WRAPPER_PASSWD" | wc -l; grep -c '^root:' "$NSS_WRAPPER_PASSWD" """
+    )
+    shown = subprocess.run([*become, user, "sh", "-c", script], env=env, capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.split("\n")[:6] == [
-        f"mpiuser:x:{uid}:{os.getgid() if become == [] else 1000}:MPI user:{pods.MPI_USER_HOME}:/bin/bash",
+        f"mpiuser:x:{uid}:{gid}:MPI user:{pods.MPI_USER_HOME}:/bin/bash",
         "mpiuser",
         "mpiuser",
         f"{pods.MPI_USER_HOME} mpiuser mpiuser",
