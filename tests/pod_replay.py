@@ -23,7 +23,7 @@ What the replay reproduces, each from the source at the version we pin:
   one; this module only runs processes.
 
 The one liberty: the sandbox cannot create ``/shared`` or ``/tmp/resilience.py``, so every path
-inside the container (its volume mounts, its own /tmp, /etc/environment, /root, the service
+inside the container (its volume mounts, its own /tmp, /root, /home/mpiuser, the service
 account, the absolute paths of stubbed programs) is rewritten to a directory of the sandbox
 (replay_stubs.rewrite), in the argv, the environment and the files of mounted ConfigMaps. The
 sandbox's own path is letters, digits and ``/._-`` only, so no shell or quoting sees a difference.
@@ -258,15 +258,16 @@ def pod_containers(objects: list[dict[str, Any]]) -> list[PodContainer]:
 # Programs that cannot run here; each is a stub (replay_stubs.py) on the container's PATH, and at
 # these absolute paths where the images install them.
 STUBBED = (
-    "torchrun", "neuron_parallel_compile", "mpirun", "ssh", "getent", "sshd", "aws", "kubectl",
+    "torchrun", "neuron_parallel_compile", "mpirun", "ssh", "getent", "sshd", "mpi-user", "mpi-sshd", "aws", "kubectl",
     "tensorboard", "ray", "nginx", "huggingface-cli", "neuron-ls", "neuron-top", "nccom-test", "fi_info", "fi_pingpong",
     "hostname",
 )  # fmt: skip
 STUB_DIRS = {
     "/opt/aws/neuron/bin": ("neuron-ls", "neuron-top", "nccom-test", "neuron_parallel_compile"),
     "/opt/amazon/efa/bin": ("fi_info", "fi_pingpong"),
-    # The DLC's Open MPI build (prefix /usr/local), which the MPIJob launchers call by absolute path.
-    "/usr/local/bin": ("mpirun",),
+    # The DLC's Open MPI build (prefix /usr/local), which the MPIJob launchers call by absolute path, and
+    # docker/nxd-llama's MPI start-up scripts (run for real in tests/test_mpi_ssh.py).
+    "/usr/local/bin": ("mpirun", "mpi-user", "mpi-sshd"),
     "/usr/sbin": ("sshd",),
 }
 # The image's own files the pods run: scripts that stand in for the training programs.
@@ -274,8 +275,9 @@ STUB_DIRS = {
 # Sandbox.trainium_node.
 PRIVATE_PATHS = (
     "/tmp",
-    "/etc/environment",
     "/root",
+    # The nxd-llama image's MPI user's home (docker/nxd-llama mpi-user).
+    "/home/mpiuser",
     "/var/run/secrets/kubernetes.io/serviceaccount",
     "/dev/neuron",
     "/proc/self/status",
@@ -410,7 +412,14 @@ class Sandbox:
         pod = Pod(name, template, self.root / "pods" / name)
         private = pod.root / "private" / container["name"]  # each container has its own /tmp, /etc, ...
         view = {p: str(private / p.strip("/").replace("/", "_")) for p in PRIVATE_PATHS}
-        for p in ("/tmp", "/root", "/var/run/secrets/kubernetes.io/serviceaccount", "/data", "/shared"):
+        for p in (
+            "/tmp",
+            "/root",
+            "/home/mpiuser",
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+            "/data",
+            "/shared",
+        ):
             Path(view[p]).mkdir(parents=True, exist_ok=True)
         private.mkdir(parents=True, exist_ok=True)
         for directory, programs in STUB_DIRS.items():

@@ -56,16 +56,27 @@ def record(sandbox: Path, program: str, argv: list[str], **extra: object) -> Non
         f.write(json.dumps(entry) + "\n")
 
 
+# The image's MPI user (docker/nxd-llama mpi-user): its name and home; sshd's standard PATH for a
+# user other than root (Debian's and Ubuntu's build, --with-default-path).
+MPI_USER_NAME, MPI_USER_HOME = "mpiuser", "/home/mpiuser"
+SSHD_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
+
+
+def session_file(pod: dict) -> Path:
+    """Where a worker's sshd (the mpi-sshd stand-in) keeps what its sessions start with."""
+    return Path(pod["stub_path"]).parent / "sshd-session.json"
+
+
 def pod_env(pod: dict, extra: dict[str, str]) -> dict[str, str]:
-    """What an sshd session on a worker starts with: a login's PATH and HOME, /etc/environment
-    (pam_env), nothing of the container's own environment (sshd starts sessions afresh)."""
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "USER": "root"}
-    etc_environment = Path(rewrite("/etc/environment", pod["view"]))
-    if etc_environment.exists():
-        for line in etc_environment.read_text().splitlines():
-            name, _, value = line.partition("=")
-            if name:
-                env[name] = value
+    """What an sshd session on a worker starts with (openssh-portable V_9_6_P1 session.c do_setup_env,
+    no PAM): the passwd entry's USER, LOGNAME, HOME and SHELL, the standard PATH, then the config's
+    SetEnv (what mpi-sshd passes), nothing else of the container's own environment; and ``extra``
+    (what mpirun forwards, what the test adds to the pod's sessions). No sshd there: the connection
+    is refused."""
+    if not session_file(pod).exists():
+        sys.exit("ssh: connect to host port 2222: Connection refused")
+    env = {"PATH": SSHD_DEFAULT_PATH, **json.loads(session_file(pod).read_text())}
+    env.update(pod.get("session_extra", {}))  # sandbox paths already
     env.update({k: rewrite(v, pod["view"]) for k, v in extra.items()})
     env["PATH"] = pod["stub_path"] + ":" + rewrite(env["PATH"], pod["view"])
     return env
@@ -82,13 +93,17 @@ def run_in_pod(pod: dict, command: str, env: dict[str, str], cwd: str | None = N
 def ssh(sandbox: Path, args: list[str], caller: str) -> int:
     """OpenSSH's client: ``ssh [-o opt]... host [command...]``; the command words are joined with
     spaces and run by the remote user's shell (ssh(1): "command is executed on the remote host
-    instead of a login shell")."""
+    instead of a login shell"), on the workers' port (the image's client config; ``-p`` another:
+    refused)."""
     cluster = load(sandbox)
     words = [to_container(a, cluster["pods"][caller]["view"]) for a in args]
     while words and words[0].startswith("-"):
         option = words.pop(0)
         if option in ("-o", "-p", "-i", "-l"):
-            words.pop(0)
+            value = words.pop(0)
+            if option == "-p" and value != "2222":
+                print(f"ssh: connect to host port {value}: Connection refused", file=sys.stderr)
+                return 255
     host, command = words[0], " ".join(words[1:])
     pod = pod_of(cluster, host)
     return run_in_pod(pod, command or "true", pod_env(pod, {}))
@@ -159,6 +174,32 @@ def mpirun(sandbox: Path, args: list[str], caller: str) -> int:
     return max(codes, default=0)
 
 
+def mpi_user(sandbox: Path, args: list[str], caller: str) -> int:
+    """docker/nxd-llama mpi-user (run for real in tests/test_mpi_ssh.py): its command with the MPI
+    user's name and home and nss_wrapper's files; here without the preload itself, which would load
+    this machine's library into every stand-in."""
+    cluster = load(sandbox)
+    state = rewrite("/tmp", cluster["pods"][caller]["view"]) + "/mpi-user"
+    env = {**os.environ, "HOME": rewrite(MPI_USER_HOME, cluster["pods"][caller]["view"]), "USER": MPI_USER_NAME,
+           "LOGNAME": MPI_USER_NAME, "NSS_WRAPPER_PASSWD": f"{state}/passwd", "NSS_WRAPPER_GROUP": f"{state}/group"}  # fmt: skip
+    os.execvpe(args[0], args, env)
+
+
+def mpi_sshd(sandbox: Path, args: list[str], caller: str) -> int:
+    """docker/nxd-llama mpi-sshd (run for real in tests/test_mpi_ssh.py): sshd whose sessions get the
+    passwd entry's USER, LOGNAME, HOME and SHELL, nss_wrapper's variables, and the variables whose
+    names match MPI_SESSION_ENV (SetEnv); here it records that and exits, as the sshd stub did."""
+    cluster = load(sandbox)
+    view = cluster["pods"][caller]["view"]
+    pattern = os.environ.get("MPI_SESSION_ENV", "")
+    names = ["NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP"]
+    names += [n for n in os.environ if pattern and re.search(pattern, n) and n not in names]
+    session = {"USER": MPI_USER_NAME, "LOGNAME": MPI_USER_NAME, "HOME": MPI_USER_HOME, "SHELL": "/bin/bash"}
+    session.update({n: to_container(os.environ[n], view) for n in names})
+    session_file(cluster["pods"][caller]).write_text(json.dumps(session))
+    return 0
+
+
 def torchrun(sandbox: Path, args: list[str], caller: str) -> int:
     """torchrun (torch 2.5 and 2.9): its options, then the script and the script's arguments; the elastic
     agent starts ``python3 <script> <args>`` once per local rank with RANK, LOCAL_RANK, WORLD_SIZE,
@@ -217,6 +258,8 @@ LAUNCHERS = {
     "ssh": ssh,
     "getent": getent,
     "mpirun": mpirun,
+    "mpi-user": mpi_user,
+    "mpi-sshd": mpi_sshd,
     "hostname": hostname,
     "torchrun": torchrun,
     "neuron_parallel_compile": neuron_parallel_compile,

@@ -29,7 +29,7 @@ from tests.checkov_scan import (
 )  # kubernetes_objects: offline/report/plan_output.py's
 from tests.node_groups import trainium_group
 from tests.test_workloads import manifest
-from workloads import cluster_check
+from workloads import cluster_check, pods
 
 JOB_SUPPORT = {"role": "job-support"}
 SUPPORT = {"nodeSelector": JOB_SUPPORT, "tolerations": []}
@@ -40,8 +40,11 @@ def spec(result: PlanResult, kind: str, name: str) -> dict[str, Any]:
 
 
 def script(container: dict[str, Any]) -> str:
-    assert container["command"][:2] == ["bash", "-c"]
-    return container["command"][2]
+    """The bash script a container runs, under the MPI pods' passwd entry (pods.MPI_USER) or not."""
+    command = container["command"]
+    command = command[1:] if command[0] == pods.MPI_USER else command
+    assert command[:2] == ["bash", "-c"]
+    return command[2]
 
 
 # --- what is declared ----------------------------------------------------------------------------
@@ -100,29 +103,31 @@ def test_allreduce_runs_nccom_test_from_the_launcher_over_every_core(workloads_d
     text = script(launcher["template"]["spec"]["containers"][0])
     # nccom-test.rst: -r total ranks, -N nodes, -b/-e/-f sizes, -d type, --hosts, and
     # NEURON_RT_ROOT_COMM_ID = the first host's IP address and a free port.
-    # Run on worker 0 (the first host), as the SDK's docs run it, with its address as the root.
-    # Every pod runs as root and nccom-test starts its ranks with Open MPI's mpirun, which refuses
-    # root without both variables; AWS's nccom-test MPIJob set both while it ran as root
-    # (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156).
-    assert (
-        'ssh "$first" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '
-        "NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2"
-    ) in text
+    # Run on worker 0 (the first host), as the SDK's docs run it, with its address as the root. Not
+    # root: no OMPI_ALLOW_RUN_AS_ROOT consent for nccom-test's mpirun.
+    assert 'ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2' in text
     assert "-b 1MB -e 1GB -f 4 -d fp32 --non-interactive allr --hosts$hosts" in text
     assert "awk '{print $1}' /etc/mpi/hostfile" in text and "floor=20.0" in text
-    # Processes mpirun starts over SSH see the image's PATH and EFA settings (pam_env reads /etc/environment).
+    # Processes mpirun starts over SSH see the image's PATH and EFA settings: the worker's sshd (as the
+    # namespace's id, mpi-sshd) sets what MPI_SESSION_ENV names in every session (SetEnv).
     worker = workers["template"]["spec"]["containers"][0]
-    assert "> /etc/environment && exec /usr/sbin/sshd -De" in script(worker)
+    assert worker["command"] == [pods.MPI_USER, pods.MPI_SSHD]
     env = {e["name"]: e.get("value") for e in worker["env"]}
-    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+    assert not any(name.startswith("OMPI_ALLOW_RUN_AS_ROOT") for name in env)
     assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"} <= set(env)
-    # The worker's keep pattern, run: what reaches /etc/environment (and mpirun's remote ranks).
-    kept = subprocess.run(
-        ["grep", "-E", cluster_check.WORKER_ENV_KEEP], input="OMPI_ALLOW_RUN_AS_ROOT=1\nOMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
-        "FI_PROVIDER=efa\nHOME=/root\n", capture_output=True, text=True,
+    # The keep pattern, matched as mpi-sshd matches it (bash's =~ on each name).
+    names = ["PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "NEURON_RT_ROOT_COMM_ID", "CCOM_SOCKET_IFNAME", "HOME",
+             "OMPI_MCA_plm_rsh_args", "XFI_PROVIDER", "PATHS"]  # fmt: skip
+    matched = subprocess.run(
+        ["bash", "-c", 'for n in "${@:2}"; do if [[ $n =~ $1 ]]; then echo "$n"; fi; done', "match", env[pods.MPI_SESSION_ENV], *names],
+        capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
-    assert kept == ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "FI_PROVIDER=efa"]
-    assert f"grep -E '{cluster_check.WORKER_ENV_KEEP}'" in script(worker)
+    assert matched == ["PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "NEURON_RT_ROOT_COMM_ID", "CCOM_SOCKET_IFNAME"]
+    # The operator mounts the job's keys in the namespace id's ~/.ssh; every pod runs as that id.
+    assert job["sshAuthMountPath"] == pods.MPI_SSH_AUTH_MOUNT_PATH == "/home/mpiuser/.ssh"
+    for replica in (workers, launcher):
+        context = replica["template"]["spec"]["securityContext"]
+        assert context["runAsUser"] == context["runAsGroup"] == 20001 and context["runAsNonRoot"] is True
 
 
 def test_verdict_fails_up_and_runs_on_the_job_support_group(workloads_dev: PlanResult) -> None:
@@ -522,7 +527,7 @@ def _settings():
 def _layout() -> cluster_check.CheckLayout:
     return cluster_check.CheckLayout(
         namespace="default", image="i", claim="fsx-claim", service_account="training", support_placement=SUPPORT,
-        group=_trn1_group(), settings=_settings(),
+        group=_trn1_group(), settings=_settings(), namespace_id=20001,
     )  # fmt: skip
 
 
@@ -592,8 +597,9 @@ def test_a_posture_the_jobs_would_trip_on_fails_the_node_with_the_fix(tmp_path: 
 
 def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: PlanResult) -> None:
     """The per-node pod is a BERT worker's posture, the all-reduce workers a NxD Training
-    MPI worker's (sshd's capabilities), both from workloads/pods.py training_pod/training_container:
-    pod security context, token, container context (capabilities, escalation), device limits."""
+    MPI worker's, both from workloads/pods.py training_pod/training_container: pod security context,
+    token, container context (capabilities, escalation), device limits; every stage runs as the
+    namespace's id."""
 
     def pod(kind: str, name: str, role: str) -> tuple[dict[str, Any], dict[str, Any]]:
         obj = next(o for o in kubernetes_objects(workloads_all) if o["kind"] == kind and o["metadata"]["name"] == name)
@@ -601,10 +607,8 @@ def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: Pla
         return template["spec"], template["spec"]["containers"][0]
 
     def posture(spec: dict[str, Any], container: dict[str, Any]) -> tuple[Any, ...]:
-        # Who each pod runs as is tests/test_pod_identity.py's.
-        identity = ("runAsUser", "runAsGroup", "runAsNonRoot")
         return (
-            {k: v for k, v in spec["securityContext"].items() if k not in identity},
+            spec["securityContext"],
             spec["automountServiceAccountToken"],
             spec["nodeSelector"],
             spec["tolerations"],
@@ -618,6 +622,11 @@ def test_the_check_runs_under_the_training_pods_exact_posture(workloads_all: Pla
     )
     spec, container = pod("Job", "cluster-check-nodes", "pod")
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for kind, name, role in (("Job", "cluster-check-nodes", "pod"), ("Job", "cluster-check-verdict", "pod"),
+                             ("MPIJob", "cluster-check-allreduce", "worker"), ("MPIJob", "cluster-check-allreduce", "launcher"),
+                             ("MPIJob", "llama2-train", "worker"), ("MPIJob", "llama2-train", "launcher")):  # fmt: skip
+        context = pod(kind, name, role)[0]["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (20001, 20001, True), name
     assert "IPC_LOCK" not in str(container["securityContext"])
 
 
@@ -743,12 +752,12 @@ def test_the_launcher_runs_nccom_test_on_worker_zero_and_passes_above_the_floor(
     assert run.returncode == 0, run.stdout + run.stderr
     # It waited for every worker - a lagging DNS record, an sshd not yet up - before the run.
     *waits, nccom = calls.strip().split("\n", 3)
-    assert waits == ["-o BatchMode=yes -o ConnectTimeout=10 100.64.1.10 true"] * 2 + [
-        "-o BatchMode=yes -o ConnectTimeout=10 100.64.1.11 true"
+    # On the workers' sshd port (the MPI operator's non-root one).
+    assert waits == ["-p 2222 -o BatchMode=yes -o ConnectTimeout=10 100.64.1.10 true"] * 2 + [
+        "-p 2222 -o BatchMode=yes -o ConnectTimeout=10 100.64.1.11 true"
     ]
     assert nccom.startswith(
-        "100.64.1.10 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 "
-        "/opt/aws/neuron/bin/nccom-test -r 64 -N 2"
+        "100.64.1.10 NEURON_RT_ROOT_COMM_ID=100.64.1.10:45654 /opt/aws/neuron/bin/nccom-test -r 64 -N 2"
     )
     assert nccom.rstrip().endswith("allr --hosts 100.64.1.10 100.64.1.11")
     assert (results / "allreduce.status").read_text().strip() == "PASS"

@@ -375,7 +375,10 @@ def test_the_image_pins_and_the_open_mpi_the_launcher_will_call() -> None:
     assert defaults["NXDT_EXAMPLES_COMMIT"] == versions.NXDT_EXAMPLES_COMMIT
     assert re.fullmatch(r"[0-9a-f]{40}", versions.NXDT_EXAMPLES_COMMIT)
     assert defaults["MEGATRON_LM_COMMIT"] == versions.MEGATRON_LM_COMMIT
-    assert 'CMD ["/usr/sbin/sshd", "-De"]' in text and "COPY --chmod=755 nodelist_helper.py /nodelist_helper.py" in text
+    assert (
+        'CMD ["/usr/local/bin/mpi-user", "/usr/local/bin/mpi-sshd"]' in text
+        and "COPY --chmod=755 nodelist_helper.py /nodelist_helper.py" in text
+    )
 
 
 def test_the_node_list_reads_the_worker_index_from_the_pods_own_label() -> None:

@@ -384,7 +384,8 @@ def start_mpijob(sandbox: Sandbox, pcs: list[PodContainer], prepare_worker: Call
         run = sandbox.run(worker, image_of(worker), pod_name=f"{name}-worker-{i}", address=address,
                           appended={"K_MPI_JOB_ROLE": "worker"}, prepare=prepare_worker)  # fmt: skip
         assert run.rc == 0, run.stderr
-        assert run.calls[-1]["program"] == "sshd" and run.calls[-1]["argv"] == ["-De"]
+        # The image's sshd, started as the namespace's id under its passwd entry (docker/nxd-llama).
+        assert [c["program"] for c in run.calls[-2:]] == ["mpi-user", "mpi-sshd"] and run.calls[-1]["argv"] == []
     launcher = only(pcs, role="launcher")
 
     def mpi_config(pod: Any) -> None:
@@ -435,10 +436,10 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
         # train_setup.sh raises the open-file limit to 65535; the EKS AMI's containerd gives containers
         # a hard limit of 1048576 (awslabs/amazon-eks-ami v20260724 nodeadm/internal/containerd/
         # base-runtime-spec.json rlimits), which this machine may not grant: a ulimit function through
-        # BASH_ENV (bash(1)), set in the sessions' environment (pam_env reads /etc/environment).
+        # BASH_ENV (bash(1)), which the test adds to the pod's sessions' environment.
         limits = pod.root / "image" / "container-limits.sh"
         limits.write_text('ulimit() { if [ "$*" = "-n 65535" ]; then return 0; fi; builtin ulimit "$@"; }\n')
-        Path(sandbox.local(pod, "/etc/environment")).write_text(f"BASH_ENV={limits}\n")
+        sandbox.cluster["pods"][pod.name]["session_extra"] = {"BASH_ENV": str(limits)}
         sandbox.cluster["pods"][pod.name]["view"] = pod.view
         sandbox.save()
 
@@ -448,6 +449,9 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
     (mpirun,) = run.called("mpirun")
     argv = mpirun["argv"]
     assert argv[:2] == ["--prefix", nxd_llama.OPEN_MPI_PREFIX]
+    # As the namespace's id with the MPI user's passwd entry (docker/nxd-llama mpi-user): no root consent.
+    assert mpirun["env"]["USER"] == "mpiuser" and "NSS_WRAPPER_PASSWD" in mpirun["env"]
+    assert "--allow-run-as-root" not in argv
     forwarded = [argv[i + 1] for i, word in enumerate(argv) if word == "-x"]
     assert forwarded == ["LD_LIBRARY_PATH", "PATH", "POD_UID", f"CONF_FILE={nxd_llama.CONF_FILE}",
                          f"COMPILE={int(compile_run)}"]  # fmt: skip
@@ -466,6 +470,8 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
         assert call["env"]["FI_PROVIDER"] == "efa" and call["env"]["CCOM_SOCKET_IFNAME"] == "eth0"
         assert call["env"]["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
         assert call["env"].get("K_MPI_JOB_ROLE") != "launcher"
+        # The worker's sshd session: the MPI user's entry, and nss_wrapper's files for what it starts.
+        assert call["env"]["USER"] == "mpiuser" and "NSS_WRAPPER_PASSWD" in call["env"]
     wrapped = [c for c in run.calls if c["program"] == "neuron_parallel_compile"]
     assert len(wrapped) == (replicas if compile_run else 0)
     assert all(c["argv"][0] == "torchrun" for c in wrapped)
@@ -701,8 +707,9 @@ def replay_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack
     done = launcher.wait(30)
     assert done.rc == 0, done.stdout + done.stderr
     (nccom,) = [c for c in done.called("nccom-test") if c["pod"].startswith("cluster-check-allreduce-")]
-    # Run on worker 0 over ssh, with the worker's PATH and EFA settings from its /etc/environment.
+    # Run on worker 0 over ssh, with the worker's PATH and EFA settings from its sshd (MPI_SESSION_ENV).
     assert nccom["pod"] == "cluster-check-allreduce-worker-0" and nccom["env"]["FI_PROVIDER"] == "efa"
+    assert nccom["env"]["USER"] == "mpiuser" and not any(k.startswith("OMPI_ALLOW_RUN_AS_ROOT") for k in nccom["env"])
     argv = nccom["argv"]
     assert argv[:4] == ["-r", str(check["allReduce"]["ranks"]), "-N", str(check["nodes"])] and "allr" in argv
     assert argv[argv.index("--hosts") + 1 :] == [f"10.1.0.{10 + i}" for i in range(check["nodes"])]

@@ -531,7 +531,7 @@ def test_capabilities_beyond_the_runtime_default_set_are_refused():
 
     [message] = violations("no-privileged-or-host-path", pod(["SYS_ADMIN", "SETUID"]))
     assert "['SYS_ADMIN']" in message and "spec.mpiReplicaSpecs.Worker.template.spec" in message
-    # sshd's five (workloads' MPI workers) are in the default set Pod Security baseline admits.
+    # A root sshd's five (privilege separation, PAM, port 22) are in the default set Pod Security baseline admits.
     assert not violations(
         "no-privileged-or-host-path", pod(["AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"])
     )

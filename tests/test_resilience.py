@@ -750,7 +750,9 @@ def test_nxd_workers_restart_in_place_and_the_launcher_reruns_every_rank(workloa
     )
     # The ranks mpirun starts over ssh do not see the container's environment: the worker writes
     # resilience.py to a file when it starts, and the ranks run it from there.
-    assert container(worker["template"])["command"] == resumable.with_script_file(["/usr/sbin/sshd", "-De"])
+    assert container(worker["template"])["command"] == resumable.with_script_file(
+        ["/usr/local/bin/mpi-user", "/usr/local/bin/mpi-sshd"]
+    )
     command = container(train["mpiReplicaSpecs"]["Launcher"]["template"])["command"]
     assert command[-1].startswith(f"{resumable.announce_attempt()} && export {resilience.RUN_ATTEMPT_ENV}=")
     assert ' && { [ "$OMPI_COMM_WORLD_RANK" != 0 ] || ' in command[-1]

@@ -12,6 +12,7 @@ import pytest
 from infra.facts import versions
 from offline.plan.runner import PlanResult
 from tests.crd_fields import FILES, undefined_fields
+from workloads import pods
 
 TRN1 = {"neuron": "16", "efa": "8"}
 TRN1N = {"neuron": "16", "efa": "16"}
@@ -432,13 +433,18 @@ def test_mpi_launcher_calls_the_dlcs_open_mpi_on_every_node(workloads_all: PlanR
     for name in ("llama2-compile", "llama2-train"):
         launcher = manifest(workloads_all, "MPIJob", name)["spec"]["mpiReplicaSpecs"]["Launcher"]
         command = launcher["template"]["spec"]["containers"][0]["command"]
-        # Created at start-up, it first waits for every worker's sshd, then execs mpirun.
+        # As the namespace's id with its passwd entry (docker/nxd-llama mpi-user), created at start-up, it
+        # first waits for every worker's sshd (on the operator's non-root port), then execs mpirun,
+        # which no longer needs --allow-run-as-root.
+        assert command[0] == pods.MPI_USER
+        command = command[1:]
         assert (
             command[:2] == ["bash", "-c"]
-            and "ssh -o BatchMode=yes" in command[2]
+            and "ssh -p 2222 -o BatchMode=yes" in command[2]
             and command[2].endswith('exec "$@"\n')
         )
         assert command[4:7] == ["/usr/local/bin/mpirun", "--prefix", "/usr/local"]
+        assert "--allow-run-as-root" not in command
 
 
 def test_mpi_training_follows_compile_which_follows_the_data(workloads_all: PlanResult) -> None:

@@ -76,12 +76,6 @@ POLL_SECONDS = 10
 # launcher writes its status when its own deadline stops it, so a slow healthy run never fails at
 # the verdict first (a few seconds would do; the margin covers a late job-support node).
 VERDICT_MARGIN_MINUTES = 15
-# nccom-test's multi-node run starts its ranks with Open MPI's mpirun (aws-neuron-sdk v2.30.0, our
-# image's SDK, tools/neuron-sys-tools/nccom-test.rst "MPI Execution"), and every pod here runs as
-# root, which Open MPI's mpirun refuses unless both variables are set. AWS's own nccom-test MPIJob exported both while it ran as
-# root (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml at 5e2e5c156,
-# #577; dropped in 96ac1d17a, #607, when it moved to a non-root user).
-OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # All-reduce sizes 1 MiB .. 1 GiB, x4 per step, fp32 (the sizes and type of the Neuron docs'
 # multi-instance example); the floor applies to the largest, where bandwidth has levelled off.
 NCCOM_SIZES = ("1MB", "1GB", "4")
@@ -117,6 +111,8 @@ def floor_for(group: NodeGroup, settings: ClusterCheckSettings) -> float | None:
 @dataclass(frozen=True)
 class CheckLayout(pods.TrainiumLayout):
     settings: ClusterCheckSettings
+    # The namespace's id (the cluster's namespaceIds): every stage runs as it, as the jobs do.
+    namespace_id: int
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: str | None = None
     # The verdict's image (it needs only bash and coreutils); unset: ``image``.
@@ -368,20 +364,24 @@ def nodes_job(layout: CheckLayout) -> dict[str, Any]:
     container = {
         "name": "check",
         "image": layout.image,
-        "command": ["bash", "-c", node_script(layout)],
+        "command": pods.mpi_command(["bash", "-c", node_script(layout)]),
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "JOB_UID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"}}},
         ],
         # Every device and interface of the node: one pod per node, and it sees what a job would.
-        # The training containers' posture (pods.training_container): what passes here passes there.
+        # The training containers' posture (pods.training_container), as the namespace's id with the
+        # MPI pods' passwd entry and home (pods.mpi_command): what passes here passes there.
         **pods.training_container(layout.group, pods.CHECK_REQUESTS),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
     }
-    # Root, the image's user: the Neuron and EFA device nodes and the FSx root are root's.
+    # The namespace's id, as the jobs run: the namespace's directory on FSx is its own, and the Neuron and
+    # EFA device nodes in the container are the pod's user's (containerd's device_ownership_from_security_context,
+    # set by the cluster stack's node user data), which neuron-ls, nccom-test and fi_info prove here.
+    defaults = {**pods.pod_defaults(run_as_user=layout.namespace_id), **pods.accelerator_placement(layout.group)}
     job = _check_job(
         layout, "cluster-check-nodes", container, {}, layout.settings.timeout_minutes,
-        pods.training_pod(layout.group), parallel_pods=layout.settings.nodes, group=layout.group,
+        defaults, parallel_pods=layout.settings.nodes, group=layout.group,
     )  # fmt: skip
     if layout.gang_queue is not None:
         through_volcano(job, layout.gang_queue, layout.settings.nodes)
@@ -420,7 +420,6 @@ def launcher_script(layout: CheckLayout) -> str:
     low, high, factor = NCCOM_SIZES
     s, dir_, floor = layout.settings, '"$attempt"', layout.floor
     assert floor is not None, "an all-reduce runs from two nodes, where checks.py requires a floor"
-    ompi = " ".join(f"{k}={v}" for k, v in OMPI_ROOT_ENV.items())
     return f"""\
 set -uo pipefail
 {current_attempt(layout)}mkdir -p {dir_}
@@ -433,10 +432,10 @@ echo "$stage" | tee {dir_}/allreduce.txt
 {pods.wait_for_mpi_workers(POLL_SECONDS)}first=${{hosts# }}; first=${{first%% *}}
 stage="nccom-test"
 echo "nccom-test all-reduce, {s.nodes} nodes x {layout.group.neuron_cores} ranks, on $first, hosts:$hosts" | tee -a {dir_}/allreduce.txt
-# On worker 0, whose sshd session carries the image's PATH and EFA settings (worker_command).
+# On worker 0, whose sshd session carries the image's PATH and EFA settings (SESSION_ENV).
 # In the background: bash runs a trap only between commands, but at once during `wait`, so a
 # hung all-reduce still records its FAIL when the deadline's SIGTERM comes.
-(ssh "$first" "{ompi} NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
+(ssh "$first" "NEURON_RT_ROOT_COMM_ID=$first:{ROOT_COMM_PORT} {NEURON_BIN}/nccom-test -r {layout.ranks} -N {s.nodes} \\
   -b {low} -e {high} -f {factor} -d {NCCOM_DATATYPE} --non-interactive allr --hosts$hosts" 2>&1 | tee -a {dir_}/allreduce.txt) &
 wait $! || exit 1
 # The last row of the table is the largest size; its last column is busbw(GB/s).
@@ -447,16 +446,11 @@ awk -v bw="${{busbw:-0}}" -v floor={floor} 'BEGIN {{exit !(bw + 0 >= floor)}}' &
 """
 
 
-# What the workers' sshd sessions keep of the image's environment (/etc/environment).
-WORKER_ENV_KEEP = "^(PATH|LD_LIBRARY_PATH|FI_[A-Z_]*|NEURON_[A-Z_]*|CCOM_[A-Z_]*|OMPI_[A-Z_]*)="
-
-
-def worker_command() -> list[str]:
-    """sshd, with the image's environment for the processes mpirun starts over SSH: an SSH
-    session gets the system PATH, not the image's, and nccom-test's MPI run needs the Neuron
-    tools, Open MPI, its run-as-root consent and the EFA settings there. sshd's PAM session
-    (Ubuntu: pam_env) reads /etc/environment."""
-    return ["bash", "-c", f"env | grep -E '{WORKER_ENV_KEEP}' > /etc/environment && exec /usr/sbin/sshd -De"]
+# What the workers' sshd sessions keep of the container's environment (pods.MPI_SESSION_ENV, names
+# matched by bash's =~): an SSH session gets a standard PATH, not the image's, and nccom-test's MPI
+# run needs the Neuron tools, Open MPI and the EFA settings in every session it starts, on worker 0
+# (the launcher's ssh) and on the others (its own mpirun's).
+SESSION_ENV = "^(PATH|LD_LIBRARY_PATH|FI_[A-Z_]*|NEURON_[A-Z_]*|CCOM_[A-Z_]*)$"
 
 
 def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
@@ -480,17 +474,17 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
     worker = {
         "name": "worker",
         "image": layout.image,
-        "command": worker_command(),
-        "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", **OMPI_ROOT_ENV}),
-        # The NxD Training MPI workers' posture, sshd's capabilities included.
-        **pods.training_container(layout.group, pods.CHECK_REQUESTS, add=pods.SSHD_CAPABILITIES),
+        "command": pods.mpi_worker_command(),
+        "env": pods.env_list({**pods.EFA_ENV, "CCOM_SOCKET_IFNAME": "eth0", pods.MPI_SESSION_ENV: SESSION_ENV}),
+        # The NxD Training MPI workers' posture: sshd as the namespace's id, no capability.
+        **pods.training_container(layout.group, pods.CHECK_REQUESTS),
         "volumeMounts": [pods.shm_mount()],
     }
     # The nxd-llama image: the launcher needs ssh, which the small cmd-shell image lacks.
     launcher = {
         "name": "launcher",
         "image": layout.image,
-        "command": ["bash", "-c", launcher_script(layout)],
+        "command": pods.mpi_command(["bash", "-c", launcher_script(layout)]),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
         "securityContext": pods.accelerator_security_context(),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT)],
@@ -509,6 +503,7 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
         },
         "spec": {
             "slotsPerWorker": 1,
+            "sshAuthMountPath": pods.MPI_SSH_AUTH_MOUNT_PATH,
             "launcherCreationPolicy": "AtStartup",
             "runPolicy": policy,
             "mpiReplicaSpecs": {
@@ -522,12 +517,18 @@ def allreduce_job(layout: CheckLayout) -> dict[str, Any]:
                         layout.support_placement,
                         launcher,
                         (pods.claim_volume(layout.claim),),
+                        namespace_id=layout.namespace_id,
                     ),
                 },
                 "Worker": {
                     "replicas": s.nodes,
                     "template": pods.mpi_worker_template(
-                        WORKLOAD, layout.group, layout.service_account, worker, (pods.shm_volume(),)
+                        WORKLOAD,
+                        layout.group,
+                        layout.service_account,
+                        worker,
+                        (pods.shm_volume(),),
+                        namespace_id=layout.namespace_id,
                     ),
                 },
             },
@@ -576,11 +577,11 @@ def verdict_job(layout: CheckLayout) -> dict[str, Any]:
         "securityContext": pods.container_security_context(read_only_root=True),
         "volumeMounts": [{**pods.claim_mount(SHARED_MOUNT), "readOnly": True}],
     }
-    # Not root: it only reads what the other stages wrote (world-readable on FSx). A launcher that
-    # never starts leaves no status: the deadline turns that into a failure.
+    # The namespace's id: it reads what the other stages wrote in the namespace's directory, which is
+    # that id's alone. A launcher that never starts leaves no status: the deadline turns that into a failure.
     return _check_job(
         layout, "cluster-check-verdict", container, pods.support_placement(layout.support_placement),
-        verdict_deadline_minutes(layout), pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
+        verdict_deadline_minutes(layout), pods.pod_defaults(run_as_user=layout.namespace_id),
     )  # fmt: skip
 
 

@@ -92,6 +92,7 @@ def nxd(config: WorkloadsConfig, cluster: ClusterContract) -> NxdLayout | None:
     return NxdLayout(
         **_on_trainium(config, cluster, "nxd-llama", s),
         core_node_selector=cluster.core_node_selector,
+        namespace_id=cluster.namespace_ids[config.namespace],
         gang_queue=_gang_queue(cluster, s),
     )
 
@@ -101,6 +102,7 @@ def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | No
         return None
     return CheckLayout(
         **_on_trainium(config, cluster, "nxd-llama", s),
+        namespace_id=cluster.namespace_ids[config.namespace],
         gang_queue=_gang_queue(cluster, s),
         verdict_image=image(cluster, "cmd-shell", s),
     )

@@ -144,6 +144,8 @@ class NxdLayout(pods.TrainiumLayout):
     settings: NxdLlamaSettings
     # The system nodes' selector: where the compile's gate runs.
     core_node_selector: Mapping[str, str]
+    # The namespace's id (the cluster's namespaceIds): launcher and workers run as it.
+    namespace_id: int
     # The Volcano queue when the cluster gang-schedules MPIJobs (Volcano on), else None.
     gang_queue: str | None = None
 
@@ -157,7 +159,7 @@ def launcher_command(layout: NxdLayout, compile_only: bool) -> list[str]:
     # the remote command set PATH and LD_LIBRARY_PATH to this Open MPI first (the DLC builds it with
     # --enable-orterun-prefix-by-default, which implies the same; said here, not relied on).
     mpirun = [f"{OPEN_MPI_PREFIX}/bin/mpirun", "--prefix", OPEN_MPI_PREFIX]
-    command = [*mpirun, "--allow-run-as-root", "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
+    command = [*mpirun, "-np", str(s.nodes), "-bind-to", "none", "-map-by", "slot"]
     for name in forwarded:
         command += ["-x", name]
     return command + ["-wdir", EXAMPLES_DIR, *rank_command(layout, compile_only)]
@@ -199,12 +201,13 @@ def run_policy(layout: NxdLayout, compile_only: bool) -> dict[str, Any]:
 
 def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) -> dict[str, Any]:
     s = layout.settings
-    # Created with the workers, the launcher waits until each answers over SSH, then runs mpirun.
+    # Created with the workers, the launcher waits until each answers over SSH, then runs mpirun: as
+    # the namespace's id, with the passwd entry and home its ssh needs (pods.mpi_command).
     wait_then_run = pods.wait_for_mpi_workers() + 'exec "$@"\n'
     launcher = {
         "name": "launcher",
         "image": layout.image,
-        "command": ["bash", "-c", wait_then_run, "launcher", *launcher_command(layout, compile_only)],
+        "command": pods.mpi_command(["bash", "-c", wait_then_run, "launcher", *launcher_command(layout, compile_only)]),
         "env": launcher_run_env(layout, compile_only),
         "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
         "securityContext": pods.accelerator_security_context(),
@@ -212,14 +215,15 @@ def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) 
     worker = {
         "name": "worker",
         "image": layout.image,
-        # The launcher reaches the workers over SSH (sshd, below); the operator provides the keys.
+        # The launcher reaches the workers over SSH (sshd as the namespace's id on port 2222, below); the
+        # operator provides the keys in ~/.ssh (sshAuthMountPath). No capability: sshd runs as the pod's user.
         # No HF_TOKEN: the run loads the tokenizer from tokenizerPath on FSx (data.tokenizer.type), which
         # the RedPajama staging job downloaded; only that download needs the token.
-        **pods.training_container(layout.group, add=pods.SSHD_CAPABILITIES),
+        **pods.training_container(layout.group),
         "volumeMounts": [pods.claim_mount(SHARED_MOUNT), pods.shm_mount()],
         # Both runs' ranks write train_resumable.sh with resilience.py, from the file the worker writes.
         "env": pods.env_list(resumable.env()),
-        "command": resumable.with_script_file(["/usr/sbin/sshd", "-De"]),
+        "command": resumable.with_script_file(pods.mpi_worker_command()),
     }
     if not compile_only:
         worker["livenessProbe"] = train_probe(layout)
@@ -240,6 +244,8 @@ def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) 
         },
         "spec": {
             "slotsPerWorker": 1,
+            # The job's keys where the namespace's id finds them, its ~/.ssh (pods.MPI_SSH_AUTH_MOUNT_PATH).
+            "sshAuthMountPath": pods.MPI_SSH_AUTH_MOUNT_PATH,
             # The launcher Job, and with it the deadline, exists from the start (see run_policy);
             # its command waits for the workers' sshd (as the seed's wait loop did).
             "launcherCreationPolicy": "AtStartup",
@@ -256,7 +262,11 @@ def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) 
                     # toward minAvailable (volcano v1.15.1 api/job_info.go ReadyTaskNum).
                     "restartPolicy": "Never",
                     "template": pods.mpi_launcher_template(
-                        WORKLOAD, layout.service_account, layout.support_placement, launcher
+                        WORKLOAD,
+                        layout.service_account,
+                        layout.support_placement,
+                        launcher,
+                        namespace_id=layout.namespace_id,
                     ),
                 },
                 "Worker": {
@@ -271,6 +281,7 @@ def mpi_job(layout: NxdLayout, compile_only: bool, annotations: dict[str, str]) 
                         layout.service_account,
                         worker,
                         (pods.claim_volume(layout.claim), pods.shm_volume()),
+                        namespace_id=layout.namespace_id,
                     ),
                 },
             },

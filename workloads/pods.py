@@ -14,7 +14,6 @@ from infra.specs.node_template import EFA_RESOURCE, NEURON_RESOURCES
 from infra.specs.nodepools import DO_NOT_DISRUPT
 from infra.specs.pod_security import (  # noqa: F401  (the one place workloads take their posture from)
     ACCELERATOR_CAPABILITIES,
-    SSHD_CAPABILITIES,
     UNPRIVILEGED_UID,
     container_security_context,
     from_anywhere,
@@ -147,7 +146,7 @@ def accelerator_placement(group: NodeGroup) -> dict[str, Any]:
 # --- the training posture ------------------------------------------------------------------------
 # What every pod that trains on a Trainium node runs under, and the cluster check with it, so the
 # check proves on a real node what the jobs will meet: seccomp RuntimeDefault,
-# no token, every capability dropped (sshd's five for MPI workers), no IPC_LOCK (locked memory is
+# no token, every capability dropped, no IPC_LOCK (locked memory is
 # the container's limit), and the node's devices as requests and limits.
 
 
@@ -171,16 +170,42 @@ def support_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
     return {"nodeSelector": dict(placement["nodeSelector"]), "tolerations": [dict(t) for t in placement["tolerations"]]}
 
 
+# --- MPI as the namespace's id ------------------------------------------------------------------
+# The MPI operator's non-root way (kubeflow/mpi-operator v0.8.2, release-0.8 b10758d:
+# build/base/Dockerfile and sshd_config, examples/v2beta1/pi/pi.yaml): launcher and workers run as
+# one non-root user, the workers' sshd listens on port 2222 with a config of its own, and the
+# MPIJob's sshAuthMountPath puts the job's key pair and authorized_keys in that user's ~/.ssh. The
+# controller mounts that Secret with mode 0600 only at /root/.ssh, else the default 0644
+# (pkg/controller/mpi_job_controller.go setupSSHOnPod), root's files either way; OpenSSH refuses a
+# private key that is too open only when the key is its user's own (authfile.c sshkey_perm_ok,
+# openssh-portable V_9_6_P1, as in V_9_2_P1, the Debian release the tests run), so the user reads them as they are.
+# The programs are docker/nxd-llama's: mpi-user gives the pod's id a passwd entry (nss_wrapper,
+# no root) and the home below, mpi-sshd starts sshd under it. No capability: a non-root sshd binds an
+# unprivileged port, does not chroot or change user (sshd.c privsep_chroot is for root only), and
+# logs in only its own user, which is all mpirun asks for.
+MPI_USER_HOME = "/home/mpiuser"
+MPI_SSH_AUTH_MOUNT_PATH = f"{MPI_USER_HOME}/.ssh"
+MPI_SSH_PORT = 2222
+MPI_USER = "/usr/local/bin/mpi-user"
+MPI_SSHD = "/usr/local/bin/mpi-sshd"
+# A worker's environment variables whose names match this extended regular expression reach the
+# processes its sshd sessions start (mpi-sshd: sshd's SetEnv).
+MPI_SESSION_ENV = "MPI_SESSION_ENV"
+
+
 def mpi_launcher_template(
     workload: str,
     service_account: str,
     placement: Mapping[str, Any],
     launcher: Mapping[str, Any],
     volumes: tuple[Mapping[str, Any], ...] = (),
+    *,
+    namespace_id: int,
 ) -> dict[str, Any]:
-    """An MPIJob's launcher pod: a CPU pod on the job-support group under the pod defaults."""
+    """An MPIJob's launcher pod: a CPU pod on the job-support group under the pod defaults, as the
+    namespace's id (its command runs under ``MPI_USER``: ``mpi_command``)."""
     spec = {
-        **pod_defaults(),
+        **pod_defaults(run_as_user=namespace_id),
         "serviceAccountName": service_account,
         **support_placement(placement),
         "containers": [dict(launcher)],
@@ -191,18 +216,33 @@ def mpi_launcher_template(
     }
 
 
+def mpi_command(command: list[str]) -> list[str]:
+    """A launcher's (or any MPI pod's) command, run with the passwd entry and home ``MPI_USER`` gives
+    the pod's id: OpenSSH and mpirun need them."""
+    return [MPI_USER, *command]
+
+
+def mpi_worker_command() -> list[str]:
+    """A worker's sshd, as the pod's id (``MPI_USER``, then ``MPI_SSHD``)."""
+    return [MPI_USER, MPI_SSHD]
+
+
 def mpi_worker_template(
     workload: str,
     group: NodeGroup,
     service_account: str,
     worker: Mapping[str, Any],
     volumes: tuple[Mapping[str, Any], ...],
+    *,
+    namespace_id: int,
 ) -> dict[str, Any]:
-    """An MPIJob's worker pod: one per Trainium node, owning it (``training_pod``)."""
+    """An MPIJob's worker pod: one per Trainium node, owning it (``training_pod``'s placement), as
+    the namespace's id (its command ends in ``mpi_worker_command``)."""
     return {
         "metadata": pod_metadata(workload_labels(workload), group),
         "spec": {
-            **training_pod(group),
+            **pod_defaults(run_as_user=namespace_id),
+            **accelerator_placement(group),
             "serviceAccountName": service_account,
             "containers": [dict(worker)],
             "volumes": list(volumes),
@@ -266,15 +306,15 @@ MPI_HOSTFILE = "/etc/mpi/hostfile"
 
 
 def wait_for_mpi_workers(poll_seconds: int = 10) -> str:
-    """Shell: wait until every worker in the MPI hostfile resolves and answers over SSH, and set
-    ``hosts`` to their addresses. A launcher created at start-up (`launcherCreationPolicy:
+    """Shell: wait until every worker in the MPI hostfile resolves and answers over SSH (its sshd, on
+    ``MPI_SSH_PORT``), and set ``hosts`` to their addresses. A launcher created at start-up (`launcherCreationPolicy:
     AtStartup`) runs before its workers are Ready, and a worker's DNS record can lag its Ready pod;
     only the launcher Job's deadline ends the wait."""
     return f"""\
 hosts=""
 for h in $(awk '{{print $1}}' {MPI_HOSTFILE}); do
   until ip=$(getent hosts "$h" | awk '{{print $1; exit}}') && [ -n "$ip" ] \\
-      && ssh -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {poll_seconds}; done
+      && ssh -p {MPI_SSH_PORT} -o BatchMode=yes -o ConnectTimeout=10 "$ip" true </dev/null; do sleep {poll_seconds}; done
   hosts="$hosts $ip"
 done
 """

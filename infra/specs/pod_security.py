@@ -13,12 +13,6 @@ from typing import Any
 
 # --- security contexts -------------------------------------------------------------------------
 
-# sshd as root in the MPI workers: privilege separation forks a child that chroots to an empty
-# directory and drops to the `sshd` user (SYS_CHROOT, SETUID, SETGID), PAM writes the login to
-# the audit log (AUDIT_WRITE), and it listens on port 22 (NET_BIND_SERVICE). All are in the
-# container runtime's default set, so Pod Security "baseline" admits them; NET_RAW is not needed.
-SSHD_CAPABILITIES = ("AUDIT_WRITE", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT")
-
 # No capability is added for the Neuron devices and EFA interfaces, as in the seeds: their device
 # plugins hand the container the device nodes (/dev/neuron*, /dev/infiniband/uverbs*) through the
 # CRI's device list, which also opens the device cgroup, and the nodes belong to root, the user the
@@ -74,7 +68,7 @@ def pod_defaults(run_as_user: int | None = None, fs_group: int | None = None) ->
 # --- Pod Security Admission --------------------------------------------------------------------
 
 # The strictest level every training pod passes. "restricted" forbids running as root and any
-# capability but NET_BIND_SERVICE, which the Neuron images (root) and the MPI workers' sshd need;
+# capability but NET_BIND_SERVICE, which the Neuron images (root) need;
 # "baseline" forbids privileged pods, host namespaces, hostPath volumes, host ports and
 # capabilities beyond the runtime's default set - none of which a training pod uses
 # (kubernetes/pod-security-admission policy/check_*.go, v0.34.9 for Kubernetes 1.34).
