@@ -14,23 +14,18 @@ import pytest
 
 from offline.plan.runner import PlanResult
 from tests.test_security_posture import containers, pods, restricted_violations
-from workloads import cluster_check, nxd_llama
 from workloads import pods as workload_pods
 
 # Images whose processes run as the namespace's id and write under HOME; the proxy (nginx) needs none.
 OUR_IMAGES = ("bert-pretrain", "ray-llama2", "cmd-shell", "nxd-llama")
 
 
-MPI_WORKLOADS = {nxd_llama.WORKLOAD, cluster_check.WORKLOAD}
-
-
 def claim_pods(plan: PlanResult) -> list[tuple[str, str, dict[str, Any]]]:
-    """(Kind/object/role, namespace, pod spec) of every pod that mounts a claim, the MPI workloads' aside."""
+    """(Kind/object/role, namespace, pod spec) of every pod that mounts a claim."""
     return [
         (name, namespace, spec)
         for name, namespace, labels, spec in pods(plan)
         if any("persistentVolumeClaim" in v for v in spec.get("volumes", []))
-        and labels.get(workload_pods.PART_OF) not in MPI_WORKLOADS
     ]
 
 
@@ -102,7 +97,16 @@ def test_the_namespaces_processes_have_a_home_they_can_write_and_a_user_name(
         for c in containers(spec):
             if c["image"].rsplit("/", 1)[-1].split(":")[0] not in OUR_IMAGES:
                 continue
+            argv = [*c.get("command", []), *c.get("args", [])]
+            if any(workload_pods.MPI_USER in part for part in argv):
+                # mpi-user gives the id a passwd entry, its home and its name (tests/test_mpi_ssh.py runs it).
+                continue
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            writable = not c["securityContext"].get("readOnlyRootFilesystem") or any(
+                not m.get("readOnly") for m in c.get("volumeMounts", [])
+            )
+            if not writable:
+                continue  # it can write nowhere, so needs no home (the cluster check's verdict)
             assert env["HOME"] == "/tmp" and env["USER"] == env["LOGNAME"] == "training", (name, c["name"])
             read_only = c["securityContext"].get("readOnlyRootFilesystem")
             mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
