@@ -23,6 +23,7 @@ from infra.specs import host_access, node_security
 from infra.specs import nodepools as karpenter_plan
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
+from infra.specs.lustre_nids import no_squash_nids
 from infra.specs.placement import choose_placement, with_reservation_zones
 from infra.specs.system_capacity import node_allocatable
 
@@ -87,6 +88,7 @@ cluster = EksCluster(
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.private_subnet_ids,
         node_subnet_ids=network.node_subnet_ids,
+        core_subnet_ids=network.private_subnet_ids,
         endpoint_access=config.endpoint_access,
         admin_principal_arns=[a for a in config.cluster_admins if a not in creator_admins],
         viewer_principal_arns=config.cluster_viewers,
@@ -212,6 +214,8 @@ if features.fsx_csi:
             backup_retention_days=config.storage_backup_retention_days,
             identities=identities,
             namespaces=namespaces,
+            namespace_ids=config.namespace_ids,
+            no_squash_nids=no_squash_nids(network.private_cidrs),
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
     )

@@ -94,7 +94,6 @@ def test_the_round_trip_checks_the_keys_inside_allocatable_and_capacity_block(de
     assert round_trip(extra) != extra
 
 
-
 def test_a_cluster_stack_from_before_namespace_ids_is_missing_an_output(dev: PlanResult) -> None:
     # The workload program refuses such a stack by name, asking for the cluster's `pulumi up` first
     # (workloads/__main__.py wire).

@@ -21,6 +21,12 @@ NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NE
 # burn-in's taint too. Training pods never do.
 BURN_IN_TOLERATION = {"key": BURN_IN_TAINT.key, "operator": "Exists", "effect": BURN_IN_TAINT.effect}
 CORE_NODE_SELECTOR = {"role": "core"}
+# On the core nodes, which live in the private subnets that the file system's root squash exempts
+# (infra/components/storage.py). Only the kube-system Jobs that must act as root on the file system
+# select it: during the `pulumi up` that moves the core group into those subnets, the group's old
+# nodes (still in the node subnets, so squashed) lack it, and nothing of ours lands there as root.
+ROOT_SQUASH_EXEMPT_LABELS = {"storage.trainium-eks/root-squash-exempt": "true"}
+ROOT_SQUASH_EXEMPT_SELECTOR = {**CORE_NODE_SELECTOR, **ROOT_SQUASH_EXEMPT_LABELS}
 # Where jobs put the pods that need no accelerator; exported for the workload stacks.
 JOB_SUPPORT_PLACEMENT = {
     "nodeSelector": {"role": JOB_SUPPORT_LABELS["role"]},
