@@ -12,14 +12,19 @@ from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
-from infra.components.kube import CORE_NODE_SELECTOR, host_access_policy, job_support_output
+from infra.components.kube import (
+    CORE_NODE_SELECTOR,
+    host_access_policy,
+    job_support_output,
+    namespace_identity_policy,
+)
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs, mounted_claim_name
 from infra.facts import addons
-from infra.specs import host_access, node_security
+from infra.specs import host_access, namespace_identity, node_security
 from infra.specs import nodepools as karpenter_plan
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
@@ -141,6 +146,14 @@ if not use_karpenter:
 
 # --- cluster software, through the Kubernetes provider ----------------------------------------
 namespaces = config.training_namespaces
+# Training pods that mount a claim run as their namespace's id (infra/specs/namespace_identity.py): the
+# identity the namespace's directory belongs to, with root squash on (infra/components/storage.py).
+namespace_identity_policy(
+    kubernetes,
+    namespace_identity.identities(
+        {ns: config.namespace_ids[ns] for ns in namespaces}, config.storage.shared_directories
+    ),
+)
 identities = TrainingIdentities(
     "training",
     ctx,

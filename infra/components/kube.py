@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra import contract
 from infra.facts.versions import ChartPin
-from infra.specs import host_access
+from infra.specs import host_access, namespace_identity
 from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.specs.system_capacity import node_allocatable
 
@@ -134,6 +134,28 @@ def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...
         policy,
         k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             host_access.NAME,
+            metadata=binding["metadata"],
+            spec=binding["spec"],
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
+        ),
+    ]
+
+
+def namespace_identity_policy(provider: k8s.Provider, namespaces: dict[str, dict[str, Any]]) -> list[pulumi.Resource]:
+    """The refusal of training pods that mount a claim as anyone but their namespace's id
+    (infra/specs/namespace_identity.py), and its binding; the binding waits for the policy it names."""
+    body = namespace_identity.admission_policy(namespaces)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        namespace_identity.NAME,
+        metadata=body["metadata"],
+        spec=body["spec"],
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+    binding = namespace_identity.admission_policy_binding()
+    return [
+        policy,
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            namespace_identity.NAME,
             metadata=binding["metadata"],
             spec=binding["spec"],
             opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
