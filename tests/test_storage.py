@@ -16,7 +16,7 @@ import pytest
 from bootstrap import permissions
 from infra.components.kube import ROOT_SQUASH_EXEMPT_SELECTOR
 from infra.components.storage import (
-    ROOT_DATA_JOB_CAPABILITIES,
+    ROOT_JOB_CAPABILITIES,
     directories_script,
     export_task_request,
     root_data_script,
@@ -709,12 +709,8 @@ def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_d
     assert plan.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
     # The pod posture the directory Job's pod passes (checkov and the admission rules scan that one).
     (mkdir,) = directories.inputs["spec"]["template"]["spec"]["containers"]
-    for key in ("image", "resources", "volumeMounts"):
+    for key in ("image", "securityContext", "resources", "volumeMounts"):
         assert container[key] == mkdir[key]
-    # The same context but for the capabilities each adds (tests/test_root_squash.py).
-    for context in (container["securityContext"], mkdir["securityContext"]):
-        del context["capabilities"]["add"]
-    assert container["securityContext"] == mkdir["securityContext"]
     assert {k: v for k, v in pod.items() if k != "containers"} == {
         k: v for k, v in directories.inputs["spec"]["template"]["spec"].items() if k != "containers"
     }
@@ -740,7 +736,7 @@ def _move(tmp_path, moves):
     """As the Job runs it (tests/root_job_runs.py: as root, only its capabilities; else chown recorded)."""
     script = root_data_script(str(tmp_path), moves, ["default", "research", "neuron-burn-in"], IDS)
     with tempfile.TemporaryDirectory() as scratch:
-        return run_script(script, ROOT_DATA_JOB_CAPABILITIES, Path(scratch))
+        return run_script(script, ROOT_JOB_CAPABILITIES, Path(scratch))
 
 
 def test_root_data_moves_only_what_is_declared_and_lists_the_rest(tmp_path):

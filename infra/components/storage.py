@@ -270,21 +270,19 @@ NAMESPACE_DIRECTORY_MODE = "2770"
 
 # What the root Jobs may do beyond a plain root process, checked on the Lustre servers as on the client:
 # the client sends the caller's capabilities, and the metadata server keeps them for an unsquashed
-# root (lustre-release v2_15_8 lustre/mdt/mdt_lib.c, old_init_ucred_common/mdt_root_squash; drops them
-# for a squashed one). lustre/mdd/mdd_object.c mdd_fix_attr: chown and chgrp need CAP_CHOWN (the
-# directory Job changes owners and nothing else, so no CAP_FOWNER: it chmods a directory only while it
-# owns it); lustre/mdd/mdd_permission.c mdd_permission_internal: reading and searching a directory
-# another UID owns needs CAP_DAC_READ_SEARCH, writing into one CAP_DAC_OVERRIDE.
-# - CHOWN: give each directory, and everything root wrote in it before, to the namespace's id.
-# - DAC_READ_SEARCH: walk the namespaces' directories, which are their ids' with no access for others
-#   (mode 2770), and whatever else in them denies others (a 0700 directory an image's user made): read
-#   and search only, never write.
-DIRECTORY_JOB_CAPABILITIES = ("CHOWN", "DAC_READ_SEARCH")
-# The move renames entries into `/<namespace>`, which by then is the namespace's id's, mode 2770: root
-# is neither its owner nor in its group, and rename(2) needs write permission on the directory it
-# renames into, which only DAC_OVERRIDE grants (mdd_permission_internal). CHOWN: what it moves becomes
-# the namespace's.
-ROOT_DATA_JOB_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE")
+# root (lustre-release v2_15_8 lustre/mdt/mdt_lib.c, old_init_ucred_common/mdt_root_squash; it drops them
+# for a squashed one). lustre/mdd/mdd_object.c mdd_fix_attr: chown and chgrp need CAP_CHOWN; the Jobs
+# chmod a directory only while they own it, so no CAP_FOWNER. lustre/mdd/mdd_permission.c
+# mdd_permission_internal: searching or writing a directory another UID owns needs CAP_DAC_OVERRIDE
+# (searching alone CAP_DAC_READ_SEARCH too).
+# - CHOWN: give each directory, and what root wrote in it, to the namespace's id; give moved entries.
+# - DAC_OVERRIDE: the directory Job walks the namespaces' directories, which are their ids', mode 2770,
+#   with nothing for others (and whatever in them denies others: a 0700 directory an image's user made);
+#   the move Job renames entries into them, which needs write permission there. The walk alone would do
+#   with DAC_READ_SEARCH, but that one is outside the container runtime's default set, which the policy
+#   pack's no-privileged-or-host-path rule and Pod Security baseline hold every pod to; and it would
+#   narrow nothing: with CHOWN, root can make any file its own and then write it anyway.
+ROOT_JOB_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE")
 # How long `pulumi up` waits for either Job: a run walks every entry of the namespaces' directories
 # (one stat each; the first one also a chown each, everything being root's), which on a file system
 # with millions of files may take longer than pulumi-kubernetes' 10-minute default for a Job
@@ -359,20 +357,16 @@ def directory_job(directories: list[str], ids: dict[str, int]) -> dict[str, Any]
     """The Job that creates the directories the namespaces' volumes mount (a Lustre subdirectory
     mount of a missing directory fails) and gives them to their namespaces' ids. Its spec lists them
     and the ids, so a new namespace or a changed id re-runs it."""
-    return root_job(
-        DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories, ids), DIRECTORY_JOB_CAPABILITIES
-    )
+    return root_job(DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories, ids))
 
 
 def root_data_job(moves: dict[str, str], directories: list[str], ids: dict[str, int]) -> dict[str, Any]:
     """The Job that moves the namespaces' data from the root into their directories
     (``root_data_script``). Its spec lists the moves, so a changed list runs it again."""
-    return root_job(
-        ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories, ids), ROOT_DATA_JOB_CAPABILITIES
-    )
+    return root_job(ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories, ids))
 
 
-def root_job(name: str, container: str, script: str, capabilities: tuple[str, ...]) -> dict[str, Any]:
+def root_job(name: str, container: str, script: str) -> dict[str, Any]:
     """A Job that runs ``script`` as root with the file system's root at ROOT_MOUNT, on a core node in
     the subnets root squash exempts (ROOT_SQUASH_EXEMPT_SELECTOR): anywhere else its root would be
     `nobody`, which may not create or chown anything there."""
@@ -391,14 +385,14 @@ def root_job(name: str, container: str, script: str, capabilities: tuple[str, ..
                             "name": container,
                             "image": PYTHON_SLIM_IMAGE,
                             "command": ["sh", "-c", script],
-                            # Root, with only the capabilities its script needs (DIRECTORY_JOB_CAPABILITIES,
-                            # ROOT_DATA_JOB_CAPABILITIES): root's own, not the runtime's default set.
+                            # Root, with only the capabilities its script needs (ROOT_JOB_CAPABILITIES),
+                            # not the runtime's whole default set.
                             "securityContext": {
                                 "runAsUser": 0,
                                 "privileged": False,
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"], "add": list(capabilities)},
+                                "capabilities": {"drop": ["ALL"], "add": list(ROOT_JOB_CAPABILITIES)},
                             },
                             # A walk over millions of entries is metadata round trips, each some CPU in
                             # the client: a whole core at most, memory for find's path and chown's batch.
