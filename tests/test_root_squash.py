@@ -80,9 +80,20 @@ def test_root_is_squashed_everywhere_but_the_private_subnets(stack, request):
 def test_scratch_file_systems_are_squashed_too(plan_with):
     """No deployment type the stack file allows lacks root squash (infra/components/storage.py
     root_squash_configuration says why each takes it)."""
-    plan = plan_with(storage={"deploymentType": "SCRATCH_2", "perUnitStorageThroughput": None})
+    plan = plan_with(storage={"deploymentType": "SCRATCH_2", "perUnitStorageThroughput": None, "rootClaims": "retired"})
     (fs,) = plan.of_type(LUSTRE)
     assert fs.inputs["deploymentType"] == "SCRATCH_2"
+    assert fs.inputs["rootSquashConfiguration"]["rootSquash"] == "65534:65534"
+
+
+def test_squash_waits_until_the_namespaces_mount_their_directories(plan_with):
+    """While they mount the root (storage.rootClaims `mounted`), their data is there and root's: squash
+    would lock them out. It comes on with `migrated` (docs/operations.md, per-namespace directories)."""
+    mounted = plan_with(storage={"rootClaims": "mounted"})
+    (fs,) = mounted.of_type(LUSTRE)
+    assert "rootSquashConfiguration" not in fs.inputs
+    migrated = plan_with(storage={"rootClaims": "migrated"})
+    (fs,) = migrated.of_type(LUSTRE)
     assert fs.inputs["rootSquashConfiguration"]["rootSquash"] == "65534:65534"
 
 

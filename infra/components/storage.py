@@ -793,7 +793,12 @@ class FsxStorage(pulumi.ComponentResource):
             # no backups at all. copy_tags_to_backups stays unset: it is ForceNew there, so turning it on
             # would replace the file system and lose its data; backups carry the file system's id.
             automatic_backup_retention_days=args.backup_retention_days if persistent else None,
-            root_squash_configuration=root_squash_configuration(args.no_squash_nids),
+            # Not while the namespaces still mount the root (storage.rootClaims `mounted`): their data is
+            # there, root's, and squash would lock them out of it. It comes on with `migrated`, when they
+            # mount their directories (docs/operations.md), and never goes off again by itself.
+            root_squash_configuration=root_squash_configuration(args.no_squash_nids)
+            if storage.root_claims != "mounted"
+            else None,
             daily_automatic_backup_start_time=storage.backup_start_time
             if persistent and args.backup_retention_days
             else None,
