@@ -16,7 +16,7 @@ Root squash is on: root on any client is FSx's `nobody` (65534:65534), except on
 private subnets, where the core nodes live (Lustre NID ranges, infra/specs/lustre_nids.py). There
 the two kube-system Jobs act as root: each training namespace's directory belongs to the namespace's
 own UID/GID (`namespaceIds`), mode 2770 (setgid: what is created in it keeps the namespace's group), and
-what root wrote into it before is given to that id once. Training pods run as their namespace's id
+what root wrote into it (before squash, or an S3 import) is given to that id. Training pods run as their namespace's id
 (infra/specs/namespace_identity.py), so a `research` pod reaches `default`'s directory neither through
 its mount nor, once on a node, as root.
 
@@ -418,12 +418,13 @@ def root_squash_configuration(no_squash_nids: list[str]) -> aws.fsx.LustreFileSy
     (LustreGuide/root-squash.html) and pulumi-aws 7.51.1's own description (fsx/lustre_file_system.py) name
     no deployment type it is limited to, and terraform-provider-aws tests it on a scratch file system
     (internal/service/fsx/lustre_file_system_test.go, testAccLustreFileSystemConfig_rootSquash: the
-    provider's default type, SCRATCH_2 in GovCloud). It changes in
-    place: not ForceNew in the aws-sdk-go-v2 resource pulumi-aws 7.x bridges, resourceLustreFileSystemUpdate
-    sends it in UpdateFileSystem (its acceptance test changes it on the same file system), so turning it
-    on keeps the file system and its data (offline/diff/replacement.py lists no rootSquashConfiguration).
-    To turn it off again, set "0:0": the provider sends nothing for a removed block
-    (expandLustreRootSquashConfiguration), which would leave it on."""
+    provider's default type, SCRATCH_2 in GovCloud).
+
+    It changes in place: not ForceNew in the aws-sdk-go-v2 resource pulumi-aws 7.x bridges,
+    resourceLustreFileSystemUpdate sends it in UpdateFileSystem (its acceptance test changes it on the same
+    file system), so turning it on keeps the file system and its data (offline/diff/replacement.py lists no
+    rootSquashConfiguration). To turn it off again, set "0:0": the provider sends nothing for a removed
+    block (expandLustreRootSquashConfiguration), which would leave it on."""
     return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(root_squash=ROOT_SQUASH, no_squash_nids=no_squash_nids)
 
 
