@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from infra.components.storage import ROOT_JOB_CAPABILITIES
 from infra.specs import pod_security
 from offline.plan.runner import PlanResult
 from offline.report.plan_output import kubernetes_objects
@@ -212,10 +213,13 @@ def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) ->
             assert context["allowPrivilegeEscalation"] is False and context["privileged"] is False, (name, c["name"])
             assert context["capabilities"]["drop"] == ["ALL"], (name, c["name"])
             added = set(context["capabilities"].get("add", []))
-            # Only the MPI workers' sshd gets capabilities back; Neuron and EFA need none.
+            # Only the MPI workers' sshd gets capabilities back; Neuron and EFA need none. The root Jobs on
+            # the file system get CHOWN and DAC_OVERRIDE (tests/test_root_squash.py).
             expected = (
                 set(pod_security.SSHD_CAPABILITIES)
                 if name.startswith("MPIJob/") and name.endswith("/worker")
+                else set(ROOT_JOB_CAPABILITIES)
+                if name.startswith("Job/fsx-namespace-")
                 else set()
             )
             assert added == expected, (name, c["name"], added)
