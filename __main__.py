@@ -12,17 +12,23 @@ from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
-from infra.components.kube import CORE_NODE_SELECTOR, host_access_policy, job_support_output
+from infra.components.kube import (
+    CORE_NODE_SELECTOR,
+    host_access_policy,
+    job_support_output,
+    namespace_identity_policy,
+)
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs, mounted_claim_name
 from infra.facts import addons
-from infra.specs import host_access, node_security
+from infra.specs import host_access, namespace_identity, node_security
 from infra.specs import nodepools as karpenter_plan
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
+from infra.specs.lustre_nids import no_squash_nids
 from infra.specs.placement import choose_placement, with_reservation_zones
 from infra.specs.system_capacity import node_allocatable
 
@@ -87,6 +93,7 @@ cluster = EksCluster(
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.private_subnet_ids,
         node_subnet_ids=network.node_subnet_ids,
+        core_subnet_ids=network.private_subnet_ids,
         endpoint_access=config.endpoint_access,
         admin_principal_arns=[a for a in config.cluster_admins if a not in creator_admins],
         viewer_principal_arns=config.cluster_viewers,
@@ -139,6 +146,14 @@ if not use_karpenter:
 
 # --- cluster software, through the Kubernetes provider ----------------------------------------
 namespaces = config.training_namespaces
+# Training pods that mount a claim run as their namespace's id (infra/specs/namespace_identity.py): the
+# identity the namespace's directory belongs to, with root squash on (infra/components/storage.py).
+namespace_identity_policy(
+    kubernetes,
+    namespace_identity.identities(
+        {ns: config.namespace_ids[ns] for ns in namespaces}, config.storage.shared_directories
+    ),
+)
 identities = TrainingIdentities(
     "training",
     ctx,
@@ -212,6 +227,8 @@ if features.fsx_csi:
             backup_retention_days=config.storage_backup_retention_days,
             identities=identities,
             namespaces=namespaces,
+            namespace_ids=config.namespace_ids,
+            no_squash_nids=no_squash_nids(network.private_cidrs),
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
     )

@@ -133,7 +133,8 @@ def test_core_node_group(dev):
     # System pods only, on two small nodes (tests/test_node_layout.py checks they fit).
     assert core["instanceTypes"] == ["m6i.large"]
     assert core["scalingConfig"] == {"minSize": 2, "desiredSize": 2, "maxSize": 3}
-    assert core["labels"] == {"role": "core"}
+    # And the label of the nodes root squash exempts (tests/test_root_squash.py).
+    assert core["labels"] == {"role": "core", "storage.trainium-eks/root-squash-exempt": "true"}
     assert "taints" not in core
 
 
@@ -356,7 +357,8 @@ def test_efa_off_and_plain_efa_interfaces(plan_with):
     assert {n["interfaceType"] for n in plan.named("trn1-32xl-ng1-lt").inputs["networkInterfaces"]} == {"efa"}
     inf2 = plan.named("inf2-ng-lt").inputs
     assert "networkInterfaces" not in inf2
-    # No EFA, no instance store: the user data only registers the node for its burn-in (infra/specs/user_data.py).
+    # No EFA, no instance store: the user data only gives containers their devices' ownership and registers
+    # the node for its burn-in (infra/specs/user_data.py).
     user_data = base64.b64decode(inf2["userData"]).decode()
     assert "RLIMIT_MEMLOCK" not in user_data and "localStorage" not in user_data
     assert "--node-labels=node-health.trainium-eks/burn-in-pending=true" in user_data

@@ -755,7 +755,6 @@ def test_efa_nodes_give_containers_a_locked_memory_limit_through_nodeadm():
     ]
     assert int(float(LOCKED_MEMORY_BYTES)) == LOCKED_MEMORY_BYTES
     assert "RLIMIT_MEMLOCK" not in nodeadm_user_data(4)  # no EFA: nothing to register
-    assert nodeadm_user_data(0) is None
 
 
 def test_the_burn_in_image_is_checked_like_the_training_images_where_the_burn_in_runs():

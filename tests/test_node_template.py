@@ -1,3 +1,5 @@
+import pytest
+
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.specs.node_template import NEURON_TAINT, autoscaler_tags, node_labels
 from infra.specs.user_data import nodeadm_user_data
@@ -60,4 +62,44 @@ def test_raid0_user_data_only_with_instance_store():
     assert "Content-Type: application/node.eks.aws" in user_data
     assert "kind: NodeConfig" in user_data and "strategy: RAID0" in user_data
     assert user_data.startswith("MIME-Version: 1.0\n")
-    assert nodeadm_user_data(NEURON_INSTANCE_TYPES["inf2.48xlarge"].nvme_disks) is None
+    assert "localStorage" not in nodeadm_user_data(NEURON_INSTANCE_TYPES["inf2.48xlarge"].nvme_disks)
+
+
+def node_config(user_data: str) -> dict:
+    """The NodeConfig document of the MIME part nodeadm reads."""
+    import yaml
+
+    document = user_data.split("Content-Type: application/node.eks.aws\n\n", 1)[1].split("\n--", 1)[0]
+    return yaml.safe_load(document)
+
+
+@pytest.mark.parametrize(
+    ("nvme", "efa", "labels"), [(0, False, None), (4, True, {"a": "b"}), (0, True, None), (4, False, None)]
+)
+def test_containers_get_their_devices_as_the_pod_s_user(nvme, efa, labels):
+    """Every accelerator node: containerd v2.2.4's RuntimeConfig field device_ownership_from_security_context
+    (internal/cri/config/config.go) of the plugin io.containerd.cri.v1.runtime (plugins/cri/runtime/plugin.go),
+    in the same containerd mapping as the base runtime spec, a v3 name so nodeadm keeps its v3 template
+    (awslabs/amazon-eks-ami v20260625 nodeadm/internal/containerd/config.go Version3configInNodeConfig)."""
+    import tomllib
+
+    config = node_config(nodeadm_user_data(nvme, efa=efa, node_labels=labels))
+    containerd = config["spec"]["containerd"]
+    assert ("baseRuntimeSpec" in containerd) == efa
+    toml = tomllib.loads(containerd["config"])
+    assert toml == {"plugins": {"io.containerd.cri.v1.runtime": {"device_ownership_from_security_context": True}}}
+    assert "io.containerd.cri.v1.runtime" in containerd["config"]  # what nodeadm looks for, as text
+    assert ("localStorage" in config["spec"].get("instance", {})) == bool(nvme)
+
+
+def test_every_accelerator_node_gets_the_setting(dev, plan_with):
+    import base64
+
+    karpenter = plan_with(nodeProvisioner="karpenter")
+    templates = [r for r in dev.of_type("aws:ec2/launchTemplate:LaunchTemplate") if "userData" in r.inputs]
+    texts = [base64.b64decode(r.inputs["userData"]).decode() for r in templates]
+    texts += [r.inputs["spec"]["userData"] for r in karpenter.registrations if r.type.endswith("EC2NodeClass")]
+    assert len(texts) >= 4
+    for text in texts:
+        containerd = node_config(text)["spec"]["containerd"]["config"]
+        assert "device_ownership_from_security_context = true" in containerd

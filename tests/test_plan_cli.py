@@ -109,11 +109,14 @@ def test_plan_writes_resources_json(planned_dev):
         "validatingadmissionpolicy-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicy-neuron-burn-in.yaml",
+        # Training pods that mount a claim run as their namespace's id (infra/specs/namespace_identity.py).
+        "validatingadmissionpolicy-training-pods-run-as-their-namespace.yaml",
         # Volcano's admission may only set its webhooks' CA bundle (infra/specs/webhook_guard.py).
         "validatingadmissionpolicy-volcano-admission-webhook-ca-only.yaml",
         "validatingadmissionpolicybinding-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",
+        "validatingadmissionpolicybinding-training-pods-run-as-their-namespace.yaml",
         "validatingadmissionpolicybinding-volcano-admission-webhook-ca-only.yaml",
     ]
     claim = yaml.safe_load(

@@ -8,14 +8,24 @@ import json
 import re
 import stat
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from bootstrap import permissions
-from infra.components.storage import directories_script, export_task_request, root_data_script, static_volume
+from infra.components.kube import ROOT_SQUASH_EXEMPT_SELECTOR
+from infra.components.storage import (
+    ROOT_JOB_CAPABILITIES,
+    directories_script,
+    export_task_request,
+    root_data_script,
+    static_volume,
+)
 from infra.config.errors import ConfigError
 from infra.config.rules import fsx_capacity_problem
 from infra.validate import parse_stack_config
+from tests.root_job_runs import run_script
 
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -506,11 +516,12 @@ def test_directories_exist_before_any_namespace_claim(prod):
     pod = job.inputs["spec"]["template"]["spec"]
     assert job.inputs["metadata"] == {"name": "fsx-namespace-directories", "namespace": "kube-system"}
     assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]
-    assert pod["nodeSelector"] == {"role": "core"}
+    # On a core node in the subnets root squash exempts (tests/test_root_squash.py).
+    assert pod["nodeSelector"] == ROOT_SQUASH_EXEMPT_SELECTOR
     (container,) = pod["containers"]
     script = container["command"][2]
-    for namespace in ("default", "research", "neuron-burn-in"):
-        assert f"'{namespace}'" in script
+    # Each training namespace with its id; the burn-in's directory with none (it stays root's).
+    assert "set -- 'default' '20001' 'research' '20002' 'neuron-burn-in' ''" in script
     assert prod.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
     # A subdirectory mount of a missing directory fails: every namespace's volume waits for the
     # Job (pulumi-kubernetes awaits a Job until Complete), and so do their claims.
@@ -521,9 +532,10 @@ def test_directories_exist_before_any_namespace_claim(prod):
 
 
 def test_directories_script_creates_missing_directories_and_keeps_existing_data(tmp_path):
+    """Creating and keeping; who owns them is tests/test_root_squash.py's (it needs root)."""
     (tmp_path / "default").mkdir()
     (tmp_path / "default" / "checkpoint.pt").write_text("weights")
-    script = directories_script(str(tmp_path), ["default", "research", "neuron-burn-in"])
+    script = directories_script(str(tmp_path), ["default", "research", "neuron-burn-in"], {})
     for _ in range(2):  # a re-run (a replaced Job) finds them all and succeeds
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
@@ -536,7 +548,7 @@ def test_directories_script_creates_missing_directories_and_keeps_existing_data(
 def test_directories_script_fails_when_it_cannot_create_one(tmp_path):
     (tmp_path / "research").write_text("a file where the directory belongs")
     done = subprocess.run(
-        ["sh", "-c", directories_script(str(tmp_path), ["research"])], capture_output=True, check=False
+        ["sh", "-c", directories_script(str(tmp_path), ["research"], {})], capture_output=True, check=False
     )
     assert done.returncode != 0
 
@@ -691,7 +703,7 @@ def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_d
     assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-root"}}]
     (container,) = pod["containers"]
     assert container["command"][:2] == ["sh", "-c"]
-    assert "set -- 'nemo_experiments' 'research' 'output' 'default'" in container["command"][2]
+    assert "set -- 'nemo_experiments' 'research' '20002' 'output' 'default' '20001'" in container["command"][2]
     directories = plan.named("fsx-namespace-directories", JOB)
     assert directories.urn in job.dependencies
     assert plan.named("kube-system-fsx-root", CLAIM).urn in job.dependencies
@@ -721,8 +733,10 @@ def _tree(tmp_path):
 
 
 def _move(tmp_path, moves):
-    script = root_data_script(str(tmp_path), moves, ["default", "research", "neuron-burn-in"])
-    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    """As the Job runs it (tests/root_job_runs.py: as root, only its capabilities; else chown recorded)."""
+    script = root_data_script(str(tmp_path), moves, ["default", "research", "neuron-burn-in"], IDS)
+    with tempfile.TemporaryDirectory() as scratch:
+        return run_script(script, ROOT_JOB_CAPABILITIES, Path(scratch))
 
 
 def test_root_data_moves_only_what_is_declared_and_lists_the_rest(tmp_path):

@@ -16,7 +16,7 @@ from infra.components import launch_template as lt
 from infra.components.autoscaling import tag_node_template
 from infra.components.context import ClusterContext
 from infra.components.iam import bounded_roles, managed_policy, node_role_with_policies, pod_identity_role
-from infra.components.kube import kubeconfig_for
+from infra.components.kube import CORE_NODE_SELECTOR, ROOT_SQUASH_EXEMPT_LABELS, kubeconfig_for
 from infra.config.models import CoreNodeGroupConfig, EndpointAccessConfig, JobNodeGroupConfig
 from infra.facts import addons
 from infra.facts.versions import CORE_AMI_TYPE
@@ -24,7 +24,7 @@ from infra.lookups import MANAGED_ENTRY_TAG
 from infra.specs import node_security
 from infra.specs.node_template import JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, Taint, label_taint_tags
 
-CORE_NODE_LABELS = {"role": "core"}
+CORE_NODE_LABELS = {**CORE_NODE_SELECTOR, **ROOT_SQUASH_EXEMPT_LABELS}
 NETWORK_POLICIES = True
 
 
@@ -68,6 +68,11 @@ class EksClusterArgs:
     vpc_id: pulumi.Input[str]
     control_plane_subnet_ids: Sequence[pulumi.Input[str]]
     node_subnet_ids: Sequence[pulumi.Input[str]]
+    """Where the job-support group's nodes (and their pods) get their addresses: the secondary range."""
+    core_subnet_ids: Sequence[pulumi.Input[str]]
+    """The core group's subnets: the private ones, which the file system's root squash exempts, so root
+    on a core node is root on FSx (infra/components/storage.py). What runs there as root is only this
+    program's kube-system pods; training namespaces never run as root (infra/specs/namespace_identity.py)."""
     endpoint_access: EndpointAccessConfig
     admin_principal_arns: list[str]
     """Admins that need an access entry (EKS's cluster-creator entry already exists for the creator)."""
@@ -182,11 +187,12 @@ class EksCluster(pulumi.ComponentResource):
         # Nodes become Ready only once aws-node runs with its permissions: the groups wait for it.
         node_policies.append(self._vpc_cni(name, args, cluster.urn, [cluster, pod_identity_agent]))
         core_group = self._cpu_node_group(
-            name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, []
-        )
+            name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, [],
+            args.core_subnet_ids,
+        )  # fmt: skip
         self.job_node_group = self._cpu_node_group(
             name, args, node_role, node_policies, "job-support", args.job_node_group, JOB_SUPPORT_LABELS,
-            [JOB_SUPPORT_TAINT],
+            [JOB_SUPPORT_TAINT], args.node_subnet_ids,
         )  # fmt: skip
         self.coredns = self._addon(name, args, addons.COREDNS, [core_group])
         if args.node_monitoring_agent:
@@ -346,6 +352,7 @@ class EksCluster(pulumi.ComponentResource):
         group: CoreNodeGroupConfig | JobNodeGroupConfig,
         labels: dict[str, str],
         taints: list[Taint],
+        subnet_ids: Sequence[pulumi.Input[str]],
     ) -> aws.eks.NodeGroup:
         """A general-purpose group: `core` (system pods, always on) or `job-support` (from zero)."""
         template = aws.ec2.LaunchTemplate(
@@ -363,11 +370,11 @@ class EksCluster(pulumi.ComponentResource):
         node_group = aws.eks.NodeGroup(
             f"{name}-{group_name}",
             cluster_name=self.name,
-            # A prefix, not a fixed name: changing the instance types replaces the group, and the
-            # new one (a unique name) comes up before the old one goes, so system pods move over.
+            # A prefix, not a fixed name: changing the instance types or the subnets replaces the group,
+            # and the new one (a unique name) comes up before the old one goes, so system pods move over.
             node_group_name_prefix=f"{group_name}-",
             node_role_arn=node_role.arn,
-            subnet_ids=args.node_subnet_ids,
+            subnet_ids=subnet_ids,
             # Without it the provider never sees the group lag the control plane (pulumi-aws 7.51.1
             # eks/node_group.py: "drift detection only if a configuration value is provided").
             version=self.kubernetes_version,

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra import contract
 from infra.facts.versions import ChartPin
-from infra.specs import host_access
+from infra.specs import host_access, namespace_identity
 from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.specs.system_capacity import node_allocatable
 
@@ -21,6 +21,12 @@ NEURON_TOLERATION = {"key": NEURON_TAINT.key, "operator": "Exists", "effect": NE
 # burn-in's taint too. Training pods never do.
 BURN_IN_TOLERATION = {"key": BURN_IN_TAINT.key, "operator": "Exists", "effect": BURN_IN_TAINT.effect}
 CORE_NODE_SELECTOR = {"role": "core"}
+# On the core nodes, which live in the private subnets that the file system's root squash exempts
+# (infra/components/storage.py). Only the kube-system Jobs that must act as root on the file system
+# select it: during the `pulumi up` that moves the core group into those subnets, the group's old
+# nodes (still in the node subnets, so squashed) lack it, and nothing of ours lands there as root.
+ROOT_SQUASH_EXEMPT_LABELS = {"storage.trainium-eks/root-squash-exempt": "true"}
+ROOT_SQUASH_EXEMPT_SELECTOR = {**CORE_NODE_SELECTOR, **ROOT_SQUASH_EXEMPT_LABELS}
 # Where jobs put the pods that need no accelerator; exported for the workload stacks.
 JOB_SUPPORT_PLACEMENT = {
     "nodeSelector": {"role": JOB_SUPPORT_LABELS["role"]},
@@ -128,6 +134,28 @@ def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...
         policy,
         k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             host_access.NAME,
+            metadata=binding["metadata"],
+            spec=binding["spec"],
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
+        ),
+    ]
+
+
+def namespace_identity_policy(provider: k8s.Provider, namespaces: dict[str, dict[str, Any]]) -> list[pulumi.Resource]:
+    """The refusal of training pods that mount a claim as anyone but their namespace's id
+    (infra/specs/namespace_identity.py), and its binding; the binding waits for the policy it names."""
+    body = namespace_identity.admission_policy(namespaces)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        namespace_identity.NAME,
+        metadata=body["metadata"],
+        spec=body["spec"],
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+    binding = namespace_identity.admission_policy_binding()
+    return [
+        policy,
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            namespace_identity.NAME,
             metadata=binding["metadata"],
             spec=binding["spec"],
             opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),

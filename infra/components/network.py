@@ -1,4 +1,9 @@
-"""The VPC: public, private and node subnets in every chosen zone, NAT, routes and EKS tags."""
+"""The VPC: public, private and node subnets in every chosen zone, NAT, routes and EKS tags.
+
+Each zone's private and node subnets share one route table (the NAT gateway, and the S3 gateway
+endpoint's routes), so the core nodes, which live in the private subnets, reach ECR, S3 and the
+EKS API exactly as the other nodes do. Only the node subnets carry Karpenter's discovery tag.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ class Network(pulumi.ComponentResource):
     node_subnet_ids: list[pulumi.Output[str]]
     node_subnet_by_zone_id: dict[str, pulumi.Output[str]]
     private_subnet_by_zone_id: dict[str, pulumi.Output[str]]
+    # The private subnets' address blocks, in zone order: what root squash exempts (the core nodes').
+    private_cidrs: list[str]
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -145,4 +152,5 @@ class Network(pulumi.ComponentResource):
         self.node_subnet_ids = [s.id for s in node_subnets]
         self.node_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, node_subnets, strict=True)}
         self.private_subnet_by_zone_id = {z.id: s.id for z, s in zip(args.zones, private_subnets, strict=True)}
+        self.private_cidrs = list(layout.private)
         self.register_outputs({"vpcId": self.vpc_id})

@@ -12,6 +12,14 @@ says so in `storage.sharedDirectories` and gets a claim for it alone. A Job on a
 creates the directories before any such claim exists; another moves data the namespaces wrote at
 the root into their directories (`storage.rootDataOwners`).
 
+Root squash is on: root on any client is FSx's `nobody` (65534:65534), except on the clients in the
+private subnets, where the core nodes live (Lustre NID ranges, infra/specs/lustre_nids.py). There
+the two kube-system Jobs act as root: each training namespace's directory belongs to the namespace's
+own UID/GID (`namespaceIds`), mode 2770 (setgid: what is created in it keeps the namespace's group), and
+what root wrote into it (before squash, or an S3 import) is given to that id. Training pods run as their namespace's id
+(infra/specs/namespace_identity.py), so a `research` pod reaches `default`'s directory neither through
+its mount nor, once on a node, as root.
+
 Stacks whose namespaces mounted the root as `fsx-claim` move over in three ups
 (`storage.rootClaims`), none of which deletes a claim a pod may hold or hides data: the
 directory claims come next to the root claims, which stay what the workload stacks mount
@@ -37,8 +45,8 @@ from infra import contract
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role, service_trust_policy
 from infra.components.identities import TrainingIdentities
-from infra.components.kube import CORE_NODE_SELECTOR, helm_release
-from infra.config.models import CheckpointExportConfig, DataRepositoryConfig, StorageConfig
+from infra.components.kube import CORE_NODE_SELECTOR, ROOT_SQUASH_EXEMPT_SELECTOR, helm_release
+from infra.config.models import SQUASHED_ID, CheckpointExportConfig, DataRepositoryConfig, StorageConfig
 from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -253,36 +261,115 @@ DIRECTORY_JOB = "fsx-namespace-directories"
 ROOT_DATA_JOB = "fsx-namespace-data-from-root"
 # Where the Job mounts the root.
 ROOT_MOUNT = "/fsx"
+# What root on a squashed client becomes: `nobody`, which owns nothing a namespace wrote.
+ROOT_SQUASH = f"{SQUASHED_ID}:{SQUASHED_ID}"
+# The mode of a training namespace's directory: its id reads and writes, the id's group too (the
+# namespaces configured to share it, storage.sharedDirectories, carry that group), nobody else; the
+# setgid bit makes what is created in it the namespace's group whoever creates it.
+NAMESPACE_DIRECTORY_MODE = "2770"
+
+# What the root Jobs may do beyond a plain root process, checked on the Lustre servers as on the client:
+# the client sends the caller's capabilities, and the metadata server keeps them for an unsquashed
+# root (lustre-release v2_15_8 lustre/mdt/mdt_lib.c, old_init_ucred_common/mdt_root_squash; it drops them
+# for a squashed one). lustre/mdd/mdd_object.c mdd_fix_attr: chown and chgrp need CAP_CHOWN; the Jobs
+# chmod a directory only while they own it, so no CAP_FOWNER. lustre/mdd/mdd_permission.c
+# mdd_permission_internal: searching or writing a directory another UID owns needs CAP_DAC_OVERRIDE
+# (searching alone CAP_DAC_READ_SEARCH too).
+# - CHOWN: give each directory, and what root wrote in it, to the namespace's id; give moved entries.
+# - DAC_OVERRIDE: the directory Job walks the namespaces' directories, which are their ids', mode 2770,
+#   with nothing for others (and whatever in them denies others: a 0700 directory an image's user made);
+#   the move Job renames entries into them, which needs write permission there. The walk alone would do
+#   with DAC_READ_SEARCH, but that one is outside the container runtime's default set, which the policy
+#   pack's no-privileged-or-host-path rule and Pod Security baseline hold every pod to; and it would
+#   narrow nothing: with CHOWN, root can make any file its own and then write it anyway.
+ROOT_JOB_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE")
+# How long `pulumi up` waits for either Job: a run walks every entry of the namespaces' directories
+# (one stat each; the first one also a chown each, everything being root's), which on a file system
+# with millions of files may take longer than pulumi-kubernetes' 10-minute default for a Job
+# (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/job.go DefaultJobTimeoutMins; the create timeout
+# overrides it, awaiters.go getTimeout). Should it still run out, the Job keeps going in the cluster
+# and the next `pulumi up` waits for it again; what it did stays done, and a re-run leaves it be.
+ROOT_JOB_TIMEOUTS = pulumi.CustomTimeouts(create="90m", update="90m")
 
 
-def directories_script(root: str, directories: list[str]) -> str:
-    """Create every namespace's directory under ``root``, leaving existing ones and their contents
-    as they are. Root squash is off, so the directories stay root's, mode 0755, like the root
-    itself: ownership stops no one while the training pods run as root; the mount confines them."""
-    quoted = " ".join(f"'{d}'" for d in directories)
+def _ownership_pass(variable: str, owner: str, select: str, *, itself: bool = False) -> str:
+    """A shell line that gives every entry under ``$variable`` (and, with ``itself``, that path too) that
+    ``select`` (a find test) picks to ``owner:owner``. find stats each entry once and chown runs only on
+    those picked, in batches; -h and find's default of not following links keep it inside the tree."""
+    depth = "" if itself else " -mindepth 1"
+    return f'find "${variable}"{depth} {select} -exec chown -h "{owner}:{owner}" {{}} +'
+
+
+# What find picks: an entry root owns (written before squash was on, or imported from S3 by a data
+# repository association, which gives an object without POSIX metadata to root), or an entry not yet
+# the id's at all (a directory changing hands: the first time, or a changed id).
+ROOT_OWNED = "\\( -uid 0 -o -gid 0 \\)"
+NOT_OWNED_BY = '! \\( -uid "{id}" -gid "{id}" \\)'
+
+
+def directories_script(root: str, directories: list[str], ids: dict[str, int]) -> str:
+    """Create every namespace's directory under ``root``, leaving existing ones and their contents where
+    they are; make each training namespace's (those in ``ids``) its id's, mode 2770. A cluster service's
+    directory (the burn-in's, not in ``ids``) stays root's, mode 0755: nothing writes to it.
+
+    Ownership, idempotent: a directory that is not yet its id's has everything in it given to the id
+    (the first run on a stack whose pods wrote as root; a changed id); one that is has only what root
+    owns in it given (a data repository's imports). So a run changes nothing that is right, writes
+    nothing when nothing is root's, and leaves alone what another namespace sharing the directory wrote
+    (its own UID, the directory's group). Each run stats every entry once: the Job runs only when its
+    spec changes (a namespace added, an id changed) or is replaced by hand (docs/operations.md).
+
+    The directory's mode is set while the Job owns it (chown to root first): chmod keeps the setgid bit
+    only for a caller in the file's group or with CAP_FSETID (lustre-release v2_15_8 mdd_fix_attr, "Also
+    check the setgid bit!"; the kernel's setattr_prepare alike), and chown keeps it on a directory (ibid.:
+    only a non-directory loses it). The directory is given to the id last, so a run cut short walks it
+    in full again next time."""
+    entries = " ".join(f"'{d}' '{ids.get(d, '')}'" for d in directories)
+    mode = NAMESPACE_DIRECTORY_MODE
     return f"""set -eu
 umask 022
-for d in {quoted}; do
-  mkdir -p "{root}/$d"
-  echo "{root}/$d ready"
+set -- {entries}
+while [ "$#" -gt 0 ]; do
+  d="{root}/$1"; id="$2"; shift 2
+  mkdir -p "$d"
+  if [ -z "$id" ]; then
+    echo "$d ready"
+    continue
+  fi
+  owner=$(stat -c %u:%g "$d")
+  if [ "$owner" = "$id:$id" ]; then
+    {_ownership_pass("d", "$id", ROOT_OWNED)}
+  else
+    echo "$d belongs to $owner: giving it and everything in it to $id:$id"
+    {_ownership_pass("d", "$id", NOT_OWNED_BY.format(id="$id"))}
+  fi
+  if [ "$owner" != "$id:$id" ] || [ "$(stat -c %a "$d")" != {mode} ]; then
+    chown 0:0 "$d"
+    chmod {mode} "$d"
+    chown "$id:$id" "$d"
+  fi
+  echo "$d ready: $id:$id, mode {mode}"
 done
 """
 
 
-def directory_job(directories: list[str]) -> dict[str, Any]:
+def directory_job(directories: list[str], ids: dict[str, int]) -> dict[str, Any]:
     """The Job that creates the directories the namespaces' volumes mount (a Lustre subdirectory
-    mount of a missing directory fails). Its spec lists them, so a new namespace re-runs it."""
-    return root_job(DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories))
+    mount of a missing directory fails) and gives them to their namespaces' ids. Its spec lists them
+    and the ids, so a new namespace or a changed id re-runs it."""
+    return root_job(DIRECTORY_JOB, "mkdir", directories_script(ROOT_MOUNT, directories, ids))
 
 
-def root_data_job(moves: dict[str, str], directories: list[str]) -> dict[str, Any]:
+def root_data_job(moves: dict[str, str], directories: list[str], ids: dict[str, int]) -> dict[str, Any]:
     """The Job that moves the namespaces' data from the root into their directories
     (``root_data_script``). Its spec lists the moves, so a changed list runs it again."""
-    return root_job(ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories))
+    return root_job(ROOT_DATA_JOB, "move", root_data_script(ROOT_MOUNT, moves, directories, ids))
 
 
 def root_job(name: str, container: str, script: str) -> dict[str, Any]:
-    """A Job on a core node that runs ``script`` with the file system's root at ROOT_MOUNT."""
+    """A Job that runs ``script`` as root with the file system's root at ROOT_MOUNT, on a core node in
+    the subnets root squash exempts (ROOT_SQUASH_EXEMPT_SELECTOR): anywhere else its root would be
+    `nobody`, which may not create or chown anything there."""
     return {
         "metadata": {"name": name, "namespace": ROOT_NAMESPACE},
         "spec": {
@@ -290,7 +377,7 @@ def root_job(name: str, container: str, script: str) -> dict[str, Any]:
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": CORE_NODE_SELECTOR,
+                    "nodeSelector": ROOT_SQUASH_EXEMPT_SELECTOR,
                     "automountServiceAccountToken": False,
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
@@ -298,18 +385,20 @@ def root_job(name: str, container: str, script: str) -> dict[str, Any]:
                             "name": container,
                             "image": PYTHON_SLIM_IMAGE,
                             "command": ["sh", "-c", script],
-                            # Root: the file system's root directory is root's, mode 0755. It needs no
-                            # capability (it owns what it writes into).
+                            # Root, with only the capabilities its script needs (ROOT_JOB_CAPABILITIES),
+                            # not the runtime's whole default set.
                             "securityContext": {
                                 "runAsUser": 0,
                                 "privileged": False,
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
+                                "capabilities": {"drop": ["ALL"], "add": list(ROOT_JOB_CAPABILITIES)},
                             },
+                            # A walk over millions of entries is metadata round trips, each some CPU in
+                            # the client: a whole core at most, memory for find's path and chown's batch.
                             "resources": {
                                 "requests": {"cpu": "10m", "memory": "32Mi"},
-                                "limits": {"cpu": "100m", "memory": "64Mi"},
+                                "limits": {"cpu": "1", "memory": "128Mi"},
                             },
                             "volumeMounts": [{"name": "fsx", "mountPath": ROOT_MOUNT}],
                         }
@@ -319,6 +408,24 @@ def root_job(name: str, container: str, script: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def root_squash_configuration(no_squash_nids: list[str]) -> aws.fsx.LustreFileSystemRootSquashConfigurationArgs:
+    """Root on every client but ``no_squash_nids`` becomes `nobody` on the file system.
+
+    Every deployment type the stack file allows (PERSISTENT_2, PERSISTENT_1, SCRATCH_2) takes it, as far as
+    the documentation says: the API reference (LustreRootSquashConfiguration), the user guide
+    (LustreGuide/root-squash.html) and pulumi-aws 7.51.1's own description (fsx/lustre_file_system.py) name
+    no deployment type it is limited to, and terraform-provider-aws tests it on a scratch file system
+    (internal/service/fsx/lustre_file_system_test.go, testAccLustreFileSystemConfig_rootSquash: the
+    provider's default type, SCRATCH_2 in GovCloud).
+
+    It changes in place: not ForceNew in the aws-sdk-go-v2 resource pulumi-aws 7.x bridges,
+    resourceLustreFileSystemUpdate sends it in UpdateFileSystem (its acceptance test changes it on the same
+    file system), so turning it on keeps the file system and its data (offline/diff/replacement.py lists no
+    rootSquashConfiguration). To turn it off again, set "0:0": the provider sends nothing for a removed
+    block (expandLustreRootSquashConfiguration), which would leave it on."""
+    return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(root_squash=ROOT_SQUASH, no_squash_nids=no_squash_nids)
 
 
 def directory_claim_name(claim: str, owner: str) -> str:
@@ -350,33 +457,36 @@ ROOT_CLAIM_DELETE_TIMEOUT = "3m"
 LUSTRE_ROOT_ENTRIES = (".lustre", "lost+found")
 
 
-def root_data_script(root: str, moves: dict[str, str], directories: list[str]) -> str:
+def root_data_script(root: str, moves: dict[str, str], directories: list[str], ids: dict[str, int]) -> str:
     """Move each entry ``moves`` assigns to a namespace from ``root`` into ``root/<namespace>/``
-    (a rename on the one file system: no data is copied, nothing half-moved is left), then list what
-    stays at the root with no declared owner. An entry already at its destination counts as moved;
-    one at both places is a conflict, left for a person to merge: the script ends failing so `pulumi
-    up` stops before the workload stacks are pointed at the directories. So does a rename the Job's
-    root may not make (a directory another UID owns: it has no capability to override that); what
-    was renamed before stays renamed, and the next run skips it."""
-    quoted_moves = " ".join(f"'{entry}' '{owner}'" for entry, owner in sorted(moves.items()))
+    (a rename on the one file system: no data is copied, nothing half-moved is left) and give it, and
+    everything in it, to the namespace's id (``ids``), then list what stays at the root with no declared
+    owner. An entry already at its destination counts as moved; what root owns in it is given to the id
+    (should a run have stopped between the rename and the chown), what others wrote there since is left
+    as it is. One at both places is a conflict, left for a person to merge: the script ends failing so
+    `pulumi up` stops before the workload stacks are pointed at the directories. What was renamed before
+    stays renamed, and the next run skips it."""
+    quoted_moves = " ".join(f"'{entry}' '{owner}' '{ids[owner]}'" for entry, owner in sorted(moves.items()))
     known = " ".join(f"'{n}'" for n in sorted({*directories, *moves, *LUSTRE_ROOT_ENTRIES}))
     return f"""set -eu
 root="{root}"
 conflicts=0
 set -- {quoted_moves}
 while [ "$#" -gt 0 ]; do
-  entry="$1"; owner="$2"; shift 2
+  entry="$1"; owner="$2"; id="$3"; shift 3
   from="$root/$entry"; to="$root/$owner/$entry"
   if [ -e "$from" ] || [ -L "$from" ]; then
     if [ -e "$to" ] || [ -L "$to" ]; then
       echo "conflict: $from and $to both exist; left both for a person to merge"
       conflicts=$((conflicts + 1))
-    else
-      mv -- "$from" "$to"
-      echo "moved: $from -> $to"
+      continue
     fi
+    mv -- "$from" "$to"
+    echo "moved: $from -> $to"
+    {_ownership_pass("to", "$id", NOT_OWNED_BY.format(id="$id"), itself=True)}
   elif [ -e "$to" ] || [ -L "$to" ]; then
     echo "already moved: $to"
+    {_ownership_pass("to", "$id", ROOT_OWNED, itself=True)}
   else
     echo "absent: $from (nothing to move)"
   fi
@@ -433,6 +543,11 @@ class FsxStorageArgs:
     backup_retention_days: int
     identities: TrainingIdentities
     namespaces: list[str]
+    # Each training namespace's UID and GID (StackConfig.namespace_ids): its directory's owner.
+    namespace_ids: dict[str, int]
+    # The clients root squash leaves alone, as FSx NoSquashNids (infra/specs/lustre_nids.py): the
+    # private subnets', where the core nodes are.
+    no_squash_nids: list[str]
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
     # each with the resource that creates it.
     system_namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
@@ -590,28 +705,34 @@ class FsxStorage(pulumi.ComponentResource):
         # pulumi-kubernetes provider/pkg/await/job.go), so no claim below exists, and no workload
         # stack mounts one, before its directory does. The pod template is immutable: a changed list
         # replaces the Job, the old one first (same name).
+        # Both root Jobs come after the file system's root squash setting (the root claim's volume waits
+        # for the file system) and after the core group in the exempt subnets (every Kubernetes resource
+        # waits for it through the provider, __main__.py).
+        ids = {ns: args.namespace_ids[ns] for ns in args.namespaces}
         job = k8s.batch.v1.Job(
             DIRECTORY_JOB,
-            **directory_job(directories),
+            **directory_job(directories, ids),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
                 depends_on=[root_claim],
                 replace_on_changes=["spec"],
                 delete_before_replace=True,
+                custom_timeouts=ROOT_JOB_TIMEOUTS,
             ),
         )
         if storage.root_data_owners:
             # After the directories exist; moved entries are renamed into them.
             k8s.batch.v1.Job(
                 ROOT_DATA_JOB,
-                **root_data_job(storage.root_data_owners, directories),
+                **root_data_job(storage.root_data_owners, directories, ids),
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
                     depends_on=[root_claim, job],
                     replace_on_changes=["spec"],
                     delete_before_replace=True,
+                    custom_timeouts=ROOT_JOB_TIMEOUTS,
                 ),
             )
         self.claims = {
@@ -673,6 +794,12 @@ class FsxStorage(pulumi.ComponentResource):
             # no backups at all. copy_tags_to_backups stays unset: it is ForceNew there, so turning it on
             # would replace the file system and lose its data; backups carry the file system's id.
             automatic_backup_retention_days=args.backup_retention_days if persistent else None,
+            # Not while the namespaces still mount the root (storage.rootClaims `mounted`): their data is
+            # there, root's, and squash would lock them out of it. It comes on with `migrated`, when they
+            # mount their directories (docs/operations.md), and never goes off again by itself.
+            root_squash_configuration=root_squash_configuration(args.no_squash_nids)
+            if storage.root_claims != "mounted"
+            else None,
             daily_automatic_backup_start_time=storage.backup_start_time
             if persistent and args.backup_retention_days
             else None,

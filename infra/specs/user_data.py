@@ -1,11 +1,12 @@
 """nodeadm user data for AL2023 accelerator nodes.
 
 With a managed node group on an EKS AMI type, EKS writes the cluster bootstrap part itself
-and merges ours, so we only add what differs: instance-store NVMe assembled as RAID0 and
-used for kubelet and containerd, which keeps 10+ GB Neuron images and compile caches off
-the root volume; and, on EFA nodes, a locked-memory limit for containers that EFA can register
-training buffers under; and, on health-gated nodes, the label that starts their burn-in
-(infra/specs/node_template.py BURN_IN_PENDING_LABEL).
+and merges ours, so we only add what differs: containerd giving each container's devices to the
+pod's own user and group; instance-store NVMe assembled as RAID0 and used for kubelet and
+containerd, which keeps 10+ GB Neuron images and compile caches off the root volume; and, on EFA
+nodes, a locked-memory limit for containers that EFA can register training buffers under; and, on
+health-gated nodes, the label that starts their burn-in (infra/specs/node_template.py
+BURN_IN_PENDING_LABEL).
 """
 
 from __future__ import annotations
@@ -33,8 +34,26 @@ _RAID0 = """\
 # a list replaces the default's, so RLIMIT_NOFILE is repeated, and numbers pass through float64, so
 # the limit is 2**53 bytes (exact in a float64; RLIM_INFINITY, 2**64-1, is not).
 LOCKED_MEMORY_BYTES = 2**53
+
+# Training pods run as their namespace's non-root id, and the Neuron and EFA devices the device plugins
+# hand a container (/dev/neuron*, /dev/infiniband/uverbs*) are root's on the host: with this, containerd
+# creates them in the container owned by the pod's runAsUser/runAsGroup instead (containerd v2.2.4
+# internal/cri/opts/spec_linux_opts.go WithDevices, non-zero ids only; the field is RuntimeConfig's
+# `device_ownership_from_security_context`, internal/cri/config/config.go, default false, which the AL2023
+# AMI's templates leave: awslabs/amazon-eks-ami v20260625 nodeadm/internal/containerd/config2.template.toml).
+# RuntimeConfig is the config of the plugin `io.containerd.cri.v1.runtime` (plugins/cri/runtime/plugin.go:
+# type io.containerd.cri.v1, id runtime). The v3 name matters: nodeadm keeps its v3 template only when the
+# NodeConfig's containerd.config names a v3 CRI plugin (nodeadm/internal/containerd/config.go
+# Version3configInNodeConfig), and merges it over that template key by key (combineContainerdConfigs,
+# internal/util/merge.go), so nothing else of the template changes.
+CRI_RUNTIME_PLUGIN = "io.containerd.cri.v1.runtime"
+DEVICE_OWNERSHIP_KEY = "device_ownership_from_security_context"
+_CONTAINERD_CONFIG = f"""\
+    config: |
+      [plugins.'{CRI_RUNTIME_PLUGIN}']
+      {DEVICE_OWNERSHIP_KEY} = true
+"""
 _LOCKED_MEMORY = f"""\
-  containerd:
     baseRuntimeSpec:
       process:
         rlimits:
@@ -60,14 +79,14 @@ def _kubelet_labels(labels: dict[str, str]) -> str:
 """
 
 
-def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: dict[str, str] | None = None) -> str | None:
-    """MIME multi-part user data (plain text), or None when there is nothing to add. ``node_labels``:
-    labels only a real node carries (set at registration), never a template's."""
-    if nvme_disks < 1 and not efa and not node_labels:
-        return None
+def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: dict[str, str] | None = None) -> str:
+    """MIME multi-part user data (plain text) for an accelerator node. ``node_labels``: labels only a
+    real node carries (set at registration), never a template's."""
     node_config = (
         _NODECONFIG
         + (_RAID0 if nvme_disks >= 1 else "")
+        + "  containerd:\n"
+        + _CONTAINERD_CONFIG
         + (_LOCKED_MEMORY if efa else "")
         + (_kubelet_labels(node_labels) if node_labels else "")
     )
