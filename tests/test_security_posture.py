@@ -255,8 +255,7 @@ def test_training_namespaces_enforce_the_strictest_level_their_pods_pass(plans, 
     for namespace, labels in cluster_namespaces.items():
         specs = [spec for _, ns, _, spec in all_pods if ns == namespace]
         assert specs
-        assert labels["pod-security.kubernetes.io/enforce"] == strictest_level(specs) == "baseline", namespace
-        # What "restricted" would still refuse shows as warnings and audit events.
+        assert labels["pod-security.kubernetes.io/enforce"] == strictest_level(specs) == "restricted", namespace
         assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
         assert {labels[f"pod-security.kubernetes.io/{m}-version"] for m in ("enforce", "warn", "audit")} == {"v1.34"}
 
@@ -265,13 +264,15 @@ def test_the_built_in_namespace_is_labelled_by_a_patch_not_owned(dev: PlanResult
     # `pulumi destroy` of a Namespace resource would delete `default` with everything in it.
     assert not [r for r in dev.of_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == "default"]
     patch = dev.named("ns-default-labels", "kubernetes:core/v1:NamespacePatch")
-    assert patch.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert patch.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_pods_torchx_run_submits_pass_the_enforced_level() -> None:
+def test_pods_torchx_run_submits_are_refused_by_the_enforced_level() -> None:
     """`torchx run` puts pods in the same namespace: TorchX 0.7.0's Kubernetes scheduler
-    (torchx/schedulers/kubernetes_scheduler.py, role_to_pod) makes a pod privileged only for a
-    DeviceMount and uses hostPath only for Bind/DeviceMounts; our component mounts the claim."""
+    (torchx/schedulers/kubernetes_scheduler.py, role_to_pod) writes an empty security context and has
+    no field for one, so its pods run as the image's user, root, which "restricted" refuses (and the
+    namespace-identity policy too: the component mounts the claim). They still pass "baseline": a pod
+    is privileged only for a DeviceMount and uses hostPath only for Bind/DeviceMounts."""
     from kubernetes.client import ApiClient
     from torchx.schedulers.kubernetes_scheduler import app_to_resource
 
@@ -280,6 +281,7 @@ def test_pods_torchx_run_submits_pass_the_enforced_level() -> None:
     job = ApiClient().sanitize_for_serialization(app_to_resource(trn1_dist_ddp(image="x"), "test", "training"))
     template = job["spec"]["tasks"][0]["template"]
     assert not baseline_violations(template["spec"])
+    assert "runs as root" in " ".join(restricted_violations(template["spec"]))
 
 
 # --- NetworkPolicies ---------------------------------------------------------------------------

@@ -77,7 +77,7 @@ from infra.specs.pod_security import (
     network_policy,
     pod_defaults,
     pod_security_context,
-    pod_security_labels,
+    pod_security_level_labels,
 )
 from infra.specs.user_data import LOCKED_MEMORY_BYTES
 
@@ -425,8 +425,14 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
     }
 
 
+# The burn-in runs nccom-test as root, the only user of the Neuron container it comes from, so its
+# namespace enforces "baseline" (no privilege, host namespaces or host paths) and warns "restricted".
+BURN_IN_POD_SECURITY = ("baseline", "restricted")
+
+
 def namespace() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": pod_security_labels()}}
+    labels = pod_security_level_labels(*BURN_IN_POD_SECURITY)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels}}
 
 
 def service_account(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:

@@ -67,14 +67,14 @@ def pod_defaults(run_as_user: int | None = None, fs_group: int | None = None) ->
 
 # --- Pod Security Admission --------------------------------------------------------------------
 
-# The strictest level every training pod passes. "restricted" forbids running as root and any
-# capability but NET_BIND_SERVICE, which the Neuron images (root) need;
-# "baseline" forbids privileged pods, host namespaces, hostPath volumes, host ports and
-# capabilities beyond the runtime's default set - none of which a training pod uses
-# (kubernetes/pod-security-admission policy/check_*.go, v0.34.9 for Kubernetes 1.34).
-PSA_ENFORCE = "baseline"
-# What "restricted" would refuse still shows, as warnings to whoever creates a pod and in the
-# audit log, so the remaining gap stays visible.
+# The strictest level every training pod passes: "restricted" (kubernetes/pod-security-admission
+# policy/check_*.go, v0.34.9 for Kubernetes 1.34): every pod of the workloads runs as a non-root id
+# (the namespace's, or UNPRIVILEGED_UID for the gates and watchdogs), drops every capability and
+# adds none back (the MPI workers' sshd runs as that id), uses the RuntimeDefault seccomp profile
+# and only claim, emptyDir, configMap, secret and projected volumes. A pod TorchX 0.7.0's
+# `torchx run` makes has no security context at all, so it is refused here as well as by the
+# namespace-identity policy (docs/workloads.md).
+PSA_ENFORCE = "restricted"
 PSA_WARN = "restricted"
 
 
@@ -85,7 +85,7 @@ PSA_POLICY_VERSION = "v1.34"
 
 
 def pod_security_labels() -> dict[str, str]:
-    """Training namespaces' labels: enforce baseline, warn and audit restricted, each at PSA_POLICY_VERSION."""
+    """Training namespaces' labels: enforce, warn and audit restricted, each at PSA_POLICY_VERSION."""
     return pod_security_level_labels(PSA_ENFORCE, PSA_WARN)
 
 
