@@ -637,8 +637,14 @@ def test_the_preflight_counts_replacements_as_waits(monkeypatch, capsys, prod, w
     # 240 + 185 min again, as on the first up, decided by offline/diff/replacement.py `replaces`.
     import json
 
+    from infra.facts import versions
+
     outputs = json.dumps({**prod.outputs, "kubeconfig": "[secret]"})
-    older = json.loads(json.dumps([r.inputs for r in workloads_prod.registrations]).replace(":2026.11.2", ":2026.11.1"))
+    # Both tags move, so the staging Job is replaced as well.
+    tagged = json.dumps([r.inputs for r in workloads_prod.registrations])
+    for tag in (versions.TRAINING_IMAGE_TAG, versions.STAGING_IMAGE_TAG):
+        tagged = tagged.replace(f":{tag}", ":2026.11.1")
+    older = json.loads(tagged)
     export = {
         "version": 3,
         "deployment": {

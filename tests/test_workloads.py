@@ -535,7 +535,9 @@ def test_wikicorpus_staging_downloads_once_from_the_public_bucket(workloads_dev:
 def test_cmd_shell_pod_mounts_fsx_where_both_seeds_expect_it(workloads_dev: PlanResult) -> None:
     pod = manifest(workloads_dev, "Pod", "cmd-shell")
     mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
-    assert mounts == {"/data", "/shared"} and pod["spec"]["containers"][0]["image"].endswith("/cmd-shell:2026.11.2")
+    assert mounts == {"/data", "/shared"} and pod["spec"]["containers"][0]["image"].endswith(
+        f"/cmd-shell:{versions.STAGING_IMAGE_TAG}"
+    )
 
 
 # --- every custom object against its pinned CRD ----------------------------------------------

@@ -190,7 +190,7 @@ MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION.removepref
 # the two in step.
 # The tag `make images` pushes and the workload stacks run unless a workload sets `imageTag`.
 # ECR tags are immutable here: bump it whenever an image changes.
-TRAINING_IMAGE_TAG = "2026.11.2"
+TRAINING_IMAGE_TAG = "2026.11.3"
 # The tag the data staging Jobs run (cmd-shell for WikiCorpus, nxd-llama for RedPajama). Its own,
 # so bumping TRAINING_IMAGE_TAG does not replace the staging Jobs: a replaced stage-wikicorpus (240 min
 # await) followed by the replaced bert-precompile would outlast the CI deploy job's budget
