@@ -15,8 +15,10 @@ from typing import Any
 
 # No capability is added for the Neuron devices and EFA interfaces, as in the seeds: their device
 # plugins hand the container the device nodes (/dev/neuron*, /dev/infiniband/uverbs*) through the
-# CRI's device list, which also opens the device cgroup, and the nodes belong to root, the user the
-# training images run as. IPC_LOCK is not added either (Pod Security "baseline" refuses it), so
+# CRI's device list, which also opens the device cgroup, and containerd gives the container's
+# device nodes the pod's runAsUser and runAsGroup (device_ownership_from_security_context,
+# infra/specs/user_data.py), so the namespace's id the pods run as may open them. IPC_LOCK is not
+# added either (Pod Security refuses it), so
 # EFA memory registrations count against the container's locked-memory limit, which is
 # containerd's own unless set: AL2023's base runtime spec sets only RLIMIT_NOFILE (amazon-eks-ami
 # nodeadm/internal/containerd/base-runtime-spec.json), so EFA nodes' user data adds RLIMIT_MEMLOCK
