@@ -197,7 +197,7 @@ TRAINING_IMAGE_TAG = "2026.11.3"
 # (tools/workloads_preflight.py, .github/workflows/deploy.yml). Bump it only when what staging runs
 # changed, and to a tag `make images` has pushed (ECR keeps the last 30 tags of each image); a bump
 # re-runs the staging Jobs, which skip what is already on FSx.
-STAGING_IMAGE_TAG = "2026.11.2"
+STAGING_IMAGE_TAG = "2026.11.3"
 # The last PyTorch/XLA training line for Trainium1: PyTorch 2.9 (torch-neuronx 2.9.0.2.14.27725),
 # Python 3.12, Ubuntu 24.04. Neuron 2.31 was the last SDK to ship torch-neuronx 2.9 (Neuron docs
 # v2.32.0 setup/pytorch/update-manual: "torch-neuronx (PyTorch/XLA) is not included in Neuron
