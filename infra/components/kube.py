@@ -119,48 +119,46 @@ def kubeconfig_for(kubeconfig: str | dict[str, Any], profile: str | None) -> str
     return json.dumps(config)
 
 
-def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...]]) -> list[pulumi.Resource]:
-    """The cluster-wide refusal of host access outside the node agents (infra/specs/host_access.py),
-    and its binding; the binding waits for the policy it names."""
-    body = host_access.admission_policy(allowed)
-    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-        host_access.NAME,
-        metadata=body["metadata"],
-        spec=body["spec"],
-        opts=pulumi.ResourceOptions(provider=provider),
+def admission_policy(
+    name: str, policy: dict[str, Any], binding: dict[str, Any], opts: pulumi.ResourceOptions
+) -> tuple[k8s.admissionregistration.v1.ValidatingAdmissionPolicy, pulumi.Resource]:
+    """A ValidatingAdmissionPolicy and its binding, from their specs (infra/specs); the binding waits
+    for the policy it names."""
+    declared = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        name, metadata=policy["metadata"], spec=policy["spec"], opts=opts
     )
-    binding = host_access.admission_policy_binding()
-    return [
-        policy,
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+    bound = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        name,
+        metadata=binding["metadata"],
+        spec=binding["spec"],
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[declared])),
+    )
+    return declared, bound
+
+
+def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...]]) -> list[pulumi.Resource]:
+    """The cluster-wide refusal of host access outside the node agents (infra/specs/host_access.py)."""
+    return list(
+        admission_policy(
             host_access.NAME,
-            metadata=binding["metadata"],
-            spec=binding["spec"],
-            opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
-        ),
-    ]
+            host_access.admission_policy(allowed),
+            host_access.admission_policy_binding(),
+            pulumi.ResourceOptions(provider=provider),
+        )
+    )
 
 
 def namespace_identity_policy(provider: k8s.Provider, namespaces: dict[str, dict[str, Any]]) -> list[pulumi.Resource]:
     """The refusal of training pods that mount a claim as anyone but their namespace's id
-    (infra/specs/namespace_identity.py), and its binding; the binding waits for the policy it names."""
-    body = namespace_identity.admission_policy(namespaces)
-    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-        namespace_identity.NAME,
-        metadata=body["metadata"],
-        spec=body["spec"],
-        opts=pulumi.ResourceOptions(provider=provider),
-    )
-    binding = namespace_identity.admission_policy_binding()
-    return [
-        policy,
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+    (infra/specs/namespace_identity.py)."""
+    return list(
+        admission_policy(
             namespace_identity.NAME,
-            metadata=binding["metadata"],
-            spec=binding["spec"],
-            opts=pulumi.ResourceOptions(provider=provider, depends_on=[policy]),
-        ),
-    ]
+            namespace_identity.admission_policy(namespaces),
+            namespace_identity.admission_policy_binding(),
+            pulumi.ResourceOptions(provider=provider),
+        )
+    )
 
 
 # Controllers that elect a leader run this many replicas: a standby takes over when its node goes,

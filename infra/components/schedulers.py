@@ -16,6 +16,7 @@ from infra.components.context import ClusterContext
 from infra.components.kube import (
     CONTROLLER_REPLICAS,
     CORE_NODE_SELECTOR,
+    admission_policy,
     disruption_budget,
     helm_release,
     spread_across_nodes,
@@ -252,23 +253,18 @@ class Schedulers(pulumi.ComponentResource):
         if args.volcano:
             # The admission service's webhook grant narrowed to its CA bundle (infra/specs/webhook_guard.py),
             # in force before its first pod starts: its own update at start-up is then the first one checked.
-            guard = webhook_guard.admission_policy(webhook_guard.admission_username(VOLCANO_RELEASE, VOLCANO_NAMESPACE))
-            guard_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                webhook_guard.NAME, metadata=guard["metadata"], spec=guard["spec"], opts=on_cluster
-            )
-            binding = webhook_guard.admission_policy_binding()
-            guard_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            _, guard = admission_policy(
                 webhook_guard.NAME,
-                metadata=binding["metadata"],
-                spec=binding["spec"],
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard_policy])),
+                webhook_guard.admission_policy(webhook_guard.admission_username(VOLCANO_RELEASE, VOLCANO_NAMESPACE)),
+                webhook_guard.admission_policy_binding(),
+                on_cluster,
             )
             self.volcano = helm_release(
                 VOLCANO_RELEASE,
                 CHARTS["volcano"],
                 VOLCANO_NAMESPACE,
                 volcano_values(),
-                pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard_binding])),
+                pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard])),
                 create_namespace=True,
             )
             pod_security_patch(VOLCANO_NAMESPACE, self.volcano, on_cluster)
