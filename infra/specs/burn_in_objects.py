@@ -59,6 +59,7 @@ from typing import Any
 
 from infra.facts.neuron import BURN_IN_IMAGE
 from infra.facts.versions import PYTHON_SLIM_IMAGE
+from infra.specs import admission
 from infra.specs.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
@@ -586,12 +587,9 @@ SWEEPER_VALIDATIONS: tuple[tuple[str, str], ...] = (
 def admission_policy(
     name: str = SERVICE_ACCOUNT, username: str = USERNAME, validations: tuple[tuple[str, str], ...] = VALIDATIONS
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
+    return admission.validating_policy(
+        name,
+        {
             # PATCH reaches admission as UPDATE; the node's status is another resource (nodes/status).
             "matchConstraints": {
                 "resourceRules": [
@@ -609,16 +607,11 @@ def admission_policy(
             ],
             "validations": [{"expression": e, "message": m} for e, m in validations],
         },
-    }
+    )
 
 
 def admission_policy_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
+    return admission.deny_binding(name)
 
 
 def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -34,6 +34,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.specs import admission
+
 NAME = "host-access-only-for-node-agents"
 HOST_ACCESS = ("hostIPC", "hostNetwork", "hostPID", "hostPath", "privileged")
 # The control plane's identities for the two workload controllers, with and without
@@ -121,25 +123,10 @@ VARIABLES: tuple[tuple[str, str], ...] = (
 
 def admission_policy(allowed: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     allowed_map = _cel({key: list(kinds) for key, kinds in sorted(allowed.items())})
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME},
-        "spec": {
-            # Evaluated in the API server itself: no webhook that could be down, and an error refuses.
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
-                    # A pod's spec is otherwise immutable; this is how containers join a running pod.
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["pods/ephemeralcontainers"],
-                    },
-                ]
-            },
+    return admission.validating_policy(
+        NAME,
+        {
+            "matchConstraints": {"resourceRules": admission.POD_WRITES},
             "variables": [
                 *({"name": name, "expression": expression} for name, expression in VARIABLES),
                 {
@@ -156,14 +143,9 @@ def admission_policy(allowed: dict[str, tuple[str, ...]]) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def admission_policy_binding() -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME},
-        # No namespace selector: every namespace, kube-system included.
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
-    }
+    # No namespace selector: every namespace, kube-system included.
+    return admission.deny_binding(NAME)

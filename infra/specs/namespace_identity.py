@@ -30,6 +30,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from infra.specs import admission
+
 NAME = "training-pods-run-as-their-namespace"
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 
@@ -96,27 +98,14 @@ def admission_policy(namespaces: Mapping[str, Mapping[str, Any]]) -> dict[str, A
             " storage.sharedDirectories)'",
         ),
     ]
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME},
-        "spec": {
-            # Evaluated in the API server itself: no webhook that could be down, and an error refuses.
-            "failurePolicy": "Fail",
+    return admission.validating_policy(
+        NAME,
+        {
             "matchConstraints": {
                 "namespaceSelector": {
                     "matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "In", "values": sorted(namespaces)}]
                 },
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
-                    # A pod's spec is otherwise immutable; this is how containers join a running pod.
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["pods/ephemeralcontainers"],
-                    },
-                ],
+                "resourceRules": admission.POD_WRITES,
             },
             "variables": [
                 {
@@ -131,14 +120,9 @@ def admission_policy(namespaces: Mapping[str, Mapping[str, Any]]) -> dict[str, A
                 for expression, message in rules
             ],
         },
-    }
+    )
 
 
 def admission_policy_binding() -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME},
-        # The policy's own namespace selector says where it applies.
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
-    }
+    # The policy's own namespace selector says where it applies.
+    return admission.deny_binding(NAME)

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.specs import admission
+
 NAME = "volcano-admission-webhook-ca-only"
 # cmd/webhook-manager/app/util.go volcanoAdmissionPrefix, joined to a path that starts with "/".
 WEBHOOK_CONFIGURATION_PREFIX = "volcano-admission-service-"
@@ -101,12 +103,9 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
 
 
 def admission_policy(username: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME},
-        "spec": {
-            "failurePolicy": "Fail",
+    return admission.validating_policy(
+        NAME,
+        {
             # A PATCH reaches admission as an UPDATE.
             "matchConstraints": {
                 "resourceRules": [
@@ -128,13 +127,8 @@ def admission_policy(username: str) -> dict[str, Any]:
             ],
             "validations": [{"expression": e, "message": m} for e, m in VALIDATIONS],
         },
-    }
+    )
 
 
 def admission_policy_binding() -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME},
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
-    }
+    return admission.deny_binding(NAME)
