@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -391,3 +392,43 @@ def test_the_node_list_reads_the_worker_index_from_the_pods_own_label() -> None:
         "llama2-train-worker-1.llama2-train.ml-worker-2.svc.cluster.local",
     ]
     assert hosts("llama2-train-worker-3", 2) == ["llama2-train-worker-0", "llama2-train-worker-1"]
+
+
+def test_the_ranks_write_their_script_in_the_examples_directory_as_the_namespace_id(tmp_path: Path) -> None:
+    """mpirun starts the ranks in the image's examples directory (-wdir) as the namespace's id, and each
+    first writes train_resumable.sh there (Hydra then its outputs/): the image makes that directory
+    world-writable and sticky, which a root-owned 0755 one (git clone's) is not. Run for real as
+    another user when the suite runs as root."""
+    from workloads import nxd_llama
+
+    dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
+    assert f"chmod 1777 {nxd_llama.EXAMPLES_DIR} " in dockerfile
+    assert f"setpriv --reuid=20001 --regid=20001 --clear-groups touch {nxd_llama.EXAMPLES_DIR}/" in dockerfile
+    if os.geteuid() != 0:
+        pytest.skip("writing as another user needs root (.ci/run runs the suite as root)")
+    # /tmp is world-traversable, unlike pytest's own 0700 directories.
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        directory = examples(base, base / "shared")
+        as_id = ["setpriv", "--reuid=20001", "--regid=20001", "--clear-groups", "/usr/bin/python3", str(RESILIENCE)]
+        write = [*as_id, "nxdt-script", "nxdt", "0", "0", "", "compiler_cache_url=/shared/neuron_cache"]
+        for mode, works in ((0o755, False), (0o1777, True)):
+            directory.chmod(mode)
+            run = subprocess.run(write, cwd=directory, env={"PATH": SCRIPT_PATH}, capture_output=True, text=True)
+            assert (run.returncode == 0) is works, (oct(mode), run.stderr)
+            assert works or "Permission denied: 'train_resumable.sh'" in run.stderr, run.stderr
+        assert (directory / "train_resumable.sh").stat().st_uid == 20001
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=True)
+
+
+def test_the_image_builds_nemos_dataset_helpers_as_root() -> None:
+    """NxD Training 9169aa0 gpt_dataset_patch.py has rank 0 call nemo's compile_helper() (make in
+    site-packages, sys.exit(1) when it fails; nemo_toolkit 2.1.0 ships the sources only) on a dataset's
+    first run: as the namespace's id it could not write there, so the image builds them as root and
+    checks that they import."""
+    dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
+    helpers = "nemo.collections.nlp.data.language_modeling.megatron"
+    assert f'/{helpers.replace("nemo.", "", 1).replace(".", "/")}" \\' in dockerfile
+    assert f'python3 -c "from {helpers} import helpers"' in dockerfile
