@@ -22,7 +22,7 @@ from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
-from infra.components.storage import FsxStorage, FsxStorageArgs, mounted_claim_name
+from infra.components.storage import FsxStorage, FsxStorageArgs, directory_claim_name
 from infra.facts import addons
 from infra.specs import host_access, namespace_identity, node_security
 from infra.specs import nodepools as karpenter_plan
@@ -198,7 +198,7 @@ burn_in_targets = [
         s.facts.neuron_devices,
         s.facts.neuron_cores,
         s.efa_interface_count,
-        mounted_claim_name(config.storage, BURN_IN_NAMESPACE) if features.fsx_csi else None,
+        directory_claim_name(config.storage.claim_name, BURN_IN_NAMESPACE) if features.fsx_csi else None,
         config.node_provisioner,
     )
     for s in specs

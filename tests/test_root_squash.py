@@ -27,7 +27,9 @@ from infra.components.storage import (
     root_data_job,
     root_data_script,
 )
+from infra.config.errors import ConfigError
 from infra.specs import nodepools
+from infra.validate import parse_stack_config
 from offline.diff import replacement
 from offline.plan.runner import PlanResult
 from tests.root_job_runs import needs_root, run_script
@@ -86,12 +88,15 @@ def test_scratch_file_systems_are_squashed_too(plan_with):
     assert fs.inputs["rootSquashConfiguration"]["rootSquash"] == "65534:65534"
 
 
-def test_squash_waits_until_the_namespaces_mount_their_directories(plan_with):
-    """While they mount the root (storage.rootClaims `mounted`), their data is there and root's: squash
-    would lock them out. It comes on with `migrated` (docs/operations.md, per-namespace directories)."""
-    mounted = plan_with(storage={"rootClaims": "mounted"})
-    (fs,) = mounted.of_type(LUSTRE)
-    assert "rootSquashConfiguration" not in fs.inputs
+def test_a_stack_still_mounting_the_root_is_refused_with_the_way_forward(plan_with):
+    """The pods run as their namespace's id and cannot write the root (root's, mode 0755): `mounted`,
+    an older version's default, is refused naming the move (docs/operations.md); `migrated` mounts the
+    directories, with squash on."""
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config({"region": "us-west-2", "storage": {"rootClaims": "mounted"}})
+    message = str(refused.value)
+    assert "storage.rootClaims = 'mounted': the training pods run as their namespace's id" in message
+    assert "storage.rootDataOwners" in message and "or retired (the default)" in message
     migrated = plan_with(storage={"rootClaims": "migrated"})
     (fs,) = migrated.of_type(LUSTRE)
     assert fs.inputs["rootSquashConfiguration"]["rootSquash"] == "65534:65534"

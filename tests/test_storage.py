@@ -36,10 +36,10 @@ S3_LINK = {"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-da
 
 
 @pytest.fixture
-def mounted(plan_with):
-    """dev as a stack deployed before the per-namespace directories keeps it until it moves on
-    (storage.rootClaims: mounted, the default when the key is left out)."""
-    return plan_with(storage={"rootClaims": "mounted"})
+def migrated(plan_with):
+    """dev as a stack deployed before the per-namespace directories, once it moves on (storage.rootClaims:
+    migrated): its root claims stay for pods still holding them."""
+    return plan_with(storage={"rootClaims": "migrated"})
 
 
 def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
@@ -206,19 +206,19 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
     assert volume.urn in claim.dependencies
 
 
-def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(mounted):
+def test_a_replaced_file_system_gets_new_volumes_and_rebound_claims(migrated):
     # kubernetes/kubernetes pkg/apis/core/validation/validation.go (v1.34),
     # ValidatePersistentVolumeUpdate / ValidatePersistentVolumeClaimUpdate: a volume's source
     # and a claim's volumeName cannot change. The volume's name carries the file system id, so
     # a new file system means a new volume (its name changes: pulumi-kubernetes replaces it) and
     # a replaced claim, old-first because its own name stays the same (see the next test).
-    volume, claim = mounted.named("fsx-claim-default", VOLUME), mounted.named("default-fsx-claim", CLAIM)
+    volume, claim = migrated.named("fsx-claim-default", VOLUME), migrated.named("default-fsx-claim", CLAIM)
     assert volume.inputs["metadata"]["name"] == "fsx-claim-default-fs-placeholder-fsx-training"
     assert claim.lifecycle["replaceOnChanges"] == ["spec.volumeName"]
     assert claim.lifecycle["deleteBeforeReplace"] is True
 
 
-def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(mounted):
+def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(migrated):
     """Why: the static volume is Retain. When its claim is deleted, the volume keeps the old claim's
     UID in claimRef: kubernetes/kubernetes pkg/controller/volume/persistentvolume/pv_controller.go,
     syncVolume ("claim ... has different UID, the old one must have been deleted": treated as
@@ -248,7 +248,7 @@ def test_a_claim_is_only_ever_recreated_with_its_volume_and_after_it(mounted):
         ("fsx-claim-default-default", "default-fsx-claim-default"),
         ("fsx-claim-default", "default-fsx-claim"),
     ):
-        volume, claim = mounted.named(volume_name, VOLUME), mounted.named(claim_name, CLAIM)
+        volume, claim = migrated.named(volume_name, VOLUME), migrated.named(claim_name, CLAIM)
         declared = {"metadata": claim.inputs["metadata"], "spec": claim.inputs["spec"]}
         if volume_name == "fsx-claim-default":
             # The root claim's trigger is the declared claim, the value its stack stored: any other
@@ -272,20 +272,22 @@ def test_growing_the_file_system_leaves_the_claims_unchanged(plan_with):
     # changed request in place (provider/pkg/provider/diff.go, v4.32.0): the patch would be
     # refused half-way through `pulumi up`. Only the volume's capacity follows the config.
     plan = plan_with(storage={"capacityGib": 2400})
-    assert plan.named("default-fsx-claim", CLAIM).inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
-    assert plan.named("fsx-claim-default", VOLUME).inputs["spec"]["capacity"] == {"storage": "2400Gi"}
+    claim = plan.named("default-fsx-claim-default", CLAIM)
+    assert claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+    volume = next(v for v in plan.of_type(VOLUME) if v.inputs["metadata"]["name"] == claim.inputs["spec"]["volumeName"])
+    assert volume.inputs["spec"]["capacity"] == {"storage": "2400Gi"}
 
 
-def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(mounted):
+def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_network(migrated):
     # Pulumi deletes dependents first: each arrow below is a recorded dependency.
-    claim, volume = mounted.named("default-fsx-claim", CLAIM), mounted.named("fsx-claim-default", VOLUME)
-    driver, fs = mounted.named("aws-fsx-csi-driver"), mounted.named("fsx-training", FILE_SYSTEM)
+    claim, volume = migrated.named("default-fsx-claim", CLAIM), migrated.named("fsx-claim-default", VOLUME)
+    driver, fs = migrated.named("aws-fsx-csi-driver"), migrated.named("fsx-training", FILE_SYSTEM)
     assert volume.urn in claim.dependencies
     # The node plugin must still be there to unmount while volumes go away.
     assert driver.urn in volume.dependencies and fs.urn in volume.dependencies
-    sg = mounted.named("fsx-lustre", "aws:ec2/securityGroup:SecurityGroup")
+    sg = migrated.named("fsx-lustre", "aws:ec2/securityGroup:SecurityGroup")
     assert sg.urn in fs.dependencies
-    subnet = mounted.named("network-private-usw2-az4", "aws:ec2/subnet:Subnet")
+    subnet = migrated.named("network-private-usw2-az4", "aws:ec2/subnet:Subnet")
     assert subnet.urn in fs.dependencies
 
 
@@ -400,9 +402,10 @@ def test_s3_links_are_data_repository_associations(plan_with):
         {"path": "/default/datasets", "s3Path": "s3://my-training-data/datasets"},
         {"path": "/default/checkpoints", "s3Path": "s3://my-checkpoints"},
     ]
-    claim = plan.named("default-fsx-claim", CLAIM)
-    assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(plan.named("fsx-claim-default", VOLUME).dependencies)
-    assert claim
+    # The namespace's volume waits for the links, so its pods see the imported listing.
+    claim = plan.named("default-fsx-claim-default", CLAIM)
+    volume = next(v for v in plan.of_type(VOLUME) if v.inputs["metadata"]["name"] == claim.inputs["spec"]["volumeName"])
+    assert {plan.named(f"fsx-s3-{i}").urn for i in (0, 1)} <= set(volume.dependencies)
 
 
 def test_persistent_2_takes_s3_links_now():
@@ -620,8 +623,9 @@ def test_a_link_outside_every_namespace_directory_is_refused(path, message):
                 {"region": "us-west-2", **SHARED, "storage": {"rootClaims": phase, "dataRepositories": links}}
             )
         assert message in str(err.value)
-    # While the namespaces mount the root they see it.
-    assert parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"dataRepositories": links}})
+    # Left out, rootClaims is retired: refused too.
+    with pytest.raises(ConfigError):
+        parse_stack_config({"region": "us-west-2", **SHARED, "storage": {"dataRepositories": links}})
     for inside in ("/research", "/research/datasets"):
         links = [{**S3_LINK, "fileSystemPath": inside}]
         storage = {"rootClaims": "retired", "dataRepositories": links}
@@ -642,31 +646,30 @@ def _burn_in_claims(plan) -> set[str]:
     }
 
 
-def test_the_directory_claims_come_next_to_the_root_claims_which_stay_mounted(mounted):
-    """`mounted`, the shipped stacks: nothing a pod holds is deleted or replaced, and no data moves out
-    of sight. The root claims keep their names, volumes and replacement trigger (what the stacks
-    stored), so the engine plans no replacement; the workload stacks and the burn-in keep mounting them."""
-    root, volume = mounted.named("default-fsx-claim", CLAIM), mounted.named("fsx-claim-default", VOLUME)
+def test_the_directory_claims_come_next_to_the_root_claims_which_stay(migrated):
+    """`migrated`: nothing a pod holds is deleted or replaced. The root claims keep their names, volumes
+    and replacement trigger (what the stacks stored), so the engine plans no replacement, for pods still
+    holding them; the workload stacks and the burn-in mount the directory claims next to them."""
+    root, volume = migrated.named("default-fsx-claim", CLAIM), migrated.named("fsx-claim-default", VOLUME)
     assert root.inputs["metadata"] == {"name": "fsx-claim", "namespace": "default"}
     assert root.inputs["spec"]["volumeName"] == "fsx-claim-default-fs-placeholder-fsx-training"
     assert volume.inputs["spec"]["csi"]["volumeAttributes"]["mountname"] == "placeholder"
     assert volume.inputs["spec"]["claimRef"] == {"namespace": "default", "name": "fsx-claim"}
-    # Next to it, under another name, the claim on the namespace's own directory.
-    assert mounted.named("default-fsx-claim-default", CLAIM).inputs["metadata"]["name"] == "fsx-claim-default"
-    assert mounted.outputs["storage"]["claims"] == {"default": "fsx-claim"}
-    assert _burn_in_claims(mounted) == {"fsx-claim"}
+    assert migrated.named("default-fsx-claim-default", CLAIM).inputs["metadata"]["name"] == "fsx-claim-default"
+    assert migrated.outputs["storage"]["claims"] == {"default": "fsx-claim-default"}
+    assert _burn_in_claims(migrated) == {"fsx-claim-neuron-burn-in"}
 
 
-def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(mounted):
+def test_a_retired_root_claim_fails_the_up_in_minutes_while_a_pod_holds_it(migrated):
     # pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion waits for a deleted claim to be
     # gone, 10 minutes unless the delete timeout says otherwise; metadata/overrides.go
     # allowsSkipAwaitWithDelete lists no PersistentVolumeClaim, so skipAwait would not help. The
     # pvc-protection finalizer keeps a claim a pod mounts until that pod ends. The timeout is stored
     # with the claim while it is declared, which is what its deletion by a later up uses.
     for namespace in ("default", "neuron-burn-in"):
-        claim = mounted.named(f"{namespace}-fsx-claim", CLAIM)
+        claim = migrated.named(f"{namespace}-fsx-claim", CLAIM)
         assert claim.lifecycle["customTimeouts"] == {"delete": "3m"}
-        assert "customTimeouts" not in mounted.named(f"{namespace}-fsx-claim-{namespace}", CLAIM).lifecycle
+        assert "customTimeouts" not in migrated.named(f"{namespace}-fsx-claim-{namespace}", CLAIM).lifecycle
 
 
 def test_migrated_points_the_workloads_at_the_directories_and_keeps_the_root_claims(plan_with):
@@ -794,8 +797,10 @@ def test_root_data_at_both_places_is_left_for_a_person_and_fails_the_job(tmp_pat
     ],
 )
 def test_root_data_owners_refusals(owners, message):
+    # A link left at the root by a stack that mounted it (refused on its own too: outside every directory).
+    at_root = {**CHECKPOINTS_LINK, "fileSystemPath": "/nemo_experiments"}
     with pytest.raises(ConfigError) as err:
-        storage = {"rootDataOwners": owners, "dataRepositories": [CHECKPOINTS_LINK]}
+        storage = {"rootDataOwners": owners, "dataRepositories": [at_root]}
         parse_stack_config({"region": "us-west-2", **SHARED, "storage": storage})
     assert message in str(err.value)
 
@@ -803,8 +808,12 @@ def test_root_data_owners_refusals(owners, message):
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-CHECKPOINTS_LINK = {"fileSystemPath": "/nemo_experiments", "s3Path": "s3://my-checkpoints/runs", "autoImport": []}
-EXPORT = {"schedule": "rate(6 hours)", "paths": ["/nemo_experiments"]}
+CHECKPOINTS_LINK = {
+    "fileSystemPath": "/default/nemo_experiments",
+    "s3Path": "s3://my-checkpoints/runs",
+    "autoImport": [],
+}
+EXPORT = {"schedule": "rate(6 hours)", "paths": ["/default/nemo_experiments"]}
 
 
 def test_checkpoints_are_exported_to_their_linked_bucket_on_a_schedule(plan_with):
@@ -821,7 +830,7 @@ def test_checkpoints_are_exported_to_their_linked_bucket_on_a_schedule(plan_with
         "FileSystemId": "fs-placeholder-fsx-training",
         "Type": "EXPORT_TO_REPOSITORY",
         # Relative to the file system's root, as the API takes them.
-        "Paths": ["nemo_experiments"],
+        "Paths": ["default/nemo_experiments"],
         "Report": {"Enabled": False},
     }
     # Created once the associations exist: before them a task has no bucket to go to.
@@ -863,7 +872,7 @@ def test_no_export_schedule_unless_the_stack_asks(dev, prod):
         (
             {"dataRepositories": [S3_LINK], "checkpointExport": EXPORT},
             {},
-            "storage.checkpointExport.paths[0] = '/nemo_experiments': no data repository is linked there "
+            "storage.checkpointExport.paths[0] = '/default/nemo_experiments': no data repository is linked there "
             "(storage.dataRepositories fileSystemPaths: '/default/datasets')",
         ),
         (
@@ -872,7 +881,7 @@ def test_no_export_schedule_unless_the_stack_asks(dev, prod):
                 "checkpointExport": EXPORT,
             },
             {},
-            "storage.checkpointExport.paths[0] = '/nemo_experiments': storage.dataRepositories[0] already exports it "
+            "storage.checkpointExport.paths[0] = '/default/nemo_experiments': storage.dataRepositories[0] already exports it "
             "automatically (autoExport ['NEW', 'CHANGED']), and FSx does not run automatic export and export tasks",
         ),
         (
@@ -917,5 +926,5 @@ def test_export_schedules_accepted(schedule):
     config = parse_stack_config({"region": "us-west-2", "storage": storage})
     assert config.storage.checkpoint_export is not None and config.storage.checkpoint_export.schedule == schedule
     # A path below the link's own is covered by it.
-    storage["checkpointExport"]["paths"] = ["/nemo_experiments/run-1/checkpoints"]
+    storage["checkpointExport"]["paths"] = ["/default/nemo_experiments/run-1/checkpoints"]
     assert parse_stack_config({"region": "us-west-2", "storage": storage}).storage.checkpoint_export

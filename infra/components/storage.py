@@ -20,11 +20,10 @@ what root wrote into it (before squash, or an S3 import) is given to that id. Tr
 (infra/specs/namespace_identity.py), so a `research` pod reaches `default`'s directory neither through
 its mount nor, once on a node, as root.
 
-Stacks whose namespaces mounted the root as `fsx-claim` move over in three ups
-(`storage.rootClaims`), none of which deletes a claim a pod may hold or hides data: the
-directory claims come next to the root claims, which stay what the workload stacks mount
-(`mounted`); once the data is moved the workload stacks are pointed at the directory claims
-(`migrated`); a later up deletes the root claims (`retired`).
+Stacks whose namespaces mounted the root as `fsx-claim` move over in two ups
+(`storage.rootClaims`), neither of which deletes a claim a pod may hold or hides data: the
+directory claims come next to the root claims, the root's entries move into the directories and
+the workload stacks are pointed at them (`migrated`); a later up deletes the root claims (`retired`).
 Destroy runs in dependency order: claims, volumes, the CSI driver, the associations, the file
 system, then its security group and subnet.
 
@@ -435,14 +434,6 @@ def directory_claim_name(claim: str, owner: str) -> str:
     return f"{claim}-{owner}"
 
 
-def mounted_claim_name(storage: StorageConfig, namespace: str) -> str:
-    """The claim ``namespace``'s pods mount at /shared: the root claim while storage.rootClaims is
-    ``mounted`` (its data is still at the root), else the claim on its own directory."""
-    return (
-        storage.claim_name if storage.root_claims == "mounted" else directory_claim_name(storage.claim_name, namespace)
-    )
-
-
 # How long `pulumi up` waits for a root claim to go once the stack retires it. pulumi-kubernetes
 # (pulumi/pulumi-kubernetes provider/pkg/await/await.go Deletion; metadata/overrides.go
 # DeletedCondition, whose skipAwait exception lists no PersistentVolumeClaim) deletes the claim and
@@ -578,10 +569,7 @@ class FsxStorage(pulumi.ComponentResource):
             deployment_type=storage.deployment_type,
             zone=zone_id,
             s3_links=_s3_links(storage),
-            claims={
-                ns: (self.root_claims if storage.root_claims == "mounted" else self.claims)[ns].metadata.name
-                for ns in namespaces
-            },
+            claims={ns: self.claims[ns].metadata.name for ns in namespaces},
         )
 
     @staticmethod
@@ -794,12 +782,7 @@ class FsxStorage(pulumi.ComponentResource):
             # no backups at all. copy_tags_to_backups stays unset: it is ForceNew there, so turning it on
             # would replace the file system and lose its data; backups carry the file system's id.
             automatic_backup_retention_days=args.backup_retention_days if persistent else None,
-            # Not while the namespaces still mount the root (storage.rootClaims `mounted`): their data is
-            # there, root's, and squash would lock them out of it. It comes on with `migrated`, when they
-            # mount their directories (docs/operations.md), and never goes off again by itself.
-            root_squash_configuration=root_squash_configuration(args.no_squash_nids)
-            if storage.root_claims != "mounted"
-            else None,
+            root_squash_configuration=root_squash_configuration(args.no_squash_nids),
             daily_automatic_backup_start_time=storage.backup_start_time
             if persistent and args.backup_retention_days
             else None,

@@ -369,13 +369,13 @@ class StorageConfig(ConfigModel):
         "`read-only` or `read-write`: it gets the claim `<claimName>-<owner>` for each (read-only: mounted `ro`).",
     )
     root_claims: Literal["mounted", "migrated", "retired"] = Field(
-        default="mounted",
-        description="The rollout of the per-namespace directories on a stack whose namespaces mounted the file "
-        "system's root as `<claimName>`. `mounted`: those root claims stay and are what the workload stacks mount; "
-        "each namespace's directory and its claim `<claimName>-<namespace>` are made next to them. `migrated` "
-        "(each namespace's data is in its directory: rootDataOwners): the workload stacks mount the directory "
-        "claims on their next up; the root claims stay for pods still holding them. `retired`: the root claims "
-        "are deleted (stop every pod that mounts one first: docs/operations.md). A new stack sets `retired`.",
+        default="retired",
+        description="The root claims `<claimName>` of a stack whose namespaces mounted the file system's root "
+        "(an older version's default, `mounted`, which is refused now: the pods run as their namespace's id and "
+        "cannot write the root). `migrated` (each namespace's data moved into its directory: rootDataOwners): the "
+        "workload stacks mount the directory claims `<claimName>-<namespace>`; the root claims stay for pods "
+        "still holding them. `retired`: there are none (stop every pod that mounts one first: "
+        "docs/operations.md).",
     )
     root_data_owners: dict[str, str] = Field(
         default={},

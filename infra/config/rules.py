@@ -1142,9 +1142,6 @@ def _software_problems(config: StackConfig) -> list[str]:
     directories = [f"/{n}" for n in config.training_namespaces]
     for i, repo in enumerate(config.storage.data_repositories):
         path = repo.file_system_path
-        # While the root claims are mounted, pods still see the whole tree.
-        if config.storage.root_claims == "mounted":
-            break
         if path.startswith("/") and not any(path == d or path.startswith(d + "/") for d in directories):
             problems.append(
                 f"{key_name(('storage', 'dataRepositories', i))}.fileSystemPath = {path!r}: outside every training "
@@ -1152,6 +1149,13 @@ def _software_problems(config: StackConfig) -> list[str]:
                 f"{directories}, such as {directories[0]}{path if path != '/' else '/data'}"
             )
     problems += namespace_id_problems(config)
+    if config.storage.root_claims == "mounted":
+        problems.append(
+            f"{key_name(('storage', 'rootClaims'))} = 'mounted': the training pods run as their namespace's id "
+            "(namespaceIds) and cannot write the file system's root; allowed: migrated, with the root's entries "
+            "given to their namespaces in storage.rootDataOwners (docs/operations.md, 'Moving a stack to "
+            "per-namespace directories'), or retired (the default) once no pod mounts a root claim"
+        )
     for namespace, owners in config.storage.shared_directories.items():
         key = key_name(("storage", "sharedDirectories", namespace))
         if namespace not in config.training_namespaces:
