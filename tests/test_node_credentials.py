@@ -86,7 +86,7 @@ def test_the_wall_check_would_see_an_open_rule() -> None:
     assert egress_reaches_metadata({})
     assert egress_reaches_metadata({"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]})
     assert egress_reaches_metadata({"to": [{"ipBlock": {"cidr": "0.0.0.0/1"}}, {"ipBlock": {"cidr": "128.0.0.0/1"}}]})
-    assert not egress_reaches_metadata(node_security.egress_except_instance_metadata())
+    assert not egress_reaches_metadata(node_security.egress_except_instance_metadata_and_lustre())
     assert not egress_reaches_metadata({"to": [{"podSelector": {}}]})
 
 
@@ -286,3 +286,45 @@ def test_no_node_component_depends_on_reaching_imds_from_the_pod_network(dev: Pl
     assert autoscaler_values("trn-dev", "us-west-2", "v1.35.2")["awsRegion"] == "us-west-2"
     # Neuron node recovery is the one left unverified: off unless a stack turns it on (docs/security.md).
     assert dev.outputs["features"]["neuronNodeRecovery"] is False
+
+
+def admitted_tcp_ports(rule: dict[str, Any]) -> set[int]:
+    """The TCP ports a NetworkPolicy egress rule admits (no `ports`: every one; a port's protocol
+    defaults to TCP; endPort makes it a range)."""
+    if "ports" not in rule:
+        return set(range(1, 65536))
+    return {
+        p
+        for entry in rule["ports"]
+        if entry.get("protocol", "TCP") == "TCP"
+        for p in range(entry["port"], entry.get("endPort", entry["port"]) + 1)
+    }
+
+
+def test_no_training_pod_may_speak_lustre_to_the_file_system_servers(
+    dev: PlanResult, prod: PlanResult, workloads_all: PlanResult, workloads_prod: PlanResult
+) -> None:
+    """FSx for Lustre believes the address and user ids a client sends, so a pod speaking LNet itself
+    could pose as any namespace's id, and from a core node (exempt from root squash) as root. The
+    wall admits every TCP port but Lustre's (988, 1018-1023) and every UDP port; no other egress rule
+    in a training namespace admits a Lustre port. endPort is honoured by the pinned agent
+    (aws/aws-network-policy-agent v1.2.7 pkg/fwruleprocessor/fw_rule_processor.go)."""
+    from infra.specs.lustre_nids import LUSTRE_PORTS
+
+    lustre = {p for low, high in LUSTRE_PORTS for p in range(low, high + 1)}
+    assert lustre == {988, 1018, 1019, 1020, 1021, 1022, 1023}
+    for cluster, workloads in ((dev, workloads_all), (prod, workloads_prod)):
+        namespaces = set(cluster.outputs["trainingNamespaces"])
+        policies = [
+            o
+            for plan in (cluster, workloads)
+            for o in kubernetes_objects(plan)
+            if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] in namespaces
+        ]
+        for policy in policies:
+            if "Egress" in policy["spec"]["policyTypes"]:
+                for rule in policy["spec"].get("egress", []):
+                    assert not admitted_tcp_ports(rule) & lustre, policy["metadata"]
+        wall = next(p for p in policies if p["metadata"]["name"] == "deny-instance-metadata")["spec"]["egress"][0]
+        assert admitted_tcp_ports(wall) == set(range(1, 65536)) - lustre
+        assert {"protocol": "UDP", "port": 1, "endPort": 65535} in wall["ports"]

@@ -47,8 +47,8 @@ from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, ROOT_SQUASH_EXEMPT_SELECTOR, helm_release
 from infra.config.models import SQUASHED_ID, CheckpointExportConfig, DataRepositoryConfig, StorageConfig
 from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
+from infra.specs.lustre_nids import LUSTRE_PORTS
 
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
 PROVISIONER = "fsx.csi.aws.com"
 STORAGE_CLASS = "fsx-lustre"
 CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"

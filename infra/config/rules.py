@@ -8,6 +8,7 @@ stops the program before any resource exists instead of half-way through `pulumi
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import date
@@ -35,7 +36,7 @@ from infra.config.models import (
     key_name,
 )
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
-from infra.facts.instances import NEURON_INSTANCE_TYPES, instance_hourly, trains
+from infra.facts.instances import INSTANCE_TYPES, NEURON_INSTANCE_TYPES, instance_hourly, trains
 from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
 from infra.facts.pins import (
     CHART_FEATURES,
@@ -591,9 +592,43 @@ def _size_problems(key: str, group: Any) -> list[str]:
 
 
 def _core_group_problems(config: StackConfig) -> list[str]:
-    return _cpu_group_problems(("coreNodeGroup",), config.core_node_group) + _cpu_group_problems(
-        ("jobNodeGroup",), config.job_node_group
+    return (
+        _cpu_group_problems(("coreNodeGroup",), config.core_node_group)
+        + _cpu_group_problems(("jobNodeGroup",), config.job_node_group)
+        + _core_subnet_problems(config)
     )
+
+
+# Addresses EKS asks to find free in a subnet it puts control-plane interfaces in (EKS user guide,
+# "View Amazon EKS networking requirements for VPC and subnets": at least six, 16 recommended), and
+# the five AWS reserves in every subnet (VPC user guide, "Subnet CIDR blocks").
+EKS_SUBNET_FREE_ADDRESSES = 16
+AWS_RESERVED_ADDRESSES = 5
+
+
+def _core_subnet_problems(config: StackConfig) -> list[str]:
+    """The core nodes and their pods live in the private subnets (the clients root squash exempts), which
+    also hold the control plane's interfaces: each must fit every core node at its pod limit, in case
+    they all land in one zone, and EKS's free addresses."""
+    try:
+        vpc = ipaddress.IPv4Network(config.network.vpc_cidr)
+    except ValueError:
+        return []  # refused by the network rules
+    slices = 2 * config.network.az_count
+    size = vpc.num_addresses >> math.ceil(math.log2(slices))
+    group = config.core_node_group
+    per_node = max(
+        (t.node.max_pods for n in group.instance_types if (t := INSTANCE_TYPES.get(n)) and t.node), default=0
+    )
+    needed = EKS_SUBNET_FREE_ADDRESSES + group.max_size * per_node
+    if size - AWS_RESERVED_ADDRESSES >= needed:
+        return []
+    return [
+        f"{key_name(('network', 'vpcCidr'))} = '{vpc}': its private subnets (/{32 - size.bit_length() + 1}, "
+        f"{size - AWS_RESERVED_ADDRESSES} usable addresses each with azCount {config.network.az_count}) hold the "
+        f"core nodes and their pods: coreNodeGroup.maxSize {group.max_size} x {per_node} pods, plus the "
+        f"{EKS_SUBNET_FREE_ADDRESSES} addresses EKS keeps free there, is {needed}; use a larger vpcCidr"
+    ]
 
 
 def _cpu_group_problems(loc: tuple[str, ...], group: Any) -> list[str]:

@@ -2,9 +2,10 @@
 
 Layout, per availability zone:
 - public subnet (primary CIDR): NAT gateways and internet-facing load balancers;
-- private subnet (primary CIDR): EKS control-plane network interfaces and internal load balancers;
-- node subnet (secondary CIDR): every node and, through the VPC CNI, every pod. Trainium
-  pods are many and IP-hungry, so they get the large 100.64.0.0/16-style block.
+- private subnet (primary CIDR): EKS control-plane network interfaces, internal load balancers, and
+  the core (system) nodes with their pods: the clients FSx's root squash exempts (infra/specs/lustre_nids.py);
+- node subnet (secondary CIDR): every other node (Trainium, job-support) and, through the VPC CNI,
+  its pods. Trainium pods are many and IP-hungry, so they get the large 100.64.0.0/16-style block.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
+# LNet's TCP ports on FSx for Lustre: the servers' acceptor (988) and the ports clients and servers
+# connect from (1018-1023); FSx user guide, "File system access control with Amazon VPC".
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
 MAX_NO_SQUASH_NIDS = 64
 NID_LENGTHS = (11, 43)
 NID_PATTERN = re.compile(r"^([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp$")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.specs.lustre_nids import LUSTRE_PORTS
+
 # One hop: the metadata service answers the node itself and host-network pods (the EKS Pod
 # Identity agent, the CloudWatch agent, the VPC CNI's aws-node, kube-proxy), and no pod on the pod
 # network, whose packets cross one more hop (the veth) and are dropped when the TTL runs out
@@ -42,15 +44,44 @@ def node_policies(session_manager: bool) -> tuple[str, ...]:
     return (WORKER_POLICY, REGISTRY_POLICY, *((SESSION_MANAGER_POLICY,) if session_manager else ()))
 
 
-def egress_except_instance_metadata() -> dict[str, Any]:
-    """An egress rule to everywhere but the instance metadata service.
+TCP_PORTS = (1, 65535)
+
+
+def ports_except(excluded: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """The TCP port ranges left of 1-65535 once ``excluded`` (sorted, inclusive ranges) are taken out."""
+    ranges, start = [], TCP_PORTS[0]
+    for low, high in excluded:
+        if start < low:
+            ranges.append((start, low - 1))
+        start = high + 1
+    if start <= TCP_PORTS[1]:
+        ranges.append((start, TCP_PORTS[1]))
+    return ranges
+
+
+def _port(protocol: str, low: int, high: int) -> dict[str, Any]:
+    return {"protocol": protocol, "port": low, **({"endPort": high} if high != low else {})}
+
+
+def egress_except_instance_metadata_and_lustre() -> dict[str, Any]:
+    """An egress rule to everywhere but the instance metadata service, on every UDP port and every TCP
+    port but Lustre's.
 
     NetworkPolicy is an allow-list: a policy with policyTypes [Egress] limits the pods it selects
     to the union of its rules and every other Egress policy's. So this rule alone leaves DNS, the
     API server, S3, ECR, Hugging Face, peers and the Pod Identity agent (169.254.170.23) reachable,
-    and 169.254.169.254 not.
+    and 169.254.169.254 not. Lustre's ports are left out because the file system trusts the address
+    and the user ids a client sends: a pod that spoke LNet to the servers itself would be believed,
+    as any namespace's id and, from a core node (exempt from root squash), as root. The mounts are
+    the kernel's, made from the FSx CSI node plugin in kube-system, which this rule does not select.
+    The VPC CNI's network policy agent honours endPort (aws/aws-network-policy-agent
+    pkg/fwruleprocessor/fw_rule_processor.go). Other protocols (ICMP, SCTP) are not admitted.
     """
-    return {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_IPV4_CIDR]}}]}
+    tcp = [_port("TCP", low, high) for low, high in ports_except(LUSTRE_PORTS)]
+    return {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_IPV4_CIDR]}}],
+        "ports": [*tcp, _port("UDP", *TCP_PORTS)],
+    }
 
 
 METADATA_POLICY_NAME = "deny-instance-metadata"
@@ -58,11 +89,16 @@ METADATA_POLICY_NAME = "deny-instance-metadata"
 
 def metadata_wall(namespace: str) -> dict[str, Any]:
     """The second wall after the hop limit: every pod of the namespace (podSelector {}) may send
-    anywhere but the instance metadata service. No other policy of ours opens egress, so the
-    union stays closed to it."""
+    anywhere but the instance metadata service, and to no Lustre port. No other policy of ours opens
+    egress, so the union stays closed to both. (Named for its first purpose: a new name would replace
+    the policy, leaving egress open in between.)"""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": METADATA_POLICY_NAME, "namespace": namespace},
-        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [egress_except_instance_metadata()]},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [egress_except_instance_metadata_and_lustre()],
+        },
     }
