@@ -294,3 +294,22 @@ def test_make_plan_base_on_an_unacknowledged_data_store_replacement(tmp_path, mo
     err = unwrapped(capsys.readouterr().err)
     assert heading in err
     assert "LustreFileSystem 'fsx-training' would be replaced" in err
+
+
+def test_a_stack_that_mounted_the_root_does_not_lose_sight_of_its_data_silently(plan_with, tmp_path):
+    # A stack of an older version mounted the file system's root (its default rootClaims was
+    # `mounted`); planned now with the key left out, its root claims and their static volumes are
+    # deleted and its pods mount their (empty) directories: the data stays at the root, unseen. The
+    # gate refuses it until the stack file says so, and the way forward is `migrated`
+    # (docs/operations.md).
+    write_plan(plan_with(storage={"rootClaims": "migrated"}), tmp_path / "base")
+    write_plan(plan_with(storage={"capacityGib": 1200}), tmp_path / "head")
+    refusals = _gate(tmp_path / "base", tmp_path / "head")
+    assert (
+        "trainium-eks/dev (Pulumi.dev.yaml): PersistentVolumeClaim 'default-fsx-claim' would be deleted, which "
+        "strands its data (its pods would mount something else, or nothing); undo the change that deletes it, or "
+        "name it in trainium-eks:replacementsAcknowledged with the reason"
+    ) in refusals
+    assert any("PersistentVolume 'fsx-claim-default' would be deleted" in r for r in refusals)
+    retired = {r.split("'")[1]: "no pod mounts the root claims (docs/operations.md)" for r in refusals}
+    assert not _gate(tmp_path / "base", tmp_path / "head", retired)

@@ -483,9 +483,9 @@ def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
     return refusals
 
 
-# Where data lives: replacing one deletes it (the FSx file system, the state bucket, a KMS key and
-# what it encrypted) or strands it (an association's link, a static volume or claim re-created
-# unbound to the data).
+# Where data lives: replacing or deleting one deletes it (the FSx file system, the state bucket, a KMS
+# key and what it encrypted) or strands it (an association's link; a static volume or claim re-created
+# unbound to the data, or gone, so that its pods mount an empty directory in its place).
 DATA_STORE_TYPES = (
     "aws:fsx/lustreFileSystem:LustreFileSystem",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
@@ -508,9 +508,11 @@ def data_store_replacement_refusals(
     head: dict[tuple[str, str], dict[str, Any]],
     acknowledged: dict[tuple[str, str], dict[str, str]],
 ) -> list[str]:
-    """Data-store replacements the change may not make, per stack. A replacement is allowed only
+    """Data-store replacements and deletions the change may not make, per stack. Either is allowed only
     where the stack file names the resource in ``<project>:replacementsAcknowledged`` (with its
-    reason, which the program requires), and never for one protected before and after: the engine
+    reason, which the program requires); a deleted one's name is acknowledged in the change that
+    deletes it, and refused as unknown once that has deployed. A replacement is never allowed for one
+    protected before and after: the engine
     refuses to replace such a resource ("unable to replace resource ... as it is currently marked for
     protection", pulumi/pulumi pkg/resource/deploy/step_generator.go, generateSteps, at v3.259.0, the
     newest tag readable here (the pin is 3.272.0), and unchanged at its newest commit: checked when
@@ -523,7 +525,15 @@ def data_store_replacement_refusals(
         key = f"{d.project}:{ACKNOWLEDGEMENT_KEY}"
         names = acknowledged.get((d.project, d.stack), {})
         for c in d.changes:
-            if c.kind != "replace" or c.type not in DATA_STORE_TYPES:
+            if c.kind not in ("replace", "delete") or c.type not in DATA_STORE_TYPES:
+                continue
+            if c.kind == "delete":
+                if c.name not in names:
+                    refusals.append(
+                        f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be deleted, which strands its data "
+                        f"(its pods would mount something else, or nothing); undo the change that deletes it, or "
+                        f"name it in {key} with the reason"
+                    )
                 continue
             plans = (base.get((d.project, d.stack)), head.get((d.project, d.stack)))
             if all(_protected(plan, c.urn) for plan in plans):
@@ -541,7 +551,7 @@ def data_store_replacement_refusals(
             r["name"]
             for r in (head.get((d.project, d.stack)) or {}).get("resources", [])
             if r["type"] in DATA_STORE_TYPES
-        }
+        } | {c.name for c in d.changes if c.kind == "delete" and c.type in DATA_STORE_TYPES}
         for name in sorted(set(names) - stores):
             refusals.append(
                 f"{where}: {key}.{name}: no data store of this stack is named {name!r} (allowed: "
