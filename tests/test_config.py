@@ -836,12 +836,13 @@ def test_each_training_namespace_has_its_own_id(ids, message):
 
 
 def test_the_private_subnets_must_hold_the_core_nodes_and_their_pods():
-    # A /24 VPC over three zones leaves /27 private subnets (27 usable); three m6i.large core nodes
-    # (29 pods each: infra/facts/instances.py) and EKS's 16 free addresses need 103.
+    # A /24 VPC over three zones leaves /27 private subnets (27 usable); three m6i.large core nodes and
+    # two more during an update, each its own address and 29 pods (infra/facts/instances.py), and EKS's
+    # 16 free addresses need 166.
     message = refused(with_changes(network={"vpcCidr": "10.0.0.0/24", "secondaryCidr": "100.64.0.0/16", "azCount": 3}))
     assert (
         "network.vpcCidr = '10.0.0.0/24': its private subnets (/27, 27 usable addresses each with azCount 3) hold "
-        "the core nodes and their pods: coreNodeGroup.maxSize 3 x 29 pods, plus the 16 addresses EKS keeps free "
-        "there, is 103; use a larger vpcCidr"
+        "the core nodes and their pods: coreNodeGroup.maxSize 3 and 2 more during an update, 30 addresses each, "
+        "plus the 16 EKS keeps free there, is 166; use a larger vpcCidr"
     ) in message
     assert parse_stack_config(with_changes(network={"vpcCidr": "10.0.0.0/22", "secondaryCidr": "100.64.0.0/16"}))

@@ -604,6 +604,7 @@ def _core_group_problems(config: StackConfig) -> list[str]:
 # the five AWS reserves in every subnet (VPC user guide, "Subnet CIDR blocks").
 EKS_SUBNET_FREE_ADDRESSES = 16
 AWS_RESERVED_ADDRESSES = 5
+UPDATE_SURGE_PER_ZONE = 2
 
 
 def _core_subnet_problems(config: StackConfig) -> list[str]:
@@ -617,17 +618,21 @@ def _core_subnet_problems(config: StackConfig) -> list[str]:
     slices = 2 * config.network.az_count
     size = vpc.num_addresses >> math.ceil(math.log2(slices))
     group = config.core_node_group
-    per_node = max(
+    # A node's own address and one per pod; an update adds up to two nodes per zone before it drains any
+    # (EKS user guide, "Understand each phase of node updates": the scale-up phase raises the group by up
+    # to twice its number of zones).
+    per_node = 1 + max(
         (t.node.max_pods for n in group.instance_types if (t := INSTANCE_TYPES.get(n)) and t.node), default=0
     )
-    needed = EKS_SUBNET_FREE_ADDRESSES + group.max_size * per_node
+    needed = EKS_SUBNET_FREE_ADDRESSES + (group.max_size + UPDATE_SURGE_PER_ZONE) * per_node
     if size - AWS_RESERVED_ADDRESSES >= needed:
         return []
     return [
         f"{key_name(('network', 'vpcCidr'))} = '{vpc}': its private subnets (/{32 - size.bit_length() + 1}, "
         f"{size - AWS_RESERVED_ADDRESSES} usable addresses each with azCount {config.network.az_count}) hold the "
-        f"core nodes and their pods: coreNodeGroup.maxSize {group.max_size} x {per_node} pods, plus the "
-        f"{EKS_SUBNET_FREE_ADDRESSES} addresses EKS keeps free there, is {needed}; use a larger vpcCidr"
+        f"core nodes and their pods: coreNodeGroup.maxSize {group.max_size} and {UPDATE_SURGE_PER_ZONE} more during "
+        f"an update, {per_node} addresses each, plus the {EKS_SUBNET_FREE_ADDRESSES} EKS keeps free there, is "
+        f"{needed}; use a larger vpcCidr"
     ]
 
 
