@@ -43,8 +43,8 @@ GENERAL_PURPOSE_TYPES = {
 
 
 def instance_type_answer(instance_type: str) -> dict:
-    """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from its row in
-    infra/facts/instances.py (the device memory is a stand-in: the program does not read it)."""
+    """What ``ec2:DescribeInstanceTypes`` should say about a Neuron type, built from its row in
+    infra/facts/instances.py (for Trainium2 EC2 says otherwise, and from_ec2 keeps the row's figures)."""
     facts = NEURON_INSTANCE_TYPES[instance_type]
     return {
         "id": instance_type,
@@ -58,7 +58,7 @@ def instance_type_answer(instance_type: str) -> dict:
                 "coreCount": facts.cores_per_device,
                 "name": facts.accelerator.name,
                 "coreVersion": facts.accelerator.core_version,
-                "memorySize": 32768,
+                "memorySize": facts.device_memory_gib * 1024,
             }
         ],
         "instanceDisks": (
