@@ -223,8 +223,10 @@ def test_every_row_is_complete_and_cites_its_figures():
         assert row.node is not None or row.on_demand, f"{name}: a row with no facts"
         if row.node is not None:
             assert row.node.vcpus > 0 and row.node.memory_mib > 0 and row.node.max_pods > 2, name
-            assert "eni-max-pods.txt" in row.node.source or "eni_max_pods.go" in row.node.source or (
-                "instance-info.jsonl" in row.node.source
+            assert (
+                "eni-max-pods.txt" in row.node.source
+                or "eni_max_pods.go" in row.node.source
+                or ("instance-info.jsonl" in row.node.source)
             ), name
         # A general-purpose price is known in every region of the price table or in none (then the cost
         # report says unknown); a Neuron type's in the regions it is offered in (infra/facts/regions.py).
@@ -411,3 +413,43 @@ def test_no_code_tests_an_instance_type_by_its_name():
     }
     found |= {f"__main__.py:{line}" for line in _prefix_tests(ast.parse((REPO_ROOT / "__main__.py").read_text()))}
     assert not found, "read the fact from infra/facts/instances.py instead: " + ", ".join(sorted(found))
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "ec2_devices", "devices", "cores", "interfaces", "label"),
+    [
+        # EC2's NeuronInfo as it is: none for trn2u.48xlarge, 512 GiB per device for trn2.
+        ("trn2u.48xlarge", [], 16, 64, 16, "trn2u-48xl"),
+        ("trn2.3xlarge", [SimpleNamespace(count=1, core_count=8, memory_size=524288)], 1, 4, 1, "trn2-3xl"),
+    ],
+)
+def test_a_trainium2_group_deployed_from_ec2s_answer(instance_type, ec2_devices, devices, cores, interfaces, label):
+    """The node group a deploy builds from EC2's look-up: the Neuron docs' devices and cores, EC2's EFA
+    cards (card 0 `efa` at device index 0, the rest `efa-only` at 1), the seeds' label and the Neuron taint."""
+    from infra.components.accelerators import group_spec
+    from infra.config.models import AcceleratorNodeGroupConfig, FeaturesConfig
+    from infra.specs.node_template import NEURON_TAINT
+    from infra.specs.placement import Zone
+    from infra.specs.system_capacity import node_allocatable
+
+    table = NEURON_INSTANCE_TYPES[instance_type]
+    ec2 = SimpleNamespace(
+        neuron_devices=ec2_devices,
+        instance_disks=[SimpleNamespace(count=table.nvme_disks, type="ssd", size=table.nvme_disk_gb)],
+        maximum_network_cards=table.network_cards,
+        efa_supported=True,
+    )
+    group = AcceleratorNodeGroupConfig(name="trn2-ng", instance_type=instance_type, max_size=4)
+    spec = group_spec(
+        group,
+        instances.from_ec2(instance_type, ec2),
+        Zone("ap-south-2a", "aps2-az1"),
+        node_allocatable(instance_type, FeaturesConfig(), accelerator=True),
+    )
+    output = spec.output()
+    assert (output["neuronDevices"], output["neuronCores"], output["efaInterfaces"]) == (devices, cores, interfaces)
+    assert [(i.network_card_index, i.device_index, i.interface_type) for i in spec.interfaces] == [
+        (card, 0 if card == 0 else 1, "efa" if card == 0 else "efa-only") for card in range(interfaces)
+    ]
+    assert spec.labels["instance-type"] == label and spec.labels["vpc.amazonaws.com/efa.present"] == "true"
+    assert NEURON_TAINT in spec.taints and spec.allocatable is not None

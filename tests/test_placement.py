@@ -90,7 +90,9 @@ def test_trainium2_is_placed_where_the_offering_read_saw_it_and_refused_by_zone_
     )
     # ...and the zone choice refuses a region none of whose zones offers the type.
     us_east_2 = [Zone(n, i) for n, i in fixtures.ZONES["us-east-2"]]
-    with pytest.raises(ConfigError, match=r"no zone of us-east-2 offers all of trn2u\.48xlarge \(trn2u\.48xlarge: none\)"):
+    with pytest.raises(
+        ConfigError, match=r"no zone of us-east-2 offers all of trn2u\.48xlarge \(trn2u\.48xlarge: none\)"
+    ):
         choose_placement(us_east_2, fixtures.OFFERINGS["us-east-2"], config.accelerator_node_groups, 2, "us-east-2")
     ap_south_2 = [Zone(n, i) for n, i in fixtures.ZONES["ap-south-2"]]
     groups = [group("u", "trn2u.48xlarge"), group("t", "trn2.48xlarge"), group("s", "trn2.3xlarge")]

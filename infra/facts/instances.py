@@ -5,9 +5,10 @@ specs and labels, the system-node fit, the cost estimate and the cost policy, th
 test's all-reduce floor and the offline plan's EC2 answers all read it. No code decides anything
 from a type's name.
 
-When deploying, the counts EC2 knows (Neuron devices and cores, network cards, EFA, NVMe) come
-from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
-from this same table, so both paths share one code path. Which zones offer a type is a fact of
+When deploying, the counts EC2 knows (Neuron devices, cores and device memory, network cards, EFA,
+NVMe) come from the EC2 instance-type look-up (``from_ec2``), except the device figures of Trainium2,
+which EC2 gets wrong (``Accelerator.ec2_neuron_info_wrong``); the offline plan's mocks answer that
+look-up from this same table, so both paths share one code path. Which zones offer a type is a fact of
 the account, not of the type: a deploy looks it up, the offline plan and the policy pack read
 ``infra/facts/regions.py``.
 """

@@ -2,8 +2,9 @@
 
 Zones and offerings come from infra/facts/regions.py, every region where the catalog's Neuron
 types are offered, each with its source and date. Zone names map to zone ids differently in every
-account: the names are realistic examples, not the truth for your account, and outside us-west-2,
-us-east-1 and us-east-2 the zone ids offering a type are examples too (only the region is known).
+account: the names are realistic examples, not the truth for your account, and in the regions whose
+zones are not sourced (``zones_sourced`` False) the zone ids offering a type are examples too (only
+the region is known).
 A real deploy looks everything up.
 """
 
