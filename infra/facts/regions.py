@@ -11,13 +11,14 @@ Sources, each region's entry naming its own:
   price list API), as vendored in tsaol/aws-gpu data/{trn1,trn1n,trn2,inf2}_instances.js at
   7412fd256c5e (its files say "Last updated: 2026-01-21"; read 2026-11-28). A region is listed
   where that data holds an on-demand price for the type. trn2.48xlarge has no price and no region
-  there (marked "preview"): its only entry is the seed stacks' us-east-2 one below.
+  there (marked "preview"): its entries come from the Trainium2 read below and the seed stacks.
 - Zones: an AZ id is the same physical zone in every account, a zone *name* is mapped per account
   (AWS Regions and Availability Zones guide, "AZ IDs" and "AWS Availability Zones", which also
   says every Region has at least three zones; read 2026-11-28). The names here are realistic
   examples, never the truth for an account.
-- Which zones offer a type: known only for us-west-2, us-east-1 and us-east-2, from the seed
-  stacks this repository was built with (usw2-az4, use1-az6, use2-az3 for Trainium); for every
+- Which zones offer a type: known for us-west-2, us-east-1 and us-east-2, from the seed stacks
+  this repository was built with (usw2-az4, use1-az6, use2-az3 for Trainium), and for the
+  Trainium2-only regions ap-south-2 and ap-southeast-4 from the Trainium2 read below; for every
   other region only the region is known (searched 2026-11-28: EC2 docs, the Trainium and Neuron
   pages, the EKS user guide; no per-zone list found), so its zones and their offerings are
   examples (``zones_sourced`` False) and the policy pack does not check a zone there.
