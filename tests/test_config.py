@@ -135,6 +135,17 @@ def test_non_neuron_instance_type():
     assert "allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge" in message
 
 
+@pytest.mark.parametrize("instance_type", ["trn3.48xlarge", "trn3p.48xlarge", "trn3pds.48xlarge"])
+def test_trainium3_names_are_refused_as_undocumented(instance_type):
+    # Names AWS software uses for Trainium3 (the Neuron chart, aws-dranet, the Neuron driver) that EC2
+    # documents as no instance type: refused, saying so, before anything is looked up.
+    message = refused(with_changes(acceleratorNodeGroups=[group(instanceType=instance_type)]))
+    assert f"acceleratorNodeGroups[0].instanceType = '{instance_type}': not a supported Neuron instance type" in message
+    assert "AWS documents no Trainium3 (trn3) instance type yet" in message
+    assert "list Trn1, Trn1n, Trn2 and Trn2u only" in message
+    assert "trn2u.48xlarge, trn2.3xlarge" in message
+
+
 def test_unknown_instance_type():
     assert "instanceType = 'trn9.64xlarge'" in refused(
         with_changes(acceleratorNodeGroups=[group(instanceType="trn9.64xlarge")])

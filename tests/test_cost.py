@@ -201,12 +201,13 @@ def test_every_price_names_its_source_and_date():
                     assert price.copied_from == (None if region == "us-east-1" else "us-east-1"), (region, key)
                     # ... which is what the report's region-wide note says.
                     assert price.copied_from == prices.copied_from(region), (region, key)
-    # Every region and Neuron type the offering table lists has its price, but trn2.48xlarge, for
-    # which the price data lists none (unknown, never zero).
+    # Every region and Neuron type the offering table lists has its price, but the Trainium2 types, for
+    # which the price list holds only Capacity Block products (unknown, never zero).
+    trainium2 = {"trn2.48xlarge", "trn2u.48xlarge", "trn2.3xlarge"}
     for region, facts in NEURON_REGIONS.items():
         for instance_type in facts.offerings:
             price = instance_hourly(region, instance_type)
-            assert (price is None) == (instance_type == "trn2.48xlarge"), (region, instance_type)
+            assert (price is None) == (instance_type in trainium2), (region, instance_type)
     # Outside the regions the general-purpose and service figures were read for, they are unknown.
     assert instance_hourly("eu-north-1", "m6i.4xlarge") is None
     assert prices.service_price("eu-north-1", prices.NAT_GATEWAY) is None

@@ -70,3 +70,37 @@ def test_more_accelerator_zones_than_az_count_is_refused():
         ConfigError, match=r"network.azCount = 2: accelerator groups need zones usw2-az1, usw2-az3, usw2-az4"
     ):
         choose_placement(US_WEST_2, OFFERS, groups, 2, "us-west-2")
+
+
+def test_trainium2_is_placed_where_the_offering_read_saw_it_and_refused_by_zone_elsewhere():
+    from infra.facts.neuron import COMPATIBLE_AMI_RELEASES
+    from infra.facts.versions import KUBERNETES_VERSION
+    from infra.validate import parse_stack_config
+
+    # The Trainium2 types have no on-demand price, so the region check before the look-up leaves them to
+    # the zone choice (their only region list is one account's read): the stack config is accepted...
+    release = COMPATIBLE_AMI_RELEASES[KUBERNETES_VERSION][0]
+    config = parse_stack_config(
+        {
+            "region": "us-east-2",
+            "acceleratorNodeGroups": [
+                {"name": "trn2u-ng", "instanceType": "trn2u.48xlarge", "maxSize": 4, "amiReleaseVersion": release}
+            ],
+        }
+    )
+    # ...and the zone choice refuses a region none of whose zones offers the type.
+    us_east_2 = [Zone(n, i) for n, i in fixtures.ZONES["us-east-2"]]
+    with pytest.raises(
+        ConfigError, match=r"no zone of us-east-2 offers all of trn2u\.48xlarge \(trn2u\.48xlarge: none\)"
+    ):
+        choose_placement(us_east_2, fixtures.OFFERINGS["us-east-2"], config.accelerator_node_groups, 2, "us-east-2")
+    ap_south_2 = [Zone(n, i) for n, i in fixtures.ZONES["ap-south-2"]]
+    groups = [group("u", "trn2u.48xlarge"), group("t", "trn2.48xlarge"), group("s", "trn2.3xlarge")]
+    placement = choose_placement(ap_south_2, fixtures.OFFERINGS["ap-south-2"], groups, 2, "ap-south-2")
+    assert placement.accelerator_zone.id == "aps2-az1"
+    # trn2.3xlarge in ap-southeast-4: apse4-az3 only.
+    ap_southeast_4 = [Zone(n, i) for n, i in fixtures.ZONES["ap-southeast-4"]]
+    placement = choose_placement(
+        ap_southeast_4, fixtures.OFFERINGS["ap-southeast-4"], [group("s", "trn2.3xlarge")], 2, "ap-southeast-4"
+    )
+    assert placement.accelerator_zone.id == "apse4-az3"

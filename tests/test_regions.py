@@ -28,26 +28,42 @@ PLANNED_BY_DEFAULT = ("eu-north-1", "ap-northeast-2")
 PLANNED = list(NEURON_REGIONS) if os.environ.get("PLAN_EVERY_REGION") == "1" else list(PLANNED_BY_DEFAULT)
 
 
+TRAINIUM2 = ("trn2.48xlarge", "trn2u.48xlarge", "trn2.3xlarge")
+
+
 def test_the_table_covers_every_region_with_its_sources():
-    assert TRAINIUM_REGIONS == ["us-west-2", "us-east-1", "us-east-2"]
+    assert TRAINIUM_REGIONS == ["us-west-2", "us-east-1", "us-east-2", "sa-east-1", "ap-south-2", "ap-southeast-4"]
     for name, region in NEURON_REGIONS.items():
         assert region.offerings and set(region.offerings) <= set(NEURON_INSTANCE_TYPES), name
         assert len(region.zones) >= 3 and all(
             zone_id.endswith(tuple(f"-az{n}" for n in range(1, 10))) for _, zone_id in region.zones
         )
         assert all(z in region.zone_ids for zones in region.offerings.values() for z in zones), name
-        assert "vantage" in region.source and region.as_of == "2026-11-28", name
+        assert region.as_of == "2026-11-28", name
+        # A region comes from the price list, or (Trainium2 alone) from the third-party offering read,
+        # which every one of its types then names as such.
+        assert "vantage" in region.source or set(region.offerings) <= set(TRAINIUM2), name
+        assert "vantage" in region.source or "third-party" in region.source, name
         # The zone names are the region's; the ids are one region's (the same prefix).
         assert all(zone.startswith(name) for zone, _ in region.zones), name
         assert len({zone_id.split("-az")[0] for zone_id in region.zone_ids}) == 1, name
         # Zones of a region known only as a region say they are examples.
-        assert region.zones_sourced == (name in TRAINIUM_REGIONS), name
+        assert region.zones_sourced == (name in TRAINIUM_REGIONS and name != "sa-east-1"), name
         assert region.zones_sourced or "examples" in region.source, name
+        # Every Trainium2 offering names the one account's read it comes from (partly verified).
+        for instance_type in set(region.offerings).intersection(TRAINIUM2):
+            assert "third-party" in region.offering_sources[instance_type], (name, instance_type)
+            assert "partly verified" in region.offering_sources[instance_type], (name, instance_type)
         # Every piece the offline plan needs: zones, offerings, the add-on registry, a price per type.
         assert fixtures.ZONES[name] == list(region.zones) and name in fixtures.OFFERINGS
         assert name in EKS_ADDON_REGISTRIES, name
         for instance_type in region.offerings:
-            assert (instance_hourly(name, instance_type) is None) == (instance_type == "trn2.48xlarge")
+            assert (instance_hourly(name, instance_type) is None) == (instance_type in TRAINIUM2)
+    assert "seed stacks" in NEURON_REGIONS["us-east-2"].offering_sources["trn2.48xlarge"]
+    assert regions_offering(["trn2.48xlarge"]) == ["us-east-2", "ap-south-2"]
+    assert regions_offering(["trn2u.48xlarge"]) == ["ap-south-2"]
+    assert regions_offering(["trn2.3xlarge"]) == ["sa-east-1", "ap-south-2", "ap-southeast-4"]
+    assert NEURON_REGIONS["ap-southeast-4"].offerings["trn2.3xlarge"] == {"apse4-az3"}
     # Zone ids are one physical zone whichever account: no id is in two regions.
     ids = [z for region in NEURON_REGIONS.values() for z in region.zone_ids]
     assert len(ids) == len(set(ids))
@@ -83,7 +99,11 @@ def test_dev_plans_in_every_region(region, tmp_path, capsys):
     # unknown, never $0.000; the accelerator groups are priced (read for this region).
     if region not in ("us-east-1", "us-east-2", "us-west-2"):
         assert "cluster idle unknown (no line has a price)" in text and "$0.000/h" not in text
-    assert "full scale at least $" in text or "full scale $" in text
+    if all(instance_hourly(region, t) is None for t in NEURON_REGIONS[region].offerings):
+        # Trainium2 alone, which has no on-demand list price: unknown, never $0.
+        assert "full scale unknown (no line has" in text
+    else:
+        assert "full scale at least $" in text or "full scale $" in text
 
 
 def test_a_region_without_any_neuron_type_is_refused_before_anything_is_planned(tmp_path):

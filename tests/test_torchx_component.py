@@ -207,7 +207,8 @@ def test_the_cli_finds_the_shared_launch_code_from_any_directory(workloads_dev: 
 
 def test_the_component_refuses_instance_types_without_efa() -> None:
     with pytest.raises(
-        ValueError, match="instance_type 'inf2.xlarge': allowed: trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"
+        ValueError,
+        match="instance_type 'inf2.xlarge': allowed: trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge",
     ):
         trn1_dist_ddp(image="x", instance_type="inf2.xlarge")
 

@@ -36,7 +36,13 @@ from infra.config.models import (
     key_name,
 )
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
-from infra.facts.instances import INSTANCE_TYPES, NEURON_INSTANCE_TYPES, instance_hourly, trains
+from infra.facts.instances import (
+    INSTANCE_TYPES,
+    NEURON_INSTANCE_TYPES,
+    TRAINIUM3_UNDOCUMENTED,
+    instance_hourly,
+    trains,
+)
 from infra.facts.neuron import BURN_IN_IMAGE, compatible_release_hint, images_for, incompatibilities
 from infra.facts.pins import (
     CHART_FEATURES,
@@ -727,7 +733,8 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
         facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
         if facts is None:
             problems.append(
-                f"{key}.instanceType = {group.instance_type!r}: not a supported Neuron instance type; allowed: {allowed_types}"
+                f"{key}.instanceType = {group.instance_type!r}: not a supported Neuron instance type; allowed: "
+                f"{allowed_types} ({TRAINIUM3_UNDOCUMENTED})"
             )
             continue
         if group.efa and not facts.efa_supported:

@@ -5,9 +5,10 @@ specs and labels, the system-node fit, the cost estimate and the cost policy, th
 test's all-reduce floor and the offline plan's EC2 answers all read it. No code decides anything
 from a type's name.
 
-When deploying, the counts EC2 knows (Neuron devices and cores, network cards, EFA, NVMe) come
-from the EC2 instance-type look-up (``from_ec2``); the offline plan's mocks answer that look-up
-from this same table, so both paths share one code path. Which zones offer a type is a fact of
+When deploying, the counts EC2 knows (Neuron devices, cores and device memory, network cards, EFA,
+NVMe) come from the EC2 instance-type look-up (``from_ec2``), except the device figures of Trainium2,
+which EC2 gets wrong (``Accelerator.ec2_neuron_info_wrong``); the offline plan's mocks answer that
+look-up from this same table, so both paths share one code path. Which zones offer a type is a fact of
 the account, not of the type: a deploy looks it up, the offline plan and the policy pack read
 ``infra/facts/regions.py``.
 """
@@ -24,13 +25,33 @@ from infra.facts.regions import VANTAGE_READ
 # Pages the figures were read from (2026-11-27), one per family.
 _NEURON_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/"
 _TRN1_PAGE = _NEURON_DOCS + "trn1-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: trainium.html)"
-_TRN2_PAGE = _NEURON_DOCS + "trn2-arch.html (16 Trainium2 devices, 192 vCPUs, 2,048 GiB host memory)"
+_TRN2_PAGE = (
+    _NEURON_DOCS + "trn2-arch.html (16 Trainium2 devices, 192 vCPUs, 2,048 GiB host memory, 1,536 GiB device memory: "
+    "the same for trn2.48xlarge and trn2u.48xlarge; aws-neuron/aws-neuron-sdk 81ce03a "
+    "about-neuron/arch/neuron-hardware/trn2-arch.rst); trainium2.html (8 NeuronCore-v3 and 96 GiB per device: "
+    "trainium2.rst); logical-neuroncore-config.rst (LNC 1 or 2, 2 the default on Trn2)"
+)
 _INF2_PAGE = _NEURON_DOCS + "inf2-arch.html (devices, vCPUs, host memory; 2 NeuronCore-v2 per device: inferentia2.html)"
 _EC2_ONLY = (
-    "network cards, EFA and NVMe disks not read from a page here: a deploy reads them from "
+    "a deploy reads network cards, EFA and NVMe disks (and the devices where EC2 has them right) from "
     "ec2:DescribeInstanceTypes (from_ec2), and the table is what the offline plan answers in its place"
 )
 _MAX_PODS = "max pods: aws/amazon-vpc-cni-k8s misc/eni-max-pods.txt at v1.22.0-234-gb52188387"
+# EC2's "Specifications for Amazon EC2 accelerated computing instances" (read 2026-11-28): vCPUs, memory,
+# network cards, interfaces and IPs per interface, EFA, instance store. Its accelerator columns are wrong
+# for Trainium2 (see TRAINIUM2): the device figures come from the Neuron docs.
+_EC2_SPECS_PAGE = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
+_EC2_SPECS = (
+    f"{_EC2_SPECS_PAGE} (vCPUs, memory, Trainium and Inferentia2 device memory, network cards, network interfaces, "
+    "IPs per interface, EFA, instance store)"
+)
+# nodeadm's max pods, the VPC CNI formula "# of ENI on default network card * (# of IPv4 per ENI - 1) + 2"
+# (awslabs/amazon-eks-ami v20260724 nodeadm/internal/kubelet/eni_max_pods.go calculateStandardMaxPods) over
+# its table nodeadm/internal/kubelet/instance-info.jsonl.
+_NODEADM_MAX_PODS = (
+    "max pods: awslabs/amazon-eks-ami v20260724 nodeadm/internal/kubelet/instance-info.jsonl "
+    "(defaultMaxENIs {enis}, ipv4AddressesPerInterface {ips}: {enis} x ({ips} - 1) + 2)"
+)
 _EC2_SIZES = "vCPUs and MiB: the EC2 instance type; " + _MAX_PODS
 
 # General-purpose instance prices (read 2026-11-22): every figure was read for us-east-1 (or a page that gives one
@@ -125,10 +146,27 @@ class Accelerator:
     core_version: int  # NeuronCore-v<n>
     # Runs the training images, so the Neuron driver/runtime compatibility rules apply to its groups.
     trains: bool
+    # Why a deploy keeps the table's device count, cores and device memory instead of EC2's NeuronInfo
+    # for this device (from_ec2); None: EC2's figures are used.
+    ec2_neuron_info_wrong: str | None = None
 
 
 TRAINIUM = Accelerator("Trainium", core_version=2, trains=True)
-TRAINIUM2 = Accelerator("Trainium2", core_version=3, trains=True)
+# EC2 lists 512 GiB per Trainium2 (8,192 GiB on trn2.48xlarge) where the Neuron docs give 96 GiB
+# (1,536 GiB), and no accelerator at all for trn2u.48xlarge ("Accelerators: No"), on its
+# specifications page; a third-party account's ec2:DescribeInstanceTypes of 2026-10-03 saw the same
+# (MemoryInfo.SizeInMiB 524288 per Trainium2, an empty NeuronInfo for trn2u.48xlarge). Taken from
+# EC2, a trn2u group would get 0 devices and no aws.amazon.com/neuron request.
+TRAINIUM2 = Accelerator(
+    "Trainium2",
+    core_version=3,
+    trains=True,
+    ec2_neuron_info_wrong=(
+        f"EC2 reports 512 GiB per Trainium2 and no Neuron devices for trn2u.48xlarge ({_EC2_SPECS_PAGE} "
+        "Performance specifications; a third-party ec2:DescribeInstanceTypes of 2026-10-03 agrees); the Neuron "
+        "docs' figures stand"
+    ),
+)
 INFERENTIA2 = Accelerator("Inferentia2", core_version=2, trains=False)
 
 
@@ -164,6 +202,8 @@ class InstanceFacts:
     # Logical NeuronCore config the Neuron runtime defaults to: trn2 pairs two physical
     # cores into one logical core (LNC=2), so the device plugin advertises half of them.
     logical_nc_config: int
+    # High-bandwidth memory of one device (GiB).
+    device_memory_gib: int
     network_cards: int
     efa_supported: bool
     nvme_disks: int
@@ -179,6 +219,10 @@ class InstanceFacts:
     def neuron_cores(self) -> int:
         """NeuronCores the device plugin advertises as ``aws.amazon.com/neuroncore``."""
         return self.physical_neuron_cores // self.logical_nc_config
+
+    @property
+    def device_memory_gib_total(self) -> int:
+        return self.neuron_devices * self.device_memory_gib
 
     @property
     def max_efa_interfaces(self) -> int:
@@ -219,6 +263,7 @@ def _neuron(
     *,
     devices: int,
     cores_per_device: int,
+    memory_gib: int,
     cards: int,
     efa: bool,
     nvme: tuple[int, int | None],
@@ -229,7 +274,18 @@ def _neuron(
     source: str,
 ) -> InstanceType:
     facts = InstanceFacts(
-        name, accelerator, devices, cores_per_device, lnc, cards, efa, nvme[0], nvme[1], floor, f"{source}; {_EC2_ONLY}"
+        name,
+        accelerator,
+        devices,
+        cores_per_device,
+        lnc,
+        memory_gib,
+        cards,
+        efa,
+        nvme[0],
+        nvme[1],
+        floor,
+        f"{source}; {_EC2_SPECS}; {_EC2_ONLY}",
     )
     return InstanceType(name, node, on_demand or {}, facts)
 
@@ -244,14 +300,18 @@ def _general(name: str, node: tuple[int, int, int] | None, usd: float | None) ->
     )
 
 
-# Rows in this order: validation lists the Neuron types in it. trn2.48xlarge has no on-demand
-# price: none with a source was found (searched again 2026-11-28: the price data above lists none).
+# Rows in this order: validation lists the Neuron types in it. No Trainium2 type has an on-demand
+# price, unknown and never zero: the price data above lists none, and the AWS price list API holds
+# only Capacity Block products (marketoption CapacityBlock) for trn2.48xlarge and nothing for
+# trn2u.48xlarge or trn2.3xlarge (a third-party account's pricing get-products of 2026-10-03). A
+# Capacity Block's price is the one EC2 quotes for that block when it is bought.
 INSTANCE_TYPES: dict[str, InstanceType] = {
     row.name: row
     for row in (
         _neuron(
             "trn1.2xlarge",
             TRAINIUM,
+            memory_gib=32,
             devices=1,
             cores_per_device=2,
             cards=1,
@@ -264,6 +324,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "trn1.32xlarge",
             TRAINIUM,
+            memory_gib=32,
             devices=16,
             cores_per_device=2,
             cards=8,
@@ -277,6 +338,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "trn1n.32xlarge",
             TRAINIUM,
+            memory_gib=32,
             devices=16,
             cores_per_device=2,
             cards=16,
@@ -290,18 +352,60 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "trn2.48xlarge",
             TRAINIUM2,
+            memory_gib=96,
             devices=16,
             cores_per_device=8,
             cards=16,
             efa=True,
             nvme=(4, 1900),
             lnc=2,
-            node=NodeSize(192, 2097152, 100, f"{_TRN2_PAGE}; {_MAX_PODS}"),
+            node=NodeSize(192, 2097152, 100, f"{_EC2_SPECS}; {_NODEADM_MAX_PODS.format(enis=2, ips=50)}"),
+            source=_TRN2_PAGE,
+        ),
+        # One of the four instances of a Trn2 UltraServer, joined by NeuronLink-v3 (trn2-arch.rst "Trn2
+        # UltraServer"): the same instance as trn2.48xlarge otherwise. No Spot (EC2 specifications, Instance
+        # family summary). nodeadm's table has no row for it (v20260724): nodeadm then asks EC2
+        # (eni_max_pods.go GetInstanceInfo), whose 32 interfaces over 16 cards and 50 IPs each give the same
+        # 2 x 49 + 2 as trn2.48xlarge's row.
+        _neuron(
+            "trn2u.48xlarge",
+            TRAINIUM2,
+            memory_gib=96,
+            devices=16,
+            cores_per_device=8,
+            cards=16,
+            efa=True,
+            nvme=(4, 1900),
+            lnc=2,
+            node=NodeSize(
+                192,
+                2097152,
+                100,
+                f"{_EC2_SPECS}; max pods: 2 x (50 - 1) + 2, nodeadm's formula (awslabs/amazon-eks-ami v20260724 "
+                "nodeadm/internal/kubelet/eni_max_pods.go) on EC2's figures, 2 interfaces on card 0 being 32 over 16 "
+                "cards: its instance-info.jsonl has no trn2u.48xlarge row",
+            ),
+            source=_TRN2_PAGE,
+        ),
+        # One Trainium2 (EC2 specifications: "1 x AWS Trainium2"; its 8 NeuronCore-v3 and 96 GiB are the
+        # device's, trainium2.rst) on one network card with EFA.
+        _neuron(
+            "trn2.3xlarge",
+            TRAINIUM2,
+            memory_gib=96,
+            devices=1,
+            cores_per_device=8,
+            cards=1,
+            efa=True,
+            nvme=(1, 470),
+            lnc=2,
+            node=NodeSize(12, 131072, 30, f"{_EC2_SPECS}; {_NODEADM_MAX_PODS.format(enis=2, ips=15)}"),
             source=_TRN2_PAGE,
         ),
         _neuron(
             "inf2.xlarge",
             INFERENTIA2,
+            memory_gib=32,
             devices=1,
             cores_per_device=2,
             cards=1,
@@ -314,6 +418,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "inf2.8xlarge",
             INFERENTIA2,
+            memory_gib=32,
             devices=1,
             cores_per_device=2,
             cards=1,
@@ -326,6 +431,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "inf2.24xlarge",
             INFERENTIA2,
+            memory_gib=32,
             devices=6,
             cores_per_device=2,
             cards=1,
@@ -338,6 +444,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _neuron(
             "inf2.48xlarge",
             INFERENTIA2,
+            memory_gib=32,
             devices=12,
             cores_per_device=2,
             cards=1,
@@ -372,6 +479,22 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     )
 }
 
+# No Trainium3 row. EC2's accelerated-computing specifications (_EC2_SPECS_PAGE, read 2026-11-28) list
+# Trn1, Trn1n, Trn2 (trn2.3xlarge, trn2.48xlarge) and Trn2u (trn2u.48xlarge) and no Trn3 type; a
+# third-party account found no trn3 type in the EC2 API of any of its 34 regions (2026-10-03). The Trn3
+# names in AWS software disagree with one another (the Neuron Helm chart's neuronInstances, the
+# aws-dranet chart's supportedInstanceLabels, aws-neuron-driver v4/neuron_dhal_v4.c), so none is a row:
+# a group of any of them is refused with this reason, and the row comes with EC2's documentation.
+TRAINIUM3_UNDOCUMENTED = (
+    "AWS documents no Trainium3 (trn3) instance type yet: EC2's accelerated-computing specifications "
+    f"({_EC2_SPECS_PAGE}) list Trn1, Trn1n, Trn2 and Trn2u only, and the trn3 names in AWS software "
+    "(trn3.48xlarge and others) are no type EC2 documents"
+)
+# The Trn2 UltraServer is four trn2u.48xlarge instances, 64 Trainium2 joined by NeuronLink-v3
+# (trn2-arch.rst "Trn2 UltraServer"); EC2 identifies an UltraServer's instances by their Capacity
+# Block (InstanceTopology.capacityBlockId). Nothing places groups by UltraServer yet, so the table
+# holds no field for it.
+
 # The Neuron types, in the table's order: what an accelerator node group may run.
 NEURON_INSTANCE_TYPES: dict[str, InstanceFacts] = {
     name: row.neuron for name, row in INSTANCE_TYPES.items() if row.neuron is not None
@@ -405,12 +528,21 @@ def from_ec2(instance_type: str, ec2: Any) -> InstanceFacts:
     """Facts from an ``aws.ec2.get_instance_type`` result (or anything shaped like it).
 
     EC2's counts replace the table's; the rest (the logical NeuronCore config, a Neuron runtime
-    default, and the acceptance floor) is not EC2 data, so it comes from the table.
+    default, and the acceptance floor) is not EC2 data, so it comes from the table. So do the device
+    count, cores and device memory of an accelerator whose EC2 figures are known to be wrong
+    (``Accelerator.ec2_neuron_info_wrong``): the table's come from the Neuron docs.
     """
+    table = NEURON_INSTANCE_TYPES[instance_type]
+    devices = {}
+    if table.accelerator.ec2_neuron_info_wrong is None:
+        devices = {
+            "neuron_devices": sum(d.count for d in ec2.neuron_devices),
+            "cores_per_device": ec2.neuron_devices[0].core_count if ec2.neuron_devices else 0,
+            "device_memory_gib": ec2.neuron_devices[0].memory_size // 1024 if ec2.neuron_devices else 0,
+        }
     return replace(
-        NEURON_INSTANCE_TYPES[instance_type],
-        neuron_devices=sum(d.count for d in ec2.neuron_devices),
-        cores_per_device=ec2.neuron_devices[0].core_count if ec2.neuron_devices else 0,
+        table,
+        **devices,
         network_cards=ec2.maximum_network_cards,
         efa_supported=bool(ec2.efa_supported),
         nvme_disks=sum(d.count for d in (ec2.instance_disks or []) if d.type == "ssd"),

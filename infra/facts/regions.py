@@ -11,25 +11,39 @@ Sources, each region's entry naming its own:
   price list API), as vendored in tsaol/aws-gpu data/{trn1,trn1n,trn2,inf2}_instances.js at
   7412fd256c5e (its files say "Last updated: 2026-01-21"; read 2026-11-28). A region is listed
   where that data holds an on-demand price for the type. trn2.48xlarge has no price and no region
-  there (marked "preview"): its only entry is the seed stacks' us-east-2 one below.
+  there (marked "preview"): its entries come from the Trainium2 read below and the seed stacks.
 - Zones: an AZ id is the same physical zone in every account, a zone *name* is mapped per account
   (AWS Regions and Availability Zones guide, "AZ IDs" and "AWS Availability Zones", which also
   says every Region has at least three zones; read 2026-11-28). The names here are realistic
   examples, never the truth for an account.
-- Which zones offer a type: known only for us-west-2, us-east-1 and us-east-2, from the seed
-  stacks this repository was built with (usw2-az4, use1-az6, use2-az3 for Trainium); for every
+- Which zones offer a type: known for us-west-2, us-east-1 and us-east-2, from the seed stacks
+  this repository was built with (usw2-az4, use1-az6, use2-az3 for Trainium), and for the
+  Trainium2-only regions ap-south-2 and ap-southeast-4 from the Trainium2 read below; for every
   other region only the region is known (searched 2026-11-28: EC2 docs, the Trainium and Neuron
   pages, the EKS user guide; no per-zone list found), so its zones and their offerings are
   examples (``zones_sourced`` False) and the policy pack does not check a zone there.
 
-Searched and not found (2026-11-28): any region offering trn1, trn1n or trn2 outside us-east-1,
-us-east-2 and us-west-2; the zone ids that offer inf2 outside those three.
+- Trainium2 (trn2.48xlarge beyond the seeds' zone, trn2u.48xlarge, trn2.3xlarge): not in the price
+  data (no on-demand price). Their regions and zone ids come from a third-party account's
+  ``ec2:DescribeInstanceTypeOfferings`` over its 34 enabled regions on 2026-10-03 (a trn2/trn3
+  availability report, "Reading date: 2026-10-03 UTC"; partly verified: one account's view, and
+  offerings can differ per account), each such entry naming it (``offering_sources``).
+
+A type offered in none of a region's zones is refused by the zone choice (infra/specs/placement.py:
+"no zone of <region> offers ...") in the offline plan, and by the account's own look-up in a deploy.
+The earlier refusal by region (infra/config/rules.py ``_group_region_problems``) stays limited to
+types the price list prices on demand: for the Trainium2 types the only region list is one
+account's, and refusing a deploy before the account's own look-up on it could refuse a region that
+account is offered.
+
+Searched and not found (2026-11-28): any region offering trn1 or trn1n outside us-east-1, us-east-2
+and us-west-2; the zone ids that offer inf2 outside those three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 VANTAGE = (
     "instances.vantage.sh data (from the AWS price list API) as vendored in tsaol/aws-gpu "
@@ -43,6 +57,11 @@ _EXAMPLE_ZONES = (
 )
 
 _INF2 = ("inf2.xlarge", "inf2.8xlarge", "inf2.24xlarge", "inf2.48xlarge")
+TRN2_OFFERINGS = (
+    "a third-party account's ec2:DescribeInstanceTypeOfferings by zone id over its 34 enabled regions, "
+    "2026-10-03 (partly verified: one account's view; offerings can differ per account)"
+)
+_TRN2 = ("trn2.48xlarge", "trn2u.48xlarge", "trn2.3xlarge")
 
 
 @dataclass(frozen=True)
@@ -56,13 +75,20 @@ class Region:
     zones_sourced: bool
     source: str
     as_of: str
+    # instance type -> where its zones come from, for a type whose source is not the region's.
+    offering_sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def zone_ids(self) -> tuple[str, ...]:
         return tuple(zone_id for _, zone_id in self.zones)
 
 
-def _seed(name: str, zones: list[tuple[str, str]], offerings: dict[str, set[str]]) -> Region:
+def _seed(
+    name: str,
+    zones: list[tuple[str, str]],
+    offerings: dict[str, set[str]],
+    offering_sources: dict[str, str] | None = None,
+) -> Region:
     return Region(
         name,
         tuple(zones),
@@ -70,14 +96,36 @@ def _seed(name: str, zones: list[tuple[str, str]], offerings: dict[str, set[str]
         True,
         f"regions: {VANTAGE}; zones: {_SEEDS}",
         VANTAGE_READ,
+        offering_sources or {},
     )
 
 
-def _example(name: str, zone_prefix: str, types: tuple[str, ...]) -> Region:
+def _example(name: str, zone_prefix: str, types: tuple[str, ...], trn2: tuple[str, ...] = ()) -> Region:
+    """A region whose zone offerings are examples; ``trn2`` types are offered there per TRN2_OFFERINGS."""
     zones = tuple((f"{name}{letter}", f"{zone_prefix}-az{n}") for n, letter in enumerate("abc", start=1))
     every = frozenset(zone_id for _, zone_id in zones)
     return Region(
-        name, zones, {t: every for t in types}, False, f"regions: {VANTAGE}; zones: {_EXAMPLE_ZONES}", VANTAGE_READ
+        name,
+        zones,
+        {t: every for t in (*types, *trn2)},
+        False,
+        f"regions: {VANTAGE}; zones: {_EXAMPLE_ZONES}",
+        VANTAGE_READ,
+        {t: TRN2_OFFERINGS for t in trn2},
+    )
+
+
+def _trn2_only(name: str, zone_prefix: str, offerings: dict[str, set[int]]) -> Region:
+    """A region where only Trainium2 is known to be offered, with the zone ids TRN2_OFFERINGS saw."""
+    zones = tuple((f"{name}{letter}", f"{zone_prefix}-az{n}") for n, letter in enumerate("abc", start=1))
+    return Region(
+        name,
+        zones,
+        {t: frozenset(f"{zone_prefix}-az{n}" for n in numbers) for t, numbers in offerings.items()},
+        True,
+        f"regions and zones: {TRN2_OFFERINGS}; zone names: examples (names are mapped per account)",
+        VANTAGE_READ,
+        {t: TRN2_OFFERINGS for t in offerings},
     )
 
 
@@ -123,10 +171,12 @@ NEURON_REGIONS: dict[str, Region] = {
                 "trn1.2xlarge": {"use2-az3"},
                 "trn1.32xlarge": {"use2-az3"},
                 "trn1n.32xlarge": {"use2-az3"},
-                # Not in the price data (no on-demand price): the seed stacks' Capacity Block zone.
-                "trn2.48xlarge": {"use2-az3"},
+                # Not in the price data (no on-demand price): the seed stacks' Capacity Block zone, and every
+                # zone by TRN2_OFFERINGS.
+                "trn2.48xlarge": {"use2-az1", "use2-az2", "use2-az3"},
                 **{t: {"use2-az1", "use2-az2", "use2-az3"} for t in _INF2},
             },
+            {"trn2.48xlarge": f"use2-az3: {_SEEDS}; use2-az1 to az3: {TRN2_OFFERINGS}"},
         ),
         # Inferentia2 only. Zone id prefixes follow the guide's examples (euw1-az1 for eu-west-1).
         _example("ap-northeast-1", "apne1", _INF2),
@@ -139,7 +189,11 @@ NEURON_REGIONS: dict[str, Region] = {
         _example("eu-west-1", "euw1", _INF2),
         _example("eu-west-2", "euw2", _INF2),
         _example("eu-west-3", "euw3", _INF2),
-        _example("sa-east-1", "sae1", _INF2),
+        # trn2.3xlarge in sa-east-1a, 1b and 1c by TRN2_OFFERINGS: every zone, whatever the account's ids.
+        _example("sa-east-1", "sae1", _INF2, trn2=("trn2.3xlarge",)),
+        # Trainium2 only. TRN2_OFFERINGS: aps2-az1 to az3 for every size; apse4-az3 for trn2.3xlarge.
+        _trn2_only("ap-south-2", "aps2", {t: {1, 2, 3} for t in _TRN2}),
+        _trn2_only("ap-southeast-4", "apse4", {"trn2.3xlarge": {3}}),
     )
 }
 

@@ -2,8 +2,9 @@
 
 Zones and offerings come from infra/facts/regions.py, every region where the catalog's Neuron
 types are offered, each with its source and date. Zone names map to zone ids differently in every
-account: the names are realistic examples, not the truth for your account, and outside us-west-2,
-us-east-1 and us-east-2 the zone ids offering a type are examples too (only the region is known).
+account: the names are realistic examples, not the truth for your account, and in the regions whose
+zones are not sourced (``zones_sourced`` False) the zone ids offering a type are examples too (only
+the region is known).
 A real deploy looks everything up.
 """
 
@@ -43,8 +44,8 @@ GENERAL_PURPOSE_TYPES = {
 
 
 def instance_type_answer(instance_type: str) -> dict:
-    """What ``ec2:DescribeInstanceTypes`` says about a Neuron type, built from its row in
-    infra/facts/instances.py (the device memory is a stand-in: the program does not read it)."""
+    """What ``ec2:DescribeInstanceTypes`` should say about a Neuron type, built from its row in
+    infra/facts/instances.py (for Trainium2 EC2 says otherwise, and from_ec2 keeps the row's figures)."""
     facts = NEURON_INSTANCE_TYPES[instance_type]
     return {
         "id": instance_type,
@@ -58,7 +59,7 @@ def instance_type_answer(instance_type: str) -> dict:
                 "coreCount": facts.cores_per_device,
                 "name": facts.accelerator.name,
                 "coreVersion": facts.accelerator.core_version,
-                "memorySize": 32768,
+                "memorySize": facts.device_memory_gib * 1024,
             }
         ],
         "instanceDisks": (
