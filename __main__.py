@@ -232,6 +232,7 @@ if features.fsx_csi:
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
         ),
     )
+identities.wall_off(storage.server_addresses if storage else [])
 schedulers = Schedulers(
     "schedulers",
     ctx,

@@ -193,7 +193,8 @@ _TYPE_READS: dict[str, tuple[str, ...]] = {
 }
 # The look-ups the programs make whatever they declare (aws.*.get_* in __main__.py and infra/: the
 # data sources' calls): the caller, zones, instance types and offerings, capacity reservations, the
-# subnets and instances of a running cluster, its node groups, access entries and add-on builds.
+# subnets and instances of a running cluster, its node groups, access entries and add-on builds, the
+# file system's network interfaces.
 _LOOKUP_READS = (
     "sts:GetCallerIdentity",
     "iam:GetRole",
@@ -202,6 +203,8 @@ _LOOKUP_READS = (
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstances",
+    # The file system's network interfaces, whose addresses the training namespaces' egress wall names.
+    "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSubnets",
     "eks:DescribeAccessEntry",
     "eks:DescribeAddonVersions",

@@ -306,8 +306,8 @@ def test_no_training_pod_may_speak_lustre_to_the_file_system_servers(
 ) -> None:
     """FSx for Lustre believes the address and user ids a client sends, so a pod speaking LNet itself
     could pose as any namespace's id, and from a core node (exempt from root squash) as root. The
-    wall admits every TCP port but Lustre's (988, 1018-1023) and every UDP port; no other egress rule
-    in a training namespace admits a Lustre port. endPort is honoured by the pinned agent
+    wall admits no address of the file system's servers, every TCP port but Lustre's (988, 1018-1023)
+    and every UDP port; no other egress rule in a training namespace admits a Lustre port. endPort is honoured by the pinned agent
     (aws/aws-network-policy-agent v1.2.7 pkg/fwruleprocessor/fw_rule_processor.go)."""
     from infra.specs.lustre_nids import LUSTRE_PORTS
 
@@ -325,6 +325,12 @@ def test_no_training_pod_may_speak_lustre_to_the_file_system_servers(
             if "Egress" in policy["spec"]["policyTypes"]:
                 for rule in policy["spec"].get("egress", []):
                     assert not admitted_tcp_ports(rule) & lustre, policy["metadata"]
-        wall = next(p for p in policies if p["metadata"]["name"] == "deny-instance-metadata")["spec"]["egress"][0]
-        assert admitted_tcp_ports(wall) == set(range(1, 65536)) - lustre
-        assert {"protocol": "UDP", "port": 1, "endPort": 65535} in wall["ports"]
+        for namespace in namespaces:
+            wall = next(
+                p for p in policies if p["metadata"] == {"name": "deny-instance-metadata", "namespace": namespace}
+            )["spec"]["egress"][0]
+            assert admitted_tcp_ports(wall) == set(range(1, 65536)) - lustre
+            assert {"protocol": "UDP", "port": 1, "endPort": 65535} in wall["ports"]
+            # The file system's own servers on any port, by address, which the agent reads exactly: the
+            # offline plan's file system has two interfaces, 192.0.2.10 and .11 (offline/plan/mocks.py).
+            assert wall["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32", "192.0.2.10/32", "192.0.2.11/32"]

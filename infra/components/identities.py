@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -49,7 +50,7 @@ class TrainingIdentitiesArgs:
 
 class TrainingIdentities(pulumi.ComponentResource):
     """Per training namespace: the namespace itself (unless built in), a service account whose pods
-    assume the namespace's own IAM role through EKS Pod Identity, and the metadata wall."""
+    assume the namespace's own IAM role through EKS Pod Identity, and the metadata wall (``wall_off``)."""
 
     namespaces: dict[str, pulumi.Resource]
     role_arns: dict[str, pulumi.Output[str]]
@@ -60,6 +61,7 @@ class TrainingIdentities(pulumi.ComponentResource):
         super().__init__("trainium:infra:TrainingIdentities", name, None, opts)
         self.namespaces = {}
         self.role_arns = {}
+        self._in_namespace: dict[str, pulumi.ResourceOptions] = {}
         for namespace, buckets in args.data_buckets.items():
             k8s_child = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
             labels = {"purpose": "training", **pod_security_labels()}
@@ -83,13 +85,7 @@ class TrainingIdentities(pulumi.ComponentResource):
                 metadata={"name": TRAINING_SERVICE_ACCOUNT, "namespace": namespace},
                 opts=in_namespace,
             )
-            wall = metadata_wall(namespace)
-            k8s.networking.v1.NetworkPolicy(
-                f"{namespace}-{wall['metadata']['name']}",
-                metadata=wall["metadata"],
-                spec=wall["spec"],
-                opts=in_namespace,
-            )
+            self._in_namespace[namespace] = in_namespace
             # One role per namespace: a job in one namespace never holds another's data access.
             role, _ = pod_identity_role(
                 f"{name}-{namespace}-role",
@@ -113,6 +109,24 @@ class TrainingIdentities(pulumi.ComponentResource):
             )
             self.role_arns[namespace] = role.arn
         self.register_outputs({"roleArns": self.role_arns})
+
+    def wall_off(self, file_system_addresses: pulumi.Input[list[str]]) -> None:
+        """Each namespace's metadata wall, which also keeps its pods from the file system's servers
+        (infra/specs/node_security.py): declared once the file system exists, whose addresses it
+        names, under this component as before, so its URN stays the same."""
+        addresses = pulumi.Output.from_input(file_system_addresses)
+        for namespace, opts in self._in_namespace.items():
+            wall = metadata_wall(namespace)
+
+            def spec(servers: list[str], namespace: str = namespace) -> dict[str, Any]:
+                return metadata_wall(namespace, servers)["spec"]
+
+            k8s.networking.v1.NetworkPolicy(
+                f"{namespace}-{wall['metadata']['name']}",
+                metadata=wall["metadata"],
+                spec=addresses.apply(spec),
+                opts=opts,
+            )
 
     def depends_for(self, namespace: str) -> list[pulumi.Resource]:
         """What an object in ``namespace`` must wait for."""

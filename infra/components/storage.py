@@ -547,6 +547,7 @@ class FsxStorageArgs:
 class FsxStorage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     file_system: aws.fsx.LustreFileSystem
+    server_addresses: pulumi.Output[list[str]]
     # Per namespace, the claim on its own directory.
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
     # (namespace, owner): the claim on ``owner``'s directory in ``namespace``.
@@ -610,6 +611,16 @@ class FsxStorage(pulumi.ComponentResource):
         rules = self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
 
         self.file_system = self._file_system(name, ctx, args, lustre_sg, rules)
+        # The servers' addresses (the file system's network interfaces, one more per storage step), for
+        # the training namespaces' egress wall (infra/specs/node_security.py).
+        self.server_addresses: pulumi.Output[list[str]] = self.file_system.network_interface_ids.apply(
+            lambda ids: pulumi.Output.all(
+                *(
+                    aws.ec2.get_network_interface_output(id=i, opts=pulumi.InvokeOutputOptions(parent=self)).private_ip
+                    for i in ids or []
+                )
+            )
+        )
         associations = [
             aws.fsx.DataRepositoryAssociation(
                 f"{name}-s3-{i}",

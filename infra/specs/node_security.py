@@ -8,6 +8,7 @@ elsewhere (Karpenter's EC2NodeClass) takes the same hop limit from here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from infra.specs.lustre_nids import LUSTRE_PORTS
@@ -63,23 +64,28 @@ def _port(protocol: str, low: int, high: int) -> dict[str, Any]:
     return {"protocol": protocol, "port": low, **({"endPort": high} if high != low else {})}
 
 
-def egress_except_instance_metadata_and_lustre() -> dict[str, Any]:
-    """An egress rule to everywhere but the instance metadata service, on every UDP port and every TCP
-    port but Lustre's.
+def egress_except_instance_metadata_and_lustre(file_system_addresses: Sequence[str] = ()) -> dict[str, Any]:
+    """An egress rule to everywhere but the instance metadata service and ``file_system_addresses``
+    (the training file system's servers), on every UDP port and every TCP port but Lustre's.
 
     NetworkPolicy is an allow-list: a policy with policyTypes [Egress] limits the pods it selects
     to the union of its rules and every other Egress policy's. So this rule alone leaves DNS, the
     API server, S3, ECR, Hugging Face, peers and the Pod Identity agent (169.254.170.23) reachable,
-    and 169.254.169.254 not. Lustre's ports are left out because the file system trusts the address
-    and the user ids a client sends: a pod that spoke LNet to the servers itself would be believed,
-    as any namespace's id and, from a core node (exempt from root squash), as root. The mounts are
-    the kernel's, made from the FSx CSI node plugin in kube-system, which this rule does not select.
-    The VPC CNI's network policy agent honours endPort (aws/aws-network-policy-agent
-    pkg/fwruleprocessor/fw_rule_processor.go). Other protocols (ICMP, SCTP) are not admitted.
+    and 169.254.169.254 not. The file system trusts the address and the user ids a client sends: a pod
+    that spoke LNet to the servers itself would be believed, as any namespace's id and, from a core
+    node (exempt from root squash), as root. So the servers' addresses are left out on every port
+    (the agent turns each `except` into a deny-all entry and reads addresses exactly), and Lustre's
+    ports everywhere, for file systems the stack does not know (the fsx-lustre StorageClass's): the
+    agent reads a TCP port at a fixed offset past the IP header (aws/aws-network-policy-agent v1.2.7
+    pkg/ebpf/c/tc.v4egress.bpf.c), which IP options would shift, so the ports alone are the weaker
+    wall. The mounts are the kernel's, made from the FSx CSI node plugin in kube-system, which this
+    rule does not select. The agent honours endPort (pkg/utils/utils.go ComputeTrieValue). Other
+    protocols (ICMP, SCTP) are not admitted.
     """
     tcp = [_port("TCP", low, high) for low, high in ports_except(LUSTRE_PORTS)]
+    blocked = [IMDS_IPV4_CIDR, *(f"{address}/32" for address in sorted(file_system_addresses))]
     return {
-        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_IPV4_CIDR]}}],
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": blocked}}],
         "ports": [*tcp, _port("UDP", *TCP_PORTS)],
     }
 
@@ -87,11 +93,11 @@ def egress_except_instance_metadata_and_lustre() -> dict[str, Any]:
 METADATA_POLICY_NAME = "deny-instance-metadata"
 
 
-def metadata_wall(namespace: str) -> dict[str, Any]:
+def metadata_wall(namespace: str, file_system_addresses: Sequence[str] = ()) -> dict[str, Any]:
     """The second wall after the hop limit: every pod of the namespace (podSelector {}) may send
-    anywhere but the instance metadata service, and to no Lustre port. No other policy of ours opens
-    egress, so the union stays closed to both. (Named for its first purpose: a new name would replace
-    the policy, leaving egress open in between.)"""
+    anywhere but the instance metadata service and the file system's servers, and to no Lustre port.
+    No other policy of ours opens egress, so the union stays closed to them. (Named for its first
+    purpose: a new name would replace the policy, leaving egress open in between.)"""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -99,6 +105,6 @@ def metadata_wall(namespace: str) -> dict[str, Any]:
         "spec": {
             "podSelector": {},
             "policyTypes": ["Egress"],
-            "egress": [egress_except_instance_metadata_and_lustre()],
+            "egress": [egress_except_instance_metadata_and_lustre(file_system_addresses)],
         },
     }

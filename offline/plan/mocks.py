@@ -221,6 +221,10 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "version": self.existing_cluster.kubernetes_version,
                 "vpcConfig": {"subnetIds": [f"subnet-private-{z}" for z in self.existing_cluster.zone_ids]},
             }
+        if token == "aws:ec2/getNetworkInterface:getNetworkInterface":
+            # A file system's interfaces ("eni-placeholder-<name>-<i>"): addresses of the documentation range.
+            index = int(a["id"].rsplit("-", 1)[-1])
+            return {"id": a["id"], "privateIp": f"192.0.2.{10 + index}"}
         if token == "aws:ec2/getSubnet:getSubnet":
             # The existing cluster's subnets: "subnet-private-<zone id>" (its control plane's, CIDRs
             # ascending in zone_ids order) and "subnet-node-<zone id>" (its node groups').
@@ -337,7 +341,11 @@ class CloudMocks(pulumi.runtime.Mocks):
         elif type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             file_system = f"fs-placeholder-{name}"
             resource_id = file_system
-            state.update(dnsName=f"{file_system}.fsx.{self.region}.amazonaws.com", mountName="placeholder")
+            state.update(
+                dnsName=f"{file_system}.fsx.{self.region}.amazonaws.com",
+                mountName="placeholder",
+                networkInterfaceIds=[f"eni-placeholder-{name}-{i}" for i in range(2)],
+            )
         elif type_ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, defaultVersion=1)
         elif type_ == "aws:kms/key:Key":
