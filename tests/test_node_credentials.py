@@ -334,3 +334,13 @@ def test_no_training_pod_may_speak_lustre_to_the_file_system_servers(
             # The file system's own servers on any port, by address, which the agent reads exactly: the
             # offline plan's file system has two interfaces, 192.0.2.10 and .11 (offline/plan/mocks.py).
             assert wall["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32", "192.0.2.10/32", "192.0.2.11/32"]
+
+
+def test_without_the_file_system_the_wall_names_only_the_metadata_service(plan_with) -> None:
+    plan = plan_with(features={"fsxCsi": False})
+    (wall,) = [
+        o
+        for o in kubernetes_objects(plan)
+        if o["kind"] == "NetworkPolicy" and o["metadata"] == {"name": "deny-instance-metadata", "namespace": "default"}
+    ]
+    assert wall["spec"]["egress"][0]["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]

@@ -585,3 +585,21 @@ def test_an_aliased_component_and_its_children_are_the_same_resources() -> None:
     head[0].pop("aliases")
     changes = {(c.kind, c.name) for c in compare_resources(base, head)}
     assert ("create", "job-a") in changes and ("delete", "job-a") in changes
+
+
+def test_a_change_to_the_bootstrap_says_to_apply_it_first() -> None:
+    """The pipeline never runs the bootstrap and its roles are what it declares: a change that needs a
+    new permission (a read the preview roles lack) fails every preview until an administrator's `up`
+    of bootstrap/, so the diff says that first, in the terminal and in the pull request's comment."""
+    policy = "aws:iam/rolePolicy:RolePolicy"
+    urn = f"urn:pulumi:dev::{compare.BOOTSTRAP_PROJECT}::{policy}::github-preview-dev-state"
+    base = plan([resource(urn, policy, {"policy": '{"Action": ["ec2:DescribeSubnets"]}'})])
+    head = plan([resource(urn, policy, {"policy": '{"Action": ["ec2:DescribeNetworkInterfaces"]}'})])
+    bootstrap = compare.compare_plans(compare.BOOTSTRAP_PROJECT, "dev", base, head)
+    cluster = compare.compare_plans("trainium-eks", "dev", base, base)
+    note = compare.bootstrap_note([bootstrap, cluster])
+    assert note and note.startswith("The bootstrap changes (dev): an administrator runs `pulumi up` in bootstrap/")
+    assert note.split("(dev)")[0] in compare.render_text([bootstrap, cluster], "main", 200)
+    assert f"**{note}**" in compare.render_markdown([bootstrap, cluster], "main")
+    assert compare.bootstrap_note([cluster]) is None
+    assert "The bootstrap changes" not in compare.render_text([cluster], "main")

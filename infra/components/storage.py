@@ -611,15 +611,16 @@ class FsxStorage(pulumi.ComponentResource):
         rules = self._lustre_rules(name, lustre_sg.id, args.node_security_group_ids)
 
         self.file_system = self._file_system(name, ctx, args, lustre_sg, rules)
-        # The servers' addresses (the file system's network interfaces, one more per storage step), for
-        # the training namespaces' egress wall (infra/specs/node_security.py).
+        # The servers' addresses: every address of the interfaces "from which a specific file system is
+        # accessible" (FSx API reference, FileSystem.NetworkInterfaceIds), for the training namespaces'
+        # egress wall (infra/specs/node_security.py), whose Lustre-port rule also covers any it lacks.
         self.server_addresses: pulumi.Output[list[str]] = self.file_system.network_interface_ids.apply(
             lambda ids: pulumi.Output.all(
                 *(
-                    aws.ec2.get_network_interface_output(id=i, opts=pulumi.InvokeOutputOptions(parent=self)).private_ip
+                    aws.ec2.get_network_interface_output(id=i, opts=pulumi.InvokeOutputOptions(parent=self)).private_ips
                     for i in ids or []
                 )
-            )
+            ).apply(lambda lists: sorted({address for addresses in lists for address in addresses}))
         )
         associations = [
             aws.fsx.DataRepositoryAssociation(

@@ -611,6 +611,20 @@ def summary_line(d: StackDiff) -> str:
 
 
 # Both sides are offline plans: which of them is deployed, if either, only the stack's state knows.
+BOOTSTRAP_PROJECT = "trainium-bootstrap"
+BOOTSTRAP_NOTE = (
+    "The bootstrap changes ({stacks}): an administrator runs `pulumi up` in bootstrap/ for each of them "
+    "before this merges (docs/pipeline.md, section 1). The pipeline never runs it, and its roles are what it "
+    "declares: until then a preview or deploy that needs the new permissions fails."
+)
+
+
+def bootstrap_note(diffs: list[StackDiff]) -> str | None:
+    """What to do first when the change touches the bootstrap stacks, which the pipeline never applies."""
+    changed = [d.stack for d in diffs if d.project == BOOTSTRAP_PROJECT and not d.empty]
+    return BOOTSTRAP_NOTE.format(stacks=", ".join(changed)) if changed else None
+
+
 NEVER_DEPLOYED_NOTE = (
     "Replacements and deletions are measured from the base revision's plan: they happen only to a stack "
     "deployed from it. A stack never deployed (`pulumi stack ls`: no resources) is created whole by "
@@ -623,6 +637,9 @@ def render_text(diffs: list[StackDiff], base_label: str, width: int = render.WID
     Pulumi's display form (offline/report/render.py), each changed path on its own line with old and new
     value wrapped under it, values past TEXT_VALUE characters cut with a marker (diff.md has them)."""
     lines = render.wrap(f"Offline plan diff: {base_label} -> this checkout", "    ", width, first="") + [""]
+    note = bootstrap_note(diffs)
+    if note:
+        lines += render.wrap(note, "  ", width, first="") + [""]
     if any(d.count("replace") or d.count("delete") for d in diffs):
         lines += render.wrap(NEVER_DEPLOYED_NOTE, "  ", width, first="") + [""]
 
@@ -679,6 +696,9 @@ def render_markdown(diffs: list[StackDiff], base_label: str) -> str:
         "| stack | create | update | replace | delete | outputs | policy (new / resolved) |",
         "|---|---|---|---|---|---|---|",
     ]
+    note = bootstrap_note(diffs)
+    if note:
+        out[1:1] = [f"**{note}**", ""]
     for d in diffs:
         policy = f"{len(d.policy.get('new', []))} / {len(d.policy.get('resolved', []))}" if d.policy else "n/a"
         name = f"{d.project}/{d.stack}" + (" (new)" if d.base_missing else " (removed)" if d.head_missing else "")

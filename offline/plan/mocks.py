@@ -224,7 +224,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:ec2/getNetworkInterface:getNetworkInterface":
             # A file system's interfaces ("eni-placeholder-<name>-<i>"): addresses of the documentation range.
             index = int(a["id"].rsplit("-", 1)[-1])
-            return {"id": a["id"], "privateIp": f"192.0.2.{10 + index}"}
+            return {"id": a["id"], "privateIp": f"192.0.2.{10 + index}", "privateIps": [f"192.0.2.{10 + index}"]}
         if token == "aws:ec2/getSubnet:getSubnet":
             # The existing cluster's subnets: "subnet-private-<zone id>" (its control plane's, CIDRs
             # ascending in zone_ids order) and "subnet-node-<zone id>" (its node groups').
