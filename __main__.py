@@ -14,9 +14,8 @@ from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdenti
 from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import (
     CORE_NODE_SELECTOR,
-    host_access_policy,
+    admission_policy,
     job_support_output,
-    namespace_identity_policy,
 )
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
@@ -120,13 +119,17 @@ kubernetes = k8s.Provider(
 ctx = ctx.with_cluster(cluster.name, kubernetes)
 # Host access is the node agents' alone (infra/specs/host_access.py). Admission checks pods as they are
 # created: one that a chart starts during the first `up`, before the policy exists, is checked on its restart.
-host_access_policy(
-    kubernetes,
-    host_access.exemptions(
-        observability=features.observability,
-        neuron_chart=features.neuron_device_plugin,
-        neuron_scheduler_extension=features.neuron_scheduler_extension,
-    ),
+on_cluster = pulumi.ResourceOptions(provider=kubernetes)
+host_access_exemptions = host_access.exemptions(
+    observability=features.observability,
+    neuron_chart=features.neuron_device_plugin,
+    neuron_scheduler_extension=features.neuron_scheduler_extension,
+)
+admission_policy(
+    host_access.NAME,
+    host_access.admission_policy(host_access_exemptions),
+    host_access.admission_policy_binding(),
+    on_cluster,
 )
 
 if not use_karpenter:
@@ -148,11 +151,14 @@ if not use_karpenter:
 namespaces = config.training_namespaces
 # Training pods that mount a claim run as their namespace's id (infra/specs/namespace_identity.py): the
 # identity the namespace's directory belongs to, with root squash on (infra/components/storage.py).
-namespace_identity_policy(
-    kubernetes,
-    namespace_identity.identities(
-        {ns: config.namespace_ids[ns] for ns in namespaces}, config.storage.shared_directories
-    ),
+identity_of = namespace_identity.identities(
+    {ns: config.namespace_ids[ns] for ns in namespaces}, config.storage.shared_directories
+)
+admission_policy(
+    namespace_identity.NAME,
+    namespace_identity.admission_policy(identity_of),
+    namespace_identity.admission_policy_binding(),
+    on_cluster,
 )
 identities = TrainingIdentities(
     "training",

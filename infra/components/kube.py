@@ -10,7 +10,6 @@ import pulumi_kubernetes as k8s
 
 from infra import contract
 from infra.facts.versions import ChartPin
-from infra.specs import host_access, namespace_identity
 from infra.specs.node_template import BURN_IN_TAINT, JOB_SUPPORT_LABELS, JOB_SUPPORT_TAINT, NEURON_TAINT
 from infra.specs.system_capacity import node_allocatable
 
@@ -134,31 +133,6 @@ def admission_policy(
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[declared])),
     )
     return declared, bound
-
-
-def host_access_policy(provider: k8s.Provider, allowed: dict[str, tuple[str, ...]]) -> list[pulumi.Resource]:
-    """The cluster-wide refusal of host access outside the node agents (infra/specs/host_access.py)."""
-    return list(
-        admission_policy(
-            host_access.NAME,
-            host_access.admission_policy(allowed),
-            host_access.admission_policy_binding(),
-            pulumi.ResourceOptions(provider=provider),
-        )
-    )
-
-
-def namespace_identity_policy(provider: k8s.Provider, namespaces: dict[str, dict[str, Any]]) -> list[pulumi.Resource]:
-    """The refusal of training pods that mount a claim as anyone but their namespace's id
-    (infra/specs/namespace_identity.py)."""
-    return list(
-        admission_policy(
-            namespace_identity.NAME,
-            namespace_identity.admission_policy(namespaces),
-            namespace_identity.admission_policy_binding(),
-            pulumi.ResourceOptions(provider=provider),
-        )
-    )
 
 
 # Controllers that elect a leader run this many replicas: a standby takes over when its node goes,
