@@ -514,8 +514,9 @@ class StackConfig(ConfigModel):
     replacements_acknowledged: dict[str, str] = Field(
         default={},
         description="Data stores (the FSx file system, its data repository associations, its volume and claims, "
-        "KMS keys; by Pulumi resource name) a change may replace, each with the reason; the plan diff refuses "
-        "any other data-store replacement. A protected (prod) file system still cannot be replaced.",
+        "KMS keys; by Pulumi resource name) a change may replace or delete, each with the reason; the plan diff "
+        "refuses any other data-store replacement or deletion. A protected (prod) file system still cannot be "
+        "replaced.",
     )
     addon_versions: dict[str, str] = Field(
         default={},
