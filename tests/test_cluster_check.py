@@ -295,11 +295,20 @@ def test_one_node_is_checked_alone_without_a_floor(workloads_with, group, edit) 
     assert "allreduce=SKIPPED" in verdict and "floor" not in verdict
 
 
-def test_a_type_without_a_default_floor_needs_one(workloads_with) -> None:
-    message = refusal(workloads_with, cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2})
-    assert "trainium-workloads:clusterCheck.busBandwidthFloorGBps: required for trn2.48xlarge nodes" in message
+def test_trainium2_has_a_default_floor_and_a_set_one_wins(workloads_with) -> None:
+    result = workloads_with(cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2})
+    all_reduce = result.outputs["workloads"]["clusterCheck"]["allReduce"]
+    assert all_reduce["floorGBps"] == 20.0 and "3,200 Gbps of EFA" in all_reduce["floorSource"]
     result = workloads_with(cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2, "busBandwidthFloorGBps": 50})
     assert result.outputs["workloads"]["clusterCheck"]["allReduce"]["floorGBps"] == 50
+
+
+def test_a_type_without_a_default_floor_needs_one(workloads_with, monkeypatch) -> None:
+    # Every EFA type in the catalog has a default; a row added without one must not plan without a floor.
+    # runId 2: a config no other test plans, since plans are cached by their config.
+    monkeypatch.delitem(cluster_check.DEFAULT_FLOORS, "trn2.48xlarge")
+    message = refusal(workloads_with, cluster=trn2, clusterCheck={"nodeGroup": "trn2", "nodes": 2, "runId": "2"})
+    assert "trainium-workloads:clusterCheck.busBandwidthFloorGBps: required for trn2.48xlarge nodes" in message
 
 
 @pytest.mark.parametrize("value, expected", [(0, "greater than 0"), (True, "a number, not true/false"), ("", "")])

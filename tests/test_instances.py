@@ -207,7 +207,13 @@ def test_only_trainium_trains_and_unknown_types_do_not():
 
 def test_acceptance_floors_and_what_ec2_would_answer():
     floors = {t: f.allreduce_floor.gbps for t, f in NEURON_INSTANCE_TYPES.items() if f.allreduce_floor}
-    assert floors == {"trn1.32xlarge": 20.0, "trn1n.32xlarge": 20.0}
+    assert floors == {
+        "trn1.32xlarge": 20.0,
+        "trn1n.32xlarge": 20.0,
+        "trn2.48xlarge": 20.0,
+        "trn2u.48xlarge": 20.0,
+        "trn2.3xlarge": 5.0,
+    }
     assert "47.09 GB/s" in NEURON_INSTANCE_TYPES["trn1.32xlarge"].allreduce_floor.source
     disks = {t: (f.nvme_disks, f.nvme_disk_gb) for t, f in NEURON_INSTANCE_TYPES.items()}
     assert disks["trn1.2xlarge"] == (1, 474) and disks["trn1.32xlarge"] == (4, 1900)

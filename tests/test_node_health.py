@@ -795,7 +795,7 @@ def test_a_karpenter_group_on_tag_selected_capacity_blocks_is_warned_about():
     assert note.startswith(
         "trainium-eks:acceleratorNodeGroups[0].capacityReservation.tags = {'team': 'ml'}: node group trn1-cb"
     )
-    assert "40 minutes before a block ends" in note and "60 for UltraServers" in note
+    assert "40 minutes before a block ends" in note and "from 30 minutes before the end" in note
     by_id = {**group, "capacityReservation": {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}}
     config = parse_stack_config(
         {"region": "us-west-2", "nodeProvisioner": "karpenter", "acceleratorNodeGroups": [by_id]}

@@ -200,14 +200,14 @@ def unchecked_capacity_block_windows(config: StackConfig) -> list[str]:
     runs against its end. Karpenter deletes a block's nodes 40 minutes before the block ends
     (aws/karpenter-provider-aws v1.14.0 pkg/apis/v1/ec2nodeclass_status.go capacityReservationExpirationPeriod,
     pkg/controllers/capacityreservation/expiration/controller.go), 10 minutes before EC2 starts
-    reclaiming the instances: 30 minutes before the end, 60 for UltraServers."""
+    reclaiming the instances 30 minutes before the end (EC2 user guide, "Work with Capacity Blocks")."""
     if config.node_provisioner != "karpenter":
         return []
     return [
         f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'tags'))} = {g.capacity_reservation.tags}: "
         f"node group {g.name} finds its Capacity Blocks by tag, so their windows are unknown to the plan and the "
         "workload stacks cannot refuse a run that outlasts a block. Karpenter deletes the nodes 40 minutes before "
-        "a block ends (EC2 reclaims them 30 minutes before the end, 60 for UltraServers): keep each run's "
+        "a block ends (EC2 reclaims them from 30 minutes before the end): keep each run's "
         "deadlines that far inside the block, or name the block by id"
         for i, g in enumerate(config.accelerator_node_groups)
         if g.capacity_reservation is not None and g.capacity_block and not g.capacity_reservation.id

@@ -188,6 +188,19 @@ class AllReduceFloor:
 _NCCOM_EXAMPLE_FLOOR = AllReduceFloor(
     20.0, "conservative default: ~40% of the Neuron docs' 2 x trn1.32xlarge example (47.09 GB/s at 1 GiB)"
 )
+# Trainium2 has no published multi-node nccom-test figure either (aws-neuron-sdk 81ce03a nccom-test.rst shows
+# trn1 only). trn2.48xlarge and trn2u.48xlarge carry 3,200 Gbps of EFA (16 cards x 200, EC2 specifications),
+# four times trn1.32xlarge's 800: trn1's floor stays a lower bound that still tells EFA from a TCP fallback.
+# trn2.3xlarge carries one 200 Gbps card, a quarter of trn1.32xlarge's: its floor is trn1's scaled by that.
+_TRN2_FLOOR = AllReduceFloor(
+    20.0,
+    "lower bound: trn1.32xlarge's floor; 3,200 Gbps of EFA against trn1's 800 and no published Trainium2 "
+    "multi-node figure (record the first burn-in's result)",
+)
+_TRN2_ONE_CARD_FLOOR = AllReduceFloor(
+    5.0,
+    "derived, not measured: trn1.32xlarge's 20 GB/s floor scaled by EFA bandwidth, 200 Gbps (one card) against 800",
+)
 
 
 @dataclass(frozen=True)
@@ -360,6 +373,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             nvme=(4, 1900),
             lnc=2,
             node=NodeSize(192, 2097152, 100, f"{_EC2_SPECS}; {_NODEADM_MAX_PODS.format(enis=2, ips=50)}"),
+            floor=_TRN2_FLOOR,
             source=_TRN2_PAGE,
         ),
         # One of the four instances of a Trn2 UltraServer, joined by NeuronLink-v3 (trn2-arch.rst "Trn2
@@ -385,6 +399,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
                 "nodeadm/internal/kubelet/eni_max_pods.go) on EC2's figures, 2 interfaces on card 0 being 32 over 16 "
                 "cards: its instance-info.jsonl has no trn2u.48xlarge row",
             ),
+            floor=_TRN2_FLOOR,
             source=_TRN2_PAGE,
         ),
         # One Trainium2 (EC2 specifications: "1 x AWS Trainium2"; its 8 NeuronCore-v3 and 96 GiB are the
@@ -400,6 +415,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             nvme=(1, 470),
             lnc=2,
             node=NodeSize(12, 131072, 30, f"{_EC2_SPECS}; {_NODEADM_MAX_PODS.format(enis=2, ips=15)}"),
+            floor=_TRN2_ONE_CARD_FLOOR,
             source=_TRN2_PAGE,
         ),
         _neuron(
