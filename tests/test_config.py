@@ -146,6 +146,39 @@ def test_trainium3_names_are_refused_as_undocumented(instance_type):
     assert "trn2u.48xlarge, trn2.3xlarge" in message
 
 
+def test_an_ultraserver_group_is_one_capacity_block_of_whole_ultraservers():
+    # trn2u.48xlarge is one of the four instances of a Trn2 UltraServer, which EC2 sells as one Capacity
+    # Block each: a group without one, or sized in parts of an UltraServer, never gets its nodes.
+    on_demand = group(instanceType="trn2u.48xlarge", minSize=0, desiredSize=0, maxSize=6)
+    message = refused(with_changes(acceleratorNodeGroups=[on_demand]))
+    assert (
+        "acceleratorNodeGroups[0].capacityReservation: trn2u.48xlarge runs only inside an UltraServer Capacity "
+        "Block, one block per UltraServer" in message
+    )
+    assert "acceleratorNodeGroups[0].maxSize = 6: a trn2u.48xlarge group holds whole UltraServers of 4" in message
+    assert "minSize" not in message and "desiredSize" not in message
+    assert "maxSize = 6: a trn2u.48xlarge group is one UltraServer" not in message  # said only of a block's group
+    block = {"type": "capacity-block", "id": "cr-0123456789abcdef0"}
+    in_a_block = {**on_demand, "capacityReservation": block}
+    message = refused(with_changes(acceleratorNodeGroups=[{**in_a_block, "maxSize": 8}]))
+    assert (
+        "acceleratorNodeGroups[0].maxSize = 8: a trn2u.48xlarge group is one UltraServer of 4 instances, bought as "
+        "one UltraServer Capacity Block" in message
+    )
+    tagged = {**in_a_block, "maxSize": 4, "capacityReservation": {"type": "capacity-block", "tags": {"team": "ml"}}}
+    message = refused(with_changes(nodeProvisioner="karpenter", acceleratorNodeGroups=[tagged]))
+    assert "acceleratorNodeGroups[0].capacityReservation.tags = {'team': 'ml'}: a trn2u.48xlarge group names its" in (
+        message
+    )
+    config = parse_stack_config(with_changes(acceleratorNodeGroups=[{**in_a_block, "maxSize": 4, "desiredSize": 4}]))
+    assert (
+        config.accelerator_node_groups[0].capacity_block
+        and not config.accelerator_node_groups[0].placement_group_enabled
+    )
+    # A trn2.48xlarge group is a standalone instance: neither rule applies.
+    parse_stack_config(with_changes(acceleratorNodeGroups=[group(instanceType="trn2.48xlarge", maxSize=3)]))
+
+
 def test_unknown_instance_type():
     assert "instanceType = 'trn9.64xlarge'" in refused(
         with_changes(acceleratorNodeGroups=[group(instanceType="trn9.64xlarge")])

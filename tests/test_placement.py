@@ -84,7 +84,13 @@ def test_trainium2_is_placed_where_the_offering_read_saw_it_and_refused_by_zone_
         {
             "region": "us-east-2",
             "acceleratorNodeGroups": [
-                {"name": "trn2u-ng", "instanceType": "trn2u.48xlarge", "maxSize": 4, "amiReleaseVersion": release}
+                {
+                    "name": "trn2u-ng",
+                    "instanceType": "trn2u.48xlarge",
+                    "maxSize": 4,
+                    "amiReleaseVersion": release,
+                    "capacityReservation": {"type": "capacity-block", "id": "cr-0123456789abcdef0"},
+                }
             ],
         }
     )

@@ -22,6 +22,7 @@ from infra.config.models import (
     key_name,
 )
 from infra.facts.addons import KUBE_PROXY, build_version
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 
 # ARN: arn:<partition>:<service>:<region>:<account>:<resource> (IAM user guide, "IAM ARNs";
 # AWS General Reference, "Amazon Resource Names").
@@ -74,6 +75,11 @@ PROGRAM_TAGS_PER_RESOURCE = 6
 MAX_INSTANCES_PER_CAPACITY_BLOCK = 64
 MAX_INSTANCES_ACROSS_CAPACITY_BLOCKS = 256
 CAPACITY_BLOCK_TYPES = ("trn1.32xlarge", "trn2.48xlarge")
+# UltraServers are bought as UltraServer Capacity Blocks, "each UltraServer corresponds to one Capacity
+# Block", the UltraServer types being P6e-GB200 and Trn2, the latter in preview (EC2 user guide, "How
+# Capacity Blocks work"): trn2u.48xlarge, four instances per UltraServer (ultraserver_nodes in
+# infra/facts/instances.py). A group launching into one such block therefore holds one UltraServer.
+ULTRASERVER_CAPACITY_BLOCK_TYPES = ("trn2u.48xlarge",)
 
 # A Trainium node boots and joins (~5 min), registers its device plugins (~2 min), runs the burn-in
 # (13 min at most, infra/specs/burn_in_objects.py) and pulls a 10+ GB training image (5-10 min)
@@ -178,12 +184,13 @@ def _capacity_block_problems(config: StackConfig) -> list[str]:
         if not group.capacity_block:
             continue
         key = key_name(("acceleratorNodeGroups", i))
-        if group.instance_type not in CAPACITY_BLOCK_TYPES:
+        if group.instance_type not in CAPACITY_BLOCK_TYPES + ULTRASERVER_CAPACITY_BLOCK_TYPES:
             problems.append(
                 f"{key}.capacityReservation.type = 'capacity-block': Capacity Blocks for ML offer no "
-                f"{group.instance_type} (of the Neuron types: {', '.join(CAPACITY_BLOCK_TYPES)}; EC2 user guide, "
-                '"Capacity Blocks for ML"); allowed: one of those instance types, or type: on-demand for an '
-                "On-Demand Capacity Reservation"
+                f"{group.instance_type} (of the Neuron types: {', '.join(CAPACITY_BLOCK_TYPES)}, and "
+                f"{', '.join(ULTRASERVER_CAPACITY_BLOCK_TYPES)} as Trn2 UltraServers; EC2 user guide, "
+                '"Capacity Blocks for ML" and "How Capacity Blocks work"); allowed: one of those instance types, '
+                "or type: on-demand for an On-Demand Capacity Reservation"
             )
         problems += _block_size_problems(key, group)
     return problems
@@ -195,6 +202,15 @@ def _block_size_problems(key: str, group: AcceleratorNodeGroupConfig) -> list[st
     reservation = group.capacity_reservation
     if reservation is None:
         return []
+    facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
+    ultraserver = facts.ultraserver_nodes if facts else None
+    if ultraserver is not None and group.max_size > ultraserver:
+        return [
+            f"{key}.maxSize = {group.max_size}: a {group.instance_type} group is one UltraServer of {ultraserver} "
+            f'instances, bought as one UltraServer Capacity Block (EC2 user guide, "How Capacity Blocks work"), so '
+            "a job on the group runs inside one UltraServer and nodes past it never launch; allowed: at most "
+            f"{ultraserver}, or another group for a second UltraServer"
+        ]
     if reservation.id is not None and group.max_size > MAX_INSTANCES_PER_CAPACITY_BLOCK:
         return [
             f"{key}.maxSize = {group.max_size}: the group launches into one Capacity Block ({reservation.id}), and a "

@@ -743,6 +743,37 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
                 f"{key}.efa = true: {group.instance_type} has no EFA; EFA types: {efa_types} (or set efa: false)"
             )
         problems += _reservation_problems(key, group)
+        problems += _ultraserver_problems(key, group, facts.ultraserver_nodes)
+    return problems
+
+
+def _ultraserver_problems(key: str, group: AcceleratorNodeGroupConfig, nodes: int | None) -> list[str]:
+    """An UltraServer type runs only as part of an UltraServer, which EC2 sells as one Capacity Block each
+    (EC2 user guide, "How Capacity Blocks work": "each UltraServer corresponds to one Capacity Block"), and
+    whose instances EC2 tells apart by that block (API reference, InstanceTopology.capacityBlockId: "only
+    supported for UltraServer instances"). There is no Spot (EC2 specifications) and no on-demand price
+    (infra/facts/instances.py), and the group grows and shrinks by whole UltraServers."""
+    if nodes is None:
+        return []
+    problems = []
+    if not group.capacity_block:
+        problems.append(
+            f"{key}.capacityReservation: {group.instance_type} runs only inside an UltraServer Capacity Block, one "
+            "block per UltraServer (EC2 user guide, How Capacity Blocks work); set capacityReservation "
+            "{type: capacity-block, id: cr-...} to the block's reservation"
+        )
+    elif group.capacity_reservation is not None and group.capacity_reservation.id is None:
+        problems.append(
+            f"{key}.capacityReservation.tags = {group.capacity_reservation.tags}: a {group.instance_type} group names "
+            "its one UltraServer's block by id; tags can select several blocks, and a job would then span "
+            "UltraServers; allowed: capacityReservation.id, one group per UltraServer"
+        )
+    for name, value in (("minSize", group.min_size), ("desiredSize", group.desired_size), ("maxSize", group.max_size)):
+        if value % nodes:
+            problems.append(
+                f"{key}.{name} = {value}: a {group.instance_type} group holds whole UltraServers of {nodes} "
+                f"instances (aws-neuron-sdk trn2-arch.rst, Trn2 UltraServer); allowed: a multiple of {nodes}"
+            )
     return problems
 
 

@@ -223,6 +223,8 @@ class InstanceFacts:
     nvme_disk_gb: int | None  # size of each NVMe disk; None without any
     allreduce_floor: AllReduceFloor | None
     source: str
+    # Instances per UltraServer for a type sold only as part of one; None for a standalone instance.
+    ultraserver_nodes: int | None = None
 
     @property
     def physical_neuron_cores(self) -> int:
@@ -284,6 +286,7 @@ def _neuron(
     on_demand: dict[str, Price] | None = None,
     lnc: int = 1,
     floor: AllReduceFloor | None = None,
+    ultraserver_nodes: int | None = None,
     source: str,
 ) -> InstanceType:
     facts = InstanceFacts(
@@ -299,6 +302,7 @@ def _neuron(
         nvme[1],
         floor,
         f"{source}; {_EC2_SPECS}; {_EC2_ONLY}",
+        ultraserver_nodes,
     )
     return InstanceType(name, node, on_demand or {}, facts)
 
@@ -399,6 +403,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
                 "nodeadm/internal/kubelet/eni_max_pods.go) on EC2's figures, 2 interfaces on card 0 being 32 over 16 "
                 "cards: its instance-info.jsonl has no trn2u.48xlarge row",
             ),
+            ultraserver_nodes=4,
             floor=_TRN2_FLOOR,
             source=_TRN2_PAGE,
         ),
@@ -507,9 +512,9 @@ TRAINIUM3_UNDOCUMENTED = (
     "(trn3.48xlarge and others) are no type EC2 documents"
 )
 # The Trn2 UltraServer is four trn2u.48xlarge instances, 64 Trainium2 joined by NeuronLink-v3
-# (trn2-arch.rst "Trn2 UltraServer"); EC2 identifies an UltraServer's instances by their Capacity
-# Block (InstanceTopology.capacityBlockId). Nothing places groups by UltraServer yet, so the table
-# holds no field for it.
+# (trn2-arch.rst "Trn2 UltraServer"): trn2u's ultraserver_nodes. EC2 identifies an UltraServer's instances
+# by their Capacity Block (InstanceTopology.capacityBlockId), and each UltraServer is one Capacity Block
+# (EC2 user guide, "How Capacity Blocks work"): infra/config/rules.py holds trn2u groups to that.
 
 # The Neuron types, in the table's order: what an accelerator node group may run.
 NEURON_INSTANCE_TYPES: dict[str, InstanceFacts] = {
