@@ -240,3 +240,21 @@ def test_the_offline_tables_coverage_is_generated_from_them():
     page = (REPO_ROOT / "docs" / "offline-plan.md").read_text()
     assert generate.fill_blocks(page, {"offline tables": text}) == page  # the page carries exactly that block
     assert "Kubernetes 1.33 and 1.34" not in page
+
+
+def test_the_trainium2_page_carries_the_catalog_rows():
+    # One column per Trainium2 type of the catalog, its figures the row's, an unknown price as unknown.
+    from infra.facts.instances import NEURON_INSTANCE_TYPES, TRAINIUM2
+
+    text = generate.trainium2_catalog()
+    header, _, *rows = text.splitlines()
+    trainium2 = [name for name, facts in NEURON_INSTANCE_TYPES.items() if facts.accelerator == TRAINIUM2]
+    assert header == "|  | " + " | ".join(f"`{name}`" for name in trainium2) + " |"
+    split = [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+    cells = {label: values for label, *values in split}
+    assert cells["logical NeuronCores at LNC 1 / 2"] == ["128 / 64", "128 / 64", "8 / 4"]
+    assert cells["instances per UltraServer"][1] == "4"
+    assert all(cell.startswith("unknown") for cell in cells["on-demand list price"])
+    assert "sa-east-1 (zones unknown)" in cells["regions (zone ids) offering it"][2]
+    page = (REPO_ROOT / "docs" / "trainium2.md").read_text()
+    assert generate.fill_blocks(page, {"trainium2 catalog": text}) == page

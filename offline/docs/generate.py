@@ -261,6 +261,63 @@ def trainium1_line() -> str:
     return reference.markdown_table(rows, ("pin", "what", "support ends", "source")) + "\n"
 
 
+def trainium2_catalog() -> str:
+    """The catalog's Trainium2 rows, for docs/trainium2.md: one column per type, every figure from
+    infra/facts/instances.py and infra/facts/regions.py."""
+    from infra.facts.instances import INSTANCE_TYPES, TRAINIUM2
+    from infra.facts.regions import NEURON_REGIONS
+
+    types = [row for row in INSTANCE_TYPES.values() if row.neuron is not None and row.neuron.accelerator == TRAINIUM2]
+
+    def offered(name: str) -> str:
+        found = [
+            f"{region.name} ({', '.join(sorted(region.offerings[name])) if region.zones_sourced else 'zones unknown'})"
+            for region in NEURON_REGIONS.values()
+            if region.offerings.get(name)
+        ]
+        return "; ".join(found) or "none known"
+
+    def column(row: Any) -> list[str]:
+        f, node = row.neuron, row.node
+        floor = f.allreduce_floor
+        return [
+            f"{f.neuron_devices} {f.accelerator.name}",
+            f"{f.physical_neuron_cores} ({f.cores_per_device} per device)",
+            f"{f.physical_neuron_cores} / {f.physical_neuron_cores // 2}",
+            str(f.logical_nc_config),
+            f"{f.device_memory_gib} GiB per device, {f.device_memory_gib_total:,} GiB",
+            f"{f.network_cards} / {f.max_efa_interfaces}",
+            f"{f.nvme_disks} x {f.nvme_disk_gb:,} GB" if f.nvme_disk_gb else "none",
+            f"{node.vcpus} / {node.memory_mib // 1024:,} GiB / {node.max_pods}",
+            str(f.ultraserver_nodes) if f.ultraserver_nodes else "no",
+            offered(row.name),
+            "unknown (none listed)"
+            if not row.on_demand
+            else ", ".join(f"{region} ${price.usd:,.3f}/h" for region, price in row.on_demand.items()),
+            f"{floor.gbps:g} GB/s ({floor.source})" if floor else "none (set busBandwidthFloorGBps)",
+            f.source,
+        ]
+
+    labels = (
+        "Neuron devices",
+        "physical NeuronCores",
+        "logical NeuronCores at LNC 1 / 2",
+        "LNC the runtime defaults to",
+        "HBM",
+        "network cards / EFA interfaces",
+        "NVMe",
+        "vCPU / memory / max pods",
+        "instances per UltraServer",
+        "regions (zone ids) offering it",
+        "on-demand list price",
+        "acceptance all-reduce floor",
+        "sources",
+    )
+    columns = [column(row) for row in types]
+    rows = [(label, *(c[i] for c in columns)) for i, label in enumerate(labels)]
+    return reference.markdown_table(rows, ("", *(f"`{row.name}`" for row in types))) + "\n"
+
+
 def cost_box(plans: Plans, root: Path) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
     cluster_cost, work_cost = _estimates(plans, root)["dev"]
@@ -434,6 +491,7 @@ PAGE_BLOCKS: dict[str, Callable[[Plans, Path], dict[str, str]]] = {
     "docs/offline-plan.md": lambda plans, root: {"offline tables": offline_tables()},
     "docs/node-health.md": lambda plans, root: {"neuron compatibility": neuron_matrix(root)},
     "docs/trainium1-support.md": lambda plans, root: {"trainium1 line": trainium1_line()},
+    "docs/trainium2.md": lambda plans, root: {"trainium2 catalog": trainium2_catalog()},
 }
 
 
