@@ -341,6 +341,35 @@ def test_capacity_block(plan_with):
     assert group["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}
 
 
+def test_an_ultraserver_group_is_built_as_one_capacity_block(tmp_path):
+    # A trn2u.48xlarge group in ap-south-2 (the one region offering it), launching into one UltraServer's
+    # Capacity Block: the block's zone, 16 EFA interfaces, no placement group, and its window exported.
+    from offline.plan.runner import run_program, stack_config
+    from tests.fixture_project import FIXTURE_ROOT
+
+    config = stack_config(FIXTURE_ROOT, "dev")
+    config["aws:region"] = "ap-south-2"
+    group = {
+        "name": "trn2u-48xl-us1",
+        "instanceType": "trn2u.48xlarge",
+        "maxSize": 4,
+        "amiReleaseVersion": compatible_ami_release(),
+        "capacityReservation": {"id": "cr-0c0ffee0c0ffee003", "type": "capacity-block"},
+    }
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps([group])
+    plan = run_program(FIXTURE_ROOT, "dev", config)
+    template = plan.named("trn2u-48xl-us1-lt").inputs
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert len(template["networkInterfaces"]) == 16 and "placement" not in template
+    assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
+    node_group = plan.named("trn2u-48xl-us1").inputs
+    assert node_group["capacityType"] == "CAPACITY_BLOCK" and node_group["scalingConfig"]["maxSize"] == 4
+    assert node_group["subnetIds"] == ["subnet-placeholder-network-node-aps2-az1"]
+    assert node_group["labels"]["instance-type"] == "trn2u-48xl"
+    [exported] = plan.outputs["acceleratorNodeGroups"]
+    assert exported["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-08T11:30:00Z"}
+
+
 def test_placement_group_can_be_turned_off(plan_with):
     plan = plan_with(acceleratorNodeGroups=[{**GROUP, "placementGroup": False}])
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")

@@ -123,4 +123,12 @@ ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
 CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str]] = {
     "cr-0c0ffee0c0ffee001": ("us-west-2", "usw2-az4", "trn1.32xlarge", "2026-12-01T11:30:00Z", "2026-12-15T11:30:00Z"),
     "cr-0c0ffee0c0ffee002": ("us-east-2", "use2-az3", "trn2.48xlarge", "2026-12-01T11:30:00Z", "2026-12-02T11:30:00Z"),
+    # One Trn2 UltraServer's block (four trn2u.48xlarge), a week long.
+    "cr-0c0ffee0c0ffee003": (
+        "ap-south-2",
+        "aps2-az1",
+        "trn2u.48xlarge",
+        "2026-12-01T11:30:00Z",
+        "2026-12-08T11:30:00Z",
+    ),
 }
