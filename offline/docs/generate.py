@@ -318,6 +318,28 @@ def trainium2_catalog() -> str:
     return reference.markdown_table(rows, ("", *(f"`{row.name}`" for row in types))) + "\n"
 
 
+def first_step_model() -> str:
+    """The first-step model's phases and compile times (infra/facts/startup.py), for docs/cost.md."""
+    from infra.facts import startup
+
+    phases = [
+        ("submission", startup.SUBMIT),
+        *((f"scale-up ({name})", phase) for name, phase in startup.SCALE_UP.items()),
+        ("launch", startup.LAUNCH),
+        ("boot and join", startup.BOOT_AND_JOIN),
+        ("DaemonSets", startup.DAEMONSETS),
+        ("burn-in image pull", startup.burn_in_pull()),
+        ("burn-in checks", startup.BURN_IN_CHECKS),
+        ("training image layers", startup.TRAINING_IMAGE_LAYERS),
+        ("mount", startup.MOUNT),
+        ("resume and rendezvous", startup.RENDEZVOUS),
+        ("runtime start (warm cache)", startup.RUNTIME_START),
+        *((f"compile, {name} (cold cache)", phase) for name, phase in startup.COMPILE.items()),
+    ]
+    rows = [(name, f"{p.minutes:g}", p.kind, f"{p.what}: {p.source}") for name, p in phases]
+    return reference.markdown_table(rows, ("phase", "minutes", "kind", "what and source")) + "\n"
+
+
 def cost_box(plans: Plans, root: Path) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
     cluster_cost, work_cost = _estimates(plans, root)["dev"]
@@ -487,7 +509,10 @@ PAGE_BLOCKS: dict[str, Callable[[Plans, Path], dict[str, str]]] = {
         "support dates": support_dates(root),
         "layout": layout.layout_markdown(root),
     },
-    "docs/cost.md": lambda plans, root: {"cost summary": cost_summary(plans, root)},
+    "docs/cost.md": lambda plans, root: {
+        "cost summary": cost_summary(plans, root),
+        "first step model": first_step_model(),
+    },
     "docs/offline-plan.md": lambda plans, root: {"offline tables": offline_tables()},
     "docs/node-health.md": lambda plans, root: {"neuron compatibility": neuron_matrix(root)},
     "docs/trainium1-support.md": lambda plans, root: {"trainium1 line": trainium1_line()},

@@ -10,15 +10,16 @@ systems the program declares, and a plan diff can compare two estimates. Three s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.facts import prices
+from infra.facts import prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
-from workloads import deadlines
+from workloads import deadlines, first_step
 
 SCENARIOS = ("idle", "configured", "fullScale")
 SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "maxSize"}
@@ -534,7 +535,25 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
     }
     result["boundUsd"] = bounds
     result["pricesCopiedFrom"] = prices.copied_from(region)
+    result["firstStep"] = first_steps(settings, groups)
     return result
+
+
+def first_steps(settings: Any, groups: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per training workload, the modelled time from submission to its first step (workloads/first_step.py),
+    warm and cold, with the phases it adds up."""
+    steps = {}
+    for run in workload_runs(settings):
+        if run.name not in startup.COMPILE:
+            continue  # the acceptance test trains nothing
+        model = first_step.first_step(run.name, groups.get(run.node_group, {}), run.nodes)
+        steps[run.name] = {
+            "warmMinutes": first_step.minutes(model.warm_minutes),
+            "coldMinutes": first_step.minutes(model.cold_minutes),
+            "warm": [dataclasses.asdict(p) for p in model.warm],
+            "coldExtra": [dataclasses.asdict(p) for p in model.cold_extra],
+        }
+    return steps
 
 
 def _all_at_once(wanted: dict[str, int], groups: dict[str, dict[str, Any]], region: str) -> tuple[float | None, float]:

@@ -327,6 +327,13 @@ def summary(
                 width,
                 first="    ",
             )
+            for name, start in (p.cost.get("firstStep") or {}).items():
+                lines += wrap(
+                    f"{name} first step: warm {start['warmMinutes']} min, cold {start['coldMinutes']} min",
+                    "      ",
+                    width,
+                    first="    ",
+                )
     lines.append("")
     mandatory = sum(p.mandatory for p in planned)
     advisory = sum(p.advisory for p in planned)

@@ -73,8 +73,23 @@ def render_cost(estimate: dict[str, Any], region: str, what: str = "cluster") ->
             f"Cost estimate ({what}, USD, on-demand list prices in {region}; {scenarios})",
             table,
             *cost_notes(estimate, region),
+            *first_step_breakdown(estimate),
         ]
     )
+
+
+def first_step_breakdown(estimate: dict[str, Any]) -> list[str]:
+    """Each training workload's modelled start, phase by phase (infra/facts/startup.py: figure, kind, source)."""
+    lines = []
+    for name, start in (estimate.get("firstStep") or {}).items():
+        lines.append(
+            f"First step of {name} from zero nodes: warm about {start['warmMinutes']} min, cold about "
+            f"{start['coldMinutes']} min (a model; nothing here was timed on hardware)"
+        )
+        for heading, phases in (("warm cache", start["warm"]), ("a cold cache adds", start["coldExtra"])):
+            lines.append(f"  {heading}:")
+            lines += [f"    {p['minutes']:>4.1f} min  {p['what']} [{p['kind']}: {p['source']}]" for p in phases]
+    return lines
 
 
 def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
