@@ -226,7 +226,7 @@ class AcceleratorNodeGroupConfig(ConfigModel):
         "(aws.amazon.com/neuron, vpc.amazonaws.com/efa); `dra`, by Dynamic Resource Allocation claims, whole nodes at "
         "LNC 2 (the Neuron DRA driver, and aws-dranet for EFA; the cluster exports each group's ResourceClaimTemplate). "
         "`dra` only on trn2.48xlarge and trn2u.48xlarge, Kubernetes 1.35 (1.34 without cluster-autoscaler), "
-        "nodeProvisioner cluster-autoscaler, and minSize 1 or a Capacity Block (docs/dra.md).",
+        "nodeProvisioner cluster-autoscaler, and minSize 1 or more, on a Capacity Block too (docs/dra.md).",
     )
     spot: bool = Field(
         default=False,
