@@ -48,7 +48,7 @@ specs = [
         g,
         cloud.instance_facts[g.instance_type],
         placement.group_zones[g.name],
-        node_allocatable(g.instance_type, features, accelerator=True),
+        node_allocatable(g.instance_type, features, accelerator=True, dra=g.dra, efa=g.efa_enabled),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
     )

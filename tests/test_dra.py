@@ -481,3 +481,14 @@ def test_the_dra_plan_pins_aws_dranet(dra_plan):
     assert "infra/facts/versions.py CHARTS['aws-dranet']" in {p.key for p in cluster_pins(config)}
     no_efa = parse_stack_config(raw(group={"efa": False}))
     assert "infra/facts/versions.py CHARTS['aws-dranet']" not in {p.key for p in cluster_pins(no_efa)}
+
+
+def test_a_dra_nodes_allocatable_counts_the_dra_drivers_instead_of_the_device_plugins(dra_plan, prod):
+    def allocatable(plan: PlanResult) -> dict[str, str]:
+        (group,) = [g for g in plan.outputs["acceleratorNodeGroups"] if g["name"] == DRA_GROUP]
+        return group["allocatable"]
+
+    dra, plugin = allocatable(dra_plan), allocatable(prod)
+    # The Neuron DRA driver (10m/128Mi) and aws-dranet (100m/50Mi); the device plugins request nothing.
+    assert int(plugin["cpu"].rstrip("m")) - int(dra["cpu"].rstrip("m")) == 110
+    assert int(plugin["memory"].rstrip("Mi")) - int(dra["memory"].rstrip("Mi")) == 178
