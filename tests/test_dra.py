@@ -274,8 +274,8 @@ def test_the_two_neuron_releases(dra_plan):
     first, second = values(dra_plan, "neuron"), values(dra_plan, "neuron-dra")
     assert first["devicePlugin"]["enabled"] is True and first["npd"]["enabled"] is True
     assert "draDriver" not in first  # the chart's default: off
-    # The chart refuses the DRA driver with the scheduler extension, and (up to some release) with the device
-    # plugin, in one release (templates/_helpers.tpl neuron-helm-chart.validateConfig at 1.5.0 and 1.8.0).
+    # The chart refuses the DRA driver with the scheduler extension in one release, and chart 1.5.0 with the device
+    # plugin too (templates/_helpers.tpl neuron-helm-chart.validateConfig at 1.5.0, 7324cd0e, and 1.8.0, cea92c38).
     assert second == {
         "draDriver": {
             "enabled": True,
