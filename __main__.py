@@ -48,7 +48,7 @@ specs = [
         g,
         cloud.instance_facts[g.instance_type],
         placement.group_zones[g.name],
-        node_allocatable(g.instance_type, features, accelerator=True),
+        node_allocatable(g.instance_type, features, accelerator=True, dra=g.dra, efa=g.efa_enabled),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
     )
@@ -120,10 +120,12 @@ ctx = ctx.with_cluster(cluster.name, kubernetes)
 # Host access is the node agents' alone (infra/specs/host_access.py). Admission checks pods as they are
 # created: one that a chart starts during the first `up`, before the policy exists, is checked on its restart.
 on_cluster = pulumi.ResourceOptions(provider=kubernetes)
+dra_groups = [s.dra_group for s in specs if s.dra_group]
 host_access_exemptions = host_access.exemptions(
     observability=features.observability,
     neuron_chart=features.neuron_device_plugin,
     neuron_scheduler_extension=features.neuron_scheduler_extension,
+    neuron_dra=bool(dra_groups),
 )
 admission_policy(
     host_access.NAME,
@@ -175,6 +177,8 @@ DevicePlugins(
         node_recovery=NodeRecoveryArgs(cluster.oidc_provider_arn, cluster.oidc_provider_url)
         if features.neuron_node_recovery
         else None,
+        dra_groups=dra_groups,
+        claim_namespaces={ns: identities.depends_for(ns) for ns in namespaces},
     ),
 )
 karpenter = None
@@ -206,6 +210,7 @@ burn_in_targets = [
         s.efa_interface_count,
         directory_claim_name(config.storage.claim_name, BURN_IN_NAMESPACE) if features.fsx_csi else None,
         config.node_provisioner,
+        s.dra_group,
     )
     for s in specs
     if s.startup_taints

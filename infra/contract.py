@@ -106,6 +106,13 @@ class NodeGroup(ContractModel):
         description="`{start, end}` (RFC 3339) of the Capacity Block the group launches into, or null; the "
         "workload stacks refuse a run that cannot end before EKS scales the group to zero.",
     )
+    resource_claim_template: str | None = Field(
+        default=None,
+        description="For a `deviceAllocation: dra` group, the ResourceClaimTemplate in every training namespace "
+        "that claims one whole node (every Neuron device at LNC 2, and every EFA interface when the group has EFA): "
+        "a pod names it in `resourceClaims` and its container in `resources.claims`, and requests no "
+        "`aws.amazon.com/neuron` or `vpc.amazonaws.com/efa`. Null: the device plugins' extended resources.",
+    )
 
     @property
     def burn_in(self) -> bool:

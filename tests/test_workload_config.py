@@ -35,6 +35,21 @@ def test_a_node_group_the_cluster_does_not_have(workloads_with) -> None:
     ]
 
 
+def test_a_group_whose_devices_dra_allocates(workloads_with) -> None:
+    # No device plugin runs on such a group's nodes (docs/dra.md): the jobs' aws.amazon.com/neuron requests never fit.
+    def dra(outputs: dict) -> None:
+        outputs["acceleratorNodeGroups"][0]["resourceClaimTemplate"] = "trn1-32xl-ng1-whole-node"
+
+    problems = refusal(workloads_with, cluster=dra)
+    assert any(
+        p.startswith(
+            "trainium-workloads:bertPretraining.nodeGroup = 'trn1-32xl-ng1': the cluster allocates that group's Neuron "
+            "devices by DRA claims (its ResourceClaimTemplate 'trn1-32xl-ng1-whole-node')"
+        )
+        for p in problems
+    )
+
+
 def test_more_nodes_than_the_group_can_hold(workloads_with) -> None:
     problems = refusal(workloads_with, nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 8})
     assert any(

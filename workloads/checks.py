@@ -309,6 +309,14 @@ def _group_problems(workload: str, settings: Any, cluster: ClusterContract) -> l
             f"it has: {', '.join(cluster.node_groups) or 'none'}"
         ]
     problems = []
+    if group.resource_claim_template:
+        # No device plugin serves such a group's nodes (docs/dra.md): pods that request the extended
+        # resources would wait Pending for ever.
+        problems.append(
+            f"{key} = {settings.node_group!r}: the cluster allocates that group's Neuron devices by DRA claims (its "
+            f"ResourceClaimTemplate {group.resource_claim_template!r}), and this stack's pods request "
+            "aws.amazon.com/neuron, which no node of it offers; allowed: a group with deviceAllocation device-plugin"
+        )
     # A pod selects its group by the group's node selector (instance type and labels: infra/contract.py
     # NodeGroup.node_selector); another group whose nodes carry all of those labels (the same, or
     # more) takes its pods too, and the whole-schedule check (schedule.placement) could not tell

@@ -22,6 +22,7 @@ from infra.components.context import ClusterContext
 from infra.config.models import AcceleratorNodeGroupConfig
 from infra.facts.instances import InstanceFacts
 from infra.facts.versions import NEURON_AMI_TYPE
+from infra.specs.dra_objects import DraGroup
 from infra.specs.efa import EfaInterface, efa_interfaces
 from infra.specs.node_health import node_repair_settings
 from infra.specs.node_template import (
@@ -88,7 +89,15 @@ class AcceleratorGroupSpec:
             allocatable=self.allocatable,
             startup_taints=[_taint(t) for t in self.startup_taints],
             capacity_block=self.capacity_block,
+            resource_claim_template=self.dra_group.claim_template if self.dra_group else None,
         )
+
+    @property
+    def dra_group(self) -> DraGroup | None:
+        """The group as its DRA objects see it; None when the device plugins serve it."""
+        if not self.config.dra:
+            return None
+        return DraGroup(self.name, self.config.instance_type, efa=bool(self.interfaces))
 
 
 def _taint(taint: Taint) -> dict[str, Any]:
@@ -106,7 +115,7 @@ def group_spec(
     """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
     NodePool and EC2NodeClass (karpenter, infra/specs/nodepools.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
-    labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner)
+    labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner, dra=config.dra)
     taints = [NEURON_TAINT]
     # Never in ``labels``: those reach the node group, its node-template tags and the NodePool template.
     registration_labels = dict(BURN_IN_PENDING_LABELS) if config.burn_in else {}
@@ -118,7 +127,7 @@ def group_spec(
         labels=labels,
         taints=taints,
         user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces), node_labels=registration_labels),
-        autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces)),
+        autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces), dra=config.dra),
         allocatable=allocatable,
         startup_taints=[BURN_IN_TAINT] if config.burn_in else [],
         registration_labels=registration_labels,

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
 from infra.specs import burn_in_objects
+from infra.specs.dra_objects import whole_node_claim_template
 
 _KINDS = {
     "Namespace": k8s.core.v1.Namespace,
@@ -21,6 +22,7 @@ _KINDS = {
     "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
     "DaemonSet": k8s.apps.v1.DaemonSet,
     "CronJob": k8s.batch.v1.CronJob,
+    "ResourceClaimTemplate": k8s.resource.v1.ResourceClaimTemplate,
     "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
 }
 
@@ -50,7 +52,12 @@ class BurnIn(pulumi.ComponentResource):
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.
         for target in args.targets:
-            self._declare(burn_in_objects.daemon_set(target), ctx.kubernetes, [*declared, *args.daemon_sets_after])
+            after = [*declared, *args.daemon_sets_after]
+            if target.dra is not None:
+                # The claim template the DaemonSet's pods name, in the burn-in's own namespace.
+                claim = whole_node_claim_template(target.dra, burn_in_objects.NAMESPACE)
+                after.append(self._declare(claim, ctx.kubernetes, list(declared)))
+            self._declare(burn_in_objects.daemon_set(target), ctx.kubernetes, after)
         self.register_outputs({})
 
     def _declare(self, manifest: dict, provider: k8s.Provider, after: list[pulumi.Resource]) -> pulumi.Resource:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -13,9 +13,17 @@ import pulumi_kubernetes as k8s
 from infra.components.context import ClusterContext
 from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
+from infra.specs.dra_objects import (
+    DraGroup,
+    device_plugin_affinity,
+    dranet_values,
+    neuron_dra_values,
+    whole_node_claim_template,
+)
+from infra.specs.node_template import EFA_PRESENT_LABEL
 from infra.specs.pod_security import controller_namespace_labels
 
-EFA_NODE_SELECTOR = {"vpc.amazonaws.com/efa.present": "true"}
+EFA_NODE_SELECTOR = {EFA_PRESENT_LABEL: "true"}
 # The Neuron chart puts its node problem detector here (npd.namespaceOverride) and has no
 # Namespace template for it (aws-neuron/neuron-helm-charts, charts/neuron-helm-chart 1.9.0,
 # templates/npd/*.yaml and values.yaml), so the namespace is ours to create.
@@ -47,6 +55,8 @@ def neuron_values(scheduler_extension: bool, recovery_role_arn: str | None = Non
         "devicePlugin": {
             "enabled": True,
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, NEURON_TOLERATION, BURN_IN_TOLERATION],
+            # Never on a node whose devices the DRA driver allocates (infra/specs/dra_objects.py).
+            "affinity": device_plugin_affinity(),
         },
         # Reports Neuron hardware errors as node conditions so broken nodes are seen and replaced.
         "npd": npd,
@@ -146,6 +156,11 @@ class DevicePluginsArgs:
     neuron_scheduler_extension: bool
     # None: the node problem detector only watches.
     node_recovery: NodeRecoveryArgs | None = None
+    dra_groups: list[DraGroup] = field(default_factory=list)
+    """The `deviceAllocation: dra` groups: with any, the Neuron chart's DRA release (and aws-dranet when one
+    has EFA), and each group's whole-node claim template in every namespace of ``claim_namespaces``."""
+    claim_namespaces: dict[str, list[pulumi.Resource]] = field(default_factory=dict)
+    """Namespace -> what an object in it waits for (the namespace itself, where this program creates it)."""
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -176,6 +191,8 @@ class DevicePlugins(pulumi.ComponentResource):
                 values,
                 pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[namespace]),
             )
+        if args.dra_groups:
+            self._dra(ctx, args)
         if args.efa:
             # The EFA plugin's image is pulled from the cluster's own region's EKS registry.
             helm_release(
@@ -186,6 +203,25 @@ class DevicePlugins(pulumi.ComponentResource):
                 on_cluster,
             )
         self.register_outputs({})
+
+    def _dra(self, ctx: ClusterContext, args: DevicePluginsArgs) -> None:
+        """The drivers and claim templates of the `deviceAllocation: dra` groups."""
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
+        # A second release of the same chart: the DRA driver alone, on the DRA nodes alone. The chart's
+        # objects are all switched by their component's `enabled` (templates/*/), so the two releases
+        # own no object in common.
+        drivers = [helm_release("neuron-dra", CHARTS["neuron"], "kube-system", neuron_dra_values(), on_cluster)]
+        if any(g.efa for g in args.dra_groups):
+            drivers.append(helm_release("aws-dranet", CHARTS["aws-dranet"], "kube-system", dranet_values(), on_cluster))
+        for namespace, after in args.claim_namespaces.items():
+            for group in args.dra_groups:
+                manifest = whole_node_claim_template(group, namespace)
+                k8s.resource.v1.ResourceClaimTemplate(
+                    f"{namespace}-{group.claim_template}",
+                    metadata=manifest["metadata"],
+                    spec=manifest["spec"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[*after, *drivers]),
+                )
 
     def _recovery_role(self, name: str, ctx: ClusterContext, args: NodeRecoveryArgs) -> pulumi.Output[str]:
         child = pulumi.ResourceOptions(parent=self)

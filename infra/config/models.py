@@ -220,6 +220,14 @@ class AcceleratorNodeGroupConfig(ConfigModel):
         "the taint when every check passes, or else labels the node with the failed check and taints it so that its "
         "provisioner replaces it as an empty node.",
     )
+    device_allocation: Literal["device-plugin", "dra"] = Field(
+        default="device-plugin",
+        description="How pods get the nodes' Neuron devices and EFA interfaces: `device-plugin`, as extended resources "
+        "(aws.amazon.com/neuron, vpc.amazonaws.com/efa); `dra`, by Dynamic Resource Allocation claims, whole nodes at "
+        "LNC 2 (the Neuron DRA driver, and aws-dranet for EFA; the cluster exports each group's ResourceClaimTemplate). "
+        "`dra` only on trn2.48xlarge and trn2u.48xlarge, Kubernetes 1.35 (1.34 without cluster-autoscaler), "
+        "nodeProvisioner cluster-autoscaler, and minSize 1 or more, on a Capacity Block too (docs/dra.md).",
+    )
     spot: bool = Field(
         default=False,
         description="nodeProvisioner karpenter only: allow Spot capacity too, which Karpenter then prefers to "
@@ -242,6 +250,10 @@ class AcceleratorNodeGroupConfig(ConfigModel):
     @property
     def capacity_block(self) -> bool:
         return self.capacity_reservation is not None and self.capacity_reservation.type == "capacity-block"
+
+    @property
+    def dra(self) -> bool:
+        return self.device_allocation == "dra"
 
 
 class FeaturesConfig(ConfigModel):

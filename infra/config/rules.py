@@ -36,6 +36,14 @@ from infra.config.models import (
     key_name,
 )
 from infra.facts.addons import ADDON_NAMES, addon_pin_problem
+from infra.facts.dra import (
+    DRA_INSTANCE_TYPES,
+    DRA_MIN_KUBERNETES,
+    DRA_MIN_KUBERNETES_WITH_AUTOSCALER,
+    DRA_MIN_NODE_VERSION,
+    DRA_SOURCES,
+    DRANET_MIN_KUBERNETES,
+)
 from infra.facts.instances import (
     INSTANCE_TYPES,
     NEURON_INSTANCE_TYPES,
@@ -101,7 +109,13 @@ MAX_PUBLIC_CIDRS = 40
 # NodePool duration fields (karpenter.sh_nodepools.yaml v1.14.0: expireAfter, consolidateAfter,
 # terminationGracePeriod patterns, without the fractional forms).
 KARPENTER_DURATION = r"([0-9]+(s|m|h))+"
-RESERVED_NODE_LABELS = ("instance-type", "provisioner", "vpc.amazonaws.com/efa.present", "role")
+RESERVED_NODE_LABELS = (
+    "instance-type",
+    "provisioner",
+    "vpc.amazonaws.com/efa.present",
+    "role",
+    "devices.trainium-eks/allocation",
+)
 
 
 # RFC 5737 documentation ranges: no real traffic comes from them.
@@ -146,6 +160,11 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
         if group.ami_release_version
     ]
     found += [chart_pin(name) for name, feature in CHART_FEATURES.items() if getattr(config.features, feature)]
+    # The `deviceAllocation: dra` groups' drivers: the Neuron chart's DRA release, and aws-dranet for EFA.
+    if any(g.dra for g in config.accelerator_node_groups) and not config.features.neuron_device_plugin:
+        found.append(chart_pin("neuron"))
+    if any(g.dra and g.efa_enabled for g in config.accelerator_node_groups):
+        found.append(chart_pin("aws-dranet"))
     if config.node_provisioner == "karpenter":
         found += [chart_pin("karpenter-crd"), chart_pin("karpenter")]
     if config.features.cluster_autoscaler:
@@ -347,6 +366,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _core_group_problems(config)
     problems += _accelerator_problems(config.accelerator_node_groups, config.kubernetes_version)
     problems += _provisioner_problems(config)
+    problems += device_allocation_problems(config)
     problems += _nothing_to_scale_problems(config)
     problems += _storage_problems(config.storage)
     problems += _prod_storage_problems(config)
@@ -924,6 +944,70 @@ def _provisioner_problems(config: StackConfig) -> list[str]:
             problems.append(
                 f"{key_name(('karpenter', setting))} = {duration!r}: a duration such as 720h, 90m or 1h30m"
                 + ("" if setting == "terminationGracePeriod" else ", or Never")
+            )
+    return problems
+
+
+def device_allocation_problems(config: StackConfig) -> list[str]:
+    """``deviceAllocation: dra`` where the Neuron and EFA DRA drivers can serve the group (docs/dra.md);
+    infra/facts/dra.py cites each limit."""
+    problems: list[str] = []
+    version_ok = re.fullmatch(KUBERNETES_VERSION_PATTERN, config.kubernetes_version) is not None
+    autoscaled = config.node_provisioner == "cluster-autoscaler" and config.features.cluster_autoscaler
+    for i, group in enumerate(config.accelerator_node_groups):
+        if not group.dra:
+            continue
+        key = key_name(("acceleratorNodeGroups", i, "deviceAllocation"))
+        said = f"{key} = 'dra'"
+        if group.instance_type not in DRA_INSTANCE_TYPES:
+            problems.append(
+                f"{said}: {group.instance_type} is not served by the Neuron DRA driver; allowed: "
+                f"{', '.join(DRA_INSTANCE_TYPES)}, or device-plugin. The sources disagree ({DRA_SOURCES})"
+            )
+        if version_ok and _minor(config.kubernetes_version) < _minor(DRA_MIN_KUBERNETES):
+            problems.append(
+                f"{said}: kubernetesVersion {config.kubernetes_version} has no resource.k8s.io/v1, which the Neuron "
+                f"DRA driver's DeviceClass and every claim use (GA from {DRA_MIN_KUBERNETES}); allowed: "
+                f"kubernetesVersion {DRA_MIN_KUBERNETES_WITH_AUTOSCALER} or later, or device-plugin"
+            )
+        elif (
+            version_ok and autoscaled and _minor(config.kubernetes_version) < _minor(DRA_MIN_KUBERNETES_WITH_AUTOSCALER)
+        ):
+            problems.append(
+                f"{said}: on kubernetesVersion {config.kubernetes_version} the pinned cluster-autoscaler (v1.34.2, "
+                "chart 9.53.0) ignores DRA claims (--enable-dynamic-resource-allocation off, no resource.k8s.io RBAC; "
+                f"locked on from 1.35); allowed: kubernetesVersion {DRA_MIN_KUBERNETES_WITH_AUTOSCALER} or later, "
+                "or device-plugin"
+            )
+        elif version_ok and group.efa_enabled and _minor(config.kubernetes_version) < _minor(DRANET_MIN_KUBERNETES):
+            problems.append(
+                f"{said}: EFA under DRA is aws-dranet (eks-charts stable/aws-dranet 1.0.0), which needs Kubernetes "
+                f"{DRANET_MIN_KUBERNETES}+ (its README), and kubernetesVersion is {config.kubernetes_version}; allowed: "
+                f"kubernetesVersion {DRANET_MIN_KUBERNETES} or later, efa: false, or device-plugin"
+            )
+        release = group.ami_release_version
+        if release and re.fullmatch(AMI_RELEASE_PATTERN, release):
+            node_version = tuple(int(p) for p in release.split("-")[0].split("."))
+            if node_version < DRA_MIN_NODE_VERSION:
+                problems.append(
+                    f"{said}: amiReleaseVersion {release!r} runs Kubernetes {release.split('-')[0]} on the node, and "
+                    "the Neuron DRA driver supports nodes of 1.34.2 or later only (1.34.0 and 1.34.1 have a DRA "
+                    "regression, kubernetes/kubernetes#133920; aws-neuron-sdk deploy/eks/dra.rst); allowed: a "
+                    "1.34.2+ release, or device-plugin"
+                )
+        if config.node_provisioner == "karpenter":
+            problems.append(
+                f"{said}: with nodeProvisioner karpenter; EKS supports DRA with Karpenter only on static capacity "
+                "(EKS user guide device-management-neuron, 'Karpenter (static capacity only)'), and this project's "
+                "NodePools start nodes for pending pods; allowed: nodeProvisioner cluster-autoscaler, or device-plugin"
+            )
+        elif autoscaled and group.min_size == 0:
+            problems.append(
+                f"{said}: with minSize 0; cluster-autoscaler cannot bring a DRA group back from zero on AWS (the node "
+                "it imagines for an empty group carries no ResourceSlices, so no claim fits it: kubernetes/autoscaler "
+                "cluster-autoscaler-1.35.2 cloudprovider/aws/aws_cloud_provider.go TemplateNodeInfo), and it scales "
+                "idle groups down to minSize; a Capacity Block is no exception, since EKS only scales a block's group "
+                "down by schedule (EKS user guide capacity-blocks-mng); allowed: minSize 1 or more, or device-plugin"
             )
     return problems
 

@@ -88,6 +88,7 @@ CHART_FEATURES = {
 CHART_ROWS = {
     "neuron": "neuron-helm-chart",
     "efa-device-plugin": "efa-device-plugin",
+    "aws-dranet": "aws-dranet",
     "fsx-csi-driver": "aws-fsx-csi-driver",
     "volcano": "volcano",
     "kuberay-operator": "kuberay",

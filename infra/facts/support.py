@@ -272,6 +272,12 @@ SUPPORT: dict[str, Support] = {
         f"aws/eks-charts {_NO_POLICY} (stable/aws-efa-k8s-device-plugin/README.md at 5239609: values only)",
         "its newest chart in aws/eks-charts",
     ),
+    "aws-dranet-1.0": Support(
+        "EFA DRA driver chart (aws-dranet) 1.0",
+        None,
+        f"aws/eks-charts {_NO_POLICY} (stable/aws-dranet/README.md at 5239609: prerequisites and values only)",
+        "its newest chart in aws/eks-charts",
+    ),
     "aws-fsx-csi-driver-1.17": Support(
         "FSx for Lustre CSI driver chart 1.17",
         None,

@@ -90,10 +90,15 @@ CHARTS: dict[str, ChartPin] = {
     # 1.10.0 (device plugin 2.32.0.0, DRA driver 1.2.0) has no readable source here (the
     # aws-neuron/neuron-helm-charts snapshot stops at chart 1.0.0, its GitHub release body is empty, and
     # only a third-party `helm show values` copy exists), so its values keys, templates and RBAC cannot
-    # be checked against what infra/components/devices.py sets.
+    # be checked against what infra/components/devices.py sets. 1.9.0 already carries the Neuron DRA driver
+    # 1.1.0 (values.yaml at b77a6f90: draDriver.image.tag), which the `deviceAllocation: dra` groups run.
     "neuron": ChartPin("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0"),
     # Chart v0.5.30 ships device plugin image v0.5.20; the chart version carries a literal "v".
     "efa-device-plugin": ChartPin("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts"),
+    # The EFA DRA driver, for `deviceAllocation: dra` groups with EFA. Chart 1.0.0 (image
+    # v1.2.0-eksbuild.2), the only one in aws/eks-charts (stable/aws-dranet, added c043cef 2026-04-30; read
+    # at 5239609, 2026-08-03); pinned 2026-11-28.
+    "aws-dranet": ChartPin("aws-dranet", "1.0.0", "https://aws.github.io/eks-charts"),
     "fsx-csi-driver": ChartPin("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"),
     "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
     "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),

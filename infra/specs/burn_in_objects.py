@@ -60,6 +60,7 @@ from typing import Any
 from infra.facts.neuron import BURN_IN_IMAGE
 from infra.facts.versions import PYTHON_SLIM_IMAGE
 from infra.specs import admission
+from infra.specs.dra_objects import DraGroup, pod_claims
 from infra.specs.node_template import (
     BURN_IN_FAILED_TAINT_KEY,
     BURN_IN_PENDING_LABEL,
@@ -142,6 +143,9 @@ class BurnInTarget:
     fsx_claim: str | None
     """The claim in ``NAMESPACE`` to mount at /shared; None when the stack has no file system."""
     provisioner: str = "cluster-autoscaler"
+    dra: DraGroup | None = None
+    """A `deviceAllocation: dra` group: the burn-in claims its node's devices through the group's whole-node
+    claim template in ``NAMESPACE`` (no device plugin runs there to serve aws.amazon.com/neuron)."""
 
     @property
     def group_label(self) -> str:
@@ -353,9 +357,11 @@ def toleration(taint: Any) -> dict[str, str]:
 
 def daemon_set(t: BurnInTarget) -> dict[str, Any]:
     labels = {**APP_LABELS, "node-group": t.node_group}
-    limits = {NEURON_RESOURCES[0]: str(t.neuron_devices), **burn_in_resources(t)}
-    if t.efa_interfaces:
-        limits[EFA_RESOURCE] = str(t.efa_interfaces)
+    limits = dict(burn_in_resources(t))
+    if t.dra is None:
+        limits[NEURON_RESOURCES[0]] = str(t.neuron_devices)
+        if t.efa_interfaces:
+            limits[EFA_RESOURCE] = str(t.efa_interfaces)
     container: dict[str, Any] = {
         "name": "burn-in",
         "image": IMAGE,
@@ -371,6 +377,11 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
     if t.fsx_claim:
         container["volumeMounts"] = [{"name": "fsx", "mountPath": SHARED_MOUNT, "readOnly": True}]
         volumes.append({"name": "fsx", "persistentVolumeClaim": {"claimName": t.fsx_claim, "readOnly": True}})
+    claims: dict[str, Any] = {}
+    if t.dra is not None:
+        pod_side, container_side = pod_claims(t.dra)
+        container["resources"]["claims"] = container_side
+        claims["resourceClaims"] = pod_side
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -420,6 +431,7 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
                     "terminationGracePeriodSeconds": 10,
                     "containers": [container],
                     "volumes": volumes,
+                    **claims,
                 },
             },
         },

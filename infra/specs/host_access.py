@@ -35,6 +35,7 @@ import json
 from typing import Any
 
 from infra.specs import admission
+from infra.specs.dra_objects import DRA_DRIVER_NAMESPACE
 
 NAME = "host-access-only-for-node-agents"
 HOST_ACCESS = ("hostIPC", "hostNetwork", "hostPID", "hostPath", "privileged")
@@ -48,7 +49,7 @@ WORKLOAD_CONTROLLERS = {
 
 
 def exemptions(
-    *, observability: bool, neuron_chart: bool, neuron_scheduler_extension: bool
+    *, observability: bool, neuron_chart: bool, neuron_scheduler_extension: bool, neuron_dra: bool = False
 ) -> dict[str, tuple[str, ...]]:
     """``<namespace>/<owner kind>`` -> the host access its pods may have, for what this cluster installs.
 
@@ -70,6 +71,12 @@ def exemptions(
         # npd.nodeProblemDetector.securityContext is empty, its default in values.yaml, which
         # infra/components/devices.py leaves. No host network or host PID.
         allowed["neuron-healthcheck-system/DaemonSet"] = ("hostPath", "privileged")
+    if neuron_dra:
+        # The Neuron DRA driver's kubelet plugin, in the namespace the chart creates for it: the host network
+        # and host paths (the kubelet's plugin and registry directories, the CDI directory), not privileged
+        # (neuron-helm-charts templates/dra-driver/dra-driver-daemonset.yaml, 97e1b7d3: hostNetwork: true;
+        # values.yaml at 1.9.0: draDriver.volumes, securityContext {}). aws-dranet runs in kube-system.
+        allowed[f"{DRA_DRIVER_NAMESPACE}/DaemonSet"] = ("hostNetwork", "hostPath")
     if neuron_chart and neuron_scheduler_extension:
         # The Neuron scheduler extension is a Deployment on the host network
         # (templates/scheduler-extn.yaml at 1.0.0: hostNetwork: true, no host path, not privileged).

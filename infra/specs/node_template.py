@@ -78,8 +78,19 @@ JOB_SUPPORT_LABELS = {"role": "job-support", "provisioner": "cluster-autoscaler"
 JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 
 
+# On the nodes of a group whose devices are allocated by DRA (deviceAllocation: dra). The Neuron chart's
+# device-plugin release keeps its DaemonSets off nodes carrying it and its DRA release runs only there
+# (infra/components/devices.py): "Device plugins and the DRA plugin can coexist in the same cluster, but
+# not for the same node" (aws-neuron/aws-neuron-sdk 81ce03a deploy/eks/dra.rst, FAQs). Such a node never
+# carries EFA_PRESENT_LABEL, which the EFA device plugin selects on: the EFA DRA driver (aws-dranet)
+# "cannot coexist" with it on one node (EKS user guide device-management-efa, 43d79bdb).
+DEVICE_ALLOCATION_LABEL = "devices.trainium-eks/allocation"
+DRA_NODE_LABELS = {DEVICE_ALLOCATION_LABEL: "dra"}
+EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+
+
 def node_labels(
-    instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler"
+    instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler", dra: bool = False
 ) -> dict[str, str]:
     """The labels the seeds' workloads select on, plus any from config. ``provisioner`` names what
     starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods."""
@@ -87,15 +98,22 @@ def node_labels(
         "instance-type": node_label_value(instance_type),
         "provisioner": provisioner,
     }
-    if efa:
-        labels["vpc.amazonaws.com/efa.present"] = "true"
+    if dra:
+        labels.update(DRA_NODE_LABELS)
+    elif efa:
+        labels[EFA_PRESENT_LABEL] = "true"
     return {**labels, **extra}
 
 
 def autoscaler_tags(
-    labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int
+    labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int, dra: bool = False
 ) -> dict[str, str]:
+    """Labels, taints and the extended resources a node of the group offers. A DRA group's devices are
+    no extended resources (ResourceSlices, which cluster-autoscaler cannot read from tags): advertising
+    aws.amazon.com/neuron there would let it scale the group up for pods no node of it can take."""
     tags = label_taint_tags(labels, taints)
+    if dra:
+        return tags
     resources = {r: facts.neuron_devices for r in NEURON_RESOURCES}
     resources[NEURONCORE_RESOURCE] = facts.neuron_cores
     if efa_interfaces:

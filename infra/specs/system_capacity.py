@@ -103,30 +103,42 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
 # charts/neuron-helm-chart/values.yaml at 1.0.0, the newest copy readable here; the pin is 1.9.0:
 # the device plugin sets no requests, the node problem detector 10m/80Mi, node recovery 10m/150Mi)
 # and the EFA device plugin (eks-charts aws-efa-k8s-device-plugin v0.5.30 values.yaml: resources {}).
-def accelerator_daemonsets(features: FeaturesConfig) -> list[PodRequests]:
+# A `deviceAllocation: dra` node runs the DRA drivers instead of the device plugins (docs/dra.md): the
+# Neuron DRA driver (neuron-helm-chart values.yaml at 1.9.0, b77a6f90: draDriver.resources.requests 10m/128Mi)
+# and, with EFA, aws-dranet (eks-charts stable/aws-dranet 1.0.0 values.yaml resources.requests 100m/50Mi).
+def accelerator_daemonsets(features: FeaturesConfig, dra: bool = False, efa: bool = True) -> list[PodRequests]:
     pods = []
     if features.neuron_device_plugin:
-        pods.append(PodRequests("neuron-device-plugin", 0, 0, 1, "neuron-helm-chart values.yaml devicePlugin (none)"))
+        if not dra:
+            pods.append(
+                PodRequests("neuron-device-plugin", 0, 0, 1, "neuron-helm-chart values.yaml devicePlugin (none)")
+            )
         pods.append(PodRequests("neuron-problem-detector", 10, 80, 1, "neuron-helm-chart values.yaml npd resources"))
     if features.neuron_node_recovery:
         pods.append(
             PodRequests("neuron-node-recovery", 10, 150, 1, "neuron-helm-chart values.yaml node recovery resources")
         )
-    if features.efa_device_plugin:
+    if dra:
+        pods.append(PodRequests("neuron-dra-driver", 10, 128, 1, "neuron-helm-chart 1.9.0 values.yaml draDriver"))
+        if efa:
+            pods.append(PodRequests("aws-dranet", 100, 50, 1, "aws-dranet 1.0.0 values.yaml resources.requests"))
+    elif features.efa_device_plugin:
         pods.append(
             PodRequests("efa-device-plugin", 0, 0, 1, "aws-efa-k8s-device-plugin v0.5.30 values.yaml resources {}")
         )
     return pods
 
 
-def node_allocatable(instance_type: str, features: FeaturesConfig, accelerator: bool) -> dict[str, str] | None:
+def node_allocatable(
+    instance_type: str, features: FeaturesConfig, accelerator: bool, dra: bool = False, efa: bool = True
+) -> dict[str, str] | None:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
-    a type the table does not size."""
+    a type the table does not size. ``dra``, ``efa``: an accelerator group's deviceAllocation and EFA."""
     node = _node_size(instance_type)
     if node is None:
         return None
-    on_node = daemonsets(features) + (accelerator_daemonsets(features) if accelerator else [])
+    on_node = daemonsets(features) + (accelerator_daemonsets(features, dra, efa) if accelerator else [])
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
     memory = (
         memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
