@@ -25,6 +25,7 @@ from infra.components.storage import FsxStorage, FsxStorageArgs, directory_claim
 from infra.facts import addons
 from infra.specs import host_access, namespace_identity, node_security
 from infra.specs import nodepools as karpenter_plan
+from infra.specs.burn_in_objects import IMAGE as BURN_IN_IMAGE
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
 from infra.specs.lustre_nids import no_squash_nids
@@ -201,6 +202,8 @@ if use_karpenter:
             association_after=[cluster],
         ),
     )
+# Before the burn-in: its DaemonSets pull their image through the registry's pull-through cache.
+registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
 burn_in_targets = [
     BurnInTarget(
         s.name,
@@ -211,6 +214,7 @@ burn_in_targets = [
         directory_claim_name(config.storage.claim_name, BURN_IN_NAMESPACE) if features.fsx_csi else None,
         config.node_provisioner,
         s.dra_group,
+        image=registries.through_cache(BURN_IN_IMAGE),
     )
     for s in specs
     if s.startup_taints
@@ -219,7 +223,11 @@ burn_in = (
     BurnIn(
         "burn-in",
         ctx,
-        BurnInArgs(burn_in_targets, CORE_NODE_SELECTOR, daemon_sets_after=[karpenter.controller] if karpenter else []),
+        BurnInArgs(
+            burn_in_targets,
+            CORE_NODE_SELECTOR,
+            daemon_sets_after=[*([karpenter.controller] if karpenter else []), *registries.pull_through_cache],
+        ),
     )
     if burn_in_targets
     else None
@@ -275,8 +283,6 @@ if features.observability:
             training_namespaces=namespaces,
         ),
     )
-registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
-
 # The outputs are the contract with the workload stacks: each field is described, and parsed
 # there, by infra/contract.py, and `exported` refuses a field missing or unknown to it.
 outputs = contract.exported(

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.components.context import ClusterContext
+from infra.specs import image_cache
 
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 
@@ -75,7 +76,9 @@ def managed_policy(partition: str, name: str) -> str:
 def node_role_with_policies(
     name: str, description: str, cluster: ClusterContext, policies: Sequence[str], opts: pulumi.ResourceOptions
 ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
-    """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``)."""
+    """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``), and the pull
+    through the cluster's cache of public images (``name-pull-through-cache``, infra/specs/image_cache.py):
+    every node role, since the images it serves run on every kind of node the cluster launches."""
     role = aws.iam.Role(
         name,
         assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
@@ -90,6 +93,14 @@ def node_role_with_policies(
         )
         for policy in policies
     ]
+    attached.append(
+        aws.iam.RolePolicy(
+            f"{name}-pull-through-cache",
+            role=role.id,
+            policy=image_cache.node_policy(cluster.partition, cluster.region, cluster.account_id, cluster.cluster_name),
+            opts=opts,
+        )
+    )
     return role, attached
 
 

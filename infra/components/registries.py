@@ -1,4 +1,5 @@
-"""ECR repositories for the training images, scanned on push, immutable tags, pruned."""
+"""ECR repositories for the training images, scanned on push, immutable tags, pruned; and the pull-through
+cache that serves the public images every node launch pulls from this registry (infra/specs/image_cache.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.components.context import ClusterContext
+from infra.specs import image_cache
 
 # Image name -> what it holds (the images in docker/).
 TRAINING_IMAGES = {
@@ -58,6 +60,8 @@ class RegistriesArgs:
 
 class Registries(pulumi.ComponentResource):
     urls: dict[str, pulumi.Output[str]]
+    pull_through_cache: list[pulumi.Resource]
+    """The cache rule and its repositories: what a pod pulling ``through_cache`` references waits for."""
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: RegistriesArgs, opts: pulumi.ResourceOptions | None = None
@@ -83,4 +87,52 @@ class Registries(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.urls[image] = repo.repository_url
+        self._ctx = ctx
+        self.pull_through_cache = self._pull_through_cache(ctx, args)
         self.register_outputs({"urls": self.urls})
+
+    def _pull_through_cache(self, ctx: ClusterContext, args: RegistriesArgs) -> list[pulumi.Resource]:
+        """The rule, and the repositories of the images we route through it, declared here rather than left
+        to the first pull to create: so they carry the stack's tags, scanning and pruning, and go with the
+        stack where its repositories do (``force_delete``). Immutable tags like the others: the cache tries to
+        bring a cached tag in step with the upstream one at least once a day, and "turning on image tag
+        immutability for repositories using a pull through cache rule will prevent Amazon ECR from updating
+        images using the same tag" (ECR user guide, pull-through-cache.html), so every node runs the bytes
+        the pin first fetched, whatever the upstream tag points to later."""
+        child = pulumi.ResourceOptions(parent=self)
+        prefix = image_cache.cache_prefix(ctx.cluster_name)
+        declared: list[pulumi.Resource] = [
+            aws.ecr.PullThroughCacheRule(
+                "ecr-pull-through-cache",
+                ecr_repository_prefix=prefix,
+                upstream_registry_url=image_cache.UPSTREAM_REGISTRY,
+                opts=child,
+            )
+        ]
+        for image in image_cache.CACHED_IMAGES:
+            name = image_cache.cached_repository(ctx.cluster_name, image)
+            short = name.rsplit("/", 1)[-1]
+            repo = aws.ecr.Repository(
+                f"ecr-cache-{short}",
+                name=name,
+                image_tag_mutability="IMMUTABLE",
+                image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
+                encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
+                force_delete=args.force_delete,
+                tags=ctx.tags,
+                opts=child,
+            )
+            declared += [
+                repo,
+                aws.ecr.LifecyclePolicy(
+                    f"ecr-cache-{short}-lifecycle", repository=repo.name, policy=lifecycle_policy(), opts=child
+                ),
+            ]
+        return declared
+
+    def through_cache(self, image: str) -> str:
+        """A public.ecr.aws image as nodes pull it: from this registry, through the cache (same tag)."""
+        if image not in image_cache.CACHED_IMAGES:
+            raise ValueError(f"{image}: not in image_cache.CACHED_IMAGES, so no repository is declared for it")
+        c = self._ctx
+        return image_cache.through_cache(image, c.partition, c.region, c.account_id, c.cluster_name)

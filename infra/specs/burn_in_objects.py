@@ -146,6 +146,9 @@ class BurnInTarget:
     dra: DraGroup | None = None
     """A `deviceAllocation: dra` group: the burn-in claims its node's devices through the group's whole-node
     claim template in ``NAMESPACE`` (no device plugin runs there to serve aws.amazon.com/neuron)."""
+    image: str = IMAGE
+    """``IMAGE`` as the nodes pull it: the cluster stack gives its pull-through cache reference, same tag
+    (infra/specs/image_cache.py)."""
 
     @property
     def group_label(self) -> str:
@@ -364,7 +367,7 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
             limits[EFA_RESOURCE] = str(t.efa_interfaces)
     container: dict[str, Any] = {
         "name": "burn-in",
-        "image": IMAGE,
+        "image": t.image,
         "command": ["bash", "-c", check_script(t)],
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},

@@ -1,0 +1,95 @@
+"""Public images a node pulls on every launch, served from the cluster's own registry.
+
+An ECR pull-through cache rule maps ``<account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<repository>:<tag>``
+to ``public.ecr.aws/<repository>:<tag>``: the first pull of a tag copies the image from ECR Public into
+the private repository ``<prefix>/<repository>``, later pulls are served from it (Amazon ECR user guide,
+"Sync an upstream registry with an Amazon ECR private registry", pull-through-cache.html: ECR Public
+needs no credential; create-pull-through-cache-rule: the prefix is 2-30 characters, a trailing "/" is
+implied). Private ECR keeps image layers in Amazon S3, which the VPC's S3 gateway endpoint reaches
+without the NAT gateway (infra/components/network.py); ECR Public is no VPC endpoint's service (ECR user
+guide, vpc-endpoints.html, "Considerations": "VPC endpoints don't support Amazon ECR Public repositories.
+Consider using a pull through cache rule"), so without the rule every node launch pulls the multi-GB
+image from the internet through the NAT gateway, at its per-GB charge.
+
+The node's kubelet pulls with the node role (the ECR credential provider), which needs beside read
+access ``ecr:BatchImportUpstreamImage`` to import the upstream image and ``ecr:CreateRepository`` where
+the repository does not exist yet (ECR user guide, pull-through-cache-iam.html, "IAM permissions required
+to sync an upstream registry with an Amazon ECR private registry"). Both are granted on this cluster's
+prefix only (``node_policy``).
+
+Pure values and functions: the registries component declares the rule and the repositories, the IAM
+helpers the node policy, and the burn-in takes its image reference from ``through_cache``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from infra.facts.neuron import BURN_IN_IMAGE
+
+UPSTREAM_REGISTRY = "public.ecr.aws"
+# The repository prefix: 2-30 characters (create-pull-through-cache-rule --ecr-repository-prefix
+# constraints), in ECR's repository-name pattern.
+PREFIX_MAX_LENGTH = 30
+_ECR_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
+PREFIX_SUFFIX = "ecr-public"
+# The actions beside the managed read-only policy's (AmazonEC2ContainerRegistryReadOnly lists neither).
+NODE_ACTIONS = ("ecr:BatchImportUpstreamImage", "ecr:CreateRepository")
+
+# The public images nodes pull at every launch, through the cache. The burn-in's DLC is the multi-GB one:
+# every health-gated Trainium node pulls it before it takes a job (infra/specs/burn_in_objects.py). Its
+# tag stays exactly the pin (infra/facts/versions.py NEURON_DLC_PYTORCH_2_9); only the host and the
+# prefix in front of the repository change.
+CACHED_IMAGES = (BURN_IN_IMAGE.base,)
+
+
+def cache_prefix(cluster_name: str) -> str:
+    """This cluster's repository prefix: ``<cluster>/ecr-public``, so two clusters in one account and region
+    each have their own rule (a registry holds one rule per prefix); a name too long for the 30 characters
+    gets a fixed short form from its hash instead."""
+    readable = f"{cluster_name}/{PREFIX_SUFFIX}"
+    if len(readable) <= PREFIX_MAX_LENGTH and re.fullmatch(_ECR_NAME, readable):
+        return readable
+    return f"c{hashlib.sha256(cluster_name.encode()).hexdigest()[:12]}/{PREFIX_SUFFIX}"
+
+
+def registry_host(partition: str, region: str, account_id: str) -> str:
+    """The account's private registry: <account>.dkr.ecr.<region>.amazonaws.com[.cn] (Amazon ECR user guide,
+    "Private repository concepts"; workloads/load_balancer_rules.py ECR_URL reads the same form)."""
+    suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return f"{account_id}.dkr.ecr.{region}.{suffix}"
+
+
+def upstream_repository(image: str) -> tuple[str, str]:
+    """``public.ecr.aws/<repository>:<tag>`` -> (repository, tag); anything else is refused."""
+    found = re.fullmatch(rf"{re.escape(UPSTREAM_REGISTRY)}/([a-z0-9][a-z0-9._/-]*):([\w][\w.-]*)", image)
+    if not found:
+        raise ValueError(f"{image}: not a tagged {UPSTREAM_REGISTRY}/<repository>:<tag> reference")
+    return found.group(1), found.group(2)
+
+
+def cached_repository(cluster_name: str, image: str) -> str:
+    """The private repository the cache keeps ``image`` in."""
+    return f"{cache_prefix(cluster_name)}/{upstream_repository(image)[0]}"
+
+
+def through_cache(image: str, partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """``image`` (public.ecr.aws) as the node pulls it: from the cluster's registry, same repository path and tag."""
+    repository, tag = upstream_repository(image)
+    return f"{registry_host(partition, region, account_id)}/{cache_prefix(cluster_name)}/{repository}:{tag}"
+
+
+def node_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """The node role's inline policy: import from upstream and create repositories under this cluster's
+    prefix, nowhere else."""
+    arn = f"arn:{partition}:ecr:{region}:{account_id}:repository/{cache_prefix(cluster_name)}/*"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "PullThroughCache", "Effect": "Allow", "Action": list(NODE_ACTIONS), "Resource": arn}
+            ],
+        }
+    )
