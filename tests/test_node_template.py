@@ -103,3 +103,36 @@ def test_every_accelerator_node_gets_the_setting(dev, plan_with):
     for text in texts:
         containerd = node_config(text)["spec"]["containerd"]["config"]
         assert "device_ownership_from_security_context = true" in containerd
+
+
+@pytest.mark.parametrize(
+    ("nvme", "fast", "expected"), [(4, None, True), (1, None, True), (0, None, False), (0, True, True)]
+)
+def test_parallel_image_pull_only_where_images_are_on_instance_store(nvme, fast, expected):
+    """nodeadm's FastImagePull gate (awslabs/amazon-eks-ami v20260625 nodeadm/api/v1alpha1/nodeconfig_types.go
+    Feature enum, json key featureGates) switches CRI to the AMI's SOCI snapshotter in parallel pull/unpack mode;
+    only where the RAID0 array holds the snapshotter's store (nodeadm/doc/examples.md: slower on an EBS volume
+    below 600 MiB/s; the root volume is gp3 at its 125 MiB/s)."""
+    config = node_config(nodeadm_user_data(nvme, efa=True, fast_image_pull=fast))
+    gates = config["spec"].get("featureGates", {})
+    assert gates == ({"FastImagePull": True} if expected else {})
+    # The rest of the NodeConfig is as before: the gate sits beside it, not in containerd's TOML.
+    assert "soci" not in config["spec"]["containerd"]["config"]
+
+
+def test_trainium_nodes_pull_images_in_parallel(dev, plan_with):
+    """Every Trainium group of both provisioners has instance store (trn1/trn1n: 4 NVMe disks), so each gets
+    the gate: the managed groups' launch templates with RAID0, Karpenter's NodeClasses with its instanceStorePolicy."""
+    import base64
+
+    karpenter = plan_with(nodeProvisioner="karpenter")
+    templates = [r for r in dev.of_type("aws:ec2/launchTemplate:LaunchTemplate") if "userData" in r.inputs]
+    managed = [node_config(base64.b64decode(r.inputs["userData"]).decode()) for r in templates]
+    classes = [r.inputs["spec"] for r in karpenter.registrations if r.type.endswith("EC2NodeClass")]
+    assert managed and classes
+    for config in managed:
+        assert config["spec"]["featureGates"] == {"FastImagePull": True}
+        assert config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+    for spec in classes:
+        assert spec["instanceStorePolicy"] == "RAID0"
+        assert node_config(spec["userData"])["spec"]["featureGates"] == {"FastImagePull": True}

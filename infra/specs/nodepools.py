@@ -154,7 +154,12 @@ def node_class(
     # The locked-memory limit EFA needs and the burn-in's registration label (infra/specs/user_data.py);
     # Karpenter merges a NodeConfig part of userData with its own on AL2023 (nodeclasses.md,
     # spec.userData). RAID0 stays Karpenter's (instanceStorePolicy above).
-    user_data = nodeadm_user_data(0, efa=bool(spec.interfaces), node_labels=getattr(spec, "registration_labels", None))
+    user_data = nodeadm_user_data(
+        0,
+        efa=bool(spec.interfaces),
+        node_labels=getattr(spec, "registration_labels", None),
+        fast_image_pull=spec.facts.nvme_disks > 0,  # images on Karpenter's RAID0 (instanceStorePolicy)
+    )
     if user_data:
         body["userData"] = user_data
     if spec.interfaces:

@@ -4,9 +4,9 @@ With a managed node group on an EKS AMI type, EKS writes the cluster bootstrap p
 and merges ours, so we only add what differs: containerd giving each container's devices to the
 pod's own user and group; instance-store NVMe assembled as RAID0 and used for kubelet and
 containerd, which keeps 10+ GB Neuron images and compile caches off the root volume; and, on EFA
-nodes, a locked-memory limit for containers that EFA can register training buffers under; and, on
+nodes, a locked-memory limit for containers that EFA can register training buffers under; on
 health-gated nodes, the label that starts their burn-in (infra/specs/node_template.py
-BURN_IN_PENDING_LABEL).
+BURN_IN_PENDING_LABEL); and, where images land on instance store, parallel image pull and unpack.
 """
 
 from __future__ import annotations
@@ -66,6 +66,26 @@ _LOCKED_MEMORY = f"""\
 """
 
 
+# Parallel pull and unpack of images, through the SOCI snapshotter the AL2023 AMIs ship (awslabs/amazon-eks-ami
+# v20260625, the pinned release: templates/al2023/provisioners/install-worker.sh installs soci-snapshotter on every
+# AL2023 variant, the Neuron one included). nodeadm turns it on with the FastImagePull feature gate, off by default
+# (nodeadm/internal/api/featuregates.go), on instances of at least 4 vCPUs and 7 GiB (containerd/config.go
+# UseSOCISnapshotter): CRI's snapshotter becomes "soci" (containerd/config2.template.toml) and
+# /etc/soci-snapshotter-grpc/config.toml gets its parallel_pull_unpack mode (containerd/snapshotter/
+# soci-snapshotter.config.toml: up to 20 concurrent 16 MB range downloads and 12 unpacks per image, gzip through
+# unpigz). That is the parallel pull only: it is no lazy loading, which needs a SOCI index pushed beside each image.
+# nodeadm merges featureGates of every NodeConfig it reads key by key (nodeadm/internal/api/merge.go, mergo with
+# override), so EKS's own part keeps its gates. Only where the images are on instance store: nodeadm's RAID0
+# bind-mounts /var/lib/soci-snapshotter-grpc onto the array with containerd's (templates/al2023/runtime/bin/
+# setup-local-disks, unless --no-bind-soci), while on the gp3 root volume (125 MiB/s unless raised) nodeadm's
+# own guide warns that pulls may get slower below 600 MiB/s (nodeadm/doc/examples.md, "Enabling fast image pull").
+FAST_IMAGE_PULL_GATE = "FastImagePull"
+_FAST_IMAGE_PULL = f"""\
+  featureGates:
+    {FAST_IMAGE_PULL_GATE}: true
+"""
+
+
 # Labels the kubelet registers the node with. nodeadm appends kubelet.flags of every NodeConfig it
 # merges (EKS's or Karpenter's own and ours), and the kubelet merges repeated --node-labels
 # (awslabs/amazon-eks-ami nodeadm/internal/api/merge.go mergeKubeletFlags; kubernetes component-base
@@ -79,11 +99,19 @@ def _kubelet_labels(labels: dict[str, str]) -> str:
 """
 
 
-def nodeadm_user_data(nvme_disks: int, efa: bool = False, node_labels: dict[str, str] | None = None) -> str:
+def nodeadm_user_data(
+    nvme_disks: int,
+    efa: bool = False,
+    node_labels: dict[str, str] | None = None,
+    fast_image_pull: bool | None = None,
+) -> str:
     """MIME multi-part user data (plain text) for an accelerator node. ``node_labels``: labels only a
-    real node carries (set at registration), never a template's."""
+    real node carries (set at registration), never a template's. ``fast_image_pull``: whether images
+    land on an instance-store array; unset, whether this NodeConfig builds one (``nvme_disks``)."""
+    fast = nvme_disks >= 1 if fast_image_pull is None else fast_image_pull
     node_config = (
         _NODECONFIG
+        + (_FAST_IMAGE_PULL if fast else "")
         + (_RAID0 if nvme_disks >= 1 else "")
         + "  containerd:\n"
         + _CONTAINERD_CONFIG
