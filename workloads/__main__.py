@@ -17,11 +17,12 @@ from infra.components.kube import kubeconfig_for
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config
 from infra.facts.pins import for_terminal
-from workloads import bert, checks, layouts, nxd_llama, pins, ray_llama2, schedule
+from workloads import bert, checks, image_prepull, layouts, nxd_llama, pins, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
 from workloads.gang_watchdog import GangWatchdog, WatchdogLayout
+from workloads.image_prepull import ImagePrepull
 from workloads.kube import LayoutArgs
 from workloads.nxd_llama import HuggingFaceToken, HuggingFaceTokenArgs, NxdLlama
 from workloads.ray_llama2 import RayLlama2
@@ -140,6 +141,11 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         declared["nxdLlama"] = (["llama2-compile"] if nxd_settings.compile else []) + (
             ["llama2-train"] if nxd_settings.train else []
         )
+    # The images the Trainium jobs above run, pulled on each new node while its burn-in runs.
+    prepull_layout = layouts.prepull(config, cluster)
+    if prepull := image_prepull.manifests(prepull_layout):
+        ImagePrepull("image-prepull", prepull_layout, opts)
+        declared["imagePrepull"] = [m["metadata"]["name"] for m in prepull if m["kind"] == "DaemonSet"]
     if runs := run_directories(bert_args, ray_layout, nxd_layout):
         declared["runDirectories"] = runs
     if (check_layout := layouts.check(config, cluster)) is not None:

@@ -23,6 +23,7 @@ _BUILT_IN = {
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }

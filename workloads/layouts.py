@@ -14,6 +14,7 @@ from workloads import bert, cluster_check, data_staging, nxd_llama, ray_llama2
 from workloads.bert import BertPretrainingArgs
 from workloads.cluster_check import CheckLayout
 from workloads.data_staging import StagingLayout
+from workloads.image_prepull import PrepullLayout
 from workloads.nxd_llama import NxdLayout
 from workloads.ray_llama2 import RayLayout
 from workloads.settings import WorkloadsConfig
@@ -105,6 +106,21 @@ def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | No
         namespace_id=cluster.namespace_ids[config.namespace],
         gang_queue=_gang_queue(cluster, s),
         verdict_image=image(cluster, "cmd-shell", s),
+    )
+
+
+def prepull(config: WorkloadsConfig, cluster: ClusterContract) -> PrepullLayout:
+    """The images each Trainium group runs for this stack's jobs (the cluster check runs nxd-llama's), for
+    the pre-pull during a new node's burn-in (workloads/image_prepull.py)."""
+    on_groups: dict[str, set[str]] = {}
+    if (args := bert_args(config, cluster)) is not None:
+        on_groups.setdefault(args.group.name, set()).add(f"{args.repository}:{args.settings.image_tag}")
+    for layout in (ray(config, cluster), nxd(config, cluster), check(config, cluster)):
+        if layout is not None:
+            on_groups.setdefault(layout.group.name, set()).add(layout.image)
+    return PrepullLayout(
+        namespace=config.namespace,
+        groups={name: (cluster.node_groups[name], tuple(sorted(images))) for name, images in on_groups.items()},
     )
 
 
