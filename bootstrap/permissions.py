@@ -163,6 +163,8 @@ _TYPE_READS: dict[str, tuple[str, ...]] = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("ec2:DescribeVpcEndpoints", "ec2:DescribePrefixLists"),
     "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation": ("ec2:DescribeVpcs",),
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": ("ecr:GetLifecyclePolicy",),
+    # ecr/pull_through_cache_rule.go findPullThroughCacheRuleByRepositoryPrefix.
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": ("ecr:DescribePullThroughCacheRules",),
     "aws:ecr/repository:Repository": ("ecr:DescribeRepositories", "ecr:ListTagsForResource"),
     "aws:eks/accessEntry:AccessEntry": ("eks:DescribeAccessEntry",),
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("eks:ListAssociatedAccessPolicies",),

@@ -672,6 +672,26 @@ def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
     assert run.called("neuron-ls") and run.called("fi_info")[0]["argv"] == ["-p", "efa", "-t", "FI_EP_RDM"]
 
 
+def replay_prepull(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """The pre-pull's init containers run one after another and exit 0 (each only makes the kubelet pull
+    its image); its container then stays, without a device, until the burn-in ends and the DaemonSet
+    controller deletes the pod. All as the unprivileged user, on read-only roots."""
+    name = pcs[0].obj["metadata"]["name"]
+    inits = [p for p in pcs if p.init]
+    assert len(inits) >= 1
+    for i, pc in enumerate(inits):
+        run = sandbox.run(pc, image_of(pc), pod_name=f"{name}-p{i}x4q")
+        assert run.rc == 0, run.stdout + run.stderr
+        assert run.argv == ["true"] and not run.root_owned_writes
+    hold = only([p for p in pcs if not p.init])
+    assert hold.container["image"] == inits[-1].container["image"]  # pulled already by the last init
+    running = sandbox.start(hold, image_of(hold), pod_name=f"{name}-h7x2w")
+    time.sleep(0.1)
+    assert running.process.poll() is None, "the pre-pull's container stays until its DaemonSet deletes the pod"
+    run = running.replay()
+    assert run.argv == ["sleep", "infinity"]
+
+
 # --- the cluster acceptance test: per-node Job, all-reduce MPIJob, verdict Job --------------------------
 def replay_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
     nodes_job = pcs[0].obj
@@ -802,6 +822,11 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
     ("redpajama", lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "stage-redpajama", replay_redpajama),
     ("burn-in", lambda o: o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("burn-in-"), replay_burn_in),
     (
+        "image-prepull",
+        lambda o: o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("image-prepull-"),
+        replay_prepull,
+    ),
+    (
         "cluster-check",
         lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "cluster-check-nodes",
         replay_cluster_check,
@@ -834,6 +859,7 @@ SHIPPED_IN = {
     "wikicorpus": {"dev"},
     "redpajama": {"prod"},
     "burn-in": {"dev", "prod"},
+    "image-prepull": {"dev", "prod"},
     "cluster-check": {"dev"},
     "cluster-check-later-stages": {"dev"},
     "fsx-directories": {"dev", "prod"},
