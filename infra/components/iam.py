@@ -78,7 +78,7 @@ def node_role_with_policies(
 ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """An EC2 node role (``name``) with the managed ``policies`` attached (``name-<policy>``), and the pull
     through the cluster's cache of public images (``name-pull-through-cache``, infra/specs/image_cache.py):
-    every node role, since the images it serves run on every kind of node the cluster launches."""
+    on every node role, since the managed groups share one role and any of its nodes may run a cached image."""
     role = aws.iam.Role(
         name,
         assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
