@@ -249,6 +249,7 @@ if features.fsx_csi:
             namespace_ids=config.namespace_ids,
             no_squash_nids=no_squash_nids(network.private_cidrs),
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
+            image_cache=registries.pull_through_cache,
         ),
     )
 identities.wall_off(storage.server_addresses if storage else [])

@@ -47,6 +47,7 @@ from infra.components.identities import TrainingIdentities
 from infra.components.kube import CORE_NODE_SELECTOR, ROOT_SQUASH_EXEMPT_SELECTOR, helm_release
 from infra.config.models import SQUASHED_ID, CheckpointExportConfig, DataRepositoryConfig, StorageConfig
 from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
+from infra.specs import image_cache
 from infra.specs.lustre_nids import LUSTRE_PORTS
 
 PROVISIONER = "fsx.csi.aws.com"
@@ -542,6 +543,9 @@ class FsxStorageArgs:
     # Namespaces of cluster services that mount the file system too (the burn-in checks the mount),
     # each with the resource that creates it.
     system_namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
+    # The pull-through cache the driver's node images come through (Registries.pull_through_cache): the
+    # release waits for it, so no node pulls a reference nothing serves yet.
+    image_cache: list[pulumi.Resource] = field(default_factory=list)
 
 
 class FsxStorage(pulumi.ComponentResource):
@@ -662,8 +666,8 @@ class FsxStorage(pulumi.ComponentResource):
             "aws-fsx-csi-driver",
             CHARTS["fsx-csi-driver"],
             "kube-system",
-            self.chart_values(),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=identity),
+            self.chart_values(ctx),
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*identity, *args.image_cache]),
         )
         k8s.storage.v1.StorageClass(
             STORAGE_CLASS,
@@ -890,8 +894,13 @@ class FsxStorage(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def chart_values() -> dict[str, Any]:
+    def chart_values(ctx: ClusterContext) -> dict[str, Any]:
         return {
+            # Every node pulls the node DaemonSet's images at launch: through the cluster's own registry
+            # (infra/specs/image_cache.py FSX_CSI_NODE_IMAGES).
+            **image_cache.chart_repositories(
+                image_cache.FSX_CSI_NODE_IMAGES, ctx.partition, ctx.region, ctx.account_id, ctx.cluster_name
+            ),
             "controller": {
                 "serviceAccount": {"create": True, "name": CONTROLLER_SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 from infra.facts.neuron import BURN_IN_IMAGE
 
@@ -38,11 +39,26 @@ PREFIX_SUFFIX = "ecr-public"
 # The actions beside the managed read-only policy's (AmazonEC2ContainerRegistryReadOnly lists neither).
 NODE_ACTIONS = ("ecr:BatchImportUpstreamImage", "ecr:CreateRepository")
 
+# The FSx CSI driver's node DaemonSet runs on every node, Trainium ones included (infra/components/storage.py:
+# node.tolerateAllTaints), so every launch pulls its images too: the chart's own, by values key, as
+# kubernetes-sigs/aws-fsx-csi-driver tag helm-chart-aws-fsx-csi-driver-1.17.0 charts/aws-fsx-csi-driver/
+# values.yaml sets them (templates/node-daemonset.yaml renders `<repository>:<tag>`; the controller's
+# livenessprobe sidecar reads the same key). Only the repositories are overridden: the tags stay the chart's.
+# A chart bump re-reads them (tests/test_image_delivery.py ties FSX_CSI_CHART to the pin).
+FSX_CSI_CHART = "1.17.0"
+FSX_CSI_NODE_IMAGES: dict[tuple[str, ...], str] = {
+    ("image",): "public.ecr.aws/fsx-csi-driver/aws-fsx-csi-driver:v1.9.0",
+    ("sidecars", "livenessProbe", "image"): "public.ecr.aws/csi-components/livenessprobe:v2.18.0-eksbuild.3",
+    ("sidecars", "nodeDriverRegistrar", "image"): (
+        "public.ecr.aws/csi-components/csi-node-driver-registrar:v2.16.0-eksbuild.3"
+    ),
+}
+
 # The public images nodes pull at every launch, through the cache. The burn-in's DLC is the multi-GB one:
 # every health-gated Trainium node pulls it before it takes a job (infra/specs/burn_in_objects.py). Its
 # tag stays exactly the pin (infra/facts/versions.py NEURON_DLC_PYTORCH_2_9); only the host and the
 # prefix in front of the repository change.
-CACHED_IMAGES = (BURN_IN_IMAGE.base,)
+CACHED_IMAGES = (BURN_IN_IMAGE.base, *FSX_CSI_NODE_IMAGES.values())
 
 
 def cache_prefix(cluster_name: str) -> str:
@@ -79,6 +95,19 @@ def through_cache(image: str, partition: str, region: str, account_id: str, clus
     """``image`` (public.ecr.aws) as the node pulls it: from the cluster's registry, same repository path and tag."""
     repository, tag = upstream_repository(image)
     return f"{registry_host(partition, region, account_id)}/{cache_prefix(cluster_name)}/{repository}:{tag}"
+
+
+def chart_repositories(
+    images: dict[tuple[str, ...], str], partition: str, region: str, account_id: str, cluster_name: str
+) -> dict[str, Any]:
+    """Helm values that point each values key's ``repository`` through the cache (the chart keeps its tags)."""
+    values: dict[str, Any] = {}
+    for path, image in images.items():
+        node = values
+        for key in path:
+            node = node.setdefault(key, {})
+        node["repository"] = through_cache(image, partition, region, account_id, cluster_name).rsplit(":", 1)[0]
+    return values
 
 
 def node_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
