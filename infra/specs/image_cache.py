@@ -18,7 +18,8 @@ to sync an upstream registry with an Amazon ECR private registry"). Both are gra
 prefix only (``node_policy``).
 
 Pure values and functions: the registries component declares the rule and the repositories, the IAM
-helpers the node policy, and the burn-in takes its image reference from ``through_cache``.
+helpers the node policy; the burn-in takes its image reference from ``through_cache``, the FSx CSI chart
+its repositories from ``chart_repositories``.
 """
 
 from __future__ import annotations
