@@ -20,11 +20,12 @@ def test_the_burn_in_pull_is_the_dlc_at_the_measured_rate():
 def test_a_warm_start_from_zero_nodes_adds_every_phase():
     model = first_step("bertPretraining", BURNT_IN, 2)
     # submit 0.7 + scale-up 0.3 + launch 1.5 + boot 1.5 + DaemonSets 1.5 + pull 3.5 + checks 1.0
-    # + image layers 0.4 + mount 0.1 + rendezvous 0.3 + runtime 2.5
-    assert model.warm_minutes == pytest.approx(13.3)
-    assert minutes(model.warm_minutes) == 14
+    # + mount 0.1 + rendezvous 0.3 + runtime 2.5; the image's own layers come during the burn-in.
+    assert model.warm_minutes == pytest.approx(12.9)
+    assert minutes(model.warm_minutes) == 13
+    assert startup.TRAINING_IMAGE_LAYERS not in model.warm
     # cold: + compile 15 + a second submit 0.7, rendezvous 0.3 and runtime start 2.5 on the same nodes.
-    assert model.cold_minutes == pytest.approx(31.8) and minutes(model.cold_minutes) == 32
+    assert model.cold_minutes == pytest.approx(31.4) and minutes(model.cold_minutes) == 32
 
 
 @pytest.mark.parametrize("workload, compile_minutes", [("rayLlama2", 6.0), ("nxdLlama", 10.0)])
@@ -35,13 +36,14 @@ def test_each_workload_compiles_for_its_own_measured_time(workload, compile_minu
 
 def test_what_the_group_skips():
     karpenter = first_step("bertPretraining", {**BURNT_IN, "labels": {"provisioner": "karpenter"}}, 2)
-    assert karpenter.warm_minutes == pytest.approx(13.2)
+    assert karpenter.warm_minutes == pytest.approx(12.8)
+    # Without a burn-in: no DLC pull or checks, but the training image's layers after the node is up.
     unchecked = first_step("bertPretraining", {**BURNT_IN, "startupTaints": []}, 2)
-    assert unchecked.warm_minutes == pytest.approx(13.3 - 3.5 - 1.0)
+    assert unchecked.warm_minutes == pytest.approx(12.9 - 3.5 - 1.0 + 0.4)
     # Nodes kept at minSize: only the submission, the mount, the rendezvous and the runtime start.
     kept = first_step("bertPretraining", {**BURNT_IN, "minSize": 2}, 2)
     assert kept.warm_minutes == pytest.approx(0.7 + 0.1 + 0.3 + 2.5)
-    assert first_step("bertPretraining", {**BURNT_IN, "minSize": 1}, 2).warm_minutes == pytest.approx(13.3)
+    assert first_step("bertPretraining", {**BURNT_IN, "minSize": 1}, 2).warm_minutes == pytest.approx(12.9)
 
 
 def test_minutes_round_up():
@@ -55,8 +57,8 @@ def test_the_plan_prints_each_training_workload_in_80_columns(capsys, tmp_path):
     argv = ["--stack", "dev", "--project-dir", str(FIXTURE_ROOT), "--out", str(tmp_path)]
     assert command.main(argv) == 0
     text = capsys.readouterr().out
-    assert "    bertPretraining first step: warm 14 min, cold 32 min" in text.splitlines()
-    assert "    rayLlama2 first step: warm 14 min, cold 23 min" in text.splitlines()
+    assert "    bertPretraining first step: warm 13 min, cold 32 min" in text.splitlines()
+    assert "    rayLlama2 first step: warm 13 min, cold 23 min" in text.splitlines()
     assert "clusterCheck first step" not in text  # the acceptance test trains nothing
     assert max(len(line) for line in text.splitlines() if "first step" in line) <= 80
 
@@ -77,6 +79,6 @@ def test_wide_lists_every_phase_with_its_kind_and_source():
         }
     }
     lines = report.first_step_breakdown(estimate)
-    assert lines[0].startswith("First step of nxdLlama from zero nodes: warm about 14 min, cold about 27 min")
+    assert lines[0].startswith("First step of nxdLlama from zero nodes: warm about 13 min, cold about 27 min")
     assert len(lines) == 1 + 1 + len(model.warm) + 1 + len(model.cold_extra)
     assert any("10.0 min  llama2-compile" in line and "[measured: the NeMo/MPI seed" in line for line in lines)

@@ -33,13 +33,14 @@ def node_phases(group: Mapping[str, Any], nodes: int) -> tuple[Phase, ...]:
     """What new nodes go through before a pod can run on them: none when the group keeps at least
     ``nodes`` nodes (its minSize), else scale-up, launch, boot, DaemonSets and, on a health-gated group
     (``startupTaints`` in its output), the burn-in's pull and checks. The training image's own layers
-    come after, on every node new to it."""
+    are pulled during the burn-in there (workloads/image_prepull.py), and after the node is up on a
+    group without one."""
     if int(group.get("minSize", 0)) >= nodes:
         return ()
     provisioner = group.get("labels", {}).get("provisioner", "cluster-autoscaler")
     phases = [startup.SCALE_UP[provisioner], startup.LAUNCH, startup.BOOT_AND_JOIN, startup.DAEMONSETS]
     if group.get("startupTaints"):
-        phases += [startup.burn_in_pull(), startup.BURN_IN_CHECKS]
+        return (*phases, startup.burn_in_pull(), startup.BURN_IN_CHECKS)
     return (*phases, startup.TRAINING_IMAGE_LAYERS)
 
 

@@ -74,6 +74,8 @@ BURN_IN_CHECKS = Phase(
     "not timed on hardware (docs/node-health.md); bounded with its image pull by the burn-in's budget "
     "(infra/specs/burn_in_objects.py BUDGET_SECONDS)",
 )
+# On a health-gated group the workload stack pulls these while the burn-in runs (workloads/image_prepull.py),
+# off the path to the first step; only a group without a burn-in waits for them.
 TRAINING_IMAGE_LAYERS = Phase(
     "the training image's own layers are pulled (its base, the Neuron DLC, is already on the node)",
     0.4,
@@ -111,6 +113,9 @@ DLC_SIZE_SOURCE = (
 )
 # An uncached 9.5 GB (compressed) PyTorch image took 334 s to start on an EKS node (measured:
 # aws-ia/terraform-aws-eks-blueprints, patterns/machine-learning/ml-container-cache), pull and unpack.
+# Trainium nodes pull in parallel (SOCI's parallel pull and unpack, infra/specs/user_data.py) and from
+# the cluster's pull-through cache (infra/specs/image_cache.py); what either saves was not measured for
+# these images, so the rate stays the measured one: the figure is an upper estimate.
 PULL_MB_PER_SECOND = 9500 / 334
 PULL_RATE_SOURCE = (
     "measured: 9.5 GB compressed started in 334 s on an uncached EKS node (aws-ia terraform-aws-eks-blueprints "
