@@ -168,6 +168,7 @@ identities = TrainingIdentities(
     ctx,
     TrainingIdentitiesArgs({ns: config.data_buckets(ns) for ns in namespaces}),
 )
+registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
 DevicePlugins(
     "devices",
     ctx,
@@ -180,6 +181,7 @@ DevicePlugins(
         else None,
         dra_groups=dra_groups,
         claim_namespaces={ns: identities.depends_for(ns) for ns in namespaces},
+        image_cache=registries.pull_through_cache,
     ),
 )
 karpenter = None
@@ -203,7 +205,6 @@ if use_karpenter:
         ),
     )
 # Before the burn-in: its DaemonSets pull their image through the registry's pull-through cache.
-registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
 burn_in_targets = [
     BurnInTarget(
         s.name,

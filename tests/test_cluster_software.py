@@ -501,8 +501,8 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
 
 def test_ecr_repositories(dev, prod):
     repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
-    # The training images', and the pull-through cache's for the burn-in's DLC and the FSx CSI driver's node
-    # images (tests/test_image_delivery.py).
+    # The training images', and the pull-through cache's for the burn-in's DLC, the FSx CSI driver's node
+    # images and the Neuron chart's (tests/test_image_delivery.py).
     assert set(repos) == {
         "trn-dev/bert-pretrain",
         "trn-dev/cmd-shell",
@@ -512,12 +512,15 @@ def test_ecr_repositories(dev, prod):
         "trn-dev/ecr-public/fsx-csi-driver/aws-fsx-csi-driver",
         "trn-dev/ecr-public/csi-components/livenessprobe",
         "trn-dev/ecr-public/csi-components/csi-node-driver-registrar",
+        "trn-dev/ecr-public/neuron/neuron-device-plugin",
+        "trn-dev/ecr-public/neuron/neuron-dra-driver",
+        "trn-dev/ecr-public/neuron/neuron-node-recovery",
     }
     for repo in repos.values():
         assert repo["imageTagMutability"] == "IMMUTABLE"
         assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
         assert repo["forceDelete"] is True
-    assert len(dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")) == 8
+    assert len(dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")) == 11
     assert all(r.inputs["forceDelete"] is False for r in prod.of_type("aws:ecr/repository:Repository"))
     assert (
         dev.outputs["ecrRepositories"]["bert-pretrain"]

@@ -276,6 +276,9 @@ def test_the_two_neuron_releases(dra_plan):
     assert "draDriver" not in first  # the chart's default: off
     # The chart refuses the DRA driver with the scheduler extension in one release, and chart 1.5.0 with the device
     # plugin too (templates/_helpers.tpl neuron-helm-chart.validateConfig at 1.5.0, 7324cd0e, and 1.8.0, cea92c38).
+    # Its image through the cluster's pull-through cache (infra/specs/image_cache.py), at the chart's tag.
+    repository = second["draDriver"].pop("image")["repository"]
+    assert repository.endswith(".amazonaws.com/trn-prod/ecr-public/neuron/neuron-dra-driver")
     assert second == {
         "draDriver": {
             "enabled": True,

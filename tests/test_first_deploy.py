@@ -57,7 +57,7 @@ def test_neuron_release_waits_for_the_namespace_its_chart_does_not_create(dev):
 
 def test_node_recovery_is_monitor_only_by_default(dev):
     npd = dev.named("neuron", "kubernetes:helm.sh/v3:Release").inputs["values"]["npd"]
-    assert npd["nodeRecovery"] == {"enabled": False}
+    assert npd["nodeRecovery"]["enabled"] is False
     assert "serviceAccount" not in npd
     assert not [r for r in dev.of_type("aws:iam/role:Role") if "node-recovery" in r.name]
 
@@ -68,7 +68,7 @@ def test_node_recovery_gets_an_irsa_role_scoped_to_this_cluster(plan_with):
     # node-problem-detector (aws-neuron-sdk deploy/infrastructure/problem-detector-irsa.rst).
     plan = plan_with(features={"neuronNodeRecovery": True})
     npd = plan.named("neuron", "kubernetes:helm.sh/v3:Release").inputs["values"]["npd"]
-    assert npd["nodeRecovery"] == {"enabled": True}
+    assert npd["nodeRecovery"]["enabled"] is True
     role = plan.named("devices-neuron-node-recovery", "aws:iam/role:Role")
     assert npd["serviceAccount"] == {
         "create": True,

@@ -142,6 +142,29 @@ def test_the_fsx_csi_node_images_come_through_the_cache(dev) -> None:
     assert cache <= set(release.dependencies)
 
 
+def test_the_neuron_chart_node_images_come_through_the_cache(dev) -> None:
+    """The Neuron chart's node DaemonSets run on every Trainium node: the images of the components a release
+    turns on are pulled through the cache at the chart's tags (values.yaml at 1.9.0), and each release waits
+    for the rule and its repositories. A release's components it turns off get no repository override."""
+    from infra.facts.neuron import DEVICE_PLUGIN
+
+    assert image_cache.NEURON_CHART == versions.CHARTS["neuron"].version
+    assert image_cache.NEURON_CHART_IMAGES[("devicePlugin", "image")].endswith(":" + DEVICE_PLUGIN)
+    cache = {r.urn for r in dev.registrations if r.name.startswith(("ecr-cache-", "ecr-pull-through-cache"))}
+    (release,) = [r for r in dev.of_type("kubernetes:helm.sh/v3:Release") if r.name == "neuron"]
+    values = release.inputs["values"]
+    device_plugin = image_cache.NEURON_CHART_IMAGES[("devicePlugin", "image")]
+    cached = image_cache.through_cache(device_plugin, "aws", "us-west-2", ACCOUNT, "trn-dev")
+    assert f"{values['devicePlugin']['image']['repository']}:{device_plugin.rsplit(':', 1)[1]}" == cached
+    # The recovery sidecar runs even when it may not act (tests/test_first_deploy.py): its image too.
+    recovery = image_cache.NEURON_CHART_IMAGES[("npd", "nodeRecovery", "image")]
+    assert (
+        values["npd"]["nodeRecovery"]["image"]["repository"]
+        == image_cache.through_cache(recovery, "aws", "us-west-2", ACCOUNT, "trn-dev").rsplit(":", 1)[0]
+    )
+    assert "draDriver" not in values and cache <= set(release.dependencies)
+
+
 def _role_policies(plan) -> dict[str, dict[str, Any]]:
     return {r.name: json.loads(r.inputs["policy"]) for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")}
 

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.components.context import ClusterContext
 from infra.components.kube import BURN_IN_TOLERATION, NEURON_TOLERATION, helm_release
 from infra.facts.versions import CHARTS, EFA_DEVICE_PLUGIN_REPOSITORY, EKS_ADDON_REGISTRIES
+from infra.specs import image_cache
 from infra.specs.dra_objects import (
     DraGroup,
     device_plugin_affinity,
@@ -63,6 +64,22 @@ def neuron_values(scheduler_extension: bool, recovery_role_arn: str | None = Non
         # The chart refuses the scheduler extension without the device plugin, which is always on here.
         "scheduler": {"enabled": scheduler_extension},
     }
+
+
+def cached(values: dict[str, Any], ctx: ClusterContext) -> dict[str, Any]:
+    """A Neuron chart release's values with its node images pulled through the cluster's pull-through cache
+    (infra/specs/image_cache.py NEURON_CHART_IMAGES): only for the components the release turns on, whose
+    values it already carries."""
+
+    # By component: the problem detector's recovery sidecar runs whether or not it may act
+    # (npd.nodeRecovery.enabled only sets its ENABLE_RECOVERY), so its image is pulled with the detector's.
+    images = {
+        path: image
+        for path, image in image_cache.NEURON_CHART_IMAGES.items()
+        if (values.get(path[0]) or {}).get("enabled")
+    }
+    repositories = image_cache.chart_repositories(images, ctx.partition, ctx.region, ctx.account_id, ctx.cluster_name)
+    return image_cache.with_repositories(values, repositories)
 
 
 def efa_image_repository(region: str) -> str:
@@ -161,6 +178,8 @@ class DevicePluginsArgs:
     has EFA), and each group's whole-node claim template in every namespace of ``claim_namespaces``."""
     claim_namespaces: dict[str, list[pulumi.Resource]] = field(default_factory=dict)
     """Namespace -> what an object in it waits for (the namespace itself, where this program creates it)."""
+    image_cache: list[pulumi.Resource] = field(default_factory=list)
+    """The pull-through cache rule and its repositories, which the chart's images are pulled through."""
 
 
 class DevicePlugins(pulumi.ComponentResource):
@@ -180,16 +199,16 @@ class DevicePlugins(pulumi.ComponentResource):
             )
             role_arn = self._recovery_role(name, ctx, args.node_recovery) if args.node_recovery else None
             values = (
-                role_arn.apply(lambda arn: neuron_values(args.neuron_scheduler_extension, arn))
+                role_arn.apply(lambda arn: cached(neuron_values(args.neuron_scheduler_extension, arn), ctx))
                 if role_arn is not None
-                else neuron_values(args.neuron_scheduler_extension)
+                else cached(neuron_values(args.neuron_scheduler_extension), ctx)
             )
             helm_release(
                 "neuron",
                 CHARTS["neuron"],
                 "kube-system",
                 values,
-                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[namespace]),
+                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[namespace, *args.image_cache]),
             )
         if args.dra_groups:
             self._dra(ctx, args)
@@ -210,7 +229,15 @@ class DevicePlugins(pulumi.ComponentResource):
         # A second release of the same chart: the DRA driver alone, on the DRA nodes alone. The chart's
         # objects are all switched by their component's `enabled` (templates/*/), so the two releases
         # own no object in common.
-        drivers = [helm_release("neuron-dra", CHARTS["neuron"], "kube-system", neuron_dra_values(), on_cluster)]
+        drivers = [
+            helm_release(
+                "neuron-dra",
+                CHARTS["neuron"],
+                "kube-system",
+                cached(neuron_dra_values(), ctx),
+                pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=args.image_cache),
+            )
+        ]
         if any(g.efa for g in args.dra_groups):
             drivers.append(helm_release("aws-dranet", CHARTS["aws-dranet"], "kube-system", dranet_values(), on_cluster))
         for namespace, after in args.claim_namespaces.items():

@@ -55,11 +55,23 @@ FSX_CSI_NODE_IMAGES: dict[tuple[str, ...], str] = {
     ),
 }
 
+# The Neuron chart's node DaemonSets (the device plugin, the DRA driver, the node problem detector's recovery
+# agent) run on every Trainium node, so every launch pulls their images too: by values key, as
+# aws-neuron/neuron-helm-charts charts/neuron-helm-chart values.yaml sets them at chart 1.9.0 (b77a6f90).
+# The problem detector itself comes from registry.k8s.io, which this rule does not serve. A chart bump
+# re-reads them (tests/test_image_delivery.py ties NEURON_CHART to the pin).
+NEURON_CHART = "1.9.0"
+NEURON_CHART_IMAGES: dict[tuple[str, ...], str] = {
+    ("devicePlugin", "image"): "public.ecr.aws/neuron/neuron-device-plugin:2.31.0.0",
+    ("draDriver", "image"): "public.ecr.aws/neuron/neuron-dra-driver:1.1.0",
+    ("npd", "nodeRecovery", "image"): "public.ecr.aws/neuron/neuron-node-recovery:1.11.0",
+}
+
 # The public images nodes pull at every launch, through the cache. The burn-in's DLC is the multi-GB one:
 # every health-gated Trainium node pulls it before it takes a job (infra/specs/burn_in_objects.py). Its
 # tag stays exactly the pin (infra/facts/versions.py NEURON_DLC_PYTORCH_2_9); only the host and the
 # prefix in front of the repository change.
-CACHED_IMAGES = (BURN_IN_IMAGE.base, *FSX_CSI_NODE_IMAGES.values())
+CACHED_IMAGES = (BURN_IN_IMAGE.base, *FSX_CSI_NODE_IMAGES.values(), *NEURON_CHART_IMAGES.values())
 
 
 def cache_prefix(cluster_name: str) -> str:
@@ -109,6 +121,14 @@ def chart_repositories(
             node = node.setdefault(key, {})
         node["repository"] = through_cache(image, partition, region, account_id, cluster_name).rsplit(":", 1)[0]
     return values
+
+
+def with_repositories(values: dict[str, Any], repositories: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the nested keys of ``repositories`` (``chart_repositories``) set, everything else kept."""
+    merged = dict(values)
+    for key, value in repositories.items():
+        merged[key] = with_repositories(merged.get(key) or {}, value) if isinstance(value, dict) else value
+    return merged
 
 
 def node_policy(partition: str, region: str, account_id: str, cluster_name: str) -> str:
