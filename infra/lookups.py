@@ -300,5 +300,6 @@ def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, Reser
             instance_type=block.instance_type,
             start_date=block.start_date,
             end_date=block.end_date,
+            instance_count=block.instance_count,
         )
     return found

@@ -520,8 +520,12 @@ def test_ecr_repositories(dev, prod):
         assert repo["imageTagMutability"] == "IMMUTABLE"
         assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
         assert repo["forceDelete"] is True
-    assert len(dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")) == 11
-    assert all(r.inputs["forceDelete"] is False for r in prod.of_type("aws:ecr/repository:Repository"))
+    # Pruning for the pushed images only: the cache's hold multi-architecture children no rule may expire.
+    pruned = {r.inputs["repository"] for r in dev.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")}
+    assert pruned == {f"trn-dev/{name}" for name in ("bert-pretrain", "cmd-shell", "ray-llama2", "nxd-llama")}
+    # In prod only the cache's repositories go with the stack: what they hold can be pulled again.
+    kept = {r.inputs["name"] for r in prod.of_type("aws:ecr/repository:Repository") if not r.inputs["forceDelete"]}
+    assert kept == {f"trn-prod/{name}" for name in ("bert-pretrain", "cmd-shell", "ray-llama2", "nxd-llama")}
     assert (
         dev.outputs["ecrRepositories"]["bert-pretrain"]
         == "123456789012.dkr.ecr.us-west-2.amazonaws.com/trn-dev/bert-pretrain"

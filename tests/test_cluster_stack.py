@@ -341,6 +341,17 @@ def test_capacity_block(plan_with):
     assert group["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}
 
 
+def test_a_group_asking_more_than_its_block_holds_is_refused(plan_with):
+    # EC2 says the block holds 4 (offline/plan/fixtures.py CAPACITY_BLOCKS); a 5th node never launches.
+    reservation = {"id": "cr-0c0ffee0c0ffee001", "type": "capacity-block"}
+    with pytest.raises(ConfigError) as caught:
+        plan_with(acceleratorNodeGroups=[{**GROUP, "maxSize": 8, "capacityReservation": reservation}])
+    assert (
+        "acceleratorNodeGroups[0].maxSize = 8: capacity reservation cr-0c0ffee0c0ffee001 holds 4 instances, so "
+        "nodes past that never launch; allowed: at most 4" in str(caught.value)
+    )
+
+
 def test_an_ultraserver_group_is_built_as_one_capacity_block(tmp_path):
     # A trn2u.48xlarge group in ap-south-2 (the one region offering it), launching into one UltraServer's
     # Capacity Block: the block's zone, 16 EFA interfaces, no placement group, and its window exported.
@@ -360,14 +371,31 @@ def test_an_ultraserver_group_is_built_as_one_capacity_block(tmp_path):
     plan = run_program(FIXTURE_ROOT, "dev", config)
     template = plan.named("trn2u-48xl-us1-lt").inputs
     assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    # EKS rejects a Capacity Block group whose launch template does not target the reservation
+    # (awsdocs/amazon-eks-user-guide latest/ug/ml/capacity-blocks-mng.adoc).
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0c0ffee0c0ffee003"}
+    }
     assert len(template["networkInterfaces"]) == 16 and "placement" not in template
     assert not plan.of_type("aws:ec2/placementGroup:PlacementGroup")
     node_group = plan.named("trn2u-48xl-us1").inputs
     assert node_group["capacityType"] == "CAPACITY_BLOCK" and node_group["scalingConfig"]["maxSize"] == 4
     assert node_group["subnetIds"] == ["subnet-placeholder-network-node-aps2-az1"]
     assert node_group["labels"]["instance-type"] == "trn2u-48xl"
+    # Its own label, in the node group, the autoscaler's node template and what workloads select on: a
+    # second UltraServer's group differs by it, so neither pods nor cluster-autoscaler mix the two.
+    assert node_group["labels"]["ultraserver.trainium-eks/group"] == "trn2u-48xl-us1"
     [exported] = plan.outputs["acceleratorNodeGroups"]
     assert exported["capacityBlock"] == {"start": "2026-12-01T11:30:00Z", "end": "2026-12-08T11:30:00Z"}
+    assert exported["labels"]["ultraserver.trainium-eks/group"] == "trn2u-48xl-us1"
+    assert asg_tags(plan, "trn2u-48xl-us1")[f"{PREFIX}/label/ultraserver.trainium-eks/group"] == "trn2u-48xl-us1"
+    # A second group on the same block is refused, and a group asking for more than the block holds.
+    twice = {**group, "name": "trn2u-48xl-us2"}
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps([group, twice])
+    with pytest.raises(
+        ConfigError, match=r"acceleratorNodeGroups\[1\]\.capacityReservation\.id = 'cr-0c0ffee0c0ffee003': "
+    ):
+        run_program(FIXTURE_ROOT, "dev", config)
 
 
 def test_placement_group_can_be_turned_off(plan_with):

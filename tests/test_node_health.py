@@ -533,7 +533,7 @@ def test_the_window_counts_from_now_once_the_block_has_started():
 def test_the_mock_block_has_a_realistic_end_and_the_output_carries_it():
     from offline.plan.fixtures import CAPACITY_BLOCKS
 
-    for _, _, _, start, end in CAPACITY_BLOCKS.values():
+    for _, _, _, start, end, _ in CAPACITY_BLOCKS.values():
         s, e = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
         assert s.hour == e.hour == 11 and s.minute == e.minute == 30  # blocks start and end at 11:30 UTC
         assert 1 <= (e - s).days <= 14

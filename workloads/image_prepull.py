@@ -7,9 +7,10 @@ containers are the stack's images for that group, each running ``true``, so the 
 of them beside the burn-in's own pull; its container then sleeps in the last of them, pulled already.
 
 Why this shape:
-- It never holds up the burn-in: the burn-in pod does not wait for it, and the kubelet pulls the two
-  pods' images side by side (the pinned AMI's kubelet config sets serializeImagePulls false:
-  awslabs/amazon-eks-ami v20260625 nodeadm/internal/kubelet/config.go). The training images are built
+- The burn-in pod does not wait for it: the kubelet pulls the two pods' images side by side (the pinned
+  AMI's kubelet config sets serializeImagePulls false: awslabs/amazon-eks-ami v20260625
+  nodeadm/internal/kubelet/config.go). They share the node's network and disk, though, so the training
+  images' own layers slow the burn-in's pull a little, inside its budget. The training images are built
   FROM the burn-in's Neuron DLC (docker/*/Dockerfile, tests/test_image_delivery.py), so what is left to
   fetch for them is their own layers.
 - It holds no node capacity: a few millicores and MiB, no Neuron device, no EFA interface; and only

@@ -115,7 +115,10 @@ def group_spec(
     """One group as both provisioners build it: a managed node group (cluster-autoscaler) or a
     NodePool and EC2NodeClass (karpenter, infra/specs/nodepools.py) read the same labels and taints."""
     interfaces = efa_interfaces(facts.network_cards, config.efa_interface_type) if config.efa_enabled else []
-    labels = node_labels(config.instance_type, config.efa_enabled, config.labels, provisioner, dra=config.dra)
+    ultraserver = config.name if facts.ultraserver_nodes else None
+    labels = node_labels(
+        config.instance_type, config.efa_enabled, config.labels, provisioner, dra=config.dra, ultraserver=ultraserver
+    )
     taints = [NEURON_TAINT]
     # Never in ``labels``: those reach the node group, its node-template tags and the NodePool template.
     registration_labels = dict(BURN_IN_PENDING_LABELS) if config.burn_in else {}

@@ -93,8 +93,7 @@ class Registries(pulumi.ComponentResource):
 
     def _pull_through_cache(self, ctx: ClusterContext, args: RegistriesArgs) -> list[pulumi.Resource]:
         """The rule, and the repositories of the images we route through it, declared here rather than left
-        to the first pull to create: so they carry the stack's tags, scanning and pruning, and go with the
-        stack where its repositories do (``force_delete``). Immutable tags like the others: the cache tries to
+        to the first pull to create: so they carry the stack's tags and scanning, and go with the stack. Immutable tags like the others: the cache tries to
         bring a cached tag in step with the upstream one at least once a day, and "turning on image tag
         immutability for repositories using a pull through cache rule will prevent Amazon ECR from updating
         images using the same tag" (ECR user guide, pull-through-cache.html), so every node runs the bytes
@@ -112,22 +111,22 @@ class Registries(pulumi.ComponentResource):
         for image in image_cache.CACHED_IMAGES:
             name = image_cache.cached_repository(ctx.cluster_name, image)
             short = name.rsplit("/", 1)[-1]
-            repo = aws.ecr.Repository(
-                f"ecr-cache-{short}",
-                name=name,
-                image_tag_mutability="IMMUTABLE",
-                image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
-                encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
-                force_delete=args.force_delete,
-                tags=ctx.tags,
-                opts=child,
+            # No lifecycle policy: nothing is pushed here, and a multi-architecture image's cached children are
+            # untagged images its index refers to, which an "expire untagged" rule could remove (ECR documents
+            # no exemption for referenced images). Force-deleted in every environment: everything in it can
+            # be pulled again.
+            declared.append(
+                aws.ecr.Repository(
+                    f"ecr-cache-{short}",
+                    name=name,
+                    image_tag_mutability="IMMUTABLE",
+                    image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
+                    encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
+                    force_delete=True,
+                    tags=ctx.tags,
+                    opts=child,
+                )
             )
-            declared += [
-                repo,
-                aws.ecr.LifecyclePolicy(
-                    f"ecr-cache-{short}-lifecycle", repository=repo.name, policy=lifecycle_policy(), opts=child
-                ),
-            ]
         return declared
 
     def through_cache(self, image: str) -> str:

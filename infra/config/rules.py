@@ -115,6 +115,7 @@ RESERVED_NODE_LABELS = (
     "vpc.amazonaws.com/efa.present",
     "role",
     "devices.trainium-eks/allocation",
+    "ultraserver.trainium-eks/group",
 )
 
 
@@ -764,6 +765,28 @@ def _accelerator_problems(groups: list[AcceleratorNodeGroupConfig], kubernetes_v
             )
         problems += _reservation_problems(key, group)
         problems += _ultraserver_problems(key, group, facts.ultraserver_nodes)
+    problems += _shared_ultraserver_problems(groups)
+    return problems
+
+
+def _shared_ultraserver_problems(groups: list[AcceleratorNodeGroupConfig]) -> list[str]:
+    """One group per UltraServer: two groups naming one UltraServer's block would together ask it for more
+    instances than it has, and a job on either could not tell the UltraServer apart."""
+    first: dict[str, int] = {}
+    problems = []
+    for i, group in enumerate(groups):
+        facts = NEURON_INSTANCE_TYPES.get(group.instance_type)
+        reservation = group.capacity_reservation
+        if facts is None or facts.ultraserver_nodes is None or reservation is None or reservation.id is None:
+            continue
+        if reservation.id in first:
+            problems.append(
+                f"{key_name(('acceleratorNodeGroups', i, 'capacityReservation', 'id'))} = {reservation.id!r}: "
+                f"{key_name(('acceleratorNodeGroups', first[reservation.id]))} names this UltraServer's block already; "
+                "allowed: "
+                "one group per UltraServer Capacity Block"
+            )
+        first.setdefault(reservation.id, i)
     return problems
 
 

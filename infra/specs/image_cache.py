@@ -6,16 +6,20 @@ the private repository ``<prefix>/<repository>``, later pulls are served from it
 "Sync an upstream registry with an Amazon ECR private registry", pull-through-cache.html: ECR Public
 needs no credential; create-pull-through-cache-rule: the prefix is 2-30 characters, a trailing "/" is
 implied). Private ECR keeps image layers in Amazon S3, which the VPC's S3 gateway endpoint reaches
-without the NAT gateway (infra/components/network.py); ECR Public is no VPC endpoint's service (ECR user
+without the NAT gateway (infra/components/network.py), once a tag is cached; ECR Public is no VPC endpoint's service (ECR user
 guide, vpc-endpoints.html, "Considerations": "VPC endpoints don't support Amazon ECR Public repositories.
 Consider using a pull through cache rule"), so without the rule every node launch pulls the multi-GB
 image from the internet through the NAT gateway, at its per-GB charge.
 
 The node's kubelet pulls with the node role (the ECR credential provider), which needs beside read
-access ``ecr:BatchImportUpstreamImage`` to import the upstream image and ``ecr:CreateRepository`` where
-the repository does not exist yet (ECR user guide, pull-through-cache-iam.html, "IAM permissions required
-to sync an upstream registry with an Amazon ECR private registry"). Both are granted on this cluster's
-prefix only (``node_policy``).
+access ``ecr:BatchImportUpstreamImage`` to import the upstream image, and ``ecr:CreateRepository`` only
+where the repository does not exist yet (ECR user guide, pull-through-cache-iam.html, "IAM permissions
+required to sync an upstream registry with an Amazon ECR private registry"): every repository is declared
+here, so only the import is granted, on this cluster's prefix only (``node_policy``).
+
+Only a cached image comes from S3: on the first pull of a tag ECR imports it from the upstream while the
+node's layers come from ECR Public's own content delivery, through the NAT gateway (aws/containers-roadmap
+#939). The first nodes of a region, and those launched while that import runs, pull the upstream way.
 
 Pure values and functions: the registries component declares the rule and the repositories, the IAM
 helpers the node policy; the burn-in takes its image reference from ``through_cache``, the FSx CSI chart
@@ -38,7 +42,9 @@ PREFIX_MAX_LENGTH = 30
 _ECR_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
 PREFIX_SUFFIX = "ecr-public"
 # The actions beside the managed read-only policy's (AmazonEC2ContainerRegistryReadOnly lists neither).
-NODE_ACTIONS = ("ecr:BatchImportUpstreamImage", "ecr:CreateRepository")
+# ecr:CreateRepository is left out: every cached repository is declared (infra/components/registries.py), so a
+# node pulling an image nobody declared fails loudly instead of creating an untracked repository.
+NODE_ACTIONS = ("ecr:BatchImportUpstreamImage",)
 
 # The FSx CSI driver's node DaemonSet runs on every node, Trainium ones included (infra/components/storage.py:
 # node.tolerateAllTaints), so every launch pulls its images too: the chart's own, by values key, as

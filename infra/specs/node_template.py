@@ -85,19 +85,32 @@ JOB_SUPPORT_TAINT = Taint("job-support", "true", "NoSchedule")
 # carries EFA_PRESENT_LABEL, which the EFA device plugin selects on: the EFA DRA driver (aws-dranet)
 # "cannot coexist" with it on one node (EKS user guide device-management-efa, 43d79bdb).
 DEVICE_ALLOCATION_LABEL = "devices.trainium-eks/allocation"
+# An UltraServer group's own label: two groups of one UltraServer type would otherwise carry the same
+# labels, so a job's pods could land on both UltraServers, and cluster-autoscaler, which balances similar
+# groups ignoring their node group name (kubernetes/autoscaler cluster-autoscaler-1.35.2
+# processors/nodegroupset/aws_nodegroups.go), could grow both for one job. The value is the group's name.
+ULTRASERVER_LABEL = "ultraserver.trainium-eks/group"
 DRA_NODE_LABELS = {DEVICE_ALLOCATION_LABEL: "dra"}
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 
 
 def node_labels(
-    instance_type: str, efa: bool, extra: dict[str, str], provisioner: str = "cluster-autoscaler", dra: bool = False
+    instance_type: str,
+    efa: bool,
+    extra: dict[str, str],
+    provisioner: str = "cluster-autoscaler",
+    dra: bool = False,
+    ultraserver: str | None = None,
 ) -> dict[str, str]:
     """The labels the seeds' workloads select on, plus any from config. ``provisioner`` names what
-    starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods."""
+    starts the node (the stack's nodeProvisioner); workloads read it to annotate their pods.
+    ``ultraserver``: the group's name, for a group that is one UltraServer."""
     labels = {
         "instance-type": node_label_value(instance_type),
         "provisioner": provisioner,
     }
+    if ultraserver is not None:
+        labels[ULTRASERVER_LABEL] = ultraserver
     if dra:
         labels.update(DRA_NODE_LABELS)
     elif efa:

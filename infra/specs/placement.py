@@ -30,6 +30,8 @@ class ReservedCapacity:
     end_date: str | None = None
     """When the block starts and ends (RFC 3339, UTC); EC2 starts terminating its instances 30 minutes
     before the end."""
+    instance_count: int | None = None
+    """How many instances the block holds (None: EC2 did not say)."""
 
     def window(self) -> dict[str, str] | None:
         if self.start_date is None or self.end_date is None:
@@ -60,6 +62,12 @@ def with_reservation_zones(
             problems.append(
                 f"{key}.instanceType = {group.instance_type!r}: capacity reservation {reservation} holds "
                 f"{facts.instance_type}"
+            )
+        if facts.instance_count is not None and group.max_size > facts.instance_count:
+            # The group's launches past the block's size fail, and a gang waiting for them never starts.
+            problems.append(
+                f"{key}.maxSize = {group.max_size}: capacity reservation {reservation} holds {facts.instance_count} "
+                f"instances, so nodes past that never launch; allowed: at most {facts.instance_count}"
             )
         placed.append(group.model_copy(update={"az_id": facts.zone_id}))
     if problems:

@@ -118,11 +118,25 @@ ADDON_DEFAULT_BUILDS: dict[str, dict[str, str]] = {
 }
 
 # Capacity Blocks for ML that exist in the offline account: id -> (region, zone id, instance type,
-# start, end). Blocks start and end at 11:30 UTC and last 1-14 days or a multiple of 7 days (EC2 user
-# guide, "Capacity Blocks for ML"): one two-week block and one of a single day.
-CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str]] = {
-    "cr-0c0ffee0c0ffee001": ("us-west-2", "usw2-az4", "trn1.32xlarge", "2026-12-01T11:30:00Z", "2026-12-15T11:30:00Z"),
-    "cr-0c0ffee0c0ffee002": ("us-east-2", "use2-az3", "trn2.48xlarge", "2026-12-01T11:30:00Z", "2026-12-02T11:30:00Z"),
+# start, end, instances). Blocks start and end at 11:30 UTC and last 1-14 days or a multiple of 7 days
+# (EC2 user guide, "Capacity Blocks for ML"): one two-week block and one of a single day.
+CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str, int]] = {
+    "cr-0c0ffee0c0ffee001": (
+        "us-west-2",
+        "usw2-az4",
+        "trn1.32xlarge",
+        "2026-12-01T11:30:00Z",
+        "2026-12-15T11:30:00Z",
+        4,
+    ),
+    "cr-0c0ffee0c0ffee002": (
+        "us-east-2",
+        "use2-az3",
+        "trn2.48xlarge",
+        "2026-12-01T11:30:00Z",
+        "2026-12-02T11:30:00Z",
+        4,
+    ),
     # One Trn2 UltraServer's block (four trn2u.48xlarge), a week long.
     "cr-0c0ffee0c0ffee003": (
         "ap-south-2",
@@ -130,5 +144,6 @@ CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str]] = {
         "trn2u.48xlarge",
         "2026-12-01T11:30:00Z",
         "2026-12-08T11:30:00Z",
+        4,
     ),
 }

@@ -202,11 +202,12 @@ class CloudMocks(pulumi.runtime.Mocks):
             if block is None or block[0] != self.region:
                 self.misses.append((a.get("id", ""), "CAPACITY_BLOCKS"))
                 return {}, [("id", "reading EC2 Capacity Block Reservation: couldn't find resource")]
-            _, zone_id, instance_type, start, end = block
+            _, zone_id, instance_type, start, end, count = block
             return {
                 "id": a["id"],
                 "availabilityZoneId": zone_id,
                 "instanceType": instance_type,
+                "instanceCount": count,
                 "startDate": start,
                 "endDate": end,
                 "availabilityZone": next(n for n, z in fixtures.ZONES[self.region] if z == zone_id),
