@@ -19,7 +19,7 @@ from infra.facts import prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
-from workloads import deadlines, first_step
+from workloads import deadlines, first_step, goodput
 
 SCENARIOS = ("idle", "configured", "fullScale")
 SCALING_KEY = {"idle": "minSize", "configured": "desiredSize", "fullScale": "maxSize"}
@@ -481,7 +481,27 @@ def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
     )
 
 
-def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], region: str) -> dict[str, Any]:
+def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
+    """The baseline throughput of the cluster's training file system (the FSx for Lustre file system the
+    cluster stack declares), None without one or without a per-unit throughput."""
+    for fs in (r for r in resources if r["type"] == T_FSX):
+        inputs = fs["inputs"]
+        if inputs.get("perUnitStorageThroughput") and inputs.get("storageCapacity"):
+            return goodput.lustre_throughput_mbps(inputs["storageCapacity"], inputs["perUnitStorageThroughput"])
+    return None
+
+
+def expected_goodput(settings: Any, file_system_mbps: float | None) -> dict[str, Any]:
+    """Per training workload: its expected goodput (workloads/goodput.py), or why it is unknown."""
+    if file_system_mbps is None:
+        names = [r.name for r in workload_runs(settings) if r.name != "clusterCheck"]
+        return {name: {"goodput": None, "why": "no FSx throughput in the plan"} for name in names}
+    return {g.run.workload: g.as_json() for g in goodput.workload_goodput(settings, file_system_mbps)}
+
+
+def estimate_workloads(
+    settings: Any, node_groups: Iterable[dict[str, Any]], region: str, file_system_mbps: float | None = None
+) -> dict[str, Any]:
     """Per workload: its nodes × the group's price while it runs (idle: nothing runs), and a USD
     bound where its settings limit how long it holds them. ``node_groups`` is the cluster stack's
     ``acceleratorNodeGroups`` output.
@@ -534,6 +554,7 @@ def estimate_workloads(settings: Any, node_groups: Iterable[dict[str, Any]], reg
         name: min(nodes, int(groups.get(name, {}).get("maxSize", nodes))) for name, nodes in wanted.items()
     }
     result["boundUsd"] = bounds
+    result["goodput"] = expected_goodput(settings, file_system_mbps)
     result["pricesCopiedFrom"] = prices.copied_from(region)
     result["firstStep"] = first_steps(settings, groups)
     return result

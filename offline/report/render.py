@@ -322,6 +322,10 @@ def summary(
                     f"; {name} about {report.money(bound)} a run"
                     for name, bound in (p.cost.get("boundUsd") or {}).items()
                     if bound is not None
+                )
+                + "".join(
+                    f"; {name} goodput {'unknown' if g['goodput'] is None else format(g['goodput'], '.1%')}"
+                    for name, g in (p.cost.get("goodput") or {}).items()
                 ),
                 "      ",
                 width,

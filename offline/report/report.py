@@ -18,7 +18,12 @@ def workloads_cost(workloads_dir: Path, stack: str, cluster: PlanResult) -> dict
     from workloads.settings import parse_workloads_config
 
     settings = parse_workloads_config(stack_config(workloads_dir, stack))
-    return cost.estimate_workloads(settings, cluster.outputs["acceleratorNodeGroups"], cluster.outputs["region"])
+    return cost.estimate_workloads(
+        settings,
+        cluster.outputs["acceleratorNodeGroups"],
+        cluster.outputs["region"],
+        cost.training_file_system_mbps(cluster.as_json()["resources"]),
+    )
 
 
 ROUNDING_NOTE = (
@@ -92,6 +97,19 @@ def first_step_breakdown(estimate: dict[str, Any]) -> list[str]:
     return lines
 
 
+def goodput_line(name: str, expected: dict[str, Any]) -> str:
+    """``<workload> goodput NN.N%``, then what it rests on (workloads/goodput.py, docs/monitoring.md)."""
+    if expected["goodput"] is None:
+        return f"{name} goodput unknown ({expected['why']})"
+    budget = expected["restartBudgetExhausted"]
+    risk = f"; {budget:.1%} of runs exhaust its restart budget" if budget >= 0.0005 else ""
+    return (
+        f"{name} goodput {expected['goodput']:.1%} (expected share of its paid node-hours that trains: lost "
+        f"{expected['fixedLoss']:.1%} to start-up and tail, {expected['checkpointLoss']:.1%} of training to "
+        f"checkpoints, {expected['failureLoss']:.1%} to failures{risk})"
+    )
+
+
 def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
     """The lines under the cost table: where prices came from, each line's note, bounds, unknowns."""
     parts = []
@@ -106,6 +124,8 @@ def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
     for name, bound in (estimate.get("boundUsd") or {}).items():
         if bound is not None:
             parts.append(f"  {name}: at most {money(bound)} per run (bounded by its deadlines, see its note)")
+    for name, expected in (estimate.get("goodput") or {}).items():
+        parts.append(f"  {goodput_line(name, expected)}")
     if estimate["unknown"]:
         parts.append("Unknown (no price in infra/facts/instances.py and prices.py): " + "; ".join(estimate["unknown"]))
     for group, nodes in (estimate.get("concurrentNodes") or {}).items():

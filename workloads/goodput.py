@@ -1,0 +1,383 @@
+"""The project's one goodput model: of the Trainium node-hours a workload's run pays for, the share that
+trains, expected from its settings. Pure: settings and the file system's throughput in, figures out.
+
+A run pays ``T + F`` hours on ``N`` nodes: ``T`` hours of training and ``F`` hours that cannot train (the
+first start from zero nodes, a compile step before training, the autoscaler's scale-down tail). While
+it trains, three things take time from the steps:
+- failures: ``N * rate * (R + I / 2)`` of the time, where ``rate`` is failures per node-hour, ``R`` the
+  downtime of one failure (detection plus recovery, weighted over FAILURE_CLASSES) and ``I / 2`` the work
+  redone on average from the last checkpoint (``T / 2`` when the run is shorter than ``I``);
+- checkpoints: ``S / I``, every pinned script saving synchronously (``S`` the time one save takes at the
+  file system's throughput, ``I`` the interval between saves); exactly ``floor(T / I) * S / T``, so a run
+  that ends before its first save pays none;
+so goodput = ``T / (T + F) * (1 - N * rate * (R + I / 2) - S / I)``, never below 0.
+
+A restart budget (the controller's retries) ends a run after that many failures: the probability that a
+run's failures exceed it (Poisson with mean ``N * rate * (T + F)``) is reported beside the ratio.
+
+Every input is in one table, FIGURES, with its kind (M: measured by someone else, D: a documented setting
+or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md prints it
+(``figure_table``). Extend the model here (more failure classes, an optimal interval), not beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workloads import bert_launch, deadlines, resumable
+from workloads.settings import (
+    DEFAULT_FAILURE_RATE_PER_NODE_HOUR,
+    BertPretrainingSettings,
+    NxdLlamaSettings,
+    RayLlama2Settings,
+)
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    unit: str
+    kind: str  # "M" measured elsewhere, "D" a documented setting or bound, "E" an estimate
+    source: str
+
+
+# The Neuron SDK's published NxD Llama-2-7B training rate: 93.3 sequences/s of 4,096 tokens on 16
+# trn1.32xlarge (aws-neuron/aws-neuron-sdk general/benchmarks/trn1/training_data_decoder.csv at 1351ee1,
+# SDK 2.16, TP 8, global batch 1,024).
+_LLAMA_SEQ_PER_NODE_SECOND = 93.3 / 16
+
+FIGURES: dict[str, Figure] = {
+    "failureRatePerNodeHour": Figure(
+        DEFAULT_FAILURE_RATE_PER_NODE_HOUR,
+        "failures per node-hour",
+        "M",
+        "Llama 3 (arXiv 2407.21783 §3.3.4): 419 unexpected interruptions in 54 days on 2,048 hosts; "
+        "the default of the workload stack's failureRatePerNodeHour",
+    ),
+    "restartMinutes": Figure(
+        5,
+        "min",
+        "E",
+        "a gang restart on the nodes it had: pods recreated, image cached, rendezvous, compiled graphs from "
+        "the warm cache and the checkpoint loaded (not timed on hardware)",
+    ),
+    "replacementMinutes": Figure(
+        19,
+        "min",
+        "E",
+        "a new node before the gang restarts: autoscaler, launch, boot and join, DaemonSets, burn-in "
+        "(bounded at 13 min), then the restart (not timed on hardware)",
+    ),
+    "podFailureDetectionMinutes": Figure(
+        1, "min", "E", "a container that exits fails its pod at once; the controller reacts within a minute"
+    ),
+    "neuronRepairMinutes": Figure(
+        1,
+        "min",
+        "D",
+        "EKS node repair replaces a node 1 minute after a fatal Neuron condition (infra/specs/node_health.py)",
+    ),
+    "instanceLostDetectionMinutes": Figure(
+        10,
+        "min",
+        "D",
+        "the survivors' collectives time out after NEURON_RT_EXEC_TIMEOUT=600 s (workloads/bert_launch.py)",
+    ),
+    "silentNodeDetectionMinutes": Figure(
+        deadlines.SILENT_NODE_REPAIR_MINUTES,
+        "min",
+        "D",
+        "a node whose kubelet is gone is replaced after EKS's 30 min NotReady repair, +5 for its deletion "
+        "(workloads/deadlines.py SILENT_NODE_REPAIR_MINUTES)",
+    ),
+    "firstStartMinutes": Figure(
+        14,
+        "min",
+        "E",
+        "from zero Trainium nodes to the first step with a warm compile cache: scale-up, launch, boot, "
+        "DaemonSets, burn-in, image pull, rendezvous, graphs loaded (not timed on hardware)",
+    ),
+    "handoffMinutes": Figure(
+        3,
+        "min",
+        "E",
+        "the training step's start on the nodes its compile step leaves warm (pods, rendezvous, graphs loaded)",
+    ),
+    "scaleDownMinutes": Figure(
+        10,
+        "min",
+        "D",
+        "cluster-autoscaler scale-down-unneeded-time 10m (infra/components/autoscaling.py): idle nodes are paid "
+        "that long after the run",
+    ),
+    "bertCompileMinutes": Figure(
+        15,
+        "min",
+        "M",
+        "the BERT seed's neuron_parallel_compile took about 15 minutes (seeds/bert-torchx-eks-trn1-tutorial.md)",
+    ),
+    "llamaCompileMinutes": Figure(
+        15, "min", "E", "a Llama-2-7B compile run on a cold cache, like BERT's (not timed on hardware)"
+    ),
+    "bertSequencesPerNodeSecond": Figure(
+        6449 / 2,
+        "sequences/s per node",
+        "M",
+        "the BERT seed's log: 6,449 sequences/s on 2 trn1.32xlarge, bf16 (seeds/bert-torchx-eks-trn1-tutorial.md)",
+    ),
+    "llamaSequencesPerNodeSecond": Figure(
+        _LLAMA_SEQ_PER_NODE_SECOND,
+        "sequences/s per node",
+        "M",
+        "NxD Llama-2-7B: 93.3 sequences/s of 4,096 tokens on 16 trn1.32xlarge (aws-neuron-sdk "
+        "general/benchmarks/trn1/training_data_decoder.csv, SDK 2.16); trn1n counted alike",
+    ),
+    "llamaGlobalBatch": Figure(
+        1024,
+        "sequences per step",
+        "D",
+        "global batch of both Llama-2-7B runs (docker/ray-llama2/ray_train_llama2.py GLOBAL_BATCH; NxD "
+        "Training's examples/conf/megatron_llama_7B_config.yaml data.global_batch_size)",
+    ),
+    "bertShardMinutes": Figure(
+        90,
+        "min per dataset shard",
+        "E",
+        "the WikiCorpus HDF5 shards' sizes were not read; about 1.5 h of the seed's throughput per shard",
+    ),
+    "bertCheckpointGB": Figure(
+        336e6 * 12 / 1e9,
+        "GB",
+        "E",
+        "BERT-large's 336 M parameters in fp32 with LAMB's two fp32 moments (12 bytes a parameter)",
+    ),
+    "llamaCheckpointGB": Figure(
+        6.74e9 * 14 / 1e9,
+        "GB",
+        "E",
+        "Llama-2-7B's 6.74 B parameters: bf16 weights, fp32 master weights and AdamW's two fp32 moments "
+        "(14 bytes a parameter, ZeRO-1 shards them but writes them all)",
+    ),
+    "bertScriptMaxSteps": Figure(
+        28125, "steps", "D", "the pinned BERT script's max_steps (workloads/settings.py trainSteps)"
+    ),
+    "nxdMaxSteps": Figure(
+        20000, "steps", "D", "megatron_llama_7B_config.yaml trainer.max_steps (workloads/settings.py trainIters)"
+    ),
+    "rayMaxSteps": Figure(
+        10000, "steps", "D", "docker/ray-llama2/ray_train_llama2.py TOTAL_STEPS (workloads/settings.py trainSteps)"
+    ),
+}
+
+
+def figure(name: str) -> float:
+    return FIGURES[name].value
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    name: str
+    share: float
+    detection_minutes: Callable[[int], float]  # of the run's hangTimeoutMinutes
+    recovery: str  # "restartMinutes" or "replacementMinutes"
+
+
+# The mix of failure classes is an estimate (no published breakdown for Trainium was found); the
+# detection times are the project's settings where it has one.
+FAILURE_CLASSES = (
+    FailureClass(
+        "process or runtime error, node healthy", 0.40, lambda _: figure("podFailureDetectionMinutes"), "restartMinutes"
+    ),
+    FailureClass("fatal Neuron condition", 0.25, lambda _: figure("neuronRepairMinutes"), "replacementMinutes"),
+    FailureClass("instance lost", 0.15, lambda _: figure("instanceLostDetectionMinutes"), "replacementMinutes"),
+    # The liveness probe's limit and its failed reads (workloads/resumable.py detection_minutes).
+    FailureClass("silent hang", 0.12, lambda hang: resumable.detection_minutes(hang), "restartMinutes"),
+    FailureClass("silent node", 0.08, lambda _: figure("silentNodeDetectionMinutes"), "replacementMinutes"),
+)
+
+
+def downtime_hours(hang_timeout_minutes: int) -> float:
+    """R: the expected downtime of one failure, detection plus recovery, over FAILURE_CLASSES."""
+    return sum(c.share * (c.detection_minutes(hang_timeout_minutes) + figure(c.recovery)) for c in FAILURE_CLASSES) / 60
+
+
+@dataclass(frozen=True)
+class RunModel:
+    """What the model needs of one run."""
+
+    workload: str
+    nodes: int
+    failure_rate: float  # per node-hour
+    downtime_hours: float  # R
+    interval_hours: float  # I
+    save_hours: float  # S
+    train_hours: float  # T
+    fixed_hours: float  # F
+    restart_budget: int
+
+
+@dataclass(frozen=True)
+class Goodput:
+    run: RunModel
+    failure_loss: float  # share of training time
+    checkpoint_loss: float  # share of training time
+    fixed_loss: float  # share of paid time
+    ratio: float
+    expected_failures: float
+    budget_exhausted: float  # probability the run's failures exceed its restart budget
+
+    def as_json(self) -> dict[str, Any]:
+        r = self.run
+        return {
+            "goodput": round(self.ratio, 6),
+            "failureLoss": round(self.failure_loss, 6),
+            "checkpointLoss": round(self.checkpoint_loss, 6),
+            "fixedLoss": round(self.fixed_loss, 6),
+            "expectedFailures": round(self.expected_failures, 6),
+            "restartBudget": r.restart_budget,
+            "restartBudgetExhausted": round(self.budget_exhausted, 6),
+            "inputs": {
+                "nodes": r.nodes,
+                "failureRatePerNodeHour": r.failure_rate,
+                "downtimeHours": round(r.downtime_hours, 6),
+                "checkpointIntervalHours": round(r.interval_hours, 6),
+                "checkpointSaveHours": round(r.save_hours, 6),
+                "trainHours": round(r.train_hours, 6),
+                "fixedHours": round(r.fixed_hours, 6),
+            },
+        }
+
+
+def poisson_above(mean: float, budget: int) -> float:
+    """P(X > budget) for X ~ Poisson(mean)."""
+    return max(0.0, 1.0 - sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(budget + 1)))
+
+
+def expected(run: RunModel) -> Goodput:
+    # Work redone after a failure: half an interval, or half the run when it ends before its first save.
+    redone = min(run.interval_hours, run.train_hours) / 2
+    failure = run.nodes * run.failure_rate * (run.downtime_hours + redone)
+    # S / I over a long run; a run that ends before a save pays for the saves it makes.
+    saves = math.floor(run.train_hours / run.interval_hours) if run.interval_hours > 0 else 0
+    checkpoint = saves * run.save_hours / run.train_hours if run.train_hours > 0 else 0.0
+    paid = run.train_hours + run.fixed_hours
+    training_share = run.train_hours / paid if paid > 0 else 0.0
+    ratio = max(0.0, training_share * (1 - failure - checkpoint))
+    failures = run.nodes * run.failure_rate * paid
+    return Goodput(
+        run, failure, checkpoint, 1 - training_share, ratio, failures, poisson_above(failures, run.restart_budget)
+    )
+
+
+def save_hours(checkpoint_gb: float, file_system_mbps: float) -> float:
+    """S: one synchronous save at the file system's aggregate baseline throughput (MB/s, 10^6 bytes)."""
+    return checkpoint_gb * 1000 / file_system_mbps / 3600
+
+
+def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) -> float:
+    """FSx for Lustre's baseline throughput: capacity in TiB times the per-unit throughput (FSx Lustre
+    user guide, performance: "throughput per unit of storage")."""
+    return capacity_gib / 1024 * per_unit_mbps_per_tib
+
+
+def _bert(s: BertPretrainingSettings, rate: float, mbps: float) -> RunModel:
+    batch, accum = bert_launch.batch_defaults(s.bf16)
+    step_seconds = (s.batch_size or batch) * (s.grad_accum_steps or accum) * 32 / figure("bertSequencesPerNodeSecond")
+    steps = s.train_steps or figure("bertScriptMaxSteps")
+    train = min(steps * step_seconds / 3600, s.train_deadline_minutes / 60)
+    compile_minutes = figure("bertCompileMinutes") + figure("handoffMinutes") if s.precompile else 0
+    fixed = (figure("firstStartMinutes") + compile_minutes + figure("scaleDownMinutes")) / 60
+    return RunModel(
+        "bertPretraining",
+        s.nodes,
+        rate,
+        downtime_hours(s.hang_timeout_minutes),
+        s.checkpoint_every_shards * figure("bertShardMinutes") / 60,
+        save_hours(figure("bertCheckpointGB"), mbps),
+        train,
+        fixed,
+        deadlines.bert_attempts(s) - 1,
+    )
+
+
+def _llama(
+    workload: str,
+    nodes: int,
+    hang: int,
+    every: int,
+    steps: float,
+    deadline_hours: float,
+    compile_step: bool,
+    budget: int,
+    rate: float,
+    mbps: float,
+) -> RunModel:
+    """The two Llama-2-7B runs: their deadlines count from creation, the first start included."""
+    step_seconds = figure("llamaGlobalBatch") / (figure("llamaSequencesPerNodeSecond") * nodes)
+    start = figure("firstStartMinutes") / 60
+    train = max(0.0, min(steps * step_seconds / 3600, deadline_hours - start))
+    compile_hours = (figure("llamaCompileMinutes") + figure("handoffMinutes")) / 60 if compile_step else 0.0
+    return RunModel(
+        workload,
+        nodes,
+        rate,
+        downtime_hours(hang),
+        every * step_seconds / 3600,
+        save_hours(figure("llamaCheckpointGB"), mbps),
+        train,
+        start + compile_hours + figure("scaleDownMinutes") / 60,
+        budget,
+    )
+
+
+def _nxd(s: NxdLlamaSettings, rate: float, mbps: float) -> RunModel:
+    steps = s.train_iters or figure("nxdMaxSteps")
+    return _llama(
+        "nxdLlama",
+        s.nodes,
+        s.hang_timeout_minutes,
+        s.checkpoint_every_steps,
+        steps,
+        s.train_deadline_minutes / 60,
+        s.compile,
+        s.max_restarts,
+        rate,
+        mbps,
+    )
+
+
+def _ray(s: RayLlama2Settings, rate: float, mbps: float) -> RunModel:
+    steps = s.train_steps or figure("rayMaxSteps")
+    return _llama(
+        "rayLlama2",
+        s.workers,
+        s.hang_timeout_minutes,
+        s.checkpoint_every_steps,
+        steps,
+        s.train_deadline_seconds / 3600,
+        "precompile" in s.steps,
+        s.max_retries,
+        rate,
+        mbps,
+    )
+
+
+def workload_goodput(config: Any, file_system_mbps: float) -> list[Goodput]:
+    """The expected goodput of every enabled training workload (the acceptance check trains nothing)."""
+    rate = config.failure_rate_per_node_hour
+    runs = []
+    if (bert := config.on("bert_pretraining")) is not None:
+        runs.append(_bert(bert, rate, file_system_mbps))
+    if (ray := config.on("ray_llama2")) is not None and "train" in ray.steps:
+        runs.append(_ray(ray, rate, file_system_mbps))
+    if (nxd := config.on("nxd_llama")) is not None and nxd.train:
+        runs.append(_nxd(nxd, rate, file_system_mbps))
+    return [expected(r) for r in runs]
+
+
+def figure_table() -> list[tuple[str, str, str, str]]:
+    """(input, value with unit, kind, source) of every figure, for the docs."""
+    return [(name, f"{f.value:.4g} {f.unit}", f.kind, f.source) for name, f in FIGURES.items()]
