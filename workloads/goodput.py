@@ -283,9 +283,14 @@ def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) ->
     return capacity_gib / 1024 * per_unit_mbps_per_tib
 
 
+# One worker per NeuronCore of a trn1.32xlarge (the seed's 32 per node, workloads/bert_launch.py).
+BERT_WORKERS_PER_NODE = 32
+
+
 def _bert(s: BertPretrainingSettings, rate: float, mbps: float) -> RunModel:
     batch, accum = bert_launch.batch_defaults(s.bf16)
-    step_seconds = (s.batch_size or batch) * (s.grad_accum_steps or accum) * 32 / figure("bertSequencesPerNodeSecond")
+    per_node = (s.batch_size or batch) * (s.grad_accum_steps or accum) * BERT_WORKERS_PER_NODE
+    step_seconds = per_node / figure("bertSequencesPerNodeSecond")
     steps = s.train_steps or figure("bertScriptMaxSteps")
     train = min(steps * step_seconds / 3600, s.train_deadline_minutes / 60)
     compile_minutes = figure("bertCompileMinutes") + figure("handoffMinutes") if s.precompile else 0

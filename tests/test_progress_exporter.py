@@ -1,0 +1,127 @@
+"""The progress exporter run as its pod runs it: ``python3 progress_exporter.py <port> <runs JSON>`` from a
+directory holding it and resilience.py (the ConfigMap), over a run tree laid out as each pinned script
+writes it, scraped over HTTP; its output linted by `promtool check metrics`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import promtool
+from workloads import progress
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def bert_line(step: int, throughput: float) -> str:
+    # The pinned BERT script's logger line (the seed's log, seeds/bert-torchx-eks-trn1-tutorial.md).
+    return f"LOG Wed Dec 21 00:51:01 2022 - (0, {step}) step_loss : 10.70 learning_rate : 2.80e-06 throughput : {throughput}\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    opt = tmp_path / "opt"
+    opt.mkdir()
+    for name in progress.SHIPPED_FILES:
+        shutil.copy(REPO / "workloads" / name, opt / name)
+    bert = tmp_path / "shared" / "output" / "run-abc"
+    bert.mkdir(parents=True)
+    (bert / "heartbeat").write_text(bert_line(120, 6449.36))
+    with zipfile.ZipFile(bert / "ckpt_100.pt", "w") as archive:  # a whole torch.save archive
+        archive.writestr("archive/data.pkl", b"x" * 100)
+    (bert / "ckpt_120.pt").write_bytes(b"PK\x03\x04 half written")  # a save under way: no end record yet
+    nxd = tmp_path / "shared" / "nemo_experiments" / "run-def"
+    (nxd / "0").mkdir(parents=True)
+    (nxd / "0" / "log").write_text("Epoch 0:  12%|#2        | 57/466 [10:02<1:12:00, 9.2s/it, loss=4.2]\r")
+    done = nxd / "checkpoints" / "megatron_llama--step=50-consumed_samples=51200.0.ckpt"
+    done.mkdir(parents=True)
+    (done / "done").write_text("")
+    (tmp_path / "shared" / "nemo_experiments" / "not-a-run").mkdir()  # no heartbeat: not served
+    return tmp_path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def exporter(tree: Path) -> Iterator[str]:
+    port = free_port()
+    runs = [
+        {**w, "root": str(tree / "shared" / Path(w["root"]).relative_to(progress.SHARED_MOUNT))}
+        for w in progress.exported_workloads(
+            {"bert-pretraining": (32768, 128), "nxd-llama": (1024, 4096)},
+        )
+    ]
+    # The container's command, with the ConfigMap's directory where the pod mounts it.
+    command = [sys.executable, str(tree / "opt" / progress.EXPORTER_FILE), str(port), json.dumps(runs)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/")
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url, timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
+
+
+def test_each_runs_progress_is_served_from_its_files(tree, exporter):
+    found = scrape(exporter)
+    bert = 'run="run-abc",workload="bert-pretraining"'
+    nxd = 'run="run-def",workload="nxd-llama"'
+    assert found[f"training_step{{{bert}}}"] == 120 and found[f"training_throughput{{{bert}}}"] == 6449.36
+    assert found[f"training_checkpoint_step{{{bert}}}"] == 100
+    assert found[f"training_checkpoint_saving{{{bert}}}"] == 1  # ckpt_120.pt has no end record yet
+    assert found[f"training_heartbeat_timestamp_seconds{{{bert}}}"] == pytest.approx(
+        os.path.getmtime(tree / "shared" / "output" / "run-abc" / "heartbeat")
+    )
+    assert (
+        found[f"training_samples_per_step{{{bert}}}"] == 32768 and found[f"training_tokens_per_sample{{{bert}}}"] == 128
+    )
+    # NxD Training: the progress bar's batch counter, and its save with `done`.
+    assert found[f"training_step{{{nxd}}}"] == 57 and found[f"training_checkpoint_step{{{nxd}}}"] == 50
+    assert found[f"training_checkpoint_saving{{{nxd}}}"] == 0 and f"training_throughput{{{nxd}}}" not in found
+    assert not any("not-a-run" in k for k in found)
+
+
+def test_steps_after_a_restart_count_as_redone(tree, exporter):
+    heartbeat = tree / "shared" / "output" / "run-abc" / "heartbeat"
+    bert = 'run="run-abc",workload="bert-pretraining"'
+    scrape(exporter)  # step 120 seen
+    heartbeat.write_text(bert_line(101, 6400.0))  # the restart resumed from ckpt_100.pt
+    found = scrape(exporter)
+    assert found[f"training_redoing{{{bert}}}"] == 1 and found[f"training_step_high_water{{{bert}}}"] == 120
+    heartbeat.write_text(bert_line(110, 6400.0))
+    assert scrape(exporter)[f"training_steps_redone_total{{{bert}}}"] == 9
+    heartbeat.write_text(bert_line(125, 6400.0))  # past the high-water mark: 10 more redone (110 -> 120)
+    found = scrape(exporter)
+    assert found[f"training_steps_redone_total{{{bert}}}"] == 19 and found[f"training_redoing{{{bert}}}"] == 0
+
+
+def test_the_output_is_valid_exposition_text(exporter):
+    text = urllib.request.urlopen(exporter, timeout=5).read().decode()
+    result = promtool.run("check", "metrics", stdin=text)
+    assert result.returncode == 0, result.stdout + result.stderr
