@@ -1,0 +1,268 @@
+"""The goodput ledger as Prometheus recording rules: of the Trainium node-hours the cluster pays for, which
+trained and where the rest went, per job and for the fleet, and what 1,000 steps and a token cost. The
+one source of the rule file; the cluster stack loads it into Amazon Managed Service for Prometheus or an
+in-cluster Prometheus (infra/components/observability.py), and tests/test_goodput_rules.py runs it with
+`promtool test rules` over a synthetic week. Pure: settings in, rule groups (dicts) and YAML out.
+
+Every minute each Trainium node is in exactly one state, and a job's nodes in exactly one of its states:
+- **burn-in**: the node still carries the burn-in's startup taint (infra/specs/node_template.py);
+- **a job's**, when a pod of a training workload (its ``app.kubernetes.io/part-of``) that asks for Neuron
+  devices is bound to it, Pending or Running; then by the job's own progress (the progress exporter,
+  workloads/progress_exporter.py):
+  - **starting**: no step since the newest of its pods started (image pull, compile, rendezvous, a
+    precompile step, which writes no heartbeat);
+  - **checkpointing**: a save newer than the newest complete checkpoint is being written;
+  - **hung**: no step for HANG_SUSPECT_SECONDS while no save runs, until the liveness probe ends it;
+  - **redoing**: stepping below the run's high-water mark after a restart;
+  - **productive**: stepping past it;
+- otherwise **pending** while a training pod waits to be scheduled (a gang waiting for its other nodes),
+  **capacity-block idle** on a Capacity Block node (the block's tail after the job stopped), and **idle**
+  (the autoscaler's scale-down delay, a node nobody asked for).
+Ledgers sum the node counts of every evaluation over a window, each EVALUATION_INTERVAL_SECONDS / 3600
+node-hours a node.
+
+Ranges stop a second short of their length ("[59m59s]", "[167h59m59s:1h]"): an engine that selects a range
+closed at both ends (promtool 2.42's does: tests/test_goodput_rules.py) would count the sample on the
+boundary of two hours in both, and a second short counts it once whether the start is open or closed.
+
+Inputs (tests/test_goodput_rules.py names each; docs/monitoring.md cites their exporters' sources):
+kube-state-metrics' ``kube_node_status_capacity``, ``kube_node_spec_taint``, ``kube_node_labels``,
+``kube_pod_labels``, ``kube_pod_status_phase``, ``kube_pod_start_time`` and
+``kube_pod_container_resource_requests``; the progress exporter's ``training_*`` series.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from infra.facts.instances import INSTANCE_TYPES, instance_hourly
+from infra.specs.node_template import BURN_IN_TAINT, NEURON_RESOURCES
+
+# The ledger's rules run every 5 minutes: a week's ledger to 5 minutes is exact enough, and Amazon Managed
+# Service for Prometheus bills rule evaluation by the samples each query processes (a fifth of them at a
+# minute). Each evaluation's node counts stand for this many seconds.
+EVALUATION_INTERVAL_SECONDS = 300
+# A step line at least every few minutes is what every workload prints (a 7B step is under a minute on 4
+# trn1 nodes); longer without one and without a save is a hang until the probe's hangTimeoutMinutes ends it.
+HANG_SUSPECT_SECONDS = 300
+# The workloads whose pods train (workloads/*.py WORKLOAD); the acceptance check holds nodes too.
+TRAINING_WORKLOADS = ("bert-pretraining", "ray-llama2", "nxd-llama", "cluster-check")
+
+# kube-state-metrics turns a resource or label name into a label value or name with every character
+# outside [a-zA-Z0-9_] as "_" (see tests/test_goodput_rules.py for the source).
+NEURON_RESOURCE = NEURON_RESOURCES[0].replace(".", "_").replace("/", "_")
+PART_OF = "label_app_kubernetes_io_part_of"
+INSTANCE_TYPE = "label_node_kubernetes_io_instance_type"
+CAPACITY_TYPE = "label_eks_amazonaws_com_capacity_type"
+CAPACITY_BLOCK = "CAPACITY_BLOCK"
+
+JOB = "namespace, workload"
+LOSS_CAUSES = ("starting", "checkpointing", "hung", "redoing")
+FLEET_CAUSES = ("burn_in", "pending", "capacity_block_idle", "idle")
+
+
+def _just_short(hours: int) -> str:
+    """A range of ``hours`` less one second (see the module's docstring)."""
+    return f"{hours - 1}h59m59s" if hours > 1 else "59m59s"
+
+
+WINDOW_HOURS = {"1d": 24, "7d": 168}
+
+
+def _rule(record: str, expr: str, **labels: str) -> dict[str, Any]:
+    return {"record": record, "expr": " ".join(expr.split()), **({"labels": labels} if labels else {})}
+
+
+def _workload_pods(phase: str) -> str:
+    """Pods of the training workloads in ``phase`` (1 each), labelled with their workload."""
+    workloads = "|".join(TRAINING_WORKLOADS)
+    return (
+        f'label_replace(kube_pod_labels{{{PART_OF}=~"{workloads}"}}, "workload", "$1", "{PART_OF}", "(.+)") '
+        f'* on (namespace, pod) group_left () (max by (namespace, pod) (kube_pod_status_phase{{phase=~"{phase}"}}) == 1)'
+    )
+
+
+def price_expression(region: str) -> str:
+    """Each Trainium node's on-demand price per hour, from infra/facts/instances.py for ``region``; a node
+    of a type the table does not price, or on a Capacity Block (paid up front), gets no price (never 0)."""
+    parts = [
+        f'(max by (node) (kube_node_labels{{{INSTANCE_TYPE}="{name}"}}) * 0 + {price.usd})'
+        for name in sorted(INSTANCE_TYPES)
+        if (price := instance_hourly(region, name)) is not None and INSTANCE_TYPES[name].neuron is not None
+    ]
+    return (
+        f"(node:trainium:present * on (node) group_left () ({' or '.join(parts)})) "
+        f'unless on (node) kube_node_labels{{{CAPACITY_TYPE}="{CAPACITY_BLOCK}"}}'
+    )
+
+
+def node_rules(region: str) -> list[dict[str, Any]]:
+    present = "node:trainium:present"
+    return [
+        _rule(present, f'count by (node) (kube_node_status_capacity{{resource="{NEURON_RESOURCE}"}} > 0)'),
+        _rule("node:trainium_hourly_usd:price", price_expression(region)),
+        _rule(
+            "node:trainium_burn_in:present",
+            f'{present} and on (node) kube_node_spec_taint{{key="{BURN_IN_TAINT.key}"}}',
+        ),
+        # A job's pods bound to a node (Pending while its image pulls, then Running) hold it.
+        _rule(
+            "node_job:trainium:allocated",
+            f"clamp_max(count by (node, {JOB}) ("
+            f"{_workload_pods('Pending|Running')} "
+            f"* on (namespace, pod) group_left (node) "
+            f'(max by (namespace, pod, node) (kube_pod_container_resource_requests{{resource="{NEURON_RESOURCE}"}}) > 0)'
+            f"), 1) * on (node) group_left () {present}",
+        ),
+        _rule(
+            "node:trainium_unallocated:present",
+            f"{present} unless on (node) (node_job:trainium:allocated or node:trainium_burn_in:present)",
+        ),
+        _rule(
+            "node:trainium_pending:present",
+            f"node:trainium_unallocated:present and on () (count ({_workload_pods('Pending')}) > 0)",
+        ),
+        _rule(
+            "node:trainium_capacity_block_idle:present",
+            "(node:trainium_unallocated:present unless on (node) node:trainium_pending:present) "
+            f'and on (node) kube_node_labels{{{CAPACITY_TYPE}="{CAPACITY_BLOCK}"}}',
+        ),
+        _rule(
+            "node:trainium_idle:present",
+            "node:trainium_unallocated:present unless on (node) "
+            "(node:trainium_pending:present or node:trainium_capacity_block_idle:present)",
+        ),
+    ]
+
+
+def job_rules() -> list[dict[str, Any]]:
+    nodes = "job:trainium_nodes:count"
+    stepping = "job:trainium_nodes_stepping:count"
+    saving = "(job:checkpoint_saving:max == 1)"
+    return [
+        _rule(nodes, f"sum by ({JOB}) (node_job:trainium:allocated)"),
+        _rule(
+            "job:trainium_hourly_usd:sum",
+            f"sum by ({JOB}) (node_job:trainium:allocated * on (node) group_left () node:trainium_hourly_usd:price)",
+        ),
+        _rule(
+            "job:attempt_start:seconds",
+            f"max by ({JOB}) (kube_pod_start_time * on (namespace, pod) group_left (workload) "
+            f"{_workload_pods('Pending|Running')})",
+        ),
+        _rule("job:heartbeat:timestamp", f"max by ({JOB}) (training_heartbeat_timestamp_seconds)"),
+        _rule("job:checkpoint_saving:max", f"max by ({JOB}) (training_checkpoint_saving)"),
+        _rule("job:redoing:max", f"max by ({JOB}) (training_redoing)"),
+        _rule(
+            stepping,
+            f"{nodes} and on ({JOB}) (job:heartbeat:timestamp > on ({JOB}) job:attempt_start:seconds)",
+        ),
+        _rule("job:goodput_nodes:starting", f"{nodes} unless on ({JOB}) {stepping}"),
+        _rule("job:goodput_nodes:checkpointing", f"{stepping} and on ({JOB}) {saving}"),
+        _rule(
+            "job:goodput_nodes:hung",
+            f"({stepping} unless on ({JOB}) {saving}) "
+            f"and on ({JOB}) (time() - job:heartbeat:timestamp > {HANG_SUSPECT_SECONDS})",
+        ),
+        _rule(
+            "job:goodput_nodes:redoing",
+            f"({stepping} unless on ({JOB}) (job:goodput_nodes:checkpointing or job:goodput_nodes:hung)) "
+            f"and on ({JOB}) (job:redoing:max == 1)",
+        ),
+        _rule(
+            "job:goodput_nodes:productive",
+            f"{stepping} unless on ({JOB}) "
+            "(job:goodput_nodes:checkpointing or job:goodput_nodes:hung or job:goodput_nodes:redoing)",
+        ),
+    ]
+
+
+def fleet_rules() -> list[dict[str, Any]]:
+    """At each evaluation, the fleet's Trainium nodes and those in each state no job holds (0 when none)."""
+    return [
+        _rule("fleet:trainium_nodes:count", "sum(node:trainium:present) or vector(0)"),
+        *(
+            _rule(f"fleet:goodput_nodes:{cause}", f"sum(node:trainium_{cause}:present) or vector(0)")
+            for cause in FLEET_CAUSES
+        ),
+    ]
+
+
+def hourly_rules() -> list[dict[str, Any]]:
+    """At each evaluation, the hour just past: node-hours by state, dollars, steps and tokens. Read at whole hours
+    by the windows' subqueries they tile a window exactly, at 60 samples a read instead of a week's."""
+    hours = f"{EVALUATION_INTERVAL_SECONDS} / 3600"
+
+    def hour(series: str) -> str:
+        return f"sum_over_time({series}[{_just_short(1)}]) * {hours}"
+
+    # Steps past the high-water mark in the hour: its rise since an hour ago (since the run's first sample
+    # in the hour for a new run); never negative (an exporter restart forgets the mark).
+    rise = (
+        "clamp_min((training_step_high_water - training_step_high_water offset 1h) "
+        "or (training_step_high_water - min_over_time(training_step_high_water[59m59s])), 0)"
+    )
+    return [
+        _rule("job:paid_node_hours:sum1h", hour("job:trainium_nodes:count")),
+        _rule("job:productive_node_hours:sum1h", hour("job:goodput_nodes:productive")),
+        *(
+            _rule("job:goodput_lost_node_hours:sum1h", hour(f"job:goodput_nodes:{cause}"), cause=cause)
+            for cause in LOSS_CAUSES
+        ),
+        _rule("job:paid_usd:sum1h", hour("job:trainium_hourly_usd:sum")),
+        _rule("job:steps_trained:sum1h", f"sum by ({JOB}) ({rise})"),
+        _rule(
+            "job:tokens_trained:sum1h",
+            f"sum by ({JOB}) ({rise} * on (namespace, workload, run) training_samples_per_step "
+            "* on (namespace, workload, run) training_tokens_per_sample)",
+        ),
+        _rule("fleet:paid_node_hours:sum1h", hour("fleet:trainium_nodes:count")),
+        *(
+            _rule("fleet:goodput_lost_node_hours:sum1h", hour(f"fleet:goodput_nodes:{cause}"), cause=cause)
+            for cause in FLEET_CAUSES
+        ),
+    ]
+
+
+def ledger_rules(window: str) -> list[dict[str, Any]]:
+    """The ledger over the whole hours of ``window`` up to the last whole hour: node-hours by state, the
+    goodput ratios, and the cost of 1,000 steps and of a token."""
+
+    def total(hourly: str) -> str:
+        return f"sum_over_time({hourly}[{_just_short(WINDOW_HOURS[window])}:1h])"
+
+    paid, productive = f"job:paid_node_hours:sum{window}", f"job:productive_node_hours:sum{window}"
+    fleet_paid = f"fleet:paid_node_hours:sum{window}"
+    steps, tokens, usd = (
+        f"job:steps_trained:sum{window}",
+        f"job:tokens_trained:sum{window}",
+        f"job:paid_usd:sum{window}",
+    )
+    return [
+        _rule(paid, total("job:paid_node_hours:sum1h")),
+        _rule(productive, total("job:productive_node_hours:sum1h")),
+        _rule(f"job:goodput_lost_node_hours:sum{window}", total("job:goodput_lost_node_hours:sum1h")),
+        _rule(f"job:goodput:ratio{window}", f"{productive} / on ({JOB}) ({paid} > 0)"),
+        _rule(usd, total("job:paid_usd:sum1h")),
+        _rule(steps, total("job:steps_trained:sum1h")),
+        _rule(tokens, total("job:tokens_trained:sum1h")),
+        _rule(f"job:cost_per_1k_steps_usd:ratio{window}", f"{usd} / on ({JOB}) ({steps} > 0) * 1000"),
+        _rule(f"job:cost_per_token_usd:ratio{window}", f"{usd} / on ({JOB}) ({tokens} > 0)"),
+        _rule(fleet_paid, total("fleet:paid_node_hours:sum1h")),
+        _rule(f"fleet:goodput_lost_node_hours:sum{window}", total("fleet:goodput_lost_node_hours:sum1h")),
+        _rule(f"fleet:goodput:ratio{window}", f"sum({productive}) / ({fleet_paid} > 0)"),
+    ]
+
+
+def rule_groups(region: str) -> dict[str, Any]:
+    """One group: Prometheus evaluates a group's rules in order, each seeing the ones before it at the same
+    time, so a minute's states and the ledger that sums them agree (groups run independently)."""
+    rules = [*node_rules(region), *job_rules(), *fleet_rules(), *hourly_rules()]
+    rules += [r for w in WINDOW_HOURS for r in ledger_rules(w)]
+    return {"groups": [{"name": "goodput-ledger", "interval": f"{EVALUATION_INTERVAL_SECONDS}s", "rules": rules}]}
+
+
+def rule_file(region: str) -> str:
+    return yaml.safe_dump(rule_groups(region), sort_keys=False, width=1000)

@@ -1,0 +1,129 @@
+"""The goodput ledger's recording rules (infra/specs/goodput_rules.py), run by Prometheus' own promtool over
+a synthetic week (tests/goodput_week.py), against figures counted by hand from the week's events.
+
+The rules run every 5 minutes, so each state is seen at the minutes that are multiples of 5 and counts 5
+node-minutes a node there; the ledger at minute 10080 sums the whole hours 1 to 168 (minutes 1-10080)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.specs import goodput_rules
+from tests import goodput_week, promtool
+
+JOB = '{namespace="research",workload="nxd-llama"}'
+END = f"{goodput_week.WEEK}m"
+
+
+def sample(expr: str, value: float, labels: str | None = None, at: str = END) -> dict:
+    """``expr`` at ``at`` is ``value`` to 6 decimals (promtool 2.42 compares floats exactly, and a sum of
+    hours differs from its closed form in the last bit): both sides as integers of millionths."""
+    name, _, matchers = expr.partition("{")
+    shown = labels if labels is not None else JOB
+    if matchers and labels is None:
+        shown = "{" + matchers[:-1] + "," + JOB[1:]
+    return {
+        "expr": f"round(({expr}) * 1e6)",
+        "eval_time": at,
+        "exp_samples": [{"labels": shown, "value": round(value * 1e6)}],
+    }
+
+
+def fleet(expr: str, value: float, at: str = END) -> dict:
+    _, _, matchers = expr.partition("{")
+    return sample(expr, value, "{" + matchers if matchers else "{}", at)
+
+
+# The job's nodes, per node, at 5-minute evaluations from 20 (bound) to 8995 (it ends at 9000): 1,796
+# evaluations, 8,980 minutes. Starting: 20-35 (4) and 3035-3040 (2) = 30 min. Checkpointing: 148 saves of
+# 5 minutes (100 + 60k for k = 0..148 but 3040, inside the outage), each seen once = 740 min. Hung: no
+# step since 2999, more than 300 s at 3005-3030 (6) = 30 min. Redoing: 3045-3060 (4) = 20 min.
+# Productive: 8980 - 30 - 740 - 30 - 20 = 8,160 min. Two nodes, in hours:
+PAID = 2 * 8980 / 60  # 299.3333
+PRODUCTIVE = 2 * 8160 / 60  # 272.0
+# New steps: 10 a minute in every minute with a step line that is not a redo: [40, 9000) is 8,960 minutes,
+# less 45 without a step (3000-3044), 740 saving and 17 redoing = 8,158 minutes, 81,580 steps.
+STEPS = 81580
+USD = PAID * 21.50  # trn1.32xlarge on demand in us-east-1 (infra/facts/instances.py): 6,435.67
+TOKENS = STEPS * 1024 * 4096
+
+WEEK_LEDGER = [
+    sample("job:paid_node_hours:sum7d", PAID),
+    sample("job:productive_node_hours:sum7d", PRODUCTIVE),
+    sample('job:goodput_lost_node_hours:sum7d{cause="starting"}', 1.0),
+    sample('job:goodput_lost_node_hours:sum7d{cause="checkpointing"}', 2 * 740 / 60),
+    sample('job:goodput_lost_node_hours:sum7d{cause="hung"}', 1.0),
+    sample('job:goodput_lost_node_hours:sum7d{cause="redoing"}', 2 * 20 / 60),
+    sample("job:goodput:ratio7d", 8160 / 8980),  # 0.908686
+    sample("job:paid_usd:sum7d", USD),
+    sample("job:steps_trained:sum7d", STEPS),
+    sample("job:tokens_trained:sum7d", TOKENS),
+    sample("job:cost_per_1k_steps_usd:ratio7d", USD / STEPS * 1000),  # $78.89
+    sample("job:cost_per_token_usd:ratio7d", USD / TOKENS),  # $1.88e-8
+    # The fleet: n1 and n2 all week (2 x 10,080 min), n3 120 min, n4 60 min = 20,340 min = 339 h.
+    fleet("fleet:paid_node_hours:sum7d", 339.0),
+    # Burn-in: n1 and n2 at 5 and 10, n3 at 5000 and 5005: 6 x 5 = 30 min.
+    fleet('fleet:goodput_lost_node_hours:sum7d{cause="burn_in"}', 0.5),
+    # Pending: both nodes at 15, while the pods wait unscheduled: 10 min.
+    fleet('fleet:goodput_lost_node_hours:sum7d{cause="pending"}', 10 / 60),
+    fleet('fleet:goodput_lost_node_hours:sum7d{cause="capacity_block_idle"}', 1.0),
+    # Idle: n1 and n2 from 9000 to 10080 (217 evaluations each) and n3 from 5010 to 5115 (22): 2,280 min.
+    fleet('fleet:goodput_lost_node_hours:sum7d{cause="idle"}', 38.0),
+    fleet("fleet:goodput:ratio7d", 2 * 8160 / 20340),  # 0.802360
+]
+# The last day (whole hours 145-168, minutes 8641-10080): the job at 8645-8995 (71 evaluations, 355 min a
+# node), 6 saves of 5 minutes (8680 ... 8980); then n1 and n2 idle 1,085 min each.
+DAY_LEDGER = [
+    sample("job:paid_node_hours:sum1d", 2 * 355 / 60),
+    sample("job:goodput:ratio1d", 325 / 355),
+    fleet('fleet:goodput_lost_node_hours:sum1d{cause="idle"}', 2 * 1085 / 60),
+]
+# While it runs, the states are there minute by minute (at 3010 the job is hung, at 3040 restarting).
+MOMENTS = [
+    sample("job:goodput_nodes:hung", 2, at="3010m"),
+    sample("job:goodput_nodes:starting", 2, at="3040m"),
+    sample("job:goodput_nodes:checkpointing", 2, at="160m"),
+    sample("job:goodput_nodes:productive", 2, at="165m"),
+    sample('node:trainium_hourly_usd:price{node="n1"}', 21.5, '{node="n1"}', at="165m"),
+]
+
+
+@pytest.fixture(scope="module")
+def rule_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("goodput-rules")
+    (directory / "goodput.yml").write_text(goodput_rules.rule_file("us-east-1"))
+    return directory
+
+
+def test_the_rule_file_is_valid(rule_dir):
+    result = promtool.run("check", "rules", rule_dir / "goodput.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_week_with_a_hang_a_restart_and_idle_nodes(rule_dir):
+    tests = {
+        "rule_files": ["goodput.yml"],
+        "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": goodput_week.input_series(),
+                "promql_expr_test": [*WEEK_LEDGER, *DAY_LEDGER, *MOMENTS],
+            }
+        ],
+    }
+    (rule_dir / "week.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=1_000_000))
+    result = promtool.run("test", "rules", rule_dir / "week.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rule_names_say_goodput_and_each_is_recorded_once():
+    rules = [r for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"]]
+    records = [(r["record"], tuple(sorted(r.get("labels", {}).items()))) for r in rules]
+    assert {"job:goodput:ratio7d", "job:paid_node_hours:sum7d", "fleet:goodput:ratio7d"} <= {r for r, _ in records}
+    assert len(records) == len(set(records))
+    # A region the price table lacks prices no node: the cost rules then have nothing, never $0.
+    assert "* 0 + " not in goodput_rules.price_expression("ap-south-2")
