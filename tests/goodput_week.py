@@ -23,6 +23,8 @@ MINUTES = WEEK + 1
 NAMESPACE = "research"
 WORKLOAD = "nxd-llama"
 RUN = "run-1"
+# Restarts the job may make: the one after the hang leaves one.
+RESTART_BUDGET = 2
 BURN_IN_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in"
 
 FIRST_ATTEMPT = range(15, 3035)
@@ -121,6 +123,7 @@ def series() -> dict[str, Values]:
     out[f"training_step_high_water{{{run}}}"] = high_water()
     out[f"training_samples_per_step{{{run}}}"] = during(exported, 1024)
     out[f"training_tokens_per_sample{{{run}}}"] = during(exported, 4096)
+    out[f"training_restart_budget{{{run}}}"] = during(exported, RESTART_BUDGET)
     return out
 
 

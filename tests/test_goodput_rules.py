@@ -103,7 +103,106 @@ def test_the_rule_file_is_valid(rule_dir):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_rule_names_say_goodput_and_each_is_recorded_once():
+    rules = [r for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"] if "record" in r]
+    records = [(r["record"], tuple(sorted(r.get("labels", {}).items()))) for r in rules]
+    assert {"job:goodput:ratio7d", "job:paid_node_hours:sum7d", "fleet:goodput:ratio7d"} <= {r for r, _ in records}
+    assert len(records) == len(set(records))
+    # A region the price table lacks prices no node: the cost rules then have nothing, never $0.
+    assert "* 0 + " not in goodput_rules.price_expression("ap-south-2")
+
+
+def alert(name: str, at: str, *firing: dict[str, str], value: str = "") -> dict:
+    """``name`` at ``at`` fires once per label set in ``firing`` (none: it does not fire), with its own
+    labels and its annotations expanded as Prometheus expands them."""
+    rule = next(r for r in goodput_rules.alert_rules() if r["alert"] == name)
+
+    def expanded(labels: dict[str, str]) -> dict[str, str]:
+        text = rule["annotations"]["summary"].replace("{{ $value }}", value)
+        for key, label in labels.items():
+            text = text.replace(f"{{{{ $labels.{key} }}}}", label)
+        return {**rule["annotations"], "summary": text}
+
+    return {
+        "eval_time": at,
+        "alertname": name,
+        "exp_alerts": [
+            {"exp_labels": {**rule["labels"], **labels}, "exp_annotations": expanded(labels)} for labels in firing
+        ],
+    }
+
+
+JOB_LABELS = {"namespace": "research", "workload": "nxd-llama"}
+# In the week: hung at the evaluations 3005-3030, so past its 5 minutes at 3010; one restart (at 3035) of a
+# budget of 2 leaves one; n3 idle from 5010 (firing from 5040), n1 and n2 from 9000 (from 9030).
+WEEK_ALERTS = [
+    alert("TrainingHung", "3000m"),
+    alert("TrainingHung", "3015m", JOB_LABELS),
+    alert("TrainingHung", "3040m"),
+    alert("TrainingRestartBudgetNearlySpent", "3030m"),
+    alert("TrainingRestartBudgetNearlySpent", "3040m", JOB_LABELS, value="1"),
+    alert("TrainingRestartBudgetNearlySpent", "9100m"),  # the job is over
+    alert("TrainiumNodeIdle", "5035m"),
+    alert("TrainiumNodeIdle", "5050m", {"node": "n3"}),
+    alert("TrainiumNodeIdle", "9060m", {"node": "n1"}, {"node": "n2"}),
+    alert("EfaTrafficAbsent", "5050m"),  # the week's nodes export no EFA counters: nothing to judge
+    alert("CheckpointOverdue", "5050m"),
+]
+
+
+def three_hours() -> list[dict[str, str]]:
+    """Two nodes stepping in one job for three hours: 10 steps a minute, a checkpoint at step 600 (minute 60)
+    and none after; n1 sends 1 GB a minute over EFA throughout, n2 nothing from minute 60."""
+    job = 'namespace="research",run="run-1",workload="nxd-llama"'
+    series = {
+        f"training_heartbeat_timestamp_seconds{{{job}}}": "60+60x180",
+        f"training_checkpoint_saving{{{job}}}": "0x180",
+        f"training_redoing{{{job}}}": "0x180",
+        f"training_step{{{job}}}": "0+10x180",
+        f"training_checkpoint_step{{{job}}}": "0x59 600x120",
+        f"training_checkpoint_interval_steps{{{job}}}": "300x180",
+        f"training_restart_budget{{{job}}}": "3x180",
+        'node_infiniband_port_data_transmitted_bytes_total{node="n1",device="rdmap16s27",port="1"}': "0+1e9x180",
+        'node_infiniband_port_data_transmitted_bytes_total{node="n2",device="rdmap16s27",port="1"}': "0+1e9x59 6e10x120",
+    }
+    for i, node in enumerate(("n1", "n2")):
+        pod = f'namespace="research",pod="worker-{i}"'
+        series |= {
+            f'kube_node_status_capacity{{node="{node}",resource="aws_amazon_com_neuron",unit="integer"}}': "16x180",
+            f'kube_pod_labels{{{pod},label_app_kubernetes_io_part_of="nxd-llama"}}': "1x180",
+            f'kube_pod_status_phase{{{pod},phase="Running"}}': "1x180",
+            f"kube_pod_start_time{{{pod}}}": "0x180",
+            f'kube_pod_container_resource_requests{{{pod},container="worker",node="{node}",resource="aws_amazon_com_neuron",unit="integer"}}': "16x180",
+        }
+    return [{"series": name, "values": values} for name, values in series.items()]
+
+
+def test_efa_silence_and_an_overdue_checkpoint(rule_dir):
+    # n2's counter stops at 59: its 10-minute rate is 0 from 70, past the alert's 10 minutes at 80. The step
+    # passes 600 + 2 x 300 after minute 120: at the evaluation of 125.
+    tests = {
+        "rule_files": ["goodput.yml"],
+        "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": three_hours(),
+                "alert_rule_test": [
+                    alert("EfaTrafficAbsent", "75m"),
+                    alert("EfaTrafficAbsent", "90m", {"node": "n2"}),
+                    alert("CheckpointOverdue", "120m"),
+                    alert("CheckpointOverdue", "125m", JOB_LABELS),
+                ],
+            }
+        ],
+    }
+    (rule_dir / "three-hours.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=1_000_000))
+    result = promtool.run("test", "rules", rule_dir / "three-hours.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_a_week_with_a_hang_a_restart_and_idle_nodes(rule_dir):
+    # The ledger's figures and the alerts, in one run of promtool over the week (about 10 s).
     tests = {
         "rule_files": ["goodput.yml"],
         "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
@@ -112,6 +211,7 @@ def test_a_week_with_a_hang_a_restart_and_idle_nodes(rule_dir):
                 "interval": "1m",
                 "input_series": goodput_week.input_series(),
                 "promql_expr_test": [*WEEK_LEDGER, *DAY_LEDGER, *MOMENTS],
+                "alert_rule_test": WEEK_ALERTS,
             }
         ],
     }
@@ -120,10 +220,13 @@ def test_a_week_with_a_hang_a_restart_and_idle_nodes(rule_dir):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_rule_names_say_goodput_and_each_is_recorded_once():
-    rules = [r for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"]]
-    records = [(r["record"], tuple(sorted(r.get("labels", {}).items()))) for r in rules]
-    assert {"job:goodput:ratio7d", "job:paid_node_hours:sum7d", "fleet:goodput:ratio7d"} <= {r for r, _ in records}
-    assert len(records) == len(set(records))
-    # A region the price table lacks prices no node: the cost rules then have nothing, never $0.
-    assert "* 0 + " not in goodput_rules.price_expression("ap-south-2")
+def test_every_alert_has_its_runbook_section():
+    from tests.fixture_project import REPO_ROOT
+
+    headings = [
+        line[4:] for line in (REPO_ROOT / "docs" / "operations.md").read_text().splitlines() if line[:4] == "### "
+    ]
+    anchors = {h.lower().replace(" ", "-") for h in headings}
+    for rule in goodput_rules.alert_rules():
+        page, _, anchor = rule["annotations"]["runbook"].partition("#")
+        assert page == "docs/operations.md" and anchor in anchors, rule["alert"]

@@ -63,7 +63,10 @@ def exporter(tree: Path) -> Iterator[str]:
     runs = [
         {**w, "root": str(tree / "shared" / Path(w["root"]).relative_to(progress.SHARED_MOUNT))}
         for w in progress.exported_workloads(
-            {"bert-pretraining": (32768, 128), "nxd-llama": (1024, 4096)},
+            {
+                "bert-pretraining": progress.Exported(32768, 128, 2, None),
+                "nxd-llama": progress.Exported(1024, 4096, 3, 100),
+            },
         )
     ]
     # The container's command, with the ConfigMap's directory where the pod mounts it.
@@ -104,6 +107,10 @@ def test_each_runs_progress_is_served_from_its_files(tree, exporter):
     # NxD Training: the progress bar's batch counter, and its save with `done`.
     assert found[f"training_step{{{nxd}}}"] == 57 and found[f"training_checkpoint_step{{{nxd}}}"] == 50
     assert found[f"training_checkpoint_saving{{{nxd}}}"] == 0 and f"training_throughput{{{nxd}}}" not in found
+    assert (
+        found[f"training_restart_budget{{{nxd}}}"] == 3 and found[f"training_checkpoint_interval_steps{{{nxd}}}"] == 100
+    )
+    assert f"training_checkpoint_interval_steps{{{bert}}}" not in found  # BERT's interval is in shards
     assert not any("not-a-run" in k for k in found)
 
 

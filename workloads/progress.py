@@ -9,9 +9,10 @@ run roots under /shared (bert_launch.DATA_MOUNT, nxd_llama.EXPERIMENTS_DIR, ray_
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from typing import Any
 
-from workloads import bert_launch, goodput, nxd_llama, ray_llama2, resumable
+from workloads import bert_launch, deadlines, goodput, nxd_llama, ray_llama2, resumable
 
 SHARED_MOUNT = "/shared"
 EXPORTER_FILE = "progress_exporter.py"
@@ -38,11 +39,19 @@ LAYOUT = {
 }
 
 
-def exported_workloads(
-    sizes: dict[str, tuple[int, int]], bert_output_dir: str = "/data/output"
-) -> list[dict[str, Any]]:
-    """The exporter's runs argument: for each workload in ``sizes`` (part-of label -> samples per step,
-    tokens per sample), where its runs are and what their files are called."""
+@dataclass(frozen=True)
+class Exported:
+    """What the exporter serves of a workload beside its files: from its settings."""
+
+    samples_per_step: int
+    tokens_per_sample: int
+    restart_budget: int
+    checkpoint_interval_steps: int | None  # None: BERT's interval is in dataset shards
+
+
+def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = "/data/output") -> list[dict[str, Any]]:
+    """The exporter's runs argument: for each workload (by its part-of label), where its runs are, what
+    their files are called, and what its settings say."""
     layout = {"bert-pretraining": ("bert", bert_root(bert_output_dir), resumable.HEARTBEAT, ""), **LAYOUT}
     return [
         {
@@ -51,23 +60,31 @@ def exported_workloads(
             "root": layout[name][1],
             "heartbeat": layout[name][2],
             "checkpoints": layout[name][3],
-            "samplesPerStep": samples,
-            "tokensPerSample": tokens,
+            "samplesPerStep": w.samples_per_step,
+            "tokensPerSample": w.tokens_per_sample,
+            "restartBudget": w.restart_budget,
+            **({"checkpointIntervalSteps": w.checkpoint_interval_steps} if w.checkpoint_interval_steps else {}),
         }
-        for name, (samples, tokens) in sizes.items()
+        for name, w in workloads.items()
     ]
 
 
-def workload_sizes(config: Any) -> dict[str, tuple[int, int]]:
-    """Samples per step and tokens per sample of every enabled training workload."""
-    sizes: dict[str, tuple[int, int]] = {}
+def exported(config: Any) -> dict[str, Exported]:
+    """Every enabled training workload's settings as the exporter serves them."""
+    found: dict[str, Exported] = {}
     if (bert := config.on("bert_pretraining")) is not None:
         batch, accum = bert_launch.batch_defaults(bert.bf16)
         per_node = (bert.batch_size or batch) * (bert.grad_accum_steps or accum) * goodput.BERT_WORKERS_PER_NODE
-        sizes["bert-pretraining"] = (per_node * bert.nodes, BERT_TOKENS_PER_SAMPLE)
+        found["bert-pretraining"] = Exported(
+            per_node * bert.nodes, BERT_TOKENS_PER_SAMPLE, deadlines.bert_attempts(bert) - 1, None
+        )
     llama_batch = int(goodput.figure("llamaGlobalBatch"))
-    if config.on("ray_llama2") is not None:
-        sizes["ray-llama2"] = (llama_batch, LLAMA_TOKENS_PER_SAMPLE)
-    if config.on("nxd_llama") is not None:
-        sizes["nxd-llama"] = (llama_batch, LLAMA_TOKENS_PER_SAMPLE)
-    return sizes
+    if (ray := config.on("ray_llama2")) is not None:
+        found["ray-llama2"] = Exported(
+            llama_batch, LLAMA_TOKENS_PER_SAMPLE, ray.max_retries, ray.checkpoint_every_steps
+        )
+    if (nxd := config.on("nxd_llama")) is not None:
+        found["nxd-llama"] = Exported(
+            llama_batch, LLAMA_TOKENS_PER_SAMPLE, nxd.max_restarts, nxd.checkpoint_every_steps
+        )
+    return found

@@ -21,7 +21,8 @@ pods' ``app.kubernetes.io/part-of``); the scrape adds ``namespace``:
   complete by its script's own marker (BERT: a zip archive with its end record; NxD: ``done``);
 - ``training_checkpoint_saving``: 1 while a save newer than that is being written;
 - ``training_samples_per_step`` and ``training_tokens_per_sample``: from the workload's settings, so the
-  ledger can price a trained token.
+  ledger can price a trained token; ``training_restart_budget`` and ``training_checkpoint_interval_steps``
+  (where the interval is in steps: not BERT's, in shards), for the alerts.
 The high-water mark lives in this process: after the exporter restarts, steps redone before it are not seen.
 """
 
@@ -111,7 +112,10 @@ class Runs:
             ("training_heartbeat_timestamp_seconds", labels, beat_time),
             ("training_samples_per_step", labels, float(w["samplesPerStep"])),
             ("training_tokens_per_sample", labels, float(w["tokensPerSample"])),
+            ("training_restart_budget", labels, float(w["restartBudget"])),
         ]
+        if w.get("checkpointIntervalSteps"):
+            out.append(("training_checkpoint_interval_steps", labels, float(w["checkpointIntervalSteps"])))
         step = resilience.last_step(text, w["kind"])
         if step is not None:
             key = (w["workload"], labels["run"])
@@ -154,6 +158,8 @@ HELP = {
     "training_checkpoint_saving": ("gauge", "1 while a checkpoint newer than the newest complete one is written."),
     "training_samples_per_step": ("gauge", "Samples (sequences) one step trains, from the workload's settings."),
     "training_tokens_per_sample": ("gauge", "Tokens in one sample, from the workload's settings."),
+    "training_restart_budget": ("gauge", "Restarts the workload's controller allows, from its settings."),
+    "training_checkpoint_interval_steps": ("gauge", "Steps between checkpoints, from the workload's settings."),
 }
 
 

@@ -256,13 +256,91 @@ def ledger_rules(window: str) -> list[dict[str, Any]]:
     ]
 
 
-def rule_groups(region: str) -> dict[str, Any]:
+# Where each alert's runbook is: docs/operations.md's sections, by their headings' anchors.
+RUNBOOK = "docs/operations.md#{anchor}"
+# The alerts' own default: longer than cluster-autoscaler's 10-minute scale-down-unneeded-time
+# (infra/components/autoscaling.py) and the instance's termination, so a node the autoscaler is about to
+# remove does not page; what pages is a node it will not remove (a pod it cannot evict, a group at minSize).
+IDLE_NODE_ALERT_MINUTES = 30
+# The EFA counters' rate is read over this long: a multi-node step exchanges gradients every few seconds.
+EFA_RATE_WINDOW = "10m"
+# node-exporter's infiniband collector (EFA devices are RDMA devices under /sys/class/infiniband): bytes a
+# port sent, per node (the scrape sets ``node``; tests/test_goodput_rules.py cites the collector).
+EFA_TRANSMITTED = "node_infiniband_port_data_transmitted_bytes_total"
+
+
+def _alert(name: str, expr: str, for_: str, summary: str, anchor: str) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": " ".join(expr.split()),
+        "for": for_,
+        "labels": {"severity": "page", "source": "trainium-goodput"},
+        "annotations": {"summary": summary, "runbook": RUNBOOK.format(anchor=anchor)},
+    }
+
+
+def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[str, Any]]:
+    """Alerts that name what to do (docs/operations.md, one section each), on the states above."""
+    return [
+        _alert(
+            "TrainingHung",
+            "job:goodput_nodes:hung > 0",
+            "5m",
+            "{{ $labels.workload }} in {{ $labels.namespace }} has made no step for over "
+            f"{HANG_SUSPECT_SECONDS // 60} minutes without a checkpoint save; its liveness probe ends it at "
+            "hangTimeoutMinutes",
+            "training-hung",
+        ),
+        _alert(
+            "TrainingRestartBudgetNearlySpent",
+            # A new attempt is a new pod start; the budget is the controller's retries (the exporter's
+            # training_restart_budget, from the workload's settings).
+            f"(changes(job:attempt_start:seconds[7d]) >= on ({JOB}) (max by ({JOB}) (training_restart_budget) - 1)) "
+            f"and on ({JOB}) (max by ({JOB}) (training_restart_budget) > 0) and on ({JOB}) job:attempt_start:seconds",
+            "0m",
+            "{{ $labels.workload }} in {{ $labels.namespace }} has restarted {{ $value }} time(s) in 7 days: at "
+            "most one restart of its budget is left",
+            "restart-budget-nearly-spent",
+        ),
+        _alert(
+            "TrainiumNodeIdle",
+            "node:trainium_idle:present > 0",
+            f"{idle_node_minutes}m",
+            f"Trainium node {{{{ $labels.node }}}} has run no training pod for {idle_node_minutes} minutes and is "
+            "still paid for",
+            "trainium-node-idle",
+        ),
+        _alert(
+            "EfaTrafficAbsent",
+            f"(sum by (node) (rate({EFA_TRANSMITTED}[{EFA_RATE_WINDOW}])) == 0) and on (node) "
+            f"(node_job:trainium:allocated * on ({JOB}) group_left () (job:trainium_nodes_stepping:count >= 2))",
+            "10m",
+            "Trainium node {{ $labels.node }} steps in a multi-node job but has sent nothing over EFA for "
+            f"{EFA_RATE_WINDOW}",
+            "efa-traffic-absent",
+        ),
+        _alert(
+            "CheckpointOverdue",
+            f"(max by ({JOB}) (training_step) - max by ({JOB}) (training_checkpoint_step)) "
+            f"> on ({JOB}) (2 * max by ({JOB}) (training_checkpoint_interval_steps)) "
+            f"and on ({JOB}) job:trainium_nodes_stepping:count",
+            "0m",
+            "{{ $labels.workload }} in {{ $labels.namespace }} is more than twice its checkpoint interval past "
+            "its newest complete checkpoint",
+            "checkpoint-overdue",
+        ),
+    ]
+
+
+def rule_groups(region: str, idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> dict[str, Any]:
     """One group: Prometheus evaluates a group's rules in order, each seeing the ones before it at the same
-    time, so a minute's states and the ledger that sums them agree (groups run independently)."""
+    time, so an evaluation's states, the ledger that sums them and the alerts on them agree (groups run
+    independently)."""
     rules = [*node_rules(region), *job_rules(), *fleet_rules(), *hourly_rules()]
     rules += [r for w in WINDOW_HOURS for r in ledger_rules(w)]
+    rules += alert_rules(idle_node_minutes)
     return {"groups": [{"name": "goodput-ledger", "interval": f"{EVALUATION_INTERVAL_SECONDS}s", "rules": rules}]}
 
 
-def rule_file(region: str) -> str:
-    return yaml.safe_dump(rule_groups(region), sort_keys=False, width=1000)
+def rule_file(region: str, idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> str:
+    return yaml.safe_dump(rule_groups(region, idle_node_minutes), sort_keys=False, width=1000)
