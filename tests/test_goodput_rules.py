@@ -162,8 +162,8 @@ def three_hours() -> list[dict[str, str]]:
         f"training_checkpoint_step{{{job}}}": "0x59 600x120",
         f"training_checkpoint_interval_steps{{{job}}}": "300x180",
         f"training_restart_budget{{{job}}}": "3x180",
-        'node_infiniband_port_data_transmitted_bytes_total{node="n1",device="rdmap16s27",port="1"}': "0+1e9x180",
-        'node_infiniband_port_data_transmitted_bytes_total{node="n2",device="rdmap16s27",port="1"}': "0+1e9x59 6e10x120",
+        'node_amazonefa_tx_bytes{node="n1",device="rdmap16s27",port="1"}': "0+1e9x180",
+        'node_amazonefa_tx_bytes{node="n2",device="rdmap16s27",port="1"}': "0+1e9x59 6e10x120",
     }
     for i, node in enumerate(("n1", "n2")):
         pod = f'namespace="research",pod="worker-{i}"'
@@ -230,3 +230,33 @@ def test_every_alert_has_its_runbook_section():
     for rule in goodput_rules.alert_rules():
         page, _, anchor = rule["annotations"]["runbook"].partition("#")
         assert page == "docs/operations.md" and anchor in anchors, rule["alert"]
+
+
+# The series the rules read, by exporter, as their sources at these versions define them:
+# kube-state-metrics v2.20.0 internal/store/node.go and pod.go (the family names), the EFA node exporter's
+# amazonefa collector (aws-samples/awsome-distributed-training 054d5d4
+# 4.validation_and_observability/3.efa-node-exporter/amazon_efa_linux.go: "tx_bytes" under subsystem
+# "amazonefa", namespace "node"), and the progress exporter's own HELP table.
+KUBE_STATE_METRICS = {
+    "kube_node_status_capacity",
+    "kube_node_spec_taint",
+    "kube_node_labels",
+    "kube_pod_labels",
+    "kube_pod_status_phase",
+    "kube_pod_start_time",
+    "kube_pod_container_resource_requests",
+}
+EFA_NODE_EXPORTER = {"node_amazonefa_tx_bytes"}
+
+
+def test_every_series_a_rule_reads_is_one_its_exporter_emits():
+    import re
+
+    from tests.fixture_project import REPO_ROOT
+
+    exporter = (REPO_ROOT / "workloads" / "progress_exporter.py").read_text()
+    served = set(re.findall(r'^    "(training_\w+)": \("(?:gauge|counter)"', exporter, re.MULTILINE))
+    rules = [r for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"]]
+    read = {m for r in rules for m in re.findall(r"\b((?:kube|training|node)_[a-z_]+)\b", r["expr"])}
+    assert read - {"node_job"} <= KUBE_STATE_METRICS | EFA_NODE_EXPORTER | served, read - served
+    assert {"training_step", "training_restart_budget", "training_checkpoint_interval_steps"} <= served

@@ -50,12 +50,21 @@ HANG_SUSPECT_SECONDS = 300
 # The workloads whose pods train (workloads/*.py WORKLOAD); the acceptance check holds nodes too.
 TRAINING_WORKLOADS = ("bert-pretraining", "ray-llama2", "nxd-llama", "cluster-check")
 
-# kube-state-metrics turns a resource or label name into a label value or name with every character
-# outside [a-zA-Z0-9_] as "_" (see tests/test_goodput_rules.py for the source).
+# kube-state-metrics v2.20.0 (kubernetes/kube-state-metrics internal/store): a resource name becomes the
+# ``resource`` label of kube_node_status_capacity and kube_pod_container_resource_requests (whose ``node`` is
+# the pod's spec.nodeName, "" until it is bound: pod.go) through SanitizeLabelName, every character outside
+# [a-zA-Z0-9_] as "_" (utils.go); a Kubernetes label becomes ``label_`` + that, in snake case
+# (utils.go labelName, lintLabelName), on kube_pod_labels and kube_node_labels only for the labels its
+# --metric-labels-allowlist names (METRIC_LABELS_ALLOWLIST). kube_node_spec_taint has key, value and effect
+# (node.go); kube_pod_status_phase one series per phase, 1 for the pod's (pod.go); kube_pod_start_time is the
+# pod's status.startTime (pod.go).
 NEURON_RESOURCE = NEURON_RESOURCES[0].replace(".", "_").replace("/", "_")
 PART_OF = "label_app_kubernetes_io_part_of"
 INSTANCE_TYPE = "label_node_kubernetes_io_instance_type"
 CAPACITY_TYPE = "label_eks_amazonaws_com_capacity_type"
+METRIC_LABELS_ALLOWLIST = (
+    "pods=[app.kubernetes.io/part-of],nodes=[node.kubernetes.io/instance-type,eks.amazonaws.com/capacityType]"
+)
 CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 JOB = "namespace, workload"
@@ -264,9 +273,13 @@ RUNBOOK = "docs/operations.md#{anchor}"
 IDLE_NODE_ALERT_MINUTES = 30
 # The EFA counters' rate is read over this long: a multi-node step exchanges gradients every few seconds.
 EFA_RATE_WINDOW = "10m"
-# node-exporter's infiniband collector (EFA devices are RDMA devices under /sys/class/infiniband): bytes a
-# port sent, per node (the scrape sets ``node``; tests/test_goodput_rules.py cites the collector).
-EFA_TRANSMITTED = "node_infiniband_port_data_transmitted_bytes_total"
+# Bytes an EFA device's port sent, from its sysfs hw_counters/tx_bytes: the amazonefa collector of the EFA
+# node exporter (aws-samples/awsome-distributed-training 054d5d4
+# 4.validation_and_observability/3.efa-node-exporter/amazon_efa_linux.go: node_amazonefa_<counter>{device,
+# port}). Stock node-exporter's infiniband collector (prometheus/node_exporter v1.12.1
+# collector/infiniband_linux.go) reads the InfiniBand port counters and mlx5's, not EFA's tx_bytes. The
+# scrape puts the node's name in ``node``.
+EFA_TRANSMITTED = "node_amazonefa_tx_bytes"
 
 
 def _alert(name: str, expr: str, for_: str, summary: str, anchor: str) -> dict[str, Any]:
