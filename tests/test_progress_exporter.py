@@ -4,9 +4,7 @@ writes it, scraped over HTTP; its output linted by `promtool check metrics`."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import promtool
+from tests.conftest import ALL_ON
 from workloads import progress
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,10 +30,7 @@ def bert_line(step: int, throughput: float) -> str:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    opt = tmp_path / "opt"
-    opt.mkdir()
-    for name in progress.SHIPPED_FILES:
-        shutil.copy(REPO / "workloads" / name, opt / name)
+    (tmp_path / "opt").mkdir()
     bert = tmp_path / "shared" / "output" / "run-abc"
     bert.mkdir(parents=True)
     (bert / "heartbeat").write_text(bert_line(120, 6449.36))
@@ -57,20 +53,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module")
+def planned(dev) -> dict[str, dict]:
+    """The dev workload stack with the exporter on (BERT, Ray and NxD Training there): its objects by kind."""
+    from tests.conftest import all_on_cluster, run_workloads
+
+    result = run_workloads(dev, all_on_cluster, progressExporter={}, **ALL_ON)
+    return {
+        r.inputs["kind"]: r.inputs
+        for r in result.registrations
+        if r.type.startswith("kubernetes:") and r.inputs.get("metadata", {}).get("name") == progress.NAME
+    }
+
+
 @pytest.fixture
-def exporter(tree: Path) -> Iterator[str]:
+def exporter(tree: Path, planned) -> Iterator[str]:
+    # The container's own command and the ConfigMap's files, with the pod's mounts (the ConfigMap's directory,
+    # the claim) moved under the test's tree and the port to a free one.
+    pod = planned["Deployment"]["spec"]["template"]["spec"]
+    python, script, _port, runs = pod["containers"][0]["command"]
+    assert python == "python" and script == f"{progress.SCRIPT_DIR}/{progress.EXPORTER_FILE}"
+    for name, text in planned["ConfigMap"]["data"].items():
+        (tree / "opt" / name).write_text(text)
     port = free_port()
-    runs = [
-        {**w, "root": str(tree / "shared" / Path(w["root"]).relative_to(progress.SHARED_MOUNT))}
-        for w in progress.exported_workloads(
-            {
-                "bert-pretraining": progress.Exported(32768, 128, 2, None),
-                "nxd-llama": progress.Exported(1024, 4096, 3, 100),
-            },
-        )
-    ]
-    # The container's command, with the ConfigMap's directory where the pod mounts it.
-    command = [sys.executable, str(tree / "opt" / progress.EXPORTER_FILE), str(port), json.dumps(runs)]
+    moved = runs.replace(f'"{progress.SHARED_MOUNT}/', f'"{tree}/shared/')
+    command = [sys.executable, str(tree / "opt" / progress.EXPORTER_FILE), str(port), moved]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/")
     url = f"http://127.0.0.1:{port}/metrics"
     try:
@@ -110,6 +117,7 @@ def test_each_runs_progress_is_served_from_its_files(tree, exporter):
     assert (
         found[f"training_restart_budget{{{nxd}}}"] == 3 and found[f"training_checkpoint_interval_steps{{{nxd}}}"] == 100
     )
+    assert found[f"training_restart_budget{{{bert}}}"] == 1  # dev's maxRetry 2: one restart
     assert f"training_checkpoint_interval_steps{{{bert}}}" not in found  # BERT's interval is in shards
     assert not any("not-a-run" in k for k in found)
 
@@ -132,3 +140,14 @@ def test_the_output_is_valid_exposition_text(exporter):
     text = urllib.request.urlopen(exporter, timeout=5).read().decode()
     result = promtool.run("check", "metrics", stdin=text)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_pod_reads_the_claim_and_ships_the_files_unchanged(planned):
+    pod = planned["Deployment"]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts[progress.SHARED_MOUNT]["readOnly"] and mounts[progress.SCRIPT_DIR]["readOnly"]
+    assert planned["ConfigMap"]["data"] == {n: (REPO / "workloads" / n).read_text() for n in progress.SHIPPED_FILES}
+    # As the namespace's id (the one user its directory lets read), on the system nodes; the metrics port alone open.
+    assert pod["securityContext"]["runAsUser"] == 20001 and pod["nodeSelector"]
+    (rule,) = planned["NetworkPolicy"]["spec"]["ingress"]
+    assert [p["port"] for p in rule["ports"]] == [progress.PORT]

@@ -17,7 +17,7 @@ from infra.components.kube import kubeconfig_for
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config
 from infra.facts.pins import for_terminal
-from workloads import bert, checks, image_prepull, layouts, nxd_llama, pins, ray_llama2, schedule
+from workloads import bert, checks, image_prepull, layouts, nxd_llama, pins, progress, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
@@ -154,6 +154,18 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
             lambda st: "passed" if st is not None and (st.succeeded or 0) > 0 else "pending"
         )
         declared["clusterCheck"] = {**summary(check_layout), "result": verdict}
+    if config.on("progress_exporter") and (trained := progress.exported(config)):
+        bert = config.on("bert_pretraining")
+        progress_layout = progress.ProgressLayout(
+            ns,
+            claim,
+            cluster.core_node_selector,
+            layouts.namespace_id(config, cluster),
+            trained,
+            bert.output_dir if bert else progress.BERT_OUTPUT_DIR,
+        )
+        progress.ProgressExporter(progress.NAME, progress_layout, opts)
+        declared["progressExporter"] = {"deployment": progress.NAME, "port": progress.PORT}
     if s := config.on("tensorboard"):
         # Always on while enabled: on the system nodes, so the job-support group can idle at zero.
         layout = TensorBoardLayout(

@@ -1,5 +1,5 @@
-"""Where the progress exporter (progress_exporter.py) finds each workload's runs, and what a step of each
-trains. Pure: settings in, the exporter's arguments out.
+"""The progress exporter (progress_exporter.py) in a training namespace: where it finds each workload's runs,
+what a step of each trains, and the pod that serves them (``progressExporter`` in the workload stack).
 
 Every path is under the exporter's read-only mount of the namespace's claim at SHARED_MOUNT, where the
 training pods' own mounts put them: BERT's ``outputDir`` under its /data mount, NxD Training's and Ray's
@@ -8,11 +8,18 @@ run roots under /shared (bert_launch.DATA_MOUNT, nxd_llama.EXPERIMENTS_DIR, ray_
 
 from __future__ import annotations
 
+import json
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from workloads import bert_launch, deadlines, goodput, nxd_llama, ray_llama2, resumable
+import pulumi
+
+from infra.facts import versions
+from workloads import bert_launch, deadlines, goodput, nxd_llama, pods, ray_llama2, resumable
+from workloads.kube import declare
 
 SHARED_MOUNT = "/shared"
 EXPORTER_FILE = "progress_exporter.py"
@@ -24,6 +31,8 @@ PORT = 9469
 # WikiCorpus's pre-tokenized set is at sequence length 128 (bertPretraining.dataDir's default name).
 BERT_TOKENS_PER_SAMPLE = 128
 LLAMA_TOKENS_PER_SAMPLE = 4096
+# bertPretraining.outputDir's default (workloads/settings.py).
+BERT_OUTPUT_DIR = "/data/output"
 
 
 def bert_root(output_dir: str) -> str:
@@ -49,7 +58,7 @@ class Exported:
     checkpoint_interval_steps: int | None  # None: BERT's interval is in dataset shards
 
 
-def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = "/data/output") -> list[dict[str, Any]]:
+def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BERT_OUTPUT_DIR) -> list[dict[str, Any]]:
     """The exporter's runs argument: for each workload (by its part-of label), where its runs are, what
     their files are called, and what its settings say."""
     layout = {"bert-pretraining": ("bert", bert_root(bert_output_dir), resumable.HEARTBEAT, ""), **LAYOUT}
@@ -88,3 +97,80 @@ def exported(config: Any) -> dict[str, Exported]:
             llama_batch, LLAMA_TOKENS_PER_SAMPLE, nxd.max_restarts, nxd.checkpoint_every_steps
         )
     return found
+
+
+NAME = "progress-exporter"
+LABELS = {"app.kubernetes.io/name": NAME}
+# The ConfigMap's files, where the container reads them.
+SCRIPT_DIR = "/opt/progress"
+
+
+def shipped_files() -> dict[str, str]:
+    """The exporter and resilience.py, as they are in the repository (never reformatted: the pod runs them)."""
+    here = Path(__file__).parent
+    return {name: (here / name).read_text() for name in SHIPPED_FILES}
+
+
+def command(workloads: dict[str, Exported], bert_output_dir: str = BERT_OUTPUT_DIR) -> list[str]:
+    """The container's command: the exporter from the ConfigMap, with the runs it serves."""
+    runs = json.dumps(exported_workloads(workloads, bert_output_dir), separators=(",", ":"))
+    return ["python", f"{SCRIPT_DIR}/{EXPORTER_FILE}", str(PORT), runs]
+
+
+@dataclass(frozen=True)
+class ProgressLayout:
+    namespace: str
+    claim: str
+    core_node_selector: Mapping[str, str]
+    namespace_id: int
+    workloads: dict[str, Exported]
+    bert_output_dir: str = BERT_OUTPUT_DIR
+
+
+def manifests(layout: ProgressLayout) -> list[dict[str, Any]]:
+    """A ConfigMap with the scripts, a NetworkPolicy opening the metrics port only, and one read-only pod on
+    the system nodes as the namespace's id (the one user its directory lets read)."""
+    meta = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
+    container = {
+        "name": "exporter",
+        "image": versions.PYTHON_SLIM_IMAGE,
+        "command": command(layout.workloads, layout.bert_output_dir),
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *pods.env_list(pods.IDENTITY_ENV)],
+        "ports": [{"name": "metrics", "containerPort": PORT}],
+        "readinessProbe": {"httpGet": {"path": "/metrics", "port": PORT}, "periodSeconds": 30, "timeoutSeconds": 20},
+        # A scrape reads every run's heartbeat tail and lists its checkpoints on Lustre: a slow answer is
+        # the file system's, so only a process that stops answering for long is restarted.
+        "livenessProbe": {
+            "httpGet": {"path": "/metrics", "port": PORT},
+            "periodSeconds": 60,
+            "timeoutSeconds": 30,
+            "failureThreshold": 5,
+        },
+        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "securityContext": pods.container_security_context(read_only_root=True),
+        "volumeMounts": [
+            {**pods.claim_mount(SHARED_MOUNT), "readOnly": True},
+            {"name": "scripts", "mountPath": SCRIPT_DIR, "readOnly": True},
+        ],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": shipped_files()},
+        pods.network_policy(NAME, layout.namespace, LABELS, [pods.from_anywhere([PORT])]),
+        pods.system_deployment(
+            meta,
+            LABELS,
+            layout.core_node_selector,
+            run_as_user=layout.namespace_id,
+            containers=[container],
+            volumes=[pods.claim_volume(layout.claim), {"name": "scripts", "configMap": {"name": NAME}}],
+        ),
+    ]
+
+
+class ProgressExporter(pulumi.ComponentResource):
+    def __init__(self, name: str, layout: ProgressLayout, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainium:workloads:ProgressExporter", name, None, opts)
+        declared: list[pulumi.Resource] = []
+        for manifest in manifests(layout):
+            declared.append(declare(manifest, self, declared[-1:]))
+        self.register_outputs({})

@@ -366,6 +366,11 @@ class DataStagingSettings(WorkloadSettings):
 # about one per 6,300 host-hours; the only published rate found from a fleet this size.
 DEFAULT_FAILURE_RATE_PER_NODE_HOUR = 419 / (54 * 24 * 2048)
 
+
+class ProgressExporterSettings(ConfigModel):
+    enabled: bool = Field(default=True, description="false keeps the key but switches the exporter off.")
+
+
 # Set with `pulumi config set --secret`; a refusal never repeats their value.
 SECRET_KEYS = frozenset({"hfToken", "hf_token"})
 
@@ -416,6 +421,11 @@ class WorkloadsConfig(ConfigModel):
         default=None, description="Llama-2-7B with NxD Training on the MPI operator."
     )
     tensorboard: TensorBoardSettings | None = Field(default=None, description="TensorBoard on the FSx volume.")
+    progress_exporter: ProgressExporterSettings | None = Field(
+        default=None,
+        description="Serves each training run's step, throughput and checkpoints, read from its files on FSx, as "
+        "Prometheus metrics for the goodput ledger and alerts (workloads/progress_exporter.py, docs/monitoring.md).",
+    )
     cluster_check: ClusterCheckSettings | None = Field(
         default=None,
         description="Cluster acceptance test: per-node Neuron/EFA/FSx checks and an all-reduce across nodes.",
