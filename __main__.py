@@ -18,7 +18,7 @@ from infra.components.kube import (
     job_support_output,
 )
 from infra.components.network import Network, NetworkArgs
-from infra.components.observability import Observability, ObservabilityArgs
+from infra.components.observability import ManagedPrometheus, Observability, ObservabilityArgs, PrometheusArgs
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs, directory_claim_name
@@ -283,6 +283,17 @@ if features.observability:
             addon_build=addon_builds[addons.CLOUDWATCH_OBSERVABILITY],
             addon_after=[cluster.core_node_group],
             training_namespaces=namespaces,
+        ),
+    )
+if config.monitoring.prometheus == "managed":
+    ManagedPrometheus(
+        "prometheus",
+        ctx,
+        PrometheusArgs(
+            config.monitoring,
+            network.node_subnet_ids,
+            [cluster.cluster_security_group_id],
+            after=[cluster.core_node_group],
         ),
     )
 # The outputs are the contract with the workload stacks: each field is described, and parsed

@@ -1,4 +1,5 @@
-"""Container and Neuron metrics: the CloudWatch Observability add-on, a dashboard and alarms.
+"""Container and Neuron metrics: the CloudWatch Observability add-on, a dashboard and alarms; and, with
+monitoring.prometheus: managed, the Prometheus path of the goodput ledger and its alerts (ManagedPrometheus).
 
 The add-on runs the CloudWatch agent and, on Trainium/Inferentia nodes, neuron-monitor, so
 NeuronCore utilisation lands in CloudWatch Container Insights without exec'ing into a node.
@@ -16,10 +17,15 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
 from infra.components.iam import managed_policy, pod_identity_role
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release
+from infra.config.models import MonitoringConfig
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
+from infra.facts.versions import CHARTS
+from infra.specs import goodput_rules, monitoring
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -206,3 +212,113 @@ class Observability(pulumi.ComponentResource):
                 )
         self.dashboard_name = dashboard.dashboard_name
         self.register_outputs({"dashboardName": self.dashboard_name})
+
+
+@dataclass
+class PrometheusArgs:
+    settings: MonitoringConfig
+    subnet_ids: list[pulumi.Output[str]]
+    """Where the collector puts its network interfaces: subnets of the cluster's VPC in two zones or more."""
+    security_group_ids: list[pulumi.Input[str]]
+    """The cluster security group: the collector reaches the API endpoint and the pods through it."""
+    after: list[pulumi.Resource] = field(default_factory=list)
+    """What kube-state-metrics waits for (the system nodes it runs on)."""
+
+
+class ManagedPrometheus(pulumi.ComponentResource):
+    """monitoring.prometheus: managed. An Amazon Managed Service for Prometheus workspace holding the goodput
+    ledger and its alerts (infra/specs/goodput_rules.py), an AWS managed collector (no agent to run or
+    upgrade in the cluster) scraping kube-state-metrics and the progress exporters (infra/specs/monitoring.py
+    says what each piece is and where it was read), and the workspace's Alertmanager sending to SNS."""
+
+    workspace_arn: pulumi.Output[str]
+    alert_topic_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: PrometheusArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:ManagedPrometheus", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        workspace = aws.amp.Workspace(
+            f"{name}-workspace",
+            alias=f"{ctx.cluster_name}-training",
+            tags={**ctx.tags, monitoring.AGENTLESS_TAG: ""},
+            opts=child,
+        )
+        aws.amp.RuleGroupNamespace(
+            f"{name}-goodput-rules",
+            name="goodput",
+            workspace_id=workspace.id,
+            data=goodput_rules.rule_file(ctx.region, args.settings.idle_node_alert_minutes),
+            tags=ctx.tags,
+            opts=child,
+        )
+        if args.settings.alert_topic_arn is not None:
+            topic_arn: pulumi.Output[str] = pulumi.Output.from_input(args.settings.alert_topic_arn)
+        else:
+            topic = aws.sns.Topic(
+                f"{name}-alerts", name=f"{ctx.cluster_name}-training-alerts", tags=ctx.tags, opts=child
+            )
+            aws.sns.TopicPolicy(
+                f"{name}-alerts-policy",
+                arn=topic.arn,
+                policy=pulumi.Output.all(topic.arn, workspace.arn).apply(
+                    lambda a: json.dumps(monitoring.topic_policy(a[0], a[1], ctx.account_id))
+                ),
+                opts=child,
+            )
+            topic_arn = topic.arn
+        aws.amp.AlertManagerDefinition(
+            f"{name}-alertmanager",
+            workspace_id=workspace.id,
+            definition=topic_arn.apply(lambda arn: monitoring.alertmanager_definition(arn, ctx.region)),
+            opts=child,
+        )
+        kube = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
+        helm_release(
+            monitoring.KUBE_STATE_METRICS,
+            CHARTS[monitoring.KUBE_STATE_METRICS],
+            monitoring.KUBE_STATE_METRICS_NAMESPACE,
+            monitoring.kube_state_metrics_values(CORE_NODE_SELECTOR),
+            pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=args.after),
+        )
+        role, binding = monitoring.collector_rbac()
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-collector-role", metadata=role["metadata"], rules=role["rules"], opts=kube
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-collector-binding",
+            metadata=binding["metadata"],
+            subjects=binding["subjects"],
+            role_ref=binding["roleRef"],
+            opts=pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[cluster_role]),
+        )
+        scraper = aws.amp.Scraper(
+            f"{name}-collector",
+            alias=f"{ctx.cluster_name}-training",
+            source=aws.amp.ScraperSourceArgs(
+                eks=aws.amp.ScraperSourceEksArgs(
+                    cluster_arn=ctx.cluster_arn,
+                    subnet_ids=args.subnet_ids,
+                    security_group_ids=args.security_group_ids,
+                )
+            ),
+            destination=aws.amp.ScraperDestinationArgs(
+                amp=aws.amp.ScraperDestinationAmpArgs(workspace_arn=workspace.arn)
+            ),
+            scrape_configuration=monitoring.scrape_configuration(),
+            tags=ctx.tags,
+            opts=child,
+        )
+        aws.eks.AccessEntry(
+            f"{name}-collector-access",
+            cluster_name=ctx.cluster_name_output,
+            principal_arn=scraper.role_arn.apply(monitoring.eks_principal),
+            user_name=monitoring.COLLECTOR_USER,
+            type="STANDARD",
+            tags=ctx.tags,
+            opts=child,
+        )
+        self.workspace_arn = workspace.arn
+        self.alert_topic_arn = topic_arn
+        self.register_outputs({"workspaceArn": workspace.arn, "alertTopicArn": topic_arn})

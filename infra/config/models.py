@@ -256,6 +256,31 @@ class AcceleratorNodeGroupConfig(ConfigModel):
         return self.device_allocation == "dra"
 
 
+class MonitoringConfig(ConfigModel):
+    """Prometheus for the goodput ledger and the training alerts (docs/monitoring.md); the CloudWatch path
+    (features.observability) is separate and stays."""
+
+    prometheus: Literal["off", "managed"] = Field(
+        default="off",
+        description="`managed`: an Amazon Managed Service for Prometheus workspace with the goodput recording and "
+        "alerting rules, an AWS managed collector scraping kube-state-metrics (installed with it) and the workload "
+        "stacks' progress exporters, and its Alertmanager sending the alerts to SNS; `off`: none of it.",
+    )
+    alert_topic_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$",
+        description="An existing SNS topic the alerts go to (its policy must let aps.amazonaws.com publish); unset: "
+        "the stack creates `<cluster>-training-alerts`.",
+    )
+    idle_node_alert_minutes: int = Field(
+        default=30,
+        ge=15,
+        le=1440,
+        description="A Trainium node that runs no training pod this long raises TrainiumNodeIdle; keep it above "
+        "cluster-autoscaler's 10-minute scale-down delay.",
+    )
+
+
 class FeaturesConfig(ConfigModel):
     """On/off switches for the cluster software layered on the cluster."""
 
@@ -572,6 +597,9 @@ class StackConfig(ConfigModel):
         default_factory=KarpenterConfig, description="Karpenter's node lifetimes (nodeProvisioner: karpenter)."
     )
     features: FeaturesConfig = Field(default=FeaturesConfig(), description="Cluster software switches.")
+    monitoring: MonitoringConfig = Field(
+        default_factory=MonitoringConfig, description="Prometheus for the goodput ledger and the training alerts."
+    )
     service_quotas: ServiceQuotasConfig = Field(
         default_factory=ServiceQuotasConfig,
         description="Adjustable AWS quotas this account has raised above their defaults (the plan holds the stack to "

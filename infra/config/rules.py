@@ -376,7 +376,24 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _checkpoint_export_problems(config)
     problems += _software_problems(config)
     problems += _tag_problems(config.tags)
+    problems += _monitoring_problems(config)
     problems += aws_limit_problems(config)
+    return problems
+
+
+def _monitoring_problems(config: StackConfig) -> list[str]:
+    """The managed collector reaches the cluster through its private API endpoint (Amazon Managed Service
+    for Prometheus user guide, AMP-collector-how-to), and scrapes what kube-state-metrics and the progress
+    exporters serve from the system nodes."""
+    if config.monitoring.prometheus != "managed":
+        return []
+    problems = []
+    if not config.endpoint_access.private:
+        problems.append(
+            f"{key_name(('monitoring', 'prometheus'))}: 'managed' needs the private API endpoint, which the AWS "
+            f"managed collector scrapes through; {key_name(('endpointAccess', 'private'))} is false: set it true, "
+            "or prometheus: off"
+        )
     return problems
 
 

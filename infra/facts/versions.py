@@ -107,6 +107,9 @@ CHARTS: dict[str, ChartPin] = {
         "cluster-autoscaler", CLUSTER_AUTOSCALER[KUBERNETES_VERSION].chart, "https://kubernetes.github.io/autoscaler"
     ),
     "metrics-server": ChartPin("metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/"),
+    # monitoring.prometheus: managed. kube-state-metrics 2.20.0, the newest chart in the
+    # prometheus-community/helm-charts snapshot read (cf408a2, 2026-08-22; infra/specs/monitoring.py).
+    "kube-state-metrics": ChartPin("kube-state-metrics", "8.4.0", "https://prometheus-community.github.io/helm-charts"),
     # nodeProvisioner: karpenter. Karpenter 1.14.1 (aws/karpenter-provider-aws v1.14.1, 2026-08-20): fixes to
     # the reserved-capacity and placement-group offering resolvers (b472442, bde0065). Against v1.14.0
     # (release commit 692ccdd06, what the tests' citations read) its charts/ and pkg/apis (the CRDs) are

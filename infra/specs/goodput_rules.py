@@ -63,7 +63,8 @@ PART_OF = "label_app_kubernetes_io_part_of"
 INSTANCE_TYPE = "label_node_kubernetes_io_instance_type"
 CAPACITY_TYPE = "label_eks_amazonaws_com_capacity_type"
 METRIC_LABELS_ALLOWLIST = (
-    "pods=[app.kubernetes.io/part-of],nodes=[node.kubernetes.io/instance-type,eks.amazonaws.com/capacityType]"
+    "pods=[app.kubernetes.io/part-of]",
+    "nodes=[node.kubernetes.io/instance-type,eks.amazonaws.com/capacityType]",
 )
 CAPACITY_BLOCK = "CAPACITY_BLOCK"
 

@@ -331,6 +331,13 @@ class CloudMocks(pulumi.runtime.Mocks):
                 oidcProviderArn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:oidc-provider/{issuer}",
                 clusterSecurityGroupId="sg-placeholder-eks-cluster",
             )
+        elif type_ == "aws:amp/scraper:Scraper":
+            # The collector's service-linked role, named as AWS names it (Amazon Managed Service for Prometheus
+            # user guide, AMP-collector-how-to: the roleArn of describe-scraper).
+            state.update(
+                roleArn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:role/aws-service-role/scraper.aps.amazonaws.com/"
+                "AWSServiceRoleForAmazonPrometheusScraper_placeholder"
+            )
         elif type_ == "aws:eks/nodeGroup:NodeGroup":
             group = inputs.get("nodeGroupName", name)
             state.update(

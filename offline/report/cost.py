@@ -157,7 +157,29 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
     _network(estimate, resources, region)
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
+    _managed_prometheus(estimate, resources, region)
     return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
+
+
+T_AMP_SCRAPER = "aws:amp/scraper:Scraper"
+
+
+def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
+    """An AWS managed collector is billed while it exists, and its workspace by the samples it ingests,
+    stores and answers queries over; no figure for either was read for this table, so the line is
+    unknown, never $0."""
+    for scraper in (r for r in resources if r["type"] == T_AMP_SCRAPER):
+        estimate.add(
+            Line(
+                "Managed Prometheus collector",
+                f"{scraper['name']} (and its workspace's samples)",
+                None,
+                _fixed(1),
+                "billed per collector-hour and per sample ingested, stored and queried: no sourced price in "
+                "infra/facts/prices.py",
+            ),
+            f"Amazon Managed Service for Prometheus collector hours and samples in {region}",
+        )
 
 
 def _control_plane(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
