@@ -35,6 +35,8 @@ PREVIEW_MANAGED_POLICY = "job-function/ViewOnlyAccess"
 
 # Provider module (the part after `aws:` in a type token) -> IAM service prefix.
 _MODULE_SERVICE = {
+    # monitoring.prometheus: managed (Amazon Managed Service for Prometheus: IAM prefix `aps`).
+    "amp": "aps",
     "autoscaling": "autoscaling",
     "ec2": "ec2",
     "vpc": "ec2",
@@ -46,6 +48,7 @@ _MODULE_SERVICE = {
     "s3": "s3",
     # The scheduled checkpoint export (storage.checkpointExport).
     "scheduler": "scheduler",
+    "sns": "sns",
     "sqs": "sqs",
     "ssm": "ssm",
 }
@@ -70,6 +73,7 @@ _TYPE_SERVICES = {
 # plans them all and keeps this set equal to what they need.
 DEPLOY_SERVICES = frozenset(
     {
+        "aps",
         "autoscaling",
         "cloudwatch",
         "ec2",
@@ -82,6 +86,7 @@ DEPLOY_SERVICES = frozenset(
         "logs",
         "s3",
         "scheduler",
+        "sns",
         "sqs",
         "ssm",
         "sts",
@@ -137,6 +142,19 @@ def services_for_types(types: Iterable[str]) -> set[str]:
 # cluster, its service role and attachments, the cluster's OIDC provider, the kube-proxy add-on).
 # ViewOnlyAccess already lists most List/Describe calls; these make the refresh independent of it.
 _TYPE_READS: dict[str, tuple[str, ...]] = {
+    # internal/service/amp find.go (read at 0eacb54): DescribeWorkspace and DescribeLoggingConfiguration,
+    # DescribeRuleGroupsNamespace, DescribeScraper, DescribeAlertManagerDefinition; tags by ListTagsForResource.
+    "aws:amp/alertManagerDefinition:AlertManagerDefinition": ("aps:DescribeAlertManagerDefinition",),
+    "aws:amp/ruleGroupNamespace:RuleGroupNamespace": ("aps:DescribeRuleGroupsNamespace", "aps:ListTagsForResource"),
+    "aws:amp/scraper:Scraper": ("aps:DescribeScraper", "aps:ListTagsForResource"),
+    "aws:amp/workspace:Workspace": (
+        "aps:DescribeWorkspace",
+        "aps:DescribeLoggingConfiguration",
+        "aps:ListTagsForResource",
+    ),
+    # internal/service/sns findTopicAttributesByARN: GetTopicAttributes, for the topic and its policy alike.
+    "aws:sns/topic:Topic": ("sns:GetTopicAttributes", "sns:ListTagsForResource"),
+    "aws:sns/topicPolicy:TopicPolicy": ("sns:GetTopicAttributes",),
     "aws:autoscaling/tag:Tag": ("autoscaling:DescribeTags",),
     "aws:cloudwatch/dashboard:Dashboard": ("cloudwatch:GetDashboard",),
     "aws:cloudwatch/eventRule:EventRule": ("events:DescribeRule", "events:ListTagsForResource"),
