@@ -176,6 +176,36 @@ def replay_watchdog(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp
     assert "sweep failed" not in run.stderr, run.stderr
 
 
+def replay_progress_exporter(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """The exporter serves a run it finds on the claim: NxD Training's rank-0 log and a finished save."""
+    import urllib.request
+
+    from workloads import progress
+
+    pc = only(pcs)
+    running = sandbox.start(pc, image_of(pc), pod_name="progress-exporter-7f9c")
+    body = ""
+    try:
+        run = Path(sandbox.local(running.pod, "/shared/nemo_experiments/run-1"))
+        (run / "0").mkdir(parents=True)
+        (run / "0" / "log").write_text("Epoch 0:  12%|#2        | 57/466 [10:02<1:12:00, 9.2s/it, loss=4.2]\r")
+        save = run / "checkpoints" / "megatron_llama--step=50-consumed_samples=51200.0.ckpt"
+        save.mkdir(parents=True)
+        (save / "done").write_text("")
+        for _ in range(200):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{progress.PORT}/metrics", timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        replay = running.replay()
+    assert replay.argv[:2] == ["python", f"{progress.SCRIPT_DIR}/{progress.EXPORTER_FILE}"], replay.argv
+    assert 'training_step{run="run-1",workload="nxd-llama"} 57.0' in body, body + replay.stderr
+    assert 'training_checkpoint_step{run="run-1",workload="nxd-llama"} 50.0' in body
+    assert "Traceback" not in replay.stderr, replay.stderr
+
+
 def api_node(name: str, age_seconds: float, labels: dict[str, str]) -> dict[str, Any]:
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age_seconds))
     meta = {"name": name, "creationTimestamp": created, "labels": labels, "resourceVersion": "4711"}
@@ -811,6 +841,11 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
     ("shell", lambda o: o["kind"] == "Pod" and o["metadata"]["name"] == "cmd-shell", replay_shell),
     ("tensorboard", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "tensorboard", replay_tensorboard),
     ("watchdog", lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "gang-watchdog", replay_watchdog),
+    (
+        "progress-exporter",
+        lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "progress-exporter",
+        replay_progress_exporter,
+    ),
     ("sweeper", lambda o: o["kind"] == "CronJob", replay_sweeper),
     (
         "bert",
@@ -851,6 +886,7 @@ SHIPPED_IN = {
     "shell": {"dev"},
     "tensorboard": {"dev", "prod"},
     "watchdog": {"dev", "prod"},
+    "progress-exporter": {"prod"},
     "sweeper": {"dev", "prod"},
     "bert": {"dev"},
     "rayjob": {"dev"},

@@ -93,6 +93,7 @@ CHART_ROWS = {
     "volcano": "volcano",
     "kuberay-operator": "kuberay",
     "metrics-server": "metrics-server",
+    "kube-state-metrics": "kube-state-metrics",
     "karpenter": "karpenter",
     "karpenter-crd": "karpenter",
 }
