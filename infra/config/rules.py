@@ -177,7 +177,12 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
     if any(g.burn_in and trains(g.instance_type) for g in config.accelerator_node_groups):
         found += image_pins(BURN_IN_IMAGE.base, "the burn-in image")
         found += image_pins(PYTHON_SLIM_IMAGE, "the burn-in sweeper")
-    return found + repository_pins()
+    return found + monitoring_pins(config) + repository_pins()
+
+
+def monitoring_pins(config: StackConfig) -> list[Pin]:
+    """monitoring.prometheus: managed installs kube-state-metrics for the goodput rules."""
+    return [chart_pin("kube-state-metrics")] if config.monitoring.prometheus == "managed" else []
 
 
 def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:

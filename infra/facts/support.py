@@ -309,8 +309,8 @@ SUPPORT: dict[str, Support] = {
     "kube-state-metrics-8.4": Support(
         "kube-state-metrics chart 8.4 (kube-state-metrics 2.20)",
         None,
-        "kubernetes/kube-state-metrics publishes no support window: \"the maintainers will only support the latest "
-        "release\" (README.md at v2.20.0, Compatibility matrix)",
+        'kubernetes/kube-state-metrics publishes no support window: "the maintainers will only support the latest '
+        'release" (README.md at v2.20.0, Compatibility matrix)',
         "its newest chart",
     ),
     "karpenter-1.14": Support(
