@@ -25,7 +25,7 @@ from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import MonitoringConfig
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
 from infra.facts.versions import CHARTS
-from infra.specs import goodput_rules, monitoring
+from infra.specs import dashboards, goodput_rules, monitoring
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -229,7 +229,8 @@ class ManagedPrometheus(pulumi.ComponentResource):
     """monitoring.prometheus: managed. An Amazon Managed Service for Prometheus workspace holding the goodput
     ledger and its alerts (infra/specs/goodput_rules.py), an AWS managed collector (no agent to run or
     upgrade in the cluster) scraping kube-state-metrics and the progress exporters (infra/specs/monitoring.py
-    says what each piece is and where it was read), and the workspace's Alertmanager sending to SNS."""
+    says what each piece is and where it was read), the workspace's Alertmanager sending to SNS, and the
+    fleet, job and cost dashboards (infra/specs/dashboards.py) as ConfigMaps for a Grafana's sidecar."""
 
     workspace_arn: pulumi.Output[str]
     alert_topic_arn: pulumi.Output[str]
@@ -319,6 +320,18 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
+        # The fleet, job and cost dashboards, for a Grafana whose dashboard sidecar watches this namespace.
+        for uid in dashboards.DASHBOARDS:
+            k8s.core.v1.ConfigMap(
+                f"{name}-dashboard-{uid}",
+                metadata={
+                    "name": f"{uid}-dashboard",
+                    "namespace": monitoring.KUBE_STATE_METRICS_NAMESPACE,
+                    "labels": dashboards.SIDECAR_LABEL,
+                },
+                data={f"{uid}.json": dashboards.dashboard_json(uid)},
+                opts=kube,
+            )
         self.workspace_arn = workspace.arn
         self.alert_topic_arn = topic_arn
         self.register_outputs({"workspaceArn": workspace.arn, "alertTopicArn": topic_arn})

@@ -1,0 +1,68 @@
+"""The fleet, job and cost dashboards (infra/specs/dashboards.py): every panel's query parsed by promtool (each
+as a recording rule of a generated rule file), every series it reads one the goodput rules record or an
+exporter emits, and the dashboards as the prod plan declares them."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+from infra.specs import dashboards, goodput_rules
+from tests import promtool
+from tests.test_goodput_rules import EFA_NODE_EXPORTER, KUBE_STATE_METRICS
+from tests.test_progress_exporter import REPO
+
+
+def test_every_panel_query_parses(tmp_path):
+    rules = [
+        {"record": f"dashboard:query_{i}:check", "expr": expr} for i, (_, expr) in enumerate(dashboards.panel_queries())
+    ]
+    (tmp_path / "queries.yml").write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    result = promtool.run("check", "rules", tmp_path / "queries.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+def test_every_series_a_panel_reads_exists():
+    recorded = {
+        r["record"] for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"] if "record" in r
+    }
+    exporter = (REPO / "workloads" / "progress_exporter.py").read_text()
+    served = set(re.findall(r'^    "(training_\w+)": \("(?:gauge|counter)"', exporter, re.MULTILINE))
+    known = recorded | served | KUBE_STATE_METRICS | EFA_NODE_EXPORTER
+    for uid, expr in dashboards.panel_queries():
+        names = set(re.findall(r"\b((?:job|fleet|node|node_job):[a-z_0-9]+:[a-z_0-9]+)\b", expr))
+        names |= set(re.findall(r"\b((?:training|kube|node_amazonefa)_[a-z_]+)\b", expr))
+        assert names and names <= known, (uid, names - known)
+
+
+def test_each_dashboard_picks_its_prometheus_and_says_what_it_shows():
+    for uid in dashboards.DASHBOARDS:
+        board = json.loads(dashboards.dashboard_json(uid))
+        assert board["uid"] == uid and board["title"] == dashboards.DASHBOARDS[uid][0]
+        (variable,) = board["templating"]["list"]
+        assert variable == {**variable, "name": "datasource", "type": "datasource", "query": "prometheus"}
+        titles = [p["title"] for p in board["panels"]]
+        assert len(titles) == len(set(titles)) == len(dashboards.DASHBOARDS[uid][1])
+        for panel in board["panels"]:
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            (target,) = panel["targets"]
+            assert target["expr"] and target["refId"] == "A"
+    # The views the issue asks for: goodput and losses per job, idle nodes, cost per step and per token.
+    exprs = {expr for _, expr in dashboards.panel_queries()}
+    assert {"job:goodput:ratio1d", "node:trainium_idle:present", "job:cost_per_token_usd:ratio7d"} <= exprs
+
+
+def test_prod_declares_them_for_grafanas_sidecar(prod):
+    maps = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in prod.registrations
+        if r.type == "kubernetes:core/v1:ConfigMap" and r.inputs["metadata"]["name"].endswith("-dashboard")
+    }
+    assert set(maps) == {f"{uid}-dashboard" for uid in dashboards.DASHBOARDS}
+    for uid in dashboards.DASHBOARDS:
+        found = maps[f"{uid}-dashboard"]
+        assert found["metadata"]["labels"] == dashboards.SIDECAR_LABEL
+        assert found["data"] == {f"{uid}.json": dashboards.dashboard_json(uid)}
