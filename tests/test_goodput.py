@@ -143,3 +143,13 @@ def test_the_docs_show_every_input_as_the_model_uses_it():
     text = (REPO_ROOT / "docs" / "monitoring.md").read_text()
     for name, value, kind_of, source in goodput.figure_table():
         assert f"| `{name}` | {value} | {kind_of} | {source} |" in text, name
+
+
+def test_the_plan_takes_the_start_from_the_first_step_model(dev):
+    from tests.fixture_project import FIXTURE_ROOT
+
+    estimate = report.workloads_cost(FIXTURE_ROOT / "workloads", "dev", dev)
+    for name, expected in estimate["goodput"].items():
+        warm = sum(p["minutes"] for p in estimate["firstStep"][name]["warm"])
+        # Dev's BERT and Ray both compile first: + 15 min compile + 3 min hand-off + 10 min scale-down tail.
+        assert expected["inputs"]["fixedHours"] == pytest.approx((warm + 15 + 3 + 10) / 60, abs=1e-6), name

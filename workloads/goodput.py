@@ -23,7 +23,7 @@ or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md pri
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +98,8 @@ FIGURES: dict[str, Figure] = {
         "min",
         "E",
         "from zero Trainium nodes to the first step with a warm compile cache: scale-up, launch, boot, "
-        "DaemonSets, burn-in, image pull, rendezvous, graphs loaded (not timed on hardware)",
+        "DaemonSets, burn-in, image pull, rendezvous, graphs loaded (not timed on hardware); the plan uses "
+        "the first-step model's warm figure for the workload's node group instead (workloads/first_step.py)",
     ),
     "handoffMinutes": Figure(
         3,
@@ -287,14 +288,14 @@ def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) ->
 BERT_WORKERS_PER_NODE = 32
 
 
-def _bert(s: BertPretrainingSettings, rate: float, mbps: float) -> RunModel:
+def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start_minutes: float) -> RunModel:
     batch, accum = bert_launch.batch_defaults(s.bf16)
     per_node = (s.batch_size or batch) * (s.grad_accum_steps or accum) * BERT_WORKERS_PER_NODE
     step_seconds = per_node / figure("bertSequencesPerNodeSecond")
     steps = s.train_steps or figure("bertScriptMaxSteps")
     train = min(steps * step_seconds / 3600, s.train_deadline_minutes / 60)
     compile_minutes = figure("bertCompileMinutes") + figure("handoffMinutes") if s.precompile else 0
-    fixed = (figure("firstStartMinutes") + compile_minutes + figure("scaleDownMinutes")) / 60
+    fixed = (start_minutes + compile_minutes + figure("scaleDownMinutes")) / 60
     return RunModel(
         "bertPretraining",
         s.nodes,
@@ -319,10 +320,11 @@ def _llama(
     budget: int,
     rate: float,
     mbps: float,
+    start_minutes: float,
 ) -> RunModel:
     """The two Llama-2-7B runs: their deadlines count from creation, the first start included."""
     step_seconds = figure("llamaGlobalBatch") / (figure("llamaSequencesPerNodeSecond") * nodes)
-    start = figure("firstStartMinutes") / 60
+    start = start_minutes / 60
     train = max(0.0, min(steps * step_seconds / 3600, deadline_hours - start))
     compile_hours = (figure("llamaCompileMinutes") + figure("handoffMinutes")) / 60 if compile_step else 0.0
     return RunModel(
@@ -338,7 +340,7 @@ def _llama(
     )
 
 
-def _nxd(s: NxdLlamaSettings, rate: float, mbps: float) -> RunModel:
+def _nxd(s: NxdLlamaSettings, rate: float, mbps: float, start_minutes: float) -> RunModel:
     steps = s.train_iters or figure("nxdMaxSteps")
     return _llama(
         "nxdLlama",
@@ -351,10 +353,11 @@ def _nxd(s: NxdLlamaSettings, rate: float, mbps: float) -> RunModel:
         s.max_restarts,
         rate,
         mbps,
+        start_minutes,
     )
 
 
-def _ray(s: RayLlama2Settings, rate: float, mbps: float) -> RunModel:
+def _ray(s: RayLlama2Settings, rate: float, mbps: float, start_minutes: float) -> RunModel:
     steps = s.train_steps or figure("rayMaxSteps")
     return _llama(
         "rayLlama2",
@@ -367,19 +370,29 @@ def _ray(s: RayLlama2Settings, rate: float, mbps: float) -> RunModel:
         s.max_retries,
         rate,
         mbps,
+        start_minutes,
     )
 
 
-def workload_goodput(config: Any, file_system_mbps: float) -> list[Goodput]:
-    """The expected goodput of every enabled training workload (the acceptance check trains nothing)."""
+def workload_goodput(
+    config: Any, file_system_mbps: float, first_start_minutes: Mapping[str, float] | None = None
+) -> list[Goodput]:
+    """The expected goodput of every enabled training workload (the acceptance check trains nothing).
+    ``first_start_minutes``: per workload, its warm start from zero nodes as the first-step model
+    (workloads/first_step.py) puts it for the node group it runs on; firstStartMinutes where not given."""
     rate = config.failure_rate_per_node_hour
+    starts = first_start_minutes or {}
+
+    def start(name: str) -> float:
+        return starts.get(name, figure("firstStartMinutes"))
+
     runs = []
     if (bert := config.on("bert_pretraining")) is not None:
-        runs.append(_bert(bert, rate, file_system_mbps))
+        runs.append(_bert(bert, rate, file_system_mbps, start("bertPretraining")))
     if (ray := config.on("ray_llama2")) is not None and "train" in ray.steps:
-        runs.append(_ray(ray, rate, file_system_mbps))
+        runs.append(_ray(ray, rate, file_system_mbps, start("rayLlama2")))
     if (nxd := config.on("nxd_llama")) is not None and nxd.train:
-        runs.append(_nxd(nxd, rate, file_system_mbps))
+        runs.append(_nxd(nxd, rate, file_system_mbps, start("nxdLlama")))
     return [expected(r) for r in runs]
 
 

@@ -513,12 +513,16 @@ def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
     return None
 
 
-def expected_goodput(settings: Any, file_system_mbps: float | None) -> dict[str, Any]:
-    """Per training workload: its expected goodput (workloads/goodput.py), or why it is unknown."""
+def expected_goodput(
+    settings: Any, file_system_mbps: float | None, first_start_minutes: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """Per training workload: its expected goodput (workloads/goodput.py), its start from zero nodes the
+    first-step model's warm figure, or why it is unknown."""
     if file_system_mbps is None:
         names = [r.name for r in workload_runs(settings) if r.name != "clusterCheck"]
         return {name: {"goodput": None, "why": "no FSx throughput in the plan"} for name in names}
-    return {g.run.workload: g.as_json() for g in goodput.workload_goodput(settings, file_system_mbps)}
+    found = goodput.workload_goodput(settings, file_system_mbps, first_start_minutes)
+    return {g.run.workload: g.as_json() for g in found}
 
 
 def estimate_workloads(
@@ -576,9 +580,10 @@ def estimate_workloads(
         name: min(nodes, int(groups.get(name, {}).get("maxSize", nodes))) for name, nodes in wanted.items()
     }
     result["boundUsd"] = bounds
-    result["goodput"] = expected_goodput(settings, file_system_mbps)
     result["pricesCopiedFrom"] = prices.copied_from(region)
     result["firstStep"] = first_steps(settings, groups)
+    warm = {name: sum(p["minutes"] for p in start["warm"]) for name, start in result["firstStep"].items()}
+    result["goodput"] = expected_goodput(settings, file_system_mbps, warm)
     return result
 
 
