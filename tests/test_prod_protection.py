@@ -129,7 +129,10 @@ def test_the_program_keeps_prods_repositories_without_the_key():
         if k not in ("trainium-eks:environment", "trainium-eks:ecrForceDelete")
     }
     repositories = run_program(FIXTURE_ROOT, "prod", config).of_type("aws:ecr/repository:Repository")
-    assert repositories and all(r.inputs.get("forceDelete") is False for r in repositories)
+    # The images teams push are kept; the pull-through cache's copies of public images go with the stack.
+    pushed = [r for r in repositories if "/ecr-public/" not in r.inputs["name"]]
+    assert pushed and all(r.inputs.get("forceDelete") is False for r in pushed)
+    assert all(r.inputs.get("forceDelete") is True for r in repositories if r not in pushed)
 
 
 def test_an_acknowledged_replacement_says_why():
