@@ -57,8 +57,8 @@ def test_the_plan_prints_each_training_workload_in_80_columns(capsys, tmp_path):
     argv = ["--stack", "dev", "--project-dir", str(FIXTURE_ROOT), "--out", str(tmp_path)]
     assert command.main(argv) == 0
     text = capsys.readouterr().out
-    assert "    bertPretraining first step: warm 13 min, cold 32 min" in text.splitlines()
-    assert "    rayLlama2 first step: warm 13 min, cold 23 min" in text.splitlines()
+    assert "      bertPretraining first step: warm 13 min, cold 32 min" in text.splitlines()
+    assert "      rayLlama2 first step: warm 13 min, cold 23 min" in text.splitlines()
     assert "clusterCheck first step" not in text  # the acceptance test trains nothing
     assert max(len(line) for line in text.splitlines() if "first step" in line) <= 80
 

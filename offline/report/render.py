@@ -317,27 +317,12 @@ def summary(
         else:
             together = hourly["configured"]
             lines += wrap(
-                f"workloads while they run, all at once {_per_hour(together, p.cost, 'configured')}"
-                + "".join(
-                    f"; {name} about {report.money(bound)} a run"
-                    for name, bound in (p.cost.get("boundUsd") or {}).items()
-                    if bound is not None
-                )
-                + "".join(
-                    f"; {name} goodput {'unknown' if g['goodput'] is None else format(g['goodput'], '.1%')}"
-                    for name, g in (p.cost.get("goodput") or {}).items()
-                ),
+                f"workloads while they run, all at once {_per_hour(together, p.cost, 'configured')}",
                 "      ",
                 width,
                 first="    ",
             )
-            for name, start in (p.cost.get("firstStep") or {}).items():
-                lines += wrap(
-                    f"{name} first step: warm {start['warmMinutes']} min, cold {start['coldMinutes']} min",
-                    "      ",
-                    width,
-                    first="    ",
-                )
+            lines += _workload_lines(p.cost, width)
     lines.append("")
     mandatory = sum(p.mandatory for p in planned)
     advisory = sum(p.advisory for p in planned)
@@ -361,6 +346,33 @@ def summary(
             first="",
         )
     return "\n".join(lines)
+
+
+def _workload_lines(estimate: dict[str, Any], width: int) -> list[str]:
+    """One line per workload: what a run costs at most and its expected goodput (workloads/goodput.py), then
+    its modelled time to the first step (workloads/first_step.py)."""
+    bounds = estimate.get("boundUsd") or {}
+    goodput = estimate.get("goodput") or {}
+    starts = estimate.get("firstStep") or {}
+    lines: list[str] = []
+    for name in dict.fromkeys([*bounds, *goodput, *starts]):
+        parts = []
+        if bounds.get(name) is not None:
+            parts.append(f"about {report.money(bounds[name])} a run")
+        if name in goodput:
+            ratio = goodput[name]["goodput"]
+            parts.append(f"goodput {'unknown' if ratio is None else format(ratio, '.1%')}")
+        if parts:
+            lines += wrap(f"{name} {', '.join(parts)}", "        ", width, first="      ")
+        if name in starts:
+            start = starts[name]
+            lines += wrap(
+                f"{name} first step: warm {start['warmMinutes']} min, cold {start['coldMinutes']} min",
+                "        ",
+                width,
+                first="      ",
+            )
+    return lines
 
 
 def _per_hour(value: float | None, estimate: dict[str, Any], scenario: str) -> str:
