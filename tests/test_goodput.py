@@ -8,7 +8,7 @@ import json
 import pytest
 
 from offline.report import cost, render, report
-from workloads import goodput
+from workloads import first_step, goodput
 from workloads.settings import parse_workloads_config
 
 CLUSTER = {"trainium-workloads:clusterStack": "organization/trainium-eks/dev"}
@@ -24,12 +24,29 @@ def config(**workloads):
 
 
 def test_the_downtime_of_a_failure_weighs_each_class_by_its_share():
-    # (0.40 x (1 + 5) + 0.25 x (1 + 19) + 0.15 x (10 + 19) + 0.12 x (30 + 3 + 5) + 0.08 x (35 + 19)) / 60
-    # = (2.4 + 5 + 4.35 + 4.56 + 4.32) / 60 = 20.63 min.
-    assert goodput.downtime_hours(30) * 60 == pytest.approx(20.63)
-    # A 10-minute hang limit takes 20 minutes off the silent-hang class: 20.63 - 0.12 x 20 = 18.23.
-    assert goodput.downtime_hours(10) * 60 == pytest.approx(18.23)
+    # Recovery from the first-step model's phases (infra/facts/startup.py) on a group scaled from zero and
+    # burnt in: a restart on the same nodes is submit 0.7 + rendezvous 0.3 + runtime start 2.5 = 3.5 min; a
+    # replacement adds a new node: scale-up 0.3 + launch 1.5 + boot 1.5 + DaemonSets 1.5 + burn-in pull 3.5 +
+    # checks 1.0 = 9.3 min, so 12.8 min.
+    start = first_step.first_step("nxdLlama", first_step.DEFAULT_GROUP, 4)
+    assert goodput.recovery_minutes(start, False) == pytest.approx(3.5)
+    assert goodput.recovery_minutes(start, True) == pytest.approx(12.8)
+    # The silent hang is seen after the hang limit and the probe's failed reads: 30 + 3 min.
+    # (0.40 x (1 + 3.5) + 0.25 x (1 + 12.8) + 0.15 x (10 + 12.8) + 0.12 x (30 + 3 + 3.5) + 0.08 x (35 + 12.8))
+    # = 1.8 + 3.45 + 3.42 + 4.38 + 3.824 = 16.874 min.
+    assert goodput.downtime_hours(30, start) * 60 == pytest.approx(16.874)
+    # A 10-minute hang limit takes 20 minutes off the silent-hang class: 16.874 - 0.12 x 20 = 14.474.
+    assert goodput.downtime_hours(10, start) * 60 == pytest.approx(14.474)
     assert sum(c.share for c in goodput.FAILURE_CLASSES) == pytest.approx(1)
+
+
+def test_the_two_models_share_their_start_up_figures():
+    # One source: no timing of starts, restarts, compiles or replacements in the goodput table; they come
+    # from the first-step model's phases (issue: the goodput model extended, not a second one).
+    timed = [
+        n for n in goodput.FIGURES if any(w in n for w in ("Start", "restart", "replacement", "ompile", "handoff"))
+    ]
+    assert timed == []
 
 
 def test_a_week_of_synchronous_7b_saves_at_1200_mb_s():
@@ -68,35 +85,38 @@ def test_a_restart_budget_is_spent_by_a_weeks_failures_at_64_nodes():
 def test_prod_nxd_llama_from_its_settings():
     # 4 nodes at 93.3 / 16 = 5.83125 sequences/s each: a 1,024-sequence step takes 1024 / 23.325 = 43.9014 s;
     # I = 100 steps = 1.219483 h. A save: 6.74e9 x 14 B = 94,360 MB at 1,171.875 MB/s = 80.521 s = 0.0223668 h.
-    # T: 20,000 steps (243.9 h) cut at the 72 h deadline, less the 14 min start it includes: 71.76667 h.
-    # F = (14 start + 15 compile + 3 handoff + 10 tail) / 60 = 0.7 h. R = 20.63 min = 0.343833 h.
-    # failures 4 x 419 / 2,654,208 x (0.343833 + 0.609742) = 6.0214e-4; saves floor(71.76667 / 1.219483) = 58,
-    # 58 x 0.0223668 / 71.76667 = 0.0180763; 71.76667 / 72.46667 x (1 - 6.0214e-4 - 0.0180763) = 0.971842.
+    # T: 20,000 steps (243.9 h) cut at the 72 h deadline, less the 12.9 min warm start it includes: 71.785 h.
+    # F = (12.9 start + 10 compile + 3.5 restart on the warm nodes + 10 tail) / 60 = 0.606667 h.
+    # R = 16.874 min = 0.281233 h. failures 4 x 419 / 2,654,208 x (0.281233 + 0.609742) = 5.62606e-4;
+    # saves floor(71.785 / 1.219483) = 58, 58 x 0.0223668 / 71.785 = 0.0180717;
+    # 71.785 / 72.391667 x (1 - 5.62606e-4 - 0.0180717) = 0.973142.
     settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
     (found,) = goodput.workload_goodput(settings, PROD_MBPS)
     assert found.run.interval_hours == pytest.approx(1.219483, rel=1e-6)
     assert found.run.save_hours == pytest.approx(0.0223668, rel=1e-5)
-    assert found.run.train_hours == pytest.approx(71.76667, rel=1e-6) and found.run.fixed_hours == pytest.approx(0.7)
-    assert found.ratio == pytest.approx(0.971842, abs=1e-6)
-    # Checkpointing every 20 steps instead: I = 0.2438966 h, floor(294.25) = 294 saves x 0.0223668 / 71.76667
-    # = 0.091628 of training.
+    assert found.run.train_hours == pytest.approx(71.785, rel=1e-6)
+    assert found.run.fixed_hours == pytest.approx(0.606667, rel=1e-5)
+    assert found.ratio == pytest.approx(0.973142, abs=1e-6)
+    # Checkpointing every 20 steps instead: I = 0.2438966 h, floor(294.33) = 294 saves x 0.0223668 / 71.785
+    # = 0.091605 of training.
     frequent = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
     (found,) = goodput.workload_goodput(frequent, PROD_MBPS)
-    assert found.checkpoint_loss == pytest.approx(0.091628, rel=1e-4)
+    assert found.checkpoint_loss == pytest.approx(0.091605, rel=1e-4)
 
 
 def test_a_short_bert_run_is_mostly_start_up():
-    # 200 steps of 16 x 32 x 32 sequences at 3,224.5 per node-second: 5.0814 s each, T = 0.28230 h.
-    # F = (14 + 15 + 3 + 10) / 60 = 0.7 h with the precompile; T / (T + F) = 0.282283 / 0.982283 = 0.287375.
-    # No save within the 1.5 h shard; failures 2 x 1.5786e-4 x (0.343833 + 0.14115) = 1.5313e-4.
+    # 200 steps of 16 x 32 x 32 sequences at 3,224.5 per node-second: 5.0814 s each, T = 0.282283 h.
+    # F = (12.9 start + 15 compile + 3.5 restart + 10 tail) / 60 = 0.69 h with the precompile;
+    # T / (T + F) = 0.282283 / 0.972283 = 0.290330.
+    # No save within the 1.5 h shard; failures 2 x 1.578625e-4 x (0.281233 + 0.141142) = 1.33354e-4.
     settings = config(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainSteps": 200})
     (found,) = goodput.workload_goodput(settings, 146.484375)
     assert found.run.train_hours == pytest.approx(0.282283, rel=1e-5)
-    assert found.ratio == pytest.approx(0.287375 * (1 - 1.5313e-4), abs=1e-5)
-    # Without the precompile step the fixed part is 24 min: 0.282283 / 0.682283 = 0.413733.
+    assert found.ratio == pytest.approx(0.290330 * (1 - 1.33354e-4), abs=1e-5)
+    # Without the precompile step the fixed part is 22.9 min: 0.282283 / 0.663950 = 0.425157.
     quick = config(bertPretraining={"nodeGroup": "trn1-32xl-ng1", "trainSteps": 200, "precompile": False})
     (found,) = goodput.workload_goodput(quick, 146.484375)
-    assert found.ratio == pytest.approx(0.413733 * (1 - 1.5313e-4), abs=1e-5)
+    assert found.ratio == pytest.approx(0.425157 * (1 - 1.33354e-4), abs=1e-5)
 
 
 def test_the_failure_rate_is_a_setting_refused_outside_its_range():
@@ -149,7 +169,10 @@ def test_the_plan_takes_the_start_from_the_first_step_model(dev):
     from tests.fixture_project import FIXTURE_ROOT
 
     estimate = report.workloads_cost(FIXTURE_ROOT / "workloads", "dev", dev)
+    # Dev's BERT and Ray both compile first: their measured compile (BERT 15 min, Ray 6, infra/facts/startup.py)
+    # + 3.5 min restart on the warm nodes + the 10 min scale-down tail, after the warm start.
+    compile_minutes = {"bertPretraining": 15, "rayLlama2": 6}
     for name, expected in estimate["goodput"].items():
         warm = sum(p["minutes"] for p in estimate["firstStep"][name]["warm"])
-        # Dev's BERT and Ray both compile first: + 15 min compile + 3 min hand-off + 10 min scale-down tail.
-        assert expected["inputs"]["fixedHours"] == pytest.approx((warm + 15 + 3 + 10) / 60, abs=1e-6), name
+        fixed = (warm + compile_minutes[name] + 3.5 + 10) / 60
+        assert expected["inputs"]["fixedHours"] == pytest.approx(fixed, abs=1e-6), name

@@ -12,13 +12,25 @@ from typing import Any
 from infra.facts import startup
 from infra.facts.startup import Phase
 
+# A job's pods started again on nodes that are up, its image on them: after a compile step, and after a
+# failure that leaves the nodes healthy (workloads/goodput.py).
+RESTART_ON_WARM_NODES = (startup.SUBMIT, startup.RENDEZVOUS, startup.RUNTIME_START)
+# The group the models assume where none is given: scaled from zero by cluster-autoscaler, burnt in.
+DEFAULT_GROUP: Mapping[str, Any] = {
+    "minSize": 0,
+    "labels": {"provisioner": "cluster-autoscaler"},
+    "startupTaints": [{"key": "burn-in"}],
+}
+
 
 @dataclass(frozen=True)
 class FirstStep:
-    """The phases before the first step with a warm cache, and those a cold cache adds."""
+    """The phases before the first step with a warm cache, those a cold cache adds, and those of a new
+    node alone (what replacing a failed node costs before the job restarts)."""
 
     warm: tuple[Phase, ...]
     cold_extra: tuple[Phase, ...]
+    new_node: tuple[Phase, ...]
 
     @property
     def warm_minutes(self) -> float:
@@ -49,8 +61,13 @@ def first_step(workload: str, group: Mapping[str, Any], nodes: int) -> FirstStep
     acceleratorNodeGroups entry). Cold: its compile step runs first on the same nodes, and the training
     step then starts on nodes that are already up."""
     start = (startup.SUBMIT, *node_phases(group, nodes), startup.MOUNT, startup.RENDEZVOUS, startup.RUNTIME_START)
-    restart_on_warm_nodes = (startup.SUBMIT, startup.RENDEZVOUS, startup.RUNTIME_START)
-    return FirstStep(start, (startup.COMPILE[workload], *restart_on_warm_nodes))
+    return FirstStep(
+        start, (startup.COMPILE[workload], *RESTART_ON_WARM_NODES), node_phases({**group, "minSize": 0}, 1)
+    )
+
+
+def minutes_of(phases: tuple[Phase, ...]) -> float:
+    return sum(p.minutes for p in phases)
 
 
 def minutes(value: float) -> int:

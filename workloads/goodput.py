@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workloads import bert_launch, deadlines, resumable
+from workloads import bert_launch, deadlines, first_step, resumable
+from workloads.first_step import FirstStep
 from workloads.settings import (
     DEFAULT_FAILURE_RATE_PER_NODE_HOUR,
     BertPretrainingSettings,
@@ -57,20 +58,6 @@ FIGURES: dict[str, Figure] = {
         "Llama 3 (arXiv 2407.21783 §3.3.4): 419 unexpected interruptions in 54 days on 2,048 hosts; "
         "the default of the workload stack's failureRatePerNodeHour",
     ),
-    "restartMinutes": Figure(
-        5,
-        "min",
-        "E",
-        "a gang restart on the nodes it had: pods recreated, image cached, rendezvous, compiled graphs from "
-        "the warm cache and the checkpoint loaded (not timed on hardware)",
-    ),
-    "replacementMinutes": Figure(
-        19,
-        "min",
-        "E",
-        "a new node before the gang restarts: autoscaler, launch, boot and join, DaemonSets, burn-in "
-        "(bounded at 13 min), then the restart (not timed on hardware)",
-    ),
     "podFailureDetectionMinutes": Figure(
         1, "min", "E", "a container that exits fails its pod at once; the controller reacts within a minute"
     ),
@@ -93,35 +80,12 @@ FIGURES: dict[str, Figure] = {
         "a node whose kubelet is gone is replaced after EKS's 30 min NotReady repair, +5 for its deletion "
         "(workloads/deadlines.py SILENT_NODE_REPAIR_MINUTES)",
     ),
-    "firstStartMinutes": Figure(
-        14,
-        "min",
-        "E",
-        "from zero Trainium nodes to the first step with a warm compile cache: scale-up, launch, boot, "
-        "DaemonSets, burn-in, image pull, rendezvous, graphs loaded (not timed on hardware); the plan uses "
-        "the first-step model's warm figure for the workload's node group instead (workloads/first_step.py)",
-    ),
-    "handoffMinutes": Figure(
-        3,
-        "min",
-        "E",
-        "the training step's start on the nodes its compile step leaves warm (pods, rendezvous, graphs loaded)",
-    ),
     "scaleDownMinutes": Figure(
         10,
         "min",
         "D",
         "cluster-autoscaler scale-down-unneeded-time 10m (infra/components/autoscaling.py): idle nodes are paid "
         "that long after the run",
-    ),
-    "bertCompileMinutes": Figure(
-        15,
-        "min",
-        "M",
-        "the BERT seed's neuron_parallel_compile took about 15 minutes (seeds/bert-torchx-eks-trn1-tutorial.md)",
-    ),
-    "llamaCompileMinutes": Figure(
-        15, "min", "E", "a Llama-2-7B compile run on a cold cache, like BERT's (not timed on hardware)"
     ),
     "bertSequencesPerNodeSecond": Figure(
         6449 / 2,
@@ -183,26 +147,37 @@ class FailureClass:
     name: str
     share: float
     detection_minutes: Callable[[int], float]  # of the run's hangTimeoutMinutes
-    recovery: str  # "restartMinutes" or "replacementMinutes"
+    new_node: bool  # recovered on a replacement node, or on the nodes the job had
 
 
 # The mix of failure classes is an estimate (no published breakdown for Trainium was found); the
 # detection times are the project's settings where it has one.
 FAILURE_CLASSES = (
-    FailureClass(
-        "process or runtime error, node healthy", 0.40, lambda _: figure("podFailureDetectionMinutes"), "restartMinutes"
-    ),
-    FailureClass("fatal Neuron condition", 0.25, lambda _: figure("neuronRepairMinutes"), "replacementMinutes"),
-    FailureClass("instance lost", 0.15, lambda _: figure("instanceLostDetectionMinutes"), "replacementMinutes"),
+    FailureClass("process or runtime error, node healthy", 0.40, lambda _: figure("podFailureDetectionMinutes"), False),
+    FailureClass("fatal Neuron condition", 0.25, lambda _: figure("neuronRepairMinutes"), True),
+    FailureClass("instance lost", 0.15, lambda _: figure("instanceLostDetectionMinutes"), True),
     # The liveness probe's limit and its failed reads (workloads/resumable.py detection_minutes).
-    FailureClass("silent hang", 0.12, lambda hang: resumable.detection_minutes(hang), "restartMinutes"),
-    FailureClass("silent node", 0.08, lambda _: figure("silentNodeDetectionMinutes"), "replacementMinutes"),
+    FailureClass("silent hang", 0.12, lambda hang: resumable.detection_minutes(hang), False),
+    FailureClass("silent node", 0.08, lambda _: figure("silentNodeDetectionMinutes"), True),
 )
 
 
-def downtime_hours(hang_timeout_minutes: int) -> float:
+def recovery_minutes(start: FirstStep, new_node: bool) -> float:
+    """A failure's recovery, in the first-step model's phases (infra/facts/startup.py): the job's pods
+    started again on nodes that are up, after a new node's own start when one replaces a failed node."""
+    restart = first_step.minutes_of(first_step.RESTART_ON_WARM_NODES)
+    return restart + (first_step.minutes_of(start.new_node) if new_node else 0.0)
+
+
+def downtime_hours(hang_timeout_minutes: int, start: FirstStep) -> float:
     """R: the expected downtime of one failure, detection plus recovery, over FAILURE_CLASSES."""
-    return sum(c.share * (c.detection_minutes(hang_timeout_minutes) + figure(c.recovery)) for c in FAILURE_CLASSES) / 60
+    return (
+        sum(
+            c.share * (c.detection_minutes(hang_timeout_minutes) + recovery_minutes(start, c.new_node))
+            for c in FAILURE_CLASSES
+        )
+        / 60
+    )
 
 
 @dataclass(frozen=True)
@@ -288,19 +263,19 @@ def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) ->
 BERT_WORKERS_PER_NODE = 32
 
 
-def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start_minutes: float) -> RunModel:
+def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start: FirstStep) -> RunModel:
     batch, accum = bert_launch.batch_defaults(s.bf16)
     per_node = (s.batch_size or batch) * (s.grad_accum_steps or accum) * BERT_WORKERS_PER_NODE
     step_seconds = per_node / figure("bertSequencesPerNodeSecond")
     steps = s.train_steps or figure("bertScriptMaxSteps")
     train = min(steps * step_seconds / 3600, s.train_deadline_minutes / 60)
-    compile_minutes = figure("bertCompileMinutes") + figure("handoffMinutes") if s.precompile else 0
-    fixed = (start_minutes + compile_minutes + figure("scaleDownMinutes")) / 60
+    compile_minutes = first_step.minutes_of(start.cold_extra) if s.precompile else 0
+    fixed = (start.warm_minutes + compile_minutes + figure("scaleDownMinutes")) / 60
     return RunModel(
         "bertPretraining",
         s.nodes,
         rate,
-        downtime_hours(s.hang_timeout_minutes),
+        downtime_hours(s.hang_timeout_minutes, start),
         s.checkpoint_every_shards * figure("bertShardMinutes") / 60,
         save_hours(figure("bertCheckpointGB"), mbps),
         train,
@@ -320,27 +295,27 @@ def _llama(
     budget: int,
     rate: float,
     mbps: float,
-    start_minutes: float,
+    start: FirstStep,
 ) -> RunModel:
     """The two Llama-2-7B runs: their deadlines count from creation, the first start included."""
     step_seconds = figure("llamaGlobalBatch") / (figure("llamaSequencesPerNodeSecond") * nodes)
-    start = start_minutes / 60
-    train = max(0.0, min(steps * step_seconds / 3600, deadline_hours - start))
-    compile_hours = (figure("llamaCompileMinutes") + figure("handoffMinutes")) / 60 if compile_step else 0.0
+    first = start.warm_minutes / 60
+    train = max(0.0, min(steps * step_seconds / 3600, deadline_hours - first))
+    compile_hours = first_step.minutes_of(start.cold_extra) / 60 if compile_step else 0.0
     return RunModel(
         workload,
         nodes,
         rate,
-        downtime_hours(hang),
+        downtime_hours(hang, start),
         every * step_seconds / 3600,
         save_hours(figure("llamaCheckpointGB"), mbps),
         train,
-        start + compile_hours + figure("scaleDownMinutes") / 60,
+        first + compile_hours + figure("scaleDownMinutes") / 60,
         budget,
     )
 
 
-def _nxd(s: NxdLlamaSettings, rate: float, mbps: float, start_minutes: float) -> RunModel:
+def _nxd(s: NxdLlamaSettings, rate: float, mbps: float, start: FirstStep) -> RunModel:
     steps = s.train_iters or figure("nxdMaxSteps")
     return _llama(
         "nxdLlama",
@@ -353,11 +328,11 @@ def _nxd(s: NxdLlamaSettings, rate: float, mbps: float, start_minutes: float) ->
         s.max_restarts,
         rate,
         mbps,
-        start_minutes,
+        start,
     )
 
 
-def _ray(s: RayLlama2Settings, rate: float, mbps: float, start_minutes: float) -> RunModel:
+def _ray(s: RayLlama2Settings, rate: float, mbps: float, start: FirstStep) -> RunModel:
     steps = s.train_steps or figure("rayMaxSteps")
     return _llama(
         "rayLlama2",
@@ -370,29 +345,29 @@ def _ray(s: RayLlama2Settings, rate: float, mbps: float, start_minutes: float) -
         s.max_retries,
         rate,
         mbps,
-        start_minutes,
+        start,
     )
 
 
 def workload_goodput(
-    config: Any, file_system_mbps: float, first_start_minutes: Mapping[str, float] | None = None
+    config: Any, file_system_mbps: float, starts: Mapping[str, FirstStep] | None = None
 ) -> list[Goodput]:
     """The expected goodput of every enabled training workload (the acceptance check trains nothing).
-    ``first_start_minutes``: per workload, its warm start from zero nodes as the first-step model
-    (workloads/first_step.py) puts it for the node group it runs on; firstStartMinutes where not given."""
+    ``starts``: per workload, the first-step model (workloads/first_step.py) for the node group it runs on;
+    where not given, that of a group scaled from zero and burnt in (first_step.DEFAULT_GROUP)."""
     rate = config.failure_rate_per_node_hour
-    starts = first_start_minutes or {}
+    given = starts or {}
 
-    def start(name: str) -> float:
-        return starts.get(name, figure("firstStartMinutes"))
+    def start(name: str, nodes: int) -> FirstStep:
+        return given.get(name) or first_step.first_step(name, first_step.DEFAULT_GROUP, nodes)
 
     runs = []
     if (bert := config.on("bert_pretraining")) is not None:
-        runs.append(_bert(bert, rate, file_system_mbps, start("bertPretraining")))
+        runs.append(_bert(bert, rate, file_system_mbps, start("bertPretraining", bert.nodes)))
     if (ray := config.on("ray_llama2")) is not None and "train" in ray.steps:
-        runs.append(_ray(ray, rate, file_system_mbps, start("rayLlama2")))
+        runs.append(_ray(ray, rate, file_system_mbps, start("rayLlama2", ray.workers)))
     if (nxd := config.on("nxd_llama")) is not None and nxd.train:
-        runs.append(_nxd(nxd, rate, file_system_mbps, start("nxdLlama")))
+        runs.append(_nxd(nxd, rate, file_system_mbps, start("nxdLlama", nxd.nodes)))
     return [expected(r) for r in runs]
 
 

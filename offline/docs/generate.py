@@ -340,6 +340,37 @@ def first_step_model() -> str:
     return reference.markdown_table(rows, ("phase", "minutes", "kind", "what and source")) + "\n"
 
 
+def goodput_tables() -> dict[str, str]:
+    """The goodput model's failure classes and inputs (workloads/goodput.py), for docs/monitoring.md; the
+    times of starts, compiles and recoveries are the first-step model's (docs/cost.md)."""
+    from workloads import first_step, goodput
+
+    start = first_step.first_step("nxdLlama", first_step.DEFAULT_GROUP, 1)
+    restart = goodput.recovery_minutes(start, False)
+    replacement = goodput.recovery_minutes(start, True)
+    classes = [
+        (
+            c.name,
+            f"{c.share:.0%}",
+            f"{c.detection_minutes(30):g} min at hangTimeoutMinutes 30",
+            f"a new node, then a restart: {replacement:g} min on a burnt-in group"
+            if c.new_node
+            else f"a restart on the same nodes: {restart:g} min",
+        )
+        for c in goodput.FAILURE_CLASSES
+    ]
+    return {
+        "goodput failure classes": reference.markdown_table(
+            classes, ("failure class", "share", "detection", "recovery")
+        )
+        + "\n",
+        "goodput inputs": reference.markdown_table(
+            [(f"`{n}`", v, k, src) for n, v, k, src in goodput.figure_table()], ("input", "value", "kind", "source")
+        )
+        + "\n",
+    }
+
+
 def cost_box(plans: Plans, root: Path) -> str:
     """The README's cost box: dev idle, one training run, full scale, from the plan's own estimate."""
     cluster_cost, work_cost = _estimates(plans, root)["dev"]
@@ -514,6 +545,7 @@ PAGE_BLOCKS: dict[str, Callable[[Plans, Path], dict[str, str]]] = {
         "first step model": first_step_model(),
     },
     "docs/offline-plan.md": lambda plans, root: {"offline tables": offline_tables()},
+    "docs/monitoring.md": lambda plans, root: goodput_tables(),
     "docs/node-health.md": lambda plans, root: {"neuron compatibility": neuron_matrix(root)},
     "docs/trainium1-support.md": lambda plans, root: {"trainium1 line": trainium1_line()},
     "docs/trainium2.md": lambda plans, root: {"trainium2 catalog": trainium2_catalog()},

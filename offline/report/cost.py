@@ -514,14 +514,14 @@ def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
 
 
 def expected_goodput(
-    settings: Any, file_system_mbps: float | None, first_start_minutes: dict[str, float] | None = None
+    settings: Any, file_system_mbps: float | None, starts: dict[str, first_step.FirstStep] | None = None
 ) -> dict[str, Any]:
-    """Per training workload: its expected goodput (workloads/goodput.py), its start from zero nodes the
-    first-step model's warm figure, or why it is unknown."""
+    """Per training workload: its expected goodput (workloads/goodput.py), its starts and recoveries the
+    first-step model's (``starts``), or why it is unknown."""
     if file_system_mbps is None:
         names = [r.name for r in workload_runs(settings) if r.name != "clusterCheck"]
         return {name: {"goodput": None, "why": "no FSx throughput in the plan"} for name in names}
-    found = goodput.workload_goodput(settings, file_system_mbps, first_start_minutes)
+    found = goodput.workload_goodput(settings, file_system_mbps, starts)
     return {g.run.workload: g.as_json() for g in found}
 
 
@@ -581,21 +581,27 @@ def estimate_workloads(
     }
     result["boundUsd"] = bounds
     result["pricesCopiedFrom"] = prices.copied_from(region)
-    result["firstStep"] = first_steps(settings, groups)
-    warm = {name: sum(p["minutes"] for p in start["warm"]) for name, start in result["firstStep"].items()}
-    result["goodput"] = expected_goodput(settings, file_system_mbps, warm)
+    models = first_step_models(settings, groups)
+    result["firstStep"] = first_steps(models)
+    result["goodput"] = expected_goodput(settings, file_system_mbps, models)
     return result
 
 
-def first_steps(settings: Any, groups: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per training workload, the modelled time from submission to its first step (workloads/first_step.py),
-    warm and cold, with the phases it adds up."""
+def first_step_models(settings: Any, groups: dict[str, dict[str, Any]]) -> dict[str, first_step.FirstStep]:
+    """Per training workload, the first-step model (workloads/first_step.py) for the node group it runs on."""
+    return {
+        run.name: first_step.first_step(run.name, groups.get(run.node_group, {}), run.nodes)
+        for run in workload_runs(settings)
+        if run.name in startup.COMPILE  # the acceptance test trains nothing
+    }
+
+
+def first_steps(models: dict[str, first_step.FirstStep]) -> dict[str, dict[str, Any]]:
+    """Per training workload, the modelled time from submission to its first step, warm and cold, with the
+    phases it adds up."""
     steps = {}
-    for run in workload_runs(settings):
-        if run.name not in startup.COMPILE:
-            continue  # the acceptance test trains nothing
-        model = first_step.first_step(run.name, groups.get(run.node_group, {}), run.nodes)
-        steps[run.name] = {
+    for name, model in models.items():
+        steps[name] = {
             "warmMinutes": first_step.minutes(model.warm_minutes),
             "coldMinutes": first_step.minutes(model.cold_minutes),
             "warm": [dataclasses.asdict(p) for p in model.warm],
