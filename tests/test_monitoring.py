@@ -135,3 +135,33 @@ def test_the_collector_is_unknown_in_the_estimate_never_free(prod):
     line = next(line for line in estimate["lines"] if line["item"] == "Managed Prometheus collector")
     assert line["hourly"]["idle"] is None and estimate["hourly"]["idle"] is None
     assert any("Prometheus" in u for u in estimate["unknown"])
+
+
+def test_alert_emails_subscribe_to_the_stacks_topic(plan_with):
+    result = plan_with(monitoring={"prometheus": "managed", "alertEmails": ["oncall@example.com", "ml@example.com"]})
+    subscriptions = by_type(result, "aws:sns/topicSubscription:TopicSubscription")
+    assert sorted(s.inputs["endpoint"] for s in subscriptions) == ["ml@example.com", "oncall@example.com"]
+    assert {s.inputs["protocol"] for s in subscriptions} == {"email"}
+    # The offline plan's ARNs end in placeholder/<resource name> (offline/plan/mocks.py).
+    assert all(s.inputs["topic"].endswith("placeholder/prometheus-alerts") for s in subscriptions)
+
+
+def test_alerts_nobody_hears_are_named_and_bad_addresses_refused():
+    from infra.config.rules import advisories
+    from infra.validate import parse_stack_config
+
+    (note,) = [
+        a
+        for a in advisories(parse_stack_config(with_changes(monitoring={"prometheus": "managed"})))
+        if "alertEmails" in a
+    ]
+    assert "trainium-eks:monitoring.alertEmails is empty: the training alerts go to the stack's SNS topic" in note
+    heard = with_changes(monitoring={"prometheus": "managed", "alertEmails": ["oncall@example.com"]})
+    assert not [a for a in advisories(parse_stack_config(heard)) if "alertEmails" in a]
+    message = refused(with_changes(monitoring={"prometheus": "managed", "alertEmails": ["oncall"]}))
+    assert "trainium-eks:monitoring.alertEmails[0] = 'oncall': not an email address" in message
+    arn = "arn:aws:sns:us-west-2:123456789012:team-pager"
+    message = refused(
+        with_changes(monitoring={"prometheus": "managed", "alertTopicArn": arn, "alertEmails": ["a@b.io"]})
+    )
+    assert "trainium-eks:monitoring.alertEmails = ['a@b.io']: only for the stack's own alert topic" in message

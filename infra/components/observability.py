@@ -269,6 +269,12 @@ class ManagedPrometheus(pulumi.ComponentResource):
                 opts=child,
             )
             topic_arn = topic.arn
+            # An email subscription stays pending until its address confirms it (SNS developer guide); the
+            # topic's deletion removes it whatever its state (pulumi-aws 7.51.1 sns.TopicSubscription).
+            for i, address in enumerate(args.settings.alert_emails):
+                aws.sns.TopicSubscription(
+                    f"{name}-alerts-email-{i}", topic=topic.arn, protocol="email", endpoint=address, opts=child
+                )
         aws.amp.AlertManagerDefinition(
             f"{name}-alertmanager",
             workspace_id=workspace.id,

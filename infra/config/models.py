@@ -272,6 +272,12 @@ class MonitoringConfig(ConfigModel):
         description="An existing SNS topic the alerts go to (its policy must let aps.amazonaws.com publish); unset: "
         "the stack creates `<cluster>-training-alerts`.",
     )
+    alert_emails: list[str] = Field(
+        default=[],
+        description="Addresses subscribed by email to the stack's own alert topic; each gets a confirmation email "
+        "from AWS Notifications and receives nothing until it confirms. Not with alertTopicArn (subscribe to your "
+        "own topic there).",
+    )
     idle_node_alert_minutes: int = Field(
         default=30,
         ge=15,

@@ -216,6 +216,7 @@ def advisories(config: StackConfig) -> list[str]:
             "CLUSTER_AUTOSCALER (infra/facts/versions.py) once kubernetes/autoscaler publishes it"
         )
     notes += unchecked_capacity_block_windows(config)
+    notes += unheard_alerts(config)
     return notes
 
 
@@ -399,7 +400,31 @@ def _monitoring_problems(config: StackConfig) -> list[str]:
             f"managed collector scrapes through; {key_name(('endpointAccess', 'private'))} is false: set it true, "
             "or prometheus: off"
         )
+    monitoring = config.monitoring
+    if monitoring.alert_emails and monitoring.alert_topic_arn is not None:
+        problems.append(
+            f"{key_name(('monitoring', 'alertEmails'))} = {monitoring.alert_emails}: only for the stack's own alert "
+            f"topic, and {key_name(('monitoring', 'alertTopicArn'))} names another; subscribe the addresses to "
+            "that topic where it is managed, or drop alertTopicArn"
+        )
+    for i, address in enumerate(monitoring.alert_emails):
+        if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", address):
+            problems.append(
+                f"{key_name(('monitoring', 'alertEmails', i))} = {address!r}: not an email address (name@example.com)"
+            )
     return problems
+
+
+def unheard_alerts(config: StackConfig) -> list[str]:
+    """A managed Prometheus whose alerts go to the stack's own topic with nobody subscribed: they reach no one."""
+    monitoring = config.monitoring
+    if monitoring.prometheus != "managed" or monitoring.alert_topic_arn is not None or monitoring.alert_emails:
+        return []
+    return [
+        f"{key_name(('monitoring', 'alertEmails'))} is empty: the training alerts go to the stack's SNS topic "
+        "<cluster>-training-alerts, which nothing subscribes to, so they reach no one; list addresses there, or "
+        "subscribe an endpoint to that topic"
+    ]
 
 
 def region_problem(region: str) -> str | None:
