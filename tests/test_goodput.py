@@ -176,3 +176,29 @@ def test_the_plan_takes_the_start_from_the_first_step_model(dev):
         warm = sum(p["minutes"] for p in estimate["firstStep"][name]["warm"])
         fixed = (warm + compile_minutes[name] + 3.5 + 10) / 60
         assert expected["inputs"]["fixedHours"] == pytest.approx(fixed, abs=1e-6), name
+
+
+def test_the_young_daly_interval_for_prod_nxd_llama():
+    # M = 1 / (4 x 419 / 2,654,208) = 1,583.66 h; S = 80.521 s = 0.0223668 h;
+    # sqrt(2 x 0.0223668 x 1,583.66) = 8.4168 h = 8.4168 x 3600 / 43.9014 = 690.2 steps (of 43.9 s).
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    (found,) = goodput.workload_goodput(settings, PROD_MBPS)
+    assert goodput.young_interval_hours(found.run) == pytest.approx(8.4168, rel=1e-4)
+    shown = found.as_json()
+    assert shown["youngDalyIntervalSteps"] == 690
+    # Saving every 690 steps instead of 100 cuts the saves' share of training from 1.8% to about 0.3%
+    # (floor(71.785 / 8.4168) = 8 saves x 0.0223668 / 71.785 = 0.0024926) and raises the redone work:
+    # failures 4 x 1.578625e-4 x (0.281233 + 4.2084) = 0.0028349; 0.991620 x (1 - 0.0028349 - 0.0024926) = 0.986337.
+    assert shown["goodputAtYoungDaly"] == pytest.approx(0.98634, abs=2e-5)
+    assert "Young/Daly interval 690 steps" in report.goodput_line("nxdLlama", shown)
+    assert report.checkpoint_warning("nxdLlama", shown) is None  # 1.8% is under the 5% the plan warns at
+
+
+def test_a_run_stalled_by_its_saves_is_warned_with_the_cheaper_fixes():
+    # Dev's 150 MB/s file system and an NxD run saving every 20 steps: 94,360 MB take 629 s per save,
+    # every 20 x 43.9 s = 878 s: far over 5% of training.
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
+    (found,) = goodput.workload_goodput(settings, 150)
+    warning = report.checkpoint_warning("nxdLlama", found.as_json())
+    assert warning is not None and warning.startswith("nxdLlama: checkpoint saves stall ")
+    assert "the Young/Daly optimum" in warning and "perUnitStorageThroughput" in warning

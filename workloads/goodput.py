@@ -22,6 +22,7 @@ or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md pri
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -193,6 +194,21 @@ class RunModel:
     train_hours: float  # T
     fixed_hours: float  # F
     restart_budget: int
+    step_hours: float | None = None  # one training step, where the interval is set in steps
+
+
+# A share of training time spent in synchronous saves past which the plan warns (and names the cheaper
+# fixes): one save in twenty intervals.
+CHECKPOINT_STALL_WARNING = 0.05
+
+
+def young_interval_hours(run: RunModel) -> float:
+    """The checkpoint interval that minimises the time lost to saves and redone work: Young's first-order
+    optimum sqrt(2 S M), M the job's mean time between failures, 1 / (N rate) (J. W. Young, "A first order
+    approximation to the optimum checkpoint interval", Communications of the ACM 17(9), 1974). Daly's higher
+    order estimate (Future Generation Computer Systems 22(3), 2006) differs from it by less than S when S is
+    far below M, as here (seconds to minutes against days)."""
+    return math.sqrt(2 * run.save_hours / (run.nodes * run.failure_rate))
 
 
 @dataclass(frozen=True)
@@ -207,8 +223,13 @@ class Goodput:
 
     def as_json(self) -> dict[str, Any]:
         r = self.run
+        young = young_interval_hours(r)
+        at_young = expected(dataclasses.replace(r, interval_hours=young))
         return {
             "goodput": round(self.ratio, 6),
+            "youngDalyIntervalHours": round(young, 6),
+            "youngDalyIntervalSteps": round(young / r.step_hours) if r.step_hours else None,
+            "goodputAtYoungDaly": round(at_young.ratio, 6),
             "failureLoss": round(self.failure_loss, 6),
             "checkpointLoss": round(self.checkpoint_loss, 6),
             "fixedLoss": round(self.fixed_loss, 6),
@@ -312,6 +333,7 @@ def _llama(
         train,
         first + compile_hours + figure("scaleDownMinutes") / 60,
         budget,
+        step_seconds / 3600,
     )
 
 

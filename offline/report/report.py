@@ -106,7 +106,36 @@ def goodput_line(name: str, expected: dict[str, Any]) -> str:
     return (
         f"{name} goodput {expected['goodput']:.1%} (expected share of its paid node-hours that trains: lost "
         f"{expected['fixedLoss']:.1%} to start-up and tail, {expected['checkpointLoss']:.1%} of training to "
-        f"checkpoints, {expected['failureLoss']:.1%} to failures{risk})"
+        f"checkpoints, {expected['failureLoss']:.1%} to failures{risk}; {young_daly(expected)})"
+    )
+
+
+def young_daly(expected: dict[str, Any]) -> str:
+    """The run's checkpoint interval against the Young/Daly optimum for its nodes and failure rate."""
+    steps = expected["youngDalyIntervalSteps"]
+    optimum = f"{steps} steps" if steps else f"{expected['youngDalyIntervalHours']:.1f} h"
+    return (
+        f"Young/Daly interval {optimum} (saves {expected['inputs']['checkpointSaveHours'] * 3600:.0f} s each, "
+        f"every {expected['inputs']['checkpointIntervalHours']:.2f} h now) would give "
+        f"{expected['goodputAtYoungDaly']:.1%}"
+    )
+
+
+def checkpoint_warning(name: str, expected: dict[str, Any]) -> str | None:
+    """A run whose synchronous saves take more than CHECKPOINT_STALL_WARNING of its training time, and the
+    cheaper fixes, cheapest first."""
+    from workloads.goodput import CHECKPOINT_STALL_WARNING
+
+    # The saves the run really makes: one shorter than its interval makes none.
+    if expected.get("goodput") is None or expected["checkpointLoss"] <= CHECKPOINT_STALL_WARNING:
+        return None
+    steps = expected["youngDalyIntervalSteps"]
+    interval = f"every {steps} steps" if steps else f"every {expected['youngDalyIntervalHours']:.1f} h"
+    return (
+        f"{name}: checkpoint saves stall {expected['checkpointLoss']:.1%} of training (over "
+        f"{CHECKPOINT_STALL_WARNING:.0%}): save less often ({interval}, the Young/Daly optimum, gives goodput "
+        f"{expected['goodputAtYoungDaly']:.1%}), or give the file system more throughput (a higher "
+        "perUnitStorageThroughput tier); none of the pinned training scripts saves asynchronously"
     )
 
 
