@@ -4,6 +4,7 @@ writes it, scraped over HTTP; its output linted by `promtool check metrics`."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -34,16 +35,27 @@ def tree(tmp_path: Path) -> Path:
     bert = tmp_path / "shared" / "output" / "run-abc"
     bert.mkdir(parents=True)
     (bert / "heartbeat").write_text(bert_line(120, 6449.36))
+    (bert / ".lock-holder").write_text('{"owner": "research/bert", "pod": "bert-worker-0", "pid": 7}')
     with zipfile.ZipFile(bert / "ckpt_100.pt", "w") as archive:  # a whole torch.save archive
         archive.writestr("archive/data.pkl", b"x" * 100)
     (bert / "ckpt_120.pt").write_bytes(b"PK\x03\x04 half written")  # a save under way: no end record yet
     nxd = tmp_path / "shared" / "nemo_experiments" / "run-def"
     (nxd / "0").mkdir(parents=True)
     (nxd / "0" / "log").write_text("Epoch 0:  12%|#2        | 57/466 [10:02<1:12:00, 9.2s/it, loss=4.2]\r")
+    (nxd / "lock").mkdir()
+    (nxd / "lock" / ".lock-holder").write_text('{"owner": "research/llama2-train"}')
     done = nxd / "checkpoints" / "megatron_llama--step=50-consumed_samples=51200.0.ckpt"
     done.mkdir(parents=True)
     (done / "done").write_text("")
     (tmp_path / "shared" / "nemo_experiments" / "not-a-run").mkdir()  # no heartbeat: not served
+    # A run that ended mid-save a day ago: its save stays incomplete, and it is served no more.
+    ended = tmp_path / "shared" / "output" / "run-old"
+    ended.mkdir()
+    (ended / "heartbeat").write_text(bert_line(5000, 6449.36))
+    (ended / ".lock-holder").write_text("{}")
+    (ended / "ckpt_5000.pt").write_bytes(b"PK\x03\x04 half written")
+    for name in ("heartbeat", ".lock-holder", "ckpt_5000.pt"):
+        os.utime(ended / name, (time.time() - 86400, time.time() - 86400))
     return tmp_path
 
 
@@ -119,7 +131,53 @@ def test_each_runs_progress_is_served_from_its_files(tree, exporter):
     )
     assert found[f"training_restart_budget{{{bert}}}"] == 1  # dev's maxRetry 2: one restart
     assert f"training_checkpoint_interval_steps{{{bert}}}" not in found  # BERT's interval is in shards
-    assert not any("not-a-run" in k for k in found)
+    assert not any("not-a-run" in k or "run-old" in k for k in found)
+    # Each run's newest attempt: when it took the writer's lock (NxD Training's record is in lock/).
+    assert found[f"training_attempt_start_timestamp_seconds{{{bert}}}"] == pytest.approx(
+        os.path.getmtime(tree / "shared" / "output" / "run-abc" / ".lock-holder")
+    )
+    assert found[f"training_attempt_start_timestamp_seconds{{{nxd}}}"] == pytest.approx(
+        os.path.getmtime(tree / "shared" / "nemo_experiments" / "run-def" / "lock" / ".lock-holder")
+    )
+
+
+def test_a_run_is_served_while_its_probe_would_let_it_live(tree, planned):
+    # Dev's BERT: firstStepTimeoutMinutes and hangTimeoutMinutes both 30, the probe acting 3 minutes after.
+    pod = planned["Deployment"]["spec"]["template"]["spec"]
+    runs = {w["workload"]: w for w in json.loads(pod["containers"][0]["command"][3])}
+    assert runs["bert-pretraining"]["liveSeconds"] == 33 * 60
+    assert runs["nxd-llama"]["holder"] == "lock/.lock-holder"
+
+
+def test_a_new_attempt_is_served_as_the_lock_records_time(tree, exporter):
+    holder = tree / "shared" / "output" / "run-abc" / ".lock-holder"
+    bert = 'run="run-abc",workload="bert-pretraining"'
+    first = scrape(exporter)[f"training_attempt_start_timestamp_seconds{{{bert}}}"]
+    os.utime(holder, (first + 90, first + 90))  # the next attempt took the lock 90 s later
+    assert scrape(exporter)[f"training_attempt_start_timestamp_seconds{{{bert}}}"] == first + 90
+    # A heartbeat silent past the live time, whose lock the new attempt took within it: still served.
+    heartbeat = tree / "shared" / "output" / "run-abc" / "heartbeat"
+    os.utime(heartbeat, (first - 7200, first - 7200))
+    assert f"training_step{{{bert}}}" in scrape(exporter)
+    os.utime(holder, (first - 7200, first - 7200))
+    assert not any("run-abc" in k for k in scrape(exporter))
+
+
+def test_nxd_trainings_heartbeat_is_when_its_step_last_changed(tree, exporter):
+    log = tree / "shared" / "nemo_experiments" / "run-def" / "0" / "log"
+    nxd = 'run="run-def",workload="nxd-llama"'
+    start = scrape(exporter)[f"training_heartbeat_timestamp_seconds{{{nxd}}}"]
+    assert start == pytest.approx(os.path.getmtime(log))  # first seen: the log's mtime stands for the change
+    # Output that is no step line (a restart's start-up, a checkpoint load) moves the log's mtime, not the beat.
+    with log.open("a") as f:
+        f.write("\nLoading checkpoint megatron_llama--step=50\n")
+    os.utime(log, (start + 300, start + 300))
+    found = scrape(exporter)
+    assert found[f"training_heartbeat_timestamp_seconds{{{nxd}}}"] == start and found[f"training_step{{{nxd}}}"] == 57
+    with log.open("a") as f:
+        f.write("Epoch 0:  12%|#2        | 58/466 [10:11<1:12:00, 9.2s/it, loss=4.2]\r")
+    os.utime(log, (start + 360, start + 360))
+    assert scrape(exporter)[f"training_heartbeat_timestamp_seconds{{{nxd}}}"] == start + 360
 
 
 def test_steps_after_a_restart_count_as_redone(tree, exporter):

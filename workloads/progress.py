@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 
 from infra.facts import versions
-from workloads import bert_launch, deadlines, goodput, nxd_llama, pods, ray_llama2, resumable
+from workloads import bert_launch, deadlines, goodput, nxd_llama, pods, ray_llama2, resilience, resumable
 from workloads.kube import declare
 
 SHARED_MOUNT = "/shared"
@@ -41,10 +41,16 @@ def bert_root(output_dir: str) -> str:
 
 
 # workload (the pods' part-of label) -> (kind of its heartbeat, run root, heartbeat in a run directory,
-# checkpoints in a run directory).
+# checkpoints in a run directory, the writer's lock record in a run directory: resumable.RunLock's run_dir).
 LAYOUT = {
-    "ray-llama2": ("ray", ray_llama2.OUTPUT_ROOT, resumable.HEARTBEAT, "checkpoints"),
-    "nxd-llama": ("nxdt", nxd_llama.EXPERIMENTS_DIR, "0/log", "checkpoints"),
+    "ray-llama2": ("ray", ray_llama2.OUTPUT_ROOT, resumable.HEARTBEAT, "checkpoints", resilience.HOLDER_NAME),
+    "nxd-llama": (
+        "nxdt",
+        nxd_llama.EXPERIMENTS_DIR,
+        "0/log",
+        "checkpoints",
+        f"{nxd_llama.LOCK_SUBDIR}/{resilience.HOLDER_NAME}",
+    ),
 }
 
 
@@ -56,12 +62,14 @@ class Exported:
     tokens_per_sample: int
     restart_budget: int
     checkpoint_interval_steps: int | None  # None: BERT's interval is in dataset shards
+    live_seconds: int  # live_seconds(): how long a run stays served after its last sign of life
 
 
 def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BERT_OUTPUT_DIR) -> list[dict[str, Any]]:
     """The exporter's runs argument: for each workload (by its part-of label), where its runs are, what
     their files are called, and what its settings say."""
-    layout = {"bert-pretraining": ("bert", bert_root(bert_output_dir), resumable.HEARTBEAT, ""), **LAYOUT}
+    bert = ("bert", bert_root(bert_output_dir), resumable.HEARTBEAT, "", resilience.HOLDER_NAME)
+    layout = {"bert-pretraining": bert, **LAYOUT}
     return [
         {
             "workload": name,
@@ -69,6 +77,8 @@ def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BE
             "root": layout[name][1],
             "heartbeat": layout[name][2],
             "checkpoints": layout[name][3],
+            "holder": layout[name][4],
+            "liveSeconds": w.live_seconds,
             "samplesPerStep": w.samples_per_step,
             "tokensPerSample": w.tokens_per_sample,
             "restartBudget": w.restart_budget,
@@ -78,6 +88,13 @@ def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BE
     ]
 
 
+def live_seconds(settings: resumable.ProbeTimeouts) -> int:
+    """The longest an attempt of a run can stay silent (no step line, no new attempt taking the lock) before
+    its liveness probe ends it (resumable.detection_minutes of the longer of its two limits): a run silent
+    for longer has ended, and the ledger and the alerts read it no more."""
+    return resumable.detection_minutes(max(settings.first_step_timeout_minutes, settings.hang_timeout_minutes)) * 60
+
+
 def exported(config: Any) -> dict[str, Exported]:
     """Every enabled training workload's settings as the exporter serves them."""
     found: dict[str, Exported] = {}
@@ -85,16 +102,16 @@ def exported(config: Any) -> dict[str, Exported]:
         batch, accum = bert_launch.batch_defaults(bert.bf16)
         per_node = (bert.batch_size or batch) * (bert.grad_accum_steps or accum) * goodput.BERT_WORKERS_PER_NODE
         found["bert-pretraining"] = Exported(
-            per_node * bert.nodes, BERT_TOKENS_PER_SAMPLE, deadlines.bert_attempts(bert) - 1, None
+            per_node * bert.nodes, BERT_TOKENS_PER_SAMPLE, deadlines.bert_attempts(bert) - 1, None, live_seconds(bert)
         )
     llama_batch = int(goodput.figure("llamaGlobalBatch"))
     if (ray := config.on("ray_llama2")) is not None:
         found["ray-llama2"] = Exported(
-            llama_batch, LLAMA_TOKENS_PER_SAMPLE, ray.max_retries, ray.checkpoint_every_steps
+            llama_batch, LLAMA_TOKENS_PER_SAMPLE, ray.max_retries, ray.checkpoint_every_steps, live_seconds(ray)
         )
     if (nxd := config.on("nxd_llama")) is not None:
         found["nxd-llama"] = Exported(
-            llama_batch, LLAMA_TOKENS_PER_SAMPLE, nxd.max_restarts, nxd.checkpoint_every_steps
+            llama_batch, LLAMA_TOKENS_PER_SAMPLE, nxd.max_restarts, nxd.checkpoint_every_steps, live_seconds(nxd)
         )
     return found
 

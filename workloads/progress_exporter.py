@@ -9,13 +9,20 @@ Why from the files and not from inside the training pods: the run directory is a
 heartbeat and the checkpoints are, one read-only pod per namespace on a core node sees every run in it,
 and the training pods' specs stay as they are (a changed spec replaces a running job).
 
-What it serves, one series per run directory (label ``run``: its name) and workload (``workload``: the
-pods' ``app.kubernetes.io/part-of``); the scrape adds ``namespace``:
+What it serves, one series per live run directory (label ``run``: its name) and workload (``workload``: the
+pods' ``app.kubernetes.io/part-of``); the scrape adds ``namespace``. A run is live while its heartbeat or its
+writer's lock record (resilience.lock rewrites it as each attempt takes the lock) is younger than the workload's
+``liveSeconds``: the longest its liveness probe lets an attempt stay silent before ending it. Not the lock
+itself: testing a flock(2) from here would make an attempt that finds it taken by another owner refuse to
+start (resilience.lock). A run that ended (mid-save too) is served no more once that time has passed:
+- ``training_attempt_start_timestamp_seconds``: when the run's newest attempt took the lock (the record's
+  mtime); each new value is a restart of the run's training step;
 - ``training_step``: the step of the heartbeat's last step line;
 - ``training_step_high_water``: the highest step this exporter has seen in the run;
 - ``training_redoing``: 1 while the step is below that (an attempt re-doing steps after a restart);
 - ``training_steps_redone_total``: steps trained again after a restart;
-- ``training_heartbeat_timestamp_seconds``: when the heartbeat last changed (its mtime);
+- ``training_heartbeat_timestamp_seconds``: when the step last changed: the heartbeat's mtime when this
+  exporter saw the new step (NxD Training's log changes on any output, not only on a step);
 - ``training_throughput``: the last step line's ``throughput : <samples/s>`` (BERT and Ray print it);
 - ``training_checkpoint_step`` and ``training_checkpoint_timestamp_seconds``: the newest save that is
   complete by its script's own marker (BERT: a zip archive with its end record; NxD: ``done``);
@@ -23,7 +30,8 @@ pods' ``app.kubernetes.io/part-of``); the scrape adds ``namespace``:
 - ``training_samples_per_step`` and ``training_tokens_per_sample``: from the workload's settings, so the
   ledger can price a trained token; ``training_restart_budget`` and ``training_checkpoint_interval_steps``
   (where the interval is in steps: not BERT's, in shards), for the alerts.
-The high-water mark lives in this process: after the exporter restarts, steps redone before it are not seen.
+The high-water mark and the step's last change live in this process: after the exporter restarts, steps redone
+before it are not seen, and the heartbeat's mtime stands for the last change until the step moves.
 """
 
 from __future__ import annotations
@@ -108,8 +116,14 @@ class Runs:
             beat_time = os.path.getmtime(heartbeat)
         except OSError:  # gone meanwhile: the run is not served this time
             return []
+        try:
+            attempt: float | None = os.path.getmtime(os.path.join(run_dir, w["holder"]))
+        except OSError:
+            attempt = None
+        if time.time() - max(beat_time, attempt or 0.0) > w["liveSeconds"]:
+            return []
         out = [
-            ("training_heartbeat_timestamp_seconds", labels, beat_time),
+            *([("training_attempt_start_timestamp_seconds", labels, attempt)] if attempt is not None else []),
             ("training_samples_per_step", labels, float(w["samplesPerStep"])),
             ("training_tokens_per_sample", labels, float(w["tokensPerSample"])),
             ("training_restart_budget", labels, float(w["restartBudget"])),
@@ -119,7 +133,9 @@ class Runs:
         step = resilience.last_step(text, w["kind"])
         if step is not None:
             key = (w["workload"], labels["run"])
-            seen = self.seen.setdefault(key, {"last": step, "high": step, "redone": 0})
+            seen = self.seen.setdefault(key, {"last": step, "high": step, "redone": 0, "changed": beat_time})
+            if step != seen["last"]:
+                seen["changed"] = beat_time
             if step < seen["last"]:
                 seen["last"] = step  # a restart from a checkpoint: what follows up to ``high`` is trained again
             elif step > seen["last"]:
@@ -127,6 +143,7 @@ class Runs:
                 seen["last"] = step
             seen["high"] = max(seen["high"], step)
             out += [
+                ("training_heartbeat_timestamp_seconds", labels, seen["changed"]),
                 ("training_step", labels, float(step)),
                 ("training_step_high_water", labels, float(seen["high"])),
                 ("training_redoing", labels, 1.0 if step < seen["high"] else 0.0),
@@ -147,11 +164,12 @@ class Runs:
 
 
 HELP = {
+    "training_attempt_start_timestamp_seconds": ("gauge", "When the run's newest attempt took the writer's lock."),
     "training_step": ("gauge", "Step of the run's last heartbeat line."),
     "training_step_high_water": ("gauge", "Highest step this exporter has seen in the run."),
     "training_redoing": ("gauge", "1 while the run trains steps below its high-water mark again."),
     "training_steps_redone_total": ("counter", "Steps trained again after a restart."),
-    "training_heartbeat_timestamp_seconds": ("gauge", "When the run's heartbeat last changed."),
+    "training_heartbeat_timestamp_seconds": ("gauge", "When the run's step last changed."),
     "training_throughput": ("gauge", "Samples per second the last step line reports."),
     "training_checkpoint_step": ("gauge", "Step of the newest complete checkpoint."),
     "training_checkpoint_timestamp_seconds": ("gauge", "When the newest complete checkpoint was finished."),
