@@ -4,11 +4,13 @@ as each emits them (one series per label set, present only while its object exis
 
 The week (minutes from 0 to 10079), in namespace ``research``, NxD Llama on trn1.32xlarge nodes n1 and n2:
 - 1-14 both nodes burn in (they join at 1) (the startup taint); 15-19 the job's two pods wait unscheduled (pending);
-- 20-24 the pods are bound and pull their image (Pending), 25 on Running; first step at 40;
+- 20-24 the pods are bound and pull their image (Pending), 25 on Running; rank 0 takes the run's lock at 30;
+  first step at 40;
 - a 5-minute checkpoint save every hour at 100 + 60k (the heartbeat stops while it saves);
 - the last step before a hang at 2999; the probe ends the pods at 3035; the new attempt's pods start at
-  3035, step again from 3045 and redo the steps since the last save until 3061;
-- the job ends at 9000; n1 and n2 stay, idle, to the end of the week (minute 10080);
+  3035, take the lock at 3038, step again from 3045 and redo the steps since the last save until 3061;
+- the job ends at 9000, and the exporter serves its run until its live time has passed (9033); n1 and n2 stay,
+  idle, to the end of the week (minute 10080);
 - n3 (on demand) joins at 5000, burns in until 5009 and idles until 5119; n4 (a Capacity Block node)
   idles from 7000 to 7059; c1 is a core node all week.
 """
@@ -30,6 +32,10 @@ BURN_IN_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/neuron-burn-in"
 FIRST_ATTEMPT = range(15, 3035)
 SECOND_ATTEMPT = range(3035, 9000)
 FIRST_START, SECOND_START = 20, 3035
+FIRST_LOCK, SECOND_LOCK = 30, 3038
+# The run's live time (workloads/progress.py live_seconds: 30-minute limits, the probe 3 minutes after).
+LIVE_MINUTES = 33
+INSTANCE_TYPE = "trn1.32xlarge"
 FIRST_STEP, LAST_BEAT_BEFORE_HANG, STEPS_AGAIN, REDO_END, JOB_END = 40, 2999, 3045, 3062, 9000
 SAVES = [s for s in range(100, JOB_END, 60) if not LAST_BEAT_BEFORE_HANG < s < STEPS_AGAIN]
 SAVE_MINUTES = 5
@@ -84,7 +90,7 @@ def series() -> dict[str, Values]:
             alive, 16
         )
         out[
-            f'kube_node_labels{{node="{node}",label_node_kubernetes_io_instance_type="trn1.32xlarge",'
+            f'kube_node_labels{{node="{node}",label_node_kubernetes_io_instance_type="{INSTANCE_TYPE}",'
             f'label_eks_amazonaws_com_capacity_type="{capacity}"}}'
         ] = during(alive, 1)
         if burn_in:
@@ -105,22 +111,27 @@ def series() -> dict[str, Values]:
             alive, lambda t, running=running: float(t >= running)
         )
         out[f"kube_pod_start_time{{{key}}}"] = during(range(start, alive.stop), 60.0 * start)
-        requests = f'kube_pod_container_resource_requests{{{key},container="worker",resource="aws_amazon_com_neuron",unit="integer"'
-        out[f'{requests},node=""}}'] = during(range(alive.start, start), 16)
-        out[f'{requests},node="{node}"}}'] = during(range(start, alive.stop), 16)
-    # mpirun's launcher, on a core node, asks for no Neuron device: it holds no Trainium node.
+        out[f'kube_pod_info{{{key},node=""}}'] = during(range(alive.start, start), 1)
+        out[f'kube_pod_info{{{key},node="{node}"}}'] = during(range(start, alive.stop), 1)
+        out[f'kube_pod_nodeselectors{{{key},nodeselector_node_kubernetes_io_instance_type="{INSTANCE_TYPE}"}}'] = (
+            during(alive, 1)
+        )
+    # mpirun's launcher, on a core node: it holds no Trainium node.
     launcher = f'namespace="{NAMESPACE}",pod="launcher"'
     out[f'kube_pod_labels{{{launcher},label_app_kubernetes_io_part_of="{WORKLOAD}"}}'] = during(range(20, JOB_END), 1)
     out[f'kube_pod_status_phase{{{launcher},phase="Running"}}'] = during(range(20, JOB_END), 1)
-    out[
-        f'kube_pod_container_resource_requests{{{launcher},container="launcher",node="c1",resource="cpu",unit="core"}}'
-    ] = during(range(20, JOB_END), 1)
+    out[f'kube_pod_info{{{launcher},node="c1"}}'] = during(range(20, JOB_END), 1)
     run = f'namespace="{NAMESPACE}",run="{RUN}",workload="{WORKLOAD}"'
-    exported = range(FIRST_STEP, MINUTES)
-    out[f"training_heartbeat_timestamp_seconds{{{run}}}"] = heartbeats()
+    served = range(FIRST_LOCK, JOB_END + LIVE_MINUTES)
+    exported = range(FIRST_STEP, served.stop)
+    out[f"training_attempt_start_timestamp_seconds{{{run}}}"] = during(
+        served, lambda t: 60.0 * (FIRST_LOCK if t < SECOND_LOCK else SECOND_LOCK)
+    )
+    beats, high = heartbeats(), high_water()
+    out[f"training_heartbeat_timestamp_seconds{{{run}}}"] = during(served, lambda t: beats[t])
     out[f"training_checkpoint_saving{{{run}}}"] = during(exported, lambda t: float(t in SAVING))
     out[f"training_redoing{{{run}}}"] = during(exported, lambda t: float(STEPS_AGAIN <= t < REDO_END))
-    out[f"training_step_high_water{{{run}}}"] = high_water()
+    out[f"training_step_high_water{{{run}}}"] = during(served, lambda t: high[t])
     out[f"training_samples_per_step{{{run}}}"] = during(exported, 1024)
     out[f"training_tokens_per_sample{{{run}}}"] = during(exported, 4096)
     out[f"training_restart_budget{{{run}}}"] = during(exported, RESTART_BUDGET)

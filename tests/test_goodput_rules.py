@@ -58,6 +58,7 @@ WEEK_LEDGER = [
     sample('job:goodput_lost_node_hours:sum7d{cause="hung"}', 1.0),
     sample('job:goodput_lost_node_hours:sum7d{cause="redoing"}', 2 * 20 / 60),
     sample("job:goodput:ratio7d", 8160 / 8980),  # 0.908686
+    sample("job:goodput:ratio", 8160 / 8980),  # the week's, under the name without its window
     sample("job:paid_usd:sum7d", USD),
     sample("job:steps_trained:sum7d", STEPS),
     sample("job:tokens_trained:sum7d", TOKENS),
@@ -106,7 +107,9 @@ def test_the_rule_file_is_valid(rule_dir):
 def test_rule_names_say_goodput_and_each_is_recorded_once():
     rules = [r for g in goodput_rules.rule_groups("us-east-1")["groups"] for r in g["rules"] if "record" in r]
     records = [(r["record"], tuple(sorted(r.get("labels", {}).items()))) for r in rules]
-    assert {"job:goodput:ratio7d", "job:paid_node_hours:sum7d", "fleet:goodput:ratio7d"} <= {r for r, _ in records}
+    assert {"job:goodput:ratio", "job:goodput:ratio7d", "job:paid_node_hours:sum7d", "fleet:goodput:ratio7d"} <= {
+        r for r, _ in records
+    }
     assert len(records) == len(set(records))
     # A region the price table lacks prices no node: the cost rules then have nothing, never $0.
     assert "* 0 + " not in goodput_rules.price_expression("ap-south-2")
@@ -155,6 +158,7 @@ def three_hours() -> list[dict[str, str]]:
     and none after; n1 sends 1 GB a minute over EFA throughout, n2 nothing from minute 60."""
     job = 'namespace="research",run="run-1",workload="nxd-llama"'
     series = {
+        f"training_attempt_start_timestamp_seconds{{{job}}}": "30x180",
         f"training_heartbeat_timestamp_seconds{{{job}}}": "60+60x180",
         f"training_checkpoint_saving{{{job}}}": "0x180",
         f"training_redoing{{{job}}}": "0x180",
@@ -172,7 +176,7 @@ def three_hours() -> list[dict[str, str]]:
             f'kube_pod_labels{{{pod},label_app_kubernetes_io_part_of="nxd-llama"}}': "1x180",
             f'kube_pod_status_phase{{{pod},phase="Running"}}': "1x180",
             f"kube_pod_start_time{{{pod}}}": "0x180",
-            f'kube_pod_container_resource_requests{{{pod},container="worker",node="{node}",resource="aws_amazon_com_neuron",unit="integer"}}': "16x180",
+            f'kube_pod_info{{{pod},node="{node}"}}': "1x180",
         }
     return [{"series": name, "values": values} for name, values in series.items()]
 
@@ -244,7 +248,8 @@ KUBE_STATE_METRICS = {
     "kube_pod_labels",
     "kube_pod_status_phase",
     "kube_pod_start_time",
-    "kube_pod_container_resource_requests",
+    "kube_pod_info",
+    "kube_pod_nodeselectors",
 }
 EFA_NODE_EXPORTER = {"node_amazonefa_tx_bytes"}
 

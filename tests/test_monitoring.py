@@ -75,6 +75,8 @@ def test_the_collector_finds_kube_state_metrics_and_every_progress_exporter(prod
     allowed = release.inputs["values"]["metricLabelsAllowlist"]
     assert "pods=[app.kubernetes.io/part-of]" in allowed
     assert "nodes=[node.kubernetes.io/instance-type,eks.amazonaws.com/capacityType]" in allowed
+    # The pods' nodeSelector (the pending state's instance type) is an opt-in family, named in the args.
+    assert "--metric-opt-in-list=kube_pod_nodeselectors" in release.inputs["values"]["extraArgs"]
 
 
 def test_the_collector_is_the_user_its_cluster_role_is_bound_to(prod):

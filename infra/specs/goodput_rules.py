@@ -5,17 +5,21 @@ in-cluster Prometheus (infra/components/observability.py), and tests/test_goodpu
 `promtool test rules` over a synthetic week. Pure: settings in, rule groups (dicts) and YAML out.
 
 Every minute each Trainium node is in exactly one state, and a job's nodes in exactly one of its states:
+A Trainium node is one with Neuron devices in its capacity, or of a Trainium instance type (a
+``deviceAllocation: dra`` group's nodes carry no ``aws.amazon.com/neuron``: their devices are claimed through DRA).
 - **burn-in**: the node still carries the burn-in's startup taint (infra/specs/node_template.py);
-- **a job's**, when a pod of a training workload (its ``app.kubernetes.io/part-of``) that asks for Neuron
-  devices is bound to it, Pending or Running; then by the job's own progress (the progress exporter,
-  workloads/progress_exporter.py):
-  - **starting**: no step since the newest of its pods started (image pull, compile, rendezvous, a
-    precompile step, which writes no heartbeat);
+- **a job's**, when a pod of a training workload (its ``app.kubernetes.io/part-of``) is bound to it, Pending
+  or Running; then by the job's own progress, read from the job's current run only (the run whose newest
+  attempt took the writer's lock last; the progress exporter, workloads/progress_exporter.py, serves live runs):
+  - **starting**: no step since the newest of its pods started or since the current run's newest attempt
+    took the lock (image pull, compile, rendezvous, checkpoint load, a precompile step, which writes no
+    heartbeat);
   - **checkpointing**: a save newer than the newest complete checkpoint is being written;
   - **hung**: no step for HANG_SUSPECT_SECONDS while no save runs, until the liveness probe ends it;
   - **redoing**: stepping below the run's high-water mark after a restart;
   - **productive**: stepping past it;
-- otherwise **pending** while a training pod waits to be scheduled (a gang waiting for its other nodes),
+- otherwise **pending** while a training pod that selects the node's instance type waits to be scheduled (a
+  gang waiting for its other nodes),
   **capacity-block idle** on a Capacity Block node (the block's tail after the job stopped), and **idle**
   (the autoscaler's scale-down delay, a node nobody asked for).
 Ledgers sum the node counts of every evaluation over a window, each EVALUATION_INTERVAL_SECONDS / 3600
@@ -25,10 +29,17 @@ Ranges stop a second short of their length ("[59m59s]", "[167h59m59s:1h]"): an e
 closed at both ends (promtool 2.42's does: tests/test_goodput_rules.py) would count the sample on the
 boundary of two hours in both, and a second short counts it once whether the start is open or closed.
 
+Restarts are the changes of the current run's ``training_attempt_start_timestamp_seconds``: one per attempt of its
+training step, which alone takes the run directory's lock (not a compile or precompile step, a launcher, a Ray
+head or submitter, nor a gang's pods starting minutes apart: one of them takes it per attempt).
+
+kube-state-metrics runs as a Deployment: while it rolls, two replicas export the same object's series (their
+``instance`` differs), and so does the progress exporter's; every join takes ``max by`` of both sides first.
+
 Inputs (tests/test_goodput_rules.py names each; docs/monitoring.md cites their exporters' sources):
 kube-state-metrics' ``kube_node_status_capacity``, ``kube_node_spec_taint``, ``kube_node_labels``,
-``kube_pod_labels``, ``kube_pod_status_phase``, ``kube_pod_start_time`` and
-``kube_pod_container_resource_requests``; the progress exporter's ``training_*`` series.
+``kube_pod_labels``, ``kube_pod_status_phase``, ``kube_pod_start_time``, ``kube_pod_info`` and
+``kube_pod_nodeselectors`` (opt-in: METRIC_OPT_IN); the progress exporter's ``training_*`` series.
 """
 
 from __future__ import annotations
@@ -51,17 +62,23 @@ HANG_SUSPECT_SECONDS = 300
 TRAINING_WORKLOADS = ("bert-pretraining", "ray-llama2", "nxd-llama", "cluster-check")
 
 # kube-state-metrics v2.20.0 (kubernetes/kube-state-metrics internal/store): a resource name becomes the
-# ``resource`` label of kube_node_status_capacity and kube_pod_container_resource_requests (whose ``node`` is
-# the pod's spec.nodeName, "" until it is bound: pod.go) through SanitizeLabelName, every character outside
+# ``resource`` label of kube_node_status_capacity through SanitizeLabelName, every character outside
 # [a-zA-Z0-9_] as "_" (utils.go); a Kubernetes label becomes ``label_`` + that, in snake case
 # (utils.go labelName, lintLabelName), on kube_pod_labels and kube_node_labels only for the labels its
 # --metric-labels-allowlist names (METRIC_LABELS_ALLOWLIST). kube_node_spec_taint has key, value and effect
 # (node.go); kube_pod_status_phase one series per phase, 1 for the pod's (pod.go); kube_pod_start_time is the
-# pod's status.startTime (pod.go).
+# pod's status.startTime (pod.go); kube_pod_info's ``node`` is its spec.nodeName, "" until it is bound (pod.go);
+# kube_pod_nodeselectors (an opt-in family: NewOptInFamilyGenerator, served only when named in
+# --metric-opt-in-list, pkg/optin) has a ``nodeselector_`` label per key of spec.nodeSelector, named as above
+# (utils.go kubeMapToPrometheusLabels). Every training pod selects its group's instance type
+# (infra/contract.py NodeGroup.node_selector).
 NEURON_RESOURCE = NEURON_RESOURCES[0].replace(".", "_").replace("/", "_")
 PART_OF = "label_app_kubernetes_io_part_of"
 INSTANCE_TYPE = "label_node_kubernetes_io_instance_type"
 CAPACITY_TYPE = "label_eks_amazonaws_com_capacity_type"
+SELECTED_INSTANCE_TYPE = "nodeselector_node_kubernetes_io_instance_type"
+METRIC_OPT_IN = ("kube_pod_nodeselectors",)
+TRAINIUM_INSTANCE_TYPES = tuple(sorted(name for name, t in INSTANCE_TYPES.items() if t.neuron is not None))
 METRIC_LABELS_ALLOWLIST = (
     "pods=[app.kubernetes.io/part-of]",
     "nodes=[node.kubernetes.io/instance-type,eks.amazonaws.com/capacityType]",
@@ -69,6 +86,7 @@ METRIC_LABELS_ALLOWLIST = (
 CAPACITY_BLOCK = "CAPACITY_BLOCK"
 
 JOB = "namespace, workload"
+RUN = "namespace, workload, run"
 LOSS_CAUSES = ("starting", "checkpointing", "hung", "redoing")
 FLEET_CAUSES = ("burn_in", "pending", "capacity_block_idle", "idle")
 
@@ -79,6 +97,7 @@ def _just_short(hours: int) -> str:
 
 
 WINDOW_HOURS = {"1d": 24, "7d": 168}
+HEADLINE_WINDOW = "7d"
 
 
 def _rule(record: str, expr: str, **labels: str) -> dict[str, Any]:
@@ -86,12 +105,19 @@ def _rule(record: str, expr: str, **labels: str) -> dict[str, Any]:
 
 
 def _workload_pods(phase: str) -> str:
-    """Pods of the training workloads in ``phase`` (1 each), labelled with their workload."""
+    """Pods of the training workloads in ``phase`` (1 each), labelled with their workload (namespace, pod,
+    workload)."""
     workloads = "|".join(TRAINING_WORKLOADS)
     return (
-        f'label_replace(kube_pod_labels{{{PART_OF}=~"{workloads}"}}, "workload", "$1", "{PART_OF}", "(.+)") '
+        f'max by (namespace, pod, workload) (label_replace(kube_pod_labels{{{PART_OF}=~"{workloads}"}}, "workload", '
+        f'"$1", "{PART_OF}", "(.+)")) '
         f'* on (namespace, pod) group_left () (max by (namespace, pod) (kube_pod_status_phase{{phase=~"{phase}"}}) == 1)'
     )
+
+
+def _current(series: str) -> str:
+    """``series`` of each job's current run only (the exporter's series, one per run)."""
+    return f"({series} and on ({RUN}) job_run:current_attempt_start:seconds)"
 
 
 def price_expression(region: str) -> str:
@@ -111,28 +137,42 @@ def price_expression(region: str) -> str:
 def node_rules(region: str) -> list[dict[str, Any]]:
     present = "node:trainium:present"
     return [
-        _rule(present, f'count by (node) (kube_node_status_capacity{{resource="{NEURON_RESOURCE}"}} > 0)'),
+        _rule(
+            present,
+            f'clamp_max(count by (node) (kube_node_status_capacity{{resource="{NEURON_RESOURCE}"}} > 0 '
+            f'or kube_node_labels{{{INSTANCE_TYPE}=~"{"|".join(TRAINIUM_INSTANCE_TYPES)}"}}), 1)',
+        ),
         _rule("node:trainium_hourly_usd:price", price_expression(region)),
         _rule(
             "node:trainium_burn_in:present",
             f'{present} and on (node) kube_node_spec_taint{{key="{BURN_IN_TAINT.key}"}}',
         ),
-        # A job's pods bound to a node (Pending while its image pulls, then Running) hold it.
+        # A job's pods bound to a Trainium node (Pending while its image pulls, then Running) hold it, whether
+        # they ask for its devices as extended resources or claim them through DRA; a launcher or a Ray head
+        # is bound to a CPU node.
         _rule(
             "node_job:trainium:allocated",
             f"clamp_max(count by (node, {JOB}) ("
             f"{_workload_pods('Pending|Running')} "
             f"* on (namespace, pod) group_left (node) "
-            f'(max by (namespace, pod, node) (kube_pod_container_resource_requests{{resource="{NEURON_RESOURCE}"}}) > 0)'
+            f'max by (namespace, pod, node) (kube_pod_info{{node!=""}})'
             f"), 1) * on (node) group_left () {present}",
         ),
         _rule(
             "node:trainium_unallocated:present",
             f"{present} unless on (node) (node_job:trainium:allocated or node:trainium_burn_in:present)",
         ),
+        # A gang waits for nodes of the instance type its pods select: only such nodes are pending for it; one
+        # of another type that nobody asked for is idle.
         _rule(
             "node:trainium_pending:present",
-            f"node:trainium_unallocated:present and on () (count ({_workload_pods('Pending')}) > 0)",
+            "node:trainium_unallocated:present and on (node) ("
+            f'label_replace(max by (node, {INSTANCE_TYPE}) (kube_node_labels), "instance_type", "$1", "{INSTANCE_TYPE}", '
+            '"(.+)") and on (instance_type) ('
+            f'label_replace(max by (namespace, pod, {SELECTED_INSTANCE_TYPE}) (kube_pod_nodeselectors), "instance_type", '
+            f'"$1", "{SELECTED_INSTANCE_TYPE}", "(.+)") '
+            f"and on (namespace, pod) ({_workload_pods('Pending')}) "
+            'and on (namespace, pod) kube_pod_info{node=""}))',
         ),
         _rule(
             "node:trainium_capacity_block_idle:present",
@@ -153,21 +193,38 @@ def job_rules() -> list[dict[str, Any]]:
     saving = "(job:checkpoint_saving:max == 1)"
     return [
         _rule(nodes, f"sum by ({JOB}) (node_job:trainium:allocated)"),
+        # The current run of each job: the one whose newest attempt took the writer's lock last (an earlier
+        # run that ended mid-save, or finished at a higher step, is read no more).
+        _rule("job_run:attempt_start:seconds", f"max by ({RUN}) (training_attempt_start_timestamp_seconds)"),
+        _rule(
+            "job_run:current_attempt_start:seconds",
+            f"job_run:attempt_start:seconds == on ({JOB}) group_left () max by ({JOB}) (job_run:attempt_start:seconds)",
+        ),
         _rule(
             "job:trainium_hourly_usd:sum",
             f"sum by ({JOB}) (node_job:trainium:allocated * on (node) group_left () node:trainium_hourly_usd:price)",
         ),
         _rule(
-            "job:attempt_start:seconds",
-            f"max by ({JOB}) (kube_pod_start_time * on (namespace, pod) group_left (workload) "
+            "job:pod_start:seconds",
+            f"max by ({JOB}) (max by (namespace, pod) (kube_pod_start_time) * on (namespace, pod) group_left (workload) "
             f"{_workload_pods('Pending|Running')})",
         ),
-        _rule("job:heartbeat:timestamp", f"max by ({JOB}) (training_heartbeat_timestamp_seconds)"),
-        _rule("job:checkpoint_saving:max", f"max by ({JOB}) (training_checkpoint_saving)"),
-        _rule("job:redoing:max", f"max by ({JOB}) (training_redoing)"),
+        _rule("job:attempt_start:seconds", f"max by ({JOB}) (job_run:current_attempt_start:seconds)"),
+        *(
+            _rule(
+                f"job:restarts:count{window}",
+                f"max by ({JOB}) (max by ({RUN}) (changes(training_attempt_start_timestamp_seconds"
+                f"[{_just_short(WINDOW_HOURS[window])}])) and on ({RUN}) job_run:current_attempt_start:seconds)",
+            )
+            for window in WINDOW_HOURS
+        ),
+        _rule("job:heartbeat:timestamp", f"max by ({JOB}) {_current('training_heartbeat_timestamp_seconds')}"),
+        _rule("job:checkpoint_saving:max", f"max by ({JOB}) {_current('training_checkpoint_saving')}"),
+        _rule("job:redoing:max", f"max by ({JOB}) {_current('training_redoing')}"),
         _rule(
             stepping,
-            f"{nodes} and on ({JOB}) (job:heartbeat:timestamp > on ({JOB}) job:attempt_start:seconds)",
+            f"{nodes} and on ({JOB}) (job:heartbeat:timestamp > on ({JOB}) job:pod_start:seconds) "
+            f"and on ({JOB}) (job:heartbeat:timestamp > on ({JOB}) job:attempt_start:seconds)",
         ),
         _rule("job:goodput_nodes:starting", f"{nodes} unless on ({JOB}) {stepping}"),
         _rule("job:goodput_nodes:checkpointing", f"{stepping} and on ({JOB}) {saving}"),
@@ -210,9 +267,10 @@ def hourly_rules() -> list[dict[str, Any]]:
 
     # Steps past the high-water mark in the hour: its rise since an hour ago (since the run's first sample
     # in the hour for a new run); never negative (an exporter restart forgets the mark).
+    high = f"max by ({RUN}) (training_step_high_water)"
     rise = (
-        "clamp_min((training_step_high_water - training_step_high_water offset 1h) "
-        "or (training_step_high_water - min_over_time(training_step_high_water[59m59s])), 0)"
+        f"clamp_min(({high} - max by ({RUN}) (training_step_high_water offset 1h)) "
+        f"or ({high} - max by ({RUN}) (min_over_time(training_step_high_water[59m59s]))), 0)"
     )
     return [
         _rule("job:paid_node_hours:sum1h", hour("job:trainium_nodes:count")),
@@ -225,8 +283,8 @@ def hourly_rules() -> list[dict[str, Any]]:
         _rule("job:steps_trained:sum1h", f"sum by ({JOB}) ({rise})"),
         _rule(
             "job:tokens_trained:sum1h",
-            f"sum by ({JOB}) ({rise} * on (namespace, workload, run) training_samples_per_step "
-            "* on (namespace, workload, run) training_tokens_per_sample)",
+            f"sum by ({JOB}) ({rise} * on ({RUN}) max by ({RUN}) (training_samples_per_step) "
+            f"* on ({RUN}) max by ({RUN}) (training_tokens_per_sample))",
         ),
         _rule("fleet:paid_node_hours:sum1h", hour("fleet:trainium_nodes:count")),
         *(
@@ -255,6 +313,8 @@ def ledger_rules(window: str) -> list[dict[str, Any]]:
         _rule(productive, total("job:productive_node_hours:sum1h")),
         _rule(f"job:goodput_lost_node_hours:sum{window}", total("job:goodput_lost_node_hours:sum1h")),
         _rule(f"job:goodput:ratio{window}", f"{productive} / on ({JOB}) ({paid} > 0)"),
+        # The week's ratio under the name without its window too: the ledger's headline figure.
+        *([_rule("job:goodput:ratio", f"job:goodput:ratio{window}")] if window == HEADLINE_WINDOW else []),
         _rule(usd, total("job:paid_usd:sum1h")),
         _rule(steps, total("job:steps_trained:sum1h")),
         _rule(tokens, total("job:tokens_trained:sum1h")),
@@ -307,10 +367,10 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
         ),
         _alert(
             "TrainingRestartBudgetNearlySpent",
-            # A new attempt is a new pod start; the budget is the controller's retries (the exporter's
-            # training_restart_budget, from the workload's settings).
-            f"(changes(job:attempt_start:seconds[7d]) >= on ({JOB}) (max by ({JOB}) (training_restart_budget) - 1)) "
-            f"and on ({JOB}) (max by ({JOB}) (training_restart_budget) > 0) and on ({JOB}) job:attempt_start:seconds",
+            # The budget is the controller's retries (the exporter's training_restart_budget, from the
+            # workload's settings).
+            f"(job:restarts:count7d >= on ({JOB}) (max by ({JOB}) {_current('training_restart_budget')} - 1)) "
+            f"and on ({JOB}) (max by ({JOB}) {_current('training_restart_budget')} > 0)",
             "0m",
             "{{ $labels.workload }} in {{ $labels.namespace }} has restarted {{ $value }} time(s) in 7 days: at "
             "most one restart of its budget is left",
@@ -335,8 +395,8 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
         ),
         _alert(
             "CheckpointOverdue",
-            f"(max by ({JOB}) (training_step) - max by ({JOB}) (training_checkpoint_step)) "
-            f"> on ({JOB}) (2 * max by ({JOB}) (training_checkpoint_interval_steps)) "
+            f"(max by ({JOB}) {_current('training_step')} - max by ({JOB}) {_current('training_checkpoint_step')}) "
+            f"> on ({JOB}) (2 * max by ({JOB}) {_current('training_checkpoint_interval_steps')}) "
             f"and on ({JOB}) job:trainium_nodes_stepping:count",
             "0m",
             "{{ $labels.workload }} in {{ $labels.namespace }} is more than twice its checkpoint interval past "

@@ -16,7 +16,8 @@ Sources, each read where cited:
 - pulumi-aws 7.51.1 amp/alert_manager_definition.py and amp/scraper.py (the definition's shape; the
   ``AMPAgentlessScraper`` tag a collector puts on its workspace).
 - prometheus-community/helm-charts kube-state-metrics-8.4.0 (app 2.20.0): values ``metricLabelsAllowlist``
-  (joined into --metric-labels-allowlist, templates/deployment.yaml), ``nodeSelector``; pods labelled
+  (joined into --metric-labels-allowlist, templates/deployment.yaml), ``extraArgs`` (added to the args there),
+  ``nodeSelector``; pods labelled
   ``app.kubernetes.io/name: kube-state-metrics`` (templates/_helpers.tpl) serving on container port ``http``.
 """
 
@@ -164,8 +165,12 @@ def topic_policy(topic_arn: str, workspace_arn: str, account_id: str) -> dict[st
 
 
 def kube_state_metrics_values(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
-    """On the system nodes; the labels the ledger reads allowed onto kube_pod_labels and kube_node_labels."""
+    """On the system nodes; the labels the ledger reads allowed onto kube_pod_labels and kube_node_labels, and
+    the opt-in families it reads served."""
     return {
         "nodeSelector": dict(core_node_selector),
         "metricLabelsAllowlist": list(goodput_rules.METRIC_LABELS_ALLOWLIST),
+        # The chart has no value for --metric-opt-in-list; extraArgs are added to the container's args
+        # (kube-state-metrics-8.4.0 templates/deployment.yaml).
+        "extraArgs": [f"--metric-opt-in-list={','.join(goodput_rules.METRIC_OPT_IN)}"],
     }
