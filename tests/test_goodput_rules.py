@@ -6,6 +6,7 @@ node-minutes a node there; the ledger at minute 10080 sums the whole hours 1 to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,119 @@ def test_every_series_a_rule_reads_is_one_its_exporter_emits():
     read = {m for r in rules for m in re.findall(r"\b((?:kube|training|node)_[a-z_]+)\b", r["expr"])}
     assert read - {"node_job"} <= KUBE_STATE_METRICS | EFA_NODE_EXPORTER | served, read - served
     assert {"training_step", "training_restart_budget", "training_checkpoint_interval_steps"} <= served
+
+
+# Short scenarios, minute by minute, each on the shapes its exporter emits (as tests/goodput_week.py).
+def over(minutes: int, alive: range, value: float | Callable[[int], float]) -> goodput_week.Values:
+    return [(value(t) if callable(value) else value) if t in alive else None for t in range(minutes + 1)]
+
+
+def trainium_node(minutes: int, node: str, instance_type: str = "trn1.32xlarge", dra: bool = False, **extra: str):
+    """A Trainium node all along; a DRA group's carries no aws.amazon.com/neuron capacity."""
+    labels = "".join(f',{k}="{v}"' for k, v in extra.items())
+    alive = range(minutes + 1)
+    out = {
+        f'kube_node_labels{{node="{node}",label_node_kubernetes_io_instance_type="{instance_type}",'
+        f'label_eks_amazonaws_com_capacity_type="ON_DEMAND"{labels}}}': over(minutes, alive, 1)
+    }
+    if not dra:
+        out[f'kube_node_status_capacity{{node="{node}",resource="aws_amazon_com_neuron",unit="integer"{labels}}}'] = (
+            over(minutes, alive, 16)
+        )
+    return out
+
+
+def workload_pod(
+    minutes: int,
+    pod: str,
+    node: str,
+    alive: range,
+    workload: str = "nxd-llama",
+    namespace: str = "research",
+    bound: int | None = None,
+    selects: str = "trn1.32xlarge",
+    **extra: str,
+):
+    """A pod of ``workload``, Pending and unbound until ``bound`` (its start), then Running on ``node``."""
+    start = alive.start if bound is None else bound
+    key = f'namespace="{namespace}",pod="{pod}"' + "".join(f',{k}="{v}"' for k, v in extra.items())
+    return {
+        f'kube_pod_labels{{{key},label_app_kubernetes_io_part_of="{workload}"}}': over(minutes, alive, 1),
+        f'kube_pod_status_phase{{{key},phase="Pending"}}': over(minutes, alive, lambda t: float(t < start)),
+        f'kube_pod_status_phase{{{key},phase="Running"}}': over(minutes, alive, lambda t: float(t >= start)),
+        f"kube_pod_start_time{{{key}}}": over(minutes, range(start, alive.stop), 60.0 * start),
+        f'kube_pod_info{{{key},node=""}}': over(minutes, range(alive.start, start), 1),
+        f'kube_pod_info{{{key},node="{node}"}}': over(minutes, range(start, alive.stop), 1),
+        f'kube_pod_nodeselectors{{{key},nodeselector_node_kubernetes_io_instance_type="{selects}"}}': over(
+            minutes, alive, 1
+        ),
+    }
+
+
+def run_series(minutes: int, run: str, served: range, workload: str = "nxd-llama", namespace: str = "research", **values):
+    """The progress exporter's series of one run while it is served: each keyword a series' name after
+    ``training_``, its value a number or a function of the minute."""
+    key = f'namespace="{namespace}",run="{run}",workload="{workload}"'
+    return {f"training_{name}{{{key}}}": over(minutes, served, value) for name, value in values.items()}
+
+
+def run_scenario(rule_dir: Path, name: str, series: dict, exprs: list[dict] = (), alerts: list[dict] = ()) -> str:
+    tests = {
+        "rule_files": ["goodput.yml"],
+        "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": goodput_week.promtool_values(v)} for k, v in series.items()],
+                "promql_expr_test": list(exprs),
+                "alert_rule_test": list(alerts),
+            }
+        ],
+    }
+    (rule_dir / f"{name}.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=1_000_000))
+    result = promtool.run("test", "rules", rule_dir / f"{name}.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+RAY_LABELS = {"namespace": "ray", "workload": "ray-llama2"}
+
+
+def test_restarts_are_new_attempts_of_the_current_runs_training_step(rule_dir):
+    # NxD Training (budget 3: alerts at 2 restarts): compile pods from 10 and, on nodes that joined later, 17, then
+    # the train step's launcher and workers at 40, whose rank 0 takes the lock at 42: no restart. An earlier run
+    # still served (r0, three attempts by minute 5) is not the current run. Ray (budget 2: alerts at 1): the
+    # precompile step's pods 1-30, the train step's from 35 (lock at 36), one restart taking the lock at 80.
+    m = 120
+    series = {}
+    for node in ("n1", "n2", "n3", "n4"):
+        series |= trainium_node(m, node)
+    series |= workload_pod(m, "compile-launcher", "c1", range(10, 35))
+    for i, (node, start) in enumerate((("n1", 10), ("n2", 10), ("n3", 17), ("n4", 17))):
+        series |= workload_pod(m, f"compile-w{i}", node, range(start, 35))
+        series |= workload_pod(m, f"train-w{i}", node, range(40, m + 1))
+    series |= workload_pod(m, "train-launcher", "c1", range(40, m + 1))
+    earlier = {"attempt_start_timestamp_seconds": lambda t: 60.0 * (1 if t < 3 else 3 if t < 5 else 5)}
+    series |= run_series(m, "r0", range(1, 50), restart_budget=3, **earlier)
+    series |= run_series(m, "r1", range(42, m + 1), restart_budget=3, attempt_start_timestamp_seconds=42 * 60.0)
+    ray = {"workload": "ray-llama2", "namespace": "ray"}
+    series |= trainium_node(m, "n5")
+    series |= workload_pod(m, "precompile-w", "n5", range(1, 30), **ray)
+    series |= workload_pod(m, "train-w", "n5", range(35, m + 1), **ray)
+    restart = {"attempt_start_timestamp_seconds": lambda t: 60.0 * (36 if t < 80 else 80)}
+    series |= run_series(m, "r1", range(36, m + 1), restart_budget=2, **ray, **restart)
+    run_scenario(
+        rule_dir,
+        "restarts",
+        series,
+        exprs=[
+            sample('job:restarts:count7d{namespace="research"}', 0, labels=JOB, at="60m"),
+            sample('job:restarts:count7d{namespace="ray"}', 1, labels='{namespace="ray",workload="ray-llama2"}', at="85m"),
+        ],
+        alerts=[
+            alert("TrainingRestartBudgetNearlySpent", "45m"),
+            alert("TrainingRestartBudgetNearlySpent", "60m"),
+            alert("TrainingRestartBudgetNearlySpent", "85m", RAY_LABELS, value="1"),
+            alert("TrainingRestartBudgetNearlySpent", "115m", RAY_LABELS, value="1"),
+        ],
+    )
