@@ -382,3 +382,111 @@ def test_restarts_are_new_attempts_of_the_current_runs_training_step(rule_dir):
             alert("TrainingRestartBudgetNearlySpent", "115m", RAY_LABELS, value="1"),
         ],
     )
+
+
+def test_only_the_current_run_feeds_the_ledger_and_the_alerts(rule_dir):
+    # The three hours' job (run-1, its rank 0 took the lock at minute 0), stepping until 150, then silent. An
+    # earlier run of the workload is still served: it finished at step 5000 and ended in a save that never
+    # completed (saving 1). Its step must not hide run-1's overdue checkpoint (from 125), its save must not make
+    # run-1's steps "checkpointing" nor hide run-1's hang (no step since 150: hung at 160, firing at 165).
+    series = {s["series"]: s["values"] for s in three_hours()}
+    job = 'namespace="research",run="run-1",workload="nxd-llama"'
+    series[f"training_heartbeat_timestamp_seconds{{{job}}}"] = "60+60x149 9000x30"
+    series[f"training_step{{{job}}}"] = "0+10x149 1500x30"
+    earlier = 'namespace="research",run="run-0",workload="nxd-llama"'
+    series |= {
+        f"training_attempt_start_timestamp_seconds{{{earlier}}}": "-7200x180",
+        f"training_heartbeat_timestamp_seconds{{{earlier}}}": "-3600x180",
+        f"training_checkpoint_saving{{{earlier}}}": "1x180",
+        f"training_step{{{earlier}}}": "5000x180",
+        f"training_checkpoint_step{{{earlier}}}": "4900x180",
+        f"training_checkpoint_interval_steps{{{earlier}}}": "100x180",
+        f"training_redoing{{{earlier}}}": "0x180",
+        f"training_restart_budget{{{earlier}}}": "3x180",
+    }
+    tests = {
+        "rule_files": ["goodput.yml"],
+        "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": [
+                    sample("job:goodput_nodes:productive", 2, at="65m"),
+                    sample("job:checkpoint_saving:max", 0, at="65m"),
+                ],
+                "alert_rule_test": [
+                    alert("CheckpointOverdue", "120m"),
+                    alert("CheckpointOverdue", "125m", JOB_LABELS),
+                    alert("TrainingHung", "155m"),
+                    alert("TrainingHung", "165m", JOB_LABELS),
+                ],
+            }
+        ],
+    }
+    (rule_dir / "two-runs.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=1_000_000))
+    result = promtool.run("test", "rules", rule_dir / "two-runs.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_node_is_pending_only_for_a_gang_that_selects_its_instance_type(rule_dir):
+    # n1 (trn1.32xlarge) runs nothing all along. 0-59 a gang's pod waits for trn2.48xlarge nodes: n1 is idle,
+    # and TrainiumNodeIdle fires once it has been for 30 minutes; 60-120 a pod selecting trn1.32xlarge waits:
+    # n1 is pending, and the alert is over.
+    m = 120
+    series = trainium_node(m, "n1")
+    series |= workload_pod(m, "waits-for-trn2", "n9", range(0, 60), bound=m + 1, selects="trn2.48xlarge")
+    series |= workload_pod(m, "waits-for-trn1", "n1", range(60, m + 1), bound=m + 1)
+    n1 = '{node="n1"}'
+    run_scenario(
+        rule_dir,
+        "pending",
+        series,
+        exprs=[
+            sample("node:trainium_idle:present", 1, n1, at="30m"),
+            sample("node:trainium_pending:present", 1, n1, at="90m"),
+            {"expr": "node:trainium_pending:present", "eval_time": "30m", "exp_samples": []},
+            {"expr": "node:trainium_idle:present", "eval_time": "90m", "exp_samples": []},
+        ],
+        alerts=[alert("TrainiumNodeIdle", "55m", {"node": "n1"}), alert("TrainiumNodeIdle", "90m")],
+    )
+
+
+def test_duplicate_kube_state_metrics_series_and_dra_nodes(rule_dir):
+    # kube-state-metrics rolling: every object's series twice (instance a and b), and the exporter's too. n1
+    # and n2 hold the job's pods; d1, of a DRA group (no aws.amazon.com/neuron capacity), a pod of another
+    # workload that claims its devices.
+    m = 30
+    series = {}
+    for instance in ("a", "b"):
+        for i, node in enumerate(("n1", "n2")):
+            series |= trainium_node(m, node, instance=instance)
+            series |= workload_pod(m, f"worker-{i}", node, range(0, m + 1), instance=instance)
+        series |= trainium_node(m, "d1", "trn2.48xlarge", dra=True, instance=instance)
+        series |= workload_pod(m, "claims-d1", "d1", range(0, m + 1), workload="bert-pretraining", instance=instance)
+        run = run_series(
+            m,
+            "run-1",
+            range(0, m + 1),
+            attempt_start_timestamp_seconds=60.0,
+            heartbeat_timestamp_seconds=lambda t: 60.0 * t,
+            checkpoint_saving=0,
+            redoing=0,
+        )
+        series |= {k.replace('run="run-1"', f'instance="{instance}",run="run-1"'): v for k, v in run.items()}
+    run_scenario(
+        rule_dir,
+        "duplicates",
+        series,
+        exprs=[
+            sample('job:trainium_nodes:count{workload="nxd-llama"}', 2, JOB, at="20m"),
+            sample("job:goodput_nodes:productive", 2, at="20m"),
+            fleet("fleet:trainium_nodes:count", 3, at="20m"),
+            sample(
+                'node_job:trainium:allocated{node="d1"}',
+                1,
+                '{namespace="research",node="d1",workload="bert-pretraining"}',
+                at="20m",
+            ),
+        ],
+    )
