@@ -79,9 +79,10 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
             PanelSpec("Throughput (samples/s)", "sum by (namespace, workload) (training_throughput)", JOB_LEGEND),
             PanelSpec(
                 "Restarts, last day",
-                "changes(job:attempt_start:seconds[1d])",
+                "job:restarts:count1d",
                 JOB_LEGEND,
-                description="New attempts: a hang ended by the probe, a failure, a replaced node.",
+                description="New attempts of the current run's training step: a hang ended by the probe, a failure, "
+                "a replaced node.",
             ),
             PanelSpec(
                 "Hung (nodes)",
