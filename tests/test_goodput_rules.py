@@ -315,7 +315,9 @@ def workload_pod(
     }
 
 
-def run_series(minutes: int, run: str, served: range, workload: str = "nxd-llama", namespace: str = "research", **values):
+def run_series(
+    minutes: int, run: str, served: range, workload: str = "nxd-llama", namespace: str = "research", **values
+):
     """The progress exporter's series of one run while it is served: each keyword a series' name after
     ``training_``, its value a number or a function of the minute."""
     key = f'namespace="{namespace}",run="{run}",workload="{workload}"'
@@ -373,7 +375,9 @@ def test_restarts_are_new_attempts_of_the_current_runs_training_step(rule_dir):
         series,
         exprs=[
             sample('job:restarts:count7d{namespace="research"}', 0, labels=JOB, at="60m"),
-            sample('job:restarts:count7d{namespace="ray"}', 1, labels='{namespace="ray",workload="ray-llama2"}', at="85m"),
+            sample(
+                'job:restarts:count7d{namespace="ray"}', 1, labels='{namespace="ray",workload="ray-llama2"}', at="85m"
+            ),
         ],
         alerts=[
             alert("TrainingRestartBudgetNearlySpent", "45m"),

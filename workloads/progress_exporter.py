@@ -89,7 +89,7 @@ class Runs:
 
     def __init__(self, workloads: list[dict[str, Any]]) -> None:
         self.workloads = workloads
-        self.seen: dict[tuple[str, str], dict[str, int]] = {}
+        self.seen: dict[tuple[str, str], dict[str, float]] = {}
         self.lock = threading.Lock()
 
     def run_dirs(self, workload: dict[str, Any]) -> list[str]:
