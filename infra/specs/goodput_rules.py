@@ -4,9 +4,9 @@ one source of the rule file; the cluster stack loads it into Amazon Managed Serv
 in-cluster Prometheus (infra/components/observability.py), and tests/test_goodput_rules.py runs it with
 `promtool test rules` over a synthetic week. Pure: settings in, rule groups (dicts) and YAML out.
 
-Every minute each Trainium node is in exactly one state, and a job's nodes in exactly one of its states:
 A Trainium node is one with Neuron devices in its capacity, or of a Trainium instance type (a
 ``deviceAllocation: dra`` group's nodes carry no ``aws.amazon.com/neuron``: their devices are claimed through DRA).
+Every minute each Trainium node is in exactly one state, and a job's nodes in exactly one of its states:
 - **burn-in**: the node still carries the burn-in's startup taint (infra/specs/node_template.py);
 - **a job's**, when a pod of a training workload (its ``app.kubernetes.io/part-of``) is bound to it, Pending
   or Running; then by the job's own progress, read from the job's current run only (the run whose newest
