@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.facts.startup import SCALE_IN_MINUTES
 from workloads import bert_launch, deadlines, first_step, resumable
 from workloads.first_step import FirstStep
 from workloads.settings import (
@@ -83,11 +82,11 @@ FIGURES: dict[str, Figure] = {
         "(workloads/deadlines.py SILENT_NODE_REPAIR_MINUTES)",
     ),
     "scaleDownMinutes": Figure(
-        SCALE_IN_MINUTES,
+        10,
         "min",
         "D",
-        "cluster-autoscaler's scale-down-unneeded-time and Karpenter's consolidateAfter (infra/facts/startup.py "
-        "SCALE_IN_MINUTES): idle nodes are paid that long after the run",
+        "cluster-autoscaler scale-down-unneeded-time 10m (infra/components/autoscaling.py): idle nodes are paid "
+        "that long after the run",
     ),
     "bertSequencesPerNodeSecond": Figure(
         6449 / 2,

@@ -14,7 +14,6 @@ import pulumi_aws as aws
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
 from infra.components.kube import CONTROLLER_REPLICAS, CORE_NODE_SELECTOR, helm_release, spread_across_nodes
-from infra.facts.startup import SCALE_IN_MINUTES
 from infra.facts.versions import CHARTS, autoscaler_release
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -113,9 +112,8 @@ def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[st
             "expander": "least-waste",
             "balance-similar-node-groups": "true",
             "skip-nodes-with-system-pods": "false",
-            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone. A gang's nodes
-            # launched together are kept through their burn-in by scale-down-delay-after-add.
-            "scale-down-unneeded-time": f"{SCALE_IN_MINUTES}m",
+            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone.
+            "scale-down-unneeded-time": "10m",
             "scale-down-delay-after-add": "10m",
         },
     }

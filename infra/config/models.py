@@ -19,7 +19,6 @@ from infra.config.base import ConfigModel, qualified_key
 from infra.facts import versions
 from infra.facts.instances import NEURON_INSTANCE_TYPES
 from infra.facts.neuron import compatible_ami_release
-from infra.facts.startup import SCALE_IN_MINUTES
 
 PROJECT = "trainium-eks"
 
@@ -284,7 +283,7 @@ class MonitoringConfig(ConfigModel):
         ge=15,
         le=1440,
         description="A Trainium node that runs no training pod this long raises TrainiumNodeIdle; keep it above "
-        "cluster-autoscaler's 5-minute scale-down delay.",
+        "cluster-autoscaler's 10-minute scale-down delay.",
     )
 
 
@@ -499,7 +498,7 @@ class KarpenterConfig(ConfigModel):
         "groups use at most 8m and 90s, inside EC2's notice.",
     )
     consolidate_after: str = Field(
-        default=f"{SCALE_IN_MINUTES}m", description="How long a Trainium node stays empty before Karpenter removes it."
+        default="10m", description="How long a Trainium node stays empty before Karpenter removes it."
     )
 
 

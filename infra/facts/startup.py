@@ -15,12 +15,6 @@ from typing import Literal
 
 Kind = Literal["measured", "documented", "estimate"]
 
-# How long an empty Trainium node is kept before its provisioner removes it: cluster-autoscaler's
-# scale-down-unneeded-time (infra/components/autoscaling.py) and Karpenter's consolidateAfter default
-# (infra/config/models.py). Steps of one workload follow one another within a minute, so their nodes
-# stay; a finished run's nodes bill this long after it.
-SCALE_IN_MINUTES = 5
-
 
 @dataclass(frozen=True)
 class Phase:

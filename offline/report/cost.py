@@ -430,7 +430,7 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
 
 # cluster-autoscaler removes a node only after it has been unneeded this long
 # (`scale-down-unneeded-time` in infra/components/autoscaling.py), so a finished job's nodes bill this much more.
-SCALE_DOWN_UNNEEDED_SECONDS = startup.SCALE_IN_MINUTES * 60
+SCALE_DOWN_UNNEEDED_SECONDS = 600
 
 
 @dataclass(frozen=True)
