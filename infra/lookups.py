@@ -300,6 +300,8 @@ def capacity_blocks(groups: list[AcceleratorNodeGroupConfig]) -> dict[str, Reser
             instance_type=block.instance_type,
             start_date=block.start_date,
             end_date=block.end_date,
+            # The block's instance count (the upstream Terraform provider's aws_ec2_capacity_block_reservation
+            # instance_count; pulumi-aws 7.51.1's docstring for it was copied from a nested field).
             instance_count=block.instance_count,
         )
     return found

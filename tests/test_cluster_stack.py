@@ -396,6 +396,12 @@ def test_an_ultraserver_group_is_built_as_one_capacity_block(tmp_path):
         ConfigError, match=r"acceleratorNodeGroups\[1\]\.capacityReservation\.id = 'cr-0c0ffee0c0ffee003': "
     ):
         run_program(FIXTURE_ROOT, "dev", config)
+    # A reservation of 8 is not one UltraServer: refused, naming what it holds.
+    config["trainium-eks:acceleratorNodeGroups"] = json.dumps(
+        [{**group, "capacityReservation": {"id": "cr-0c0ffee0c0ffee004", "type": "capacity-block"}}]
+    )
+    with pytest.raises(ConfigError, match=r"holds 8 trn2u\.48xlarge instances, not the 4 of one UltraServer"):
+        run_program(FIXTURE_ROOT, "dev", config)
 
 
 def test_placement_group_can_be_turned_off(plan_with):

@@ -167,3 +167,19 @@ def test_alerts_nobody_hears_are_named_and_bad_addresses_refused():
         with_changes(monitoring={"prometheus": "managed", "alertTopicArn": arn, "alertEmails": ["a@b.io"]})
     )
     assert "trainium-eks:monitoring.alertEmails = ['a@b.io']: only for the stack's own alert topic" in message
+
+
+def test_removing_one_alert_address_leaves_the_others_subscribed(plan_with):
+    # Subscriptions are named by their address: dropping the first keeps the second's resource (and so its
+    # confirmed subscription) as it was, where naming by position would replace it.
+    both = plan_with(monitoring={"prometheus": "managed", "alertEmails": ["a@example.com", "b@example.com"]})
+    one_left = plan_with(monitoring={"prometheus": "managed", "alertEmails": ["b@example.com"]})
+
+    def names(plan):
+        return {s.inputs["endpoint"]: s.name for s in by_type(plan, "aws:sns/topicSubscription:TopicSubscription")}
+
+    assert names(one_left) == {"b@example.com": names(both)["b@example.com"]}
+    message = refused(
+        with_changes(monitoring={"prometheus": "managed", "alertEmails": ["a@example.com", "A@example.com"]})
+    )
+    assert "trainium-eks:monitoring.alertEmails[1] = 'A@example.com': listed twice" in message

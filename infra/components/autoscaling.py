@@ -112,7 +112,13 @@ def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[st
             "expander": "least-waste",
             "balance-similar-node-groups": "true",
             "skip-nodes-with-system-pods": "false",
-            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone.
+            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone, but no sooner: a
+            # gang's burnt-in nodes hold pods Volcano has placed but keeps back until the gang fits, which it
+            # marks Schedulable (volcano-sh/volcano v1.15.1 pkg/scheduler/api/job_info.go), so they look
+            # empty to cluster-autoscaler, which counts only Unschedulable pods as pending
+            # (cluster-autoscaler-1.35.2 utils/kubernetes/listers.go); the delay after a scale-up below is a
+            # cluster-wide cooldown that ends before a 13-minute burn-in does (core/static_autoscaler.go).
+            # Ten minutes covers the spread of a gang's burn-ins; five would not.
             "scale-down-unneeded-time": "10m",
             "scale-down-delay-after-add": "10m",
         },

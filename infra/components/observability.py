@@ -271,9 +271,15 @@ class ManagedPrometheus(pulumi.ComponentResource):
             topic_arn = topic.arn
             # An email subscription stays pending until its address confirms it (SNS developer guide); the
             # topic's deletion removes it whatever its state (pulumi-aws 7.51.1 sns.TopicSubscription).
-            for i, address in enumerate(args.settings.alert_emails):
+            # Named by the address, not its place in the list: removing one address must not replace
+            # (and so unsubscribe) the others.
+            for address in args.settings.alert_emails:
                 aws.sns.TopicSubscription(
-                    f"{name}-alerts-email-{i}", topic=topic.arn, protocol="email", endpoint=address, opts=child
+                    f"{name}-alerts-email-{monitoring.address_key(address)}",
+                    topic=topic.arn,
+                    protocol="email",
+                    endpoint=address,
+                    opts=child,
                 )
         aws.amp.AlertManagerDefinition(
             f"{name}-alertmanager",

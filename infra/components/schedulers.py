@@ -45,8 +45,9 @@ def queue_spec(queue: QueueConfig) -> dict[str, Any]:
 # while its minResources exceed what the nodes have *now*; the job controller creates no pod
 # for a Pending PodGroup, so nothing is Unschedulable and cluster-autoscaler never adds a
 # Trainium node to a group idling at zero (volcano-sh/volcano#3910). Without `enqueue`,
-# `allocate` moves the PodGroup to Inqueue itself, the pods are created and reported
-# unschedulable, and the gang plugin still binds none of them until minAvailable fit at once.
+# `allocate` moves the PodGroup to Inqueue itself, the pods are created, those that fit nowhere are
+# reported unschedulable (the ones placed but held for the gang are marked Schedulable:
+# pkg/scheduler/api/job_info.go), and the gang plugin binds none of them until minAvailable fit at once.
 VOLCANO_SCHEDULER_ACTIONS = ("allocate", "backfill")
 VOLCANO_SCHEDULER_TIERS: list[dict[str, Any]] = [
     {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},

@@ -407,11 +407,15 @@ def _monitoring_problems(config: StackConfig) -> list[str]:
             f"topic, and {key_name(('monitoring', 'alertTopicArn'))} names another; subscribe the addresses to "
             "that topic where it is managed, or drop alertTopicArn"
         )
+    seen: set[str] = set()
     for i, address in enumerate(monitoring.alert_emails):
         if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", address):
             problems.append(
                 f"{key_name(('monitoring', 'alertEmails', i))} = {address!r}: not an email address (name@example.com)"
             )
+        elif address.strip().lower() in seen:
+            problems.append(f"{key_name(('monitoring', 'alertEmails', i))} = {address!r}: listed twice")
+        seen.add(address.strip().lower())
     return problems
 
 

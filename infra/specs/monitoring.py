@@ -23,6 +23,7 @@ Sources, each read where cited:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -174,3 +175,9 @@ def kube_state_metrics_values(core_node_selector: Mapping[str, str]) -> dict[str
         # (kube-state-metrics-8.4.0 templates/deployment.yaml).
         "extraArgs": [f"--metric-opt-in-list={','.join(goodput_rules.METRIC_OPT_IN)}"],
     }
+
+
+def address_key(address: str) -> str:
+    """A short name for an email address's subscription that stays the same wherever the address is
+    listed (and however its case is written)."""
+    return hashlib.sha256(address.strip().lower().encode()).hexdigest()[:12]

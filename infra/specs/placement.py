@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from infra.config.errors import ConfigError
 from infra.config.models import AcceleratorNodeGroupConfig, key_name
+from infra.facts.instances import NEURON_INSTANCE_TYPES
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,14 @@ def with_reservation_zones(
             problems.append(
                 f"{key}.instanceType = {group.instance_type!r}: capacity reservation {reservation} holds "
                 f"{facts.instance_type}"
+            )
+        ultraserver = NEURON_INSTANCE_TYPES[group.instance_type].ultraserver_nodes
+        if ultraserver is not None and facts.instance_count not in (None, ultraserver):
+            # A block of another size is not one UltraServer: a job on the group could span two.
+            problems.append(
+                f"{key}.capacityReservation.id = {reservation!r}: holds {facts.instance_count} {group.instance_type} "
+                f"instances, not the {ultraserver} of one UltraServer; allowed: the reservation of one UltraServer's "
+                "block (one group per UltraServer)"
             )
         if facts.instance_count is not None and group.max_size > facts.instance_count:
             # The group's launches past the block's size fail, and a gang waiting for them never starts.

@@ -146,4 +146,13 @@ CAPACITY_BLOCKS: dict[str, tuple[str, str, str, str, str, int]] = {
         "2026-12-08T11:30:00Z",
         4,
     ),
+    # A reservation of eight trn2u.48xlarge: two UltraServers' worth, which one group must not take.
+    "cr-0c0ffee0c0ffee004": (
+        "ap-south-2",
+        "aps2-az1",
+        "trn2u.48xlarge",
+        "2026-12-01T11:30:00Z",
+        "2026-12-08T11:30:00Z",
+        8,
+    ),
 }
