@@ -37,7 +37,7 @@ from typing import Any
 import pulumi
 
 from infra.contract import NodeGroup
-from infra.specs.node_template import BURN_IN_PENDING_LABELS
+from infra.specs.node_template import BURN_IN_PENDING_LABELS, burn_in_window_daemon_set
 from workloads import pods
 from workloads.kube import declare
 
@@ -80,34 +80,20 @@ def daemon_set(namespace: str, group: NodeGroup, images: Sequence[str]) -> dict[
         "resources": RESOURCES,
         "securityContext": security,
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {
-            "name": f"{NAME}-{group.name}",
-            "namespace": namespace,
-            "labels": labels,
-            # Its pods exist only on nodes being burnt in: nothing about this `pulumi up` to wait for.
-            "annotations": pods.skip_await(),
+    return burn_in_window_daemon_set(
+        f"{NAME}-{group.name}",
+        namespace,
+        labels,
+        {
+            **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
+            "nodeSelector": {**group.node_selector, **BURN_IN_PENDING_LABELS},
+            "tolerations": [*group.tolerations, *(t.toleration() for t in group.startup_taints)],
+            # sleep as PID 1 ignores SIGTERM: nothing to finish, so no grace to wait out.
+            "terminationGracePeriodSeconds": 1,
+            "initContainers": init,
+            "containers": [hold],
         },
-        "spec": {
-            "selector": {"matchLabels": labels},
-            # Only nodes still in their burn-in have a pod, so a new spec may replace all at once.
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    **pods.pod_defaults(run_as_user=pods.UNPRIVILEGED_UID),
-                    "nodeSelector": {**group.node_selector, **BURN_IN_PENDING_LABELS},
-                    "tolerations": [*group.tolerations, *(t.toleration() for t in group.startup_taints)],
-                    # sleep as PID 1 ignores SIGTERM: nothing to finish, so no grace to wait out.
-                    "terminationGracePeriodSeconds": 1,
-                    "initContainers": init,
-                    "containers": [hold],
-                },
-            },
-        },
-    }
+    )
 
 
 def manifests(layout: PrepullLayout) -> list[dict[str, Any]]:

@@ -71,6 +71,7 @@ from infra.specs.node_template import (
     EFA_RESOURCE,
     NEURON_RESOURCES,
     NEURON_TAINT,
+    burn_in_window_daemon_set,
 )
 from infra.specs.pod_security import (
     ACCELERATOR_CAPABILITIES,
@@ -385,60 +386,47 @@ def daemon_set(t: BurnInTarget) -> dict[str, Any]:
         pod_side, container_side = pod_claims(t.dra)
         container["resources"]["claims"] = container_side
         claims["resourceClaims"] = pod_side
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {
-            "name": f"burn-in-{t.node_group}",
-            "namespace": NAMESPACE,
-            "labels": labels,
-            # Not awaited: its pods exist only on nodes being burnt in (one whose patch is refused
-            # restarts until it gets through), which says nothing about this `pulumi up`.
-            "annotations": {"pulumi.com/skipAwait": "true"},
-        },
-        "spec": {
-            "selector": {"matchLabels": labels},
-            # Only nodes still waiting for burn-in have a pod, so a new spec may replace all at once.
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": SERVICE_ACCOUNT,
-                    # The one pod of this project that calls the API with its own token: to patch its
-                    # node, which the admission policy checks against the token's node claim.
-                    "automountServiceAccountToken": True,
-                    "securityContext": pod_security_context(),
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {
-                                        "matchExpressions": [
-                                            {"key": t.group_label, "operator": "In", "values": [t.node_group]},
-                                            *(
-                                                {"key": k, "operator": "In", "values": [v]}
-                                                for k, v in BURN_IN_PENDING_LABELS.items()
-                                            ),
-                                        ]
-                                    }
-                                ],
+    # Not awaited: its pods exist only on nodes being burnt in (one whose patch is refused restarts until it
+    # gets through), which says nothing about this `pulumi up`.
+    return burn_in_window_daemon_set(
+        f"burn-in-{t.node_group}",
+        NAMESPACE,
+        labels,
+        {
+            "serviceAccountName": SERVICE_ACCOUNT,
+            # The one pod of this project that calls the API with its own token: to patch its
+            # node, which the admission policy checks against the token's node claim.
+            "automountServiceAccountToken": True,
+            "securityContext": pod_security_context(),
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": t.group_label, "operator": "In", "values": [t.node_group]},
+                                    *(
+                                        {"key": k, "operator": "In", "values": [v]}
+                                        for k, v in BURN_IN_PENDING_LABELS.items()
+                                    ),
+                                ]
                             }
-                        }
-                    },
-                    # The failed taint too, so setting the pending label again re-runs a failed node.
-                    "tolerations": [
-                        toleration(NEURON_TAINT),
-                        toleration(BURN_IN_TAINT),
-                        {"key": BURN_IN_FAILED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
-                    ],
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [container],
-                    "volumes": volumes,
-                    **claims,
-                },
+                        ],
+                    }
+                }
             },
+            # The failed taint too, so setting the pending label again re-runs a failed node.
+            "tolerations": [
+                toleration(NEURON_TAINT),
+                toleration(BURN_IN_TAINT),
+                {"key": BURN_IN_FAILED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+            ],
+            "terminationGracePeriodSeconds": 10,
+            "containers": [container],
+            "volumes": volumes,
+            **claims,
         },
-    }
+    )
 
 
 # The burn-in runs nccom-test as root, the only user of the Neuron container it comes from, so its

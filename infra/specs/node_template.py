@@ -9,6 +9,7 @@ scale-up from zero. EKS managed node groups do not copy their labels/taints to t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from infra.facts.instances import InstanceFacts, node_label_value
 
@@ -61,6 +62,29 @@ BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
 # The burn-in removes it with its result.
 BURN_IN_PENDING_LABEL = "node-health.trainium-eks/burn-in-pending"
 BURN_IN_PENDING_LABELS = {BURN_IN_PENDING_LABEL: "true"}
+
+
+def burn_in_window_daemon_set(name: str, namespace: str, labels: dict[str, str], pod_spec: dict[str, Any]) -> dict:
+    """A DaemonSet whose pods live only while their node is burnt in (``pod_spec`` selects
+    BURN_IN_PENDING_LABEL): not awaited, since its pods say nothing about a `pulumi up`, and replaced all
+    at once on a new spec, since only nodes still in their burn-in have one."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
 # What a failed burn-in puts on its node instead of the startup taint, its value the failed check.
 # A plain NoSchedule taint, so the node is initialized and ready but takes no pod, and each
 # provisioner's empty-node removal replaces it: cluster-autoscaler's scale-down of unneeded nodes,
