@@ -158,6 +158,7 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
     _managed_prometheus(estimate, resources, region)
+    _in_cluster_prometheus(estimate, resources, region)
     return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
 
 
@@ -179,6 +180,44 @@ def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], reg
                 "infra/facts/prices.py",
             ),
             f"Amazon Managed Service for Prometheus collector hours and samples in {region}",
+        )
+
+
+T_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PROMETHEUS_CHART = "prometheus"  # infra/facts/versions.py CHARTS["prometheus"].chart
+
+
+def _gib(size: str) -> float:
+    """A volume size as the prometheus chart's values carry it (``50Gi``)."""
+    if not size.endswith("Gi"):
+        raise ValueError(f"volume size {size!r} is not in Gi")
+    return float(size[: -len("Gi")])
+
+
+def _in_cluster_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
+    """monitoring.prometheus: in-cluster: the server's and Alertmanager's EBS gp3 volumes, billed per provisioned
+    GiB while they exist, in every scenario. Their pods run on the system nodes, already counted."""
+    for release in (r for r in resources if r["type"] == T_HELM_RELEASE and r["inputs"].get("chart") == PROMETHEUS_CHART):
+        values = release["inputs"].get("values") or {}
+        server = values.get("server", {}).get("persistentVolume", {})
+        alertmanager = values.get("alertmanager", {})
+        sizes = [_gib(server["size"])] if server.get("enabled") else []
+        if alertmanager.get("enabled") and alertmanager.get("persistence", {}).get("enabled"):
+            sizes.append(_gib(alertmanager["persistence"]["size"]))
+        if not sizes:
+            continue
+        gib = sum(sizes)
+        gp3 = prices.service_price(region, prices.EBS_GP3)
+        estimate.add(
+            Line(
+                "In-cluster Prometheus volumes",
+                f"{release['name']}: {' + '.join(f'{g:g}' for g in sizes)} GiB gp3 (server, Alertmanager)",
+                _usd(gp3, HOURS_PER_MONTH / gib) if gp3 else None,
+                _fixed(1),
+                "billed per provisioned GiB while the volumes exist",
+                gp3.source if gp3 else "",
+            ),
+            f"gp3 storage in {region}",
         )
 
 
