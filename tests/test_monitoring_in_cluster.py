@@ -73,7 +73,9 @@ def test_alerts_go_to_the_stacks_topic_which_the_alertmanager_role_may_publish_t
     assert sns["sigv4"] == {"region": "us-west-2"}
     assert sns["topic_arn"].endswith("placeholder/prometheus-alerts")
     (association,) = [
-        a for a in in_cluster.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation") if "alertmanager" in a.name
+        a
+        for a in in_cluster.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if "alertmanager" in a.name
     ]
     assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == (
         monitoring.IN_CLUSTER_NAMESPACE,
@@ -170,7 +172,9 @@ def test_prod_grafana_signs_its_queries_to_the_workspace_with_its_pods_role(prod
         chart["serviceAccount"]["name"],
     )
     (attachment,) = [
-        r.inputs for r in prod.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("grafana")
+        r.inputs
+        for r in prod.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("grafana")
     ]
     assert attachment["policyArn"].endswith(":policy/AmazonPrometheusQueryAccess")
 

@@ -361,7 +361,12 @@ def grafana_values(
         "ingress": {"enabled": False},
         "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
         "sidecar": {
-            "dashboards": {"enabled": True, "label": label, "labelValue": value, "searchNamespace": dashboards_namespace}
+            "dashboards": {
+                "enabled": True,
+                "label": label,
+                "labelValue": value,
+                "searchNamespace": dashboards_namespace,
+            }
         },
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [dict(datasource)]}},
         "grafana.ini": {

@@ -197,7 +197,9 @@ def _gib(size: str) -> float:
 def _in_cluster_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
     """monitoring.prometheus: in-cluster: the server's and Alertmanager's EBS gp3 volumes, billed per provisioned
     GiB while they exist, in every scenario. Their pods run on the system nodes, already counted."""
-    for release in (r for r in resources if r["type"] == T_HELM_RELEASE and r["inputs"].get("chart") == PROMETHEUS_CHART):
+    for release in (
+        r for r in resources if r["type"] == T_HELM_RELEASE and r["inputs"].get("chart") == PROMETHEUS_CHART
+    ):
         values = release["inputs"].get("values") or {}
         server = values.get("server", {}).get("persistentVolume", {})
         alertmanager = values.get("alertmanager", {})
