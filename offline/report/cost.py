@@ -33,6 +33,8 @@ NOT_ESTIMATED = (
     "FSx backups (a final backup when a retained file system is deleted)",
     "load balancers the workloads' Services create",
     "KMS keys and requests",
+    "Amazon Managed Service for Prometheus samples ingested, stored and queried (monitoring.prometheus: managed)",
+    "SNS messages of the training alerts",
 )
 
 T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -166,20 +168,20 @@ T_AMP_SCRAPER = "aws:amp/scraper:Scraper"
 
 
 def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
-    """An AWS managed collector is billed while it exists, and its workspace by the samples it ingests,
-    stores and answers queries over; no figure for either was read for this table, so the line is
-    unknown, never $0."""
+    """An AWS managed collector is billed per hour while it exists: no figure was read for this table, so the
+    line is unknown, never $0. Its workspace is billed by use (samples ingested, stored, queried), which
+    NOT_ESTIMATED names."""
     for scraper in (r for r in resources if r["type"] == T_AMP_SCRAPER):
         estimate.add(
             Line(
                 "Managed Prometheus collector",
-                f"{scraper['name']} (and its workspace's samples)",
+                f"{scraper['name']}",
                 None,
                 _fixed(1),
-                "billed per collector-hour and per sample ingested, stored and queried: no sourced price in "
+                "billed per collector-hour (its workspace by use, not estimated): no sourced price in "
                 "infra/facts/prices.py",
             ),
-            f"Amazon Managed Service for Prometheus collector hours and samples in {region}",
+            f"Amazon Managed Service for Prometheus collector hours in {region}",
         )
 
 
