@@ -1,5 +1,6 @@
 """Container and Neuron metrics: the CloudWatch Observability add-on, a dashboard and alarms; and, with
-monitoring.prometheus: managed, the Prometheus path of the goodput ledger and its alerts (ManagedPrometheus).
+monitoring.prometheus, the Prometheus path of the goodput ledger and its alerts (ManagedPrometheus, or
+InClusterPrometheus), with monitoring.grafana a Grafana showing its dashboards (Grafana).
 
 The add-on runs the CloudWatch agent and, on Trainium/Inferentia nodes, neuron-monitor, so
 NeuronCore utilisation lands in CloudWatch Container Insights without exec'ing into a node.
@@ -11,7 +12,7 @@ Ray workers restart in place) or a failed pod (Volcano pods are ``restartPolicy:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,7 +221,7 @@ def alert_topic(
     ctx: ClusterContext,
     settings: MonitoringConfig,
     parent: pulumi.Resource,
-    topic_policy: Any = None,
+    topic_policy: Callable[[str], pulumi.Input[str]] | None = None,
 ) -> pulumi.Output[str]:
     """The topic the alerts go to: ``alertTopicArn``, or the stack's own with the listed addresses subscribed.
     ``topic_policy`` (topic ARN -> policy JSON) lets a service publish (AMP's Alertmanager); an in-cluster

@@ -1,7 +1,9 @@
-"""What the managed Prometheus path declares, as data: the collector's scrape configuration, its Kubernetes
+"""What the Prometheus paths declare, as data: the collector's scrape configuration, its Kubernetes
 permissions, the Alertmanager definition that routes the goodput alerts to SNS, the SNS topic policy, and
-kube-state-metrics' chart values. Pure: settings in, dicts and YAML out
-(infra/components/observability.py declares them; docs/monitoring.md says why a managed collector).
+kube-state-metrics' chart values; for monitoring.prometheus: in-cluster the prometheus chart's values (the same
+jobs, rules and route) and its volumes' StorageClass; for monitoring.grafana the grafana chart's values and its
+data source. Pure: settings in, dicts and YAML out (infra/components/observability.py declares them;
+docs/monitoring.md says why a managed collector, and why no Amazon Managed Grafana).
 
 Sources, each read where cited:
 - Amazon Managed Service for Prometheus user guide, AMP-collector-how-to: a collector reaches the cluster
