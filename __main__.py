@@ -18,7 +18,16 @@ from infra.components.kube import (
     job_support_output,
 )
 from infra.components.network import Network, NetworkArgs
-from infra.components.observability import ManagedPrometheus, Observability, ObservabilityArgs, PrometheusArgs
+from infra.components.observability import (
+    Grafana,
+    GrafanaArgs,
+    InClusterPrometheus,
+    InClusterPrometheusArgs,
+    ManagedPrometheus,
+    Observability,
+    ObservabilityArgs,
+    PrometheusArgs,
+)
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs, directory_claim_name
@@ -286,7 +295,7 @@ if features.observability:
         ),
     )
 if config.monitoring.prometheus == "managed":
-    ManagedPrometheus(
+    managed = ManagedPrometheus(
         "prometheus",
         ctx,
         PrometheusArgs(
@@ -296,6 +305,17 @@ if config.monitoring.prometheus == "managed":
             after=[cluster.core_node_group],
         ),
     )
+    grafana_source = GrafanaArgs(managed.query_url, config.region, after=[cluster.core_node_group])
+elif config.monitoring.prometheus == "in-cluster":
+    in_cluster = InClusterPrometheus(
+        "prometheus",
+        ctx,
+        InClusterPrometheusArgs(config.monitoring, after=[cluster.core_node_group, cluster.ebs_csi]),
+    )
+    grafana_source = GrafanaArgs(in_cluster.query_url, None, after=[cluster.core_node_group])
+if config.monitoring.grafana == "in-cluster":
+    # The config refuses a Grafana without a Prometheus (infra/config/rules.py), so a source is set here.
+    Grafana("grafana", ctx, grafana_source)
 # The outputs are the contract with the workload stacks: each field is described, and parsed
 # there, by infra/contract.py, and `exported` refuses a field missing or unknown to it.
 outputs = contract.exported(

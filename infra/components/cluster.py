@@ -198,7 +198,8 @@ class EksCluster(pulumi.ComponentResource):
         if args.node_monitoring_agent:
             # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
             self._addon(name, args, addons.NODE_MONITORING_AGENT, [core_group])
-        self._addon_with_role(
+        # Kept: what makes the EBS volumes of the in-cluster Prometheus (monitoring.prometheus: in-cluster).
+        self.ebs_csi = self._addon_with_role(
             name,
             args,
             addons.EBS_CSI,

@@ -1,5 +1,6 @@
 """Container and Neuron metrics: the CloudWatch Observability add-on, a dashboard and alarms; and, with
-monitoring.prometheus: managed, the Prometheus path of the goodput ledger and its alerts (ManagedPrometheus).
+monitoring.prometheus, the Prometheus path of the goodput ledger and its alerts (ManagedPrometheus, or
+InClusterPrometheus), with monitoring.grafana a Grafana showing its dashboards (Grafana).
 
 The add-on runs the CloudWatch agent and, on Trainium/Inferentia nodes, neuron-monitor, so
 NeuronCore utilisation lands in CloudWatch Container Insights without exec'ing into a node.
@@ -11,13 +12,14 @@ Ray workers restart in place) or a failed pod (Volcano pods are ``restartPolicy:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from infra.components.context import ClusterContext
 from infra.components.iam import managed_policy, pod_identity_role
@@ -214,6 +216,63 @@ class Observability(pulumi.ComponentResource):
         self.register_outputs({"dashboardName": self.dashboard_name})
 
 
+def alert_topic(
+    name: str,
+    ctx: ClusterContext,
+    settings: MonitoringConfig,
+    parent: pulumi.Resource,
+    topic_policy: Callable[[str], pulumi.Input[str]] | None = None,
+) -> pulumi.Output[str]:
+    """The topic the alerts go to: ``alertTopicArn``, or the stack's own with the listed addresses subscribed.
+    ``topic_policy`` (topic ARN -> policy JSON) lets a service publish (AMP's Alertmanager); an in-cluster
+    Alertmanager needs none: its role's own policy allows the publish in this account."""
+    if settings.alert_topic_arn is not None:
+        return pulumi.Output.from_input(settings.alert_topic_arn)
+    child = pulumi.ResourceOptions(parent=parent)
+    topic = aws.sns.Topic(f"{name}-alerts", name=f"{ctx.cluster_name}-training-alerts", tags=ctx.tags, opts=child)
+    if topic_policy is not None:
+        aws.sns.TopicPolicy(f"{name}-alerts-policy", arn=topic.arn, policy=topic.arn.apply(topic_policy), opts=child)
+    # An email subscription stays pending until its address confirms it (SNS developer guide); the
+    # topic's deletion removes it whatever its state (pulumi-aws 7.51.1 sns.TopicSubscription).
+    # Named by the address, not its place in the list: removing one address must not replace
+    # (and so unsubscribe) the others.
+    for address in settings.alert_emails:
+        aws.sns.TopicSubscription(
+            f"{name}-alerts-email-{monitoring.address_key(address)}",
+            topic=topic.arn,
+            protocol="email",
+            endpoint=address,
+            opts=child,
+        )
+    return topic.arn
+
+
+def dashboard_config_maps(name: str, opts: pulumi.ResourceOptions) -> None:
+    """The fleet, job and cost dashboards, for a Grafana whose dashboard sidecar watches their namespace."""
+    for uid in dashboards.DASHBOARDS:
+        k8s.core.v1.ConfigMap(
+            f"{name}-dashboard-{uid}",
+            metadata={
+                "name": f"{uid}-dashboard",
+                "namespace": monitoring.KUBE_STATE_METRICS_NAMESPACE,
+                "labels": dashboards.SIDECAR_LABEL,
+            },
+            data={f"{uid}.json": dashboards.dashboard_json(uid)},
+            opts=opts,
+        )
+
+
+def kube_state_metrics(opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """kube-state-metrics on the system nodes, serving what the goodput rules read."""
+    return helm_release(
+        monitoring.KUBE_STATE_METRICS,
+        CHARTS[monitoring.KUBE_STATE_METRICS],
+        monitoring.KUBE_STATE_METRICS_NAMESPACE,
+        monitoring.kube_state_metrics_values(CORE_NODE_SELECTOR),
+        opts,
+    )
+
+
 @dataclass
 class PrometheusArgs:
     settings: MonitoringConfig
@@ -233,6 +292,8 @@ class ManagedPrometheus(pulumi.ComponentResource):
     fleet, job and cost dashboards (infra/specs/dashboards.py) as ConfigMaps for a Grafana's sidecar."""
 
     workspace_arn: pulumi.Output[str]
+    query_url: pulumi.Output[str]
+    """The workspace's Prometheus-compatible endpoint (``.../workspaces/<id>/``), which Grafana queries."""
     alert_topic_arn: pulumi.Output[str]
 
     def __init__(
@@ -254,33 +315,13 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        if args.settings.alert_topic_arn is not None:
-            topic_arn: pulumi.Output[str] = pulumi.Output.from_input(args.settings.alert_topic_arn)
-        else:
-            topic = aws.sns.Topic(
-                f"{name}-alerts", name=f"{ctx.cluster_name}-training-alerts", tags=ctx.tags, opts=child
-            )
-            aws.sns.TopicPolicy(
-                f"{name}-alerts-policy",
-                arn=topic.arn,
-                policy=pulumi.Output.all(topic.arn, workspace.arn).apply(
-                    lambda a: json.dumps(monitoring.topic_policy(a[0], a[1], ctx.account_id))
-                ),
-                opts=child,
-            )
-            topic_arn = topic.arn
-            # An email subscription stays pending until its address confirms it (SNS developer guide); the
-            # topic's deletion removes it whatever its state (pulumi-aws 7.51.1 sns.TopicSubscription).
-            # Named by the address, not its place in the list: removing one address must not replace
-            # (and so unsubscribe) the others.
-            for address in args.settings.alert_emails:
-                aws.sns.TopicSubscription(
-                    f"{name}-alerts-email-{monitoring.address_key(address)}",
-                    topic=topic.arn,
-                    protocol="email",
-                    endpoint=address,
-                    opts=child,
-                )
+        topic_arn = alert_topic(
+            name,
+            ctx,
+            args.settings,
+            self,
+            lambda arn: workspace.arn.apply(lambda w: json.dumps(monitoring.topic_policy(arn, w, ctx.account_id))),
+        )
         aws.amp.AlertManagerDefinition(
             f"{name}-alertmanager",
             workspace_id=workspace.id,
@@ -288,13 +329,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             opts=child,
         )
         kube = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
-        helm_release(
-            monitoring.KUBE_STATE_METRICS,
-            CHARTS[monitoring.KUBE_STATE_METRICS],
-            monitoring.KUBE_STATE_METRICS_NAMESPACE,
-            monitoring.kube_state_metrics_values(CORE_NODE_SELECTOR),
-            pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=args.after),
-        )
+        kube_state_metrics(pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=args.after))
         role, binding = monitoring.collector_rbac()
         cluster_role = k8s.rbac.v1.ClusterRole(
             f"{name}-collector-role", metadata=role["metadata"], rules=role["rules"], opts=kube
@@ -332,18 +367,131 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        # The fleet, job and cost dashboards, for a Grafana whose dashboard sidecar watches this namespace.
-        for uid in dashboards.DASHBOARDS:
-            k8s.core.v1.ConfigMap(
-                f"{name}-dashboard-{uid}",
-                metadata={
-                    "name": f"{uid}-dashboard",
-                    "namespace": monitoring.KUBE_STATE_METRICS_NAMESPACE,
-                    "labels": dashboards.SIDECAR_LABEL,
-                },
-                data={f"{uid}.json": dashboards.dashboard_json(uid)},
-                opts=kube,
-            )
+        dashboard_config_maps(name, kube)
         self.workspace_arn = workspace.arn
+        self.query_url = workspace.prometheus_endpoint
         self.alert_topic_arn = topic_arn
         self.register_outputs({"workspaceArn": workspace.arn, "alertTopicArn": topic_arn})
+
+
+@dataclass
+class InClusterPrometheusArgs:
+    settings: MonitoringConfig
+    after: list[pulumi.Resource] = field(default_factory=list)
+    """What the releases wait for: the system nodes they run on and the EBS CSI driver that makes their volumes."""
+
+
+class InClusterPrometheus(pulumi.ComponentResource):
+    """monitoring.prometheus: in-cluster. The prometheus chart's server and Alertmanager on the system nodes, with
+    the managed collector's scrape jobs, the goodput rules and alerts, and the same route to SNS (its Alertmanager
+    signs with its pod's EKS Pod Identity role); kube-state-metrics and the dashboards' ConfigMaps as ``managed``
+    has them (infra/specs/monitoring.py)."""
+
+    query_url: str
+    alert_topic_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: InClusterPrometheusArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:InClusterPrometheus", name, None, opts)
+        settings = args.settings
+        kube = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
+        topic_arn = alert_topic(name, ctx, settings, self)
+        _, publish = pod_identity_role(
+            f"{name}-alertmanager",
+            description="The in-cluster Alertmanager: publish the training alerts to their SNS topic",
+            parent=self,
+            cluster=ctx,
+            service_account=(monitoring.IN_CLUSTER_NAMESPACE, monitoring.ALERTMANAGER_SERVICE_ACCOUNT),
+            inline_policy=topic_arn.apply(lambda arn: json.dumps(monitoring.sns_publish_policy(arn))),
+            associate_in=ctx.cluster_name_output,
+        )
+        state = kube_state_metrics(pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=args.after))
+        storage_class = monitoring.ebs_storage_class()
+        volumes = k8s.storage.v1.StorageClass(
+            f"{name}-{monitoring.EBS_STORAGE_CLASS}",
+            metadata=storage_class["metadata"],
+            provisioner=storage_class["provisioner"],
+            parameters=storage_class["parameters"],
+            volume_binding_mode=storage_class["volumeBindingMode"],
+            reclaim_policy=storage_class["reclaimPolicy"],
+            allow_volume_expansion=storage_class["allowVolumeExpansion"],
+            opts=kube,
+        )
+        helm_release(
+            monitoring.IN_CLUSTER_PROMETHEUS,
+            CHARTS[monitoring.IN_CLUSTER_PROMETHEUS],
+            monitoring.IN_CLUSTER_NAMESPACE,
+            topic_arn.apply(
+                lambda arn: monitoring.in_cluster_prometheus_values(
+                    arn,
+                    ctx.region,
+                    CORE_NODE_SELECTOR,
+                    settings.retention_days,
+                    settings.volume_gib,
+                    settings.idle_node_alert_minutes,
+                )
+            ),
+            pulumi.ResourceOptions(
+                parent=self, provider=ctx.kubernetes, depends_on=[*args.after, *publish, state, volumes]
+            ),
+        )
+        dashboard_config_maps(name, kube)
+        self.query_url = monitoring.in_cluster_prometheus_url()
+        self.alert_topic_arn = topic_arn
+        self.register_outputs({"alertTopicArn": topic_arn})
+
+
+@dataclass
+class GrafanaArgs:
+    query_url: pulumi.Input[str]
+    """The Prometheus the dashboards read."""
+    sigv4_region: str | None
+    """Set for the managed workspace: Grafana signs its queries with its pod's role (AmazonPrometheusQueryAccess)."""
+    after: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Grafana(pulumi.ComponentResource):
+    """monitoring.grafana: in-cluster. The grafana chart on the system nodes with the dashboards' sidecar on and one
+    provisioned Prometheus data source; its Service is ClusterIP only (``kubectl port-forward``), its admin password
+    generated into a Secret (infra/specs/monitoring.py)."""
+
+    def __init__(
+        self, name: str, ctx: ClusterContext, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("trainium:infra:Grafana", name, None, opts)
+        kube = pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes)
+        ready: list[pulumi.Resource] = []
+        if args.sigv4_region is not None:
+            _, ready = pod_identity_role(
+                f"{name}-query",
+                description="Grafana: query the Amazon Managed Service for Prometheus workspace",
+                parent=self,
+                cluster=ctx,
+                service_account=(monitoring.GRAFANA_NAMESPACE, monitoring.GRAFANA),
+                managed_policy_arns=(managed_policy(ctx.partition, "AmazonPrometheusQueryAccess"),),
+                associate_in=ctx.cluster_name_output,
+            )
+        password = random.RandomPassword(
+            f"{name}-admin-password", length=32, special=False, opts=pulumi.ResourceOptions(parent=self)
+        )
+        secret = k8s.core.v1.Secret(
+            f"{name}-admin",
+            metadata={"name": monitoring.GRAFANA_ADMIN_SECRET, "namespace": monitoring.GRAFANA_NAMESPACE},
+            string_data={"admin-user": monitoring.GRAFANA_ADMIN_USER, "admin-password": password.result},
+            opts=kube,
+        )
+        helm_release(
+            monitoring.GRAFANA,
+            CHARTS[monitoring.GRAFANA],
+            monitoring.GRAFANA_NAMESPACE,
+            pulumi.Output.from_input(args.query_url).apply(
+                lambda url: monitoring.grafana_values(
+                    monitoring.grafana_datasource(url, args.sigv4_region),
+                    CORE_NODE_SELECTOR,
+                    monitoring.KUBE_STATE_METRICS_NAMESPACE,
+                )
+            ),
+            pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=[*args.after, *ready, secret]),
+        )
+        self.register_outputs({})

@@ -260,11 +260,33 @@ class MonitoringConfig(ConfigModel):
     """Prometheus for the goodput ledger and the training alerts (docs/monitoring.md); the CloudWatch path
     (features.observability) is separate and stays."""
 
-    prometheus: Literal["off", "managed"] = Field(
+    prometheus: Literal["off", "managed", "in-cluster"] = Field(
         default="off",
         description="`managed`: an Amazon Managed Service for Prometheus workspace with the goodput recording and "
         "alerting rules, an AWS managed collector scraping kube-state-metrics (installed with it) and the workload "
-        "stacks' progress exporters, and its Alertmanager sending the alerts to SNS; `off`: none of it.",
+        "stacks' progress exporters, and its Alertmanager sending the alerts to SNS; `in-cluster`: the same scrape "
+        "jobs, rules and SNS alerts in a Prometheus and an Alertmanager on the system nodes, its data on an EBS gp3 "
+        "volume (retentionDays, volumeGib); `off`: none of it.",
+    )
+    grafana: Literal["off", "in-cluster"] = Field(
+        default="off",
+        description="`in-cluster`: a Grafana on the system nodes with the fleet, job and cost dashboards and the "
+        "Prometheus as its data source (the in-cluster one, or the managed workspace signed with SigV4), reached "
+        "with `kubectl port-forward` only, its admin password generated into a Secret; needs `prometheus` on.",
+    )
+    retention_days: int = Field(
+        default=15,
+        ge=1,
+        le=3650,
+        description="With `prometheus: in-cluster`: days of samples kept (Prometheus' own default); older ones go, "
+        "and so do the oldest once the data fills 80% of the volume.",
+    )
+    volume_gib: int = Field(
+        default=50,
+        ge=10,
+        le=16384,
+        description="With `prometheus: in-cluster`: the size of the Prometheus server's EBS gp3 volume (billed "
+        "while it exists, idle or not).",
     )
     alert_topic_arn: str | None = Field(
         default=None,

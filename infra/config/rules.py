@@ -181,8 +181,15 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
 
 
 def monitoring_pins(config: StackConfig) -> list[Pin]:
-    """monitoring.prometheus: managed installs kube-state-metrics for the goodput rules."""
-    return [chart_pin("kube-state-metrics")] if config.monitoring.prometheus == "managed" else []
+    """monitoring.prometheus installs kube-state-metrics for the goodput rules (and, in-cluster, the Prometheus
+    chart); monitoring.grafana the Grafana chart."""
+    monitoring = config.monitoring
+    found = [chart_pin("kube-state-metrics")] if monitoring.prometheus != "off" else []
+    if monitoring.prometheus == "in-cluster":
+        found.append(chart_pin("prometheus"))
+    if monitoring.grafana == "in-cluster":
+        found.append(chart_pin("grafana"))
+    return found
 
 
 def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:
@@ -390,17 +397,28 @@ def semantic_problems(config: StackConfig) -> list[str]:
 def _monitoring_problems(config: StackConfig) -> list[str]:
     """The managed collector reaches the cluster through its private API endpoint (Amazon Managed Service
     for Prometheus user guide, AMP-collector-how-to), and scrapes what kube-state-metrics and the progress
-    exporters serve from the system nodes."""
-    if config.monitoring.prometheus != "managed":
-        return []
-    problems = []
-    if not config.endpoint_access.private:
+    exporters serve from the system nodes. A Grafana shows what a Prometheus holds: none without one."""
+    monitoring = config.monitoring
+    if monitoring.grafana != "off" and monitoring.prometheus == "off":
+        return [
+            f"{key_name(('monitoring', 'grafana'))} = {monitoring.grafana!r}: its dashboards read a Prometheus, and "
+            f"{key_name(('monitoring', 'prometheus'))} is 'off'; set prometheus to 'managed' or 'in-cluster', or "
+            "grafana: off"
+        ]
+    problems = [
+        f"{key_name(('monitoring', key))} is set, and only an in-cluster Prometheus has a volume and a retention; "
+        f"{key_name(('monitoring', 'prometheus'))} is {monitoring.prometheus!r}: drop the key, or prometheus: in-cluster"
+        for field, key in (("retention_days", "retentionDays"), ("volume_gib", "volumeGib"))
+        if field in monitoring.model_fields_set and monitoring.prometheus != "in-cluster"
+    ]
+    if monitoring.prometheus == "off":
+        return problems
+    if monitoring.prometheus == "managed" and not config.endpoint_access.private:
         problems.append(
             f"{key_name(('monitoring', 'prometheus'))}: 'managed' needs the private API endpoint, which the AWS "
             f"managed collector scrapes through; {key_name(('endpointAccess', 'private'))} is false: set it true, "
             "or prometheus: off"
         )
-    monitoring = config.monitoring
     if monitoring.alert_emails and monitoring.alert_topic_arn is not None:
         problems.append(
             f"{key_name(('monitoring', 'alertEmails'))} = {monitoring.alert_emails}: only for the stack's own alert "
@@ -420,9 +438,9 @@ def _monitoring_problems(config: StackConfig) -> list[str]:
 
 
 def unheard_alerts(config: StackConfig) -> list[str]:
-    """A managed Prometheus whose alerts go to the stack's own topic with nobody subscribed: they reach no one."""
+    """A Prometheus whose alerts go to the stack's own topic with nobody subscribed: they reach no one."""
     monitoring = config.monitoring
-    if monitoring.prometheus != "managed" or monitoring.alert_topic_arn is not None or monitoring.alert_emails:
+    if monitoring.prometheus == "off" or monitoring.alert_topic_arn is not None or monitoring.alert_emails:
         return []
     return [
         f"{key_name(('monitoring', 'alertEmails'))} is empty: the training alerts go to the stack's SNS topic "

@@ -94,6 +94,8 @@ CHART_ROWS = {
     "kuberay-operator": "kuberay",
     "metrics-server": "metrics-server",
     "kube-state-metrics": "kube-state-metrics",
+    "prometheus": "prometheus-chart",
+    "grafana": "grafana-chart",
     "karpenter": "karpenter",
     "karpenter-crd": "karpenter",
 }

@@ -313,6 +313,20 @@ SUPPORT: dict[str, Support] = {
         'release" (README.md at v2.20.0, Compatibility matrix)',
         "its newest chart",
     ),
+    "prometheus-chart-29.27": Support(
+        "prometheus chart 29.27 (Prometheus 3.14, Alertmanager 0.34)",
+        None,
+        "prometheus-community/helm-charts publishes no support window for its charts (charts/prometheus at "
+        "cf408a2); no Prometheus release-cycle page was read for 3.14",
+        "its newest chart",
+    ),
+    "grafana-chart-10.5": Support(
+        "grafana chart 10.5 (Grafana 12.3)",
+        None,
+        "grafana/helm-charts marks the chart deprecated at 10.5.15 (charts/grafana/Chart.yaml, deprecated: true); "
+        "no Grafana support page was read for 12.3",
+        "the Grafana chart where it is maintained next",
+    ),
     "karpenter-1.14": Support(
         "Karpenter 1.14 (LTS)",
         date(2027, 7, 1),

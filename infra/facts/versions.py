@@ -110,6 +110,13 @@ CHARTS: dict[str, ChartPin] = {
     # monitoring.prometheus: managed. kube-state-metrics 2.20.0, the newest chart in the
     # prometheus-community/helm-charts snapshot read (cf408a2, 2026-08-22; infra/specs/monitoring.py).
     "kube-state-metrics": ChartPin("kube-state-metrics", "8.4.0", "https://prometheus-community.github.io/helm-charts"),
+    # monitoring.prometheus: in-cluster. Prometheus v3.14.0 with the alertmanager subchart 1.42.0 (Alertmanager
+    # v0.34.0), the chart's version in the same snapshot (cf408a2, charts/prometheus/Chart.yaml and Chart.lock).
+    "prometheus": ChartPin("prometheus", "29.27.0", "https://prometheus-community.github.io/helm-charts"),
+    # monitoring.grafana: in-cluster. Grafana 12.3.1, the newest chart in the grafana/helm-charts snapshot read
+    # (tag grafana-10.5.15, 2026-01-30), whose Chart.yaml marks the chart deprecated there (it names no successor
+    # in this repository): a later Grafana comes from wherever that chart is maintained next.
+    "grafana": ChartPin("grafana", "10.5.15", "https://grafana.github.io/helm-charts"),
     # nodeProvisioner: karpenter. Karpenter 1.14.1 (aws/karpenter-provider-aws v1.14.1, 2026-08-20): fixes to
     # the reserved-capacity and placement-group offering resolvers (b472442, bde0065). Against v1.14.0
     # (release commit 692ccdd06, what the tests' citations read) its charts/ and pkg/apis (the CRDs) are

@@ -1,7 +1,9 @@
-"""What the managed Prometheus path declares, as data: the collector's scrape configuration, its Kubernetes
+"""What the Prometheus paths declare, as data: the collector's scrape configuration, its Kubernetes
 permissions, the Alertmanager definition that routes the goodput alerts to SNS, the SNS topic policy, and
-kube-state-metrics' chart values. Pure: settings in, dicts and YAML out
-(infra/components/observability.py declares them; docs/monitoring.md says why a managed collector).
+kube-state-metrics' chart values; for monitoring.prometheus: in-cluster the prometheus chart's values (the same
+jobs, rules and route) and its volumes' StorageClass; for monitoring.grafana the grafana chart's values and its
+data source. Pure: settings in, dicts and YAML out (infra/components/observability.py declares them;
+docs/monitoring.md says why a managed collector, and why no Amazon Managed Grafana).
 
 Sources, each read where cited:
 - Amazon Managed Service for Prometheus user guide, AMP-collector-how-to: a collector reaches the cluster
@@ -15,6 +17,36 @@ Sources, each read where cited:
   (``topic_arn``, ``sigv4.region``).
 - pulumi-aws 7.51.1 amp/alert_manager_definition.py and amp/scraper.py (the definition's shape; the
   ``AMPAgentlessScraper`` tag a collector puts on its workspace).
+- prometheus-community/helm-charts prometheus-29.27.0 (cf408a2; Prometheus v3.14.0, alertmanager subchart 1.42.0 with
+  Alertmanager v0.34.0): templates/cm.yaml writes ``server.global`` as prometheus.yml's ``global`` and appends the
+  enabled ``scrapeConfigs`` entries before ``serverFiles["prometheus.yml"].scrape_configs`` (so every default job
+  is turned off by name, IN_CLUSTER_DEFAULT_JOBS, the chart's values.yaml ``scrapeConfigs`` keys); every other
+  ``serverFiles`` key is a file under /etc/config; with ``alertmanager.enabled`` it adds the ``alerting`` section
+  that finds the subchart's pod. values.yaml: ``server.persistentVolume.size``/``storageClass``,
+  ``server.retention``/``retentionSize``, ``server.nodeSelector``; subcharts ``kube-state-metrics``,
+  ``prometheus-node-exporter``, ``prometheus-pushgateway`` (``enabled``). alertmanager-1.42.0 values.yaml:
+  ``config`` (its ``receivers`` list replaces the default one, ``route`` merges over the default's), ``persistence``,
+  ``serviceAccount.name``, ``nodeSelector``.
+- prometheus/alertmanager v0.34.0 notify/sns/sns.go createSNSClient: with no ``access_key``, ``profile`` or
+  ``role_arn`` in ``sigv4`` the SNS client is built by aws-sdk-go-v2's ``config.LoadDefaultConfig`` (config
+  v1.32.33 in its go.mod), the SDK's default credential chain, whose container provider reads EKS Pod Identity's
+  credentials (EKS user guide, service-accounts.adoc pod-id-minimum-sdk: Go v2 from release-2023-11-14). So the
+  in-cluster Alertmanager signs SNS requests with its pod's role and publishes to the same topic as ``managed``.
+- grafana/helm-charts grafana-10.5.15 (Grafana 12.3.1) values.yaml: ``admin.existingSecret``/``userKey``/
+  ``passwordKey``, ``sidecar.dashboards`` (``enabled``, ``label``, ``labelValue``, ``searchNamespace``; the
+  chart's ClusterRole lets the sidecar read ConfigMaps in every namespace, templates/clusterrole.yaml),
+  ``datasources``, ``grafana.ini``, ``serviceAccount.name``, ``service.type`` ClusterIP, ``nodeSelector``.
+- Grafana's SigV4: with ``[auth] sigv4_auth_enabled`` Grafana adds grafana-aws-sdk's ``awsauth.NewSigV4Middleware``
+  to every data source's HTTP client (grafana/grafana pkg/infra/httpclient/httpclientprovider/
+  http_client_provider.go, read in the search index's stored copy: the grafana/grafana snapshot, 3.2 GB, is over
+  the fetch limit, so not at the v12.3.1 tag itself); grafana-aws-sdk v1.4.0 (2025-11-25) pkg/awsauth/auth.go
+  GetConfig: auth type ``default`` adds no credentials and calls ``LoadDefaultConfig`` (aws-sdk-go-v2), the
+  default chain that reads Pod Identity's credentials. SigV4 in the core Prometheus data source is deprecated
+  from Grafana 11 for the Amazon Managed Service for Prometheus plugin (grafana/grafana#90250) and removed from
+  core in 2026-04 (grafana/grafana#123089, after 12.3): a Grafana upgrade past that needs the plugin's type.
+- kubernetes-sigs/aws-ebs-csi-driver v1.64.0 docs/parameters.md: StorageClass parameters ``type`` (gp3) and
+  ``encrypted``; EKS user guide storage/ebs-csi-migration-faq.adoc: a new cluster's default StorageClass is the
+  in-tree ``gp2`` one, hence a gp3 class of our own.
 - prometheus-community/helm-charts kube-state-metrics-8.4.0 (app 2.20.0): values ``metricLabelsAllowlist``
   (joined into --metric-labels-allowlist, templates/deployment.yaml), ``extraArgs`` (added to the args there),
   ``nodeSelector``; pods labelled
@@ -31,6 +63,7 @@ from typing import Any
 import yaml
 
 from infra.specs import goodput_rules
+from infra.specs.dashboards import SIDECAR_LABEL
 
 COLLECTOR_USER = "aps-collector-user"
 COLLECTOR_ROLE = "aps-collector-role"
@@ -181,3 +214,166 @@ def address_key(address: str) -> str:
     """A short name for an email address's subscription that stays the same wherever the address is
     listed (and however its case is written)."""
     return hashlib.sha256(address.strip().lower().encode()).hexdigest()[:12]
+
+
+# --- monitoring.prometheus: in-cluster -------------------------------------------------------------------------
+
+IN_CLUSTER_PROMETHEUS = "prometheus"  # the Helm release: its server is the Service prometheus-server, port 80
+IN_CLUSTER_NAMESPACE = KUBE_STATE_METRICS_NAMESPACE  # beside kube-state-metrics and the dashboards' ConfigMaps
+ALERTMANAGER_SERVICE_ACCOUNT = "prometheus-alertmanager"
+# The prometheus chart's own scrape jobs (values.yaml ``scrapeConfigs`` at prometheus-29.27.0), each turned off:
+# the server scrapes exactly what the managed collector does.
+IN_CLUSTER_DEFAULT_JOBS = (
+    "prometheus",
+    "kubernetes-api-servers",
+    "kubernetes-nodes",
+    "kubernetes-nodes-cadvisor",
+    "kubernetes-service-endpoints",
+    "kubernetes-service-endpoints-slow",
+    "prometheus-pushgateway",
+    "kubernetes-services",
+    "kubernetes-pods",
+    "kubernetes-pods-slow",
+)
+GOODPUT_RULE_FILE = "goodput.yml"
+EBS_STORAGE_CLASS = "prometheus-gp3"
+ALERTMANAGER_VOLUME_GIB = 2  # the alertmanager subchart's default size: its silences and notification log
+# The oldest blocks go once the data passes this share of the volume, so the write-ahead log and compaction
+# always find room.
+RETENTION_SIZE_SHARE = 0.8
+
+
+def ebs_storage_class() -> dict[str, Any]:
+    """An encrypted gp3 class through the EBS CSI driver the cluster installs; bound where the pod lands, so the
+    volume is made in the system node's zone."""
+    return {
+        "metadata": {"name": EBS_STORAGE_CLASS},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+    }
+
+
+def in_cluster_scrape() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(global, scrape_configs) of ``scrape_configuration()``, the managed collector's, taken whole."""
+    config = yaml.safe_load(scrape_configuration())
+    unknown = set(config) - {"global", "scrape_configs"}
+    if unknown:
+        raise ValueError(f"scrape_configuration() has sections the chart's prometheus.yml does not carry: {unknown}")
+    return config.get("global", {}), config["scrape_configs"]
+
+
+def alertmanager_config(topic_arn: str, region: str) -> dict[str, Any]:
+    """The managed workspace's Alertmanager configuration: the same route and SNS receiver."""
+    definition = yaml.safe_load(alertmanager_definition(topic_arn, region))
+    return yaml.safe_load(definition["alertmanager_config"])
+
+
+def in_cluster_prometheus_values(
+    topic_arn: str,
+    region: str,
+    core_node_selector: Mapping[str, str],
+    retention_days: int,
+    volume_gib: int,
+    idle_node_alert_minutes: int,
+) -> dict[str, Any]:
+    """The prometheus chart's values: the collector's scrape jobs and the workspace's rules and alerts, on the
+    system nodes, its data on a gp3 volume; kube-state-metrics comes from its own release, as with ``managed``."""
+    scrape_global, scrape_configs = in_cluster_scrape()
+    config = alertmanager_config(topic_arn, region)
+    return {
+        "server": {
+            "nodeSelector": dict(core_node_selector),
+            "global": {"scrape_timeout": "10s", "evaluation_interval": "1m", **scrape_global},
+            "retention": f"{retention_days}d",
+            "retentionSize": f"{int(volume_gib * RETENTION_SIZE_SHARE)}GB",
+            "persistentVolume": {"enabled": True, "size": f"{volume_gib}Gi", "storageClass": EBS_STORAGE_CLASS},
+        },
+        "scrapeConfigs": {job: {"enabled": False} for job in IN_CLUSTER_DEFAULT_JOBS},
+        "serverFiles": {
+            "prometheus.yml": {"rule_files": [f"/etc/config/{GOODPUT_RULE_FILE}"], "scrape_configs": scrape_configs},
+            GOODPUT_RULE_FILE: yaml.safe_load(goodput_rules.rule_file(region, idle_node_alert_minutes)),
+        },
+        "alertmanager": {
+            "enabled": True,
+            "nodeSelector": dict(core_node_selector),
+            "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
+            "persistence": {"enabled": True, "size": f"{ALERTMANAGER_VOLUME_GIB}Gi", "storageClass": EBS_STORAGE_CLASS},
+            "config": {"enabled": True, **config},
+        },
+        "kube-state-metrics": {"enabled": False},
+        "prometheus-node-exporter": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+    }
+
+
+def sns_publish_policy(topic_arn: str) -> dict[str, Any]:
+    """What the in-cluster Alertmanager's role may do: publish to the alert topic, nothing else."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["sns:Publish"], "Resource": topic_arn}],
+    }
+
+
+def in_cluster_prometheus_url() -> str:
+    """The server's Service (the chart names it ``<release>-server``, port 80) as Grafana reaches it."""
+    return f"http://{IN_CLUSTER_PROMETHEUS}-server.{IN_CLUSTER_NAMESPACE}.svc.cluster.local"
+
+
+# --- monitoring.grafana: in-cluster ----------------------------------------------------------------------------
+
+GRAFANA = "grafana"  # the Helm release, its Service (port 80) and its service account
+GRAFANA_NAMESPACE = KUBE_STATE_METRICS_NAMESPACE
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_USER = "admin"
+GRAFANA_DATASOURCE = "Prometheus"
+
+
+def grafana_datasource(url: str, region: str | None) -> dict[str, Any]:
+    """The one Prometheus data source, the default, so each dashboard's ``datasource`` variable (of type
+    prometheus) picks it. ``region`` set: the managed workspace, every request signed with SigV4 for ``aps``
+    through the SDK's default credentials (the pod's EKS Pod Identity role)."""
+    source: dict[str, Any] = {
+        "name": GRAFANA_DATASOURCE,
+        "uid": "prometheus",
+        "type": "prometheus",
+        "access": "proxy",
+        "url": url,
+        "isDefault": True,
+        "editable": False,
+        "jsonData": {"httpMethod": "POST"},
+    }
+    if region is not None:
+        source["jsonData"].update({"sigV4Auth": True, "sigV4AuthType": "default", "sigV4Region": region})
+    return source
+
+
+def grafana_values(
+    datasource: Mapping[str, Any], core_node_selector: Mapping[str, str], dashboards_namespace: str
+) -> dict[str, Any]:
+    """The grafana chart's values: on the system nodes, no Ingress (reached by ``kubectl port-forward``), the
+    admin password from GRAFANA_ADMIN_SECRET, the dashboard sidecar watching the dashboards' namespace."""
+    ((label, value),) = SIDECAR_LABEL.items()
+    return {
+        "nodeSelector": dict(core_node_selector),
+        "serviceAccount": {"create": True, "name": GRAFANA},
+        "service": {"type": "ClusterIP"},
+        "ingress": {"enabled": False},
+        "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+        "sidecar": {
+            "dashboards": {
+                "enabled": True,
+                "label": label,
+                "labelValue": value,
+                "searchNamespace": dashboards_namespace,
+            }
+        },
+        "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [dict(datasource)]}},
+        "grafana.ini": {
+            # SigV4 is offered to data sources only with this switch (Grafana's [auth] sigv4_auth_enabled).
+            "auth": {"sigv4_auth_enabled": "sigV4Auth" in datasource.get("jsonData", {})},
+            "analytics": {"check_for_updates": False, "reporting_enabled": False},
+        },
+    }

@@ -33,6 +33,8 @@ NOT_ESTIMATED = (
     "FSx backups (a final backup when a retained file system is deleted)",
     "load balancers the workloads' Services create",
     "KMS keys and requests",
+    "Amazon Managed Service for Prometheus samples ingested, stored and queried (monitoring.prometheus: managed)",
+    "SNS messages of the training alerts",
 )
 
 T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -158,6 +160,7 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
     _managed_prometheus(estimate, resources, region)
+    _in_cluster_prometheus(estimate, resources, region)
     return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
 
 
@@ -165,20 +168,60 @@ T_AMP_SCRAPER = "aws:amp/scraper:Scraper"
 
 
 def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
-    """An AWS managed collector is billed while it exists, and its workspace by the samples it ingests,
-    stores and answers queries over; no figure for either was read for this table, so the line is
-    unknown, never $0."""
+    """An AWS managed collector is billed per hour while it exists: no figure was read for this table, so the
+    line is unknown, never $0. Its workspace is billed by use (samples ingested, stored, queried), which
+    NOT_ESTIMATED names."""
     for scraper in (r for r in resources if r["type"] == T_AMP_SCRAPER):
         estimate.add(
             Line(
                 "Managed Prometheus collector",
-                f"{scraper['name']} (and its workspace's samples)",
+                f"{scraper['name']}",
                 None,
                 _fixed(1),
-                "billed per collector-hour and per sample ingested, stored and queried: no sourced price in "
+                "billed per collector-hour (its workspace by use, not estimated): no sourced price in "
                 "infra/facts/prices.py",
             ),
-            f"Amazon Managed Service for Prometheus collector hours and samples in {region}",
+            f"Amazon Managed Service for Prometheus collector hours in {region}",
+        )
+
+
+T_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PROMETHEUS_CHART = "prometheus"  # infra/facts/versions.py CHARTS["prometheus"].chart
+
+
+def _gib(size: str) -> float:
+    """A volume size as the prometheus chart's values carry it (``50Gi``)."""
+    if not size.endswith("Gi"):
+        raise ValueError(f"volume size {size!r} is not in Gi")
+    return float(size[: -len("Gi")])
+
+
+def _in_cluster_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
+    """monitoring.prometheus: in-cluster: the server's and Alertmanager's EBS gp3 volumes, billed per provisioned
+    GiB while they exist, in every scenario. Their pods run on the system nodes, already counted."""
+    for release in (
+        r for r in resources if r["type"] == T_HELM_RELEASE and r["inputs"].get("chart") == PROMETHEUS_CHART
+    ):
+        values = release["inputs"].get("values") or {}
+        server = values.get("server", {}).get("persistentVolume", {})
+        alertmanager = values.get("alertmanager", {})
+        sizes = [_gib(server["size"])] if server.get("enabled") else []
+        if alertmanager.get("enabled") and alertmanager.get("persistence", {}).get("enabled"):
+            sizes.append(_gib(alertmanager["persistence"]["size"]))
+        if not sizes:
+            continue
+        gib = sum(sizes)
+        gp3 = prices.service_price(region, prices.EBS_GP3)
+        estimate.add(
+            Line(
+                "In-cluster Prometheus volumes",
+                f"{release['name']}: {' + '.join(f'{g:g}' for g in sizes)} GiB gp3 (server, Alertmanager)",
+                _usd(gp3, HOURS_PER_MONTH / gib) if gp3 else None,
+                _fixed(1),
+                "billed per provisioned GiB while the volumes exist",
+                gp3.source if gp3 else "",
+            ),
+            f"gp3 storage in {region}",
         )
 
 
