@@ -18,7 +18,13 @@ from infra.components.kube import (
     job_support_output,
 )
 from infra.components.network import Network, NetworkArgs
-from infra.components.observability import ManagedPrometheus, Observability, ObservabilityArgs, PrometheusArgs
+from infra.components.observability import (
+    ManagedPrometheus,
+    NodeMetrics,
+    Observability,
+    ObservabilityArgs,
+    PrometheusArgs,
+)
 from infra.components.registries import Registries, RegistriesArgs
 from infra.components.schedulers import Schedulers, SchedulersArgs
 from infra.components.storage import FsxStorage, FsxStorageArgs, directory_claim_name
@@ -49,7 +55,14 @@ specs = [
         g,
         cloud.instance_facts[g.instance_type],
         placement.group_zones[g.name],
-        node_allocatable(g.instance_type, features, accelerator=True, dra=g.dra, efa=g.efa_enabled),
+        node_allocatable(
+            g.instance_type,
+            features,
+            accelerator=True,
+            dra=g.dra,
+            efa=g.efa_enabled,
+            metrics_agents=config.monitoring.prometheus != "off",
+        ),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
     )
@@ -284,6 +297,13 @@ if features.observability:
             addon_after=[cluster.core_node_group],
             training_namespaces=namespaces,
         ),
+    )
+if config.monitoring.prometheus != "off":
+    NodeMetrics(
+        "node-metrics",
+        ctx,
+        registries.through_cache,
+        after=[cluster.core_node_group, *registries.pull_through_cache],
     )
 if config.monitoring.prometheus == "managed":
     ManagedPrometheus(

@@ -67,6 +67,7 @@ from infra.facts.support import kubernetes_pin
 from infra.facts.versions import (
     EKS_ADDON_REGISTRIES,
     EKS_KUBERNETES_VERSIONS,
+    NEURON_MONITOR_IMAGE,
     PYTHON_SLIM_IMAGE,
     autoscaler_release,
 )
@@ -181,8 +182,13 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
 
 
 def monitoring_pins(config: StackConfig) -> list[Pin]:
-    """monitoring.prometheus: managed installs kube-state-metrics for the goodput rules."""
-    return [chart_pin("kube-state-metrics")] if config.monitoring.prometheus == "managed" else []
+    """monitoring.prometheus: managed installs kube-state-metrics for the goodput rules; with any Prometheus the
+    node metrics' agents run (infra/specs/node_metrics.py)."""
+    found = [chart_pin("kube-state-metrics")] if config.monitoring.prometheus == "managed" else []
+    if config.monitoring.prometheus != "off":
+        found += [chart_pin("prometheus-node-exporter"), *image_pins(NEURON_MONITOR_IMAGE, "neuron-monitor")]
+        found += image_pins(PYTHON_SLIM_IMAGE, "the EFA exporter")
+    return found
 
 
 def end_of_support(config: StackConfig, today: date) -> tuple[list[str], list[str]]:
