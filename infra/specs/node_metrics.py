@@ -60,6 +60,17 @@ NODE_EXPORTER = "prometheus-node-exporter"
 NODE_EXPORTER_COLLECTORS = ("cpu", "meminfo")
 
 
+def _probe() -> dict[str, Any]:
+    """An HTTP GET of the metrics the agent serves, as a scrape would make it: a server that stops answering is
+    restarted (liveness) and out of nothing until it answers (readiness)."""
+    return {
+        "httpGet": {"path": "/metrics", "port": PORT_NAME},
+        "periodSeconds": 30,
+        "timeoutSeconds": 10,
+        "failureThreshold": 3,
+    }
+
+
 def _daemon_set(name: str, pod: dict[str, Any]) -> dict[str, Any]:
     labels = {NAME_LABEL: name}
     return {
@@ -118,6 +129,10 @@ def neuron_monitor(image: str) -> dict[str, Any]:
                     "env": [{"name": "GOMEMLIMIT", "value": "160MiB"}],
                     "resources": {"requests": NEURON_MONITOR_REQUESTS, "limits": NEURON_MONITOR_LIMITS},
                     "securityContext": {"privileged": True},
+                    # Not in the upstream manifest: its exporter (prometheus_client's HTTP server) answers
+                    # /metrics as soon as it runs.
+                    "livenessProbe": _probe(),
+                    "readinessProbe": _probe(),
                 }
             ],
         },
@@ -151,6 +166,8 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
                 "ports": [{"name": PORT_NAME, "containerPort": EFA_EXPORTER_PORT}],
                 "resources": {"requests": EFA_EXPORTER_REQUESTS, "limits": EFA_EXPORTER_LIMITS},
                 "securityContext": container_security_context(read_only_root=True),
+                "livenessProbe": _probe(),
+                "readinessProbe": _probe(),
                 "volumeMounts": [
                     {"name": "script", "mountPath": EFA_SCRIPT_DIR, "readOnly": True},
                     {"name": "sys", "mountPath": HOST_SYSFS, "readOnly": True},
