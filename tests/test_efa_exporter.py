@@ -185,7 +185,7 @@ def test_each_ports_counters_are_served_with_the_collectors_labels(exporter):
     # the alert's) are not: only that complaint is accepted.
     checked = promtool.run("check", "metrics", stdin=text)
     complaints = [line for line in (checked.stdout + checked.stderr).splitlines() if line.strip()]
-    assert all("counter metrics should have \"_total\" suffix" in line for line in complaints), complaints
+    assert all('counter metrics should have "_total" suffix' in line for line in complaints), complaints
 
 
 def test_a_node_with_no_efa_device_serves_nothing_and_other_paths_are_not_found(tmp_path, exporter, sysfs):

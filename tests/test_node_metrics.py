@@ -70,9 +70,13 @@ def test_neuron_monitor_runs_as_upstream_on_trainium_nodes_the_device_plugin_ser
 
 def test_node_exporter_is_the_pinned_chart_serving_only_what_the_dashboards_read(prod):
     (release,) = [r.inputs for r in prod.registrations if r.name == node_metrics.NODE_EXPORTER]
-    assert (release["chart"], release["version"]) == NODE_EXPORTER_CHART == (
-        CHARTS["prometheus-node-exporter"].chart,
-        CHARTS["prometheus-node-exporter"].version,
+    assert (
+        (release["chart"], release["version"])
+        == NODE_EXPORTER_CHART
+        == (
+            CHARTS["prometheus-node-exporter"].chart,
+            CHARTS["prometheus-node-exporter"].version,
+        )
     )
     assert release["namespace"] == node_metrics.NAMESPACE
     assert release["values"]["extraArgs"] == ["--collector.disable-defaults", "--collector.cpu", "--collector.meminfo"]
@@ -120,7 +124,9 @@ def test_their_host_access_is_what_their_namespace_admits(prod):
     assert {"hostNetwork", "hostPID", "hostPath"} <= set(allowed[f"{node_metrics.NAMESPACE}/DaemonSet"])
 
 
-@pytest.mark.parametrize("dra, efa, less", [(False, True, (266, 160)), (False, False, (256, 128)), (True, True, (0, 0))])
+@pytest.mark.parametrize(
+    "dra, efa, less", [(False, True, (266, 160)), (False, False, (256, 128)), (True, True, (0, 0))]
+)
 def test_a_training_pod_may_ask_for_less_by_what_the_agents_request(dra, efa, less):
     features = FeaturesConfig()
     without = system_capacity.node_allocatable("trn1.32xlarge", features, True, dra=dra, efa=efa)
@@ -135,9 +141,7 @@ def test_a_training_pod_may_ask_for_less_by_what_the_agents_request(dra, efa, le
 
 def test_prod_exports_the_smaller_allocatable(prod):
     group = next(g for g in prod.outputs["acceleratorNodeGroups"] if g["instanceType"] == "trn1.32xlarge")
-    expected = system_capacity.node_allocatable(
-        "trn1.32xlarge", FeaturesConfig(), True, efa=True, metrics_agents=True
-    )
+    expected = system_capacity.node_allocatable("trn1.32xlarge", FeaturesConfig(), True, efa=True, metrics_agents=True)
     assert group["allocatable"] == expected
 
 

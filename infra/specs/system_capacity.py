@@ -71,7 +71,9 @@ class PodRequests:
 
 def _requests(name: str, requests: dict[str, str], source: str) -> PodRequests:
     """One pod's PodRequests from its Kubernetes requests, in millicores and Mi."""
-    return PodRequests(name, int(requests["cpu"].removesuffix("m")), int(requests["memory"].removesuffix("Mi")), 1, source)
+    return PodRequests(
+        name, int(requests["cpu"].removesuffix("m")), int(requests["memory"].removesuffix("Mi")), 1, source
+    )
 
 
 # On every node (DaemonSets). The Neuron and EFA device plugins and the Neuron problem detector
