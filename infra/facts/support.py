@@ -327,6 +327,19 @@ SUPPORT: dict[str, Support] = {
         "no Grafana support page was read for 12.3",
         "the Grafana chart where it is maintained next",
     ),
+    "prometheus-node-exporter-4.56": Support(
+        "prometheus-node-exporter chart 4.56 (node-exporter 1.12)",
+        None,
+        f"prometheus/node_exporter {_NO_POLICY} (README.md at v1.12.1; releases only), nor does the chart",
+        "its newest chart",
+    ),
+    "neuron-monitor-1.3": Support(
+        "neuron-monitor image 1.3",
+        None,
+        f"aws-neuron/aws-neuron-sdk {_NO_POLICY} for the image (81ce03a: src/k8/k8s-neuron-monitor-daemonset.yml "
+        "is its only mention, deploy/infrastructure/monitoring.rst links it)",
+        "the tag that manifest names next, or Neuron Observer on Trainium2/3",
+    ),
     "karpenter-1.14": Support(
         "Karpenter 1.14 (LTS)",
         date(2027, 7, 1),
