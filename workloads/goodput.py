@@ -616,19 +616,10 @@ def _stall(run: RunModel, config: WorkloadsConfig, mbps: float, share: float, ke
     s = getattr(config, _CAMEL[run.workload])
     blocking = run.blocking_hours(run.interval_hours)
     if run.step_hours:
-        interval_key, value, unit_hours, unit = (
-            "checkpointEverySteps",
-            s.checkpoint_every_steps,
-            run.step_hours,
-            "steps",
-        )
+        interval_key, value, unit_hours = "checkpointEverySteps", s.checkpoint_every_steps, run.step_hours
     else:
-        interval_key, value, unit_hours, unit = (
-            "checkpointEveryShards",
-            s.checkpoint_every_shards,
-            figure("bertShardMinutes") / 60,
-            "shards",
-        )
+        interval_key, value = "checkpointEveryShards", s.checkpoint_every_shards
+        unit_hours = figure("bertShardMinutes") / 60
     least = math.ceil(minimum_interval_hours(run, share) / unit_hours - 1e-9)
     young = _interval_units(young_interval_hours(run), unit_hours)
     at_young = expected(dataclasses.replace(run, interval_hours=young * unit_hours)).ratio

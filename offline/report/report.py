@@ -15,9 +15,8 @@ def cluster_cost(result: PlanResult) -> dict[str, Any]:
 
 
 def workloads_cost(workloads_dir: Path, stack: str, cluster: PlanResult) -> dict[str, Any]:
-    from workloads.settings import parse_workloads_config
-
     from workloads import goodput
+    from workloads.settings import parse_workloads_config
 
     mbps = cost.training_file_system_mbps(cluster.as_json()["resources"])
     # The settings the jobs get: what the stack file leaves unset, derived as the program derives it.
