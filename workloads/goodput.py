@@ -560,7 +560,7 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
             minutes = math.ceil(derived_deadline_hours(run, hours, restart, 0) * 60)
             update["train_deadline_minutes"] = max(minutes, _hang_floor_minutes(bert))
         found["bert_pretraining"] = update
-    llamas = []
+    llamas: list[tuple[str, str, Any, int, float, str, Callable[[Any, float, float, FirstStep], RunModel]]] = []
     if (ray := config.on("ray_llama2")) is not None and "train" in ray.steps:
         llamas.append(("ray_llama2", "rayLlama2", ray, ray.workers, ray_steps(ray), "max_retries", _ray))
     if (nxd := config.on("nxd_llama")) is not None and nxd.train:
@@ -569,10 +569,11 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
         update = {}
         start = first_step.first_step(workload, first_step.DEFAULT_GROUP, nodes)
         run = build(s, rate, mbps or 1.0, start)
+        step_hours = llama_step_hours(nodes)
         if mbps is not None and "checkpoint_every_steps" not in s.model_fields_set:
-            update["checkpoint_every_steps"] = _interval_units(young_interval_hours(run), run.step_hours)
-            run = dataclasses.replace(run, interval_hours=update["checkpoint_every_steps"] * run.step_hours)
-        hours = steps * llama_step_hours(nodes)
+            update["checkpoint_every_steps"] = _interval_units(young_interval_hours(run), step_hours)
+            run = dataclasses.replace(run, interval_hours=update["checkpoint_every_steps"] * step_hours)
+        hours = steps * step_hours
         first = start.warm_minutes / 60
         budget = getattr(s, budget_key)
         if budget_key not in s.model_fields_set:
@@ -754,7 +755,7 @@ def scenario_goodput(scenario: Scenario) -> Goodput:
 def scenario_table() -> list[tuple[str, ...]]:
     """(scenario, file system, interval, blocked per save, failures a week, restart budget and the chance a
     week exhausts it, goodput, target), for the docs."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for scenario in SCENARIOS:
         g = scenario_goodput(scenario)
         r = g.run
