@@ -113,7 +113,7 @@ def young_daly(expected: dict[str, Any]) -> str:
     steps = expected["youngDalyIntervalSteps"]
     optimum = f"{steps} steps" if steps else f"{expected['youngDalyIntervalHours']:.1f} h"
     return (
-        f"Young/Daly interval {optimum} (saves {expected['inputs']['checkpointSaveHours'] * 3600:.0f} s each, "
+        f"Young/Daly interval {optimum} (saves block {expected['saveBlockingHours'] * 3600:.0f} s each, "
         f"every {expected['inputs']['checkpointIntervalHours']:.2f} h now) would give "
         f"{expected['goodputAtYoungDaly']:.1%}"
     )
