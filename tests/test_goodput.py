@@ -322,3 +322,33 @@ def test_prod_runs_nxd_training_with_asynchronous_saves_at_the_derived_interval(
     command = " ".join(launcher.get("command", []) + launcher.get("args", []))
     assert "exp_manager.async_checkpointing=true" in command and "nxdt 171 " in command
     assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 22794 * 60
+
+
+DEV_RAY = {
+    "nodeGroup": "trn1n-32xl-ng",
+    "workers": 2,
+    "trainSteps": 20,
+    "trainDeadlineSeconds": 3600,
+    "firstStepTimeoutMinutes": 30,
+}
+
+
+def test_the_workload_program_refuses_a_stalling_interval_before_declaring_anything(workloads_with):
+    from infra.config.errors import ConfigError
+
+    # Dev's Ray run saves synchronously (the example passes no async_save): 644 s every 5 steps of 87.8 s.
+    with pytest.raises(ConfigError, match=r"trainium-workloads:rayLlama2\.checkpointEverySteps = 5: saves block"):
+        workloads_with(rayLlama2={**DEV_RAY, "checkpointEverySteps": 5})
+
+
+def test_a_cluster_that_exports_no_throughput_leaves_the_interval_at_its_default(workloads_with):
+    def older(outputs):
+        outputs["storage"].pop("perUnitStorageThroughput")
+
+    result = workloads_with(cluster=older)
+    steps = next(
+        r.inputs["data"]["train.sh"]
+        for r in result.registrations
+        if r.type.endswith(":ConfigMap") and "train.sh" in r.inputs.get("data", {})
+    )
+    assert "--checkpoint_freq 100 " in steps
