@@ -305,12 +305,20 @@ def test_saves_that_stall_a_run_are_refused_naming_key_value_allowed_and_the_che
 
 
 def test_a_save_longer_than_the_hang_limit_is_refused():
-    # 644 s = 10.7 min of synchronous save holds the step counter past a 10-minute hang limit.
+    # A 43.9 s step and a 644 s synchronous save hold the step counter 11.5 min, past a 10-minute hang limit;
+    # 12 minutes is enough.
     settings = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 10}
     )
     problems = goodput.stall_problems(settings, goodput.DEV_FILE_SYSTEM_MBPS)
-    assert any(p.startswith("trainium-workloads:nxdLlama.hangTimeoutMinutes = 10: a save holds") for p in problems)
+    assert any(
+        p.startswith("trainium-workloads:nxdLlama.hangTimeoutMinutes = 10: a step and its save") for p in problems
+    )
+    assert any("allowed: more than 12" in p for p in problems)
+    enough = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 12}
+    )
+    assert goodput.stall_problems(enough, goodput.DEV_FILE_SYSTEM_MBPS) == []
     assert goodput.stall_problems(config(checkpointStallWarning="0.3", checkpointStallLimit="0.2"), None)
 
 

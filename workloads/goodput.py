@@ -538,14 +538,15 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
     """Per workload (its settings' field names), what the goodput model sets where the user has not: the
     checkpoint interval at the Young/Daly optimum (only with the file system's throughput), the restart
     budget for the run's expected failures, and the deadline from its steps. Each on a group scaled from zero
-    (first_step.DEFAULT_GROUP), so the program and the plan derive the same values."""
+    (first_step.DEFAULT_GROUP), so the program and the plan derive the same values. Without the throughput
+    the deadline counts no time for the writes (an infinite throughput), only an asynchronous save's copy."""
     rate = config.failure_rate_per_node_hour
     found: dict[str, dict[str, Any]] = {}
     mbps = file_system_mbps
     if (bert := config.on("bert_pretraining")) is not None:
         update: dict[str, Any] = {}
         start = first_step.first_step("bertPretraining", first_step.DEFAULT_GROUP, bert.nodes)
-        run = _bert(bert, rate, mbps or 1.0, start)
+        run = _bert(bert, rate, mbps or math.inf, start)
         shard = figure("bertShardMinutes") / 60
         if mbps is not None and "checkpoint_every_shards" not in bert.model_fields_set:
             update["checkpoint_every_shards"] = _interval_units(young_interval_hours(run), shard)
@@ -568,7 +569,7 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
     for field, workload, s, nodes, steps, budget_key, build in llamas:
         update = {}
         start = first_step.first_step(workload, first_step.DEFAULT_GROUP, nodes)
-        run = build(s, rate, mbps or 1.0, start)
+        run = build(s, rate, mbps or math.inf, start)
         step_hours = llama_step_hours(nodes)
         if mbps is not None and "checkpoint_every_steps" not in s.model_fields_set:
             update["checkpoint_every_steps"] = _interval_units(young_interval_hours(run), step_hours)
@@ -660,12 +661,13 @@ def stall_problems(config: WorkloadsConfig, file_system_mbps: float | None) -> l
         if save_share(run) > limit:
             problems.append(_stall(run, config, file_system_mbps, limit, "checkpointStallLimit"))
         s = getattr(config, _CAMEL[run.workload])
-        blocking_minutes = run.blocking_hours(run.interval_hours) * 60
+        # Between two step lines around a save: the step, then the save.
+        blocking_minutes = (run.blocking_hours(run.interval_hours) + (run.step_hours or 0.0)) * 60
         if s.hang_timeout_minutes <= blocking_minutes:
             problems.append(
-                f"{key_name((run.workload, 'hangTimeoutMinutes'))} = {s.hang_timeout_minutes}: a save holds the "
-                f"step counter for {blocking_minutes:.0f} minutes, which the liveness probe would end as a hang; "
-                f"allowed: more than {math.ceil(blocking_minutes)}"
+                f"{key_name((run.workload, 'hangTimeoutMinutes'))} = {s.hang_timeout_minutes}: a step and its save "
+                f"hold the step counter for {blocking_minutes:.0f} minutes, which the liveness probe would end as a "
+                f"hang; allowed: more than {math.ceil(blocking_minutes)}"
             )
     return problems
 
