@@ -308,6 +308,12 @@ class MonitoringConfig(ConfigModel):
         "cluster-autoscaler's 10-minute scale-down delay.",
     )
 
+    @property
+    def ebs_volumes(self) -> bool:
+        """Whether anything makes EBS volumes, and so needs the EBS CSI add-on: the in-cluster Prometheus's server
+        and Alertmanager do (infra/specs/monitoring.py EBS_STORAGE_CLASS); nothing else in the cluster does."""
+        return self.prometheus == "in-cluster"
+
 
 class FeaturesConfig(ConfigModel):
     """On/off switches for the cluster software layered on the cluster."""
