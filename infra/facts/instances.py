@@ -318,8 +318,8 @@ def _general(name: str, node: tuple[int, int, int] | None, usd: float | None) ->
 
 
 _KARPENTER_PRICES = (
-    "aws/karpenter-provider-aws v1.14.1 pkg/providers/pricing/zz_generated.pricing_aws.go "
-    "(generated 2026-07-06T14:20:29Z for us-east-1)"
+    "https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/pkg/providers/pricing/zz_generated.pricing_aws.go "
+    "(l.573, generated 2026-07-06T14:20:29Z for us-east-1)"
 )
 
 
@@ -493,8 +493,8 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _general("t3.large", (2, 8192, 35), 0.0832),
         _general("t3.xlarge", (4, 16384, 58), None),
         # The burstable AMD rows: 2 vCPUs each, 4 and 8 GiB (EC2 "general purpose instances" specifications, T3a),
-        # max pods from nodeadm's table; prices from aws/karpenter-provider-aws v1.14.1
-        # pkg/providers/pricing/zz_generated.pricing_aws.go l.573 (generated 2026-07-06T14:20:29Z for us-east-1).
+        # max pods from nodeadm's table (awslabs/amazon-eks-ami v20260724 instance-info.jsonl: 3 ENIs of 6 and of
+        # 12 IPv4 addresses); prices from Karpenter's generated table (_KARPENTER_PRICES).
         _burstable("t3a.medium", (2, 4096), (3, 6), 0.0376),
         _burstable("t3a.large", (2, 8192), (3, 12), 0.0752),
         _general("m6i.large", (2, 8192, 29), 0.096),
