@@ -24,6 +24,7 @@ from infra.components.observability import (
     InClusterPrometheus,
     InClusterPrometheusArgs,
     ManagedPrometheus,
+    NodeMetrics,
     Observability,
     ObservabilityArgs,
     PrometheusArgs,
@@ -58,7 +59,14 @@ specs = [
         g,
         cloud.instance_facts[g.instance_type],
         placement.group_zones[g.name],
-        node_allocatable(g.instance_type, features, accelerator=True, dra=g.dra, efa=g.efa_enabled),
+        node_allocatable(
+            g.instance_type,
+            features,
+            accelerator=True,
+            dra=g.dra,
+            efa=g.efa_enabled,
+            metrics_agents=config.monitoring.prometheus != "off",
+        ),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
     )
@@ -293,6 +301,13 @@ if features.observability:
             addon_after=[cluster.core_node_group],
             training_namespaces=namespaces,
         ),
+    )
+if config.monitoring.prometheus != "off":
+    NodeMetrics(
+        "node-metrics",
+        ctx,
+        registries.through_cache,
+        after=[cluster.core_node_group, *registries.pull_through_cache],
     )
 if config.monitoring.prometheus == "managed":
     managed = ManagedPrometheus(

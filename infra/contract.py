@@ -167,6 +167,12 @@ class Storage(ContractModel):
     namespaces: list[str] = Field(description="The namespaces that have a claim.")
     capacity_gib: int = Field(description="Its capacity.")
     deployment_type: str = Field(description="Its FSx deployment type.")
+    # None from cluster stacks that do not export it, and for SCRATCH_2, which takes no per-unit setting.
+    per_unit_storage_throughput: int | None = Field(
+        default=None,
+        description="Its baseline throughput per TiB of capacity (MB/s/TiB); the workloads' goodput model sizes "
+        "checkpoint saves with it.",
+    )
     zone: str = Field(description="The zone ID it is in (the accelerator zone).")
     s3_links: list[S3Link] = Field(description="The S3 data repositories linked to it.")
     # Each claim is bound to a static volume of the one file system as soon as it exists.

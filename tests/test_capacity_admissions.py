@@ -166,11 +166,14 @@ def test_the_program_records_its_admissions_and_an_unchanged_up_mid_block_goes_t
     # ...but the run the stack admitted at the block's start (its last update's stepAdmissions, the digests
     # the program computes) is left alone.
     from infra import contract
-    from workloads import checks
+    from workloads import checks, goodput
     from workloads.settings import parse_workloads_config
 
-    settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
-    recorded, _ = checks.step_admissions(settings, contract.parse_contract(outputs), None, now - timedelta(hours=14))
+    # The settings the program gives the jobs: what dev's file leaves unset derived (workloads/goodput.py).
+    cluster = contract.parse_contract(outputs)
+    parsed = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
+    settings = goodput.resolved(parsed, goodput.storage_throughput_mbps(cluster.storage))
+    recorded, _ = checks.step_admissions(settings, cluster, None, now - timedelta(hours=14))
     # Every job of each workload with a step on a block (every group is on one here), Ray's data step on the
     # head included; staging runs on no Trainium group.
     assert {"bert-precompile", "bert-train", "llama2-generate-pretraining-test-data"} <= set(recorded)
@@ -208,11 +211,14 @@ def test_the_pipeline_preflight_plans_with_the_stacks_own_admissions(dev: PlanRe
     outputs = _block_outputs(dev, now - timedelta(hours=14), now + timedelta(hours=10))
     monkeypatch.setattr(preflight, "run_program", _cluster_then_workloads(runner.run_program, dev, outputs))
     from infra import contract
-    from workloads import checks
+    from workloads import checks, goodput
     from workloads.settings import parse_workloads_config
 
-    settings = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
-    recorded, _ = checks.step_admissions(settings, contract.parse_contract(outputs), None, now - timedelta(hours=14))
+    # The settings the program gives the jobs: what dev's file leaves unset derived (workloads/goodput.py).
+    cluster = contract.parse_contract(outputs)
+    parsed = parse_workloads_config({**stack_config(WORKLOADS_DIR, "dev"), HF_TOKEN_KEY: STAND_IN_TOKEN})
+    settings = goodput.resolved(parsed, goodput.storage_throughput_mbps(cluster.storage))
+    recorded, _ = checks.step_admissions(settings, cluster, None, now - timedelta(hours=14))
     _, workloads = preflight.plan("dev", None, recorded, FIXTURE_ROOT)
     assert workloads.outputs["stepAdmissions"] == recorded
     from infra.config.errors import ConfigError

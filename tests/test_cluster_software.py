@@ -502,7 +502,8 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
 def test_ecr_repositories(dev, prod):
     repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
     # The training images', and the pull-through cache's for the burn-in's DLC, the FSx CSI driver's node
-    # images and the Neuron chart's (tests/test_image_delivery.py).
+    # images, the Neuron chart's, neuron-monitor's and the Python image of the EFA exporter
+    # (tests/test_image_delivery.py).
     assert set(repos) == {
         "trn-dev/bert-pretrain",
         "trn-dev/cmd-shell",
@@ -515,6 +516,8 @@ def test_ecr_repositories(dev, prod):
         "trn-dev/ecr-public/neuron/neuron-device-plugin",
         "trn-dev/ecr-public/neuron/neuron-dra-driver",
         "trn-dev/ecr-public/neuron/neuron-node-recovery",
+        "trn-dev/ecr-public/neuron/neuron-monitor",
+        "trn-dev/ecr-public/docker/library/python",
     }
     for repo in repos.values():
         assert repo["imageTagMutability"] == "IMMUTABLE"

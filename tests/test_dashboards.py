@@ -12,8 +12,29 @@ import yaml
 
 from infra.specs import dashboards, goodput_rules, monitoring
 from tests import promtool
+from tests.test_efa_exporter import SERVED as EFA_EXPORTER
 from tests.test_goodput_rules import EFA_NODE_EXPORTER, KUBE_STATE_METRICS
 from tests.test_progress_exporter import REPO
+
+# neuron-monitor's exporter: the series aws-neuron/aws-neuron-sdk 81ce03a
+# src/examples/neuron-monitor/neuron-monitor-grafana.json reads (with the labels neuroncore, instance_id,
+# memory_location, usage_type, percentile, status_type it groups and filters by).
+NEURON_MONITOR = {
+    "instance_info",
+    "system_vcpu_count",
+    "system_vcpu_usage_ratio",
+    "system_memory_used_bytes",
+    "system_memory_total_bytes",
+    "neuroncore_utilization_ratio",
+    "execution_status_total",
+    "execution_latency_seconds",
+    "neuron_runtime_vcpu_usage_ratio",
+    "neuron_runtime_memory_used_bytes",
+}
+# node-exporter v1.12.1's cpu and meminfo collectors (prometheus/node_exporter collector/cpu_common.go
+# "seconds_total" under subsystem "cpu", labels cpu and mode; collector/meminfo_linux.go "MemTotal_bytes",
+# "MemAvailable_bytes" under subsystem "memory").
+NODE_EXPORTER = {"node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes"}
 
 
 def test_every_panel_query_parses(tmp_path):
@@ -32,11 +53,18 @@ def test_every_series_a_panel_reads_exists():
     }
     exporter = (REPO / "workloads" / "progress_exporter.py").read_text()
     served = set(re.findall(r'^    "(training_\w+)": \("(?:gauge|counter)"', exporter, re.MULTILINE))
-    known = recorded | served | KUBE_STATE_METRICS | EFA_NODE_EXPORTER
+    known = recorded | served | KUBE_STATE_METRICS | EFA_NODE_EXPORTER | EFA_EXPORTER | NEURON_MONITOR | NODE_EXPORTER
     for uid, expr in dashboards.panel_queries():
         names = set(re.findall(r"\b((?:job|fleet|node|node_job):[a-z_0-9]+:[a-z_0-9]+)\b", expr))
-        names |= set(re.findall(r"\b((?:training|kube|node_amazonefa)_[a-z_]+)\b", expr))
+        # Every other name a query reads: an identifier followed by a selector, a range or a closing parenthesis,
+        # less PromQL's own words and the labels the query names.
+        words = set(re.findall(r"(?<![\w:\"])([a-zA-Z_][a-zA-Z0-9_]*)\s*(?=[{\[)]|$)", expr))
+        names |= words - {"node", "namespace", "workload", "by", "on", "time"}
         assert names and names <= known, (uid, names - known)
+    # The node agents' series the fleet view reads, each from its own exporter.
+    fleet = " ".join(expr for uid, expr in dashboards.panel_queries() if uid == "trainium-fleet")
+    for series in ("neuroncore_utilization_ratio", "neuron_runtime_memory_used_bytes", "node_amazonefa_rx_drops"):
+        assert series in fleet
 
 
 @pytest.mark.parametrize("datasource_type", ["prometheus", "grafana-amazonprometheus-datasource"])

@@ -90,7 +90,7 @@ def test_prod_nxd_llama_from_its_settings():
     # R = 16.874 min = 0.281233 h. failures 4 x 419 / 2,654,208 x (0.281233 + 0.609742) = 5.62606e-4;
     # saves floor(71.785 / 1.219483) = 58, 58 x 0.0223668 / 71.785 = 0.0180717;
     # 71.785 / 72.391667 x (1 - 5.62606e-4 - 0.0180717) = 0.973142.
-    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False})
     (found,) = goodput.workload_goodput(settings, PROD_MBPS)
     assert found.run.interval_hours == pytest.approx(1.219483, rel=1e-6)
     assert found.run.save_hours == pytest.approx(0.0223668, rel=1e-5)
@@ -99,7 +99,9 @@ def test_prod_nxd_llama_from_its_settings():
     assert found.ratio == pytest.approx(0.973142, abs=1e-6)
     # Checkpointing every 20 steps instead: I = 0.2438966 h, floor(294.33) = 294 saves x 0.0223668 / 71.785
     # = 0.091605 of training.
-    frequent = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
+    frequent = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20, "asyncCheckpoints": False}
+    )
     (found,) = goodput.workload_goodput(frequent, PROD_MBPS)
     assert found.checkpoint_loss == pytest.approx(0.091605, rel=1e-4)
 
@@ -181,7 +183,7 @@ def test_the_plan_takes_the_start_from_the_first_step_model(dev):
 def test_the_young_daly_interval_for_prod_nxd_llama():
     # M = 1 / (4 x 419 / 2,654,208) = 1,583.66 h; S = 80.521 s = 0.0223668 h;
     # sqrt(2 x 0.0223668 x 1,583.66) = 8.4168 h = 8.4168 x 3600 / 43.9014 = 690.2 steps (of 43.9 s).
-    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False})
     (found,) = goodput.workload_goodput(settings, PROD_MBPS)
     assert goodput.young_interval_hours(found.run) == pytest.approx(8.4168, rel=1e-4)
     shown = found.as_json()
@@ -194,11 +196,167 @@ def test_the_young_daly_interval_for_prod_nxd_llama():
     assert report.checkpoint_warning("nxdLlama", shown) is None  # 1.8% is under the 5% the plan warns at
 
 
-def test_a_run_stalled_by_its_saves_is_warned_with_the_cheaper_fixes():
-    # Dev's 150 MB/s file system and an NxD run saving every 20 steps: 94,360 MB take 629 s per save,
-    # every 20 x 43.9 s = 878 s: far over 5% of training.
-    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
-    (found,) = goodput.workload_goodput(settings, 150)
-    warning = report.checkpoint_warning("nxdLlama", found.as_json())
-    assert warning is not None and warning.startswith("nxdLlama: checkpoint saves stall ")
-    assert "the Young/Daly optimum" in warning and "perUnitStorageThroughput" in warning
+def test_an_asynchronous_save_blocks_for_the_copy_and_redoes_one_and_a_half_intervals():
+    # The week above with asynchronous saves whose copy to host memory takes 15 s: 295 saves x 15 s = 1.229167 h
+    # of 167.3333 h = 0.0073456; a failure redoes 1.5 intervals: 4 x 1.6e-4 x (1/3 + 1.5 x 34/60) = 7.5733e-4;
+    # 0.996032 x (1 - 7.5733e-4 - 0.0073456) = 0.987961.
+    run = goodput.RunModel(
+        "async", 4, 1.6e-4, 20 / 60, 34 / 60, 82 / 3600, 168 - 40 / 60, 40 / 60, 3, None, 15 / 3600, True
+    )
+    found = goodput.expected(run)
+    assert found.checkpoint_loss == pytest.approx(0.0073456, rel=1e-4)
+    assert found.failure_loss == pytest.approx(7.5733e-4, rel=1e-4)
+    assert found.ratio == pytest.approx(0.987961, abs=2e-6)
+    # A write longer than the interval holds the next save up: 11 min every 5 min blocks 15 s + 6 min.
+    slow = goodput.RunModel("slow", 4, 1.6e-4, 0.3, 5 / 60, 11 / 60, 100, 1, 3, None, 15 / 3600, True)
+    assert slow.blocking_hours(slow.interval_hours) * 60 == pytest.approx(6.25)
+
+
+def test_the_young_daly_interval_of_asynchronous_saves_is_set_by_the_copy():
+    # C = 94.36 GB / (4 nodes x 1.6 GB/s) = 14.74375 s = 0.00409549 h; M = 1,583.66 h; the minimum of
+    # C / I + 1.5 I / M is sqrt(C M / 1.5) = sqrt(4.32387) = 2.07939 h = 170.5 steps of 43.9014 s.
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    (found,) = goodput.workload_goodput(settings, PROD_MBPS)
+    assert found.run.asynchronous and found.run.copy_hours == pytest.approx(0.00409549, rel=1e-5)
+    assert goodput.young_interval_hours(found.run) == pytest.approx(2.07939, rel=1e-5)
+    assert found.as_json()["youngDalyIntervalSteps"] == 171
+
+
+def test_what_prod_leaves_unset_is_derived_from_the_model():
+    # Prod's NxD run: 20,000 steps of 43.9014 s = 243.89663 h. Interval: 171 steps = 2.085316 h.
+    # Budget: 4 x 1.578625e-4 x (0.215 + 243.897) = 0.1541 failures; P(more than 3) under 0.001: the floor, 3.
+    # Deadline: 12.9 min start 0.215 h + 1.5 x 243.89663 = 365.84495 + floor(243.89663 / 2.085316) = 116 saves
+    # x 0.00409549 = 0.475077 + 3 restarts x (0.281233 + 2 x 2.085316) = 13.355595: 379.89062 h = 22,793.4 min.
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
+    assert goodput.derived(settings, PROD_MBPS) == {
+        "nxd_llama": {"checkpoint_every_steps": 171, "max_restarts": 3, "train_deadline_minutes": 22794}
+    }
+    # What the user sets stays; without the file system's throughput the interval is not derived.
+    mine = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "checkpointEverySteps": 50, "trainDeadlineMinutes": 600})
+    assert "checkpoint_every_steps" not in goodput.derived(mine, PROD_MBPS)["nxd_llama"]
+    assert "train_deadline_minutes" not in goodput.derived(mine, PROD_MBPS)["nxd_llama"]
+    assert "checkpoint_every_steps" not in goodput.derived(settings, None)["nxd_llama"]
+    resolved = goodput.resolved(settings, PROD_MBPS).nxd_llama
+    assert (resolved.checkpoint_every_steps, resolved.train_deadline_minutes) == (171, 22794)
+
+
+def test_a_restart_budget_grows_with_the_runs_expected_failures():
+    # A week on 64 nodes at 5.9e-4: 6.3437 failures expected; the budget is the first count whose excess is
+    # at most 0.001 likely.
+    mean = 64 * 5.9e-4 * 168
+    budget = goodput.restart_budget(64, 5.9e-4, 168, 3)
+    assert goodput.poisson_above(mean, budget) <= 0.001 < goodput.poisson_above(mean, budget - 1)
+    assert budget == 15
+    # A short run keeps the count the setting defaults to.
+    assert goodput.restart_budget(4, 1.6e-4, 24, 3) == 3
+
+
+def test_each_scenario_meets_its_target_or_says_so():
+    # A week of paid time, the settings derived as the program derives them (docs/monitoring.md's table).
+    # Prod, 4 nodes: F = 0.606667 h, T = 167.393333 h; 80 saves x 0.00409549 h = 0.0019573 of T; failures
+    # 6.3145e-4 x (0.281233 + 1.5 x 2.085316) = 0.0021527; 0.996389 x (1 - 0.0021527 - 0.0019573) = 0.992294.
+    first = goodput.scenario_goodput(goodput.SCENARIOS[0])
+    assert first.ratio == pytest.approx(0.992294, abs=5e-6)
+    for scenario in goodput.SCENARIOS:
+        found = goodput.scenario_goodput(scenario)
+        assert found.ratio >= scenario.target, scenario.name
+        # The budget is derived for a week, so a week rarely exhausts it.
+        assert found.budget_exhausted <= goodput.BUDGET_EXCEEDED, scenario.name
+    rows = goodput.scenario_table()
+    assert [r[0] for r in rows] == [s.name for s in goodput.SCENARIOS]
+
+
+def test_the_scenarios_use_the_stacks_file_systems(dev, prod):
+    assert cost.training_file_system_mbps(dev.as_json()["resources"]) == goodput.DEV_FILE_SYSTEM_MBPS
+    assert cost.training_file_system_mbps(prod.as_json()["resources"]) == goodput.PROD_FILE_SYSTEM_MBPS
+    # The cluster exports it, so the workload stack can size the saves against it.
+    from infra.contract import Storage
+
+    storage = Storage.model_validate(prod.outputs["storage"])
+    assert goodput.storage_throughput_mbps(storage) == goodput.PROD_FILE_SYSTEM_MBPS
+
+
+def test_saves_that_stall_a_run_are_refused_naming_key_value_allowed_and_the_cheapest_fix():
+    # Dev's file system and synchronous saves every 20 steps: 94,360 MB take 644 s every 878 s, 73%.
+    settings = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20, "asyncCheckpoints": False}
+    )
+    (problem,) = goodput.stall_problems(settings, goodput.DEV_FILE_SYSTEM_MBPS)
+    assert problem.startswith("trainium-workloads:nxdLlama.checkpointEverySteps = 20: saves block 73.4% ")
+    assert "trainium-workloads:checkpointStallLimit 0.25" in problem and "allowed: at most 25%" in problem
+    # Cheapest first: the framework's asynchronous save, then the interval (644 / 0.25 = 2,577 s: 59 steps),
+    # then the throughput tier.
+    fixes = problem.split("Fixes, cheapest first: ")[1]
+    assert fixes.index("asyncCheckpoints: true") < fixes.index("checkpointEverySteps of at least 59 ")
+    assert fixes.index("at least 59 ") < fixes.index("perUnitStorageThroughput")
+    # Asynchronous, the same interval blocks 15 s a save: accepted, and under the 5% warning.
+    fast = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
+    assert goodput.stall_problems(fast, goodput.DEV_FILE_SYSTEM_MBPS) == []
+    assert goodput.stall_warnings(fast, goodput.DEV_FILE_SYSTEM_MBPS) == {}
+    # Between the warning and the limit: 644 s every 150 steps (6,585 s) is 9.8%, warned, not refused.
+    between = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 150, "asyncCheckpoints": False}
+    )
+    assert goodput.stall_problems(between, goodput.DEV_FILE_SYSTEM_MBPS) == []
+    assert (
+        "trainium-workloads:checkpointStallWarning 0.05"
+        in goodput.stall_warnings(between, goodput.DEV_FILE_SYSTEM_MBPS)["nxdLlama"]
+    )
+
+
+def test_a_save_longer_than_the_hang_limit_is_refused():
+    # A 43.9 s step and a 644 s synchronous save hold the step counter 11.5 min, past a 10-minute hang limit;
+    # 12 minutes is enough.
+    settings = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 10}
+    )
+    problems = goodput.stall_problems(settings, goodput.DEV_FILE_SYSTEM_MBPS)
+    assert any(
+        p.startswith("trainium-workloads:nxdLlama.hangTimeoutMinutes = 10: a step and its save") for p in problems
+    )
+    assert any("allowed: more than 12" in p for p in problems)
+    enough = config(
+        nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 12}
+    )
+    assert goodput.stall_problems(enough, goodput.DEV_FILE_SYSTEM_MBPS) == []
+    assert goodput.stall_problems(config(checkpointStallWarning="0.3", checkpointStallLimit="0.2"), None)
+
+
+def test_prod_runs_nxd_training_with_asynchronous_saves_at_the_derived_interval(workloads_prod):
+    job = next(
+        r.inputs for r in workloads_prod.registrations if r.inputs.get("metadata", {}).get("name") == "llama2-train"
+    )
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    command = " ".join(launcher.get("command", []) + launcher.get("args", []))
+    assert "exp_manager.async_checkpointing=true" in command and "nxdt 171 " in command
+    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 22794 * 60
+
+
+DEV_RAY = {
+    "nodeGroup": "trn1n-32xl-ng",
+    "workers": 2,
+    "trainSteps": 20,
+    "trainDeadlineSeconds": 3600,
+    "firstStepTimeoutMinutes": 30,
+}
+
+
+def test_the_workload_program_refuses_a_stalling_interval_before_declaring_anything(workloads_with):
+    from infra.config.errors import ConfigError
+
+    # Dev's Ray run saves synchronously (the example passes no async_save): 644 s every 5 steps of 87.8 s.
+    with pytest.raises(ConfigError, match=r"trainium-workloads:rayLlama2\.checkpointEverySteps = 5: saves block"):
+        workloads_with(rayLlama2={**DEV_RAY, "checkpointEverySteps": 5})
+
+
+def test_a_cluster_that_exports_no_throughput_leaves_the_interval_at_its_default(workloads_with):
+    def older(outputs):
+        outputs["storage"].pop("perUnitStorageThroughput")
+
+    result = workloads_with(cluster=older)
+    steps = next(
+        r.inputs["data"]["train.sh"]
+        for r in result.registrations
+        if r.type.endswith(":ConfigMap") and "train.sh" in r.inputs.get("data", {})
+    )
+    assert "--checkpoint_freq 100 " in steps

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.specs import host_access
+from infra.specs import host_access, node_metrics
 from offline.plan.runner import PlanResult
 
 DAEMON_SET_CONTROLLER = "system:serviceaccount:kube-system:daemon-set-controller"
@@ -176,13 +176,26 @@ def test_the_stacks_declare_the_policy_for_what_they_install(dev: PlanResult, pr
         assert '"kube-system/ReplicaSet"' not in allowed
 
 
-def test_nothing_this_program_renders_needs_host_access(dev: PlanResult, prod: PlanResult) -> None:
-    """Every pod template the cluster stack writes itself (burn-in DaemonSets, the sweeper) passes
-    the policy whoever creates it: none of them is on the node agents' list."""
+# The node agents the cluster stack writes itself while a Prometheus runs (infra/specs/node_metrics.py).
+NODE_AGENTS = {node_metrics.NEURON_MONITOR, node_metrics.EFA_EXPORTER}
+
+
+def test_nothing_this_program_renders_needs_host_access_but_its_node_agents(dev: PlanResult, prod: PlanResult) -> None:
+    """Every other pod template the cluster stack writes itself (burn-in DaemonSets, the sweeper) passes
+    the policy whoever creates it: none of them is on the node agents' list. The node agents' pods are
+    admitted from the DaemonSet controller, and from nobody else."""
     kinds = ("kubernetes:apps/v1:DaemonSet", "kubernetes:batch/v1:CronJob")
+    agents = 0
     for plan in (dev, prod):
         for resource in [r for kind in kinds for r in plan.of_type(kind)]:
             spec = resource.inputs["spec"]
             template = spec["template"] if "template" in spec else spec["jobTemplate"]["spec"]["template"]
             namespace = resource.inputs["metadata"]["namespace"]
+            if resource.inputs["metadata"]["name"] in NODE_AGENTS:
+                agents += 1
+                made = pod("DaemonSet", **template["spec"])
+                assert not refused(made, DAEMON_SET_CONTROLLER, namespace), resource.name
+                assert refused(made, VOLCANO_CONTROLLER, namespace), resource.name
+                continue
             assert not refused({"metadata": {}, "spec": template["spec"]}, VOLCANO_CONTROLLER, namespace), resource.name
+    assert agents == len(NODE_AGENTS)  # prod's; dev has no Prometheus

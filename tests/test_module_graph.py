@@ -15,7 +15,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("infra", "offline", "policy", "workloads", "bootstrap", "tools")
 # Lower layers never import higher ones; each can be read without the ones above it.
-INFRA_LAYERS = ("facts", "config", "contract", "specs", "lookups", "validate", "components")
+# node_agents: programs shipped into pods as text (infra/node_agents/efa_exporter.py), importing nothing of infra.
+INFRA_LAYERS = ("node_agents", "facts", "config", "contract", "specs", "lookups", "validate", "components")
 # Which top-level package may import which: the arrows point down this list.
 PACKAGE_ORDER = ("infra", "policy", "workloads", "bootstrap", "offline", "tools", "__main__")
 

@@ -68,6 +68,9 @@ IMAGES |= {
     # The Neuron training DLC the burn-in runs on (aws/deep-learning-containers
     # pytorch/training/docker/2.5/py3/sdk2.21.0/Dockerfile.neuronx): the Neuron tools on PATH.
     "pytorch-training-neuronx": Image(path="/opt/aws/neuron/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+    # neuron-monitor's image: no Dockerfile published; its container's command names the entrypoint
+    # (aws-neuron/aws-neuron-sdk 81ce03a src/k8/k8s-neuron-monitor-daemonset.yml), so only the defaults matter.
+    "neuron-monitor": Image(),
 }
 
 
@@ -204,6 +207,54 @@ def replay_progress_exporter(sandbox: Sandbox, pcs: list[PodContainer], stack: S
     assert 'training_step{run="run-1",workload="nxd-llama"} 57.0' in body, body + replay.stderr
     assert 'training_checkpoint_step{run="run-1",workload="nxd-llama"} 50.0' in body
     assert "Traceback" not in replay.stderr, replay.stderr
+
+
+def replay_efa_exporter(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """The EFA exporter serves an EFA device's port counters from the host's /sys, mounted where its pod mounts it
+    (the counters as the RDMA core prints them: tests/test_efa_exporter.py)."""
+    import urllib.request
+
+    from infra.specs import node_metrics
+
+    pc = only(pcs)
+
+    def host_sys(pod: Any) -> None:
+        counters = Path(sandbox.local(pod, node_metrics.HOST_SYSFS)) / "class/infiniband/rdmap16s27/ports/1/hw_counters"
+        counters.mkdir(parents=True)
+        (counters / "tx_bytes").write_text("123456\n")
+
+    running = sandbox.start(pc, image_of(pc), pod_name="efa-exporter-x8k2q", prepare=host_sys)
+    body = ""
+    try:
+        for _ in range(200):
+            try:
+                url = f"http://127.0.0.1:{node_metrics.EFA_EXPORTER_PORT}/metrics"
+                body = urllib.request.urlopen(url, timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        replay = running.replay()
+    assert replay.argv == node_metrics.efa_exporter_command(), replay.argv
+    assert 'node_amazonefa_tx_bytes{device="rdmap16s27",port="1"} 123456' in body, body + replay.stderr
+    assert "Traceback" not in replay.stderr, replay.stderr
+
+
+def replay_neuron_monitor(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    """neuron-monitor's container runs its image's entrypoint (a stand-in here: it pipes the Neuron tool into its
+    exporter) with the upstream manifest's arguments."""
+    pc = only(pcs)
+
+    def entrypoint(pod: Any) -> None:
+        stub = pod.root / "image-files" / "entrypoint.sh"
+        sandbox.stub(stub, pod.name)
+        pod.view.append(["/opt/bin/entrypoint.sh", str(stub)])
+
+    run = sandbox.run(pc, image_of(pc), pod_name="neuron-monitor-q2w9r", prepare=entrypoint)
+    assert run.rc == 0, run.stderr
+    (call,) = run.called("entrypoint.sh")
+    upstream = ["--port", "8000", "--neuron-monitor-config", "/opt/aws/neuron/bin/neuron-monitor.conf"]
+    assert call["argv"] == [sandbox.local(run.pod, a) for a in upstream]  # the image's paths, as the pod sees them
 
 
 def api_node(name: str, age_seconds: float, labels: dict[str, str]) -> dict[str, Any]:
@@ -517,7 +568,10 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
         assert "data.data_prefix=[1.0,/shared/data/redpajama_sample_text_document]" in words
         assert "compiler_cache_url=/shared/neuron_cache" in words
         assert words[-1].startswith("exp_manager.explicit_log_dir=/shared/nemo_experiments/")
-        assert ("exp_manager.checkpoint_callback_params.every_n_train_steps=100" in words) != compile_run
+        # Prod's interval, unset in its stack file, is the Young/Daly optimum for asynchronous saves of 7B on 4
+        # nodes (tests/test_goodput.py test_what_prod_leaves_unset_is_derived_from_the_model).
+        assert ("exp_manager.checkpoint_callback_params.every_n_train_steps=171" in words) != compile_run
+        assert ("exp_manager.async_checkpointing=true" in words) != compile_run
     if compile_run:
         return
     run_dir = stack.result.outputs["workloads"]["runDirectories"]["nxdLlama"]
@@ -878,6 +932,16 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
         lambda o: o["kind"] == "Job" and o["metadata"]["name"] == "fsx-namespace-directories",
         replay_fsx_directories,
     ),
+    (
+        "efa-exporter",
+        lambda o: o["kind"] == "DaemonSet" and o["metadata"]["name"] == "efa-exporter",
+        replay_efa_exporter,
+    ),
+    (
+        "neuron-monitor",
+        lambda o: o["kind"] == "DaemonSet" and o["metadata"]["name"] == "neuron-monitor",
+        replay_neuron_monitor,
+    ),
 ]
 
 
@@ -899,6 +963,8 @@ SHIPPED_IN = {
     "cluster-check": {"dev"},
     "cluster-check-later-stages": {"dev"},
     "fsx-directories": {"dev", "prod"},
+    "efa-exporter": {"prod"},
+    "neuron-monitor": {"prod"},
 }
 
 

@@ -226,8 +226,17 @@ def steps_files(result: PlanResult, job: dict[str, Any]) -> dict[str, str]:
     return dict(config["data"])
 
 
-def settings_of(config: dict[str, str]) -> RayLlama2Settings:
-    return RayLlama2Settings.model_validate(json.loads(config["trainium-workloads:rayLlama2"]))
+def settings_of(config: dict[str, str], cluster: PlanResult) -> RayLlama2Settings:
+    """The Ray settings the program gives the jobs: the stack file's, and what it leaves unset derived from
+    the cluster's file system as the program derives it (workloads/goodput.py resolved)."""
+    from infra.contract import Storage
+    from workloads import goodput
+    from workloads.settings import parse_workloads_config
+
+    mbps = goodput.storage_throughput_mbps(Storage.model_validate(cluster.outputs["storage"]))
+    resolved = goodput.resolved(parse_workloads_config(config), mbps).ray_llama2
+    assert resolved is not None
+    return resolved
 
 
 @dataclass
@@ -276,7 +285,7 @@ def plan_prod_with_ray(prod: PlanResult) -> RayPlan:
     secrets = {HF_TOKEN_KEY: STAND_IN_TOKEN}
     return RayPlan(
         _remembered_run(WORKLOADS_DIR, "prod", config, stack_references=references, secrets=secrets),
-        settings_of(config),
+        settings_of(config, prod),
     )
 
 
@@ -285,7 +294,8 @@ def ray_plan(request: pytest.FixtureRequest) -> RayPlan:
     if request.param == "dev":
         from offline.plan.runner import stack_config
 
-        return RayPlan(request.getfixturevalue("workloads_dev"), settings_of(stack_config(WORKLOADS_DIR, "dev")))
+        dev = request.getfixturevalue("dev")
+        return RayPlan(request.getfixturevalue("workloads_dev"), settings_of(stack_config(WORKLOADS_DIR, "dev"), dev))
     return plan_prod_with_ray(request.getfixturevalue("prod"))
 
 
@@ -390,12 +400,14 @@ def old_form(step: str, plan: RayPlan) -> tuple[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("step", ["generate-data", "train"])
-def test_the_replay_catches_the_old_shell_entrypoints(workloads_dev: PlanResult, tmp_path: Path, step: str) -> None:
+def test_the_replay_catches_the_old_shell_entrypoints(
+    dev: PlanResult, workloads_dev: PlanResult, tmp_path: Path, step: str
+) -> None:
     """The same chain fed the old entrypoints (review 2026-11-27 A1, A2) does not run the script once
     with its arguments: the replay is not vacuous."""
     from offline.plan.runner import stack_config
 
-    plan = RayPlan(workloads_dev, settings_of(stack_config(WORKLOADS_DIR, "dev")))
+    plan = RayPlan(workloads_dev, settings_of(stack_config(WORKLOADS_DIR, "dev"), dev))
     entrypoint, runtime_env = old_form(step, plan)
     head = Head(tmp_path, {}, head_env(job_of(workloads_dev, step)))
     run = head.run(entrypoint, runtime_env, "old-x7k2p")

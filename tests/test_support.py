@@ -92,6 +92,7 @@ def test_every_versions_constant_is_read_as_a_pin_or_says_why_it_has_no_support_
     """A constant added to infra/facts/versions.py fails here until it is read as a pin (infra/facts/pins.py,
     workloads/pins.py) or listed above with why it has no end of its own."""
     read = {"KUBERNETES_VERSION", "MPI_OPERATOR_VERSION", "PYTHON_SLIM_IMAGE", "NGINX_UNPRIVILEGED_IMAGE"}
+    read.add("NEURON_MONITOR_IMAGE")  # infra/config/rules.py monitoring_pins, with any Prometheus
     read |= {pins.constant_name(image.base) for image in TRAINING_IMAGES}
     read |= {name for releases in workload_pins.RELEASES.values() for name in releases}
     read |= {n for n, v in vars(versions).items() if n.startswith("NEURON_DLC_") and pins.image_rows(v)}

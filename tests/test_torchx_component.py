@@ -164,8 +164,12 @@ def torchx_pods(
 def as_the_stack(result: PlanResult, name: str) -> tuple[str, ...]:
     """The component's arguments that point a run at the stack job's run directory, compile cache and
     deadline (what a user passing them would get: the lock then keeps the two jobs apart)."""
-    deadline = int(stack_job(result, name)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2])
-    return ("--output_dir", "/data/output", "--cacheset", "bert-large", "--deadline_minutes", str(deadline // 60))
+    command = stack_job(result, name)["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"]
+    deadline = int(command[2])
+    more = ("--output_dir", "/data/output", "--cacheset", "bert-large", "--deadline_minutes", str(deadline // 60))
+    # The stack's training interval, unset in dev's file, is the goodput model's Young/Daly optimum in shards.
+    shards = re.search(r"--shards_per_ckpt (\d+)", command[-1])
+    return more + (("--checkpoint_every_shards", shards.group(1)) if shards and name == "bert-train" else ())
 
 
 def stack_job(result: PlanResult, name: str) -> dict[str, Any]:

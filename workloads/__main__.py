@@ -17,7 +17,7 @@ from infra.components.kube import kubeconfig_for
 from infra.config.errors import ConfigError
 from infra.config.load import engine_config
 from infra.facts.pins import for_terminal
-from workloads import bert, checks, image_prepull, layouts, nxd_llama, pins, progress, ray_llama2, schedule
+from workloads import bert, checks, goodput, image_prepull, layouts, nxd_llama, pins, progress, ray_llama2, schedule
 from workloads.bert import BertPretraining
 from workloads.cluster_check import ClusterCheck, summary
 from workloads.data_staging import DataStaging
@@ -57,22 +57,27 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
         )
     cluster = contract.parse_contract(outputs, config.cluster_stack)
     now = datetime.now(UTC).replace(microsecond=0)
+    # What the user left unset and the goodput model derives (checkpoint interval, restart budget, deadline),
+    # from the file system's throughput the cluster exports; every check below sees the values the jobs get.
+    mbps = goodput.storage_throughput_mbps(cluster.storage)
+    settings = goodput.resolved(config, mbps)
     # Each workload on its own first; the whole schedule only once each one is sound.
     # The images' pins against their end of support last, once the settings are sound.
-    unsupported, support_warnings = pins.end_of_support(config, now.date())
+    unsupported, support_warnings = pins.end_of_support(settings, now.date())
     problems = (
-        checks.workload_problems(config, cluster, now, previous_admissions)
-        or schedule.schedule_problems(layouts.job_chains(config, cluster), cluster)
+        checks.workload_problems(settings, cluster, now, previous_admissions)
+        or goodput.stall_problems(settings, mbps)
+        or schedule.schedule_problems(layouts.job_chains(settings, cluster), cluster)
         or unsupported
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
-    for warning in checks.workload_warnings(config):
+    for warning in [*checks.workload_warnings(settings), *goodput.stall_warnings(settings, mbps).values()]:
         pulumi.log.warn(warning)
     for warning in support_warnings:
         pulumi.log.warn(for_terminal(warning))
-    declared = declare_workloads(config, cluster)
-    admissions, _ = checks.step_admissions(config, cluster, previous_admissions, now)
+    declared = declare_workloads(settings, cluster)
+    admissions, _ = checks.step_admissions(settings, cluster, previous_admissions, now)
     return {**declared, "stepAdmissions": admissions} if admissions else declared
 
 
@@ -128,11 +133,12 @@ def declare_workloads(config: WorkloadsConfig, cluster: contract.ClusterContract
         declared["rayLlama2"] = {"jobs": [ray_llama2.JOB_NAMES[step] for step in ray_settings.steps]}
         if "train" in ray_settings.steps:
             # ray_train_llama2.py runs 10000 steps unless told fewer: the deadline then ends it.
+            steps = ray_settings.train_steps or int(goodput.figure("rayMaxSteps"))
             declared["rayLlama2"]["trainEnds"] = (
-                f"Succeeded after {ray_settings.train_steps} steps, or Failed at trainDeadlineSeconds"
-                if ray_settings.train_steps
-                else "Failed (DeadlineExceeded) at trainDeadlineSeconds, as in the seed: set trainSteps for a run "
-                "that ends Succeeded"
+                f"Succeeded after {steps} steps, or Failed at trainDeadlineSeconds"
+                if ray_settings.train_steps or "train_deadline_seconds" not in ray_settings.model_fields_set
+                else f"Failed (DeadlineExceeded) at trainDeadlineSeconds {ray_settings.train_deadline_seconds} unless "
+                f"it fits the script's {steps} steps: set trainSteps, or leave the deadline unset to derive it"
             )
     if (nxd_layout := layouts.nxd(config, cluster)) is not None:
         nxd_settings = nxd_layout.settings

@@ -173,8 +173,8 @@ def workload_warnings(config: WorkloadsConfig) -> list[str]:
             f"nxdLlama: trainIters is unset, so llama2-train runs the config's {NXD_DEFAULT_TRAIN_ITERS} steps, "
             f"and trainDeadlineMinutes {nxd.train_deadline_minutes} allows {seconds:.1f} s per step, scheduling, "
             "start-up and every restart's reload included. A run its deadline ends is Failed (DeadlineExceeded) and "
-            "not retried; `pulumi up --replace` on the MPIJob resumes it from its newest checkpoint. Set trainIters, "
-            "and a trainDeadlineMinutes that fits them, for a run that ends Succeeded"
+            "not retried; `pulumi up --replace` on the MPIJob resumes it from its newest checkpoint. Set trainIters "
+            "for a shorter run; an unset trainDeadlineMinutes is derived from the steps (workloads/goodput.py)"
         )
     return warnings
 

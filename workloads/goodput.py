@@ -7,13 +7,23 @@ it trains, three things take time from the steps:
 - failures: ``N * rate * (R + I / 2)`` of the time, where ``rate`` is failures per node-hour, ``R`` the
   downtime of one failure (detection plus recovery, weighted over FAILURE_CLASSES) and ``I / 2`` the work
   redone on average from the last checkpoint (``T / 2`` when the run is shorter than ``I``);
-- checkpoints: ``S / I``, every pinned script saving synchronously (``S`` the time one save takes at the
-  file system's throughput, ``I`` the interval between saves); exactly ``floor(T / I) * S / T``, so a run
-  that ends before its first save pays none;
-so goodput = ``T / (T + F) * (1 - N * rate * (R + I / 2) - S / I)``, never below 0.
+- checkpoints: ``B / I``, ``B`` the time one save blocks training and ``I`` the interval between saves;
+  exactly ``floor(T / I) * B / T``, so a run that ends before its first save pays none. A synchronous save
+  blocks for all of ``S``, the checkpoint's bytes at the file system's throughput. An asynchronous one
+  (NxD's ``async_save``, which NxD Training turns on with ``exp_manager.async_checkpointing``) blocks for
+  ``C``, the copy from the devices to host memory, and for whatever of the write is still running when
+  the next save begins: ``B = C + max(0, S - I)``. Its files are marked complete (``done``) only when the
+  next save begins, so a failure redoes one and a half intervals on average, not a half: the ``I / 2``
+  above becomes ``3 I / 2``;
+so goodput = ``T / (T + F) * (1 - N * rate * (R + k I) - B / I)``, ``k`` 1/2 or 3/2, never below 0.
 
 A restart budget (the controller's retries) ends a run after that many failures: the probability that a
 run's failures exceed it (Poisson with mean ``N * rate * (T + F)``) is reported beside the ratio.
+
+The same model sets what the user leaves unset (``resolved``): the checkpoint interval at the Young/Daly
+optimum, the restart budget from the run's expected failures over its length, and the training deadline
+from its steps. ``stall_problems`` refuses a run whose saves block more than checkpointStallLimit of each
+interval.
 
 Every input is in one table, FIGURES, with its kind (M: measured by someone else, D: a documented setting
 or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md prints it
@@ -23,6 +33,7 @@ or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md pri
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,9 +43,12 @@ from workloads import bert_launch, deadlines, first_step, resumable
 from workloads.first_step import FirstStep
 from workloads.settings import (
     DEFAULT_FAILURE_RATE_PER_NODE_HOUR,
+    MAX_RESTART_BUDGET,
     BertPretrainingSettings,
     NxdLlamaSettings,
     RayLlama2Settings,
+    WorkloadsConfig,
+    key_name,
 )
 
 
@@ -127,6 +141,14 @@ FIGURES: dict[str, Figure] = {
         "Llama-2-7B's 6.74 B parameters: bf16 weights, fp32 master weights and AdamW's two fp32 moments "
         "(14 bytes a parameter, ZeRO-1 shards them but writes them all)",
     ),
+    "hostCopyGBPerNodeSecond": Figure(
+        1.6,
+        "GB/s per node",
+        "E",
+        "no Trainium figure was found for copying a checkpoint from the devices to host memory, the part of an "
+        "asynchronous save training waits for; pytorch/xla pull 5824 measured 5.1 s for a 2 B-parameter model's "
+        "tensors (8 GB in fp32) before parallelising the copies, about 1.6 GB/s per host",
+    ),
     "bertScriptMaxSteps": Figure(
         28125, "steps", "D", "the pinned BERT script's max_steps (workloads/settings.py trainSteps)"
     ),
@@ -195,11 +217,23 @@ class RunModel:
     fixed_hours: float  # F
     restart_budget: int
     step_hours: float | None = None  # one training step, where the interval is set in steps
+    copy_hours: float = 0.0  # C: an asynchronous save's copy from the devices to host memory
+    asynchronous: bool = False
+    checkpoint_gb: float = 0.0
 
+    def blocking_hours(self, interval_hours: float) -> float:
+        """B: how long one save holds training up, at ``interval_hours`` between saves."""
+        if not self.asynchronous:
+            return self.save_hours
+        return self.copy_hours + max(0.0, self.save_hours - interval_hours)
 
-# A share of training time spent in synchronous saves past which the plan warns (and names the cheaper
-# fixes): one save in twenty intervals.
-CHECKPOINT_STALL_WARNING = 0.05
+    @property
+    def redone_intervals(self) -> float:
+        """k: the intervals of work a failure redoes on average. An asynchronous save is marked complete only
+        when the next save begins (neuronx-distributed fbac349 src/neuronx_distributed/trainer/checkpoint.py:
+        CheckpointIOState.begin calls wait_save, which writes the previous tag's ``done``), and the restart
+        resumes from the newest save with ``done`` (workloads/resilience.py)."""
+        return 1.5 if self.asynchronous else 0.5
 
 
 def young_interval_hours(run: RunModel) -> float:
@@ -207,8 +241,15 @@ def young_interval_hours(run: RunModel) -> float:
     optimum sqrt(2 S M), M the job's mean time between failures, 1 / (N rate) (J. W. Young, "A first order
     approximation to the optimum checkpoint interval", Communications of the ACM 17(9), 1974). Daly's higher
     order estimate (Future Generation Computer Systems 22(3), 2006) differs from it by less than S when S is
-    far below M, as here (seconds to minutes against days)."""
-    return math.sqrt(2 * run.save_hours / (run.nodes * run.failure_rate))
+    far below M, as here (seconds to minutes against days).
+
+    The same minimum of ``B / I + k I / M`` in general: sqrt(B M / k), which is Young's for a synchronous
+    save (B = S, k = 1/2). An asynchronous save blocks for C while its write fits in the interval, so its
+    optimum is sqrt(C M / k), and never shorter than the write itself."""
+    mtbf = 1 / (run.nodes * run.failure_rate)
+    if not run.asynchronous:
+        return math.sqrt(2 * run.save_hours * mtbf)
+    return max(math.sqrt(run.copy_hours * mtbf / run.redone_intervals), run.save_hours)
 
 
 @dataclass(frozen=True)
@@ -227,6 +268,11 @@ class Goodput:
         at_young = expected(dataclasses.replace(r, interval_hours=young))
         return {
             "goodput": round(self.ratio, 6),
+            "checkpointGB": round(r.checkpoint_gb, 3),
+            "asynchronousSaves": r.asynchronous,
+            "saveBlockingHours": round(r.blocking_hours(r.interval_hours), 6),
+            "saveShare": round(save_share(r), 6),
+            "checkpointIntervalSteps": round(r.interval_hours / r.step_hours) if r.step_hours else None,
             "youngDalyIntervalHours": round(young, 6),
             "youngDalyIntervalSteps": round(young / r.step_hours) if r.step_hours else None,
             "goodputAtYoungDaly": round(at_young.ratio, 6),
@@ -253,13 +299,18 @@ def poisson_above(mean: float, budget: int) -> float:
     return max(0.0, 1.0 - sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(budget + 1)))
 
 
+def save_share(run: RunModel) -> float:
+    """B / I: the share of each checkpoint interval training waits for its save."""
+    return run.blocking_hours(run.interval_hours) / run.interval_hours if run.interval_hours > 0 else 0.0
+
+
 def expected(run: RunModel) -> Goodput:
-    # Work redone after a failure: half an interval, or half the run when it ends before its first save.
-    redone = min(run.interval_hours, run.train_hours) / 2
+    # Work redone after a failure: k intervals, or half the run when it ends before the save it would resume from.
+    redone = min(run.redone_intervals * run.interval_hours, run.train_hours / 2)
     failure = run.nodes * run.failure_rate * (run.downtime_hours + redone)
-    # S / I over a long run; a run that ends before a save pays for the saves it makes.
+    # B / I over a long run; a run that ends before a save pays for the saves it makes.
     saves = math.floor(run.train_hours / run.interval_hours) if run.interval_hours > 0 else 0
-    checkpoint = saves * run.save_hours / run.train_hours if run.train_hours > 0 else 0.0
+    checkpoint = saves * run.blocking_hours(run.interval_hours) / run.train_hours if run.train_hours > 0 else 0.0
     paid = run.train_hours + run.fixed_hours
     training_share = run.train_hours / paid if paid > 0 else 0.0
     ratio = max(0.0, training_share * (1 - failure - checkpoint))
@@ -270,8 +321,22 @@ def expected(run: RunModel) -> Goodput:
 
 
 def save_hours(checkpoint_gb: float, file_system_mbps: float) -> float:
-    """S: one synchronous save at the file system's aggregate baseline throughput (MB/s, 10^6 bytes)."""
+    """S: one save's bytes at the file system's aggregate baseline throughput (MB/s, 10^6 bytes)."""
     return checkpoint_gb * 1000 / file_system_mbps / 3600
+
+
+def copy_hours(checkpoint_gb: float, nodes: int) -> float:
+    """C: an asynchronous save's copy from the devices to host memory, each node copying its share at once."""
+    return checkpoint_gb / (nodes * figure("hostCopyGBPerNodeSecond")) / 3600
+
+
+def storage_throughput_mbps(storage: Any) -> float | None:
+    """The cluster's file system's baseline throughput from its exported ``storage`` (infra/contract.py
+    Storage); None without a file system or a per-unit throughput (SCRATCH_2, or a cluster stack that does
+    not export it)."""
+    if not storage.enabled or not storage.per_unit_storage_throughput:
+        return None
+    return lustre_throughput_mbps(storage.capacity_gib, storage.per_unit_storage_throughput)
 
 
 def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) -> float:
@@ -284,12 +349,19 @@ def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) ->
 BERT_WORKERS_PER_NODE = 32
 
 
-def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start: FirstStep) -> RunModel:
+def bert_step_hours(s: BertPretrainingSettings) -> float:
     batch, accum = bert_launch.batch_defaults(s.bf16)
     per_node = (s.batch_size or batch) * (s.grad_accum_steps or accum) * BERT_WORKERS_PER_NODE
-    step_seconds = per_node / figure("bertSequencesPerNodeSecond")
+    return per_node / figure("bertSequencesPerNodeSecond") / 3600
+
+
+def llama_step_hours(nodes: int) -> float:
+    return figure("llamaGlobalBatch") / (figure("llamaSequencesPerNodeSecond") * nodes) / 3600
+
+
+def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start: FirstStep) -> RunModel:
     steps = s.train_steps or figure("bertScriptMaxSteps")
-    train = min(steps * step_seconds / 3600, s.train_deadline_minutes / 60)
+    train = min(steps * bert_step_hours(s), s.train_deadline_minutes / 60)
     compile_minutes = first_step.minutes_of(start.cold_extra) if s.precompile else 0
     fixed = (start.warm_minutes + compile_minutes + figure("scaleDownMinutes")) / 60
     return RunModel(
@@ -302,6 +374,7 @@ def _bert(s: BertPretrainingSettings, rate: float, mbps: float, start: FirstStep
         train,
         fixed,
         deadlines.bert_attempts(s) - 1,
+        checkpoint_gb=figure("bertCheckpointGB"),
     )
 
 
@@ -317,51 +390,70 @@ def _llama(
     rate: float,
     mbps: float,
     start: FirstStep,
+    asynchronous: bool = False,
 ) -> RunModel:
     """The two Llama-2-7B runs: their deadlines count from creation, the first start included."""
-    step_seconds = figure("llamaGlobalBatch") / (figure("llamaSequencesPerNodeSecond") * nodes)
+    step = llama_step_hours(nodes)
     first = start.warm_minutes / 60
-    train = max(0.0, min(steps * step_seconds / 3600, deadline_hours - first))
+    train = max(0.0, min(steps * step, deadline_hours - first))
     compile_hours = first_step.minutes_of(start.cold_extra) / 60 if compile_step else 0.0
+    gb = figure("llamaCheckpointGB")
     return RunModel(
         workload,
         nodes,
         rate,
         downtime_hours(hang, start),
-        every * step_seconds / 3600,
-        save_hours(figure("llamaCheckpointGB"), mbps),
+        every * step,
+        save_hours(gb, mbps),
         train,
         first + compile_hours + figure("scaleDownMinutes") / 60,
         budget,
-        step_seconds / 3600,
+        step,
+        copy_hours(gb, nodes),
+        asynchronous,
+        gb,
     )
 
 
+def nxd_steps(s: NxdLlamaSettings) -> float:
+    return s.train_iters or figure("nxdMaxSteps")
+
+
+def ray_steps(s: RayLlama2Settings) -> float:
+    return s.train_steps or figure("rayMaxSteps")
+
+
+def bert_steps(s: BertPretrainingSettings) -> float:
+    return s.train_steps or figure("bertScriptMaxSteps")
+
+
 def _nxd(s: NxdLlamaSettings, rate: float, mbps: float, start: FirstStep) -> RunModel:
-    steps = s.train_iters or figure("nxdMaxSteps")
     return _llama(
         "nxdLlama",
         s.nodes,
         s.hang_timeout_minutes,
         s.checkpoint_every_steps,
-        steps,
+        nxd_steps(s),
         s.train_deadline_minutes / 60,
         s.compile,
         s.max_restarts,
         rate,
         mbps,
         start,
+        s.async_checkpoints,
     )
 
 
 def _ray(s: RayLlama2Settings, rate: float, mbps: float, start: FirstStep) -> RunModel:
-    steps = s.train_steps or figure("rayMaxSteps")
+    # ray_train_llama2.py runs NxD's example unchanged, and it calls nxd.save_checkpoint without async_save
+    # (neuronx-distributed fbac349 examples/training/llama/tp_zero1_llama_hf_pretrain/
+    # tp_zero1_llama_hf_pretrain.py l.339-351): its saves are synchronous.
     return _llama(
         "rayLlama2",
         s.workers,
         s.hang_timeout_minutes,
         s.checkpoint_every_steps,
-        steps,
+        ray_steps(s),
         s.train_deadline_seconds / 3600,
         "precompile" in s.steps,
         s.max_retries,
@@ -377,6 +469,12 @@ def workload_goodput(
     """The expected goodput of every enabled training workload (the acceptance check trains nothing).
     ``starts``: per workload, the first-step model (workloads/first_step.py) for the node group it runs on;
     where not given, that of a group scaled from zero and burnt in (first_step.DEFAULT_GROUP)."""
+    return [expected(r) for r in workload_runs(config, file_system_mbps, starts)]
+
+
+def workload_runs(
+    config: Any, file_system_mbps: float, starts: Mapping[str, FirstStep] | None = None
+) -> list[RunModel]:
     rate = config.failure_rate_per_node_hour
     given = starts or {}
 
@@ -390,7 +488,293 @@ def workload_goodput(
         runs.append(_ray(ray, rate, file_system_mbps, start("rayLlama2", ray.workers)))
     if (nxd := config.on("nxd_llama")) is not None and nxd.train:
         runs.append(_nxd(nxd, rate, file_system_mbps, start("nxdLlama", nxd.nodes)))
-    return [expected(r) for r in runs]
+    return runs
+
+
+# A derived restart budget is the smallest count a run's failures exceed with at most this probability
+# (Poisson, the expected failures over the run's length): one run in a thousand stops for want of restarts.
+BUDGET_EXCEEDED = 0.001
+# A derived deadline's margin over the modelled step time: the step times are published throughputs on
+# other software versions and layouts (FIGURES), not this project's measurements; half again.
+STEP_TIME_MARGIN = 1.5
+
+
+def restart_budget(nodes: int, rate: float, hours: float, floor: int) -> int:
+    """The restarts a run of ``hours`` on ``nodes`` needs, so that its expected failures (``nodes * rate *
+    hours``) exceed them with at most BUDGET_EXCEEDED; never fewer than ``floor`` (a count that also ends a
+    crash loop early), never more than MAX_RESTART_BUDGET."""
+    mean = nodes * rate * hours
+    budget = floor
+    while budget < MAX_RESTART_BUDGET and poisson_above(mean, budget) > BUDGET_EXCEEDED:
+        budget += 1
+    return budget
+
+
+def derived_deadline_hours(run: RunModel, steps_hours: float, start_hours: float, restarts: int) -> float:
+    """A deadline that fits the run: its start, its steps at the modelled step time with STEP_TIME_MARGIN,
+    the time its saves block, and per restart the downtime and the most work a failure redoes (k + 1/2
+    intervals)."""
+    saves = math.floor(steps_hours / run.interval_hours) if run.interval_hours > 0 else 0
+    redo = (run.redone_intervals + 0.5) * run.interval_hours
+    return (
+        start_hours
+        + STEP_TIME_MARGIN * steps_hours
+        + saves * run.blocking_hours(run.interval_hours)
+        + restarts * (run.downtime_hours + redo)
+    )
+
+
+def _hang_floor_minutes(s: Any) -> int:
+    """A deadline must outlast the liveness probe's detection of a hang, or the deadline ends a hung run that a
+    restart would have saved (workloads/checks.py refuses that)."""
+    return resumable.detection_minutes(max(s.hang_timeout_minutes, s.first_step_timeout_minutes)) + 1
+
+
+def _interval_units(young_hours: float, unit_hours: float) -> int:
+    return max(1, round(young_hours / unit_hours))
+
+
+def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str, dict[str, Any]]:
+    """Per workload (its settings' field names), what the goodput model sets where the user has not: the
+    checkpoint interval at the Young/Daly optimum (only with the file system's throughput), the restart
+    budget for the run's expected failures, and the deadline from its steps. Each on a group scaled from zero
+    (first_step.DEFAULT_GROUP), so the program and the plan derive the same values. Without the throughput
+    the deadline counts no time for the writes (an infinite throughput), only an asynchronous save's copy."""
+    rate = config.failure_rate_per_node_hour
+    found: dict[str, dict[str, Any]] = {}
+    mbps = file_system_mbps
+    if (bert := config.on("bert_pretraining")) is not None:
+        update: dict[str, Any] = {}
+        start = first_step.first_step("bertPretraining", first_step.DEFAULT_GROUP, bert.nodes)
+        run = _bert(bert, rate, mbps or math.inf, start)
+        shard = figure("bertShardMinutes") / 60
+        if mbps is not None and "checkpoint_every_shards" not in bert.model_fields_set:
+            update["checkpoint_every_shards"] = _interval_units(young_interval_hours(run), shard)
+            run = dataclasses.replace(run, interval_hours=update["checkpoint_every_shards"] * shard)
+        hours = bert_steps(bert) * bert_step_hours(bert)
+        if "max_retry" not in bert.model_fields_set:
+            default = BertPretrainingSettings.model_fields["max_retry"].default
+            update["max_retry"] = restart_budget(bert.nodes, rate, hours, default - 1) + 1
+        if "train_deadline_minutes" not in bert.model_fields_set:
+            # Each attempt's deadline counts once its pods run: a restart on nodes that are up, then the steps.
+            restart = first_step.minutes_of(first_step.RESTART_ON_WARM_NODES) / 60
+            minutes = math.ceil(derived_deadline_hours(run, hours, restart, 0) * 60)
+            update["train_deadline_minutes"] = max(minutes, _hang_floor_minutes(bert))
+        found["bert_pretraining"] = update
+    llamas: list[tuple[str, str, Any, int, float, str, Callable[[Any, float, float, FirstStep], RunModel]]] = []
+    if (ray := config.on("ray_llama2")) is not None and "train" in ray.steps:
+        llamas.append(("ray_llama2", "rayLlama2", ray, ray.workers, ray_steps(ray), "max_retries", _ray))
+    if (nxd := config.on("nxd_llama")) is not None and nxd.train:
+        llamas.append(("nxd_llama", "nxdLlama", nxd, nxd.nodes, nxd_steps(nxd), "max_restarts", _nxd))
+    for field, workload, s, nodes, steps, budget_key, build in llamas:
+        update = {}
+        start = first_step.first_step(workload, first_step.DEFAULT_GROUP, nodes)
+        run = build(s, rate, mbps or math.inf, start)
+        step_hours = llama_step_hours(nodes)
+        if mbps is not None and "checkpoint_every_steps" not in s.model_fields_set:
+            update["checkpoint_every_steps"] = _interval_units(young_interval_hours(run), step_hours)
+            run = dataclasses.replace(run, interval_hours=update["checkpoint_every_steps"] * step_hours)
+        hours = steps * step_hours
+        first = start.warm_minutes / 60
+        budget = getattr(s, budget_key)
+        if budget_key not in s.model_fields_set:
+            budget = restart_budget(nodes, rate, first + hours, type(s).model_fields[budget_key].default)
+            update[budget_key] = budget
+        if field == "nxd_llama" and "train_deadline_minutes" not in s.model_fields_set:
+            # From the MPIJob's creation, every restart included (runPolicy.activeDeadlineSeconds).
+            minutes = math.ceil(derived_deadline_hours(run, hours, first, budget) * 60)
+            update["train_deadline_minutes"] = max(minutes, _hang_floor_minutes(s))
+        if field == "ray_llama2" and "train_deadline_seconds" not in s.model_fields_set:
+            # From each attempt's start, its cluster's start-up included: a retry gets the deadline afresh.
+            minutes = math.ceil(derived_deadline_hours(run, hours, first, 0) * 60)
+            update["train_deadline_seconds"] = max(minutes, _hang_floor_minutes(s), 20) * 60
+        found[field] = update
+    return {name: update for name, update in found.items() if update}
+
+
+def resolved(config: WorkloadsConfig, file_system_mbps: float | None) -> WorkloadsConfig:
+    """``config`` with what ``derived`` sets filled in; what the user set stays."""
+    updates = {
+        name: getattr(config, name).model_copy(update=update)
+        for name, update in derived(config, file_system_mbps).items()
+    }
+    return config.model_copy(update=updates) if updates else config
+
+
+def minimum_interval_hours(run: RunModel, share: float) -> float:
+    """The shortest interval whose saves block at most ``share`` of it (the blocking share falls as the
+    interval grows)."""
+    if not run.asynchronous:
+        return run.save_hours / share
+    overlapping = (run.copy_hours + run.save_hours) / (1 + share)  # the write still running at the next save
+    return overlapping if overlapping <= run.save_hours else max(run.save_hours, run.copy_hours / share)
+
+
+_CAMEL = {"bertPretraining": "bert_pretraining", "rayLlama2": "ray_llama2", "nxdLlama": "nxd_llama"}
+
+
+def _stall(run: RunModel, config: WorkloadsConfig, mbps: float, share: float, key: str) -> str:
+    """What one run's saves cost against ``share`` (the setting ``key``), and the fixes, cheapest first."""
+    s = getattr(config, _CAMEL[run.workload])
+    blocking = run.blocking_hours(run.interval_hours)
+    if run.step_hours:
+        interval_key, value, unit_hours = "checkpointEverySteps", s.checkpoint_every_steps, run.step_hours
+    else:
+        interval_key, value = "checkpointEveryShards", s.checkpoint_every_shards
+        unit_hours = figure("bertShardMinutes") / 60
+    least = math.ceil(minimum_interval_hours(run, share) / unit_hours - 1e-9)
+    young = _interval_units(young_interval_hours(run), unit_hours)
+    at_young = expected(dataclasses.replace(run, interval_hours=young * unit_hours)).ratio
+    fixes = []
+    if run.workload == "nxdLlama" and not run.asynchronous:
+        fixes.append("asyncCheckpoints: true (training then waits only for the copy to host memory)")
+    fixes.append(
+        f"{interval_key} of at least {least} ({young}, the Young/Daly optimum, gives goodput {at_young:.1%}; "
+        "a longer interval redoes more work after a failure)"
+    )
+    tier = run.save_hours * mbps / (share * run.interval_hours)
+    fixes.append(
+        f"a file system of at least {tier:,.0f} MB/s (the cluster stack's storage.perUnitStorageThroughput and "
+        f"capacityGib; now {mbps:,.0f} MB/s)"
+    )
+    return (
+        f"{key_name((run.workload, interval_key))} = {value}: saves block {save_share(run):.1%} of each interval "
+        f"({run.checkpoint_gb:.0f} GB, {'asynchronous' if run.asynchronous else 'synchronous'}: "
+        f"{blocking * 3600:,.0f} s every {run.interval_hours * 3600:,.0f} s), over {key_name((key,))} {share}; "
+        f"allowed: at most {share:.0%} of the interval. Fixes, cheapest first: " + "; or ".join(fixes)
+    )
+
+
+def stall_problems(config: WorkloadsConfig, file_system_mbps: float | None) -> list[str]:
+    """A run whose saves block more than checkpointStallLimit of each interval, or block the step counter longer
+    than the liveness probe allows (the probe would end every save as a hang). Needs the throughput."""
+    problems = []
+    warn, limit = config.checkpoint_stall_warning, config.checkpoint_stall_limit
+    if warn >= limit:
+        problems.append(
+            f"{key_name(('checkpointStallWarning',))} = {warn}: not below {key_name(('checkpointStallLimit',))} "
+            f"({limit}); allowed: a warning share under the limit"
+        )
+    if file_system_mbps is None:
+        return problems
+    for run in workload_runs(config, file_system_mbps):
+        if save_share(run) > limit:
+            problems.append(_stall(run, config, file_system_mbps, limit, "checkpointStallLimit"))
+        s = getattr(config, _CAMEL[run.workload])
+        # Between two step lines around a save: the step, then the save.
+        blocking_minutes = (run.blocking_hours(run.interval_hours) + (run.step_hours or 0.0)) * 60
+        if s.hang_timeout_minutes <= blocking_minutes:
+            problems.append(
+                f"{key_name((run.workload, 'hangTimeoutMinutes'))} = {s.hang_timeout_minutes}: a step and its save "
+                f"hold the step counter for {blocking_minutes:.0f} minutes, which the liveness probe would end as a "
+                f"hang; allowed: more than {math.ceil(blocking_minutes)}"
+            )
+    return problems
+
+
+def stall_warnings(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str, str]:
+    """Per workload whose saves block more than checkpointStallWarning of each interval (and no more than the
+    limit, which ``stall_problems`` refuses), the warning with the cheaper fixes."""
+    if file_system_mbps is None:
+        return {}
+    return {
+        run.workload: _stall(run, config, file_system_mbps, config.checkpoint_stall_warning, "checkpointStallWarning")
+        for run in workload_runs(config, file_system_mbps)
+        if config.checkpoint_stall_warning < save_share(run) <= config.checkpoint_stall_limit
+    }
+
+
+# The file systems' baseline throughputs the scenarios use, as the cluster stacks configure them (the tests
+# check them against the plans): prod 4,800 GiB at 250 MB/s/TiB, dev 1,200 GiB at 125 MB/s/TiB.
+PROD_FILE_SYSTEM_MBPS = lustre_throughput_mbps(4800, 250)
+DEV_FILE_SYSTEM_MBPS = lustre_throughput_mbps(1200, 125)
+WEEK_HOURS = 168.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A week of paid time for one run, with the settings the workload stack derives; ``target`` is the goal
+    the model is held to, and is shown met or not, never reached by changing an input."""
+
+    name: str
+    target: float
+    workloads: Mapping[str, Any]  # the stack file's values, as `trainium-workloads:<key>` takes them
+    file_system_mbps: float
+
+
+_PROD_NXD = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4}
+SCENARIOS = (
+    Scenario("prod: NxD Llama-2-7B, 4 trn1.32xlarge", 0.98, {"nxdLlama": _PROD_NXD}, PROD_FILE_SYSTEM_MBPS),
+    Scenario(
+        "prod, synchronous saves", 0.98, {"nxdLlama": {**_PROD_NXD, "asyncCheckpoints": False}}, PROD_FILE_SYSTEM_MBPS
+    ),
+    Scenario("prod's file system, 64 nodes", 0.95, {"nxdLlama": {**_PROD_NXD, "nodes": 64}}, PROD_FILE_SYSTEM_MBPS),
+    Scenario(
+        "64 nodes at OPT-175B's rate (5.9e-4)",
+        0.95,
+        {"nxdLlama": {**_PROD_NXD, "nodes": 64}, "failureRatePerNodeHour": 5.9e-4},
+        PROD_FILE_SYSTEM_MBPS,
+    ),
+    Scenario("dev's file system, 4 nodes", 0.95, {"nxdLlama": _PROD_NXD}, DEV_FILE_SYSTEM_MBPS),
+    Scenario(
+        "dev's file system, synchronous saves",
+        0.95,
+        {"nxdLlama": {**_PROD_NXD, "asyncCheckpoints": False}},
+        DEV_FILE_SYSTEM_MBPS,
+    ),
+)
+
+
+def week(config: WorkloadsConfig, file_system_mbps: float) -> list[Goodput]:
+    """Each run of ``config`` (resolved as the program resolves it) paying for one week: it trains for the
+    week less its fixed hours, whatever its step count or deadline."""
+    settings = resolved(config, file_system_mbps)
+    return [
+        expected(dataclasses.replace(run, train_hours=WEEK_HOURS - run.fixed_hours))
+        for run in workload_runs(settings, file_system_mbps)
+    ]
+
+
+def scenario_config(scenario: Scenario) -> WorkloadsConfig:
+    from workloads.settings import PROJECT, parse_workloads_config
+
+    values = {f"{PROJECT}:clusterStack": "organization/trainium-eks/prod"}
+    workloads = dict(scenario.workloads)
+    # A run of a week's steps, so the restart budget and the deadline are derived for a week.
+    nxd = dict(workloads["nxdLlama"])
+    nxd.setdefault("trainIters", math.floor(WEEK_HOURS / llama_step_hours(nxd["nodes"])))
+    workloads["nxdLlama"] = nxd
+    for key, value in workloads.items():
+        values[f"{PROJECT}:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    return parse_workloads_config(values)
+
+
+def scenario_goodput(scenario: Scenario) -> Goodput:
+    (found,) = week(scenario_config(scenario), scenario.file_system_mbps)
+    return found
+
+
+def scenario_table() -> list[tuple[str, ...]]:
+    """(scenario, file system, interval, blocked per save, failures a week, restart budget and the chance a
+    week exhausts it, goodput, target), for the docs."""
+    rows: list[tuple[str, ...]] = []
+    for scenario in SCENARIOS:
+        g = scenario_goodput(scenario)
+        r = g.run
+        met = "met" if g.ratio >= scenario.target else "**not met**"
+        rows.append(
+            (
+                scenario.name,
+                f"{scenario.file_system_mbps:,.0f} MB/s",
+                f"{round(r.interval_hours / r.step_hours)} steps ({r.interval_hours:.2f} h)" if r.step_hours else "",
+                f"{r.blocking_hours(r.interval_hours) * 3600:,.0f} s {'async' if r.asynchronous else 'sync'}",
+                f"{g.expected_failures:.2f}",
+                f"{r.restart_budget} ({g.budget_exhausted:.2%})",
+                f"{g.ratio:.1%}",
+                f"{scenario.target:.0%} {met}",
+            )
+        )
+    return rows
 
 
 def figure_table() -> list[tuple[str, str, str, str]]:

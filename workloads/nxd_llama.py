@@ -100,6 +100,15 @@ def overrides(layout: NxdLayout, compile_only: bool) -> list[str]:
     # A compile run's max_steps is training_orchestrator.py's (COMPILE=1: 10, no checkpoint, no TensorBoard).
     if not compile_only and s.train_iters is not None:
         found.append(f"trainer.max_steps={s.train_iters}")
+    # examples/training.py hands exp_manager.async_checkpointing to NLPCheckpointIO(async_save=...), which
+    # passes it to NxD's save_checkpoint (neuronx-distributed-training 9169aa0, lightning_modules/
+    # nlp_overrides.py): each rank copies its tensors to host memory while training waits, then one thread
+    # writes them (neuronx-distributed fbac349 trainer/checkpoint.py _xser_save_data, CheckpointIOState.end).
+    # The next save waits for that write and only then writes the earlier save's ``done`` (begin ->
+    # wait_save), which is what resilience.nxdt_pick trusts; the goodput model counts the copy and the
+    # later ``done`` (workloads/goodput.py).
+    if not compile_only and s.async_checkpoints:
+        found.append("exp_manager.async_checkpointing=true")
     return found
 
 

@@ -63,6 +63,8 @@ class Exported:
     restart_budget: int
     checkpoint_interval_steps: int | None  # None: BERT's interval is in dataset shards
     live_seconds: int  # live_seconds(): how long a run stays served after its last sign of life
+    # An asynchronous save is written while training steps on (nxdLlama's asyncCheckpoints): not time lost.
+    asynchronous_saves: bool = False
 
 
 def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BERT_OUTPUT_DIR) -> list[dict[str, Any]]:
@@ -83,6 +85,7 @@ def exported_workloads(workloads: dict[str, Exported], bert_output_dir: str = BE
             "tokensPerSample": w.tokens_per_sample,
             "restartBudget": w.restart_budget,
             **({"checkpointIntervalSteps": w.checkpoint_interval_steps} if w.checkpoint_interval_steps else {}),
+            **({"asynchronousSaves": True} if w.asynchronous_saves else {}),
         }
         for name, w in workloads.items()
     ]
@@ -111,7 +114,12 @@ def exported(config: Any) -> dict[str, Exported]:
         )
     if (nxd := config.on("nxd_llama")) is not None:
         found["nxd-llama"] = Exported(
-            llama_batch, LLAMA_TOKENS_PER_SAMPLE, nxd.max_restarts, nxd.checkpoint_every_steps, live_seconds(nxd)
+            llama_batch,
+            LLAMA_TOKENS_PER_SAMPLE,
+            nxd.max_restarts,
+            nxd.checkpoint_every_steps,
+            live_seconds(nxd),
+            nxd.async_checkpoints,
         )
     return found
 

@@ -26,7 +26,8 @@ start (resilience.lock). A run that ended (mid-save too) is served no more once 
 - ``training_throughput``: the last step line's ``throughput : <samples/s>`` (BERT and Ray print it);
 - ``training_checkpoint_step`` and ``training_checkpoint_timestamp_seconds``: the newest save that is
   complete by its script's own marker (BERT: a zip archive with its end record; NxD: ``done``);
-- ``training_checkpoint_saving``: 1 while a save newer than that is being written;
+- ``training_checkpoint_saving``: 1 while a save newer than that is being written and holds training up
+  (an asynchronous save, written while training steps on and marked complete only at the next, does not);
 - ``training_samples_per_step`` and ``training_tokens_per_sample``: from the workload's settings, so the
   ledger can price a trained token; ``training_restart_budget`` and ``training_checkpoint_interval_steps``
   (where the interval is in steps: not BERT's, in shards), for the alerts.
@@ -154,7 +155,7 @@ class Runs:
             if rate:
                 out.append(("training_throughput", labels, float(rate.group(1))))
         newest, saving = checkpoints(w["kind"], os.path.join(run_dir, w["checkpoints"]))
-        out.append(("training_checkpoint_saving", labels, 1.0 if saving else 0.0))
+        out.append(("training_checkpoint_saving", labels, 1.0 if saving and not w.get("asynchronousSaves") else 0.0))
         if newest is not None:
             out += [
                 ("training_checkpoint_step", labels, float(newest[0])),

@@ -28,6 +28,9 @@ from infra.config.naming import PROFILE_PATTERN, dns_label_problem
 from infra.facts import versions
 
 PROJECT = "trainium-workloads"
+# Restarts a run may be given: a budget the goodput model derives from a week on 64 nodes at a high failure
+# rate needs about 15; past 50 a crash-looping configuration would burn days of nodes before it stopped.
+MAX_RESTART_BUDGET = 50
 STACK_NAME_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 CACHESET_PATTERN = r"^[A-Za-z0-9_-]+$"
 IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
@@ -123,7 +126,9 @@ class BertPretrainingSettings(ResumableSettings):
         default=1,
         ge=1,
         description="Checkpoint after every this many dataset shards "
-        "(the script's --shards_per_ckpt; it counts steps per shard, not time).",
+        "(the script's --shards_per_ckpt; it counts steps per shard, not time); unset: the Young/Daly optimum for "
+        "the run's nodes, failureRatePerNodeHour and the cluster's file system throughput, as the plan shows it "
+        "(workloads/goodput.py), 1 when the cluster exports no throughput.",
     )
     # Volcano's mutating webhook turns 0 into its default 3 (volcano v1.15.1
     # pkg/webhooks/admission/jobs/mutate/mutate_job.go): the live spec would then differ from
@@ -132,7 +137,8 @@ class BertPretrainingSettings(ResumableSettings):
         default=3,
         ge=1,
         description="Attempts Volcano allows in all, the first included: a pod failure "
-        "restarts the gang while fewer than maxRetry have run (1: never retried).",
+        "restarts the gang while fewer than maxRetry have run (1: never retried); unset: 3, or more where the run's "
+        "expected failures over its length need them (workloads/goodput.py restart_budget).",
     )
     # Each attempt (the first and every Volcano retry) is cut at its deadline: the run's command
     # runs under `timeout`, whose exit code 124 ends the job (bert.py DEADLINE_EXIT_CODE).
@@ -145,8 +151,9 @@ class BertPretrainingSettings(ResumableSettings):
     train_deadline_minutes: int = Field(
         default=2880,
         ge=10,
-        description="Deadline of each attempt of the training run once its pods run; the "
-        "default covers the pinned script's full 28125 steps (about 40 h at the seed's throughput).",
+        description="Deadline of each attempt of the training run once its pods run; unset: derived from the run's "
+        "steps (trainSteps, else the script's 28125) x the modelled step time x a margin, plus its start and saves "
+        "(workloads/goodput.py derived_deadline_hours).",
     )
 
 
@@ -209,7 +216,9 @@ class RayLlama2Settings(ResumableSettings):
         default=2400,
         ge=1200,
         description="activeDeadlineSeconds of the train RayJob, counted from its creation (cluster start-up "
-        "included); the job fails and its cluster goes once it passes.",
+        "included); the job fails and its cluster goes once it passes. Unset: derived from the run's steps "
+        "(trainSteps, else the script's 10000) x the modelled step time x a margin, plus its start and saves "
+        "(workloads/goodput.py derived_deadline_hours).",
     )
     ttl_seconds_after_finished: int = Field(
         default=60, ge=0, description="Seconds a finished RayJob's cluster lives on."
@@ -217,14 +226,17 @@ class RayLlama2Settings(ResumableSettings):
     checkpoint_every_steps: int = Field(
         default=100,
         ge=1,
-        description="Checkpoint the train step every this many steps (ray_train_llama2.py --checkpoint_freq).",
+        description="Checkpoint the train step every this many steps (ray_train_llama2.py --checkpoint_freq); unset: "
+        "the Young/Daly optimum for the run's workers, failureRatePerNodeHour and the cluster's file system "
+        "throughput, as the plan shows it (workloads/goodput.py), 100 when the cluster exports no throughput.",
     )
     max_retries: int = Field(
         default=2,
         ge=0,
-        le=10,
+        le=MAX_RESTART_BUDGET,
         description="RayJob backoffLimit of the train step: failed runs "
-        "retried on a new RayCluster, each from the last checkpoint (not after its deadline).",
+        "retried on a new RayCluster, each from the last checkpoint (not after its deadline); unset: 2, or more "
+        "where the run's expected failures over its length need them (workloads/goodput.py restart_budget).",
     )
 
 
@@ -252,20 +264,31 @@ class NxdLlamaSettings(ResumableSettings):
     train_deadline_minutes: int = Field(
         default=4320,
         ge=20,
-        description="Deadline of the training MPIJob from its creation; set trainIters and a deadline that fits them.",
+        description="Deadline of the training MPIJob from its creation; unset: derived from the run's steps "
+        "(trainIters, else the config's 20000) x the modelled step time x a margin, plus its start, saves and "
+        "restarts (workloads/goodput.py derived_deadline_hours).",
     )
     checkpoint_every_steps: int = Field(
         default=100,
         ge=1,
-        description="Checkpoint the training run every this many steps (exp_manager every_n_train_steps).",
+        description="Checkpoint the training run every this many steps (exp_manager every_n_train_steps); unset: the "
+        "Young/Daly optimum for the run's nodes, failureRatePerNodeHour and the cluster's file system throughput, as "
+        "the plan shows it (workloads/goodput.py), 100 when the cluster exports no throughput.",
+    )
+    async_checkpoints: bool = Field(
+        default=True,
+        description="Save checkpoints asynchronously (exp_manager.async_checkpointing): training waits only for the "
+        "copy from the devices to host memory, and a thread writes the files while the next steps run; the newest "
+        "save counts as complete once the next one starts (docs/resilience.md).",
     )
     max_restarts: int = Field(
         default=3,
         ge=0,
-        le=10,
+        le=MAX_RESTART_BUDGET,
         description="runPolicy.backoffLimit: how often a new launcher "
         "pod reruns mpirun on every worker after a failure, each run from the last checkpoint "
-        "(maxRestarts + 1 runs in all).",
+        "(maxRestarts + 1 runs in all); unset: 3, or more where the run's expected failures over its length need "
+        "them (workloads/goodput.py restart_budget).",
     )
 
 
@@ -436,6 +459,20 @@ class WorkloadsConfig(ConfigModel):
         lt=1,
         description="Failures per Trainium node-hour the plan's goodput model expects (workloads/goodput.py); "
         "default: Llama 3's 419 unexpected interruptions in 54 days on 2,048 hosts (arXiv 2407.21783).",
+    )
+    checkpoint_stall_warning: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Share of a checkpoint interval a run may spend blocked in its saves before the plan warns "
+        "(workloads/goodput.py), naming the cheaper fixes.",
+    )
+    checkpoint_stall_limit: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="Share of a checkpoint interval spent blocked in saves past which the plan refuses the run; above "
+        "checkpointStallWarning.",
     )
     end_of_support_acknowledged: dict[str, str] = Field(
         default={},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -26,8 +27,8 @@ from infra.components.iam import managed_policy, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.config.models import MonitoringConfig
 from infra.facts.addons import CLOUDWATCH_OBSERVABILITY
-from infra.facts.versions import CHARTS
-from infra.specs import dashboards, goodput_rules, monitoring
+from infra.facts.versions import CHARTS, NEURON_MONITOR_IMAGE, PYTHON_SLIM_IMAGE
+from infra.specs import dashboards, goodput_rules, monitoring, node_metrics
 
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -273,6 +274,52 @@ def kube_state_metrics(opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
         monitoring.kube_state_metrics_values(CORE_NODE_SELECTOR),
         opts,
     )
+
+
+_NODE_AGENT_KINDS = {"ConfigMap": k8s.core.v1.ConfigMap, "DaemonSet": k8s.apps.v1.DaemonSet}
+EFA_EXPORTER_SCRIPT = Path(__file__).resolve().parents[1] / "node_agents" / node_metrics.EFA_EXPORTER_FILE
+
+
+class NodeMetrics(pulumi.ComponentResource):
+    """monitoring.prometheus not off: the node agents any Prometheus of the stack scrapes (infra/specs/node_metrics.py
+    says what each is and where it was read): neuron-monitor on the Trainium nodes the device plugin serves, the
+    EFA exporter on the EFA nodes, node-exporter on every node, all in kube-system. The two public.ecr.aws images
+    come through the cluster's pull-through cache (infra/specs/image_cache.py); node-exporter's is quay.io's."""
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        through_cache: Callable[[str], str],
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """``through_cache``: a public.ecr.aws image as nodes pull it (Registries.through_cache); ``after``: the
+        cache's rule and repositories, and the system nodes."""
+        super().__init__("trainium:infra:NodeMetrics", name, None, opts)
+        manifests = [
+            *node_metrics.efa_exporter(through_cache(PYTHON_SLIM_IMAGE), EFA_EXPORTER_SCRIPT.read_text()),
+            node_metrics.neuron_monitor(through_cache(NEURON_MONITOR_IMAGE)),
+        ]
+        declared: list[pulumi.Resource] = list(after)
+        for manifest in manifests:
+            kind, body = manifest["kind"], {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+            # Each after the ones before: the EFA exporter's DaemonSet mounts its ConfigMap.
+            declared.append(
+                _NODE_AGENT_KINDS[kind](
+                    f"{name}-{kind.lower()}-{manifest['metadata']['name']}",
+                    **body,
+                    opts=pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=list(declared)),
+                )
+            )
+        helm_release(
+            node_metrics.NODE_EXPORTER,
+            CHARTS[node_metrics.NODE_EXPORTER],
+            node_metrics.NAMESPACE,
+            node_metrics.node_exporter_values(),
+            pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=list(after)),
+        )
+        self.register_outputs({})
 
 
 @dataclass

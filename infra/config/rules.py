@@ -67,6 +67,7 @@ from infra.facts.support import kubernetes_pin
 from infra.facts.versions import (
     EKS_ADDON_REGISTRIES,
     EKS_KUBERNETES_VERSIONS,
+    NEURON_MONITOR_IMAGE,
     PYTHON_SLIM_IMAGE,
     autoscaler_release,
 )
@@ -182,9 +183,12 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
 
 def monitoring_pins(config: StackConfig) -> list[Pin]:
     """monitoring.prometheus installs kube-state-metrics for the goodput rules (and, in-cluster, the Prometheus
-    chart); monitoring.grafana the Grafana chart."""
+    chart) and the node metrics' agents (infra/specs/node_metrics.py); monitoring.grafana the Grafana chart."""
     monitoring = config.monitoring
     found = [chart_pin("kube-state-metrics")] if monitoring.prometheus != "off" else []
+    if monitoring.prometheus != "off":
+        found += [chart_pin("prometheus-node-exporter"), *image_pins(NEURON_MONITOR_IMAGE, "neuron-monitor")]
+        found += image_pins(PYTHON_SLIM_IMAGE, "the EFA exporter")
     if monitoring.prometheus == "in-cluster":
         found.append(chart_pin("prometheus"))
     if monitoring.grafana == "in-cluster":

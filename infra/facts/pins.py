@@ -53,6 +53,7 @@ _DLC = re.compile(r"/pytorch-training-neuronx:(\d+\.\d+)\.\d+-neuronx-py3(\d+)-s
 _PYTHON_SLIM = re.compile(r"/python:(3\.\d+)\.\d+-slim-(\w+)$")
 _DEBIAN = {"bookworm": "12", "trixie": "13"}
 _NGINX = re.compile(r"/nginx-unprivileged:(\d+\.\d+)\.\d+-alpine$")
+_NEURON_MONITOR = re.compile(r"/neuron/neuron-monitor:(\d+\.\d+)\.\d+$")
 
 
 def image_rows(image: str) -> list[str]:
@@ -64,6 +65,8 @@ def image_rows(image: str) -> list[str]:
         return [f"python-{found.group(1)}", f"debian-{_DEBIAN[found.group(2)]}"]
     if found := _NGINX.search(image):
         return [f"nginx-{found.group(1)}"]
+    if found := _NEURON_MONITOR.search(image):
+        return [f"neuron-monitor-{found.group(1)}"]
     raise ValueError(f"{image}: no rule in infra/facts/pins.py reads its versions")
 
 
@@ -96,6 +99,7 @@ CHART_ROWS = {
     "kube-state-metrics": "kube-state-metrics",
     "prometheus": "prometheus-chart",
     "grafana": "grafana-chart",
+    "prometheus-node-exporter": "prometheus-node-exporter",
     "karpenter": "karpenter",
     "karpenter-crd": "karpenter",
 }

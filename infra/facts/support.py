@@ -333,6 +333,19 @@ SUPPORT: dict[str, Support] = {
         "grafana-community/helm-charts f89c852a (2026-08-18), the chart's move to that image, month only",
         "the grafana chart with the next Grafana minor (grafana-community/helm-charts)",
     ),
+    "prometheus-node-exporter-4.56": Support(
+        "prometheus-node-exporter chart 4.56 (node-exporter 1.12)",
+        None,
+        f"prometheus/node_exporter {_NO_POLICY} (README.md at v1.12.1; releases only), nor does the chart",
+        "its newest chart",
+    ),
+    "neuron-monitor-1.3": Support(
+        "neuron-monitor image 1.3",
+        None,
+        f"aws-neuron/aws-neuron-sdk {_NO_POLICY} for the image (81ce03a: src/k8/k8s-neuron-monitor-daemonset.yml "
+        "is its only mention, deploy/infrastructure/monitoring.rst links it)",
+        "the tag that manifest names next, or Neuron Observer on Trainium2/3",
+    ),
     "karpenter-1.14": Support(
         "Karpenter 1.14 (LTS)",
         date(2027, 7, 1),

@@ -121,6 +121,11 @@ CHARTS: dict[str, ChartPin] = {
     # release is upgraded in place; the chart's 11.0.0 and 12.0.0 upgrade notes (README.md, "Upgrading": Kubernetes
     # 1.25 at least, an image renderer token it generates) ask nothing of these values.
     "grafana": ChartPin("grafana", "12.11.1", "https://grafana-community.github.io/helm-charts"),
+    # monitoring.prometheus not off: node-exporter 1.12.1 on every node, the chart of the same snapshot (cf408a2,
+    # whose charts/prometheus-node-exporter is the 4.56.1 release's; infra/specs/node_metrics.py).
+    "prometheus-node-exporter": ChartPin(
+        "prometheus-node-exporter", "4.56.1", "https://prometheus-community.github.io/helm-charts"
+    ),
     # nodeProvisioner: karpenter. Karpenter 1.14.1 (aws/karpenter-provider-aws v1.14.1, 2026-08-20): fixes to
     # the reserved-capacity and placement-group offering resolvers (b472442, bde0065). Against v1.14.0
     # (release commit 692ccdd06, what the tests' citations read) its charts/ and pkg/apis (the CRDs) are
@@ -274,6 +279,10 @@ LLAMA2_TOKENIZER_SHA256 = "9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee
 # (infra/facts/support.py). Python 3.11 as before, so the scripts these pods run are the ones the
 # tests run. docker-library/official-images library/python (2026-08-13): "3.11.16-slim-trixie".
 PYTHON_SLIM_IMAGE = "public.ecr.aws/docker/library/python:3.11.16-slim-trixie"
+# neuron-monitor with its Prometheus exporter, on Trainium nodes when monitoring.prometheus is not off: the image
+# and tag of aws-neuron/aws-neuron-sdk src/k8/k8s-neuron-monitor-daemonset.yml at 81ce03a (2026-08-21), the
+# manifest deploy/infrastructure/monitoring.rst links (infra/specs/node_metrics.py).
+NEURON_MONITOR_IMAGE = "public.ecr.aws/neuron/neuron-monitor:1.3.0"
 # The basic-auth proxy in front of TensorBoard when it is exposed through a load balancer: nginx's
 # stable line (only the current stable and mainline branches get fixes). nginx/docker-nginx-unprivileged
 # stable/alpine-slim/Dockerfile at e26803b (2026-07-15): NGINX_VERSION=1.30.4; its tags are

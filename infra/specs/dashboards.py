@@ -4,7 +4,8 @@ their exporters emit. Pure: the table in, dashboard JSON out; infra/components/o
 as a ConfigMap for Grafana's dashboard sidecar, and tests/test_dashboards.py checks every query with promtool
 and every series name against the rules and the exporters.
 
-No NeuronCore or HBM panel yet: neuron-monitor's exporter is not scraped (docs/monitoring.md, "Not done yet").
+The node agents' series (infra/specs/node_metrics.py) carry their node's name in ``node`` (the scrape adds it). A job's
+NeuronCore use is its nodes' (node_job:trainium:allocated): each training pod holds its Trainium nodes whole.
 """
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from infra.specs.goodput_rules import EFA_TRANSMITTED, HANG_SUSPECT_SECONDS
+
+# neuron-monitor's exporter (aws-neuron/aws-neuron-sdk 81ce03a src/examples/neuron-monitor/neuron-monitor-grafana.json:
+# `avg by (neuroncore) (neuroncore_utilization_ratio)`, a ratio of 1; `sum by (instance_id, memory_location)
+# (neuron_runtime_memory_used_bytes)`, memory_location "host" or "neuron_device").
+NEURONCORE_UTILISATION = "neuroncore_utilization_ratio"
+NEURON_RUNTIME_MEMORY = "neuron_runtime_memory_used_bytes"
+# `count(instance_info)` there: one series per node the exporter runs on (not a `deviceAllocation: dra` one).
+NEURON_INSTANCE = "instance_info"
+# The EFA exporter's (infra/node_agents/efa_exporter.py): bytes received, and the counters that count failures.
+EFA_RECEIVED = "node_amazonefa_rx_bytes"
+EFA_ERROR_COUNTERS = (
+    "rx_drops",
+    "rdma_read_wr_err",
+    "rdma_write_wr_err",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
 
 # The label Grafana's dashboard sidecar selects ConfigMaps by, as the grafana chart's values name it by
 # default (sidecar.dashboards.label, value "1"); a Grafana set to another label must be set to this one.
@@ -59,11 +78,69 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
             ),
             PanelSpec("Nodes held per job", "job:trainium_nodes:count", JOB_LEGEND),
             PanelSpec(
-                "EFA bytes sent per node",
-                f"sum by (node) (rate({EFA_TRANSMITTED}[5m]))",
+                "NeuronCore utilisation per node",
+                f"avg by (node) ({NEURONCORE_UTILISATION})",
                 "{{node}}",
+                "percentunit",
+                description="neuron-monitor's mean over the node's NeuronCores in use; none while no Neuron runtime "
+                "runs there.",
+            ),
+            PanelSpec(
+                "NeuronCore utilisation per job",
+                f"avg by (namespace, workload) (node_job:trainium:allocated * on (node) group_left () "
+                f"avg by (node) ({NEURONCORE_UTILISATION}))",
+                JOB_LEGEND,
+                "percentunit",
+                description="The mean of the job's nodes: each of its pods holds its node whole.",
+            ),
+            PanelSpec(
+                "Held by a job, NeuronCores idle",
+                f"(node_job:trainium:allocated and on (node) {NEURON_INSTANCE}) "
+                f"unless on (node) (max by (node) ({NEURONCORE_UTILISATION}) > 0)",
+                "{{node}} {{namespace}}/{{workload}}",
+                description="A job's pod is bound to the node but no NeuronCore there works: starting (image pull, "
+                "compile, checkpoint load), hung, or holding a node it does not use. Nodes neuron-monitor "
+                "serves only.",
+            ),
+            PanelSpec(
+                "Device memory (HBM) used per node",
+                f'sum by (node) ({NEURON_RUNTIME_MEMORY}{{memory_location="neuron_device"}})',
+                "{{node}}",
+                "bytes",
+                description="What the Neuron runtimes on the node hold in device memory.",
+            ),
+            PanelSpec(
+                "EFA bytes sent and received per node",
+                f'label_replace(sum by (node) (rate({EFA_TRANSMITTED}[5m])), "direction", "sent", "", "") '
+                f'or label_replace(sum by (node) (rate({EFA_RECEIVED}[5m])), "direction", "received", "", "")',
+                "{{node}} {{direction}}",
                 "Bps",
-                description="From the EFA node exporter's tx_bytes (not installed by the stack yet).",
+                description="From the EFA devices' port counters tx_bytes and rx_bytes.",
+            ),
+            PanelSpec(
+                "EFA errors per node",
+                " or ".join(
+                    f'label_replace(sum by (node) (rate(node_amazonefa_{c}[5m])), "counter", "{c}", "", "")'
+                    for c in EFA_ERROR_COUNTERS
+                ),
+                "{{node}} {{counter}}",
+                "ops",
+                description="Per second: received packets dropped, RDMA reads and writes failed, retransmission "
+                "timeouts, peers that stopped answering or were impaired.",
+            ),
+            PanelSpec(
+                "CPU busy on Trainium nodes",
+                '1 - avg by (node) (rate(node_cpu_seconds_total{mode="idle"}[5m])) and on (node) node:trainium:present',
+                "{{node}}",
+                "percentunit",
+                description="Data loading and the host side of collectives run here.",
+            ),
+            PanelSpec(
+                "Memory used on Trainium nodes",
+                "1 - sum by (node) (node_memory_MemAvailable_bytes) / sum by (node) (node_memory_MemTotal_bytes) "
+                "and on (node) node:trainium:present",
+                "{{node}}",
+                "percentunit",
             ),
         ),
     ),

@@ -58,7 +58,11 @@ def exemptions(
     agent), the FSx CSI node plugin (aws-fsx-csi-driver chart 1.17.0 templates/node-daemonset.yaml:
     privileged, host paths), the EFA device plugin (eks-charts stable/aws-efa-k8s-device-plugin
     v0.5.30 templates/daemonset.yaml: hostNetwork, host paths; values.yaml securityContext
-    privileged) and the Neuron device plugin (host paths). Their names are not pinned here: EKS
+    privileged) and the Neuron device plugin (host paths); while a Prometheus runs, its node agents
+    (infra/specs/node_metrics.py): neuron-monitor (privileged, as aws-neuron/aws-neuron-sdk 81ce03a
+    src/k8/k8s-neuron-monitor-daemonset.yml runs it), the EFA exporter (the host's /sys, read-only) and
+    node-exporter (prometheus-node-exporter chart 4.56.1 values.yaml: hostNetwork, hostPID, the host's
+    /, /proc and /sys). Their names are not pinned here: EKS
     add-on builds are resolved at deploy time, and the Neuron chart at 1.9.0 has no readable source
     (infra/facts/versions.py), so a list of names could refuse a node agent the next build renames.
     """

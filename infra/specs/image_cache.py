@@ -34,6 +34,7 @@ import re
 from typing import Any
 
 from infra.facts.neuron import BURN_IN_IMAGE
+from infra.facts.versions import NEURON_MONITOR_IMAGE, PYTHON_SLIM_IMAGE
 
 UPSTREAM_REGISTRY = "public.ecr.aws"
 # The repository prefix: 2-30 characters (create-pull-through-cache-rule --ecr-repository-prefix
@@ -76,8 +77,16 @@ NEURON_CHART_IMAGES: dict[tuple[str, ...], str] = {
 # The public images nodes pull at every launch, through the cache. The burn-in's DLC is the multi-GB one:
 # every health-gated Trainium node pulls it before it takes a job (infra/specs/burn_in_objects.py). Its
 # tag stays exactly the pin (infra/facts/versions.py NEURON_DLC_PYTORCH_2_9); only the host and the
-# prefix in front of the repository change.
-CACHED_IMAGES = (BURN_IN_IMAGE.base, *FSX_CSI_NODE_IMAGES.values(), *NEURON_CHART_IMAGES.values())
+# prefix in front of the repository change. neuron-monitor and the EFA exporter (on the Python image) run on
+# every Trainium or EFA node while a Prometheus scrapes them (infra/specs/node_metrics.py); their repositories
+# are declared either way, as an empty one costs nothing.
+CACHED_IMAGES = (
+    BURN_IN_IMAGE.base,
+    *FSX_CSI_NODE_IMAGES.values(),
+    *NEURON_CHART_IMAGES.values(),
+    NEURON_MONITOR_IMAGE,
+    PYTHON_SLIM_IMAGE,
+)
 
 
 def cache_prefix(cluster_name: str) -> str:

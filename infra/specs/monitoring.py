@@ -77,7 +77,7 @@ from typing import Any
 import yaml
 
 from infra.facts.versions import AMAZON_PROMETHEUS_PLUGIN_VERSION
-from infra.specs import goodput_rules
+from infra.specs import goodput_rules, node_metrics
 from infra.specs.dashboards import SIDECAR_LABEL
 
 COLLECTOR_USER = "aps-collector-user"
@@ -157,15 +157,31 @@ def _pods_named(job: str, name: str, port: str, namespace: str | None = None) ->
     }
 
 
+def _node_agent(job: str, name: str) -> dict[str, Any]:
+    """A node agent's pods in node_metrics.NAMESPACE; each series gets the name of the node its pod runs on in
+    ``node``, the label the goodput rules and the dashboards join on (none of these agents sets it itself)."""
+    found = _pods_named(job, name, node_metrics.PORT_NAME, node_metrics.NAMESPACE)
+    found["relabel_configs"].append(
+        {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node", "action": "replace"}
+    )
+    return found
+
+
 def scrape_configuration() -> str:
-    """kube-state-metrics (its series name the objects' own namespace, pod and node) and every training
-    namespace's progress exporter (each series gets its pod's namespace)."""
+    """kube-state-metrics (its series name the objects' own namespace, pod and node), every training
+    namespace's progress exporter (each series gets its pod's namespace), and the node agents of
+    infra/specs/node_metrics.py (each series gets its node)."""
     state = _pods_named(KUBE_STATE_METRICS, KUBE_STATE_METRICS, "http", KUBE_STATE_METRICS_NAMESPACE)
     progress = _pods_named(PROGRESS_EXPORTER, PROGRESS_EXPORTER, "metrics")
     progress["relabel_configs"].append(
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace", "action": "replace"}
     )
-    config = {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [state, progress]}
+    agents = [
+        _node_agent(node_metrics.NEURON_MONITOR, node_metrics.NEURON_MONITOR),
+        _node_agent(node_metrics.EFA_EXPORTER, node_metrics.EFA_EXPORTER),
+        _node_agent("node-exporter", node_metrics.NODE_EXPORTER),
+    ]
+    config = {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [state, progress, *agents]}
     return yaml.safe_dump(config, sort_keys=False)
 
 

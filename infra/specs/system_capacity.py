@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from infra.config.models import FeaturesConfig
 from infra.facts.instances import INSTANCE_TYPES, NodeSize
+from infra.specs import node_metrics
 
 
 def _node_size(instance_type: str) -> NodeSize | None:
@@ -68,6 +69,13 @@ class PodRequests:
     source: str
 
 
+def _requests(name: str, requests: dict[str, str], source: str) -> PodRequests:
+    """One pod's PodRequests from its Kubernetes requests, in millicores and Mi."""
+    return PodRequests(
+        name, int(requests["cpu"].removesuffix("m")), int(requests["memory"].removesuffix("Mi")), 1, source
+    )
+
+
 # On every node (DaemonSets). The Neuron and EFA device plugins and the Neuron problem detector
 # select accelerator nodes only, so they are not here.
 def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
@@ -106,8 +114,17 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
 # A `deviceAllocation: dra` node runs the DRA drivers instead of the device plugins (docs/dra.md): the
 # Neuron DRA driver (neuron-helm-chart values.yaml at 1.9.0, b77a6f90: draDriver.resources.requests 10m/128Mi)
 # and, with EFA, aws-dranet (eks-charts stable/aws-dranet 1.0.0 values.yaml resources.requests 100m/50Mi).
-def accelerator_daemonsets(features: FeaturesConfig, dra: bool = False, efa: bool = True) -> list[PodRequests]:
+# With a Prometheus (monitoring.prometheus not off), the node agents of infra/specs/node_metrics.py: neuron-monitor
+# on every Trainium node but a DRA one (its requests are the upstream manifest's), the EFA exporter where the EFA
+# device plugin runs. node-exporter, on every node, requests nothing (its chart's resources {}).
+def accelerator_daemonsets(
+    features: FeaturesConfig, dra: bool = False, efa: bool = True, metrics_agents: bool = False
+) -> list[PodRequests]:
     pods = []
+    if metrics_agents and not dra:
+        pods.append(_requests("neuron-monitor", node_metrics.NEURON_MONITOR_REQUESTS, "infra/specs/node_metrics.py"))
+        if efa:
+            pods.append(_requests("efa-exporter", node_metrics.EFA_EXPORTER_REQUESTS, "infra/specs/node_metrics.py"))
     if features.neuron_device_plugin:
         if not dra:
             pods.append(
@@ -130,15 +147,22 @@ def accelerator_daemonsets(features: FeaturesConfig, dra: bool = False, efa: boo
 
 
 def node_allocatable(
-    instance_type: str, features: FeaturesConfig, accelerator: bool, dra: bool = False, efa: bool = True
+    instance_type: str,
+    features: FeaturesConfig,
+    accelerator: bool,
+    dra: bool = False,
+    efa: bool = True,
+    metrics_agents: bool = False,
 ) -> dict[str, str] | None:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
-    a type the table does not size. ``dra``, ``efa``: an accelerator group's deviceAllocation and EFA."""
+    a type the table does not size. ``dra``, ``efa``: an accelerator group's deviceAllocation and EFA;
+    ``metrics_agents``: whether a Prometheus's node agents run."""
     node = _node_size(instance_type)
     if node is None:
         return None
-    on_node = daemonsets(features) + (accelerator_daemonsets(features, dra, efa) if accelerator else [])
+    extra = accelerator_daemonsets(features, dra, efa, metrics_agents) if accelerator else []
+    on_node = daemonsets(features) + extra
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
     memory = (
         memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)

@@ -364,6 +364,20 @@ def goodput_tables() -> dict[str, str]:
             classes, ("failure class", "share", "detection", "recovery")
         )
         + "\n",
+        "goodput scenarios": reference.markdown_table(
+            goodput.scenario_table(),
+            (
+                "a week of",
+                "file system",
+                "interval",
+                "blocked per save",
+                "failures",
+                "restart budget (exhausted)",
+                "goodput",
+                "target",
+            ),
+        )
+        + "\n",
         "goodput inputs": reference.markdown_table(
             [(f"`{n}`", v, k, src) for n, v, k, src in goodput.figure_table()], ("input", "value", "kind", "source")
         )

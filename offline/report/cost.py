@@ -565,7 +565,8 @@ def expected_goodput(
         names = [r.name for r in workload_runs(settings) if r.name != "clusterCheck"]
         return {name: {"goodput": None, "why": "no FSx throughput in the plan"} for name in names}
     found = goodput.workload_goodput(settings, file_system_mbps, starts)
-    return {g.run.workload: g.as_json() for g in found}
+    warnings = goodput.stall_warnings(settings, file_system_mbps)
+    return {g.run.workload: {**g.as_json(), "checkpointWarning": warnings.get(g.run.workload)} for g in found}
 
 
 def estimate_workloads(

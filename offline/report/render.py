@@ -364,9 +364,9 @@ def _workload_lines(estimate: dict[str, Any], width: int) -> list[str]:
             parts.append(f"goodput {'unknown' if ratio is None else format(ratio, '.1%')}")
         if parts:
             lines += wrap(f"{name} {', '.join(parts)}", "        ", width, first="      ")
-        warning = report.checkpoint_warning(name, goodput[name]) if name in goodput else None
-        if warning:
-            lines += wrap(warning, "        ", width, first="      ")
+        for extra in (report.checkpoint_line, report.checkpoint_warning):
+            if name in goodput and (text := extra(name, goodput[name])):
+                lines += wrap(text, "        ", width, first="      ")
         if name in starts:
             start = starts[name]
             lines += wrap(

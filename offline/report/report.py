@@ -15,15 +15,13 @@ def cluster_cost(result: PlanResult) -> dict[str, Any]:
 
 
 def workloads_cost(workloads_dir: Path, stack: str, cluster: PlanResult) -> dict[str, Any]:
+    from workloads import goodput
     from workloads.settings import parse_workloads_config
 
-    settings = parse_workloads_config(stack_config(workloads_dir, stack))
-    return cost.estimate_workloads(
-        settings,
-        cluster.outputs["acceleratorNodeGroups"],
-        cluster.outputs["region"],
-        cost.training_file_system_mbps(cluster.as_json()["resources"]),
-    )
+    mbps = cost.training_file_system_mbps(cluster.as_json()["resources"])
+    # The settings the jobs get: what the stack file leaves unset, derived as the program derives it.
+    settings = goodput.resolved(parse_workloads_config(stack_config(workloads_dir, stack)), mbps)
+    return cost.estimate_workloads(settings, cluster.outputs["acceleratorNodeGroups"], cluster.outputs["region"], mbps)
 
 
 ROUNDING_NOTE = (
@@ -115,28 +113,31 @@ def young_daly(expected: dict[str, Any]) -> str:
     steps = expected["youngDalyIntervalSteps"]
     optimum = f"{steps} steps" if steps else f"{expected['youngDalyIntervalHours']:.1f} h"
     return (
-        f"Young/Daly interval {optimum} (saves {expected['inputs']['checkpointSaveHours'] * 3600:.0f} s each, "
+        f"Young/Daly interval {optimum} (saves block {expected['saveBlockingHours'] * 3600:.0f} s each, "
         f"every {expected['inputs']['checkpointIntervalHours']:.2f} h now) would give "
         f"{expected['goodputAtYoungDaly']:.1%}"
     )
 
 
-def checkpoint_warning(name: str, expected: dict[str, Any]) -> str | None:
-    """A run whose synchronous saves take more than CHECKPOINT_STALL_WARNING of its training time, and the
-    cheaper fixes, cheapest first."""
-    from workloads.goodput import CHECKPOINT_STALL_WARNING
-
-    # The saves the run really makes: one shorter than its interval makes none.
-    if expected.get("goodput") is None or expected["checkpointLoss"] <= CHECKPOINT_STALL_WARNING:
+def checkpoint_line(name: str, expected: dict[str, Any]) -> str | None:
+    """``<workload> checkpoint``: its size, how long a save blocks training, how often, and that share."""
+    if expected.get("goodput") is None:
         return None
-    steps = expected["youngDalyIntervalSteps"]
-    interval = f"every {steps} steps" if steps else f"every {expected['youngDalyIntervalHours']:.1f} h"
+    inputs = expected["inputs"]
+    steps = expected["checkpointIntervalSteps"]
+    every = f"{steps} steps, " if steps else ""
+    kind = "asynchronous" if expected["asynchronousSaves"] else "synchronous"
     return (
-        f"{name}: checkpoint saves stall {expected['checkpointLoss']:.1%} of training (over "
-        f"{CHECKPOINT_STALL_WARNING:.0%}): save less often ({interval}, the Young/Daly optimum, gives goodput "
-        f"{expected['goodputAtYoungDaly']:.1%}), or give the file system more throughput (a higher "
-        "perUnitStorageThroughput tier); none of the pinned training scripts saves asynchronously"
+        f"{name} checkpoint {expected['checkpointGB']:.0f} GB, {kind}: writes in "
+        f"{inputs['checkpointSaveHours'] * 3600:,.0f} s, blocks training {expected['saveBlockingHours'] * 3600:,.0f} s "
+        f"every {every}{inputs['checkpointIntervalHours']:.2f} h ({expected['saveShare']:.1%})"
     )
+
+
+def checkpoint_warning(name: str, expected: dict[str, Any]) -> str | None:
+    """A run whose saves block more than checkpointStallWarning of each interval, with the cheaper fixes,
+    cheapest first (workloads/goodput.py stall_warnings); past checkpointStallLimit the plan refuses it."""
+    return expected.get("checkpointWarning")
 
 
 def cost_notes(estimate: dict[str, Any], region: str) -> list[str]:
