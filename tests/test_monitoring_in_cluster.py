@@ -214,3 +214,22 @@ def test_in_cluster_needs_no_private_endpoint_and_its_unheard_alerts_are_named()
         with_changes(monitoring={"prometheus": "in-cluster"}, endpointAccess={"private": False, "public": True})
     )
     assert [a for a in advisories(config) if "alertEmails is empty" in a]
+
+
+def test_every_in_cluster_container_requests_cpu_and_memory_and_has_a_memory_limit(in_cluster):
+    # The charts set no resources (prometheus-29.27.0 server.resources and configmapReload.prometheus.resources,
+    # alertmanager-1.42.0 resources, grafana 12.11.1 resources and sidecar.resources: all {}): without these the
+    # pods are BestEffort, evicted first and never counted by cluster-autoscaler or the system nodes' fit check.
+    prometheus = values(in_cluster, monitoring.IN_CLUSTER_PROMETHEUS)
+    grafana = values(in_cluster, monitoring.GRAFANA)
+    containers = [
+        prometheus["server"]["resources"],
+        prometheus["configmapReload"]["prometheus"]["resources"],
+        prometheus["alertmanager"]["resources"],
+        grafana["resources"],
+        grafana["sidecar"]["resources"],
+    ]
+    for resources in containers:
+        assert set(resources["requests"]) == {"cpu", "memory"}
+        assert "memory" in resources["limits"] and "cpu" not in resources["limits"]
+    assert containers == list(monitoring.IN_CLUSTER_RESOURCES.values())

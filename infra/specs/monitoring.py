@@ -269,6 +269,22 @@ IN_CLUSTER_DEFAULT_JOBS = (
 GOODPUT_RULE_FILE = "goodput.yml"
 EBS_STORAGE_CLASS = "prometheus-gp3"
 ALERTMANAGER_VOLUME_GIB = 2  # the alertmanager subchart's default size: its silences and notification log
+# Requests and memory limits of the in-cluster pods on the system nodes. The charts set none (prometheus-29.27.0
+# values.yaml server.resources and configmapReload.prometheus.resources, alertmanager-1.42.0 resources, grafana
+# 12.11.1 resources and sidecar.resources: all ``{}``), which would leave them BestEffort, first to be evicted, and
+# invisible to cluster-autoscaler and to the system nodes' fit check (infra/specs/system_capacity.py counts these).
+# Estimates, not measured: the server holds every active series in memory (this project's scrape targets make some
+# thousands per Trainium node: infra/specs/node_metrics.py), so 1 GiB requested and 2 GiB allowed, above the chart's
+# own commented example (512Mi); Alertmanager and the config reloaders at the charts' commented examples; Grafana at
+# its documented minimum memory (grafana.com docs v13.2, "Install Grafana": 512 MB), CPU a share, not the core
+# that page recommends for a host.
+IN_CLUSTER_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
+    "prometheus-server": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+    "prometheus-config-reloader": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+    "alertmanager": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    "grafana": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    "grafana-dashboard-sidecar": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+}
 # The oldest blocks go once the data passes this share of the volume, so the write-ahead log and compaction
 # always find room.
 RETENTION_SIZE_SHARE = 0.8
@@ -321,7 +337,9 @@ def in_cluster_prometheus_values(
             "retention": f"{retention_days}d",
             "retentionSize": f"{int(volume_gib * RETENTION_SIZE_SHARE)}GB",
             "persistentVolume": {"enabled": True, "size": f"{volume_gib}Gi", "storageClass": EBS_STORAGE_CLASS},
+            "resources": IN_CLUSTER_RESOURCES["prometheus-server"],
         },
+        "configmapReload": {"prometheus": {"resources": IN_CLUSTER_RESOURCES["prometheus-config-reloader"]}},
         "scrapeConfigs": {job: {"enabled": False} for job in IN_CLUSTER_DEFAULT_JOBS},
         "serverFiles": {
             "prometheus.yml": {"rule_files": [f"/etc/config/{GOODPUT_RULE_FILE}"], "scrape_configs": scrape_configs},
@@ -332,6 +350,7 @@ def in_cluster_prometheus_values(
             "nodeSelector": dict(core_node_selector),
             "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
             "persistence": {"enabled": True, "size": f"{ALERTMANAGER_VOLUME_GIB}Gi", "storageClass": EBS_STORAGE_CLASS},
+            "resources": IN_CLUSTER_RESOURCES["alertmanager"],
             "config": {"enabled": True, **config},
         },
         "kube-state-metrics": {"enabled": False},
@@ -403,6 +422,7 @@ def grafana_values(
     return {
         "plugins": plugins,
         "nodeSelector": dict(core_node_selector),
+        "resources": IN_CLUSTER_RESOURCES["grafana"],
         "serviceAccount": {"create": True, "name": GRAFANA},
         "service": {"type": "ClusterIP"},
         "ingress": {"enabled": False},
@@ -413,7 +433,8 @@ def grafana_values(
                 "label": label,
                 "labelValue": value,
                 "searchNamespace": dashboards_namespace,
-            }
+            },
+            "resources": IN_CLUSTER_RESOURCES["grafana-dashboard-sidecar"],
         },
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [dict(datasource)]}},
         "grafana.ini": {
