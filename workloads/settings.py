@@ -279,7 +279,10 @@ class NxdLlamaSettings(ResumableSettings):
         default=True,
         description="Save checkpoints asynchronously (exp_manager.async_checkpointing): training waits only for the "
         "copy from the devices to host memory, and a thread writes the files while the next steps run; the newest "
-        "save counts as complete once the next one starts (docs/resilience.md).",
+        "save counts as complete once the next one starts (docs/resilience.md). It holds each node's share of the "
+        "checkpoint in host memory while it writes; NxD Training's known issues (docs/general/known_issues.rst, "
+        "'During async_checkpointing') warn of host OOM at low node counts: false if a worker is OOM-killed "
+        "during a save.",
     )
     max_restarts: int = Field(
         default=3,
