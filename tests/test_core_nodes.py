@@ -16,6 +16,7 @@ from offline.plan.runner import PlanResult
 from offline.report import cost
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
+MONITORING = {"kube-state-metrics", "prometheus-server", "alertmanager", "grafana"}
 ONE_NODE = {"instanceTypes": ["t3a.large"], "minSize": 1, "desiredSize": 1, "maxSize": 3}
 
 
@@ -53,6 +54,14 @@ def test_one_t3a_large_holds_dev_with_the_controllers_at_one_replica():
     assert fit.summary() == "1,780m of 1,930m CPU (92%), 4,117 of 6,837 MiB (60%), 24 of 35 pods per node"
 
 
+def test_the_in_cluster_monitoring_does_not_fit_one_t3a_large():
+    # Its server, Alertmanager and Grafana (380m/1664Mi), kube-state-metrics, node-exporter, the EBS CSI driver
+    # (2 x 60m/240Mi and 30m/120Mi on the node) and the progress exporter (20m/64Mi): 2,330m of 1,930m.
+    full = MonitoringConfig(prometheus="in-cluster", grafana="in-cluster")
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], monitoring=full)
+    assert fit is not None and not fit.fits and fit.cpu_millis == 1780 + 380 + 120 + 30 + 20
+
+
 def test_at_two_replicas_one_t3a_large_would_not_do():
     # The standbys of the six controllers and CoreDNS (+100m/70Mi, +40m/136Mi, +100m/512Mi, 9 more pods):
     # 2,020m of 1,930m. Counted with a minSize of 2 on one surviving node.
@@ -88,12 +97,19 @@ def test_the_workload_stacks_pods_are_counted_from_what_they_declare():
 def test_monitoring_adds_its_pods_and_node_agents():
     features = FeaturesConfig()
     names = {p.name: p.replicas for p in cluster_pods(features, ["default"], monitoring=MonitoringConfig())}
-    assert not {"kube-state-metrics", "prometheus-server", "alertmanager", "grafana"} & set(names)
+    assert not MONITORING & set(names)
     full = MonitoringConfig(prometheus="in-cluster", grafana="in-cluster")
     pods = {p.name: p for p in cluster_pods(features, ["default"], monitoring=full)}
-    # Their charts set no requests (prometheus-community cf408a2, grafana 10.5.15 / 12.11.x): one pod each.
-    for name in ("kube-state-metrics", "prometheus-server", "alertmanager", "grafana"):
-        assert (pods[name].replicas, pods[name].cpu_millis, pods[name].memory_mib) == (1, 0, 0), name
+    # kube-state-metrics' chart sets no requests (prometheus-community cf408a2, 8.4.0) and the values leave it so;
+    # the others carry what their releases' values set (infra/specs/monitoring.py IN_CLUSTER_RESOURCES): the
+    # server 250m/1Gi with its config reloader 10m/32Mi, Alertmanager 10m/32Mi, Grafana 100m/512Mi with its
+    # dashboard sidecar 10m/64Mi. One pod each.
+    assert {n: (pods[n].replicas, pods[n].cpu_millis, pods[n].memory_mib) for n in pods if n in MONITORING} == {
+        "kube-state-metrics": (1, 0, 0),
+        "prometheus-server": (1, 260, 1056),
+        "alertmanager": (1, 10, 32),
+        "grafana": (1, 110, 576),
+    }
     # With the in-cluster Prometheus the EBS CSI driver runs: its controller (two, 60m/240Mi each) and its
     # node plugin; node-exporter on every node with any Prometheus.
     assert pods["ebs-csi-controller"].replicas == 2

@@ -179,11 +179,12 @@ def test_prod_sizing_is_its_own():
         core.instance_types[0], core.min_size, config.features, config.training_namespaces, monitoring=config.monitoring
     )
     # Per node 8 DaemonSets: dev's 7 (490m/287Mi) and node-exporter (0, a Prometheus is on). In the cluster: the
-    # controllers at two replicas as in dev (19 pods, 690m/1764Mi with the sweeper), kube-state-metrics and
-    # Grafana (requests unset: 0), and per workload stack (two namespaces) TensorBoard with its proxy, cmd-shell,
-    # the gang watchdog, 3 step gates and the progress exporter 20m/64Mi: 2 x 7 pods, 2 x (860m/2848Mi).
+    # controllers at two replicas as in dev (19 pods, 690m/1764Mi with the sweeper), kube-state-metrics (its
+    # chart sets no requests), Grafana and its sidecar (100m/512Mi + 10m/64Mi, infra/specs/monitoring.py), and per
+    # workload stack (two namespaces) TensorBoard with its proxy, cmd-shell, the gang watchdog, 3 step gates and
+    # the progress exporter 20m/64Mi: 2 x 7 pods, 2 x (860m/2848Mi).
     assert fit is not None and fit.fits
-    assert fit.cpu_millis == 3 * 490 + 690 + 2 * 860 and fit.memory_mib == 3 * 287 + 1764 + 2 * 2848
+    assert fit.cpu_millis == 3 * 490 + 690 + 110 + 2 * 860 and fit.memory_mib == 3 * 287 + 1764 + 576 + 2 * 2848
     assert fit.pods_per_node == 8 + 12  # 19 + 2 + 14 = 35 cluster pods over 3 nodes, rounded up
     survivors = system_fit(
         core.instance_types[0],
@@ -193,9 +194,9 @@ def test_prod_sizing_is_its_own():
         monitoring=config.monitoring,
         core_min_size=core.min_size,
     )
-    # Two nodes left: 3390m of 3860m, 26 of 29 pods.
+    # Two nodes left: 3500m of 3860m, 26 of 29 pods.
     assert survivors is not None and survivors.fits
-    assert survivors.cpu_millis == 2 * 490 + 690 + 2 * 860 and survivors.pods_per_node == 8 + 18
+    assert survivors.cpu_millis == 2 * 490 + 690 + 110 + 2 * 860 and survivors.pods_per_node == 8 + 18
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from infra.config.models import FeaturesConfig, MonitoringConfig
 from infra.facts.instances import INSTANCE_TYPES, InstanceType, NodeSize
+from infra.specs import monitoring as monitoring_spec
 from infra.specs import node_metrics, system_pods
 from infra.specs.burn_in_objects import SWEEPER_REQUESTS
 
@@ -249,26 +250,34 @@ def workload_stack_pods(stacks: int, prometheus: bool, tensorboard_proxy: bool =
     return pods
 
 
+def _pod(name: str, containers: Iterable[str], source: str) -> PodRequests:
+    """One pod of the in-cluster monitoring releases: its containers' requests (infra/specs/monitoring.py
+    IN_CLUSTER_RESOURCES, which the releases' values set), summed."""
+    parts = [_declared(c, monitoring_spec.IN_CLUSTER_RESOURCES[c], 1, "") for c in containers]
+    return PodRequests(name, sum(p.cpu_millis for p in parts), sum(p.memory_mib for p in parts), 1, source)
+
+
 def monitoring_pods(monitoring: MonitoringConfig) -> list[PodRequests]:
-    """The monitoring releases' pods on the system nodes (infra/components/observability.py). Each chart's
-    default requests, which the project's values leave alone: none, so they count as zero, and one pod each."""
+    """The monitoring releases' pods on the system nodes (infra/components/observability.py), one each."""
     pods = []
     if monitoring.prometheus != "off":
         # prometheus-community/helm-charts cf408a2 charts/kube-state-metrics/values.yaml (chart 8.4.0): l.43
-        # replicas 1, l.515 resources {}.
+        # replicas 1, l.515 resources {}, which the project's values leave alone: no requests.
         pods.append(PodRequests("kube-state-metrics", 0, 0, 1, "kube-state-metrics 8.4.0 values.yaml resources {}"))
     if monitoring.prometheus == "in-cluster":
-        # Same snapshot, charts/prometheus/values.yaml (chart 29.27.0): server.replicaCount 1 (l.620),
-        # server.resources {} (l.698) and configmapReload.prometheus.resources {} (l.124); its alertmanager
-        # subchart 1.42.0 (charts/alertmanager/values.yaml): replicaCount 1 (l.6), resources {} (l.274),
-        # configmapReload.resources {} (l.418).
-        pods.append(PodRequests("prometheus-server", 0, 0, 1, "prometheus 29.27.0 values.yaml server.resources {}"))
-        pods.append(PodRequests("alertmanager", 0, 0, 1, "alertmanager 1.42.0 values.yaml resources {}"))
+        # Same snapshot, charts/prometheus/values.yaml (chart 29.27.0): server.replicaCount 1 (l.620), the server
+        # and its config reloader; its alertmanager subchart 1.42.0: replicaCount 1 (l.6), configmapReload off
+        # (l.400), so one container.
+        source = "infra/specs/monitoring.py IN_CLUSTER_RESOURCES"
+        pods.append(_pod("prometheus-server", ("prometheus-server", "prometheus-config-reloader"), source))
+        pods.append(_pod("alertmanager", ("alertmanager",), source))
     if monitoring.grafana == "in-cluster":
-        # grafana/helm-charts grafana-10.5.15 charts/grafana/values.yaml: replicas 1 (l.49), resources {} (l.362),
-        # sidecar.resources {} (l.973), initChownData.resources {} (l.479); the same in its successor,
-        # grafana-community/helm-charts grafana-12.11.0 and 12.11.1 (replicas l.51, resources {} l.427).
-        pods.append(PodRequests("grafana", 0, 0, 1, "grafana 10.5.15 / 12.11.x values.yaml resources {}"))
+        # grafana-community/helm-charts grafana-12.11.1 charts/grafana/values.yaml: replicas 1 (l.51); Grafana and
+        # its dashboard sidecar (its chown init container runs only with persistence, which stays off, and sets
+        # no requests: l.550).
+        pods.append(
+            _pod("grafana", ("grafana", "grafana-dashboard-sidecar"), "infra/specs/monitoring.py IN_CLUSTER_RESOURCES")
+        )
     return pods
 
 
