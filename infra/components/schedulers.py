@@ -328,6 +328,8 @@ class Schedulers(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
+                    # A partial is a transform like any callable: the SDK keys each by the object and calls it
+                    # with the args alone (pulumi 3.272.0 runtime/_callbacks.py register_transform).
                     transforms=[
                         functools.partial(
                             mpi_operator_gang_scheduling if args.volcano else mpi_operator_release_image,
