@@ -11,6 +11,7 @@ systems the program declares, and a plan diff can compare two estimates. Three s
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,20 @@ NOT_ESTIMATED = (
     "Amazon Managed Service for Prometheus samples ingested, stored and queried (monitoring.prometheus: managed)",
     "SNS messages of the training alerts",
 )
+
+# T3, T3a and T4g instances launch in unlimited mode unless told otherwise ("Default: standard (T2 instances) or
+# unlimited (T3/T3a/T4g instances)", AWS SDK for Kotlin, EC2 RunInstancesRequest.creditSpecification), and the
+# launch templates here set no credit specification: CPU above the baseline is billed per vCPU-hour.
+BURSTABLE_FAMILY = re.compile(r"^t[0-9][a-z]*\.")
+
+
+def burstable_credits(types: Iterable[str]) -> str:
+    """The NOT_ESTIMATED entry for node groups running burstable ``types``."""
+    return (
+        f"surplus CPU credits of burstable nodes ({', '.join(sorted(set(types)))}) in unlimited mode, billed per "
+        "vCPU-hour when their average CPU stays above the baseline"
+    )
+
 
 T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 T_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -92,6 +107,7 @@ class Line:
 class Estimate:
     lines: list[Line] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    not_estimated: list[str] = field(default_factory=lambda: list(NOT_ESTIMATED))
 
     def add(self, line: Line, what_is_unknown: str = "") -> None:
         self.lines.append(line)
@@ -121,7 +137,7 @@ class Estimate:
             "knownHourly": known,
             "lines": [line.as_json() for line in self.lines],
             "unknown": list(self.unknown),
-            "notEstimated": list(NOT_ESTIMATED),
+            "notEstimated": list(self.not_estimated),
             "hoursPerMonth": HOURS_PER_MONTH,
         }
 
@@ -161,6 +177,14 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
         _file_system(estimate, fs, region)
     _managed_prometheus(estimate, resources, region)
     _in_cluster_prometheus(estimate, resources, region)
+    burstable = [
+        t
+        for group in (r for r in resources if r["type"] == T_NODE_GROUP)
+        for t in node_group_instance_types(group["inputs"], None)
+        if BURSTABLE_FAMILY.match(t)
+    ]
+    if burstable:
+        estimate.not_estimated.append(burstable_credits(burstable))
     return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
 
 
