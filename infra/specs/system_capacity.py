@@ -135,6 +135,19 @@ def accelerator_daemonsets(
     features: FeaturesConfig, dra: bool = False, efa: bool = True, metrics_agents: bool = False
 ) -> list[PodRequests]:
     pods = []
+    if features.observability:
+        # The CloudWatch add-on runs its own neuron-monitor on every Neuron node, whatever its taints or device
+        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-6.4.0 values.yaml
+        # neuronMonitor: image 1.11.0, requests 256m/128Mi), beside the Prometheus path's own.
+        pods.append(
+            PodRequests(
+                "neuron-monitor (CloudWatch add-on)",
+                256,
+                128,
+                1,
+                "amazon-cloudwatch-observability values neuronMonitor.resources",
+            )
+        )
     if metrics_agents and not dra:
         pods.append(_requests("neuron-monitor", node_metrics.NEURON_MONITOR_REQUESTS, "infra/specs/node_metrics.py"))
         if efa:
