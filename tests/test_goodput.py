@@ -436,7 +436,7 @@ def test_derived_values_sit_on_a_coarse_grid_so_small_input_changes_keep_the_job
         2000,
     ]
     # Deadlines round up: to the hour within a day, 6 hours within 4 days, the day beyond.
-    assert [goodput.rounded_deadline_minutes(h) for h in (6.55, 24, 24.1, 96.5, 379.1)] == [420, 1440, 1800, 2880, 23040]
+    assert [goodput.rounded_deadline_minutes(h) for h in (6.55, 24, 24.1, 96.5, 379.1)] == [420, 1440, 1800, 7200, 23040]
     # Prod's run keeps its interval and deadline with the failure rate 5% either way.
     nxd = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4}
     found = [
@@ -498,5 +498,5 @@ def test_the_copys_uncertainty_covers_asynchronous_saves_gain_on_prod():
     rederived = dataclasses.replace(slow, interval_hours=steps * slow.step_hours)
     shown = [f"{g.ratio:.1%}" for g in (goodput.expected(slow), goodput.expected(rederived), synchronous)]
     assert (shown, steps) == (["98.4%", "98.7%", "99.1%"], 400)
-    text = (REPO_ROOT / "docs" / "monitoring.md").read_text()
-    assert "98.4% at its 160-step interval (98.7% at the 400 steps" in text
+    text = " ".join((REPO_ROOT / "docs" / "monitoring.md").read_text().split())
+    assert "98.4% at its 160-step interval (98.7% at the 400 steps" in text and "against 99.1% with synchronous" in text
