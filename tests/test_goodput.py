@@ -398,9 +398,10 @@ def test_a_short_runs_deadline_counts_no_more_redone_work_than_its_steps():
     # save, 3 restarts x (0.281233 + 1.219483) = 4.502148: 6.546373 h, up to 7 h = 420 min (15 h uncapped).
     for asynchronous in (True, False):
         run = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "asyncCheckpoints": asynchronous}
-        assert goodput.derived(config(nxdLlama=run), goodput.DEV_FILE_SYSTEM_MBPS)["nxd_llama"][
-            "train_deadline_minutes"
-        ] == 420
+        assert (
+            goodput.derived(config(nxdLlama=run), goodput.DEV_FILE_SYSTEM_MBPS)["nxd_llama"]["train_deadline_minutes"]
+            == 420
+        )
 
 
 def test_an_older_cluster_stack_or_scratch_2_tells_the_model_its_throughput(prod):
@@ -436,7 +437,13 @@ def test_derived_values_sit_on_a_coarse_grid_so_small_input_changes_keep_the_job
         2000,
     ]
     # Deadlines round up: to the hour within a day, 6 hours within 4 days, the day beyond.
-    assert [goodput.rounded_deadline_minutes(h) for h in (6.55, 24, 24.1, 96.5, 379.1)] == [420, 1440, 1800, 7200, 23040]
+    assert [goodput.rounded_deadline_minutes(h) for h in (6.55, 24, 24.1, 96.5, 379.1)] == [
+        420,
+        1440,
+        1800,
+        7200,
+        23040,
+    ]
     # Prod's run keeps its interval and deadline with the failure rate 5% either way.
     nxd = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4}
     found = [

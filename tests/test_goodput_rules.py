@@ -220,7 +220,10 @@ def test_an_asynchronous_run_is_overdue_past_three_intervals(rule_dir):
                 {
                     "interval": "1m",
                     "input_series": series,
-                    "alert_rule_test": [alert("CheckpointOverdue", quiet), alert("CheckpointOverdue", firing, JOB_LABELS)],
+                    "alert_rule_test": [
+                        alert("CheckpointOverdue", quiet),
+                        alert("CheckpointOverdue", firing, JOB_LABELS),
+                    ],
                 }
             ],
         }

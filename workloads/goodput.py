@@ -794,7 +794,11 @@ def stall_problems(config: WorkloadsConfig, file_system_mbps: float | None) -> l
                 fixes.append("asyncCheckpoints: true (a save then holds the counter only for the copy to host memory)")
             fixes.append(
                 "a faster file system tier (the cluster stack's storage.perUnitStorageThroughput and capacityGib)"
-                + (", or a checkpoint interval longer than the write, which then overlaps the steps" if run.asynchronous else "")
+                + (
+                    ", or a checkpoint interval longer than the write, which then overlaps the steps"
+                    if run.asynchronous
+                    else ""
+                )
             )
             problems.append(
                 f"{key_name((run.workload, 'hangTimeoutMinutes'))} = {s.hang_timeout_minutes}: a step and its save "
