@@ -220,9 +220,9 @@ def nxdt_saves(directory: str, kind: str = "nxdt") -> dict[int, str]:
 # CheckpointIOState.end: a rendezvous, then rank 0 writes ``done``). Every data file is a torch.save
 # archive (save_object; with the config's save_xser each tensor is its own tensor_<n>.pt, beside the
 # reference data and its .info.pt), whose members carry CRC-32s (see BERT above): a save counts once
-# ``done`` is there and every file but NxD's two markers reads back whole. Its saves, asynchronous or not,
-# write no other kind of file (save_checkpoint's use_zero1_dcp defaults to False, and NxD Training's
-# NLPCheckpointIO passes none); a save with one fails the check. Another client's read of a lost writer's file gets what reached the
+# ``done`` is there and every file but NxD's two markers reads back whole. The config's synchronous saves
+# write no other kind of file (async_checkpointing: False; checkpoint.py asserts DCP is async-only); a
+# save with one fails the check. Another client's read of a lost writer's file gets what reached the
 # servers, the pages the lost node never wrote back as holes (reasoning, not measured). Reading a 7B
 # save takes minutes, so one rank reads it, once: the verdict is written into the save (fsynced,
 # then renamed into place) with the size and mtime of every file it covered, and a changed file voids it.
