@@ -22,8 +22,9 @@ run's failures exceed it (Poisson with mean ``N * rate * (T + F)``) is reported 
 
 The same model sets what the user leaves unset (``resolved``): the checkpoint interval at the Young/Daly
 optimum, the restart budget from the run's expected failures over its length, and the training deadline
-from its steps. ``stall_problems`` refuses a run whose saves block more than checkpointStallLimit of each
-interval.
+from its steps, each on a coarse grid (``preferred_count``, ``rounded_deadline_minutes``): they go into the
+jobs' specs, where a change replaces a running job. ``stall_problems`` refuses a run whose saves block more than
+checkpointStallLimit of each interval; ``deadline_warnings`` warns of a deadline set shorter than the run.
 
 Every input is in one table, FIGURES, with its kind (M: measured by someone else, D: a documented setting
 or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md prints it
@@ -575,14 +576,15 @@ def _interval_units(young_hours: float, unit_hours: float) -> int:
 # restart and up to k + 1/2 intervals of work): so they sit on a coarse grid, and a small change of a model
 # input (a figure, failureRatePerNodeHour) moves them rarely. An interval past 10 units takes the nearest of
 # the R10 preferred numbers (ISO 3: 10, 12, 16, 20, 25, 32, 40, 50, 63, 80, then x10), steps of about 25%: the
-# loss the Young/Daly interval minimises, B/I + k I/M, grows by e^2/2 of itself at a share e off the optimum,
-# under 0.7% of itself at the grid's 12% at most. A deadline is rounded up: to the hour within a day, to 6
+# loss the Young/Daly interval minimises, B/I + k I/M, grows by cosh(x) - 1, about x^2/2, of itself at a
+# factor e^x off the optimum: under 0.8% at the grid's 13% at most. A deadline is rounded up: to the hour within a day, to 6
 # hours within 4 days, to the day beyond.
 PREFERRED = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.3, 8.0)
 
 
 def preferred_count(units: float) -> int:
-    """``units`` (a count of steps or shards) on the R10 grid past 10, the nearest whole count below."""
+    """``units`` (a count of steps or shards): up to 10 the nearest whole count, past it the nearest on the
+    R10 grid."""
     if units <= 10:
         return max(1, round(units))
     grid = [round(m * 10**k) for k in range(1, 9) for m in PREFERRED]
