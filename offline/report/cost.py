@@ -572,11 +572,13 @@ def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
 
 def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
     """The baseline throughput of the cluster's training file system (the FSx for Lustre file system the
-    cluster stack declares), None without one or without a per-unit throughput."""
+    cluster stack declares), None without one or without a per-unit throughput (SCRATCH_2's documented one,
+    goodput.per_unit_write_mbps, where it takes no setting)."""
     for fs in (r for r in resources if r["type"] == T_FSX):
         inputs = fs["inputs"]
-        if inputs.get("perUnitStorageThroughput") and inputs.get("storageCapacity"):
-            return goodput.lustre_throughput_mbps(inputs["storageCapacity"], inputs["perUnitStorageThroughput"])
+        per_unit = inputs.get("perUnitStorageThroughput") or goodput.per_unit_write_mbps(inputs.get("deploymentType"))
+        if per_unit and inputs.get("storageCapacity"):
+            return goodput.lustre_throughput_mbps(inputs["storageCapacity"], per_unit)
     return None
 
 
