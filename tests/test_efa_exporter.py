@@ -245,9 +245,11 @@ def test_a_changed_script_is_a_new_config_map_and_a_new_pod_template(efa_objects
 def test_the_config_map_is_one_resource_whatever_its_content(prod):
     # Its resource's name is the agent's, not the object's: a new digest replaces the resource (pulumi-kubernetes
     # replaces on a new metadata.name, creating the new object first) rather than declaring a second one.
-    (resource,) = [r for r in prod.registrations if r.type == "kubernetes:core/v1:ConfigMap" and r.name.endswith(
-        f"-configmap-{node_metrics.EFA_EXPORTER}"
-    )]
+    (resource,) = [
+        r
+        for r in prod.registrations
+        if r.type == "kubernetes:core/v1:ConfigMap" and r.name.endswith(f"-configmap-{node_metrics.EFA_EXPORTER}")
+    ]
     assert resource.inputs["metadata"]["name"].startswith(f"{node_metrics.EFA_EXPORTER}-")
 
 
