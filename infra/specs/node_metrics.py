@@ -177,11 +177,12 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
     mounted read-only where node-exporter's chart mounts it, as a non-root user: the RDMA core makes every counter file readable to all (torvalds/linux
     drivers/infiniband/core/sysfs.c as stored at 0147ebcf: alloc_hsa, mode S_IRUGO)."""
     data = {EFA_EXPORTER_FILE: script}
+    config_map = f"{EFA_EXPORTER}-{files_digest(data)}"
     files = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": f"{EFA_EXPORTER}-{files_digest(data)}",
+            "name": config_map,
             "namespace": NAMESPACE,
             "labels": {NAME_LABEL: EFA_EXPORTER},
         },
@@ -209,7 +210,7 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
             }
         ],
         "volumes": [
-            {"name": "script", "configMap": {"name": files["metadata"]["name"]}},
+            {"name": "script", "configMap": {"name": config_map}},
             {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}},
         ],
     }
