@@ -128,13 +128,19 @@ def sysfs(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def efa_objects(prod) -> dict[str, dict]:
+def efa_exporter_objects(result) -> dict[str, dict]:
+    """The EFA exporter's objects a stack declares, by kind (its ConfigMap's name carries a digest)."""
     return {
         r.inputs["kind"]: r.inputs
-        for r in prod.registrations
-        if r.type.startswith("kubernetes:") and r.inputs.get("metadata", {}).get("name") == node_metrics.EFA_EXPORTER
+        for r in result.registrations
+        if r.type.startswith("kubernetes:")
+        and r.inputs.get("metadata", {}).get("labels", {}).get(node_metrics.NAME_LABEL) == node_metrics.EFA_EXPORTER
     }
+
+
+@pytest.fixture
+def efa_objects(prod) -> dict[str, dict]:
+    return efa_exporter_objects(prod)
 
 
 @pytest.fixture
@@ -210,4 +216,51 @@ def test_the_daemon_set_reads_the_hosts_sys_read_only_on_efa_nodes_only(efa_obje
     assert pod["securityContext"]["runAsNonRoot"] and not pod.get("hostNetwork")
     # Pulled through the cluster's cache, the pinned Python image's tag.
     assert container["image"].endswith("/ecr-public/docker/library/python:3.11.16-slim-trixie")
-    assert not [r for r in dev.registrations if r.inputs.get("metadata", {}).get("name") == node_metrics.EFA_EXPORTER]
+    assert not efa_exporter_objects(dev)
+
+
+def test_a_changed_script_is_a_new_config_map_and_a_new_pod_template(efa_objects):
+    # The DaemonSet mounts the ConfigMap declared beside it, named after the file it holds.
+    (volume,) = [v for v in efa_objects["DaemonSet"]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    files = efa_objects["ConfigMap"]
+    assert volume["configMap"]["name"] == files["metadata"]["name"]
+    assert files["metadata"]["name"] == f"{node_metrics.EFA_EXPORTER}-{node_metrics.files_digest(files['data'])}"
+    # One changed line of the script: a ConfigMap of another name (the provider creates it before deleting the old
+    # one) and a pod template that differs (the DaemonSet rolls its pods onto it); the same script, the same objects.
+    script = files["data"][node_metrics.EFA_EXPORTER_FILE]
+    image = efa_objects["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    before = node_metrics.efa_exporter(image, script)
+    after = node_metrics.efa_exporter(image, script.replace('PREFIX = "node_amazonefa_"', 'PREFIX = "node_efa_"'))
+    assert script != after[0]["data"][node_metrics.EFA_EXPORTER_FILE]
+    assert before == node_metrics.efa_exporter(image, script)
+    assert before[0]["metadata"]["name"] != after[0]["metadata"]["name"]
+    assert before[1]["spec"]["template"] != after[1]["spec"]["template"]
+    (mounted,) = [v for v in after[1]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert mounted["configMap"]["name"] == after[0]["metadata"]["name"]
+    # The objects' other names do not move: the DaemonSet is updated in place, the ConfigMap one resource replaced.
+    assert before[1]["metadata"] == after[1]["metadata"]
+    assert before[0]["metadata"]["labels"] == after[0]["metadata"]["labels"]
+
+
+def test_the_config_map_is_one_resource_whatever_its_content(prod):
+    # Its resource's name is the agent's, not the object's: a new digest replaces the resource (pulumi-kubernetes
+    # replaces on a new metadata.name, creating the new object first) rather than declaring a second one.
+    (resource,) = [
+        r
+        for r in prod.registrations
+        if r.type == "kubernetes:core/v1:ConfigMap" and r.name.endswith(f"-configmap-{node_metrics.EFA_EXPORTER}")
+    ]
+    assert resource.inputs["metadata"]["name"].startswith(f"{node_metrics.EFA_EXPORTER}-")
+
+
+def test_the_probes_ask_the_server_and_read_no_counter(tmp_path, exporter, sysfs, efa_objects):
+    import os
+
+    # A counter file whose read never returns (a FIFO nobody writes): the probes' path answers all the same, so it
+    # reads no counter; the path is the one both probes of the DaemonSet ask, on the port it names.
+    (container,) = efa_objects["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    probes = [container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]]
+    assert all(p == {"path": node_metrics.EFA_HEALTH_PATH, "port": container["ports"][0]["name"]} for p in probes)
+    os.mkfifo(sysfs / "class" / "infiniband" / "rdmap16s27" / "ports" / "1" / "hw_counters" / "rx_pkts")
+    answer = urllib.request.urlopen(exporter.replace("/metrics", node_metrics.EFA_HEALTH_PATH), timeout=5)
+    assert answer.status == 200 and answer.read() == b"ok\n"

@@ -269,6 +269,7 @@ def test_every_alert_has_its_runbook_section():
 # 4.validation_and_observability/3.efa-node-exporter/amazon_efa_linux.go: "tx_bytes" under subsystem
 # "amazonefa", namespace "node"), and the progress exporter's own HELP table.
 KUBE_STATE_METRICS = {
+    "kube_node_info",
     "kube_node_status_capacity",
     "kube_node_spec_taint",
     "kube_node_labels",
@@ -292,6 +293,21 @@ def test_every_series_a_rule_reads_is_one_its_exporter_emits():
     read = {m for r in rules for m in re.findall(r"\b((?:kube|training|node)_[a-z_]+)\b", r["expr"])}
     assert read - {"node_job"} <= KUBE_STATE_METRICS | EFA_NODE_EXPORTER | served, read - served
     assert {"training_step", "training_restart_budget", "training_checkpoint_interval_steps"} <= served
+
+
+def test_node_agent_down_reads_each_agents_own_series_under_its_scrape_job():
+    from infra.specs import monitoring
+    from tests.test_dashboards import NEURON_MONITOR, NODE_EXPORTER
+    from tests.test_efa_exporter import SERVED as EFA_EXPORTER
+
+    emitted = {
+        goodput_rules.NEURON_MONITOR_JOB: NEURON_MONITOR,
+        goodput_rules.EFA_EXPORTER_JOB: EFA_EXPORTER,
+        goodput_rules.NODE_EXPORTER_JOB: NODE_EXPORTER,
+    }
+    assert all(series in emitted[job] for job, series in goodput_rules.NODE_AGENT_SERIES.items())
+    jobs = {j["job_name"] for j in yaml.safe_load(monitoring.scrape_configuration())["scrape_configs"]}
+    assert set(goodput_rules.NODE_AGENT_SERIES) <= jobs
 
 
 # Short scenarios, minute by minute, each on the shapes its exporter emits (as tests/goodput_week.py).
@@ -517,6 +533,57 @@ def test_duplicate_kube_state_metrics_series_and_dra_nodes(rule_dir):
                 1,
                 '{namespace="research",node="d1",workload="bert-pretraining"}',
                 at="20m",
+            ),
+        ],
+    )
+
+
+def test_a_missing_node_agent_pages_after_its_time_unless_the_node_comes_or_goes(rule_dir):
+    # Trainium nodes with Neuron and EFA devices: n1's agents all serve; n2's EFA exporter stops at minute 30 (its pod
+    # gone or crash-looping); n5's keeps answering from 30 but with no counter (a failed read of the device's
+    # statistics). n3 is in its burn-in with no agent yet, n4 marked for removal with its node-exporter gone from 30,
+    # d1 a DRA node (neither device plugin: only node-exporter is expected). A series that ends gets a staleness
+    # marker at 30, as Prometheus writes one for a target gone or a series no longer served: the agents are missing
+    # from the evaluation at 30, firing 15 minutes later.
+    m = 60
+    up, until_30 = range(m + 1), range(0, 30)
+    series = {}
+    for node in ("n1", "n2", "n3", "n4", "n5"):
+        series |= trainium_node(m, node)
+        series[f'kube_node_status_capacity{{node="{node}",resource="vpc_amazonaws_com_efa",unit="integer"}}'] = over(
+            m, up, 8
+        )
+    series |= trainium_node(m, "d1", "trn2.48xlarge", dra=True)
+    for node in ("n1", "n2", "n3", "n4", "n5", "d1"):
+        series[f'kube_node_info{{node="{node}"}}'] = over(m, up, 1)
+    taints = {"n3": goodput_rules.BURN_IN_TAINT.key, "n4": "ToBeDeletedByClusterAutoscaler"}
+    for node, key in taints.items():
+        series[f'kube_node_spec_taint{{node="{node}",key="{key}",effect="NoSchedule"}}'] = over(m, up, 1)
+    serving = {
+        "n1": {"neuron-monitor": up, "efa-exporter": up, "node-exporter": up},
+        "n2": {"neuron-monitor": up, "efa-exporter": until_30, "node-exporter": up},
+        "n4": {"neuron-monitor": up, "efa-exporter": up, "node-exporter": until_30},
+        "n5": {"neuron-monitor": up, "efa-exporter": until_30, "node-exporter": up},
+        "d1": {"node-exporter": up},
+    }
+    for node, jobs in serving.items():
+        for job, alive in jobs.items():
+            name = goodput_rules.NODE_AGENT_SERIES[job]
+            extra = ',device="rdmap16s27",port="1"' if job == "efa-exporter" else ""
+            series[f'{name}{{job="{job}",node="{node}"{extra}}}'] = over(m, alive, 1)
+    series['node_amazonefa_info{job="efa-exporter",node="n5",device="rdmap16s27"}'] = over(m, up, 1)
+    run_scenario(
+        rule_dir,
+        "node-agents",
+        series,
+        alerts=[
+            alert("NodeAgentDown", "25m"),
+            alert("NodeAgentDown", "40m"),
+            alert(
+                "NodeAgentDown",
+                "45m",
+                {"job": "efa-exporter", "node": "n2"},
+                {"job": "efa-exporter", "node": "n5"},
             ),
         ],
     )

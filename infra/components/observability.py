@@ -304,10 +304,12 @@ class NodeMetrics(pulumi.ComponentResource):
         declared: list[pulumi.Resource] = list(after)
         for manifest in manifests:
             kind, body = manifest["kind"], {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-            # Each after the ones before: the EFA exporter's DaemonSet mounts its ConfigMap.
+            # Each after the ones before: the EFA exporter's DaemonSet mounts its ConfigMap. Named by the agent, not
+            # the object: a ConfigMap named after its content stays one resource, replaced when the content changes.
+            agent = manifest["metadata"]["labels"][node_metrics.NAME_LABEL]
             declared.append(
                 _NODE_AGENT_KINDS[kind](
-                    f"{name}-{kind.lower()}-{manifest['metadata']['name']}",
+                    f"{name}-{kind.lower()}-{agent}",
                     **body,
                     opts=pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=list(declared)),
                 )

@@ -269,10 +269,11 @@ class MonitoringConfig(ConfigModel):
     prometheus: Literal["off", "managed", "in-cluster"] = Field(
         default="off",
         description="`managed`: an Amazon Managed Service for Prometheus workspace with the goodput recording and "
-        "alerting rules, an AWS managed collector scraping kube-state-metrics (installed with it) and the workload "
-        "stacks' progress exporters, and its Alertmanager sending the alerts to SNS; `in-cluster`: the same scrape "
-        "jobs, rules and SNS alerts in a Prometheus and an Alertmanager on the system nodes, its data on an EBS gp3 "
-        "volume (retentionDays, volumeGib); `off`: none of it.",
+        "alerting rules, an AWS managed collector scraping kube-state-metrics, neuron-monitor on the Trainium nodes, "
+        "the EFA exporter on the EFA nodes and node-exporter on every node (all installed with it) and the workload "
+        "stacks' progress exporters, and its Alertmanager sending the alerts to SNS; `in-cluster`: the same agents, "
+        "scrape jobs, rules and SNS alerts in a Prometheus and an Alertmanager on the system nodes, its data on an "
+        "EBS gp3 volume (retentionDays, volumeGib); `off`: none of it.",
     )
     grafana: Literal["off", "in-cluster"] = Field(
         default="off",

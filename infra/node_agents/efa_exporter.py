@@ -54,6 +54,9 @@ PORT_COUNTERS = (
     "impaired_remote_conn_events",
 )
 PREFIX = "node_amazonefa_"
+# What the pod's probes ask: an answer from the server that reads no counter (each read of a port's counters makes
+# the driver query the device).
+HEALTH_PATH = "/healthz"
 INFO = f"{PREFIX}info"
 
 
@@ -111,10 +114,10 @@ def exposition(samples: list[tuple[str, dict[str, str], int]]) -> str:
 def handler(sysfs: str) -> Any:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            if self.path != "/metrics":
+            if self.path not in ("/metrics", HEALTH_PATH):
                 self.send_error(404)
                 return
-            body = exposition(sample(sysfs)).encode()
+            body = exposition(sample(sysfs)).encode() if self.path == "/metrics" else b"ok\n"
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))

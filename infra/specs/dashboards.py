@@ -91,7 +91,9 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
                 f"avg by (node) ({NEURONCORE_UTILISATION}))",
                 JOB_LEGEND,
                 "percentunit",
-                description="The mean of the job's nodes: each of its pods holds its node whole.",
+                description="The mean of the job's nodes whose Neuron runtime reports (each of its pods holds its "
+                'node whole): a node whose runtime is dead or not started is left out, not counted as 0; "Held '
+                'by a job, NeuronCores idle" shows those.',
             ),
             PanelSpec(
                 "Held by a job, NeuronCores idle",

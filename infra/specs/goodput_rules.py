@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 
 from infra.facts.instances import INSTANCE_TYPES, instance_hourly
-from infra.specs.node_template import BURN_IN_TAINT, NEURON_RESOURCES
+from infra.specs.node_template import BURN_IN_FAILED_TAINT_KEY, BURN_IN_TAINT, EFA_RESOURCE, NEURON_RESOURCES
 
 # The ledger's rules run every 5 minutes: a week's ledger to 5 minutes is exact enough, and Amazon Managed
 # Service for Prometheus bills rule evaluation by the samples each query processes (a fifth of them at a
@@ -73,6 +73,7 @@ TRAINING_WORKLOADS = ("bert-pretraining", "ray-llama2", "nxd-llama", "cluster-ch
 # (utils.go kubeMapToPrometheusLabels). Every training pod selects its group's instance type
 # (infra/contract.py NodeGroup.node_selector).
 NEURON_RESOURCE = NEURON_RESOURCES[0].replace(".", "_").replace("/", "_")
+EFA_DEVICE_RESOURCE = EFA_RESOURCE.replace(".", "_").replace("/", "_")
 PART_OF = "label_app_kubernetes_io_part_of"
 INSTANCE_TYPE = "label_node_kubernetes_io_instance_type"
 CAPACITY_TYPE = "label_eks_amazonaws_com_capacity_type"
@@ -343,6 +344,63 @@ EFA_RATE_WINDOW = "10m"
 EFA_TRANSMITTED = "node_amazonefa_tx_bytes"
 
 
+# The node agents' scrape jobs (infra/specs/monitoring.py scrape_configuration), each series of which carries the
+# node in ``node``, and for each a series it serves on every node while it works, which the dashboards or the
+# alerts read: neuron-monitor's exporter sets instance_info from every report (neuron-monitor-prometheus.py
+# process_instance_info; neuron-monitor-grafana.json reads it), node-exporter's meminfo collector serves MemTotal
+# (collector/meminfo_linux.go, v1.12.1), the EFA exporter each port's sent bytes. A series, not the scrape's own
+# ``up``: that one says nothing of an exporter that answers without its counters, and the managed collector's
+# guide could not be read here to say that it records ``up`` at all.
+NEURON_MONITOR_JOB = "neuron-monitor"
+EFA_EXPORTER_JOB = "efa-exporter"
+NODE_EXPORTER_JOB = "node-exporter"
+NODE_AGENT_SERIES = {
+    NEURON_MONITOR_JOB: "instance_info",
+    EFA_EXPORTER_JOB: EFA_TRANSMITTED,
+    NODE_EXPORTER_JOB: "node_memory_MemTotal_bytes",
+}
+# A node agent missing this long pages: longer than a node's start (the agents pull their images, the first pull of
+# a tag through the cache from upstream) and a DaemonSet's rolling update, one node at a time.
+NODE_AGENT_DOWN_FOR = "15m"
+# Nodes on their way in or out, whose agents are not expected to answer: still in the burn-in, failed it (the
+# provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2
+# utils/taints/taints.go ToBeDeletedTaint; kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/taints.go
+# DisruptedTaintKey), cordoned for a drain, or not ready / unreachable (a node whose kubelet stopped: its instance
+# terminating; the node itself is then the problem, not its agents) (kubernetes/api v0.35.0
+# core/v1/well_known_taints.go). kube-state-metrics serves each taint as kube_node_spec_taint{key} (node.go).
+NODE_AGENT_EXEMPT_TAINTS = (
+    BURN_IN_TAINT.key,
+    BURN_IN_FAILED_TAINT_KEY,
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+    "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+)
+
+
+def node_agents_missing() -> str:
+    """Each (node, job) where a node agent should run and does not serve its NODE_AGENT_SERIES: neuron-monitor where
+    the Neuron device plugin serves devices (its DaemonSet's nodes: infra/specs/node_metrics.py), the EFA exporter
+    where the EFA device plugin does (both select EFA_PRESENT_LABEL), node-exporter on every node. Missing: no pod,
+    a pod that crash-loops or cannot pull its image, one the collector cannot reach, and an EFA exporter whose reads
+    of the device's statistics fail (it then leaves every counter out: efa_exporter.py)."""
+
+    def expected(job: str, nodes: str) -> str:
+        return f'label_replace(max by (node) ({nodes}), "job", "{job}", "", "")'
+
+    def serving(resource: str) -> str:
+        return f'kube_node_status_capacity{{resource="{resource}"}} > 0'
+
+    exempt = "|".join(NODE_AGENT_EXEMPT_TAINTS)
+    served = " or ".join(f'max by (node, job) ({series}{{job="{job}"}})' for job, series in NODE_AGENT_SERIES.items())
+    return (
+        f"({expected(NEURON_MONITOR_JOB, serving(NEURON_RESOURCE))} or "
+        f"{expected(EFA_EXPORTER_JOB, serving(EFA_DEVICE_RESOURCE))} or {expected(NODE_EXPORTER_JOB, 'kube_node_info')}"
+        f') unless on (node, job) ({served}) unless on (node) kube_node_spec_taint{{key=~"{exempt}"}}'
+    )
+
+
 def _alert(name: str, expr: str, for_: str, summary: str, anchor: str) -> dict[str, Any]:
     return {
         "alert": name,
@@ -397,6 +455,15 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
         # past two a save was missed. An asynchronous one is marked complete only when the next begins
         # (workloads/goodput.py redone_intervals), so its lag reaches two before each save: three for it. An
         # exporter that does not serve the flag counts as synchronous.
+        _alert(
+            "NodeAgentDown",
+            node_agents_missing(),
+            NODE_AGENT_DOWN_FOR,
+            "{{ $labels.job }} on node {{ $labels.node }} has served nothing the alerts read for "
+            f"{NODE_AGENT_DOWN_FOR.removesuffix('m')} minutes: the alerts and dashboards that read it are blind "
+            "there",
+            "node-agent-down",
+        ),
         _alert(
             "CheckpointOverdue",
             f"(max by ({JOB}) {_current('training_step')} - max by ({JOB}) {_current('training_checkpoint_step')}) "

@@ -177,9 +177,9 @@ def scrape_configuration() -> str:
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace", "action": "replace"}
     )
     agents = [
-        _node_agent(node_metrics.NEURON_MONITOR, node_metrics.NEURON_MONITOR),
-        _node_agent(node_metrics.EFA_EXPORTER, node_metrics.EFA_EXPORTER),
-        _node_agent("node-exporter", node_metrics.NODE_EXPORTER),
+        _node_agent(goodput_rules.NEURON_MONITOR_JOB, node_metrics.NEURON_MONITOR),
+        _node_agent(goodput_rules.EFA_EXPORTER_JOB, node_metrics.EFA_EXPORTER),
+        _node_agent(goodput_rules.NODE_EXPORTER_JOB, node_metrics.NODE_EXPORTER),
     ]
     config = {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": [state, progress, *agents]}
     return yaml.safe_dump(config, sort_keys=False)

@@ -27,6 +27,7 @@ change every training pod's spec, replacing the running jobs, for nothing the jo
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from infra.specs.dra_objects import NODE_AGENT_TOLERATIONS, NOT_ON_DRA_NODES
@@ -47,8 +48,20 @@ NEURON_MONITOR_LIMITS = {"cpu": "500m", "memory": "256Mi"}
 
 EFA_EXPORTER = "efa-exporter"
 EFA_EXPORTER_FILE = "efa_exporter.py"
+# The exporter's ConfigMap is named after its content (EFA_EXPORTER-<digest>), so a changed script is a new
+# ConfigMap and a new pod template, which rolls the pods onto it. With the fixed name, pulumi-kubernetes replaces a
+# ConfigMap whose data changes (no enableConfigMapMutable here: provider/pkg/provider/diff.go forceNewProperties)
+# deleting it first, since the new one must take the same name (provider.go Diff, deleteBeforeReplace), while the
+# DaemonSet, its inputs unchanged, never rolls: each pod kept the old code, and one started in between found no
+# ConfigMap to mount. Under a new name the replacement is created first, the DaemonSet then rolls onto it (its
+# update waits for the rollout: provider/pkg/await/daemonset.go), and the old ConfigMap goes last, with the
+# deployment's other replaced resources (pulumi/pulumi pkg/resource/deploy/step_generator.go GenerateDeletes).
+# Read at pulumi/pulumi-kubernetes v4.32.0 and pulumi/pulumi v3.259.0, the newest tags readable here (the pins are
+# 4.34.2 and 3.272.0).
+SCRIPT_DIGEST_CHARS = 10
 EFA_EXPORTER_PORT = 9470
 EFA_SCRIPT_DIR = "/opt/efa-exporter"
+EFA_HEALTH_PATH = "/healthz"  # infra/node_agents/efa_exporter.py HEALTH_PATH
 HOST_SYSFS = "/host/sys"
 # A few files read every 30 s: a hundredth of a core, and a Python interpreter's memory.
 EFA_EXPORTER_REQUESTS = {"cpu": "10m", "memory": "32Mi"}
@@ -58,13 +71,20 @@ NODE_EXPORTER = "prometheus-node-exporter"
 # The series the dashboards read: node_cpu_seconds_total (collector/cpu_common.go) and node_memory_MemTotal_bytes,
 # node_memory_MemAvailable_bytes (collector/meminfo_linux.go), at v1.12.1.
 NODE_EXPORTER_COLLECTORS = ("cpu", "meminfo")
+# What else the dashboards and rules never read, left out (AMP bills every sample): the cpu collector's guest time,
+# 2 series a vCPU (collector/cpu_linux.go --collector.cpu.guest, on by default), and the exporter's own go_*,
+# process_* and promhttp_* series (node_exporter.go --web.disable-exporter-metrics). The 8 modes of
+# node_cpu_seconds_total a vCPU stay, though the CPU panel reads only idle: dropping the others takes the
+# collector's metric_relabel_configs, which the managed collector's guide could not be read to allow
+# (docs/monitoring.md, Costs).
+NODE_EXPORTER_TRIMMED = ("--no-collector.cpu.guest", "--web.disable-exporter-metrics")
 
 
-def _probe() -> dict[str, Any]:
-    """An HTTP GET of the metrics the agent serves, as a scrape would make it: a server that stops answering is
-    restarted (liveness) and out of nothing until it answers (readiness)."""
+def _probe(path: str) -> dict[str, Any]:
+    """An HTTP GET of ``path`` on the agent's server: a server that stops answering is restarted (liveness) and out
+    of nothing until it answers (readiness)."""
     return {
-        "httpGet": {"path": "/metrics", "port": PORT_NAME},
+        "httpGet": {"path": path, "port": PORT_NAME},
         "periodSeconds": 30,
         "timeoutSeconds": 10,
         "failureThreshold": 3,
@@ -130,9 +150,11 @@ def neuron_monitor(image: str) -> dict[str, Any]:
                     "resources": {"requests": NEURON_MONITOR_REQUESTS, "limits": NEURON_MONITOR_LIMITS},
                     "securityContext": {"privileged": True},
                     # Not in the upstream manifest: its exporter (prometheus_client's HTTP server) answers
-                    # /metrics as soon as it runs.
-                    "livenessProbe": _probe(),
-                    "readinessProbe": _probe(),
+                    # /metrics as soon as it runs, from the gauges its loop last set from neuron-monitor's report
+                    # (neuron-monitor-prometheus.py update_loop, as stored in the search index): a probe reads no
+                    # device.
+                    "livenessProbe": _probe("/metrics"),
+                    "readinessProbe": _probe("/metrics"),
                 }
             ],
         },
@@ -143,16 +165,28 @@ def efa_exporter_command() -> list[str]:
     return ["python3", f"{EFA_SCRIPT_DIR}/{EFA_EXPORTER_FILE}", str(EFA_EXPORTER_PORT), HOST_SYSFS]
 
 
+def files_digest(files: dict[str, str]) -> str:
+    """A short digest of a ConfigMap's files, names and content."""
+    text = "".join(f"{name}\0{body}\0" for name, body in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:SCRIPT_DIGEST_CHARS]
+
+
 def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
-    """The exporter's file in a ConfigMap, and a DaemonSet on the nodes whose EFA devices the EFA device plugin
-    serves (the label it selects on), reading the host's /sys, mounted read-only where node-exporter's chart mounts
-    it, as a non-root user: the RDMA core makes every counter file readable to all (torvalds/linux
+    """The exporter's file in a ConfigMap named after its content (SCRIPT_DIGEST_CHARS says why), and a DaemonSet on
+    the nodes whose EFA devices the EFA device plugin serves (the label it selects on), reading the host's /sys,
+    mounted read-only where node-exporter's chart mounts it, as a non-root user: the RDMA core makes every counter file readable to all (torvalds/linux
     drivers/infiniband/core/sysfs.c as stored at 0147ebcf: alloc_hsa, mode S_IRUGO)."""
+    data = {EFA_EXPORTER_FILE: script}
+    config_map = f"{EFA_EXPORTER}-{files_digest(data)}"
     files = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": EFA_EXPORTER, "namespace": NAMESPACE, "labels": {NAME_LABEL: EFA_EXPORTER}},
-        "data": {EFA_EXPORTER_FILE: script},
+        "metadata": {
+            "name": config_map,
+            "namespace": NAMESPACE,
+            "labels": {NAME_LABEL: EFA_EXPORTER},
+        },
+        "data": data,
     }
     pod = {
         "nodeSelector": {EFA_PRESENT_LABEL: "true"},
@@ -166,8 +200,9 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
                 "ports": [{"name": PORT_NAME, "containerPort": EFA_EXPORTER_PORT}],
                 "resources": {"requests": EFA_EXPORTER_REQUESTS, "limits": EFA_EXPORTER_LIMITS},
                 "securityContext": container_security_context(read_only_root=True),
-                "livenessProbe": _probe(),
-                "readinessProbe": _probe(),
+                # Not /metrics: each of its reads makes the driver query every device (efa_exporter.py HEALTH_PATH).
+                "livenessProbe": _probe(EFA_HEALTH_PATH),
+                "readinessProbe": _probe(EFA_HEALTH_PATH),
                 "volumeMounts": [
                     {"name": "script", "mountPath": EFA_SCRIPT_DIR, "readOnly": True},
                     {"name": "sys", "mountPath": HOST_SYSFS, "readOnly": True},
@@ -175,7 +210,7 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
             }
         ],
         "volumes": [
-            {"name": "script", "configMap": {"name": EFA_EXPORTER}},
+            {"name": "script", "configMap": {"name": config_map}},
             {"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}},
         ],
     }
@@ -185,4 +220,10 @@ def efa_exporter(image: str, script: str) -> list[dict[str, Any]]:
 def node_exporter_values() -> dict[str, Any]:
     """The chart's defaults (every node, host network and PID, the host's file systems read-only), serving only the
     collectors the dashboards read."""
-    return {"extraArgs": ["--collector.disable-defaults", *(f"--collector.{c}" for c in NODE_EXPORTER_COLLECTORS)]}
+    return {
+        "extraArgs": [
+            "--collector.disable-defaults",
+            *(f"--collector.{c}" for c in NODE_EXPORTER_COLLECTORS),
+            *NODE_EXPORTER_TRIMMED,
+        ]
+    }

@@ -34,7 +34,8 @@ NOT_ESTIMATED = (
     "FSx backups (a final backup when a retained file system is deleted)",
     "load balancers the workloads' Services create",
     "KMS keys and requests",
-    "Amazon Managed Service for Prometheus samples ingested, stored and queried (monitoring.prometheus: managed)",
+    "Amazon Managed Service for Prometheus samples ingested, stored and queried, and the samples its managed "
+    "collector collects (monitoring.prometheus: managed)",
     "SNS messages of the training alerts",
 )
 
@@ -192,9 +193,9 @@ T_AMP_SCRAPER = "aws:amp/scraper:Scraper"
 
 
 def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], region: str) -> None:
-    """An AWS managed collector is billed per hour while it exists: no figure was read for this table, so the
-    line is unknown, never $0. Its workspace is billed by use (samples ingested, stored, queried), which
-    NOT_ESTIMATED names."""
+    """An AWS managed collector is billed "for the number of hours it is turned on and the number of samples
+    collected" (the AMP pricing page's prose): no figure was read for this table, so the line is unknown, never $0.
+    Its samples, and its workspace's by use (ingested, stored, queried), are what NOT_ESTIMATED names."""
     for scraper in (r for r in resources if r["type"] == T_AMP_SCRAPER):
         estimate.add(
             Line(
@@ -202,8 +203,8 @@ def _managed_prometheus(estimate: Estimate, resources: list[dict[str, Any]], reg
                 f"{scraper['name']}",
                 None,
                 _fixed(1),
-                "billed per collector-hour (its workspace by use, not estimated): no sourced price in "
-                "infra/facts/prices.py",
+                "billed per collector-hour and per sample collected (the samples and its workspace's use not "
+                "estimated): no sourced price in infra/facts/prices.py",
             ),
             f"Amazon Managed Service for Prometheus collector hours in {region}",
         )
