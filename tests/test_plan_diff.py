@@ -450,6 +450,10 @@ def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inp
         ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "fromPort", 443, 8443, False),
         ("aws:amp/scraper:Scraper", "scrapeConfiguration", "global: {}", "global: {}\nscrape_configs: []", False),
         ("aws:amp/scraper:Scraper", "source.eks.subnetIds[1]", "subnet-a", "subnet-b", True),
+        # pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go forceNewProperties (no *Mutable option set).
+        ("kubernetes:core/v1:ConfigMap", "data.run.sh", "echo a", "echo b", True),
+        ("kubernetes:core/v1:ConfigMap", "metadata.labels.team", "a", "b", False),
+        ("kubernetes:core/v1:Secret", "stringData.password", "a", "b", True),
     ],
 )
 def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:

@@ -76,7 +76,7 @@ def planned(dev) -> dict[str, dict]:
     return {
         r.inputs["kind"]: r.inputs
         for r in result.registrations
-        if r.type.startswith("kubernetes:") and r.inputs.get("metadata", {}).get("name") == progress.NAME
+        if r.type.startswith("kubernetes:") and r.inputs.get("metadata", {}).get("name", "").startswith(progress.NAME)
     }
 
 
@@ -216,3 +216,14 @@ def test_the_pod_reads_the_claim_and_ships_the_files_unchanged(planned):
     assert pod["securityContext"]["runAsUser"] == 20001 and pod["nodeSelector"]
     (rule,) = planned["NetworkPolicy"]["spec"]["ingress"]
     assert [p["port"] for p in rule["ports"]] == [progress.PORT]
+
+
+def test_a_changed_script_is_a_new_config_map_the_pod_rolls_onto(planned, tmp_path) -> None:
+    # pulumi-kubernetes replaces a ConfigMap whose data changes, deleting it first under a fixed name, while an
+    # unchanged Deployment keeps running the old code (workloads/progress.py scripts_config_map_name).
+    config_map, deployment = planned["ConfigMap"], planned["Deployment"]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["scripts"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert config_map["metadata"]["name"] == progress.scripts_config_map_name(config_map["data"])
+    edited = {**config_map["data"], progress.EXPORTER_FILE: config_map["data"][progress.EXPORTER_FILE] + "\n"}
+    assert progress.scripts_config_map_name(edited) != config_map["metadata"]["name"]

@@ -9,6 +9,7 @@ run roots under /shared (bert_launch.DATA_MOUNT, nxd_llama.EXPERIMENTS_DIR, ray_
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import posixpath
 from collections.abc import Mapping
@@ -138,6 +139,16 @@ def shipped_files() -> dict[str, str]:
     return {name: (here / name).read_text() for name in SHIPPED_FILES}
 
 
+def scripts_config_map_name(files: Mapping[str, str]) -> str:
+    """The scripts' ConfigMap is named after its content, so a changed script is a new ConfigMap and a new pod
+    template, which rolls the pod onto it. Under the fixed name pulumi-kubernetes would replace the ConfigMap by
+    deleting it first (its data is forceNew: pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go
+    forceNewProperties; the new one must take the same name) while the Deployment, unchanged, kept the old code
+    (infra/specs/node_metrics.py says the same of the EFA exporter)."""
+    digest = hashlib.sha256(json.dumps(dict(files), sort_keys=True).encode()).hexdigest()[:10]
+    return f"{NAME}-{digest}"
+
+
 def command(workloads: dict[str, Exported], bert_output_dir: str = BERT_OUTPUT_DIR) -> list[str]:
     """The container's command: the exporter from the ConfigMap, with the runs it serves."""
     runs = json.dumps(exported_workloads(workloads, bert_output_dir), separators=(",", ":"))
@@ -158,6 +169,8 @@ def manifests(layout: ProgressLayout) -> list[dict[str, Any]]:
     """A ConfigMap with the scripts, a NetworkPolicy opening the metrics port only, and one read-only pod on
     the system nodes as the namespace's id (the one user its directory lets read)."""
     meta = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
+    files = shipped_files()
+    scripts = scripts_config_map_name(files)
     container = {
         "name": "exporter",
         "image": versions.PYTHON_SLIM_IMAGE,
@@ -181,7 +194,7 @@ def manifests(layout: ProgressLayout) -> list[dict[str, Any]]:
         ],
     }
     return [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": shipped_files()},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": scripts}, "data": files},
         pods.network_policy(NAME, layout.namespace, LABELS, [pods.from_anywhere([PORT])]),
         pods.system_deployment(
             meta,
@@ -189,7 +202,7 @@ def manifests(layout: ProgressLayout) -> list[dict[str, Any]]:
             layout.core_node_selector,
             run_as_user=layout.namespace_id,
             containers=[container],
-            volumes=[pods.claim_volume(layout.claim), {"name": "scripts", "configMap": {"name": NAME}}],
+            volumes=[pods.claim_volume(layout.claim), {"name": "scripts", "configMap": {"name": scripts}}],
         ),
     ]
 

@@ -36,8 +36,10 @@ STEPS_VOLUME = "llama2-steps"
 STEPS_MOUNT = "/llama2-steps"
 STEP_FILES = {"generate-data": "data.sh", "precompile": "precompile.sh", "train": "train.sh"}
 RESILIENCE_FILE = "resilience.py"
-# On the head's pod template: the digest of the files its step runs, so that a changed script (the
-# ConfigMap is updated in place) changes the RayJob's spec and replaces, so reruns, the job.
+# On the head's pod template: the digest of the files its step runs, so that a changed script changes the
+# RayJob's spec and replaces, so reruns, the job. The ConfigMap itself is replaced, deleted first under its fixed
+# name (pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go forceNewProperties); the job's running pods keep
+# the files they mounted, and the replaced job's pods mount the new ones.
 SCRIPTS_DIGEST = "trainium.workloads/scripts-sha256"
 HEAD_PORTS = [
     {"containerPort": 6379, "name": "gcs-server"},

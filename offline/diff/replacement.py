@@ -39,9 +39,12 @@ pulumi-aws 7.x bridges terraform-provider-aws; the lists come from its resource 
 - The rest below: names and the parent they hang off (cluster, VPC, subnet, zone), not checked
   against the provider source one by one.
 Kubernetes objects are replaced when metadata.name or metadata.namespace changes
-(pulumi-kubernetes), and a batch/v1 Job when spec.completions, spec.parallelism, spec.selector or
-spec.template changes (pulumi/pulumi-kubernetes v4.32.0, the newest tag readable here (the pin is
-4.34.2), provider/pkg/provider/diff.go ``forceNew``: ``job``); other immutable Kubernetes fields
+(pulumi-kubernetes); a ConfigMap when its data or binaryData changes and a Secret when its type,
+data or stringData does (provider/pkg/provider/diff.go ``forceNewProperties``: this project sets
+neither enableConfigMapMutable nor enableSecretMutable), deleted first when its name is fixed; and a
+batch/v1 Job when spec.completions, spec.parallelism, spec.selector or spec.template changes
+(pulumi/pulumi-kubernetes v4.32.0, the newest tag readable here (the pin is 4.34.2),
+provider/pkg/provider/diff.go ``forceNew``: ``job``); other immutable Kubernetes fields
 this project knows about carry ``replaceOnChanges`` already.
 """
 
@@ -121,6 +124,8 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:cloudwatch/dashboard:Dashboard": ("dashboardName",),
     "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),
     "aws:amp/scraper:Scraper": ("source",),
+    "kubernetes:core/v1:ConfigMap": ("data", "binaryData"),
+    "kubernetes:core/v1:Secret": ("type", "data", "stringData"),
     "kubernetes:batch/v1:Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
 }
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
