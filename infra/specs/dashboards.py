@@ -157,6 +157,22 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
             ),
             PanelSpec("Throughput (samples/s)", "sum by (namespace, workload) (training_throughput)", JOB_LEGEND),
             PanelSpec(
+                "Tokens per second",
+                "sum by (namespace, workload) (max by (namespace, workload, run) (deriv(training_step_high_water[10m]) "
+                "* training_samples_per_step * training_tokens_per_sample))",
+                JOB_LEGEND,
+                description="Steps per second times the tokens one step trains, from the workload's settings: every "
+                "workload, whether or not its step line prints a throughput.",
+            ),
+            PanelSpec(
+                "Seconds per step",
+                "1 / (sum by (namespace, workload) (max by (namespace, workload, run) "
+                "(deriv(training_step_high_water[10m]))) > 0)",
+                JOB_LEGEND,
+                "s",
+                description="None while the job steps no further.",
+            ),
+            PanelSpec(
                 "Restarts, last day",
                 "job:restarts:count1d",
                 JOB_LEGEND,
@@ -174,6 +190,14 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
                 "time() - max by (namespace, workload) (training_checkpoint_timestamp_seconds)",
                 JOB_LEGEND,
                 "s",
+            ),
+            PanelSpec(
+                "Checkpoint save time",
+                "max by (namespace, workload) (training_checkpoint_save_seconds)",
+                JOB_LEGEND,
+                "s",
+                description="The newest complete save's write time, from its files (NxD's and Ray's saves; BERT's "
+                "single file records no start).",
             ),
             PanelSpec(
                 "Saving a checkpoint (nodes)",
