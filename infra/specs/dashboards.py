@@ -19,6 +19,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from infra.specs.goodput_rules import EFA_TRANSMITTED, HANG_SUSPECT_SECONDS
+from infra.specs.node_template import BURN_IN_FAILED_TAINT_KEY
 
 # neuron-monitor's exporter (aws-neuron/aws-neuron-sdk 81ce03a src/examples/neuron-monitor/neuron-monitor-grafana.json:
 # `avg by (neuroncore) (neuroncore_utilization_ratio)`, a ratio of 1; `sum by (instance_id, memory_location)
@@ -69,6 +70,13 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
                 'or label_replace(fleet:goodput_nodes:idle, "state", "idle", "", "")',
                 "{{state}}",
                 description="Burn-in, waiting for a gang's other nodes, a Capacity Block's tail, idle.",
+            ),
+            PanelSpec(
+                "Burn-in failures by reason",
+                f'count by (value) (max by (node, value) (kube_node_spec_taint{{key="{BURN_IN_FAILED_TAINT_KEY}"}}))',
+                "{{value}}",
+                description="Nodes that failed their burn-in and wait for the provisioner to remove them, by the "
+                "reason the burn-in gave (the failed taint's value); their time is burn-in loss.",
             ),
             PanelSpec(
                 "Allocated but idle Trainium nodes",
