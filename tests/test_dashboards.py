@@ -76,11 +76,11 @@ def test_each_dashboard_picks_its_prometheus_and_says_what_it_shows(datasource_t
         assert variable == {**variable, "name": "datasource", "type": "datasource", "query": datasource_type}
         titles = [p["title"] for p in board["panels"]]
         assert len(titles) == len(set(titles)) == len(dashboards.DASHBOARDS[uid][1])
-        # Panels name the variable, whatever its type: Grafana resolves a ``$``-uid through the variable and reads
-        # a reference's type only for the default data source (grafana/grafana public/app/features/plugins/
-        # datasource_srv.ts getInstanceSettings, the search index's stored copy).
+        # Panels name the variable, with the variable's type: Grafana resolves a ``$``-uid through the variable and
+        # reads a reference's type only for the default data source (grafana/grafana public/app/features/plugins/
+        # datasource_srv.ts getInstanceSettings, the search index's stored copy), so the type keeps the JSON true.
         for panel in board["panels"]:
-            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["datasource"] == {"type": datasource_type, "uid": "${datasource}"}
             (target,) = panel["targets"]
             assert target["expr"] and target["refId"] == "A"
     # The views the issue asks for: goodput and losses per job, idle nodes, cost per step and per token.

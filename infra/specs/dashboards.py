@@ -43,7 +43,6 @@ EFA_ERROR_COUNTERS = (
 # default (sidecar.dashboards.label, value "1"); a Grafana set to another label must be set to this one.
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE_VARIABLE = "datasource"
-DATASOURCE = DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VARIABLE}}}")
 JOB_LEGEND = "{{namespace}}/{{workload}}"
 
 
@@ -242,10 +241,10 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
 }
 
 
-def _panel(spec: PanelSpec) -> timeseries.Panel | stat.Panel:
+def _panel(spec: PanelSpec, datasource: DataSourceRef) -> timeseries.Panel | stat.Panel:
     builder = timeseries.Panel() if spec.kind == "timeseries" else stat.Panel()
     query = prometheus.Dataquery().expr(spec.expr).legend_format(spec.legend).ref_id("A")
-    builder = builder.title(spec.title).unit(spec.unit).datasource(DATASOURCE).with_target(query)
+    builder = builder.title(spec.title).unit(spec.unit).datasource(datasource).with_target(query)
     builder = builder.height(8).span(12)
     return builder.description(spec.description) if spec.description else builder
 
@@ -255,6 +254,8 @@ def dashboard_json(uid: str, datasource_type: str) -> str:
     the ``datasource`` variable picks among those of ``datasource_type``, the type the stack provisions
     (infra/specs/monitoring.py grafana_datasource_type)."""
     title, panels = DASHBOARDS[uid]
+    # Each panel names the variable, of the variable's type: the JSON says what the panel reads.
+    datasource = DataSourceRef(type_val=datasource_type, uid=f"${{{DATASOURCE_VARIABLE}}}")
     builder = (
         dashboard.Dashboard(title)
         .uid(uid)
@@ -264,7 +265,7 @@ def dashboard_json(uid: str, datasource_type: str) -> str:
         .with_variable(dashboard.DatasourceVariable(DATASOURCE_VARIABLE).type(datasource_type))
     )
     for spec in panels:
-        builder = builder.with_panel(_panel(spec))
+        builder = builder.with_panel(_panel(spec, datasource))
     return json.dumps(json.loads(JSONEncoder().encode(builder.build())), indent=2, sort_keys=True) + "\n"
 
 
