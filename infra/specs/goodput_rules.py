@@ -370,8 +370,9 @@ NODE_AGENT_SERIES = {
 # a tag through the cache from upstream) and a DaemonSet's rolling update, one node at a time.
 NODE_AGENT_DOWN_FOR = "15m"
 # Nodes on their way in or out, whose agents are not expected to answer: still in the burn-in, failed it (the
-# provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.35.2
-# utils/taints/taints.go ToBeDeletedTaint; kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/taints.go
+# provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2,
+# -1.35.2 and -1.36.1, infra/facts/versions.py's pins, utils/taints/taints.go ToBeDeletedTaint, the same line in
+# each; kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/taints.go
 # DisruptedTaintKey), cordoned for a drain, or not ready / unreachable (a node whose kubelet stopped: its instance
 # terminating; the node itself is then the problem, not its agents) (kubernetes/api v0.35.0
 # core/v1/well_known_taints.go). kube-state-metrics serves each taint as kube_node_spec_taint{key} (node.go).
