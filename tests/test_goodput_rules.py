@@ -633,3 +633,25 @@ def test_a_node_that_failed_its_burn_in_is_burn_in_loss_not_idle(rule_dir):
         ],
         alerts=[alert("TrainiumNodeIdle", "80m", {"node": "n2"})],
     )
+
+
+def test_the_metrics_feed_stopping_pages_though_every_other_alert_goes_quiet(rule_dir):
+    # kube-state-metrics serves two nodes until minute 20, then nothing (its pod gone, or the scrape stopped): every
+    # series of it goes stale at 20, and with them everything the other alerts judge.
+    m = 60
+    series = trainium_node(m, "n1") | trainium_node(m, "n2")
+    for node in ("n1", "n2"):
+        series[f'kube_node_info{{node="{node}"}}'] = over(m, range(0, 20), 1)
+    series = {k: (v[:20] + [None] * (m + 1 - 20)) for k, v in series.items()}
+    run_scenario(
+        rule_dir,
+        "metrics-feed",
+        series,
+        alerts=[
+            alert("MetricsFeedDown", "15m"),
+            alert("MetricsFeedDown", "30m"),  # missing since 20: pending, not yet 15 minutes
+            alert("MetricsFeedDown", "40m", {}),
+            alert("TrainiumNodeIdle", "40m"),
+            alert("NodeAgentDown", "40m"),
+        ],
+    )

@@ -369,6 +369,10 @@ NODE_AGENT_SERIES = {
 # A node agent missing this long pages: longer than a node's start (the agents pull their images, the first pull of
 # a tag through the cache from upstream) and a DaemonSet's rolling update, one node at a time.
 NODE_AGENT_DOWN_FOR = "15m"
+# Every other alert finds what it judges through kube-state-metrics: with its series gone (kube-state-metrics down,
+# or the collector scraping nothing) they all go quiet. The cluster always has its system nodes, so no
+# kube_node_info at all for this long is the feed stopping, not an empty cluster; longer than a rolling update.
+METRICS_FEED_DOWN_FOR = "15m"
 # Nodes on their way in or out, whose agents are not expected to answer: still in the burn-in, failed it (the
 # provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2,
 # -1.35.2 and -1.36.1, infra/facts/versions.py's pins, utils/taints/taints.go ToBeDeletedTaint, the same line in
@@ -471,6 +475,15 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
             f"{NODE_AGENT_DOWN_FOR.removesuffix('m')} minutes: the alerts and dashboards that read it are blind "
             "there",
             "node-agent-down",
+        ),
+        _alert(
+            "MetricsFeedDown",
+            "absent(kube_node_info)",
+            METRICS_FEED_DOWN_FOR,
+            "No node's kube_node_info has reached Prometheus for "
+            f"{METRICS_FEED_DOWN_FOR.removesuffix('m')} minutes: kube-state-metrics or the scrape has stopped, and "
+            "every other training alert is blind until it is back",
+            "metrics-feed-down",
         ),
         _alert(
             "CheckpointOverdue",
