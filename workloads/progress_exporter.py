@@ -194,8 +194,9 @@ class Runs:
                     asynchronous = bool(w.get("asynchronousSaves"))
                     seconds = save_seconds(os.path.join(directory, name), asynchronous) if name else None
                     self.saves[key] = (newest, seconds)
-                if self.saves[key][1] is not None:
-                    out.append(("training_checkpoint_save_seconds", labels, self.saves[key][1]))
+                written = self.saves[key][1]
+                if written is not None:
+                    out.append(("training_checkpoint_save_seconds", labels, written))
         return out
 
 
