@@ -332,8 +332,10 @@ def copy_hours(checkpoint_gb: float, nodes: int) -> float:
 
 def storage_throughput_mbps(storage: Any) -> float | None:
     """The cluster's file system's baseline throughput from its exported ``storage`` (infra/contract.py
-    Storage); None without a file system or a per-unit throughput (SCRATCH_2, or a cluster stack that does
-    not export it)."""
+    Storage): EFS's modelled save throughput as exported, FSx's from its capacity and tier; None without a
+    file system or a per-unit throughput (SCRATCH_2, or a cluster stack that does not export it)."""
+    if storage.enabled and storage.throughput_mbps:
+        return float(storage.throughput_mbps)
     if not storage.enabled or not storage.per_unit_storage_throughput:
         return None
     return lustre_throughput_mbps(storage.capacity_gib, storage.per_unit_storage_throughput)
