@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict
 
@@ -35,6 +43,17 @@ class ContractModel(BaseModel):
     # Fields a stack exports only where they differ from their default, which is what stacks exporting
     # none of them meant: a stack that has no use for one keeps its outputs exactly as they were.
     exported_when_set: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _as_exported(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Written back as the stack exports it: a field ``exported_when_set`` at its default is left out."""
+        data = handler(self)
+        for name in self.exported_when_set:
+            field = type(self).model_fields[name]
+            if getattr(self, name) == field.default:
+                data.pop(field.alias or name, None)
+                data.pop(name, None)
+        return data
 
 
 def exported(model: type[ContractModel], **values: Any) -> dict[str, Any]:
