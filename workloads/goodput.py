@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.facts import efs
 from workloads import bert_launch, deadlines, first_step, resumable
 from workloads.first_step import FirstStep
 from workloads.settings import (
@@ -687,9 +688,10 @@ def stall_warnings(config: WorkloadsConfig, file_system_mbps: float | None) -> d
 
 
 # The file systems' baseline throughputs the scenarios use, as the cluster stacks configure them (the tests
-# check them against the plans): prod 4,800 GiB at 250 MB/s/TiB, dev 1,200 GiB at 125 MB/s/TiB.
+# check them against the plans): prod 4,800 GiB at 250 MB/s/TiB; dev's EFS (storage.kind: efs) at the save
+# throughput modelled from EFS's published limits (infra/facts/efs.py).
 PROD_FILE_SYSTEM_MBPS = lustre_throughput_mbps(4800, 250)
-DEV_FILE_SYSTEM_MBPS = lustre_throughput_mbps(1200, 125)
+DEV_FILE_SYSTEM_MBPS = efs.SAVE_THROUGHPUT_MBPS
 WEEK_HOURS = 168.0
 
 
