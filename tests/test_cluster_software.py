@@ -273,7 +273,9 @@ def test_fsx_controller_identity(dev_fsx):
     controller_sa = releases(dev_fsx)["aws-fsx-csi-driver"]["values"]["controller"]["serviceAccount"]
     assert controller_sa == {"create": True, "name": "fsx-csi-controller-sa"}
     # never on the node role
-    node_policies = [r.inputs["policyArn"] for r in dev_fsx.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    node_policies = [
+        r.inputs["policyArn"] for r in dev_fsx.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    ]
     assert not any("FSx" in arn for arn in node_policies)
 
 

@@ -36,6 +36,7 @@ file system, then its security group.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,7 +171,7 @@ def chart_values(ctx: ClusterContext) -> dict[str, Any]:
 class EfsStorageArgs:
     vpc_id: pulumi.Input[str]
     # Zone id -> the node subnet there: one mount target each.
-    node_subnet_by_zone_id: dict[str, pulumi.Input[str]]
+    node_subnet_by_zone_id: Mapping[str, pulumi.Input[str]]
     node_security_group_ids: list[pulumi.Input[str]]
     storage: StorageConfig
     identities: TrainingIdentities

@@ -139,7 +139,9 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
     for fs in _of(resources, T_EFS):
         targets = len(_of(resources, T_MOUNT_TARGET))
         mode = fs["inputs"].get("throughputMode", "")
-        out.append(f"      fs_{_id(fs['name'])}[({_label('Amazon EFS', f'{mode} throughput', f'{targets} mount targets')})]")
+        out.append(
+            f"      fs_{_id(fs['name'])}[({_label('Amazon EFS', f'{mode} throughput', f'{targets} mount targets')})]"
+        )
     for endpoint in _of(resources, T_ENDPOINT):
         service = endpoint["inputs"].get("serviceName", "").split(".")[-1]
         kind = endpoint["inputs"].get("vpcEndpointType", "Gateway")
