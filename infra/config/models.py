@@ -448,7 +448,10 @@ class StorageConfig(ConfigModel):
         description="Export new and changed files under some paths to their linked buckets on a schedule (an FSx "
         "export data repository task); unset: none. docs/operations.md says how to restore from S3.",
     )
-    kms_key_id: str | None = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
+    kms_key_id: str | None = Field(
+        default=None,
+        description="KMS key ARN the file system is encrypted with; unset: the service's own key (FSx's or EFS's).",
+    )
     retain: bool | None = Field(
         default=None,
         description="Protect the file system from `pulumi destroy` and keep a final backup; unset: on in prod.",
