@@ -268,6 +268,11 @@ if features.fsx_csi and config.storage.kind == "efs":
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
             image_cache=registries.pull_through_cache,
         ),
+        # A stack that ran FSx keeps its claims' identities: each volume and claim, of the same name under
+        # this component, is the FSx one replaced (claim deleted, volume replaced, claim created), not a new
+        # object created while the old claim still holds its name, which pulumi-kubernetes refuses ("The
+        # resource already exists", pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go Creation).
+        pulumi.ResourceOptions(aliases=[pulumi.Alias(name="fsx", type_="trainium:infra:FsxStorage")]),
     )
 elif features.fsx_csi:
     storage = FsxStorage(

@@ -20,6 +20,7 @@ from infra.specs import image_cache
 from infra.specs.burn_in_objects import BurnInTarget, check_script
 from infra.validate import parse_stack_config
 from offline.plan.runner import PlanResult
+from tests.fixture_project import FIXTURE_ROOT
 from workloads import goodput
 
 FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
@@ -326,3 +327,40 @@ def test_the_deploy_role_gets_the_efs_actions_these_resources_need_and_no_more()
     statements = {s["Sid"]: s for s in policy["Statement"]}
     assert statements["ManageStackServices"]["Action"] == ["ec2:*"]
     assert statements["ManageEfs"]["Action"] == list(permissions.EFS_DEPLOY_ACTIONS)
+
+
+def test_switching_dev_from_fsx_replaces_each_claim_in_place_and_deletes_only_fsx(dev_fsx, dev, tmp_path):
+    """The EFS component carries the FSx one's identity, so each volume and claim of the same name is the
+    FSx one replaced (claim deleted, then its volume, both created again), never a new claim created while
+    the old one still holds its name; the FSx file system, its root claim and Job go, and the guard asks for
+    each by name."""
+    from offline.diff import compare
+    from offline.report.plan_output import write_plan
+
+    write_plan(dev_fsx, tmp_path / "base")
+    write_plan(dev, tmp_path / "head")
+    (diff,) = [d for d in compare.diff_plan_dirs(tmp_path / "base", tmp_path / "head") if d.project == "trainium-eks"]
+    kinds = {(c.type, c.name): c.kind for c in diff.changes}
+    for name in ("fsx-claim-default-default", "fsx-claim-neuron-burn-in-neuron-burn-in"):
+        assert kinds[(VOLUME, name)] == "replace"
+    for name in ("default-fsx-claim-default", "neuron-burn-in-fsx-claim-neuron-burn-in"):
+        assert kinds[(CLAIM, name)] == "replace"
+    assert kinds[("aws:fsx/lustreFileSystem:LustreFileSystem", "fsx-training")] == "delete"
+    assert kinds[(CLAIM, "kube-system-fsx-root")] == "delete"
+    assert kinds[("kubernetes:batch/v1:Job", "fsx-namespace-directories")] == "delete"
+    assert kinds[(FILE_SYSTEM, "efs-training")] == "create"
+    assert not [c for c in diff.changes if c.type.startswith("trainium:infra:")]
+    base, head = compare.load_plans(tmp_path / "base"), compare.load_plans(tmp_path / "head")
+    refusals = compare.data_store_replacement_refusals([diff], base, head, {})
+    assert {r.split("'")[1] for r in refusals} == {
+        "fsx-training",
+        "fsx-root-kube-system",
+        "kube-system-fsx-root",
+        "fsx-claim-default-default",
+        "default-fsx-claim-default",
+        "fsx-claim-neuron-burn-in-neuron-burn-in",
+        "neuron-burn-in-fsx-claim-neuron-burn-in",
+    }
+    # The dev stack file names exactly these, each with its reason.
+    acknowledged = compare.stack_acknowledgements([FIXTURE_ROOT], ("dev",))[("trainium-eks", "dev")]
+    assert not compare.data_store_replacement_refusals([diff], base, head, {("trainium-eks", "dev"): acknowledged})
