@@ -41,7 +41,7 @@ from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.burn_in_objects import BurnInTarget
 from infra.specs.lustre_nids import no_squash_nids
 from infra.specs.placement import choose_placement, with_reservation_zones
-from infra.specs.system_capacity import node_allocatable
+from infra.specs.system_capacity import controller_replicas, node_allocatable
 
 config = validate.load()
 validate.check_against_the_account(config)
@@ -55,6 +55,11 @@ placement = validate.check_zones_kept(config, placement)
 validate.check_group_replacements(config, groups, placement)
 features = config.features
 use_karpenter = config.node_provisioner == "karpenter"
+# The DaemonSets every node runs besides the always-on ones: a Prometheus's node agents, the EBS CSI driver's.
+metrics_agents = config.monitoring.prometheus != "off"
+ebs_csi = config.monitoring.ebs_volumes
+# The leader-elected controllers and CoreDNS: one replica on a one-node core group, two otherwise.
+replicas = controller_replicas(config.core_node_group.min_size)
 specs = [
     group_spec(
         g,
@@ -66,7 +71,8 @@ specs = [
             accelerator=True,
             dra=g.dra,
             efa=g.efa_enabled,
-            metrics_agents=config.monitoring.prometheus != "off",
+            metrics_agents=metrics_agents,
+            ebs_csi=ebs_csi,
         ),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
@@ -74,7 +80,7 @@ specs = [
     for g in groups
 ]
 wanted_addons = addons.wanted(
-    observability=features.observability, node_monitoring_agent=features.node_monitoring_agent
+    observability=features.observability, node_monitoring_agent=features.node_monitoring_agent, ebs_csi=ebs_csi
 )
 addon_builds = lookups.addon_builds(config.kubernetes_version, wanted_addons, config.addon_versions)
 # EKS made an access entry for whoever created the cluster; a second one would be refused.
@@ -122,6 +128,8 @@ cluster = EksCluster(
         job_node_group=config.job_node_group,
         addon_builds=addon_builds,
         node_monitoring_agent=features.node_monitoring_agent,
+        controller_replicas=replicas,
+        ebs_csi=ebs_csi,
         session_manager=features.session_manager,
         profile=config.profile,
     ),
@@ -291,6 +299,7 @@ elif features.fsx_csi:
             no_squash_nids=no_squash_nids(network.private_cidrs),
             system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
             image_cache=registries.pull_through_cache,
+            controller_replicas=replicas,
         ),
     )
 identities.wall_off(storage.server_addresses if storage else [])
@@ -302,6 +311,7 @@ schedulers = Schedulers(
         queues=config.volcano_queues,
         kuberay=features.kuberay,
         mpi_operator=features.mpi_operator,
+        controller_replicas=replicas,
     ),
 )
 Autoscaling(
@@ -312,6 +322,7 @@ Autoscaling(
         cluster_autoscaler=features.cluster_autoscaler,
         metrics_server=features.metrics_server,
         association_after=[cluster],
+        controller_replicas=replicas,
     ),
 )
 observability = None
@@ -348,7 +359,9 @@ elif config.monitoring.prometheus == "in-cluster":
     in_cluster = InClusterPrometheus(
         "prometheus",
         ctx,
-        InClusterPrometheusArgs(config.monitoring, after=[cluster.core_node_group, cluster.ebs_csi]),
+        InClusterPrometheusArgs(
+            config.monitoring, after=[cluster.core_node_group, *([cluster.ebs_csi] if cluster.ebs_csi else [])]
+        ),
     )
     grafana_source = GrafanaArgs(in_cluster.query_url, None, after=[cluster.core_node_group])
 if config.monitoring.grafana == "in-cluster":
@@ -387,7 +400,7 @@ outputs = contract.exported(
     # Always-on system nodes: where workloads put their long-running services (TensorBoard).
     core_node_selector=CORE_NODE_SELECTOR,
     # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
-    job_support_placement=job_support_output(config.job_node_group, features),
+    job_support_placement=job_support_output(config.job_node_group, features, ebs_csi, metrics_agents),
     cloudwatch_dashboard=observability.dashboard_name if observability else None,
 )
 for name, value in outputs.items():

@@ -170,6 +170,7 @@ def plan_problems(config: StackConfig) -> list[str]:
             config.features,
             config.training_namespaces,
             karpenter=config.node_provisioner == "karpenter",
+            monitoring=config.monitoring,
         )
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")

@@ -106,7 +106,6 @@ def test_managed_addons_pinned_and_ordered(dev):
         "vpc-cni",
         "coredns",
         "eks-pod-identity-agent",
-        "aws-ebs-csi-driver",
         "eks-node-monitoring-agent",
     }
     # The builds AWS marks default for 1.35 (the offline stand-ins in offline/plan/fixtures.py).
@@ -114,16 +113,7 @@ def test_managed_addons_pinned_and_ordered(dev):
     assert all(r.inputs["addonVersion"].endswith(tuple(f"eksbuild.{n}" for n in range(1, 20))) for r in addons.values())
     core_group = dev.named("cluster-core").urn
     assert core_group in addons["coredns"].dependencies
-    assert core_group in addons["aws-ebs-csi-driver"].dependencies
-    assert addons["eks-pod-identity-agent"].urn in addons["aws-ebs-csi-driver"].dependencies
-    assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"] == [
-        {
-            "roleArn": "arn:aws:iam::123456789012:role/cluster-ebs-csi-placeholder",
-            "serviceAccount": "ebs-csi-controller-sa",
-        }
-    ]
-    trust = dev.named("cluster-ebs-csi").inputs["assumeRolePolicy"]
-    assert "pods.eks.amazonaws.com" in trust and "sts:TagSession" in trust
+    # The EBS CSI driver only with what makes EBS volumes (tests/test_core_nodes.py).
 
 
 def test_core_node_group(dev):

@@ -283,14 +283,16 @@ def test_the_mpi_operator_runs_a_standby() -> None:
 
 
 def test_the_capacity_check_counts_the_standbys() -> None:
-    from infra.components.kube import CONTROLLER_REPLICAS
     from infra.config.models import FeaturesConfig
-    from infra.specs.system_capacity import cluster_pods
+    from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS, cluster_pods, controller_replicas
 
-    replicas = {p.name: p.replicas for p in cluster_pods(FeaturesConfig(), ["default"])}
-    assert replicas["volcano"] == 3 * CONTROLLER_REPLICAS
-    for name in ("kuberay-operator", "mpi-operator", "cluster-autoscaler"):
-        assert replicas[name] == CONTROLLER_REPLICAS, name
+    assert HA_CONTROLLER_REPLICAS == 2 and controller_replicas(2) == controller_replicas(3) == 2
+    for count in (controller_replicas(2), controller_replicas(1)):
+        replicas = {p.name: p.replicas for p in cluster_pods(FeaturesConfig(), ["default"], replicas=count)}
+        assert replicas["volcano"] == 3 * count
+        for name in ("coredns", "fsx-csi-controller", "kuberay-operator", "mpi-operator", "cluster-autoscaler"):
+            assert replicas[name] == count, name
+    assert controller_replicas(1) == 1
 
 
 def test_the_mpi_operator_gets_a_budget_in_the_namespace_its_manifest_creates(dev, prod) -> None:

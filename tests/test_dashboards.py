@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
-from infra.specs import dashboards, goodput_rules
+from infra.specs import dashboards, goodput_rules, monitoring
 from tests import promtool
 from tests.test_efa_exporter import SERVED as EFA_EXPORTER
 from tests.test_goodput_rules import EFA_NODE_EXPORTER, KUBE_STATE_METRICS
@@ -66,14 +67,18 @@ def test_every_series_a_panel_reads_exists():
         assert series in fleet
 
 
-def test_each_dashboard_picks_its_prometheus_and_says_what_it_shows():
+@pytest.mark.parametrize("datasource_type", ["prometheus", "grafana-amazonprometheus-datasource"])
+def test_each_dashboard_picks_its_prometheus_and_says_what_it_shows(datasource_type):
     for uid in dashboards.DASHBOARDS:
-        board = json.loads(dashboards.dashboard_json(uid))
+        board = json.loads(dashboards.dashboard_json(uid, datasource_type))
         assert board["uid"] == uid and board["title"] == dashboards.DASHBOARDS[uid][0]
         (variable,) = board["templating"]["list"]
-        assert variable == {**variable, "name": "datasource", "type": "datasource", "query": "prometheus"}
+        assert variable == {**variable, "name": "datasource", "type": "datasource", "query": datasource_type}
         titles = [p["title"] for p in board["panels"]]
         assert len(titles) == len(set(titles)) == len(dashboards.DASHBOARDS[uid][1])
+        # Panels name the variable, whatever its type: Grafana resolves a ``$``-uid through the variable and reads
+        # a reference's type only for the default data source (grafana/grafana public/app/features/plugins/
+        # datasource_srv.ts getInstanceSettings, the search index's stored copy).
         for panel in board["panels"]:
             assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             (target,) = panel["targets"]
@@ -90,7 +95,12 @@ def test_prod_declares_them_for_grafanas_sidecar(prod):
         if r.type == "kubernetes:core/v1:ConfigMap" and r.inputs["metadata"]["name"].endswith("-dashboard")
     }
     assert set(maps) == {f"{uid}-dashboard" for uid in dashboards.DASHBOARDS}
+    # prod's Grafana reads the managed workspace: each dashboard lists data sources of the type it provisions.
+    grafana = prod.named(monitoring.GRAFANA, "kubernetes:helm.sh/v3:Release").inputs["values"]
+    (source,) = grafana["datasources"]["datasources.yaml"]["datasources"]
     for uid in dashboards.DASHBOARDS:
         found = maps[f"{uid}-dashboard"]
         assert found["metadata"]["labels"] == dashboards.SIDECAR_LABEL
-        assert found["data"] == {f"{uid}.json": dashboards.dashboard_json(uid)}
+        assert found["data"] == {f"{uid}.json": dashboards.dashboard_json(uid, source["type"])}
+        (variable,) = json.loads(found["data"][f"{uid}.json"])["templating"]["list"]
+        assert variable["query"] == source["type"] == monitoring.AMAZON_PROMETHEUS_PLUGIN

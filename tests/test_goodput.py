@@ -3,6 +3,7 @@ goodput = T / (T + F) * (1 - N * rate * (R + I / 2) - floor(T / I) * S / T), and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -223,13 +224,15 @@ def test_the_young_daly_interval_of_asynchronous_saves_is_set_by_the_copy():
 
 
 def test_what_prod_leaves_unset_is_derived_from_the_model():
-    # Prod's NxD run: 20,000 steps of 43.9014 s = 243.89663 h. Interval: 171 steps = 2.085316 h.
+    # Prod's NxD run: 20,000 steps of 43.9014 s = 243.89663 h. Interval: the optimum's 170.5 steps on the R10
+    # grid, nearer 160 than 200 (ln 1.066 against ln 1.173): 160 steps = 1.951173 h.
     # Budget: 4 x 1.578625e-4 x (0.215 + 243.897) = 0.1541 failures; P(more than 3) under 0.001: the floor, 3.
-    # Deadline: 12.9 min start 0.215 h + 1.5 x 243.89663 = 365.84495 + floor(243.89663 / 2.085316) = 116 saves
-    # x 0.00409549 = 0.475077 + 3 restarts x (0.281233 + 2 x 2.085316) = 13.355595: 379.89062 h = 22,793.4 min.
+    # Deadline: 12.9 min start 0.215 h + 1.5 x 243.89663 = 365.84495 + 20,000 / 160 = 125 saves x 0.00409549
+    # = 0.511936 + 3 restarts x (0.281233 + 2 x 1.951173) = 12.550737: 379.12262 h, past 4 days: up to 16 days,
+    # 384 h = 23,040 min.
     settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4})
     assert goodput.derived(settings, PROD_MBPS) == {
-        "nxd_llama": {"checkpoint_every_steps": 171, "max_restarts": 3, "train_deadline_minutes": 22794}
+        "nxd_llama": {"checkpoint_every_steps": 160, "max_restarts": 3, "train_deadline_minutes": 23040}
     }
     # What the user sets stays; without the file system's throughput the interval is not derived.
     mine = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "checkpointEverySteps": 50, "trainDeadlineMinutes": 600})
@@ -237,7 +240,7 @@ def test_what_prod_leaves_unset_is_derived_from_the_model():
     assert "train_deadline_minutes" not in goodput.derived(mine, PROD_MBPS)["nxd_llama"]
     assert "checkpoint_every_steps" not in goodput.derived(settings, None)["nxd_llama"]
     resolved = goodput.resolved(settings, PROD_MBPS).nxd_llama
-    assert (resolved.checkpoint_every_steps, resolved.train_deadline_minutes) == (171, 22794)
+    assert (resolved.checkpoint_every_steps, resolved.train_deadline_minutes) == (160, 23040)
 
 
 def test_a_restart_budget_grows_with_the_runs_expected_failures():
@@ -251,19 +254,23 @@ def test_a_restart_budget_grows_with_the_runs_expected_failures():
     assert goodput.restart_budget(4, 1.6e-4, 24, 3) == 3
 
 
-def test_each_scenario_meets_its_target_or_says_so():
+def test_each_scenario_says_whether_it_meets_its_target():
     # A week of paid time, the settings derived as the program derives them (docs/monitoring.md's table).
-    # Prod, 4 nodes: F = 0.606667 h, T = 167.393333 h; 80 saves x 0.00409549 h = 0.0019573 of T; failures
-    # 6.3145e-4 x (0.281233 + 1.5 x 2.085316) = 0.0021527; 0.996389 x (1 - 0.0021527 - 0.0019573) = 0.992294.
+    # Prod, 4 nodes: F = 0.606667 h, T = 167.393333 h; floor(167.393333 / 1.951173) = 85 saves x 0.00409549 h
+    # = 0.0020797 of T; failures 6.3145e-4 x (0.281233 + 1.5 x 1.951173) = 0.0020257;
+    # 0.996389 x (1 - 0.0020257 - 0.0020797) = 0.992298.
     first = goodput.scenario_goodput(goodput.SCENARIOS[0])
-    assert first.ratio == pytest.approx(0.992294, abs=5e-6)
-    for scenario in goodput.SCENARIOS:
-        found = goodput.scenario_goodput(scenario)
-        assert found.ratio >= scenario.target, scenario.name
-        # The budget is derived for a week, so a week rarely exhausts it.
-        assert found.budget_exhausted <= goodput.BUDGET_EXCEEDED, scenario.name
+    assert first.ratio == pytest.approx(0.992298, abs=5e-6)
+    # The table reports each target as the model finds it, met or not; no test holds the model to a target,
+    # so an honest change of an input shows up in the table rather than failing the build.
     rows = goodput.scenario_table()
     assert [r[0] for r in rows] == [s.name for s in goodput.SCENARIOS]
+    for scenario, row in zip(goodput.SCENARIOS, rows, strict=True):
+        found = goodput.scenario_goodput(scenario)
+        assert row[6] == f"{found.ratio:.1%}"
+        assert row[7] == f"{scenario.target:.0%} " + ("met" if found.ratio >= scenario.target else "**not met**")
+        # The budget is derived for a week, so a week rarely exhausts it.
+        assert found.budget_exhausted <= goodput.BUDGET_EXCEEDED, scenario.name
 
 
 def test_the_scenarios_use_the_stacks_file_systems(dev, prod):
@@ -319,7 +326,10 @@ def test_a_save_longer_than_the_hang_limit_is_refused():
     assert any(
         p.startswith("trainium-workloads:nxdLlama.hangTimeoutMinutes = 10: a step and its save") for p in problems
     )
-    assert any("allowed: more than 12" in p for p in problems)
+    (hang,) = (p for p in problems if "hangTimeoutMinutes = 10" in p)
+    # 11.47 minutes: 11 is refused, 12 is the least allowed; the fixes name the asynchronous save.
+    assert "allowed: at least 12. Fixes: trainium-workloads:nxdLlama.hangTimeoutMinutes of at least 12" in hang
+    assert "asyncCheckpoints: true" in hang and "perUnitStorageThroughput" in hang
     enough = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 12}
     )
@@ -333,8 +343,8 @@ def test_prod_runs_nxd_training_with_asynchronous_saves_at_the_derived_interval(
     )
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     command = " ".join(launcher.get("command", []) + launcher.get("args", []))
-    assert "exp_manager.async_checkpointing=true" in command and "nxdt 171 " in command
-    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 22794 * 60
+    assert "exp_manager.async_checkpointing=true" in command and "nxdt 160 " in command
+    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 23040 * 60
 
 
 DEV_RAY = {
@@ -373,3 +383,140 @@ def test_a_cluster_that_exports_no_throughput_leaves_the_interval_at_its_default
         if r.type.endswith(":ConfigMap") and "train.sh" in r.inputs.get("data", {})
     )
     assert "--checkpoint_freq 100 " in steps
+
+
+def test_asynchronous_saves_keep_two_checkpoints_or_are_refused(workloads_with):
+    from infra.config.errors import ConfigError
+    from workloads import checks
+
+    # With one kept, NxD deletes the kept save's done marker when the next save begins, and the new save is
+    # marked complete only at the one after: a failure between them finds no complete save.
+    one = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "checkpointsToKeep": 1})
+    (problem,) = checks.config_problems(one)
+    assert problem.startswith("trainium-workloads:nxdLlama.checkpointsToKeep = 1: with ")
+    assert "trainium-workloads:nxdLlama.asyncCheckpoints true" in problem
+    assert "allowed: at least 2, or asyncCheckpoints: false" in problem
+    assert checks.config_problems(config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "checkpointsToKeep": 2})) == []
+    synchronous = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "checkpointsToKeep": 1, "asyncCheckpoints": False})
+    assert checks.config_problems(synchronous) == []
+    # The program refuses it before it declares anything.
+    nxd = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "checkpointsToKeep": 1}
+    with pytest.raises(ConfigError, match=r"nxdLlama\.checkpointsToKeep = 1"):
+        workloads_with(nxdLlama=nxd, bertPretraining=None, clusterCheck=None)
+
+
+def test_a_short_runs_deadline_counts_no_more_redone_work_than_its_steps():
+    # 100 steps on 4 nodes: 100 x 43.9014 s = 1.219483 h, under the 160-step interval (1.951173 h). A failure
+    # redoes at most the run, not (1.5 + 0.5) x 1.951173 = 3.9 h: 0.215 start + 1.5 x 1.219483 = 1.829225, no
+    # save, 3 restarts x (0.281233 + 1.219483) = 4.502148: 6.546373 h, up to 7 h = 420 min (15 h uncapped).
+    for asynchronous in (True, False):
+        run = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "trainIters": 100, "asyncCheckpoints": asynchronous}
+        assert (
+            goodput.derived(config(nxdLlama=run), goodput.DEV_FILE_SYSTEM_MBPS)["nxd_llama"]["train_deadline_minutes"]
+            == 420
+        )
+
+
+def test_an_older_cluster_stack_or_scratch_2_tells_the_model_its_throughput(prod):
+    from infra.contract import Storage
+
+    exported = dict(prod.outputs["storage"])
+    exported.pop("perUnitStorageThroughput")
+    older = Storage.model_validate(exported)
+    settings = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1"})
+    assert goodput.storage_throughput_mbps(older) is None
+    warning = goodput.throughput_warning(settings, older)
+    assert warning is not None and warning.startswith("organization/trainium-eks/dev exports no ")
+    assert "checkpointStallLimit" in warning and "hangTimeoutMinutes" in warning
+    assert "`pulumi up` the cluster stack first" in warning
+    assert goodput.throughput_warning(settings, Storage.model_validate(prod.outputs["storage"])) is None
+    # SCRATCH_2 takes no per-unit setting: its documented write throughput, 100 MB/s per TiB (200 read).
+    scratch = Storage.model_validate({**exported, "deploymentType": "SCRATCH_2", "capacityGib": 2400})
+    assert goodput.storage_throughput_mbps(scratch) == pytest.approx(2400 / 1024 * 100)
+    assert goodput.throughput_warning(settings, scratch) is None
+    planned = [{"type": cost.T_FSX, "inputs": {"deploymentType": "SCRATCH_2", "storageCapacity": 2400}}]
+    assert cost.training_file_system_mbps(planned) == pytest.approx(2400 / 1024 * 100)
+
+
+def test_derived_values_sit_on_a_coarse_grid_so_small_input_changes_keep_the_jobs():
+    assert [goodput.preferred_count(u) for u in (0.4, 7.4, 10, 11.2, 170.5, 176, 178, 1952)] == [
+        1,
+        7,
+        10,
+        12,
+        160,
+        160,
+        160,
+        2000,
+    ]
+    # Deadlines round up: to the hour within a day, 6 hours within 4 days, the day beyond.
+    assert [goodput.rounded_deadline_minutes(h) for h in (6.55, 24, 24.1, 96.5, 379.1)] == [
+        420,
+        1440,
+        1800,
+        7200,
+        23040,
+    ]
+    # Prod's run keeps its interval and deadline with the failure rate 5% either way.
+    nxd = {"nodeGroup": "trn1-32xl-ng1", "nodes": 4}
+    found = [
+        goodput.derived(config(failureRatePerNodeHour=str(rate), nxdLlama=nxd), PROD_MBPS)
+        for rate in (1.5e-4, 1.578625e-4, 1.65e-4)
+    ]
+    assert found[0] == found[1] == found[2]
+
+
+def test_a_set_deadline_shorter_than_the_modelled_run_is_warned_with_both_figures():
+    # One node: a step of 1024 / 5.83125 = 175.6 s, 100 steps = 292.7 min, after a 12.9-minute start: 306 min.
+    short = {"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "trainIters": 100, "trainDeadlineMinutes": 240}
+    (warning,) = goodput.deadline_warnings(config(nxdLlama=short), goodput.DEV_FILE_SYSTEM_MBPS)
+    assert warning.startswith("trainium-workloads:nxdLlama.trainDeadlineMinutes = 240: shorter than the run ")
+    assert "a 13-minute start from zero nodes and 100 steps of 175.6 s, 306 minutes in all (240 allowed)" in warning
+    unset = {k: v for k, v in short.items() if k != "trainDeadlineMinutes"}
+    derived = goodput.derived(config(nxdLlama=unset), goodput.DEV_FILE_SYSTEM_MBPS)["nxd_llama"]
+    assert f"Unset, the model derives trainDeadlineMinutes = {derived['train_deadline_minutes']} " in warning
+    assert goodput.deadline_warnings(config(nxdLlama={**short, "trainDeadlineMinutes": 320}), None) == []
+    # Dev's stack file: BERT and Ray fit their deadlines.
+    assert goodput.deadline_warnings(config(rayLlama2=DEV_RAY), goodput.DEV_FILE_SYSTEM_MBPS) == []
+
+
+def test_an_asynchronous_save_whose_copy_alone_stalls_is_told_no_tier_helps():
+    # Every step (43.9 s) on dev: the copy alone blocks 14.7 s, over 25% of 43.9 s (11 s); a save every 60
+    # steps: the write (644 s) must fit in 1.25 x 2,634 s - 14.7 s = 3,278 s, so 94,360 MB / 3,278 s = 28.8 MB/s.
+    every = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 1})
+    (problem,) = goodput.stall_problems(every, goodput.DEV_FILE_SYSTEM_MBPS)
+    assert "no faster file system helps: the copy to host memory alone blocks 15 s" in problem
+    (run,) = goodput.workload_runs(
+        config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 60}),
+        goodput.DEV_FILE_SYSTEM_MBPS,
+    )
+    least = goodput.least_file_system_mbps(run, 0.25)
+    assert least == pytest.approx(94360 / (1.25 * 60 * 43.901393 - 14.74375), rel=1e-6)
+    at_least = dataclasses.replace(run, save_hours=goodput.save_hours(run.checkpoint_gb, least))
+    assert goodput.save_share(at_least) == pytest.approx(0.25)
+
+
+def test_a_run_that_ends_before_its_first_save_says_so(dev):
+    from tests.fixture_project import FIXTURE_ROOT
+
+    estimate = report.workloads_cost(FIXTURE_ROOT / "workloads", "dev", dev)
+    ray = estimate["goodput"]["rayLlama2"]
+    assert ray["savesInRun"] == 0
+    line = report.checkpoint_line("rayLlama2", ray)
+    assert line.startswith("rayLlama2 checkpoint 94 GB, synchronous: no save in this run's 20 steps (every ")
+
+
+def test_the_copys_uncertainty_covers_asynchronous_saves_gain_on_prod():
+    # docs/monitoring.md: at five times the modelled copy, prod's asynchronous run falls to 98.4% at its
+    # 160-step interval (98.7% at the 400 steps the model would derive for that copy), under its synchronous
+    # 99.1%: the gain is within the estimate's uncertainty.
+    from tests.fixture_project import REPO_ROOT
+
+    asynchronous, synchronous = (goodput.scenario_goodput(s) for s in goodput.SCENARIOS[:2])
+    slow = dataclasses.replace(asynchronous.run, copy_hours=5 * asynchronous.run.copy_hours)
+    steps = goodput.preferred_count(goodput.young_interval_hours(slow) / slow.step_hours)
+    rederived = dataclasses.replace(slow, interval_hours=steps * slow.step_hours)
+    shown = [f"{g.ratio:.1%}" for g in (goodput.expected(slow), goodput.expected(rederived), synchronous)]
+    assert (shown, steps) == (["98.4%", "98.7%", "99.1%"], 400)
+    text = " ".join((REPO_ROOT / "docs" / "monitoring.md").read_text().split())
+    assert "98.4% at its 160-step interval (98.7% at the 400 steps" in text and "against 99.1% with synchronous" in text

@@ -206,6 +206,32 @@ def test_efa_silence_and_an_overdue_checkpoint(rule_dir):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_an_asynchronous_run_is_overdue_past_three_intervals(rule_dir):
+    # The same three hours with asynchronous saves, whose newest save is complete only once the next begins:
+    # the lag may reach two intervals before each save, so the alert waits for 600 + 3 x 300 = 1,500, which
+    # the step passes after minute 150: at the evaluation of 155. A run served as synchronous keeps two.
+    job = 'namespace="research",run="run-1",workload="nxd-llama"'
+    for flag, quiet, firing in (("1", "150m", "155m"), ("0", "120m", "125m")):
+        series = [*three_hours(), {"series": f"training_checkpoint_asynchronous{{{job}}}", "values": f"{flag}x180"}]
+        tests = {
+            "rule_files": ["goodput.yml"],
+            "evaluation_interval": f"{goodput_rules.EVALUATION_INTERVAL_SECONDS}s",
+            "tests": [
+                {
+                    "interval": "1m",
+                    "input_series": series,
+                    "alert_rule_test": [
+                        alert("CheckpointOverdue", quiet),
+                        alert("CheckpointOverdue", firing, JOB_LABELS),
+                    ],
+                }
+            ],
+        }
+        (rule_dir / f"asynchronous-{flag}.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=1_000_000))
+        result = promtool.run("test", "rules", rule_dir / f"asynchronous-{flag}.yml")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_a_week_with_a_hang_a_restart_and_idle_nodes(rule_dir):
     # The ledger's figures and the alerts, in one run of promtool over the week (about 10 s).
     tests = {

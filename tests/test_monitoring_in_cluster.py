@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from infra.components.kube import CORE_NODE_SELECTOR
+from infra.facts.versions import AMAZON_PROMETHEUS_PLUGIN_VERSION
 from infra.specs import dashboards, goodput_rules, monitoring
 from tests import promtool
 from tests.test_config import refused, with_changes
@@ -117,7 +118,8 @@ def test_grafana_reads_the_in_cluster_server_and_is_not_exposed(in_cluster):
     (source,) = chart["datasources"]["datasources.yaml"]["datasources"]
     assert source["url"] == "http://prometheus-server.kube-system.svc.cluster.local"
     assert source["type"] == "prometheus" and source["isDefault"]
-    assert "sigV4Auth" not in source["jsonData"] and not chart["grafana.ini"]["auth"]["sigv4_auth_enabled"]
+    # The core data source needs no plugin, and nothing is fetched from grafana.com at start.
+    assert "sigV4Auth" not in source["jsonData"] and chart["plugins"] == []
     assert chart["service"]["type"] == "ClusterIP" and not chart["ingress"]["enabled"]
     assert not [r for r in in_cluster.registrations if r.type == "kubernetes:core/v1:Service"]
     # No role: the in-cluster server needs no AWS credentials.
@@ -133,11 +135,12 @@ def test_the_sidecar_finds_every_dashboard_config_map(in_cluster):
         metadata = config_map.inputs["metadata"]
         assert metadata["namespace"] == sidecar["searchNamespace"]
         assert metadata["labels"][sidecar["label"]] == sidecar["labelValue"]
-    # Each dashboard's data source variable lists Prometheus data sources, and the provisioned one is the default.
-    for uid in dashboards.DASHBOARDS:
-        model = json.loads(dashboards.dashboard_json(uid))
+    # Each dashboard's data source variable lists data sources of the provisioned one's type (the default).
+    (source,) = values(in_cluster, monitoring.GRAFANA)["datasources"]["datasources.yaml"]["datasources"]
+    for config_map in maps:
+        (model,) = [json.loads(text) for text in config_map.inputs["data"].values()]
         (variable,) = [v for v in model["templating"]["list"] if v["name"] == dashboards.DATASOURCE_VARIABLE]
-        assert variable["query"] == "prometheus"
+        assert variable["type"] == "datasource" and variable["query"] == source["type"] == "prometheus"
 
 
 def test_grafanas_admin_password_is_generated_into_the_secret_it_reads(in_cluster):
@@ -155,13 +158,21 @@ def test_grafanas_admin_password_is_generated_into_the_secret_it_reads(in_cluste
 def test_prod_grafana_signs_its_queries_to_the_workspace_with_its_pods_role(prod):
     chart = values(prod, monitoring.GRAFANA)
     (source,) = chart["datasources"]["datasources.yaml"]["datasources"]
+    # Grafana 13's core Prometheus data source has no SigV4: the workspace is read through the plugin, whose SDK
+    # reads these keys (grafana-plugin-sdk-go v0.294.0 backend/http_settings.go) and signs for aps.
+    assert source["type"] == "grafana-amazonprometheus-datasource"
     assert source["jsonData"] == {
         "httpMethod": "POST",
         "sigV4Auth": True,
         "sigV4AuthType": "default",
         "sigV4Region": "us-east-2",
     }
-    assert chart["grafana.ini"]["auth"]["sigv4_auth_enabled"] is True
+    # The plugin, pinned, installed before Grafana serves: the chart joins ``plugins`` with commas into
+    # GF_PLUGINS_PREINSTALL_SYNC, and Grafana splits each entry at "@" into id and version
+    # (pkg/setting/setting_plugins.go processPreinstallPlugins).
+    (entry,) = chart["plugins"]
+    assert "," not in entry and entry.split("@") == [source["type"], AMAZON_PROMETHEUS_PLUGIN_VERSION]
+    assert "auth" not in chart["grafana.ini"]
     (association,) = [
         a.inputs
         for a in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
@@ -203,3 +214,22 @@ def test_in_cluster_needs_no_private_endpoint_and_its_unheard_alerts_are_named()
         with_changes(monitoring={"prometheus": "in-cluster"}, endpointAccess={"private": False, "public": True})
     )
     assert [a for a in advisories(config) if "alertEmails is empty" in a]
+
+
+def test_every_in_cluster_container_requests_cpu_and_memory_and_has_a_memory_limit(in_cluster):
+    # The charts set no resources (prometheus-29.27.0 server.resources and configmapReload.prometheus.resources,
+    # alertmanager-1.42.0 resources, grafana 12.11.1 resources and sidecar.resources: all {}): without these the
+    # pods are BestEffort, evicted first and never counted by cluster-autoscaler or the system nodes' fit check.
+    prometheus = values(in_cluster, monitoring.IN_CLUSTER_PROMETHEUS)
+    grafana = values(in_cluster, monitoring.GRAFANA)
+    containers = [
+        prometheus["server"]["resources"],
+        prometheus["configmapReload"]["prometheus"]["resources"],
+        prometheus["alertmanager"]["resources"],
+        grafana["resources"],
+        grafana["sidecar"]["resources"],
+    ]
+    for resources in containers:
+        assert set(resources["requests"]) == {"cpu", "memory"}
+        assert "memory" in resources["limits"] and "cpu" not in resources["limits"]
+    assert containers == list(monitoring.IN_CLUSTER_RESOURCES.values())

@@ -59,21 +59,36 @@ def test_max_pods_are_the_eni_formula():
 def test_dev_system_pods_fit_two_small_nodes():
     config = stack_config("dev")
     assert config.core_node_group.instance_types == ["m6i.large"] and config.core_node_group.min_size == 2
-    fit = system_fit("m6i.large", 2, config.features, config.training_namespaces)
+    fit = system_fit("m6i.large", 2, config.features, config.training_namespaces, monitoring=config.monitoring)
     assert fit is not None and fit.fits
-    # 8 DaemonSet pods per node + 22 cluster pods (a standby of each controller that elects a leader)
-    # spread over 2 nodes = 19 of 29.
-    assert fit.pods_per_node == 8 + 11 and fit.max_pods == 29
-    assert fit.allocatable_cpu_millis == 2 * (2000 - 70)
+    # Per node, 7 DaemonSets (no Prometheus, so no node-exporter; no EBS CSI): aws-node 25m, kube-proxy 100m,
+    # pod identity 25m, fsx-csi-node 30m/104Mi, cloudwatch-agent 250m/128Mi, fluent-bit 50m/25Mi, node
+    # monitoring agent 10m/30Mi = 490m/287Mi. In the cluster, two of each leader-elected controller: CoreDNS
+    # 2 x 100m/70Mi, FSx controller 2 x 40m/136Mi, Volcano 6 x 0, KubeRay 2 x 100m/512Mi, MPI operator 2 x 0,
+    # cluster-autoscaler 2 x 0; metrics-server 100m/200Mi, cloudwatch controller 100m/64Mi, the burn-in sweeper
+    # 10m/64Mi; the one workload stack's TensorBoard with its proxy 550m/2112Mi, cmd-shell 250m/512Mi, gang
+    # watchdog 10m/64Mi and 3 step gates 3 x 10m/32Mi: 25 pods, 1530m, 4548Mi.
+    assert fit.pods_per_node == 7 + 13 and fit.max_pods == 29  # 25 pods over 2 nodes, rounded up
+    assert fit.cpu_millis == 2 * 490 + 1530 and fit.allocatable_cpu_millis == 2 * (2000 - 70)
+    # 8192 MiB x 0.925 = 7577, less 11 x 29 + 355 = 674 per node.
+    assert fit.memory_mib == 2 * 287 + 4548 and fit.allocatable_memory_mib == 2 * (7577 - 674)
 
 
 def test_one_small_node_is_refused_naming_the_key():
-    # A single m6i.large cannot hold DaemonSets + every cluster pod: refused before any resource.
+    # A single t3a.medium (17 pods, 4 GiB) cannot hold DaemonSets + every cluster pod: refused before any
+    # resource, naming the key, the value and what would hold them.
     with pytest.raises(ConfigError) as err:
-        parse_stack_config({"region": "us-west-2", "coreNodeGroup": {"minSize": 1, "desiredSize": 1}})
-    assert "coreNodeGroup.instanceTypes[0] = 'm6i.large': 1 such nodes (minSize) cannot hold the system pods" in str(
-        err.value
+        parse_stack_config(
+            {"region": "us-west-2", "coreNodeGroup": {"instanceTypes": ["t3a.medium"], "minSize": 1, "desiredSize": 1}}
+        )
+    message = " ".join(str(err.value).split())
+    assert "coreNodeGroup.instanceTypes[0] = 't3a.medium': 1 such nodes (minSize) cannot hold the system pods" in (
+        message
     )
+    # 24 pods of 17; 4117 MiB of 4096 x 0.925 - (11 x 17 + 355) = 3246.
+    assert "24 pods per node (limit 17)" in message and "4117 of 3246 MiB" in message
+    # Three t3a.medium hold them with two replicas of each controller; one node of 8 GiB, cheapest first.
+    assert "these fit: t3a.medium x 3 or t3a.large x 1 or t3.large x 1 or m6i.large x 1" in message
 
 
 def test_tiny_nodes_run_out_of_pod_addresses():
@@ -160,8 +175,28 @@ def test_prod_sizing_is_its_own():
     # the three is lost, so a zone outage or a node replacement leaves nothing Pending.
     core = config.core_node_group
     assert core.min_size == 3 and core.instance_types == ["m6i.large"]
-    survivors = system_fit(core.instance_types[0], core.min_size - 1, config.features, config.training_namespaces)
+    fit = system_fit(
+        core.instance_types[0], core.min_size, config.features, config.training_namespaces, monitoring=config.monitoring
+    )
+    # Per node 8 DaemonSets: dev's 7 (490m/287Mi) and node-exporter (0, a Prometheus is on). In the cluster: the
+    # controllers at two replicas as in dev (19 pods, 690m/1764Mi with the sweeper), kube-state-metrics (its
+    # chart sets no requests), Grafana and its sidecar (100m/512Mi + 10m/64Mi, infra/specs/monitoring.py), and per
+    # workload stack (two namespaces) TensorBoard with its proxy, cmd-shell, the gang watchdog, 3 step gates and
+    # the progress exporter 20m/64Mi: 2 x 7 pods, 2 x (860m/2848Mi).
+    assert fit is not None and fit.fits
+    assert fit.cpu_millis == 3 * 490 + 690 + 110 + 2 * 860 and fit.memory_mib == 3 * 287 + 1764 + 576 + 2 * 2848
+    assert fit.pods_per_node == 8 + 12  # 19 + 2 + 14 = 35 cluster pods over 3 nodes, rounded up
+    survivors = system_fit(
+        core.instance_types[0],
+        core.min_size - 1,
+        config.features,
+        config.training_namespaces,
+        monitoring=config.monitoring,
+        core_min_size=core.min_size,
+    )
+    # Two nodes left: 3500m of 3860m, 26 of 29 pods.
     assert survivors is not None and survivors.fits
+    assert survivors.cpu_millis == 2 * 490 + 690 + 110 + 2 * 860 and survivors.pods_per_node == 8 + 18
 
 
 @pytest.mark.parametrize(
@@ -206,7 +241,9 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
     cpu = 128_000 - 390 - sum(p.cpu_millis for p in on_node)
     assert MEMORY_OVERHEAD_FRACTION == 0.075 and memory_capacity_mib(512 * 1024) == 484966
     memory = 484966 - 3072 - sum(p.memory_mib for p in on_node)
-    assert memory == 481407  # the EC2 figure alone would have promised 520729 MiB
+    # 481399: the DaemonSets take 128 MiB more than the 481527 a cluster without the CloudWatch add-on leaves (its
+    # own neuron-monitor, 256m/128Mi); the EC2 figure alone would have promised 520729 MiB.
+    assert memory == 481399
     assert node_allocatable("trn1.32xlarge", features, accelerator=True) == {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
     # The Neuron node problem detector (10m/80Mi, neuron-helm-chart values.yaml) is counted only on
     # accelerator nodes, and a type the tables lack has no figure (the workloads then check devices only).
@@ -214,4 +251,9 @@ def test_a_trainium_node_leaves_pods_what_the_kubelet_and_its_daemonsets_do_not_
         "trn1.32xlarge", features.model_copy(update={"neuron_device_plugin": False}), accelerator=True
     )
     assert int(without["cpu"][:-1]) == cpu + 10 and node_allocatable("p5.48xlarge", features, accelerator=True) is None
-    assert node_allocatable("m6i.4xlarge", features, accelerator=False) == {"cpu": "15370m", "memory": "57284Mi"}
+    assert node_allocatable("m6i.4xlarge", features, accelerator=False) == {"cpu": "15400m", "memory": "57404Mi"}
+    # The EBS CSI node plugin (3 x 10m/40Mi) runs on every node only with the add-on (in-cluster Prometheus).
+    assert node_allocatable("m6i.4xlarge", features, accelerator=False, ebs_csi=True) == {
+        "cpu": "15370m",
+        "memory": "57284Mi",
+    }

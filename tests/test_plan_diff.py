@@ -436,7 +436,9 @@ def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inp
 # every input replaces), ecr/repository.go (encryption_configuration ForceNew),
 # ecr/lifecycle_policy.go (no Update), ec2/vpc.go (resourceVPCUpdate -> modifyVPCTenancy: in place),
 # ec2/vpc_security_group_ingress_rule.go (security_group_id RequiresReplace; ModifyPlan replaces on a
-# change of source type; other changes go through ModifySecurityGroupRules).
+# change of source type; other changes go through ModifySecurityGroupRules). pulumi_aws 7.51.1
+# amp/scraper.py (the bridged resource's documentation): a scraper's source replaces it, its scrape
+# configuration does not (a new scrape job must not cost the collector's re-creation and its gap).
 @pytest.mark.parametrize(
     ("type_", "path", "old", "new", "replaced"),
     [
@@ -450,6 +452,8 @@ def test_lustre_changes_replace_as_the_bridged_provider_does(path, old, new, inp
         ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.0.0.0/16", None, True),
         ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "securityGroupId", "sg-1", "sg-2", True),
         ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "fromPort", 443, 8443, False),
+        ("aws:amp/scraper:Scraper", "scrapeConfiguration", "global: {}", "global: {}\nscrape_configs: []", False),
+        ("aws:amp/scraper:Scraper", "source.eks.subnetIds[1]", "subnet-a", "subnet-b", True),
     ],
 )
 def test_other_replacements_follow_the_provider_source(type_, path, old, new, replaced) -> None:

@@ -581,7 +581,7 @@ def replay_nxd(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Pat
         assert words[-1].startswith("exp_manager.explicit_log_dir=/shared/nemo_experiments/")
         # Prod's interval, unset in its stack file, is the Young/Daly optimum for asynchronous saves of 7B on 4
         # nodes (tests/test_goodput.py test_what_prod_leaves_unset_is_derived_from_the_model).
-        assert ("exp_manager.checkpoint_callback_params.every_n_train_steps=171" in words) != compile_run
+        assert ("exp_manager.checkpoint_callback_params.every_n_train_steps=160" in words) != compile_run
         assert ("exp_manager.async_checkpointing=true" in words) != compile_run
     if compile_run:
         return

@@ -131,10 +131,13 @@ def test_each_runs_progress_is_served_from_its_files(tree, exporter):
     assert found[f"training_checkpoint_saving{{{nxd}}}"] == 0 and f"training_throughput{{{nxd}}}" not in found
     # Its interval is unset: the Young/Daly optimum for asynchronous saves on 4 nodes (workloads/goodput.py).
     assert (
-        found[f"training_restart_budget{{{nxd}}}"] == 3 and found[f"training_checkpoint_interval_steps{{{nxd}}}"] == 171
+        found[f"training_restart_budget{{{nxd}}}"] == 3 and found[f"training_checkpoint_interval_steps{{{nxd}}}"] == 160
     )
+    # Beside it, whether its saves are asynchronous: CheckpointOverdue then allows three intervals, not two.
+    assert found[f"training_checkpoint_asynchronous{{{nxd}}}"] == 1
     assert found[f"training_restart_budget{{{bert}}}"] == 1  # dev's maxRetry 2: one restart
     assert f"training_checkpoint_interval_steps{{{bert}}}" not in found  # BERT's interval is in shards
+    assert f"training_checkpoint_asynchronous{{{bert}}}" not in found
     assert not any("not-a-run" in k or "run-old" in k for k in found)
     # Each run's newest attempt: when it took the writer's lock (NxD Training's record is in lock/).
     assert found[f"training_attempt_start_timestamp_seconds{{{bert}}}"] == pytest.approx(

@@ -27,8 +27,11 @@ ACK = "trainium-eks:endOfSupportAcknowledged"
 
 # infra/facts/versions.py constants that are no version with a support window of their own: an AMI
 # type, a repository path, a URL built from a pinned version, our own image tags, and code or data at
-# a commit or digest (the training scripts match the image's SDK release, whose row covers them).
+# a commit or digest (the training scripts match the image's SDK release, whose row covers them), and a Grafana
+# plugin that moves with the Grafana it names in its plugin.json (the grafana-chart row covers it;
+# grafana/grafana-amazonprometheus-datasource v3.2.0 publishes no support window in its README or docs).
 UNDATED_CONSTANTS = {
+    "AMAZON_PROMETHEUS_PLUGIN_VERSION",
     "NEURON_AMI_TYPE",
     "CORE_AMI_TYPE",
     "EFA_DEVICE_PLUGIN_REPOSITORY",

@@ -60,6 +60,8 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     # What the user left unset and the goodput model derives (checkpoint interval, restart budget, deadline),
     # from the file system's throughput the cluster exports; every check below sees the values the jobs get.
     mbps = goodput.storage_throughput_mbps(cluster.storage)
+    if throughput_warning := goodput.throughput_warning(config, cluster.storage):
+        pulumi.log.warn(throughput_warning)
     settings = goodput.resolved(config, mbps)
     # Each workload on its own first; the whole schedule only once each one is sound.
     # The images' pins against their end of support last, once the settings are sound.
@@ -72,7 +74,11 @@ def wire(outputs: dict, previous_admissions: dict | None = None) -> dict:
     )
     if problems:
         raise ConfigError(problems, source="workload configuration")
-    for warning in [*checks.workload_warnings(settings), *goodput.stall_warnings(settings, mbps).values()]:
+    for warning in [
+        *checks.workload_warnings(config),
+        *goodput.deadline_warnings(config, mbps),
+        *goodput.stall_warnings(settings, mbps).values(),
+    ]:
         pulumi.log.warn(warning)
     for warning in support_warnings:
         pulumi.log.warn(for_terminal(warning))

@@ -128,6 +128,7 @@ def workload_problems(
     problems += _deadline_problems(config)
     problems += _hang_problems(config)
     problems += _staging_timeout_problems(config)
+    problems += _async_keep_problems(config)
     if problems:
         # Which jobs this update starts needs the jobs rendered, which only a sound configuration can be:
         # the windows are checked once the rest is.
@@ -154,7 +155,29 @@ def config_problems(config: WorkloadsConfig) -> list[str]:
         + _deadline_problems(config)
         + _hang_problems(config)
         + _staging_timeout_problems(config)
+        + _async_keep_problems(config)
     )
+
+
+def _async_keep_problems(config: WorkloadsConfig) -> list[str]:
+    """With asynchronous saves, one kept checkpoint leaves none complete for most of every interval. Lightning
+    saves the new checkpoint, then removes the one past save_top_k (lightning 2.5.0, which the DLC pins in NxD
+    Training's common/nxdt_requirements.txt: src/lightning/pytorch/callbacks/model_checkpoint.py l.757-760);
+    NeMo defers that removal only for its own async_save, which NxD Training leaves off (NeMo v2.1.0
+    nemo/utils/callbacks/nemo_model_checkpoint.py _remove_checkpoint, l.587-609); NxD Training's
+    remove_checkpoint submits it to NxD (neuronx-distributed-training 9169aa0 lightning_modules/
+    nlp_overrides.py l.632-636), whose rank 0 deletes the old save's ``done`` at once (neuronx-distributed
+    fbac349 trainer/checkpoint.py submit_remove, l.261), while the new save gets its ``done`` only when the
+    next one begins. A failure in between finds no complete save, and the run starts again from step 0."""
+    nxd = config.on("nxd_llama")
+    if nxd is None or not nxd.async_checkpoints or nxd.checkpoints_to_keep >= 2:
+        return []
+    return [
+        f"{key_name(('nxdLlama', 'checkpointsToKeep'))} = {nxd.checkpoints_to_keep}: with "
+        f"{key_name(('nxdLlama', 'asyncCheckpoints'))} true, NxD deletes the kept save's done marker as soon as the "
+        "next save begins, and the new save is marked complete only when the one after it begins, so a failure "
+        "in between resumes from step 0; allowed: at least 2, or asyncCheckpoints: false"
+    ]
 
 
 # neuronx-distributed-training (NXDT_EXAMPLES_COMMIT) examples/conf/megatron_llama_7B_config.yaml:
@@ -165,9 +188,12 @@ NXD_DEFAULT_TRAIN_ITERS = 20000
 def workload_warnings(config: WorkloadsConfig) -> list[str]:
     """What `pulumi preview` and `up` print beside an accepted configuration: an NxD Training run
     without ``trainIters`` runs the config's 20000 steps, and one its deadline ends is not
-    retried (the launcher Job's activeDeadlineSeconds fails the whole MPIJob)."""
+    retried (the launcher Job's activeDeadlineSeconds fails the whole MPIJob). Only where the stack file
+    sets the deadline: one left unset is derived from those steps. ``config``: the stack file's settings,
+    before goodput.resolved sets what it leaves unset."""
     warnings = []
-    if (nxd := config.on("nxd_llama")) is not None and nxd.train and nxd.train_iters is None:
+    nxd = config.on("nxd_llama")
+    if nxd is not None and nxd.train and nxd.train_iters is None and "train_deadline_minutes" in nxd.model_fields_set:
         seconds = nxd.train_deadline_minutes * 60 / NXD_DEFAULT_TRAIN_ITERS
         warnings.append(
             f"nxdLlama: trainIters is unset, so llama2-train runs the config's {NXD_DEFAULT_TRAIN_ITERS} steps, "

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 
+from infra.specs import system_pods
 from workloads import pods
 from workloads.kube import LayoutArgs, declare
 from workloads.nxd_llama import HF_TOKEN_KEY, HF_TOKEN_SECRET
@@ -224,7 +225,7 @@ def redpajama_job(layout: StagingLayout) -> dict[str, Any]:
 
 def cmd_shell_pod(layout: StagingLayout) -> dict[str, Any]:
     # It shares the system nodes (infra/specs/system_capacity.py counts its requests); heavy work belongs in a Job.
-    resources = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    resources = copy.deepcopy(system_pods.CMD_SHELL_RESOURCES)
     container = {"name": "shell", "image": layout.shell_image, "command": ["sleep", "infinity"], "resources": resources}
     return {
         "apiVersion": "v1",

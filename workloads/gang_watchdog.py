@@ -15,6 +15,7 @@ wait for), it is the workload stack's one pod with a service account token.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import pulumi
 
 from infra.contract import NodeGroup
 from infra.facts import versions
+from infra.specs import system_pods
 from workloads import capacity_windows, pods, watchdog_loop
 from workloads.kube import declare
 
@@ -79,7 +81,7 @@ def manifests(layout: WatchdogLayout) -> list[dict[str, Any]]:
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             *([{"name": "WATCH_RAYJOBS", "value": "1"}] if layout.rayjobs else []),
         ],
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "resources": copy.deepcopy(system_pods.GANG_WATCHDOG_RESOURCES),
         "securityContext": pods.container_security_context(read_only_root=True),
     }
     return [

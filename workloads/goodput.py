@@ -22,8 +22,9 @@ run's failures exceed it (Poisson with mean ``N * rate * (T + F)``) is reported 
 
 The same model sets what the user leaves unset (``resolved``): the checkpoint interval at the Young/Daly
 optimum, the restart budget from the run's expected failures over its length, and the training deadline
-from its steps. ``stall_problems`` refuses a run whose saves block more than checkpointStallLimit of each
-interval.
+from its steps, each on a coarse grid (``preferred_count``, ``rounded_deadline_minutes``): they go into the
+jobs' specs, where a change replaces a running job. ``stall_problems`` refuses a run whose saves block more than
+checkpointStallLimit of each interval; ``deadline_warnings`` warns of a deadline set shorter than the run.
 
 Every input is in one table, FIGURES, with its kind (M: measured by someone else, D: a documented setting
 or bound, E: an estimate, with its reasoning) and source; docs/monitoring.md prints it
@@ -233,7 +234,9 @@ class RunModel:
         """k: the intervals of work a failure redoes on average. An asynchronous save is marked complete only
         when the next save begins (neuronx-distributed fbac349 src/neuronx_distributed/trainer/checkpoint.py:
         CheckpointIOState.begin calls wait_save, which writes the previous tag's ``done``), and the restart
-        resumes from the newest save with ``done`` (workloads/resilience.py)."""
+        resumes from the newest save with ``done`` (workloads/resilience.py). Read at NxD fbac349 (release
+        2.29) and NxD Training 9169aa0 (1.6.0), the newest sources mirrored here; the image runs NxD 0.19 and
+        NxD Training 1.7.0, whose sources were not readable here (their pip index did not resolve)."""
         return 1.5 if self.asynchronous else 0.5
 
 
@@ -274,6 +277,8 @@ class Goodput:
             "saveBlockingHours": round(r.blocking_hours(r.interval_hours), 6),
             "saveShare": round(save_share(r), 6),
             "checkpointIntervalSteps": round(r.interval_hours / r.step_hours) if r.step_hours else None,
+            "savesInRun": math.floor(r.train_hours / r.interval_hours) if r.interval_hours > 0 else 0,
+            "trainSteps": round(r.train_hours / r.step_hours) if r.step_hours else None,
             "youngDalyIntervalHours": round(young, 6),
             "youngDalyIntervalSteps": round(young / r.step_hours) if r.step_hours else None,
             "goodputAtYoungDaly": round(at_young.ratio, 6),
@@ -333,13 +338,45 @@ def copy_hours(checkpoint_gb: float, nodes: int) -> float:
 
 def storage_throughput_mbps(storage: Any) -> float | None:
     """The cluster's file system's baseline throughput from its exported ``storage`` (infra/contract.py
-    Storage): EFS's modelled save throughput as exported, FSx's from its capacity and tier; None without a
-    file system or a per-unit throughput (SCRATCH_2, or a cluster stack that does not export it)."""
-    if storage.enabled and storage.throughput_mbps:
-        return float(storage.throughput_mbps)
-    if not storage.enabled or not storage.per_unit_storage_throughput:
+    Storage): EFS's modelled save throughput as exported, FSx's from its capacity and tier; None without a file
+    system, or from a cluster stack that does not export its per-unit throughput (``throughput_warning`` says
+    what that skips)."""
+    if not storage.enabled:
         return None
-    return lustre_throughput_mbps(storage.capacity_gib, storage.per_unit_storage_throughput)
+    if storage.throughput_mbps:
+        return float(storage.throughput_mbps)
+    per_unit = storage.per_unit_storage_throughput or per_unit_write_mbps(storage.deployment_type)
+    return lustre_throughput_mbps(storage.capacity_gib, per_unit) if per_unit else None
+
+
+# SCRATCH_2 takes no per-unit setting: the FSx for Lustre user guide's performance table gives its disk
+# throughput per TiB as 200 MB/s read and 100 MB/s write (awsdocs/amazon-fsx-lustre-user-guide da580d8,
+# doc_source/performance.md, "File system performance for previous generation SSD storage options"; its
+# network baseline is 200). A write is bounded by the lower of network and disk throughput (the same page,
+# "How Lustre file systems work"), and a checkpoint is a write: 100.
+SCRATCH_2_WRITE_MBPS_PER_TIB = 100
+
+
+def per_unit_write_mbps(deployment_type: str | None) -> int | None:
+    """The per-unit write throughput of a deployment type that takes no per-unit setting; None for others."""
+    return SCRATCH_2_WRITE_MBPS_PER_TIB if deployment_type == "SCRATCH_2" else None
+
+
+def throughput_warning(config: WorkloadsConfig, storage: Any) -> str | None:
+    """What a deploy against a cluster stack whose file system exports no throughput skips: the model's
+    intervals, the write time in the deadlines, and the stall and hang-limit refusals (``stall_problems``)."""
+    if not storage.enabled or storage_throughput_mbps(storage) is not None:
+        return None
+    runs = [name for name in ("bert_pretraining", "ray_llama2", "nxd_llama") if config.on(name) is not None]
+    if not runs:
+        return None
+    return (
+        f"{config.cluster_stack} exports no storage.perUnitStorageThroughput, so the goodput model does not know "
+        "how long a checkpoint takes to write: checkpointEverySteps / checkpointEveryShards keep their defaults "
+        "(100 steps, 1 shard) where unset, derived deadlines count no write time, and the checks that refuse saves "
+        "that stall training (checkpointStallLimit) or outlast hangTimeoutMinutes are skipped. `pulumi up` the "
+        "cluster stack first, then this one"
+    )
 
 
 def lustre_throughput_mbps(capacity_gib: float, per_unit_mbps_per_tib: float) -> float:
@@ -516,9 +553,11 @@ def restart_budget(nodes: int, rate: float, hours: float, floor: int) -> int:
 def derived_deadline_hours(run: RunModel, steps_hours: float, start_hours: float, restarts: int) -> float:
     """A deadline that fits the run: its start, its steps at the modelled step time with STEP_TIME_MARGIN,
     the time its saves block, and per restart the downtime and the most work a failure redoes (k + 1/2
-    intervals)."""
+    intervals, never more than the run's own steps, as in ``expected``). The downtime R leaves out the resume's
+    read of the save (rank 0 reads it back, then every rank loads it: about twice S), under 0.05 points of
+    goodput at these failure rates."""
     saves = math.floor(steps_hours / run.interval_hours) if run.interval_hours > 0 else 0
-    redo = (run.redone_intervals + 0.5) * run.interval_hours
+    redo = min((run.redone_intervals + 0.5) * run.interval_hours, steps_hours)
     return (
         start_hours
         + STEP_TIME_MARGIN * steps_hours
@@ -534,7 +573,31 @@ def _hang_floor_minutes(s: Any) -> int:
 
 
 def _interval_units(young_hours: float, unit_hours: float) -> int:
-    return max(1, round(young_hours / unit_hours))
+    return preferred_count(young_hours / unit_hours)
+
+
+# Derived values go into the jobs' specs, and a changed spec replaces a running job (a week-long run loses a
+# restart and up to k + 1/2 intervals of work): so they sit on a coarse grid, and a small change of a model
+# input (a figure, failureRatePerNodeHour) moves them rarely. An interval past 10 units takes the nearest of
+# the R10 preferred numbers (ISO 3: 10, 12, 16, 20, 25, 32, 40, 50, 63, 80, then x10), steps of about 25%: the
+# loss the Young/Daly interval minimises, B/I + k I/M, grows by cosh(x) - 1, about x^2/2, of itself at a
+# factor e^x off the optimum: under 0.8% at the grid's 13% at most. A deadline is rounded up: to the hour within a day, to 6
+# hours within 4 days, to the day beyond.
+PREFERRED = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0, 5.0, 6.3, 8.0)
+
+
+def preferred_count(units: float) -> int:
+    """``units`` (a count of steps or shards): up to 10 the nearest whole count, past it the nearest on the
+    R10 grid."""
+    if units <= 10:
+        return max(1, round(units))
+    grid = [round(m * 10**k) for k in range(1, 9) for m in PREFERRED]
+    return min(grid, key=lambda g: abs(math.log(g / units)))
+
+
+def rounded_deadline_minutes(hours: float) -> int:
+    step = 1 if hours <= 24 else 6 if hours <= 96 else 24
+    return math.ceil(hours / step - 1e-9) * step * 60
 
 
 def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str, dict[str, Any]]:
@@ -561,7 +624,7 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
         if "train_deadline_minutes" not in bert.model_fields_set:
             # Each attempt's deadline counts once its pods run: a restart on nodes that are up, then the steps.
             restart = first_step.minutes_of(first_step.RESTART_ON_WARM_NODES) / 60
-            minutes = math.ceil(derived_deadline_hours(run, hours, restart, 0) * 60)
+            minutes = rounded_deadline_minutes(derived_deadline_hours(run, hours, restart, 0))
             update["train_deadline_minutes"] = max(minutes, _hang_floor_minutes(bert))
         found["bert_pretraining"] = update
     llamas: list[tuple[str, str, Any, int, float, str, Callable[[Any, float, float, FirstStep], RunModel]]] = []
@@ -585,14 +648,60 @@ def derived(config: WorkloadsConfig, file_system_mbps: float | None) -> dict[str
             update[budget_key] = budget
         if field == "nxd_llama" and "train_deadline_minutes" not in s.model_fields_set:
             # From the MPIJob's creation, every restart included (runPolicy.activeDeadlineSeconds).
-            minutes = math.ceil(derived_deadline_hours(run, hours, first, budget) * 60)
+            minutes = rounded_deadline_minutes(derived_deadline_hours(run, hours, first, budget))
             update["train_deadline_minutes"] = max(minutes, _hang_floor_minutes(s))
         if field == "ray_llama2" and "train_deadline_seconds" not in s.model_fields_set:
             # From each attempt's start, its cluster's start-up included: a retry gets the deadline afresh.
-            minutes = math.ceil(derived_deadline_hours(run, hours, first, 0) * 60)
+            minutes = rounded_deadline_minutes(derived_deadline_hours(run, hours, first, 0))
             update["train_deadline_seconds"] = max(minutes, _hang_floor_minutes(s), 20) * 60
         found[field] = update
     return {name: update for name, update in found.items() if update}
+
+
+# Per workload: the deadline key, its field, and the unit its value is in (minutes of 60 s or seconds).
+_DEADLINES = {
+    "bert_pretraining": ("trainDeadlineMinutes", "train_deadline_minutes", 60),
+    "ray_llama2": ("trainDeadlineSeconds", "train_deadline_seconds", 1),
+    "nxd_llama": ("trainDeadlineMinutes", "train_deadline_minutes", 60),
+}
+
+
+def deadline_warnings(config: WorkloadsConfig, file_system_mbps: float | None) -> list[str]:
+    """A deadline set in the stack file that is shorter than the run the model expects, its start and its steps
+    at the modelled step time (no margin, no saves, no restart): the deadline would end the run before its last
+    step, as a failure that is not retried. With the value the model derives when the deadline is left unset.
+    ``config``: the stack file's settings, before ``resolved``."""
+    found = []
+    for run in workload_runs(config, file_system_mbps or math.inf):
+        field = _CAMEL[run.workload]
+        s = getattr(config, field)
+        key, name, unit_seconds = _DEADLINES[field]
+        if name not in s.model_fields_set:
+            continue
+        if run.step_hours:
+            steps = ray_steps(s) if field == "ray_llama2" else nxd_steps(s)
+            step_hours, nodes = run.step_hours, run.nodes
+            start = first_step.first_step(run.workload, first_step.DEFAULT_GROUP, nodes).warm_minutes / 60
+            begins = "start from zero nodes"
+        else:
+            steps, step_hours = bert_steps(s), bert_step_hours(s)
+            start = first_step.minutes_of(first_step.RESTART_ON_WARM_NODES) / 60  # counted once its pods run
+            begins = "start on nodes that are up"
+        needed = start + steps * step_hours
+        deadline_hours = getattr(s, name) * unit_seconds / 3600
+        if deadline_hours >= needed:
+            continue
+        unset = type(s).model_validate(s.model_dump(include=s.model_fields_set - {name}))
+        derives = getattr(resolved(config.model_copy(update={field: unset}), file_system_mbps), field)
+        derived_value = getattr(derives, name)
+        found.append(
+            f"{key_name((run.workload, key))} = {getattr(s, name)}: shorter than the run the goodput model expects, "
+            f"a {start * 60:.0f}-minute {begins} and {steps:.0f} steps of {step_hours * 3600:.1f} s, "
+            f"{needed * 60:,.0f} minutes in all ({deadline_hours * 60:,.0f} allowed): the deadline ends the run before "
+            f"its last step, as a failure that is not retried. Unset, the model derives {key} = {derived_value} (a "
+            "margin on the step time, the saves and the restarts included); or train fewer steps"
+        )
+    return found
 
 
 def resolved(config: WorkloadsConfig, file_system_mbps: float | None) -> WorkloadsConfig:
@@ -616,6 +725,20 @@ def minimum_interval_hours(run: RunModel, share: float) -> float:
 _CAMEL = {"bertPretraining": "bert_pretraining", "rayLlama2": "ray_llama2", "nxdLlama": "nxd_llama"}
 
 
+def least_file_system_mbps(run: RunModel, share: float) -> float | None:
+    """The slowest file system whose saves block at most ``share`` of the interval; None where none does. A
+    synchronous save blocks for its write: S' <= share I. An asynchronous one for the copy and what of the write
+    outlasts the interval, C + max(0, S' - I) <= share I: S' <= (1 + share) I - C, and no tier helps when the
+    copy alone, C, is over share I."""
+    mb = run.checkpoint_gb * 1000
+    if not run.asynchronous:
+        return mb / (share * run.interval_hours * 3600)
+    write_hours = (1 + share) * run.interval_hours - run.copy_hours
+    if run.copy_hours > share * run.interval_hours or write_hours <= 0:
+        return None
+    return mb / (write_hours * 3600)
+
+
 def _stall(run: RunModel, config: WorkloadsConfig, mbps: float, share: float, key: str) -> str:
     """What one run's saves cost against ``share`` (the setting ``key``), and the fixes, cheapest first."""
     s = getattr(config, _CAMEL[run.workload])
@@ -635,11 +758,16 @@ def _stall(run: RunModel, config: WorkloadsConfig, mbps: float, share: float, ke
         f"{interval_key} of at least {least} ({young}, the Young/Daly optimum, gives goodput {at_young:.1%}; "
         "a longer interval redoes more work after a failure)"
     )
-    tier = run.save_hours * mbps / (share * run.interval_hours)
-    fixes.append(
-        f"a file system of at least {tier:,.0f} MB/s (the cluster stack's storage.perUnitStorageThroughput and "
-        f"capacityGib; now {mbps:,.0f} MB/s)"
-    )
+    if (tier := least_file_system_mbps(run, share)) is None:
+        fixes.append(
+            f"no faster file system helps: the copy to host memory alone blocks {run.copy_hours * 3600:,.0f} s, over "
+            f"{share:.0%} of the interval"
+        )
+    else:
+        fixes.append(
+            f"a file system of at least {tier:,.0f} MB/s (the cluster stack's storage.perUnitStorageThroughput and "
+            f"capacityGib; now {mbps:,.0f} MB/s)"
+        )
     return (
         f"{key_name((run.workload, interval_key))} = {value}: saves block {save_share(run):.1%} of each interval "
         f"({run.checkpoint_gb:.0f} GB, {'asynchronous' if run.asynchronous else 'synchronous'}: "
@@ -667,10 +795,21 @@ def stall_problems(config: WorkloadsConfig, file_system_mbps: float | None) -> l
         # Between two step lines around a save: the step, then the save.
         blocking_minutes = (run.blocking_hours(run.interval_hours) + (run.step_hours or 0.0)) * 60
         if s.hang_timeout_minutes <= blocking_minutes:
+            fixes = [f"{key_name((run.workload, 'hangTimeoutMinutes'))} of at least {math.floor(blocking_minutes) + 1}"]
+            if run.workload == "nxdLlama" and not run.asynchronous:
+                fixes.append("asyncCheckpoints: true (a save then holds the counter only for the copy to host memory)")
+            fixes.append(
+                "a faster file system tier (the cluster stack's storage.perUnitStorageThroughput and capacityGib)"
+                + (
+                    ", or a checkpoint interval longer than the write, which then overlaps the steps"
+                    if run.asynchronous
+                    else ""
+                )
+            )
             problems.append(
                 f"{key_name((run.workload, 'hangTimeoutMinutes'))} = {s.hang_timeout_minutes}: a step and its save "
-                f"hold the step counter for {blocking_minutes:.0f} minutes, which the liveness probe would end as a "
-                f"hang; allowed: more than {math.ceil(blocking_minutes)}"
+                f"hold the step counter for {blocking_minutes:.1f} minutes, which the liveness probe would end as a "
+                f"hang; allowed: at least {math.floor(blocking_minutes) + 1}. Fixes: " + "; or ".join(fixes)
             )
     return problems
 

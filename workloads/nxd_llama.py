@@ -106,7 +106,9 @@ def overrides(layout: NxdLayout, compile_only: bool) -> list[str]:
     # writes them (neuronx-distributed fbac349 trainer/checkpoint.py _xser_save_data, CheckpointIOState.end).
     # The next save waits for that write and only then writes the earlier save's ``done`` (begin ->
     # wait_save), which is what resilience.nxdt_pick trusts; the goodput model counts the copy and the
-    # later ``done`` (workloads/goodput.py).
+    # later ``done`` (workloads/goodput.py). Those sources are the newest mirrored (NxD 2.29, NxD Training
+    # 1.6.0); the image runs NxD 0.19 and NxD Training 1.7.0, not read. The override keys come from the
+    # 9169aa0 examples the image bakes in (docker/nxd-llama/Dockerfile), so they hold either way.
     if not compile_only and s.async_checkpoints:
         found.append("exp_manager.async_checkpointing=true")
     return found

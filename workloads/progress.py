@@ -8,6 +8,7 @@ run roots under /shared (bert_launch.DATA_MOUNT, nxd_llama.EXPERIMENTS_DIR, ray_
 
 from __future__ import annotations
 
+import copy
 import json
 import posixpath
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from typing import Any
 import pulumi
 
 from infra.facts import versions
+from infra.specs import system_pods
 from workloads import bert_launch, deadlines, goodput, nxd_llama, pods, ray_llama2, resilience, resumable
 from workloads.kube import declare
 
@@ -171,7 +173,7 @@ def manifests(layout: ProgressLayout) -> list[dict[str, Any]]:
             "timeoutSeconds": 30,
             "failureThreshold": 5,
         },
-        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "resources": copy.deepcopy(system_pods.PROGRESS_EXPORTER_RESOURCES),
         "securityContext": pods.container_security_context(read_only_root=True),
         "volumeMounts": [
             {**pods.claim_mount(SHARED_MOUNT), "readOnly": True},

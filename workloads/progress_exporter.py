@@ -29,8 +29,9 @@ start (resilience.lock). A run that ended (mid-save too) is served no more once 
 - ``training_checkpoint_saving``: 1 while a save newer than that is being written and holds training up
   (an asynchronous save, written while training steps on and marked complete only at the next, does not);
 - ``training_samples_per_step`` and ``training_tokens_per_sample``: from the workload's settings, so the
-  ledger can price a trained token; ``training_restart_budget`` and ``training_checkpoint_interval_steps``
-  (where the interval is in steps: not BERT's, in shards), for the alerts.
+  ledger can price a trained token; ``training_restart_budget``, ``training_checkpoint_interval_steps``
+  (where the interval is in steps: not BERT's, in shards) and beside it ``training_checkpoint_asynchronous``,
+  for the alerts.
 The high-water mark and the step's last change live in this process: after the exporter restarts, steps redone
 before it are not seen, and the heartbeat's mtime stands for the last change until the step moves.
 """
@@ -131,6 +132,7 @@ class Runs:
         ]
         if w.get("checkpointIntervalSteps"):
             out.append(("training_checkpoint_interval_steps", labels, float(w["checkpointIntervalSteps"])))
+            out.append(("training_checkpoint_asynchronous", labels, 1.0 if w.get("asynchronousSaves") else 0.0))
         step = resilience.last_step(text, w["kind"])
         if step is not None:
             key = (w["workload"], labels["run"])
@@ -179,6 +181,7 @@ HELP = {
     "training_tokens_per_sample": ("gauge", "Tokens in one sample, from the workload's settings."),
     "training_restart_budget": ("gauge", "Restarts the workload's controller allows, from its settings."),
     "training_checkpoint_interval_steps": ("gauge", "Steps between checkpoints, from the workload's settings."),
+    "training_checkpoint_asynchronous": ("gauge", "1 where saves are asynchronous, from the workload's settings."),
 }
 
 

@@ -74,7 +74,11 @@ class ResumableSettings(GangTimeoutSettings):
     restart, and is ended when its step counter stops (workloads/resumable.py, docs/resilience.md)."""
 
     checkpoints_to_keep: int = Field(
-        default=2, ge=1, le=20, description="Complete checkpoints kept in the run directory, newest first."
+        default=2,
+        ge=1,
+        le=20,
+        description="Complete checkpoints kept in the run directory, newest first; at least 2 with NxD Training's "
+        "asyncCheckpoints.",
     )
     hang_timeout_minutes: int = Field(
         default=30,
@@ -279,7 +283,11 @@ class NxdLlamaSettings(ResumableSettings):
         default=True,
         description="Save checkpoints asynchronously (exp_manager.async_checkpointing): training waits only for the "
         "copy from the devices to host memory, and a thread writes the files while the next steps run; the newest "
-        "save counts as complete once the next one starts (docs/resilience.md).",
+        "save counts as complete once the next one starts (docs/resilience.md), so checkpointsToKeep must be at "
+        "least 2. Each node holds its share of the checkpoint in host memory while it writes: about 24 GB of "
+        "Llama-2-7B's 94 GB on 4 nodes, all 94 GB on 1. NxD Training's known issues (docs/general/known_issues.rst, "
+        "'During async_checkpointing') warn of host OOM at low node counts, for a saver that forked a process: "
+        "false if a worker is OOM-killed during a save.",
     )
     max_restarts: int = Field(
         default=3,
@@ -457,7 +465,9 @@ class WorkloadsConfig(ConfigModel):
         default=DEFAULT_FAILURE_RATE_PER_NODE_HOUR,
         gt=0,
         lt=1,
-        description="Failures per Trainium node-hour the plan's goodput model expects (workloads/goodput.py); "
+        description="Failures per Trainium node-hour the goodput model expects (workloads/goodput.py): the plan's "
+        "goodput, and the checkpoint intervals, restart budgets and deadlines it derives where the stack file "
+        "leaves them unset, which go into the jobs' specs (a change that moves one replaces a running job); "
         "default: Llama 3's 419 unexpected interruptions in 54 days on 2,048 hosts (arXiv 2407.21783).",
     )
     checkpoint_stall_warning: float = Field(

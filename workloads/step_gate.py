@@ -24,11 +24,13 @@ that it can say what it last saw.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from infra.facts import versions
+from infra.specs import system_pods
 from workloads import gate_loop, pods
 
 # The label that marks a gate and names the step it waits for.
@@ -116,7 +118,7 @@ def gate_job(
         "image": versions.PYTHON_SLIM_IMAGE,
         "command": ["python", "-c", loop_source()],
         "env": pods.env_list(env),
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "resources": copy.deepcopy(system_pods.STEP_GATE_RESOURCES),
         "securityContext": pods.container_security_context(read_only_root=True),
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",

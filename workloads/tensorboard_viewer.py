@@ -12,6 +12,7 @@ security group and the nodes inside the VPC; the proxy serves no TLS of its own.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pulumi
 import pulumi_random as random
 
 from infra.facts import versions
+from infra.specs import system_pods
 from workloads import pods
 from workloads.kube import declare
 from workloads.load_balancer_rules import service_annotations
@@ -127,7 +129,7 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         "readinessProbe": probe,
         # A TensorBoard that stops answering (a huge event file can wedge it) is restarted.
         "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+        "resources": copy.deepcopy(system_pods.TENSORBOARD_RESOURCES),
         # It writes only its info file under /tmp (tempfile.gettempdir()), an emptyDir, where HOME is too.
         "env": pods.env_list(pods.IDENTITY_ENV),
         "securityContext": pods.container_security_context(read_only_root=True),
@@ -143,10 +145,7 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
                 "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
                 "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10},
                 "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 20, "failureThreshold": 3},
-                "resources": {
-                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                    "limits": {"cpu": "500m", "memory": "128Mi"},
-                },
+                "resources": copy.deepcopy(system_pods.TENSORBOARD_PROXY_RESOURCES),
                 # nginx-unprivileged keeps its pid file and temporary files in /tmp and reads the
                 # rest (nginx/docker-nginx-unprivileged Dockerfile-alpine-slim.template at 8b44229,
                 # stable 1.30.4), so it runs as any user, the namespace's id here; its entrypoint

@@ -13,8 +13,9 @@ import pulumi_aws as aws
 
 from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
-from infra.components.kube import CONTROLLER_REPLICAS, CORE_NODE_SELECTOR, helm_release, spread_across_nodes
+from infra.components.kube import CORE_NODE_SELECTOR, helm_release, spread_across_nodes
 from infra.facts.versions import CHARTS, autoscaler_release
+from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
@@ -88,7 +89,10 @@ AUTOSCALER_PODS = {
 }
 
 
-def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[str, Any]:
+def autoscaler_values(
+    cluster_name: str, region: str, image_tag: str, replicas: int = HA_CONTROLLER_REPLICAS
+) -> dict[str, Any]:
+    """``replicas``: infra/specs/system_capacity.py controller_replicas."""
     return {
         "cloudProvider": "aws",
         # The release for the cluster's Kubernetes minor (infra/facts/versions.py CLUSTER_AUTOSCALER).
@@ -103,8 +107,9 @@ def autoscaler_values(cluster_name: str, region: str, image_tag: str) -> dict[st
         # A standby: cluster-autoscaler elects a leader on a Lease by default (kubernetes/autoscaler
         # cluster-autoscaler-1.35.2 main.go leaderElectionConfiguration, LeaderElect: true). The chart's
         # budget (charts 9.53.0 and 9.59.0 templates/pdb.yaml, values.yaml maxUnavailable: 1) said
-        # explicitly; its pods carry the chart's instance-name labels (templates/_helpers.tpl).
-        "replicaCount": CONTROLLER_REPLICAS,
+        # explicitly, which lets a drain evict the only replica of a one-node core group too; its pods carry
+        # the chart's instance-name labels (templates/_helpers.tpl).
+        "replicaCount": replicas,
         "podDisruptionBudget": {"maxUnavailable": 1},
         "affinity": spread_across_nodes(AUTOSCALER_PODS),
         "extraArgs": {
@@ -133,6 +138,8 @@ class AutoscalingArgs:
     association_after: list[pulumi.Resource]
     """What cluster-autoscaler's Pod Identity association waits for (the association names the
     cluster by its text name, which carries no dependency on it)."""
+    controller_replicas: int = HA_CONTROLLER_REPLICAS
+    """cluster-autoscaler's (infra/specs/system_capacity.py controller_replicas)."""
 
 
 class Autoscaling(pulumi.ComponentResource):
@@ -156,7 +163,7 @@ class Autoscaling(pulumi.ComponentResource):
                 "cluster-autoscaler",
                 dataclasses.replace(CHARTS["cluster-autoscaler"], version=release.chart),
                 "kube-system",
-                autoscaler_values(ctx.cluster_name, ctx.region, release.image_tag),
+                autoscaler_values(ctx.cluster_name, ctx.region, release.image_tag, args.controller_replicas),
                 pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes, depends_on=identity),
             )
         if args.metrics_server:

@@ -83,6 +83,10 @@ class EksClusterArgs:
     job_node_group: JobNodeGroupConfig
     addon_builds: dict[str, str]
     node_monitoring_agent: bool
+    controller_replicas: int
+    """CoreDNS's replicas (infra/specs/system_capacity.py controller_replicas)."""
+    ebs_csi: bool
+    """The EBS CSI add-on, for what makes EBS volumes (MonitoringConfig.ebs_volumes)."""
     session_manager: bool = False
     """AmazonSSMManagedInstanceCore on the node role (features.sessionManager)."""
     profile: str | None = None
@@ -194,20 +198,37 @@ class EksCluster(pulumi.ComponentResource):
             name, args, node_role, node_policies, "job-support", args.job_node_group, JOB_SUPPORT_LABELS,
             [JOB_SUPPORT_TAINT], args.node_subnet_ids,
         )  # fmt: skip
-        self.coredns = self._addon(name, args, addons.COREDNS, [core_group])
+        # replicaCount, the add-on's key for its Deployment's replicas (awsdocs/amazon-eks-user-guide 4d52b4d0
+        # latest/ug/networking/eks-networking-add-ons.adoc l.3971-3976; its whole schema is what `aws eks
+        # describe-addon-configuration` returns for the build, which nothing offline can read), said even at the
+        # add-on's default of two, so a stack that goes from one back to two sets it rather than removes it.
+        # Its PodDisruptionBudget is maxUnavailable 1 (same page, l.3833-3840), which a drain passes at one.
+        self.coredns = self._addon(
+            name,
+            args,
+            addons.COREDNS,
+            [core_group],
+            configuration_values=json.dumps({"replicaCount": args.controller_replicas}),
+        )
         if args.node_monitoring_agent:
             # Needs no AWS permissions (EKS user guide, node monitoring agent add-on).
             self._addon(name, args, addons.NODE_MONITORING_AGENT, [core_group])
-        # Kept: what makes the EBS volumes of the in-cluster Prometheus (monitoring.prometheus: in-cluster).
-        self.ebs_csi = self._addon_with_role(
-            name,
-            args,
-            addons.EBS_CSI,
-            role_name="ebs-csi",
-            what="EBS CSI controller",
-            service_account=("kube-system", EBS_CSI_SERVICE_ACCOUNT),
-            managed_policy_name="service-role/AmazonEBSCSIDriverPolicy",
-            depends_on=[core_group, pod_identity_agent],
+        # Only for what makes EBS volumes: the in-cluster Prometheus (monitoring.prometheus: in-cluster), whose
+        # volumes exist only while it does, so turning it off leaves no volume of the driver's behind; its
+        # controller and node pods cost every stack otherwise (infra/specs/system_capacity.py).
+        self.ebs_csi = (
+            self._addon_with_role(
+                name,
+                args,
+                addons.EBS_CSI,
+                role_name="ebs-csi",
+                what="EBS CSI controller",
+                service_account=("kube-system", EBS_CSI_SERVICE_ACCOUNT),
+                managed_policy_name="service-role/AmazonEBSCSIDriverPolicy",
+                depends_on=[core_group, pod_identity_agent],
+            )
+            if args.ebs_csi
+            else None
         )
 
         # For everyone else (exported): their own credentials. For this program: the stack's profile.

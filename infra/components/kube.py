@@ -40,11 +40,18 @@ JOB_SUPPORT_PLACEMENT = {
 }
 
 
-def job_support_output(group: Any, features: Any) -> dict[str, Any]:
+def job_support_output(
+    group: Any, features: Any, ebs_csi: bool = False, metrics_agents: bool = False
+) -> dict[str, Any]:
     """``jobSupportPlacement`` as the workload stacks read it (infra/contract.py): where a job's CPU
     pods go, and how much the group holds (maxSize nodes, each leaving ``allocatable`` to pods; with
-    several instance types, the smallest's, so a check on it never promises more than a node has)."""
-    sizes = [a for t in group.instance_types if (a := node_allocatable(t, features, accelerator=False)) is not None]
+    several instance types, the smallest's, so a check on it never promises more than a node has).
+    ``ebs_csi``, ``metrics_agents``: the DaemonSets on every node (node_allocatable)."""
+    sizes = [
+        a
+        for t in group.instance_types
+        if (a := node_allocatable(t, features, False, metrics_agents=metrics_agents, ebs_csi=ebs_csi)) is not None
+    ]
     smallest = min(sizes, key=lambda a: (int(a["cpu"].rstrip("m")), int(a["memory"].rstrip("Mi"))), default=None)
     return contract.exported(
         contract.JobSupportPlacement,
@@ -135,11 +142,6 @@ def admission_policy(
     return declared, bound
 
 
-# Controllers that elect a leader run this many replicas: a standby takes over when its node goes,
-# instead of the Deployment waiting out the node's NotReady eviction (about 5 minutes) to restart.
-CONTROLLER_REPLICAS = 2
-
-
 def spread_across_nodes(pod_labels: dict[str, str]) -> dict[str, Any]:
     """Prefer a node without another replica. Preferred, not required: with two core nodes, a
     required rule would leave the new replica Pending during a node roll, and the disruption budget
@@ -162,7 +164,8 @@ def spread_across_nodes(pod_labels: dict[str, str]) -> dict[str, Any]:
 def disruption_budget(
     name: str, namespace: str, pod_labels: dict[str, str], opts: pulumi.ResourceOptions
 ) -> k8s.policy.v1.PodDisruptionBudget:
-    """One replica at a time may be evicted (a drain, a node roll); the other keeps the lease."""
+    """One replica at a time may be evicted (a drain, a node roll); the other keeps the lease. At one replica
+    (a one-node core group) the budget still lets that one go, so a drain is never blocked."""
     return k8s.policy.v1.PodDisruptionBudget(
         f"{namespace}-{name}",
         metadata={"name": name, "namespace": namespace},

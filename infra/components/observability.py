@@ -248,8 +248,10 @@ def alert_topic(
     return topic.arn
 
 
-def dashboard_config_maps(name: str, opts: pulumi.ResourceOptions) -> None:
-    """The fleet, job and cost dashboards, for a Grafana whose dashboard sidecar watches their namespace."""
+def dashboard_config_maps(name: str, opts: pulumi.ResourceOptions, *, workspace: bool) -> None:
+    """The fleet, job and cost dashboards, for a Grafana whose dashboard sidecar watches their namespace, each
+    listing the data sources of the type that reads this Prometheus (``workspace``: the managed one)."""
+    datasource_type = monitoring.grafana_datasource_type(workspace)
     for uid in dashboards.DASHBOARDS:
         k8s.core.v1.ConfigMap(
             f"{name}-dashboard-{uid}",
@@ -258,7 +260,7 @@ def dashboard_config_maps(name: str, opts: pulumi.ResourceOptions) -> None:
                 "namespace": monitoring.KUBE_STATE_METRICS_NAMESPACE,
                 "labels": dashboards.SIDECAR_LABEL,
             },
-            data={f"{uid}.json": dashboards.dashboard_json(uid)},
+            data={f"{uid}.json": dashboards.dashboard_json(uid, datasource_type)},
             opts=opts,
         )
 
@@ -414,7 +416,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             tags=ctx.tags,
             opts=child,
         )
-        dashboard_config_maps(name, kube)
+        dashboard_config_maps(name, kube, workspace=True)
         self.workspace_arn = workspace.arn
         self.query_url = workspace.prometheus_endpoint
         self.alert_topic_arn = topic_arn
@@ -483,7 +485,7 @@ class InClusterPrometheus(pulumi.ComponentResource):
                 parent=self, provider=ctx.kubernetes, depends_on=[*args.after, *publish, state, volumes]
             ),
         )
-        dashboard_config_maps(name, kube)
+        dashboard_config_maps(name, kube, workspace=False)
         self.query_url = monitoring.in_cluster_prometheus_url()
         self.alert_topic_arn = topic_arn
         self.register_outputs({"alertTopicArn": topic_arn})
@@ -494,14 +496,16 @@ class GrafanaArgs:
     query_url: pulumi.Input[str]
     """The Prometheus the dashboards read."""
     sigv4_region: str | None
-    """Set for the managed workspace: Grafana signs its queries with its pod's role (AmazonPrometheusQueryAccess)."""
+    """Set for the managed workspace: Grafana reads it through the Amazon Managed Service for Prometheus plugin,
+    which signs its queries with the pod's role (AmazonPrometheusQueryAccess)."""
     after: list[pulumi.Resource] = field(default_factory=list)
 
 
 class Grafana(pulumi.ComponentResource):
     """monitoring.grafana: in-cluster. The grafana chart on the system nodes with the dashboards' sidecar on and one
-    provisioned Prometheus data source; its Service is ClusterIP only (``kubectl port-forward``), its admin password
-    generated into a Secret (infra/specs/monitoring.py)."""
+    provisioned Prometheus data source (the plugin's type for the managed workspace, which Grafana installs from
+    grafana.com at start); its Service is ClusterIP only (``kubectl port-forward``), its admin password generated
+    into a Secret (infra/specs/monitoring.py)."""
 
     def __init__(
         self, name: str, ctx: ClusterContext, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None

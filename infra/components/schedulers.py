@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,6 @@ import yaml
 from infra import contract
 from infra.components.context import ClusterContext
 from infra.components.kube import (
-    CONTROLLER_REPLICAS,
     CORE_NODE_SELECTOR,
     admission_policy,
     disruption_budget,
@@ -25,6 +25,7 @@ from infra.config.models import QueueConfig
 from infra.facts.versions import CHARTS, MANIFEST_NAMESPACES, MPI_OPERATOR_IMAGE, MPI_OPERATOR_MANIFEST
 from infra.specs import webhook_guard
 from infra.specs.pod_security import controller_namespace_labels
+from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 KUBERAY_NAMESPACE = "kuberay-system"
 VOLCANO_NAMESPACE = "volcano-system"
@@ -99,8 +100,8 @@ KUBERAY_PODS = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io
 MPI_OPERATOR_PODS = {"app": "mpi-operator"}
 
 
-def volcano_values() -> dict[str, Any]:
-    """Two replicas of each component. The scheduler and the controller elect a leader only with
+def volcano_values(replicas: int = HA_CONTROLLER_REPLICAS) -> dict[str, Any]:
+    """``replicas`` of each component (controller_replicas: two, one on a one-node core group). The scheduler and the controller elect a leader only with
     custom.leader_elect_enable (values.yaml: false; templates/scheduler.yaml and controllers.yaml pass
     --leader-elect from it, in the release's namespace): two without it would both act. The admission
     webhook is a stateless server, safe at any count. The chart has no PodDisruptionBudget template:
@@ -115,18 +116,18 @@ def volcano_values() -> dict[str, Any]:
     for component, labels in VOLCANO_PODS.items():
         # values.yaml custom.<component>_replicas; each template takes `or custom.<component>_affinity
         # custom.default_affinity`.
-        custom[f"{component}_replicas"] = CONTROLLER_REPLICAS
+        custom[f"{component}_replicas"] = replicas
         custom[f"{component}_affinity"] = spread_across_nodes(labels)
     return {"basic": {"image_pull_policy": IMAGE_PULL_POLICY}, "custom": custom}
 
 
-def kuberay_values(volcano: bool) -> dict[str, Any]:
-    """Two replicas: the operator elects a leader by default (values.yaml leaderElectionEnabled: true,
+def kuberay_values(volcano: bool, replicas: int = HA_CONTROLLER_REPLICAS) -> dict[str, Any]:
+    """``replicas`` (controller_replicas): the operator elects a leader by default (values.yaml leaderElectionEnabled: true,
     passed as --enable-leader-election by templates/deployment.yaml, which reads `replicas` and
     `affinity`). The chart has no PodDisruptionBudget template: Schedulers declares one."""
     values: dict[str, Any] = {
         "nodeSelector": CORE_NODE_SELECTOR,
-        "replicas": CONTROLLER_REPLICAS,
+        "replicas": replicas,
         "affinity": spread_across_nodes(KUBERAY_PODS),
     }
     if volcano:
@@ -162,7 +163,9 @@ def without_pod_exec(cluster_role: Mapping[str, Any]) -> dict[str, Any]:
     return {**cluster_role, "rules": rules}
 
 
-def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> pulumi.ResourceTransformResult | None:
+def _mpi_operator_deployment(
+    args: pulumi.ResourceTransformArgs, gang: bool, replicas: int
+) -> pulumi.ResourceTransformResult | None:
     # A manifest object's props arrive as plain values (``Inputs`` also admits Outputs and awaitables).
     props: Mapping[str, Any] = args.props
     if args.type_ == "kubernetes:core/v1:Namespace" and props.get("metadata", {}).get("name") == MPI_OPERATOR_NAMESPACE:
@@ -193,12 +196,14 @@ def _mpi_operator_deployment(args: pulumi.ResourceTransformArgs, gang: bool) -> 
     # The operator always elects a leader on a Lease in --lock-namespace (kubeflow/mpi-operator v0.8.2
     # cmd/mpi-operator/app/server.go: election.RunOrDie), so a second replica waits as a standby; its
     # disruption budget is declared beside the manifest (Schedulers).
-    spec["replicas"] = CONTROLLER_REPLICAS
+    spec["replicas"] = replicas
     spec["template"]["spec"]["affinity"] = spread_across_nodes(MPI_OPERATOR_PODS)
     return pulumi.ResourceTransformResult(props={**props, "spec": spec}, opts=args.opts)
 
 
-def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+def mpi_operator_gang_scheduling(
+    args: pulumi.ResourceTransformArgs, replicas: int = HA_CONTROLLER_REPLICAS
+) -> pulumi.ResourceTransformResult | None:
     """A transform for the operator's manifest: its Deployment's container gets the flag, the
     release's image tag and its pull policy spelled out; its Namespace, Pod Security labels.
 
@@ -206,12 +211,14 @@ def mpi_operator_gang_scheduling(args: pulumi.ResourceTransformArgs) -> pulumi.R
     yaml.v2 components), so the args have one owner: a separate server-side-apply patch would
     contend with the manifest for the atomic `args` list on every refresh or upgrade.
     """
-    return _mpi_operator_deployment(args, gang=True)
+    return _mpi_operator_deployment(args, gang=True, replicas=replicas)
 
 
-def mpi_operator_release_image(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+def mpi_operator_release_image(
+    args: pulumi.ResourceTransformArgs, replicas: int = HA_CONTROLLER_REPLICAS
+) -> pulumi.ResourceTransformResult | None:
     """The transform without Volcano: the release's image tag, its pull policy and the namespace's labels."""
-    return _mpi_operator_deployment(args, gang=False)
+    return _mpi_operator_deployment(args, gang=False, replicas=replicas)
 
 
 def pod_security_patch(namespace: str, release: k8s.helm.v3.Release, opts: pulumi.ResourceOptions) -> None:
@@ -235,6 +242,8 @@ class SchedulersArgs:
     queues: list[QueueConfig]
     kuberay: bool
     mpi_operator: bool
+    controller_replicas: int = HA_CONTROLLER_REPLICAS
+    """Of each leader-elected controller (infra/specs/system_capacity.py controller_replicas)."""
 
 
 class Schedulers(pulumi.ComponentResource):
@@ -264,7 +273,7 @@ class Schedulers(pulumi.ComponentResource):
                 VOLCANO_RELEASE,
                 CHARTS["volcano"],
                 VOLCANO_NAMESPACE,
-                volcano_values(),
+                volcano_values(args.controller_replicas),
                 pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[guard])),
                 create_namespace=True,
             )
@@ -296,7 +305,7 @@ class Schedulers(pulumi.ComponentResource):
                 "kuberay-operator",
                 CHARTS["kuberay-operator"],
                 KUBERAY_NAMESPACE,
-                kuberay_values(args.volcano),
+                kuberay_values(args.volcano, args.controller_replicas),
                 pulumi.ResourceOptions(
                     parent=self, provider=provider, depends_on=[self.volcano] if self.volcano else None
                 ),
@@ -319,11 +328,19 @@ class Schedulers(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    transforms=[mpi_operator_gang_scheduling if args.volcano else mpi_operator_release_image],
+                    # A partial is a transform like any callable: the SDK keys each by the object and calls it
+                    # with the args alone (pulumi 3.272.0 runtime/_callbacks.py register_transform).
+                    transforms=[
+                        functools.partial(
+                            mpi_operator_gang_scheduling if args.volcano else mpi_operator_release_image,
+                            replicas=args.controller_replicas,
+                        )
+                    ],
                     depends_on=[self.volcano] if self.volcano else None,
                 ),
             )
-            # The manifest ships no budget; its two replicas (mpi_operator_release_image) keep the lease.
+            # The manifest ships no budget; with two replicas (mpi_operator_release_image) one keeps the lease.
+            # maxUnavailable 1 lets a drain evict the only one too.
             disruption_budget(
                 "mpi-operator",
                 MPI_OPERATOR_NAMESPACE,

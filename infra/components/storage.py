@@ -49,6 +49,7 @@ from infra.config.models import SQUASHED_ID, CheckpointExportConfig, DataReposit
 from infra.facts.versions import CHARTS, PYTHON_SLIM_IMAGE
 from infra.specs import image_cache
 from infra.specs.lustre_nids import LUSTRE_PORTS
+from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 PROVISIONER = "fsx.csi.aws.com"
 STORAGE_CLASS = "fsx-lustre"
@@ -546,6 +547,8 @@ class FsxStorageArgs:
     # The pull-through cache the driver's node images come through (Registries.pull_through_cache): the
     # release waits for it, so no node pulls a reference nothing serves yet.
     image_cache: list[pulumi.Resource] = field(default_factory=list)
+    # The CSI controller's replicas (infra/specs/system_capacity.py controller_replicas).
+    controller_replicas: int = HA_CONTROLLER_REPLICAS
 
 
 class FsxStorage(pulumi.ComponentResource):
@@ -671,7 +674,7 @@ class FsxStorage(pulumi.ComponentResource):
             "aws-fsx-csi-driver",
             CHARTS["fsx-csi-driver"],
             "kube-system",
-            self.chart_values(ctx),
+            self.chart_values(ctx, args.controller_replicas),
             pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*identity, *args.image_cache]),
         )
         k8s.storage.v1.StorageClass(
@@ -899,7 +902,9 @@ class FsxStorage(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def chart_values(ctx: ClusterContext) -> dict[str, Any]:
+    def chart_values(ctx: ClusterContext, replicas: int = HA_CONTROLLER_REPLICAS) -> dict[str, Any]:
+        # The chart's own replicaCount is 2 (chart 1.17.0 values.yaml l.78): set only when it differs.
+        replica_count = {} if replicas == HA_CONTROLLER_REPLICAS else {"replicaCount": replicas}
         return {
             # Every node pulls the node DaemonSet's images at launch: through the cluster's own registry
             # (infra/specs/image_cache.py FSX_CSI_NODE_IMAGES).
@@ -910,9 +915,10 @@ class FsxStorage(pulumi.ComponentResource):
                 "serviceAccount": {"create": True, "name": CONTROLLER_SERVICE_ACCOUNT},
                 "nodeSelector": CORE_NODE_SELECTOR,
                 # The chart's default, said explicitly: at its two replicas (replicaCount: 2) a drain
-                # takes one at a time (chart 1.17.0 templates/pdb.yaml: maxUnavailable 1 up to two
-                # replicas, minAvailable 2 above).
+                # takes one at a time, at one the drain evicts it (chart 1.17.0 templates/pdb.yaml:
+                # maxUnavailable 1 up to two replicas, minAvailable 2 above).
                 "podDisruptionBudget": {"enabled": True},
+                **replica_count,
             },
             # Every node mounts Lustre, tainted Trainium nodes first of all.
             "node": {"tolerateAllTaints": True},

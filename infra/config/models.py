@@ -133,7 +133,13 @@ class CoreNodeGroupConfig(ConfigModel):
         description="Instance types of the always-on system nodes (CoreDNS, controllers, operators, "
         "TensorBoard); refused when the system pods would not fit minSize of them.",
     )
-    min_size: int = Field(default=2, ge=1, description="Fewest system nodes (two zones, so CoreDNS survives one).")
+    min_size: int = Field(
+        default=2,
+        ge=1,
+        description="Fewest system nodes. Two or more: the leader-elected controllers and CoreDNS run two replicas, "
+        "so one node or zone can go; 1: one replica each, and a core node or zone failure stops DNS and the "
+        "controllers until the group replaces the node.",
+    )
     desired_size: int = Field(default=2, ge=1, description="System nodes at creation.")
     max_size: int = Field(default=3, ge=1, description="Most system nodes cluster-autoscaler may run.")
     disk_size_gib: int = Field(default=50, ge=20, le=16384, description="Encrypted gp3 root volume per system node.")
@@ -307,6 +313,12 @@ class MonitoringConfig(ConfigModel):
         description="A Trainium node that runs no training pod this long raises TrainiumNodeIdle; keep it above "
         "cluster-autoscaler's 10-minute scale-down delay.",
     )
+
+    @property
+    def ebs_volumes(self) -> bool:
+        """Whether anything makes EBS volumes, and so needs the EBS CSI add-on: the in-cluster Prometheus's server
+        and Alertmanager do (infra/specs/monitoring.py EBS_STORAGE_CLASS); nothing else in the cluster does."""
+        return self.prometheus == "in-cluster"
 
 
 class FeaturesConfig(ConfigModel):

@@ -35,9 +35,14 @@ BUILD_PATTERN = r"^v([0-9]+)\.([0-9]+)\.([0-9]+)-eksbuild\.[0-9]+$"
 MIN_BUILDS: dict[str, tuple[int, int, int]] = {VPC_CNI: (1, 18, 4)}
 
 
-def wanted(observability: bool, node_monitoring_agent: bool) -> list[str]:
-    """The add-ons a cluster runs: all of them but the two a stack can switch off."""
-    off = {CLOUDWATCH_OBSERVABILITY: not observability, NODE_MONITORING_AGENT: not node_monitoring_agent}
+def wanted(observability: bool, node_monitoring_agent: bool, ebs_csi: bool) -> list[str]:
+    """The add-ons a cluster runs: all of them but the two a stack can switch off and the EBS CSI driver,
+    which runs only for what makes EBS volumes (infra/config/models.py MonitoringConfig.ebs_volumes)."""
+    off = {
+        CLOUDWATCH_OBSERVABILITY: not observability,
+        NODE_MONITORING_AGENT: not node_monitoring_agent,
+        EBS_CSI: not ebs_csi,
+    }
     return [a for a in ADDON_NAMES if not off.get(a, False)]
 
 

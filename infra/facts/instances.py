@@ -317,6 +317,19 @@ def _general(name: str, node: tuple[int, int, int] | None, usd: float | None) ->
     )
 
 
+_KARPENTER_PRICES = (
+    "https://github.com/aws/karpenter-provider-aws/blob/v1.14.1/pkg/providers/pricing/zz_generated.pricing_aws.go "
+    "(l.573, generated 2026-07-06T14:20:29Z for us-east-1)"
+)
+
+
+def _burstable(name: str, size: tuple[int, int], enis_ips: tuple[int, int], usd: float) -> InstanceType:
+    """A T-class row: its max pods by nodeadm's own formula over its instance-info row (ENIs, IPv4 per ENI)."""
+    enis, ips = enis_ips
+    source = "vCPUs and MiB: the EC2 instance type; " + _NODEADM_MAX_PODS.format(enis=enis, ips=ips)
+    return InstanceType(name, NodeSize(*size, enis * (ips - 1) + 2, source), _us_hourly(usd, _KARPENTER_PRICES))
+
+
 # Rows in this order: validation lists the Neuron types in it. No Trainium2 type has an on-demand
 # price, unknown and never zero: the price data above lists none, and the AWS price list API holds
 # only Capacity Block products (marketoption CapacityBlock) for trn2.48xlarge and nothing for
@@ -479,8 +492,11 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _general("t3.medium", (2, 4096, 17), 0.0416),
         _general("t3.large", (2, 8192, 35), 0.0832),
         _general("t3.xlarge", (4, 16384, 58), None),
-        _general("t3a.medium", None, 0.0376),
-        _general("t3a.large", None, 0.0752),
+        # The burstable AMD rows: 2 vCPUs each, 4 and 8 GiB (EC2 "general purpose instances" specifications, T3a),
+        # max pods from nodeadm's table (awslabs/amazon-eks-ami v20260724 instance-info.jsonl: 3 ENIs of 6 and of
+        # 12 IPv4 addresses); prices from Karpenter's generated table (_KARPENTER_PRICES).
+        _burstable("t3a.medium", (2, 4096), (3, 6), 0.0376),
+        _burstable("t3a.large", (2, 8192), (3, 12), 0.0752),
         _general("m6i.large", (2, 8192, 29), 0.096),
         _general("m6i.xlarge", (4, 16384, 58), 0.192),
         _general("m6i.2xlarge", (8, 32768, 58), 0.384),

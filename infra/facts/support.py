@@ -327,12 +327,18 @@ SUPPORT: dict[str, Support] = {
         "cf408a2); no Prometheus release-cycle page was read for 3.14",
         "its newest chart",
     ),
-    "grafana-chart-10.5": Support(
-        "grafana chart 10.5 (Grafana 12.3)",
-        None,
-        "grafana/helm-charts marks the chart deprecated at 10.5.15 (charts/grafana/Chart.yaml, deprecated: true); "
-        "no Grafana support page was read for 12.3",
-        "the Grafana chart where it is maintained next",
+    "grafana-chart-12.11": Support(
+        "grafana chart 12.11 (Grafana 13.2)",
+        # The chart publishes no support window of its own; Grafana's does the work: a minor gets patch releases
+        # (fixes and security) for 9 months from its release, the last minor of a major for 15 (Grafana's "when
+        # to upgrade" page, read through a mirror and two summaries of it, not grafana.com itself). 13.2.0 is
+        # known to the month: the chart moved to its image on 2026-08-18 (f89c852a); August 2026 + 9 months.
+        date(2027, 5, 1),
+        "Grafana's upgrade strategy page (grafana.com docs upgrade-guide/when-to-upgrade: each minor supported 9 "
+        "months from its release, the last minor of a major 15), read through grafana.org.cn's mirror, "
+        "versionlog.com/grafana and a CSDN copy, not on grafana.com itself; Grafana 13.2.0 dated by "
+        "grafana-community/helm-charts f89c852a (2026-08-18), the chart's move to that image, month only",
+        "the grafana chart with the next Grafana minor (grafana-community/helm-charts)",
     ),
     "prometheus-node-exporter-4.56": Support(
         "prometheus-node-exporter chart 4.56 (node-exporter 1.12)",

@@ -118,10 +118,14 @@ CHARTS: dict[str, ChartPin] = {
     # monitoring.prometheus: in-cluster. Prometheus v3.14.0 with the alertmanager subchart 1.42.0 (Alertmanager
     # v0.34.0), the chart's version in the same snapshot (cf408a2, charts/prometheus/Chart.yaml and Chart.lock).
     "prometheus": ChartPin("prometheus", "29.27.0", "https://prometheus-community.github.io/helm-charts"),
-    # monitoring.grafana: in-cluster. Grafana 12.3.1, the newest chart in the grafana/helm-charts snapshot read
-    # (tag grafana-10.5.15, 2026-01-30), whose Chart.yaml marks the chart deprecated there (it names no successor
-    # in this repository): a later Grafana comes from wherever that chart is maintained next.
-    "grafana": ChartPin("grafana", "10.5.15", "https://grafana.github.io/helm-charts"),
+    # monitoring.grafana: in-cluster. Grafana 13.2.0, chart 12.11.1 (tag grafana-12.11.1, 864f779, 2026-08-19),
+    # the newest in grafana-community/helm-charts, where the chart is maintained since grafana/helm-charts marked
+    # its own deprecated (grafana-10.5.15 Chart.yaml, "deprecated: true"). The HTTP repository is the one that
+    # repository's README names (chart-releaser publishes it on GitHub Pages; .github/workflows/release.yaml).
+    # Same chart name and selector labels (templates/_helpers.tpl grafana.selectorLabels) as 10.5.15, so the
+    # release is upgraded in place; the chart's 11.0.0 and 12.0.0 upgrade notes (README.md, "Upgrading": Kubernetes
+    # 1.25 at least, an image renderer token it generates) ask nothing of these values.
+    "grafana": ChartPin("grafana", "12.11.1", "https://grafana-community.github.io/helm-charts"),
     # monitoring.prometheus not off: node-exporter 1.12.1 on every node, the chart of the same snapshot (cf408a2,
     # whose charts/prometheus-node-exporter is the 4.56.1 release's; infra/specs/node_metrics.py).
     "prometheus-node-exporter": ChartPin(
@@ -137,6 +141,12 @@ CHARTS: dict[str, ChartPin] = {
     "karpenter-crd": ChartPin("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.1"),
     "karpenter": ChartPin("oci://public.ecr.aws/karpenter/karpenter", "1.14.1"),
 }
+
+# prod's Grafana data source (monitoring.prometheus: managed): the Amazon Managed Service for Prometheus plugin
+# (grafana/grafana-amazonprometheus-datasource v3.2.0, 2026-07-30, its newest release; src/plugin.json
+# grafanaDependency ">=12.2.5-0", which Grafana 13.2.0 meets). Grafana downloads it from grafana.com at every
+# pod start (infra/specs/monitoring.py grafana_values).
+AMAZON_PROMETHEUS_PLUGIN_VERSION = "3.2.0"
 
 # Where EKS publishes its add-on images in each region (EKS user guide, "View Amazon container
 # image registries for Amazon EKS add-ons", awsdocs/amazon-eks-user-guide

@@ -473,6 +473,10 @@ def cluster_role_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
     }
 
 
+# What one sweeper run asks of a system node (infra/specs/system_capacity.py counts it).
+SWEEPER_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+
+
 def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
     """The sweeper, on the always-on core nodes: it tolerates no taint, so it never lands on a Trainium
     node, and as a plain pod there it is in no node group's template, so it cannot hold back a scale-up.
@@ -481,7 +485,7 @@ def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
         "name": "sweeper",
         "image": PYTHON_SLIM_IMAGE,
         "command": ["python", "-c", SWEEP_NODES],
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "resources": {"requests": dict(SWEEPER_REQUESTS), "limits": {"cpu": "200m", "memory": "128Mi"}},
         "securityContext": container_security_context(read_only_root=True),
     }
     return {

@@ -216,9 +216,10 @@ def _panel(spec: PanelSpec) -> timeseries.Panel | stat.Panel:
     return builder.description(spec.description) if spec.description else builder
 
 
-def dashboard_json(uid: str) -> str:
+def dashboard_json(uid: str, datasource_type: str) -> str:
     """The dashboard ``uid`` of DASHBOARDS as Grafana's JSON model, every panel on the Prometheus data source
-    the ``datasource`` variable picks."""
+    the ``datasource`` variable picks among those of ``datasource_type``, the type the stack provisions
+    (infra/specs/monitoring.py grafana_datasource_type)."""
     title, panels = DASHBOARDS[uid]
     builder = (
         dashboard.Dashboard(title)
@@ -226,7 +227,7 @@ def dashboard_json(uid: str) -> str:
         .tags(["trainium", "goodput"])
         .time("now-7d", "now")
         .refresh("5m")
-        .with_variable(dashboard.DatasourceVariable(DATASOURCE_VARIABLE).type("prometheus"))
+        .with_variable(dashboard.DatasourceVariable(DATASOURCE_VARIABLE).type(datasource_type))
     )
     for spec in panels:
         builder = builder.with_panel(_panel(spec))

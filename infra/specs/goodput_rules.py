@@ -393,14 +393,20 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
             f"{EFA_RATE_WINDOW}",
             "efa-traffic-absent",
         ),
+        # A synchronous save is complete once written: the lag reaches one interval just before each save, and
+        # past two a save was missed. An asynchronous one is marked complete only when the next begins
+        # (workloads/goodput.py redone_intervals), so its lag reaches two before each save: three for it. An
+        # exporter that does not serve the flag counts as synchronous.
         _alert(
             "CheckpointOverdue",
             f"(max by ({JOB}) {_current('training_step')} - max by ({JOB}) {_current('training_checkpoint_step')}) "
-            f"> on ({JOB}) (2 * max by ({JOB}) {_current('training_checkpoint_interval_steps')}) "
+            f"> on ({JOB}) ((2 + (max by ({JOB}) {_current('training_checkpoint_asynchronous')} or on ({JOB}) "
+            f"(0 * max by ({JOB}) {_current('training_checkpoint_interval_steps')}))) "
+            f"* max by ({JOB}) {_current('training_checkpoint_interval_steps')}) "
             f"and on ({JOB}) job:trainium_nodes_stepping:count",
             "0m",
-            "{{ $labels.workload }} in {{ $labels.namespace }} is more than twice its checkpoint interval past "
-            "its newest complete checkpoint",
+            "{{ $labels.workload }} in {{ $labels.namespace }} is more than two checkpoint intervals (three with "
+            "asynchronous saves) past its newest complete checkpoint",
             "checkpoint-overdue",
         ),
     ]

@@ -32,18 +32,32 @@ Sources, each read where cited:
   v1.32.33 in its go.mod), the SDK's default credential chain, whose container provider reads EKS Pod Identity's
   credentials (EKS user guide, service-accounts.adoc pod-id-minimum-sdk: Go v2 from release-2023-11-14). So the
   in-cluster Alertmanager signs SNS requests with its pod's role and publishes to the same topic as ``managed``.
-- grafana/helm-charts grafana-10.5.15 (Grafana 12.3.1) values.yaml: ``admin.existingSecret``/``userKey``/
+- grafana-community/helm-charts grafana-12.11.1 (Grafana 13.2.0) values.yaml: ``admin.existingSecret``/``userKey``/
   ``passwordKey``, ``sidecar.dashboards`` (``enabled``, ``label``, ``labelValue``, ``searchNamespace``; the
   chart's ClusterRole lets the sidecar read ConfigMaps in every namespace, templates/clusterrole.yaml),
-  ``datasources``, ``grafana.ini``, ``serviceAccount.name``, ``service.type`` ClusterIP, ``nodeSelector``.
-- Grafana's SigV4: with ``[auth] sigv4_auth_enabled`` Grafana adds grafana-aws-sdk's ``awsauth.NewSigV4Middleware``
-  to every data source's HTTP client (grafana/grafana pkg/infra/httpclient/httpclientprovider/
-  http_client_provider.go, read in the search index's stored copy: the grafana/grafana snapshot, 3.2 GB, is over
-  the fetch limit, so not at the v12.3.1 tag itself); grafana-aws-sdk v1.4.0 (2025-11-25) pkg/awsauth/auth.go
-  GetConfig: auth type ``default`` adds no credentials and calls ``LoadDefaultConfig`` (aws-sdk-go-v2), the
-  default chain that reads Pod Identity's credentials. SigV4 in the core Prometheus data source is deprecated
-  from Grafana 11 for the Amazon Managed Service for Prometheus plugin (grafana/grafana#90250) and removed from
-  core in 2026-04 (grafana/grafana#123089, after 12.3): a Grafana upgrade past that needs the plugin's type.
+  ``datasources``, ``grafana.ini``, ``serviceAccount.name``, ``service.type`` ClusterIP, ``nodeSelector``,
+  ``plugins``: templates/_config.tpl joins that list with commas into the ConfigMap key ``plugins``, which
+  templates/_pod.tpl hands Grafana as ``GF_PLUGINS_PREINSTALL_SYNC`` ([plugins] preinstall_sync). Grafana splits
+  each entry at ``@`` into id, version and URL (pkg/setting/setting_plugins.go processPreinstallPlugins) and
+  installs them from grafana.com before it starts serving (pkg/services/pluginsintegration/plugininstaller,
+  ``starting``: a failed install fails the start); both read in the search index's stored copy of
+  grafana/grafana (the snapshot, 3.2 GB, is over the fetch limit, so not at the v13.2.0 tag itself).
+  ``shadowBundledPlugins`` stays off: it exists for plugins Grafana 13 ships inside its image (moved out of
+  core), which the Amazon Managed Service for Prometheus plugin never was.
+- Grafana 13 has no SigV4 in its core Prometheus data source (grafana/grafana#123089, 2026-04-20): the managed
+  workspace is read through the Amazon Managed Service for Prometheus plugin, grafana/grafana-amazonprometheus-
+  datasource v3.2.0 (infra/facts/versions.py): src/plugin.json (id AMAZON_PROMETHEUS_PLUGIN); pkg/datasource.go
+  adds grafana-aws-sdk's ``awsauth.NewSigV4Middleware`` to every request and signs for ``aps`` unless
+  ``sigv4Service`` says otherwise; the SigV4 settings come from the data source's jsonData as
+  grafana-plugin-sdk-go v0.294.0 (its go.mod) reads them (backend/http_settings.go: ``sigV4Auth``,
+  ``sigV4AuthType``, ``sigV4Region``); docs/sources/configure.md provisions it the same way. grafana-aws-sdk
+  v1.5.1 (its go.mod) pkg/awsauth/auth.go GetConfig: auth type ``default`` (allowed by default,
+  pkg/awsds/authSettings.go) adds no credentials and calls aws-sdk-go-v2's ``config.LoadDefaultConfig``
+  (config v1.32.30 in the plugin's go.mod), the default chain whose container provider reads EKS Pod Identity's
+  credentials (EKS user guide, service-accounts.adoc pod-id-minimum-sdk: Go v2 from release-2023-11-14). The
+  plugin runs as its own process with Grafana's environment, Pod Identity's variables included, unless the
+  ``pluginsSkipHostEnvVars`` feature flag is on (grafana/grafana pkg/plugins/manager/pipeline/bootstrap
+  SkipHostEnvVarsDecorateFunc; stored copy as above), which this Grafana leaves off.
 - kubernetes-sigs/aws-ebs-csi-driver v1.64.0 docs/parameters.md: StorageClass parameters ``type`` (gp3) and
   ``encrypted``; EKS user guide storage/ebs-csi-migration-faq.adoc: a new cluster's default StorageClass is the
   in-tree ``gp2`` one, hence a gp3 class of our own.
@@ -62,6 +76,7 @@ from typing import Any
 
 import yaml
 
+from infra.facts.versions import AMAZON_PROMETHEUS_PLUGIN_VERSION
 from infra.specs import goodput_rules, node_metrics
 from infra.specs.dashboards import SIDECAR_LABEL
 
@@ -254,6 +269,22 @@ IN_CLUSTER_DEFAULT_JOBS = (
 GOODPUT_RULE_FILE = "goodput.yml"
 EBS_STORAGE_CLASS = "prometheus-gp3"
 ALERTMANAGER_VOLUME_GIB = 2  # the alertmanager subchart's default size: its silences and notification log
+# Requests and memory limits of the in-cluster pods on the system nodes. The charts set none (prometheus-29.27.0
+# values.yaml server.resources and configmapReload.prometheus.resources, alertmanager-1.42.0 resources, grafana
+# 12.11.1 resources and sidecar.resources: all ``{}``), which would leave them BestEffort, first to be evicted, and
+# invisible to cluster-autoscaler and to the system nodes' fit check (infra/specs/system_capacity.py counts these).
+# Estimates, not measured: the server holds every active series in memory (this project's scrape targets make some
+# thousands per Trainium node: infra/specs/node_metrics.py), so 1 GiB requested and 2 GiB allowed, above the chart's
+# own commented example (512Mi); Alertmanager and the config reloaders at the charts' commented examples; Grafana at
+# its documented minimum memory (grafana.com docs v13.2, "Install Grafana": 512 MB), CPU a share, not the core
+# that page recommends for a host.
+IN_CLUSTER_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
+    "prometheus-server": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+    "prometheus-config-reloader": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+    "alertmanager": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    "grafana": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    "grafana-dashboard-sidecar": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+}
 # The oldest blocks go once the data passes this share of the volume, so the write-ahead log and compaction
 # always find room.
 RETENTION_SIZE_SHARE = 0.8
@@ -306,7 +337,9 @@ def in_cluster_prometheus_values(
             "retention": f"{retention_days}d",
             "retentionSize": f"{int(volume_gib * RETENTION_SIZE_SHARE)}GB",
             "persistentVolume": {"enabled": True, "size": f"{volume_gib}Gi", "storageClass": EBS_STORAGE_CLASS},
+            "resources": IN_CLUSTER_RESOURCES["prometheus-server"],
         },
+        "configmapReload": {"prometheus": {"resources": IN_CLUSTER_RESOURCES["prometheus-config-reloader"]}},
         "scrapeConfigs": {job: {"enabled": False} for job in IN_CLUSTER_DEFAULT_JOBS},
         "serverFiles": {
             "prometheus.yml": {"rule_files": [f"/etc/config/{GOODPUT_RULE_FILE}"], "scrape_configs": scrape_configs},
@@ -317,6 +350,7 @@ def in_cluster_prometheus_values(
             "nodeSelector": dict(core_node_selector),
             "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
             "persistence": {"enabled": True, "size": f"{ALERTMANAGER_VOLUME_GIB}Gi", "storageClass": EBS_STORAGE_CLASS},
+            "resources": IN_CLUSTER_RESOURCES["alertmanager"],
             "config": {"enabled": True, **config},
         },
         "kube-state-metrics": {"enabled": False},
@@ -345,16 +379,23 @@ GRAFANA_NAMESPACE = KUBE_STATE_METRICS_NAMESPACE
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_ADMIN_USER = "admin"
 GRAFANA_DATASOURCE = "Prometheus"
+AMAZON_PROMETHEUS_PLUGIN = "grafana-amazonprometheus-datasource"
+
+
+def grafana_datasource_type(workspace: bool) -> str:
+    """The type of the data source Grafana reads the ledger through, which the dashboards' ``datasource``
+    variable lists: the core Prometheus one for the in-cluster server, the plugin for the managed workspace."""
+    return AMAZON_PROMETHEUS_PLUGIN if workspace else "prometheus"
 
 
 def grafana_datasource(url: str, region: str | None) -> dict[str, Any]:
-    """The one Prometheus data source, the default, so each dashboard's ``datasource`` variable (of type
-    prometheus) picks it. ``region`` set: the managed workspace, every request signed with SigV4 for ``aps``
-    through the SDK's default credentials (the pod's EKS Pod Identity role)."""
+    """The one Prometheus data source, the default, so each dashboard's ``datasource`` variable picks it.
+    ``region`` set: the managed workspace through the plugin, every request signed with SigV4 through the SDK's
+    default credentials (the pod's EKS Pod Identity role)."""
     source: dict[str, Any] = {
         "name": GRAFANA_DATASOURCE,
         "uid": "prometheus",
-        "type": "prometheus",
+        "type": grafana_datasource_type(workspace=region is not None),
         "access": "proxy",
         "url": url,
         "isDefault": True,
@@ -370,10 +411,18 @@ def grafana_values(
     datasource: Mapping[str, Any], core_node_selector: Mapping[str, str], dashboards_namespace: str
 ) -> dict[str, Any]:
     """The grafana chart's values: on the system nodes, no Ingress (reached by ``kubectl port-forward``), the
-    admin password from GRAFANA_ADMIN_SECRET, the dashboard sidecar watching the dashboards' namespace."""
+    admin password from GRAFANA_ADMIN_SECRET, the dashboard sidecar watching the dashboards' namespace, and the
+    data source's plugin when it is one (``<id>@<version>``, installed from grafana.com at every start)."""
     ((label, value),) = SIDECAR_LABEL.items()
+    plugins = (
+        [f"{AMAZON_PROMETHEUS_PLUGIN}@{AMAZON_PROMETHEUS_PLUGIN_VERSION}"]
+        if datasource["type"] == AMAZON_PROMETHEUS_PLUGIN
+        else []
+    )
     return {
+        "plugins": plugins,
         "nodeSelector": dict(core_node_selector),
+        "resources": IN_CLUSTER_RESOURCES["grafana"],
         "serviceAccount": {"create": True, "name": GRAFANA},
         "service": {"type": "ClusterIP"},
         "ingress": {"enabled": False},
@@ -384,12 +433,11 @@ def grafana_values(
                 "label": label,
                 "labelValue": value,
                 "searchNamespace": dashboards_namespace,
-            }
+            },
+            "resources": IN_CLUSTER_RESOURCES["grafana-dashboard-sidecar"],
         },
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [dict(datasource)]}},
         "grafana.ini": {
-            # SigV4 is offered to data sources only with this switch (Grafana's [auth] sigv4_auth_enabled).
-            "auth": {"sigv4_auth_enabled": "sigV4Auth" in datasource.get("jsonData", {})},
             "analytics": {"check_for_updates": False, "reporting_enabled": False},
         },
     }

@@ -14,12 +14,15 @@ upstream count as zero, which is what the scheduler counts too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from infra.config.models import FeaturesConfig
-from infra.facts.instances import INSTANCE_TYPES, NodeSize
-from infra.specs import node_metrics
+from infra.config.models import FeaturesConfig, MonitoringConfig
+from infra.facts.instances import INSTANCE_TYPES, InstanceType, NodeSize
+from infra.specs import monitoring as monitoring_spec
+from infra.specs import node_metrics, system_pods
+from infra.specs.burn_in_objects import SWEEPER_REQUESTS
 
 
 def _node_size(instance_type: str) -> NodeSize | None:
@@ -77,8 +80,9 @@ def _requests(name: str, requests: dict[str, str], source: str) -> PodRequests:
 
 
 # On every node (DaemonSets). The Neuron and EFA device plugins and the Neuron problem detector
-# select accelerator nodes only, so they are not here.
-def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
+# select accelerator nodes only, so they are not here. ``ebs_csi``: whether the EBS CSI add-on runs
+# (MonitoringConfig.ebs_volumes); ``metrics_agents``: whether a Prometheus's node agents run.
+def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: bool = False) -> list[PodRequests]:
     pods = [
         # aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml: aws-node 25m, node agent none.
         PodRequests("aws-node", 25, 0, 1, "amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml"),
@@ -86,11 +90,14 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
             "kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"
         ),
         PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
-        # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
-        PodRequests(
-            "ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"
-        ),
     ]
+    if ebs_csi:
+        # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
+        pods.append(
+            PodRequests(
+                "ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"
+            )
+        )
     if features.fsx_csi:
         # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
         pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
@@ -104,6 +111,13 @@ def daemonsets(features: FeaturesConfig) -> list[PodRequests]:
         )
     if features.node_monitoring_agent:
         pods.append(PodRequests("eks-node-monitoring-agent", 10, 30, 1, "estimate: EKS add-on, no public manifest"))
+    if metrics_agents:
+        # infra/specs/node_metrics.py: node-exporter on every node, requesting nothing (prometheus-community
+        # helm-charts cf408a2 charts/prometheus-node-exporter/values.yaml l.334, chart 4.56.1: resources {}); it
+        # still takes one of the node's pods.
+        pods.append(
+            PodRequests(node_metrics.NODE_EXPORTER, 0, 0, 1, "prometheus-node-exporter 4.56.1 values.yaml resources {}")
+        )
     return pods
 
 
@@ -121,6 +135,19 @@ def accelerator_daemonsets(
     features: FeaturesConfig, dra: bool = False, efa: bool = True, metrics_agents: bool = False
 ) -> list[PodRequests]:
     pods = []
+    if features.observability:
+        # The CloudWatch add-on runs its own neuron-monitor on every Neuron node, whatever its taints or device
+        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-6.4.0 values.yaml
+        # neuronMonitor: image 1.11.0, requests 256m/128Mi), beside the Prometheus path's own.
+        pods.append(
+            PodRequests(
+                "neuron-monitor (CloudWatch add-on)",
+                256,
+                128,
+                1,
+                "amazon-cloudwatch-observability values neuronMonitor.resources",
+            )
+        )
     if metrics_agents and not dra:
         pods.append(_requests("neuron-monitor", node_metrics.NEURON_MONITOR_REQUESTS, "infra/specs/node_metrics.py"))
         if efa:
@@ -153,16 +180,17 @@ def node_allocatable(
     dra: bool = False,
     efa: bool = True,
     metrics_agents: bool = False,
+    ebs_csi: bool = False,
 ) -> dict[str, str] | None:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
     a type the table does not size. ``dra``, ``efa``: an accelerator group's deviceAllocation and EFA;
-    ``metrics_agents``: whether a Prometheus's node agents run."""
+    ``metrics_agents``: whether a Prometheus's node agents run; ``ebs_csi``: whether the EBS CSI add-on runs."""
     node = _node_size(instance_type)
     if node is None:
         return None
     extra = accelerator_daemonsets(features, dra, efa, metrics_agents) if accelerator else []
-    on_node = daemonsets(features) + extra
+    on_node = daemonsets(features, ebs_csi, metrics_agents) + extra
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
     memory = (
         memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
@@ -170,40 +198,173 @@ def node_allocatable(
     return {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
 
 
+# Leader-elected controllers (Volcano's three, KubeRay, the MPI operator, cluster-autoscaler, the FSx CSI
+# controller) and CoreDNS run this many replicas on a core group of two nodes or more: a standby takes over
+# when its node goes, instead of the Deployment waiting out the node's NotReady eviction (about 5 minutes).
+HA_CONTROLLER_REPLICAS = 2
+
+
+def controller_replicas(core_min_size: int) -> int:
+    """One replica on a one-node core group, where a second would only share the node and its fate (and
+    take pods and requests the node does not have to spare); HA_CONTROLLER_REPLICAS otherwise. Every budget
+    on them lets one pod go at a time (maxUnavailable 1), so a drain is not blocked at one replica either."""
+    return 1 if core_min_size == 1 else HA_CONTROLLER_REPLICAS
+
+
+# Step gates a workload stack runs at once: one per gated workload, each gating one step at a time
+# (workloads/bert.py the precompile; workloads/ray_llama2.py job_sequence, each step but the last in turn;
+# workloads/nxd_llama.py job_sequence, the compile).
+STEP_GATES_PER_STACK = 3
+
+
+def _declared(name: str, resources: Mapping[str, Mapping[str, str]], replicas: int, source: str) -> PodRequests:
+    """One pod's PodRequests from its container resources (cpu in m or cores, memory in Mi or Gi)."""
+    cpu, memory = resources["requests"]["cpu"], resources["requests"]["memory"]
+    cpu_millis = int(cpu.removesuffix("m")) if cpu.endswith("m") else int(float(cpu) * 1000)
+    memory_mib = int(memory.removesuffix("Gi")) * 1024 if memory.endswith("Gi") else int(memory.removesuffix("Mi"))
+    return PodRequests(name, cpu_millis, memory_mib, replicas, source)
+
+
+def workload_stack_pods(stacks: int, prometheus: bool, tensorboard_proxy: bool = True) -> list[PodRequests]:
+    """What each of ``stacks`` workload stacks (one per training namespace) may run on the system nodes at
+    once, from the requests the workload stacks declare (infra/specs/system_pods.py). ``prometheus``: a
+    Prometheus scrapes the progress exporter; ``tensorboard_proxy``: count TensorBoard's password proxy, which
+    runs only with a load balancer, a workload stack's choice the cluster stack cannot see (so on by default)."""
+    source = "infra/specs/system_pods.py "
+    tensorboard = _declared("tensorboard", system_pods.TENSORBOARD_RESOURCES, stacks, source + "TENSORBOARD_RESOURCES")
+    if tensorboard_proxy:
+        proxy = _declared("proxy", system_pods.TENSORBOARD_PROXY_RESOURCES, stacks, "")
+        tensorboard = dataclasses.replace(
+            tensorboard,
+            cpu_millis=tensorboard.cpu_millis + proxy.cpu_millis,
+            memory_mib=tensorboard.memory_mib + proxy.memory_mib,
+            source=tensorboard.source + " + TENSORBOARD_PROXY_RESOURCES",
+        )
+    pods = [
+        tensorboard,
+        _declared("cmd-shell", system_pods.CMD_SHELL_RESOURCES, stacks, source + "CMD_SHELL_RESOURCES"),
+        _declared("gang-watchdog", system_pods.GANG_WATCHDOG_RESOURCES, stacks, source + "GANG_WATCHDOG_RESOURCES"),
+        _declared(
+            "step-gate",
+            system_pods.STEP_GATE_RESOURCES,
+            STEP_GATES_PER_STACK * stacks,
+            source + "STEP_GATE_RESOURCES, STEP_GATES_PER_STACK per stack",
+        ),
+    ]
+    if prometheus:
+        pods.append(
+            _declared(
+                "progress-exporter",
+                system_pods.PROGRESS_EXPORTER_RESOURCES,
+                stacks,
+                source + "PROGRESS_EXPORTER_RESOURCES",
+            )
+        )
+    return pods
+
+
+def _pod(name: str, containers: Iterable[str], source: str) -> PodRequests:
+    """One pod of the in-cluster monitoring releases: its containers' requests (infra/specs/monitoring.py
+    IN_CLUSTER_RESOURCES, which the releases' values set), summed."""
+    parts = [_declared(c, monitoring_spec.IN_CLUSTER_RESOURCES[c], 1, "") for c in containers]
+    return PodRequests(name, sum(p.cpu_millis for p in parts), sum(p.memory_mib for p in parts), 1, source)
+
+
+def monitoring_pods(monitoring: MonitoringConfig) -> list[PodRequests]:
+    """The monitoring releases' pods on the system nodes (infra/components/observability.py), one each."""
+    pods = []
+    if monitoring.prometheus != "off":
+        # prometheus-community/helm-charts cf408a2 charts/kube-state-metrics/values.yaml (chart 8.4.0): l.43
+        # replicas 1, l.515 resources {}, which the project's values leave alone: no requests.
+        pods.append(PodRequests("kube-state-metrics", 0, 0, 1, "kube-state-metrics 8.4.0 values.yaml resources {}"))
+    if monitoring.prometheus == "in-cluster":
+        # Same snapshot, charts/prometheus/values.yaml (chart 29.27.0): server.replicaCount 1 (l.620), the server
+        # and its config reloader; its alertmanager subchart 1.42.0: replicaCount 1 (l.6), configmapReload off
+        # (l.400), so one container.
+        source = "infra/specs/monitoring.py IN_CLUSTER_RESOURCES"
+        pods.append(_pod("prometheus-server", ("prometheus-server", "prometheus-config-reloader"), source))
+        pods.append(_pod("alertmanager", ("alertmanager",), source))
+    if monitoring.grafana == "in-cluster":
+        # grafana-community/helm-charts grafana-12.11.1 charts/grafana/values.yaml: replicas 1 (l.51); Grafana and
+        # its dashboard sidecar (its chown init container runs only with persistence, which stays off, and sets
+        # no requests: l.550).
+        pods.append(
+            _pod("grafana", ("grafana", "grafana-dashboard-sidecar"), "infra/specs/monitoring.py IN_CLUSTER_RESOURCES")
+        )
+    return pods
+
+
 # Once in the cluster, on the system nodes (Deployments pinned there or free to go there).
-def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False) -> list[PodRequests]:
+def cluster_pods(
+    features: FeaturesConfig,
+    namespaces: Iterable[str],
+    karpenter: bool = False,
+    *,
+    monitoring: MonitoringConfig | None = None,
+    replicas: int = HA_CONTROLLER_REPLICAS,
+    tensorboard_proxy: bool = True,
+) -> list[PodRequests]:
+    """``replicas``: the leader-elected controllers' and CoreDNS's (controller_replicas)."""
+    monitoring = monitoring or MonitoringConfig()
     pods = [
         PodRequests(
-            "coredns", 100, 70, 2, "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi)"
+            "coredns",
+            100,
+            70,
+            replicas,
+            "CoreDNS add-on Deployment (kubernetes cluster/addons/dns/coredns: 100m/70Mi), add-on replicaCount",
         ),
-        # ebs-plugin + provisioner, attacher, snapshotter, resizer, liveness: 10m/40Mi each
-        # (sidecars default to controller.resources in templates/controller.yaml).
-        PodRequests("ebs-csi-controller", 60, 240, 2, "aws-ebs-csi-driver values.yaml controller.resources"),
     ]
+    if monitoring.ebs_volumes:
+        # ebs-plugin + provisioner, attacher, snapshotter, resizer, liveness: 10m/40Mi each
+        # (sidecars default to controller.resources in templates/controller.yaml). The add-on's own two
+        # replicas: it is left at its defaults.
+        pods.append(
+            PodRequests("ebs-csi-controller", 60, 240, 2, "aws-ebs-csi-driver values.yaml controller.resources")
+        )
     if features.fsx_csi:
         pods.append(
-            PodRequests("fsx-csi-controller", 40, 136, 2, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars")
+            PodRequests(
+                "fsx-csi-controller", 40, 136, replicas, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars"
+            )
         )
     if features.volcano:
         # volcano v1.15.1 values.yaml: admission/controller/scheduler resources ~ (none).
         pods.append(
-            PodRequests("volcano", 0, 0, 6, "volcano-sh/volcano v1.15.1 values.yaml; two replicas each (schedulers.py)")
+            PodRequests(
+                "volcano",
+                0,
+                0,
+                3 * replicas,
+                "volcano-sh/volcano v1.15.1 values.yaml; three components (schedulers.py)",
+            )
         )
     if features.kuberay:
         # kuberay-operator 1.7.0: limits only (100m/512Mi), which become the requests.
         pods.append(
             PodRequests(
-                "kuberay-operator", 100, 512, 2, "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml"
+                "kuberay-operator",
+                100,
+                512,
+                replicas,
+                "ray-project/kuberay v1.7.0 helm-chart/kuberay-operator/values.yaml",
             )
         )
     if features.mpi_operator:
         pods.append(
-            PodRequests("mpi-operator", 0, 0, 2, "kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml")
+            PodRequests("mpi-operator", 0, 0, replicas, "kubeflow/mpi-operator v0.8.2 deploy/v2beta1/mpi-operator.yaml")
         )
     if features.cluster_autoscaler:
+        # kubernetes/autoscaler cluster-autoscaler-chart-9.59.0 (what Kubernetes 1.35 and 1.36 run:
+        # infra/facts/versions.py CLUSTER_AUTOSCALER) cluster-autoscaler/charts/cluster-autoscaler/values.yaml
+        # l.409: resources {}.
         pods.append(
             PodRequests(
-                "cluster-autoscaler", 0, 0, 2, "kubernetes/autoscaler cluster-autoscaler chart 9.53.0 resources {}"
+                "cluster-autoscaler",
+                0,
+                0,
+                replicas,
+                "kubernetes/autoscaler cluster-autoscaler chart 9.59.0 resources {}",
             )
         )
     if karpenter:
@@ -222,9 +383,10 @@ def cluster_pods(features: FeaturesConfig, namespaces: Iterable[str], karpenter:
         )
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
-    # The workload stacks' always-on pods (workloads/tensorboard_viewer.py, data_staging.py).
-    pods.append(PodRequests("tensorboard", 550, 2112, 1, "workloads/tensorboard_viewer.py (viewer + proxy)"))
-    pods.append(PodRequests("cmd-shell", 250, 512, 1, "workloads/data_staging.py cmd_shell_pod"))
+    # The burn-in sweeper's CronJob, one run at a time (concurrencyPolicy Forbid), when any burn-in runs.
+    pods.append(_declared("burn-in-sweeper", {"requests": SWEEPER_REQUESTS}, 1, "infra/specs/burn_in_objects.py"))
+    pods += monitoring_pods(monitoring)
+    pods += workload_stack_pods(len(list(namespaces)), monitoring.prometheus != "off", tensorboard_proxy)
     return pods
 
 
@@ -246,19 +408,68 @@ class Fit:
             and self.memory_mib <= self.allocatable_memory_mib
         )
 
+    def summary(self) -> str:
+        """``1,780m of 1,930m CPU (92%), 3,830 of 6,837 MiB (56%), 24 of 35 pods per node``."""
+        return (
+            f"{self.cpu_millis:,}m of {self.allocatable_cpu_millis:,}m CPU "
+            f"({round(100 * self.cpu_millis / self.allocatable_cpu_millis)}%), "
+            f"{self.memory_mib:,} of {self.allocatable_memory_mib:,} MiB "
+            f"({round(100 * self.memory_mib / self.allocatable_memory_mib)}%), "
+            f"{self.pods_per_node} of {self.max_pods} pods per node"
+        )
+
+
+@dataclass(frozen=True)
+class SystemLoad:
+    """What decides the system pods besides the core group's type and size."""
+
+    features: FeaturesConfig
+    namespaces: tuple[str, ...]
+    karpenter: bool = False
+    monitoring: MonitoringConfig = dataclasses.field(default_factory=MonitoringConfig)
+    tensorboard_proxy: bool = True
+
+    def pods(self, core_min_size: int) -> list[PodRequests]:
+        """The cluster's pods with a core group of ``core_min_size`` (which sets the controllers' replicas)."""
+        return cluster_pods(
+            self.features,
+            self.namespaces,
+            self.karpenter,
+            monitoring=self.monitoring,
+            replicas=controller_replicas(core_min_size),
+            tensorboard_proxy=self.tensorboard_proxy,
+        )
+
+    def daemonsets(self) -> list[PodRequests]:
+        return daemonsets(self.features, self.monitoring.ebs_volumes, self.monitoring.prometheus != "off")
+
 
 def system_fit(
-    instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False
+    instance_type: str,
+    nodes: int,
+    features: FeaturesConfig,
+    namespaces: Iterable[str],
+    karpenter: bool = False,
+    *,
+    monitoring: MonitoringConfig | None = None,
+    core_min_size: int | None = None,
+    tensorboard_proxy: bool = True,
 ) -> Fit | None:
-    """Totals over ``nodes`` system nodes, or None for a type the table does not know.
+    """Totals over ``nodes`` system nodes, or None for a type the table does not know. ``core_min_size``: the
+    group's minSize, which sets the controllers' replicas (controller_replicas); ``nodes`` unless told.
 
     Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
     of one Deployment across nodes by default); CPU and memory are compared in total.
     """
+    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), tensorboard_proxy)
+    return _fit(instance_type, nodes, load, nodes if core_min_size is None else core_min_size)
+
+
+def _fit(instance_type: str, nodes: int, load: SystemLoad, core_min_size: int) -> Fit | None:
     node = _node_size(instance_type)
     if node is None:
         return None
-    per_node, cluster = daemonsets(features), cluster_pods(features, namespaces, karpenter)
+    per_node, cluster = load.daemonsets(), load.pods(core_min_size)
     cluster_pod_count = sum(p.replicas for p in cluster)
     return Fit(
         nodes=nodes,
@@ -271,14 +482,44 @@ def system_fit(
     )
 
 
+# Core types the refusal offers in place of one that does not fit: the general-purpose rows of
+# infra/facts/instances.py that carry a NodeSize, smallest first and, among equals, cheapest (us-east-1).
+def _sized_core_types() -> list[str]:
+    def key(row: InstanceType) -> tuple[int, int, float, str]:
+        node, price = row.node, row.on_demand.get("us-east-1")
+        assert node is not None
+        return node.vcpus, node.memory_mib, price.usd if price else float("inf"), row.name
+
+    return [r.name for r in sorted((r for r in INSTANCE_TYPES.values() if r.node and not r.neuron), key=key)]
+
+
+def what_fits(instance_type: str, nodes: int, load: SystemLoad) -> str:
+    """What would hold the system pods instead: the same type with the fewest nodes that do (up to 6),
+    and the smallest known types that do at ``nodes``."""
+    offers = []
+    more = next((n for n in range(nodes + 1, 7) if (f := _fit(instance_type, n, load, n)) and f.fits), None)
+    if more is not None:
+        offers.append(f"{instance_type} x {more}")
+    others = [t for t in _sized_core_types() if t != instance_type and (f := _fit(t, nodes, load, nodes)) and f.fits]
+    offers += [f"{t} x {nodes}" for t in others[:3]]
+    return " or ".join(offers) if offers else "no type the table sizes, at up to 6 nodes"
+
+
 def system_fit_problem(
-    instance_type: str, nodes: int, features: FeaturesConfig, namespaces: Iterable[str], karpenter: bool = False
+    instance_type: str,
+    nodes: int,
+    features: FeaturesConfig,
+    namespaces: Iterable[str],
+    karpenter: bool = False,
+    *,
+    monitoring: MonitoringConfig | None = None,
 ) -> str | None:
-    fit = system_fit(instance_type, nodes, features, namespaces, karpenter)
+    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig())
+    fit = _fit(instance_type, nodes, load, nodes)
     if fit is None or fit.fits:
         return None
     return (
         f"{nodes} such nodes (minSize) cannot hold the system pods: {fit.pods_per_node} pods per node "
         f"(limit {fit.max_pods}), {fit.cpu_millis}m of {fit.allocatable_cpu_millis}m CPU, "
-        f"{fit.memory_mib} of {fit.allocatable_memory_mib} MiB; use a bigger type or more nodes (m6i.large x 2 fits)"
+        f"{fit.memory_mib} of {fit.allocatable_memory_mib} MiB; these fit: {what_fits(instance_type, nodes, load)}"
     )

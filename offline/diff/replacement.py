@@ -38,6 +38,10 @@ pulumi-aws 7.x bridges terraform-provider-aws; the lists come from its resource 
 - ec2/vpc_security_group_{ingress,egress}_rule.go (plugin framework): securityGroupId
   (RequiresReplace), and ModifyPlan replaces when the source type changes (cidrIpv4, cidrIpv6,
   prefixListId, referencedSecurityGroupId); the rest is ModifySecurityGroupRules in place.
+- amp/scraper: pulumi_aws 7.51.1's own documentation of the bridged resource (amp/scraper.py,
+  Scraper.__init__): "If you change a Scraper's source (EKS cluster or VPC configuration), Terraform
+  will delete the current Scraper and create a new one"; its scrape configuration, alias and
+  destination are updated in place (the older provider replaced it on any change).
 - The rest below: names and the parent they hang off (cluster, VPC, subnet, zone), not checked
   against the provider source one by one.
 Kubernetes objects are replaced when metadata.name or metadata.namespace changes
@@ -131,6 +135,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "aws:cloudwatch/logGroup:LogGroup": ("name", "namePrefix"),
     "aws:cloudwatch/dashboard:Dashboard": ("dashboardName",),
     "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),
+    "aws:amp/scraper:Scraper": ("source",),
     "kubernetes:batch/v1:Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
 }
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")

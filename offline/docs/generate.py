@@ -109,7 +109,7 @@ def cost_summary(plans: Plans, root: Path) -> str:
                 )
             )
     unknown = sorted({u for c, w in estimates.values() for u in c["unknown"] + w["unknown"]})
-    # What a stack's own resources bill by use alone (its EFS file system), with their prices.
+    # What a stack's own resources bill by use alone (an EFS file system, burstable CPU), with their prices.
     by_use = [
         f"{stack}: {item}"
         for stack, (c, _) in estimates.items()
@@ -438,7 +438,7 @@ def plan_summary(plans: Plans, root: Path) -> str:
     from offline.plan import policy_run
     from offline.plan.command import BOOTSTRAP_DIR, WORKLOADS_DIR, offline_secrets
     from offline.plan.runner import stack_config
-    from offline.report import render
+    from offline.report import core_fit, render
 
     cluster, workloads = plans["dev"]
     region = cluster.outputs["region"]
@@ -457,7 +457,8 @@ def plan_summary(plans: Plans, root: Path) -> str:
     shown.append(render.planned(bootstrap, None, None, Path("build/plan") / bootstrap.project / "dev"))
     stand_ins = sorted(offline_secrets(root / WORKLOADS_DIR, "dev", stack_config(root / WORKLOADS_DIR, "dev")))
     # Without the end-of-support lines: docs/architecture.md has the whole table, and the README stays short.
-    return "```text\n" + render.summary(shown, region, stand_ins) + "\n```\n"
+    fit = core_fit.deployed(root, "dev")
+    return "```text\n" + render.summary(shown, region, stand_ins, core_fit=fit) + "\n```\n"
 
 
 def offline_tables() -> str:

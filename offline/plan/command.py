@@ -26,7 +26,7 @@ from typing import NoReturn
 from infra.config.errors import ConfigError
 from offline.plan import policy_run as policy_pack
 from offline.plan.runner import REPO_ROOT, PlanResult, encrypted_keys, project_name, run_program, stack_config
-from offline.report import plan_output, render, report, support
+from offline.report import core_fit, plan_output, render, report, support
 
 WORKLOADS_DIR = "workloads"
 BOOTSTRAP_DIR = "bootstrap"
@@ -211,7 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print((footer if args.wide else "\n".join(render.wrap(footer, width=width))) + "\n")
     rows, extended = support.deployed(project_dir, args.stack, has_workloads)
-    print(render.summary(shown, region, stand_ins, support_lines=support.section(rows, extended), width=width))
+    fit = core_fit.deployed(project_dir, args.stack) if any(p.result.project == "trainium-eks" for p in shown) else []
+    print(
+        render.summary(
+            shown, region, stand_ins, support_lines=support.section(rows, extended), core_fit=fit, width=width
+        )
+    )
     mandatory = [v for report in reports for v in report.mandatory]
     if mandatory:
         print(

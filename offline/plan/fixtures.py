@@ -40,7 +40,7 @@ GENERAL_PURPOSE_TYPES = {
     f"{family}.{size}"
     for family in ("m5", "m6i", "m7i", "c6i", "c7i", "r6i", "r7i")
     for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge")
-}
+} | {f"{family}.{size}" for family in ("t3", "t3a") for size in ("medium", "large", "xlarge")}
 
 
 def instance_type_answer(instance_type: str) -> dict:

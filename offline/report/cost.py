@@ -11,6 +11,7 @@ systems the program declares, and a plan diff can compare two estimates. Three s
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,20 @@ NOT_ESTIMATED = (
     "Amazon Managed Service for Prometheus samples ingested, stored and queried (monitoring.prometheus: managed)",
     "SNS messages of the training alerts",
 )
+
+# T3, T3a and T4g instances launch in unlimited mode unless told otherwise ("Default: standard (T2 instances) or
+# unlimited (T3/T3a/T4g instances)", AWS SDK for Kotlin, EC2 RunInstancesRequest.creditSpecification), and the
+# launch templates here set no credit specification: CPU above the baseline is billed per vCPU-hour.
+BURSTABLE_FAMILY = re.compile(r"^t[0-9][a-z]*\.")
+
+
+def burstable_credits(types: Iterable[str]) -> str:
+    """The NOT_ESTIMATED entry for node groups running burstable ``types``."""
+    return (
+        f"surplus CPU credits of burstable nodes ({', '.join(sorted(set(types)))}) in unlimited mode, billed per "
+        "vCPU-hour when their average CPU stays above the baseline"
+    )
+
 
 T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 T_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -93,8 +108,7 @@ class Line:
 class Estimate:
     lines: list[Line] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
-    # Charges of this stack's own that are billed by use alone, each with its prices: after NOT_ESTIMATED.
-    by_use: list[str] = field(default_factory=list)
+    not_estimated: list[str] = field(default_factory=lambda: list(NOT_ESTIMATED))
 
     def add(self, line: Line, what_is_unknown: str = "") -> None:
         self.lines.append(line)
@@ -124,7 +138,7 @@ class Estimate:
             "knownHourly": known,
             "lines": [line.as_json() for line in self.lines],
             "unknown": list(self.unknown),
-            "notEstimated": [*NOT_ESTIMATED, *self.by_use],
+            "notEstimated": list(self.not_estimated),
             "hoursPerMonth": HOURS_PER_MONTH,
         }
 
@@ -166,6 +180,14 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
         _efs_file_system(estimate, fs, region)
     _managed_prometheus(estimate, resources, region)
     _in_cluster_prometheus(estimate, resources, region)
+    burstable = [
+        t
+        for group in (r for r in resources if r["type"] == T_NODE_GROUP)
+        for t in node_group_instance_types(group["inputs"], None)
+        if BURSTABLE_FAMILY.match(t)
+    ]
+    if burstable:
+        estimate.not_estimated.append(burstable_credits(burstable))
     return {**estimate.as_json(), "pricesCopiedFrom": prices.copied_from(region)}
 
 
@@ -569,7 +591,7 @@ def _efs_file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> Non
     example = (
         "" if write is None else f" (a {EXAMPLE_CHECKPOINT_GB} GB checkpoint: ${EXAMPLE_CHECKPOINT_GB * write.usd:.2f})"
     )
-    estimate.by_use += [
+    estimate.not_estimated += [
         f"Amazon EFS storage of {fs['name']}, per GB stored: Standard {_per(region, prices.EFS_STANDARD)}, "
         f"Infrequent Access {_per(region, prices.EFS_INFREQUENT_ACCESS)} plus "
         f"{_per(region, prices.EFS_INFREQUENT_ACCESS_READ)} read from it (idle, the file system costs what it holds)",
@@ -581,13 +603,15 @@ def _efs_file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> Non
 def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
     """The baseline throughput of the cluster's training file system (the FSx for Lustre file system the
     cluster stack declares, or its EFS file system at the modelled save throughput, infra/facts/efs.py), None
-    without one or without a per-unit throughput."""
+    without one or without a per-unit throughput (SCRATCH_2's documented one, goodput.per_unit_write_mbps, where
+    it takes no setting)."""
     if any(r["type"] == T_EFS for r in resources):
         return efs.SAVE_THROUGHPUT_MBPS
     for fs in (r for r in resources if r["type"] == T_FSX):
         inputs = fs["inputs"]
-        if inputs.get("perUnitStorageThroughput") and inputs.get("storageCapacity"):
-            return goodput.lustre_throughput_mbps(inputs["storageCapacity"], inputs["perUnitStorageThroughput"])
+        per_unit = inputs.get("perUnitStorageThroughput") or goodput.per_unit_write_mbps(inputs.get("deploymentType"))
+        if per_unit and inputs.get("storageCapacity"):
+            return goodput.lustre_throughput_mbps(inputs["storageCapacity"], per_unit)
     return None
 
 

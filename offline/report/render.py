@@ -290,9 +290,11 @@ def summary(
     stand_ins: Sequence[str],
     width: int = WIDTH,
     support_lines: Sequence[str] = (),
+    core_fit: Sequence[str] = (),
 ) -> str:
-    """The closing summary: resources per project, cost, policy findings, the pins' end of support
-    (``support_lines``, offline/report/support.py), where the files went."""
+    """The closing summary: resources per project, cost (with ``core_fit`` after the cluster's line,
+    offline/report/core_fit.py), policy findings, the pins' end of support (``support_lines``,
+    offline/report/support.py), where the files went."""
     lines = ["Resources:"]
     for p in planned:
         lines.append(f"    {CREATE} {len(p.result.registrations):>4} to create   {p.result.project}/{p.result.stack}")
@@ -314,6 +316,8 @@ def summary(
                 width,
                 first="    ",
             )
+            for text in core_fit:
+                lines += wrap(text, "        ", width, first="      ")
         else:
             together = hourly["configured"]
             lines += wrap(

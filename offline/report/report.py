@@ -127,6 +127,12 @@ def checkpoint_line(name: str, expected: dict[str, Any]) -> str | None:
     steps = expected["checkpointIntervalSteps"]
     every = f"{steps} steps, " if steps else ""
     kind = "asynchronous" if expected["asynchronousSaves"] else "synchronous"
+    if not expected["savesInRun"]:
+        length = f"{expected['trainSteps']} steps" if expected["trainSteps"] else f"{inputs['trainHours']:.2f} h"
+        return (
+            f"{name} checkpoint {expected['checkpointGB']:.0f} GB, {kind}: no save in this run's {length} "
+            f"(every {every}{inputs['checkpointIntervalHours']:.2f} h)"
+        )
     return (
         f"{name} checkpoint {expected['checkpointGB']:.0f} GB, {kind}: writes in "
         f"{inputs['checkpointSaveHours'] * 3600:,.0f} s, blocks training {expected['saveBlockingHours'] * 3600:,.0f} s "

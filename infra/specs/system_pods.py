@@ -1,0 +1,27 @@
+"""Requests and limits of the pods the workload stacks run on the system nodes.
+
+Declared here, once: each workload module puts these in its pod spec, and the cluster stack's fit
+check (infra/specs/system_capacity.py) counts the same figures, so the two cannot drift apart. They
+live in infra because the workload stacks import infra, never the other way round.
+"""
+
+from __future__ import annotations
+
+# The gang watchdog's Deployment, one per workload stack that runs a Volcano Job or MPIJob
+# (workloads/gang_watchdog.py): a polling loop over the API.
+GANG_WATCHDOG_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
+# A step gate's Job, one per gated step while it runs (workloads/step_gate.py): it reads one status.
+STEP_GATE_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+# TensorBoard (workloads/tensorboard_viewer.py), and its password proxy, which runs only with a load balancer.
+TENSORBOARD_RESOURCES = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
+TENSORBOARD_PROXY_RESOURCES = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "500m", "memory": "128Mi"},
+}
+# The command shell (workloads/data_staging.py cmd_shell_pod): heavy work belongs in a Job.
+CMD_SHELL_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+# The training-progress exporter (workloads/progress.py), which a Prometheus scrapes.
+PROGRESS_EXPORTER_RESOURCES = {
+    "requests": {"cpu": "20m", "memory": "64Mi"},
+    "limits": {"cpu": "500m", "memory": "256Mi"},
+}

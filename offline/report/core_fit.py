@@ -1,0 +1,40 @@
+"""The core node group's fit, for `make plan`'s closing summary: how much of the minSize nodes the system pods
+ask for (infra/specs/system_capacity.py), beside the cost line those nodes make."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infra.config.models import StackConfig
+from infra.specs.system_capacity import controller_replicas, system_fit
+
+
+def core_fit_texts(config: StackConfig) -> list[str]:
+    """One text per core instance type: its minSize nodes, the controllers' replicas, and the fit."""
+    core = config.core_node_group
+    texts = []
+    for instance_type in core.instance_types:
+        fit = system_fit(
+            instance_type,
+            core.min_size,
+            config.features,
+            config.training_namespaces,
+            karpenter=config.node_provisioner == "karpenter",
+            monitoring=config.monitoring,
+        )
+        head = f"core nodes {instance_type} × {core.min_size}, controllers at {controller_replicas(core.min_size)}"
+        texts.append(
+            f"{head}: not sized (infra/facts/instances.py gives it no NodeSize)"
+            if fit is None
+            else f"{head}: system pods ask {fit.summary()}"
+        )
+    return texts
+
+
+def deployed(project_dir: Path, stack: str) -> list[str]:
+    """core_fit_texts for the cluster stack file of ``stack``."""
+    from infra.config.load import raw_from_pulumi_config
+    from infra.validate import parse_stack_config
+    from offline.plan.runner import stack_config
+
+    return core_fit_texts(parse_stack_config(raw_from_pulumi_config(stack_config(project_dir, stack))))

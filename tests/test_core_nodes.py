@@ -1,0 +1,221 @@
+"""The core node group sized to what runs there: one node where the fit check says it holds every system pod,
+the leader-elected controllers and CoreDNS at one replica on it (two otherwise), the EBS CSI driver only with
+the in-cluster Prometheus whose volumes need it, and the workload stacks' pods counted from the requests they
+declare (infra/specs/system_pods.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.config.models import FeaturesConfig, MonitoringConfig
+from infra.specs import system_pods
+from infra.specs.system_capacity import cluster_pods, daemonsets, system_fit
+from offline.plan.runner import PlanResult
+from offline.report import cost
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+MONITORING = {"kube-state-metrics", "prometheus-server", "alertmanager", "grafana"}
+ONE_NODE = {"instanceTypes": ["t3a.large"], "minSize": 1, "desiredSize": 1, "maxSize": 3}
+
+
+@pytest.fixture(scope="module")
+def one_node() -> PlanResult:
+    from offline.plan.runner import stack_config
+    from tests.conftest import _remembered_run
+    from tests.fixture_project import FIXTURE_ROOT
+
+    config = stack_config(FIXTURE_ROOT, "dev")
+    config["trainium-eks:coreNodeGroup"] = json.dumps(ONE_NODE)
+    return _remembered_run(FIXTURE_ROOT, "dev", config)
+
+
+def release_values(plan: PlanResult, release: str) -> dict:
+    return plan.named(release, RELEASE).inputs["values"]
+
+
+# --- the fit --------------------------------------------------------------------------------------------------
+
+
+def test_one_t3a_large_holds_dev_with_the_controllers_at_one_replica():
+    # dev's features, one namespace, no Prometheus. Per node the 7 DaemonSets of 490m/287Mi
+    # (tests/test_node_layout.py). In the cluster, one of each controller: CoreDNS 100m/70Mi, FSx controller
+    # 40m/136Mi, Volcano 3 x 0, KubeRay 100m/512Mi, MPI operator 0, cluster-autoscaler 0; metrics-server
+    # 100m/200Mi, cloudwatch controller 100m/64Mi, the sweeper 10m/64Mi; TensorBoard and its proxy 550m/2112Mi,
+    # cmd-shell 250m/512Mi, gang watchdog 10m/64Mi, 3 step gates 30m/96Mi: 17 pods, 1290m, 3830Mi.
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"])
+    assert fit is not None and fit.fits
+    assert fit.cpu_millis == 490 + 1290 and fit.allocatable_cpu_millis == 2000 - 70  # 92%
+    # 8192 MiB x 0.925 = 7577, less 11 x 35 + 355 = 740.
+    assert fit.memory_mib == 287 + 3830 and fit.allocatable_memory_mib == 7577 - 740  # 60%
+    # awslabs/amazon-eks-ami v20260724 instance-info.jsonl t3a.large: 3 ENIs x (12 - 1) + 2 = 35.
+    assert fit.pods_per_node == 7 + 17 and fit.max_pods == 35
+    assert fit.summary() == "1,780m of 1,930m CPU (92%), 4,117 of 6,837 MiB (60%), 24 of 35 pods per node"
+
+
+def test_the_in_cluster_monitoring_does_not_fit_one_t3a_large():
+    # Its server, Alertmanager and Grafana (380m/1664Mi), kube-state-metrics, node-exporter, the EBS CSI driver
+    # (2 x 60m/240Mi and 30m/120Mi on the node) and the progress exporter (20m/64Mi): 2,330m of 1,930m.
+    full = MonitoringConfig(prometheus="in-cluster", grafana="in-cluster")
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], monitoring=full)
+    assert fit is not None and not fit.fits and fit.cpu_millis == 1780 + 380 + 120 + 30 + 20
+
+
+def test_at_two_replicas_one_t3a_large_would_not_do():
+    # The standbys of the six controllers and CoreDNS (+100m/70Mi, +40m/136Mi, +100m/512Mi, 9 more pods):
+    # 2,020m of 1,930m. Counted with a minSize of 2 on one surviving node.
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], core_min_size=2)
+    assert fit is not None and not fit.fits and fit.cpu_millis == 1780 + 240
+
+
+def test_the_workload_stacks_pods_are_counted_from_what_they_declare():
+    from workloads import gang_watchdog, step_gate
+
+    pods = {p.name: p for p in cluster_pods(FeaturesConfig(), ["default", "research"])}
+    # One per workload stack (a namespace each), three step gates each.
+    assert pods["tensorboard"].replicas == pods["cmd-shell"].replicas == pods["gang-watchdog"].replicas == 2
+    assert pods["step-gate"].replicas == 6
+    assert (pods["tensorboard"].cpu_millis, pods["tensorboard"].memory_mib) == (500 + 50, 2048 + 64)
+    without_proxy = {p.name: p for p in cluster_pods(FeaturesConfig(), ["default"], tensorboard_proxy=False)}
+    assert (without_proxy["tensorboard"].cpu_millis, without_proxy["tensorboard"].memory_mib) == (500, 2048)
+    # The manifests carry the very figures counted.
+    layout = gang_watchdog.WatchdogLayout("default", {"role": "core"})
+    deployment = next(m for m in gang_watchdog.manifests(layout) if m["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == system_pods.GANG_WATCHDOG_RESOURCES
+    step = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "s", "namespace": "n"}}
+    gate = step_gate.gate_job(step, "bert", 60, {"role": "core"})
+    (container,) = gate["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == system_pods.STEP_GATE_RESOURCES
+    # The progress exporter only where a Prometheus scrapes it.
+    assert "progress-exporter" not in pods
+    managed = cluster_pods(FeaturesConfig(), ["default"], monitoring=MonitoringConfig(prometheus="managed"))
+    assert {p.name: p.cpu_millis for p in managed}["progress-exporter"] == 20
+
+
+def test_monitoring_adds_its_pods_and_node_agents():
+    features = FeaturesConfig()
+    names = {p.name: p.replicas for p in cluster_pods(features, ["default"], monitoring=MonitoringConfig())}
+    assert not MONITORING & set(names)
+    full = MonitoringConfig(prometheus="in-cluster", grafana="in-cluster")
+    pods = {p.name: p for p in cluster_pods(features, ["default"], monitoring=full)}
+    # kube-state-metrics' chart sets no requests (prometheus-community cf408a2, 8.4.0) and the values leave it so;
+    # the others carry what their releases' values set (infra/specs/monitoring.py IN_CLUSTER_RESOURCES): the
+    # server 250m/1Gi with its config reloader 10m/32Mi, Alertmanager 10m/32Mi, Grafana 100m/512Mi with its
+    # dashboard sidecar 10m/64Mi. One pod each.
+    assert {n: (pods[n].replicas, pods[n].cpu_millis, pods[n].memory_mib) for n in pods if n in MONITORING} == {
+        "kube-state-metrics": (1, 0, 0),
+        "prometheus-server": (1, 260, 1056),
+        "alertmanager": (1, 10, 32),
+        "grafana": (1, 110, 576),
+    }
+    # With the in-cluster Prometheus the EBS CSI driver runs: its controller (two, 60m/240Mi each) and its
+    # node plugin; node-exporter on every node with any Prometheus.
+    assert pods["ebs-csi-controller"].replicas == 2
+    on_node = {p.name for p in daemonsets(features, ebs_csi=True, metrics_agents=True)}
+    assert {"ebs-csi-node", "prometheus-node-exporter"} <= on_node
+    assert not {"ebs-csi-node", "prometheus-node-exporter"} & {p.name for p in daemonsets(features)}
+
+
+# --- replicas in what the plan renders --------------------------------------------------------------------------
+
+
+def test_one_node_runs_one_replica_of_each_controller(one_node: PlanResult, dev: PlanResult):
+    from infra.components.schedulers import VOLCANO_PODS
+
+    for plan, count in ((one_node, 1), (dev, 2)):
+        volcano = release_values(plan, "volcano")["custom"]
+        assert {volcano[f"{c}_replicas"] for c in VOLCANO_PODS} == {count}
+        assert release_values(plan, "kuberay-operator")["replicas"] == count
+        assert release_values(plan, "cluster-autoscaler")["replicaCount"] == count
+        coredns = plan.named("cluster-coredns", "aws:eks/addon:Addon").inputs
+        assert json.loads(coredns["configurationValues"]) == {"replicaCount": count}
+    # The FSx chart's own default is two (chart 1.17.0 values.yaml l.78): set only at one.
+    assert release_values(one_node, "aws-fsx-csi-driver")["controller"]["replicaCount"] == 1
+    assert "replicaCount" not in release_values(dev, "aws-fsx-csi-driver")["controller"]
+
+
+def test_the_mpi_operator_transform_sets_the_replicas():
+    import pulumi
+
+    from infra.components.schedulers import mpi_operator_release_image
+
+    deployment = {
+        "metadata": {"name": "mpi-operator"},
+        "spec": {"template": {"spec": {"containers": [{"name": "mpi-operator", "image": "x"}]}}},
+    }
+    for count in (1, 2):
+        args = pulumi.ResourceTransformArgs(
+            True, "kubernetes:apps/v1:Deployment", "mpi-operator", deployment, pulumi.ResourceOptions()
+        )
+        result = mpi_operator_release_image(args, replicas=count)
+        assert result is not None and result.props["spec"]["replicas"] == count
+
+
+def test_no_budget_blocks_a_drain_at_one_replica(one_node: PlanResult):
+    # Every budget the program declares lets one pod go; the charts' (cluster-autoscaler, FSx) are said to.
+    budgets = one_node.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+    assert budgets and all(b.inputs["spec"]["maxUnavailable"] == 1 for b in budgets)
+    assert all("minAvailable" not in b.inputs["spec"] for b in budgets)
+    assert release_values(one_node, "cluster-autoscaler")["podDisruptionBudget"] == {"maxUnavailable": 1}
+
+
+def test_the_one_node_group_plans_at_its_size_and_price(one_node: PlanResult):
+    group = one_node.named("cluster-core").inputs
+    assert group["instanceTypes"] == ["t3a.large"]
+    assert group["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 3}
+    estimate = cost.estimate_cluster(one_node.as_json()["resources"], one_node.outputs["region"])
+    (line,) = [line for line in estimate["lines"] if line["detail"].startswith("t3a.large")]
+    # aws/karpenter-provider-aws v1.14.1 pricing table: t3a.large $0.0752/h.
+    assert line["hourly"]["idle"] == pytest.approx(0.0752)
+    # Unlimited mode's surplus credits are named, not priced; a group of m6i has none to name.
+    assert any("burstable nodes (t3a.large)" in entry for entry in estimate["notEstimated"])
+
+
+def test_no_burstable_line_without_a_burstable_group(dev: PlanResult):
+    estimate = cost.estimate_cluster(dev.as_json()["resources"], dev.outputs["region"])
+    assert not any("burstable" in entry for entry in estimate["notEstimated"])
+
+
+def test_the_plan_summary_prints_the_fit_beside_the_cost():
+    from offline.report.core_fit import core_fit_texts
+    from tests.test_node_layout import stack_config
+
+    config = stack_config("dev").model_copy(
+        update={"core_node_group": stack_config("dev").core_node_group.model_copy(update={"min_size": 1})}
+    )
+    (text,) = core_fit_texts(config)
+    assert text.startswith("core nodes m6i.large × 1, controllers at 1: system pods ask 1,780m of 1,930m CPU")
+
+
+# --- the EBS CSI add-on ----------------------------------------------------------------------------------------
+
+
+def addon_names(plan: PlanResult) -> set[str]:
+    return {r.inputs["addonName"] for r in plan.of_type("aws:eks/addon:Addon")}
+
+
+def test_the_ebs_csi_addon_runs_only_with_the_in_cluster_prometheus(dev: PlanResult, prod: PlanResult, plan_with):
+    # Nothing else makes EBS volumes: without the in-cluster Prometheus no volume of its class exists, so the
+    # add-on can go from a running cluster.
+    assert "aws-ebs-csi-driver" not in addon_names(dev) | addon_names(prod)
+    assert not [c for c in dev.of_type("kubernetes:storage.k8s.io/v1:StorageClass") if "ebs" in str(c.inputs)]
+    assert not [r for r in dev.registrations if r.name == "cluster-ebs-csi"]
+    in_cluster = plan_with(monitoring={"prometheus": "in-cluster"})
+    addons = {r.inputs["addonName"]: r for r in in_cluster.of_type("aws:eks/addon:Addon")}
+    ebs = addons["aws-ebs-csi-driver"]
+    assert in_cluster.named("cluster-core").urn in ebs.dependencies
+    assert addons["eks-pod-identity-agent"].urn in ebs.dependencies
+    assert ebs.inputs["podIdentityAssociations"] == [
+        {
+            "roleArn": "arn:aws:iam::123456789012:role/cluster-ebs-csi-placeholder",
+            "serviceAccount": "ebs-csi-controller-sa",
+        }
+    ]
+    trust = in_cluster.named("cluster-ebs-csi").inputs["assumeRolePolicy"]
+    assert "pods.eks.amazonaws.com" in trust and "sts:TagSession" in trust
+    # The Prometheus release waits for the driver that makes its volumes.
+    assert ebs.urn in in_cluster.named("prometheus", RELEASE).dependencies
+    assert "aws-ebs-csi-driver" in in_cluster.outputs["addonBuilds"]
+    assert "aws-ebs-csi-driver" not in dev.outputs["addonBuilds"]
