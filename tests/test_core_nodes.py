@@ -161,6 +161,51 @@ def test_no_budget_blocks_a_drain_at_one_replica(one_node: PlanResult):
     assert release_values(one_node, "cluster-autoscaler")["podDisruptionBudget"] == {"maxUnavailable": 1}
 
 
+# --- a second core node does not stay ------------------------------------------------------------------------
+
+
+SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def test_cluster_autoscaler_leaves_the_daemonsets_out_of_a_nodes_utilisation(one_node: PlanResult):
+    # cluster-autoscaler-1.35.2: the flag's default is false (config/flags/flags.go); the chart passes each
+    # extraArgs entry as --key=value.
+    args = release_values(one_node, "cluster-autoscaler")["extraArgs"]
+    assert args["ignore-daemonsets-utilization"] == "true"
+    # With it, a second t3a.large holding TensorBoard after a roll is at 500m of what its DaemonSets leave
+    # (1,930m - 490m): 35%, below the 0.5 threshold; counting the DaemonSets it was 990m of 1,930m, 51%.
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"])
+    assert fit is not None
+    daemonset_cpu = sum(p.cpu_millis for p in daemonsets(FeaturesConfig()))
+    assert 500 / (fit.allocatable_cpu_millis - daemonset_cpu) < 0.5 < (500 + daemonset_cpu) / fit.allocatable_cpu_millis
+
+
+def test_the_core_pods_with_an_empty_dir_may_be_evicted_by_cluster_autoscaler(one_node: PlanResult):
+    from infra.specs import system_pods
+
+    assert system_pods.SAFE_TO_EVICT == SAFE_TO_EVICT
+    # metrics-server chart 3.13.1 and the FSx chart 1.17.0 put podAnnotations on the pod template.
+    assert release_values(one_node, "metrics-server")["podAnnotations"] == SAFE_TO_EVICT
+    assert release_values(one_node, "aws-fsx-csi-driver")["controller"]["podAnnotations"] == SAFE_TO_EVICT
+    # The node DaemonSet is not drained by cluster-autoscaler: it keeps no annotation.
+    assert "podAnnotations" not in release_values(one_node, "aws-fsx-csi-driver")["node"]
+
+
+def test_tensorboard_restarts_in_place_and_may_be_evicted(workloads_dev: PlanResult):
+    from tests.test_workloads import manifest
+
+    deployment = manifest(workloads_dev, "Deployment", "tensorboard")
+    # No surge pod: one core node has less CPU free than TensorBoard asks.
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["annotations"] == SAFE_TO_EVICT
+    # The emptyDir the annotation is there for.
+    assert any("emptyDir" in v for v in template["spec"]["volumes"])
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], tensorboard_proxy=False)
+    cpu = int(deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"].rstrip("m"))
+    assert fit is not None and fit.allocatable_cpu_millis - fit.cpu_millis < cpu
+
+
 def test_the_one_node_group_plans_at_its_size_and_price(one_node: PlanResult):
     group = one_node.named("cluster-core").inputs
     assert group["instanceTypes"] == ["t3a.large"]
