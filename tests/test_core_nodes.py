@@ -206,6 +206,15 @@ def test_tensorboard_restarts_in_place_and_may_be_evicted(workloads_dev: PlanRes
     assert fit is not None and fit.allocatable_cpu_millis - fit.cpu_millis < cpu
 
 
+def test_the_core_group_repairs_a_node_that_stops_reporting_ready(one_node: PlanResult, prod: PlanResult):
+    # Its Auto Scaling group replaces only an instance that fails EC2's checks; EKS node auto repair reacts to
+    # the kubelet's Ready condition too (eks-user-guide 4d52b4d0 latest/ug/nodes/node-health.adoc).
+    for plan in (one_node, prod):
+        assert plan.named("cluster-core").inputs["nodeRepairConfig"] == {"enabled": True}
+    # The job-support group scales from zero and back: cluster-autoscaler removes an unready node there.
+    assert "nodeRepairConfig" not in one_node.named("cluster-job-support").inputs
+
+
 def test_the_one_node_group_plans_at_its_size_and_price(one_node: PlanResult):
     group = one_node.named("cluster-core").inputs
     assert group["instanceTypes"] == ["t3a.large"]
