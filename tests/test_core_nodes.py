@@ -215,6 +215,39 @@ def test_the_core_group_repairs_a_node_that_stops_reporting_ready(one_node: Plan
     assert "nodeRepairConfig" not in one_node.named("cluster-job-support").inputs
 
 
+def test_karpenter_runs_and_is_counted_at_the_controllers_replicas():
+    from infra.specs import nodepools
+
+    # Its chart's anti-affinity is required per hostname (v1.14.1 values.yaml): a second replica on a one-node
+    # core group would never schedule.
+    for replicas in (1, 2):
+        values = nodepools.chart_values("c", "us-west-2", "q", True, {"role": "core"}, replicas)
+        assert values["replicas"] == replicas
+        pods = {p.name: p for p in cluster_pods(FeaturesConfig(), ["default"], karpenter=True, replicas=replicas)}
+        assert (pods["karpenter"].replicas, pods["karpenter"].cpu_millis) == (replicas, 250)
+    # On one node the fit counts one Karpenter: 250m more than the 1,780m, which one t3a.large cannot hold and
+    # one c6i.xlarge (4 vCPU) can.
+    small = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], karpenter=True)
+    assert small is not None and not small.fits and small.cpu_millis == 1780 + 250
+    large = system_fit("c6i.xlarge", 1, FeaturesConfig(), ["default"], karpenter=True)
+    assert large is not None and large.fits
+
+
+def test_the_karpenter_release_sets_the_replicas(karp_one_node: PlanResult):
+    assert release_values(karp_one_node, "karpenter")["replicas"] == 1
+
+
+@pytest.fixture(scope="module")
+def karp_one_node() -> PlanResult:
+    from offline.plan.runner import run_program, stack_config
+    from tests.fixture_project import FIXTURE_ROOT
+
+    config = stack_config(FIXTURE_ROOT, "dev")
+    config["trainium-eks:coreNodeGroup"] = json.dumps({**ONE_NODE, "instanceTypes": ["c6i.xlarge"]})
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+    return run_program(FIXTURE_ROOT, "dev", config)
+
+
 def test_the_one_node_group_plans_at_its_size_and_price(one_node: PlanResult):
     group = one_node.named("cluster-core").inputs
     assert group["instanceTypes"] == ["t3a.large"]

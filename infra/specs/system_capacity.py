@@ -368,10 +368,12 @@ def cluster_pods(
             )
         )
     if karpenter:
-        # nodeProvisioner: karpenter. Chart v1.14.0 values.yaml replicas 2; requests from
-        # infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
+        # nodeProvisioner: karpenter, at the controllers' replicas (infra/specs/nodepools.py chart_values sets the
+        # chart's replicas); requests from infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
         pods.append(
-            PodRequests("karpenter", 250, 1024, 2, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart replicas 2")
+            PodRequests(
+                "karpenter", 250, 1024, replicas, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart_values replicas"
+            )
         )
     if features.metrics_server:
         pods.append(
