@@ -89,7 +89,9 @@ def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: 
         PodRequests(
             "kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"
         ),
-        PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
+        # Its public chart sets no requests (aws/eks-pod-identity-agent d4dc0f3 charts/eks-pod-identity-agent/
+        # values.yaml l.165: resources {}), which the add-on build may or may not keep: 25m over-counts at worst.
+        PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate over the public chart's resources {}"),
     ]
     if ebs_csi:
         # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
@@ -102,7 +104,9 @@ def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: 
         # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
         pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
     if features.observability:
-        # aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0 values.yaml.
+        # The chart of the add-on build that runs (v4.7.0-eksbuild.1 on 1.35): aws-observability/helm-charts
+        # amazon-cloudwatch-observability-4.7.0 values.yaml, agent 250m/128Mi (l.1306-1308), containerLogs
+        # fluentBit 50m/25Mi (l.35-37).
         pods.append(
             PodRequests("cloudwatch-agent", 250, 128, 1, "amazon-cloudwatch-observability values agent.resources")
         )
@@ -137,8 +141,9 @@ def accelerator_daemonsets(
     pods = []
     if features.observability:
         # The CloudWatch add-on runs its own neuron-monitor on every Neuron node, whatever its taints or device
-        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-6.4.0 values.yaml
-        # neuronMonitor: image 1.11.0, requests 256m/128Mi), beside the Prometheus path's own.
+        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-4.7.0 values.yaml, the add-on
+        # build's chart: neuronMonitor image 1.6.0, requests 256m/128Mi, l.1555-1557), beside the Prometheus
+        # path's own.
         pods.append(
             PodRequests(
                 "neuron-monitor (CloudWatch add-on)",
@@ -381,7 +386,13 @@ def cluster_pods(
         )
     if features.observability:
         pods.append(
-            PodRequests("cloudwatch-controller", 100, 64, 1, "amazon-cloudwatch-observability values manager.resources")
+            PodRequests(
+                "cloudwatch-controller",
+                100,
+                64,
+                1,
+                "amazon-cloudwatch-observability-4.7.0 values.yaml manager.resources (l.1192-1194)",
+            )
         )
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
