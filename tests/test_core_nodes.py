@@ -276,6 +276,31 @@ def test_the_plan_summary_prints_the_fit_beside_the_cost():
     assert text.startswith("core nodes m6i.large × 1, controllers at 1: system pods ask 1,780m of 1,930m CPU")
 
 
+def test_the_plan_counts_the_tensorboard_proxy_only_where_a_load_balancer_runs_it(tmp_path):
+    from offline.report.core_fit import tensorboard_proxy
+
+    def stack_file(tensorboard: str) -> None:
+        (tmp_path / "Pulumi.dev.yaml").write_text(f"config:\n  trainium-workloads:tensorboard: {tensorboard}\n")
+
+    stack_file("{}")
+    assert not tensorboard_proxy(tmp_path, "dev", 1)
+    # Other namespaces' workload stacks are not in the repository: counted.
+    assert tensorboard_proxy(tmp_path, "dev", 2)
+    stack_file("{loadBalancer: {allowedCidrs: [203.0.113.0/24]}}")
+    assert tensorboard_proxy(tmp_path, "dev", 1)
+    # No workload stack file: counted.
+    assert tensorboard_proxy(tmp_path, "prod", 1)
+
+
+def test_dev_plan_leaves_out_the_proxy_its_workload_stack_does_not_run():
+    from offline.report.core_fit import deployed
+    from tests.fixture_project import FIXTURE_ROOT
+
+    (text,) = deployed(FIXTURE_ROOT, "dev")
+    without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], tensorboard_proxy=False)
+    assert without is not None and text.endswith(without.summary())
+
+
 # --- the EBS CSI add-on ----------------------------------------------------------------------------------------
 
 
