@@ -331,3 +331,14 @@ def test_the_ebs_csi_addon_runs_only_with_the_in_cluster_prometheus(dev: PlanRes
     assert ebs.urn in in_cluster.named("prometheus", RELEASE).dependencies
     assert "aws-ebs-csi-driver" in in_cluster.outputs["addonBuilds"]
     assert "aws-ebs-csi-driver" not in dev.outputs["addonBuilds"]
+
+
+def test_the_refusal_counts_its_nodes_in_words_that_agree():
+    from infra.specs.system_capacity import system_fit_problem
+
+    one = system_fit_problem(
+        "t3a.large", 1, FeaturesConfig(), ["default"], monitoring=MonitoringConfig(prometheus="in-cluster")
+    )
+    two = system_fit_problem("t3a.medium", 2, FeaturesConfig(), ["default"])
+    assert one is not None and one.startswith("1 such node (minSize) cannot hold")
+    assert two is not None and two.startswith("2 such nodes (minSize) cannot hold")

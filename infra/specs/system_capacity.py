@@ -532,7 +532,8 @@ def system_fit_problem(
     if fit is None or fit.fits:
         return None
     return (
-        f"{nodes} such nodes (minSize) cannot hold the system pods: {fit.pods_per_node} pods per node "
+        f"{nodes} such {'node' if nodes == 1 else 'nodes'} (minSize) cannot hold the system pods: "
+        f"{fit.pods_per_node} pods per node "
         f"(limit {fit.max_pods}), {fit.cpu_millis}m of {fit.allocatable_cpu_millis}m CPU, "
         f"{fit.memory_mib} of {fit.allocatable_memory_mib} MiB; these fit: {what_fits(instance_type, nodes, load)}"
     )
