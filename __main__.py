@@ -10,6 +10,7 @@ from infra.components.burn_in import BurnIn, BurnInArgs
 from infra.components.cluster import EksCluster, EksClusterArgs
 from infra.components.context import ClusterContext
 from infra.components.devices import DevicePlugins, DevicePluginsArgs, NodeRecoveryArgs
+from infra.components.efs_storage import EfsStorage, EfsStorageArgs
 from infra.components.identities import TRAINING_SERVICE_ACCOUNT, TrainingIdentities, TrainingIdentitiesArgs
 from infra.components.karpenter import Karpenter, KarpenterArgs
 from infra.components.kube import (
@@ -193,7 +194,7 @@ identities = TrainingIdentities(
     ctx,
     TrainingIdentitiesArgs({ns: config.data_buckets(ns) for ns in namespaces}),
 )
-registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries))
+registries = Registries("registries", ctx, RegistriesArgs(config.force_delete_registries, config.storage.kind))
 DevicePlugins(
     "devices",
     ctx,
@@ -242,6 +243,7 @@ burn_in_targets = [
         config.node_provisioner,
         s.dra_group,
         image=registries.through_cache(BURN_IN_IMAGE),
+        file_system_kind=config.storage.kind,
     )
     for s in specs
     if s.startup_taints
@@ -259,8 +261,29 @@ burn_in = (
     if burn_in_targets
     else None
 )
-storage = None
-if features.fsx_csi:
+storage: FsxStorage | EfsStorage | None = None
+if features.fsx_csi and config.storage.kind == "efs":
+    storage = EfsStorage(
+        "efs",
+        ctx,
+        EfsStorageArgs(
+            vpc_id=network.vpc_id,
+            node_subnet_by_zone_id=network.node_subnet_by_zone_id,
+            node_security_group_ids=[cluster.cluster_security_group_id],
+            storage=config.storage,
+            identities=identities,
+            namespaces=namespaces,
+            namespace_ids=config.namespace_ids,
+            system_namespaces={BURN_IN_NAMESPACE: burn_in.namespace} if burn_in else {},
+            image_cache=registries.pull_through_cache,
+        ),
+        # A stack that ran FSx keeps its claims' identities: each volume and claim, of the same name under
+        # this component, is the FSx one replaced (claim deleted, volume replaced, claim created), not a new
+        # object created while the old claim still holds its name, which pulumi-kubernetes refuses ("The
+        # resource already exists", pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go Creation).
+        pulumi.ResourceOptions(aliases=[pulumi.Alias(name="fsx", type_="trainium:infra:FsxStorage")]),
+    )
+elif features.fsx_csi:
     storage = FsxStorage(
         "fsx",
         ctx,

@@ -42,6 +42,8 @@ _MODULE_SERVICE = {
     "vpc": "ec2",
     "ecr": "ecr",
     "eks": "eks",
+    # storage.kind: efs.
+    "efs": "elasticfilesystem",
     "fsx": "fsx",
     "iam": "iam",
     "kms": "kms",
@@ -79,6 +81,7 @@ DEPLOY_SERVICES = frozenset(
         "ec2",
         "ecr",
         "eks",
+        "elasticfilesystem",
         "events",
         "fsx",
         "iam",
@@ -189,6 +192,18 @@ _TYPE_READS: dict[str, tuple[str, ...]] = {
     "aws:eks/addon:Addon": ("eks:DescribeAddon",),
     "aws:eks/nodeGroup:NodeGroup": ("eks:DescribeNodegroup",),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("eks:DescribePodIdentityAssociation",),
+    # internal/service/efs (read at 0389f46): file_system.go resourceFileSystemRead DescribeFileSystems (tags
+    # from its output) and DescribeLifecycleConfiguration; mount_target.go DescribeMountTargets and
+    # DescribeMountTargetSecurityGroups; access_point.go DescribeAccessPoints.
+    "aws:efs/accessPoint:AccessPoint": ("elasticfilesystem:DescribeAccessPoints",),
+    "aws:efs/fileSystem:FileSystem": (
+        "elasticfilesystem:DescribeFileSystems",
+        "elasticfilesystem:DescribeLifecycleConfiguration",
+    ),
+    "aws:efs/mountTarget:MountTarget": (
+        "elasticfilesystem:DescribeMountTargets",
+        "elasticfilesystem:DescribeMountTargetSecurityGroups",
+    ),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("fsx:DescribeDataRepositoryAssociations",),
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("fsx:DescribeFileSystems", "fsx:ListTagsForResource"),
     "aws:iam/role:Role": ("iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies"),
@@ -741,6 +756,34 @@ def preview_policy(
     }
 
 
+# What the deploy calls on EFS (storage.kind: efs), not the whole service: the file system, its lifecycle, mount
+# targets and access points, their tags (EFS authorizes TagResource for tags given on create: CreateFileSystem
+# and CreateAccessPoint in the EFS API reference), and the reads of a refresh. terraform-provider-aws
+# internal/service/efs at 0389f46: file_system.go CreateFileSystem, PutLifecycleConfiguration,
+# UpdateFileSystem (a throughput mode change), DeleteFileSystem; mount_target.go CreateMountTarget,
+# ModifyMountTargetSecurityGroups (a changed group), DeleteMountTarget; access_point.go CreateAccessPoint,
+# DeleteAccessPoint; tags by TagResource/UntagResource. Nothing here reads or writes data: mounting is
+# elasticfilesystem:Client*, which the nodes do without IAM.
+EFS_DEPLOY_ACTIONS = (
+    "elasticfilesystem:CreateAccessPoint",
+    "elasticfilesystem:CreateFileSystem",
+    "elasticfilesystem:CreateMountTarget",
+    "elasticfilesystem:DeleteAccessPoint",
+    "elasticfilesystem:DeleteFileSystem",
+    "elasticfilesystem:DeleteMountTarget",
+    "elasticfilesystem:DescribeAccessPoints",
+    "elasticfilesystem:DescribeFileSystems",
+    "elasticfilesystem:DescribeLifecycleConfiguration",
+    "elasticfilesystem:DescribeMountTargetSecurityGroups",
+    "elasticfilesystem:DescribeMountTargets",
+    "elasticfilesystem:ModifyMountTargetSecurityGroups",
+    "elasticfilesystem:PutLifecycleConfiguration",
+    "elasticfilesystem:TagResource",
+    "elasticfilesystem:UntagResource",
+    "elasticfilesystem:UpdateFileSystem",
+)
+
+
 def deploy_policy(
     services: frozenset[str],
     account: str,
@@ -761,9 +804,14 @@ def deploy_policy(
         {
             "Sid": "ManageStackServices",
             "Effect": "Allow",
-            "Action": sorted(f"{s}:*" for s in services - {"iam", "sts", "s3"}),
+            "Action": sorted(f"{s}:*" for s in services - {"iam", "sts", "s3", "elasticfilesystem"}),
             "Resource": "*",
         },
+        *(
+            [{"Sid": "ManageEfs", "Effect": "Allow", "Action": list(EFS_DEPLOY_ACTIONS), "Resource": "*"}]
+            if "elasticfilesystem" in services
+            else []
+        ),
         # Buckets the stacks own, never the state bucket: its objects are reached only through
         # WriteState below (this environment's stacks), so `s3:*` cannot write another's state.
         *(

@@ -14,9 +14,17 @@ they stay descriptions (``WORKLOAD_OUTPUTS``, ``BOOTSTRAP_OUTPUTS``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict
 
@@ -32,16 +40,30 @@ class ContractModel(BaseModel):
     when read, so a workload stack still reads a cluster stack deployed from a newer commit."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+    # Fields a stack exports only where they differ from their default, which is what stacks exporting
+    # none of them meant: a stack that has no use for one keeps its outputs exactly as they were.
+    exported_when_set: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _as_exported(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Written back as the stack exports it: a field ``exported_when_set`` at its default is left out."""
+        data = handler(self)
+        for name in self.exported_when_set:
+            field = type(self).model_fields[name]
+            if getattr(self, name) == field.default:
+                data.pop(field.alias or name, None)
+                data.pop(name, None)
+        return data
 
 
 def exported(model: type[ContractModel], **values: Any) -> dict[str, Any]:
     """``values`` (the model's field names; Pulumi Outputs allowed) keyed as the stack exports them.
 
-    Every field must be given and no other, so the cluster program cannot export a shape the
-    model does not describe; the types are checked on the plan's values (tests/test_contract.py),
-    since here they may still be Outputs."""
+    Every field must be given (but those ``exported_when_set``) and no other, so the cluster program
+    cannot export a shape the model does not describe; the types are checked on the plan's values
+    (tests/test_contract.py), since here they may still be Outputs."""
     fields = model.model_fields
-    missing = [name for name in fields if name not in values]
+    missing = [name for name in fields if name not in values and name not in model.exported_when_set]
     unknown = [name for name in values if name not in fields]
     if missing or unknown:
         raise TypeError(f"{model.__name__} output: missing {missing}, unknown {unknown}")
@@ -151,6 +173,13 @@ class Storage(ContractModel):
         description="Whether the file system exists (the `fsxCsi` feature); every other key "
         "but capacityGib, deploymentType and zone is null or empty when not."
     )
+    exported_when_set: ClassVar[frozenset[str]] = frozenset({"kind", "throughput_mbps"})
+
+    kind: Literal["fsx", "efs"] = Field(
+        default="fsx",
+        description="The file system's kind (cluster storage.kind): `fsx` (FSx for Lustre; what a stack that "
+        "exports no kind has) or `efs` (Amazon EFS).",
+    )
     # Null without a file system, and a null output never reaches a StackReference: the Pulumi SDK drops
     # None values both ways (pulumi 3.272.0 pulumi/runtime/rpc.py serialize_properties: "properties that
     # serialize to None" are treated "as if they don't exist"; deserialize_properties likewise), so these
@@ -165,15 +194,20 @@ class Storage(ContractModel):
         "its directory claims; what a namespace mounts is in claims.",
     )
     namespaces: list[str] = Field(description="The namespaces that have a claim.")
-    capacity_gib: int = Field(description="Its capacity.")
-    deployment_type: str = Field(description="Its FSx deployment type.")
+    capacity_gib: int | None = Field(default=None, description="Its capacity; null for EFS, which has none.")
+    deployment_type: str | None = Field(default=None, description="Its FSx deployment type; null for EFS.")
     # None from cluster stacks that do not export it, and for SCRATCH_2, which takes no per-unit setting.
     per_unit_storage_throughput: int | None = Field(
         default=None,
         description="Its baseline throughput per TiB of capacity (MB/s/TiB); the workloads' goodput model sizes "
         "checkpoint saves with it.",
     )
-    zone: str = Field(description="The zone ID it is in (the accelerator zone).")
+    throughput_mbps: float | None = Field(
+        default=None,
+        description="EFS: the aggregate write throughput (MB/s) a checkpoint save is modelled at, from EFS's "
+        "published limits (infra/facts/efs.py); null for FSx, whose is capacityGib x perUnitStorageThroughput.",
+    )
+    zone: str = Field(description="The zone ID it is in (the accelerator zone; EFS serves every zone).")
     s3_links: list[S3Link] = Field(description="The S3 data repositories linked to it.")
     # Each claim is bound to a static volume of the one file system as soon as it exists.
     claims: dict[str, str] = Field(description="Namespace -> its claim's name.")

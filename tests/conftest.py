@@ -69,6 +69,24 @@ def prod() -> PlanResult:
     return remembered_program(FIXTURE_ROOT, "prod")
 
 
+# dev on FSx for Lustre (storage.kind fsx, prod's kind; the shipped dev file runs EFS): what the tests of the
+# FSx file system, its claims, root Jobs and driver plan, at dev's size.
+FSX_STORAGE = {"kind": "fsx"}
+
+
+def fsx_config(config: dict[str, str]) -> dict[str, str]:
+    """A dev stack file's config with its file system on FSx (every other storage key kept)."""
+    storage = json.loads(config.get("trainium-eks:storage", "{}"))
+    return {**config, "trainium-eks:storage": json.dumps({**storage, **FSX_STORAGE})}
+
+
+@pytest.fixture(scope="session")
+def dev_fsx() -> PlanResult:
+    from offline.plan.runner import stack_config
+
+    return _remembered_run(FIXTURE_ROOT, "dev", fsx_config(stack_config(FIXTURE_ROOT, "dev")))
+
+
 @pytest.fixture
 def plan_with() -> Callable[..., PlanResult]:
     """Run the dev stack with some project keys replaced: plan_with(acceleratorNodeGroups=[...])."""

@@ -210,7 +210,9 @@ def with_cluster_access(config: dict[str, str]) -> None:
 
 
 def with_data_repository(config: dict[str, str]) -> None:
+    # An FSx feature: on FSx (dev's shipped file system is EFS, which the shipped variant plans).
     storage = json.loads(config.get("trainium-eks:storage", "{}"))
+    storage["kind"] = "fsx"
     storage["dataRepositories"] = [{"fileSystemPath": "/default/datasets", "s3Path": "s3://my-training-data/datasets"}]
     config["trainium-eks:storage"] = json.dumps(storage)
 

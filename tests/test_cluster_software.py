@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -100,8 +101,8 @@ def tolerates_neuron(tolerations: list[dict]) -> bool:
         ),
     ],
 )
-def test_release_chart_repository_and_exact_version(dev, release, chart, version, repo, namespace):
-    inputs = releases(dev)[release]
+def test_release_chart_repository_and_exact_version(dev_fsx, release, chart, version, repo, namespace):
+    inputs = releases(dev_fsx)[release]
     assert inputs["chart"] == chart
     assert inputs["version"] == version
     assert inputs.get("repositoryOpts", {}).get("repo") == repo
@@ -137,8 +138,8 @@ def test_every_kubernetes_resource_uses_the_cluster_provider(dev):
     assert all("pulumi:providers:kubernetes::cluster::" in r.provider for r in on_cluster)
 
 
-def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev):
-    values = {name: r["values"] for name, r in releases(dev).items()}
+def test_daemonsets_for_accelerator_nodes_tolerate_the_neuron_taint(dev_fsx):
+    values = {name: r["values"] for name, r in releases(dev_fsx).items()}
     assert values["neuron"]["devicePlugin"]["enabled"] is True
     assert tolerates_neuron(values["neuron"]["devicePlugin"]["tolerations"])
     assert tolerates_neuron(values["neuron"]["npd"]["tolerations"])
@@ -234,8 +235,8 @@ def test_cluster_autoscaler(dev):
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/trn-dev": "owned"}}
 
 
-def test_controllers_run_on_core_nodes(dev):
-    values = {name: r["values"] for name, r in releases(dev).items()}
+def test_controllers_run_on_core_nodes(dev_fsx):
+    values = {name: r["values"] for name, r in releases(dev_fsx).items()}
     assert values["volcano"]["custom"]["default_ns"] == {"role": "core"}
     for name in ("kuberay-operator", "cluster-autoscaler", "metrics-server"):
         assert values[name]["nodeSelector"] == {"role": "core"}
@@ -255,8 +256,8 @@ def lustre_rules(plan: PlanResult) -> list[dict]:
     return [r.inputs for kind in kinds for r in plan.of_type(kind) if r.name.startswith("fsx-")]
 
 
-def test_lustre_ports_both_ways_between_file_system_and_nodes(dev):
-    rules = lustre_rules(dev)
+def test_lustre_ports_both_ways_between_file_system_and_nodes(dev_fsx):
+    rules = lustre_rules(dev_fsx)
     assert {(r["fromPort"], r["toPort"]) for r in rules} == LUSTRE
     assert all(r["ipProtocol"] == "tcp" and "cidrIpv4" not in r for r in rules)
     lustre, nodes = "sg-placeholder-fsx-lustre", "sg-placeholder-eks-cluster"
@@ -266,13 +267,15 @@ def test_lustre_ports_both_ways_between_file_system_and_nodes(dev):
     assert len(rules) == 3 * 2 * 2
 
 
-def test_fsx_controller_identity(dev):
-    association = dev.named("fsx-csi-controller-identity")
+def test_fsx_controller_identity(dev_fsx):
+    association = dev_fsx.named("fsx-csi-controller-identity")
     assert association.inputs["serviceAccount"] == "fsx-csi-controller-sa"
-    controller_sa = releases(dev)["aws-fsx-csi-driver"]["values"]["controller"]["serviceAccount"]
+    controller_sa = releases(dev_fsx)["aws-fsx-csi-driver"]["values"]["controller"]["serviceAccount"]
     assert controller_sa == {"create": True, "name": "fsx-csi-controller-sa"}
     # never on the node role
-    node_policies = [r.inputs["policyArn"] for r in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    node_policies = [
+        r.inputs["policyArn"] for r in dev_fsx.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    ]
     assert not any("FSx" in arn for arn in node_policies)
 
 
@@ -464,13 +467,14 @@ def test_training_service_account_and_s3_read(dev, plan_with):
         assert trust["Statement"][0]["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == namespace
 
 
-def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_account(dev, prod):
+def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_account(dev, dev_fsx, prod):
     """EKS user guide (awsdocs/amazon-eks-user-guide, latest/ug/manage-access/aws-access/pod-id-role.adoc
     and pod-id-abac.adoc): Pod Identity assumes the role with sts:TagSession and the session tags
     eks-cluster-arn, kubernetes-namespace and kubernetes-service-account, which the trust policy
     may require; aws:SourceAccount names the account. Every role trusted by pods.eks.amazonaws.com
     requires all four, and the namespace and service account are those of its association."""
-    for plan in (dev, prod):
+    # Dev on EFS has one role fewer: its CSI driver runs no controller, so has no identity.
+    for plan, least in ((dev, 4), (dev_fsx, 5), (prod, 5)):
         associations = [
             (r.inputs["namespace"], r.inputs["serviceAccount"], r.inputs["roleArn"])
             for r in plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
@@ -487,7 +491,7 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
             if statement["Principal"] != {"Service": "pods.eks.amazonaws.com"}:
                 continue
             pod_roles[role_arn(role)] = statement["Condition"]["StringEquals"]
-        assert len(pod_roles) >= 5, plan.stack
+        assert len(pod_roles) >= least, plan.stack
         for namespace, account, arn in associations:
             condition = pod_roles[arn]
             assert condition["aws:SourceAccount"] == "123456789012"
@@ -501,16 +505,16 @@ def test_every_pod_identity_role_trusts_only_this_account_cluster_and_service_ac
 
 def test_ecr_repositories(dev, prod):
     repos = {r.inputs["name"]: r.inputs for r in dev.of_type("aws:ecr/repository:Repository")}
-    # The training images', and the pull-through cache's for the burn-in's DLC, the FSx CSI driver's node
-    # images, the Neuron chart's, neuron-monitor's and the Python image of the EFA exporter
-    # (tests/test_image_delivery.py).
+    # The training images', and the pull-through cache's for the burn-in's DLC, the CSI driver's node
+    # images (dev's file system is EFS: its driver's), the Neuron chart's, neuron-monitor's and the Python
+    # image of the EFA exporter (tests/test_image_delivery.py).
     assert set(repos) == {
         "trn-dev/bert-pretrain",
         "trn-dev/cmd-shell",
         "trn-dev/ray-llama2",
         "trn-dev/nxd-llama",
         "trn-dev/ecr-public/neuron/pytorch-training-neuronx",
-        "trn-dev/ecr-public/fsx-csi-driver/aws-fsx-csi-driver",
+        "trn-dev/ecr-public/efs-csi-driver/amazon/aws-efs-csi-driver",
         "trn-dev/ecr-public/csi-components/livenessprobe",
         "trn-dev/ecr-public/csi-components/csi-node-driver-registrar",
         "trn-dev/ecr-public/neuron/neuron-device-plugin",
@@ -623,10 +627,13 @@ def test_outputs_are_the_complete_contract(dev):
     assert dev.outputs["namespaceIds"] == {"default": 20001}  # namespaceIds' default
     storage = dev.outputs["storage"]
     assert storage["claimName"] == "fsx-claim" and storage["namespaces"] == ["default"]
-    assert storage["claims"] == {"default": "fsx-claim-default"}  # its own directory (rootClaims: retired)
-    assert storage["fileSystemId"] == "fs-placeholder-fsx-training"
-    assert storage["dnsName"] == "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com"
-    assert storage["mountName"] == "placeholder"
+    assert storage["claims"] == {"default": "fsx-claim-default"}  # its own directory, the workloads' claim name
+    # Dev's file system is EFS: no Lustre name, capacity or tier, and the save throughput the goodput model takes.
+    fs_id = storage["fileSystemId"]
+    assert storage["kind"] == "efs" and re.fullmatch(r"fs-[0-9a-f]{8,40}", fs_id)
+    assert storage["dnsName"] == f"{fs_id}.efs.us-west-2.amazonaws.com"
+    assert storage["mountName"] is None and storage["capacityGib"] is None and storage["deploymentType"] is None
+    assert storage["throughputMbps"] == 1073.7
 
 
 def test_the_outputs_cover_what_the_workload_stacks_read(dev) -> None:

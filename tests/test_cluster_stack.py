@@ -421,7 +421,8 @@ def test_efa_off_and_plain_efa_interfaces(plan_with):
 
 def test_no_efa_security_group_without_efa_groups(plan_with):
     plan = plan_with(acceleratorNodeGroups=[{"name": "inf2-ng", "instanceType": "inf2.xlarge", "maxSize": 1}])
-    assert [sg.name for sg in plan.of_type("aws:ec2/securityGroup:SecurityGroup")] == ["fsx-lustre"]
+    # Dev's one security group of its own is its EFS mount targets'.
+    assert [sg.name for sg in plan.of_type("aws:ec2/securityGroup:SecurityGroup")] == ["efs-nfs"]
 
 
 def test_pinned_zone_that_does_not_offer_the_type_declares_nothing(plan_with):

@@ -103,9 +103,9 @@ def test_the_fsx_controller_deletes_and_resizes_only_what_it_created() -> None:
 
 
 def test_the_deployed_fsx_controller_policy_denies_the_stacks_own_file_system(
-    dev: PlanResult, prod: PlanResult
+    dev_fsx: PlanResult, prod: PlanResult
 ) -> None:
-    for plan in (dev, prod):
+    for plan in (dev_fsx, prod):
         policy = json.loads(plan.named("fsx-csi-controller-policy").inputs["policy"])
         (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny" and s["Resource"] != "*"]
         # The offline mocks name a resource's ARN after the resource: the deny is on the training file system.
@@ -192,10 +192,10 @@ def test_every_level_is_a_pod_security_level() -> None:
         assert order.index(warn) >= order.index(enforce), namespace
 
 
-def test_the_fsx_controller_keeps_its_disruption_budget_at_two_replicas(dev: PlanResult) -> None:
+def test_the_fsx_controller_keeps_its_disruption_budget_at_two_replicas(dev_fsx: PlanResult) -> None:
     # aws-fsx-csi-driver chart 1.17.0: templates/pdb.yaml renders maxUnavailable 1 when
     # controller.podDisruptionBudget.enabled and replicaCount <= 2; values.yaml replicaCount 2.
-    controller = {r.name: r.inputs for r in dev.of_type("kubernetes:helm.sh/v3:Release")}["aws-fsx-csi-driver"]
+    controller = {r.name: r.inputs for r in dev_fsx.of_type("kubernetes:helm.sh/v3:Release")}["aws-fsx-csi-driver"]
     assert controller["values"]["controller"]["podDisruptionBudget"] == {"enabled": True}
     assert "replicaCount" not in controller["values"]["controller"]
 

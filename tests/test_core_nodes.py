@@ -31,6 +31,18 @@ def one_node() -> PlanResult:
     return _remembered_run(FIXTURE_ROOT, "dev", config)
 
 
+@pytest.fixture(scope="module")
+def one_node_fsx() -> PlanResult:
+    """The one-node dev stack on FSx (dev's shipped file system is EFS, whose driver runs no controller)."""
+    from offline.plan.runner import stack_config
+    from tests.conftest import _remembered_run, fsx_config
+    from tests.fixture_project import FIXTURE_ROOT
+
+    config = fsx_config(stack_config(FIXTURE_ROOT, "dev"))
+    config["trainium-eks:coreNodeGroup"] = json.dumps(ONE_NODE)
+    return _remembered_run(FIXTURE_ROOT, "dev", config)
+
+
 def release_values(plan: PlanResult, release: str) -> dict:
     return plan.named(release, RELEASE).inputs["values"]
 
@@ -121,7 +133,9 @@ def test_monitoring_adds_its_pods_and_node_agents():
 # --- replicas in what the plan renders --------------------------------------------------------------------------
 
 
-def test_one_node_runs_one_replica_of_each_controller(one_node: PlanResult, dev: PlanResult):
+def test_one_node_runs_one_replica_of_each_controller(
+    one_node: PlanResult, dev: PlanResult, one_node_fsx: PlanResult, dev_fsx: PlanResult
+):
     from infra.components.schedulers import VOLCANO_PODS
 
     for plan, count in ((one_node, 1), (dev, 2)):
@@ -131,9 +145,11 @@ def test_one_node_runs_one_replica_of_each_controller(one_node: PlanResult, dev:
         assert release_values(plan, "cluster-autoscaler")["replicaCount"] == count
         coredns = plan.named("cluster-coredns", "aws:eks/addon:Addon").inputs
         assert json.loads(coredns["configurationValues"]) == {"replicaCount": count}
-    # The FSx chart's own default is two (chart 1.17.0 values.yaml l.78): set only at one.
-    assert release_values(one_node, "aws-fsx-csi-driver")["controller"]["replicaCount"] == 1
-    assert "replicaCount" not in release_values(dev, "aws-fsx-csi-driver")["controller"]
+    # The FSx chart's own default is two (chart 1.17.0 values.yaml l.78): set only at one. The EFS driver runs
+    # no controller at all (infra/components/efs_storage.py).
+    assert release_values(one_node_fsx, "aws-fsx-csi-driver")["controller"]["replicaCount"] == 1
+    assert "replicaCount" not in release_values(dev_fsx, "aws-fsx-csi-driver")["controller"]
+    assert release_values(one_node, "aws-efs-csi-driver")["controller"]["create"] is False
 
 
 def test_the_mpi_operator_transform_sets_the_replicas():
@@ -180,15 +196,17 @@ def test_cluster_autoscaler_leaves_the_daemonsets_out_of_a_nodes_utilisation(one
     assert 500 / (fit.allocatable_cpu_millis - daemonset_cpu) < 0.5 < (500 + daemonset_cpu) / fit.allocatable_cpu_millis
 
 
-def test_the_core_pods_with_an_empty_dir_may_be_evicted_by_cluster_autoscaler(one_node: PlanResult):
+def test_the_core_pods_with_an_empty_dir_may_be_evicted_by_cluster_autoscaler(
+    one_node: PlanResult, one_node_fsx: PlanResult
+):
     from infra.specs import system_pods
 
     assert system_pods.SAFE_TO_EVICT == SAFE_TO_EVICT
     # metrics-server chart 3.13.1 and the FSx chart 1.17.0 put podAnnotations on the pod template.
     assert release_values(one_node, "metrics-server")["podAnnotations"] == SAFE_TO_EVICT
-    assert release_values(one_node, "aws-fsx-csi-driver")["controller"]["podAnnotations"] == SAFE_TO_EVICT
+    assert release_values(one_node_fsx, "aws-fsx-csi-driver")["controller"]["podAnnotations"] == SAFE_TO_EVICT
     # The node DaemonSet is not drained by cluster-autoscaler: it keeps no annotation.
-    assert "podAnnotations" not in release_values(one_node, "aws-fsx-csi-driver")["node"]
+    assert "podAnnotations" not in release_values(one_node_fsx, "aws-fsx-csi-driver")["node"]
 
 
 def test_tensorboard_restarts_in_place_and_may_be_evicted(workloads_dev: PlanResult):

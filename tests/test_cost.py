@@ -30,24 +30,37 @@ def line(result, item):
     return found
 
 
-def test_dev_by_hand(dev):
+def test_dev_by_hand(dev, dev_fsx):
     result = estimate(dev)
     # idle (system 2 x m6i.large, job-support 0, Trainium 0):
     #   control plane 0.10 + core 2 x 0.096 = 0.192 + core roots 2 x 50 GiB x 0.08 / 730 = 0.010959
-    #   + NAT 0.045 + its Elastic IP 0.005 + FSx 1200 GiB x 0.145 / 730 = 0.238356   => 0.591315 /h
-    assert result["hourly"]["idle"] == pytest.approx(0.591315, abs=1e-4)
-    assert result["hourly"]["configured"] == pytest.approx(0.591315, abs=1e-4)  # desired = min everywhere
+    #   + NAT 0.045 + its Elastic IP 0.005   => 0.352959 /h; its EFS file system bills only by use (below)
+    assert result["hourly"]["idle"] == pytest.approx(0.352959, abs=1e-4)
+    assert result["hourly"]["configured"] == pytest.approx(0.352959, abs=1e-4)  # desired = min everywhere
     # full scale: 0.10 + 4 x 21.50 = 86 + 4 x 200 x 0.08 / 730 = 0.087671 + 2 x 24.78 = 49.56
     #   + 2 x 200 x 0.08 / 730 = 0.043836 + core 3 x 0.096 = 0.288 + 3 x 50 x 0.08 / 730 = 0.016438
     #   + job-support 4 x 0.768 = 3.072 + 4 x 100 x 0.08 / 730 = 0.043836
-    #   + 0.045 + 0.005 + 0.238356   => 139.500137 /h
-    assert result["hourly"]["fullScale"] == pytest.approx(139.500137, abs=1e-4)
-    assert result["monthly"]["idle"] == pytest.approx(0.591315 * 730, abs=0.1)  # about $432 a month
+    #   + 0.045 + 0.005   => 139.261781 /h
+    assert result["hourly"]["fullScale"] == pytest.approx(139.261781, abs=1e-4)
+    assert result["monthly"]["idle"] == pytest.approx(0.352959 * 730, abs=0.1)  # about $258 a month
     assert result["unknown"] == []
     assert line(result, "node group trn1-32xl-ng1")["counts"] == {"idle": 0, "configured": 0, "fullScale": 4}
-    assert line(result, "FSx for Lustre")["hourly"]["idle"] == pytest.approx(174 / 730, abs=1e-4)
     # The S3 endpoint is a Gateway endpoint (infra/components/network.py): free, not $0.01/h per AZ.
     assert line(result, "VPC endpoint")["hourly"]["idle"] == 0
+    # EFS has no hourly line: what it stores, reads and writes is named with its prices among what is not
+    # estimated (infra/facts/prices.py), only where the stack has one.
+    assert not [entry for entry in result["lines"] if "EFS" in entry["item"]]
+    storage, throughput = result["notEstimated"][-2:]
+    assert storage.startswith("Amazon EFS storage of efs-training, per GB stored: Standard $0.3/GB-month, ")
+    assert "Infrequent Access $0.025/GB-month plus $0.01/GB read from it" in storage
+    assert throughput == (
+        "Amazon EFS Elastic throughput of efs-training: reads $0.03/GB, writes $0.06/GB (a 98 GB checkpoint: $5.88)"
+    )
+    assert not [entry for entry in estimate(dev_fsx)["notEstimated"] if "EFS" in entry]
+    # Dev on FSx, as it was: the 1,200 GiB file system is billed whether used or not.
+    on_fsx = estimate(dev_fsx)
+    assert on_fsx["hourly"]["idle"] == pytest.approx(0.352959 + 0.238356, abs=1e-4)
+    assert line(on_fsx, "FSx for Lustre")["hourly"]["idle"] == pytest.approx(174 / 730, abs=1e-4)
 
 
 def test_prod_by_hand_and_unknowns_never_zero(prod):
@@ -192,7 +205,7 @@ def test_every_price_names_its_source_and_date():
             for key, price in table.items():
                 assert "https://" in price.source, key
                 assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.as_of), key
-                assert price.usd >= 0 and price.unit in ("hour", "GiB-month"), key
+                assert price.usd >= 0 and price.unit in ("hour", "GiB-month", "GB-month", "GB"), key
                 if key in NEURON_INSTANCE_TYPES:
                     # Read for each region it is offered in, none copied.
                     assert price.copied_from is None, (region, key)

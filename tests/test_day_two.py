@@ -20,6 +20,7 @@ from offline.plan import fixtures
 from offline.plan.mocks import ExistingCluster
 from offline.plan.runner import REPO_ROOT, PlanResult, run_program, stack_config
 from offline.report.plan_output import write_plan
+from tests.conftest import fsx_config
 from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import project_copy
 
@@ -131,7 +132,7 @@ def test_a_cluster_made_when_zones_took_slots_in_list_order_keeps_them() -> None
 
 
 def test_pulumi_up_on_a_cluster_in_the_earlier_zone_order_changes_no_subnet_or_file_system_zone() -> None:
-    config = stack_config(FIXTURE_ROOT, "dev")
+    config = fsx_config(stack_config(FIXTURE_ROOT, "dev"))
     groups = json.loads(config["trainium-eks:acceleratorNodeGroups"])
     groups.insert(0, {"name": "inf2-az1", "instanceType": "inf2.xlarge", "azId": "usw2-az1", "maxSize": 1, **AMI})
     config["trainium-eks:acceleratorNodeGroups"] = json.dumps(groups)

@@ -103,7 +103,8 @@ def test_workload_schema_takes_an_encrypted_secret():
     validator.validate(document)
 
 
-def test_cluster_picture_follows_the_plan(dev):
+def test_cluster_picture_follows_the_plan(dev, dev_fsx):
+    assert "1200 GiB PERSISTENT_2" in diagram.cluster_diagram(dev_fsx.as_json())
     text = diagram.cluster_diagram(dev.as_json())
     zone = dev.outputs["acceleratorZone"]["id"]
     assert f"zone {zone} (accelerator zone)" in text
@@ -115,7 +116,8 @@ def test_cluster_picture_follows_the_plan(dev):
         )
         assert f"{group['efaInterfaces']} EFA interfaces" in text
     assert text.count("cluster placement group") == len(dev.outputs["acceleratorNodeGroups"])
-    assert "1200 GiB PERSISTENT_2" in text and "volcano-system<br/>volcano" in text
+    # Dev's file system: EFS, Regional, a mount target in each of its two zones.
+    assert "Amazon EFS<br/>elastic throughput<br/>2 mount targets" in text and "volcano-system<br/>volcano" in text
 
 
 def test_capacity_block_group_drawn_without_placement_group(plan_with):

@@ -141,8 +141,8 @@ def test_the_plan_prints_each_workloads_goodput_beside_its_cost_in_80_columns(de
     from tests.fixture_project import FIXTURE_ROOT
 
     estimate = report.workloads_cost(FIXTURE_ROOT / "workloads", "dev", dev)
-    # Dev's file system: 1,200 GiB at 125 MB/s/TiB.
-    assert cost.training_file_system_mbps(dev.as_json()["resources"]) == pytest.approx(146.484375)
+    # Dev's file system: EFS, at the save throughput modelled from its published limits (1 GiB/s).
+    assert cost.training_file_system_mbps(dev.as_json()["resources"]) == pytest.approx(1073.7)
     text = render.cost_section(estimate, "us-west-2", "workloads")
     lines = text.splitlines()
     for name, expected in estimate["goodput"].items():
@@ -283,12 +283,17 @@ def test_the_scenarios_use_the_stacks_file_systems(dev, prod):
     assert goodput.storage_throughput_mbps(storage) == goodput.PROD_FILE_SYSTEM_MBPS
 
 
+# FSx for Lustre at its smallest tier, 1,200 GiB at 125 MB/s/TiB (dev's file system before it moved to EFS):
+# a file system slow enough for a 7B run's saves to stall it.
+SMALLEST_FSX_MBPS = goodput.lustre_throughput_mbps(1200, 125)
+
+
 def test_saves_that_stall_a_run_are_refused_naming_key_value_allowed_and_the_cheapest_fix():
-    # Dev's file system and synchronous saves every 20 steps: 94,360 MB take 644 s every 878 s, 73%.
+    # FSx's smallest tier and synchronous saves every 20 steps: 94,360 MB take 644 s every 878 s, 73%.
     settings = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20, "asyncCheckpoints": False}
     )
-    (problem,) = goodput.stall_problems(settings, goodput.DEV_FILE_SYSTEM_MBPS)
+    (problem,) = goodput.stall_problems(settings, SMALLEST_FSX_MBPS)
     assert problem.startswith("trainium-workloads:nxdLlama.checkpointEverySteps = 20: saves block 73.4% ")
     assert "trainium-workloads:checkpointStallLimit 0.25" in problem and "allowed: at most 25%" in problem
     # Cheapest first: the framework's asynchronous save, then the interval (644 / 0.25 = 2,577 s: 59 steps),
@@ -298,16 +303,16 @@ def test_saves_that_stall_a_run_are_refused_naming_key_value_allowed_and_the_che
     assert fixes.index("at least 59 ") < fixes.index("perUnitStorageThroughput")
     # Asynchronous, the same interval blocks 15 s a save: accepted, and under the 5% warning.
     fast = config(nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 20})
-    assert goodput.stall_problems(fast, goodput.DEV_FILE_SYSTEM_MBPS) == []
-    assert goodput.stall_warnings(fast, goodput.DEV_FILE_SYSTEM_MBPS) == {}
+    assert goodput.stall_problems(fast, SMALLEST_FSX_MBPS) == []
+    assert goodput.stall_warnings(fast, SMALLEST_FSX_MBPS) == {}
     # Between the warning and the limit: 644 s every 150 steps (6,585 s) is 9.8%, warned, not refused.
     between = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "checkpointEverySteps": 150, "asyncCheckpoints": False}
     )
-    assert goodput.stall_problems(between, goodput.DEV_FILE_SYSTEM_MBPS) == []
+    assert goodput.stall_problems(between, SMALLEST_FSX_MBPS) == []
     assert (
         "trainium-workloads:checkpointStallWarning 0.05"
-        in goodput.stall_warnings(between, goodput.DEV_FILE_SYSTEM_MBPS)["nxdLlama"]
+        in goodput.stall_warnings(between, SMALLEST_FSX_MBPS)["nxdLlama"]
     )
 
 
@@ -317,7 +322,7 @@ def test_a_save_longer_than_the_hang_limit_is_refused():
     settings = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 10}
     )
-    problems = goodput.stall_problems(settings, goodput.DEV_FILE_SYSTEM_MBPS)
+    problems = goodput.stall_problems(settings, SMALLEST_FSX_MBPS)
     assert any(
         p.startswith("trainium-workloads:nxdLlama.hangTimeoutMinutes = 10: a step and its save") for p in problems
     )
@@ -328,7 +333,7 @@ def test_a_save_longer_than_the_hang_limit_is_refused():
     enough = config(
         nxdLlama={"nodeGroup": "trn1-32xl-ng1", "nodes": 4, "asyncCheckpoints": False, "hangTimeoutMinutes": 12}
     )
-    assert goodput.stall_problems(enough, goodput.DEV_FILE_SYSTEM_MBPS) == []
+    assert goodput.stall_problems(enough, SMALLEST_FSX_MBPS) == []
     assert goodput.stall_problems(config(checkpointStallWarning="0.3", checkpointStallLimit="0.2"), None)
 
 
@@ -354,14 +359,22 @@ DEV_RAY = {
 def test_the_workload_program_refuses_a_stalling_interval_before_declaring_anything(workloads_with):
     from infra.config.errors import ConfigError
 
-    # Dev's Ray run saves synchronously (the example passes no async_save): 644 s every 5 steps of 87.8 s.
+    # Dev's Ray run saves synchronously (the example passes no async_save): on FSx's smallest tier, 644 s every
+    # 5 steps of 87.8 s.
+    def on_smallest_fsx(outputs):
+        storage = outputs["storage"]
+        for key in ("kind", "throughputMbps"):
+            storage.pop(key, None)
+        storage.update(capacityGib=1200, perUnitStorageThroughput=125, deploymentType="PERSISTENT_2")
+
     with pytest.raises(ConfigError, match=r"trainium-workloads:rayLlama2\.checkpointEverySteps = 5: saves block"):
-        workloads_with(rayLlama2={**DEV_RAY, "checkpointEverySteps": 5})
+        workloads_with(cluster=on_smallest_fsx, rayLlama2={**DEV_RAY, "checkpointEverySteps": 5})
 
 
 def test_a_cluster_that_exports_no_throughput_leaves_the_interval_at_its_default(workloads_with):
     def older(outputs):
         outputs["storage"].pop("perUnitStorageThroughput")
+        outputs["storage"].pop("throughputMbps", None)
 
     result = workloads_with(cluster=older)
     steps = next(

@@ -123,12 +123,12 @@ def test_no_per_launch_daemon_set_of_the_cluster_stack_pulls_from_the_internet(d
                 assert not c["image"].startswith("public.ecr.aws/"), (ds.name, c["image"])
 
 
-def test_the_fsx_csi_node_images_come_through_the_cache(dev) -> None:
+def test_the_fsx_csi_node_images_come_through_the_cache(dev_fsx) -> None:
     """The driver's node DaemonSet runs on every node (tolerateAllTaints): its three images' repositories point
     through the cache, the chart keeping its tags, which image_cache records for the pinned chart; and the
     release waits for the rule and its repositories."""
     assert image_cache.FSX_CSI_CHART == versions.CHARTS["fsx-csi-driver"].version
-    (release,) = [r for r in dev.of_type("kubernetes:helm.sh/v3:Release") if r.name == "aws-fsx-csi-driver"]
+    (release,) = [r for r in dev_fsx.of_type("kubernetes:helm.sh/v3:Release") if r.name == "aws-fsx-csi-driver"]
     values = release.inputs["values"]
     assert "tag" not in json.dumps({k: values[k] for k in ("image", "sidecars")})
     for path, image in image_cache.FSX_CSI_NODE_IMAGES.items():
@@ -137,7 +137,7 @@ def test_the_fsx_csi_node_images_come_through_the_cache(dev) -> None:
             node = node[key]
         cached = image_cache.through_cache(image, "aws", "us-west-2", ACCOUNT, "trn-dev")
         assert f"{node['repository']}:{image.rsplit(':', 1)[1]}" == cached
-    cache = {r.urn for r in dev.registrations if r.name.startswith(("ecr-cache-", "ecr-pull-through-cache"))}
+    cache = {r.urn for r in dev_fsx.registrations if r.name.startswith(("ecr-cache-", "ecr-pull-through-cache"))}
     assert len(cache) == 1 + len(image_cache.CACHED_IMAGES)  # the rule and each repository
     assert cache <= set(release.dependencies)
 

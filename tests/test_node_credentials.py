@@ -332,8 +332,15 @@ def test_no_training_pod_may_speak_lustre_to_the_file_system_servers(
             assert admitted_tcp_ports(wall) == set(range(1, 65536)) - lustre
             assert {"protocol": "UDP", "port": 1, "endPort": 65535} in wall["ports"]
             # The file system's own servers on any port, by address, which the agent reads exactly: the
-            # offline plan's file system has two interfaces, 192.0.2.10 and .11 (offline/plan/mocks.py).
-            assert wall["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32", "192.0.2.10/32", "192.0.2.11/32"]
+            # offline plan's FSx file system has two interfaces, 192.0.2.10 and .11 (offline/plan/mocks.py);
+            # dev's EFS file system a mount target in each node zone (a pod reaching one could mount the root).
+            blocked = wall["to"][0]["ipBlock"]["except"]
+            if cluster is dev:
+                mount_targets = cluster.of_type("aws:efs/mountTarget:MountTarget")
+                assert blocked[0] == "169.254.169.254/32" and len(blocked) == 1 + len(mount_targets) == 3
+                assert all(ipaddress.ip_network(b).num_addresses == 1 for b in blocked)
+            else:
+                assert blocked == ["169.254.169.254/32", "192.0.2.10/32", "192.0.2.11/32"]
 
 
 def test_without_the_file_system_the_wall_names_only_the_metadata_service(plan_with) -> None:

@@ -55,10 +55,10 @@ def test_plan_writes_resources_json(planned_dev):
         document["resources"][0]
     )
     # Lifecycle choices are visible to reviewers: the node groups leave desiredSize to the
-    # autoscaler, the file system has its own timeouts.
+    # autoscaler, a static volume is deleted before its replacement (same name).
     by_name = {r["name"]: r for r in document["resources"]}
     assert by_name["trn1-32xl-ng1"]["ignoreChanges"] == ["scalingConfig.desiredSize"]
-    assert by_name["fsx-training"]["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
+    assert by_name["fsx-claim-default-default"]["deleteBeforeReplace"] is True
     assert "ignoreChanges" not in by_name["network-vpc"]
     assert document["outputs"]["kubeconfig"] == "[secret]"
     assert (tmp_path / "trainium-eks" / "dev" / "manifests").is_dir()
@@ -76,8 +76,7 @@ def test_plan_writes_resources_json(planned_dev):
         "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
         # The server-side-apply patch that puts the Pod Security labels on the built-in namespace.
-        # The one pod that mounts the file system's root: it creates the namespaces' directories.
-        "job-kube-system-fsx-namespace-directories.yaml",
+        # (Dev's file system is EFS: its access points create the namespaces' directories, no root Job.)
         "namespace-default.yaml",
         # The operators' namespaces get their Pod Security labels the same way (Helm creates them).
         "namespace-kuberay-system.yaml",
@@ -87,11 +86,9 @@ def test_plan_writes_resources_json(planned_dev):
         # Every pod of the namespace kept from the instance metadata service (infra/specs/node_security.py).
         "networkpolicy-default-deny-instance-metadata.yaml",
         "networkpolicy-neuron-burn-in-neuron-burn-in.yaml",
-        "persistentvolume-fsx-claim-default-default-fs-placeholder-fsx-training.yaml",
-        "persistentvolume-fsx-claim-neuron-burn-in-neuron-burn-in-fs-placeholder-fsx-training.yaml",
-        "persistentvolume-fsx-root-kube-system-fs-placeholder-fsx-training.yaml",
+        "persistentvolume-fsx-claim-default-default-fs-c7fd80aa373b0b8be.yaml",
+        "persistentvolume-fsx-claim-neuron-burn-in-neuron-burn-in-fs-c7fd80aa373b0b8be.yaml",
         "persistentvolumeclaim-default-fsx-claim-default.yaml",
-        "persistentvolumeclaim-kube-system-fsx-root.yaml",
         "persistentvolumeclaim-neuron-burn-in-fsx-claim-neuron-burn-in.yaml",
         # One replica at a time may be evicted from a controller that runs a standby (docs/security.md).
         "poddisruptionbudget-kuberay-system-kuberay-operator.yaml",
@@ -104,7 +101,6 @@ def test_plan_writes_resources_json(planned_dev):
         "serviceaccount-default-training.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",
-        "storageclass-fsx-lustre.yaml",
         # Host access only for the node agents' DaemonSets (infra/specs/host_access.py).
         "validatingadmissionpolicy-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",

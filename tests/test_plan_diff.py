@@ -15,6 +15,7 @@ import yaml
 from offline.diff import compare
 from offline.plan.runner import PlanResult, run_program
 from offline.report.plan_output import write_plan
+from tests.conftest import FSX_STORAGE
 from tests.fixture_project import FIXTURE_ROOT
 from tests.project_copy import dev_groups_at, kept_past_support
 
@@ -194,17 +195,20 @@ def test_raising_max_size_updates_the_node_group_in_place(base_cluster: Path, tm
     assert all(c.kind == "update" for c in changes.values())
 
 
-def test_turning_backups_on_updates_the_file_system_in_place(base_cluster: Path, tmp_path: Path) -> None:
+def test_turning_backups_on_updates_the_file_system_in_place(dev_fsx: PlanResult, tmp_path: Path) -> None:
     # terraform-provider-aws internal/service/fsx/lustre_file_system.go (aws-sdk-go-v2):
     # automatic_backup_retention_days and daily_automatic_backup_start_time are Optional+Computed
     # without ForceNew; resourceLustreFileSystemUpdate sends both in UpdateFileSystem. A deployed
-    # stack gets its backups without losing the file system, its volumes or their claims.
+    # stack gets its backups without losing the file system, its volumes or their claims. Dev on FSx.
+    base_cluster = tmp_path / "base"
+    write_plan(dev_fsx, base_cluster)
     head = cluster_plan(
-        tmp_path,
+        tmp_path / "head",
         lambda d: d.update(
             {
                 "trainium-eks:storage": {
                     **d["trainium-eks:storage"],
+                    **FSX_STORAGE,
                     "backupRetentionDays": 14,
                     "backupStartTime": "05:00",
                 }

@@ -79,6 +79,17 @@ class Stack:
     name: str
     objects: list[dict[str, Any]]
     result: PlanResult
+    # The cluster stack's outputs (a workload stack's own ``result`` has its own).
+    cluster_outputs: dict[str, Any]
+
+
+# What a node's mount of the cluster's file system shows to `stat -f -c %T`: coreutils names Lustre's magic
+# "lustre", NFS's (EFS) "nfs" (src/stat.c human_fstype).
+MOUNT_TYPES = {"fsx": "lustre", "efs": "nfs"}
+
+
+def mount_type(stack: Stack) -> str:
+    return MOUNT_TYPES[stack.cluster_outputs["storage"].get("kind", "fsx")]
 
 
 @pytest.fixture(params=["dev", "prod"])
@@ -87,8 +98,8 @@ def stacks(request: pytest.FixtureRequest) -> list[Stack]:
     cluster = request.getfixturevalue(stack)
     workloads = request.getfixturevalue(f"workloads_{stack}")
     return [
-        Stack(f"trainium-eks/{stack}", kubernetes_objects(cluster), cluster),
-        Stack(f"trainium-workloads/{stack}", kubernetes_objects(workloads), workloads),
+        Stack(f"trainium-eks/{stack}", kubernetes_objects(cluster), cluster, cluster.outputs),
+        Stack(f"trainium-workloads/{stack}", kubernetes_objects(workloads), workloads, cluster.outputs),
     ]
 
 
@@ -685,9 +696,9 @@ def node_limits() -> dict[str, str]:
     return {} if MEMLOCK_UNLIMITED else {"BASH_ENV": CONTAINER_LIMITS}
 
 
-def trainium_node(sandbox: Sandbox, instance_type: str) -> Callable[[Any], None]:
+def trainium_node(sandbox: Sandbox, instance_type: str, mount_type: str = "lustre") -> Callable[[Any], None]:
     """The node a Neuron pod runs on: its devices (neuron-ls, /dev/neuron<i>), its EFA interfaces
-    (fi_info), the FSx mount's type (stat -f), a healthy runtime (nccom-test), its memory and the
+    (fi_info), the shared mount's type as `stat -f -c %T` names it (``mount_type``), a healthy runtime (nccom-test), its memory and the
     container's seccomp mode as /proc shows them. Returns the pod's ``prepare``; start the pod with
     ``node_limits`` in its environment."""
     from infra.facts.instances import NEURON_INSTANCE_TYPES
@@ -701,7 +712,7 @@ def trainium_node(sandbox: Sandbox, instance_type: str) -> Callable[[Any], None]
         "neuron-ls": {"stdout": neuron_ls_table(facts.neuron_devices, facts.neuron_cores // facts.neuron_devices)},
         "fi_info": {"stdout": domains},
         "nccom-test": {"stdout": NCCOM_TABLE},
-        "stat": {"answers": {"^-f -c %T ": {"stdout": "lustre\n"}}},
+        "stat": {"answers": {"^-f -c %T ": {"stdout": f"{mount_type}\n"}}},
         "dd": {"stderr": DD_OK},
         "python3": {"answers": {"169.254.169.254": {"exit": 1}, "AWS_CONTAINER_CREDENTIALS_FULL_URI": {"exit": 0}}},
     })  # fmt: skip
@@ -729,7 +740,8 @@ def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
     (instance_type,) = [g["instanceType"] for g in stack.result.outputs["acceleratorNodeGroups"] if g["name"] == group]
     node = api_node("ip-100-64-1-1.us-west-2.compute.internal", 60, {b.BURN_IN_PENDING_LABEL: "true"})
     api = FakeApi({("GET", "/api/v1/nodes/"): node, ("PATCH", "/api/v1/nodes/"): {}})
-    node_files = trainium_node(sandbox, instance_type)
+    kind = stack.cluster_outputs["storage"].get("kind", "fsx")
+    node_files = trainium_node(sandbox, instance_type, mount_type(stack))
 
     def prepare(pod: Any) -> None:
         node_files(pod)
@@ -754,6 +766,7 @@ def replay_burn_in(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
     (nccom,) = run.called("nccom-test")
     assert nccom["argv"][:2] == ["-r", str(facts.neuron_cores)] and nccom["argv"][-1] == "allr"
     assert run.called("neuron-ls") and run.called("fi_info")[0]["argv"] == ["-p", "efa", "-t", "FI_EP_RDM"]
+    assert f"{'EFS' if kind == 'efs' else 'FSx'} at " in run.stdout and run.called("stat")
 
 
 def replay_prepull(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
@@ -782,7 +795,7 @@ def replay_cluster_check(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack
     check = stack.result.outputs["workloads"]["clusterCheck"]
     objects = {(o["kind"], o["metadata"]["name"]): o for o in stack.objects}
     instance_type = check["instanceType"]
-    node_files = trainium_node(sandbox, instance_type)
+    node_files = trainium_node(sandbox, instance_type, mount_type(stack))
     uid = "0f1e2d3c"
     pc = only(pcs)
     count = nodes_job["spec"]["completions"]
@@ -962,7 +975,8 @@ SHIPPED_IN = {
     "image-prepull": {"dev", "prod"},
     "cluster-check": {"dev"},
     "cluster-check-later-stages": {"dev"},
-    "fsx-directories": {"dev", "prod"},
+    # Dev's file system is EFS: access points make the directories, no root Job.
+    "fsx-directories": {"prod"},
     "efa-exporter": {"prod"},
     "neuron-monitor": {"prod"},
 }

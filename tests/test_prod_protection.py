@@ -204,10 +204,10 @@ def _gate(base_root: Path, head_root: Path, acknowledged: dict[str, str] | None 
     return data_store_replacement_refusals(diffs, base, head, {("trainium-eks", "dev"): acknowledged or {}})
 
 
-def test_a_planned_file_system_replacement_is_refused_unless_acknowledged(dev, plan_with, tmp_path):
-    # Both revisions planned by the real program: dev's file system moved to a customer key, which
+def test_a_planned_file_system_replacement_is_refused_unless_acknowledged(dev_fsx, plan_with, tmp_path):
+    # Both revisions planned by the real program: dev's file system (on FSx) moved to a customer key, which
     # replaces it (kmsKeyId is ForceNew, offline/diff/replacement.py).
-    write_plan(dev, tmp_path / "base")
+    write_plan(dev_fsx, tmp_path / "base")
     head = plan_with(storage={"kmsKeyId": KMS_ARN})
     write_plan(head, tmp_path / "head")
     (refusal,) = _gate(tmp_path / "base", tmp_path / "head")
@@ -225,7 +225,7 @@ def test_a_planned_file_system_replacement_is_refused_unless_acknowledged(dev, p
     )
     assert "fsx-training" in unknown and "default-fsx-claim" in unknown
     # The key passes the program's own validation (it is declared, not an unknown key).
-    assert plan_with(replacementsAcknowledged={"fsx-training": "cmk"}).named("fsx-training", LUSTRE)
+    assert plan_with(storage={}, replacementsAcknowledged={"fsx-training": "cmk"}).named("fsx-training", LUSTRE)
 
 
 def _plan_dir(root: Path, stack: str, protect: bool, kms_key_id: str | None) -> None:
@@ -282,11 +282,12 @@ def test_acknowledgements_are_read_from_each_projects_stack_file(tmp_path):
 def test_make_plan_base_on_an_unacknowledged_data_store_replacement(tmp_path, monkeypatch, capsys, mode, code, heading):
     from offline.diff import compare
 
+    # prod's stack file: dev's acknowledges its own move to EFS, which names no store of these plans.
     monkeypatch.setattr(
-        compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "dev", False, None), "main (0123abcd)")[1]
+        compare, "plan_base", lambda ref, out, stacks: (_plan_dir(out, "prod", False, None), "main (0123abcd)")[1]
     )
     monkeypatch.setattr(
-        compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "dev", False, KMS_ARN)
+        compare, "plan_revision", lambda checkout, out, stacks, label="": _plan_dir(out, "prod", False, KMS_ARN)
     )
     # The acknowledgements come from the fixture's stack files, not this checkout's.
     acknowledgements = compare.stack_acknowledgements

@@ -64,7 +64,7 @@ def subnets(plan: PlanResult, kind: str) -> dict[str, str]:
 # --- the file system ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev_fsx", "prod"])
 def test_root_is_squashed_everywhere_but_the_private_subnets(stack, request):
     plan = request.getfixturevalue(stack)
     (fs,) = plan.of_type(LUSTRE)
@@ -102,8 +102,8 @@ def test_a_stack_still_mounting_the_root_is_refused_with_the_way_forward(plan_wi
     assert fs.inputs["rootSquashConfiguration"]["rootSquash"] == "65534:65534"
 
 
-def test_turning_squash_on_updates_the_file_system_in_place(dev):
-    (fs,) = dev.of_type(LUSTRE)
+def test_turning_squash_on_updates_the_file_system_in_place(dev_fsx):
+    (fs,) = dev_fsx.of_type(LUSTRE)
     new = fs.inputs["rootSquashConfiguration"]
     assert replacement.replaces(LUSTRE, "rootSquashConfiguration", None, new, [], fs.inputs) is None
     assert replacement.replaces(LUSTRE, "rootSquashConfiguration.noSquashNids", [], new["noSquashNids"], []) is None
@@ -112,7 +112,7 @@ def test_turning_squash_on_updates_the_file_system_in_place(dev):
 # --- the exempt nodes --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev_fsx", "prod"])
 def test_the_core_group_lives_in_the_private_subnets_and_nothing_else_does(stack, request):
     plan = request.getfixturevalue(stack)
     private, node = subnets(plan, "private"), subnets(plan, "node")

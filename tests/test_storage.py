@@ -54,8 +54,8 @@ def test_one_file_system_per_cluster_whatever_the_namespaces(prod):
     assert handles == {"fs-placeholder-fsx-training"}
 
 
-def test_file_system_settings(dev):
-    fs = dev.named("fsx-training", FILE_SYSTEM)
+def test_file_system_settings(dev_fsx):
+    fs = dev_fsx.named("fsx-training", FILE_SYSTEM)
     assert fs.inputs["deploymentType"] == "PERSISTENT_2"
     assert fs.inputs["perUnitStorageThroughput"] == 125
     assert fs.inputs["fileSystemTypeVersion"] == "2.15"
@@ -68,25 +68,25 @@ def test_file_system_settings(dev):
     assert fs.lifecycle["customTimeouts"] == {"create": "60m", "update": "60m", "delete": "60m"}
     # Every Lustre rule exists before the file system, so the first mount cannot hang on LNet.
     rules = [
-        r.urn for r in dev.registrations if r.type.startswith("aws:vpc/securityGroup") and r.name.startswith("fsx-")
+        r.urn for r in dev_fsx.registrations if r.type.startswith("aws:vpc/securityGroup") and r.name.startswith("fsx-")
     ]
     assert set(rules) <= set(fs.dependencies) and len(rules) == 12
 
 
-def test_dev_file_system_is_destroyable_and_prod_is_protected_with_a_final_backup(dev, prod):
+def test_dev_file_system_is_destroyable_and_prod_is_protected_with_a_final_backup(dev_fsx, prod):
     # terraform-provider-aws, aws_fsx_lustre_file_system: skip_final_backup defaults to true
     # (as does the FSx API), so without setting it a destroyed PERSISTENT file system leaves
     # nothing behind.
-    dev_fs, prod_fs = dev.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
+    dev_fs, prod_fs = dev_fsx.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
     assert dev_fs.protect is False and dev_fs.inputs["skipFinalBackup"] is True
     assert prod_fs.protect is True and prod_fs.inputs["skipFinalBackup"] is False
     assert prod_fs.inputs["finalBackupTags"]["Name"] == "fsx-final"
 
 
-def test_a_retained_file_system_takes_daily_backups_and_dev_takes_none(dev, prod):
+def test_a_retained_file_system_takes_daily_backups_and_dev_takes_none(dev_fsx, prod):
     # FSx CreateFileSystem: AutomaticBackupRetentionDays defaults to 0 (no automatic backups), and
     # `protect` or the final backup guard only `pulumi destroy`. Prod's stack file keeps two weeks.
-    dev_fs, prod_fs = dev.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
+    dev_fs, prod_fs = dev_fsx.named("fsx-training", FILE_SYSTEM), prod.named("fsx-training", FILE_SYSTEM)
     assert prod_fs.inputs["automaticBackupRetentionDays"] == 14
     assert prod_fs.inputs["dailyAutomaticBackupStartTime"] == "05:00"
     # Dev is not retained: explicitly none (the attribute is Computed: unset would keep what an
@@ -186,11 +186,11 @@ def test_static_volume_matches_the_csi_driver_contract():
     assert spec["claimRef"] == {"namespace": "research", "name": "fsx-claim"}
 
 
-def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
+def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev_fsx):
     # pulumi/pulumi-kubernetes provider/pkg/await/awaiters.go (v4.32.0, unchanged on master):
     # a PVC is awaited until Bound with a fixed 5-minute watch; dynamic FSx takes 5-15 min,
     # a claim pre-bound to an existing volume binds at once.
-    claim = dev.named("default-fsx-claim-default", CLAIM)
+    claim = dev_fsx.named("default-fsx-claim-default", CLAIM)
     assert claim.inputs["metadata"] == {"name": "fsx-claim-default", "namespace": "default"}
     assert claim.inputs["spec"] == {
         "accessModes": ["ReadWriteMany"],
@@ -198,7 +198,7 @@ def test_claim_binds_its_static_volume_without_waiting_for_provisioning(dev):
         "volumeName": "fsx-claim-default-default-fs-placeholder-fsx-training",
         "resources": {"requests": {"storage": "1200Gi"}},
     }
-    volume = dev.named("fsx-claim-default-default", VOLUME)
+    volume = dev_fsx.named("fsx-claim-default-default", VOLUME)
     assert volume.inputs["spec"]["csi"]["volumeAttributes"] == {
         "dnsname": "fs-placeholder-fsx-training.fsx.us-west-2.amazonaws.com",
         "mountname": "placeholder/default",
@@ -291,10 +291,10 @@ def test_destroy_runs_claims_then_volumes_then_driver_then_file_system_then_netw
     assert subnet.urn in fs.dependencies
 
 
-def test_storage_class_for_extra_volumes_never_blocks_up(dev):
+def test_storage_class_for_extra_volumes_never_blocks_up(dev_fsx):
     # pulumi-kubernetes awaiters.go: a PVC whose class is WaitForFirstConsumer counts as
     # ready while Pending, so neither `pulumi up` nor a job submission waits for FSx.
-    (storage_class,) = [r.inputs for r in dev.of_type(STORAGE_CLASS)]
+    (storage_class,) = [r.inputs for r in dev_fsx.of_type(STORAGE_CLASS)]
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class["provisioner"] == "fsx.csi.aws.com"
     assert storage_class["reclaimPolicy"] == "Delete"
@@ -693,8 +693,8 @@ def test_retired_deletes_only_the_root_claims(plan_with):
     assert _burn_in_claims(plan) == {"fsx-claim-neuron-burn-in"}
 
 
-def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_declared(dev, plan_with):
-    assert [j.name for j in dev.of_type(JOB) if j.name.startswith("fsx-")] == ["fsx-namespace-directories"]
+def test_the_root_data_job_runs_after_the_directories_and_only_when_owners_are_declared(dev_fsx, plan_with):
+    assert [j.name for j in dev_fsx.of_type(JOB) if j.name.startswith("fsx-")] == ["fsx-namespace-directories"]
     plan = plan_with(
         trainingNamespaces=["default", "research"],
         namespaceIds=IDS,

@@ -8,7 +8,7 @@ Open MPI 4.1.5 into /usr/local, on every PATH, and installs sshd; aws-neuron/dee
 
 1. ``cluster-check-nodes``, a batch/v1 Job with one pod per node, each taking every Neuron
    device and EFA interface of its node: the Neuron devices and NeuronCores `neuron-ls` sees,
-   the EFA devices `fi_info -p efa` sees, the FSx claim mounted read-write as Lustre with a
+   the EFA devices `fi_info -p efa` sees, the claim mounted read-write as the file system it is (Lustre, or EFS's NFS) with a
    write/read throughput figure. pulumi-kubernetes awaits the Job and fails `pulumi up` as soon
    as it fails (backoffLimit 0: a check that fails once has found something).
 2. ``cluster-check-allreduce`` (two nodes or more), an MPIJob: `nccom-test` all-reduce over every
@@ -119,6 +119,8 @@ class CheckLayout(pods.TrainiumLayout):
     verdict_image: str | None = None
     # Set only while rendering the stages to compute ``run`` itself.
     pinned_run: str | None = None
+    # The cluster's storage.kind: which file system the claim mounts.
+    file_system: str = "fsx"
 
     @property
     def floor(self) -> float | None:
@@ -270,6 +272,11 @@ if [ "$total" -lt {promised} ]; then echo "FAIL  memory: MemTotal ${{total}}Mi i
 """
 
 
+# storage.kind -> how the checks name the file system, and the type `stat -f -c %T` shows for its mount
+# (coreutils src/stat.c human_fstype: Lustre's magic "lustre", NFS_SUPER_MAGIC, EFS's NFSv4.1, "nfs").
+SHARED_FILE_SYSTEMS = {"fsx": ("FSx", "lustre"), "efs": ("EFS", "nfs")}
+
+
 def node_script(layout: CheckLayout) -> str:
     """Every check runs and prints its line; the pod fails if any of them failed. A passing pod
     then holds its node (every device) until all ``nodes`` pods have reported, so they report
@@ -278,6 +285,7 @@ def node_script(layout: CheckLayout) -> str:
     Each attempt of the Job writes into its own directory (its UID), so the wait counts only this
     attempt's nodes."""
     g, mib, n = layout.group, layout.settings.fsx_test_mib, layout.settings.nodes
+    fs, fs_type = SHARED_FILE_SYSTEMS[layout.file_system]
     return f"""\
 set -uo pipefail
 node="${{NODE_NAME:-$(hostname)}}"
@@ -294,11 +302,11 @@ check "NeuronCores (neuron-ls)" {g.neuron_cores} "${{devices_cores#* }}"
 check "Neuron device files ({DEVICE_FILES}*)" {g.neuron_devices} "$(ls -d {DEVICE_FILES}[0-9]* 2>/dev/null | wc -l)"
 efa=$({FI_INFO} -p efa -t FI_EP_RDM 2>/dev/null | {EFA_DOMAINS_AWK})
 check "EFA devices (fi_info -p efa)" {g.efa_interfaces} "$efa"
-check "FSx at {SHARED_MOUNT} (file system type)" lustre "$(stat -f -c %T {SHARED_MOUNT})"
+check "{fs} at {SHARED_MOUNT} (file system type)" {fs_type} "$(stat -f -c %T {SHARED_MOUNT})"
 # Reported, not judged: the EKS EFA guide's pods request hugepages-2Mi, which the node must have
 # reserved; without them libfabric uses regular pages (README, "Cluster acceptance test").
 echo "info  hugepages-2Mi reserved on the node: $(awk '/^HugePages_Total:/ {{print $2}}' {MEMINFO})"
-{memory_check(g)}{posture_checks(f"{layout.namespace}/{layout.service_account}")}mkdir -p "$dir" || {{ echo "FAIL  FSx: cannot create $dir"; exit 1; }}
+{memory_check(g)}{posture_checks(f"{layout.namespace}/{layout.service_account}")}mkdir -p "$dir" || {{ echo "FAIL  {fs}: cannot create $dir"; exit 1; }}
 echo "$JOB_UID" > {layout.current_file}
 file="$dir/$node.bin"
 # A rate only from a dd that succeeded and printed its "copied" line; a failed dd's last line
@@ -310,7 +318,7 @@ rate() {{
 write=$(rate if=/dev/zero of="$file" count={mib} oflag=direct) || write=""
 read=$(rate if="$file" of=/dev/null iflag=direct) || read=""
 rm -f "$file"
-if [ -n "$write" ] && [ -n "$read" ]; then echo "ok    FSx read-write {mib} MiB: write $write, read $read"; else echo "FAIL  FSx read-write: write '$write', read '$read'"; failed=1; fi
+if [ -n "$write" ] && [ -n "$read" ]; then echo "ok    {fs} read-write {mib} MiB: write $write, read $read"; else echo "FAIL  {fs} read-write: write '$write', read '$read'"; failed=1; fi
 verdict=$([ $failed = 0 ] && echo PASS || echo FAIL)
 echo "NODE $node {g.instance_type} $verdict neuron=${{devices_cores% *}}/{g.neuron_devices} cores=${{devices_cores#* }}/{g.neuron_cores} efa=$efa/{g.efa_interfaces} fsx write $write read $read" | tee "$dir/$node.txt"
 [ $failed = 0 ] || exit 1

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.facts import efs
 from workloads import bert_launch, deadlines, first_step, resumable
 from workloads.first_step import FirstStep
 from workloads.settings import (
@@ -337,10 +338,13 @@ def copy_hours(checkpoint_gb: float, nodes: int) -> float:
 
 def storage_throughput_mbps(storage: Any) -> float | None:
     """The cluster's file system's baseline throughput from its exported ``storage`` (infra/contract.py
-    Storage); None without a file system, or from a cluster stack that does not export its per-unit
-    throughput (``throughput_warning`` says what that skips)."""
+    Storage): EFS's modelled save throughput as exported, FSx's from its capacity and tier; None without a file
+    system, or from a cluster stack that does not export its per-unit throughput (``throughput_warning`` says
+    what that skips)."""
     if not storage.enabled:
         return None
+    if storage.throughput_mbps:
+        return float(storage.throughput_mbps)
     per_unit = storage.per_unit_storage_throughput or per_unit_write_mbps(storage.deployment_type)
     return lustre_throughput_mbps(storage.capacity_gib, per_unit) if per_unit else None
 
@@ -823,9 +827,10 @@ def stall_warnings(config: WorkloadsConfig, file_system_mbps: float | None) -> d
 
 
 # The file systems' baseline throughputs the scenarios use, as the cluster stacks configure them (the tests
-# check them against the plans): prod 4,800 GiB at 250 MB/s/TiB, dev 1,200 GiB at 125 MB/s/TiB.
+# check them against the plans): prod 4,800 GiB at 250 MB/s/TiB; dev's EFS (storage.kind: efs) at the save
+# throughput modelled from EFS's published limits (infra/facts/efs.py).
 PROD_FILE_SYSTEM_MBPS = lustre_throughput_mbps(4800, 250)
-DEV_FILE_SYSTEM_MBPS = lustre_throughput_mbps(1200, 125)
+DEV_FILE_SYSTEM_MBPS = efs.SAVE_THROUGHPUT_MBPS
 WEEK_HOURS = 168.0
 
 

@@ -106,6 +106,7 @@ def check(config: WorkloadsConfig, cluster: ClusterContract) -> CheckLayout | No
         namespace_id=cluster.namespace_ids[config.namespace],
         gang_queue=_gang_queue(cluster, s),
         verdict_image=image(cluster, "cmd-shell", s),
+        file_system=cluster.storage.kind,
     )
 
 

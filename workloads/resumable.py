@@ -107,7 +107,10 @@ LOCK_FD = 9
 # plus up to 3 ping intervals (75 s) for the evictor to run (lustre-release v2_15_5
 # lustre/include/obd_support.h, lustre/ptlrpc/pinger.c ping_evictor_main). Below how long the gang's
 # other pods keep waiting for rank 0's rendezvous store meanwhile (600 s,
-# bert_launch.RDZV_READ_TIMEOUT_SECONDS).
+# bert_launch.RDZV_READ_TIMEOUT_SECONDS). On EFS (storage.kind: efs) the lock is an NFSv4 lock, which
+# the server drops when the lost client's lease expires; EFS's lease time is not published where it
+# could be read here, so the acceptance check shows it (docs/operations.md, "EFS: what the acceptance
+# check must show").
 LOCK_WAIT_SECONDS = 300
 
 

@@ -56,6 +56,8 @@ def lifecycle_policy() -> str:
 @dataclass
 class RegistriesArgs:
     force_delete: bool
+    # storage.kind: whose CSI node images the cache serves (image_cache.cached_images).
+    storage_kind: str = "fsx"
 
 
 class Registries(pulumi.ComponentResource):
@@ -88,6 +90,7 @@ class Registries(pulumi.ComponentResource):
             )
             self.urls[image] = repo.repository_url
         self._ctx = ctx
+        self._images = image_cache.cached_images(args.storage_kind)
         self.pull_through_cache = self._pull_through_cache(ctx, args)
         self.register_outputs({"urls": self.urls})
 
@@ -108,8 +111,7 @@ class Registries(pulumi.ComponentResource):
                 opts=child,
             )
         ]
-        for image in image_cache.CACHED_IMAGES:
-            name = image_cache.cached_repository(ctx.cluster_name, image)
+        for name in dict.fromkeys(image_cache.cached_repository(ctx.cluster_name, i) for i in self._images):
             short = name.rsplit("/", 1)[-1]
             # No lifecycle policy: nothing is pushed here, and a multi-architecture image's cached children are
             # untagged images its index refers to, which an "expire untagged" rule could remove (ECR documents
@@ -131,7 +133,7 @@ class Registries(pulumi.ComponentResource):
 
     def through_cache(self, image: str) -> str:
         """A public.ecr.aws image as nodes pull it: from this registry, through the cache (same tag)."""
-        if image not in image_cache.CACHED_IMAGES:
-            raise ValueError(f"{image}: not in image_cache.CACHED_IMAGES, so no repository is declared for it")
+        if image not in self._images:
+            raise ValueError(f"{image}: not in image_cache.cached_images, so no repository is declared for it")
         c = self._ctx
         return image_cache.through_cache(image, c.partition, c.region, c.account_id, c.cluster_name)

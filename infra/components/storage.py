@@ -583,19 +583,22 @@ class FsxStorage(pulumi.ComponentResource):
 
     @staticmethod
     def disabled_output(storage: StorageConfig, zone_id: str) -> dict[str, Any]:
-        """The same keys when the FSx CSI feature is off: nothing to mount."""
+        """The same keys when the shared file system's feature is off: nothing to mount (an EFS stack's
+        has no FSx figures either)."""
+        fsx = storage.kind == "fsx"
         return contract.exported(
             contract.Storage,
             enabled=False,
+            **({} if fsx else {"kind": storage.kind}),
             file_system_id=None,
             dns_name=None,
             mount_name=None,
             storage_class=None,
             claim_name=None,
             namespaces=[],
-            capacity_gib=storage.capacity_gib,
-            deployment_type=storage.deployment_type,
-            per_unit_storage_throughput=storage.per_unit_storage_throughput,
+            capacity_gib=storage.capacity_gib if fsx else None,
+            deployment_type=storage.deployment_type if fsx else None,
+            per_unit_storage_throughput=storage.per_unit_storage_throughput if fsx else None,
             zone=zone_id,
             s3_links=[],
             claims={},

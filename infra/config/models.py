@@ -338,7 +338,10 @@ class FeaturesConfig(ConfigModel):
         "Auto Scaling group so EC2 replaces it (needs neuronDevicePlugin).",
     )
     efa_device_plugin: bool = Field(default=True, description="EFA device plugin, tolerating the Neuron taint.")
-    fsx_csi: bool = Field(default=True, description="The FSx for Lustre file system, its CSI driver and claims.")
+    fsx_csi: bool = Field(
+        default=True,
+        description="The shared training file system of storage.kind (FSx for Lustre or EFS), its CSI driver and claims.",
+    )
     volcano: bool = Field(default=True, description="Volcano gang scheduler and its queues.")
     kuberay: bool = Field(default=True, description="KubeRay operator.")
     mpi_operator: bool = Field(default=True, description="Kubeflow MPI operator.")
@@ -396,9 +399,44 @@ class CheckpointExportConfig(ConfigModel):
     )
 
 
+# Days without access after which EFS moves a file to Infrequent Access: the values its lifecycle policy
+# takes (EFS API LifecyclePolicy.TransitionToIA; pulumi-aws 7.51.1 efs/_inputs.py FileSystemLifecyclePolicy).
+EFS_INFREQUENT_ACCESS_DAYS = (1, 7, 14, 30, 60, 90, 180, 270, 365)
+# The StorageConfig keys that describe an FSx for Lustre file system alone: with `kind: efs` each is refused
+# when the stack file sets it (infra/config/rules.py), and the keys EFS alone reads are refused with fsx.
+FSX_ONLY_STORAGE_KEYS = (
+    "deployment_type",
+    "per_unit_storage_throughput",
+    "capacity_gib",
+    "lustre_version",
+    "compression",
+    "data_repositories",
+    "checkpoint_export",
+    "retain",
+    "backup_retention_days",
+    "backup_start_time",
+    "root_claims",
+    "root_data_owners",
+    "dynamic_reclaim_policy",
+)
+EFS_ONLY_STORAGE_KEYS = ("infrequent_access_after_days",)
+
+
 class StorageConfig(ConfigModel):
     """The training file system (one per cluster), its S3 links, and the dynamic class."""
 
+    kind: Literal["fsx", "efs"] = Field(
+        default="fsx",
+        description="The shared training file system: `fsx` (FSx for Lustre, sized by throughput) or `efs` (one "
+        "Regional Amazon EFS file system, Elastic throughput, an access point per namespace; dev stacks only: no "
+        "backups or protection, and the FSx-only keys are refused). Changing it deletes the old file system and "
+        "every claim on it (docs/operations.md, Switching the file system).",
+    )
+    infrequent_access_after_days: int = Field(
+        default=7,
+        description=f"efs: days without access after which a file moves to EFS Infrequent Access (one of "
+        f"{', '.join(map(str, EFS_INFREQUENT_ACCESS_DAYS))}); it moves back to Standard on its first access.",
+    )
     deployment_type: FsxDeploymentType = Field(
         default="PERSISTENT_2", description="FSx for Lustre deployment type; changing it replaces the file system."
     )
@@ -424,7 +462,10 @@ class StorageConfig(ConfigModel):
         description="Export new and changed files under some paths to their linked buckets on a schedule (an FSx "
         "export data repository task); unset: none. docs/operations.md says how to restore from S3.",
     )
-    kms_key_id: str | None = Field(default=None, description="KMS key id or ARN; unset: the FSx service key.")
+    kms_key_id: str | None = Field(
+        default=None,
+        description="KMS key ARN the file system is encrypted with; unset: the service's own key (FSx's or EFS's).",
+    )
     retain: bool | None = Field(
         default=None,
         description="Protect the file system from `pulumi destroy` and keep a final backup; unset: on in prod.",

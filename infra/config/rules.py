@@ -14,12 +14,17 @@ from collections.abc import Callable, Mapping
 from datetime import date
 from typing import Any
 
+from pydantic.alias_generators import to_camel
+
 from infra.config import naming as rules
 from infra.config.aws_limits import aws_limit_problems, region_partition
-from infra.config.base import PROFILE_KEY, REGION_KEY
+from infra.config.base import PROFILE_KEY, REGION_KEY, ConfigModel
 from infra.config.errors import EGRESS_IP_ENV, EgressLookupFailed
 from infra.config.models import (
     DEFAULT_NAMESPACE_ID,
+    EFS_INFREQUENT_ACCESS_DAYS,
+    EFS_ONLY_STORAGE_KEYS,
+    FSX_ONLY_STORAGE_KEYS,
     FSX_THROUGHPUTS,
     LOG_RETENTION_DAYS,
     LOG_TYPES,
@@ -161,7 +166,13 @@ def cluster_pins(config: StackConfig) -> list[Pin]:
         for i, group in enumerate(config.accelerator_node_groups)
         if group.ami_release_version
     ]
-    found += [chart_pin(name) for name, feature in CHART_FEATURES.items() if getattr(config.features, feature)]
+    # The shared file system's driver is the one of its kind: FSx for Lustre's chart or EFS's.
+    shared_driver = "efs-csi-driver" if config.storage.kind == "efs" else "fsx-csi-driver"
+    found += [
+        chart_pin(shared_driver if name == "fsx-csi-driver" else name)
+        for name, feature in CHART_FEATURES.items()
+        if getattr(config.features, feature)
+    ]
     # The `deviceAllocation: dra` groups' drivers: the Neuron chart's DRA release, and aws-dranet for EFA.
     if any(g.dra for g in config.accelerator_node_groups) and not config.features.neuron_device_plugin:
         found.append(chart_pin("neuron"))
@@ -386,6 +397,7 @@ def semantic_problems(config: StackConfig) -> list[str]:
     problems += _provisioner_problems(config)
     problems += device_allocation_problems(config)
     problems += _nothing_to_scale_problems(config)
+    problems += efs_storage_problems(config)
     problems += _storage_problems(config.storage)
     problems += _prod_storage_problems(config)
     problems += _acknowledged_replacement_problems(config.replacements_acknowledged)
@@ -1116,6 +1128,44 @@ def fsx_capacity_problem(capacity_gib: int) -> str | None:
     upper = 1200 if capacity_gib < 1200 else (2400 if capacity_gib < 2400 else lower + 2400)
     nearest = sorted({lower, upper})
     return f"allowed: 1200, 2400, or a multiple of 2400 (nearest: {' or '.join(map(str, nearest))})"
+
+
+def efs_storage_problems(config: StackConfig) -> list[str]:
+    """What `storage.kind` refuses: with efs, every FSx-only key the stack file sets (EFS has no deployment
+    type, capacity, Lustre tier, data repository, export task, backups or root claims here) and a prod stack
+    (prod's file system is protected and backed up, which this EFS file system is not); with fsx, the keys
+    only EFS reads. Keys left at their defaults are not refused: only what the stack file says."""
+    storage, problems = config.storage, []
+    given = storage.model_fields_set
+    if storage.kind == "efs":
+        for name in FSX_ONLY_STORAGE_KEYS:
+            if name in given:
+                value = getattr(storage, name)
+                shown = value.model_dump(by_alias=True) if isinstance(value, ConfigModel) else value
+                if isinstance(value, list):
+                    shown = [v.model_dump(by_alias=True) if isinstance(v, ConfigModel) else v for v in value]
+                problems.append(
+                    f"{key_name(('storage', to_camel(name)))} = {shown!r}: an FSx for Lustre setting, and "
+                    "storage.kind is efs (allowed: leave the key out, or storage.kind fsx)"
+                )
+        if config.environment == "prod":
+            problems.append(
+                f"{key_name(('storage', 'kind'))} = 'efs': prod's file system is FSx for Lustre, protected and "
+                "backed up (allowed: fsx, or leave the key out)"
+            )
+    else:
+        for name in EFS_ONLY_STORAGE_KEYS:
+            if name in given:
+                problems.append(
+                    f"{key_name(('storage', to_camel(name)))} = {getattr(storage, name)!r}: an EFS setting, and "
+                    f"storage.kind is {storage.kind} (allowed: leave the key out, or storage.kind efs)"
+                )
+    if storage.infrequent_access_after_days not in EFS_INFREQUENT_ACCESS_DAYS:
+        problems.append(
+            f"{key_name(('storage', 'infrequentAccessAfterDays'))} = {storage.infrequent_access_after_days}: "
+            f"EFS lifecycle policies take {', '.join(map(str, EFS_INFREQUENT_ACCESS_DAYS))}"
+        )
+    return problems
 
 
 def _storage_problems(storage: StorageConfig) -> list[str]:

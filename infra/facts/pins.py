@@ -93,6 +93,7 @@ CHART_ROWS = {
     "efa-device-plugin": "efa-device-plugin",
     "aws-dranet": "aws-dranet",
     "fsx-csi-driver": "aws-fsx-csi-driver",
+    "efs-csi-driver": "aws-efs-csi-driver",
     "volcano": "volcano",
     "kuberay-operator": "kuberay",
     "metrics-server": "metrics-server",

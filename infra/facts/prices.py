@@ -51,6 +51,13 @@ PUBLIC_IPV4 = "public-ipv4"
 INTERFACE_ENDPOINT_AZ = "vpc-interface-endpoint-az"
 GATEWAY_ENDPOINT = "vpc-gateway-endpoint"
 EBS_GP3 = "ebs-gp3"
+# Amazon EFS (storage.kind: efs), Regional, Elastic throughput: billed by use alone, so the estimate names
+# these with their prices among what it does not estimate (offline/report/cost.py).
+EFS_STANDARD = "efs-standard"
+EFS_INFREQUENT_ACCESS = "efs-infrequent-access"
+EFS_INFREQUENT_ACCESS_READ = "efs-infrequent-access-read"
+EFS_ELASTIC_READ = "efs-elastic-read"
+EFS_ELASTIC_WRITE = "efs-elastic-write"
 
 
 def fsx_lustre_key(deployment_type: str, throughput: int | None) -> str:
@@ -96,6 +103,24 @@ _SERVICES = {
         "(gp3 storage; baseline 3000 IOPS and 125 MB/s included); the page copied from was not recorded",
         _READ,
     ),
+    **{
+        key: Price(
+            usd,
+            unit,
+            "https://www.factualminds.com/blog/amazon-efs-pricing-throughput-modes-storage-classes/ (its "
+            '"EFS pricing breakdown — us-east-1, June 2026" table; read as a search excerpt, the AWS page '
+            "https://aws.amazon.com/efs/pricing/ not readable beyond its old $0.30/GB-month Standard figure, "
+            "which matches)",
+            "2026-11-28",
+        )
+        for key, usd, unit in (
+            (EFS_STANDARD, 0.30, "GB-month"),
+            (EFS_INFREQUENT_ACCESS, 0.025, "GB-month"),
+            (EFS_INFREQUENT_ACCESS_READ, 0.01, "GB"),
+            (EFS_ELASTIC_READ, 0.03, "GB"),
+            (EFS_ELASTIC_WRITE, 0.06, "GB"),
+        )
+    },
     fsx_lustre_key("PERSISTENT_2", 125): Price(
         0.145,
         "GiB-month",

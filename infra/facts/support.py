@@ -285,6 +285,13 @@ SUPPORT: dict[str, Support] = {
         "compatibility matrices only)",
         "its newest chart",
     ),
+    "aws-efs-csi-driver-4.4": Support(
+        "EFS CSI driver chart 4.4",
+        None,
+        f"kubernetes-sigs/aws-efs-csi-driver {_NO_POLICY} (docs/compatibility.md at v3.4.1: driver and Kubernetes "
+        "compatibility matrices only)",
+        "its newest chart",
+    ),
     "volcano-1.15": Support(
         "Volcano 1.15",
         None,

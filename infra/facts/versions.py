@@ -100,6 +100,11 @@ CHARTS: dict[str, ChartPin] = {
     # at 5239609, 2026-08-03); pinned 2026-11-28.
     "aws-dranet": ChartPin("aws-dranet", "1.0.0", "https://aws.github.io/eks-charts"),
     "fsx-csi-driver": ChartPin("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"),
+    # storage.kind: efs. Chart 4.4.1 (driver v3.4.1), the newest in kubernetes-sigs/aws-efs-csi-driver (tag
+    # helm-chart-aws-efs-csi-driver-4.4.1), pinned 2026-11-28. A chart rather than the EKS add-on: its node
+    # images are named in its values, so they come through the pull-through cache like the FSx driver's
+    # (infra/specs/image_cache.py), and it renders offline; the add-on's build would resolve at deploy time.
+    "efs-csi-driver": ChartPin("aws-efs-csi-driver", "4.4.1", "https://kubernetes-sigs.github.io/aws-efs-csi-driver"),
     "volcano": ChartPin("volcano", "1.15.1", "https://volcano-sh.github.io/helm-charts"),
     "kuberay-operator": ChartPin("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/"),
     # The chart for KUBERNETES_VERSION; a stack on another minor takes its own (CLUSTER_AUTOSCALER below).

@@ -150,6 +150,8 @@ class BurnInTarget:
     image: str = IMAGE
     """``IMAGE`` as the nodes pull it: the cluster stack gives its pull-through cache reference, same tag
     (infra/specs/image_cache.py)."""
+    file_system_kind: str = "fsx"
+    """storage.kind: which file system the claim mounts, so which type the mount must show."""
 
     @property
     def group_label(self) -> str:
@@ -157,6 +159,10 @@ class BurnInTarget:
         on a NodePool's (kubernetes-sigs/karpenter pkg/apis/v1 NodePoolLabelKey; the NodePool is named
         after the group, infra/specs/nodepools.py)."""
         return "karpenter.sh/nodepool" if self.provisioner == "karpenter" else "eks.amazonaws.com/nodegroup"
+
+
+# storage.kind -> the failure reason, the check's wording and the type the shared mount must show.
+SHARED_MOUNT_CHECKS = {"fsx": ("fsx-mount", "FSx", "lustre"), "efs": ("efs-mount", "EFS", "nfs")}
 
 
 def check_script(t: BurnInTarget) -> str:
@@ -173,8 +179,11 @@ def check_script(t: BurnInTarget) -> str:
         if t.efa_interfaces
         else ""
     )
+    # What `stat -f -c %T` names the mount: coreutils src/stat.c human_fstype maps Lustre's magic to "lustre"
+    # and NFS_SUPER_MAGIC (0x6969, every NFS version's, so EFS's NFSv4.1) to "nfs".
+    reason, what, fs_type = SHARED_MOUNT_CHECKS[t.file_system_kind]
     fsx = (
-        f'expect fsx-mount "FSx at {SHARED_MOUNT} (file system type)" lustre '
+        f'expect {reason} "{what} at {SHARED_MOUNT} (file system type)" {fs_type} '
         f'"$(timeout --foreground {CHECK_TIMEOUT_SECONDS} stat -f -c %T {SHARED_MOUNT})"\n'
         if t.fsx_claim
         else ""

@@ -56,7 +56,9 @@ def exemptions(
     kube-system's DaemonSets: EKS's add-ons (aws-node and kube-proxy run privileged on the host
     network with host paths; the Pod Identity agent, the EBS CSI node plugin and the node monitoring
     agent), the FSx CSI node plugin (aws-fsx-csi-driver chart 1.17.0 templates/node-daemonset.yaml:
-    privileged, host paths), the EFA device plugin (eks-charts stable/aws-efa-k8s-device-plugin
+    privileged, host paths) or, with storage.kind efs, the EFS CSI node plugin (aws-efs-csi-driver chart
+    4.4.1 templates/node-daemonset.yaml: privileged, the host network, host paths; its TLS proxy reaches
+    the mount targets from the node), the EFA device plugin (eks-charts stable/aws-efa-k8s-device-plugin
     v0.5.30 templates/daemonset.yaml: hostNetwork, host paths; values.yaml securityContext
     privileged) and the Neuron device plugin (host paths); while a Prometheus runs, its node agents
     (infra/specs/node_metrics.py): neuron-monitor (privileged, as aws-neuron/aws-neuron-sdk 81ce03a

@@ -62,6 +62,21 @@ FSX_CSI_NODE_IMAGES: dict[tuple[str, ...], str] = {
     ),
 }
 
+# storage.kind efs: the EFS CSI driver's node DaemonSet runs on every node (its chart's default toleration,
+# `operator: Exists`), so every launch pulls its images: by values key, as kubernetes-sigs/aws-efs-csi-driver
+# tag helm-chart-aws-efs-csi-driver-4.4.1 charts/aws-efs-csi-driver/values.yaml sets them (templates/
+# node-daemonset.yaml renders `<repository>:<tag>`, the plugin's tag defaulting to the chart's appVersion but set
+# in values). The controller, and its csi-provisioner sidecar, is not installed (infra/components/efs_storage.py).
+# Its sidecars live in the same repositories as the FSx driver's, at other tags.
+EFS_CSI_CHART = "4.4.1"
+EFS_CSI_NODE_IMAGES: dict[tuple[str, ...], str] = {
+    ("image",): "public.ecr.aws/efs-csi-driver/amazon/aws-efs-csi-driver:v3.4.1",
+    ("sidecars", "livenessProbe", "image"): "public.ecr.aws/csi-components/livenessprobe:v2.19.0-eksbuild.3",
+    ("sidecars", "nodeDriverRegistrar", "image"): (
+        "public.ecr.aws/csi-components/csi-node-driver-registrar:v2.17.0-eksbuild.3"
+    ),
+}
+
 # The Neuron chart's node DaemonSets (the device plugin, the DRA driver, the node problem detector's recovery
 # agent) run on every Trainium node, so every launch pulls their images too: by values key, as
 # aws-neuron/neuron-helm-charts charts/neuron-helm-chart values.yaml sets them at chart 1.9.0 (b77a6f90).
@@ -80,13 +95,21 @@ NEURON_CHART_IMAGES: dict[tuple[str, ...], str] = {
 # prefix in front of the repository change. neuron-monitor and the EFA exporter (on the Python image) run on
 # every Trainium or EFA node while a Prometheus scrapes them (infra/specs/node_metrics.py); their repositories
 # are declared either way, as an empty one costs nothing.
-CACHED_IMAGES = (
-    BURN_IN_IMAGE.base,
-    *FSX_CSI_NODE_IMAGES.values(),
-    *NEURON_CHART_IMAGES.values(),
-    NEURON_MONITOR_IMAGE,
-    PYTHON_SLIM_IMAGE,
-)
+# The shared file system's node images are those of the stack's storage.kind.
+STORAGE_NODE_IMAGES = {"fsx": FSX_CSI_NODE_IMAGES, "efs": EFS_CSI_NODE_IMAGES}
+
+
+def cached_images(storage_kind: str = "fsx") -> tuple[str, ...]:
+    return (
+        BURN_IN_IMAGE.base,
+        *STORAGE_NODE_IMAGES[storage_kind].values(),
+        *NEURON_CHART_IMAGES.values(),
+        NEURON_MONITOR_IMAGE,
+        PYTHON_SLIM_IMAGE,
+    )
+
+
+CACHED_IMAGES = cached_images("fsx")
 
 
 def cache_prefix(cluster_name: str) -> str:

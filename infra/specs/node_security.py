@@ -66,7 +66,8 @@ def _port(protocol: str, low: int, high: int) -> dict[str, Any]:
 
 def egress_except_instance_metadata_and_lustre(file_system_addresses: Sequence[str] = ()) -> dict[str, Any]:
     """An egress rule to everywhere but the instance metadata service and ``file_system_addresses``
-    (the training file system's servers), on every UDP port and every TCP port but Lustre's.
+    (the training file system's servers: FSx for Lustre's, or the EFS mount targets of `storage.kind: efs`),
+    on every UDP port and every TCP port but Lustre's.
 
     NetworkPolicy is an allow-list: a policy with policyTypes [Egress] limits the pods it selects
     to the union of its rules and every other Egress policy's. So this rule alone leaves DNS, the
@@ -79,7 +80,10 @@ def egress_except_instance_metadata_and_lustre(file_system_addresses: Sequence[s
     agent reads a TCP port at a fixed offset past the IP header (aws/aws-network-policy-agent v1.2.7
     pkg/ebpf/c/tc.v4egress.bpf.c), which IP options would shift, so the ports alone are the weaker
     wall. The mounts are the kernel's, made from the FSx CSI node plugin in kube-system, which this
-    rule does not select. The agent honours endPort (pkg/utils/utils.go ComputeTrieValue). Other
+    rule does not select. EFS alike: an NFS client that reaches a mount target without an access point
+    is trusted with any UID it sends, root included, so no pod may reach one on any port (NFS, 2049,
+    included); the EFS node plugin's mounts and their TLS proxy run in the node's network namespace
+    (hostNetwork), which no NetworkPolicy selects, so every claim still mounts. The agent honours endPort (pkg/utils/utils.go ComputeTrieValue). Other
     protocols (ICMP, SCTP) are not admitted.
     """
     tcp = [_port("TCP", low, high) for low, high in ports_except(LUSTRE_PORTS)]

@@ -483,11 +483,12 @@ def version_change_refusals(base_root: Path, head_root: Path) -> list[str]:
     return refusals
 
 
-# Where data lives: replacing or deleting one deletes it (the FSx file system, the state bucket, a KMS
+# Where data lives: replacing or deleting one deletes it (the FSx or EFS file system, the state bucket, a KMS
 # key and what it encrypted) or strands it (an association's link; a static volume or claim re-created
 # unbound to the data, or gone, so that its pods mount an empty directory in its place).
 DATA_STORE_TYPES = (
     "aws:fsx/lustreFileSystem:LustreFileSystem",
+    "aws:efs/fileSystem:FileSystem",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
     "kubernetes:core/v1:PersistentVolume",
     "kubernetes:core/v1:PersistentVolumeClaim",

@@ -24,6 +24,12 @@ pulumi-aws 7.x bridges terraform-provider-aws; the lists come from its resource 
   version upgrades in place and a lower one replaces. We could not read the exact upstream tag
   7.51.1 pins (its repositories exceed what can be mirrored here), so these follow the newest
   aws-sdk-go-v2 source we could read plus that documentation.
+- efs/file_system.go (read at 0389f46): ForceNew on availabilityZoneName, creationToken, encrypted,
+  kmsKeyId, performanceMode; lifecyclePolicies and throughputMode change in place
+  (PutLifecycleConfiguration, UpdateFileSystem). efs/access_point.go (read at 0160692): fileSystemId,
+  posixUser and rootDirectory (creationInfo and path included) are all ForceNew; only tags update.
+  efs/mount_target.go: fileSystemId, subnetId, ipAddress (securityGroups change in place,
+  ModifyMountTargetSecurityGroups).
 - eks/access_entry.go: clusterName, principalArn, type. eks/access_policy_association.go has no
   Update at all: accessScope, clusterName, policyArn, principalArn all replace.
 - ecr/repository.go: name and encryptionConfigurations; ecr/lifecycle_policy.go (no Update):
@@ -85,6 +91,15 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "copyTagsToBackups",
         "backupId",
     ),
+    "aws:efs/fileSystem:FileSystem": (
+        "availabilityZoneName",
+        "creationToken",
+        "encrypted",
+        "kmsKeyId",
+        "performanceMode",
+    ),
+    "aws:efs/accessPoint:AccessPoint": ("fileSystemId", "posixUser", "rootDirectory"),
+    "aws:efs/mountTarget:MountTarget": ("fileSystemId", "subnetId", "ipAddress"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (
         "fileSystemId",
         "fileSystemPath",

@@ -109,12 +109,19 @@ def cost_summary(plans: Plans, root: Path) -> str:
                 )
             )
     unknown = sorted({u for c, w in estimates.values() for u in c["unknown"] + w["unknown"]})
+    # What a stack's own resources bill by use alone (an EFS file system, burstable CPU), with their prices.
+    by_use = [
+        f"{stack}: {item}"
+        for stack, (c, _) in estimates.items()
+        for item in c["notEstimated"]
+        if item not in cost.NOT_ESTIMATED
+    ]
     lines = [
         reference.markdown_table(rows, ("what", "per hour", "per month (730 h), or a run's bound")),
         "",
         "On-demand list prices from `infra/facts/instances.py` and `infra/facts/prices.py` (each with its source and date); `make plan` prints "
         "every line item. Unknown, not zero: " + ("; ".join(unknown) if unknown else "nothing") + ".",
-        "Not estimated (priced by usage): " + "; ".join(cost.NOT_ESTIMATED) + ".",
+        "Not estimated (priced by usage): " + "; ".join([*cost.NOT_ESTIMATED, *by_use]) + ".",
         "Neuron instance prices were read for each region they are offered in; every other figure was read for "
         "us-east-1 and is reused for us-east-2 and us-west-2 (`copied_from` in `infra/facts/instances.py` and "
         "`infra/facts/prices.py`) and is unknown elsewhere. " + report.ROUNDING_NOTE,

@@ -6,6 +6,7 @@ is a placeholder containing the word ``placeholder``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Mapping
@@ -354,6 +355,16 @@ class CloudMocks(pulumi.runtime.Mocks):
                 mountName="placeholder",
                 networkInterfaceIds=[f"eni-placeholder-{name}-{i}" for i in range(2)],
             )
+        elif type_ == "aws:efs/fileSystem:FileSystem":
+            # EFS ids as the driver parses them (fs-/fsap- and 8-40 hex digits: aws-efs-csi-driver v3.4.1
+            # pkg/driver/node.go isValidFileSystemId, isValidAccessPointId), stable per name.
+            resource_id = f"fs-{_hex(name)}"
+            state.update(dnsName=f"{resource_id}.efs.{self.region}.amazonaws.com")
+        elif type_ == "aws:efs/accessPoint:AccessPoint":
+            resource_id = f"fsap-{_hex(name)}"
+        elif type_ == "aws:efs/mountTarget:MountTarget":
+            # An address in the mount target's zone, stable per name (the egress wall names it).
+            state.update(ipAddress=f"10.0.{int(_hex(name)[:2], 16) % 64}.{10 + int(_hex(name)[2:4], 16) % 200}")
         elif type_ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, defaultVersion=1)
         elif type_ == "aws:kms/key:Key":
@@ -371,6 +382,10 @@ class CloudMocks(pulumi.runtime.Mocks):
         elif type_ == "aws:iam/role:Role":
             state.update(arn=f"arn:aws:iam::{fixtures.ACCOUNT_ID}:role/{state['name']}")
         return resource_id, state
+
+
+def _hex(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:17]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.facts import prices, startup
+from infra.facts import efs, prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
@@ -59,6 +59,7 @@ T_NAT = "aws:ec2/natGateway:NatGateway"
 T_EIP = "aws:ec2/eip:Eip"
 T_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
 T_FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+T_EFS = "aws:efs/fileSystem:FileSystem"
 T_CLUSTERS = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
 T_NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 T_NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -176,6 +177,8 @@ def estimate_cluster(resources: list[dict[str, Any]], region: str) -> dict[str, 
     _network(estimate, resources, region)
     for fs in (r for r in resources if r["type"] == T_FSX):
         _file_system(estimate, fs, region)
+    for fs in (r for r in resources if r["type"] == T_EFS):
+        _efs_file_system(estimate, fs, region)
     _managed_prometheus(estimate, resources, region)
     _in_cluster_prometheus(estimate, resources, region)
     burstable = [
@@ -571,10 +574,40 @@ def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
     )
 
 
+def _per(region: str, key: str) -> str:
+    """A by-use price as the estimate names it, or unknown."""
+    price = prices.service_price(region, key)
+    return "unknown" if price is None else f"${price.usd:g}/{price.unit}"
+
+
+# The checkpoint a Llama-2-7B save writes, about 98 GB (workloads/goodput.py), to put the write price in scale.
+EXAMPLE_CHECKPOINT_GB = 98
+
+
+def _efs_file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
+    """EFS with Elastic throughput has no provisioned size, tier or hourly charge: it bills what is stored and
+    what is read and written, none of which the plan knows, so nothing is added to the hourly totals (idle, it
+    costs what it holds). Its prices are named with what is not estimated (infra/facts/prices.py)."""
+    write = prices.service_price(region, prices.EFS_ELASTIC_WRITE)
+    example = (
+        "" if write is None else f" (a {EXAMPLE_CHECKPOINT_GB} GB checkpoint: ${EXAMPLE_CHECKPOINT_GB * write.usd:.2f})"
+    )
+    estimate.not_estimated += [
+        f"Amazon EFS storage of {fs['name']}, per GB stored: Standard {_per(region, prices.EFS_STANDARD)}, "
+        f"Infrequent Access {_per(region, prices.EFS_INFREQUENT_ACCESS)} plus "
+        f"{_per(region, prices.EFS_INFREQUENT_ACCESS_READ)} read from it (idle, the file system costs what it holds)",
+        f"Amazon EFS Elastic throughput of {fs['name']}: reads {_per(region, prices.EFS_ELASTIC_READ)}, writes "
+        f"{_per(region, prices.EFS_ELASTIC_WRITE)}{example}",
+    ]
+
+
 def training_file_system_mbps(resources: list[dict[str, Any]]) -> float | None:
     """The baseline throughput of the cluster's training file system (the FSx for Lustre file system the
-    cluster stack declares), None without one or without a per-unit throughput (SCRATCH_2's documented one,
-    goodput.per_unit_write_mbps, where it takes no setting)."""
+    cluster stack declares, or its EFS file system at the modelled save throughput, infra/facts/efs.py), None
+    without one or without a per-unit throughput (SCRATCH_2's documented one, goodput.per_unit_write_mbps, where
+    it takes no setting)."""
+    if any(r["type"] == T_EFS for r in resources):
+        return efs.SAVE_THROUGHPUT_MBPS
     for fs in (r for r in resources if r["type"] == T_FSX):
         inputs = fs["inputs"]
         per_unit = inputs.get("perUnitStorageThroughput") or goodput.per_unit_write_mbps(inputs.get("deploymentType"))

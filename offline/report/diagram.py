@@ -25,6 +25,8 @@ T_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
 T_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 T_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 T_FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+T_EFS = "aws:efs/fileSystem:FileSystem"
+T_MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 T_DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 T_ADDON = "aws:eks/addon:Addon"
 T_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -133,6 +135,13 @@ def cluster_diagram(plan: dict[str, Any]) -> str:
         subnet = subnet[0] if isinstance(subnet, list) else subnet
         if (subnet or "") not in zones_of:
             out.append(f"      {_fsx_node(fs)}")
+    # EFS is Regional: one node in the VPC, with its mount targets counted (one per node zone).
+    for fs in _of(resources, T_EFS):
+        targets = len(_of(resources, T_MOUNT_TARGET))
+        mode = fs["inputs"].get("throughputMode", "")
+        out.append(
+            f"      fs_{_id(fs['name'])}[({_label('Amazon EFS', f'{mode} throughput', f'{targets} mount targets')})]"
+        )
     for endpoint in _of(resources, T_ENDPOINT):
         service = endpoint["inputs"].get("serviceName", "").split(".")[-1]
         kind = endpoint["inputs"].get("vpcEndpointType", "Gateway")
