@@ -178,7 +178,7 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         containers=containers,
         volumes=volumes,
     )
-    # One core node keeps less CPU free than TensorBoard asks (the plan prints the spare): a
+    # One core node keeps less CPU free than TensorBoard asks (the plan prints what the system pods ask of it): a
     # rolling update's surge pod would wait there until cluster-autoscaler added a second core node for it. A
     # viewer can be down for the seconds a restart takes, so the old pod goes first, whatever the group's size.
     spec["spec"]["strategy"] = {"type": "Recreate"}

@@ -194,8 +194,9 @@ class EksCluster(pulumi.ComponentResource):
         # health check, so a node whose kubelet or OS stops, on a running instance, would stay NotReady, and with
         # one core node nothing else (CoreDNS, the schedulers, cluster-autoscaler all ran there) acts on it. EKS
         # reacts to the kubelet's Ready condition by itself, and to the node monitoring agent's conditions
-        # (features.nodeMonitoringAgent, on by default, on every node), after 30 minutes (awsdocs/amazon-eks-user-guide 4d52b4d0
-        # latest/ug/nodes/node-health.adoc, "Node auto repair"). EKS's own defaults: nothing Neuron to tune here.
+        # (features.nodeMonitoringAgent, on by default, on every node), after 30 minutes
+        # (awsdocs/amazon-eks-user-guide 4d52b4d0 latest/ug/nodes/node-health.adoc, "Node auto repair"). EKS's
+        # own defaults: there is nothing Neuron to tune on these nodes.
         core_group = self._cpu_node_group(
             name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, [],
             args.core_subnet_ids, aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
