@@ -364,3 +364,33 @@ def test_switching_dev_from_fsx_replaces_each_claim_in_place_and_deletes_only_fs
     # The dev stack file names exactly these, each with its reason.
     acknowledged = compare.stack_acknowledgements([FIXTURE_ROOT], ("dev",))[("trainium-eks", "dev")]
     assert not compare.data_store_replacement_refusals([diff], base, head, {("trainium-eks", "dev"): acknowledged})
+
+
+def test_the_switchs_acknowledgements_are_spent_once_deployed(dev, dev_fsx, tmp_path):
+    """After the switch runs, the deploy job diffs against the commit that made it: the stack file's
+    acknowledgements, already there word for word, must neither refuse the next deploy (they name FSx stores
+    that are gone) nor let a later replacement of an EFS claim of the same name through."""
+    from offline.diff import compare
+    from offline.report.plan_output import write_plan
+
+    write_plan(dev, tmp_path / "deployed")
+    write_plan(dev, tmp_path / "next")
+    write_plan(dev_fsx, tmp_path / "fsx")
+    key = ("trainium-eks", "dev")
+    acknowledged = compare.stack_acknowledgements([FIXTURE_ROOT], ("dev",))
+    deployed, nxt = compare.load_plans(tmp_path / "deployed"), compare.load_plans(tmp_path / "next")
+    unchanged = [d for d in compare.diff_plan_dirs(tmp_path / "deployed", tmp_path / "next") if d.project == key[0]]
+    # Before: the stale names were refused ("no data store of this stack is named 'fsx-training'").
+    assert compare.data_store_replacement_refusals(unchanged, deployed, nxt, acknowledged)
+    assert not compare.data_store_replacement_refusals(unchanged, deployed, nxt, acknowledged, deployed=acknowledged)
+    # The same acknowledgements, already deployed, do not acknowledge the replacements again.
+    (switch,) = [d for d in compare.diff_plan_dirs(tmp_path / "fsx", tmp_path / "next") if d.project == key[0]]
+    fsx = compare.load_plans(tmp_path / "fsx")
+    again = compare.data_store_replacement_refusals([switch], fsx, nxt, acknowledged, deployed=acknowledged)
+    assert {r.split("'")[1] for r in again} == set(acknowledged[key])
+    # A reason reworded in the change is a new acknowledgement.
+    reworded = {key: {**acknowledged[key], "fsx-training": "copied to S3 first"}}
+    assert "fsx-training" not in {
+        r.split("'")[1]
+        for r in compare.data_store_replacement_refusals([switch], fsx, nxt, reworded, deployed=acknowledged)
+    }

@@ -62,7 +62,7 @@ BOOT_AND_JOIN = Phase(
     "not timed; the RAID0 over the NVMe disks (mdadm, mkfs) takes 10-30 s of it",
 )
 DAEMONSETS = Phase(
-    "the node's DaemonSets start: VPC CNI, kube-proxy, the Neuron and EFA device plugins, FSx CSI, agents",
+    "the node's DaemonSets start: VPC CNI, kube-proxy, the Neuron and EFA device plugins, the file system's CSI node plugin, agents",
     1.5,
     "estimate",
     "not timed: each DaemonSet's image pulled the first time on the node, then its readiness",
@@ -86,7 +86,8 @@ MOUNT = Phase(
     "the file system is mounted",
     0.1,
     "estimate",
-    "not timed: the burn-in mounted it on that node already",
+    "not timed: a new mount of the claim (the burn-in mounted the file system on that node already; on EFS "
+    "each access point is its own NFS mount through the driver's TLS proxy)",
 )
 RENDEZVOUS = Phase(
     "the resume look-up on the file system and the rendezvous of every worker",

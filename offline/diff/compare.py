@@ -503,11 +503,24 @@ def _protected(plan: dict[str, Any] | None, urn: str) -> bool:
     return any(r["urn"] == urn and r.get("protect") for r in (plan or {}).get("resources", []))
 
 
+Acknowledgements = dict[tuple[str, str], dict[str, str]]
+
+
+def spent(acknowledged: Acknowledgements, deployed: Acknowledgements) -> Acknowledgements:
+    """The acknowledgements the base revision's stack files already held, word for word: they were for a change
+    that base made (what the deploy job diffs against is what runs), so they acknowledge nothing in this one."""
+    return {
+        key: {name: reason for name, reason in names.items() if deployed.get(key, {}).get(name) == reason}
+        for key, names in acknowledged.items()
+    }
+
+
 def data_store_replacement_refusals(
     diffs: list[StackDiff],
     base: dict[tuple[str, str], dict[str, Any]],
     head: dict[tuple[str, str], dict[str, Any]],
-    acknowledged: dict[tuple[str, str], dict[str, str]],
+    acknowledged: Acknowledgements,
+    deployed: Acknowledgements | None = None,
 ) -> list[str]:
     """Data-store replacements and deletions the change may not make, per stack. Either is allowed only
     where the stack file names the resource in ``<project>:replacementsAcknowledged`` (with its
@@ -519,12 +532,20 @@ def data_store_replacement_refusals(
     newest tag readable here (the pin is 3.272.0), and unchanged at its newest commit: checked when
     new.Protect && old.Protect, so unprotecting in the same update lets it through; prod's
     storage.retain cannot be turned off). An acknowledgement that names no data store of the stack
-    is refused too, so a misspelt name does not pass for one."""
+    is refused too, so a misspelt name does not pass for one. ``deployed``: the base revision's
+    acknowledgements; one it already held word for word is spent (``spent``): it neither allows a change
+    here nor is refused for naming nothing, so a stack file that keeps it still deploys, and a later
+    replacement of a resource of the same name needs its own acknowledgement."""
     refusals = []
+    used = spent(acknowledged, deployed or {})
     for d in diffs:
         where = f"{d.project}/{d.stack} (Pulumi.{d.stack}.yaml)"
         key = f"{d.project}:{ACKNOWLEDGEMENT_KEY}"
-        names = acknowledged.get((d.project, d.stack), {})
+        names = {
+            n: r
+            for n, r in acknowledged.get((d.project, d.stack), {}).items()
+            if n not in used.get((d.project, d.stack), {})
+        }
         for c in d.changes:
             if c.kind not in ("replace", "delete") or c.type not in DATA_STORE_TYPES:
                 continue
@@ -783,10 +804,25 @@ def run_in(checkout: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True)
 
 
+ACKNOWLEDGEMENTS_FILE = "acknowledgements.json"
+
+
+def project_dirs_of(checkout: Path) -> list[Path]:
+    return [d for d in (checkout, checkout / "workloads", checkout / "bootstrap") if (d / "Pulumi.yaml").exists()]
+
+
+def load_acknowledgements(plans: Path) -> Acknowledgements:
+    """What ``plan_revision`` recorded of the planned checkout's stack files."""
+    path = plans / ACKNOWLEDGEMENTS_FILE
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    return {tuple(key.split("/", 1)): names for key, names in recorded.items()}  # type: ignore[misc]
+
+
 def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...], label: str = "this checkout") -> None:
     """``offline.plan.command`` of ``checkout`` for each stack, with this interpreter (this checkout's
     virtualenv). ``checkout`` goes first on the import path, ahead of the installed package,
-    so a base revision runs its own infra/ and workloads/."""
+    so a base revision runs its own infra/ and workloads/. Its stack files' acknowledgements are recorded
+    beside the plans (a base revision's worktree is gone once planned)."""
     for stack in stacks:
         if not (checkout / f"Pulumi.{stack}.yaml").exists():
             continue
@@ -800,6 +836,9 @@ def plan_revision(checkout: Path, out: Path, stacks: tuple[str, ...], label: str
                 f"The offline plan of {project_name(checkout)}/{stack} (and the workload and bootstrap "
                 f"stacks of that name) in {label} failed:\n{result.stderr.strip()}"
             )
+    out.mkdir(parents=True, exist_ok=True)
+    acknowledged = stack_acknowledgements(project_dirs_of(checkout), stacks)
+    (out / ACKNOWLEDGEMENTS_FILE).write_text(json.dumps({f"{p}/{st}": n for (p, st), n in acknowledged.items()}))
 
 
 def git(*args: str) -> str:
@@ -858,15 +897,19 @@ def main(argv: list[str] | None = None) -> int:
     (out / "diff.md").write_text(render_markdown(diffs, label) + "\n")
     print(text)
     print(f"Wrote {out / 'diff.md'} (PR comment, job summary) and {out / 'diff.txt'}.")
-    project_dirs = [
-        d for d in (REPO_ROOT, REPO_ROOT / "workloads", REPO_ROOT / "bootstrap") if (d / "Pulumi.yaml").exists()
-    ]
+    acknowledged, deployed = stack_acknowledgements(project_dirs_of(REPO_ROOT), stacks), load_acknowledgements(base_dir)
     refused = {
         "EKS would refuse this change": version_change_refusals(base_dir, head_dir),
         "This change replaces data stores": data_store_replacement_refusals(
-            diffs, load_plans(base_dir), load_plans(head_dir), stack_acknowledgements(project_dirs, stacks)
+            diffs, load_plans(base_dir), load_plans(head_dir), acknowledged, deployed
         ),
     }
+    for (project, stack), names in spent(acknowledged, deployed).items():
+        for name in sorted(names):
+            print(
+                f"Note: {project}/{stack} {project}:{ACKNOWLEDGEMENT_KEY}.{name} is already in {label}: it acknowledges "
+                "nothing in this change; drop it once that revision runs everywhere"
+            )
     reported = "This change would replace data stores"
     if args.data_store_replacements == "report":
         refused[reported] = refused.pop("This change replaces data stores")
