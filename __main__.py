@@ -228,6 +228,7 @@ if use_karpenter:
             hop_limit=node_security.IMDS_HOP_LIMIT,
             node_policies=node_security.node_policies(features.session_manager),
             association_after=[cluster],
+            controller_replicas=replicas,
         ),
     )
 # Before the burn-in: its DaemonSets pull their image through the registry's pull-through cache.

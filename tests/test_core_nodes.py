@@ -177,6 +177,95 @@ def test_no_budget_blocks_a_drain_at_one_replica(one_node: PlanResult):
     assert release_values(one_node, "cluster-autoscaler")["podDisruptionBudget"] == {"maxUnavailable": 1}
 
 
+# --- a second core node does not stay ------------------------------------------------------------------------
+
+
+SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def test_cluster_autoscaler_leaves_the_daemonsets_out_of_a_nodes_utilisation(one_node: PlanResult):
+    # cluster-autoscaler-1.35.2: the flag's default is false (config/flags/flags.go); the chart passes each
+    # extraArgs entry as --key=value.
+    args = release_values(one_node, "cluster-autoscaler")["extraArgs"]
+    assert args["ignore-daemonsets-utilization"] == "true"
+    # With it, a second t3a.large holding TensorBoard after a roll is at 500m of what its DaemonSets leave
+    # (1,930m - 490m): 35%, below the 0.5 threshold; counting the DaemonSets it was 990m of 1,930m, 51%.
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"])
+    assert fit is not None
+    daemonset_cpu = sum(p.cpu_millis for p in daemonsets(FeaturesConfig()))
+    assert 500 / (fit.allocatable_cpu_millis - daemonset_cpu) < 0.5 < (500 + daemonset_cpu) / fit.allocatable_cpu_millis
+
+
+def test_the_core_pods_with_an_empty_dir_may_be_evicted_by_cluster_autoscaler(
+    one_node: PlanResult, one_node_fsx: PlanResult
+):
+    from infra.specs import system_pods
+
+    assert system_pods.SAFE_TO_EVICT == SAFE_TO_EVICT
+    # metrics-server chart 3.13.1 and the FSx chart 1.17.0 put podAnnotations on the pod template.
+    assert release_values(one_node, "metrics-server")["podAnnotations"] == SAFE_TO_EVICT
+    assert release_values(one_node_fsx, "aws-fsx-csi-driver")["controller"]["podAnnotations"] == SAFE_TO_EVICT
+    # The node DaemonSet is not drained by cluster-autoscaler: it keeps no annotation.
+    assert "podAnnotations" not in release_values(one_node_fsx, "aws-fsx-csi-driver")["node"]
+
+
+def test_tensorboard_restarts_in_place_and_may_be_evicted(workloads_dev: PlanResult):
+    from tests.test_workloads import manifest
+
+    deployment = manifest(workloads_dev, "Deployment", "tensorboard")
+    # No surge pod: one core node has less CPU free than TensorBoard asks.
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["annotations"] == SAFE_TO_EVICT
+    # The emptyDir the annotation is there for.
+    assert any("emptyDir" in v for v in template["spec"]["volumes"])
+    fit = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], tensorboard_proxy=False)
+    cpu = int(deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"].rstrip("m"))
+    assert fit is not None and fit.allocatable_cpu_millis - fit.cpu_millis < cpu
+
+
+def test_the_core_group_repairs_a_node_that_stops_reporting_ready(one_node: PlanResult, prod: PlanResult):
+    # Its Auto Scaling group replaces only an instance that fails EC2's checks; EKS node auto repair reacts to
+    # the kubelet's Ready condition too (eks-user-guide 4d52b4d0 latest/ug/nodes/node-health.adoc).
+    for plan in (one_node, prod):
+        assert plan.named("cluster-core").inputs["nodeRepairConfig"] == {"enabled": True}
+    # The job-support group scales from zero and back: cluster-autoscaler removes an unready node there.
+    assert "nodeRepairConfig" not in one_node.named("cluster-job-support").inputs
+
+
+def test_karpenter_runs_and_is_counted_at_the_controllers_replicas():
+    from infra.specs import nodepools
+
+    # Its chart's anti-affinity is required per hostname (v1.14.1 values.yaml): a second replica on a one-node
+    # core group would never schedule.
+    for replicas in (1, 2):
+        values = nodepools.chart_values("c", "us-west-2", "q", True, {"role": "core"}, replicas)
+        assert values["replicas"] == replicas
+        pods = {p.name: p for p in cluster_pods(FeaturesConfig(), ["default"], karpenter=True, replicas=replicas)}
+        assert (pods["karpenter"].replicas, pods["karpenter"].cpu_millis) == (replicas, 250)
+    # On one node the fit counts one Karpenter: 250m more than the 1,780m, which one t3a.large cannot hold and
+    # one c6i.xlarge (4 vCPU) can.
+    small = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], karpenter=True)
+    assert small is not None and not small.fits and small.cpu_millis == 1780 + 250
+    large = system_fit("c6i.xlarge", 1, FeaturesConfig(), ["default"], karpenter=True)
+    assert large is not None and large.fits
+
+
+def test_the_karpenter_release_sets_the_replicas(karp_one_node: PlanResult):
+    assert release_values(karp_one_node, "karpenter")["replicas"] == 1
+
+
+@pytest.fixture(scope="module")
+def karp_one_node() -> PlanResult:
+    from offline.plan.runner import run_program, stack_config
+    from tests.fixture_project import FIXTURE_ROOT
+
+    config = stack_config(FIXTURE_ROOT, "dev")
+    config["trainium-eks:coreNodeGroup"] = json.dumps({**ONE_NODE, "instanceTypes": ["c6i.xlarge"]})
+    config["trainium-eks:nodeProvisioner"] = "karpenter"
+    return run_program(FIXTURE_ROOT, "dev", config)
+
+
 def test_the_one_node_group_plans_at_its_size_and_price(one_node: PlanResult):
     group = one_node.named("cluster-core").inputs
     assert group["instanceTypes"] == ["t3a.large"]
@@ -203,6 +292,31 @@ def test_the_plan_summary_prints_the_fit_beside_the_cost():
     )
     (text,) = core_fit_texts(config)
     assert text.startswith("core nodes m6i.large × 1, controllers at 1: system pods ask 1,780m of 1,930m CPU")
+
+
+def test_the_plan_counts_the_tensorboard_proxy_only_where_a_load_balancer_runs_it(tmp_path):
+    from offline.report.core_fit import tensorboard_proxy
+
+    def stack_file(tensorboard: str) -> None:
+        (tmp_path / "Pulumi.dev.yaml").write_text(f"config:\n  trainium-workloads:tensorboard: {tensorboard}\n")
+
+    stack_file("{}")
+    assert not tensorboard_proxy(tmp_path, "dev", 1)
+    # Other namespaces' workload stacks are not in the repository: counted.
+    assert tensorboard_proxy(tmp_path, "dev", 2)
+    stack_file("{loadBalancer: {allowedCidrs: [203.0.113.0/24]}}")
+    assert tensorboard_proxy(tmp_path, "dev", 1)
+    # No workload stack file: counted.
+    assert tensorboard_proxy(tmp_path, "prod", 1)
+
+
+def test_dev_plan_leaves_out_the_proxy_its_workload_stack_does_not_run():
+    from offline.report.core_fit import deployed
+    from tests.fixture_project import FIXTURE_ROOT
+
+    (text,) = deployed(FIXTURE_ROOT, "dev")
+    without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], tensorboard_proxy=False)
+    assert without is not None and text.endswith(without.summary())
 
 
 # --- the EBS CSI add-on ----------------------------------------------------------------------------------------
@@ -235,3 +349,14 @@ def test_the_ebs_csi_addon_runs_only_with_the_in_cluster_prometheus(dev: PlanRes
     assert ebs.urn in in_cluster.named("prometheus", RELEASE).dependencies
     assert "aws-ebs-csi-driver" in in_cluster.outputs["addonBuilds"]
     assert "aws-ebs-csi-driver" not in dev.outputs["addonBuilds"]
+
+
+def test_the_refusal_counts_its_nodes_in_words_that_agree():
+    from infra.specs.system_capacity import system_fit_problem
+
+    one = system_fit_problem(
+        "t3a.large", 1, FeaturesConfig(), ["default"], monitoring=MonitoringConfig(prometheus="in-cluster")
+    )
+    two = system_fit_problem("t3a.medium", 2, FeaturesConfig(), ["default"])
+    assert one is not None and one.startswith("1 such node (minSize) cannot hold")
+    assert two is not None and two.startswith("2 such nodes (minSize) cannot hold")

@@ -329,6 +329,7 @@ CHART_VALUE_KEYS = {
     "nodeSelector",
     "controller.env",
     "controller.resources",
+    "replicas",
 }
 
 

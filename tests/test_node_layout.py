@@ -82,7 +82,7 @@ def test_one_small_node_is_refused_naming_the_key():
             {"region": "us-west-2", "coreNodeGroup": {"instanceTypes": ["t3a.medium"], "minSize": 1, "desiredSize": 1}}
         )
     message = " ".join(str(err.value).split())
-    assert "coreNodeGroup.instanceTypes[0] = 't3a.medium': 1 such nodes (minSize) cannot hold the system pods" in (
+    assert "coreNodeGroup.instanceTypes[0] = 't3a.medium': 1 such node (minSize) cannot hold the system pods" in (
         message
     )
     # 24 pods of 17; 4117 MiB of 4096 x 0.925 - (11 x 17 + 355) = 3246.

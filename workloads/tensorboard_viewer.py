@@ -170,7 +170,7 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         ]
     # As the namespace's id, the one user its directory lets read (the proxy too: one user per pod).
     metadata = {"name": NAME, "namespace": layout.namespace, "labels": LABELS}
-    return pods.system_deployment(
+    spec = pods.system_deployment(
         metadata,
         LABELS,
         layout.core_node_selector,
@@ -178,6 +178,13 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
         containers=containers,
         volumes=volumes,
     )
+    # One core node keeps less CPU free than TensorBoard asks (the plan prints what the system pods ask of it): a
+    # rolling update's surge pod would wait there until cluster-autoscaler added a second core node for it. A
+    # viewer can be down for the seconds a restart takes, so the old pod goes first, whatever the group's size.
+    spec["spec"]["strategy"] = {"type": "Recreate"}
+    # Its /tmp is an emptyDir; without this its node would never be drained (infra/specs/system_pods.py).
+    spec["spec"]["template"]["metadata"]["annotations"] = dict(system_pods.SAFE_TO_EVICT)
+    return spec
 
 
 def cluster_service(layout: TensorBoardLayout) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from infra.components.context import ClusterContext
 from infra.components.iam import pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release, spread_across_nodes
 from infra.facts.versions import CHARTS, autoscaler_release
+from infra.specs import system_pods
 from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -117,6 +118,18 @@ def autoscaler_values(
             "expander": "least-waste",
             "balance-similar-node-groups": "true",
             "skip-nodes-with-system-pods": "false",
+            # A node's utilisation is then what its other pods ask of what the DaemonSets leave
+            # (cluster-autoscaler-1.35.2 simulator/utilization/info.go CalculateUtilizationOfResource). Counted in,
+            # a t3a.large core node's 490m of DaemonSets put a second core node, added while a pod did not fit,
+            # above the 0.5 threshold (config/const.go) for good. For a Trainium group it means a node holding
+            # only DaemonSets (the burn-in, the image pre-pull, the agents) is at 0, empty, where the burn-in's
+            # CPU (a core per NeuronCore) could keep a small type above the threshold before. A node under burn-in
+            # stays protected by its startup taint: cluster-autoscaler counts such a node unready
+            # (utils/taints/taints.go FilterOutNodesWithStartupTaints), and an unready node must be unneeded for
+            # scale-down-unready-time, 20 minutes by default (core/scaledown/unneeded/nodes.go
+            # lookupAndSetRemovalThreshold, config/const.go), longer than the burn-in's whole budget and the
+            # sweeper's margin (infra/specs/burn_in_objects.py).
+            "ignore-daemonsets-utilization": "true",
             # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone, but no sooner: a
             # gang's burnt-in nodes hold pods Volcano has placed but keeps back until the gang fits, which it
             # marks Schedulable (volcano-sh/volcano v1.15.1 pkg/scheduler/api/job_info.go), so they look
@@ -171,7 +184,9 @@ class Autoscaling(pulumi.ComponentResource):
                 "metrics-server",
                 CHARTS["metrics-server"],
                 "kube-system",
-                {"nodeSelector": CORE_NODE_SELECTOR},
+                # Its tmpVolume is an emptyDir (chart 3.13.1 values.yaml), which would pin its node; podAnnotations
+                # go on its pod template (templates/deployment.yaml).
+                {"nodeSelector": CORE_NODE_SELECTOR, "podAnnotations": dict(system_pods.SAFE_TO_EVICT)},
                 pulumi.ResourceOptions(parent=self, provider=ctx.kubernetes),
             )
         self.register_outputs({})

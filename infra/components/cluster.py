@@ -190,9 +190,16 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity_agent = self._addon(name, args, addons.POD_IDENTITY_AGENT, [cluster])
         # Nodes become Ready only once aws-node runs with its permissions: the groups wait for it.
         node_policies.append(self._vpc_cni(name, args, cluster.urn, [cluster, pod_identity_agent]))
+        # Node auto repair on the core group: its Auto Scaling group replaces only an instance that fails EC2's
+        # health check, so a node whose kubelet or OS stops, on a running instance, would stay NotReady, and with
+        # one core node nothing else (CoreDNS, the schedulers, cluster-autoscaler all ran there) acts on it. EKS
+        # reacts to the kubelet's Ready condition by itself, and to the node monitoring agent's conditions
+        # (features.nodeMonitoringAgent, on by default, on every node), after 30 minutes
+        # (awsdocs/amazon-eks-user-guide 4d52b4d0 latest/ug/nodes/node-health.adoc, "Node auto repair"). EKS's
+        # own defaults: there is nothing Neuron to tune on these nodes.
         core_group = self._cpu_node_group(
             name, args, node_role, node_policies, "core", args.core_node_group, CORE_NODE_LABELS, [],
-            args.core_subnet_ids,
+            args.core_subnet_ids, aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
         )  # fmt: skip
         self.job_node_group = self._cpu_node_group(
             name, args, node_role, node_policies, "job-support", args.job_node_group, JOB_SUPPORT_LABELS,
@@ -375,6 +382,7 @@ class EksCluster(pulumi.ComponentResource):
         labels: dict[str, str],
         taints: list[Taint],
         subnet_ids: Sequence[pulumi.Input[str]],
+        node_repair: aws.eks.NodeGroupNodeRepairConfigArgs | None = None,
     ) -> aws.eks.NodeGroup:
         """A general-purpose group: `core` (system pods, always on) or `job-support` (from zero)."""
         template = aws.ec2.LaunchTemplate(
@@ -412,6 +420,7 @@ class EksCluster(pulumi.ComponentResource):
             labels=labels,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in taints] or None,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            node_repair_config=node_repair,
             tags=self._ctx.tags,
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -22,6 +22,7 @@ from infra.components.iam import node_role_with_policies, pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release
 from infra.facts.versions import CHARTS
 from infra.specs import nodepools as plan
+from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 
 @dataclass
@@ -34,6 +35,8 @@ class KarpenterArgs:
     node_policies: tuple[str, ...]
     association_after: list[pulumi.Resource]
     """What the controller's Pod Identity association waits for besides the control plane."""
+    controller_replicas: int = HA_CONTROLLER_REPLICAS
+    """The controller's (infra/specs/system_capacity.py controller_replicas)."""
 
 
 class Karpenter(pulumi.ComponentResource):
@@ -136,7 +139,12 @@ class Karpenter(pulumi.ComponentResource):
             CHARTS["karpenter"],
             plan.NAMESPACE,
             plan.chart_values(
-                ctx.cluster_name, ctx.region, plan.queue_name(ctx.cluster_name), repair, CORE_NODE_SELECTOR
+                ctx.cluster_name,
+                ctx.region,
+                plan.queue_name(ctx.cluster_name),
+                repair,
+                CORE_NODE_SELECTOR,
+                args.controller_replicas,
             ),
             pulumi.ResourceOptions(
                 parent=self, provider=provider, depends_on=[crds, *controller_ready, *node_ready, queue]

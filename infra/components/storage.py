@@ -918,6 +918,7 @@ class FsxStorage(pulumi.ComponentResource):
                 # takes one at a time, at one the drain evicts it (chart 1.17.0 templates/pdb.yaml:
                 # maxUnavailable 1 up to two replicas, minAvailable 2 above).
                 "podDisruptionBudget": {"enabled": True},
+                "podAnnotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
                 **replica_count,
             },
             # Every node mounts Lustre, tainted Trainium nodes first of all.

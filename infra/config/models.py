@@ -138,7 +138,8 @@ class CoreNodeGroupConfig(ConfigModel):
         ge=1,
         description="Fewest system nodes. Two or more: the leader-elected controllers and CoreDNS run two replicas, "
         "so one node or zone can go; 1: one replica each, and a core node or zone failure stops DNS and the "
-        "controllers until the group replaces the node.",
+        "controllers until the node is replaced: an instance failure in minutes, a node that stops reporting Ready "
+        "by node auto repair after 30 minutes.",
     )
     desired_size: int = Field(default=2, ge=1, description="System nodes at creation.")
     max_size: int = Field(default=3, ge=1, description="Most system nodes cluster-autoscaler may run.")

@@ -244,12 +244,23 @@ CONTROLLER_RESOURCES = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": 
 
 
 def chart_values(
-    cluster_name: str, region: str, queue_name: str, node_repair: bool, node_selector: dict[str, str]
+    cluster_name: str,
+    region: str,
+    queue_name: str,
+    node_repair: bool,
+    node_selector: dict[str, str],
+    replicas: int,
 ) -> dict[str, Any]:
     """charts/karpenter values.yaml (v1.14.0): settings.clusterName, settings.interruptionQueue,
-    settings.featureGates.nodeRepair, serviceAccount.name, nodeSelector, controller.env. The
-    endpoint is found through eks:DescribeCluster (EKSIntegrationPolicy)."""
+    settings.featureGates.nodeRepair, serviceAccount.name, nodeSelector, controller.env, replicas. The
+    endpoint is found through eks:DescribeCluster (EKSIntegrationPolicy). ``replicas``:
+    infra/specs/system_capacity.py controller_replicas."""
     return {
+        # The chart's two replicas (v1.14.1 values.yaml replicas: 2) must each have a core node of their own
+        # (its podAntiAffinity is required on kubernetes.io/hostname): on a one-node core group the second
+        # would stay Pending and cluster-autoscaler would add a core node for it that could never go. Its
+        # budget (maxUnavailable: 1) lets a drain evict the one replica.
+        "replicas": replicas,
         # Without a region in its AWS config the controller asks IMDS (pkg/operator/operator.go
         # NewOperator, v1.14.0) and panics when the metadata service is out of a pod's reach, as
         # it is at hop limit 1 (aws/karpenter-provider-aws#8219); the chart sets no region itself.

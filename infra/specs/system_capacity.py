@@ -89,7 +89,9 @@ def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: 
         PodRequests(
             "kube-proxy", 100, 0, 1, "EKS kube-proxy add-on DaemonSet, cpu 100m (EKS-managed, no public manifest)"
         ),
-        PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate: EKS add-on, no public manifest"),
+        # Its public chart sets no requests (aws/eks-pod-identity-agent d4dc0f3 charts/eks-pod-identity-agent/
+        # values.yaml l.165: resources {}), which the add-on build may or may not keep: 25m over-counts at worst.
+        PodRequests("eks-pod-identity-agent", 25, 0, 1, "estimate over the public chart's resources {}"),
     ]
     if ebs_csi:
         # kubernetes-sigs/aws-ebs-csi-driver chart 2.64.0: node plugin + registrar + liveness, 10m/40Mi each.
@@ -102,7 +104,9 @@ def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: 
         # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
         pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
     if features.observability:
-        # aws-observability/helm-charts amazon-cloudwatch-observability 6.4.0 values.yaml.
+        # The chart of the add-on build that runs (v4.7.0-eksbuild.1 on 1.35): aws-observability/helm-charts
+        # amazon-cloudwatch-observability-4.7.0 values.yaml, agent 250m/128Mi (l.1306-1308), containerLogs
+        # fluentBit 50m/25Mi (l.35-37).
         pods.append(
             PodRequests("cloudwatch-agent", 250, 128, 1, "amazon-cloudwatch-observability values agent.resources")
         )
@@ -137,8 +141,9 @@ def accelerator_daemonsets(
     pods = []
     if features.observability:
         # The CloudWatch add-on runs its own neuron-monitor on every Neuron node, whatever its taints or device
-        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-6.4.0 values.yaml
-        # neuronMonitor: image 1.11.0, requests 256m/128Mi), beside the Prometheus path's own.
+        # allocation (aws-observability/helm-charts amazon-cloudwatch-observability-4.7.0 values.yaml, the add-on
+        # build's chart: neuronMonitor image 1.6.0, requests 256m/128Mi, l.1555-1557), beside the Prometheus
+        # path's own.
         pods.append(
             PodRequests(
                 "neuron-monitor (CloudWatch add-on)",
@@ -368,10 +373,12 @@ def cluster_pods(
             )
         )
     if karpenter:
-        # nodeProvisioner: karpenter. Chart v1.14.0 values.yaml replicas 2; requests from
-        # infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
+        # nodeProvisioner: karpenter, at the controllers' replicas (infra/specs/nodepools.py chart_values sets the
+        # chart's replicas); requests from infra/specs/nodepools.py CONTROLLER_RESOURCES (the chart sets none).
         pods.append(
-            PodRequests("karpenter", 250, 1024, 2, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart replicas 2")
+            PodRequests(
+                "karpenter", 250, 1024, replicas, "infra/specs/nodepools.py CONTROLLER_RESOURCES, chart_values replicas"
+            )
         )
     if features.metrics_server:
         pods.append(
@@ -379,7 +386,13 @@ def cluster_pods(
         )
     if features.observability:
         pods.append(
-            PodRequests("cloudwatch-controller", 100, 64, 1, "amazon-cloudwatch-observability values manager.resources")
+            PodRequests(
+                "cloudwatch-controller",
+                100,
+                64,
+                1,
+                "amazon-cloudwatch-observability-4.7.0 values.yaml manager.resources (l.1192-1194)",
+            )
         )
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
@@ -519,7 +532,8 @@ def system_fit_problem(
     if fit is None or fit.fits:
         return None
     return (
-        f"{nodes} such nodes (minSize) cannot hold the system pods: {fit.pods_per_node} pods per node "
+        f"{nodes} such {'node' if nodes == 1 else 'nodes'} (minSize) cannot hold the system pods: "
+        f"{fit.pods_per_node} pods per node "
         f"(limit {fit.max_pods}), {fit.cpu_millis}m of {fit.allocatable_cpu_millis}m CPU, "
         f"{fit.memory_mib} of {fit.allocatable_memory_mib} MiB; these fit: {what_fits(instance_type, nodes, load)}"
     )

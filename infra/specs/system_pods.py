@@ -7,6 +7,13 @@ live in infra because the workload stacks import infra, never the other way roun
 
 from __future__ import annotations
 
+# On the core pods that keep an emptyDir (TensorBoard's /tmp, metrics-server's tmpVolume, the FSx controller's
+# socket-dir): without it cluster-autoscaler never drains their node, because skip-nodes-with-local-storage is on
+# by default (kubernetes/autoscaler cluster-autoscaler-1.35.2 config/flags/flags.go), so a second core node it
+# added for a moment would stay. Its safetoevict rule is read before the local-storage and not-replicated ones
+# (simulator/drainability/rules/rules.go Default); each of these pods has a controller that starts it again
+# on the node that stays, and their budgets still bound the eviction.
+SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 # The gang watchdog's Deployment, one per workload stack that runs a Volcano Job or MPIJob
 # (workloads/gang_watchdog.py): a polling loop over the API.
 GANG_WATCHDOG_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}

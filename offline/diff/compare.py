@@ -915,10 +915,10 @@ def main(argv: list[str] | None = None) -> int:
         refused[reported] = refused.pop("This change replaces data stores")
     for heading, refusals in refused.items():
         if refusals:
-            deployed = " (if the stack was deployed from it: the deploy job checks against what runs)"
+            caveat = " (if the stack was deployed from it: the deploy job checks against what runs)"
             print(
                 render.message(
-                    f"\n{heading} against {label}{deployed if heading == reported else ''}:\n"
+                    f"\n{heading} against {label}{caveat if heading == reported else ''}:\n"
                     + "\n".join(f"  - {r}" for r in refusals)
                 ),
                 file=sys.stderr,
