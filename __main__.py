@@ -73,6 +73,7 @@ specs = [
             efa=g.efa_enabled,
             metrics_agents=metrics_agents,
             ebs_csi=ebs_csi,
+            efs=config.storage.kind == "efs",
         ),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
@@ -401,7 +402,9 @@ outputs = contract.exported(
     # Always-on system nodes: where workloads put their long-running services (TensorBoard).
     core_node_selector=CORE_NODE_SELECTOR,
     # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
-    job_support_placement=job_support_output(config.job_node_group, features, ebs_csi, metrics_agents),
+    job_support_placement=job_support_output(
+        config.job_node_group, features, ebs_csi, metrics_agents, efs=config.storage.kind == "efs"
+    ),
     cloudwatch_dashboard=observability.dashboard_name if observability else None,
 )
 for name, value in outputs.items():

@@ -171,6 +171,7 @@ def plan_problems(config: StackConfig) -> list[str]:
             config.training_namespaces,
             karpenter=config.node_provisioner == "karpenter",
             monitoring=config.monitoring,
+            efs=config.storage.kind == "efs",
         )
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")

@@ -64,6 +64,10 @@ def test_one_t3a_large_holds_dev_with_the_controllers_at_one_replica():
     # awslabs/amazon-eks-ami v20260724 instance-info.jsonl t3a.large: 3 ENIs x (12 - 1) + 2 = 35.
     assert fit.pods_per_node == 7 + 17 and fit.max_pods == 35
     assert fit.summary() == "1,780m of 1,930m CPU (92%), 4,117 of 6,837 MiB (60%), 24 of 35 pods per node"
+    # On EFS the FSx node plugin (30m/104Mi) and controller (40m/136Mi) give way to the EFS node plugin, which
+    # asks for nothing (aws-efs-csi-driver 4.4.1 values.yaml), and no controller: one pod fewer.
+    efs = system_fit("t3a.large", 1, FeaturesConfig(), ["default"], efs=True)
+    assert efs is not None and (efs.cpu_millis, efs.memory_mib, efs.pods_per_node) == (1710, 3877, 23)
 
 
 def test_the_in_cluster_monitoring_does_not_fit_one_t3a_large():
@@ -291,7 +295,9 @@ def test_the_plan_summary_prints_the_fit_beside_the_cost():
         update={"core_node_group": stack_config("dev").core_node_group.model_copy(update={"min_size": 1})}
     )
     (text,) = core_fit_texts(config)
-    assert text.startswith("core nodes m6i.large × 1, controllers at 1: system pods ask 1,780m of 1,930m CPU")
+    # dev's stack is on EFS: no FSx node plugin (30m/104Mi) or controller (40m/136Mi), one EFS node pod with no
+    # requests; 1,780m less those 70m.
+    assert text.startswith("core nodes m6i.large × 1, controllers at 1: system pods ask 1,710m of 1,930m CPU")
 
 
 def test_the_plan_counts_the_tensorboard_proxy_only_where_a_load_balancer_runs_it(tmp_path):
@@ -315,7 +321,7 @@ def test_dev_plan_leaves_out_the_proxy_its_workload_stack_does_not_run():
     from tests.fixture_project import FIXTURE_ROOT
 
     (text,) = deployed(FIXTURE_ROOT, "dev")
-    without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], tensorboard_proxy=False)
+    without = system_fit("m6i.large", 2, FeaturesConfig(), ["default"], tensorboard_proxy=False, efs=True)
     assert without is not None and text.endswith(without.summary())
 
 

@@ -41,16 +41,17 @@ JOB_SUPPORT_PLACEMENT = {
 
 
 def job_support_output(
-    group: Any, features: Any, ebs_csi: bool = False, metrics_agents: bool = False
+    group: Any, features: Any, ebs_csi: bool = False, metrics_agents: bool = False, efs: bool = False
 ) -> dict[str, Any]:
     """``jobSupportPlacement`` as the workload stacks read it (infra/contract.py): where a job's CPU
     pods go, and how much the group holds (maxSize nodes, each leaving ``allocatable`` to pods; with
     several instance types, the smallest's, so a check on it never promises more than a node has).
-    ``ebs_csi``, ``metrics_agents``: the DaemonSets on every node (node_allocatable)."""
+    ``ebs_csi``, ``metrics_agents``, ``efs``: the DaemonSets on every node (node_allocatable)."""
     sizes = [
         a
         for t in group.instance_types
-        if (a := node_allocatable(t, features, False, metrics_agents=metrics_agents, ebs_csi=ebs_csi)) is not None
+        if (a := node_allocatable(t, features, False, metrics_agents=metrics_agents, ebs_csi=ebs_csi, efs=efs))
+        is not None
     ]
     smallest = min(sizes, key=lambda a: (int(a["cpu"].rstrip("m")), int(a["memory"].rstrip("Mi"))), default=None)
     return contract.exported(

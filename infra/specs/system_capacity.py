@@ -82,7 +82,10 @@ def _requests(name: str, requests: dict[str, str], source: str) -> PodRequests:
 # On every node (DaemonSets). The Neuron and EFA device plugins and the Neuron problem detector
 # select accelerator nodes only, so they are not here. ``ebs_csi``: whether the EBS CSI add-on runs
 # (MonitoringConfig.ebs_volumes); ``metrics_agents``: whether a Prometheus's node agents run.
-def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: bool = False) -> list[PodRequests]:
+def daemonsets(
+    features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: bool = False, efs: bool = False
+) -> list[PodRequests]:
+    """``efs``: the shared file system is EFS (storage.kind), whose driver runs in place of FSx's."""
     pods = [
         # aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml: aws-node 25m, node agent none.
         PodRequests("aws-node", 25, 0, 1, "amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml"),
@@ -100,7 +103,11 @@ def daemonsets(features: FeaturesConfig, ebs_csi: bool = False, metrics_agents: 
                 "ebs-csi-node", 30, 120, 1, "aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml node.resources"
             )
         )
-    if features.fsx_csi:
+    if features.fsx_csi and efs:
+        # aws-efs-csi-driver chart 4.4.1: the node plugin and its sidecars set no requests (values.yaml
+        # resources {}); one pod a node all the same.
+        pods.append(PodRequests("efs-csi-node", 0, 0, 1, "aws-efs-csi-driver 4.4.1 values.yaml node (none)"))
+    elif features.fsx_csi:
         # aws-fsx-csi-driver chart 1.17.0: fsx-plugin 10m/40Mi, registrar and liveness 10m/32Mi.
         pods.append(PodRequests("fsx-csi-node", 30, 104, 1, "aws-fsx-csi-driver 1.17.0 values.yaml node + sidecars"))
     if features.observability:
@@ -186,16 +193,18 @@ def node_allocatable(
     efa: bool = True,
     metrics_agents: bool = False,
     ebs_csi: bool = False,
+    efs: bool = False,
 ) -> dict[str, str] | None:
     """CPU and memory a pod can request on one node of ``instance_type`` once the kubelet's
     reservations and the DaemonSets on that node have theirs, as Kubernetes quantities; None for
     a type the table does not size. ``dra``, ``efa``: an accelerator group's deviceAllocation and EFA;
-    ``metrics_agents``: whether a Prometheus's node agents run; ``ebs_csi``: whether the EBS CSI add-on runs."""
+    ``metrics_agents``: whether a Prometheus's node agents run; ``ebs_csi``: whether the EBS CSI add-on runs;
+    ``efs``: whether the shared file system is EFS."""
     node = _node_size(instance_type)
     if node is None:
         return None
     extra = accelerator_daemonsets(features, dra, efa, metrics_agents) if accelerator else []
-    on_node = daemonsets(features, ebs_csi, metrics_agents) + extra
+    on_node = daemonsets(features, ebs_csi, metrics_agents, efs) + extra
     cpu = node.vcpus * 1000 - reserved_cpu_millis(node.vcpus) - sum(p.cpu_millis for p in on_node)
     memory = (
         memory_capacity_mib(node.memory_mib) - reserved_memory_mib(node.max_pods) - sum(p.memory_mib for p in on_node)
@@ -308,8 +317,10 @@ def cluster_pods(
     monitoring: MonitoringConfig | None = None,
     replicas: int = HA_CONTROLLER_REPLICAS,
     tensorboard_proxy: bool = True,
+    efs: bool = False,
 ) -> list[PodRequests]:
-    """``replicas``: the leader-elected controllers' and CoreDNS's (controller_replicas)."""
+    """``replicas``: the leader-elected controllers' and CoreDNS's (controller_replicas); ``efs``: the shared
+    file system is EFS, whose static volumes need no controller (infra/components/efs_storage.py)."""
     monitoring = monitoring or MonitoringConfig()
     pods = [
         PodRequests(
@@ -327,7 +338,7 @@ def cluster_pods(
         pods.append(
             PodRequests("ebs-csi-controller", 60, 240, 2, "aws-ebs-csi-driver values.yaml controller.resources")
         )
-    if features.fsx_csi:
+    if features.fsx_csi and not efs:
         pods.append(
             PodRequests(
                 "fsx-csi-controller", 40, 136, replicas, "aws-fsx-csi-driver 1.17.0 values.yaml controller + sidecars"
@@ -441,6 +452,7 @@ class SystemLoad:
     karpenter: bool = False
     monitoring: MonitoringConfig = dataclasses.field(default_factory=MonitoringConfig)
     tensorboard_proxy: bool = True
+    efs: bool = False
 
     def pods(self, core_min_size: int) -> list[PodRequests]:
         """The cluster's pods with a core group of ``core_min_size`` (which sets the controllers' replicas)."""
@@ -451,10 +463,11 @@ class SystemLoad:
             monitoring=self.monitoring,
             replicas=controller_replicas(core_min_size),
             tensorboard_proxy=self.tensorboard_proxy,
+            efs=self.efs,
         )
 
     def daemonsets(self) -> list[PodRequests]:
-        return daemonsets(self.features, self.monitoring.ebs_volumes, self.monitoring.prometheus != "off")
+        return daemonsets(self.features, self.monitoring.ebs_volumes, self.monitoring.prometheus != "off", self.efs)
 
 
 def system_fit(
@@ -467,6 +480,7 @@ def system_fit(
     monitoring: MonitoringConfig | None = None,
     core_min_size: int | None = None,
     tensorboard_proxy: bool = True,
+    efs: bool = False,
 ) -> Fit | None:
     """Totals over ``nodes`` system nodes, or None for a type the table does not know. ``core_min_size``: the
     group's minSize, which sets the controllers' replicas (controller_replicas); ``nodes`` unless told.
@@ -474,7 +488,7 @@ def system_fit(
     Pods per node assumes the scheduler spreads the cluster's pods evenly (it spreads replicas
     of one Deployment across nodes by default); CPU and memory are compared in total.
     """
-    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), tensorboard_proxy)
+    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), tensorboard_proxy, efs)
     return _fit(instance_type, nodes, load, nodes if core_min_size is None else core_min_size)
 
 
@@ -526,8 +540,9 @@ def system_fit_problem(
     karpenter: bool = False,
     *,
     monitoring: MonitoringConfig | None = None,
+    efs: bool = False,
 ) -> str | None:
-    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig())
+    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), efs=efs)
     fit = _fit(instance_type, nodes, load, nodes)
     if fit is None or fit.fits:
         return None

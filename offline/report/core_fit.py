@@ -24,6 +24,7 @@ def core_fit_texts(config: StackConfig, tensorboard_proxy: bool = True) -> list[
             karpenter=config.node_provisioner == "karpenter",
             monitoring=config.monitoring,
             tensorboard_proxy=tensorboard_proxy,
+            efs=config.storage.kind == "efs",
         )
         head = f"core nodes {instance_type} × {core.min_size}, controllers at {controller_replicas(core.min_size)}"
         texts.append(
