@@ -59,7 +59,7 @@ def test_every_series_a_panel_reads_exists():
         # Every other name a query reads: an identifier followed by a selector, a range or a closing parenthesis,
         # less PromQL's own words and the labels the query names.
         words = set(re.findall(r"(?<![\w:\"])([a-zA-Z_][a-zA-Z0-9_]*)\s*(?=[{\[)]|$)", expr))
-        names |= words - {"node", "namespace", "workload", "by", "on", "time"}
+        names |= words - {"node", "namespace", "workload", "run", "value", "by", "on", "time"}
         assert names and names <= known, (uid, names - known)
     # The node agents' series the fleet view reads, each from its own exporter.
     fleet = " ".join(expr for uid, expr in dashboards.panel_queries() if uid == "trainium-fleet")
@@ -76,11 +76,11 @@ def test_each_dashboard_picks_its_prometheus_and_says_what_it_shows(datasource_t
         assert variable == {**variable, "name": "datasource", "type": "datasource", "query": datasource_type}
         titles = [p["title"] for p in board["panels"]]
         assert len(titles) == len(set(titles)) == len(dashboards.DASHBOARDS[uid][1])
-        # Panels name the variable, whatever its type: Grafana resolves a ``$``-uid through the variable and reads
-        # a reference's type only for the default data source (grafana/grafana public/app/features/plugins/
-        # datasource_srv.ts getInstanceSettings, the search index's stored copy).
+        # Panels name the variable, with the variable's type: Grafana resolves a ``$``-uid through the variable and
+        # reads a reference's type only for the default data source (grafana/grafana public/app/features/plugins/
+        # datasource_srv.ts getInstanceSettings, the search index's stored copy), so the type keeps the JSON true.
         for panel in board["panels"]:
-            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["datasource"] == {"type": datasource_type, "uid": "${datasource}"}
             (target,) = panel["targets"]
             assert target["expr"] and target["refId"] == "A"
     # The views the issue asks for: goodput and losses per job, idle nodes, cost per step and per token.
@@ -104,3 +104,55 @@ def test_prod_declares_them_for_grafanas_sidecar(prod):
         assert found["data"] == {f"{uid}.json": dashboards.dashboard_json(uid, source["type"])}
         (variable,) = json.loads(found["data"][f"{uid}.json"])["templating"]["list"]
         assert variable["query"] == source["type"] == monitoring.AMAZON_PROMETHEUS_PLUGIN
+
+
+def test_tokens_per_second_and_seconds_per_step_for_every_workload(tmp_path):
+    # A run stepping every 10 s (NxD Training's, whose step line prints no throughput) with a second series of
+    # the same run from a duplicate scrape, and a run that stopped: promtool evaluates the panels' own queries.
+    queries = {spec.title: spec.expr for spec in dashboards.DASHBOARDS["trainium-jobs"][1]}
+    (tmp_path / "empty.yml").write_text(yaml.safe_dump({"groups": []}))
+    steady = {"namespace": "research", "workload": "nxd-llama", "run": "run-a"}
+    stopped = {"namespace": "research", "workload": "bert-pretraining", "run": "run-b"}
+
+    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+        body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        return {"series": f"{name}{{{body}}}", "values": values}
+
+    tests = {
+        "rule_files": ["empty.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    series("training_step_high_water", steady, "0+6x30"),
+                    series("training_step_high_water", {**steady, "instance": "b"}, "0+6x30"),
+                    series("training_samples_per_step", steady, "1024x30"),
+                    series("training_samples_per_step", {**steady, "instance": "b"}, "1024x30"),
+                    series("training_tokens_per_sample", steady, "4096x30"),
+                    series("training_tokens_per_sample", {**steady, "instance": "b"}, "4096x30"),
+                    series("training_step_high_water", stopped, "500x30"),
+                    series("training_samples_per_step", stopped, "32768x30"),
+                    series("training_tokens_per_sample", stopped, "128x30"),
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": queries["Tokens per second"],
+                        "eval_time": "20m",
+                        "exp_samples": [
+                            {"labels": "{namespace='research',workload='nxd-llama'}", "value": 0.1 * 1024 * 4096},
+                            {"labels": "{namespace='research',workload='bert-pretraining'}", "value": 0},
+                        ],
+                    },
+                    {
+                        "expr": queries["Seconds per step"],
+                        "eval_time": "20m",
+                        "exp_samples": [{"labels": "{namespace='research',workload='nxd-llama'}", "value": 10}],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "jobs.yml").write_text(yaml.safe_dump(tests))
+    result = promtool.run("test", "rules", tmp_path / "jobs.yml")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.specs import goodput_rules
+from infra.specs import dashboards, goodput_rules
 from tests import goodput_week, promtool
 
 JOB = '{namespace="research",workload="nxd-llama"}'
@@ -585,5 +585,73 @@ def test_a_missing_node_agent_pages_after_its_time_unless_the_node_comes_or_goes
                 {"job": "efa-exporter", "node": "n2"},
                 {"job": "efa-exporter", "node": "n5"},
             ),
+        ],
+    )
+
+
+def test_a_node_that_failed_its_burn_in_is_burn_in_loss_not_idle(rule_dir):
+    # n1 burns in for 20 minutes, fails (the sweeper swaps the startup taint for the failed one, whose value is
+    # the reason) and stays until the provisioner removes it at 90; n2 passes at 20 and runs nothing: idle, paged
+    # 30 minutes later. A duplicate kube-state-metrics replica serves n1's failed taint twice from 40.
+    m = 90
+    series = trainium_node(m, "n1") | trainium_node(m, "n2")
+    startup, failed = goodput_rules.BURN_IN_TAINT.key, goodput_rules.BURN_IN_FAILED_TAINT_KEY
+    for node in ("n1", "n2"):
+        series[f'kube_node_spec_taint{{node="{node}",key="{startup}",value="pending",effect="NoSchedule"}}'] = over(
+            m, range(0, 20), 1
+        )
+    for instance, alive in (("a", range(20, m)), ("b", range(40, m))):
+        series[
+            f'kube_node_spec_taint{{instance="{instance}",node="n1",key="{failed}",value="neuron-health-check",'
+            f'effect="NoSchedule"}}'
+        ] = over(m, alive, 1)
+    failures = next(
+        s.expr for s in dashboards.DASHBOARDS["trainium-fleet"][1] if s.title == "Burn-in failures by reason"
+    )
+    run_scenario(
+        rule_dir,
+        "failed-burn-in",
+        series,
+        exprs=[
+            {
+                "expr": "node:trainium_burn_in:present",
+                "eval_time": "60m",
+                "exp_samples": [{"labels": 'node:trainium_burn_in:present{node="n1"}', "value": 1}],
+            },
+            {
+                "expr": "node:trainium_idle:present",
+                "eval_time": "60m",
+                "exp_samples": [{"labels": 'node:trainium_idle:present{node="n2"}', "value": 1}],
+            },
+            fleet("fleet:goodput_nodes:burn_in", 1, at="60m"),
+            # The fleet view's panel: one node failed, counted once, by its reason.
+            {
+                "expr": failures,
+                "eval_time": "60m",
+                "exp_samples": [{"labels": '{value="neuron-health-check"}', "value": 1}],
+            },
+        ],
+        alerts=[alert("TrainiumNodeIdle", "80m", {"node": "n2"})],
+    )
+
+
+def test_the_metrics_feed_stopping_pages_though_every_other_alert_goes_quiet(rule_dir):
+    # kube-state-metrics serves two nodes until minute 20, then nothing (its pod gone, or the scrape stopped): every
+    # series of it goes stale at 20, and with them everything the other alerts judge.
+    m = 60
+    series = trainium_node(m, "n1") | trainium_node(m, "n2")
+    for node in ("n1", "n2"):
+        series[f'kube_node_info{{node="{node}"}}'] = over(m, range(0, 20), 1)
+    series = {k: (v[:20] + [None] * (m + 1 - 20)) for k, v in series.items()}
+    run_scenario(
+        rule_dir,
+        "metrics-feed",
+        series,
+        alerts=[
+            alert("MetricsFeedDown", "15m"),
+            alert("MetricsFeedDown", "30m"),  # missing since 20: pending, not yet 15 minutes
+            alert("MetricsFeedDown", "40m", {}),
+            alert("TrainiumNodeIdle", "40m"),
+            alert("NodeAgentDown", "40m"),
         ],
     )

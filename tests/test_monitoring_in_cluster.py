@@ -173,6 +173,9 @@ def test_prod_grafana_signs_its_queries_to_the_workspace_with_its_pods_role(prod
     (entry,) = chart["plugins"]
     assert "," not in entry and entry.split("@") == [source["type"], AMAZON_PROMETHEUS_PLUGIN_VERSION]
     assert "auth" not in chart["grafana.ini"]
+    # The plugins Grafana preinstalls unpinned stay as its image ships them: not replaced by grafana.com's newest
+    # at every start ([plugins] preinstall_auto_update, pkg/setting/setting_plugins.go readPluginSettings).
+    assert chart["grafana.ini"]["plugins"] == {"preinstall_auto_update": False}
     (association,) = [
         a.inputs
         for a in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")

@@ -19,7 +19,7 @@ import pytest
 
 from tests import promtool
 from tests.conftest import ALL_ON
-from workloads import progress
+from workloads import progress, resilience
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -227,3 +227,29 @@ def test_a_changed_script_is_a_new_config_map_the_pod_rolls_onto(planned, tmp_pa
     assert config_map["metadata"]["name"] == progress.scripts_config_map_name(config_map["data"])
     edited = {**config_map["data"], progress.EXPORTER_FILE: config_map["data"][progress.EXPORTER_FILE] + "\n"}
     assert progress.scripts_config_map_name(edited) != config_map["metadata"]["name"]
+
+
+def test_a_complete_saves_write_time_is_served_from_its_files(tree, exporter):
+    # Ray Train's synchronous NxD save, step_<n> with a data file per rank and `done` after the last one; NxD
+    # Training's asynchronous one, whose `done` comes only when the next save begins. The verdict resilience.py
+    # writes into a save later is no part of its write.
+    start = time.time() - 3600
+    ray = tree / "shared" / "llama2_output" / "run-ghi"
+    (ray / "checkpoints" / "step_200" / "model").mkdir(parents=True)
+    (ray / "heartbeat").write_text("LOG Wed Dec 21 00:51:01 2022 - (0, 210) step_loss : 2.1 throughput : 98.5\n")
+    (ray / ".lock-holder").write_text("{}")
+    ray_files = {"model/dp_rank_00_tp_rank_00.pt": 0, "model/dp_rank_00_tp_rank_31.pt": 75, "done": 81}
+    nxd = tree / "shared" / "nemo_experiments" / "run-def" / "checkpoints"
+    save = nxd / "megatron_llama--step=60-consumed_samples=61440.0.ckpt"
+    (save / "model").mkdir(parents=True)
+    nxd_files = {"model/tensor_0.pt": 10, "model/tensor_1.pt": 52, "checkpoint": 53, "done": 900}
+    for root, files in ((ray / "checkpoints" / "step_200", ray_files), (save, nxd_files)):
+        for name, offset in {**files, resilience.NXDT_VERIFIED: 2000}.items():
+            (root / name).write_text("x")
+            os.utime(root / name, (start + offset, start + offset))
+    found = scrape(exporter)
+    assert found['training_checkpoint_save_seconds{run="run-ghi",workload="ray-llama2"}'] == pytest.approx(81)
+    assert found['training_checkpoint_step{run="run-def",workload="nxd-llama"}'] == 60
+    assert found['training_checkpoint_save_seconds{run="run-def",workload="nxd-llama"}'] == pytest.approx(42)
+    # BERT's save is one file whose start nothing records: no write time is made up for it.
+    assert not any(k.startswith("training_checkpoint_save_seconds") and "bert" in k for k in found)

@@ -28,6 +28,10 @@ start (resilience.lock). A run that ended (mid-save too) is served no more once 
   complete by its script's own marker (BERT: a zip archive with its end record; NxD: ``done``);
 - ``training_checkpoint_saving``: 1 while a save newer than that is being written and holds training up
   (an asynchronous save, written while training steps on and marked complete only at the next, does not);
+- ``training_checkpoint_save_seconds``: how long that newest complete save took, where a save is a directory
+  of files (NxD's, Ray's): from its first data file's mtime to ``done``'s (to its last data file's where saves
+  are asynchronous: their ``done`` waits for the next save). The first file's own write is not in it, so it is
+  a little short. BERT's save is one file whose start no file records: none is served for it;
 - ``training_samples_per_step`` and ``training_tokens_per_sample``: from the workload's settings, so the
   ledger can price a trained token; ``training_restart_budget``, ``training_checkpoint_interval_steps``
   (where the interval is in steps: not BERT's, in shards) and beside it ``training_checkpoint_asynchronous``,
@@ -68,6 +72,24 @@ def complete(kind: str, path: str) -> bool:
     return os.path.exists(os.path.join(path, "done"))
 
 
+def save_seconds(path: str, asynchronous: bool) -> float | None:
+    """A complete save directory's write time by its files' mtimes (the markers and the verdict
+    resilience.py writes into it afterwards left out), or None where it holds no data file."""
+    data: list[float] = []
+    for parent, _dirs, files in os.walk(path):
+        for name in files:
+            if parent == path and name in (*resilience.NXDT_MARKERS, resilience.NXDT_VERIFIED, resilience.NXDT_TORN):
+                continue
+            try:
+                data.append(os.path.getmtime(os.path.join(parent, name)))
+            except OSError:  # pruned meanwhile
+                pass
+    if not data:
+        return None
+    end = max(data) if asynchronous else os.path.getmtime(os.path.join(path, "done"))
+    return max(0.0, end - min(data))
+
+
 def checkpoints(kind: str, directory: str) -> tuple[tuple[int, float] | None, bool]:
     """(step, mtime) of the newest complete save, and whether a newer one is being written."""
     names = resilience._listdir(directory)
@@ -92,6 +114,8 @@ class Runs:
     def __init__(self, workloads: list[dict[str, Any]]) -> None:
         self.workloads = workloads
         self.seen: dict[tuple[str, str], dict[str, float]] = {}
+        # Each run's newest complete save and its write time: walking a save's files once, not at every scrape.
+        self.saves: dict[tuple[str, str], tuple[tuple[int, float], float | None]] = {}
         self.lock = threading.Lock()
 
     def run_dirs(self, workload: dict[str, Any]) -> list[str]:
@@ -163,6 +187,16 @@ class Runs:
                 ("training_checkpoint_step", labels, float(newest[0])),
                 ("training_checkpoint_timestamp_seconds", labels, newest[1]),
             ]
+            if w["kind"] != "bert":
+                key, directory = (w["workload"], labels["run"]), os.path.join(run_dir, w["checkpoints"])
+                if key not in self.saves or self.saves[key][0] != newest:
+                    name = resilience.nxdt_saves(directory, w["kind"]).get(newest[0])
+                    asynchronous = bool(w.get("asynchronousSaves"))
+                    seconds = save_seconds(os.path.join(directory, name), asynchronous) if name else None
+                    self.saves[key] = (newest, seconds)
+                written = self.saves[key][1]
+                if written is not None:
+                    out.append(("training_checkpoint_save_seconds", labels, written))
         return out
 
 
@@ -177,6 +211,7 @@ HELP = {
     "training_checkpoint_step": ("gauge", "Step of the newest complete checkpoint."),
     "training_checkpoint_timestamp_seconds": ("gauge", "When the newest complete checkpoint was finished."),
     "training_checkpoint_saving": ("gauge", "1 while a checkpoint newer than the newest complete one is written."),
+    "training_checkpoint_save_seconds": ("gauge", "Seconds the newest complete checkpoint took to write."),
     "training_samples_per_step": ("gauge", "Samples (sequences) one step trains, from the workload's settings."),
     "training_tokens_per_sample": ("gauge", "Tokens in one sample, from the workload's settings."),
     "training_restart_budget": ("gauge", "Restarts the workload's controller allows, from its settings."),

@@ -19,6 +19,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from infra.specs.goodput_rules import EFA_TRANSMITTED, HANG_SUSPECT_SECONDS
+from infra.specs.node_template import BURN_IN_FAILED_TAINT_KEY
 
 # neuron-monitor's exporter (aws-neuron/aws-neuron-sdk 81ce03a src/examples/neuron-monitor/neuron-monitor-grafana.json:
 # `avg by (neuroncore) (neuroncore_utilization_ratio)`, a ratio of 1; `sum by (instance_id, memory_location)
@@ -42,7 +43,6 @@ EFA_ERROR_COUNTERS = (
 # default (sidecar.dashboards.label, value "1"); a Grafana set to another label must be set to this one.
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE_VARIABLE = "datasource"
-DATASOURCE = DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VARIABLE}}}")
 JOB_LEGEND = "{{namespace}}/{{workload}}"
 
 
@@ -69,6 +69,13 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
                 'or label_replace(fleet:goodput_nodes:idle, "state", "idle", "", "")',
                 "{{state}}",
                 description="Burn-in, waiting for a gang's other nodes, a Capacity Block's tail, idle.",
+            ),
+            PanelSpec(
+                "Burn-in failures by reason",
+                f'count by (value) (max by (node, value) (kube_node_spec_taint{{key="{BURN_IN_FAILED_TAINT_KEY}"}}))',
+                "{{value}}",
+                description="Nodes that failed their burn-in and wait for the provisioner to remove them, by the "
+                "reason the burn-in gave (the failed taint's value); their time is burn-in loss.",
             ),
             PanelSpec(
                 "Allocated but idle Trainium nodes",
@@ -157,6 +164,22 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
             ),
             PanelSpec("Throughput (samples/s)", "sum by (namespace, workload) (training_throughput)", JOB_LEGEND),
             PanelSpec(
+                "Tokens per second",
+                "sum by (namespace, workload) (max by (namespace, workload, run) (deriv(training_step_high_water[10m]) "
+                "* training_samples_per_step * training_tokens_per_sample))",
+                JOB_LEGEND,
+                description="Steps per second times the tokens one step trains, from the workload's settings: every "
+                "workload, whether or not its step line prints a throughput.",
+            ),
+            PanelSpec(
+                "Seconds per step",
+                "1 / (sum by (namespace, workload) (max by (namespace, workload, run) "
+                "(deriv(training_step_high_water[10m]))) > 0)",
+                JOB_LEGEND,
+                "s",
+                description="None while the job steps no further.",
+            ),
+            PanelSpec(
                 "Restarts, last day",
                 "job:restarts:count1d",
                 JOB_LEGEND,
@@ -174,6 +197,14 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
                 "time() - max by (namespace, workload) (training_checkpoint_timestamp_seconds)",
                 JOB_LEGEND,
                 "s",
+            ),
+            PanelSpec(
+                "Checkpoint save time",
+                "max by (namespace, workload) (training_checkpoint_save_seconds)",
+                JOB_LEGEND,
+                "s",
+                description="The newest complete save's write time, from its files (NxD's and Ray's saves; BERT's "
+                "single file records no start).",
             ),
             PanelSpec(
                 "Saving a checkpoint (nodes)",
@@ -210,10 +241,10 @@ DASHBOARDS: dict[str, tuple[str, tuple[PanelSpec, ...]]] = {
 }
 
 
-def _panel(spec: PanelSpec) -> timeseries.Panel | stat.Panel:
+def _panel(spec: PanelSpec, datasource: DataSourceRef) -> timeseries.Panel | stat.Panel:
     builder = timeseries.Panel() if spec.kind == "timeseries" else stat.Panel()
     query = prometheus.Dataquery().expr(spec.expr).legend_format(spec.legend).ref_id("A")
-    builder = builder.title(spec.title).unit(spec.unit).datasource(DATASOURCE).with_target(query)
+    builder = builder.title(spec.title).unit(spec.unit).datasource(datasource).with_target(query)
     builder = builder.height(8).span(12)
     return builder.description(spec.description) if spec.description else builder
 
@@ -223,6 +254,8 @@ def dashboard_json(uid: str, datasource_type: str) -> str:
     the ``datasource`` variable picks among those of ``datasource_type``, the type the stack provisions
     (infra/specs/monitoring.py grafana_datasource_type)."""
     title, panels = DASHBOARDS[uid]
+    # Each panel names the variable, of the variable's type: the JSON says what the panel reads.
+    datasource = DataSourceRef(type_val=datasource_type, uid=f"${{{DATASOURCE_VARIABLE}}}")
     builder = (
         dashboard.Dashboard(title)
         .uid(uid)
@@ -232,7 +265,7 @@ def dashboard_json(uid: str, datasource_type: str) -> str:
         .with_variable(dashboard.DatasourceVariable(DATASOURCE_VARIABLE).type(datasource_type))
     )
     for spec in panels:
-        builder = builder.with_panel(_panel(spec))
+        builder = builder.with_panel(_panel(spec, datasource))
     return json.dumps(json.loads(JSONEncoder().encode(builder.build())), indent=2, sort_keys=True) + "\n"
 
 

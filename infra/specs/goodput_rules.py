@@ -7,7 +7,8 @@ in-cluster Prometheus (infra/components/observability.py), and tests/test_goodpu
 A Trainium node is one with Neuron devices in its capacity, or of a Trainium instance type (a
 ``deviceAllocation: dra`` group's nodes carry no ``aws.amazon.com/neuron``: their devices are claimed through DRA).
 Every minute each Trainium node is in exactly one state, and a job's nodes in exactly one of its states:
-- **burn-in**: the node still carries the burn-in's startup taint (infra/specs/node_template.py);
+- **burn-in**: the node still carries the burn-in's startup taint, or the taint of a failed burn-in until the
+  provisioner removes it (infra/specs/node_template.py): paid for, and never available to a job;
 - **a job's**, when a pod of a training workload (its ``app.kubernetes.io/part-of``) is bound to it, Pending
   or Running; then by the job's own progress, read from the job's current run only (the run whose newest
   attempt took the writer's lock last; the progress exporter, workloads/progress_exporter.py, serves live runs):
@@ -135,6 +136,12 @@ def price_expression(region: str) -> str:
     )
 
 
+# A node burning in, and one that failed its burn-in (the sweeper's taint, whose value is the reason, stays
+# until the provisioner removes the empty node): both burn-in loss, neither idle. A regular expression in a
+# PromQL string: each dot escaped, and the backslash escaped for the string.
+BURN_IN_KEYS = f"{BURN_IN_TAINT.key}|{BURN_IN_FAILED_TAINT_KEY}".replace(".", r"\\.")
+
+
 def node_rules(region: str) -> list[dict[str, Any]]:
     present = "node:trainium:present"
     return [
@@ -146,7 +153,7 @@ def node_rules(region: str) -> list[dict[str, Any]]:
         _rule("node:trainium_hourly_usd:price", price_expression(region)),
         _rule(
             "node:trainium_burn_in:present",
-            f'{present} and on (node) kube_node_spec_taint{{key="{BURN_IN_TAINT.key}"}}',
+            f'{present} and on (node) kube_node_spec_taint{{key=~"{BURN_IN_KEYS}"}}',
         ),
         # A job's pods bound to a Trainium node (Pending while its image pulls, then Running) hold it, whether
         # they ask for its devices as extended resources or claim them through DRA; a launcher or a Ray head
@@ -362,9 +369,14 @@ NODE_AGENT_SERIES = {
 # A node agent missing this long pages: longer than a node's start (the agents pull their images, the first pull of
 # a tag through the cache from upstream) and a DaemonSet's rolling update, one node at a time.
 NODE_AGENT_DOWN_FOR = "15m"
+# Every other alert finds what it judges through kube-state-metrics: with its series gone (kube-state-metrics down,
+# or the collector scraping nothing) they all go quiet. The cluster always has its system nodes, so no
+# kube_node_info at all for this long is the feed stopping, not an empty cluster; longer than a rolling update.
+METRICS_FEED_DOWN_FOR = "15m"
 # Nodes on their way in or out, whose agents are not expected to answer: still in the burn-in, failed it (the
-# provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2
-# utils/taints/taints.go ToBeDeletedTaint; kubernetes-sigs/karpenter v1.14.0 pkg/apis/v1/taints.go
+# provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2,
+# -1.35.2 and -1.36.1, infra/facts/versions.py's pins, utils/taints/taints.go ToBeDeletedTaint, the same line in
+# each; kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/taints.go
 # DisruptedTaintKey), cordoned for a drain, or not ready / unreachable (a node whose kubelet stopped: its instance
 # terminating; the node itself is then the problem, not its agents) (kubernetes/api v0.35.0
 # core/v1/well_known_taints.go). kube-state-metrics serves each taint as kube_node_spec_taint{key} (node.go).
@@ -463,6 +475,15 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
             f"{NODE_AGENT_DOWN_FOR.removesuffix('m')} minutes: the alerts and dashboards that read it are blind "
             "there",
             "node-agent-down",
+        ),
+        _alert(
+            "MetricsFeedDown",
+            "absent(kube_node_info)",
+            METRICS_FEED_DOWN_FOR,
+            "No node's kube_node_info has reached Prometheus for "
+            f"{METRICS_FEED_DOWN_FOR.removesuffix('m')} minutes: kube-state-metrics or the scrape has stopped, and "
+            "every other training alert is blind until it is back",
+            "metrics-feed-down",
         ),
         _alert(
             "CheckpointOverdue",

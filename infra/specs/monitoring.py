@@ -42,8 +42,15 @@ Sources, each read where cited:
   installs them from grafana.com before it starts serving (pkg/services/pluginsintegration/plugininstaller,
   ``starting``: a failed install fails the start); both read in the search index's stored copy of
   grafana/grafana (the snapshot, 3.2 GB, is over the fetch limit, so not at the v13.2.0 tag itself).
-  ``shadowBundledPlugins`` stays off: it exists for plugins Grafana 13 ships inside its image (moved out of
-  core), which the Amazon Managed Service for Prometheus plugin never was.
+  ``[plugins] preinstall_auto_update`` (setting_plugins.go readPluginSettings, default true) is what the
+  installer reads before it replaces an installed plugin that has no pinned version with grafana.com's newest
+  (plugininstaller installPlugins: ``cfg.PreinstallAutoUpdate``), the same stored copy; another stored copy of
+  the installer, with a PluginInstall API, reads a ``preinstallAutoUpdate`` feature toggle there instead, so which
+  of the two Grafana 13.2.0 reads is not verified here. ``shadowBundledPlugins`` stays off: it exists for plugins
+  Grafana 13 ships inside its image (moved out of core, grafana/grafana#129166 adding the core Prometheus one).
+  The Amazon Managed Service for Prometheus plugin is not among Grafana's default preinstalled plugins in the
+  stored setting_plugins.go (``defaultPreinstallPlugins``); what the v13.2.0 image bundles was not read, so
+  whether it ships that plugin too is not verified.
 - Grafana 13 has no SigV4 in its core Prometheus data source (grafana/grafana#123089, 2026-04-20): the managed
   workspace is read through the Amazon Managed Service for Prometheus plugin, grafana/grafana-amazonprometheus-
   datasource v3.2.0 (infra/facts/versions.py): src/plugin.json (id AMAZON_PROMETHEUS_PLUGIN); pkg/datasource.go
@@ -439,5 +446,10 @@ def grafana_values(
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [dict(datasource)]}},
         "grafana.ini": {
             "analytics": {"check_for_updates": False, "reporting_enabled": False},
+            # Grafana preinstalls a list of its own plugins with no version (the core data sources moved out of
+            # it, the core `prometheus` one dev reads through among them) and, with this key on (its default),
+            # replaces each at every start with grafana.com's newest: what runs would then change with no change
+            # here. Off, a plugin already there stays as shipped; the pinned plugin above has its version anyway.
+            "plugins": {"preinstall_auto_update": False},
         },
     }
