@@ -51,6 +51,7 @@ from infra.components.kube import helm_release
 from infra.components.storage import (
     CLAIM_REQUEST,
     NAMESPACE_DIRECTORY_MODE,
+    declare_static_pair,
     directory_claim_name,
     static_claim,
     static_volume_name,
@@ -330,33 +331,16 @@ class EfsStorage(pulumi.ComponentResource):
         declared_source = pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(
             lambda v: {"claim": v[0], "source": v[1]}
         )
-        volume = k8s.core.v1.PersistentVolume(
-            f"{claim_name}-{namespace}",
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[fs, access_point, *after],
-                replacement_trigger=declared_source,
-                delete_before_replace=True,
-            ),
-        )
-        claim = volume.metadata.apply(lambda meta: static_claim(namespace, claim_name, meta["name"]))
-        return k8s.core.v1.PersistentVolumeClaim(
-            f"{namespace}-{claim_name}",
-            metadata=claim["metadata"],
-            spec=claim["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[
-                    volume,
-                    *args.identities.depends_for(namespace),
-                    *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
-                ],
-                replace_with=[volume],
-                replace_on_changes=["spec.volumeName"],
-                delete_before_replace=True,
-            ),
+        return declare_static_pair(
+            self,
+            namespace,
+            claim_name,
+            manifest,
+            declared_source,
+            provider,
+            volume_after=[fs, access_point, *after],
+            claim_after=[
+                *args.identities.depends_for(namespace),
+                *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
+            ],
         )

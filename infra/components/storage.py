@@ -429,6 +429,52 @@ def root_squash_configuration(no_squash_nids: list[str]) -> aws.fsx.LustreFileSy
     return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(root_squash=ROOT_SQUASH, no_squash_nids=no_squash_nids)
 
 
+def declare_static_pair(
+    parent: pulumi.Resource,
+    namespace: str,
+    claim_name: str,
+    manifest: pulumi.Output[dict[str, Any]],
+    trigger: pulumi.Output[Any],
+    provider: k8s.Provider,
+    volume_after: list[pulumi.Resource],
+    claim_after: list[pulumi.Resource],
+    delete_timeout: str | None = None,
+) -> k8s.core.v1.PersistentVolumeClaim:
+    """A static volume (``manifest``) and its claim ``claim_name`` in ``namespace``, replaced as a pair, the
+    volume leading, whenever ``trigger`` changes (FsxStorage._claim says why; EfsStorage follows it)."""
+    volume = k8s.core.v1.PersistentVolume(
+        f"{claim_name}-{namespace}",
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=volume_after,
+            replacement_trigger=trigger,
+            # Its name stays when only the claim changes: the old volume must go first.
+            delete_before_replace=True,
+        ),
+    )
+    # The volume's own name output: a property dependency, so the claim is deleted before it.
+    claim = volume.metadata.apply(lambda meta: static_claim(namespace, claim_name, meta["name"]))
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{namespace}-{claim_name}",
+        metadata=claim["metadata"],
+        spec=claim["spec"],
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=[volume, *claim_after],
+            # Re-created whenever its volume is, even when the volume keeps its name.
+            replace_with=[volume],
+            replace_on_changes=["spec.volumeName"],
+            # Same claim name: the old claim must go before the new one can exist.
+            delete_before_replace=True,
+            custom_timeouts=pulumi.CustomTimeouts(delete=delete_timeout) if delete_timeout else None,
+        ),
+    )
+
+
 def directory_claim_name(claim: str, owner: str) -> str:
     """The claim through which a namespace mounts ``owner``'s directory: its own, or another's it
     shares (storage.sharedDirectories). Never ``claim`` itself, the root claim's name, so a directory
@@ -865,40 +911,19 @@ class FsxStorage(pulumi.ComponentResource):
             if replace_on_source
             else declared_claim
         )
-        volume = k8s.core.v1.PersistentVolume(
-            f"{claim_name}-{namespace}",
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[fs, *after],
-                replacement_trigger=declared_source,
-                # Its name stays when only the claim changes: the old volume must go first.
-                delete_before_replace=True,
-            ),
-        )
-        # The volume's own name output: a property dependency, so the claim is deleted before it.
-        claim = volume.metadata.apply(lambda meta: static_claim(namespace, claim_name, meta["name"]))
-        return k8s.core.v1.PersistentVolumeClaim(
-            f"{namespace}-{claim_name}",
-            metadata=claim["metadata"],
-            spec=claim["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[
-                    volume,
-                    *args.identities.depends_for(namespace),
-                    *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
-                ],
-                # Re-created whenever its volume is, even when the volume keeps its name.
-                replace_with=[volume],
-                replace_on_changes=["spec.volumeName"],
-                # Same claim name: the old claim must go before the new one can exist.
-                delete_before_replace=True,
-                custom_timeouts=pulumi.CustomTimeouts(delete=delete_timeout) if delete_timeout else None,
-            ),
+        return declare_static_pair(
+            self,
+            namespace,
+            claim_name,
+            manifest,
+            declared_source,
+            provider,
+            volume_after=[fs, *after],
+            claim_after=[
+                *args.identities.depends_for(namespace),
+                *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
+            ],
+            delete_timeout=delete_timeout,
         )
 
     @staticmethod
