@@ -180,8 +180,12 @@ def deployment(layout: TensorBoardLayout) -> dict[str, Any]:
     )
     # One core node keeps less CPU free than TensorBoard asks (the plan prints what the system pods ask of it): a
     # rolling update's surge pod would wait there until cluster-autoscaler added a second core node for it. A
-    # viewer can be down for the seconds a restart takes, so the old pod goes first, whatever the group's size.
-    spec["spec"]["strategy"] = {"type": "Recreate"}
+    # viewer can be down for the seconds a restart takes, so the old pod goes first, whatever the group's size:
+    # a rolling update with no surge, not `Recreate`. A Deployment created without a strategy holds the API
+    # server's defaulted rollingUpdate, which a server-side apply of `type: Recreate` does not own and so leaves,
+    # and validation then refuses ("spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy
+    # `type` is 'Recreate'"; pulumi/pulumi-kubernetes#2843, this provider applies server-side).
+    spec["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     # Its /tmp is an emptyDir; without this its node would never be drained (infra/specs/system_pods.py).
     spec["spec"]["template"]["metadata"]["annotations"] = dict(system_pods.SAFE_TO_EVICT)
     return spec
