@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from infra.facts.neuron import compatible_ami_release
+from infra.specs import node_template
 from offline.plan.runner import stack_config
 from offline.report import cost
 from offline.report.report import render_cost
@@ -167,17 +168,23 @@ def test_workloads_by_hand(dev):
     # BERT (dev: maxRetry 2, which is 2 attempts in all; pending 45, precompile 120, train 60 min, each
     #   attempt + timeout's 5-minute --kill-after, each restart + 35 min waiting for a silent node's
     #   repair): 2 x (45 + 120 + 5) + 2 x (45 + 60 + 5) + 2 x 35 = 630 min,
-    #   + 600 s scale-down + a 780 s burn-in for each of the 4 attempts, each of which may start on new
-    #   nodes (infra/specs/burn_in_objects.py): 41520 s; 43 x 41520 / 3600 = $495.93.
+    #   + 1200 s scale-down + a 780 s burn-in for each of the 4 attempts, each of which may start on new
+    #   nodes (infra/specs/burn_in_objects.py): 42120 s; 43 x 42120 / 3600 = $503.10.
     # Ray: precompile 10800 s + ttl 60, train 3 attempts (maxRetries 2) x 3600 (dev) + 60 (the data
-    #   step uses no Trainium node), + 600 + 4 x 780 (1 + 3 attempts): 25440 s; 49.56 x 25440 / 3600 = $350.22.
-    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 600 + 2 x 780: 43 x 9360 / 3600 = $111.80.
-    assert result["boundUsd"] == {"bertPretraining": 495.93, "rayLlama2": 350.22, "clusterCheck": 111.8}
+    #   step uses no Trainium node), + 1200 + 4 x 780 (1 + 3 attempts): 26040 s; 49.56 x 26040 / 3600 = $358.48.
+    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 1200 + 2 x 780: 43 x 9960 / 3600
+    # = $118.97.
+    assert result["boundUsd"] == {"bertPretraining": 503.1, "rayLlama2": 358.48, "clusterCheck": 118.97}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):
     release = next(r for r in dev.of_type("kubernetes:helm.sh/v3:Release") if "autoscaler" in r.name)
-    assert "'scale-down-unneeded-time': '10m'" in str(release.inputs) and cost.SCALE_DOWN_UNNEEDED_SECONDS == 600
+    # The cluster-wide 10 minutes is the core and job-support groups'; the Trainium groups carry 20 through their
+    # Auto Scaling groups' tag, which is what a finished job's nodes wait out.
+    assert "'scale-down-unneeded-time': '10m'" in str(release.inputs)
+    assert node_template.TRAINIUM_SCALE_DOWN_UNNEEDED == "20m0s" and cost.SCALE_DOWN_UNNEEDED_SECONDS == 20 * 60
+    tags = [t for t in dev.of_type("aws:autoscaling/tag:Tag") if "scaledownunneededtime" in t.inputs["tag"]["key"]]
+    assert tags and all(t.inputs["tag"]["value"] == "20m0s" for t in tags)
 
 
 def test_report_prints_unknown_as_unknown(prod):
@@ -327,9 +334,9 @@ def test_ray_bound_counts_only_the_steps_it_runs(dev):
         {**ray, "steps": ["generate-data", "precompile"], "stepDeadlineMinutes": 90}
     )
     (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
-    # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 600.
+    # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 1200.
     assert (
-        run.bound_seconds == 6060 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
+        run.bound_seconds == 6660 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
     )
     assert "llama2-pretraining-job" not in run.bound_text
 
@@ -346,20 +353,20 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
     # Each stage holding Trainium nodes is cut at timeoutMinutes from its Job's start, scale-up
     # included: the per-node Job's activeDeadlineSeconds, and the all-reduce launcher's, which
     # under AtStartup exists from the MPIJob's creation (kubeflow/mpi-operator v0.8.0
-    # mpi_job_controller.go syncHandler, newLauncherJob); then the autoscaler's 600 s.
-    # 3 nodes, 45 min: 2 x 2700 + 600 = 6000 s.
+    # mpi_job_controller.go syncHandler, newLauncherJob); then the Trainium group's 1200 s scale-down.
+    # 3 nodes, 45 min: 2 x 2700 + 1200 = 6600 s.
     run = check_run(nodes=3, timeoutMinutes=45, busBandwidthFloorGBps=20)
     assert (
-        run.bound_seconds == 6000
+        run.bound_seconds == 6600
         and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
     )
-    # One node runs no all-reduce: the per-node Job only, 1800 + 600 s; 21.50 x 2400 / 3600 = $14.33.
+    # One node runs no all-reduce: the per-node Job only, 1800 + 1200 s; 21.50 x 3000 / 3600 = $17.92.
     run = check_run(nodes=1, timeoutMinutes=30)
-    assert run.bound_seconds == 2400 and "cluster-check-allreduce" not in run.bound_text
+    assert run.bound_seconds == 3000 and "cluster-check-allreduce" not in run.bound_text
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
     config = stack_config(WORKLOADS_DIR, "dev")
     config["trainium-workloads:clusterCheck"] = json.dumps(
         {"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30}
     )
     result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
-    assert result["boundUsd"]["clusterCheck"] == 14.33
+    assert result["boundUsd"]["clusterCheck"] == 17.92

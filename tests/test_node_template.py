@@ -41,7 +41,9 @@ def test_autoscaler_tags_for_trn1():
     assert tags[f"{PREFIX}/taint/aws.amazon.com/neuron"] == "true:NoSchedule"
     assert tags[f"{PREFIX}/label/instance-type"] == "trn1-32xl"
     assert tags[f"{PREFIX}/label/vpc.amazonaws.com/efa.present"] == "true"
-    assert len(tags) == 3 + 1 + 4
+    # cluster-autoscaler-1.35.2 cloudprovider/aws/README.md autoscaling-options: the group's own scale-down time.
+    assert tags[f"{PREFIX}/autoscaling-options/scaledownunneededtime"] == "20m0s"
+    assert len(tags) == 3 + 1 + 4 + 1
 
 
 def test_trn2_advertises_logical_cores():

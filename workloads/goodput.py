@@ -98,11 +98,11 @@ FIGURES: dict[str, Figure] = {
         "(workloads/deadlines.py SILENT_NODE_REPAIR_MINUTES)",
     ),
     "scaleDownMinutes": Figure(
-        10,
+        20,
         "min",
         "D",
-        "cluster-autoscaler scale-down-unneeded-time 10m (infra/components/autoscaling.py): idle nodes are paid "
-        "that long after the run",
+        "a Trainium group's cluster-autoscaler scale-down-unneeded-time, 20m (infra/specs/node_template.py "
+        "TRAINIUM_SCALE_DOWN_UNNEEDED): idle nodes are paid that long after the run",
     ),
     "bertSequencesPerNodeSecond": Figure(
         6449 / 2,

@@ -123,20 +123,11 @@ def autoscaler_values(
             # a t3a.large core node's 490m of DaemonSets put a second core node, added while a pod did not fit,
             # above the 0.5 threshold (config/const.go) for good. For a Trainium group it means a node holding
             # only DaemonSets (the burn-in, the image pre-pull, the agents) is at 0, empty, where the burn-in's
-            # CPU (a core per NeuronCore) could keep a small type above the threshold before. A node under burn-in
-            # stays protected by its startup taint: cluster-autoscaler counts such a node unready
-            # (utils/taints/taints.go FilterOutNodesWithStartupTaints), and an unready node must be unneeded for
-            # scale-down-unready-time, 20 minutes by default (core/scaledown/unneeded/nodes.go
-            # lookupAndSetRemovalThreshold, config/const.go), longer than the burn-in's whole budget and the
-            # sweeper's margin (infra/specs/burn_in_objects.py).
+            # CPU was already below it (a Trainium node under burn-in was unneeded from its first loop either way).
             "ignore-daemonsets-utilization": "true",
-            # Idle Trainium nodes cost ~$21.50/h; give back quickly once a job is gone, but no sooner: a
-            # gang's burnt-in nodes hold pods Volcano has placed but keeps back until the gang fits, which it
-            # marks Schedulable (volcano-sh/volcano v1.15.1 pkg/scheduler/api/job_info.go), so they look
-            # empty to cluster-autoscaler, which counts only Unschedulable pods as pending
-            # (cluster-autoscaler-1.35.2 utils/kubernetes/listers.go); the delay after a scale-up below is a
-            # cluster-wide cooldown that ends before a 13-minute burn-in does (core/static_autoscaler.go).
-            # Ten minutes covers the spread of a gang's burn-ins; five would not.
+            # The core and job-support groups' time. Trainium groups carry their own, 20 minutes, through their
+            # Auto Scaling groups' tags (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED says why: a
+            # new node's unneeded clock runs from registration, through its burn-in).
             "scale-down-unneeded-time": "10m",
             "scale-down-delay-after-add": "10m",
         },

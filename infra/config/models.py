@@ -313,7 +313,7 @@ class MonitoringConfig(ConfigModel):
         ge=15,
         le=1440,
         description="A Trainium node that runs no training pod this long raises TrainiumNodeIdle; keep it above "
-        "cluster-autoscaler's 10-minute scale-down delay.",
+        "a Trainium group's 20-minute scale-down delay (infra/specs/node_template.py).",
     )
 
     @property

@@ -336,7 +336,7 @@ def ledger_rules(window: str) -> list[dict[str, Any]]:
 
 # Where each alert's runbook is: docs/operations.md's sections, by their headings' anchors.
 RUNBOOK = "docs/operations.md#{anchor}"
-# The alerts' own default: longer than cluster-autoscaler's 10-minute scale-down-unneeded-time
+# The alerts' own default: longer than a Trainium group's 20-minute scale-down-unneeded-time
 # (infra/components/autoscaling.py) and the instance's termination, so a node the autoscaler is about to
 # remove does not page; what pages is a node it will not remove (a pod it cannot evict, a group at minSize).
 IDLE_NODE_ALERT_MINUTES = 30

@@ -142,13 +142,28 @@ def node_labels(
     return {**labels, **extra}
 
 
+# How long a Trainium node stays unneeded before cluster-autoscaler removes it, per group through its Auto Scaling
+# group's tag (cluster-autoscaler-1.35.2 cloudprovider/aws/README.md, "autoscaling-options/scaledownunneededtime").
+# A node's unneeded clock starts at the first loop that finds it unneeded and is kept from then on
+# (core/scaledown/unneeded/nodes.go Update: "Previously existing timestamps are preserved"); its startup taint only
+# picks which threshold applies while it is on. A new Trainium node is unneeded from registration: its burn-in is a
+# DaemonSet, and the gang pods Volcano places on it but holds back until the whole gang fits look Schedulable,
+# not pending (volcano v1.15.1 pkg/scheduler/api/job_info.go; cluster-autoscaler counts only Unschedulable pods,
+# utils/kubernetes/listers.go). So the time must cover the burn-in's whole budget (13 min,
+# infra/specs/burn_in_objects.py) plus the spread of a gang's burn-ins: 20 minutes. The price is a finished job's
+# nodes paid 20 minutes more than 10 would; the core and job-support groups keep the cluster-wide 10.
+TRAINIUM_SCALE_DOWN_UNNEEDED = "20m0s"
+
+
 def autoscaler_tags(
     labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int, dra: bool = False
 ) -> dict[str, str]:
     """Labels, taints and the extended resources a node of the group offers. A DRA group's devices are
     no extended resources (ResourceSlices, which cluster-autoscaler cannot read from tags): advertising
-    aws.amazon.com/neuron there would let it scale the group up for pods no node of it can take."""
+    aws.amazon.com/neuron there would let it scale the group up for pods no node of it can take. Every
+    Trainium group also takes its own scale-down-unneeded-time (TRAINIUM_SCALE_DOWN_UNNEEDED)."""
     tags = label_taint_tags(labels, taints)
+    tags[f"{NODE_TEMPLATE_PREFIX}/autoscaling-options/scaledownunneededtime"] = TRAINIUM_SCALE_DOWN_UNNEEDED
     if dra:
         return tags
     resources = {r: facts.neuron_devices for r in NEURON_RESOURCES}

@@ -499,9 +499,10 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
 
 # --- the workload stack -----------------------------------------------------------------------
 
-# cluster-autoscaler removes a node only after it has been unneeded this long
-# (`scale-down-unneeded-time` in infra/components/autoscaling.py), so a finished job's nodes bill this much more.
-SCALE_DOWN_UNNEEDED_SECONDS = 600
+# cluster-autoscaler removes a Trainium node only after it has been unneeded this long (its group's
+# scale-down-unneeded-time, infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED), so a finished job's nodes
+# bill this much more.
+SCALE_DOWN_UNNEEDED_SECONDS = 1200
 
 
 @dataclass(frozen=True)
