@@ -591,8 +591,10 @@ def test_a_missing_node_agent_pages_after_its_time_unless_the_node_comes_or_goes
 
 def test_a_node_that_failed_its_burn_in_is_burn_in_loss_not_idle(rule_dir):
     # n1 burns in for 20 minutes, fails (the sweeper swaps the startup taint for the failed one, whose value is
-    # the reason) and stays until the provisioner removes it at 90; n2 passes at 20 and runs nothing: idle, paged
-    # 30 minutes later. A duplicate kube-state-metrics replica serves n1's failed taint twice from 40.
+    # the reason) and stays (a group at minSize) until minute 90: BurnInFailedNodeKept pages 30 minutes after its
+    # failure; n3 fails too but is removed 12 minutes later, within its scale-down time: no page. n2 passes at
+    # 20 and runs nothing: idle, paged 30 minutes later. A duplicate kube-state-metrics replica serves n1's
+    # failed taint twice from 40.
     m = 90
     series = trainium_node(m, "n1") | trainium_node(m, "n2")
     startup, failed = goodput_rules.BURN_IN_TAINT.key, goodput_rules.BURN_IN_FAILED_TAINT_KEY
@@ -605,6 +607,9 @@ def test_a_node_that_failed_its_burn_in_is_burn_in_loss_not_idle(rule_dir):
             f'kube_node_spec_taint{{instance="{instance}",node="n1",key="{failed}",value="neuron-health-check",'
             f'effect="NoSchedule"}}'
         ] = over(m, alive, 1)
+    series[f'kube_node_spec_taint{{instance="a",node="n3",key="{failed}",value="efa",effect="NoSchedule"}}'] = over(
+        m, range(20, 32), 1
+    )
     failures = next(
         s.expr for s in dashboards.DASHBOARDS["trainium-fleet"][1] if s.title == "Burn-in failures by reason"
     )
@@ -631,7 +636,11 @@ def test_a_node_that_failed_its_burn_in_is_burn_in_loss_not_idle(rule_dir):
                 "exp_samples": [{"labels": '{value="neuron-health-check"}', "value": 1}],
             },
         ],
-        alerts=[alert("TrainiumNodeIdle", "80m", {"node": "n2"})],
+        alerts=[
+            alert("TrainiumNodeIdle", "80m", {"node": "n2"}),
+            alert("BurnInFailedNodeKept", "45m"),
+            alert("BurnInFailedNodeKept", "60m", {"node": "n1", "value": "neuron-health-check"}),
+        ],
     )
 
 

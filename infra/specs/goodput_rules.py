@@ -454,6 +454,17 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
             "still paid for",
             "trainium-node-idle",
         ),
+        # A failed burn-in is burn-in loss in the ledger, not idle; a failed node the provisioner removes goes
+        # within its scale-down time, so one still here after the idle setting is kept by something (a group at
+        # minSize, a pod it cannot evict) and paid for nothing.
+        _alert(
+            "BurnInFailedNodeKept",
+            f'max by (node, value) (kube_node_spec_taint{{key="{BURN_IN_FAILED_TAINT_KEY}"}}) > 0',
+            f"{idle_node_minutes}m",
+            f"Trainium node {{{{ $labels.node }}}} failed its burn-in ({{{{ $labels.value }}}}) and is still in the "
+            f"cluster {idle_node_minutes} minutes later, paid for and taking no pod",
+            "burn-in-failed-node-kept",
+        ),
         _alert(
             "EfaTrafficAbsent",
             f"(sum by (node) (rate({EFA_TRANSMITTED}[{EFA_RATE_WINDOW}])) == 0) and on (node) "
