@@ -388,6 +388,7 @@ def test_the_switchs_acknowledgements_are_spent_once_deployed(dev, dev_fsx, tmp_
     fsx = compare.load_plans(tmp_path / "fsx")
     again = compare.data_store_replacement_refusals([switch], fsx, nxt, acknowledged, deployed=acknowledged)
     assert {r.split("'")[1] for r in again} == set(acknowledged[key])
+    assert all("is spent (the deployed commit held it word for word): reword its reason" in r for r in again)
     # A reason reworded in the change is a new acknowledgement.
     reworded = {key: {**acknowledged[key], "fsx-training": "copied to S3 first"}}
     assert "fsx-training" not in {

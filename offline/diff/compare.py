@@ -546,15 +546,22 @@ def data_store_replacement_refusals(
             for n, r in acknowledged.get((d.project, d.stack), {}).items()
             if n not in used.get((d.project, d.stack), {})
         }
+        spent_here = used.get((d.project, d.stack), {})
         for c in d.changes:
             if c.kind not in ("replace", "delete") or c.type not in DATA_STORE_TYPES:
                 continue
+            # A spent entry names the store already: say why it does not count, and what does.
+            how = (
+                f"its entry in {key} is spent (the deployed commit held it word for word): reword its reason to "
+                "acknowledge this change"
+                if c.name in spent_here
+                else f"name it in {key} with the reason"
+            )
             if c.kind == "delete":
                 if c.name not in names:
                     refusals.append(
                         f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be deleted, which strands its data "
-                        f"(its pods would mount something else, or nothing); undo the change that deletes it, or "
-                        f"name it in {key} with the reason"
+                        f"(its pods would mount something else, or nothing); undo the change that deletes it, or {how}"
                     )
                 continue
             plans = (base.get((d.project, d.stack)), head.get((d.project, d.stack)))
@@ -567,7 +574,7 @@ def data_store_replacement_refusals(
             elif c.name not in names:
                 refusals.append(
                     f"{where}: {c.type.rsplit(':', 1)[-1]} {c.name!r} would be replaced, which deletes or strands "
-                    f"its data; undo the change that replaces it, or name it in {key} with the reason"
+                    f"its data; undo the change that replaces it, or {how}"
                 )
         stores = {
             r["name"]
