@@ -30,7 +30,7 @@ from infra.facts.pins import for_terminal
 from infra.specs.burn_in_objects import NAMESPACE as BURN_IN_NAMESPACE
 from infra.specs.group_replacement import group_replacement_problems
 from infra.specs.placement import Placement, deployed_zones_problem, in_deployed_order
-from infra.specs.system_capacity import system_fit_problem
+from infra.specs.system_capacity import SystemLoad, load_problem
 
 
 def with_stack_environment(raw: dict[str, Any], stack: str) -> dict[str, Any]:
@@ -164,15 +164,7 @@ def plan_problems(config: StackConfig) -> list[str]:
     key = key_name(("coreNodeGroup",))
     problems = []
     for i, instance_type in enumerate(config.core_node_group.instance_types):
-        problem = system_fit_problem(
-            instance_type,
-            config.core_node_group.min_size,
-            config.features,
-            config.training_namespaces,
-            karpenter=config.node_provisioner == "karpenter",
-            monitoring=config.monitoring,
-            efs=config.storage.kind == "efs",
-        )
+        problem = load_problem(instance_type, config.core_node_group.min_size, SystemLoad.of(config))
         if problem:
             problems.append(f"{key}.instanceTypes[{i}] = {instance_type!r}: {problem}")
     # The burn-in's directory, like a training namespace's (config rules), is never moved.

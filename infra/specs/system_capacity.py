@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from infra.config.models import FeaturesConfig, MonitoringConfig
+from infra.config.models import FeaturesConfig, MonitoringConfig, StackConfig
 from infra.facts.instances import INSTANCE_TYPES, InstanceType, NodeSize
 from infra.specs import monitoring as monitoring_spec
 from infra.specs import node_metrics, system_pods
@@ -469,6 +469,22 @@ class SystemLoad:
     def daemonsets(self) -> list[PodRequests]:
         return daemonsets(self.features, self.monitoring.ebs_volumes, self.monitoring.prometheus != "off", self.efs)
 
+    @classmethod
+    def of(cls, config: StackConfig, tensorboard_proxy: bool = True) -> SystemLoad:
+        """A stack's: what its config puts on the core nodes (the plan's check and its printed fit alike)."""
+        return cls(
+            config.features,
+            tuple(config.training_namespaces),
+            config.node_provisioner == "karpenter",
+            config.monitoring,
+            tensorboard_proxy,
+            config.storage.kind == "efs",
+        )
+
+    def fit(self, instance_type: str, nodes: int) -> Fit | None:
+        """system_fit for ``nodes`` nodes of a group whose minSize is ``nodes``."""
+        return _fit(instance_type, nodes, self, nodes)
+
 
 def system_fit(
     instance_type: str,
@@ -542,8 +558,16 @@ def system_fit_problem(
     monitoring: MonitoringConfig | None = None,
     efs: bool = False,
 ) -> str | None:
-    load = SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), efs=efs)
-    fit = _fit(instance_type, nodes, load, nodes)
+    return load_problem(
+        instance_type,
+        nodes,
+        SystemLoad(features, tuple(namespaces), karpenter, monitoring or MonitoringConfig(), efs=efs),
+    )
+
+
+def load_problem(instance_type: str, nodes: int, load: SystemLoad) -> str | None:
+    """system_fit_problem for a load already built (SystemLoad.of a stack)."""
+    fit = load.fit(instance_type, nodes)
     if fit is None or fit.fits:
         return None
     return (

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from infra.config.models import StackConfig
-from infra.specs.system_capacity import controller_replicas, system_fit
+from infra.specs.system_capacity import SystemLoad, controller_replicas
 
 
 def core_fit_texts(config: StackConfig, tensorboard_proxy: bool = True) -> list[str]:
@@ -16,16 +16,7 @@ def core_fit_texts(config: StackConfig, tensorboard_proxy: bool = True) -> list[
     core = config.core_node_group
     texts = []
     for instance_type in core.instance_types:
-        fit = system_fit(
-            instance_type,
-            core.min_size,
-            config.features,
-            config.training_namespaces,
-            karpenter=config.node_provisioner == "karpenter",
-            monitoring=config.monitoring,
-            tensorboard_proxy=tensorboard_proxy,
-            efs=config.storage.kind == "efs",
-        )
+        fit = SystemLoad.of(config, tensorboard_proxy).fit(instance_type, core.min_size)
         head = f"core nodes {instance_type} × {core.min_size}, controllers at {controller_replicas(core.min_size)}"
         texts.append(
             f"{head}: not sized (infra/facts/instances.py gives it no NodeSize)"
