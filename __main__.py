@@ -55,9 +55,11 @@ placement = validate.check_zones_kept(config, placement)
 validate.check_group_replacements(config, groups, placement)
 features = config.features
 use_karpenter = config.node_provisioner == "karpenter"
-# The DaemonSets every node runs besides the always-on ones: a Prometheus's node agents, the EBS CSI driver's.
+# The DaemonSets every node runs besides the always-on ones: a Prometheus's node agents, the EBS CSI driver's,
+# and the shared file system's CSI node plugin (EFS's or FSx's).
 metrics_agents = config.monitoring.prometheus != "off"
 ebs_csi = config.monitoring.ebs_volumes
+efs = config.storage.kind == "efs"
 # The leader-elected controllers and CoreDNS: one replica on a one-node core group, two otherwise.
 replicas = controller_replicas(config.core_node_group.min_size)
 specs = [
@@ -73,7 +75,7 @@ specs = [
             efa=g.efa_enabled,
             metrics_agents=metrics_agents,
             ebs_csi=ebs_csi,
-            efs=config.storage.kind == "efs",
+            efs=efs,
         ),
         provisioner=config.node_provisioner,
         capacity_block=blocks[g.name].window() if g.name in blocks else None,
@@ -263,7 +265,7 @@ burn_in = (
     else None
 )
 storage: FsxStorage | EfsStorage | None = None
-if features.fsx_csi and config.storage.kind == "efs":
+if features.fsx_csi and efs:
     storage = EfsStorage(
         "efs",
         ctx,
@@ -402,9 +404,7 @@ outputs = contract.exported(
     # Always-on system nodes: where workloads put their long-running services (TensorBoard).
     core_node_selector=CORE_NODE_SELECTOR,
     # The CPU group that scales from zero: Ray heads, MPI launchers, staging and check Jobs.
-    job_support_placement=job_support_output(
-        config.job_node_group, features, ebs_csi, metrics_agents, efs=config.storage.kind == "efs"
-    ),
+    job_support_placement=job_support_output(config.job_node_group, features, ebs_csi, metrics_agents, efs=efs),
     cloudwatch_dashboard=observability.dashboard_name if observability else None,
 )
 for name, value in outputs.items():
