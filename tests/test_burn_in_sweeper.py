@@ -161,7 +161,7 @@ _failed_not_started = functools.partial(_failed_because, "not-started")
     "change, refused_by",
     [
         (_failed_not_started, []),
-        (_passed, [1]),  # it may only fail a node
+        (_passed, [1, 6]),  # it may only fail a node, and hold none
         (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update({BURN_IN_REASON_LABEL: "efa"})), [1]),
         (
             lambda n: (
@@ -174,6 +174,7 @@ _failed_not_started = functools.partial(_failed_because, "not-started")
         (lambda n: (_failed_not_started(n), n["spec"]["taints"][1].update(effect="NoExecute")), [3]),
         (lambda n: (_failed_not_started(n), n["metadata"]["labels"].update(role="other")), [4]),
         (lambda n: (_failed_not_started(n), n["spec"].update(unschedulable=True)), [5]),
+        (lambda n: (_failed_not_started(n), n["metadata"].update(annotations={"a": "b"})), [6]),
     ],
 )
 def test_the_sweepers_policy_allows_exactly_the_failure_patch(change, refused_by):

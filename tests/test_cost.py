@@ -168,23 +168,23 @@ def test_workloads_by_hand(dev):
     # BERT (dev: maxRetry 2, which is 2 attempts in all; pending 45, precompile 120, train 60 min, each
     #   attempt + timeout's 5-minute --kill-after, each restart + 35 min waiting for a silent node's
     #   repair): 2 x (45 + 120 + 5) + 2 x (45 + 60 + 5) + 2 x 35 = 630 min,
-    #   + 1200 s scale-down + a 780 s burn-in for each of the 4 attempts, each of which may start on new
-    #   nodes (infra/specs/burn_in_objects.py): 42120 s; 43 x 42120 / 3600 = $503.10.
+    #   + 180 s scale-down + a 780 s burn-in for each of the 4 attempts, each of which may start on new
+    #   nodes (infra/specs/burn_in_objects.py): 41100 s; 43 x 41100 / 3600 = $490.92.
     # Ray: precompile 10800 s + ttl 60, train 3 attempts (maxRetries 2) x 3600 (dev) + 60 (the data
-    #   step uses no Trainium node), + 1200 + 4 x 780 (1 + 3 attempts): 26040 s; 49.56 x 26040 / 3600 = $358.48.
-    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 1200 + 2 x 780: 43 x 9960 / 3600
-    # = $118.97.
-    assert result["boundUsd"] == {"bertPretraining": 503.1, "rayLlama2": 358.48, "clusterCheck": 118.97}
+    #   step uses no Trainium node), + 180 + 4 x 780 (1 + 3 attempts): 25020 s; 49.56 x 25020 / 3600 = $344.44.
+    # The acceptance test: the per-node Job and the all-reduce, each 3600 s, + 180 + 2 x 780: 43 x 8940 / 3600
+    # = $106.78.
+    assert result["boundUsd"] == {"bertPretraining": 490.92, "rayLlama2": 344.44, "clusterCheck": 106.78}
 
 
 def test_scale_down_delay_matches_the_autoscaler(dev):
     release = next(r for r in dev.of_type("kubernetes:helm.sh/v3:Release") if "autoscaler" in r.name)
-    # The cluster-wide 10 minutes is the core and job-support groups'; the Trainium groups carry 20 through their
+    # The cluster-wide 10 minutes is the core and job-support groups'; the Trainium groups carry 3 through their
     # Auto Scaling groups' tag, which is what a finished job's nodes wait out.
     assert "'scale-down-unneeded-time': '10m'" in str(release.inputs)
-    assert node_template.TRAINIUM_SCALE_DOWN_UNNEEDED == "20m0s" and cost.SCALE_DOWN_UNNEEDED_SECONDS == 20 * 60
+    assert node_template.TRAINIUM_SCALE_DOWN_UNNEEDED == "3m0s" and cost.SCALE_DOWN_UNNEEDED_SECONDS == 3 * 60
     tags = [t for t in dev.of_type("aws:autoscaling/tag:Tag") if "scaledownunneededtime" in t.inputs["tag"]["key"]]
-    assert tags and all(t.inputs["tag"]["value"] == "20m0s" for t in tags)
+    assert tags and all(t.inputs["tag"]["value"] == "3m0s" for t in tags)
 
 
 def test_report_prints_unknown_as_unknown(prod):

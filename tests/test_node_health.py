@@ -31,6 +31,8 @@ from infra.specs.node_template import (
     BURN_IN_REASON_LABEL,
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
+    GANG_HOLD_ANNOTATIONS,
+    GANG_HOLD_MARKER,
     NEURON_TAINT,
     NODE_TEMPLATE_PREFIX,
 )
@@ -190,6 +192,7 @@ def _passed(n: dict[str, Any]) -> None:
     n["spec"]["taints"] = n["spec"]["taints"][:1]
     del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
     n["metadata"]["labels"][BURN_IN_RESULT_LABEL] = "passed"
+    n["metadata"]["annotations"] = {**n["metadata"].get("annotations", {}), **GANG_HOLD_ANNOTATIONS}
 
 
 def _failed_because(reason: str, n: dict[str, Any]) -> None:
@@ -222,7 +225,13 @@ _failed = functools.partial(_failed_because, "efa-interfaces")
         (lambda n: n["metadata"]["labels"].update({BURN_IN_PENDING_LABEL: "again"}), "ip-10-0-1-1", [5]),
         (lambda n: n["spec"].update(unschedulable=True), "ip-10-0-1-1", [6]),
         (lambda n: n["spec"].update(podCIDR="10.9.0.0/24"), "ip-10-0-1-1", [6]),
-        (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [6]),
+        (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [7]),
+        # The hold only as "true": "false" would not hold, and another value is nobody's to set.
+        (
+            lambda n: (_passed(n), n["metadata"]["annotations"].update({GANG_HOLD_MARKER: "false"})),
+            "ip-10-0-1-1",
+            [7],
+        ),
         # A dangling owner has the garbage collector delete the node; a finalizer keeps it forever.
         (
             lambda n: n["metadata"].update(
@@ -406,6 +415,7 @@ def _patch_node(
     created: str = "2026-01-01T00:00:00Z",
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Runs PATCH_NODE against a fake API server: returns the patches it sent."""
     sent: list[dict[str, Any]] = []
@@ -419,6 +429,7 @@ def _patch_node(
                     "resourceVersion": "7",
                     "creationTimestamp": created,
                     "labels": labels if labels is not None else NODE["metadata"]["labels"],
+                    **({"annotations": annotations} if annotations is not None else {}),
                 },
                 "spec": {"taints": taints if taints is not None else NODE["spec"]["taints"]},
             }
@@ -454,13 +465,36 @@ def _patch_node(
     return sent
 
 
-def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally(monkeypatch):
+def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally_and_holds_the_node(monkeypatch):
     [patch] = _patch_node(monkeypatch, "passed", "")
     assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}]
     assert patch["metadata"] == {
         "labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None, BURN_IN_PENDING_LABEL: None},
+        "annotations": {
+            "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
+            "karpenter.sh/do-not-disrupt": "true",
+            GANG_HOLD_MARKER: "true",
+        },
         "resourceVersion": "7",
     }
+    # What the policy sees from that patch is allowed.
+    new = copy.deepcopy(NODE)
+    new["spec"]["taints"] = patch["spec"]["taints"]
+    labels = {**new["metadata"]["labels"], **patch["metadata"]["labels"]}
+    new["metadata"]["labels"] = {k: v for k, v in labels.items() if v is not None}
+    new["metadata"]["annotations"] = patch["metadata"]["annotations"]
+    assert _refused_by(NODE, new, "ip-10-0-1-1") == []
+
+
+def test_a_failed_re_run_ends_the_hold_the_pass_set_and_only_that(monkeypatch):
+    """A failed node must go, so a hold left on it would keep it for good; a node nobody held keeps
+    an operator's own annotation."""
+    held = {**GANG_HOLD_ANNOTATIONS, "note": "x"}
+    [patch] = _patch_node(monkeypatch, "failed", "neuron-runtime", annotations=held)
+    assert patch["metadata"]["annotations"] == dict.fromkeys(GANG_HOLD_ANNOTATIONS)
+    operator = {"karpenter.sh/do-not-disrupt": "true"}
+    [patch] = _patch_node(monkeypatch, "failed", "neuron-runtime", annotations=operator)
+    assert "annotations" not in patch["metadata"]
 
 
 def test_a_failure_swaps_the_startup_taint_for_the_failed_one_and_says_why(monkeypatch):

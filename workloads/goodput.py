@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.facts import efs
+from infra.specs.node_template import TRAINIUM_SCALE_DOWN_UNNEEDED, TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
 from workloads import bert_launch, deadlines, first_step, resumable
 from workloads.first_step import FirstStep
 from workloads.settings import (
@@ -98,11 +99,12 @@ FIGURES: dict[str, Figure] = {
         "(workloads/deadlines.py SILENT_NODE_REPAIR_MINUTES)",
     ),
     "scaleDownMinutes": Figure(
-        20,
+        TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60,
         "min",
         "D",
-        "a Trainium group's cluster-autoscaler scale-down-unneeded-time, 20m (infra/specs/node_template.py "
-        "TRAINIUM_SCALE_DOWN_UNNEEDED): idle nodes are paid that long after the run",
+        f"a Trainium group's cluster-autoscaler scale-down-unneeded-time, {TRAINIUM_SCALE_DOWN_UNNEEDED} "
+        "(infra/specs/node_template.py; Karpenter's consolidateAfter by default): idle nodes are paid that long "
+        "after the run",
     ),
     "bertSequencesPerNodeSecond": Figure(
         6449 / 2,

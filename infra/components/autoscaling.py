@@ -16,6 +16,7 @@ from infra.components.iam import pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release, spread_across_nodes
 from infra.facts.versions import CHARTS, autoscaler_release
 from infra.specs import system_pods
+from infra.specs.node_template import TRAINIUM_SCALE_DOWN_UNNEEDED
 from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -125,11 +126,18 @@ def autoscaler_values(
             # only DaemonSets (the burn-in, the image pre-pull, the agents) is at 0, empty, where the burn-in's
             # CPU was already below it (a Trainium node under burn-in was unneeded from its first loop either way).
             "ignore-daemonsets-utilization": "true",
-            # The core and job-support groups' time. Trainium groups carry their own, 20 minutes, through their
-            # Auto Scaling groups' tags (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED says why: a
-            # new node's unneeded clock runs from registration, through its burn-in).
+            # The core and job-support groups' time. Trainium groups carry their own, 3 minutes, through their
+            # Auto Scaling groups' tags (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED).
             "scale-down-unneeded-time": "10m",
-            "scale-down-delay-after-add": "10m",
+            # After any scale-up no node is removed for this long (cluster-autoscaler-1.35.2
+            # core/static_autoscaler.go isScaleDownInCooldown), though the unneeded clocks keep running: no
+            # more than a Trainium group's own time, so one job's scale-up keeps another's idle nodes no longer.
+            # No node needs it: a new Trainium node is unready under its startup taint, then held for its gang
+            # (infra/specs/gang_hold.py); a new core node has its pods long before its 10 minutes. Not per group
+            # (scale-down-delay-type-local): that drops a group's nodes from the candidates after each deletion
+            # (processors/scaledowncandidates/scale_down_candidates_delay_processor.go), which restarts every
+            # other node's clock, so a large gang would go ten nodes per clock.
+            "scale-down-delay-after-add": TRAINIUM_SCALE_DOWN_UNNEEDED,
         },
     }
 

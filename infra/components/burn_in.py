@@ -1,5 +1,7 @@
 """The Trainium burn-in on the cluster: its namespace, identities, admission policies, the sweeper of
-burn-ins that never started, and one DaemonSet per health-gated node group (infra/specs/burn_in_objects.py renders them; this declares them)."""
+burn-ins that never started, the gang hold that keeps a passed node while its gang assembles, and one
+DaemonSet per health-gated node group (infra/specs/burn_in_objects.py and gang_hold.py render them; this
+declares them)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components.context import ClusterContext
-from infra.specs import burn_in_objects
+from infra.specs import burn_in_objects, gang_hold
 from infra.specs.dra_objects import whole_node_claim_template
 
 _KINDS = {
@@ -31,7 +33,7 @@ _KINDS = {
 class BurnInArgs:
     targets: list[burn_in_objects.BurnInTarget]
     core_node_selector: dict[str, str]
-    """Where the sweeper runs: the always-on core nodes."""
+    """Where the sweeper and the gang hold run: the always-on core nodes."""
     daemon_sets_after: list[pulumi.Resource] = field(default_factory=list)
     """What provisions the nodes the DaemonSets select. Under Karpenter their node affinity names
     karpenter.sh/nodepool instead of the managed groups' label: updated before the switch has landed
@@ -47,7 +49,12 @@ class BurnIn(pulumi.ComponentResource):
     ) -> None:
         super().__init__("trainium:infra:BurnIn", name, None, opts)
         declared: list[pulumi.Resource] = []
-        for manifest in burn_in_objects.cluster_objects(args.core_node_selector):
+        # The gang hold with the burn-in, always: a pass holds its node, and only the hold ends that.
+        cluster_objects = [
+            *burn_in_objects.cluster_objects(args.core_node_selector),
+            *gang_hold.cluster_objects(args.core_node_selector),
+        ]
+        for manifest in cluster_objects:
             declared.append(self._declare(manifest, ctx.kubernetes, list(declared)))
         self.namespace = declared[0]  # type: ignore[assignment]
         # The DaemonSets come last: the policy must be in force before any pod can patch a node.

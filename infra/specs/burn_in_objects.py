@@ -69,6 +69,8 @@ from infra.specs.node_template import (
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
     EFA_RESOURCE,
+    GANG_HOLD_ANNOTATIONS,
+    GANG_HOLD_MARKER,
     NEURON_RESOURCES,
     NEURON_TAINT,
     burn_in_window_daemon_set,
@@ -231,21 +233,25 @@ BURN_IN_TAINT_KEY = BURN_IN_TAINT.key
 # reformat would change the DaemonSet's spec and roll it on every cluster.
 def result_patch(node: Mapping[str, Any], result: str, reason: str) -> dict[str, Any]:
     """The one merge patch that records a burn-in result on ``node`` (as the API returns it): the result
-    labels, the pending label removed, the startup taint removed and, on failure, the failed taint added.
-    The node's resourceVersion makes it conditional (409 on a concurrent change, then read again), so a
-    taint another controller adds meanwhile is never dropped. Runs in the pods too (``_client``)."""
+    labels, the pending label removed, the startup taint removed and, on failure, the failed taint added; a
+    pass holds the node for its gang (GANG_HOLD_ANNOTATIONS, infra/specs/gang_hold.py), a failure ends a hold
+    set before. The node's resourceVersion makes it conditional (409 on a concurrent change, then read again),
+    so a taint another controller adds meanwhile is never dropped. Runs in the pods too (``api_client_source``)."""
     labels = {BURN_IN_RESULT_LABEL: result, BURN_IN_REASON_LABEL: reason or None, BURN_IN_PENDING_LABEL: None}
     taints = [t for t in node["spec"].get("taints", []) if t["key"] not in (BURN_IN_TAINT_KEY, BURN_IN_FAILED_TAINT_KEY)]
     if result != "passed":
         taints.append({"key": BURN_IN_FAILED_TAINT_KEY, "value": reason, "effect": "NoSchedule"})
-    return {"metadata": {"labels": labels, "resourceVersion": node["metadata"]["resourceVersion"]},
+    held = (node["metadata"].get("annotations") or {}).get(GANG_HOLD_MARKER) == "true"
+    hold = GANG_HOLD_ANNOTATIONS if result == "passed" else {k: None for k in GANG_HOLD_ANNOTATIONS} if held else {}
+    return {"metadata": {"labels": labels, **({"annotations": hold} if hold else {}),
+                         "resourceVersion": node["metadata"]["resourceVersion"]},
             "spec": {"taints": taints}}
 
 
 def overdue(nodes: list[Mapping[str, Any]], now: datetime, limit_seconds: int) -> list[str]:
     """The nodes the sweeper fails: still carrying the pending label from their registration (no result
     label: a re-run an operator started has no creation time to count from) and created more than
-    ``limit_seconds`` before ``now``. Runs in the sweeper's pod (``_client``)."""
+    ``limit_seconds`` before ``now``. Runs in the sweeper's pod (``api_client_source``)."""
     names = []
     for node in nodes:
         meta = node["metadata"]
@@ -259,9 +265,9 @@ def overdue(nodes: list[Mapping[str, Any]], now: datetime, limit_seconds: int) -
 # fmt: on
 
 
-def _client() -> str:
-    """What both in-pod programs share: the constants and pure functions above, and one API call with
-    the pod's own token."""
+def api_client_source() -> str:
+    """What the in-pod programs share (the burn-in's, the sweeper's, the gang hold's): the constants and pure
+    functions above, and one API call with the pod's own token."""
     constants = {
         k: globals()[k]
         for k in (
@@ -270,6 +276,8 @@ def _client() -> str:
             "BURN_IN_PENDING_LABEL",
             "BURN_IN_TAINT_KEY",
             "BURN_IN_FAILED_TAINT_KEY",
+            "GANG_HOLD_MARKER",
+            "GANG_HOLD_ANNOTATIONS",
         )
     }
     # The future import keeps the annotations unevaluated: the pod's Python has no typing names here.
@@ -305,7 +313,7 @@ def patch(url, node, result, reason):
 
 # The burn-in's own node: with ``age``, its age in seconds; else patches the result into it.
 PATCH_NODE = (
-    _client()
+    api_client_source()
     + f"""\
 url = api + "/" + os.environ["NODE_NAME"]
 if sys.argv[1] == "age":
@@ -327,7 +335,7 @@ sys.exit(1)
 # The sweeper: fails every node whose burn-in never reported (``overdue``), each read again just before
 # its conditional patch, so one that finished meanwhile is left alone. Exits 1 if any patch was refused.
 SWEEP_NODES = (
-    _client()
+    api_client_source()
     + f"""\
 limit = {BUDGET_SECONDS + SWEEP_MARGIN_SECONDS}
 selector = urllib.parse.quote({BURN_IN_PENDING_LABEL!r} + "=true", safe="")
@@ -526,10 +534,23 @@ _KEY = f"'{BURN_IN_TAINT.key}'"
 _FAILED = f"'{BURN_IN_FAILED_TAINT_KEY}'"
 _PENDING = f"'{BURN_IN_PENDING_LABEL}'"
 _RESULT_KEYS = "[" + ", ".join(f"'{k}'" for k in RESULT_LABELS) + "]"
-# Node fields besides taints and labels, each compared as it was: metadata a pod could use to have its
-# node deleted (a dangling ownerReference) or kept (a finalizer), and the whole of the node's spec.
-_UNCHANGED = (
-    "metadata.?annotations.orValue({})",
+_HOLD_KEYS = "[" + ", ".join(f"'{k}'" for k in GANG_HOLD_ANNOTATIONS) + "]"
+
+
+def hold_annotations_only(who: str) -> tuple[str, str]:
+    """The validation that leaves every annotation as it was but the gang hold's, which may be set to 'true' or
+    removed (infra/specs/gang_hold.py)."""
+    return (
+        f"variables.newAnnotations.all(k, k in {_HOLD_KEYS} ? variables.newAnnotations[k] == 'true' : "
+        "(k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k])) && "
+        f"variables.oldAnnotations.all(k, k in {_HOLD_KEYS} || k in variables.newAnnotations)",
+        f"{who} may change no annotation but the gang hold's, and set those only to 'true'",
+    )
+
+
+# Node fields besides taints, labels and annotations, each compared as it was: metadata a pod could use to have
+# its node deleted (a dangling ownerReference) or kept (a finalizer), and the whole of the node's spec.
+UNCHANGED_NODE_FIELDS = (
     "metadata.?ownerReferences.orValue([])",
     "metadata.?finalizers.orValue([])",
     "spec.?unschedulable.orValue(false)",
@@ -573,13 +594,15 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
         f"the burn-in may remove {BURN_IN_PENDING_LABEL}, not set it",
     ),
     (
-        " && ".join(f"object.{f} == oldObject.{f}" for f in _UNCHANGED),
-        "the burn-in may not change annotations, owner references, finalizers or the node's spec besides its taints",
+        " && ".join(f"object.{f} == oldObject.{f}" for f in UNCHANGED_NODE_FIELDS),
+        "the burn-in may not change owner references, finalizers or the node's spec besides its taints",
     ),
+    hold_annotations_only("the burn-in"),
 )
 # Which of VALIDATIONS bind the sweeper as well: no other taint, the failed taint NoSchedule only, no
-# label but the result labels, the rest of the node unchanged.
+# label but the result labels, the rest of the node unchanged but its annotations (next).
 _SHARED = (1, 3, 4, 6)
+ANNOTATIONS_UNCHANGED = "variables.newAnnotations == variables.oldAnnotations"
 _REASON = f"'{BURN_IN_REASON_LABEL}'"
 _RESULT = f"'{BURN_IN_RESULT_LABEL}'"
 # The sweeper may make exactly one change, the failure patch, and only to a node still pending.
@@ -597,6 +620,7 @@ SWEEPER_VALIDATIONS: tuple[tuple[str, str], ...] = (
         "the failed labels and taint set",
     ),
     *(VALIDATIONS[i] for i in _SHARED),
+    (ANNOTATIONS_UNCHANGED, "the sweeper may not change annotations"),
 )
 
 
@@ -620,6 +644,8 @@ def admission_policy(
                 {"name": "newTaints", "expression": "object.spec.?taints.orValue([])"},
                 {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
                 {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
+                {"name": "oldAnnotations", "expression": "oldObject.metadata.?annotations.orValue({})"},
+                {"name": "newAnnotations", "expression": "object.metadata.?annotations.orValue({})"},
             ],
             "validations": [{"expression": e, "message": m} for e, m in validations],
         },

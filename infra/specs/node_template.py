@@ -62,6 +62,17 @@ BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
 # The burn-in removes it with its result.
 BURN_IN_PENDING_LABEL = "node-health.trainium-eks/burn-in-pending"
 BURN_IN_PENDING_LABELS = {BURN_IN_PENDING_LABEL: "true"}
+# What holds a passed Trainium node for the gang Volcano assembles on it (infra/specs/gang_hold.py says why):
+# cluster-autoscaler leaves a node with the first out of scale-down (cluster-autoscaler-1.35.2
+# core/scaledown/eligibility/eligibility.go HasNoScaleDownAnnotation), Karpenter one with the second out of
+# disruption (kubernetes-sigs/karpenter v1.14.0 pkg/controllers/state/statenode.go ValidateNodeDisruptable);
+# the third marks the hold as the burn-in's and the gang hold's, which remove only holds they set.
+GANG_HOLD_MARKER = "node-health.trainium-eks/held-for-gang"
+GANG_HOLD_ANNOTATIONS = {
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
+    "karpenter.sh/do-not-disrupt": "true",
+    GANG_HOLD_MARKER: "true",
+}
 
 
 def burn_in_window_daemon_set(name: str, namespace: str, labels: dict[str, str], pod_spec: dict[str, Any]) -> dict:
@@ -144,15 +155,15 @@ def node_labels(
 
 # How long a Trainium node stays unneeded before cluster-autoscaler removes it, per group through its Auto Scaling
 # group's tag (cluster-autoscaler-1.35.2 cloudprovider/aws/README.md, "autoscaling-options/scaledownunneededtime").
-# A node's unneeded clock starts at the first loop that finds it unneeded and is kept from then on
-# (core/scaledown/unneeded/nodes.go Update: "Previously existing timestamps are preserved"); its startup taint only
-# picks which threshold applies while it is on. A new Trainium node is unneeded from registration: its burn-in is a
-# DaemonSet, and the gang pods Volcano places on it but holds back until the whole gang fits look Schedulable,
-# not pending (volcano v1.15.1 pkg/scheduler/api/job_info.go; cluster-autoscaler counts only Unschedulable pods,
-# utils/kubernetes/listers.go). So the time must cover the burn-in's whole budget (13 min,
-# infra/specs/burn_in_objects.py) plus the spread of a gang's burn-ins: 20 minutes. The price is a finished job's
-# nodes paid 20 minutes more than 10 would; the core and job-support groups keep the cluster-wide 10.
-TRAINIUM_SCALE_DOWN_UNNEEDED = "20m0s"
+# Three minutes, so an idle node is gone within five: the unneeded set is recomputed every scan-interval (10 s,
+# config/const.go), an empty node needs no drain, and each loop deletes up to 10 nodes (max-scale-down-parallelism,
+# config/flags/flags.go), so a 64-node gang's last node goes about 70 s after its first. A node waiting for its gang is not idle but looks it
+# (Volcano holds the gang's pods unbound, infra/specs/gang_hold.py), so it is held out of scale-down instead; a
+# node under burn-in carries a startup taint and counts as unready (utils/taints/taints.go
+# FilterOutNodesWithStartupTaints), for which the unready time applies (20 minutes, config/const.go), over the
+# burn-in's budget (infra/specs/burn_in_objects.py BUDGET_SECONDS).
+TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS = 180
+TRAINIUM_SCALE_DOWN_UNNEEDED = f"{TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
 
 
 def autoscaler_tags(

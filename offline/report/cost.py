@@ -20,6 +20,7 @@ from infra.facts import efs, prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
+from infra.specs.node_template import TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
 from workloads import deadlines, first_step, goodput
 
 SCENARIOS = ("idle", "configured", "fullScale")
@@ -500,9 +501,8 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
 # --- the workload stack -----------------------------------------------------------------------
 
 # cluster-autoscaler removes a Trainium node only after it has been unneeded this long (its group's
-# scale-down-unneeded-time, infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED), so a finished job's nodes
-# bill this much more.
-SCALE_DOWN_UNNEEDED_SECONDS = 1200
+# scale-down-unneeded-time; Karpenter's consolidateAfter by default), so a finished job's nodes bill this much more.
+SCALE_DOWN_UNNEEDED_SECONDS = TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,210 @@
+"""The gang hold: keeps a Trainium node that waits for the rest of its gang out of scale-in.
+
+Volcano binds none of a gang's pods until all of them fit. A pod it has placed but holds back shows
+PodScheduled False with reason ``Schedulable`` and a message naming the node (volcano v1.15.1
+pkg/scheduler/api/job_info.go TaskSchedulingReason, written by pkg/scheduler/cache/cache.go for every
+Allocated task). Neither autoscaler counts such a pod: cluster-autoscaler takes only reason
+``Unschedulable`` (cluster-autoscaler-1.35.2 utils/kubernetes/listers.go ArrangePodsBySchedulability),
+Karpenter likewise (kubernetes-sigs/karpenter v1.14.0 pkg/utils/pod/scheduling.go FailedToSchedule). So a
+node waiting for its gang looks empty: the nodes of a gang whose burn-ins end minutes apart, or the
+healthy nodes of a restarted gang while a replacement node is launched and burnt in. With a Trainium
+group's 3-minute scale-down (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED) they would go.
+
+The hold is three node annotations (node_template.GANG_HOLD_ANNOTATIONS): cluster-autoscaler leaves the node
+out of scale-down and, once the hold ends, counts it unneeded from then on, not from before
+(core/scaledown/eligibility/eligibility.go; unneeded/nodes.go Update keeps a timestamp only for a node
+still in the unneeded set); Karpenter does not disrupt it (pkg/controllers/state/statenode.go
+ValidateNodeDisruptable). The burn-in holds a node when it passes it (infra/specs/burn_in_objects.py
+result_patch), so no autoscaler loop finds it ready and unheld before this program has looked. This
+CronJob, every minute on the core nodes, then holds each passed node a held gang pod names and ends the
+hold on every other node it or the burn-in held: a node whose gang has bound has pods and is not
+empty, and a node no gang wants goes 3 minutes after the hold ends. A gang that never assembles keeps its
+nodes held until the gang watchdog ends the job at its pending bound (workloads/gang_watchdog.py).
+
+Its service account may list pods and nodes and patch nodes; a ValidatingAdmissionPolicy narrows the
+patch to the three annotations, set to "true" or removed, on nodes whose burn-in passed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infra.facts.versions import PYTHON_SLIM_IMAGE
+from infra.specs import burn_in_objects
+from infra.specs.burn_in_objects import (
+    APP_LABELS,
+    NAMESPACE,
+    UNCHANGED_NODE_FIELDS,
+    admission_policy,
+    api_client_source,
+    hold_annotations_only,
+)
+from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_ANNOTATIONS, GANG_HOLD_MARKER
+from infra.specs.pod_security import UNPRIVILEGED_UID, container_security_context, pod_defaults
+
+NAME = "gang-hold"
+USERNAME = f"system:serviceaccount:{NAMESPACE}:{NAME}"
+# Every minute, the shortest a CronJob can: a hold ends at most a minute after the gang binds, and a node a
+# restarted gang waits for is held within a minute, well inside the 3 minutes before it would go.
+SCHEDULE = "* * * * *"
+PERIOD_SECONDS = 60
+# Under APP_LABELS, so the namespace's NetworkPolicy (no ingress) covers its pods too.
+LABELS = {**APP_LABELS, "app.kubernetes.io/component": NAME}
+# What one run asks of a system node (infra/specs/system_capacity.py counts it).
+REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+# The unbound pods Volcano has seen, from every namespace (pod fields a selector may name: kubernetes/kubernetes
+# pkg/registry/core/pod/strategy.go ToSelectableFields).
+PENDING_GANG_PODS = "spec.schedulerName=volcano,spec.nodeName=,status.phase=Pending"
+PASSED_NODES = f"{BURN_IN_RESULT_LABEL}=passed"
+
+# fmt: off
+# The two functions below run in the hold's pod as their source text (HOLD_NODES): a reformat would change
+# the CronJob's spec.
+# Volcano's message for an Allocated task of a gang not yet whole (volcano v1.15.1 pkg/scheduler/api/job_info.go):
+# "Pod <namespace>/<name> can possibly be assigned to <node>, once minAvailable is satisfied".
+ASSIGNED = re.compile(r"can possibly be assigned to (\S+), once minAvailable is satisfied")
+
+
+def held_for_gangs(pods: list[Mapping[str, Any]]) -> set[str] | None:
+    """The nodes Volcano holds gang pods for: those the ``Schedulable`` pods' messages name. None when such a
+    message names no node in the form above (another Volcano's wording): every passed node is held then,
+    since a gang losing its nodes costs more than idle nodes kept until its pending bound."""
+    nodes = set()
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if (condition.get("type"), condition.get("status"), condition.get("reason")) != (
+                    "PodScheduled", "False", "Schedulable"):
+                continue
+            found = ASSIGNED.search(condition.get("message") or "")
+            if found is None:
+                return None
+            nodes.add(found.group(1))
+    return nodes
+
+
+def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None) -> list[tuple[str, dict[str, Any]]]:
+    """(node, merge patch) for each passed node whose hold is not as ``held`` wants: holds a node held for a
+    gang, ends a hold this program or the burn-in set (GANG_HOLD_MARKER) on any other, and leaves alone the
+    annotations an operator set without the marker."""
+    changes = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        annotations = node["metadata"].get("annotations") or {}
+        holding = all(annotations.get(k) == v for k, v in GANG_HOLD_ANNOTATIONS.items())
+        wanted = held is None or name in held
+        if wanted and not holding:
+            changes.append((name, {"metadata": {"annotations": dict(GANG_HOLD_ANNOTATIONS)}}))
+        elif not wanted and annotations.get(GANG_HOLD_MARKER) == "true":
+            changes.append((name, {"metadata": {"annotations": dict.fromkeys(GANG_HOLD_ANNOTATIONS)}}))
+    return changes
+# fmt: on
+
+
+HOLD_NODES = (
+    api_client_source()
+    + f"import re\nASSIGNED = re.compile({ASSIGNED.pattern!r})\n"
+    + inspect.getsource(held_for_gangs)
+    + inspect.getsource(hold_changes)
+    + f"""\
+pods = call("GET", api.rsplit("/", 1)[0] + "/pods?fieldSelector=" + urllib.parse.quote({PENDING_GANG_PODS!r}, safe=""))
+held = held_for_gangs(pods["items"])
+if held is None:
+    print("a Schedulable pod names no node as Volcano v1.15.1 words it: holding every passed node", flush=True)
+nodes = call("GET", api + "?labelSelector=" + urllib.parse.quote({PASSED_NODES!r}, safe=""))
+refused = 0
+for name, body in hold_changes(nodes["items"], held):
+    try:
+        call("PATCH", api + "/" + name, json.dumps(body).encode())
+        print("held" if body["metadata"]["annotations"][{GANG_HOLD_MARKER!r}] else "released", name, flush=True)
+    except urllib.error.HTTPError as error:
+        print("patch refused:", name, error.code, error.read().decode()[:500], flush=True)
+        refused += 1
+sys.exit(1 if refused else 0)
+"""
+)
+
+_RESULT = f"'{BURN_IN_RESULT_LABEL}'"
+# (expression, message) pairs; every one must hold for an update by the hold's service account.
+VALIDATIONS: tuple[tuple[str, str], ...] = (
+    (
+        f"{_RESULT} in variables.oldLabels && variables.oldLabels[{_RESULT}] == 'passed'",
+        "the gang hold may change only nodes whose burn-in passed",
+    ),
+    hold_annotations_only("the gang hold"),
+    (
+        "variables.newLabels == variables.oldLabels && variables.newTaints == variables.oldTaints && "
+        + " && ".join(f"object.{f} == oldObject.{f}" for f in UNCHANGED_NODE_FIELDS),
+        "the gang hold may not change labels, taints, owner references, finalizers or the node's spec",
+    ),
+)
+
+
+def cluster_role() -> dict[str, Any]:
+    """Unbound pods to read the gangs from, nodes to read and patch (the policy narrows the patch)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NAME},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
+        ],
+    }
+
+
+def cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """On the always-on core nodes, one run at a time, each bounded inside its minute."""
+    container = {
+        "name": NAME,
+        "image": PYTHON_SLIM_IMAGE,
+        "command": ["python", "-c", HOLD_NODES],
+        "resources": {"requests": dict(REQUESTS), "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "securityContext": container_security_context(read_only_root=True),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS},
+        "spec": {
+            "schedule": SCHEDULE,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": PERIOD_SECONDS // 2,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": PERIOD_SECONDS - 10,
+                    "ttlSecondsAfterFinished": 600,
+                    "template": {
+                        "metadata": {"labels": LABELS},
+                        "spec": {
+                            **pod_defaults(run_as_user=UNPRIVILEGED_UID),
+                            # It calls the API: it needs its token.
+                            "automountServiceAccountToken": True,
+                            "serviceAccountName": NAME,
+                            "nodeSelector": dict(core_node_selector),
+                            "restartPolicy": "Never",
+                            "containers": [container],
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any]]:
+    """In the burn-in's namespace (burn_in_objects.cluster_objects creates it), each identity's policy
+    before the pods that use it."""
+    return [
+        burn_in_objects.service_account(NAME),
+        cluster_role(),
+        burn_in_objects.cluster_role_binding(NAME),
+        admission_policy(NAME, USERNAME, VALIDATIONS),
+        burn_in_objects.admission_policy_binding(NAME),
+        cron_job(core_node_selector),
+    ]
