@@ -334,9 +334,9 @@ def test_ray_bound_counts_only_the_steps_it_runs(dev):
         {**ray, "steps": ["generate-data", "precompile"], "stepDeadlineMinutes": 90}
     )
     (run,) = [r for r in cost.workload_runs(parse_workloads_config(config)) if r.name == "rayLlama2"]
-    # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 1200.
+    # precompile's activeDeadlineSeconds (5400, from the RayJob's start) + ttl 60 + scale-down 180.
     assert (
-        run.bound_seconds == 6660 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
+        run.bound_seconds == 5640 and "llama2-precompilation-job at most stepDeadlineMinutes (5400 s" in run.bound_text
     )
     assert "llama2-pretraining-job" not in run.bound_text
 
@@ -353,20 +353,20 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
     # Each stage holding Trainium nodes is cut at timeoutMinutes from its Job's start, scale-up
     # included: the per-node Job's activeDeadlineSeconds, and the all-reduce launcher's, which
     # under AtStartup exists from the MPIJob's creation (kubeflow/mpi-operator v0.8.0
-    # mpi_job_controller.go syncHandler, newLauncherJob); then the Trainium group's 1200 s scale-down.
-    # 3 nodes, 45 min: 2 x 2700 + 1200 = 6600 s.
+    # mpi_job_controller.go syncHandler, newLauncherJob); then the Trainium group's 180 s scale-down.
+    # 3 nodes, 45 min: 2 x 2700 + 180 = 5580 s.
     run = check_run(nodes=3, timeoutMinutes=45, busBandwidthFloorGBps=20)
     assert (
-        run.bound_seconds == 6600
+        run.bound_seconds == 5580
         and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
     )
-    # One node runs no all-reduce: the per-node Job only, 1800 + 1200 s; 21.50 x 3000 / 3600 = $17.92.
+    # One node runs no all-reduce: the per-node Job only, 1800 + 180 s; 21.50 x 1980 / 3600 = 11.825, $11.82 in binary floating point.
     run = check_run(nodes=1, timeoutMinutes=30)
-    assert run.bound_seconds == 3000 and "cluster-check-allreduce" not in run.bound_text
+    assert run.bound_seconds == 1980 and "cluster-check-allreduce" not in run.bound_text
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
     config = stack_config(WORKLOADS_DIR, "dev")
     config["trainium-workloads:clusterCheck"] = json.dumps(
         {"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30}
     )
     result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
-    assert result["boundUsd"]["clusterCheck"] == 17.92
+    assert result["boundUsd"]["clusterCheck"] == 11.82

@@ -66,12 +66,12 @@ def test_dev_system_pods_fit_two_small_nodes():
     # monitoring agent 10m/30Mi = 490m/287Mi. In the cluster, two of each leader-elected controller: CoreDNS
     # 2 x 100m/70Mi, FSx controller 2 x 40m/136Mi, Volcano 6 x 0, KubeRay 2 x 100m/512Mi, MPI operator 2 x 0,
     # cluster-autoscaler 2 x 0; metrics-server 100m/200Mi, cloudwatch controller 100m/64Mi, the burn-in sweeper
-    # 10m/64Mi; the one workload stack's TensorBoard with its proxy 550m/2112Mi, cmd-shell 250m/512Mi, gang
-    # watchdog 10m/64Mi and 3 step gates 3 x 10m/32Mi: 25 pods, 1530m, 4548Mi.
-    assert fit.pods_per_node == 7 + 13 and fit.max_pods == 29  # 25 pods over 2 nodes, rounded up
-    assert fit.cpu_millis == 2 * 490 + 1530 and fit.allocatable_cpu_millis == 2 * (2000 - 70)
+    # and the gang hold 2 x 10m/64Mi; the one workload stack's TensorBoard with its proxy 550m/2112Mi, cmd-shell
+    # 250m/512Mi, gang watchdog 10m/64Mi and 3 step gates 3 x 10m/32Mi: 26 pods, 1540m, 4612Mi.
+    assert fit.pods_per_node == 7 + 13 and fit.max_pods == 29  # 26 pods over 2 nodes
+    assert fit.cpu_millis == 2 * 490 + 1540 and fit.allocatable_cpu_millis == 2 * (2000 - 70)
     # 8192 MiB x 0.925 = 7577, less 11 x 29 + 355 = 674 per node.
-    assert fit.memory_mib == 2 * 287 + 4548 and fit.allocatable_memory_mib == 2 * (7577 - 674)
+    assert fit.memory_mib == 2 * 287 + 4612 and fit.allocatable_memory_mib == 2 * (7577 - 674)
 
 
 def test_one_small_node_is_refused_naming_the_key():
@@ -85,8 +85,8 @@ def test_one_small_node_is_refused_naming_the_key():
     assert "coreNodeGroup.instanceTypes[0] = 't3a.medium': 1 such node (minSize) cannot hold the system pods" in (
         message
     )
-    # 24 pods of 17; 4117 MiB of 4096 x 0.925 - (11 x 17 + 355) = 3246.
-    assert "24 pods per node (limit 17)" in message and "4117 of 3246 MiB" in message
+    # 25 pods of 17; 4181 MiB of 4096 x 0.925 - (11 x 17 + 355) = 3246.
+    assert "25 pods per node (limit 17)" in message and "4181 of 3246 MiB" in message
     # Three t3a.medium hold them with two replicas of each controller; one node of 8 GiB, cheapest first.
     assert "these fit: t3a.medium x 3 or t3a.large x 1 or t3.large x 1 or m6i.large x 1" in message
 
@@ -179,13 +179,14 @@ def test_prod_sizing_is_its_own():
         core.instance_types[0], core.min_size, config.features, config.training_namespaces, monitoring=config.monitoring
     )
     # Per node 8 DaemonSets: dev's 7 (490m/287Mi) and node-exporter (0, a Prometheus is on). In the cluster: the
-    # controllers at two replicas as in dev (19 pods, 690m/1764Mi with the sweeper), kube-state-metrics (its
+    # controllers at two replicas as in dev (20 pods, 700m/1828Mi with the sweeper and the gang hold),
+    # kube-state-metrics (its
     # chart sets no requests), Grafana and its sidecar (100m/512Mi + 10m/64Mi, infra/specs/monitoring.py), and per
     # workload stack (two namespaces) TensorBoard with its proxy, cmd-shell, the gang watchdog, 3 step gates and
     # the progress exporter 20m/64Mi: 2 x 7 pods, 2 x (860m/2848Mi).
     assert fit is not None and fit.fits
-    assert fit.cpu_millis == 3 * 490 + 690 + 110 + 2 * 860 and fit.memory_mib == 3 * 287 + 1764 + 576 + 2 * 2848
-    assert fit.pods_per_node == 8 + 12  # 19 + 2 + 14 = 35 cluster pods over 3 nodes, rounded up
+    assert fit.cpu_millis == 3 * 490 + 700 + 110 + 2 * 860 and fit.memory_mib == 3 * 287 + 1828 + 576 + 2 * 2848
+    assert fit.pods_per_node == 8 + 12  # 20 + 2 + 14 = 36 cluster pods over 3 nodes
     survivors = system_fit(
         core.instance_types[0],
         core.min_size - 1,
@@ -194,9 +195,9 @@ def test_prod_sizing_is_its_own():
         monitoring=config.monitoring,
         core_min_size=core.min_size,
     )
-    # Two nodes left: 3500m of 3860m, 26 of 29 pods.
+    # Two nodes left: 3510m of 3860m, 26 of 29 pods.
     assert survivors is not None and survivors.fits
-    assert survivors.cpu_millis == 2 * 490 + 690 + 110 + 2 * 860 and survivors.pods_per_node == 8 + 18
+    assert survivors.cpu_millis == 2 * 490 + 700 + 110 + 2 * 860 and survivors.pods_per_node == 8 + 18
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ def test_autoscaler_tags_for_trn1():
     assert tags[f"{PREFIX}/label/instance-type"] == "trn1-32xl"
     assert tags[f"{PREFIX}/label/vpc.amazonaws.com/efa.present"] == "true"
     # cluster-autoscaler-1.35.2 cloudprovider/aws/README.md autoscaling-options: the group's own scale-down time.
-    assert tags[f"{PREFIX}/autoscaling-options/scaledownunneededtime"] == "20m0s"
+    assert tags[f"{PREFIX}/autoscaling-options/scaledownunneededtime"] == "3m0s"
     assert len(tags) == 3 + 1 + 4 + 1
 
 

@@ -66,12 +66,15 @@ def test_plan_writes_resources_json(planned_dev):
     assert {"eks:index:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate"} <= types
     manifests = sorted(p.name for p in (tmp_path / "trainium-eks" / "dev" / "manifests").iterdir())
     assert manifests == [
-        # The Trainium burn-in: its identity, admission policy and a DaemonSet per group, and its sweeper
-        # with its own (docs/node-health.md).
+        # The Trainium burn-in: its identity, admission policy and a DaemonSet per group, its sweeper and the
+        # gang hold, each with its own (docs/node-health.md).
+        "clusterrole-gang-hold.yaml",
         "clusterrole-neuron-burn-in-sweeper.yaml",
         "clusterrole-neuron-burn-in.yaml",
+        "clusterrolebinding-gang-hold.yaml",
         "clusterrolebinding-neuron-burn-in-sweeper.yaml",
         "clusterrolebinding-neuron-burn-in.yaml",
+        "cronjob-neuron-burn-in-gang-hold.yaml",
         "cronjob-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1-32xl-ng1.yaml",
         "daemonset-neuron-burn-in-burn-in-trn1n-32xl-ng.yaml",
@@ -99,8 +102,10 @@ def test_plan_writes_resources_json(planned_dev):
         "queue-llama2-training-queue.yaml",
         "queue-test.yaml",
         "serviceaccount-default-training.yaml",
+        "serviceaccount-neuron-burn-in-gang-hold.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in-sweeper.yaml",
         "serviceaccount-neuron-burn-in-neuron-burn-in.yaml",
+        "validatingadmissionpolicy-gang-hold.yaml",
         # Host access only for the node agents' DaemonSets (infra/specs/host_access.py).
         "validatingadmissionpolicy-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicy-neuron-burn-in-sweeper.yaml",
@@ -109,6 +114,7 @@ def test_plan_writes_resources_json(planned_dev):
         "validatingadmissionpolicy-training-pods-run-as-their-namespace.yaml",
         # Volcano's admission may only set its webhooks' CA bundle (infra/specs/webhook_guard.py).
         "validatingadmissionpolicy-volcano-admission-webhook-ca-only.yaml",
+        "validatingadmissionpolicybinding-gang-hold.yaml",
         "validatingadmissionpolicybinding-host-access-only-for-node-agents.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in-sweeper.yaml",
         "validatingadmissionpolicybinding-neuron-burn-in.yaml",

@@ -36,6 +36,7 @@ import json
 import resource
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +292,37 @@ def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
     (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
     assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {TOKEN}"
     assert json.loads(patch["body"])["metadata"]["labels"][b.BURN_IN_RESULT_LABEL] == "failed"
+
+
+def replay_gang_hold(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    from infra.specs import gang_hold as h
+    from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_ANNOTATIONS
+
+    pc = only(pcs)
+    waiting = api_node("ip-100-64-9-9", 600, {BURN_IN_RESULT_LABEL: "passed"})
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Schedulable",
+        "message": "Pod team/w-0 can possibly be assigned to ip-100-64-9-9, once minAvailable is satisfied",
+    }
+    pod = {"metadata": {"name": "w-0"}, "spec": {}, "status": {"phase": "Pending", "conditions": [condition]}}
+    api = FakeApi({("GET", "/api/v1/pods?"): {"items": [pod]}, ("GET", "/api/v1/nodes?"): {"items": [waiting]},
+                   ("PATCH", "/api/v1/nodes/"): {}})  # fmt: skip
+    try:
+        run = sandbox.run(pc, image_of(pc), pod_name="gang-hold-29384", injected=api.env(),
+                          prepare=lambda p: mount_account(api, sandbox, p))  # fmt: skip
+    finally:
+        api.close()
+    assert run.rc == 0, run.stdout + run.stderr
+    assert run.argv[:2] == ["python", "-c"]
+    assert [r["path"] for r in api.requests if r["method"] == "GET"] == [
+        "/api/v1/pods?fieldSelector=" + urllib.parse.quote(h.PENDING_GANG_PODS, safe=""),
+        "/api/v1/nodes?labelSelector=" + urllib.parse.quote(h.PASSED_NODES, safe=""),
+    ]
+    (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
+    assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {TOKEN}"
+    assert json.loads(patch["body"]) == {"metadata": {"annotations": GANG_HOLD_ANNOTATIONS}}
 
 
 # --- Volcano: BERT ----------------------------------------------------------------------------------
@@ -913,7 +945,12 @@ SCENARIOS: list[tuple[str, Callable[[dict[str, Any]], bool], Callable[..., None]
         lambda o: o["kind"] == "Deployment" and o["metadata"]["name"] == "progress-exporter",
         replay_progress_exporter,
     ),
-    ("sweeper", lambda o: o["kind"] == "CronJob", replay_sweeper),
+    (
+        "sweeper",
+        lambda o: o["kind"] == "CronJob" and o["metadata"]["name"] == "neuron-burn-in-sweeper",
+        replay_sweeper,
+    ),
+    ("gang-hold", lambda o: o["kind"] == "CronJob" and o["metadata"]["name"] == "gang-hold", replay_gang_hold),
     (
         "bert",
         lambda o: o["apiVersion"].startswith("batch.volcano.sh/") and o["metadata"]["name"].startswith("bert-"),
@@ -965,6 +1002,7 @@ SHIPPED_IN = {
     "watchdog": {"dev", "prod"},
     "progress-exporter": {"prod"},
     "sweeper": {"dev", "prod"},
+    "gang-hold": {"dev", "prod"},
     "bert": {"dev"},
     "rayjob": {"dev"},
     "nxd": {"prod"},

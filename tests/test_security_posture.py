@@ -199,18 +199,23 @@ def test_every_pod_runs_with_runtime_default_seccomp_and_no_token(all_pods) -> N
                 assert spec["serviceAccountName"] == f"{labels['app.kubernetes.io/part-of']}-gate", name
                 continue
             with_token.add("burn-in-*" if pod.startswith("burn-in-") else pod)
-            # Each its own account: a namespaced Role for the watchdog; for the burn-in and its sweeper,
-            # patch of nodes narrowed by a ValidatingAdmissionPolicy each (tests/test_node_health.py,
-            # tests/test_burn_in_sweeper.py).
-            accounts = {"neuron-burn-in-sweeper": "neuron-burn-in-sweeper", "gang-watchdog": "gang-watchdog"}
+            # Each its own account: a namespaced Role for the watchdog; for the burn-in, its sweeper and the
+            # gang hold, patch of nodes narrowed by a ValidatingAdmissionPolicy each (tests/test_node_health.py,
+            # tests/test_burn_in_sweeper.py, tests/test_gang_hold.py).
+            accounts = {
+                "neuron-burn-in-sweeper": "neuron-burn-in-sweeper",
+                "gang-hold": "gang-hold",
+                "gang-watchdog": "gang-watchdog",
+            }
             assert spec["serviceAccountName"] == ("neuron-burn-in" if pod.startswith("burn-in-") else accounts[pod]), (
                 name
             )
     # Only these call the API: the gang watchdog (workloads/gang_watchdog.py), which ends gangs that never
     # schedule, the step gates (workloads/step_gate.py), which read the step `pulumi up` waits for, the
-    # Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, and its sweeper, which
-    # fails nodes whose burn-in never started.
-    assert with_token == {"gang-watchdog", "*-gate", "burn-in-*", "neuron-burn-in-sweeper"}
+    # Trainium burn-in (infra/specs/burn_in_objects.py), which untaints its own node, its sweeper, which
+    # fails nodes whose burn-in never started, and the gang hold (infra/specs/gang_hold.py), which keeps nodes a
+    # gang waits for out of scale-in.
+    assert with_token == {"gang-watchdog", "*-gate", "burn-in-*", "neuron-burn-in-sweeper", "gang-hold"}
 
 
 def test_every_container_drops_all_capabilities_and_cannot_escalate(all_pods) -> None:

@@ -89,7 +89,7 @@ def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None) -> list[
     """(node, merge patch) for each passed node whose hold is not as ``held`` wants: holds a node held for a
     gang, ends a hold this program or the burn-in set (GANG_HOLD_MARKER) on any other, and leaves alone the
     annotations an operator set without the marker."""
-    changes = []
+    changes: list[tuple[str, dict[str, Any]]] = []
     for node in nodes:
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
