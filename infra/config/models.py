@@ -313,7 +313,7 @@ class MonitoringConfig(ConfigModel):
         ge=15,
         le=1440,
         description="A Trainium node that runs no training pod this long raises TrainiumNodeIdle; keep it above "
-        "a Trainium group's 20-minute scale-down delay (infra/specs/node_template.py).",
+        "a Trainium group's 3-minute scale-down delay (infra/specs/node_template.py) and the instance's termination.",
     )
 
     @property

@@ -20,9 +20,10 @@ then counts the DaemonSet on the node it imagines for a scale-up). Then it patch
 removing the pending label and the startup taint and setting the result label: ``passed``; or
 ``failed`` with the first failed check in a second label and the NoSchedule taint
 ``BURN_IN_FAILED_TAINT_KEY``, so the node is ready but takes no pod and the provisioner removes it as
-an empty node (cluster-autoscaler-1.34.2: unneeded after scale-down-unneeded-time, 10 minutes, below
-the 0.5 utilization threshold, config/const.go; Karpenter v1.14.0: WhenEmpty consolidation after the
-NodePool's consolidateAfter). Without the pending label the node no longer matches, so the DaemonSet
+an empty node (cluster-autoscaler-1.35.2: unneeded after its group's scale-down-unneeded-time,
+infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED, below the 0.5 utilization threshold,
+config/const.go; Karpenter v1.14.0: WhenEmpty consolidation after the NodePool's consolidateAfter). A pass
+also holds the node for its gang (infra/specs/gang_hold.py). Without the pending label the node no longer matches, so the DaemonSet
 controller deletes the pod, which frees the devices for training pods. Setting the label again
 re-runs the burn-in on that node, with a whole budget from then; a pass removes the failed taint.
 

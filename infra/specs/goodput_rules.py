@@ -336,9 +336,10 @@ def ledger_rules(window: str) -> list[dict[str, Any]]:
 
 # Where each alert's runbook is: docs/operations.md's sections, by their headings' anchors.
 RUNBOOK = "docs/operations.md#{anchor}"
-# The alerts' own default: longer than a Trainium group's 20-minute scale-down-unneeded-time
-# (infra/components/autoscaling.py) and the instance's termination, so a node the autoscaler is about to
-# remove does not page; what pages is a node it will not remove (a pod it cannot evict, a group at minSize).
+# The alerts' own default: longer than a Trainium group's 3-minute scale-down-unneeded-time
+# (infra/specs/node_template.py) and the instance's termination, so a node the autoscaler is about to
+# remove does not page; what pages is a node it will not remove (a pod it cannot evict, a group at minSize, a
+# gang hold left on it: infra/specs/gang_hold.py).
 IDLE_NODE_ALERT_MINUTES = 30
 # The EFA counters' rate is read over this long: a multi-node step exchanges gradients every few seconds.
 EFA_RATE_WINDOW = "10m"
