@@ -6,7 +6,7 @@ import copy
 import functools
 import io
 import json
-import sys
+import urllib.error
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from infra.specs.node_template import (
     NEURON_TAINT,
 )
 from infra.specs.system_capacity import node_allocatable
-from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response
+from tests.test_node_health import NODE, _failed_because, _passed, _refused_by, _Response, run_in_pod
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 LIMIT = burn_in_objects.BUDGET_SECONDS + burn_in_objects.SWEEP_MARGIN_SECONDS
@@ -61,7 +61,8 @@ def test_the_sweepers_limit_lets_a_running_burn_in_time_itself_out_first():
     delete the node."""
     assert burn_in_objects.SWEEP_MARGIN_SECONDS >= 60
     assert LIMIT + burn_in_objects.SWEEP_PERIOD_SECONDS < 20 * 60
-    assert burn_in_objects.SWEEP_SCHEDULE == f"*/{burn_in_objects.SWEEP_PERIOD_SECONDS // 60} * * * *"
+    cron = burn_in_objects.sweeper_cron_job({"role": "core"})
+    assert cron["spec"]["schedule"] == "*/2 * * * *" and burn_in_objects.SWEEP_PERIOD_SECONDS == 120
 
 
 def _sweep(
@@ -92,35 +93,15 @@ def _sweep(
             raise urllib.error.HTTPError(request.full_url, 422, "Invalid", {}, io.BytesIO(b"denied"))
         return _Response(b"{}")
 
-    import builtins
-    import ssl
-    import time
-    import urllib.request
-
     class Clock(datetime):
         @classmethod
         def now(cls, tz=None):
             return NOW
 
-    real_open = builtins.open
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    monkeypatch.setattr(ssl, "create_default_context", lambda **_: None)
-    monkeypatch.setattr(time, "sleep", lambda _: None)
-    monkeypatch.setattr(
-        builtins,
-        "open",
-        lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k),
-    )
     import datetime as datetime_module
 
     monkeypatch.setattr(datetime_module, "datetime", Clock)
-    # What the kubelet gives every container: the API server's service address.
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    monkeypatch.setattr(sys, "argv", ["-c"])
-    with pytest.raises(SystemExit) as exit_:
-        exec(compile(burn_in_objects.SWEEP_NODES, "SWEEP_NODES", "exec"), {})
-    return sent, exit_.value.code
+    return sent, run_in_pod(monkeypatch, burn_in_objects.SWEEP_NODES, urlopen, [])
 
 
 def test_the_sweeper_fails_a_node_never_started_with_the_burn_ins_own_patch(monkeypatch):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import copy
 import io
 import json
-import re
-import sys
+import urllib.error
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -20,7 +19,7 @@ from infra.specs.node_template import (
     GANG_HOLD_MARKER,
     TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS,
 )
-from tests.test_node_health import NODE, _passed, _refused_by, _Response
+from tests.test_node_health import NODE, _passed, _refused_by, _Response, run_in_pod
 from tests.test_node_layout import stack_config
 
 HOLD_POLICY = burn_in_objects.admission_policy(gang_hold.NAME, gang_hold.USERNAME, gang_hold.VALIDATIONS)
@@ -88,24 +87,7 @@ def _run(monkeypatch, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], r
             return _Response(b"{}")
         return _Response(json.dumps({"items": pods if url.path.endswith("/pods") else nodes}).encode())
 
-    import builtins
-    import ssl
-    import urllib.request
-
-    real_open = builtins.open
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    monkeypatch.setattr(ssl, "create_default_context", lambda **_: None)
-    monkeypatch.setattr(
-        builtins,
-        "open",
-        lambda path, *a, **k: io.StringIO("token") if "serviceaccount" in str(path) else real_open(path, *a, **k),
-    )
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    monkeypatch.setattr(sys, "argv", ["-c"])
-    with pytest.raises(SystemExit) as exit_:
-        exec(compile(gang_hold.HOLD_NODES, "HOLD_NODES", "exec"), {})
-    return requests, exit_.value.code
+    return requests, run_in_pod(monkeypatch, gang_hold.HOLD_NODES, urlopen, [])
 
 
 def test_a_run_reads_volcanos_unbound_pods_and_the_passed_nodes_then_holds_and_releases(monkeypatch, capsys):
@@ -188,4 +170,5 @@ def test_an_idle_trainium_node_goes_within_five_minutes_and_a_waiting_one_is_hel
     scan = 10
     assert TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS + scan + -(-largest_group // 10) * scan <= 5 * 60
     assert 2 * gang_hold.PERIOD_SECONDS <= TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
-    assert re.fullmatch(r"\* \* \* \* \*", gang_hold.SCHEDULE) and gang_hold.PERIOD_SECONDS == 60
+    [cron] = [o for o in gang_hold.cluster_objects({}) if o["kind"] == "CronJob"]
+    assert cron["spec"]["schedule"] == "* * * * *" and gang_hold.PERIOD_SECONDS == 60

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -440,6 +441,14 @@ def _patch_node(
             raise urllib.error.HTTPError(request.full_url, 409, "Conflict", {}, io.BytesIO(b"conflict"))
         return _Response(b"{}")
 
+    monkeypatch.setenv("NODE_NAME", "ip-10-0-1-1")
+    assert run_in_pod(monkeypatch, burn_in_objects.PATCH_NODE, urlopen, [result, reason]) == 0
+    return sent
+
+
+def run_in_pod(monkeypatch, source: str, urlopen: Any, args: list[str]) -> int:
+    """Runs an in-pod program's ``source`` as its pod would, its API calls answered by ``urlopen``, its
+    service-account token and CA stubbed, and no wait between retries: returns its exit code."""
     import builtins
     import ssl
     import time
@@ -457,12 +466,10 @@ def _patch_node(
     # What the kubelet gives every container: the API server's service address.
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    monkeypatch.setenv("NODE_NAME", "ip-10-0-1-1")
-    monkeypatch.setattr(sys, "argv", ["-c", result, reason])
+    monkeypatch.setattr(sys, "argv", ["-c", *args])
     with pytest.raises(SystemExit) as exit_:
-        exec(compile(burn_in_objects.PATCH_NODE, "PATCH_NODE", "exec"), {})
-    assert exit_.value.code == 0
-    return sent
+        exec(compile(source, "in-pod", "exec"), {})
+    return exit_.value.code
 
 
 def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally_and_holds_the_node(monkeypatch):

@@ -275,20 +275,27 @@ def api_node(name: str, age_seconds: float, labels: dict[str, str]) -> dict[str,
     return {"metadata": meta, "spec": {}}
 
 
-def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
-    from infra.specs import burn_in_objects as b
-
-    pc = only(pcs)
-    node = api_node("ip-100-64-9-9", 3 * 3600, {b.BURN_IN_PENDING_LABEL: "true"})
-    api = FakeApi({("GET", "/api/v1/nodes?"): {"items": [node]}, ("GET", "/api/v1/nodes/"): node,
-                                ("PATCH", "/api/v1/nodes/"): {}})  # fmt: skip
+def run_node_patcher(sandbox: Sandbox, pc: PodContainer, answers: dict[tuple[str, str], Any], pod_name: str) -> FakeApi:
+    """Runs a core-node CronJob's Python program in its image against a fake API server over TLS, with its
+    service account mounted, answering ``answers`` and every node PATCH: returns the server with its requests."""
+    api = FakeApi({**answers, ("PATCH", "/api/v1/nodes/"): {}})
     try:
-        run = sandbox.run(pc, image_of(pc), pod_name="sweeper-29384", injected=api.env(),
+        run = sandbox.run(pc, image_of(pc), pod_name=pod_name, injected=api.env(),
                           prepare=lambda pod: mount_account(api, sandbox, pod))  # fmt: skip
     finally:
         api.close()
     assert run.rc == 0, run.stdout + run.stderr
     assert run.argv[:2] == ["python", "-c"]
+    return api
+
+
+def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
+    from infra.specs import burn_in_objects as b
+
+    pc = only(pcs)
+    node = api_node("ip-100-64-9-9", 3 * 3600, {b.BURN_IN_PENDING_LABEL: "true"})
+    answers = {("GET", "/api/v1/nodes?"): {"items": [node]}, ("GET", "/api/v1/nodes/"): node}
+    api = run_node_patcher(sandbox, pc, answers, "sweeper-29384")
     (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
     assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {TOKEN}"
     assert json.loads(patch["body"])["metadata"]["labels"][b.BURN_IN_RESULT_LABEL] == "failed"
@@ -307,15 +314,8 @@ def replay_gang_hold(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tm
         "message": "Pod team/w-0 can possibly be assigned to ip-100-64-9-9, once minAvailable is satisfied",
     }
     pod = {"metadata": {"name": "w-0"}, "spec": {}, "status": {"phase": "Pending", "conditions": [condition]}}
-    api = FakeApi({("GET", "/api/v1/pods?"): {"items": [pod]}, ("GET", "/api/v1/nodes?"): {"items": [waiting]},
-                   ("PATCH", "/api/v1/nodes/"): {}})  # fmt: skip
-    try:
-        run = sandbox.run(pc, image_of(pc), pod_name="gang-hold-29384", injected=api.env(),
-                          prepare=lambda p: mount_account(api, sandbox, p))  # fmt: skip
-    finally:
-        api.close()
-    assert run.rc == 0, run.stdout + run.stderr
-    assert run.argv[:2] == ["python", "-c"]
+    answers = {("GET", "/api/v1/pods?"): {"items": [pod]}, ("GET", "/api/v1/nodes?"): {"items": [waiting]}}
+    api = run_node_patcher(sandbox, pc, answers, "gang-hold-29384")
     assert [r["path"] for r in api.requests if r["method"] == "GET"] == [
         "/api/v1/pods?fieldSelector=" + urllib.parse.quote(h.PENDING_GANG_PODS, safe=""),
         "/api/v1/nodes?labelSelector=" + urllib.parse.quote(h.PASSED_NODES, safe=""),

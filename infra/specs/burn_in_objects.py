@@ -116,7 +116,6 @@ BUDGET_SECONDS = 780
 # pods that never ran their script.
 SWEEP_MARGIN_SECONDS = 120
 # The sweeper's period; a node never started is failed between margin and margin + period past the budget.
-SWEEP_SCHEDULE = "*/2 * * * *"
 SWEEP_PERIOD_SECONDS = 120
 SWEEP_REASON = "not-started"
 SWEEPER = "neuron-burn-in-sweeper"
@@ -482,43 +481,48 @@ def cluster_role_binding(name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
     }
 
 
-# What one sweeper run asks of a system node (infra/specs/system_capacity.py counts it).
-SWEEPER_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+# What one run of the sweeper or the gang hold asks of a system node (infra/specs/system_capacity.py counts
+# them).
+CORE_CRON_JOB_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
 
 
-def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
-    """The sweeper, on the always-on core nodes: it tolerates no taint, so it never lands on a Trainium
-    node, and as a plain pod there it is in no node group's template, so it cannot hold back a scale-up.
-    One run at a time, each bounded, none piling up behind a slow API server."""
+def core_cron_job(
+    name: str, labels: Mapping[str, str], script: str, period_seconds: int, core_node_selector: Mapping[str, str]
+) -> dict[str, Any]:
+    """A CronJob every ``period_seconds`` that runs ``script`` as its own service account ``name``, on the
+    always-on core nodes: it tolerates no taint, so it never lands on a Trainium node, and as a plain pod there
+    it is in no node group's template, so it cannot hold back a scale-up. One run at a time, each bounded
+    inside its period, none piling up behind a slow API server."""
     container = {
-        "name": "sweeper",
+        "name": name,
         "image": PYTHON_SLIM_IMAGE,
-        "command": ["python", "-c", SWEEP_NODES],
-        "resources": {"requests": dict(SWEEPER_REQUESTS), "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "command": ["python", "-c", script],
+        "resources": {"requests": dict(CORE_CRON_JOB_REQUESTS), "limits": {"cpu": "200m", "memory": "128Mi"}},
         "securityContext": container_security_context(read_only_root=True),
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": SWEEPER, "namespace": NAMESPACE, "labels": SWEEPER_LABELS},
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(labels)},
         "spec": {
-            "schedule": SWEEP_SCHEDULE,
+            "schedule": f"*/{period_seconds // 60} * * * *" if period_seconds > 60 else "* * * * *",
             "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": SWEEP_PERIOD_SECONDS // 2,
+            "startingDeadlineSeconds": period_seconds // 2,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
                 "spec": {
                     "backoffLimit": 0,
-                    "activeDeadlineSeconds": SWEEP_PERIOD_SECONDS - 30,
+                    "activeDeadlineSeconds": period_seconds - 10,
+                    # A failed run's log stays an hour.
                     "ttlSecondsAfterFinished": 3600,
                     "template": {
-                        "metadata": {"labels": SWEEPER_LABELS},
+                        "metadata": {"labels": dict(labels)},
                         "spec": {
                             **pod_defaults(run_as_user=UNPRIVILEGED_UID),
                             # It calls the API: it needs its token.
                             "automountServiceAccountToken": True,
-                            "serviceAccountName": SWEEPER,
+                            "serviceAccountName": name,
                             "nodeSelector": dict(core_node_selector),
                             "restartPolicy": "Never",
                             "containers": [container],
@@ -528,6 +532,10 @@ def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
             },
         },
     }
+
+
+def sweeper_cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    return core_cron_job(SWEEPER, SWEEPER_LABELS, SWEEP_NODES, SWEEP_PERIOD_SECONDS, core_node_selector)
 
 
 RESULT_LABELS = (BURN_IN_RESULT_LABEL, BURN_IN_REASON_LABEL, BURN_IN_PENDING_LABEL)

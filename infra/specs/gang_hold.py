@@ -32,7 +32,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from infra.facts.versions import PYTHON_SLIM_IMAGE
 from infra.specs import burn_in_objects
 from infra.specs.burn_in_objects import (
     APP_LABELS,
@@ -43,18 +42,14 @@ from infra.specs.burn_in_objects import (
     hold_annotations_only,
 )
 from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_ANNOTATIONS, GANG_HOLD_MARKER
-from infra.specs.pod_security import UNPRIVILEGED_UID, container_security_context, pod_defaults
 
 NAME = "gang-hold"
 USERNAME = f"system:serviceaccount:{NAMESPACE}:{NAME}"
 # Every minute, the shortest a CronJob can: a hold ends at most a minute after the gang binds, and a node a
 # restarted gang waits for is held within a minute, well inside the 3 minutes before it would go.
-SCHEDULE = "* * * * *"
 PERIOD_SECONDS = 60
 # Under APP_LABELS, so the namespace's NetworkPolicy (no ingress) covers its pods too.
 LABELS = {**APP_LABELS, "app.kubernetes.io/component": NAME}
-# What one run asks of a system node (infra/specs/system_capacity.py counts it).
-REQUESTS = {"cpu": "10m", "memory": "64Mi"}
 # The unbound pods Volcano has seen, from every namespace (pod fields a selector may name: kubernetes/kubernetes
 # pkg/registry/core/pod/strategy.go ToSelectableFields).
 PENDING_GANG_PODS = "spec.schedulerName=volcano,spec.nodeName=,status.phase=Pending"
@@ -155,48 +150,6 @@ def cluster_role() -> dict[str, Any]:
     }
 
 
-def cron_job(core_node_selector: Mapping[str, str]) -> dict[str, Any]:
-    """On the always-on core nodes, one run at a time, each bounded inside its minute."""
-    container = {
-        "name": NAME,
-        "image": PYTHON_SLIM_IMAGE,
-        "command": ["python", "-c", HOLD_NODES],
-        "resources": {"requests": dict(REQUESTS), "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": container_security_context(read_only_root=True),
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS},
-        "spec": {
-            "schedule": SCHEDULE,
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": PERIOD_SECONDS // 2,
-            "successfulJobsHistoryLimit": 1,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "activeDeadlineSeconds": PERIOD_SECONDS - 10,
-                    "ttlSecondsAfterFinished": 600,
-                    "template": {
-                        "metadata": {"labels": LABELS},
-                        "spec": {
-                            **pod_defaults(run_as_user=UNPRIVILEGED_UID),
-                            # It calls the API: it needs its token.
-                            "automountServiceAccountToken": True,
-                            "serviceAccountName": NAME,
-                            "nodeSelector": dict(core_node_selector),
-                            "restartPolicy": "Never",
-                            "containers": [container],
-                        },
-                    },
-                }
-            },
-        },
-    }
-
-
 def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any]]:
     """In the burn-in's namespace (burn_in_objects.cluster_objects creates it), each identity's policy
     before the pods that use it."""
@@ -206,5 +159,5 @@ def cluster_objects(core_node_selector: Mapping[str, str]) -> list[dict[str, Any
         burn_in_objects.cluster_role_binding(NAME),
         admission_policy(NAME, USERNAME, VALIDATIONS),
         burn_in_objects.admission_policy_binding(NAME),
-        cron_job(core_node_selector),
+        burn_in_objects.core_cron_job(NAME, LABELS, HOLD_NODES, PERIOD_SECONDS, core_node_selector),
     ]

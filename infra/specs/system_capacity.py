@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from infra.config.models import FeaturesConfig, MonitoringConfig, StackConfig
 from infra.facts.instances import INSTANCE_TYPES, InstanceType, NodeSize
-from infra.specs import gang_hold, node_metrics, system_pods
 from infra.specs import monitoring as monitoring_spec
-from infra.specs.burn_in_objects import SWEEPER_REQUESTS
+from infra.specs import node_metrics, system_pods
+from infra.specs.burn_in_objects import CORE_CRON_JOB_REQUESTS
 
 
 def _node_size(instance_type: str) -> NodeSize | None:
@@ -408,9 +408,9 @@ def cluster_pods(
     if features.neuron_scheduler_extension:
         pods.append(PodRequests("neuron-scheduler", 0, 0, 2, "estimate: scheduler + extension, no requests"))
     # The burn-in sweeper's CronJob, one run at a time (concurrencyPolicy Forbid), when any burn-in runs.
-    pods.append(_declared("burn-in-sweeper", {"requests": SWEEPER_REQUESTS}, 1, "infra/specs/burn_in_objects.py"))
     # The gang hold's, likewise, every minute.
-    pods.append(_declared("gang-hold", {"requests": gang_hold.REQUESTS}, 1, "infra/specs/gang_hold.py"))
+    for name in ("burn-in-sweeper", "gang-hold"):
+        pods.append(_declared(name, {"requests": CORE_CRON_JOB_REQUESTS}, 1, "infra/specs/burn_in_objects.py"))
     pods += monitoring_pods(monitoring)
     pods += workload_stack_pods(len(list(namespaces)), monitoring.prometheus != "off", tensorboard_proxy)
     return pods
