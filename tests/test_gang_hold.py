@@ -172,3 +172,12 @@ def test_an_idle_trainium_node_goes_within_five_minutes_and_a_waiting_one_is_hel
     assert 2 * gang_hold.PERIOD_SECONDS <= TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
     [cron] = [o for o in gang_hold.cluster_objects({}) if o["kind"] == "CronJob"]
     assert cron["spec"]["schedule"] == "* * * * *" and gang_hold.PERIOD_SECONDS == 60
+
+
+def test_karpenter_removes_an_empty_trainium_node_after_the_same_three_minutes():
+    """Karpenter's WhenEmpty consolidation waits consolidateAfter from the node's last pod event, or from its
+    initialization, which its startup taint (the burn-in's) delays (kubernetes-sigs/karpenter v1.14.0
+    pkg/controllers/nodeclaim/disruption/consolidation.go); the hold's do-not-disrupt keeps a waiting node."""
+    from infra.config.models import KarpenterConfig
+
+    assert KarpenterConfig().consolidate_after == f"{TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60}m"
