@@ -232,11 +232,10 @@ def test_every_price_names_its_source_and_date():
     assert instance_hourly("eu-north-1", "m6i.4xlarge") is None
     assert prices.service_price("eu-north-1", prices.NAT_GATEWAY) is None
     assert instance_hourly("eu-north-1", "inf2.48xlarge").usd == 14.27939
-    # Searched again 2026-11-22 (pages and docs): no sourced figure for these, so they stay out
-    # (unknown), never zero.
+    # Searched again 2026-11-28 (pages, docs, code and the package registries): no sourced figure for these, so
+    # they stay out (unknown), never zero.
     assert instance_hourly("us-east-2", "trn2.48xlarge") is None
-    for throughput in (250, 500, 1000):
-        assert prices.service_price("us-east-2", prices.fsx_lustre_key("PERSISTENT_2", throughput)) is None
+    assert prices.service_price("us-east-2", prices.fsx_lustre_key("PERSISTENT_2", 250)) is None
 
 
 def test_report_says_which_region_the_prices_were_read_for(dev):
@@ -370,3 +369,26 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
     )
     result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
     assert result["boundUsd"]["clusterCheck"] == 11.82
+
+
+def test_prods_file_system_is_compared_with_each_tier_at_the_same_throughput():
+    """FSx for Lustre gives capacity in TiB x MB/s/TiB (prod: 4,800 / 1,024 x 250 = 1,171.9 MB/s) and takes SSD
+    capacity in 1,200, 2,400, then multiples of 2,400 GiB (FSx Lustre user guide, managing-storage-capacity.md)."""
+    assert cost.lustre_capacity_for(1171.875, 1000) == 1200  # 1,200 GiB x 1000 = 1,171.9 MB/s
+    assert cost.lustre_capacity_for(1171.875, 500) == 2400
+    assert cost.lustre_capacity_for(1171.875, 125) == 9600
+    assert cost.lustre_capacity_for(1171.9, 1000) == 2400  # a hair more needs the next size
+    # Per GiB-month: 1000 at $0.60, 500 at $0.34, 125 at $0.145 (infra/facts/prices.py); 250 unknown, so every
+    # priced tier is shown: 1,200 x 0.60 / 730 = $0.99/h, 2,400 x 0.34 / 730 = $1.12/h, 9,600 x 0.145 / 730 = $1.91/h.
+    found = cost.lustre_same_throughput(4800, 250, "us-east-2")
+    assert [(c, t, round(h, 2)) for c, t, h in found] == [(1200, 1000, 0.99), (2400, 500, 1.12), (9600, 125, 1.91)]
+    # Priced layouts show only what is cheaper: 4,800 at 500 ($2.24/h) against 2,400 at 1000 ($1.97/h).
+    assert [(c, t) for c, t, _ in cost.lustre_same_throughput(4800, 500, "us-east-2")] == [(2400, 1000)]
+    assert cost.lustre_same_throughput(1200, 125, "us-east-2") == []
+
+
+def test_the_plan_names_the_cheaper_layouts_beside_prods_file_system(prod):
+    result = cost.estimate_cluster(prod.as_json()["resources"], "us-east-2")
+    (line,) = [entry for entry in result["lines"] if entry["item"] == "FSx for Lustre"]
+    assert "the same 1,172 MB/s from 1,200 GiB at 1000 ($0.99/h), 2,400 GiB at 500 ($1.12/h)" in line["note"]
+    assert "a smaller file system is a new one" in line["note"]

@@ -6,8 +6,9 @@ where it was read: aws.amazon.com's price pages cannot be read from where this t
 kept) and the date, and ``copied_from`` names the region whose figure a region reuses. A
 region or item missing from the table is *unknown* (``None``), never zero: a cost report must
 not under-state what it cannot price. Known gaps (searched again 2026-11-22, no sourced
-figure found): FSx for Lustre PERSISTENT_2 at 250/500/1000 MB/s/TiB,
-PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
+figure found): FSx for Lustre PERSISTENT_2 at 250 MB/s/TiB (searched again 2026-11-28, the package
+registries included: the $0.21 some pages give is Google Cloud Managed Lustre's 250-Perf price in Iowa, not
+AWS's), PERSISTENT_1 and SCRATCH_2 in these regions (the AWS FSx pricing page's tables were not
 readable, only its prose); FSx backups; Capacity Block reservation fees (set per purchase,
 not a list price). Outside REGIONS every figure here is unknown: none was found for another region
 (searched 2026-11-28, the price-list mirrors in infra/facts/regions.py included, which carry
@@ -126,6 +127,22 @@ _SERVICES = {
         "GiB-month",
         "https://c3x.dev/resources/aws/aws_fsx_lustre_file_system/ (SSD, 125 MB/s/TiB; 1.2 TB about $174/month)",
         _READ,
+    ),
+    fsx_lustre_key("PERSISTENT_2", 500): Price(
+        0.34,
+        "GiB-month",
+        'https://github.com/hmkim/aws-blast-performance DEPLOYMENT_GUIDE.md (PERSISTENT_2 "500 or 1,000 MB/s '
+        'per TiB ... price $0.34 / $0.60 per GB-month"; written 2026-09 or later, its examples in us-east-1, '
+        "no source named)",
+        "2026-11-28",
+    ),
+    fsx_lustre_key("PERSISTENT_2", 1000): Price(
+        0.60,
+        "GiB-month",
+        "https://github.com/nextflow-io/website src/content/blog/2023/selecting-the-right-storage-architecture-for-"
+        'your-nextflow-pipelines.md (2023-05-04: persistent 125 to 1,000 MB/s/TiB "at prices ranging from $0.145 '
+        'to $0.600 per GB month", US East); $0.60 again in hmkim/aws-blast-performance DEPLOYMENT_GUIDE.md',
+        "2026-11-28",
     ),
 }
 

@@ -11,11 +11,13 @@ systems the program declares, and a plan diff can compare two estimates. Three s
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.config.models import FSX_THROUGHPUTS
 from infra.facts import efs, prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
@@ -469,6 +471,43 @@ def _network(estimate: Estimate, resources: list[dict[str, Any]], region: str) -
             )
 
 
+def lustre_capacity_for(throughput_mbps: float, per_unit: int) -> int:
+    """The smallest SSD capacity FSx for Lustre takes (1200, 2400, then multiples of 2400 GiB:
+    infra/config/rules.py fsx_capacity_problem) whose baseline throughput at ``per_unit`` MB/s/TiB is at least
+    ``throughput_mbps``."""
+    need = math.ceil(throughput_mbps * 1024 / per_unit)
+    return 1200 if need <= 1200 else 2400 if need <= 2400 else -(-need // 2400) * 2400
+
+
+def lustre_same_throughput(capacity_gib: int, per_unit: int, region: str) -> list[tuple[int, int, float]]:
+    """(capacity, MB/s/TiB, USD per hour) of each other PERSISTENT_2 tier's smallest file system with at least the
+    baseline throughput of ``capacity_gib`` at ``per_unit``, cheapest first: those the price table knows and,
+    when it knows this layout's price too, only those cheaper than it."""
+    throughput = goodput.lustre_throughput_mbps(capacity_gib, per_unit)
+    own = prices.service_price(region, prices.fsx_lustre_key("PERSISTENT_2", per_unit))
+    found = []
+    for tier in FSX_THROUGHPUTS["PERSISTENT_2"]:
+        capacity = lustre_capacity_for(throughput, tier)
+        price = prices.service_price(region, prices.fsx_lustre_key("PERSISTENT_2", tier))
+        if tier == per_unit or price is None or (own is not None and price.usd * capacity >= own.usd * capacity_gib):
+            continue
+        found.append((capacity, tier, price.usd * capacity / HOURS_PER_MONTH))
+    return sorted(found, key=lambda f: f[2])
+
+
+def _same_throughput_note(capacity_gib: int, per_unit: int, region: str) -> str | None:
+    options = lustre_same_throughput(capacity_gib, per_unit, region)
+    if not options:
+        return None
+    throughput = goodput.lustre_throughput_mbps(capacity_gib, per_unit)
+    # FSx Lustre user guide managing-storage-capacity.md: "you cannot decrease storage capacity".
+    return (
+        f"the same {throughput:,.0f} MB/s from "
+        + ", ".join(f"{capacity:,} GiB at {tier} (${hourly:.2f}/h)" for capacity, tier, hourly in options)
+        + ", where the data fits; a smaller file system is a new one, its data copied over"
+    )
+
+
 def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
     inputs = fs["inputs"]
     deployment = inputs.get("deploymentType", "SCRATCH_1")
@@ -477,6 +516,8 @@ def _file_system(estimate: Estimate, fs: dict[str, Any], region: str) -> None:
     price = prices.service_price(region, prices.fsx_lustre_key(deployment, throughput))
     tier = f"{deployment}" + (f" at {throughput} MB/s/TiB" if throughput else "")
     notes = ["billed per provisioned GiB (compression does not lower it)"]
+    if deployment == "PERSISTENT_2" and throughput and (cheaper := _same_throughput_note(capacity, throughput, region)):
+        notes.append(cheaper)
     if (inputs.get("metadataConfiguration") or {}).get("mode") == "USER_PROVISIONED":
         notes.append("user-provisioned metadata IOPS are billed on top and not priced here")
     if (inputs.get("automaticBackupRetentionDays") or 0) > 0:
