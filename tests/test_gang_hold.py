@@ -7,6 +7,7 @@ import copy
 import io
 import json
 import urllib.error
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -15,7 +16,7 @@ import pytest
 from infra.specs import burn_in_objects, gang_hold
 from infra.specs.node_template import (
     BURN_IN_RESULT_LABEL,
-    GANG_HOLD_ANNOTATIONS,
+    GANG_HOLD_KEYS,
     GANG_HOLD_MARKER,
     TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS,
 )
@@ -23,7 +24,14 @@ from tests.test_node_health import NODE, _passed, _refused_by, _Response, run_in
 from tests.test_node_layout import stack_config
 
 HOLD_POLICY = burn_in_objects.admission_policy(gang_hold.NAME, gang_hold.USERNAME, gang_hold.VALIDATIONS)
-RELEASED = dict.fromkeys(GANG_HOLD_ANNOTATIONS)
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+RELEASED = dict.fromkeys(GANG_HOLD_KEYS)
+CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+def _hold(seconds_ago: int = 0) -> dict[str, str]:
+    since = (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {CA_KEY: "true", "karpenter.sh/do-not-disrupt": "true", GANG_HOLD_MARKER: since}
 
 
 def _volcano_message(namespace: str, pod: str, node: str) -> str:
@@ -60,21 +68,36 @@ def test_the_nodes_volcano_holds_gang_pods_for_come_from_its_schedulable_message
 
 
 def test_the_hold_follows_the_gangs_and_leaves_an_operators_annotations_alone():
-    held = _node("held", GANG_HOLD_ANNOTATIONS)
-    idle = _node("idle", GANG_HOLD_ANNOTATIONS)
+    old = _node("old", _hold(gang_hold.HOLD_MINIMUM_SECONDS))
+    fresh = _node("fresh", _hold(gang_hold.HOLD_MINIMUM_SECONDS - 1))
     waiting = _node("waiting")
-    kept = _node("kept", {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"})
-    nodes = [held, idle, waiting, kept]
-    assert gang_hold.hold_changes(nodes, {"held", "waiting"}) == [
-        ("idle", {"metadata": {"annotations": RELEASED}}),
-        ("waiting", {"metadata": {"annotations": GANG_HOLD_ANNOTATIONS}}),
+    operator = _node("operator", {CA_KEY: "true"})
+    nodes = [old, fresh, waiting, operator]
+    changes = gang_hold.hold_changes(nodes, {"waiting", "operator"}, NOW, gang_hold.HOLD_MINIMUM_SECONDS)
+    # An old hold no gang wants ends; a fresh one stays (the burn-in's, before a run has seen the gang's pods);
+    # a node an operator holds is never touched, even where a gang waits for it.
+    assert changes == [
+        ("old", {"metadata": {"annotations": RELEASED}}),
+        ("waiting", {"metadata": {"annotations": _hold()}}),
     ]
-    # Volcano's wording unknown: nothing released, every passed node held.
-    assert [name for name, _ in gang_hold.hold_changes(nodes, None)] == ["waiting", "kept"]
+    # Volcano's wording unknown, or a gang restarting: every passed node held, nothing released.
+    assert [name for name, _ in gang_hold.hold_changes(nodes, None, NOW, 120)] == ["waiting"]
 
 
-def _run(monkeypatch, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], refuse: bool = False):
-    """Runs HOLD_NODES against a fake API server: the requests it made and its exit code."""
+def test_a_restarted_volcano_job_counts_until_it_runs_again():
+    def job(name: str, phase: str, retries: int = 0) -> dict[str, Any]:
+        return {
+            "metadata": {"namespace": "team-a", "name": name},
+            "status": {"state": {"phase": phase}, "retryCount": retries},
+        }
+
+    jobs = [job("a", "Restarting", 1), job("b", "Pending", 1), job("c", "Pending"), job("d", "Running", 2)]
+    assert gang_hold.restarting(jobs) == ["team-a/a", "team-a/b"]
+
+
+def _run(monkeypatch, pods, nodes, jobs: list[dict[str, Any]] | int = (), refuse: bool = False):
+    """Runs HOLD_NODES against a fake API server at NOW: the requests it made and its exit code. ``jobs`` as an
+    int is the status the Volcano Jobs' list answers with (404: no Volcano)."""
     requests: list[tuple[str, str, Any]] = []
 
     def urlopen(request, context=None, timeout=None):
@@ -85,47 +108,80 @@ def _run(monkeypatch, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], r
             if refuse:
                 raise urllib.error.HTTPError(request.full_url, 422, "Invalid", {}, io.BytesIO(b"denied"))
             return _Response(b"{}")
+        if url.path == gang_hold.VOLCANO_JOBS:
+            if isinstance(jobs, int):
+                raise urllib.error.HTTPError(request.full_url, jobs, "Not Found", {}, io.BytesIO(b"{}"))
+            return _Response(json.dumps({"items": list(jobs)}).encode())
         return _Response(json.dumps({"items": pods if url.path.endswith("/pods") else nodes}).encode())
 
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return NOW
+
+    import datetime as datetime_module
+
+    monkeypatch.setattr(datetime_module, "datetime", Clock)
     return requests, run_in_pod(monkeypatch, gang_hold.HOLD_NODES, urlopen, [])
 
 
-def test_a_run_reads_volcanos_unbound_pods_and_the_passed_nodes_then_holds_and_releases(monkeypatch, capsys):
+def test_a_run_reads_the_nodes_then_volcanos_jobs_and_unbound_pods_then_holds_and_releases(monkeypatch, capsys):
     pods = [_pod("Schedulable", _volcano_message("team-a", "w-0", "waiting"))]
-    requests, code = _run(monkeypatch, pods, [_node("waiting"), _node("idle", GANG_HOLD_ANNOTATIONS)])
+    nodes = [_node("waiting"), _node("idle", _hold(600))]
+    requests, code = _run(monkeypatch, pods, nodes)
     assert code == 0
     assert requests == [
-        ("GET", "/api/v1/pods?fieldSelector=spec.schedulerName=volcano,spec.nodeName=,status.phase=Pending", None),
         ("GET", f"/api/v1/nodes?labelSelector={BURN_IN_RESULT_LABEL}=passed", None),
-        ("PATCH", "/api/v1/nodes/waiting", {"metadata": {"annotations": GANG_HOLD_ANNOTATIONS}}),
+        ("GET", "/apis/batch.volcano.sh/v1alpha1/jobs", None),
+        ("GET", "/api/v1/pods?fieldSelector=spec.schedulerName=volcano,spec.nodeName=,status.phase=Pending", None),
+        ("PATCH", "/api/v1/nodes/waiting", {"metadata": {"annotations": _hold()}}),
         ("PATCH", "/api/v1/nodes/idle", {"metadata": {"annotations": RELEASED}}),
     ]
     assert capsys.readouterr().out.split("\n")[:2] == ["held waiting", "released idle"]
+    # A cluster without Volcano answers the Jobs' list with 404: no restarts, the same changes.
+    requests, code = _run(monkeypatch, pods, nodes, jobs=404)
+    assert code == 0 and [r[1] for r in requests if r[0] == "PATCH"] == ["/api/v1/nodes/waiting", "/api/v1/nodes/idle"]
+    # A restarted job not yet running again: every passed node stays held, the idle one too.
+    restarted = {
+        "metadata": {"namespace": "team-a", "name": "bert-train"},
+        "status": {"state": {"phase": "Restarting"}},
+    }
+    requests, code = _run(monkeypatch, [], nodes, jobs=[restarted])
+    assert code == 0 and [r[1] for r in requests if r[0] == "PATCH"] == ["/api/v1/nodes/waiting"]
+    assert "restarted, not yet running again: team-a/bert-train" in capsys.readouterr().out
     _, code = _run(monkeypatch, pods, [_node("waiting")], refuse=True)
     assert code == 1
 
 
-@pytest.mark.parametrize("annotations", [GANG_HOLD_ANNOTATIONS, RELEASED])
-def test_the_policy_allows_holding_and_releasing_a_passed_node(annotations):
-    old = _node("n", {"note": "x"} if annotations is GANG_HOLD_ANNOTATIONS else {**GANG_HOLD_ANNOTATIONS, "note": "x"})
+@pytest.mark.parametrize("held", [True, False])
+def test_the_policy_allows_holding_and_releasing_a_passed_node(held):
+    old = _node("n", {"note": "x"} if held else {**_hold(600), "note": "x"})
     new = copy.deepcopy(old)
-    merged = {**old["metadata"]["annotations"], **annotations}
+    merged = {**old["metadata"]["annotations"], **(_hold() if held else RELEASED)}
     new["metadata"]["annotations"] = {k: v for k, v in merged.items() if v is not None}
     assert _refused_by(old, new, "", gang_hold.USERNAME, HOLD_POLICY) == []
 
 
+def _release(n: dict[str, Any]) -> None:
+    for key in GANG_HOLD_KEYS:
+        n["metadata"]["annotations"].pop(key, None)
+
+
 @pytest.mark.parametrize(
-    "change, refused_by",
+    "annotations, change, refused_by",
     [
-        (lambda n: n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed"}), [2]),
-        (lambda n: n["metadata"]["annotations"].update({"note": "y"}), [1]),
-        (lambda n: n["metadata"]["annotations"].update({GANG_HOLD_MARKER: "false"}), [1]),
-        (lambda n: n["spec"]["taints"].clear(), [2]),
-        (lambda n: n["spec"].update(unschedulable=True), [2]),
+        ({}, lambda n: n["metadata"]["labels"].update({BURN_IN_RESULT_LABEL: "failed"}), [2]),
+        ({}, lambda n: n["metadata"]["annotations"].update({"note": "y"}), [1]),
+        ({}, lambda n: n["metadata"]["annotations"].update(_hold(), **{GANG_HOLD_MARKER: "soon"}), [1]),
+        ({}, lambda n: n["metadata"]["annotations"].update({CA_KEY: "false"}), [1]),
+        # An operator's hold (no marker) is not the gang hold's to remove.
+        ({CA_KEY: "true"}, _release, [1]),
+        ({}, lambda n: n["spec"]["taints"].clear(), [2]),
+        ({}, lambda n: n["spec"].update(unschedulable=True), [2]),
     ],
 )
-def test_the_policy_refuses_everything_else(change, refused_by):
-    old = _node("n", {"note": "x"})
+def test_the_policy_refuses_everything_else(annotations, change, refused_by):
+    old = _node("n", {"note": "x", **annotations})
     new = copy.deepcopy(old)
     change(new)
     assert _refused_by(old, new, "", gang_hold.USERNAME, HOLD_POLICY) == refused_by
@@ -134,7 +190,7 @@ def test_the_policy_refuses_everything_else(change, refused_by):
 def test_the_policy_refuses_a_node_whose_burn_in_has_not_passed_and_binds_only_the_hold():
     pending = copy.deepcopy(NODE)
     held = copy.deepcopy(pending)
-    held["metadata"]["annotations"] = dict(GANG_HOLD_ANNOTATIONS)
+    held["metadata"]["annotations"] = _hold()
     assert _refused_by(pending, held, "", gang_hold.USERNAME, HOLD_POLICY) == [0]
     assert _refused_by(pending, held, "", burn_in_objects.SWEEPER_USERNAME, HOLD_POLICY) is None
 
@@ -151,6 +207,7 @@ def test_the_hold_runs_on_core_nodes_with_least_rights_and_every_minute():
     [role] = [o for o in objects if o["kind"] == "ClusterRole"]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
     ]
     [binding] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
@@ -181,3 +238,36 @@ def test_karpenter_removes_an_empty_trainium_node_after_the_same_three_minutes()
     from infra.config.models import KarpenterConfig
 
     assert KarpenterConfig().consolidate_after == f"{TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60}m"
+
+
+def test_a_group_without_burn_in_keeps_ten_minutes_since_nothing_holds_its_nodes():
+    """The gang hold keeps passed nodes only: a group with burnIn: false has none, so its nodes get the core
+    groups' ten minutes for a gang whose nodes join minutes apart, under either provisioner."""
+    from infra.components.accelerators import group_spec
+    from infra.config.models import AcceleratorNodeGroupConfig
+    from infra.facts.instances import NEURON_INSTANCE_TYPES
+    from infra.specs import nodepools
+    from infra.specs.placement import Zone
+
+    key = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/scaledownunneededtime"
+    facts = NEURON_INSTANCE_TYPES["trn1.32xlarge"]
+    zone = Zone("us-west-2d", "usw2-az4")
+    for burn_in, tag, consolidate in ((True, "3m0s", "3m"), (False, "10m0s", "10m")):
+        config = AcceleratorNodeGroupConfig.model_validate(
+            {"name": "g", "instanceType": "trn1.32xlarge", "maxSize": 2, "burnIn": burn_in}
+        )
+        spec = group_spec(config, facts, zone)
+        assert spec.autoscaler_tags[key] == tag
+        lifetimes = nodepools.Lifetimes("720h", "24h", "3m")
+        assert nodepools.node_pool(spec, lifetimes)["spec"]["disruption"]["consolidateAfter"] == consolidate
+    # A longer configured time, or Never, is kept.
+    assert nodepools.consolidate_after("30m", held=False) == "30m"
+    assert nodepools.consolidate_after("Never", held=False) == "Never"
+
+
+def test_no_scale_up_holds_back_an_idle_nodes_scale_in(dev):
+    """cluster-autoscaler-1.35.2 core/static_autoscaler.go isScaleDownInCooldown: after any scale-up nothing is
+    removed for scale-down-delay-after-add, which would push an idle node past its five minutes."""
+    release = next(r for r in dev.of_type("kubernetes:helm.sh/v3:Release") if "autoscaler" in r.name)
+    args = release.inputs["values"]["extraArgs"]
+    assert args["scale-down-delay-after-add"] == "0s" and "scale-down-delay-type-local" not in args

@@ -264,7 +264,7 @@ def test_every_alert_has_its_runbook_section():
 
 
 # The series the rules read, by exporter, as their sources at these versions define them:
-# kube-state-metrics v2.20.0 internal/store/node.go and pod.go (the family names), the EFA node exporter's
+# kube-state-metrics v2.20.0 internal/store/node.go, pod.go and cronjob.go (the family names), the EFA node exporter's
 # amazonefa collector (aws-samples/awsome-distributed-training 054d5d4
 # 4.validation_and_observability/3.efa-node-exporter/amazon_efa_linux.go: "tx_bytes" under subsystem
 # "amazonefa", namespace "node"), and the progress exporter's own HELP table.
@@ -278,6 +278,8 @@ KUBE_STATE_METRICS = {
     "kube_pod_start_time",
     "kube_pod_info",
     "kube_pod_nodeselectors",
+    "kube_cronjob_created",
+    "kube_cronjob_status_last_successful_time",
 }
 EFA_NODE_EXPORTER = {"node_amazonefa_tx_bytes"}
 
@@ -662,5 +664,35 @@ def test_the_metrics_feed_stopping_pages_though_every_other_alert_goes_quiet(rul
             alert("MetricsFeedDown", "40m", {}),
             alert("TrainiumNodeIdle", "40m"),
             alert("NodeAgentDown", "40m"),
+        ],
+    )
+
+
+def test_node_housekeeping_stopping_pages_for_each_cronjob_that_has_not_succeeded_for_ten_minutes(rule_dir):
+    # Both CronJobs created at 0. The gang hold succeeds every minute until minute 10, then no more; the sweeper
+    # never succeeds (kube-state-metrics serves no last-success series for it); a CronJob elsewhere is not ours.
+    m = 30
+    ns = goodput_rules.NODE_HOUSEKEEPING_NAMESPACE
+    series = {
+        f'kube_cronjob_status_last_successful_time{{namespace="{ns}",cronjob="gang-hold"}}': [
+            min(t, 10) * 60 for t in range(m + 1)
+        ],
+        f'kube_cronjob_created{{namespace="{ns}",cronjob="gang-hold"}}': over(m, range(m + 1), 0),
+        f'kube_cronjob_created{{namespace="{ns}",cronjob="neuron-burn-in-sweeper"}}': over(m, range(m + 1), 0),
+        'kube_cronjob_created{namespace="team-a",cronjob="nightly"}': over(m, range(m + 1), 0),
+    }
+    sweeper = {"namespace": ns, "cronjob": "neuron-burn-in-sweeper"}
+    hold = {"namespace": ns, "cronjob": "gang-hold"}
+    run_scenario(
+        rule_dir,
+        "node-housekeeping",
+        series,
+        alerts=[
+            # 600 s after creation, not more: nothing yet.
+            alert("NodeHousekeepingStopped", "10m"),
+            # The sweeper 900 s without a success; the gang hold's last success 300 s old.
+            alert("NodeHousekeepingStopped", "15m", sweeper),
+            # The gang hold's last success (600 s) is 900 s old.
+            alert("NodeHousekeepingStopped", "25m", hold, sweeper),
         ],
     )

@@ -29,7 +29,7 @@ from infra.facts.neuron import compatible_ami_release
 from infra.specs import nodepools as plan
 from infra.specs.efa import karpenter_interfaces
 from infra.specs.node_security import IMDS_HOP_LIMIT
-from infra.specs.node_template import GANG_HOLD_ANNOTATIONS, NEURON_TAINT, Taint
+from infra.specs.node_template import GANG_HOLD_AUTOSCALER_KEYS, NEURON_TAINT, Taint
 from infra.specs.placement import Zone
 from infra.validate import parse_stack_config
 from offline.plan.runner import PlanResult, run_program, stack_config
@@ -266,7 +266,7 @@ def test_with_cluster_autoscaler_nothing_of_karpenter_is_declared(dev):
     """But the gang hold's node annotation for Karpenter (infra/specs/gang_hold.py), which is inert under
     cluster-autoscaler and has a node held the same way after the stack switches provisioner."""
     hold = "karpenter.sh/do-not-disrupt"
-    assert hold in GANG_HOLD_ANNOTATIONS
+    assert hold in GANG_HOLD_AUTOSCALER_KEYS
     assert not [
         r
         for r in dev.registrations

@@ -32,7 +32,7 @@ from infra.specs.node_template import (
     BURN_IN_REASON_LABEL,
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
-    GANG_HOLD_ANNOTATIONS,
+    GANG_HOLD_KEYS,
     GANG_HOLD_MARKER,
     NEURON_TAINT,
     NODE_TEMPLATE_PREFIX,
@@ -189,11 +189,19 @@ NODE = {
 NODE["metadata"]["labels"][BURN_IN_PENDING_LABEL] = "true"
 
 
+# A hold as the burn-in's pass sets it (infra/specs/gang_hold.py).
+HELD = {
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
+    "karpenter.sh/do-not-disrupt": "true",
+    GANG_HOLD_MARKER: "2026-11-28T12:00:00Z",
+}
+
+
 def _passed(n: dict[str, Any]) -> None:
     n["spec"]["taints"] = n["spec"]["taints"][:1]
     del n["metadata"]["labels"][BURN_IN_PENDING_LABEL]
     n["metadata"]["labels"][BURN_IN_RESULT_LABEL] = "passed"
-    n["metadata"]["annotations"] = {**n["metadata"].get("annotations", {}), **GANG_HOLD_ANNOTATIONS}
+    n["metadata"]["annotations"] = {**n["metadata"].get("annotations", {}), **HELD}
 
 
 def _failed_because(reason: str, n: dict[str, Any]) -> None:
@@ -229,7 +237,7 @@ _failed = functools.partial(_failed_because, "efa-interfaces")
         (lambda n: n["metadata"].update(annotations={"a": "b"}), "ip-10-0-1-1", [7]),
         # The hold only as "true": "false" would not hold, and another value is nobody's to set.
         (
-            lambda n: (_passed(n), n["metadata"]["annotations"].update({GANG_HOLD_MARKER: "false"})),
+            lambda n: (_passed(n), n["metadata"]["annotations"].update({GANG_HOLD_MARKER: "true"})),
             "ip-10-0-1-1",
             [7],
         ),
@@ -242,12 +250,23 @@ _failed = functools.partial(_failed_because, "efa-interfaces")
             [6],
         ),
         (lambda n: n["metadata"].update(finalizers=["example.com/keep"]), "ip-10-0-1-1", [6]),
+        # A hold comes only with a pass: a failed node must go.
+        (lambda n: (_failed(n), n["metadata"].update(annotations=dict(HELD))), "ip-10-0-1-1", [8]),
     ],
 )
 def test_the_policy_allows_its_own_taints_and_labels_on_its_own_node_only(change, claim, refused_by):
     new = copy.deepcopy(NODE)
     change(new)
     assert _refused_by(NODE, new, claim) == refused_by
+
+
+def test_an_operators_own_annotation_whatever_its_value_does_not_stand_in_the_way_of_a_result():
+    operator = copy.deepcopy(NODE)
+    operator["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "false"}
+    for result in (_failed, _passed):
+        new = copy.deepcopy(operator)
+        result(new)
+        assert _refused_by(operator, new, "ip-10-0-1-1") == [], result
 
 
 def test_the_policy_refuses_setting_the_pending_label_on_a_node_without_it():
@@ -473,15 +492,14 @@ def run_in_pod(monkeypatch, source: str, urlopen: Any, args: list[str]) -> int:
 
 
 def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditionally_and_holds_the_node(monkeypatch):
+    before = datetime.now(UTC).replace(microsecond=0)
     [patch] = _patch_node(monkeypatch, "passed", "")
     assert patch["spec"]["taints"] == [{"key": NEURON_TAINT.key, "effect": "NoSchedule"}]
+    since = datetime.strptime(patch["metadata"]["annotations"][GANG_HOLD_MARKER], "%Y-%m-%dT%H:%M:%SZ")
+    assert before <= since.replace(tzinfo=UTC) <= datetime.now(UTC)  # held from the pass, in UTC
     assert patch["metadata"] == {
         "labels": {BURN_IN_RESULT_LABEL: "passed", BURN_IN_REASON_LABEL: None, BURN_IN_PENDING_LABEL: None},
-        "annotations": {
-            "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
-            "karpenter.sh/do-not-disrupt": "true",
-            GANG_HOLD_MARKER: "true",
-        },
+        "annotations": {**HELD, GANG_HOLD_MARKER: patch["metadata"]["annotations"][GANG_HOLD_MARKER]},
         "resourceVersion": "7",
     }
     # What the policy sees from that patch is allowed.
@@ -496,9 +514,9 @@ def test_a_pass_removes_only_the_burn_in_taint_and_the_pending_label_conditional
 def test_a_failed_re_run_ends_the_hold_the_pass_set_and_only_that(monkeypatch):
     """A failed node must go, so a hold left on it would keep it for good; a node nobody held keeps
     an operator's own annotation."""
-    held = {**GANG_HOLD_ANNOTATIONS, "note": "x"}
+    held = {**HELD, "note": "x"}
     [patch] = _patch_node(monkeypatch, "failed", "neuron-runtime", annotations=held)
-    assert patch["metadata"]["annotations"] == dict.fromkeys(GANG_HOLD_ANNOTATIONS)
+    assert patch["metadata"]["annotations"] == dict.fromkeys(GANG_HOLD_KEYS)
     operator = {"karpenter.sh/do-not-disrupt": "true"}
     [patch] = _patch_node(monkeypatch, "failed", "neuron-runtime", annotations=operator)
     assert "annotations" not in patch["metadata"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import resource
 import subprocess
 import time
@@ -303,7 +304,7 @@ def replay_sweeper(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp:
 
 def replay_gang_hold(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tmp: Path) -> None:
     from infra.specs import gang_hold as h
-    from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_ANNOTATIONS
+    from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_AUTOSCALER_KEYS, GANG_HOLD_MARKER
 
     pc = only(pcs)
     waiting = api_node("ip-100-64-9-9", 600, {BURN_IN_RESULT_LABEL: "passed"})
@@ -317,12 +318,15 @@ def replay_gang_hold(sandbox: Sandbox, pcs: list[PodContainer], stack: Stack, tm
     answers = {("GET", "/api/v1/pods?"): {"items": [pod]}, ("GET", "/api/v1/nodes?"): {"items": [waiting]}}
     api = run_node_patcher(sandbox, pc, answers, "gang-hold-29384")
     assert [r["path"] for r in api.requests if r["method"] == "GET"] == [
-        "/api/v1/pods?fieldSelector=" + urllib.parse.quote(h.PENDING_GANG_PODS, safe=""),
         "/api/v1/nodes?labelSelector=" + urllib.parse.quote(h.PASSED_NODES, safe=""),
+        h.VOLCANO_JOBS,
+        "/api/v1/pods?fieldSelector=" + urllib.parse.quote(h.PENDING_GANG_PODS, safe=""),
     ]
     (patch,) = [r for r in api.requests if r["method"] == "PATCH"]
     assert patch["path"] == "/api/v1/nodes/ip-100-64-9-9" and patch["auth"] == f"Bearer {TOKEN}"
-    assert json.loads(patch["body"]) == {"metadata": {"annotations": GANG_HOLD_ANNOTATIONS}}
+    hold = json.loads(patch["body"])["metadata"]["annotations"]
+    assert {k: hold[k] for k in GANG_HOLD_AUTOSCALER_KEYS} == dict.fromkeys(GANG_HOLD_AUTOSCALER_KEYS, "true")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", hold[GANG_HOLD_MARKER])
 
 
 # --- Volcano: BERT ----------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def group_spec(
         labels=labels,
         taints=taints,
         user_data=nodeadm_user_data(facts.nvme_disks, efa=bool(interfaces), node_labels=registration_labels),
-        autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces), dra=config.dra),
+        autoscaler_tags=autoscaler_tags(labels, taints, facts, len(interfaces), dra=config.dra, held=config.burn_in),
         allocatable=allocatable,
         startup_taints=[BURN_IN_TAINT] if config.burn_in else [],
         registration_labels=registration_labels,

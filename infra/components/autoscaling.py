@@ -16,7 +16,6 @@ from infra.components.iam import pod_identity_role
 from infra.components.kube import CORE_NODE_SELECTOR, helm_release, spread_across_nodes
 from infra.facts.versions import CHARTS, autoscaler_release
 from infra.specs import system_pods
-from infra.specs.node_template import TRAINIUM_SCALE_DOWN_UNNEEDED
 from infra.specs.system_capacity import HA_CONTROLLER_REPLICAS
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -129,15 +128,14 @@ def autoscaler_values(
             # The core and job-support groups' time. Trainium groups carry their own, 3 minutes, through their
             # Auto Scaling groups' tags (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED).
             "scale-down-unneeded-time": "10m",
-            # After any scale-up no node is removed for this long (cluster-autoscaler-1.35.2
-            # core/static_autoscaler.go isScaleDownInCooldown), though the unneeded clocks keep running: no
-            # more than a Trainium group's own time, so one job's scale-up keeps another's idle nodes no longer.
-            # No node needs it: a new Trainium node is unready under its startup taint, then held for its gang
-            # (infra/specs/gang_hold.py); a new core node has its pods long before its 10 minutes. Not per group
-            # (scale-down-delay-type-local): that drops a group's nodes from the candidates after each deletion
-            # (processors/scaledowncandidates/scale_down_candidates_delay_processor.go), which restarts every
-            # other node's clock, so a large gang would go ten nodes per clock.
-            "scale-down-delay-after-add": TRAINIUM_SCALE_DOWN_UNNEEDED,
+            # None: after any scale-up no node would be removed for this long (cluster-autoscaler-1.35.2
+            # core/static_autoscaler.go isScaleDownInCooldown), so another job's scale-up, or several in a row, would
+            # keep idle Trainium nodes past their 3 minutes. No node needs it: a new Trainium node is unready under
+            # its startup taint, then held for its gang (infra/specs/gang_hold.py); a new core node has its pods long
+            # before its 10 minutes. Not per group (scale-down-delay-type-local) either: that drops a group's nodes
+            # from the candidates after each deletion (processors/scaledowncandidates/
+            # scale_down_candidates_delay_processor.go), which restarts every other node's clock.
+            "scale-down-delay-after-add": "0s",
         },
     }
 

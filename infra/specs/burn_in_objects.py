@@ -70,8 +70,11 @@ from infra.specs.node_template import (
     BURN_IN_RESULT_LABEL,
     BURN_IN_TAINT,
     EFA_RESOURCE,
-    GANG_HOLD_ANNOTATIONS,
+    GANG_HOLD_AUTOSCALER_KEYS,
+    GANG_HOLD_KEYS,
     GANG_HOLD_MARKER,
+    HOLD_TIME_FORMAT,
+    HOLD_TIME_PATTERN,
     NEURON_RESOURCES,
     NEURON_TAINT,
     burn_in_window_daemon_set,
@@ -231,18 +234,19 @@ BURN_IN_TAINT_KEY = BURN_IN_TAINT.key
 # fmt: off
 # The two functions below run in the burn-in sweeper's pod as their source text (sweeper_script): a
 # reformat would change the DaemonSet's spec and roll it on every cluster.
-def result_patch(node: Mapping[str, Any], result: str, reason: str) -> dict[str, Any]:
+def result_patch(node: Mapping[str, Any], result: str, reason: str, now: datetime) -> dict[str, Any]:
     """The one merge patch that records a burn-in result on ``node`` (as the API returns it): the result
     labels, the pending label removed, the startup taint removed and, on failure, the failed taint added; a
-    pass holds the node for its gang (GANG_HOLD_ANNOTATIONS, infra/specs/gang_hold.py), a failure ends a hold
-    set before. The node's resourceVersion makes it conditional (409 on a concurrent change, then read again),
-    so a taint another controller adds meanwhile is never dropped. Runs in the pods too (``api_client_source``)."""
+    pass holds the node for its gang from ``now`` (infra/specs/gang_hold.py), a failure ends a hold set before.
+    The node's resourceVersion makes it conditional (409 on a concurrent change, then read again), so a taint
+    another controller adds meanwhile is never dropped. Runs in the pods too (``api_client_source``)."""
     labels = {BURN_IN_RESULT_LABEL: result, BURN_IN_REASON_LABEL: reason or None, BURN_IN_PENDING_LABEL: None}
     taints = [t for t in node["spec"].get("taints", []) if t["key"] not in (BURN_IN_TAINT_KEY, BURN_IN_FAILED_TAINT_KEY)]
     if result != "passed":
         taints.append({"key": BURN_IN_FAILED_TAINT_KEY, "value": reason, "effect": "NoSchedule"})
-    held = (node["metadata"].get("annotations") or {}).get(GANG_HOLD_MARKER) == "true"
-    hold = GANG_HOLD_ANNOTATIONS if result == "passed" else {k: None for k in GANG_HOLD_ANNOTATIONS} if held else {}
+    held = GANG_HOLD_MARKER in (node["metadata"].get("annotations") or {})
+    hold = ({**dict.fromkeys(GANG_HOLD_AUTOSCALER_KEYS, "true"), GANG_HOLD_MARKER: now.strftime(HOLD_TIME_FORMAT)}
+            if result == "passed" else dict.fromkeys(GANG_HOLD_KEYS) if held else {})
     return {"metadata": {"labels": labels, **({"annotations": hold} if hold else {}),
                          "resourceVersion": node["metadata"]["resourceVersion"]},
             "spec": {"taints": taints}}
@@ -276,8 +280,10 @@ def api_client_source() -> str:
             "BURN_IN_PENDING_LABEL",
             "BURN_IN_TAINT_KEY",
             "BURN_IN_FAILED_TAINT_KEY",
+            "GANG_HOLD_AUTOSCALER_KEYS",
             "GANG_HOLD_MARKER",
-            "GANG_HOLD_ANNOTATIONS",
+            "GANG_HOLD_KEYS",
+            "HOLD_TIME_FORMAT",
         )
     }
     # The future import keeps the annotations unevaluated: the pod's Python has no typing names here.
@@ -302,7 +308,7 @@ def call(method, url, body=None):
 def patch(url, node, result, reason):
     \"\"\"True once patched, False when refused for good; None on a conflict (read again).\"\"\"
     try:
-        call("PATCH", url, json.dumps(result_patch(node, result, reason)).encode())
+        call("PATCH", url, json.dumps(result_patch(node, result, reason, datetime.now(timezone.utc))).encode())
         return True
     except urllib.error.HTTPError as error:
         print("patch refused:", error.code, error.read().decode()[:500], flush=True)
@@ -543,17 +549,24 @@ _KEY = f"'{BURN_IN_TAINT.key}'"
 _FAILED = f"'{BURN_IN_FAILED_TAINT_KEY}'"
 _PENDING = f"'{BURN_IN_PENDING_LABEL}'"
 _RESULT_KEYS = "[" + ", ".join(f"'{k}'" for k in RESULT_LABELS) + "]"
-_HOLD_KEYS = "[" + ", ".join(f"'{k}'" for k in GANG_HOLD_ANNOTATIONS) + "]"
+_HOLD_KEYS = "[" + ", ".join(f"'{k}'" for k in GANG_HOLD_KEYS) + "]"
+_AUTOSCALER_KEYS = "[" + ", ".join(f"'{k}'" for k in GANG_HOLD_AUTOSCALER_KEYS) + "]"
+_MARKER = f"'{GANG_HOLD_MARKER}'"
 
 
 def hold_annotations_only(who: str) -> tuple[str, str]:
-    """The validation that leaves every annotation as it was but the gang hold's, which may be set to 'true' or
-    removed (infra/specs/gang_hold.py)."""
+    """The validation that leaves every annotation as it was but the gang hold's (infra/specs/gang_hold.py): its
+    autoscaler keys may be set to 'true', its marker to a time, and all of them removed where the marker shows
+    the hold was one the burn-in or the gang hold set; an operator's own annotations stay."""
     return (
-        f"variables.newAnnotations.all(k, k in {_HOLD_KEYS} ? variables.newAnnotations[k] == 'true' : "
-        "(k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k])) && "
-        f"variables.oldAnnotations.all(k, k in {_HOLD_KEYS} || k in variables.newAnnotations)",
-        f"{who} may change no annotation but the gang hold's, and set those only to 'true'",
+        "variables.newAnnotations.all(k, "
+        "(k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k]) || "
+        f"(k in {_AUTOSCALER_KEYS} && variables.newAnnotations[k] == 'true') || "
+        f"(k == {_MARKER} && variables.newAnnotations[k].matches('{HOLD_TIME_PATTERN}'))) && "
+        "variables.oldAnnotations.all(k, k in variables.newAnnotations || "
+        f"(k in {_HOLD_KEYS} && {_MARKER} in variables.oldAnnotations))",
+        f"{who} may change no annotation but the gang hold's: its keys set to 'true', its marker to a time, all "
+        "removed only from a hold with the marker",
     )
 
 
@@ -607,6 +620,12 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
         "the burn-in may not change owner references, finalizers or the node's spec besides its taints",
     ),
     hold_annotations_only("the burn-in"),
+    (
+        f"!variables.newAnnotations.exists(k, k in {_HOLD_KEYS} && !(k in variables.oldAnnotations && "
+        "variables.oldAnnotations[k] == variables.newAnnotations[k])) || "
+        f"('{BURN_IN_RESULT_LABEL}' in variables.newLabels && variables.newLabels['{BURN_IN_RESULT_LABEL}'] == 'passed')",
+        "the burn-in may hold only a node it passes",
+    ),
 )
 # Which of VALIDATIONS bind the sweeper as well: no other taint, the failed taint NoSchedule only, no
 # label but the result labels, the rest of the node unchanged but its annotations (next).

@@ -3,26 +3,32 @@
 Volcano binds none of a gang's pods until all of them fit. A pod it has placed but holds back shows
 PodScheduled False with reason ``Schedulable`` and a message naming the node (volcano v1.15.1
 pkg/scheduler/api/job_info.go TaskSchedulingReason, written by pkg/scheduler/cache/cache.go for every
-Allocated task). Neither autoscaler counts such a pod: cluster-autoscaler takes only reason
-``Unschedulable`` (cluster-autoscaler-1.35.2 utils/kubernetes/listers.go ArrangePodsBySchedulability),
-Karpenter likewise (kubernetes-sigs/karpenter v1.14.0 pkg/utils/pod/scheduling.go FailedToSchedule). So a
-node waiting for its gang looks empty: the nodes of a gang whose burn-ins end minutes apart, or the
-healthy nodes of a restarted gang while a replacement node is launched and burnt in. With a Trainium
-group's 3-minute scale-down (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED) they would go.
+Allocated task, again whenever the message changes). Neither autoscaler counts such a pod: cluster-autoscaler
+takes only reason ``Unschedulable`` (cluster-autoscaler-1.35.2 utils/kubernetes/listers.go
+ArrangePodsBySchedulability), Karpenter likewise (kubernetes-sigs/karpenter v1.14.0 pkg/utils/pod/scheduling.go
+FailedToSchedule). So a node waiting for its gang looks empty: the nodes of a gang whose burn-ins end minutes
+apart, or the healthy nodes of a restarted gang while a replacement node is launched and burnt in. A restarted
+Volcano Job has no pods at all until its pods on a lost node are gone: it stays Restarting while fewer than
+minAvailable would be left besides the terminating ones (pkg/controllers/job/state/restarting.go), then Pending
+until its new gang runs. With a Trainium group's 3-minute scale-down (infra/specs/node_template.py
+TRAINIUM_SCALE_DOWN_UNNEEDED) these nodes would go.
 
-The hold is three node annotations (node_template.GANG_HOLD_ANNOTATIONS): cluster-autoscaler leaves the node
-out of scale-down and, once the hold ends, counts it unneeded from then on, not from before
-(core/scaledown/eligibility/eligibility.go; unneeded/nodes.go Update keeps a timestamp only for a node
-still in the unneeded set); Karpenter does not disrupt it (pkg/controllers/state/statenode.go
-ValidateNodeDisruptable). The burn-in holds a node when it passes it (infra/specs/burn_in_objects.py
-result_patch), so no autoscaler loop finds it ready and unheld before this program has looked. This
-CronJob, every minute on the core nodes, then holds each passed node a held gang pod names and ends the
-hold on every other node it or the burn-in held: a node whose gang has bound has pods and is not
-empty, and a node no gang wants goes 3 minutes after the hold ends. A gang that never assembles keeps its
-nodes held until the gang watchdog ends the job at its pending bound (workloads/gang_watchdog.py).
+The hold is three node annotations (node_template.GANG_HOLD_KEYS): cluster-autoscaler leaves the node out of
+scale-down (core/scaledown/eligibility/eligibility.go) and drops it from its unneeded set, so once the hold
+ends it counts the node unneeded from then on (unneeded/nodes.go Update keeps a time only for a node still in
+the set); Karpenter does not disrupt it (pkg/controllers/state/statenode.go ValidateNodeDisruptable). The
+burn-in holds a node when it passes it (infra/specs/burn_in_objects.py result_patch): before any pod can name
+it, and long enough for the autoscaler's 10-second loops to see the hold. This CronJob, every minute on the
+core nodes, then holds each passed node a held gang pod names, or every passed node while a restarted Volcano
+Job has not run again, and ends each other hold it or the burn-in set once it is HOLD_MINIMUM_SECONDS old: a
+node whose gang has bound has pods and is not empty, and a node no gang wants goes 3 minutes after its hold
+ends. A gang that never assembles keeps its nodes held until the gang watchdog ends the job at its pending
+bound (workloads/gang_watchdog.py). A node an operator holds (an autoscaler key without the marker) is left
+alone.
 
-Its service account may list pods and nodes and patch nodes; a ValidatingAdmissionPolicy narrows the
-patch to the three annotations, set to "true" or removed, on nodes whose burn-in passed.
+Its service account may list pods (for their scheduling conditions: every pod spec of the cluster, a read
+the security docs name), Volcano Jobs and nodes, and patch nodes; a ValidatingAdmissionPolicy narrows the
+patch to the three annotations on nodes whose burn-in passed.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from infra.specs import burn_in_objects
@@ -41,22 +48,33 @@ from infra.specs.burn_in_objects import (
     api_client_source,
     hold_annotations_only,
 )
-from infra.specs.node_template import BURN_IN_RESULT_LABEL, GANG_HOLD_ANNOTATIONS, GANG_HOLD_MARKER
+from infra.specs.node_template import (
+    BURN_IN_RESULT_LABEL,
+    GANG_HOLD_AUTOSCALER_KEYS,
+    GANG_HOLD_KEYS,
+    GANG_HOLD_MARKER,
+    HOLD_TIME_FORMAT,
+)
 
 NAME = "gang-hold"
 USERNAME = f"system:serviceaccount:{NAMESPACE}:{NAME}"
 # Every minute, the shortest a CronJob can: a hold ends at most a minute after the gang binds, and a node a
 # restarted gang waits for is held within a minute, well inside the 3 minutes before it would go.
 PERIOD_SECONDS = 60
+# A hold lasts at least this long, so a loop of each autoscaler (10 s) sees it and restarts the node's clock,
+# and the gang's pods have a run or two to name the node (the burn-in pod leaves within its 10-second grace
+# period before Volcano can place a pod there).
+HOLD_MINIMUM_SECONDS = 120
 # Under APP_LABELS, so the namespace's NetworkPolicy (no ingress) covers its pods too.
 LABELS = {**APP_LABELS, "app.kubernetes.io/component": NAME}
 # The unbound pods Volcano has seen, from every namespace (pod fields a selector may name: kubernetes/kubernetes
 # pkg/registry/core/pod/strategy.go ToSelectableFields).
 PENDING_GANG_PODS = "spec.schedulerName=volcano,spec.nodeName=,status.phase=Pending"
 PASSED_NODES = f"{BURN_IN_RESULT_LABEL}=passed"
+VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/jobs"
 
 # fmt: off
-# The two functions below run in the hold's pod as their source text (HOLD_NODES): a reformat would change
+# The functions below run in the hold's pod as their source text (HOLD_NODES): a reformat would change
 # the CronJob's spec.
 # Volcano's message for an Allocated task of a gang not yet whole (volcano v1.15.1 pkg/scheduler/api/job_info.go):
 # "Pod <namespace>/<name> can possibly be assigned to <node>, once minAvailable is satisfied".
@@ -80,37 +98,73 @@ def held_for_gangs(pods: list[Mapping[str, Any]]) -> set[str] | None:
     return nodes
 
 
-def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None) -> list[tuple[str, dict[str, Any]]]:
-    """(node, merge patch) for each passed node whose hold is not as ``held`` wants: holds a node held for a
-    gang, ends a hold this program or the burn-in set (GANG_HOLD_MARKER) on any other, and leaves alone the
-    annotations an operator set without the marker."""
+def restarting(jobs: list[Mapping[str, Any]]) -> list[str]:
+    """The Volcano Jobs that have restarted and not run again: Restarting, or Pending after a retry
+    (volcano v1.15.1 pkg/controllers/job/state: restarting.go ends in Pending, pending.go in Running)."""
+    names = []
+    for job in jobs:
+        status = job.get("status") or {}
+        phase = (status.get("state") or {}).get("phase")
+        if phase == "Restarting" or (phase == "Pending" and (status.get("retryCount") or 0) > 0):
+            names.append(job["metadata"]["namespace"] + "/" + job["metadata"]["name"])
+    return names
+
+
+def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None, now: datetime,
+                 minimum_seconds: int) -> list[tuple[str, dict[str, Any]]]:
+    """(node, merge patch) for each passed node whose hold is not as ``held`` (None: every node) wants: holds a
+    node held for a gang from ``now``, ends a hold the marker says this program or the burn-in set once it is
+    ``minimum_seconds`` old, and leaves alone a node an operator holds (an autoscaler key without the marker)."""
     changes: list[tuple[str, dict[str, Any]]] = []
     for node in nodes:
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
-        holding = all(annotations.get(k) == v for k, v in GANG_HOLD_ANNOTATIONS.items())
-        wanted = held is None or name in held
-        if wanted and not holding:
-            changes.append((name, {"metadata": {"annotations": dict(GANG_HOLD_ANNOTATIONS)}}))
-        elif not wanted and annotations.get(GANG_HOLD_MARKER) == "true":
-            changes.append((name, {"metadata": {"annotations": dict.fromkeys(GANG_HOLD_ANNOTATIONS)}}))
+        since = annotations.get(GANG_HOLD_MARKER)
+        if since is None and any(k in annotations for k in GANG_HOLD_AUTOSCALER_KEYS):
+            continue
+        holding = since is not None and all(annotations.get(k) == "true" for k in GANG_HOLD_AUTOSCALER_KEYS)
+        if held is None or name in held:
+            if not holding:
+                hold = {**dict.fromkeys(GANG_HOLD_AUTOSCALER_KEYS, "true"), GANG_HOLD_MARKER: now.strftime(HOLD_TIME_FORMAT)}
+                changes.append((name, {"metadata": {"annotations": hold}}))
+            continue
+        if since is None:
+            continue
+        try:
+            age = (now - datetime.strptime(since, HOLD_TIME_FORMAT).replace(tzinfo=UTC)).total_seconds()
+        except ValueError:
+            age = minimum_seconds
+        if age >= minimum_seconds:
+            changes.append((name, {"metadata": {"annotations": dict.fromkeys(GANG_HOLD_KEYS)}}))
     return changes
 # fmt: on
 
 
 HOLD_NODES = (
     api_client_source()
-    + f"import re\nASSIGNED = re.compile({ASSIGNED.pattern!r})\n"
+    + f"import re\nfrom datetime import UTC\nASSIGNED = re.compile({ASSIGNED.pattern!r})\n"
     + inspect.getsource(held_for_gangs)
+    + inspect.getsource(restarting)
     + inspect.getsource(hold_changes)
     + f"""\
-pods = call("GET", api.rsplit("/", 1)[0] + "/pods?fieldSelector=" + urllib.parse.quote({PENDING_GANG_PODS!r}, safe=""))
-held = held_for_gangs(pods["items"])
+root = api.rsplit("/api/v1/nodes", 1)[0]
+# The nodes first: a pod or job listed after them is no older than they are.
+nodes = call("GET", api + "?labelSelector=" + urllib.parse.quote({PASSED_NODES!r}, safe=""))["items"]
+try:
+    jobs = call("GET", root + {VOLCANO_JOBS!r})["items"]
+except urllib.error.HTTPError as error:
+    if error.code != 404:  # 404: no Volcano in this cluster
+        raise
+    jobs = []
+pods = call("GET", root + "/api/v1/pods?fieldSelector=" + urllib.parse.quote({PENDING_GANG_PODS!r}, safe=""))["items"]
+held = held_for_gangs(pods)
 if held is None:
     print("a Schedulable pod names no node as Volcano v1.15.1 words it: holding every passed node", flush=True)
-nodes = call("GET", api + "?labelSelector=" + urllib.parse.quote({PASSED_NODES!r}, safe=""))
+elif restarting(jobs):
+    print("restarted, not yet running again:", ", ".join(restarting(jobs)), "- holding every passed node", flush=True)
+    held = None
 refused = 0
-for name, body in hold_changes(nodes["items"], held):
+for name, body in hold_changes(nodes, held, datetime.now(UTC), {HOLD_MINIMUM_SECONDS}):
     try:
         call("PATCH", api + "/" + name, json.dumps(body).encode())
         print("held" if body["metadata"]["annotations"][{GANG_HOLD_MARKER!r}] else "released", name, flush=True)
@@ -138,13 +192,15 @@ VALIDATIONS: tuple[tuple[str, str], ...] = (
 
 
 def cluster_role() -> dict[str, Any]:
-    """Unbound pods to read the gangs from, nodes to read and patch (the policy narrows the patch)."""
+    """Unbound pods and Volcano Jobs to read the gangs from, nodes to read and patch (the policy narrows the
+    patch)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME},
         "rules": [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
         ],
     }

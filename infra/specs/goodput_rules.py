@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 
 from infra.facts.instances import INSTANCE_TYPES, instance_hourly
+from infra.specs import burn_in_objects
 from infra.specs.node_template import BURN_IN_FAILED_TAINT_KEY, BURN_IN_TAINT, EFA_RESOURCE, NEURON_RESOURCES
 
 # The ledger's rules run every 5 minutes: a week's ledger to 5 minutes is exact enough, and Amazon Managed
@@ -374,6 +375,13 @@ NODE_AGENT_DOWN_FOR = "15m"
 # or the collector scraping nothing) they all go quiet. The cluster always has its system nodes, so no
 # kube_node_info at all for this long is the feed stopping, not an empty cluster; longer than a rolling update.
 METRICS_FEED_DOWN_FOR = "15m"
+# The core nodes' CronJobs that look after Trainium nodes, in the burn-in's namespace: the gang hold
+# (every minute), which holds the nodes a gang waits for and lets idle ones go, and the burn-in's sweeper (every
+# 2 minutes). No success for this long is several runs missed; kube-state-metrics serves each CronJob's last
+# success and creation time (kubernetes/kube-state-metrics v2.20.0 internal/store/cronjob.go; its chart
+# kube-state-metrics-8.4.0 collects cronjobs by default, values.yaml collectors).
+NODE_HOUSEKEEPING_NAMESPACE = burn_in_objects.NAMESPACE
+NODE_HOUSEKEEPING_STALE_SECONDS = 600
 # Nodes on their way in or out, whose agents are not expected to answer: still in the burn-in, failed it (the
 # provisioner removes the empty node), marked for removal by either provisioner (cluster-autoscaler-1.34.2,
 # -1.35.2 and -1.36.1, infra/facts/versions.py's pins, utils/taints/taints.go ToBeDeletedTaint, the same line in
@@ -496,6 +504,18 @@ def alert_rules(idle_node_minutes: int = IDLE_NODE_ALERT_MINUTES) -> list[dict[s
             f"{METRICS_FEED_DOWN_FOR.removesuffix('m')} minutes: kube-state-metrics or the scrape has stopped, and "
             "every other training alert is blind until it is back",
             "metrics-feed-down",
+        ),
+        _alert(
+            "NodeHousekeepingStopped",
+            f'(time() - max by (namespace, cronjob) (kube_cronjob_status_last_successful_time{{namespace="{NODE_HOUSEKEEPING_NAMESPACE}"}}) '
+            f"> {NODE_HOUSEKEEPING_STALE_SECONDS}) or "
+            f'(time() - max by (namespace, cronjob) (kube_cronjob_created{{namespace="{NODE_HOUSEKEEPING_NAMESPACE}"}}) '
+            f"> {NODE_HOUSEKEEPING_STALE_SECONDS} unless on (namespace, cronjob) kube_cronjob_status_last_successful_time)",
+            "0m",
+            "CronJob {{ $labels.cronjob }} has not succeeded for "
+            f"{NODE_HOUSEKEEPING_STALE_SECONDS // 60} minutes: Trainium nodes a gang waits for may go, idle ones may "
+            "stay held, and a node whose burn-in never started stays",
+            "node-housekeeping-stopped",
         ),
         _alert(
             "CheckpointOverdue",

@@ -63,16 +63,16 @@ BURN_IN_REASON_LABEL = "node-health.trainium-eks/burn-in-failed"
 BURN_IN_PENDING_LABEL = "node-health.trainium-eks/burn-in-pending"
 BURN_IN_PENDING_LABELS = {BURN_IN_PENDING_LABEL: "true"}
 # What holds a passed Trainium node for the gang Volcano assembles on it (infra/specs/gang_hold.py says why):
-# cluster-autoscaler leaves a node with the first out of scale-down (cluster-autoscaler-1.35.2
+# cluster-autoscaler leaves a node with the first key "true" out of scale-down (cluster-autoscaler-1.35.2
 # core/scaledown/eligibility/eligibility.go HasNoScaleDownAnnotation), Karpenter one with the second out of
-# disruption (kubernetes-sigs/karpenter v1.14.0 pkg/controllers/state/statenode.go ValidateNodeDisruptable);
-# the third marks the hold as the burn-in's and the gang hold's, which remove only holds they set.
-GANG_HOLD_MARKER = "node-health.trainium-eks/held-for-gang"
-GANG_HOLD_ANNOTATIONS = {
-    "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
-    "karpenter.sh/do-not-disrupt": "true",
-    GANG_HOLD_MARKER: "true",
-}
+# disruption (kubernetes-sigs/karpenter v1.14.0 pkg/controllers/state/statenode.go ValidateNodeDisruptable).
+# The marker says when the burn-in or the gang hold set them (HOLD_TIME_FORMAT, UTC); they remove only holds
+# that carry it.
+GANG_HOLD_AUTOSCALER_KEYS = ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt")
+GANG_HOLD_MARKER = "node-health.trainium-eks/held-for-gang-since"
+GANG_HOLD_KEYS = (*GANG_HOLD_AUTOSCALER_KEYS, GANG_HOLD_MARKER)
+HOLD_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+HOLD_TIME_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 
 
 def burn_in_window_daemon_set(name: str, namespace: str, labels: dict[str, str], pod_spec: dict[str, Any]) -> dict:
@@ -164,17 +164,29 @@ def node_labels(
 # burn-in's budget (infra/specs/burn_in_objects.py BUDGET_SECONDS).
 TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS = 180
 TRAINIUM_SCALE_DOWN_UNNEEDED = f"{TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
+# A Trainium group without a burn-in has no gang hold (the hold keeps passed nodes only): its nodes get ten
+# minutes, the core groups' time, for a gang's nodes that join minutes apart.
+UNHELD_SCALE_DOWN_UNNEEDED_SECONDS = 600
+UNHELD_SCALE_DOWN_UNNEEDED = f"{UNHELD_SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
 
 
 def autoscaler_tags(
-    labels: dict[str, str], taints: list[Taint], facts: InstanceFacts, efa_interfaces: int, dra: bool = False
+    labels: dict[str, str],
+    taints: list[Taint],
+    facts: InstanceFacts,
+    efa_interfaces: int,
+    dra: bool = False,
+    held: bool = True,
 ) -> dict[str, str]:
     """Labels, taints and the extended resources a node of the group offers. A DRA group's devices are
     no extended resources (ResourceSlices, which cluster-autoscaler cannot read from tags): advertising
     aws.amazon.com/neuron there would let it scale the group up for pods no node of it can take. Every
-    Trainium group also takes its own scale-down-unneeded-time (TRAINIUM_SCALE_DOWN_UNNEEDED)."""
+    Trainium group also takes its own scale-down-unneeded-time: TRAINIUM_SCALE_DOWN_UNNEEDED where the gang
+    hold keeps its nodes (``held``: a burnt-in group), UNHELD_SCALE_DOWN_UNNEEDED elsewhere."""
     tags = label_taint_tags(labels, taints)
-    tags[f"{NODE_TEMPLATE_PREFIX}/autoscaling-options/scaledownunneededtime"] = TRAINIUM_SCALE_DOWN_UNNEEDED
+    tags[f"{NODE_TEMPLATE_PREFIX}/autoscaling-options/scaledownunneededtime"] = (
+        TRAINIUM_SCALE_DOWN_UNNEEDED if held else UNHELD_SCALE_DOWN_UNNEEDED
+    )
     if dra:
         return tags
     resources = {r: facts.neuron_devices for r in NEURON_RESOURCES}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.specs.efa import karpenter_interfaces
+from infra.specs.node_template import UNHELD_SCALE_DOWN_UNNEEDED_SECONDS
 from infra.specs.user_data import nodeadm_user_data
 
 NODEPOOL_API = "karpenter.sh/v1"
@@ -70,6 +71,14 @@ def duration_seconds(duration: str) -> int:
     if not parts or "".join(n + u for n, u in parts) != duration:
         raise ValueError(f"not a Karpenter duration: {duration!r}")
     return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def consolidate_after(configured: str, held: bool) -> str:
+    """A group's NodePool consolidateAfter: the configured one where the gang hold keeps a node its gang waits for
+    (``held``: a burnt-in group, infra/specs/gang_hold.py); at least UNHELD_SCALE_DOWN_UNNEEDED elsewhere."""
+    if held or configured == "Never" or duration_seconds(configured) >= UNHELD_SCALE_DOWN_UNNEEDED_SECONDS:
+        return configured
+    return f"{UNHELD_SCALE_DOWN_UNNEEDED_SECONDS // 60}m"
 
 
 def termination_grace_period(configured: str, capacity_block: bool, spot: bool) -> str:
@@ -222,7 +231,9 @@ def node_pool(spec: Any, lifetimes: Lifetimes) -> dict[str, Any]:
             "disruption": {
                 # Only nodes with nothing but DaemonSets on them are consolidated away.
                 "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": lifetimes.consolidate_after,
+                "consolidateAfter": consolidate_after(
+                    lifetimes.consolidate_after, bool(getattr(spec, "startup_taints", None))
+                ),
                 "budgets": [
                     # With terminationGracePeriod set, drift may disrupt nodes whose pods carry
                     # karpenter.sh/do-not-disrupt (disruption.md, "TerminationGracePeriod"): no
