@@ -84,15 +84,30 @@ def test_the_hold_follows_the_gangs_and_leaves_an_operators_annotations_alone():
     assert [name for name, _ in gang_hold.hold_changes(nodes, None, NOW, 120)] == ["waiting"]
 
 
-def test_a_restarted_volcano_job_counts_until_it_runs_again():
-    def job(name: str, phase: str, retries: int = 0) -> dict[str, Any]:
+def test_a_restarted_volcano_job_counts_until_it_runs_again_for_an_hour_at_most():
+    def job(name: str, phase: str, **conditions: int) -> dict[str, Any]:
+        """``conditions``: phase -> minutes before NOW of its latest transition."""
+        times = [
+            {"status": p, "lastTransitionTime": (NOW - timedelta(minutes=m)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            for p, m in conditions.items()
+        ]
         return {
             "metadata": {"namespace": "team-a", "name": name},
-            "status": {"state": {"phase": phase}, "retryCount": retries},
+            "status": {"state": {"phase": phase}, "conditions": times},
         }
 
-    jobs = [job("a", "Restarting", 1), job("b", "Pending", 1), job("c", "Pending"), job("d", "Running", 2)]
-    assert gang_hold.restarting(jobs) == ["team-a/a", "team-a/b"]
+    jobs = [
+        job("terminating", "Restarting", Running=90, Restarting=5),
+        job("recreated", "Pending", Running=90, Restarting=5, Pending=4),
+        job("running-again", "Running", Running=1, Restarting=5, Pending=4),
+        job("never-restarted", "Pending", Pending=10),
+        # A restart an hour and more ago that still waits (a queue's room, a node that never comes) no longer
+        # holds every node; its gang's pods, once placed, hold theirs.
+        job("long-ago", "Pending", Restarting=61, Pending=60),
+    ]
+    assert gang_hold.restarting(jobs, NOW, gang_hold.RESTART_HOLD_SECONDS) == ["team-a/terminating", "team-a/recreated"]
+    # A silent node's repair (30 + 5 min) and its replacement's burn-in fit in the hour.
+    assert gang_hold.RESTART_HOLD_SECONDS >= (30 + 5) * 60 + burn_in_objects.BUDGET_SECONDS
 
 
 def _run(monkeypatch, pods, nodes, jobs: list[dict[str, Any]] | int = (), refuse: bool = False):
@@ -144,7 +159,10 @@ def test_a_run_reads_the_nodes_then_volcanos_jobs_and_unbound_pods_then_holds_an
     # A restarted job not yet running again: every passed node stays held, the idle one too.
     restarted = {
         "metadata": {"namespace": "team-a", "name": "bert-train"},
-        "status": {"state": {"phase": "Restarting"}},
+        "status": {
+            "state": {"phase": "Restarting"},
+            "conditions": [{"status": "Restarting", "lastTransitionTime": "2026-11-28T11:58:00Z"}],
+        },
     }
     requests, code = _run(monkeypatch, [], nodes, jobs=[restarted])
     assert code == 0 and [r[1] for r in requests if r[0] == "PATCH"] == ["/api/v1/nodes/waiting"]

@@ -19,8 +19,8 @@ ends it counts the node unneeded from then on (unneeded/nodes.go Update keeps a 
 the set); Karpenter does not disrupt it (pkg/controllers/state/statenode.go ValidateNodeDisruptable). The
 burn-in holds a node when it passes it (infra/specs/burn_in_objects.py result_patch): before any pod can name
 it, and long enough for the autoscaler's 10-second loops to see the hold. This CronJob, every minute on the
-core nodes, then holds each passed node a held gang pod names, or every passed node while a restarted Volcano
-Job has not run again, and ends each other hold it or the burn-in set once it is HOLD_MINIMUM_SECONDS old: a
+core nodes, then holds each passed node a held gang pod names, or every passed node while a Volcano Job
+restarted within RESTART_HOLD_SECONDS has not run again, and ends each other hold it or the burn-in set once it is HOLD_MINIMUM_SECONDS old: a
 node whose gang has bound has pods and is not empty, and a node no gang wants goes 3 minutes after its hold
 ends. A gang that never assembles keeps its nodes held until the gang watchdog ends the job at its pending
 bound (workloads/gang_watchdog.py). A node an operator holds (an autoscaler key without the marker) is left
@@ -65,6 +65,12 @@ PERIOD_SECONDS = 60
 # and the gang's pods have a run or two to name the node (the burn-in pod leaves within its 10-second grace
 # period before Volcano can place a pod there).
 HOLD_MINIMUM_SECONDS = 120
+# How long after a restart every passed node is held while the job has not run again: a node gone silent is
+# replaced after EKS's 30-minute NotReady repair and 5 minutes for its deletion (workloads/deadlines.py
+# SILENT_NODE_REPAIR_MINUTES), and only then do the job's new pods exist; its replacement then launches and burns
+# in (burn_in_objects.BUDGET_SECONDS). Past this, a restart that waits (for a queue's room, a node that never
+# comes) no longer holds every idle node; its gang's pods, once placed, hold theirs.
+RESTART_HOLD_SECONDS = 3600
 # Under APP_LABELS, so the namespace's NetworkPolicy (no ingress) covers its pods too.
 LABELS = {**APP_LABELS, "app.kubernetes.io/component": NAME}
 # The unbound pods Volcano has seen, from every namespace (pod fields a selector may name: kubernetes/kubernetes
@@ -98,14 +104,28 @@ def held_for_gangs(pods: list[Mapping[str, Any]]) -> set[str] | None:
     return nodes
 
 
-def restarting(jobs: list[Mapping[str, Any]]) -> list[str]:
-    """The Volcano Jobs that have restarted and not run again: Restarting, or Pending after a retry
-    (volcano v1.15.1 pkg/controllers/job/state: restarting.go ends in Pending, pending.go in Running)."""
+def restarting(jobs: list[Mapping[str, Any]], now: datetime, hold_seconds: int) -> list[str]:
+    """The Volcano Jobs restarted less than ``hold_seconds`` before ``now`` that have not run since: in phase
+    Restarting, or Pending with no Running condition after their latest Restarting one (volcano v1.15.1
+    pkg/controllers/job/state: restarting.go ends in Pending, pending.go in Running; each phase change is
+    appended to status.conditions with its time, job_controller_actions.go)."""
     names = []
     for job in jobs:
         status = job.get("status") or {}
+        seen: dict[str, datetime] = {}
+        for condition in status.get("conditions") or []:
+            try:
+                when = datetime.strptime(condition.get("lastTransitionTime") or "", HOLD_TIME_FORMAT).replace(tzinfo=UTC)
+            except ValueError:
+                continue
+            phase = condition.get("status") or ""
+            seen[phase] = max(seen.get(phase, when), when)
+        restarted = seen.get("Restarting")
+        if restarted is None or (now - restarted).total_seconds() > hold_seconds:
+            continue
         phase = (status.get("state") or {}).get("phase")
-        if phase == "Restarting" or (phase == "Pending" and (status.get("retryCount") or 0) > 0):
+        ran = seen.get("Running")
+        if phase == "Restarting" or (phase == "Pending" and (ran is None or ran < restarted)):
             names.append(job["metadata"]["namespace"] + "/" + job["metadata"]["name"])
     return names
 
@@ -160,8 +180,9 @@ pods = call("GET", root + "/api/v1/pods?fieldSelector=" + urllib.parse.quote({PE
 held = held_for_gangs(pods)
 if held is None:
     print("a Schedulable pod names no node as Volcano v1.15.1 words it: holding every passed node", flush=True)
-elif restarting(jobs):
-    print("restarted, not yet running again:", ", ".join(restarting(jobs)), "- holding every passed node", flush=True)
+elif restarting(jobs, datetime.now(UTC), {RESTART_HOLD_SECONDS}):
+    names = ", ".join(restarting(jobs, datetime.now(UTC), {RESTART_HOLD_SECONDS}))
+    print("restarted, not yet running again:", names, "- holding every passed node", flush=True)
     held = None
 refused = 0
 for name, body in hold_changes(nodes, held, datetime.now(UTC), {HOLD_MINIMUM_SECONDS}):
