@@ -93,15 +93,7 @@ def _sweep(
             raise urllib.error.HTTPError(request.full_url, 422, "Invalid", {}, io.BytesIO(b"denied"))
         return _Response(b"{}")
 
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return NOW
-
-    import datetime as datetime_module
-
-    monkeypatch.setattr(datetime_module, "datetime", Clock)
-    return sent, run_in_pod(monkeypatch, burn_in_objects.SWEEP_NODES, urlopen, [])
+    return sent, run_in_pod(monkeypatch, burn_in_objects.SWEEP_NODES, urlopen, [], now=NOW)
 
 
 def test_the_sweeper_fails_a_node_never_started_with_the_burn_ins_own_patch(monkeypatch):

@@ -129,15 +129,7 @@ def _run(monkeypatch, pods, nodes, jobs: list[dict[str, Any]] | int = (), refuse
             return _Response(json.dumps({"items": list(jobs)}).encode())
         return _Response(json.dumps({"items": pods if url.path.endswith("/pods") else nodes}).encode())
 
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return NOW
-
-    import datetime as datetime_module
-
-    monkeypatch.setattr(datetime_module, "datetime", Clock)
-    return requests, run_in_pod(monkeypatch, gang_hold.HOLD_NODES, urlopen, [])
+    return requests, run_in_pod(monkeypatch, gang_hold.HOLD_NODES, urlopen, [], now=NOW)
 
 
 def test_a_run_reads_the_nodes_then_volcanos_jobs_and_unbound_pods_then_holds_and_releases(monkeypatch, capsys):

@@ -465,13 +465,24 @@ def _patch_node(
     return sent
 
 
-def run_in_pod(monkeypatch, source: str, urlopen: Any, args: list[str]) -> int:
+def run_in_pod(monkeypatch, source: str, urlopen: Any, args: list[str], now: datetime | None = None) -> int:
     """Runs an in-pod program's ``source`` as its pod would, its API calls answered by ``urlopen``, its
-    service-account token and CA stubbed, and no wait between retries: returns its exit code."""
+    service-account token and CA stubbed, no wait between retries and, given ``now``, its clock stopped there:
+    returns its exit code."""
     import builtins
+    import datetime as datetime_module
     import ssl
     import time
     import urllib.request
+
+    if now is not None:
+
+        class Clock(datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return now
+
+        monkeypatch.setattr(datetime_module, "datetime", Clock)
 
     real_open = builtins.open
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
