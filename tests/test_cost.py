@@ -359,7 +359,8 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
         run.bound_seconds == 5580
         and "cluster-check-allreduce at most the all-reduce launcher's timeoutMinutes (45 min)" in run.bound_text
     )
-    # One node runs no all-reduce: the per-node Job only, 1800 + 180 s; 21.50 x 1980 / 3600 = 11.825, $11.82 in binary floating point.
+    # One node runs no all-reduce: the per-node Job only, 1800 + 180 s; on a group without a burn-in (no
+    # startupTaints below) the idle node stays 600 s, not 180: 21.50 x 2400 / 3600 = $14.33.
     run = check_run(nodes=1, timeoutMinutes=30)
     assert run.bound_seconds == 1980 and "cluster-check-allreduce" not in run.bound_text
     groups = [{"name": "trn1-32xl-ng1", "instanceType": "trn1.32xlarge", "maxSize": 4}]
@@ -368,7 +369,7 @@ def test_cluster_check_is_bounded_by_its_stage_deadlines():
         {"nodeGroup": "trn1-32xl-ng1", "nodes": 1, "timeoutMinutes": 30}
     )
     result = cost.estimate_workloads(parse_workloads_config(config), groups, "us-west-2")
-    assert result["boundUsd"]["clusterCheck"] == 11.82
+    assert result["boundUsd"]["clusterCheck"] == 14.33
 
 
 def test_prods_file_system_is_compared_with_each_tier_at_the_same_throughput():

@@ -51,6 +51,7 @@ def _node(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any
     _passed(node)
     node["metadata"]["name"] = name
     node["metadata"]["annotations"] = dict(annotations or {})
+    node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
     return node
 
 
@@ -91,23 +92,48 @@ def test_a_restarted_volcano_job_counts_until_it_runs_again_for_an_hour_at_most(
             {"status": p, "lastTransitionTime": (NOW - timedelta(minutes=m)).strftime("%Y-%m-%dT%H:%M:%SZ")}
             for p, m in conditions.items()
         ]
+        task = {"template": {"spec": {"nodeSelector": {"instance-type": "trn1-32xl"}}}}
         return {
             "metadata": {"namespace": "team-a", "name": name},
+            "spec": {"tasks": [task]},
             "status": {"state": {"phase": phase}, "conditions": times},
         }
 
     jobs = [
         job("terminating", "Restarting", Running=90, Restarting=5),
         job("recreated", "Pending", Running=90, Restarting=5, Pending=4),
+        # A status change in the same second as the restart: not yet run again.
+        job("same-second", "Pending", Running=5, Restarting=5),
         job("running-again", "Running", Running=1, Restarting=5, Pending=4),
         job("never-restarted", "Pending", Pending=10),
         # A restart an hour and more ago that still waits (a queue's room, a node that never comes) no longer
-        # holds every node; its gang's pods, once placed, hold theirs.
+        # holds its nodes; its gang's pods, once placed, hold theirs.
         job("long-ago", "Pending", Restarting=61, Pending=60),
     ]
-    assert gang_hold.restarting(jobs, NOW, gang_hold.RESTART_HOLD_SECONDS) == ["team-a/terminating", "team-a/recreated"]
+    found = gang_hold.restarting(jobs, NOW, gang_hold.RESTART_HOLD_SECONDS)
+    assert found == dict.fromkeys(
+        ["team-a/terminating", "team-a/recreated", "team-a/same-second"], [{"instance-type": "trn1-32xl"}]
+    )
     # A silent node's repair (30 + 5 min) and its replacement's burn-in fit in the hour.
     assert gang_hold.RESTART_HOLD_SECONDS >= (30 + 5) * 60 + burn_in_objects.BUDGET_SECONDS
+
+
+def test_a_restart_holds_only_the_ready_nodes_its_tasks_select():
+    trn1, trn2, lost = _node("trn1"), _node("trn2"), _node("lost", _hold(10))
+    trn1["metadata"]["labels"]["instance-type"] = lost["metadata"]["labels"]["instance-type"] = "trn1-32xl"
+    trn2["metadata"]["labels"]["instance-type"] = "trn2-48xl"
+    # The node the restart waits for is gone silent: never held, its hold ends at once, so its autoscaler (or
+    # EKS's repair) can replace it.
+    lost["status"] = {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+    nodes = [trn1, trn2, lost]
+    held = gang_hold.selected(nodes, [{"instance-type": "trn1-32xl"}])
+    assert held == {"trn1", "lost"}
+    assert gang_hold.hold_changes(nodes, held, NOW, gang_hold.HOLD_MINIMUM_SECONDS) == [
+        ("trn1", {"metadata": {"annotations": _hold()}}),
+        ("lost", {"metadata": {"annotations": RELEASED}}),
+    ]
+    # A task with no nodeSelector selects every node.
+    assert gang_hold.selected(nodes, [{}]) == {"trn1", "trn2", "lost"}
 
 
 def _run(monkeypatch, pods, nodes, jobs: list[dict[str, Any]] | int = (), refuse: bool = False):
@@ -148,7 +174,7 @@ def test_a_run_reads_the_nodes_then_volcanos_jobs_and_unbound_pods_then_holds_an
     # A cluster without Volcano answers the Jobs' list with 404: no restarts, the same changes.
     requests, code = _run(monkeypatch, pods, nodes, jobs=404)
     assert code == 0 and [r[1] for r in requests if r[0] == "PATCH"] == ["/api/v1/nodes/waiting", "/api/v1/nodes/idle"]
-    # A restarted job not yet running again: every passed node stays held, the idle one too.
+    # A restarted job not yet running again: the passed nodes it selects stay held, the idle one too.
     restarted = {
         "metadata": {"namespace": "team-a", "name": "bert-train"},
         "status": {
@@ -159,6 +185,11 @@ def test_a_run_reads_the_nodes_then_volcanos_jobs_and_unbound_pods_then_holds_an
     requests, code = _run(monkeypatch, [], nodes, jobs=[restarted])
     assert code == 0 and [r[1] for r in requests if r[0] == "PATCH"] == ["/api/v1/nodes/waiting"]
     assert "restarted, not yet running again: team-a/bert-train" in capsys.readouterr().out
+    # An operator's "false" is no hold: the gang hold may hold that node.
+    operator = _node("waiting", {CA_KEY: "false"})
+    assert gang_hold.hold_changes([operator], {"waiting"}, NOW, 120) == [
+        ("waiting", {"metadata": {"annotations": _hold()}})
+    ]
     _, code = _run(monkeypatch, pods, [_node("waiting")], refuse=True)
     assert code == 1
 

@@ -770,7 +770,12 @@ def test_the_burn_in_is_billed_per_node_launch_on_a_health_gated_group():
     gated = with_burn_in(run, {"startupTaints": [{"key": BURN_IN_TAINT.key}]})
     assert gated.bound_seconds == 3600 + 4 * burn_in_objects.BURN_IN_MINUTES * 60
     assert "+ 4 × 13 min burn-in: each attempt of each step" in gated.bound_text
-    assert with_burn_in(run, {"startupTaints": []}) == run
+    # No burn-in: none billed, and no gang hold, so its idle nodes stay 10 minutes, not 3 (7 more).
+    ungated = with_burn_in(run, {"startupTaints": []})
+    assert (
+        ungated.bound_seconds == 3600 + 7 * 60
+        and "a group without burn-in keeps idle nodes 10m0s" in ungated.bound_text
+    )
 
 
 def test_the_workload_stack_refuses_a_run_its_capacity_block_cannot_hold(dev):

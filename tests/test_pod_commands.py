@@ -273,7 +273,7 @@ def replay_neuron_monitor(sandbox: Sandbox, pcs: list[PodContainer], stack: Stac
 def api_node(name: str, age_seconds: float, labels: dict[str, str]) -> dict[str, Any]:
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age_seconds))
     meta = {"name": name, "creationTimestamp": created, "labels": labels, "resourceVersion": "4711"}
-    return {"metadata": meta, "spec": {}}
+    return {"metadata": meta, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def run_node_patcher(sandbox: Sandbox, pc: PodContainer, answers: dict[tuple[str, str], Any], pod_name: str) -> FakeApi:

@@ -122,8 +122,8 @@ def autoscaler_values(
             # (cluster-autoscaler-1.35.2 simulator/utilization/info.go CalculateUtilizationOfResource). Counted in,
             # a t3a.large core node's 490m of DaemonSets put a second core node, added while a pod did not fit,
             # above the 0.5 threshold (config/const.go) for good. For a Trainium group it means a node holding
-            # only DaemonSets (the burn-in, the image pre-pull, the agents) is at 0, empty, where the burn-in's
-            # CPU was already below it (a Trainium node under burn-in was unneeded from its first loop either way).
+            # only DaemonSets (the image pre-pull, the agents) is at 0, empty; a node under burn-in is no
+            # candidate at all (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED says why).
             "ignore-daemonsets-utilization": "true",
             # The core and job-support groups' time. Trainium groups carry their own, 3 minutes, through their
             # Auto Scaling groups' tags (infra/specs/node_template.py TRAINIUM_SCALE_DOWN_UNNEEDED).

@@ -19,12 +19,12 @@ ends it counts the node unneeded from then on (unneeded/nodes.go Update keeps a 
 the set); Karpenter does not disrupt it (pkg/controllers/state/statenode.go ValidateNodeDisruptable). The
 burn-in holds a node when it passes it (infra/specs/burn_in_objects.py result_patch): before any pod can name
 it, and long enough for the autoscaler's 10-second loops to see the hold. This CronJob, every minute on the
-core nodes, then holds each passed node a held gang pod names, or every passed node while a Volcano Job
-restarted within RESTART_HOLD_SECONDS has not run again, and ends each other hold it or the burn-in set once it is HOLD_MINIMUM_SECONDS old: a
-node whose gang has bound has pods and is not empty, and a node no gang wants goes 3 minutes after its hold
-ends. A gang that never assembles keeps its nodes held until the gang watchdog ends the job at its pending
-bound (workloads/gang_watchdog.py). A node an operator holds (an autoscaler key without the marker) is left
-alone.
+core nodes, then holds each ready passed node a held gang pod names, or that a Volcano Job restarted within
+RESTART_HOLD_SECONDS and not run again selects, and ends each other hold it or the burn-in set once it is
+HOLD_MINIMUM_SECONDS old: a node whose gang has bound has pods and is not empty, and a node no gang wants goes
+3 minutes after its hold ends; a node not ready is never held, so its autoscaler can replace it. A gang that never assembles keeps its
+nodes held until the gang watchdog ends the job at its pending bound (workloads/gang_watchdog.py). A node an
+operator holds (an autoscaler key "true" without the marker) is left alone.
 
 Its service account may list pods (for their scheduling conditions: every pod spec of the cluster, a read
 the security docs name), Volcano Jobs and nodes, and patch nodes; a ValidatingAdmissionPolicy narrows the
@@ -104,12 +104,12 @@ def held_for_gangs(pods: list[Mapping[str, Any]]) -> set[str] | None:
     return nodes
 
 
-def restarting(jobs: list[Mapping[str, Any]], now: datetime, hold_seconds: int) -> list[str]:
-    """The Volcano Jobs restarted less than ``hold_seconds`` before ``now`` that have not run since: in phase
-    Restarting, or Pending with no Running condition after their latest Restarting one (volcano v1.15.1
-    pkg/controllers/job/state: restarting.go ends in Pending, pending.go in Running; each phase change is
-    appended to status.conditions with its time, job_controller_actions.go)."""
-    names = []
+def restarting(jobs: list[Mapping[str, Any]], now: datetime, hold_seconds: int) -> dict[str, list[dict[str, str]]]:
+    """The Volcano Jobs restarted less than ``hold_seconds`` before ``now`` that have not run since, each with its
+    tasks' nodeSelectors: in phase Restarting, or Pending with no Running condition after its latest Restarting
+    one (volcano v1.15.1 pkg/controllers/job/state: restarting.go ends in Pending, pending.go in Running; one
+    condition per phase, its time refreshed on each status change, job_controller_actions.go)."""
+    found = {}
     for job in jobs:
         status = job.get("status") or {}
         seen: dict[str, datetime] = {}
@@ -125,25 +125,45 @@ def restarting(jobs: list[Mapping[str, Any]], now: datetime, hold_seconds: int) 
             continue
         phase = (status.get("state") or {}).get("phase")
         ran = seen.get("Running")
-        if phase == "Restarting" or (phase == "Pending" and (ran is None or ran < restarted)):
-            names.append(job["metadata"]["namespace"] + "/" + job["metadata"]["name"])
+        if phase == "Restarting" or (phase == "Pending" and (ran is None or ran <= restarted)):
+            tasks = (job.get("spec") or {}).get("tasks") or []
+            selectors = [((t.get("template") or {}).get("spec") or {}).get("nodeSelector") or {} for t in tasks]
+            found[job["metadata"]["namespace"] + "/" + job["metadata"]["name"]] = selectors or [{}]
+    return found
+
+
+def selected(nodes: list[Mapping[str, Any]], selectors: list[dict[str, str]]) -> set[str]:
+    """The nodes whose labels any of ``selectors`` (nodeSelectors) matches."""
+    names = set()
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        if any(all(labels.get(k) == v for k, v in selector.items()) for selector in selectors):
+            names.add(node["metadata"]["name"])
     return names
+
+
+def ready(node: Mapping[str, Any]) -> bool:
+    """The node's Ready condition is True: a node not ready or unreachable is never held, so its autoscaler
+    can replace it (a gang restarted for it waits for exactly that)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None, now: datetime,
                  minimum_seconds: int) -> list[tuple[str, dict[str, Any]]]:
     """(node, merge patch) for each passed node whose hold is not as ``held`` (None: every node) wants: holds a
-    node held for a gang from ``now``, ends a hold the marker says this program or the burn-in set once it is
-    ``minimum_seconds`` old, and leaves alone a node an operator holds (an autoscaler key without the marker)."""
+    ready node held for a gang from ``now``; ends a hold the marker says this program or the burn-in set once it
+    is ``minimum_seconds`` old, or at once on a node not ready; leaves alone a node an operator holds (an
+    autoscaler key "true" without the marker)."""
     changes: list[tuple[str, dict[str, Any]]] = []
     for node in nodes:
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
         since = annotations.get(GANG_HOLD_MARKER)
-        if since is None and any(k in annotations for k in GANG_HOLD_AUTOSCALER_KEYS):
+        if since is None and any(annotations.get(k) == "true" for k in GANG_HOLD_AUTOSCALER_KEYS):
             continue
         holding = since is not None and all(annotations.get(k) == "true" for k in GANG_HOLD_AUTOSCALER_KEYS)
-        if held is None or name in held:
+        if ready(node) and (held is None or name in held):
             if not holding:
                 hold = {**dict.fromkeys(GANG_HOLD_AUTOSCALER_KEYS, "true"), GANG_HOLD_MARKER: now.strftime(HOLD_TIME_FORMAT)}
                 changes.append((name, {"metadata": {"annotations": hold}}))
@@ -154,7 +174,7 @@ def hold_changes(nodes: list[Mapping[str, Any]], held: set[str] | None, now: dat
             age = (now - datetime.strptime(since, HOLD_TIME_FORMAT).replace(tzinfo=UTC)).total_seconds()
         except ValueError:
             age = minimum_seconds
-        if age >= minimum_seconds:
+        if age >= minimum_seconds or not ready(node):
             changes.append((name, {"metadata": {"annotations": dict.fromkeys(GANG_HOLD_KEYS)}}))
     return changes
 # fmt: on
@@ -165,6 +185,8 @@ HOLD_NODES = (
     + f"import re\nfrom datetime import UTC\nASSIGNED = re.compile({ASSIGNED.pattern!r})\n"
     + inspect.getsource(held_for_gangs)
     + inspect.getsource(restarting)
+    + inspect.getsource(selected)
+    + inspect.getsource(ready)
     + inspect.getsource(hold_changes)
     + f"""\
 root = api.rsplit("/api/v1/nodes", 1)[0]
@@ -180,10 +202,10 @@ pods = call("GET", root + "/api/v1/pods?fieldSelector=" + urllib.parse.quote({PE
 held = held_for_gangs(pods)
 if held is None:
     print("a Schedulable pod names no node as Volcano v1.15.1 words it: holding every passed node", flush=True)
-elif restarting(jobs, datetime.now(UTC), {RESTART_HOLD_SECONDS}):
-    names = ", ".join(restarting(jobs, datetime.now(UTC), {RESTART_HOLD_SECONDS}))
-    print("restarted, not yet running again:", names, "- holding every passed node", flush=True)
-    held = None
+for job, selectors in restarting(jobs, datetime.now(UTC), {RESTART_HOLD_SECONDS}).items():
+    print("restarted, not yet running again:", job, "- holding the passed nodes it selects", flush=True)
+    if held is not None:
+        held |= selected(nodes, selectors)
 refused = 0
 for name, body in hold_changes(nodes, held, datetime.now(UTC), {HOLD_MINIMUM_SECONDS}):
     try:

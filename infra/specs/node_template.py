@@ -157,11 +157,12 @@ def node_labels(
 # group's tag (cluster-autoscaler-1.35.2 cloudprovider/aws/README.md, "autoscaling-options/scaledownunneededtime").
 # Three minutes, so an idle node is gone within five: the unneeded set is recomputed every scan-interval (10 s,
 # config/const.go), an empty node needs no drain, and each loop deletes up to 10 nodes (max-scale-down-parallelism,
-# config/flags/flags.go), so a 64-node gang's last node goes about 70 s after its first. A node waiting for its gang is not idle but looks it
-# (Volcano holds the gang's pods unbound, infra/specs/gang_hold.py), so it is held out of scale-down instead; a
-# node under burn-in carries a startup taint and counts as unready (utils/taints/taints.go
-# FilterOutNodesWithStartupTaints), for which the unready time applies (20 minutes, config/const.go), over the
-# burn-in's budget (infra/specs/burn_in_objects.py BUDGET_SECONDS).
+# config/flags/flags.go), so a 64-node gang's last node goes about 70 s after its first. A node under burn-in is
+# no candidate: its startup taint makes it unready (utils/taints/taints.go FilterOutNodesWithStartupTaints), and an
+# unready node younger than 15 minutes is an upcoming one that scale-down skips (core/static_autoscaler.go,
+# clusterstate/clusterstate.go updateReadinessStats NotStarted), longer than the burn-in's budget
+# (infra/specs/burn_in_objects.py BUDGET_SECONDS). A node waiting for its gang is not idle but looks it (Volcano
+# holds the gang's pods unbound), so it is held out of scale-down instead (infra/specs/gang_hold.py).
 TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS = 180
 TRAINIUM_SCALE_DOWN_UNNEEDED = f"{TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
 # A Trainium group without a burn-in has no gang hold (the hold keeps passed nodes only): its nodes get ten

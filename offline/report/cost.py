@@ -22,7 +22,11 @@ from infra.facts import efs, prices, startup
 from infra.facts.instances import instance_hourly, node_group_instance_types
 from infra.facts.prices import HOURS_PER_MONTH, Price
 from infra.specs.burn_in_objects import BURN_IN_MINUTES
-from infra.specs.node_template import TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS
+from infra.specs.node_template import (
+    TRAINIUM_SCALE_DOWN_UNNEEDED_SECONDS,
+    UNHELD_SCALE_DOWN_UNNEEDED,
+    UNHELD_SCALE_DOWN_UNNEEDED_SECONDS,
+)
 from workloads import deadlines, first_step, goodput
 
 SCENARIOS = ("idle", "configured", "fullScale")
@@ -602,9 +606,14 @@ def with_burn_in(run: WorkloadRun, group: dict[str, Any]) -> WorkloadRun:
     its burn-in (infra/specs/burn_in_objects.py) before the run can start on it: every attempt of every step
     may start on new nodes (a retry after auto-repair replaced a node, or after a scale-down between
     steps), so the bound counts one burn-in per attempt. A node that fails its burn-in is billed too
-    until its provisioner removes it (docs/node-health.md), which this bound does not count."""
-    if not group.get("startupTaints") or run.bound_seconds is None:
+    until its provisioner removes it (docs/node-health.md), which this bound does not count. A group without a
+    burn-in has no gang hold either, so it keeps its idle nodes longer (UNHELD_SCALE_DOWN_UNNEEDED_SECONDS)."""
+    if run.bound_seconds is None:
         return run
+    if not group.get("startupTaints"):
+        longer = UNHELD_SCALE_DOWN_UNNEEDED_SECONDS - SCALE_DOWN_UNNEEDED_SECONDS
+        text = f"{run.bound_text}; + {longer} s: a group without burn-in keeps idle nodes {UNHELD_SCALE_DOWN_UNNEEDED}"
+        return dataclasses.replace(run, bound_seconds=run.bound_seconds + longer, bound_text=text)
     return WorkloadRun(
         run.name,
         run.node_group,
