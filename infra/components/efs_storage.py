@@ -53,8 +53,6 @@ from infra.components.storage import (
     NAMESPACE_DIRECTORY_MODE,
     declare_static_pair,
     directory_claim_name,
-    static_claim,
-    static_volume_name,
 )
 from infra.config.models import SQUASHED_ID, StorageConfig
 from infra.facts import efs
@@ -323,20 +321,14 @@ class EfsStorage(pulumi.ComponentResource):
         the volume leading: a Retain volume never binds a new claim of the same name (the reasoning of
         infra/components/storage.py FsxStorage._claim, which this follows)."""
         fs, access_point = self.file_system, self.access_points[directory]
-        volume_name = fs.id.apply(lambda fs_id: static_volume_name(claim_name, namespace, fs_id))
-        manifest = pulumi.Output.all(volume_name, fs.id, access_point.id).apply(
-            lambda v: static_efs_volume(v[0], namespace, claim_name, v[1], v[2], read_only=read_only)
-        )
-        declared_claim = volume_name.apply(lambda name: static_claim(namespace, claim_name, name))
-        declared_source = pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(
-            lambda v: {"claim": v[0], "source": v[1]}
-        )
         return declare_static_pair(
             self,
             namespace,
             claim_name,
-            manifest,
-            declared_source,
+            fs.id,
+            lambda volume_name: pulumi.Output.all(volume_name, fs.id, access_point.id).apply(
+                lambda v: static_efs_volume(v[0], namespace, claim_name, v[1], v[2], read_only=read_only)
+            ),
             provider,
             volume_after=[fs, access_point, *after],
             claim_after=[

@@ -33,6 +33,7 @@ The `fsx-lustre` StorageClass stays for extra, per-job volumes that the CSI driv
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -433,15 +434,27 @@ def declare_static_pair(
     parent: pulumi.Resource,
     namespace: str,
     claim_name: str,
-    manifest: pulumi.Output[dict[str, Any]],
-    trigger: pulumi.Output[Any],
+    file_system_id: pulumi.Output[str],
+    manifest_for: Callable[[pulumi.Output[str]], pulumi.Output[dict[str, Any]]],
     provider: k8s.Provider,
     volume_after: list[pulumi.Resource],
     claim_after: list[pulumi.Resource],
+    replace_on_source: bool = True,
     delete_timeout: str | None = None,
 ) -> k8s.core.v1.PersistentVolumeClaim:
-    """A static volume (``manifest``) and its claim ``claim_name`` in ``namespace``, replaced as a pair, the
-    volume leading, whenever ``trigger`` changes (FsxStorage._claim says why; EfsStorage follows it)."""
+    """A static volume (``manifest_for`` its name) and its claim ``claim_name`` in ``namespace``, replaced as a
+    pair, the volume leading (FsxStorage._claim says why; EfsStorage follows it). The volume's name carries the
+    file system id: a PersistentVolume's source is immutable, so a replaced file system means a new volume, and
+    its claim with it. What re-creates the pair: any change to the claim as declared or, with
+    ``replace_on_source``, to what the volume mounts (its CSI source cannot change in place; its capacity can)."""
+    volume_name = file_system_id.apply(lambda fs_id: static_volume_name(claim_name, namespace, fs_id))
+    manifest = manifest_for(volume_name)
+    declared_claim = volume_name.apply(lambda name: static_claim(namespace, claim_name, name))
+    trigger = (
+        pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(lambda v: {"claim": v[0], "source": v[1]})
+        if replace_on_source
+        else declared_claim
+    )
     volume = k8s.core.v1.PersistentVolume(
         f"{claim_name}-{namespace}",
         metadata=manifest["metadata"],
@@ -893,36 +906,26 @@ class FsxStorage(pulumi.ComponentResource):
         volume instead (README, Storage).
         """
         storage, fs = args.storage, self.file_system
-        # The volume's name carries the file system id: a PersistentVolume's source is immutable,
-        # so a replaced file system means a new volume, and its claim with it.
-        volume_name = fs.id.apply(lambda fs_id: static_volume_name(claim_name, namespace, fs_id))
-        manifest = pulumi.Output.all(volume_name, fs.id, fs.dns_name, fs.mount_name).apply(
-            lambda v: static_volume(
-                v[0], namespace, claim_name, storage.capacity_gib, *v[1:], directory=directory, read_only=read_only
-            )
-        )
-        declared_claim = volume_name.apply(lambda name: static_claim(namespace, claim_name, name))
-        # What re-creates the pair, volume first: any change to the claim as declared, or to what the
-        # volume mounts (its CSI source cannot change in place; its capacity can). A root claim's source
-        # follows its name (the file system id) and the claim alone triggers it, as it always has: a
-        # trigger's value is compared with the one stored, so another shape would replace it.
-        declared_source = (
-            pulumi.Output.all(declared_claim, manifest["spec"]["csi"]).apply(lambda v: {"claim": v[0], "source": v[1]})
-            if replace_on_source
-            else declared_claim
-        )
+        # A root claim's source follows its name (the file system id) and the claim alone triggers it
+        # (``replace_on_source`` False), as it always has: a trigger's value is compared with the one stored,
+        # so another shape would replace it.
         return declare_static_pair(
             self,
             namespace,
             claim_name,
-            manifest,
-            declared_source,
+            fs.id,
+            lambda volume_name: pulumi.Output.all(volume_name, fs.id, fs.dns_name, fs.mount_name).apply(
+                lambda v: static_volume(
+                    v[0], namespace, claim_name, storage.capacity_gib, *v[1:], directory=directory, read_only=read_only
+                )
+            ),
             provider,
             volume_after=[fs, *after],
             claim_after=[
                 *args.identities.depends_for(namespace),
                 *([args.system_namespaces[namespace]] if namespace in args.system_namespaces else []),
             ],
+            replace_on_source=replace_on_source,
             delete_timeout=delete_timeout,
         )
 
